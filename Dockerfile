@@ -1,0 +1,15 @@
+# One image for the web server and the worker; docker-compose.yml shows how they run.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+
+COPY pyproject.toml README.md ./
+RUN pip install --no-cache-dir .
+
+COPY . .
+RUN useradd --create-home --uid 1000 app && chown -R app /app
+USER app
+
+EXPOSE 8000
+CMD ["python", "-m", "uvicorn", "agentplatform.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off"]

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentplatform.tenancy.access import tenants_for
+from agentplatform.tenancy.authentication import ApiClient
+
+
+class WhoAmI(APIView):
+    """Who the request acts as: an API key's tenant and scopes, or a user's tenants."""
+
+    def get(self, request: Request) -> Response:
+        if isinstance(request.user, ApiClient):
+            key = request.user.api_key
+            return Response(
+                {
+                    "kind": "api_key",
+                    "tenant": {"slug": key.tenant.slug, "name": key.tenant.name},
+                    "key": {"name": key.name, "prefix": key.prefix, "scopes": key.scopes},
+                }
+            )
+        return Response(
+            {
+                "kind": "user",
+                "username": request.user.get_username(),
+                "tenants": [{"slug": t.slug, "name": t.name} for t in tenants_for(request.user)],
+            }
+        )

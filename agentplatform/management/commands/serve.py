@@ -1,0 +1,185 @@
+"""`manage.py serve`: the whole platform on one machine (what `make run` calls).
+
+Embedded PostgreSQL and Redis are already up (settings started them when no URL is
+set, and this process holds their handles); this migrates, seeds the demo tenant, then
+runs uvicorn and one Celery worker as children with the URLs in their environment.
+Ctrl-C or SIGTERM stops the children, then the embedded services, with nothing left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from agentplatform import embedded
+from agentplatform.tenancy import services
+from agentplatform.tenancy.models import Membership, Role, Tenant
+
+STOP_GRACE_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if `serve` dies without cleaning up (e.g. SIGKILL)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Command(BaseCommand):
+    help = "Run the platform: migrate, seed the demo tenant, start the web server and a worker."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--no-worker", action="store_true", help="Run no Celery worker")
+
+    def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
+        started = time.monotonic()
+        call_command("migrate", interactive=False, verbosity=0)
+        login = self._seed_demo()
+        children = self._start_children(host, port, with_worker=not no_worker)
+        stopping: list[int] = []
+
+        def request_stop(signum, frame) -> None:
+            stopping.append(signum)
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        try:
+            self._wait_listening(host, port, children, stopping)
+            if not stopping:
+                url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{port}/"  # noqa: S104
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"Agent Platform is up at {url} ({time.monotonic() - started:.1f}s)"
+                    )
+                )
+                self.stdout.write(login)
+                self.stdout.write(
+                    "Health: " + url + "healthz   Admin: " + url + "admin/   Ctrl-C stops."
+                )
+            failed = self._supervise(children, stopping)
+        finally:
+            self._stop_children(children)
+        if failed:
+            raise CommandError(f"{failed} exited unexpectedly; stopped everything.")
+        self.stdout.write("Stopped.")
+
+    def _seed_demo(self) -> str:
+        username = os.environ.get("DEMO_USERNAME", "demo")
+        password = os.environ.get("DEMO_PASSWORD") or None
+        with transaction.atomic():
+            created = services.user_get_or_create(username=username, password=password)
+            if password and not created.password and not created.user.check_password(password):
+                created.user.set_password(password)
+                created.user.save(update_fields=["password"])
+            tenant = Tenant.objects.filter(slug="demo").first() or services.tenant_create(
+                slug="demo", name="Demo"
+            )
+            if not Membership.objects.filter(tenant=tenant, user=created.user).exists():
+                services.membership_set(tenant=tenant, user=created.user, role=Role.OWNER)
+        if created.password:
+            return f"Log in as {username!r} with password {created.password!r} (shown once)."
+        if password:
+            return f"Log in as {username!r} with the DEMO_PASSWORD from the environment."
+        return (
+            f"Log in as {username!r} (password printed at first start; "
+            f"`python manage.py changepassword {username}` sets a new one)."
+        )
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["DATABASE_URL"] = (
+            embedded.postgres_url(settings.DATABASES["default"])
+            if (settings.EMBEDDED_DATABASE)
+            else env["DATABASE_URL"]
+        )
+        env["REDIS_URL"] = settings.REDIS_URL
+        env["SECRET_KEY"] = settings.SECRET_KEY
+        env["FIELD_ENCRYPTION_KEYS"] = ",".join(settings.FIELD_ENCRYPTION_KEYS)
+        env["DATA_DIR"] = str(settings.DATA_DIR)
+        env.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+        return env
+
+    def _start_children(
+        self, host: str, port: int, *, with_worker: bool
+    ) -> dict[str, subprocess.Popen]:
+        env = self._child_env()
+        commands = {
+            "web server": [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "agentplatform.asgi:application",
+                "--host",
+                host,
+                "--port",
+                str(port),
+                "--timeout-graceful-shutdown",
+                "5",
+                "--lifespan",
+                "off",
+            ],
+        }
+        if with_worker:
+            commands["worker"] = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "agentplatform",
+                "worker",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                os.environ.get("WORKER_CONCURRENCY", "2"),
+            ]
+        return {
+            name: subprocess.Popen(
+                command, env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent
+            )
+            for name, command in commands.items()
+        }
+
+    def _wait_listening(self, host, port, children, stopping) -> None:
+        connect_host = "127.0.0.1" if host == "0.0.0.0" else host  # noqa: S104
+        while not stopping:
+            if any(child.poll() is not None for child in children.values()):
+                return
+            try:
+                socket.create_connection((connect_host, port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+    def _supervise(self, children, stopping) -> str | None:
+        while not stopping:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    return name
+            time.sleep(0.2)
+        return None
+
+    def _stop_children(self, children: dict[str, subprocess.Popen]) -> None:
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in children.values():
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()

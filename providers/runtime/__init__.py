@@ -1,0 +1,1 @@
+"""Pure-Python model adapters (Anthropic, OpenAI and compatible, FakeModel). No Django."""

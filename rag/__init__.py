@@ -1,0 +1,1 @@
+"""Knowledge bases: documents, chunks (pgvector) and search, exposed to agents as tools."""

@@ -1,0 +1,1 @@
+# Models arrive with the knowledge-base issue; migration 0001 enables pgvector.

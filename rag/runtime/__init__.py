@@ -1,0 +1,1 @@
+"""Pure-Python chunking and embedders. No Django."""

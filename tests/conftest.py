@@ -1,0 +1,94 @@
+"""The owner / member / outsider trio, and a real Celery worker when a test needs one.
+
+alice owns `acme`, bob is a member of `acme`, charlie owns `globex` (an outsider to acme).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from agentplatform.embedded import postgres_url
+from agentplatform.tenancy.models import Role, Tenant
+from tests.factories import add_member, make_tenant, make_user
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Trio:
+    acme: Tenant
+    globex: Tenant
+    alice: object
+    bob: object
+    charlie: object
+
+
+@pytest.fixture
+def trio(db) -> Trio:
+    alice, bob, charlie = make_user("alice"), make_user("bob"), make_user("charlie")
+    acme = make_tenant("acme", owner=alice)
+    add_member(acme, bob, Role.MEMBER)
+    globex = make_tenant("globex", owner=charlie)
+    return Trio(acme=acme, globex=globex, alice=alice, bob=bob, charlie=charlie)
+
+
+def subprocess_env(database_name: str | None = None) -> dict[str, str]:
+    """Environment for a child process on the same Postgres/Redis as this test session."""
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        DATABASE_URL=postgres_url({**db, "NAME": database_name or db["NAME"]}),
+        REDIS_URL=settings.REDIS_URL,
+        SECRET_KEY=settings.SECRET_KEY,
+        FIELD_ENCRYPTION_KEYS=",".join(settings.FIELD_ENCRYPTION_KEYS),
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real `celery worker` process on the test database and this session's queue."""
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "agentplatform",
+            "worker",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "WARNING",
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+        ],
+        env=subprocess_env(settings.DATABASES["default"]["NAME"]),
+        cwd=ROOT,
+    )
+    from agentplatform.tasks import ping
+
+    deadline = time.monotonic() + 30
+    while True:  # ready when it answers a ping task
+        try:
+            if ping.apply_async(expires=2).get(timeout=2) == "pong":
+                break
+        except Exception:
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the test Celery worker did not start") from None
+    yield worker
+    worker.terminate()
+    worker.wait(15)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ScopingConfig(AppConfig):
+    name = "tests.scoping"
+    label = "scoping"

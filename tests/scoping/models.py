@@ -1,0 +1,25 @@
+"""Test-only tenant-owned models to exercise the scoped admin and encrypted field."""
+
+from django.db import models
+
+from agentplatform.encryption import EncryptedTextField
+from agentplatform.tenancy.models import Tenant
+
+
+class Project(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    name = models.CharField(max_length=100)
+    token = EncryptedTextField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Ticket(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    watchers = models.ManyToManyField(Project, blank=True, related_name="watched_tickets")
+    title = models.CharField(max_length=100)
+
+    def __str__(self) -> str:
+        return self.title

@@ -1,0 +1,16 @@
+"""Test settings: the real settings (real Postgres and Redis) plus a test-only app."""
+
+import os
+import uuid
+
+from agentplatform.settings import *  # noqa: F403
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.scoping"]  # noqa: F405
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
+
+# One Celery queue per test session, inherited by worker subprocesses, so a `make run`
+# sharing the same embedded Redis never takes the tests' tasks (or the reverse).
+os.environ.setdefault("AP_TEST_QUEUE", f"test-{uuid.uuid4().hex[:8]}")
+CELERY_TASK_DEFAULT_QUEUE = os.environ["AP_TEST_QUEUE"]
+CACHES["default"]["KEY_PREFIX"] = os.environ["AP_TEST_QUEUE"]  # noqa: F405

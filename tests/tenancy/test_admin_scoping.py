@@ -1,0 +1,198 @@
+"""A tenant owner/admin sees and edits only their tenant's rows in /admin/."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from agentplatform.tenancy.models import ApiKey, Membership, Role
+from tests.factories import PASSWORD, add_member, make_user
+from tests.scoping.models import Project, Ticket
+
+
+@pytest.fixture
+def rows(trio):
+    ours = Project.objects.create(tenant=trio.acme, name="acme-roadmap")
+    theirs = Project.objects.create(tenant=trio.globex, name="globex-plans")
+    their_ticket = Ticket.objects.create(tenant=trio.globex, project=theirs, title="globex-ticket")
+    return ours, theirs, their_ticket
+
+
+def login(client, user):
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def test_tenant_admin_lists_only_their_rows(client, trio, rows):
+    body = login(client, trio.alice).get("/admin/scoping/project/").content.decode()
+    assert "acme-roadmap" in body
+    assert "globex-plans" not in body
+    body = client.get("/admin/tenancy/tenant/").content.decode()
+    assert "Acme" in body and "Globex" not in body
+
+
+def test_tenant_admin_cannot_open_edit_delete_or_history_another_tenants_row(client, trio, rows):
+    _, theirs, their_ticket = rows
+    login(client, trio.alice)
+    for url in [
+        f"/admin/scoping/project/{theirs.pk}/change/",
+        f"/admin/scoping/project/{theirs.pk}/delete/",
+        f"/admin/scoping/project/{theirs.pk}/history/",
+        f"/admin/scoping/ticket/{their_ticket.pk}/change/",
+        f"/admin/tenancy/tenant/{trio.globex.pk}/change/",
+    ]:
+        assert client.get(url).status_code == 404, url
+    response = client.post(
+        f"/admin/scoping/project/{theirs.pk}/change/", {"name": "pwned", "tenant": trio.acme.pk}
+    )
+    assert response.status_code == 404
+    response = client.post(f"/admin/scoping/project/{theirs.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 404
+    theirs.refresh_from_db()
+    assert (theirs.name, theirs.tenant_id) == ("globex-plans", trio.globex.pk)
+
+
+def test_bulk_delete_cannot_reach_another_tenants_rows(client, trio, rows):
+    ours, theirs, _ = rows
+    login(client, trio.alice).post(
+        "/admin/scoping/project/",
+        {"action": "delete_selected", "_selected_action": [ours.pk, theirs.pk], "post": "yes"},
+    )
+    assert Project.objects.filter(pk=theirs.pk).exists()
+
+
+def test_single_tenant_admin_creates_rows_in_their_tenant_whatever_is_posted(client, trio, rows):
+    response = login(client, trio.alice).post(
+        "/admin/scoping/project/add/", {"name": "new", "tenant": trio.globex.pk}
+    )
+    assert response.status_code == 302
+    assert Project.objects.get(name="new").tenant == trio.acme
+
+
+def test_foreign_keys_to_another_tenants_rows_are_neither_offered_nor_accepted(client, trio, rows):
+    ours, theirs, _ = rows
+    login(client, trio.alice)
+    form = client.get("/admin/scoping/ticket/add/").content.decode()
+    assert "acme-roadmap" in form and "globex-plans" not in form
+    response = client.post(
+        "/admin/scoping/ticket/add/",
+        {"title": "sneaky", "project": theirs.pk, "watchers": [theirs.pk]},
+    )
+    assert response.status_code == 200  # the form again, with errors
+    assert not Ticket.objects.filter(title="sneaky").exists()
+    response = client.post("/admin/scoping/ticket/add/", {"title": "fine", "project": ours.pk})
+    assert response.status_code == 302
+    assert Ticket.objects.get(title="fine").tenant == trio.acme
+
+
+def test_admin_of_two_tenants_cannot_mix_them_or_move_rows(client, trio, rows):
+    ours, theirs, _ = rows
+    add_member(trio.globex, trio.alice, Role.ADMIN)
+    login(client, trio.alice)
+    response = client.post(
+        "/admin/scoping/ticket/add/",
+        {"title": "mixed", "tenant": trio.acme.pk, "project": theirs.pk},
+    )
+    assert response.status_code == 200
+    assert not Ticket.objects.filter(title="mixed").exists()
+    # the tenant of a saved row is read-only
+    client.post(
+        f"/admin/scoping/project/{ours.pk}/change/", {"name": "renamed", "tenant": trio.globex.pk}
+    )
+    ours.refresh_from_db()
+    assert (ours.name, ours.tenant_id) == ("renamed", trio.acme.pk)
+    # a third tenant is not offered
+    other = make_user("dora")
+    from tests.factories import make_tenant
+
+    initech = make_tenant("initech", owner=other)
+    response = client.post("/admin/scoping/project/add/", {"name": "x", "tenant": initech.pk})
+    assert response.status_code == 200
+    assert not Project.objects.filter(name="x").exists()
+
+
+def test_members_and_viewers_are_kept_out_of_the_admin(client, trio):
+    trio.bob.is_staff = True  # even when someone flipped the flag
+    trio.bob.save()
+    response = login(client, trio.bob).get("/admin/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+def test_superuser_sees_everything(client, trio, rows):
+    root = get_user_model().objects.create_superuser("root", "root@example.test", PASSWORD)
+    body = login(client, root).get("/admin/scoping/project/").content.decode()
+    assert "acme-roadmap" in body and "globex-plans" in body
+    _, theirs, _ = rows
+    assert client.get(f"/admin/scoping/project/{theirs.pk}/change/").status_code == 200
+
+
+def test_membership_admin_adds_users_by_name_without_listing_all_users(client, trio):
+    dora = make_user("dora")
+    login(client, trio.alice)
+    form = client.get("/admin/tenancy/membership/add/").content.decode()
+    assert "charlie" not in form  # no user list to leak other tenants' people
+    response = client.post("/admin/tenancy/membership/add/", {"user": "dora", "role": "member"})
+    assert response.status_code == 302
+    assert Membership.objects.get(user=dora).tenant == trio.acme
+    response = client.post("/admin/tenancy/membership/add/", {"user": "nobody", "role": "member"})
+    assert response.status_code == 200
+
+
+def test_membership_admin_keeps_the_last_owner(client, trio):
+    owner = Membership.objects.get(tenant=trio.acme, user=trio.alice)
+    login(client, trio.alice)
+    response = client.post(
+        f"/admin/tenancy/membership/{owner.pk}/change/", {"user": "alice", "role": "member"}
+    )
+    assert response.status_code == 200
+    assert (
+        client.post(f"/admin/tenancy/membership/{owner.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert Membership.objects.get(pk=owner.pk).role == Role.OWNER
+
+
+def test_tenant_admin_who_is_not_owner_cannot_make_or_touch_owners(client, trio):
+    add_member(trio.acme, trio.bob, Role.ADMIN)
+    owner = Membership.objects.get(tenant=trio.acme, user=trio.alice)
+    login(client, trio.bob)
+    assert client.get(f"/admin/tenancy/membership/{owner.pk}/change/").status_code in (200, 403)
+    client.post(
+        f"/admin/tenancy/membership/{owner.pk}/change/", {"user": "alice", "role": "viewer"}
+    )
+    assert Membership.objects.get(pk=owner.pk).role == Role.OWNER
+    dora = make_user("dora")
+    client.post("/admin/tenancy/membership/add/", {"user": "dora", "role": "owner"})
+    assert not Membership.objects.filter(user=dora, role=Role.OWNER).exists()
+
+
+def test_api_key_admin_shows_the_key_once_and_stores_only_its_hash(client, trio):
+    login(client, trio.alice)
+    response = client.post(
+        "/admin/tenancy/apikey/add/", {"name": "ci", "scopes": ["read", "run"]}, follow=True
+    )
+    body = response.content.decode()
+    key = ApiKey.objects.get(name="ci")
+    assert key.tenant == trio.acme and key.scopes == ["read", "run"]
+    marker = f"ap_{key.prefix}_"
+    assert marker in body  # shown on the page after creation ...
+    full = body[body.index(marker) :].split()[0].split("<")[0]
+    assert key.secret_hash != full and full not in str(ApiKey.objects.filter(pk=key.pk).values())
+    again = client.get(f"/admin/tenancy/apikey/{key.pk}/change/").content.decode()
+    assert full not in again and key.secret_hash not in again  # ... and never again
+
+
+def test_owner_elsewhere_cannot_make_owners_where_only_admin(client, trio):
+    add_member(trio.acme, trio.bob, Role.ADMIN)
+    from tests.factories import make_tenant
+
+    make_tenant("bobco", owner=trio.bob)  # so the owner choice is on bob's form
+    dora = make_user("dora")
+    response = login(client, trio.bob).post(
+        "/admin/tenancy/membership/add/",
+        {"tenant": trio.acme.pk, "user": "dora", "role": "owner"},
+    )
+    assert response.status_code == 200
+    assert "Only an owner can make owners." in response.content.decode()
+    assert not Membership.objects.filter(user=dora).exists()

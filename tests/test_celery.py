@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.conf import settings
+
+from agentplatform.celery import app
+from agentplatform.tasks import ping
+
+
+def test_a_real_worker_runs_the_ping_task_through_redis(celery_worker_process):
+    result = ping.apply_async()
+    assert result.get(timeout=10) == "pong"
+    assert result.successful()
+    assert settings.CELERY_BROKER_URL.startswith(("redis", "rediss"))
+
+
+def test_tasks_survive_a_dying_worker():
+    """Crash safety settings that durable runs rely on."""
+    assert app.conf.task_acks_late is True
+    assert app.conf.task_reject_on_worker_lost is True
+    assert app.conf.worker_prefetch_multiplier == 1

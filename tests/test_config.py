@@ -1,0 +1,117 @@
+"""Settings fail loudly on bad values, naming the variable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from agentplatform import config
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize(
+    "raw,expected", [("1", True), ("yes", True), ("off", False), ("FALSE", False)]
+)
+def test_booleans_accept_the_usual_spellings(monkeypatch, raw, expected):
+    monkeypatch.setenv("DEBUG", raw)
+    assert config.env_bool("DEBUG", default=not expected) is expected
+
+
+def test_a_non_boolean_is_refused(monkeypatch):
+    monkeypatch.setenv("DEBUG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="DEBUG='maybe'"):
+        config.env_bool("DEBUG", default=False)
+
+
+def test_database_urls(monkeypatch):
+    entry = config.database_from_url("DATABASE_URL", "postgres://u:p@db:5433/app?sslmode=require")
+    assert (entry["HOST"], entry["PORT"], entry["NAME"], entry["USER"]) == ("db", 5433, "app", "u")
+    assert entry["OPTIONS"] == {"sslmode": "require"}
+    socket = config.database_from_url("DATABASE_URL", "postgres://u@%2Frun%2Fpg/app")
+    assert socket["HOST"] == "/run/pg"
+    with pytest.raises(ImproperlyConfigured, match="postgres://"):
+        config.database_from_url("DATABASE_URL", "mysql://u@db/app")
+    with pytest.raises(ImproperlyConfigured, match="names no database"):
+        config.database_from_url("DATABASE_URL", "postgres://u@db")
+
+
+def test_redis_urls():
+    assert config.redis_url("REDIS_URL", "redis://r:6379/0") == "redis://r:6379/0"
+    assert (
+        config.celery_url("unix:///tmp/r.sock", db=0) == "redis+socket:///tmp/r.sock?virtual_host=0"
+    )
+    with pytest.raises(ImproperlyConfigured):
+        config.redis_url("REDIS_URL", "http://r:6379")
+
+
+def test_fernet_keys_are_checked_each():
+    from cryptography.fernet import Fernet
+
+    good = Fernet.generate_key().decode()
+    assert config.fernet_keys("K", f"{good}, {good}") == [good, good]
+    with pytest.raises(ImproperlyConfigured, match="key #2"):
+        config.fernet_keys("K", f"{good},not-a-key")
+    with pytest.raises(ImproperlyConfigured, match="empty"):
+        config.fernet_keys("K", " , ")
+
+
+def test_egress_allowlist_takes_hosts_and_networks():
+    assert config.egress_allowlist("E", ["10.0.0.0/8", "api.internal", "::1"]) == [
+        "10.0.0.0/8",
+        "api.internal",
+        "::1",
+    ]
+    with pytest.raises(ImproperlyConfigured, match="not a valid IP network"):
+        config.egress_allowlist("E", ["10.0.0.0/33"])
+    with pytest.raises(ImproperlyConfigured):
+        config.egress_allowlist("E", ["bad host!"])
+
+
+def test_integers(monkeypatch):
+    monkeypatch.setenv("DB_CONN_MAX_AGE", "ten")
+    with pytest.raises(ImproperlyConfigured, match="DB_CONN_MAX_AGE"):
+        config.env_int("DB_CONN_MAX_AGE", 60)
+
+
+def _start_django(**env: str) -> subprocess.CompletedProcess:
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    environment.update(env, DJANGO_SETTINGS_MODULE="agentplatform.settings", PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
+        ({"DATABASE_URL": "postgres://u@db/app"}, "SECRET_KEY must be set"),
+        (
+            {"DATABASE_URL": "postgres://u@db/app", "SECRET_KEY": "x" * 50},
+            "FIELD_ENCRYPTION_KEYS must be set",
+        ),
+        (
+            {
+                "DATABASE_URL": "sqlite:///x.db",
+                "SECRET_KEY": "x" * 50,
+                "FIELD_ENCRYPTION_KEYS": "k",
+            },
+            "FIELD_ENCRYPTION_KEYS: key #1 is not a Fernet key",
+        ),
+        ({"REDIS_URL": "http://nope"}, "REDIS_URL must be a redis://"),
+    ],
+)
+def test_bad_environment_stops_start_up_with_the_reason(env, message, tmp_path):
+    result = _start_django(DATA_DIR=str(tmp_path), **env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and message in result.stderr

@@ -1,0 +1,139 @@
+"""`manage.py serve` end to end: fresh data dir, healthy, clean stop."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Serve:
+    def __init__(self, data_dir: Path, port: int) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env.update(
+            DATA_DIR=str(data_dir),
+            DEMO_PASSWORD="demo-pass-123",
+            DJANGO_SETTINGS_MODULE="agentplatform.settings",
+            WORKER_CONCURRENCY="1",
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, pattern: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.lines:
+                if re.search(pattern, line):
+                    return line
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in output:\n{''.join(self.lines)}")
+
+
+def get(url: str, opener=None) -> tuple[int, bytes]:
+    try:
+        with (opener or urllib.request.build_opener()).open(url, timeout=15) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_path):
+    port = free_port()
+    serve = Serve(tmp_path / "data", port)
+    try:
+        serve.wait_for(r"Agent Platform is up at", timeout=120)
+        assert "demo" in serve.wait_for(r"Log in as", timeout=5)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:  # the worker may need a moment after the web server listens
+            status, body = get(f"{base}/healthz")
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        report = json.loads(body)
+        assert status == 200, report
+        assert all(report["checks"][name]["ok"] for name in ("database", "redis", "worker"))
+
+        status, body = get(f"{base}/login/")
+        assert status == 200 and b'name="password"' in body
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        _, page = get(f"{base}/login/", opener)
+        token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1).decode()
+        form = f"csrfmiddlewaretoken={token}&username=demo&password=demo-pass-123".encode()
+        request = urllib.request.Request(f"{base}/login/", data=form, headers={"Referer": base})
+        with opener.open(request, timeout=15) as response:
+            assert response.url.endswith("/t/demo/")
+            assert b"Demo" in response.read()
+
+        tree = psutil.Process(serve.process.pid).children(recursive=True)
+        postgres_pid = int(
+            (tmp_path / "data" / "postgres" / "postmaster.pid").read_text().split()[0]
+        )
+        redis_pid = int((tmp_path / "data" / "redis" / "redis.pid").read_text())
+        watched = [*tree, psutil.Process(postgres_pid), psutil.Process(redis_pid)]
+        assert len(tree) >= 2  # uvicorn and the worker (and its pool)
+    finally:
+        serve.process.send_signal(signal.SIGINT)
+        try:
+            serve.process.wait(60)
+        except subprocess.TimeoutExpired:
+            serve.process.kill()
+            pytest.fail("serve did not stop within 60 s")
+    assert serve.process.returncode == 0, "".join(serve.lines)
+    assert "Stopped." in "".join(serve.lines)
+    _gone, alive = psutil.wait_procs(watched, timeout=10)
+    assert alive == [], f"left running: {alive}"
+
+
+def test_serve_restarts_on_the_same_data_dir_keeping_data(tmp_path):
+    """Second start reuses the data dir (no re-init, the demo user is still there)."""
+    data = tmp_path / "data"
+    for _attempt in range(2):
+        port = free_port()
+        serve = Serve(data, port)
+        try:
+            serve.wait_for(r"Agent Platform is up at", timeout=120)
+            status, _ = get(f"http://127.0.0.1:{port}/login/")
+            assert status == 200
+        finally:
+            serve.process.send_signal(signal.SIGTERM)
+            serve.process.wait(60)
+        assert serve.process.returncode == 0, "".join(serve.lines)
+    assert "DEMO_PASSWORD" in "".join(serve.lines)  # existing user, password from env

@@ -1,0 +1,1 @@
+"""Tools: tenant tool definitions (Django) around the pure tool runtime (tools.runtime)."""

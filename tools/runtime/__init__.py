@@ -1,0 +1,1 @@
+"""Pure-Python tool runtime: Tool, ToolRegistry, built-ins, guarded egress. No Django."""
