@@ -42,7 +42,8 @@ def serve_until_healthy(data_dir: Path) -> tuple[float, float]:
     try:
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:  # noqa: S310
+                url = f"http://127.0.0.1:{port}/healthz"
+                with urllib.request.urlopen(url, timeout=5) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -59,10 +60,10 @@ def serve_until_healthy(data_dir: Path) -> tuple[float, float]:
 
 def bare_services(data_dir: Path) -> float:
     code = (
-        "import sys, pathlib; sys.path.insert(0, %r)\n"
+        f"import sys, pathlib; sys.path.insert(0, {str(ROOT)!r})\n"
         "from agentplatform import embedded\n"
-        "d = pathlib.Path(%r); embedded.postgres(d); embedded.redis(d)\n"
-    ) % (str(ROOT), str(data_dir))
+        f"d = pathlib.Path({str(data_dir)!r}); embedded.postgres(d); embedded.redis(d)\n"
+    )
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     return time.perf_counter() - started
