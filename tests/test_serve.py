@@ -44,6 +44,7 @@ class Serve:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=True,  # its own process group, like a terminal job
         )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -72,6 +73,36 @@ def get(url: str, opener=None) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
+def wait_healthy(base: str, timeout: float = 60) -> tuple[int, bytes]:
+    deadline = time.monotonic() + timeout
+    while True:  # the worker may need a moment after the web server listens
+        status, body = get(f"{base}/healthz")
+        if status == 200 or time.monotonic() > deadline:
+            return status, body
+        time.sleep(0.3)
+
+
+def processes_using(data_dir: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if str(data_dir) in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
+def test_sigterm_while_starting_leaves_nothing_running(tmp_path):
+    data = tmp_path / "data"
+    serve = Serve(data, free_port())
+    deadline = time.monotonic() + 60
+    while not (data / "postgres" / "postmaster.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    serve.process.send_signal(signal.SIGTERM)  # during migrate / seeding
+    serve.process.wait(60)
+    time.sleep(0.5)
+    assert processes_using(data) == [], "".join(serve.lines)
+
+
 def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_path):
     port = free_port()
     serve = Serve(tmp_path / "data", port)
@@ -79,12 +110,7 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_
         serve.wait_for(r"Agent Platform is up at", timeout=120)
         assert "demo" in serve.wait_for(r"Log in as", timeout=5)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:  # the worker may need a moment after the web server listens
-            status, body = get(f"{base}/healthz")
-            if status == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        status, body = wait_healthy(base)
         report = json.loads(body)
         assert status == 200, report
         assert all(report["checks"][name]["ok"] for name in ("database", "redis", "worker"))
@@ -110,7 +136,7 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_
         watched = [*tree, psutil.Process(postgres_pid), psutil.Process(redis_pid)]
         assert len(tree) >= 2  # uvicorn and the worker (and its pool)
     finally:
-        serve.process.send_signal(signal.SIGINT)
+        os.killpg(serve.process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         try:
             serve.process.wait(60)
         except subprocess.TimeoutExpired:
@@ -130,8 +156,8 @@ def test_serve_restarts_on_the_same_data_dir_keeping_data(tmp_path):
         serve = Serve(data, port)
         try:
             serve.wait_for(r"Agent Platform is up at", timeout=120)
-            status, _ = get(f"http://127.0.0.1:{port}/login/")
-            assert status == 200
+            assert get(f"http://127.0.0.1:{port}/login/")[0] == 200
+            assert wait_healthy(f"http://127.0.0.1:{port}")[0] == 200
         finally:
             serve.process.send_signal(signal.SIGTERM)
             serve.process.wait(60)

@@ -6,10 +6,14 @@ from rest_framework.views import APIView
 
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.models import Scope
+from agentplatform.tenancy.permissions import requires_scope
 
 
 class WhoAmI(APIView):
     """Who the request acts as: an API key's tenant and scopes, or a user's tenants."""
+
+    permission_classes = [requires_scope(Scope.READ)]
 
     def get(self, request: Request) -> Response:
         if isinstance(request.user, ApiClient):

@@ -4,7 +4,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Q
+from django.shortcuts import render
+from django.utils import timezone
+from guardian.conf import settings as guardian_settings
 
 from agentplatform.tenancy import services
 from agentplatform.tenancy.admin_site import admin_tenant_ids
@@ -59,7 +63,11 @@ class UserByNameField(forms.CharField):
 
     def clean(self, value):
         text = super().clean(value)
-        users = get_user_model().objects.filter(Q(username=text) | Q(email__iexact=text))
+        users = (
+            get_user_model()
+            .objects.filter(Q(username=text) | Q(email__iexact=text), is_active=True)
+            .exclude(username=guardian_settings.ANONYMOUS_USER_NAME)
+        )
         if users.count() != 1:
             raise ValidationError("No single user has this username or e-mail.")
         return users.get()
@@ -127,6 +135,28 @@ class MembershipAdmin(TenantScopedAdmin):
                 return False  # the last owner stays
         return super().has_delete_permission(request, obj)
 
+    def delete_queryset(self, request, queryset) -> None:
+        """Bulk delete keeps at least one owner per tenant, and only owners remove owners."""
+        queryset = self.get_queryset(request).filter(pk__in=queryset.values("pk"))
+        with transaction.atomic():
+            for tenant_id in set(
+                queryset.filter(role=Role.OWNER).values_list("tenant_id", flat=True)
+            ):
+                owners = Membership.objects.select_for_update().filter(
+                    tenant_id=tenant_id, role=Role.OWNER
+                )
+                if (
+                    not is_owner_of(request.user, tenant_id)
+                    or not owners.exclude(pk__in=queryset.values("pk")).exists()
+                ):
+                    queryset = queryset.exclude(tenant_id=tenant_id, role=Role.OWNER)
+                    messages.warning(
+                        request,
+                        "Owner memberships kept: only owners remove owners, "
+                        "and a tenant keeps at least one.",
+                    )
+            super().delete_queryset(request, queryset)
+
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
         if obj.role in (Role.OWNER, Role.ADMIN) and not obj.user.is_staff:
@@ -150,6 +180,12 @@ class ApiKeyForm(TenantScopedForm):
     class Meta:
         model = ApiKey
         fields = ["tenant", "name", "scopes", "expires_at"]
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data.get("expires_at")
+        if expires_at is not None and not self.instance.pk and expires_at <= timezone.now():
+            raise ValidationError("Expiry must be in the future.")
+        return expires_at
 
 
 @admin.register(ApiKey)
@@ -186,7 +222,23 @@ class ApiKeyAdmin(TenantScopedAdmin):
         )
         obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
         obj._state.adding = False
-        messages.warning(request, f"Copy the new key now; it will not be shown again: {full_key}")
+        request._new_api_key = full_key
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """Show the new key on this response only: never stored, never redirected with."""
+        full_key = getattr(request, "_new_api_key", None)
+        if full_key is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "New API key",
+            "opts": self.opts,
+            "key": obj,
+            "full_key": full_key,
+        }
+        response = render(request, "admin/tenancy/apikey/created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset) -> None:

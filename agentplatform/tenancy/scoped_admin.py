@@ -14,7 +14,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import models
 from django.http import Http404
 
@@ -40,6 +41,14 @@ class TenantScopedForm(forms.ModelForm):
         if self.admin_tenant is not None and self.instance.tenant_id is None:
             self.instance.tenant = self.admin_tenant
 
+    def _get_validation_exclusions(self) -> set[str]:
+        # The tenant is set even where the form hides it; keep (tenant, name)-style unique
+        # constraints checked so a duplicate is a form error, not an IntegrityError.
+        exclude = super()._get_validation_exclusions()
+        if self.instance.tenant_id is not None:
+            exclude.discard("tenant")
+        return exclude
+
     def clean(self) -> dict:
         cleaned = super().clean()
         tenant = cleaned.get("tenant") or (
@@ -57,6 +66,19 @@ class TenantScopedForm(forms.ModelForm):
                     self.add_error(name, "Choose one of this tenant's own rows.")
                     break
         return cleaned
+
+
+def limit_choices(field, related, ids: set[int] | None) -> None:
+    """Relation choices within the admin's tenants: rows of those tenants, and users who
+    are members of them (never the whole user table). `ids` None means unrestricted."""
+    if field is None or ids is None or not hasattr(field, "queryset"):
+        return
+    if related is Tenant:
+        field.queryset = field.queryset.filter(pk__in=ids)
+    elif _is_tenant_owned(related):
+        field.queryset = field.queryset.filter(tenant_id__in=ids)
+    elif related is get_user_model():
+        field.queryset = field.queryset.filter(memberships__tenant_id__in=ids).distinct()
 
 
 class HiddenRowsAre404:
@@ -81,6 +103,11 @@ class HiddenRowsAre404:
 
 class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
     form = TenantScopedForm
+
+    def __init__(self, model, admin_site) -> None:
+        super().__init__(model, admin_site)
+        if "tenant" in self.list_editable:  # that formset would bypass the scoped form
+            raise ImproperlyConfigured(f"{type(self).__name__}: tenant cannot be list_editable")
 
     # -- who may do what ---------------------------------------------------------
     def _tenant_ids(self, request) -> set[int] | None:
@@ -122,11 +149,29 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         return display
 
     def get_list_filter(self, request):
-        filters = list(super().get_list_filter(request))
+        """Relation filters offer only values present in the scoped rows, so a filter
+        sidebar never lists another tenant (or its rows)."""
+        filters = [f for f in super().get_list_filter(request) if f != "tenant"]
         ids = self._tenant_ids(request)
-        if "tenant" not in filters and (ids is None or len(ids) > 1):
+        if ids is None or len(ids) > 1:
             filters.append("tenant")
-        return filters
+        if ids is None:
+            return filters
+        scoped = []
+        for item in filters:
+            if isinstance(item, str) and self._is_relation_path(item):
+                scoped.append((item, admin.RelatedOnlyFieldListFilter))
+            else:
+                scoped.append(item)
+        return scoped
+
+    def _is_relation_path(self, path: str) -> bool:
+        from django.contrib.admin.utils import get_fields_from_path
+
+        try:
+            return get_fields_from_path(self.model, path)[-1].is_relation
+        except Exception:  # not a model field path (a callable or a custom filter)
+            return False
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
@@ -162,14 +207,7 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         return field
 
     def _limit_choices(self, field, db_field, request) -> None:
-        ids = self._tenant_ids(request)
-        if field is None or ids is None:
-            return
-        related = db_field.related_model
-        if related is Tenant:
-            field.queryset = field.queryset.filter(pk__in=ids)
-        elif _is_tenant_owned(related):
-            field.queryset = field.queryset.filter(tenant_id__in=ids)
+        limit_choices(field, db_field.related_model, self._tenant_ids(request))
 
     # -- the last wall -------------------------------------------------------------
     def save_model(self, request, obj, form, change) -> None:
@@ -187,3 +225,50 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         if ids is not None:
             queryset = queryset.filter(tenant_id__in=ids)
         super().delete_queryset(request, queryset)
+
+
+class TenantScopedInline(admin.TabularInline):
+    """Inline rows of a tenant-scoped parent: relation choices limited like the parent's,
+    and each new row takes the parent's tenant."""
+
+    def _tenant_ids(self, request) -> set[int] | None:
+        return None if request.user.is_superuser else admin_tenant_ids(request)
+
+    def _may(self, request, parent) -> bool:
+        ids = self._tenant_ids(request)
+        return ids is None or (bool(ids) and (parent is None or parent.tenant_id in ids))
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def get_exclude(self, request, obj=None):
+        return [*(super().get_exclude(request, obj) or []), "tenant"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        limit_choices(field, db_field.related_model, self._tenant_ids(request))
+        return field
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        limit_choices(field, db_field.related_model, self._tenant_ids(request))
+        return field
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+
+        class ParentTenantFormSet(formset):
+            def save_new(self, form, commit=True):
+                form.instance.tenant_id = self.instance.tenant_id  # the saved parent's
+                return super().save_new(form, commit)
+
+        return ParentTenantFormSet

@@ -1,5 +1,6 @@
 """Test-only tenant-owned models to exercise the scoped admin and encrypted field."""
 
+from django.conf import settings
 from django.db import models
 
 from agentplatform.encryption import EncryptedTextField
@@ -10,6 +11,9 @@ class Project(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     name = models.CharField(max_length=100)
     token = EncryptedTextField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
 
     def __str__(self) -> str:
         return self.name

@@ -59,11 +59,13 @@ def test_bulk_delete_cannot_reach_another_tenants_rows(client, trio, rows):
         {"action": "delete_selected", "_selected_action": [ours.pk, theirs.pk], "post": "yes"},
     )
     assert Project.objects.filter(pk=theirs.pk).exists()
+    assert not Project.objects.filter(pk=ours.pk).exists()  # the action did run
 
 
 def test_single_tenant_admin_creates_rows_in_their_tenant_whatever_is_posted(client, trio, rows):
     response = login(client, trio.alice).post(
-        "/admin/scoping/project/add/", {"name": "new", "tenant": trio.globex.pk}
+        "/admin/scoping/project/add/",
+        {"name": "new", "tenant": trio.globex.pk, **_inline_management()},
     )
     assert response.status_code == 302
     assert Project.objects.get(name="new").tenant == trio.acme
@@ -97,7 +99,8 @@ def test_admin_of_two_tenants_cannot_mix_them_or_move_rows(client, trio, rows):
     assert not Ticket.objects.filter(title="mixed").exists()
     # the tenant of a saved row is read-only
     client.post(
-        f"/admin/scoping/project/{ours.pk}/change/", {"name": "renamed", "tenant": trio.globex.pk}
+        f"/admin/scoping/project/{ours.pk}/change/",
+        {"name": "renamed", "tenant": trio.globex.pk, **_inline_management()},
     )
     ours.refresh_from_db()
     assert (ours.name, ours.tenant_id) == ("renamed", trio.acme.pk)
@@ -106,7 +109,9 @@ def test_admin_of_two_tenants_cannot_mix_them_or_move_rows(client, trio, rows):
     from tests.factories import make_tenant
 
     initech = make_tenant("initech", owner=other)
-    response = client.post("/admin/scoping/project/add/", {"name": "x", "tenant": initech.pk})
+    response = client.post(
+        "/admin/scoping/project/add/", {"name": "x", "tenant": initech.pk, **_inline_management()}
+    )
     assert response.status_code == 200
     assert not Project.objects.filter(name="x").exists()
 
@@ -125,6 +130,17 @@ def test_superuser_sees_everything(client, trio, rows):
     assert "acme-roadmap" in body and "globex-plans" in body
     _, theirs, _ = rows
     assert client.get(f"/admin/scoping/project/{theirs.pk}/change/").status_code == 200
+    client.post(
+        f"/admin/scoping/project/{theirs.pk}/change/", {"name": "edited", **_inline_management()}
+    )
+    theirs.refresh_from_db()
+    assert (theirs.name, theirs.tenant_id) == ("edited", trio.globex.pk)
+    response = client.post(
+        "/admin/scoping/project/add/",
+        {"name": "made-by-root", "tenant": trio.globex.pk, **_inline_management()},
+    )
+    assert response.status_code == 302
+    assert Project.objects.get(name="made-by-root").tenant == trio.globex
 
 
 def test_membership_admin_adds_users_by_name_without_listing_all_users(client, trio):
@@ -196,3 +212,96 @@ def test_owner_elsewhere_cannot_make_owners_where_only_admin(client, trio):
     assert response.status_code == 200
     assert "Only an owner can make owners." in response.content.decode()
     assert not Membership.objects.filter(user=dora).exists()
+
+
+def _inline_management(prefix: str = "ticket_set") -> dict:
+    return {
+        f"{prefix}-TOTAL_FORMS": "0",
+        f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+    }
+
+
+def test_filters_of_a_multi_tenant_admin_list_only_their_tenants_and_users(client, trio, rows):
+    from tests.factories import make_tenant
+
+    add_member(trio.globex, trio.bob, Role.ADMIN)
+    add_member(trio.acme, trio.bob, Role.ADMIN)
+    make_tenant("initech-secret-co", owner=make_user("dora"))
+    Project.objects.filter(tenant=trio.acme).update(owner=trio.alice)
+    body = login(client, trio.bob).get("/admin/scoping/project/").content.decode()
+    assert "Acme" in body and "Globex" in body
+    assert "Initech" not in body and "dora" not in body
+    body = client.get("/admin/tenancy/membership/").content.decode()
+    assert "Initech" not in body and "dora" not in body
+
+
+def test_user_choices_are_members_of_the_admins_tenants_only(client, trio, rows):
+    make_user("stranger")
+    form = login(client, trio.alice).get("/admin/scoping/project/add/").content.decode()
+    assert ">alice<" in form and ">bob<" in form
+    assert "stranger" not in form and "charlie" not in form
+
+
+def test_inline_rows_take_the_parents_tenant_and_scoped_choices(client, trio, rows):
+    ours, theirs, _ = rows
+    login(client, trio.alice)
+    data = {
+        "name": "acme-roadmap",
+        **_inline_management(),
+        "ticket_set-TOTAL_FORMS": "1",
+        "ticket_set-0-title": "inline ticket",
+        "ticket_set-0-watchers": [theirs.pk],
+    }
+    response = client.post(f"/admin/scoping/project/{ours.pk}/change/", data)
+    assert response.status_code == 200  # another tenant's project refused as a watcher
+    data.pop("ticket_set-0-watchers")
+    response = client.post(f"/admin/scoping/project/{ours.pk}/change/", data)
+    assert response.status_code == 302
+    assert Ticket.objects.get(title="inline ticket").tenant == trio.acme
+
+
+def test_a_duplicate_membership_is_a_form_error_not_a_crash(client, trio):
+    response = login(client, trio.alice).post(
+        "/admin/tenancy/membership/add/", {"user": "bob", "role": "viewer"}
+    )
+    assert response.status_code == 200
+    assert "already exists" in response.content.decode()
+    assert Membership.objects.get(tenant=trio.acme, user=trio.bob).role == Role.MEMBER
+
+
+def test_bulk_delete_keeps_the_last_owner_and_deletes_the_rest(client, trio):
+    olga = make_user("olga")
+    add_member(trio.acme, olga, Role.OWNER)
+    memberships = Membership.objects.filter(tenant=trio.acme)
+    login(client, trio.alice).post(
+        "/admin/tenancy/membership/",
+        {
+            "action": "delete_selected",
+            "_selected_action": list(memberships.values_list("pk", flat=True)),
+            "post": "yes",
+        },
+    )
+    left = Membership.objects.filter(tenant=trio.acme)
+    assert left.filter(role=Role.OWNER).count() == 2  # owners kept together
+    assert not left.filter(user=trio.bob).exists()  # the member went
+
+
+def test_api_key_form_refuses_a_past_expiry_and_never_stores_the_key(client, trio):
+    login(client, trio.alice)
+    response = client.post(
+        "/admin/tenancy/apikey/add/",
+        {"name": "old", "scopes": ["read"], "expires_at_0": "2000-01-01", "expires_at_1": "00:00"},
+    )
+    assert response.status_code == 200 and "in the future" in response.content.decode()
+    response = client.post("/admin/tenancy/apikey/add/", {"name": "k", "scopes": ["read"]})
+    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
+    key = ApiKey.objects.get(name="k")
+    body = response.content.decode()
+    full = body[body.index(f"ap_{key.prefix}_") :].split('"')[0]
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT session_data FROM django_session")
+        assert all(full not in row[0] for row in cursor.fetchall())

@@ -106,3 +106,10 @@ def test_admin_scope_implies_the_others(trio):
     assert key.has_scope("run") and key.has_scope("write")
     key, _ = services.api_key_create(tenant=trio.acme, name="y", scopes=["read"])
     assert not key.has_scope("run")
+
+
+def test_a_key_without_the_needed_scope_gets_403(client, trio):
+    _, full = services.api_key_create(tenant=trio.acme, name="runner", scopes=["run"])
+    response = whoami(client, full)
+    assert response.status_code == 403
+    assert "lacks the 'read' scope" in response.json()["detail"]

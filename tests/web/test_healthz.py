@@ -23,3 +23,17 @@ def test_healthz_is_503_when_a_dependency_is_down_and_names_only_the_error_class
     assert body["status"] == "degraded"
     assert body["checks"]["redis"] == {"ok": False, "error": "ConnectionError"}
     assert "secret-path" not in response.content.decode()
+
+
+def test_healthz_reports_a_missing_worker(client, db, celery_worker_process):
+    from agentplatform.celery import app
+
+    queue = app.conf.task_default_queue
+    app.conf.task_default_queue = "nobody-consumes-this"  # as if no worker were running
+    try:
+        response = client.get("/healthz")
+    finally:
+        app.conf.task_default_queue = queue
+    assert response.status_code == 503
+    assert response.json()["checks"]["worker"] == {"ok": False, "error": "TimeoutError"}
+    assert response.json()["checks"]["database"]["ok"] is True

@@ -8,6 +8,7 @@ Ctrl-C or SIGTERM stops the children, then the embedded services, with nothing l
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -30,8 +31,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """In the child: get SIGTERM if `serve` dies without cleaning up (e.g. SIGKILL)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    """In the child: get SIGTERM if `serve` dies without cleaning up (e.g. SIGKILL).
+    Linux only; elsewhere the children are only stopped by a clean exit."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):  # a libc without prctl
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Command(BaseCommand):
@@ -44,16 +49,19 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
         started = time.monotonic()
-        call_command("migrate", interactive=False, verbosity=0)
-        login = self._seed_demo()
-        children = self._start_children(host, port, with_worker=not no_worker)
         stopping: list[int] = []
+        children: dict[str, subprocess.Popen] = {}
 
         def request_stop(signum, frame) -> None:
             stopping.append(signum)
+            if not children:  # still starting: unwind now; atexit stops the embedded services
+                raise SystemExit(128 + signum)
 
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
+        call_command("migrate", interactive=False, verbosity=0)
+        login = self._seed_demo()
+        children.update(self._start_children(host, port, with_worker=not no_worker))
         try:
             self._wait_listening(host, port, children, stopping)
             if not stopping:
@@ -87,10 +95,10 @@ class Command(BaseCommand):
             )
             if not Membership.objects.filter(tenant=tenant, user=created.user).exists():
                 services.membership_set(tenant=tenant, user=created.user, role=Role.OWNER)
-        if created.password:
-            return f"Log in as {username!r} with password {created.password!r} (shown once)."
         if password:
             return f"Log in as {username!r} with the DEMO_PASSWORD from the environment."
+        if created.password:  # generated just now
+            return f"Log in as {username!r} with password {created.password!r} (shown once)."
         return (
             f"Log in as {username!r} (password printed at first start; "
             f"`python manage.py changepassword {username}` sets a new one)."
