@@ -1,0 +1,305 @@
+"""HTTP tools declared in config, against a real local HTTP server (allow-listed)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+import pytest
+from pydantic import ValidationError
+
+from tests.tools.local_server import Reply
+from tools.runtime.circuit import MemoryCircuitStore, RedisCircuitStore
+from tools.runtime.context import RunContext, StaticSecrets
+from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.http_tool import HttpToolConfig, build_http_tool
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.tool import Capability, Effect, ToolCall
+
+SECRET = "sk-live-5ecr3t-value"
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "item_id": {"type": "integer"},
+        "units": {"type": "string"},
+        "note": {"type": "string"},
+        "trace": {"type": "string"},
+    },
+    "required": ["item_id"],
+}
+
+
+def make_tool(server, *, config: dict, schema=SCHEMA, store=None, capability=None, **kwargs):
+    return build_http_tool(
+        name=kwargs.pop("name", "items"),
+        description="Items API",
+        input_schema=schema,
+        config=HttpToolConfig.model_validate({"url": server.url + "/v1/items", **config}),
+        egress=GuardedHttpClient(EgressPolicy(allowlist=("127.0.0.1/32",))),
+        circuit_store=store or MemoryCircuitStore(),
+        circuit_key="t1:items",
+        secret_ref="tool:1",
+        capability=capability,
+        **kwargs,
+    )
+
+
+def context(events=None) -> RunContext:
+    return RunContext(
+        tenant_id=42,
+        user_id=7,
+        run_id="run_9",
+        correlation_id="corr_1",
+        secrets=StaticSecrets({"tool:1": SECRET}),
+        events=events,
+    )
+
+
+def call(tool, arguments, ctx=None):
+    registry = ToolRegistry([tool])
+    return asyncio.run(registry.execute(ToolCall("call_1", tool.name, arguments), ctx or context()))
+
+
+def test_a_mapped_call_sends_exactly_the_configured_request(local_server):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={"ok": True}))
+    tool = make_tool(
+        local_server,
+        config={
+            "method": "POST",
+            "url": local_server.url + "/v1/items/{item_id}/notes",
+            "arguments": [
+                {"argument": "item_id", "to": "path"},
+                {"argument": "units", "to": "query", "name": "u"},
+                {"argument": "trace", "to": "header", "name": "X-Trace"},
+            ],
+            "fixed": {"query": {"v": 2}, "headers": {"X-Client": "agents"}, "body": {"src": "ai"}},
+            "context": [
+                {"value": "tenant_id", "to": "header", "name": "X-Tenant"},
+                {"value": "user_id", "to": "body", "name": "user"},
+            ],
+            "auth": {"type": "bearer"},
+        },
+        capability=Capability(effect=Effect.WRITE, idempotent=False),
+    )
+    result = call(tool, {"item_id": 5, "units": "metric", "trace": "t-1", "note": "hello"})
+    assert result.result == {"ok": True}, result.error
+    [request] = local_server.requests
+    assert request.method == "POST"
+    assert request.path == "/v1/items/5/notes?v=2&u=metric"
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+    assert request.headers["x-trace"] == "t-1"
+    assert request.headers["x-client"] == "agents"
+    assert request.headers["x-tenant"] == "42"
+    assert request.headers["idempotency-key"] == "run_9:call_1"
+    assert request.headers["content-type"] == "application/json"
+    assert request.json() == {"src": "ai", "note": "hello", "user": 7}
+
+
+def test_unmapped_arguments_go_to_the_query_for_get(local_server):
+    local_server.route("GET", "/v1/items", Reply(json=[]))
+    call(make_tool(local_server, config={}), {"item_id": 3, "units": "si"})
+    [request] = local_server.requests
+    assert request.path == "/v1/items?item_id=3&units=si"
+    assert "idempotency-key" not in request.headers
+
+
+def test_the_credential_is_sent_but_never_shown_to_the_model_or_recorded(local_server):
+    local_server.route("GET", "/v1/items", Reply(json={"echo": f"you sent Bearer {SECRET}"}))
+    events = []
+    tool = make_tool(local_server, config={"auth": {"type": "bearer"}})
+    definitions = repr(ToolRegistry([tool]).definitions("openai")) + repr(
+        ToolRegistry([tool]).definitions("mcp")
+    )
+    assert SECRET not in definitions and "authorization" not in definitions.lower()
+    result = call(tool, {"item_id": 1}, context(lambda kind, data: events.append((kind, data))))
+    assert local_server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert result.result == {"echo": "you sent Bearer [redacted]"}
+    assert SECRET not in repr(events)
+
+
+def test_header_and_basic_auth(local_server):
+    local_server.route("GET", "/v1/items", Reply(json={}))
+    call(
+        make_tool(local_server, config={"auth": {"type": "header", "header": "X-Api-Key"}}),
+        {"item_id": 1},
+    )
+    call(
+        make_tool(local_server, config={"auth": {"type": "basic", "username": "bot"}}),
+        {"item_id": 1},
+    )
+    first, second = local_server.requests
+    assert first.headers["x-api-key"] == SECRET and "authorization" not in first.headers
+    assert (
+        second.headers["authorization"]
+        == "Basic " + base64.b64encode(f"bot:{SECRET}".encode()).decode()
+    )
+
+
+def test_retries_a_503_then_succeeds_honouring_retry_after(local_server):
+    local_server.route(
+        "GET",
+        "/v1/items",
+        Reply(status=503, headers={"Retry-After": "0.3"}),
+        Reply(json={"items": [1]}),
+    )
+    started = time.perf_counter()
+    result = call(make_tool(local_server, config={}), {"item_id": 1})
+    assert result.result == {"items": [1]}
+    assert len(local_server.requests) == 2
+    assert time.perf_counter() - started >= 0.3
+
+
+def test_a_401_is_not_retried_and_reads_clearly(local_server):
+    local_server.route("GET", "/v1/items", Reply(status=401, json={"error": "bad token"}))
+    result = call(make_tool(local_server, config={}), {"item_id": 1})
+    assert len(local_server.requests) == 1
+    assert result.error.startswith("HTTP 401 from GET 127.0.0.1:")
+    assert result.error.endswith('/v1/items: {"error": "bad token"}')
+
+
+def test_non_idempotent_calls_are_not_retried_on_503_but_are_on_429(local_server):
+    config = {"method": "POST", "retry": {"base_delay_s": 0.01}}
+    write = Capability(effect=Effect.WRITE, idempotent=False)
+    local_server.route("POST", "/v1/items", Reply(status=503), Reply(json={"ok": 1}))
+    assert call(make_tool(local_server, config=config, capability=write), {"item_id": 1}).error
+    assert len(local_server.requests) == 1
+    local_server.route("POST", "/v1/items", Reply(status=429), Reply(json={"ok": 1}))
+    result = call(make_tool(local_server, config=config, capability=write), {"item_id": 1})
+    assert result.result == {"ok": 1} and len(local_server.requests) == 3
+
+
+def test_retries_stop_after_max_attempts(local_server):
+    local_server.route("GET", "/v1/items", Reply(status=502))
+    config = {"retry": {"max_attempts": 3, "base_delay_s": 0.01}}
+    result = call(make_tool(local_server, config=config), {"item_id": 1})
+    assert result.error.startswith("HTTP 502") and len(local_server.requests) == 3
+
+
+def test_the_circuit_opens_then_half_opens_and_closes(local_server):
+    local_server.route(
+        "GET", "/v1/items", Reply(status=500), Reply(status=500), Reply(json={"ok": 1})
+    )
+    store = MemoryCircuitStore()
+    config = {"retry": {"max_attempts": 1}, "circuit": {"failure_threshold": 2, "cooldown_s": 0.3}}
+    tool = make_tool(local_server, config=config, store=store)
+    assert call(tool, {"item_id": 1}).error.startswith("HTTP 500")
+    assert call(tool, {"item_id": 1}).error.startswith("HTTP 500")
+    refused = call(tool, {"item_id": 1})
+    assert refused.error.startswith("circuit open after 2 consecutive failures")
+    assert len(local_server.requests) == 2  # failed fast, no request
+    time.sleep(0.35)
+    assert call(tool, {"item_id": 1}).result == {"ok": 1}  # the half-open probe
+    assert call(tool, {"item_id": 1}).result == {"ok": 1}  # closed again
+    assert len(local_server.requests) == 4
+
+
+def test_circuit_state_is_shared_across_processes_through_redis(local_server, settings):
+    import uuid
+
+    local_server.route("GET", "/v1/items", Reply(status=503))
+    key = f"test-{uuid.uuid4().hex}"
+    config = {"retry": {"max_attempts": 1}, "circuit": {"failure_threshold": 2, "cooldown_s": 30}}
+    # two stores = two processes' views of the same Redis
+    first = make_tool(
+        local_server, config=config, store=RedisCircuitStore(settings.REDIS_URL, prefix=key)
+    )
+    second = make_tool(
+        local_server, config=config, store=RedisCircuitStore(settings.REDIS_URL, prefix=key)
+    )
+    call(first, {"item_id": 1})
+    call(second, {"item_id": 1})
+    assert call(first, {"item_id": 1}).error.startswith("circuit open")
+    assert call(second, {"item_id": 1}).error.startswith("circuit open")
+    assert len(local_server.requests) == 2
+
+
+def test_model_view_selects_and_renames_fields(local_server):
+    payload = {"data": {"items": [{"name": "a", "id": 1}, {"name": "b", "id": 2}], "total": 2}}
+    local_server.route("GET", "/v1/items", Reply(json=payload))
+    view = {
+        "names": "data.items.*.name",
+        "count": "data.total",
+        "first": "data.items.0.id",
+        "gone": "x.y",
+    }
+    result = call(make_tool(local_server, config={"model_view": view}), {"item_id": 1})
+    assert result.result == {"names": ["a", "b"], "count": 2, "first": 1, "gone": None}
+
+
+def test_output_schema_is_enforced(local_server):
+    local_server.route("GET", "/v1/items", Reply(json={"temp": "warm"}))
+    schema = {"type": "object", "properties": {"temp": {"type": "number"}}, "required": ["temp"]}
+    result = call(make_tool(local_server, config={}, output_schema=schema), {"item_id": 1})
+    assert (
+        result.error
+        == "the response did not match output_schema: temp: expected number, got string"
+    )
+
+
+def test_an_oversized_response_is_refused(local_server):
+    local_server.route("GET", "/v1/items", Reply(body=b"x" * 50_000))
+    result = call(make_tool(local_server, config={"max_response_bytes": 1000}), {"item_id": 1})
+    assert result.error == "response larger than 1000 bytes"
+
+
+def test_text_responses_come_back_as_text(local_server):
+    local_server.route(
+        "GET", "/v1/items", Reply(body=b"plain words", headers={"Content-Type": "text/plain"})
+    )
+    assert call(make_tool(local_server, config={}), {"item_id": 1}).result == "plain words"
+
+
+def test_a_destination_outside_the_allowlist_is_refused(local_server):
+    tool = build_http_tool(
+        name="meta",
+        description="Cloud metadata",
+        input_schema={"type": "object", "properties": {}},
+        config=HttpToolConfig(url="http://169.254.169.254/latest/meta-data"),
+        egress=GuardedHttpClient(EgressPolicy()),
+        circuit_store=MemoryCircuitStore(),
+        circuit_key="t1:meta",
+    )
+    result = call(tool, {})
+    assert "169.254.169.254 is not allowed" in result.error
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ({"url": "ftp://x/y"}, "http:// or https://"),
+        ({"url": "http://h/{id}"}, "url placeholders without a path mapping: id"),
+        ({"url": "http://{host}/x"}, "path only"),
+        (
+            {"url": "http://h/x", "arguments": [{"argument": "a", "to": "path"}]},
+            "without a url placeholder",
+        ),
+        (
+            {"url": "http://h/x", "fixed": {"headers": {"Bad Header": "1"}}},
+            "cannot be used as a header",
+        ),
+        (
+            {"url": "http://h/x", "fixed": {"headers": {"Host": "evil"}}},
+            "cannot be used as a header",
+        ),
+        ({"url": "http://h/x", "method": "TRACE"}, "method"),
+        ({"url": "http://h/x", "surprise": 1}, "surprise"),
+        ({"url": "http://h/x", "timeout_s": 0}, "timeout_s"),
+    ],
+)
+def test_bad_configs_are_refused_with_the_reason(config, message):
+    with pytest.raises(ValidationError, match=message):
+        HttpToolConfig.model_validate(config)
+
+
+def test_config_and_schema_must_agree():
+    config = HttpToolConfig.model_validate(
+        {"url": "http://h/x", "arguments": [{"argument": "missing", "to": "query"}]}
+    )
+    with pytest.raises(ValueError, match="mapped arguments not in input_schema: missing"):
+        config.check_against_schema(SCHEMA)
+    config = HttpToolConfig.model_validate(
+        {"url": "http://h/x", "context": [{"value": "user_id", "to": "query", "name": "units"}]}
+    )
+    with pytest.raises(ValueError, match="context values must not be model arguments: units"):
+        config.check_against_schema(SCHEMA)

@@ -1,0 +1,227 @@
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tools.runtime.context import RunContext, StaticSecrets
+from tools.runtime.registry import ToolFailed, ToolRegistry
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall, tool
+
+CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def make(name: str, tags=(), handler=None, schema=None, **capability) -> Tool:
+    async def echo(arguments, ctx):
+        return {"echo": arguments}
+
+    return Tool(
+        name=name,
+        description=f"{name} tool",
+        input_schema=schema or {"type": "object", "properties": {"x": {"type": "integer"}}},
+        handler=handler or echo,
+        tags=frozenset(tags),
+        capability=Capability(**capability),
+    )
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    return ToolRegistry(
+        [
+            make("search", tags={"read", "web"}),
+            make("fetch", tags={"read", "web"}),
+            make("delete_file", tags={"files"}, effect=Effect.DESTRUCTIVE),
+            make("write_file", tags={"files"}, effect=Effect.WRITE),
+        ]
+    )
+
+
+def test_register_get_has_names(registry):
+    assert registry.names() == ["search", "fetch", "delete_file", "write_file"]
+    assert registry.has("search") and not registry.has("nope")
+    assert registry.get("fetch").name == "fetch"
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(make("search"))
+    with pytest.raises(KeyError, match="did you mean search"):
+        registry.get("serch")
+
+
+def test_filter_by_names_tags_and_exclude_returns_a_new_registry(registry):
+    assert registry.filter(names=["search", "nope"]).names() == ["search"]
+    assert registry.filter(tags=["files"]).names() == ["delete_file", "write_file"]
+    assert registry.filter(names=["search"], tags=["files"]).names() == [
+        "search",
+        "delete_file",
+        "write_file",
+    ]
+    assert registry.filter(tags=["web"], exclude=["fetch"]).names() == ["search"]
+    assert registry.filter(exclude=["delete_file"]).names() == ["search", "fetch", "write_file"]
+    assert registry.filter(names=[]).names() == []
+    filtered = registry.filter(tags=["web"])
+    filtered.register(make("extra"))
+    assert not registry.has("extra")
+
+
+def test_tool_names_and_schemas_are_checked_when_made():
+    with pytest.raises(ValueError, match="must match"):
+        make("has space")
+    with pytest.raises(ValueError, match="must match"):
+        make("x" * 65)
+    with pytest.raises(ValueError, match="not valid JSON Schema"):
+        make("bad", schema={"type": "object", "properties": {"x": {"type": "integr"}}})
+    with pytest.raises(ValueError, match='"type": "object"'):
+        make("bad", schema={"type": "string"})
+
+
+def test_execute_returns_result_with_latency(registry):
+    result = run(registry.execute(ToolCall("c1", "search", {"x": 1}), CTX))
+    assert result.result == {"echo": {"x": 1}}
+    assert result.error is None and result.call_id == "c1" and result.name == "search"
+    assert 0 < result.latency_ms < 100
+
+
+def test_invalid_arguments_become_an_error_the_model_can_act_on(registry):
+    result = run(registry.execute(ToolCall("c1", "search", {"x": "one"}), CTX))
+    assert result.error == "invalid arguments: x: expected integer, got string"
+    result = run(registry.execute(ToolCall("c1", "search", ["x"]), CTX))
+    assert result.error == "arguments must be a JSON object"
+
+
+def test_unknown_tool_lists_close_names(registry):
+    result = run(registry.execute(ToolCall("c1", "serch", {}), CTX))
+    assert result.error.startswith("unknown tool 'serch'; did you mean search")
+    result = run(registry.execute(ToolCall("c1", "zzz", {}), CTX))
+    assert "available tools: delete_file, fetch, search, write_file" in result.error
+
+
+def test_handler_exceptions_become_error_results():
+    async def broken(arguments, ctx):
+        raise RuntimeError("disk on fire")
+
+    def refuses(arguments, ctx):
+        raise ToolFailed("quota exceeded; try tomorrow")
+
+    registry = ToolRegistry([make("broken", handler=broken), make("refuses", handler=refuses)])
+    first = run(registry.execute(ToolCall("c1", "broken", {}), CTX))
+    assert first.error == "RuntimeError: disk on fire"
+    second = run(registry.execute(ToolCall("c2", "refuses", {}), CTX))
+    assert second.error == "quota exceeded; try tomorrow"
+
+
+def test_async_and_sync_handlers_are_bounded_by_their_timeout():
+    async def slow_async(arguments, ctx):
+        await asyncio.sleep(5)
+
+    def slow_sync(arguments, ctx):
+        time.sleep(1)
+
+    registry = ToolRegistry(
+        [
+            make("slow_async", handler=slow_async, timeout_s=0.05),
+            make("slow_sync", handler=slow_sync, timeout_s=0.05),
+        ]
+    )
+    for name in ("slow_async", "slow_sync"):
+        started = time.perf_counter()
+        result = run(registry.execute(ToolCall("c", name, {}), CTX))
+        assert result.error == "timed out after 0.05 s"
+        assert time.perf_counter() - started < 0.5
+
+
+def test_sync_handlers_run_off_the_event_loop():
+    import threading
+
+    seen = {}
+
+    def where(arguments, ctx):
+        seen["thread"] = threading.current_thread() is threading.main_thread()
+        return "ok"
+
+    run(ToolRegistry([make("where", handler=where)]).execute(ToolCall("c", "where", {}), CTX))
+    assert seen["thread"] is False
+
+
+def test_execute_all_keeps_order_and_runs_concurrently():
+    async def sleepy(arguments, ctx):
+        await asyncio.sleep(arguments["x"] / 1000)
+        return arguments["x"]
+
+    def blocking(arguments, ctx):
+        time.sleep(arguments["x"] / 1000)
+        return arguments["x"]
+
+    registry = ToolRegistry([make("sleepy", handler=sleepy), make("blocking", handler=blocking)])
+    calls = [ToolCall(f"c{i}", name, {"x": ms}) for i, (name, ms) in enumerate(
+        [("sleepy", 300), ("blocking", 200), ("sleepy", 100), ("nope", 0), ("blocking", 250)]
+    )]  # fmt: skip
+    started = time.perf_counter()
+    results = run(registry.execute_all(calls, CTX))
+    elapsed = time.perf_counter() - started
+    assert [r.call_id for r in results] == ["c0", "c1", "c2", "c3", "c4"]
+    assert [r.result for r in results] == [300, 200, 100, None, 250]
+    assert results[3].error.startswith("unknown tool")
+    assert elapsed < 0.6, f"sum is 0.85 s; concurrent should be ~0.3 s, took {elapsed:.2f}"
+
+
+def test_handlers_get_the_server_context_with_their_call_id():
+    seen = {}
+
+    async def who(arguments, ctx):
+        seen.update(tenant=ctx.tenant_id, user=ctx.user_id, run=ctx.run_id, call=ctx.call_id)
+
+    run(ToolRegistry([make("who", handler=who)]).execute(ToolCall("call_9", "who", {}), CTX))
+    assert seen == {"tenant": 1, "user": 7, "run": "run_1", "call": "call_9"}
+
+
+def test_events_are_emitted_and_secrets_redacted_from_them_and_results():
+    events = []
+
+    async def leaky(arguments, ctx):
+        raise RuntimeError(f"auth failed for token {ctx.secrets.get('k')}")
+
+    async def echo_secret(arguments, ctx):
+        return {"header": f"Bearer {ctx.secrets.get('k')}"}
+
+    ctx = RunContext(
+        tenant_id=1,
+        secrets=StaticSecrets({"k": "sk-live-XYZ"}),
+        events=lambda kind, data: events.append((kind, data)),
+    )
+    registry = ToolRegistry(
+        [make("leaky", handler=leaky), make("echo_secret", handler=echo_secret)]
+    )
+    failed = run(registry.execute(ToolCall("c1", "leaky", {"x": 1}), ctx))
+    echoed = run(registry.execute(ToolCall("c2", "echo_secret", {}), ctx))
+    assert failed.error == "RuntimeError: auth failed for token [redacted]"
+    assert echoed.result == {"header": "Bearer [redacted]"}
+    assert [kind for kind, _ in events] == ["tool.started", "tool.completed"] * 2
+    assert "sk-live-XYZ" not in repr(events)
+    assert events[1][1]["error"] == failed.error and events[1][1]["latency_ms"] >= 0
+
+
+def test_the_tool_decorator_builds_schema_and_validates_strictly():
+    @tool(tags={"demo"}, capability=Capability(effect=Effect.NONE))
+    def forecast(city: str, days: int = 1, ctx: RunContext = None) -> dict:
+        """Weather forecast for a city."""
+        return {"city": city, "days": days, "tenant": ctx.tenant_id}
+
+    assert forecast.description == "Weather forecast for a city."
+    assert forecast.input_schema == {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    registry = ToolRegistry([forecast])
+    ok = run(registry.execute(ToolCall("c", "forecast", {"city": "Oslo"}), CTX))
+    assert ok.result == {"city": "Oslo", "days": 1, "tenant": 1}
+    bad = run(registry.execute(ToolCall("c", "forecast", {"city": "Oslo", "days": "2"}), CTX))
+    assert bad.error.startswith("invalid arguments: days:")
+    extra = run(registry.execute(ToolCall("c", "forecast", {"city": "Oslo", "ctx": 1}), CTX))
+    assert extra.error.startswith("invalid arguments: ctx:")

@@ -1,0 +1,123 @@
+"""ToolDefinition rows -> runtime Tools, and the validation that guards saving them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pydantic
+from django.core.exceptions import ValidationError
+from pydantic import BaseModel, ConfigDict
+
+from tools.runtime.builtins import BUILTINS
+from tools.runtime.circuit import CircuitStore
+from tools.runtime.egress import GuardedHttpClient
+from tools.runtime.http_tool import HttpToolConfig, build_http_tool
+from tools.runtime.tool import Capability, Tool
+from tools.runtime.validation import SchemaError, check_schema
+
+if TYPE_CHECKING:
+    from tools.models import ToolDefinition
+
+
+class BuiltinConfig(BaseModel):
+    """A tenant's own name, description, tags or capability for a built-in tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    builtin: str
+
+    @pydantic.field_validator("builtin")
+    @classmethod
+    def _exists(cls, name: str) -> str:
+        if not BUILTINS.has(name):
+            raise ValueError(
+                f"unknown built-in {name!r}; choose one of {', '.join(BUILTINS.names())}"
+            )
+        return name
+
+
+CONFIG_MODELS: dict[str, type[BaseModel]] = {"builtin": BuiltinConfig, "http": HttpToolConfig}
+
+
+def _pydantic_message(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def parse_config(definition: ToolDefinition) -> BaseModel:
+    try:
+        return CONFIG_MODELS[definition.kind].model_validate(definition.config)
+    except pydantic.ValidationError as exc:
+        raise ValidationError({"config": _pydantic_message(exc)}) from None
+
+
+def validate_definition(definition: ToolDefinition) -> None:
+    """ValidationError naming the field, for forms and the API alike."""
+    errors: dict[str, str] = {}
+    if definition.kind == "http":
+        if not (definition.description or "").strip():
+            errors["description"] = "Describe the tool for the model."
+        try:
+            check_schema(definition.input_schema)
+        except SchemaError as exc:
+            errors["input_schema"] = str(exc)
+    if definition.output_schema is not None:
+        try:
+            check_schema(definition.output_schema, what="output_schema")
+        except SchemaError as exc:
+            errors["output_schema"] = str(exc)
+    if errors:
+        raise ValidationError(errors)
+    config = parse_config(definition)
+    if isinstance(config, HttpToolConfig):
+        try:
+            config.check_against_schema(definition.input_schema)
+        except ValueError as exc:
+            raise ValidationError({"config": str(exc)}) from None
+        if config.auth is not None and not definition.secret:
+            raise ValidationError({"secret": f"{config.auth.type} auth needs a secret."})
+
+
+def secret_ref(definition: ToolDefinition) -> str:
+    return f"tool:{definition.pk}"
+
+
+def build_tool(
+    definition: ToolDefinition, *, egress: GuardedHttpClient, circuit_store: CircuitStore
+) -> Tool:
+    capability = Capability(
+        effect=definition.effect,
+        idempotent=definition.idempotent,
+        requires_approval=definition.requires_approval,
+        timeout_s=definition.timeout_s,
+    )
+    config = parse_config(definition)
+    if isinstance(config, BuiltinConfig):
+        base = BUILTINS.get(config.builtin)
+        return Tool(
+            name=definition.name,
+            description=definition.description or base.description,
+            input_schema=base.input_schema,
+            handler=base.handler,
+            output_schema=base.output_schema,
+            tags=base.tags | set(definition.tags),
+            examples=base.examples,
+            capability=capability,
+            validate=base.validate,
+        )
+    return build_http_tool(
+        name=definition.name,
+        description=definition.description,
+        input_schema=definition.input_schema,
+        config=config,
+        egress=egress,
+        circuit_store=circuit_store,
+        circuit_key=f"{definition.tenant_id}:{definition.name}",
+        secret_ref=secret_ref(definition) if definition.secret else None,
+        output_schema=definition.output_schema,
+        tags=frozenset(definition.tags),
+        capability=capability,
+    )

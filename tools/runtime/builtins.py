@@ -1,0 +1,63 @@
+"""Built-in tools every tenant has (unless a tenant definition replaces one).
+
+They are plain Tools registered into BUILTINS exactly as tenant tools are registered into
+a tenant's registry. All are async: they are pure CPU work of microseconds, so running
+them on the event loop beats a thread hop.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from tools.runtime.calculator import CalculatorError, evaluate
+from tools.runtime.registry import ToolFailed, ToolRegistry
+from tools.runtime.tool import Capability, Effect, tool
+
+BUILTINS = ToolRegistry()
+_PURE = Capability(effect=Effect.NONE, idempotent=True, timeout_s=5)
+
+
+@tool(
+    tags={"builtin", "math"},
+    capability=_PURE,
+    examples=({"expression": "(1 + 2) * sqrt(16)"},),
+)
+async def calculator(expression: str) -> dict:
+    """Evaluate an arithmetic expression exactly: numbers, + - * / // % **, parentheses,
+    functions such as sqrt, log, sin, round, min, max, factorial, and constants pi, e, tau.
+    Use it for any arithmetic instead of computing in your head."""
+    try:
+        return {"result": evaluate(expression)}
+    except CalculatorError as exc:
+        raise ToolFailed(str(exc)) from None
+
+
+@tool(tags={"builtin"}, capability=_PURE, examples=({"thought": "The user wants X; first..."},))
+async def think(thought: str) -> dict:
+    """Think step by step in a private scratchpad before acting. Nothing happens outside;
+    the thought is returned unchanged."""
+    return {"thought": thought}
+
+
+@tool(tags={"builtin", "time"}, capability=_PURE, examples=({"timezone": "Europe/Paris"},))
+async def current_time(timezone: str = "UTC") -> dict:
+    """The current date and time in an IANA time zone (e.g. "Europe/Paris",
+    "America/New_York"; default UTC)."""
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolFailed(
+            f"unknown time zone {timezone!r}; use an IANA name like 'Europe/Paris' or 'UTC'"
+        ) from None
+    now = datetime.now(zone)
+    return {
+        "iso": now.isoformat(timespec="seconds"),
+        "timezone": timezone,
+        "utc_offset": now.strftime("%z")[:3] + ":" + now.strftime("%z")[3:],
+        "weekday": now.strftime("%A"),
+    }
+
+
+for _builtin in (calculator, think, current_time):
+    BUILTINS.register(_builtin)

@@ -1,0 +1,95 @@
+"""What a tool handler gets from the server: who, which run, which call, secrets, limits.
+
+Server-owned values come only from here, never from the model's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+REDACTED = "[redacted]"
+
+
+class ConfigurationError(Exception):
+    """Something the tenant admin must fix (a missing secret, a bad tool config)."""
+
+
+class SecretAccessor(Protocol):
+    def get(self, ref: str) -> str:
+        """The plaintext for `ref`; ConfigurationError if unknown."""
+        ...
+
+    def redact(self, value: Any) -> Any:
+        """`value` (text or JSON-like data) with every known secret replaced."""
+        ...
+
+
+class NoSecrets:
+    def get(self, ref: str) -> str:
+        raise ConfigurationError(f"secret {ref!r} is not configured")
+
+    def redact(self, value: Any) -> Any:
+        return value
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class StaticSecrets:
+    """Secrets held in memory for one tenant, e.g. decrypted when its registry was built."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self._values = dict(values)
+        # Longest first, so a secret containing another is replaced whole.
+        self._plaintexts = sorted({v for v in self._values.values() if v}, key=len, reverse=True)
+
+    def get(self, ref: str) -> str:
+        try:
+            return self._values[ref]
+        except KeyError:
+            raise ConfigurationError(f"secret {ref!r} is not configured") from None
+
+    def redact(self, value: Any) -> Any:
+        if not self._plaintexts:
+            return value
+        return _redact(value, self._plaintexts)
+
+    def __bool__(self) -> bool:
+        return bool(self._plaintexts)
+
+
+def _redact(value: Any, plaintexts: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in plaintexts:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {_redact(k, plaintexts): _redact(v, plaintexts) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact(v, plaintexts) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_tool_calls: int = 50
+    max_tool_timeout_s: float = 300.0
+    max_result_chars: int = 100_000
+
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    tenant_id: int | str
+    user_id: int | str | None = None
+    run_id: str | None = None
+    call_id: str | None = None
+    correlation_id: str | None = None
+    secrets: SecretAccessor = field(default_factory=NoSecrets)
+    limits: Limits = field(default_factory=Limits)
+    events: EventSink | None = None  # receives ("tool.started" | "tool.completed", data)

@@ -1,0 +1,382 @@
+"""HTTP tools declared in configuration: an existing REST call described, not coded.
+
+The model sees only the tool's input schema. Values from the RunContext (tenant, user,
+run ids), fixed values and the credential are added server-side; the credential comes
+from the RunContext's secret accessor at call time and is redacted from everything the
+registry records. All traffic goes through the guarded egress client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import re
+import time
+from typing import Any, Literal
+from urllib.parse import quote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tools.runtime.circuit import CircuitBreaker, CircuitOpen, CircuitStore
+from tools.runtime.context import RunContext
+from tools.runtime.egress import (
+    EgressConnectError,
+    EgressError,
+    EgressResponse,
+    EgressTimeout,
+    GuardedHttpClient,
+)
+from tools.runtime.registry import ToolFailed
+from tools.runtime.tool import Capability, Effect, Tool
+from tools.runtime.validation import compile_validator
+
+Location = Literal["path", "query", "header", "body"]
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+_RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "cookie"}
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArgumentTarget(_Strict):
+    """Where a model-visible argument goes; `name` defaults to the argument's own."""
+
+    argument: str
+    to: Location
+    name: str | None = None
+
+
+class ContextTarget(_Strict):
+    """A server-side value the model never sees (or sets)."""
+
+    value: Literal["tenant_id", "user_id", "run_id", "correlation_id"]
+    to: Location
+    name: str
+
+
+class FixedValues(_Strict):
+    query: dict[str, str | int | float | bool] = {}
+    headers: dict[str, str] = {}
+    body: dict[str, Any] = {}
+
+
+class AuthConfig(_Strict):
+    """bearer: `Authorization: Bearer <secret>`; header: `<header>: <secret>`;
+    basic: `Authorization: Basic base64(<username>:<secret>)`."""
+
+    type: Literal["bearer", "header", "basic"]
+    header: str = "X-API-Key"
+    username: str = ""
+
+
+class RetryConfig(_Strict):
+    max_attempts: int = Field(3, ge=1, le=10)
+    base_delay_s: float = Field(0.2, ge=0, le=30)
+    max_delay_s: float = Field(5.0, ge=0, le=60)
+
+
+class CircuitConfig(_Strict):
+    failure_threshold: int = Field(5, ge=1, le=1000)
+    cooldown_s: float = Field(30.0, ge=0.1, le=3600)
+
+
+class HttpToolConfig(_Strict):
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
+    url: str
+    arguments: list[ArgumentTarget] = []
+    fixed: FixedValues = FixedValues()
+    context: list[ContextTarget] = []
+    auth: AuthConfig | None = None
+    timeout_s: float = Field(10.0, gt=0, le=120)
+    retry: RetryConfig = RetryConfig()
+    circuit: CircuitConfig = CircuitConfig()
+    max_response_bytes: int = Field(1_000_000, ge=1, le=20_000_000)
+    model_view: dict[str, str] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if _PLACEHOLDER.search(parts.netloc):
+            raise ValueError("placeholders may appear in the path only, not in the host")
+        return url
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HttpToolConfig:
+        placeholders = set(_PLACEHOLDER.findall(urlsplit(self.url).path))
+        path_targets = {t.name or t.argument for t in self.arguments if t.to == "path"}
+        path_targets |= {t.name for t in self.context if t.to == "path"}
+        if missing := placeholders - path_targets:
+            raise ValueError(
+                f"url placeholders without a path mapping: {', '.join(sorted(missing))}"
+            )
+        if extra := path_targets - placeholders:
+            raise ValueError(f"path mappings without a url placeholder: {', '.join(sorted(extra))}")
+        headers = [t.name or t.argument for t in self.arguments if t.to == "header"]
+        headers += [t.name for t in self.context if t.to == "header"] + list(self.fixed.headers)
+        if self.auth is not None and self.auth.type == "header":
+            headers.append(self.auth.header)
+        for header in headers:
+            if not _HEADER_NAME.match(header) or header.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"{header!r} cannot be used as a header name")
+        return self
+
+    def check_against_schema(self, input_schema: dict) -> None:
+        """Mapped arguments must be in the model's schema; server values must not be."""
+        properties = set(input_schema.get("properties", {}))
+        if unknown := {t.argument for t in self.arguments} - properties:
+            raise ValueError(f"mapped arguments not in input_schema: {', '.join(sorted(unknown))}")
+        if leaked := {t.name for t in self.context} & properties:
+            raise ValueError(
+                f"context values must not be model arguments: {', '.join(sorted(leaked))}"
+            )
+
+
+def build_http_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: dict,
+    config: HttpToolConfig,
+    egress: GuardedHttpClient,
+    circuit_store: CircuitStore,
+    circuit_key: str,
+    secret_ref: str | None = None,
+    output_schema: dict | None = None,
+    tags: frozenset[str] = frozenset(),
+    capability: Capability | None = None,
+) -> Tool:
+    config.check_against_schema(input_schema)
+    if config.auth is not None and secret_ref is None:
+        raise ValueError("auth is configured but the tool has no secret")
+    idempotent_method = config.method in ("GET", "PUT", "DELETE")
+    capability = capability or Capability(
+        effect=Effect.READ if config.method == "GET" else Effect.WRITE,
+        idempotent=idempotent_method,
+        timeout_s=min(3600, config.timeout_s * config.retry.max_attempts + 5),
+    )
+    call = _HttpCall(
+        config=config,
+        egress=egress,
+        breaker=CircuitBreaker(
+            circuit_key,
+            circuit_store,
+            failure_threshold=config.circuit.failure_threshold,
+            cooldown_s=config.circuit.cooldown_s,
+        ),
+        secret_ref=secret_ref,
+        output_validator=compile_validator(output_schema) if output_schema else None,
+        idempotent=capability.idempotent,
+        deadline_s=capability.timeout_s,
+    )
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        handler=call,
+        output_schema=output_schema if config.model_view is None else None,
+        tags=frozenset(tags) | {"http"},
+        capability=capability,
+    )
+
+
+class _HttpCall:
+    """The handler of one HTTP tool; an object so it holds its parsed config."""
+
+    def __init__(
+        self,
+        *,
+        config: HttpToolConfig,
+        egress: GuardedHttpClient,
+        breaker: CircuitBreaker,
+        secret_ref: str | None,
+        output_validator,
+        idempotent: bool,
+        deadline_s: float,
+    ) -> None:
+        self.config = config
+        self.egress = egress
+        self.breaker = breaker
+        self.secret_ref = secret_ref
+        self.output_validator = output_validator
+        self.idempotent = idempotent
+        self.deadline_s = deadline_s
+        mapped = {t.argument: t for t in config.arguments}
+        self.default_location: Location = "query" if config.method in ("GET", "DELETE") else "body"
+        self.mapped = mapped
+
+    async def __call__(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
+        url, params, headers, body = self._request_parts(arguments, ctx)
+        try:
+            seen = await self.breaker.before_call()
+        except CircuitOpen as exc:
+            raise ToolFailed(str(exc)) from None
+        try:
+            response = await self._send_with_retries(url, params, headers, body)
+        except (EgressTimeout, EgressConnectError) as exc:
+            await self.breaker.on_failure()
+            raise ToolFailed(str(exc)) from None
+        except (
+            EgressError
+        ) as exc:  # refused destination, oversized response: not the server's health
+            await self.breaker.on_success(seen)
+            raise ToolFailed(str(exc)) from None
+        if response.status_code >= 500 or response.status_code == 429:
+            await self.breaker.on_failure()
+        else:
+            await self.breaker.on_success(seen)
+        return self._read(response)
+
+    def _request_parts(self, arguments: dict, ctx: RunContext):
+        config = self.config
+        path: dict[str, str] = {}
+        params: dict[str, Any] = dict(config.fixed.query)
+        headers: dict[str, str] = dict(config.fixed.headers)
+        body: dict[str, Any] = dict(config.fixed.body)
+        places = {"path": path, "query": params, "header": headers, "body": body}
+        for argument, value in arguments.items():
+            target = self.mapped.get(argument)
+            location = target.to if target else self.default_location
+            key = (target.name or argument) if target else argument
+            places[location][key] = value
+        for target in config.context:
+            value = getattr(ctx, target.value)
+            if value is None:
+                raise ToolFailed(f"this tool needs a {target.value}, and the call has none")
+            places[target.to][target.name] = value
+        for key, value in list(headers.items()):
+            headers[key] = _header_value(value)
+        url = _PLACEHOLDER.sub(lambda m: quote(str(path[m.group(1)]), safe=""), config.url)
+        if config.auth is not None:
+            secret = ctx.secrets.get(self.secret_ref)
+            if config.auth.type == "bearer":
+                headers["Authorization"] = f"Bearer {secret}"
+            elif config.auth.type == "header":
+                headers[config.auth.header] = secret
+            else:
+                import base64
+
+                token = base64.b64encode(f"{config.auth.username}:{secret}".encode()).decode()
+                headers["Authorization"] = f"Basic {token}"
+        if config.method != "GET" and ctx.call_id:
+            headers.setdefault("Idempotency-Key", f"{ctx.run_id or 'direct'}:{ctx.call_id}")
+        return url, params, headers, (body if config.method in ("POST", "PUT", "PATCH") else None)
+
+    async def _send_with_retries(self, url, params, headers, body) -> EgressResponse:
+        retry = self.config.retry
+        deadline = time.monotonic() + self.deadline_s - 0.5
+        attempt = 0
+        response: EgressResponse | None = None
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            try:
+                response = await self.egress.request(
+                    self.config.method,
+                    url,
+                    params=params or None,
+                    headers=headers,
+                    json=body,
+                    timeout_s=max(0.1, min(self.config.timeout_s, remaining)),
+                    max_bytes=self.config.max_response_bytes,
+                )
+            except (EgressTimeout, EgressConnectError):
+                # A timeout may have reached the server: retry only idempotent calls.
+                if attempt >= retry.max_attempts or not self.idempotent:
+                    raise
+                response = None
+                delay = _backoff(retry, attempt)
+            else:
+                if response.status_code not in RETRY_STATUSES or attempt >= retry.max_attempts:
+                    return response
+                if not (self.idempotent or response.status_code == 429):
+                    return response
+                delay = _retry_after(response) or _backoff(retry, attempt)
+                delay = min(delay, retry.max_delay_s)
+            if time.monotonic() + delay >= deadline:  # no time left for another attempt
+                if response is not None:
+                    return response
+                raise EgressTimeout(f"gave up after {attempt} attempts")
+            await asyncio.sleep(delay)
+
+    def _read(self, response: EgressResponse) -> Any:
+        status = response.status_code
+        if not 200 <= status < 300:
+            snippet = response.text[:300].strip()
+            where = urlsplit(response.url)
+            raise ToolFailed(
+                f"HTTP {status} from {self.config.method} {where.netloc}{where.path}"
+                + (f": {snippet}" if snippet else "")
+            )
+        content_type = response.headers.get("content-type", "")
+        if not response.content:
+            data: Any = None
+        elif "json" in content_type:
+            try:
+                data = json.loads(response.content)
+            except ValueError:
+                raise ToolFailed("the service answered with invalid JSON") from None
+        else:
+            data = response.text
+        if self.output_validator is not None:
+            problem = self.output_validator(data)
+            if problem is not None:
+                raise ToolFailed(f"the response did not match output_schema: {problem}")
+        if self.config.model_view is not None:
+            return {key: select(data, path) for key, path in self.config.model_view.items()}
+        return data
+
+
+def _header_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    if "\r" in text or "\n" in text:
+        raise ToolFailed("header values cannot contain line breaks")
+    return text
+
+
+def _backoff(retry: RetryConfig, attempt: int) -> float:
+    """Exponential backoff with full jitter."""
+    ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
+    return random.uniform(0, ceiling)  # noqa: S311 (jitter, not crypto)
+
+
+def _retry_after(response: EgressResponse) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def select(data: Any, path: str) -> Any:
+    """`a.b.0.c` picks fields and list indexes; `*` maps over a list (`items.*.name`).
+    A missing step gives None."""
+    if path in ("", "."):
+        return data
+    head, _, rest = path.partition(".")
+    if head == "*":
+        if not isinstance(data, list):
+            return None
+        return [select(item, rest) for item in data]
+    if isinstance(data, dict):
+        value = data.get(head)
+    elif isinstance(data, list) and head.lstrip("-").isdigit():
+        index = int(head)
+        value = data[index] if -len(data) <= index < len(data) else None
+    else:
+        return None
+    return value if not rest else select(value, rest)

@@ -1,0 +1,163 @@
+"""ToolRegistry: the one way every entry point executes tools."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from tools.runtime.context import RunContext
+from tools.runtime.formats import Format, definition_for
+from tools.runtime.tool import Tool, ToolCall, ToolResult
+
+# Sync handlers run here, not in the loop's default executor, so a handler that overruns
+# its timeout never holds up the loop's shutdown (asyncio.run joins the default executor).
+_SYNC_HANDLERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
+
+
+class ToolFailed(Exception):
+    """Raised by a handler to give the model a clean error message (no traceback)."""
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    # -- contents ------------------------------------------------------------------
+    def register(self, tool: Tool, *, replace: bool = False) -> Tool:
+        if tool.name in self._tools and not replace:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise KeyError(self._unknown(name)) from None
+
+    def has(self, name: str) -> bool:
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def filter(
+        self,
+        *,
+        names: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+    ) -> ToolRegistry:
+        """A new registry: tools named in `names` OR carrying any of `tags` (all tools when
+        both are None), minus those named in `exclude`. Unknown names are ignored."""
+        wanted = set(names) if names is not None else None
+        wanted_tags = set(tags) if tags is not None else None
+        excluded = set(exclude or ())
+        chosen = []
+        for item in self._tools.values():
+            if item.name in excluded:
+                continue
+            everything = wanted is None and wanted_tags is None
+            named = bool(wanted) and item.name in wanted
+            tagged = bool(wanted_tags) and bool(item.tags & wanted_tags)
+            if everything or named or tagged:
+                chosen.append(item)
+        return ToolRegistry(chosen)
+
+    def definitions(self, format: Format | str) -> list[dict[str, Any]]:
+        """Tool definitions exactly as the provider's API takes them."""
+        return [definition_for(item, Format(format)) for item in self._tools.values()]
+
+    # -- execution -------------------------------------------------------------------
+    async def execute(self, call: ToolCall, ctx: RunContext) -> ToolResult:
+        """Run one call. Never raises for tool trouble: unknown names, invalid arguments,
+        handler exceptions and timeouts all come back as ToolResult.error for the model."""
+        started = time.perf_counter()
+        ctx = replace(ctx, call_id=call.id)
+        emit = ctx.events
+        if emit is not None:
+            emit(
+                "tool.started",
+                {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": ctx.secrets.redact(call.arguments),
+                },
+            )
+        result, error = await self._run(call, ctx)
+        if ctx.secrets:
+            result, error = ctx.secrets.redact(result), ctx.secrets.redact(error)
+        outcome = ToolResult(
+            call_id=call.id,
+            name=call.name,
+            result=result,
+            error=error,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+        if emit is not None:
+            emit(
+                "tool.completed",
+                {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "result": outcome.result,
+                    "error": outcome.error,
+                    "latency_ms": round(outcome.latency_ms, 3),
+                },
+            )
+        return outcome
+
+    async def execute_all(self, calls: Sequence[ToolCall], ctx: RunContext) -> list[ToolResult]:
+        """Run calls concurrently; results in the order of `calls`."""
+        if len(calls) == 1:
+            return [await self.execute(calls[0], ctx)]
+        return list(await asyncio.gather(*(self.execute(call, ctx) for call in calls)))
+
+    async def _run(self, call: ToolCall, ctx: RunContext) -> tuple[Any, str | None]:
+        item = self._tools.get(call.name)
+        if item is None:
+            return None, self._unknown(call.name)
+        arguments = call.arguments
+        if not isinstance(arguments, dict):
+            return None, "arguments must be a JSON object"
+        problem = item.validate(arguments)
+        if problem is not None:
+            return None, f"invalid arguments: {problem}"
+        timeout = min(item.capability.timeout_s, ctx.limits.max_tool_timeout_s)
+        try:
+            async with asyncio.timeout(timeout):
+                if item.is_async:
+                    value = await item.handler(arguments, ctx)
+                else:  # sync handlers must not block the loop; the thread runs on if it times out
+                    value = await asyncio.get_running_loop().run_in_executor(
+                        _SYNC_HANDLERS, item.handler, arguments, ctx
+                    )
+        except TimeoutError:
+            return None, f"timed out after {timeout:g} s"
+        except ToolFailed as exc:
+            return None, str(exc) or type(exc).__name__
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the model sees the failure; the run goes on
+            return None, f"{type(exc).__name__}: {exc}"
+        return value, None
+
+    def _unknown(self, name: str) -> str:
+        close = difflib.get_close_matches(name, self._tools, n=3, cutoff=0.5)
+        if close:
+            return f"unknown tool {name!r}; did you mean {', '.join(close)}?"
+        available = ", ".join(sorted(self._tools)[:20]) or "none"
+        return f"unknown tool {name!r}; available tools: {available}"

@@ -1,0 +1,192 @@
+"""Tool, its Capability contract, ToolCall and ToolResult, and the @tool decorator."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, get_type_hints
+
+import pydantic
+
+from tools.runtime.context import RunContext
+from tools.runtime.validation import SchemaError, check_schema, compile_validator
+
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+# handler(arguments, ctx) -> JSON-able result; sync or async.
+Handler = Callable[[dict[str, Any], RunContext], Any]
+
+
+class Effect(StrEnum):
+    NONE = "none"
+    READ = "read"
+    WRITE = "write"
+    DESTRUCTIVE = "destructive"
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    effect: Effect = Effect.READ
+    idempotent: bool = True
+    requires_approval: bool = False
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "effect", Effect(self.effect))
+        if not 0 < self.timeout_s <= 3600:
+            raise ValueError("timeout_s must be within (0, 3600]")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    name: str
+    result: Any = None
+    error: str | None = None
+    latency_ms: float = 0.0
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A named capability the model may call.
+
+    `validate` defaults to a validator compiled from `input_schema` when the Tool is
+    made; it returns None or an error message for the model.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    output_schema: dict[str, Any] | None = None
+    tags: frozenset[str] = frozenset()
+    examples: tuple[dict[str, Any], ...] = ()
+    capability: Capability = field(default_factory=Capability)
+    validate: Callable[[Any], str | None] | None = None
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not NAME_PATTERN.match(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {NAME_PATTERN.pattern}")
+        if not self.description.strip():
+            raise ValueError(f"tool {self.name!r} needs a description the model can read")
+        try:
+            check_schema(self.input_schema)
+            if self.output_schema is not None:
+                check_schema(self.output_schema, what="output_schema")
+        except SchemaError as exc:
+            raise ValueError(f"tool {self.name!r}: {exc}") from None
+        object.__setattr__(self, "tags", frozenset(self.tags))
+        object.__setattr__(self, "examples", tuple(self.examples))
+        if self.validate is None:
+            object.__setattr__(self, "validate", compile_validator(self.input_schema))
+        object.__setattr__(self, "is_async", _is_async(self.handler))
+
+
+def _is_async(handler: Callable) -> bool:
+    call = getattr(handler, "__call__", None)  # noqa: B004 (callable objects)
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def tool(
+    function: Callable | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    tags: frozenset[str] | set[str] = frozenset(),
+    examples: tuple[dict, ...] = (),
+    capability: Capability | None = None,
+) -> Any:
+    """Make a Tool from an annotated function: docstring -> description, signature -> schema.
+
+    A parameter annotated `RunContext` receives the context and is hidden from the schema.
+    Arguments are validated (and coerced, e.g. "3" stays invalid for int: strict) by a
+    pydantic model built once from the signature.
+    """
+
+    def build(fn: Callable) -> Tool:
+        hints = get_type_hints(fn)
+        ctx_param = None
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(fn).parameters.values():
+            annotation = hints.get(param.name, Any)
+            if annotation is RunContext:
+                ctx_param = param.name
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (annotation, default)
+        model = pydantic.create_model(
+            f"{fn.__name__}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", strict=True),
+            **fields,
+        )
+        schema = _clean_schema(model.model_json_schema())
+        is_async = inspect.iscoroutinefunction(fn)
+
+        def validate(arguments: Any) -> str | None:
+            try:
+                model.model_validate(arguments)
+            except pydantic.ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "arguments"
+                return f"{where}: {first['msg']}"
+            return None
+
+        def call_kwargs(arguments: dict, ctx: RunContext) -> dict:
+            values = dict(model.model_validate(arguments))
+            if ctx_param:
+                values[ctx_param] = ctx
+            return values
+
+        if is_async:
+
+            async def handler(arguments: dict, ctx: RunContext) -> Any:
+                return await fn(**call_kwargs(arguments, ctx))
+        else:
+
+            def handler(arguments: dict, ctx: RunContext) -> Any:
+                return fn(**call_kwargs(arguments, ctx))
+
+        return Tool(
+            name=name or fn.__name__,
+            description=description or inspect.cleandoc(fn.__doc__ or ""),
+            input_schema=schema,
+            handler=handler,
+            tags=frozenset(tags),
+            examples=tuple(examples),
+            capability=capability or Capability(),
+            validate=validate,
+        )
+
+    return build(function) if function is not None else build
+
+
+def _clean_schema(schema: Any) -> Any:
+    """Pydantic's schema without the titles models don't need (property names kept)."""
+    if isinstance(schema, list):
+        return [_clean_schema(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in ("properties", "$defs"):
+            cleaned[key] = {name: _clean_schema(sub) for name, sub in value.items()}
+        else:
+            cleaned[key] = _clean_schema(value)
+    return cleaned

@@ -1,0 +1,42 @@
+"""Executing a tenant's tools from synchronous Django code (admin test page, REST)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from agentplatform.tenancy.models import Tenant
+from tools.loader import tenant_tools
+from tools.runtime.context import EventSink, RunContext
+from tools.runtime.tool import ToolCall, ToolResult
+
+
+def tool_context(
+    *,
+    tenant: Tenant,
+    user_id: int | None = None,
+    run_id: str | None = None,
+    correlation_id: str | None = None,
+    events: EventSink | None = None,
+) -> RunContext:
+    """A RunContext whose secret accessor holds this tenant's tool secrets only."""
+    return RunContext(
+        tenant_id=tenant.pk,
+        user_id=user_id,
+        run_id=run_id,
+        correlation_id=correlation_id or uuid.uuid4().hex,
+        secrets=tenant_tools(tenant).secrets,
+        events=events,
+    )
+
+
+def tool_execute(
+    *, tenant: Tenant, name: str, arguments: Any, user_id: int | None = None
+) -> ToolResult:
+    """Run one tool of the tenant's registry now. Tool trouble comes back as result.error."""
+    toolbox = tenant_tools(tenant)
+    ctx = tool_context(tenant=tenant, user_id=user_id)
+    call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
+    return async_to_sync(toolbox.registry.execute)(call, ctx)
