@@ -35,7 +35,7 @@ shell: $(STAMP)
 	$(BIN)/python manage.py shell
 
 bench: $(STAMP)
-	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) .data

@@ -229,7 +229,7 @@ async def registry_figures() -> list[RegistryFigure]:
             # Not the registry: the thread hop alone (a pool like the registry's), to tell
             # how much of (c) is the hop and how much is bookkeeping.
             await registry_figure(
-                "   c's thread hop alone",
+                "c'. thread hop alone, no registry",
                 sync_direct,
                 lambda: loop.run_in_executor(pool, forecast_handler_sync, ARGUMENTS, ctx),
                 SYNC_ITERATIONS,
@@ -345,10 +345,10 @@ def print_tables(registry: list[RegistryFigure], http: list[HttpFigure]) -> None
         f"(µs/call, median of {REPEATS} repeats; "
         f"{FAST_ITERATIONS} calls, {SYNC_ITERATIONS} for sync)"
     )
-    print(f"{'case':<32}{'direct':>9}{'registry':>10}{'ratio':>8}{'overhead':>10}  <30 µs")
+    print(f"{'case':<34}{'direct':>9}{'registry':>10}{'ratio':>8}{'overhead':>10}  <30 µs")
     for f in registry:
         print(
-            f"{f.case:<32}{f.direct_us:>9.2f}{f.registry_us:>10.2f}{f.ratio:>7.1f}x"
+            f"{f.case:<34}{f.direct_us:>9.2f}{f.registry_us:>10.2f}{f.ratio:>7.1f}x"
             f"{f.overhead_us:>10.2f}  {verdict(f.meets_target)}"
         )
     print()
@@ -356,10 +356,10 @@ def print_tables(registry: list[RegistryFigure], http: list[HttpFigure]) -> None
         f"HTTP GET /v1/items on 127.0.0.1, keep-alive (µs/request, median of "
         f"{HTTP_ROUNDS} interleaved rounds x {HTTP_REQUESTS_PER_ROUND} requests)"
     )
-    print(f"{'side':<32}{'µs/req':>9}{'ratio':>8}{'overhead':>10}  <=1.3x")
+    print(f"{'side':<34}{'µs/req':>9}{'ratio':>8}{'overhead':>10}  <=1.3x")
     for f in http:
         print(
-            f"{f.side:<32}{f.us_per_request:>9.1f}{f.ratio:>7.2f}x"
+            f"{f.side:<34}{f.us_per_request:>9.1f}{f.ratio:>7.2f}x"
             f"{f.overhead_us:>10.1f}  {verdict(f.meets_target)}"
         )
 

@@ -376,15 +376,19 @@ def test_one_client_works_from_two_event_loops(local_server) -> None:
     local_server.route("GET", "/ping", Reply(json={"ok": True}))
     client = GuardedHttpClient(LOCAL)
 
+    pools: list[httpx2.AsyncClient] = []
+
     async def twice():
         first = await client.request("GET", f"{local_server.url}/ping")
         second = await client.request("GET", f"{local_server.url}/ping")
+        pools.append(await client._client())
         return first.status_code, second.status_code
 
     assert asyncio.run(twice()) == (200, 200)
     assert asyncio.run(twice()) == (200, 200)
     assert local_server.connections == 2  # one pooled connection per loop
-    asyncio.run(client.aclose())
+    assert pools[0] is not pools[1]
+    assert all(pool.is_closed for pool in pools)  # closed as each asyncio.run ended
 
 
 def test_cookies_never_carry_over_between_requests(local_server) -> None:
@@ -458,3 +462,22 @@ def test_tls_verifies_and_sends_sni_for_the_url_host_not_the_connected_ip(tmp_pa
         # The certificate names localhost, not 127.0.0.1: verification follows the URL host.
         with pytest.raises(httpx2.ConnectError, match="certificate verify failed"):
             asyncio.run(get(LOCAL, f"https://127.0.0.1:{server.port}/secure"))
+
+
+def test_caller_headers_do_not_follow_a_redirect_to_another_origin(local_server) -> None:
+    other = LocalServer()
+    try:
+        local_server.route("GET", "/same", Reply(302, headers={"Location": "/here"}))
+        local_server.route("GET", "/here", Reply(json={}))
+        local_server.route("GET", "/away", Reply(302, headers={"Location": f"{other.url}/there"}))
+        other.route("GET", "/there", Reply(json={}))
+        secret = {"X-Api-Key": "k-123", "Authorization": "Bearer t-456"}
+        fetch(GuardedHttpClient(LOCAL), f"{local_server.url}/same", headers=secret)
+        fetch(GuardedHttpClient(LOCAL), f"{local_server.url}/away", headers=secret)
+        here = local_server.requests[1].headers
+        assert here["x-api-key"] == "k-123" and here["authorization"] == "Bearer t-456"
+        there = other.requests[0].headers
+        assert "x-api-key" not in there and "authorization" not in there
+        assert there["accept-encoding"] == "identity"  # compressed bombs are not invited
+    finally:
+        other.close()

@@ -3,7 +3,10 @@
 Closed: calls pass. After `failure_threshold` consecutive failures it opens: calls fail
 fast until `cooldown_s` has passed; then it half-opens and lets exactly one probe call
 through (across all processes); the probe's success closes it, its failure re-opens it.
-A success costs no extra round trip when the circuit had no failures recorded.
+
+Cost: a process re-reads the shared state at most once per `refresh_s` (1 s) while its
+calls succeed, so the hot path makes no Redis round trip; a failure is written at once
+and makes the next call read afresh. Another process's trip is seen within `refresh_s`.
 """
 
 from __future__ import annotations
@@ -108,16 +111,32 @@ class RedisCircuitStore:
 
 class CircuitBreaker:
     def __init__(
-        self, key: str, store: CircuitStore, *, failure_threshold: int = 5, cooldown_s: float = 30
+        self,
+        key: str,
+        store: CircuitStore,
+        *,
+        failure_threshold: int = 5,
+        cooldown_s: float = 30,
+        refresh_s: float = 1.0,
     ) -> None:
         self.key = key
         self.store = store
         self.failure_threshold = failure_threshold
         self.cooldown_s = cooldown_s
+        self.refresh_s = refresh_s
+        self._seen: CircuitState | None = None
+        self._seen_until = 0.0
+
+    async def _state(self) -> CircuitState:
+        now = time.monotonic()
+        if self._seen is None or now >= self._seen_until:
+            self._seen = await self.store.read(self.key)
+            self._seen_until = now + self.refresh_s
+        return self._seen
 
     async def before_call(self) -> CircuitState:
         """The state seen; raises CircuitOpen while open or while another probe runs."""
-        state = await self.store.read(self.key)
+        state = await self._state()
         if not state.opened_until:
             return state
         wait = state.opened_until - time.time()
@@ -133,6 +152,8 @@ class CircuitBreaker:
     async def on_success(self, seen: CircuitState) -> None:
         if seen.failures or seen.opened_until:
             await self.store.reset(self.key)
+            self._seen = CircuitState()
 
     async def on_failure(self) -> None:
         await self.store.add_failure(self.key, self.failure_threshold, self.cooldown_s)
+        self._seen = None  # read the shared count afresh on the next call

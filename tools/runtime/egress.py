@@ -24,7 +24,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -435,8 +435,10 @@ class GuardedHttpClient:
 
     One pooled httpx2.AsyncClient is kept per running event loop (created on first use in
     that loop, about a millisecond), so keep-alive connections are reused within a loop.
-    Clients of loops that have since closed are dropped when the next loop's client is
-    created; their idle sockets are then closed by the garbage collector.
+    A loop's client is closed when the loop shuts down its async generators, as
+    `asyncio.run` and asgiref's `async_to_sync` do; clients of loops closed without that
+    are dropped when the next loop's client is created, and the garbage collector closes
+    their sockets.
     """
 
     def __init__(
@@ -457,20 +459,20 @@ class GuardedHttpClient:
         )
         self._backend = GuardedBackend(policy)
         self._ssl_context: ssl.SSLContext | None = None  # built on first use, ~20 ms
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
 
-    def _client(self) -> httpx2.AsyncClient:
+    async def _client(self) -> httpx2.AsyncClient:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is not None and not client.is_closed:
-            return client
+        entry = self._clients.get(loop)
+        if entry is not None and not entry.client.is_closed:
+            return entry.client
         with self._lock:
-            client = self._clients.get(loop)
-            if client is not None and not client.is_closed:
-                return client
+            entry = self._clients.get(loop)
+            if entry is not None and not entry.client.is_closed:
+                return entry.client
             for other in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[other]
             if self._ssl_context is None:
@@ -484,8 +486,12 @@ class GuardedHttpClient:
                 follow_redirects=False,
                 cookies=http.cookiejar.CookieJar(policy=_RefuseAllCookies()),
             )
-            self._clients[loop] = client
-            return client
+            entry = _LoopClient(client, _close_at_loop_shutdown(client))
+            self._clients[loop] = entry
+        # The first step registers the generator with the loop (sys.set_asyncgen_hooks),
+        # so loop.shutdown_asyncgens() runs its `finally`, closing the client in-loop.
+        await entry.closer.asend(None)
+        return client
 
     async def request(
         self,
@@ -506,7 +512,7 @@ class GuardedHttpClient:
         fails with ResponseTooLarge as soon as it exceeds `max_bytes` (decoded size).
         """
         _check_scheme(urlsplit(url).scheme)
-        client = self._client()
+        client = await self._client()
         started = time.perf_counter()
         deadline = started + timeout_s
         host = url  # for messages; the current hop's host once the URL parses
@@ -516,7 +522,8 @@ class GuardedHttpClient:
                     method,
                     url,
                     params=params,
-                    headers=headers,
+                    # identity: the size cap then bounds what is held, not a decompressed bomb
+                    headers={"accept-encoding": "identity", **(headers or {})},
                     json=json,
                     content=content,
                     timeout=self._hop_timeout(deadline),
@@ -545,6 +552,11 @@ class GuardedHttpClient:
                         await _drain_redirect(response)
                     finally:
                         await response.aclose()
+                    if _origin(next_request.url) != _origin(request.url):
+                        # httpx drops only Authorization; credentials may sit in any header
+                        # the caller set (X-API-Key, ...), so none of them cross origins.
+                        for name in headers or {}:
+                            next_request.headers.pop(name, None)
                     hops += 1
                     next_request.extensions = {
                         **next_request.extensions,
@@ -590,9 +602,23 @@ class GuardedHttpClient:
         """Close the pooled client of the running loop; other loops' clients are kept."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            client = self._clients.pop(loop, None)
-        if client is not None:
-            await client.aclose()
+            entry = self._clients.pop(loop, None)
+        if entry is not None:
+            await entry.closer.aclose()
+            await entry.client.aclose()
+
+
+@dataclass(frozen=True)
+class _LoopClient:
+    client: httpx2.AsyncClient
+    closer: AsyncGenerator[None, None]
+
+
+async def _close_at_loop_shutdown(client: httpx2.AsyncClient) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 def _check_scheme(scheme: str) -> None:
@@ -645,3 +671,7 @@ def _with_detail(message: str, exc: BaseException) -> str:
             break
         cause = cause.__cause__ or cause.__context__
     return f"{message}: {detail}" if detail else message
+
+
+def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
+    return url.scheme, url.host, url.port

@@ -12,15 +12,11 @@ from typing import Any
 
 from tools.runtime.context import RunContext
 from tools.runtime.formats import Format, definition_for
-from tools.runtime.tool import Tool, ToolCall, ToolResult
+from tools.runtime.tool import Tool, ToolCall, ToolFailed, ToolResult
 
 # Sync handlers run here, not in the loop's default executor, so a handler that overruns
 # its timeout never holds up the loop's shutdown (asyncio.run joins the default executor).
 _SYNC_HANDLERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
-
-
-class ToolFailed(Exception):
-    """Raised by a handler to give the model a clean error message (no traceback)."""
 
 
 class ToolRegistry:

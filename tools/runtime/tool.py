@@ -20,6 +20,10 @@ NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 Handler = Callable[[dict[str, Any], RunContext], Any]
 
 
+class ToolFailed(Exception):
+    """Raised by a handler to give the model a clean error message (no traceback)."""
+
+
 class Effect(StrEnum):
     NONE = "none"
     READ = "read"
@@ -137,17 +141,14 @@ def tool(
         schema = _clean_schema(model.model_json_schema())
         is_async = inspect.iscoroutinefunction(fn)
 
-        def validate(arguments: Any) -> str | None:
+        def call_kwargs(arguments: dict, ctx: RunContext) -> dict:
+            # The registry has checked the JSON Schema; pydantic now builds the values once.
             try:
-                model.model_validate(arguments)
+                values = dict(model.model_validate(arguments))
             except pydantic.ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "arguments"
-                return f"{where}: {first['msg']}"
-            return None
-
-        def call_kwargs(arguments: dict, ctx: RunContext) -> dict:
-            values = dict(model.model_validate(arguments))
+                raise ToolFailed(f"invalid arguments: {where}: {first['msg']}") from None
             if ctx_param:
                 values[ctx_param] = ctx
             return values
@@ -169,7 +170,6 @@ def tool(
             tags=frozenset(tags),
             examples=tuple(examples),
             capability=capability or Capability(),
-            validate=validate,
         )
 
     return build(function) if function is not None else build

