@@ -48,6 +48,26 @@ EGRESS_ALLOWLIST = config.egress_allowlist(
     "EGRESS_ALLOWLIST", config.env_list("EGRESS_ALLOWLIST", [])
 )
 
+# Platform-level model provider keys. Offered to every tenant only when
+# PLATFORM_PROVIDERS_FOR_TENANTS is true; otherwise each tenant brings its own keys (the
+# demo tenant seeded by `serve` uses them either way).
+PLATFORM_PROVIDER_KEYS = {
+    name: key
+    for name, key in {
+        "anthropic": config.env_str("ANTHROPIC_API_KEY"),
+        "openai": config.env_str("OPENAI_API_KEY"),
+        "xai": config.env_str("XAI_API_KEY"),
+        "openrouter": config.env_str("OPENROUTER_API_KEY"),
+        "gemini": config.env_str("GEMINI_API_KEY"),
+        "groq": config.env_str("GROQ_API_KEY"),
+        "mistral": config.env_str("MISTRAL_API_KEY"),
+        "deepseek": config.env_str("DEEPSEEK_API_KEY"),
+        "together": config.env_str("TOGETHER_API_KEY"),
+    }.items()
+    if key
+}
+PLATFORM_PROVIDERS_FOR_TENANTS = config.env_bool("PLATFORM_PROVIDERS_FOR_TENANTS", default=False)
+
 INSTALLED_APPS = [
     "agentplatform.apps.PlatformAdminConfig",
     "django.contrib.auth",

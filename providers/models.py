@@ -1,1 +1,113 @@
-# Models arrive with their issue (see DESIGN.md).
+"""A tenant's connections to model providers. API keys are encrypted and write-only."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from agentplatform.encryption import EncryptedTextField
+from agentplatform.tenancy.models import Tenant
+from providers.runtime.presets import PRESETS
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+_RESERVED_HEADERS = {"authorization", "x-api-key", "host", "content-length", "cookie"}
+
+
+class ProviderKind(models.TextChoices):
+    ANTHROPIC = "anthropic", "Anthropic"
+    OPENAI = "openai", "OpenAI"
+    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
+    OFFLINE = "offline", "Offline demo (no model)"
+
+
+class HealthStatus(models.TextChoices):
+    UNKNOWN = "unknown", "Not checked"
+    OK = "ok", "OK"
+    FAILING = "failing", "Failing"
+
+
+class ProviderConnection(models.Model):
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="provider_connections"
+    )
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=ProviderKind.choices)
+    preset = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[(p.name, p.label) for p in PRESETS.values() if p.name != "openai"],
+        help_text="For OpenAI-compatible services: which one (base URL and quirks).",
+    )
+    base_url = models.URLField(blank=True, help_text="Leave blank for the service's default.")
+    api_key = EncryptedTextField(null=True, blank=True)
+    extra_headers = models.JSONField(
+        default=dict, blank=True, help_text="Sent with every request; not for credentials."
+    )
+    default_model = models.CharField(max_length=200, blank=True)
+    allowed_models = ArrayField(
+        models.CharField(max_length=200), default=list, blank=True, help_text="Empty: any."
+    )
+    timeout_s = models.FloatField(default=60.0)
+    max_retries = models.PositiveSmallIntegerField(default=3)
+    is_default = models.BooleanField(default=False)
+    health_status = models.CharField(
+        max_length=10, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN, editable=False
+    )
+    health_message = models.TextField(blank=True, editable=False)
+    last_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="provider_name_unique"),
+            models.UniqueConstraint(
+                fields=["tenant"], condition=Q(is_default=True), name="one_default_provider"
+            ),
+        ]
+        ordering = ["-is_default", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:  # never the key
+        return f"<ProviderConnection {self.pk} {self.kind} {self.name!r}>"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.kind == ProviderKind.OPENAI_COMPATIBLE:
+            preset = PRESETS.get(self.preset or "")
+            if preset is None:
+                errors["preset"] = "Choose the OpenAI-compatible service."
+            elif not (self.base_url or preset.base_url):
+                errors["base_url"] = "This service needs a base URL."
+            elif preset.needs_api_key and not self.api_key:
+                errors["api_key"] = f"{preset.label} needs an API key."
+        elif self.kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI) and not self.api_key:
+            errors["api_key"] = "An API key is required."
+        if self.kind != ProviderKind.OPENAI_COMPATIBLE and self.preset:
+            errors["preset"] = "Presets are for OpenAI-compatible connections only."
+        if not isinstance(self.extra_headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.extra_headers.items()
+        ):
+            errors["extra_headers"] = 'Give an object of header names to text values: {"X-A": "b"}.'
+        else:
+            for name in self.extra_headers:
+                if not _HEADER_NAME.match(name) or name.lower() in _RESERVED_HEADERS:
+                    errors["extra_headers"] = f"{name!r} cannot be set here."
+        if not 0 < self.timeout_s <= 600:
+            errors["timeout_s"] = "Between 0 and 600 seconds."
+        if self.max_retries > 10:
+            errors["max_retries"] = "At most 10."
+        if (
+            self.allowed_models
+            and self.default_model
+            and (self.default_model not in self.allowed_models)
+        ):
+            errors["default_model"] = "The default model must be one of the allowed models."
+        if errors:
+            raise ValidationError(errors)

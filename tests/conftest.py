@@ -18,8 +18,11 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agentplatform.tenancy.models import Role, Tenant
 from tests.factories import add_member, make_tenant, make_user
+from tests.fakes.fixtures import provider_server_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
+
+provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
 
 
 @dataclass

@@ -266,6 +266,7 @@ class ProviderServer:
     ) -> None:
         self.received: list[Received] = []
         self.models: list[str] = list(models) if models else ["claude-test-1", "gpt-test-1"]
+        self.serve_models_list = True  # False: GET /v1/models is a 404, as on some servers
         self.embedding_dimensions = embedding_dimensions
         # Unexpected exceptions inside the server (not client disconnects), for assertions.
         self.errors: list[BaseException] = []
@@ -551,7 +552,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._openai_chat(body)
         elif method == "POST" and path == "/v1/embeddings":
             self._openai_embeddings(body)
-        elif method == "GET" and path == "/v1/models":
+        elif method == "GET" and path == "/v1/models" and self.server.owner.serve_models_list:
             self._models_list()
         elif method == "GET" and path.startswith("/v1/models/"):
             self._models_retrieve(path.removeprefix("/v1/models/"))

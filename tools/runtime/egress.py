@@ -675,3 +675,17 @@ def _with_detail(message: str, exc: BaseException) -> str:
 
 def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
     return url.scheme, url.host, url.port
+
+
+def guarded_async_client(policy: EgressPolicy, *, timeout: float = 60.0) -> httpx2.AsyncClient:
+    """A plain httpx2 client whose every connection passes the egress policy: for SDKs that
+    take an `http_client` (model providers at tenant-chosen base URLs). No redirects are
+    followed, no proxies or cookies used."""
+    return httpx2.AsyncClient(
+        transport=GuardedTransport(
+            backend=GuardedBackend(policy), ssl_context=ssl.create_default_context()
+        ),
+        trust_env=False,
+        follow_redirects=False,
+        timeout=timeout,
+    )

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
+from providers.models import ProviderConnection
+from providers.services import connection_test
+
+
+class ProviderConnectionForm(TenantScopedForm):
+    base_url = forms.URLField(
+        required=False, assume_scheme="https", help_text="Leave blank for the service's default."
+    )
+    clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+
+    class Meta:
+        model = ProviderConnection
+        fields = [
+            "tenant", "name", "kind", "preset", "base_url", "api_key", "extra_headers",
+            "default_model", "allowed_models", "timeout_s", "max_retries", "is_default",
+        ]  # fmt: skip
+
+    def _post_clean(self) -> None:
+        if self.cleaned_data.get("clear_api_key"):
+            self.instance.api_key = None
+        super()._post_clean()
+
+
+@admin.register(ProviderConnection)
+class ProviderConnectionAdmin(TenantScopedAdmin):
+    form = ProviderConnectionForm
+    list_display = [
+        "name", "kind", "preset", "default_model", "is_default", "health_status",
+        "last_checked_at", "test_link",
+    ]  # fmt: skip
+    list_filter = ["kind", "health_status"]
+    search_fields = ["name", "default_model"]
+    readonly_fields = ["key_set", "health_status", "health_message", "last_checked_at"]
+    actions = ["test_connections"]
+
+    @admin.display(description="API key stored", boolean=True)
+    def key_set(self, obj: ProviderConnection) -> bool:
+        return bool(obj.api_key)
+
+    @admin.display(description="")
+    def test_link(self, obj: ProviderConnection) -> str:
+        url = reverse("admin:providers_test", args=[obj.pk])
+        return format_html('<a href="{}">Test connection</a>', url)
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:pk>/test/",
+                self.admin_site.admin_view(self.test_view),
+                name="providers_test",
+            ),
+            *super().get_urls(),
+        ]
+
+    def test_view(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        connection = self.get_queryset(request).filter(pk=pk).first()
+        if connection is None or not self.has_change_permission(request, connection):
+            raise Http404("No such connection.")
+        self._test(request, connection)
+        return HttpResponseRedirect(reverse("admin:providers_providerconnection_changelist"))
+
+    @admin.action(description="Test selected connections")
+    def test_connections(self, request, queryset) -> None:
+        for connection in queryset:
+            self._test(request, connection)
+
+    def _test(self, request, connection: ProviderConnection) -> None:
+        ok, message = connection_test(connection)
+        level = messages.SUCCESS if ok else messages.ERROR
+        self.message_user(request, f"{connection.name}: {message}", level)

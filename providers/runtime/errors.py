@@ -1,0 +1,50 @@
+"""One error taxonomy for every provider, and who must act on each."""
+
+from __future__ import annotations
+
+
+class ProviderError(Exception):
+    """Base. Messages never contain credentials."""
+
+    retryable = False
+
+
+class RateLimited(ProviderError):
+    retryable = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    """Unreachable, 5xx or overloaded: try again later."""
+
+    retryable = True
+
+
+class Timeout(ProviderError):
+    retryable = True
+
+
+class AuthenticationFailed(ProviderError):
+    """Bad or missing API key, or no permission: the tenant admin must act."""
+
+
+class BadRequest(ProviderError):
+    """The request is wrong (unknown model, invalid parameter): never retried."""
+
+
+class ContextTooLong(BadRequest):
+    """The conversation no longer fits the model's context window."""
+
+
+class ModelBehaviorError(ProviderError):
+    """The model produced something unusable (e.g. tool arguments that are not JSON).
+    The agent loop reports it back to the model instead of crashing."""
+
+    def __init__(self, message: str, *, call_id: str = "", name: str = "", raw: str = "") -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.name = name
+        self.raw = raw

@@ -1,0 +1,91 @@
+"""Map anthropic/openai SDK exceptions into our taxonomy, without leaking credentials."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+
+import anthropic
+import openai
+
+from providers.runtime.errors import (
+    AuthenticationFailed,
+    BadRequest,
+    ContextTooLong,
+    ProviderError,
+    ProviderUnavailable,
+    RateLimited,
+    Timeout,
+)
+from tools.runtime.egress import EgressRefused
+
+_TIMEOUT = (anthropic.APITimeoutError, openai.APITimeoutError)
+_CONNECTION = (anthropic.APIConnectionError, openai.APIConnectionError)
+_STATUS = (anthropic.APIStatusError, openai.APIStatusError)
+_CONTEXT = re.compile(
+    r"context length|context window|prompt is too long|too many tokens|maximum context", re.I
+)
+# Provider messages sometimes echo a masked key ("Incorrect API key provided: sk-ab***yz").
+_KEYLIKE = re.compile(r"\b(?:sk|xai|gsk|sk-ant|sk-or|key)-[A-Za-z0-9_*.\-]{4,}")
+
+
+def redact(text: str, api_key: str | None) -> str:
+    if api_key:
+        text = text.replace(api_key, "[redacted]")
+    return _KEYLIKE.sub("[redacted]", text)
+
+
+def map_error(exc: Exception, *, provider: str, api_key: str | None) -> ProviderError:
+    cause = exc.__cause__
+    if isinstance(cause, EgressRefused):  # a base URL the platform may not reach
+        return BadRequest(f"{provider}: {cause}")
+    if isinstance(exc, _TIMEOUT):
+        return Timeout(f"{provider} did not answer in time")
+    if isinstance(exc, _CONNECTION):
+        cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
+        return ProviderUnavailable(f"cannot reach {provider} ({cause})")
+    if not isinstance(exc, _STATUS):
+        return ProviderUnavailable(redact(f"{provider} call failed: {exc}", api_key))
+    status = exc.status_code
+    detail = redact(_detail(exc), api_key)
+    message = f"{provider} answered HTTP {status}: {detail}"
+    if status == 429:
+        return RateLimited(message, retry_after=_retry_after(exc.response.headers))
+    if status in (401, 403):
+        return AuthenticationFailed(message)
+    if status == 413 or (status in (400, 422) and _CONTEXT.search(detail)):
+        return ContextTooLong(message)
+    if status == 408:
+        return Timeout(message)
+    if status >= 500:
+        return ProviderUnavailable(message)
+    return BadRequest(message)
+
+
+def _detail(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:500]
+    return str(getattr(exc, "message", exc))[:500]
+
+
+def _retry_after(headers) -> float | None:
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        try:
+            return float(milliseconds) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None

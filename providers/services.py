@@ -1,0 +1,149 @@
+"""Provider connections -> adapters; platform keys; connection tests; demo seeding."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agentplatform.tenancy.models import Tenant
+from providers.models import HealthStatus, ProviderConnection, ProviderKind
+from providers.runtime.adapter import ModelAdapter
+from providers.runtime.anthropic_adapter import AnthropicAdapter
+from providers.runtime.errors import BadRequest, ProviderError
+from providers.runtime.offline import OfflineModel
+from providers.runtime.openai_adapter import OpenAIAdapter
+from providers.runtime.presets import PRESETS
+from providers.runtime.retry import RetryPolicy
+from providers.runtime.types import ModelRequest, UserMessage
+from tools.runtime.egress import EgressPolicy, guarded_async_client
+
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1-mini"}
+
+_adapters: dict[tuple, ModelAdapter] = {}
+_lock = threading.Lock()
+
+
+def adapter_for(connection: ProviderConnection) -> ModelAdapter:
+    """The runtime adapter for a connection, reused while the connection is unchanged (so
+    its HTTP connections stay pooled). Traffic passes the egress policy: a base URL on a
+    private network needs EGRESS_ALLOWLIST."""
+    allowlist = tuple(settings.EGRESS_ALLOWLIST)
+    key = (connection.pk, connection.name, connection.updated_at, allowlist)
+    adapter = _adapters.get(key)
+    if adapter is None:
+        with _lock:
+            adapter = _adapters.get(key) or _build(connection, allowlist)
+            _adapters[key] = adapter
+    return adapter
+
+
+def _build(connection: ProviderConnection, allowlist: tuple[str, ...]) -> ModelAdapter:
+    common = {
+        "api_key": connection.api_key or None,
+        "base_url": connection.base_url or None,
+        "timeout_s": connection.timeout_s,
+        "headers": connection.extra_headers or {},
+        "retry": RetryPolicy(max_attempts=connection.max_retries + 1),
+        "http_client": partial(guarded_async_client, EgressPolicy(allowlist=allowlist)),
+    }
+    if connection.kind == ProviderKind.ANTHROPIC:
+        return AnthropicAdapter(**common)
+    if connection.kind == ProviderKind.OPENAI:
+        return OpenAIAdapter(preset="openai", **common)
+    if connection.kind == ProviderKind.OPENAI_COMPATIBLE:
+        return OpenAIAdapter(preset=connection.preset, **common)
+    return OfflineModel()
+
+
+def platform_connections() -> list[ProviderConnection]:
+    """Unsaved connections for the keys in the platform's environment."""
+    found = []
+    for name, key in settings.PLATFORM_PROVIDER_KEYS.items():
+        kind = name if name in ("anthropic", "openai") else ProviderKind.OPENAI_COMPATIBLE
+        preset = "" if name in ("anthropic", "openai") else name
+        found.append(
+            ProviderConnection(
+                name=f"Platform {PRESETS[name].label if preset else name.title()}",
+                kind=kind,
+                preset=preset,
+                api_key=key,
+                default_model=DEFAULT_MODELS.get(name) or PRESETS[name].default_model,
+            )
+        )
+    return found
+
+
+def connections_for(tenant: Tenant) -> list[ProviderConnection]:
+    """The tenant's own connections, then the platform's when the operator shares them."""
+    own = list(ProviderConnection.objects.filter(tenant=tenant))
+    shared = platform_connections() if settings.PLATFORM_PROVIDERS_FOR_TENANTS else []
+    return own + shared
+
+
+def default_connection(tenant: Tenant) -> ProviderConnection | None:
+    connections = connections_for(tenant)
+    return next((c for c in connections if c.is_default), connections[0] if connections else None)
+
+
+def connection_test(connection: ProviderConnection) -> tuple[bool, str]:
+    """List models (or, where listing is unsupported, send a 1-token request); store and
+    return the outcome. The message names the problem, never the key."""
+    adapter = adapter_for(connection)
+    try:
+        message = async_to_sync(_probe)(adapter, connection)
+        ok = True
+    except ProviderError as exc:
+        ok, message = False, str(exc)
+    if connection.pk:
+        ProviderConnection.objects.filter(pk=connection.pk).update(
+            health_status=HealthStatus.OK if ok else HealthStatus.FAILING,
+            health_message=message[:1000],
+            last_checked_at=timezone.now(),
+        )
+    return ok, message
+
+
+async def _probe(adapter: ModelAdapter, connection: ProviderConnection) -> str:
+    if isinstance(adapter, OfflineModel):
+        return "The offline demo model needs no connection."
+    try:
+        models = await adapter.list_models()
+        shown = ", ".join(models[:5]) + ("…" if len(models) > 5 else "")
+        return f"Connected: {len(models)} model(s) available ({shown})."
+    except BadRequest:  # some compatible servers have no /models
+        model = connection.default_model or "default"
+        request = ModelRequest(model=model, messages=[UserMessage("ping")], max_tokens=1)
+        response = await adapter.complete(request)
+        return f"Connected: {response.model or model} answered."
+
+
+@transaction.atomic
+def seed_demo_connection(tenant: Tenant) -> ProviderConnection:
+    """The demo tenant's default connection: a real provider when the platform has a key
+    (Anthropic first, then OpenAI), else the offline demo model. Kept if one exists."""
+    existing = ProviderConnection.objects.filter(tenant=tenant).first()
+    if existing is not None:
+        return existing
+    for name in ("anthropic", "openai"):
+        key = settings.PLATFORM_PROVIDER_KEYS.get(name)
+        if key:
+            return ProviderConnection.objects.create(
+                tenant=tenant,
+                name=name.title(),
+                kind=name,
+                api_key=key,
+                default_model=DEFAULT_MODELS[name],
+                is_default=True,
+            )
+    return ProviderConnection.objects.create(
+        tenant=tenant,
+        name="Offline demo",
+        kind=ProviderKind.OFFLINE,
+        default_model="offline-demo",
+        is_default=True,
+    )
