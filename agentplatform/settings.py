@@ -151,6 +151,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stale-runs": {"task": "agents.sweep_stale_runs", "schedule": 15.0},
+}
+
+RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
+HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -1,1 +1,266 @@
-# Models arrive with their issue (see DESIGN.md).
+"""Agents, conversations, facts, and durable runs with their events and approvals."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from agentplatform.tenancy.models import ApiKey, Tenant
+from agents.runtime.spec import RunStatus
+from tools.runtime.validation import SchemaError, check_schema
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9_-]{0,49}$", "Lowercase letters, digits, _ and -."
+)
+
+
+class ApprovalPolicy(models.TextChoices):
+    FLAGGED = "flagged", "Tools that require approval"
+    WRITES = "writes", "Also every write or destructive tool"
+    NEVER = "never", "Never ask (trusted automation)"
+
+
+class Agent(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
+    slug = models.CharField(max_length=50, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    instructions = models.TextField(blank=True)
+    provider_connection = models.ForeignKey(
+        "providers.ProviderConnection",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        help_text="Empty: the tenant's default connection.",
+    )
+    model = models.CharField(
+        max_length=200, blank=True, help_text="Empty: the connection's default."
+    )
+    temperature = models.FloatField(null=True, blank=True)
+    max_rounds = models.PositiveSmallIntegerField(default=10)
+    max_tool_calls = models.PositiveSmallIntegerField(default=50)
+    max_tokens_per_run = models.PositiveIntegerField(null=True, blank=True)
+    use_all_tools = models.BooleanField(
+        default=True, help_text="Off: only the names and tags below."
+    )
+    tool_names = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    tool_tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    tool_exclude = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    approval_policy = models.CharField(
+        max_length=10, choices=ApprovalPolicy.choices, default=ApprovalPolicy.FLAGGED
+    )
+    memory = models.BooleanField(default=False)
+    output_schema = models.JSONField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+    version = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        self.version += 1
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        if self.output_schema is not None:
+            try:
+                check_schema(self.output_schema, what="output_schema")
+            except SchemaError as exc:
+                raise ValidationError({"output_schema": str(exc)}) from None
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ValidationError({"temperature": "Between 0 and 2."})
+        if not 1 <= self.max_rounds <= 100:
+            raise ValidationError({"max_rounds": "Between 1 and 100."})
+        connection = self.provider_connection
+        if connection is not None and connection.tenant_id != self.tenant_id:
+            raise ValidationError(
+                {"provider_connection": "Choose one of this tenant's connections."}
+            )
+        limited = connection is not None and connection.allowed_models and self.model
+        if limited and self.model not in connection.allowed_models:
+            raise ValidationError({"model": "This connection does not allow that model."})
+
+
+class Conversation(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="conversations")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    owner_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
+    )
+    owner_api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Run(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    initiated_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    initiated_by_api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    status = models.CharField(
+        max_length=20,
+        choices=[(s.value, s.value.replace("_", " ")) for s in RunStatus],
+        default=RunStatus.QUEUED,
+        db_index=True,
+    )
+    input = models.TextField(blank=True)
+    provider = models.CharField(max_length=100, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    instructions_digest = models.CharField(max_length=64, blank=True)
+    tools_digest = models.CharField(max_length=64, blank=True)
+    correlation_id = models.CharField(max_length=64, db_index=True)
+    # NULL (not "") when absent: the unique constraint ignores NULLs only.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    limits = models.JSONField(default=dict, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    output = models.TextField(blank=True)
+    structured_output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    state = models.JSONField(null=True, blank=True, help_text="The resumable checkpoint.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_seq = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="run_idempotency_key_unique",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in {s.value for s in (
+            RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS
+        )}  # fmt: skip
+
+
+class RunEvent(models.Model):
+    """Append-only, numbered per run, so a stream can resume after any event."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.type}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)  # what the run called, for display
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class Fact(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="facts")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="facts"
+    )
+    text = models.TextField()
+    source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+
+
+class Approval(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    call_id = models.CharField(max_length=100)
+    tool_name = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=10, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    edited_arguments = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="approval_per_call_unique")
+        ]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"

@@ -1,0 +1,171 @@
+"""Run events: persisted append-only with a sequence number, published live on Redis.
+
+`iter_run_events(run, after_seq)` is the single source for every streaming endpoint: it
+subscribes first, replays what is stored after `after_seq`, then follows live events
+(skipping any it already replayed) until the run reaches a terminal event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import redis
+import redis.asyncio
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from agents.models import Run, RunEvent
+
+TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+DELTA_FLUSH_S = 0.05  # text deltas are coalesced into one stored event per 50 ms
+
+
+def channel(run_id: int) -> str:
+    return f"ap:run:{run_id}:events"
+
+
+@lru_cache(maxsize=2)
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+def publisher() -> redis.Redis:
+    return _redis(settings.REDIS_URL)
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    type: str
+    payload: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "type": self.type, "payload": self.payload}
+
+
+def append_event(run: Run, seq: int, type: str, payload: dict[str, Any]) -> StoredEvent:
+    """Store one event and publish it. One INSERT and one PUBLISH."""
+    RunEvent.objects.create(
+        tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=type, payload=payload
+    )
+    event = StoredEvent(seq, type, payload)
+    publisher().publish(channel(run.pk), json.dumps(event.as_dict(), default=str))
+    return event
+
+
+class RunEventSink:
+    """The agent loop's sink for one run: numbers, stores and publishes its events."""
+
+    def __init__(self, run: Run, *, next_seq: int, wants_text_deltas: bool = True) -> None:
+        self.run = run
+        self.seq = next_seq - 1
+        self.wants_text_deltas = wants_text_deltas
+        self._deltas: list[str] = []
+        self._deltas_since = 0.0
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        if type == "text.delta":
+            if not self._deltas:
+                self._deltas_since = time.monotonic()
+            self._deltas.append(payload["text"])
+            if time.monotonic() - self._deltas_since >= DELTA_FLUSH_S:
+                await self.flush()
+            return
+        await self.flush()
+        await self._write(type, payload)
+
+    async def flush(self) -> None:
+        if self._deltas:
+            text, self._deltas = "".join(self._deltas), []
+            await self._write("text.delta", {"text": text})
+
+    async def _write(self, type: str, payload: dict[str, Any]) -> None:
+        self.seq += 1
+        await sync_to_async(append_event)(self.run, self.seq, type, payload)
+
+
+def next_seq(run_id: int) -> int:
+    last = RunEvent.objects.filter(run_id=run_id).order_by("-seq").values_list("seq", flat=True)
+    return (last.first() or 0) + 1
+
+
+async def iter_run_events(
+    run: Run, after_seq: int = 0, *, heartbeat_s: float | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Stored events after `after_seq`, then live ones, until the run ends. With
+    `heartbeat_s`, yields {"type": "heartbeat"} when nothing happened for that long."""
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(channel(run.pk))  # before replay: nothing falls in between
+    try:
+        last = after_seq
+        stored = await sync_to_async(_stored_after)(run.pk, after_seq)
+        for event in stored:
+            last = event["seq"]
+            yield event
+            if event["type"] in TERMINAL_EVENTS:
+                return
+        if await sync_to_async(_is_terminal)(run.pk):
+            for event in await sync_to_async(_stored_after)(run.pk, last):
+                yield event  # whatever landed between the replay and this check
+            return
+        quiet_since = time.monotonic()
+        while True:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is None:
+                if heartbeat_s is not None and time.monotonic() - quiet_since >= heartbeat_s:
+                    quiet_since = time.monotonic()
+                    yield {"type": "heartbeat"}
+                if await sync_to_async(_ended_after)(run.pk, last):
+                    for event in await sync_to_async(_stored_after)(run.pk, last):
+                        yield event
+                    return
+                continue
+            event = json.loads(message["data"])
+            if event["seq"] <= last:
+                continue  # already replayed
+            if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
+                for missing in await sync_to_async(_stored_after)(run.pk, last):
+                    if missing["seq"] >= event["seq"]:
+                        break
+                    last = missing["seq"]
+                    yield missing
+            last = event["seq"]
+            quiet_since = time.monotonic()
+            yield event
+            if event["type"] in TERMINAL_EVENTS:
+                return
+    finally:
+        await pubsub.unsubscribe()
+        await pubsub.aclose()
+        await client.aclose()
+
+
+def _stored_after(run_id: int, after_seq: int) -> list[dict[str, Any]]:
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq).order_by("seq")
+    return [{"seq": r.seq, "type": r.type, "payload": r.payload} for r in rows]
+
+
+def _is_terminal(run_id: int) -> bool:
+    return Run.objects.get(pk=run_id).is_terminal
+
+
+def _ended_after(run_id: int, last: int) -> bool:
+    """A quiet second: did the run end with events we have not seen (missed publishes)?"""
+    return RunEvent.objects.filter(run_id=run_id, seq__gt=last, type__in=TERMINAL_EVENTS).exists()
+
+
+async def wait_for_status(run_id: int, statuses: set[str], timeout_s: float) -> Run:
+    """Poll until the run reaches one of `statuses` (for tests and simple callers)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run = await Run.objects.aget(pk=run_id)
+        if run.status in statuses or time.monotonic() > deadline:
+            return run
+        await asyncio.sleep(0.05)

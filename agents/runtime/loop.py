@@ -1,0 +1,403 @@
+"""The agent loop: reason (call the model), act (run tool calls), observe (append results),
+until the model answers, a limit is hit, a human must approve, or the run is cancelled.
+
+Everything a run needs is passed in: the adapter, the tenant's registry, a RunContext,
+the state to start from, and the caller's checkpointer, event sink and cancel check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from agents.runtime.memory import FactStore, memory_tools
+from agents.runtime.prompt import compose_system_prompt
+from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
+from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
+from agents.runtime.structured import FINAL_ANSWER, final_answer_tool
+from providers.runtime.adapter import ModelAdapter
+from providers.runtime.errors import ModelBehaviorError, ProviderError
+from providers.runtime.types import (
+    AssistantMessage,
+    Done,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolResultMessage,
+    UserMessage,
+)
+from tools.runtime.context import RunContext
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.tool import Effect, Tool, ToolCall, ToolResult
+
+CANCEL_CHECK_INTERVAL_S = 0.25
+_ASK_AGAIN = ModelResponse()  # the model's output was unusable; it has been told why
+
+
+class EventSink(Protocol):
+    wants_text_deltas: bool
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None: ...
+
+
+class NullSink:
+    wants_text_deltas = False
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        return None
+
+
+def agent_registry(
+    spec: AgentSpec, registry: ToolRegistry, facts: FactStore | None = None
+) -> ToolRegistry:
+    """The filtered registry the agent sees, plus its synthetic tools."""
+    if spec.tool_names is None and not spec.tool_tags:
+        chosen = registry.filter(exclude=spec.tool_exclude)
+    else:
+        chosen = registry.filter(
+            names=spec.tool_names or (), tags=spec.tool_tags, exclude=spec.tool_exclude
+        )
+    if spec.memory and facts is not None:
+        for item in memory_tools(facts):
+            chosen.register(item, replace=True)
+    if spec.output_schema is not None:
+        chosen.register(final_answer_tool(spec.output_schema), replace=True)
+    return chosen
+
+
+async def run_agent(
+    *,
+    spec: AgentSpec,
+    adapter: ModelAdapter,
+    registry: ToolRegistry,
+    ctx: RunContext,
+    state: RunState | None = None,
+    input: str | None = None,
+    history: Sequence[Message] = (),
+    context_blocks: Sequence[tuple[str, str]] = (),
+    decisions: Mapping[str, Decision] | None = None,
+    facts: FactStore | None = None,
+    sink: EventSink | None = None,
+    checkpoint: Checkpointer | None = None,
+    is_cancelled: Callable[[], Awaitable[bool]] | None = None,
+) -> RunOutcome:
+    """Run (or resume, when `state` is given) one agent run. Never raises for model or
+    tool trouble: the outcome's status and error say what happened."""
+    loop = _Loop(
+        spec=spec,
+        adapter=adapter,
+        tools=agent_registry(spec, registry, facts),
+        ctx=ctx,
+        context_blocks=context_blocks,
+        decisions=dict(decisions or {}),
+        sink=sink or NullSink(),
+        checkpoint=checkpoint or NoCheckpoint(),
+        is_cancelled=is_cancelled,
+    )
+    fresh = state is None
+    if state is None:
+        state = RunState(messages=[*history, UserMessage(input or "")])
+    return await loop.run(state, fresh=fresh)
+
+
+class _Loop:
+    def __init__(
+        self, *, spec, adapter, tools, ctx, context_blocks, decisions, sink, checkpoint,
+        is_cancelled,
+    ) -> None:  # fmt: skip
+        self.spec: AgentSpec = spec
+        self.adapter: ModelAdapter = adapter
+        self.tools: ToolRegistry = tools
+        self.ctx: RunContext = ctx
+        self.system = compose_system_prompt(spec, tools, context_blocks)
+        self.decisions: dict[str, Decision] = decisions
+        self.sink: EventSink = sink
+        self.checkpoint: Checkpointer = checkpoint
+        self.is_cancelled = is_cancelled
+        self._last_cancel_check = 0.0
+
+    async def emit(self, type: str, **payload: Any) -> None:
+        await self.sink.emit(type, payload)
+
+    async def run(self, state: RunState, *, fresh: bool) -> RunOutcome:
+        if fresh:
+            await self.emit("run.started", model=self.spec.model, agent=self.spec.name)
+        try:
+            return await self._run(state)
+        except asyncio.CancelledError:
+            raise
+        except ProviderError as exc:
+            return await self._finish(state, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+
+    async def _run(self, state: RunState) -> RunOutcome:
+        while True:
+            if await self._cancelled(force=True):
+                return await self._finish(state, RunStatus.CANCELLED, error="cancelled")
+            if state.pending_calls:
+                awaiting = await self._resolve_pending(state)
+                if awaiting:
+                    return await self._park(state, awaiting)
+                done = await self._after_tools(state)
+                if done is not None:
+                    return done
+            if state.rounds >= self.spec.max_rounds:
+                return await self._finish(
+                    state, RunStatus.MAX_ROUNDS, error=f"stopped after {state.rounds} rounds"
+                )
+            response = await self._infer(state)
+            if response is None:  # cancelled mid-stream
+                return await self._finish(state, RunStatus.CANCELLED, error="cancelled")
+            if response is _ASK_AGAIN:
+                continue
+            budget = self.spec.max_tokens_per_run
+            used = state.usage.input_tokens + state.usage.output_tokens
+            if budget is not None and used > budget:
+                return await self._finish(
+                    state, RunStatus.FAILED, error=f"token budget of {budget} exceeded ({used})"
+                )
+            if response.tool_calls:
+                state.pending_calls = list(response.tool_calls)
+                await self.checkpoint.save(state, "model_response")
+                continue
+            if self.spec.output_schema is not None:
+                state.structured_attempts += 1
+                if state.structured_attempts > self.spec.structured_retries:
+                    return await self._finish(
+                        state, RunStatus.FAILED, error=f"no valid {FINAL_ANSWER} was given"
+                    )
+                state.messages.append(
+                    UserMessage(f"Give your answer by calling the {FINAL_ANSWER} tool.")
+                )
+                await self.checkpoint.save(state, "model_response")
+                continue
+            return await self._finish(state, RunStatus.SUCCEEDED)
+
+    # -- reason ----------------------------------------------------------------------
+    async def _infer(self, state: RunState) -> ModelResponse | None:
+        request = ModelRequest(
+            model=self.spec.model,
+            system=self.system,
+            messages=list(state.messages),
+            tools=list(self.tools),
+            temperature=self.spec.temperature,
+            max_tokens=self.spec.max_tokens_per_response,
+        )
+        state.rounds += 1
+        await self.emit("inference.started", round=state.rounds)
+        started = time.perf_counter()
+        try:
+            response = await self._call_model(request)
+        except ModelBehaviorError as exc:
+            # Tell the model what went wrong, as the result of the call it botched.
+            call_id = exc.call_id or f"invalid_{state.rounds}"
+            bad = ToolCall(id=call_id, name=exc.name or "unknown", arguments={})
+            state.messages.append(AssistantMessage(tool_calls=(bad,)))
+            state.messages.append(
+                ToolResultMessage(call_id, bad.name, f"error: {exc}; send valid JSON", True)
+            )
+            await self.emit("inference.completed", round=state.rounds, error=str(exc))
+            await self.checkpoint.save(state, "model_response")
+            return _ASK_AGAIN
+        if response is None:
+            return None
+        state.usage = state.usage + response.usage
+        state.messages.append(response.as_message())
+        if response.text:
+            state.output = response.text
+        await self.emit(
+            "inference.completed",
+            round=state.rounds,
+            text=response.text,
+            tool_calls=[_call_payload(c, self.ctx) for c in response.tool_calls],
+            stop_reason=response.stop_reason,
+            usage=_usage_payload(response.usage),
+            model=response.model,
+            latency_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return response
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse | None:
+        if not self.sink.wants_text_deltas:
+            return await self.adapter.complete(request)
+        final = None
+        async for event in self.adapter.stream(request):
+            if isinstance(event, TextDelta):
+                await self.emit("text.delta", text=event.text)
+                if await self._cancelled():
+                    return None
+            elif isinstance(event, Done):
+                final = event.response
+        if final is None:
+            raise ProviderError("the stream ended without a final response")
+        return final
+
+    # -- act -------------------------------------------------------------------------
+    def _needs_approval(self, item: Tool | None) -> bool:
+        if item is None or self.spec.approval_policy == "never":
+            return False
+        if item.capability.requires_approval:
+            return True
+        writes = item.capability.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
+        return self.spec.approval_policy == "writes" and writes
+
+    async def _resolve_pending(self, state: RunState) -> list[ToolCall]:
+        """Execute what may run now; return the calls still waiting for a human."""
+        awaiting: list[ToolCall] = []
+        to_run: list[ToolCall] = []
+        for call in state.pending_calls:
+            if call.id in state.results:
+                continue  # recorded before a restart: never run twice
+            item = self.tools.get(call.name) if self.tools.has(call.name) else None
+            if self._needs_approval(item):
+                decision = self.decisions.get(call.id)
+                if decision is None:
+                    awaiting.append(call)
+                elif not decision.approved:
+                    reason = f": {decision.reason}" if decision.reason else ""
+                    await self._record(state, call, None, f"rejected by {decision.by}{reason}", 0.0)
+                else:
+                    arguments = call.arguments if decision.arguments is None else decision.arguments
+                    to_run.append(replace(call, arguments=arguments))
+            elif call.id in state.started and not (item and item.capability.idempotent):
+                await self._record(
+                    state, call, None,
+                    "the outcome of this call is unknown: it was interrupted while running "
+                    "and is not safe to repeat; check its effect before trying again", 0.0,
+                )  # fmt: skip
+            else:
+                to_run.append(call)
+        if to_run:
+            await self._execute(state, to_run)
+        return awaiting
+
+    async def _execute(self, state: RunState, calls: list[ToolCall]) -> None:
+        allowed = max(0, self.spec.max_tool_calls - state.tool_calls)
+        runnable, over = calls[:allowed], calls[allowed:]
+        for call in over:
+            await self._record(
+                state, call, None,
+                f"tool call limit ({self.spec.max_tool_calls}) reached for this run; "
+                "answer with what you have", 0.0,
+            )  # fmt: skip
+        if not runnable:
+            return
+        state.tool_calls += len(runnable)
+        state.started.update(call.id for call in runnable)
+        await self.checkpoint.save(state, "tools_started")
+        for call in runnable:
+            await self.emit("tool.started", **_call_payload(call, self.ctx))
+
+        async def one(call: ToolCall) -> tuple[ToolCall, ToolResult]:
+            return call, await self.tools.execute(call, self.ctx)
+
+        for finished in asyncio.as_completed([one(call) for call in runnable]):
+            call, result = await finished
+            await self._record(state, call, result.result, result.error, result.latency_ms)
+
+    async def _record(
+        self, state: RunState, call: ToolCall, result: Any, error: str | None, latency_ms: float
+    ) -> None:
+        content = error if error is not None else _as_text(result)
+        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
+        if call.name == FINAL_ANSWER and error is None:
+            state.structured_output = call.arguments
+        await self.checkpoint.save(state, "tool_result")
+        await self.emit(
+            "tool.completed",
+            call_id=call.id,
+            name=call.name,
+            result=result,
+            error=error,
+            latency_ms=round(latency_ms, 3),
+        )
+
+    async def _after_tools(self, state: RunState) -> RunOutcome | None:
+        """Append the results in call order; finish when final_answer was accepted."""
+        answered = False
+        for call in state.pending_calls:
+            message = state.results[call.id]
+            state.messages.append(message)
+            if call.name == FINAL_ANSWER:
+                if message.is_error:
+                    state.structured_attempts += 1
+                else:
+                    answered = True
+        state.pending_calls, state.results, state.started = [], {}, set()
+        await self.checkpoint.save(state, "tool_result")
+        if answered:
+            state.output = json.dumps(state.structured_output)
+            return await self._finish(state, RunStatus.SUCCEEDED)
+        if state.structured_attempts > self.spec.structured_retries:
+            return await self._finish(
+                state, RunStatus.FAILED, error=f"no valid {FINAL_ANSWER} was given"
+            )
+        return None
+
+    async def _park(self, state: RunState, awaiting: list[ToolCall]) -> RunOutcome:
+        await self.checkpoint.save(state, "awaiting_approval")
+        for call in awaiting:
+            await self.emit("approval.required", **_call_payload(call, self.ctx))
+        return RunOutcome(
+            status=RunStatus.AWAITING_APPROVAL,
+            output=state.output,
+            usage=state.usage,
+            awaiting=awaiting,
+        )
+
+    # -- finish ----------------------------------------------------------------------
+    async def _cancelled(self, *, force: bool = False) -> bool:
+        if self.is_cancelled is None:
+            return False
+        now = time.monotonic()
+        if not force and now - self._last_cancel_check < CANCEL_CHECK_INTERVAL_S:
+            return False
+        self._last_cancel_check = now
+        return await self.is_cancelled()
+
+    async def _finish(self, state: RunState, status: RunStatus, *, error: str = "") -> RunOutcome:
+        await self.checkpoint.save(state, "finished")
+        outcome = RunOutcome(
+            status=status,
+            output=state.output,
+            structured_output=state.structured_output,
+            usage=state.usage,
+            error=error,
+        )
+        payload = {
+            "status": status.value,
+            "output": outcome.output,
+            "structured_output": outcome.structured_output,
+            "usage": _usage_payload(outcome.usage),
+            "rounds": state.rounds,
+        }
+        if status is RunStatus.FAILED:
+            await self.emit("run.failed", error=error, **payload)
+        elif status is RunStatus.CANCELLED:
+            await self.emit("run.cancelled", **payload)
+        else:
+            await self.emit("run.completed", error=error, **payload)
+        return outcome
+
+
+def _as_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, default=str, ensure_ascii=False)
+
+
+def _call_payload(call: ToolCall, ctx: RunContext) -> dict[str, Any]:
+    return {"call_id": call.id, "name": call.name, "arguments": ctx.secrets.redact(call.arguments)}
+
+
+def _usage_payload(usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }

@@ -1,0 +1,50 @@
+"""System prompt composition and the digests that identify a run's configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from agents.runtime.spec import AgentSpec
+from agents.runtime.structured import FINAL_ANSWER
+from tools.runtime.registry import ToolRegistry
+
+
+def compose_system_prompt(
+    spec: AgentSpec, registry: ToolRegistry, context_blocks: Sequence[tuple[str, str]] = ()
+) -> str:
+    """Instructions, then caller-supplied context blocks (title, text), memory awareness,
+    and a tool guide generated from the registry."""
+    parts = [spec.instructions.strip()] if spec.instructions.strip() else []
+    for title, text in context_blocks:
+        parts.append(f"## {title}\n{text.strip()}")
+    if spec.memory:
+        parts.append(
+            "## Memory\nYou can remember durable facts about the user with remember_fact, "
+            "look them up with recall_facts and drop them with forget_fact. Recall before "
+            "answering questions that depend on what the user told you before."
+        )
+    tools = [t for t in registry if t.name != FINAL_ANSWER]
+    if tools:
+        guide = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools)
+        parts.append(f"## Tools\nCall a tool when it helps; you may call several at once.\n{guide}")
+    if registry.has(FINAL_ANSWER):
+        parts.append(
+            f"## Answer format\nFinish by calling {FINAL_ANSWER}; never answer in plain text."
+        )
+    return "\n\n".join(parts)
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def instructions_digest(spec: AgentSpec) -> str:
+    return digest(spec.instructions)
+
+
+def tools_digest(registry: ToolRegistry) -> str:
+    """Stable for the same tool schemas (order-independent), different when any changes."""
+    definitions = sorted(registry.definitions("anthropic"), key=lambda d: d["name"])
+    return digest(json.dumps(definitions, sort_keys=True, separators=(",", ":")))

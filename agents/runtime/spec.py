@@ -1,0 +1,68 @@
+"""What an agent is to the runtime, and what a run's outcome looks like."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from providers.runtime.types import Usage
+from tools.runtime.tool import ToolCall
+
+ApprovalPolicy = Literal["flagged", "writes", "never"]
+# flagged: tools whose capability requires approval; writes: those plus every write or
+# destructive tool; never: no approvals (trusted automation).
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    MAX_ROUNDS = "max_rounds"
+
+
+TERMINAL = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS}
+)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    instructions: str
+    model: str
+    temperature: float | None = None
+    max_rounds: int = 10
+    max_tool_calls: int = 50
+    max_tokens_per_run: int | None = None
+    max_tokens_per_response: int = 1024
+    tool_names: tuple[str, ...] | None = None  # None: every tool of the registry
+    tool_tags: tuple[str, ...] = ()
+    tool_exclude: tuple[str, ...] = ()
+    approval_policy: ApprovalPolicy = "flagged"
+    memory: bool = False
+    output_schema: dict[str, Any] | None = None
+    structured_retries: int = 2
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A human's decision on one pending tool call."""
+
+    approved: bool
+    by: str
+    reason: str = ""
+    arguments: dict[str, Any] | None = None  # edited arguments, when the approver changed them
+
+
+@dataclass
+class RunOutcome:
+    status: RunStatus
+    output: str = ""
+    structured_output: Any = None
+    usage: Usage = field(default_factory=Usage)
+    error: str = ""
+    awaiting: list[ToolCall] = field(default_factory=list)  # calls waiting for a decision

@@ -1,0 +1,125 @@
+"""A run's resumable state, and the checkpoint interface the caller implements.
+
+The state is plain data (to_dict/from_dict give JSON), so a run can be saved after every
+model response and tool result, and resumed by any worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from providers.runtime.types import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from tools.runtime.tool import ToolCall
+
+
+@dataclass
+class RunState:
+    messages: list[Message] = field(default_factory=list)
+    pending_calls: list[ToolCall] = field(default_factory=list)  # from the last response
+    results: dict[str, ToolResultMessage] = field(default_factory=dict)  # for pending calls
+    started: set[str] = field(default_factory=set)  # pending calls whose execution began
+    rounds: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    output: str = ""
+    structured_output: Any = None
+    structured_attempts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "messages": [_message_to_dict(m) for m in self.messages],
+            "pending_calls": [_call_to_dict(c) for c in self.pending_calls],
+            "results": {k: _message_to_dict(v) for k, v in self.results.items()},
+            "started": sorted(self.started),
+            "rounds": self.rounds,
+            "tool_calls": self.tool_calls,
+            "usage": [
+                self.usage.input_tokens,
+                self.usage.output_tokens,
+                self.usage.cache_read_tokens,
+                self.usage.cache_write_tokens,
+            ],
+            "output": self.output,
+            "structured_output": self.structured_output,
+            "structured_attempts": self.structured_attempts,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        return cls(
+            messages=[_message_from_dict(m) for m in data.get("messages", [])],
+            pending_calls=[_call_from_dict(c) for c in data.get("pending_calls", [])],
+            results={
+                k: _message_from_dict(v)  # type: ignore[misc]
+                for k, v in data.get("results", {}).items()
+            },
+            started=set(data.get("started", [])),
+            rounds=data.get("rounds", 0),
+            tool_calls=data.get("tool_calls", 0),
+            usage=Usage(*data.get("usage", [0, 0, 0, 0])),
+            output=data.get("output", ""),
+            structured_output=data.get("structured_output"),
+            structured_attempts=data.get("structured_attempts", 0),
+        )
+
+
+class Checkpointer(Protocol):
+    """Called before the loop goes on, so a crash after it loses nothing recorded."""
+
+    async def save(self, state: RunState, reason: str) -> None:
+        """reason: "model_response" | "tools_started" | "tool_result" | "awaiting_approval"
+        | "finished"."""
+        ...
+
+
+class NoCheckpoint:
+    async def save(self, state: RunState, reason: str) -> None:
+        return None
+
+
+def _call_to_dict(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def _call_from_dict(data: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=data["id"], name=data["name"], arguments=data["arguments"])
+
+
+def _message_to_dict(message: Message) -> dict[str, Any]:
+    if isinstance(message, UserMessage):
+        return {"role": "user", "text": message.text}
+    if isinstance(message, AssistantMessage):
+        return {
+            "role": "assistant",
+            "text": message.text,
+            "tool_calls": [_call_to_dict(c) for c in message.tool_calls],
+        }
+    return {
+        "role": "tool",
+        "call_id": message.call_id,
+        "name": message.name,
+        "content": message.content,
+        "is_error": message.is_error,
+    }
+
+
+def _message_from_dict(data: dict[str, Any]) -> Message:
+    role = data["role"]
+    if role == "user":
+        return UserMessage(data["text"])
+    if role == "assistant":
+        calls = tuple(_call_from_dict(c) for c in data.get("tool_calls", []))
+        return AssistantMessage(text=data.get("text", ""), tool_calls=calls)
+    return ToolResultMessage(
+        call_id=data["call_id"],
+        name=data["name"],
+        content=data["content"],
+        is_error=data.get("is_error", False),
+    )

@@ -1,0 +1,192 @@
+"""Starting, deciding, cancelling and reading runs. Every entry point calls these.
+
+Reads take the tenant and answer 404 (Http404) for another tenant's ids.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import ApiKey, Tenant
+from agents.events import publisher
+from agents.execution import cancel_key, execute_run
+from agents.models import Agent, Approval, ApprovalStatus, Conversation, Fact, Message, Run
+from agents.runtime.spec import RunStatus
+
+Initiator = AbstractBaseUser | ApiKey | None
+MAX_INPUT_CHARS = 100_000
+
+
+# -- selectors -----------------------------------------------------------------------
+def run_get(*, tenant: Tenant, run_id: Any) -> Run:
+    return get_for_tenant(Run.objects.select_related("agent"), tenant, pk=_int(run_id))
+
+
+def conversation_get(*, tenant: Tenant, conversation_id: Any) -> Conversation:
+    return get_for_tenant(Conversation, tenant, pk=_int(conversation_id))
+
+
+def approval_get(*, tenant: Tenant, approval_id: Any) -> Approval:
+    return get_for_tenant(Approval.objects.select_related("run"), tenant, pk=_int(approval_id))
+
+
+def fact_get(*, tenant: Tenant, fact_id: Any) -> Fact:
+    return get_for_tenant(Fact, tenant, pk=_int(fact_id))
+
+
+def agent_get(*, tenant: Tenant, slug: str) -> Agent:
+    return get_for_tenant(Agent, tenant, slug=slug, active=True)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1  # matches nothing: a 404 like any unknown id
+
+
+# -- services ------------------------------------------------------------------------
+def run_start(
+    *,
+    tenant: Tenant,
+    agent: Agent,
+    input: str,
+    conversation: Conversation | None = None,
+    initiated_by: Initiator = None,
+    idempotency_key: str | None = None,
+    enqueue: bool = True,
+) -> Run:
+    """A queued Run, and a Celery task to execute it once the transaction commits.
+
+    The same `idempotency_key` returns the same run. The input joins the conversation.
+    """
+    if agent.tenant_id != tenant.pk or (conversation and conversation.tenant_id != tenant.pk):
+        raise PermissionDenied("agent and conversation must belong to the tenant")
+    if not agent.active:
+        raise ValidationError({"agent": "This agent is not active."})
+    if not input.strip():
+        raise ValidationError({"input": "Say something."})
+    if len(input) > MAX_INPUT_CHARS:
+        raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
+    if idempotency_key:
+        existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing
+    user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
+    api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                tenant=tenant,
+                agent=agent,
+                conversation=conversation,
+                initiated_by_user=user,
+                initiated_by_api_key=api_key,
+                input=input,
+                correlation_id=uuid.uuid4().hex,
+                idempotency_key=idempotency_key or None,
+            )
+            if conversation is not None:
+                Message.objects.create(
+                    tenant=tenant, conversation=conversation, role="user", content=input, run=run
+                )
+                if not conversation.title:
+                    conversation.title = input.strip().splitlines()[0][:80]
+                conversation.save(update_fields=["title", "updated_at"])
+            if enqueue:
+                transaction.on_commit(lambda: _enqueue(run.pk))
+    except IntegrityError:  # the same idempotency key, concurrently
+        return Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
+    return run
+
+
+def _enqueue(run_id: int) -> None:
+    from agents.tasks import execute_run_task
+
+    execute_run_task.delay(run_id)
+
+
+def run_inline(
+    *,
+    tenant: Tenant,
+    agent: Agent,
+    input: str,
+    conversation: Conversation | None = None,
+    initiated_by: Initiator = None,
+) -> Run:
+    """Start and execute a run in this process (admin previews, tests, benchmarks)."""
+    run = run_start(
+        tenant=tenant,
+        agent=agent,
+        input=input,
+        conversation=conversation,
+        initiated_by=initiated_by,
+        enqueue=False,
+    )
+    execute_run(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def run_cancel(*, tenant: Tenant, run: Run) -> Run:
+    """Cancel now if nothing executes it (queued, awaiting approval); otherwise flag it and
+    the executing loop stops at its next check (between steps and during streaming)."""
+    if run.tenant_id != tenant.pk:
+        raise PermissionDenied
+    if run.is_terminal:
+        return run
+    publisher().set(cancel_key(run.pk), 1, ex=24 * 3600)
+    stopped = Run.objects.filter(
+        pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
+    ).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), error="cancelled")
+    if stopped:
+        from agents.events import append_event, next_seq
+
+        run.refresh_from_db()
+        append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})
+    run.refresh_from_db()
+    return run
+
+
+def approval_decide(
+    *,
+    tenant: Tenant,
+    approval: Approval,
+    approved: bool,
+    by: AbstractBaseUser | ApiKey,
+    reason: str = "",
+    arguments: dict[str, Any] | None = None,
+) -> Approval:
+    """Record a decision; when the run's last pending approval is decided, queue it to
+    resume. Deciding twice is refused (409-style ValidationError)."""
+    if approval.tenant_id != tenant.pk:
+        raise PermissionDenied
+    if arguments is not None and not isinstance(arguments, dict):
+        raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
+    label = by.get_username() if isinstance(by, AbstractBaseUser) else f"API key {by.name}"
+    with transaction.atomic():
+        locked = Approval.objects.select_for_update().get(pk=approval.pk)
+        if locked.status != ApprovalStatus.PENDING:
+            raise ValidationError(f"This call was already {locked.status}.")
+        locked.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+        locked.decided_by = by if isinstance(by, AbstractBaseUser) else None
+        locked.decided_by_label = label
+        locked.decided_at = timezone.now()
+        locked.reason = reason[:2000]
+        locked.edited_arguments = arguments if approved else None
+        locked.save()
+        pending = Approval.objects.filter(run_id=locked.run_id, status=ApprovalStatus.PENDING)
+        if not pending.exists():
+            resumed = Run.objects.filter(
+                pk=locked.run_id, status=RunStatus.AWAITING_APPROVAL
+            ).update(status=RunStatus.QUEUED)
+            if resumed:
+                transaction.on_commit(lambda: _enqueue(locked.run_id))
+    return locked

@@ -1,0 +1,52 @@
+"""Agent rows -> runtime AgentSpecs; conversation history for a new run."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from agents.models import Agent, Message, Run
+from agents.runtime.spec import AgentSpec
+from providers.models import ProviderConnection
+from providers.runtime.types import AssistantMessage, UserMessage
+
+
+def agent_spec(agent: Agent, connection: ProviderConnection) -> AgentSpec:
+    return AgentSpec(
+        name=agent.slug,
+        instructions=agent.instructions,
+        model=agent.model or connection.default_model or "default",
+        temperature=agent.temperature,
+        max_rounds=agent.max_rounds,
+        max_tool_calls=agent.max_tool_calls,
+        max_tokens_per_run=agent.max_tokens_per_run,
+        tool_names=None if agent.use_all_tools else tuple(agent.tool_names),
+        tool_tags=() if agent.use_all_tools else tuple(agent.tool_tags),
+        tool_exclude=tuple(agent.tool_exclude),
+        approval_policy=agent.approval_policy,  # type: ignore[arg-type]
+        memory=agent.memory,
+        output_schema=agent.output_schema,
+    )
+
+
+def conversation_history(run: Run) -> list[UserMessage | AssistantMessage]:
+    """Earlier turns of the run's conversation, newest kept first within the token budget
+    (HISTORY_TOKEN_BUDGET, estimated at 4 characters a token). One query."""
+    if run.conversation_id is None:
+        return []
+    budget = getattr(settings, "HISTORY_TOKEN_BUDGET", 8000) * 4
+    rows = (
+        Message.objects.filter(conversation_id=run.conversation_id)
+        .exclude(run_id=run.pk)
+        .order_by("-id")
+        .values_list("role", "content")[:200]
+    )
+    kept: list[UserMessage | AssistantMessage] = []
+    for role, content in rows:
+        budget -= len(content)
+        if budget < 0:
+            break
+        kept.append(UserMessage(content) if role == "user" else AssistantMessage(text=content))
+    kept.reverse()
+    while kept and not isinstance(kept[0], UserMessage):  # providers want a user turn first
+        kept.pop(0)
+    return kept

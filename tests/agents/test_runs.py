@@ -1,0 +1,99 @@
+"""Runs executed from their records, against the real OpenAI SDK and the local server."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import Message, Run, RunEvent
+from agents.services import run_inline
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+
+
+def test_a_run_with_a_tool_round_is_recorded_in_full(trio, agent, provider_server):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "6*7"}')], input_tokens=20),
+        TextReply("It is 42.", input_tokens=30, output_tokens=4),
+    )
+    run = run_inline(tenant=trio.acme, agent=agent, input="6 times 7?", initiated_by=trio.alice)
+    assert run.status == "succeeded" and run.output == "It is 42."
+    assert (run.input_tokens, run.output_tokens) == (50, 9)
+    assert run.model == "gpt-test" and run.provider == "openai"
+    assert len(run.instructions_digest) == 64 and len(run.tools_digest) == 64
+    assert run.started_at and run.finished_at and run.lease_owner == ""
+    types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
+    assert types == [
+        "run.started",
+        "inference.started",
+        "inference.completed",
+        "tool.started",
+        "tool.completed",
+        "inference.started",
+        "text.delta",
+        "inference.completed",
+        "run.completed",
+    ]
+    seqs = list(RunEvent.objects.filter(run=run).values_list("seq", flat=True))
+    assert seqs == list(range(1, len(types) + 1))
+    completed = RunEvent.objects.get(run=run, type="tool.completed").payload
+    assert completed["result"] == {"result": 42} and completed["error"] is None
+    second = provider_server.requests_to("/v1/chat/completions")[1].body["messages"]
+    assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": '{"result": 42}'}
+
+
+def test_the_digests_are_stable_and_follow_the_configuration(trio, agent, provider_server):
+    first = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    second = run_inline(tenant=trio.acme, agent=agent, input="hi again")
+    assert first.instructions_digest == second.instructions_digest
+    assert first.tools_digest == second.tools_digest
+    agent.instructions = "Be verbose."
+    agent.use_all_tools, agent.tool_names = False, ["calculator"]
+    agent.save()
+    third = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert third.instructions_digest != first.instructions_digest
+    assert third.tools_digest != first.tools_digest
+
+
+def test_a_conversation_carries_history_into_the_next_run(trio, agent, provider_server):
+    from agents.models import Conversation
+
+    conversation = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
+    provider_server.script("openai", TextReply("Hello Bob."), TextReply("You are Bob."))
+    run_inline(tenant=trio.acme, agent=agent, input="I am Bob.", conversation=conversation)
+    run_inline(tenant=trio.acme, agent=agent, input="Who am I?", conversation=conversation)
+    sent = provider_server.requests_to("/v1/chat/completions")[1].body["messages"]
+    assert [m["content"] for m in sent[1:]] == ["I am Bob.", "Hello Bob.", "Who am I?"]
+    roles = list(Message.objects.filter(conversation=conversation).values_list("role", "content"))
+    assert roles == [
+        ("user", "I am Bob."),
+        ("assistant", "Hello Bob."),
+        ("user", "Who am I?"),
+        ("assistant", "You are Bob."),
+    ]
+    conversation.refresh_from_db()
+    assert conversation.title == "I am Bob."
+
+
+def test_no_connection_fails_clearly(trio, agent):
+    from providers.models import ProviderConnection
+
+    ProviderConnection.objects.all().delete()
+    agent.refresh_from_db()
+    run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert run.status == "failed" and "no provider connection" in run.error
+    assert RunEvent.objects.get(run=run).type == "run.failed"
+
+
+def test_provider_errors_fail_the_run_with_the_reason(trio, agent, provider_server):
+    provider_server.expect_api_key("another-key")
+    run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert run.status == "failed" and run.error.startswith("AuthenticationFailed")
+    assert "sk-test-key" not in run.error
+    assert Run.objects.get(pk=run.pk).finished_at is not None
+
+
+@pytest.mark.django_db
+def test_runs_cannot_be_claimed_twice():
+    from agents.execution import claim
+
+    assert claim(10**9, "me") is None
