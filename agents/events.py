@@ -7,7 +7,6 @@ subscribes first, replays what is stored after `after_seq`, then follows live ev
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -159,13 +158,3 @@ def _is_terminal(run_id: int) -> bool:
 def _ended_after(run_id: int, last: int) -> bool:
     """A quiet second: did the run end with events we have not seen (missed publishes)?"""
     return RunEvent.objects.filter(run_id=run_id, seq__gt=last, type__in=TERMINAL_EVENTS).exists()
-
-
-async def wait_for_status(run_id: int, statuses: set[str], timeout_s: float) -> Run:
-    """Poll until the run reaches one of `statuses` (for tests and simple callers)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        run = await Run.objects.aget(pk=run_id)
-        if run.status in statuses or time.monotonic() > deadline:
-            return run
-        await asyncio.sleep(0.05)

@@ -54,6 +54,7 @@ def subprocess_env(database_name: str | None = None) -> dict[str, str]:
         SECRET_KEY=settings.SECRET_KEY,
         FIELD_ENCRYPTION_KEYS=",".join(settings.FIELD_ENCRYPTION_KEYS),
         PYTHONPATH=str(ROOT),
+        EGRESS_ALLOWLIST="127.0.0.1/32",  # the local fake servers tests point tools at
     )
     return env
 

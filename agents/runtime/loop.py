@@ -253,7 +253,14 @@ class _Loop:
             if call.id in state.results:
                 continue  # recorded before a restart: never run twice
             item = self.tools.get(call.name) if self.tools.has(call.name) else None
-            if self._needs_approval(item):
+            if call.id in state.started and not (item and item.capability.idempotent):
+                # It began before a crash; repeating it could do it twice (even if approved).
+                await self._record(
+                    state, call, None,
+                    "the outcome of this call is unknown: it was interrupted while running "
+                    "and is not safe to repeat; check its effect before trying again", 0.0,
+                )  # fmt: skip
+            elif self._needs_approval(item):
                 decision = self.decisions.get(call.id)
                 if decision is None:
                     awaiting.append(call)
@@ -263,12 +270,6 @@ class _Loop:
                 else:
                     arguments = call.arguments if decision.arguments is None else decision.arguments
                     to_run.append(replace(call, arguments=arguments))
-            elif call.id in state.started and not (item and item.capability.idempotent):
-                await self._record(
-                    state, call, None,
-                    "the outcome of this call is unknown: it was interrupted while running "
-                    "and is not safe to repeat; check its effect before trying again", 0.0,
-                )  # fmt: skip
             else:
                 to_run.append(call)
         if to_run:

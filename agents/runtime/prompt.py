@@ -19,7 +19,7 @@ def compose_system_prompt(
     parts = [spec.instructions.strip()] if spec.instructions.strip() else []
     for title, text in context_blocks:
         parts.append(f"## {title}\n{text.strip()}")
-    if spec.memory:
+    if spec.memory and registry.has("remember_fact"):
         parts.append(
             "## Memory\nYou can remember durable facts about the user with remember_fact, "
             "look them up with recall_facts and drop them with forget_fact. Recall before "

@@ -27,3 +27,16 @@ def agent(trio, connection) -> Agent:
     return Agent.objects.create(
         tenant=trio.acme, slug="assistant", name="Assistant", instructions="Be brief."
     )
+
+
+@pytest.fixture(autouse=True)
+def _close_async_connections():
+    """Code run through sync_to_async from asyncio.run uses asgiref's one executor thread;
+    close its database connection so test databases can be dropped at the end."""
+    yield
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    asyncio.run(sync_to_async(connections.close_all)())

@@ -1,0 +1,103 @@
+"""Approval end to end through a real Celery worker and Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from agents.models import Approval, Run, RunEvent
+from agents.services import approval_decide, run_start
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def transfer(trio):
+    """A money transfer: a non-idempotent POST that needs a human's approval."""
+    server = LocalServer()
+    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
+    ToolDefinition.objects.create(
+        tenant=trio.acme,
+        name="transfer",
+        description="Transfer money.",
+        kind="http",
+        input_schema={
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
+            "required": ["amount", "to"],
+        },
+        config={"method": "POST", "url": server.url + "/transfers"},
+        effect="write",
+        idempotent=False,
+        requires_approval=True,
+    )
+    yield server
+    server.close()
+
+
+def wait(run: Run, statuses: set[str], timeout: float = 30) -> Run:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = Run.objects.get(pk=run.pk)
+        if run.status in statuses or time.monotonic() > deadline:
+            return run
+        time.sleep(0.05)
+
+
+def test_approve_with_edited_arguments_runs_the_tool_once(
+    trio, agent, provider_server, transfer, celery_worker_process
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("t1", "transfer", '{"amount": 500, "to": "bob"}')]),
+        TextReply("Sent 50 to bob."),
+    )
+    run = run_start(tenant=trio.acme, agent=agent, input="pay bob 500", initiated_by=trio.alice)
+    run = wait(run, {"awaiting_approval", "failed", "succeeded"})
+    assert run.status == "awaiting_approval", run.error
+    assert transfer.requests == []  # parked, not executed
+    approval = Approval.objects.get(run=run)
+    assert (approval.tool_name, approval.arguments) == ("transfer", {"amount": 500, "to": "bob"})
+    assert RunEvent.objects.filter(run=run, type="approval.required").exists()
+
+    approval_decide(
+        tenant=trio.acme, approval=approval, approved=True, by=trio.alice,
+        arguments={"amount": 50, "to": "bob"},
+    )  # fmt: skip
+    run = wait(run, {"succeeded", "failed"})
+    assert run.status == "succeeded" and run.output == "Sent 50 to bob."
+    assert len(transfer.requests) == 1
+    assert transfer.requests[0].json() == {"amount": 50, "to": "bob"}
+    assert transfer.requests[0].headers["idempotency-key"] == f"{run.pk}:t1"
+    last = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
+    assert last == {"role": "tool", "tool_call_id": "t1", "content": '{"ok": true}'}
+    with pytest.raises(Exception, match="already approved"):
+        approval_decide(tenant=trio.acme, approval=approval, approved=False, by=trio.bob)
+
+
+def test_reject_tells_the_model_who_and_why(
+    trio, agent, provider_server, transfer, celery_worker_process
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("t1", "transfer", '{"amount": 900, "to": "eve"}')]),
+        TextReply("Understood, no transfer."),
+    )
+    run = run_start(tenant=trio.acme, agent=agent, input="pay eve 900", initiated_by=trio.alice)
+    run = wait(run, {"awaiting_approval", "failed"})
+    approval = Approval.objects.get(run=run)
+    approval_decide(
+        tenant=trio.acme, approval=approval, approved=False, by=trio.alice, reason="too risky"
+    )
+    run = wait(run, {"succeeded", "failed"})
+    assert run.status == "succeeded" and transfer.requests == []
+    last = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
+    assert last["role"] == "tool" and last["content"] == "rejected by alice: too risky"
+    completed = RunEvent.objects.filter(run=run, type="tool.completed").last().payload
+    assert completed["error"] == "rejected by alice: too risky"
+    assert json.dumps(completed)  # events stay JSON

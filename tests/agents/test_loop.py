@@ -1,0 +1,631 @@
+"""The agent loop (agents/runtime/loop.py) driven by FakeModel: no network, no database."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from agents.runtime.loop import agent_registry, run_agent
+from agents.runtime.memory import MEMORY_TOOL_NAMES, MemoryFactStore
+from agents.runtime.prompt import compose_system_prompt
+from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
+from agents.runtime.state import RunState
+from providers.runtime.errors import (
+    AuthenticationFailed,
+    ModelBehaviorError,
+    RateLimited,
+)
+from providers.runtime.fake import FakeModel, Stream
+from providers.runtime.types import (
+    AssistantMessage,
+    ModelResponse,
+    TextDelta,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from tools.runtime.builtins import BUILTINS
+from tools.runtime.context import REDACTED, RunContext, StaticSecrets
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall
+
+CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
+
+
+class RecordingSink:
+    def __init__(self, *, wants_text_deltas: bool = False, delay_s: float = 0.0) -> None:
+        self.wants_text_deltas = wants_text_deltas
+        self.delay_s = delay_s  # a slow client: each event takes this long to deliver
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        self.events.append((type, payload))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+
+    def types(self) -> list[str]:
+        return [type for type, _ in self.events]
+
+    def of(self, type: str) -> list[dict[str, Any]]:
+        return [payload for kind, payload in self.events if kind == type]
+
+
+class SavingCheckpointer:
+    """Stores `state.to_dict()` on every save, as a database-backed one would."""
+
+    def __init__(self) -> None:
+        self.saves: list[tuple[str, dict[str, Any]]] = []
+
+    async def save(self, state: RunState, reason: str) -> None:
+        self.saves.append((reason, state.to_dict()))
+
+    def reasons(self) -> list[str]:
+        return [reason for reason, _ in self.saves]
+
+    def last_state(self) -> RunState:
+        return RunState.from_dict(self.saves[-1][1])
+
+
+def make_spec(**overrides: Any) -> AgentSpec:
+    return AgentSpec(
+        name="helper", instructions="You are a helpful assistant.", model="fake-model", **overrides
+    )
+
+
+def go(
+    model: FakeModel,
+    *,
+    spec: AgentSpec | None = None,
+    registry: ToolRegistry = BUILTINS,
+    ctx: RunContext = CTX,
+    input: str = "hi",
+    **kwargs: Any,
+) -> RunOutcome:
+    return asyncio.run(
+        run_agent(
+            spec=spec or make_spec(),
+            adapter=model,
+            registry=registry,
+            ctx=ctx,
+            input=input,
+            **kwargs,
+        )
+    )
+
+
+def resume(
+    model: FakeModel, state: RunState, *, spec: AgentSpec, registry: ToolRegistry, **kwargs: Any
+) -> RunOutcome:
+    return asyncio.run(
+        run_agent(spec=spec, adapter=model, registry=registry, ctx=CTX, state=state, **kwargs)
+    )
+
+
+def recording_tool(
+    name: str,
+    executed: list[dict[str, Any]],
+    *,
+    sleep_s: float = 0.0,
+    capability: Capability | None = None,
+) -> Tool:
+    """A tool accepting any object; every execution appends its arguments to `executed`."""
+
+    async def handler(arguments: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        if sleep_s:
+            await asyncio.sleep(sleep_s)
+        executed.append(arguments)
+        return {"done": name, **arguments}
+
+    return Tool(
+        name=name,
+        description=f"The {name} tool.",
+        input_schema={"type": "object"},
+        handler=handler,
+        capability=capability or Capability(),
+    )
+
+
+def tool_results(messages) -> list[ToolResultMessage]:
+    return [m for m in messages if isinstance(m, ToolResultMessage)]
+
+
+# -- answers -------------------------------------------------------------------------------
+
+
+def test_a_text_answer_succeeds_with_output_usage_and_ordered_events():
+    model = FakeModel(["Hello there"])
+    sink = RecordingSink()
+
+    outcome = go(model, sink=sink, context_blocks=[("Account", "Plan: pro")])
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.output == "Hello there"
+    assert outcome.error == ""
+    assert outcome.usage == Usage(input_tokens=1, output_tokens=2)  # FakeModel counts words
+    assert sink.types() == [
+        "run.started",
+        "inference.started",
+        "inference.completed",
+        "run.completed",
+    ]
+    assert sink.of("run.started") == [{"model": "fake-model", "agent": "helper"}]
+    completed = sink.of("inference.completed")[0]
+    assert completed["text"] == "Hello there"
+    assert completed["usage"]["output_tokens"] == 2
+    assert sink.of("run.completed")[0]["status"] == "succeeded"
+    (request,) = model.requests
+    assert request.messages == (UserMessage("hi"),)
+    assert request.system == compose_system_prompt(
+        make_spec(), agent_registry(make_spec(), BUILTINS), [("Account", "Plan: pro")]
+    )
+    assert "## Account\nPlan: pro" in request.system
+
+
+def test_a_sink_that_wants_text_deltas_gets_the_answer_streamed():
+    model = FakeModel(["The quick brown fox jumps"])
+    sink = RecordingSink(wants_text_deltas=True)
+
+    outcome = go(model, sink=sink)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.output == "The quick brown fox jumps"
+    deltas = sink.of("text.delta")
+    assert len(deltas) >= 2
+    assert "".join(d["text"] for d in deltas) == "The quick brown fox jumps"
+    types = sink.types()
+    assert types[:2] == ["run.started", "inference.started"]
+    assert types[-2:] == ["inference.completed", "run.completed"]
+    assert set(types[2:-2]) == {"text.delta"}
+
+
+def test_a_sink_that_does_not_want_deltas_gets_none():
+    sink = RecordingSink(wants_text_deltas=False)
+    go(FakeModel(["The quick brown fox"]), sink=sink)
+    assert "text.delta" not in sink.types()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+def test_one_tool_call_then_text_shows_the_model_the_calculator_result(streamed):
+    call = ToolCall("c1", "calculator", {"expression": "6 * 7"})
+    model = FakeModel([call, "It is 42."])
+    sink = RecordingSink(wants_text_deltas=streamed)
+
+    outcome = go(model, sink=sink, input="what is 6 * 7?")
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.output == "It is 42."
+    assert len(model.requests) == 2
+    assert model.requests[1].messages == (
+        UserMessage("what is 6 * 7?"),
+        AssistantMessage(tool_calls=(call,)),
+        ToolResultMessage("c1", "calculator", '{"result": 42}', False),
+    )
+    types = [t for t in sink.types() if t != "text.delta"]
+    assert types == [
+        "run.started",
+        "inference.started",
+        "inference.completed",
+        "tool.started",
+        "tool.completed",
+        "inference.started",
+        "inference.completed",
+        "run.completed",
+    ]
+    assert sink.of("tool.completed")[0]["result"] == {"result": 42}
+    assert sink.of("tool.completed")[0]["error"] is None
+    assert outcome.usage == Usage(input_tokens=5 + 12, output_tokens=5 + 3)  # both rounds
+
+
+def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order():
+    executed: list[dict[str, Any]] = []
+    registry = ToolRegistry(
+        [
+            recording_tool("slow_a", executed, sleep_s=0.3),
+            recording_tool("slow_b", executed, sleep_s=0.25),
+        ]
+    )
+    calls = [ToolCall("a", "slow_a", {"n": 1}), ToolCall("b", "slow_b", {"n": 2})]
+    model = FakeModel([calls, "both done"])
+    sink = RecordingSink()
+
+    started = time.perf_counter()
+    outcome = go(model, registry=registry, sink=sink)
+    elapsed = time.perf_counter() - started
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert elapsed < 0.5, f"the calls ran one after the other ({elapsed:.2f} s)"
+    assert [c["call_id"] for c in sink.of("tool.completed")] == ["b", "a"]  # b finished first
+    results = tool_results(model.requests[1].messages)
+    assert [(r.call_id, r.name) for r in results] == [("a", "slow_a"), ("b", "slow_b")]
+    assert model.requests[1].messages[1] == AssistantMessage(tool_calls=tuple(calls))
+
+
+def test_invalid_arguments_are_reported_to_the_model_which_corrects_its_call():
+    model = FakeModel(
+        [
+            ToolCall("c1", "calculator", {"expr": 1}),
+            ToolCall("c2", "calculator", {"expression": "2 + 2"}),
+            "4",
+        ]
+    )
+
+    outcome = go(model)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.output == "4"
+    bad = model.requests[1].messages[-1]
+    assert bad.call_id == "c1" and bad.is_error
+    assert bad.content.startswith("invalid arguments: ")
+    good = model.requests[2].messages[-1]
+    assert good == ToolResultMessage("c2", "calculator", '{"result": 4}', False)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+def test_malformed_tool_call_json_is_reported_back_and_the_run_continues(streamed):
+    error = ModelBehaviorError(
+        "tool arguments are not valid JSON",
+        call_id="c1",
+        name="calculator",
+        raw='{"expression": "1 +',
+    )
+    model = FakeModel([error, ToolCall("c2", "calculator", {"expression": "1 + 1"}), "2"])
+    sink = RecordingSink(wants_text_deltas=streamed)
+
+    outcome = go(model, sink=sink)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.output == "2"
+    messages = model.requests[1].messages
+    assert messages[1] == AssistantMessage(tool_calls=(ToolCall("c1", "calculator", {}),))
+    assert messages[2].call_id == "c1" and messages[2].is_error
+    assert "tool arguments are not valid JSON" in messages[2].content
+    assert sink.of("inference.completed")[0]["error"] == "tool arguments are not valid JSON"
+
+
+# -- limits --------------------------------------------------------------------------------
+
+
+def test_max_rounds_stops_a_model_that_keeps_calling_tools_keeping_output_and_usage():
+    def step(i: int, text: str) -> ModelResponse:
+        return ModelResponse(
+            text=text,
+            tool_calls=(ToolCall(f"c{i}", "think", {"thought": f"step {i}"}),),
+            stop_reason="tool_calls",
+            usage=Usage(input_tokens=10 * i, output_tokens=2),
+        )
+
+    model = FakeModel([step(1, "Looking"), step(2, "Still looking"), step(3, "")])
+    sink = RecordingSink()
+
+    outcome = go(model, spec=make_spec(max_rounds=3), sink=sink)
+
+    assert outcome.status is RunStatus.MAX_ROUNDS
+    assert outcome.output == "Still looking"  # the last text the model produced
+    assert outcome.usage == Usage(input_tokens=60, output_tokens=6)
+    assert "3 rounds" in outcome.error
+    assert len(model.requests) == 3
+    assert sink.types()[-1] == "run.completed"
+    assert sink.of("run.completed")[0]["status"] == "max_rounds"
+
+
+def test_calls_beyond_max_tool_calls_get_a_tool_call_limit_error():
+    executed: list[dict[str, Any]] = []
+    registry = ToolRegistry([recording_tool("tick", executed)])
+    model = FakeModel(
+        [
+            [ToolCall("c1", "tick", {"n": 1}), ToolCall("c2", "tick", {"n": 2})],
+            [ToolCall("c3", "tick", {"n": 3}), ToolCall("c4", "tick", {"n": 4})],
+            "done",
+        ]
+    )
+
+    outcome = go(model, spec=make_spec(max_tool_calls=3), registry=registry)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert sorted(e["n"] for e in executed) == [1, 2, 3]  # concurrent: any order
+    results = tool_results(model.requests[2].messages)
+    assert [r.is_error for r in results] == [False, False, False, True]
+    assert results[3].call_id == "c4"
+    assert "tool call limit (3)" in results[3].content
+
+
+def test_exceeding_the_token_budget_fails_the_run_before_running_more_tools():
+    executed: list[dict[str, Any]] = []
+    registry = ToolRegistry([recording_tool("tick", executed)])
+    model = FakeModel(
+        [
+            ModelResponse(
+                tool_calls=(ToolCall("c1", "tick", {}),),
+                stop_reason="tool_calls",
+                usage=Usage(input_tokens=80, output_tokens=30),
+            ),
+            "never asked",
+        ]
+    )
+    sink = RecordingSink()
+
+    outcome = go(model, spec=make_spec(max_tokens_per_run=100), registry=registry, sink=sink)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == "token budget of 100 exceeded (110)"
+    assert outcome.usage == Usage(input_tokens=80, output_tokens=30)
+    assert executed == []
+    assert model.remaining == 1
+    assert sink.types()[-1] == "run.failed"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+@pytest.mark.parametrize(
+    "error", [AuthenticationFailed("invalid API key"), RateLimited("slow down", retry_after=3)]
+)
+def test_a_provider_error_fails_the_run_without_raising(error, streamed):
+    sink = RecordingSink(wants_text_deltas=streamed)
+
+    outcome = go(FakeModel([error]), sink=sink)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == f"{type(error).__name__}: {error}"
+    assert sink.types()[-1] == "run.failed"
+    assert sink.of("run.failed")[0]["error"] == outcome.error
+
+
+def test_events_redact_secrets_from_tool_arguments_and_results():
+    ctx = RunContext(tenant_id=1, user_id=7, secrets=StaticSecrets({"token": "s3cr3t-value"}))
+    model = FakeModel([ToolCall("c1", "think", {"thought": "use s3cr3t-value"}), "ok"])
+    sink = RecordingSink()
+
+    go(model, ctx=ctx, sink=sink)
+
+    assert sink.of("tool.started")[0]["arguments"] == {"thought": f"use {REDACTED}"}
+    assert sink.of("tool.completed")[0]["result"] == {"thought": f"use {REDACTED}"}
+    assert "s3cr3t-value" not in tool_results(model.requests[1].messages)[0].content
+
+
+# -- approvals -----------------------------------------------------------------------------
+
+EMAIL = {"to": "ann@example.com", "body": "Hi Ann"}
+
+
+def approval_registry(executed: list[dict[str, Any]]) -> ToolRegistry:
+    return ToolRegistry(
+        [
+            recording_tool(
+                "send_email",
+                executed,
+                capability=Capability(
+                    effect=Effect.WRITE, idempotent=False, requires_approval=True
+                ),
+            ),
+        ]
+    )
+
+
+def test_a_tool_requiring_approval_is_parked_not_executed():
+    executed: list[dict[str, Any]] = []
+    call = ToolCall("e1", "send_email", EMAIL)
+    model = FakeModel([call])
+    sink = RecordingSink()
+    checkpoint = SavingCheckpointer()
+
+    outcome = go(model, registry=approval_registry(executed), sink=sink, checkpoint=checkpoint)
+
+    assert outcome.status is RunStatus.AWAITING_APPROVAL
+    assert outcome.awaiting == [call]
+    assert executed == []
+    assert sink.of("approval.required") == [
+        {"call_id": "e1", "name": "send_email", "arguments": EMAIL}
+    ]
+    assert not {"run.completed", "run.failed"} & set(sink.types())
+    assert checkpoint.reasons()[-1] == "awaiting_approval"
+    assert checkpoint.last_state().pending_calls == [call]
+
+
+def test_an_approval_with_edited_arguments_runs_the_tool_once_with_them_and_finishes():
+    executed: list[dict[str, Any]] = []
+    registry = approval_registry(executed)
+    checkpoint = SavingCheckpointer()
+    go(FakeModel([ToolCall("e1", "send_email", EMAIL)]), registry=registry, checkpoint=checkpoint)
+    edited = {"to": "ann@example.org", "body": "Hi Ann, see you at 3."}
+    model = FakeModel(["Email sent."])
+    sink = RecordingSink()
+
+    outcome = resume(
+        model,
+        checkpoint.last_state(),
+        spec=make_spec(),
+        registry=registry,
+        decisions={"e1": Decision(approved=True, by="alice", arguments=edited)},
+        sink=sink,
+        checkpoint=checkpoint,
+    )
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.output == "Email sent."
+    assert executed == [edited]
+    result = model.requests[0].messages[-1]
+    assert result.call_id == "e1" and not result.is_error
+    assert "ann@example.org" in result.content
+    assert "run.started" not in sink.types()  # a resume, not a new run
+    assert sink.of("tool.started")[0]["arguments"] == edited
+
+
+def test_a_rejection_tells_the_model_who_rejected_it_and_why():
+    executed: list[dict[str, Any]] = []
+    registry = approval_registry(executed)
+    checkpoint = SavingCheckpointer()
+    go(FakeModel([ToolCall("e1", "send_email", EMAIL)]), registry=registry, checkpoint=checkpoint)
+    model = FakeModel(["Understood, not sending it."])
+
+    outcome = resume(
+        model,
+        checkpoint.last_state(),
+        spec=make_spec(),
+        registry=registry,
+        decisions={"e1": Decision(approved=False, by="bob", reason="wrong recipient")},
+    )
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert executed == []
+    result = model.requests[0].messages[-1]
+    assert result == ToolResultMessage("e1", "send_email", "rejected by bob: wrong recipient", True)
+
+
+@pytest.mark.parametrize(
+    ("policy", "parked"),
+    [
+        ("flagged", {"send_email"}),
+        ("writes", {"send_email", "write_note", "drop_table"}),
+        ("never", set()),
+    ],
+)
+def test_the_approval_policy_decides_which_tools_are_parked(policy, parked):
+    executed: list[dict[str, Any]] = []
+    capabilities = {
+        "read_note": Capability(effect=Effect.READ),
+        "write_note": Capability(effect=Effect.WRITE),
+        "drop_table": Capability(effect=Effect.DESTRUCTIVE, idempotent=False),
+        "send_email": Capability(effect=Effect.WRITE, requires_approval=True),
+    }
+    registry = ToolRegistry(
+        [
+            recording_tool(name, executed, capability=capability)
+            for name, capability in capabilities.items()
+        ]
+    )
+    calls = [ToolCall(f"id_{name}", name, {"tool": name}) for name in capabilities]
+    model = FakeModel([calls, "done"])
+
+    outcome = go(model, spec=make_spec(approval_policy=policy), registry=registry)
+
+    assert {c.name for c in outcome.awaiting} == parked
+    assert {e["tool"] for e in executed} == set(capabilities) - parked
+    expected = RunStatus.AWAITING_APPROVAL if parked else RunStatus.SUCCEEDED
+    assert outcome.status is expected
+
+
+def test_a_parallel_response_runs_the_normal_call_now_and_parks_only_the_flagged_one():
+    emails: list[dict[str, Any]] = []
+    lookups: list[dict[str, Any]] = []
+    registry = ToolRegistry(
+        [
+            *approval_registry(emails),
+            recording_tool("lookup", lookups),
+        ]
+    )
+    calls = [ToolCall("e1", "send_email", EMAIL), ToolCall("l1", "lookup", {"q": "ann"})]
+    checkpoint = SavingCheckpointer()
+
+    parked = go(FakeModel([calls]), registry=registry, checkpoint=checkpoint)
+
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    assert parked.awaiting == [calls[0]]
+    assert (emails, lookups) == ([], [{"q": "ann"}])
+    saved = checkpoint.last_state()
+    assert set(saved.results) == {"l1"}
+
+    model = FakeModel(["Sent and looked up."])
+    outcome = resume(
+        model,
+        saved,
+        spec=make_spec(),
+        registry=registry,
+        decisions={"e1": Decision(approved=True, by="alice")},
+    )
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert (emails, lookups) == ([EMAIL], [{"q": "ann"}])  # the lookup did not run again
+    results = tool_results(model.requests[0].messages)
+    assert [r.call_id for r in results] == ["e1", "l1"]
+
+
+# -- cancellation --------------------------------------------------------------------------
+
+
+def test_a_run_cancelled_before_it_starts_never_calls_the_model():
+    async def cancelled() -> bool:
+        return True
+
+    model = FakeModel(["never"])
+    sink = RecordingSink()
+
+    outcome = go(model, sink=sink, is_cancelled=cancelled)
+
+    assert outcome.status is RunStatus.CANCELLED
+    assert model.requests == []
+    assert sink.types() == ["run.started", "run.cancelled"]
+
+
+def test_a_run_cancelled_during_a_long_streamed_answer_stops_mid_stream():
+    words = [TextDelta(f"word{i} ") for i in range(200)]
+    model = FakeModel([Stream(words)])
+    sink = RecordingSink(wants_text_deltas=True, delay_s=0.002)  # a 0.4 s answer, uncancelled
+
+    async def cancelled() -> bool:
+        return len(sink.of("text.delta")) >= 10
+
+    outcome = go(model, sink=sink, is_cancelled=cancelled)
+
+    assert outcome.status is RunStatus.CANCELLED
+    assert 10 <= len(sink.of("text.delta")) < 200
+    assert sink.types()[-1] == "run.cancelled"
+    assert "inference.completed" not in sink.types()
+
+
+# -- agent_registry ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toolbox() -> ToolRegistry:
+    def make(name: str, *tags: str) -> Tool:
+        async def handler(arguments, ctx):
+            return {}
+
+        return Tool(
+            name=name,
+            description=f"The {name} tool.",
+            input_schema={"type": "object"},
+            handler=handler,
+            tags=frozenset(tags),
+        )
+
+    return ToolRegistry(
+        [
+            make("search", "web"),
+            make("fetch", "web"),
+            make("write_file", "files"),
+            make("delete_file", "files"),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        ({}, ["search", "fetch", "write_file", "delete_file"]),
+        ({"tool_names": ("search", "unknown")}, ["search"]),
+        ({"tool_tags": ("files",)}, ["write_file", "delete_file"]),
+        (
+            {"tool_names": ("fetch",), "tool_tags": ("files",)},
+            ["fetch", "write_file", "delete_file"],
+        ),
+        ({"tool_exclude": ("fetch",)}, ["search", "write_file", "delete_file"]),
+        ({"tool_tags": ("web",), "tool_exclude": ("search",)}, ["fetch"]),
+        ({"tool_names": ()}, []),
+    ],
+    ids=["all", "names", "tags", "names-or-tags", "exclude", "tags-minus-exclude", "none"],
+)
+def test_agent_registry_filters_by_names_tags_and_exclusions(toolbox, overrides, names):
+    assert agent_registry(make_spec(**overrides), toolbox).names() == names
+
+
+def test_agent_registry_adds_synthetic_tools_without_touching_the_tenant_registry(toolbox):
+    spec = make_spec(tool_names=("search",), memory=True, output_schema={"type": "object"})
+
+    chosen = agent_registry(spec, toolbox, MemoryFactStore())
+
+    assert chosen.names() == ["search", *MEMORY_TOOL_NAMES, "final_answer"]
+    assert toolbox.names() == ["search", "fetch", "write_file", "delete_file"]
+    assert agent_registry(make_spec(memory=True), toolbox).names() == toolbox.names()  # no store

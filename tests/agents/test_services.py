@@ -1,0 +1,111 @@
+"""Run services: idempotency, cancellation, validation, and tenant isolation everywhere."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+
+from agents import services
+from agents.events import publisher
+from agents.execution import cancel_key, execute_run
+from agents.models import Agent, Approval, Conversation, Fact, Run, RunEvent
+
+
+def test_the_same_idempotency_key_returns_the_same_run(trio, agent):
+    first = services.run_start(
+        tenant=trio.acme, agent=agent, input="hi", idempotency_key="k-1", enqueue=False
+    )
+    again = services.run_start(
+        tenant=trio.acme, agent=agent, input="hi", idempotency_key="k-1", enqueue=False
+    )
+    other = services.run_start(
+        tenant=trio.acme, agent=agent, input="hi", idempotency_key="k-2", enqueue=False
+    )
+    assert first.pk == again.pk != other.pk
+    assert Run.objects.count() == 2
+
+
+def test_bad_input_is_refused_and_nothing_is_created(trio, agent):
+    for text in ("", "   ", "x" * (services.MAX_INPUT_CHARS + 1)):
+        with pytest.raises(ValidationError):
+            services.run_start(tenant=trio.acme, agent=agent, input=text, enqueue=False)
+    agent.active = False
+    agent.save()
+    with pytest.raises(ValidationError):
+        services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    assert Run.objects.count() == 0
+
+
+def test_cancelling_a_queued_run_stops_it_at_once(trio, agent):
+    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    run = services.run_cancel(tenant=trio.acme, run=run)
+    assert run.status == "cancelled" and run.finished_at
+    assert RunEvent.objects.get(run=run).type == "run.cancelled"
+    assert execute_run(run.pk) == "not claimable"
+
+
+def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
+    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    publisher().set(cancel_key(run.pk), 1, ex=60)  # what run_cancel sets for a running run
+    assert execute_run(run.pk) == "cancelled"
+    run.refresh_from_db()
+    assert run.status == "cancelled" and provider_server.received == []
+    assert not publisher().exists(cancel_key(run.pk))
+
+
+def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):
+    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    conversation = Conversation.objects.create(tenant=trio.acme, agent=agent)
+    approval = Approval.objects.create(
+        tenant=trio.acme, run=run, call_id="c1", tool_name="calculator"
+    )
+    fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
+    assert services.run_get(tenant=trio.acme, run_id=run.pk) == run
+    for call in (
+        lambda: services.run_get(tenant=trio.globex, run_id=run.pk),
+        lambda: services.conversation_get(tenant=trio.globex, conversation_id=conversation.pk),
+        lambda: services.approval_get(tenant=trio.globex, approval_id=approval.pk),
+        lambda: services.fact_get(tenant=trio.globex, fact_id=fact.pk),
+        lambda: services.agent_get(tenant=trio.globex, slug="assistant"),
+        lambda: services.run_get(tenant=trio.acme, run_id="not-a-number"),
+    ):
+        with pytest.raises(Http404):
+            call()
+
+
+def test_writes_refuse_mixing_tenants(trio, agent):
+    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    approval = Approval.objects.create(
+        tenant=trio.acme, run=run, call_id="c1", tool_name="calculator"
+    )
+    theirs = Agent.objects.create(tenant=trio.globex, slug="spy", name="Spy")
+    with pytest.raises(PermissionDenied):
+        services.run_start(tenant=trio.acme, agent=theirs, input="hi", enqueue=False)
+    with pytest.raises(PermissionDenied):
+        services.run_cancel(tenant=trio.globex, run=run)
+    with pytest.raises(PermissionDenied):
+        services.approval_decide(
+            tenant=trio.globex, approval=approval, approved=True, by=trio.charlie
+        )
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_memory_facts_are_stored_per_tenant_and_user(trio, agent, provider_server):
+    from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+
+    agent.memory = True
+    agent.save()
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("m1", "remember_fact", '{"fact": "Bob likes green tea."}')]),
+        TextReply("Noted."),
+    )
+    run = services.run_inline(
+        tenant=trio.acme, agent=agent, input="remember", initiated_by=trio.bob
+    )
+    fact = Fact.objects.get()
+    assert (fact.tenant, fact.user, fact.text, fact.source_run_id) == (
+        trio.acme, trio.bob, "Bob likes green tea.", run.pk,
+    )  # fmt: skip
