@@ -25,8 +25,8 @@ TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 DELTA_FLUSH_S = 0.05  # text deltas are coalesced into one stored event per 50 ms
 
 
-def channel(run_id: int) -> str:
-    return f"ap:run:{run_id}:events"
+def channel(run: Run) -> str:
+    return f"ap:run:{run.pk}:{run.correlation_id}:events"
 
 
 @lru_cache(maxsize=2)
@@ -54,7 +54,7 @@ def append_event(run: Run, seq: int, type: str, payload: dict[str, Any]) -> Stor
         tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=type, payload=payload
     )
     event = StoredEvent(seq, type, payload)
-    publisher().publish(channel(run.pk), json.dumps(event.as_dict(), default=str))
+    publisher().publish(channel(run), json.dumps(event.as_dict(), default=str))
     return event
 
 
@@ -101,7 +101,7 @@ async def iter_run_events(
     `heartbeat_s`, yields {"type": "heartbeat"} when nothing happened for that long."""
     client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
     pubsub = client.pubsub()
-    await pubsub.subscribe(channel(run.pk))  # before replay: nothing falls in between
+    await pubsub.subscribe(channel(run))  # before replay: nothing falls in between
     try:
         last = after_seq
         stored = await sync_to_async(_stored_after)(run.pk, after_seq)

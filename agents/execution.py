@@ -43,8 +43,10 @@ def lease_seconds() -> float:
     return float(getattr(settings, "RUN_LEASE_S", 30))
 
 
-def cancel_key(run_id: int) -> str:
-    return f"ap:run:{run_id}:cancel"
+def cancel_key(run: Run) -> str:
+    # The correlation id makes keys unique even where run ids repeat (a reset database
+    # beside a kept Redis, test sessions sharing one Redis).
+    return f"ap:run:{run.pk}:{run.correlation_id}:cancel"
 
 
 def claim(run_id: int, owner: str) -> Run | None:
@@ -115,7 +117,7 @@ async def _execute(run: Run, owner: str) -> RunOutcome:
     redis = publisher()
 
     async def is_cancelled() -> bool:
-        return bool(redis.exists(cancel_key(run.pk)))
+        return bool(redis.exists(cancel_key(run)))
 
     try:
         outcome = await run_agent(
@@ -240,6 +242,6 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
                 run_id=run.pk,
             )
     if terminal:
-        publisher().delete(cancel_key(run.pk))
+        publisher().delete(cancel_key(run))
     if run.status == RunStatus.FAILED or outcome.status == RunStatus.FAILED:
         logger.info("run %s failed: %s", run.pk, outcome.error)

@@ -142,7 +142,7 @@ def run_cancel(*, tenant: Tenant, run: Run) -> Run:
         raise PermissionDenied
     if run.is_terminal:
         return run
-    publisher().set(cancel_key(run.pk), 1, ex=24 * 3600)
+    publisher().set(cancel_key(run), 1, ex=24 * 3600)
     stopped = Run.objects.filter(
         pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
     ).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), error="cancelled")

@@ -14,3 +14,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed on
 os.environ.setdefault("AP_TEST_QUEUE", f"test-{uuid.uuid4().hex[:8]}")
 CELERY_TASK_DEFAULT_QUEUE = os.environ["AP_TEST_QUEUE"]
 CACHES["default"]["KEY_PREFIX"] = os.environ["AP_TEST_QUEUE"]  # noqa: F405
+# One test database per session too: sessions running side by side (or a `make run` and a
+# `make test`) on the same embedded Postgres never drop each other's database.
+DATABASES["default"]["TEST"] = {"NAME": f"test_agentplatform_{CELERY_TASK_DEFAULT_QUEUE[5:]}"}  # noqa: F405

@@ -47,11 +47,11 @@ def test_cancelling_a_queued_run_stops_it_at_once(trio, agent):
 
 def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
     run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
-    publisher().set(cancel_key(run.pk), 1, ex=60)  # what run_cancel sets for a running run
+    publisher().set(cancel_key(run), 1, ex=60)  # what run_cancel sets for a running run
     assert execute_run(run.pk) == "cancelled"
     run.refresh_from_db()
     assert run.status == "cancelled" and provider_server.received == []
-    assert not publisher().exists(cancel_key(run.pk))
+    assert not publisher().exists(cancel_key(run))
 
 
 def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):

@@ -25,6 +25,7 @@ from django.db import transaction
 from agentplatform import embedded
 from agentplatform.tenancy import services
 from agentplatform.tenancy.models import Membership, Role, Tenant
+from agents.seed import seed_demo_agent
 from providers.services import seed_demo_connection
 
 STOP_GRACE_S = 10.0
@@ -97,6 +98,7 @@ class Command(BaseCommand):
             if not Membership.objects.filter(tenant=tenant, user=created.user).exists():
                 services.membership_set(tenant=tenant, user=created.user, role=Role.OWNER)
             seed_demo_connection(tenant)
+            seed_demo_agent(tenant)
         if password:
             return f"Log in as {username!r} with the DEMO_PASSWORD from the environment."
         if created.password:  # generated just now

@@ -1,0 +1,582 @@
+"""Agents, runs, approvals, facts and conversations in the tenant-scoped admin.
+
+The agent change page lists the tools the saved configuration gets, and the try page runs
+the agent inline (the request waits for the whole run; no Celery). Runs are read-only
+records shown with their event timeline. Approvals are decided with list actions, which
+call the same service as the browser and REST paths.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from agentplatform.tenancy.scoped_admin import (
+    TenantScopedAdmin,
+    TenantScopedForm,
+    TenantScopedInline,
+)
+from agents.facts import DjangoFactStore
+from agents.models import (
+    Agent,
+    Approval,
+    ApprovalStatus,
+    Conversation,
+    Fact,
+    Message,
+    Run,
+    RunEvent,
+)
+from agents.runtime.loop import agent_registry
+from agents.runtime.memory import MEMORY_TOOL_NAMES
+from agents.runtime.spec import RunStatus
+from agents.runtime.structured import FINAL_ANSWER
+from agents.services import MAX_INPUT_CHARS, approval_decide, run_cancel, run_inline
+from agents.specs import agent_spec
+from providers.models import ProviderConnection
+from providers.services import default_connection
+from tools.loader import registry_for_tenant
+from tools.models import ToolDefinition
+
+_JSON = forms.Textarea(attrs={"rows": 8, "cols": 80, "class": "vLargeTextField"})
+TIMELINE_LIMIT = 500  # events shown on one page; the page says when more were left out
+PAYLOAD_CHARS = 300
+STATE_PREVIEW_CHARS = 20_000
+
+
+# -- shared display helpers ----------------------------------------------------------
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def compact_json(value: Any, limit: int = PAYLOAD_CHARS) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    return _shorten(text, limit)
+
+
+def run_duration(run: Run) -> str:
+    if run.started_at is None:
+        return "—"
+    if run.finished_at is None:
+        return "running" if run.status == RunStatus.RUNNING else "—"
+    seconds = (run.finished_at - run.started_at) / timedelta(seconds=1)
+    return f"{seconds:.2f} s"
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    seq: int
+    type: str
+    offset_ms: int  # since the first shown event
+    payload: str
+
+
+def run_timeline(run: Run, limit: int = TIMELINE_LIMIT) -> tuple[list[TimelineRow], bool]:
+    """The run's first `limit` events in seq order, and whether there are more. One query."""
+    events = list(
+        RunEvent.objects.filter(run_id=run.pk)
+        .order_by("seq")
+        .values_list("seq", "type", "payload", "created_at")[: limit + 1]
+    )
+    start = events[0][3] if events else None
+    rows = [
+        TimelineRow(seq, type_, int((at - start) / timedelta(milliseconds=1)), compact_json(data))
+        for seq, type_, data, at in events[:limit]
+    ]
+    return rows, len(events) > limit
+
+
+# -- agents --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EffectiveTool:
+    name: str
+    source: str
+    effect: str
+    requires_approval: bool
+    description: str
+
+
+def effective_tools(agent: Agent) -> tuple[list[EffectiveTool], list[str]]:
+    """The tools a run of `agent` gets, and the configured names that match no tool.
+
+    Reads the connection (when the agent names none), the tenant's registry (one cache read
+    when fresh) and the tenant's tool definition names: about three queries.
+    """
+    connection = (
+        agent.provider_connection or default_connection(agent.tenant) or ProviderConnection()
+    )
+    spec = agent_spec(agent, connection)
+    registry = registry_for_tenant(agent.tenant)
+    chosen = agent_registry(spec, registry, facts=DjangoFactStore())
+    defined = set(
+        ToolDefinition.objects.filter(tenant_id=agent.tenant_id, enabled=True).values_list(
+            "name", flat=True
+        )
+    )
+    found = []
+    for item in chosen:
+        if spec.output_schema is not None and item.name == FINAL_ANSWER:
+            source = "structured output"
+        elif spec.memory and item.name in MEMORY_TOOL_NAMES:
+            source = "memory"
+        elif item.name in defined:
+            source = "tenant definition"
+        else:
+            source = "built-in"
+        found.append(
+            EffectiveTool(
+                name=item.name,
+                source=source,
+                effect=str(item.capability.effect),
+                requires_approval=item.capability.requires_approval,
+                description=_shorten(" ".join(item.description.split()), 120),
+            )
+        )
+    named = [*([] if agent.use_all_tools else agent.tool_names), *agent.tool_exclude]
+    unknown = sorted({name for name in named if not registry.has(name)})
+    return found, unknown
+
+
+class AgentForm(TenantScopedForm):
+    class Meta:
+        model = Agent
+        fields = [
+            "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
+            "approval_policy", "memory", "provider_connection", "model", "temperature",
+            "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
+            "max_tool_calls", "max_tokens_per_run",
+        ]  # fmt: skip
+        widgets = {
+            "instructions": forms.Textarea(attrs={"rows": 10, "cols": 80}),
+            "output_schema": _JSON,
+        }
+        help_texts = {
+            "output_schema": "A JSON Schema object: the agent answers with a final_answer "
+            "tool call matching it. Empty: a plain text answer.",
+            "tool_names": "Comma-separated tool names (when not using all tools).",
+            "tool_tags": "Comma-separated tags: tools carrying any of them are included.",
+            "tool_exclude": "Comma-separated tool names never offered to this agent.",
+        }
+
+
+@admin.register(Agent)
+class AgentAdmin(TenantScopedAdmin):
+    form = AgentForm
+    list_display = [
+        "name", "slug", "model_label", "approval_policy", "memory", "active", "version",
+        "try_link",
+    ]  # fmt: skip
+    list_filter = ["active", "approval_policy", "memory"]
+    search_fields = ["name", "slug", "description"]
+    readonly_fields = ["version", "updated_at", "effective_tools"]
+
+    def get_fieldsets(self, request, obj=None):
+        head = ["name", "slug", "description", "active"]
+        if obj is not None or self._implied_tenant(request) is None:
+            head.insert(0, "tenant")
+        tools = ["use_all_tools", "tool_names", "tool_tags", "tool_exclude"]
+        behaviour = ["instructions", "output_schema", "approval_policy", "memory"]
+        fieldsets = [
+            (None, {"fields": head}),
+            ("Behaviour", {"fields": behaviour}),
+            ("Model", {"fields": ["provider_connection", "model", "temperature"]}),
+            ("Tools", {"fields": [*tools, "effective_tools"] if obj else tools}),
+            ("Limits", {"fields": ["max_rounds", "max_tool_calls", "max_tokens_per_run"]}),
+        ]  # fmt: skip
+        if obj is not None:
+            fieldsets.append(("Version", {"fields": ["version", "updated_at"]}))
+        return fieldsets
+
+    @admin.display(description="Model", ordering="model")
+    def model_label(self, obj: Agent) -> str:
+        return obj.model or "connection default"
+
+    @admin.display(description="")
+    def try_link(self, obj: Agent) -> str:
+        return format_html('<a href="{}">Try</a>', reverse("admin:agents_agent_try", args=[obj.pk]))
+
+    @admin.display(description="Effective tools")
+    def effective_tools(self, obj: Agent) -> str:
+        """For the saved configuration: a failed POST has already changed `obj` in memory."""
+        if obj.pk is None:
+            return "Save the agent to see its tools."
+        saved = Agent.objects.select_related("tenant", "provider_connection").get(pk=obj.pk)
+        found, unknown = effective_tools(saved)
+        rows = format_html_join(
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (t.name, t.source, t.effect, "yes" if t.requires_approval else "", t.description)
+                for t in found
+            ),
+        )
+        table = format_html(
+            '<table id="effective-tools"><thead><tr><th>Tool</th><th>Source</th>'
+            "<th>Effect</th><th>Requires approval</th><th>Description</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            rows or format_html('<tr><td colspan="5">No tools.</td></tr>'),
+        )
+        if not unknown:
+            return table
+        return format_html(
+            '{}<p class="errornote">Unknown tool names (ignored): {}</p>', table, ", ".join(unknown)
+        )
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:pk>/try/", view(self.try_view), name="agents_agent_try"),
+            *super().get_urls(),
+        ]
+
+    def try_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Runs the agent in this request: the response waits for the whole run."""
+        agent = self.get_object(request, str(pk))
+        if agent is None or not self.has_change_permission(request, agent):
+            raise Http404("No such agent.")
+        form = TryAgentForm(request.POST or None)
+        run = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                run = run_inline(
+                    tenant=agent.tenant,
+                    agent=agent,
+                    input=form.cleaned_data["message"],
+                    initiated_by=request.user,
+                )
+            except ValidationError as exc:
+                form.add_error(None, exc.messages)
+        timeline, truncated = run_timeline(run) if run else ([], False)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Try {agent.name}",
+            "opts": self.opts,
+            "original": agent,
+            "agent": agent,
+            "form": form,
+            "run": run,
+            "duration": run_duration(run) if run else "",
+            "structured_json": (
+                json.dumps(run.structured_output, indent=2, ensure_ascii=False)
+                if run and run.structured_output is not None
+                else ""
+            ),
+            "timeline": timeline,
+            "timeline_truncated": truncated,
+        }
+        return render(request, "admin/agents/try_agent.html", context)
+
+
+class TryAgentForm(forms.Form):
+    message = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "class": "vLargeTextField"}),
+        max_length=MAX_INPUT_CHARS,
+    )
+
+
+# -- runs ----------------------------------------------------------------------------
+RUN_FIELDSETS = [
+    (None, {"fields": ["tenant", "agent", "status", "input", "output", "structured_output",
+                       "error"]}),
+    ("Model", {"fields": ["provider", "model", "instructions_digest", "tools_digest", "limits"]}),
+    ("Usage", {"fields": ["input_tokens", "output_tokens", "cache_read_tokens",
+                          "cache_write_tokens"]}),
+    ("Origin", {"fields": ["initiated_by_user", "initiated_by_api_key", "conversation",
+                           "parent", "correlation_id", "idempotency_key"]}),
+    ("Timing", {"fields": ["created_at", "started_at", "finished_at", "duration", "attempts",
+                           "lease_owner", "lease_expires_at", "last_seq"]}),
+    ("Checkpoint", {"fields": ["state_summary"]}),
+]  # fmt: skip
+
+
+@admin.register(Run)
+class RunAdmin(TenantScopedAdmin):
+    """Read-only: runs change only through the runtime and the run services."""
+
+    list_display = ["id", "agent", "status", "model", "tokens", "created_at", "duration"]
+    list_filter = ["status", "agent"]
+    list_select_related = ["agent"]
+    search_fields = ["correlation_id"]
+    fieldsets = RUN_FIELDSETS
+    readonly_fields = [name for _, options in RUN_FIELDSETS for name in options["fields"]]
+    actions = ["cancel_selected"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("state")  # loaded only where shown
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_cancel_permission(self, request) -> bool:
+        return self._may(request, None)
+
+    @admin.display(description="Tokens")
+    def tokens(self, obj: Run) -> int:
+        return obj.input_tokens + obj.output_tokens
+
+    @admin.display(description="Duration")
+    def duration(self, obj: Run) -> str:
+        return run_duration(obj)
+
+    @admin.display(description="State")
+    def state_summary(self, obj: Run) -> str:
+        if obj.state is None:
+            return "—"
+        text = json.dumps(obj.state, ensure_ascii=False, indent=1, default=str)
+        shown = text if len(text) <= STATE_PREVIEW_CHARS else text[:STATE_PREVIEW_CHARS] + "\n…"
+        return format_html(
+            "<details><summary>Checkpoint, {} KB</summary><pre>{}</pre></details>",
+            f"{len(text) / 1024:.1f}",
+            shown,
+        )
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = self.get_object(request, unquote(object_id))
+        extra = dict(extra_context or {})
+        if run is not None:
+            timeline, truncated = run_timeline(run)
+            extra.update(
+                timeline=timeline,
+                timeline_truncated=truncated,
+                approvals=list(run.approvals.order_by("created_at")),
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
+    def cancel_selected(self, request, queryset) -> None:
+        """Queued and parked runs stop now; a running one stops at its next check."""
+        stopped = flagged = 0
+        for run in queryset.select_related("tenant"):
+            if run.is_terminal:
+                continue
+            run = run_cancel(tenant=run.tenant, run=run)
+            if run.status == RunStatus.CANCELLED:
+                stopped += 1
+            else:
+                flagged += 1
+        note = f" {flagged} running run(s) will stop at their next step." if flagged else ""
+        self.message_user(request, f"Cancelled {stopped} run(s).{note}")
+
+
+# -- approvals -----------------------------------------------------------------------
+class PendingFirstStatusFilter(admin.SimpleListFilter):
+    """Status, showing pending approvals until another choice (or "All") is made."""
+
+    title = "status"
+    parameter_name = "status"
+    ALL = "all"
+
+    def lookups(self, request, model_admin):
+        return [*ApprovalStatus.choices, (self.ALL, "All")]
+
+    def _chosen(self) -> str:
+        return self.value() or ApprovalStatus.PENDING
+
+    def choices(self, changelist):
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self._chosen() == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request, queryset):
+        chosen = self._chosen()
+        return queryset if chosen == self.ALL else queryset.filter(status=chosen)
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        initial="Rejected in the admin.",
+        max_length=2000,
+        help_text="The model reads this as the tool's result.",
+    )
+
+
+@admin.register(Approval)
+class ApprovalAdmin(TenantScopedAdmin):
+    """Decided through the actions; the rows themselves are read-only."""
+
+    list_display = [
+        "tool_name", "arguments_compact", "run_link", "status", "created_at", "decided_by_label",
+    ]  # fmt: skip
+    list_filter = [PendingFirstStatusFilter, "tool_name"]
+    list_select_related = ["run"]
+    fields = [
+        "tenant", "run_link", "tool_name", "call_id", "arguments", "status", "decided_by_label",
+        "decided_at", "reason", "edited_arguments", "created_at",
+    ]  # fmt: skip
+    readonly_fields = fields
+    actions = ["approve_selected", "reject_selected"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a parked run waits on its approvals
+
+    def has_decide_permission(self, request) -> bool:
+        return self._may(request, None)
+
+    @admin.display(description="Arguments")
+    def arguments_compact(self, obj: Approval) -> str:
+        return format_html("<code>{}</code>", compact_json(obj.arguments, 120))
+
+    @admin.display(description="Run", ordering="run")
+    def run_link(self, obj: Approval) -> str:
+        url = reverse("admin:agents_run_change", args=[obj.run_id])
+        return format_html('<a href="{}">Run {} ({})</a>', url, obj.run_id, obj.run.status)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        if self.has_decide_permission(request):  # buttons posting the list's actions
+            extra["decide_actions"] = [
+                ("approve_selected", "Approve"),
+                ("reject_selected", "Reject…"),
+            ]
+            extra["action_checkbox_name"] = helpers.ACTION_CHECKBOX_NAME
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _selected(self, request, queryset) -> QuerySet[Approval]:
+        """The ticked rows, including any the list's status filter no longer shows (decided
+        since the page was drawn), so those get a message instead of silence."""
+        if request.POST.get("select_across") == "1":
+            return queryset
+        ids = [v for v in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME) if v.isdigit()]
+        return self.get_queryset(request).filter(pk__in=ids)
+
+    @admin.action(description="Approve selected tool calls", permissions=["decide"])
+    def approve_selected(self, request, queryset) -> None:
+        self._decide(request, self._selected(request, queryset), approved=True, reason="")
+
+    @admin.action(description="Reject selected tool calls…", permissions=["decide"])
+    def reject_selected(self, request, queryset):
+        approvals = self._selected(request, queryset)
+        form = RejectForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            self._decide(request, approvals, approved=False, reason=form.cleaned_data["reason"])
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Reject tool calls",
+            "opts": self.opts,
+            "approvals": list(approvals.select_related("run")),
+            "form": form,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "select_across": request.POST.get("select_across", "0"),
+        }
+        return TemplateResponse(request, "admin/agents/approval/reject.html", context)
+
+    def _decide(self, request, approvals: QuerySet[Approval], *, approved: bool, reason: str):
+        decided, run_ids = 0, set()
+        for approval in approvals.select_related("tenant").order_by("pk"):
+            try:
+                approval_decide(
+                    tenant=approval.tenant,
+                    approval=approval,
+                    approved=approved,
+                    by=request.user,
+                    reason=reason,
+                )
+            except ValidationError as exc:
+                self.message_user(
+                    request,
+                    f"Tool call #{approval.pk} ({approval.tool_name}): {' '.join(exc.messages)}",
+                    messages.WARNING,
+                )
+            else:
+                decided += 1
+                run_ids.add(approval.run_id)
+        if not decided:
+            return
+        verb = "Approved" if approved else "Rejected"
+        resumed = sorted(
+            Run.objects.filter(pk__in=run_ids, status=RunStatus.QUEUED).values_list("pk", flat=True)
+        )
+        note = f" Run(s) {', '.join(map(str, resumed))} queued to resume." if resumed else ""
+        self.message_user(request, f"{verb} {decided} tool call(s).{note}", messages.SUCCESS)
+
+
+# -- facts and conversations ---------------------------------------------------------
+class FactForm(TenantScopedForm):
+    class Meta:
+        model = Fact
+        fields = ["tenant", "user", "text"]
+
+
+@admin.register(Fact)
+class FactAdmin(TenantScopedAdmin):
+    form = FactForm
+    list_display = ["short_text", "user", "source_run", "created_at"]
+    list_filter = ["user"]
+    list_select_related = ["user"]
+    search_fields = ["text"]
+    readonly_fields = ["source_run", "created_at"]
+
+    @admin.display(description="Fact")
+    def short_text(self, obj: Fact) -> str:
+        return _shorten(obj.text, 100)
+
+
+class MessageInline(TenantScopedInline):
+    model = Message
+    fields = ["role", "content", "run", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ConversationForm(TenantScopedForm):
+    class Meta:
+        model = Conversation
+        fields = ["tenant", "title"]
+
+
+@admin.register(Conversation)
+class ConversationAdmin(TenantScopedAdmin):
+    """Conversations start in the chat and the API; here they are read, renamed or deleted."""
+
+    form = ConversationForm
+    list_display = ["__str__", "agent", "owner_user", "updated_at"]
+    list_filter = ["agent"]
+    list_select_related = ["agent", "owner_user"]
+    search_fields = ["title"]
+    fields = ["tenant", "title", "agent", "owner_user", "owner_api_key", "created_at", "updated_at"]
+    readonly_fields = ["agent", "owner_user", "owner_api_key", "created_at", "updated_at"]
+    inlines = [MessageInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
