@@ -580,3 +580,6 @@ class ConversationAdmin(TenantScopedAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+from agents import crew_admin  # noqa: E402, F401  (registers the crew admin)

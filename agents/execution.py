@@ -12,24 +12,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from agents.events import RunEventSink, next_seq, publisher
 from agents.facts import DjangoFactStore
-from agents.models import Approval, ApprovalStatus, Message, Run
-from agents.runtime.loop import agent_registry, run_agent
+from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run
+from agents.runtime.crew import (
+    ChildOutcome,
+    CrewSpec,
+    delegation_tools,
+    member_prompt,
+    run_parallel,
+    run_sequential,
+)
+from agents.runtime.kinds import get_kind
+from agents.runtime.loop import agent_registry
 from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.specs import agent_spec, conversation_history
+from providers.runtime.types import Usage
 from providers.services import adapter_for, default_connection
-from tools.loader import tenant_tools
+from tools.loader import egress_client, tenant_tools
+from tools.runtime.registry import ToolRegistry
 from tools.services import tool_context
 
 logger = logging.getLogger(__name__)
@@ -61,7 +74,7 @@ def claim(run_id: int, owner: str) -> Run | None:
     )
     if not won:
         return None
-    run = Run.objects.select_related("agent", "tenant", "conversation").get(pk=run_id)
+    run = Run.objects.select_related("agent", "crew", "tenant", "conversation").get(pk=run_id)
     if run.started_at is None:
         Run.objects.filter(pk=run_id).update(started_at=now)
         run.started_at = now
@@ -92,55 +105,30 @@ class _Checkpoint:
 
 def execute_run(run_id: int) -> str:
     """Claim and execute (or resume) a run; returns what happened, for logs."""
+    return async_to_sync(execute_run_async)(run_id)
+
+
+async def execute_run_async(run_id: int) -> str:
+    """As execute_run, inside an event loop (crews run their members this way)."""
     owner = uuid.uuid4().hex
-    run = claim(run_id, owner)
+    run = await sync_to_async(claim)(run_id, owner)
     if run is None:
         return "not claimable"
-    try:
-        outcome = async_to_sync(_execute)(run, owner)
-    except LeaseLost:
-        return "lease lost"
-    finalize(run, owner, outcome)
-    return outcome.status.value
-
-
-async def _execute(run: Run, owner: str) -> RunOutcome:
-    prepared = await sync_to_async(_prepare)(run)
-    if isinstance(prepared, RunOutcome):  # a configuration problem: say so on the stream too
-        sink = RunEventSink(run, next_seq=await sync_to_async(next_seq)(run.pk))
-        await sink.emit("run.failed", {"status": "failed", "error": prepared.error})
-        run.last_seq = sink.seq
-        return prepared
-    spec, adapter, toolbox, ctx, state, history, decisions, seq = prepared
-    sink = RunEventSink(run, next_seq=seq)
+    sink = RunEventSink(run, next_seq=await sync_to_async(next_seq)(run.pk))
     heartbeat = asyncio.create_task(_renew_lease(run.pk, owner, asyncio.current_task()))
-    redis = publisher()
-
-    async def is_cancelled() -> bool:
-        return bool(redis.exists(cancel_key(run)))
-
     try:
-        outcome = await run_agent(
-            spec=spec,
-            adapter=adapter,
-            registry=toolbox.registry,
-            ctx=ctx,
-            state=state,
-            input=run.input,
-            history=history,
-            decisions=decisions,
-            facts=DjangoFactStore(run_id=run.pk),
-            sink=sink,
-            checkpoint=_Checkpoint(run, owner, sink),
-            is_cancelled=is_cancelled,
-        )
-    except asyncio.CancelledError:
-        raise LeaseLost(f"run {run.pk} lost its lease") from None
+        if run.crew_id is not None:
+            outcome = await _execute_crew(run, owner, sink)
+        else:
+            outcome = await _execute_agent(run, owner, sink)
+        await sink.flush()
+    except (asyncio.CancelledError, LeaseLost):
+        return "lease lost"
     finally:
         heartbeat.cancel()
-    await sink.flush()
     run.last_seq = sink.seq
-    return outcome
+    await sync_to_async(finalize)(run, owner, outcome)
+    return outcome.status.value
 
 
 async def _renew_lease(run_id: int, owner: str, worker: asyncio.Task | None) -> None:
@@ -155,33 +143,83 @@ async def _renew_lease(run_id: int, owner: str, worker: asyncio.Task | None) -> 
             return
 
 
-def _prepare(run: Run):
-    """Everything the loop needs, read from the database before any model call."""
-    agent = run.agent
+def _cancel_check(run: Run):
+    redis = publisher()
+
+    async def is_cancelled() -> bool:
+        return bool(redis.exists(cancel_key(run)))
+
+    return is_cancelled
+
+
+async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
+    """A configuration problem: say so on the stream too."""
+    await sink.emit("run.failed", {"status": "failed", "error": error})
+    return RunOutcome(status=RunStatus.FAILED, error=error)
+
+
+async def _execute_agent(run: Run, owner: str, sink: RunEventSink) -> RunOutcome:
+    prepared = await sync_to_async(_prepare_agent)(run, run.agent)
+    if isinstance(prepared, str):
+        return await _fail(sink, prepared)
+    kind = get_kind(prepared.spec.kind)
+    return await kind(
+        spec=prepared.spec,
+        adapter=prepared.adapter,
+        registry=prepared.registry,
+        ctx=prepared.ctx,
+        state=prepared.state,
+        input=run.input,
+        history=prepared.history,
+        decisions=prepared.decisions,
+        facts=DjangoFactStore(run_id=run.pk),
+        sink=sink,
+        checkpoint=_Checkpoint(run, owner, sink),
+        is_cancelled=_cancel_check(run),
+        egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
+    )
+
+
+@dataclass
+class _Prepared:
+    spec: AgentSpec
+    adapter: Any
+    registry: Any
+    ctx: Any
+    state: RunState | None
+    history: Any
+    decisions: dict[str, Decision]
+
+
+def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
+    """Everything an agent's loop needs, read before any model call; or why it cannot run."""
     if agent is None:
-        return RunOutcome(status=RunStatus.FAILED, error="the agent of this run was deleted")
+        return "the agent of this run was deleted"
     connection = agent.provider_connection or default_connection(run.tenant)
-    if connection is None:
-        return RunOutcome(
-            status=RunStatus.FAILED,
-            error="no provider connection: an admin must add one (Admin → Provider connections)",
-        )
+    if connection is None and agent.kind != "remote":
+        return "no provider connection: an admin must add one (Admin → Provider connections)"
     spec: AgentSpec = agent_spec(agent, connection)
-    adapter = adapter_for(connection)
+    adapter = adapter_for(connection) if connection is not None else None
     toolbox = tenant_tools(run.tenant)
-    facts = DjangoFactStore(run_id=run.pk)
-    ctx = tool_context(
-        tenant=run.tenant,
-        user_id=run.initiated_by_user_id,
-        run_id=str(run.pk),
-        correlation_id=run.correlation_id,
+    secrets = toolbox.secrets
+    if agent.remote_token:
+        secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
+    ctx = replace(
+        tool_context(
+            tenant=run.tenant,
+            user_id=run.initiated_by_user_id,
+            run_id=str(run.pk),
+            correlation_id=run.correlation_id,
+        ),
+        secrets=secrets,
     )
     if not run.instructions_digest:
+        registry = agent_registry(spec, toolbox.registry, DjangoFactStore())
         Run.objects.filter(pk=run.pk).update(
-            provider=adapter.provider,
+            provider=adapter.provider if adapter is not None else "remote",
             model=spec.model,
             instructions_digest=instructions_digest(spec),
-            tools_digest=tools_digest(agent_registry(spec, toolbox.registry, facts)),
+            tools_digest=tools_digest(registry),
             limits={
                 "max_rounds": spec.max_rounds,
                 "max_tool_calls": spec.max_tool_calls,
@@ -189,7 +227,6 @@ def _prepare(run: Run):
             },
         )
     state = RunState.from_dict(run.state) if run.state else None
-    history = conversation_history(run) if state is None else ()
     decisions = {
         a.call_id: Decision(
             approved=a.status == ApprovalStatus.APPROVED,
@@ -199,23 +236,162 @@ def _prepare(run: Run):
         )
         for a in run.approvals.exclude(status=ApprovalStatus.PENDING)
     }
-    return spec, adapter, toolbox, ctx, state, history, decisions, next_seq(run.pk)
+    return _Prepared(
+        spec=spec,
+        adapter=adapter,
+        registry=toolbox.registry,
+        ctx=ctx,
+        state=state,
+        history=conversation_history(run) if state is None else (),
+        decisions=decisions,
+    )
+
+
+# -- crews ---------------------------------------------------------------------------
+async def _execute_crew(run: Run, owner: str, sink: RunEventSink) -> RunOutcome:
+    crew = await Crew.objects.select_related("manager").aget(pk=run.crew_id)
+    members = {
+        m.agent.slug: m.agent
+        async for m in CrewMember.objects.filter(crew=crew).select_related("agent")
+    }
+    if not members:
+        return await _fail(sink, f"crew {crew.slug} has no members")
+    spec = CrewSpec(
+        name=crew.slug,
+        mode=crew.mode,  # type: ignore[arg-type]
+        members=tuple(members),
+        manager=crew.manager.slug if crew.manager else None,
+        max_delegations=crew.max_delegations,
+        max_depth=crew.max_depth,
+        token_budget=crew.token_budget,
+    )
+    if crew.manager is not None:
+        members.setdefault(crew.manager.slug, crew.manager)
+
+    async def emit(type: str, **payload: Any) -> None:
+        await sink.emit(type, payload)
+
+    run_child = _child_runner(run, members)
+    if run.state is None:
+        await emit("run.started", crew=crew.slug, mode=crew.mode)
+    if crew.mode == "sequential":
+        outcome = await run_sequential(spec, run.input, run_child, emit)
+    elif crew.mode == "parallel":
+        outcome = await run_parallel(spec, run.input, run_child, emit)
+    else:
+        outcome = await _run_manager(run, owner, sink, spec, crew.manager, run_child, emit)
+    if outcome.status is not RunStatus.AWAITING_APPROVAL or crew.mode != "hierarchical":
+        await _emit_end(emit, outcome)
+    return outcome
+
+
+async def _emit_end(emit, outcome: RunOutcome) -> None:
+    if outcome.status is RunStatus.AWAITING_APPROVAL:
+        await emit("approval.required", via_child=True)
+    elif outcome.status is RunStatus.FAILED:
+        await emit("run.failed", status="failed", error=outcome.error, output=outcome.output)
+    elif outcome.status is RunStatus.CANCELLED:
+        await emit("run.cancelled", status="cancelled")
+    else:
+        await emit("run.completed", status=outcome.status.value, output=outcome.output)
+
+
+async def _run_manager(run, owner, sink, spec: CrewSpec, manager, run_child, emit) -> RunOutcome:
+    prepared = await sync_to_async(_prepare_agent)(run, manager)
+    if isinstance(prepared, str):
+        return RunOutcome(status=RunStatus.FAILED, error=prepared)
+
+    async def used_tokens() -> int:
+        return await sync_to_async(_children_tokens)(run.pk)
+
+    registry = ToolRegistry(list(prepared.registry))
+    for item in delegation_tools(spec, run_child, emit, depth=run.depth, used_tokens=used_tokens):
+        registry.register(item, replace=True)
+    return await get_kind(prepared.spec.kind)(
+        spec=prepared.spec,
+        adapter=prepared.adapter,
+        registry=registry,
+        ctx=prepared.ctx,
+        state=prepared.state,
+        input=run.input,
+        history=prepared.history,
+        decisions=prepared.decisions,
+        facts=DjangoFactStore(run_id=run.pk),
+        sink=sink,
+        checkpoint=_Checkpoint(run, owner, sink),
+        is_cancelled=_cancel_check(run),
+        egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
+    )
+
+
+def _child_runner(parent: Run, members: dict[str, Agent]):
+    async def run_child(member: str, task: str, context: str, key: str) -> ChildOutcome:
+        child = await sync_to_async(_child_run)(parent, members[member], task, context, key)
+        if child.status == RunStatus.QUEUED or (
+            child.status == RunStatus.RUNNING and child.lease_expires_at
+            and child.lease_expires_at < timezone.now()
+        ):  # fmt: skip
+            await execute_run_async(child.pk)
+            child = await Run.objects.aget(pk=child.pk)
+        status = RunStatus(child.status)
+        if status in (RunStatus.RUNNING, RunStatus.QUEUED):
+            status = RunStatus.AWAITING_APPROVAL  # busy elsewhere: wait like for a human
+        return ChildOutcome(
+            status=status,
+            output=child.output,
+            error=child.error,
+            usage=Usage(child.input_tokens, child.output_tokens),
+            run_id=child.pk,
+        )
+
+    return run_child
+
+
+def _child_run(parent: Run, agent: Agent, task: str, context: str, key: str) -> Run:
+    child, _ = Run.objects.get_or_create(
+        parent=parent,
+        child_key=key,
+        defaults={
+            "tenant_id": parent.tenant_id,
+            "agent": agent,
+            "input": member_prompt(task, context),
+            "initiated_by_user_id": parent.initiated_by_user_id,
+            "initiated_by_api_key_id": parent.initiated_by_api_key_id,
+            "correlation_id": parent.correlation_id,
+            "depth": parent.depth + 1,
+        },
+    )
+    return child
+
+
+def _children_tokens(run_id: int) -> int:
+    totals = Run.objects.filter(parent_id=run_id).aggregate(
+        i=Sum("input_tokens"), o=Sum("output_tokens")
+    )
+    return (totals["i"] or 0) + (totals["o"] or 0)
 
 
 def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
     """Record the outcome under the lease, in one transaction."""
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
+    usage = outcome.usage
+    if run.crew_id is not None:  # a crew's usage is its children's (plus its manager's own)
+        own = outcome.usage if run.crew and run.crew.mode == "hierarchical" else Usage()
+        totals = Run.objects.filter(parent_id=run.pk).aggregate(
+            i=Sum("input_tokens"), o=Sum("output_tokens")
+        )
+        usage = own + Usage(totals["i"] or 0, totals["o"] or 0)
     with transaction.atomic():
         updated = Run.objects.filter(pk=run.pk, lease_owner=owner).update(
             status=outcome.status,
             output=outcome.output,
             structured_output=outcome.structured_output,
             error=outcome.error,
-            input_tokens=outcome.usage.input_tokens,
-            output_tokens=outcome.usage.output_tokens,
-            cache_read_tokens=outcome.usage.cache_read_tokens,
-            cache_write_tokens=outcome.usage.cache_write_tokens,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
             finished_at=now if terminal else None,
             lease_owner="",
             lease_expires_at=None,
@@ -233,6 +409,12 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
                     "arguments": call.arguments,
                 },
             )
+        if terminal and run.parent_id:  # a parent parked on this child goes on
+            woke = Run.objects.filter(pk=run.parent_id, status=RunStatus.AWAITING_APPROVAL).update(
+                status=RunStatus.QUEUED
+            )
+            if woke:
+                transaction.on_commit(lambda: _enqueue(run.parent_id))
         if terminal and run.conversation_id and outcome.status != RunStatus.CANCELLED:
             Message.objects.create(
                 tenant_id=run.tenant_id,
@@ -245,3 +427,9 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
         publisher().delete(cancel_key(run))
     if run.status == RunStatus.FAILED or outcome.status == RunStatus.FAILED:
         logger.info("run %s failed: %s", run.pk, outcome.error)
+
+
+def _enqueue(run_id: int) -> None:
+    from agents.tasks import execute_run_task
+
+    execute_run_task.delay(run_id)

@@ -9,6 +9,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from agentplatform.encryption import EncryptedTextField
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import RunStatus
 from tools.runtime.validation import SchemaError, check_schema
@@ -55,6 +56,11 @@ class Agent(models.Model):
     )
     memory = models.BooleanField(default=False)
     output_schema = models.JSONField(null=True, blank=True)
+    kind = models.CharField(
+        max_length=40, default="orchestrator", help_text="How the agent thinks; see agent kinds."
+    )
+    remote_url = models.URLField(blank=True, help_text="For the remote kind: its agent server.")
+    remote_token = EncryptedTextField(null=True, blank=True)
     active = models.BooleanField(default=True)
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -81,6 +87,12 @@ class Agent(models.Model):
             raise ValidationError({"temperature": "Between 0 and 2."})
         if not 1 <= self.max_rounds <= 100:
             raise ValidationError({"max_rounds": "Between 1 and 100."})
+        from agents.runtime.kinds import KINDS
+
+        if self.kind not in KINDS:
+            raise ValidationError({"kind": f"Choose one of: {', '.join(sorted(KINDS))}."})
+        if self.kind == "remote" and not self.remote_url:
+            raise ValidationError({"remote_url": "A remote agent needs its server's URL."})
         connection = self.provider_connection
         if connection is not None and connection.tenant_id != self.tenant_id:
             raise ValidationError(
@@ -91,9 +103,60 @@ class Agent(models.Model):
             raise ValidationError({"model": "This connection does not allow that model."})
 
 
+class CrewMode(models.TextChoices):
+    SEQUENTIAL = "sequential", "Sequential: each builds on the previous"
+    PARALLEL = "parallel", "Parallel: all at once, then combined"
+    HIERARCHICAL = "hierarchical", "Hierarchical: a manager delegates"
+
+
+class Crew(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="crews")
+    slug = models.CharField(max_length=50, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    mode = models.CharField(max_length=20, choices=CrewMode.choices, default=CrewMode.SEQUENTIAL)
+    manager = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="managed_crews"
+    )
+    max_delegations = models.PositiveSmallIntegerField(default=10)
+    max_depth = models.PositiveSmallIntegerField(default=3)
+    token_budget = models.PositiveIntegerField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="crew_slug_unique")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.mode == CrewMode.HIERARCHICAL and self.manager_id is None:
+            raise ValidationError({"manager": "A hierarchical crew needs a manager agent."})
+        if self.manager_id and self.manager.tenant_id != self.tenant_id:
+            raise ValidationError({"manager": "Choose one of this tenant's agents."})
+
+
+class CrewMember(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    crew = models.ForeignKey(Crew, on_delete=models.CASCADE, related_name="members")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["crew", "agent"], name="crew_member_unique")]
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.agent} in {self.crew}"
+
+
 class Conversation(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="conversations")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    crew = models.ForeignKey(Crew, null=True, blank=True, on_delete=models.SET_NULL)
     owner_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
     )
@@ -112,9 +175,12 @@ class Conversation(models.Model):
 class Run(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    crew = models.ForeignKey(Crew, null=True, blank=True, on_delete=models.SET_NULL)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
+    child_key = models.CharField(max_length=200, blank=True)  # which step of the parent
+    depth = models.PositiveSmallIntegerField(default=0)
     conversation = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
@@ -158,10 +224,15 @@ class Run(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
+                fields=["parent", "child_key"],
+                condition=Q(parent__isnull=False),
+                name="run_child_key_unique",
+            ),
+            models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="run_idempotency_key_unique",
-            )
+            ),
         ]
         indexes = [models.Index(fields=["status", "lease_expires_at"])]
         ordering = ["-created_at"]

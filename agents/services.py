@@ -17,7 +17,16 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.events import publisher
 from agents.execution import cancel_key, execute_run
-from agents.models import Agent, Approval, ApprovalStatus, Conversation, Fact, Message, Run
+from agents.models import (
+    Agent,
+    Approval,
+    ApprovalStatus,
+    Conversation,
+    Crew,
+    Fact,
+    Message,
+    Run,
+)
 from agents.runtime.spec import RunStatus
 
 Initiator = AbstractBaseUser | ApiKey | None
@@ -45,6 +54,10 @@ def agent_get(*, tenant: Tenant, slug: str) -> Agent:
     return get_for_tenant(Agent, tenant, slug=slug, active=True)
 
 
+def crew_get(*, tenant: Tenant, slug: str) -> Crew:
+    return get_for_tenant(Crew, tenant, slug=slug, active=True)
+
+
 def _int(value: Any) -> int:
     try:
         return int(value)
@@ -56,7 +69,8 @@ def _int(value: Any) -> int:
 def run_start(
     *,
     tenant: Tenant,
-    agent: Agent,
+    agent: Agent | None = None,
+    crew: Crew | None = None,
     input: str,
     conversation: Conversation | None = None,
     initiated_by: Initiator = None,
@@ -67,10 +81,14 @@ def run_start(
 
     The same `idempotency_key` returns the same run. The input joins the conversation.
     """
-    if agent.tenant_id != tenant.pk or (conversation and conversation.tenant_id != tenant.pk):
-        raise PermissionDenied("agent and conversation must belong to the tenant")
-    if not agent.active:
-        raise ValidationError({"agent": "This agent is not active."})
+    target = agent or crew
+    if target is None or (agent is not None and crew is not None):
+        raise ValidationError({"agent": "Run exactly one agent or crew."})
+    if target.tenant_id != tenant.pk or (conversation and conversation.tenant_id != tenant.pk):
+        raise PermissionDenied("agent, crew and conversation must belong to the tenant")
+    if not target.active:
+        which = "agent" if agent else "crew"
+        raise ValidationError({which: f"This {which} is not active."})
     if not input.strip():
         raise ValidationError({"input": "Say something."})
     if len(input) > MAX_INPUT_CHARS:
@@ -86,6 +104,7 @@ def run_start(
             run = Run.objects.create(
                 tenant=tenant,
                 agent=agent,
+                crew=crew,
                 conversation=conversation,
                 initiated_by_user=user,
                 initiated_by_api_key=api_key,
@@ -116,7 +135,8 @@ def _enqueue(run_id: int) -> None:
 def run_inline(
     *,
     tenant: Tenant,
-    agent: Agent,
+    agent: Agent | None = None,
+    crew: Crew | None = None,
     input: str,
     conversation: Conversation | None = None,
     initiated_by: Initiator = None,
@@ -125,6 +145,7 @@ def run_inline(
     run = run_start(
         tenant=tenant,
         agent=agent,
+        crew=crew,
         input=input,
         conversation=conversation,
         initiated_by=initiated_by,

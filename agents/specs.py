@@ -10,11 +10,11 @@ from providers.models import ProviderConnection
 from providers.runtime.types import AssistantMessage, UserMessage
 
 
-def agent_spec(agent: Agent, connection: ProviderConnection) -> AgentSpec:
+def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec:
     return AgentSpec(
         name=agent.slug,
         instructions=agent.instructions,
-        model=agent.model or connection.default_model or "default",
+        model=agent.model or (connection.default_model if connection else "") or "default",
         temperature=agent.temperature,
         max_rounds=agent.max_rounds,
         max_tool_calls=agent.max_tool_calls,
@@ -25,6 +25,8 @@ def agent_spec(agent: Agent, connection: ProviderConnection) -> AgentSpec:
         approval_policy=agent.approval_policy,  # type: ignore[arg-type]
         memory=agent.memory,
         output_schema=agent.output_schema,
+        kind=agent.kind,
+        remote_url=agent.remote_url,
     )
 
 

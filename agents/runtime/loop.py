@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from agents.runtime.crew import Suspended
 from agents.runtime.memory import FactStore, memory_tools
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
@@ -139,9 +140,9 @@ class _Loop:
             if await self._cancelled(force=True):
                 return await self._finish(state, RunStatus.CANCELLED, error="cancelled")
             if state.pending_calls:
-                awaiting = await self._resolve_pending(state)
-                if awaiting:
-                    return await self._park(state, awaiting)
+                awaiting, suspended = await self._resolve_pending(state)
+                if awaiting or suspended:
+                    return await self._park(state, awaiting, suspended)
                 done = await self._after_tools(state)
                 if done is not None:
                     return done
@@ -245,8 +246,9 @@ class _Loop:
         writes = item.capability.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
         return self.spec.approval_policy == "writes" and writes
 
-    async def _resolve_pending(self, state: RunState) -> list[ToolCall]:
-        """Execute what may run now; return the calls still waiting for a human."""
+    async def _resolve_pending(self, state: RunState) -> tuple[list[ToolCall], list[ToolCall]]:
+        """Execute what may run now; return the calls still waiting for a human, and those
+        waiting on a child run (a delegation whose member waits for a human)."""
         awaiting: list[ToolCall] = []
         to_run: list[ToolCall] = []
         for call in state.pending_calls:
@@ -272,11 +274,10 @@ class _Loop:
                     to_run.append(replace(call, arguments=arguments))
             else:
                 to_run.append(call)
-        if to_run:
-            await self._execute(state, to_run)
-        return awaiting
+        suspended = await self._execute(state, to_run) if to_run else []
+        return awaiting, suspended
 
-    async def _execute(self, state: RunState, calls: list[ToolCall]) -> None:
+    async def _execute(self, state: RunState, calls: list[ToolCall]) -> list[ToolCall]:
         allowed = max(0, self.spec.max_tool_calls - state.tool_calls)
         runnable, over = calls[:allowed], calls[allowed:]
         for call in over:
@@ -286,7 +287,7 @@ class _Loop:
                 "answer with what you have", 0.0,
             )  # fmt: skip
         if not runnable:
-            return
+            return []
         state.tool_calls += len(runnable)
         state.started.update(call.id for call in runnable)
         await self.checkpoint.save(state, "tools_started")
@@ -296,9 +297,14 @@ class _Loop:
         async def one(call: ToolCall) -> tuple[ToolCall, ToolResult]:
             return call, await self.tools.execute(call, self.ctx)
 
+        suspended: list[ToolCall] = []
         for finished in asyncio.as_completed([one(call) for call in runnable]):
             call, result = await finished
+            if isinstance(result.result, Suspended):
+                suspended.append(call)  # stays pending without a result; re-run on resume
+                continue
             await self._record(state, call, result.result, result.error, result.latency_ms)
+        return suspended
 
     async def _record(
         self, state: RunState, call: ToolCall, result: Any, error: str | None, latency_ms: float
@@ -339,15 +345,20 @@ class _Loop:
             )
         return None
 
-    async def _park(self, state: RunState, awaiting: list[ToolCall]) -> RunOutcome:
+    async def _park(
+        self, state: RunState, awaiting: list[ToolCall], suspended: list[ToolCall]
+    ) -> RunOutcome:
         await self.checkpoint.save(state, "awaiting_approval")
         for call in awaiting:
             await self.emit("approval.required", **_call_payload(call, self.ctx))
+        for call in suspended:
+            await self.emit("approval.required", via_child=True, **_call_payload(call, self.ctx))
         return RunOutcome(
             status=RunStatus.AWAITING_APPROVAL,
             output=state.output,
             usage=state.usage,
             awaiting=awaiting,
+            suspended=suspended,
         )
 
     # -- finish ----------------------------------------------------------------------

@@ -46,6 +46,8 @@ class AgentSpec:
     memory: bool = False
     output_schema: dict[str, Any] | None = None
     structured_retries: int = 2
+    kind: str = "orchestrator"  # see agents/runtime/kinds.py
+    remote_url: str = ""  # for the "remote" kind
 
 
 @dataclass(frozen=True)
@@ -66,3 +68,4 @@ class RunOutcome:
     usage: Usage = field(default_factory=Usage)
     error: str = ""
     awaiting: list[ToolCall] = field(default_factory=list)  # calls waiting for a decision
+    suspended: list[ToolCall] = field(default_factory=list)  # calls waiting on a child run

@@ -75,7 +75,7 @@ def test_the_registry_has_builtins_plus_enabled_definitions(trio):
     http_definition(trio.acme)
     http_definition(trio.acme, name="off", enabled=False)
     names = registry_for_tenant(trio.acme).names()
-    assert names == ["calculator", "think", "current_time", "search"]
+    assert names == ["calculator", "think", "current_time", "compound_interest", "search"]
 
 
 def test_one_tenants_definitions_never_appear_in_anothers_registry(trio):
@@ -95,7 +95,7 @@ def test_a_definition_can_rename_or_hide_a_builtin(trio):
         tenant=trio.acme, name="think", kind="builtin", config={"builtin": "think"}, enabled=False
     )
     registry = registry_for_tenant(trio.acme)
-    assert registry.names() == ["calculator", "current_time", "calc"]
+    assert registry.names() == ["calculator", "current_time", "compound_interest", "calc"]
     assert registry.get("calc").description == "Company calculator"
     assert "finance" in registry.get("calc").tags
     assert tool_execute(tenant=trio.acme, name="calc", arguments={"expression": "6*7"}).result == {

@@ -59,6 +59,10 @@ class StaticSecrets:
     def __bool__(self) -> bool:
         return bool(self._plaintexts)
 
+    def with_values(self, extra: Mapping[str, str]) -> StaticSecrets:
+        """A new accessor holding these secrets as well."""
+        return StaticSecrets({**self._values, **extra})
+
 
 def _redact(value: Any, plaintexts: list[str]) -> Any:
     if isinstance(value, str):

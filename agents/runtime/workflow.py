@@ -1,0 +1,454 @@
+"""Workflows: deterministic composition of tool, transform and agent steps.
+
+Control flow is code: `pipe(a, b).then(c).parallel(d, e).branch(pred, f, g)` always runs
+the same steps in the same order; only agent steps are adaptive. A value flows through:
+each step takes the previous step's output and returns the next value.
+
+    weather = pipe(
+        tool_step("geocode", arguments=lambda city: {"name": city}),
+        tool_step("forecast", arguments=lambda place: {"lat": place["lat"], "lon": place["lon"]}),
+        transform(lambda forecast: forecast["summary"]),
+    )
+    summary = await weather.run("Paris", WorkflowContext(registry=registry, ctx=ctx))
+
+Everything tenant-specific (the registry, the RunContext, the event sink, model adapters)
+arrives at run time in a `WorkflowContext`; a workflow object itself holds none of it, so
+one can live in a module global and serve every tenant.
+
+Every step emits `workflow.step.started` / `.completed` / `.failed` (label, input or output
+summary, latency) to `WorkflowContext.sink`. The first failing step stops the workflow
+with `WorkflowFailed`, whose message names the step. `workflow_tool` turns a workflow into
+a Tool, so agents, REST and MCP call it like any other tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agents.runtime.loop import EventSink, NullSink, run_agent
+from agents.runtime.spec import AgentSpec, RunStatus
+from providers.runtime.adapter import ModelAdapter
+from tools.runtime.context import ConfigurationError, RunContext, SecretAccessor
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.tool import Capability, Tool, ToolCall, ToolFailed
+
+SUMMARY_CHARS = 500  # step inputs and outputs longer than this (as JSON) are truncated in events
+
+RegistrySource = ToolRegistry | Callable[[RunContext], ToolRegistry | Awaitable[ToolRegistry]]
+
+
+class WorkflowFailed(Exception):
+    """A step failed; the workflow stopped there. `str()` names the step for the reader
+    (a model, when the workflow runs as a tool)."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"step {step!r} failed: {message}")
+        self.step = step
+        self.message = message
+
+
+@dataclass(frozen=True)
+class WorkflowContext:
+    """What the steps of one workflow run use: passed to `Workflow.run`, never stored.
+
+    `registry` runs tool steps and is the registry agent steps filter their tools from.
+    `adapter_for(spec)` gives the model adapter of an agent step built without one.
+    """
+
+    registry: ToolRegistry
+    ctx: RunContext
+    sink: EventSink | None = None
+    adapter_for: Callable[[AgentSpec], ModelAdapter] | None = None
+
+
+class Step:
+    """One unit of a workflow: `await step.run(value, wctx)` returns the next value.
+    Subclass it for a custom step; errors it raises fail the workflow at `label`."""
+
+    label: str = "step"
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        raise NotImplementedError
+
+
+StepLike = Step | Callable[[Any], Any]  # a plain function is a transform
+
+
+# -- the steps ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolStep(Step):
+    name: str
+    arguments: Callable[[Any], dict[str, Any]] | None = None
+    into: str | None = None
+    label: str = ""  # default: the tool's name
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", self.label or self.name)
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        arguments = value if self.arguments is None else self.arguments(value)
+        call = ToolCall(id=f"wf_{uuid.uuid4().hex[:12]}", name=self.name, arguments=arguments)
+        result = await wctx.registry.execute(call, wctx.ctx)
+        if result.error is not None:
+            raise WorkflowFailed(self.label, result.error)
+        return _store(value, self.into, result.result)
+
+
+@dataclass(frozen=True)
+class Transform(Step):
+    function: Callable[[Any], Any]
+    label: str = ""  # default: the function's name
+
+    def __post_init__(self) -> None:
+        name = getattr(self.function, "__name__", "<transform>")
+        readable = "transform" if name.startswith("<") else name  # "<lambda>" says nothing
+        object.__setattr__(self, "label", self.label or readable)
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        return await _maybe_await(self.function(value))
+
+
+@dataclass(frozen=True)
+class AgentStep(Step):
+    spec: AgentSpec
+    adapter: ModelAdapter | None = None
+    prompt: Callable[[Any], str] | None = None
+    into: str | None = None
+    label: str = ""  # default: the agent's name
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", self.label or self.spec.name)
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        adapter = self.adapter
+        if adapter is None and wctx.adapter_for is not None:
+            adapter = wctx.adapter_for(self.spec)
+        if adapter is None:
+            raise ConfigurationError(
+                f"no model adapter for agent {self.spec.name!r}: pass adapter= to agent_step "
+                "or adapter_for= to the WorkflowContext"
+            )
+        outcome = await run_agent(
+            spec=self.spec,
+            adapter=adapter,
+            registry=wctx.registry,
+            ctx=wctx.ctx,
+            input=(self.prompt or _as_prompt)(value),
+            sink=_AgentEvents(wctx.sink, self.label) if wctx.sink is not None else None,
+        )
+        if outcome.status is not RunStatus.SUCCEEDED:
+            reason = f": {outcome.error}" if outcome.error else ""
+            raise WorkflowFailed(
+                self.label, f"agent {self.spec.name!r} ended {outcome.status.value}{reason}"
+            )
+        output = outcome.output if self.spec.output_schema is None else outcome.structured_output
+        return _store(value, self.into, output)
+
+
+@dataclass(frozen=True)
+class Parallel(Step):
+    branches: tuple[Step, ...]
+    keys: tuple[str, ...] | None = None  # keyword branches: the output is a dict
+    label: str = "parallel"
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        results = await _all_or_nothing([_run_step(b, value, wctx) for b in self.branches])
+        if self.keys is None:
+            return results
+        return dict(zip(self.keys, results, strict=True))
+
+
+@dataclass(frozen=True)
+class Branch(Step):
+    predicate: Callable[[Any], Any]
+    if_true: Step
+    if_false: Step | None = None  # None: the value goes on unchanged
+    label: str = "branch"
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        chosen = self.if_true if await _maybe_await(self.predicate(value)) else self.if_false
+        if chosen is None:
+            return value
+        return await _run_step(chosen, value, wctx)
+
+
+@dataclass(frozen=True)
+class Workflow(Step):
+    """Steps run in order. Immutable: `then`, `parallel` and `branch` return a new
+    Workflow. A Workflow is a Step, so workflows nest."""
+
+    steps: tuple[Step, ...] = ()
+    label: str = "workflow"
+
+    def then(self, step: StepLike) -> Workflow:
+        return replace(self, steps=(*self.steps, _as_step(step)))
+
+    def parallel(self, *steps: StepLike, label: str = "parallel", **named: StepLike) -> Workflow:
+        return self.then(parallel(*steps, label=label, **named))
+
+    def branch(
+        self,
+        predicate: Callable[[Any], Any],
+        if_true: StepLike,
+        if_false: StepLike | None = None,
+        *,
+        label: str = "branch",
+    ) -> Workflow:
+        return self.then(branch(predicate, if_true, if_false, label=label))
+
+    async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        """Run every step on the previous one's output; raises WorkflowFailed naming the
+        first step that failed (later steps do not run)."""
+        for step in self.steps:
+            value = await _run_step(step, value, wctx)
+        return value
+
+
+# -- constructors ------------------------------------------------------------------------
+def pipe(*steps: StepLike, label: str = "workflow") -> Workflow:
+    """A workflow running `steps` in order; plain functions become transforms."""
+    return Workflow(steps=tuple(_as_step(step) for step in steps), label=label)
+
+
+def tool_step(
+    name: str,
+    arguments: Callable[[Any], dict[str, Any]] | None = None,
+    *,
+    into: str | None = None,
+    label: str | None = None,
+) -> ToolStep:
+    """Run the registry's tool `name` with `arguments(value)` (default: the value itself,
+    which must then be a dict). A tool error fails the step. The output is the tool's
+    result, or with `into`, the input dict plus the result under that key."""
+    return ToolStep(name=name, arguments=arguments, into=into, label=label or "")
+
+
+def transform(function: Callable[[Any], Any], *, label: str | None = None) -> Transform:
+    """Apply a Python function (sync or async) to the value. A sync function runs on the
+    event loop: keep it quick, and put blocking I/O in a tool."""
+    return Transform(function=function, label=label or "")
+
+
+def agent_step(
+    spec: AgentSpec,
+    *,
+    adapter: ModelAdapter | None = None,
+    prompt: Callable[[Any], str] | None = None,
+    into: str | None = None,
+    label: str | None = None,
+) -> AgentStep:
+    """Run an agent with `prompt(value)` (default: the value as text, JSON for data) as its
+    input; the output is its answer (its structured output when the spec has an output
+    schema). Any outcome but succeeded fails the step — including awaiting approval, so
+    give workflow agents tools that need none. Without `adapter`, the WorkflowContext's
+    `adapter_for(spec)` supplies one at run time. Costs the agent's model calls."""
+    return AgentStep(spec=spec, adapter=adapter, prompt=prompt, into=into, label=label or "")
+
+
+def parallel(*steps: StepLike, label: str = "parallel", **named: StepLike) -> Parallel:
+    """Run branches concurrently on the same input. Positional branches give a list in
+    their order; keyword branches give a dict by keyword (do not mix the two). The first
+    failure cancels the other branches."""
+    if steps and named:
+        raise ValueError("give parallel branches either positionally or by keyword, not both")
+    if not steps and not named:
+        raise ValueError("parallel needs at least one branch")
+    if named:
+        return Parallel(tuple(_as_step(s) for s in named.values()), tuple(named), label)
+    return Parallel(tuple(_as_step(s) for s in steps), None, label)
+
+
+def branch(
+    predicate: Callable[[Any], Any],
+    if_true: StepLike,
+    if_false: StepLike | None = None,
+    *,
+    label: str = "branch",
+) -> Branch:
+    """Run `if_true` when `predicate(value)` (sync or async) is truthy, else `if_false`
+    (or pass the value on unchanged when it is None)."""
+    otherwise = None if if_false is None else _as_step(if_false)
+    return Branch(predicate=predicate, if_true=_as_step(if_true), if_false=otherwise, label=label)
+
+
+# -- workflow as tool --------------------------------------------------------------------
+_RUNNING_WORKFLOW_TOOLS: ContextVar[frozenset[str]] = ContextVar(
+    "running_workflow_tools", default=frozenset()
+)
+
+
+def workflow_tool(
+    workflow: Workflow,
+    *,
+    name: str,
+    description: str,
+    input_schema: dict[str, Any],
+    registry: RegistrySource,
+    output_schema: dict[str, Any] | None = None,
+    capability: Capability | None = None,
+    tags: frozenset[str] | set[str] = frozenset(),
+    examples: tuple[dict[str, Any], ...] = (),
+    adapter_for: Callable[[AgentSpec], ModelAdapter] | None = None,
+) -> Tool:
+    """A Tool whose handler runs `workflow` on the call's (validated) arguments.
+
+    `registry` is the registry the steps use: a ToolRegistry, or a function of the call's
+    RunContext returning one (or an awaitable of one), e.g. the tenant's registry. The
+    tool itself is removed from it, and a workflow tool already running in the same call
+    chain refuses to start again, so workflows cannot recurse. `capability` must cover the
+    strongest effect of the workflow's steps: approval policies read it. Step events go to
+    the RunContext's `events` callback when there is one. A failed step becomes ToolFailed
+    naming the step, which the model reads.
+    """
+
+    async def handler(arguments: dict[str, Any], ctx: RunContext) -> Any:
+        running = _RUNNING_WORKFLOW_TOOLS.get()
+        if name in running:
+            raise ToolFailed(f"workflow {name!r} is already running in this call chain")
+        token = _RUNNING_WORKFLOW_TOOLS.set(running | {name})
+        try:
+            steps_registry = registry(ctx) if callable(registry) else registry
+            steps_registry = await _maybe_await(steps_registry)
+            wctx = WorkflowContext(
+                registry=steps_registry.filter(exclude=[name]),
+                ctx=ctx,
+                sink=_CallbackEvents(ctx.events) if ctx.events is not None else None,
+                adapter_for=adapter_for,
+            )
+            return await workflow.run(arguments, wctx)
+        except WorkflowFailed as exc:
+            raise ToolFailed(str(exc)) from exc
+        finally:
+            _RUNNING_WORKFLOW_TOOLS.reset(token)
+
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        handler=handler,
+        output_schema=output_schema,
+        tags=frozenset({"workflow", *tags}),
+        examples=examples,
+        capability=capability or Capability(),
+    )
+
+
+# -- internals ---------------------------------------------------------------------------
+async def _run_step(step: Step, value: Any, wctx: WorkflowContext) -> Any:
+    """Run one step between its started and completed/failed events."""
+    sink = wctx.sink or NullSink()
+    secrets = wctx.ctx.secrets
+    await sink.emit(
+        "workflow.step.started", {"step": step.label, "input": _summary(value, secrets)}
+    )
+    started = time.perf_counter()
+    try:
+        output = await step.run(value, wctx)
+    except Exception as exc:
+        failure = exc if isinstance(exc, WorkflowFailed) else WorkflowFailed(step.label, _why(exc))
+        await sink.emit(
+            "workflow.step.failed",
+            {"step": step.label, "error": secrets.redact(str(failure)), "latency_ms": _ms(started)},
+        )
+        if failure is exc:
+            raise
+        raise failure from exc
+    await sink.emit(
+        "workflow.step.completed",
+        {"step": step.label, "output": _summary(output, secrets), "latency_ms": _ms(started)},
+    )
+    return output
+
+
+async def _all_or_nothing(coroutines: list[Coroutine[Any, Any, Any]]) -> list[Any]:
+    """Results in order; the first failure cancels the rest and is raised."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+class _AgentEvents:
+    """An agent step's events, renamed `workflow.agent.<type>` so that e.g. its
+    `run.completed` is never read as the end of the run the workflow belongs to."""
+
+    wants_text_deltas = False
+
+    def __init__(self, sink: EventSink, step: str) -> None:
+        self.sink = sink
+        self.step = step
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        await self.sink.emit(f"workflow.agent.{type}", {"step": self.step, **payload})
+
+
+class _CallbackEvents:
+    """RunContext.events (a plain callback) as an event sink."""
+
+    wants_text_deltas = False
+
+    def __init__(self, callback: Callable[[str, dict[str, Any]], None]) -> None:
+        self.callback = callback
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        self.callback(type, payload)
+
+
+def _as_step(step: StepLike) -> Step:
+    if isinstance(step, Step):
+        return step
+    if callable(step):
+        return transform(step)
+    raise TypeError(f"a workflow step is a Step or a function, not {type(step).__name__}")
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _store(value: Any, into: str | None, result: Any) -> Any:
+    if into is None:
+        return result
+    if not isinstance(value, dict):
+        raise TypeError(f"into={into!r} needs a dict input, not {type(value).__name__}")
+    return {**value, into: result}
+
+
+def _as_prompt(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ToolFailed):  # a message written for the reader
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _summary(value: Any, secrets: SecretAccessor) -> Any:
+    """`value` itself when it is JSON of at most SUMMARY_CHARS; else its JSON (or repr)
+    cut to that length. Known secrets are redacted either way."""
+    value = secrets.redact(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = secrets.redact(repr(value))
+    else:
+        if len(text) <= SUMMARY_CHARS:
+            return value
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "…"
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

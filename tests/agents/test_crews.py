@@ -1,0 +1,133 @@
+"""Crews as run targets: child runs, parent links, usage roll-up, approvals in children."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.execution import execute_run
+from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
+from agents.services import approval_decide, run_inline
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
+
+
+def make_crew(tenant, mode, members, manager=None, **limits) -> Crew:
+    crew = Crew.objects.create(
+        tenant=tenant, slug=f"{mode}-crew", name=mode, mode=mode, manager=manager, **limits
+    )
+    for position, agent in enumerate(members):
+        CrewMember.objects.create(tenant=tenant, crew=crew, agent=agent, position=position)
+    return crew
+
+
+def make_agent(tenant, slug) -> Agent:
+    return Agent.objects.create(
+        tenant=tenant, slug=slug, name=slug.title(), instructions=f"You are the {slug}."
+    )
+
+
+def test_a_sequential_crew_runs_members_as_child_runs_in_order(trio, connection, provider_server):
+    researcher, writer = make_agent(trio.acme, "researcher"), make_agent(trio.acme, "writer")
+    crew = make_crew(trio.acme, "sequential", [researcher, writer])
+    provider_server.script(
+        "openai",
+        TextReply("Water boils at 100C.", input_tokens=10, output_tokens=5),
+        TextReply("At sea level water boils at 100C.", input_tokens=20, output_tokens=8),
+    )
+    run = run_inline(tenant=trio.acme, crew=crew, input="Explain boiling.", initiated_by=trio.alice)
+    assert run.status == "succeeded" and run.output == "At sea level water boils at 100C."
+    children = list(Run.objects.filter(parent=run).order_by("id"))
+    assert [c.agent.slug for c in children] == ["researcher", "writer"]
+    assert [c.child_key for c in children] == ["seq:0:researcher", "seq:1:writer"]
+    assert all(c.status == "succeeded" and c.depth == 1 for c in children)
+    assert (run.input_tokens, run.output_tokens) == (30, 13)  # rolled up
+    second = provider_server.requests_to("/v1/chat/completions")[1].body["messages"][-1]["content"]
+    assert "Explain boiling." in second and "Water boils at 100C." in second
+    types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
+    assert types == [
+        "run.started",
+        "crew.member.started",
+        "crew.member.completed",
+        "crew.member.started",
+        "crew.member.completed",
+        "run.completed",
+    ]
+
+
+def test_a_parallel_crew_labels_its_members(trio, connection, provider_server):
+    a, b = make_agent(trio.acme, "alpha"), make_agent(trio.acme, "beta")
+    crew = make_crew(trio.acme, "parallel", [a, b])
+    provider_server.script("openai", TextReply("same answer"), TextReply("same answer"))
+    run = run_inline(tenant=trio.acme, crew=crew, input="go")
+    assert run.status == "succeeded"
+    assert run.output == "## alpha\nsame answer\n\n## beta\nsame answer"
+    assert Run.objects.filter(parent=run).count() == 2
+
+
+@pytest.fixture
+def transfer(trio):
+    server = LocalServer()
+    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="transfer", description="Transfer money.", kind="http",
+        input_schema={"type": "object", "properties": {"amount": {"type": "integer"}}},
+        config={"method": "POST", "url": server.url + "/transfers"},
+        effect="write", idempotent=False, requires_approval=True,
+    )  # fmt: skip
+    yield server
+    server.close()
+
+
+def test_an_approval_in_a_child_parks_the_parent_and_resumes_both(
+    trio, connection, provider_server, transfer
+):
+    boss, payer = make_agent(trio.acme, "boss"), make_agent(trio.acme, "payer")
+    crew = make_crew(trio.acme, "hierarchical", [payer], manager=boss)
+    provider_server.script(
+        "openai",
+        ToolCallReply(
+            [ToolCall("d1", "delegate_to_payer", '{"task": "pay 50"}')],
+            input_tokens=7,
+            output_tokens=3,
+        ),
+        ToolCallReply(
+            [ToolCall("t1", "transfer", '{"amount": 50}')], input_tokens=11, output_tokens=2
+        ),
+    )
+    parent = run_inline(tenant=trio.acme, crew=crew, input="Pay bob 50.", initiated_by=trio.alice)
+    assert parent.status == "awaiting_approval", parent.error
+    child = Run.objects.get(parent=parent)
+    assert (child.status, child.child_key, child.agent) == (
+        "awaiting_approval",
+        "delegate:d1",
+        payer,
+    )
+    assert RunEvent.objects.filter(run=parent, type="approval.required").exists()
+    approval = Approval.objects.get(run__parent=parent)  # surfaces through the parent
+    assert transfer.requests == []
+
+    provider_server.script("openai", TextReply("Paid 50.", input_tokens=13, output_tokens=2))
+    approval_decide(tenant=trio.acme, approval=approval, approved=True, by=trio.alice)
+    assert execute_run(child.pk) == "succeeded"
+    parent.refresh_from_db()
+    assert parent.status == "queued"  # woken by its child
+
+    provider_server.script(
+        "openai", TextReply("Bob has been paid.", input_tokens=17, output_tokens=4)
+    )
+    assert execute_run(parent.pk) == "succeeded"
+    parent.refresh_from_db()
+    assert parent.output == "Bob has been paid."
+    assert len(transfer.requests) == 1 and Run.objects.filter(parent=parent).count() == 1
+    child.refresh_from_db()
+    assert (child.input_tokens, child.output_tokens) == (24, 4)
+    assert (parent.input_tokens, parent.output_tokens) == (7 + 17 + 24, 3 + 4 + 4)
+    last = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
+    assert last["role"] == "tool" and "Paid 50." in last["content"]
+
+
+def test_a_crew_without_members_fails_clearly(trio, connection):
+    crew = Crew.objects.create(tenant=trio.acme, slug="empty", name="Empty")
+    run = run_inline(tenant=trio.acme, crew=crew, input="hi")
+    assert run.status == "failed" and "has no members" in run.error
