@@ -18,6 +18,7 @@ import redis
 import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from agents.models import Run, RunEvent
 
@@ -48,11 +49,19 @@ class StoredEvent:
         return {"seq": self.seq, "type": self.type, "payload": self.payload}
 
 
+class EventConflict(Exception):
+    """This sequence number is taken: another worker owns the run now."""
+
+
 def append_event(run: Run, seq: int, type: str, payload: dict[str, Any]) -> StoredEvent:
     """Store one event and publish it. One INSERT and one PUBLISH."""
-    RunEvent.objects.create(
-        tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=type, payload=payload
-    )
+    try:
+        with transaction.atomic():
+            RunEvent.objects.create(
+                tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=type, payload=payload
+            )
+    except IntegrityError:
+        raise EventConflict(f"run {run.pk} event {seq} exists") from None
     event = StoredEvent(seq, type, payload)
     publisher().publish(channel(run), json.dumps(event.as_dict(), default=str))
     return event

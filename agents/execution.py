@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -20,9 +21,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Sum
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.events import RunEventSink, next_seq, publisher
+from agents.events import EventConflict, RunEventSink, next_seq, publisher
 from agents.facts import DjangoFactStore
 from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run
 from agents.runtime.crew import (
@@ -52,6 +54,9 @@ class LeaseLost(Exception):
     """Another worker owns this run now; stop without writing."""
 
 
+MAX_ATTEMPTS = 5
+
+
 def lease_seconds() -> float:
     return float(getattr(settings, "RUN_LEASE_S", 30))
 
@@ -65,11 +70,12 @@ def cancel_key(run: Run) -> str:
 def claim(run_id: int, owner: str) -> Run | None:
     """Take the run if it is queued, or running under an expired lease. One UPDATE."""
     now = timezone.now()
-    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    # The database's clock, not this host's: workers on skewed hosts agree on expiry.
+    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=Now())
     won = Run.objects.filter(claimable, pk=run_id).update(
         status=RunStatus.RUNNING,
         lease_owner=owner,
-        lease_expires_at=now + timedelta(seconds=lease_seconds()),
+        lease_expires_at=Now() + timedelta(seconds=lease_seconds()),
         attempts=F("attempts") + 1,
     )
     if not won:
@@ -122,24 +128,44 @@ async def execute_run_async(run_id: int) -> str:
         else:
             outcome = await _execute_agent(run, owner, sink)
         await sink.flush()
-    except (asyncio.CancelledError, LeaseLost):
+    except (asyncio.CancelledError, LeaseLost, EventConflict):
         return "lease lost"
+    except Exception as exc:  # a bug or an outage: logged; retried, then failed
+        logger.exception("run %s raised on attempt %s", run.pk, run.attempts)
+        if run.attempts < MAX_ATTEMPTS:
+            await Run.objects.filter(pk=run.pk, lease_owner=owner).aupdate(lease_expires_at=Now())
+            return "will retry"
+        outcome = RunOutcome(
+            status=RunStatus.FAILED,
+            error=f"internal error after {run.attempts} attempts ({type(exc).__name__})",
+        )
+        await sink.emit("run.failed", {"status": "failed", "error": outcome.error})
     finally:
         heartbeat.cancel()
     run.last_seq = sink.seq
-    await sync_to_async(finalize)(run, owner, outcome)
+    if not await sync_to_async(finalize)(run, owner, outcome):
+        return "lease lost"
     return outcome.status.value
 
 
 async def _renew_lease(run_id: int, owner: str, worker: asyncio.Task | None) -> None:
-    """Keep the lease while a long model or tool call runs; stop the run if it is lost."""
+    """Keep the lease while a long model or tool call runs; stop the run when it is lost,
+    or when it could not be renewed before it expires (another worker may take it)."""
+    held_until = time.monotonic() + lease_seconds()
     while True:
         await asyncio.sleep(lease_seconds() / 3)
-        renewed = await Run.objects.filter(pk=run_id, lease_owner=owner).aupdate(
-            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
-        )
-        if not renewed and worker is not None:
-            worker.cancel()
+        try:
+            renewed = await Run.objects.filter(pk=run_id, lease_owner=owner).aupdate(
+                lease_expires_at=Now() + timedelta(seconds=lease_seconds())
+            )
+        except Exception:  # a database hiccup: try again before the lease runs out
+            logger.warning("could not renew the lease of run %s", run_id, exc_info=True)
+            renewed = None
+        if renewed:
+            held_until = time.monotonic() + lease_seconds()
+        elif renewed == 0 or time.monotonic() >= held_until - 1:
+            if worker is not None:
+                worker.cancel()
             return
 
 
@@ -198,6 +224,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     connection = agent.provider_connection or default_connection(run.tenant)
     if connection is None and agent.kind != "remote":
         return "no provider connection: an admin must add one (Admin → Provider connections)"
+    if connection is not None and connection.pk and connection.tenant_id != run.tenant_id:
+        return "the agent's provider connection belongs to another tenant"
     spec: AgentSpec = agent_spec(agent, connection)
     adapter = adapter_for(connection) if connection is not None else None
     toolbox = tenant_tools(run.tenant)
@@ -371,8 +399,9 @@ def _children_tokens(run_id: int) -> int:
     return (totals["i"] or 0) + (totals["o"] or 0)
 
 
-def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
-    """Record the outcome under the lease, in one transaction."""
+def finalize(run: Run, owner: str, outcome: RunOutcome) -> bool:
+    """Record the outcome under the lease, in one transaction. False if the lease was lost
+    (another worker owns the run now and will record its own outcome)."""
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
     usage = outcome.usage
@@ -398,7 +427,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
             last_seq=run.last_seq,
         )
         if not updated:
-            return
+            return False
         for call in outcome.awaiting:
             Approval.objects.get_or_create(
                 run_id=run.pk,
@@ -425,8 +454,9 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> None:
             )
     if terminal:
         publisher().delete(cancel_key(run))
-    if run.status == RunStatus.FAILED or outcome.status == RunStatus.FAILED:
+    if outcome.status == RunStatus.FAILED:
         logger.info("run %s failed: %s", run.pk, outcome.error)
+    return True
 
 
 def _enqueue(run_id: int) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.http import Http404
 from django.utils import timezone
 
 from agentplatform.tenancy.access import get_for_tenant
@@ -85,7 +86,9 @@ def run_start(
     if target is None or (agent is not None and crew is not None):
         raise ValidationError({"agent": "Run exactly one agent or crew."})
     if target.tenant_id != tenant.pk or (conversation and conversation.tenant_id != tenant.pk):
-        raise PermissionDenied("agent, crew and conversation must belong to the tenant")
+        raise Http404("No such agent, crew or conversation.")  # other tenants' ids: 404
+    if conversation is not None and not _owns(conversation, initiated_by):
+        raise PermissionDenied("This conversation belongs to someone else.")
     if not target.active:
         which = "agent" if agent else "crew"
         raise ValidationError({which: f"This {which} is not active."})
@@ -126,6 +129,15 @@ def run_start(
     return run
 
 
+def _owns(conversation: Conversation, who: Initiator) -> bool:
+    """A conversation with an owner takes turns from that owner only."""
+    if conversation.owner_user_id is not None:
+        return isinstance(who, AbstractBaseUser) and who.pk == conversation.owner_user_id
+    if conversation.owner_api_key_id is not None:
+        return isinstance(who, ApiKey) and who.pk == conversation.owner_api_key_id
+    return True
+
+
 def _enqueue(run_id: int) -> None:
     from agents.tasks import execute_run_task
 
@@ -160,7 +172,7 @@ def run_cancel(*, tenant: Tenant, run: Run) -> Run:
     """Cancel now if nothing executes it (queued, awaiting approval); otherwise flag it and
     the executing loop stops at its next check (between steps and during streaming)."""
     if run.tenant_id != tenant.pk:
-        raise PermissionDenied
+        raise Http404("No such run.")
     if run.is_terminal:
         return run
     publisher().set(cancel_key(run), 1, ex=24 * 3600)
@@ -188,7 +200,7 @@ def approval_decide(
     """Record a decision; when the run's last pending approval is decided, queue it to
     resume. Deciding twice is refused (409-style ValidationError)."""
     if approval.tenant_id != tenant.pk:
-        raise PermissionDenied
+        raise Http404("No such approval.")
     if arguments is not None and not isinstance(arguments, dict):
         raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
     label = by.get_username() if isinstance(by, AbstractBaseUser) else f"API key {by.name}"

@@ -125,10 +125,13 @@ async def _probe(adapter: ModelAdapter, connection: ProviderConnection) -> str:
 @transaction.atomic
 def seed_demo_connection(tenant: Tenant) -> ProviderConnection:
     """The demo tenant's default connection: a real provider when the platform has a key
-    (Anthropic first, then OpenAI), else the offline demo model. Kept if one exists."""
+    (Anthropic first, then OpenAI), else the offline demo model. A real connection that
+    exists is kept; an offline one gives way once a key is configured."""
     existing = ProviderConnection.objects.filter(tenant=tenant).first()
-    if existing is not None:
+    has_key = any(settings.PLATFORM_PROVIDER_KEYS.get(n) for n in ("anthropic", "openai"))
+    if existing is not None and not (existing.kind == ProviderKind.OFFLINE and has_key):
         return existing
+    ProviderConnection.objects.filter(tenant=tenant, is_default=True).update(is_default=False)
     for name in ("anthropic", "openai"):
         key = settings.PLATFORM_PROVIDER_KEYS.get(name)
         if key:

@@ -12,7 +12,7 @@ from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import CircuitStore
 from tools.runtime.egress import GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
-from tools.runtime.tool import Capability, Tool
+from tools.runtime.tool import Capability, Effect, Tool
 from tools.runtime.validation import SchemaError, check_schema
 
 if TYPE_CHECKING:
@@ -88,15 +88,20 @@ def secret_ref(definition: ToolDefinition) -> str:
 def build_tool(
     definition: ToolDefinition, *, egress: GuardedHttpClient, circuit_store: CircuitStore
 ) -> Tool:
-    capability = Capability(
-        effect=definition.effect,
-        idempotent=definition.idempotent,
-        requires_approval=definition.requires_approval,
-        timeout_s=definition.timeout_s,
-    )
     config = parse_config(definition)
     if isinstance(config, BuiltinConfig):
         base = BUILTINS.get(config.builtin)
+        default_effect, default_idempotent = base.capability.effect, base.capability.idempotent
+    else:
+        default_effect = Effect.READ if config.method == "GET" else Effect.WRITE
+        default_idempotent = config.method in ("GET", "PUT", "DELETE")
+    capability = Capability(
+        effect=definition.effect or default_effect,
+        idempotent=default_idempotent if definition.idempotent is None else definition.idempotent,
+        requires_approval=definition.requires_approval,
+        timeout_s=definition.timeout_s,
+    )
+    if isinstance(config, BuiltinConfig):
         return Tool(
             name=definition.name,
             description=definition.description or base.description,

@@ -6,6 +6,7 @@ rebuilt only when a definition changed since, in whichever process changed it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
 from django.dispatch import receiver
@@ -34,6 +36,7 @@ class TenantTools:
     secrets: StaticSecrets
 
 
+logger = logging.getLogger(__name__)
 _cache: dict[int, TenantTools] = {}
 _lock = threading.Lock()
 
@@ -101,7 +104,12 @@ def _build(tenant_id: int, version: str) -> TenantTools:
             if registry.has(definition.name):
                 registry = registry.filter(exclude=[definition.name])
             continue
-        registry.register(build_tool(definition, egress=egress, circuit_store=store), replace=True)
+        try:
+            item = build_tool(definition, egress=egress, circuit_store=store)
+        except (ValidationError, ValueError) as exc:  # one broken row must not stop the rest
+            logger.warning("tool %s of tenant %s skipped: %s", definition.name, tenant_id, exc)
+            continue
+        registry.register(item, replace=True)
         if definition.secret:
             secrets[secret_ref(definition)] = definition.secret
     return TenantTools(version=version, registry=registry, secrets=StaticSecrets(secrets))

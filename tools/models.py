@@ -40,10 +40,17 @@ class ToolDefinition(models.Model):
     config = models.JSONField(default=dict, blank=True)
     secret = EncryptedTextField(null=True, blank=True)
     tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    # Blank / null: derived (HTTP: GET reads and is idempotent, PUT/DELETE are idempotent
+    # writes, POST/PATCH are non-idempotent writes; built-ins: their own contract).
     effect = models.CharField(
-        max_length=12, choices=[(e.value, e.value) for e in Effect], default=Effect.READ
+        max_length=12,
+        choices=[("", "derive from the method"), *[(e.value, e.value) for e in Effect]],
+        default="",
+        blank=True,
     )
-    idempotent = models.BooleanField(default=True)
+    idempotent = models.BooleanField(
+        null=True, blank=True, default=None, help_text="Empty: derived from the method."
+    )
     requires_approval = models.BooleanField(default=False)
     timeout_s = models.FloatField(default=30.0)
     enabled = models.BooleanField(default=True)

@@ -136,6 +136,8 @@ class _Loop:
             return await self._finish(state, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
 
     async def _run(self, state: RunState) -> RunOutcome:
+        if state.finished:  # decided before an interruption: report it, call nothing
+            return await self._finish(state, RunStatus(state.finished), error=state.error)
         while True:
             if await self._cancelled(force=True):
                 return await self._finish(state, RunStatus.CANCELLED, error="cancelled")
@@ -206,6 +208,7 @@ class _Loop:
             return _ASK_AGAIN
         if response is None:
             return None
+        response = _with_unique_call_ids(response, state)
         state.usage = state.usage + response.usage
         state.messages.append(response.as_message())
         if response.text:
@@ -310,10 +313,8 @@ class _Loop:
         self, state: RunState, call: ToolCall, result: Any, error: str | None, latency_ms: float
     ) -> None:
         content = error if error is not None else _as_text(result)
-        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
-        if call.name == FINAL_ANSWER and error is None:
-            state.structured_output = call.arguments
-        await self.checkpoint.save(state, "tool_result")
+        # The event first: a crash before the checkpoint may repeat an event (an idempotent
+        # call runs again) but never loses one.
         await self.emit(
             "tool.completed",
             call_id=call.id,
@@ -322,6 +323,10 @@ class _Loop:
             error=error,
             latency_ms=round(latency_ms, 3),
         )
+        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
+        if call.name == FINAL_ANSWER and error is None:
+            state.structured_output = call.arguments
+        await self.checkpoint.save(state, "tool_result")
 
     async def _after_tools(self, state: RunState) -> RunOutcome | None:
         """Append the results in call order; finish when final_answer was accepted."""
@@ -372,6 +377,7 @@ class _Loop:
         return await self.is_cancelled()
 
     async def _finish(self, state: RunState, status: RunStatus, *, error: str = "") -> RunOutcome:
+        state.finished, state.error = status.value, error
         await self.checkpoint.save(state, "finished")
         outcome = RunOutcome(
             status=status,
@@ -413,3 +419,17 @@ def _usage_payload(usage) -> dict[str, int]:
         "cache_read_tokens": usage.cache_read_tokens,
         "cache_write_tokens": usage.cache_write_tokens,
     }
+
+
+def _with_unique_call_ids(response: ModelResponse, state: RunState) -> ModelResponse:
+    """Every call of a run gets its own id. Some servers send none, or repeat them; an
+    approval decided for one call must never apply to another."""
+    used = {c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    calls, changed = [], False
+    for index, call in enumerate(response.tool_calls):
+        if not call.id or call.id in used:
+            call = replace(call, id=f"call_{state.rounds}_{index}")
+            changed = True
+        used.add(call.id)
+        calls.append(call)
+    return replace(response, tool_calls=tuple(calls)) if changed else response

@@ -31,6 +31,8 @@ class RunState:
     output: str = ""
     structured_output: Any = None
     structured_attempts: int = 0
+    finished: str = ""  # the final status once decided, so a resume does not go on
+    error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,8 @@ class RunState:
             "output": self.output,
             "structured_output": self.structured_output,
             "structured_attempts": self.structured_attempts,
+            "finished": self.finished,
+            "error": self.error,
         }
 
     @classmethod
@@ -67,6 +71,8 @@ class RunState:
             output=data.get("output", ""),
             structured_output=data.get("structured_output"),
             structured_attempts=data.get("structured_attempts", 0),
+            finished=data.get("finished", ""),
+            error=data.get("error", ""),
         )
 
 

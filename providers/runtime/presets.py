@@ -12,7 +12,6 @@ class Preset:
     base_url: str
     needs_api_key: bool = True
     stream_usage: bool = True  # honours stream_options.include_usage
-    parallel_tool_calls: bool = True  # accepts the parallel_tool_calls parameter
     max_tokens_field: str = "max_tokens"  # or "max_completion_tokens"
     tool_choice_required: bool = True  # accepts tool_choice="required"
     embeddings: bool = True
@@ -29,19 +28,17 @@ PRESETS: dict[str, Preset] = {
         Preset("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", embeddings=False),
         Preset("gemini", "Google Gemini (OpenAI endpoint)",
                "https://generativelanguage.googleapis.com/v1beta/openai",
-               parallel_tool_calls=False, default_model="gemini-2.5-flash"),
+               default_model="gemini-2.5-flash"),
         Preset("groq", "Groq", "https://api.groq.com/openai/v1", embeddings=False),
         Preset("mistral", "Mistral", "https://api.mistral.ai/v1", stream_usage=False,
-               parallel_tool_calls=False, tool_choice_required=False,
-               default_model="mistral-small-latest"),
+               tool_choice_required=False, default_model="mistral-small-latest"),
         Preset("deepseek", "DeepSeek", "https://api.deepseek.com/v1", embeddings=False,
-               parallel_tool_calls=False, default_model="deepseek-chat"),
+               default_model="deepseek-chat"),
         Preset("together", "Together AI", "https://api.together.xyz/v1"),
         Preset("ollama", "Ollama (local)", "http://localhost:11434/v1", needs_api_key=False,
-               stream_usage=False, parallel_tool_calls=False),
+               stream_usage=False),
         Preset("vllm", "vLLM", "http://localhost:8000/v1", needs_api_key=False),
-        Preset("lmstudio", "LM Studio", "http://localhost:1234/v1", needs_api_key=False,
-               parallel_tool_calls=False),
+        Preset("lmstudio", "LM Studio", "http://localhost:1234/v1", needs_api_key=False),
         Preset("custom", "Other OpenAI-compatible server", "", needs_api_key=False),
     ]
 }  # fmt: skip

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from agents.models import Message, Run, RunEvent
 from agents.services import run_inline
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
@@ -59,8 +57,14 @@ def test_a_conversation_carries_history_into_the_next_run(trio, agent, provider_
 
     conversation = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
     provider_server.script("openai", TextReply("Hello Bob."), TextReply("You are Bob."))
-    run_inline(tenant=trio.acme, agent=agent, input="I am Bob.", conversation=conversation)
-    run_inline(tenant=trio.acme, agent=agent, input="Who am I?", conversation=conversation)
+    for text in ("I am Bob.", "Who am I?"):
+        run_inline(
+            tenant=trio.acme,
+            agent=agent,
+            input=text,
+            conversation=conversation,
+            initiated_by=trio.bob,
+        )
     sent = provider_server.requests_to("/v1/chat/completions")[1].body["messages"]
     assert [m["content"] for m in sent[1:]] == ["I am Bob.", "Hello Bob.", "Who am I?"]
     roles = list(Message.objects.filter(conversation=conversation).values_list("role", "content"))
@@ -92,8 +96,13 @@ def test_provider_errors_fail_the_run_with_the_reason(trio, agent, provider_serv
     assert Run.objects.get(pk=run.pk).finished_at is not None
 
 
-@pytest.mark.django_db
-def test_runs_cannot_be_claimed_twice():
+def test_a_run_cannot_be_claimed_twice(trio, agent):
     from agents.execution import claim
+    from agents.services import run_start
 
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    assert claim(run.pk, "first").lease_owner == "first"
+    assert claim(run.pk, "second") is None  # live lease
+    Run.objects.filter(pk=run.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+    assert claim(run.pk, "third").lease_owner == "third"  # expired: taken over
     assert claim(10**9, "me") is None

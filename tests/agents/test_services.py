@@ -80,11 +80,11 @@ def test_writes_refuse_mixing_tenants(trio, agent):
         tenant=trio.acme, run=run, call_id="c1", tool_name="calculator"
     )
     theirs = Agent.objects.create(tenant=trio.globex, slug="spy", name="Spy")
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Http404):
         services.run_start(tenant=trio.acme, agent=theirs, input="hi", enqueue=False)
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Http404):
         services.run_cancel(tenant=trio.globex, run=run)
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Http404):
         services.approval_decide(
             tenant=trio.globex, approval=approval, approved=True, by=trio.charlie
         )
@@ -108,4 +108,17 @@ def test_memory_facts_are_stored_per_tenant_and_user(trio, agent, provider_serve
     fact = Fact.objects.get()
     assert (fact.tenant, fact.user, fact.text, fact.source_run_id) == (
         trio.acme, trio.bob, "Bob likes green tea.", run.pk,
+    )  # fmt: skip
+
+
+def test_only_a_conversations_owner_takes_turns_in_it(trio, agent):
+    conversation = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.alice)
+    with pytest.raises(PermissionDenied):
+        services.run_start(
+            tenant=trio.acme, agent=agent, input="hi", conversation=conversation,
+            initiated_by=trio.bob, enqueue=False,
+        )  # fmt: skip
+    services.run_start(
+        tenant=trio.acme, agent=agent, input="hi", conversation=conversation,
+        initiated_by=trio.alice, enqueue=False,
     )  # fmt: skip

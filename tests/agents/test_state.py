@@ -283,3 +283,72 @@ def test_run_state_round_trips_through_json_with_every_message_kind():
 def test_an_empty_dict_is_a_fresh_state():
     assert RunState.from_dict({}) == RunState()
     assert RunState.from_dict(RunState().to_dict()) == RunState()
+
+
+def test_a_finished_state_resumes_without_calling_the_model():
+    import asyncio as _asyncio
+
+    from agents.runtime.loop import run_agent as _run
+    from agents.runtime.spec import AgentSpec as _Spec
+    from agents.runtime.state import RunState as _State
+    from providers.runtime.fake import FakeModel as _Fake
+    from tools.runtime.context import RunContext as _Ctx
+    from tools.runtime.registry import ToolRegistry as _Registry
+
+    state = _State(output="done before the crash", finished="succeeded")
+    model = _Fake([])
+    outcome = _asyncio.run(
+        _run(spec=_Spec(name="a", instructions="", model="m"), adapter=model,
+             registry=_Registry(), ctx=_Ctx(tenant_id=1), state=state)
+    )  # fmt: skip
+    assert outcome.status.value == "succeeded" and outcome.output == "done before the crash"
+    assert model.requests == []
+
+
+def test_repeated_or_missing_call_ids_are_made_unique_so_decisions_never_carry_over():
+    import asyncio as _asyncio
+
+    from agents.runtime.loop import run_agent as _run
+    from agents.runtime.spec import AgentSpec as _Spec
+    from agents.runtime.spec import Decision as _Decision
+    from providers.runtime.fake import FakeModel as _Fake
+    from tools.runtime.context import RunContext as _Ctx
+    from tools.runtime.registry import ToolRegistry as _Registry
+    from tools.runtime.tool import Capability as _Cap
+    from tools.runtime.tool import Tool as _Tool
+    from tools.runtime.tool import ToolCall as _Call
+
+    paid = []
+
+    async def pay(arguments, ctx):
+        paid.append(arguments["amount"])
+        return {"ok": True}
+
+    tool = _Tool(
+        name="pay", description="Pay.", handler=pay, capability=_Cap(requires_approval=True),
+        input_schema={"type": "object", "properties": {"amount": {"type": "integer"}}},
+    )  # fmt: skip
+    saved = {}
+
+    class Keep:
+        async def save(self, state, reason):
+            saved["state"] = state.to_dict()
+
+    model = _Fake([_Call("x", "pay", {"amount": 1}), _Call("x", "pay", {"amount": 1000}), "ok"])
+    spec, registry, ctx = (
+        _Spec(name="a", instructions="", model="m"),
+        _Registry([tool]),
+        _Ctx(tenant_id=1),
+    )
+    first = _asyncio.run(
+        _run(spec=spec, adapter=model, registry=registry, ctx=ctx, input="pay", checkpoint=Keep())
+    )
+    assert first.awaiting[0].id == "x"
+    from agents.runtime.state import RunState as _State
+
+    second = _asyncio.run(
+        _run(spec=spec, adapter=model, registry=registry, ctx=ctx, checkpoint=Keep(),
+             state=_State.from_dict(saved["state"]), decisions={"x": _Decision(True, "alice")})
+    )  # fmt: skip
+    assert paid == [1]  # the approved call only
+    assert second.status.value == "awaiting_approval" and second.awaiting[0].id != "x"

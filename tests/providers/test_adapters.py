@@ -316,6 +316,9 @@ def test_malformed_tool_arguments_become_model_behavior_errors(provider_server):
 
 @both
 def test_the_api_key_never_appears_in_errors_or_reprs(provider_server, api, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # every logger, every level
     key = KEYS[api]
     provider_server.expect_api_key("another-key")
     subject = adapter(provider_server, api)

@@ -141,6 +141,10 @@ def test_demo_seeding_uses_a_platform_key_or_the_offline_model(trio, settings):
     seeded = seed_demo_connection(trio.globex)
     assert (seeded.kind, seeded.api_key, seeded.is_default) == ("openai", "sk-demo", True)
     assert seed_demo_connection(trio.globex) == seeded  # kept
+    settings.PLATFORM_PROVIDER_KEYS = {"anthropic": "sk-ant-now"}  # a key arrives later
+    upgraded = seed_demo_connection(trio.acme)
+    assert (upgraded.kind, upgraded.is_default) == ("anthropic", True)
+    assert default_connection(trio.acme) == upgraded
 
 
 def login(client, user):

@@ -28,7 +28,7 @@ def form(**overrides) -> dict:
         "secret": "",
         "tags": "catalogue",
         "effect": "read",
-        "idempotent": "on",
+        "idempotent": "true",
         "timeout_s": "30",
         "enabled": "on",
     }

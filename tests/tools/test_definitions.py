@@ -171,3 +171,24 @@ def test_egress_is_refused_unless_allow_listed(trio, local_server, settings):
     result = tool_execute(tenant=trio.acme, name="search", arguments={"q": "x"})
     assert "127.0.0.1 is not allowed" in result.error
     assert local_server.requests == []
+
+
+def test_capabilities_are_derived_from_the_method_unless_set(trio):
+    post = http_definition(trio.acme, name="create", config={"method": "POST", "url": "http://h/x"})
+    get = http_definition(trio.acme, name="read", config={"url": "http://h/x"})
+    put = http_definition(trio.acme, name="put", config={"method": "PUT", "url": "http://h/x"})
+    forced = http_definition(
+        trio.acme, name="forced", config={"method": "POST", "url": "http://h/x"}, idempotent=True
+    )
+    registry = registry_for_tenant(trio.acme)
+    assert (
+        registry.get("create").capability.effect,
+        registry.get("create").capability.idempotent,
+    ) == ("write", False)
+    assert (registry.get("read").capability.effect, registry.get("read").capability.idempotent) == (
+        "read",
+        True,
+    )
+    assert registry.get("put").capability.idempotent is True
+    assert registry.get("forced").capability.idempotent is True
+    assert {post.effect, get.effect, put.effect, forced.effect} == {""}

@@ -481,3 +481,10 @@ def test_caller_headers_do_not_follow_a_redirect_to_another_origin(local_server)
         assert there["accept-encoding"] == "identity"  # compressed bombs are not invited
     finally:
         other.close()
+
+
+def test_ipv4_translated_siit_forms_are_checked_like_their_ipv4_address() -> None:
+    from tools.runtime.egress import refusal_reason
+
+    assert refusal_reason(ipaddress.ip_address("::ffff:0:7f00:1")) == "loopback"
+    assert refusal_reason(ipaddress.ip_address("::ffff:0:a00:1")) == "private"

@@ -303,3 +303,40 @@ def test_config_and_schema_must_agree():
     )
     with pytest.raises(ValueError, match="context values must not be model arguments: units"):
         config.check_against_schema(SCHEMA)
+
+
+def test_the_model_cannot_add_fields_or_override_fixed_values(local_server):
+    local_server.route("POST", "/v1/items", Reply(json={"ok": True}))
+    tool = make_tool(
+        local_server,
+        config={"method": "POST", "fixed": {"body": {"account": "acme-main"}}},
+        capability=Capability(effect=Effect.WRITE, idempotent=False),
+        schema={
+            "type": "object",
+            "properties": {"account": {"type": "string"}, "note": {"type": "string"}},
+        },
+    )
+    call(tool, {"account": "attacker", "note": "hi", "tenant_id": "2"})
+    assert local_server.requests[0].json() == {"account": "acme-main", "note": "hi"}
+
+
+def test_dot_segments_in_path_arguments_are_refused(local_server):
+    tool = make_tool(
+        local_server,
+        config={
+            "url": local_server.url + "/users/{uid}/items",
+            "arguments": [{"argument": "uid", "to": "path"}],
+        },
+        schema={"type": "object", "properties": {"uid": {"type": "string"}}},
+    )
+    for bad in ("..", "."):
+        assert "cannot be" in call(tool, {"uid": bad}).error
+    assert local_server.requests == []
+
+
+def test_an_echoed_basic_auth_token_is_redacted(local_server):
+    token = base64.b64encode(f"bot:{SECRET}".encode()).decode()
+    local_server.route("GET", "/v1/items", Reply(json={"seen": f"Basic {token}"}))
+    tool = make_tool(local_server, config={"auth": {"type": "basic", "username": "bot"}})
+    result = call(tool, {"item_id": 1})
+    assert token not in repr(result) and result.result == {"seen": "Basic [redacted]"}

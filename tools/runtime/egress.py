@@ -117,13 +117,14 @@ _REFUSED_V6 = _v6(
 )
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")  # IPv4-translated (RFC 2765)
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """IPv4 addresses an IPv6 address stands for: mapped, compatible, NAT64, 6to4, Teredo."""
     if ip.ipv4_mapped is not None:
         return [ip.ipv4_mapped]
-    if ip in _IPV4_COMPATIBLE or ip in _NAT64:
+    if ip in _IPV4_COMPATIBLE or ip in _NAT64 or ip in _SIIT:
         return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
     if ip.sixtofour is not None:
         return [ip.sixtofour]

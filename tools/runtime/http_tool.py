@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.runtime.circuit import CircuitBreaker, CircuitOpen, CircuitStore
-from tools.runtime.context import RunContext
+from tools.runtime.context import RunContext, StaticSecrets
 from tools.runtime.egress import (
     EgressConnectError,
     EgressError,
@@ -175,6 +175,7 @@ def build_http_tool(
         output_validator=compile_validator(output_schema) if output_schema else None,
         idempotent=capability.idempotent,
         deadline_s=capability.timeout_s,
+        known_arguments=set(input_schema.get("properties", {})),
     )
     return Tool(
         name=name,
@@ -200,6 +201,7 @@ class _HttpCall:
         output_validator,
         idempotent: bool,
         deadline_s: float,
+        known_arguments: set[str],
     ) -> None:
         self.config = config
         self.egress = egress
@@ -209,11 +211,21 @@ class _HttpCall:
         self.idempotent = idempotent
         self.deadline_s = deadline_s
         mapped = {t.argument: t for t in config.arguments}
+        self.known = set(known_arguments)
         self.default_location: Location = "query" if config.method in ("GET", "DELETE") else "body"
         self.mapped = mapped
 
     async def __call__(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
-        url, params, headers, body = self._request_parts(arguments, ctx)
+        url, params, headers, body, derived = self._request_parts(arguments, ctx)
+        # The registry redacts the secret itself; forms derived from it (basic auth's
+        # base64 token) are redacted here, should the service echo them.
+        hide = StaticSecrets({str(i): token for i, token in enumerate(derived)})
+        try:
+            return hide.redact(await self._exchange(url, params, headers, body))
+        except ToolFailed as exc:
+            raise ToolFailed(hide.redact(str(exc))) from None
+
+    async def _exchange(self, url, params, headers, body) -> Any:
         try:
             seen = await self.breaker.before_call()
         except CircuitOpen as exc:
@@ -223,9 +235,7 @@ class _HttpCall:
         except (EgressTimeout, EgressConnectError) as exc:
             await self.breaker.on_failure()
             raise ToolFailed(str(exc)) from None
-        except (
-            EgressError
-        ) as exc:  # refused destination, oversized response: not the server's health
+        except EgressError as exc:  # refused destination, too large: not the server's health
             await self.breaker.on_success(seen)
             raise ToolFailed(str(exc)) from None
         if response.status_code >= 500 or response.status_code == 429:
@@ -236,16 +246,23 @@ class _HttpCall:
 
     def _request_parts(self, arguments: dict, ctx: RunContext):
         config = self.config
+        derived: list[str] = []
         path: dict[str, str] = {}
         params: dict[str, Any] = dict(config.fixed.query)
         headers: dict[str, str] = dict(config.fixed.headers)
         body: dict[str, Any] = dict(config.fixed.body)
         places = {"path": path, "query": params, "header": headers, "body": body}
         for argument, value in arguments.items():
+            if argument not in self.known:  # only what the schema offers the model
+                continue
             target = self.mapped.get(argument)
             location = target.to if target else self.default_location
             key = (target.name or argument) if target else argument
             places[location][key] = value
+        # Fixed values win over the model's: the model cannot override what the admin set.
+        params.update(config.fixed.query)
+        headers.update(config.fixed.headers)
+        body.update(config.fixed.body)
         for target in config.context:
             value = getattr(ctx, target.value)
             if value is None:
@@ -253,6 +270,9 @@ class _HttpCall:
             places[target.to][target.name] = value
         for key, value in list(headers.items()):
             headers[key] = _header_value(value)
+        for name, value in path.items():
+            if str(value) in ("", ".", ".."):
+                raise ToolFailed(f"{name!r} cannot be {str(value)!r} in a URL path")
         url = _PLACEHOLDER.sub(lambda m: quote(str(path[m.group(1)]), safe=""), config.url)
         if config.auth is not None:
             secret = ctx.secrets.get(self.secret_ref)
@@ -265,9 +285,11 @@ class _HttpCall:
 
                 token = base64.b64encode(f"{config.auth.username}:{secret}".encode()).decode()
                 headers["Authorization"] = f"Basic {token}"
+                derived.append(token)
         if config.method != "GET" and ctx.call_id:
             headers.setdefault("Idempotency-Key", f"{ctx.run_id or 'direct'}:{ctx.call_id}")
-        return url, params, headers, (body if config.method in ("POST", "PUT", "PATCH") else None)
+        body_out = body if config.method in ("POST", "PUT", "PATCH") else None
+        return url, params, headers, body_out, derived
 
     async def _send_with_retries(self, url, params, headers, body) -> EgressResponse:
         retry = self.config.retry

@@ -157,6 +157,10 @@ class Command(BaseCommand):
                 "INFO",
                 "--concurrency",
                 os.environ.get("WORKER_CONCURRENCY", "2"),
+                # Beat inside the worker: the sweeper that resumes runs of dead workers.
+                "--beat",
+                "--schedule",
+                str(settings.DATA_DIR / "celerybeat-schedule"),
             ]
         return {
             name: subprocess.Popen(
