@@ -77,6 +77,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
     "guardian",
@@ -165,6 +167,28 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "agentplatform.api.errors.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "agentplatform.api.pagination.NewestFirst",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "agentplatform.api.throttling.ApiKeyRateThrottle",
+        "agentplatform.api.throttling.TenantRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "api_key": config.env_str("API_RATE_PER_KEY", "600/min"),
+        "tenant": config.env_str("API_RATE_PER_TENANT", "3000/min"),
+    },
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent Platform API",
+    "DESCRIPTION": "Tenant agents, crews, tools, runs and their event streams.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from our static files: no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 LANGUAGE_CODE = "en-us"

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentplatform.api.schema import ERRORS
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import Scope
@@ -15,6 +18,22 @@ class WhoAmI(APIView):
 
     permission_classes = [requires_scope(Scope.READ)]
 
+    @extend_schema(
+        summary="Who am I",
+        responses={
+            200: inline_serializer(
+                name="WhoAmI",
+                fields={
+                    "kind": serializers.ChoiceField(choices=["api_key", "user"]),
+                    "tenant": serializers.JSONField(required=False),
+                    "key": serializers.JSONField(required=False),
+                    "username": serializers.CharField(required=False),
+                    "tenants": serializers.JSONField(required=False),
+                },
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request) -> Response:
         if isinstance(request.user, ApiClient):
             key = request.user.api_key

@@ -112,4 +112,6 @@ def test_a_key_without_the_needed_scope_gets_403(client, trio):
     _, full = services.api_key_create(tenant=trio.acme, name="runner", scopes=["run"])
     response = whoami(client, full)
     assert response.status_code == 403
-    assert "lacks the 'read' scope" in response.json()["detail"]
+    body = response.json()
+    assert body["error"]["code"] == "permission_denied"
+    assert "lacks the 'read' scope" in body["error"]["message"]
