@@ -21,7 +21,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Sum
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agents.events import EventConflict, RunEventSink, next_seq, publisher
@@ -69,7 +69,6 @@ def cancel_key(run: Run) -> str:
 
 def claim(run_id: int, owner: str) -> Run | None:
     """Take the run if it is queued, or running under an expired lease. One UPDATE."""
-    now = timezone.now()
     # The database's clock, not this host's: workers on skewed hosts agree on expiry.
     claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=Now())
     won = Run.objects.filter(claimable, pk=run_id).update(
@@ -77,14 +76,11 @@ def claim(run_id: int, owner: str) -> Run | None:
         lease_owner=owner,
         lease_expires_at=Now() + timedelta(seconds=lease_seconds()),
         attempts=F("attempts") + 1,
+        started_at=Coalesce(F("started_at"), Now()),
     )
     if not won:
         return None
-    run = Run.objects.select_related("agent", "crew", "tenant", "conversation").get(pk=run_id)
-    if run.started_at is None:
-        Run.objects.filter(pk=run_id).update(started_at=now)
-        run.started_at = now
-    return run
+    return Run.objects.select_related("agent", "crew", "tenant", "conversation").get(pk=run_id)
 
 
 class _Checkpoint:
@@ -255,15 +251,19 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
             },
         )
     state = RunState.from_dict(run.state) if run.state else None
-    decisions = {
-        a.call_id: Decision(
-            approved=a.status == ApprovalStatus.APPROVED,
-            by=a.decided_by_label or "an approver",
-            reason=a.reason,
-            arguments=a.edited_arguments,
-        )
-        for a in run.approvals.exclude(status=ApprovalStatus.PENDING)
-    }
+    decisions = (
+        {}
+        if state is None
+        else {
+            a.call_id: Decision(
+                approved=a.status == ApprovalStatus.APPROVED,
+                by=a.decided_by_label or "an approver",
+                reason=a.reason,
+                arguments=a.edited_arguments,
+            )
+            for a in run.approvals.exclude(status=ApprovalStatus.PENDING)
+        }
+    )
     return _Prepared(
         spec=spec,
         adapter=adapter,

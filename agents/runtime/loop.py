@@ -164,8 +164,9 @@ class _Loop:
                     state, RunStatus.FAILED, error=f"token budget of {budget} exceeded ({used})"
                 )
             if response.tool_calls:
+                # No checkpoint yet: the next step saves before any call runs or parks; a
+                # crash in between only asks the model again.
                 state.pending_calls = list(response.tool_calls)
-                await self.checkpoint.save(state, "model_response")
                 continue
             if self.spec.output_schema is not None:
                 state.structured_attempts += 1
@@ -339,8 +340,8 @@ class _Loop:
                     state.structured_attempts += 1
                 else:
                     answered = True
+        # No checkpoint: the results are saved; replaying this from the last one is identical.
         state.pending_calls, state.results, state.started = [], {}, set()
-        await self.checkpoint.save(state, "tool_result")
         if answered:
             state.output = json.dumps(state.structured_output)
             return await self._finish(state, RunStatus.SUCCEEDED)
