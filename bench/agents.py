@@ -1,0 +1,1174 @@
+"""What the platform adds to an agent run over a bare hand-written loop, side by side against
+the local fake provider server (tests/fakes/provider_server.py).
+
+Run: cd /work/main && .venv/bin/python bench/agents.py
+(prints tables, writes bench/results/agents.json). Takes under a minute. Needs no network
+and no configuration: it starts the embedded PostgreSQL and Redis in a temporary DATA_DIR
+(stopped, and the directory removed, at exit) and one Celery worker subprocess (stopped at
+the end).
+
+One run = 3 rounds: the model calls `calculator` (round 1), calls it again (round 2), then
+answers "done" (round 3); the OpenAI wire format, scripted per run on the fake server. The
+server runs in a separate process (multiprocessing, spawn), so its threads do not share the
+client's GIL. Every side runs once per interleaved round, the order rotating from round to
+round; RUNS rounds after WARMUP_RUNS untimed runs per side.
+
+Sides:
+1. bare loop: `openai.AsyncOpenAI(http_client=httpx2.AsyncClient(), max_retries=0)`,
+   `chat.completions.create` with the built-in tools' definitions (prebuilt once), the tool
+   call executed with `tools.runtime.calculator.evaluate` directly, messages appended, until
+   text. No persistence. One client and one event loop (asyncio.Runner) for all its runs.
+1'. bare loop, streaming (reference): the same with `stream=True` and the deltas assembled,
+   because the platform streams (its event sink wants text deltas).
+1''. run_agent only (reference): the platform's agent loop and OpenAI adapter (egress-guarded
+   client, streaming) with the tenant's registry, an event sink that stores nothing and no
+   checkpoints: no DB, no Redis, no lease. Its parts are built once and it runs on the bare
+   loop's event loop, so its SDK client (PerLoop) is kept across runs.
+2. inline platform path: `agents.services.run_inline` (Run row, leased execution, events
+   stored and published to Redis, checkpoints after every step, OpenAI adapter through the
+   egress-guarded client).
+3. full path through Celery: `agents.services.run_start(enqueue=True)` in this process, a
+   real worker subprocess (`--pool solo`) executes it; timed to the terminal event seen
+   through `agents.events.iter_run_events` (what a streaming client sees), and to the Run
+   row being terminal (polled every POLL_S after that event; `finalize` writes the row
+   after the terminal event is published).
+
+Figures: median ms per run over the RUNS rounds, ms per model round (÷ 3), the platform's
+overhead per round over the bare loop (difference of the medians ÷ 3) and the ratio.
+Target from the issue: under 10 ms of platform overhead per round, persistence included.
+
+Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table), the Redis
+commands it sends (INFO commandstats before/after, before the worker starts), and a timing
+breakdown of the inline path from INSTRUMENTED_RUNS extra runs with the platform functions
+wrapped in timers (claim, _prepare_agent and its parts, each checkpoint save, each event append
+with its Redis PUBLISH, model calls, tool calls, finalize; the rest by difference), and unit
+costs in isolation (an event INSERT with and without its own transaction, a tool round's 8
+committed writes vs the same rows in 2 transactions, an SSL context, a guarded client with a
+new or a shared one, the thread hops).
+
+The machine may be shared (2 cores here): the load average at start and end goes into the
+JSON, and the figures move with it; the interleaving keeps the sides comparable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+import atexit
+import contextlib
+import ctypes
+import functools
+import gc
+import json
+import multiprocessing
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# `python bench/agents.py` puts bench/ first on sys.path, where this very file would shadow
+# the `agents` package; the repo root must come first (nothing is pip-installed).
+if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
+    sys.path.pop(0)
+sys.path.insert(0, str(ROOT))
+
+import httpx2  # noqa: E402
+import openai  # noqa: E402
+
+from tools.runtime.builtins import BUILTINS  # noqa: E402
+from tools.runtime.calculator import evaluate  # noqa: E402
+
+RUNS = 30
+WARMUP_RUNS = 3
+INSTRUMENTED_RUNS = 20
+QUERY_RUNS = 3
+COST_REPEATS = 5
+ROUNDS_PER_RUN = 3
+TARGET_OVERHEAD_MS = 10.0
+POLL_S = 0.002
+RUN_TIMEOUT_S = 30.0
+MODEL = "gpt-test"
+MAX_TOKENS = 1024  # AgentSpec.max_tokens_per_response's default, as the adapter sends it
+INSTRUCTIONS = "Be brief."
+INPUT = "What are 2+2 and 3*3?"
+CALLS = (("c1", '{"expression": "2+2"}'), ("c2", '{"expression": "3*3"}'))
+ANSWER = "done"
+SERVER_MODE = "separate process (multiprocessing spawn), ThreadingHTTPServer on 127.0.0.1"
+WORKER_COMMAND = [
+    "-m", "celery", "-A", "agentplatform", "worker", "--without-gossip", "--without-mingle",
+    "--without-heartbeat", "--pool", "solo", "--loglevel", "WARNING",
+]  # fmt: skip
+
+BARE, BARE_STREAM = "bare loop", "bare loop, streaming"
+LOOP_ONLY = "run_agent only (no DB, no Redis)"
+INLINE = "platform inline (run_inline)"
+CELERY_EVENT = "platform via Celery, terminal event"
+CELERY_ROW = "platform via Celery, terminal Run row"
+SIDES = (BARE, BARE_STREAM, LOOP_ONLY, INLINE, CELERY_EVENT, CELERY_ROW)
+REFERENCE_SIDES = (BARE, BARE_STREAM, LOOP_ONLY)  # no target: not the platform path
+
+
+# -- the fake server, in its own process -----------------------------------------------------
+def serve(conn: Connection) -> None:
+    """Child process: a ProviderServer, driven by commands over `conn` until "stop"."""
+    from tests.fakes.provider_server import ProviderServer, TextReply, ToolCall, ToolCallReply
+
+    server = ProviderServer(models=[MODEL])
+    conn.send(server.url)
+    replies = [
+        ToolCallReply([ToolCall(call_id, "calculator", arguments)]) for call_id, arguments in CALLS
+    ]
+    replies.append(TextReply(ANSWER))
+    try:
+        while True:
+            (command,) = conn.recv()
+            if command == "stop":
+                break
+            if command == "script_run":  # the 3 replies of one run; answers what was left
+                left = server.pending("openai")
+                server.script("openai", *replies)
+                conn.send(left)
+            elif command == "last":
+                last = next(r for r in reversed(server.received) if r.api == "openai")
+                conn.send(last.body)
+            elif command == "stats":
+                conn.send(
+                    {
+                        "requests": len(server.received),
+                        "connections": server.connection_count,
+                        "pending": server.pending("openai"),
+                        "errors": [repr(e) for e in server.errors],
+                    }
+                )
+            elif command == "clear":
+                server.received.clear()
+                conn.send(None)
+    finally:
+        server.close()
+
+
+class RemoteServer:
+    """The parent's handle on the child's ProviderServer."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(
+            target=serve, args=(child_conn,), name="provider-server", daemon=True
+        )
+        self._process.start()
+        if not self._conn.poll(60):
+            raise RuntimeError("the provider server process did not start")
+        self.url: str = self._conn.recv()
+        self.openai_base_url = self.url + "/v1"
+
+    def ask(self, *command: Any) -> Any:
+        self._conn.send(command)
+        return self._conn.recv()
+
+    def script_run(self) -> None:
+        left = self.ask("script_run")
+        if left:
+            raise RuntimeError(f"the previous run left {left} scripted replies unused")
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            self._conn.send(("stop",))
+            self._process.join(10)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(5)
+
+
+# -- Django, the embedded services and the Celery worker ---------------------------------------
+def configure_django() -> Path:
+    """Settings on a fresh temporary DATA_DIR (embedded PostgreSQL and Redis start there),
+    migrated. The directory is removed at exit, after the services stop (atexit runs in
+    reverse order of registration)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
+    if any(c.isspace() for c in str(data_dir)):
+        raise RuntimeError(f"the temporary directory {data_dir} contains whitespace")
+    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        os.environ.pop(name, None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agentplatform.settings"
+    os.environ["DATA_DIR"] = str(data_dir)
+    os.environ["EGRESS_ALLOWLIST"] = "127.0.0.1/32"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return data_dir
+
+
+def worker_env() -> dict[str, str]:
+    """What `manage.py serve` gives its children (serve.py `_child_env`): the URLs of the
+    running embedded services, so the worker takes no handle on them."""
+    from django.conf import settings
+
+    from agentplatform import embedded
+
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=embedded.postgres_url(settings.DATABASES["default"]),
+        REDIS_URL=settings.REDIS_URL,
+        SECRET_KEY=settings.SECRET_KEY,
+        FIELD_ENCRYPTION_KEYS=",".join(settings.FIELD_ENCRYPTION_KEYS),
+        EGRESS_ALLOWLIST="127.0.0.1/32",
+        DATA_DIR=str(settings.DATA_DIR),
+        DJANGO_SETTINGS_MODULE="agentplatform.settings",
+    )
+    return env
+
+
+def _die_with_parent() -> None:
+    """In the worker: SIGTERM when this process dies without stopping it (Linux)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Worker:
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self._log_file = log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, *WORKER_COMMAND],
+            cwd=ROOT,
+            env=worker_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+
+    def wait_ready(self, timeout_s: float = 60.0) -> float:
+        """Seconds until the worker answers a ping task."""
+        from agentplatform.tasks import ping
+
+        started = time.perf_counter()
+        while True:
+            try:
+                if ping.apply_async(expires=2).get(timeout=2) == "pong":
+                    return time.perf_counter() - started
+            except Exception:
+                if self.process.poll() is not None or time.perf_counter() - started > timeout_s:
+                    raise RuntimeError(f"the Celery worker did not start:\n{self.tail()}") from None
+
+    def tail(self) -> str:
+        self._log_file.flush()
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log_file.close()
+
+
+# -- the sides -------------------------------------------------------------------------------
+@dataclass
+class Fixture:
+    tenant: Any
+    agent: Any
+    connection: Any
+    system: str  # the platform's composed system prompt, sent by the bare loop too
+
+
+def create_fixture(server: RemoteServer) -> Fixture:
+    from agentplatform.tenancy.services import tenant_create
+    from agents.models import Agent
+    from agents.runtime.prompt import compose_system_prompt
+    from agents.specs import agent_spec
+    from providers.models import ProviderConnection
+
+    tenant = tenant_create(slug="bench", name="Bench")
+    connection = ProviderConnection.objects.create(
+        tenant=tenant,
+        name="Fake OpenAI",
+        kind="openai",
+        api_key="k",
+        base_url=server.openai_base_url,
+        default_model=MODEL,
+        is_default=True,
+        max_retries=0,
+    )
+    agent = Agent.objects.create(
+        tenant=tenant, slug="bench", name="Bench", instructions=INSTRUCTIONS, use_all_tools=True
+    )
+    system = compose_system_prompt(agent_spec(agent, connection), BUILTINS)
+    return Fixture(tenant, agent, connection, system)
+
+
+class BareLoop:
+    """The hand-written loop: one SDK client, tool definitions built once."""
+
+    def __init__(self, base_url: str, system: str) -> None:
+        self.client = openai.AsyncOpenAI(
+            api_key="k", base_url=base_url, http_client=httpx2.AsyncClient(), max_retries=0
+        )
+        self.system = system
+        self.tools = BUILTINS.definitions("openai")
+        self.last_messages: list[dict[str, Any]] = []
+
+    def _params(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "model": MODEL,
+            "messages": messages,
+            "max_completion_tokens": MAX_TOKENS,
+            "tools": self.tools,
+            "tool_choice": "auto",
+        }
+
+    def _act(self, messages: list[dict[str, Any]], text: str, calls: list[dict]) -> bool:
+        """Append the assistant turn and the tool results; False when the run is done."""
+        turn: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            turn["tool_calls"] = calls
+        messages.append(turn)
+        for call in calls:
+            arguments = json.loads(call["function"]["arguments"])
+            result = {"result": evaluate(arguments["expression"])}
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)}
+            )
+        return bool(calls)
+
+    async def run(self) -> tuple[str, int]:
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": INPUT}]
+        for rounds in range(1, 11):
+            completion = await self.client.chat.completions.create(**self._params(messages))
+            message = completion.choices[0].message
+            calls = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in message.tool_calls or ()
+            ]
+            if not self._act(messages, message.content or "", calls):
+                self.last_messages = messages
+                return message.content or "", rounds
+        raise RuntimeError("the bare loop did not finish")
+
+    async def run_streaming(self) -> tuple[str, int]:
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": INPUT}]
+        for rounds in range(1, 11):
+            stream = await self.client.chat.completions.create(
+                **self._params(messages), stream=True, stream_options={"include_usage": True}
+            )
+            text: list[str] = []
+            pending: dict[int, dict[str, Any]] = {}
+            async for chunk in stream:
+                if not chunk.choices:
+                    continue
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    text.append(delta.content)
+                for piece in delta.tool_calls or ():
+                    part = pending.setdefault(
+                        piece.index,
+                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                    )
+                    part["id"] = piece.id or part["id"]
+                    if piece.function is not None:
+                        part["function"]["name"] += piece.function.name or ""
+                        part["function"]["arguments"] += piece.function.arguments or ""
+            calls = [pending[index] for index in sorted(pending)]
+            if not self._act(messages, "".join(text), calls):
+                return "".join(text), rounds
+        raise RuntimeError("the streaming bare loop did not finish")
+
+
+class DroppingSink:
+    """Wants text deltas like RunEventSink (so the adapter streams), stores nothing."""
+
+    wants_text_deltas = True
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        return None
+
+
+@dataclass
+class LoopParts:
+    """What `_prepare` hands the agent loop, built once (as the bare loop's client is)."""
+
+    spec: Any
+    adapter: Any
+    registry: Any
+    ctx: Any
+
+    @classmethod
+    def build(cls, fixture: Fixture) -> LoopParts:
+        from agents.specs import agent_spec
+        from providers.services import adapter_for
+        from tools.loader import tenant_tools
+        from tools.services import tool_context
+
+        return cls(
+            spec=agent_spec(fixture.agent, fixture.connection),
+            adapter=adapter_for(fixture.connection),
+            registry=tenant_tools(fixture.tenant).registry,
+            ctx=tool_context(tenant=fixture.tenant, run_id="bench"),
+        )
+
+
+class Sides:
+    """One run of each side; each returns its wall times in seconds."""
+
+    def __init__(self, fixture: Fixture, server: RemoteServer, bare: BareLoop) -> None:
+        self.fixture, self.server, self.bare = fixture, server, bare
+        self.loop = LoopParts.build(fixture)
+        self.runner = asyncio.Runner()  # the bare loop's event loop, reused across runs
+        # Per platform run: (created -> started_at, started_at -> finished_at) in ms.
+        self.stamps: dict[str, list[tuple[float, float]]] = {INLINE: [], CELERY_ROW: []}
+
+    def bare_run(self, *, streaming: bool = False) -> dict[str, float]:
+        self.server.script_run()
+        started = time.perf_counter()
+        text, rounds = self.runner.run(self.bare.run_streaming() if streaming else self.bare.run())
+        elapsed = time.perf_counter() - started
+        if (text, rounds) != (ANSWER, ROUNDS_PER_RUN):
+            raise RuntimeError(f"the bare loop answered {text!r} after {rounds} rounds")
+        return {BARE_STREAM if streaming else BARE: elapsed}
+
+    def loop_only_run(self) -> dict[str, float]:
+        from agents.runtime.loop import run_agent
+        from agents.runtime.spec import RunStatus
+
+        self.server.script_run()
+        started = time.perf_counter()
+        outcome = self.runner.run(
+            run_agent(
+                spec=self.loop.spec, adapter=self.loop.adapter, registry=self.loop.registry,
+                ctx=self.loop.ctx, input=INPUT, sink=DroppingSink(),
+            )
+        )  # fmt: skip
+        elapsed = time.perf_counter() - started
+        if (outcome.status, outcome.output) != (RunStatus.SUCCEEDED, ANSWER):
+            raise RuntimeError(f"run_agent ended {outcome.status}: {outcome.error}")
+        return {LOOP_ONLY: elapsed}
+
+    def inline_run(self) -> dict[str, float]:
+        from agents.services import run_inline
+
+        self.server.script_run()
+        started = time.perf_counter()
+        run = run_inline(tenant=self.fixture.tenant, agent=self.fixture.agent, input=INPUT)
+        elapsed = time.perf_counter() - started
+        check_run(run)
+        self.stamps[INLINE].append(run_stamps(run))
+        return {INLINE: elapsed}
+
+    def celery_run(self) -> dict[str, float]:
+        from agents.models import Run
+        from agents.services import run_start
+
+        self.server.script_run()
+        started = time.perf_counter()
+        run = run_start(tenant=self.fixture.tenant, agent=self.fixture.agent, input=INPUT)
+        event = self.runner.run(asyncio.wait_for(terminal_event(run), RUN_TIMEOUT_S))
+        to_event = time.perf_counter() - started
+        while not Run.objects.get(pk=run.pk).is_terminal:
+            if time.perf_counter() - started > RUN_TIMEOUT_S:
+                raise RuntimeError(f"run {run.pk} did not finish")
+            time.sleep(POLL_S)
+        to_row = time.perf_counter() - started
+        run.refresh_from_db()
+        if event != "run.completed":
+            raise RuntimeError(f"run {run.pk} ended with {event}")
+        check_run(run)
+        self.stamps[CELERY_ROW].append(run_stamps(run))
+        return {CELERY_EVENT: to_event, CELERY_ROW: to_row}
+
+    def all(self) -> list[Callable[[], dict[str, float]]]:
+        return [
+            self.bare_run,
+            functools.partial(self.bare_run, streaming=True),
+            self.loop_only_run,
+            self.inline_run,
+            self.celery_run,
+        ]
+
+    def close(self) -> None:
+        self.runner.run(self.bare.client.close())
+        self.runner.close()
+
+
+async def terminal_event(run) -> str:
+    from agents.events import TERMINAL_EVENTS, iter_run_events
+
+    async for event in iter_run_events(run):
+        if event.get("type") in TERMINAL_EVENTS:
+            return event["type"]
+    raise RuntimeError(f"the events of run {run.pk} ended without a terminal event")
+
+
+def run_stamps(run) -> tuple[float, float]:
+    """ms from the Run INSERT to its claim (queue latency), and from the claim to finalize."""
+    queued = (run.started_at - run.created_at).total_seconds() * 1000
+    return queued, (run.finished_at - run.started_at).total_seconds() * 1000
+
+
+def check_run(run) -> None:
+    state = run.state or {}
+    if run.status != "succeeded" or run.output != ANSWER or state.get("rounds") != 3:
+        raise RuntimeError(
+            f"run {run.pk}: {run.status}, {run.output!r}, {state.get('rounds')} rounds, "
+            f"{run.error!r}"
+        )
+
+
+# -- checks: the same conversation on the wire ----------------------------------------------
+def request_differences(ours: Any, theirs: Any, where: str = "") -> list[str]:
+    """Where two JSON values differ (dict key order ignored)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        found = []
+        for key in sorted(set(ours) | set(theirs)):
+            here = f"{where}.{key}" if where else key
+            if key not in ours:
+                found.append(f"{here}: only the bare loop sends it")
+            elif key not in theirs:
+                found.append(f"{here}: only the platform sends it")
+            else:
+                found += request_differences(ours[key], theirs[key], here)
+        return found
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        pairs = enumerate(zip(ours, theirs, strict=True))
+        return [d for i, (a, b) in pairs for d in request_differences(a, b, f"{where}[{i}]")]
+    return [] if ours == theirs else [f"{where}: {ours!r} != {theirs!r}"]
+
+
+def check_requests(sides: Sides) -> list[str]:
+    """The last (round 3) request of the bare loop vs that of the inline platform path."""
+    sides.bare_run()
+    bare = sides.server.ask("last")
+    sides.inline_run()
+    ours = sides.server.ask("last")
+    return request_differences(ours, bare)
+
+
+def check_events(run_id: int) -> list[str]:
+    from agents.models import RunEvent
+
+    events = list(RunEvent.objects.filter(run_id=run_id).order_by("seq"))
+    results = [e.payload.get("result") for e in events if e.type == "tool.completed"]
+    if results != [{"result": 4}, {"result": 9}]:
+        raise RuntimeError(f"unexpected tool results {results}")
+    return [e.type for e in events]
+
+
+# -- timing ----------------------------------------------------------------------------------
+def interleaved_rounds(sides: Sides) -> dict[str, list[float]]:
+    """ms per run of each side, per round; the side that goes first rotates."""
+    runs = sides.all()
+    for run in runs:  # warm-up: clients, connections, caches, the worker's imports
+        for _ in range(WARMUP_RUNS):
+            run()
+    for stamps in sides.stamps.values():
+        stamps.clear()
+    times: dict[str, list[float]] = {name: [] for name in SIDES}
+    for index in range(RUNS):
+        sides.server.ask("clear")  # keep the server's request log short
+        gc.collect()
+        shift = index % len(runs)
+        for run in runs[shift:] + runs[:shift]:
+            for name, seconds in run().items():
+                times[name].append(seconds * 1000)
+        if (index + 1) % 10 == 0:
+            print(f"  round {index + 1}/{RUNS} done", file=sys.stderr, flush=True)
+    return times
+
+
+@dataclass
+class SideFigure:
+    side: str
+    ms_per_run: float
+    ms_per_round: float
+    overhead_ms_per_round: float  # over the bare (non-streaming) loop
+    overhead_over_streaming_ms_per_round: float  # over the streaming bare loop
+    ratio: float
+    runs_ms: list[float]
+    target_overhead_ms: float | None
+    meets_target: bool | None
+
+
+def figures(times: dict[str, list[float]]) -> list[SideFigure]:
+    bare = statistics.median(times[BARE])
+    bare_stream = statistics.median(times[BARE_STREAM])
+    found = []
+    for side in SIDES:
+        ms = statistics.median(times[side])
+        overhead = (ms - bare) / ROUNDS_PER_RUN
+        platform_side = side not in REFERENCE_SIDES
+        found.append(
+            SideFigure(
+                side=side,
+                ms_per_run=ms,
+                ms_per_round=ms / ROUNDS_PER_RUN,
+                overhead_ms_per_round=overhead,
+                overhead_over_streaming_ms_per_round=(ms - bare_stream) / ROUNDS_PER_RUN,
+                ratio=ms / bare,
+                runs_ms=times[side],
+                target_overhead_ms=TARGET_OVERHEAD_MS if platform_side else None,
+                meets_target=overhead < TARGET_OVERHEAD_MS if platform_side else None,
+            )
+        )
+    return found
+
+
+# -- what one inline run asks of PostgreSQL and Redis ----------------------------------------
+_TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"([^"]+)"', re.IGNORECASE)
+
+
+def count_queries(sides: Sides) -> dict[str, Any]:
+    """Queries of inline runs on this thread's connection (every ORM call of run_inline
+    lands there: sync_to_async under async_to_sync comes back to the calling thread)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    totals = []
+    for _ in range(QUERY_RUNS):
+        sides.server.script_run()
+        with CaptureQueriesContext(connection) as captured:
+            from agents.services import run_inline
+
+            run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
+        check_run(run)
+        totals.append(len(captured.captured_queries))
+    kinds: Counter[str] = Counter()
+    tables: Counter[str] = Counter()
+    statements: Counter[str] = Counter()
+    for query in captured.captured_queries:
+        sql = query["sql"]
+        kind = sql.split(None, 1)[0].upper()
+        table = (_TABLE.search(sql) or [None, "-"])[1]
+        kinds[kind] += 1
+        tables[table] += 1
+        statements[f"{kind} {table}"] += 1
+    event_types = check_events(run.pk)
+    return {
+        "per_run": totals,
+        "by_kind": dict(kinds.most_common()),
+        "by_statement": dict(statements.most_common()),
+        "events_per_run": len(event_types),
+        "event_types": event_types,
+    }
+
+
+def count_redis_commands(sides: Sides) -> dict[str, int]:
+    """Redis commands of one inline run (server-wide counters; run before the worker starts,
+    so nothing else talks to Redis)."""
+    from agents.events import publisher
+
+    client = publisher()
+
+    def stats() -> dict[str, int]:
+        return {k: v["calls"] for k, v in client.info("commandstats").items()}
+
+    before = stats()
+    sides.inline_run()
+    after = stats()
+    diff = {k.removeprefix("cmdstat_"): after[k] - before.get(k, 0) for k in after}
+    diff["info"] = diff.get("info", 1) - 1  # the INFO that read `before`
+    return {k: v for k, v in sorted(diff.items(), key=lambda kv: -kv[1]) if v}
+
+
+# -- what the pieces cost in isolation --------------------------------------------------------
+@dataclass
+class UnitCost:
+    what: str
+    ms: float  # per operation: mean of a batch, median over COST_REPEATS interleaved batches
+
+
+def unit_costs(fixture: Fixture) -> list[UnitCost]:
+    """The statements a tool round writes, as today and grouped; an SSL context; the
+    thread hops. On a scratch Run of the bench tenant."""
+    import ssl
+
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from agents.models import Run, RunEvent
+    from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
+
+    state = Run.objects.filter(status="succeeded").values_list("state", flat=True).first()
+    run = Run.objects.create(
+        tenant=fixture.tenant, agent=fixture.agent, input=INPUT, correlation_id="bench-costs"
+    )
+    seq = iter(range(1, 1_000_000))
+    payload = {"call_id": "c1", "name": "calculator", "result": {"result": 4}, "error": None}
+
+    def checkpoint() -> None:
+        Run.objects.filter(pk=run.pk).update(
+            state=state, input_tokens=20, output_tokens=10, last_seq=1,
+            lease_expires_at=timezone.now(),
+        )  # fmt: skip
+
+    def event() -> None:
+        RunEvent.objects.create(
+            tenant_id=run.tenant_id, run_id=run.pk, seq=next(seq), type="tool.completed",
+            payload=payload,
+        )  # fmt: skip
+
+    def event_atomic() -> None:  # as append_event writes it
+        with transaction.atomic():
+            event()
+
+    def events(count: int) -> None:
+        RunEvent.objects.bulk_create(
+            RunEvent(tenant_id=run.tenant_id, run_id=run.pk, seq=next(seq),
+                     type="tool.completed", payload=payload)
+            for _ in range(count)
+        )  # fmt: skip
+
+    def round_today() -> None:  # a tool round: 4 checkpoints and 4 events, each committed
+        for _ in range(4):
+            checkpoint()
+            event()
+
+    def round_two_transactions() -> None:  # model step, then tool step
+        for _ in range(2):
+            with transaction.atomic():
+                checkpoint()
+                events(2)
+
+    def round_async_commit() -> None:  # today's 8 commits, not waiting for the WAL flush
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit = off")
+        try:
+            round_today()
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET synchronous_commit = on")
+
+    policy = EgressPolicy(allowlist=("127.0.0.1/32",))
+    context = ssl.create_default_context()
+
+    def guarded_client(ssl_context: ssl.SSLContext | None = None) -> None:
+        """What guarded_async_client builds (a new SSL context unless one is given)."""
+        ssl_context = ssl_context or ssl.create_default_context()
+        transport = GuardedTransport(backend=GuardedBackend(policy), ssl_context=ssl_context)
+        httpx2.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
+
+    def nothing() -> None:
+        return None
+
+    async def hops() -> None:
+        for _ in range(20):
+            await sync_to_async(nothing)()
+
+    async def empty() -> None:
+        return None
+
+    cases: list[tuple[str, Callable[[], Any], int, int]] = [  # what, call, calls, ops per call
+        ("checkpoint UPDATE agents_run (autocommit)", checkpoint, 40, 1),
+        ("RunEvent INSERT (autocommit)", event, 40, 1),
+        ("RunEvent INSERT in atomic() (as append_event)", event_atomic, 40, 1),
+        ("a tool round's writes today: 8 commits", round_today, 10, 1),
+        ("the same rows in 2 transactions", round_two_transactions, 10, 1),
+        ("the same, synchronous_commit=off (+2 SETs)", round_async_commit, 10, 1),
+        ("ssl.create_default_context()", ssl.create_default_context, 5, 1),
+        ("guarded httpx2 client, new SSL context", guarded_client, 5, 1),
+        ("guarded httpx2 client, shared SSL context", lambda: guarded_client(context), 40, 1),
+        ("sync_to_async hop under async_to_sync", lambda: async_to_sync(hops)(), 5, 20),
+        ("async_to_sync(empty coroutine): thread+loop", lambda: async_to_sync(empty)(), 20, 1),
+    ]
+    found: dict[str, list[float]] = defaultdict(list)
+    for _what, call, *_ in cases:
+        call()  # warm-up
+    for _ in range(COST_REPEATS):
+        gc.collect()
+        for what, call, calls, ops in cases:
+            started = time.perf_counter()
+            for _ in range(calls):
+                call()
+            found[what].append((time.perf_counter() - started) / (calls * ops) * 1000)
+    run.delete()
+    return [UnitCost(what, statistics.median(found[what])) for what, *_ in cases]
+
+
+# -- where the inline path's time goes ------------------------------------------------------
+class Probe:
+    """Wall time of named platform functions, wrapped in place for the instrumented runs
+    only (the timed rounds run unwrapped)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = defaultdict(list)
+        self._patches: list[tuple[Any, str, Any]] = []
+
+    def _patch(self, owner: Any, attr: str, replacement: Any) -> None:
+        self._patches.append((owner, attr, getattr(owner, attr)))
+        setattr(owner, attr, replacement)
+
+    def sync(self, owner: Any, attr: str, name: str) -> None:
+        original, times = getattr(owner, attr), self.times[name]
+
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                times.append(time.perf_counter() - started)
+
+        self._patch(owner, attr, timed)
+
+    def coroutine(self, owner: Any, attr: str, name: str) -> None:
+        original, times = getattr(owner, attr), self.times[name]
+
+        @functools.wraps(original)
+        async def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                times.append(time.perf_counter() - started)
+
+        self._patch(owner, attr, timed)
+
+    def redis(self, owner: Any, commands: tuple[str, ...]) -> None:
+        """Wrap `owner.publisher()`'s client so the given commands are timed."""
+        probe, original = self, owner.publisher
+
+        class TimedRedis:
+            def __init__(self, client: Any) -> None:
+                self._client = client
+
+            def __getattr__(self, name: str) -> Any:
+                attr = getattr(self._client, name)
+                if name not in commands:
+                    return attr
+                times = probe.times[f"redis {name}"]
+
+                def timed(*args, **kwargs):
+                    started = time.perf_counter()
+                    try:
+                        return attr(*args, **kwargs)
+                    finally:
+                        times.append(time.perf_counter() - started)
+
+                return timed
+
+        self._patch(owner, "publisher", lambda: TimedRedis(original()))
+
+    def take(self) -> dict[str, tuple[int, float]]:
+        """(calls, seconds) per name since the last take."""
+        taken = {name: (len(times), sum(times)) for name, times in self.times.items()}
+        for times in self.times.values():
+            times.clear()
+        return taken
+
+    def restore(self) -> None:
+        for owner, attr, original in reversed(self._patches):
+            setattr(owner, attr, original)
+        self._patches.clear()
+
+
+# (row label, probe name; "~name" for a row measured by difference, indent)
+BREAKDOWN_ROWS = [
+    ("run_inline total", "total", 0),
+    ("run_start: INSERT Run", "run_start", 1),
+    ("execute_run", "execute_run", 1),
+    ("async_to_sync: thread + new loop + teardown", "~async_to_sync", 2),
+    ("of which: SDK client close (per loop)", "sdk client close", 3),
+    ("execute_run_async", "execute_run_async", 2),
+    ("claim: UPDATE, SELECT, UPDATE started_at", "claim", 3),
+    ("next_seq: SELECT", "next_seq", 3),
+    ("_prepare_agent (sync part)", "prepare", 3),
+    ("default_connection: SELECT", "default_connection", 4),
+    ("agent_spec", "agent_spec", 4),
+    ("adapter_for", "adapter_for", 4),
+    ("tenant_tools (cache GET)", "tenant_tools", 4),
+    ("tool_context (tenant_tools again)", "tool_context", 4),
+    ("instructions_digest", "instructions_digest", 4),
+    ("agent_registry + tools_digest", "~digests", 4),
+    ("conversation_history", "conversation_history", 4),
+    ("rest: UPDATE Run digests, SELECT approvals", "~prepare rest", 4),
+    ("model calls (stream, parse, SDK)", "model_call", 3),
+    ("of which: SDK client build (per loop)", "sdk client build", 4),
+    ("tool calls (registry.execute)", "tool_execute", 3),
+    ("checkpoint saves (incl. thread hop)", "checkpoint", 3),
+    ("of which: UPDATE Run state", "checkpoint_db", 4),
+    ("event writes (incl. thread hop)", "event", 3),
+    ("of which: append_event", "event_db", 4),
+    ("of which: PUBLISH", "redis publish", 5),
+    ("cancel checks: EXISTS", "redis exists", 3),
+    ("finalize: UPDATE Run, DELETE cancel key", "finalize", 3),
+    ("rest: 4 thread hops, loop, prompt, requests", "~execute rest", 3),
+    ("rest: refresh_from_db", "~run_inline rest", 1),
+]
+
+
+@dataclass
+class BreakdownRow:
+    label: str
+    indent: int
+    calls_per_run: float
+    ms_per_run: float  # median over the instrumented runs
+    ms_per_call: float | None
+
+
+def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
+    import agents.events
+    import agents.execution
+    import agents.services
+    from agents.runtime.loop import _Loop
+    from providers.services import adapter_for
+    from tools.runtime.registry import ToolRegistry
+
+    probe = Probe()
+    ex = agents.execution
+    probe.sync(agents.services, "run_start", "run_start")
+    probe.sync(agents.services, "execute_run", "execute_run")
+    probe.coroutine(ex, "execute_run_async", "execute_run_async")
+    probe.sync(ex, "claim", "claim")
+    probe.sync(ex, "next_seq", "next_seq")
+    probe.sync(ex, "_prepare_agent", "prepare")
+    for name in (
+        "default_connection", "agent_spec", "adapter_for", "tenant_tools", "tool_context",
+        "instructions_digest", "tools_digest", "agent_registry", "conversation_history",
+    ):  # fmt: skip
+        probe.sync(ex, name, name)
+    probe.coroutine(ex._Checkpoint, "save", "checkpoint")
+    probe.sync(ex._Checkpoint, "_save", "checkpoint_db")
+    probe.coroutine(agents.events.RunEventSink, "_write", "event")
+    probe.sync(agents.events, "append_event", "event_db")
+    probe.redis(agents.events, ("publish",))
+    probe.redis(ex, ("exists",))
+    probe.coroutine(_Loop, "_call_model", "model_call")
+    probe.coroutine(ToolRegistry, "execute", "tool_execute")
+    probe.sync(ex, "finalize", "finalize")
+    clients = adapter_for(sides.fixture.connection)._clients  # the cached adapter's PerLoop
+    probe.sync(clients, "_factory", "sdk client build")
+    probe.coroutine(clients, "_close", "sdk client close")
+
+    per_run: list[dict[str, tuple[int, float]]] = []
+    try:
+        sides.inline_run()  # warm, and the patches in place
+        probe.take()
+        for _ in range(INSTRUMENTED_RUNS):
+            gc.collect()
+            sides.server.script_run()
+            started = time.perf_counter()
+            from agents.services import run_inline
+
+            run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
+            total = time.perf_counter() - started
+            check_run(run)
+            taken = probe.take()
+            taken["total"] = (1, total)
+            per_run.append(derive(taken))
+    finally:
+        probe.restore()
+    rows = []
+    for label, name, indent in BREAKDOWN_ROWS:
+        calls = statistics.median(r.get(name, (0, 0.0))[0] for r in per_run)
+        ms = statistics.median(r.get(name, (0, 0.0))[1] * 1000 for r in per_run)
+        per_call = ms / calls if calls and not name.startswith("~") else None
+        rows.append(BreakdownRow(label, indent, calls, ms, per_call))
+    return rows
+
+
+def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
+    """The rows measured by difference (named "~...")."""
+
+    def s(*names: str) -> float:
+        return sum(t.get(n, (0, 0.0))[1] for n in names)
+
+    t["~digests"] = (1, s("agent_registry", "tools_digest"))
+    t["~prepare rest"] = (1, s("prepare") - s(
+        "default_connection", "agent_spec", "adapter_for", "tenant_tools", "tool_context",
+        "instructions_digest", "agent_registry", "tools_digest", "conversation_history",
+    ))  # fmt: skip
+    t["~execute rest"] = (1, s("execute_run_async") - s(
+        "claim", "next_seq", "prepare", "model_call", "tool_execute", "checkpoint", "event",
+        "redis exists", "finalize",
+    ))  # fmt: skip
+    t["~async_to_sync"] = (1, s("execute_run") - s("execute_run_async"))
+    t["~run_inline rest"] = (1, s("total") - s("run_start", "execute_run"))
+    return t
+
+
+# -- output ----------------------------------------------------------------------------------
+def verdict(meets: bool | None) -> str:
+    return "" if meets is None else ("ok" if meets else "MISSED")
+
+
+def print_tables(
+    sides: list[SideFigure],
+    stamps: dict[str, list[tuple[float, float]]],
+    queries: dict[str, Any],
+    redis_commands: dict[str, int],
+    costs: list[UnitCost],
+    breakdown: list[BreakdownRow],
+    differences: list[str],
+) -> None:
+    print(f"fake provider server: {SERVER_MODE}")
+    print(
+        f"one run = {ROUNDS_PER_RUN} model rounds (tool call, tool call, text); median of "
+        f"{RUNS} interleaved rounds, after {WARMUP_RUNS} warm-up runs per side"
+    )
+    print()
+    print(
+        f"{'side':<40}{'ms/run':>8}{'min-max':>13}{'ms/round':>10}{'overhead':>10}"
+        f"{'vs stream':>11}{'ratio':>8}  <{TARGET_OVERHEAD_MS:g} ms/round"
+    )
+    for f in sides:
+        spread = f"{min(f.runs_ms):.0f}-{max(f.runs_ms):.0f}"
+        print(
+            f"{f.side:<40}{f.ms_per_run:>8.2f}{spread:>13}{f.ms_per_round:>10.2f}"
+            f"{f.overhead_ms_per_round:>+10.2f}{f.overhead_over_streaming_ms_per_round:>+11.2f}"
+            f"{f.ratio:>7.2f}x  {verdict(f.meets_target)}"
+        )
+    print(
+        "  overhead: (side - bare loop) / 3, ms per round; vs stream: the same over the "
+        "streaming bare loop"
+    )
+    for side, label in ((INLINE, "inline"), (CELERY_ROW, "Celery")):
+        queued = statistics.median(q for q, _ in stamps[side])
+        executing = statistics.median(e for _, e in stamps[side])
+        print(
+            f"  {label} runs, median: Run INSERT -> claimed {queued:.1f} ms, "
+            f"claimed -> finalize {executing:.1f} ms"
+        )
+    print()
+    per_run = queries["per_run"]
+    print(
+        f"DB queries per inline run: {per_run[-1]} (runs: {per_run}); "
+        f"{queries['events_per_run']} RunEvent rows"
+    )
+    print("  " + ", ".join(f"{k} {v}" for k, v in queries["by_kind"].items()))
+    for statement, count in queries["by_statement"].items():
+        print(f"  {count:>4}  {statement}")
+    commands = ", ".join(f"{k} {v}" for k, v in redis_commands.items())
+    print(f"Redis commands per inline run: {commands}")
+    print()
+    print(f"Inline path breakdown (median of {INSTRUMENTED_RUNS} instrumented runs)")
+    print(f"{'part':<52}{'calls':>7}{'ms/run':>9}{'ms/call':>9}")
+    for row in breakdown:
+        label = "  " * row.indent + row.label
+        per_call = f"{row.ms_per_call:>9.3f}" if row.ms_per_call is not None else ""
+        print(f"{label:<52}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}")
+    print()
+    print(f"Unit costs in isolation (ms per operation, median of {COST_REPEATS} batches)")
+    for cost in costs:
+        print(f"  {cost.what:<50}{cost.ms:>9.3f}")
+    print()
+    print("Round-3 request, platform vs bare loop (JSON body, key order ignored):")
+    for difference in differences or ["same body"]:
+        print(f"  {difference}")
+
+
+def write_json(document: dict[str, Any]) -> Path:
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "agents.json"
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    return path
+
+
+def main() -> None:
+    load_at_start = os.getloadavg()
+    configure_django()
+    import celery
+    import django
+    from django.conf import settings
+
+    server = RemoteServer()
+    worker: Worker | None = None
+    sides: Sides | None = None
+    try:
+        fixture = create_fixture(server)
+        sides = Sides(fixture, server, BareLoop(server.openai_base_url, fixture.system))
+        differences = [
+            d for d in check_requests(sides) if d.split(":")[0] not in ("stream", "stream_options")
+        ]
+        queries = count_queries(sides)
+        redis_commands = count_redis_commands(sides)  # before the worker talks to Redis
+        worker = Worker(Path(settings.DATA_DIR) / "worker.log")
+        worker_ready_s = worker.wait_ready()
+        times = interleaved_rounds(sides)
+        stamps = {side: list(values) for side, values in sides.stamps.items()}
+        breakdown = instrumented_breakdown(sides)
+        costs = unit_costs(fixture)
+        stats = server.ask("stats")
+        if stats["errors"] or stats["pending"]:
+            raise RuntimeError(f"the provider server had trouble: {stats}")
+    finally:
+        if sides is not None:
+            sides.close()
+        if worker is not None:
+            worker.stop()
+        server.close()
+    side_figures = figures(times)
+    print_tables(side_figures, stamps, queries, redis_commands, costs, breakdown, differences)
+    document = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average_start_end": [load_at_start, os.getloadavg()],
+            "django": django.__version__,
+            "celery": celery.__version__,
+            "openai": openai.__version__,
+        },
+        "setup": {
+            "server": SERVER_MODE,
+            "runs": RUNS,
+            "warmup_runs_per_side": WARMUP_RUNS,
+            "rounds_per_run": ROUNDS_PER_RUN,
+            "script": "calculator 2+2, calculator 3*3, text 'done' (OpenAI wire format)",
+            "bare_loop": "one AsyncOpenAI(httpx2.AsyncClient(), max_retries=0) and one event "
+            "loop for all runs; tool definitions prebuilt; evaluate() called directly",
+            "platform_streams": "yes: RunEventSink wants text deltas, so the adapter streams",
+            "celery_worker": " ".join(["python", *WORKER_COMMAND]),
+            "celery_worker_ready_s": worker_ready_s,
+            "celery_wait": "iter_run_events to the terminal event, then the Run row polled "
+            f"every {POLL_S * 1000:g} ms",
+            "server_stats": stats,
+        },
+        "target_overhead_ms_per_round": TARGET_OVERHEAD_MS,
+        "sides": [asdict(f) for f in side_figures],
+        "run_timestamps_ms": {
+            side: {
+                "insert_to_claim": statistics.median(q for q, _ in values),
+                "claim_to_finalize": statistics.median(e for _, e in values),
+            }
+            for side, values in stamps.items()
+        },
+        "queries_per_inline_run": queries,
+        "redis_commands_per_inline_run": redis_commands,
+        "inline_breakdown_ms": [asdict(row) for row in breakdown],
+        "unit_costs_ms": [asdict(cost) for cost in costs],
+        "request_differences_round_3": differences,
+    }
+    print(f"\nwrote {write_json(document).relative_to(ROOT)}")
+    print("\nCrews (issue 6): a parallel crew vs the same agents one after another")
+    runpy.run_path(str(ROOT / "bench" / "crews.py"), run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
