@@ -53,7 +53,6 @@ JSON, and the figures move with it; the interleaving keeps the sides comparable.
 from __future__ import annotations
 
 import asyncio
-import runpy
 import atexit
 import contextlib
 import ctypes
@@ -64,6 +63,7 @@ import multiprocessing
 import os
 import platform
 import re
+import runpy
 import shutil
 import signal
 import statistics
