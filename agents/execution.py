@@ -189,7 +189,21 @@ async def _execute_agent(run: Run, owner: str, sink: RunEventSink) -> RunOutcome
 
 async def _think(run: Run, owner: str, sink: RunEventSink, prepared, registry) -> RunOutcome:
     """Run the agent's kind (the tool loop, one call, a remote agent...) on this run."""
-    return await _think(run, owner, sink, prepared, registry)
+    return await get_kind(prepared.spec.kind)(
+        spec=prepared.spec,
+        adapter=prepared.adapter,
+        registry=registry,
+        ctx=prepared.ctx,
+        state=prepared.state,
+        input=run.input,
+        history=prepared.history,
+        decisions=prepared.decisions,
+        facts=DjangoFactStore(run_id=run.pk),
+        sink=sink,
+        checkpoint=_Checkpoint(run, owner, sink),
+        is_cancelled=_cancel_check(run),
+        egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
+    )
 
 
 @dataclass
