@@ -339,22 +339,7 @@ async def _run_manager(run, owner, sink, spec: CrewSpec, manager, run_child, emi
     registry = ToolRegistry(list(prepared.registry))
     for item in delegation_tools(spec, run_child, emit, depth=run.depth, used_tokens=used_tokens):
         registry.register(item, replace=True)
-    return await get_kind(prepared.spec.kind)(
-        spec=prepared.spec,
-        adapter=prepared.adapter,
-        registry=registry,
-        ctx=prepared.ctx,
-        state=prepared.state,
-        input=run.input,
-        history=prepared.history,
-        decisions=prepared.decisions,
-        facts=DjangoFactStore(run_id=run.pk),
-        sink=sink,
-        checkpoint=_Checkpoint(run, owner, sink),
-        is_cancelled=_cancel_check(run),
-        egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
-    )
-
+    return await _think(run, owner, sink, prepared, registry)
 
 def _child_runner(parent: Run, members: dict[str, Agent]):
     async def run_child(member: str, task: str, context: str, key: str) -> ChildOutcome:
