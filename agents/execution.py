@@ -341,6 +341,7 @@ async def _run_manager(run, owner, sink, spec: CrewSpec, manager, run_child, emi
         registry.register(item, replace=True)
     return await _think(run, owner, sink, prepared, registry)
 
+
 def _child_runner(parent: Run, members: dict[str, Agent]):
     async def run_child(member: str, task: str, context: str, key: str) -> ChildOutcome:
         child = await sync_to_async(_child_run)(parent, members[member], task, context, key)
