@@ -168,7 +168,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "agentplatform.api.errors.api_exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "agentplatform.api.pagination.NewestFirst",
+    "DEFAULT_PAGINATION_CLASS": "agentplatform.api.pagination.NewestFirstChecked",
+    "DEFAULT_PARSER_CLASSES": [
+        "agentplatform.api.parsers.SafeJSONParser",  # deep nesting: a 400, not a 500
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_THROTTLE_CLASSES": [
         "agentplatform.api.throttling.ApiKeyRateThrottle",
         "agentplatform.api.throttling.TenantRateThrottle",

@@ -31,7 +31,8 @@ def request_tenant(request) -> Tenant:
     if isinstance(user, ApiClient):
         tenant = user.tenant
     else:
-        slug = request.headers.get("X-Tenant", "")
+        # A header for fetch/XHR; a query parameter for EventSource, which sets no headers.
+        slug = request.headers.get("X-Tenant") or request.GET.get("tenant", "")
         if not slug:
             raise Http404("Name the tenant in the X-Tenant header.")
         membership = membership_for(user, slug)

@@ -1,9 +1,39 @@
 from __future__ import annotations
 
 from django.urls import path
+from rest_framework.routers import SimpleRouter
 
-from agentplatform.api import views
+from agentplatform.api import admin_api, agents_api, providers_api, tools_api, views
+
+# -- resources: agents, crews, tools, provider connections, conversations, facts, admin --
+resources = SimpleRouter(trailing_slash=False)
+resources.register("agents", agents_api.AgentViewSet, basename="api_agent")
+resources.register("crews", agents_api.CrewViewSet, basename="api_crew")
+resources.register("tools", tools_api.ToolViewSet, basename="api_tool")
+resources.register(
+    "provider-connections", providers_api.ProviderConnectionViewSet, basename="api_provider"
+)
+resources.register("conversations", agents_api.ConversationViewSet, basename="api_conversation")
+resources.register("facts", agents_api.FactViewSet, basename="api_fact")
+resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
+resources.register("members", admin_api.MemberViewSet, basename="api_member")
 
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),
+    *resources.urls,
+]
+
+# -- runs (agentplatform/api/runs.py): append the runs routes below this line --
+from agentplatform.api import runs  # noqa: E402
+
+urlpatterns += [
+    path("runs", runs.RunListCreate.as_view(), name="api_runs"),
+    path("runs/<str:run_id>", runs.RunDetail.as_view(), name="api_run"),
+    path("runs/<str:run_id>/events", runs.RunEvents.as_view(), name="api_run_events"),
+    path("runs/<str:run_id>/cancel", runs.RunCancel.as_view(), name="api_run_cancel"),
+    path(
+        "runs/<str:run_id>/approvals/<str:approval_id>",
+        runs.RunApprovalDecide.as_view(),
+        name="api_run_approval",
+    ),
 ]

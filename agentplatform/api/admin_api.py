@@ -1,0 +1,322 @@
+"""Tenant administration over the API (admin scope): API keys and members."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+)
+from guardian.conf import settings as guardian_settings
+from rest_framework import exceptions, mixins, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.errors import Conflict
+from agentplatform.api.resources import (
+    ID,
+    NOT_FOUND_EXAMPLE,
+    TenantViewSet,
+    path_id,
+    query_bool,
+    query_text,
+)
+from agentplatform.api.schema import ERRORS, error
+from agentplatform.api.serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeyCreateSerializer,
+    ApiKeySerializer,
+    MemberAddSerializer,
+    MemberRoleSerializer,
+    MemberSerializer,
+)
+from agentplatform.tenancy import services
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope
+
+KEY_EXAMPLE = {
+    "id": 8,
+    "name": "CI pipeline",
+    "prefix": "3f2a9c1d0b7e",
+    "scopes": ["read", "run"],
+    "created_by": "alice",
+    "created_at": "2025-01-01T12:00:00Z",
+    "last_used_at": None,
+    "expires_at": None,
+    "revoked_at": None,
+    "usable": True,
+}
+MEMBER_EXAMPLE = {
+    "id": 5,
+    "user": {"id": 12, "username": "dana", "email": "dana@example.com"},
+    "role": "member",
+    "created_at": "2025-01-01T12:00:00Z",
+}
+LAST_OWNER = {409: error("A tenant must keep at least one owner.")}
+
+
+class AdminViewSet(TenantViewSet):
+    read_scope = Scope.ADMIN
+    write_scope = Scope.ADMIN
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List API keys",
+        description="Never the secrets: only each key's prefix.",
+        parameters=[
+            OpenApiParameter("active", OpenApiTypes.BOOL, description="Usable (or not) keys.")
+        ],
+        responses={200: ApiKeySerializer(many=True), **ERRORS},
+        examples=[OpenApiExample("A key", KEY_EXAMPLE, response_only=True)],
+    ),
+    retrieve=extend_schema(
+        summary="Get an API key",
+        parameters=[ID],
+        responses={200: ApiKeySerializer, **ERRORS},
+        examples=[OpenApiExample("A key", KEY_EXAMPLE, response_only=True)],
+    ),
+    create=extend_schema(
+        summary="Create an API key",
+        description="The response holds the full key (`key`); it is shown only here.",
+        request=ApiKeyCreateSerializer,
+        responses={201: ApiKeyCreatedSerializer, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "A key", {"name": "CI pipeline", "scopes": ["read", "run"]}, request_only=True
+            ),
+            OpenApiExample(
+                "The new key",
+                {**KEY_EXAMPLE, "key": "ap_3f2a9c1d0b7e_..."},
+                response_only=True,
+            ),
+        ],
+    ),
+    destroy=extend_schema(
+        summary="Revoke an API key",
+        description="The same as `POST /api-keys/{id}/revoke`; the record stays.",
+        parameters=[ID],
+        responses={204: None, **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
+    ),
+)
+class ApiKeyViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, AdminViewSet
+):
+    serializer_class = ApiKeySerializer
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return ApiKey.objects.none()
+        queryset = ApiKey.objects.filter(tenant=self.tenant).select_related("created_by")
+        active = query_bool(self.request, "active") if self.action == "list" else None
+        if active is not None:
+            usable = Q(revoked_at__isnull=True) & (
+                Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+            )
+            queryset = queryset.filter(usable if active else ~usable)
+        return queryset
+
+    def get_object(self) -> ApiKey:
+        pk = path_id(self.kwargs["pk"], "API key")
+        return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
+
+    def create(self, request: Request) -> Response:
+        serializer = ApiKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key, full_key = services.api_key_create(
+            tenant=self.tenant,
+            name=serializer.validated_data["name"],
+            scopes=serializer.validated_data["scopes"],
+            created_by=None if self.is_api_key else self.actor,
+            expires_at=serializer.validated_data.get("expires_at"),
+        )
+        key.key = full_key
+        response = Response(ApiKeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        services.api_key_revoke(key=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Revoke an API key",
+        description="Requests with a revoked key answer 401. Revoking twice is harmless.",
+        parameters=[ID],
+        request=None,
+        responses={200: ApiKeySerializer, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Revoked",
+                {**KEY_EXAMPLE, "revoked_at": "2025-01-02T08:00:00Z", "usable": False},
+                response_only=True,
+            )
+        ],
+    )
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str) -> Response:
+        key = services.api_key_revoke(key=self.get_object())
+        return Response(ApiKeySerializer(key).data)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List members",
+        parameters=[OpenApiParameter("role", OpenApiTypes.STR, enum=Role.values)],
+        responses={200: MemberSerializer(many=True), **ERRORS},
+        examples=[OpenApiExample("A member", MEMBER_EXAMPLE, response_only=True)],
+    ),
+    retrieve=extend_schema(
+        summary="Get a member",
+        parameters=[ID],
+        responses={200: MemberSerializer, **ERRORS},
+        examples=[OpenApiExample("A member", MEMBER_EXAMPLE, response_only=True)],
+    ),
+    create=extend_schema(
+        summary="Add an existing user",
+        description="By username or e-mail. Only owners make owners.",
+        request=MemberAddSerializer,
+        responses={201: MemberSerializer, **ERRORS, 409: error("Already a member.")},
+        examples=[
+            OpenApiExample(
+                "By e-mail", {"email": "dana@example.com", "role": "member"}, request_only=True
+            ),
+            OpenApiExample("A member", MEMBER_EXAMPLE, response_only=True),
+        ],
+    ),
+    partial_update=extend_schema(
+        summary="Change a member's role",
+        description="Only owners change owners or make owners; the last owner stays.",
+        parameters=[ID],
+        request=MemberRoleSerializer,
+        responses={200: MemberSerializer, **ERRORS, **LAST_OWNER},
+        examples=[
+            OpenApiExample("Make admin", {"role": "admin"}, request_only=True),
+            OpenApiExample("A member", {**MEMBER_EXAMPLE, "role": "admin"}, response_only=True),
+        ],
+    ),
+    update=extend_schema(
+        summary="Change a member's role",
+        description="The same as PATCH.",
+        parameters=[ID],
+        request=MemberRoleSerializer,
+        responses={200: MemberSerializer, **ERRORS, **LAST_OWNER},
+        examples=[
+            OpenApiExample("Make admin", {"role": "admin"}, request_only=True),
+            OpenApiExample("A member", {**MEMBER_EXAMPLE, "role": "admin"}, response_only=True),
+        ],
+    ),
+    destroy=extend_schema(
+        summary="Remove a member",
+        description="Only owners remove owners; the last owner stays.",
+        parameters=[ID],
+        responses={204: None, **ERRORS, **LAST_OWNER},
+        examples=[NOT_FOUND_EXAMPLE],
+    ),
+)
+class MemberViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    AdminViewSet,
+):
+    """Who belongs to the tenant. Owner memberships are changed only with an owner's
+    authority: an owner's session, or an admin-scope key created by a current owner."""
+
+    serializer_class = MemberSerializer
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return Membership.objects.none()
+        queryset = Membership.objects.filter(tenant=self.tenant).select_related("user")
+        role = query_text(self.request, "role") if self.action == "list" else None
+        return queryset if role is None else queryset.filter(role=role)
+
+    def get_object(self) -> Membership:
+        pk = path_id(self.kwargs["pk"], "member")
+        return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
+
+    def acts_as_owner(self) -> bool:
+        user = self.request.user
+        if isinstance(user, ApiClient):
+            creator = user.api_key.created_by
+            return (
+                creator is not None
+                and Membership.objects.filter(
+                    tenant=self.tenant, user=creator, role=Role.OWNER
+                ).exists()
+            )
+        membership = getattr(self.request, "_api_membership", None)
+        return membership is not None and membership.role == Role.OWNER
+
+    def require_owner_for(self, *roles: str) -> None:
+        if Role.OWNER in roles and not self.acts_as_owner():
+            raise PermissionDenied("Only an owner can make, change or remove owners.")
+
+    def create(self, request: Request) -> Response:
+        serializer = MemberAddSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        self.require_owner_for(data["role"])
+        users = get_user_model().objects.filter(is_active=True)
+        users = users.exclude(username=guardian_settings.ANONYMOUS_USER_NAME)
+        if "username" in data:
+            users = users.filter(username=data["username"])
+        else:
+            users = users.filter(email__iexact=data["email"])
+        found = list(users[:2])
+        if len(found) != 1:
+            field = "username" if "username" in data else "email"
+            raise exceptions.ValidationError({field: ["No single user matches this."]})
+        user = found[0]
+        if Membership.objects.filter(tenant=self.tenant, user=user).exists():
+            raise Conflict("Already a member; change the role with PATCH /members/{id}.")
+        membership = services.membership_set(tenant=self.tenant, user=user, role=data["role"])
+        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request: Request, pk: str, partial: bool = False) -> Response:
+        membership = self.get_object()
+        serializer = MemberRoleSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        role = serializer.validated_data["role"]
+        self.require_owner_for(membership.role, role)
+        try:
+            membership = services.membership_set(
+                tenant=self.tenant, user=membership.user, role=role
+            )
+        except DjangoValidationError as exc:
+            raise _last_owner_conflict(exc) from None
+        return Response(MemberSerializer(membership).data)
+
+    def partial_update(self, request: Request, pk: str) -> Response:
+        return self.update(request, pk, partial=True)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        membership = self.get_object()
+        self.require_owner_for(membership.role)
+        try:
+            services.membership_remove(membership=membership)
+        except DjangoValidationError as exc:
+            raise _last_owner_conflict(exc) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _last_owner_conflict(exc: DjangoValidationError) -> Exception:
+    """The services refuse to lose the last owner with a non-field ValidationError: that
+    is a 409 (the state, not the input, is the problem). Field errors stay 400s."""
+    if hasattr(exc, "error_dict"):
+        return exc
+    return Conflict(" ".join(exc.messages))

@@ -1,0 +1,353 @@
+"""Agents, crews, conversations (with their messages) and facts."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import models
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.resources import (
+    ID,
+    NOT_FOUND_EXAMPLE,
+    OldestFirst,
+    TenantCrudViewSet,
+    TenantViewSet,
+    crud_schema,
+    path_id,
+    path_text,
+    query_bool,
+    query_int,
+    query_text,
+)
+from agentplatform.api.schema import ERRORS
+from agentplatform.api.serializers import (
+    AgentSerializer,
+    ConversationSerializer,
+    CrewSerializer,
+    FactSerializer,
+    MessageSerializer,
+)
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import ApiKey, Scope
+from agents.models import Agent, Conversation, Crew, Fact, Message
+
+ACTIVE = OpenApiParameter("active", OpenApiTypes.BOOL, description="Only active (or inactive).")
+SLUG = OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH)
+
+
+class SlugLookup:
+    """Detail views by `slug`, answering 404 for other tenants' slugs."""
+
+    lookup_field = "slug"
+    model: type[models.Model]
+
+    def get_object(self) -> models.Model:
+        slug = path_text(self.kwargs["slug"])
+        queryset = self.detail_queryset()
+        return get_for_tenant(queryset, self.tenant, slug=slug)
+
+    def detail_queryset(self) -> models.QuerySet:
+        return self.model.objects.all()
+
+
+AGENT_EXAMPLE = {
+    "slug": "support",
+    "name": "Support",
+    "description": "Answers customers' questions.",
+    "instructions": "Be brief and friendly. Use the tools to look things up.",
+    "provider_connection": None,
+    "model": "",
+    "temperature": 0.2,
+    "max_rounds": 10,
+    "use_all_tools": False,
+    "tool_names": ["calculator", "current_time"],
+    "approval_policy": "flagged",
+    "memory": True,
+    "kind": "orchestrator",
+    "active": True,
+}
+AGENT_RESPONSE = {
+    **AGENT_EXAMPLE,
+    "max_tool_calls": 50,
+    "max_tokens_per_run": None,
+    "tool_tags": [],
+    "tool_exclude": [],
+    "output_schema": None,
+    "remote_url": "",
+    "has_remote_token": False,
+    "version": 1,
+    "created_at": "2025-01-01T12:00:00Z",
+    "updated_at": "2025-01-01T12:00:00Z",
+}
+
+
+@extend_schema_view(
+    **crud_schema(
+        "agent",
+        "agents",
+        AgentSerializer,
+        lookup=SLUG,
+        filters=[ACTIVE, OpenApiParameter("kind", OpenApiTypes.STR, description="Agent kind.")],
+        request_example=AGENT_EXAMPLE,
+        response_example=AGENT_RESPONSE,
+    )
+)
+class AgentViewSet(SlugLookup, TenantCrudViewSet):
+    """The tenant's agents. `remote_token` is write-only (`has_remote_token` says whether
+    one is stored)."""
+
+    model = Agent
+    serializer_class = AgentSerializer
+
+    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
+        active = query_bool(self.request, "active")
+        if active is not None:
+            queryset = queryset.filter(active=active)
+        kind = query_text(self.request, "kind")
+        if kind is not None:
+            queryset = queryset.filter(kind=kind)
+        return queryset
+
+
+CREW_EXAMPLE = {
+    "slug": "research",
+    "name": "Research crew",
+    "description": "Finds, then writes.",
+    "mode": "sequential",
+    "manager": None,
+    "members": ["researcher", "writer"],
+    "max_delegations": 10,
+    "max_depth": 3,
+    "token_budget": None,
+    "active": True,
+}
+CREW_RESPONSE = {
+    **CREW_EXAMPLE,
+    "created_at": "2025-01-01T12:00:00Z",
+    "updated_at": "2025-01-01T12:00:00Z",
+}
+
+
+@extend_schema_view(
+    **crud_schema(
+        "crew",
+        "crews",
+        CrewSerializer,
+        lookup=SLUG,
+        filters=[ACTIVE, OpenApiParameter("mode", OpenApiTypes.STR, description="Crew mode.")],
+        request_example=CREW_EXAMPLE,
+        response_example=CREW_RESPONSE,
+    )
+)
+class CrewViewSet(SlugLookup, TenantCrudViewSet):
+    """The tenant's crews; `members` is the ordered list of member agents' slugs."""
+
+    model = Crew
+    serializer_class = CrewSerializer
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().select_related("manager").prefetch_related("members__agent")
+
+    def detail_queryset(self) -> models.QuerySet:
+        return Crew.objects.select_related("manager").prefetch_related("members__agent")
+
+    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
+        active = query_bool(self.request, "active")
+        if active is not None:
+            queryset = queryset.filter(active=active)
+        mode = query_text(self.request, "mode")
+        if mode is not None:
+            queryset = queryset.filter(mode=mode)
+        return queryset
+
+
+# -- conversations -------------------------------------------------------------------------
+CONVERSATION_RESPONSE = {
+    "id": 42,
+    "agent": "support",
+    "crew": None,
+    "title": "Where is my order?",
+    "created_at": "2025-01-01T12:00:00Z",
+    "updated_at": "2025-01-01T12:05:00Z",
+}
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List my conversations",
+        parameters=[
+            OpenApiParameter("agent", OpenApiTypes.STR, description="Agent slug."),
+            OpenApiParameter("crew", OpenApiTypes.STR, description="Crew slug."),
+        ],
+        responses={200: ConversationSerializer(many=True), **ERRORS},
+        examples=[OpenApiExample("A conversation", CONVERSATION_RESPONSE, response_only=True)],
+    ),
+    create=extend_schema(
+        summary="Start a conversation",
+        description="Runs (`POST /runs` with `conversation`) add its messages.",
+        request=ConversationSerializer,
+        responses={201: ConversationSerializer, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "With an agent", {"agent": "support", "title": "Orders"}, request_only=True
+            ),
+            OpenApiExample("A conversation", CONVERSATION_RESPONSE, response_only=True),
+        ],
+    ),
+    retrieve=extend_schema(
+        summary="Get one of my conversations",
+        parameters=[ID],
+        responses={200: ConversationSerializer, **ERRORS},
+        examples=[OpenApiExample("A conversation", CONVERSATION_RESPONSE, response_only=True)],
+    ),
+    destroy=extend_schema(
+        summary="Delete one of my conversations and its messages",
+        parameters=[ID],
+        responses={204: None, **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
+    ),
+)
+class ConversationViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
+):
+    """The caller's own conversations: a session user's, or an API key's."""
+
+    serializer_class = ConversationSerializer
+
+    def owner_filter(self) -> dict[str, object]:
+        who = self.actor
+        if isinstance(who, ApiKey):
+            return {"owner_api_key": who}
+        return {"owner_user": who}
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return Conversation.objects.none()
+        queryset = Conversation.objects.filter(tenant=self.tenant, **self.owner_filter())
+        queryset = queryset.select_related("agent", "crew")
+        if self.action != "list":
+            return queryset
+        agent = query_text(self.request, "agent")
+        if agent is not None:
+            queryset = queryset.filter(agent__slug=agent)
+        crew = query_text(self.request, "crew")
+        if crew is not None:
+            queryset = queryset.filter(crew__slug=crew)
+        return queryset
+
+    def get_object(self) -> Conversation:
+        return get_for_tenant(
+            self.get_queryset(), self.tenant, pk=path_id(self.kwargs["pk"], "conversation")
+        )
+
+    def perform_create(self, serializer) -> None:
+        serializer.save(tenant=self.tenant, **self.owner_filter())
+
+    @extend_schema(
+        summary="List a conversation's messages (oldest first)",
+        description="Read-only: runs write the messages.",
+        parameters=[ID],
+        responses={200: MessageSerializer(many=True), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "A message",
+                {
+                    "id": 7,
+                    "role": "assistant",
+                    "content": "Your order ships tomorrow.",
+                    "tool_calls": [],
+                    "run": 12,
+                    "created_at": "2025-01-01T12:05:00Z",
+                },
+                response_only=True,
+            )
+        ],
+    )
+    @action(detail=True, methods=["get"], pagination_class=OldestFirst)
+    def messages(self, request: Request, pk: str) -> Response:
+        conversation = self.get_object()
+        queryset = Message.objects.filter(tenant=self.tenant, conversation=conversation)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(MessageSerializer(page, many=True).data)
+
+
+# -- facts ---------------------------------------------------------------------------------
+FACT_EXAMPLE = {
+    "id": 3,
+    "user": 5,
+    "text": "Prefers answers in French.",
+    "source_run": 12,
+    "created_at": "2025-01-01T12:00:00Z",
+}
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List remembered facts",
+        description="A session user sees their own facts. An API key (admin scope) sees the "
+        "tenant's, optionally for one user (`?user=<id>`).",
+        parameters=[OpenApiParameter("user", OpenApiTypes.INT, description="User id (keys).")],
+        responses={200: FactSerializer(many=True), **ERRORS},
+        examples=[OpenApiExample("A fact", FACT_EXAMPLE, response_only=True)],
+    ),
+    retrieve=extend_schema(
+        summary="Get a fact",
+        parameters=[ID],
+        responses={200: FactSerializer, **ERRORS},
+        examples=[OpenApiExample("A fact", FACT_EXAMPLE, response_only=True)],
+    ),
+    destroy=extend_schema(
+        summary="Forget a fact",
+        parameters=[ID],
+        responses={204: None, **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
+    ),
+)
+class FactViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
+):
+    """What agents with memory remembered about users. Facts belong to a user: API keys
+    (not users) need the admin scope to read or delete them."""
+
+    serializer_class = FactSerializer
+
+    def get_permissions(self):
+        if self.is_api_key:
+            self.read_scope = self.write_scope = Scope.ADMIN
+        return super().get_permissions()
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return Fact.objects.none()
+        queryset = Fact.objects.filter(tenant=self.tenant)
+        user = self.actor
+        if isinstance(user, AbstractBaseUser):
+            return queryset.filter(user=user)
+        user_id = query_int(self.request, "user") if self.action == "list" else None
+        return queryset if user_id is None else queryset.filter(user_id=user_id)
+
+    def get_object(self) -> Fact:
+        return get_for_tenant(
+            self.get_queryset(), self.tenant, pk=path_id(self.kwargs["pk"], "fact")
+        )
+
+    def destroy(self, request: Request, *args, **kwargs) -> Response:
+        self.get_object().delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,596 @@
+"""An OpenAI-compatible endpoint, so any OpenAI client can talk to a tenant's agents and crews.
+
+Mounted at `/v1/`: `GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/chat/completions`.
+The API key is the tenant API key as a Bearer token (`read` to list models, `run` to chat).
+A model id is an active agent's slug, or else an active crew's.
+
+Each chat completion starts ONE fresh run, executed by a worker like any other run, and
+follows it through `iter_run_events`. Its input is the last user message; earlier messages
+(system, user, assistant) are folded in front of it as a short transcript, oldest turns
+dropped first when it would exceed the run input limit. The agent's own instructions and
+tools apply; client-side `tools` and sampling options are ignored (tools execute server-side).
+
+A run that parks for a human's approval ends the answer with a message naming the run and
+the REST URL where the call is approved or rejected. Errors use OpenAI's shape
+`{"error": {"message", "type", "param", "code"}}`.
+
+The views are async: an answer waits on Redis, not in a thread, and a client that goes away
+cancels the wait (the run itself goes on and stays readable at /api/v1/runs/{id}).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import path, re_path, reverse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
+
+from agentplatform.api.sse import event_stream_response, heartbeat_seconds, sse_message
+from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle
+from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
+from agentplatform.tenancy.models import Scope, Tenant
+from agents.events import TERMINAL_EVENTS, iter_run_events
+from agents.models import Agent, Approval, ApprovalStatus, Crew, Run
+from agents.runtime.spec import RunStatus
+from agents.services import MAX_INPUT_CHARS, run_start
+
+logger = logging.getLogger(__name__)
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
+SETTLE_POLL_S = 0.02
+
+
+# -- errors ------------------------------------------------------------------------------
+class OpenAIError(Exception):
+    """An error answered in OpenAI's shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type = status, message, type
+        self.param, self.code, self.headers = param, code, headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response(self) -> JsonResponse:
+        response = JsonResponse(self.body(), status=self.status)
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
+
+def _model_not_found(model: str) -> OpenAIError:
+    return OpenAIError(
+        404,
+        f"The model `{model}` does not exist or you do not have access to it.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def openai_errors(
+    view: Callable[..., Awaitable[HttpResponse]],
+) -> Callable[..., Awaitable[HttpResponse]]:
+    """Answer every failure in OpenAI's error shape; unknown errors are logged and a 500."""
+
+    @wraps(view)
+    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return await view(request, *args, **kwargs)
+        except OpenAIError as exc:
+            return exc.response()
+        except RequestDataTooBig:
+            return OpenAIError(413, "The request body is too large.").response()
+        except Http404 as exc:
+            return OpenAIError(404, str(exc) or "Not found.", code="not_found").response()
+        except PermissionDenied as exc:
+            message = str(exc) or "Not allowed."
+            return OpenAIError(403, message, code="permission_denied").response()
+        except ValidationError as exc:
+            return OpenAIError(400, "; ".join(exc.messages), param="messages").response()
+        except Exception:
+            logger.exception("OpenAI-compatible %s %s failed", request.method, request.path)
+            return OpenAIError(
+                500, "The server had an error processing the request.", type="server_error"
+            ).response()
+
+    return csrf_exempt(wrapper)
+
+
+# -- authentication ----------------------------------------------------------------------
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
+
+
+def _authenticate(request: HttpRequest, scope: str) -> ApiClient:
+    """The request's API key, checked for `scope` and throttled like the REST API."""
+    try:
+        found = ApiKeyAuthentication().authenticate(request)
+    except exceptions.AuthenticationFailed as exc:
+        raise OpenAIError(
+            401,
+            f"Incorrect API key provided: {str(exc.detail).lower()}",
+            code="invalid_api_key",
+            headers=CHALLENGE,
+        ) from None
+    if found is None:
+        raise OpenAIError(
+            401,
+            "You didn't provide an API key. Send your tenant API key as "
+            "`Authorization: Bearer <key>`.",
+            code="missing_api_key",
+            headers=CHALLENGE,
+        )
+    client = found[0]
+    if not client.api_key.has_scope(scope):
+        raise OpenAIError(
+            403, f"This API key lacks the {str(scope)!r} scope.", code="insufficient_scope"
+        )
+    request.user = client  # what the throttles key on
+    for throttle in (ApiKeyRateThrottle(), TenantRateThrottle()):
+        if not throttle.allow_request(request, None):
+            wait = throttle.wait()
+            retry_after = str(math.ceil(wait)) if wait is not None else "1"
+            raise OpenAIError(
+                429,
+                "Rate limit reached; retry later.",
+                type="requests",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": retry_after},
+            )
+    return client
+
+
+async def _authorized(request: HttpRequest, scope: str) -> ApiClient:
+    return await sync_to_async(_authenticate)(request, scope)
+
+
+def _allow(request: HttpRequest, method: str) -> None:
+    if request.method != method:
+        raise OpenAIError(405, f"Use {method} for {request.path}.", code="method_not_allowed")
+
+
+# -- models ------------------------------------------------------------------------------
+def _model_object(slug: str, created: Any, tenant: Tenant) -> dict[str, Any]:
+    return {
+        "id": slug,
+        "object": "model",
+        "created": int(created.timestamp()),
+        "owned_by": tenant.slug,
+    }
+
+
+def _models(tenant: Tenant) -> list[dict[str, Any]]:
+    """Active agents, then active crews whose slug no agent takes (the agent wins)."""
+    agents = Agent.objects.filter(tenant=tenant, active=True).order_by("slug")
+    crews = Crew.objects.filter(tenant=tenant, active=True).order_by("slug")
+    seen: set[str] = set()
+    data = []
+    for item in [*agents, *crews]:
+        if item.slug not in seen:
+            seen.add(item.slug)
+            data.append(_model_object(item.slug, item.created_at, tenant))
+    return data
+
+
+def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
+    agent = Agent.objects.filter(tenant=tenant, slug=model, active=True).first()
+    if agent is not None:
+        return agent
+    crew = Crew.objects.filter(tenant=tenant, slug=model, active=True).first()
+    if crew is not None:
+        return crew
+    raise _model_not_found(model)
+
+
+@openai_errors
+async def models_list(request: HttpRequest) -> HttpResponse:
+    _allow(request, "GET")
+    client = await _authorized(request, Scope.READ)
+    data = await sync_to_async(_models)(client.tenant)
+    return JsonResponse({"object": "list", "data": data})
+
+
+@openai_errors
+async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
+    _allow(request, "GET")
+    client = await _authorized(request, Scope.READ)
+    if "\x00" in model_id or len(model_id) > 50:
+        raise _model_not_found(model_id)
+    target = await sync_to_async(_resolve_model)(client.tenant, model_id)
+    return JsonResponse(_model_object(target.slug, target.created_at, client.tenant))
+
+
+@openai_errors
+async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    raise OpenAIError(404, f"Unknown endpoint {request.method} {request.path}.", code="unknown_url")
+
+
+# -- chat completions: the request -------------------------------------------------------
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    input: str
+    stream: bool
+
+
+def _text_of(content: Any, index: int) -> str:
+    """A message's text: a string, or the text parts of a list of content parts."""
+    param = f"messages[{index}].content"
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in ("text", "input_text"):
+                raise OpenAIError(400, "Only text content is supported.", param=param)
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise OpenAIError(400, "A text part needs a `text` string.", param=param)
+            texts.append(text)
+        return "\n".join(texts)
+    raise OpenAIError(400, "`content` must be a string or a list of parts.", param=param)
+
+
+def fold_messages(messages: list[tuple[str, str]], limit: int = MAX_INPUT_CHARS) -> str:
+    """The run input: the last user message, with the turns before it as a transcript.
+
+    Later turns are kept before earlier ones when the transcript would not fit `limit`;
+    messages after the last user message (e.g. an assistant prefill) are not used.
+    """
+    last = max((i for i, (role, _) in enumerate(messages) if role == "user"), default=None)
+    if last is None:
+        raise OpenAIError(400, "Send at least one user message.", param="messages")
+    prompt = messages[last][1]
+    if not prompt.strip():
+        raise OpenAIError(400, "The last user message is empty.", param="messages")
+    turns = [(role, text.strip()) for role, text in messages[:last] if text.strip()]
+    if not turns:
+        return prompt
+    head, tail = "Earlier in this conversation:\n", "\n\nThe latest message, to answer now:\n"
+    budget = limit - len(prompt) - len(head) - len(tail) - 40
+    kept: list[str] = []
+    for role, text in reversed(turns):
+        line = f"{role}: {text}"
+        if len(line) + 1 > budget:
+            kept.append("(earlier messages omitted)")
+            break
+        kept.append(line)
+        budget -= len(line) + 1
+    if not kept or kept == ["(earlier messages omitted)"]:
+        return prompt
+    return head + "\n".join(reversed(kept)) + tail + prompt
+
+
+def parse_chat_request(raw: bytes, query_stream: bool) -> ChatRequest:
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, RecursionError):
+        raise OpenAIError(400, "The body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise OpenAIError(400, "The body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise OpenAIError(400, "`model` is required: an agent or crew slug.", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise OpenAIError(400, "`messages` must be a non-empty list.", param="messages")
+    turns: list[tuple[str, str]] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise OpenAIError(
+                400,
+                f"Each message needs a role: one of {', '.join(sorted(ROLES))}.",
+                param=f"messages[{index}].role",
+            )
+        turns.append((message["role"], _text_of(message.get("content"), index)))
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise OpenAIError(400, "`stream` must be a boolean.", param="stream")
+    text = fold_messages(turns)
+    if "\x00" in text or "\x00" in model:
+        raise OpenAIError(400, "Text may not contain NUL characters.", param="messages")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OpenAIError(400, "Text must be valid Unicode.", param="messages") from None
+    if len(text) > MAX_INPUT_CHARS:
+        raise OpenAIError(
+            400, f"The last user message exceeds {MAX_INPUT_CHARS} characters.", param="messages"
+        )
+    return ChatRequest(model=model, input=text, stream=bool(stream) or query_stream)
+
+
+def _start(client: ApiClient, chat: ChatRequest) -> Run:
+    if len(chat.model) > 50:
+        raise _model_not_found(chat.model)
+    target = _resolve_model(client.tenant, chat.model)
+    return run_start(
+        tenant=client.tenant,
+        agent=target if isinstance(target, Agent) else None,
+        crew=target if isinstance(target, Crew) else None,
+        input=chat.input,
+        initiated_by=client.api_key,
+    )
+
+
+# -- chat completions: following the run -------------------------------------------------
+@dataclass
+class Ending:
+    """How the run ended up once the answer is over."""
+
+    status: str
+    output: str
+    error: str
+    prompt_tokens: int
+    completion_tokens: int
+    approvals: list[Approval] = field(default_factory=list)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.status == RunStatus.MAX_ROUNDS else "stop"
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+HEARTBEAT = object()
+
+
+def _status(run_id: int) -> str:
+    return Run.objects.values_list("status", flat=True).get(pk=run_id)
+
+
+SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {
+    s.value
+    for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS)
+}
+
+
+async def _settled(run_id: int) -> bool:
+    """Wait (briefly) until the worker has recorded the run as parked or finished: its last
+    event goes out just before the row is written."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        if await sync_to_async(_status)(run_id) in SETTLED:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(SETTLE_POLL_S)
+
+
+def _ending(run_id: int) -> Ending:
+    run = Run.objects.get(pk=run_id)
+    approvals: list[Approval] = []
+    if run.status == RunStatus.AWAITING_APPROVAL:  # its own calls, or its members' (crews)
+        approvals = list(
+            Approval.objects.filter(
+                Q(run_id=run_id) | Q(run__parent_id=run_id), status=ApprovalStatus.PENDING
+            ).order_by("pk")
+        )
+    return Ending(
+        status=run.status,
+        output=run.output,
+        error=run.error,
+        prompt_tokens=run.input_tokens,
+        completion_tokens=run.output_tokens,
+        approvals=approvals,
+    )
+
+
+async def follow_run(run: Run) -> AsyncIterator[str | object | Ending]:
+    """The run's text as it streams (str), HEARTBEAT while quiet, then its Ending: when it
+    finished, or when it parked waiting for a human."""
+    events = iter_run_events(run, 0, heartbeat_s=heartbeat_seconds())
+    parked = False
+    rounds_with_text: set[int] = set()
+    current_round = 0
+    async with aclosing(events):
+        async for event in events:
+            kind = event["type"]
+            if kind == "heartbeat":
+                if parked and await sync_to_async(_status)(run.pk) in SETTLED:
+                    break
+                yield HEARTBEAT
+            elif kind == "inference.started":
+                current_round = event["payload"].get("round", current_round + 1)
+            elif kind == "text.delta":
+                text = event["payload"].get("text", "")
+                if text and current_round not in rounds_with_text:
+                    if rounds_with_text:
+                        yield "\n\n"  # a new round's text: keep it apart from the last
+                    rounds_with_text.add(current_round)
+                if text:
+                    yield text
+            elif kind == "approval.required":
+                parked = True
+                if await _settled(run.pk):
+                    break
+            elif kind in TERMINAL_EVENTS:
+                break
+    await _settled(run.pk)
+    yield await sync_to_async(_ending)(run.pk)
+
+
+def approval_message(request: HttpRequest, run_id: int, approvals: list[Approval]) -> str:
+    run_url = request.build_absolute_uri(reverse("api_run", kwargs={"run_id": run_id}))
+    lines = [
+        f"⏸ Run {run_id} is waiting for a human to approve "
+        + ("this tool call:" if len(approvals) == 1 else "these tool calls:")
+    ]
+    for approval in approvals:
+        url = request.build_absolute_uri(
+            reverse("api_run_approval", kwargs={"run_id": run_id, "approval_id": approval.pk})
+        )
+        arguments = json.dumps(approval.arguments, ensure_ascii=False)
+        lines.append(f"- `{approval.tool_name}` {arguments}: POST {url}")
+    lines.append(
+        'Send {"decision": "approve"} or {"decision": "reject", "reason": "..."} with a key '
+        f"that has the run scope; the run then goes on. Its progress and answer: {run_url} "
+        "(and /events)."
+    )
+    return "\n".join(lines)
+
+
+def _answer_text(request: HttpRequest, run_id: int, ending: Ending, streamed: str) -> str:
+    """What the answer adds at the end: the output when nothing streamed (crews stream
+    their members' text in the members' runs), and the approval note when parked."""
+    extra = "" if streamed else ending.output
+    if ending.approvals:
+        note = approval_message(request, run_id, ending.approvals)
+        already = streamed or extra
+        extra += ("\n\n" if already else "") + note
+    return extra
+
+
+def _run_error(run_id: int, ending: Ending) -> OpenAIError:
+    what = "was cancelled" if ending.status == RunStatus.CANCELLED else "failed"
+    detail = f": {ending.error}" if ending.error and ending.error != "cancelled" else ""
+    return OpenAIError(
+        500,
+        f"Run {run_id} {what}{detail}",
+        type="server_error",
+        code="run_cancelled" if ending.status == RunStatus.CANCELLED else "run_failed",
+        # A retry would start another run; the failed one stays readable by its id.
+        headers={"x-should-retry": "false", "X-Run-Id": str(run_id)},
+    )
+
+
+def _completion(run: Run, model: str, content: str, ending: Ending) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{run.pk}",
+        "object": "chat.completion",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": ending.finish_reason,
+            }
+        ],
+        "usage": ending.usage,
+        "system_fingerprint": None,
+    }
+
+
+def _chunk(run: Run, model: str, delta: dict[str, Any], **extra: Any) -> bytes:
+    chunk = {
+        "id": f"chatcmpl-{run.pk}",
+        "object": "chat.completion.chunk",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "delta": delta,
+                "logprobs": None,
+                "finish_reason": extra.pop("finish_reason", None),
+            }
+        ],
+        **extra,
+    }
+    return sse_message(chunk)
+
+
+async def completion_chunks(request: HttpRequest, run: Run, model: str) -> AsyncIterator[bytes]:
+    """`chat.completion.chunk` SSE messages from the run's text deltas, a last chunk with
+    the finish reason and usage, then `[DONE]`."""
+    yield _chunk(run, model, {"role": "assistant", "content": ""})
+    streamed: list[str] = []
+    async with aclosing(follow_run(run)) as progress:
+        async for item in progress:
+            if item is HEARTBEAT:
+                yield b": keep-alive\n\n"
+            elif isinstance(item, str):
+                streamed.append(item)
+                yield _chunk(run, model, {"content": item})
+            elif isinstance(item, Ending):
+                if item.failed:
+                    yield sse_message(_run_error(run.pk, item).body())
+                    yield sse_message("[DONE]")
+                    return
+                extra = _answer_text(request, run.pk, item, "".join(streamed))
+                if extra:
+                    yield _chunk(run, model, {"content": extra})
+                yield _chunk(run, model, {}, finish_reason=item.finish_reason, usage=item.usage)
+    yield sse_message("[DONE]")
+
+
+@openai_errors
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    _allow(request, "POST")
+    client = await _authorized(request, Scope.RUN)
+    chat = parse_chat_request(request.body, request.GET.get("stream") == "true")
+    run = await sync_to_async(_start)(client, chat)
+    headers = {"X-Run-Id": str(run.pk)}
+    if chat.stream:
+        return event_stream_response(completion_chunks(request, run, chat.model), headers=headers)
+    ending: Ending | None = None
+    async with aclosing(follow_run(run)) as progress:
+        async for item in progress:
+            if isinstance(item, Ending):
+                ending = item
+    if ending is None:  # pragma: no cover - follow_run always ends with one
+        raise RuntimeError("the run's progress ended without its ending")
+    if ending.failed:
+        raise _run_error(run.pk, ending)
+    content = ending.output
+    if ending.approvals:
+        content = (content + "\n\n" if content else "") + approval_message(
+            request, run.pk, ending.approvals
+        )
+    response = JsonResponse(_completion(run, chat.model, content, ending))
+    response["X-Run-Id"] = str(run.pk)
+    return response
+
+
+urlpatterns = [
+    path("models", models_list, name="openai_models"),
+    path("models/<str:model_id>", model_detail, name="openai_model"),
+    path("chat/completions", chat_completions, name="openai_chat_completions"),
+    re_path(r"^(?P<rest>.*)$", unknown_endpoint),
+]

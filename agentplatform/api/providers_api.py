@@ -1,0 +1,125 @@
+"""Provider connections: CRUD with a write-only API key, and a connection test."""
+
+from __future__ import annotations
+
+from django.db import models
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.resources import (
+    ID,
+    TenantCrudViewSet,
+    crud_schema,
+    path_id,
+    query_bool,
+    query_text,
+)
+from agentplatform.api.schema import ERRORS
+from agentplatform.api.serializers import ConnectionTestSerializer, ProviderConnectionSerializer
+from agentplatform.tenancy.access import get_for_tenant
+from providers.models import ProviderConnection
+from providers.services import connection_test
+
+CONNECTION_REQUEST = {
+    "name": "OpenRouter",
+    "kind": "openai_compatible",
+    "preset": "openrouter",
+    "api_key": "sk-or-...",
+    "default_model": "anthropic/claude-sonnet-4.5",
+    "allowed_models": [],
+    "is_default": True,
+}
+CONNECTION_RESPONSE = {
+    "id": 4,
+    **{k: v for k, v in CONNECTION_REQUEST.items() if k != "api_key"},
+    "base_url": "",
+    "has_api_key": True,
+    "extra_headers": {},
+    "timeout_s": 60.0,
+    "max_retries": 3,
+    "health_status": "unknown",
+    "health_message": "",
+    "last_checked_at": None,
+    "created_at": "2025-01-01T12:00:00Z",
+    "updated_at": "2025-01-01T12:00:00Z",
+}
+
+
+@extend_schema_view(
+    **crud_schema(
+        "provider connection",
+        "provider connections",
+        ProviderConnectionSerializer,
+        lookup=ID,
+        filters=[
+            OpenApiParameter("kind", OpenApiTypes.STR, description="Provider kind."),
+            OpenApiParameter("is_default", OpenApiTypes.BOOL),
+        ],
+        request_example=CONNECTION_REQUEST,
+        response_example=CONNECTION_RESPONSE,
+    )
+)
+class ProviderConnectionViewSet(TenantCrudViewSet):
+    """The tenant's model providers. `api_key` is write-only: send it to set it, null or
+    "" to clear it, omit it to keep it; responses carry `has_api_key`. Making one
+    connection the default unsets the previous default."""
+
+    model = ProviderConnection
+    serializer_class = ProviderConnectionSerializer
+
+    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
+        kind = query_text(self.request, "kind")
+        if kind is not None:
+            queryset = queryset.filter(kind=kind)
+        is_default = query_bool(self.request, "is_default")
+        if is_default is not None:
+            queryset = queryset.filter(is_default=is_default)
+        return queryset
+
+    def get_object(self) -> ProviderConnection:
+        pk = path_id(self.kwargs["pk"], "provider connection")
+        return get_for_tenant(ProviderConnection, self.tenant, pk=pk)
+
+    @extend_schema(
+        summary="Test a provider connection",
+        description="Lists the provider's models (or sends a 1-token request) and records "
+        "the outcome in `health_status`. A failing provider is `ok: false` with status 200.",
+        parameters=[ID],
+        request=None,
+        responses={200: ConnectionTestSerializer, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Connected",
+                {
+                    "ok": True,
+                    "message": "Connected: 12 model(s) available (gpt-4.1, ...).",
+                    "health_status": "ok",
+                    "last_checked_at": "2025-01-01T12:00:00Z",
+                },
+                response_only=True,
+            )
+        ],
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, pk: str) -> Response:
+        connection = self.get_object()
+        ok, message = connection_test(connection)
+        connection.refresh_from_db(fields=["health_status", "last_checked_at"])
+        return Response(
+            ConnectionTestSerializer(
+                {
+                    "ok": ok,
+                    "message": message,
+                    "health_status": connection.health_status,
+                    "last_checked_at": connection.last_checked_at,
+                }
+            ).data
+        )

@@ -1,0 +1,306 @@
+"""The shared shape of the tenant resource endpoints (agents, crews, tools, ...).
+
+Every resource view acts for `request_tenant(request)`, reads through a tenant-filtered
+queryset (another tenant's ids answer 404), takes scopes from `read_scope`/`write_scope`,
+and refuses input it cannot store (unknown fields, NUL characters, absurd nesting) with a
+400 instead of letting the database or the JSON parser answer with a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import IntegrityError, models, transaction
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import exceptions, mixins, parsers, serializers, viewsets
+
+from agentplatform.api.errors import Conflict
+from agentplatform.api.pagination import MAX_BIGINT, NewestFirstChecked, OldestFirst
+from agentplatform.api.parsers import SafeJSONParser
+from agentplatform.api.schema import ERRORS, error
+from agentplatform.api.tenant import request_tenant, request_user_or_key, scoped
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.models import Scope, Tenant
+
+MAX_JSON_DEPTH = 32
+
+
+# -- input the database or the parser would choke on -------------------------------------
+PARSERS = [SafeJSONParser, parsers.FormParser, parsers.MultiPartParser]
+__all__ = ["PARSERS", "NewestFirstChecked", "OldestFirst", "SafeJSONParser"]  # re-exported
+
+
+def check_json_value(value: Any, depth: int = 0) -> None:
+    """Refuse what Postgres `jsonb` cannot store (NUL, lone surrogates) and deep nesting."""
+    if depth > MAX_JSON_DEPTH:
+        raise serializers.ValidationError(f"Nested more than {MAX_JSON_DEPTH} levels deep.")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise serializers.ValidationError("Text may not contain NUL characters.")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise serializers.ValidationError("Text must be valid Unicode.") from None
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_json_value(key, depth + 1)
+            check_json_value(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            check_json_value(item, depth + 1)
+
+
+class StoredJSONField(serializers.JSONField):
+    """A JSON value that Postgres can store (see check_json_value)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        check_json_value(value)
+        return value
+
+
+class JSONObjectField(StoredJSONField):
+    """A JSON object (not a list, string or number)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if value is not None and not isinstance(value, dict):
+            raise serializers.ValidationError("Give a JSON object.")
+        return value
+
+
+# -- serializers -----------------------------------------------------------------------
+class StrictSerializerMixin:
+    """Unknown fields are a 400 (a typo must not be silently dropped). Read-only fields
+    may be sent back as received from a GET; they are ignored. A form's CSRF token is not
+    a field."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(
+                str(name)
+                for name in data
+                if name not in self.fields and name != "csrfmiddlewaretoken"
+            )
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class StrictSerializer(StrictSerializerMixin, serializers.Serializer):
+    pass
+
+
+class CleanModelSerializer(StrictSerializerMixin, serializers.ModelSerializer):
+    """Saves through the model's `full_clean()` (its rules, constraints and cross-field
+    checks), so the API accepts exactly what the admin and the web UI accept.
+
+    `save(tenant=...)` sets the tenant on create. A lost race on a unique constraint
+    answers 409 instead of the IntegrityError's 500.
+    """
+
+    def create(self, validated_data: dict[str, Any]) -> models.Model:
+        return self.clean_and_save(self.Meta.model(), validated_data)
+
+    def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
+        return self.clean_and_save(instance, validated_data)
+
+    def clean_and_save(
+        self, instance: models.Model, validated_data: dict[str, Any]
+    ) -> models.Model:
+        extra = self.pop_extra(validated_data)
+        for name, value in validated_data.items():
+            setattr(instance, name, value)
+        try:
+            with transaction.atomic():
+                self.before_clean(instance, extra)
+                instance.full_clean()
+                instance.save()
+                self.after_save(instance, extra)
+        except IntegrityError:
+            raise Conflict("It changed meanwhile (a duplicate name or slug); retry.") from None
+        return instance
+
+    def pop_extra(self, validated_data: dict[str, Any]) -> dict[str, Any]:
+        """Take out values that are not model fields (e.g. a crew's member list)."""
+        return {}
+
+    def before_clean(self, instance: models.Model, extra: dict[str, Any]) -> None:
+        """Inside the transaction, before validation (e.g. unset another default)."""
+
+    def after_save(self, instance: models.Model, extra: dict[str, Any]) -> None:
+        """Inside the transaction, after the row is saved (e.g. write related rows)."""
+
+
+# -- request details -------------------------------------------------------------------
+def query_bool(request, name: str) -> bool | None:
+    """`?name=true|false|1|0|yes|no`; absent: None; anything else: 400."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise exceptions.ValidationError({name: ["Use true or false."]})
+
+
+def query_int(request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_BIGINT:
+        raise exceptions.ValidationError({name: ["Give a numeric id."]})
+    return int(raw)
+
+
+def query_text(request, name: str, max_length: int = 200) -> str | None:
+    """A text filter; absent or empty: None. NUL characters (which Postgres refuses) and
+    overlong values are a 400."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if "\x00" in raw or len(raw) > max_length:
+        raise exceptions.ValidationError({name: ["Not a valid value."]})
+    return raw
+
+
+def path_text(value: str, what: str = "object") -> str:
+    """A path slug or name; what cannot be one (NUL, overlong) answers 404."""
+    if "\x00" in value or len(value) > 200:
+        raise Http404(f"No such {what}.")
+    return value
+
+
+def path_id(value: Any, what: str = "object") -> int:
+    """A path id as an int; anything that cannot be an id answers 404 like a missing one."""
+    text = str(value)
+    if not text.isascii() or not text.isdigit() or int(text) > MAX_BIGINT:
+        raise Http404(f"No such {what}.")
+    return int(text)
+
+
+# -- views -------------------------------------------------------------------------------
+class TenantViewSet(viewsets.GenericViewSet):
+    """Base of the resource viewsets: tenant, scopes, parsers, pagination, 404 lookups."""
+
+    read_scope: str = Scope.READ
+    write_scope: str = Scope.WRITE
+    parser_classes = PARSERS
+    pagination_class = NewestFirstChecked
+    lookup_value_regex = "[^/]+"  # every path value reaches the view (and its 404)
+
+    def get_permissions(self):
+        return [scoped(read=self.read_scope, write=self.write_scope)()]
+
+    @property
+    def tenant(self) -> Tenant:
+        return request_tenant(self.request)
+
+    @property
+    def actor(self):
+        """Who acts: the ApiKey or the session's user."""
+        return request_user_or_key(self.request)
+
+    @property
+    def is_api_key(self) -> bool:
+        return isinstance(self.request.user, ApiClient)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if getattr(self, "swagger_fake_view", False):
+            return context
+        context["tenant"] = self.tenant
+        return context
+
+
+ID = OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)
+NOT_FOUND_EXAMPLE = OpenApiExample(
+    "Not found",
+    {"error": {"code": "not_found", "message": "No such object.", "details": {}}},
+    response_only=True,
+    status_codes=["404"],
+)
+CONFLICT = {409: error("It changed meanwhile (e.g. a duplicate created concurrently).")}
+
+
+def crud_schema(
+    name: str, plural: str, serializer, *, lookup, filters, request_example, response_example
+):
+    """The five CRUD operations' documentation for one resource."""
+    a_name = f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+    request_only = OpenApiExample(a_name.capitalize(), value=request_example, request_only=True)
+    response_only = OpenApiExample(a_name.capitalize(), value=response_example, response_only=True)
+    patch_example = OpenApiExample(
+        f"Change a {name}", value={"description": "Updated."}, request_only=True
+    )
+    return {
+        "list": extend_schema(
+            summary=f"List {plural}",
+            parameters=filters,
+            responses={200: serializer(many=True), **ERRORS},
+            examples=[response_only],
+        ),
+        "create": extend_schema(
+            summary=f"Create {a_name}",
+            request=serializer,
+            responses={201: serializer, **ERRORS, **CONFLICT},
+            examples=[request_only, response_only],
+        ),
+        "retrieve": extend_schema(
+            summary=f"Get {a_name}",
+            parameters=[lookup],
+            responses={200: serializer, **ERRORS},
+            examples=[response_only],
+        ),
+        "update": extend_schema(
+            summary=f"Update {a_name}",
+            description="The required fields must be given; fields left out keep their "
+            "values (write-only secrets too).",
+            parameters=[lookup],
+            request=serializer,
+            responses={200: serializer, **ERRORS, **CONFLICT},
+            examples=[request_only, response_only],
+        ),
+        "partial_update": extend_schema(
+            summary=f"Change some fields of {a_name}",
+            parameters=[lookup],
+            request=serializer,
+            responses={200: serializer, **ERRORS, **CONFLICT},
+            examples=[patch_example, response_only],
+        ),
+        "destroy": extend_schema(
+            summary=f"Delete {a_name}",
+            parameters=[lookup],
+            responses={204: None, **ERRORS},
+            examples=[NOT_FOUND_EXAMPLE],
+        ),
+    }
+
+
+class TenantCrudViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
+):
+    model: type[models.Model]
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return self.model.objects.none()
+        queryset = self.model.objects.filter(tenant=self.tenant)
+        return self.filter_list(queryset) if self.action == "list" else queryset
+
+    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
+        """The list's query-parameter filters."""
+        return queryset
+
+    def perform_create(self, serializer) -> None:
+        serializer.save(tenant=self.tenant)

@@ -1,0 +1,659 @@
+"""Runs over REST: start (optionally streaming), list, read, follow events, cancel, decide
+approvals. Each handler authenticates, validates, calls one service of `agents.services`.
+
+Scopes: reading needs `read`; starting, cancelling and deciding need `run`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
+from django.http import Http404
+from django.urls import reverse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import exceptions, serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.errors import Conflict
+from agentplatform.api.resources import (
+    PARSERS,
+    JSONObjectField,
+    NewestFirstChecked,
+    StrictSerializer,
+    path_id,
+    query_bool,
+    query_int,
+)
+from agentplatform.api.schema import ERRORS, error
+from agentplatform.api.sse import (
+    EventStreamNegotiation,
+    event_stream_response,
+    resume_after,
+    run_event_stream,
+)
+from agentplatform.api.tenant import request_tenant, request_user_or_key, scoped
+from agentplatform.tenancy.models import Scope, Tenant
+from agents.models import Agent, Approval, ApprovalStatus, Crew, Run, RunEvent
+from agents.runtime.spec import RunStatus
+from agents.services import (
+    MAX_INPUT_CHARS,
+    agent_get,
+    approval_decide,
+    approval_get,
+    conversation_get,
+    crew_get,
+    run_cancel,
+    run_get,
+    run_start,
+)
+
+MAX_IDEMPOTENCY_KEY = 200
+EVENTS_PAGE = 500
+MAX_EVENTS_PAGE = 1000
+MAX_APPROVAL_NESTING = 5  # crews nest a few levels at most
+
+
+# -- schemas ---------------------------------------------------------------------------
+class ApprovalSerializer(serializers.ModelSerializer):
+    run = serializers.IntegerField(source="run_id", read_only=True)
+    decided_by = serializers.CharField(source="decided_by_label", read_only=True)
+
+    class Meta:
+        model = Approval
+        fields = [
+            "id",
+            "run",
+            "call_id",
+            "tool_name",
+            "arguments",
+            "status",
+            "decided_by",
+            "decided_at",
+            "reason",
+            "edited_arguments",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class UsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cache_read_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField()
+
+
+class RunSerializer(serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    crew = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    usage = serializers.SerializerMethodField()
+    approvals = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "status",
+            "agent",
+            "crew",
+            "parent",
+            "conversation",
+            "input",
+            "output",
+            "structured_output",
+            "error",
+            "provider",
+            "model",
+            "usage",
+            "approvals",
+            "limits",
+            "correlation_id",
+            "idempotency_key",
+            "instructions_digest",
+            "tools_digest",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(UsageSerializer)
+    def get_usage(self, run: Run) -> dict[str, int]:
+        return {
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "cache_read_tokens": run.cache_read_tokens,
+            "cache_write_tokens": run.cache_write_tokens,
+        }
+
+    @extend_schema_field(ApprovalSerializer(many=True))
+    def get_approvals(self, run: Run) -> list[dict[str, Any]]:
+        """The run's approvals and its child runs' (a crew surfaces its members'); decide
+        any of them at this run's approvals URL."""
+        approvals = list(run.approvals.all())
+        for child in run.children.all():
+            approvals.extend(child.approvals.all())
+        approvals.sort(key=lambda a: a.pk)
+        return ApprovalSerializer(approvals, many=True).data
+
+
+def _no_nul(value: str) -> None:
+    if "\x00" in value:
+        raise serializers.ValidationError("Text may not contain NUL characters.")
+
+
+SLUG = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+
+
+class RunCreateSerializer(StrictSerializer):
+    agent = serializers.RegexField(SLUG, required=False, help_text="Slug of the agent to run.")
+    crew = serializers.RegexField(SLUG, required=False, help_text="Slug of the crew to run.")
+    input = serializers.CharField(
+        max_length=MAX_INPUT_CHARS, trim_whitespace=False, validators=[_no_nul]
+    )
+    conversation = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="Id of one of the tenant's conversations: the run continues it.",
+    )
+    stream = serializers.BooleanField(
+        default=False, help_text="Answer with the run's event stream (SSE) instead of JSON."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if bool(attrs.get("agent")) == bool(attrs.get("crew")):
+            raise serializers.ValidationError({"agent": ["Give exactly one agent or crew."]})
+        return attrs
+
+
+class ApprovalDecisionSerializer(StrictSerializer):
+    decision = serializers.ChoiceField(choices=["approve", "reject"])
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000, validators=[_no_nul]
+    )
+    arguments = JSONObjectField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Approve with edited arguments (a JSON object); ignored when rejecting.",
+    )
+
+
+class RunEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunEvent
+        fields = ["seq", "type", "payload", "created_at"]
+        read_only_fields = fields
+
+
+RunEventsPage = inline_serializer(
+    name="RunEventsPage",
+    fields={
+        "run": serializers.IntegerField(),
+        "status": serializers.CharField(),
+        "events": RunEventSerializer(many=True),
+        "has_more": serializers.BooleanField(),
+        "next_after": serializers.IntegerField(
+            help_text="Pass as `?after=` for the next page (the last seq returned)."
+        ),
+    },
+)
+
+SSE_DESCRIPTION = (
+    "With `Accept: text/event-stream`: one SSE message per event (`id:` the event's seq, "
+    "`event:` its type, `data:` its JSON payload), `: heartbeat` comments while the run is "
+    "quiet; the stream ends after the terminal event (run.completed, run.failed, "
+    "run.cancelled). Resume with `Last-Event-ID`."
+)
+# Errors are JSON even where a view may also answer with an event stream.
+JSON_ERRORS = {(code, "application/json"): response for code, response in ERRORS.items()}
+SSE_RESPONSE = OpenApiResponse(OpenApiTypes.STR, description=SSE_DESCRIPTION)
+SSE_EXAMPLE = (
+    'retry: 3000\n\nid: 1\nevent: run.started\ndata: {"model":"gpt-4o","agent":'
+    '"assistant"}\n\nid: 2\nevent: text.delta\ndata: {"text":"Hello"}\n\n'
+)
+RUN_EXAMPLE = {
+    "id": 42,
+    "status": "queued",
+    "agent": "assistant",
+    "crew": None,
+    "parent": None,
+    "conversation": None,
+    "input": "What is 6*7?",
+    "output": "",
+    "structured_output": None,
+    "error": "",
+    "provider": "",
+    "model": "",
+    "usage": {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    },
+    "approvals": [],
+    "limits": {},
+    "correlation_id": "5f0c6a1f9e6d4d2b8f3a7c1e2d4b6a8c",
+    "idempotency_key": "order-1234",
+    "instructions_digest": "",
+    "tools_digest": "",
+    "created_at": "2026-01-01T12:00:00Z",
+    "started_at": None,
+    "finished_at": None,
+}
+
+FINISHED_EXAMPLE = {
+    **RUN_EXAMPLE,
+    "status": "succeeded",
+    "output": "6*7 is 42.",
+    "provider": "openai",
+    "model": "gpt-4o",
+    "usage": {
+        "input_tokens": 120,
+        "output_tokens": 12,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    },
+    "started_at": "2026-01-01T12:00:01Z",
+    "finished_at": "2026-01-01T12:00:03Z",
+}
+
+
+# -- views -----------------------------------------------------------------------------
+class RunView(GenericAPIView):
+    """Shared setup: tenant, scopes (`read` to read, `run` to act), safe parsers."""
+
+    permission_classes = [scoped(read=Scope.READ, write=Scope.RUN)]
+    parser_classes = PARSERS
+    serializer_class = RunSerializer
+
+    @property
+    def tenant(self) -> Tenant:
+        return request_tenant(self.request)
+
+    def get_run(self, run_id: str) -> Run:
+        return run_get(tenant=self.tenant, run_id=path_id(run_id, "run"))
+
+    def run_data(self, run: Run) -> dict[str, Any]:
+        run = (
+            Run.objects.select_related("agent", "crew")
+            .prefetch_related("approvals", "children__approvals")
+            .get(pk=run.pk)
+        )
+        return RunSerializer(run).data
+
+
+def _query_text(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if "\x00" in value or len(value) > 200:
+        raise exceptions.ValidationError({name: ["Not a valid value."]})
+    return value
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None or key.strip() == "":
+        return None
+    key = key.strip()
+    if len(key) > MAX_IDEMPOTENCY_KEY or not key.isascii() or not key.isprintable():
+        raise exceptions.ValidationError(
+            {"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} printable ASCII characters."]}
+        )
+    return key
+
+
+def _same_request(run: Run, agent: Agent | None, crew: Crew | None, data: dict) -> bool:
+    return (
+        run.agent_id == (agent.pk if agent else None)
+        and run.crew_id == (crew.pk if crew else None)
+        and run.input == data["input"]
+        and run.conversation_id == data.get("conversation")
+    )
+
+
+class RunListCreate(EventStreamNegotiation, RunView):
+    pagination_class = NewestFirstChecked
+
+    def get_queryset(self) -> QuerySet[Run]:
+        runs = (
+            Run.objects.filter(tenant=self.tenant)
+            .select_related("agent", "crew")
+            .prefetch_related("approvals", "children__approvals")
+        )
+        status_filter = _query_text(self.request, "status")
+        if status_filter is not None:
+            if status_filter not in RunStatus._value2member_map_:
+                choices = ", ".join(s.value for s in RunStatus)
+                raise exceptions.ValidationError({"status": [f"One of: {choices}."]})
+            runs = runs.filter(status=status_filter)
+        for name in ("agent", "crew"):
+            slug = _query_text(self.request, name)
+            if slug is not None:
+                runs = runs.filter(**{f"{name}__slug": slug})
+        for name in ("conversation", "parent"):
+            value = query_int(self.request, name)
+            if value is not None:
+                runs = runs.filter(**{f"{name}_id": value})
+        return runs
+
+    @extend_schema(
+        summary="List runs",
+        description="Newest first, cursor-paginated. Child runs of crews are included; "
+        "filter with `parent`.",
+        parameters=[
+            OpenApiParameter("status", str, enum=[s.value for s in RunStatus]),
+            OpenApiParameter("agent", str, description="Agent slug."),
+            OpenApiParameter("crew", str, description="Crew slug."),
+            OpenApiParameter("conversation", int, description="Conversation id."),
+            OpenApiParameter("parent", int, description="Parent run id (a crew's members)."),
+        ],
+        responses={(200, "application/json"): RunSerializer(many=True), **JSON_ERRORS},
+        examples=[
+            OpenApiExample(
+                "A page",
+                value={"next": None, "previous": None, "results": [RUN_EXAMPLE]},
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(RunSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Start a run",
+        description=(
+            "Queues a run of an agent or a crew; a worker executes it. With an "
+            "`Idempotency-Key` header, repeating the request answers 200 with the same run "
+            "and starts nothing (the same key with a different body is a 409). With "
+            '`"stream": true`, `?stream=true` or `Accept: text/event-stream` the answer is '
+            "the run's event stream. " + SSE_DESCRIPTION
+        ),
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Any string up to 200 printable ASCII characters, per tenant.",
+            ),
+            OpenApiParameter("stream", bool, description="Answer with the event stream."),
+        ],
+        request=RunCreateSerializer,
+        responses={
+            (201, "application/json"): RunSerializer,
+            (200, "application/json"): OpenApiResponse(
+                RunSerializer, description="A replay of the Idempotency-Key: the same run."
+            ),
+            (201, "text/event-stream"): SSE_RESPONSE,
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description="A replay of the Idempotency-Key, streaming."
+            ),
+            (409, "application/json"): error(
+                "The Idempotency-Key was used for a different request."
+            ),
+            **JSON_ERRORS,
+        },
+        examples=[
+            OpenApiExample(
+                "Run an agent",
+                value={"agent": "assistant", "input": "What is 6*7?"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Run a crew in a conversation, streaming",
+                value={"crew": "research", "input": "Summarise", "conversation": 7, "stream": True},
+                request_only=True,
+            ),
+            OpenApiExample("A queued run", value=RUN_EXAMPLE, response_only=True),
+            OpenApiExample(
+                "The stream", value=SSE_EXAMPLE, response_only=True, media_type="text/event-stream"
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        body = RunCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        tenant = self.tenant
+        key = _idempotency_key(request)
+        stream = data["stream"] or bool(query_bool(request, "stream"))
+        stream = stream or self.wants_event_stream(request)
+        agent = agent_get(tenant=tenant, slug=data["agent"]) if data.get("agent") else None
+        crew = crew_get(tenant=tenant, slug=data["crew"]) if data.get("crew") else None
+        conversation = None
+        if data.get("conversation") is not None:
+            conversation = conversation_get(tenant=tenant, conversation_id=data["conversation"])
+        before = timezone.now()
+        existing = None
+        if key is not None:
+            existing = Run.objects.filter(tenant=tenant, idempotency_key=key).first()
+        if existing is not None:
+            if not _same_request(existing, agent, crew, data):
+                raise Conflict(
+                    "This Idempotency-Key was used for a different request.",
+                    code="idempotency_key_reused",
+                )
+            run = existing
+        else:
+            run = run_start(
+                tenant=tenant,
+                agent=agent,
+                crew=crew,
+                input=data["input"],
+                conversation=conversation,
+                initiated_by=request_user_or_key(request),
+                idempotency_key=key,
+            )
+        created = existing is None and run.created_at >= before
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        location = reverse("api_run", kwargs={"run_id": run.pk})
+        if stream:
+            headers = {"Location": location, "X-Run-Id": str(run.pk)}
+            return event_stream_response(run_event_stream(run), status=code, headers=headers)
+        return Response(self.run_data(run), status=code, headers={"Location": location})
+
+
+class RunDetail(RunView):
+    @extend_schema(
+        summary="Read a run",
+        responses={200: RunSerializer, **ERRORS},
+        examples=[OpenApiExample("A finished run", value=FINISHED_EXAMPLE, response_only=True)],
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(self.run_data(self.get_run(run_id)))
+
+
+class RunEvents(EventStreamNegotiation, RunView):
+    @extend_schema(
+        summary="A run's events (JSON page or live SSE stream)",
+        description=(
+            "Without `Accept: text/event-stream`: stored events after `?after=` (oldest "
+            "first, at most `limit`). " + SSE_DESCRIPTION
+        ),
+        parameters=[
+            OpenApiParameter("after", int, description="Only events with a larger seq."),
+            OpenApiParameter("limit", int, description=f"At most {MAX_EVENTS_PAGE}."),
+            OpenApiParameter(
+                "Last-Event-ID",
+                int,
+                OpenApiParameter.HEADER,
+                description="SSE: resume after this seq (browsers send it on reconnect).",
+            ),
+        ],
+        responses={
+            (200, "application/json"): RunEventsPage,
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description=SSE_DESCRIPTION
+            ),
+            **JSON_ERRORS,
+        },
+        examples=[
+            OpenApiExample(
+                "A page",
+                value={
+                    "run": 42,
+                    "status": "succeeded",
+                    "events": [
+                        {
+                            "seq": 1,
+                            "type": "run.started",
+                            "payload": {"model": "gpt-4o", "agent": "assistant"},
+                            "created_at": "2026-01-01T12:00:00Z",
+                        }
+                    ],
+                    "has_more": False,
+                    "next_after": 1,
+                },
+                response_only=True,
+            ),
+            OpenApiExample(
+                "The stream", value=SSE_EXAMPLE, response_only=True, media_type="text/event-stream"
+            ),
+        ],
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = self.get_run(run_id)
+        after = resume_after(request)
+        if self.wants_event_stream(request):
+            return event_stream_response(run_event_stream(run, after))
+        limit = min(query_int(request, "limit") or EVENTS_PAGE, MAX_EVENTS_PAGE)
+        rows = list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[: limit + 1])
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        return Response(
+            {
+                "run": run.pk,
+                "status": run.status,
+                "events": RunEventSerializer(rows, many=True).data,
+                "has_more": has_more,
+                "next_after": rows[-1].seq if rows else after,
+            }
+        )
+
+
+class RunCancel(RunView):
+    @extend_schema(
+        summary="Cancel a run",
+        description="A queued or parked run stops at once; a running one at its next step. "
+        "Cancelling a cancelled run answers it again; a finished one is a 409.",
+        request=None,
+        responses={200: RunSerializer, 409: error("The run already finished."), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Cancelled",
+                value={**RUN_EXAMPLE, "status": "cancelled", "error": "cancelled"},
+                response_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = self.get_run(run_id)
+        if run.is_terminal and run.status != RunStatus.CANCELLED:
+            raise Conflict(f"This run already finished ({run.status}).", code="run_finished")
+        run = run_cancel(tenant=self.tenant, run=run)
+        return Response(self.run_data(run))
+
+
+def _belongs_to(approval: Approval, run: Run) -> bool:
+    """The approval is the run's, or a descendant run's (crews surface their members')."""
+    current: Run | None = approval.run
+    for _ in range(MAX_APPROVAL_NESTING + 1):
+        if current is None:
+            return False
+        if current.pk == run.pk:
+            return True
+        current = current.parent
+    return False
+
+
+class RunApprovalDecide(RunView):
+    @extend_schema(
+        summary="Approve or reject a parked tool call",
+        description=(
+            "The approval must belong to this run or to one of its child runs (a crew's "
+            "member). Approving may edit the arguments. When the run's last pending call "
+            "is decided, the run resumes. Deciding twice is a 409."
+        ),
+        request=ApprovalDecisionSerializer,
+        responses={
+            200: ApprovalSerializer,
+            409: error("Already decided, or the run finished."),
+            **ERRORS,
+        },
+        examples=[
+            OpenApiExample(
+                "Approve with edited arguments",
+                value={"decision": "approve", "arguments": {"amount": 50, "to": "bob"}},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Reject", value={"decision": "reject", "reason": "Too risky."}, request_only=True
+            ),
+            OpenApiExample(
+                "Approved",
+                value={
+                    "id": 7,
+                    "run": 42,
+                    "call_id": "call_1",
+                    "tool_name": "transfer",
+                    "arguments": {"amount": 500, "to": "bob"},
+                    "status": "approved",
+                    "decided_by": "API key ci",
+                    "decided_at": "2026-01-01T12:01:00Z",
+                    "reason": "",
+                    "edited_arguments": {"amount": 50, "to": "bob"},
+                    "created_at": "2026-01-01T12:00:30Z",
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request, run_id: str, approval_id: str) -> Response:
+        run = self.get_run(run_id)
+        tenant = self.tenant
+        approval = approval_get(tenant=tenant, approval_id=path_id(approval_id, "approval"))
+        if not _belongs_to(approval, run):
+            raise Http404("No such approval in this run.")
+        body = ApprovalDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if approval.status != ApprovalStatus.PENDING:
+            raise Conflict(f"This call was already {approval.status}.", code="already_decided")
+        if approval.run.is_terminal:
+            raise Conflict(
+                f"The run already finished ({approval.run.status}).", code="run_finished"
+            )
+        try:
+            approval = approval_decide(
+                tenant=tenant,
+                approval=approval,
+                approved=data["decision"] == "approve",
+                by=request_user_or_key(request),
+                reason=data["reason"],
+                arguments=data["arguments"],
+            )
+        except DjangoValidationError:
+            approval.refresh_from_db()
+            if approval.status != ApprovalStatus.PENDING:  # decided meanwhile
+                raise Conflict(
+                    f"This call was already {approval.status}.", code="already_decided"
+                ) from None
+            raise
+        return Response(ApprovalSerializer(approval).data)

@@ -1,0 +1,457 @@
+"""Input and output schemas of the resource endpoints.
+
+Secrets (provider API keys, tool secrets, remote agents' tokens) are write-only: requests
+may set them (omit: keep; null or "": clear), responses only say `has_...`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from rest_framework import serializers
+
+from agentplatform.api.resources import (
+    CleanModelSerializer,
+    JSONObjectField,
+    StrictSerializer,
+)
+from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope
+from agents.models import Agent, Conversation, Crew, CrewMember, Fact, Message
+from providers.models import ProviderConnection
+from tools.models import ToolDefinition, ToolKind
+from tools.runtime.tool import Effect
+
+MAX_TEXT = 100_000  # instructions and other long texts
+MAX_DESCRIPTION = 10_000
+MAX_SECRET = 10_000
+MAX_LIST = 200
+MAX_CREW_MEMBERS = 50
+
+
+def _has_no_nul(value: str) -> None:
+    if "\x00" in value:
+        raise serializers.ValidationError("Text may not contain NUL characters.")
+
+
+class TenantPrimaryKeyField(serializers.PrimaryKeyRelatedField):
+    """An id among the request tenant's rows; another tenant's id is "does not exist"."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(tenant=self.context["tenant"])
+
+
+class TenantSlugField(serializers.SlugRelatedField):
+    """A slug among the request tenant's rows."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(tenant=self.context["tenant"])
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or not data or len(data) > 50:
+            self.fail("invalid")
+        _has_no_nul(data)
+        return super().to_internal_value(data)
+
+
+class SecretField(serializers.CharField):
+    """Write-only; "" means the same as null (clear it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.update(
+            write_only=True,
+            required=False,
+            allow_null=True,
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=MAX_SECRET,
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str | None:
+        value = super().to_internal_value(data)
+        return value or None
+
+
+def _text_list(max_item: int) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=max_item),
+        required=False,
+        max_length=MAX_LIST,
+    )
+
+
+# -- agents ------------------------------------------------------------------------------
+class AgentSerializer(CleanModelSerializer):
+    provider_connection = TenantPrimaryKeyField(
+        queryset=ProviderConnection.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Id of one of this tenant's provider connections; null: the default.",
+    )
+    output_schema = JSONObjectField(
+        required=False, allow_null=True, help_text="JSON Schema of a structured answer."
+    )
+    tool_names = _text_list(64)
+    tool_tags = _text_list(40)
+    tool_exclude = _text_list(64)
+    remote_token = SecretField(help_text="For the remote kind. Write-only.")
+    has_remote_token = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Agent
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "instructions",
+            "provider_connection",
+            "model",
+            "temperature",
+            "max_rounds",
+            "max_tool_calls",
+            "max_tokens_per_run",
+            "use_all_tools",
+            "tool_names",
+            "tool_tags",
+            "tool_exclude",
+            "approval_policy",
+            "memory",
+            "output_schema",
+            "kind",
+            "remote_url",
+            "remote_token",
+            "has_remote_token",
+            "active",
+            "version",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["version", "created_at", "updated_at"]
+        extra_kwargs = {
+            "description": {"max_length": MAX_DESCRIPTION},
+            "instructions": {"max_length": MAX_TEXT},
+        }
+
+    def get_has_remote_token(self, agent: Agent) -> bool:
+        return bool(agent.remote_token)
+
+
+class CrewMembersField(serializers.ListField):
+    """The crew's agents, in order, by slug."""
+
+    def get_attribute(self, crew: Crew) -> list[str]:
+        return [member.agent.slug for member in crew.members.all()]
+
+
+class CrewSerializer(CleanModelSerializer):
+    manager = TenantSlugField(
+        slug_field="slug",
+        queryset=Agent.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Slug of the manager agent (hierarchical crews).",
+    )
+    members = CrewMembersField(
+        child=serializers.CharField(max_length=50),
+        required=False,
+        max_length=MAX_CREW_MEMBERS,
+        help_text="The member agents' slugs, in order.",
+    )
+
+    class Meta:
+        model = Crew
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "mode",
+            "manager",
+            "members",
+            "max_delegations",
+            "max_depth",
+            "token_budget",
+            "active",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+        extra_kwargs = {"description": {"max_length": MAX_DESCRIPTION}}
+
+    def validate_members(self, slugs: list[str]) -> list[Agent]:
+        duplicates = sorted({slug for slug in slugs if slugs.count(slug) > 1})
+        if duplicates:
+            raise serializers.ValidationError(f"Listed twice: {', '.join(duplicates)}.")
+        found = {
+            agent.slug: agent
+            for agent in Agent.objects.filter(tenant=self.context["tenant"], slug__in=slugs)
+        }
+        missing = [slug for slug in slugs if slug not in found]
+        if missing:
+            raise serializers.ValidationError(f"No such agents here: {', '.join(missing)}.")
+        return [found[slug] for slug in slugs]
+
+    def pop_extra(self, validated_data: dict[str, Any]) -> dict[str, Any]:
+        return {"members": validated_data.pop("members")} if "members" in validated_data else {}
+
+    def after_save(self, crew: Crew, extra: dict[str, Any]) -> None:
+        if "members" not in extra:
+            return
+        CrewMember.objects.filter(crew=crew).delete()
+        CrewMember.objects.bulk_create(
+            CrewMember(tenant=crew.tenant, crew=crew, agent=agent, position=position)
+            for position, agent in enumerate(extra["members"])
+        )
+
+
+# -- tools -------------------------------------------------------------------------------
+class ToolDefinitionWriteSerializer(CleanModelSerializer):
+    """A tenant tool definition: an HTTP tool, or a built-in's tenant variant (a definition
+    named like a built-in replaces it; disabled, it hides it)."""
+
+    input_schema = JSONObjectField(
+        required=False, help_text="JSON Schema (an object) of the model's arguments."
+    )
+    output_schema = JSONObjectField(required=False, allow_null=True)
+    config = JSONObjectField(
+        required=False,
+        help_text='HTTP: {"method", "url", "arguments", "auth", ...}; '
+        'built-in variant: {"builtin": "<name>"}.',
+    )
+    tags = _text_list(40)
+    secret = SecretField(help_text="The HTTP tool's credential. Write-only.")
+
+    class Meta:
+        model = ToolDefinition
+        fields = [
+            "name",
+            "kind",
+            "description",
+            "input_schema",
+            "output_schema",
+            "config",
+            "secret",
+            "tags",
+            "effect",
+            "idempotent",
+            "requires_approval",
+            "timeout_s",
+            "enabled",
+        ]
+        extra_kwargs = {"description": {"max_length": MAX_DESCRIPTION}}
+
+
+class CapabilitySerializer(serializers.Serializer):
+    effect = serializers.ChoiceField(choices=[e.value for e in Effect])
+    idempotent = serializers.BooleanField()
+    requires_approval = serializers.BooleanField()
+    timeout_s = serializers.FloatField()
+
+
+class ToolDefinitionInfoSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField(help_text=f"One of: {', '.join(ToolKind.values)}.")
+    config = serializers.JSONField()
+    effect = serializers.CharField(help_text='"": derived from the method or the built-in.')
+    idempotent = serializers.BooleanField(allow_null=True)
+    has_secret = serializers.BooleanField()
+    enabled = serializers.BooleanField()
+    version = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ToolSerializer(serializers.Serializer):
+    """A tool as the tenant's agents see it, with the tenant definition behind it, if any."""
+
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["builtin", "http", "workflow"])
+    description = serializers.CharField()
+    input_schema = serializers.JSONField()
+    output_schema = serializers.JSONField(allow_null=True)
+    tags = serializers.ListField(child=serializers.CharField())
+    examples = serializers.ListField(child=serializers.JSONField())
+    capability = CapabilitySerializer()
+    enabled = serializers.BooleanField(
+        help_text="False: a disabled definition; agents do not see this tool."
+    )
+    definition = ToolDefinitionInfoSerializer(
+        allow_null=True, help_text="The tenant's definition; null for an untouched built-in."
+    )
+
+
+class ToolExecuteSerializer(StrictSerializer):
+    arguments = JSONObjectField(help_text="The tool's arguments, per its input_schema.")
+
+
+class ToolResultSerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True, help_text="Set when the tool failed.")
+    latency_ms = serializers.FloatField()
+
+
+# -- provider connections ----------------------------------------------------------------
+class ProviderConnectionSerializer(CleanModelSerializer):
+    api_key = SecretField(help_text="The provider's API key. Write-only.")
+    has_api_key = serializers.SerializerMethodField()
+    extra_headers = JSONObjectField(
+        required=False, help_text="Sent with every request; not for credentials."
+    )
+    allowed_models = _text_list(200)
+
+    class Meta:
+        model = ProviderConnection
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "preset",
+            "base_url",
+            "api_key",
+            "has_api_key",
+            "extra_headers",
+            "default_model",
+            "allowed_models",
+            "timeout_s",
+            "max_retries",
+            "is_default",
+            "health_status",
+            "health_message",
+            "last_checked_at",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = [
+            "id",
+            "health_status",
+            "health_message",
+            "last_checked_at",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_has_api_key(self, connection: ProviderConnection) -> bool:
+        return bool(connection.api_key)
+
+    def before_clean(self, connection: ProviderConnection, extra: dict[str, Any]) -> None:
+        if connection.is_default:  # one default per tenant: the new one takes over
+            others = ProviderConnection.objects.filter(tenant=connection.tenant, is_default=True)
+            if connection.pk is not None:
+                others = others.exclude(pk=connection.pk)
+            others.update(is_default=False)
+
+
+class ConnectionTestSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    message = serializers.CharField()
+    health_status = serializers.CharField()
+    last_checked_at = serializers.DateTimeField(allow_null=True)
+
+
+# -- conversations and facts -------------------------------------------------------------
+class ConversationSerializer(CleanModelSerializer):
+    agent = TenantSlugField(
+        slug_field="slug", queryset=Agent.objects.all(), required=False, allow_null=True
+    )
+    crew = TenantSlugField(
+        slug_field="slug", queryset=Crew.objects.all(), required=False, allow_null=True
+    )
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "agent", "crew", "title", "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if bool(attrs.get("agent")) == bool(attrs.get("crew")):
+            raise serializers.ValidationError({"agent": ["Give exactly one agent or crew."]})
+        return attrs
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    role = serializers.CharField(read_only=True, help_text="user or assistant.")
+    tool_calls = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = Message
+        fields = ["id", "role", "content", "tool_calls", "run", "created_at"]
+        read_only_fields = fields
+
+
+class FactSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Fact
+        fields = ["id", "user", "text", "source_run", "created_at"]
+        read_only_fields = fields
+
+
+# -- API keys and members ----------------------------------------------------------------
+class ApiKeySerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    usable = serializers.BooleanField(source="is_usable", read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "created_by",
+            "created_at",
+            "last_used_at",
+            "expires_at",
+            "revoked_at",
+            "usable",
+        ]
+        read_only_fields = fields
+
+
+class ApiKeyCreateSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=100)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=4
+    )
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(help_text="The full key. Shown in this response only.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "key"]
+        read_only_fields = fields
+
+
+class MemberUserSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+    email = serializers.CharField()
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    user = MemberUserSerializer(read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user", "role", "created_at"]
+        read_only_fields = fields
+
+
+class MemberAddSerializer(StrictSerializer):
+    username = serializers.CharField(max_length=150, required=False)
+    email = serializers.EmailField(max_length=254, required=False)
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("username" in attrs) == ("email" in attrs):
+            raise serializers.ValidationError(
+                {"username": ["Give exactly one of username or email."]}
+            )
+        return attrs
+
+
+class MemberRoleSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices)

@@ -1,0 +1,384 @@
+"""Tools: the tenant's effective registry (built-ins, workflows and its own definitions),
+the definitions behind it, and executing one tool directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.resources import (
+    NOT_FOUND_EXAMPLE,
+    TenantViewSet,
+    path_text,
+    query_bool,
+    query_text,
+)
+from agentplatform.api.schema import ERRORS, error
+from agentplatform.api.serializers import (
+    ToolDefinitionWriteSerializer,
+    ToolExecuteSerializer,
+    ToolResultSerializer,
+    ToolSerializer,
+)
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import Scope
+from tools.definitions import build_tool
+from tools.loader import circuit_store, egress_client, registry_for_tenant
+from tools.models import ToolDefinition
+from tools.runtime.tool import Capability, Tool
+from tools.services import tool_execute
+
+WORKFLOW_MODULE = "agents.runtime.workflow"  # where workflow_tool makes its handlers
+
+NAME = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Tool name.")
+CONFLICT = {409: error("A definition with this name was created meanwhile.")}
+
+TOOL_EXAMPLE = {
+    "name": "calculator",
+    "kind": "builtin",
+    "description": "Evaluate an arithmetic expression exactly.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"expression": {"type": "string"}},
+        "required": ["expression"],
+    },
+    "output_schema": None,
+    "tags": ["builtin", "math"],
+    "examples": [{"expression": "(1 + 2) * sqrt(16)"}],
+    "capability": {
+        "effect": "none",
+        "idempotent": True,
+        "requires_approval": False,
+        "timeout_s": 5.0,
+    },
+    "enabled": True,
+    "definition": None,
+}
+HTTP_TOOL_REQUEST = {
+    "name": "weather",
+    "kind": "http",
+    "description": "Today's weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+    "config": {
+        "method": "GET",
+        "url": "https://api.example.com/weather",
+        "arguments": [{"argument": "city", "to": "query"}],
+        "auth": {"type": "bearer"},
+    },
+    "secret": "the-service-token",
+    "tags": ["weather"],
+}
+HTTP_TOOL_RESPONSE = {
+    **{k: v for k, v in HTTP_TOOL_REQUEST.items() if k not in ("secret", "config")},
+    "output_schema": None,
+    "examples": [],
+    "capability": {
+        "effect": "read",
+        "idempotent": True,
+        "requires_approval": False,
+        "timeout_s": 30.0,
+    },
+    "enabled": True,
+    "definition": {
+        "id": 9,
+        "kind": "http",
+        "config": HTTP_TOOL_REQUEST["config"],
+        "effect": "",
+        "idempotent": None,
+        "has_secret": True,
+        "enabled": True,
+        "version": 1,
+        "created_at": "2025-01-01T12:00:00Z",
+        "updated_at": "2025-01-01T12:00:00Z",
+    },
+}
+ToolPage = inline_serializer(
+    name="ToolList",
+    fields={
+        "next": serializers.CharField(allow_null=True, help_text="Always null: one page."),
+        "previous": serializers.CharField(allow_null=True),
+        "results": ToolSerializer(many=True),
+    },
+)
+
+
+def tool_kind(item: Tool, definition: ToolDefinition | None) -> str:
+    if definition is not None:
+        return definition.kind
+    handler_module = getattr(item.handler, "__module__", "")
+    return "workflow" if handler_module == WORKFLOW_MODULE else "builtin"
+
+
+def definition_info(definition: ToolDefinition) -> dict[str, Any]:
+    return {
+        "id": definition.pk,
+        "kind": definition.kind,
+        "config": definition.config,
+        "effect": definition.effect,
+        "idempotent": definition.idempotent,
+        "has_secret": bool(definition.secret),
+        "enabled": definition.enabled,
+        "version": definition.version,
+        "created_at": definition.created_at,
+        "updated_at": definition.updated_at,
+    }
+
+
+def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str, Any]:
+    """One tool as the API shows it. `item` None: a definition the registry left out
+    (disabled, or invalid since it was saved); its own fields describe it."""
+    if item is None and definition is not None:
+        item = _built(definition)
+    if item is not None:
+        capability = item.capability
+        entry = {
+            "name": item.name,
+            "kind": tool_kind(item, definition),
+            "description": item.description,
+            "input_schema": item.input_schema,
+            "output_schema": item.output_schema,
+            "tags": sorted(item.tags),
+            "examples": list(item.examples),
+        }
+    else:
+        capability = Capability(
+            requires_approval=definition.requires_approval, timeout_s=definition.timeout_s
+        )
+        entry = {
+            "name": definition.name,
+            "kind": definition.kind,
+            "description": definition.description,
+            "input_schema": definition.input_schema,
+            "output_schema": definition.output_schema,
+            "tags": sorted(definition.tags),
+            "examples": [],
+        }
+    entry["capability"] = {
+        "effect": capability.effect.value,
+        "idempotent": capability.idempotent,
+        "requires_approval": capability.requires_approval,
+        "timeout_s": capability.timeout_s,
+    }
+    entry["enabled"] = definition.enabled if definition is not None else True
+    entry["definition"] = definition_info(definition) if definition is not None else None
+    return entry
+
+
+def _built(definition: ToolDefinition) -> Tool | None:
+    """The Tool a (disabled) definition would make; builds no network connection."""
+    try:
+        return build_tool(
+            definition,
+            egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
+            circuit_store=circuit_store(settings.REDIS_URL),
+        )
+    except (DjangoValidationError, ValueError):
+        return None
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List the tenant's tools",
+        description="The effective registry the tenant's agents choose from: built-ins, "
+        "workflows and the tenant's own definitions (which replace a built-in of the same "
+        "name). `?enabled=false` lists disabled definitions instead. One page.",
+        parameters=[
+            OpenApiParameter(
+                "kind", OpenApiTypes.STR, enum=["builtin", "http", "workflow"], required=False
+            ),
+            OpenApiParameter("tag", OpenApiTypes.STR, description="Only tools with this tag."),
+            OpenApiParameter("enabled", OpenApiTypes.BOOL, description="Default: true."),
+        ],
+        responses={200: ToolPage, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Tools",
+                {"next": None, "previous": None, "results": [TOOL_EXAMPLE]},
+                response_only=True,
+            )
+        ],
+    ),
+    create=extend_schema(
+        summary="Define a tool",
+        description='An HTTP tool, or (kind `builtin`, config `{"builtin": name}`) the '
+        "tenant's variant of a built-in. `secret` is write-only.",
+        request=ToolDefinitionWriteSerializer,
+        responses={201: ToolSerializer, **ERRORS, **CONFLICT},
+        examples=[
+            OpenApiExample("An HTTP tool", HTTP_TOOL_REQUEST, request_only=True),
+            OpenApiExample("An HTTP tool", HTTP_TOOL_RESPONSE, response_only=True),
+        ],
+    ),
+    retrieve=extend_schema(
+        summary="Get a tool",
+        parameters=[NAME],
+        responses={200: ToolSerializer, **ERRORS},
+        examples=[OpenApiExample("A built-in", TOOL_EXAMPLE, response_only=True)],
+    ),
+    update=extend_schema(
+        summary="Replace a tool definition",
+        parameters=[NAME],
+        request=ToolDefinitionWriteSerializer,
+        responses={200: ToolSerializer, **ERRORS, **CONFLICT},
+        examples=[
+            OpenApiExample("An HTTP tool", HTTP_TOOL_REQUEST, request_only=True),
+            OpenApiExample("An HTTP tool", HTTP_TOOL_RESPONSE, response_only=True),
+        ],
+    ),
+    partial_update=extend_schema(
+        summary="Change some fields of a tool definition",
+        parameters=[NAME],
+        request=ToolDefinitionWriteSerializer,
+        responses={200: ToolSerializer, **ERRORS, **CONFLICT},
+        examples=[
+            OpenApiExample("Disable it", {"enabled": False}, request_only=True),
+            OpenApiExample("An HTTP tool", HTTP_TOOL_RESPONSE, response_only=True),
+        ],
+    ),
+    destroy=extend_schema(
+        summary="Delete a tool definition",
+        description="A built-in the definition replaced or hid comes back.",
+        parameters=[NAME],
+        responses={204: None, **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
+    ),
+)
+class ToolViewSet(TenantViewSet):
+    """Reads show the registry; writes change the tenant's ToolDefinition of that name."""
+
+    lookup_field = "name"
+    queryset = ToolDefinition.objects.none()  # for the schema's path parameter types only
+    serializer_class = ToolDefinitionWriteSerializer
+    pagination_class = None
+
+    def get_permissions(self):
+        if self.action == "execute":
+            self.read_scope = self.write_scope = Scope.RUN
+        return super().get_permissions()
+
+    def definitions(self) -> dict[str, ToolDefinition]:
+        return {d.name: d for d in ToolDefinition.objects.filter(tenant=self.tenant)}
+
+    def definition(self) -> ToolDefinition:
+        name = path_text(self.kwargs["name"], "tool definition")
+        return get_for_tenant(ToolDefinition, self.tenant, name=name)
+
+    def entry(self, name: str) -> dict[str, Any]:
+        registry = registry_for_tenant(self.tenant)
+        definition = ToolDefinition.objects.filter(tenant=self.tenant, name=name).first()
+        item = registry.get(name) if registry.has(name) else None
+        if item is None and definition is None:
+            raise Http404("No such tool.")
+        if item is None or (definition is not None and not definition.enabled):
+            return tool_entry(None, definition)
+        return tool_entry(item, definition)
+
+    def list(self, request: Request) -> Response:
+        kind = query_text(request, "kind")
+        tag = query_text(request, "tag")
+        enabled = query_bool(request, "enabled")
+        definitions = self.definitions()
+        if enabled is False:
+            entries = [tool_entry(None, d) for d in definitions.values() if not d.enabled]
+        else:
+            registry = registry_for_tenant(self.tenant)
+            entries = [tool_entry(item, definitions.get(item.name)) for item in registry]
+        entries = [
+            entry
+            for entry in sorted(entries, key=lambda e: e["name"])
+            if (kind is None or entry["kind"] == kind) and (tag is None or tag in entry["tags"])
+        ]
+        results = ToolSerializer(entries, many=True).data
+        return Response({"next": None, "previous": None, "results": results})
+
+    def retrieve(self, request: Request, name: str) -> Response:
+        name = path_text(name, "tool")
+        return Response(ToolSerializer(self.entry(name)).data)
+
+    def create(self, request: Request) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        definition = serializer.save(tenant=self.tenant)
+        return Response(ToolSerializer(self.entry(definition.name)).data, status=201)
+
+    def update(self, request: Request, name: str, partial: bool = False) -> Response:
+        definition = self.definition()
+        serializer = self.get_serializer(definition, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        definition = serializer.save()
+        return Response(ToolSerializer(self.entry(definition.name)).data)
+
+    def partial_update(self, request: Request, name: str) -> Response:
+        return self.update(request, name, partial=True)
+
+    def destroy(self, request: Request, name: str) -> Response:
+        self.definition().delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Execute a tool",
+        description="Runs one tool of the registry now, with the arguments given (validated "
+        "against its input_schema). Tool failures and invalid arguments come back in "
+        "`error` with status 200. Needs the `run` scope.",
+        parameters=[NAME],
+        request=ToolExecuteSerializer,
+        responses={200: ToolResultSerializer, **ERRORS},
+        examples=[
+            OpenApiExample("Arithmetic", {"arguments": {"expression": "6 * 7"}}, request_only=True),
+            OpenApiExample(
+                "A result",
+                {
+                    "call_id": "call_3f2a9c1d0b7e",
+                    "name": "calculator",
+                    "result": {"result": 42},
+                    "error": None,
+                    "latency_ms": 0.4,
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    @action(detail=True, methods=["post"])
+    def execute(self, request: Request, name: str) -> Response:
+        name = path_text(name, "tool")
+        if not registry_for_tenant(self.tenant).has(name):
+            raise Http404("No such tool.")
+        serializer = ToolExecuteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = self.actor
+        result = tool_execute(
+            tenant=self.tenant,
+            name=name,
+            arguments=serializer.validated_data["arguments"],
+            user_id=None if self.is_api_key else user.pk,
+        )
+        return Response(
+            ToolResultSerializer(
+                {
+                    "call_id": result.call_id,
+                    "name": result.name,
+                    "result": result.result,
+                    "error": result.error,
+                    "latency_ms": round(result.latency_ms, 3),
+                }
+            ).data
+        )

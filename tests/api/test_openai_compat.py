@@ -1,0 +1,345 @@
+"""The OpenAI-compatible endpoint, driven by the real `openai` SDK against a uvicorn server
+(a subprocess on the test database) whose runs a real Celery worker executes."""
+
+# Fixtures imported from other modules are used as parameters by name:
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx2
+import openai
+import pytest
+from django.test import AsyncClient
+
+from agentplatform.tenancy import services as tenancy
+from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
+from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def keys(trio) -> dict[str, str]:
+    _, run = tenancy.api_key_create(tenant=trio.acme, name="chat", scopes=["read", "run"])
+    _, read = tenancy.api_key_create(tenant=trio.acme, name="ro", scopes=["read"])
+    return {"run": run, "read": read}
+
+
+def sdk(asgi_server: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=f"{asgi_server}/v1", max_retries=0, timeout=20)
+
+
+@pytest.fixture
+def client(asgi_server, keys, celery_worker_process) -> openai.OpenAI:
+    return sdk(asgi_server, keys["run"])
+
+
+@pytest.fixture
+def transfer(trio):
+    server = LocalServer()
+    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
+    ToolDefinition.objects.create(
+        tenant=trio.acme,
+        name="transfer",
+        description="Transfer money.",
+        kind="http",
+        input_schema={
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
+            "required": ["amount", "to"],
+        },
+        config={"method": "POST", "url": server.url + "/transfers"},
+        effect="write",
+        idempotent=False,
+        requires_approval=True,
+    )
+    yield server
+    server.close()
+
+
+def run_of(completion_id: str) -> Run:
+    assert completion_id.startswith("chatcmpl-")
+    return Run.objects.get(pk=int(completion_id.removeprefix("chatcmpl-")))
+
+
+# -- models ------------------------------------------------------------------------------
+def test_models_lists_the_tenants_active_agents_and_crews(trio, agent, asgi_server, keys):
+    crew = Crew.objects.create(tenant=trio.acme, slug="desk", name="Desk")
+    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent)
+    Agent.objects.create(tenant=trio.acme, slug="retired", name="Old", active=False)
+    Agent.objects.create(tenant=trio.globex, slug="spy", name="Globex's")
+    client = sdk(asgi_server, keys["read"])  # listing needs only `read`
+
+    models = client.models.list()
+    assert [(m.id, m.object, m.owned_by) for m in models.data] == [
+        ("assistant", "model", "acme"),
+        ("desk", "model", "acme"),
+    ]
+    assert all(isinstance(m.created, int) and m.created > 0 for m in models.data)
+    assert client.models.retrieve("desk").id == "desk"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("spy")
+    assert missing.value.code == "model_not_found"
+
+
+# -- chat completions ---------------------------------------------------------------------
+SCRIPTS = {
+    "text": (TextReply("Hello there.", input_tokens=12, output_tokens=3),),
+    "tool": (
+        ToolCallReply(
+            [ToolCall("c1", "calculator", '{"expression": "6*7"}')],
+            input_tokens=10,
+            output_tokens=5,
+        ),
+        TextReply("It is 42.", input_tokens=20, output_tokens=4),
+    ),
+}
+ANSWERS = {"text": ("Hello there.", 12, 3), "tool": ("It is 42.", 30, 9)}
+
+
+@pytest.mark.parametrize("scenario", ["text", "tool"])
+def test_a_non_streaming_chat_completion_runs_the_agent(
+    trio, agent, client, provider_server, scenario
+):
+    provider_server.script("openai", *SCRIPTS[scenario])
+    completion = client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "What is 6*7?"}]
+    )
+    text, prompt_tokens, completion_tokens = ANSWERS[scenario]
+    assert completion.object == "chat.completion" and completion.model == "assistant"
+    assert completion.choices[0].message.role == "assistant"
+    assert completion.choices[0].message.content == text
+    assert completion.choices[0].finish_reason == "stop"
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (
+        prompt_tokens,
+        completion_tokens,
+    )
+    assert completion.usage.total_tokens == prompt_tokens + completion_tokens
+    run = run_of(completion.id)
+    assert run.status == "succeeded" and run.input == "What is 6*7?"
+    assert run.initiated_by_api_key.name == "chat"
+    tools = RunEvent.objects.filter(run=run, type="tool.completed")
+    if scenario == "tool":  # executed server-side, by the platform
+        assert tools.get().payload["result"] == {"result": 42}
+    else:
+        assert not tools.exists()
+
+
+@pytest.mark.parametrize("scenario", ["text", "tool"])
+def test_a_streaming_chat_completion_streams_chunks_then_usage(
+    trio, agent, client, provider_server, scenario
+):
+    provider_server.script("openai", *SCRIPTS[scenario])
+    stream = client.chat.completions.create(
+        model="assistant",
+        messages=[{"role": "user", "content": "What is 6*7?"}],
+        stream=True,
+    )
+    chunks = list(stream)
+    text, prompt_tokens, completion_tokens = ANSWERS[scenario]
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
+    assert [c.choices[0].finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (
+        prompt_tokens,
+        completion_tokens,
+    )
+    assert run_of(chunks[0].id).status == "succeeded"
+
+
+def test_earlier_messages_are_folded_into_the_run_input(trio, agent, client, provider_server):
+    completion = client.chat.completions.create(
+        model="assistant",
+        messages=[
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "My name is Ada."},
+            {"role": "assistant", "content": "Enchantée, Ada."},
+            {"role": "user", "content": [{"type": "text", "text": "What is my name?"}]},
+        ],
+    )
+    run = run_of(completion.id)
+    assert run.input == (
+        "Earlier in this conversation:\n"
+        "system: Answer in French.\n"
+        "user: My name is Ada.\n"
+        "assistant: Enchantée, Ada.\n\n"
+        "The latest message, to answer now:\n"
+        "What is my name?"
+    )
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
+    assert sent[-1] == {"role": "user", "content": run.input}
+
+
+def test_a_crew_answers_as_a_model_with_its_last_members_output(
+    trio, agent, client, provider_server
+):
+    writer = Agent.objects.create(tenant=trio.acme, slug="writer", name="Writer")
+    crew = Crew.objects.create(tenant=trio.acme, slug="desk", name="Desk", mode="sequential")
+    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=0)
+    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=writer, position=1)
+    provider_server.script(
+        "openai",
+        TextReply("Notes: boiling is 100C.", input_tokens=7, output_tokens=2),
+        TextReply("Water boils at 100C.", input_tokens=9, output_tokens=3),
+    )
+    chunks = list(
+        client.chat.completions.create(
+            model="desk", messages=[{"role": "user", "content": "Boiling?"}], stream=True
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Water boils at 100C."
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (16, 5)
+    run = run_of(chunks[0].id)
+    assert run.crew == crew and run.children.count() == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_run_that_needs_approval_ends_with_the_run_and_where_to_decide(
+    trio, agent, client, provider_server, transfer, stream
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("t1", "transfer", '{"amount": 500, "to": "bob"}')]),
+    )
+    messages = [{"role": "user", "content": "Pay bob 500."}]
+    if stream:
+        chunks = list(
+            client.chat.completions.create(model="assistant", messages=messages, stream=True)
+        )
+        content = "".join(c.choices[0].delta.content or "" for c in chunks)
+        completion_id, finish = chunks[0].id, chunks[-1].choices[0].finish_reason
+    else:
+        completion = client.chat.completions.create(model="assistant", messages=messages)
+        content = completion.choices[0].message.content
+        completion_id, finish = completion.id, completion.choices[0].finish_reason
+    run = run_of(completion_id)
+    approval = Approval.objects.get(run=run)
+    assert run.status == "awaiting_approval" and finish == "stop"
+    assert f"Run {run.pk} is waiting for a human to approve" in content
+    assert f"/api/v1/runs/{run.pk}/approvals/{approval.pk}" in content
+    assert "`transfer`" in content and '"amount": 500' in content
+    assert transfer.requests == []
+
+
+def test_errors_come_in_openais_shape_and_the_sdks_exceptions(
+    trio, agent, asgi_server, keys, provider_server
+):
+    hello = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.AuthenticationError) as bad_key:
+        sdk(asgi_server, "ap_000000000000_nope").chat.completions.create(
+            model="assistant", messages=hello
+        )
+    assert bad_key.value.code == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        sdk(asgi_server, "ap_000000000000_nope").models.list()
+    with pytest.raises(openai.PermissionDeniedError):  # `read` cannot run agents
+        sdk(asgi_server, keys["read"]).chat.completions.create(model="assistant", messages=hello)
+    client = sdk(asgi_server, keys["run"])
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.chat.completions.create(model="gpt-4o", messages=hello)
+    assert unknown.value.code == "model_not_found"
+    assert unknown.value.body == {
+        "message": "The model `gpt-4o` does not exist or you do not have access to it.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    with pytest.raises(openai.BadRequestError) as no_user:
+        client.chat.completions.create(
+            model="assistant", messages=[{"role": "system", "content": "x"}]
+        )
+    assert no_user.value.param == "messages"
+    raw = httpx2.post(
+        f"{asgi_server}/v1/chat/completions",
+        content=b"{not json",
+        headers={"Authorization": f"Bearer {keys['run']}"},
+    )
+    assert raw.status_code == 400 and raw.json()["error"]["type"] == "invalid_request_error"
+    raw = httpx2.get(f"{asgi_server}/v1/embeddings")
+    assert raw.status_code == 404 and set(raw.json()["error"]) == {
+        "message",
+        "type",
+        "param",
+        "code",
+    }
+    assert Run.objects.count() == 0
+
+
+def test_a_failed_run_is_an_error_that_is_not_retried(
+    trio, agent, asgi_server, keys, provider_server, celery_worker_process
+):
+    provider_server.script("openai", ErrorReply(400, "bad request"), ErrorReply(400, "bad"))
+    client = sdk(asgi_server, keys["run"])
+    hello = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(model="assistant", messages=hello)
+    assert failed.value.code == "run_failed"
+    assert failed.value.response.headers["x-should-retry"] == "false"
+    run = Run.objects.get(pk=int(failed.value.response.headers["x-run-id"]))
+    assert run.status == "failed" and f"Run {run.pk} failed" in failed.value.message
+    with pytest.raises(openai.APIError) as streamed:
+        list(client.chat.completions.create(model="assistant", messages=hello, stream=True))
+    assert "failed" in streamed.value.message
+
+
+def test_throttled_requests_get_429_with_retry_after(trio, agent, keys, monkeypatch):
+    from agentplatform.api.throttling import ApiKeyRateThrottle
+
+    monkeypatch.setattr(
+        ApiKeyRateThrottle, "THROTTLE_RATES", {"api_key": "2/min", "tenant": "100/min"}
+    )
+
+    async def three() -> list:
+        auth = {"Authorization": f"Bearer {keys['read']}"}
+        return [await AsyncClient().get("/v1/models", headers=auth) for _ in range(3)]
+
+    responses = asyncio.run(three())
+    assert [r.status_code for r in responses] == [200, 200, 429]
+    assert int(responses[2]["Retry-After"]) > 0
+    assert responses[2].json()["error"]["code"] == "rate_limit_exceeded"
+
+
+# -- secrets -------------------------------------------------------------------------------
+def test_no_response_body_contains_a_secret(
+    trio, agent, asgi_server, keys, provider_server, celery_worker_process
+):
+    secrets = [*keys.values(), "sk-test-key"]
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "1+1"}')]),
+        TextReply("Two."),
+        TextReply("Two again."),
+        ErrorReply(401, "Incorrect API key provided: sk-test-key"),  # a provider echoing it
+    )
+    auth = {"Authorization": f"Bearer {keys['run']}"}
+    chat = {"model": "assistant", "messages": [{"role": "user", "content": "1+1?"}]}
+    bodies = []
+    with httpx2.Client(base_url=asgi_server, headers=auth, timeout=20) as http:
+        bodies.append(http.get("/v1/models").text)
+        answer = http.post("/v1/chat/completions", json=chat)
+        bodies.append(answer.text)
+        streamed = http.post("/v1/chat/completions", json={**chat, "stream": True})
+        bodies.append(streamed.text)
+        assert streamed.text.rstrip().endswith("data: [DONE]")
+        failed = http.post("/v1/chat/completions", json=chat)
+        assert failed.status_code == 500 and "[redacted]" in failed.text
+        bodies.append(failed.text)
+        bodies.append(http.get(f"/api/v1/runs/{failed.headers['X-Run-Id']}").text)
+        run_id = answer.headers["X-Run-Id"]
+        for path in ("/api/v1/runs", f"/api/v1/runs/{run_id}", f"/api/v1/runs/{run_id}/events"):
+            bodies.append(http.get(path).text)
+        sse = http.get(f"/api/v1/runs/{run_id}/events", headers={"Accept": "text/event-stream"})
+        bodies.append(sse.text)
+    assert json.loads(bodies[1])["choices"][0]["message"]["content"] == "Two."
+    assert "event: run.completed" in bodies[-1]
+    for body in bodies:
+        for secret in secrets:
+            assert secret not in body

@@ -1,0 +1,155 @@
+"""REST administration (admin scope): API keys and members."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from agentplatform.tenancy.models import ApiKey, Membership, Role
+from tests.api.test_resources import Api, as_key, assert_error, key_for
+from tests.factories import PASSWORD, add_member, make_user
+
+
+# -- API keys --------------------------------------------------------------------------------
+def test_api_keys_show_the_secret_in_the_create_response_only(client, trio):
+    admin = as_key(client, trio.acme, "admin")
+    created = admin.post("/api-keys", {"name": "ci", "scopes": ["read", "run"]})
+    assert created.status_code == 201, created.content
+    assert created["Cache-Control"] == "no-store"
+    body = created.json()
+    full = body["key"]
+    assert full.startswith(f"ap_{body['prefix']}_") and body["scopes"] == ["read", "run"]
+    assert Api(client, full).get("/agents").status_code == 200  # it works
+
+    listed = admin.get("/api-keys").json()["results"]
+    assert {k["name"] for k in listed} == {"ci", "test"}
+    assert all("key" not in k for k in listed)
+    assert "key" not in admin.get(f"/api-keys/{body['id']}").json()
+    assert sum(full in b for b in admin.bodies) == 1  # the create response only
+
+
+def test_api_key_validation(client, trio):
+    admin = as_key(client, trio.acme, "admin")
+    assert (
+        "scopes"
+        in assert_error(admin.post("/api-keys", {"name": "x", "scopes": []}), 400)["details"]
+    )
+    unknown = admin.post("/api-keys", {"name": "x", "scopes": ["root"]})
+    assert "scopes" in assert_error(unknown, 400)["details"]
+    past = (timezone.now() - timedelta(days=1)).isoformat()
+    expired = admin.post("/api-keys", {"name": "x", "scopes": ["read"], "expires_at": past})
+    assert "expires_at" in assert_error(expired, 400)["details"]
+
+
+def test_revoke_by_post_or_delete_and_the_key_stops_working(client, trio):
+    admin = as_key(client, trio.acme, "admin")
+    first, second = key_for(trio.acme, "read"), key_for(trio.acme, "read")
+    first_id = ApiKey.objects.get(prefix=first.split("_")[1]).pk
+    second_id = ApiKey.objects.get(prefix=second.split("_")[1]).pk
+
+    revoked = admin.post(f"/api-keys/{first_id}/revoke")
+    assert revoked.status_code == 200 and revoked.json()["revoked_at"]
+    assert revoked.json()["usable"] is False
+    assert admin.delete(f"/api-keys/{second_id}").status_code == 204
+    for full in (first, second):
+        assert_error(Api(client, full).get("/agents"), 401)
+    active = {k["id"] for k in admin.get("/api-keys", {"active": "true"}).json()["results"]}
+    assert first_id not in active and second_id not in active
+    inactive = {k["id"] for k in admin.get("/api-keys", {"active": "false"}).json()["results"]}
+    assert inactive == {first_id, second_id}
+
+
+def test_non_admin_keys_and_members_cannot_see_keys_or_members(client, trio):
+    for scopes in (("read",), ("read", "write", "run")):
+        api = as_key(client, trio.acme, *scopes)
+        assert_error(api.get("/api-keys"), 403, "permission_denied")
+        assert_error(api.post("/api-keys", {"name": "x", "scopes": ["admin"]}), 403)
+        assert_error(api.get("/members"), 403)
+    assert client.login(username="bob", password=PASSWORD)  # a member, not an admin
+    assert_error(Api(client, tenant_header="acme").get("/api-keys"), 403)
+    assert_error(Api(client, tenant_header="acme").get("/members"), 403)
+
+
+def test_a_session_admin_creates_keys_recorded_as_theirs(client, trio):
+    assert client.login(username="alice", password=PASSWORD)
+    created = Api(client, tenant_header="acme").post(
+        "/api-keys", {"name": "mine", "scopes": ["read"]}
+    )
+    assert created.status_code == 201 and created.json()["created_by"] == "alice"
+
+
+# -- members ---------------------------------------------------------------------------------
+def test_members_add_by_username_or_email_change_role_and_remove(client, trio):
+    dana, erin = make_user("dana"), make_user("erin")
+    admin = as_key(client, trio.acme, "admin")
+    listed = admin.get("/members").json()["results"]
+    assert {(m["user"]["username"], m["role"]) for m in listed} == {
+        ("alice", "owner"),
+        ("bob", "member"),
+    }
+
+    added = admin.post("/members", {"username": "dana", "role": "viewer"})
+    assert added.status_code == 201, added.content
+    assert added.json()["user"]["username"] == "dana" and added.json()["role"] == "viewer"
+    by_email = admin.post("/members", {"email": "ERIN@example.test"})
+    assert by_email.status_code == 201 and by_email.json()["role"] == "member"
+    assert_error(admin.post("/members", {"username": "dana"}), 409)
+    assert "username" in assert_error(admin.post("/members", {"username": "zed"}), 400)["details"]
+    assert_error(admin.post("/members", {"username": "dana", "email": "x@example.test"}), 400)
+
+    membership_id = added.json()["id"]
+    promoted = admin.patch(f"/members/{membership_id}", {"role": "admin"})
+    assert promoted.status_code == 200 and promoted.json()["role"] == "admin"
+    dana.refresh_from_db()
+    assert dana.is_staff  # the service's rule: admins get the (tenant-scoped) admin site
+    assert [
+        m["user"]["username"] for m in admin.get("/members", {"role": "admin"}).json()["results"]
+    ] == ["dana"]
+
+    assert admin.delete(f"/members/{membership_id}").status_code == 204
+    assert not Membership.objects.filter(tenant=trio.acme, user=dana).exists()
+    assert Membership.objects.filter(tenant=trio.acme, user=erin).exists()
+
+
+def test_the_last_owner_cannot_be_demoted_or_removed(client, trio):
+    assert client.login(username="alice", password=PASSWORD)
+    owner = Api(client, tenant_header="acme")
+    alice_id = Membership.objects.get(tenant=trio.acme, user=trio.alice).pk
+    demoted = owner.patch(f"/members/{alice_id}", {"role": "admin"})
+    assert "owner" in assert_error(demoted, 409, "conflict")["message"]
+    assert "owner" in assert_error(owner.delete(f"/members/{alice_id}"), 409)["message"]
+    bob_id = Membership.objects.get(tenant=trio.acme, user=trio.bob).pk
+    assert owner.patch(f"/members/{bob_id}", {"role": "owner"}).json()["role"] == "owner"
+    assert owner.patch(f"/members/{alice_id}", {"role": "admin"}).status_code == 200  # now fine
+    assert Membership.objects.get(pk=alice_id).role == Role.ADMIN
+
+
+def test_owner_keys_act_as_owners_and_admin_keys_cannot_touch_owners(client, trio):
+    alice_id = Membership.objects.get(tenant=trio.acme, user=trio.alice).pk
+    bob_id = Membership.objects.get(tenant=trio.acme, user=trio.bob).pk
+    from_owner = Api(client, key_for(trio.acme, "admin", created_by=trio.alice))
+    assert_error(from_owner.delete(f"/members/{alice_id}"), 409)  # the last owner stays
+
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    from_admin = Api(client, key_for(trio.acme, "admin", created_by=dana))
+    assert_error(from_admin.patch(f"/members/{bob_id}", {"role": "owner"}), 403)
+    assert_error(from_admin.patch(f"/members/{alice_id}", {"role": "member"}), 403)
+    assert_error(from_admin.delete(f"/members/{alice_id}"), 403)
+    assert from_admin.patch(f"/members/{bob_id}", {"role": "viewer"}).status_code == 200
+
+
+def test_other_tenants_members_and_keys_answer_404(client, trio):
+    charlie_id = Membership.objects.get(tenant=trio.globex, user=trio.charlie).pk
+    globex_key_id = ApiKey.objects.get(prefix=key_for(trio.globex, "read").split("_")[1]).pk
+    admin = as_key(client, trio.acme, "admin")
+    assert_error(admin.get(f"/members/{charlie_id}"), 404)
+    assert_error(admin.patch(f"/members/{charlie_id}", {"role": "viewer"}), 404)
+    assert_error(admin.put(f"/members/{charlie_id}", {"role": "viewer"}), 404)
+    assert_error(admin.delete(f"/members/{charlie_id}"), 404)
+    assert_error(admin.get(f"/api-keys/{globex_key_id}"), 404)
+    assert_error(admin.post(f"/api-keys/{globex_key_id}/revoke"), 404)
+    assert_error(admin.delete(f"/api-keys/{globex_key_id}"), 404)
+    assert ApiKey.objects.get(pk=globex_key_id).revoked_at is None
+    assert Membership.objects.get(pk=charlie_id).role == Role.OWNER

@@ -1,0 +1,138 @@
+"""REST: the tenant's tool registry, its definitions, and executing a tool."""
+
+from __future__ import annotations
+
+from agentplatform.api.tools_api import HTTP_TOOL_REQUEST
+from tests.api.test_resources import as_key, assert_error
+from tools.models import ToolDefinition
+
+WEATHER = {
+    "name": "weather",
+    "kind": "http",
+    "description": "Today's weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+    "config": {"url": "https://api.example.com/weather", "auth": {"type": "bearer"}},
+    "secret": "tool-SECRET-789",
+    "tags": ["weather"],
+}
+
+
+def by_name(response) -> dict[str, dict]:
+    return {tool["name"]: tool for tool in response.json()["results"]}
+
+
+def test_the_list_is_the_effective_registry_with_builtins_and_workflows(client, trio):
+    tools = by_name(as_key(client, trio.acme, "read").get("/tools"))
+    assert tools["calculator"]["kind"] == "builtin"
+    assert tools["calculator"]["definition"] is None
+    assert tools["calculator"]["capability"]["effect"] == "none"
+    assert tools["calculator"]["input_schema"]["required"] == ["expression"]
+    assert tools["compound_interest"]["kind"] == "workflow"
+
+
+def test_define_an_http_tool_with_a_write_only_secret(client, trio):
+    api = as_key(client, trio.acme)
+    created = api.post("/tools", WEATHER)
+    assert created.status_code == 201, created.content
+    tool = created.json()
+    assert tool["kind"] == "http" and tool["enabled"] is True
+    assert tool["definition"]["has_secret"] is True
+    assert tool["capability"] == {
+        "effect": "read",
+        "idempotent": True,
+        "requires_approval": False,
+        "timeout_s": 30.0,
+    }
+    assert by_name(api.get("/tools", {"kind": "http"})).keys() == {"weather"}
+    assert by_name(api.get("/tools", {"tag": "weather"})).keys() == {"weather"}
+    assert api.get("/tools/weather").json()["definition"]["config"] == WEATHER["config"]
+
+    patched = api.patch("/tools/weather", {"description": "Weather now."})
+    assert patched.status_code == 200 and patched.json()["description"] == "Weather now."
+    assert ToolDefinition.objects.get(name="weather").secret == "tool-SECRET-789"  # kept
+    no_secret = api.patch("/tools/weather", {"secret": None})
+    assert "secret" in assert_error(no_secret, 400)["details"]  # bearer auth needs one
+
+    assert api.delete("/tools/weather").status_code == 204
+    assert_error(api.get("/tools/weather"), 404)
+    assert not any("tool-SECRET-789" in body for body in api.bodies)
+
+
+def test_the_documented_example_is_accepted(client, trio):
+    created = as_key(client, trio.acme).post("/tools", HTTP_TOOL_REQUEST)
+    assert created.status_code == 201, created.content
+
+
+def test_definition_validation_names_the_field(client, trio):
+    api = as_key(client, trio.acme)
+    bad = api.post("/tools", {**WEATHER, "config": {"url": "ftp://x"}})
+    assert "config" in assert_error(bad, 400)["details"]
+    bad = api.post("/tools", {**WEATHER, "input_schema": {"type": "string"}})
+    assert "input_schema" in assert_error(bad, 400)["details"]
+    bad = api.post("/tools", {**WEATHER, "name": "has space"})
+    assert "name" in assert_error(bad, 400)["details"]
+    assert api.post("/tools", WEATHER).status_code == 201
+    assert_error(api.post("/tools", WEATHER), 400)  # the name is taken
+
+
+def test_a_disabled_definition_hides_the_builtin_until_deleted(client, trio):
+    api = as_key(client, trio.acme)
+    hidden = api.post(
+        "/tools",
+        {"name": "think", "kind": "builtin", "config": {"builtin": "think"}, "enabled": False},
+    )
+    assert hidden.status_code == 201, hidden.content
+    assert hidden.json()["enabled"] is False
+    assert "think" not in by_name(api.get("/tools"))
+    assert by_name(api.get("/tools", {"enabled": "false"})).keys() == {"think"}
+    assert api.get("/tools/think").json()["enabled"] is False
+    runner = as_key(client, trio.acme, "run")
+    assert_error(runner.post("/tools/think/execute", {"arguments": {"thought": "x"}}), 404)
+    assert api.delete("/tools/think").status_code == 204
+    assert by_name(api.get("/tools"))["think"]["definition"] is None
+
+
+def test_builtins_without_a_definition_cannot_be_changed_or_deleted(client, trio):
+    api = as_key(client, trio.acme)
+    assert_error(api.patch("/tools/calculator", {"description": "x"}), 404)
+    assert_error(api.delete("/tools/calculator"), 404)
+
+
+def test_execute_a_tool_needs_the_run_scope(client, trio):
+    body = {"arguments": {"expression": "6 * 7"}}
+    assert_error(
+        as_key(client, trio.acme, "read", "write").post("/tools/calculator/execute", body), 403
+    )
+    runner = as_key(client, trio.acme, "run")
+    response = runner.post("/tools/calculator/execute", body)
+    assert response.status_code == 200, response.content
+    result = response.json()
+    assert result["result"] == {"result": 42} and result["error"] is None
+    assert result["name"] == "calculator" and result["call_id"].startswith("call_")
+    assert result["latency_ms"] >= 0
+
+
+def test_execute_reports_tool_trouble_in_error_and_bad_input_as_400(client, trio):
+    runner = as_key(client, trio.acme, "run")
+    invalid = runner.post("/tools/calculator/execute", {"arguments": {"expression": 5}})
+    assert invalid.status_code == 200 and invalid.json()["error"]
+    failing = runner.post("/tools/calculator/execute", {"arguments": {"expression": "1/0"}})
+    assert failing.status_code == 200 and failing.json()["error"]
+    assert_error(runner.post("/tools/calculator/execute", {"arguments": [1]}), 400)
+    assert_error(runner.post("/tools/calculator/execute", {}), 400)
+    assert_error(runner.post("/tools/nope/execute", {"arguments": {}}), 404)
+
+
+def test_other_tenants_tools_answer_404(client, trio):
+    as_key(client, trio.globex).post("/tools", {**WEATHER, "name": "globex_weather"})
+    api = as_key(client, trio.acme, "read", "write", "run")
+    assert "globex_weather" not in by_name(api.get("/tools"))
+    assert_error(api.get("/tools/globex_weather"), 404)
+    assert_error(api.patch("/tools/globex_weather", {"description": "x"}), 404)
+    assert_error(api.delete("/tools/globex_weather"), 404)
+    assert_error(api.post("/tools/globex_weather/execute", {"arguments": {"city": "x"}}), 404)
+    assert ToolDefinition.objects.get(name="globex_weather").description == WEATHER["description"]
