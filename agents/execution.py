@@ -430,7 +430,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> bool:
             )
         if terminal and run.parent_id:  # a parent parked on this child goes on
             woke = Run.objects.filter(pk=run.parent_id, status=RunStatus.AWAITING_APPROVAL).update(
-                status=RunStatus.QUEUED
+                status=RunStatus.QUEUED, queued_at=Now()
             )
             if woke:
                 transaction.on_commit(lambda: _enqueue(run.parent_id))

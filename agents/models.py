@@ -214,6 +214,9 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     state = models.JSONField(null=True, blank=True, help_text="The resumable checkpoint.")
     attempts = models.PositiveSmallIntegerField(default=0)
+    # When its execution was last asked for; a queued run whose message went missing (a
+    # worker took it and died before claiming) is asked for again by the sweeper.
+    queued_at = models.DateTimeField(null=True, blank=True, db_index=True)
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0)

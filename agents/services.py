@@ -113,6 +113,7 @@ def run_start(
                 initiated_by_api_key=api_key,
                 input=input,
                 correlation_id=uuid.uuid4().hex,
+                queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
             )
             if conversation is not None:
@@ -219,7 +220,7 @@ def approval_decide(
         if not pending.exists():
             resumed = Run.objects.filter(
                 pk=locked.run_id, status=RunStatus.AWAITING_APPROVAL
-            ).update(status=RunStatus.QUEUED)
+            ).update(status=RunStatus.QUEUED, queued_at=timezone.now())
             if resumed:
                 transaction.on_commit(lambda: _enqueue(locked.run_id))
     return locked

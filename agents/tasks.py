@@ -3,13 +3,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from celery import shared_task
-from django.utils import timezone
+from django.db.models.functions import Now
 
-from agents.execution import execute_run
+from agents.execution import execute_run, lease_seconds
 from agents.models import Run
 from agents.runtime.spec import RunStatus
-
-QUEUED_TOO_LONG = timedelta(minutes=5)
 
 
 @shared_task(name="agents.execute_run", acks_late=True, reject_on_worker_lost=True)
@@ -20,16 +18,18 @@ def execute_run_task(run_id: int) -> str:
 
 @shared_task(name="agents.sweep_stale_runs")
 def sweep_stale_runs() -> int:
-    """Queue runs whose worker died (lease expired) and queued runs whose message was lost."""
-    now = timezone.now()
+    """Ask again for runs whose worker died: running under an expired lease, or queued for
+    longer than two leases (the worker that took the message died before claiming it).
+    Each queued run is asked for at most once per two leases, so a backlog is not flooded."""
+    grace = timedelta(seconds=2 * lease_seconds())
     stale = list(
-        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list(
+        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=Now()).values_list(
             "pk", flat=True
         )
     )
-    stale += Run.objects.filter(
-        status=RunStatus.QUEUED, created_at__lt=now - QUEUED_TOO_LONG
-    ).values_list("pk", flat=True)
-    for run_id in stale:
+    waiting = Run.objects.filter(status=RunStatus.QUEUED, queued_at__lt=Now() - grace)
+    lost = list(waiting.values_list("pk", flat=True)[:500])
+    Run.objects.filter(pk__in=lost, status=RunStatus.QUEUED).update(queued_at=Now())
+    for run_id in [*stale, *lost]:
         execute_run_task.delay(run_id)
-    return len(stale)
+    return len(stale) + len(lost)
