@@ -43,5 +43,6 @@ ERRORS = {
     401: error("Missing, invalid, revoked or expired API key."),
     403: error("The key lacks the scope, or the role is too low."),
     404: error("No such object in this tenant."),
+    415: error("The body's content type is not accepted (send application/json)."),
     429: error("Too many requests; see Retry-After."),
 }

@@ -389,7 +389,9 @@ class FactSerializer(serializers.ModelSerializer):
 
 # -- API keys and members ----------------------------------------------------------------
 class ApiKeySerializer(serializers.ModelSerializer):
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )  # keys made with another key have no creator
     usable = serializers.BooleanField(source="is_usable", read_only=True)
 
     class Meta:

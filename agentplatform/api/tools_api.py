@@ -13,6 +13,7 @@ from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
     extend_schema,
+    extend_schema_serializer,
     extend_schema_view,
     inline_serializer,
 )
@@ -111,13 +112,15 @@ HTTP_TOOL_RESPONSE = {
         "updated_at": "2025-01-01T12:00:00Z",
     },
 }
-ToolPage = inline_serializer(
-    name="ToolList",
-    fields={
-        "next": serializers.CharField(allow_null=True, help_text="Always null: one page."),
-        "previous": serializers.CharField(allow_null=True),
-        "results": ToolSerializer(many=True),
-    },
+ToolPage = extend_schema_serializer(many=False)(  # one object, though `list` returns it
+    inline_serializer(
+        name="ToolList",
+        fields={
+            "next": serializers.CharField(allow_null=True, help_text="Always null: one page."),
+            "previous": serializers.CharField(allow_null=True),
+            "results": ToolSerializer(many=True),
+        },
+    ).__class__
 )
 
 

@@ -314,8 +314,12 @@ class _Loop:
         self, state: RunState, call: ToolCall, result: Any, error: str | None, latency_ms: float
     ) -> None:
         content = error if error is not None else _as_text(result)
-        # The event first: a crash before the checkpoint may repeat an event (an idempotent
-        # call runs again) but never loses one.
+        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
+        if call.name == FINAL_ANSWER and error is None:
+            state.structured_output = call.arguments
+        # The result is saved before its event: a crash between the two loses that event but
+        # never the result (the model is told what the tool did, not "unknown").
+        await self.checkpoint.save(state, "tool_result")
         await self.emit(
             "tool.completed",
             call_id=call.id,
@@ -324,10 +328,6 @@ class _Loop:
             error=error,
             latency_ms=round(latency_ms, 3),
         )
-        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
-        if call.name == FINAL_ANSWER and error is None:
-            state.structured_output = call.arguments
-        await self.checkpoint.save(state, "tool_result")
 
     async def _after_tools(self, state: RunState) -> RunOutcome | None:
         """Append the results in call order; finish when final_answer was accepted."""

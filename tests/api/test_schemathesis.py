@@ -1,0 +1,241 @@
+"""Property-based conformance of the REST API to its own OpenAPI schema (schemathesis).
+
+The schema at `/api/schema/` is loaded through the WSGI app and must be a valid OpenAPI 3
+document. Then every operation under `/api/v1/` is exercised with a bounded, deterministic
+set of generated requests (examples, coverage and fuzzing phases; no stateful phase;
+`max-examples` per operation; fixed seed and derandomized Hypothesis) as an admin-scoped
+tenant API key. Each response must:
+
+- not be a server error (no 5xx for any input);
+- use a documented status code, content type and headers;
+- match the documented body schema (including the `{"error": {...}}` error responses).
+
+Operations whose path has an identifier are also called with the id of a seeded object
+(an agent, a crew, a tool definition, a provider connection, a conversation, a fact, a
+spare API key and a member), so the detail/update routes answer something besides 404.
+
+Skipped because they start real work, stream or may call out of the process:
+- `POST /api/v1/runs` (`v1_runs_create`): enqueues a Celery run;
+- `GET /api/v1/runs/{run_id}/events` (`v1_runs_events_retrieve`): SSE stream;
+- `POST /api/v1/provider-connections/{id}/test` (`v1_provider_connections_test_create`):
+  calls the provider;
+- `POST /api/v1/tools/{name}/execute` (`v1_tools_execute_create`): may call out.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import schemathesis
+from django.core import signals
+from django.core.serializers.json import DjangoJSONEncoder
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from drf_spectacular.generators import SchemaGenerator
+from schemathesis import checks as st_checks
+from schemathesis.config import SchemathesisConfig
+
+from agentplatform.api import throttling
+from agentplatform.tenancy.models import ApiKey, Membership
+from agents.models import Fact
+from providers.models import ProviderConnection
+from tests.api.test_resources import as_key, key_for
+
+SKIPPED_OPERATIONS = [
+    "v1_runs_create",
+    "v1_runs_events_retrieve",
+    "v1_provider_connections_test_create",
+    "v1_tools_execute_create",
+]
+
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "seed": 20260701,
+        "suppress-health-check": ["all"],
+        "generation": {
+            "max-examples": 3,
+            "deterministic": True,
+            "database": "none",
+            "no-shrink": True,
+        },
+        "phases": {
+            "examples": {"enabled": True},
+            "coverage": {
+                "enabled": False,  # most of the runtime; examples + fuzzing stay
+                "unexpected-methods": [],
+                "generate-duplicate-query-parameters": False,
+            },
+            "fuzzing": {"enabled": True},
+            "stateful": {"enabled": False},
+        },
+    }
+)
+
+CHECKS = [
+    st_checks.not_a_server_error,
+    st_checks.status_code_conformance,
+    st_checks.content_type_conformance,
+    st_checks.response_headers_conformance,
+    st_checks.response_schema_conformance,
+]
+
+
+def load_schema():
+    """The document `/api/schema/` serves, generated without a request (collection time, no
+    database); `test_the_schema_is_valid_openapi` checks the endpoint serves this very one."""
+    raw = json.loads(
+        json.dumps(SchemaGenerator().get_schema(request=None, public=True), cls=DjangoJSONEncoder)
+    )
+    schema = schemathesis.openapi.from_dict(raw, config=CONFIG)
+    schema.app = get_wsgi_application()
+    schema.location = "/api/schema/"
+    return schema.include(path_regex=r"^/api/v1/").exclude(operation_id=SKIPPED_OPERATIONS)
+
+
+schema = load_schema()
+
+
+@pytest.fixture
+def api_schema():
+    return schema
+
+
+def test_the_schema_is_valid_openapi(client, api_schema):
+    """The document validates against the OpenAPI 3.0 meta-schema, and every operation resolves."""
+    from drf_spectacular.validation import validate_schema
+
+    served = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert served.status_code == 200
+    assert served.json()["paths"].keys() >= api_schema.raw_schema["paths"].keys()
+    api_schema.validate()  # schemathesis' own OpenAPI 3.0 meta-schema check
+    validate_schema(api_schema.raw_schema)  # drf-spectacular's, too
+    ids = {op.ok().definition.raw.get("operationId") for op in api_schema.get_all_operations()}
+    assert len(ids) > 40
+    assert not ids & set(SKIPPED_OPERATIONS)
+
+
+@pytest.fixture
+def seeded(client, trio, monkeypatch):
+    """An admin key of acme and the ids of a few acme objects, keyed by path parameter."""
+    seed = _seed(client, trio, monkeypatch)
+    # As Django's test client does: the WSGI app must not close the connection that holds
+    # the test's transaction around each request (after seeding: the test client reconnects).
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield seed
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+def _seed(client, trio, monkeypatch):
+    # The fuzzer sends far more than the production budgets allow in a minute.
+    for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
+        monkeypatch.setattr(
+            cls, "THROTTLE_RATES", {"api_key": "1000000/min", "tenant": "1000000/min"}
+        )
+    api = as_key(client, trio.acme, "read", "write", "run", "admin")
+    assert (
+        api.post(
+            "/agents", {"slug": "writer", "name": "Writer", "instructions": "Write."}
+        ).status_code
+        == 201
+    )
+    assert (
+        api.post("/crews", {"slug": "team", "name": "Team", "members": ["writer"]}).status_code
+        == 201
+    )
+    tool = {
+        "name": "weather",
+        "kind": "http",
+        "description": "Today's weather in a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "config": {"url": "https://api.example.com/weather"},
+    }
+    assert api.post("/tools", tool).status_code == 201, api.bodies[-1]
+    conversation = api.post("/conversations", {"agent": "writer", "title": "Hello"})
+    assert conversation.status_code == 201, conversation.content
+    connection = ProviderConnection.objects.create(
+        tenant=trio.acme,
+        name="Local OpenAI",
+        kind="openai",
+        api_key="sk-test-key",
+        base_url="http://127.0.0.1:9/v1",
+        default_model="gpt-test",
+        max_retries=0,
+    )
+    fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="Likes tea.")
+    key_for(trio.acme, "read", name="spare")
+    spare = ApiKey.objects.filter(tenant=trio.acme, name="spare").get()
+    member = Membership.objects.get(tenant=trio.acme, user=trio.bob)
+    return api.key, {
+        "/api/v1/agents/{slug}": {"slug": "writer"},
+        "/api/v1/crews/{slug}": {"slug": "team"},
+        "/api/v1/tools/{name}": {"name": "weather"},
+        "/api/v1/conversations/{id}": {"id": conversation.json()["id"]},
+        "/api/v1/conversations/{id}/messages": {"id": conversation.json()["id"]},
+        "/api/v1/provider-connections/{id}": {"id": connection.pk},
+        "/api/v1/facts/{id}": {"id": fact.pk},
+        "/api/v1/api-keys/{id}": {"id": spare.pk},
+        "/api/v1/api-keys/{id}/revoke": {"id": spare.pk},
+        "/api/v1/members/{id}": {"id": member.pk},
+    }
+
+
+def validate(case, headers):
+    response = case.call(headers=headers)
+    case.validate_response(response, checks=CHECKS, headers=headers)
+
+
+@pytest.mark.django_db
+@schema.parametrize()
+def test_the_api_conforms_to_its_schema(case, seeded):
+    key, ids = seeded
+    headers = {"Authorization": f"Bearer {key}"}
+    validate(case, headers)
+    if case.path in ids:  # once more, on a real object
+        real = case.operation.Case(
+            path_parameters={**case.path_parameters, **ids[case.path]},
+            headers=dict(case.headers or {}),
+            query=case.query,
+            body=case.body,
+            media_type=case.media_type,
+        )
+        validate(real, headers)
+
+
+def operation(operation_id: str):
+    return schema.find_operation_by_id(operation_id)
+
+
+@pytest.mark.django_db
+def test_api_keys_conform_when_the_creator_is_an_api_key(seeded):
+    key, _ = seeded
+    case = operation("v1_api_keys_list").Case()
+    headers = {"Authorization": f"Bearer {key}"}
+    case.validate_response(case.call(headers=headers), checks=CHECKS, headers=headers)
+
+
+@pytest.mark.django_db
+def test_the_tools_list_conforms(seeded):
+    key, _ = seeded
+    case = operation("v1_tools_list").Case()
+    headers = {"Authorization": f"Bearer {key}"}
+    case.validate_response(case.call(headers=headers), checks=CHECKS, headers=headers)
+
+
+@pytest.mark.django_db
+def test_415_is_documented(seeded):
+    key, ids = seeded
+    case = operation("v1_members_update").Case(
+        path_parameters=ids["/api/v1/members/{id}"],
+        headers={"Content-Type": "text/plain"},
+        body='{"role": "admin"}',
+        media_type="text/plain",
+    )
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "text/plain"}
+    response = case.call(headers=headers)
+    assert response.status_code == 415
+    case.validate_response(response, checks=CHECKS, headers=headers)
