@@ -79,13 +79,21 @@ class RunEventSink:
         self.wants_text_deltas = wants_text_deltas
         self._deltas: list[str] = []
         self._deltas_since = 0.0
+        self._last_delta_write = 0.0
 
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
         if type == "text.delta":
+            now = time.monotonic()
+            if not self._deltas and now - self._last_delta_write >= DELTA_FLUSH_S:
+                # Leading edge: the first token of a burst goes out at once (time to first
+                # token); the ones right behind it are coalesced.
+                self._last_delta_write = now
+                await self._write("text.delta", {"text": payload["text"]})
+                return
             if not self._deltas:
-                self._deltas_since = time.monotonic()
+                self._deltas_since = now
             self._deltas.append(payload["text"])
-            if time.monotonic() - self._deltas_since >= DELTA_FLUSH_S:
+            if now - self._deltas_since >= DELTA_FLUSH_S:
                 await self.flush()
             return
         await self.flush()
@@ -94,6 +102,7 @@ class RunEventSink:
     async def flush(self) -> None:
         if self._deltas:
             text, self._deltas = "".join(self._deltas), []
+            self._last_delta_write = time.monotonic()
             await self._write("text.delta", {"text": text})
 
     async def _write(self, type: str, payload: dict[str, Any]) -> None:
@@ -116,14 +125,14 @@ async def iter_run_events(
     await pubsub.subscribe(channel(run))  # before replay: nothing falls in between
     try:
         last = after_seq
-        stored = await sync_to_async(_stored_after)(run.pk, after_seq)
+        stored = await sync_to_async(_released(_stored_after))(run.pk, after_seq)
         for event in stored:
             last = event["seq"]
             yield event
             if event["type"] in TERMINAL_EVENTS:
                 return
-        if await sync_to_async(_is_terminal)(run.pk):
-            for event in await sync_to_async(_stored_after)(run.pk, last):
+        if await sync_to_async(_released(_is_terminal))(run.pk):
+            for event in await sync_to_async(_released(_stored_after))(run.pk, last):
                 yield event  # whatever landed between the replay and this check
             return
         quiet_since = time.monotonic()
@@ -133,8 +142,8 @@ async def iter_run_events(
                 if heartbeat_s is not None and time.monotonic() - quiet_since >= heartbeat_s:
                     quiet_since = time.monotonic()
                     yield {"type": "heartbeat"}
-                if await sync_to_async(_ended_after)(run.pk, last):
-                    for event in await sync_to_async(_stored_after)(run.pk, last):
+                if await sync_to_async(_released(_ended_after))(run.pk, last):
+                    for event in await sync_to_async(_released(_stored_after))(run.pk, last):
                         yield event
                     return
                 continue
@@ -142,7 +151,7 @@ async def iter_run_events(
             if event["seq"] <= last:
                 continue  # already replayed
             if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
-                for missing in await sync_to_async(_stored_after)(run.pk, last):
+                for missing in await sync_to_async(_released(_stored_after))(run.pk, last):
                     if missing["seq"] >= event["seq"]:
                         break
                     last = missing["seq"]
@@ -156,6 +165,19 @@ async def iter_run_events(
         await pubsub.unsubscribe()
         await pubsub.aclose()
         await client.aclose()
+
+
+def _released(function):
+    """Run `function` and give its database connection back: an open stream waits for
+    minutes, and must not hold one of the server's connections while it does."""
+
+    def call(*args):
+        try:
+            return function(*args)
+        finally:
+            connection.close()
+
+    return call
 
 
 def _stored_after(run_id: int, after_seq: int) -> list[dict[str, Any]]:
