@@ -1,0 +1,644 @@
+"""What the OpenAI-compatible API (`/v1/chat/completions`, streaming) adds over streaming from
+the provider directly, side by side against the local fake provider server
+(tests/fakes/provider_server.py), in one run.
+
+Run: cd /work/main && .venv/bin/python bench/api.py
+(prints a table, writes bench/results/api.json). Takes about a minute. Needs no network and no
+configuration: it starts the embedded PostgreSQL and Redis in a temporary DATA_DIR (stopped,
+and the directory removed, at exit), then runs the platform as in production: a
+`uvicorn agentplatform.asgi:application` subprocess and one Celery worker subprocess (prefork,
+concurrency 2; the runs execute there), both with the environment `manage.py serve` gives its
+children. The fake provider runs in its own process (multiprocessing, spawn) and answers every
+chat request with the same TextReply (3 text pieces, CHUNK_DELAY_S between stream events).
+
+1. Time to first token: the `openai` SDK (AsyncOpenAI over httpx2, max_retries=0) with
+   `stream=True`, from request start to the first chunk with non-empty `delta.content`;
+   through the platform (`model="bench"`, an agent) vs the fake provider directly
+   (`model="gpt-test"`). Interleaved, SAMPLES each after WARMUP each; medians and the added ms
+   (target: under 50 ms).
+2. Concurrency: CONCURRENT streaming chats at once (asyncio.gather, one AsyncOpenAI, 60 s
+   timeout), through the platform, then the same directly: completed, errors (429s counted
+   apart), per-chat total latency (request start to end of stream) and TTFT p50/p99, and the
+   added latency (platform percentile - direct percentile).
+
+If the TTFT target is missed, a breakdown of one platform chat from the Run's timestamps and
+its RunEvent rows (request -> Run created -> claimed by the worker -> first text delta stored
+-> seen by the client) shows where the time goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
+    sys.path.pop(0)
+sys.path.insert(0, str(ROOT))
+
+import httpx2  # noqa: E402
+import openai  # noqa: E402
+
+SAMPLES = 30
+WARMUP = 3
+CONCURRENT = 100
+CLIENT_TIMEOUT_S = 60.0
+TARGET_TTFT_ADDED_MS = 50.0
+CHUNK_DELAY_S = 0.005
+REPLY_TEXT = "Hello there, this is the benchmark's reply."
+MODEL = "gpt-test"
+AGENT = "bench"
+WORKER_CONCURRENCY = 2
+WORKER_COMMAND = [
+    "-m", "celery", "-A", "agentplatform", "worker", "--without-gossip", "--without-mingle",
+    "--without-heartbeat", "--pool", "prefork", "--concurrency", str(WORKER_CONCURRENCY),
+    "--loglevel", "WARNING",
+]  # fmt: skip
+SERVER_MODE = "separate process (multiprocessing spawn), ThreadingHTTPServer on 127.0.0.1"
+
+
+# -- the fake server, in its own process -----------------------------------------------------
+def serve(conn: Connection) -> None:
+    """Child process: a ProviderServer answering every chat with the same TextReply."""
+    from tests.fakes.provider_server import ProviderServer, TextReply
+
+    server = ProviderServer(models=[MODEL])
+    reply = TextReply(REPLY_TEXT, chunk_delay_s=CHUNK_DELAY_S)
+    server._next_reply = lambda api: None if api == "embeddings" else reply  # type: ignore[method-assign]
+    conn.send(server.url)
+    try:
+        while True:
+            (command,) = conn.recv()
+            if command == "stop":
+                break
+            if command == "stats":
+                conn.send(
+                    {
+                        "requests": len(server.received),
+                        "connections": server.connection_count,
+                        "errors": [repr(e) for e in server.errors],
+                    }
+                )
+    finally:
+        server.close()
+
+
+class RemoteServer:
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(
+            target=serve, args=(child_conn,), name="provider-server", daemon=True
+        )
+        self._process.start()
+        if not self._conn.poll(60):
+            raise RuntimeError("the provider server process did not start")
+        self.url: str = self._conn.recv()
+        self.openai_base_url = self.url + "/v1"
+
+    def ask(self, *command: Any) -> Any:
+        self._conn.send(command)
+        return self._conn.recv()
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            with contextlib.suppress(Exception):
+                self._conn.send(("stop",))
+            self._process.join(10)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(5)
+
+
+# -- Django, the embedded services, uvicorn and the Celery worker -----------------------------
+def configure_django() -> Path:
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-api-"))
+    if any(c.isspace() for c in str(data_dir)):
+        raise RuntimeError(f"the temporary directory {data_dir} contains whitespace")
+    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        os.environ.pop(name, None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agentplatform.settings"
+    os.environ["DATA_DIR"] = str(data_dir)
+    os.environ["EGRESS_ALLOWLIST"] = "127.0.0.1/32"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return data_dir
+
+
+def child_env() -> dict[str, str]:
+    """serve.py `_child_env`: the URLs of the running embedded services."""
+    from django.conf import settings
+
+    from agentplatform import embedded
+
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=embedded.postgres_url(settings.DATABASES["default"]),
+        REDIS_URL=settings.REDIS_URL,
+        SECRET_KEY=settings.SECRET_KEY,
+        FIELD_ENCRYPTION_KEYS=",".join(settings.FIELD_ENCRYPTION_KEYS),
+        EGRESS_ALLOWLIST="127.0.0.1/32",
+        DATA_DIR=str(settings.DATA_DIR),
+        DJANGO_SETTINGS_MODULE="agentplatform.settings",
+    )
+    return env
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Child:
+    """A subprocess in its own process group (so its children stop with it), logged to a file."""
+
+    def __init__(self, name: str, args: list[str], log: Path) -> None:
+        self.name, self.log = name, log
+        self._log_file = log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+            start_new_session=True,
+        )
+
+    def tail(self) -> str:
+        self._log_file.flush()
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        with contextlib.suppress(ProcessLookupError):  # prefork children left over
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._log_file.close()
+
+
+def wait_worker(worker: Child, timeout_s: float = 60.0) -> float:
+    from agentplatform.tasks import ping
+
+    started = time.perf_counter()
+    while True:
+        try:
+            if ping.apply_async(expires=2).get(timeout=2) == "pong":
+                return time.perf_counter() - started
+        except Exception:
+            if worker.process.poll() is not None or time.perf_counter() - started > timeout_s:
+                raise RuntimeError(f"the Celery worker did not start:\n{worker.tail()}") from None
+
+
+def wait_web(web: Child, port: int, timeout_s: float = 60.0) -> float:
+    started = time.perf_counter()
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return time.perf_counter() - started
+        if web.process.poll() is not None or time.perf_counter() - started > timeout_s:
+            raise RuntimeError(f"uvicorn did not start:\n{web.tail()}")
+        time.sleep(0.05)
+
+
+def create_fixture(server: RemoteServer) -> str:
+    """Tenant, API key (read, run), default provider connection, agent; the key's secret."""
+    from agentplatform.tenancy.services import api_key_create, tenant_create
+    from agents.models import Agent
+    from providers.models import ProviderConnection
+
+    tenant = tenant_create(slug="bench", name="Bench")
+    _, secret = api_key_create(tenant=tenant, name="bench", scopes=["read", "run"])
+    ProviderConnection.objects.create(
+        tenant=tenant,
+        name="Fake OpenAI",
+        kind="openai",
+        api_key="k",
+        base_url=server.openai_base_url,
+        default_model=MODEL,
+        is_default=True,
+        max_retries=0,
+    )
+    Agent.objects.create(
+        tenant=tenant, slug=AGENT, name="Bench", instructions="Be brief.", use_all_tools=False
+    )
+    return secret
+
+
+# -- the clients -----------------------------------------------------------------------------
+@dataclass
+class Chat:
+    ttft_s: float | None = None
+    total_s: float | None = None
+    text: str = ""
+    error: str | None = None
+    status: int | None = None
+
+
+def make_client(base_url: str, api_key: str) -> openai.AsyncOpenAI:
+    limits = httpx2.Limits(max_connections=CONCURRENT * 2, max_keepalive_connections=CONCURRENT)
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        http_client=httpx2.AsyncClient(limits=limits, timeout=CLIENT_TIMEOUT_S),
+        max_retries=0,
+        timeout=CLIENT_TIMEOUT_S,
+    )
+
+
+async def stream_chat(client: openai.AsyncOpenAI, model: str) -> Chat:
+    chat = Chat()
+    parts: list[str] = []
+    started = time.perf_counter()
+    try:
+        stream = await client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Say hello."}], stream=True
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                if chat.ttft_s is None:
+                    chat.ttft_s = time.perf_counter() - started
+                parts.append(chunk.choices[0].delta.content)
+        chat.total_s = time.perf_counter() - started
+    except openai.APIStatusError as e:
+        chat.error, chat.status = f"{e.status_code} {e.message}"[:200], e.status_code
+    except Exception as e:
+        chat.error = f"{type(e).__name__}: {e}"[:200]
+    chat.text = "".join(parts)
+    if chat.error is None and REPLY_TEXT not in chat.text:
+        chat.error = f"unexpected text {chat.text!r}"[:200]
+    return chat
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[k]
+
+
+async def ttft_rounds(platform_c: openai.AsyncOpenAI, direct_c: openai.AsyncOpenAI) -> dict:
+    for _ in range(WARMUP):
+        for client, model in ((platform_c, AGENT), (direct_c, MODEL)):
+            chat = await stream_chat(client, model)
+            if chat.error:
+                raise RuntimeError(f"warm-up chat failed ({model}): {chat.error}")
+    samples: dict[str, list[Chat]] = {"platform": [], "direct": []}
+    for i in range(SAMPLES):
+        order = [("platform", platform_c, AGENT), ("direct", direct_c, MODEL)]
+        if i % 2:
+            order.reverse()
+        for side, client, model in order:
+            samples[side].append(await bounded_chat(client, model))
+    return samples
+
+
+async def bounded_chat(client: openai.AsyncOpenAI, model: str) -> Chat:
+    """A chat with an overall deadline: the platform's heartbeats keep a stuck stream alive
+    past the SDK's read timeout."""
+    try:
+        return await asyncio.wait_for(stream_chat(client, model), CLIENT_TIMEOUT_S)
+    except TimeoutError:
+        return Chat(error=f"no end of stream within {CLIENT_TIMEOUT_S:g} s")
+
+
+async def concurrent_chats(client: openai.AsyncOpenAI, model: str) -> tuple[list[Chat], float]:
+    started = time.perf_counter()
+    chats = await asyncio.gather(*(bounded_chat(client, model) for _ in range(CONCURRENT)))
+    return list(chats), time.perf_counter() - started
+
+
+@dataclass
+class Concurrency:
+    side: str
+    completed: int
+    errors: int
+    throttled_429: int
+    wall_s: float
+    total_p50_ms: float | None
+    total_p99_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    error_samples: list[str] = field(default_factory=list)
+
+
+def summarize(side: str, chats: list[Chat], wall_s: float) -> Concurrency:
+    ok = [c for c in chats if c.error is None]
+    totals = [ms(c.total_s) for c in ok if c.total_s is not None]
+    ttfts = [ms(c.ttft_s) for c in ok if c.ttft_s is not None]
+    errors = [c for c in chats if c.error is not None]
+    return Concurrency(
+        side=side,
+        completed=len(ok),
+        errors=len(errors),
+        throttled_429=sum(1 for c in errors if c.status == 429),
+        wall_s=wall_s,
+        total_p50_ms=pct(totals, 50) if totals else None,
+        total_p99_ms=pct(totals, 99) if totals else None,
+        ttft_p50_ms=pct(ttfts, 50) if ttfts else None,
+        ttft_p99_ms=pct(ttfts, 99) if ttfts else None,
+        error_samples=[
+            f"{n} x {e}" for e, n in Counter(c.error for c in errors if c.error).most_common(5)
+        ],
+    )
+
+
+# -- where the time goes -------------------------------------------------------------------
+def last_run_pk() -> int | None:
+    from django.db import connection
+
+    from agents.models import Run
+
+    try:
+        return Run.objects.order_by("-pk").values_list("pk", flat=True).first()
+    finally:
+        connection.close()
+
+
+def max_connections() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        return cursor.fetchone()[0]
+
+
+def run_breakdown(last_n: int, max_pk: int | None) -> dict[str, Any]:
+    """From the last `last_n` Runs (the TTFT samples): created -> started (Celery pickup,
+    incl. the broker hop), started -> first text delta event stored, and the events per run."""
+    from agents.models import Run, RunEvent
+
+    runs = list(Run.objects.filter(pk__lte=max_pk or 0).order_by("-pk")[:last_n])
+    pickup, to_first_delta, to_finished, events = [], [], [], []
+    types: dict[str, int] = {}
+    for run in runs:
+        rows = list(RunEvent.objects.filter(run=run).order_by("seq"))
+        events.append(len(rows))
+        for row in rows:
+            types[row.type] = types.get(row.type, 0) + 1
+        if run.started_at and run.created_at:
+            pickup.append(ms((run.started_at - run.created_at).total_seconds()))
+        delta = next((r for r in rows if "delta" in r.type), None)
+        if delta is not None and run.started_at:
+            to_first_delta.append(ms((delta.created_at - run.started_at).total_seconds()))
+        if run.finished_at and run.started_at:
+            to_finished.append(ms((run.finished_at - run.started_at).total_seconds()))
+
+    def med(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    return {
+        "runs": len(runs),
+        "created_to_started_ms": med(pickup),
+        "started_to_first_text_event_ms": med(to_first_delta),
+        "started_to_finished_ms": med(to_finished),
+        "events_per_run": med(events),
+        "event_types_total": types,
+    }
+
+
+# -- output ----------------------------------------------------------------------------------
+def fmt(value: float | None, width: int = 10, spec: str = ".1f") -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
+
+
+def main() -> None:
+    load_at_start = os.getloadavg()
+    configure_django()
+    import celery
+    import django
+    from django.conf import settings
+
+    data_dir = Path(settings.DATA_DIR)
+    server = RemoteServer()
+    children: list[Child] = []
+    try:
+        secret = create_fixture(server)
+        port = free_port()
+        web = Child(
+            "uvicorn",
+            [
+                "-m",
+                "uvicorn",
+                "agentplatform.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--timeout-graceful-shutdown",
+                "5",
+                "--lifespan",
+                "off",
+                "--log-level",
+                "warning",
+            ],
+            data_dir / "uvicorn.log",
+        )
+        children.append(web)
+        worker = Child("worker", WORKER_COMMAND, data_dir / "worker.log")
+        children.append(worker)
+        web_ready_s = wait_web(web, port)
+        worker_ready_s = wait_worker(worker)
+        platform_url = f"http://127.0.0.1:{port}/v1"
+
+        cutoff: list[int | None] = []
+
+        async def measure() -> tuple[dict, list[Concurrency]]:
+            platform_c = make_client(platform_url, secret)
+            direct_c = make_client(server.openai_base_url, "k")
+            try:
+                samples = await ttft_rounds(platform_c, direct_c)
+                cutoff.append(await asyncio.to_thread(last_run_pk))
+                direct_chats, direct_wall = await concurrent_chats(direct_c, MODEL)
+                platform_chats, platform_wall = await concurrent_chats(platform_c, AGENT)
+            finally:
+                await platform_c.close()
+                await direct_c.close()
+            conc = [
+                summarize("direct", direct_chats, direct_wall),
+                summarize("platform /v1", platform_chats, platform_wall),
+            ]
+            return samples, conc
+
+        samples, conc = asyncio.run(measure())
+        breakdown = run_breakdown(SAMPLES, cutoff[0])
+        breakdown["postgres_max_connections"] = max_connections()
+        stats = server.ask("stats")
+        worker_tail, web_tail = worker.tail(), web.tail()
+    finally:
+        for child in reversed(children):
+            child.stop()
+        server.close()
+
+    ttft: dict[str, dict[str, Any]] = {}
+    for side, chats in samples.items():
+        ok = [ms(c.ttft_s) for c in chats if c.error is None and c.ttft_s is not None]
+        totals = [ms(c.total_s) for c in chats if c.error is None and c.total_s is not None]
+        ttft[side] = {
+            "samples": len(ok),
+            "errors": [c.error for c in chats if c.error],
+            "median_ms": statistics.median(ok) if ok else None,
+            "min_ms": min(ok) if ok else None,
+            "max_ms": max(ok) if ok else None,
+            "total_median_ms": statistics.median(totals) if totals else None,
+        }
+    p, d = ttft["platform"]["median_ms"], ttft["direct"]["median_ms"]
+    added_ttft = p - d if p is not None and d is not None else None
+    meets = added_ttft is not None and added_ttft < TARGET_TTFT_ADDED_MS
+
+    direct, plat = conc
+    added = {
+        "total_p50_ms": None
+        if plat.total_p50_ms is None
+        else plat.total_p50_ms - (direct.total_p50_ms or 0),
+        "total_p99_ms": None
+        if plat.total_p99_ms is None
+        else plat.total_p99_ms - (direct.total_p99_ms or 0),
+        "ttft_p50_ms": None
+        if plat.ttft_p50_ms is None
+        else plat.ttft_p50_ms - (direct.ttft_p50_ms or 0),
+        "ttft_p99_ms": None
+        if plat.ttft_p99_ms is None
+        else plat.ttft_p99_ms - (direct.ttft_p99_ms or 0),
+    }
+
+    print(f"fake provider: {SERVER_MODE}; TextReply, 3 pieces, {CHUNK_DELAY_S * 1000:g} ms apart")
+    print(
+        f"platform: uvicorn (1 process) + Celery worker (prefork, concurrency "
+        f"{WORKER_CONCURRENCY}); {os.cpu_count()} CPUs"
+    )
+    print()
+    print(f"1. Time to first token, median of {SAMPLES} interleaved samples, {WARMUP} warm-up")
+    print(f"{'side':<28}{'TTFT ms':>10}{'min':>9}{'max':>9}{'total ms':>10}{'errors':>8}")
+    for side, label in (("direct", "fake provider directly"), ("platform", "platform /v1 (agent)")):
+        t = ttft[side]
+        print(
+            f"{label:<28}{fmt(t['median_ms'])}{fmt(t['min_ms'], 9)}{fmt(t['max_ms'], 9)}"
+            f"{fmt(t['total_median_ms'])}{len(t['errors']):>8}"
+        )
+    verdict = "ok" if meets else "MISSED"
+    print(
+        f"{'added by the platform':<28}{fmt(added_ttft)}   target < {TARGET_TTFT_ADDED_MS:g} ms: "
+        f"{verdict}"
+    )
+    print()
+    print(f"2. {CONCURRENT} concurrent streaming chats (client timeout {CLIENT_TIMEOUT_S:g} s)")
+    print(
+        f"{'side':<28}{'done':>6}{'errors':>8}{'429':>6}{'wall s':>8}{'total p50':>11}"
+        f"{'total p99':>11}{'TTFT p50':>10}{'TTFT p99':>10}"
+    )
+    for c in conc:
+        print(
+            f"{c.side:<28}{c.completed:>6}{c.errors:>8}{c.throttled_429:>6}{c.wall_s:>8.2f}"
+            f"{fmt(c.total_p50_ms, 11)}{fmt(c.total_p99_ms, 11)}{fmt(c.ttft_p50_ms)}"
+            f"{fmt(c.ttft_p99_ms)}"
+        )
+    print(
+        f"{'added (platform - direct)':<28}{'':>28}{fmt(added['total_p50_ms'], 11)}"
+        f"{fmt(added['total_p99_ms'], 11)}{fmt(added['ttft_p50_ms'])}{fmt(added['ttft_p99_ms'])}"
+    )
+    for c in conc:
+        for sample in c.error_samples:
+            print(f"  {c.side} error: {sample}")
+    print()
+    print(f"Where a platform chat's time goes (median of the {breakdown['runs']} TTFT-sample runs)")
+    for key in (
+        "created_to_started_ms",
+        "started_to_first_text_event_ms",
+        "started_to_finished_ms",
+        "events_per_run",
+        "postgres_max_connections",
+    ):
+        value = breakdown[key]
+        print(f"  {key:<40}{value if isinstance(value, str) else fmt(value)}")
+
+    document = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average_start_end": [load_at_start, os.getloadavg()],
+            "django": django.__version__,
+            "celery": celery.__version__,
+            "openai": openai.__version__,
+        },
+        "setup": {
+            "server": SERVER_MODE,
+            "reply": {"text": REPLY_TEXT, "pieces": 3, "chunk_delay_s": CHUNK_DELAY_S},
+            "web": "uvicorn agentplatform.asgi:application, 1 process",
+            "celery_worker": " ".join(["python", *WORKER_COMMAND]),
+            "web_ready_s": web_ready_s,
+            "celery_worker_ready_s": worker_ready_s,
+            "client": "openai.AsyncOpenAI(httpx2.AsyncClient, max_retries=0), stream=True",
+            "server_stats": stats,
+        },
+        "ttft": {
+            "samples": SAMPLES,
+            "warmup": WARMUP,
+            "sides": ttft,
+            "added_ms": added_ttft,
+            "target_added_ms": TARGET_TTFT_ADDED_MS,
+            "meets_target": meets,
+        },
+        "concurrency": {
+            "chats": CONCURRENT,
+            "client_timeout_s": CLIENT_TIMEOUT_S,
+            "sides": [c.__dict__ for c in conc],
+            "added_ms": added,
+        },
+        "platform_run_breakdown": breakdown,
+        "worker_log_tail": worker_tail[-1500:],
+        "uvicorn_log_tail": web_tail[-1500:],
+    }
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "api.json"
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    print(f"\nwrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
