@@ -378,29 +378,7 @@ class _Loop:
         return await self.is_cancelled()
 
     async def _finish(self, state: RunState, status: RunStatus, *, error: str = "") -> RunOutcome:
-        state.finished, state.error = status.value, error
-        await self.checkpoint.save(state, "finished")
-        outcome = RunOutcome(
-            status=status,
-            output=state.output,
-            structured_output=state.structured_output,
-            usage=state.usage,
-            error=error,
-        )
-        payload = {
-            "status": status.value,
-            "output": outcome.output,
-            "structured_output": outcome.structured_output,
-            "usage": _usage_payload(outcome.usage),
-            "rounds": state.rounds,
-        }
-        if status is RunStatus.FAILED:
-            await self.emit("run.failed", error=error, **payload)
-        elif status is RunStatus.CANCELLED:
-            await self.emit("run.cancelled", **payload)
-        else:
-            await self.emit("run.completed", error=error, **payload)
-        return outcome
+        return await finish_run(self.checkpoint, self.emit, state, status, error=error)
 
 
 def _as_text(result: Any) -> str:
@@ -434,3 +412,33 @@ def _with_unique_call_ids(response: ModelResponse, state: RunState) -> ModelResp
         used.add(call.id)
         calls.append(call)
     return replace(response, tool_calls=tuple(calls)) if changed else response
+
+
+async def finish_run(
+    checkpoint, emit, state: RunState, status: RunStatus, *, error: str = ""
+) -> RunOutcome:
+    """Record the final status in the checkpoint, then the terminal event. Shared by every
+    agent kind, so a stream ends the same way whoever did the thinking."""
+    state.finished, state.error = status.value, error
+    await checkpoint.save(state, "finished")
+    outcome = RunOutcome(
+        status=status,
+        output=state.output,
+        structured_output=state.structured_output,
+        usage=state.usage,
+        error=error,
+    )
+    payload = {
+        "status": status.value,
+        "output": outcome.output,
+        "structured_output": outcome.structured_output,
+        "usage": _usage_payload(outcome.usage),
+        "rounds": state.rounds,
+    }
+    if status is RunStatus.FAILED:
+        await emit("run.failed", error=error, **payload)
+    elif status is RunStatus.CANCELLED:
+        await emit("run.cancelled", **payload)
+    else:
+        await emit("run.completed", error=error, **payload)
+    return outcome

@@ -28,6 +28,7 @@ from agents.runtime.loop import (
     _call_payload,
     _usage_payload,
     agent_registry,
+    finish_run,
 )
 from agents.runtime.memory import FactStore
 from agents.runtime.spec import AgentSpec, RunOutcome, RunStatus
@@ -361,29 +362,8 @@ class _Exchange:
         return self.is_cancelled is not None and await self.is_cancelled()
 
     async def finish(self, state: RunState, status: RunStatus, *, error: str = "") -> RunOutcome:
-        """Mirrors the loop's _finish: checkpoint, then run.completed/failed/cancelled."""
-        await self.checkpoint.save(state, "finished")
-        outcome = RunOutcome(
-            status=status,
-            output=state.output,
-            structured_output=state.structured_output,
-            usage=state.usage,
-            error=error,
-        )
-        payload = {
-            "status": status.value,
-            "output": outcome.output,
-            "structured_output": outcome.structured_output,
-            "usage": _usage_payload(outcome.usage),
-            "rounds": state.rounds,
-        }
-        if status is RunStatus.FAILED:
-            await self.emit("run.failed", error=error, **payload)
-        elif status is RunStatus.CANCELLED:
-            await self.emit("run.cancelled", **payload)
-        else:
-            await self.emit("run.completed", error=error, **payload)
-        return outcome
+        """As the loop finishes: checkpoint, then run.completed/failed/cancelled."""
+        return await finish_run(self.checkpoint, self.emit, state, status, error=error)
 
 
 # -- parsing the server's answers ---------------------------------------------------------

@@ -20,6 +20,8 @@ def test_a_run_with_a_tool_round_is_recorded_in_full(trio, agent, provider_serve
     assert len(run.instructions_digest) == 64 and len(run.tools_digest) == 64
     assert run.started_at and run.finished_at and run.lease_owner == ""
     types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
+    # The first token of a burst is its own event; the ones right behind it are coalesced.
+    types = [t for i, t in enumerate(types) if t != "text.delta" or types[i - 1] != t]
     assert types == [
         "run.started",
         "inference.started",
@@ -32,7 +34,7 @@ def test_a_run_with_a_tool_round_is_recorded_in_full(trio, agent, provider_serve
         "run.completed",
     ]
     seqs = list(RunEvent.objects.filter(run=run).values_list("seq", flat=True))
-    assert seqs == list(range(1, len(types) + 1))
+    assert seqs == list(range(1, len(seqs) + 1))  # numbered without gaps
     completed = RunEvent.objects.get(run=run, type="tool.completed").payload
     assert completed["result"] == {"result": 42} and completed["error"] is None
     second = provider_server.requests_to("/v1/chat/completions")[1].body["messages"]
