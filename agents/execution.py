@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -232,13 +232,11 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     secrets = toolbox.secrets
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
-    ctx = replace(
-        tool_context(
-            tenant=run.tenant,
-            user_id=run.initiated_by_user_id,
-            run_id=str(run.pk),
-            correlation_id=run.correlation_id,
-        ),
+    ctx = tool_context(
+        tenant=run.tenant,
+        user_id=run.initiated_by_user_id,
+        run_id=str(run.pk),
+        correlation_id=run.correlation_id,
         secrets=secrets,
     )
     if not run.instructions_digest:

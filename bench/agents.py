@@ -54,8 +54,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
-import ctypes
 import functools
 import gc
 import json
@@ -237,15 +235,10 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def _die_with_parent() -> None:
-    """In the worker: SIGTERM when this process dies without stopping it (Linux)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class Worker:
     def __init__(self, log: Path) -> None:
+        from agentplatform.processes import die_with_parent
+
         self.log = log
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(
@@ -255,7 +248,7 @@ class Worker:
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
     def wait_ready(self, timeout_s: float = 60.0) -> float:

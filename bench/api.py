@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import json
 import multiprocessing
 import os
@@ -169,12 +168,6 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -185,6 +178,8 @@ class Child:
     """A subprocess in its own process group (so its children stop with it), logged to a file."""
 
     def __init__(self, name: str, args: list[str], log: Path) -> None:
+        from agentplatform.processes import die_with_parent
+
         self.name, self.log = name, log
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(
@@ -194,7 +189,7 @@ class Child:
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             start_new_session=True,
         )
 

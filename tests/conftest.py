@@ -21,6 +21,8 @@ from agents.models import Agent
 from providers.models import ProviderConnection
 from tests.factories import add_member, make_tenant, make_user
 from tests.fakes.fixtures import provider_server_fixture
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,3 +136,28 @@ def _close_async_connections():
     from django.db import connections
 
     asyncio.run(sync_to_async(connections.close_all)())
+
+
+@pytest.fixture
+def transfer(trio):
+    """acme's money-transfer tool: a non-idempotent POST to a local server that needs a
+    human's approval; yields the server, which records what it receives."""
+    server = LocalServer()
+    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
+    ToolDefinition.objects.create(
+        tenant=trio.acme,
+        name="transfer",
+        description="Transfer money.",
+        kind="http",
+        input_schema={
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
+            "required": ["amount"],
+        },
+        config={"method": "POST", "url": server.url + "/transfers"},
+        effect="write",
+        idempotent=False,
+        requires_approval=True,
+    )
+    yield server
+    server.close()

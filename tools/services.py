@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 
 from agentplatform.tenancy.models import Tenant
 from tools.loader import tenant_tools
-from tools.runtime.context import EventSink, RunContext
+from tools.runtime.context import EventSink, RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall, ToolResult
 
 
@@ -20,14 +20,16 @@ def tool_context(
     run_id: str | None = None,
     correlation_id: str | None = None,
     events: EventSink | None = None,
+    secrets: SecretAccessor | None = None,
 ) -> RunContext:
-    """A RunContext whose secret accessor holds this tenant's tool secrets only."""
+    """A RunContext whose secret accessor holds this tenant's tool secrets only (pass
+    `secrets` when the caller already holds the tenant's tools, to skip reading them)."""
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,
         run_id=run_id,
         correlation_id=correlation_id or uuid.uuid4().hex,
-        secrets=tenant_tools(tenant).secrets,
+        secrets=secrets if secrets is not None else tenant_tools(tenant).secrets,
         events=events,
     )
 
@@ -37,6 +39,6 @@ def tool_execute(
 ) -> ToolResult:
     """Run one tool of the tenant's registry now. Tool trouble comes back as result.error."""
     toolbox = tenant_tools(tenant)
-    ctx = tool_context(tenant=tenant, user_id=user_id)
+    ctx = tool_context(tenant=tenant, user_id=user_id, secrets=toolbox.secrets)
     call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
     return async_to_sync(toolbox.registry.execute)(call, ctx)

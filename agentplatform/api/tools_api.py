@@ -15,7 +15,6 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_serializer,
     extend_schema_view,
-    inline_serializer,
 )
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -112,16 +111,13 @@ HTTP_TOOL_RESPONSE = {
         "updated_at": "2025-01-01T12:00:00Z",
     },
 }
-ToolPage = extend_schema_serializer(many=False)(  # one object, though `list` returns it
-    inline_serializer(
-        name="ToolList",
-        fields={
-            "next": serializers.CharField(allow_null=True, help_text="Always null: one page."),
-            "previous": serializers.CharField(allow_null=True),
-            "results": ToolSerializer(many=True),
-        },
-    ).__class__
-)
+
+
+@extend_schema_serializer(many=False, component_name="ToolList")  # `list` answers one object
+class ToolPage(serializers.Serializer):
+    next = serializers.CharField(allow_null=True, help_text="Always null: one page.")
+    previous = serializers.CharField(allow_null=True)
+    results = ToolSerializer(many=True)
 
 
 def tool_kind(item: Tool, definition: ToolDefinition | None) -> str:

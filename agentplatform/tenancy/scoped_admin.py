@@ -191,10 +191,14 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         return type(form.__name__, (form,), {"admin_tenant": implied})
 
     def _implied_tenant(self, request) -> Tenant | None:
+        """The one tenant a single-tenant admin works in; read once per request (the form,
+        its exclusions and fieldsets all ask)."""
         ids = self._tenant_ids(request)
         if ids is None or len(ids) != 1:
             return None
-        return Tenant.objects.get(pk=next(iter(ids)))
+        if getattr(request, "_implied_tenant", None) is None:
+            request._implied_tenant = Tenant.objects.get(pk=next(iter(ids)))
+        return request._implied_tenant
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)

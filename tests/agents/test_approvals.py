@@ -10,34 +10,8 @@ import pytest
 from agents.models import Approval, Run, RunEvent
 from agents.services import approval_decide, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
-from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def transfer(trio):
-    """A money transfer: a non-idempotent POST that needs a human's approval."""
-    server = LocalServer()
-    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="transfer",
-        description="Transfer money.",
-        kind="http",
-        input_schema={
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
-            "required": ["amount", "to"],
-        },
-        config={"method": "POST", "url": server.url + "/transfers"},
-        effect="write",
-        idempotent=False,
-        requires_approval=True,
-    )
-    yield server
-    server.close()
 
 
 def wait(run: Run, statuses: set[str], timeout: float = 30) -> Run:

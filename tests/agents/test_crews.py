@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from agents.execution import execute_run
 from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
 from agents.services import approval_decide, run_inline
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
-from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 
 def make_crew(tenant, mode, members, manager=None, **limits) -> Crew:
@@ -63,20 +59,6 @@ def test_a_parallel_crew_labels_its_members(trio, connection, provider_server):
     assert run.status == "succeeded"
     assert run.output == "## alpha\nsame answer\n\n## beta\nsame answer"
     assert Run.objects.filter(parent=run).count() == 2
-
-
-@pytest.fixture
-def transfer(trio):
-    server = LocalServer()
-    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme, name="transfer", description="Transfer money.", kind="http",
-        input_schema={"type": "object", "properties": {"amount": {"type": "integer"}}},
-        config={"method": "POST", "url": server.url + "/transfers"},
-        effect="write", idempotent=False, requires_approval=True,
-    )  # fmt: skip
-    yield server
-    server.close()
 
 
 def test_an_approval_in_a_child_parks_the_parent_and_resumes_both(

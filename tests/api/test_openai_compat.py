@@ -16,8 +16,6 @@ from django.test import AsyncClient
 from agentplatform.tenancy import services as tenancy
 from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
-from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,29 +34,6 @@ def sdk(asgi_server: str, key: str) -> openai.OpenAI:
 @pytest.fixture
 def client(asgi_server, keys, celery_worker_process) -> openai.OpenAI:
     return sdk(asgi_server, keys["run"])
-
-
-@pytest.fixture
-def transfer(trio):
-    server = LocalServer()
-    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="transfer",
-        description="Transfer money.",
-        kind="http",
-        input_schema={
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
-            "required": ["amount", "to"],
-        },
-        config={"method": "POST", "url": server.url + "/transfers"},
-        effect="write",
-        idempotent=False,
-        requires_approval=True,
-    )
-    yield server
-    server.close()
 
 
 def run_of(completion_id: str) -> Run:

@@ -13,8 +13,6 @@ from agentplatform.tenancy import services as tenancy
 from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
 from agents.services import run_inline, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
-from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 
 def client_for(key: str) -> APIClient:
@@ -35,30 +33,6 @@ def keys(trio):
 @pytest.fixture
 def acme(keys) -> APIClient:
     return client_for(keys["acme"])
-
-
-@pytest.fixture
-def transfer(trio):
-    """A money transfer tool that needs a human's approval."""
-    server = LocalServer()
-    server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="transfer",
-        description="Transfer money.",
-        kind="http",
-        input_schema={
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
-            "required": ["amount", "to"],
-        },
-        config={"method": "POST", "url": server.url + "/transfers"},
-        effect="write",
-        idempotent=False,
-        requires_approval=True,
-    )
-    yield server
-    server.close()
 
 
 def wait(run_id: int, statuses: set[str], timeout: float = 10) -> Run:

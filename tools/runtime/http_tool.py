@@ -252,17 +252,16 @@ class _HttpCall:
         headers: dict[str, str] = dict(config.fixed.headers)
         body: dict[str, Any] = dict(config.fixed.body)
         places = {"path": path, "query": params, "header": headers, "body": body}
+        fixed = {"path": {}, "query": config.fixed.query, "header": config.fixed.headers,
+                 "body": config.fixed.body}  # fmt: skip
         for argument, value in arguments.items():
             if argument not in self.known:  # only what the schema offers the model
                 continue
             target = self.mapped.get(argument)
             location = target.to if target else self.default_location
             key = (target.name or argument) if target else argument
-            places[location][key] = value
-        # Fixed values win over the model's: the model cannot override what the admin set.
-        params.update(config.fixed.query)
-        headers.update(config.fixed.headers)
-        body.update(config.fixed.body)
+            if key not in fixed[location]:  # the model cannot override what the admin set
+                places[location][key] = value
         for target in config.context:
             value = getattr(ctx, target.value)
             if value is None:

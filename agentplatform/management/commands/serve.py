@@ -8,8 +8,6 @@ Ctrl-C or SIGTERM stops the children, then the embedded services, with nothing l
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -23,22 +21,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from agentplatform import embedded
+from agentplatform.processes import die_with_parent
 from agentplatform.tenancy import services
 from agentplatform.tenancy.models import Membership, Role, Tenant
 from agents.seed import seed_demo_agent
 from providers.services import seed_demo_connection
 
 STOP_GRACE_S = 10.0
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM if `serve` dies without cleaning up (e.g. SIGKILL).
-    Linux only; elsewhere the children are only stopped by a clean exit."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):  # a libc without prctl
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Command(BaseCommand):
@@ -164,7 +153,7 @@ class Command(BaseCommand):
             ]
         return {
             name: subprocess.Popen(
-                command, env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent
+                command, env=env, cwd=settings.BASE_DIR, preexec_fn=die_with_parent
             )
             for name, command in commands.items()
         }

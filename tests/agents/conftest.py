@@ -1,1 +1,0 @@
-"""Fixtures shared with other folders live in tests/conftest.py (connection, agent)."""
