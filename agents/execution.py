@@ -41,7 +41,7 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.specs import agent_spec, conversation_history
-from providers.runtime.types import Usage
+from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
 from tools.runtime.registry import ToolRegistry
@@ -304,15 +304,28 @@ async def _execute_crew(run: Run, owner: str, sink: RunEventSink) -> RunOutcome:
     run_child = _child_runner(run, members)
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
+    task = await sync_to_async(_task_with_history)(run)
     if crew.mode == "sequential":
-        outcome = await run_sequential(spec, run.input, run_child, emit)
+        outcome = await run_sequential(spec, task, run_child, emit)
     elif crew.mode == "parallel":
-        outcome = await run_parallel(spec, run.input, run_child, emit)
+        outcome = await run_parallel(spec, task, run_child, emit)
     else:
         outcome = await _run_manager(run, owner, sink, spec, crew.manager, run_child, emit)
     if outcome.status is not RunStatus.AWAITING_APPROVAL or crew.mode != "hierarchical":
         await _emit_end(emit, outcome)
     return outcome
+
+
+def _task_with_history(run: Run) -> str:
+    """A crew's members are runs of their own: in a conversation, they get its earlier turns
+    (within the history budget) in front of the task."""
+    turns = conversation_history(run)
+    if not turns:
+        return run.input
+    transcript = "\n".join(
+        f"{'User' if isinstance(t, UserMessage) else 'Assistant'}: {t.text}" for t in turns
+    )
+    return f"## Conversation so far\n{transcript}\n\n## Now\n{run.input}"
 
 
 async def _emit_end(emit, outcome: RunOutcome) -> None:

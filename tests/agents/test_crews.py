@@ -113,3 +113,30 @@ def test_a_crew_without_members_fails_clearly(trio, connection):
     crew = Crew.objects.create(tenant=trio.acme, slug="empty", name="Empty")
     run = run_inline(tenant=trio.acme, crew=crew, input="hi")
     assert run.status == "failed" and "has no members" in run.error
+
+
+def test_a_crew_is_a_chat_partner_with_history(trio, connection, provider_server):
+    from agents.models import Conversation, Message
+
+    writer = make_agent(trio.acme, "writer")
+    crew = make_crew(trio.acme, "sequential", [writer])
+    conversation = Conversation.objects.create(tenant=trio.acme, crew=crew, owner_user=trio.bob)
+    provider_server.script("openai", TextReply("Hello Bob."), TextReply("You are Bob."))
+    for text in ("I am Bob.", "Who am I?"):
+        run = run_inline(
+            tenant=trio.acme,
+            crew=crew,
+            input=text,
+            conversation=conversation,
+            initiated_by=trio.bob,
+        )
+        assert run.status == "succeeded"
+    second = provider_server.requests_to("/v1/chat/completions")[1].body["messages"][-1]["content"]
+    assert "User: I am Bob." in second and "Assistant: Hello Bob." in second
+    turns = list(Message.objects.filter(conversation=conversation).values_list("role", "content"))
+    assert turns == [
+        ("user", "I am Bob."),
+        ("assistant", "Hello Bob."),
+        ("user", "Who am I?"),
+        ("assistant", "You are Bob."),
+    ]
