@@ -71,15 +71,19 @@ def append_event(run: Run, seq: int, type: str, payload: dict[str, Any]) -> Stor
 
 
 class RunEventSink:
-    """The agent loop's sink for one run: numbers, stores and publishes its events."""
+    """The agent loop's sink for one run: hands its events, numbered, to the run's writer
+    (which stores, then publishes them), coalescing bursts of text deltas."""
 
-    def __init__(self, run: Run, *, next_seq: int, wants_text_deltas: bool = True) -> None:
-        self.run = run
-        self.seq = next_seq - 1
+    def __init__(self, writer, *, wants_text_deltas: bool = True) -> None:
+        self.writer = writer  # agents.run_writer.RunWriter
         self.wants_text_deltas = wants_text_deltas
         self._deltas: list[str] = []
         self._deltas_since = 0.0
         self._last_delta_write = 0.0
+
+    @property
+    def seq(self) -> int:
+        return self.writer.seq
 
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
         if type == "text.delta":
@@ -88,7 +92,7 @@ class RunEventSink:
                 # Leading edge: the first token of a burst goes out at once (time to first
                 # token); the ones right behind it are coalesced.
                 self._last_delta_write = now
-                await self._write("text.delta", {"text": payload["text"]})
+                self.writer.event("text.delta", {"text": payload["text"]})
                 return
             if not self._deltas:
                 self._deltas_since = now
@@ -97,17 +101,14 @@ class RunEventSink:
                 await self.flush()
             return
         await self.flush()
-        await self._write(type, payload)
+        self.writer.event(type, payload)
 
     async def flush(self) -> None:
+        """Hand over the coalesced deltas (they are written with the next write)."""
         if self._deltas:
             text, self._deltas = "".join(self._deltas), []
             self._last_delta_write = time.monotonic()
-            await self._write("text.delta", {"text": text})
-
-    async def _write(self, type: str, payload: dict[str, Any]) -> None:
-        self.seq += 1
-        await sync_to_async(append_event)(self.run, self.seq, type, payload)
+            self.writer.event("text.delta", {"text": text})
 
 
 def next_seq(run_id: int) -> int:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -20,13 +21,14 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Sum
+from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from agents.events import EventConflict, RunEventSink, next_seq, publisher
+from agents.events import EventConflict, RunEventSink, publisher
 from agents.facts import DjangoFactStore
-from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run
+from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run, RunEvent
+from agents.run_writer import Batch, LeaseLost, RunWriter, publish, write_batch
 from agents.runtime.crew import (
     ChildOutcome,
     CrewSpec,
@@ -50,10 +52,6 @@ from tools.services import tool_context
 logger = logging.getLogger(__name__)
 
 
-class LeaseLost(Exception):
-    """Another worker owns this run now; stop without writing."""
-
-
 MAX_ATTEMPTS = 5
 
 
@@ -68,7 +66,8 @@ def cancel_key(run: Run) -> str:
 
 
 def claim(run_id: int, owner: str) -> Run | None:
-    """Take the run if it is queued, or running under an expired lease. One UPDATE."""
+    """Take the run if it is queued, or running under an expired lease: one UPDATE, then
+    one SELECT of the run with what executing it needs (and its next event number)."""
     # The database's clock, not this host's: workers on skewed hosts agree on expiry.
     claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=Now())
     won = Run.objects.filter(claimable, pk=run_id).update(
@@ -80,29 +79,33 @@ def claim(run_id: int, owner: str) -> Run | None:
     )
     if not won:
         return None
-    return Run.objects.select_related("agent", "crew", "tenant", "conversation").get(pk=run_id)
+    last_seq = RunEvent.objects.filter(run_id=OuterRef("pk")).order_by("-seq").values("seq")
+    return (
+        Run.objects.select_related("agent", "crew", "tenant", "conversation")
+        .annotate(stored_seq=Coalesce(Subquery(last_seq[:1]), 0))
+        .get(pk=run_id)
+    )
 
 
 class _Checkpoint:
-    def __init__(self, run: Run, owner: str, sink: RunEventSink) -> None:
-        self.run, self.owner, self.sink = run, owner, sink
+    def __init__(self, writer: RunWriter) -> None:
+        self.writer = writer
 
     async def save(self, state: RunState, reason: str) -> None:
-        await sync_to_async(self._save)(state)
-
-    def _save(self, state: RunState) -> None:
         usage = state.usage
-        updated = Run.objects.filter(pk=self.run.pk, lease_owner=self.owner).update(
-            state=state.to_dict(),
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            last_seq=self.sink.seq,
-            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
-        )
-        if not updated:
-            raise LeaseLost(f"run {self.run.pk} was taken over")
+        fields = {
+            "state": state.to_dict(),
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        }
+        if reason == "finished":
+            # Nothing runs after this but the terminal event: finalize writes both with the
+            # outcome in one statement. A crash before then repeats the last model call only.
+            self.writer.stage(**fields)
+        else:
+            await self.writer.save(**fields)
 
 
 def execute_run(run_id: int) -> str:
@@ -116,14 +119,16 @@ async def execute_run_async(run_id: int) -> str:
     run = await sync_to_async(claim)(run_id, owner)
     if run is None:
         return "not claimable"
-    sink = RunEventSink(run, next_seq=await sync_to_async(next_seq)(run.pk))
+    writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())
+    sink = RunEventSink(writer)
     heartbeat = asyncio.create_task(_renew_lease(run.pk, owner, asyncio.current_task()))
     try:
         if run.crew_id is not None:
-            outcome = await _execute_crew(run, owner, sink)
+            outcome = await _execute_crew(run, sink)
         else:
-            outcome = await _execute_agent(run, owner, sink)
+            outcome = await _execute_agent(run, sink)
         await sink.flush()
+        batch = await writer.take()
     except (asyncio.CancelledError, LeaseLost, EventConflict):
         return "lease lost"
     except Exception as exc:  # a bug or an outage: logged; retried, then failed
@@ -136,10 +141,10 @@ async def execute_run_async(run_id: int) -> str:
             error=f"internal error after {run.attempts} attempts ({type(exc).__name__})",
         )
         await sink.emit("run.failed", {"status": "failed", "error": outcome.error})
+        batch = await writer.take()
     finally:
         heartbeat.cancel()
-    run.last_seq = sink.seq
-    if not await sync_to_async(finalize)(run, owner, outcome):
+    if not await sync_to_async(finalize)(run, owner, outcome, batch):
         return "lease lost"
     return outcome.status.value
 
@@ -180,15 +185,16 @@ async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
     return RunOutcome(status=RunStatus.FAILED, error=error)
 
 
-async def _execute_agent(run: Run, owner: str, sink: RunEventSink) -> RunOutcome:
+async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
     prepared = await sync_to_async(_prepare_agent)(run, run.agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)
-    return await _think(run, owner, sink, prepared, prepared.registry)
+    return await _think(run, sink, prepared, prepared.registry)
 
 
-async def _think(run: Run, owner: str, sink: RunEventSink, prepared, registry) -> RunOutcome:
+async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome:
     """Run the agent's kind (the tool loop, one call, a remote agent...) on this run."""
+    sink.writer.stage(**prepared.audit)
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
         adapter=prepared.adapter,
@@ -200,7 +206,7 @@ async def _think(run: Run, owner: str, sink: RunEventSink, prepared, registry) -
         decisions=prepared.decisions,
         facts=DjangoFactStore(run_id=run.pk),
         sink=sink,
-        checkpoint=_Checkpoint(run, owner, sink),
+        checkpoint=_Checkpoint(sink.writer),
         is_cancelled=_cancel_check(run),
         egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
     )
@@ -215,6 +221,7 @@ class _Prepared:
     state: RunState | None
     history: Any
     decisions: dict[str, Decision]
+    audit: dict[str, Any]
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -239,19 +246,20 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         correlation_id=run.correlation_id,
         secrets=secrets,
     )
+    audit = {}  # what this run resolved to, recorded with its first write
     if not run.instructions_digest:
         registry = agent_registry(spec, toolbox.registry, DjangoFactStore())
-        Run.objects.filter(pk=run.pk).update(
-            provider=adapter.provider if adapter is not None else "remote",
-            model=spec.model,
-            instructions_digest=instructions_digest(spec),
-            tools_digest=tools_digest(registry),
-            limits={
+        audit = {
+            "provider": adapter.provider if adapter is not None else "remote",
+            "model": spec.model,
+            "instructions_digest": instructions_digest(spec),
+            "tools_digest": tools_digest(registry),
+            "limits": {
                 "max_rounds": spec.max_rounds,
                 "max_tool_calls": spec.max_tool_calls,
                 "max_tokens_per_run": spec.max_tokens_per_run,
             },
-        )
+        }
     state = RunState.from_dict(run.state) if run.state else None
     decisions = (
         {}
@@ -274,11 +282,12 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         state=state,
         history=conversation_history(run) if state is None else (),
         decisions=decisions,
+        audit=audit,
     )
 
 
 # -- crews ---------------------------------------------------------------------------
-async def _execute_crew(run: Run, owner: str, sink: RunEventSink) -> RunOutcome:
+async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     crew = await Crew.objects.select_related("manager").aget(pk=run.crew_id)
     members = {
         m.agent.slug: m.agent
@@ -310,7 +319,7 @@ async def _execute_crew(run: Run, owner: str, sink: RunEventSink) -> RunOutcome:
     elif crew.mode == "parallel":
         outcome = await run_parallel(spec, task, run_child, emit)
     else:
-        outcome = await _run_manager(run, owner, sink, spec, crew.manager, run_child, emit)
+        outcome = await _run_manager(run, sink, spec, crew.manager, run_child, emit)
     if outcome.status is not RunStatus.AWAITING_APPROVAL or crew.mode != "hierarchical":
         await _emit_end(emit, outcome)
     return outcome
@@ -339,7 +348,7 @@ async def _emit_end(emit, outcome: RunOutcome) -> None:
         await emit("run.completed", status=outcome.status.value, output=outcome.output)
 
 
-async def _run_manager(run, owner, sink, spec: CrewSpec, manager, run_child, emit) -> RunOutcome:
+async def _run_manager(run, sink, spec: CrewSpec, manager, run_child, emit) -> RunOutcome:
     prepared = await sync_to_async(_prepare_agent)(run, manager)
     if isinstance(prepared, str):
         return RunOutcome(status=RunStatus.FAILED, error=prepared)
@@ -350,7 +359,7 @@ async def _run_manager(run, owner, sink, spec: CrewSpec, manager, run_child, emi
     registry = ToolRegistry(list(prepared.registry))
     for item in delegation_tools(spec, run_child, emit, depth=run.depth, used_tokens=used_tokens):
         registry.register(item, replace=True)
-    return await _think(run, owner, sink, prepared, registry)
+    return await _think(run, sink, prepared, registry)
 
 
 def _child_runner(parent: Run, members: dict[str, Agent]):
@@ -400,9 +409,11 @@ def _children_tokens(run_id: int) -> int:
     return (totals["i"] or 0) + (totals["o"] or 0)
 
 
-def finalize(run: Run, owner: str, outcome: RunOutcome) -> bool:
-    """Record the outcome under the lease, in one transaction. False if the lease was lost
-    (another worker owns the run now and will record its own outcome)."""
+def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
+    """Record the outcome, with the events and fields still queued in `batch`, under the
+    lease: one statement, or one transaction when approvals, a parent or a conversation are
+    touched too. False if the lease was lost (another worker owns the run now and will
+    record its own outcome)."""
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
     usage = outcome.usage
@@ -412,52 +423,66 @@ def finalize(run: Run, owner: str, outcome: RunOutcome) -> bool:
             i=Sum("input_tokens"), o=Sum("output_tokens")
         )
         usage = own + Usage(totals["i"] or 0, totals["o"] or 0)
-    with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, lease_owner=owner).update(
-            status=outcome.status,
-            output=outcome.output,
-            structured_output=outcome.structured_output,
-            error=outcome.error,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            finished_at=now if terminal else None,
-            lease_owner="",
-            lease_expires_at=None,
-            last_seq=run.last_seq,
-        )
-        if not updated:
-            return False
-        for call in outcome.awaiting:
-            Approval.objects.get_or_create(
-                run_id=run.pk,
-                call_id=call.id,
-                defaults={
-                    "tenant_id": run.tenant_id,
-                    "tool_name": call.name,
-                    "arguments": call.arguments,
-                },
-            )
-        if terminal and run.parent_id:  # a parent parked on this child goes on
-            woke = Run.objects.filter(pk=run.parent_id, status=RunStatus.AWAITING_APPROVAL).update(
-                status=RunStatus.QUEUED, queued_at=Now()
-            )
-            if woke:
-                transaction.on_commit(lambda: _enqueue(run.parent_id))
-        if terminal and run.conversation_id and outcome.status != RunStatus.CANCELLED:
-            Message.objects.create(
-                tenant_id=run.tenant_id,
-                conversation_id=run.conversation_id,
-                role=Message.Role.ASSISTANT,
-                content=outcome.output or outcome.error,
-                run_id=run.pk,
-            )
+    final = Batch(
+        events=batch.events,
+        fields={
+            **batch.fields,
+            "status": outcome.status,
+            "output": outcome.output,
+            "structured_output": outcome.structured_output,
+            "error": outcome.error,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "finished_at": now if terminal else None,
+            "lease_owner": "",
+            "lease_expires_at": None,
+        },
+    )
+    message = terminal and run.conversation_id and outcome.status != RunStatus.CANCELLED
+    wakes_parent = terminal and run.parent_id
+    try:
+        with transaction.atomic() if outcome.awaiting or message or wakes_parent else nullcontext():
+            write_batch(run, owner, final)
+            _record_consequences(run, outcome, message=message, wakes_parent=wakes_parent)
+    except (LeaseLost, EventConflict):
+        return False
+    publish(run, final)
     if terminal:
         publisher().delete(cancel_key(run))
     if outcome.status == RunStatus.FAILED:
         logger.info("run %s failed: %s", run.pk, outcome.error)
     return True
+
+
+def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_parent: bool):
+    """Inside finalize's transaction: approvals to decide, a parent to wake, the answer in
+    the conversation."""
+    for call in outcome.awaiting:
+        Approval.objects.get_or_create(
+            run_id=run.pk,
+            call_id=call.id,
+            defaults={
+                "tenant_id": run.tenant_id,
+                "tool_name": call.name,
+                "arguments": call.arguments,
+            },
+        )
+    if wakes_parent:  # a parent parked on this child goes on
+        woke = Run.objects.filter(pk=run.parent_id, status=RunStatus.AWAITING_APPROVAL).update(
+            status=RunStatus.QUEUED, queued_at=Now()
+        )
+        if woke:
+            transaction.on_commit(lambda: _enqueue(run.parent_id))
+    if message:
+        Message.objects.create(
+            tenant_id=run.tenant_id,
+            conversation_id=run.conversation_id,
+            role=Message.Role.ASSISTANT,
+            content=outcome.output or outcome.error,
+            run_id=run.pk,
+        )
 
 
 def _enqueue(run_id: int) -> None:

@@ -5,15 +5,16 @@ from datetime import timedelta
 from celery import shared_task
 from django.db.models.functions import Now
 
-from agents.execution import execute_run, lease_seconds
+from agents.execution import execute_run_async, lease_seconds
 from agents.models import Run
 from agents.runtime.spec import RunStatus
+from agents.worker_loop import run_in_worker_loop
 
 
 @shared_task(name="agents.execute_run", acks_late=True, reject_on_worker_lost=True)
 def execute_run_task(run_id: int) -> str:
     """Idempotent: a second delivery finds the run claimed or finished and does nothing."""
-    return execute_run(run_id)
+    return run_in_worker_loop(execute_run_async, run_id)
 
 
 @shared_task(name="agents.sweep_stale_runs")

@@ -25,8 +25,8 @@ Sides:
    checkpoints: no DB, no Redis, no lease. Its parts are built once and it runs on the bare
    loop's event loop, so its SDK client (PerLoop) is kept across runs.
 2. inline platform path: `agents.services.run_inline` (Run row, leased execution, events
-   stored and published to Redis, checkpoints after every step, OpenAI adapter through the
-   egress-guarded client).
+   stored and published to Redis, checkpoints after every step — both through RunWriter, which
+   coalesces them into single statements — OpenAI adapter through the egress-guarded client).
 3. full path through Celery: `agents.services.run_start(enqueue=True)` in this process, a
    real worker subprocess (`--pool solo`) executes it; timed to the terminal event seen
    through `agents.events.iter_run_events` (what a streaming client sees), and to the Run
@@ -40,11 +40,11 @@ Target from the issue: under 10 ms of platform overhead per round, persistence i
 Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table), the Redis
 commands it sends (INFO commandstats before/after, before the worker starts), and a timing
 breakdown of the inline path from INSTRUMENTED_RUNS extra runs with the platform functions
-wrapped in timers (claim, _prepare_agent and its parts, each checkpoint save, each event append
-with its Redis PUBLISH, model calls, tool calls, finalize; the rest by difference), and unit
-costs in isolation (an event INSERT with and without its own transaction, a tool round's 8
-committed writes vs the same rows in 2 transactions, an SSL context, a guarded client with a
-new or a shared one, the thread hops).
+wrapped in timers (claim, _prepare_agent and its parts, the waits for durable checkpoints,
+model calls, tool calls, finalize; the rest by difference; and RunWriter's writes in the DB
+thread, which overlap the model and tool calls), and unit costs in isolation (an event INSERT
+with and without its own transaction, a tool round's rows as 8 statements vs as RunWriter
+writes them, an SSL context, a guarded client with a new or a shared one, the thread hops).
 
 The machine may be shared (2 cores here): the load average at start and end goes into the
 JSON, and the figures move with it; the interleaving keeps the sides comparable.
@@ -701,16 +701,19 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     import ssl
 
     from asgiref.sync import async_to_sync, sync_to_async
-    from django.db import connection, transaction
+    from django.db import transaction
     from django.utils import timezone
 
+    from agents.events import StoredEvent
     from agents.models import Run, RunEvent
+    from agents.run_writer import Batch, write_batch
     from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
 
     state = Run.objects.filter(status="succeeded").values_list("state", flat=True).first()
     run = Run.objects.create(
-        tenant=fixture.tenant, agent=fixture.agent, input=INPUT, correlation_id="bench-costs"
-    )
+        tenant=fixture.tenant, agent=fixture.agent, input=INPUT, correlation_id="bench-costs",
+        lease_owner="bench",
+    )  # fmt: skip
     seq = iter(range(1, 1_000_000))
     payload = {"call_id": "c1", "name": "calculator", "result": {"result": 4}, "error": None}
 
@@ -726,36 +729,26 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
             payload=payload,
         )  # fmt: skip
 
-    def event_atomic() -> None:  # as append_event writes it
+    def event_atomic() -> None:
         with transaction.atomic():
             event()
 
-    def events(count: int) -> None:
-        RunEvent.objects.bulk_create(
-            RunEvent(tenant_id=run.tenant_id, run_id=run.pk, seq=next(seq),
-                     type="tool.completed", payload=payload)
-            for _ in range(count)
-        )  # fmt: skip
-
-    def round_today() -> None:  # a tool round: 4 checkpoints and 4 events, each committed
+    def round_separately() -> None:  # a tool round before RunWriter: 8 statements
         for _ in range(4):
             checkpoint()
             event()
 
-    def round_two_transactions() -> None:  # model step, then tool step
-        for _ in range(2):
-            with transaction.atomic():
-                checkpoint()
-                events(2)
+    def batch(*types: str, fields: bool = False) -> Batch:
+        stored = [StoredEvent(next(seq), t, payload) for t in types]
+        return Batch(
+            events=[(e, json.dumps(e.payload)) for e in stored],
+            fields={"state": state, "input_tokens": 20, "output_tokens": 10} if fields else {},
+        )
 
-    def round_async_commit() -> None:  # today's 8 commits, not waiting for the WAL flush
-        with connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit = off")
-        try:
-            round_today()
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("SET synchronous_commit = on")
+    def round_writer() -> None:  # the same rows as RunWriter writes them: 3 statements
+        write_batch(run, "bench", batch("inference.completed", "tool.started", fields=True))
+        write_batch(run, "bench", batch(fields=True))
+        write_batch(run, "bench", batch("tool.completed", "inference.started"))
 
     policy = EgressPolicy(allowlist=("127.0.0.1/32",))
     context = ssl.create_default_context()
@@ -779,10 +772,9 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     cases: list[tuple[str, Callable[[], Any], int, int]] = [  # what, call, calls, ops per call
         ("checkpoint UPDATE agents_run (autocommit)", checkpoint, 40, 1),
         ("RunEvent INSERT (autocommit)", event, 40, 1),
-        ("RunEvent INSERT in atomic() (as append_event)", event_atomic, 40, 1),
-        ("a tool round's writes today: 8 commits", round_today, 10, 1),
-        ("the same rows in 2 transactions", round_two_transactions, 10, 1),
-        ("the same, synchronous_commit=off (+2 SETs)", round_async_commit, 10, 1),
+        ("RunEvent INSERT in atomic()", event_atomic, 40, 1),
+        ("a tool round's rows as 8 statements (before RunWriter)", round_separately, 10, 1),
+        ("the same rows as RunWriter writes them: 3 statements", round_writer, 10, 1),
         ("ssl.create_default_context()", ssl.create_default_context, 5, 1),
         ("guarded httpx2 client, new SSL context", guarded_client, 5, 1),
         ("guarded httpx2 client, shared SSL context", lambda: guarded_client(context), 40, 1),
@@ -888,8 +880,7 @@ BREAKDOWN_ROWS = [
     ("async_to_sync: thread + new loop + teardown", "~async_to_sync", 2),
     ("of which: SDK client close (per loop)", "sdk client close", 3),
     ("execute_run_async", "execute_run_async", 2),
-    ("claim: UPDATE, SELECT, UPDATE started_at", "claim", 3),
-    ("next_seq: SELECT", "next_seq", 3),
+    ("claim: UPDATE, SELECT (with the next event number)", "claim", 3),
     ("_prepare_agent (sync part)", "prepare", 3),
     ("default_connection: SELECT", "default_connection", 4),
     ("agent_spec", "agent_spec", 4),
@@ -899,18 +890,17 @@ BREAKDOWN_ROWS = [
     ("instructions_digest", "instructions_digest", 4),
     ("agent_registry + tools_digest", "~digests", 4),
     ("conversation_history", "conversation_history", 4),
-    ("rest: UPDATE Run digests, SELECT approvals", "~prepare rest", 4),
+    ("rest (SELECT approvals when resuming)", "~prepare rest", 4),
     ("model calls (stream, parse, SDK)", "model_call", 3),
     ("of which: SDK client build (per loop)", "sdk client build", 4),
     ("tool calls (registry.execute)", "tool_execute", 3),
-    ("checkpoint saves (incl. thread hop)", "checkpoint", 3),
-    ("of which: UPDATE Run state", "checkpoint_db", 4),
-    ("event writes (incl. thread hop)", "event", 3),
-    ("of which: append_event", "event_db", 4),
-    ("of which: PUBLISH", "redis publish", 5),
+    ("checkpoint waits (until durable)", "checkpoint", 3),
     ("cancel checks: EXISTS", "redis exists", 3),
-    ("finalize: UPDATE Run, DELETE cancel key", "finalize", 3),
-    ("rest: 4 thread hops, loop, prompt, requests", "~execute rest", 3),
+    ("finalize: one statement, PUBLISH, DELETE cancel key", "finalize", 3),
+    ("rest: thread hops, loop, prompt, requests", "~execute rest", 3),
+    ("writes in the DB thread (overlap the calls above)", "write", 2),
+    ("of which: events + Run fields, one statement", "write_batch", 3),
+    ("of which: PUBLISH, pipelined", "publish", 3),
     ("rest: refresh_from_db", "~run_inline rest", 1),
 ]
 
@@ -925,8 +915,8 @@ class BreakdownRow:
 
 
 def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
-    import agents.events
     import agents.execution
+    import agents.run_writer
     import agents.services
     from agents.runtime.loop import _Loop
     from providers.services import adapter_for
@@ -938,7 +928,6 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.sync(agents.services, "execute_run", "execute_run")
     probe.coroutine(ex, "execute_run_async", "execute_run_async")
     probe.sync(ex, "claim", "claim")
-    probe.sync(ex, "next_seq", "next_seq")
     probe.sync(ex, "_prepare_agent", "prepare")
     for name in (
         "default_connection", "agent_spec", "adapter_for", "tenant_tools", "tool_context",
@@ -946,10 +935,9 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     ):  # fmt: skip
         probe.sync(ex, name, name)
     probe.coroutine(ex._Checkpoint, "save", "checkpoint")
-    probe.sync(ex._Checkpoint, "_save", "checkpoint_db")
-    probe.coroutine(agents.events.RunEventSink, "_write", "event")
-    probe.sync(agents.events, "append_event", "event_db")
-    probe.redis(agents.events, ("publish",))
+    probe.sync(agents.run_writer.RunWriter, "_write", "write")
+    probe.sync(agents.run_writer, "write_batch", "write_batch")
+    probe.sync(agents.run_writer, "publish", "publish")
     probe.redis(ex, ("exists",))
     probe.coroutine(_Loop, "_call_model", "model_call")
     probe.coroutine(ToolRegistry, "execute", "tool_execute")
@@ -997,8 +985,8 @@ def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
         "instructions_digest", "agent_registry", "tools_digest", "conversation_history",
     ))  # fmt: skip
     t["~execute rest"] = (1, s("execute_run_async") - s(
-        "claim", "next_seq", "prepare", "model_call", "tool_execute", "checkpoint", "event",
-        "redis exists", "finalize",
+        "claim", "prepare", "model_call", "tool_execute", "checkpoint", "redis exists",
+        "finalize",
     ))  # fmt: skip
     t["~async_to_sync"] = (1, s("execute_run") - s("execute_run_async"))
     t["~run_inline rest"] = (1, s("total") - s("run_start", "execute_run"))

@@ -294,9 +294,9 @@ class _Loop:
             return []
         state.tool_calls += len(runnable)
         state.started.update(call.id for call in runnable)
-        await self.checkpoint.save(state, "tools_started")
-        for call in runnable:
+        for call in runnable:  # before the save: a checkpointer may store them together
             await self.emit("tool.started", **_call_payload(call, self.ctx))
+        await self.checkpoint.save(state, "tools_started")
 
         async def one(call: ToolCall) -> tuple[ToolCall, ToolResult]:
             return call, await self.tools.execute(call, self.ctx)

@@ -1,0 +1,127 @@
+"""RunWriter: a leased run's events and checkpoints, coalesced, ordered, under the lease."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.events import channel
+from agents.execution import claim
+from agents.models import Run, RunEvent
+from agents.run_writer import LeaseLost, RunWriter
+from agents.services import run_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claimed(trio, agent, owner="me") -> Run:
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    return claim(run.pk, owner)
+
+
+def stored(run: Run) -> list[tuple[int, str]]:
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "type"))
+
+
+def test_events_before_a_checkpoint_go_with_it_in_one_statement(trio, agent):
+    run = claimed(trio, agent)
+
+    async def step() -> None:
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.event("inference.completed", {"round": 1})
+        writer.event("tool.started", {"call_id": "c1"})
+        await writer.save(state={"messages": []}, input_tokens=7)
+        writer.event("tool.completed", {"call_id": "c1"})
+        writer.event("inference.started", {"round": 2})
+        await writer.drain()
+
+    with CaptureQueriesContext(connection) as queries:
+        async_to_sync(step)()
+    assert len(queries) == 2  # the checkpoint with its 2 events, then the next 2 events
+    run.refresh_from_db()
+    assert stored(run) == [
+        (1, "inference.completed"), (2, "tool.started"),
+        (3, "tool.completed"), (4, "inference.started"),
+    ]  # fmt: skip
+    assert (run.state, run.input_tokens, run.last_seq) == ({"messages": []}, 7, 4)
+    assert run.lease_expires_at is not None
+
+
+def test_a_lost_lease_writes_nothing_and_stops_the_writer(trio, agent):
+    run = claimed(trio, agent)
+    Run.objects.filter(pk=run.pk).update(lease_owner="someone else")
+
+    async def step() -> None:
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.event("inference.started", {"round": 1})
+        with pytest.raises(LeaseLost):
+            await writer.save(state={"messages": ["mine"]})
+        with pytest.raises(LeaseLost):  # and every later write is refused at once
+            writer.event("inference.completed", {"round": 1})
+
+    async_to_sync(step)()
+    run.refresh_from_db()
+    assert stored(run) == []
+    assert run.state is None
+
+
+def test_a_background_write_failure_surfaces_at_the_next_event(trio, agent):
+    run = claimed(trio, agent)
+
+    async def step() -> None:
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        await asyncio.to_thread(lambda: Run.objects.filter(pk=run.pk).update(lease_owner="taken"))
+        writer.event("inference.started", {"round": 1})  # written in the background...
+        await asyncio.sleep(0.3)
+        with pytest.raises(LeaseLost):  # ...and its failure reported here
+            writer.event("inference.completed", {"round": 1})
+
+    async_to_sync(step)()
+    assert stored(run) == []
+
+
+def test_events_are_published_after_they_are_stored(trio, agent):
+    run = claimed(trio, agent)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    pubsub = client.pubsub()
+    pubsub.subscribe(channel(run))
+    pubsub.get_message(timeout=1)  # the subscribe confirmation
+
+    async def step() -> None:
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.event("run.started", {"agent": "a"})
+        writer.event("inference.started", {"round": 1})
+        await writer.drain()
+
+    async_to_sync(step)()
+    published = []
+    while (message := pubsub.get_message(ignore_subscribe_messages=True, timeout=1)) is not None:
+        published.append(json.loads(message["data"]))
+    pubsub.close()
+    client.close()
+    assert [(e["seq"], e["type"]) for e in published] == stored(run)
+    assert published[0]["payload"] == {"agent": "a"}
+
+
+def test_take_hands_over_what_is_queued_and_closes(trio, agent):
+    run = claimed(trio, agent)
+
+    async def step():
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.event("run.completed", {"status": "succeeded"})
+        writer.stage(state={"finished": "succeeded"})
+        batch = await writer.take()
+        await asyncio.sleep(0.05)  # the scheduled background write finds nothing to do
+        return batch
+
+    batch = async_to_sync(step)()
+    assert [e.type for e, _ in batch.events] == ["run.completed"]
+    assert batch.fields == {"state": {"finished": "succeeded"}}
+    assert stored(run) == []
