@@ -2,10 +2,15 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 # Under ASGI each request's sync code runs in a thread of its own; a connection kept for
-# reuse would stay with a thread that is gone. Connect per request instead.
+# reuse would stay with a thread that is gone. Connect per request instead (a pooled
+# connection when the pool is on, the default).
 os.environ.setdefault("DB_CONN_MAX_AGE", "0")
-application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from agentplatform.asgi_handler import StreamingASGIHandler  # noqa: E402 (after setup)
+
+application = StreamingASGIHandler()

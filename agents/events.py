@@ -126,14 +126,14 @@ async def iter_run_events(
     await pubsub.subscribe(channel(run))  # before replay: nothing falls in between
     try:
         last = after_seq
-        stored = await sync_to_async(_released(_stored_after))(run.pk, after_seq)
+        stored = await stream_read(_stored_after)(run.pk, after_seq)
         for event in stored:
             last = event["seq"]
             yield event
             if event["type"] in TERMINAL_EVENTS:
                 return
-        if await sync_to_async(_released(_is_terminal))(run.pk):
-            for event in await sync_to_async(_released(_stored_after))(run.pk, last):
+        if await stream_read(_is_terminal)(run.pk):
+            for event in await stream_read(_stored_after)(run.pk, last):
                 yield event  # whatever landed between the replay and this check
             return
         quiet_since = time.monotonic()
@@ -143,8 +143,8 @@ async def iter_run_events(
                 if heartbeat_s is not None and time.monotonic() - quiet_since >= heartbeat_s:
                     quiet_since = time.monotonic()
                     yield {"type": "heartbeat"}
-                if await sync_to_async(_released(_ended_after))(run.pk, last):
-                    for event in await sync_to_async(_released(_stored_after))(run.pk, last):
+                if await stream_read(_ended_after)(run.pk, last):
+                    for event in await stream_read(_stored_after)(run.pk, last):
                         yield event
                     return
                 continue
@@ -152,7 +152,7 @@ async def iter_run_events(
             if event["seq"] <= last:
                 continue  # already replayed
             if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
-                for missing in await sync_to_async(_released(_stored_after))(run.pk, last):
+                for missing in await stream_read(_stored_after)(run.pk, last):
                     if missing["seq"] >= event["seq"]:
                         break
                     last = missing["seq"]
@@ -166,6 +166,12 @@ async def iter_run_events(
         await pubsub.unsubscribe()
         await pubsub.aclose()
         await client.aclose()
+
+
+def stream_read(function):
+    """A brief database read for an open stream: on any free thread (a stream keeps none of
+    its own; see agentplatform.asgi_handler), the connection given back right after."""
+    return sync_to_async(_released(function), thread_sensitive=False)
 
 
 def _released(function):

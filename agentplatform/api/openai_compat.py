@@ -43,7 +43,7 @@ from agentplatform.api.sse import event_stream_response, heartbeat_seconds, sse_
 from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import Scope, Tenant
-from agents.events import TERMINAL_EVENTS, iter_run_events
+from agents.events import TERMINAL_EVENTS, iter_run_events, stream_read
 from agents.models import Agent, Approval, ApprovalStatus, Crew, Run
 from agents.runtime.spec import RunStatus
 from agents.services import MAX_INPUT_CHARS, run_start
@@ -389,11 +389,12 @@ SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {
 
 
 async def _settled(run_id: int) -> bool:
-    """Wait (briefly) until the worker has recorded the run as parked or finished: its last
-    event goes out just before the row is written."""
+    """Wait (briefly) until the worker has recorded the run as parked or finished: a parked
+    run's approval events go out before its row is written (a finished run's terminal event
+    goes out after, so that needs no wait)."""
     deadline = time.monotonic() + SETTLE_S
     while True:
-        if await sync_to_async(_status)(run_id) in SETTLED:
+        if await stream_read(_status)(run_id) in SETTLED:
             return True
         if time.monotonic() > deadline:
             return False
@@ -430,7 +431,7 @@ async def follow_run(run: Run) -> AsyncIterator[str | object | Ending]:
         async for event in events:
             kind = event["type"]
             if kind == "heartbeat":
-                if parked and await sync_to_async(_status)(run.pk) in SETTLED:
+                if parked and await stream_read(_status)(run.pk) in SETTLED:
                     break
                 yield HEARTBEAT
             elif kind == "inference.started":
@@ -450,7 +451,7 @@ async def follow_run(run: Run) -> AsyncIterator[str | object | Ending]:
             elif kind in TERMINAL_EVENTS:
                 break
     await _settled(run.pk)
-    yield await sync_to_async(_ending)(run.pk)
+    yield await stream_read(_ending)(run.pk)
 
 
 def approval_message(request: HttpRequest, run_id: int, approvals: list[Approval]) -> str:

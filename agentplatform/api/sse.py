@@ -2,10 +2,10 @@
 
 Every stream is an async iterator over `agents.events.iter_run_events` handed to
 `StreamingHttpResponse`: under ASGI Django iterates it on the event loop, so an open stream
-waits on Redis without blocking a thread (Django still keeps each in-flight request's idle
-asgiref executor thread, created by the sync middleware, until the request ends). When the
-client goes away Django cancels the response; the iterators here are closed with `aclosing`,
-so `iter_run_events` always unsubscribes from the run's channel.
+waits on Redis without a thread or a database connection of its own (the request's sync
+thread and its connection are released when the view returns: agentplatform.asgi_handler).
+When the client goes away Django cancels the response; the iterators here are closed with
+`aclosing`, so `iter_run_events` always unsubscribes from the run's channel.
 """
 
 from __future__ import annotations

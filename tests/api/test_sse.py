@@ -12,10 +12,11 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from contextlib import aclosing
+from contextlib import ExitStack, aclosing
 from dataclasses import dataclass
 
 import httpx2
+import psutil
 import pytest
 import redis
 from asgiref.sync import sync_to_async
@@ -256,3 +257,48 @@ def test_a_client_disconnect_over_http_ends_the_server_side_stream(trio, agent, 
         assert wait_for_subscribers(run, 1) == 1
     # the connection is closed: uvicorn tells Django, which cancels the stream
     assert wait_for_subscribers(run, 0) == 0
+
+
+def server_process(base_url: str) -> psutil.Process:
+    port = base_url.rsplit(":", 1)[1]
+    for child in psutil.Process().children(recursive=True):
+        if "uvicorn" in child.cmdline() and port in child.cmdline():
+            return child
+    raise LookupError(f"no uvicorn child on port {port}")
+
+
+def test_open_streams_hold_no_thread_and_no_database_connection(trio, agent, key, asgi_server):
+    """Twenty open streams of a quiet run: the server's thread count and its PostgreSQL
+    connections stay where they were (each stream waits on Redis on the event loop)."""
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)  # stays queued
+    url = f"{asgi_server}/api/v1/runs/{run.pk}/events"
+    server = server_process(asgi_server)
+    with httpx2.Client(timeout=10) as client:  # one request first: the server is warm
+        assert client.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    threads_before = server.num_threads()
+    readers = []  # kept: dropping a reader would close its connection
+    with ExitStack() as streams, httpx2.Client(timeout=10) as client:
+        for _ in range(20):
+            response = streams.enter_context(client.stream("GET", url, headers=sse_headers(key)))
+            assert response.status_code == 200
+            readers.append(response.iter_bytes())
+            assert next(readers[-1]).startswith(b"retry: 3000")
+        assert wait_for_subscribers(run, 20) == 20
+        threads_open = server.num_threads()
+        backends = server_backends(server)
+    assert wait_for_subscribers(run, 0) == 0
+    assert threads_open <= threads_before + 2  # not one per stream
+    assert backends == 0  # the pool's connections are idle and none is held by a stream
+
+
+def server_backends(server: psutil.Process) -> int:
+    """PostgreSQL backends of the server process that are inside a query or a transaction
+    (an idle pooled connection does not count)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = '' AND state <> 'idle' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
