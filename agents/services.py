@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from agentplatform.saving import save_validated
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.events import publisher
@@ -25,6 +26,7 @@ from agents.models import (
     ApprovalStatus,
     Conversation,
     Crew,
+    CrewMember,
     Fact,
     Message,
     Run,
@@ -232,3 +234,90 @@ def approval_decide(
             if resumed:
                 transaction.on_commit(lambda: _enqueue(locked.run_id))
     return locked
+
+
+def _check_tenant(instance: Any, tenant: Tenant, what: str) -> None:
+    if instance.tenant_id != tenant.pk:
+        raise Http404(f"No such {what}.")  # other tenants' objects: 404
+
+
+def agent_save(*, tenant: Tenant, agent: Agent | None = None, changes: dict[str, Any]) -> Agent:
+    """Create (agent None) or change one of the tenant's agents through its full_clean."""
+    if agent is None:
+        agent = Agent(tenant=tenant)
+    else:
+        _check_tenant(agent, tenant, "agent")
+    return save_validated(agent, changes)
+
+
+def agent_delete(*, tenant: Tenant, agent: Agent) -> None:
+    """Delete one of the tenant's agents."""
+    _check_tenant(agent, tenant, "agent")
+    agent.delete()
+
+
+def crew_save(
+    *,
+    tenant: Tenant,
+    crew: Crew | None = None,
+    changes: dict[str, Any],
+    members: list[Agent] | None = None,
+) -> Crew:
+    """Create or change a crew; a `members` list replaces its members in that order."""
+    if crew is None:
+        crew = Crew(tenant=tenant)
+    else:
+        _check_tenant(crew, tenant, "crew")
+    if members is not None and any(agent.tenant_id != tenant.pk for agent in members):
+        raise ValidationError({"members": "Choose this tenant's agents."})
+
+    def replace_members(saved: Crew) -> None:
+        CrewMember.objects.filter(crew=saved).delete()
+        CrewMember.objects.bulk_create(
+            CrewMember(tenant=tenant, crew=saved, agent=agent, position=position)
+            for position, agent in enumerate(members)
+        )
+
+    return save_validated(crew, changes, after=None if members is None else replace_members)
+
+
+def crew_delete(*, tenant: Tenant, crew: Crew) -> None:
+    """Delete one of the tenant's crews (and its member rows)."""
+    _check_tenant(crew, tenant, "crew")
+    crew.delete()
+
+
+def conversation_save(
+    *,
+    tenant: Tenant,
+    conversation: Conversation | None = None,
+    changes: dict[str, Any],
+    owner_user: AbstractBaseUser | None = None,
+    owner_api_key: ApiKey | None = None,
+) -> Conversation:
+    """Start a conversation owned by `owner_user` or `owner_api_key`, or change one."""
+    if conversation is None:
+        conversation = Conversation(
+            tenant=tenant, owner_user=owner_user, owner_api_key=owner_api_key
+        )
+    else:
+        _check_tenant(conversation, tenant, "conversation")
+        if owner_user is not None or owner_api_key is not None:
+            raise ValueError("A conversation keeps the owner it was started by.")
+    for field in ("agent", "crew"):
+        target = changes.get(field)
+        if target is not None and target.tenant_id != tenant.pk:
+            raise ValidationError({field: f"Choose one of this tenant's {field}s."})
+    return save_validated(conversation, changes)
+
+
+def conversation_delete(*, tenant: Tenant, conversation: Conversation) -> None:
+    """Delete one of the tenant's conversations and its messages."""
+    _check_tenant(conversation, tenant, "conversation")
+    conversation.delete()
+
+
+def fact_delete(*, tenant: Tenant, fact: Fact) -> None:
+    """Forget one of the tenant's remembered facts."""
+    _check_tenant(fact, tenant, "fact")
+    fact.delete()

@@ -1,15 +1,19 @@
-"""Provider connections -> adapters; platform keys; connection tests; demo seeding."""
+"""Provider connections -> adapters; platform keys; saving and deleting connections;
+connection tests; demo seeding."""
 
 from __future__ import annotations
 
 import threading
 from functools import partial
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
+from django.http import Http404
 from django.utils import timezone
 
+from agentplatform.saving import save_validated
 from agentplatform.tenancy.models import Tenant
 from providers.models import HealthStatus, ProviderConnection, ProviderKind
 from providers.runtime.adapter import ModelAdapter
@@ -88,6 +92,32 @@ def connections_for(tenant: Tenant) -> list[ProviderConnection]:
 def default_connection(tenant: Tenant) -> ProviderConnection | None:
     connections = connections_for(tenant)
     return next((c for c in connections if c.is_default), connections[0] if connections else None)
+
+
+def connection_save(
+    *, tenant: Tenant, connection: ProviderConnection | None = None, changes: dict[str, Any]
+) -> ProviderConnection:
+    """Create or change a connection; a new default unsets the tenant's previous one."""
+    if connection is None:
+        connection = ProviderConnection(tenant=tenant)
+    elif connection.tenant_id != tenant.pk:
+        raise Http404("No such provider connection.")
+
+    def take_over_default(saving: ProviderConnection) -> None:
+        if saving.is_default:  # one default per tenant: the new one takes over
+            others = ProviderConnection.objects.filter(tenant=tenant, is_default=True)
+            if saving.pk is not None:
+                others = others.exclude(pk=saving.pk)
+            others.update(is_default=False)
+
+    return save_validated(connection, changes, before=take_over_default)
+
+
+def connection_delete(*, tenant: Tenant, connection: ProviderConnection) -> None:
+    """Delete one of the tenant's provider connections."""
+    if connection.tenant_id != tenant.pk:
+        raise Http404("No such provider connection.")
+    connection.delete()
 
 
 def connection_test(connection: ProviderConnection) -> tuple[bool, str]:

@@ -1,4 +1,6 @@
-"""Executing a tenant's tools from synchronous Django code (admin test page, REST)."""
+"""Executing a tenant's tools from synchronous Django code (admin test page, REST), and
+saving or deleting the tenant's tool definitions (registries rebuild on the model's
+post_save/post_delete signals, see tools.loader)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,12 @@ import uuid
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.http import Http404
 
+from agentplatform.saving import save_validated
 from agentplatform.tenancy.models import Tenant
 from tools.loader import tenant_tools
+from tools.models import ToolDefinition
 from tools.runtime.context import EventSink, RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall, ToolResult
 
@@ -42,3 +47,21 @@ def tool_execute(
     ctx = tool_context(tenant=tenant, user_id=user_id, secrets=toolbox.secrets)
     call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
     return async_to_sync(toolbox.registry.execute)(call, ctx)
+
+
+def tool_definition_save(
+    *, tenant: Tenant, definition: ToolDefinition | None = None, changes: dict[str, Any]
+) -> ToolDefinition:
+    """Create (definition None) or change one of the tenant's tool definitions."""
+    if definition is None:
+        definition = ToolDefinition(tenant=tenant)
+    elif definition.tenant_id != tenant.pk:
+        raise Http404("No such tool definition.")
+    return save_validated(definition, changes)
+
+
+def tool_definition_delete(*, tenant: Tenant, definition: ToolDefinition) -> None:
+    """Delete one of the tenant's tool definitions (a built-in it replaced comes back)."""
+    if definition.tenant_id != tenant.pk:
+        raise Http404("No such tool definition.")
+    definition.delete()

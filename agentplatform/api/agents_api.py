@@ -40,6 +40,7 @@ from agentplatform.api.serializers import (
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Scope
 from agents.models import Agent, Conversation, Crew, Fact, Message
+from agents.services import agent_delete, conversation_delete, crew_delete, fact_delete
 
 ACTIVE = OpenApiParameter("active", OpenApiTypes.BOOL, description="Only active (or inactive).")
 SLUG = OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH)
@@ -118,6 +119,9 @@ class AgentViewSet(SlugLookup, TenantCrudViewSet):
             queryset = queryset.filter(kind=kind)
         return queryset
 
+    def delete_with_service(self, instance: Agent) -> None:
+        agent_delete(tenant=self.tenant, agent=instance)
+
 
 CREW_EXAMPLE = {
     "slug": "research",
@@ -169,6 +173,9 @@ class CrewViewSet(SlugLookup, TenantCrudViewSet):
         if mode is not None:
             queryset = queryset.filter(mode=mode)
         return queryset
+
+    def delete_with_service(self, instance: Crew) -> None:
+        crew_delete(tenant=self.tenant, crew=instance)
 
 
 # -- conversations -------------------------------------------------------------------------
@@ -256,6 +263,9 @@ class ConversationViewSet(
 
     def perform_create(self, serializer) -> None:
         serializer.save(tenant=self.tenant, **self.owner_filter())
+
+    def perform_destroy(self, instance: Conversation) -> None:
+        conversation_delete(tenant=self.tenant, conversation=instance)
 
     @extend_schema(
         summary="List a conversation's messages (oldest first)",
@@ -349,5 +359,5 @@ class FactViewSet(
         )
 
     def destroy(self, request: Request, *args, **kwargs) -> Response:
-        self.get_object().delete()
+        fact_delete(tenant=self.tenant, fact=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -26,7 +26,7 @@ from agentplatform.api.schema import ERRORS
 from agentplatform.api.serializers import ConnectionTestSerializer, ProviderConnectionSerializer
 from agentplatform.tenancy.access import get_for_tenant
 from providers.models import ProviderConnection
-from providers.services import connection_test
+from providers.services import connection_delete, connection_test
 
 CONNECTION_REQUEST = {
     "name": "OpenRouter",
@@ -87,6 +87,9 @@ class ProviderConnectionViewSet(TenantCrudViewSet):
     def get_object(self) -> ProviderConnection:
         pk = path_id(self.kwargs["pk"], "provider connection")
         return get_for_tenant(ProviderConnection, self.tenant, pk=pk)
+
+    def delete_with_service(self, instance: ProviderConnection) -> None:
+        connection_delete(tenant=self.tenant, connection=instance)
 
     @extend_schema(
         summary="Test a provider connection",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import IntegrityError, models, transaction
+from django.db import models
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
@@ -22,6 +22,7 @@ from agentplatform.api.pagination import MAX_BIGINT, NewestFirstChecked, OldestF
 from agentplatform.api.parsers import SafeJSONParser
 from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.tenant import request_tenant, request_user_or_key, scoped
+from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import Scope, Tenant
 
@@ -95,44 +96,33 @@ class StrictSerializer(StrictSerializerMixin, serializers.Serializer):
 
 
 class CleanModelSerializer(StrictSerializerMixin, serializers.ModelSerializer):
-    """Saves through the model's `full_clean()` (its rules, constraints and cross-field
-    checks), so the API accepts exactly what the admin and the web UI accept.
+    """Saves through the owning app's service, which runs the model's `full_clean()` (its
+    rules, constraints and cross-field checks), so the API accepts exactly what the admin
+    and the web UI accept.
 
-    `save(tenant=...)` sets the tenant on create. A lost race on a unique constraint
-    answers 409 instead of the IntegrityError's 500.
+    `save(tenant=...)` names the tenant on create (the request's tenant otherwise). A lost
+    race on a unique constraint (the service's SaveConflict) answers 409 instead of a 500.
     """
 
     def create(self, validated_data: dict[str, Any]) -> models.Model:
-        return self.clean_and_save(self.Meta.model(), validated_data)
+        return self._save(None, validated_data)
 
     def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
-        return self.clean_and_save(instance, validated_data)
+        return self._save(instance, validated_data)
 
-    def clean_and_save(
-        self, instance: models.Model, validated_data: dict[str, Any]
-    ) -> models.Model:
-        extra = self.pop_extra(validated_data)
-        for name, value in validated_data.items():
-            setattr(instance, name, value)
+    def _save(self, instance: models.Model | None, validated_data: dict[str, Any]) -> models.Model:
+        changes = dict(validated_data)
+        tenant = changes.pop("tenant", None) or self.context["tenant"]
         try:
-            with transaction.atomic():
-                self.before_clean(instance, extra)
-                instance.full_clean()
-                instance.save()
-                self.after_save(instance, extra)
-        except IntegrityError:
-            raise Conflict("It changed meanwhile (a duplicate name or slug); retry.") from None
-        return instance
+            return self.save_with_service(tenant, instance, changes)
+        except SaveConflict as exc:
+            raise Conflict(str(exc)) from None
 
-    def pop_extra(self, validated_data: dict[str, Any]) -> dict[str, Any]:
-        """Take out values that are not model fields (e.g. a crew's member list)."""
-        return {}
-
-    def before_clean(self, instance: models.Model, extra: dict[str, Any]) -> None:
-        """Inside the transaction, before validation (e.g. unset another default)."""
-
-    def after_save(self, instance: models.Model, extra: dict[str, Any]) -> None:
-        """Inside the transaction, after the row is saved (e.g. write related rows)."""
+    def save_with_service(
+        self, tenant: Tenant, instance: models.Model | None, changes: dict[str, Any]
+    ) -> models.Model:
+        """Create (instance None) or change the object through its app's service."""
+        raise NotImplementedError
 
 
 # -- request details -------------------------------------------------------------------
@@ -304,3 +294,10 @@ class TenantCrudViewSet(
 
     def perform_create(self, serializer) -> None:
         serializer.save(tenant=self.tenant)
+
+    def perform_destroy(self, instance: models.Model) -> None:
+        self.delete_with_service(instance)
+
+    def delete_with_service(self, instance: models.Model) -> None:
+        """Delete the object through its app's service."""
+        raise NotImplementedError

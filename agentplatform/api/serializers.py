@@ -16,11 +16,14 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope
-from agents.models import Agent, Conversation, Crew, CrewMember, Fact, Message
+from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant
+from agents.models import Agent, Conversation, Crew, Fact, Message
+from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ProviderConnection
+from providers.services import connection_save
 from tools.models import ToolDefinition, ToolKind
 from tools.runtime.tool import Effect
+from tools.services import tool_definition_save
 
 MAX_TEXT = 100_000  # instructions and other long texts
 MAX_DESCRIPTION = 10_000
@@ -136,6 +139,11 @@ class AgentSerializer(CleanModelSerializer):
     def get_has_remote_token(self, agent: Agent) -> bool:
         return bool(agent.remote_token)
 
+    def save_with_service(
+        self, tenant: Tenant, agent: Agent | None, changes: dict[str, Any]
+    ) -> Agent:
+        return agent_save(tenant=tenant, agent=agent, changes=changes)
+
 
 class CrewMembersField(serializers.ListField):
     """The crew's agents, in order, by slug."""
@@ -191,17 +199,9 @@ class CrewSerializer(CleanModelSerializer):
             raise serializers.ValidationError(f"No such agents here: {', '.join(missing)}.")
         return [found[slug] for slug in slugs]
 
-    def pop_extra(self, validated_data: dict[str, Any]) -> dict[str, Any]:
-        return {"members": validated_data.pop("members")} if "members" in validated_data else {}
-
-    def after_save(self, crew: Crew, extra: dict[str, Any]) -> None:
-        if "members" not in extra:
-            return
-        CrewMember.objects.filter(crew=crew).delete()
-        CrewMember.objects.bulk_create(
-            CrewMember(tenant=crew.tenant, crew=crew, agent=agent, position=position)
-            for position, agent in enumerate(extra["members"])
-        )
+    def save_with_service(self, tenant: Tenant, crew: Crew | None, changes: dict[str, Any]) -> Crew:
+        members = changes.pop("members", None)  # absent: the members stay as they are
+        return crew_save(tenant=tenant, crew=crew, changes=changes, members=members)
 
 
 # -- tools -------------------------------------------------------------------------------
@@ -239,6 +239,11 @@ class ToolDefinitionWriteSerializer(CleanModelSerializer):
             "enabled",
         ]
         extra_kwargs = {"description": {"max_length": MAX_DESCRIPTION}}
+
+    def save_with_service(
+        self, tenant: Tenant, definition: ToolDefinition | None, changes: dict[str, Any]
+    ) -> ToolDefinition:
+        return tool_definition_save(tenant=tenant, definition=definition, changes=changes)
 
 
 class CapabilitySerializer(serializers.Serializer):
@@ -335,12 +340,10 @@ class ProviderConnectionSerializer(CleanModelSerializer):
     def get_has_api_key(self, connection: ProviderConnection) -> bool:
         return bool(connection.api_key)
 
-    def before_clean(self, connection: ProviderConnection, extra: dict[str, Any]) -> None:
-        if connection.is_default:  # one default per tenant: the new one takes over
-            others = ProviderConnection.objects.filter(tenant=connection.tenant, is_default=True)
-            if connection.pk is not None:
-                others = others.exclude(pk=connection.pk)
-            others.update(is_default=False)
+    def save_with_service(
+        self, tenant: Tenant, connection: ProviderConnection | None, changes: dict[str, Any]
+    ) -> ProviderConnection:
+        return connection_save(tenant=tenant, connection=connection, changes=changes)
 
 
 class ConnectionTestSerializer(serializers.Serializer):
@@ -368,6 +371,19 @@ class ConversationSerializer(CleanModelSerializer):
         if bool(attrs.get("agent")) == bool(attrs.get("crew")):
             raise serializers.ValidationError({"agent": ["Give exactly one agent or crew."]})
         return attrs
+
+    def save_with_service(
+        self, tenant: Tenant, conversation: Conversation | None, changes: dict[str, Any]
+    ) -> Conversation:
+        owner_user = changes.pop("owner_user", None)  # given on create, by the view
+        owner_api_key = changes.pop("owner_api_key", None)
+        return conversation_save(
+            tenant=tenant,
+            conversation=conversation,
+            changes=changes,
+            owner_user=owner_user,
+            owner_api_key=owner_api_key,
+        )
 
 
 class MessageSerializer(serializers.ModelSerializer):

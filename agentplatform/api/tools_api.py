@@ -41,7 +41,7 @@ from tools.definitions import build_tool
 from tools.loader import circuit_store, egress_client, registry_for_tenant
 from tools.models import ToolDefinition
 from tools.runtime.tool import Capability, Tool
-from tools.services import tool_execute
+from tools.services import tool_definition_delete, tool_execute
 
 WORKFLOW_MODULE = "agents.runtime.workflow"  # where workflow_tool makes its handlers
 
@@ -330,7 +330,7 @@ class ToolViewSet(TenantViewSet):
         return self.update(request, name, partial=True)
 
     def destroy(self, request: Request, name: str) -> Response:
-        self.definition().delete()
+        tool_definition_delete(tenant=self.tenant, definition=self.definition())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
