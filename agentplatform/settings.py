@@ -49,6 +49,7 @@ if DB_POOL_MAX_SIZE > 0:
         "min_size": 1,
         "max_size": DB_POOL_MAX_SIZE,
         "timeout": config.env_int("DB_POOL_TIMEOUT_S", 10),  # then an error, not a hang
+        "max_idle": 60,  # seconds: a burst's extra connections are closed soon after it
     }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = config.env_int("DB_CONN_MAX_AGE", 60)
@@ -206,6 +207,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
+        "agentplatform.api.openai_schema.add_openai_compat",  # the /v1 OpenAI-compatible views
+    ],
 }
 
 LANGUAGE_CODE = "en-us"

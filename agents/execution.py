@@ -43,6 +43,7 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.specs import agent_spec, conversation_history
+from agents.tool_runs import execute_tool_run
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -125,6 +126,8 @@ async def execute_run_async(run_id: int) -> str:
     try:
         if run.crew_id is not None:
             outcome = await _execute_crew(run, sink)
+        elif run.tool_name:
+            outcome = await execute_tool_run(run, sink, _Checkpoint(writer))
         else:
             outcome = await _execute_agent(run, sink)
         await sink.flush()

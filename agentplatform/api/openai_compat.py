@@ -304,18 +304,23 @@ def parse_chat_request(raw: bytes, query_stream: bool) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise OpenAIError(400, "`model` is required: an agent or crew slug.", param="model")
+    try:
+        model.encode("utf-8")  # a lone surrogate (JSON "\ud800") cannot reach the database
+    except UnicodeEncodeError:
+        raise OpenAIError(400, "`model` must be valid Unicode.", param="model") from None
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise OpenAIError(400, "`messages` must be a non-empty list.", param="messages")
     turns: list[tuple[str, str]] = []
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or role not in ROLES:  # (a list or dict is unhashable)
             raise OpenAIError(
                 400,
                 f"Each message needs a role: one of {', '.join(sorted(ROLES))}.",
                 param=f"messages[{index}].role",
             )
-        turns.append((message["role"], _text_of(message.get("content"), index)))
+        turns.append((role, _text_of(message.get("content"), index)))
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise OpenAIError(400, "`stream` must be a boolean.", param="stream")

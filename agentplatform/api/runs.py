@@ -109,6 +109,7 @@ class RunSerializer(serializers.ModelSerializer):
             "status",
             "agent",
             "crew",
+            "tool_name",
             "parent",
             "conversation",
             "input",

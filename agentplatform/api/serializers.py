@@ -295,6 +295,11 @@ class ToolResultSerializer(serializers.Serializer):
     result = serializers.JSONField(allow_null=True)
     error = serializers.CharField(allow_null=True, help_text="Set when the tool failed.")
     latency_ms = serializers.FloatField()
+    run_id = serializers.IntegerField(help_text="The run that records this call.")
+    status = serializers.ChoiceField(choices=["succeeded", "failed", "awaiting_approval"])
+    decide_at = serializers.CharField(
+        allow_blank=True, help_text="For a call awaiting approval: where it is decided."
+    )
 
 
 # -- provider connections ----------------------------------------------------------------

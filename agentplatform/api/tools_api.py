@@ -37,11 +37,12 @@ from agentplatform.api.serializers import (
 )
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Scope
+from agents.tool_runs import tool_run
 from tools.definitions import build_tool
 from tools.loader import circuit_store, egress_client, registry_for_tenant
 from tools.models import ToolDefinition
 from tools.runtime.tool import Capability, Tool
-from tools.services import tool_definition_delete, tool_execute
+from tools.services import tool_definition_delete
 
 WORKFLOW_MODULE = "agents.runtime.workflow"  # where workflow_tool makes its handlers
 
@@ -336,11 +337,14 @@ class ToolViewSet(TenantViewSet):
     @extend_schema(
         summary="Execute a tool",
         description="Runs one tool of the registry now, with the arguments given (validated "
-        "against its input_schema). Tool failures and invalid arguments come back in "
-        "`error` with status 200. Needs the `run` scope.",
+        "against its input_schema), and records the call as a run (`run_id`). Tool failures "
+        "and invalid arguments come back in `error` with status 200. A tool that requires "
+        "approval is not executed: 202 with status `awaiting_approval` and `decide_at`; once "
+        "approved (`POST /runs/{id}/approvals/{approval_id}`) a worker executes it and the "
+        "run holds the result. Needs the `run` scope.",
         parameters=[NAME],
         request=ToolExecuteSerializer,
-        responses={200: ToolResultSerializer, **ERRORS},
+        responses={200: ToolResultSerializer, 202: ToolResultSerializer, **ERRORS},
         examples=[
             OpenApiExample("Arithmetic", {"arguments": {"expression": "6 * 7"}}, request_only=True),
             OpenApiExample(
@@ -351,6 +355,9 @@ class ToolViewSet(TenantViewSet):
                     "result": {"result": 42},
                     "error": None,
                     "latency_ms": 0.4,
+                    "run_id": 1234,
+                    "status": "succeeded",
+                    "decide_at": "",
                 },
                 response_only=True,
             ),
@@ -364,20 +371,24 @@ class ToolViewSet(TenantViewSet):
         serializer = ToolExecuteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         user = self.actor
-        result = tool_execute(
+        outcome = tool_run(
             tenant=self.tenant,
             name=name,
             arguments=serializer.validated_data["arguments"],
-            user_id=None if self.is_api_key else user.pk,
+            api_key=user if self.is_api_key else None,
+            user=None if self.is_api_key else user,
         )
-        return Response(
-            ToolResultSerializer(
-                {
-                    "call_id": result.call_id,
-                    "name": result.name,
-                    "result": result.result,
-                    "error": result.error,
-                    "latency_ms": round(result.latency_ms, 3),
-                }
-            ).data
-        )
+        data = ToolResultSerializer(
+            {
+                "call_id": outcome.call_id,
+                "name": name,
+                "result": outcome.result,
+                "error": outcome.error,
+                "latency_ms": round(outcome.latency_ms, 3),
+                "run_id": outcome.run.pk,
+                "status": outcome.status,
+                "decide_at": outcome.decide_at,
+            }
+        ).data
+        parked = outcome.status == "awaiting_approval"
+        return Response(data, status=status.HTTP_202_ACCEPTED if parked else status.HTTP_200_OK)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agentplatform.api.tools_api import HTTP_TOOL_REQUEST
+from agents.models import Approval, Run
 from tests.api.test_resources import as_key, assert_error
 from tools.models import ToolDefinition
 
@@ -114,6 +115,8 @@ def test_execute_a_tool_needs_the_run_scope(client, trio):
     assert result["result"] == {"result": 42} and result["error"] is None
     assert result["name"] == "calculator" and result["call_id"].startswith("call_")
     assert result["latency_ms"] >= 0
+    assert result["status"] == "succeeded"
+    assert Run.objects.get(pk=result["run_id"]).tool_name == "calculator"
 
 
 def test_execute_reports_tool_trouble_in_error_and_bad_input_as_400(client, trio):
@@ -136,3 +139,20 @@ def test_other_tenants_tools_answer_404(client, trio):
     assert_error(api.delete("/tools/globex_weather"), 404)
     assert_error(api.post("/tools/globex_weather/execute", {"arguments": {"city": "x"}}), 404)
     assert ToolDefinition.objects.get(name="globex_weather").description == WEATHER["description"]
+
+
+def test_an_approval_gated_tool_is_not_executed_but_parked(client, trio):
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="gated_calc", kind="builtin", config={"builtin": "calculator"},
+        requires_approval=True,
+    )  # fmt: skip
+    response = as_key(client, trio.acme, "run").post(
+        "/tools/gated_calc/execute", {"arguments": {"expression": "6 * 7"}}
+    )
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert (body["status"], body["result"]) == ("awaiting_approval", None)
+    run = Run.objects.get(pk=body["run_id"])
+    assert run.status == "awaiting_approval" and run.output == ""
+    approval = Approval.objects.get(run=run)
+    assert f"/api/v1/runs/{run.pk}/approvals/{approval.pk}" in body["decide_at"]

@@ -1,10 +1,11 @@
 """Property-based conformance of the REST API to its own OpenAPI schema (schemathesis).
 
 The schema at `/api/schema/` is loaded through the WSGI app and must be a valid OpenAPI 3
-document. Then every operation under `/api/v1/` is exercised with a bounded, deterministic
-set of generated requests (examples, coverage and fuzzing phases; no stateful phase;
-`max-examples` per operation; fixed seed and derandomized Hypothesis) as an admin-scoped
-tenant API key. Each response must:
+document. Then every operation under `/api/v1/` and of the OpenAI-compatible endpoint
+(`/v1/models`, `/v1/models/{model_id}`, `/v1/chat/completions`) is exercised with a
+bounded, deterministic set of generated requests (examples, coverage and fuzzing phases; no
+stateful phase; `max-examples` per operation; fixed seed and derandomized Hypothesis) as an
+admin-scoped tenant API key. Each response must:
 
 - not be a server error (no 5xx for any input);
 - use a documented status code, content type and headers;
@@ -13,6 +14,11 @@ tenant API key. Each response must:
 Operations whose path has an identifier are also called with the id of a seeded object
 (an agent, a crew, a tool definition, a provider connection, a conversation, a fact, a
 spare API key and a member), so the detail/update routes answer something besides 404.
+
+A chat completion starts a real run (created in the test's transaction), but no worker
+executes it here: the run's progress (`openai_compat.follow_run`) is replaced by a canned
+answer, so both the JSON and the streamed answer are produced without a provider. The real
+execution is covered by tests/api/test_openai_compat.py and tests/api/test_openai_schema.py.
 
 Skipped because they start real work, stream or may call out of the process:
 - `POST /api/v1/runs` (`v1_runs_create`): enqueues a Celery run;
@@ -36,9 +42,10 @@ from drf_spectacular.generators import SchemaGenerator
 from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
 
-from agentplatform.api import throttling
+from agentplatform.api import openai_compat, throttling
 from agentplatform.tenancy.models import ApiKey, Membership
 from agents.models import Fact
+from agents.runtime.spec import RunStatus
 from providers.models import ProviderConnection
 from tests.api.test_resources import as_key, key_for
 
@@ -90,7 +97,7 @@ def load_schema():
     schema = schemathesis.openapi.from_dict(raw, config=CONFIG)
     schema.app = get_wsgi_application()
     schema.location = "/api/schema/"
-    return schema.include(path_regex=r"^/api/v1/").exclude(operation_id=SKIPPED_OPERATIONS)
+    return schema.include(path_regex=r"^/(api/)?v1/").exclude(operation_id=SKIPPED_OPERATIONS)
 
 
 schema = load_schema()
@@ -113,6 +120,27 @@ def test_the_schema_is_valid_openapi(client, api_schema):
     ids = {op.ok().definition.raw.get("operationId") for op in api_schema.get_all_operations()}
     assert len(ids) > 40
     assert not ids & set(SKIPPED_OPERATIONS)
+    assert ids >= OPENAI_OPERATIONS
+
+
+OPENAI_OPERATIONS = {
+    "openai_models_list",
+    "openai_models_retrieve",
+    "openai_chat_completions_create",
+}
+
+
+async def canned_progress(run):
+    """In place of `follow_run`: a little text, then the ending of a succeeded run."""
+    yield "Hello"
+    yield " there."
+    yield openai_compat.Ending(
+        status=RunStatus.SUCCEEDED,
+        output="Hello there.",
+        error="",
+        prompt_tokens=12,
+        completion_tokens=3,
+    )
 
 
 @pytest.fixture
@@ -136,6 +164,7 @@ def _seed(client, trio, monkeypatch):
         monkeypatch.setattr(
             cls, "THROTTLE_RATES", {"api_key": "1000000/min", "tenant": "1000000/min"}
         )
+    monkeypatch.setattr(openai_compat, "follow_run", canned_progress)  # no worker here
     api = as_key(client, trio.acme, "read", "write", "run", "admin")
     assert (
         api.post(
@@ -181,6 +210,7 @@ def _seed(client, trio, monkeypatch):
         "/api/v1/api-keys/{id}": {"id": spare.pk},
         "/api/v1/api-keys/{id}/revoke": {"id": spare.pk},
         "/api/v1/members/{id}": {"id": member.pk},
+        "/v1/models/{model_id}": {"model_id": "writer"},
     }
 
 
@@ -239,3 +269,23 @@ def test_415_is_documented(seeded):
     response = case.call(headers=headers)
     assert response.status_code == 415
     case.validate_response(response, checks=CHECKS, headers=headers)
+
+
+@pytest.mark.django_db
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")  # WSGI
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_completion_of_a_real_agent_conforms(seeded, stream):
+    key, _ = seeded
+    body = {"model": "writer", "messages": [{"role": "user", "content": "Hi."}], "stream": stream}
+    case = operation("openai_chat_completions_create").Case(
+        body=body, media_type="application/json"
+    )
+    headers = {"Authorization": f"Bearer {key}"}
+    response = case.call(headers=headers)
+    assert response.status_code == 200
+    case.validate_response(response, checks=CHECKS, headers=headers)
+    if stream:
+        assert response.headers["content-type"][0].startswith("text/event-stream")
+        assert response.text.rstrip().endswith("data: [DONE]")
+    else:
+        assert response.json()["choices"][0]["message"]["content"] == "Hello there."

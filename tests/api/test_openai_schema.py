@@ -1,0 +1,193 @@
+"""The OpenAI-compatible endpoint (`/v1`) is documented in the OpenAPI schema at `/api/schema/`,
+and what it really answers validates against the documented component schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx2
+import jsonschema
+import pytest
+from django.test import AsyncClient
+
+from agentplatform.tenancy import services as tenancy
+from tests.fakes.provider_server import TextReply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+V1_PATHS = {
+    "/v1/models": "get",
+    "/v1/models/{model_id}": "get",
+    "/v1/chat/completions": "post",
+}
+
+
+@pytest.fixture
+def schema(client) -> dict[str, Any]:
+    response = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    return response.json()
+
+
+@pytest.fixture
+def keys(trio) -> dict[str, str]:
+    _, run = tenancy.api_key_create(tenant=trio.acme, name="chat", scopes=["read", "run"])
+    _, read = tenancy.api_key_create(tenant=trio.acme, name="ro", scopes=["read"])
+    return {"run": run, "read": read}
+
+
+def as_json_schema(node: Any) -> Any:
+    """An OpenAPI 3.0 schema as JSON Schema: `nullable: true` becomes "or null"."""
+    if isinstance(node, list):
+        return [as_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: as_json_schema(value) for key, value in node.items() if key != "nullable"}
+    if node.get("nullable") is True:
+        return {"anyOf": [converted, {"type": "null"}]}
+    return converted
+
+
+def validate(schema: dict[str, Any], component: str, instance: Any) -> None:
+    """`instance` against `#/components/schemas/<component>`, every `$ref` resolved."""
+    root = {
+        "$ref": f"#/components/schemas/{component}",
+        "components": as_json_schema(schema["components"]),
+    }
+    jsonschema.Draft202012Validator(root).validate(instance)
+
+
+def response_schema(schema, path: str, status: str, media_type: str = "application/json"):
+    operation = schema["paths"][path][V1_PATHS[path]]
+    return operation["responses"][status]["content"][media_type]["schema"]
+
+
+def test_the_v1_operations_are_documented(schema):
+    assert schema["paths"].keys() >= V1_PATHS.keys()
+    bearer = schema["components"]["securitySchemes"]["ApiKey"]
+    assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
+    for path, method in V1_PATHS.items():
+        operation = schema["paths"][path][method]
+        assert operation["tags"] == ["OpenAI-compatible"]
+        assert operation["security"] == [{"ApiKey": []}]
+        assert operation["summary"] and operation["description"]
+        for status in ("401", "403", "429"):
+            assert response_schema(schema, path, status) == {
+                "$ref": "#/components/schemas/OpenAIError"
+            }
+    assert response_schema(schema, "/v1/models", "200")["$ref"].endswith("/OpenAIModelList")
+    assert response_schema(schema, "/v1/models/{model_id}", "200")["$ref"].endswith("/OpenAIModel")
+    assert response_schema(schema, "/v1/models/{model_id}", "404")["$ref"].endswith("/OpenAIError")
+
+    chat = schema["paths"]["/v1/chat/completions"]["post"]
+    body = chat["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/ChatCompletionRequest"}
+    assert body["examples"]
+    for example in body["examples"].values():
+        validate(schema, "ChatCompletionRequest", example["value"])
+    assert response_schema(schema, "/v1/chat/completions", "200")["$ref"].endswith(
+        "/ChatCompletion"
+    )
+    streamed = chat["responses"]["200"]["content"]["text/event-stream"]
+    assert streamed["schema"]["$ref"].endswith("/ChatCompletionStreamEvent")
+    assert "[DONE]" in chat["responses"]["200"]["description"]
+    assert {"400", "404", "413", "500"} <= chat["responses"].keys()
+    request = schema["components"]["schemas"]["ChatCompletionRequest"]
+    assert request["required"] == ["model", "messages"]
+    assert {"model", "messages", "stream", "stream_options"} <= request["properties"].keys()
+    for component in ("OpenAIError", "OpenAIModel", "OpenAIModelList", "ChatCompletion"):
+        example = schema["components"]["schemas"][component]["example"]
+        validate(schema, component, example)
+    for response in chat["responses"].values():
+        for media in response["content"].values():
+            if "example" in media and media["schema"]["$ref"].endswith("/OpenAIError"):
+                validate(schema, "OpenAIError", media["example"])
+
+
+def test_real_answers_validate_against_the_documented_schemas(
+    schema, trio, agent, asgi_server, keys, provider_server, celery_worker_process
+):
+    provider_server.script(
+        "openai",
+        TextReply("Hello there.", input_tokens=12, output_tokens=3),
+        TextReply("Hello again.", input_tokens=5, output_tokens=2),
+    )
+    chat = {"model": "assistant", "messages": [{"role": "user", "content": "Hi."}]}
+    with httpx2.Client(
+        base_url=asgi_server, headers={"Authorization": f"Bearer {keys['run']}"}, timeout=20
+    ) as http:
+        models = http.get("/v1/models")
+        model = http.get("/v1/models/assistant")
+        answer = http.post("/v1/chat/completions", json=chat)
+        streamed = http.post("/v1/chat/completions", json={**chat, "stream": True})
+    validate(schema, "OpenAIModelList", models.json())
+    validate(schema, "OpenAIModel", model.json())
+    assert answer.status_code == 200 and answer.headers["X-Run-Id"]
+    validate(schema, "ChatCompletion", answer.json())
+    assert answer.json()["choices"][0]["message"]["content"] == "Hello there."
+
+    assert streamed.headers["Content-Type"].startswith("text/event-stream")
+    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line]
+    assert events[-1] == "[DONE]"
+    for data in events:
+        validate(schema, "ChatCompletionStreamEvent", {"data": data})
+    chunks = [json.loads(data) for data in events[:-1]]
+    for chunk in chunks:
+        validate(schema, "ChatCompletionChunk", chunk)
+    assert chunks[-1]["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+
+
+def test_real_errors_validate_against_the_documented_error_schema(schema, trio, agent, keys):
+    run, read = (f"Bearer {keys[scope]}" for scope in ("run", "read"))
+    hello = [{"role": "user", "content": "hi"}]
+
+    async def errors() -> list:
+        client = AsyncClient()
+        post = client.post
+        return [
+            await client.get("/v1/models"),  # 401
+            await client.get("/v1/models", headers={"Authorization": "Bearer ap_0_nope"}),
+            await client.get("/v1/models/nobody", headers={"Authorization": read}),  # 404
+            await post(  # 403: `read` cannot run
+                "/v1/chat/completions",
+                {"model": "assistant", "messages": hello},
+                content_type="application/json",
+                headers={"Authorization": read},
+            ),
+            await post(  # 400: not JSON
+                "/v1/chat/completions",
+                "{nope",
+                content_type="application/json",
+                headers={"Authorization": run},
+            ),
+            await post(  # 400: an unhashable role
+                "/v1/chat/completions",
+                {"model": "assistant", "messages": [{"role": ["user"], "content": "hi"}]},
+                content_type="application/json",
+                headers={"Authorization": run},
+            ),
+            await post(  # 400: a lone surrogate in the model (not a 500)
+                "/v1/chat/completions",
+                b'{"model": "\\ud800", "messages": [{"role": "user", "content": "hi"}]}',
+                content_type="application/json",
+                headers={"Authorization": run},
+            ),
+            await post(  # 404: an unknown model
+                "/v1/chat/completions",
+                {"model": "gpt-4o", "messages": hello},
+                content_type="application/json",
+                headers={"Authorization": run},
+            ),
+        ]
+
+    responses = asyncio.run(errors())
+    assert [r.status_code for r in responses] == [401, 401, 404, 403, 400, 400, 400, 404]
+    for response in responses:
+        validate(schema, "OpenAIError", response.json())
+    assert responses[5].json()["error"]["param"] == "messages[0].role"
+    assert responses[6].json()["error"]["param"] == "model"
+    assert responses[7].json()["error"]["code"] == "model_not_found"
+    with pytest.raises(jsonschema.ValidationError):  # the check can fail
+        validate(schema, "OpenAIError", {"error": {"message": "x"}})
