@@ -1,4 +1,8 @@
-"""ASGI entry point. Later issues route /mcp beside Django here."""
+"""ASGI entry point: Django, with the MCP server at /mcp beside it (agentplatform.mcp.asgi).
+
+Run it with lifespan on: the MCP app starts its session manager there (Django never sees
+the lifespan scope).
+"""
 
 import os
 
@@ -12,5 +16,6 @@ os.environ.setdefault("DB_CONN_MAX_AGE", "0")
 django.setup(set_prefix=False)
 
 from agentplatform.asgi_handler import StreamingASGIHandler  # noqa: E402 (after setup)
+from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 
-application = StreamingASGIHandler()
+application = with_mcp(StreamingASGIHandler())

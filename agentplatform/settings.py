@@ -61,6 +61,26 @@ EGRESS_ALLOWLIST = config.egress_allowlist(
     "EGRESS_ALLOWLIST", config.env_list("EGRESS_ALLOWLIST", [])
 )
 
+# The MCP endpoint (/mcp) refuses a Host (421) or Origin (403) not listed here: DNS-rebinding
+# protection. `name:*` matches any port (and only with a port). Django's wildcard hosts
+# (".example.com", "*") have no equivalent there, so they are left out of the defaults.
+_mcp_hosts = [h for h in ALLOWED_HOSTS if not h.startswith((".", "*"))]
+_mcp_host_ports = [*_mcp_hosts, *(f"{h}:*" for h in _mcp_hosts), "127.0.0.1:*", "localhost:*"]
+MCP_ALLOWED_HOSTS = config.env_list("MCP_ALLOWED_HOSTS", list(dict.fromkeys(_mcp_host_ports)))
+MCP_ALLOWED_ORIGINS = config.env_list(
+    "MCP_ALLOWED_ORIGINS",
+    list(
+        dict.fromkeys(
+            [*CSRF_TRUSTED_ORIGINS]
+            + [f"{scheme}://{h}" for h in _mcp_host_ports for scheme in ("http", "https")]
+        )
+    ),
+)
+# The public URL of /mcp: named in 401 challenges and the protected-resource metadata.
+MCP_RESOURCE_URL = config.env_str(
+    "MCP_RESOURCE_URL", f"http://localhost:{config.env_int('PORT', 8000)}/mcp"
+)
+
 # Platform-level model provider keys. Offered to every tenant only when
 # PLATFORM_PROVIDERS_FOR_TENANTS is true; otherwise each tenant brings its own keys (the
 # demo tenant seeded by `serve` uses them either way).
@@ -151,7 +171,7 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "agentplatform.cache.SharedPoolRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "ap-cache",
     }
@@ -168,7 +188,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {"task": "agents.sweep_stale_runs", "schedule": 15.0},
+    "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
 }
+MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)

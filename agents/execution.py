@@ -207,6 +207,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         input=run.input,
         history=prepared.history,
         decisions=prepared.decisions,
+        context_blocks=prepared.context_blocks,
         facts=DjangoFactStore(run_id=run.pk),
         sink=sink,
         checkpoint=_Checkpoint(sink.writer),
@@ -225,6 +226,7 @@ class _Prepared:
     history: Any
     decisions: dict[str, Decision]
     audit: dict[str, Any]
+    context_blocks: tuple[tuple[str, str], ...]
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -286,7 +288,21 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         history=conversation_history(run) if state is None else (),
         decisions=decisions,
         audit=audit,
+        context_blocks=_context_blocks(spec, toolbox),
     )
+
+
+def _context_blocks(spec: AgentSpec, toolbox) -> tuple[tuple[str, str], ...]:
+    """A context provider's block joins the prompt of an agent that uses its tools."""
+    if not toolbox.context_blocks:
+        return ()
+    used = {
+        tag.removeprefix("context:")
+        for item in agent_registry(spec, toolbox.registry, None)
+        for tag in item.tags
+        if tag.startswith("context:")
+    }
+    return tuple(block for name, block in sorted(toolbox.context_blocks.items()) if name in used)
 
 
 # -- crews ---------------------------------------------------------------------------

@@ -466,7 +466,7 @@ def main() -> None:
                 "--timeout-graceful-shutdown",
                 "5",
                 "--lifespan",
-                "off",
+                "on",
                 "--log-level",
                 "warning",
             ],

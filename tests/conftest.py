@@ -131,11 +131,15 @@ def _close_async_connections():
     close its database connection so test databases can be dropped at the end."""
     yield
     import asyncio
+    import threading
 
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    asyncio.run(sync_to_async(connections.close_all)())
+    # From a thread of its own: a browser test's Playwright keeps a loop running in this one.
+    closer = threading.Thread(target=asyncio.run, args=(sync_to_async(connections.close_all)(),))
+    closer.start()
+    closer.join()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path, reverse
@@ -13,7 +13,8 @@ from agentplatform.tenancy.admin_site import admin_tenant_ids
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from tools.loader import registry_for_tenant
-from tools.models import ToolDefinition
+from tools.mcp_connections import mcp_connection_refresh, mcp_connection_test
+from tools.models import McpServerConnection, McpStatus, ToolDefinition
 from tools.runtime.builtins import BUILTINS
 from tools.services import tool_execute
 
@@ -126,3 +127,135 @@ class ToolDefinitionAdmin(TenantScopedAdmin):
             "result_json": json.dumps(result.result, indent=2, default=str) if result else "",
         }
         return render(request, "admin/tools/test_tool.html", context)
+
+
+class McpServerConnectionForm(TenantScopedForm):
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text="The server's streamable HTTP endpoint, e.g. https://host/mcp.",
+    )
+    clear_auth_header = forms.BooleanField(label="Remove the stored auth header", required=False)
+
+    class Meta:
+        model = McpServerConnection
+        fields = [
+            "tenant", "name", "url", "auth_header", "enabled", "tool_prefix",
+            "allowed_tool_names", "context_resource_uri", "timeout_s",
+        ]  # fmt: skip
+        widgets = {"allowed_tool_names": forms.Textarea(attrs={"rows": 3, "cols": 60})}
+
+    def _post_clean(self) -> None:
+        if self.cleaned_data.get("clear_auth_header"):
+            self.instance.auth_header = None
+        super()._post_clean()
+
+
+@admin.register(McpServerConnection)
+class McpServerConnectionAdmin(TenantScopedAdmin):
+    """Context providers: remote MCP servers whose tools join the tenant's registry. The
+    auth header is write-only; saving a connection refreshes it."""
+
+    form = McpServerConnectionForm
+    list_display = [
+        "name", "url", "enabled", "status", "tool_count", "short_error", "last_refreshed_at",
+        "test_link",
+    ]  # fmt: skip
+    list_filter = ["enabled", "status"]
+    search_fields = ["name", "url"]
+    readonly_fields = [
+        "header_set", "status", "last_error", "last_refreshed_at", "remote_tools", "context_text",
+    ]  # fmt: skip
+    actions = ["refresh_connections"]
+
+    @admin.display(description="Auth header stored", boolean=True)
+    def header_set(self, obj: McpServerConnection) -> bool:
+        return bool(obj.auth_header)
+
+    @admin.display(description="Tools")
+    def tool_count(self, obj: McpServerConnection) -> str:
+        if obj.status == McpStatus.UNAVAILABLE:
+            return "tools unavailable"
+        return str(obj.tool_count)
+
+    @admin.display(description="Last error")
+    def short_error(self, obj: McpServerConnection) -> str:
+        return obj.last_error if len(obj.last_error) <= 120 else obj.last_error[:117] + "…"
+
+    @admin.display(description="Remote tools (last listing)")
+    def remote_tools(self, obj: McpServerConnection) -> str:
+        return ", ".join(str(t.get("name")) for t in obj.tools_cache or []) or "—"
+
+    @admin.display(description="")
+    def test_link(self, obj: McpServerConnection) -> str:
+        url = reverse("admin:tools_mcp_test", args=[obj.pk])
+        return format_html('<a href="{}">Test connection</a>', url)
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:pk>/test/", view(self.test_view), name="tools_mcp_test"),
+            *super().get_urls(),
+        ]
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.enabled:
+            self._refresh(request, obj)
+
+    def test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        connection = self.get_queryset(request).filter(pk=pk).first()
+        if connection is None or not self.has_view_permission(request, connection):
+            raise Http404("No such connection.")
+        refreshed = False
+        if request.method == "POST":
+            if not self.has_change_permission(request, connection):
+                raise Http404("No such connection.")
+            connection = mcp_connection_refresh(connection)
+            ok = connection.status == McpStatus.OK
+            message = (
+                f"Refreshed: {connection.tool_count} tools listed."
+                if ok
+                else f"MCP server {connection.name} is unavailable: {connection.last_error}"
+            )
+            names = [str(t.get("name")) for t in connection.tools_cache]
+            refreshed = True
+        else:
+            ok, message, names = mcp_connection_test(connection)
+        imported = set(registry_for_tenant(connection.tenant_id).names())
+        tools = [
+            {"name": name, "registry_name": f"{connection.tool_prefix}__{name}"} for name in names
+        ]
+        for item in tools:
+            item["imported"] = item["registry_name"] in imported
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Test {connection.name}",
+            "opts": self.opts,
+            "connection": connection,
+            "ok": ok,
+            "message": message,
+            "tools": tools,
+            "refreshed": refreshed,
+        }
+        return render(request, "admin/tools/mcp_test.html", context)
+
+    @admin.action(description="Refresh selected connections (list their tools again)")
+    def refresh_connections(self, request, queryset) -> None:
+        for connection in queryset:
+            self._refresh(request, connection)
+
+    def _refresh(self, request, connection: McpServerConnection) -> None:
+        connection = mcp_connection_refresh(connection)
+        if connection.status == McpStatus.OK:
+            self.message_user(
+                request,
+                f"{connection.name}: {connection.tool_count} tools listed.",
+                messages.SUCCESS,
+            )
+        else:
+            self.message_user(
+                request,
+                f"{connection.name}: tools unavailable: {connection.last_error}",
+                messages.ERROR,
+            )

@@ -1,7 +1,10 @@
-"""registry_for_tenant: built-ins + the tenant's enabled definitions, cached per process.
+"""registry_for_tenant: built-ins + the tenant's enabled definitions + the tools of its
+context providers (MCP server connections), cached per process.
 
 Each call costs one cache (Redis) read of the tenant's tools version; the registry is
-rebuilt only when a definition changed since, in whichever process changed it.
+rebuilt only when a definition or a connection changed since, in whichever process
+changed it. Building never touches the network: MCP tools come from each connection's
+cached listing, written by `tools.mcp_connections.mcp_connection_refresh`.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 
+import redis
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
@@ -21,11 +25,12 @@ from django.dispatch import receiver
 
 from agentplatform.tenancy.models import Tenant
 from tools.definitions import build_tool, secret_ref
-from tools.models import ToolDefinition
+from tools.models import McpServerConnection, McpStatus, ToolDefinition
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import RedisCircuitStore
 from tools.runtime.context import StaticSecrets
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.mcp_client import McpEndpoint, build_mcp_tool
 from tools.runtime.registry import ToolRegistry
 
 
@@ -34,6 +39,9 @@ class TenantTools:
     version: str
     registry: ToolRegistry
     secrets: StaticSecrets
+    # Provider name -> (title, text): each available context provider's block for the
+    # prompts of agents that use its tools.
+    context_blocks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 logger = logging.getLogger(__name__)
@@ -42,24 +50,34 @@ _lock = threading.Lock()
 
 
 def _version_key(tenant_id: int) -> str:
-    return f"tools:version:{tenant_id}"
+    prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
+    return f"{prefix}:tools:version:{tenant_id}"
+
+
+@lru_cache(maxsize=2)
+def _redis(url: str) -> redis.Redis:
+    # One client (and connection pool) per process. Django's cache objects are per thread
+    # and, in async code, per task: a new connection for every MCP or API call.
+    return redis.Redis.from_url(url, decode_responses=True)
 
 
 def tools_version(tenant_id: int) -> str:
-    key = _version_key(tenant_id)
-    version = cache.get(key)
+    """The tenant's registry version, shared by every process through Redis."""
+    client, key = _redis(settings.REDIS_URL), _version_key(tenant_id)
+    version = client.get(key)
     if version is None:
-        cache.add(key, uuid.uuid4().hex, timeout=None)
-        version = cache.get(key)
+        client.set(key, uuid.uuid4().hex, nx=True)
+        version = client.get(key)
     return version
 
 
 def invalidate(tenant_id: int) -> None:
-    cache.set(_version_key(tenant_id), uuid.uuid4().hex, timeout=None)
+    _redis(settings.REDIS_URL).set(_version_key(tenant_id), uuid.uuid4().hex)
 
 
 @receiver([post_save, post_delete], sender=ToolDefinition)
-def _definition_changed(sender, instance: ToolDefinition, **kwargs) -> None:
+@receiver([post_save, post_delete], sender=McpServerConnection)
+def _definition_changed(sender, instance: ToolDefinition | McpServerConnection, **kwargs) -> None:
     # Now, so this process's next read in the same transaction sees the change, and again
     # after commit, so a process that rebuilt from not-yet-committed data rebuilds again.
     invalidate(instance.tenant_id)
@@ -81,13 +99,22 @@ def tenant_tools(tenant: Tenant | int) -> TenantTools:
     one query plus decryption when rebuilt."""
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
     version = tools_version(tenant_id)
-    current = _cache.get(tenant_id)
-    if current is not None and current.version == version:
+    current = fresh_tenant_tools(tenant_id, version)
+    if current is not None:
         return current
     with _lock:
         built = _build(tenant_id, version)
         _cache[tenant_id] = built
     return built
+
+
+def fresh_tenant_tools(tenant_id: int, version: str | None = None) -> TenantTools | None:
+    """The built registry if it is current (one cache read, no database: safe to call from
+    async code), else None."""
+    current = _cache.get(tenant_id)
+    if current is not None and current.version == (version or tools_version(tenant_id)):
+        return current
+    return None
 
 
 def registry_for_tenant(tenant: Tenant | int) -> ToolRegistry:
@@ -112,4 +139,67 @@ def _build(tenant_id: int, version: str) -> TenantTools:
         registry.register(item, replace=True)
         if definition.secret:
             secrets[secret_ref(definition)] = definition.secret
-    return TenantTools(version=version, registry=registry, secrets=StaticSecrets(secrets))
+    context_blocks: dict[str, tuple[str, str]] = {}
+    connections = McpServerConnection.objects.filter(tenant_id=tenant_id, enabled=True)
+    for connection in connections.exclude(status=McpStatus.UNAVAILABLE):
+        _add_context_provider(connection, registry, secrets, egress.policy)
+        if connection.context_text.strip():
+            context_blocks[connection.name] = (
+                f"Context from {connection.name}",
+                connection.context_text,
+            )
+    return TenantTools(
+        version=version,
+        registry=registry,
+        secrets=StaticSecrets(secrets),
+        context_blocks=context_blocks,
+    )
+
+
+def mcp_secret_ref(connection: McpServerConnection) -> str:
+    return f"mcp:{connection.pk}"
+
+
+def _add_context_provider(
+    connection: McpServerConnection,
+    registry: ToolRegistry,
+    secrets: dict[str, str],
+    policy: EgressPolicy,
+) -> None:
+    """Register the connection's cached tools (those allowed) as `<prefix>__<tool>`.
+
+    A remote tool that cannot be one here (a schema that does not compile, a name our
+    providers refuse) is skipped with a warning; a name already taken by a built-in or a
+    definition is skipped too, so a remote server never shadows the tenant's own tools.
+    """
+    ref = mcp_secret_ref(connection) if connection.auth_header else None
+    if ref is not None:
+        secrets[ref] = connection.auth_header
+    endpoint = McpEndpoint(url=connection.url, policy=policy, timeout_s=connection.timeout_s)
+    allowed = set(connection.allowed_tool_names or ())
+    tags = frozenset({"context", f"context:{connection.name}"})
+    for remote in connection.tools_cache or ():
+        if not isinstance(remote, dict) or (allowed and remote.get("name") not in allowed):
+            continue
+        try:
+            item = build_mcp_tool(
+                connection_name=connection.name,
+                prefix=connection.tool_prefix,
+                remote=remote,
+                endpoint=endpoint,
+                secret_ref=ref,
+                tags=tags,
+            )
+        except (ValueError, TypeError) as exc:  # one odd remote tool must not stop the rest
+            logger.warning(
+                "MCP tool %r of connection %s (tenant %s) skipped: %s",
+                remote.get("name"), connection.name, connection.tenant_id, exc,
+            )  # fmt: skip
+            continue
+        if registry.has(item.name):
+            logger.warning(
+                "MCP tool %s of connection %s skipped: the name is taken",
+                item.name, connection.name,
+            )  # fmt: skip
+            continue
+        registry.register(item)

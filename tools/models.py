@@ -1,6 +1,10 @@
-"""Tenant tool definitions: built-in aliases and HTTP tools declared in configuration."""
+"""Tenant tool definitions (built-in aliases and HTTP tools declared in configuration) and
+MCP server connections (context providers)."""
 
 from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
@@ -79,3 +83,130 @@ class ToolDefinition(models.Model):
         if not 0 < self.timeout_s <= 3600:
             raise ValidationError({"timeout_s": "Must be between 0 and 3600 seconds."})
         validate_definition(self)
+
+
+TOOL_PREFIX_PATTERN = r"^[a-z][a-z0-9_]{0,30}$"
+CONNECTION_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+
+
+class McpStatus(models.TextChoices):
+    UNKNOWN = "unknown", "Not refreshed yet"
+    OK = "ok", "OK"
+    UNAVAILABLE = "unavailable", "Unavailable"
+
+
+def default_tool_prefix(name: str) -> str:
+    """A valid tool prefix from a connection name: "Acme-CRM 2" -> "acme_crm_2"."""
+    prefix = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
+    if not prefix or not prefix[0].isalpha():
+        prefix = f"mcp_{prefix}".rstrip("_")
+    return prefix[:31].rstrip("_") or "mcp"
+
+
+class McpServerConnection(models.Model):
+    """A remote MCP server a tenant connects as a context provider.
+
+    Its tools join the tenant's registry as `<tool_prefix>__<remote name>`, tagged
+    `context` and `context:<name>`; the text of `context_resource_uri`, if set, becomes a
+    context block for system prompts. What the registry shows comes from `tools_cache`
+    and `context_text`, written by `mcp_connection_refresh` (never by building a
+    registry, which makes no network call). An `unavailable` connection contributes
+    nothing until a refresh succeeds again.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="mcp_connections")
+    name = models.CharField(
+        max_length=50,
+        validators=[
+            RegexValidator(
+                CONNECTION_NAME_PATTERN,
+                "Use 1-50 lower-case letters, digits, _ or -, starting with a letter or digit.",
+            )
+        ],
+        help_text='Short and slug-like, e.g. "crm". Tools are tagged context:<name>.',
+    )
+    url = models.URLField(
+        max_length=500, help_text="The server's streamable HTTP endpoint, e.g. https://host/mcp."
+    )
+    auth_header = EncryptedTextField(
+        null=True,
+        blank=True,
+        help_text="Sent as the Authorization header: a token (sent as Bearer) or a full "
+        "value such as 'Bearer …'. Write-only.",
+    )
+    enabled = models.BooleanField(default=True)
+    tool_prefix = models.CharField(
+        max_length=31,
+        blank=True,
+        validators=[
+            RegexValidator(
+                TOOL_PREFIX_PATTERN,
+                "Use a lower-case letter, then up to 30 lower-case letters, digits or _.",
+            )
+        ],
+        help_text="Tools are named <prefix>__<tool>. Blank: derived from the name.",
+    )
+    allowed_tool_names = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Remote tool names to import, e.g. ["search"]. Empty: all.',
+    )
+    context_resource_uri = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Optional: an MCP resource whose text becomes a context block for prompts.",
+    )
+    timeout_s = models.FloatField(default=30.0, help_text="Bounds each call to the server.")
+    status = models.CharField(
+        max_length=12, choices=McpStatus.choices, default=McpStatus.UNKNOWN, editable=False
+    )
+    last_error = models.TextField(blank=True, editable=False)
+    last_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    tools_cache = models.JSONField(default=list, blank=True, editable=False)
+    context_text = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP server connection"
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="mcp_connection_name_unique"),
+            models.UniqueConstraint(
+                fields=["tenant", "tool_prefix"], name="mcp_connection_prefix_unique"
+            ),
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:  # never the credential
+        return f"<McpServerConnection {self.pk} {self.name!r} {self.status}>"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.tool_prefix and self.name:
+            self.tool_prefix = default_tool_prefix(self.name)
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if not self.tool_prefix and self.name:
+            self.tool_prefix = default_tool_prefix(self.name)
+        parts = urlsplit(self.url or "")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            errors["url"] = "Give an http:// or https:// URL with a host."
+        elif parts.username or parts.password:
+            errors["url"] = "Put credentials in the auth header, not in the URL."
+        names = self.allowed_tool_names
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            errors["allowed_tool_names"] = 'Give a list of tool names, e.g. ["search"], or [].'
+        if self.auth_header and any(c in self.auth_header for c in "\r\n"):
+            errors["auth_header"] = "The header value must be one line."
+        if not 0 < self.timeout_s <= 300:
+            errors["timeout_s"] = "Between 0 and 300 seconds."
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def tool_count(self) -> int:
+        return len(self.tools_cache or [])

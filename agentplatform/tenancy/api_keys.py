@@ -12,11 +12,16 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
+import redis
 from django.conf import settings
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
-from agentplatform.tenancy.models import ApiKey
+from agentplatform.tenancy.models import ApiKey, Tenant
 
 KEY_MARK = "ap"
 
@@ -48,19 +53,89 @@ def parse_prefix(full_key: str) -> str | None:
 def find_usable_key(full_key: str) -> ApiKey | None:
     """The active key matching `full_key`, or None (unknown, wrong, revoked, expired).
 
-    One query; touches last_used_at at most once per API_KEY_LAST_USED_RESOLUTION_S.
+    No query when `verified_key` knows it; else one. Touches last_used_at at most once per
+    API_KEY_LAST_USED_RESOLUTION_S.
     """
+    known = verified_key(full_key)
+    if known is not None:
+        return known
     prefix = parse_prefix(full_key)
     if prefix is None:
         return None
+    version = keys_version()  # before the read: a change during it makes this entry stale
     key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
     if key is None or not hmac.compare_digest(key.secret_hash, hash_key(full_key)):
         return None
     if not key.is_usable:
         return None
-    now = timezone.now()
+    _touch(key)
+    _remember(full_key, key, version)
+    return key
+
+
+# -- keys verified before, per process --------------------------------------------------
+# A key found usable is remembered with the keys version of that moment. Any change to a
+# key or a tenant (revoking, expiry edits, deactivating) bumps the version in Redis, so a
+# revoked key is refused on its next request in every process; expiry is checked on use.
+_verified: dict[str, tuple[str, ApiKey]] = {}
+MAX_REMEMBERED = 10_000
+
+
+def verified_key(full_key: str) -> ApiKey | None:
+    """The remembered key if it is still current and usable (one Redis read, no database:
+    safe from async code), else None (look it up)."""
+    entry = _verified.get(hash_key(full_key))
+    if entry is None or entry[0] != keys_version():
+        return None
+    key = entry[1]
+    if not key.is_usable or _needs_touch(key):
+        return None
+    return key
+
+
+def keys_version() -> str:
+    client = _redis(settings.REDIS_URL)
+    version = client.get(_VERSION_KEY)
+    if version is None:
+        client.set(_VERSION_KEY, secrets.token_hex(8), nx=True)
+        version = client.get(_VERSION_KEY)
+    return version
+
+
+def keys_changed() -> None:
+    _redis(settings.REDIS_URL).set(_VERSION_KEY, secrets.token_hex(8))
+
+
+def _remember(full_key: str, key: ApiKey, version: str) -> None:
+    if len(_verified) >= MAX_REMEMBERED:
+        _verified.clear()
+    _verified[hash_key(full_key)] = (version, key)
+
+
+def _needs_touch(key: ApiKey) -> bool:
     resolution = timedelta(seconds=settings.API_KEY_LAST_USED_RESOLUTION_S)
-    if key.last_used_at is None or now - key.last_used_at > resolution:
+    return key.last_used_at is None or timezone.now() - key.last_used_at > resolution
+
+
+def _touch(key: ApiKey) -> None:
+    if _needs_touch(key):
+        now = timezone.now()
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
-    return key
+
+
+_VERSION_KEY = "ap:api-keys:version"
+
+
+@lru_cache(maxsize=2)
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+@receiver([post_save, post_delete], sender=ApiKey)
+@receiver([post_save, post_delete], sender=Tenant)
+def _key_or_tenant_changed(sender, instance, **kwargs) -> None:
+    # Now (this process, this transaction) and after commit (other processes may have
+    # re-read the old row meanwhile).
+    keys_changed()
+    transaction.on_commit(keys_changed)

@@ -128,7 +128,7 @@ class Command(BaseCommand):
                 "--timeout-graceful-shutdown",
                 "5",
                 "--lifespan",
-                "off",
+                "on",
             ],
         }
         if with_worker:

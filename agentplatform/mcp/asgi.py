@@ -1,0 +1,81 @@
+"""The MCP Starlette app beside Django in one ASGI application.
+
+`with_mcp(django_app)` sends `/mcp` (and `/mcp/`), the protected-resource metadata path and
+the `lifespan` scope to the MCP app — its session manager runs inside lifespan, so uvicorn
+must run with `--lifespan on` — and every other request to Django, which never sees lifespan.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentplatform.mcp.auth import ApiKeyVerifier
+from agentplatform.mcp.server import TenantMCPServer
+
+MCP_PATH = "/mcp"
+
+INSTRUCTIONS = (
+    "This tenant's tools, and its agents and crews as ask_<slug> tools. Calls run "
+    "server-side and are recorded as runs; a call that needs a human's approval is not "
+    "executed but answered with where to approve it."
+)
+
+
+def mcp_app() -> Starlette:
+    """The streamable-HTTP MCP app: stateless, JSON responses, tenant API keys as bearer
+    tokens, DNS-rebinding protection from MCP_ALLOWED_HOSTS / MCP_ALLOWED_ORIGINS."""
+    resource = urlsplit(settings.MCP_RESOURCE_URL)
+    server = TenantMCPServer(
+        name="agent-platform",
+        instructions=INSTRUCTIONS,
+        token_verifier=ApiKeyVerifier(),
+        auth=AuthSettings(
+            # API keys are issued by the platform itself (admin or REST), not by OAuth.
+            issuer_url=f"{resource.scheme}://{resource.netloc}",
+            resource_server_url=settings.MCP_RESOURCE_URL,
+            validate_token_resource=False,  # a key belongs to a tenant, not to a resource URL
+        ),
+    )
+    return server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=settings.MCP_ALLOWED_HOSTS,
+            allowed_origins=settings.MCP_ALLOWED_ORIGINS,
+        ),
+    )
+
+
+class McpRouter:
+    """ASGI: the MCP app's own paths and lifespan to it, everything else to Django."""
+
+    def __init__(self, django_app: ASGIApp, mcp: Starlette) -> None:
+        self.django_app = django_app
+        self.mcp = mcp
+        self.paths = frozenset(r.path for r in mcp.routes if isinstance(r, Route))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.mcp(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path == MCP_PATH + "/":
+            scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
+            path = MCP_PATH
+        if path in self.paths:
+            await self.mcp(scope, receive, send)
+        else:
+            await self.django_app(scope, receive, send)
+
+
+def with_mcp(django_app: ASGIApp) -> McpRouter:
+    return McpRouter(django_app, mcp_app())

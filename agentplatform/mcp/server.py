@@ -1,0 +1,239 @@
+"""Each tenant's tools, agents and crews as MCP tools, decided per request by the caller's key.
+
+`tools/list` (scope `read`): the tenant's registry in MCP form — the same definitions its
+agents see — then `ask_<slug>` for each active agent and crew. `tools/call` (scope `run`):
+a registry tool goes through `agents.tool_runs.atool_run` (validated, executed or parked
+for approval, recorded as a Run); `ask_<slug>` starts a run of that agent or crew and waits
+for its answer like the OpenAI-compatible endpoint. Whatever goes wrong with a call is an
+`is_error` result the client's model can read; only a listing without `read` is a JSON-RPC
+error. Nothing here decides what a tool does: the registry and the run services do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.http import Http404
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import Tool as MCPTool
+
+from agentplatform.api.openai_compat import Ending, follow_run
+from agentplatform.mcp.auth import caller_key
+from agentplatform.tenancy.models import ApiKey, Scope, Tenant
+from agents.events import stream_read
+from agents.models import Agent, Crew, Run
+from agents.runtime.spec import RunStatus
+from agents.services import (
+    agent_get,
+    conversation_get,
+    conversation_save,
+    crew_get,
+    run_start,
+)
+from agents.tool_runs import ToolRunOutcome, atool_run, decide_at
+from tools.loader import tenant_tools
+from tools.runtime.validation import compile_validator
+
+ASK_PREFIX = "ask_"
+ASK_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "description": "What to ask."},
+        "conversation_id": {
+            "type": "integer",
+            "description": "Continue this conversation (the conversation_id of an earlier "
+            "answer); omitted, a new conversation starts.",
+        },
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
+ASK_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string"},
+        "run_id": {"type": "integer"},
+        "conversation_id": {"type": ["integer", "null"]},
+        "status": {"type": "string"},
+    },
+    "required": ["answer", "run_id", "conversation_id", "status"],
+}
+_check_ask_arguments = compile_validator(ASK_INPUT_SCHEMA)
+
+
+class TenantMCPServer(MCPServer):
+    """An MCPServer with no tools of its own: `list_tools` and `call_tool` (which the SDK's
+    request handlers call) answer from the caller's tenant."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        key = caller_key(Scope.READ)
+        return await stream_read(tenant_catalog)(key.tenant_id)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult:
+        try:
+            key = caller_key(Scope.RUN)
+        except MCPError as exc:
+            return error_result(f"{exc.message} Calling tools needs it.")
+        try:
+            outcome = await atool_run(
+                tenant=key.tenant, name=name, arguments=arguments, api_key=key, via="mcp"
+            )
+        except Http404:
+            if name.startswith(ASK_PREFIX):
+                return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
+            return error_result(f"No such tool: {name!r}.")
+        return tool_run_result(name, outcome)
+
+
+# -- tools/list ----------------------------------------------------------------------------
+def tenant_catalog(tenant_id: int) -> list[MCPTool]:
+    """The registry's tools, then `ask_<slug>` per active agent and active crew (an agent wins
+    a slug a crew shares, a registry tool wins a name). A cache read and two queries."""
+    registry = tenant_tools(tenant_id).registry
+    tools = [MCPTool.model_validate(item) for item in registry.definitions("mcp")]
+    taken = {tool.name for tool in tools}
+    agents = Agent.objects.filter(tenant_id=tenant_id, active=True).order_by("slug")
+    crews = Crew.objects.filter(tenant_id=tenant_id, active=True).order_by("slug")
+    for target in [*agents, *crews]:
+        name = ASK_PREFIX + target.slug
+        if name not in taken:
+            taken.add(name)
+            tools.append(_ask_tool(name, target))
+    return tools
+
+
+def _ask_tool(name: str, target: Agent | Crew) -> MCPTool:
+    what = "agent" if isinstance(target, Agent) else "crew"
+    description = target.description.strip() or f"The {what} {target.name}."
+    return MCPTool(
+        name=name,
+        title=target.name,
+        description=f"Ask the {what} {target.name!r}: {description} Answers in text; pass "
+        "the answer's conversation_id to continue the conversation.",
+        input_schema=ASK_INPUT_SCHEMA,
+        output_schema=ASK_OUTPUT_SCHEMA,
+        annotations=ToolAnnotations(title=target.name, read_only_hint=False, idempotent_hint=False),
+    )
+
+
+# -- tools/call: registry tools ------------------------------------------------------------
+def tool_run_result(name: str, outcome: ToolRunOutcome) -> CallToolResult:
+    if outcome.status == "succeeded":
+        result = outcome.result
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=result if isinstance(result, dict) else None,
+        )
+    if outcome.status == "awaiting_approval":
+        return error_result(
+            f"Approval pending: {name} was not executed. Run {outcome.run.pk} waits for a "
+            f"human to approve or reject the call: {outcome.decide_at}.",
+            run_id=outcome.run.pk,
+            status=outcome.status,
+        )
+    return error_result(outcome.error or "The tool failed.", run_id=outcome.run.pk, status="failed")
+
+
+def error_result(text: str, **structured: Any) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=structured or None,
+        is_error=True,
+    )
+
+
+# -- tools/call: ask_<slug> ----------------------------------------------------------------
+async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResult:
+    """Start a run of the agent or crew `slug` and wait for its answer (or its parking)."""
+    problem = _check_ask_arguments(arguments)
+    if problem is not None:
+        return error_result(f"invalid arguments: {problem}")
+    try:
+        run = await stream_read(_start_ask)(
+            key, slug, arguments["message"], arguments.get("conversation_id")
+        )
+    except Http404 as exc:
+        return error_result(str(exc))
+    except ValidationError as exc:
+        return error_result(" ".join(exc.messages))
+    except PermissionDenied as exc:
+        return error_result(str(exc))
+    streamed: list[str] = []
+    ending: Ending | None = None
+    async for piece in follow_run(run):
+        if isinstance(piece, Ending):
+            ending = piece
+        elif isinstance(piece, str):
+            streamed.append(piece)
+    assert ending is not None  # follow_run always ends with one
+    return _answer(run, ending, ending.output or "".join(streamed))
+
+
+def _start_ask(key: ApiKey, slug: str, message: str, conversation_id: int | None) -> Run:
+    tenant: Tenant = key.tenant
+    target = _target(tenant, slug)
+    field = "agent" if isinstance(target, Agent) else "crew"
+    with transaction.atomic():  # no conversation left behind by a refused run
+        if conversation_id is None:
+            conversation = conversation_save(
+                tenant=tenant, changes={field: target}, owner_api_key=key
+            )
+        else:
+            try:
+                conversation = conversation_get(tenant=tenant, conversation_id=conversation_id)
+            except Http404:
+                raise Http404(f"No such conversation: {conversation_id}.") from None
+        return run_start(
+            tenant=tenant,
+            input=message,
+            conversation=conversation,
+            initiated_by=key,
+            **{field: target},
+        )
+
+
+def _target(tenant: Tenant, slug: str) -> Agent | Crew:
+    """The active agent `slug`, else the active crew `slug` (as the OpenAI endpoint does)."""
+    try:
+        return agent_get(tenant=tenant, slug=slug)
+    except Http404:
+        pass
+    try:
+        return crew_get(tenant=tenant, slug=slug)
+    except Http404:
+        raise Http404(f"No such tool: {ASK_PREFIX + slug!r}.") from None
+
+
+def _answer(run: Run, ending: Ending, text: str) -> CallToolResult:
+    structured = {
+        "answer": text,
+        "run_id": run.pk,
+        "conversation_id": run.conversation_id,
+        "status": ending.status,
+    }
+    if ending.status == RunStatus.SUCCEEDED:
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=structured
+        )
+    if ending.status == RunStatus.AWAITING_APPROVAL:
+        lines = [f"Approval pending: run {run.pk} waits for a human to decide these tool calls:"]
+        lines += [
+            f"- {a.tool_name} {json.dumps(a.arguments, default=str)}: {decide_at(a)}"
+            for a in ending.approvals
+        ]
+        lines.append(f"The run then goes on; its answer: GET /api/v1/runs/{run.pk}.")
+        return error_result("\n".join(([text] if text else []) + lines), **structured)
+    if ending.status == RunStatus.MAX_ROUNDS:
+        note = f"Run {run.pk} stopped at its round limit before a final answer."
+        return error_result("\n\n".join(filter(None, [text, note])), **structured)
+    what = "was cancelled" if ending.status == RunStatus.CANCELLED else "failed"
+    detail = f": {ending.error}" if ending.error else "."
+    return error_result(f"Run {run.pk} {what}{detail}", **structured)
