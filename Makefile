@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test lint format migrate shell bench clean
+.PHONY: install run test lint format migrate shell bench clean chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-test: lint
+# The browser tests drive Debian's Chromium (never a downloaded one): installed with apt
+# when missing (as root, like CI), otherwise a clear message.
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		{ echo "The browser tests need Chromium: sudo apt-get install chromium"; exit 1; }
+
+test: lint chromium
 	$(BIN)/python -m pytest
 
 format: $(STAMP)

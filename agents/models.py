@@ -69,6 +69,8 @@ class Agent(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique")]
         ordering = ["name"]
+        # Held by anyone on one agent, it limits chatting with it to its holders (and admins).
+        permissions = [("use_agent", "Can chat with this agent")]
 
     def __str__(self) -> str:
         return self.name
@@ -128,6 +130,8 @@ class Crew(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="crew_slug_unique")]
         ordering = ["name"]
+        # Held by anyone on one crew, it limits chatting with it to its holders (and admins).
+        permissions = [("use_crew", "Can chat with this crew")]
 
     def __str__(self) -> str:
         return self.name

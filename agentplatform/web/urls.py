@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from agentplatform.web import health, views
 
@@ -11,4 +11,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("t/<slug:tenant_slug>/", views.tenant_home, name="tenant_home"),
+    path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
+    path("t/<slug:tenant_slug>/", include("agentplatform.web.activity.urls")),  # runs, usage
+    path("t/<slug:tenant_slug>/", include("agentplatform.web.config.urls")),  # admins only
 ]

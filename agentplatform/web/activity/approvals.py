@@ -1,0 +1,85 @@
+"""The approvals inbox: pending calls of the runs the user sees, decided inline (htmx swaps
+the card in place; without JavaScript the form posts and redirects back), and the recently
+decided ones. Deciding needs the member role; viewers get 403."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.web.activity.timeline import as_text
+from agentplatform.web.activity.visibility import may_decide, visible_approval, visible_approvals
+from agents.models import Approval, ApprovalStatus
+from agents.services import approval_decide
+
+RECENT = 20
+MAX_PENDING = 100
+
+
+def _with_text(approvals: list[Approval]) -> list[Approval]:
+    for approval in approvals:
+        approval.arguments_text = as_text(approval.arguments)
+        approval.edited_text = as_text(approval.edited_arguments)
+    return approvals
+
+
+@tenant_member_required()
+def inbox(request: HttpRequest) -> HttpResponse:
+    """Two queries: the pending calls (oldest first, at most MAX_PENDING) and the
+    RECENT most recently decided."""
+    approvals = visible_approvals(request).select_related("run", "run__agent", "run__crew")
+    pending = approvals.filter(status=ApprovalStatus.PENDING).order_by("created_at", "id")
+    decided = approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at", "-id")
+    context = {
+        "pending": _with_text(list(pending[:MAX_PENDING])),
+        "decided": _with_text(list(decided[:RECENT])),
+        "may_decide": may_decide(request),
+    }
+    return render(request, "web/activity/approvals.html", context)
+
+
+@tenant_member_required(Role.MEMBER)
+@require_POST
+def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Approve or reject one call. htmx gets the card back (decided, or with the reason it
+    could not be); a plain form post is redirected to `next` (the inbox or the run)."""
+    approval = visible_approval(request, approval_id)
+    decision = request.POST.get("decision")
+    error = ""
+    if decision not in {"approve", "reject"}:
+        error = "Choose approve or reject."
+    else:
+        try:
+            approval = approval_decide(
+                tenant=request.tenant,
+                approval=approval,
+                approved=decision == "approve",
+                by=request.user,
+                reason=request.POST.get("reason", "").strip(),
+            )
+        except ValidationError as exc:
+            error = " ".join(exc.messages)
+            approval.refresh_from_db()
+    if not request.htmx:
+        return redirect(_next_url(request))
+    context = {
+        "approval": _with_text([approval])[0],
+        "error": error,
+        "may_decide": True,
+        "just_decided": not error,
+        "in_run": request.POST.get("in_run") == "1",  # the card sits in the run's timeline
+    }
+    return render(request, "web/activity/_approval.html", context)
+
+
+def _next_url(request: HttpRequest) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return reverse("activity:approvals", kwargs={"tenant_slug": request.tenant.slug})

@@ -1,0 +1,117 @@
+"""The runs list (filterable, paginated, newest first; top-level runs only) and a run's
+page with its timeline. One URL serves the full page or, for htmx, the results partial."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+
+from django import forms
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+
+from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.web.activity.timeline import as_text, run_timeline
+from agentplatform.web.activity.visibility import may_decide, visible_run, visible_runs
+from agents.models import Agent, Run
+from agents.runtime.spec import RunStatus
+
+PAGE_SIZE = 25
+
+
+class RunFilterForm(forms.Form):
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), required=False, empty_label="All")
+    status = forms.ChoiceField(required=False)
+    since = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+    def __init__(self, *args, tenant, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].queryset = Agent.objects.filter(tenant=tenant).order_by("name")
+        self.fields["agent"].to_field_name = "slug"
+        self.fields["status"].choices = [("", "All")] + [
+            (s.value, s.value.replace("_", " ")) for s in RunStatus
+        ]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError("“From” must not be after “To”.")
+        return data
+
+    def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        """Filter `runs` by the valid fields; an invalid form filters by nothing."""
+        if not self.is_valid():
+            return runs
+        data = self.cleaned_data
+        if data.get("agent"):
+            runs = runs.filter(agent=data["agent"])
+        if data.get("status"):
+            runs = runs.filter(status=data["status"])
+        zone = timezone.get_current_timezone()
+        if data.get("since"):
+            runs = runs.filter(created_at__gte=datetime.combine(data["since"], time(), zone))
+        if data.get("until"):
+            end = datetime.combine(data["until"] + timedelta(days=1), time(), zone)
+            runs = runs.filter(created_at__lt=end)
+        return runs
+
+
+def duration_s(run: Run) -> float | None:
+    """Seconds from started_at to finished_at; None while either is missing."""
+    if run.started_at is None or run.finished_at is None:
+        return None
+    return (run.finished_at - run.started_at).total_seconds()
+
+
+@tenant_member_required()
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Top-level runs the user may see (see visibility.py); children appear in their
+    run's page. Two queries per page (count, rows)."""
+    form = RunFilterForm(request.GET or None, tenant=request.tenant)
+    runs = form.apply(
+        visible_runs(request)
+        .filter(parent__isnull=True)
+        .select_related("agent", "crew", "initiated_by_user", "initiated_by_api_key")
+        .order_by("-created_at", "-id")
+    )
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    for row in page.object_list:
+        row.duration_s = duration_s(row)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "query": query.urlencode()}
+    template = "web/activity/runs.html"
+    if request.htmx and not request.htmx.boosted:
+        template += "#results"
+    response = render(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@tenant_member_required()
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = visible_run(request, run_id)
+    entries, truncated = run_timeline(run)
+    children = (
+        visible_runs(request).filter(parent=run).select_related("agent", "crew").order_by("id")
+    )
+    run.duration_s = duration_s(run)
+    context = {
+        "run": run,
+        "entries": entries,
+        "truncated": truncated,
+        "children": children,
+        "structured_output": as_text(run.structured_output),
+        "may_decide": may_decide(request),
+    }
+    return render(request, "web/activity/run_detail.html", context)

@@ -1,0 +1,127 @@
+"""A run's events folded into what a person reads: model calls, tool calls (started and
+completed joined by call id), approvals (joined with their decision), errors and the end.
+
+Text deltas are left out (the run's output holds the text). At most MAX_EVENTS events are
+read, in two queries (events, approvals).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agents.models import Approval, Run, RunEvent
+
+MAX_EVENTS = 2000
+TERMINAL_TYPES = {"run.completed", "run.failed", "run.cancelled"}
+
+
+@dataclass
+class Entry:
+    kind: str  # started | model | tool | approval | end | other
+    type: str  # the event type
+    seq: int
+    at: datetime
+    offset_ms: int
+    payload: dict[str, Any]
+    # tool calls
+    name: str = ""
+    call_id: str = ""
+    arguments: str = ""
+    result: str = ""
+    error: str = ""
+    latency_ms: float | None = None
+    finished: bool = False
+    # model calls
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_call_names: list[str] = field(default_factory=list)
+    # approvals
+    approval: Approval | None = None
+
+
+def as_text(value: Any) -> str:
+    """Pretty JSON for structures, the string itself for strings; shown escaped in <pre>."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def run_timeline(run: Run) -> tuple[list[Entry], bool]:
+    """The entries of `run` in event order, and whether the events were cut at MAX_EVENTS."""
+    events = list(
+        RunEvent.objects.filter(run=run)
+        .exclude(type="text.delta")
+        .order_by("seq")[: MAX_EVENTS + 1]
+    )
+    truncated = len(events) > MAX_EVENTS
+    events = events[:MAX_EVENTS]
+    approvals = {a.call_id: a for a in Approval.objects.filter(run=run)}
+    for approval in approvals.values():
+        approval.run = run  # the card links its run; no query per approval
+        approval.arguments_text = as_text(approval.arguments)
+        approval.edited_text = as_text(approval.edited_arguments)
+    first = events[0].created_at if events else None
+    entries: list[Entry] = []
+    tools: dict[str, Entry] = {}
+    for event in events:
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        offset = int((event.created_at - first).total_seconds() * 1000) if first else 0
+        entry = Entry(
+            kind="other",
+            type=event.type,
+            seq=event.seq,
+            at=event.created_at,
+            offset_ms=offset,
+            payload=payload,
+        )
+        call_id = str(payload.get("call_id", ""))
+        if event.type == "run.started":
+            entry.kind = "started"
+        elif event.type == "inference.started":
+            continue  # its completion says everything
+        elif event.type == "inference.completed":
+            entry.kind = "model"
+            usage = payload.get("usage") or {}
+            entry.input_tokens = int(usage.get("input_tokens") or 0)
+            entry.output_tokens = int(usage.get("output_tokens") or 0)
+            entry.latency_ms = payload.get("latency_ms")
+            entry.error = as_text(payload.get("error"))
+            entry.result = as_text(payload.get("text"))
+            entry.tool_call_names = [c.get("name", "?") for c in payload.get("tool_calls") or []]
+        elif event.type == "tool.started":
+            entry.kind, entry.name, entry.call_id = "tool", str(payload.get("name", "")), call_id
+            entry.arguments = as_text(payload.get("arguments"))
+            if call_id:
+                tools[call_id] = entry
+        elif event.type == "tool.completed":
+            started = tools.pop(call_id, None) if call_id else None
+            if started is not None:
+                _complete(started, payload)
+                continue
+            entry.kind, entry.name, entry.call_id = "tool", str(payload.get("name", "")), call_id
+            _complete(entry, payload)
+        elif event.type == "approval.required":
+            entry.kind, entry.call_id = "approval", call_id
+            entry.name = str(payload.get("name", ""))
+            entry.arguments = as_text(payload.get("arguments"))
+            entry.approval = approvals.get(call_id)
+        elif event.type in TERMINAL_TYPES:
+            entry.kind = "end"
+            entry.error = as_text(payload.get("error"))
+        entries.append(entry)
+    return entries, truncated
+
+
+def _complete(entry: Entry, payload: dict[str, Any]) -> None:
+    entry.finished = True
+    entry.result = as_text(payload.get("result"))
+    entry.error = as_text(payload.get("error"))
+    entry.latency_ms = payload.get("latency_ms")

@@ -1,0 +1,213 @@
+"""Usage figures for a period of whole days ending today: runs and tokens per day per
+series (agent, crew or directly called tool), p50/p95 run latency per series, and the
+error rate per tool. Aggregated in PostgreSQL (TruncDate, Count, Sum, percentile_cont).
+
+`runs` is the queryset of runs the viewer may see (see visibility.py); every run in the
+period counts, child runs included (a crew member's run is that agent's usage). Four
+queries in all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+
+from django.db.models import Aggregate, Count, F, FloatField, Func, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from agents.models import Run, RunEvent
+
+PERIODS = (7, 30, 90)
+MAX_SERIES = 8  # more series than colours: the smallest are summed as "Other"
+SERIES_FIELDS = ("agent_id", "agent__name", "crew_id", "crew__name", "tool_name")
+
+
+class Percentile(Aggregate):
+    """PostgreSQL's percentile_cont: linear interpolation between the closest ranks."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra) -> None:
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+class EpochSeconds(Func):
+    template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+    output_field = FloatField()
+
+
+@dataclass(frozen=True)
+class Period:
+    days: int
+    start: datetime  # midnight (current time zone) of the first day
+    dates: tuple[date, ...]
+
+    @classmethod
+    def ending_today(cls, days: int, now: datetime | None = None) -> Period:
+        today = timezone.localdate(now)
+        first = today - timedelta(days=days - 1)
+        start = datetime.combine(first, time(), timezone.get_current_timezone())
+        return cls(days, start, tuple(first + timedelta(days=i) for i in range(days)))
+
+
+@dataclass
+class DailyTable:
+    """values[s][d]: series s (labels[s]) on dates[d]."""
+
+    dates: tuple[date, ...]
+    labels: list[str]
+    values: list[list[int]]
+
+    @property
+    def totals(self) -> list[int]:
+        return (
+            [sum(column) for column in zip(*self.values, strict=True)]
+            if self.values
+            else [0 for _ in self.dates]
+        )
+
+    @property
+    def rows(self) -> list[tuple[date, list[int], int]]:
+        """Per date: the series' values and their total (for the data table)."""
+        return [
+            (day, [series[d] for series in self.values], total)
+            for d, (day, total) in enumerate(zip(self.dates, self.totals, strict=True))
+        ]
+
+    @property
+    def total(self) -> int:
+        return sum(self.totals)
+
+
+@dataclass
+class Latency:
+    label: str
+    runs: int
+    p50_s: float
+    p95_s: float
+
+
+@dataclass
+class ToolErrors:
+    name: str
+    calls: int
+    errors: int
+
+    @property
+    def rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+    @property
+    def percent(self) -> float:
+        return self.rate * 100
+
+
+@dataclass
+class Usage:
+    period: Period
+    runs: DailyTable
+    tokens: DailyTable
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency: list[Latency] = field(default_factory=list)
+    tools: list[ToolErrors] = field(default_factory=list)
+
+
+def series_label(row: dict) -> str:
+    if row.get("agent__name"):
+        return row["agent__name"]
+    if row.get("crew__name"):
+        return f"Crew: {row['crew__name']}"
+    if row.get("tool_name"):
+        return f"Tool: {row['tool_name']}"
+    return "Deleted agent"
+
+
+def _key(row: dict) -> tuple:
+    return (row["agent_id"], row["crew_id"], row["tool_name"])
+
+
+def usage_for(runs: QuerySet[Run], period: Period) -> Usage:
+    runs = runs.filter(created_at__gte=period.start)
+    daily = list(
+        runs.annotate(day=TruncDate("created_at"))
+        .values("day", *SERIES_FIELDS)
+        .annotate(
+            count=Count("id"),
+            input=Sum("input_tokens"),
+            output=Sum("output_tokens"),
+        )
+        .order_by()
+    )
+    labels: dict[tuple, str] = {}
+    tokens_by_series: dict[tuple, int] = {}
+    for row in daily:
+        key = _key(row)
+        labels[key] = series_label(row)
+        tokens_by_series[key] = tokens_by_series.get(key, 0) + row["input"] + row["output"]
+    order = sorted(labels, key=lambda k: (-tokens_by_series[k], labels[k]))
+    if len(order) > MAX_SERIES:
+        kept, folded = order[: MAX_SERIES - 1], set(order[MAX_SERIES - 1 :])
+        index = {k: i for i, k in enumerate(kept)} | {k: MAX_SERIES - 1 for k in folded}
+        names = [labels[k] for k in kept] + ["Other"]
+    else:
+        index = {k: i for i, k in enumerate(order)}
+        names = [labels[k] for k in order]
+    day_index = {day: d for d, day in enumerate(period.dates)}
+    run_values = [[0] * len(period.dates) for _ in names]
+    token_values = [[0] * len(period.dates) for _ in names]
+    usage = Usage(
+        period=period,
+        runs=DailyTable(period.dates, names, run_values),
+        tokens=DailyTable(period.dates, names, token_values),
+    )
+    for row in daily:
+        d = day_index.get(row["day"])
+        if d is None:  # created "in the future" of the current zone's today
+            continue
+        s = index[_key(row)]
+        run_values[s][d] += row["count"]
+        token_values[s][d] += row["input"] + row["output"]
+        usage.input_tokens += row["input"]
+        usage.output_tokens += row["output"]
+    usage.latency = latency_for(runs)
+    usage.tools = tool_errors_for(runs, period)
+    return usage
+
+
+def latency_for(runs: QuerySet[Run]) -> list[Latency]:
+    """p50/p95 of finished_at - started_at per series, over the runs that have both."""
+    seconds = EpochSeconds(F("finished_at") - F("started_at"))
+    rows = (
+        runs.filter(started_at__isnull=False, finished_at__isnull=False)
+        .values(*SERIES_FIELDS)
+        .annotate(
+            count=Count("id"),
+            p50=Percentile(seconds, 0.5),
+            p95=Percentile(seconds, 0.95),
+        )
+        .order_by()
+    )
+    result = [Latency(series_label(r), r["count"], r["p50"], r["p95"]) for r in rows]
+    return sorted(result, key=lambda item: item.label.lower())
+
+
+def tool_errors_for(runs: QuerySet[Run], period: Period) -> list[ToolErrors]:
+    """tool.completed events of `runs` in the period, per tool name: all and with an error."""
+    rows = (
+        RunEvent.objects.filter(
+            run__in=runs.values("id"), type="tool.completed", created_at__gte=period.start
+        )
+        .annotate(tool=KT("payload__name"), failure=KT("payload__error"))
+        .values("tool")
+        .annotate(
+            calls=Count("id"),
+            errors=Count("id", filter=Q(failure__isnull=False) & ~Q(failure="")),
+        )
+        .order_by("tool")
+    )
+    return [ToolErrors(r["tool"] or "?", r["calls"], r["errors"]) for r in rows]

@@ -1,0 +1,65 @@
+"""The usage page: a period of 7, 30 or 90 days, charts drawn as SVG on the server with a
+data table beside each. Figures cover the runs the user may see (see visibility.py)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.web.activity.charts import HBarRow, horizontal_bars, stacked_daily_bars
+from agentplatform.web.activity.usage import PERIODS, Period, usage_for
+from agentplatform.web.activity.visibility import sees_whole_tenant, visible_runs
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value < 60 else f"{value / 60:.1f} min"
+
+
+@tenant_member_required()
+def usage_page(request: HttpRequest) -> HttpResponse:
+    try:
+        days = int(request.GET.get("days", 30))
+    except ValueError:
+        days = 30
+    if days not in PERIODS:
+        days = 30
+    usage = usage_for(visible_runs(request), Period.ending_today(days))
+    span = f"the last {days} days"
+    runs_chart = stacked_daily_bars(
+        title=f"Runs per day, {span}",
+        description=f"{usage.runs.total} runs, stacked by agent.",
+        dates=usage.period.dates, labels=usage.runs.labels, values=usage.runs.values, unit="runs",
+    )  # fmt: skip
+    tokens_chart = stacked_daily_bars(
+        title=f"Tokens per day, {span}",
+        description=f"{usage.tokens.total} tokens (input and output), stacked by agent.",
+        dates=usage.period.dates, labels=usage.tokens.labels, values=usage.tokens.values,
+        unit="tokens",
+    )  # fmt: skip
+    latency_chart = horizontal_bars(
+        title=f"Run latency per agent, {span}",
+        description="Median (p50) and 95th percentile (p95) of finished minus started.",
+        rows=[HBarRow(item.label[:24], [item.p50_s, item.p95_s]) for item in usage.latency],
+        measures=["p50", "p95"],
+        fmt=_seconds,
+    )
+    errors_chart = horizontal_bars(
+        title=f"Tool error rate, {span}",
+        description="Share of completed tool calls that returned an error, per tool.",
+        rows=[HBarRow(item.name[:24], [item.rate * 100]) for item in usage.tools],
+        measures=["error rate"],
+        fmt=lambda value: f"{value:.1f}%",
+        maximum=100,
+    )
+    context = {
+        "usage": usage,
+        "days": days,
+        "periods": PERIODS,
+        "whole_tenant": sees_whole_tenant(request),
+        "runs_chart": runs_chart,
+        "tokens_chart": tokens_chart,
+        "latency_chart": latency_chart,
+        "errors_chart": errors_chart,
+    }
+    return render(request, "web/activity/usage.html", context)

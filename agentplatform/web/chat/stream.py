@@ -1,0 +1,239 @@
+"""The chat's live answer: a run's events as HTML fragments over Server-Sent Events.
+
+Each SSE message (`id: <seq>`, so a reconnecting EventSource resumes with Last-Event-ID)
+carries JSON `{"ops": [...]}`; static/js/chat.js applies each op to the page:
+
+- `{"op": "append", "target": id, "html": ...}`: insert at the end of element `id`;
+- `{"op": "replace", "target": id, "html": ..., "parent": id}`: replace element `id`
+  (append to `parent` when it is not on the page yet);
+- `{"op": "end"}`: the run ended; close the stream, re-enable the composer.
+
+Everything is rendered here, on the server: text deltas escaped, a finished round's text as
+sanitized markdown replacing what streamed, tool results as escaped JSON. The iterator runs
+on the event loop (no thread of its own, see agentplatform.asgi_handler); its database
+reads go through `stream_read`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from django.conf import settings
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from agentplatform.tenancy.models import Membership
+from agentplatform.web.chat.thread import (
+    TERMINAL,
+    TextSegment,
+    ToolCard,
+    Turn,
+    approvals_for,
+    complete_tool,
+    dom_key,
+)
+from agents.events import TERMINAL_EVENTS, iter_run_events, stream_read
+from agents.models import Approval, ApprovalStatus, Run, RunEvent
+
+RETRY_MS = 3000
+APPROVAL_WAIT_S = 5.0  # approval rows are written with the run's parking, just after the event
+TEMPLATE = "web/chat/thread.html"
+
+
+def heartbeat_seconds() -> float:
+    return float(getattr(settings, "SSE_HEARTBEAT_S", 15.0))
+
+
+def message(ops: list[dict[str, Any]], *, id: int | None = None) -> bytes:
+    head = f"id: {id}\n" if id is not None else ""
+    return f"{head}data: {json.dumps({'ops': ops}, separators=(',', ':'))}\n\n".encode()
+
+
+class RunStream:
+    """The state one open stream keeps: the round being streamed, the tool cards and
+    approvals already shown."""
+
+    def __init__(
+        self, run: Run, *, conversation_id: int, tenant_slug: str, membership: Membership
+    ) -> None:
+        self.run = run
+        self.context = {
+            "conversation_id": conversation_id,
+            "tenant_slug": tenant_slug,
+            "may_send": membership.has_role("member"),
+        }
+        self.round = 0
+        self.has_text = False
+        self.tools: dict[str, ToolCard] = {}
+        self.approvals_shown: set[int] = set()
+
+    @property
+    def steps_id(self) -> str:
+        return f"run-{self.run.pk}-steps"
+
+    def segment_id(self, round: int) -> str:
+        return f"run-{self.run.pk}-seg-{round}"
+
+    def render(self, partial: str, **context: Any) -> str:
+        return render_to_string(
+            f"{TEMPLATE}#{partial}", {**self.context, "run": self.run, **context}
+        )
+
+    async def events(self, after_seq: int) -> AsyncIterator[bytes]:
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        self.round, self.has_text, started = await stream_read(_resume_point)(
+            self.run.pk, after_seq
+        )
+        self.tools = {c.call_id: c for c in started}
+        ended = False
+        events = iter_run_events(self.run, after_seq, heartbeat_s=heartbeat_seconds())
+        async with aclosing(events):
+            async for event in events:
+                if event["type"] == "heartbeat":
+                    yield b": heartbeat\n\n"
+                    continue
+                ops = await self.ops(event["type"], event["payload"])
+                ended = event["type"] in TERMINAL_EVENTS
+                if ended:
+                    ops.append({"op": "end"})
+                if ops:
+                    yield message(ops, id=event["seq"])
+        if not ended:  # resumed after the end (nothing left to replay): say it is over
+            run = await stream_read(_fresh_run)(self.run.pk)
+            if run.status in TERMINAL:
+                self.run = run
+                yield message([await self.footer(), {"op": "end"}])
+
+    async def ops(self, type: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        if type == "inference.started":
+            self.round = payload.get("round", self.round + 1)
+            html = self.render("segment", segment=TextSegment(round=self.round), streaming=True)
+            return [
+                {"op": "append", "target": self.steps_id, "html": html},
+                self.status("Thinking…"),
+            ]
+        if type == "text.delta":
+            text = payload.get("text", "")
+            self.has_text = self.has_text or bool(text)
+            return [{"op": "append", "target": self.segment_id(self.round), "html": escape(text)}]
+        if type == "inference.completed":
+            if payload.get("error"):
+                return []
+            segment = TextSegment(round=self.round, text=payload.get("text") or "", complete=True)
+            html = self.render("segment", segment=segment)
+            return [
+                {
+                    "op": "replace",
+                    "target": self.segment_id(self.round),
+                    "html": html,
+                    "parent": self.steps_id,
+                }
+            ]
+        if type == "tool.started":
+            card = ToolCard(
+                payload.get("call_id", ""), payload.get("name", ""), payload.get("arguments")
+            )
+            self.tools[card.call_id] = card
+            return [self.tool_op(card), self.status(f"Running {card.name}…")]
+        if type == "tool.completed":
+            call_id = payload.get("call_id", "")
+            card = self.tools.get(call_id) or ToolCard(call_id, payload.get("name", ""))
+            complete_tool(card, payload)
+            return [self.tool_op(card)]
+        if type == "approval.required":
+            approvals = await self.pending_approvals()
+            ops = [self.approval_op(a) for a in approvals]
+            return [*ops, self.status("Waiting for approval…")]
+        if type in TERMINAL_EVENTS:
+            self.run = await stream_read(_fresh_run)(self.run.pk)
+            ops = []
+            output = payload.get("output") or self.run.output
+            if not self.has_text and output:
+                ops.append(
+                    {
+                        "op": "replace",
+                        "target": f"run-{self.run.pk}-answer",
+                        "html": self.render(
+                            "answer", turn=Turn(run=self.run, user_text="", answer=output)
+                        ),
+                    }
+                )
+            # Decided approvals (by someone else, elsewhere) show their outcome.
+            for approval in await stream_read(_approvals)(self.run):
+                ops.append(self.approval_op(approval))
+            ops.append(self.status(""))
+            ops.append(await self.footer())
+            return ops
+        return []
+
+    def tool_op(self, card: ToolCard) -> dict[str, Any]:
+        html = self.render("tool_card", step=card)
+        return {
+            "op": "replace",
+            "target": f"tool-{self.run.pk}-{dom_key(card.call_id)}",
+            "html": html,
+            "parent": self.steps_id,
+        }
+
+    def approval_op(self, approval: Approval) -> dict[str, Any]:
+        self.approvals_shown.add(approval.pk)
+        html = self.render("approval_card", approval=approval)
+        return {
+            "op": "replace",
+            "target": f"approval-{approval.pk}",
+            "html": html,
+            "parent": self.steps_id,
+        }
+
+    def status(self, text: str) -> dict[str, Any]:
+        return {
+            "op": "replace",
+            "target": f"run-{self.run.pk}-state",
+            "html": self.render("run_state", text=text),
+        }
+
+    async def footer(self) -> dict[str, Any]:
+        turn = Turn(run=self.run, user_text="", is_last=True)
+        html = self.render("run_footer", turn=turn)
+        return {"op": "replace", "target": f"run-{self.run.pk}-footer", "html": html}
+
+    async def pending_approvals(self) -> list[Approval]:
+        """The run's (and its children's) pending approvals not yet shown. The rows commit
+        with the run's parking, a moment after the event: wait for them, briefly."""
+        deadline = asyncio.get_running_loop().time() + APPROVAL_WAIT_S
+        while True:
+            approvals = await stream_read(_approvals)(self.run)
+            pending = [
+                a for a in approvals
+                if a.status == ApprovalStatus.PENDING and a.pk not in self.approvals_shown
+            ]  # fmt: skip
+            if pending or asyncio.get_running_loop().time() >= deadline:
+                return pending
+            await asyncio.sleep(0.1)
+
+
+def _resume_point(run_id: int, after_seq: int) -> tuple[int, bool, list[ToolCard]]:
+    """Where a stream resuming after `after_seq` stands: the round being streamed, whether
+    any text was shown, the tool cards already on the page."""
+    from agentplatform.web.chat.thread import fold
+
+    if after_seq <= 0:
+        return 0, False, []
+    steps: list = []
+    for event in RunEvent.objects.filter(run_id=run_id, seq__lte=after_seq).order_by("seq"):
+        fold(steps, event.type, event.payload)
+    rounds = [s.round for s in steps if isinstance(s, TextSegment)]
+    has_text = any(isinstance(s, TextSegment) and s.text for s in steps)
+    return (rounds[-1] if rounds else 0), has_text, [s for s in steps if isinstance(s, ToolCard)]
+
+
+def _fresh_run(run_id: int) -> Run:
+    return Run.objects.select_related("agent", "crew").get(pk=run_id)
+
+
+def _approvals(run: Run) -> list[Approval]:
+    return approvals_for([run])

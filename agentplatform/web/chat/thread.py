@@ -1,0 +1,276 @@
+"""A conversation as the chat shows it: turns (the user's message and the run that answers
+it), each with its steps folded from the run's stored events — text segments (one per model
+round), tool cards, approval cards — so a reloaded page shows what a live stream showed and
+the stream goes on from the last event (`Turn.last_seq`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils.safestring import SafeString
+
+from agentplatform.web.templatetags.web import markdown_filter
+from agents.models import Approval, Conversation, Message, Run, RunEvent
+from agents.runtime.spec import RunStatus
+
+TERMINAL = {
+    s.value
+    for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS)
+}
+
+
+@dataclass
+class TextSegment:
+    """What the model said in one round: streamed text until the round completes, then the
+    whole text (rendered as markdown)."""
+
+    round: int
+    text: str = ""
+    complete: bool = False
+    kind: str = "segment"
+
+    @property
+    def html(self) -> SafeString:
+        return markdown_filter(self.text)
+
+
+@dataclass
+class ToolCard:
+    call_id: str
+    name: str
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+    latency_ms: float | None = None
+    done: bool = False
+    kind: str = "tool"
+
+    @property
+    def key(self) -> str:
+        return dom_key(self.call_id)
+
+    @property
+    def arguments_json(self) -> str:
+        return pretty_json(self.arguments)
+
+    @property
+    def result_json(self) -> str:
+        return pretty_json(self.result)
+
+
+@dataclass
+class ApprovalSlot:
+    """Where a run parked for a human: the Approval rows found for it are shown here."""
+
+    call_id: str
+    approvals: list[Approval] = field(default_factory=list)
+    kind: str = "approval"
+
+
+@dataclass
+class Turn:
+    run: Run | None
+    user_text: str
+    steps: list[TextSegment | ToolCard | ApprovalSlot] = field(default_factory=list)
+    approvals: list[Approval] = field(default_factory=list)  # those without a slot
+    answer: str = ""  # the answer when no text segment holds it (crews, older turns)
+    last_seq: int = 0
+    is_last: bool = False
+
+    @property
+    def answer_html(self) -> SafeString:
+        return markdown_filter(self.answer)
+
+    @property
+    def active(self) -> bool:
+        return self.run is not None and self.run.status not in TERMINAL
+
+    @property
+    def has_text(self) -> bool:
+        return any(isinstance(s, TextSegment) and s.text for s in self.steps)
+
+    @property
+    def current_round(self) -> int:
+        rounds = [s.round for s in self.steps if isinstance(s, TextSegment)]
+        return rounds[-1] if rounds else 0
+
+    @property
+    def state_text(self) -> str:
+        """What an unfinished run is doing, as the page first shows it."""
+        if self.run is None or not self.active:
+            return ""
+        return {
+            RunStatus.QUEUED: "Waiting for a worker…",
+            RunStatus.AWAITING_APPROVAL: "Waiting for approval…",
+        }.get(RunStatus(self.run.status), "Thinking…")
+
+    @property
+    def problem(self) -> str:
+        return explain(self.run) if self.run is not None else ""
+
+
+def pretty_json(value: Any) -> str:
+    """For a <pre>: escaped by the template, never marked safe."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def dom_key(value: str) -> str:
+    """A stable id fragment for a model-chosen call id (which may hold any characters)."""
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
+
+
+def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
+    """Apply one stored event to a turn's steps (the page's view of the stream)."""
+    if event_type == "inference.started":
+        steps.append(TextSegment(round=payload.get("round", 0)))
+    elif event_type == "text.delta":
+        segment = _last_segment(steps)
+        if segment is None:
+            steps.append(segment := TextSegment(round=0))
+        segment.text += payload.get("text", "")
+    elif event_type == "inference.completed":
+        segment = _last_segment(steps)
+        if segment is not None and not payload.get("error"):
+            segment.text = payload.get("text") or ""
+            segment.complete = True
+    elif event_type == "tool.started":
+        steps.append(
+            ToolCard(payload.get("call_id", ""), payload.get("name", ""), payload.get("arguments"))
+        )
+    elif event_type == "approval.required":
+        steps.append(ApprovalSlot(payload.get("call_id", "")))
+    elif event_type == "tool.completed":
+        card = tool_card(steps, payload.get("call_id", ""))
+        if card is None:
+            steps.append(card := ToolCard(payload.get("call_id", ""), payload.get("name", "")))
+        complete_tool(card, payload)
+
+
+def complete_tool(card: ToolCard, payload: dict[str, Any]) -> None:
+    card.result = payload.get("result")
+    card.error = payload.get("error")
+    card.latency_ms = payload.get("latency_ms")
+    card.done = True
+
+
+def tool_card(steps: list, call_id: str) -> ToolCard | None:
+    for step in steps:
+        if isinstance(step, ToolCard) and step.call_id == call_id:
+            return step
+    return None
+
+
+def _last_segment(steps: list) -> TextSegment | None:
+    for step in reversed(steps):
+        if isinstance(step, TextSegment):
+            return step
+    return None
+
+
+def turns_for(conversation: Conversation) -> list[Turn]:
+    """The conversation's turns, oldest first. Four queries: messages, runs' events (text
+    deltas only for unfinished runs), approvals."""
+    messages = list(Message.objects.filter(conversation=conversation).select_related("run"))
+    turns: list[Turn] = []
+    by_run: dict[int, Turn] = {}
+    for message in messages:
+        if message.role == Message.Role.USER:
+            turn = Turn(run=message.run, user_text=message.content)
+            turns.append(turn)
+            if message.run_id is not None:
+                by_run[message.run_id] = turn
+        elif message.run_id in by_run:
+            by_run[message.run_id].answer = message.content
+        else:
+            turns.append(Turn(run=None, user_text="", answer=message.content))
+    runs = [t.run for t in turns if t.run is not None]
+    unfinished = [r.pk for r in runs if r.status not in TERMINAL]
+    events = RunEvent.objects.filter(run_id__in=[r.pk for r in runs]).order_by("run_id", "seq")
+    events = events.exclude(
+        type="text.delta", run_id__in=[r.pk for r in runs if r.pk not in unfinished]
+    )
+    for event in events.only("run_id", "seq", "type", "payload"):
+        turn = by_run[event.run_id]
+        fold(turn.steps, event.type, event.payload)
+        turn.last_seq = event.seq
+    for approval in approvals_for(runs):
+        turn = by_run[approval.run.parent_id or approval.run_id]
+        slot = _slot_for(turn, approval)
+        (slot.approvals if slot is not None else turn.approvals).append(approval)
+    for turn in turns:
+        if turn.has_text:
+            turn.answer = ""  # the last segment holds it
+        elif turn.run is not None and turn.run.status in TERMINAL and not turn.answer:
+            turn.answer = turn.run.output
+    if turns:
+        turns[-1].is_last = True
+    return turns
+
+
+def _slot_for(turn: Turn, approval: Approval) -> ApprovalSlot | None:
+    """The slot of the approval's own call; a child run's approval (a crew member waits)
+    goes to the latest slot."""
+    slots = [s for s in turn.steps if isinstance(s, ApprovalSlot)]
+    if approval.run_id == turn.run.pk:
+        return next((s for s in slots if s.call_id == approval.call_id), None)
+    return slots[-1] if slots else None
+
+
+def approvals_for(runs: list[Run]) -> list[Approval]:
+    """The approvals of these runs and of their child runs (a crew's members), oldest first."""
+    ids = [r.pk for r in runs]
+    if not ids:
+        return []
+    queryset = Approval.objects.filter(run_id__in=ids) | Approval.objects.filter(
+        run__parent_id__in=ids
+    )
+    return [for_display(a) for a in queryset.select_related("run").order_by("created_at", "pk")]
+
+
+def for_display(approval: Approval) -> Approval:
+    """Gives the approval card its arguments as JSON text (the edited ones once decided)."""
+    shown = (
+        approval.edited_arguments if approval.edited_arguments is not None else approval.arguments
+    )
+    approval.arguments_json = pretty_json(shown)
+    return approval
+
+
+def explain(run: Run) -> str:
+    """What went wrong, in words, with who can do what about it; "" when nothing did."""
+    error = run.error or ""
+    if run.status == RunStatus.MAX_ROUNDS:
+        return (
+            f"The agent stopped after {run.agent.max_rounds if run.agent else 'its'} rounds "
+            "without a final answer. Ask a narrower question, or ask an admin to raise the "
+            "agent's round limit."
+        )
+    if run.status == RunStatus.CANCELLED:
+        return "You stopped this answer. Regenerate to ask again."
+    if run.status != RunStatus.FAILED:
+        return ""
+    if error.startswith(("ProviderUnavailable", "Timeout", "RateLimited")):
+        return (
+            "The model provider is unavailable right now. Wait a moment and regenerate; if it "
+            "keeps failing, ask an admin to check the provider connection."
+        )
+    if error.startswith(("AuthenticationFailed", "BadRequest")) or "provider connection" in error:
+        return (
+            f"The provider connection is misconfigured ({error}). "
+            "Ask an admin of this workspace to fix it."
+        )
+    if error.startswith("rejected by"):
+        return (
+            f"The request was rejected ({error}). "
+            "Change what you ask, or ask someone to approve it."
+        )
+    return (
+        f"The answer failed: {error or 'unknown error'}. Regenerate to try again; "
+        f"if it keeps failing, tell an admin (run {run.pk})."
+    )

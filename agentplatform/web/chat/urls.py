@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from agentplatform.web.chat import views
+
+app_name = "chat"
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("new/", views.new, name="new"),
+    path("<int:conversation_id>/", views.conversation, name="conversation"),
+    path("<int:conversation_id>/send/", views.send, name="send"),
+    path("<int:conversation_id>/regenerate/", views.regenerate, name="regenerate"),
+    path("<int:conversation_id>/rename/", views.rename, name="rename"),
+    path("<int:conversation_id>/delete/", views.delete, name="delete"),
+    path("<int:conversation_id>/runs/<int:run_id>/stream/", views.stream, name="stream"),
+    path("<int:conversation_id>/runs/<int:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<int:conversation_id>/approvals/<int:approval_id>/", views.decide, name="decide"),
+]

@@ -1,0 +1,385 @@
+"""The chat: conversation list, new chat, the thread, sending, the live answer (SSE),
+stop, regenerate, approvals. Every view checks the tenant membership (decorator) and that
+the conversation is the user's own (`access.conversation_for`: 404 otherwise); writes need
+the member role (viewers read). Each view calls one service of `agents.services`.
+
+One URL answers a full page or, for htmx, the fragment it needs (`Vary: HX-Request`).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.web.chat import access
+from agentplatform.web.chat.stream import RunStream
+from agentplatform.web.chat.thread import TERMINAL, Turn, for_display, turns_for
+from agents import services
+from agents.models import Agent, Approval, Conversation, Crew, Message, Run
+
+PAGE = "web/chat/page.html"
+SIDEBAR = "web/chat/sidebar.html"
+THREAD = "web/chat/thread.html"
+MAX_SEQ = 2**31 - 1
+
+
+def _htmx(request: HttpRequest) -> bool:
+    return bool(getattr(request, "htmx", False))
+
+
+def _vary(response: HttpResponse) -> HttpResponse:
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _targets(request: HttpRequest) -> dict:
+    return {
+        "agents": list(access.usable(Agent, request.user, request.membership)),
+        "crews": list(access.usable(Crew, request.user, request.membership)),
+    }
+
+
+def _conversations(request: HttpRequest):
+    conversations = access.own_conversations(request.user, request.membership)
+    query = request.GET.get("q", "").strip()[:200]
+    if query:
+        conversations = conversations.filter(title__icontains=query)
+    return conversations.order_by("-updated_at")[:200], query
+
+
+def _page(request: HttpRequest, conversation: Conversation | None, **extra) -> dict:
+    conversations, query = _conversations(request)
+    return {
+        "conversations": conversations,
+        "query": query,
+        "conversation": conversation,
+        "may_send": access.may_send(request.membership),
+        "tenant_slug": request.tenant.slug,
+        **extra,
+    }
+
+
+# -- list, new chat ----------------------------------------------------------------------
+@tenant_member_required()
+@require_GET
+def index(request: HttpRequest) -> HttpResponse:
+    """The user's conversations (searchable by title) and the New chat form; `?agent=` or
+    `?crew=` preselects what to chat with."""
+    if _htmx(request) and request.headers.get("HX-Target") == "conversation-list":
+        conversations, query = _conversations(request)
+        context = {
+            "conversations": conversations,
+            "query": query,
+            "tenant_slug": request.tenant.slug,
+        }
+        return _vary(render(request, f"{SIDEBAR}#conversation_list", context))
+    if request.GET.get("agent"):
+        selected = f"agent:{request.GET['agent']}"
+    elif request.GET.get("crew"):
+        selected = f"crew:{request.GET['crew']}"
+    else:
+        selected = ""
+    context = _page(request, None, selected=selected, **_targets(request))
+    return _vary(render(request, PAGE, context))
+
+
+@tenant_member_required(Role.MEMBER)
+@require_POST
+def new(request: HttpRequest) -> HttpResponse:
+    """Start a conversation with the chosen agent or crew, and its first turn if a message
+    came with it."""
+    target = _target(request, request.POST.get("target", ""))
+    text = request.POST.get("message", "")
+    which = "agent" if isinstance(target, Agent) else "crew"
+    conversation = services.conversation_save(
+        tenant=request.tenant, changes={which: target, "title": ""}, owner_user=request.user
+    )
+    if text.strip():
+        try:
+            services.run_start(
+                tenant=request.tenant,
+                input=text,
+                conversation=conversation,
+                initiated_by=request.user,
+                **{which: target},
+            )
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+    return redirect(
+        "chat:conversation", tenant_slug=request.tenant.slug, conversation_id=conversation.pk
+    )
+
+
+def _target(request: HttpRequest, value: str) -> Agent | Crew:
+    """The agent or crew named `agent:<slug>` / `crew:<slug>` that this user may use: 404
+    when unknown, 403 when object permissions keep it from this user."""
+    which, _, slug = value.partition(":")
+    if which == "agent":
+        target = services.agent_get(tenant=request.tenant, slug=slug)
+    elif which == "crew":
+        target = services.crew_get(tenant=request.tenant, slug=slug)
+    else:
+        raise Http404("Choose an agent or a crew.")
+    if not access.may_use(target, request.user, request.membership):
+        raise PermissionDenied("You may not chat with this one.")
+    return target
+
+
+# -- one conversation --------------------------------------------------------------------
+@tenant_member_required()
+@require_GET
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    turns = turns_for(chat)
+    context = _page(
+        request,
+        chat,
+        turns=turns,
+        active=any(t.active for t in turns),
+        target=chat.agent or chat.crew,
+        may_use=_may_use_target(request, chat),
+    )
+    return _vary(render(request, PAGE, context))
+
+
+def _may_use_target(request: HttpRequest, chat: Conversation) -> bool:
+    target = chat.agent or chat.crew
+    return (
+        target is not None
+        and target.active
+        and access.may_send(request.membership)
+        and access.may_use(target, request.user, request.membership)
+    )
+
+
+@tenant_member_required(Role.MEMBER)
+@require_POST
+def send(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """A new turn: the message and a run answering it (executed by a worker). Refused while
+    the previous answer is still running."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    return _start_turn(request, chat, request.POST.get("message", ""))
+
+
+def _start_turn(request: HttpRequest, chat: Conversation, text: str) -> HttpResponse:
+    target = chat.agent or chat.crew
+    if target is None or not target.active:
+        return _refuse(
+            request, chat, "The agent of this conversation is gone or inactive; start a new chat."
+        )
+    if not access.may_use(target, request.user, request.membership):
+        raise PermissionDenied("You may not chat with this one.")
+    if Run.objects.filter(conversation=chat, parent=None).exclude(status__in=TERMINAL).exists():
+        return _refuse(request, chat, "Wait for the current answer to finish, or stop it.", 409)
+    which = "agent" if isinstance(target, Agent) else "crew"
+    try:
+        run = services.run_start(
+            tenant=request.tenant,
+            input=text,
+            conversation=chat,
+            initiated_by=request.user,
+            **{which: target},
+        )
+    except ValidationError as exc:
+        return _refuse(request, chat, " ".join(exc.messages), 400)
+    if not _htmx(request):
+        return redirect(chat_url(request, chat))
+    turn = Turn(run=run, user_text=run.input, is_last=True)
+    context = {
+        "turn": turn,
+        "conversation": chat,
+        "tenant_slug": request.tenant.slug,
+        "may_send": True,
+    }
+    return _vary(render(request, f"{THREAD}#turn", context))
+
+
+def _refuse(request: HttpRequest, chat: Conversation, text: str, status: int = 400) -> HttpResponse:
+    if not _htmx(request):
+        messages.error(request, text)
+        return redirect(chat_url(request, chat))
+    # htmx swaps 2xx only: the refusal is a 200 retargeted to the composer's notice.
+    response = render(request, f"{THREAD}#notice", {"text": text})
+    response["X-Chat-Status"] = str(status)
+    response["HX-Retarget"] = "#composer-notice"
+    response["HX-Reswap"] = "innerHTML"
+    return _vary(response)
+
+
+def chat_url(request: HttpRequest, chat: Conversation) -> str:
+    from django.urls import reverse
+
+    return reverse(
+        "chat:conversation", kwargs={"tenant_slug": request.tenant.slug, "conversation_id": chat.pk}
+    )
+
+
+@tenant_member_required(Role.MEMBER)
+@require_POST
+def regenerate(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Ask again: a new run with the last user input."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    last = Message.objects.filter(conversation=chat, role=Message.Role.USER).order_by("-id").first()
+    if last is None:
+        return _refuse(request, chat, "Nothing to regenerate yet.")
+    return _start_turn(request, chat, last.content)
+
+
+@tenant_member_required()
+@require_http_methods(["GET", "POST"])
+def rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """GET: the inline rename form (htmx) or a page; POST: save the title."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    context = {
+        "item": chat,
+        "tenant_slug": request.tenant.slug,
+        "current": request.GET.get("current") == "1",
+    }
+    if request.method == "GET":
+        if _htmx(request):
+            return _vary(render(request, f"{SIDEBAR}#rename_form", context))
+        return _vary(render(request, "web/chat/rename.html", context))
+    if not access.may_send(request.membership):
+        raise PermissionDenied("Viewers cannot rename conversations.")
+    title = request.POST.get("title", "").strip()[:200]
+    if title:
+        try:
+            chat = services.conversation_save(
+                tenant=request.tenant, conversation=chat, changes={"title": title}
+            )
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+    if _htmx(request):
+        context["item"] = chat
+        return _vary(render(request, f"{SIDEBAR}#conversation_item", context))
+    return redirect(chat_url(request, chat))
+
+
+@tenant_member_required()
+@require_http_methods(["GET", "POST"])
+def delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """GET: ask for confirmation; POST: delete the conversation and its messages."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    if request.method == "GET":
+        return render(
+            request, "web/chat/delete.html", {"item": chat, "tenant_slug": request.tenant.slug}
+        )
+    if not access.may_send(request.membership):
+        raise PermissionDenied("Viewers cannot delete conversations.")
+    services.conversation_delete(tenant=request.tenant, conversation=chat)
+    messages.success(request, f"Deleted “{chat}”.")
+    return redirect("chat:index", tenant_slug=request.tenant.slug)
+
+
+# -- runs: stream, stop, approvals ---------------------------------------------------------
+def _run_of(request: HttpRequest, chat: Conversation, run_id: int) -> Run:
+    run = (
+        Run.objects.select_related("agent", "crew")
+        .filter(tenant=request.tenant, conversation=chat, parent=None, pk=run_id)
+        .first()
+    )
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+@tenant_member_required()
+@require_GET
+def stream(request: HttpRequest, conversation_id: int, run_id: int) -> StreamingHttpResponse:
+    """The run's answer as HTML fragments over SSE, from `Last-Event-ID` or `?after=`."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    run = _run_of(request, chat, run_id)
+    after = _after(request)
+    live = RunStream(
+        run, conversation_id=chat.pk, tenant_slug=request.tenant.slug, membership=request.membership
+    )
+    live.context["csrf_token"] = get_token(request)
+    response = StreamingHttpResponse(live.events(after), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _after(request: HttpRequest) -> int:
+    for raw in (request.headers.get("Last-Event-ID"), request.GET.get("after")):
+        raw = (raw or "").strip()
+        if raw.isascii() and raw.isdigit():
+            return min(int(raw), MAX_SEQ)
+    return 0
+
+
+@tenant_member_required(Role.MEMBER)
+@require_POST
+def cancel(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
+    """Stop: the live stream shows the run cancelled."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    run = services.run_cancel(tenant=request.tenant, run=_run_of(request, chat, run_id))
+    if not _htmx(request):
+        return redirect(chat_url(request, chat))
+    text = "Stopping…" if not run.is_terminal else "Stopped."
+    return _vary(render(request, f"{THREAD}#run_state", {"run": run, "text": text}))
+
+
+@tenant_member_required(Role.MEMBER)
+@require_POST
+def decide(request: HttpRequest, conversation_id: int, approval_id: int) -> HttpResponse:
+    """Approve or reject a pending tool call of one of this conversation's runs; an approved
+    last call resumes the run, which the open stream keeps showing."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    approval = _approval_of(request, chat, approval_id)
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "reject"):
+        return _card(request, chat, approval, "Choose Approve or Reject.", 400)
+    try:
+        approval = services.approval_decide(
+            tenant=request.tenant,
+            approval=approval,
+            approved=decision == "approve",
+            by=request.user,
+            reason=request.POST.get("reason", "").strip(),
+        )
+    except ValidationError as exc:
+        approval.refresh_from_db()
+        return _card(request, chat, approval, " ".join(exc.messages), 409)
+    return _card(request, chat, approval, "")
+
+
+def _approval_of(request: HttpRequest, chat: Conversation, approval_id: int) -> Approval:
+    runs = Run.objects.filter(tenant=request.tenant, conversation=chat, parent=None)
+    approval = (
+        Approval.objects.select_related("run")
+        .filter(tenant=request.tenant, pk=approval_id)
+        .filter(Q(run__in=runs) | Q(run__parent__in=runs))
+        .first()
+    )
+    if approval is None:
+        raise Http404("No such approval.")
+    return approval
+
+
+def _card(
+    request: HttpRequest, chat: Conversation, approval: Approval, problem: str, status: int = 200
+):
+    if not _htmx(request):
+        if problem:
+            messages.error(request, problem)
+        return redirect(chat_url(request, chat))
+    context = {
+        "approval": for_display(approval),
+        "problem": problem,
+        "conversation_id": chat.pk,
+        "tenant_slug": request.tenant.slug,
+        "may_send": True,
+    }
+    # htmx swaps 2xx only: a refusal still shows the card, with what went wrong.
+    response = render(request, f"{THREAD}#approval_card", context, status=200)
+    response["X-Chat-Status"] = str(status)
+    return _vary(response)

@@ -1,0 +1,208 @@
+"""Agents: list, create and edit (with the live effective tool list), delete."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_POST
+
+import agents.runtime.remote  # noqa: F401 (registers the remote kind the form offers)
+from agentplatform.saving import SaveConflict
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import Tenant
+from agentplatform.web.config.common import (
+    JsonTextarea,
+    PlainLabels,
+    PrettyJSONField,
+    SecretField,
+    add_service_errors,
+    admin_required,
+    render_page,
+    secret_changes,
+)
+from agents.models import Agent
+from agents.runtime.kinds import KINDS
+from agents.runtime.loop import agent_registry
+from agents.runtime.memory import MEMORY_TOOL_NAMES
+from agents.services import agent_delete, agent_save
+from agents.specs import agent_spec
+from providers.models import ProviderConnection
+from tools.loader import tenant_tools
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.validation import SchemaError, check_schema
+
+FORM = "web/config/agent_form.html"
+TOOL_FIELDS = ("use_all_tools", "tool_names", "tool_tags", "tool_exclude")
+
+
+class AgentForm(PlainLabels, forms.ModelForm):
+    tool_names = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Tools by name"
+    )
+    tool_tags = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Tools by tag",
+        help_text="Every tool carrying one of these tags.",
+    )
+    tool_exclude = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Never these tools",
+        help_text="Removed even when picked by name, by tag or by “use all tools”.",
+    )
+    kind = forms.ChoiceField(help_text="How the agent thinks: orchestrator is the tool loop.")
+    remote_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        label="Remote agent URL",
+        help_text="For the remote kind: its agent server.",
+    )
+    output_schema = PrettyJSONField(
+        required=False,
+        widget=JsonTextarea(),
+        label="Output schema",
+        help_text="Optional JSON Schema (an object): the agent answers with matching JSON.",
+    )
+    remote_token = SecretField(
+        label="Remote agent token",
+        help_text="Write-only: never shown again. Leave blank to keep the stored token.",
+    )
+    clear_remote_token = forms.BooleanField(required=False, label="Remove the stored token")
+
+    class Meta:
+        model = Agent
+        fields = [
+            "name", "slug", "description", "instructions", "active",
+            "provider_connection", "model", "temperature", "kind", "remote_url",
+            "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
+            "approval_policy", "memory", "output_schema",
+            "max_rounds", "max_tool_calls", "max_tokens_per_run",
+        ]  # fmt: skip
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "instructions": forms.Textarea(attrs={"rows": 6}),
+        }
+        help_texts = {"slug": "Lowercase letters, digits, _ and -; used in URLs and the API."}
+
+    def __init__(self, *args: Any, tenant: Tenant, registry: ToolRegistry, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        connections = self.fields["provider_connection"]
+        connections.queryset = ProviderConnection.objects.filter(tenant=tenant)
+        connections.empty_label = "The tenant's default connection"
+        self.fields["kind"].choices = [(name, name) for name in sorted(KINDS)]
+        stored = self.instance
+        names = sorted({*registry.names(), *stored.tool_names, *stored.tool_exclude})
+        tags = sorted({tag for item in registry for tag in item.tags} | set(stored.tool_tags))
+        self.fields["tool_names"].choices = [(n, n) for n in names]
+        self.fields["tool_exclude"].choices = [(n, n) for n in names]
+        self.fields["tool_tags"].choices = [(t, t) for t in tags]
+        self.has_stored_token = bool(stored.pk and stored.remote_token)
+        if not self.has_stored_token:
+            del self.fields["clear_remote_token"]
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"]
+        taken = Agent.objects.filter(tenant=self.tenant, slug=slug).exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise ValidationError("Another agent of this workspace has this slug.")
+        return slug
+
+    def changes(self) -> dict[str, Any]:
+        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
+        return {**data, **secret_changes(self, "remote_token")}
+
+
+def effective_tools(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[str, Any]:
+    """The tools the agent would see, computed by the runtime from the picker's values
+    (`data`, unvalidated) or the stored agent. Memory tools join at run time."""
+    probe = Agent(tenant=tenant, kind=agent.kind)
+    if data is None:
+        for name in (*TOOL_FIELDS, "memory", "output_schema"):
+            setattr(probe, name, getattr(agent, name))
+    else:
+        probe.use_all_tools = data.get("use_all_tools") in ("on", "true", "1")
+        probe.tool_names = data.getlist("tool_names")
+        probe.tool_tags = data.getlist("tool_tags")
+        probe.tool_exclude = data.getlist("tool_exclude")
+        probe.memory = data.get("memory") in ("on", "true", "1")
+        probe.output_schema = _schema_or_none(data.get("output_schema", ""))
+    spec = agent_spec(probe, None)
+    registry = agent_registry(spec, tenant_tools(tenant).registry, None)
+    return {"effective": list(registry), "memory": probe.memory, "memory_names": MEMORY_TOOL_NAMES}
+
+
+def _schema_or_none(text: str) -> dict | None:
+    try:
+        schema = json.loads(text) if text.strip() else None
+        if schema is not None:
+            check_schema(schema, what="output_schema")
+    except (ValueError, SchemaError):
+        return None  # the form reports it on save; the preview just leaves it out
+    return schema
+
+
+@admin_required
+def agent_list(request: HttpRequest) -> HttpResponse:
+    rows = Agent.objects.filter(tenant=request.tenant).select_related("provider_connection")
+    return render_page(request, "web/config/agent_list.html", {"agents": rows})
+
+
+@admin_required
+def agent_create(request: HttpRequest) -> HttpResponse:
+    return _agent_form(request, Agent(tenant=request.tenant))
+
+
+@admin_required
+def agent_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    return _agent_form(request, get_for_tenant(Agent, request.tenant, slug=slug))
+
+
+def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
+    tenant = request.tenant
+    registry = tenant_tools(tenant).registry
+    existing = agent.pk is not None
+    data = request.POST if request.method == "POST" else None
+    form = AgentForm(data, instance=agent, tenant=tenant, registry=registry)
+    if data is not None and form.is_valid():
+        try:
+            saved = agent_save(
+                tenant=tenant, agent=agent if existing else None, changes=form.changes()
+            )
+        except (ValidationError, SaveConflict) as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved agent “{saved.name}”.")
+            return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)
+    context = {"form": form, "agent": agent if existing else None}
+    context.update(effective_tools(tenant, data, agent))
+    return render_page(request, FORM, context, status=400 if form.errors else 200)
+
+
+@admin_required
+@require_POST
+def agent_tools(request: HttpRequest) -> HttpResponse:
+    """The effective tool list for the picker's current values (htmx, on change)."""
+    context = effective_tools(request.tenant, request.POST, Agent(tenant=request.tenant))
+    response = render(request, f"{FORM}#effective-tools", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@admin_required
+def agent_remove(request: HttpRequest, slug: str) -> HttpResponse:
+    agent = get_for_tenant(Agent, request.tenant, slug=slug)
+    if request.method == "POST":
+        agent_delete(tenant=request.tenant, agent=agent)
+        messages.success(request, f"Deleted agent “{agent.name}”.")
+        return redirect("config:agents", tenant_slug=request.tenant.slug)
+    context = {"object": agent, "what": "agent", "cancel": "config:agents"}
+    return render_page(request, "web/config/confirm_delete.html", context)

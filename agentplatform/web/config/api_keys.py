@@ -1,0 +1,78 @@
+"""API keys: list, create (the full key is shown once, on the response to the POST, and
+stored nowhere but the hash), revoke."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import ApiKey, Scope
+from agentplatform.tenancy.services import api_key_create, api_key_revoke
+from agentplatform.web.config.common import (
+    PlainLabels,
+    add_service_errors,
+    admin_required,
+    render_page,
+)
+
+PAGE = "web/config/api_key_list.html"
+
+
+class ApiKeyForm(PlainLabels, forms.Form):
+    name = forms.CharField(max_length=100, help_text="Who or what uses it, e.g. “CRM sync”.")
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices, widget=forms.CheckboxSelectMultiple, initial=[Scope.READ]
+    )
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires",
+        help_text="Optional. Empty: never expires.",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+
+def _page(request: HttpRequest, form: ApiKeyForm, **extra) -> HttpResponse:
+    keys = ApiKey.objects.filter(tenant=request.tenant).select_related("created_by")
+    context = {"keys": keys, "form": form, **extra}
+    return render_page(request, PAGE, context, status=400 if form.errors else 200)
+
+
+@admin_required
+def api_key_list(request: HttpRequest) -> HttpResponse:
+    return _page(request, ApiKeyForm())
+
+
+@never_cache
+@admin_required
+@require_POST
+def api_key_new(request: HttpRequest) -> HttpResponse:
+    form = ApiKeyForm(request.POST)
+    if form.is_valid():
+        try:
+            key, full_key = api_key_create(
+                tenant=request.tenant,
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
+                created_by=request.user,
+                expires_at=form.cleaned_data["expires_at"],
+            )
+        except ValidationError as error:
+            add_service_errors(form, error)
+        else:
+            return _page(request, ApiKeyForm(), created=key, full_key=full_key)
+    return _page(request, form)
+
+
+@admin_required
+@require_POST
+def api_key_remove(request: HttpRequest, pk: int) -> HttpResponse:
+    key = get_for_tenant(ApiKey, request.tenant, pk=pk)
+    api_key_revoke(key=key)
+    messages.success(request, f"Revoked API key “{key.name}” ({key.prefix}…).")
+    return redirect("config:api_keys", tenant_slug=request.tenant.slug)

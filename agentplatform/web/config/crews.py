@@ -1,0 +1,137 @@
+"""Crews: list, create and edit (mode, members in order, manager), delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from agentplatform.saving import SaveConflict
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import Tenant
+from agentplatform.web.config.common import (
+    PlainLabels,
+    add_service_errors,
+    admin_required,
+    render_page,
+)
+from agents.models import Agent, Crew
+from agents.services import crew_delete, crew_save
+
+
+class CrewForm(PlainLabels, forms.ModelForm):
+    """The crew's fields, plus one optional position per agent of the tenant: the agents
+    with a position are the members, in that order (no script needed to reorder)."""
+
+    class Meta:
+        model = Crew
+        fields = [
+            "name", "slug", "description", "mode", "manager",
+            "max_delegations", "max_depth", "token_budget", "active",
+        ]  # fmt: skip
+        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+        help_texts = {
+            "manager": "Needed for hierarchical crews: the agent that delegates to the members."
+        }
+
+    def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        self.agents = list(Agent.objects.filter(tenant=tenant).order_by("name"))
+        self.fields["manager"].queryset = Agent.objects.filter(tenant=tenant)
+        self.fields["manager"].empty_label = "No manager"
+        current = {}
+        if self.instance.pk:
+            current = {m.agent_id: index + 1 for index, m in enumerate(self.instance.members.all())}
+        for agent in self.agents:
+            self.fields[self.position_name(agent)] = forms.IntegerField(
+                required=False,
+                min_value=1,
+                max_value=len(self.agents),
+                label=f"{agent.name} ({agent.slug})",
+                initial=current.get(agent.pk),
+                widget=forms.NumberInput(attrs={"class": "position"}),
+            )
+
+    @staticmethod
+    def position_name(agent: Agent) -> str:
+        return f"position_{agent.pk}"
+
+    def member_fields(self) -> list[forms.BoundField]:
+        return [self[self.position_name(agent)] for agent in self.agents]
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"]
+        taken = Crew.objects.filter(tenant=self.tenant, slug=slug).exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise ValidationError("Another crew of this workspace has this slug.")
+        return slug
+
+    def members(self) -> list[Agent]:
+        placed = [
+            (self.cleaned_data[self.position_name(agent)], agent.name, agent)
+            for agent in self.agents
+            if self.cleaned_data.get(self.position_name(agent)) is not None
+        ]
+        return [agent for _, _, agent in sorted(placed, key=lambda row: row[:2])]
+
+    def changes(self) -> dict[str, Any]:
+        return {name: self.cleaned_data[name] for name in self.Meta.fields}
+
+
+@admin_required
+def crew_list(request: HttpRequest) -> HttpResponse:
+    rows = (
+        Crew.objects.filter(tenant=request.tenant)
+        .select_related("manager")
+        .prefetch_related("members__agent")
+    )
+    return render_page(request, "web/config/crew_list.html", {"crews": rows})
+
+
+@admin_required
+def crew_create(request: HttpRequest) -> HttpResponse:
+    return _crew_form(request, Crew(tenant=request.tenant))
+
+
+@admin_required
+def crew_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    return _crew_form(request, get_for_tenant(Crew, request.tenant, slug=slug))
+
+
+def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
+    tenant = request.tenant
+    existing = crew.pk is not None
+    form = CrewForm(request.POST or None, instance=crew, tenant=tenant)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = crew_save(
+                tenant=tenant,
+                crew=crew if existing else None,
+                changes=form.changes(),
+                members=form.members(),
+            )
+        except (ValidationError, SaveConflict) as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved crew “{saved.name}”.")
+            return redirect("config:crews", tenant_slug=tenant.slug)
+    context = {"form": form, "crew": crew if existing else None}
+    return render_page(
+        request, "web/config/crew_form.html", context, status=400 if form.errors else 200
+    )
+
+
+@admin_required
+def crew_remove(request: HttpRequest, slug: str) -> HttpResponse:
+    crew = get_for_tenant(Crew, request.tenant, slug=slug)
+    if request.method == "POST":
+        crew_delete(tenant=request.tenant, crew=crew)
+        messages.success(request, f"Deleted crew “{crew.name}”.")
+        return redirect("config:crews", tenant_slug=request.tenant.slug)
+    context = {"object": crew, "what": "crew", "cancel": "config:crews"}
+    return render_page(request, "web/config/confirm_delete.html", context)

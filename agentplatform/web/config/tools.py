@@ -1,0 +1,234 @@
+"""Tools: the tenant's effective registry (built-ins, definitions, context providers),
+HTTP tool definitions (create, edit, delete) and a test panel that executes a tool."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.postgres.forms import SimpleArrayField
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from agentplatform.saving import SaveConflict
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.web.config.common import (
+    JsonTextarea,
+    PlainLabels,
+    PrettyJSONField,
+    SecretField,
+    add_service_errors,
+    admin_required,
+    render_page,
+    secret_changes,
+)
+from tools.loader import tenant_tools
+from tools.models import ToolDefinition, ToolKind
+from tools.runtime.builtins import BUILTINS
+from tools.services import tool_definition_delete, tool_definition_save, tool_execute
+
+EXAMPLE_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "description": "City name, e.g. Paris"}},
+    "required": ["city"],
+}
+EXAMPLE_CONFIG = {
+    "method": "GET",
+    "url": "https://api.example.com/weather",
+    "arguments": [{"argument": "city", "to": "query", "name": "q"}],
+}
+
+
+class ToolDefinitionForm(PlainLabels, forms.ModelForm):
+    input_schema = PrettyJSONField(
+        widget=JsonTextarea({"rows": 12}),
+        label="Input schema",
+        help_text="JSON Schema of the arguments the model sends: an object with properties.",
+    )
+    config = PrettyJSONField(
+        widget=JsonTextarea({"rows": 10}),
+        label="HTTP request",
+        help_text='JSON: "method", "url" (with {placeholders} in the path), "arguments" '
+        '(where each argument goes: path, query, header or body), optional "fixed", '
+        '"context", "auth" ({"type": "bearer"}), "timeout_s".',
+    )
+    output_schema = PrettyJSONField(
+        required=False, widget=JsonTextarea({"rows": 4}), label="Output schema (optional)"
+    )
+    tags = SimpleArrayField(
+        forms.CharField(max_length=40),
+        required=False,
+        help_text="Comma-separated, e.g. weather, public. Agents can pick tools by tag.",
+    )
+    secret = SecretField(
+        label="Secret",
+        help_text="The credential the auth setting sends. Write-only: never shown again; "
+        "leave blank to keep the stored one.",
+    )
+    clear_secret = forms.BooleanField(required=False, label="Remove the stored secret")
+
+    class Meta:
+        model = ToolDefinition
+        fields = [
+            "name", "description", "input_schema", "config", "output_schema", "tags",
+            "effect", "idempotent", "requires_approval", "timeout_s", "enabled",
+        ]  # fmt: skip
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+        labels = {"timeout_s": "Timeout (seconds)"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = self.instance
+        self.has_stored_secret = bool(stored.pk and stored.secret)
+        if not self.has_stored_secret:
+            del self.fields["clear_secret"]
+        if stored.kind == ToolKind.BUILTIN:  # an alias of a built-in: its schema is fixed
+            for name in ("input_schema", "config"):
+                self.fields[name].required = False
+
+    def clean_input_schema(self) -> Any:
+        value = self.cleaned_data.get("input_schema")
+        return {} if value is None else value
+
+    def clean_config(self) -> Any:
+        value = self.cleaned_data.get("config")
+        return {} if value is None else value
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        others = ToolDefinition.objects.filter(tenant=self.instance.tenant, name=name)
+        if others.exclude(pk=self.instance.pk).exists():
+            raise ValidationError("Another tool definition of this workspace has this name.")
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # The model's validation (run next) checks that auth has a secret: give it the
+        # secret this save would store.
+        change = secret_changes(self, "secret")
+        if "secret" in change:
+            self.instance.secret = change["secret"]
+        return cleaned
+
+    def changes(self) -> dict[str, Any]:
+        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
+        return {**data, **secret_changes(self, "secret")}
+
+
+@admin_required
+def tool_list(request: HttpRequest) -> HttpResponse:
+    """This builds (or reuses) the tenant's registry and issues one query for definitions."""
+    definitions = {d.name: d for d in ToolDefinition.objects.filter(tenant=request.tenant)}
+    rows = []
+    for item in tenant_tools(request.tenant).registry:
+        definition = definitions.get(item.name)
+        if definition is not None:
+            source = "Definition" if definition.kind == ToolKind.HTTP else "Built-in, customised"
+        else:
+            source = "Built-in" if BUILTINS.has(item.name) else "Context provider"
+        rows.append({"tool": item, "source": source, "definition": definition})
+    context = {"rows": rows, "definitions": list(definitions.values())}
+    return render_page(request, "web/config/tool_list.html", context)
+
+
+@admin_required
+def tool_create(request: HttpRequest) -> HttpResponse:
+    definition = ToolDefinition(tenant=request.tenant, kind=ToolKind.HTTP)
+    return _tool_form(request, definition)
+
+
+@admin_required
+def tool_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    return _tool_form(request, get_for_tenant(ToolDefinition, request.tenant, pk=pk))
+
+
+def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse:
+    tenant = request.tenant
+    existing = definition.pk is not None
+    initial = {} if existing else {"input_schema": EXAMPLE_SCHEMA, "config": EXAMPLE_CONFIG}
+    form = ToolDefinitionForm(request.POST or None, instance=definition, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = tool_definition_save(
+                tenant=tenant, definition=definition if existing else None, changes=form.changes()
+            )
+        except (ValidationError, SaveConflict) as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved tool “{saved.name}”.")
+            return redirect("config:tool_edit", tenant_slug=tenant.slug, pk=saved.pk)
+    testable = existing and tenant_tools(tenant).registry.has(definition.name)
+    context = {"form": form, "definition": definition if existing else None, "testable": testable}
+    return render_page(
+        request, "web/config/tool_form.html", context, status=400 if form.errors else 200
+    )
+
+
+@admin_required
+def tool_remove(request: HttpRequest, pk: int) -> HttpResponse:
+    definition = get_for_tenant(ToolDefinition, request.tenant, pk=pk)
+    if request.method == "POST":
+        tool_definition_delete(tenant=request.tenant, definition=definition)
+        messages.success(request, f"Deleted tool “{definition.name}”.")
+        return redirect("config:tools", tenant_slug=request.tenant.slug)
+    context = {"object": definition, "what": "tool definition", "cancel": "config:tools"}
+    return render_page(request, "web/config/confirm_delete.html", context)
+
+
+class TryForm(PlainLabels, forms.Form):
+    arguments = forms.CharField(
+        widget=JsonTextarea({"rows": 6}),
+        label="Arguments (JSON)",
+        help_text="A JSON object matching the input schema.",
+    )
+
+    def clean_arguments(self) -> Any:
+        try:
+            return json.loads(self.cleaned_data["arguments"])
+        except ValueError as exc:
+            raise ValidationError(f"Not valid JSON: {exc}") from None
+
+
+@admin_required
+def tool_try(request: HttpRequest, name: str) -> HttpResponse:
+    """Show one registry tool and execute it with the given arguments (htmx: the result
+    only). Executing calls the tool for real, HTTP tools included."""
+    registry = tenant_tools(request.tenant).registry
+    if not registry.has(name):
+        raise Http404("No such tool.")
+    item = registry.get(name)
+    result = None
+    form = TryForm(request.POST or None, initial={"arguments": _example_arguments(item)})
+    if request.method == "POST" and form.is_valid():
+        result = tool_execute(
+            tenant=request.tenant,
+            name=name,
+            arguments=form.cleaned_data["arguments"],
+            user_id=request.user.pk,
+        )
+    context = {
+        "tool": item,
+        "form": form,
+        "result": result,
+        "result_text": _pretty(result.result) if result is not None else "",
+        "schema_text": _pretty(item.input_schema),
+    }
+    return render_page(request, "web/config/tool_try.html", context, partial="try-result")
+
+
+def _example_arguments(item: Any) -> str:
+    if item.examples:
+        return _pretty(item.examples[0])
+    return "{}"
+
+
+def _pretty(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,39 @@
+"""Configuration pages under /t/<tenant_slug>/, for owners and admins only (see
+docs/web-config.md). Objects with slugs take a suffix (edit/, delete/) so that no slug
+can shadow a fixed path such as new/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from agentplatform.web.config import agents, api_keys, connections, crews, members, tools
+
+app_name = "config"
+urlpatterns = [
+    path("agents/", agents.agent_list, name="agents"),
+    path("agents/new/", agents.agent_create, name="agent_create"),
+    path("agents/effective-tools/", agents.agent_tools, name="agent_tools"),
+    path("agents/<slug:slug>/edit/", agents.agent_edit, name="agent_edit"),
+    path("agents/<slug:slug>/delete/", agents.agent_remove, name="agent_delete"),
+    path("crews/", crews.crew_list, name="crews"),
+    path("crews/new/", crews.crew_create, name="crew_create"),
+    path("crews/<slug:slug>/edit/", crews.crew_edit, name="crew_edit"),
+    path("crews/<slug:slug>/delete/", crews.crew_remove, name="crew_delete"),
+    path("tools/", tools.tool_list, name="tools"),
+    path("tools/new/", tools.tool_create, name="tool_create"),
+    path("tools/<int:pk>/edit/", tools.tool_edit, name="tool_edit"),
+    path("tools/<int:pk>/delete/", tools.tool_remove, name="tool_delete"),
+    path("tools/try/<str:name>/", tools.tool_try, name="tool_try"),
+    path("connections/", connections.connection_list, name="connections"),
+    path("connections/new/", connections.connection_create, name="connection_create"),
+    path("connections/<int:pk>/edit/", connections.connection_edit, name="connection_edit"),
+    path("connections/<int:pk>/test/", connections.connection_check, name="connection_test"),
+    path("connections/<int:pk>/delete/", connections.connection_remove, name="connection_delete"),
+    path("api-keys/", api_keys.api_key_list, name="api_keys"),
+    path("api-keys/new/", api_keys.api_key_new, name="api_key_create"),
+    path("api-keys/<int:pk>/revoke/", api_keys.api_key_remove, name="api_key_revoke"),
+    path("members/", members.member_list, name="members"),
+    path("members/add/", members.member_add, name="member_add"),
+    path("members/<int:pk>/role/", members.member_role, name="member_role"),
+    path("members/<int:pk>/remove/", members.member_remove, name="member_remove"),
+]

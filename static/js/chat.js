@@ -1,0 +1,150 @@
+// The chat page: Enter sends, live answers over Server-Sent Events, the composer locked
+// while an answer runs. No inline script anywhere (the CSP forbids it).
+//
+// The stream (agentplatform/web/chat/stream.py) sends server-rendered, escaped HTML: each
+// message is {"ops": [...]}, an op appends to or replaces an element by id. This file
+// never builds markup from data itself.
+"use strict";
+
+(() => {
+  const streams = new Map(); // element id -> EventSource
+
+  function composer() {
+    return document.getElementById("composer");
+  }
+
+  function setBusy(busy) {
+    const form = composer();
+    if (!form || form.hasAttribute("data-locked")) return;
+    form.toggleAttribute("data-busy", busy);
+    for (const control of form.querySelectorAll("textarea, button")) control.disabled = busy;
+  }
+
+  function nearBottom() {
+    return window.innerHeight + window.scrollY >= document.body.scrollHeight - 120;
+  }
+
+  function fragment(html) {
+    const template = document.createElement("template");
+    template.innerHTML = html.trim();
+    return template.content;
+  }
+
+  function activate(nodes) {
+    for (const node of nodes) {
+      if (node.nodeType === Node.ELEMENT_NODE && window.htmx) window.htmx.process(node);
+    }
+  }
+
+  function apply(op) {
+    const target = op.target ? document.getElementById(op.target) : null;
+    if (op.op === "append") {
+      if (target) target.insertAdjacentHTML("beforeend", op.html);
+    } else if (op.op === "replace") {
+      const content = fragment(op.html);
+      const nodes = Array.from(content.childNodes);
+      const fresh = content.firstElementChild;
+      if (target) {
+        // Keep an open tool card open while it updates.
+        if (fresh && target.tagName === "DETAILS" && fresh.tagName === "DETAILS" && target.open) {
+          fresh.open = true;
+        }
+        target.replaceWith(content);
+      } else {
+        const parent = op.parent ? document.getElementById(op.parent) : null;
+        if (!parent) return;
+        parent.append(content);
+      }
+      activate(nodes);
+    }
+  }
+
+  function connect(element) {
+    const url = element.dataset.streamUrl;
+    if (!url || streams.has(element.id)) return;
+    const source = new EventSource(url);
+    streams.set(element.id, source);
+    element.setAttribute("aria-busy", "true");
+    setBusy(true);
+    const finish = () => {
+      source.close();
+      streams.delete(element.id);
+      element.removeAttribute("data-stream-url");
+      element.removeAttribute("aria-busy");
+      if (streams.size === 0) setBusy(false);
+    };
+    source.onmessage = (event) => {
+      const follow = nearBottom();
+      const { ops } = JSON.parse(event.data);
+      let ended = false;
+      for (const op of ops) {
+        if (op.op === "end") ended = true;
+        else apply(op);
+      }
+      if (follow) window.scrollTo(0, document.body.scrollHeight);
+      if (ended) finish();
+    };
+    source.onerror = () => {
+      // CONNECTING: the browser retries by itself (with Last-Event-ID). CLOSED: it gave up.
+      if (source.readyState === EventSource.CLOSED) {
+        const state = document.getElementById(`${element.id}-state`);
+        if (state) state.textContent = "The live answer was interrupted. Reload the page to see the rest.";
+        finish();
+      }
+    };
+  }
+
+  function connectWithin(root) {
+    if (!root || !root.querySelectorAll) return;
+    if (root.matches && root.matches("[data-stream-url]")) connect(root);
+    for (const element of root.querySelectorAll("[data-stream-url]")) connect(element);
+  }
+
+  // Enter sends, Shift+Enter (or an IME composition) adds a line.
+  document.addEventListener("keydown", (event) => {
+    const field = event.target;
+    if (!(field instanceof HTMLTextAreaElement) || !field.hasAttribute("data-enter-sends")) return;
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    event.preventDefault();
+    if (field.disabled || field.value.trim() === "") return;
+    field.form.requestSubmit();
+  });
+
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const form = composer();
+    if (form && event.detail.elt === form) {
+      const notice = document.getElementById("composer-notice");
+      if (notice) notice.textContent = "";
+    }
+  });
+
+  document.addEventListener("htmx:afterRequest", (event) => {
+    const form = composer();
+    const refused = event.detail.xhr && event.detail.xhr.getResponseHeader("HX-Retarget");
+    if (form && event.detail.elt === form && event.detail.successful && !refused) form.reset();
+  });
+
+  // A new turn: only the last answer offers Regenerate.
+  document.addEventListener("htmx:afterSwap", (event) => {
+    if (event.detail.target && event.detail.target.id === "thread") {
+      const forms = document.querySelectorAll("#thread .regenerate");
+      forms.forEach((form, index) => {
+        if (index < forms.length - 1 || !form.closest(".turn:last-child")) form.remove();
+      });
+    }
+  });
+
+  document.addEventListener("htmx:responseError", (event) => {
+    const notice = document.getElementById("composer-notice");
+    const status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (notice) {
+      notice.textContent =
+        status === 403
+          ? "You are not allowed to do that here."
+          : `That did not work (HTTP ${status}). Reload the page and try again.`;
+    }
+  });
+
+  document.addEventListener("htmx:load", (event) => connectWithin(event.target));
+  document.addEventListener("DOMContentLoaded", () => connectWithin(document.body));
+})();

@@ -1,0 +1,183 @@
+"""The chat in Chromium against the live server and a real Celery worker; the model is the
+local fake provider (OpenAI wire format, streamed in pieces)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agents.models import Conversation, Run
+from agents.services import conversation_save
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ATTACK = "<script>alert(1)</script> <img src=x onerror=alert(1)>"
+
+
+def start_chat(tab, message: str) -> int:
+    """From the chat index: pick the assistant (preselected by ?agent=), type, press Enter."""
+    tab.goto("/t/acme/chat/?agent=assistant")
+    assert tab.page.get_by_label("Chat with").input_value() == "agent:assistant"
+    field = tab.page.get_by_label("Message")
+    field.fill(message)
+    field.press("Enter")
+    tab.page.wait_for_url(lambda url: url.rstrip("/").split("/")[-1].isdigit())
+    return Run.objects.filter(conversation__owner_user__username="bob").latest("pk").pk
+
+
+def segment_lengths_until(tab, selector: str, done_selector: str, timeout: float = 15) -> list[int]:
+    """Distinct lengths of the text in `selector`, sampled until `done_selector` shows."""
+    seen: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = (
+            tab.page.locator(selector).text_content() if tab.page.locator(selector).count() else ""
+        )
+        if text and (not seen or seen[-1] != len(text)):
+            seen.append(len(text))
+        if tab.page.locator(done_selector).count():
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"{done_selector} never showed; lengths seen: {seen}")
+
+
+def test_a_chat_streams_shows_a_tool_and_an_approval_and_resumes_after_reload(
+    trio, agent, transfer, provider_server, celery_worker_process, tab
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply(
+            [ToolCall("c1", "calculator", '{"expression": "2+3"}')],
+            text="Let me work out the amount first, then ask to transfer it.",
+            chunk_delay_s=0.4,
+        ),
+        ToolCallReply([ToolCall("c2", "transfer", '{"amount": 5, "to": "bob"}')]),
+        TextReply("Done: I transferred **5** to bob. Anything else?", chunk_delay_s=1.2),
+    )
+    tab.login("bob")
+    run_id = start_chat(tab, "Please send 5 to bob")
+    page = tab.page
+
+    # 1. The first round's text grows in several increments while the run goes on.
+    lengths = segment_lengths_until(tab, f"#run-{run_id}-seg-1", ".tool-card.done")
+    assert len(lengths) >= 2, lengths
+    assert page.get_by_label("Message").is_disabled()  # the composer waits for the answer
+
+    # 2. The tool card: collapsed, with name, arguments, result and latency.
+    card = page.locator(".tool-card", has_text="calculator")
+    assert card.get_attribute("open") is None
+    card.locator("summary").click()
+    assert '"expression": "2+3"' in card.locator("pre").first.text_content()
+    assert "5" in card.locator("pre").nth(1).text_content()
+    assert "ms" in card.locator(".tool-latency").text_content()
+
+    # 3. The approval card; approve it; the run goes on live in the same page.
+    approval = page.locator(".approval-card", has_text="transfer")
+    approval.wait_for()
+    assert "Approval needed" in approval.text_content()
+    approval.get_by_role("button", name="Approve").click()
+    page.locator(".approval-card.approved", has_text="Approved by bob").wait_for()
+
+    # 4. Mid-stream reload: the page shows what was said so far and keeps receiving.
+    final = f"#run-{run_id}-seg-3"
+    page.locator(final).wait_for()
+    deadline = time.monotonic() + 10
+    while not (page.locator(final).text_content() or "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = page.locator(final).text_content()
+    assert before and Run.objects.get(pk=run_id).status == "running"
+    page.reload()
+    after_reload = page.locator(final).text_content()
+    assert after_reload and after_reload.startswith(before[:3]), (before, after_reload)
+    page.locator(f"{final}:not(.streaming) strong", has_text="5").wait_for(timeout=15_000)
+    assert "Done: I transferred 5 to bob. Anything else?" in page.locator(final).text_content()
+    assert page.get_by_label("Message").is_enabled()
+    assert page.get_by_role("button", name="Regenerate").is_visible()
+    assert Run.objects.get(pk=run_id).status == "succeeded"
+    assert [r.json() for r in transfer.requests] == [{"amount": 5, "to": "bob"}]
+    tab.screenshot("chat")
+    tab.assert_clean()
+
+
+def test_html_in_messages_and_tool_results_renders_as_text(
+    trio, agent, provider_server, celery_worker_process, tab
+):
+    server = LocalServer()
+    server.route("GET", "/echo", Reply(json={"html": ATTACK}))
+    ToolDefinition.objects.create(
+        tenant=trio.acme,
+        name="echo",
+        description="Echo HTML.",
+        kind="http",
+        input_schema={"type": "object", "properties": {}},
+        config={"method": "GET", "url": server.url + "/echo"},
+        effect="read",
+        idempotent=True,
+    )
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "echo", "{}")], text=f"Calling {ATTACK}"),
+        TextReply(f"It said {ATTACK}", chunk_delay_s=0.2),
+    )
+    dialogs: list[str] = []
+    tab.page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    try:
+        tab.login("bob")
+        run_id = start_chat(tab, ATTACK)
+        page = tab.page
+        page.locator(f"#run-{run_id}-seg-2:not(.streaming)").wait_for(timeout=15_000)
+        thread = page.locator("#thread")
+        assert thread.locator("img").count() == 0 and thread.locator("script").count() == 0
+        assert ATTACK.replace(" ", "") in thread.text_content().replace(" ", "").replace("\n", "")
+        page.locator(".tool-card", has_text="echo").locator("summary").click()
+        assert (
+            "<img src=x onerror=alert(1)>" in page.locator(".tool-card pre").nth(1).text_content()
+        )
+        page.reload()  # the stored rendering is as safe as the live one
+        assert page.locator("#thread img, #thread script").count() == 0
+        assert dialogs == []
+        tab.assert_clean()
+    finally:
+        server.close()
+
+
+def test_another_tenants_conversation_answers_404(trio, agent, tab):
+    chat = conversation_save(
+        tenant=trio.acme, changes={"agent": agent, "title": "Private"}, owner_user=trio.bob
+    )
+    tab.login("charlie")
+    assert tab.goto(f"/t/acme/chat/{chat.pk}/").status == 404
+    assert tab.goto(f"/t/globex/chat/{chat.pk}/").status == 404
+    assert "Private" not in tab.page.content()
+    tab.page.context.clear_cookies()
+    tab.login("alice")  # acme's owner: still not her conversation
+    assert tab.goto(f"/t/acme/chat/{chat.pk}/").status == 404
+    tab.assert_clean()
+
+
+def test_conversations_are_searched_renamed_and_deleted(trio, agent, tab):
+    for title in ("Quarterly report", "Holiday plans"):
+        conversation_save(
+            tenant=trio.acme, changes={"agent": agent, "title": title}, owner_user=trio.bob
+        )
+    tab.login("bob")
+    tab.goto("/t/acme/chat/")
+    page = tab.page
+    page.get_by_label("Search conversations").press_sequentially("quart")
+    page.locator("#conversation-list", has_not_text="Holiday").wait_for()
+    assert page.locator(".conversation-item").count() == 1
+    page.get_by_role("link", name="Rename Quarterly report").click()
+    page.get_by_label("New title").fill("Q3 report")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_role("link", name="Q3 report", exact=True).wait_for()
+    page.get_by_role("link", name="Delete Q3 report").click()
+    page.get_by_role("button", name="Delete conversation").click()
+    page.wait_for_url(f"{tab.base}/t/acme/chat/")
+    assert list(Conversation.objects.values_list("title", flat=True)) == ["Holiday plans"]
+    tab.page.set_viewport_size({"width": 390, "height": 800})
+    tab.screenshot("chat-narrow")
+    tab.assert_clean()

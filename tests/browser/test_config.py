@@ -1,0 +1,79 @@
+"""Configuration pages in a real browser: the agent form's live tool list, "Try it", the
+tool test panel (htmx under the strict CSP), and members kept out."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from agents.models import Agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_admin_creates_an_agent_with_a_tool_and_tries_it_in_the_chat(trio, tab):
+    tab.login("alice")
+    tab.goto("/t/acme/agents/new/")
+    page = tab.page
+    effective = page.locator("#effective-tools")
+    page.get_by_label("Name", exact=True).fill("Math helper")
+    page.get_by_label("Slug").fill("math")
+    page.get_by_label("Instructions").fill("Use the calculator for arithmetic.")
+    assert effective.get_by_text("current_time").is_visible()  # all tools, at first
+
+    page.get_by_label("Use all tools").uncheck()
+    expect(effective).to_contain_text("No tools")
+    tools_by_name = page.get_by_role("group", name="Tools by name")
+    tools_by_name.get_by_label("calculator").check()
+    expect(effective.locator(".count")).to_have_text("(1)")
+    assert effective.locator("code").all_inner_texts() == ["calculator"]
+    tab.screenshot("agent_form")
+    page.set_viewport_size({"width": 390, "height": 800})
+    tab.screenshot("agent_form_narrow")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    page.get_by_role("button", name="Create agent").click()
+    page.wait_for_url(f"{tab.base}/t/acme/agents/math/edit/")
+    assert page.get_by_role("status").filter(has_text="Saved agent").is_visible()
+    agent = Agent.objects.get(tenant=trio.acme, slug="math")
+    assert agent.tool_names == ["calculator"] and not agent.use_all_tools
+
+    page.get_by_role("link", name="Try it in the chat").click()
+    page.wait_for_url(re.compile(r"/t/acme/chat/\?agent=math$"))
+    expect(page.get_by_label("Chat with")).to_have_value("agent:math")  # preselected
+    tab.assert_clean()
+
+
+def test_the_tool_test_panel_shows_the_result_in_place(trio, tab):
+    tab.login("alice")
+    tab.goto("/t/acme/tools/")
+    row = tab.page.get_by_role("row").filter(has_text="calculator")
+    row.get_by_role("link", name="Test").click()
+    tab.page.wait_for_url(f"{tab.base}/t/acme/tools/try/calculator/")
+    arguments = tab.page.get_by_role("textbox", name="Arguments (JSON)")
+    arguments.fill('{"expression": "6 * 7"}')
+    tab.page.get_by_role("button", name="Run the tool").click()
+    result = tab.page.locator("#try-result")
+    result.locator("pre").wait_for()
+    assert "42" in result.inner_text()
+    assert tab.page.url.endswith("/t/acme/tools/try/calculator/")  # swapped in, no reload
+    arguments.fill("{nope")
+    tab.page.get_by_role("button", name="Run the tool").click()
+    result.get_by_text("Not valid JSON").wait_for()
+    tab.assert_clean()
+
+
+def test_a_member_sees_no_configuration_and_gets_403(trio, tab):
+    tab.login("bob")
+    tab.page.wait_for_url(f"{tab.base}/t/acme/")
+    nav = tab.page.get_by_role("navigation", name="Workspace")
+    for name in ("Agents", "Crews", "Tools", "Connections", "API keys", "Members"):
+        assert nav.get_by_role("link", name=name).count() == 0, name
+    for path in (
+        "agents/", "agents/new/", "crews/", "crews/new/", "tools/", "tools/new/",
+        "tools/try/calculator/", "connections/", "connections/new/", "api-keys/", "members/",
+    ):  # fmt: skip
+        assert tab.goto(f"/t/acme/{path}").status == 403, path
+    tab.assert_clean()

@@ -1,0 +1,376 @@
+"""The chat pages through Django's test client: tenant isolation, ownership, roles, guardian
+restrictions, CSRF, escaping. The live stream and the browser behaviour are in
+tests/browser/test_chat.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import Client
+from guardian.shortcuts import assign_perm
+
+from agentplatform.tenancy.models import Role
+from agents.models import Agent, Approval, Conversation, Crew, Message, Run, RunEvent
+from agents.services import conversation_save, run_start
+from tests.factories import PASSWORD, add_member, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def login(client: Client, user) -> Client:
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+@pytest.fixture
+def assistant(trio) -> Agent:
+    return Agent.objects.create(tenant=trio.acme, slug="assistant", name="Assistant")
+
+
+@pytest.fixture
+def bobs_chat(trio, assistant) -> Conversation:
+    return conversation_save(
+        tenant=trio.acme, changes={"agent": assistant, "title": "Bob's plans"}, owner_user=trio.bob
+    )
+
+
+def url(chat: Conversation, suffix: str = "") -> str:
+    return f"/t/{chat.tenant.slug}/chat/{chat.pk}/{suffix}"
+
+
+def test_a_member_sees_their_conversations_and_the_new_chat_form(client, trio, bobs_chat):
+    body = login(client, trio.bob).get("/t/acme/chat/").content.decode()
+    assert "Bob&#x27;s plans" in body
+    assert 'value="agent:assistant"' in body
+    assert 'name="target"' in body
+
+
+def test_another_tenants_conversation_answers_404(client, trio, bobs_chat):
+    login(client, trio.charlie)  # owner of globex, outsider to acme
+    assert client.get(url(bobs_chat)).status_code == 404
+    # Through charlie's own tenant too: the conversation is not globex's.
+    assert client.get(f"/t/globex/chat/{bobs_chat.pk}/").status_code == 404
+    assert client.post(f"/t/globex/chat/{bobs_chat.pk}/send/", {"message": "hi"}).status_code == 404
+
+
+def test_another_users_conversation_answers_404_even_to_the_owner(client, trio, bobs_chat):
+    login(client, trio.alice)  # acme's owner, but not the conversation's
+    for suffix in ("", "rename/", "delete/"):
+        assert client.get(url(bobs_chat, suffix)).status_code == 404, suffix
+    for suffix in ("send/", "regenerate/", "rename/", "delete/"):
+        assert (
+            client.post(url(bobs_chat, suffix), {"message": "x", "title": "x"}).status_code == 404
+        )
+    assert Conversation.objects.filter(pk=bobs_chat.pk, title="Bob's plans").exists()
+    assert not Message.objects.exists()
+
+
+def test_the_conversation_list_shows_only_the_users_own(client, trio, assistant, bobs_chat):
+    conversation_save(
+        tenant=trio.acme,
+        changes={"agent": assistant, "title": "Alice's secret"},
+        owner_user=trio.alice,
+    )
+    body = login(client, trio.bob).get("/t/acme/chat/").content.decode()
+    assert "Alice" not in body
+
+
+def test_search_filters_by_title_and_answers_htmx_with_the_list_only(client, trio, assistant):
+    for title in ("Quarterly report", "Holiday plans"):
+        conversation_save(
+            tenant=trio.acme, changes={"agent": assistant, "title": title}, owner_user=trio.bob
+        )
+    login(client, trio.bob)
+    response = client.get(
+        "/t/acme/chat/?q=report", headers={"HX-Request": "true", "HX-Target": "conversation-list"}
+    )
+    body = response.content.decode()
+    assert "Quarterly report" in body and "Holiday" not in body
+    assert "<html" not in body and 'id="conversation-list"' in body
+    assert "HX-Request" in response["Vary"]
+
+
+def test_sending_starts_a_run_in_the_conversation(client, trio, bobs_chat):
+    response = login(client, trio.bob).post(url(bobs_chat, "send/"), {"message": "Hello there"})
+    assert response.status_code == 302
+    run = Run.objects.get(conversation=bobs_chat)
+    assert run.input == "Hello there" and run.initiated_by_user == trio.bob
+    assert run.agent.slug == "assistant" and run.status == "queued"
+
+
+def test_sending_with_htmx_answers_the_new_turn_with_its_stream(client, trio, bobs_chat):
+    response = login(client, trio.bob).post(
+        url(bobs_chat, "send/"), {"message": "Hi"}, headers={"HX-Request": "true"}
+    )
+    run = Run.objects.get(conversation=bobs_chat)
+    body = response.content.decode()
+    assert f'id="run-{run.pk}"' in body and f"runs/{run.pk}/stream/?after=0" in body
+
+
+def test_a_second_message_waits_for_the_running_answer(client, trio, bobs_chat):
+    login(client, trio.bob)
+    client.post(url(bobs_chat, "send/"), {"message": "one"})
+    response = client.post(
+        url(bobs_chat, "send/"), {"message": "two"}, headers={"HX-Request": "true"}
+    )
+    assert (
+        response["X-Chat-Status"] == "409"
+        and "Wait for the current answer" in response.content.decode()
+    )
+    assert Run.objects.filter(conversation=bobs_chat).count() == 1
+
+
+def test_new_chat_creates_a_conversation_and_its_first_run(client, trio, assistant):
+    response = login(client, trio.bob).post(
+        "/t/acme/chat/new/", {"target": "agent:assistant", "message": "Plan my week"}
+    )
+    chat = Conversation.objects.get(owner_user=trio.bob)
+    assert response["Location"] == url(chat)
+    assert chat.title == "Plan my week" and chat.runs.get().input == "Plan my week"
+
+
+def test_the_agent_query_parameter_preselects_it(client, trio, assistant):
+    Agent.objects.create(tenant=trio.acme, slug="writer", name="Writer")
+    body = login(client, trio.bob).get("/t/acme/chat/?agent=writer").content.decode()
+    assert 'value="agent:writer" selected' in body
+    assert 'value="agent:assistant" selected' not in body
+
+
+def test_a_viewer_reads_but_cannot_send(client, trio, assistant):
+    viewer = make_user("vera")
+    add_member(trio.acme, viewer, Role.VIEWER)
+    chat = conversation_save(tenant=trio.acme, changes={"agent": assistant}, owner_user=viewer)
+    login(client, viewer)
+    page = client.get(url(chat))
+    assert page.status_code == 200 and "Viewers cannot send" in page.content.decode()
+    assert 'id="composer"' not in page.content.decode()
+    assert client.post(url(chat, "send/"), {"message": "hi"}).status_code == 403
+    assert client.post("/t/acme/chat/new/", {"target": "agent:assistant"}).status_code == 403
+    assert client.post(url(chat, "delete/")).status_code == 403
+    assert not Run.objects.exists()
+
+
+def test_a_restricted_agent_is_usable_only_by_holders_and_admins(client, trio, assistant):
+    secret = Agent.objects.create(tenant=trio.acme, slug="payroll", name="Payroll")
+    carol = make_user("carol")
+    add_member(trio.acme, carol, Role.MEMBER)
+    assign_perm("agents.use_agent", carol, secret)  # now only carol (and admins) may use it
+
+    bob_page = login(client, trio.bob).get("/t/acme/chat/").content.decode()
+    assert "agent:payroll" not in bob_page and "agent:assistant" in bob_page
+    assert client.post("/t/acme/chat/new/", {"target": "agent:payroll"}).status_code == 403
+    assert not Conversation.objects.exists()
+
+    assert "agent:payroll" in login(Client(), carol).get("/t/acme/chat/").content.decode()
+    assert "agent:payroll" in login(Client(), trio.alice).get("/t/acme/chat/").content.decode()
+
+
+def test_a_restriction_added_later_stops_an_existing_conversation(
+    client, trio, assistant, bobs_chat
+):
+    assign_perm("agents.use_agent", trio.alice, assistant)
+    login(client, trio.bob)
+    assert client.post(url(bobs_chat, "send/"), {"message": "hi"}).status_code == 403
+    assert "not available to you" in client.get(url(bobs_chat)).content.decode()
+
+
+def test_a_restricted_crew_is_hidden_from_others(client, trio, assistant):
+    Crew.objects.create(tenant=trio.acme, slug="open", name="Open crew")
+    closed = Crew.objects.create(tenant=trio.acme, slug="closed", name="Closed crew")
+    assign_perm("agents.use_crew", trio.alice, closed)
+    body = login(client, trio.bob).get("/t/acme/chat/").content.decode()
+    assert "crew:open" in body and "crew:closed" not in body
+
+
+def test_posts_need_a_csrf_token(trio, bobs_chat):
+    client = login(Client(enforce_csrf_checks=True), trio.bob)
+    assert client.post(url(bobs_chat, "send/"), {"message": "hi"}).status_code == 403
+    assert client.post("/t/acme/chat/new/", {"target": "agent:assistant"}).status_code == 403
+    assert client.post(url(bobs_chat, "delete/")).status_code == 403
+    token = client.get(url(bobs_chat)).cookies["csrftoken"].value
+    response = client.post(
+        url(bobs_chat, "send/"), {"message": "hi"}, headers={"X-CSRFToken": token}
+    )
+    assert response.status_code == 302 and Run.objects.count() == 1
+
+
+def test_rename_and_delete(client, trio, bobs_chat):
+    login(client, trio.bob)
+    response = client.post(
+        url(bobs_chat, "rename/"), {"title": "Renamed"}, headers={"HX-Request": "true"}
+    )
+    assert "Renamed" in response.content.decode() and 'id="conv-' in response.content.decode()
+    assert "Delete “Renamed”?" in client.get(url(bobs_chat, "delete/")).content.decode()
+    assert client.post(url(bobs_chat, "delete/")).status_code == 302
+    assert not Conversation.objects.exists()
+
+
+def test_model_output_user_input_and_tool_results_are_escaped(client, trio, bobs_chat):
+    attack = "<script>alert(1)</script><img src=x onerror=alert(1)>"
+    run = run_start(
+        tenant=trio.acme,
+        agent=bobs_chat.agent,
+        input=attack,
+        conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )
+    events = [
+        ("inference.started", {"round": 1}),
+        ("inference.completed", {"round": 1, "text": "", "tool_calls": []}),
+        ("tool.started", {"call_id": "c1", "name": "echo", "arguments": {"text": attack}}),
+        (
+            "tool.completed",
+            {
+                "call_id": "c1",
+                "name": "echo",
+                "result": {"html": attack},
+                "error": None,
+                "latency_ms": 3,
+            },
+        ),
+        ("inference.started", {"round": 2}),
+        ("inference.completed", {"round": 2, "text": f"Here: {attack} **bold**"}),
+        ("run.completed", {"status": "succeeded", "output": f"Here: {attack}"}),
+    ]
+    for seq, (type, payload) in enumerate(events, 1):
+        RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
+    Run.objects.filter(pk=run.pk).update(status="succeeded", output=f"Here: {attack}")
+    Message.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, role="assistant", content=attack, run=run
+    )
+
+    body = login(client, trio.bob).get(url(bobs_chat)).content.decode()
+    thread = body[body.index('id="thread"') :]
+    assert "<script>alert" not in thread and "<img" not in thread
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in thread  # user text and tool JSON, as text
+    assert "<strong>bold</strong>" in thread  # markdown still renders
+    assert '<pre class="json">' in thread and "&quot;html&quot;" in thread
+
+
+def test_deciding_an_approval_of_the_conversations_run(client, trio, bobs_chat):
+    run = run_start(
+        tenant=trio.acme,
+        agent=bobs_chat.agent,
+        input="pay",
+        conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )
+    Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
+    approval = Approval.objects.create(
+        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"amount": 5}
+    )
+    # Not alice's conversation: 404 even for the tenant's owner.
+    assert (
+        login(Client(), trio.alice)
+        .post(url(bobs_chat, f"approvals/{approval.pk}/"), {"decision": "approve"})
+        .status_code
+        == 404
+    )
+    login(client, trio.bob)
+    page = client.get(url(bobs_chat)).content.decode()
+    assert "Approval needed:" in page and 'value="approve"' in page
+    response = client.post(
+        url(bobs_chat, f"approvals/{approval.pk}/"),
+        {"decision": "reject", "reason": "too much"},
+        headers={"HX-Request": "true"},
+    )
+    approval.refresh_from_db()
+    assert (
+        approval.status == "rejected"
+        and approval.reason == "too much"
+        and approval.decided_by == trio.bob
+    )
+    assert "Rejected by bob: too much" in response.content.decode()
+    again = client.post(
+        url(bobs_chat, f"approvals/{approval.pk}/"),
+        {"decision": "approve"},
+        headers={"HX-Request": "true"},
+    )
+    assert again["X-Chat-Status"] == "409" and "already rejected" in again.content.decode()
+
+
+def test_stop_cancels_a_queued_run(client, trio, bobs_chat):
+    run = run_start(
+        tenant=trio.acme,
+        agent=bobs_chat.agent,
+        input="long",
+        conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )
+    response = login(client, trio.bob).post(
+        url(bobs_chat, f"runs/{run.pk}/cancel/"), headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    page = client.get(url(bobs_chat)).content.decode()
+    assert "You stopped this answer" in page and "Regenerate" in page
+
+
+def test_regenerate_reruns_the_last_input(client, trio, bobs_chat):
+    run = run_start(
+        tenant=trio.acme,
+        agent=bobs_chat.agent,
+        input="again?",
+        conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )
+    Run.objects.filter(pk=run.pk).update(status="failed", error="ProviderUnavailable: down")
+    login(client, trio.bob)
+    assert "provider is unavailable" in client.get(url(bobs_chat)).content.decode()
+    client.post(url(bobs_chat, "regenerate/"))
+    assert list(Run.objects.filter(conversation=bobs_chat).values_list("input", flat=True)) == [
+        "again?",
+        "again?",
+    ]
+
+
+def test_the_stream_of_another_users_run_answers_404(client, trio, bobs_chat):
+    run = run_start(
+        tenant=trio.acme,
+        agent=bobs_chat.agent,
+        input="hi",
+        conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )
+    assert (
+        login(client, trio.alice).get(url(bobs_chat, f"runs/{run.pk}/stream/")).status_code == 404
+    )
+    other = conversation_save(
+        tenant=trio.acme, changes={"agent": bobs_chat.agent}, owner_user=trio.bob
+    )
+    # A run of another conversation through this one's URL: 404 too.
+    assert login(Client(), trio.bob).get(url(other, f"runs/{run.pk}/stream/")).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
+def test_the_stream_of_a_finished_run_renders_fragments(client, trio, bobs_chat):
+    run = run_start(
+        tenant=trio.acme,
+        agent=bobs_chat.agent,
+        input="hi",
+        conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )
+    for seq, (type, payload) in enumerate(
+        [
+            ("inference.started", {"round": 1}),
+            ("text.delta", {"text": "<b>Hel"}),
+            ("inference.completed", {"round": 1, "text": "<b>Hello</b> *there*"}),
+            ("run.completed", {"status": "succeeded", "output": "<b>Hello</b> *there*"}),
+        ],
+        1,
+    ):
+        RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    response = login(client, trio.bob).get(url(bobs_chat, f"runs/{run.pk}/stream/"))
+    assert response["Content-Type"] == "text/event-stream"
+
+    async def read() -> str:
+        return b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+    body = asyncio.run(read())
+    assert "id: 2" in body and "&amp;lt;b&amp;gt;Hel" not in body and "&lt;b&gt;Hel" in body
+    assert "<em>there</em>" in body and "<b>" not in body
+    assert '"op":"end"' in body
