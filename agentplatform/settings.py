@@ -271,3 +271,10 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},  # one INFO line per request otherwise
     },
 }
+
+# Knowledge bases (rag/): the largest document kept or fetched, the embedding batch size,
+# the URL fetch timeout, and the HNSW search breadth (hnsw.ef_search).
+RAG_MAX_DOCUMENT_BYTES = config.env_int("RAG_MAX_DOCUMENT_BYTES", 10 * 2**20)
+RAG_EMBED_BATCH_SIZE = config.env_int("RAG_EMBED_BATCH_SIZE", 64)
+RAG_URL_TIMEOUT_S = config.env_int("RAG_URL_TIMEOUT_S", 20)
+RAG_HNSW_EF_SEARCH = config.env_int("RAG_HNSW_EF_SEARCH", 100)

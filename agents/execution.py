@@ -44,6 +44,7 @@ from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.specs import agent_spec, conversation_history
 from agents.tool_runs import execute_tool_run
+from agents.tool_sources import with_agent_tools
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -241,6 +242,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     spec: AgentSpec = agent_spec(agent, connection)
     adapter = adapter_for(connection) if connection is not None else None
     toolbox = tenant_tools(run.tenant)
+    spec, tools = with_agent_tools(agent, spec, toolbox.registry)
     secrets = toolbox.secrets
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
@@ -253,7 +255,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     )
     audit = {}  # what this run resolved to, recorded with its first write
     if not run.instructions_digest:
-        registry = agent_registry(spec, toolbox.registry, DjangoFactStore())
+        registry = agent_registry(spec, tools, DjangoFactStore())
         audit = {
             "provider": adapter.provider if adapter is not None else "remote",
             "model": spec.model,
@@ -282,27 +284,27 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     return _Prepared(
         spec=spec,
         adapter=adapter,
-        registry=toolbox.registry,
+        registry=tools,
         ctx=ctx,
         state=state,
         history=conversation_history(run) if state is None else (),
         decisions=decisions,
         audit=audit,
-        context_blocks=_context_blocks(spec, toolbox),
+        context_blocks=_context_blocks(spec, tools, toolbox.context_blocks),
     )
 
 
-def _context_blocks(spec: AgentSpec, toolbox) -> tuple[tuple[str, str], ...]:
+def _context_blocks(spec: AgentSpec, tools, blocks) -> tuple[tuple[str, str], ...]:
     """A context provider's block joins the prompt of an agent that uses its tools."""
-    if not toolbox.context_blocks:
+    if not blocks:
         return ()
     used = {
         tag.removeprefix("context:")
-        for item in agent_registry(spec, toolbox.registry, None)
+        for item in agent_registry(spec, tools, None)
         for tag in item.tags
         if tag.startswith("context:")
     }
-    return tuple(block for name, block in sorted(toolbox.context_blocks.items()) if name in used)
+    return tuple(block for name, block in sorted(blocks.items()) if name in used)
 
 
 # -- crews ---------------------------------------------------------------------------

@@ -37,3 +37,17 @@ urlpatterns += [
         name="api_run_approval",
     ),
 ]
+
+# -- knowledge bases (agentplatform/api/knowledge_api.py) --
+from agentplatform.api import knowledge_api  # noqa: E402
+
+knowledge = SimpleRouter(trailing_slash=False)
+knowledge.register(
+    "knowledge-bases", knowledge_api.KnowledgeBaseViewSet, basename="api_knowledge_base"
+)
+knowledge.register(
+    r"knowledge-bases/(?P<kb>[^/]+)/documents",
+    knowledge_api.DocumentViewSet,
+    basename="api_knowledge_document",
+)
+urlpatterns += knowledge.urls

@@ -14,4 +14,5 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
     path("t/<slug:tenant_slug>/", include("agentplatform.web.activity.urls")),  # runs, usage
     path("t/<slug:tenant_slug>/", include("agentplatform.web.config.urls")),  # admins only
+    path("t/<slug:tenant_slug>/knowledge/", include("agentplatform.web.knowledge.urls")),
 ]

@@ -165,6 +165,7 @@ class RunStream:
             # Decided approvals (by someone else, elsewhere) show their outcome.
             for approval in await stream_read(_approvals)(self.run):
                 ops.append(self.approval_op(approval))
+            ops.append(self.citations())
             ops.append(self.status(""))
             ops.append(await self.footer())
             return ops
@@ -188,6 +189,11 @@ class RunStream:
             "html": html,
             "parent": self.steps_id,
         }
+
+    def citations(self) -> dict[str, Any]:
+        turn = Turn(run=self.run, user_text="", steps=list(self.tools.values()))
+        html = self.render("citations", turn=turn)
+        return {"op": "replace", "target": f"run-{self.run.pk}-citations", "html": html}
 
     def status(self, text: str) -> dict[str, Any]:
         return {

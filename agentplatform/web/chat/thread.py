@@ -62,6 +62,38 @@ class ToolCard:
         return pretty_json(self.result)
 
 
+@dataclass(frozen=True)
+class Citation:
+    """One source the answer drew on: a `knowledge_search` result of the run."""
+
+    marker: str  # "[1]", as the model was given it
+    document_id: int
+    title: str
+    snippet: str
+
+
+def citations_of(steps: list) -> list[Citation]:
+    """The knowledge_search results of a turn's completed tool calls, one per document
+    chunk, in the order the model saw them."""
+    found: list[Citation] = []
+    for step in steps:
+        if not (isinstance(step, ToolCard) and step.name == "knowledge_search" and step.done):
+            continue
+        results = step.result.get("results") if isinstance(step.result, dict) else None
+        for hit in results or ():
+            if isinstance(hit, dict) and isinstance(hit.get("document_id"), int):
+                text = " ".join(str(hit.get("text", "")).split())
+                found.append(
+                    Citation(
+                        marker=str(hit.get("citation", "")),
+                        document_id=hit["document_id"],
+                        title=str(hit.get("document_title", "")),
+                        snippet=text[:200] + ("…" if len(text) > 200 else ""),
+                    )
+                )
+    return found
+
+
 @dataclass
 class ApprovalSlot:
     """Where a run parked for a human: the Approval rows found for it are shown here."""
@@ -80,6 +112,10 @@ class Turn:
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
     last_seq: int = 0
     is_last: bool = False
+
+    @property
+    def citations(self) -> list[Citation]:
+        return citations_of(self.steps)
 
     @property
     def answer_html(self) -> SafeString:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentplatform.web.chat import views
+from agentplatform.web.chat import sources, views
 
 app_name = "chat"
 urlpatterns = [
@@ -16,4 +16,5 @@ urlpatterns = [
     path("<int:conversation_id>/runs/<int:run_id>/stream/", views.stream, name="stream"),
     path("<int:conversation_id>/runs/<int:run_id>/cancel/", views.cancel, name="cancel"),
     path("<int:conversation_id>/approvals/<int:approval_id>/", views.decide, name="decide"),
+    path("sources/<int:document_id>/", sources.source, name="source"),
 ]

@@ -1,0 +1,139 @@
+"""Knowledge bases: list, create and edit (embedder, chunking, the agents that search it),
+delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from agentplatform.saving import SaveConflict
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import Tenant
+from agentplatform.web.config.common import (
+    PlainLabels,
+    add_service_errors,
+    admin_required,
+    render_page,
+)
+from agents.models import Agent
+from providers.models import ProviderConnection
+from rag.models import DocumentStatus, KnowledgeBase
+from rag.services import knowledge_base_delete, knowledge_base_save
+
+FORM = "web/knowledge/knowledge_base_form.html"
+
+
+class KnowledgeBaseForm(PlainLabels, forms.ModelForm):
+    class Meta:
+        model = KnowledgeBase
+        fields = [
+            "name", "slug", "description", "embedder", "provider_connection",
+            "embedding_model", "dimensions", "chunk_size", "chunk_overlap", "agents",
+        ]  # fmt: skip
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "embedder": forms.RadioSelect,
+            "agents": forms.CheckboxSelectMultiple,
+        }
+        labels = {
+            "chunk_size": "Chunk size (tokens)",
+            "chunk_overlap": "Chunk overlap (tokens)",
+            "agents": "Agents that search it",
+        }
+        help_texts = {
+            "slug": "Lowercase letters, digits, _ and -; used in URLs and the API.",
+            "agents": "These agents get a knowledge_search tool over this knowledge base.",
+        }
+
+    def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        connections = self.fields["provider_connection"]
+        connections.queryset = ProviderConnection.objects.filter(tenant=tenant)
+        connections.empty_label = "—"
+        self.fields["agents"].queryset = Agent.objects.filter(tenant=tenant).order_by("name")
+        self.fields["embedder"].choices = [c for c in self.fields["embedder"].choices if c[0] != ""]
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"]
+        taken = KnowledgeBase.objects.filter(tenant=self.tenant, slug=slug)
+        if taken.exclude(pk=self.instance.pk).exists():
+            raise ValidationError("Another knowledge base of this workspace has this slug.")
+        return slug
+
+    def changes(self) -> dict[str, Any]:
+        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
+        data["agents"] = list(data["agents"])
+        return data
+
+
+@admin_required
+def knowledge_base_list(request: HttpRequest) -> HttpResponse:
+    """One query: the knowledge bases with their document counts by status."""
+    active = Q(documents__status__in=[DocumentStatus.PENDING, DocumentStatus.PROCESSING])
+    rows = (
+        KnowledgeBase.objects.filter(tenant=request.tenant)
+        .annotate(
+            document_total=Count("documents", distinct=True),
+            document_active=Count("documents", filter=active, distinct=True),
+            document_failed=Count(
+                "documents", filter=Q(documents__status=DocumentStatus.FAILED), distinct=True
+            ),
+        )
+        .prefetch_related("agents")
+        .order_by("name")
+    )
+    return render_page(request, "web/knowledge/knowledge_base_list.html", {"rows": rows})
+
+
+@admin_required
+def knowledge_base_create(request: HttpRequest) -> HttpResponse:
+    return _knowledge_base_form(request, KnowledgeBase(tenant=request.tenant))
+
+
+@admin_required
+def knowledge_base_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    return _knowledge_base_form(request, knowledge_base)
+
+
+def _knowledge_base_form(request: HttpRequest, knowledge_base: KnowledgeBase) -> HttpResponse:
+    tenant = request.tenant
+    existing = knowledge_base.pk is not None
+    form = KnowledgeBaseForm(request.POST or None, instance=knowledge_base, tenant=tenant)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = knowledge_base_save(
+                tenant=tenant,
+                knowledge_base=knowledge_base if existing else None,
+                changes=form.changes(),
+            )
+        except (ValidationError, SaveConflict) as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved knowledge base “{saved.name}”.")
+            return redirect("knowledge:documents", tenant_slug=tenant.slug, slug=saved.slug)
+    context = {"form": form, "knowledge_base": knowledge_base if existing else None}
+    return render_page(request, FORM, context, status=400 if form.errors else 200)
+
+
+@admin_required
+def knowledge_base_remove(request: HttpRequest, slug: str) -> HttpResponse:
+    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    if request.method == "POST":
+        knowledge_base_delete(tenant=request.tenant, knowledge_base=knowledge_base)
+        messages.success(request, f"Deleted knowledge base “{knowledge_base.name}”.")
+        return redirect("knowledge:index", tenant_slug=request.tenant.slug)
+    context = {
+        "object": knowledge_base,
+        "what": "knowledge base",
+        "consequence": "Its documents and their chunks are deleted with it.",
+        "cancel_url": "knowledge:documents",
+    }
+    return render_page(request, "web/knowledge/confirm_delete.html", context)
