@@ -1,9 +1,11 @@
 """A leased run's writes — its events and its checkpoints — in order, coalesced into as few
 database round trips as possible.
 
-Events are numbered when emitted and written soon after, without making the loop wait: the
-write overlaps the model or tool call that follows. A checkpoint waits until it is durable
-and carries every event emitted before it in the same statement. Each statement also checks
+Events are numbered when emitted and written soon after, without making the loop wait: a
+text delta at once (time to first token), other events within DEFER_S, so that most of them
+ride along with the step's checkpoint instead of costing a statement of their own. A
+checkpoint waits until it is durable and carries every event emitted before it in the same
+statement. Each statement also checks
 and renews the lease, so a worker that lost its run writes nothing. Events are published on
 Redis after they are stored (one pipelined round trip), never before.
 """
@@ -20,6 +22,9 @@ from django.db import connection
 
 from agents.events import EventConflict, StoredEvent, channel, publisher
 from agents.models import Run, RunEvent
+
+IMMEDIATE = frozenset({"text.delta"})
+DEFER_S = 0.02
 
 
 class LeaseLost(Exception):
@@ -43,7 +48,8 @@ class RunWriter:
         self.seq = next_seq - 1
         self._pending = Batch()
         self._lock = asyncio.Lock()  # one write at a time, in emission order
-        self._scheduled = False
+        self._scheduled = False  # a write task is queued (it takes everything pending)
+        self._timer: asyncio.TimerHandle | None = None
         self._error: BaseException | None = None
         self._closed = False
 
@@ -53,6 +59,15 @@ class RunWriter:
         self.seq += 1
         event = StoredEvent(self.seq, type, payload)
         self._pending.events.append((event, json.dumps(payload, default=str)))
+        if type in IMMEDIATE:
+            self._write_now()
+        elif self._timer is None and not self._scheduled:
+            self._timer = asyncio.get_running_loop().call_later(DEFER_S, self._write_now)
+
+    def _write_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().create_task(self._write_soon())
@@ -79,6 +94,7 @@ class RunWriter:
         async with self._lock:
             self._raise_if_failed()
             self._closed = True
+            self._cancel_timer()
             batch, self._pending = self._pending, Batch()
             return batch
 
@@ -93,6 +109,7 @@ class RunWriter:
             self._scheduled = False
             if self._closed or self._error is not None or not self._pending:
                 return
+            self._cancel_timer()  # this write takes the deferred events along
             batch, self._pending = self._pending, Batch()
             try:
                 await sync_to_async(self._write)(batch)
@@ -103,6 +120,11 @@ class RunWriter:
     def _write(self, batch: Batch) -> None:
         write_batch(self.run, self.owner, batch, renew_lease_s=self.lease_s)
         publish(self.run, batch)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:

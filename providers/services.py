@@ -10,6 +10,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.http import Http404
 from django.utils import timezone
 
@@ -24,6 +26,7 @@ from providers.runtime.openai_adapter import OpenAIAdapter
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
+from tools.loader import invalidate, tools_version
 from tools.runtime.egress import EgressPolicy, guarded_async_client
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1-mini"}
@@ -90,8 +93,26 @@ def connections_for(tenant: Tenant) -> list[ProviderConnection]:
 
 
 def default_connection(tenant: Tenant) -> ProviderConnection | None:
+    """The tenant's default connection (else its first). Remembered per process while the
+    tenant's configuration version (tools.loader: bumped by any connection change) holds."""
+    version = tools_version(tenant.pk)
+    remembered = _defaults.get(tenant.pk)
+    if remembered is not None and remembered[0] == version:
+        return remembered[1]
     connections = connections_for(tenant)
-    return next((c for c in connections if c.is_default), connections[0] if connections else None)
+    found = next((c for c in connections if c.is_default), connections[0] if connections else None)
+    _defaults[tenant.pk] = (version, found)
+    return found
+
+
+_defaults: dict[int, tuple[str, ProviderConnection | None]] = {}
+
+
+@receiver([post_save, post_delete], sender=ProviderConnection)
+def _connection_changed(sender, instance: ProviderConnection, **kwargs) -> None:
+    if instance.tenant_id is not None:
+        invalidate(instance.tenant_id)
+        transaction.on_commit(lambda: invalidate(instance.tenant_id))
 
 
 def connection_save(

@@ -9,3 +9,4 @@ class RagConfig(AppConfig):
         from rag.tools import knowledge_tool_for_agent
 
         register_tool_source(knowledge_tool_for_agent)
+        from rag import signals  # noqa: F401 (connects its receivers)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rag.search import MAX_TOP_K, asearch
+from tools.loader import tools_version
 from tools.runtime.context import RunContext
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
@@ -106,12 +107,32 @@ def knowledge_tool(knowledge_base_ids: Iterable[int], *, names: Iterable[str] = 
 
 
 def knowledge_tool_for_agent(agent: Any) -> Tool | None:
-    """The agent's `knowledge_search` tool, or None when it has no knowledge bases. One query."""
-    bases = list(
-        agent.knowledge_bases.filter(tenant_id=agent.tenant_id)
-        .order_by("name")
-        .values_list("pk", "name")
-    )
+    """The agent's `knowledge_search` tool, or None when it has no knowledge bases. The
+    tenant's agent-to-knowledge-base links are read once per configuration version
+    (tools.loader: bumped by any knowledge base or link change), not once per run."""
+    bases = _links(agent.tenant_id).get(agent.pk)
     if not bases:
         return None
     return knowledge_tool([pk for pk, _ in bases], names=[name for _, name in bases])
+
+
+_remembered: dict[int, tuple[str, dict[int, list[tuple[int, str]]]]] = {}
+
+
+def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
+    from rag.models import KnowledgeBase
+
+    version = tools_version(tenant_id)
+    remembered = _remembered.get(tenant_id)
+    if remembered is not None and remembered[0] == version:
+        return remembered[1]
+    links: dict[int, list[tuple[int, str]]] = {}
+    rows = (
+        KnowledgeBase.agents.through.objects.filter(knowledgebase__tenant_id=tenant_id)
+        .order_by("knowledgebase__name")
+        .values_list("agent_id", "knowledgebase_id", "knowledgebase__name")
+    )
+    for agent_id, base_id, name in rows:
+        links.setdefault(agent_id, []).append((base_id, name))
+    _remembered[tenant_id] = (version, links)
+    return links
