@@ -9,11 +9,14 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.models import Agent
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_an_admin_creates_an_agent_with_a_tool_and_tries_it_in_the_chat(trio, tab):
+def test_an_admin_creates_an_agent_with_a_tool_and_chats_with_it(
+    trio, tab, connection, provider_server, celery_worker_process
+):
     tab.login("alice")
     tab.goto("/t/acme/agents/new/")
     page = tab.page
@@ -43,6 +46,20 @@ def test_an_admin_creates_an_agent_with_a_tool_and_tries_it_in_the_chat(trio, ta
     page.get_by_role("link", name="Try it in the chat").click()
     page.wait_for_url(re.compile(r"/t/acme/chat/\?agent=math$"))
     expect(page.get_by_label("Chat with")).to_have_value("agent:math")  # preselected
+
+    # ...and chats with it: the model calls the agent's tool, then answers.
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "6*7"}')]),
+        TextReply("It is **42**."),
+    )
+    message = page.get_by_label("Message")
+    message.fill("What is 6*7?")
+    message.press("Enter")
+    page.locator(".tool-card.done", has_text="calculator").wait_for(timeout=15_000)
+    page.locator(".answer strong, .segment strong", has_text="42").wait_for(timeout=15_000)
+    offered = provider_server.requests_to("/v1/chat/completions")[0].body["tools"]
+    assert [t["function"]["name"] for t in offered] == ["calculator"]
     tab.assert_clean()
 
 
