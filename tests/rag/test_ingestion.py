@@ -123,6 +123,9 @@ def test_a_changed_document_is_replaced_atomically(trio, slow_embeddings):
         try:
             services.document_reingest(tenant=trio.acme, document=document)
             document = wait_for(Document.objects.get(pk=document.pk))
+            deadline = time.monotonic() + 5  # let the watcher sample the new state too
+            while not any(k == {"new"} for _, k in observed) and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
             stop.set()
             watcher.join()
