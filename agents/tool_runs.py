@@ -9,8 +9,10 @@ with the approver's edited arguments, or records the rejection (`execute_tool_ru
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,19 +48,22 @@ class ToolRunOutcome:
 async def atool_run(**kwargs: Any) -> ToolRunOutcome:
     """`tool_run` for async callers (the MCP server): its database work borrows a pooled
     connection on any free thread and gives it back at once."""
-    return await _tool_run(db=stream_read, **kwargs)
+    return await _tool_run(db=stream_read, record=_group_commit, **kwargs)
 
 
 def tool_run(**kwargs: Any) -> ToolRunOutcome:
     """Call one of the tenant's tools now (or park it for approval) and record the run;
     keyword arguments as `_tool_run`. For sync callers (REST views): database work stays
     on the caller's thread and connection."""
-    return async_to_sync(_tool_run)(db=sync_to_async, **kwargs)
+    return async_to_sync(_tool_run)(
+        db=sync_to_async, record=sync_to_async(insert_runs_with_events), **kwargs
+    )
 
 
 async def _tool_run(
     *,
     db: Callable,
+    record: Callable,
     tenant: Tenant,
     name: str,
     arguments: Any,
@@ -87,7 +92,8 @@ async def _tool_run(
     )
     started = timezone.now()
     result = await toolbox.registry.execute(call, ctx)
-    run = await db(_record)(tenant, call, result, who, via, correlation_id, started)
+    run, events = _finished(tenant, call, result, who, via, correlation_id, started)
+    await record([(run, events)])
     if result.error is not None:
         return ToolRunOutcome(
             run, "failed", call.id, error=result.error, latency_ms=result.latency_ms
@@ -104,9 +110,8 @@ def decide_at(approval: Approval) -> str:
     )
 
 
-def _record(tenant, call, result: ToolResult, who, via, correlation_id, started) -> Run:
-    """The finished call as one Run and its two events, in one statement (one round trip,
-    one commit: this is on every direct tool call's path)."""
+def _finished(tenant, call, result: ToolResult, who, via, correlation_id, started):
+    """The finished call as an unsaved Run and its two events."""
     failed = result.error is not None
     run = Run(
         tenant=tenant,
@@ -121,34 +126,77 @@ def _record(tenant, call, result: ToolResult, who, via, correlation_id, started)
         last_seq=2,
         **who,
     )
-    events = [("tool.started", _started(call, via)), ("tool.completed", _completed(result))]
-    run.pk = insert_with_events(run, events)
-    run._state.adding = False
-    return run
+    return run, [("tool.started", _started(call, via)), ("tool.completed", _completed(result))]
 
 
-def insert_with_events(run: Run, events: list[tuple[str, dict[str, Any]]]) -> int:
-    """INSERT the run (the SQL Django would write, defaults included) and its events,
-    numbered from 1, as one statement; the run's id."""
+def insert_runs_with_events(items: list[tuple[Run, list[tuple[str, dict[str, Any]]]]]) -> None:
+    """INSERT the runs (the SQL Django would write, defaults included) and their events,
+    numbered from 1 per run, as one statement; sets each run's id."""
+    runs = [run for run, _ in items]
     query = InsertQuery(Run)
-    query.insert_values([f for f in Run._meta.local_concrete_fields if not f.primary_key], [run])
+    query.insert_values([f for f in Run._meta.local_concrete_fields if not f.primary_key], runs)
     compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [Run._meta.pk]
+    compiler.returning_fields = [
+        Run._meta.pk, Run._meta.get_field("correlation_id"), Run._meta.get_field("tenant")
+    ]  # fmt: skip
     run_sql, run_params = compiler.as_sql()[0]
-    rows = ", ".join(["(%s::integer, %s::varchar, %s::jsonb)"] * len(events))
+    rows, params = [], [*run_params]
+    for run, events in items:
+        for seq, (type, payload) in enumerate(events, start=1):
+            rows.append("(%s::varchar, %s::integer, %s::varchar, %s::jsonb)")
+            params += [run.correlation_id, seq, type, json.dumps(payload, default=str)]
     sql = (
-        f"WITH run AS ({run_sql}) "  # noqa: S608 (Django's SQL, our table; values are params)
+        f"WITH run AS ({run_sql}), added AS ("  # noqa: S608 (Django's SQL, our table names)
         f"INSERT INTO {RunEvent._meta.db_table} "
         "(tenant_id, run_id, seq, type, payload, created_at) "
-        f"SELECT %s, run.id, v.seq, v.type, v.payload, NOW() FROM run, (VALUES {rows}) "
-        "AS v(seq, type, payload) RETURNING run_id"
+        f"SELECT run.tenant_id, run.id, v.seq, v.type, v.payload, NOW() FROM run "
+        f"JOIN (VALUES {', '.join(rows)}) "
+        "AS v(correlation_id, seq, type, payload) ON v.correlation_id = run.correlation_id) "
+        "SELECT id, correlation_id FROM run"
     )
-    params = [*run_params, run.tenant_id]
-    for seq, (type, payload) in enumerate(events, start=1):
-        params += [seq, type, json.dumps(payload, default=str)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchone()[0]
+        ids = dict((correlation, pk) for pk, correlation in cursor.fetchall())
+    for run in runs:
+        run.pk = ids[run.correlation_id]
+        run._state.adding = False
+
+
+class _GroupCommit:
+    """Direct tool calls finishing while a record is being written are written together by
+    the next statement: one round trip and one WAL flush for all of them, and no added wait
+    when calls come one at a time. Each caller returns once its own record is committed."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Any, asyncio.Future]] = []
+        self.lock = asyncio.Lock()
+
+    async def record(self, items: list) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self.pending.append((items, done))
+        async with self.lock:
+            if not done.done():  # not written by the previous holder: write all waiting
+                batch, self.pending = self.pending, []
+                try:
+                    await stream_read(insert_runs_with_events)([i for b, _ in batch for i in b])
+                except Exception as exc:
+                    for _, future in batch:
+                        future.set_exception(exc)
+                else:
+                    for _, future in batch:
+                        future.set_result(None)
+        await done
+
+
+_group_commits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+async def _group_commit(items: list) -> None:
+    loop = asyncio.get_running_loop()
+    group = _group_commits.get(loop)
+    if group is None:
+        group = _group_commits[loop] = _GroupCommit()
+    await group.record(items)
 
 
 def _park(tenant, call: ToolCall, who, via) -> tuple[Run, Approval]:

@@ -111,3 +111,37 @@ def test_a_rejected_call_fails_with_who_and_why(trio, key):
     run = finish(outcome.run)
     assert (run.status, run.error) == ("failed", "rejected by alice: not today")
     assert "tool.started" not in event_types(run)
+
+
+def test_concurrent_calls_are_recorded_together_and_each_waits_for_its_own(trio, key, monkeypatch):
+    import asyncio
+
+    from agents import tool_runs
+
+    batches: list[int] = []
+    real = tool_runs.insert_runs_with_events
+
+    def counted(items):  # the real write, counted
+        batches.append(len(items))
+        real(items)
+
+    monkeypatch.setattr(tool_runs, "insert_runs_with_events", counted)
+
+    async def many():
+        return await asyncio.gather(
+            *(
+                tool_runs.atool_run(
+                    tenant=trio.acme, name="calculator", arguments={"expression": f"{n}+1"},
+                    api_key=key, via="mcp",
+                )
+                for n in range(20)
+            )
+        )  # fmt: skip
+
+    outcomes = async_to_sync(many)()
+    assert [o.result for o in outcomes] == [{"result": n + 1} for n in range(20)]
+    assert sum(batches) == 20 and len(batches) < 20  # grouped, none lost
+    runs = Run.objects.filter(pk__in=[o.run.pk for o in outcomes])
+    assert runs.count() == 20
+    assert {r.output for r in runs} == {f'{{"result": {n + 1}}}' for n in range(20)}
+    assert RunEvent.objects.filter(run__in=runs).count() == 40
