@@ -11,7 +11,6 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import redis
@@ -20,6 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
+from agentplatform.versions import shared_redis
 from agents.models import Run, RunEvent
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
@@ -30,13 +30,8 @@ def channel(run: Run) -> str:
     return f"ap:run:{run.pk}:{run.correlation_id}:events"
 
 
-@lru_cache(maxsize=2)
-def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
-
-
 def publisher() -> redis.Redis:
-    return _redis(settings.REDIS_URL)
+    return shared_redis()
 
 
 @dataclass(frozen=True)

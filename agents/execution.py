@@ -272,13 +272,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         {}
         if state is None
         else {
-            a.call_id: Decision(
-                approved=a.status == ApprovalStatus.APPROVED,
-                by=a.decided_by_label or "an approver",
-                reason=a.reason,
-                arguments=a.edited_arguments,
-            )
-            for a in run.approvals.exclude(status=ApprovalStatus.PENDING)
+            a.call_id: a.as_decision() for a in run.approvals.exclude(status=ApprovalStatus.PENDING)
         }
     )
     return _Prepared(
@@ -375,7 +369,8 @@ async def _run_manager(run, sink, spec: CrewSpec, manager, run_child, emit) -> R
         return RunOutcome(status=RunStatus.FAILED, error=prepared)
 
     async def used_tokens() -> int:
-        return await sync_to_async(_children_tokens)(run.pk)
+        usage = await sync_to_async(_children_usage)(run.pk)
+        return usage.input_tokens + usage.output_tokens
 
     registry = ToolRegistry(list(prepared.registry))
     for item in delegation_tools(spec, run_child, emit, depth=run.depth, used_tokens=used_tokens):
@@ -423,11 +418,11 @@ def _child_run(parent: Run, agent: Agent, task: str, context: str, key: str) -> 
     return child
 
 
-def _children_tokens(run_id: int) -> int:
+def _children_usage(run_id: int) -> Usage:
     totals = Run.objects.filter(parent_id=run_id).aggregate(
         i=Sum("input_tokens"), o=Sum("output_tokens")
     )
-    return (totals["i"] or 0) + (totals["o"] or 0)
+    return Usage(totals["i"] or 0, totals["o"] or 0)
 
 
 def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
@@ -440,10 +435,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     usage = outcome.usage
     if run.crew_id is not None:  # a crew's usage is its children's (plus its manager's own)
         own = outcome.usage if run.crew and run.crew.mode == "hierarchical" else Usage()
-        totals = Run.objects.filter(parent_id=run.pk).aggregate(
-            i=Sum("input_tokens"), o=Sum("output_tokens")
-        )
-        usage = own + Usage(totals["i"] or 0, totals["o"] or 0)
+        usage = own + _children_usage(run.pk)
     final = Batch(
         events=batch.events,
         fields={

@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.tenancy.models import ApiKey, Tenant
-from agents.runtime.spec import RunStatus
+from agents.runtime.spec import Decision, RunStatus
 from tools.runtime.validation import SchemaError, check_schema
 
 slug_validator = RegexValidator(
@@ -344,3 +344,12 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
+
+    def as_decision(self) -> Decision:
+        """A decided approval as the agent loop takes it."""
+        return Decision(
+            approved=self.status == ApprovalStatus.APPROVED,
+            by=self.decided_by_label or "an approver",
+            reason=self.reason,
+            arguments=self.edited_arguments,
+        )

@@ -65,9 +65,7 @@ class RunWriter:
             self._timer = asyncio.get_running_loop().call_later(DEFER_S, self._write_now)
 
     def _write_now(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().create_task(self._write_soon())

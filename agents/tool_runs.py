@@ -272,12 +272,7 @@ def _decision(run_id: int, call_id: str) -> Decision | None:
     approval = Approval.objects.filter(run_id=run_id, call_id=call_id).first()
     if approval is None or approval.status == ApprovalStatus.PENDING:
         return None
-    return Decision(
-        approved=approval.status == ApprovalStatus.APPROVED,
-        by=approval.decided_by_label or "an approver",
-        reason=approval.reason,
-        arguments=approval.edited_arguments,
-    )
+    return approval.as_decision()
 
 
 def _started(call: ToolCall, via: str) -> dict[str, Any]:

@@ -53,7 +53,6 @@ JSON, and the figures move with it; the interleaving keeps the sides comparable.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import functools
 import gc
 import json
@@ -62,12 +61,8 @@ import os
 import platform
 import re
 import runpy
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -86,6 +81,7 @@ sys.path.insert(0, str(ROOT))
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 
+from bench.common import Child, configure_django, wait_worker  # noqa: E402
 from tools.runtime.builtins import BUILTINS  # noqa: E402
 from tools.runtime.calculator import evaluate  # noqa: E402
 
@@ -192,93 +188,6 @@ class RemoteServer:
 
 
 # -- Django, the embedded services and the Celery worker ---------------------------------------
-def configure_django() -> Path:
-    """Settings on a fresh temporary DATA_DIR (embedded PostgreSQL and Redis start there),
-    migrated. The directory is removed at exit, after the services stop (atexit runs in
-    reverse order of registration)."""
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
-    if any(c.isspace() for c in str(data_dir)):
-        raise RuntimeError(f"the temporary directory {data_dir} contains whitespace")
-    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
-    for name in ("DATABASE_URL", "REDIS_URL"):
-        os.environ.pop(name, None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentplatform.settings"
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ["EGRESS_ALLOWLIST"] = "127.0.0.1/32"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return data_dir
-
-
-def worker_env() -> dict[str, str]:
-    """What `manage.py serve` gives its children (serve.py `_child_env`): the URLs of the
-    running embedded services, so the worker takes no handle on them."""
-    from django.conf import settings
-
-    from agentplatform import embedded
-
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=embedded.postgres_url(settings.DATABASES["default"]),
-        REDIS_URL=settings.REDIS_URL,
-        SECRET_KEY=settings.SECRET_KEY,
-        FIELD_ENCRYPTION_KEYS=",".join(settings.FIELD_ENCRYPTION_KEYS),
-        EGRESS_ALLOWLIST="127.0.0.1/32",
-        DATA_DIR=str(settings.DATA_DIR),
-        DJANGO_SETTINGS_MODULE="agentplatform.settings",
-    )
-    return env
-
-
-class Worker:
-    def __init__(self, log: Path) -> None:
-        from agentplatform.processes import die_with_parent
-
-        self.log = log
-        self._log_file = log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, *WORKER_COMMAND],
-            cwd=ROOT,
-            env=worker_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-
-    def wait_ready(self, timeout_s: float = 60.0) -> float:
-        """Seconds until the worker answers a ping task."""
-        from agentplatform.tasks import ping
-
-        started = time.perf_counter()
-        while True:
-            try:
-                if ping.apply_async(expires=2).get(timeout=2) == "pong":
-                    return time.perf_counter() - started
-            except Exception:
-                if self.process.poll() is not None or time.perf_counter() - started > timeout_s:
-                    raise RuntimeError(f"the Celery worker did not start:\n{self.tail()}") from None
-
-    def tail(self) -> str:
-        self._log_file.flush()
-        return self.log.read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log_file.close()
-
-
 # -- the sides -------------------------------------------------------------------------------
 @dataclass
 class Fixture:
@@ -1073,13 +982,13 @@ def write_json(document: dict[str, Any]) -> Path:
 
 def main() -> None:
     load_at_start = os.getloadavg()
-    configure_django()
+    configure_django("bench-agents-")
     import celery
     import django
     from django.conf import settings
 
     server = RemoteServer()
-    worker: Worker | None = None
+    worker: Child | None = None
     sides: Sides | None = None
     try:
         fixture = create_fixture(server)
@@ -1089,8 +998,8 @@ def main() -> None:
         ]
         queries = count_queries(sides)
         redis_commands = count_redis_commands(sides)  # before the worker talks to Redis
-        worker = Worker(Path(settings.DATA_DIR) / "worker.log")
-        worker_ready_s = worker.wait_ready()
+        worker = Child("worker", WORKER_COMMAND, Path(settings.DATA_DIR) / "worker.log")
+        worker_ready_s = wait_worker(worker)
         times = interleaved_rounds(sides)
         stamps = {side: list(values) for side, values in sides.stamps.items()}
         breakdown = instrumented_breakdown(sides)

@@ -29,19 +29,13 @@ its RunEvent rows (request -> Run created -> claimed by the worker -> first text
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import json
 import multiprocessing
 import os
 import platform
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -56,6 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx2  # noqa: E402
 import openai  # noqa: E402
+
+from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
 
 SAMPLES = 30
 WARMUP = 3
@@ -129,112 +125,6 @@ class RemoteServer:
 
 
 # -- Django, the embedded services, uvicorn and the Celery worker -----------------------------
-def configure_django() -> Path:
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-api-"))
-    if any(c.isspace() for c in str(data_dir)):
-        raise RuntimeError(f"the temporary directory {data_dir} contains whitespace")
-    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
-    for name in ("DATABASE_URL", "REDIS_URL"):
-        os.environ.pop(name, None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentplatform.settings"
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ["EGRESS_ALLOWLIST"] = "127.0.0.1/32"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return data_dir
-
-
-def child_env() -> dict[str, str]:
-    """serve.py `_child_env`: the URLs of the running embedded services."""
-    from django.conf import settings
-
-    from agentplatform import embedded
-
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=embedded.postgres_url(settings.DATABASES["default"]),
-        REDIS_URL=settings.REDIS_URL,
-        SECRET_KEY=settings.SECRET_KEY,
-        FIELD_ENCRYPTION_KEYS=",".join(settings.FIELD_ENCRYPTION_KEYS),
-        EGRESS_ALLOWLIST="127.0.0.1/32",
-        DATA_DIR=str(settings.DATA_DIR),
-        DJANGO_SETTINGS_MODULE="agentplatform.settings",
-    )
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Child:
-    """A subprocess in its own process group (so its children stop with it), logged to a file."""
-
-    def __init__(self, name: str, args: list[str], log: Path) -> None:
-        from agentplatform.processes import die_with_parent
-
-        self.name, self.log = name, log
-        self._log_file = log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, *args],
-            cwd=ROOT,
-            env=child_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-            start_new_session=True,
-        )
-
-    def tail(self) -> str:
-        self._log_file.flush()
-        return self.log.read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        with contextlib.suppress(ProcessLookupError):  # prefork children left over
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self._log_file.close()
-
-
-def wait_worker(worker: Child, timeout_s: float = 60.0) -> float:
-    from agentplatform.tasks import ping
-
-    started = time.perf_counter()
-    while True:
-        try:
-            if ping.apply_async(expires=2).get(timeout=2) == "pong":
-                return time.perf_counter() - started
-        except Exception:
-            if worker.process.poll() is not None or time.perf_counter() - started > timeout_s:
-                raise RuntimeError(f"the Celery worker did not start:\n{worker.tail()}") from None
-
-
-def wait_web(web: Child, port: int, timeout_s: float = 60.0) -> float:
-    started = time.perf_counter()
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return time.perf_counter() - started
-        if web.process.poll() is not None or time.perf_counter() - started > timeout_s:
-            raise RuntimeError(f"uvicorn did not start:\n{web.tail()}")
-        time.sleep(0.05)
-
-
 def create_fixture(server: RemoteServer) -> str:
     """Tenant, API key (read, run), default provider connection, agent; the key's secret."""
     from agentplatform.tenancy.services import api_key_create, tenant_create
@@ -442,7 +332,7 @@ def fmt(value: float | None, width: int = 10, spec: str = ".1f") -> str:
 
 def main() -> None:
     load_at_start = os.getloadavg()
-    configure_django()
+    configure_django("bench-api-")
     import celery
     import django
     from django.conf import settings

@@ -108,9 +108,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    from bench.api import Child, configure_django, free_port, wait_web
+    from bench.common import Child, configure_django, free_port, wait_web
 
-    configure_django()
+    configure_django("bench-mcp-")
     from agentplatform.tenancy.services import api_key_create, tenant_create
     from agents.models import Run
 

@@ -24,15 +24,12 @@ Starts the embedded PostgreSQL and Redis in a temporary DATA_DIR (removed at exi
 
 from __future__ import annotations
 
-import atexit
 import io
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
     sys.path.pop(0)
 sys.path.insert(0, str(ROOT))
+
+from bench.common import configure_django  # noqa: E402
 
 INGEST_CHUNKS = 400
 TENANTS = 100
@@ -54,22 +53,6 @@ TOP_K = 10
 TARGET_RATIO = 0.8
 TARGET_RECALL = 0.95
 TARGET_P50_MS = 20.0
-
-
-def configure_django() -> Path:
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-rag-"))
-    atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
-    for name in ("DATABASE_URL", "REDIS_URL"):
-        os.environ.pop(name, None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentplatform.settings"
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return data_dir
 
 
 def bench_ingestion() -> dict:
@@ -252,7 +235,7 @@ def bench_search() -> dict:
 
 
 def main() -> None:
-    configure_django()
+    configure_django("bench-rag-")
     load = os.getloadavg()[0]
     ingestion = bench_ingestion()
     print("ingestion:", json.dumps(ingestion))

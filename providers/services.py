@@ -26,7 +26,7 @@ from providers.runtime.openai_adapter import OpenAIAdapter
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
-from tools.loader import invalidate, tools_version
+from tools.loader import invalidate_now_and_after_commit, per_version
 from tools.runtime.egress import EgressPolicy, guarded_async_client
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1-mini"}
@@ -95,14 +95,12 @@ def connections_for(tenant: Tenant) -> list[ProviderConnection]:
 def default_connection(tenant: Tenant) -> ProviderConnection | None:
     """The tenant's default connection (else its first). Remembered per process while the
     tenant's configuration version (tools.loader: bumped by any connection change) holds."""
-    version = tools_version(tenant.pk)
-    remembered = _defaults.get(tenant.pk)
-    if remembered is not None and remembered[0] == version:
-        return remembered[1]
-    connections = connections_for(tenant)
-    found = next((c for c in connections if c.is_default), connections[0] if connections else None)
-    _defaults[tenant.pk] = (version, found)
-    return found
+
+    def find() -> ProviderConnection | None:
+        connections = connections_for(tenant)
+        return next((c for c in connections if c.is_default), next(iter(connections), None))
+
+    return per_version(_defaults, tenant.pk, find)
 
 
 _defaults: dict[int, tuple[str, ProviderConnection | None]] = {}
@@ -111,8 +109,7 @@ _defaults: dict[int, tuple[str, ProviderConnection | None]] = {}
 @receiver([post_save, post_delete], sender=ProviderConnection)
 def _connection_changed(sender, instance: ProviderConnection, **kwargs) -> None:
     if instance.tenant_id is not None:
-        invalidate(instance.tenant_id)
-        transaction.on_commit(lambda: invalidate(instance.tenant_id))
+        invalidate_now_and_after_commit(instance.tenant_id)
 
 
 def connection_save(

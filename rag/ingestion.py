@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -53,7 +53,7 @@ def ingest(document_id: int, *, force: bool = False) -> str:
     if (
         not force
         and document.source != Source.URL
-        and _unchanged(document, bytes(document.content))
+        and _unchanged(document, checksum_of(bytes(document.content)))
     ):
         return "unchanged"
     _update(document_id, status=DocumentStatus.PROCESSING, progress=0, error="")
@@ -82,7 +82,8 @@ def _ingest(document: Document, *, force: bool) -> str:
     if document.source == Source.URL:
         data, content_type = fetch_url(document.url)
     checksum = checksum_of(data)
-    if not force and _unchanged(document, data):
+    # Stored bytes were compared in `ingest` already; fetched ones only now.
+    if not force and document.source == Source.URL and _unchanged(document, checksum):
         return "unchanged"
     extracted = extract(
         data,
@@ -142,11 +143,11 @@ def _ingest(document: Document, *, force: bool) -> str:
     return "ready"
 
 
-def _unchanged(document: Document, data: bytes) -> bool:
-    """Whether the chunks stored are those of `data` (the checksum is written only by a
-    successful ingestion). If so, a document marked pending (or failed since) is ready
+def _unchanged(document: Document, checksum: str) -> bool:
+    """Whether the chunks stored are those of the bytes with this checksum (written only by
+    a successful ingestion). If so, a document marked pending (or failed since) is ready
     again, and nothing else is written."""
-    if not document.checksum or checksum_of(data) != document.checksum:
+    if not document.checksum or checksum != document.checksum:
         return False
     if document.status != DocumentStatus.READY or document.progress != 100 or document.error:
         _update(document.pk, status=DocumentStatus.READY, progress=100, error="")
@@ -171,12 +172,19 @@ def embed_chunks(
     if embedder is None or not texts:
         return [None] * len(texts)
     batch_size = max(1, settings.RAG_EMBED_BATCH_SIZE)
-    vectors: list[list[float] | None] = []
-    for start in range(0, len(texts), batch_size):
-        vectors.extend(async_to_sync(embedder.embed)(texts[start : start + batch_size]))
-        if progress is not None:
-            done = min(start + batch_size, len(texts)) / len(texts)
-            progress(CHUNKED + int((EMBEDDED - CHUNKED) * done))
+
+    async def embed_all() -> list[list[float] | None]:
+        # One event loop for every batch: a provider embedder keeps its client (and its
+        # connection) from one batch to the next.
+        vectors: list[list[float] | None] = []
+        for start in range(0, len(texts), batch_size):
+            vectors.extend(await embedder.embed(texts[start : start + batch_size]))
+            if progress is not None:
+                done = min(start + batch_size, len(texts)) / len(texts)
+                await sync_to_async(progress)(CHUNKED + int((EMBEDDED - CHUNKED) * done))
+        return vectors
+
+    vectors = async_to_sync(embed_all)()
     found = len(vectors[0]) if vectors and vectors[0] is not None else None
     if knowledge_base.dimensions is None and found is not None:
         KnowledgeBase.objects.filter(pk=knowledge_base.pk, dimensions__isnull=True).update(

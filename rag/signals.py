@@ -3,25 +3,20 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
 from rag.models import KnowledgeBase
-from tools.loader import invalidate
-
-
-def _bump(tenant_id: int) -> None:
-    invalidate(tenant_id)
-    transaction.on_commit(lambda: invalidate(tenant_id))
+from tools.loader import invalidate_now_and_after_commit
 
 
 @receiver([post_save, post_delete], sender=KnowledgeBase)
 def _knowledge_base_changed(sender, instance: KnowledgeBase, **kwargs) -> None:
-    _bump(instance.tenant_id)
+    invalidate_now_and_after_commit(instance.tenant_id)
 
 
 @receiver(m2m_changed, sender=KnowledgeBase.agents.through)
 def _links_changed(sender, instance, action: str, **kwargs) -> None:
     if action.startswith("post_"):
-        _bump(instance.tenant_id)  # a KnowledgeBase or an Agent: both have tenant_id
+        # `instance` is a KnowledgeBase or an Agent: both have tenant_id.
+        invalidate_now_and_after_commit(instance.tenant_id)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rag.search import MAX_TOP_K, asearch
-from tools.loader import tools_version
+from tools.loader import per_version
 from tools.runtime.context import RunContext
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
@@ -122,17 +122,15 @@ _remembered: dict[int, tuple[str, dict[int, list[tuple[int, str]]]]] = {}
 def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
     from rag.models import KnowledgeBase
 
-    version = tools_version(tenant_id)
-    remembered = _remembered.get(tenant_id)
-    if remembered is not None and remembered[0] == version:
-        return remembered[1]
-    links: dict[int, list[tuple[int, str]]] = {}
-    rows = (
-        KnowledgeBase.agents.through.objects.filter(knowledgebase__tenant_id=tenant_id)
-        .order_by("knowledgebase__name")
-        .values_list("agent_id", "knowledgebase_id", "knowledgebase__name")
-    )
-    for agent_id, base_id, name in rows:
-        links.setdefault(agent_id, []).append((base_id, name))
-    _remembered[tenant_id] = (version, links)
-    return links
+    def read() -> dict[int, list[tuple[int, str]]]:
+        links: dict[int, list[tuple[int, str]]] = {}
+        rows = (
+            KnowledgeBase.agents.through.objects.filter(knowledgebase__tenant_id=tenant_id)
+            .order_by("knowledgebase__name")
+            .values_list("agent_id", "knowledgebase_id", "knowledgebase__name")
+        )
+        for agent_id, base_id, name in rows:
+            links.setdefault(agent_id, []).append((base_id, name))
+        return links
+
+    return per_version(_remembered, tenant_id, read)

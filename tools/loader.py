@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 
-import redis
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
 from django.dispatch import receiver
 
+from agentplatform import versions
 from agentplatform.tenancy.models import Tenant
 from tools.definitions import build_tool, secret_ref
 from tools.models import McpServerConnection, McpStatus, ToolDefinition
@@ -44,6 +44,7 @@ class TenantTools:
     context_blocks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _cache: dict[int, TenantTools] = {}
 _lock = threading.Lock()
@@ -54,34 +55,39 @@ def _version_key(tenant_id: int) -> str:
     return f"{prefix}:tools:version:{tenant_id}"
 
 
-@lru_cache(maxsize=2)
-def _redis(url: str) -> redis.Redis:
-    # One client (and connection pool) per process. Django's cache objects are per thread
-    # and, in async code, per task: a new connection for every MCP or API call.
-    return redis.Redis.from_url(url, decode_responses=True)
-
-
 def tools_version(tenant_id: int) -> str:
-    """The tenant's registry version, shared by every process through Redis."""
-    client, key = _redis(settings.REDIS_URL), _version_key(tenant_id)
-    version = client.get(key)
-    if version is None:
-        client.set(key, uuid.uuid4().hex, nx=True)
-        version = client.get(key)
-    return version
+    """The tenant's configuration version (tools, MCP connections, provider connections,
+    knowledge-base links), shared by every process through Redis."""
+    return versions.current(_version_key(tenant_id))
 
 
 def invalidate(tenant_id: int) -> None:
-    _redis(settings.REDIS_URL).set(_version_key(tenant_id), uuid.uuid4().hex)
+    versions.bump(_version_key(tenant_id))
+
+
+def invalidate_now_and_after_commit(tenant_id: int) -> None:
+    """For change signals: now, so this process's next read in the same transaction sees
+    the change, and after commit, so a process that rebuilt from not-yet-committed data
+    rebuilds again."""
+    invalidate(tenant_id)
+    on_commit(lambda: invalidate(tenant_id))
+
+
+def per_version(store: dict[int, tuple[str, T]], tenant_id: int, build: Callable[[], T]) -> T:
+    """`build()` once per tenant configuration version, kept in `store` for this process."""
+    version = tools_version(tenant_id)
+    kept = store.get(tenant_id)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    built = build()
+    store[tenant_id] = (version, built)
+    return built
 
 
 @receiver([post_save, post_delete], sender=ToolDefinition)
 @receiver([post_save, post_delete], sender=McpServerConnection)
 def _definition_changed(sender, instance: ToolDefinition | McpServerConnection, **kwargs) -> None:
-    # Now, so this process's next read in the same transaction sees the change, and again
-    # after commit, so a process that rebuilt from not-yet-committed data rebuilds again.
-    invalidate(instance.tenant_id)
-    on_commit(lambda: invalidate(instance.tenant_id))
+    invalidate_now_and_after_commit(instance.tenant_id)
 
 
 @lru_cache(maxsize=8)

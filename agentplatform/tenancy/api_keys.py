@@ -12,15 +12,14 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 
-import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
+from agentplatform import versions
 from agentplatform.tenancy.models import ApiKey, Tenant
 
 KEY_MARK = "ap"
@@ -94,16 +93,11 @@ def verified_key(full_key: str) -> ApiKey | None:
 
 
 def keys_version() -> str:
-    client = _redis(settings.REDIS_URL)
-    version = client.get(_VERSION_KEY)
-    if version is None:
-        client.set(_VERSION_KEY, secrets.token_hex(8), nx=True)
-        version = client.get(_VERSION_KEY)
-    return version
+    return versions.current(_VERSION_KEY)
 
 
 def keys_changed() -> None:
-    _redis(settings.REDIS_URL).set(_VERSION_KEY, secrets.token_hex(8))
+    versions.bump(_VERSION_KEY)
 
 
 def _remember(full_key: str, key: ApiKey, version: str) -> None:
@@ -125,11 +119,6 @@ def _touch(key: ApiKey) -> None:
 
 
 _VERSION_KEY = "ap:api-keys:version"
-
-
-@lru_cache(maxsize=2)
-def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, decode_responses=True)
 
 
 @receiver([post_save, post_delete], sender=ApiKey)

@@ -97,24 +97,10 @@ class Command(BaseCommand):
             f"`python manage.py changepassword {username}` sets a new one)."
         )
 
-    def _child_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["DATABASE_URL"] = (
-            embedded.postgres_url(settings.DATABASES["default"])
-            if (settings.EMBEDDED_DATABASE)
-            else env["DATABASE_URL"]
-        )
-        env["REDIS_URL"] = settings.REDIS_URL
-        env["SECRET_KEY"] = settings.SECRET_KEY
-        env["FIELD_ENCRYPTION_KEYS"] = ",".join(settings.FIELD_ENCRYPTION_KEYS)
-        env["DATA_DIR"] = str(settings.DATA_DIR)
-        env.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
-        return env
-
     def _start_children(
         self, host: str, port: int, *, with_worker: bool
     ) -> dict[str, subprocess.Popen]:
-        env = self._child_env()
+        env = child_env()
         commands = {
             "web server": [
                 sys.executable,
@@ -188,3 +174,21 @@ class Command(BaseCommand):
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+
+
+def child_env() -> dict[str, str]:
+    """What the web server and worker children get: this process's environment plus the
+    URLs and keys of the services it started (the children take no handle on them). The
+    benchmarks start their children with it too."""
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        embedded.postgres_url(settings.DATABASES["default"])
+        if (settings.EMBEDDED_DATABASE)
+        else env["DATABASE_URL"]
+    )
+    env["REDIS_URL"] = settings.REDIS_URL
+    env["SECRET_KEY"] = settings.SECRET_KEY
+    env["FIELD_ENCRYPTION_KEYS"] = ",".join(settings.FIELD_ENCRYPTION_KEYS)
+    env["DATA_DIR"] = str(settings.DATA_DIR)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+    return env

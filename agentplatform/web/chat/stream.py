@@ -145,7 +145,9 @@ class RunStream:
             complete_tool(card, payload)
             return [self.tool_op(card)]
         if type == "approval.required":
-            approvals = await self.pending_approvals()
+            approvals = await self.pending_approvals(
+                None if payload.get("via_child") else payload.get("call_id")
+            )
             ops = [self.approval_op(a) for a in approvals]
             return [*ops, self.status("Waiting for approval…")]
         if type in TERMINAL_EVENTS:
@@ -207,9 +209,10 @@ class RunStream:
         html = self.render("run_footer", turn=turn)
         return {"op": "replace", "target": f"run-{self.run.pk}-footer", "html": html}
 
-    async def pending_approvals(self) -> list[Approval]:
+    async def pending_approvals(self, call_id: str | None = None) -> list[Approval]:
         """The run's (and its children's) pending approvals not yet shown. The rows commit
-        with the run's parking, a moment after the event: wait for them, briefly."""
+        with the run's parking, a moment after the event: wait for them, briefly — but not
+        for `call_id`'s once its row is there (shown with an earlier event of the park)."""
         deadline = asyncio.get_running_loop().time() + APPROVAL_WAIT_S
         while True:
             approvals = await stream_read(_approvals)(self.run)
@@ -217,7 +220,10 @@ class RunStream:
                 a for a in approvals
                 if a.status == ApprovalStatus.PENDING and a.pk not in self.approvals_shown
             ]  # fmt: skip
-            if pending or asyncio.get_running_loop().time() >= deadline:
+            arrived = call_id is not None and any(
+                a.run_id == self.run.pk and a.call_id == call_id for a in approvals
+            )
+            if pending or arrived or asyncio.get_running_loop().time() >= deadline:
                 return pending
             await asyncio.sleep(0.1)
 

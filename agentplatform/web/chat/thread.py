@@ -15,12 +15,7 @@ from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
 from agents.models import Approval, Conversation, Message, Run, RunEvent
-from agents.runtime.spec import RunStatus
-
-TERMINAL = {
-    s.value
-    for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS)
-}
+from agents.runtime.spec import TERMINAL, RunStatus
 
 
 @dataclass
@@ -212,7 +207,9 @@ def _last_segment(steps: list) -> TextSegment | None:
 def turns_for(conversation: Conversation) -> list[Turn]:
     """The conversation's turns, oldest first. Four queries: messages, runs' events (text
     deltas only for unfinished runs), approvals."""
-    messages = list(Message.objects.filter(conversation=conversation).select_related("run"))
+    messages = list(
+        Message.objects.filter(conversation=conversation).select_related("run__agent", "run__crew")
+    )
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}
     for message in messages:

@@ -6,15 +6,12 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
 import agents.runtime.remote  # noqa: F401 (registers the remote kind the form offers)
-from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.web.config.common import (
@@ -22,10 +19,13 @@ from agentplatform.web.config.common import (
     PlainLabels,
     PrettyJSONField,
     SecretField,
-    add_service_errors,
     admin_required,
+    confirm_delete,
+    render_form,
     render_page,
     secret_changes,
+    try_save,
+    unique_in_tenant,
 )
 from agents.models import Agent
 from agents.runtime.kinds import KINDS
@@ -110,11 +110,7 @@ class AgentForm(PlainLabels, forms.ModelForm):
             del self.fields["clear_remote_token"]
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"]
-        taken = Agent.objects.filter(tenant=self.tenant, slug=slug).exclude(pk=self.instance.pk)
-        if taken.exists():
-            raise ValidationError("Another agent of this workspace has this slug.")
-        return slug
+        return unique_in_tenant(self, "slug", "agent")
 
     def changes(self) -> dict[str, Any]:
         data = {name: self.cleaned_data[name] for name in self.Meta.fields}
@@ -172,19 +168,14 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
     existing = agent.pk is not None
     data = request.POST if request.method == "POST" else None
     form = AgentForm(data, instance=agent, tenant=tenant, registry=registry)
-    if data is not None and form.is_valid():
-        try:
-            saved = agent_save(
-                tenant=tenant, agent=agent if existing else None, changes=form.changes()
-            )
-        except (ValidationError, SaveConflict) as error:
-            add_service_errors(form, error)
-        else:
-            messages.success(request, f"Saved agent “{saved.name}”.")
-            return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)
+    save = lambda: agent_save(  # noqa: E731
+        tenant=tenant, agent=agent if existing else None, changes=form.changes()
+    )
+    if saved := try_save(request, form, save, "agent"):
+        return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)
     context = {"form": form, "agent": agent if existing else None}
     context.update(effective_tools(tenant, data, agent))
-    return render_page(request, FORM, context, status=400 if form.errors else 200)
+    return render_form(request, FORM, context)
 
 
 @admin_required
@@ -200,9 +191,7 @@ def agent_tools(request: HttpRequest) -> HttpResponse:
 @admin_required
 def agent_remove(request: HttpRequest, slug: str) -> HttpResponse:
     agent = get_for_tenant(Agent, request.tenant, slug=slug)
-    if request.method == "POST":
-        agent_delete(tenant=request.tenant, agent=agent)
-        messages.success(request, f"Deleted agent “{agent.name}”.")
-        return redirect("config:agents", tenant_slug=request.tenant.slug)
-    context = {"object": agent, "what": "agent", "cancel": "config:agents"}
-    return render_page(request, "web/config/confirm_delete.html", context)
+    return confirm_delete(
+        request, agent, what="agent", cancel="config:agents",
+        delete=lambda: agent_delete(tenant=request.tenant, agent=agent),
+    )  # fmt: skip

@@ -4,13 +4,14 @@ one of its partials (htmx), and putting a service's ValidationError next to the 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 
 from agentplatform.saving import SaveConflict
@@ -44,11 +45,11 @@ def add_service_errors(form: forms.BaseForm, error: ValidationError | SaveConfli
     if not hasattr(error, "error_dict"):
         form.add_error(None, error)
         return
-    for field, messages in error.message_dict.items():
+    for field, texts in error.message_dict.items():
         target = field if field in form.fields else None
         if target is None and field != "__all__":
-            messages = [f"{field.replace('_', ' ')}: {m}" for m in messages]
-        form.add_error(target, messages)
+            texts = [f"{field.replace('_', ' ')}: {m}" for m in texts]
+        form.add_error(target, texts)
 
 
 def error_messages(error: ValidationError) -> list[str]:
@@ -104,3 +105,49 @@ class PlainLabels:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+
+
+def try_save(request: HttpRequest, form: forms.BaseForm, save: Callable[[], Any], what: str):
+    """A valid POSTed form through its service: the saved object (with a "Saved" message),
+    or None — not posted, invalid, or refused by the service (its errors then on the form)."""
+    if request.method != "POST" or not form.is_valid():
+        return None
+    try:
+        saved = save()
+    except (ValidationError, SaveConflict) as error:
+        add_service_errors(form, error)
+        return None
+    messages.success(request, f"Saved {what} “{saved.name}”.")
+    return saved
+
+
+def render_form(request: HttpRequest, template: str, context: Mapping[str, Any]) -> HttpResponse:
+    """A form page: 400 while its form shows errors."""
+    return render_page(request, template, context, status=400 if context["form"].errors else 200)
+
+
+def confirm_delete(
+    request: HttpRequest,
+    obj: Any,
+    *,
+    delete: Callable[[], None],
+    what: str,
+    cancel: str,
+    noun: str | None = None,
+) -> HttpResponse:
+    """GET: the confirmation page; POST: delete through the service, then back to `cancel`."""
+    if request.method == "POST":
+        delete()
+        messages.success(request, f"Deleted {noun or what} “{obj.name}”.")
+        return redirect(cancel, tenant_slug=request.tenant.slug)
+    context = {"object": obj, "what": what, "cancel": cancel}
+    return render_page(request, "web/config/confirm_delete.html", context)
+
+
+def unique_in_tenant(form: forms.ModelForm, field: str, noun: str) -> Any:
+    """`clean_<field>`: no other object of the workspace has this value."""
+    value = form.cleaned_data[field]
+    others = form._meta.model.objects.filter(tenant=form.instance.tenant, **{field: value})
+    if others.exclude(pk=form.instance.pk).exists():
+        raise ValidationError(f"Another {noun} of this workspace has this {field}.")
+    return value

@@ -7,22 +7,23 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.postgres.forms import SimpleArrayField
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
     PrettyJSONField,
     SecretField,
-    add_service_errors,
     admin_required,
+    confirm_delete,
+    render_form,
     render_page,
     secret_changes,
+    try_save,
+    unique_in_tenant,
 )
 from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save, connection_test
@@ -73,11 +74,7 @@ class ConnectionForm(PlainLabels, forms.ModelForm):
         return {} if value is None else value
 
     def clean_name(self) -> str:
-        name = self.cleaned_data["name"]
-        others = ProviderConnection.objects.filter(tenant=self.instance.tenant, name=name)
-        if others.exclude(pk=self.instance.pk).exists():
-            raise ValidationError("Another connection of this workspace has this name.")
-        return name
+        return unique_in_tenant(self, "name", "connection")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -111,20 +108,13 @@ def _connection_form(request: HttpRequest, connection: ProviderConnection) -> Ht
     tenant = request.tenant
     existing = connection.pk is not None
     form = ConnectionForm(request.POST or None, instance=connection)
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = connection_save(
-                tenant=tenant, connection=connection if existing else None, changes=form.changes()
-            )
-        except (ValidationError, SaveConflict) as error:
-            add_service_errors(form, error)
-        else:
-            messages.success(request, f"Saved connection “{saved.name}”.")
-            return redirect("config:connections", tenant_slug=tenant.slug)
-    context = {"form": form, "connection": connection if existing else None}
-    return render_page(
-        request, "web/config/connection_form.html", context, status=400 if form.errors else 200
+    save = lambda: connection_save(  # noqa: E731
+        tenant=tenant, connection=connection if existing else None, changes=form.changes()
     )
+    if try_save(request, form, save, "connection"):
+        return redirect("config:connections", tenant_slug=tenant.slug)
+    context = {"form": form, "connection": connection if existing else None}
+    return render_form(request, "web/config/connection_form.html", context)
 
 
 @admin_required
@@ -145,9 +135,7 @@ def connection_check(request: HttpRequest, pk: int) -> HttpResponse:
 @admin_required
 def connection_remove(request: HttpRequest, pk: int) -> HttpResponse:
     connection = get_for_tenant(ProviderConnection, request.tenant, pk=pk)
-    if request.method == "POST":
-        connection_delete(tenant=request.tenant, connection=connection)
-        messages.success(request, f"Deleted connection “{connection.name}”.")
-        return redirect("config:connections", tenant_slug=request.tenant.slug)
-    context = {"object": connection, "what": "connection", "cancel": "config:connections"}
-    return render_page(request, "web/config/confirm_delete.html", context)
+    return confirm_delete(
+        request, connection, what="connection", cancel="config:connections",
+        delete=lambda: connection_delete(tenant=request.tenant, connection=connection),
+    )  # fmt: skip

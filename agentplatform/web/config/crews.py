@@ -5,19 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.web.config.common import (
     PlainLabels,
-    add_service_errors,
     admin_required,
+    confirm_delete,
+    render_form,
     render_page,
+    try_save,
+    unique_in_tenant,
 )
 from agents.models import Agent, Crew
 from agents.services import crew_delete, crew_save
@@ -65,11 +65,7 @@ class CrewForm(PlainLabels, forms.ModelForm):
         return [self[self.position_name(agent)] for agent in self.agents]
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"]
-        taken = Crew.objects.filter(tenant=self.tenant, slug=slug).exclude(pk=self.instance.pk)
-        if taken.exists():
-            raise ValidationError("Another crew of this workspace has this slug.")
-        return slug
+        return unique_in_tenant(self, "slug", "crew")
 
     def members(self) -> list[Agent]:
         placed = [
@@ -107,31 +103,22 @@ def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
     tenant = request.tenant
     existing = crew.pk is not None
     form = CrewForm(request.POST or None, instance=crew, tenant=tenant)
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = crew_save(
-                tenant=tenant,
-                crew=crew if existing else None,
-                changes=form.changes(),
-                members=form.members(),
-            )
-        except (ValidationError, SaveConflict) as error:
-            add_service_errors(form, error)
-        else:
-            messages.success(request, f"Saved crew “{saved.name}”.")
-            return redirect("config:crews", tenant_slug=tenant.slug)
-    context = {"form": form, "crew": crew if existing else None}
-    return render_page(
-        request, "web/config/crew_form.html", context, status=400 if form.errors else 200
+    save = lambda: crew_save(  # noqa: E731
+        tenant=tenant,
+        crew=crew if existing else None,
+        changes=form.changes(),
+        members=form.members(),
     )
+    if try_save(request, form, save, "crew"):
+        return redirect("config:crews", tenant_slug=tenant.slug)
+    context = {"form": form, "crew": crew if existing else None}
+    return render_form(request, "web/config/crew_form.html", context)
 
 
 @admin_required
 def crew_remove(request: HttpRequest, slug: str) -> HttpResponse:
     crew = get_for_tenant(Crew, request.tenant, slug=slug)
-    if request.method == "POST":
-        crew_delete(tenant=request.tenant, crew=crew)
-        messages.success(request, f"Deleted crew “{crew.name}”.")
-        return redirect("config:crews", tenant_slug=request.tenant.slug)
-    context = {"object": crew, "what": "crew", "cancel": "config:crews"}
-    return render_page(request, "web/config/confirm_delete.html", context)
+    return confirm_delete(
+        request, crew, what="crew", cancel="config:crews",
+        delete=lambda: crew_delete(tenant=request.tenant, crew=crew),
+    )  # fmt: skip

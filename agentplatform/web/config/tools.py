@@ -7,23 +7,24 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import messages
 from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
     PrettyJSONField,
     SecretField,
-    add_service_errors,
     admin_required,
+    confirm_delete,
+    render_form,
     render_page,
     secret_changes,
+    try_save,
+    unique_in_tenant,
 )
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolKind
@@ -98,11 +99,7 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
         return {} if value is None else value
 
     def clean_name(self) -> str:
-        name = self.cleaned_data["name"]
-        others = ToolDefinition.objects.filter(tenant=self.instance.tenant, name=name)
-        if others.exclude(pk=self.instance.pk).exists():
-            raise ValidationError("Another tool definition of this workspace has this name.")
-        return name
+        return unique_in_tenant(self, "name", "tool definition")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -150,32 +147,23 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
     existing = definition.pk is not None
     initial = {} if existing else {"input_schema": EXAMPLE_SCHEMA, "config": EXAMPLE_CONFIG}
     form = ToolDefinitionForm(request.POST or None, instance=definition, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = tool_definition_save(
-                tenant=tenant, definition=definition if existing else None, changes=form.changes()
-            )
-        except (ValidationError, SaveConflict) as error:
-            add_service_errors(form, error)
-        else:
-            messages.success(request, f"Saved tool “{saved.name}”.")
-            return redirect("config:tool_edit", tenant_slug=tenant.slug, pk=saved.pk)
+    save = lambda: tool_definition_save(  # noqa: E731
+        tenant=tenant, definition=definition if existing else None, changes=form.changes()
+    )
+    if saved := try_save(request, form, save, "tool"):
+        return redirect("config:tool_edit", tenant_slug=tenant.slug, pk=saved.pk)
     testable = existing and tenant_tools(tenant).registry.has(definition.name)
     context = {"form": form, "definition": definition if existing else None, "testable": testable}
-    return render_page(
-        request, "web/config/tool_form.html", context, status=400 if form.errors else 200
-    )
+    return render_form(request, "web/config/tool_form.html", context)
 
 
 @admin_required
 def tool_remove(request: HttpRequest, pk: int) -> HttpResponse:
     definition = get_for_tenant(ToolDefinition, request.tenant, pk=pk)
-    if request.method == "POST":
-        tool_definition_delete(tenant=request.tenant, definition=definition)
-        messages.success(request, f"Deleted tool “{definition.name}”.")
-        return redirect("config:tools", tenant_slug=request.tenant.slug)
-    context = {"object": definition, "what": "tool definition", "cancel": "config:tools"}
-    return render_page(request, "web/config/confirm_delete.html", context)
+    return confirm_delete(
+        request, definition, what="tool definition", noun="tool", cancel="config:tools",
+        delete=lambda: tool_definition_delete(tenant=request.tenant, definition=definition),
+    )  # fmt: skip
 
 
 class TryForm(PlainLabels, forms.Form):
