@@ -1,15 +1,37 @@
 """Versions shared by every process through Redis: a process keeps what it built from the
 database under a version and builds again when the version moves (any process bumps it
 on a change). Also the one Redis client (and connection pool) per process for them, for
-run events and for cancel flags."""
+run events and for cancel flags.
+
+Reading a version costs no round trip: each process mirrors the versions it has read and
+keeps the mirror current from a pub/sub channel on which every bump announces the new
+value (SET and PUBLISH in one transaction, so announcements arrive in the order of the
+writes). Before answering from the mirror, a read applies the announcements already
+waiting on the subscription's socket (a poll, no round trip). Redis writes an announcement
+to its subscribers in the same turn as it answers the bump, so a bump that finished before
+a read began is seen by it, as with a read from Redis. Without a working subscription
+(Redis restarted, a reconnection that may have lost announcements, a fork) reads go to
+Redis, as they always did; and a mirrored version is trusted for TRUST_S at most, which bounds
+what a connection that died without a word could make a process miss.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
+import threading
+import time
 from functools import lru_cache
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+CHANNEL = "versions:changed"
+RESUBSCRIBE_AFTER_S = 1.0  # after a failed subscription, read from Redis this long
+TRUST_S = 5.0
 
 
 @lru_cache(maxsize=4)
@@ -22,7 +44,36 @@ def shared_redis(*, decode: bool = False) -> redis.Redis:
 
 
 def current(key: str) -> str:
-    """The version under `key` (one read; created on first use)."""
+    """The version under `key` (created on first use)."""
+    mirror = _mirror()
+    with mirror.lock:
+        live = mirror.catch_up()
+        kept = mirror.known.get(key) if live else None
+        changes = mirror.changes
+    if kept is not None and time.monotonic() - kept[1] < TRUST_S:
+        return kept[0]
+    version = _read(key)
+    if live:
+        with mirror.lock:
+            if mirror.subscription is not None and mirror.changes == changes:
+                mirror.known[key] = (version, time.monotonic())
+            # else a bump seen meanwhile may be newer than this read: read again next time
+    return version
+
+
+def bump(key: str) -> None:
+    version = secrets.token_hex(8)
+    pipe = shared_redis(decode=True).pipeline(transaction=True)
+    pipe.set(key, version)
+    pipe.publish(CHANNEL, f"{key} {version}")
+    pipe.execute()
+    mirror = _mirror()
+    with mirror.lock:  # read it back (the announcement may still be on its way)
+        mirror.known.pop(key, None)
+        mirror.changes += 1
+
+
+def _read(key: str) -> str:
     client = shared_redis(decode=True)
     version = client.get(key)
     if version is None:
@@ -31,5 +82,76 @@ def current(key: str) -> str:
     return version
 
 
-def bump(key: str) -> None:
-    shared_redis(decode=True).set(key, secrets.token_hex(8))
+class _Mirror:
+    """One process's copy of the versions it has read, and its subscription."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.lock = threading.Lock()
+        self.known: dict[str, tuple[str, float]] = {}  # key -> (version, when learnt)
+        self.client: redis.Redis | None = None
+        self.subscription: redis.client.PubSub | None = None
+        self.changes = 0  # counts bumps seen, so a read overtaken by one is not kept
+        self.reconnected = False
+        self.retry_at = 0.0
+
+    def catch_up(self) -> bool:
+        """Apply the announcements waiting; False when the mirror cannot be trusted."""
+        try:
+            if self.subscription is None:
+                if time.monotonic() < self.retry_at:
+                    return False
+                self._subscribe()
+            while (message := self.subscription.get_message(timeout=0)) is not None:
+                if message["type"] == "message":
+                    key, _, version = message["data"].partition(" ")
+                    self.known[key] = (version, time.monotonic())
+                    self.changes += 1
+            if self.reconnected:  # redis-py resubscribed by itself: announcements may be lost
+                raise redis.ConnectionError("the versions subscription was reconnected")
+            return True
+        except (redis.RedisError, OSError):
+            self._drop()
+            return False
+
+    def _subscribe(self) -> None:
+        # A client of its own: no retries (a lost connection is a fallback to Redis, not a
+        # wait on the caller's thread), named for CLIENT LIST.
+        self.client = redis.Redis.from_url(  # kept: a collected client closes its connections
+            self.url, decode_responses=True, retry=Retry(NoBackoff(), 0),
+            client_name=f"versions-mirror-{os.getpid()}",
+        )  # fmt: skip
+        subscription = self.client.pubsub()
+        self.subscription = subscription
+        self.reconnected = False
+        subscription.subscribe(CHANNEL)
+        subscription.connection.register_connect_callback(self._on_reconnect)
+        # Trusted only once Redis confirms: bumps from then on are announced to us.
+        confirmed = subscription.get_message(timeout=2)
+        if confirmed is None or confirmed["type"] != "subscribe":
+            raise redis.ConnectionError("no confirmation of the versions subscription")
+
+    def _on_reconnect(self, connection) -> None:
+        self.reconnected = True
+
+    def _drop(self) -> None:
+        if self.subscription is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                self.subscription.close()
+                self.client.close()
+        self.subscription = None
+        self.known.clear()
+        self.changes += 1
+        self.retry_at = time.monotonic() + RESUBSCRIBE_AFTER_S
+
+
+_mirrors: dict[tuple[int, str], _Mirror] = {}
+
+
+def _mirror() -> _Mirror:
+    """This process's mirror (a forked child starts its own, with its own subscription)."""
+    place = (os.getpid(), settings.REDIS_URL)
+    mirror = _mirrors.get(place)
+    if mirror is None:
+        mirror = _mirrors.setdefault(place, _Mirror(settings.REDIS_URL))
+    return mirror

@@ -9,22 +9,19 @@ with the approver's edited arguments, or records the rejection (`execute_tool_ru
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import connection
-from django.db.models.sql import InsertQuery
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
 from agentplatform.tenancy.models import ApiKey, Tenant
+from agents import run_records
 from agents.events import stream_read
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
@@ -36,7 +33,7 @@ from tools.services import tool_context
 
 @dataclass(frozen=True)
 class ToolRunOutcome:
-    run: Run
+    run_id: int
     status: str  # "succeeded" | "failed" | "awaiting_approval"
     call_id: str
     result: Any = None
@@ -48,16 +45,18 @@ class ToolRunOutcome:
 async def atool_run(**kwargs: Any) -> ToolRunOutcome:
     """`tool_run` for async callers (the MCP server): its database work borrows a pooled
     connection on any free thread and gives it back at once."""
-    return await _tool_run(db=stream_read, record=_group_commit, **kwargs)
+    return await _tool_run(db=stream_read, record=run_records.awrite, **kwargs)
 
 
 def tool_run(**kwargs: Any) -> ToolRunOutcome:
     """Call one of the tenant's tools now (or park it for approval) and record the run;
     keyword arguments as `_tool_run`. For sync callers (REST views): database work stays
     on the caller's thread and connection."""
-    return async_to_sync(_tool_run)(
-        db=sync_to_async, record=sync_to_async(insert_runs_with_events), **kwargs
-    )
+    return async_to_sync(_tool_run)(db=sync_to_async, record=sync_to_async(_write_one), **kwargs)
+
+
+def _write_one(record: run_records.CallRecord) -> int:
+    return run_records.write([record])[0]
 
 
 async def _tool_run(
@@ -76,11 +75,11 @@ async def _tool_run(
     if not toolbox.registry.has(name):
         raise Http404("No such tool.")
     call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
-    who = {"initiated_by_api_key": api_key, "initiated_by_user": user}
     if toolbox.registry.get(name).capability.requires_approval:
+        who = {"initiated_by_api_key": api_key, "initiated_by_user": user}
         run, approval = await db(_park)(tenant, call, who, via)
         return ToolRunOutcome(
-            run, "awaiting_approval", call.id, error="approval required",
+            run.pk, "awaiting_approval", call.id, error="approval required",
             decide_at=decide_at(approval),
         )  # fmt: skip
     correlation_id = uuid.uuid4().hex
@@ -92,14 +91,29 @@ async def _tool_run(
     )
     started = timezone.now()
     result = await toolbox.registry.execute(call, ctx)
-    run, events = _finished(tenant, call, result, who, via, correlation_id, started)
-    await record([(run, events)])
-    if result.error is not None:
+    failed = result.error is not None
+    run_id = await record(
+        run_records.CallRecord(
+            tenant_id=tenant.pk,
+            tool_name=call.name,
+            input=json.dumps(call.arguments, default=str),
+            status=RunStatus.FAILED if failed else RunStatus.SUCCEEDED,
+            output="" if failed else _as_text(result.result),
+            error=result.error or "",
+            correlation_id=correlation_id,
+            started_at=started,
+            finished_at=timezone.now(),
+            initiated_by_user_id=user.pk if user is not None else None,
+            initiated_by_api_key_id=api_key.pk if api_key is not None else None,
+            events=[("tool.started", _started(call, via)), ("tool.completed", _completed(result))],
+        )
+    )
+    if failed:
         return ToolRunOutcome(
-            run, "failed", call.id, error=result.error, latency_ms=result.latency_ms
+            run_id, "failed", call.id, error=result.error, latency_ms=result.latency_ms
         )
     return ToolRunOutcome(
-        run, "succeeded", call.id, result=result.result, latency_ms=result.latency_ms
+        run_id, "succeeded", call.id, result=result.result, latency_ms=result.latency_ms
     )
 
 
@@ -108,95 +122,6 @@ def decide_at(approval: Approval) -> str:
         f"POST /api/v1/runs/{approval.run_id}/approvals/{approval.pk} "
         f"(or the admin: {reverse('admin:agents_approval_change', args=[approval.pk])})"
     )
-
-
-def _finished(tenant, call, result: ToolResult, who, via, correlation_id, started):
-    """The finished call as an unsaved Run and its two events."""
-    failed = result.error is not None
-    run = Run(
-        tenant=tenant,
-        tool_name=call.name,
-        input=json.dumps(call.arguments, default=str),
-        status=RunStatus.FAILED if failed else RunStatus.SUCCEEDED,
-        output="" if failed else _as_text(result.result),
-        error=result.error or "",
-        correlation_id=correlation_id,
-        started_at=started,
-        finished_at=timezone.now(),
-        last_seq=2,
-        **who,
-    )
-    return run, [("tool.started", _started(call, via)), ("tool.completed", _completed(result))]
-
-
-def insert_runs_with_events(items: list[tuple[Run, list[tuple[str, dict[str, Any]]]]]) -> None:
-    """INSERT the runs (the SQL Django would write, defaults included) and their events,
-    numbered from 1 per run, as one statement; sets each run's id."""
-    runs = [run for run, _ in items]
-    query = InsertQuery(Run)
-    query.insert_values([f for f in Run._meta.local_concrete_fields if not f.primary_key], runs)
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [
-        Run._meta.pk, Run._meta.get_field("correlation_id"), Run._meta.get_field("tenant")
-    ]  # fmt: skip
-    run_sql, run_params = compiler.as_sql()[0]
-    rows, params = [], [*run_params]
-    for run, events in items:
-        for seq, (type, payload) in enumerate(events, start=1):
-            rows.append("(%s::varchar, %s::integer, %s::varchar, %s::jsonb)")
-            params += [run.correlation_id, seq, type, json.dumps(payload, default=str)]
-    sql = (
-        f"WITH run AS ({run_sql}), added AS ("  # noqa: S608 (Django's SQL, our table names)
-        f"INSERT INTO {RunEvent._meta.db_table} "
-        "(tenant_id, run_id, seq, type, payload, created_at) "
-        f"SELECT run.tenant_id, run.id, v.seq, v.type, v.payload, NOW() FROM run "
-        f"JOIN (VALUES {', '.join(rows)}) "
-        "AS v(correlation_id, seq, type, payload) ON v.correlation_id = run.correlation_id) "
-        "SELECT id, correlation_id FROM run"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        ids = dict((correlation, pk) for pk, correlation in cursor.fetchall())
-    for run in runs:
-        run.pk = ids[run.correlation_id]
-        run._state.adding = False
-
-
-class _GroupCommit:
-    """Direct tool calls finishing while a record is being written are written together by
-    the next statement: one round trip and one WAL flush for all of them, and no added wait
-    when calls come one at a time. Each caller returns once its own record is committed."""
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[Any, asyncio.Future]] = []
-        self.lock = asyncio.Lock()
-
-    async def record(self, items: list) -> None:
-        done = asyncio.get_running_loop().create_future()
-        self.pending.append((items, done))
-        async with self.lock:
-            if not done.done():  # not written by the previous holder: write all waiting
-                batch, self.pending = self.pending, []
-                try:
-                    await stream_read(insert_runs_with_events)([i for b, _ in batch for i in b])
-                except Exception as exc:
-                    for _, future in batch:
-                        future.set_exception(exc)
-                else:
-                    for _, future in batch:
-                        future.set_result(None)
-        await done
-
-
-_group_commits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-async def _group_commit(items: list) -> None:
-    loop = asyncio.get_running_loop()
-    group = _group_commits.get(loop)
-    if group is None:
-        group = _group_commits[loop] = _GroupCommit()
-    await group.record(items)
 
 
 def _park(tenant, call: ToolCall, who, via) -> tuple[Run, Approval]:

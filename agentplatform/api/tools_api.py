@@ -385,7 +385,7 @@ class ToolViewSet(TenantViewSet):
                 "result": outcome.result,
                 "error": outcome.error,
                 "latency_ms": round(outcome.latency_ms, 3),
-                "run_id": outcome.run.pk,
+                "run_id": outcome.run_id,
                 "status": outcome.status,
                 "decide_at": outcome.decide_at,
             }

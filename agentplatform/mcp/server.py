@@ -134,12 +134,12 @@ def tool_run_result(name: str, outcome: ToolRunOutcome) -> CallToolResult:
         )
     if outcome.status == "awaiting_approval":
         return error_result(
-            f"Approval pending: {name} was not executed. Run {outcome.run.pk} waits for a "
+            f"Approval pending: {name} was not executed. Run {outcome.run_id} waits for a "
             f"human to approve or reject the call: {outcome.decide_at}.",
-            run_id=outcome.run.pk,
+            run_id=outcome.run_id,
             status=outcome.status,
         )
-    return error_result(outcome.error or "The tool failed.", run_id=outcome.run.pk, status="failed")
+    return error_result(outcome.error or "The tool failed.", run_id=outcome.run_id, status="failed")
 
 
 def error_result(text: str, **structured: Any) -> CallToolResult:

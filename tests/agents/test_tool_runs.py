@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -9,6 +10,7 @@ from asgiref.sync import async_to_sync
 from django.http import Http404
 
 from agentplatform.tenancy import services as tenancy
+from agents import run_records
 from agents.execution import execute_run
 from agents.models import Approval, Run, RunEvent
 from agents.services import approval_decide
@@ -25,7 +27,13 @@ def key(trio):
 
 
 def call(tenant, name, arguments, **who):
-    return async_to_sync(atool_run)(tenant=tenant, name=name, arguments=arguments, **who)
+    async def once():
+        try:
+            return await atool_run(tenant=tenant, name=name, arguments=arguments, **who)
+        finally:
+            await run_records.aclose()
+
+    return async_to_sync(once)()
 
 
 def event_types(run: Run) -> list[str]:
@@ -51,7 +59,7 @@ def gated_calculator(tenant) -> None:
 def test_a_call_is_executed_and_recorded(trio, key):
     outcome = call(trio.acme, "calculator", {"expression": "6*7"}, api_key=key, via="mcp")
     assert (outcome.status, outcome.result, outcome.error) == ("succeeded", {"result": 42}, None)
-    run = Run.objects.get(pk=outcome.run.pk)
+    run = Run.objects.get(pk=outcome.run_id)
     assert (run.tenant_id, run.tool_name, run.agent_id, run.status) == (
         trio.acme.pk, "calculator", None, "succeeded"
     )  # fmt: skip
@@ -61,10 +69,26 @@ def test_a_call_is_executed_and_recorded(trio, key):
     assert RunEvent.objects.get(run=run, seq=1).payload["via"] == "mcp"
 
 
+def test_a_recorded_call_has_the_models_defaults_elsewhere(trio, key):
+    """The record is written by hand-built SQL: every column it does not set must hold what
+    the ORM would have stored."""
+    outcome = call(trio.acme, "calculator", {"expression": "1"}, api_key=key)
+    run = Run.objects.get(pk=outcome.run_id)
+    default = Run()
+    written = {"id", "tenant_id", "tool_name", "input", "status", "output", "error",
+               "correlation_id", "started_at", "finished_at", "last_seq",
+               "initiated_by_api_key_id", "created_at"}  # fmt: skip
+    for field in Run._meta.concrete_fields:
+        if field.attname not in written:
+            assert getattr(run, field.attname) == getattr(default, field.attname), field.name
+    assert run.started_at <= run.finished_at == run.created_at and run.last_seq == 2
+    assert run.initiated_by_user_id is None
+
+
 def test_bad_arguments_fail_the_run_with_the_reason(trio, key):
     outcome = call(trio.acme, "calculator", {"nope": 1}, api_key=key)
     assert outcome.status == "failed" and "expression" in outcome.error
-    run = Run.objects.get(pk=outcome.run.pk)
+    run = Run.objects.get(pk=outcome.run_id)
     assert run.status == "failed" and run.error == outcome.error
 
 
@@ -83,16 +107,16 @@ def test_an_approval_gated_call_parks_then_runs_once_with_the_edited_arguments(t
     gated_calculator(trio.acme)
     outcome = call(trio.acme, "gated_calc", {"expression": "1+1"}, api_key=key)
     assert outcome.status == "awaiting_approval" and outcome.result is None
-    approval = Approval.objects.get(run=outcome.run)
-    assert f"/api/v1/runs/{outcome.run.pk}/approvals/{approval.pk}" in outcome.decide_at
-    assert Run.objects.get(pk=outcome.run.pk).status == "awaiting_approval"
-    assert event_types(outcome.run) == ["approval.required"]
+    approval = Approval.objects.get(run_id=outcome.run_id)
+    assert f"/api/v1/runs/{outcome.run_id}/approvals/{approval.pk}" in outcome.decide_at
+    assert Run.objects.get(pk=outcome.run_id).status == "awaiting_approval"
+    assert event_types(Run.objects.get(pk=outcome.run_id)) == ["approval.required"]
 
     approval_decide(
         tenant=trio.acme, approval=approval, approved=True, by=trio.alice,
         arguments={"expression": "6*7"},
     )  # fmt: skip
-    run = finish(outcome.run)
+    run = finish(Run.objects.get(pk=outcome.run_id))
     assert (run.status, run.output) == ("succeeded", '{"result": 42}')
     assert event_types(run) == [
         "approval.required", "tool.started", "tool.completed", "run.completed"
@@ -104,44 +128,77 @@ def test_an_approval_gated_call_parks_then_runs_once_with_the_edited_arguments(t
 def test_a_rejected_call_fails_with_who_and_why(trio, key):
     gated_calculator(trio.acme)
     outcome = call(trio.acme, "gated_calc", {"expression": "1+1"}, api_key=key)
-    approval = Approval.objects.get(run=outcome.run)
+    approval = Approval.objects.get(run_id=outcome.run_id)
     approval_decide(
         tenant=trio.acme, approval=approval, approved=False, by=trio.alice, reason="not today"
     )
-    run = finish(outcome.run)
+    run = finish(Run.objects.get(pk=outcome.run_id))
     assert (run.status, run.error) == ("failed", "rejected by alice: not today")
     assert "tool.started" not in event_types(run)
 
 
 def test_concurrent_calls_are_recorded_together_and_each_waits_for_its_own(trio, key, monkeypatch):
-    import asyncio
-
     from agents import tool_runs
 
     batches: list[int] = []
-    real = tool_runs.insert_runs_with_events
+    real = run_records._parameters
 
-    def counted(items):  # the real write, counted
-        batches.append(len(items))
-        real(items)
+    def counted(records):  # the real statement's parameters, counted
+        batches.append(len(records))
+        return real(records)
 
-    monkeypatch.setattr(tool_runs, "insert_runs_with_events", counted)
+    monkeypatch.setattr(run_records, "_parameters", counted)
 
     async def many():
-        return await asyncio.gather(
-            *(
-                tool_runs.atool_run(
-                    tenant=trio.acme, name="calculator", arguments={"expression": f"{n}+1"},
-                    api_key=key, via="mcp",
-                )
-                for n in range(20)
+        calls = (
+            tool_runs.atool_run(
+                tenant=trio.acme, name="calculator", arguments={"expression": f"{n}+1"},
+                api_key=key, via="mcp",
             )
+            for n in range(20)
         )  # fmt: skip
+        try:
+            return await asyncio.gather(*calls)
+        finally:
+            await run_records.aclose()
 
     outcomes = async_to_sync(many)()
     assert [o.result for o in outcomes] == [{"result": n + 1} for n in range(20)]
     assert sum(batches) == 20 and len(batches) < 20  # grouped, none lost
-    runs = Run.objects.filter(pk__in=[o.run.pk for o in outcomes])
+    runs = Run.objects.filter(pk__in=[o.run_id for o in outcomes])
     assert runs.count() == 20
     assert {r.output for r in runs} == {f'{{"result": {n + 1}}}' for n in range(20)}
     assert RunEvent.objects.filter(run__in=runs).count() == 40
+
+
+def test_a_record_connection_closed_by_the_server_is_replaced_before_the_next_write(trio, key):
+    """A restart or a terminated backend costs a reconnection, not a failed call."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    def terminate_the_record_connection() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = %s AND datname = current_database()",
+                [run_records.APPLICATION_NAME],
+            )
+            return cursor.fetchone()[0]
+
+    async def two_calls():
+        try:
+            first = await atool_run(
+                tenant=trio.acme, name="calculator", arguments={"expression": "1"}, api_key=key
+            )
+            assert await sync_to_async(terminate_the_record_connection)() == 1
+            await asyncio.sleep(0.2)  # the goodbye reaches the socket
+            second = await atool_run(
+                tenant=trio.acme, name="calculator", arguments={"expression": "2"}, api_key=key
+            )
+            return first, second
+        finally:
+            await run_records.aclose()
+
+    first, second = async_to_sync(two_calls)()
+    assert (first.status, second.status) == ("succeeded", "succeeded")
+    assert Run.objects.filter(pk__in=[first.run_id, second.run_id]).count() == 2

@@ -120,6 +120,24 @@ def test_a_wrong_or_revoked_key_is_a_401(mcp_server, keys):
         assert response.headers["www-authenticate"].startswith("Bearer ")
 
 
+def test_a_revoked_key_and_a_disabled_tool_take_effect_on_the_next_call(mcp_server, trio, keys):
+    """The server remembers keys and registries per version; a change bumps the version and
+    the server sees it before its next answer (no waiting, no retry)."""
+    assert not call(mcp_server, keys["run"], "calculator", {"expression": "1+1"}).is_error
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="calculator", kind="builtin", config={"builtin": "calculator"},
+        enabled=False,
+    )  # fmt: skip
+    gone = call(mcp_server, keys["run"], "calculator", {"expression": "1+1"})
+    assert gone.is_error and "No such tool" in text_of(gone)
+    tenancy.api_key_revoke(key=keys["run_key"])
+    refused = httpx2.post(
+        mcp_server, json=INITIALIZE,
+        headers={**POST_HEADERS, "Authorization": f"Bearer {keys['run']}"},
+    )  # fmt: skip
+    assert refused.status_code == 401
+
+
 def test_a_foreign_host_is_refused_and_a_foreign_origin_forbidden(mcp_server, keys):
     auth = {**POST_HEADERS, "Authorization": f"Bearer {keys['run']}"}
     assert httpx2.post(mcp_server, json=INITIALIZE, headers=auth).status_code == 200
