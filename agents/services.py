@@ -31,7 +31,7 @@ from agents.models import (
     Message,
     Run,
 )
-from agents.runtime.spec import RunStatus
+from agents.runtime.spec import TERMINAL, RunStatus
 
 Initiator = AbstractBaseUser | ApiKey | None
 MAX_INPUT_CHARS = 100_000
@@ -80,10 +80,12 @@ def run_start(
     initiated_by: Initiator = None,
     idempotency_key: str | None = None,
     enqueue: bool = True,
+    add_message: bool = True,
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
-    The same `idempotency_key` returns the same run. The input joins the conversation.
+    The same `idempotency_key` returns the same run. The input joins the conversation
+    (unless `add_message` is False: `run_regenerate` answers a message already there).
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -122,7 +124,7 @@ def run_start(
                 queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
             )
-            if conversation is not None:
+            if conversation is not None and add_message:
                 Message.objects.create(
                     tenant=tenant, conversation=conversation, role="user", content=input, run=run
                 )
@@ -133,6 +135,40 @@ def run_start(
                 transaction.on_commit(lambda: _enqueue(run.pk))
     except IntegrityError:  # the same idempotency key, concurrently
         return Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
+    return run
+
+
+def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: Initiator) -> Run:
+    """Answer the conversation's last message again, in place of the answer it has: a new
+    run of the conversation's agent or crew on the same input; the message now belongs to
+    it and the replaced answer leaves the conversation (and so the history the model sees).
+    The earlier run keeps that answer and its events."""
+    question = (
+        Message.objects.filter(conversation=conversation, role=Message.Role.USER)
+        .order_by("-id")
+        .first()
+    )
+    if question is None:
+        raise ValidationError({"input": "Nothing to answer again yet."})
+    if (
+        Run.objects.filter(conversation=conversation, parent=None)
+        .exclude(status__in=TERMINAL)
+        .exists()
+    ):
+        raise ValidationError({"input": "Wait for the current answer to finish, or stop it."})
+    with transaction.atomic():
+        run = run_start(
+            tenant=tenant,
+            agent=conversation.agent,
+            crew=conversation.crew,
+            input=question.content,
+            conversation=conversation,
+            initiated_by=initiated_by,
+            add_message=False,
+        )
+        Message.objects.filter(conversation=conversation, id__gt=question.pk).delete()
+        question.run = run
+        question.save(update_fields=["run"])
     return run
 
 

@@ -97,6 +97,7 @@ def test_deciding_an_approval_in_the_inbox_updates_it_in_place(trio, tab):
     tab.login("bob")
     tab.goto("/t/acme/approvals/")
     url = tab.page.url
+    assert tab.page.locator("#pending-count").text_content() == "2"
     card = tab.page.locator(f"#approval-{first.pk}")
     card.get_by_label("Reason").fill("Too risky today")
     card.get_by_role("button", name="Reject").click()
@@ -105,6 +106,7 @@ def test_deciding_an_approval_in_the_inbox_updates_it_in_place(trio, tab):
     assert card.get_by_text("Too risky today").is_visible()
     assert card.get_by_role("button").count() == 0
     assert tab.page.url == url  # swapped in place, no navigation
+    assert tab.page.locator("#pending-count").text_content() == "1"  # the heading follows
     other = tab.page.locator(f"#approval-{second.pk}")
     assert other.get_by_role("button", name="Approve").is_visible()  # untouched
     first.refresh_from_db()

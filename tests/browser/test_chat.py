@@ -103,6 +103,33 @@ def test_a_chat_streams_shows_a_tool_and_an_approval_and_resumes_after_reload(
     tab.assert_clean()
 
 
+def test_regenerate_replaces_the_answer_in_place(
+    trio, agent, provider_server, celery_worker_process, tab
+):
+    provider_server.script("openai", TextReply("The first answer."), TextReply("A better one."))
+    tab.login("bob")
+    first = start_chat(tab, "Say something")
+    page = tab.page
+    page.locator(f"#run-{first}-seg-1:not(.streaming)", has_text="The first answer.").wait_for()
+    page.get_by_role("button", name="Regenerate").click()
+    page.locator(".segment:not(.streaming)", has_text="A better one.").wait_for()
+    page.get_by_role("button", name="Regenerate").wait_for()
+
+    def one_question_and_the_new_answer() -> None:
+        assert page.locator(".msg.user").count() == 1
+        assert page.locator(".msg.user").text_content().strip().endswith("Say something")
+        assert "The first answer." not in page.locator("#thread").text_content()
+        assert "A better one." in page.locator("#thread").text_content()
+
+    one_question_and_the_new_answer()
+    page.reload()
+    one_question_and_the_new_answer()
+    second = Run.objects.filter(conversation__owner_user__username="bob").latest("pk")
+    assert second.pk != first and second.status == "succeeded"
+    assert Run.objects.get(pk=first).output == "The first answer."  # kept on its run
+    tab.assert_clean()
+
+
 def test_html_in_messages_and_tool_results_renders_as_text(
     trio, agent, provider_server, celery_worker_process, tab
 ):

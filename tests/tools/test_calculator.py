@@ -241,19 +241,19 @@ HOSTILE_INPUTS = [
 
 @pytest.mark.parametrize("expression", HOSTILE_INPUTS, ids=lambda text: text[:30])
 def test_it_refuses_hostile_input_fast(expression: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()  # the work done, not the wall clock of a busy machine
     with pytest.raises(CalculatorError):
         evaluate(expression)
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
     assert elapsed < REFUSAL_BUDGET_SECONDS, f"refusal took {elapsed * 1000:.1f} ms"
 
 
 def test_expensive_but_allowed_input_finishes_fast() -> None:
     expression = "+".join(["factorial(449)"] * 60)
     assert len(expression) <= MAX_EXPRESSION_LENGTH
-    started = time.perf_counter()
+    started = time.thread_time()
     assert evaluate(expression) == 60 * math.factorial(449)
-    assert time.perf_counter() - started < REFUSAL_BUDGET_SECONDS
+    assert time.thread_time() - started < REFUSAL_BUDGET_SECONDS
 
 
 def _random_expression(rng: random.Random, depth: int) -> str:

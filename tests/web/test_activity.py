@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from agentplatform.tenancy.models import Role
 from agentplatform.tenancy.services import api_key_create
-from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars
+from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars, whole_tick
 from agentplatform.web.activity.usage import Period, usage_for
 from agents.models import Agent, Approval, Run, RunEvent
 from tests.factories import PASSWORD, add_member, make_user
@@ -298,6 +298,7 @@ def test_approving_through_the_inbox_with_htmx_resumes_the_run(client, trio, par
     body = response.content.decode()
     assert response.status_code == 200 and "<html" not in body
     assert "Approved by <strong>bob</strong>" in body and "fine by me" in body
+    assert 'id="pending-count" hx-swap-oob="true">0</span>' in body  # bob's inbox: empty now
     mine.refresh_from_db()
     assert (mine.status, mine.decided_by, mine.reason) == ("approved", trio.bob, "fine by me")
     assert Run.objects.get(pk=mine.run_id).status == "queued"  # queued to resume
@@ -443,8 +444,20 @@ def test_the_usage_period_defaults_to_30_days_and_counts_runs_within_it(client, 
     assert '<dd id="total-runs">4</dd>' in client.get("/t/acme/usage/?days=90").content.decode()
 
 
+def test_count_ticks_are_whole_numbers():
+    today = timezone.localdate()
+    for most in (1, 5, 9, 13, 170):
+        chart = stacked_daily_bars(
+            title="t", description="d", dates=[today], labels=["a"], values=[[most]], unit="runs"
+        )
+        ticks = [tick.text for tick in chart.y_ticks]
+        assert all(t.isdigit() for t in ticks), (most, ticks)
+        assert int(ticks[-1]) >= most, (most, ticks)
+
+
 def test_stacked_bars_scale_to_a_nice_maximum():
     assert [nice_ceiling(v) for v in (0, 3, 7, 12, 370)] == [1, 5, 10, 20, 500]
+    assert [whole_tick(v) for v in (0, 1.25, 3, 7, 12, 370)] == [1, 2, 5, 10, 20, 500]
     today = timezone.localdate()
     chart = stacked_daily_bars(
         title="t",
@@ -454,6 +467,7 @@ def test_stacked_bars_scale_to_a_nice_maximum():
         values=[[1, 0], [1, 2]],
         unit="runs",
     )
+    assert [tick.text for tick in chart.y_ticks] == ["0", "1", "2", "3", "4"]
     first_a, first_b, second_b = chart.bars
     assert first_a.height == first_b.height == second_b.height / 2
     assert first_b.y + first_b.height == first_a.y  # b sits on top of a

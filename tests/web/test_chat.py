@@ -13,6 +13,8 @@ from guardian.shortcuts import assign_perm
 from agentplatform.tenancy.models import Role
 from agents.models import Agent, Approval, Conversation, Crew, Message, Run, RunEvent
 from agents.services import conversation_save, run_start
+from agents.specs import conversation_history
+from providers.runtime.types import AssistantMessage, UserMessage
 from tests.factories import PASSWORD, add_member, make_user
 
 pytestmark = pytest.mark.django_db
@@ -308,22 +310,54 @@ def test_stop_cancels_a_queued_run(client, trio, bobs_chat):
     assert "You stopped this answer" in page and "Regenerate" in page
 
 
-def test_regenerate_reruns_the_last_input(client, trio, bobs_chat):
-    run = run_start(
-        tenant=trio.acme,
-        agent=bobs_chat.agent,
-        input="again?",
-        conversation=bobs_chat,
+def test_regenerate_answers_the_last_message_again_in_place_of_its_answer(client, trio, bobs_chat):
+    first = run_start(
+        tenant=trio.acme, agent=bobs_chat.agent, input="hello", conversation=bobs_chat,
         initiated_by=trio.bob,
+    )  # fmt: skip
+    Run.objects.filter(pk=first.pk).update(status="succeeded", output="hi there")
+    Message.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, role="assistant", content="hi there", run=first
     )
-    Run.objects.filter(pk=run.pk).update(status="failed", error="ProviderUnavailable: down")
+    failed = run_start(
+        tenant=trio.acme, agent=bobs_chat.agent, input="again?", conversation=bobs_chat,
+        initiated_by=trio.bob,
+    )  # fmt: skip
+    Run.objects.filter(pk=failed.pk).update(status="failed", error="ProviderUnavailable: down")
+    Message.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, role="assistant", content="down", run=failed
+    )
     login(client, trio.bob)
     assert "provider is unavailable" in client.get(url(bobs_chat)).content.decode()
-    client.post(url(bobs_chat, "regenerate/"))
-    assert list(Run.objects.filter(conversation=bobs_chat).values_list("input", flat=True)) == [
-        "again?",
-        "again?",
-    ]
+
+    response = client.post(url(bobs_chat, "regenerate/"), headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    again = Run.objects.filter(conversation=bobs_chat).latest("id")
+    assert again.pk != failed.pk and again.input == "again?" and again.status == "queued"
+    assert f'id="turn-{again.pk}"' in response.content.decode()  # replaces the failed turn
+    thread = list(bobs_chat.messages.order_by("id").values_list("role", "content", "run_id"))
+    assert thread == [
+        ("user", "hello", first.pk), ("assistant", "hi there", first.pk),
+        ("user", "again?", again.pk),
+    ]  # fmt: skip
+    assert conversation_history(again) == [UserMessage("hello"), AssistantMessage(text="hi there")]
+    page = client.get(url(bobs_chat)).content.decode()
+    assert page.count("again?") == 1 and "provider is unavailable" not in page
+    failed.refresh_from_db()  # the replaced answer stays on its run
+    assert (failed.status, failed.error) == ("failed", "ProviderUnavailable: down")
+
+    refused = client.post(url(bobs_chat, "regenerate/"), headers={"HX-Request": "true"})
+    assert refused["X-Chat-Status"] == "409"  # the new answer is still running
+    assert Run.objects.filter(conversation=bobs_chat).count() == 3
+
+
+def test_regenerate_without_a_message_is_refused(client, trio, bobs_chat):
+    login(client, trio.bob)
+    response = client.post(url(bobs_chat, "regenerate/"), headers={"HX-Request": "true"})
+    assert response["X-Chat-Status"] == "400" and "Nothing to answer again" in (
+        response.content.decode()
+    )
+    assert not Run.objects.filter(conversation=bobs_chat).exists()
 
 
 def test_the_stream_of_another_users_run_answers_404(client, trio, bobs_chat):

@@ -68,14 +68,21 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             approval.refresh_from_db()
     if not request.htmx:
         return redirect(_next_url(request))
+    in_run = request.POST.get("in_run") == "1"  # the card sits in the run's timeline
     context = {
         "approval": _with_text([approval])[0],
         "error": error,
         "may_decide": True,
         "just_decided": not error,
-        "in_run": request.POST.get("in_run") == "1",  # the card sits in the run's timeline
+        "in_run": in_run,
+        # the inbox's heading count, swapped out of band
+        "pending_count": None if in_run else _pending(request).count(),
     }
     return render(request, "web/activity/_approval.html", context)
+
+
+def _pending(request: HttpRequest):
+    return visible_approvals(request).filter(status=ApprovalStatus.PENDING)
 
 
 def _next_url(request: HttpRequest) -> str:

@@ -68,6 +68,17 @@ def nice_ceiling(value: float) -> float:
     return 10 * power
 
 
+def whole_tick(value: float) -> int:
+    """The smallest 1, 2 or 5 times a power of ten that is >= value (at least 1): a tick
+    step for counts, so that every tick is a whole number."""
+    power = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * power >= value:
+                return step * power
+        power *= 10
+
+
 def compact(value: float) -> str:
     """1234 -> 1.2k, 2500000 -> 2.5M; small numbers as they are."""
     for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -91,7 +102,7 @@ def stacked_daily_bars(
     chart = Chart(title, description, width, height, left=48, top=10,
                   plot_width=width - 56, plot_height=height - 40)  # fmt: skip
     totals = [sum(series[d] for series in values) for d in range(len(dates))]
-    top = nice_ceiling(max([4, *totals]))  # counts: at least 0..4, so ticks are whole
+    top = 4 * whole_tick(max(totals, default=0) / 4)  # four whole steps
     scale = chart.plot_height / top
     slot = chart.plot_width / max(len(dates), 1)
     bar_width = max(slot * 0.7, 1.0)

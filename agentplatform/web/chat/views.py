@@ -23,7 +23,7 @@ from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import TERMINAL, Turn, for_display, turns_for
 from agents import services
-from agents.models import Agent, Approval, Conversation, Crew, Message, Run
+from agents.models import Agent, Approval, Conversation, Crew, Run
 
 PAGE = "web/chat/page.html"
 SIDEBAR = "web/chat/sidebar.html"
@@ -169,7 +169,10 @@ def send(request: HttpRequest, conversation_id: int) -> HttpResponse:
     return _start_turn(request, chat, request.POST.get("message", ""))
 
 
-def _start_turn(request: HttpRequest, chat: Conversation, text: str) -> HttpResponse:
+def _start_turn(
+    request: HttpRequest, chat: Conversation, text: str = "", *, again: bool = False
+) -> HttpResponse:
+    """A turn for `text`, or (`again`) the last message answered again."""
     target = chat.agent or chat.crew
     if target is None or not target.active:
         return _refuse(
@@ -181,13 +184,18 @@ def _start_turn(request: HttpRequest, chat: Conversation, text: str) -> HttpResp
         return _refuse(request, chat, "Wait for the current answer to finish, or stop it.", 409)
     which = "agent" if isinstance(target, Agent) else "crew"
     try:
-        run = services.run_start(
-            tenant=request.tenant,
-            input=text,
-            conversation=chat,
-            initiated_by=request.user,
-            **{which: target},
-        )
+        if not again:
+            run = services.run_start(
+                tenant=request.tenant,
+                input=text,
+                conversation=chat,
+                initiated_by=request.user,
+                **{which: target},
+            )
+        else:
+            run = services.run_regenerate(
+                tenant=request.tenant, conversation=chat, initiated_by=request.user
+            )
     except ValidationError as exc:
         return _refuse(request, chat, " ".join(exc.messages), 400)
     if not _htmx(request):
@@ -225,12 +233,10 @@ def chat_url(request: HttpRequest, chat: Conversation) -> str:
 @tenant_member_required(Role.MEMBER)
 @require_POST
 def regenerate(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """Ask again: a new run with the last user input."""
+    """Answer the last message again: the new answer takes the old one's place (the htmx
+    response replaces that turn)."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
-    last = Message.objects.filter(conversation=chat, role=Message.Role.USER).order_by("-id").first()
-    if last is None:
-        return _refuse(request, chat, "Nothing to regenerate yet.")
-    return _start_turn(request, chat, last.content)
+    return _start_turn(request, chat, again=True)
 
 
 @tenant_member_required()
