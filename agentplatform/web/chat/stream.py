@@ -29,12 +29,15 @@ from django.utils.html import escape
 from agentplatform.tenancy.models import Membership
 from agentplatform.web.chat.thread import (
     TERMINAL,
+    MemberStep,
     TextSegment,
     ToolCard,
     Turn,
     approvals_for,
+    complete_member,
     complete_tool,
     dom_key,
+    member_event,
 )
 from agents.events import TERMINAL_EVENTS, iter_run_events, stream_read
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
@@ -69,6 +72,7 @@ class RunStream:
         self.round = 0
         self.has_text = False
         self.tools: dict[str, ToolCard] = {}
+        self.members: dict[str, MemberStep] = {}
         self.approvals_shown: set[int] = set()
 
     @property
@@ -144,6 +148,14 @@ class RunStream:
             card = self.tools.get(call_id) or ToolCard(call_id, payload.get("name", ""))
             complete_tool(card, payload)
             return [self.tool_op(card)]
+        if member_event(type, payload):
+            key = payload.get("key", "")
+            step = self.members.get(key) or MemberStep(key, payload.get("member", ""))
+            self.members[key] = step
+            if type == "crew.member.completed":
+                complete_member(step, payload)
+                return [self.member_op(step)]
+            return [self.member_op(step), self.status(f"{step.member} is working…")]
         if type == "approval.required":
             approvals = await self.pending_approvals(
                 None if payload.get("via_child") else payload.get("call_id")
@@ -179,6 +191,14 @@ class RunStream:
             "op": "replace",
             "target": f"tool-{self.run.pk}-{dom_key(card.call_id)}",
             "html": html,
+            "parent": self.steps_id,
+        }
+
+    def member_op(self, step: MemberStep) -> dict[str, Any]:
+        return {
+            "op": "replace",
+            "target": f"member-{self.run.pk}-{step.key}",
+            "html": self.render("member_card", step=step),
             "parent": self.steps_id,
         }
 

@@ -57,6 +57,41 @@ class ToolCard:
         return pretty_json(self.result)
 
 
+@dataclass
+class MemberStep:
+    """A crew member's part of the answer (sequential and parallel crews, and a combining
+    manager): working, then how it ended and what it said. A manager's delegations are tool
+    calls, shown as tool cards instead."""
+
+    member_key: str  # the crew's key for the step, e.g. "seq:0:researcher"
+    member: str
+    status: str = ""  # "" while working, then the member run's final status
+    output: str = ""
+    error: str = ""
+    kind: str = "member"
+
+    @property
+    def key(self) -> str:
+        return dom_key(self.member_key)
+
+    @property
+    def output_html(self) -> SafeString:
+        return markdown_filter(self.output)
+
+
+def member_event(event_type: str, payload: dict[str, Any]) -> bool:
+    """A crew member's start or end that gets a card of its own."""
+    return event_type in {"crew.member.started", "crew.member.completed"} and not str(
+        payload.get("key", "")
+    ).startswith("delegate:")
+
+
+def complete_member(step: MemberStep, payload: dict[str, Any]) -> None:
+    step.status = payload.get("status") or "failed"
+    step.output = payload.get("output") or ""
+    step.error = payload.get("error") or ""
+
+
 @dataclass(frozen=True)
 class Citation:
     """One source the answer drew on: a `knowledge_search` result of the run."""
@@ -102,7 +137,7 @@ class ApprovalSlot:
 class Turn:
     run: Run | None
     user_text: str
-    steps: list[TextSegment | ToolCard | ApprovalSlot] = field(default_factory=list)
+    steps: list[TextSegment | ToolCard | MemberStep | ApprovalSlot] = field(default_factory=list)
     approvals: list[Approval] = field(default_factory=list)  # those without a slot
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
     last_seq: int = 0
@@ -181,6 +216,13 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         if card is None:
             steps.append(card := ToolCard(payload.get("call_id", ""), payload.get("name", "")))
         complete_tool(card, payload)
+    elif member_event(event_type, payload):
+        key = payload.get("key", "")
+        step = next((s for s in steps if isinstance(s, MemberStep) and s.member_key == key), None)
+        if step is None:
+            steps.append(step := MemberStep(key, payload.get("member", "")))
+        if event_type == "crew.member.completed":
+            complete_member(step, payload)
 
 
 def complete_tool(card: ToolCard, payload: dict[str, Any]) -> None:
