@@ -310,22 +310,23 @@ def test_stop_cancels_a_queued_run(client, trio, bobs_chat):
     assert "You stopped this answer" in page and "Regenerate" in page
 
 
-def test_regenerate_answers_the_last_message_again_in_place_of_its_answer(client, trio, bobs_chat):
-    first = run_start(
-        tenant=trio.acme, agent=bobs_chat.agent, input="hello", conversation=bobs_chat,
+def answered(trio, chat: Conversation, question: str, answer: str, **ending) -> Run:
+    """A finished turn of `chat`: the question, its run ended as `ending`, the answer."""
+    run = run_start(
+        tenant=trio.acme, agent=chat.agent, input=question, conversation=chat,
         initiated_by=trio.bob,
     )  # fmt: skip
-    Run.objects.filter(pk=first.pk).update(status="succeeded", output="hi there")
+    Run.objects.filter(pk=run.pk).update(**ending)
     Message.objects.create(
-        tenant=trio.acme, conversation=bobs_chat, role="assistant", content="hi there", run=first
+        tenant=trio.acme, conversation=chat, role="assistant", content=answer, run=run
     )
-    failed = run_start(
-        tenant=trio.acme, agent=bobs_chat.agent, input="again?", conversation=bobs_chat,
-        initiated_by=trio.bob,
-    )  # fmt: skip
-    Run.objects.filter(pk=failed.pk).update(status="failed", error="ProviderUnavailable: down")
-    Message.objects.create(
-        tenant=trio.acme, conversation=bobs_chat, role="assistant", content="down", run=failed
+    return run
+
+
+def test_regenerate_answers_the_last_message_again_in_place_of_its_answer(client, trio, bobs_chat):
+    first = answered(trio, bobs_chat, "hello", "hi there", status="succeeded", output="hi there")
+    failed = answered(
+        trio, bobs_chat, "again?", "down", status="failed", error="ProviderUnavailable: down"
     )
     login(client, trio.bob)
     assert "provider is unavailable" in client.get(url(bobs_chat)).content.decode()
