@@ -32,6 +32,8 @@ from redis.retry import Retry
 CHANNEL = "versions:changed"
 RESUBSCRIBE_AFTER_S = 1.0  # after a failed subscription, read from Redis this long
 TRUST_S = 5.0
+READ_TIMEOUT_S = 1.0  # the subscription's connect and read bound (the caller waits)
+BACKLOG = 256  # announcements in one catch-up after which it reads up to a PING's answer
 
 
 @lru_cache(maxsize=4)
@@ -102,11 +104,8 @@ class _Mirror:
                 if time.monotonic() < self.retry_at:
                     return False
                 self._subscribe()
-            while (message := self.subscription.get_message(timeout=0)) is not None:
-                if message["type"] == "message":
-                    key, _, version = message["data"].partition(" ")
-                    self.known[key] = (version, time.monotonic())
-                    self.changes += 1
+            if self._apply_waiting() >= BACKLOG:
+                self._apply_until_pong()
             if self.reconnected:  # redis-py resubscribed by itself: announcements may be lost
                 raise redis.ConnectionError("the versions subscription was reconnected")
             return True
@@ -114,12 +113,41 @@ class _Mirror:
             self._drop()
             return False
 
+    def _apply_waiting(self) -> int:
+        """Apply the announcements on the socket now; how many there were."""
+        count = 0
+        connection = self.subscription.connection
+        while connection.can_read(timeout=0):  # a whole message, though it may come in parts
+            if self._apply(self.subscription.get_message(timeout=READ_TIMEOUT_S)):
+                count += 1
+        return count
+
+    def _apply_until_pong(self) -> None:
+        """After a backlog (a process idle while many bumps went by, more of them perhaps
+        still in Redis's buffer): read up to a PING's answer, so none is left behind."""
+        subscription = self.subscription
+        subscription.ping()
+        while (raw := subscription.parse_response(block=False, timeout=READ_TIMEOUT_S)) is not None:
+            if raw == "PONG" or (isinstance(raw, list) and raw[:1] == ["pong"]):  # RESP3, RESP2
+                return
+            self._apply(subscription.handle_message(raw))
+        raise redis.TimeoutError("no answer to the versions subscription's PING")
+
+    def _apply(self, message: dict | None) -> bool:
+        if message is None or message["type"] != "message":
+            return False
+        key, _, version = message["data"].partition(" ")
+        self.known[key] = (version, time.monotonic())
+        self.changes += 1
+        return True
+
     def _subscribe(self) -> None:
         # A client of its own: no retries (a lost connection is a fallback to Redis, not a
         # wait on the caller's thread), named for CLIENT LIST.
         self.client = redis.Redis.from_url(  # kept: a collected client closes its connections
             self.url, decode_responses=True, retry=Retry(NoBackoff(), 0),
             client_name=f"versions-mirror-{os.getpid()}",
+            socket_connect_timeout=READ_TIMEOUT_S, socket_timeout=READ_TIMEOUT_S,
         )  # fmt: skip
         subscription = self.client.pubsub()
         self.subscription = subscription
@@ -127,7 +155,7 @@ class _Mirror:
         subscription.subscribe(CHANNEL)
         subscription.connection.register_connect_callback(self._on_reconnect)
         # Trusted only once Redis confirms: bumps from then on are announced to us.
-        confirmed = subscription.get_message(timeout=2)
+        confirmed = subscription.get_message(timeout=READ_TIMEOUT_S)
         if confirmed is None or confirmed["type"] != "subscribe":
             raise redis.ConnectionError("no confirmation of the versions subscription")
 
@@ -138,6 +166,7 @@ class _Mirror:
         if self.subscription is not None:
             with contextlib.suppress(redis.RedisError, OSError):
                 self.subscription.close()
+            with contextlib.suppress(redis.RedisError, OSError):
                 self.client.close()
         self.subscription = None
         self.known.clear()

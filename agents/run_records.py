@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import select
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +22,9 @@ from functools import lru_cache
 from typing import Any
 
 import psycopg
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections
+from django.db.models.fields import NOT_PROVIDED
 from psycopg import sql
 
 from agents.models import Run, RunEvent
@@ -90,8 +93,51 @@ def _statement() -> str:
 
 
 def _default(field, template: Run) -> str:
+    """The field's default as a literal, for a default that is the same for every row."""
+    per_row = (
+        field.generated
+        or field.db_default is not NOT_PROVIDED
+        or getattr(field, "auto_now", False)
+        or getattr(field, "auto_now_add", False)
+        or (field.has_default() and callable(field.default) and field.default not in (dict, list))
+    )
+    if per_row:
+        raise ImproperlyConfigured(
+            f"Run.{field.name} has a default computed per row: add it to run_records._VARYING"
+        )
     value = field.get_db_prep_save(getattr(template, field.attname), connection)
-    return f"{sql.Literal(value).as_string()}::{field.db_type(connection)}"
+    literal = sql.Literal(value).as_string().replace("%", "%%")  # not a placeholder
+    return f"{literal}::{field.db_type(connection)}"
+
+
+def storable_json(value: Any) -> str:
+    """JSON text that PostgreSQL stores as jsonb: no NUL character (jsonb refuses \\u0000)
+    and no NaN or Infinity (not JSON); such values become text. The usual case costs one
+    json.dumps."""
+    try:
+        text = json.dumps(value, default=str, allow_nan=False)
+    except ValueError:
+        text = None
+    if text is None or "\\u0000" in text:
+        text = json.dumps(_storable(value), default=str)
+    return text
+
+
+def storable_text(text: str) -> str:
+    """Text that PostgreSQL stores: no NUL character."""
+    return text.replace("\x00", "\ufffd")
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
 
 
 def _parameters(records: list[CallRecord]) -> list:
@@ -101,7 +147,7 @@ def _parameters(records: list[CallRecord]) -> list:
         for seq, (type, payload) in enumerate(record.events, start=1):
             for values, value in zip(
                 events,
-                (record.correlation_id, seq, type, json.dumps(payload, default=str)),
+                (record.correlation_id, seq, type, storable_json(payload)),
                 strict=True,
             ):
                 values.append(value)
@@ -134,32 +180,49 @@ async def aclose() -> None:
 
 class _GroupCommit:
     """Records arriving while a statement is in flight go in the next one: one round trip and
-    one WAL flush for all of them, no added wait when calls come one at a time. Its own
+    one WAL flush for all of them, no added wait when calls come one at a time. One writer
+    task writes everything pending, so a caller that goes away (a client disconnecting
+    cancels its call) neither stops the write nor strands the others waiting. Its own
     connection (autocommit) lives on the loop: no thread, no handover of the GIL; it is
     closed after IDLE_S without writes."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[CallRecord, asyncio.Future]] = []
-        self.lock = asyncio.Lock()
+        self.writer: asyncio.Task | None = None
         self.connection: psycopg.AsyncConnection | None = None
         self.last_write = 0.0
-        self.closing: asyncio.Task | None = None
+        self.idle_check: asyncio.TimerHandle | None = None
 
     async def write(self, record: CallRecord) -> int:
-        done = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
         self.pending.append((record, done))
-        async with self.lock:
-            if not done.done():  # not written by the previous holder: write all waiting
-                batch, self.pending = self.pending, []
-                try:
-                    ids = await self._insert([r for r, _ in batch])
-                except Exception as exc:
-                    for _, future in batch:
-                        future.set_exception(exc)
-                else:
-                    for (_, future), run_id in zip(batch, ids, strict=True):
-                        future.set_result(run_id)
+        if self.writer is None or self.writer.done():
+            self.writer = loop.create_task(self._write_pending())
         return await done
+
+    async def _write_pending(self) -> None:
+        batch: list = []
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                await self._write_batch(batch)
+        finally:  # the writer itself cancelled (the loop ends): nobody waits forever
+            _settle(batch + self.pending, error=RuntimeError("the record writer stopped"))
+
+    async def _write_batch(self, batch: list[tuple[CallRecord, asyncio.Future]]) -> None:
+        try:
+            ids = await self._insert([record for record, _ in batch])
+        except (psycopg.DataError, psycopg.IntegrityError) as exc:  # e.g. its API key deleted
+            if len(batch) == 1:
+                _settle(batch, error=exc)
+                return
+            for item in batch:  # a record the database refuses fails alone
+                await self._write_batch([item])
+        except Exception as exc:
+            _settle(batch, error=exc)
+        else:
+            _settle(batch, ids=ids)
 
     async def _insert(self, records: list[CallRecord]) -> list[int]:
         loop = asyncio.get_running_loop()
@@ -170,7 +233,8 @@ class _GroupCommit:
             self.connection = await psycopg.AsyncConnection.connect(
                 **_connection_params(), autocommit=True
             )
-            loop.call_later(IDLE_S, self._close_when_idle)
+            if self.idle_check is None:
+                self.idle_check = loop.call_later(IDLE_S, self._close_when_idle)
         try:
             cursor = await self.connection.execute(_statement(), _parameters(records))
             ids = dict(await cursor.fetchall())
@@ -182,16 +246,37 @@ class _GroupCommit:
     def _close_when_idle(self) -> None:
         loop = asyncio.get_running_loop()
         idle = loop.time() - self.last_write
-        if idle < IDLE_S or self.lock.locked():
-            loop.call_later(max(IDLE_S - idle, 1.0), self._close_when_idle)
+        busy = self.writer is not None and not self.writer.done()
+        if idle < IDLE_S or busy:
+            self.idle_check = loop.call_later(max(IDLE_S - idle, 1.0), self._close_when_idle)
         else:
-            self.closing = loop.create_task(self.close())
+            self.idle_check = None
+            self.writer = loop.create_task(self._close_idle())  # in the writer's place
+
+    async def _close_idle(self) -> None:
+        await self._disconnect()
+        await self._write_pending()  # records that came meanwhile (on a new connection)
 
     async def close(self) -> None:
-        async with self.lock:
-            if self.connection is not None:
-                await self.connection.close()
-                self.connection = None
+        if self.writer is not None:
+            await asyncio.wait([self.writer])
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        if self.connection is not None:
+            connection, self.connection = self.connection, None
+            await connection.close()
+
+
+def _settle(batch: list[tuple[CallRecord, asyncio.Future]], *, ids=None, error=None) -> None:
+    """Answer each waiting caller (one that went away has a cancelled future: skipped)."""
+    for index, (_, future) in enumerate(batch):
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(ids[index])
 
 
 # Not weak: a group refers to its loop (its locks do), so the loop would never be collected
@@ -205,11 +290,13 @@ def _connection_params() -> dict[str, Any]:
     params.pop("cursor_factory", None)
     params.pop("context", None)
     params.setdefault("application_name", APPLICATION_NAME)
+    params.setdefault("connect_timeout", 5)  # calls wait for this connection: not for long
     return params
 
 
 def _closed_by_server(connection: psycopg.AsyncConnection) -> bool:
     """An idle connection with something to read has been told goodbye (a restart, a
     terminated backend): better a new connection than a failed write."""
-    readable, _, _ = select.select([connection.fileno()], [], [], 0)
-    return bool(readable)
+    poller = select.poll()  # not select.select: it fails on descriptors above 1023
+    poller.register(connection.fileno(), select.POLLIN)
+    return bool(poller.poll(0))

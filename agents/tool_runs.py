@@ -9,6 +9,7 @@ with the approver's edited arguments, or records the rejection (`execute_tool_ru
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable
@@ -82,6 +83,20 @@ async def _tool_run(
             run.pk, "awaiting_approval", call.id, error="approval required",
             decide_at=decide_at(approval),
         )  # fmt: skip
+    # Once started, the call runs to its end and is recorded even if the caller goes away
+    # (an MCP client disconnecting cancels its request): no effect without its record.
+    finishing = asyncio.ensure_future(
+        _execute_and_record(record, toolbox, tenant, call, api_key, user, via)
+    )
+    _finishing.add(finishing)
+    finishing.add_done_callback(_finishing.discard)
+    return await asyncio.shield(finishing)
+
+
+_finishing: set[asyncio.Future] = set()  # strong references to calls whose caller left
+
+
+async def _execute_and_record(record, toolbox, tenant, call, api_key, user, via):
     correlation_id = uuid.uuid4().hex
     ctx = tool_context(
         tenant=tenant,
@@ -96,10 +111,10 @@ async def _tool_run(
         run_records.CallRecord(
             tenant_id=tenant.pk,
             tool_name=call.name,
-            input=json.dumps(call.arguments, default=str),
+            input=run_records.storable_json(call.arguments),
             status=RunStatus.FAILED if failed else RunStatus.SUCCEEDED,
-            output="" if failed else _as_text(result.result),
-            error=result.error or "",
+            output="" if failed else _storable_text(result.result),
+            error=run_records.storable_text(result.error or ""),
             correlation_id=correlation_id,
             started_at=started,
             finished_at=timezone.now(),
@@ -212,6 +227,12 @@ def _completed(result: ToolResult) -> dict[str, Any]:
         "error": result.error,
         "latency_ms": round(result.latency_ms, 3),
     }
+
+
+def _storable_text(value: Any) -> str:
+    if isinstance(value, str):
+        return run_records.storable_text(value)
+    return run_records.storable_json(value)
 
 
 def _as_text(value: Any) -> str:

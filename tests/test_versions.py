@@ -93,3 +93,16 @@ def test_a_mirrored_version_is_read_again_after_trust_s(key, reads, monkeypatch)
     monkeypatch.setattr(versions, "TRUST_S", 0.0)
     versions.current(key)
     assert reads == [key, key]
+
+
+def test_a_backlog_of_announcements_is_read_to_its_end(key, reads, monkeypatch):
+    monkeypatch.setattr(versions, "BACKLOG", 3)  # from 3 on, read up to a PING's answer
+    pongs = []
+    real = versions._Mirror._apply_until_pong
+    monkeypatch.setattr(
+        versions._Mirror, "_apply_until_pong", lambda self: pongs.append(1) or real(self)
+    )
+    versions.current(key)
+    last = [bump_in_another_process(key) for _ in range(10)][-1]
+    assert versions.current(key) == last
+    assert pongs == [1] and reads == [key]  # still mirrored: the subscription was kept

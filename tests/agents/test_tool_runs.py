@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
+import psycopg
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.http import Http404
 
 from agentplatform.tenancy import services as tenancy
@@ -202,3 +204,89 @@ def test_a_record_connection_closed_by_the_server_is_replaced_before_the_next_wr
     first, second = async_to_sync(two_calls)()
     assert (first.status, second.status) == ("succeeded", "succeeded")
     assert Run.objects.filter(pk__in=[first.run_id, second.run_id]).count() == 2
+
+
+def test_a_result_postgres_would_refuse_is_stored_as_text(trio, key):
+    """NUL characters and NaN are not storable as they are (text, jsonb): the record keeps
+    them readable instead of failing the call after the tool ran."""
+    outcome = call(trio.acme, "think", {"thought": "a\x00b"}, api_key=key)
+    assert outcome.status == "succeeded"
+    run = Run.objects.get(pk=outcome.run_id)
+    assert "\x00" not in run.input + run.output
+    assert json.loads(run.output) == json.loads(run.input) == {"thought": "a\ufffdb"}
+    assert RunEvent.objects.get(run=run, seq=2).payload["result"] == {"thought": "a\ufffdb"}
+    assert run_records.storable_json({"x": float("nan")}) == '{"x": "nan"}'
+
+
+def test_a_record_the_database_refuses_fails_alone_and_a_cancelled_caller_is_still_recorded(
+    trio, key
+):
+    from django.utils import timezone
+
+    def record(n: int, tool_name: str = "calculator") -> run_records.CallRecord:
+        now = timezone.now()
+        return run_records.CallRecord(
+            tenant_id=trio.acme.pk, tool_name=tool_name, input="{}", status="succeeded",
+            output=str(n), error="", correlation_id=f"corr-{n}-{now.timestamp()}",
+            started_at=now, finished_at=now, initiated_by_user_id=None,
+            initiated_by_api_key_id=key.pk, events=[("tool.started", {"n": n})],
+        )  # fmt: skip
+
+    async def scenario():
+        try:
+            writes = [asyncio.ensure_future(run_records.awrite(record(n))) for n in range(4)]
+            refused = asyncio.ensure_future(run_records.awrite(record(9, tool_name="a\x00b")))
+            await asyncio.sleep(0)  # each has queued its record
+            writes[1].cancel()  # its caller went away: the record is written anyway
+            results = await asyncio.gather(*writes, refused, return_exceptions=True)
+            await asyncio.sleep(0.1)
+            return results
+        finally:
+            await run_records.aclose()
+
+    results = async_to_sync(scenario)()
+    assert isinstance(results[1], asyncio.CancelledError)
+    assert isinstance(results[4], psycopg.DataError)  # the refused one alone
+    assert all(isinstance(r, int) for i, r in enumerate(results[:4]) if i != 1)
+    stored = Run.objects.filter(tenant=trio.acme, tool_name="calculator")
+    assert sorted(stored.values_list("output", flat=True)) == ["0", "1", "2", "3"]
+
+
+def test_a_call_whose_caller_leaves_still_finishes_and_is_recorded(trio, key, settings):
+    """An MCP client disconnecting cancels its request; the tool it started still runs to
+    its end and its run is recorded (no effect without its record)."""
+    from tests.tools.local_server import LocalServer, Reply
+
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]  # the local server stands in for the bank
+    server = LocalServer()
+    server.route("POST", "/pay", Reply(json={"paid": True}, delay_s=0.3))
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="pay", description="Pay.", kind="http",
+        input_schema={"type": "object", "properties": {}},
+        config={"method": "POST", "url": server.url + "/pay"},
+    )  # fmt: skip
+    recorded = sync_to_async(Run.objects.filter(tool_name="pay").exists)
+
+    async def leave_midway():
+        try:
+            caller = asyncio.ensure_future(
+                atool_run(tenant=trio.acme, name="pay", arguments={}, api_key=key)
+            )
+            await asyncio.sleep(0.1)  # the request is at the server
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            for _ in range(50):
+                if await recorded():
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await run_records.aclose()
+
+    try:
+        async_to_sync(leave_midway)()
+    finally:
+        server.close()
+    run = Run.objects.get(tenant=trio.acme, tool_name="pay")
+    assert (run.status, run.output) == ("succeeded", '{"paid": true}')
+    assert len(server.requests) == 1
