@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from agentplatform.tenancy.models import ApiKey, Membership, Role
-from agents.models import Agent, Crew, CrewMember
+from agents.models import Agent, Crew, CrewMember, Run
 from providers.models import ProviderConnection
 from tests.factories import PASSWORD, add_member, make_user
 from tools.models import ToolDefinition
@@ -365,11 +365,27 @@ def test_the_test_panel_runs_a_tool_and_shows_result_or_error(client, trio):
     response = client.post(page, {"arguments": '{"expression": "6 * 7"}'}, HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert "<html" not in body and "42" in body
+    run = Run.objects.get(tenant=trio.acme, tool_name="calculator")  # on the audit trail
+    assert (run.status, run.initiated_by_user, run.events.get(seq=1).payload["via"]) == (
+        "succeeded", trio.alice, "config"
+    )  # fmt: skip
+    assert f"/t/acme/runs/{run.pk}/" in body
     body = client.post(page, {"arguments": '{"expression": 3}'}, HTTP_HX_REQUEST="true").content
     assert b"Error:" in body
     body = client.post(page, {"arguments": "{nope"}, HTTP_HX_REQUEST="true").content
     assert b"Not valid JSON" in body
     assert client.get(url("tool_try", name="no_such_tool")).status_code == 404
+
+
+def test_the_test_panel_does_not_run_a_tool_that_needs_approval(client, trio, transfer):
+    login(client, trio.alice)
+    body = client.post(
+        url("tool_try", name="transfer"), {"arguments": '{"amount": 5}'}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "Approval pending" in body and "/t/acme/approvals/" in body
+    assert transfer.requests == []  # nothing reached the bank
+    run = Run.objects.get(tenant=trio.acme, tool_name="transfer")
+    assert run.status == "awaiting_approval" and run.approvals.get().status == "pending"
 
 
 # -- provider connections --------------------------------------------------------------

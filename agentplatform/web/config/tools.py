@@ -26,10 +26,11 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from agents.tool_runs import tool_run
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolKind
 from tools.runtime.builtins import BUILTINS
-from tools.services import tool_definition_delete, tool_definition_save, tool_execute
+from tools.services import tool_definition_delete, tool_definition_save
 
 EXAMPLE_SCHEMA = {
     "type": "object",
@@ -183,7 +184,8 @@ class TryForm(PlainLabels, forms.Form):
 @admin_required
 def tool_try(request: HttpRequest, name: str) -> HttpResponse:
     """Show one registry tool and execute it with the given arguments (htmx: the result
-    only). Executing calls the tool for real, HTTP tools included."""
+    only). Executing calls the tool for real, HTTP tools included, as a recorded run (like
+    REST and MCP calls); a tool that requires approval is not executed but waits for one."""
     registry = tenant_tools(request.tenant).registry
     if not registry.has(name):
         raise Http404("No such tool.")
@@ -191,11 +193,12 @@ def tool_try(request: HttpRequest, name: str) -> HttpResponse:
     result = None
     form = TryForm(request.POST or None, initial={"arguments": _example_arguments(item)})
     if request.method == "POST" and form.is_valid():
-        result = tool_execute(
+        result = tool_run(
             tenant=request.tenant,
             name=name,
             arguments=form.cleaned_data["arguments"],
-            user_id=request.user.pk,
+            user=request.user,
+            via="config",
         )
     context = {
         "tool": item,
