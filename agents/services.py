@@ -35,6 +35,7 @@ from agents.runtime.spec import TERMINAL, RunStatus
 
 Initiator = AbstractBaseUser | ApiKey | None
 MAX_INPUT_CHARS = 100_000
+BUSY = "Wait for the current answer to finish, or stop it."
 
 
 # -- selectors -----------------------------------------------------------------------
@@ -138,6 +139,16 @@ def run_start(
     return run
 
 
+class ConversationBusy(ValidationError):
+    """The conversation's previous answer is still running."""
+
+
+def conversation_busy(conversation: Conversation) -> bool:
+    """Is an answer (a top-level run) of the conversation still unfinished?"""
+    runs = Run.objects.filter(conversation=conversation, parent=None)
+    return runs.exclude(status__in=TERMINAL).exists()
+
+
 def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: Initiator) -> Run:
     """Answer the conversation's last message again, in place of the answer it has: a new
     run of the conversation's agent or crew on the same input; the message now belongs to
@@ -150,12 +161,8 @@ def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: 
     )
     if question is None:
         raise ValidationError({"input": "Nothing to answer again yet."})
-    if (
-        Run.objects.filter(conversation=conversation, parent=None)
-        .exclude(status__in=TERMINAL)
-        .exists()
-    ):
-        raise ValidationError({"input": "Wait for the current answer to finish, or stop it."})
+    if conversation_busy(conversation):
+        raise ConversationBusy({"input": BUSY})
     with transaction.atomic():
         run = run_start(
             tenant=tenant,

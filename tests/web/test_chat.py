@@ -41,6 +41,13 @@ def url(chat: Conversation, suffix: str = "") -> str:
     return f"/t/{chat.tenant.slug}/chat/{chat.pk}/{suffix}"
 
 
+def bobs_turn(trio, chat: Conversation, text: str) -> Run:
+    """bob asks `text` in his conversation `chat` (a queued run answers)."""
+    return run_start(
+        tenant=trio.acme, agent=chat.agent, input=text, conversation=chat, initiated_by=trio.bob
+    )
+
+
 def test_a_member_sees_their_conversations_and_the_new_chat_form(client, trio, bobs_chat):
     body = login(client, trio.bob).get("/t/acme/chat/").content.decode()
     assert "Bob&#x27;s plans" in body
@@ -210,13 +217,7 @@ def test_rename_and_delete(client, trio, bobs_chat):
 
 def test_model_output_user_input_and_tool_results_are_escaped(client, trio, bobs_chat):
     attack = "<script>alert(1)</script><img src=x onerror=alert(1)>"
-    run = run_start(
-        tenant=trio.acme,
-        agent=bobs_chat.agent,
-        input=attack,
-        conversation=bobs_chat,
-        initiated_by=trio.bob,
-    )
+    run = bobs_turn(trio, bobs_chat, attack)
     events = [
         ("inference.started", {"round": 1}),
         ("inference.completed", {"round": 1, "text": "", "tool_calls": []}),
@@ -251,13 +252,7 @@ def test_model_output_user_input_and_tool_results_are_escaped(client, trio, bobs
 
 
 def test_deciding_an_approval_of_the_conversations_run(client, trio, bobs_chat):
-    run = run_start(
-        tenant=trio.acme,
-        agent=bobs_chat.agent,
-        input="pay",
-        conversation=bobs_chat,
-        initiated_by=trio.bob,
-    )
+    run = bobs_turn(trio, bobs_chat, "pay")
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
     approval = Approval.objects.create(
         tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"amount": 5}
@@ -293,13 +288,7 @@ def test_deciding_an_approval_of_the_conversations_run(client, trio, bobs_chat):
 
 
 def test_stop_cancels_a_queued_run(client, trio, bobs_chat):
-    run = run_start(
-        tenant=trio.acme,
-        agent=bobs_chat.agent,
-        input="long",
-        conversation=bobs_chat,
-        initiated_by=trio.bob,
-    )
+    run = bobs_turn(trio, bobs_chat, "long")
     response = login(client, trio.bob).post(
         url(bobs_chat, f"runs/{run.pk}/cancel/"), headers={"HX-Request": "true"}
     )
@@ -312,10 +301,7 @@ def test_stop_cancels_a_queued_run(client, trio, bobs_chat):
 
 def answered(trio, chat: Conversation, question: str, answer: str, **ending) -> Run:
     """A finished turn of `chat`: the question, its run ended as `ending`, the answer."""
-    run = run_start(
-        tenant=trio.acme, agent=chat.agent, input=question, conversation=chat,
-        initiated_by=trio.bob,
-    )  # fmt: skip
+    run = bobs_turn(trio, chat, question)
     Run.objects.filter(pk=run.pk).update(**ending)
     Message.objects.create(
         tenant=trio.acme, conversation=chat, role="assistant", content=answer, run=run
@@ -362,13 +348,7 @@ def test_regenerate_without_a_message_is_refused(client, trio, bobs_chat):
 
 
 def test_the_stream_of_another_users_run_answers_404(client, trio, bobs_chat):
-    run = run_start(
-        tenant=trio.acme,
-        agent=bobs_chat.agent,
-        input="hi",
-        conversation=bobs_chat,
-        initiated_by=trio.bob,
-    )
+    run = bobs_turn(trio, bobs_chat, "hi")
     assert (
         login(client, trio.alice).get(url(bobs_chat, f"runs/{run.pk}/stream/")).status_code == 404
     )
@@ -381,13 +361,7 @@ def test_the_stream_of_another_users_run_answers_404(client, trio, bobs_chat):
 
 @pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
 def test_the_stream_of_a_finished_run_renders_fragments(client, trio, bobs_chat):
-    run = run_start(
-        tenant=trio.acme,
-        agent=bobs_chat.agent,
-        input="hi",
-        conversation=bobs_chat,
-        initiated_by=trio.bob,
-    )
+    run = bobs_turn(trio, bobs_chat, "hi")
     for seq, (type, payload) in enumerate(
         [
             ("inference.started", {"round": 1}),

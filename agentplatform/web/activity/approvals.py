@@ -34,7 +34,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
     """Two queries: the pending calls (oldest first, at most MAX_PENDING) and the
     RECENT most recently decided."""
     approvals = visible_approvals(request).select_related("run", "run__agent", "run__crew")
-    pending = approvals.filter(status=ApprovalStatus.PENDING).order_by("created_at", "id")
+    pending = _pending(request).select_related("run", "run__agent", "run__crew")
+    pending = pending.order_by("created_at", "id")
     decided = approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at", "-id")
     context = {
         "pending": _with_text(list(pending[:MAX_PENDING])),

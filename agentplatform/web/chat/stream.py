@@ -33,8 +33,8 @@ from agentplatform.web.chat.thread import (
     TextSegment,
     ToolCard,
     Turn,
+    apply_member_event,
     approvals_for,
-    complete_member,
     complete_tool,
     dom_key,
     member_event,
@@ -150,10 +150,8 @@ class RunStream:
             return [self.tool_op(card)]
         if member_event(type, payload):
             key = payload.get("key", "")
-            step = self.members.get(key) or MemberStep(key, payload.get("member", ""))
-            self.members[key] = step
-            if type == "crew.member.completed":
-                complete_member(step, payload)
+            step = self.members[key] = apply_member_event(self.members.get(key), type, payload)
+            if step.status:
                 return [self.member_op(step)]
             return [self.member_op(step), self.status(f"{step.member} is working…")]
         if type == "approval.required":

@@ -86,10 +86,17 @@ def member_event(event_type: str, payload: dict[str, Any]) -> bool:
     ).startswith("delegate:")
 
 
-def complete_member(step: MemberStep, payload: dict[str, Any]) -> None:
-    step.status = payload.get("status") or "failed"
-    step.output = payload.get("output") or ""
-    step.error = payload.get("error") or ""
+def apply_member_event(
+    step: MemberStep | None, event_type: str, payload: dict[str, Any]
+) -> MemberStep:
+    """The member's card after this event (`step`: the card so far, if any)."""
+    if step is None:
+        step = MemberStep(payload.get("key", ""), payload.get("member", ""))
+    if event_type == "crew.member.completed":
+        step.status = payload.get("status") or "failed"
+        step.output = payload.get("output") or ""
+        step.error = payload.get("error") or ""
+    return step
 
 
 @dataclass(frozen=True)
@@ -218,11 +225,10 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         complete_tool(card, payload)
     elif member_event(event_type, payload):
         key = payload.get("key", "")
-        step = next((s for s in steps if isinstance(s, MemberStep) and s.member_key == key), None)
-        if step is None:
-            steps.append(step := MemberStep(key, payload.get("member", "")))
-        if event_type == "crew.member.completed":
-            complete_member(step, payload)
+        card = next((s for s in steps if isinstance(s, MemberStep) and s.member_key == key), None)
+        step = apply_member_event(card, event_type, payload)
+        if card is None:
+            steps.append(step)
 
 
 def complete_tool(card: ToolCard, payload: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from agentplatform.tenancy.models import Role
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
-from agentplatform.web.chat.thread import TERMINAL, Turn, for_display, turns_for
+from agentplatform.web.chat.thread import Turn, for_display, turns_for
 from agents import services
 from agents.models import Agent, Approval, Conversation, Crew, Run
 
@@ -180,11 +180,15 @@ def _start_turn(
         )
     if not access.may_use(target, request.user, request.membership):
         raise PermissionDenied("You may not chat with this one.")
-    if Run.objects.filter(conversation=chat, parent=None).exclude(status__in=TERMINAL).exists():
-        return _refuse(request, chat, "Wait for the current answer to finish, or stop it.", 409)
+    if not again and services.conversation_busy(chat):  # regenerate: the service checks
+        return _refuse(request, chat, services.BUSY, 409)
     which = "agent" if isinstance(target, Agent) else "crew"
     try:
-        if not again:
+        if again:
+            run = services.run_regenerate(
+                tenant=request.tenant, conversation=chat, initiated_by=request.user
+            )
+        else:
             run = services.run_start(
                 tenant=request.tenant,
                 input=text,
@@ -192,10 +196,8 @@ def _start_turn(
                 initiated_by=request.user,
                 **{which: target},
             )
-        else:
-            run = services.run_regenerate(
-                tenant=request.tenant, conversation=chat, initiated_by=request.user
-            )
+    except services.ConversationBusy:
+        return _refuse(request, chat, services.BUSY, 409)
     except ValidationError as exc:
         return _refuse(request, chat, " ".join(exc.messages), 400)
     if not _htmx(request):
