@@ -17,7 +17,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -258,6 +258,8 @@ class AgentAdmin(TenantScopedAdmin):
                     input=form.cleaned_data["message"],
                     initiated_by=request.user,
                 )
+            except PermissionDenied as exc:
+                form.add_error(None, str(exc))
             except ValidationError as exc:
                 form.add_error(None, exc.messages)
         timeline, truncated = run_timeline(run) if run else ([], False)
@@ -369,7 +371,11 @@ class RunAdmin(TenantScopedAdmin):
         for run in queryset.select_related("tenant"):
             if run.is_terminal:
                 continue
-            run = run_cancel(tenant=run.tenant, run=run)
+            try:
+                run = run_cancel(tenant=run.tenant, run=run, by=request.user)
+            except PermissionDenied as exc:
+                self.message_user(request, f"Run #{run.pk}: {exc}", messages.WARNING)
+                continue
             if run.status == RunStatus.CANCELLED:
                 stopped += 1
             else:
@@ -502,6 +508,13 @@ class ApprovalAdmin(TenantScopedAdmin):
                     by=request.user,
                     reason=reason,
                 )
+            except PermissionDenied as exc:  # the agent's approval authority
+                self.message_user(
+                    request,
+                    f"Tool call #{approval.pk} ({approval.tool_name}): {exc}",
+                    messages.WARNING,
+                )
+                continue
             except ValidationError as exc:
                 self.message_user(
                     request,

@@ -25,6 +25,12 @@ class ApprovalPolicy(models.TextChoices):
     NEVER = "never", "Never ask (trusted automation)"
 
 
+class ApprovalDeciders(models.TextChoices):
+    STARTER = "starter", "The run's starter, and admins"
+    ADMINS = "admins", "Admins only"
+    GROUP = "group", "Members of a group, and admins"
+
+
 class Agent(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
     slug = models.CharField(max_length=50, validators=[slug_validator])
@@ -53,6 +59,18 @@ class Agent(models.Model):
     tool_exclude = ArrayField(models.CharField(max_length=64), default=list, blank=True)
     approval_policy = models.CharField(
         max_length=10, choices=ApprovalPolicy.choices, default=ApprovalPolicy.FLAGGED
+    )
+    approval_deciders = models.CharField(
+        max_length=10, choices=ApprovalDeciders.choices, default=ApprovalDeciders.STARTER,
+        help_text="Who may approve or reject this agent's tool calls.",
+    )  # fmt: skip
+    approval_group = models.ForeignKey(
+        "tenancy.TenantGroup", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", help_text="With 'members of a group': the group.",
+    )  # fmt: skip
+    approval_not_starter = models.BooleanField(
+        default=False,
+        help_text="Never the person (or key) who started the run.",
     )
     memory = models.BooleanField(default=False)
     output_schema = models.JSONField(null=True, blank=True)
@@ -95,6 +113,11 @@ class Agent(models.Model):
             raise ValidationError({"kind": f"Choose one of: {', '.join(sorted(KINDS))}."})
         if self.kind == "remote" and not self.remote_url:
             raise ValidationError({"remote_url": "A remote agent needs its server's URL."})
+        if self.approval_deciders == ApprovalDeciders.GROUP and self.approval_group_id is None:
+            raise ValidationError({"approval_group": "Choose the group whose members decide."})
+        group = self.approval_group
+        if group is not None and group.tenant_id != self.tenant_id:
+            raise ValidationError({"approval_group": "Choose one of this tenant's groups."})
         connection = self.provider_connection
         if connection is not None and connection.tenant_id != self.tenant_id:
             raise ValidationError(

@@ -14,10 +14,18 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
+from guardian.shortcuts import (
+    assign_perm,
+    get_groups_with_perms,
+    get_users_with_perms,
+    remove_perm,
+)
 
 from agentplatform.saving import save_validated
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
+from agentplatform.tenancy.policy import Principal
+from agents import access
 from agents.events import publisher
 from agents.execution import cancel_key, execute_run
 from agents.models import (
@@ -85,8 +93,10 @@ def run_start(
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
-    The same `idempotency_key` returns the same run. The input joins the conversation
-    (unless `add_message` is False: `run_regenerate` answers a message already there).
+    `initiated_by` (a user or key) must be allowed to start `agent`/`crew` (`agents.access`:
+    PermissionDenied otherwise); None is the platform itself (previews, benchmarks). The
+    same `idempotency_key` returns the same run. The input joins the conversation (unless
+    `add_message` is False: `run_regenerate` answers a message already there).
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -98,6 +108,8 @@ def run_start(
     if not target.active:
         which = "agent" if agent else "crew"
         raise ValidationError({which: f"This {which} is not active."})
+    if initiated_by is not None:
+        access.require_start(Principal.for_initiator(tenant, initiated_by), target)
     if not input.strip():
         raise ValidationError({"input": "Say something."})
     if len(input) > MAX_INPUT_CHARS:
@@ -222,11 +234,14 @@ def run_inline(
     return run
 
 
-def run_cancel(*, tenant: Tenant, run: Run) -> Run:
+def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
     """Cancel now if nothing executes it (queued, awaiting approval); otherwise flag it and
-    the executing loop stops at its next check (between steps and during streaming)."""
+    the executing loop stops at its next check (between steps and during streaming).
+    `by` must be the run's starter or an admin (PermissionDenied); None is the platform."""
     if run.tenant_id != tenant.pk:
         raise Http404("No such run.")
+    if by is not None:
+        access.require_cancel(Principal.for_initiator(tenant, by), run)
     if run.is_terminal:
         return run
     publisher().set(cancel_key(run), 1, ex=24 * 3600)
@@ -252,9 +267,11 @@ def approval_decide(
     arguments: dict[str, Any] | None = None,
 ) -> Approval:
     """Record a decision; when the run's last pending approval is decided, queue it to
-    resume. Deciding twice is refused (409-style ValidationError)."""
+    resume. `by` must hold the approval authority of the run's agent (`agents.access`;
+    PermissionDenied otherwise). Deciding twice is refused (409-style ValidationError)."""
     if approval.tenant_id != tenant.pk:
         raise Http404("No such approval.")
+    access.require_decide(Principal.for_initiator(tenant, by), approval)
     if arguments is not None and not isinstance(arguments, dict):
         raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
     label = by.get_username() if isinstance(by, AbstractBaseUser) else f"API key {by.name}"
@@ -351,6 +368,11 @@ def conversation_save(
         target = changes.get(field)
         if target is not None and target.tenant_id != tenant.pk:
             raise ValidationError({field: f"Choose one of this tenant's {field}s."})
+        owner = conversation.owner_user or conversation.owner_api_key
+        if target is not None and owner is not None:
+            principal = Principal.for_initiator(tenant, owner)
+            if not access.may_use(principal, target):
+                raise PermissionDenied(f"You may not use this {field}.")
     return save_validated(conversation, changes)
 
 
@@ -364,3 +386,38 @@ def fact_delete(*, tenant: Tenant, fact: Fact) -> None:
     """Forget one of the tenant's remembered facts."""
     _check_tenant(fact, tenant, "fact")
     fact.delete()
+
+
+# -- use grants ----------------------------------------------------------------------------
+def use_grants(*, tenant: Tenant, target: Agent | Crew) -> tuple[list, list[TenantGroup]]:
+    """The users and the tenant groups holding the use of `target` (none: open to every
+    member)."""
+    _check_tenant(target, tenant, "agent or crew")
+    codename = access.USE_PERMISSIONS[type(target)]
+    users = get_users_with_perms(target, only_with_perms_in=[codename], with_group_users=False)
+    groups = get_groups_with_perms(target, attach_perms=True)
+    holding = [group for group, perms in groups.items() if codename in perms]
+    tenant_groups = TenantGroup.objects.filter(tenant=tenant, group__in=holding)
+    return sorted(users, key=lambda u: u.get_username()), list(tenant_groups)
+
+
+def use_grant(
+    *,
+    tenant: Tenant,
+    target: Agent | Crew,
+    granted: bool,
+    user: AbstractBaseUser | None = None,
+    group: TenantGroup | None = None,
+) -> None:
+    """Grant (`granted`) or revoke the use of `target` to a member or a tenant group. Once
+    anyone holds it, only holders (and admins) may use `target`."""
+    _check_tenant(target, tenant, "agent or crew")
+    if (user is None) == (group is None):
+        raise ValidationError("Grant to one member or one group.")
+    if group is not None:
+        _check_tenant(group, tenant, "group")
+    elif not Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise ValidationError({"user": "Only the tenant's members can be granted its agents."})
+    holder = user if user is not None else group.group
+    codename = f"agents.{access.USE_PERMISSIONS[type(target)]}"
+    (assign_perm if granted else remove_perm)(codename, holder, target)

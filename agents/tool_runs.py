@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
 from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.policy import Principal
 from agents import run_records
 from agents.events import stream_read
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
@@ -71,10 +73,18 @@ async def _tool_run(
     user=None,
     via: str = "api",
 ) -> ToolRunOutcome:
-    """Http404 for a name the tenant's registry does not have."""
+    """Http404 for a name the tenant's registry does not have; PermissionDenied unless the
+    key or user (None: the platform) may execute it (`Principal.may_execute_tool`)."""
     toolbox = fresh_tenant_tools(tenant.pk) or await db(tenant_tools)(tenant.pk)
     if not toolbox.registry.has(name):
         raise Http404("No such tool.")
+    if api_key is not None or user is not None:
+        if api_key is not None:
+            principal = Principal.of_key(api_key)  # no query: the MCP path stays off the DB
+        else:
+            principal = await db(Principal.for_initiator)(tenant, user)
+        if not principal.may_execute_tool(name):
+            raise PermissionDenied("You may not execute this tool.")
     call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
     if toolbox.registry.get(name).capability.requires_approval:
         who = {"initiated_by_api_key": api_key, "initiated_by_user": user}

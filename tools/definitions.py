@@ -12,6 +12,7 @@ from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import CircuitStore
 from tools.runtime.egress import GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
+from tools.runtime.reserved import reserved_reason
 from tools.runtime.tool import Capability, Effect, Tool
 from tools.runtime.validation import SchemaError, check_schema
 
@@ -54,9 +55,26 @@ def parse_config(definition: ToolDefinition) -> BaseModel:
         raise ValidationError({"config": _pydantic_message(exc)}) from None
 
 
+def name_refusal(definition: ToolDefinition) -> str | None:
+    """Why the definition may not have its name: a reserved one, or a built-in's that it
+    does not merely tune (kind builtin of that very built-in). Registries skip such rows
+    even if stored."""
+    reserved = reserved_reason(definition.name)
+    if reserved is not None:
+        return reserved
+    if BUILTINS.has(definition.name):
+        config = definition.config if isinstance(definition.config, dict) else {}
+        if definition.kind != "builtin" or config.get("builtin") != definition.name:
+            return f"{definition.name!r} is a built-in tool's name; choose another."
+    return None
+
+
 def validate_definition(definition: ToolDefinition) -> None:
     """ValidationError naming the field, for forms and the API alike."""
     errors: dict[str, str] = {}
+    refused = name_refusal(definition)
+    if refused is not None:
+        raise ValidationError({"name": refused})
     if definition.kind == "http":
         if not (definition.description or "").strip():
             errors["description"] = "Describe the tool for the model."

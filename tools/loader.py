@@ -24,7 +24,7 @@ from django.dispatch import receiver
 
 from agentplatform import versions
 from agentplatform.tenancy.models import Tenant
-from tools.definitions import build_tool, secret_ref
+from tools.definitions import build_tool, name_refusal, secret_ref
 from tools.models import McpServerConnection, McpStatus, ToolDefinition
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import RedisCircuitStore
@@ -133,6 +133,10 @@ def _build(tenant_id: int, version: str) -> TenantTools:
     registry = ToolRegistry(BUILTINS)
     secrets: dict[str, str] = {}
     for definition in ToolDefinition.objects.filter(tenant_id=tenant_id):
+        refused = name_refusal(definition)
+        if refused is not None:  # stored before the rule, or written around it
+            logger.warning("tool %s of tenant %s skipped: %s", definition.name, tenant_id, refused)
+            continue
         if not definition.enabled:  # a disabled definition hides the built-in it names
             if registry.has(definition.name):
                 registry = registry.filter(exclude=[definition.name])

@@ -41,8 +41,8 @@ from agentplatform.api.serializers import (
 )
 from agentplatform.tenancy import services
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope
+from agentplatform.tenancy.models import ApiKey, Membership, Role
+from agentplatform.tenancy.policy import Action
 
 KEY_EXAMPLE = {
     "id": 8,
@@ -66,8 +66,8 @@ LAST_OWNER = {409: error("A tenant must keep at least one owner.")}
 
 
 class AdminViewSet(TenantViewSet):
-    read_scope = Scope.ADMIN
-    write_scope = Scope.ADMIN
+    read_action = Action.MANAGE_KEYS
+    write_action = Action.MANAGE_KEYS
 
 
 @extend_schema_view(
@@ -139,6 +139,9 @@ class ApiKeyViewSet(
             name=serializer.validated_data["name"],
             scopes=serializer.validated_data["scopes"],
             created_by=None if self.is_api_key else self.actor,
+            role=self.principal.role,
+            allowed_agents=serializer.validated_data.get("allowed_agents"),
+            allowed_tools=serializer.validated_data.get("allowed_tools"),
             expires_at=serializer.validated_data.get("expires_at"),
         )
         key.key = full_key
@@ -234,9 +237,11 @@ class MemberViewSet(
     AdminViewSet,
 ):
     """Who belongs to the tenant. Owner memberships are changed only with an owner's
-    authority: an owner's session, or an admin-scope key created by a current owner."""
+    authority: an owner's session, or an admin-scope key made by an owner."""
 
     serializer_class = MemberSerializer
+    read_action = Action.MANAGE_MEMBERS
+    write_action = Action.MANAGE_MEMBERS
 
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
@@ -249,21 +254,8 @@ class MemberViewSet(
         pk = path_id(self.kwargs["pk"], "member")
         return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
 
-    def acts_as_owner(self) -> bool:
-        user = self.request.user
-        if isinstance(user, ApiClient):
-            creator = user.api_key.created_by
-            return (
-                creator is not None
-                and Membership.objects.filter(
-                    tenant=self.tenant, user=creator, role=Role.OWNER
-                ).exists()
-            )
-        membership = getattr(self.request, "_api_membership", None)
-        return membership is not None and membership.role == Role.OWNER
-
     def require_owner_for(self, *roles: str) -> None:
-        if Role.OWNER in roles and not self.acts_as_owner():
+        if Role.OWNER in roles and not self.principal.is_owner:
             raise PermissionDenied("Only an owner can make, change or remove owners.")
 
     def create(self, request: Request) -> Response:

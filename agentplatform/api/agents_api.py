@@ -39,6 +39,7 @@ from agentplatform.api.serializers import (
 )
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Scope
+from agentplatform.tenancy.policy import Action
 from agents.models import Agent, Conversation, Crew, Fact, Message
 from agents.services import agent_delete, conversation_delete, crew_delete, fact_delete
 
@@ -234,6 +235,8 @@ class ConversationViewSet(
     """The caller's own conversations: a session user's, or an API key's."""
 
     serializer_class = ConversationSerializer
+    read_action = Action.READ_DATA
+    write_action = Action.WRITE_DATA
 
     def owner_filter(self) -> dict[str, object]:
         who = self.actor
@@ -337,11 +340,9 @@ class FactViewSet(
     (not users) need the admin scope to read or delete them."""
 
     serializer_class = FactSerializer
+    read_action = Action.READ_DATA
+    write_action = Action.WRITE_DATA
 
-    def get_permissions(self):
-        if self.is_api_key:
-            self.read_scope = self.write_scope = Scope.ADMIN
-        return super().get_permissions()
 
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
@@ -350,6 +351,8 @@ class FactViewSet(
         user = self.actor
         if isinstance(user, AbstractBaseUser):
             return queryset.filter(user=user)
+        if not self.principal.has_scope(Scope.ADMIN):  # a key owns no facts of its own
+            return queryset.none()
         user_id = query_int(self.request, "user") if self.action == "list" else None
         return queryset if user_id is None else queryset.filter(user_id=user_id)
 

@@ -38,6 +38,7 @@ from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.serializers import MAX_DESCRIPTION, TenantPrimaryKeyField
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.policy import Action
 from agents.models import Agent
 from providers.models import ProviderConnection
 from rag import services
@@ -431,10 +432,7 @@ class KnowledgeBaseViewSet(TenantCrudViewSet):
         body = {"query": data["query"], "mode": data["mode"], "hits": [_hit(h) for h in hits]}
         return Response(SearchResultSerializer(body).data)
 
-    def get_permissions(self):
-        if self.action == "search":  # a read, though it is a POST
-            self.write_scope = self.read_scope
-        return super().get_permissions()
+    action_policy = {"search": Action.READ_DATA}  # a read, though it is a POST
 
 
 def _hit(hit: Any) -> dict[str, Any]:
@@ -520,6 +518,8 @@ class DocumentViewSet(
     """The documents of one knowledge base (`/knowledge-bases/{kb}/documents`)."""
 
     serializer_class = DocumentSerializer
+    read_action = Action.READ_DATA
+    write_action = Action.WRITE_DATA
 
     def knowledge_base(self) -> KnowledgeBase:
         cached = getattr(self, "_knowledge_base", None)

@@ -42,7 +42,8 @@ from rest_framework import exceptions
 from agentplatform.api.sse import event_stream_response, heartbeat_seconds, sse_message
 from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
-from agentplatform.tenancy.models import Scope, Tenant
+from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.events import TERMINAL_EVENTS, iter_run_events, stream_read
 from agents.models import Agent, Approval, ApprovalStatus, Crew, Run
 from agents.runtime.spec import RunStatus
@@ -132,8 +133,9 @@ def openai_errors(
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
 
 
-def _authenticate(request: HttpRequest, scope: str) -> ApiClient:
-    """The request's API key, checked for `scope` and throttled like the REST API."""
+def _authenticate(request: HttpRequest, action: Action) -> ApiClient:
+    """The request's API key, allowed `action` by the policy and throttled like the REST
+    API."""
     try:
         found = ApiKeyAuthentication().authenticate(request)
     except exceptions.AuthenticationFailed as exc:
@@ -152,10 +154,10 @@ def _authenticate(request: HttpRequest, scope: str) -> ApiClient:
             headers=CHALLENGE,
         )
     client = found[0]
-    if not client.api_key.has_scope(scope):
-        raise OpenAIError(
-            403, f"This API key lacks the {str(scope)!r} scope.", code="insufficient_scope"
-        )
+    try:
+        Principal.of_key(client.api_key).require(action)
+    except PermissionDenied as exc:
+        raise OpenAIError(403, str(exc), code="insufficient_scope") from None
     request.user = client  # what the throttles key on
     for throttle in (ApiKeyRateThrottle(), TenantRateThrottle()):
         if not throttle.allow_request(request, None):
@@ -171,8 +173,8 @@ def _authenticate(request: HttpRequest, scope: str) -> ApiClient:
     return client
 
 
-async def _authorized(request: HttpRequest, scope: str) -> ApiClient:
-    return await sync_to_async(_authenticate)(request, scope)
+async def _authorized(request: HttpRequest, action: Action) -> ApiClient:
+    return await sync_to_async(_authenticate)(request, action)
 
 
 def _allow(request: HttpRequest, method: str) -> None:
@@ -190,10 +192,15 @@ def _model_object(slug: str, created: Any, tenant: Tenant) -> dict[str, Any]:
     }
 
 
-def _models(tenant: Tenant) -> list[dict[str, Any]]:
-    """Active agents, then active crews whose slug no agent takes (the agent wins)."""
+def _models(key: ApiKey) -> list[dict[str, Any]]:
+    """Active agents, then active crews whose slug no agent takes (the agent wins); only
+    those a key limited to agents may run."""
+    tenant = key.tenant
     agents = Agent.objects.filter(tenant=tenant, active=True).order_by("slug")
     crews = Crew.objects.filter(tenant=tenant, active=True).order_by("slug")
+    if key.allowed_agents:
+        agents = agents.filter(slug__in=key.allowed_agents)
+        crews = crews.filter(slug__in=key.allowed_agents)
     seen: set[str] = set()
     data = []
     for item in [*agents, *crews]:
@@ -213,18 +220,20 @@ def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
     raise _model_not_found(model)
 
 
+@declares(Action.READ_CONFIG)
 @openai_errors
 async def models_list(request: HttpRequest) -> HttpResponse:
     _allow(request, "GET")
-    client = await _authorized(request, Scope.READ)
-    data = await sync_to_async(_models)(client.tenant)
+    client = await _authorized(request, Action.READ_CONFIG)
+    data = await sync_to_async(_models)(client.api_key)
     return JsonResponse({"object": "list", "data": data})
 
 
+@declares(Action.READ_CONFIG)
 @openai_errors
 async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
     _allow(request, "GET")
-    client = await _authorized(request, Scope.READ)
+    client = await _authorized(request, Action.READ_CONFIG)
     if "\x00" in model_id or len(model_id) > 50:
         raise _model_not_found(model_id)
     target = await sync_to_async(_resolve_model)(client.tenant, model_id)
@@ -566,10 +575,11 @@ async def completion_chunks(request: HttpRequest, run: Run, model: str) -> Async
     yield sse_message("[DONE]")
 
 
+@declares(Action.START_RUN, methods=("POST",))
 @openai_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     _allow(request, "POST")
-    client = await _authorized(request, Scope.RUN)
+    client = await _authorized(request, Action.START_RUN)
     chat = parse_chat_request(request.body, request.GET.get("stream") == "true")
     run = await sync_to_async(_start)(client, chat)
     headers = {"X-Run-Id": str(run.pk)}

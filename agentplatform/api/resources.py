@@ -1,7 +1,8 @@
 """The shared shape of the tenant resource endpoints (agents, crews, tools, ...).
 
 Every resource view acts for `request_tenant(request)`, reads through a tenant-filtered
-queryset (another tenant's ids answer 404), takes scopes from `read_scope`/`write_scope`,
+queryset (another tenant's ids answer 404), asks the access policy for `read_action`/`write_action`
+(per DRF action in `action_policy`),
 and refuses input it cannot store (unknown fields, NUL characters, absurd nesting) with a
 400 instead of letting the database or the JSON parser answer with a 500.
 """
@@ -21,10 +22,11 @@ from agentplatform.api.errors import Conflict
 from agentplatform.api.pagination import MAX_BIGINT, NewestFirstChecked, OldestFirst
 from agentplatform.api.parsers import SafeJSONParser
 from agentplatform.api.schema import ERRORS, error
-from agentplatform.api.tenant import request_tenant, request_user_or_key, scoped
+from agentplatform.api.tenant import allowed, request_principal, request_tenant, request_user_or_key
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import Scope, Tenant
+from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.policy import Action, Principal
 
 MAX_JSON_DEPTH = 32
 
@@ -176,20 +178,31 @@ def path_id(value: Any, what: str = "object") -> int:
 
 # -- views -------------------------------------------------------------------------------
 class TenantViewSet(viewsets.GenericViewSet):
-    """Base of the resource viewsets: tenant, scopes, parsers, pagination, 404 lookups."""
+    """Base of the resource viewsets: tenant, policy, parsers, pagination, 404 lookups.
 
-    read_scope: str = Scope.READ
-    write_scope: str = Scope.WRITE
+    Safe methods need `read_action`, others `write_action`; `action_policy` names the
+    action of a DRF action (e.g. `execute`) that is neither."""
+
+    read_action: Action = Action.READ_CONFIG
+    write_action: Action = Action.CHANGE_CONFIG
+    action_policy: dict[str, Action] = {}
     parser_classes = PARSERS
     pagination_class = NewestFirstChecked
     lookup_value_regex = "[^/]+"  # every path value reaches the view (and its 404)
 
     def get_permissions(self):
-        return [scoped(read=self.read_scope, write=self.write_scope)()]
+        special = self.action_policy.get(self.action or "")
+        if special is not None:
+            return [allowed(special)()]
+        return [allowed(self.read_action, self.write_action)()]
 
     @property
     def tenant(self) -> Tenant:
         return request_tenant(self.request)
+
+    @property
+    def principal(self) -> Principal:
+        return request_principal(self.request)
 
     @property
     def actor(self):

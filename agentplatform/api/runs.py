@@ -1,7 +1,9 @@
 """Runs over REST: start (optionally streaming), list, read, follow events, cancel, decide
 approvals. Each handler authenticates, validates, calls one service of `agents.services`.
 
-Scopes: reading needs `read`; starting, cancelling and deciding need `run`.
+The access policy decides: reading a run needs `READ_RUN` and shows only the runs the
+caller may see (`agents.access.visible_runs`); starting, cancelling and deciding are asked
+of the services, which refuse what the caller may not do.
 """
 
 from __future__ import annotations
@@ -44,8 +46,15 @@ from agentplatform.api.sse import (
     resume_after,
     run_event_stream,
 )
-from agentplatform.api.tenant import request_tenant, request_user_or_key, scoped
-from agentplatform.tenancy.models import Scope, Tenant
+from agentplatform.api.tenant import (
+    allowed,
+    request_principal,
+    request_tenant,
+    request_user_or_key,
+)
+from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.policy import Action, Principal
+from agents import access
 from agents.models import Agent, Approval, ApprovalStatus, Crew, Run, RunEvent
 from agents.runtime.spec import RunStatus
 from agents.services import (
@@ -56,7 +65,6 @@ from agents.services import (
     conversation_get,
     crew_get,
     run_cancel,
-    run_get,
     run_start,
 )
 
@@ -277,18 +285,27 @@ FINISHED_EXAMPLE = {
 
 # -- views -----------------------------------------------------------------------------
 class RunView(GenericAPIView):
-    """Shared setup: tenant, scopes (`read` to read, `run` to act), safe parsers."""
+    """Shared setup: tenant, policy (`read_action` to read, `write_action` to act), safe
+    parsers; runs the caller may not see answer 404."""
 
-    permission_classes = [scoped(read=Scope.READ, write=Scope.RUN)]
+    read_action = Action.READ_RUN
+    write_action = Action.START_RUN
     parser_classes = PARSERS
     serializer_class = RunSerializer
+
+    def get_permissions(self):
+        return [allowed(self.read_action, self.write_action)()]
 
     @property
     def tenant(self) -> Tenant:
         return request_tenant(self.request)
 
+    @property
+    def principal(self) -> Principal:
+        return request_principal(self.request)
+
     def get_run(self, run_id: str) -> Run:
-        return run_get(tenant=self.tenant, run_id=path_id(run_id, "run"))
+        return access.visible_run(self.principal, path_id(run_id, "run"))
 
     def run_data(self, run: Run) -> dict[str, Any]:
         run = (
@@ -334,7 +351,7 @@ class RunListCreate(EventStreamNegotiation, RunView):
 
     def get_queryset(self) -> QuerySet[Run]:
         runs = (
-            Run.objects.filter(tenant=self.tenant)
+            access.visible_runs(self.principal)
             .select_related("agent", "crew")
             .prefetch_related("approvals", "children__approvals")
         )
@@ -446,7 +463,8 @@ class RunListCreate(EventStreamNegotiation, RunView):
         if key is not None:
             existing = Run.objects.filter(tenant=tenant, idempotency_key=key).first()
         if existing is not None:
-            if not _same_request(existing, agent, crew, data):
+            mine = access.visible_runs(self.principal).filter(pk=existing.pk).exists()
+            if not mine or not _same_request(existing, agent, crew, data):
                 raise Conflict(
                     "This Idempotency-Key was used for a different request.",
                     code="idempotency_key_reused",
@@ -550,6 +568,8 @@ class RunEvents(EventStreamNegotiation, RunView):
 
 
 class RunCancel(RunView):
+    write_action = Action.CANCEL_RUN
+
     @extend_schema(
         summary="Cancel a run",
         description="A queued or parked run stops at once; a running one at its next step. "
@@ -568,7 +588,7 @@ class RunCancel(RunView):
         run = self.get_run(run_id)
         if run.is_terminal and run.status != RunStatus.CANCELLED:
             raise Conflict(f"This run already finished ({run.status}).", code="run_finished")
-        run = run_cancel(tenant=self.tenant, run=run)
+        run = run_cancel(tenant=self.tenant, run=run, by=request_user_or_key(request))
         return Response(self.run_data(run))
 
 
@@ -585,6 +605,8 @@ def _belongs_to(approval: Approval, run: Run) -> bool:
 
 
 class RunApprovalDecide(RunView):
+    write_action = Action.DECIDE_APPROVAL
+
     @extend_schema(
         summary="Approve or reject a parked tool call",
         description=(

@@ -16,7 +16,7 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant
+from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant, TenantGroup
 from agents.models import Agent, Conversation, Crew, Fact, Message
 from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ProviderConnection
@@ -76,11 +76,12 @@ class SecretField(serializers.CharField):
         return value or None
 
 
-def _text_list(max_item: int) -> serializers.ListField:
+def _text_list(max_item: int, **extra: Any) -> serializers.ListField:
     return serializers.ListField(
         child=serializers.CharField(max_length=max_item),
         required=False,
         max_length=MAX_LIST,
+        **extra,
     )
 
 
@@ -100,6 +101,13 @@ class AgentSerializer(CleanModelSerializer):
     tool_exclude = _text_list(64)
     remote_token = SecretField(help_text="For the remote kind. Write-only.")
     has_remote_token = serializers.SerializerMethodField()
+    approval_group = TenantSlugField(
+        slug_field="name",
+        queryset=TenantGroup.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="With approval_deciders 'group': the name of the group whose members decide.",
+    )
 
     class Meta:
         model = Agent
@@ -119,6 +127,9 @@ class AgentSerializer(CleanModelSerializer):
             "tool_tags",
             "tool_exclude",
             "approval_policy",
+            "approval_deciders",
+            "approval_group",
+            "approval_not_starter",
             "memory",
             "output_schema",
             "kind",
@@ -422,6 +433,9 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "name",
             "prefix",
             "scopes",
+            "role",
+            "allowed_agents",
+            "allowed_tools",
             "created_by",
             "created_at",
             "last_used_at",
@@ -435,9 +449,11 @@ class ApiKeySerializer(serializers.ModelSerializer):
 class ApiKeyCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     scopes = serializers.ListField(
-        child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=4
+        child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=5
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    allowed_agents = _text_list(50, help_text="Only these agents' and crews' slugs (empty: all).")
+    allowed_tools = _text_list(128, help_text="Only these tools (empty: all).")
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):

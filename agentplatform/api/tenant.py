@@ -1,25 +1,20 @@
-"""Which tenant an API request acts for, and what it may do there.
+"""Which tenant an API request acts for, who acts, and whether the policy lets them.
 
 API keys carry their tenant and scopes. Browser sessions (the web UI) name the tenant in
-the `X-Tenant` header; their role maps onto scopes: viewer reads, member also writes and
-runs, admin/owner administers.
+the `X-Tenant` header and act with their membership's role. Both become a `Principal`
+that the access policy (`agentplatform.tenancy.policy`) judges, as on every entry point.
 """
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from rest_framework.permissions import BasePermission
 
 from agentplatform.tenancy.access import membership_for
 from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import Role, Scope, Tenant
-
-_ROLE_FOR_SCOPE = {
-    Scope.READ: Role.VIEWER,
-    Scope.WRITE: Role.MEMBER,
-    Scope.RUN: Role.MEMBER,
-    Scope.ADMIN: Role.ADMIN,
-}
+from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.policy import Action, Principal
 
 
 def request_tenant(request) -> Tenant:
@@ -48,21 +43,37 @@ def request_user_or_key(request):
     return user.api_key if isinstance(user, ApiClient) else user
 
 
-def scoped(read: str = Scope.READ, write: str | None = None) -> type[BasePermission]:
-    """Safe methods need `read`, others `write` (default: the same as read)."""
+def request_principal(request) -> Principal:
+    """Who acts, in the request's tenant (cached on the request); 404 as request_tenant."""
+    cached = getattr(request, "_api_principal", None)
+    if cached is not None:
+        return cached
+    request_tenant(request)
+    user = request.user
+    if isinstance(user, ApiClient):
+        principal = Principal.of_key(user.api_key)
+    else:
+        principal = Principal.of_membership(request._api_membership, user)
+    request._api_principal = principal
+    return principal
 
-    class ScopePermission(BasePermission):
-        message = "Not allowed."
 
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def allowed(read: Action, write: Action | None = None) -> type[BasePermission]:
+    """A permission class asking the policy: safe methods need `read`, others `write`."""
+
+    class PolicyPermission(BasePermission):
         def has_permission(self, request, view) -> bool:
-            needed = read if request.method in ("GET", "HEAD", "OPTIONS") else (write or read)
-            self.message = f"This needs the {str(needed)!r} scope."
-            user = request.user
-            if isinstance(user, ApiClient):
-                return user.api_key.has_scope(needed)
-            if not (user and user.is_authenticated):
+            if not (request.user and request.user.is_authenticated):
                 return False
-            request_tenant(request)
-            return request._api_membership.has_role(_ROLE_FOR_SCOPE[needed])
+            action = read if request.method in SAFE_METHODS else (write or read)
+            try:
+                request_principal(request).require(action)
+            except PermissionDenied as exc:
+                self.message = str(exc)
+                return False
+            return True
 
-    return ScopePermission
+    return PolicyPermission

@@ -36,7 +36,7 @@ from agentplatform.api.serializers import (
     ToolSerializer,
 )
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Scope
+from agentplatform.tenancy.policy import Action
 from agents.tool_runs import tool_run
 from tools.definitions import build_tool
 from tools.loader import circuit_store, egress_client, registry_for_tenant
@@ -270,10 +270,7 @@ class ToolViewSet(TenantViewSet):
     serializer_class = ToolDefinitionWriteSerializer
     pagination_class = None
 
-    def get_permissions(self):
-        if self.action == "execute":
-            self.read_scope = self.write_scope = Scope.RUN
-        return super().get_permissions()
+    action_policy = {"execute": Action.EXECUTE_TOOL}
 
     def definitions(self) -> dict[str, ToolDefinition]:
         return {d.name: d for d in ToolDefinition.objects.filter(tenant=self.tenant)}

@@ -6,6 +6,7 @@ challenge; scopes are checked per method by the server (`read` lists, `run` call
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
@@ -14,6 +15,7 @@ from pydantic import ConfigDict, Field
 
 from agentplatform.tenancy.api_keys import find_usable_key, verified_key
 from agentplatform.tenancy.models import ApiKey, Scope
+from agentplatform.tenancy.policy import Action, Principal
 from agents.events import stream_read
 
 
@@ -54,13 +56,15 @@ class ApiKeyVerifier:
         return await stream_read(_token_for)(token)
 
 
-def caller_key(scope: str) -> ApiKey:
-    """The calling request's API key, which must have `scope`; a JSON-RPC error otherwise."""
+def caller(action: Action) -> Principal:
+    """The calling request's API key as a principal the policy allows `action`; a JSON-RPC
+    error otherwise."""
     token = get_access_token()
     if not isinstance(token, ApiKeyToken):  # the auth middleware lets nothing else through
         raise MCPError(code=INVALID_REQUEST, message="Not authenticated with a tenant API key.")
-    if scope not in token.scopes:
-        raise MCPError(
-            code=INVALID_REQUEST, message=f"This API key lacks the {str(scope)!r} scope."
-        )
-    return token.api_key
+    principal = Principal.of_key(token.api_key)
+    try:
+        principal.require(action)
+    except PermissionDenied as exc:
+        raise MCPError(code=INVALID_REQUEST, message=str(exc)) from None
+    return principal

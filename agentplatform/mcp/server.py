@@ -23,8 +23,9 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from agentplatform.api.openai_compat import Ending, follow_run
-from agentplatform.mcp.auth import caller_key
-from agentplatform.tenancy.models import ApiKey, Scope, Tenant
+from agentplatform.mcp.auth import caller
+from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.policy import Action, Principal
 from agents.events import stream_read
 from agents.models import Agent, Crew, Run
 from agents.runtime.spec import RunStatus
@@ -71,16 +72,22 @@ class TenantMCPServer(MCPServer):
     request handlers call) answer from the caller's tenant."""
 
     async def list_tools(self) -> list[MCPTool]:
-        key = caller_key(Scope.READ)
-        return await stream_read(tenant_catalog)(key.tenant_id)
+        principal = caller(Action.READ_CONFIG)
+        tools = await stream_read(tenant_catalog)(principal.tenant.pk)
+        return [tool for tool in tools if _offered(principal, tool.name)]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult:
         try:
-            key = caller_key(Scope.RUN)
+            principal = caller(Action.EXECUTE_TOOL)
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
+        key = principal.api_key
+        if not principal.may_execute_tool(name):  # a key limited to other tools
+            if name.startswith(ASK_PREFIX):
+                return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
+            return error_result(f"No such tool: {name!r}.")
         try:
             outcome = await atool_run(
                 tenant=key.tenant, name=name, arguments=arguments, api_key=key, via="mcp"
@@ -89,10 +96,21 @@ class TenantMCPServer(MCPServer):
             if name.startswith(ASK_PREFIX):
                 return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
             return error_result(f"No such tool: {name!r}.")
+        except PermissionDenied as exc:
+            return error_result(str(exc))
         return tool_run_result(name, outcome)
 
 
 # -- tools/list ----------------------------------------------------------------------------
+def _offered(principal: Principal, name: str) -> bool:
+    """Within a limited key's agents and tools (the catalog is the tenant's, cached)."""
+    if name.startswith(ASK_PREFIX):
+        agents = principal.limited_to_agents()
+        return agents is None or name.removeprefix(ASK_PREFIX) in agents
+    tools = principal.limited_to_tools()
+    return tools is None or name in tools
+
+
 def tenant_catalog(tenant_id: int) -> list[MCPTool]:
     """The registry's tools, then `ask_<slug>` per active agent and active crew (an agent wins
     a slug a crew shares, a registry tool wins a name). A cache read and two queries."""

@@ -62,9 +62,10 @@ class Membership(models.Model):
 
 class Scope(models.TextChoices):
     READ = "read", "Read"
-    WRITE = "write", "Write"
+    WRITE = "write", "Write data (conversations, documents, facts)"
     RUN = "run", "Run agents and tools"
-    ADMIN = "admin", "Administer the tenant"
+    CONFIG = "config", "Change configuration (tools, connections, agents, crews, knowledge bases)"
+    ADMIN = "admin", "Administer the tenant (members, keys, audit log, and all of the above)"
 
 
 class ApiKey(models.Model):
@@ -75,6 +76,11 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     secret_hash = models.CharField(max_length=64, editable=False)
     scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
+    # The creator's role when the key was made: the key never does more than it allowed.
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.OWNER)
+    # Optional limits: slugs of the agents and crews, names of the tools it may run.
+    allowed_agents = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    allowed_tools = ArrayField(models.CharField(max_length=128), default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -101,3 +107,25 @@ class ApiKey(models.Model):
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes or Scope.ADMIN in self.scopes
+
+
+class TenantGroup(models.Model):
+    """A named group of a tenant's members, for use grants and approval authority. Backed by
+    a Django auth Group (named `<tenant id>:<name>`) so django-guardian's group object
+    permissions work; its users are the group's members."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=100)
+    group = models.OneToOneField(
+        "auth.Group", on_delete=models.CASCADE, related_name="tenant_group"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="tenant_group_unique_name")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

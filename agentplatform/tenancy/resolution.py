@@ -13,15 +13,17 @@ from functools import wraps
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 
-from agentplatform.tenancy.access import membership_for, require_role
-from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.access import membership_for
+from agentplatform.tenancy.policy import Action, Principal
 
 
-def tenant_member_required(role: str = Role.VIEWER) -> Callable:
-    """Decorate a view taking `tenant_slug`: sets request.tenant and request.membership.
+def tenant_member_required(action: Action = Action.READ_DATA) -> Callable:
+    """Decorate a view taking `tenant_slug`: sets request.tenant, request.membership and
+    request.principal, and lets through only principals the policy allows `action`.
 
     Anonymous users go to the login page; non-members get 404 (the tenant's existence is
-    not disclosed); members below `role` get 403.
+    not disclosed); members whose role does not allow `action` get 403. The view carries
+    its action as `policy_action` (the route-by-role test reads it).
     """
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -30,11 +32,14 @@ def tenant_member_required(role: str = Role.VIEWER) -> Callable:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             membership = membership_for(request.user, tenant_slug)
-            require_role(membership, role)
+            principal = Principal.of_membership(membership, request.user)
+            principal.require(action)
             request.tenant = membership.tenant
             request.membership = membership
+            request.principal = principal
             return view(request, *args, **kwargs)
 
+        wrapper.policy_action = action
         return wrapper
 
     return decorator

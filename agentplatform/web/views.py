@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from agentplatform.tenancy.access import tenants_for
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 
 
@@ -17,6 +18,6 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "web/tenant_picker.html", {"tenants": tenants})
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_DATA)
 def tenant_home(request: HttpRequest) -> HttpResponse:
     return render(request, "web/tenant_home.html", {"tenants": tenants_for(request.user)})

@@ -51,7 +51,7 @@ def test_approve_with_edited_arguments_runs_the_tool_once(
     last = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
     assert last == {"role": "tool", "tool_call_id": "t1", "content": '{"ok": true}'}
     with pytest.raises(Exception, match="already approved"):
-        approval_decide(tenant=trio.acme, approval=approval, approved=False, by=trio.bob)
+        approval_decide(tenant=trio.acme, approval=approval, approved=False, by=trio.alice)
 
 
 def test_reject_tells_the_model_who_and_why(

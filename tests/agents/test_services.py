@@ -39,7 +39,7 @@ def test_bad_input_is_refused_and_nothing_is_created(trio, agent):
 
 def test_cancelling_a_queued_run_stops_it_at_once(trio, agent):
     run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
-    run = services.run_cancel(tenant=trio.acme, run=run)
+    run = services.run_cancel(tenant=trio.acme, run=run, by=None)
     assert run.status == "cancelled" and run.finished_at
     assert RunEvent.objects.get(run=run).type == "run.cancelled"
     assert execute_run(run.pk) == "not claimable"
@@ -83,7 +83,7 @@ def test_writes_refuse_mixing_tenants(trio, agent):
     with pytest.raises(Http404):
         services.run_start(tenant=trio.acme, agent=theirs, input="hi", enqueue=False)
     with pytest.raises(Http404):
-        services.run_cancel(tenant=trio.globex, run=run)
+        services.run_cancel(tenant=trio.globex, run=run, by=None)
     with pytest.raises(Http404):
         services.approval_decide(
             tenant=trio.globex, approval=approval, approved=True, by=trio.charlie

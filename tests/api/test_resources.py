@@ -18,9 +18,12 @@ V1 = "/api/v1"
 
 
 def key_for(tenant: Tenant, *scopes: str, name: str = "test", created_by=None) -> str:
-    """A new API key of `tenant` with `scopes` (default: read and write)."""
+    """A new API key of `tenant` with `scopes` (default: read, write and config)."""
     _, full = services.api_key_create(
-        tenant=tenant, name=name, scopes=list(scopes or ("read", "write")), created_by=created_by
+        tenant=tenant,
+        name=name,
+        scopes=list(scopes or ("read", "write", "config")),
+        created_by=created_by,
     )
     return full
 

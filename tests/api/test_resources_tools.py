@@ -132,7 +132,7 @@ def test_execute_reports_tool_trouble_in_error_and_bad_input_as_400(client, trio
 
 def test_other_tenants_tools_answer_404(client, trio):
     as_key(client, trio.globex).post("/tools", {**WEATHER, "name": "globex_weather"})
-    api = as_key(client, trio.acme, "read", "write", "run")
+    api = as_key(client, trio.acme, "read", "config", "run")
     assert "globex_weather" not in by_name(api.get("/tools"))
     assert_error(api.get("/tools/globex_weather"), 404)
     assert_error(api.patch("/tools/globex_weather", {"description": "x"}), 404)

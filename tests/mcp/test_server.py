@@ -299,3 +299,18 @@ def test_an_agent_run_that_parks_answers_where_to_approve(
     assert result.structured_content["status"] == "awaiting_approval"
     assert f"/api/v1/runs/{run.pk}/approvals/{approval.pk}" in text_of(result)
     assert transfer.requests == []
+
+
+def test_a_key_limited_to_tools_and_agents_sees_and_calls_only_those(mcp_server, trio):
+    Agent.objects.create(tenant=trio.acme, slug="assistant", name="Assistant")
+    Agent.objects.create(tenant=trio.acme, slug="payroll", name="Payroll")
+    _, limited = tenancy.api_key_create(
+        tenant=trio.acme, name="lim", scopes=["read", "run"],
+        allowed_tools=["current_time"], allowed_agents=["assistant"],
+    )  # fmt: skip
+    assert set(tools_of(mcp_server, limited)) == {"current_time", "ask_assistant"}
+    refused = call(mcp_server, limited, "calculator", {"expression": "1+1"})
+    assert refused.is_error and "No such tool" in text_of(refused)
+    asked = call(mcp_server, limited, "ask_payroll", {"message": "raise"})
+    assert asked.is_error and "may not use this agent" in text_of(asked)
+    assert not Run.objects.exists()

@@ -127,13 +127,19 @@ def test_remote_tools_that_cannot_be_tools_here_are_skipped_not_fatal(trio, docs
     assert anyof.validate({"v": 1.5}) is not None  # the fallback validator checks anyOf
 
 
-def test_a_remote_tool_never_shadows_the_tenants_own_tool(trio, docs, caplog):
-    ToolDefinition.objects.create(
+def test_a_tenant_tool_cannot_take_a_connection_tools_name(trio, docs, caplog):
+    """`<prefix>__<tool>` names are the connections': refused at save, and a row stored
+    around the rule is skipped, so the connection's tool keeps its name."""
+    taken = ToolDefinition(
         tenant=trio.acme, name="docs__add", kind="builtin", config={"builtin": "calculator"}
     )
+    with pytest.raises(ValidationError) as exc:
+        taken.full_clean()
+    assert "reserved for tools of MCP connections" in exc.value.message_dict["name"][0]
+    ToolDefinition.objects.bulk_create([taken])  # written around the rule
     mcp_connection_refresh(docs)
-    assert "context" not in registry_for_tenant(trio.acme).get("docs__add").tags
-    assert "docs__add of connection docs skipped: the name is taken" in caplog.text
+    assert "context" in registry_for_tenant(trio.acme).get("docs__add").tags
+    assert "tool docs__add of tenant" in caplog.text and "skipped" in caplog.text
     assert "docs__echo" in mcp_names(trio.acme)
 
 

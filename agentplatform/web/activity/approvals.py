@@ -4,17 +4,21 @@ decided ones. Deciding needs the member role; viewers get 403."""
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text
-from agentplatform.web.activity.visibility import may_decide, visible_approval, visible_approvals
+from agentplatform.web.activity.visibility import (
+    visible_approval,
+    visible_approvals,
+    with_authority,
+)
 from agents.models import Approval, ApprovalStatus
 from agents.services import approval_decide
 
@@ -22,14 +26,15 @@ RECENT = 20
 MAX_PENDING = 100
 
 
-def _with_text(approvals: list[Approval]) -> list[Approval]:
+def _with_text(request: HttpRequest, approvals: list[Approval]) -> list[Approval]:
     for approval in approvals:
+        with_authority(request, approval)
         approval.arguments_text = as_text(approval.arguments)
         approval.edited_text = as_text(approval.edited_arguments)
     return approvals
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_RUN)
 def inbox(request: HttpRequest) -> HttpResponse:
     """Two queries: the pending calls (oldest first, at most MAX_PENDING) and the
     RECENT most recently decided."""
@@ -38,14 +43,13 @@ def inbox(request: HttpRequest) -> HttpResponse:
     pending = pending.order_by("created_at", "id")
     decided = approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at", "-id")
     context = {
-        "pending": _with_text(list(pending[:MAX_PENDING])),
-        "decided": _with_text(list(decided[:RECENT])),
-        "may_decide": may_decide(request),
+        "pending": _with_text(request, list(pending[:MAX_PENDING])),
+        "decided": _with_text(request, list(decided[:RECENT])),
     }
     return render(request, "web/activity/approvals.html", context)
 
 
-@tenant_member_required(Role.MEMBER)
+@tenant_member_required(Action.DECIDE_APPROVAL)
 @require_POST
 def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     """Approve or reject one call. htmx gets the card back (decided, or with the reason it
@@ -64,6 +68,8 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
                 by=request.user,
                 reason=request.POST.get("reason", "").strip(),
             )
+        except PermissionDenied as exc:  # the agent's approval authority is someone else's
+            error = str(exc)
         except ValidationError as exc:
             error = " ".join(exc.messages)
             approval.refresh_from_db()
@@ -71,9 +77,8 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         return redirect(_next_url(request))
     in_run = request.POST.get("in_run") == "1"  # the card sits in the run's timeline
     context = {
-        "approval": _with_text([approval])[0],
+        "approval": _with_text(request, [approval])[0],
         "error": error,
-        "may_decide": True,
         "just_decided": not error,
         "in_run": in_run,
         # the inbox's heading count, swapped out of band

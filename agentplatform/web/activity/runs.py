@@ -13,9 +13,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text, run_timeline
-from agentplatform.web.activity.visibility import may_decide, visible_run, visible_runs
+from agentplatform.web.activity.visibility import visible_run, visible_runs, with_authority
 from agents.models import Agent, Run
 from agents.runtime.spec import RunStatus
 
@@ -72,7 +73,7 @@ def duration_s(run: Run) -> float | None:
     return (run.finished_at - run.started_at).total_seconds()
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_RUN)
 def run_list(request: HttpRequest) -> HttpResponse:
     """Top-level runs the user may see (see visibility.py); children appear in their
     run's page. Two queries per page (count, rows)."""
@@ -98,10 +99,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_RUN)
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = visible_run(request, run_id)
     entries, truncated = run_timeline(run)
+    for entry in entries:
+        if entry.approval is not None:
+            with_authority(request, entry.approval)
     children = (
         visible_runs(request).filter(parent=run).select_related("agent", "crew").order_by("id")
     )
@@ -112,6 +116,5 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "truncated": truncated,
         "children": children,
         "structured_output": as_text(run.structured_output),
-        "may_decide": may_decide(request),
     }
     return render(request, "web/activity/run_detail.html", context)

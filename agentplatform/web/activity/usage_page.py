@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.charts import HBarRow, horizontal_bars, stacked_daily_bars
 from agentplatform.web.activity.usage import PERIODS, Period, usage_for
@@ -16,7 +17,7 @@ def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value < 60 else f"{value / 60:.1f} min"
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_USAGE)
 def usage_page(request: HttpRequest) -> HttpResponse:
     try:
         days = int(request.GET.get("days", 30))

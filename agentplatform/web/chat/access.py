@@ -1,9 +1,8 @@
 """Who may chat with what, and whose conversations a user may open.
 
-Any member (role member or higher) may chat with any active agent or crew of the tenant,
-unless django-guardian object permissions restrict it: an agent (crew) on which any user or
-group holds `agents.use_agent` (`agents.use_crew`) is usable only by those holders and by
-the tenant's admins and owners. Viewers read their conversations and start nothing.
+Who may start what is the access policy's (`agents.access`): any member may chat with any
+active agent or crew, unless use grants restrict it to their grantees (and admins); a crew
+needs the use of its members too. Viewers read their conversations and start nothing.
 
 A conversation is its owner's alone: another user's (or another tenant's) answers 404.
 """
@@ -11,17 +10,13 @@ A conversation is its owner's alone: another user's (or another tenant's) answer
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.contrib.contenttypes.models import ContentType
-from django.db import models
 from django.http import Http404
-from guardian.models import GroupObjectPermission, UserObjectPermission
-from guardian.shortcuts import get_objects_for_user
 
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Membership, Role
+from agentplatform.tenancy.policy import Principal
+from agents import access as agent_access
 from agents.models import Agent, Conversation, Crew
-
-USE_PERMISSIONS = {Agent: "use_agent", Crew: "use_crew"}
 
 
 def may_send(membership: Membership) -> bool:
@@ -29,44 +24,13 @@ def may_send(membership: Membership) -> bool:
     return membership.has_role(Role.MEMBER)
 
 
-def usable(model: type[Agent] | type[Crew], user: AbstractBaseUser, membership: Membership):
-    """The tenant's active agents (or crews) this user may chat with. Three queries at most:
-    the candidates, the restricted ones, and the ones the user holds the permission on."""
-    candidates = model.objects.filter(tenant=membership.tenant, active=True)
-    if not may_send(membership):
-        return candidates.none()
-    if membership.has_role(Role.ADMIN):
-        return candidates
-    codename = USE_PERMISSIONS[model]
-    restricted = _restricted_ids(model, codename, candidates)
-    if not restricted:
-        return candidates
-    held = get_objects_for_user(
-        user,
-        f"agents.{codename}",
-        klass=candidates.filter(pk__in=restricted),
-        accept_global_perms=False,
-    ).values_list("pk", flat=True)
-    return candidates.exclude(pk__in=set(restricted) - set(held))
+def usable(model: type[Agent] | type[Crew], principal: Principal):
+    """The active agents (or crews) the user may chat with (`agents.access.usable`)."""
+    return agent_access.usable(model, principal)
 
 
-def may_use(target: Agent | Crew, user: AbstractBaseUser, membership: Membership) -> bool:
-    return usable(type(target), user, membership).filter(pk=target.pk).exists()
-
-
-def _restricted_ids(model, codename: str, candidates: models.QuerySet) -> set[int]:
-    """Ids among `candidates` on which any user or group holds the permission."""
-    content_type = ContentType.objects.get_for_model(model)
-    ids = {str(pk) for pk in candidates.values_list("pk", flat=True)}
-    found: set[int] = set()
-    for permission_model in (UserObjectPermission, GroupObjectPermission):
-        found.update(
-            int(pk)
-            for pk in permission_model.objects.filter(
-                content_type=content_type, permission__codename=codename, object_pk__in=ids
-            ).values_list("object_pk", flat=True)
-        )
-    return found
+def may_use(target: Agent | Crew, principal: Principal) -> bool:
+    return agent_access.may_start(principal, target)
 
 
 def own_conversations(user: AbstractBaseUser, membership: Membership):

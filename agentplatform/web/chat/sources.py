@@ -8,11 +8,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from rag.models import Document
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_DATA)
 @require_GET
 def source(request: HttpRequest, document_id: int) -> HttpResponse:
     document = get_for_tenant(

@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
@@ -42,8 +42,8 @@ def _vary(response: HttpResponse) -> HttpResponse:
 
 def _targets(request: HttpRequest) -> dict:
     return {
-        "agents": list(access.usable(Agent, request.user, request.membership)),
-        "crews": list(access.usable(Crew, request.user, request.membership)),
+        "agents": list(access.usable(Agent, request.principal)),
+        "crews": list(access.usable(Crew, request.principal)),
     }
 
 
@@ -68,7 +68,7 @@ def _page(request: HttpRequest, conversation: Conversation | None, **extra) -> d
 
 
 # -- list, new chat ----------------------------------------------------------------------
-@tenant_member_required()
+@tenant_member_required(Action.READ_DATA)
 @require_GET
 def index(request: HttpRequest) -> HttpResponse:
     """The user's conversations (searchable by title) and the New chat form; `?agent=` or
@@ -91,7 +91,7 @@ def index(request: HttpRequest) -> HttpResponse:
     return _vary(render(request, PAGE, context))
 
 
-@tenant_member_required(Role.MEMBER)
+@tenant_member_required(Action.START_RUN)
 @require_POST
 def new(request: HttpRequest) -> HttpResponse:
     """Start a conversation with the chosen agent or crew, and its first turn if a message
@@ -128,13 +128,13 @@ def _target(request: HttpRequest, value: str) -> Agent | Crew:
         target = services.crew_get(tenant=request.tenant, slug=slug)
     else:
         raise Http404("Choose an agent or a crew.")
-    if not access.may_use(target, request.user, request.membership):
+    if not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
     return target
 
 
 # -- one conversation --------------------------------------------------------------------
-@tenant_member_required()
+@tenant_member_required(Action.READ_DATA)
 @require_GET
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     chat = access.conversation_for(request.user, request.membership, conversation_id)
@@ -156,11 +156,11 @@ def _may_use_target(request: HttpRequest, chat: Conversation) -> bool:
         target is not None
         and target.active
         and access.may_send(request.membership)
-        and access.may_use(target, request.user, request.membership)
+        and access.may_use(target, request.principal)
     )
 
 
-@tenant_member_required(Role.MEMBER)
+@tenant_member_required(Action.START_RUN)
 @require_POST
 def send(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """A new turn: the message and a run answering it (executed by a worker). Refused while
@@ -178,7 +178,7 @@ def _start_turn(
         return _refuse(
             request, chat, "The agent of this conversation is gone or inactive; start a new chat."
         )
-    if not access.may_use(target, request.user, request.membership):
+    if not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
     if not again and services.conversation_busy(chat):  # regenerate: the service checks
         return _refuse(request, chat, services.BUSY, 409)
@@ -232,7 +232,7 @@ def chat_url(request: HttpRequest, chat: Conversation) -> str:
     )
 
 
-@tenant_member_required(Role.MEMBER)
+@tenant_member_required(Action.START_RUN)
 @require_POST
 def regenerate(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Answer the last message again: the new answer takes the old one's place (the htmx
@@ -241,7 +241,7 @@ def regenerate(request: HttpRequest, conversation_id: int) -> HttpResponse:
     return _start_turn(request, chat, again=True)
 
 
-@tenant_member_required()
+@tenant_member_required(Action.WRITE_DATA)
 @require_http_methods(["GET", "POST"])
 def rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """GET: the inline rename form (htmx) or a page; POST: save the title."""
@@ -271,7 +271,7 @@ def rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
     return redirect(chat_url(request, chat))
 
 
-@tenant_member_required()
+@tenant_member_required(Action.WRITE_DATA)
 @require_http_methods(["GET", "POST"])
 def delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """GET: ask for confirmation; POST: delete the conversation and its messages."""
@@ -299,7 +299,7 @@ def _run_of(request: HttpRequest, chat: Conversation, run_id: int) -> Run:
     return run
 
 
-@tenant_member_required()
+@tenant_member_required(Action.READ_DATA)
 @require_GET
 def stream(request: HttpRequest, conversation_id: int, run_id: int) -> StreamingHttpResponse:
     """The run's answer as HTML fragments over SSE, from `Last-Event-ID` or `?after=`."""
@@ -324,19 +324,21 @@ def _after(request: HttpRequest) -> int:
     return 0
 
 
-@tenant_member_required(Role.MEMBER)
+@tenant_member_required(Action.CANCEL_RUN)
 @require_POST
 def cancel(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
     """Stop: the live stream shows the run cancelled."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
-    run = services.run_cancel(tenant=request.tenant, run=_run_of(request, chat, run_id))
+    run = services.run_cancel(
+        tenant=request.tenant, run=_run_of(request, chat, run_id), by=request.user
+    )
     if not _htmx(request):
         return redirect(chat_url(request, chat))
     text = "Stopping…" if not run.is_terminal else "Stopped."
     return _vary(render(request, f"{THREAD}#run_state", {"run": run, "text": text}))
 
 
-@tenant_member_required(Role.MEMBER)
+@tenant_member_required(Action.DECIDE_APPROVAL)
 @require_POST
 def decide(request: HttpRequest, conversation_id: int, approval_id: int) -> HttpResponse:
     """Approve or reject a pending tool call of one of this conversation's runs; an approved
@@ -354,6 +356,8 @@ def decide(request: HttpRequest, conversation_id: int, approval_id: int) -> Http
             by=request.user,
             reason=request.POST.get("reason", "").strip(),
         )
+    except PermissionDenied as exc:  # the agent's approval authority is someone else's
+        return _card(request, chat, approval, str(exc), 403)
     except ValidationError as exc:
         approval.refresh_from_db()
         return _card(request, chat, approval, " ".join(exc.messages), 409)

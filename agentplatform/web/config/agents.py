@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 import agents.runtime.remote  # noqa: F401 (registers the remote kind the form offers)
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.models import Tenant, TenantGroup
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -27,7 +27,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
-from agents.models import Agent
+from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
 from agents.runtime.loop import agent_registry
 from agents.runtime.memory import MEMORY_TOOL_NAMES
@@ -83,7 +83,8 @@ class AgentForm(PlainLabels, forms.ModelForm):
             "name", "slug", "description", "instructions", "active",
             "provider_connection", "model", "temperature", "kind", "remote_url",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
-            "approval_policy", "memory", "output_schema",
+            "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
+            "memory", "output_schema",
             "max_rounds", "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
         widgets = {
@@ -98,6 +99,10 @@ class AgentForm(PlainLabels, forms.ModelForm):
         connections = self.fields["provider_connection"]
         connections.queryset = ProviderConnection.objects.filter(tenant=tenant)
         connections.empty_label = "The tenant's default connection"
+        self.fields["approval_deciders"].required = False  # absent: the default
+        groups = self.fields["approval_group"]
+        groups.queryset = TenantGroup.objects.filter(tenant=tenant)
+        groups.empty_label = "No group"
         self.fields["kind"].choices = [(name, name) for name in sorted(KINDS)]
         stored = self.instance
         names = sorted({*registry.names(), *stored.tool_names, *stored.tool_exclude})
@@ -111,6 +116,9 @@ class AgentForm(PlainLabels, forms.ModelForm):
 
     def clean_slug(self) -> str:
         return unique_in_tenant(self, "slug", "agent")
+
+    def clean_approval_deciders(self) -> str:
+        return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
 
     def changes(self) -> dict[str, Any]:
         data = {name: self.cleaned_data[name] for name in self.Meta.fields}

@@ -12,14 +12,16 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Scope
+from agentplatform.tenancy.models import ApiKey, Scope, Tenant
 from agentplatform.tenancy.services import api_key_create, api_key_revoke
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
-    admin_required,
+    keys_admin_required,
     render_page,
 )
+from agents.models import Agent, Crew
+from tools.loader import registry_for_tenant
 
 PAGE = "web/config/api_key_list.html"
 
@@ -35,6 +37,27 @@ class ApiKeyForm(PlainLabels, forms.Form):
         help_text="Optional. Empty: never expires.",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
+    allowed_agents = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Only these agents and crews",
+        help_text="Optional. None ticked: every agent and crew.",
+    )
+    allowed_tools = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Only these tools",
+        help_text="Optional. None ticked: every tool.",
+    )
+
+    def __init__(self, *args, tenant: Tenant, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        agents = Agent.objects.filter(tenant=tenant).values_list("slug", flat=True)
+        crews = Crew.objects.filter(tenant=tenant).values_list("slug", flat=True)
+        slugs = sorted({*agents, *crews})
+        self.fields["allowed_agents"].choices = [(slug, slug) for slug in slugs]
+        tools = sorted(registry_for_tenant(tenant).names())
+        self.fields["allowed_tools"].choices = [(name, name) for name in tools]
 
 
 def _page(request: HttpRequest, form: ApiKeyForm, **extra) -> HttpResponse:
@@ -43,16 +66,16 @@ def _page(request: HttpRequest, form: ApiKeyForm, **extra) -> HttpResponse:
     return render_page(request, PAGE, context, status=400 if form.errors else 200)
 
 
-@admin_required
+@keys_admin_required
 def api_key_list(request: HttpRequest) -> HttpResponse:
-    return _page(request, ApiKeyForm())
+    return _page(request, ApiKeyForm(tenant=request.tenant))
 
 
 @never_cache
-@admin_required
+@keys_admin_required
 @require_POST
 def api_key_new(request: HttpRequest) -> HttpResponse:
-    form = ApiKeyForm(request.POST)
+    form = ApiKeyForm(request.POST, tenant=request.tenant)
     if form.is_valid():
         try:
             key, full_key = api_key_create(
@@ -61,15 +84,17 @@ def api_key_new(request: HttpRequest) -> HttpResponse:
                 scopes=form.cleaned_data["scopes"],
                 created_by=request.user,
                 expires_at=form.cleaned_data["expires_at"],
+                allowed_agents=form.cleaned_data["allowed_agents"],
+                allowed_tools=form.cleaned_data["allowed_tools"],
             )
         except ValidationError as error:
             add_service_errors(form, error)
         else:
-            return _page(request, ApiKeyForm(), created=key, full_key=full_key)
+            return _page(request, ApiKeyForm(tenant=request.tenant), created=key, full_key=full_key)
     return _page(request, form)
 
 
-@admin_required
+@keys_admin_required
 @require_POST
 def api_key_remove(request: HttpRequest, pk: int) -> HttpResponse:
     key = get_for_tenant(ApiKey, request.tenant, pk=pk)

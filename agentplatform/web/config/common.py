@@ -15,11 +15,13 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 
 from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 
-# Owners and admins only: non-members 404, members and viewers 403.
-admin_required = tenant_member_required(Role.ADMIN)
+# Changing the configuration (owners and admins): non-members 404, members and viewers 403.
+admin_required = tenant_member_required(Action.CHANGE_CONFIG)
+members_admin_required = tenant_member_required(Action.MANAGE_MEMBERS)
+keys_admin_required = tenant_member_required(Action.MANAGE_KEYS)
 
 
 def render_page(

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Membership, Role
 from agentplatform.tenancy.services import membership_remove, membership_set
-from agentplatform.web.config.common import PlainLabels, admin_required, render_page
+from agentplatform.web.config.common import PlainLabels, members_admin_required, render_page
 
 PAGE = "web/config/member_list.html"
 CANNOT_ADD = "No account can be added with that username or email. Check it, or ask the "
@@ -63,12 +63,12 @@ def _page(request: HttpRequest, form: AddMemberForm, status: int = 200, **extra)
     return render_page(request, PAGE, context, status=status)
 
 
-@admin_required
+@members_admin_required
 def member_list(request: HttpRequest) -> HttpResponse:
     return _page(request, AddMemberForm())
 
 
-@admin_required
+@members_admin_required
 @require_POST
 def member_add(request: HttpRequest) -> HttpResponse:
     form = AddMemberForm(request.POST)
@@ -88,7 +88,7 @@ def member_add(request: HttpRequest) -> HttpResponse:
     return _page(request, form, status=400)
 
 
-@admin_required
+@members_admin_required
 @require_POST
 def member_role(request: HttpRequest, pk: int) -> HttpResponse:
     membership = get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)
@@ -106,7 +106,7 @@ def member_role(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("config:members", tenant_slug=request.tenant.slug)
 
 
-@admin_required
+@members_admin_required
 @require_POST
 def member_remove(request: HttpRequest, pk: int) -> HttpResponse:
     membership = get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentplatform.web.config import agents, api_keys, connections, crews, members, tools
+from agentplatform.web.config import access, agents, api_keys, connections, crews, members, tools
 
 app_name = "config"
 urlpatterns = [
@@ -33,6 +33,11 @@ urlpatterns = [
     path("api-keys/new/", api_keys.api_key_new, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_remove, name="api_key_revoke"),
     path("members/", members.member_list, name="members"),
+    path("groups/", access.group_list, name="groups"),
+    path("groups/<int:pk>/members/", access.group_members, name="group_members"),
+    path("groups/<int:pk>/delete/", access.group_remove, name="group_delete"),
+    path("agents/<slug:slug>/access/", access.grants, {"kind": "agents"}, name="agent_grants"),
+    path("crews/<slug:slug>/access/", access.grants, {"kind": "crews"}, name="crew_grants"),
     path("members/add/", members.member_add, name="member_add"),
     path("members/<int:pk>/role/", members.member_role, name="member_role"),
     path("members/<int:pk>/remove/", members.member_remove, name="member_remove"),

@@ -17,10 +17,11 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.policy import Action
+from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
-    admin_required,
     render_page,
 )
 from rag.models import Document, DocumentStatus, KnowledgeBase
@@ -103,7 +104,7 @@ def documents_context(knowledge_base: KnowledgeBase) -> dict[str, Any]:
     }
 
 
-@admin_required
+@tenant_member_required(Action.READ_DATA)
 def document_list(request: HttpRequest, slug: str) -> HttpResponse:
     """The knowledge base's page; htmx asks for the document table only (while polling)."""
     knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
@@ -111,7 +112,7 @@ def document_list(request: HttpRequest, slug: str) -> HttpResponse:
     return render_page(request, PAGE, context, partial="documents")
 
 
-@admin_required
+@tenant_member_required(Action.WRITE_DATA)
 @require_POST
 def document_create(request: HttpRequest, slug: str) -> HttpResponse:
     knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
@@ -136,7 +137,7 @@ def document_create(request: HttpRequest, slug: str) -> HttpResponse:
     return render_page(request, PAGE, context, status=400)
 
 
-@admin_required
+@tenant_member_required(Action.WRITE_DATA)
 @require_POST
 def document_reingest_view(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
@@ -150,7 +151,7 @@ def document_reingest_view(request: HttpRequest, slug: str, pk: int) -> HttpResp
     return redirect("knowledge:documents", tenant_slug=request.tenant.slug, slug=slug)
 
 
-@admin_required
+@tenant_member_required(Action.WRITE_DATA)
 def document_remove(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
     document = get_for_tenant(documents_of(knowledge_base), request.tenant, pk=pk)

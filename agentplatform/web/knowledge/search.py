@@ -9,7 +9,9 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.web.config.common import PlainLabels, admin_required, render_page
+from agentplatform.tenancy.policy import Action
+from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.web.config.common import PlainLabels, render_page
 from rag.models import KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K
@@ -41,7 +43,7 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-@admin_required
+@tenant_member_required(Action.READ_DATA)
 def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
     """GET shows the form; a query (GET ?query= or POST) searches and shows the hits (htmx:
     the hits only). Searching may call the embedder (a provider: one network call)."""

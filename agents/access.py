@@ -1,0 +1,202 @@
+"""The per-object rules of the access policy (`agentplatform.tenancy.policy`), for agents,
+crews, runs and approvals. The services and every entry point ask these; nothing else
+decides who may start, see, cancel or decide what.
+
+- Start: any principal that may `START_RUN` may run any active agent or crew of the
+  tenant, unless django-guardian object permissions restrict it: an agent (crew) on which
+  any user or group holds `agents.use_agent` (`agents.use_crew`) is usable only by those
+  holders and by admins. A crew also needs the use of each of its members (and its
+  manager). A key limited to agents (`ApiKey.allowed_agents`) runs only those.
+- See: admins (and keys made by one, unless limited to agents) see every run; anyone
+  else the runs they started (child runs — crew members, delegations — carry their root
+  run's initiator) and, as a member of an agent's approval group, that agent's runs.
+  Approvals follow their run.
+- Cancel: the run's starter, or an admin.
+- Decide an approval: per agent (`Agent.approval_deciders`): the run's starter and
+  admins (default), admins only, or a group's members and admins; with
+  `approval_not_starter`, never the run's starter. Direct tool calls follow the default.
+"""
+
+from __future__ import annotations
+
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import QuerySet
+from guardian.models import GroupObjectPermission, UserObjectPermission
+from guardian.shortcuts import get_objects_for_user
+
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.policy import Action, Principal
+from agents.models import Agent, Approval, ApprovalDeciders, Crew, CrewMember, Run
+
+USE_PERMISSIONS = {Agent: "use_agent", Crew: "use_crew"}
+
+
+# -- starting runs --------------------------------------------------------------------
+def usable(model: type[Agent] | type[Crew], principal: Principal) -> QuerySet:
+    """The tenant's active agents (or crews) the principal may start (for a crew: the crew
+    grant only; `may_start` checks its members too). Three queries at most: the
+    candidates, the restricted ones, and those the user holds the permission on."""
+    if not principal.may(Action.START_RUN):
+        return model.objects.none()
+    return _granted(model, principal)
+
+
+def _granted(model: type[Agent] | type[Crew], principal: Principal) -> QuerySet:
+    """The active agents (crews) whose use grants and key limits let the principal in."""
+    candidates = model.objects.filter(tenant=principal.tenant, active=True)
+    limit = principal.limited_to_agents()
+    if limit is not None:
+        candidates = candidates.filter(slug__in=limit)
+    if principal.has_role("admin"):  # admins, and keys made by one, pass use grants
+        return candidates
+    codename = USE_PERMISSIONS[model]
+    restricted = _restricted_ids(model, codename, candidates)
+    if not restricted:
+        return candidates
+    if principal.user is None:
+        return candidates.exclude(pk__in=restricted)
+    held = get_objects_for_user(
+        principal.user,
+        f"agents.{codename}",
+        klass=candidates.filter(pk__in=restricted),
+        accept_global_perms=False,
+    ).values_list("pk", flat=True)
+    return candidates.exclude(pk__in=set(restricted) - set(held))
+
+
+def may_start(principal: Principal, target: Agent | Crew) -> bool:
+    """May the principal run `target`? For a crew: the crew and each of its agents."""
+    return principal.may(Action.START_RUN) and may_use(principal, target)
+
+
+def may_use(principal: Principal, target: Agent | Crew) -> bool:
+    """Do `target`'s use grants (and, for a crew, its agents') and a key's limits let the
+    principal in? `may_start` also asks for the START_RUN action; a conversation with
+    `target` needs only this."""
+    if not _granted(type(target), principal).filter(pk=target.pk).exists():
+        return False
+    if isinstance(target, Crew):
+        agent_ids = set(
+            CrewMember.objects.filter(crew=target).values_list("agent_id", flat=True)
+        ) | ({target.manager_id} if target.manager_id else set())
+        granted = _granted(Agent, principal).filter(pk__in=agent_ids)
+        if agent_ids - set(granted.values_list("pk", flat=True)):
+            return False
+    return True
+
+
+def require_start(principal: Principal, target: Agent | Crew) -> None:
+    principal.require(Action.START_RUN)
+    if not may_start(principal, target):
+        what = "agent" if isinstance(target, Agent) else "crew"
+        raise PermissionDenied(f"You may not use this {what}.")
+
+
+def _restricted_ids(model, codename: str, candidates: models.QuerySet) -> set[int]:
+    """Ids among `candidates` on which any user or group holds the permission."""
+    content_type = ContentType.objects.get_for_model(model)
+    ids = {str(pk) for pk in candidates.values_list("pk", flat=True)}
+    found: set[int] = set()
+    for permission_model in (UserObjectPermission, GroupObjectPermission):
+        found.update(
+            int(pk)
+            for pk in permission_model.objects.filter(
+                content_type=content_type, permission__codename=codename, object_pk__in=ids
+            ).values_list("object_pk", flat=True)
+        )
+    return found
+
+
+# -- seeing and cancelling runs ---------------------------------------------------------
+def visible_runs(principal: Principal) -> QuerySet[Run]:
+    """The tenant's runs (top-level and children) the principal may see; none without
+    `READ_RUN`."""
+    runs = Run.objects.filter(tenant=principal.tenant)
+    if not principal.may(Action.READ_RUN):
+        return runs.none()
+    if principal.is_admin:
+        return runs
+    if principal.api_key is not None:
+        return runs.filter(initiated_by_api_key=principal.api_key)
+    approver = models.Q(
+        agent__approval_deciders=ApprovalDeciders.GROUP,
+        agent__approval_group__group__user=principal.user,
+    )
+    return runs.filter(models.Q(initiated_by_user=principal.user) | approver)
+
+
+def visible_run(principal: Principal, run_id) -> Run:
+    """The run if the principal may see it; 404 otherwise (also for other tenants)."""
+    runs = visible_runs(principal).select_related(
+        "agent", "crew", "parent", "initiated_by_user", "initiated_by_api_key"
+    )
+    return get_for_tenant(runs, principal.tenant, pk=_int(run_id))
+
+
+def started(principal: Principal, run: Run) -> bool:
+    return principal.is_initiator_of(run.initiated_by_user_id, run.initiated_by_api_key_id)
+
+
+def require_cancel(principal: Principal, run: Run) -> None:
+    principal.require(Action.CANCEL_RUN)
+    if not (principal.is_admin or started(principal, run)):
+        raise PermissionDenied("Only the run's starter or an admin can stop it.")
+
+
+# -- approvals --------------------------------------------------------------------------
+def visible_approvals(principal: Principal) -> QuerySet[Approval]:
+    """Approvals of the runs the principal sees."""
+    approvals = Approval.objects.filter(tenant=principal.tenant)
+    if not principal.may(Action.READ_RUN):
+        return approvals.none()
+    if principal.is_admin:
+        return approvals
+    return approvals.filter(run__in=visible_runs(principal))
+
+
+def visible_approval(principal: Principal, approval_id) -> Approval:
+    approvals = visible_approvals(principal).select_related("run", "run__agent", "run__crew")
+    return get_for_tenant(approvals, principal.tenant, pk=_int(approval_id))
+
+
+def decide_refusal(principal: Principal, approval: Approval) -> str | None:
+    """Why the principal may not decide `approval`, or None if they may."""
+    if not principal.may(Action.DECIDE_APPROVAL):
+        return "Deciding approvals needs the member role (or the 'run' scope)."
+    run = approval.run
+    agent = run.agent
+    deciders = agent.approval_deciders if agent is not None else ApprovalDeciders.STARTER
+    is_starter = started(principal, run)
+    if agent is not None and agent.approval_not_starter and is_starter:
+        return "Someone other than the run's starter must decide this call."
+    if principal.is_admin:
+        return None
+    if deciders == ApprovalDeciders.STARTER and is_starter:
+        return None
+    if deciders == ApprovalDeciders.GROUP and principal.user is not None and agent is not None:
+        group = agent.approval_group
+        if group is not None and group.group.user_set.filter(pk=principal.user.pk).exists():
+            return None
+    return {
+        ApprovalDeciders.ADMINS: "Only an admin can decide this agent's calls.",
+        ApprovalDeciders.GROUP: "Only the agent's approval group can decide this call.",
+    }.get(deciders, "Only the run's starter or an admin can decide this call.")
+
+
+def may_decide(principal: Principal, approval: Approval) -> bool:
+    return decide_refusal(principal, approval) is None
+
+
+def require_decide(principal: Principal, approval: Approval) -> None:
+    refusal = decide_refusal(principal, approval)
+    if refusal is not None:
+        raise PermissionDenied(refusal)
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1  # matches nothing: a 404 like any unknown id
