@@ -16,6 +16,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models, transaction
+from django.db.models.query_utils import DeferredAttribute
 
 
 @lru_cache(maxsize=4)
@@ -42,10 +43,42 @@ def decrypt(token: str) -> str:
         ) from None
 
 
+_ASSIGNED = "_secrets_assigned"  # instance.__dict__ key: secrets set since load or save
+
+
+class _TrackedSecret(DeferredAttribute):
+    """Records that a secret was assigned on a stored object (a loaded row's own values,
+    set while `_state.adding` is still True, do not count). See `secret_assigned`."""
+
+    def __set__(self, instance, value) -> None:
+        instance.__dict__[self.field.attname] = value
+        if not instance._state.adding:
+            # A new frozenset each time: copies of an instance never share it.
+            set_assigned_secrets(instance, assigned_secrets(instance) | {self.field.attname})
+
+
+def assigned_secrets(instance: models.Model) -> frozenset[str]:
+    """The secrets set on this stored object since it was loaded or last saved (a new
+    object's count as set: see `secret_assigned`)."""
+    return instance.__dict__.get(_ASSIGNED, frozenset())
+
+
+def set_assigned_secrets(instance: models.Model, names: frozenset[str]) -> None:
+    """For the model's own bookkeeping: after a save or refresh, or around Django's
+    `clean_fields`, which sets every field to its cleaned value."""
+    instance.__dict__[_ASSIGNED] = names
+
+
+def secret_assigned(instance: models.Model, name: str) -> bool:
+    """Whether secret `name` was entered (a new value or a clearing) in this change."""
+    return instance._state.adding or name in assigned_secrets(instance)
+
+
 class EncryptedTextField(models.TextField):
     """Text encrypted with Fernet in the database. Not searchable: only isnull lookups."""
 
     description = "Text encrypted at rest"
+    descriptor_class = _TrackedSecret
 
     def get_prep_value(self, value):
         value = super().get_prep_value(value)

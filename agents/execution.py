@@ -48,6 +48,7 @@ from agents.tool_sources import with_agent_tools
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
+from tools.runtime.context import StaticSecrets
 from tools.runtime.registry import ToolRegistry
 from tools.services import tool_context
 
@@ -148,6 +149,7 @@ async def execute_run_async(run_id: int) -> str:
         batch = await writer.take()
     finally:
         heartbeat.cancel()
+    outcome = writer.redacted(outcome)  # as its events and fields were
     if not await sync_to_async(finalize)(run, owner, outcome, batch):
         return "lease lost"
     return outcome.status.value
@@ -198,6 +200,7 @@ async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
 
 async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome:
     """Run the agent's kind (the tool loop, one call, a remote agent...) on this run."""
+    sink.writer.redact_with(prepared.run_secrets)
     sink.writer.stage(**prepared.audit)
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
@@ -228,6 +231,7 @@ class _Prepared:
     decisions: dict[str, Decision]
     audit: dict[str, Any]
     context_blocks: tuple[tuple[str, str], ...]
+    run_secrets: StaticSecrets  # every secret the run may send: scrubbed from what it stores
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -253,6 +257,9 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         correlation_id=run.correlation_id,
         secrets=secrets,
     )
+    # The provider key is not the tools' to use (not in ctx), but is scrubbed all the same.
+    key = connection.api_key if connection is not None else None
+    run_secrets = secrets.with_values({"provider:api_key": key}) if key else secrets
     audit = {}  # what this run resolved to, recorded with its first write
     if not run.instructions_digest:
         registry = agent_registry(spec, tools, DjangoFactStore())
@@ -285,6 +292,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         decisions=decisions,
         audit=audit,
         context_blocks=_context_blocks(spec, tools, toolbox.context_blocks),
+        run_secrets=run_secrets,
     )
 
 

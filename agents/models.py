@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from agentplatform.encryption import EncryptedTextField
+from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import Decision, RunStatus
 from tools.runtime.validation import SchemaError, check_schema
@@ -31,7 +32,10 @@ class ApprovalDeciders(models.TextChoices):
     GROUP = "group", "Members of a group, and admins"
 
 
-class Agent(models.Model):
+class Agent(SecretDestination, models.Model):
+    secret_field, secret_label = "remote_token", "token"
+    destination_fields = ("remote_url",)
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
     slug = models.CharField(max_length=50, validators=[slug_validator])
     name = models.CharField(max_length=200)
@@ -97,7 +101,12 @@ class Agent(models.Model):
         self.version += 1
         super().save(*args, **kwargs)
 
+    def destination_url(self) -> str:
+        return self.remote_url or ""
+
     def clean(self) -> None:
+        if moved := self.secret_destination_errors():
+            raise ValidationError(moved)
         if self.output_schema is not None:
             try:
                 check_schema(self.output_schema, what="output_schema")

@@ -8,11 +8,16 @@ checkpoint waits until it is durable and carries every event emitted before it i
 statement. Each statement also checks
 and renews the lease, so a worker that lost its run writes nothing. Events are published on
 Redis after they are stored (one pipelined round trip), never before.
+
+The writer is also where the run's secrets are scrubbed: every event, every Run field and
+the outcome (hence the conversation's Message and the approvals) pass `redact` on their
+way to the database and Redis, whatever a remote server, a tool or a model echoed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +27,9 @@ from django.db import connection
 
 from agents.events import EventConflict, StoredEvent, channel, publisher
 from agents.models import Run, RunEvent
+from agents.runtime.spec import RunOutcome
+from tools.runtime.context import NoSecrets, SecretAccessor
+from tools.runtime.tool import ToolCall
 
 IMMEDIATE = frozenset({"text.delta"})
 DEFER_S = 0.02
@@ -52,11 +60,34 @@ class RunWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._error: BaseException | None = None
         self._closed = False
+        self._secrets: SecretAccessor = NoSecrets()
+
+    def redact_with(self, secrets: SecretAccessor) -> None:
+        """Scrub the values of `secrets` (those this run sends anywhere) from all it
+        writes from now on; set before the run's first model or tool call."""
+        self._secrets = secrets
+
+    def redact(self, value: Any) -> Any:
+        """`value` (text or JSON-like data) with each of the run's secrets masked."""
+        return self._secrets.redact(value)
+
+    def redacted(self, outcome: RunOutcome) -> RunOutcome:
+        """The outcome as finalize stores it (Run fields, Message, approvals)."""
+        if not self._secrets:
+            return outcome
+        return dataclasses.replace(
+            outcome,
+            output=self.redact(outcome.output),
+            structured_output=self.redact(outcome.structured_output),
+            error=self.redact(outcome.error),
+            awaiting=[ToolCall(c.id, c.name, self.redact(c.arguments)) for c in outcome.awaiting],
+        )
 
     def event(self, type: str, payload: dict[str, Any]) -> None:
         """Number the event and queue it; it is written within the current step."""
         self._raise_if_failed()
         self.seq += 1
+        payload = self.redact(payload)
         event = StoredEvent(self.seq, type, payload)
         self._pending.events.append((event, json.dumps(payload, default=str)))
         if type in IMMEDIATE:
@@ -73,7 +104,7 @@ class RunWriter:
     def stage(self, **fields: Any) -> None:
         """Queue Run fields for the next write, without waiting for it."""
         self._raise_if_failed()
-        self._pending.fields.update(fields)
+        self._pending.fields.update({name: self.redact(v) for name, v in fields.items()})
 
     async def save(self, **fields: Any) -> None:
         """Write these fields and everything queued before them; return once durable."""

@@ -182,6 +182,7 @@ async def execute_tool_run(run: Run, sink, checkpoint) -> RunOutcome:
         reason = f": {decision.reason}" if decision.reason else ""
         return await _end(sink, RunStatus.FAILED, error=f"rejected by {decision.by}{reason}")
     toolbox = await stream_read(tenant_tools)(run.tenant_id)
+    sink.writer.redact_with(toolbox.secrets)
     if not toolbox.registry.has(call.name):
         return await _end(sink, RunStatus.FAILED, error=f"the tool {call.name} is gone")
     item = toolbox.registry.get(call.name)

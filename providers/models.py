@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from agentplatform.encryption import EncryptedTextField
+from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from providers.runtime.presets import PRESETS
 
@@ -30,7 +31,17 @@ class HealthStatus(models.TextChoices):
     FAILING = "failing", "Failing"
 
 
-class ProviderConnection(models.Model):
+# Where a connection without a base URL sends its key (the SDKs' defaults).
+_DEFAULT_BASE_URLS = {
+    ProviderKind.ANTHROPIC: "https://api.anthropic.com",
+    ProviderKind.OPENAI: PRESETS["openai"].base_url,
+}
+
+
+class ProviderConnection(SecretDestination, models.Model):
+    secret_field, secret_label = "api_key", "API key"
+    destination_fields = ("kind", "preset", "base_url")
+
     tenant = models.ForeignKey(
         Tenant, on_delete=models.CASCADE, related_name="provider_connections"
     )
@@ -77,8 +88,17 @@ class ProviderConnection(models.Model):
     def __repr__(self) -> str:  # never the key
         return f"<ProviderConnection {self.pk} {self.kind} {self.name!r}>"
 
+    def destination_url(self) -> str:
+        """Where the API key goes: the base URL, else the service's default."""
+        if self.base_url:
+            return self.base_url
+        if self.kind == ProviderKind.OPENAI_COMPATIBLE:
+            preset = PRESETS.get(self.preset or "")
+            return preset.base_url if preset else ""
+        return _DEFAULT_BASE_URLS.get(self.kind, "")
+
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, str] = self.secret_destination_errors()
         if self.kind == ProviderKind.OPENAI_COMPATIBLE:
             preset = PRESETS.get(self.preset or "")
             if preset is None:

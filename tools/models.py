@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from agentplatform.encryption import EncryptedTextField
+from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from tools.runtime.tool import NAME_PATTERN, Effect
 
@@ -21,12 +22,15 @@ class ToolKind(models.TextChoices):
     HTTP = "http", "HTTP API call"
 
 
-class ToolDefinition(models.Model):
+class ToolDefinition(SecretDestination, models.Model):
     """One tool in a tenant's registry.
 
     A definition named like a built-in replaces it for this tenant (or hides it, when
     disabled). `version` grows on every save; registries are rebuilt when it changes.
     """
+
+    secret_field, secret_label = "secret", "secret"
+    destination_fields = ("kind", "config")
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_definitions")
     name = models.CharField(
@@ -77,9 +81,17 @@ class ToolDefinition(models.Model):
             kwargs["update_fields"] = {*kwargs["update_fields"], "version", "updated_at"}
         super().save(*args, **kwargs)
 
+    def destination_url(self) -> str:
+        """An HTTP tool's URL (where its credential goes); "" for a built-in."""
+        config = self.config if isinstance(self.config, dict) else {}
+        url = config.get("url") if self.kind == ToolKind.HTTP else ""
+        return url if isinstance(url, str) else ""
+
     def clean(self) -> None:
         from tools.definitions import validate_definition
 
+        if moved := self.secret_destination_errors():
+            raise ValidationError(moved)
         if not 0 < self.timeout_s <= 3600:
             raise ValidationError({"timeout_s": "Must be between 0 and 3600 seconds."})
         validate_definition(self)
@@ -103,7 +115,7 @@ def default_tool_prefix(name: str) -> str:
     return prefix[:31].rstrip("_") or "mcp"
 
 
-class McpServerConnection(models.Model):
+class McpServerConnection(SecretDestination, models.Model):
     """A remote MCP server a tenant connects as a context provider.
 
     Its tools join the tenant's registry as `<tool_prefix>__<remote name>`, tagged
@@ -113,6 +125,9 @@ class McpServerConnection(models.Model):
     registry, which makes no network call). An `unavailable` connection contributes
     nothing until a refresh succeeds again.
     """
+
+    secret_field, secret_label = "auth_header", "auth header"
+    destination_fields = ("url",)
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="mcp_connections")
     name = models.CharField(
@@ -188,8 +203,11 @@ class McpServerConnection(models.Model):
             self.tool_prefix = default_tool_prefix(self.name)
         super().save(*args, **kwargs)
 
+    def destination_url(self) -> str:
+        return self.url or ""
+
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, str] = self.secret_destination_errors()
         if not self.tool_prefix and self.name:
             self.tool_prefix = default_tool_prefix(self.name)
         parts = urlsplit(self.url or "")

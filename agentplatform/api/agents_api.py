@@ -343,7 +343,6 @@ class FactViewSet(
     read_action = Action.READ_DATA
     write_action = Action.WRITE_DATA
 
-
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Fact.objects.none()

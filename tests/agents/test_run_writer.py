@@ -16,7 +16,10 @@ from agents.events import channel
 from agents.execution import claim
 from agents.models import Run, RunEvent
 from agents.run_writer import LeaseLost, RunWriter
+from agents.runtime.spec import RunOutcome, RunStatus
 from agents.services import run_start
+from tools.runtime.context import StaticSecrets
+from tools.runtime.tool import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,3 +128,39 @@ def test_take_hands_over_what_is_queued_and_closes(trio, agent):
     assert [e.type for e, _ in batch.events] == ["run.completed"]
     assert batch.fields == {"state": {"finished": "succeeded"}}
     assert stored(run) == []
+
+
+def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_outcome(trio, agent):
+    secret = "s3cret-VALUE"
+    run = claimed(trio, agent)
+    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
+    pubsub.subscribe(channel(run))
+    pubsub.get_message(timeout=1)  # the subscription's confirmation
+
+    async def step() -> RunOutcome:
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.redact_with(StaticSecrets({"agent:remote_token": secret}))
+        writer.event("inference.completed", {"text": f"got {secret}", secret: [secret]})
+        await writer.save(state={"messages": [{"text": secret}]})
+        outcome = RunOutcome(
+            status=RunStatus.SUCCEEDED,
+            output=f"out {secret}",
+            error=secret,
+            structured_output={"k": secret},
+            awaiting=[ToolCall("c1", "t", {"a": secret})],
+        )
+        return writer.redacted(outcome)
+
+    outcome = async_to_sync(step)()
+    run.refresh_from_db()
+    published = pubsub.get_message(timeout=2)["data"].decode()
+    pubsub.close()
+    assert RunEvent.objects.get(run=run).payload == {
+        "text": "got [redacted]",
+        "[redacted]": ["[redacted]"],
+    }
+    assert run.state == {"messages": [{"text": "[redacted]"}]}
+    assert secret not in published and "got [redacted]" in published
+    assert (outcome.output, outcome.error) == ("out [redacted]", "[redacted]")
+    assert outcome.structured_output == {"k": "[redacted]"}
+    assert outcome.awaiting[0].arguments == {"a": "[redacted]"}

@@ -120,6 +120,15 @@ class AgentForm(PlainLabels, forms.ModelForm):
     def clean_approval_deciders(self) -> str:
         return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # The model's validation (run next) checks a moved URL comes with a new or cleared
+        # token: give it the token this save would store.
+        change = secret_changes(self, "remote_token")
+        if "remote_token" in change:
+            self.instance.remote_token = change["remote_token"]
+        return cleaned
+
     def changes(self) -> dict[str, Any]:
         data = {name: self.cleaned_data[name] for name in self.Meta.fields}
         return {**data, **secret_changes(self, "remote_token")}
