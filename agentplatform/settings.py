@@ -171,6 +171,11 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 GUARDIAN_RAISE_403 = False
+# Sign-in attempts (both login pages): after this many failures for one account name, or
+# from one client IP, within the window, further attempts are refused (429) until it ends.
+SIGN_IN_FAILURES_PER_USER = config.env_int("SIGN_IN_FAILURES_PER_USER", 5, minimum=1)
+SIGN_IN_FAILURES_PER_IP = config.env_int("SIGN_IN_FAILURES_PER_IP", 20, minimum=1)
+SIGN_IN_WINDOW_S = config.env_int("SIGN_IN_WINDOW_S", 15 * 60, minimum=1)
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 CACHES = {
