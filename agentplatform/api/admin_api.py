@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
@@ -262,6 +263,14 @@ class MemberViewSet(
         membership = getattr(self.request, "_api_membership", None)
         return membership is not None and membership.role == Role.OWNER
 
+    def acting_user(self):
+        """The person behind the request: the session's user, or the key's creator (a key
+        made with a key has none: it acts with no superuser's authority)."""
+        user = self.request.user
+        if isinstance(user, ApiClient):
+            return user.api_key.created_by or AnonymousUser()
+        return user
+
     def require_owner_for(self, *roles: str) -> None:
         if Role.OWNER in roles and not self.acts_as_owner():
             raise PermissionDenied("Only an owner can make, change or remove owners.")
@@ -284,7 +293,13 @@ class MemberViewSet(
         user = found[0]
         if Membership.objects.filter(tenant=self.tenant, user=user).exists():
             raise Conflict("Already a member; change the role with PATCH /members/{id}.")
-        membership = services.membership_set(tenant=self.tenant, user=user, role=data["role"])
+        try:
+            membership = services.membership_set(
+                tenant=self.tenant, user=user, role=data["role"], added_by=self.acting_user()
+            )
+        except DjangoValidationError:
+            field = "username" if "username" in data else "email"
+            raise exceptions.ValidationError({field: ["No single user matches this."]}) from None
         return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, pk: str, partial: bool = False) -> Response:

@@ -98,6 +98,12 @@ class MembershipForm(TenantScopedForm):
         tenant = cleaned.get("tenant") or (
             self.instance.tenant if self.instance.tenant_id else None
         )
+        user = cleaned.get("user")
+        if user is not None and not self.instance.pk:
+            try:  # the services' rule, shown on the form
+                services.check_may_join(user=user, added_by=self.requesting_user)
+            except ValidationError as error:
+                self.add_error("user", error)
         making_owner = cleaned.get("role") == Role.OWNER and tenant is not None
         if making_owner and not is_owner_of(self.requesting_user, tenant.pk):
             self.add_error("role", "Only an owner can make owners.")

@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from guardian.conf import settings as guardian_settings
 
 from agentplatform.tenancy import api_keys
 from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant
@@ -45,12 +46,32 @@ def user_get_or_create(
     return CreatedUser(user=user, password=chosen)
 
 
+CANNOT_JOIN = "This account cannot be a member of a tenant."
+
+
+def check_may_join(*, user: AbstractUser, added_by: AbstractUser | None = None) -> None:
+    """Refuse accounts that must never become members: django-guardian's anonymous user
+    (a real row, named settings.ANONYMOUS_USER_NAME), inactive accounts, and - when a
+    non-superuser adds them - superusers, whose powers a tenant admin must not borrow.
+    `added_by` None is the platform itself (commands, tenant creation, test factories).
+    The message is the same for every reason."""
+    refused = (
+        user.get_username() == guardian_settings.ANONYMOUS_USER_NAME
+        or not user.is_active
+        or (user.is_superuser and added_by is not None and not added_by.is_superuser)
+    )
+    if refused:
+        raise ValidationError(CANNOT_JOIN, code="cannot_join")
+
+
 @transaction.atomic
-def membership_set(*, tenant: Tenant, user: AbstractUser, role: str) -> Membership:
+def membership_set(
+    *, tenant: Tenant, user: AbstractUser, role: str, added_by: AbstractUser | None = None
+) -> Membership:
     """Add `user` to `tenant` with `role`, or change their role.
 
-    Refuses to demote the last owner. Owners and admins get `is_staff` so the tenant
-    admin (scoped to their tenants) opens for them.
+    A new member must pass check_may_join. Refuses to demote the last owner. Owners and
+    admins get `is_staff` so the tenant admin (scoped to their tenants) opens for them.
     """
     if role not in Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}."})
@@ -58,6 +79,7 @@ def membership_set(*, tenant: Tenant, user: AbstractUser, role: str) -> Membersh
     if membership and membership.role == Role.OWNER and role != Role.OWNER:
         _refuse_if_last_owner(membership)
     if membership is None:
+        check_may_join(user=user, added_by=added_by)
         membership = Membership.objects.create(tenant=tenant, user=user, role=role)
     else:
         membership.role = role

@@ -153,3 +153,12 @@ def test_other_tenants_members_and_keys_answer_404(client, trio):
     assert_error(admin.delete(f"/api-keys/{globex_key_id}"), 404)
     assert ApiKey.objects.get(pk=globex_key_id).revoked_at is None
     assert Membership.objects.get(pk=charlie_id).role == Role.OWNER
+
+
+def test_accounts_that_must_not_join_cannot_be_added(client, trio):
+    make_user("root", is_superuser=True)
+    admin = Api(client, key_for(trio.acme, "admin", created_by=trio.alice))
+    bodies = [{"username": "root"}, {"email": "root@example.test"}, {"username": "AnonymousUser"}]
+    for body in bodies:
+        assert_error(admin.post("/members", {**body, "role": "admin"}), 400)
+    assert not Membership.objects.filter(user__username__in=["AnonymousUser", "root"]).exists()

@@ -305,3 +305,12 @@ def test_api_key_form_refuses_a_past_expiry_and_never_stores_the_key(client, tri
     with connection.cursor() as cursor:
         cursor.execute("SELECT session_data FROM django_session")
         assert all(full not in row[0] for row in cursor.fetchall())
+
+
+def test_membership_admin_refuses_accounts_that_must_not_join(client, trio):
+    make_user("root", is_superuser=True, is_staff=True)
+    login(client, trio.alice)
+    for name in ("root", "AnonymousUser"):
+        response = client.post("/admin/tenancy/membership/add/", {"user": name, "role": "admin"})
+        assert response.status_code == 200  # the form again, with an error
+    assert not Membership.objects.filter(user__username__in=["root", "AnonymousUser"]).exists()

@@ -506,6 +506,16 @@ def test_adding_says_the_same_whether_or_not_the_account_exists(client, trio):
     assert same[0] == same[1]
 
 
+def test_accounts_that_must_not_join_cannot_be_added(client, trio):
+    make_user("root", is_superuser=True)
+    login(client, trio.alice)
+    for who in ("AnonymousUser", "root", "root@example.test"):
+        response = client.post(url("member_add"), {"who": who, "role": "admin"})
+        assert response.status_code == 400
+        assert b"No account can be added with that username or email." in response.content
+    assert not Membership.objects.filter(user__username__in=["AnonymousUser", "root"]).exists()
+
+
 def test_an_admin_changes_roles_but_only_owners_touch_owners(client, trio):
     admin = make_user("adele")
     add_member(trio.acme, admin, Role.ADMIN)

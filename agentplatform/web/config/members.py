@@ -82,9 +82,13 @@ def member_add(request: HttpRequest) -> HttpResponse:
         elif role == Role.OWNER and not request.membership.has_role(Role.OWNER):
             form.add_error("role", OWNERS_ONLY)
         else:
-            membership_set(tenant=request.tenant, user=user, role=role)
-            messages.success(request, f"Added {user.get_username()} as {Role(role).label}.")
-            return redirect("config:members", tenant_slug=request.tenant.slug)
+            try:
+                membership_set(tenant=request.tenant, user=user, role=role, added_by=request.user)
+            except ValidationError:
+                form.add_error("who", CANNOT_ADD)  # the same words: nothing about the account
+            else:
+                messages.success(request, f"Added {user.get_username()} as {Role(role).label}.")
+                return redirect("config:members", tenant_slug=request.tenant.slug)
     return _page(request, form, status=400)
 
 
