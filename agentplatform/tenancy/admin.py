@@ -122,6 +122,12 @@ class MembershipAdmin(TenantScopedAdmin):
         form.requesting_user = request.user
         return form
 
+    def has_add_permission(self, request) -> bool:
+        # Tenant admins invite from the members page (/t/<slug>/members/), which answers
+        # the same whether or not an account exists; attaching a named account directly
+        # would tell them. Superusers see every account anyway.
+        return request.user.is_superuser and super().has_add_permission(request)
+
     def has_change_permission(self, request, obj=None) -> bool:
         # Only owners touch owners' memberships.
         if (

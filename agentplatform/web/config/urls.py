@@ -33,7 +33,12 @@ urlpatterns = [
     path("api-keys/new/", api_keys.api_key_new, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_remove, name="api_key_revoke"),
     path("members/", members.member_list, name="members"),
-    path("members/add/", members.member_add, name="member_add"),
+    path("members/invite/", members.member_invite, name="member_invite"),
+    path(
+        "members/invitations/<int:pk>/revoke/",
+        members.member_invitation_revoke,
+        name="member_invitation_revoke",
+    ),
     path("members/<int:pk>/role/", members.member_role, name="member_role"),
     path("members/<int:pk>/remove/", members.member_remove, name="member_remove"),
 ]
