@@ -171,6 +171,15 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 GUARDIAN_RAISE_403 = False
+# Sign-in attempts (both login pages): after this many failures for one account name, or
+# from one client IP, within the window, further attempts are refused (429) until it ends.
+SIGN_IN_FAILURES_PER_USER = config.env_int("SIGN_IN_FAILURES_PER_USER", 5, minimum=1)
+SIGN_IN_FAILURES_PER_IP = config.env_int("SIGN_IN_FAILURES_PER_IP", 20, minimum=1)
+SIGN_IN_WINDOW_S = config.env_int("SIGN_IN_WINDOW_S", 15 * 60, minimum=1)
+INVITATION_TTL_DAYS = config.env_int("INVITATION_TTL_DAYS", 7, minimum=1)
+# Invitation links are mailed with send_mail; without a mail server they go to the console.
+EMAIL_BACKEND = config.env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = config.env_str("DEFAULT_FROM_EMAIL", "agent-platform@localhost")
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 CACHES = {
@@ -233,6 +242,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "InvitationStatusEnum": "agentplatform.tenancy.models.InvitationStatus",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
         "agentplatform.api.openai_schema.add_openai_compat",  # the /v1 OpenAI-compatible views

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -61,12 +62,22 @@ class ProviderConnectionAdmin(TenantScopedAdmin):
             *super().get_urls(),
         ]
 
-    def test_view(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+    def test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """GET asks; POST (with CSRF) calls the provider and records its health: a link
+        followed by a crawler or an <img> on another site must not do either."""
         connection = self.get_queryset(request).filter(pk=pk).first()
         if connection is None or not self.has_change_permission(request, connection):
             raise Http404("No such connection.")
-        self._test(request, connection)
-        return HttpResponseRedirect(reverse("admin:providers_providerconnection_changelist"))
+        if request.method == "POST":
+            self._test(request, connection)
+            return HttpResponseRedirect(reverse("admin:providers_providerconnection_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Test {connection.name}",
+            "opts": self.opts,
+            "connection": connection,
+        }
+        return render(request, "admin/providers/test_connection.html", context)
 
     @admin.action(description="Test selected connections")
     def test_connections(self, request, queryset) -> None:

@@ -74,6 +74,9 @@ def test_integers(monkeypatch):
     monkeypatch.setenv("DB_CONN_MAX_AGE", "ten")
     with pytest.raises(ImproperlyConfigured, match="DB_CONN_MAX_AGE"):
         config.env_int("DB_CONN_MAX_AGE", 60)
+    monkeypatch.setenv("SIGN_IN_FAILURES_PER_USER", "0")
+    with pytest.raises(ImproperlyConfigured, match="SIGN_IN_FAILURES_PER_USER='0' must be at"):
+        config.env_int("SIGN_IN_FAILURES_PER_USER", 5, minimum=1)
 
 
 def _start_django(**env: str) -> subprocess.CompletedProcess:

@@ -43,6 +43,7 @@ PUBLIC = {
     "api_docs": "the API documentation page",
     "api_redoc": "the API documentation page",
     "api_whoami": "who the caller is; no tenant is named",
+    "invitation": "the invitee's own link: signed in, not a member yet; the token decides",
     "": "/v1's catch-all: 404 in OpenAI's shape for unknown endpoints",
 }
 
@@ -192,7 +193,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 
 
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
-_PK_OWNERS |= {"api-keys", "members", "groups"}
+_PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

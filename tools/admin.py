@@ -207,8 +207,14 @@ class McpServerConnectionAdmin(TenantScopedAdmin):
         connection = self.get_queryset(request).filter(pk=pk).first()
         if connection is None or not self.has_view_permission(request, connection):
             raise Http404("No such connection.")
-        refreshed = False
-        if request.method == "POST":
+        # GET only shows the buttons: testing calls the server and refreshing writes, so
+        # both wait for a POST (with CSRF), never a followed link.
+        refreshed = tested = False
+        ok, message, names = True, "", []
+        if request.method == "POST" and request.POST.get("action") == "test":
+            ok, message, names = mcp_connection_test(connection)
+            tested = True
+        elif request.method == "POST":
             if not self.has_change_permission(request, connection):
                 raise Http404("No such connection.")
             connection = mcp_connection_refresh(connection)
@@ -220,8 +226,6 @@ class McpServerConnectionAdmin(TenantScopedAdmin):
             )
             names = [str(t.get("name")) for t in connection.tools_cache]
             refreshed = True
-        else:
-            ok, message, names = mcp_connection_test(connection)
         imported = set(registry_for_tenant(connection.tenant_id).names())
         tools = [
             {"name": name, "registry_name": f"{connection.tool_prefix}__{name}"} for name in names
@@ -237,6 +241,7 @@ class McpServerConnectionAdmin(TenantScopedAdmin):
             "message": message,
             "tools": tools,
             "refreshed": refreshed,
+            "tested": tested,
         }
         return render(request, "admin/tools/mcp_test.html", context)
 

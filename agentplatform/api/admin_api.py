@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -15,8 +16,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from guardian.conf import settings as guardian_settings
-from rest_framework import exceptions, mixins, status
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,13 +35,16 @@ from agentplatform.api.serializers import (
     ApiKeyCreatedSerializer,
     ApiKeyCreateSerializer,
     ApiKeySerializer,
+    InvitationCreatedSerializer,
+    InvitationSerializer,
     MemberAddSerializer,
     MemberRoleSerializer,
     MemberSerializer,
 )
 from agentplatform.tenancy import services
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Membership, Role
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Role
 from agentplatform.tenancy.policy import Action
 
 KEY_EXAMPLE = {
@@ -62,12 +65,43 @@ MEMBER_EXAMPLE = {
     "role": "member",
     "created_at": "2025-01-01T12:00:00Z",
 }
+INVITATION_EXAMPLE = {
+    "id": 3,
+    "invitee": "dana@example.com",
+    "role": "member",
+    "status": "pending",
+    "invited_by": "alice",
+    "created_at": "2025-01-01T12:00:00Z",
+    "expires_at": "2025-01-08T12:00:00Z",
+    "accept_url": "https://agents.example.com/invitations/Zk3...",
+}
+PENDING_EXAMPLE = {k: v for k, v in INVITATION_EXAMPLE.items() if k != "accept_url"}
 LAST_OWNER = {409: error("A tenant must keep at least one owner.")}
 
 
 class AdminViewSet(TenantViewSet):
     read_action = Action.MANAGE_KEYS
     write_action = Action.MANAGE_KEYS
+
+
+class OwnerAuthority:
+    """Owner memberships and invitations are changed only with an owner's authority: an
+    owner's session, or an admin-scope key made by an owner."""
+
+    def acts_as_owner(self) -> bool:
+        return self.principal.is_owner  # a key: made by an owner, with the admin scope
+
+    def acting_user(self):
+        """The person behind the request: the session's user, or the key's creator (a key
+        made with a key has none: it acts with no superuser's authority)."""
+        user = self.request.user
+        if isinstance(user, ApiClient):
+            return user.api_key.created_by or AnonymousUser()
+        return user
+
+    def require_owner_for(self, *roles: str) -> None:
+        if Role.OWNER in roles and not self.acts_as_owner():
+            raise PermissionDenied("Only an owner can make, change or remove owners.")
 
 
 @extend_schema_view(
@@ -187,15 +221,21 @@ class ApiKeyViewSet(
         examples=[OpenApiExample("A member", MEMBER_EXAMPLE, response_only=True)],
     ),
     create=extend_schema(
-        summary="Add an existing user",
-        description="By username or e-mail. Only owners make owners.",
+        summary="Invite someone",
+        description=(
+            "By username or e-mail, with a role. Creates an invitation (also mailed when an "
+            "address is known); the person becomes a member only by opening `accept_url` "
+            "signed in to their own account and accepting. The answer is the same whether "
+            "or not such an account exists. Only owners invite owners. Pending invitations: "
+            "`GET /invitations`; withdraw one with `DELETE /invitations/{id}`."
+        ),
         request=MemberAddSerializer,
-        responses={201: MemberSerializer, **ERRORS, 409: error("Already a member.")},
+        responses={201: InvitationCreatedSerializer, **ERRORS},
         examples=[
             OpenApiExample(
                 "By e-mail", {"email": "dana@example.com", "role": "member"}, request_only=True
             ),
-            OpenApiExample("A member", MEMBER_EXAMPLE, response_only=True),
+            OpenApiExample("The invitation", INVITATION_EXAMPLE, response_only=True),
         ],
     ),
     partial_update=extend_schema(
@@ -234,10 +274,10 @@ class MemberViewSet(
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
     mixins.DestroyModelMixin,
+    OwnerAuthority,
     AdminViewSet,
 ):
-    """Who belongs to the tenant. Owner memberships are changed only with an owner's
-    authority: an owner's session, or an admin-scope key made by an owner."""
+    """Who belongs to the tenant (OwnerAuthority for owners); adding is an invitation."""
 
     serializer_class = MemberSerializer
     read_action = Action.MANAGE_MEMBERS
@@ -254,30 +294,28 @@ class MemberViewSet(
         pk = path_id(self.kwargs["pk"], "member")
         return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
 
-    def require_owner_for(self, *roles: str) -> None:
-        if Role.OWNER in roles and not self.principal.is_owner:
-            raise PermissionDenied("Only an owner can make, change or remove owners.")
-
     def create(self, request: Request) -> Response:
+        """An invitation, not a membership: the answer is the same whether or not an
+        account has this username or e-mail (the invitee accepts at `accept_url`)."""
         serializer = MemberAddSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         self.require_owner_for(data["role"])
-        users = get_user_model().objects.filter(is_active=True)
-        users = users.exclude(username=guardian_settings.ANONYMOUS_USER_NAME)
-        if "username" in data:
-            users = users.filter(username=data["username"])
-        else:
-            users = users.filter(email__iexact=data["email"])
-        found = list(users[:2])
-        if len(found) != 1:
-            field = "username" if "username" in data else "email"
-            raise exceptions.ValidationError({field: ["No single user matches this."]})
-        user = found[0]
-        if Membership.objects.filter(tenant=self.tenant, user=user).exists():
-            raise Conflict("Already a member; change the role with PATCH /members/{id}.")
-        membership = services.membership_set(tenant=self.tenant, user=user, role=data["role"])
-        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+        acting = self.acting_user()
+        invitation, token = services.invitation_create(
+            tenant=self.tenant,
+            invitee=data.get("username") or data["email"],
+            role=data["role"],
+            invited_by=acting if acting.is_authenticated else None,
+        )
+        accept_url = request.build_absolute_uri(reverse("invitation", args=[token]))
+        services.invitation_mail(invitation=invitation, accept_url=accept_url)
+        invitation.accept_url = accept_url
+        response = Response(
+            InvitationCreatedSerializer(invitation).data, status=status.HTTP_201_CREATED
+        )
+        response["Cache-Control"] = "no-store"
+        return response
 
     def update(self, request: Request, pk: str, partial: bool = False) -> Response:
         membership = self.get_object()
@@ -303,6 +341,59 @@ class MemberViewSet(
             services.membership_remove(membership=membership)
         except DjangoValidationError as exc:
             raise _last_owner_conflict(exc) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List pending invitations",
+        description="Invitations not yet accepted, declined, withdrawn or expired.",
+        responses={200: InvitationSerializer(many=True), **ERRORS},
+        examples=[OpenApiExample("An invitation", PENDING_EXAMPLE, response_only=True)],
+    ),
+    retrieve=extend_schema(
+        summary="Get an invitation",
+        parameters=[ID],
+        responses={200: InvitationSerializer, **ERRORS},
+        examples=[OpenApiExample("An invitation", PENDING_EXAMPLE, response_only=True)],
+    ),
+    destroy=extend_schema(
+        summary="Withdraw an invitation",
+        description="Its link stops working; the record stays. Only owners withdraw owner "
+        "invitations.",
+        parameters=[ID],
+        responses={204: None, **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
+    ),
+)
+class InvitationViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    OwnerAuthority,
+    AdminViewSet,
+):
+    serializer_class = InvitationSerializer
+
+    def get_queryset(self) -> models.QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            return Invitation.objects.none()
+        queryset = Invitation.objects.filter(tenant=self.tenant).select_related("invited_by")
+        if self.action == "list":
+            queryset = queryset.filter(
+                accepted_at=None, declined_at=None, revoked_at=None, expires_at__gt=timezone.now()
+            )
+        return queryset
+
+    def get_object(self) -> Invitation:
+        pk = path_id(self.kwargs["pk"], "invitation")
+        return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        invitation = self.get_object()
+        if invitation.role == Role.OWNER:
+            self.require_owner_for(Role.OWNER)
+        services.invitation_revoke(invitation=invitation)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

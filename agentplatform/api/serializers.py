@@ -16,7 +16,16 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant, TenantGroup
+from agentplatform.tenancy.models import (
+    ApiKey,
+    Invitation,
+    InvitationStatus,
+    Membership,
+    Role,
+    Scope,
+    Tenant,
+    TenantGroup,
+)
 from agents.models import Agent, Conversation, Crew, Fact, Message
 from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ProviderConnection
@@ -490,6 +499,28 @@ class MemberAddSerializer(StrictSerializer):
                 {"username": ["Give exactly one of username or email."]}
             )
         return attrs
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    invited_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    status = serializers.ChoiceField(choices=InvitationStatus.choices, read_only=True)
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "invitee", "role", "status", "invited_by", "created_at", "expires_at"]
+        read_only_fields = fields
+
+
+class InvitationCreatedSerializer(InvitationSerializer):
+    accept_url = serializers.CharField(
+        help_text="The invitee opens it signed in to accept. Shown in this response only."
+    )
+
+    class Meta(InvitationSerializer.Meta):
+        fields = [*InvitationSerializer.Meta.fields, "accept_url"]
+        read_only_fields = fields
 
 
 class MemberRoleSerializer(StrictSerializer):

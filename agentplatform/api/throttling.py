@@ -1,13 +1,42 @@
-"""Per-key and per-tenant request budgets, counted in Redis (the default cache)."""
+"""Per-key and per-tenant request budgets, counted atomically in Redis.
+
+DRF's SimpleRateThrottle keeps a list of timestamps in the cache and writes it back after
+reading it: concurrent requests read the same list and all pass. Here each request is one
+INCR on a fixed window that opens at the window's first request (agentplatform.rate_counters),
+so N concurrent requests get N distinct counts and exactly the budget passes. The rates
+(`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning.
+"""
 
 from __future__ import annotations
 
+from django.http import Http404
 from rest_framework.throttling import SimpleRateThrottle
 
+from agentplatform import rate_counters
+from agentplatform.api.tenant import request_tenant
 from agentplatform.tenancy.authentication import ApiClient
 
 
-class ApiKeyRateThrottle(SimpleRateThrottle):
+class AtomicRateThrottle(SimpleRateThrottle):
+    """SimpleRateThrottle's interface and rates; an atomic counter instead of a history."""
+
+    _retry_after_s: int | None = None
+
+    def allow_request(self, request, view) -> bool:
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        count = rate_counters.hit(key, self.duration)
+        self._retry_after_s = count.retry_after_s
+        return count.value <= self.num_requests
+
+    def wait(self) -> float | None:
+        return self._retry_after_s
+
+
+class ApiKeyRateThrottle(AtomicRateThrottle):
     scope = "api_key"
 
     def get_cache_key(self, request, view) -> str | None:
@@ -18,11 +47,25 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         return f"throttle:ip:{self.get_ident(request)}"
 
 
-class TenantRateThrottle(SimpleRateThrottle):
+class TenantRateThrottle(AtomicRateThrottle):
+    """Counts only requests whose tenant is verified: an API key's, or one the session's
+    user belongs to. A slug in X-Tenant alone proves nothing (anyone may send another
+    tenant's), so such a request counts only against its user (ApiKeyRateThrottle)."""
+
     scope = "tenant"
 
     def get_cache_key(self, request, view) -> str | None:
-        if isinstance(request.user, ApiClient):
-            return f"throttle:tenant:{request.user.tenant.pk}"
-        slug = request.headers.get("X-Tenant")
-        return f"throttle:tenant-slug:{slug}" if slug else None
+        user = request.user
+        if isinstance(user, ApiClient):
+            return f"throttle:tenant:{user.tenant.pk}"
+        if not (user and user.is_authenticated):
+            return None
+        tenant = getattr(request, "_api_tenant", None)  # set by the scope permission
+        if tenant is None:
+            if not (request.headers.get("X-Tenant") or request.GET.get("tenant")):
+                return None
+            try:
+                tenant = request_tenant(request)  # one query, cached on the request
+            except Http404:
+                return None  # not a member: the view answers 404 itself
+        return f"throttle:tenant:{tenant.pk}"

@@ -17,6 +17,7 @@ resources.register("conversations", agents_api.ConversationViewSet, basename="ap
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")
 resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
 resources.register("members", admin_api.MemberViewSet, basename="api_member")
+resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),

@@ -98,6 +98,12 @@ class MembershipForm(TenantScopedForm):
         tenant = cleaned.get("tenant") or (
             self.instance.tenant if self.instance.tenant_id else None
         )
+        user = cleaned.get("user")
+        if user is not None and not self.instance.pk:
+            try:  # the services' rule, shown on the form
+                services.check_may_join(user=user, added_by=self.requesting_user)
+            except ValidationError as error:
+                self.add_error("user", error)
         making_owner = cleaned.get("role") == Role.OWNER and tenant is not None
         if making_owner and not is_owner_of(self.requesting_user, tenant.pk):
             self.add_error("role", "Only an owner can make owners.")
@@ -115,6 +121,12 @@ class MembershipAdmin(TenantScopedAdmin):
         form = super().get_form(request, obj, change=change, **kwargs)
         form.requesting_user = request.user
         return form
+
+    def has_add_permission(self, request) -> bool:
+        # Tenant admins invite from the members page (/t/<slug>/members/), which answers
+        # the same whether or not an account exists; attaching a named account directly
+        # would tell them. Superusers see every account anyway.
+        return request.user.is_superuser and super().has_add_permission(request)
 
     def has_change_permission(self, request, obj=None) -> bool:
         # Only owners touch owners' memberships.

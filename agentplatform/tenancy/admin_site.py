@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from agentplatform.tenancy.access import administered_tenant_ids
+from agentplatform.tenancy.sign_in import AdminSignInForm, with_throttle_status
 
 
 def admin_tenant_ids(request) -> set[int]:
@@ -18,6 +19,10 @@ class PlatformAdminSite(admin.AdminSite):
     site_header = "Agent Platform administration"
     site_title = "Agent Platform admin"
     index_title = "Tenant configuration"
+    login_form = AdminSignInForm  # the same attempt limits as /login/
+
+    def login(self, request, extra_context=None):
+        return with_throttle_status(super().login(request, extra_context))
 
     def has_permission(self, request) -> bool:
         user = request.user

@@ -129,3 +129,50 @@ class TenantGroup(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    DECLINED = "declined", "Declined"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class Invitation(models.Model):
+    """An offer of membership that the invited person accepts while signed in. Only a
+    SHA-256 of the token is stored; the accept link is shown (and mailed) once."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    invitee = models.CharField(max_length=254, help_text="A username or an e-mail address.")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    declined_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.invitee} to {self.tenant} ({self.role})"
+
+    @property
+    def status(self) -> str:
+        if self.accepted_at:
+            return InvitationStatus.ACCEPTED
+        if self.declined_at:
+            return InvitationStatus.DECLINED
+        if self.revoked_at:
+            return InvitationStatus.REVOKED
+        if self.expires_at <= timezone.now():
+            return InvitationStatus.EXPIRED
+        return InvitationStatus.PENDING

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser, Group
+from django.contrib.auth.models import AbstractUser, AnonymousUser, Group
 from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
+from guardian.conf import settings as guardian_settings
 
 from agentplatform.tenancy import api_keys
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant, TenantGroup
+from agentplatform.tenancy.models import (
+    ApiKey,
+    Invitation,
+    InvitationStatus,
+    Membership,
+    Role,
+    Scope,
+    Tenant,
+    TenantGroup,
+)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,12 +62,32 @@ def user_get_or_create(
     return CreatedUser(user=user, password=chosen)
 
 
+CANNOT_JOIN = "This account cannot be a member of a tenant."
+
+
+def check_may_join(*, user: AbstractUser, added_by: AbstractUser | None = None) -> None:
+    """Refuse accounts that must never become members: django-guardian's anonymous user
+    (a real row, named settings.ANONYMOUS_USER_NAME), inactive accounts, and - when a
+    non-superuser adds them - superusers, whose powers a tenant admin must not borrow.
+    `added_by` None is the platform itself (commands, tenant creation, test factories).
+    The message is the same for every reason."""
+    refused = (
+        user.get_username() == guardian_settings.ANONYMOUS_USER_NAME
+        or not user.is_active
+        or (user.is_superuser and added_by is not None and not added_by.is_superuser)
+    )
+    if refused:
+        raise ValidationError(CANNOT_JOIN, code="cannot_join")
+
+
 @transaction.atomic
-def membership_set(*, tenant: Tenant, user: AbstractUser, role: str) -> Membership:
+def membership_set(
+    *, tenant: Tenant, user: AbstractUser, role: str, added_by: AbstractUser | None = None
+) -> Membership:
     """Add `user` to `tenant` with `role`, or change their role.
 
-    Refuses to demote the last owner. Owners and admins get `is_staff` so the tenant
-    admin (scoped to their tenants) opens for them.
+    A new member must pass check_may_join. Refuses to demote the last owner. Owners and
+    admins get `is_staff` so the tenant admin (scoped to their tenants) opens for them.
     """
     if role not in Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}."})
@@ -58,6 +95,7 @@ def membership_set(*, tenant: Tenant, user: AbstractUser, role: str) -> Membersh
     if membership and membership.role == Role.OWNER and role != Role.OWNER:
         _refuse_if_last_owner(membership)
     if membership is None:
+        check_may_join(user=user, added_by=added_by)
         membership = Membership.objects.create(tenant=tenant, user=user, role=role)
     else:
         membership.role = role
@@ -166,3 +204,164 @@ def group_member_set(*, group: TenantGroup, user: AbstractUser, member: bool) ->
         group.group.user_set.add(user)
     else:
         group.group.user_set.remove(user)
+
+
+# -- invitations ------------------------------------------------------------------------
+# Adding someone is an offer they accept while signed in: the admin learns nothing about
+# which accounts exist, and nobody is attached to a tenant without their say.
+INVITATION_GONE = {
+    InvitationStatus.ACCEPTED: "This invitation has been used already.",
+    InvitationStatus.DECLINED: "This invitation was declined.",
+    InvitationStatus.REVOKED: "This invitation was withdrawn by the tenant's admins.",
+    InvitationStatus.EXPIRED: "This invitation has expired; ask for a new one.",
+}
+INVITATION_UNKNOWN = "This invitation link is not valid. Check it, or ask for a new one."
+INVITATION_NOT_YOURS = (
+    "This invitation is for another account. Sign in as the person it was sent to."
+)
+
+
+class InvitationRefused(ValidationError):
+    """An invitation that cannot be used (unknown, used, expired, someone else's): a
+    message for the person holding the link."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message, code="invitation")
+        self.status = status
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def invitation_create(
+    *, tenant: Tenant, invitee: str, role: str, invited_by: AbstractUser | None
+) -> tuple[Invitation, str]:
+    """An invitation for a username or e-mail address, and its token (never stored; only
+    its hash is). The same outcome whether or not such an account exists. Owners-only
+    rules (who may invite an owner) are the caller's. Mails the link when an address is
+    known, after the commit; a mail failure is logged, the invitation stands."""
+    invitee = invitee.strip()
+    if role not in Role.values:
+        raise ValidationError({"role": f"Unknown role {role!r}."})
+    if not invitee:
+        raise ValidationError({"invitee": "Give a username or an e-mail address."})
+    if invitee.casefold() == guardian_settings.ANONYMOUS_USER_NAME.casefold():
+        raise ValidationError({"invitee": CANNOT_JOIN})
+    if "@" in invitee:
+        try:
+            validate_email(invitee)
+        except ValidationError:
+            raise ValidationError({"invitee": "This is not a valid e-mail address."}) from None
+    token = secrets.token_urlsafe(32)
+    invitation = Invitation(
+        tenant=tenant,
+        invitee=invitee,
+        role=role,
+        token_hash=_token_hash(token),
+        invited_by=invited_by,
+        expires_at=timezone.now() + timedelta(days=settings.INVITATION_TTL_DAYS),
+    )
+    invitation.full_clean()
+    invitation.save()
+    return invitation, token
+
+
+def invitation_mail(*, invitation: Invitation, accept_url: str) -> None:
+    """Send the link to the invitee's address: the one typed, or the account's for a
+    username (the admin is not told either way). Runs after the transaction commits."""
+
+    def send() -> None:
+        address = invitation.invitee if "@" in invitation.invitee else None
+        if address is None:
+            user = get_user_model().objects.filter(username=invitation.invitee).first()
+            address = user.email if user is not None and user.email else None
+        if address is None:
+            return
+        try:
+            send_mail(
+                f"You are invited to {invitation.tenant.name}",
+                f"You are invited to join {invitation.tenant.name} as "
+                f"{Role(invitation.role).label}. Sign in and open {accept_url} to accept "
+                f"or decline. The link expires on {invitation.expires_at:%Y-%m-%d %H:%M} UTC.",
+                None,
+                [address],
+            )
+        except Exception:  # the link was shown to the admin: a mail outage must not undo it
+            logger.exception("Could not mail invitation %s", invitation.pk)
+
+    transaction.on_commit(send)
+
+
+def invitation_for_token(token: str, user: AbstractUser) -> Invitation:
+    """The pending invitation behind `token`, addressed to `user`; InvitationRefused
+    otherwise. One query."""
+    invitation = (
+        Invitation.objects.select_related("tenant", "invited_by")
+        .filter(token_hash=_token_hash(token or ""))
+        .first()
+    )
+    if invitation is None or not invitation.tenant.active:
+        raise InvitationRefused(INVITATION_UNKNOWN, status=404)
+    if not _addressed_to(invitation, user):
+        raise InvitationRefused(INVITATION_NOT_YOURS, status=403)
+    if invitation.status != InvitationStatus.PENDING:
+        raise InvitationRefused(INVITATION_GONE[invitation.status], status=410)
+    return invitation
+
+
+def _addressed_to(invitation: Invitation, user: AbstractUser) -> bool:
+    invitee = invitation.invitee
+    if "@" in invitee:
+        return bool(user.email) and user.email.casefold() == invitee.casefold()
+    return user.get_username() == invitee
+
+
+@transaction.atomic
+def invitation_accept(*, token: str, user: AbstractUser) -> Membership:
+    """Make `user` a member as invited (an existing membership keeps its role). The
+    joining rules apply with the inviter's authority; an owner invitation needs an
+    inviter who is still an owner."""
+    invitation = invitation_for_token(token, user)
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    invitation_for_token(token, user)  # again, under the lock: two tabs accept once
+    membership = Membership.objects.filter(tenant=invitation.tenant, user=user).first()
+    if membership is None:
+        inviter = invitation.invited_by
+        if invitation.role == Role.OWNER and not (
+            inviter is not None
+            and Membership.objects.filter(
+                tenant=invitation.tenant, user=inviter, role=Role.OWNER
+            ).exists()
+        ):
+            raise InvitationRefused(
+                "Only an owner's invitation can make an owner; ask for a new one.", status=403
+            )
+        membership = membership_set(
+            tenant=invitation.tenant,
+            user=user,
+            role=invitation.role,
+            added_by=inviter or AnonymousUser(),
+        )
+    invitation.accepted_at = timezone.now()
+    invitation.accepted_by = user
+    invitation.save(update_fields=["accepted_at", "accepted_by"])
+    return membership
+
+
+@transaction.atomic
+def invitation_decline(*, token: str, user: AbstractUser) -> Invitation:
+    invitation = invitation_for_token(token, user)
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    invitation_for_token(token, user)
+    invitation.declined_at = timezone.now()
+    invitation.save(update_fields=["declined_at"])
+    return invitation
+
+
+def invitation_revoke(*, invitation: Invitation) -> Invitation:
+    """Withdraw a pending invitation (others are left as they are)."""
+    if invitation.status == InvitationStatus.PENDING:
+        invitation.revoked_at = timezone.now()
+        invitation.save(update_fields=["revoked_at"])
+    return invitation

@@ -3,13 +3,14 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import health, views
+from agentplatform.web import health, invitations, views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", views.SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
+    path("invitations/<str:token>/", invitations.invitation, name="invitation"),
     path("t/<slug:tenant_slug>/", views.tenant_home, name="tenant_home"),
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
     path("t/<slug:tenant_slug>/", include("agentplatform.web.activity.urls")),  # runs, usage

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0005_use_permissions"),
-        ("tenancy", "0002_policy_keys_groups"),
+        ("tenancy", "0003_policy_keys_groups"),
     ]
 
     operations = [

@@ -89,16 +89,23 @@ def test_members_add_by_username_or_email_change_role_and_remove(client, trio):
         ("bob", "member"),
     }
 
-    added = admin.post("/members", {"username": "dana", "role": "viewer"})
-    assert added.status_code == 201, added.content
-    assert added.json()["user"]["username"] == "dana" and added.json()["role"] == "viewer"
+    invited = admin.post("/members", {"username": "dana", "role": "viewer"})
+    assert invited.status_code == 201, invited.content
+    assert invited.json()["invitee"] == "dana" and invited.json()["status"] == "pending"
+    assert invited["Cache-Control"] == "no-store"
     by_email = admin.post("/members", {"email": "ERIN@example.test"})
     assert by_email.status_code == 201 and by_email.json()["role"] == "member"
-    assert_error(admin.post("/members", {"username": "dana"}), 409)
-    assert "username" in assert_error(admin.post("/members", {"username": "zed"}), 400)["details"]
     assert_error(admin.post("/members", {"username": "dana", "email": "x@example.test"}), 400)
+    assert not Membership.objects.filter(user__in=[dana, erin]).exists()  # not until accepted
+    for user, body in ((dana, invited), (erin, by_email)):
+        path = body.json()["accept_url"].removeprefix("http://testserver")
+        assert client.login(username=user.username, password=PASSWORD)
+        assert client.post(path, {"action": "accept"}).status_code == 302
+        client.logout()
+    added = admin.get("/members", {"role": "viewer"})
+    added = {"id": added.json()["results"][0]["id"]}
 
-    membership_id = added.json()["id"]
+    membership_id = added["id"]
     promoted = admin.patch(f"/members/{membership_id}", {"role": "admin"})
     assert promoted.status_code == 200 and promoted.json()["role"] == "admin"
     dana.refresh_from_db()
@@ -153,3 +160,42 @@ def test_other_tenants_members_and_keys_answer_404(client, trio):
     assert_error(admin.delete(f"/api-keys/{globex_key_id}"), 404)
     assert ApiKey.objects.get(pk=globex_key_id).revoked_at is None
     assert Membership.objects.get(pk=charlie_id).role == Role.OWNER
+
+
+def test_inviting_answers_the_same_whether_or_not_the_account_exists(client, trio):
+    make_user("ghost", is_active=False)
+    admin = Api(client, key_for(trio.acme, "admin", created_by=trio.alice))
+    answers = [admin.post("/members", {"username": name}) for name in ("zed", "ghost", "bob")]
+    assert [a.status_code for a in answers] == [201, 201, 201]
+    shape = [sorted(a.json()) for a in answers]
+    assert shape[0] == shape[1] == shape[2]
+    pending = admin.get("/invitations").json()["results"]
+    assert sorted(i["invitee"] for i in pending) == ["bob", "ghost", "zed"]
+    invitation_id = pending[0]["id"]
+    assert admin.delete(f"/invitations/{invitation_id}").status_code == 204
+    assert len(admin.get("/invitations").json()["results"]) == 2
+    other = Api(client, key_for(trio.globex, "admin", created_by=trio.charlie))
+    assert_error(other.delete(f"/invitations/{pending[1]['id']}"), 404)
+    assert_error(other.get(f"/invitations/{pending[1]['id']}"), 404)
+
+
+def test_accounts_that_must_not_join_cannot_be_invited_or_accept(client, trio):
+    root = make_user("root", is_superuser=True)
+    admin = Api(client, key_for(trio.acme, "admin", created_by=trio.alice))
+    assert_error(admin.post("/members", {"username": "AnonymousUser", "role": "admin"}), 400)
+    invited = admin.post("/members", {"email": "root@example.test", "role": "admin"})
+    assert client.login(username="root", password=PASSWORD)
+    path = invited.json()["accept_url"].removeprefix("http://testserver")
+    assert client.post(path, {"action": "accept"}).status_code == 403
+    assert not Membership.objects.filter(user=root).exists()
+
+
+def test_only_owner_authority_invites_owners(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    from_admin = Api(client, key_for(trio.acme, "admin", created_by=dana))
+    assert_error(from_admin.post("/members", {"username": "zed", "role": "owner"}), 403)
+    from_owner = Api(client, key_for(trio.acme, "admin", created_by=trio.alice))
+    invited = from_owner.post("/members", {"username": "zed", "role": "owner"})
+    assert invited.status_code == 201
+    assert_error(from_admin.delete(f"/invitations/{invited.json()['id']}"), 403)

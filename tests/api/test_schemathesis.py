@@ -43,6 +43,7 @@ from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
 
 from agentplatform.api import openai_compat, throttling
+from agentplatform.tenancy import services
 from agentplatform.tenancy.models import ApiKey, Membership
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
@@ -199,6 +200,9 @@ def _seed(client, trio, monkeypatch):
     key_for(trio.acme, "read", name="spare")
     spare = ApiKey.objects.filter(tenant=trio.acme, name="spare").get()
     member = Membership.objects.get(tenant=trio.acme, user=trio.bob)
+    invitation, _ = services.invitation_create(
+        tenant=trio.acme, invitee="dana@example.test", role="member", invited_by=trio.alice
+    )
     return api.key, {
         "/api/v1/agents/{slug}": {"slug": "writer"},
         "/api/v1/crews/{slug}": {"slug": "team"},
@@ -210,6 +214,7 @@ def _seed(client, trio, monkeypatch):
         "/api/v1/api-keys/{id}": {"id": spare.pk},
         "/api/v1/api-keys/{id}/revoke": {"id": spare.pk},
         "/api/v1/members/{id}": {"id": member.pk},
+        "/api/v1/invitations/{id}": {"id": invitation.pk},
         "/v1/models/{model_id}": {"model_id": "writer"},
     }
 

@@ -195,7 +195,12 @@ def test_admin_test_connection_shows_the_result_without_the_key(
     provider_server.expect_api_key("other")
     connection = make(trio.acme, base_url=provider_server.anthropic_base_url)
     login(client, trio.alice)
-    page = client.get(f"/admin/providers/providerconnection/{connection.pk}/test/", follow=True)
+    url = f"/admin/providers/providerconnection/{connection.pk}/test/"
+    confirm = client.get(url)  # asks only: no call, nothing recorded
+    assert confirm.status_code == 200 and b'method="post"' in confirm.content
+    connection.refresh_from_db()
+    assert connection.last_checked_at is None and provider_server.received == []
+    page = client.post(url, follow=True)
     body = page.content.decode()
     assert "Claude: Anthropic answered HTTP 401" in body and KEY not in body
     assert "Failing" in client.get("/admin/providers/providerconnection/").content.decode()
@@ -206,3 +211,4 @@ def test_another_tenants_connection_is_404_in_the_admin(client, trio):
     login(client, trio.alice)
     assert client.get(f"/admin/providers/providerconnection/{theirs.pk}/change/").status_code == 404
     assert client.get(f"/admin/providers/providerconnection/{theirs.pk}/test/").status_code == 404
+    assert client.post(f"/admin/providers/providerconnection/{theirs.pk}/test/").status_code == 404

@@ -143,16 +143,25 @@ def test_superuser_sees_everything(client, trio, rows):
     assert Project.objects.get(name="made-by-root").tenant == trio.globex
 
 
-def test_membership_admin_adds_users_by_name_without_listing_all_users(client, trio):
+def test_tenant_admins_invite_instead_of_adding_accounts_in_the_admin(client, trio):
     dora = make_user("dora")
-    login(client, trio.alice)
-    form = client.get("/admin/tenancy/membership/add/").content.decode()
-    assert "charlie" not in form  # no user list to leak other tenants' people
+    login(client, trio.alice)  # an owner, not a superuser: adding would tell who exists
+    assert client.get("/admin/tenancy/membership/add/").status_code == 403
     response = client.post("/admin/tenancy/membership/add/", {"user": "dora", "role": "member"})
-    assert response.status_code == 302
+    assert response.status_code == 403
+    assert not Membership.objects.filter(user=dora).exists()
+
+
+def test_superusers_add_users_by_name_without_listing_all_users(client, trio):
+    dora = make_user("dora")
+    login(client, get_user_model().objects.create_superuser("root", "root@x.test", PASSWORD))
+    form = client.get("/admin/tenancy/membership/add/").content.decode()
+    assert "charlie" not in form  # no user list
+    added = {"tenant": trio.acme.pk, "user": "dora", "role": "member"}
+    assert client.post("/admin/tenancy/membership/add/", added).status_code == 302
     assert Membership.objects.get(user=dora).tenant == trio.acme
-    response = client.post("/admin/tenancy/membership/add/", {"user": "nobody", "role": "member"})
-    assert response.status_code == 200
+    missing = {**added, "user": "nobody"}
+    assert client.post("/admin/tenancy/membership/add/", missing).status_code == 200
 
 
 def test_membership_admin_keeps_the_last_owner(client, trio):
@@ -203,15 +212,22 @@ def test_owner_elsewhere_cannot_make_owners_where_only_admin(client, trio):
     add_member(trio.acme, trio.bob, Role.ADMIN)
     from tests.factories import make_tenant
 
-    make_tenant("bobco", owner=trio.bob)  # so the owner choice is on bob's form
+    make_tenant("bobco", owner=trio.bob)
     dora = make_user("dora")
     response = login(client, trio.bob).post(
         "/admin/tenancy/membership/add/",
         {"tenant": trio.acme.pk, "user": "dora", "role": "owner"},
     )
+    assert response.status_code == 403  # tenant admins invite from the members page
+    assert not Membership.objects.filter(user=dora).exists()
+    bobs = Membership.objects.get(tenant=trio.acme, user=trio.bob)
+    response = client.post(
+        f"/admin/tenancy/membership/{bobs.pk}/change/",
+        {"tenant": trio.acme.pk, "user": "bob", "role": "owner"},
+    )
     assert response.status_code == 200
     assert "Only an owner can make owners." in response.content.decode()
-    assert not Membership.objects.filter(user=dora).exists()
+    assert Membership.objects.get(pk=bobs.pk).role == Role.ADMIN
 
 
 def _inline_management(prefix: str = "ticket_set") -> dict:
@@ -263,8 +279,9 @@ def test_inline_rows_take_the_parents_tenant_and_scoped_choices(client, trio, ro
 
 
 def test_a_duplicate_membership_is_a_form_error_not_a_crash(client, trio):
-    response = login(client, trio.alice).post(
-        "/admin/tenancy/membership/add/", {"user": "bob", "role": "viewer"}
+    root = get_user_model().objects.create_superuser("root", "root@x.test", PASSWORD)
+    response = login(client, root).post(
+        "/admin/tenancy/membership/add/", {"tenant": trio.acme.pk, "user": "bob", "role": "viewer"}
     )
     assert response.status_code == 200
     assert "already exists" in response.content.decode()
@@ -305,3 +322,15 @@ def test_api_key_form_refuses_a_past_expiry_and_never_stores_the_key(client, tri
     with connection.cursor() as cursor:
         cursor.execute("SELECT session_data FROM django_session")
         assert all(full not in row[0] for row in cursor.fetchall())
+
+
+def test_membership_admin_refuses_accounts_that_must_not_join(client, trio):
+    make_user("ghost", is_active=False)
+    login(client, get_user_model().objects.create_superuser("root", "root@x.test", PASSWORD))
+    for name in ("ghost", "AnonymousUser"):
+        response = client.post(
+            "/admin/tenancy/membership/add/",
+            {"tenant": trio.acme.pk, "user": name, "role": "admin"},
+        )
+        assert response.status_code == 200  # the form again, with an error
+    assert not Membership.objects.filter(user__username__in=["ghost", "AnonymousUser"]).exists()

@@ -40,3 +40,18 @@ def test_the_last_owner_can_be_neither_demoted_nor_removed(trio):
 def test_unknown_role_is_refused(trio):
     with pytest.raises(ValidationError):
         services.membership_set(tenant=trio.acme, user=trio.bob, role="emperor")
+
+
+def test_accounts_that_must_not_join_are_refused(trio):
+    from guardian.utils import get_anonymous_user
+
+    anonymous = get_anonymous_user()
+    ghost = make_user("ghost", is_active=False)
+    root = make_user("root", is_superuser=True, is_staff=True)
+    for user, added_by in ((anonymous, None), (ghost, None), (root, trio.alice)):
+        with pytest.raises(ValidationError, match="cannot be a member"):
+            services.membership_set(tenant=trio.acme, user=user, role=Role.ADMIN, added_by=added_by)
+    assert not Membership.objects.filter(user__in=[anonymous, ghost, root]).exists()
+    # A superuser (or the platform itself) may add a superuser.
+    services.membership_set(tenant=trio.acme, user=root, role=Role.MEMBER, added_by=root)
+    assert Membership.objects.filter(tenant=trio.acme, user=root).exists()

@@ -91,10 +91,14 @@ def test_the_changelist_shows_status_tools_and_errors(client, trio, docs, mcp_se
     assert "tools unavailable" in page and "cannot connect" in page and TOKEN not in page
 
 
-def test_the_test_page_lists_the_remote_tools_and_refresh_stores_them(client, trio, docs):
+def test_the_test_page_lists_the_remote_tools_and_refresh_stores_them(
+    client, trio, docs, mcp_server
+):
     login(client, trio.alice)
     url = f"/admin/tools/mcpserverconnection/{docs.pk}/test/"
-    page = client.get(url).content.decode()
+    page = client.get(url).content.decode()  # asks only: the server is not called
+    assert "Connected" not in page and 'value="test"' in page and mcp_server.requests == []
+    page = client.post(url, {"action": "test"}).content.decode()
     assert "Connected: 5 tools." in page
     assert "<code>docs__add</code>" in page and TOKEN not in page
     docs.refresh_from_db()

@@ -9,7 +9,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from agentplatform.tenancy.models import ApiKey, Membership, Role
+from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Role
+from agentplatform.tenancy.services import invitation_create
 from agents.models import Agent, Crew, CrewMember, Run
 from providers.models import ProviderConnection
 from tests.factories import PASSWORD, add_member, make_user
@@ -63,7 +64,11 @@ def objects(trio):
         tenant=trio.acme, name="CI", prefix="ap_test1", secret_hash="0" * 64, scopes=["read"]
     )
     bob = Membership.objects.get(tenant=trio.acme, user=trio.bob)
+    invitation, _ = invitation_create(
+        tenant=trio.acme, invitee="dana@example.test", role=Role.MEMBER, invited_by=trio.alice
+    )
     return {
+        "invitation": invitation,
         "connection": connection,
         "agent": agent,
         "crew": crew,
@@ -102,7 +107,8 @@ def every_url(objects) -> list[tuple[str, str]]:
         ("post", url("api_key_create")),
         ("post", url("api_key_revoke", pk=key)),
         ("get", url("members")),
-        ("post", url("member_add")),
+        ("post", url("member_invite")),
+        ("post", url("member_invitation_revoke", pk=objects["invitation"].pk)),
         ("post", url("member_role", pk=membership)),
         ("post", url("member_remove", pk=membership)),
     ]
@@ -126,6 +132,7 @@ def test_members_and_viewers_get_403_everywhere_and_nothing_changes(client, trio
             assert getattr(client, method)(page).status_code == 403, (user, page)
     assert ApiKey.objects.get(pk=objects["key"].pk).revoked_at is None
     assert Membership.objects.filter(tenant=trio.acme).count() == 3
+    assert Invitation.objects.get(tenant=trio.acme).revoked_at is None
 
 
 def test_another_tenants_admin_gets_404_for_this_tenants_ids(client, trio, objects):
@@ -483,27 +490,127 @@ def test_an_api_key_needs_a_scope(client, trio):
 
 
 # -- members --------------------------------------------------------------------------
-def test_an_admin_adds_a_user_by_username_or_email(client, trio):
+def invite(client, who: str, role: str = Role.MEMBER):
+    return client.post(url("member_invite"), {"invitee": who, "role": role})
+
+
+def accept_link(response) -> str:
+    found = re.search(
+        rb'<code id="accept-url">http://testserver(/invitations/[^<]+)</code>', response.content
+    )
+    assert found, response.content
+    return found.group(1).decode()
+
+
+def test_an_admin_invites_by_username_or_email_and_the_invitee_accepts(
+    client, trio, mailoutbox, django_capture_on_commit_callbacks
+):
     dora, erin = make_user("dora"), make_user("erin")
     login(client, trio.alice)
-    assert client.post(url("member_add"), {"who": "dora", "role": "member"}).status_code == 302
-    response = client.post(url("member_add"), {"who": "ERIN@example.test", "role": "admin"})
-    assert response.status_code == 302
+    with django_capture_on_commit_callbacks(execute=True):  # the mail goes after the commit
+        by_name = invite(client, "dora")
+        by_mail = invite(client, "ERIN@example.test", Role.ADMIN)
+    assert by_name.status_code == by_mail.status_code == 200
+    assert b"Invitation created" in by_name.content
+    assert by_name["Cache-Control"] == "no-store"
+    assert not Membership.objects.filter(user__in=[dora, erin]).exists()  # not until accepted
+    assert [m.to for m in mailoutbox] == [["dora@example.test"], ["ERIN@example.test"]]
+    dora_link, erin_link = accept_link(by_name), accept_link(by_mail)
+    assert dora_link in mailoutbox[0].body
+    page = client.get(url("members")).content.decode()
+    assert 'id="pending-invitations"' in page and "ERIN@example.test" in page
+
+    client.logout()
+    login(client, dora)
+    offer = client.get(dora_link)
+    assert offer.status_code == 200 and b"Acme" in offer.content
+    assert client.get(erin_link).status_code == 403  # erin's: not dora's to take
+    joined = client.post(dora_link, {"action": "accept"})
+    assert joined.status_code == 302 and joined["Location"] == "/t/acme/"
     assert Membership.objects.get(tenant=trio.acme, user=dora).role == Role.MEMBER
-    assert Membership.objects.get(tenant=trio.acme, user=erin).role == Role.ADMIN
+    used = client.post(dora_link, {"action": "accept"})
+    assert used.status_code == 410 and b"used already" in used.content
+
+    client.logout()
+    login(client, erin)
+    assert client.post(erin_link, {"action": "decline"}).status_code == 302
+    assert not Membership.objects.filter(user=erin).exists()
+    assert client.get(erin_link).status_code == 410
 
 
-def test_adding_says_the_same_whether_or_not_the_account_exists(client, trio):
+def test_inviting_says_the_same_whether_or_not_the_account_exists(client, trio):
     make_user("ghost", is_active=False)
     login(client, trio.alice)
-    missing = client.post(url("member_add"), {"who": "nobody", "role": "member"})
-    inactive = client.post(url("member_add"), {"who": "ghost", "role": "member"})
-    assert missing.status_code == inactive.status_code == 400
-    message = b"No account can be added with that username or email."
-    assert message in missing.content and message in inactive.content
-    tokens = re.compile(rb'(csrfmiddlewaretoken" value="|X-CSRFToken": ")[^"]+')
+    missing = invite(client, "nobody")
+    Invitation.objects.all().delete()  # so the pending list is the same for both
+    inactive = invite(client, "ghost")
+    assert missing.status_code == inactive.status_code == 200
+    tokens = re.compile(rb'(csrfmiddlewaretoken" value="|X-CSRFToken": "|/invitations/)[^"<]+')
     same = [tokens.sub(rb"\1", r.content).replace(b"nobody", b"ghost") for r in (missing, inactive)]
-    assert same[0] == same[1]
+    assert re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d", b"", same[0]) == re.sub(
+        rb"\d{4}-\d\d-\d\d \d\d:\d\d", b"", same[1]
+    )
+
+
+def test_accounts_that_must_not_join_cannot_accept(client, trio):
+    root = make_user("root", is_superuser=True)
+    ghost = make_user("ghost")
+    login(client, trio.alice)
+    refused = invite(client, "AnonymousUser")
+    assert refused.status_code == 400 and b"cannot be a member" in refused.content
+    root_link, ghost_link = (
+        accept_link(invite(client, "root")),
+        accept_link(invite(client, "ghost")),
+    )
+    client.logout()
+    login(client, root)  # a superuser invited by a non-superuser
+    response = client.post(root_link, {"action": "accept"})
+    assert response.status_code == 403 and b"cannot be a member" in response.content
+    client.logout()
+    login(client, ghost)
+    ghost.is_active = False
+    ghost.save()
+    assert client.post(ghost_link, {"action": "accept"}).status_code == 302  # signed out now
+    assert not Membership.objects.filter(user__in=[root, ghost]).exists()
+
+
+def test_bad_expired_and_revoked_links_say_so_and_change_nothing(client, trio):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    dora = make_user("dora")
+    login(client, trio.alice)
+    expired, revoked = accept_link(invite(client, "dora")), accept_link(invite(client, "dora"))
+    pending = list(Invitation.objects.filter(tenant=trio.acme).order_by("pk"))
+    Invitation.objects.filter(pk=pending[0].pk).update(expires_at=timezone.now() - timedelta(1))
+    assert client.post(url("member_invitation_revoke", pk=pending[1].pk)).status_code == 302
+    other = invitation_create(
+        tenant=trio.globex, invitee="x@y.test", role="member", invited_by=None
+    )
+    assert client.post(url("member_invitation_revoke", pk=other[0].pk)).status_code == 404
+    client.logout()
+    login(client, dora)
+    assert b"expired" in client.post(expired, {"action": "accept"}).content
+    assert b"withdrawn" in client.post(revoked, {"action": "accept"}).content
+    assert client.get("/invitations/not-a-token/").status_code == 404
+    assert client.post(expired, {"action": "accept"}).status_code == 410
+    assert client.post(accept_link_of(other), {"action": "nope"}).status_code == 403
+    assert not Membership.objects.filter(user=dora).exists()
+    assert Invitation.objects.get(pk=other[0].pk).revoked_at is None
+
+
+def accept_link_of(created) -> str:
+    return f"/invitations/{created[1]}/"
+
+
+def test_only_owners_invite_owners(client, trio):
+    adele = make_user("adele")
+    add_member(trio.acme, adele, Role.ADMIN)
+    login(client, adele)
+    response = invite(client, "dora", Role.OWNER)
+    assert response.status_code == 400 and b"Only an owner" in response.content
+    assert not Invitation.objects.exists()
 
 
 def test_an_admin_changes_roles_but_only_owners_touch_owners(client, trio):

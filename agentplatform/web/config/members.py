@@ -1,34 +1,43 @@
-"""Members: list, add an existing user by username or email, change a role, remove.
+"""Members: list, invite someone by username or email, change a role, remove; pending
+invitations with revoke.
 
-Adding says the same thing whenever an account cannot be added (none, inactive, or the
-address is ambiguous), so the form does not tell which accounts exist. Only owners
-grant or take away the owner role; the last owner always stays (tenancy services)."""
+Inviting says the same thing whether or not an account has that name or address, so the
+form tells nobody which accounts exist; the person accepts at the link while signed in
+(agentplatform/web/invitations.py). Only owners invite owners, grant or take away the
+owner role; the last owner always stays (tenancy services)."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Membership, Role
-from agentplatform.tenancy.services import membership_remove, membership_set
-from agentplatform.web.config.common import PlainLabels, members_admin_required, render_page
+from agentplatform.tenancy.models import Invitation, InvitationStatus, Membership, Role
+from agentplatform.tenancy.services import (
+    invitation_create,
+    invitation_mail,
+    invitation_revoke,
+    membership_remove,
+    membership_set,
+)
+from agentplatform.web.config.common import (
+    PlainLabels,
+    add_service_errors,
+    members_admin_required,
+    render_page,
+)
 
 PAGE = "web/config/member_list.html"
-CANNOT_ADD = "No account can be added with that username or email. Check it, or ask the "
-CANNOT_ADD += "person to sign up first."
 OWNERS_ONLY = "Only an owner can grant or take away the owner role."
 
 
-class AddMemberForm(PlainLabels, forms.Form):
-    who = forms.CharField(
+class InviteForm(PlainLabels, forms.Form):
+    invitee = forms.CharField(
         max_length=254,
         label="Username or email",
         widget=forms.TextInput(attrs={"autocomplete": "off"}),
@@ -40,21 +49,18 @@ class RoleForm(PlainLabels, forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
 
 
-def user_lookup(who: str) -> AbstractBaseUser | None:
-    """The one active account with this username or email (case-insensitive), or None.
-    One query."""
-    who = who.strip()
-    if not who:
-        return None
-    User = get_user_model()
-    found = list(User.objects.filter(Q(username=who) | Q(email__iexact=who), is_active=True)[:2])
-    return found[0] if len(found) == 1 else None
-
-
-def _page(request: HttpRequest, form: AddMemberForm, status: int = 200, **extra) -> HttpResponse:
+def _page(request: HttpRequest, form: InviteForm, status: int = 200, **extra) -> HttpResponse:
     memberships = Membership.objects.filter(tenant=request.tenant).select_related("user")
+    pending = [
+        invitation
+        for invitation in Invitation.objects.filter(
+            tenant=request.tenant, accepted_at=None, declined_at=None, revoked_at=None
+        ).select_related("invited_by")
+        if invitation.status == InvitationStatus.PENDING
+    ]
     context = {
         "memberships": memberships,
+        "invitations": pending,
         "form": form,
         "roles": Role.choices,
         "is_owner": request.membership.has_role(Role.OWNER),
@@ -65,27 +71,46 @@ def _page(request: HttpRequest, form: AddMemberForm, status: int = 200, **extra)
 
 @members_admin_required
 def member_list(request: HttpRequest) -> HttpResponse:
-    return _page(request, AddMemberForm())
+    return _page(request, InviteForm())
 
 
 @members_admin_required
 @require_POST
-def member_add(request: HttpRequest) -> HttpResponse:
-    form = AddMemberForm(request.POST)
+def member_invite(request: HttpRequest) -> HttpResponse:
+    form = InviteForm(request.POST)
     if form.is_valid():
-        user = user_lookup(form.cleaned_data["who"])
         role = form.cleaned_data["role"]
-        if user is None:
-            form.add_error("who", CANNOT_ADD)
-        elif Membership.objects.filter(tenant=request.tenant, user=user).exists():
-            form.add_error("who", "This account is a member already; change its role below.")
-        elif role == Role.OWNER and not request.membership.has_role(Role.OWNER):
+        if role == Role.OWNER and not request.membership.has_role(Role.OWNER):
             form.add_error("role", OWNERS_ONLY)
+            return _page(request, form, status=400)
+        try:
+            invitation, token = invitation_create(
+                tenant=request.tenant,
+                invitee=form.cleaned_data["invitee"],
+                role=role,
+                invited_by=request.user,
+            )
+        except ValidationError as error:
+            add_service_errors(form, error)
         else:
-            membership_set(tenant=request.tenant, user=user, role=role)
-            messages.success(request, f"Added {user.get_username()} as {Role(role).label}.")
-            return redirect("config:members", tenant_slug=request.tenant.slug)
+            link = request.build_absolute_uri(reverse("invitation", args=[token]))
+            invitation_mail(invitation=invitation, accept_url=link)
+            # Shown on this response only (not redirected with): the token is not stored.
+            response = _page(request, InviteForm(), invitation=invitation, accept_url=link)
+            response["Cache-Control"] = "no-store"
+            return response
     return _page(request, form, status=400)
+
+
+@members_admin_required
+@require_POST
+def member_invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    invitation = get_for_tenant(Invitation, request.tenant, pk=pk)
+    if invitation.role == Role.OWNER and not request.membership.has_role(Role.OWNER):
+        return _refuse(request, OWNERS_ONLY)
+    invitation_revoke(invitation=invitation)
+    messages.success(request, f"Withdrew the invitation for {invitation.invitee}.")
+    return redirect("config:members", tenant_slug=request.tenant.slug)
 
 
 @members_admin_required
@@ -125,7 +150,7 @@ def member_remove(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _refuse(request: HttpRequest, message: str) -> HttpResponse:
     """The member list with the refusal on top (status 400), nothing changed."""
-    return _page(request, AddMemberForm(), status=400, refusal=message)
+    return _page(request, InviteForm(), status=400, refusal=message)
 
 
 def _last_owner(error: ValidationError) -> str:

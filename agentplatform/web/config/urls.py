@@ -38,7 +38,12 @@ urlpatterns = [
     path("groups/<int:pk>/delete/", access.group_remove, name="group_delete"),
     path("agents/<slug:slug>/access/", access.grants, {"kind": "agents"}, name="agent_grants"),
     path("crews/<slug:slug>/access/", access.grants, {"kind": "crews"}, name="crew_grants"),
-    path("members/add/", members.member_add, name="member_add"),
+    path("members/invite/", members.member_invite, name="member_invite"),
+    path(
+        "members/invitations/<int:pk>/revoke/",
+        members.member_invitation_revoke,
+        name="member_invitation_revoke",
+    ),
     path("members/<int:pk>/role/", members.member_role, name="member_role"),
     path("members/<int:pk>/remove/", members.member_remove, name="member_remove"),
 ]

@@ -18,7 +18,7 @@ def keys_take_their_creators_role(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("tenancy", "0001_initial"),
+        ("tenancy", "0002_invitations"),
     ]
 
     operations = [

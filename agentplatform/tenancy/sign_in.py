@@ -1,0 +1,103 @@
+"""Sign-in attempts limited per account name and per client IP, for both login pages
+(`/login/` and `/admin/login/` use the forms below).
+
+Every attempt is counted before the password is checked (atomically, in Redis), so
+parallel guesses cannot slip past the limit; a successful sign-in takes its attempt
+back from the IP's count and clears the account name's. The refusal is the same whether
+or not the account exists, and it stands even with the right password until the window
+closes. Django's `user_login_failed` (sent by `authenticate`, and here for a refused
+attempt, with `throttled=True`) and `user_logged_in` carry the request for an audit log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.signals import user_login_failed
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+
+from agentplatform import rate_counters
+
+TOO_MANY = "Too many failed sign-ins; try again in {minutes} minutes."
+
+
+def _user_key(username: str) -> str:
+    # Hashed: any text may be typed as a username; keys stay short and printable.
+    digest = hashlib.sha256(username.strip().casefold().encode()).hexdigest()[:32]
+    return f"sign-in:user:{digest}"
+
+
+def _ip_key(ip: str) -> str:
+    return f"sign-in:ip:{ip}"
+
+
+def client_ip(request: HttpRequest | None) -> str:
+    """REMOTE_ADDR: behind a proxy, that proxy must set it to the client's address."""
+    return (request.META.get("REMOTE_ADDR") if request else None) or "unknown"
+
+
+def attempt_start(*, username: str, ip: str) -> int | None:
+    """Count an attempt; the seconds to wait if it is over a limit (then refuse it
+    without checking the password). Two Redis round trips."""
+    window = settings.SIGN_IN_WINDOW_S
+    counts = [
+        (rate_counters.hit(_user_key(username), window), settings.SIGN_IN_FAILURES_PER_USER),
+        (rate_counters.hit(_ip_key(ip), window), settings.SIGN_IN_FAILURES_PER_IP),
+    ]
+    waits = [count.retry_after_s for count, limit in counts if count.value > limit]
+    return max(waits) if waits else None
+
+
+def attempt_succeeded(*, username: str, ip: str) -> None:
+    rate_counters.reset(_user_key(username))
+    rate_counters.unhit(_ip_key(ip))
+
+
+class SignInLimit:
+    """Mixed into an AuthenticationForm: counts the attempt before authenticating."""
+
+    request: HttpRequest | None
+    throttled_for: int | None = None  # seconds, when this attempt was refused
+
+    def clean(self) -> dict:
+        username = self.cleaned_data.get("username")
+        password = self.cleaned_data.get("password")
+        if not (username and password):
+            return self.cleaned_data  # the fields' own "required" errors stand
+        ip = client_ip(self.request)
+        wait = attempt_start(username=username, ip=ip)
+        if wait is not None:
+            self.throttled_for = wait
+            user_login_failed.send(
+                sender=__name__,
+                credentials={"username": username},
+                request=self.request,
+                throttled=True,
+            )
+            raise ValidationError(TOO_MANY.format(minutes=math.ceil(wait / 60)), code="throttled")
+        cleaned = super().clean()  # authenticate(request, ...): user_login_failed on failure
+        attempt_succeeded(username=username, ip=ip)
+        return cleaned
+
+
+class SignInForm(SignInLimit, AuthenticationForm):
+    pass
+
+
+class AdminSignInForm(SignInLimit, AdminAuthenticationForm):
+    pass
+
+
+def with_throttle_status(response: HttpResponse) -> HttpResponse:
+    """A login page's response for a refused attempt: 429 with Retry-After."""
+    form = (getattr(response, "context_data", None) or {}).get("form")
+    wait = getattr(form, "throttled_for", None)
+    if wait is not None:
+        response.status_code = 429
+        response["Retry-After"] = str(wait)
+    return response

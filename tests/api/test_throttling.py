@@ -1,0 +1,86 @@
+"""API budgets (api/throttling.py): atomic counting, and only verified tenants are charged."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from rest_framework.request import Request
+from rest_framework.test import APIRequestFactory
+
+from agentplatform.api import throttling
+from agentplatform.tenancy import services
+from agentplatform.tenancy.authentication import ApiClient
+from tests.api.test_resources import Api, assert_error
+from tests.web.test_pages import login
+
+
+@pytest.fixture
+def rates(monkeypatch):
+    def set_rates(api_key: str, tenant: str) -> None:
+        for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
+            monkeypatch.setattr(cls, "THROTTLE_RATES", {"api_key": api_key, "tenant": tenant})
+
+    return set_rates
+
+
+def new_key(tenant):
+    key, _ = services.api_key_create(tenant=tenant, name="t", scopes=["read"])
+    assert key.tenant == tenant  # loaded here: the threads below see no test transaction
+    return key
+
+
+def test_thirty_concurrent_requests_admit_exactly_the_limit(trio, rates):
+    rates("10/min", "1000/min")
+    key = new_key(trio.acme)
+    request = Request(APIRequestFactory().get("/api/v1/agents"))
+    request.user = ApiClient(key)
+
+    def one(_) -> bool:
+        return throttling.ApiKeyRateThrottle().allow_request(request, None)
+
+    with ThreadPoolExecutor(30) as pool:
+        admitted = list(pool.map(one, range(30)))
+    assert admitted.count(True) == 10
+
+
+def test_the_tenant_budget_is_atomic_too(trio, rates):
+    rates("1000/min", "10/min")
+    keys = [new_key(trio.acme) for _ in range(3)]
+
+    def one(i: int) -> bool:
+        request = Request(APIRequestFactory().get("/api/v1/agents"))
+        request.user = ApiClient(keys[i % 3])  # three keys, one tenant budget
+        return throttling.TenantRateThrottle().allow_request(request, None)
+
+    with ThreadPoolExecutor(30) as pool:
+        admitted = list(pool.map(one, range(30)))
+    assert admitted.count(True) == 10
+
+
+def test_another_tenants_user_naming_acme_does_not_spend_acmes_budget(client, trio, rates):
+    rates("1000/min", "3/min")
+    outsider = Api(login(client, trio.charlie), tenant_header="acme")
+    for _ in range(5):  # whoami answers any signed-in user, whatever X-Tenant names
+        assert outsider.get("/whoami").status_code == 200
+        assert_error(outsider.get("/agents"), 404)
+    client.logout()
+    alice = Api(login(client, trio.alice), tenant_header="acme")
+    assert [alice.get("/agents").status_code for _ in range(3)] == [200, 200, 200]
+    refused = alice.get("/agents")
+    error = assert_error(refused, 429)
+    assert int(refused["Retry-After"]) > 0 and error["details"]["retry_after_s"] > 0
+
+
+def test_an_unverified_slug_is_counted_against_the_user_only(trio):
+    request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))
+    request.user = trio.charlie
+    assert throttling.TenantRateThrottle().get_cache_key(request, None) is None
+    assert throttling.ApiKeyRateThrottle().get_cache_key(request, None) == (
+        f"throttle:user:{trio.charlie.pk}"
+    )
+    request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))
+    request.user = trio.bob  # a member: acme's budget
+    assert throttling.TenantRateThrottle().get_cache_key(request, None) == (
+        f"throttle:tenant:{trio.acme.pk}"
+    )
