@@ -12,6 +12,7 @@ error. Nothing here decides what a tool does: the registry and the run services 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -19,7 +20,7 @@ from django.db import transaction
 from django.http import Http404
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from agentplatform.api.openai_compat import Ending, follow_run
@@ -64,6 +65,7 @@ ASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "required": ["answer", "run_id", "conversation_id", "status"],
 }
 _check_ask_arguments = compile_validator(ASK_INPUT_SCHEMA)
+logger = logging.getLogger(__name__)
 
 
 class TenantMCPServer(MCPServer):
@@ -72,7 +74,11 @@ class TenantMCPServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         key = caller_key(Scope.READ)
-        return await stream_read(tenant_catalog)(key.tenant_id)
+        try:
+            return await stream_read(tenant_catalog)(key.tenant_id)
+        except Exception:  # the SDK would send the exception's text to the caller
+            logger.exception("MCP tools/list failed (tenant %s)", key.tenant_id)
+            raise MCPError(INTERNAL_ERROR, "The tool list is unavailable; try again.") from None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
@@ -81,6 +87,13 @@ class TenantMCPServer(MCPServer):
             key = caller_key(Scope.RUN)
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
+        try:
+            return await self._call(key, name, arguments)
+        except Exception:  # the SDK would send the exception's text (a file, a secret) back
+            logger.exception("MCP tools/call %r failed (tenant %s)", name, key.tenant_id)
+            return error_result("The call failed unexpectedly; the details are in the server log.")
+
+    async def _call(self, key: ApiKey, name: str, arguments: dict[str, Any]) -> CallToolResult:
         try:
             outcome = await atool_run(
                 tenant=key.tenant, name=name, arguments=arguments, api_key=key, via="mcp"
