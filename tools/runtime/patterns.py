@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 import re2
+from re2 import _re2
 
 MAX_PATTERN_CHARS = 1000
 _OPTIONS = re2.Options()
@@ -36,7 +37,11 @@ def compile_pattern(pattern: str) -> Search:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"pattern is longer than {MAX_PATTERN_CHARS} characters")
     try:
-        compiled = re2.compile(pattern, _OPTIONS)
+        # The binding the `re2` module wraps: its `search` builds a match object per call
+        # (about 1 µs more on the fast path, for a yes/no answer). Pinned below 2.
+        compiled = _re2.RE2(pattern.encode("utf-8", "surrogatepass"), _OPTIONS)
+        if not compiled.ok():
+            raise re2.error(compiled.error())
     except re2.error as exc:
         reason = exc.args[0] if exc.args else ""
         if isinstance(reason, bytes):
@@ -45,12 +50,12 @@ def compile_pattern(pattern: str) -> Search:
             f"pattern {shown(pattern)} is not supported ({reason}); patterns are matched by "
             "RE2: no backreferences (\\1) and no lookaround ((?=, (?!, (?<=, (?<!)"
         ) from None
-    search = compiled.search
+    match, unanchored = compiled.Match, _re2.RE2.Anchor.UNANCHORED
 
     def matches(text: str) -> bool:
-        # Bytes skip the library's character-offset bookkeeping (5x faster); lone surrogates,
-        # which JSON can carry, are passed through rather than refused.
-        return search(text.encode("utf-8", "surrogatepass")) is not None
+        # Lone surrogates, which JSON can carry, are passed through rather than refused.
+        data = text.encode("utf-8", "surrogatepass")
+        return match(unanchored, data, 0, len(data))[0][0] >= 0  # (-1, -1): no match
 
     return matches
 
