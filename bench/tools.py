@@ -69,6 +69,21 @@ SMALL_SCHEMA = {
     "additionalProperties": False,
 }
 ARGUMENTS = {"city": "Paris", "days": 3}
+# The same with a `pattern` (compiled path), and with a keyword only jsonschema handles.
+PATTERN_SCHEMA = {
+    **SMALL_SCHEMA,
+    "properties": {
+        "city": {"type": "string", "pattern": "^[A-Za-z .'-]+$"},
+        "days": {"type": "integer"},
+    },
+}
+FALLBACK_SCHEMA = {
+    **PATTERN_SCHEMA,
+    "properties": {
+        **PATTERN_SCHEMA["properties"],
+        "days": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    },
+}
 EXPRESSION = "(1 + 2) * sqrt(16)"
 HTTP_SCHEMA = {
     "type": "object",
@@ -147,11 +162,11 @@ async def forecast(city: str, days: int = 1) -> dict:
     return {"city": city, "days": days}
 
 
-def schema_tool(name: str, handler: Callable) -> Tool:
+def schema_tool(name: str, handler: Callable, schema: dict = SMALL_SCHEMA) -> Tool:
     return Tool(
         name=name,
         description="The weather forecast for a city.",
-        input_schema=SMALL_SCHEMA,
+        input_schema=schema,
         handler=handler,
     )
 
@@ -185,12 +200,16 @@ async def registry_figures() -> list[RegistryFigure]:
             schema_tool("forecast_schema", forecast_handler),
             tool(forecast, name="forecast_pydantic"),
             schema_tool("forecast_sync", forecast_handler_sync),
+            schema_tool("forecast_pattern", forecast_handler, PATTERN_SCHEMA),
+            schema_tool("forecast_fallback", forecast_handler, FALLBACK_SCHEMA),
         ]
     )
     calls = {
         "schema": ToolCall("c1", "forecast_schema", ARGUMENTS),
         "pydantic": ToolCall("c1", "forecast_pydantic", ARGUMENTS),
         "sync": ToolCall("c1", "forecast_sync", ARGUMENTS),
+        "pattern": ToolCall("c1", "forecast_pattern", ARGUMENTS),
+        "fallback": ToolCall("c1", "forecast_fallback", ARGUMENTS),
     }
     calculator_call = ToolCall("c1", "calculator", {"expression": EXPRESSION})
     for outcome in [await registry.execute(call, ctx) for call in calls.values()] + [
@@ -213,6 +232,20 @@ async def registry_figures() -> list[RegistryFigure]:
                 lambda: forecast_handler(ARGUMENTS, ctx),
                 lambda: registry.execute(calls["schema"], ctx),
                 FAST_ITERATIONS,
+            ),
+            await registry_figure(
+                "a'. ... with a pattern",
+                lambda: forecast_handler(ARGUMENTS, ctx),
+                lambda: registry.execute(calls["pattern"], ctx),
+                FAST_ITERATIONS,
+            ),
+            # anyOf: the whole schema goes to jsonschema (not the common subset).
+            await registry_figure(
+                "a''. ... jsonschema fallback",
+                lambda: forecast_handler(ARGUMENTS, ctx),
+                lambda: registry.execute(calls["fallback"], ctx),
+                FAST_ITERATIONS,
+                target=None,
             ),
             await registry_figure(
                 "b. @tool (pydantic), async",

@@ -12,6 +12,7 @@ error. Nothing here decides what a tool does: the registry and the run services 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -19,7 +20,7 @@ from django.db import transaction
 from django.http import Http404
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from agentplatform.api.openai_compat import Ending, follow_run
@@ -65,6 +66,7 @@ ASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "required": ["answer", "run_id", "conversation_id", "status"],
 }
 _check_ask_arguments = compile_validator(ASK_INPUT_SCHEMA)
+logger = logging.getLogger(__name__)
 
 
 class TenantMCPServer(MCPServer):
@@ -73,7 +75,11 @@ class TenantMCPServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         principal = caller(Action.READ_CONFIG)
-        tools = await stream_read(tenant_catalog)(principal.tenant.pk)
+        try:
+            tools = await stream_read(tenant_catalog)(principal.tenant.pk)
+        except Exception:  # the SDK would send the exception's text to the caller
+            logger.exception("MCP tools/list failed (tenant %s)", principal.tenant.pk)
+            raise MCPError(INTERNAL_ERROR, "The tool list is unavailable; try again.") from None
         return [tool for tool in tools if _offered(principal, tool.name)]
 
     async def call_tool(
@@ -88,6 +94,13 @@ class TenantMCPServer(MCPServer):
             if name.startswith(ASK_PREFIX):
                 return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
             return error_result(f"No such tool: {name!r}.")
+        try:
+            return await self._call(key, name, arguments)
+        except Exception:  # the SDK would send the exception's text (a file, a secret) back
+            logger.exception("MCP tools/call %r failed (tenant %s)", name, key.tenant_id)
+            return error_result("The call failed unexpectedly; the details are in the server log.")
+
+    async def _call(self, key: ApiKey, name: str, arguments: dict[str, Any]) -> CallToolResult:
         try:
             outcome = await atool_run(
                 tenant=key.tenant, name=name, arguments=arguments, api_key=key, via="mcp"

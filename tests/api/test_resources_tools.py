@@ -5,6 +5,8 @@ from __future__ import annotations
 from agentplatform.api.tools_api import HTTP_TOOL_REQUEST
 from agents.models import Approval, Run
 from tests.api.test_resources import as_key, assert_error
+from tests.tools.local_server import LocalServer, Reply
+from tools.loader import invalidate
 from tools.models import ToolDefinition
 
 WEATHER = {
@@ -156,3 +158,40 @@ def test_an_approval_gated_tool_is_not_executed_but_parked(client, trio):
     assert run.status == "awaiting_approval" and run.output == ""
     approval = Approval.objects.get(run=run)
     assert f"/api/v1/runs/{run.pk}/approvals/{approval.pk}" in body["decide_at"]
+
+
+def test_schemas_reading_a_file_or_a_url_are_refused_and_read_nothing(client, trio, tmp_path):
+    secrets = tmp_path / "local-secrets.json"
+    secrets.write_text('{"SECRET_KEY": "file-SECRET-123"}')
+    with LocalServer() as server:
+        server.route("GET", "/schema.json", Reply(json={"type": "string"}))
+        api = as_key(client, trio.acme, "read", "config", "run")
+        for ref in [f"file://{secrets}#/nope", f"{server.url}/schema.json"]:
+            schema = {"type": "object", "properties": {"city": {"$ref": ref}}}
+            refused = api.post("/tools", {**WEATHER, "input_schema": schema})
+            assert "is not allowed" in assert_error(refused, 400)["details"]["input_schema"][0]
+        assert not ToolDefinition.objects.exists()
+
+        # Planted past validation: the tool is skipped, nothing is read, nothing is quoted.
+        assert api.post("/tools", {**WEATHER, "config": {"url": server.url}}).status_code == 201
+        for ref in [f"file://{secrets}#/nope", f"{server.url}/schema.json"]:
+            planted = {"type": "object", "properties": {"city": {"$ref": ref}}}
+            ToolDefinition.objects.filter(name="weather").update(input_schema=planted)
+            invalidate(trio.acme.pk)  # update() sends no signal
+            called = api.post("/tools/weather/execute", {"arguments": {"city": "Paris"}})
+            assert_error(called, 404)
+            assert api.get("/tools").status_code == 200
+        assert server.requests == []
+    assert not any("file-SECRET-123" in body for body in api.bodies)
+
+
+def test_a_catastrophic_pattern_is_accepted_and_runs_in_linear_time(client, trio):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "pattern": "^(a+)+$"}}}
+    api = as_key(client, trio.acme, "read", "config", "run")
+    assert api.post("/tools", {**WEATHER, "input_schema": schema}).status_code == 201
+    called = api.post("/tools/weather/execute", {"arguments": {"city": "a" * 50_000 + "!"}})
+    assert called.status_code == 200
+    assert called.json()["error"] == "invalid arguments: city: must match '^(a+)+$'"
+    lookahead = {"type": "object", "properties": {"city": {"type": "string", "pattern": "(?=x)"}}}
+    refused = api.post("/tools", {**WEATHER, "name": "w2", "input_schema": lookahead})
+    assert "not supported" in assert_error(refused, 400)["details"]["input_schema"][0]

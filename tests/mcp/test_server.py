@@ -19,6 +19,7 @@ from agentplatform.tenancy import services as tenancy
 from agents.models import Agent, Approval, Conversation, Crew, Run
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
+from tools.loader import invalidate
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -314,3 +315,46 @@ def test_a_key_limited_to_tools_and_agents_sees_and_calls_only_those(mcp_server,
     asked = call(mcp_server, limited, "ask_payroll", {"message": "raise"})
     assert asked.is_error and "may not use this agent" in text_of(asked)
     assert not Run.objects.exists()
+
+
+# -- tenant-written schemas ------------------------------------------------------------------
+def test_a_schema_planted_to_read_a_file_or_a_url_reads_nothing(mcp_server, trio, keys, tmp_path):
+    """The audit's attack: a $ref to a local file (or a URL) stored past validation; the
+    resolver's error used to come back quoting the file."""
+    secrets = tmp_path / "local-secrets.json"
+    secrets.write_text('{"SECRET_KEY": "file-SECRET-123"}')
+    with LocalServer() as server:
+        server.route("GET", "/schema.json", Reply(json={"type": "string"}))
+        definition = ToolDefinition.objects.create(
+            tenant=trio.acme,
+            name="lookup",
+            description="Look a thing up.",
+            kind="http",
+            input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+            config={"method": "GET", "url": server.url + "/lookup"},
+        )
+        for ref in [f"file://{secrets}#/nope", f"{server.url}/schema.json"]:
+            planted = {"type": "object", "properties": {"q": {"$ref": ref}}}
+            ToolDefinition.objects.filter(pk=definition.pk).update(input_schema=planted)
+            invalidate(trio.acme.pk)  # update() sends no signal
+            result = call(mcp_server, keys["run"], "lookup", {"q": "x"})
+            assert result.is_error and "No such tool" in text_of(result)
+            assert "file-SECRET-123" not in text_of(result) + json.dumps(result.structured_content)
+            assert "lookup" not in tools_of(mcp_server, keys["run"])  # skipped, listed fine
+        assert server.requests == []
+
+
+def test_a_catastrophic_pattern_answers_at_once(mcp_server, trio, keys):
+    ToolDefinition.objects.create(
+        tenant=trio.acme,
+        name="lookup",
+        description="Look a thing up.",
+        kind="http",
+        input_schema={
+            "type": "object",
+            "properties": {"q": {"type": "string", "pattern": "^(a+)+$"}},
+        },
+        config={"method": "GET", "url": "http://127.0.0.1:9/lookup"},
+    )
+    result = call(mcp_server, keys["run"], "lookup", {"q": "a" * 50_000 + "!"})  # re: forever
+    assert result.is_error and text_of(result) == "invalid arguments: q: must match '^(a+)+$'"

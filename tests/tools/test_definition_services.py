@@ -7,7 +7,8 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from agentplatform.saving import SaveConflict
-from tools.loader import registry_for_tenant
+from agents.models import Agent
+from tools.loader import invalidate, registry_for_tenant
 from tools.models import ToolDefinition
 from tools.services import tool_definition_delete, tool_definition_save
 
@@ -75,3 +76,61 @@ def test_delete_brings_back_the_builtin(trio):
     tool_definition_delete(tenant=trio.acme, definition=hide)
     assert not ToolDefinition.objects.exists()
     assert registry_for_tenant(trio.acme).has("think")
+
+
+# -- tenant-written schemas: nothing outside the schema, patterns RE2 can run --------------
+def http_tool(url: str, schema: dict) -> dict:
+    return {
+        "name": "lookup",
+        "kind": "http",
+        "description": "Look a thing up.",
+        "input_schema": schema,
+        "config": {"method": "GET", "url": url},
+    }
+
+
+def test_a_schema_reading_a_file_or_a_url_is_refused_at_save(trio, local_server, tmp_path):
+    secrets = tmp_path / "local-secrets.json"
+    secrets.write_text('{"SECRET_KEY": "file-SECRET-123"}')
+    refs = [f"file://{secrets}#/nope", f"{local_server.url}/schema.json"]
+    for ref in refs:
+        schema = {"type": "object", "properties": {"q": {"$ref": ref}}}
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(tenant=trio.acme, changes=http_tool(local_server.url, schema))
+        assert "is not allowed" in caught.value.message_dict["input_schema"][0]
+        calc = {**CALC, "output_schema": schema}
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(tenant=trio.acme, changes=calc)
+        assert "is not allowed" in caught.value.message_dict["output_schema"][0]
+        agent = Agent(tenant=trio.acme, slug="a", name="A", output_schema=schema)
+        with pytest.raises(ValidationError) as caught:
+            agent.full_clean()
+        assert "is not allowed" in caught.value.message_dict["output_schema"][0]
+    assert not ToolDefinition.objects.exists()
+    assert local_server.requests == []
+
+
+def test_a_pattern_re2_cannot_run_is_refused_at_save(trio, local_server):
+    schema = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"(a)\1"}}}
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(tenant=trio.acme, changes=http_tool(local_server.url, schema))
+    message = caught.value.message_dict["input_schema"][0]
+    assert "at properties/q: pattern '(a)\\\\1' is not supported" in message
+    assert not ToolDefinition.objects.exists()
+
+
+def test_a_schema_changed_in_the_database_reads_nothing(trio, local_server, tmp_path, caplog):
+    """A row written past validation (QuerySet.update): the registry skips the tool with a
+    warning; no file or server is read."""
+    secrets = tmp_path / "local-secrets.json"
+    secrets.write_text('{"SECRET_KEY": "file-SECRET-123"}')
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    definition = tool_definition_save(tenant=trio.acme, changes=http_tool(local_server.url, schema))
+    assert registry_for_tenant(trio.acme).has("lookup")
+    for ref in [f"file://{secrets}#/nope", f"{local_server.url}/schema.json"]:
+        planted = {"type": "object", "properties": {"q": {"$ref": ref}}}
+        ToolDefinition.objects.filter(pk=definition.pk).update(input_schema=planted)
+        invalidate(trio.acme.pk)  # update() sends no signal
+        assert not registry_for_tenant(trio.acme).has("lookup")
+    assert "lookup of tenant" in caplog.text and "file-SECRET-123" not in caplog.text
+    assert local_server.requests == []

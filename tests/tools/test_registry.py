@@ -100,7 +100,7 @@ def test_unknown_tool_lists_close_names(registry):
     assert "available tools: delete_file, fetch, search, write_file" in result.error
 
 
-def test_handler_exceptions_become_error_results():
+def test_handler_exceptions_become_error_results(caplog):
     async def broken(arguments, ctx):
         raise RuntimeError("disk on fire")
 
@@ -109,7 +109,9 @@ def test_handler_exceptions_become_error_results():
 
     registry = ToolRegistry([make("broken", handler=broken), make("refuses", handler=refuses)])
     first = run(registry.execute(ToolCall("c1", "broken", {}), CTX))
-    assert first.error == "RuntimeError: disk on fire"
+    # An exception nobody wrote for the model: a generic message, the details in the log.
+    assert first.error.startswith("the tool failed unexpectedly")
+    assert "disk on fire" not in first.error and "disk on fire" in caplog.text
     second = run(registry.execute(ToolCall("c2", "refuses", {}), CTX))
     assert second.error == "quota exceeded; try tomorrow"
 
@@ -179,7 +181,7 @@ def test_handlers_get_the_server_context_with_their_call_id():
     assert seen == {"tenant": 1, "user": 7, "run": "run_1", "call": "call_9"}
 
 
-def test_events_are_emitted_and_secrets_redacted_from_them_and_results():
+def test_events_are_emitted_and_secrets_redacted_from_them_and_results(caplog):
     events = []
 
     async def leaky(arguments, ctx):
@@ -198,7 +200,9 @@ def test_events_are_emitted_and_secrets_redacted_from_them_and_results():
     )
     failed = run(registry.execute(ToolCall("c1", "leaky", {"x": 1}), ctx))
     echoed = run(registry.execute(ToolCall("c2", "echo_secret", {}), ctx))
-    assert failed.error == "RuntimeError: auth failed for token [redacted]"
+    assert failed.error.startswith("the tool failed unexpectedly")
+    assert "auth failed for token [redacted]" in caplog.text
+    assert "sk-live-XYZ" not in caplog.text
     assert echoed.result == {"header": "Bearer [redacted]"}
     assert [kind for kind, _ in events] == ["tool.started", "tool.completed"] * 2
     assert "sk-live-XYZ" not in repr(events)

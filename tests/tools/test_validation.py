@@ -1,10 +1,15 @@
-"""The compiled validators agree with jsonschema, and fall back to it when needed."""
+"""The compiled validators agree with jsonschema, and fall back to it when needed; tenant
+schemas read nothing outside themselves and their patterns run in linear time."""
 
 from __future__ import annotations
+
+import json
+import time
 
 import jsonschema
 import pytest
 
+from tests.tools.local_server import Reply
 from tools.runtime.validation import SchemaError, check_schema, compile_validator
 
 SCHEMAS = {
@@ -109,3 +114,123 @@ def test_check_schema_refuses_invalid_or_non_object_schemas():
         check_schema(["type"])
     with pytest.raises(SchemaError, match='"type": "object"'):
         check_schema({"type": "array"})
+
+
+# -- tenant-written references: nothing outside the schema is ever read ---------------------
+SECRET_MARK = "SECRET-KEY-do-not-show"
+
+
+@pytest.fixture
+def secret_file(tmp_path):
+    path = tmp_path / "local-secrets.json"
+    path.write_text(json.dumps({"SECRET_KEY": SECRET_MARK}))
+    return path
+
+
+def outside_refs(secret_file, local_server) -> dict[str, dict]:
+    """Schemas that point outside themselves, each at a file or a server that must stay
+    unread (the server records every request)."""
+    local_server.route("GET", "/schema.json", Reply(json={"type": "string", "x": SECRET_MARK}))
+    here = {"type": "object", "properties": {"a": {"type": "string"}}}
+    return {
+        "file": {"type": "object", "properties": {"a": {"$ref": f"file://{secret_file}#/nope"}}},
+        "http": {
+            "type": "object",
+            "properties": {"a": {"$ref": f"{local_server.url}/schema.json"}},
+        },
+        "relative to an $id": {
+            "$id": f"{local_server.url}/root.json",
+            "type": "object",
+            "properties": {"a": {"$ref": "schema.json"}},
+        },
+        "in $defs": {
+            **here,
+            "properties": {"a": {"$ref": "#/$defs/a"}},
+            "$defs": {"a": {"$ref": f"{local_server.url}/schema.json"}},
+        },
+        "dynamic": {**here, "properties": {"a": {"$dynamicRef": f"{local_server.url}/s#x"}}},
+    }
+
+
+def test_check_schema_refuses_references_outside_the_schema(secret_file, local_server):
+    for name, schema in outside_refs(secret_file, local_server).items():
+        with pytest.raises(SchemaError, match=r"not allowed|must not be a URL") as caught:
+            check_schema(schema)
+        assert SECRET_MARK not in str(caught.value), name
+    with pytest.raises(SchemaError, match=r"at properties/a: \$ref '#/nope' points to nothing"):
+        check_schema({"type": "object", "properties": {"a": {"$ref": "#/nope"}}})
+    assert local_server.requests == []
+
+
+def test_local_references_and_anchors_are_accepted():
+    check_schema(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"$ref": "#/$defs/day"},
+                "b": {"$ref": "#/properties/a"},
+                "c": {"$ref": "#named"},
+                "$ref": {"type": "string"},  # a property may be named $ref
+            },
+            "$defs": {"day": {"type": "integer"}, "n": {"$anchor": "named", "type": "string"}},
+        }
+    )
+
+
+def test_a_validator_retrieves_nothing_whatever_is_stored(secret_file, local_server):
+    """Defence in depth: schemas that never went through check_schema (a row changed in the
+    database) still read nothing, and the error says who must act without quoting."""
+    for name, schema in outside_refs(secret_file, local_server).items():
+        error = compile_validator(schema)({"a": "x"})
+        assert error is not None and "cannot be resolved" in error, name
+        assert SECRET_MARK not in error and str(secret_file) not in error
+    assert local_server.requests == []
+    pointing_nowhere = {"type": "object", "properties": {"a": {"$ref": "#/nope"}}, "k": "v" * 99}
+    assert "v" * 99 not in compile_validator(pointing_nowhere)({"a": 1})  # no document quoted
+
+
+def test_jsonschema_messages_do_not_quote_a_whole_argument():
+    validate = compile_validator(
+        {"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}]}}}
+    )
+    error = validate({"a": "x" * 10_000})
+    assert error.startswith("a: ") and len(error) < 400
+
+
+# -- tenant-written patterns: linear time on both paths, refused at save if RE2 can't -------
+REDOS = "^(a+)+$"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": REDOS}}},  # compiled
+        {"type": "object", "properties": {"a": {"anyOf": [{"pattern": REDOS}]}}},  # jsonschema
+        {"type": "object", "patternProperties": {REDOS: {"type": "integer"}}},  # jsonschema
+    ],
+    ids=["compiled", "jsonschema", "patternProperties"],
+)
+@pytest.mark.parametrize("length", [26, 50_000])
+def test_a_catastrophic_pattern_validates_in_milliseconds(schema, length):
+    check_schema(schema)
+    validate = compile_validator(schema)
+    text = "a" * length + "!"
+    started = time.thread_time()  # this thread's CPU time: the machine is shared
+    if "patternProperties" in schema:
+        assert validate({text: "x"}) is None  # the name does not match: no constraint
+    else:
+        assert "must match '^(a+)+$'" in validate({"a": text})
+    assert time.thread_time() - started < 0.05
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": r"(\w)\1"}}},
+        {"type": "object", "properties": {"a": {"anyOf": [{"pattern": "^(?=.*[A-Z])"}]}}},
+        {"type": "object", "patternProperties": {"(?<!x)y": {"type": "integer"}}},
+    ],
+)
+def test_patterns_re2_refuses_are_refused_at_save(schema):
+    with pytest.raises(SchemaError, match=r"is not supported .* no backreferences"):
+        check_schema(schema)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
 import time
+import traceback
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -17,6 +19,7 @@ from tools.runtime.tool import Tool, ToolCall, ToolFailed, ToolResult
 # Sync handlers run here, not in the loop's default executor, so a handler that overruns
 # its timeout never holds up the loop's shutdown (asyncio.run joins the default executor).
 _SYNC_HANDLERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
+logger = logging.getLogger(__name__)
 
 
 class ToolRegistry:
@@ -129,7 +132,10 @@ class ToolRegistry:
         arguments = call.arguments
         if not isinstance(arguments, dict):
             return None, "arguments must be a JSON object"
-        problem = item.validate(arguments)
+        try:
+            problem = item.validate(arguments)
+        except Exception as exc:
+            return None, _unexpected(exc, call, ctx, "validating the arguments of")
         if problem is not None:
             return None, f"invalid arguments: {problem}"
         timeout = min(item.capability.timeout_s, ctx.limits.max_tool_timeout_s)
@@ -147,8 +153,8 @@ class ToolRegistry:
             return None, str(exc) or type(exc).__name__
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the model sees the failure; the run goes on
-            return None, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the model sees that it failed; the run goes on
+            return None, _unexpected(exc, call, ctx, "running")
         return value, None
 
     def _unknown(self, name: str) -> str:
@@ -157,3 +163,16 @@ class ToolRegistry:
             return f"unknown tool {name!r}; did you mean {', '.join(close)}?"
         available = ", ".join(sorted(self._tools)[:20]) or "none"
         return f"unknown tool {name!r}; available tools: {available}"
+
+
+def _unexpected(exc: Exception, call: ToolCall, ctx: RunContext, doing: str) -> str:
+    """Log an exception nobody wrote for the model (secrets scrubbed) and return a generic
+    message: its text may quote files, documents or credentials (ToolFailed is the way
+    to tell the model why)."""
+    detail = ctx.secrets.redact("".join(traceback.format_exception(exc)))
+    logger.error(
+        "%s tool %s failed (tenant %s, run %s, call %s):\n%s",
+        doing, call.name, ctx.tenant_id, ctx.run_id, call.id, detail,
+    )  # fmt: skip
+    where = f" (run {ctx.run_id})" if ctx.run_id else ""
+    return f"the tool failed unexpectedly{where}; the details are in the server log"

@@ -7,6 +7,13 @@ keyword (anyOf, $ref, patternProperties, ...) makes the whole schema fall back t
 `jsonschema` validator built once. Nothing here execs generated code, so tenant-written
 schemas are safe to compile.
 
+Tenant-written schemas can reach nothing outside themselves: `check_schema` refuses any
+`$ref`/`$dynamicRef` that is not a local `#...` reference and any `$id` that is a URL, and
+every jsonschema validator built here gets a registry that retrieves nothing, whatever is
+stored (jsonschema would otherwise fetch `http://` and `file://` references with urllib, and
+its resolver errors quote the whole fetched document). Patterns are matched by RE2
+(tools.runtime.patterns), in time linear in the text.
+
 Error messages name the path and what was expected, for the model to fix its call:
 "days: expected integer, got string".
 """
@@ -14,11 +21,15 @@ Error messages name the path and what was expected, for the model to fix its cal
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
+import referencing
+import referencing.jsonschema
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+from tools.runtime.patterns import PatternError, compile_pattern, shown
 
 Check = Callable[[Any, str], str | None]  # (value, path) -> error message or None
 
@@ -33,25 +44,130 @@ _FALLBACK = frozenset(
 )  # fmt: skip
 
 
+MAX_MESSAGE_CHARS = 300  # a jsonschema message can quote the whole instance
+
+
 class SchemaError(ValueError):
     """The schema itself is not valid JSON Schema (a tenant admin must fix it)."""
 
 
+def _retrieve_nothing(uri: str) -> referencing.Resource:
+    raise NoSuchResource(ref=uri)
+
+
+# Given to every jsonschema validator built here: a reference outside the schema is
+# unresolvable rather than fetched (jsonschema's default retrieves any URI with urllib).
+NO_RETRIEVAL: referencing.Registry = referencing.Registry(retrieve=_retrieve_nothing)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Iterator[Any]:
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        matched = compile_pattern(pattern)(instance)
+    except PatternError as exc:
+        yield jsonschema.ValidationError(str(exc))
+        return
+    if not matched:
+        yield jsonschema.ValidationError(f"must match {shown(pattern)}")
+
+
+def _pattern_properties(validator: Any, patterns: dict, instance: Any, schema: dict):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        try:
+            matches = compile_pattern(pattern)
+        except PatternError as exc:
+            yield jsonschema.ValidationError(str(exc))
+            return
+        for name, value in instance.items():
+            if matches(name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+# Draft 2020-12 with RE2 for `pattern` and `patternProperties` (jsonschema uses `re`).
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    {"pattern": _pattern, "patternProperties": _pattern_properties},
+)
+# Formats are not asserted: the metaschema's "regex" format would compile patterns with
+# Python's `re` (refusing RE2's \p{L}); `_check_keywords` compiles them with RE2 instead.
+_METASCHEMA = jsonschema.Draft202012Validator(
+    jsonschema.Draft202012Validator.META_SCHEMA, registry=NO_RETRIEVAL
+)
+
+
 def check_schema(schema: Any, *, what: str = "input_schema") -> None:
-    """Raise SchemaError unless `schema` is a valid JSON Schema describing an object."""
+    """Raise SchemaError unless `schema` is a valid JSON Schema describing an object, whose
+    references are all local and resolve, and whose patterns RE2 accepts."""
     if not isinstance(schema, dict):
         raise SchemaError(f"{what} must be a JSON object")
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        location = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        raise SchemaError(f"{what} is not valid JSON Schema at {location}: {exc.message}") from None
+    resource = referencing.Resource.from_contents(
+        schema, default_specification=referencing.jsonschema.DRAFT202012
+    )
+    _check_keywords(schema, what, "", NO_RETRIEVAL.resolver_with_root(resource))
+    error = next(_METASCHEMA.iter_errors(schema), None)
+    if error is not None:
+        location = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        message = _bounded(error.message)
+        raise SchemaError(f"{what} is not valid JSON Schema at {location}: {message}")
     if schema.get("type", "object") != "object":
         raise SchemaError(f'{what} must have "type": "object"')
 
 
+def _check_keywords(node: Any, what: str, where: str, resolver: Any) -> None:
+    """References and patterns, looked for in every object of the document (also inside
+    `default` or `examples`: simpler than knowing where jsonschema will look, and safe).
+    `resolver` is None below an `$id`, where local references have another base."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            _check_keywords(item, what, f"{where}/{index}", resolver)
+        return
+    if not isinstance(node, dict):
+        return
+    at = f"{what} at {where.lstrip('/') or '(root)'}"
+    identifier = node.get("$id")
+    if isinstance(identifier, str):
+        if ":" in identifier or identifier.startswith("//"):
+            raise SchemaError(f"{at}: $id {shown(identifier)} must not be a URL")
+        resolver = None
+    for keyword in ("$ref", "$dynamicRef"):
+        ref = node.get(keyword)
+        if not isinstance(ref, str):
+            continue
+        if not ref.startswith("#"):
+            raise SchemaError(
+                f"{at}: {keyword} {shown(ref)} is not allowed; only references within the "
+                'schema itself are (such as "#/$defs/name")'
+            )
+        if keyword == "$ref" and resolver is not None:
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                raise SchemaError(f"{at}: $ref {shown(ref)} points to nothing") from None
+    patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+    if isinstance(node.get("patternProperties"), dict):
+        patterns += list(node["patternProperties"])
+    try:
+        for pattern in patterns:
+            compile_pattern(pattern)
+    except PatternError as exc:
+        raise SchemaError(f"{at}: {exc}") from None
+    for key, value in node.items():
+        if isinstance(value, dict | list):
+            _check_keywords(value, what, f"{where}/{key}", resolver)
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
 def compile_validator(schema: dict) -> Callable[[Any], str | None]:
-    """A function returning None for valid arguments, else the first error message."""
+    """A function returning None for valid arguments, else the first error message.
+    `schema` should have passed `check_schema` (PatternError for a pattern RE2 refuses)."""
     try:
         check = _compile(schema)
     except _Unsupported:
@@ -68,14 +184,18 @@ class _Unsupported(Exception):
 
 
 def _jsonschema_validator(schema: dict) -> Callable[[Any], str | None]:
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _Validator(schema, registry=NO_RETRIEVAL)
 
     def validate(value: Any) -> str | None:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        except Unresolvable:  # its text would quote the document: say who must act instead
+            return "the schema has a reference that cannot be resolved (an admin must fix it)"
         if error is None:
             return None
         path = ".".join(str(p) for p in error.absolute_path)
-        return f"{path}: {error.message}" if path else error.message
+        message = _bounded(error.message)
+        return f"{path}: {message}" if path else message
 
     return validate
 
@@ -148,19 +268,22 @@ def _compile(schema: Any) -> Check:
 
     if "enum" in schema:
         options = list(schema["enum"])
-        shown = ", ".join(repr(o) for o in options[:10])
+        choices = _bounded(", ".join(repr(o) for o in options[:10]))
 
         def check_enum(value: Any, path: str) -> str | None:
             if any(_json_equal(value, o) for o in options):
                 return None
-            return f"{_at(path)}: must be one of {shown}"
+            return f"{_at(path)}: must be one of {choices}"
 
         checks.append(check_enum)
     if "const" in schema:
         constant = schema["const"]
+        expected_constant = _bounded(repr(constant))
 
         def check_const(value: Any, path: str) -> str | None:
-            return None if _json_equal(value, constant) else f"{_at(path)}: must be {constant!r}"
+            if _json_equal(value, constant):
+                return None
+            return f"{_at(path)}: must be {expected_constant}"
 
         checks.append(check_const)
 
@@ -205,11 +328,12 @@ def _string_checks(schema: dict) -> list[Check]:
 
         checks.append(check_length)
     if "pattern" in schema:
-        pattern = re.compile(schema["pattern"])
+        matches = compile_pattern(schema["pattern"])
+        expected_pattern = shown(schema["pattern"])
 
         def check_pattern(value: Any, path: str) -> str | None:
-            if isinstance(value, str) and pattern.search(value) is None:
-                return f"{_at(path)}: must match {pattern.pattern!r}"
+            if isinstance(value, str) and not matches(value):
+                return f"{_at(path)}: must match {expected_pattern}"
             return None
 
         checks.append(check_pattern)
