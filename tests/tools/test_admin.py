@@ -134,7 +134,7 @@ def test_a_plain_tool_tested_in_the_admin_is_a_recorded_run(client, trio):
     body = client.post(url, {"arguments": '{"expression": "6*7"}'}).content.decode()
     run = Run.objects.get(tenant=trio.acme, tool_name="calculator")
     assert (run.status, run.initiated_by_user) == ("succeeded", trio.alice)
-    assert [e.payload.get("via") for e in run.events.order_by("seq")][0] == "admin"
+    assert run.events.get(seq=1).payload["via"] == "admin"
     assert f"/admin/agents/run/{run.pk}/change/" in body
 
 
