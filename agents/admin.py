@@ -9,7 +9,7 @@ call the same service as the browser and REST paths.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.scoped_admin import (
     TenantScopedAdmin,
     TenantScopedForm,
@@ -47,8 +48,10 @@ from agents.runtime.spec import RunStatus
 from agents.runtime.structured import FINAL_ANSWER
 from agents.services import MAX_INPUT_CHARS, approval_decide, run_cancel, run_inline
 from agents.specs import agent_spec
+from agents.tool_runs import tool_run
 from providers.models import ProviderConnection
 from providers.services import default_connection
+from tools.admin import ToolDefinitionAdmin
 from tools.loader import registry_for_tenant
 from tools.models import ToolDefinition
 
@@ -594,5 +597,29 @@ class ConversationAdmin(TenantScopedAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
+
+class RecordedToolTestAdmin(ToolDefinitionAdmin):
+    """The tool admin with its Test page calling tools as recorded runs (via: admin), as
+    the config pages, REST and MCP do: an approval-gated tool waits in the inbox."""
+
+    def run_test(
+        self, request: HttpRequest, tenant: Tenant, name: str, arguments: Any
+    ) -> dict[str, Any]:
+        outcome = tool_run(
+            tenant=tenant, name=name, arguments=arguments, user=request.user, via="admin"
+        )
+        approval = Approval.objects.filter(run_id=outcome.run_id, call_id=outcome.call_id).first()
+        return {
+            **asdict(outcome),
+            "run_url": reverse("admin:agents_run_change", args=[outcome.run_id]),
+            "approval_url": (
+                reverse("admin:agents_approval_change", args=[approval.pk]) if approval else ""
+            ),
+            "approvals_url": reverse("admin:agents_approval_changelist") + "?status__exact=pending",
+        }
+
+
+admin.site.unregister(ToolDefinition)
+admin.site.register(ToolDefinition, RecordedToolTestAdmin)
 
 from agents import crew_admin  # noqa: E402, F401  (registers the crew admin)

@@ -48,7 +48,7 @@ from agents.tool_sources import with_agent_tools
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
-from tools.runtime.context import StaticSecrets
+from tools.runtime.context import ConfigurationError, StaticSecrets
 from tools.runtime.registry import ToolRegistry
 from tools.services import tool_context
 
@@ -136,6 +136,10 @@ async def execute_run_async(run_id: int) -> str:
         batch = await writer.take()
     except (asyncio.CancelledError, LeaseLost, EventConflict):
         return "lease lost"
+    except ConfigurationError as exc:  # the tenant admin's to fix: retrying cannot help
+        logger.info("run %s failed on its configuration: %s", run.pk, exc)
+        outcome = await _fail(sink, f"{type(exc).__name__}: {exc}")
+        batch = await writer.take()
     except Exception as exc:  # a bug or an outage: logged; retried, then failed
         logger.exception("run %s raised on attempt %s", run.pk, run.attempts)
         if run.attempts < MAX_ATTEMPTS:

@@ -12,7 +12,7 @@ from providers.runtime.clients import PerLoop
 from providers.runtime.errors import ModelBehaviorError, ProviderError
 from providers.runtime.parsing import parse_call
 from providers.runtime.retry import RetryPolicy
-from providers.runtime.sdk_errors import map_error
+from providers.runtime.sdk_errors import ANTHROPIC_ERRORS, map_error
 from providers.runtime.types import (
     AssistantMessage,
     Done,
@@ -89,7 +89,7 @@ class AnthropicAdapter:
     async def _call(self, **params):
         try:
             return await (await self._client()).messages.create(**params)
-        except anthropic.AnthropicError as exc:
+        except ANTHROPIC_ERRORS as exc:
             raise map_error(exc, provider="Anthropic", api_key=self._api_key) from None
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -151,7 +151,7 @@ class AnthropicAdapter:
                         usage.cache_read_tokens,
                         usage.cache_write_tokens,
                     )
-        except anthropic.AnthropicError as exc:
+        except ANTHROPIC_ERRORS as exc:
             raise map_error(exc, provider="Anthropic", api_key=self._api_key) from None
         yield UsageEvent(usage)
         yield Done(
@@ -161,7 +161,7 @@ class AnthropicAdapter:
     async def list_models(self) -> list[str]:
         try:
             page = await (await self._client()).models.list()
-        except anthropic.AnthropicError as exc:
+        except ANTHROPIC_ERRORS as exc:
             raise map_error(exc, provider="Anthropic", api_key=self._api_key) from None
         return [model.id for model in page.data]
 

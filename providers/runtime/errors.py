@@ -1,6 +1,12 @@
-"""One error taxonomy for every provider, and who must act on each."""
+"""One error taxonomy for every provider, and who must act on each.
+
+Transient errors (`retryable`) are retried by the connection's RetryPolicy; errors that
+are also a `ConfigurationError` are the tenant admin's to fix and fail at once.
+"""
 
 from __future__ import annotations
+
+from tools.runtime.context import ConfigurationError
 
 
 class ProviderError(Exception):
@@ -27,8 +33,14 @@ class Timeout(ProviderError):
     retryable = True
 
 
-class AuthenticationFailed(ProviderError):
+class AuthenticationFailed(ProviderError, ConfigurationError):
     """Bad or missing API key, or no permission: the tenant admin must act."""
+
+
+class AddressRefused(ProviderError, ConfigurationError):
+    """The base URL is an address the platform may not reach (the egress policy refuses
+    private, loopback and link-local ones): the tenant admin must change it, or the
+    operator allow-list it."""
 
 
 class BadRequest(ProviderError):
@@ -37,6 +49,10 @@ class BadRequest(ProviderError):
 
 class ContextTooLong(BadRequest):
     """The conversation no longer fits the model's context window."""
+
+
+class ModelNotFound(BadRequest, ConfigurationError):
+    """HTTP 404: a model the provider does not know, or a base URL with a wrong path."""
 
 
 class ModelBehaviorError(ProviderError):

@@ -14,7 +14,7 @@ from providers.runtime.errors import ModelBehaviorError, ProviderError
 from providers.runtime.parsing import parse_call
 from providers.runtime.presets import PRESETS, Preset
 from providers.runtime.retry import RetryPolicy
-from providers.runtime.sdk_errors import map_error
+from providers.runtime.sdk_errors import OPENAI_ERRORS, map_error
 from providers.runtime.types import (
     AssistantMessage,
     Done,
@@ -110,7 +110,7 @@ class OpenAIAdapter:
     async def _create(self, **params):
         try:
             return await (await self._client()).chat.completions.create(**params)
-        except openai.OpenAIError as exc:
+        except OPENAI_ERRORS as exc:
             raise self._error(exc) from None
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -177,7 +177,7 @@ class OpenAIAdapter:
                     stop = _STOP.get(choice.finish_reason, "other")
                     for index in sorted(pending):
                         yield ToolCallEvent(finish(index))
-        except openai.OpenAIError as exc:
+        except OPENAI_ERRORS as exc:
             raise self._error(exc) from None
         for index in sorted(pending):  # a stream cut before its finish_reason
             yield ToolCallEvent(finish(index))
@@ -196,7 +196,7 @@ class OpenAIAdapter:
         async def call():
             try:
                 return await (await self._client()).embeddings.create(**params)
-            except openai.OpenAIError as exc:
+            except OPENAI_ERRORS as exc:
                 raise self._error(exc) from None
 
         result = await self.retry.run(call)
@@ -205,7 +205,7 @@ class OpenAIAdapter:
     async def list_models(self) -> list[str]:
         try:
             page = await (await self._client()).models.list()
-        except openai.OpenAIError as exc:
+        except OPENAI_ERRORS as exc:
             raise self._error(exc) from None
         return [model.id for model in page.data]
 

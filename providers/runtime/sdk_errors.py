@@ -10,15 +10,22 @@ import anthropic
 import openai
 
 from providers.runtime.errors import (
+    AddressRefused,
     AuthenticationFailed,
     BadRequest,
     ContextTooLong,
+    ModelNotFound,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
     Timeout,
 )
-from tools.runtime.egress import EgressRefused
+from tools.runtime.egress import EgressError, EgressRefused, EgressTimeout
+
+# What each SDK call may raise. The guarded transport's own errors are included: openai's
+# client passes exceptions that are not httpx2's through unwrapped.
+ANTHROPIC_ERRORS = (anthropic.AnthropicError, EgressError)
+OPENAI_ERRORS = (openai.OpenAIError, EgressError)
 
 _TIMEOUT = (anthropic.APITimeoutError, openai.APITimeoutError)
 _CONNECTION = (anthropic.APIConnectionError, openai.APIConnectionError)
@@ -37,11 +44,16 @@ def redact(text: str, api_key: str | None) -> str:
 
 
 def map_error(exc: Exception, *, provider: str, api_key: str | None) -> ProviderError:
-    cause = exc.__cause__
-    if isinstance(cause, EgressRefused):  # a base URL the platform may not reach
-        return BadRequest(f"{provider}: {cause}")
-    if isinstance(exc, _TIMEOUT):
+    egress = exc if isinstance(exc, EgressError) else exc.__cause__
+    if isinstance(egress, EgressRefused):  # a base URL the platform may not reach
+        return AddressRefused(
+            f"This address is not allowed: {egress}. Use the provider's public address, "
+            "or ask the platform operator to allow-list it."
+        )
+    if isinstance(exc, _TIMEOUT) or isinstance(egress, EgressTimeout):
         return Timeout(f"{provider} did not answer in time")
+    if isinstance(egress, EgressError):  # its message is fit to show the tenant
+        return ProviderUnavailable(f"cannot reach {provider}: {egress}")
     if isinstance(exc, _CONNECTION):
         cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
         return ProviderUnavailable(f"cannot reach {provider} ({cause})")
@@ -60,6 +72,8 @@ def map_error(exc: Exception, *, provider: str, api_key: str | None) -> Provider
         return Timeout(message)
     if status >= 500:
         return ProviderUnavailable(message)
+    if status == 404:
+        return ModelNotFound(message)
     return BadRequest(message)
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agents.models import Message, Run, RunEvent
 from agents.services import run_inline
-from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from providers.models import ProviderConnection
+from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 
 def test_a_run_with_a_tool_round_is_recorded_in_full(trio, agent, provider_server):
@@ -108,3 +111,39 @@ def test_a_run_cannot_be_claimed_twice(trio, agent):
     Run.objects.filter(pk=run.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
     assert claim(run.pk, "third").lease_owner == "third"  # expired: taken over
     assert claim(10**9, "me") is None
+
+
+def test_a_refused_base_url_fails_the_run_at_once_with_a_clear_message(
+    trio, agent, connection, provider_server, settings
+):
+    settings.EGRESS_ALLOWLIST = []  # the local provider server is on loopback
+    ProviderConnection.objects.filter(pk=connection.pk).update(max_retries=3)
+    run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert run.status == "failed" and run.attempts == 1  # no retry of any kind
+    assert "This address is not allowed: " in run.error and "127.0.0.1" in run.error
+    assert "Egress" not in run.error and "sk-test-key" not in run.error
+    failed = RunEvent.objects.get(run=run, type="run.failed")
+    assert failed.payload["error"] == run.error
+    assert provider_server.received == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [(ErrorReply(401, "bad key"), "AuthenticationFailed"), (ErrorReply(404), "ModelNotFound")],
+)
+def test_configuration_errors_are_not_retried(
+    trio, agent, connection, provider_server, reply, error
+):
+    ProviderConnection.objects.filter(pk=connection.pk).update(max_retries=3)
+    provider_server.script("openai", reply)
+    run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert run.status == "failed" and run.error.startswith(error) and run.attempts == 1
+    assert len(provider_server.requests_to("/v1/chat/completions")) == 1
+
+
+def test_transient_errors_are_retried(trio, agent, connection, provider_server):
+    ProviderConnection.objects.filter(pk=connection.pk).update(max_retries=3)
+    provider_server.script("openai", ErrorReply(503, "overloaded"), TextReply("back"))
+    run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert run.status == "succeeded" and run.output == "back"
+    assert len(provider_server.requests_to("/v1/chat/completions")) == 2

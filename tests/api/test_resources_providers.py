@@ -96,6 +96,11 @@ def test_a_private_base_url_test_is_refused_not_a_500(client, trio, settings):
     ).json()["id"]
     tested = api.post(f"/provider-connections/{pk}/test")
     assert tested.status_code == 200 and tested.json()["ok"] is False
+    openai = {"name": "GPT", "kind": "openai", "api_key": KEY, "base_url": "http://10.0.0.1/v1"}
+    pk = api.post("/provider-connections", openai).json()["id"]
+    tested = api.post(f"/provider-connections/{pk}/test")
+    assert tested.status_code == 200 and tested.json()["ok"] is False
+    assert tested.json()["message"].startswith("This address is not allowed: ")
 
 
 def test_other_tenants_connections_answer_404(client, trio):

@@ -114,6 +114,34 @@ def test_a_private_base_url_is_refused_unless_allow_listed(trio, provider_server
     assert provider_server.received == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "preset", "base_url"),
+    [
+        ("openai", "", "http://127.0.0.1:9/v1"),
+        ("anthropic", "", "http://10.0.0.1"),
+        ("openai_compatible", "custom", "http://localhost:9/v1"),
+        ("openai_compatible", "vllm", "http://169.254.169.254/v1"),
+    ],
+)
+def test_a_refused_base_url_reads_clearly_on_every_kind(trio, settings, kind, preset, base_url):
+    settings.EGRESS_ALLOWLIST = []
+    connection = make(trio.acme, kind=kind, preset=preset, base_url=base_url, max_retries=3)
+    ok, message = connection_test(connection)
+    assert not ok and message.startswith("This address is not allowed: ")
+    assert "Egress" not in message and KEY not in message
+    connection.refresh_from_db()
+    assert connection.health_status == HealthStatus.FAILING
+
+
+def test_the_admin_test_page_shows_a_refused_address(client, trio, settings):
+    settings.EGRESS_ALLOWLIST = []
+    connection = make(trio.acme, name="GPT", kind="openai", base_url="http://127.0.0.1:9/v1")
+    login(client, trio.alice)
+    page = client.get(f"/admin/providers/providerconnection/{connection.pk}/test/", follow=True)
+    assert page.status_code == 200
+    assert "GPT: This address is not allowed: " in page.content.decode()
+
+
 def test_unreachable_provider_reads_clearly(trio, settings):
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
     connection = make(trio.acme, base_url="http://127.0.0.1:9", max_retries=0)

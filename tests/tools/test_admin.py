@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from agents.models import Run
 from tests.factories import PASSWORD
 from tests.tools.local_server import Reply
 from tools.models import ToolDefinition
@@ -109,6 +110,32 @@ def test_builtins_are_listed_and_testable(client, trio):
     url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/calculator/"
     result = client.post(url, {"arguments": '{"expression": "6*7"}'}).content.decode()
     assert 'id="tool-result"' in result and "&quot;result&quot;: 42" in result
+
+
+def test_an_approval_gated_tool_tested_in_the_admin_waits_for_a_decision(client, trio, transfer):
+    login(client, trio.alice)
+    url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/transfer/"
+    page = client.get(url, {"arguments": '{"amount": 5}'})  # GET only shows the form
+    assert page.status_code == 200 and not Run.objects.exists()
+    body = client.post(url, {"arguments": '{"amount": 5, "to": "bob"}'}).content.decode()
+    assert "Approval pending" in body and "/admin/agents/approval/" in body
+    assert transfer.requests == []  # nothing reached the bank
+    run = Run.objects.get(tenant=trio.acme, tool_name="transfer")
+    assert (run.status, run.initiated_by_user) == ("awaiting_approval", trio.alice)
+    assert run.events.get(seq=1).payload["via"] == "admin"
+    approval = run.approvals.get()
+    assert approval.status == "pending" and approval.arguments == {"amount": 5, "to": "bob"}
+    assert f"/admin/agents/approval/{approval.pk}/change/" in body
+
+
+def test_a_plain_tool_tested_in_the_admin_is_a_recorded_run(client, trio):
+    login(client, trio.alice)
+    url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/calculator/"
+    body = client.post(url, {"arguments": '{"expression": "6*7"}'}).content.decode()
+    run = Run.objects.get(tenant=trio.acme, tool_name="calculator")
+    assert (run.status, run.initiated_by_user) == ("succeeded", trio.alice)
+    assert run.events.get(seq=1).payload["via"] == "admin"
+    assert f"/admin/agents/run/{run.pk}/change/" in body
 
 
 def test_another_tenants_tools_and_test_page_are_404(client, trio):

@@ -463,6 +463,22 @@ def test_a_failing_connection_test_names_the_problem(client, trio, settings):
     assert b"Failing" in body and b"sk-down-secret" not in body
 
 
+def test_a_refused_base_url_test_shows_the_refusal_not_a_500(client, trio, settings):
+    settings.EGRESS_ALLOWLIST = []
+    private = ProviderConnection.objects.create(
+        tenant=trio.acme, name="Private", kind="openai", api_key="sk-private-secret",
+        base_url="http://10.1.2.3/v1", max_retries=3,
+    )  # fmt: skip
+    login(client, trio.alice)
+    inline = client.post(url("connection_test", pk=private.pk), HTTP_HX_REQUEST="true")
+    assert inline.status_code == 200
+    body = inline.content.decode()
+    assert "This address is not allowed: " in body and "10.1.2.3" in body
+    assert "sk-private-secret" not in body and "Egress" not in body
+    page = client.post(url("connection_test", pk=private.pk), follow=True)
+    assert page.status_code == 200 and "This address is not allowed: " in page.content.decode()
+
+
 # -- API keys -------------------------------------------------------------------------
 def test_an_api_key_is_shown_once_and_can_be_revoked(client, trio):
     login(client, trio.alice)

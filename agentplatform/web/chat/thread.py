@@ -341,7 +341,8 @@ def explain(run: Run) -> str:
             "The model provider is unavailable right now. Wait a moment and regenerate; if it "
             "keeps failing, ask an admin to check the provider connection."
         )
-    if error.startswith(("AuthenticationFailed", "BadRequest")) or "provider connection" in error:
+    misconfigured = ("AuthenticationFailed", "AddressRefused", "ModelNotFound", "BadRequest")
+    if error.startswith(misconfigured) or "provider connection" in error:
         return (
             f"The provider connection is misconfigured ({error}). "
             "Ask an admin of this workspace to fix it."

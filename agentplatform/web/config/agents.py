@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from copy import copy
 from typing import Any
 
 from django import forms
@@ -184,7 +185,8 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
     registry = tenant_tools(tenant).registry
     existing = agent.pk is not None
     data = request.POST if request.method == "POST" else None
-    form = AgentForm(data, instance=agent, tenant=tenant, registry=registry)
+    # The form validates a copy: a refused slug must not reach this page's links.
+    form = AgentForm(data, instance=copy(agent), tenant=tenant, registry=registry)
     save = lambda: agent_save(  # noqa: E731
         tenant=tenant, agent=agent if existing else None, changes=form.changes()
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from copy import copy
 from typing import Any
 
 from django import forms
@@ -102,7 +103,8 @@ def crew_edit(request: HttpRequest, slug: str) -> HttpResponse:
 def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
     tenant = request.tenant
     existing = crew.pk is not None
-    form = CrewForm(request.POST or None, instance=crew, tenant=tenant)
+    # The form validates a copy: a refused slug must not reach this page's links.
+    form = CrewForm(request.POST or None, instance=copy(crew), tenant=tenant)
     save = lambda: crew_save(  # noqa: E731
         tenant=tenant,
         crew=crew if existing else None,

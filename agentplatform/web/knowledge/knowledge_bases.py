@@ -3,6 +3,7 @@ delete."""
 
 from __future__ import annotations
 
+from copy import copy
 from typing import Any
 
 from django import forms
@@ -106,7 +107,8 @@ def knowledge_base_edit(request: HttpRequest, slug: str) -> HttpResponse:
 def _knowledge_base_form(request: HttpRequest, knowledge_base: KnowledgeBase) -> HttpResponse:
     tenant = request.tenant
     existing = knowledge_base.pk is not None
-    form = KnowledgeBaseForm(request.POST or None, instance=knowledge_base, tenant=tenant)
+    # The form validates a copy: a refused slug must not reach this page's links.
+    form = KnowledgeBaseForm(request.POST or None, instance=copy(knowledge_base), tenant=tenant)
     if request.method == "POST" and form.is_valid():
         try:
             saved = knowledge_base_save(

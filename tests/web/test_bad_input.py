@@ -1,0 +1,306 @@
+"""Hostile input on every web page and admin changelist: a NUL character is refused with a
+400 and a clear message before any view runs (nothing changes); other odd values
+(overlong, lone surrogates, non-numeric or out-of-range ids, NaN) never give a 5xx."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import pytest
+from django.contrib import admin
+from django.db import models
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from agentplatform.tenancy.models import ApiKey, Membership
+from agents.models import Agent, Approval, Conversation, Crew, CrewMember, Message, Run
+from agents.services import conversation_save
+from providers.models import ProviderConnection
+from rag import services as rag_services
+from rag.ingestion import ingest
+from rag.models import Document, KnowledgeBase
+from tests.factories import PASSWORD
+from tools.models import ToolDefinition
+
+pytestmark = pytest.mark.django_db
+
+NUL = "%00"
+# Percent-encoded as they travel; Django decodes them.
+ODD_VALUES = [
+    "x" * 20_000,  # overlong
+    "%ED%A0%80",  # a lone surrogate (UTF-16 high half) encoded as UTF-8
+    "abc",  # non-numeric where an id or a number is expected
+    "99999999999999999999",  # beyond a 64-bit integer
+    "-1",
+    "nan",
+    "inf",
+    "%FF%FE",  # not UTF-8 at all
+]
+# Parameters the views read from query strings, besides the fields of their forms.
+COMMON_NAMES = ["q", "page", "days", "agent", "crew", "after", "current", "status", "query"]
+DESTRUCTIVE = ("delete", "revoke", "remove", "cancel")
+
+
+def login(client, user):
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+@pytest.fixture
+def world(trio) -> dict:
+    """One of each object in acme, alice's where ownership matters; no network needed."""
+    connection = ProviderConnection.objects.create(
+        tenant=trio.acme, name="Offline", kind="offline", is_default=True
+    )
+    agent = Agent.objects.create(tenant=trio.acme, slug="helper", name="Helper")
+    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
+    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=0)
+    tool = ToolDefinition.objects.create(
+        tenant=trio.acme,
+        name="lookup",
+        description="Look something up.",
+        kind="http",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        config={"method": "GET", "url": "https://api.example.com/lookup"},
+    )
+    key = ApiKey.objects.create(
+        tenant=trio.acme, name="CI", prefix="ap_test1", secret_hash="0" * 64, scopes=["read"]
+    )
+    chat = conversation_save(
+        tenant=trio.acme, changes={"agent": agent, "title": "Plans"}, owner_user=trio.alice
+    )
+    run = Run.objects.create(
+        tenant=trio.acme,
+        agent=agent,
+        conversation=chat,
+        initiated_by_user=trio.alice,
+        status="awaiting_approval",
+        correlation_id="c0ffee",
+    )
+    approval = Approval.objects.create(
+        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"amount": 5}
+    )
+    handbook = rag_services.knowledge_base_save(
+        tenant=trio.acme, changes={"slug": "handbook", "name": "Handbook", "embedder": "lexical"}
+    )
+    document = rag_services.document_add(
+        tenant=trio.acme, knowledge_base=handbook, title="Holidays", text="We rest in August."
+    )
+    assert ingest(document.pk) == "ready"
+    return {
+        "connection": connection,
+        "agent": agent,
+        "crew": crew,
+        "tool": tool,
+        "key": key,
+        "chat": chat,
+        "run": run,
+        "approval": approval,
+        "handbook": handbook,
+        "document": document,
+        "membership": Membership.objects.get(tenant=trio.acme, user=trio.bob),
+    }
+
+
+def _tenant_url_names() -> set[str]:
+    names: set[str] = set()
+
+    def walk(patterns, prefix: str, namespace: str) -> None:
+        for entry in patterns:
+            route = prefix + str(entry.pattern)
+            if isinstance(entry, URLResolver):
+                inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+                walk(entry.url_patterns, route, inner)
+            elif isinstance(entry, URLPattern) and "<slug:tenant_slug>" in route:
+                names.add(namespace + entry.name)
+
+    walk(get_resolver().url_patterns, "", "")
+    return names
+
+
+def every_url(world) -> list[str]:
+    """Every tenant page with acme's ids; a page missing here fails the test below."""
+    chat, run, approval = world["chat"].pk, world["run"].pk, world["approval"].pk
+    slug, doc = world["handbook"].slug, world["document"].pk
+    kwargs = {
+        "tenant_home": {},
+        "chat:index": {},
+        "chat:new": {},
+        "chat:conversation": {"conversation_id": chat},
+        "chat:send": {"conversation_id": chat},
+        "chat:regenerate": {"conversation_id": chat},
+        "chat:rename": {"conversation_id": chat},
+        "chat:stream": {"conversation_id": chat, "run_id": run},
+        "chat:decide": {"conversation_id": chat, "approval_id": approval},
+        "chat:source": {"document_id": doc},
+        "activity:runs": {},
+        "activity:run": {"run_id": run},
+        "activity:approvals": {},
+        "activity:approval_decide": {"approval_id": approval},
+        "activity:usage": {},
+        "config:agents": {},
+        "config:agent_create": {},
+        "config:agent_tools": {},
+        "config:agent_edit": {"slug": world["agent"].slug},
+        "config:crews": {},
+        "config:crew_create": {},
+        "config:crew_edit": {"slug": world["crew"].slug},
+        "config:tools": {},
+        "config:tool_create": {},
+        "config:tool_edit": {"pk": world["tool"].pk},
+        "config:tool_try": {"name": "calculator"},
+        "config:connections": {},
+        "config:connection_create": {},
+        "config:connection_edit": {"pk": world["connection"].pk},
+        "config:connection_test": {"pk": world["connection"].pk},
+        "config:api_keys": {},
+        "config:api_key_create": {},
+        "config:members": {},
+        "config:member_add": {},
+        "config:member_role": {"pk": world["membership"].pk},
+        "knowledge:index": {},
+        "knowledge:create": {},
+        "knowledge:edit": {"slug": slug},
+        "knowledge:documents": {"slug": slug},
+        "knowledge:document_add": {"slug": slug},
+        "knowledge:document_reingest": {"slug": slug, "pk": doc},
+        "knowledge:search": {"slug": slug},
+        # Destructive ones last, so the others still find their objects.
+        "chat:cancel": {"conversation_id": chat, "run_id": run},
+        "chat:delete": {"conversation_id": chat},
+        "config:agent_delete": {"slug": world["agent"].slug},
+        "config:crew_delete": {"slug": world["crew"].slug},
+        "config:tool_delete": {"pk": world["tool"].pk},
+        "config:connection_delete": {"pk": world["connection"].pk},
+        "config:api_key_revoke": {"pk": world["key"].pk},
+        "config:member_remove": {"pk": world["membership"].pk},
+        "knowledge:delete": {"slug": slug},
+        "knowledge:document_delete": {"slug": slug, "pk": doc},
+    }
+    assert set(kwargs) == _tenant_url_names(), "add the new page to this list"
+    return [reverse(name, kwargs={"tenant_slug": "acme", **kw}) for name, kw in kwargs.items()]
+
+
+def field_names(client, url: str) -> list[str]:
+    """The names of the page's form fields, plus the query parameters views read."""
+    response = client.get(url)
+    found: list[str] = []
+    if response.status_code == 200 and not response.streaming:
+        found = re.findall(r'<(?:input|select|textarea)[^>]*\sname="([^"]+)"', response.text)
+    return list(dict.fromkeys([n for n in found if n != "csrfmiddlewaretoken"] + COMMON_NAMES))
+
+
+def encoded(names: list[str], value: str) -> str:
+    return "&".join(f"{quote(name)}={value}" for name in names)
+
+
+def snapshot() -> dict:
+    """Every row of the tables a page could write, field by field."""
+    tables = [Agent, Crew, ToolDefinition, ProviderConnection, ApiKey, Membership, Conversation]
+    tables += [Message, Run, Approval, KnowledgeBase, Document]
+    return {model.__name__: list(model.objects.order_by("pk").values()) for model in tables}
+
+
+def test_a_nul_anywhere_in_a_web_form_or_query_is_refused_and_nothing_changes(client, trio, world):
+    login(client, trio.alice)
+    before = snapshot()
+    for url in every_url(world):
+        names = field_names(client, url)
+        for method in ("get", "post"):
+            if method == "get":
+                response = client.get(f"{url}?{encoded(names, 'a' + NUL + 'b')}")
+            else:
+                response = client.post(
+                    url,
+                    encoded(names, "a" + NUL + "b"),
+                    content_type="application/x-www-form-urlencoded",
+                )
+            assert response.status_code == 400, (method, url, response.status_code)
+            assert "NUL character" in response.content.decode(), url
+    assert snapshot() == before
+
+
+def test_a_nul_in_a_multipart_form_or_the_path_is_refused(client, trio, world):
+    login(client, trio.alice)
+    handbook = world["handbook"]
+    url = reverse("knowledge:document_add", kwargs={"tenant_slug": "acme", "slug": handbook.slug})
+    response = client.post(url, {"title": "a\x00b", "text": "hello"})  # multipart by default
+    assert response.status_code == 400
+    assert not Document.objects.filter(title__startswith="a").exists()
+    response = client.get("/t/acme/tools/try/a%00b/")
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("value", ODD_VALUES, ids=lambda v: v[:12])
+def test_odd_values_in_every_web_form_and_query_never_give_a_5xx(client, trio, world, value):
+    login(client, trio.alice)
+    for url in every_url(world):
+        names = field_names(client, url)
+        response = client.get(f"{url}?{encoded(names, value)}")
+        assert response.status_code < 500, ("get", url)
+        if any(word in url for word in DESTRUCTIVE):
+            continue  # they take no input; posting would only delete what others need
+        response = client.post(
+            url, encoded(names, value), content_type="application/x-www-form-urlencoded"
+        )
+        assert response.status_code < 500, ("post", url)
+
+
+def _our_model_admins():
+    ours = ("agentplatform", "tools", "providers", "agents", "rag")
+    for model, model_admin in admin.site._registry.items():
+        if model.__module__.split(".")[0] in ours:
+            yield model, model_admin
+
+
+def _text_fields(model) -> list[str]:
+    return [
+        field.name
+        for field in model._meta.concrete_fields
+        if isinstance(field, (models.CharField, models.TextField)) and not field.is_relation
+    ]
+
+
+def test_a_nul_in_an_admin_changelist_search_or_filter_is_refused(client, trio, world):
+    login(client, trio.alice)
+    before = snapshot()
+    checked = 0
+    for model, _ in _our_model_admins():
+        changelist = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        queries = ["q=a%00b"] + [f"{name}__exact=%00" for name in _text_fields(model)]
+        for query in queries:
+            response = client.get(f"{changelist}?{query}")
+            assert response.status_code == 400, (changelist, query, response.status_code)
+            checked += 1
+    assert checked > 20
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("value", ODD_VALUES, ids=lambda v: v[:12])
+def test_odd_values_in_admin_changelists_never_give_a_5xx(client, trio, world, value):
+    login(client, trio.alice)
+    for model, _ in _our_model_admins():
+        changelist = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        names = ["q", "id__exact", "p", "o"] + [f"{n}__exact" for n in _text_fields(model)]
+        response = client.get(f"{changelist}?{encoded(names, value)}")
+        assert response.status_code < 500, (changelist, value[:12])
+        response = client.get(f"{changelist}{quote(value)}/change/")
+        assert response.status_code < 500, (changelist, value[:12])
+
+
+@pytest.mark.parametrize(
+    "name", ["config:agent_edit", "config:crew_edit", "knowledge:edit"], ids=lambda n: n
+)
+def test_an_invalid_slug_on_an_edit_page_is_a_field_error_and_the_page_keeps_its_links(
+    client, trio, world, name
+):
+    login(client, trio.alice)
+    stored = {"config:agent_edit": "helper", "config:crew_edit": "team"}.get(name, "handbook")
+    url = reverse(name, kwargs={"tenant_slug": "acme", "slug": stored})
+    data = dict.fromkeys(field_names(client, url), "")
+    response = client.post(url, {**data, "name": "Renamed", "slug": "not a slug"})
+    assert response.status_code == 400
+    assert f"/{stored}/delete/" in response.text  # the links still use the stored slug
+    assert not Agent.objects.filter(name="Renamed").exists()
+    assert not Crew.objects.filter(name="Renamed").exists()
+    assert not KnowledgeBase.objects.filter(name="Renamed").exists()
