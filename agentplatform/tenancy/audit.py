@@ -239,10 +239,12 @@ def is_audited(model: type[models.Model]) -> bool:
 
 
 def _fields(model: type[models.Model]) -> list[models.Field]:
+    """What a person configures: editable fields (not versions, health or caches the
+    platform keeps itself), without the id, tenant and timestamps."""
     return [
         f
         for f in [*model._meta.concrete_fields, *model._meta.many_to_many]
-        if f.name not in SKIPPED_FIELDS
+        if f.editable and f.name not in SKIPPED_FIELDS
     ]
 
 
