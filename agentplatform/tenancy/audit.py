@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, models
@@ -75,15 +76,31 @@ _request: ContextVar[HttpRequest | None] = ContextVar("audit_request", default=N
 
 class AuditContextMiddleware:
     """Remembers the request for its duration, so deep writes know who acts (the user is
-    read when an entry is recorded: DRF authenticates API keys inside the view)."""
+    read when an entry is recorded: DRF authenticates API keys inside the view). Sync and
+    async, so it adds no thread switch under ASGI."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
         token = _request.set(request)
         try:
             return self.get_response(request)
+        finally:
+            _request.reset(token)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        token = _request.set(request)
+        try:
+            return await self.get_response(request)
         finally:
             _request.reset(token)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
+import httpx2
 import pytest
 
-from agentplatform.tenancy import audit
+from agentplatform.tenancy import audit, services
 from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry
 from agents.models import Approval, Run
 from agents.services import run_start
@@ -161,3 +162,21 @@ def test_a_run_started_with_a_key_and_an_approval_decided_over_rest(
     assert entry["details"]["reason"] == "Too risky." and entry["actor_label"].startswith("API key")
     assert SECRET not in str(entry)
     assert not log(admin, action="run.started_by_key", actor="alice")  # sessions: not logged
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_asgi_the_actor_and_address_come_from_the_request(trio, asgi_server):
+    """The real server (uvicorn, async middleware chain): the config service knows no
+    actor, the request being served does."""
+    make_agent(trio.acme, "bot")
+    _, full = services.api_key_create(tenant=trio.acme, name="asgi", scopes=["read", "write"])
+    response = httpx2.patch(
+        f"{asgi_server}/api/v1/agents/bot",
+        json={"description": "over asgi"},
+        headers={"Authorization": f"Bearer {full}"},
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
+    entry = AuditEntry.objects.get(tenant=trio.acme, action="config.changed")
+    assert entry.actor_label.startswith("API key asgi") and entry.api_key is not None
+    assert entry.ip == "127.0.0.1" and entry.changes == {"description": ["", "over asgi"]}
