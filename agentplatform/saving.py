@@ -4,6 +4,11 @@
 constraints) and saves, all in one transaction. A Django ValidationError from the model
 passes through unchanged; a unique constraint lost to a concurrent write (an
 IntegrityError) becomes SaveConflict, which the API answers with 409.
+
+`save_validated` and `delete_recorded` record the change in the tenant's audit log in the
+same transaction (before/after values, secrets masked; data models such as conversations
+are not logged): `actor` names who acts, else the request being served does (see
+agentplatform/tenancy/audit.py).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, models, transaction
+
+from agentplatform.tenancy import audit
 
 M = TypeVar("M", bound=models.Model)
 
@@ -31,6 +38,7 @@ def save_validated(
     *,
     before: Callable[[M], None] | None = None,
     after: Callable[[M], None] | None = None,
+    actor: Any = None,
 ) -> M:
     """Set `changes`, then `before`, full_clean, save and `after` in one transaction."""
     if "tenant" in changes or "tenant_id" in changes:
@@ -39,12 +47,21 @@ def save_validated(
         setattr(instance, name, value)
     try:
         with transaction.atomic():
+            stored = audit.stored_state(instance)
             if before is not None:
                 before(instance)
             instance.full_clean()
             instance.save()
             if after is not None:
                 after(instance)
+            audit.record_saved(instance, stored, actor=actor)
     except IntegrityError:
         raise SaveConflict() from None
     return instance
+
+
+def delete_recorded(instance: models.Model, *, actor: Any = None) -> None:
+    """Delete `instance`, recorded in the audit log in the same transaction."""
+    with transaction.atomic():
+        audit.record_deleted(instance, actor=actor)
+        instance.delete()

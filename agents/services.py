@@ -21,7 +21,8 @@ from guardian.shortcuts import (
     remove_perm,
 )
 
-from agentplatform.saving import save_validated
+from agentplatform.saving import delete_recorded, save_validated
+from agentplatform.tenancy import audit
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
@@ -123,7 +124,9 @@ def run_start(
     try:
         # Alone, the INSERT needs no transaction block (two round trips fewer); a possible
         # key conflict inside the caller's transaction needs a savepoint.
-        alone = conversation is None and not (idempotency_key and _in_transaction())
+        alone = (
+            conversation is None and api_key is None and not (idempotency_key and _in_transaction())
+        )
         with nullcontext() if alone else transaction.atomic():
             run = Run.objects.create(
                 tenant=tenant,
@@ -144,6 +147,8 @@ def run_start(
                 if not conversation.title:
                     conversation.title = input.strip().splitlines()[0][:80]
                 conversation.save(update_fields=["title", "updated_at"])
+            if api_key is not None:
+                audit.record_run_started(run, api_key)
             if enqueue:
                 transaction.on_commit(lambda: _enqueue(run.pk))
     except IntegrityError:  # the same idempotency key, concurrently
@@ -286,6 +291,7 @@ def approval_decide(
         locked.reason = reason[:2000]
         locked.edited_arguments = arguments if approved else None
         locked.save()
+        audit.record_approval(locked, by)
         pending = Approval.objects.filter(run_id=locked.run_id, status=ApprovalStatus.PENDING)
         if not pending.exists():
             resumed = Run.objects.filter(
@@ -313,7 +319,7 @@ def agent_save(*, tenant: Tenant, agent: Agent | None = None, changes: dict[str,
 def agent_delete(*, tenant: Tenant, agent: Agent) -> None:
     """Delete one of the tenant's agents."""
     _check_tenant(agent, tenant, "agent")
-    agent.delete()
+    delete_recorded(agent)
 
 
 def crew_save(
@@ -344,7 +350,7 @@ def crew_save(
 def crew_delete(*, tenant: Tenant, crew: Crew) -> None:
     """Delete one of the tenant's crews (and its member rows)."""
     _check_tenant(crew, tenant, "crew")
-    crew.delete()
+    delete_recorded(crew)
 
 
 def conversation_save(

@@ -15,7 +15,7 @@ from django.dispatch import receiver
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.saving import save_validated
+from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
 from providers.models import HealthStatus, ProviderConnection, ProviderKind
 from providers.runtime.adapter import ModelAdapter
@@ -135,7 +135,7 @@ def connection_delete(*, tenant: Tenant, connection: ProviderConnection) -> None
     """Delete one of the tenant's provider connections."""
     if connection.tenant_id != tenant.pk:
         raise Http404("No such provider connection.")
-    connection.delete()
+    delete_recorded(connection)
 
 
 def connection_test(connection: ProviderConnection) -> tuple[bool, str]:

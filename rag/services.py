@@ -15,7 +15,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.saving import save_validated
+from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
 from rag.models import Document, DocumentStatus, Embedder, KnowledgeBase, Source
 from rag.runtime.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL
@@ -108,7 +108,7 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> N
     """Delete a knowledge base with its documents and chunks (agents lose it)."""
     if knowledge_base.tenant_id != tenant.pk:
         raise Http404("No such knowledge base.")
-    knowledge_base.delete()
+    delete_recorded(knowledge_base)
 
 
 def document_add(

@@ -10,7 +10,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.http import Http404
 
-from agentplatform.saving import save_validated
+from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
@@ -64,4 +64,4 @@ def tool_definition_delete(*, tenant: Tenant, definition: ToolDefinition) -> Non
     """Delete one of the tenant's tool definitions (a built-in it replaced comes back)."""
     if definition.tenant_id != tenant.pk:
         raise Http404("No such tool definition.")
-    definition.delete()
+    delete_recorded(definition)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from agentplatform.api import admin_api, agents_api, providers_api, tools_api, views
+from agentplatform.api import admin_api, agents_api, audit_api, providers_api, tools_api, views
 
 # -- resources: agents, crews, tools, provider connections, conversations, facts, admin --
 resources = SimpleRouter(trailing_slash=False)
@@ -18,6 +18,7 @@ resources.register("facts", agents_api.FactViewSet, basename="api_fact")
 resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
 resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
+resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
 
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),

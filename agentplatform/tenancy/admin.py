@@ -257,3 +257,6 @@ class ApiKeyAdmin(TenantScopedAdmin):
         for key in queryset:
             services.api_key_revoke(key=key)
         messages.success(request, f"Revoked {queryset.count()} key(s).")
+
+
+from agentplatform.tenancy import audit_admin  # noqa: E402, F401 (registers the audit log)

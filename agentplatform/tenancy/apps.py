@@ -7,4 +7,7 @@ class TenancyConfig(AppConfig):
     verbose_name = "Tenancy"
 
     def ready(self) -> None:
-        from agentplatform.tenancy import api_keys  # noqa: F401 (connects its signal receivers)
+        from agentplatform.tenancy import (  # noqa: F401 (they connect signal receivers)
+            api_keys,
+            audit_receivers,
+        )

@@ -176,3 +176,81 @@ class Invitation(models.Model):
         if self.expires_at <= timezone.now():
             return InvitationStatus.EXPIRED
         return InvitationStatus.PENDING
+
+
+# -- the audit log (recorded by agentplatform/tenancy/audit.py) ----------------------------
+class AuditAction(models.TextChoices):
+    SIGNIN_SUCCEEDED = "signin.succeeded", "Signed in"
+    SIGNIN_FAILED = "signin.failed", "Sign-in failed"
+    CONFIG_CREATED = "config.created", "Configuration created"
+    CONFIG_CHANGED = "config.changed", "Configuration changed"
+    CONFIG_DELETED = "config.deleted", "Configuration deleted"
+    GRANT_ADDED = "grant.added", "Permission granted"
+    GRANT_REMOVED = "grant.removed", "Permission removed"
+    MEMBER_ADDED = "member.added", "Member added"
+    MEMBER_CHANGED = "member.changed", "Member's role changed"
+    MEMBER_REMOVED = "member.removed", "Member removed"
+    API_KEY_CREATED = "api_key.created", "API key created"
+    API_KEY_REVOKED = "api_key.revoked", "API key revoked"
+    APPROVAL_DECIDED = "approval.decided", "Approval decided"
+    RUN_STARTED_BY_KEY = "run.started_by_key", "Run started with an API key"
+
+
+class AppendOnly(Exception):
+    """Audit entries are never changed or deleted (the database refuses it too)."""
+
+
+class AuditEntryQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnly("Audit entries cannot be changed.")
+
+    def delete(self):
+        raise AppendOnly("Audit entries cannot be deleted.")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise AppendOnly("Audit entries cannot be changed.")
+
+
+class AuditEntry(models.Model):
+    """One thing that happened in a tenant. Append-only: the ORM refuses updates and
+    deletes (this model, its default manager), and a trigger of migration 0002 refuses
+    them in the database (see there for the two exceptions it allows)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="audit_entries")
+    at = models.DateTimeField(default=timezone.now)
+    action = models.CharField(max_length=40, choices=AuditAction.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)  # kept when user/key go
+    object_type = models.CharField(max_length=100, blank=True)  # an app label: agents.agent
+    object_id = models.CharField(max_length=100, blank=True)
+    object_repr = models.CharField(max_length=200, blank=True)
+    changes = models.JSONField(default=dict, blank=True)  # {field: [before, after]}
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEntryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-at"], name="audit_tenant_at"),
+            models.Index(fields=["tenant", "-id"], name="audit_tenant_id"),
+        ]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} by {self.actor_label or '-'}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise AppendOnly("Audit entries cannot be changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnly("Audit entries cannot be deleted.")

@@ -16,9 +16,10 @@ from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
-from django.db import models
+from django.db import models, transaction
 from django.http import Http404
 
+from agentplatform.tenancy import audit
 from agentplatform.tenancy.admin_site import admin_tenant_ids
 from agentplatform.tenancy.models import Tenant
 
@@ -217,18 +218,24 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         if not self._may(request, obj):
             raise PermissionDenied
+        stored = audit.stored_state(obj)  # the form has changed `obj` already
         super().save_model(request, obj, form, change)
+        audit.record_saved(obj, stored, actor=request.user, request=request)
 
     def delete_model(self, request, obj) -> None:
         if not self._may(request, obj):
             raise PermissionDenied
+        audit.record_deleted(obj, actor=request.user, request=request)
         super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset) -> None:
         ids = self._tenant_ids(request)
         if ids is not None:
             queryset = queryset.filter(tenant_id__in=ids)
-        super().delete_queryset(request, queryset)
+        with transaction.atomic():  # the entries and the deletion together
+            for obj in queryset:
+                audit.record_deleted(obj, actor=request.user, request=request)
+            super().delete_queryset(request, queryset)
 
 
 class TenantScopedInline(admin.TabularInline):

@@ -18,9 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 from guardian.conf import settings as guardian_settings
 
-from agentplatform.tenancy import api_keys
+from agentplatform.tenancy import api_keys, audit
 from agentplatform.tenancy.models import (
     ApiKey,
+    AuditAction,
     Invitation,
     InvitationStatus,
     Membership,
@@ -94,6 +95,7 @@ def membership_set(
     membership = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
     if membership and membership.role == Role.OWNER and role != Role.OWNER:
         _refuse_if_last_owner(membership)
+    previous = None if membership is None else audit.snapshot(membership)
     if membership is None:
         check_may_join(user=user, added_by=added_by)
         membership = Membership.objects.create(tenant=tenant, user=user, role=role)
@@ -103,6 +105,7 @@ def membership_set(
     if role in (Role.OWNER, Role.ADMIN) and not user.is_staff:
         user.is_staff = True
         user.save(update_fields=["is_staff"])
+    audit.record_saved(membership, previous)
     return membership
 
 
@@ -110,6 +113,7 @@ def membership_set(
 def membership_remove(*, membership: Membership) -> None:
     if membership.role == Role.OWNER:
         _refuse_if_last_owner(membership)
+    audit.record_deleted(membership)
     membership.delete()
 
 
@@ -121,6 +125,7 @@ def _refuse_if_last_owner(membership: Membership) -> None:
         raise ValidationError("A tenant must keep at least one owner.")
 
 
+@transaction.atomic
 def api_key_create(
     *,
     tenant: Tenant,
@@ -168,13 +173,16 @@ def api_key_create(
     )
     key.full_clean()
     key.save()
+    audit.record_api_key(key, AuditAction.API_KEY_CREATED, actor=created_by)
     return key, new.full_key
 
 
+@transaction.atomic
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit.record_api_key(key, AuditAction.API_KEY_REVOKED)
     return key
 
 

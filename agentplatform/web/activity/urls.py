@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentplatform.web.activity import approvals, runs, usage_page
+from agentplatform.web.activity import approvals, audit_log, runs, usage_page
 
 app_name = "activity"
 urlpatterns = [
@@ -11,4 +11,5 @@ urlpatterns = [
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/<int:approval_id>/decide/", approvals.decide, name="approval_decide"),
     path("usage/", usage_page.usage_page, name="usage"),
+    path("audit/", audit_log.audit_log, name="audit"),  # owners and admins
 ]
