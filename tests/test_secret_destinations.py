@@ -241,7 +241,7 @@ def test_rest_a_tool_credential_does_not_follow_its_url(client, trio, attacker):
         service.route("GET", "/lookup", Reply(json={"ok": True}))
         service.route("GET", "/v2/lookup", Reply(json={"ok": 2}))
         make_tool(trio.acme, service.url + "/lookup")
-        api = as_key(client, trio.acme, "read", "write", "run")
+        api = as_key(client, trio.acme, "read", "config", "run")
         moved = api.patch("/tools/lookup", {"config": http_config(attacker.url + "/lookup")})
         assert assert_error(moved, 400)["details"] == {
             "secret": ["The URL's port changed: enter the secret again, or clear it."]

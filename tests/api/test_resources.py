@@ -326,10 +326,16 @@ def test_session_users_see_and_forget_their_own_facts(client, trio):
 
 
 def test_api_keys_need_admin_for_facts_and_filter_by_user(client, trio):
-    Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
+    """Facts are their users' alone: a key owns none, and only an admin-scope key reads
+    the users' facts."""
+    alices = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
     Fact.objects.create(tenant=trio.acme, user=trio.bob, text="likes coffee")
     Fact.objects.create(tenant=trio.globex, user=trio.charlie, text="globex secret")
-    assert_error(as_key(client, trio.acme, "read", "write").get("/facts"), 403)
+    reader = as_key(client, trio.acme, "read", "write")
+    assert reader.get("/facts").json()["results"] == []
+    assert_error(reader.get(f"/facts/{alices.pk}"), 404)
+    assert_error(reader.delete(f"/facts/{alices.pk}"), 404)
+    assert Fact.objects.filter(pk=alices.pk).exists()
     admin = as_key(client, trio.acme, "admin")
     texts = sorted(f["text"] for f in admin.get("/facts").json()["results"])
     assert texts == ["likes coffee", "likes tea"]

@@ -137,7 +137,7 @@ def test_the_admin_test_page_shows_a_refused_address(client, trio, settings):
     settings.EGRESS_ALLOWLIST = []
     connection = make(trio.acme, name="GPT", kind="openai", base_url="http://127.0.0.1:9/v1")
     login(client, trio.alice)
-    page = client.get(f"/admin/providers/providerconnection/{connection.pk}/test/", follow=True)
+    page = client.post(f"/admin/providers/providerconnection/{connection.pk}/test/", follow=True)
     assert page.status_code == 200
     assert "GPT: This address is not allowed: " in page.content.decode()
 

@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.db import models
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership
 from agents.models import Agent, Approval, Conversation, Crew, CrewMember, Message, Run
 from agents.services import conversation_save
@@ -99,6 +100,10 @@ def world(trio) -> dict:
         "handbook": handbook,
         "document": document,
         "membership": Membership.objects.get(tenant=trio.acme, user=trio.bob),
+        "group": tenancy.group_create(tenant=trio.acme, name="Finance"),
+        "invitation": tenancy.invitation_create(
+            tenant=trio.acme, invitee="dora@example.test", role="member", invited_by=trio.alice
+        )[0],
     }
 
 
@@ -156,7 +161,12 @@ def every_url(world) -> list[str]:
         "config:api_keys": {},
         "config:api_key_create": {},
         "config:members": {},
-        "config:member_add": {},
+        "config:member_invite": {},
+        "config:groups": {},
+        "config:group_members": {"pk": world["group"].pk},
+        "config:agent_grants": {"slug": world["agent"].slug},
+        "config:crew_grants": {"slug": world["crew"].slug},
+        "activity:audit": {},
         "config:member_role": {"pk": world["membership"].pk},
         "knowledge:index": {},
         "knowledge:create": {},
@@ -174,6 +184,8 @@ def every_url(world) -> list[str]:
         "config:connection_delete": {"pk": world["connection"].pk},
         "config:api_key_revoke": {"pk": world["key"].pk},
         "config:member_remove": {"pk": world["membership"].pk},
+        "config:member_invitation_revoke": {"pk": world["invitation"].pk},
+        "config:group_delete": {"pk": world["group"].pk},
         "knowledge:delete": {"slug": slug},
         "knowledge:document_delete": {"slug": slug, "pk": doc},
     }
