@@ -32,6 +32,7 @@ from agentplatform.tenancy.scoped_admin import (
     TenantScopedInline,
 )
 from agents.facts import DjangoFactStore
+from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
     Agent,
     Approval,
@@ -159,7 +160,8 @@ class AgentForm(TenantScopedForm):
         model = Agent
         fields = [
             "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
-            "approval_policy", "memory", "provider_connection", "model", "temperature",
+            "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
+            "memory", "provider_connection", "model", "temperature",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
             "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
@@ -177,11 +179,11 @@ class AgentForm(TenantScopedForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(TenantScopedAdmin):
+class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
     form = AgentForm
     list_display = [
         "name", "slug", "model_label", "approval_policy", "memory", "active", "version",
-        "try_link",
+        "try_link", "grants_link",
     ]  # fmt: skip
     list_filter = ["active", "approval_policy", "memory"]
     search_fields = ["name", "slug", "description"]
@@ -198,6 +200,8 @@ class AgentAdmin(TenantScopedAdmin):
             ("Behaviour", {"fields": behaviour}),
             ("Model", {"fields": ["provider_connection", "model", "temperature"]}),
             ("Tools", {"fields": [*tools, "effective_tools"] if obj else tools}),
+            ("Approvals", {"fields": ["approval_deciders", "approval_group",
+                                      "approval_not_starter"]}),
             ("Limits", {"fields": ["max_rounds", "max_tool_calls", "max_tokens_per_run"]}),
         ]  # fmt: skip
         if obj is not None:
@@ -243,7 +247,7 @@ class AgentAdmin(TenantScopedAdmin):
         view = self.admin_site.admin_view
         return [
             path("<int:pk>/try/", view(self.try_view), name="agents_agent_try"),
-            *super().get_urls(),
+            *super().get_urls(),  # UseGrantsAdmin's access view first, then the admin's
         ]
 
     def try_view(self, request: HttpRequest, pk: int) -> HttpResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedInline
+from agents.grants_admin import UseGrantsAdmin
 from agents.models import Crew, CrewMember
 
 
@@ -16,8 +17,8 @@ class CrewMemberInline(TenantScopedInline):
 
 
 @admin.register(Crew)
-class CrewAdmin(TenantScopedAdmin):
-    list_display = ["name", "slug", "mode", "manager", "active"]
+class CrewAdmin(UseGrantsAdmin, TenantScopedAdmin):
+    list_display = ["name", "slug", "mode", "manager", "active", "grants_link"]
     list_filter = ["mode", "active"]
     search_fields = ["name", "slug"]
     inlines = [CrewMemberInline]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
-from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
 from django.db.models import Q
@@ -85,11 +84,8 @@ class AdminViewSet(TenantViewSet):
 
 
 class OwnerAuthority:
-    """Owner memberships and invitations are changed only with an owner's authority: an
-    owner's session, or an admin-scope key made by an owner."""
-
-    def acts_as_owner(self) -> bool:
-        return self.principal.is_owner  # a key: made by an owner, with the admin scope
+    """Owner memberships and invitations are changed only with an owner's authority (the
+    tenancy services check it with `by=self.principal`)."""
 
     def acting_user(self):
         """The person behind the request: the session's user, or the key's creator (a key
@@ -98,10 +94,6 @@ class OwnerAuthority:
         if isinstance(user, ApiClient):
             return user.api_key.created_by or AnonymousUser()
         return user
-
-    def require_owner_for(self, *roles: str) -> None:
-        if Role.OWNER in roles and not self.acts_as_owner():
-            raise PermissionDenied("Only an owner can make, change or remove owners.")
 
 
 @extend_schema_view(
@@ -300,13 +292,13 @@ class MemberViewSet(
         serializer = MemberAddSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        self.require_owner_for(data["role"])
         acting = self.acting_user()
         invitation, token = services.invitation_create(
             tenant=self.tenant,
             invitee=data.get("username") or data["email"],
             role=data["role"],
             invited_by=acting if acting.is_authenticated else None,
+            by=self.principal,
         )
         accept_url = request.build_absolute_uri(reverse("invitation", args=[token]))
         services.invitation_mail(invitation=invitation, accept_url=accept_url)
@@ -322,10 +314,9 @@ class MemberViewSet(
         serializer = MemberRoleSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         role = serializer.validated_data["role"]
-        self.require_owner_for(membership.role, role)
         try:
             membership = services.membership_set(
-                tenant=self.tenant, user=membership.user, role=role
+                tenant=self.tenant, user=membership.user, role=role, by=self.principal
             )
         except DjangoValidationError as exc:
             raise _last_owner_conflict(exc) from None
@@ -336,9 +327,8 @@ class MemberViewSet(
 
     def destroy(self, request: Request, pk: str) -> Response:
         membership = self.get_object()
-        self.require_owner_for(membership.role)
         try:
-            services.membership_remove(membership=membership)
+            services.membership_remove(membership=membership, by=self.principal)
         except DjangoValidationError as exc:
             raise _last_owner_conflict(exc) from None
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -374,6 +364,8 @@ class InvitationViewSet(
     AdminViewSet,
 ):
     serializer_class = InvitationSerializer
+    read_action = Action.MANAGE_MEMBERS
+    write_action = Action.MANAGE_MEMBERS
 
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
@@ -390,10 +382,7 @@ class InvitationViewSet(
         return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
 
     def destroy(self, request: Request, pk: str) -> Response:
-        invitation = self.get_object()
-        if invitation.role == Role.OWNER:
-            self.require_owner_for(Role.OWNER)
-        services.invitation_revoke(invitation=invitation)
+        services.invitation_revoke(invitation=self.get_object(), by=self.principal)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -191,7 +191,11 @@ class ApiKeyForm(TenantScopedForm):
 
     class Meta:
         model = ApiKey
-        fields = ["tenant", "name", "scopes", "expires_at"]
+        fields = ["tenant", "name", "scopes", "expires_at", "allowed_agents", "allowed_tools"]
+        help_texts = {
+            "allowed_agents": "Comma-separated agent and crew slugs it may run. Empty: all.",
+            "allowed_tools": "Comma-separated tool names it may execute. Empty: all.",
+        }
 
     def clean_expires_at(self):
         expires_at = self.cleaned_data.get("expires_at")
@@ -207,19 +211,21 @@ class ApiKeyAdmin(TenantScopedAdmin):
         "name",
         "prefix",
         "scopes",
+        "role",
         "created_at",
         "last_used_at",
         "expires_at",
         "revoked_at",
     ]
-    readonly_fields = ["prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "role", "created_by", "created_at", "last_used_at", "revoked_at"]
     search_fields = ["name", "prefix"]
     actions = ["revoke"]
 
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)
         # A key's powers are fixed at creation; revoke and create another to change them.
-        return [*fields, "scopes", "expires_at"] if obj is not None else fields
+        fixed = ["scopes", "expires_at", "allowed_agents", "allowed_tools"]
+        return [*fields, *fixed] if obj is not None else fields
 
     def save_model(self, request, obj, form, change) -> None:
         if change:
@@ -231,6 +237,8 @@ class ApiKeyAdmin(TenantScopedAdmin):
             scopes=form.cleaned_data["scopes"],
             created_by=request.user,
             expires_at=obj.expires_at,
+            allowed_agents=form.cleaned_data.get("allowed_agents"),
+            allowed_tools=form.cleaned_data.get("allowed_tools"),
         )
         obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
         obj._state.adding = False

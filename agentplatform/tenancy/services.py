@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, AnonymousUser, Group
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
 from django.db import transaction
@@ -30,6 +30,7 @@ from agentplatform.tenancy.models import (
     Tenant,
     TenantGroup,
 )
+from agentplatform.tenancy.policy import Principal
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +82,28 @@ def check_may_join(*, user: AbstractUser, added_by: AbstractUser | None = None) 
         raise ValidationError(CANNOT_JOIN, code="cannot_join")
 
 
+OWNERS_ONLY = "Only an owner can grant or take away the owner role."
+
+
+def require_owner_for(by: Principal | None, *roles: str) -> None:
+    """PermissionDenied unless `by` (None: the platform) may touch these roles: making,
+    changing, removing or inviting an owner needs an owner's authority (an owner's
+    session, or an admin-scope key made by an owner)."""
+    if by is not None and Role.OWNER in roles and not by.is_owner:
+        raise PermissionDenied(OWNERS_ONLY)
+
+
 @transaction.atomic
 def membership_set(
-    *, tenant: Tenant, user: AbstractUser, role: str, added_by: AbstractUser | None = None
+    *,
+    tenant: Tenant,
+    user: AbstractUser,
+    role: str,
+    added_by: AbstractUser | None = None,
+    by: Principal | None = None,
 ) -> Membership:
-    """Add `user` to `tenant` with `role`, or change their role.
+    """Add `user` to `tenant` with `role`, or change their role, with `by`'s authority
+    (`require_owner_for`; None: the platform).
 
     A new member must pass check_may_join. Refuses to demote the last owner. Owners and
     admins get `is_staff` so the tenant admin (scoped to their tenants) opens for them.
@@ -93,6 +111,7 @@ def membership_set(
     if role not in Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}."})
     membership = Membership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+    require_owner_for(by, role, *([membership.role] if membership else []))
     if membership and membership.role == Role.OWNER and role != Role.OWNER:
         _refuse_if_last_owner(membership)
     previous = None if membership is None else audit.snapshot(membership)
@@ -110,7 +129,8 @@ def membership_set(
 
 
 @transaction.atomic
-def membership_remove(*, membership: Membership) -> None:
+def membership_remove(*, membership: Membership, by: Principal | None = None) -> None:
+    require_owner_for(by, membership.role)
     if membership.role == Role.OWNER:
         _refuse_if_last_owner(membership)
     audit.record_deleted(membership)
@@ -243,12 +263,18 @@ def _token_hash(token: str) -> str:
 
 
 def invitation_create(
-    *, tenant: Tenant, invitee: str, role: str, invited_by: AbstractUser | None
+    *,
+    tenant: Tenant,
+    invitee: str,
+    role: str,
+    invited_by: AbstractUser | None,
+    by: Principal | None = None,
 ) -> tuple[Invitation, str]:
     """An invitation for a username or e-mail address, and its token (never stored; only
-    its hash is). The same outcome whether or not such an account exists. Owners-only
-    rules (who may invite an owner) are the caller's. Mails the link when an address is
+    its hash is). The same outcome whether or not such an account exists. Inviting an
+    owner needs `by` to be one (`require_owner_for`). Mails the link when an address is
     known, after the commit; a mail failure is logged, the invitation stands."""
+    require_owner_for(by, role)
     invitee = invitee.strip()
     if role not in Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}."})
@@ -367,8 +393,10 @@ def invitation_decline(*, token: str, user: AbstractUser) -> Invitation:
     return invitation
 
 
-def invitation_revoke(*, invitation: Invitation) -> Invitation:
-    """Withdraw a pending invitation (others are left as they are)."""
+def invitation_revoke(*, invitation: Invitation, by: Principal | None = None) -> Invitation:
+    """Withdraw a pending invitation (others are left as they are); an owner's invitation
+    needs an owner's authority."""
+    require_owner_for(by, invitation.role)
     if invitation.status == InvitationStatus.PENDING:
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -33,7 +33,6 @@ from agentplatform.web.config.common import (
 )
 
 PAGE = "web/config/member_list.html"
-OWNERS_ONLY = "Only an owner can grant or take away the owner role."
 
 
 class InviteForm(PlainLabels, forms.Form):
@@ -63,7 +62,7 @@ def _page(request: HttpRequest, form: InviteForm, status: int = 200, **extra) ->
         "invitations": pending,
         "form": form,
         "roles": Role.choices,
-        "is_owner": request.membership.has_role(Role.OWNER),
+        "is_owner": request.principal.is_owner,
         **extra,
     }
     return render_page(request, PAGE, context, status=status)
@@ -80,16 +79,17 @@ def member_invite(request: HttpRequest) -> HttpResponse:
     form = InviteForm(request.POST)
     if form.is_valid():
         role = form.cleaned_data["role"]
-        if role == Role.OWNER and not request.membership.has_role(Role.OWNER):
-            form.add_error("role", OWNERS_ONLY)
-            return _page(request, form, status=400)
         try:
             invitation, token = invitation_create(
                 tenant=request.tenant,
                 invitee=form.cleaned_data["invitee"],
                 role=role,
                 invited_by=request.user,
+                by=request.principal,
             )
+        except PermissionDenied as error:
+            form.add_error("role", str(error))
+            return _page(request, form, status=400)
         except ValidationError as error:
             add_service_errors(form, error)
         else:
@@ -106,9 +106,10 @@ def member_invite(request: HttpRequest) -> HttpResponse:
 @require_POST
 def member_invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     invitation = get_for_tenant(Invitation, request.tenant, pk=pk)
-    if invitation.role == Role.OWNER and not request.membership.has_role(Role.OWNER):
-        return _refuse(request, OWNERS_ONLY)
-    invitation_revoke(invitation=invitation)
+    try:
+        invitation_revoke(invitation=invitation, by=request.principal)
+    except PermissionDenied as error:
+        return _refuse(request, str(error))
     messages.success(request, f"Withdrew the invitation for {invitation.invitee}.")
     return redirect("config:members", tenant_slug=request.tenant.slug)
 
@@ -121,10 +122,10 @@ def member_role(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _refuse(request, "Choose one of the roles.")
     role = form.cleaned_data["role"]
-    if Role.OWNER in (role, membership.role) and not request.membership.has_role(Role.OWNER):
-        return _refuse(request, OWNERS_ONLY)
     try:
-        membership_set(tenant=request.tenant, user=membership.user, role=role)
+        membership_set(tenant=request.tenant, user=membership.user, role=role, by=request.principal)
+    except PermissionDenied as error:
+        return _refuse(request, str(error))
     except ValidationError as error:
         return _refuse(request, _last_owner(error))
     messages.success(request, f"{membership.user.get_username()} is now {Role(role).label}.")
@@ -135,11 +136,11 @@ def member_role(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def member_remove(request: HttpRequest, pk: int) -> HttpResponse:
     membership = get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)
-    if membership.role == Role.OWNER and not request.membership.has_role(Role.OWNER):
-        return _refuse(request, OWNERS_ONLY)
     removing_self = membership.pk == request.membership.pk
     try:
-        membership_remove(membership=membership)
+        membership_remove(membership=membership, by=request.principal)
+    except PermissionDenied as error:
+        return _refuse(request, str(error))
     except ValidationError as error:
         return _refuse(request, _last_owner(error))
     messages.success(request, f"Removed {membership.user.get_username()}.")
