@@ -59,5 +59,9 @@ def test_create_api_key_refuses_unknown_tenants_and_scopes(trio):
 
 @pytest.mark.django_db
 def test_models_and_migrations_agree():
-    out, _ = run("makemigrations", "--check", "--dry-run")
-    assert "No changes detected" in out
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("makemigrations", "--check", "--dry-run", stdout=out, stderr=err)
+    except SystemExit:
+        pytest.fail(f"models and migrations differ:\n{out.getvalue()}{err.getvalue()}")
+    assert "No changes detected" in out.getvalue()
