@@ -27,6 +27,7 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
 from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import TenantGroup
 from agentplatform.tenancy.policy import Action, Principal
 from agents.models import Agent, Approval, ApprovalDeciders, Crew, CrewMember, Run
 
@@ -43,12 +44,24 @@ def usable(model: type[Agent] | type[Crew], principal: Principal) -> QuerySet:
     return _granted(model, principal)
 
 
-def _granted(model: type[Agent] | type[Crew], principal: Principal) -> QuerySet:
-    """The active agents (crews) whose use grants and key limits let the principal in."""
-    candidates = model.objects.filter(tenant=principal.tenant, active=True)
-    limit = principal.limited_to_agents()
-    if limit is not None:
-        candidates = candidates.filter(slug__in=limit)
+def _granted(
+    model: type[Agent] | type[Crew],
+    principal: Principal,
+    *,
+    pks: set[int] | None = None,
+    members: bool = False,
+) -> QuerySet:
+    """The agents (crews) whose use grants and key limits let the principal in: active
+    ones, among `pks` if given. A crew's `members` are checked for their grants only (an
+    inactive member still runs; a key's agent limit names the crew, not its members)."""
+    candidates = model.objects.filter(tenant=principal.tenant)
+    if pks is not None:
+        candidates = candidates.filter(pk__in=pks)
+    if not members:
+        candidates = candidates.filter(active=True)
+        limit = principal.limited_to_agents()
+        if limit is not None:
+            candidates = candidates.filter(slug__in=limit)
     if principal.has_role("admin"):  # admins, and keys made by one, pass use grants
         return candidates
     codename = USE_PERMISSIONS[model]
@@ -74,14 +87,14 @@ def may_start(principal: Principal, target: Agent | Crew) -> bool:
 def may_use(principal: Principal, target: Agent | Crew) -> bool:
     """Do `target`'s use grants (and, for a crew, its agents') and a key's limits let the
     principal in? `may_start` also asks for the START_RUN action; a conversation with
-    `target` needs only this."""
-    if not _granted(type(target), principal).filter(pk=target.pk).exists():
+    `target` needs only this. A few queries, about `target` alone."""
+    if not _granted(type(target), principal, pks={target.pk}).exists():
         return False
     if isinstance(target, Crew):
         agent_ids = set(
             CrewMember.objects.filter(crew=target).values_list("agent_id", flat=True)
         ) | ({target.manager_id} if target.manager_id else set())
-        granted = _granted(Agent, principal).filter(pk__in=agent_ids)
+        granted = _granted(Agent, principal, pks=agent_ids, members=True)
         if agent_ids - set(granted.values_list("pk", flat=True)):
             return False
     return True
@@ -120,11 +133,14 @@ def visible_runs(principal: Principal) -> QuerySet[Run]:
         return runs
     if principal.api_key is not None:
         return runs.filter(initiated_by_api_key=principal.api_key)
-    approver = models.Q(
-        agent__approval_deciders=ApprovalDeciders.GROUP,
-        agent__approval_group__group__user=principal.user,
+    # A subquery, not a join through the group's members (a run once, however many).
+    groups = TenantGroup.objects.filter(tenant=principal.tenant, group__user=principal.user)
+    approver = models.Q(agent__approval_deciders=ApprovalDeciders.GROUP) & (
+        models.Q(agent__approval_group__in=groups)
     )
-    return runs.filter(models.Q(initiated_by_user=principal.user) | approver)
+    manager = models.Q(agent=None, crew__manager__approval_deciders=ApprovalDeciders.GROUP)
+    manager &= models.Q(crew__manager__approval_group__in=groups)
+    return runs.filter(models.Q(initiated_by_user=principal.user) | approver | manager)
 
 
 def visible_run(principal: Principal, run_id) -> Run:
@@ -166,7 +182,7 @@ def decide_refusal(principal: Principal, approval: Approval) -> str | None:
     if not principal.may(Action.DECIDE_APPROVAL):
         return "Deciding approvals needs the member role (or the 'run' scope)."
     run = approval.run
-    agent = run.agent
+    agent = deciding_agent(run)
     deciders = agent.approval_deciders if agent is not None else ApprovalDeciders.STARTER
     is_starter = started(principal, run)
     if agent is not None and agent.approval_not_starter and is_starter:
@@ -183,6 +199,16 @@ def decide_refusal(principal: Principal, approval: Approval) -> str | None:
         ApprovalDeciders.ADMINS: "Only an admin can decide this agent's calls.",
         ApprovalDeciders.GROUP: "Only the agent's approval group can decide this call.",
     }.get(deciders, "Only the run's starter or an admin can decide this call.")
+
+
+def deciding_agent(run: Run) -> Agent | None:
+    """The agent whose approval authority governs the run's calls: its own, or for a
+    hierarchical crew's run (the manager thinks in it) the crew's manager; None for a
+    direct tool call."""
+    if run.agent_id is not None:
+        return run.agent
+    crew = run.crew if run.crew_id is not None else None
+    return crew.manager if crew is not None and crew.manager_id is not None else None
 
 
 def may_decide(principal: Principal, approval: Approval) -> bool:

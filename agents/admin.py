@@ -36,6 +36,7 @@ from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
     Agent,
     Approval,
+    ApprovalDeciders,
     ApprovalStatus,
     Conversation,
     Fact,
@@ -176,6 +177,14 @@ class AgentForm(TenantScopedForm):
             "tool_tags": "Comma-separated tags: tools carrying any of them are included.",
             "tool_exclude": "Comma-separated tool names never offered to this agent.",
         }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "approval_deciders" in self.fields:
+            self.fields["approval_deciders"].required = False  # absent: the default
+
+    def clean_approval_deciders(self) -> str:
+        return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
 
 
 @admin.register(Agent)

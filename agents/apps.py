@@ -13,3 +13,15 @@ class AgentsConfig(AppConfig):
         for item in EXAMPLE_WORKFLOW_TOOLS:
             if not BUILTINS.has(item.name):
                 BUILTINS.register(item)
+
+        from django.db.models.signals import post_delete
+
+        from agentplatform.tenancy.models import Membership
+
+        post_delete.connect(_member_left, sender=Membership, dispatch_uid="agents-member-left")
+
+
+def _member_left(sender, instance, **kwargs) -> None:
+    from agents.services import member_grants_forget
+
+    member_grants_forget(membership=instance)

@@ -9,11 +9,14 @@ import uuid
 from contextlib import nullcontext
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
+from guardian.models import UserObjectPermission
 from guardian.shortcuts import (
     assign_perm,
     get_groups_with_perms,
@@ -118,7 +121,7 @@ def run_start(
     if idempotency_key:
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing
+            return _replayed(existing, initiated_by)
     user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
     api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
     try:
@@ -152,7 +155,25 @@ def run_start(
             if enqueue:
                 transaction.on_commit(lambda: _enqueue(run.pk))
     except IntegrityError:  # the same idempotency key, concurrently
-        return Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
+        existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
+        return _replayed(existing, initiated_by)
+    return run
+
+
+class IdempotencyKeyReused(ValidationError):
+    """The Idempotency-Key names a run someone else started (REST answers 409)."""
+
+
+def _replayed(run: Run, initiated_by: Initiator) -> Run:
+    """The run an Idempotency-Key names, if the same principal started it."""
+    user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
+    api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
+    same = (run.initiated_by_user_id, run.initiated_by_api_key_id) == (
+        user.pk if user else None,
+        api_key.pk if api_key else None,
+    )
+    if not same:
+        raise IdempotencyKeyReused({"idempotency_key": "This key was used by someone else."})
     return run
 
 
@@ -427,3 +448,24 @@ def use_grant(
     holder = user if user is not None else group.group
     codename = f"agents.{access.USE_PERMISSIONS[type(target)]}"
     (assign_perm if granted else remove_perm)(codename, holder, target)
+
+
+def member_grants_forget(*, membership: Membership) -> None:
+    """A member leaves: their use grants on the tenant's agents and crews and their place
+    in its groups go too (else an agent stays restricted to nobody visible, and a second
+    invitation would silently bring them back)."""
+    user_id, tenant_id = membership.user_id, membership.tenant_id
+    for model, codename in access.USE_PERMISSIONS.items():
+        pks = [
+            str(pk) for pk in model.objects.filter(tenant_id=tenant_id).values_list("pk", flat=True)
+        ]
+        UserObjectPermission.objects.filter(
+            user_id=user_id,
+            permission__codename=codename,
+            content_type=ContentType.objects.get_for_model(model),
+            object_pk__in=pks,
+        ).delete()
+    groups = TenantGroup.objects.filter(tenant_id=tenant_id).values_list("group_id", flat=True)
+    get_user_model().groups.through.objects.filter(
+        user_id=user_id, group_id__in=list(groups)
+    ).delete()

@@ -238,9 +238,17 @@ def test_sessions_get_what_the_policy_says(username, trio, world):
     assert not wrong, f"{username}:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("scope", KEY_SCOPES)
-def test_keys_get_what_the_policy_says(scope, trio, world):
-    key, full = tenancy.api_key_create(tenant=trio.acme, name=f"k-{scope}", scopes=[scope])
+@pytest.mark.parametrize(
+    ("scope", "role"),
+    [(scope, Role.OWNER) for scope in KEY_SCOPES]
+    + [("admin", Role.ADMIN), ("admin", Role.MEMBER), ("config", Role.VIEWER)],
+)
+def test_keys_get_what_the_policy_says(scope, role, trio, world):
+    """Per scope, and a key never beyond its creator's role (an admin-scope key made by a
+    member acts as a member)."""
+    key, full = tenancy.api_key_create(
+        tenant=trio.acme, name=f"k-{scope}", scopes=[scope], role=role
+    )
     principal = Principal.of_key(key)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {full}")
     wrong = []

@@ -165,7 +165,7 @@ class ApiKeyViewSet(
             name=serializer.validated_data["name"],
             scopes=serializer.validated_data["scopes"],
             created_by=None if self.is_api_key else self.actor,
-            role=self.principal.role,
+            made_by_key=self.actor if self.is_api_key else None,
             allowed_agents=serializer.validated_data.get("allowed_agents"),
             allowed_tools=serializer.validated_data.get("allowed_tools"),
             expires_at=serializer.validated_data.get("expires_at"),

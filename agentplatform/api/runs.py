@@ -59,6 +59,7 @@ from agents.models import Agent, Approval, ApprovalStatus, Crew, Run, RunEvent
 from agents.runtime.spec import RunStatus
 from agents.services import (
     MAX_INPUT_CHARS,
+    IdempotencyKeyReused,
     agent_get,
     approval_decide,
     approval_get,
@@ -471,15 +472,21 @@ class RunListCreate(EventStreamNegotiation, RunView):
                 )
             run = existing
         else:
-            run = run_start(
-                tenant=tenant,
-                agent=agent,
-                crew=crew,
-                input=data["input"],
-                conversation=conversation,
-                initiated_by=request_user_or_key(request),
-                idempotency_key=key,
-            )
+            try:
+                run = run_start(
+                    tenant=tenant,
+                    agent=agent,
+                    crew=crew,
+                    input=data["input"],
+                    conversation=conversation,
+                    initiated_by=request_user_or_key(request),
+                    idempotency_key=key,
+                )
+            except IdempotencyKeyReused:  # taken by another principal meanwhile
+                raise Conflict(
+                    "This Idempotency-Key was used for a different request.",
+                    code="idempotency_key_reused",
+                ) from None
         created = existing is None and run.created_at >= before
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         location = reverse("api_run", kwargs={"run_id": run.pk})

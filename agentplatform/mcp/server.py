@@ -90,11 +90,11 @@ class TenantMCPServer(MCPServer):
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
         key = principal.api_key
-        if not principal.may_execute_tool(name):  # a key limited to other tools
-            if name.startswith(ASK_PREFIX):
-                return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
-            return error_result(f"No such tool: {name!r}.")
         try:
+            if not principal.may_execute_tool(name):  # a key limited to other tools
+                if name.startswith(ASK_PREFIX):
+                    return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
+                return error_result(f"No such tool: {name!r}.")
             return await self._call(key, name, arguments)
         except Exception:  # the SDK would send the exception's text (a file, a secret) back
             logger.exception("MCP tools/call %r failed (tenant %s)", name, key.tenant_id)

@@ -54,7 +54,8 @@ POLICY: dict[Action, Rule] = {
     Action.MANAGE_MEMBERS: Rule(Role.ADMIN, Scope.ADMIN, "only an owner makes or changes owners"),
     Action.MANAGE_KEYS: Rule(Role.ADMIN, Scope.ADMIN, "a new key's role is its creator's"),
     Action.READ_DATA: Rule(
-        Role.VIEWER, Scope.READ, "conversations and facts are their owner's alone"
+        Role.VIEWER, Scope.READ, "conversations and facts are their owner's alone (an "
+        "admin-scope key reads users' facts, to honour erasure requests)",
     ),
     Action.WRITE_DATA: Rule(
         Role.MEMBER, Scope.WRITE, "conversations, documents, facts; the owner's own"

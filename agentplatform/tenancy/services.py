@@ -152,6 +152,7 @@ def api_key_create(
     name: str,
     scopes: list[str],
     created_by: AbstractUser | None = None,
+    made_by_key: ApiKey | None = None,
     role: str | None = None,
     expires_at: datetime | None = None,
     allowed_agents: list[str] | None = None,
@@ -160,8 +161,9 @@ def api_key_create(
     """Create a key and return it with the full secret, which is never retrievable again.
 
     The key never acts beyond `role`: the role `created_by` has in the tenant now (one
-    query), else the given `role` (a key making a key passes its own), else owner (the
-    operator's commands)."""
+    query), else the role of `made_by_key` (a key making a key), else the given `role`,
+    else owner (the operator's commands). A key made by a key is never freer than it:
+    its limits are within the maker's (none given: the maker's) and it expires no later."""
     unknown = sorted(set(scopes) - set(Scope.values))
     if unknown:
         raise ValidationError({"scopes": f"Unknown scopes: {', '.join(unknown)}."})
@@ -178,6 +180,14 @@ def api_key_create(
         if creator_role is None and not created_by.is_superuser:
             raise ValidationError("Only the tenant's members can make its keys.")
         role = creator_role or Role.OWNER
+    if made_by_key is not None:
+        role = made_by_key.role
+        allowed_agents = _within(made_by_key.allowed_agents, allowed_agents, "allowed_agents")
+        allowed_tools = _within(made_by_key.allowed_tools, allowed_tools, "allowed_tools")
+        if made_by_key.expires_at is not None:
+            if expires_at is not None and expires_at > made_by_key.expires_at:
+                raise ValidationError({"expires_at": "No later than the key making it."})
+            expires_at = expires_at or made_by_key.expires_at
     new = api_keys.generate()
     key = ApiKey(
         tenant=tenant,
@@ -193,8 +203,22 @@ def api_key_create(
     )
     key.full_clean()
     key.save()
-    audit.record_api_key(key, AuditAction.API_KEY_CREATED, actor=created_by)
+    audit.record_api_key(key, AuditAction.API_KEY_CREATED, actor=created_by or made_by_key)
     return key, new.full_key
+
+
+def _within(makers: list[str], asked: list[str] | None, field: str) -> list[str]:
+    """A new key's limit given a maker's: the maker's if none is asked; refused if wider."""
+    if not makers:
+        return list(asked or [])
+    if not asked:
+        return list(makers)
+    wider = sorted(set(asked) - set(makers))
+    if wider:
+        raise ValidationError(
+            {field: f"Beyond the limits of the key making it: {', '.join(wider)}."}
+        )
+    return list(asked)
 
 
 @transaction.atomic

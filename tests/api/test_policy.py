@@ -309,3 +309,101 @@ def test_approval_authority_a_group(trio, assistant):
     carols = session(carol)
     assert [r["id"] for r in carols.get("/api/v1/runs").json()["results"]] == [approval.run_id]
     assert _decide(carols, approval).status_code == 200
+
+
+# -- found in review -------------------------------------------------------------------------
+def test_a_crew_managers_calls_follow_the_managers_approval_authority(trio):
+    boss = Agent.objects.create(
+        tenant=trio.acme, slug="boss", name="Boss", approval_deciders="admins",
+        approval_not_starter=True,
+    )  # fmt: skip
+    crew = Crew.objects.create(
+        tenant=trio.acme, slug="team", name="Team", mode="hierarchical", manager=boss
+    )
+    run = run_start(tenant=trio.acme, crew=crew, input="pay", initiated_by=trio.bob, enqueue=False)
+    Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
+    approval = Approval.objects.create(tenant=trio.acme, run=run, call_id="c1", tool_name="pay")
+    refused = _decide(session(trio.bob), approval)
+    assert refused.status_code == 403 and "other than" in refused.json()["error"]["message"]
+    carol = make_user("carol")
+    add_member(trio.acme, carol, Role.MEMBER)
+    assert _decide(session(carol), approval).status_code == 404  # not hers to see
+    assert _decide(session(trio.alice), approval).status_code == 200
+
+
+def test_a_key_made_by_a_limited_key_is_no_freer(trio):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    soon = timezone.now() + timedelta(hours=1)
+    maker, _ = key_client(
+        trio.acme, "admin", allowed_agents=["support"], allowed_tools=["calculator"],
+        expires_at=soon, role=Role.ADMIN,
+    )  # fmt: skip
+    made = maker.post("/api/v1/api-keys", {"name": "free", "scopes": ["admin"]}, format="json")
+    assert made.status_code == 201, made.content
+    from agentplatform.tenancy.models import ApiKey
+
+    key = ApiKey.objects.get(name="free")
+    assert key.allowed_agents == ["support"] and key.allowed_tools == ["calculator"]
+    assert key.expires_at == soon and key.role == Role.ADMIN
+    wider = maker.post(
+        "/api/v1/api-keys",
+        {"name": "wider", "scopes": ["run"], "allowed_tools": ["calculator", "current_time"]},
+        format="json",
+    )
+    assert wider.status_code == 400 and not ApiKey.objects.filter(name="wider").exists()
+    owner_ship = maker.post("/api/v1/members", {"username": "bob", "role": "owner"}, format="json")
+    assert owner_ship.status_code == 403
+
+
+def test_a_run_is_listed_once_however_big_its_agents_approval_group(trio, assistant):
+    group = TenantGroup.objects.create(
+        tenant=trio.acme, name="finance", group=Group.objects.create(name="1:finance")
+    )
+    for name in ("g1", "g2", "g3"):
+        user = make_user(name)
+        add_member(trio.acme, user, Role.MEMBER)
+        group.group.user_set.add(user)
+    assistant.approval_deciders, assistant.approval_group = "group", group
+    assistant.save()
+    run = run_start(tenant=trio.acme, agent=assistant, input="x", initiated_by=trio.bob)
+    listed = session(trio.bob).get("/api/v1/runs").json()["results"]
+    assert [r["id"] for r in listed] == [run.pk]
+
+
+def test_an_owner_starts_a_crew_with_an_inactive_member(trio, assistant):
+    idle = Agent.objects.create(tenant=trio.acme, slug="idle", name="Idle", active=False)
+    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
+    for position, agent in enumerate((assistant, idle)):
+        CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=position)
+    started = session(trio.alice).post(
+        "/api/v1/runs", {"crew": "team", "input": "go"}, format="json"
+    )
+    assert started.status_code == 201, started.content
+
+
+def test_a_removed_member_leaves_no_grant_or_group_behind(trio, payroll):
+    from agentplatform.tenancy.services import membership_remove
+    from agents.services import use_grants
+
+    carol_membership = payroll.tenant.memberships.get(user__username="carol")
+    carol = carol_membership.user
+    group = TenantGroup.objects.create(
+        tenant=trio.acme, name="finance", group=Group.objects.create(name="1:finance")
+    )
+    group.group.user_set.add(carol)
+    membership_remove(membership=carol_membership)
+    assert use_grants(tenant=trio.acme, target=payroll) == ([], [])
+    assert not group.group.user_set.exists()
+
+
+def test_an_idempotency_key_taken_meanwhile_by_another_is_refused(trio, assistant):
+    from agents.services import IdempotencyKeyReused
+
+    run_start(tenant=trio.acme, agent=assistant, input="x", initiated_by=trio.alice,
+              idempotency_key="k", enqueue=False)  # fmt: skip
+    with pytest.raises(IdempotencyKeyReused):
+        run_start(tenant=trio.acme, agent=assistant, input="x", initiated_by=trio.bob,
+                  idempotency_key="k", enqueue=False)  # fmt: skip

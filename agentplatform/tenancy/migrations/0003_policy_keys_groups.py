@@ -6,9 +6,12 @@ from django.db import migrations, models
 
 
 def keys_take_their_creators_role(apps, schema_editor):
-    """Existing keys act with their creator's current role (owner when made by a command)."""
+    """Existing keys act with their creator's current role. Keys with no creator (made by a
+    command, by another key, or whose creator is gone) get admin: before, none of them
+    had an owner's authority."""
     ApiKey = apps.get_model("tenancy", "ApiKey")
     Membership = apps.get_model("tenancy", "Membership")
+    ApiKey.objects.filter(created_by=None).update(role="admin")
     for key in ApiKey.objects.exclude(created_by=None):
         membership = Membership.objects.filter(tenant_id=key.tenant_id, user_id=key.created_by_id)
         role = membership.values_list("role", flat=True).first() or "viewer"
