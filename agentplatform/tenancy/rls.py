@@ -74,10 +74,6 @@ def assume_app_role() -> None:
     _app_role = settings.DB_APP_ROLE
 
 
-def app_role() -> str | None:
-    return _app_role
-
-
 def policy_sql(table: str) -> list[str]:
     """The statements putting `table` behind the tenant policy (idempotent)."""
     return [
@@ -177,6 +173,8 @@ def _sync(raw: psycopg.Connection) -> None:
         params.append(wanted[1])
     # Session-level: Django runs in autocommit, where a SET LOCAL would last one statement.
     # Made inside a transaction, a rollback undoes it: tentative until the transaction ends.
+    # (A savepoint is created by a query, so what was wanted before it is set before it; the
+    # scopes nest, so a rollback to it restores what the enclosing scope set.)
     _state[raw] = (_UNKNOWN, False)
     with raw.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts), params)
