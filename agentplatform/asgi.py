@@ -15,6 +15,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 os.environ.setdefault("DB_CONN_MAX_AGE", "0")
 django.setup(set_prefix=False)
 
+from agentplatform.tenancy import rls  # noqa: E402 (after setup)
+
+rls.assume_app_role()  # a web process: the tenant policies apply to its queries
+
 from agentplatform.asgi_handler import StreamingASGIHandler  # noqa: E402 (after setup)
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 

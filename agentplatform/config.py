@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -72,6 +73,15 @@ def database_from_url(name: str, url: str) -> dict:
         raise ImproperlyConfigured(f"{name} names no database (postgres://user@host/<database>).")
     config["ENGINE"] = "django.db.backends.postgresql"
     return config
+
+
+def sql_identifier(name: str, value: str) -> str:
+    """A PostgreSQL role name we put into SQL unquoted: lowercase letters, digits, `_`."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a plain role name (lowercase letters, digits and _)."
+        )
+    return value
 
 
 def redis_url(name: str, url: str) -> str:

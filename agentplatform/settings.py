@@ -57,6 +57,14 @@ else:
 
 REDIS_URL = _redis_url or embedded.redis(DATA_DIR)
 
+# Row-level security (agentplatform/tenancy/rls.py): the web and worker processes assume
+# DB_APP_ROLE (neither superuser nor owner: the tenant policies apply to it); migrations and
+# management commands stay the connecting (owner) role.
+DB_ROW_LEVEL_SECURITY = config.env_bool("DB_ROW_LEVEL_SECURITY", default=True)
+DB_APP_ROLE = config.sql_identifier(
+    "DB_APP_ROLE", config.env_str("DB_APP_ROLE", "agentplatform_app")
+)
+
 EGRESS_ALLOWLIST = config.egress_allowlist(
     "EGRESS_ALLOWLIST", config.env_list("EGRESS_ALLOWLIST", [])
 )

@@ -7,3 +7,14 @@ from celery import shared_task
 def ping() -> str:
     """Proves a worker consumes the queue; /healthz and the tests call it."""
     return "pong"
+
+
+@shared_task(name="agentplatform.database_role")
+def database_role() -> str:
+    """The role this worker's queries run as: the app role when row-level security is on
+    (tests/tenancy/test_rls.py asks)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        return cursor.fetchone()[0]

@@ -25,6 +25,7 @@ from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from agentplatform.tenancy import rls
 from agents.events import EventConflict, RunEventSink, publisher
 from agents.facts import DjangoFactStore
 from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run, RunEvent
@@ -117,7 +118,19 @@ def execute_run(run_id: int) -> str:
 
 
 async def execute_run_async(run_id: int) -> str:
-    """As execute_run, inside an event loop (crews run their members this way)."""
+    """As execute_run, inside an event loop (crews run their members this way). In the
+    tenant of the caller's scope (a request's, a crew's: another tenant's run is not
+    claimable there); a worker's task has none and looks the run's tenant up (one query)."""
+    if rls.current().tenant_ids:
+        return await _execute_run(run_id)
+    tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
+    if tenant_id is None:
+        return "not claimable"
+    with rls.tenant_scope(tenant_id):
+        return await _execute_run(run_id)
+
+
+async def _execute_run(run_id: int) -> str:
     owner = uuid.uuid4().hex
     run = await sync_to_async(claim)(run_id, owner)
     if run is None:

@@ -285,7 +285,13 @@ _groups: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
 
 
 def _connection_params() -> dict[str, Any]:
-    """Django's parameters for its default database, without its sync cursor and adapters."""
+    """Django's parameters for its default database, without its sync cursor and adapters.
+
+    Without Django's `assume_role` either: this connection writes as the owner role, outside
+    row-level security, because one batch holds the calls of several tenants (one statement
+    per tenant, or a setting per batch, would undo the grouping this module is for). What
+    it writes is not chosen by a caller: each record's tenant is its authenticated API
+    key's (agents.tool_runs builds it), and the events take their run's tenant."""
     params = connections["default"].get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)

@@ -5,6 +5,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.db.models.functions import Now
 
+from agentplatform.tenancy import rls
 from agents.execution import execute_run_async, lease_seconds
 from agents.models import Run
 from agents.runtime.spec import RunStatus
@@ -22,6 +23,11 @@ def sweep_stale_runs() -> int:
     """Ask again for runs whose worker died: running under an expired lease, or queued for
     longer than two leases (the worker that took the message died before claiming it).
     Each queued run is asked for at most once per two leases, so a backlog is not flooded."""
+    with rls.owner():  # the runs of every tenant
+        return _sweep_stale_runs()
+
+
+def _sweep_stale_runs() -> int:
     grace = timedelta(seconds=2 * lease_seconds())
     stale = list(
         Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=Now()).values_list(

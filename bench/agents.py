@@ -46,6 +46,10 @@ thread, which overlap the model and tool calls), and unit costs in isolation (an
 with and without its own transaction, a tool round's rows as 8 statements vs as RunWriter
 writes them, an SSL context, a guarded client with a new or a shared one, the thread hops).
 
+Row-level security: this process assumes the app role and acts for the bench tenant, as a
+web process serving that tenant's request would; the worker as workers do.
+`DB_ROW_LEVEL_SECURITY=false` runs every side as the owner instead, for a comparison.
+
 The machine may be shared (2 cores here): the load average at start and end goes into the
 JSON, and the figures move with it; the interleaving keeps the sides comparable.
 """
@@ -987,11 +991,18 @@ def main() -> None:
     import django
     from django.conf import settings
 
+    from agentplatform.tenancy import rls
+
+    # This process measures what a web process does (the inline side): the app role and the
+    # bench tenant's scope, as a request has, unless DB_ROW_LEVEL_SECURITY=false.
+    rls.assume_app_role()
     server = RemoteServer()
     worker: Child | None = None
     sides: Sides | None = None
     try:
-        fixture = create_fixture(server)
+        with rls.owner():  # the fixture, as the migrating operator would make it
+            fixture = create_fixture(server)
+        rls.set_request_tenants([fixture.tenant.pk])
         sides = Sides(fixture, server, BareLoop(server.openai_base_url, fixture.system))
         differences = [
             d for d in check_requests(sides) if d.split(":")[0] not in ("stream", "stream_options")

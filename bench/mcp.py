@@ -17,7 +17,8 @@ Load: CALLERS concurrent clients (each `streamable_http_client` + `ClientSession
 once), each calling in a loop for ROUND_S seconds; ROUNDS rounds per side, interleaved
 (bare, platform, bare, platform...). Figures: calls/s (median of the rounds), per-call
 latency p50/p99 over all rounds, errors, and the throughput ratio platform / bare (target:
-at least 0.7).
+at least 0.7). The platform's server assumes the app role (row-level security on) unless
+DB_ROW_LEVEL_SECURITY=false is set, for a comparison.
 """
 
 from __future__ import annotations

@@ -102,6 +102,43 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     worker.wait(15)
 
 
+@pytest.fixture(autouse=True)
+def _requests_as_the_app_role(monkeypatch):
+    """Requests through Django's test clients run as the app role, as in the web process,
+    so in-process tests meet the tenant policies too; the rest of a test (its fixtures,
+    which write rows of several tenants, and its checks) stays the owner."""
+    if not settings.DB_ROW_LEVEL_SECURITY:
+        return
+    from django.test.client import AsyncClientHandler, ClientHandler
+
+    from agentplatform.tenancy import rls
+
+    def as_app_role(call):
+        def handle(self, *args, **kwargs):
+            monkeypatch.setattr(rls, "_app_role", settings.DB_APP_ROLE)
+            try:
+                return call(self, *args, **kwargs)
+            finally:
+                monkeypatch.setattr(rls, "_app_role", None)
+
+        return handle
+
+    def as_app_role_async(call):
+        async def handle(self, *args, **kwargs):
+            monkeypatch.setattr(rls, "_app_role", settings.DB_APP_ROLE)
+            try:
+                return await call(self, *args, **kwargs)
+            finally:
+                monkeypatch.setattr(rls, "_app_role", None)
+
+        return handle
+
+    monkeypatch.setattr(ClientHandler, "__call__", as_app_role(ClientHandler.__call__))
+    monkeypatch.setattr(
+        AsyncClientHandler, "__call__", as_app_role_async(AsyncClientHandler.__call__)
+    )
+
+
 @pytest.fixture
 def connection(trio, provider_server, settings):
     """acme's default connection: OpenAI pointed at the local provider server."""

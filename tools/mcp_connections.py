@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from agentplatform.tenancy import rls
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import (
@@ -107,7 +108,10 @@ def mcp_connections_refresh_due(now: datetime | None = None) -> dict[str, int]:
     """Refresh every due connection, one after another (each bounded by its timeout).
     Returns how many ended ok and unavailable."""
     counts = {"ok": 0, "unavailable": 0}
-    for connection in mcp_connections_due(now).order_by("last_refreshed_at", "pk"):
-        refreshed = mcp_connection_refresh(connection)
+    with rls.owner():  # the due connections of every tenant; each refreshed in its own
+        due = list(mcp_connections_due(now).order_by("last_refreshed_at", "pk"))
+    for connection in due:
+        with rls.tenant_scope(connection.tenant_id):
+            refreshed = mcp_connection_refresh(connection)
         counts["ok" if refreshed.status == McpStatus.OK else "unavailable"] += 1
     return counts

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from rest_framework.permissions import BasePermission
 
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.access import membership_for
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import Tenant
@@ -33,6 +34,7 @@ def request_tenant(request) -> Tenant:
         membership = membership_for(user, slug)
         request._api_membership = membership
         tenant = membership.tenant
+    rls.set_request_tenants([tenant.pk])
     request._api_tenant = tenant
     return tenant
 

@@ -25,6 +25,7 @@ from mcp_types import Tool as MCPTool
 
 from agentplatform.api.openai_compat import Ending, follow_run
 from agentplatform.mcp.auth import caller
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal
 from agents.events import stream_read
@@ -76,7 +77,8 @@ class TenantMCPServer(MCPServer):
     async def list_tools(self) -> list[MCPTool]:
         principal = caller(Action.READ_CONFIG)
         try:
-            tools = await stream_read(tenant_catalog)(principal.tenant.pk)
+            with rls.tenant_scope(principal.tenant.pk):  # every database read of this call
+                tools = await stream_read(tenant_catalog)(principal.tenant.pk)
         except Exception:  # the SDK would send the exception's text to the caller
             logger.exception("MCP tools/list failed (tenant %s)", principal.tenant.pk)
             raise MCPError(INTERNAL_ERROR, "The tool list is unavailable; try again.") from None
@@ -90,6 +92,12 @@ class TenantMCPServer(MCPServer):
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
         key = principal.api_key
+        with rls.tenant_scope(key.tenant_id):  # every database read and write of this call
+            return await self._dispatch(principal, key, name, arguments)
+
+    async def _dispatch(
+        self, principal: Principal, key: ApiKey, name: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
         try:
             if not principal.may_execute_tool(name):  # a key limited to other tools
                 if name.startswith(ASK_PREFIX):

@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.http import Http404
 
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import ADMIN_ROLES, Membership, Role, Tenant
 
 M = TypeVar("M", bound=models.Model)
@@ -22,31 +23,35 @@ def membership_for(user: AbstractBaseUser | AnonymousUser, tenant_slug: str) -> 
     """The user's membership in the active tenant `tenant_slug`; 404 when there is none."""
     if not user.is_authenticated:
         raise Http404("No such tenant.")
-    membership = (
-        Membership.objects.select_related("tenant")
-        .filter(user=user, tenant__slug=tenant_slug, tenant__active=True)
-        .first()
-    )
+    with rls.owner():  # finds the tenant: keyed by the signed-in user, across tenants
+        membership = (
+            Membership.objects.select_related("tenant")
+            .filter(user=user, tenant__slug=tenant_slug, tenant__active=True)
+            .first()
+        )
     if membership is None:
         raise Http404("No such tenant.")
     return membership
 
 
-def tenants_for(user: AbstractBaseUser | AnonymousUser) -> models.QuerySet[Tenant]:
+def tenants_for(user: AbstractBaseUser | AnonymousUser) -> list[Tenant]:
+    """The active tenants `user` belongs to (the tenant picker). One query."""
     if not user.is_authenticated:
-        return Tenant.objects.none()
-    return Tenant.objects.filter(memberships__user=user, active=True).order_by("name")
+        return []
+    with rls.owner():  # the user's memberships in every tenant: keyed by the user
+        return list(Tenant.objects.filter(memberships__user=user, active=True).order_by("name"))
 
 
 def administered_tenant_ids(user: AbstractBaseUser | AnonymousUser) -> set[int]:
     """Ids of active tenants where `user` is owner or admin. One query."""
     if not user.is_authenticated:
         return set()
-    return set(
-        Membership.objects.filter(user=user, role__in=ADMIN_ROLES, tenant__active=True).values_list(
-            "tenant_id", flat=True
+    with rls.owner():  # the user's memberships in every tenant: keyed by the user
+        return set(
+            Membership.objects.filter(
+                user=user, role__in=ADMIN_ROLES, tenant__active=True
+            ).values_list("tenant_id", flat=True)
         )
-    )
 
 
 def require_role(membership: Membership, role: str) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.access import administered_tenant_ids
 from agentplatform.tenancy.sign_in import AdminSignInForm, with_throttle_status
 
@@ -28,4 +29,10 @@ class PlatformAdminSite(admin.AdminSite):
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
-        return user.is_superuser or bool(admin_tenant_ids(request))
+        if user.is_superuser:
+            rls.set_request_owner()  # the platform's operator sees every tenant
+            return True
+        ids = admin_tenant_ids(request)
+        # A tenant admin's changelists span the tenants they administer: all of them.
+        rls.set_request_tenants(ids)
+        return bool(ids)

@@ -20,6 +20,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from agentplatform import versions
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import ApiKey, Tenant
 
 KEY_MARK = "ap"
@@ -62,12 +63,14 @@ def find_usable_key(full_key: str) -> ApiKey | None:
     if prefix is None:
         return None
     version = keys_version()  # before the read: a change during it makes this entry stale
-    key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    with rls.owner():  # finds the tenant: keyed by the key's prefix, then its secret
+        key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
     if key is None or not hmac.compare_digest(key.secret_hash, hash_key(full_key)):
         return None
     if not key.is_usable:
         return None
-    _touch(key)
+    with rls.tenant_scope(key.tenant_id):
+        _touch(key)
     _remember(full_key, key, version)
     return key
 

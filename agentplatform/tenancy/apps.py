@@ -7,7 +7,12 @@ class TenancyConfig(AppConfig):
     verbose_name = "Tenancy"
 
     def ready(self) -> None:
+        from django.core.signals import request_started
+
         from agentplatform.tenancy import (  # noqa: F401 (they connect signal receivers)
             api_keys,
             audit_receivers,
+            rls,
         )
+
+        request_started.connect(rls.clear_request, dispatch_uid="rls.clear_request")

@@ -9,28 +9,31 @@ from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from agentplatform.tenancy import audit
+from agentplatform.tenancy import audit, rls
 from agentplatform.tenancy.models import AuditAction, Tenant
 
 
 def _active_tenant_ids(user) -> list[int]:
-    return list(
-        user.memberships.filter(tenant__active=True)
-        .order_by("tenant_id")
-        .values_list("tenant_id", flat=True)
-    )
+    with rls.owner():  # a sign-in is recorded in each of the user's tenants: keyed by the user
+        return list(
+            user.memberships.filter(tenant__active=True)
+            .order_by("tenant_id")
+            .values_list("tenant_id", flat=True)
+        )
 
 
 @receiver(user_logged_in)
 def _signed_in(sender, request, user, **kwargs) -> None:
-    for tenant_id in _active_tenant_ids(user):
-        audit.record(
-            tenant=tenant_id,
-            action=AuditAction.SIGNIN_SUCCEEDED,
-            actor=user,
-            obj=user,
-            request=request,
-        )
+    tenant_ids = _active_tenant_ids(user)
+    with rls.tenant_scope(*tenant_ids):  # before any tenant is chosen
+        for tenant_id in tenant_ids:
+            audit.record(
+                tenant=tenant_id,
+                action=AuditAction.SIGNIN_SUCCEEDED,
+                actor=user,
+                obj=user,
+                request=request,
+            )
 
 
 @receiver(user_login_failed)
@@ -44,14 +47,16 @@ def _sign_in_failed(sender, credentials, request=None, **kwargs) -> None:
     user = User._default_manager.filter(**{User.USERNAME_FIELD: name}).first()
     if user is None:
         return
-    for tenant_id in _active_tenant_ids(user):
-        audit.record(
-            tenant=tenant_id,
-            action=AuditAction.SIGNIN_FAILED,
-            actor=f"{audit.text(name, 150)} (not signed in)",
-            obj=user,
-            request=request,
-        )
+    tenant_ids = _active_tenant_ids(user)
+    with rls.tenant_scope(*tenant_ids):  # before any tenant is chosen
+        for tenant_id in tenant_ids:
+            audit.record(
+                tenant=tenant_id,
+                action=AuditAction.SIGNIN_FAILED,
+                actor=f"{audit.text(name, 150)} (not signed in)",
+                obj=user,
+                request=request,
+            )
 
 
 @receiver(post_save, sender=UserObjectPermission)

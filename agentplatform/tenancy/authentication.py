@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rest_framework import authentication, exceptions
 
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.api_keys import find_usable_key
 from agentplatform.tenancy.models import ApiKey, Tenant
 
@@ -49,6 +50,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = find_usable_key(token)
         if key is None:
             raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
+        rls.set_request_tenants([key.tenant_id])  # the REST API and /v1 act for its tenant
         return ApiClient(api_key=key), key
 
     def authenticate_header(self, request) -> str:

@@ -13,6 +13,7 @@ from functools import wraps
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.access import membership_for
 from agentplatform.tenancy.policy import Action, Principal
 
@@ -32,6 +33,7 @@ def tenant_member_required(action: Action = Action.READ_DATA) -> Callable:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             membership = membership_for(request.user, tenant_slug)
+            rls.set_request_tenants([membership.tenant_id])
             principal = Principal.of_membership(membership, request.user)
             principal.require(action)
             request.tenant = membership.tenant

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from guardian.conf import settings as guardian_settings
 
-from agentplatform.tenancy import api_keys, audit
+from agentplatform.tenancy import api_keys, audit, rls
 from agentplatform.tenancy.models import (
     ApiKey,
     AuditAction,
@@ -354,11 +354,12 @@ def invitation_mail(*, invitation: Invitation, accept_url: str) -> None:
 def invitation_for_token(token: str, user: AbstractUser) -> Invitation:
     """The pending invitation behind `token`, addressed to `user`; InvitationRefused
     otherwise. One query."""
-    invitation = (
-        Invitation.objects.select_related("tenant", "invited_by")
-        .filter(token_hash=_token_hash(token or ""))
-        .first()
-    )
+    with rls.owner():  # finds the tenant: keyed by the token's hash
+        invitation = (
+            Invitation.objects.select_related("tenant", "invited_by")
+            .filter(token_hash=_token_hash(token or ""))
+            .first()
+        )
     if invitation is None or not invitation.tenant.active:
         raise InvitationRefused(INVITATION_UNKNOWN, status=404)
     if not _addressed_to(invitation, user):
@@ -381,6 +382,11 @@ def invitation_accept(*, token: str, user: AbstractUser) -> Membership:
     joining rules apply with the inviter's authority; an owner invitation needs an
     inviter who is still an owner."""
     invitation = invitation_for_token(token, user)
+    with rls.tenant_scope(invitation.tenant_id):
+        return _invitation_accept(invitation, token, user)
+
+
+def _invitation_accept(invitation: Invitation, token: str, user: AbstractUser) -> Membership:
     invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
     invitation_for_token(token, user)  # again, under the lock: two tabs accept once
     membership = Membership.objects.filter(tenant=invitation.tenant, user=user).first()
@@ -410,10 +416,11 @@ def invitation_accept(*, token: str, user: AbstractUser) -> Membership:
 @transaction.atomic
 def invitation_decline(*, token: str, user: AbstractUser) -> Invitation:
     invitation = invitation_for_token(token, user)
-    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
-    invitation_for_token(token, user)
-    invitation.declined_at = timezone.now()
-    invitation.save(update_fields=["declined_at"])
+    with rls.tenant_scope(invitation.tenant_id):
+        invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+        invitation_for_token(token, user)
+        invitation.declined_at = timezone.now()
+        invitation.save(update_fields=["declined_at"])
     return invitation
 
 

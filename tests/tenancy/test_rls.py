@@ -1,0 +1,262 @@
+"""Row-level security, the second wall (agentplatform/tenancy/rls.py), tested with raw SQL
+as the app role, and the processes' roles.
+
+The pytest process itself connects as the owner (its fixtures write rows of several
+tenants); the tests here take the app role inside their transaction with SET LOCAL ROLE,
+and the web and worker subprocesses assume it as in production.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+from django.apps import apps
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.utils import ProgrammingError
+
+from agentplatform.embedded import postgres_url
+from agentplatform.tenancy import rls
+from agentplatform.tenancy.models import Tenant
+from agents.models import Agent
+from tests.conftest import ROOT, subprocess_env
+
+ROLE = settings.DB_APP_ROLE
+
+
+def tenant_tables() -> set[str]:
+    return {
+        model._meta.db_table
+        for model in apps.get_models()
+        if any(
+            field.name == "tenant" and field.many_to_one and field.related_model is Tenant
+            for field in model._meta.get_fields()
+        )
+    }
+
+
+@pytest.fixture
+def agents(trio):
+    Agent.objects.create(tenant=trio.acme, slug="a", name="Acme's")
+    Agent.objects.create(tenant=trio.globex, slug="g", name="Globex's")
+    return trio
+
+
+def as_app_role(cursor, tenant_ids: str | None) -> None:
+    """This transaction as the app role, acting for `tenant_ids` (an array literal)."""
+    cursor.execute(f"SET LOCAL ROLE {ROLE}")
+    if tenant_ids is not None:
+        cursor.execute("SELECT set_config('app.tenant_ids', %s, true)", [tenant_ids])
+
+
+def visible_slugs(cursor) -> set[str]:
+    cursor.execute("SELECT slug FROM agents_agent")
+    return {row[0] for row in cursor.fetchall()}
+
+
+def test_the_tenant_setting_shows_that_tenants_rows_only(agents):
+    with connection.cursor() as cursor:
+        as_app_role(cursor, f"{{{agents.acme.pk}}}")
+        assert visible_slugs(cursor) == {"a"}
+        cursor.execute("SELECT count(*) FROM agents_agent WHERE tenant_id = %s", [agents.globex.pk])
+        assert cursor.fetchone()[0] == 0
+
+
+def test_unset_or_empty_shows_nothing(agents):
+    with connection.cursor() as cursor:
+        as_app_role(cursor, None)
+        assert visible_slugs(cursor) == set()
+        cursor.execute("SELECT set_config('app.tenant_ids', '', true)")
+        assert visible_slugs(cursor) == set()
+
+
+def test_several_tenants_for_an_admin_of_both(agents):
+    with connection.cursor() as cursor:
+        as_app_role(cursor, f"{{{agents.acme.pk},{agents.globex.pk}}}")
+        assert visible_slugs(cursor) == {"a", "g"}
+
+
+def test_inserting_another_tenants_row_fails(agents):
+    columns = ", ".join(
+        f.column for f in Agent._meta.concrete_fields if f.column not in ("id", "tenant_id", "slug")
+    )
+    with connection.cursor() as cursor:
+        as_app_role(cursor, f"{{{agents.acme.pk}}}")
+        with pytest.raises(ProgrammingError, match="row-level security"), transaction.atomic():
+            cursor.execute(
+                f"INSERT INTO agents_agent (tenant_id, slug, {columns}) "  # noqa: S608
+                f"SELECT %s, 'x', {columns} FROM agents_agent",
+                [agents.globex.pk],
+            )
+        cursor.execute(
+            f"INSERT INTO agents_agent (tenant_id, slug, {columns}) "  # noqa: S608
+            f"SELECT %s, 'x', {columns} FROM agents_agent",
+            [agents.acme.pk],
+        )
+        assert cursor.rowcount == 1  # its own tenant's: allowed
+
+
+def test_moving_a_row_to_another_tenant_fails_and_theirs_cannot_be_touched(agents):
+    with connection.cursor() as cursor:
+        as_app_role(cursor, f"{{{agents.acme.pk}}}")
+        with pytest.raises(ProgrammingError, match="row-level security"), transaction.atomic():
+            cursor.execute("UPDATE agents_agent SET tenant_id = %s", [agents.globex.pk])
+        cursor.execute("UPDATE agents_agent SET name = 'mine' WHERE slug = 'g'")
+        assert cursor.rowcount == 0
+        cursor.execute("DELETE FROM agents_agent WHERE slug = 'g'")
+        assert cursor.rowcount == 0
+        cursor.execute("RESET ROLE")
+    assert Agent.objects.get(slug="g").name == "Globex's"
+
+
+def test_every_tenant_owned_table_has_the_policy(db):
+    tables = tenant_tables()
+    assert {"agents_run", "tenancy_membership", "rag_chunk", "scoping_project"} <= tables
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_policies p ON p.tablename = c.relname "
+            "WHERE c.relrowsecurity AND p.policyname = %s AND p.qual LIKE %s "
+            "AND p.with_check LIKE %s",
+            [rls.POLICY_NAME, "%app.tenant_ids%", "%app.tenant_ids%"],
+        )
+        protected = {row[0] for row in cursor.fetchall()}
+    assert tables - protected == set(), "tenant tables without the policy (see rls.policy_sql)"
+
+
+def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing(db):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = %s", [ROLE]
+        )
+        assert cursor.fetchone() == (False, False, False)
+        cursor.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = %s",
+            [ROLE],
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_tenant_scope_and_owner_set_this_connection(agents, monkeypatch):
+    """The module on Django's own connection, in this (owner) process made to assume the
+    app role: a scope shows its tenant's rows, no scope none, owner() all."""
+    monkeypatch.setattr(rls, "_app_role", ROLE)
+    connection.ensure_connection()
+    monkeypatch.setitem(rls._state, connection.connection, ((None, ""), True))  # as it is
+    try:
+        assert set(Agent.objects.values_list("slug", flat=True)) == set()
+        with rls.tenant_scope(agents.globex.pk):
+            assert set(Agent.objects.values_list("slug", flat=True)) == {"g"}
+            with rls.owner():
+                assert set(Agent.objects.values_list("slug", flat=True)) == {"a", "g"}
+            assert Agent.objects.filter(tenant=agents.acme).count() == 0
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_user, current_setting('app.tenant_ids', true)")
+            assert cursor.fetchone() == (ROLE, "")
+    finally:
+        with rls.owner(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1")  # back to the owner for the rest of the test
+
+
+def test_tenant_id_of_reads_as_owner(agents, monkeypatch):
+    agent = Agent.objects.get(slug="g")
+    monkeypatch.setattr(rls, "_app_role", ROLE)
+    connection.ensure_connection()
+    monkeypatch.setitem(rls._state, connection.connection, ((None, ""), True))
+    with rls.tenant_scope(agents.acme.pk):
+        assert rls.tenant_id_of(Agent, agent.pk) == agents.globex.pk
+        assert not Agent.objects.filter(pk=agent.pk).exists()
+    with rls.owner(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+WHO_AM_I = """
+import {module}
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("SELECT current_user, session_user")
+    print(*cursor.fetchone())
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("module", ["agentplatform.asgi", "agentplatform.wsgi"])
+def test_web_processes_run_as_the_app_role(module):
+    output = subprocess.run(
+        [sys.executable, "-c", WHO_AM_I.format(module=module)],
+        env=subprocess_env(settings.DATABASES["default"]["NAME"]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    assert output[0] == ROLE
+    assert output[1] != ROLE  # connected as the owner, then SET ROLE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_runs_as_the_app_role(celery_worker_process):
+    from agentplatform.tasks import database_role
+
+    assert database_role.delay().get(timeout=20) == ROLE
+
+
+def test_a_management_command_runs_as_the_owner(db):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user = session_user")
+        assert cursor.fetchone()[0] is True
+
+
+def owner_sql(statement: str) -> None:
+    """As this session's (superuser) owner, outside any transaction."""
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=db["HOST"], user=db["USER"], dbname=db["NAME"], autocommit=True
+    ) as admin:
+        admin.execute(statement)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run():
+    """As on an external PostgreSQL: the migrating user owns its database but may not create
+    roles. migrate stops and names the SQL; once an administrator has run it, migrate
+    succeeds and the web process assumes the role."""
+    suffix = uuid.uuid4().hex[:8]
+    user, role, name = f"ext_owner_{suffix}", f"ext_app_{suffix}", f"ext_db_{suffix}"
+    db = settings.DATABASES["default"]
+    owner_sql(f"CREATE ROLE {user} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB")
+    owner_sql(f"CREATE DATABASE {name} OWNER {user}")
+    try:
+        with psycopg.connect(host=db["HOST"], user=db["USER"], dbname=name, autocommit=True) as c:
+            c.execute("CREATE EXTENSION vector")  # a superuser's job on a managed database too
+        env = {
+            **subprocess_env(),
+            "DATABASE_URL": postgres_url({**db, "USER": user, "NAME": name}),
+            "DB_APP_ROLE": role,
+        }
+        migrate = [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"]
+        refused = subprocess.run(migrate, env=env, cwd=ROOT, capture_output=True, text=True)
+        assert refused.returncode != 0
+        assert f"CREATE ROLE {role} NOLOGIN;" in refused.stderr
+        assert f"GRANT {role} TO {user};" in refused.stderr
+
+        owner_sql(f"CREATE ROLE {role} NOLOGIN")
+        owner_sql(f"GRANT {role} TO {user}")
+        subprocess.run(migrate, env=env, cwd=ROOT, check=True, capture_output=True, timeout=300)
+        who = subprocess.run(
+            [sys.executable, "-c", WHO_AM_I.format(module="agentplatform.asgi")],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert who == [role, user]
+    finally:
+        owner_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        owner_sql(f"DROP ROLE IF EXISTS {role}")
+        owner_sql(f"DROP ROLE IF EXISTS {user}")
