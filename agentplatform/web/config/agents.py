@@ -93,6 +93,10 @@ class AgentForm(PlainLabels, forms.ModelForm):
             "instructions": forms.Textarea(attrs={"rows": 6}),
         }
         help_texts = {"slug": "Lowercase letters, digits, _ and -; used in URLs and the API."}
+        labels = {
+            "approval_deciders": "Who decides its approvals",
+            "approval_not_starter": "Never the run's starter",
+        }
 
     def __init__(self, *args: Any, tenant: Tenant, registry: ToolRegistry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
