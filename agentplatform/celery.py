@@ -19,3 +19,26 @@ def _assume_app_role(**kwargs) -> None:
     from agentplatform.tenancy import rls
 
     rls.assume_app_role()
+
+
+@signals.worker_process_init.connect
+def _keep_the_connection_pool(**kwargs) -> None:
+    """Celery's Django fixup closes a prefork process's whole connection pool before and
+    after every task. Runs outlive their task here (agents.worker_runs executes them on the
+    process's event loop after the task returned), and a pool closed under them fails their
+    queries; so a task only gives its own connections back, as a request does."""
+    from celery.fixups.django import DjangoFixup
+
+    for fixup in app._fixups or ():
+        if isinstance(fixup, DjangoFixup):
+            signals.task_prerun.disconnect(fixup.worker_fixup.on_task_prerun)
+            signals.task_postrun.disconnect(fixup.worker_fixup.on_task_postrun)
+    signals.task_prerun.connect(_give_connections_back, weak=False)
+    signals.task_postrun.connect(_give_connections_back, weak=False)
+
+
+def _give_connections_back(**kwargs) -> None:
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        connection.close()

@@ -209,6 +209,19 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Three queues, so no kind of work waits behind another (docs/operations.md): agent runs
+# (interactive: each worker process holds up to RUN_CONCURRENCY of them at once), batch work
+# (ingestion, evaluations) and housekeeping (the stale-run sweeper, MCP refreshes).
+CELERY_QUEUE_PREFIX = config.env_str("CELERY_QUEUE_PREFIX", "") or ""
+RUNS_QUEUE = CELERY_QUEUE_PREFIX + "runs"
+BATCH_QUEUE = CELERY_QUEUE_PREFIX + "batch"
+HOUSEKEEPING_QUEUE = CELERY_QUEUE_PREFIX + "housekeeping"
+CELERY_TASK_DEFAULT_QUEUE = RUNS_QUEUE
+CELERY_TASK_ROUTES = {
+    "rag.*": {"queue": BATCH_QUEUE},
+    "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
+    "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
+}
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {"task": "agents.sweep_stale_runs", "schedule": 15.0},
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
@@ -216,6 +229,14 @@ CELERY_BEAT_SCHEDULE = {
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
+# Runs one worker process executes at once on its event loop (agents/worker_runs.py): a run
+# waiting for a model costs a coroutine and its state, not a process.
+RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
+# Threads (each with one pooled database connection) that a worker process's runs share for
+# their statements; keep it below DB_POOL_MAX_SIZE.
+RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 6, minimum=1)
+# On a warm shutdown, how long a worker lets its runs finish before handing them over.
+RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
 
 REST_FRAMEWORK = {

@@ -17,6 +17,7 @@ class AgentsConfig(AppConfig):
         from django.db.models.signals import post_delete
 
         from agentplatform.tenancy.models import Membership
+        from agents import tasks  # noqa: F401  (sends queued runs to the workers)
 
         post_delete.connect(_member_left, sender=Membership, dispatch_uid="agents-member-left")
 

@@ -43,6 +43,7 @@ from agents.runtime.loop import agent_registry
 from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
+from agents.signals import request_execution
 from agents.specs import agent_spec, conversation_history
 from agents.tool_runs import execute_tool_run
 from agents.tool_sources import with_agent_tools
@@ -117,21 +118,39 @@ def execute_run(run_id: int) -> str:
     return async_to_sync(execute_run_async)(run_id)
 
 
-async def execute_run_async(run_id: int) -> str:
-    """As execute_run, inside an event loop (crews run their members this way). In the
-    tenant of the caller's scope (a request's, a crew's: another tenant's run is not
-    claimable there); a worker's task has none and looks the run's tenant up (one query)."""
+async def execute_run_async(run_id: int, *, owner: str | None = None) -> str:
+    """As execute_run, inside an event loop (crews run their members this way; a worker
+    holds many at once, agents.worker_runs). In the tenant of the caller's scope (a
+    request's, a crew's: another tenant's run is not claimable there); a worker has none
+    and looks the run's tenant up (one query). `owner` names the lease holder."""
+    owner = owner or uuid.uuid4().hex
     if rls.current().tenant_ids:
-        return await _execute_run(run_id)
+        return await _execute_run(run_id, owner)
     tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
     if tenant_id is None:
         return "not claimable"
     with rls.tenant_scope(tenant_id):
-        return await _execute_run(run_id)
+        return await _execute_run(run_id, owner)
 
 
-async def _execute_run(run_id: int) -> str:
-    owner = uuid.uuid4().hex
+def hand_over(owners: list[str]) -> list[int]:
+    """Runs leased by `owners` (a worker stopping) become claimable now and are queued
+    again, instead of waiting for their leases to expire."""
+    with rls.owner():  # the runs of every tenant
+        released = list(
+            Run.objects.filter(lease_owner__in=owners, status=RunStatus.RUNNING).values_list(
+                "pk", flat=True
+            )
+        )
+        Run.objects.filter(pk__in=released, lease_owner__in=owners).update(
+            lease_owner="", lease_expires_at=Now()
+        )
+    for run_id in released:
+        request_execution(run_id)
+    return released
+
+
+async def _execute_run(run_id: int, owner: str) -> str:
     run = await sync_to_async(claim)(run_id, owner)
     if run is None:
         return "not claimable"
@@ -194,10 +213,11 @@ async def _renew_lease(run_id: int, owner: str, worker: asyncio.Task | None) -> 
 
 
 def _cancel_check(run: Run):
-    redis = publisher()
+    exists = sync_to_async(publisher().exists)  # on the run's lane: the loop never blocks
+    key = cancel_key(run)
 
     async def is_cancelled() -> bool:
-        return bool(redis.exists(cancel_key(run)))
+        return bool(await exists(key))
 
     return is_cancelled
 
@@ -512,7 +532,7 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
             status=RunStatus.QUEUED, queued_at=Now()
         )
         if woke:
-            transaction.on_commit(lambda: _enqueue(run.parent_id))
+            transaction.on_commit(lambda: request_execution(run.parent_id))
     if message:
         Message.objects.create(
             tenant_id=run.tenant_id,
@@ -521,9 +541,3 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
             content=outcome.output or outcome.error,
             run_id=run.pk,
         )
-
-
-def _enqueue(run_id: int) -> None:
-    from agents.tasks import execute_run_task
-
-    execute_run_task.delay(run_id)

@@ -44,6 +44,7 @@ from agents.models import (
     Run,
 )
 from agents.runtime.spec import TERMINAL, RunStatus
+from agents.signals import request_execution
 
 Initiator = AbstractBaseUser | ApiKey | None
 MAX_INPUT_CHARS = 100_000
@@ -153,7 +154,7 @@ def run_start(
             if api_key is not None:
                 audit.record_run_started(run, api_key)
             if enqueue:
-                transaction.on_commit(lambda: _enqueue(run.pk))
+                transaction.on_commit(lambda: request_execution(run.pk))
     except IntegrityError:  # the same idempotency key, concurrently
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
         return _replayed(existing, initiated_by)
@@ -228,12 +229,6 @@ def _owns(conversation: Conversation, who: Initiator) -> bool:
     if conversation.owner_api_key_id is not None:
         return isinstance(who, ApiKey) and who.pk == conversation.owner_api_key_id
     return True
-
-
-def _enqueue(run_id: int) -> None:
-    from agents.tasks import execute_run_task
-
-    execute_run_task.delay(run_id)
 
 
 def run_inline(
@@ -319,7 +314,7 @@ def approval_decide(
                 pk=locked.run_id, status=RunStatus.AWAITING_APPROVAL
             ).update(status=RunStatus.QUEUED, queued_at=timezone.now())
             if resumed:
-                transaction.on_commit(lambda: _enqueue(locked.run_id))
+                transaction.on_commit(lambda: request_execution(locked.run_id))
     return locked
 
 

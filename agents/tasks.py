@@ -1,21 +1,39 @@
+"""The Celery tasks of the agents app: the one module that knows Celery (the engine,
+agents.execution, and the services ask for execution through agents.signals)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
 
-from celery import shared_task
+from celery import shared_task, signals
+from django.conf import settings
 from django.db.models.functions import Now
+from django.dispatch import receiver
 
 from agentplatform.tenancy import rls
-from agents.execution import execute_run_async, lease_seconds
+from agents import worker_runs
+from agents.execution import lease_seconds
 from agents.models import Run
 from agents.runtime.spec import RunStatus
-from agents.worker_loop import run_in_worker_loop
+from agents.signals import run_queued
 
 
 @shared_task(name="agents.execute_run", acks_late=True, reject_on_worker_lost=True)
 def execute_run_task(run_id: int) -> str:
-    """Idempotent: a second delivery finds the run claimed or finished and does nothing."""
-    return run_in_worker_loop(execute_run_async, run_id)
+    """Admit the run to this process's event loop (agents.worker_runs) and return: the run
+    executes beside hundreds of others. Idempotent: a second delivery finds the run claimed
+    or finished and does nothing."""
+    return worker_runs.admit(run_id)
+
+
+@receiver(run_queued, dispatch_uid="agents-run-queued")
+def _send_to_a_worker(sender, run_id: int, **kwargs) -> None:
+    execute_run_task.delay(run_id)
+
+
+@signals.worker_process_shutdown.connect
+def _hand_over_held_runs(**kwargs) -> None:
+    worker_runs.drain(settings.RUN_DRAIN_S)
 
 
 @shared_task(name="agents.sweep_stale_runs")

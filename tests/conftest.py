@@ -82,7 +82,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):
             "--loglevel",
             "WARNING",
             "-Q",
-            settings.CELERY_TASK_DEFAULT_QUEUE,
+            f"{settings.RUNS_QUEUE},{settings.BATCH_QUEUE},{settings.HOUSEKEEPING_QUEUE}",
         ],
         env=subprocess_env(settings.DATABASES["default"]["NAME"]),
         cwd=ROOT,

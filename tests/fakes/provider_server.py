@@ -238,7 +238,7 @@ class _BadRequest(Exception):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    request_queue_size = 128
+    request_queue_size = 1024  # hundreds of clients connect at once in the concurrency bench
     owner: ProviderServer
 
     def server_bind(self) -> None:
@@ -263,8 +263,15 @@ class ProviderServer:
         self,
         models: list[str] | None = None,
         embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS,
+        *,
+        latency_s: float = 0.0,
     ) -> None:
         self.received: list[Received] = []
+        # Every chat answer takes at least this long (a real model's latency), and how many
+        # were being answered at once, at most (what the concurrency tests look at).
+        self.latency_s = latency_s
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.models: list[str] = list(models) if models else ["claude-test-1", "gpt-test-1"]
         self.serve_models_list = True  # False: GET /v1/models is a 404, as on some servers
         self.embedding_dimensions = embedding_dimensions
@@ -562,9 +569,21 @@ class _Handler(BaseHTTPRequestHandler):
     def _take_reply(self, api: str) -> Reply | None:
         owner = self.server.owner
         reply = owner._next_reply(api)
-        if reply is not None and not owner._wait(reply.delay_s):
-            self.close_connection = True
-            raise ConnectionAbortedError("server closed")
+        delay = (reply.delay_s if reply is not None else 0.0) + (
+            owner.latency_s if api != "embeddings" else 0.0
+        )
+        if delay:
+            with owner._lock:
+                owner.in_flight += 1
+                owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+            try:
+                waited = owner._wait(delay)
+            finally:
+                with owner._lock:
+                    owner.in_flight -= 1
+            if not waited:
+                self.close_connection = True
+                raise ConnectionAbortedError("server closed")
         return reply
 
     @staticmethod

@@ -101,47 +101,11 @@ class Command(BaseCommand):
         self, host: str, port: int, *, with_worker: bool
     ) -> dict[str, subprocess.Popen]:
         env = child_env()
-        commands = {
-            "web server": [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "agentplatform.asgi:application",
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--timeout-graceful-shutdown",
-                "5",
-                "--lifespan",
-                "on",
-            ],
-        }
-        if with_worker:
-            commands["worker"] = [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "agentplatform",
-                "worker",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                os.environ.get("WORKER_CONCURRENCY", "2"),
-                # Beat inside the worker: the sweeper that resumes runs of dead workers.
-                "--beat",
-                "--schedule",
-                str(settings.DATA_DIR / "celerybeat-schedule"),
-            ]
         return {
             name: subprocess.Popen(
                 command, env=env, cwd=settings.BASE_DIR, preexec_fn=die_with_parent
             )
-            for name, command in commands.items()
+            for name, command in platform_commands(host, port, with_worker=with_worker).items()
         }
 
     def _wait_listening(self, host, port, children, stopping) -> None:
@@ -192,3 +156,32 @@ def child_env() -> dict[str, str]:
     env["DATA_DIR"] = str(settings.DATA_DIR)
     env.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
     return env
+
+
+def platform_commands(host: str, port: int, *, with_worker: bool = True) -> dict[str, list[str]]:
+    """The processes of one machine (the benchmarks start exactly these): the web server; a
+    worker for runs and housekeeping whose processes each hold up to RUN_CONCURRENCY runs
+    (WORKER_CONCURRENCY processes), with beat inside it; a worker for batch work (ingestion),
+    so a long ingestion never holds up a chat."""
+    celery = [sys.executable, "-m", "celery", "-A", "agentplatform", "worker"]
+    quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"]
+    commands = {
+        "web server": [
+            sys.executable, "-m", "uvicorn", "agentplatform.asgi:application",
+            "--host", host, "--port", str(port),
+            "--timeout-graceful-shutdown", "5", "--lifespan", "on",
+        ],
+    }  # fmt: skip
+    if with_worker:
+        commands["worker"] = [
+            *celery, *quiet, "-n", "runs@%h",
+            "-Q", f"{settings.RUNS_QUEUE},{settings.HOUSEKEEPING_QUEUE}",
+            "--concurrency", os.environ.get("WORKER_CONCURRENCY", "2"),
+            # Beat inside the worker: the sweeper that resumes runs of dead workers.
+            "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
+        ]  # fmt: skip
+        commands["batch worker"] = [
+            *celery, *quiet, "-n", "batch@%h", "-Q", settings.BATCH_QUEUE,
+            "--concurrency", os.environ.get("BATCH_WORKER_CONCURRENCY", "1"),
+        ]  # fmt: skip
+    return commands

@@ -1,0 +1,365 @@
+"""Many people chatting at once with a model that takes seconds: N streaming chats through
+`/v1/chat/completions` on the `make run` configuration, side by side with the ideal (the same
+N requests straight to the fake model), in one run.
+
+Run: cd /work/main && .venv/bin/python bench/concurrency.py [N ...]   (default 20 100 500)
+(prints a table, writes bench/results/concurrency.json). Needs no network and no
+configuration: the embedded PostgreSQL and Redis start in a temporary DATA_DIR, then exactly
+the processes `manage.py serve` starts (`serve.platform_commands`: uvicorn, the runs worker
+with beat, the batch worker), with the environment it gives them; only the API rate limits
+are raised (the bench sends more than 600 requests a minute with one key).
+
+The fake provider (tests/fakes/provider_server.py, its own process) answers every chat after
+LATENCY_S (a realistic model), streaming a short text; it counts the most requests it was
+answering at once. For each N: wall time, p50/p99 time to first token and to the end of the
+stream, errors, the most requests the model saw at once, the worker processes' peak RSS and
+the PostgreSQL connections in use at peak (sampled every 50 ms). Target: platform wall
+<= 1.25x the ideal's for every N, 0 errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
+    sys.path.pop(0)
+sys.path.insert(0, str(ROOT))
+
+import httpx2  # noqa: E402
+import openai  # noqa: E402
+import psutil  # noqa: E402
+
+from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
+
+LATENCY_S = 2.0
+SIZES = (20, 100, 500)
+TARGET_WALL_RATIO = 1.25
+CLIENT_TIMEOUT_S = 120.0
+REPLY_TEXT = "Hello there, this is the benchmark's reply."
+MODEL = "gpt-test"
+AGENT = "bench"
+
+
+# -- the fake model, in its own process ------------------------------------------------------
+def serve(conn: Connection) -> None:
+    from tests.fakes.provider_server import ProviderServer, TextReply
+
+    server = ProviderServer(models=[MODEL], latency_s=LATENCY_S)
+    reply = TextReply(REPLY_TEXT, chunk_delay_s=0.005)
+    server._next_reply = lambda api: None if api == "embeddings" else reply  # type: ignore[method-assign]
+    conn.send(server.url)
+    try:
+        while True:
+            (command,) = conn.recv()
+            if command == "stop":
+                break
+            if command == "take_max":  # the most at once since the last take
+                with server._lock:
+                    most, server.max_in_flight = server.max_in_flight, server.in_flight
+                conn.send(most)
+    finally:
+        server.close()
+
+
+class FakeModel:
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=serve, args=(child,), daemon=True)
+        self._process.start()
+        if not self._conn.poll(60):
+            raise RuntimeError("the fake model did not start")
+        self.url: str = self._conn.recv()
+
+    def take_max(self) -> int:
+        self._conn.send(("take_max",))
+        return self._conn.recv()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._conn.send(("stop",))
+        self._process.join(10)
+        if self._process.is_alive():
+            self._process.terminate()
+
+
+def create_fixture(model_url: str) -> str:
+    from agentplatform.tenancy.services import api_key_create, tenant_create
+    from agents.models import Agent
+    from providers.models import ProviderConnection
+
+    tenant = tenant_create(slug="bench", name="Bench")
+    _, secret = api_key_create(tenant=tenant, name="bench", scopes=["read", "run"])
+    ProviderConnection.objects.create(
+        tenant=tenant, name="Fake OpenAI", kind="openai", api_key="fake-provider-key",
+        base_url=model_url + "/v1", default_model=MODEL, is_default=True, max_retries=0,
+    )  # fmt: skip
+    Agent.objects.create(
+        tenant=tenant, slug=AGENT, name="Bench", instructions="Be brief.", use_all_tools=False
+    )
+    return secret
+
+
+# -- sampling the machine while a round runs --------------------------------------------------
+class Sampler:
+    """Peak RSS of the worker process trees and peak PostgreSQL connections, every 50 ms."""
+
+    def __init__(self, workers: list[Child]) -> None:
+        self.workers = workers
+        self.peak_rss = 0
+        self.peak_connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def rss(self) -> int:
+        total = 0
+        for child in self.workers:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(child.process.pid)
+                for process in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        total += process.memory_info().rss
+        return total
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, self.rss())
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                )
+                self.peak_connections = max(self.peak_connections, cursor.fetchone()[0] - 1)
+            self._stop.wait(0.05)
+        connection.close()
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+# -- the clients ------------------------------------------------------------------------------
+@dataclass
+class Chat:
+    ttft_s: float | None = None
+    total_s: float | None = None
+    error: str | None = None
+
+
+async def stream_chat(client: openai.AsyncOpenAI, model: str) -> Chat:
+    chat, parts = Chat(), []
+    started = time.perf_counter()
+    try:
+        stream = await client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Say hello."}], stream=True
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                if chat.ttft_s is None:
+                    chat.ttft_s = time.perf_counter() - started
+                parts.append(chunk.choices[0].delta.content)
+        chat.total_s = time.perf_counter() - started
+        if REPLY_TEXT not in "".join(parts):
+            chat.error = f"unexpected text {''.join(parts)[:80]!r}"
+    except openai.APIStatusError as e:
+        chat.error = f"{e.status_code} {e.message}"[:160]
+    except Exception as e:
+        chat.error = f"{type(e).__name__}: {e}"[:160]
+    return chat
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+@dataclass
+class Round:
+    side: str
+    n: int
+    wall_s: float
+    errors: int
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    total_p50_ms: float | None
+    total_p99_ms: float | None
+    model_max_at_once: int
+    worker_rss_mb: float | None = None
+    pg_connections: int | None = None
+    error_samples: tuple[str, ...] = ()
+    phases_ms: dict[str, float | None] | None = None
+
+
+async def chats_at_once(base_url: str, key: str, model: str, n: int) -> tuple[list[Chat], float]:
+    limits = httpx2.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    http = httpx2.AsyncClient(limits=limits, timeout=CLIENT_TIMEOUT_S)
+    client = openai.AsyncOpenAI(
+        api_key=key, base_url=base_url, http_client=http, max_retries=0, timeout=CLIENT_TIMEOUT_S
+    )
+    try:
+        started = time.perf_counter()
+        chats = await asyncio.gather(*(stream_chat(client, model) for _ in range(n)))
+        return list(chats), time.perf_counter() - started
+    finally:
+        await client.close()
+
+
+def summarize(side: str, n: int, chats: list[Chat], wall_s: float, most: int) -> Round:
+    ok = [c for c in chats if c.error is None]
+    errors = sorted({c.error for c in chats if c.error})
+    return Round(
+        side=side,
+        n=n,
+        wall_s=wall_s,
+        errors=len(chats) - len(ok),
+        ttft_p50_ms=pct([c.ttft_s * 1000 for c in ok if c.ttft_s], 50),
+        ttft_p99_ms=pct([c.ttft_s * 1000 for c in ok if c.ttft_s], 99),
+        total_p50_ms=pct([c.total_s * 1000 for c in ok if c.total_s], 50),
+        total_p99_ms=pct([c.total_s * 1000 for c in ok if c.total_s], 99),
+        model_max_at_once=most,
+        error_samples=tuple(errors[:3]),
+    )
+
+
+def phases(n: int) -> dict[str, float | None]:
+    """Where the time went, from the last n Runs' timestamps (p50 / p99, ms): the requests
+    reaching the web (spread of created_at), created -> claimed by a worker, claimed ->
+    finished."""
+    from django.db import connection
+
+    from agents.models import Run
+
+    runs = list(Run.objects.order_by("-pk")[:n])
+    connection.close()
+    created = [r.created_at for r in runs]
+    first = min(created)
+    spread = [(c - first).total_seconds() * 1000 for c in created]
+    claimed = [(r.started_at - r.created_at).total_seconds() * 1000 for r in runs if r.started_at]
+    ran = [
+        (r.finished_at - r.started_at).total_seconds() * 1000
+        for r in runs
+        if r.finished_at and r.started_at
+    ]
+    return {
+        "created_spread_p99": pct(spread, 99),
+        "created_to_claimed_p50": pct(claimed, 50),
+        "created_to_claimed_p99": pct(claimed, 99),
+        "claimed_to_finished_p50": pct(ran, 50),
+        "claimed_to_finished_p99": pct(ran, 99),
+    }
+
+
+def fmt(value: float | None, spec: str = "8.1f") -> str:
+    return f"{'-':>8}" if value is None else format(value, spec)
+
+
+def main(sizes: tuple[int, ...]) -> int:
+    os.environ["API_RATE_PER_KEY"] = "1000000/min"
+    os.environ["API_RATE_PER_TENANT"] = "1000000/min"
+    configure_django("bench-concurrency-")
+    from django.conf import settings
+
+    from agentplatform.management.commands.serve import platform_commands
+
+    data_dir = Path(settings.DATA_DIR)
+    model = FakeModel()
+    children: list[Child] = []
+    rounds: list[Round] = []
+    try:
+        secret = create_fixture(model.url)
+        port = free_port()
+        for name, command in platform_commands("127.0.0.1", port).items():
+            log = data_dir / f"{name.replace(' ', '-')}.log"
+            children.append(Child(name, command[1:], log))  # Child adds the interpreter
+        web, workers = children[0], children[1:]
+        wait_web(web, port)
+        wait_worker(workers[0])
+        url = f"http://127.0.0.1:{port}/v1"
+        asyncio.run(chats_at_once(url, secret, AGENT, 3))  # warm: clients, connections
+        model.take_max()
+        idle_rss = Sampler(workers).rss()
+        for n in sizes:
+            chats, wall = asyncio.run(
+                chats_at_once(model.url + "/v1", "fake-provider-key", MODEL, n)
+            )
+            rounds.append(summarize("ideal (direct)", n, chats, wall, model.take_max()))
+            with Sampler(workers) as sampler:
+                chats, wall = asyncio.run(chats_at_once(url, secret, AGENT, n))
+            ours = summarize("platform /v1", n, chats, wall, model.take_max())
+            ours.worker_rss_mb = sampler.peak_rss / 2**20
+            ours.phases_ms = phases(n)
+            ours.pg_connections = sampler.peak_connections
+            rounds.append(ours)
+            time.sleep(1)  # let the runs' last writes settle
+    finally:
+        for child in reversed(children):
+            child.stop()
+        model.close()
+
+    print(f"\nN chats at once, fake model {LATENCY_S:g} s per answer, streaming through /v1")
+    print(
+        f"{'side':<16}{'N':>5}{'wall s':>8}{'x ideal':>8}{'ttft50':>8}{'ttft99':>8}"
+        f"{'end50':>8}{'end99':>8}{'errors':>7}{'model':>6}{'RSS MB':>8}{'PG':>4}"
+    )
+    ok = True
+    for ideal, ours in zip(rounds[::2], rounds[1::2], strict=True):
+        for r in (ideal, ours):
+            ratio = r.wall_s / ideal.wall_s
+            print(
+                f"{r.side:<16}{r.n:>5}{r.wall_s:>8.2f}{ratio:>8.2f}{fmt(r.ttft_p50_ms)}"
+                f"{fmt(r.ttft_p99_ms)}{fmt(r.total_p50_ms)}{fmt(r.total_p99_ms)}{r.errors:>7}"
+                f"{r.model_max_at_once:>6}{fmt(r.worker_rss_mb)}{r.pg_connections or '':>4}"
+            )
+            for sample in r.error_samples:
+                print(f"    error: {sample}")
+            if r.phases_ms:
+                print("    " + ", ".join(f"{k} {fmt(v, '.0f')}" for k, v in r.phases_ms.items()))
+        ok &= ours.errors == 0 and ours.wall_s <= TARGET_WALL_RATIO * ideal.wall_s
+    largest = rounds[-1]
+    per_100 = None
+    if largest.worker_rss_mb is not None:
+        per_100 = (largest.worker_rss_mb - idle_rss / 2**20) / largest.n * 100
+        print(
+            f"worker RSS idle {idle_rss / 2**20:.0f} MB; "
+            f"+{per_100:.1f} MB per 100 runs in flight (at N={largest.n})"
+        )
+    print(f"target: wall <= {TARGET_WALL_RATIO}x the ideal, 0 errors: {'met' if ok else 'MISSED'}")
+    results = ROOT / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "concurrency.json").write_text(
+        json.dumps(
+            {
+                "latency_s": LATENCY_S,
+                "rounds": [asdict(r) for r in rounds],
+                "worker_idle_rss_mb": idle_rss / 2**20,
+                "rss_mb_per_100_in_flight": per_100,
+                "target_met": ok,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(tuple(int(a) for a in sys.argv[1:]) or SIZES))
