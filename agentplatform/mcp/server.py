@@ -32,6 +32,7 @@ from agents.events import stream_read
 from agents.models import Agent, Crew, Run
 from agents.runtime.spec import RunStatus
 from agents.services import (
+    ConversationBusy,
     agent_get,
     conversation_get,
     conversation_save,
@@ -201,6 +202,15 @@ async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResu
         )
     except Http404 as exc:
         return error_result(str(exc))
+    except ConversationBusy as busy:
+        return error_result(
+            f"Conversation {arguments.get('conversation_id')} is still answering (run "
+            f"{busy.run_id}): wait for that answer, then ask again.",
+            answer="",
+            run_id=busy.run_id,
+            conversation_id=arguments.get("conversation_id"),
+            status="conversation_busy",
+        )
     except ValidationError as exc:
         return error_result(" ".join(exc.messages))
     except PermissionDenied as exc:
