@@ -23,13 +23,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from agentplatform.api.openai_compat import Ending, follow_run
 from agentplatform.mcp.auth import caller
+from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal
-from agents.events import stream_read
 from agents.models import Agent, Crew, Run
+from agents.run_reader import Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import (
     ConversationBusy,
