@@ -7,8 +7,7 @@ calls) lives until the last byte is sent. For an event stream that is minutes of
 thread per open connection. Here the context covers producing the response only: the
 thread (and its database connection, given back first) is released when the view returns,
 and the body — an async iterator — streams on the event loop alone. Code that runs while
-streaming uses `sync_to_async(thread_sensitive=False)` for its brief database reads (see
-`agents.events`).
+streaming makes its brief database reads with `agentplatform.stream_reads.stream_read`.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from agentplatform.tenancy.scoped_admin import (
     TenantScopedForm,
     TenantScopedInline,
 )
-from agents.facts import DjangoFactStore
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
     Agent,
@@ -44,17 +43,11 @@ from agents.models import (
     Run,
     RunEvent,
 )
-from agents.runtime.loop import agent_registry
-from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import RunStatus
-from agents.runtime.structured import FINAL_ANSWER
 from agents.services import MAX_INPUT_CHARS, approval_decide, run_cancel, run_inline
-from agents.specs import agent_spec
 from agents.tool_runs import tool_run
-from providers.models import ProviderConnection
-from providers.services import default_connection
+from agents.tool_sources import effective_tools
 from tools.admin import ToolDefinitionAdmin
-from tools.loader import registry_for_tenant
 from tools.models import ToolDefinition
 
 _JSON = forms.Textarea(attrs={"rows": 8, "cols": 80, "class": "vLargeTextField"})
@@ -106,56 +99,6 @@ def run_timeline(run: Run, limit: int = TIMELINE_LIMIT) -> tuple[list[TimelineRo
 
 
 # -- agents --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EffectiveTool:
-    name: str
-    source: str
-    effect: str
-    requires_approval: bool
-    description: str
-
-
-def effective_tools(agent: Agent) -> tuple[list[EffectiveTool], list[str]]:
-    """The tools a run of `agent` gets, and the configured names that match no tool.
-
-    Reads the connection (when the agent names none), the tenant's registry (one cache read
-    when fresh) and the tenant's tool definition names: about three queries.
-    """
-    connection = (
-        agent.provider_connection or default_connection(agent.tenant) or ProviderConnection()
-    )
-    spec = agent_spec(agent, connection)
-    registry = registry_for_tenant(agent.tenant)
-    chosen = agent_registry(spec, registry, facts=DjangoFactStore())
-    defined = set(
-        ToolDefinition.objects.filter(tenant_id=agent.tenant_id, enabled=True).values_list(
-            "name", flat=True
-        )
-    )
-    found = []
-    for item in chosen:
-        if spec.output_schema is not None and item.name == FINAL_ANSWER:
-            source = "structured output"
-        elif spec.memory and item.name in MEMORY_TOOL_NAMES:
-            source = "memory"
-        elif item.name in defined:
-            source = "tenant definition"
-        else:
-            source = "built-in"
-        found.append(
-            EffectiveTool(
-                name=item.name,
-                source=source,
-                effect=str(item.capability.effect),
-                requires_approval=item.capability.requires_approval,
-                description=_shorten(" ".join(item.description.split()), 120),
-            )
-        )
-    named = [*([] if agent.use_all_tools else agent.tool_names), *agent.tool_exclude]
-    unknown = sorted({name for name in named if not registry.has(name)})
-    return found, unknown
-
-
 class AgentForm(TenantScopedForm):
     class Meta:
         model = Agent
@@ -230,21 +173,28 @@ class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
         """For the saved configuration: a failed POST has already changed `obj` in memory."""
         if obj.pk is None:
             return "Save the agent to see its tools."
-        saved = Agent.objects.select_related("tenant", "provider_connection").get(pk=obj.pk)
-        found, unknown = effective_tools(saved)
+        saved = Agent.objects.select_related("tenant").get(pk=obj.pk)
+        tools = effective_tools(saved)
         rows = format_html_join(
             "",
             "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
-                (t.name, t.source, t.effect, "yes" if t.requires_approval else "", t.description)
-                for t in found
+                (
+                    t.name,
+                    t.source,
+                    str(t.capability.effect),
+                    "yes" if t.capability.requires_approval else "",
+                    _shorten(" ".join(t.description.split()), 120),
+                )
+                for t in tools
             ),
         )
+        unknown = tools.unknown
         table = format_html(
             '<table id="effective-tools"><thead><tr><th>Tool</th><th>Source</th>'
             "<th>Effect</th><th>Requires approval</th><th>Description</th></tr></thead>"
             "<tbody>{}</tbody></table>",
-            rows or format_html('<tr><td colspan="5">No tools.</td></tr>'),
+            rows or format_html('<tr><td colspan="5">{}</td></tr>', "No tools."),
         )
         if not unknown:
             return table

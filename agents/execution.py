@@ -46,7 +46,7 @@ from agents.runtime.state import RunState
 from agents.signals import request_execution
 from agents.specs import agent_spec, conversation_history
 from agents.tool_runs import execute_tool_run
-from agents.tool_sources import with_agent_tools
+from agents.tool_sources import effective_tools
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -283,7 +283,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     spec: AgentSpec = agent_spec(agent, connection)
     adapter = adapter_for(connection) if connection is not None else None
     toolbox = tenant_tools(run.tenant)
-    spec, tools = with_agent_tools(agent, spec, toolbox.registry)
+    effective = effective_tools(agent, spec=spec, toolbox=toolbox)
+    spec, tools = effective.spec, effective.registry  # the loop picks effective.offered
     secrets = toolbox.secrets
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
@@ -299,12 +300,11 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     run_secrets = secrets.with_values({"provider:api_key": key}) if key else secrets
     audit = {}  # what this run resolved to, recorded with its first write
     if not run.instructions_digest:
-        registry = agent_registry(spec, tools, DjangoFactStore())
         audit = {
             "provider": adapter.provider if adapter is not None else "remote",
             "model": spec.model,
             "instructions_digest": instructions_digest(spec),
-            "tools_digest": tools_digest(registry),
+            "tools_digest": tools_digest(effective.offered),
             "limits": {
                 "max_rounds": spec.max_rounds,
                 "max_tool_calls": spec.max_tool_calls,

@@ -100,8 +100,11 @@ def run_start(
 
     `initiated_by` (a user or key) must be allowed to start `agent`/`crew` (`agents.access`:
     PermissionDenied otherwise); None is the platform itself (previews, benchmarks). The
-    same `idempotency_key` returns the same run. The input joins the conversation (unless
-    `add_message` is False: `run_regenerate` answers a message already there).
+    same `idempotency_key` returns the same run (even while it runs). The input joins the
+    conversation (unless `add_message` is False: `run_regenerate` answers a message already
+    there). A conversation takes one turn at a time: while its previous answer is
+    unfinished, ConversationBusy; of concurrent turns, one wins (the conversation's row is
+    locked for the insert).
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -132,6 +135,17 @@ def run_start(
             conversation is None and api_key is None and not (idempotency_key and _in_transaction())
         )
         with nullcontext() if alone else transaction.atomic():
+            if conversation is not None:
+                # One turn at a time: concurrent turns queue on the conversation's row, and
+                # each sees what the one before it committed (a replay of its key included).
+                Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+                if idempotency_key:
+                    existing = Run.objects.filter(
+                        tenant=tenant, idempotency_key=idempotency_key
+                    ).first()
+                    if existing is not None:
+                        return _replayed(existing, initiated_by)
+                _refuse_if_busy(conversation)
             run = Run.objects.create(
                 tenant=tenant,
                 agent=agent,
@@ -179,13 +193,29 @@ def _replayed(run: Run, initiated_by: Initiator) -> Run:
 
 
 class ConversationBusy(ValidationError):
-    """The conversation's previous answer is still running."""
+    """The conversation's previous answer (run `run_id`) is still running: a new turn
+    waits for it to finish, or for someone to cancel it (REST answers 409)."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__({"input": BUSY})
+        self.run_id = run_id
+
+
+def conversation_unfinished_run(conversation: Conversation) -> int | None:
+    """The id of the conversation's unfinished answer (a top-level run), if any. One query."""
+    runs = Run.objects.filter(conversation=conversation, parent=None)
+    return runs.exclude(status__in=TERMINAL).values_list("pk", flat=True).first()
 
 
 def conversation_busy(conversation: Conversation) -> bool:
     """Is an answer (a top-level run) of the conversation still unfinished?"""
-    runs = Run.objects.filter(conversation=conversation, parent=None)
-    return runs.exclude(status__in=TERMINAL).exists()
+    return conversation_unfinished_run(conversation) is not None
+
+
+def _refuse_if_busy(conversation: Conversation) -> None:
+    running = conversation_unfinished_run(conversation)
+    if running is not None:
+        raise ConversationBusy(running)
 
 
 def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: Initiator) -> Run:
@@ -200,9 +230,7 @@ def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: 
     )
     if question is None:
         raise ValidationError({"input": "Nothing to answer again yet."})
-    if conversation_busy(conversation):
-        raise ConversationBusy({"input": BUSY})
-    with transaction.atomic():
+    with transaction.atomic():  # run_start refuses a busy conversation
         run = run_start(
             tenant=tenant,
             agent=conversation.agent,

@@ -1,34 +1,115 @@
-"""Tools bound to one agent, contributed by other apps (rag: `knowledge_search` over the
-agent's knowledge bases). An app registers a source at startup (AppConfig.ready); agents
-never import those apps. A source's tool is offered whatever the agent's tool picks are
-(linking a knowledge base is the pick), unless the agent excludes it by name."""
+"""Which tools an agent's runs get: `effective_tools(agent)`, the one answer the engine, the
+admin, the web config pages and REST read.
+
+Besides the tenant's registry (built-ins, its tool definitions, its MCP servers' tools), an
+agent gets tools bound to it, contributed by other apps (rag: `knowledge_search` over the
+agent's knowledge bases). An app registers such a source at startup (AppConfig.ready);
+agents never import those apps. A source's tool is offered whatever the agent's tool picks
+are (linking a knowledge base is the pick), unless the agent excludes it by name. The loop
+then adds the synthetic tools: memory (when the agent remembers) and `final_answer` (when
+it has an output schema). The agent's kind may change what its loop gets (a simple agent
+gets none).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
+from agents.facts import DjangoFactStore
+from agents.models import Agent
+from agents.runtime.kinds import spec_for_kind
+from agents.runtime.loop import agent_registry
+from agents.runtime.memory import MEMORY_TOOL_NAMES, FactStore
 from agents.runtime.spec import AgentSpec
+from agents.runtime.structured import FINAL_ANSWER
+from agents.specs import agent_spec
+from tools.loader import TenantTools, tenant_tools
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Tool
+from tools.runtime.tool import Capability, Tool
 
-ToolSource = Callable[[object], Tool | None]  # the agent -> its tool, or None
-_sources: list[ToolSource] = []
-
-
-def register_tool_source(source: ToolSource) -> None:
-    if source not in _sources:
-        _sources.append(source)
+ToolSource = Callable[[Agent], Tool | None]  # the agent -> its tool, or None
+_sources: list[tuple[ToolSource, str]] = []
+MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
 
 
-def with_agent_tools(agent, spec: AgentSpec, registry: ToolRegistry):
-    """(spec, registry) with the agent's own tools added and picked."""
-    own = [tool for source in _sources if (tool := source(agent)) is not None]
-    if not own:
-        return spec, registry
-    registry = ToolRegistry(list(registry))
-    for tool in own:
-        registry.register(tool, replace=True)
-    if spec.tool_names is not None:  # picked by name or tag: pick these too
-        spec = replace(spec, tool_names=(*spec.tool_names, *(t.name for t in own)))
-    return spec, registry
+def register_tool_source(source: ToolSource, *, label: str) -> None:
+    """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
+    (shown beside the tool: "knowledge")."""
+    if all(known is not source for known, _ in _sources):
+        _sources.append((source, label))
+
+
+@dataclass(frozen=True)
+class OfferedTool:
+    tool: Tool
+    source: str  # built-in, tenant definition, MCP server, knowledge, memory, structured output
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    @property
+    def description(self) -> str:
+        return self.tool.description
+
+    @property
+    def capability(self) -> Capability:
+        return self.tool.capability
+
+
+@dataclass(frozen=True)
+class EffectiveTools:
+    spec: AgentSpec  # the agent's spec, its own tools picked too
+    registry: ToolRegistry  # the tenant's tools and the agent's own: what the loop picks from
+    offered: ToolRegistry  # what the model of a run is offered, in this order
+    sources: dict[str, str]  # offered tool name -> where it comes from
+    unknown: tuple[str, ...]  # configured names that match no tool (ignored)
+
+    def __iter__(self) -> Iterator[OfferedTool]:
+        return (OfferedTool(item, self.sources[item.name]) for item in self.offered)
+
+    def __len__(self) -> int:
+        return len(self.offered)
+
+
+def effective_tools(
+    agent: Agent,
+    *,
+    spec: AgentSpec | None = None,
+    toolbox: TenantTools | None = None,
+    facts: FactStore | None = None,
+) -> EffectiveTools:
+    """The tools a run of `agent` is offered, each with its source. `spec` defaults to the
+    agent's own (the engine passes the one it runs), `toolbox` to the tenant's tools (one
+    cache read when fresh), `facts` to the tenant's fact store (the memory tools' handlers
+    use it). Each registered source may read too (rag: its links, once per configuration
+    version). An unsaved agent has no tools of its own."""
+    spec = spec or agent_spec(agent, None)
+    toolbox = toolbox or tenant_tools(agent.tenant_id)
+    own = [(tool, label) for source, label in _sources if (tool := source(agent)) is not None]
+    registry = toolbox.registry
+    if own:
+        registry = ToolRegistry(list(registry))
+        for tool, _ in own:
+            registry.register(tool, replace=True)
+        if spec.tool_names is not None:  # picked by name or tag: pick these too
+            spec = replace(spec, tool_names=(*spec.tool_names, *(t.name for t, _ in own)))
+    runs_with = spec_for_kind(spec)
+    offered = agent_registry(runs_with, registry, facts or DjangoFactStore())
+    labels = {**toolbox.sources, **{tool.name: label for tool, label in own}}
+    sources = {}
+    for name in offered.names():
+        if runs_with.memory and name in MEMORY_TOOL_NAMES:
+            sources[name] = MEMORY
+        elif runs_with.output_schema is not None and name == FINAL_ANSWER:
+            sources[name] = STRUCTURED_OUTPUT
+        else:
+            sources[name] = labels.get(name, "")
+    named = [*(spec.tool_names or ()), *spec.tool_exclude]
+    unknown = tuple(
+        sorted({name for name in named if not registry.has(name) and not offered.has(name)})
+    )
+    return EffectiveTools(
+        spec=spec, registry=registry, offered=offered, sources=sources, unknown=unknown
+    )

@@ -29,7 +29,7 @@ Sides:
    coalesces them into single statements — OpenAI adapter through the egress-guarded client).
 3. full path through Celery: `agents.services.run_start(enqueue=True)` in this process, a
    real worker subprocess (`--pool solo`) executes it; timed to the terminal event seen
-   through `agents.events.iter_run_events` (what a streaming client sees), and to the Run
+   through `agents.run_reader.iter_run_events` (what a streaming client sees), and to the Run
    row being terminal (polled every POLL_S after that event; `finalize` writes the row
    after the terminal event is published).
 
@@ -423,7 +423,7 @@ class Sides:
 
 
 async def terminal_event(run) -> str:
-    from agents.events import TERMINAL_EVENTS, iter_run_events
+    from agents.run_reader import TERMINAL_EVENTS, iter_run_events
 
     async for event in iter_run_events(run):
         if event.get("type") in TERMINAL_EVENTS:

@@ -42,6 +42,11 @@ class TenantTools:
     # Provider name -> (title, text): each available context provider's block for the
     # prompts of agents that use its tools.
     context_blocks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # Tool name -> where it comes from: BUILT_IN, DEFINITION or MCP_SERVER.
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+BUILT_IN, DEFINITION, MCP_SERVER = "built-in", "tenant definition", "MCP server"
 
 
 T = TypeVar("T")
@@ -132,6 +137,7 @@ def _build(tenant_id: int, version: str) -> TenantTools:
     store = circuit_store(settings.REDIS_URL)
     registry = ToolRegistry(BUILTINS)
     secrets: dict[str, str] = {}
+    defined: set[str] = set()
     for definition in ToolDefinition.objects.filter(tenant_id=tenant_id):
         refused = name_refusal(definition)
         if refused is not None:  # stored before the rule, or written around it
@@ -147,6 +153,7 @@ def _build(tenant_id: int, version: str) -> TenantTools:
             logger.warning("tool %s of tenant %s skipped: %s", definition.name, tenant_id, exc)
             continue
         registry.register(item, replace=True)
+        defined.add(item.name)
         if definition.secret:
             secrets[secret_ref(definition)] = definition.secret
     context_blocks: dict[str, tuple[str, str]] = {}
@@ -158,11 +165,16 @@ def _build(tenant_id: int, version: str) -> TenantTools:
                 f"Context from {connection.name}",
                 connection.context_text,
             )
+    builtin = set(BUILTINS.names()) - defined  # a definition may take a built-in's name
     return TenantTools(
         version=version,
         registry=registry,
         secrets=StaticSecrets(secrets),
         context_blocks=context_blocks,
+        sources={
+            name: BUILT_IN if name in builtin else DEFINITION if name in defined else MCP_SERVER
+            for name in registry.names()
+        },
     )
 
 

@@ -5,10 +5,11 @@ The API key is the tenant API key as a Bearer token (`read` to list models, `run
 A model id is an active agent's slug, or else an active crew's.
 
 Each chat completion starts ONE fresh run, executed by a worker like any other run, and
-follows it through `iter_run_events`. Its input is the last user message; earlier messages
-(system, user, assistant) are folded in front of it as a short transcript, oldest turns
-dropped first when it would exceed the run input limit. The agent's own instructions and
-tools apply; client-side `tools` and sampling options are ignored (tools execute server-side).
+follows it through `agents.run_reader.follow_run`. Its input is the last user message;
+earlier messages (system, user, assistant) are folded in front of it as a short transcript,
+oldest turns dropped first when it would exceed the run input limit. The agent's own
+instructions and tools apply; client-side `tools` and sampling options are ignored (tools
+execute server-side).
 
 A run that parks for a human's approval ends the answer with a message naming the run and
 the REST URL where the call is approved or rejected. Errors use OpenAI's shape
@@ -20,40 +21,35 @@ cancels the wait (the run itself goes on and stays readable at /api/v1/runs/{id}
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import path, re_path, reverse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
-from agentplatform.api.sse import event_stream_response, heartbeat_seconds, sse_message
+from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal, declares
-from agents.events import TERMINAL_EVENTS, iter_run_events, stream_read
-from agents.models import Agent, Approval, ApprovalStatus, Crew, Run
+from agents.models import Agent, Approval, Crew, Run
+from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import MAX_INPUT_CHARS, run_start
 
 logger = logging.getLogger(__name__)
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
-SETTLE_POLL_S = 0.02
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -360,114 +356,7 @@ def _start(client: ApiClient, chat: ChatRequest) -> Run:
     )
 
 
-# -- chat completions: following the run -------------------------------------------------
-@dataclass
-class Ending:
-    """How the run ended up once the answer is over."""
-
-    status: str
-    output: str
-    error: str
-    prompt_tokens: int
-    completion_tokens: int
-    approvals: list[Approval] = field(default_factory=list)
-
-    @property
-    def usage(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        }
-
-    @property
-    def finish_reason(self) -> str:
-        return "length" if self.status == RunStatus.MAX_ROUNDS else "stop"
-
-    @property
-    def failed(self) -> bool:
-        return self.status in (RunStatus.FAILED, RunStatus.CANCELLED)
-
-
-HEARTBEAT = object()
-
-
-def _status(run_id: int) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run_id)
-
-
-SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {
-    s.value
-    for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS)
-}
-
-
-async def _settled(run_id: int) -> bool:
-    """Wait (briefly) until the worker has recorded the run as parked or finished: a parked
-    run's approval events go out before its row is written (a finished run's terminal event
-    goes out after, so that needs no wait)."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        if await stream_read(_status)(run_id) in SETTLED:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(SETTLE_POLL_S)
-
-
-def _ending(run_id: int) -> Ending:
-    run = Run.objects.get(pk=run_id)
-    approvals: list[Approval] = []
-    if run.status == RunStatus.AWAITING_APPROVAL:  # its own calls, or its members' (crews)
-        approvals = list(
-            Approval.objects.filter(
-                Q(run_id=run_id) | Q(run__parent_id=run_id), status=ApprovalStatus.PENDING
-            ).order_by("pk")
-        )
-    return Ending(
-        status=run.status,
-        output=run.output,
-        error=run.error,
-        prompt_tokens=run.input_tokens,
-        completion_tokens=run.output_tokens,
-        approvals=approvals,
-    )
-
-
-async def follow_run(run: Run) -> AsyncIterator[str | object | Ending]:
-    """The run's text as it streams (str), HEARTBEAT while quiet, then its Ending: when it
-    finished, or when it parked waiting for a human."""
-    events = iter_run_events(run, 0, heartbeat_s=heartbeat_seconds())
-    parked = False
-    rounds_with_text: set[int] = set()
-    current_round = 0
-    async with aclosing(events):
-        async for event in events:
-            kind = event["type"]
-            if kind == "heartbeat":
-                if parked and await stream_read(_status)(run.pk) in SETTLED:
-                    break
-                yield HEARTBEAT
-            elif kind == "inference.started":
-                current_round = event["payload"].get("round", current_round + 1)
-            elif kind == "text.delta":
-                text = event["payload"].get("text", "")
-                if text and current_round not in rounds_with_text:
-                    if rounds_with_text:
-                        yield "\n\n"  # a new round's text: keep it apart from the last
-                    rounds_with_text.add(current_round)
-                if text:
-                    yield text
-            elif kind == "approval.required":
-                parked = True
-                if await _settled(run.pk):
-                    break
-            elif kind in TERMINAL_EVENTS:
-                break
-    await _settled(run.pk)
-    yield await stream_read(_ending)(run.pk)
-
-
+# -- chat completions: answering -----------------------------------------------------------
 def approval_message(request: HttpRequest, run_id: int, approvals: list[Approval]) -> str:
     run_url = request.build_absolute_uri(reverse("api_run", kwargs={"run_id": run_id}))
     lines = [

@@ -59,6 +59,7 @@ from agents.models import Agent, Approval, ApprovalStatus, Crew, Run, RunEvent
 from agents.runtime.spec import RunStatus
 from agents.services import (
     MAX_INPUT_CHARS,
+    ConversationBusy,
     IdempotencyKeyReused,
     agent_get,
     approval_decide,
@@ -425,7 +426,8 @@ class RunListCreate(EventStreamNegotiation, RunView):
                 OpenApiTypes.STR, description="A replay of the Idempotency-Key, streaming."
             ),
             (409, "application/json"): error(
-                "The Idempotency-Key was used for a different request."
+                "The Idempotency-Key was used for a different request, or the conversation's "
+                "previous answer is still running."
             ),
             **JSON_ERRORS,
         },
@@ -486,6 +488,12 @@ class RunListCreate(EventStreamNegotiation, RunView):
                 raise Conflict(
                     "This Idempotency-Key was used for a different request.",
                     code="idempotency_key_reused",
+                ) from None
+            except ConversationBusy as busy:
+                raise Conflict(
+                    f"The conversation's previous answer (run {busy.run_id}) is still "
+                    "running: wait for it to finish, or cancel it, then send the next turn.",
+                    code="conversation_busy",
                 ) from None
         created = existing is None and run.created_at >= before
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK

@@ -1,6 +1,6 @@
 """Server-sent events for runs: framing, the response, and DRF content negotiation.
 
-Every stream is an async iterator over `agents.events.iter_run_events` handed to
+Every stream is an async iterator over `agents.run_reader.iter_run_events` handed to
 `StreamingHttpResponse`: under ASGI Django iterates it on the event loop, so an open stream
 waits on Redis without a thread or a database connection of its own (the request's sync
 thread and its connection are released when the view returns: agentplatform.asgi_handler).
@@ -15,25 +15,19 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from django.conf import settings
 from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.events import iter_run_events
 from agents.models import Run
+from agents.run_reader import heartbeat_seconds, iter_run_events
 
 EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": heartbeat\n\n"
 RETRY_MS = 3000  # how long a browser EventSource waits before it reconnects
 MAX_SEQ = 2**31 - 1  # RunEvent.seq is a Postgres integer
-
-
-def heartbeat_seconds() -> float:
-    """Seconds of silence before a heartbeat comment (settings.SSE_HEARTBEAT_S, default 15)."""
-    return float(getattr(settings, "SSE_HEARTBEAT_S", 15.0))
 
 
 def sse_message(data: Any, *, event: str | None = None, id: int | None = None) -> bytes:

@@ -13,10 +13,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 from pydantic import ConfigDict, Field
 
+from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.api_keys import find_usable_key, verified_key
 from agentplatform.tenancy.models import ApiKey, Scope
 from agentplatform.tenancy.policy import Action, Principal
-from agents.events import stream_read
 
 
 class ApiKeyToken(AccessToken):

@@ -23,15 +23,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from agentplatform.api.openai_compat import Ending, follow_run
 from agentplatform.mcp.auth import caller
+from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal
-from agents.events import stream_read
 from agents.models import Agent, Crew, Run
+from agents.run_reader import Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import (
+    ConversationBusy,
     agent_get,
     conversation_get,
     conversation_save,
@@ -201,6 +202,15 @@ async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResu
         )
     except Http404 as exc:
         return error_result(str(exc))
+    except ConversationBusy as busy:
+        return error_result(
+            f"Conversation {arguments.get('conversation_id')} is still answering (run "
+            f"{busy.run_id}): wait for that answer, then ask again.",
+            answer="",
+            run_id=busy.run_id,
+            conversation_id=arguments.get("conversation_id"),
+            status="conversation_busy",
+        )
     except ValidationError as exc:
         return error_result(" ".join(exc.messages))
     except PermissionDenied as exc:

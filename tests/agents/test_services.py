@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
@@ -122,3 +124,68 @@ def test_only_a_conversations_owner_takes_turns_in_it(trio, agent):
         tenant=trio.acme, agent=agent, input="hi", conversation=conversation,
         initiated_by=trio.alice, enqueue=False,
     )  # fmt: skip
+
+
+# -- one turn at a time --------------------------------------------------------------------
+def _turn(trio, agent, conversation, text: str, **kwargs) -> Run:
+    return services.run_start(
+        tenant=trio.acme, agent=agent, input=text, conversation=conversation,
+        initiated_by=trio.bob, enqueue=False, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_conversation_refuses_a_turn_while_its_answer_runs(trio, agent):
+    chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
+    first = _turn(trio, agent, chat, "one")
+    with pytest.raises(services.ConversationBusy) as busy:
+        _turn(trio, agent, chat, "two")
+    assert busy.value.run_id == first.pk
+    assert list(chat.messages.values_list("content", flat=True)) == ["one"]
+    Run.objects.filter(pk=first.pk).update(status="succeeded")
+    assert _turn(trio, agent, chat, "two").pk != first.pk  # finished: the next turn goes
+
+
+def test_an_idempotent_replay_in_a_busy_conversation_is_the_same_run(trio, agent):
+    chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
+    first = _turn(trio, agent, chat, "one", idempotency_key="turn-1")
+    assert _turn(trio, agent, chat, "one", idempotency_key="turn-1").pk == first.pk
+    with pytest.raises(services.ConversationBusy):
+        _turn(trio, agent, chat, "two", idempotency_key="turn-2")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("same_key", [False, True])
+def test_of_two_concurrent_turns_one_wins(trio, agent, same_key):
+    """The first turn's transaction stays open while the second starts: the second waits
+    for it and then sees its run (refused as busy, or replayed for the same key)."""
+    from django.db import connection, transaction
+
+    chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
+    first_inserted, second_started = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def second() -> None:
+        try:
+            second_started.set()
+            outcome["run"] = _turn(
+                trio, agent, chat, "two", idempotency_key="k" if same_key else "k2"
+            )
+        except services.ConversationBusy as exc:
+            outcome["busy"] = exc
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=second)
+    with transaction.atomic():
+        first = _turn(trio, agent, chat, "one", idempotency_key="k")
+        first_inserted.set()
+        worker.start()
+        second_started.wait(5)
+        worker.join(0.5)
+        assert worker.is_alive()  # waiting on the conversation's row
+    worker.join(10)
+    assert Run.objects.filter(conversation=chat).count() == 1
+    if same_key:
+        assert outcome["run"].pk == first.pk
+    else:
+        assert outcome["busy"].run_id == first.pk

@@ -10,8 +10,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from agentplatform.tenancy import services as tenancy
+from agentplatform.tenancy.models import ApiKey
 from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
-from agents.services import run_inline, run_start
+from agents.services import conversation_save, run_inline, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 
@@ -132,6 +133,23 @@ def test_an_idempotency_key_replay_returns_the_same_run_and_starts_nothing(
     assert fresh.status_code == 201 and Run.objects.count() == 2
     too_long = acme.post("/api/v1/runs", request, format="json", HTTP_IDEMPOTENCY_KEY="k" * 201)
     assert too_long.status_code == 400
+
+
+@pytest.mark.django_db
+def test_a_conversation_refuses_a_second_turn_while_the_first_runs(trio, agent, acme):
+    key = ApiKey.objects.get(tenant=trio.acme, name="ci")
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_api_key=key)
+    turn = {"agent": "assistant", "input": "one", "conversation": chat.pk}
+    first = acme.post("/api/v1/runs", turn, format="json", HTTP_IDEMPOTENCY_KEY="t-1")
+    assert first.status_code == 201  # queued: no worker executes it here
+    replay = acme.post("/api/v1/runs", turn, format="json", HTTP_IDEMPOTENCY_KEY="t-1")
+    assert replay.status_code == 200 and replay.json()["id"] == first.json()["id"]
+    second = acme.post("/api/v1/runs", {**turn, "input": "two"}, format="json")
+    assert second.status_code == 409
+    error = second.json()["error"]
+    assert error["code"] == "conversation_busy"
+    assert f"run {first.json()['id']}" in error["message"] and "still running" in error["message"]
+    assert Run.objects.filter(conversation=chat).count() == 1
 
 
 @pytest.mark.django_db

@@ -17,6 +17,7 @@ from mcp_types import CallToolResult
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Agent, Approval, Conversation, Crew, Run
+from agents.services import conversation_save, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.loader import invalidate
@@ -284,6 +285,25 @@ def test_asking_an_agent_runs_it_in_a_conversation_the_key_owns(
         mcp_server, keys["globex"], "calculator", {"expression": "1"}
     )  # another tenant's key works on its own tools only
     assert not other.is_error
+
+
+def test_asking_in_a_conversation_whose_answer_still_runs_is_an_error_result(
+    mcp_server, trio, agent, keys
+):
+    chat = conversation_save(
+        tenant=trio.acme, changes={"agent": agent}, owner_api_key=keys["run_key"]
+    )
+    running = run_start(  # queued: nothing executes it
+        tenant=trio.acme, agent=agent, input="one", conversation=chat,
+        initiated_by=keys["run_key"], enqueue=False,
+    )  # fmt: skip
+    result = call(
+        mcp_server, keys["run"], "ask_assistant", {"message": "two", "conversation_id": chat.pk}
+    )
+    assert result.is_error
+    assert f"run {running.pk}" in text_of(result) and "still answering" in text_of(result)
+    assert result.structured_content["status"] == "conversation_busy"
+    assert chat.runs.count() == 1
 
 
 def test_an_agent_run_that_parks_answers_where_to_approve(

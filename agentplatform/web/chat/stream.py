@@ -22,10 +22,10 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import Membership
 from agentplatform.web.chat.thread import (
     TERMINAL,
@@ -39,16 +39,12 @@ from agentplatform.web.chat.thread import (
     dom_key,
     member_event,
 )
-from agents.events import TERMINAL_EVENTS, iter_run_events, stream_read
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
+from agents.run_reader import TERMINAL_EVENTS, heartbeat_seconds, iter_run_events
 
 RETRY_MS = 3000
 APPROVAL_WAIT_S = 5.0  # approval rows are written with the run's parking, just after the event
 TEMPLATE = "web/chat/thread.html"
-
-
-def heartbeat_seconds() -> float:
-    return float(getattr(settings, "SSE_HEARTBEAT_S", 15.0))
 
 
 def message(ops: list[dict[str, Any]], *, id: int | None = None) -> bytes:

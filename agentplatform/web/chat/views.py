@@ -180,8 +180,6 @@ def _start_turn(
         )
     if not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
-    if not again and services.conversation_busy(chat):  # regenerate: the service checks
-        return _refuse(request, chat, services.BUSY, 409)
     which = "agent" if isinstance(target, Agent) else "crew"
     try:
         if again:

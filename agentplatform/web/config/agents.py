@@ -30,10 +30,8 @@ from agentplatform.web.config.common import (
 )
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
-from agents.runtime.loop import agent_registry
-from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.services import agent_delete, agent_save
-from agents.specs import agent_spec
+from agents.tool_sources import effective_tools
 from providers.models import ProviderConnection
 from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
@@ -139,10 +137,10 @@ class AgentForm(PlainLabels, forms.ModelForm):
         return {**data, **secret_changes(self, "remote_token")}
 
 
-def effective_tools(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[str, Any]:
-    """The tools the agent would see, computed by the runtime from the picker's values
-    (`data`, unvalidated) or the stored agent. Memory tools join at run time."""
-    probe = Agent(tenant=tenant, kind=agent.kind)
+def tool_preview(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[str, Any]:
+    """The tools a run of the agent would be offered (`agents.tool_sources.effective_tools`),
+    for the picker's values (`data`, unvalidated) or the stored agent."""
+    probe = Agent(tenant=tenant, pk=agent.pk, kind=agent.kind)  # its pk: its own tools
     if data is None:
         for name in (*TOOL_FIELDS, "memory", "output_schema"):
             setattr(probe, name, getattr(agent, name))
@@ -153,9 +151,8 @@ def effective_tools(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dic
         probe.tool_exclude = data.getlist("tool_exclude")
         probe.memory = data.get("memory") in ("on", "true", "1")
         probe.output_schema = _schema_or_none(data.get("output_schema", ""))
-    spec = agent_spec(probe, None)
-    registry = agent_registry(spec, tenant_tools(tenant).registry, None)
-    return {"effective": list(registry), "memory": probe.memory, "memory_names": MEMORY_TOOL_NAMES}
+        probe.kind = data.get("kind") or agent.kind
+    return {"effective": list(effective_tools(probe))}
 
 
 def _schema_or_none(text: str) -> dict | None:
@@ -197,15 +194,20 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
     if saved := try_save(request, form, save, "agent"):
         return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)
     context = {"form": form, "agent": agent if existing else None}
-    context.update(effective_tools(tenant, data, agent))
+    context.update(tool_preview(tenant, data, agent))
     return render_form(request, FORM, context)
 
 
 @admin_required
 @require_POST
 def agent_tools(request: HttpRequest) -> HttpResponse:
-    """The effective tool list for the picker's current values (htmx, on change)."""
-    context = effective_tools(request.tenant, request.POST, Agent(tenant=request.tenant))
+    """The effective tool list for the picker's current values (htmx, on change); `?agent=`
+    names the agent being edited (its knowledge bases give it tools of its own)."""
+    slug = request.GET.get("agent")
+    agent = (
+        get_for_tenant(Agent, request.tenant, slug=slug) if slug else Agent(tenant=request.tenant)
+    )
+    context = tool_preview(request.tenant, request.POST, agent)
     response = render(request, f"{FORM}#effective-tools", context)
     patch_vary_headers(response, ["HX-Request"])
     return response

@@ -1,4 +1,5 @@
-"""iter_run_events: replay then live, from any point, for late joiners too."""
+"""The run reader: iter_run_events replays then follows live, from any point, for late
+joiners too; follow_run reads an answer from it (its text, then how the run ended)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import threading
 
 import pytest
 
-from agents.events import iter_run_events
 from agents.execution import execute_run
+from agents.run_reader import Ending, follow_run, iter_run_events
 from agents.services import run_inline, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
@@ -74,3 +75,18 @@ def test_a_stream_of_a_finished_run_ends_at_once(trio, agent, provider_server):
     run = run_inline(tenant=trio.acme, agent=agent, input="hi")
     events = asyncio.run(asyncio.wait_for(collect(run), timeout=5))
     assert events[-1]["type"] == "run.completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_follow_run_gives_the_answers_text_then_its_ending(trio, agent, provider_server):
+    script_two_rounds(provider_server)
+    run = run_inline(tenant=trio.acme, agent=agent, input="1+1?")
+
+    async def follow() -> list:
+        return [item async for item in follow_run(run)]
+
+    *text, ending = asyncio.run(asyncio.wait_for(follow(), timeout=10))
+    assert "".join(text) == "Two, as the calculator says."
+    assert isinstance(ending, Ending) and ending.status == "succeeded"
+    assert ending.output == run.output and ending.finish_reason == "stop"
+    assert ending.usage["total_tokens"] == run.input_tokens + run.output_tokens

@@ -1,0 +1,211 @@
+"""Following a run, for every face that streams or waits on one (REST's SSE, `/v1`, MCP's
+`ask_*`, the web chat).
+
+`iter_run_events(run, after_seq)` is the single source: it subscribes first, replays what is
+stored after `after_seq`, then follows live events (skipping any it already replayed) until
+the run reaches a terminal event. `follow_run(run)` reads an answer from it: the run's text
+as it streams, then its `Ending` (finished, or parked waiting for a human). Both run on the
+event loop; their database reads are brief, on any free thread (`stream_read`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio
+from django.conf import settings
+from django.db.models import Q
+
+from agentplatform.stream_reads import stream_read
+from agents.events import TERMINAL_EVENTS, channel
+from agents.models import Approval, ApprovalStatus, Run, RunEvent
+from agents.runtime.spec import RunStatus
+
+SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
+SETTLE_POLL_S = 0.02
+
+
+def heartbeat_seconds() -> float:
+    """Seconds of silence before a stream says it is alive (settings.SSE_HEARTBEAT_S,
+    default 15)."""
+    return float(getattr(settings, "SSE_HEARTBEAT_S", 15.0))
+
+
+async def iter_run_events(
+    run: Run, after_seq: int = 0, *, heartbeat_s: float | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Stored events after `after_seq`, then live ones, until the run ends. With
+    `heartbeat_s`, yields {"type": "heartbeat"} when nothing happened for that long."""
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(channel(run))  # before replay: nothing falls in between
+    try:
+        last = after_seq
+        stored = await stream_read(_stored_after)(run.pk, after_seq)
+        for event in stored:
+            last = event["seq"]
+            yield event
+            if event["type"] in TERMINAL_EVENTS:
+                return
+        if await stream_read(_is_terminal)(run.pk):
+            for event in await stream_read(_stored_after)(run.pk, last):
+                yield event  # whatever landed between the replay and this check
+            return
+        quiet_since = time.monotonic()
+        while True:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is None:
+                if heartbeat_s is not None and time.monotonic() - quiet_since >= heartbeat_s:
+                    quiet_since = time.monotonic()
+                    yield {"type": "heartbeat"}
+                if await stream_read(_ended_after)(run.pk, last):
+                    for event in await stream_read(_stored_after)(run.pk, last):
+                        yield event
+                    return
+                continue
+            event = json.loads(message["data"])
+            if event["seq"] <= last:
+                continue  # already replayed
+            if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
+                for missing in await stream_read(_stored_after)(run.pk, last):
+                    if missing["seq"] >= event["seq"]:
+                        break
+                    last = missing["seq"]
+                    yield missing
+            last = event["seq"]
+            quiet_since = time.monotonic()
+            yield event
+            if event["type"] in TERMINAL_EVENTS:
+                return
+    finally:
+        await pubsub.unsubscribe()
+        await pubsub.aclose()
+        await client.aclose()
+
+
+def _stored_after(run_id: int, after_seq: int) -> list[dict[str, Any]]:
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq).order_by("seq")
+    return [{"seq": r.seq, "type": r.type, "payload": r.payload} for r in rows]
+
+
+def _is_terminal(run_id: int) -> bool:
+    return Run.objects.get(pk=run_id).is_terminal
+
+
+def _ended_after(run_id: int, last: int) -> bool:
+    """A quiet second: did the run end with events we have not seen (missed publishes)?"""
+    return RunEvent.objects.filter(run_id=run_id, seq__gt=last, type__in=TERMINAL_EVENTS).exists()
+
+
+# -- an answer: its text, then how the run ended ------------------------------------------
+@dataclass
+class Ending:
+    """How the run ended up once the answer is over."""
+
+    status: str
+    output: str
+    error: str
+    prompt_tokens: int
+    completion_tokens: int
+    approvals: list[Approval] = field(default_factory=list)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.status == RunStatus.MAX_ROUNDS else "stop"
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+HEARTBEAT = object()
+
+
+def _status(run_id: int) -> str:
+    return Run.objects.values_list("status", flat=True).get(pk=run_id)
+
+
+SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {
+    s.value
+    for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS)
+}
+
+
+async def _settled(run_id: int) -> bool:
+    """Wait (briefly) until the worker has recorded the run as parked or finished: a parked
+    run's approval events go out before its row is written (a finished run's terminal event
+    goes out after, so that needs no wait)."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        if await stream_read(_status)(run_id) in SETTLED:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(SETTLE_POLL_S)
+
+
+def _ending(run_id: int) -> Ending:
+    run = Run.objects.get(pk=run_id)
+    approvals: list[Approval] = []
+    if run.status == RunStatus.AWAITING_APPROVAL:  # its own calls, or its members' (crews)
+        approvals = list(
+            Approval.objects.filter(
+                Q(run_id=run_id) | Q(run__parent_id=run_id), status=ApprovalStatus.PENDING
+            ).order_by("pk")
+        )
+    return Ending(
+        status=run.status,
+        output=run.output,
+        error=run.error,
+        prompt_tokens=run.input_tokens,
+        completion_tokens=run.output_tokens,
+        approvals=approvals,
+    )
+
+
+async def follow_run(run: Run) -> AsyncIterator[str | object | Ending]:
+    """The run's text as it streams (str), HEARTBEAT while quiet, then its Ending: when it
+    finished, or when it parked waiting for a human."""
+    events = iter_run_events(run, 0, heartbeat_s=heartbeat_seconds())
+    parked = False
+    rounds_with_text: set[int] = set()
+    current_round = 0
+    async with aclosing(events):
+        async for event in events:
+            kind = event["type"]
+            if kind == "heartbeat":
+                if parked and await stream_read(_status)(run.pk) in SETTLED:
+                    break
+                yield HEARTBEAT
+            elif kind == "inference.started":
+                current_round = event["payload"].get("round", current_round + 1)
+            elif kind == "text.delta":
+                text = event["payload"].get("text", "")
+                if text and current_round not in rounds_with_text:
+                    if rounds_with_text:
+                        yield "\n\n"  # a new round's text: keep it apart from the last
+                    rounds_with_text.add(current_round)
+                if text:
+                    yield text
+            elif kind == "approval.required":
+                parked = True
+                if await _settled(run.pk):
+                    break
+            elif kind in TERMINAL_EVENTS:
+                break
+    await _settled(run.pk)
+    yield await stream_read(_ending)(run.pk)
