@@ -1,4 +1,4 @@
-# One image for the web server and the worker; docker-compose.yml shows how they run.
+# One image for the web server, the workers and beat; docker-compose.yml shows how they run.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -12,4 +12,6 @@ RUN useradd --create-home --uid 1000 app && chown -R app /app
 USER app
 
 EXPOSE 8000
-CMD ["python", "-m", "uvicorn", "agentplatform.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off"]
+# Lifespan on: /mcp and the start-up checks run there. A bounded graceful shutdown: an event
+# stream following a parked run never ends by itself, so SIGTERM would wait for ever.
+CMD ["python", "-m", "uvicorn", "agentplatform.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "on", "--timeout-graceful-shutdown", "5"]

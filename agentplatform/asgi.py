@@ -1,7 +1,7 @@
 """ASGI entry point: Django, with the MCP server at /mcp beside it (agentplatform.mcp.asgi).
 
-Run it with lifespan on: the MCP app starts its session manager there (Django never sees
-the lifespan scope).
+Run it with lifespan on: the start-up checks run there (agentplatform.startup_checks), and
+the MCP app starts its session manager there (Django never sees the lifespan scope).
 """
 
 import os
@@ -21,5 +21,6 @@ rls.assume_app_role()  # a web process: the tenant policies apply to its queries
 
 from agentplatform.asgi_handler import StreamingASGIHandler  # noqa: E402 (after setup)
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
+from agentplatform.startup_checks import checked_at_startup  # noqa: E402
 
-application = with_mcp(StreamingASGIHandler())
+application = checked_at_startup(with_mcp(StreamingASGIHandler()))

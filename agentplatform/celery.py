@@ -14,6 +14,14 @@ app.autodiscover_tasks()
 
 
 @signals.worker_init.connect
+def _refuse_to_start_misconfigured(**kwargs) -> None:
+    """Exits (with the reason) before the pool starts, e.g. on other FIELD_ENCRYPTION_KEYS."""
+    from agentplatform import startup_checks
+
+    startup_checks.exit_unless_ready()
+
+
+@signals.worker_init.connect
 def _assume_app_role(**kwargs) -> None:
     """A worker process: the tenant policies apply to its queries (before any fork)."""
     from agentplatform.tenancy import rls

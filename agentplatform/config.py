@@ -51,6 +51,23 @@ def env_path(name: str, default: Path) -> Path:
     return (Path(value).expanduser() if value else default).resolve()
 
 
+def writable_directory(name: str, path: Path, *, holds: str, instead: str) -> Path:
+    """`path`, created if missing; ImproperlyConfigured when it cannot be written. `holds`
+    says what needs it there and `instead` what the operator may do rather than fix it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        writable = os.access(path, os.W_OK | os.X_OK)
+        reason = "not writable"
+    except OSError as exc:
+        writable, reason = False, exc.strerror or type(exc).__name__
+    if not writable:
+        raise ImproperlyConfigured(
+            f"{name}={str(path)!r} is not a writable directory ({reason}); it holds {holds}. "
+            f"Make it writable, point {name} at one that is, or {instead}."
+        )
+    return path
+
+
 def database_from_url(name: str, url: str) -> dict:
     """Django DATABASES entry for a postgres:// URL.
 

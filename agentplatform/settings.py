@@ -6,6 +6,9 @@ DATA_DIR (agentplatform/embedded.py); that is the two-command quick start.
 
 from __future__ import annotations
 
+import contextlib
+import re
+import warnings
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -24,6 +27,16 @@ _redis_url = config.env_str("REDIS_URL")
 _redis_url = _redis_url and config.redis_url("REDIS_URL", _redis_url)  # checked before any start
 EMBEDDED_DATABASE = _database_url is None
 EMBEDDED_REDIS = _redis_url is None
+# DATA_DIR is written only for the embedded services (and the local secrets beside them);
+# with both URLs set it may be missing or read-only.
+_embedded = [n for n, on in (("PostgreSQL", EMBEDDED_DATABASE), ("Redis", EMBEDDED_REDIS)) if on]
+if _embedded:
+    config.writable_directory(
+        "DATA_DIR",
+        DATA_DIR,
+        holds=f"the embedded {' and '.join(_embedded)} (DATABASE_URL / REDIS_URL unset)",
+        instead="set DATABASE_URL and REDIS_URL",
+    )
 
 # Secrets: required in a deployment; generated once per data dir for the embedded quick start.
 _local = embedded.local_secrets(DATA_DIR) if EMBEDDED_DATABASE else {}
@@ -288,8 +301,12 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root
+# Written only by `collectstatic`, which is optional: WhiteNoise serves from the finders.
+STATIC_ROOT = config.env_path("STATIC_ROOT", DATA_DIR / "static")
+with contextlib.suppress(OSError):  # a read-only DATA_DIR is fine with external services
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+if not STATIC_ROOT.is_dir():  # then WhiteNoise would warn about it in every web process
+    warnings.filterwarnings("ignore", message=f"No directory at: {re.escape(str(STATIC_ROOT))}")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True  # serve straight from the app dirs; collectstatic is optional
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

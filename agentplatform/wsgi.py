@@ -5,6 +5,8 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 application = get_wsgi_application()
 
-from agentplatform.tenancy import rls  # noqa: E402 (after setup)
+from agentplatform import startup_checks  # noqa: E402 (after setup)
+from agentplatform.tenancy import rls  # noqa: E402
 
+startup_checks.exit_unless_ready()  # e.g. other FIELD_ENCRYPTION_KEYS than the stored secrets'
 rls.assume_app_role()  # a web process: the tenant policies apply to its queries

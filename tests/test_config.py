@@ -118,3 +118,56 @@ def test_bad_environment_stops_start_up_with_the_reason(env, message, tmp_path):
     result = _start_django(DATA_DIR=str(tmp_path), **env)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
+
+
+WEB_PROCESS_SETUP = """
+import warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import django
+    django.setup()
+    from agentplatform.asgi_handler import StreamingASGIHandler
+    StreamingASGIHandler()  # loads the middleware, WhiteNoise among them
+print([str(w.message) for w in caught if "No directory" in str(w.message)])
+"""
+
+
+def test_external_services_need_no_writable_data_dir(tmp_path):
+    """With DATABASE_URL and REDIS_URL set, DATA_DIR may be missing and uncreatable (under
+    a plain file here, which even root cannot make a directory in)."""
+    from django.conf import settings
+
+    from tests.conftest import subprocess_env
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {
+        **subprocess_env(),
+        "DJANGO_SETTINGS_MODULE": "agentplatform.settings",
+        "DATA_DIR": str(blocker / "data"),
+    }
+    assert env["DATABASE_URL"] and env["REDIS_URL"] == settings.REDIS_URL
+    check = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    web = subprocess.run(
+        [sys.executable, "-c", WEB_PROCESS_SETUP],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert web.returncode == 0, web.stderr
+    assert web.stdout.strip() == "[]"  # no WhiteNoise warning about the static root
+    assert not (blocker / "data").exists()
+
+
+def test_embedded_services_need_a_writable_data_dir(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = _start_django(DATA_DIR=str(blocker / "data"))
+    assert result.returncode != 0
+    assert (
+        f"DATA_DIR={str(blocker / 'data')!r} is not a writable directory (Not a directory); "
+        "it holds the embedded PostgreSQL and Redis (DATABASE_URL / REDIS_URL unset). Make it "
+        "writable, point DATA_DIR at one that is, or set DATABASE_URL and REDIS_URL."
+    ) in result.stderr

@@ -70,9 +70,10 @@ class WorkerFleet:
             self.stop_all()
             raise RuntimeError("the worker fork server did not start; see its stderr")
 
-    def start(self) -> Worker:
+    def start(self, name: str | None = None) -> Worker:
+        """A new worker; `name` is its node name (`-n`), distinct per worker."""
         self.started += 1
-        name = f"durability{self.started}-{os.getpid()}@%h"
+        name = name or f"durability{self.started}-{os.getpid()}@%h"
         argv = [
             "worker", "--without-gossip", "--without-mingle", "--without-heartbeat",
             "--pool", "prefork", "--concurrency", str(self.concurrency),
@@ -128,9 +129,35 @@ class WorkerFleet:
             time.sleep(0.02)
 
 
+TASK_LOG_ENV = "AP_TEST_TASK_LOG"
+
+
+def record_tasks(key: str) -> None:
+    """Before each task a worker runs, push `{"task", "args", "worker" (its node name),
+    "group" (the worker's process group: `Worker.pid`)}` as JSON onto the Redis list `key`:
+    which worker took which run. One RPUSH per task."""
+    import redis
+    from celery import signals
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)  # redis-py reconnects after a fork
+
+    def record(task_id=None, task=None, args=None, **kwargs) -> None:
+        entry = {
+            "task": task.name,
+            "args": list(args or ()),
+            "worker": task.request.hostname,
+            "group": os.getpgid(0),
+        }
+        client.rpush(key, json.dumps(entry))
+
+    signals.task_prerun.connect(record, weak=False)
+
+
 def serve_forks() -> None:
     """The fork server: Django and the Celery app set up once; then, for each JSON argv
-    line on stdin, fork a worker running it and answer with the worker's pid."""
+    line on stdin, fork a worker running it and answer with the worker's pid. With
+    AP_TEST_TASK_LOG set, the workers record the tasks they run there (`record_tasks`)."""
     import warnings
 
     import django
@@ -142,6 +169,8 @@ def serve_forks() -> None:
 
     warnings.simplefilter("ignore", SecurityWarning)  # tests run as root in containers
     app.loader.import_default_modules()
+    if os.environ.get(TASK_LOG_ENV):
+        record_tasks(os.environ[TASK_LOG_ENV])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps killed workers
     print("ready", flush=True)
     while line := sys.stdin.readline():

@@ -243,6 +243,7 @@ def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run(
         assert refused.returncode != 0
         assert f"CREATE ROLE {role} NOLOGIN;" in refused.stderr
         assert f"GRANT {role} TO {user};" in refused.stderr
+        assert "Traceback" not in refused.stderr
 
         owner_sql(f"CREATE ROLE {role} NOLOGIN")
         owner_sql(f"GRANT {role} TO {user}")

@@ -9,7 +9,7 @@ default privileges set here.
 """
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import CommandError
 from django.db import DatabaseError, migrations
 
 from agentplatform.tenancy import rls
@@ -59,7 +59,7 @@ def create_app_role(apps, schema_editor) -> None:
             cursor.execute("ROLLBACK TO SAVEPOINT app_role")
             if not settings.DB_ROW_LEVEL_SECURITY:
                 return  # nobody assumes it; the policies below still stand
-            raise ImproperlyConfigured(
+            raise CommandError(  # migrate prints it without a traceback
                 f"The database user {user!r} cannot create or grant the role {role!r} that "
                 "the web and worker processes assume for row-level security ({exc}). Ask a "
                 "database administrator to run:\n"
