@@ -236,7 +236,10 @@ CELERY_TASK_ROUTES = {
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
-    "sweep-stale-runs": {"task": "agents.sweep_stale_runs", "schedule": 15.0},
+    "sweep-stale-runs": {
+        "task": "agents.sweep_stale_runs",
+        "schedule": float(config.env_int("RUN_SWEEP_S", 15, minimum=1)),
+    },
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
 }
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes

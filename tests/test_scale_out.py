@@ -50,10 +50,9 @@ STREAM_TIMEOUT_S = 20
 
 
 def worker_queues(queue: str) -> str:
-    """What a run worker's `-Q` names. Production: `runs,housekeeping`; the test settings
-    send every task to the session's default queue (AP_TEST_QUEUE), the deployment's own
-    here."""
-    return queue
+    """What a run worker's `-Q` names: `runs,housekeeping`, as in production, under the
+    deployment's own prefix (the test settings prefix the queues with AP_TEST_QUEUE)."""
+    return f"{queue}-runs,{queue}-housekeeping"
 
 
 @dataclass
@@ -98,7 +97,8 @@ class Deployment:
             self.fleet.stop_all()
             assert self.fleet.leftovers() == []
         with app.connection_for_write() as broker:
-            forget_queue(broker, self.queue)
+            for name in ("runs", "batch", "housekeeping"):
+                forget_queue(broker, f"{self.queue}-{name}")
             broker.default_channel.client.delete(self.task_log)
 
 
