@@ -1,12 +1,15 @@
 """The tool-call step (agents/runtime/tool_step.py): its order, its approval rule and its
-durability rules, and that the agent loop and remote agents take it the same way."""
+durability rules, and that every entry kind — the agent loop, a remote agent, a direct call
+(REST, MCP) and a parked call once approved — takes it the same way."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 
 from agents.runtime.crew import Suspended
 from agents.runtime.loop import run_agent
@@ -217,3 +220,76 @@ def test_a_remote_agent_takes_the_step(journal):
             )
         )  # fmt: skip
     assert journal.step() == STEP
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("face", ["rest", "mcp"])
+def test_a_direct_call_takes_the_step(trio, journal, monkeypatch, face):
+    """Recorded once, after the call: the same events in the same order, without the saves."""
+    from agentplatform.tenancy import services as tenancy
+    from agents import run_writer, tool_runs
+    from agents.models import RunEvent
+
+    kept = tool_runs._Events.emit
+
+    async def emit(self, type, payload):
+        await journal.emit(type, payload)
+        await kept(self, type, payload)
+
+    monkeypatch.setattr(tool_runs._Events, "emit", emit)
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="k", scopes=["read", "run"])
+    if face == "rest":
+        outcome = tool_runs.tool_run(
+            tenant=trio.acme, name="calculator", arguments=SIX_BY_SEVEN, api_key=key
+        )
+    else:
+
+        async def over_mcp():
+            try:
+                return await tool_runs.atool_run(
+                    tenant=trio.acme, name="calculator", arguments=SIX_BY_SEVEN, api_key=key,
+                    via="mcp",
+                )  # fmt: skip
+            finally:
+                await run_writer.aclose()
+
+        outcome = async_to_sync(over_mcp)()
+    assert journal.step() == [entry for entry in STEP if entry[0] != "save"]
+    stored = RunEvent.objects.filter(run_id=outcome.run_id).order_by("seq")
+    assert [(e.type, _same(e.payload)) for e in stored] == journal.step()[::2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parked_call_once_approved_takes_the_step(trio, journal):
+    from agents.models import Approval, Run, RunEvent
+    from agents.tool_runs import execute_tool_run, tool_run
+    from tools.models import ToolDefinition
+
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="gated_calc", kind="builtin", config={"builtin": "calculator"},
+        requires_approval=True,
+    )  # fmt: skip
+    outcome = tool_run(tenant=trio.acme, name="gated_calc", arguments=SIX_BY_SEVEN, user=trio.alice)
+    assert journal.entries == []  # parked: nothing executed
+    assert list(RunEvent.objects.filter(run_id=outcome.run_id).values_list("type", flat=True)) == [
+        "approval.required"
+    ]
+    # Decided without queueing the run (a Celery worker of the session would take it).
+    Approval.objects.filter(run_id=outcome.run_id).update(status="approved")
+    run = Run.objects.select_related("tenant").get(pk=outcome.run_id)
+    journal.writer = SimpleNamespace(redact_with=lambda secrets: None)  # what it asks of a sink
+
+    async def worker_part():
+        return await execute_tool_run(run, journal, journal)
+
+    async_to_sync(worker_part)()
+    expected = [
+        (kind, {**value, "name": "gated_calc"} if isinstance(value, dict) else value)
+        for kind, value in STEP
+    ]
+    expected[2] = ("execute", "gated_calc")
+    assert journal.step() == expected
+    assert journal.entries[-1] == (
+        "run.completed",
+        {"status": "succeeded", "output": '{"result": 42}'},
+    )
