@@ -26,10 +26,20 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from agentplatform.tenancy import rls
-from agents.events import EventConflict, RunEventSink, publisher
+from agents.events import publisher
 from agents.facts import DjangoFactStore
 from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run, RunEvent
-from agents.run_writer import Batch, LeaseLost, RunWriter, publish, write_batch
+from agents.run_writer import (
+    Batch,
+    EventConflict,
+    LeaseLost,
+    RunEventSink,
+    RunWriter,
+    publish,
+    storable_outcome,
+    storable_text,
+    write_batch,
+)
 from agents.runtime.crew import (
     ChildOutcome,
     CrewSpec,
@@ -453,7 +463,7 @@ def _child_run(parent: Run, agent: Agent, task: str, context: str, key: str) -> 
         defaults={
             "tenant_id": parent.tenant_id,
             "agent": agent,
-            "input": member_prompt(task, context),
+            "input": storable_text(member_prompt(task, context)),
             "initiated_by_user_id": parent.initiated_by_user_id,
             "initiated_by_api_key_id": parent.initiated_by_api_key_id,
             "correlation_id": parent.correlation_id,
@@ -475,6 +485,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     lease: one statement, or one transaction when approvals, a parent or a conversation are
     touched too. False if the lease was lost (another worker owns the run now and will
     record its own outcome)."""
+    outcome = storable_outcome(outcome)
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
     usage = outcome.usage

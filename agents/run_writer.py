@@ -1,17 +1,33 @@
-"""A leased run's writes — its events and its checkpoints — in order, coalesced into as few
-database round trips as possible.
+"""The recorder: every write of a run's record — its events, its checkpoints, its outcome, and
+the records of direct tool calls — goes through this module, with one rule for the values
+PostgreSQL refuses.
 
-Events are numbered when emitted and written soon after, without making the loop wait: a
-text delta at once (time to first token), other events within DEFER_S, so that most of them
-ride along with the step's checkpoint instead of costing a statement of their own. A
-checkpoint waits until it is durable and carries every event emitted before it in the same
-statement. Each statement also checks
-and renews the lease, so a worker that lost its run writes nothing. Events are published on
-Redis after they are stored (one pipelined round trip), never before.
+The rule (`storable`, `storable_json`, `storable_text`): a NUL character, which text and
+jsonb refuse, becomes U+FFFD; NaN and ±Infinity, which are not JSON, become their names as
+text ("nan", "inf", "-inf"). Every writer below applies it, so a tool's result, a model's
+text or a call's arguments never fail a write, and read back the same on every path. The
+usual value costs what encoding it costs anyway (one json.dumps) and a substring test.
 
-The writer is also where the run's secrets are scrubbed: every event, every Run field and
-the outcome (hence the conversation's Message and the approvals) pass `redact` on their
-way to the database and Redis, whatever a remote server, a tool or a model echoed.
+The writers:
+- `RunWriter`: a leased (executing) run's events and checkpoints, in order, coalesced into
+  as few round trips as possible. Events are numbered when emitted and written soon after,
+  without making the loop wait: a text delta at once (time to first token), other events
+  within DEFER_S, so that most of them ride along with the step's checkpoint instead of
+  costing a statement of their own. A checkpoint waits until it is durable and carries every
+  event emitted before it in the same statement. Each statement also checks and renews the
+  lease, so a worker that lost its run writes nothing. `RunEventSink` is the agent loop's
+  sink in front of it (bursts of text deltas coalesced); `write_batch` also writes the
+  outcome (`agents.execution.finalize`), `storable_outcome` readies it for the rows written
+  beside it (the conversation's Message, the approvals).
+- `append_event`: one event of a run nobody executes (a queued or parked run cancelled).
+- `park_call`: a direct tool call that waits for approval (its Run, Approval and event).
+- `write_calls` / `awrite_call`: finished direct tool calls (each a Run and its events).
+
+Events are published on Redis after they are stored, never before, as they were stored.
+
+The writer is also where an executing run's secrets are scrubbed: every event, every Run
+field and the outcome (hence the conversation's Message and the approvals) pass `redact` on
+their way to the database and Redis, whatever a remote server, a tool or a model echoed.
 """
 
 from __future__ import annotations
@@ -19,20 +35,108 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
+import select
+import time
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+import psycopg
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, connections, transaction
+from django.db.models import JSONField
+from django.db.models.fields import NOT_PROVIDED
+from psycopg import sql
 
-from agents.events import EventConflict, StoredEvent, channel, publisher
-from agents.models import Run, RunEvent
-from agents.runtime.spec import RunOutcome
+from agents.events import channel, publisher
+from agents.models import Approval, Run, RunEvent
+from agents.runtime.spec import RunOutcome, RunStatus
 from tools.runtime.context import NoSecrets, SecretAccessor
 from tools.runtime.tool import ToolCall
 
 IMMEDIATE = frozenset({"text.delta"})
 DEFER_S = 0.02
+DELTA_FLUSH_S = 0.05  # text deltas are coalesced into one stored event per 50 ms
+
+
+# -- the rule ------------------------------------------------------------------------------
+def storable_json(value: Any) -> str:
+    """`value` as JSON text that PostgreSQL stores as jsonb (the rule applied). The usual
+    case costs one json.dumps."""
+    try:
+        text = json.dumps(value, default=str, allow_nan=False)
+    except ValueError:
+        text = None
+    if text is None or "\\u0000" in text:
+        text = json.dumps(_storable(value), default=str)
+    return text
+
+
+def storable_text(text: str) -> str:
+    """Text that PostgreSQL stores: no NUL character."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def storable(value: Any) -> Any:
+    """`value` (text or JSON-like data) with the rule applied, for a write through the ORM;
+    `value` itself when it needs nothing. Costs one json.dumps for data, a scan for text."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, str):
+        return storable_text(value)
+    try:
+        text = json.dumps(value, default=str, allow_nan=False)
+    except ValueError:
+        return _storable(value)
+    return _storable(value) if "\\u0000" in text else value
+
+
+def stored_text(value: Any) -> str:
+    """A value as the text a run stores for it (a direct call's input and output): text as
+    it is, anything else as JSON; either with the rule applied."""
+    return storable_text(value) if isinstance(value, str) else storable_json(value)
+
+
+def storable_outcome(outcome: RunOutcome) -> RunOutcome:
+    """The outcome with the rule applied to what finalize writes through the ORM as well as
+    in its statement (the conversation's Message, the approvals' arguments)."""
+    return dataclasses.replace(
+        outcome,
+        output=storable_text(outcome.output),
+        error=storable_text(outcome.error),
+        structured_output=storable(outcome.structured_output),
+        awaiting=[ToolCall(c.id, c.name, storable(c.arguments)) for c in outcome.awaiting],
+    )
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
+
+
+# -- an executing run: events, checkpoints, outcome, under the lease ------------------------
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    type: str
+    payload: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "type": self.type, "payload": self.payload}
+
+
+class EventConflict(Exception):
+    """This sequence number is taken: another worker owns the run now."""
 
 
 class LeaseLost(Exception):
@@ -41,7 +145,8 @@ class LeaseLost(Exception):
 
 @dataclass
 class Batch:
-    """What is waiting to be written: events (JSON already encoded) and Run fields."""
+    """What is waiting to be written: events (their payloads encoded, the rule applied) and
+    Run fields."""
 
     events: list[tuple[StoredEvent, str]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
@@ -89,7 +194,7 @@ class RunWriter:
         self.seq += 1
         payload = self.redact(payload)
         event = StoredEvent(self.seq, type, payload)
-        self._pending.events.append((event, json.dumps(payload, default=str)))
+        self._pending.events.append((event, storable_json(payload)))
         if type in IMMEDIATE:
             self._write_now()
         elif self._timer is None and not self._scheduled:
@@ -160,13 +265,60 @@ class RunWriter:
             raise self._error
 
 
+class RunEventSink:
+    """The agent loop's sink for one run: hands its events, numbered, to the run's writer
+    (which stores, then publishes them), coalescing bursts of text deltas."""
+
+    def __init__(self, writer: RunWriter, *, wants_text_deltas: bool = True) -> None:
+        self.writer = writer
+        self.wants_text_deltas = wants_text_deltas
+        self._deltas: list[str] = []
+        self._deltas_since = 0.0
+        self._last_delta_write = 0.0
+
+    @property
+    def seq(self) -> int:
+        return self.writer.seq
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        if type == "text.delta":
+            now = time.monotonic()
+            if not self._deltas and now - self._last_delta_write >= DELTA_FLUSH_S:
+                # Leading edge: the first token of a burst goes out at once (time to first
+                # token); the ones right behind it are coalesced.
+                self._last_delta_write = now
+                self.writer.event("text.delta", {"text": payload["text"]})
+                return
+            if not self._deltas:
+                self._deltas_since = now
+            self._deltas.append(payload["text"])
+            if now - self._deltas_since >= DELTA_FLUSH_S:
+                await self.flush()
+            return
+        await self.flush()
+        self.writer.event(type, payload)
+
+    async def flush(self) -> None:
+        """Hand over the coalesced deltas (they are written with the next write)."""
+        if self._deltas:
+            text, self._deltas = "".join(self._deltas), []
+            self._last_delta_write = time.monotonic()
+            self.writer.event("text.delta", {"text": text})
+
+
 def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | None = None) -> None:
     """One statement: update the Run under its lease (fields, last_seq, renewed lease) and
     insert the events only if that update matched. LeaseLost / EventConflict otherwise."""
     sets, params = [], []
     for name, value in batch.fields.items():
         model_field = Run._meta.get_field(name)
+        if isinstance(model_field, JSONField):
+            sets.append(f'"{model_field.column}" = %s::jsonb')
+            params.append(None if value is None else storable_json(value))
+            continue
         sets.append(f'"{model_field.column}" = %s')
+        if isinstance(value, str):
+            value = storable_text(value)
         params.append(model_field.get_db_prep_save(value, connection))
     if batch.events:
         sets.append('"last_seq" = %s')
@@ -176,14 +328,14 @@ def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | No
         sets.append("\"lease_expires_at\" = NOW() + %s * interval '1 second'")
         params.append(renew_lease_s)
     sets = sets or ['"lease_owner" = "lease_owner"']
-    sql = (
+    statement = (
         f"WITH lease AS (UPDATE {Run._meta.db_table} SET {', '.join(sets)} "  # noqa: S608
         "WHERE id = %s AND lease_owner = %s RETURNING id)"
     )
     params += [run.pk, owner]
     if batch.events:
         rows = ", ".join(["(%s::integer, %s::varchar, %s::jsonb)"] * len(batch.events))
-        sql += (
+        statement += (
             f", added AS (INSERT INTO {RunEvent._meta.db_table} "  # noqa: S608
             "(tenant_id, run_id, seq, type, payload, created_at) "
             "SELECT %s, lease.id, v.seq, v.type, v.payload, NOW() "
@@ -195,9 +347,9 @@ def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | No
         for event, encoded in batch.events:
             params += [event.seq, event.type, encoded]
     else:
-        sql += " SELECT (SELECT count(*) FROM lease), 0"
+        statement += " SELECT (SELECT count(*) FROM lease), 0"
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement, params)
         matched, added = cursor.fetchone()
     if not matched:
         raise LeaseLost(f"run {run.pk} was taken over")
@@ -206,11 +358,340 @@ def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | No
 
 
 def publish(run: Run, batch: Batch) -> None:
-    events = batch.events
-    if not events:
+    """The batch's events on the run's channel, as stored (one pipelined round trip)."""
+    if not batch.events:
         return
     pipe = publisher().pipeline(transaction=False)
     name = channel(run)
-    for event, _ in events:
-        pipe.publish(name, json.dumps(event.as_dict(), default=str))
+    for event, encoded in batch.events:
+        pipe.publish(name, _published(event.seq, event.type, encoded))
     pipe.execute()
+
+
+def _published(seq: int, type: str, encoded: str) -> str:
+    """The message of one event: {"seq", "type", "payload"}, the payload as stored."""
+    return f'{{"seq": {seq}, "type": {json.dumps(type)}, "payload": {encoded}}}'
+
+
+# -- a run nobody executes ------------------------------------------------------------------
+def next_seq(run_id: int) -> int:
+    last = RunEvent.objects.filter(run_id=run_id).order_by("-seq").values_list("seq", flat=True)
+    return (last.first() or 0) + 1
+
+
+def append_event(run: Run, seq: int, type: str, payload: dict[str, Any]) -> StoredEvent:
+    """Store one event of a run no worker executes, then publish it (after the commit, in a
+    transaction). One INSERT and one PUBLISH; EventConflict if `seq` is taken."""
+    encoded = storable_json(payload)
+    # One statement, no transaction block: a taken seq inserts nothing instead of failing.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {RunEvent._meta.db_table} "  # noqa: S608 (our own table name)
+            "(tenant_id, run_id, seq, type, payload, created_at) "
+            "VALUES (%s, %s, %s, %s, %s::jsonb, NOW()) ON CONFLICT (run_id, seq) DO NOTHING",
+            [run.tenant_id, run.pk, seq, type, encoded],
+        )
+        if cursor.rowcount == 0:
+            raise EventConflict(f"run {run.pk} event {seq} exists")
+    message = _published(seq, type, encoded)
+    transaction.on_commit(lambda: publisher().publish(channel(run), message))
+    return StoredEvent(seq, type, payload)
+
+
+def park_call(
+    *,
+    tenant_id: int,
+    call: ToolCall,
+    state: dict[str, Any],
+    event: dict[str, Any],
+    initiated_by_user_id: int | None,
+    initiated_by_api_key_id: int | None,
+    correlation_id: str,
+) -> tuple[Run, Approval]:
+    """Record a direct tool call that waits for a human: its Run (awaiting approval, the call
+    pending in `state`), its Approval and the `approval.required` event, in one transaction.
+    Three INSERTs, then one PUBLISH."""
+    with transaction.atomic():
+        run = Run.objects.create(
+            tenant_id=tenant_id,
+            tool_name=call.name,
+            input=stored_text(call.arguments),
+            status=RunStatus.AWAITING_APPROVAL,
+            state=storable(state),
+            correlation_id=correlation_id,
+            last_seq=1,
+            initiated_by_user_id=initiated_by_user_id,
+            initiated_by_api_key_id=initiated_by_api_key_id,
+        )
+        approval = Approval.objects.create(
+            tenant_id=tenant_id,
+            run=run,
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=storable(call.arguments),
+        )
+        append_event(run, 1, "approval.required", event)
+    return run, approval
+
+
+# -- finished direct tool calls -------------------------------------------------------------
+# Any number of finished calls (each a Run and its events) in one statement of fixed text,
+# and, on an event loop (the MCP server), grouped into as few statements as possible on an
+# async connection of the loop's own.
+#
+# Why not the ORM here: this write is on the path of every MCP `tools/call`. Building Run
+# instances and compiling their INSERT cost more than the call itself, and a write on a
+# thread's connection makes each call wait for the event loop's thread to hand over the GIL
+# (up to the 5 ms switch interval, several times per statement) while that thread is busy
+# serving the other calls. Columns a tool call never sets take their model defaults, read
+# from the model once, so the statement follows the model as it changes.
+
+APPLICATION_NAME = "agentplatform-run-records"
+IDLE_S = 60.0  # an async connection unused this long is closed (a new one when needed)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One finished (or failed) direct tool call, as the Run row and events to store. Values
+    as the call made them: the rule is applied when they are written."""
+
+    tenant_id: int
+    tool_name: str
+    arguments: Any  # stored as the run's input (JSON text)
+    status: str
+    output: Any  # the result (stored as text, JSON unless it is text); "" when it failed
+    error: str
+    correlation_id: str  # unique per call: it pairs the inserted runs with their events
+    started_at: datetime
+    finished_at: datetime
+    initiated_by_user_id: int | None
+    initiated_by_api_key_id: int | None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def row(self) -> tuple:
+        """The values of `_VARYING`, in its order."""
+        return (
+            self.tenant_id, self.tool_name, stored_text(self.arguments), self.status,
+            stored_text(self.output), storable_text(self.error), self.correlation_id,
+            self.started_at, self.finished_at, len(self.events), self.initiated_by_user_id,
+            self.initiated_by_api_key_id, self.finished_at,
+        )  # fmt: skip
+
+
+_VARYING = (
+    "tenant_id", "tool_name", "input", "status", "output", "error", "correlation_id",
+    "started_at", "finished_at", "last_seq", "initiated_by_user_id",
+    "initiated_by_api_key_id", "created_at",
+)  # fmt: skip
+
+
+@lru_cache(maxsize=1)
+def _statement() -> str:
+    """The INSERT of runs and their events: the columns of `_VARYING` from arrays (one
+    element per call), every other column its default as a literal."""
+    fields = [f for f in Run._meta.local_concrete_fields if not f.primary_key]
+    by_column = {f.column: f for f in fields}
+    assert set(_VARYING) <= set(by_column), "Run lost a column this statement writes"
+    template = Run()  # its attributes hold every field's default
+    values = ", ".join(
+        f"u.{f.column}" if f.column in _VARYING else _default(f, template) for f in fields
+    )
+    arrays = ", ".join(f"%s::{by_column[c].db_type(connection)}[]" for c in _VARYING)
+    return (
+        f"WITH run AS (INSERT INTO {Run._meta.db_table} "  # noqa: S608 (our names, literals)
+        f"({', '.join(f.column for f in fields)}) "
+        f"SELECT {values} FROM unnest({arrays}) AS u({', '.join(_VARYING)}) "
+        "RETURNING id, tenant_id, correlation_id), "
+        f"added AS (INSERT INTO {RunEvent._meta.db_table} "
+        "(tenant_id, run_id, seq, type, payload, created_at) "
+        "SELECT run.tenant_id, run.id, e.seq, e.type, e.payload::jsonb, NOW() "
+        "FROM unnest(%s::varchar[], %s::integer[], %s::varchar[], %s::text[]) "
+        "AS e(correlation_id, seq, type, payload) JOIN run USING (correlation_id)) "
+        "SELECT correlation_id, id FROM run"
+    )
+
+
+def _default(field, template: Run) -> str:
+    """The field's default as a literal, for a default that is the same for every row."""
+    per_row = (
+        field.generated
+        or field.db_default is not NOT_PROVIDED
+        or getattr(field, "auto_now", False)
+        or getattr(field, "auto_now_add", False)
+        or (field.has_default() and callable(field.default) and field.default not in (dict, list))
+    )
+    if per_row:
+        raise ImproperlyConfigured(
+            f"Run.{field.name} has a default computed per row: add it to run_writer._VARYING"
+        )
+    value = field.get_db_prep_save(getattr(template, field.attname), connection)
+    literal = sql.Literal(value).as_string().replace("%", "%%")  # not a placeholder
+    return f"{literal}::{field.db_type(connection)}"
+
+
+def _parameters(records: list[CallRecord]) -> list:
+    columns = [list(values) for values in zip(*(r.row() for r in records), strict=True)]
+    events: list[list] = [[], [], [], []]
+    for record in records:
+        for seq, (type, payload) in enumerate(record.events, start=1):
+            for values, value in zip(
+                events,
+                (record.correlation_id, seq, type, storable_json(payload)),
+                strict=True,
+            ):
+                values.append(value)
+    return [*columns, *events]
+
+
+def write_calls(records: list[CallRecord]) -> list[int]:
+    """Store the records on Django's connection (in its transaction, if any); their run ids."""
+    with connection.cursor() as cursor:
+        cursor.execute(_statement(), _parameters(records))
+        ids = dict(cursor.fetchall())
+    return [ids[r.correlation_id] for r in records]
+
+
+async def awrite_call(record: CallRecord) -> int:
+    """Store the record from async code: committed when this returns; its run id."""
+    loop = asyncio.get_running_loop()
+    group = _groups.get(loop)
+    if group is None:
+        group = _groups[loop] = _GroupCommit()
+    return await group.write(record)
+
+
+async def aclose() -> None:
+    """Close this loop's connection now; for a loop about to end (a test's)."""
+    group = _groups.pop(asyncio.get_running_loop(), None)
+    if group is not None:
+        await group.close()
+
+
+class _GroupCommit:
+    """Records arriving while a statement is in flight go in the next one: one round trip and
+    one WAL flush for all of them, no added wait when calls come one at a time. One writer
+    task writes everything pending, so a caller that goes away (a client disconnecting
+    cancels its call) neither stops the write nor strands the others waiting. Its own
+    connection (autocommit) lives on the loop: no thread, no handover of the GIL; it is
+    closed after IDLE_S without writes."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[CallRecord, asyncio.Future]] = []
+        self.writer: asyncio.Task | None = None
+        self.connection: psycopg.AsyncConnection | None = None
+        self.last_write = 0.0
+        self.idle_check: asyncio.TimerHandle | None = None
+
+    async def write(self, record: CallRecord) -> int:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self.pending.append((record, done))
+        if self.writer is None or self.writer.done():
+            self.writer = loop.create_task(self._write_pending())
+        return await done
+
+    async def _write_pending(self) -> None:
+        group: list = []
+        try:
+            while self.pending:
+                group, self.pending = self.pending, []
+                await self._write_group(group)
+        finally:  # the writer itself cancelled (the loop ends): nobody waits forever
+            _settle(group + self.pending, error=RuntimeError("the record writer stopped"))
+
+    async def _write_group(self, group: list[tuple[CallRecord, asyncio.Future]]) -> None:
+        try:
+            ids = await self._insert([record for record, _ in group])
+        except (psycopg.DataError, psycopg.IntegrityError) as exc:  # e.g. its API key deleted
+            if len(group) == 1:
+                _settle(group, error=exc)
+                return
+            for item in group:  # a record the database refuses fails alone
+                await self._write_group([item])
+        except Exception as exc:
+            _settle(group, error=exc)
+        else:
+            _settle(group, ids=ids)
+
+    async def _insert(self, records: list[CallRecord]) -> list[int]:
+        loop = asyncio.get_running_loop()
+        self.last_write = loop.time()
+        if self.connection is None or self.connection.closed or _closed_by_server(self.connection):
+            if self.connection is not None:
+                await self.connection.close()
+            self.connection = await psycopg.AsyncConnection.connect(
+                **_connection_params(), autocommit=True
+            )
+            if self.idle_check is None:
+                self.idle_check = loop.call_later(IDLE_S, self._close_when_idle)
+        try:
+            cursor = await self.connection.execute(_statement(), _parameters(records))
+            ids = dict(await cursor.fetchall())
+        except psycopg.OperationalError:  # a broken connection: a new one next time
+            await self.connection.close()
+            raise
+        return [ids[r.correlation_id] for r in records]
+
+    def _close_when_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        idle = loop.time() - self.last_write
+        busy = self.writer is not None and not self.writer.done()
+        if idle < IDLE_S or busy:
+            self.idle_check = loop.call_later(max(IDLE_S - idle, 1.0), self._close_when_idle)
+        else:
+            self.idle_check = None
+            self.writer = loop.create_task(self._close_idle())  # in the writer's place
+
+    async def _close_idle(self) -> None:
+        await self._disconnect()
+        await self._write_pending()  # records that came meanwhile (on a new connection)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            await asyncio.wait([self.writer])
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        if self.connection is not None:
+            connection, self.connection = self.connection, None
+            await connection.close()
+
+
+def _settle(group: list[tuple[CallRecord, asyncio.Future]], *, ids=None, error=None) -> None:
+    """Answer each waiting caller (one that went away has a cancelled future: skipped)."""
+    for index, (_, future) in enumerate(group):
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(ids[index])
+
+
+# Not weak: a group refers to its loop (its locks do), so the loop would never be collected
+# either way; uvicorn's loop lives as long as the process, and short-lived loops `aclose`.
+_groups: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
+
+
+def _connection_params() -> dict[str, Any]:
+    """Django's parameters for its default database, without its sync cursor and adapters.
+
+    Without Django's `assume_role` either: this connection writes as the owner role, outside
+    row-level security, because one statement holds the calls of several tenants (one
+    statement per tenant, or a setting per statement, would undo the grouping it is for).
+    What it writes is not chosen by a caller: each record's tenant is its authenticated API
+    key's (agents.tool_runs builds it), and the events take their run's tenant."""
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    params.setdefault("application_name", APPLICATION_NAME)
+    params.setdefault("connect_timeout", 5)  # calls wait for this connection: not for long
+    return params
+
+
+def _closed_by_server(connection: psycopg.AsyncConnection) -> bool:
+    """An idle connection with something to read has been told goodbye (a restart, a
+    terminated backend): better a new connection than a failed write."""
+    poller = select.poll()  # not select.select: it fails on descriptors above 1023
+    poller.register(connection.fileno(), select.POLLIN)
+    return bool(poller.poll(0))

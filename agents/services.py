@@ -298,7 +298,7 @@ def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
         pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
     ).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), error="cancelled")
     if stopped:
-        from agents.events import append_event, next_seq
+        from agents.run_writer import append_event, next_seq
 
         run.refresh_from_db()
         append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})

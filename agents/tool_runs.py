@@ -1,16 +1,21 @@
 """Direct tool calls as runs: one tool of the tenant's registry, called by an integrator
-(over MCP or REST) instead of a model, recorded as a Run (`tool_name` set, no agent) so it
-joins the audit trail with its events.
+(over MCP or REST) or an admin (the config and admin test pages) instead of a model,
+recorded as a Run (`tool_name` set, no agent) so it joins the audit trail with its events.
 
-A tool whose capability requires approval is not executed: the run parks with a pending
-Approval, decided like any other (`approval_decide`); a worker then executes the call,
-with the approver's edited arguments, or records the rejection (`execute_tool_run`).
+Every direct call takes the tool-call step the agent loop takes (agents/runtime/tool_step.py)
+and is recorded by the recorder (agents/run_writer.py). A call the step says waits for a
+human (its tool requires approval) is not executed: the run parks with a pending Approval,
+decided like any other (`approval_decide`); a worker then takes the call through the step
+again with the decision — executing it, with the approver's edited arguments, or recording
+the rejection (`execute_tool_run`). A call that runs now is recorded once it has finished,
+in one statement (its `tool.started` and `tool.completed` events together): a process that
+dies during the call leaves no record of it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,16 +27,19 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
+from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
-from agents import run_records
-from agents.events import stream_read
-from agents.models import Approval, ApprovalStatus, Run, RunEvent
+from agents import run_writer
+from agents.models import Approval, ApprovalStatus, Run
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
-from agents.runtime.state import RunState
+from agents.runtime.state import NoCheckpoint, RunState
+from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
 from tools.loader import fresh_tenant_tools, tenant_tools
-from tools.runtime.tool import ToolCall, ToolResult
+from tools.runtime.tool import ToolCall
 from tools.services import tool_context
+
+DIRECT_CALLS = ApprovalRule("flagged")  # a direct call waits only for tools flagged so
 
 
 @dataclass(frozen=True)
@@ -47,19 +55,20 @@ class ToolRunOutcome:
 
 async def atool_run(**kwargs: Any) -> ToolRunOutcome:
     """`tool_run` for async callers (the MCP server): its database work borrows a pooled
-    connection on any free thread and gives it back at once."""
-    return await _tool_run(db=stream_read, record=run_records.awrite, **kwargs)
+    connection on any free thread and gives it back at once; its record is group-committed
+    on the loop's own connection (`run_writer.awrite_call`)."""
+    return await _tool_run(db=stream_read, record=run_writer.awrite_call, **kwargs)
 
 
 def tool_run(**kwargs: Any) -> ToolRunOutcome:
     """Call one of the tenant's tools now (or park it for approval) and record the run;
-    keyword arguments as `_tool_run`. For sync callers (REST views): database work stays
-    on the caller's thread and connection."""
+    keyword arguments as `_tool_run`. For sync callers (REST views, the config and admin
+    test pages): database work stays on the caller's thread and connection."""
     return async_to_sync(_tool_run)(db=sync_to_async, record=sync_to_async(_write_one), **kwargs)
 
 
-def _write_one(record: run_records.CallRecord) -> int:
-    return run_records.write([record])[0]
+def _write_one(record: run_writer.CallRecord) -> int:
+    return run_writer.write_calls([record])[0]
 
 
 async def _tool_run(
@@ -86,17 +95,10 @@ async def _tool_run(
         if not principal.may_execute_tool(name):
             raise PermissionDenied("You may not execute this tool.")
     call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
-    if toolbox.registry.get(name).capability.requires_approval:
-        who = {"initiated_by_api_key": api_key, "initiated_by_user": user}
-        run, approval = await db(_park)(tenant, call, who, via)
-        return ToolRunOutcome(
-            run.pk, "awaiting_approval", call.id, error="approval required",
-            decide_at=decide_at(approval),
-        )  # fmt: skip
     # Once started, the call runs to its end and is recorded even if the caller goes away
     # (an MCP client disconnecting cancels its request): no effect without its record.
     finishing = asyncio.ensure_future(
-        _execute_and_record(record, toolbox, tenant, call, api_key, user, via)
+        _step_and_record(db, record, toolbox, tenant, call, api_key, user, via)
     )
     _finishing.add(finishing)
     finishing.add_done_callback(_finishing.discard)
@@ -106,31 +108,67 @@ async def _tool_run(
 _finishing: set[asyncio.Future] = set()  # strong references to calls whose caller left
 
 
-async def _execute_and_record(record, toolbox, tenant, call, api_key, user, via):
+class _Events:
+    """A direct call's events, kept to be recorded with its run once the call has finished."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[str, dict[str, Any]]] = []
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        self.kept.append((type, payload))
+
+
+async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via):
     correlation_id = uuid.uuid4().hex
+    user_id = user.pk if user is not None else None
+    api_key_id = api_key.pk if api_key is not None else None
     ctx = tool_context(
-        tenant=tenant,
-        user_id=user.pk if user is not None else None,
-        correlation_id=correlation_id,
-        secrets=toolbox.secrets,
+        tenant=tenant, user_id=user_id, correlation_id=correlation_id, secrets=toolbox.secrets
+    )
+    state = RunState(pending_calls=[call])
+    events = _Events()
+    step = ToolCallStep(
+        registry=toolbox.registry,
+        ctx=ctx,
+        emit=events.emit,
+        checkpoint=NoCheckpoint(),  # recorded once, when the call has finished
+        approval=DIRECT_CALLS,
+        via=via,
     )
     started = timezone.now()
-    result = await toolbox.registry.execute(call, ctx)
+    outcome = await step.run(state, [call])
+    if outcome.awaiting:  # nothing executed, nothing emitted: park it
+        park = functools.partial(
+            run_writer.park_call,
+            tenant_id=tenant.pk,
+            call=call,
+            state=state.to_dict(),
+            event=call_payload(call, ctx, via),
+            initiated_by_user_id=user_id,
+            initiated_by_api_key_id=api_key_id,
+            correlation_id=correlation_id,
+        )
+        run, approval = await db(park)()
+        return ToolRunOutcome(
+            run.pk, "awaiting_approval", call.id, error="approval required",
+            decide_at=decide_at(approval),
+        )  # fmt: skip
+    result = outcome.results[call.id]
     failed = result.error is not None
     run_id = await record(
-        run_records.CallRecord(
+        run_writer.CallRecord(
             tenant_id=tenant.pk,
             tool_name=call.name,
-            input=run_records.storable_json(call.arguments),
+            arguments=call.arguments,
             status=RunStatus.FAILED if failed else RunStatus.SUCCEEDED,
-            output="" if failed else _storable_text(result.result),
-            error=run_records.storable_text(result.error or ""),
+            output="" if failed else result.result,
+            error=result.error or "",
             correlation_id=correlation_id,
             started_at=started,
             finished_at=timezone.now(),
-            initiated_by_user_id=user.pk if user is not None else None,
-            initiated_by_api_key_id=api_key.pk if api_key is not None else None,
-            events=[("tool.started", _started(call, via)), ("tool.completed", _completed(result))],
+            initiated_by_user_id=user_id,
+            initiated_by_api_key_id=api_key_id,
+            events=events.kept,
         )
     )
     if failed:
@@ -149,54 +187,20 @@ def decide_at(approval: Approval) -> str:
     )
 
 
-def _park(tenant, call: ToolCall, who, via) -> tuple[Run, Approval]:
-    run = Run.objects.create(
-        tenant=tenant,
-        tool_name=call.name,
-        input=json.dumps(call.arguments, default=str),
-        status=RunStatus.AWAITING_APPROVAL,
-        state=RunState(pending_calls=[call]).to_dict(),
-        correlation_id=uuid.uuid4().hex,
-        last_seq=1,
-        **who,
-    )
-    approval = Approval.objects.create(
-        tenant=tenant, run=run, call_id=call.id, tool_name=call.name, arguments=call.arguments
-    )
-    RunEvent.objects.create(
-        tenant=tenant, run=run, seq=1, type="approval.required", payload=_started(call, via)
-    )
-    return run, approval
-
-
 async def execute_tool_run(run: Run, sink, checkpoint) -> RunOutcome:
-    """A worker's part, once the approval is decided: execute the call (edited arguments
-    honoured) or report the rejection. Never twice: a call that started before a crash is
-    repeated only if its tool is idempotent."""
+    """A worker's part, once the approval is decided: the call goes through the tool-call
+    step again, with the decision — executed (edited arguments honoured) or its rejection
+    recorded. Never twice: a recorded result is not executed again, and a call that started
+    before a crash is repeated only if its tool is idempotent."""
     state = RunState.from_dict(run.state)
     call = state.pending_calls[0]
     decision = await stream_read(_decision)(run.pk, call.id)
     if decision is None:  # not decided yet: nothing to do
         return RunOutcome(status=RunStatus.AWAITING_APPROVAL)
-    if not decision.approved:
-        reason = f": {decision.reason}" if decision.reason else ""
-        return await _end(sink, RunStatus.FAILED, error=f"rejected by {decision.by}{reason}")
     toolbox = await stream_read(tenant_tools)(run.tenant_id)
     sink.writer.redact_with(toolbox.secrets)
-    if not toolbox.registry.has(call.name):
+    if decision.approved and not toolbox.registry.has(call.name):
         return await _end(sink, RunStatus.FAILED, error=f"the tool {call.name} is gone")
-    item = toolbox.registry.get(call.name)
-    if call.id in state.started and not item.capability.idempotent:
-        return await _end(
-            sink, RunStatus.FAILED,
-            error="the outcome of this call is unknown: it was interrupted while running "
-            "and is not safe to repeat; check its effect",
-        )  # fmt: skip
-    if decision.arguments is not None:
-        call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments)
-    await sink.emit("tool.started", _started(call, "approval"))
-    state.started.add(call.id)
-    await checkpoint.save(state, "tools_started")
     ctx = tool_context(
         tenant=run.tenant,
         user_id=run.initiated_by_user_id,
@@ -204,11 +208,22 @@ async def execute_tool_run(run: Run, sink, checkpoint) -> RunOutcome:
         correlation_id=run.correlation_id,
         secrets=toolbox.secrets,
     )
-    result = await toolbox.registry.execute(call, ctx)
-    await sink.emit("tool.completed", _completed(result))
-    if result.error is not None:
-        return await _end(sink, RunStatus.FAILED, error=result.error)
-    return await _end(sink, RunStatus.SUCCEEDED, output=_as_text(result.result))
+    step = ToolCallStep(
+        registry=toolbox.registry,
+        ctx=ctx,
+        emit=sink.emit,
+        checkpoint=checkpoint,
+        approval=DIRECT_CALLS,
+        decisions={call.id: decision},
+        via="approval",
+    )
+    outcome = await step.run(state, [call])
+    recorded = state.results[call.id]
+    if recorded.is_error:
+        return await _end(sink, RunStatus.FAILED, error=recorded.content)
+    result = outcome.results.get(call.id)  # None: recorded before an interruption
+    output = run_writer.stored_text(result.result) if result is not None else recorded.content
+    return await _end(sink, RunStatus.SUCCEEDED, output=output)
 
 
 async def _end(sink, status: RunStatus, *, output: str = "", error: str = "") -> RunOutcome:
@@ -224,27 +239,3 @@ def _decision(run_id: int, call_id: str) -> Decision | None:
     if approval is None or approval.status == ApprovalStatus.PENDING:
         return None
     return approval.as_decision()
-
-
-def _started(call: ToolCall, via: str) -> dict[str, Any]:
-    return {"call_id": call.id, "name": call.name, "arguments": call.arguments, "via": via}
-
-
-def _completed(result: ToolResult) -> dict[str, Any]:
-    return {
-        "call_id": result.call_id,
-        "name": result.name,
-        "result": result.result,
-        "error": result.error,
-        "latency_ms": round(result.latency_ms, 3),
-    }
-
-
-def _storable_text(value: Any) -> str:
-    if isinstance(value, str):
-        return run_records.storable_text(value)
-    return run_records.storable_json(value)
-
-
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)

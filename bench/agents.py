@@ -617,9 +617,8 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     from django.db import transaction
     from django.utils import timezone
 
-    from agents.events import StoredEvent
     from agents.models import Run, RunEvent
-    from agents.run_writer import Batch, write_batch
+    from agents.run_writer import Batch, StoredEvent, write_batch
     from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
 
     state = Run.objects.filter(status="succeeded").values_list("state", flat=True).first()

@@ -137,7 +137,7 @@ def create_fixture(server: RemoteServer) -> str:
         tenant=tenant,
         name="Fake OpenAI",
         kind="openai",
-        api_key="k",
+        api_key="fake-provider-key",
         base_url=server.openai_base_url,
         default_model=MODEL,
         is_default=True,
@@ -373,7 +373,7 @@ def main() -> None:
 
         async def measure() -> tuple[dict, list[Concurrency]]:
             platform_c = make_client(platform_url, secret)
-            direct_c = make_client(server.openai_base_url, "k")
+            direct_c = make_client(server.openai_base_url, "fake-provider-key")
             try:
                 samples = await ttft_rounds(platform_c, direct_c)
                 cutoff.append(await asyncio.to_thread(last_run_pk))

@@ -2,7 +2,8 @@
 until the model answers, a limit is hit, a human must approve, or the run is cancelled.
 
 Everything a run needs is passed in: the adapter, the tenant's registry, a RunContext,
-the state to start from, and the caller's checkpointer, event sink and cancel check.
+the state to start from, and the caller's checkpointer, event sink and cancel check. The
+"act" part is the tool-call step every caller of tools shares (agents/runtime/tool_step.py).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agents.runtime.crew import Suspended
 from agents.runtime.memory import FactStore, memory_tools
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
 from agents.runtime.structured import FINAL_ANSWER, final_answer_tool
+from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import ModelBehaviorError, ProviderError
 from providers.runtime.types import (
@@ -34,7 +35,7 @@ from providers.runtime.types import (
 )
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Effect, Tool, ToolCall, ToolResult
+from tools.runtime.tool import ToolCall
 
 CANCEL_CHECK_INTERVAL_S = 0.25
 _ASK_AGAIN = ModelResponse()  # the model's output was unusable; it has been told why
@@ -218,7 +219,7 @@ class _Loop:
             "inference.completed",
             round=state.rounds,
             text=response.text,
-            tool_calls=[_call_payload(c, self.ctx) for c in response.tool_calls],
+            tool_calls=[call_payload(c, self.ctx) for c in response.tool_calls],
             stop_reason=response.stop_reason,
             usage=_usage_payload(response.usage),
             model=response.model,
@@ -242,92 +243,21 @@ class _Loop:
         return final
 
     # -- act -------------------------------------------------------------------------
-    def _needs_approval(self, item: Tool | None) -> bool:
-        if item is None or self.spec.approval_policy == "never":
-            return False
-        if item.capability.requires_approval:
-            return True
-        writes = item.capability.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
-        return self.spec.approval_policy == "writes" and writes
-
     async def _resolve_pending(self, state: RunState) -> tuple[list[ToolCall], list[ToolCall]]:
-        """Execute what may run now; return the calls still waiting for a human, and those
-        waiting on a child run (a delegation whose member waits for a human)."""
-        awaiting: list[ToolCall] = []
-        to_run: list[ToolCall] = []
-        for call in state.pending_calls:
-            if call.id in state.results:
-                continue  # recorded before a restart: never run twice
-            item = self.tools.get(call.name) if self.tools.has(call.name) else None
-            if call.id in state.started and not (item and item.capability.idempotent):
-                # It began before a crash; repeating it could do it twice (even if approved).
-                await self._record(
-                    state, call, None,
-                    "the outcome of this call is unknown: it was interrupted while running "
-                    "and is not safe to repeat; check its effect before trying again", 0.0,
-                )  # fmt: skip
-            elif self._needs_approval(item):
-                decision = self.decisions.get(call.id)
-                if decision is None:
-                    awaiting.append(call)
-                elif not decision.approved:
-                    reason = f": {decision.reason}" if decision.reason else ""
-                    await self._record(state, call, None, f"rejected by {decision.by}{reason}", 0.0)
-                else:
-                    arguments = call.arguments if decision.arguments is None else decision.arguments
-                    to_run.append(replace(call, arguments=arguments))
-            else:
-                to_run.append(call)
-        suspended = await self._execute(state, to_run) if to_run else []
-        return awaiting, suspended
-
-    async def _execute(self, state: RunState, calls: list[ToolCall]) -> list[ToolCall]:
-        allowed = max(0, self.spec.max_tool_calls - state.tool_calls)
-        runnable, over = calls[:allowed], calls[allowed:]
-        for call in over:
-            await self._record(
-                state, call, None,
-                f"tool call limit ({self.spec.max_tool_calls}) reached for this run; "
-                "answer with what you have", 0.0,
-            )  # fmt: skip
-        if not runnable:
-            return []
-        state.tool_calls += len(runnable)
-        state.started.update(call.id for call in runnable)
-        for call in runnable:  # before the save: a checkpointer may store them together
-            await self.emit("tool.started", **_call_payload(call, self.ctx))
-        await self.checkpoint.save(state, "tools_started")
-
-        async def one(call: ToolCall) -> tuple[ToolCall, ToolResult]:
-            return call, await self.tools.execute(call, self.ctx)
-
-        suspended: list[ToolCall] = []
-        for finished in asyncio.as_completed([one(call) for call in runnable]):
-            call, result = await finished
-            if isinstance(result.result, Suspended):
-                suspended.append(call)  # stays pending without a result; re-run on resume
-                continue
-            await self._record(state, call, result.result, result.error, result.latency_ms)
-        return suspended
-
-    async def _record(
-        self, state: RunState, call: ToolCall, result: Any, error: str | None, latency_ms: float
-    ) -> None:
-        content = error if error is not None else _as_text(result)
-        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
-        if call.name == FINAL_ANSWER and error is None:
-            state.structured_output = call.arguments
-        # The result is saved before its event: a crash between the two loses that event but
-        # never the result (the model is told what the tool did, not "unknown").
-        await self.checkpoint.save(state, "tool_result")
-        await self.emit(
-            "tool.completed",
-            call_id=call.id,
-            name=call.name,
-            result=result,
-            error=error,
-            latency_ms=round(latency_ms, 3),
+        """Take the pending calls through the tool-call step (agents/runtime/tool_step.py);
+        return those still waiting for a human, and those waiting on a child run (a
+        delegation whose member waits for a human)."""
+        step = ToolCallStep(
+            registry=self.tools,
+            ctx=self.ctx,
+            emit=self.sink.emit,
+            checkpoint=self.checkpoint,
+            approval=ApprovalRule(self.spec.approval_policy),
+            decisions=self.decisions,
+            max_tool_calls=self.spec.max_tool_calls,
         )
+        outcome = await step.run(state, state.pending_calls)
+        return outcome.awaiting, outcome.suspended
 
     async def _after_tools(self, state: RunState) -> RunOutcome | None:
         """Append the results in call order; finish when final_answer was accepted."""
@@ -356,9 +286,9 @@ class _Loop:
     ) -> RunOutcome:
         await self.checkpoint.save(state, "awaiting_approval")
         for call in awaiting:
-            await self.emit("approval.required", **_call_payload(call, self.ctx))
+            await self.emit("approval.required", **call_payload(call, self.ctx))
         for call in suspended:
-            await self.emit("approval.required", via_child=True, **_call_payload(call, self.ctx))
+            await self.emit("approval.required", via_child=True, **call_payload(call, self.ctx))
         return RunOutcome(
             status=RunStatus.AWAITING_APPROVAL,
             output=state.output,
@@ -379,16 +309,6 @@ class _Loop:
 
     async def _finish(self, state: RunState, status: RunStatus, *, error: str = "") -> RunOutcome:
         return await finish_run(self.checkpoint, self.emit, state, status, error=error)
-
-
-def _as_text(result: Any) -> str:
-    if isinstance(result, str):
-        return result
-    return json.dumps(result, default=str, ensure_ascii=False)
-
-
-def _call_payload(call: ToolCall, ctx: RunContext) -> dict[str, Any]:
-    return {"call_id": call.id, "name": call.name, "arguments": ctx.secrets.redact(call.arguments)}
 
 
 def _usage_payload(usage) -> dict[str, int]:

@@ -11,7 +11,6 @@ is not resumed (tools may already have run): it fails, and must be started again
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -19,25 +18,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
-from agents.runtime.crew import Suspended
 from agents.runtime.kinds import agent_kind
-from agents.runtime.loop import (
-    EventSink,
-    NullSink,
-    _as_text,
-    _call_payload,
-    _usage_payload,
-    agent_registry,
-    finish_run,
-)
+from agents.runtime.loop import EventSink, NullSink, _usage_payload, agent_registry, finish_run
 from agents.runtime.memory import FactStore
 from agents.runtime.spec import AgentSpec, RunOutcome, RunStatus
 from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
 from agents.runtime.structured import FINAL_ANSWER
+from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
 from providers.runtime.types import (
     AssistantMessage,
     Message,
-    ToolResultMessage,
     Usage,
     UserMessage,
 )
@@ -51,7 +41,7 @@ from tools.runtime.egress import (
     ResponseTooLarge,
 )
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Effect, Tool, ToolCall
+from tools.runtime.tool import ToolCall
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -281,7 +271,7 @@ class _Exchange:
             "inference.completed",
             round=state.rounds,
             text=reply["text"],
-            tool_calls=[_call_payload(c, self.ctx) for c in reply.get("calls", ())],
+            tool_calls=[call_payload(c, self.ctx) for c in reply.get("calls", ())],
             stop_reason="tool_calls" if reply["type"] == "tool_call" else "end",
             usage=_usage_payload(usage),
             model=self.spec.model,
@@ -298,39 +288,19 @@ class _Exchange:
 
     # -- act -------------------------------------------------------------------------
     async def _run_calls(self, state: RunState, calls: list[ToolCall]) -> list[WireToolResult]:
-        """Run what may run (concurrently), refuse the rest; results in call order."""
-        to_run: list[ToolCall] = []
-        for call in calls:
-            item = self.tools.get(call.name) if self.tools.has(call.name) else None
-            if _needs_approval(item, self.spec):
-                await self._record(state, call, None, NEEDS_APPROVAL, 0.0)
-            else:
-                to_run.append(call)
-        allowed = max(0, self.spec.max_tool_calls - state.tool_calls)
-        runnable, over = to_run[:allowed], to_run[allowed:]
-        for call in over:
-            await self._record(
-                state, call, None,
-                f"tool call limit ({self.spec.max_tool_calls}) reached for this run; "
-                "answer with what you have", 0.0,
-            )  # fmt: skip
-        if runnable:
-            state.tool_calls += len(runnable)
-            state.started.update(call.id for call in runnable)
-            await self.checkpoint.save(state, "tools_started")
-            for call in runnable:
-                await self.emit("tool.started", **_call_payload(call, self.ctx))
-
-            async def one(call: ToolCall):
-                return call, await self.tools.execute(call, self.ctx)
-
-            for finished in asyncio.as_completed([one(call) for call in runnable]):
-                call, result = await finished
-                if isinstance(result.result, Suspended):  # a crew member waits for a human
-                    error = f"{result.result.reason}; that {NEEDS_APPROVAL}"
-                    await self._record(state, call, None, error, result.latency_ms)
-                else:
-                    await self._record(state, call, result.result, result.error, result.latency_ms)
+        """Take the calls through the tool-call step (agents/runtime/tool_step.py), with
+        nobody to approve: a call that needs a human gets NEEDS_APPROVAL as its error.
+        Results in call order."""
+        step = ToolCallStep(
+            registry=self.tools,
+            ctx=self.ctx,
+            emit=self.sink.emit,
+            checkpoint=self.checkpoint,
+            approval=ApprovalRule(self.spec.approval_policy),
+            max_tool_calls=self.spec.max_tool_calls,
+            unattended=NEEDS_APPROVAL,
+        )
+        await step.run(state, calls)
         messages = [state.results[call.id] for call in calls]
         state.messages.extend(messages)
         state.pending_calls, state.results, state.started = [], {}, set()
@@ -339,23 +309,6 @@ class _Exchange:
             {"call_id": m.call_id, "name": m.name, "content": m.content, "is_error": m.is_error}
             for m in messages
         ]
-
-    async def _record(
-        self, state: RunState, call: ToolCall, result: Any, error: str | None, latency_ms: float
-    ) -> None:
-        content = error if error is not None else _as_text(result)
-        state.results[call.id] = ToolResultMessage(call.id, call.name, content, error is not None)
-        if call.name == FINAL_ANSWER and error is None:
-            state.structured_output = call.arguments
-        await self.checkpoint.save(state, "tool_result")
-        await self.emit(
-            "tool.completed",
-            call_id=call.id,
-            name=call.name,
-            result=result,
-            error=error,
-            latency_ms=round(latency_ms, 3),
-        )
 
     # -- finish ----------------------------------------------------------------------
     async def _cancelled(self) -> bool:
@@ -466,16 +419,6 @@ def _egress_failure(exc: EgressError) -> str:
 
 
 # -- small pieces -----------------------------------------------------------------------
-def _needs_approval(item: Tool | None, spec: AgentSpec) -> bool:
-    """The loop's rule (flagged tools; write/destructive ones under "writes")."""
-    if item is None or spec.approval_policy == "never":
-        return False
-    if item.capability.requires_approval:
-        return True
-    writes = item.capability.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
-    return spec.approval_policy == "writes" and writes
-
-
 def _history_payload(history: Sequence[Message]) -> list[WireHistoryItem]:
     """User and assistant text; tool calls and results of earlier runs are left out."""
     return [

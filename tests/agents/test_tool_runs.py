@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.http import Http404
 
 from agentplatform.tenancy import services as tenancy
-from agents import run_records
+from agents import run_writer
 from agents.execution import execute_run
 from agents.models import Approval, Run, RunEvent
 from agents.services import approval_decide
@@ -33,7 +33,7 @@ def call(tenant, name, arguments, **who):
         try:
             return await atool_run(tenant=tenant, name=name, arguments=arguments, **who)
         finally:
-            await run_records.aclose()
+            await run_writer.aclose()
 
     return async_to_sync(once)()
 
@@ -143,13 +143,13 @@ def test_concurrent_calls_are_recorded_together_and_each_waits_for_its_own(trio,
     from agents import tool_runs
 
     batches: list[int] = []
-    real = run_records._parameters
+    real = run_writer._parameters
 
     def counted(records):  # the real statement's parameters, counted
         batches.append(len(records))
         return real(records)
 
-    monkeypatch.setattr(run_records, "_parameters", counted)
+    monkeypatch.setattr(run_writer, "_parameters", counted)
 
     async def many():
         calls = (
@@ -162,7 +162,7 @@ def test_concurrent_calls_are_recorded_together_and_each_waits_for_its_own(trio,
         try:
             return await asyncio.gather(*calls)
         finally:
-            await run_records.aclose()
+            await run_writer.aclose()
 
     outcomes = async_to_sync(many)()
     assert [o.result for o in outcomes] == [{"result": n + 1} for n in range(20)]
@@ -183,7 +183,7 @@ def test_a_record_connection_closed_by_the_server_is_replaced_before_the_next_wr
             cursor.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE application_name = %s AND datname = current_database()",
-                [run_records.APPLICATION_NAME],
+                [run_writer.APPLICATION_NAME],
             )
             return cursor.fetchone()[0]
 
@@ -199,7 +199,7 @@ def test_a_record_connection_closed_by_the_server_is_replaced_before_the_next_wr
             )
             return first, second
         finally:
-            await run_records.aclose()
+            await run_writer.aclose()
 
     first, second = async_to_sync(two_calls)()
     assert (first.status, second.status) == ("succeeded", "succeeded")
@@ -215,7 +215,7 @@ def test_a_result_postgres_would_refuse_is_stored_as_text(trio, key):
     assert "\x00" not in run.input + run.output
     assert json.loads(run.output) == json.loads(run.input) == {"thought": "a\ufffdb"}
     assert RunEvent.objects.get(run=run, seq=2).payload["result"] == {"thought": "a\ufffdb"}
-    assert run_records.storable_json({"x": float("nan")}) == '{"x": "nan"}'
+    assert run_writer.storable_json({"x": float("nan")}) == '{"x": "nan"}'
 
 
 def test_a_record_the_database_refuses_fails_alone_and_a_cancelled_caller_is_still_recorded(
@@ -223,10 +223,10 @@ def test_a_record_the_database_refuses_fails_alone_and_a_cancelled_caller_is_sti
 ):
     from django.utils import timezone
 
-    def record(n: int, tool_name: str = "calculator") -> run_records.CallRecord:
+    def record(n: int, tool_name: str = "calculator") -> run_writer.CallRecord:
         now = timezone.now()
-        return run_records.CallRecord(
-            tenant_id=trio.acme.pk, tool_name=tool_name, input="{}", status="succeeded",
+        return run_writer.CallRecord(
+            tenant_id=trio.acme.pk, tool_name=tool_name, arguments={}, status="succeeded",
             output=str(n), error="", correlation_id=f"corr-{n}-{now.timestamp()}",
             started_at=now, finished_at=now, initiated_by_user_id=None,
             initiated_by_api_key_id=key.pk, events=[("tool.started", {"n": n})],
@@ -234,15 +234,15 @@ def test_a_record_the_database_refuses_fails_alone_and_a_cancelled_caller_is_sti
 
     async def scenario():
         try:
-            writes = [asyncio.ensure_future(run_records.awrite(record(n))) for n in range(4)]
-            refused = asyncio.ensure_future(run_records.awrite(record(9, tool_name="a\x00b")))
+            writes = [asyncio.ensure_future(run_writer.awrite_call(record(n))) for n in range(4)]
+            refused = asyncio.ensure_future(run_writer.awrite_call(record(9, tool_name="a\x00b")))
             await asyncio.sleep(0)  # each has queued its record
             writes[1].cancel()  # its caller went away: the record is written anyway
             results = await asyncio.gather(*writes, refused, return_exceptions=True)
             await asyncio.sleep(0.1)
             return results
         finally:
-            await run_records.aclose()
+            await run_writer.aclose()
 
     results = async_to_sync(scenario)()
     assert isinstance(results[1], asyncio.CancelledError)
@@ -281,7 +281,7 @@ def test_a_call_whose_caller_leaves_still_finishes_and_is_recorded(trio, key, se
                     break
                 await asyncio.sleep(0.05)
         finally:
-            await run_records.aclose()
+            await run_writer.aclose()
 
     try:
         async_to_sync(leave_midway)()

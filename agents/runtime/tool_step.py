@@ -1,0 +1,221 @@
+"""The tool-call step: how the calls of one model response, or one direct call, are approved,
+limited, started, executed and recorded. The agent loop, remote agents and every direct call
+(REST `tools/{name}/execute`, MCP `tools/call`, the config and admin test pages, and a parked
+call once a human decided it) take this one step, so a call is treated the same whoever
+made it.
+
+For the given calls, in this order:
+
+1. Recorded: a call whose result is in the state is skipped — never executed twice.
+2. Interrupted: a call that started before an interruption (`state.started`) and whose tool
+   is not idempotent gets "the outcome of this call is unknown" — never repeated, even if
+   approved.
+3. Approval: a decided call follows its decision — rejected, it gets "rejected by <who>:
+   <why>"; approved, it runs with the approver's arguments if edited. An undecided call that
+   the `ApprovalRule` says requires approval waits: nothing is emitted, saved or executed for
+   it here; the caller parks the run (or, when nobody can approve — `unattended` — the call
+   gets that text as its error).
+4. Call limit: calls beyond the run's `max_tool_calls` get "tool call limit reached".
+5. Started: `tool.started` for each call about to run, then the checkpoint "tools_started"
+   (the recorder writes those events in the checkpoint's statement), before any executes.
+6. Executed, concurrently, through the ToolRegistry (validation, timeout, errors as results).
+7. Each result as it finishes: into the state, the checkpoint "tool_result", then
+   `tool.completed` (a crash between the two loses the event, never the result). A
+   `Suspended` result (a child run waits for a human) leaves the call pending, unrecorded,
+   to be run again on resume — or, `unattended`, an error.
+
+The refusals of 2-4 are recorded as in 7 (checkpoint, then `tool.completed`, latency 0).
+A caller without durable state (a direct call records once, after the call) passes
+`NoCheckpoint` and keeps the emitted events: their order is the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agents.runtime.crew import Suspended
+from agents.runtime.spec import ApprovalPolicy, Decision
+from agents.runtime.state import Checkpointer, RunState
+from agents.runtime.structured import FINAL_ANSWER
+from providers.runtime.types import ToolResultMessage
+from tools.runtime.context import RunContext
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.tool import Effect, Tool, ToolCall, ToolResult
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+UNKNOWN_OUTCOME = (
+    "the outcome of this call is unknown: it was interrupted while running and is not safe "
+    "to repeat; check its effect before trying again"
+)
+
+
+@dataclass(frozen=True)
+class ApprovalRule:
+    """Which undecided calls wait for a human. flagged: tools whose capability requires
+    approval; writes: those plus every write or destructive tool; never: none."""
+
+    policy: ApprovalPolicy = "flagged"
+
+    def requires(self, item: Tool | None) -> bool:
+        if item is None or self.policy == "never":
+            return False
+        if item.capability.requires_approval:
+            return True
+        writes = item.capability.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
+        return self.policy == "writes" and writes
+
+
+@dataclass
+class StepOutcome:
+    awaiting: list[ToolCall] = field(default_factory=list)  # wait for a human's decision
+    suspended: list[ToolCall] = field(default_factory=list)  # wait on a child run
+    results: dict[str, ToolResult] = field(default_factory=dict)  # recorded now, by call id
+
+
+class ToolCallStep:
+    """The step for one run (or one direct call): its tools, context, event sink, checkpoint,
+    approval rule, the decisions taken so far and its call limit (None: no limit)."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        ctx: RunContext,
+        emit: Emit,
+        checkpoint: Checkpointer,
+        approval: ApprovalRule,
+        decisions: Mapping[str, Decision] | None = None,
+        max_tool_calls: int | None = None,
+        unattended: str | None = None,
+        via: str | None = None,
+    ) -> None:
+        self.registry = registry
+        self.ctx = ctx
+        self.emit = emit
+        self.checkpoint = checkpoint
+        self.approval = approval
+        self.decisions = decisions or {}
+        self.max_tool_calls = max_tool_calls
+        self.unattended = unattended  # set: nobody can approve; waiting calls get this error
+        self.via = via  # which face made a direct call, shown in its events
+
+    async def run(self, state: RunState, calls: Sequence[ToolCall]) -> StepOutcome:
+        """Take `calls` (usually `state.pending_calls`) through the step; see the module."""
+        outcome = StepOutcome()
+        to_run: list[ToolCall] = []
+        for call in calls:
+            if call.id in state.results:
+                continue  # recorded before a restart: never run twice
+            item = self.registry.get(call.name) if self.registry.has(call.name) else None
+            decision = self.decisions.get(call.id)
+            if call.id in state.started and not (item and item.capability.idempotent):
+                await self._refuse(state, outcome, call, UNKNOWN_OUTCOME)
+            elif decision is not None:
+                if not decision.approved:
+                    reason = f": {decision.reason}" if decision.reason else ""
+                    await self._refuse(state, outcome, call, f"rejected by {decision.by}{reason}")
+                elif decision.arguments is not None:
+                    to_run.append(replace(call, arguments=decision.arguments))
+                else:
+                    to_run.append(call)
+            elif self.approval.requires(item):
+                if self.unattended is None:
+                    outcome.awaiting.append(call)
+                else:
+                    await self._refuse(state, outcome, call, self.unattended)
+            else:
+                to_run.append(call)
+        if to_run:
+            await self._execute(state, outcome, to_run)
+        return outcome
+
+    async def _execute(self, state: RunState, outcome: StepOutcome, calls: list[ToolCall]):
+        if self.max_tool_calls is None:
+            runnable = calls
+        else:
+            allowed = max(0, self.max_tool_calls - state.tool_calls)
+            runnable = calls[:allowed]
+            for call in calls[allowed:]:
+                await self._refuse(
+                    state, outcome, call,
+                    f"tool call limit ({self.max_tool_calls}) reached for this run; "
+                    "answer with what you have",
+                )  # fmt: skip
+        if not runnable:
+            return
+        state.tool_calls += len(runnable)
+        state.started.update(call.id for call in runnable)
+        for call in runnable:  # before the save: the recorder stores them with it
+            await self.emit("tool.started", call_payload(call, self.ctx, self.via))
+        await self.checkpoint.save(state, "tools_started")
+        if len(runnable) == 1:  # the common case, without the machinery of as_completed
+            [call] = runnable
+            await self._finished(state, outcome, call, await self.registry.execute(call, self.ctx))
+            return
+
+        async def one(call: ToolCall) -> tuple[ToolCall, ToolResult]:
+            return call, await self.registry.execute(call, self.ctx)
+
+        for finished in asyncio.as_completed([one(call) for call in runnable]):
+            call, result = await finished
+            await self._finished(state, outcome, call, result)
+
+    async def _finished(
+        self, state: RunState, outcome: StepOutcome, call: ToolCall, result: ToolResult
+    ) -> None:
+        if isinstance(result.result, Suspended):
+            if self.unattended is None:
+                outcome.suspended.append(call)  # stays pending without a result
+                return
+            error = f"{result.result.reason}; that {self.unattended}"
+            result = replace(result, result=None, error=error)
+        await self._record(state, outcome, call, result)
+
+    async def _refuse(
+        self, state: RunState, outcome: StepOutcome, call: ToolCall, error: str
+    ) -> None:
+        await self._record(state, outcome, call, ToolResult(call.id, call.name, error=error))
+
+    async def _record(
+        self, state: RunState, outcome: StepOutcome, call: ToolCall, result: ToolResult
+    ) -> None:
+        failed = result.error is not None
+        content = result.error if failed else result_text(result.result)
+        state.results[call.id] = ToolResultMessage(call.id, call.name, content, failed)
+        if call.name == FINAL_ANSWER and not failed:
+            state.structured_output = call.arguments
+        outcome.results[call.id] = result
+        # The result is saved before its event: a crash between the two loses that event but
+        # never the result (the model is told what the tool did, not "unknown").
+        await self.checkpoint.save(state, "tool_result")
+        await self.emit(
+            "tool.completed",
+            {
+                "call_id": call.id,
+                "name": call.name,
+                "result": result.result,
+                "error": result.error,
+                "latency_ms": round(result.latency_ms, 3),
+            },
+        )
+
+
+def call_payload(call: ToolCall, ctx: RunContext, via: str | None = None) -> dict[str, Any]:
+    """A call as its events show it (tool.started, approval.required, inference.completed)."""
+    arguments = ctx.secrets.redact(call.arguments)
+    payload = {"call_id": call.id, "name": call.name, "arguments": arguments}
+    if via is not None:
+        payload["via"] = via
+    return payload
+
+
+def result_text(result: Any) -> str:
+    """A tool's result as the model reads it (and a direct call's run stores as output)."""
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, default=str, ensure_ascii=False)

@@ -1,0 +1,295 @@
+"""The tool-call step (agents/runtime/tool_step.py): its order, its approval rule and its
+durability rules, and that every entry kind — the agent loop, a remote agent, a direct call
+(REST, MCP) and a parked call once approved — takes it the same way."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from agents.runtime.crew import Suspended
+from agents.runtime.loop import run_agent
+from agents.runtime.remote import remote_agent
+from agents.runtime.spec import AgentSpec, Decision
+from agents.runtime.state import RunState
+from agents.runtime.tool_step import UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
+from providers.runtime.fake import FakeModel
+from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
+from tools.runtime.builtins import BUILTINS
+from tools.runtime.context import RunContext
+from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall
+
+CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
+SIX_BY_SEVEN = {"expression": "6*7"}
+# What the step does for one call that runs, in order: the same for every entry kind.
+STEP = [
+    ("tool.started", {"name": "calculator", "arguments": SIX_BY_SEVEN}),
+    ("save", "tools_started"),
+    ("execute", "calculator"),
+    ("save", "tool_result"),
+    ("tool.completed", {"name": "calculator", "result": {"result": 42}, "error": None}),
+]
+
+
+class Journal:
+    """Sink and checkpoint at once, and the registry's executions (see `journal`): one list
+    in the order things happened."""
+
+    wants_text_deltas = False
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, Any]] = []
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        self.entries.append((type, payload))
+
+    async def save(self, state: RunState, reason: str) -> None:
+        self.entries.append(("save", reason))
+
+    def step(self) -> list[tuple[str, Any]]:
+        """From the first tool.started to the last tool.completed; payloads without what
+        differs by entry (the call id, where it came from, the latency)."""
+        kinds = [kind for kind, _ in self.entries]
+        first = kinds.index("tool.started")
+        last = len(kinds) - 1 - kinds[::-1].index("tool.completed")
+        return [(kind, _same(value)) for kind, value in self.entries[first : last + 1]]
+
+
+def _same(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {k: v for k, v in value.items() if k not in ("call_id", "via", "latency_ms")}
+
+
+@pytest.fixture
+def journal(monkeypatch) -> Journal:
+    """A journal that also records each execution through any ToolRegistry."""
+    journal = Journal()
+    execute = ToolRegistry.execute
+
+    async def journaled(self, call, ctx):
+        journal.entries.append(("execute", call.name))
+        return await execute(self, call, ctx)
+
+    monkeypatch.setattr(ToolRegistry, "execute", journaled)
+    return journal
+
+
+def recording_tool(name: str, executed: list, **capability: Any) -> Tool:
+    async def handler(arguments: dict, ctx: RunContext) -> dict:
+        executed.append(arguments)
+        return {"done": name}
+
+    return Tool(
+        name, f"The {name} tool.", {"type": "object"}, handler, capability=Capability(**capability)
+    )
+
+
+def step(registry: ToolRegistry, journal: Journal, **options: Any) -> ToolCallStep:
+    options.setdefault("approval", ApprovalRule())
+    return ToolCallStep(
+        registry=registry, ctx=CTX, emit=journal.emit, checkpoint=journal, **options
+    )
+
+
+# -- the step alone --------------------------------------------------------------------------
+def test_the_started_event_and_its_checkpoint_come_before_the_execution(journal):
+    state = RunState()
+    outcome = asyncio.run(
+        step(BUILTINS, journal).run(state, [ToolCall("c1", "calculator", SIX_BY_SEVEN)])
+    )
+    assert journal.step() == STEP
+    assert outcome.results["c1"].result == {"result": 42}
+    assert state.results["c1"].content == '{"result": 42}' and state.started == {"c1"}
+
+
+def test_a_call_that_requires_approval_emits_saves_and_executes_nothing_until_decided(journal):
+    executed: list = []
+    registry = ToolRegistry([recording_tool("pay", executed, requires_approval=True)])
+    state = RunState(pending_calls=[ToolCall("p1", "pay", {"amount": 5})])
+    before = state.to_dict()
+
+    outcome = asyncio.run(step(registry, journal).run(state, state.pending_calls))
+
+    assert outcome.awaiting == [ToolCall("p1", "pay", {"amount": 5})]
+    assert (journal.entries, executed, state.to_dict()) == ([], [], before)
+
+    decided = {"p1": Decision(approved=True, by="alice", arguments={"amount": 3})}
+    asyncio.run(step(registry, journal, decisions=decided).run(state, state.pending_calls))
+    assert executed == [{"amount": 3}]
+
+
+def test_writes_wait_under_the_writes_policy_and_nothing_waits_under_never(journal):
+    executed: list = []
+    registry = ToolRegistry([recording_tool("drop", executed, effect=Effect.DESTRUCTIVE)])
+    calls = [ToolCall("d1", "drop", {})]
+    writes = asyncio.run(
+        step(registry, journal, approval=ApprovalRule("writes")).run(RunState(), calls)
+    )
+    flagged = asyncio.run(
+        step(registry, journal, approval=ApprovalRule("flagged")).run(RunState(), calls)
+    )
+    assert (writes.awaiting, flagged.awaiting, executed) == (calls, [], [{}])
+
+
+def test_a_decision_is_followed_even_if_the_tool_no_longer_requires_approval(journal):
+    executed: list = []
+    registry = ToolRegistry([recording_tool("pay", executed)])  # unflagged since it parked
+    state = RunState(pending_calls=[ToolCall("p1", "pay", {})])
+    rejected = {"p1": Decision(approved=False, by="alice", reason="no")}
+    asyncio.run(step(registry, journal, decisions=rejected).run(state, state.pending_calls))
+    assert executed == [] and state.results["p1"].content == "rejected by alice: no"
+    assert [kind for kind, _ in journal.entries] == ["save", "tool.completed"]
+
+
+def test_a_recorded_call_is_never_executed_again_and_an_interrupted_one_is_not_repeated(journal):
+    executed: list = []
+    registry = ToolRegistry(
+        [recording_tool("once", executed, idempotent=False), recording_tool("again", executed)]
+    )
+    calls = [ToolCall("o1", "once", {}), ToolCall("a1", "again", {"n": 1})]
+    state = RunState(pending_calls=calls, started={"o1", "a1"})
+    approved = {"o1": Decision(approved=True, by="alice")}  # approved, yet not repeated
+
+    asyncio.run(step(registry, journal, decisions=approved).run(state, calls))
+    assert executed == [{"n": 1}]  # the idempotent one ran again
+    assert state.results["o1"].content == UNKNOWN_OUTCOME
+
+    asyncio.run(step(registry, journal).run(state, calls))  # resumed once more: all recorded
+    assert executed == [{"n": 1}]
+
+
+def test_calls_past_the_limit_are_refused_before_any_starts(journal):
+    calls = [ToolCall(f"c{n}", "calculator", SIX_BY_SEVEN) for n in range(3)]
+    state = RunState(tool_calls=1)
+    asyncio.run(step(BUILTINS, journal, max_tool_calls=2).run(state, calls))
+    kinds = [kind for kind, _ in journal.entries]
+    assert kinds[:4] == ["save", "tool.completed", "save", "tool.completed"]  # c1, c2 refused
+    assert kinds[4:6] == ["tool.started", "save"] and kinds.count("execute") == 1
+    assert "limit (2)" in state.results["c2"].content and state.tool_calls == 2
+
+
+def test_unattended_a_call_that_needs_a_human_or_waits_on_one_gets_an_error(journal):
+    async def delegate(arguments: dict, ctx: RunContext) -> Suspended:
+        return Suspended("writer waits")
+
+    registry = ToolRegistry(
+        [
+            recording_tool("pay", [], requires_approval=True),
+            Tool("delegate", "Delegate.", {"type": "object"}, delegate),
+        ]
+    )
+    calls = [ToolCall("p1", "pay", {}), ToolCall("d1", "delegate", {})]
+    state = RunState()
+    outcome = asyncio.run(step(registry, journal, unattended="nobody approves").run(state, calls))
+    assert (outcome.awaiting, outcome.suspended) == ([], [])
+    assert state.results["p1"].content == "nobody approves"
+    assert state.results["d1"].content == "writer waits; that nobody approves"
+
+
+# -- every entry kind takes it ------------------------------------------------------------------
+def test_the_agent_loop_takes_the_step(journal):
+    spec = AgentSpec(name="a", instructions="", model="fake")
+    model = FakeModel([ToolCall("c1", "calculator", SIX_BY_SEVEN), "42"])
+    asyncio.run(
+        run_agent(
+            spec=spec, adapter=model, registry=BUILTINS, ctx=CTX, input="6*7?", sink=journal,
+            checkpoint=journal,
+        )
+    )  # fmt: skip
+    assert journal.step() == STEP
+
+
+def test_a_remote_agent_takes_the_step(journal):
+    with RemoteAgentServer() as server:
+        spec = AgentSpec(
+            name="r", instructions="", model="remote", kind="remote", remote_url=server.url
+        )
+        server.script(tool_call([call("c1", "calculator", SIX_BY_SEVEN)]), response("42"))
+        asyncio.run(
+            remote_agent(
+                spec=spec, registry=BUILTINS,
+                ctx=CTX, egress=GuardedHttpClient(EgressPolicy(allowlist=("127.0.0.1/32",))),
+                input="6*7?", sink=journal, checkpoint=journal,
+            )
+        )  # fmt: skip
+    assert journal.step() == STEP
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("face", ["rest", "mcp"])
+def test_a_direct_call_takes_the_step(trio, journal, monkeypatch, face):
+    """Recorded once, after the call: the same events in the same order, without the saves."""
+    from agentplatform.tenancy import services as tenancy
+    from agents import run_writer, tool_runs
+    from agents.models import RunEvent
+
+    kept = tool_runs._Events.emit
+
+    async def emit(self, type, payload):
+        await journal.emit(type, payload)
+        await kept(self, type, payload)
+
+    monkeypatch.setattr(tool_runs._Events, "emit", emit)
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="k", scopes=["read", "run"])
+    if face == "rest":
+        outcome = tool_runs.tool_run(
+            tenant=trio.acme, name="calculator", arguments=SIX_BY_SEVEN, api_key=key
+        )
+    else:
+
+        async def over_mcp():
+            try:
+                return await tool_runs.atool_run(
+                    tenant=trio.acme, name="calculator", arguments=SIX_BY_SEVEN, api_key=key,
+                    via="mcp",
+                )  # fmt: skip
+            finally:
+                await run_writer.aclose()
+
+        outcome = async_to_sync(over_mcp)()
+    assert journal.step() == [entry for entry in STEP if entry[0] != "save"]
+    stored = RunEvent.objects.filter(run_id=outcome.run_id).order_by("seq")
+    assert [(e.type, _same(e.payload)) for e in stored] == journal.step()[::2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parked_call_once_approved_takes_the_step(trio, journal):
+    from agents.models import Approval, Run, RunEvent
+    from agents.tool_runs import execute_tool_run, tool_run
+    from tools.models import ToolDefinition
+
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="gated_calc", kind="builtin", config={"builtin": "calculator"},
+        requires_approval=True,
+    )  # fmt: skip
+    outcome = tool_run(tenant=trio.acme, name="gated_calc", arguments=SIX_BY_SEVEN, user=trio.alice)
+    assert journal.entries == []  # parked: nothing executed
+    assert list(RunEvent.objects.filter(run_id=outcome.run_id).values_list("type", flat=True)) == [
+        "approval.required"
+    ]
+    # Decided without queueing the run (a Celery worker of the session would take it).
+    Approval.objects.filter(run_id=outcome.run_id).update(status="approved")
+    run = Run.objects.select_related("tenant").get(pk=outcome.run_id)
+    journal.writer = SimpleNamespace(redact_with=lambda secrets: None)  # what it asks of a sink
+
+    async def worker_part():
+        return await execute_tool_run(run, journal, journal)
+
+    async_to_sync(worker_part)()
+    expected = [
+        (kind, {**value, "name": "gated_calc"} if isinstance(value, dict) else value)
+        for kind, value in STEP
+    ]
+    expected[2] = ("execute", "gated_calc")
+    assert journal.step() == expected
+    assert journal.entries[-1] == (
+        "run.completed",
+        {"status": "succeeded", "output": '{"result": 42}'},
+    )
