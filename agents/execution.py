@@ -128,15 +128,19 @@ def execute_run(run_id: int) -> str:
     return async_to_sync(execute_run_async)(run_id)
 
 
-async def execute_run_async(run_id: int, *, owner: str | None = None) -> str:
+async def execute_run_async(
+    run_id: int, *, owner: str | None = None, tenant_id: int | None = None
+) -> str:
     """As execute_run, inside an event loop (crews run their members this way; a worker
     holds many at once, agents.worker_runs). In the tenant of the caller's scope (a
     request's, a crew's: another tenant's run is not claimable there); a worker has none
-    and looks the run's tenant up (one query). `owner` names the lease holder."""
+    and is told the run's tenant (in the task), or looks it up (one query). `owner` names
+    the lease holder."""
     owner = owner or uuid.uuid4().hex
     if rls.current().tenant_ids:
         return await _execute_run(run_id, owner)
-    tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
+    if tenant_id is None:
+        tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
     if tenant_id is None:
         return "not claimable"
     with rls.tenant_scope(tenant_id):
@@ -543,7 +547,7 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
             status=RunStatus.QUEUED, queued_at=Now()
         )
         if woke:
-            transaction.on_commit(lambda: request_execution(run.parent_id))
+            transaction.on_commit(lambda: request_execution(run.parent_id, run.tenant_id))
     if message:
         Message.objects.create(
             tenant_id=run.tenant_id,

@@ -168,7 +168,7 @@ def run_start(
             if api_key is not None:
                 audit.record_run_started(run, api_key)
             if enqueue:
-                transaction.on_commit(lambda: request_execution(run.pk))
+                transaction.on_commit(lambda: request_execution(run.pk, tenant.pk))
     except IntegrityError:  # the same idempotency key, concurrently
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
         return _replayed(existing, initiated_by)
@@ -342,7 +342,7 @@ def approval_decide(
                 pk=locked.run_id, status=RunStatus.AWAITING_APPROVAL
             ).update(status=RunStatus.QUEUED, queued_at=timezone.now())
             if resumed:
-                transaction.on_commit(lambda: request_execution(locked.run_id))
+                transaction.on_commit(lambda: request_execution(locked.run_id, locked.tenant_id))
     return locked
 
 

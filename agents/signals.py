@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-run_queued = Signal()  # keyword: run_id
+run_queued = Signal()  # keywords: run_id, tenant_id (None: the worker looks it up)
 
 
-def request_execution(run_id: int) -> None:
-    run_queued.send(sender=None, run_id=run_id)
+def request_execution(run_id: int, tenant_id: int | None = None) -> None:
+    run_queued.send(sender=None, run_id=run_id, tenant_id=tenant_id)

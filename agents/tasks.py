@@ -19,16 +19,17 @@ from agents.signals import run_queued
 
 
 @shared_task(name="agents.execute_run", acks_late=True, reject_on_worker_lost=True)
-def execute_run_task(run_id: int) -> str:
+def execute_run_task(run_id: int, tenant_id: int | None = None) -> str:
     """Admit the run to this process's event loop (agents.worker_runs) and return: the run
     executes beside hundreds of others. Idempotent: a second delivery finds the run claimed
     or finished and does nothing."""
-    return worker_runs.admit(run_id)
+    return worker_runs.admit(run_id, tenant_id)
 
 
 @receiver(run_queued, dispatch_uid="agents-run-queued")
-def _send_to_a_worker(sender, run_id: int, **kwargs) -> None:
-    execute_run_task.delay(run_id)
+def _send_to_a_worker(sender, run_id: int, tenant_id: int | None = None, **kwargs) -> None:
+    # The tenant rides along: the worker scopes the run without looking it up first.
+    execute_run_task.delay(run_id, tenant_id) if tenant_id else execute_run_task.delay(run_id)
 
 
 @signals.worker_process_shutdown.connect

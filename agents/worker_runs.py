@@ -62,7 +62,7 @@ def _running_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def admit(run_id: int) -> str:
+def admit(run_id: int, tenant_id: int | None = None) -> str:
     """Give the run to this process's loop once a slot is free; return without waiting for
     it to execute."""
     loop = _running_loop()
@@ -70,7 +70,7 @@ def admit(run_id: int) -> str:
     _slots.acquire()
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     try:
-        loop.call_soon_threadsafe(_start, run_id, owner)
+        loop.call_soon_threadsafe(_start, run_id, tenant_id, owner)
     except BaseException:
         _slots.release()
         raise
@@ -81,18 +81,20 @@ def in_flight() -> int:
     return len(_held)
 
 
-def _start(run_id: int, owner: str) -> None:
-    task = asyncio.get_running_loop().create_task(_hold(run_id, owner), name=f"run-{run_id}")
+def _start(run_id: int, tenant_id: int | None, owner: str) -> None:
+    task = asyncio.get_running_loop().create_task(
+        _hold(run_id, tenant_id, owner), name=f"run-{run_id}"
+    )
     _held[owner] = task
 
 
-async def _hold(run_id: int, owner: str) -> None:
+async def _hold(run_id: int, tenant_id: int | None, owner: str) -> None:
     lane = min(range(len(_lanes)), key=_lane_runs.__getitem__)
     _lane_runs[lane] += 1
     try:
         async with ThreadSensitiveContext(executor=_lanes[lane]):
             await sync_to_async(close_old_connections)()  # as a request would: drop a dead one
-            outcome = await execute_run_async(run_id, owner=owner)
+            outcome = await execute_run_async(run_id, owner=owner, tenant_id=tenant_id)
         logger.info("run %s: %s", run_id, outcome)
     except asyncio.CancelledError:
         pass  # handed over at shutdown

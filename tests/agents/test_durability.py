@@ -101,8 +101,8 @@ def run_queue(monkeypatch) -> Iterator[str]:
     on-commit hook and the sweeper both call it) sends there."""
     queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-durability-{uuid.uuid4().hex[:6]}"
 
-    def delay(run_id: int):
-        return execute_run_task.apply_async((run_id,), queue=queue)
+    def delay(*args):
+        return execute_run_task.apply_async(args, queue=queue)
 
     monkeypatch.setattr(execute_run_task, "delay", delay)
     try:
