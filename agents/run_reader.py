@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +29,10 @@ from agents.runtime.spec import RunStatus
 
 SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
 SETTLE_POLL_S = 0.02
+# How often a quiet stream asks the database whether the run ended unseen (a publish lost
+# with a Redis hiccup): not every second, since hundreds of open streams would make that
+# hundreds of queries a second in a web process.
+QUIET_CHECK_S = 5.0
 
 
 def heartbeat_seconds() -> float:
@@ -38,32 +42,47 @@ def heartbeat_seconds() -> float:
 
 
 async def iter_run_events(
-    run: Run, after_seq: int = 0, *, heartbeat_s: float | None = None
+    run: Run,
+    after_seq: int = 0,
+    *,
+    heartbeat_s: float | None = None,
+    execute: Callable[[], None] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Stored events after `after_seq`, then live ones, until the run ends. With
-    `heartbeat_s`, yields {"type": "heartbeat"} when nothing happened for that long."""
+    `heartbeat_s`, yields {"type": "heartbeat"} when nothing happened for that long.
+
+    `execute` sends a run that was started without being sent to a worker (`run_start(...,
+    enqueue=False)`) once the stream listens: nothing can be stored before, so there is
+    nothing to replay (two queries fewer before the first token)."""
     client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
     pubsub = client.pubsub()
     await pubsub.subscribe(channel(run))  # before replay: nothing falls in between
     try:
         last = after_seq
-        stored = await stream_read(_stored_after)(run.pk, after_seq)
-        for event in stored:
-            last = event["seq"]
-            yield event
-            if event["type"] in TERMINAL_EVENTS:
+        if execute is not None:
+            execute()
+        else:
+            stored = await stream_read(_stored_after)(run.pk, after_seq)
+            for event in stored:
+                last = event["seq"]
+                yield event
+                if event["type"] in TERMINAL_EVENTS:
+                    return
+            if await stream_read(_is_terminal)(run.pk):
+                for event in await stream_read(_stored_after)(run.pk, last):
+                    yield event  # whatever landed between the replay and this check
                 return
-        if await stream_read(_is_terminal)(run.pk):
-            for event in await stream_read(_stored_after)(run.pk, last):
-                yield event  # whatever landed between the replay and this check
-            return
-        quiet_since = time.monotonic()
+        quiet_since = checked_at = time.monotonic()
         while True:
             message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             if message is None:
-                if heartbeat_s is not None and time.monotonic() - quiet_since >= heartbeat_s:
-                    quiet_since = time.monotonic()
+                now = time.monotonic()
+                if heartbeat_s is not None and now - quiet_since >= heartbeat_s:
+                    quiet_since = now
                     yield {"type": "heartbeat"}
+                if now - checked_at < QUIET_CHECK_S:
+                    continue
+                checked_at = now
                 if await stream_read(_ended_after)(run.pk, last):
                     for event in await stream_read(_stored_after)(run.pk, last):
                         yield event
@@ -99,7 +118,7 @@ def _is_terminal(run_id: int) -> bool:
 
 
 def _ended_after(run_id: int, last: int) -> bool:
-    """A quiet second: did the run end with events we have not seen (missed publishes)?"""
+    """A quiet stream: did the run end with events we have not seen (missed publishes)?"""
     return RunEvent.objects.filter(run_id=run_id, seq__gt=last, type__in=TERMINAL_EVENTS).exists()
 
 
@@ -177,10 +196,12 @@ def _ending(run_id: int) -> Ending:
     )
 
 
-async def follow_run(run: Run) -> AsyncIterator[str | object | Ending]:
+async def follow_run(
+    run: Run, *, execute: Callable[[], None] | None = None
+) -> AsyncIterator[str | object | Ending]:
     """The run's text as it streams (str), HEARTBEAT while quiet, then its Ending: when it
-    finished, or when it parked waiting for a human."""
-    events = iter_run_events(run, 0, heartbeat_s=heartbeat_seconds())
+    finished, or when it parked waiting for a human. `execute`: as for iter_run_events."""
+    events = iter_run_events(run, 0, heartbeat_s=heartbeat_seconds(), execute=execute)
     parked = False
     rounds_with_text: set[int] = set()
     current_round = 0

@@ -46,6 +46,7 @@ from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import MAX_INPUT_CHARS, run_start
+from agents.signals import request_execution
 
 logger = logging.getLogger(__name__)
 
@@ -353,7 +354,12 @@ def _start(client: ApiClient, chat: ChatRequest) -> Run:
         crew=target if isinstance(target, Crew) else None,
         input=chat.input,
         initiated_by=client.api_key,
+        enqueue=False,  # sent to a worker once its answer's stream listens (_execute)
     )
+
+
+def _execute(run: Run):
+    return lambda: request_execution(run.pk, run.tenant_id)
 
 
 # -- chat completions: answering -----------------------------------------------------------
@@ -445,7 +451,7 @@ async def completion_chunks(request: HttpRequest, run: Run, model: str) -> Async
     the finish reason and usage, then `[DONE]`."""
     yield _chunk(run, model, {"role": "assistant", "content": ""})
     streamed: list[str] = []
-    async with aclosing(follow_run(run)) as progress:
+    async with aclosing(follow_run(run, execute=_execute(run))) as progress:
         async for item in progress:
             if item is HEARTBEAT:
                 yield b": keep-alive\n\n"
@@ -475,7 +481,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if chat.stream:
         return event_stream_response(completion_chunks(request, run, chat.model), headers=headers)
     ending: Ending | None = None
-    async with aclosing(follow_run(run)) as progress:
+    async with aclosing(follow_run(run, execute=_execute(run))) as progress:
         async for item in progress:
             if isinstance(item, Ending):
                 ending = item
