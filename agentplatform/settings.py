@@ -205,11 +205,20 @@ EMAIL_BACKEND = config.env_str("EMAIL_BACKEND", "django.core.mail.backends.conso
 DEFAULT_FROM_EMAIL = config.env_str("DEFAULT_FROM_EMAIL", "agent-platform@localhost")
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
+# Redis connections per process and pool (the shared client, the cache); a burst beyond
+# them waits up to REDIS_POOL_TIMEOUT_S for a free one.
+REDIS_MAX_CONNECTIONS = config.env_int("REDIS_MAX_CONNECTIONS", 100, minimum=1)
+REDIS_POOL_TIMEOUT_S = config.env_int("REDIS_POOL_TIMEOUT_S", 10, minimum=1)
 CACHES = {
     "default": {
         "BACKEND": "agentplatform.cache.SharedPoolRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "ap-cache",
+        "OPTIONS": {
+            "pool_class": "redis.BlockingConnectionPool",
+            "max_connections": REDIS_MAX_CONNECTIONS,
+            "timeout": REDIS_POOL_TIMEOUT_S,
+        },
     }
 }
 

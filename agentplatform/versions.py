@@ -38,7 +38,15 @@ BACKLOG = 256  # announcements in one catch-up after which it reads up to a PING
 
 @lru_cache(maxsize=4)
 def redis_client(url: str, *, decode: bool = False) -> redis.Redis:
-    return redis.Redis.from_url(url, decode_responses=decode)
+    # A burst beyond the pool's size waits for a connection instead of failing (redis-py
+    # raises "Too many connections" past 100 otherwise: hundreds of requests at once did).
+    pool = redis.BlockingConnectionPool.from_url(
+        url,
+        decode_responses=decode,
+        max_connections=settings.REDIS_MAX_CONNECTIONS,
+        timeout=settings.REDIS_POOL_TIMEOUT_S,
+    )
+    return redis.Redis(connection_pool=pool)
 
 
 def shared_redis(*, decode: bool = False) -> redis.Redis:

@@ -25,6 +25,7 @@ import json
 import multiprocessing
 import os
 import platform
+import re
 import sys
 import threading
 import time
@@ -310,6 +311,12 @@ def main(sizes: tuple[int, ...]) -> int:
             ours.pg_connections = sampler.peak_connections
             rounds.append(ours)
             time.sleep(1)  # let the runs' last writes settle
+        if any(r.errors for r in rounds):  # the web server's own account of them
+            log = web.log.read_text(errors="replace").splitlines()
+            errors = sorted(
+                {line[:200] for line in log if re.match(r"[\w.]+(Error|Timeout): ", line)}
+            )
+            print("web server log:", *errors[:8], sep="\n  ")
     finally:
         for child in reversed(children):
             child.stop()

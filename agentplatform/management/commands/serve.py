@@ -177,6 +177,9 @@ def platform_commands(host: str, port: int, *, with_worker: bool = True) -> dict
             *celery, *quiet, "-n", "runs@%h",
             "-Q", f"{settings.RUNS_QUEUE},{settings.HOUSEKEEPING_QUEUE}",
             "--concurrency", os.environ.get("WORKER_CONCURRENCY", "2"),
+            # A run's task only admits it (agents.worker_runs): taking one message at a time
+            # made admission, not the model, the bottleneck (bench/concurrency.py).
+            "--prefetch-multiplier", os.environ.get("RUN_PREFETCH", "64"),
             # Beat inside the worker: the sweeper that resumes runs of dead workers.
             "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
         ]  # fmt: skip
