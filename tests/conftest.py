@@ -1,6 +1,15 @@
-"""The owner / member / outsider trio, and a real Celery worker when a test needs one.
+"""The owner / member / outsider trio, a real Celery worker when a test needs one, and the
+test tiers.
 
 alice owns `acme`, bob is a member of `acme`, charlie owns `globex` (an outsider to acme).
+
+Tiers (`pytest -m fast`, `pytest -m integration`; `make test-fast`, `make test-integration`):
+every test gets exactly one at collection. `integration` is a test that starts a process —
+a live server, a Celery worker, a browser, a child Python — through one of
+`PROCESS_FIXTURES` (directly or through other fixtures), by living under tests/browser/, or
+by carrying `@pytest.mark.integration` itself (for a test that runs `subprocess` in its
+body). Everything else is `fast`, and a fast test that starts a process fails, naming the
+mark it needs.
 """
 
 from __future__ import annotations
@@ -27,6 +36,46 @@ from tools.models import ToolDefinition
 ROOT = Path(__file__).resolve().parent.parent
 
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
+
+# Fixtures that start a process; a test using any of them, however indirectly, is
+# `integration`. (The in-process fakes — provider, MCP, HTTP servers on threads — are not.)
+PROCESS_FIXTURES = frozenset(
+    {
+        "celery_worker_process",  # tests/conftest.py: a `celery worker` subprocess
+        "asgi_server",  # tests/api/conftest.py: uvicorn in a subprocess
+        "mcp_server",  # tests/mcp/conftest.py: the same, yielding its /mcp URL
+        "web_server",  # tests/browser/conftest.py: the same, for the browser
+        "browser",  # tests/browser/conftest.py: Chromium
+        "fleet",  # tests/agents/test_durability.py: prefork workers it kills
+        "live_server",  # pytest-django's, should a test use it
+    }
+)
+BROWSER_TESTS = ROOT / "tests" / "browser"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        starts_processes = (
+            item.get_closest_marker("integration") is not None
+            or BROWSER_TESTS in item.path.parents
+            or not PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        )
+        item.add_marker(pytest.mark.integration if starts_processes else pytest.mark.fast)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request, monkeypatch):
+    """Keeps the `fast` tier honest: a process started from a fast test fails it."""
+    if request.node.get_closest_marker("fast") is None:
+        return
+
+    def refuse(self, args, *rest, **kwargs):
+        raise RuntimeError(
+            f"{request.node.nodeid} is a fast test but starts a process ({args!r}): "
+            "mark it @pytest.mark.integration (see the tiers in tests/conftest.py)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
 
 
 @dataclass

@@ -31,7 +31,8 @@ TOKEN = "mcp-s3cret-token-42"
 
 
 @pytest.fixture
-def mcp_server(settings):
+def fake_mcp(settings):
+    """The SDK's MCP server on a thread, in-process (tests/mcp's `mcp_server` is ours, live)."""
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
     server = FakeMcpServer(token=TOKEN)
     yield server
@@ -39,11 +40,11 @@ def mcp_server(settings):
 
 
 @pytest.fixture
-def docs(trio, mcp_server) -> McpServerConnection:
+def docs(trio, fake_mcp) -> McpServerConnection:
     return McpServerConnection.objects.create(
         tenant=trio.acme,
         name="docs",
-        url=mcp_server.url,
+        url=fake_mcp.url,
         auth_header=TOKEN,
         context_resource_uri="context://handbook",
         timeout_s=5,
@@ -55,7 +56,7 @@ def mcp_names(tenant) -> list[str]:
 
 
 # -- refresh and the registry ------------------------------------------------------------
-def test_refresh_imports_the_tools_with_prefix_tags_and_capabilities(trio, docs, mcp_server):
+def test_refresh_imports_the_tools_with_prefix_tags_and_capabilities(trio, docs, fake_mcp):
     assert mcp_names(trio.acme) == []  # nothing before the first refresh
     connection = mcp_connection_refresh(docs)
     assert (connection.status, connection.last_error) == ("ok", "")
@@ -78,7 +79,7 @@ def test_refresh_imports_the_tools_with_prefix_tags_and_capabilities(trio, docs,
         registry.filter(tags=["context:docs"]).names() == registry.filter(tags=["context"]).names()
     )
     assert registry.has("calculator")  # built-ins stay
-    assert all(r["authorization"] == f"Bearer {TOKEN}" for r in mcp_server.requests)
+    assert all(r["authorization"] == f"Bearer {TOKEN}" for r in fake_mcp.requests)
 
 
 def test_the_context_resource_becomes_a_context_block(trio, docs):
@@ -169,19 +170,19 @@ def test_model_rules(trio):
 
 
 # -- calls ---------------------------------------------------------------------------------
-def test_a_call_through_the_registry_reaches_the_server_with_the_header(trio, docs, mcp_server):
+def test_a_call_through_the_registry_reaches_the_server_with_the_header(trio, docs, fake_mcp):
     mcp_connection_refresh(docs)
-    mcp_server.requests.clear()
+    fake_mcp.requests.clear()
     result = tool_execute(tenant=trio.acme, name="docs__add", arguments={"a": 2, "b": 3})
     assert result.error is None and result.result == {"result": 5}
-    assert mcp_server.requests and all(
-        r["authorization"] == f"Bearer {TOKEN}" for r in mcp_server.requests
+    assert fake_mcp.requests and all(
+        r["authorization"] == f"Bearer {TOKEN}" for r in fake_mcp.requests
     )
     invalid = tool_execute(tenant=trio.acme, name="docs__add", arguments={"a": "two"})
     assert invalid.error.startswith("invalid arguments")  # checked before any call
 
 
-def test_the_credential_never_reaches_the_model_or_the_results(trio, docs, mcp_server):
+def test_the_credential_never_reaches_the_model_or_the_results(trio, docs, fake_mcp):
     mcp_connection_refresh(docs)
     echoed = tool_execute(tenant=trio.acme, name="docs__echo", arguments={"text": TOKEN})
     assert echoed.result == {"result": "[redacted]"}  # the registry redacts known secrets
@@ -251,10 +252,10 @@ def test_only_agents_that_use_a_providers_tools_get_its_context_block(
 
 
 def test_server_down_the_run_goes_on_then_refresh_hides_its_tools(
-    trio, agent, docs, mcp_server, provider_server
+    trio, agent, docs, fake_mcp, provider_server
 ):
     mcp_connection_refresh(docs)
-    mcp_server.close()
+    fake_mcp.close()
     provider_server.script(
         "openai",
         ToolCallReply([ToolCall("c1", "docs__add", '{"a": 1, "b": 1}')]),
@@ -315,8 +316,8 @@ def test_a_redirect_to_a_private_address_is_not_followed(trio, settings):
     assert "Redirect to http://10.1.2.3/mcp not followed" in connection.last_error
 
 
-def test_the_runtime_client_reports_one_error_type(mcp_server):
-    endpoint = McpEndpoint(url=mcp_server.url, policy=EgressPolicy(), timeout_s=2)
+def test_the_runtime_client_reports_one_error_type(fake_mcp):
+    endpoint = McpEndpoint(url=fake_mcp.url, policy=EgressPolicy(), timeout_s=2)
     from asgiref.sync import async_to_sync
 
     with pytest.raises(McpUnavailable, match="not allowed"):
