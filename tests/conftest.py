@@ -27,11 +27,16 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agentplatform.tenancy.models import Role, Tenant
 from agents.models import Agent
-from providers.models import ProviderConnection
-from tests.factories import add_member, make_tenant, make_user
+from tests.factories import (
+    add_member,
+    make_agent,
+    make_connection,
+    make_http_tool,
+    make_tenant,
+    make_user,
+)
 from tests.fakes.fixtures import provider_server_fixture
 from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -192,10 +197,10 @@ def _requests_as_the_app_role(monkeypatch):
 def connection(trio, provider_server, settings):
     """acme's default connection: OpenAI pointed at the local provider server."""
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
-    return ProviderConnection.objects.create(
-        tenant=trio.acme,
-        name="Local OpenAI",
-        kind="openai",
+    return make_connection(
+        trio.acme,
+        "Local OpenAI",
+        "openai",
         api_key="sk-test-key",
         base_url=provider_server.openai_base_url,
         default_model="gpt-test",
@@ -206,9 +211,7 @@ def connection(trio, provider_server, settings):
 
 @pytest.fixture
 def agent(trio, connection) -> Agent:
-    return Agent.objects.create(
-        tenant=trio.acme, slug="assistant", name="Assistant", instructions="Be brief."
-    )
+    return make_agent(trio.acme, "assistant", instructions="Be brief.")
 
 
 @pytest.fixture(autouse=True)
@@ -234,17 +237,17 @@ def transfer(trio):
     human's approval; yields the server, which records what it receives."""
     server = LocalServer()
     server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="transfer",
+    make_http_tool(
+        trio.acme,
+        "transfer",
+        server.url + "/transfers",
+        method="POST",
         description="Transfer money.",
-        kind="http",
         input_schema={
             "type": "object",
             "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
             "required": ["amount"],
         },
-        config={"method": "POST", "url": server.url + "/transfers"},
         effect="write",
         idempotent=False,
         requires_approval=True,
