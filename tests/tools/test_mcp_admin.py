@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import PASSWORD
+from tests.factories import login, make_mcp_connection
 from tests.fakes.mcp_server import FakeMcpServer
 from tools.mcp_connections import mcp_connection_refresh
 from tools.models import McpServerConnection
 
 TOKEN = "hdr-S3CRET-value-77"
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 @pytest.fixture
@@ -29,9 +24,7 @@ def fake_mcp(settings):
 
 @pytest.fixture
 def docs(trio, fake_mcp) -> McpServerConnection:
-    return McpServerConnection.objects.create(
-        tenant=trio.acme, name="docs", url=fake_mcp.url, auth_header=TOKEN, timeout_s=5
-    )
+    return make_mcp_connection(trio.acme, fake_mcp.url, auth_header=TOKEN, timeout_s=5)
 
 
 def form(url: str, **overrides) -> dict:

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 
 from agents.models import RunEvent
 from agents.services import run_inline
+from tests.factories import make_mcp_connection
 from tests.fakes.mcp_server import HANDBOOK, FakeMcpServer
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
@@ -41,10 +42,9 @@ def fake_mcp(settings):
 
 @pytest.fixture
 def docs(trio, fake_mcp) -> McpServerConnection:
-    return McpServerConnection.objects.create(
-        tenant=trio.acme,
-        name="docs",
-        url=fake_mcp.url,
+    return make_mcp_connection(
+        trio.acme,
+        fake_mcp.url,
         auth_header=TOKEN,
         context_resource_uri="context://handbook",
         timeout_s=5,
@@ -289,9 +289,7 @@ def test_a_private_address_not_allowlisted_is_refused(trio, docs, settings):
     connection = mcp_connection_refresh(docs)
     assert connection.status == "unavailable"
     assert connection.last_error == f"{docs.url}: destination 127.0.0.1 is not allowed (loopback)"
-    private = McpServerConnection.objects.create(
-        tenant=trio.acme, name="intranet", url="http://10.1.2.3:8080/mcp"
-    )
+    private = make_mcp_connection(trio.acme, "http://10.1.2.3:8080/mcp", "intranet")
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
     ok, message, _ = mcp_connection_test(private)
     assert not ok
@@ -306,9 +304,7 @@ def test_a_redirect_to_a_private_address_is_not_followed(trio, settings):
     server = LocalServer()
     try:
         server.route("POST", "/mcp", Reply(status=307, headers={"location": "http://10.1.2.3/mcp"}))
-        connection = McpServerConnection.objects.create(
-            tenant=trio.acme, name="hop", url=server.url + "/mcp"
-        )
+        connection = make_mcp_connection(trio.acme, server.url + "/mcp", "hop")
         connection = mcp_connection_refresh(connection)
     finally:
         server.close()
