@@ -5,16 +5,19 @@ alice owns `acme`, bob is a member of `acme`, charlie owns `globex` (an outsider
 
 Tiers (`pytest -m fast`, `pytest -m integration`; `make test-fast`, `make test-integration`):
 every test gets exactly one at collection. `integration` is a test that starts a process —
-a live server, a Celery worker, a browser, a child Python — through one of
-`PROCESS_FIXTURES` (directly or through other fixtures), by living under tests/browser/, or
-by carrying `@pytest.mark.integration` itself (for a test that runs `subprocess` in its
-body). Everything else is `fast`, and a fast test that starts a process fails, naming the
-mark it needs.
+a live server, a Celery worker, a browser, a child Python: one under tests/browser/, one
+whose own code or whose fixtures' code (however indirect) calls one of `PROCESS_STARTERS`,
+or one marked `@pytest.mark.integration` (when the process is started in a helper the
+scan does not read). Everything else is `fast`, and a fast test that starts a process
+anyway fails, naming the mark it needs.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,20 +45,33 @@ ROOT = Path(__file__).resolve().parent.parent
 
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
 
-# Fixtures that start a process; a test using any of them, however indirectly, is
-# `integration`. (The in-process fakes — provider, MCP, HTTP servers on threads — are not.)
-PROCESS_FIXTURES = frozenset(
-    {
-        "celery_worker_process",  # tests/conftest.py: a `celery worker` subprocess
-        "asgi_server",  # tests/api/conftest.py: uvicorn in a subprocess
-        "mcp_server",  # tests/mcp/conftest.py: the same, yielding its /mcp URL
-        "web_server",  # tests/browser/conftest.py: the same, for the browser
-        "browser",  # tests/browser/conftest.py: Chromium
-        "fleet",  # tests/agents/test_durability.py: prefork workers it kills
-        "live_server",  # pytest-django's, should a test use it
-    }
+# Calls that start a process, as the tests' code spells them: `subprocess.*`, the live
+# uvicorn (tests/live_server.py), the Celery worker fleet (tests/agents/workers.py), and
+# Chromium. The in-process fakes (provider, MCP, HTTP servers on threads) are none of these.
+PROCESS_STARTERS = re.compile(
+    r"\bsubprocess\.(?:run|Popen|call|check_call|check_output)\(|\bPopen\("
+    r"|\b(?:start_)?asgi_server\(|\bWorkerFleet\(|\bsync_playwright\("
 )
 BROWSER_TESTS = ROOT / "tests" / "browser"
+
+
+@functools.cache
+def _starts_processes(function) -> bool:
+    """Whether the code of `function` (a test or fixture of ours) calls a process starter."""
+    if not getattr(function, "__module__", "").startswith("tests."):
+        return False  # pytest's and plugins' fixtures
+    try:
+        return PROCESS_STARTERS.search(inspect.getsource(function)) is not None
+    except (OSError, TypeError):
+        return False
+
+
+def _uses_processes(item: pytest.Item) -> bool:
+    functions = [getattr(item, "function", None)]
+    fixtures = getattr(item, "_fixtureinfo", None)  # every fixture the test gets, however indirect
+    if fixtures is not None:
+        functions += [defs[-1].func for defs in fixtures.name2fixturedefs.values() if defs]
+    return any(_starts_processes(f) for f in functions if f is not None)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -63,7 +79,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         starts_processes = (
             item.get_closest_marker("integration") is not None
             or BROWSER_TESTS in item.path.parents
-            or not PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+            or _uses_processes(item)
         )
         item.add_marker(pytest.mark.integration if starts_processes else pytest.mark.fast)
 

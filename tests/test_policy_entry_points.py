@@ -87,7 +87,6 @@ def test_the_cancel_service_refuses_anyone_but_the_starter_or_an_admin(trio, adm
     access.require_cancel(Principal.for_initiator(trio.acme, trio.alice), run)
 
 
-@pytest.mark.integration  # a live server in the body
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_requests_of_two_tenants_each_see_only_their_own(trio):
     """Row-level security sets the tenant per unit of work on pooled connections: with

@@ -183,7 +183,6 @@ with connection.cursor() as cursor:
 """
 
 
-@pytest.mark.integration  # runs a child process in the body
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("module", ["agentplatform.asgi", "agentplatform.wsgi"])
 def test_web_processes_run_as_the_app_role(module):
@@ -222,7 +221,6 @@ def owner_sql(statement: str) -> None:
         admin.execute(statement)
 
 
-@pytest.mark.integration  # runs a child process in the body
 @pytest.mark.django_db(transaction=True)
 def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run():
     """As on an external PostgreSQL: the migrating user owns its database but may not create

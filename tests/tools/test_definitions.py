@@ -117,7 +117,6 @@ def test_the_registry_is_cached_between_calls(trio, django_assert_num_queries):
         assert registry_for_tenant(trio.acme) is first
 
 
-@pytest.mark.integration  # runs a child process in the body
 @pytest.mark.django_db(transaction=True)
 def test_an_edit_in_another_process_is_seen_here(trio):
     definition = http_definition(trio.acme)
