@@ -45,12 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
 
-# Calls that start a process, as the tests' code spells them: `subprocess.*`, the live
-# uvicorn (tests/live_server.py), the Celery worker fleet (tests/agents/workers.py), and
-# Chromium. The in-process fakes (provider, MCP, HTTP servers on threads) are none of these.
+# What starts a process, as the tests' code names it (called, or handed to a thread pool):
+# `subprocess.*`, the live uvicorn (tests/live_server.py), the Celery worker fleet
+# (tests/agents/workers.py), Chromium. The in-process fakes (provider, MCP and HTTP servers
+# on threads) are none of these.
 PROCESS_STARTERS = re.compile(
-    r"\bsubprocess\.(?:run|Popen|call|check_call|check_output)\(|\bPopen\("
-    r"|\b(?:start_)?asgi_server\(|\bWorkerFleet\(|\bsync_playwright\("
+    r"\bsubprocess\.(?:run|Popen|call|check_call|check_output)\b|\bPopen\("
+    r"|\bstart_asgi_server\b|\basgi_server\(|\bWorkerFleet\b|\bsync_playwright\b"
 )
 BROWSER_TESTS = ROOT / "tests" / "browser"
 
@@ -60,6 +61,8 @@ def _starts_processes(function) -> bool:
     """Whether the code of `function` (a test or fixture of ours) calls a process starter."""
     if not getattr(function, "__module__", "").startswith("tests."):
         return False  # pytest's and plugins' fixtures
+    if function.__name__ == "_fast_tests_start_no_process":
+        return False  # names Popen to patch it, in every test
     try:
         return PROCESS_STARTERS.search(inspect.getsource(function)) is not None
     except (OSError, TypeError):
