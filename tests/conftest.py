@@ -4,20 +4,14 @@ test tiers.
 alice owns `acme`, bob is a member of `acme`, charlie owns `globex` (an outsider to acme).
 
 Tiers (`pytest -m fast`, `pytest -m integration`; `make test-fast`, `make test-integration`):
-every test gets exactly one at collection. `integration` is a test that starts a process —
-a live server, a Celery worker, a browser, a child Python: one under tests/browser/, one
-whose own code or whose fixtures' code (however indirect) calls one of `PROCESS_STARTERS`,
-or one marked `@pytest.mark.integration` (when the process is started in a helper the
-scan does not read). Everything else is `fast`, and a fast test that starts a process
-anyway fails, naming the mark it needs.
+every test gets exactly one at collection, `integration` when it starts a process (a live
+server, a Celery worker, a browser, a child Python), else `fast` (see tests/tiers.py); a
+fast test that starts a process anyway fails, naming the mark it needs.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
-import re
 import subprocess
 import sys
 import time
@@ -30,6 +24,7 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agentplatform.tenancy.models import Role, Tenant
 from agents.models import Agent
+from tests import tiers
 from tests.factories import (
     add_member,
     make_agent,
@@ -45,46 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
 
-# What starts a process, as the tests' code names it (called, or handed to a thread pool):
-# `subprocess.*`, the live uvicorn (tests/live_server.py), the Celery worker fleet
-# (tests/agents/workers.py), Chromium. The in-process fakes (provider, MCP and HTTP servers
-# on threads) are none of these.
-PROCESS_STARTERS = re.compile(
-    r"\bsubprocess\.(?:run|Popen|call|check_call|check_output)\b|\bPopen\("
-    r"|\bstart_asgi_server\b|\basgi_server\(|\bWorkerFleet\b|\bsync_playwright\b"
-)
-BROWSER_TESTS = ROOT / "tests" / "browser"
-
-
-@functools.cache
-def _starts_processes(function) -> bool:
-    """Whether the code of `function` (a test or fixture of ours) calls a process starter."""
-    if not getattr(function, "__module__", "").startswith("tests."):
-        return False  # pytest's and plugins' fixtures
-    if function.__name__ == "_fast_tests_start_no_process":
-        return False  # names Popen to patch it, in every test
-    try:
-        return PROCESS_STARTERS.search(inspect.getsource(function)) is not None
-    except (OSError, TypeError):
-        return False
-
-
-def _uses_processes(item: pytest.Item) -> bool:
-    functions = [getattr(item, "function", None)]
-    fixtures = getattr(item, "_fixtureinfo", None)  # every fixture the test gets, however indirect
-    if fixtures is not None:
-        functions += [defs[-1].func for defs in fixtures.name2fixturedefs.values() if defs]
-    return any(_starts_processes(f) for f in functions if f is not None)
-
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        starts_processes = (
-            item.get_closest_marker("integration") is not None
-            or BROWSER_TESTS in item.path.parents
-            or _uses_processes(item)
-        )
-        item.add_marker(pytest.mark.integration if starts_processes else pytest.mark.fast)
+        item.add_marker(tiers.tier_of(item))
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +55,7 @@ def _fast_tests_start_no_process(request, monkeypatch):
     def refuse(self, args, *rest, **kwargs):
         raise RuntimeError(
             f"{request.node.nodeid} is a fast test but starts a process ({args!r}): "
-            "mark it @pytest.mark.integration (see the tiers in tests/conftest.py)"
+            "mark it @pytest.mark.integration (see tests/tiers.py)"
         )
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)

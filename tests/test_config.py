@@ -114,7 +114,6 @@ def _start_django(**env: str) -> subprocess.CompletedProcess:
         ({"REDIS_URL": "http://nope"}, "REDIS_URL must be a redis://"),
     ],
 )
-@pytest.mark.integration  # runs a child process in the body
 def test_bad_environment_stops_start_up_with_the_reason(env, message, tmp_path):
     result = _start_django(DATA_DIR=str(tmp_path), **env)
     assert result.returncode != 0

@@ -8,12 +8,9 @@ import sys
 import time
 
 import psutil
-import pytest
 
 from agentplatform.embedded import EmbeddedRedis
 from tests.conftest import ROOT
-
-pytestmark = pytest.mark.integration  # each test starts Redis, Postgres or a bystander
 
 
 def test_a_stale_redis_pid_file_naming_another_program_is_ignored_not_killed(tmp_path):

@@ -21,8 +21,6 @@ import pytest
 from tests.conftest import ROOT
 from tests.live_server import free_port
 
-pytestmark = pytest.mark.integration  # `manage.py serve` and all it starts
-
 
 class Serve:
     def __init__(self, data_dir: Path, port: int) -> None:
