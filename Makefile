@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test lint format migrate shell bench clean chromium
+.PHONY: install run test test-fast test-integration lint format migrate shell bench clean chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ chromium:
 
 test: lint chromium
 	$(BIN)/python -m pytest
+
+# The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m fast
+
+test-integration: $(STAMP) chromium
+	$(BIN)/python -m pytest -m integration
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -1,6 +1,12 @@
-"""The owner / member / outsider trio, and a real Celery worker when a test needs one.
+"""The owner / member / outsider trio, a real Celery worker when a test needs one, and the
+test tiers.
 
 alice owns `acme`, bob is a member of `acme`, charlie owns `globex` (an outsider to acme).
+
+Tiers (`pytest -m fast`, `pytest -m integration`; `make test-fast`, `make test-integration`):
+every test gets exactly one at collection, `integration` when it starts a process (a live
+server, a Celery worker, a browser, a child Python), else `fast` (see tests/tiers.py); a
+fast test that starts a process anyway fails, naming the mark it needs.
 """
 
 from __future__ import annotations
@@ -18,15 +24,41 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agentplatform.tenancy.models import Role, Tenant
 from agents.models import Agent
-from providers.models import ProviderConnection
-from tests.factories import add_member, make_tenant, make_user
+from tests import tiers
+from tests.factories import (
+    add_member,
+    make_agent,
+    make_connection,
+    make_http_tool,
+    make_tenant,
+    make_user,
+)
 from tests.fakes.fixtures import provider_server_fixture
 from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 ROOT = Path(__file__).resolve().parent.parent
 
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        item.add_marker(tiers.tier_of(item))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request, monkeypatch):
+    """Keeps the `fast` tier honest: a process started from a fast test fails it."""
+    if request.node.get_closest_marker("fast") is None:
+        return
+
+    def refuse(self, args, *rest, **kwargs):
+        raise RuntimeError(
+            f"{request.node.nodeid} is a fast test but starts a process ({args!r}): "
+            "mark it @pytest.mark.integration (see tests/tiers.py)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
 
 
 @dataclass
@@ -143,10 +175,10 @@ def _requests_as_the_app_role(monkeypatch):
 def connection(trio, provider_server, settings):
     """acme's default connection: OpenAI pointed at the local provider server."""
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
-    return ProviderConnection.objects.create(
-        tenant=trio.acme,
-        name="Local OpenAI",
-        kind="openai",
+    return make_connection(
+        trio.acme,
+        "Local OpenAI",
+        "openai",
         api_key="sk-test-key",
         base_url=provider_server.openai_base_url,
         default_model="gpt-test",
@@ -157,9 +189,7 @@ def connection(trio, provider_server, settings):
 
 @pytest.fixture
 def agent(trio, connection) -> Agent:
-    return Agent.objects.create(
-        tenant=trio.acme, slug="assistant", name="Assistant", instructions="Be brief."
-    )
+    return make_agent(trio.acme, "assistant", instructions="Be brief.")
 
 
 @pytest.fixture(autouse=True)
@@ -185,17 +215,17 @@ def transfer(trio):
     human's approval; yields the server, which records what it receives."""
     server = LocalServer()
     server.route("POST", "/transfers", Reply(status=201, json={"ok": True}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="transfer",
+    make_http_tool(
+        trio.acme,
+        "transfer",
+        server.url + "/transfers",
+        method="POST",
         description="Transfer money.",
-        kind="http",
         input_schema={
             "type": "object",
             "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
             "required": ["amount"],
         },
-        config={"method": "POST", "url": server.url + "/transfers"},
         effect="write",
         idempotent=False,
         requires_approval=True,

@@ -68,10 +68,10 @@ def test_encrypted_values_cannot_be_searched(trio):
 
 
 def test_admin_forms_never_render_a_stored_secret_and_blank_keeps_it(client, trio):
-    from tests.factories import PASSWORD
+    from tests.factories import login
 
     project = Project.objects.create(tenant=trio.acme, name="p", token="sk-live-123")
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, trio.alice)
     page = client.get(f"/admin/scoping/project/{project.pk}/change/").content.decode()
     assert 'type="password"' in page and "sk-live-123" not in page
     client.post(

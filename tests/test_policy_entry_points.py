@@ -19,23 +19,15 @@ from agents import access
 from agents.models import Agent, Approval, Conversation, Run
 from agents.services import conversation_save, run_start
 from tests import live_server
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import add_member, login, make_agent, make_approval, make_user
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
 
 
-def login(user) -> Client:
-    client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 @pytest.fixture
 def admins_only(trio) -> Agent:
-    return Agent.objects.create(
-        tenant=trio.acme, slug="pay", name="Pay", approval_deciders="admins"
-    )
+    return make_agent(trio.acme, "pay", approval_deciders="admins")
 
 
 def _parked_in_bobs_chat(trio, agent) -> tuple[Conversation, Approval]:
@@ -45,13 +37,13 @@ def _parked_in_bobs_chat(trio, agent) -> tuple[Conversation, Approval]:
         initiated_by=trio.bob, enqueue=False,
     )  # fmt: skip
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    return chat, Approval.objects.create(tenant=trio.acme, run=run, call_id="c1", tool_name="t")
+    return chat, make_approval(run, "t")
 
 
 def test_the_chat_refuses_a_decision_the_agent_keeps_for_admins(trio, admins_only):
     chat, approval = _parked_in_bobs_chat(trio, admins_only)
     url = f"/t/acme/chat/{chat.pk}/approvals/{approval.pk}/"
-    response = login(trio.bob).post(url, {"decision": "approve"}, HTTP_HX_REQUEST="true")
+    response = login(Client(), trio.bob).post(url, {"decision": "approve"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and "Only an admin" in response.content.decode()
     approval.refresh_from_db()
     assert approval.status == "pending"
@@ -63,8 +55,8 @@ def test_the_admins_approve_action_follows_the_approval_authority(trio, admins_o
     run = run_start(tenant=trio.acme, agent=admins_only, input="x", initiated_by=trio.alice,
                     enqueue=False)  # fmt: skip
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    approval = Approval.objects.create(tenant=trio.acme, run=run, call_id="c1", tool_name="t")
-    login(trio.alice).post(
+    approval = make_approval(run, "t")
+    login(Client(), trio.alice).post(
         "/admin/agents/approval/",
         {"action": "approve_selected", "_selected_action": [approval.pk]},
     )
@@ -78,7 +70,7 @@ def test_a_built_ins_name_is_refused_by_the_config_page_and_the_admin(trio):
         "input_schema": '{"type": "object"}', "config": '{"method": "GET", "url": "https://x.example/"}',
         "timeout_s": 30, "enabled": "on",
     }  # fmt: skip
-    alice = login(trio.alice)
+    alice = login(Client(), trio.alice)
     page = alice.post("/t/acme/tools/new/", body)
     assert page.status_code == 400 and "built-in" in page.content.decode()
     admin = alice.post("/admin/tools/tooldefinition/add/", {**body, "tenant": trio.acme.pk})
@@ -101,7 +93,7 @@ def test_concurrent_requests_of_two_tenants_each_see_only_their_own(trio):
     many requests of two tenants interleaved on one server, none sees the other's rows."""
     for tenant, prefix in ((trio.acme, "acme"), (trio.globex, "globex")):
         for i in range(3):
-            Agent.objects.create(tenant=tenant, slug=f"{prefix}-{i}", name=f"{prefix} {i}")
+            make_agent(tenant, f"{prefix}-{i}", name=f"{prefix} {i}")
     keys = {
         slug: tenancy.api_key_create(tenant=tenant, name="k", scopes=["read"])[1]
         for slug, tenant in (("acme", trio.acme), ("globex", trio.globex))
@@ -127,6 +119,6 @@ def test_a_viewer_made_key_cannot_start_what_a_member_could(trio):
     vera = make_user("vera")
     add_member(trio.acme, vera, Role.VIEWER)
     key, _ = tenancy.api_key_create(tenant=trio.acme, name="k", scopes=["run"], role="viewer")
-    agent = Agent.objects.create(tenant=trio.acme, slug="a", name="A")
+    agent = make_agent(trio.acme, "a")
     with pytest.raises(PermissionDenied):
         run_start(tenant=trio.acme, agent=agent, input="x", initiated_by=key, enqueue=False)

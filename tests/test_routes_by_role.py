@@ -23,12 +23,19 @@ from drf_spectacular.generators import SchemaGenerator
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership, Role, TenantGroup
 from agentplatform.tenancy.policy import Action, Principal
-from agents.models import Agent, Approval, Conversation, Crew, Fact, Run
+from agents.models import Conversation, Fact, Run
 from agents.services import run_start
-from providers.models import ProviderConnection
 from rag.models import Document, KnowledgeBase
-from tests.factories import PASSWORD, add_member, make_user
-from tools.models import ToolDefinition
+from tests.factories import (
+    add_member,
+    login,
+    make_agent,
+    make_approval,
+    make_connection,
+    make_crew,
+    make_tool,
+    make_user,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -135,14 +142,10 @@ def world(trio) -> dict[str, str]:
     add_member(acme, make_user("dana"), Role.ADMIN)
     add_member(acme, make_user("vera"), Role.VIEWER)
     victim = add_member(acme, make_user("eve"), Role.MEMBER)  # member routes name eve
-    agent = Agent.objects.create(tenant=acme, slug="assistant", name="Assistant")
-    Crew.objects.create(tenant=acme, slug="crew", name="Crew")
-    tool = ToolDefinition.objects.create(
-        tenant=acme, name="calc", kind="builtin", config={"builtin": "calculator"}
-    )
-    connection = ProviderConnection.objects.create(
-        tenant=acme, name="conn", kind="openai", base_url="http://127.0.0.1:9/v1"
-    )
+    agent = make_agent(acme, "assistant")
+    make_crew(acme, "crew")
+    tool = make_tool(acme, "calc")
+    connection = make_connection(acme, "conn", "openai", base_url="http://127.0.0.1:9/v1")
     kb = KnowledgeBase.objects.create(tenant=acme, slug="handbook", name="Handbook")
     document = Document.objects.create(tenant=acme, knowledge_base=kb, title="Doc")
     conversation = Conversation.objects.create(tenant=acme, agent=agent, owner_user=trio.alice)
@@ -150,7 +153,7 @@ def world(trio) -> dict[str, str]:
         tenant=acme, agent=agent, input="hi", conversation=conversation,
         initiated_by=trio.alice, enqueue=False,
     )  # fmt: skip
-    approval = Approval.objects.create(tenant=acme, run=run, call_id="c1", tool_name="calc")
+    approval = make_approval(run, "calc")
     fact = Fact.objects.create(tenant=acme, user=trio.alice, text="likes tea")
     key, _ = tenancy.api_key_create(tenant=acme, name="victim", scopes=["read"])
     group = tenancy.group_create(tenant=acme, name="victims")
@@ -216,8 +219,7 @@ def _request(client: Client, method: str, path: str, **headers):
 def test_sessions_get_what_the_policy_says(username, trio, world):
     user = {"alice": trio.alice, "bob": trio.bob, "charlie": trio.charlie}.get(username)
     user = user or Membership.objects.get(tenant=trio.acme, user__username=username).user
-    client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    client = login(Client(), user)
     principal = _principal(username, trio.acme)
     wrong = []
     for route in routes():

@@ -19,8 +19,9 @@ from agents.models import Agent
 from agents.services import agent_save
 from providers.models import ProviderConnection
 from providers.services import connection_save
+from tests import factories
 from tests.api.test_resources import as_key, assert_error
-from tests.factories import PASSWORD
+from tests.factories import login
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import McpServerConnection, ToolDefinition
@@ -51,14 +52,16 @@ def received_secret(server: LocalServer, secret: str) -> bool:
 
 
 def make_connection(tenant, **extra) -> ProviderConnection:
+    """A connection holding KEY."""
     fields = {"name": "Claude", "kind": "anthropic", "api_key": KEY, "max_retries": 0}
-    return ProviderConnection.objects.create(tenant=tenant, **{**fields, **extra})
+    return factories.make_connection(tenant, **{**fields, **extra})
 
 
 def make_tool(tenant, url: str = "https://api.example.com/lookup") -> ToolDefinition:
-    return ToolDefinition.objects.create(
-        tenant=tenant,
-        name="lookup",
+    """An HTTP tool holding TOOL_SECRET."""
+    return factories.make_tool(
+        tenant,
+        "lookup",
         kind="http",
         description="Look something up.",
         input_schema=SCHEMA,
@@ -68,9 +71,13 @@ def make_tool(tenant, url: str = "https://api.example.com/lookup") -> ToolDefini
 
 
 def make_remote_agent(tenant, url: str = "https://agents.example.com/a") -> Agent:
-    return Agent.objects.create(
-        tenant=tenant, slug="far", name="Far", kind="remote", remote_url=url, remote_token=TOKEN
-    )
+    """A remote agent holding TOKEN."""
+    return factories.make_agent(tenant, "far", kind="remote", remote_url=url, remote_token=TOKEN)
+
+
+def make_mcp(tenant, url: str = "https://mcp.example.com/mcp", **extra) -> McpServerConnection:
+    """An MCP server connection holding MCP_HEADER."""
+    return factories.make_mcp_connection(tenant, url, auth_header=MCP_HEADER, **extra)
 
 
 # -- the comparison -------------------------------------------------------------------------
@@ -159,9 +166,7 @@ def test_a_new_path_on_the_same_host_keeps_every_secret(trio):
     agent_save(
         tenant=trio.acme, agent=agent, changes={"remote_url": "https://agents.example.com/b"}
     )
-    mcp = McpServerConnection.objects.create(
-        tenant=trio.acme, name="docs", url="https://mcp.example.com/mcp", auth_header=MCP_HEADER
-    )
+    mcp = make_mcp(trio.acme)
     mcp.url = "https://mcp.example.com/v2/mcp"
     mcp.full_clean()
     mcp.save()
@@ -172,7 +177,7 @@ def test_a_new_path_on_the_same_host_keeps_every_secret(trio):
 
 
 def test_creating_and_objects_without_a_secret_are_unaffected(trio):
-    connection = ProviderConnection.objects.create(tenant=trio.acme, name="Off", kind="offline")
+    connection = factories.make_connection(trio.acme, "Off")
     connection_save(
         tenant=trio.acme,
         connection=connection,
@@ -192,9 +197,7 @@ def test_creating_and_objects_without_a_secret_are_unaffected(trio):
 
 
 def test_an_mcp_connection_and_a_tool_turned_built_in(trio):
-    mcp = McpServerConnection.objects.create(
-        tenant=trio.acme, name="docs", url="https://mcp.example.com/mcp", auth_header=MCP_HEADER
-    )
+    mcp = make_mcp(trio.acme)
     mcp.url = "https://evil.test/mcp"
     with pytest.raises(ValidationError) as refused:
         mcp.full_clean()
@@ -275,11 +278,6 @@ def test_rest_a_remote_agents_token_does_not_follow_its_url(client, trio):
 
 
 # -- the configuration pages -----------------------------------------------------------------
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 def config_url(view: str, **kwargs) -> str:
     return reverse(f"config:{view}", kwargs={"tenant_slug": "acme", **kwargs})
 
@@ -384,9 +382,7 @@ def test_admin_refuses_a_new_host_for_an_mcp_connection(client, trio, attacker):
 
     server = FakeMcpServer(token=MCP_HEADER)
     try:
-        mcp = McpServerConnection.objects.create(
-            tenant=trio.acme, name="docs", url=server.url, auth_header=MCP_HEADER, timeout_s=5
-        )
+        mcp = make_mcp(trio.acme, server.url, timeout_s=5)
         login(client, trio.alice)
         page = f"/admin/tools/mcpserverconnection/{mcp.pk}/change/"
         response = client.post(page, mcp_form(attacker.url + "/mcp", auth_header=""))

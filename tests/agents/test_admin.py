@@ -11,15 +11,10 @@ from agents.models import Agent, Approval, Conversation, Fact, Message, Run, Run
 from agents.seed import seed_demo_agent
 from agents.services import run_inline
 from providers.models import ProviderConnection
-from tests.factories import PASSWORD
+from tests.factories import login, make_approval, make_connection
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}}
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def agent_form(**overrides) -> dict:
@@ -63,9 +58,7 @@ def parked(trio, agent):
         correlation_id="corr-1",
     )
     first, second = (
-        Approval.objects.create(
-            tenant=trio.acme, run=run, call_id=call_id, tool_name="delete_file", arguments=args
-        )
+        make_approval(run, "delete_file", call_id, arguments=args)
         for call_id, args in [("c1", {"path": "/tmp/a"}), ("c2", {"path": "/tmp/b"})]
     )
     return run, first, second
@@ -137,7 +130,7 @@ def test_an_invalid_output_schema_is_a_field_error_and_nothing_is_saved(client, 
 
 
 def test_new_agents_land_in_the_admins_tenant_with_its_own_connections(client, trio, connection):
-    theirs = ProviderConnection.objects.create(tenant=trio.globex, name="Globex key", kind="openai")
+    theirs = make_connection(trio.globex, "Globex key", "openai")
     login(client, trio.alice)
     page = client.get("/admin/agents/agent/add/").content.decode()
     assert "Local OpenAI" in page and "Globex key" not in page

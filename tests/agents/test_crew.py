@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from agents.runtime.crew import (
     ChildOutcome,
@@ -26,13 +25,17 @@ async def no_events(type, **payload):
     return None
 
 
-def member_runner(models: dict[str, FakeModel], delay_s: float = 0.0):
-    """Runs each member as a real agent loop on its FakeModel."""
+def member_runner(models: dict[str, FakeModel], *, all_at_once: int = 0):
+    """Runs each member as a real agent loop on its FakeModel. With `all_at_once`, each
+    member first waits until that many are running (or fails after 30 s): only members
+    started together get anywhere."""
     seen: list[tuple[str, str, str]] = []
+    together = asyncio.Barrier(all_at_once) if all_at_once else None
 
     async def run_child(member, task, context, key):
         seen.append((member, context, key))
-        await asyncio.sleep(delay_s)
+        if together is not None:
+            await asyncio.wait_for(together.wait(), timeout=30)
         outcome = await run_agent(
             spec=AgentSpec(name=member, instructions=f"You are {member}.", model="m"),
             adapter=models[member],
@@ -75,11 +78,10 @@ def test_a_failing_member_stops_a_sequential_crew_naming_it():
 
 def test_parallel_members_work_at_once_and_come_back_labelled():
     models = {name: FakeModel([f"{name} says hi"]) for name in ("a", "b", "c", "d")}
-    run_child, _ = member_runner(models, delay_s=0.3)
+    run_child, seen = member_runner(models, all_at_once=4)  # one at a time never gets past
     spec = CrewSpec(name="c", mode="parallel", members=("a", "b", "c", "d"))
-    started = time.perf_counter()
     outcome = asyncio.run(run_parallel(spec, "greet", run_child, no_events))
-    assert time.perf_counter() - started < 0.6  # four 0.3 s members at once
+    assert outcome.status is RunStatus.SUCCEEDED and len(seen) == 4
     assert (
         outcome.output == "## a\na says hi\n\n## b\nb says hi\n\n## c\nc says hi\n\n## d\nd says hi"
     )

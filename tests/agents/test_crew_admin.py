@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from agents.models import Agent, Crew, CrewMember
-from tests.factories import PASSWORD
+from agents.models import Crew, CrewMember
+from tests.factories import login, make_agent
 
 
 def test_a_tenant_admin_builds_a_crew_with_ordered_members(client, trio):
-    a = Agent.objects.create(tenant=trio.acme, slug="a", name="A")
-    b = Agent.objects.create(tenant=trio.acme, slug="b", name="B")
-    theirs = Agent.objects.create(tenant=trio.globex, slug="spy", name="Spy")
-    assert client.login(username="alice", password=PASSWORD)
+    a, b = make_agent(trio.acme, "a"), make_agent(trio.acme, "b")
+    theirs = make_agent(trio.globex, "spy")
+    login(client, trio.alice)
     form = client.get("/admin/agents/crew/add/").content.decode()
     assert "Spy" not in form
     data = {

@@ -3,29 +3,27 @@
 from __future__ import annotations
 
 from agents.execution import execute_run
-from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
+from agents.models import Agent, Approval, Crew, Run, RunEvent
 from agents.services import approval_decide, run_inline
+from tests.factories import make_agent, make_crew
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 
-def make_crew(tenant, mode, members, manager=None, **limits) -> Crew:
-    crew = Crew.objects.create(
-        tenant=tenant, slug=f"{mode}-crew", name=mode, mode=mode, manager=manager, **limits
+def crew_of(tenant, mode, members, manager=None, **limits) -> Crew:
+    """A crew of `mode` (its slug `<mode>-crew`) with `members` in order."""
+    return make_crew(
+        tenant, f"{mode}-crew", members, name=mode, mode=mode, manager=manager, **limits
     )
-    for position, agent in enumerate(members):
-        CrewMember.objects.create(tenant=tenant, crew=crew, agent=agent, position=position)
-    return crew
 
 
-def make_agent(tenant, slug) -> Agent:
-    return Agent.objects.create(
-        tenant=tenant, slug=slug, name=slug.title(), instructions=f"You are the {slug}."
-    )
+def agent_as(tenant, slug) -> Agent:
+    """An agent told it is the `slug` (the researcher, the writer...)."""
+    return make_agent(tenant, slug, instructions=f"You are the {slug}.")
 
 
 def test_a_sequential_crew_runs_members_as_child_runs_in_order(trio, connection, provider_server):
-    researcher, writer = make_agent(trio.acme, "researcher"), make_agent(trio.acme, "writer")
-    crew = make_crew(trio.acme, "sequential", [researcher, writer])
+    researcher, writer = agent_as(trio.acme, "researcher"), agent_as(trio.acme, "writer")
+    crew = crew_of(trio.acme, "sequential", [researcher, writer])
     provider_server.script(
         "openai",
         TextReply("Water boils at 100C.", input_tokens=10, output_tokens=5),
@@ -52,8 +50,8 @@ def test_a_sequential_crew_runs_members_as_child_runs_in_order(trio, connection,
 
 
 def test_a_parallel_crew_labels_its_members(trio, connection, provider_server):
-    a, b = make_agent(trio.acme, "alpha"), make_agent(trio.acme, "beta")
-    crew = make_crew(trio.acme, "parallel", [a, b])
+    a, b = agent_as(trio.acme, "alpha"), agent_as(trio.acme, "beta")
+    crew = crew_of(trio.acme, "parallel", [a, b])
     provider_server.script("openai", TextReply("same answer"), TextReply("same answer"))
     run = run_inline(tenant=trio.acme, crew=crew, input="go")
     assert run.status == "succeeded"
@@ -64,8 +62,8 @@ def test_a_parallel_crew_labels_its_members(trio, connection, provider_server):
 def test_an_approval_in_a_child_parks_the_parent_and_resumes_both(
     trio, connection, provider_server, transfer
 ):
-    boss, payer = make_agent(trio.acme, "boss"), make_agent(trio.acme, "payer")
-    crew = make_crew(trio.acme, "hierarchical", [payer], manager=boss)
+    boss, payer = agent_as(trio.acme, "boss"), agent_as(trio.acme, "payer")
+    crew = crew_of(trio.acme, "hierarchical", [payer], manager=boss)
     provider_server.script(
         "openai",
         ToolCallReply(
@@ -110,7 +108,7 @@ def test_an_approval_in_a_child_parks_the_parent_and_resumes_both(
 
 
 def test_a_crew_without_members_fails_clearly(trio, connection):
-    crew = Crew.objects.create(tenant=trio.acme, slug="empty", name="Empty")
+    crew = make_crew(trio.acme, "empty")
     run = run_inline(tenant=trio.acme, crew=crew, input="hi")
     assert run.status == "failed" and "has no members" in run.error
 
@@ -118,8 +116,8 @@ def test_a_crew_without_members_fails_clearly(trio, connection):
 def test_a_crew_is_a_chat_partner_with_history(trio, connection, provider_server):
     from agents.models import Conversation, Message
 
-    writer = make_agent(trio.acme, "writer")
-    crew = make_crew(trio.acme, "sequential", [writer])
+    writer = agent_as(trio.acme, "writer")
+    crew = crew_of(trio.acme, "sequential", [writer])
     conversation = Conversation.objects.create(tenant=trio.acme, crew=crew, owner_user=trio.bob)
     provider_server.script("openai", TextReply("Hello Bob."), TextReply("You are Bob."))
     for text in ("I am Bob.", "Who am I?"):

@@ -7,22 +7,15 @@ import pytest
 from django.test import Client
 
 from agentplatform.tenancy.models import ApiKey
-from agents.models import Agent, Crew
 from agents.services import use_grants
-from tests.factories import PASSWORD
+from tests.factories import login, make_agent, make_crew
 
 pytestmark = pytest.mark.django_db
 
 
-def admin_client(user) -> Client:
-    client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 def test_a_tenant_admin_grants_and_revokes_in_the_admin(trio):
-    payroll = Agent.objects.create(tenant=trio.acme, slug="payroll", name="Payroll")
-    alice = admin_client(trio.alice)
+    payroll = make_agent(trio.acme, "payroll")
+    alice = login(Client(), trio.alice)
     url = f"/admin/agents/agent/{payroll.pk}/access/"
     assert "Every member may use it" in alice.get(url).content.decode()
     bobs = trio.bob.memberships.get(tenant=trio.acme)
@@ -35,10 +28,10 @@ def test_a_tenant_admin_grants_and_revokes_in_the_admin(trio):
 
 
 def test_another_tenants_agent_or_member_is_refused(trio):
-    theirs = Agent.objects.create(tenant=trio.globex, slug="spy", name="Spy")
-    alice = admin_client(trio.alice)
+    theirs = make_agent(trio.globex, "spy")
+    alice = login(Client(), trio.alice)
     assert alice.get(f"/admin/agents/agent/{theirs.pk}/access/").status_code in (302, 404)
-    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
+    crew = make_crew(trio.acme, "team")
     charlies = trio.charlie.memberships.get(tenant=trio.globex)
     response = alice.post(
         f"/admin/agents/crew/{crew.pk}/access/", {"action": "grant", "member": charlies.pk}
@@ -48,14 +41,14 @@ def test_another_tenants_agent_or_member_is_refused(trio):
 
 
 def test_the_agent_admin_sets_the_approval_authority(trio):
-    agent = Agent.objects.create(tenant=trio.acme, slug="pay", name="Pay")
-    page = admin_client(trio.alice).get(f"/admin/agents/agent/{agent.pk}/change/")
+    agent = make_agent(trio.acme, "pay")
+    page = login(Client(), trio.alice).get(f"/admin/agents/agent/{agent.pk}/change/")
     body = page.content.decode()
     assert 'name="approval_deciders"' in body and 'name="approval_not_starter"' in body
 
 
 def test_an_admin_made_key_keeps_its_limits_and_role(trio):
-    alice = admin_client(trio.alice)
+    alice = login(Client(), trio.alice)
     response = alice.post(
         "/admin/tenancy/apikey/add/",
         {"tenant": trio.acme.pk, "name": "lim", "scopes": ["read", "run"],

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from agents.models import Agent, RunEvent
 from agents.runtime.kinds import KINDS
 from agents.services import run_inline
+from tests.factories import make_agent
 from tests.fakes.provider_server import TextReply
 from tests.fakes.remote_agent_server import RemoteAgentServer
 
@@ -17,7 +18,7 @@ def test_the_kind_registry_lists_builtins_and_remote():
 
 
 def test_a_simple_agent_makes_one_call_without_tools(trio, connection, provider_server):
-    agent = Agent.objects.create(tenant=trio.acme, slug="haiku", name="Haiku", kind="simple")
+    agent = make_agent(trio.acme, "haiku", kind="simple")
     provider_server.script("openai", TextReply("Autumn moon rises."))
     run = run_inline(tenant=trio.acme, agent=agent, input="A haiku, please.")
     assert run.status == "succeeded" and run.output == "Autumn moon rises."

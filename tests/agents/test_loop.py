@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -108,15 +107,20 @@ def recording_tool(
     name: str,
     executed: list[dict[str, Any]],
     *,
-    sleep_s: float = 0.0,
+    waits_for: asyncio.Event | None = None,
+    then_sets: asyncio.Event | None = None,
     capability: Capability | None = None,
 ) -> Tool:
-    """A tool accepting any object; every execution appends its arguments to `executed`."""
+    """A tool accepting any object; every execution appends its arguments to `executed`.
+    With `waits_for`, it first waits for that event (until its timeout); `then_sets` is set
+    once it has run."""
 
     async def handler(arguments: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-        if sleep_s:
-            await asyncio.sleep(sleep_s)
+        if waits_for is not None:
+            await waits_for.wait()
         executed.append(arguments)
+        if then_sets is not None:
+            then_sets.set()
         return {"done": name, **arguments}
 
     return Tool(
@@ -221,25 +225,27 @@ def test_one_tool_call_then_text_shows_the_model_the_calculator_result(streamed)
 
 def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order():
     executed: list[dict[str, Any]] = []
+    b_ran = asyncio.Event()
+    # a waits for b: run one after the other, a would time out (its 5 s) and fail.
+    waiting = Capability(timeout_s=5)
     registry = ToolRegistry(
         [
-            recording_tool("slow_a", executed, sleep_s=0.3),
-            recording_tool("slow_b", executed, sleep_s=0.25),
+            recording_tool("waits_a", executed, waits_for=b_ran, capability=waiting),
+            recording_tool("quick_b", executed, then_sets=b_ran),
         ]
     )
-    calls = [ToolCall("a", "slow_a", {"n": 1}), ToolCall("b", "slow_b", {"n": 2})]
+    calls = [ToolCall("a", "waits_a", {"n": 1}), ToolCall("b", "quick_b", {"n": 2})]
     model = FakeModel([calls, "both done"])
     sink = RecordingSink()
 
-    started = time.perf_counter()
     outcome = go(model, registry=registry, sink=sink)
-    elapsed = time.perf_counter() - started
 
     assert outcome.status is RunStatus.SUCCEEDED
-    assert elapsed < 0.5, f"the calls ran one after the other ({elapsed:.2f} s)"
+    assert [c["error"] for c in sink.of("tool.completed")] == [None, None]  # a got past b_ran
+    assert executed == [{"n": 2}, {"n": 1}]
     assert [c["call_id"] for c in sink.of("tool.completed")] == ["b", "a"]  # b finished first
     results = tool_results(model.requests[1].messages)
-    assert [(r.call_id, r.name) for r in results] == [("a", "slow_a"), ("b", "slow_b")]
+    assert [(r.call_id, r.name) for r in results] == [("a", "waits_a"), ("b", "quick_b")]
     assert model.requests[1].messages[1] == AssistantMessage(tool_calls=tuple(calls))
 
 

@@ -12,17 +12,17 @@ import json
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from agents.models import Agent, Conversation, Message, Run, RunEvent
 from agents.services import run_inline
 from tests.api.test_resources import Api, key_for
 from tests.api.test_sse import messages
-from tests.factories import PASSWORD
+from tests.factories import login, make_tool
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
 from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 TOKEN = "remote-ECHOED-token-42"
 TOOL_SECRET = "tool-ECHOED-credential-43"
@@ -41,7 +41,7 @@ def stored_text(run: Run) -> str:
 
 def shown_text(client, tenant, run: Run) -> str:
     """The run, its events and its conversation's messages over REST, as alice (the owner)."""
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, get_user_model().objects.get(username="alice"))
     api = Api(client, tenant_header=tenant.slug)
     api.get(f"/runs/{run.pk}")
     api.get(f"/runs/{run.pk}/events")
@@ -121,9 +121,9 @@ def test_a_credential_an_http_tool_echoes_and_a_model_repeats_is_stored_nowhere(
     with LocalServer() as service:
         # The service echoes the credential header back (a debug answer).
         service.route("GET", "/whoami", Reply(json={"you_sent": TOOL_SECRET}))
-        ToolDefinition.objects.create(
-            tenant=trio.acme,
-            name="whoami",
+        make_tool(
+            trio.acme,
+            "whoami",
             kind="http",
             description="Who am I?",
             input_schema={"type": "object", "properties": {}},

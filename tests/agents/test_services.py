@@ -11,7 +11,8 @@ from django.http import Http404
 from agents import services
 from agents.events import publisher
 from agents.execution import cancel_key, execute_run
-from agents.models import Agent, Approval, Conversation, Fact, Run, RunEvent
+from agents.models import Conversation, Fact, Run, RunEvent
+from tests.factories import make_agent, make_approval
 
 
 def test_the_same_idempotency_key_returns_the_same_run(trio, agent):
@@ -59,9 +60,7 @@ def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
 def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):
     run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     conversation = Conversation.objects.create(tenant=trio.acme, agent=agent)
-    approval = Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="calculator"
-    )
+    approval = make_approval(run, "calculator")
     fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
     assert services.run_get(tenant=trio.acme, run_id=run.pk) == run
     for call in (
@@ -78,10 +77,8 @@ def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):
 
 def test_writes_refuse_mixing_tenants(trio, agent):
     run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
-    approval = Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="calculator"
-    )
-    theirs = Agent.objects.create(tenant=trio.globex, slug="spy", name="Spy")
+    approval = make_approval(run, "calculator")
+    theirs = make_agent(trio.globex, "spy")
     with pytest.raises(Http404):
         services.run_start(tenant=trio.acme, agent=theirs, input="hi", enqueue=False)
     with pytest.raises(Http404):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import pytest
@@ -99,21 +98,24 @@ def test_async_transforms_are_awaited() -> None:
 
 
 def test_parallel_runs_branches_concurrently_and_keeps_their_order() -> None:
-    def sleeper(seconds: float, result: str):
-        async def sleep(value: Any) -> str:
-            await asyncio.sleep(seconds)
-            return f"{result}:{value}"
+    finished: list[str] = []
+    second_finished = asyncio.Event()
 
-        return sleep
+    async def first(value: Any) -> str:
+        # Only branches that overlap get past this: run one after the other, it times out.
+        await asyncio.wait_for(second_finished.wait(), timeout=30)
+        finished.append("first")
+        return f"first:{value}"
 
-    workflow = pipe(add_one).parallel(sleeper(0.3, "slow"), sleeper(0.2, "fast"))
+    async def second(value: Any) -> str:
+        finished.append("second")
+        second_finished.set()
+        return f"second:{value}"
 
-    started = time.perf_counter()
-    result = go(workflow, 1)
-    elapsed = time.perf_counter() - started
+    result = go(pipe(add_one).parallel(first, second), 1)
 
-    assert result == ["slow:2", "fast:2"]
-    assert elapsed < 0.5
+    assert finished == ["second", "first"]  # the first branch waited for the second to finish
+    assert result == ["first:2", "second:2"]  # and the results keep the branches' order
 
 
 def test_parallel_with_keyword_branches_gives_a_dict() -> None:
@@ -327,23 +329,33 @@ def test_a_failure_inside_a_nested_workflow_names_the_inner_step() -> None:
 
 
 def test_a_failing_parallel_branch_cancels_the_others() -> None:
+    started: list[str] = []
+    cancelled: list[str] = []
     finished: list[str] = []
 
     async def slow(value: Any) -> Any:
-        await asyncio.sleep(1)
+        started.append("slow")
+        try:
+            await asyncio.Event().wait()  # nothing sets it: only a cancel ends this branch
+        except asyncio.CancelledError:
+            cancelled.append("slow")
+            raise
         finished.append("slow")
         return value
 
     async def broken(value: Any) -> Any:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # the slow branch is under way
         raise RuntimeError("no data")
 
-    started = time.perf_counter()
-    with pytest.raises(WorkflowFailed, match="step 'broken' failed: RuntimeError: no data"):
-        go(pipe(parallel(slow, broken)), 1)
+    async def run_and_look() -> list[str]:
+        context = WorkflowContext(registry=BUILTINS, ctx=CTX)
+        with pytest.raises(WorkflowFailed, match="step 'broken' failed: RuntimeError: no data"):
+            await pipe(parallel(slow, broken)).run(1, context)
+        return list(cancelled)  # as the failure reaches the caller, before asyncio.run's cleanup
 
-    assert time.perf_counter() - started < 0.5
-    assert finished == []
+    cancelled_when_raised = asyncio.run(run_and_look())
+
+    assert started == ["slow"] and cancelled_when_raised == ["slow"] and finished == []
 
 
 # -- events ------------------------------------------------------------------------------

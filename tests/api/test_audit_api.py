@@ -10,10 +10,10 @@ import pytest
 
 from agentplatform.tenancy import audit, services
 from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry
-from agents.models import Approval, Run
+from agents.models import Run
 from agents.services import run_start
-from tests.api.test_resources import Api, as_key, assert_error, make_agent
-from tests.factories import PASSWORD
+from tests.api.test_resources import Api, as_key, assert_error
+from tests.factories import login, make_agent, make_approval
 
 SECRET = "sk-rest-secret-789"
 
@@ -30,11 +30,11 @@ def test_admin_keys_and_admin_sessions_read_it_others_get_403(client, trio):
     assert as_key(client, trio.acme, "admin").get("/audit-log").status_code == 200
     for scopes in (("read",), ("read", "write", "run")):
         assert_error(as_key(client, trio.acme, *scopes).get("/audit-log"), 403)
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, trio.alice)
     assert Api(client, tenant_header="acme").get("/audit-log").status_code == 200
-    assert client.login(username="bob", password=PASSWORD)  # a member
+    login(client, trio.bob)  # a member
     assert_error(Api(client, tenant_header="acme").get("/audit-log"), 403)
-    assert client.login(username="charlie", password=PASSWORD)  # another tenant's owner
+    login(client, trio.charlie)  # another tenant's owner
     assert_error(Api(client, tenant_header="acme").get("/audit-log"), 404)
     client.logout()
     assert_error(Api(client).get("/audit-log"), 401)
@@ -122,7 +122,7 @@ def test_an_agents_secret_changed_over_rest_is_masked_everywhere(client, trio):
 
 @pytest.mark.django_db
 def test_a_key_created_over_rest_is_recorded_without_its_secret(client, trio):
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, trio.alice)
     api = Api(client, tenant_header="acme")
     created = api.post("/api-keys", {"name": "deploy", "scopes": ["read"]})
     assert created.status_code == 201
@@ -150,9 +150,7 @@ def test_a_run_started_with_a_key_and_an_approval_decided_over_rest(
 
     run = run_start(tenant=trio.acme, agent=make_agent(trio.acme, "b2"), input="x", enqueue=False)
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    approval = Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"token": SECRET}
-    )
+    approval = make_approval(run, "transfer", arguments={"token": SECRET})
     decided = runner.post(
         f"/runs/{run.pk}/approvals/{approval.pk}", {"decision": "reject", "reason": "Too risky."}
     )

@@ -14,7 +14,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rag import services
 from rag.ingestion import ingest
 from rag.models import Chunk, Document, KnowledgeBase
-from tests.api.test_resources import V1, as_key, assert_error, key_for, make_agent
+from tests.api.test_resources import V1, as_key, assert_error, key_for
+from tests.factories import make_agent
 
 HOLIDAYS = "# Holidays\n\n## Paid leave\n\nEveryone gets 25 days of paid holiday a year."
 

@@ -14,7 +14,8 @@ import pytest
 from django.test import AsyncClient
 
 from agentplatform.tenancy import services as tenancy
-from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
+from agents.models import Approval, Run, RunEvent
+from tests.factories import make_agent, make_crew
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,10 +44,9 @@ def run_of(completion_id: str) -> Run:
 
 # -- models ------------------------------------------------------------------------------
 def test_models_lists_the_tenants_active_agents_and_crews(trio, agent, asgi_server, keys):
-    crew = Crew.objects.create(tenant=trio.acme, slug="desk", name="Desk")
-    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent)
-    Agent.objects.create(tenant=trio.acme, slug="retired", name="Old", active=False)
-    Agent.objects.create(tenant=trio.globex, slug="spy", name="Globex's")
+    make_crew(trio.acme, "desk", [agent])
+    make_agent(trio.acme, "retired", name="Old", active=False)
+    make_agent(trio.globex, "spy", name="Globex's")
     client = sdk(asgi_server, keys["read"])  # listing needs only `read`
 
     models = client.models.list()
@@ -156,10 +156,8 @@ def test_earlier_messages_are_folded_into_the_run_input(trio, agent, client, pro
 def test_a_crew_answers_as_a_model_with_its_last_members_output(
     trio, agent, client, provider_server
 ):
-    writer = Agent.objects.create(tenant=trio.acme, slug="writer", name="Writer")
-    crew = Crew.objects.create(tenant=trio.acme, slug="desk", name="Desk", mode="sequential")
-    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=0)
-    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=writer, position=1)
+    writer = make_agent(trio.acme, "writer")
+    crew = make_crew(trio.acme, "desk", [agent, writer], mode="sequential")
     provider_server.script(
         "openai",
         TextReply("Notes: boiling is 100C.", input_tokens=7, output_tokens=2),

@@ -13,11 +13,11 @@ from rest_framework.test import APIClient
 
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import Role, TenantGroup
-from agents.models import Agent, Approval, Conversation, Crew, CrewMember, Run
+from agents.models import Agent, Approval, Conversation, Crew, Run
 from agents.services import run_start
 from providers.models import ProviderConnection
 from rag.models import KnowledgeBase
-from tests.factories import add_member, make_user
+from tests.factories import add_member, login, make_agent, make_approval, make_crew, make_user
 from tools.loader import registry_for_tenant
 from tools.models import ToolDefinition
 
@@ -25,10 +25,7 @@ pytestmark = pytest.mark.django_db
 
 
 def session(user, tenant: str = "acme") -> APIClient:
-    client = APIClient()
-    client.force_login(user)
-    client.credentials(HTTP_X_TENANT=tenant)
-    return client
+    return login(APIClient(), user, tenant=tenant)
 
 
 def key_client(tenant, *scopes: str, **extra) -> tuple[APIClient, object]:
@@ -47,7 +44,7 @@ def viewer(trio):
 
 @pytest.fixture
 def assistant(trio) -> Agent:
-    return Agent.objects.create(tenant=trio.acme, slug="assistant", name="Assistant")
+    return make_agent(trio.acme, "assistant")
 
 
 CONFIG_WRITES = [
@@ -131,9 +128,7 @@ def test_a_tenant_tool_never_takes_a_built_ins_name(trio):
 @pytest.fixture
 def alices_run(trio, assistant) -> Run:
     run = run_start(tenant=trio.acme, agent=assistant, input="mine", initiated_by=trio.alice)
-    Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"to": "alice"}
-    )
+    make_approval(run, "transfer", arguments={"to": "alice"})
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
     return run
 
@@ -185,7 +180,7 @@ def test_an_idempotency_key_never_answers_another_users_run(trio, assistant):
 # -- hole 6: agent restrictions only in the chat ---------------------------------------------
 @pytest.fixture
 def payroll(trio) -> Agent:
-    agent = Agent.objects.create(tenant=trio.acme, slug="payroll", name="Payroll")
+    agent = make_agent(trio.acme, "payroll")
     carol = make_user("carol")
     add_member(trio.acme, carol, Role.MEMBER)
     assign_perm("agents.use_agent", carol, agent)  # now only carol (and admins) may use it
@@ -198,8 +193,7 @@ def test_a_restricted_agent_refuses_others_on_every_entry_point(trio, payroll):
     assert started.status_code == 403
     conversation = bob.post("/api/v1/conversations", {"agent": "payroll"}, format="json")
     assert conversation.status_code == 403
-    crew = Crew.objects.create(tenant=trio.acme, slug="open", name="Open crew")
-    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=payroll, position=0)
+    make_crew(trio.acme, "open", [payroll], name="Open crew")
     via_crew = bob.post("/api/v1/runs", {"crew": "open", "input": "raise"}, format="json")
     assert via_crew.status_code == 403
     assert not Run.objects.exists() and not Conversation.objects.exists()
@@ -264,7 +258,7 @@ def test_a_key_keeps_the_role_its_creator_had(trio):
 def _parked(tenant, agent, by) -> Approval:
     run = run_start(tenant=tenant, agent=agent, input="pay", initiated_by=by, enqueue=False)
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    return Approval.objects.create(tenant=tenant, run=run, call_id="c1", tool_name="transfer")
+    return make_approval(run, "transfer")
 
 
 def _decide(client, approval: Approval):
@@ -313,16 +307,11 @@ def test_approval_authority_a_group(trio, assistant):
 
 # -- found in review -------------------------------------------------------------------------
 def test_a_crew_managers_calls_follow_the_managers_approval_authority(trio):
-    boss = Agent.objects.create(
-        tenant=trio.acme, slug="boss", name="Boss", approval_deciders="admins",
-        approval_not_starter=True,
-    )  # fmt: skip
-    crew = Crew.objects.create(
-        tenant=trio.acme, slug="team", name="Team", mode="hierarchical", manager=boss
-    )
+    boss = make_agent(trio.acme, "boss", approval_deciders="admins", approval_not_starter=True)
+    crew = make_crew(trio.acme, "team", mode="hierarchical", manager=boss)
     run = run_start(tenant=trio.acme, crew=crew, input="pay", initiated_by=trio.bob, enqueue=False)
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    approval = Approval.objects.create(tenant=trio.acme, run=run, call_id="c1", tool_name="pay")
+    approval = make_approval(run, "pay")
     refused = _decide(session(trio.bob), approval)
     assert refused.status_code == 403 and "other than" in refused.json()["error"]["message"]
     carol = make_user("carol")
@@ -374,10 +363,8 @@ def test_a_run_is_listed_once_however_big_its_agents_approval_group(trio, assist
 
 
 def test_an_owner_starts_a_crew_with_an_inactive_member(trio, assistant):
-    idle = Agent.objects.create(tenant=trio.acme, slug="idle", name="Idle", active=False)
-    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
-    for position, agent in enumerate((assistant, idle)):
-        CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=position)
+    idle = make_agent(trio.acme, "idle", active=False)
+    make_crew(trio.acme, "team", [assistant, idle])
     started = session(trio.alice).post(
         "/api/v1/runs", {"crew": "team", "input": "go"}, format="json"
     )

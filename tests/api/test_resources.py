@@ -11,8 +11,7 @@ from typing import Any
 from agentplatform.tenancy import services
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Agent, Conversation, Crew, Fact, Message
-from providers.models import ProviderConnection
-from tests.factories import PASSWORD
+from tests.factories import login, make_agent, make_connection
 
 V1 = "/api/v1"
 
@@ -89,10 +88,6 @@ def assert_error(response, status: int, code: str | None = None) -> dict:
     return body["error"]
 
 
-def make_agent(tenant: Tenant, slug: str, **extra) -> Agent:
-    return Agent.objects.create(tenant=tenant, slug=slug, name=slug.title(), **extra)
-
-
 # -- agents ----------------------------------------------------------------------------------
 def test_agents_crud_by_slug(client, trio):
     api = as_key(client, trio.acme)
@@ -148,8 +143,7 @@ def test_agent_slug_is_unique_per_tenant_only(client, trio):
 
 
 def test_agent_provider_connection_must_be_the_tenants(client, trio):
-    ours = ProviderConnection.objects.create(tenant=trio.acme, name="Ours", kind="offline")
-    theirs = ProviderConnection.objects.create(tenant=trio.globex, name="Theirs", kind="offline")
+    ours, theirs = make_connection(trio.acme, "Ours"), make_connection(trio.globex, "Theirs")
     api = as_key(client, trio.acme)
     bad = api.post("/agents", {"slug": "a", "name": "A", "provider_connection": theirs.pk})
     assert "provider_connection" in assert_error(bad, 400)["details"]
@@ -291,7 +285,7 @@ def test_conversation_needs_exactly_one_agent_or_crew(client, trio):
 def test_session_user_lists_agents_with_the_tenant_header(client, trio):
     make_agent(trio.acme, "support")
     make_agent(trio.globex, "theirs")
-    assert client.login(username="bob", password=PASSWORD)
+    login(client, trio.bob)
     api = Api(client, tenant_header="acme")
     assert [a["slug"] for a in api.get("/agents").json()["results"]] == ["support"]
     created = api.post("/conversations", {"agent": "support"})
@@ -306,7 +300,7 @@ def test_session_viewer_may_read_but_not_write(client, trio):
 
     viewer = make_user("vera")
     add_member(trio.acme, viewer, "viewer")
-    assert client.login(username="vera", password=PASSWORD)
+    login(client, viewer)
     api = Api(client, tenant_header="acme")
     assert api.get("/agents").status_code == 200
     assert_error(api.post("/agents", {"slug": "x", "name": "X"}), 403, "permission_denied")
@@ -316,7 +310,7 @@ def test_session_viewer_may_read_but_not_write(client, trio):
 def test_session_users_see_and_forget_their_own_facts(client, trio):
     alice_fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
     bob_fact = Fact.objects.create(tenant=trio.acme, user=trio.bob, text="likes coffee")
-    assert client.login(username="bob", password=PASSWORD)
+    login(client, trio.bob)
     api = Api(client, tenant_header="acme")
     assert [f["text"] for f in api.get("/facts").json()["results"]] == ["likes coffee"]
     assert_error(api.get(f"/facts/{alice_fact.pk}"), 404)

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from agentplatform.tenancy.models import ApiKey, Membership, Role
 from tests.api.test_resources import Api, as_key, assert_error, key_for
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import add_member, login, make_user
 
 
 # -- API keys --------------------------------------------------------------------------------
@@ -66,13 +66,13 @@ def test_non_admin_keys_and_members_cannot_see_keys_or_members(client, trio):
         assert_error(api.get("/api-keys"), 403, "permission_denied")
         assert_error(api.post("/api-keys", {"name": "x", "scopes": ["admin"]}), 403)
         assert_error(api.get("/members"), 403)
-    assert client.login(username="bob", password=PASSWORD)  # a member, not an admin
+    login(client, trio.bob)  # a member, not an admin
     assert_error(Api(client, tenant_header="acme").get("/api-keys"), 403)
     assert_error(Api(client, tenant_header="acme").get("/members"), 403)
 
 
 def test_a_session_admin_creates_keys_recorded_as_theirs(client, trio):
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, trio.alice)
     created = Api(client, tenant_header="acme").post(
         "/api-keys", {"name": "mine", "scopes": ["read"]}
     )
@@ -99,7 +99,7 @@ def test_members_add_by_username_or_email_change_role_and_remove(client, trio):
     assert not Membership.objects.filter(user__in=[dana, erin]).exists()  # not until accepted
     for user, body in ((dana, invited), (erin, by_email)):
         path = body.json()["accept_url"].removeprefix("http://testserver")
-        assert client.login(username=user.username, password=PASSWORD)
+        login(client, user)
         assert client.post(path, {"action": "accept"}).status_code == 302
         client.logout()
     added = admin.get("/members", {"role": "viewer"})
@@ -120,7 +120,7 @@ def test_members_add_by_username_or_email_change_role_and_remove(client, trio):
 
 
 def test_the_last_owner_cannot_be_demoted_or_removed(client, trio):
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, trio.alice)
     owner = Api(client, tenant_header="acme")
     alice_id = Membership.objects.get(tenant=trio.acme, user=trio.alice).pk
     demoted = owner.patch(f"/members/{alice_id}", {"role": "admin"})
@@ -184,7 +184,7 @@ def test_accounts_that_must_not_join_cannot_be_invited_or_accept(client, trio):
     admin = Api(client, key_for(trio.acme, "admin", created_by=trio.alice))
     assert_error(admin.post("/members", {"username": "AnonymousUser", "role": "admin"}), 400)
     invited = admin.post("/members", {"email": "root@example.test", "role": "admin"})
-    assert client.login(username="root", password=PASSWORD)
+    login(client, root)
     path = invited.json()["accept_url"].removeprefix("http://testserver")
     assert client.post(path, {"action": "accept"}).status_code == 403
     assert not Membership.objects.filter(user=root).exists()

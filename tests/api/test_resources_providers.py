@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from providers.models import ProviderConnection
 from tests.api.test_resources import as_key, assert_error
+from tests.factories import make_connection
 
 KEY = "sk-ant-api03-PROVIDER-SECRET"
 
@@ -104,7 +105,7 @@ def test_a_private_base_url_test_is_refused_not_a_500(client, trio, settings):
 
 
 def test_other_tenants_connections_answer_404(client, trio):
-    theirs = ProviderConnection.objects.create(tenant=trio.globex, name="G", kind="offline")
+    theirs = make_connection(trio.globex, "G")
     api = as_key(client, trio.acme)
     assert_error(api.get(f"/provider-connections/{theirs.pk}"), 404)
     assert_error(api.patch(f"/provider-connections/{theirs.pk}", {"name": "mine"}), 404)

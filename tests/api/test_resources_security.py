@@ -9,10 +9,9 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from agents.models import Agent, Conversation, Crew, CrewMember, Fact
-from providers.models import ProviderConnection
-from tests.api.test_resources import Api, as_key, assert_error, key_for, make_agent
-from tools.models import ToolDefinition
+from agents.models import Agent, Conversation, Fact
+from tests.api.test_resources import Api, as_key, assert_error, key_for
+from tests.factories import make_agent, make_connection, make_crew, make_tool
 
 ALL_SCOPES = ("read", "write", "run", "admin")
 
@@ -24,22 +23,14 @@ def nested(depth: int) -> dict:
 def globex_objects(trio) -> dict[str, object]:
     """One of everything in globex, which acme must never reach."""
     agent = make_agent(trio.globex, "g-agent")
-    crew = Crew.objects.create(tenant=trio.globex, slug="g-crew", name="G")
-    CrewMember.objects.create(tenant=trio.globex, crew=crew, agent=agent)
+    crew = make_crew(trio.globex, "g-crew", [agent], name="G")
     return {
         "agent": agent,
         "crew": crew,
-        "connection": ProviderConnection.objects.create(
-            tenant=trio.globex, name="G", kind="offline"
-        ),
+        "connection": make_connection(trio.globex, "G"),
         "conversation": Conversation.objects.create(tenant=trio.globex, agent=agent),
         "fact": Fact.objects.create(tenant=trio.globex, user=trio.charlie, text="g"),
-        "tool": ToolDefinition.objects.create(
-            tenant=trio.globex,
-            name="g_tool",
-            kind="builtin",
-            config={"builtin": "calculator"},
-        ),
+        "tool": make_tool(trio.globex, "g_tool"),
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agentplatform.api.tools_api import HTTP_TOOL_REQUEST
 from agents.models import Approval, Run
 from tests.api.test_resources import as_key, assert_error
+from tests.factories import make_tool
 from tests.tools.local_server import LocalServer, Reply
 from tools.loader import invalidate
 from tools.models import ToolDefinition
@@ -144,10 +145,7 @@ def test_other_tenants_tools_answer_404(client, trio):
 
 
 def test_an_approval_gated_tool_is_not_executed_but_parked(client, trio):
-    ToolDefinition.objects.create(
-        tenant=trio.acme, name="gated_calc", kind="builtin", config={"builtin": "calculator"},
-        requires_approval=True,
-    )  # fmt: skip
+    make_tool(trio.acme, "gated_calc", requires_approval=True)
     response = as_key(client, trio.acme, "run").post(
         "/tools/gated_calc/execute", {"arguments": {"expression": "6 * 7"}}
     )

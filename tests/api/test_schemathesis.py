@@ -47,8 +47,8 @@ from agentplatform.tenancy import services
 from agentplatform.tenancy.models import ApiKey, Membership
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
-from providers.models import ProviderConnection
 from tests.api.test_resources import as_key, key_for
+from tests.factories import make_connection
 
 SKIPPED_OPERATIONS = [
     "v1_runs_create",
@@ -187,10 +187,10 @@ def _seed(client, trio, monkeypatch):
     assert api.post("/tools", tool).status_code == 201, api.bodies[-1]
     conversation = api.post("/conversations", {"agent": "writer", "title": "Hello"})
     assert conversation.status_code == 201, conversation.content
-    connection = ProviderConnection.objects.create(
-        tenant=trio.acme,
-        name="Local OpenAI",
-        kind="openai",
+    connection = make_connection(
+        trio.acme,
+        "Local OpenAI",
+        "openai",
         api_key="sk-test-key",
         base_url="http://127.0.0.1:9/v1",
         default_model="gpt-test",

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.web.test_activity import make_agent, make_run, pending_approval, tool_run_events
+from tests.factories import make_agent
+from tests.web.test_activity import make_run, pending_approval, tool_run_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,7 +51,7 @@ def test_the_run_timeline_shows_a_tool_call_and_an_approval(trio, tab):
 
 
 def test_the_usage_page_draws_svg_charts_without_csp_errors(trio, tab):
-    agents = [make_agent(trio.acme), make_agent(trio.acme, "writer", "Writer")]
+    agents = [make_agent(trio.acme), make_agent(trio.acme, "writer")]
     now = timezone.now()
     for day in range(6):
         for index, agent in enumerate(agents):

@@ -9,9 +9,9 @@ import pytest
 
 from agents.models import Conversation, Run
 from agents.services import conversation_save
+from tests.factories import make_agent, make_crew, make_http_tool
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,12 +133,8 @@ def test_regenerate_replaces_the_answer_in_place(
 def test_a_crews_members_show_their_progress_then_the_answer(
     trio, agent, provider_server, celery_worker_process, tab
 ):
-    from agents.models import Agent, Crew, CrewMember
-
-    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
-    for position, slug in enumerate(["researcher", "writer"]):
-        member = Agent.objects.create(tenant=trio.acme, slug=slug, name=slug.title())
-        CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=member, position=position)
+    members = [make_agent(trio.acme, slug) for slug in ("researcher", "writer")]
+    make_crew(trio.acme, "team", members)
     provider_server.script(
         "openai",
         TextReply("Three options found.", chunk_delay_s=0.5),
@@ -165,13 +161,12 @@ def test_html_in_messages_and_tool_results_renders_as_text(
 ):
     server = LocalServer()
     server.route("GET", "/echo", Reply(json={"html": ATTACK}))
-    ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="echo",
+    make_http_tool(
+        trio.acme,
+        "echo",
+        server.url + "/echo",
         description="Echo HTML.",
-        kind="http",
         input_schema={"type": "object", "properties": {}},
-        config={"method": "GET", "url": server.url + "/echo"},
         effect="read",
         idempotent=True,
     )

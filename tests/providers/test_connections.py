@@ -17,7 +17,7 @@ from providers.services import (
     default_connection,
     seed_demo_connection,
 )
-from tests.factories import PASSWORD
+from tests.factories import login
 from tests.fakes.provider_server import ErrorReply
 
 KEY = "sk-ant-api03-TOPSECRETKEY"
@@ -173,11 +173,6 @@ def test_demo_seeding_uses_a_platform_key_or_the_offline_model(trio, settings):
     upgraded = seed_demo_connection(trio.acme)
     assert (upgraded.kind, upgraded.is_default) == ("anthropic", True)
     assert default_connection(trio.acme) == upgraded
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def admin_form(**overrides) -> dict:

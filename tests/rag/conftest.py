@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from providers.models import ProviderConnection
 from rag import services
 from rag.models import Document, DocumentStatus, KnowledgeBase
+from tests.factories import make_connection
 
 TERMINAL = (DocumentStatus.READY, DocumentStatus.FAILED)
 
@@ -104,10 +104,10 @@ def lexical_kb(trio) -> KnowledgeBase:
 def provider_kb(
     tenant, base_url: str, *, slug: str = "docs", chunk_size: int = 60
 ) -> KnowledgeBase:
-    connection = ProviderConnection.objects.create(
-        tenant=tenant,
-        name=f"Embeddings {slug}",
-        kind="openai",
+    connection = make_connection(
+        tenant,
+        f"Embeddings {slug}",
+        "openai",
         api_key="sk-test-key",
         base_url=base_url,
         max_retries=0,

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from agents.models import Agent
 from rag import services, tasks
 from rag.ingestion import ingest
 from rag.models import Chunk, Document, KnowledgeBase
-from tests.factories import PASSWORD
+from tests.factories import login, make_agent
 
 HOLIDAYS = "# Holidays\n\n## Paid leave\n\nEveryone gets 25 days of paid holiday a year."
 KB_FORM = {
@@ -24,11 +23,6 @@ KB_FORM = {
     "chunk_size": "400",
     "chunk_overlap": "60",
 }
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def lexical(tenant, slug: str = "handbook") -> KnowledgeBase:
@@ -118,8 +112,7 @@ def test_another_tenants_rows_are_404_and_never_listed(client, trio, rows):
 def test_a_knowledge_base_is_saved_through_the_service_with_its_agents(
     client, trio, no_queue, django_capture_on_commit_callbacks
 ):
-    agent = Agent.objects.create(tenant=trio.acme, slug="support", name="Support")
-    theirs = Agent.objects.create(tenant=trio.globex, slug="theirs", name="Theirs")
+    agent, theirs = make_agent(trio.acme, "support"), make_agent(trio.globex, "theirs")
     login(client, trio.alice)
     assert "theirs" not in client.get("/admin/rag/knowledgebase/add/").content.decode()
     refused = client.post("/admin/rag/knowledgebase/add/", {**KB_FORM, "agents": [theirs.pk]})

@@ -9,6 +9,7 @@ import pytest
 from agents.services import run_inline
 from rag.ingestion import ingest
 from rag.services import document_add, knowledge_base_save
+from tests.factories import login
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,13 +77,13 @@ def test_the_chat_shows_the_sources_under_the_answer_and_members_can_read_them(
         tenant=trio.acme, agent=agent, input="Leave?", conversation=chat, initiated_by=trio.bob
     )
     document = Document.objects.get(knowledge_base=base)
-    client.force_login(trio.bob)  # a member
+    login(client, trio.bob)  # a member
     page = client.get(f"/t/acme/chat/{chat.pk}/").content.decode()
     sources = page[page.index('aria-label="Sources"') :]
     assert f"/t/acme/chat/sources/{document.pk}/" in sources and "Handbook" in sources
     assert "27 days of paid leave" in sources  # the snippet
     source = client.get(f"/t/acme/chat/sources/{document.pk}/")
     assert source.status_code == 200 and "27 days of paid leave" in source.content.decode()
-    client.force_login(trio.charlie)  # globex's owner
+    login(client, trio.charlie)  # globex's owner
     assert client.get(f"/t/acme/chat/sources/{document.pk}/").status_code == 404
     assert client.get(f"/t/globex/chat/sources/{document.pk}/").status_code == 404

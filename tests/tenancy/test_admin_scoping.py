@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agentplatform.tenancy.models import ApiKey, Membership, Role
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import PASSWORD, add_member, login, make_user
 from tests.scoping.models import Project, Ticket
 
 
@@ -16,11 +16,6 @@ def rows(trio):
     theirs = Project.objects.create(tenant=trio.globex, name="globex-plans")
     their_ticket = Ticket.objects.create(tenant=trio.globex, project=theirs, title="globex-ticket")
     return ours, theirs, their_ticket
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def test_tenant_admin_lists_only_their_rows(client, trio, rows):

@@ -14,7 +14,7 @@ from agentplatform.tenancy.models import AppendOnly, AuditAction, AuditEntry, Ro
 from agents.models import Agent
 from agents.services import agent_delete, agent_save
 from providers.models import ProviderConnection
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import PASSWORD, add_member, login, make_agent, make_user
 
 SECRET = "sk-very-secret-value-123"
 
@@ -103,7 +103,7 @@ def test_a_rolled_back_change_leaves_no_entry(trio):
 
 @pytest.mark.django_db
 def test_an_entry_that_cannot_be_built_does_not_break_the_caller(trio, monkeypatch):
-    agent = Agent.objects.create(tenant=trio.acme, slug="b", name="B")
+    agent = make_agent(trio.acme, "b")
 
     def broken(self) -> str:
         raise ValueError("broken")
@@ -206,7 +206,7 @@ def test_keys_created_and_revoked_never_with_the_secret(trio):
 
 @pytest.mark.django_db
 def test_guardian_grants_are_recorded_in_the_objects_tenant(trio):
-    agent = Agent.objects.create(tenant=trio.acme, slug="g", name="G")
+    agent = make_agent(trio.acme, "g")
     assign_perm("agents.view_agent", trio.bob, agent)
     remove_perm("agents.view_agent", trio.bob, agent)
     added, removed = entries(trio.acme, "grant.added"), entries(trio.acme, "grant.removed")
@@ -218,7 +218,7 @@ def test_guardian_grants_are_recorded_in_the_objects_tenant(trio):
 
 @pytest.mark.django_db
 def test_record_grant_for_other_grant_stores(trio):
-    agent = Agent.objects.create(tenant=trio.acme, slug="g", name="G")
+    agent = make_agent(trio.acme, "g")
     entry = audit.record_grant(
         tenant=trio.acme,
         added=True,
@@ -257,8 +257,8 @@ def test_a_failed_sign_in_is_recorded_for_the_named_accounts_tenants_only(client
 # -- the Django admin ----------------------------------------------------------------------------
 @pytest.mark.django_db
 def test_an_admin_change_is_recorded_with_its_actor(client, trio):
-    agent = Agent.objects.create(tenant=trio.acme, slug="adm", name="Adm")
-    assert client.login(username="alice", password=PASSWORD)
+    agent = make_agent(trio.acme, "adm")
+    login(client, trio.alice)
     page = client.get(f"/admin/agents/agent/{agent.pk}/change/")
     form = page.context["adminform"].form
     data = {k: v for k, v in form.initial.items() if v is not None}
@@ -283,7 +283,7 @@ def test_an_admin_change_is_recorded_with_its_actor(client, trio):
 def test_the_admin_shows_entries_read_only_and_of_administered_tenants_only(client, trio):
     mine = a_recorded_entry(trio)
     theirs = audit.record(tenant=trio.globex, action=AuditAction.CONFIG_CHANGED, actor="x")
-    assert client.login(username="alice", password=PASSWORD)
+    login(client, trio.alice)
     listing = client.get("/admin/tenancy/auditentry/")
     assert listing.status_code == 200
     shown = {e.pk for e in listing.context["cl"].result_list}
@@ -295,5 +295,5 @@ def test_the_admin_shows_entries_read_only_and_of_administered_tenants_only(clie
     changed = client.post(f"/admin/tenancy/auditentry/{mine.pk}/change/", {"actor_label": "m"})
     assert changed.status_code == 403
     assert AuditEntry.objects.get(pk=mine.pk).actor_label == "alice"
-    assert client.login(username="bob", password=PASSWORD)  # a member: no admin at all
+    login(client, trio.bob)  # a member: no admin at all
     assert client.get("/admin/tenancy/auditentry/").status_code == 302

@@ -24,6 +24,7 @@ from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
 from agents.models import Agent
 from tests.conftest import ROOT, subprocess_env
+from tests.factories import make_agent
 
 ROLE = settings.DB_APP_ROLE
 
@@ -41,8 +42,8 @@ def tenant_tables() -> set[str]:
 
 @pytest.fixture
 def agents(trio):
-    Agent.objects.create(tenant=trio.acme, slug="a", name="Acme's")
-    Agent.objects.create(tenant=trio.globex, slug="g", name="Globex's")
+    make_agent(trio.acme, "a", name="Acme's")
+    make_agent(trio.globex, "g", name="Globex's")
     return trio
 
 

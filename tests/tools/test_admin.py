@@ -6,16 +6,11 @@ from __future__ import annotations
 import json
 
 from agents.models import Run
-from tests.factories import PASSWORD
+from tests.factories import login, make_tool
 from tests.tools.local_server import Reply
 from tools.models import ToolDefinition
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def form(**overrides) -> dict:
@@ -139,9 +134,7 @@ def test_a_plain_tool_tested_in_the_admin_is_a_recorded_run(client, trio):
 
 
 def test_another_tenants_tools_and_test_page_are_404(client, trio):
-    theirs = ToolDefinition.objects.create(
-        tenant=trio.globex, name="globex_tool", kind="builtin", config={"builtin": "think"}
-    )
+    theirs = make_tool(trio.globex, "globex_tool", config={"builtin": "think"})
     login(client, trio.alice)
     assert client.get(f"/admin/tools/tooldefinition/{theirs.pk}/change/").status_code == 404
     assert (

@@ -9,6 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from tests.conftest import ROOT, subprocess_env
+from tests.factories import make_tool
 from tests.tools.local_server import Reply
 from tools.loader import registry_for_tenant, tenant_tools
 from tools.models import ToolDefinition
@@ -87,13 +88,8 @@ def test_one_tenants_definitions_never_appear_in_anothers_registry(trio):
 
 
 def test_a_definition_can_rename_or_hide_a_builtin(trio):
-    ToolDefinition.objects.create(
-        tenant=trio.acme, name="calc", kind="builtin", config={"builtin": "calculator"},
-        description="Company calculator", tags=["finance"],
-    )  # fmt: skip
-    ToolDefinition.objects.create(
-        tenant=trio.acme, name="think", kind="builtin", config={"builtin": "think"}, enabled=False
-    )
+    make_tool(trio.acme, "calc", description="Company calculator", tags=["finance"])
+    make_tool(trio.acme, "think", config={"builtin": "think"}, enabled=False)
     registry = registry_for_tenant(trio.acme)
     assert registry.names() == ["calculator", "current_time", "compound_interest", "calc"]
     assert registry.get("calc").description == "Company calculator"

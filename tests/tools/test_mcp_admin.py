@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import PASSWORD
+from tests.factories import login, make_mcp_connection
 from tests.fakes.mcp_server import FakeMcpServer
 from tools.mcp_connections import mcp_connection_refresh
 from tools.models import McpServerConnection
@@ -13,13 +13,9 @@ from tools.models import McpServerConnection
 TOKEN = "hdr-S3CRET-value-77"
 
 
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 @pytest.fixture
-def mcp_server(settings):
+def fake_mcp(settings):
+    """The SDK's MCP server on a thread, in-process (tests/mcp's `mcp_server` is ours, live)."""
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
     server = FakeMcpServer(token=TOKEN)
     yield server
@@ -27,10 +23,8 @@ def mcp_server(settings):
 
 
 @pytest.fixture
-def docs(trio, mcp_server) -> McpServerConnection:
-    return McpServerConnection.objects.create(
-        tenant=trio.acme, name="docs", url=mcp_server.url, auth_header=TOKEN, timeout_s=5
-    )
+def docs(trio, fake_mcp) -> McpServerConnection:
+    return make_mcp_connection(trio.acme, fake_mcp.url, auth_header=TOKEN, timeout_s=5)
 
 
 def form(url: str, **overrides) -> dict:
@@ -48,11 +42,9 @@ def form(url: str, **overrides) -> dict:
     return data
 
 
-def test_adding_a_connection_refreshes_it_and_the_header_is_write_only(client, trio, mcp_server):
+def test_adding_a_connection_refreshes_it_and_the_header_is_write_only(client, trio, fake_mcp):
     login(client, trio.alice)
-    response = client.post(
-        "/admin/tools/mcpserverconnection/add/", form(mcp_server.url), follow=True
-    )
+    response = client.post("/admin/tools/mcpserverconnection/add/", form(fake_mcp.url), follow=True)
     page = response.content.decode()
     connection = McpServerConnection.objects.get()
     assert connection.tenant == trio.acme and connection.tool_prefix == "docs"
@@ -63,7 +55,7 @@ def test_adding_a_connection_refreshes_it_and_the_header_is_write_only(client, t
     assert change.status_code == 200 and TOKEN not in change.content.decode()
     client.post(
         f"/admin/tools/mcpserverconnection/{connection.pk}/change/",
-        form(mcp_server.url, auth_header="", allowed_tool_names='["add"]'),
+        form(fake_mcp.url, auth_header="", allowed_tool_names='["add"]'),
     )
     connection.refresh_from_db()
     assert connection.auth_header == TOKEN and connection.allowed_tool_names == ["add"]
@@ -79,25 +71,23 @@ def test_invalid_values_are_shown_in_place(client, trio):
     assert not McpServerConnection.objects.exists()
 
 
-def test_the_changelist_shows_status_tools_and_errors(client, trio, docs, mcp_server):
+def test_the_changelist_shows_status_tools_and_errors(client, trio, docs, fake_mcp):
     mcp_connection_refresh(docs)
     login(client, trio.alice)
     page = client.get("/admin/tools/mcpserverconnection/").content.decode()
     assert "docs" in page and f"/admin/tools/mcpserverconnection/{docs.pk}/test/" in page
     assert ">5<" in page and TOKEN not in page
-    mcp_server.close()
+    fake_mcp.close()
     mcp_connection_refresh(docs)
     page = client.get("/admin/tools/mcpserverconnection/").content.decode()
     assert "tools unavailable" in page and "cannot connect" in page and TOKEN not in page
 
 
-def test_the_test_page_lists_the_remote_tools_and_refresh_stores_them(
-    client, trio, docs, mcp_server
-):
+def test_the_test_page_lists_the_remote_tools_and_refresh_stores_them(client, trio, docs, fake_mcp):
     login(client, trio.alice)
     url = f"/admin/tools/mcpserverconnection/{docs.pk}/test/"
     page = client.get(url).content.decode()  # asks only: the server is not called
-    assert "Connected" not in page and 'value="test"' in page and mcp_server.requests == []
+    assert "Connected" not in page and 'value="test"' in page and fake_mcp.requests == []
     page = client.post(url, {"action": "test"}).content.decode()
     assert "Connected: 5 tools." in page
     assert "<code>docs__add</code>" in page and TOKEN not in page

@@ -7,22 +7,16 @@ import pytest
 from django.test import Client
 
 from agentplatform.tenancy.models import Role, TenantGroup
-from agents.models import Agent, Approval, Run
+from agents.models import Agent, Run
 from agents.services import run_start
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import add_member, login, make_agent, make_approval, make_user
 
 pytestmark = pytest.mark.django_db
 
 
-def login(user) -> Client:
-    client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 @pytest.fixture
 def payroll(trio) -> Agent:
-    return Agent.objects.create(tenant=trio.acme, slug="payroll", name="Payroll")
+    return make_agent(trio.acme, "payroll")
 
 
 @pytest.fixture
@@ -37,11 +31,11 @@ def grants_url(slug: str = "payroll", kind: str = "agents") -> str:
 
 
 def may_chat(user, slug: str = "payroll") -> bool:
-    return f"agent:{slug}" in login(user).get("/t/acme/chat/").content.decode()
+    return f"agent:{slug}" in login(Client(), user).get("/t/acme/chat/").content.decode()
 
 
 def test_an_admin_grants_and_revokes_the_use_of_an_agent(trio, payroll, carol):
-    alice = login(trio.alice)
+    alice = login(Client(), trio.alice)
     assert "Every member may use it" in alice.get(grants_url()).content.decode()
     carols = carol.memberships.get(tenant=trio.acme)
     granted = alice.post(grants_url(), {"action": "grant", "member": carols.pk})
@@ -49,14 +43,14 @@ def test_an_admin_grants_and_revokes_the_use_of_an_agent(trio, payroll, carol):
     page = alice.get(grants_url()).content.decode()
     assert "Only these members and groups" in page and "carol" in page
     assert may_chat(carol) and not may_chat(trio.bob)
-    bob = login(trio.bob)
+    bob = login(Client(), trio.bob)
     assert bob.post("/t/acme/chat/new/", {"target": "agent:payroll"}).status_code == 403
     alice.post(grants_url(), {"action": "revoke", "member": carols.pk})
     assert may_chat(trio.bob)
 
 
 def test_a_group_holds_a_grant_for_its_members(trio, payroll, carol):
-    alice = login(trio.alice)
+    alice = login(Client(), trio.alice)
     assert alice.post("/t/acme/groups/", {"name": "Finance"}).status_code == 302
     group = TenantGroup.objects.get(tenant=trio.acme, name="Finance")
     carols = carol.memberships.get(tenant=trio.acme)
@@ -69,26 +63,28 @@ def test_a_group_holds_a_grant_for_its_members(trio, payroll, carol):
 
 
 def test_only_admins_open_grants_and_groups_and_outsiders_get_404(trio, payroll, carol):
-    bob = login(trio.bob)
+    bob = login(Client(), trio.bob)
     for page in (grants_url(), "/t/acme/groups/"):
         assert bob.get(page).status_code == 403
     carols = carol.memberships.get(tenant=trio.acme)
     assert bob.post(grants_url(), {"action": "grant", "member": carols.pk}).status_code == 403
-    charlie = login(trio.charlie)
+    charlie = login(Client(), trio.charlie)
     assert charlie.get(grants_url()).status_code == 404
-    assert login(trio.alice).get(grants_url("nope")).status_code == 404
-    assert login(trio.alice).get(grants_url("payroll", "things")).status_code == 404
+    assert login(Client(), trio.alice).get(grants_url("nope")).status_code == 404
+    assert login(Client(), trio.alice).get(grants_url("payroll", "things")).status_code == 404
     assert may_chat(trio.bob)  # nothing was granted
 
 
 def test_a_grant_to_another_tenants_member_is_refused(trio, payroll):
     charlies = trio.charlie.memberships.get(tenant=trio.globex)
-    response = login(trio.alice).post(grants_url(), {"action": "grant", "member": charlies.pk})
+    response = login(Client(), trio.alice).post(
+        grants_url(), {"action": "grant", "member": charlies.pk}
+    )
     assert response.status_code == 404 and may_chat(trio.bob)
 
 
 def test_the_agent_form_sets_the_approval_authority(trio, payroll):
-    alice = login(trio.alice)
+    alice = login(Client(), trio.alice)
     page = alice.get("/t/acme/agents/payroll/edit/").content.decode()
     assert 'name="approval_deciders"' in page and "Who may use it" in page
     data = {
@@ -117,10 +113,8 @@ def test_the_inbox_shows_who_may_decide_and_refuses_others(trio, payroll):
     payroll.save()
     run = run_start(tenant=trio.acme, agent=payroll, input="pay", initiated_by=trio.bob)
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    approval = Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer"
-    )
-    bob = login(trio.bob)
+    approval = make_approval(run, "transfer")
+    bob = login(Client(), trio.bob)
     inbox = bob.get("/t/acme/approvals/").content.decode()
     assert "Only an admin can decide" in inbox and 'value="approve"' not in inbox
     decide = f"/t/acme/approvals/{approval.pk}/decide/"
@@ -128,6 +122,6 @@ def test_the_inbox_shows_who_may_decide_and_refuses_others(trio, payroll):
     assert "Only an admin can decide" in refused.content.decode()
     approval.refresh_from_db()
     assert approval.status == "pending"
-    login(trio.alice).post(decide, {"decision": "approve"})
+    login(Client(), trio.alice).post(decide, {"decision": "approve"})
     approval.refresh_from_db()
     assert approval.status == "approved"

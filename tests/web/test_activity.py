@@ -13,17 +13,8 @@ from agentplatform.tenancy.models import Role
 from agentplatform.tenancy.services import api_key_create
 from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars, whole_tick
 from agentplatform.web.activity.usage import Period, usage_for
-from agents.models import Agent, Approval, Run, RunEvent
-from tests.factories import PASSWORD, add_member, make_user
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
-def make_agent(tenant, slug="assistant", name="Assistant") -> Agent:
-    return Agent.objects.create(tenant=tenant, slug=slug, name=name)
+from agents.models import Approval, Run, RunEvent
+from tests.factories import add_member, login, make_agent, make_approval, make_user
 
 
 def make_run(
@@ -101,13 +92,8 @@ def tool_run_events(call_id="c1", *, result=None, error=None, approval_call="c2"
 
 
 def pending_approval(run, call_id="c2", tool="transfer", arguments=None) -> Approval:
-    return Approval.objects.create(
-        tenant=run.tenant,
-        run=run,
-        call_id=call_id,
-        tool_name=tool,
-        arguments=arguments or {"amount": 500, "to": "bob"},
-    )
+    """The approval `tool_run_events` parks on (c2, transfer), unless told otherwise."""
+    return make_approval(run, tool, call_id, arguments=arguments or {"amount": 500, "to": "bob"})
 
 
 @pytest.fixture
@@ -172,7 +158,7 @@ def test_child_runs_are_listed_in_their_run_page_not_in_the_list(client, trio, r
 
 # -- filters and pagination -----------------------------------------------------------
 def test_the_list_filters_by_agent_status_and_dates(client, trio):
-    first, second = make_agent(trio.acme), make_agent(trio.acme, "writer", "Writer")
+    first, second = make_agent(trio.acme), make_agent(trio.acme, "writer")
     now = timezone.now()
     old = make_run(trio.acme, agent=first, user=trio.alice, created=now - timedelta(days=10))
     failed = make_run(trio.acme, agent=second, user=trio.alice, status="failed")

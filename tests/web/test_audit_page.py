@@ -6,19 +6,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from agentplatform.tenancy import audit
 from agentplatform.tenancy.models import AuditAction, AuditEntry, Role
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import add_member, login, make_user
 
 URL = "/t/acme/audit/"
 SECRET = "sk-page-secret-456"
 
 
 def signed_in(client, username: str):
-    assert client.login(username=username, password=PASSWORD)
-    return client
+    return login(client, get_user_model().objects.get(username=username))
 
 
 @pytest.fixture

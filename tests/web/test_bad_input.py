@@ -14,13 +14,20 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership
-from agents.models import Agent, Approval, Conversation, Crew, CrewMember, Message, Run
+from agents.models import Agent, Approval, Conversation, Crew, Message, Run
 from agents.services import conversation_save
 from providers.models import ProviderConnection
 from rag import services as rag_services
 from rag.ingestion import ingest
 from rag.models import Document, KnowledgeBase
-from tests.factories import PASSWORD
+from tests.factories import (
+    login,
+    make_agent,
+    make_approval,
+    make_connection,
+    make_crew,
+    make_http_tool,
+)
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
@@ -42,27 +49,14 @@ COMMON_NAMES = ["q", "page", "days", "agent", "crew", "after", "current", "statu
 DESTRUCTIVE = ("delete", "revoke", "remove", "cancel")
 
 
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 @pytest.fixture
 def world(trio) -> dict:
     """One of each object in acme, alice's where ownership matters; no network needed."""
-    connection = ProviderConnection.objects.create(
-        tenant=trio.acme, name="Offline", kind="offline", is_default=True
-    )
-    agent = Agent.objects.create(tenant=trio.acme, slug="helper", name="Helper")
-    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
-    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=0)
-    tool = ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="lookup",
-        description="Look something up.",
-        kind="http",
-        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
-        config={"method": "GET", "url": "https://api.example.com/lookup"},
+    connection = make_connection(trio.acme, is_default=True)
+    agent = make_agent(trio.acme, "helper")
+    crew = make_crew(trio.acme, "team", [agent])
+    tool = make_http_tool(
+        trio.acme, "lookup", "https://api.example.com/lookup", description="Look something up."
     )
     key = ApiKey.objects.create(
         tenant=trio.acme, name="CI", prefix="ap_test1", secret_hash="0" * 64, scopes=["read"]
@@ -78,9 +72,7 @@ def world(trio) -> dict:
         status="awaiting_approval",
         correlation_id="c0ffee",
     )
-    approval = Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"amount": 5}
-    )
+    approval = make_approval(run, "transfer", arguments={"amount": 5})
     handbook = rag_services.knowledge_base_save(
         tenant=trio.acme, changes={"slug": "handbook", "name": "Handbook", "embedder": "lexical"}
     )

@@ -11,23 +11,18 @@ from django.test import Client
 from guardian.shortcuts import assign_perm
 
 from agentplatform.tenancy.models import Role
-from agents.models import Agent, Approval, Conversation, Crew, Message, Run, RunEvent
+from agents.models import Agent, Conversation, Message, Run, RunEvent
 from agents.services import conversation_save, run_start
 from agents.specs import conversation_history
 from providers.runtime.types import AssistantMessage, UserMessage
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import add_member, login, make_agent, make_approval, make_crew, make_user
 
 pytestmark = pytest.mark.django_db
 
 
-def login(client: Client, user) -> Client:
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 @pytest.fixture
 def assistant(trio) -> Agent:
-    return Agent.objects.create(tenant=trio.acme, slug="assistant", name="Assistant")
+    return make_agent(trio.acme, "assistant")
 
 
 @pytest.fixture
@@ -140,7 +135,7 @@ def test_new_chat_creates_a_conversation_and_its_first_run(client, trio, assista
 
 
 def test_the_agent_query_parameter_preselects_it(client, trio, assistant):
-    Agent.objects.create(tenant=trio.acme, slug="writer", name="Writer")
+    make_agent(trio.acme, "writer")
     body = login(client, trio.bob).get("/t/acme/chat/?agent=writer").content.decode()
     assert 'value="agent:writer" selected' in body
     assert 'value="agent:assistant" selected' not in body
@@ -161,7 +156,7 @@ def test_a_viewer_reads_but_cannot_send(client, trio, assistant):
 
 
 def test_a_restricted_agent_is_usable_only_by_holders_and_admins(client, trio, assistant):
-    secret = Agent.objects.create(tenant=trio.acme, slug="payroll", name="Payroll")
+    secret = make_agent(trio.acme, "payroll")
     carol = make_user("carol")
     add_member(trio.acme, carol, Role.MEMBER)
     assign_perm("agents.use_agent", carol, secret)  # now only carol (and admins) may use it
@@ -185,8 +180,8 @@ def test_a_restriction_added_later_stops_an_existing_conversation(
 
 
 def test_a_restricted_crew_is_hidden_from_others(client, trio, assistant):
-    Crew.objects.create(tenant=trio.acme, slug="open", name="Open crew")
-    closed = Crew.objects.create(tenant=trio.acme, slug="closed", name="Closed crew")
+    make_crew(trio.acme, "open", name="Open crew")
+    closed = make_crew(trio.acme, "closed", name="Closed crew")
     assign_perm("agents.use_crew", trio.alice, closed)
     body = login(client, trio.bob).get("/t/acme/chat/").content.decode()
     assert "crew:open" in body and "crew:closed" not in body
@@ -254,9 +249,7 @@ def test_model_output_user_input_and_tool_results_are_escaped(client, trio, bobs
 def test_deciding_an_approval_of_the_conversations_run(client, trio, bobs_chat):
     run = bobs_turn(trio, bobs_chat, "pay")
     Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
-    approval = Approval.objects.create(
-        tenant=trio.acme, run=run, call_id="c1", tool_name="transfer", arguments={"amount": 5}
-    )
+    approval = make_approval(run, "transfer", arguments={"amount": 5})
     # Not alice's conversation: 404 even for the tenant's owner.
     assert (
         login(Client(), trio.alice)
@@ -387,7 +380,7 @@ def test_the_stream_of_a_finished_run_renders_fragments(client, trio, bobs_chat)
 
 @pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
 def test_a_crews_members_show_as_cards_on_the_page_and_in_the_stream(client, trio, assistant):
-    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
+    crew = make_crew(trio.acme, "team")
     chat = conversation_save(tenant=trio.acme, changes={"crew": crew}, owner_user=trio.bob)
     run = run_start(
         tenant=trio.acme, crew=crew, input="plan", conversation=chat, initiated_by=trio.bob

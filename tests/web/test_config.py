@@ -11,19 +11,22 @@ from django.urls import reverse
 
 from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Role
 from agentplatform.tenancy.services import invitation_create
-from agents.models import Agent, Crew, CrewMember, Run
+from agents.models import Agent, Crew, Run
 from providers.models import ProviderConnection
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import (
+    add_member,
+    login,
+    make_agent,
+    make_connection,
+    make_crew,
+    make_http_tool,
+    make_user,
+)
 from tools.models import ToolDefinition
 
 PROVIDER_KEY = "sk-stored-provider-secret-123"
 TOOL_SECRET = "tool-stored-secret-456"
 REMOTE_TOKEN = "remote-stored-token-789"
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def url(view: str, **kwargs) -> str:
@@ -33,31 +36,23 @@ def url(view: str, **kwargs) -> str:
 @pytest.fixture
 def objects(trio):
     """One of each configurable object in acme, secrets included."""
-    connection = ProviderConnection.objects.create(
-        tenant=trio.acme, name="Main", kind="anthropic", api_key=PROVIDER_KEY, is_default=True
+    connection = make_connection(
+        trio.acme, "Main", "anthropic", api_key=PROVIDER_KEY, is_default=True
     )
-    agent = Agent.objects.create(
-        tenant=trio.acme,
-        slug="helper",
-        name="Helper",
+    agent = make_agent(
+        trio.acme,
+        "helper",
         kind="remote",
         remote_url="https://agents.example.com/a",
         remote_token=REMOTE_TOKEN,
     )
-    crew = Crew.objects.create(tenant=trio.acme, slug="team", name="Team")
-    CrewMember.objects.create(tenant=trio.acme, crew=crew, agent=agent, position=0)
-    tool = ToolDefinition.objects.create(
-        tenant=trio.acme,
-        name="lookup",
+    crew = make_crew(trio.acme, "team", [agent])
+    tool = make_http_tool(
+        trio.acme,
+        "lookup",
+        "https://api.example.com/lookup",
         description="Look something up.",
-        kind="http",
-        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
-        config={
-            "method": "GET",
-            "url": "https://api.example.com/lookup",
-            "arguments": [{"argument": "q", "to": "query"}],
-            "auth": {"type": "bearer"},
-        },
+        config={"arguments": [{"argument": "q", "to": "query"}], "auth": {"type": "bearer"}},
         secret=TOOL_SECRET,
     )
     key = ApiKey.objects.create(
@@ -198,7 +193,7 @@ def test_an_admin_creates_edits_and_deletes_an_agent(client, trio):
 
 def test_agent_errors_show_beside_their_fields_and_nothing_is_saved(client, trio):
     login(client, trio.alice)
-    Agent.objects.create(tenant=trio.acme, slug="taken", name="Taken")
+    make_agent(trio.acme, "taken")
     bad = agent_data(slug="taken", output_schema="{not json", temperature="5")
     response = client.post(url("agent_create"), bad)
     assert response.status_code == 400
@@ -242,7 +237,7 @@ def test_the_remote_token_is_write_only(client, trio, objects):
 
 
 def test_an_agent_cannot_use_another_tenants_connection(client, trio):
-    theirs = ProviderConnection.objects.create(tenant=trio.globex, name="G", kind="offline")
+    theirs = make_connection(trio.globex, "G")
     login(client, trio.alice)
     response = client.post(url("agent_create"), agent_data(provider_connection=theirs.pk))
     assert response.status_code == 400 and b"id_provider_connection_error" in response.content
@@ -251,9 +246,7 @@ def test_an_agent_cannot_use_another_tenants_connection(client, trio):
 
 # -- crews ----------------------------------------------------------------------------
 def test_an_admin_builds_a_crew_with_ordered_members(client, trio):
-    first = Agent.objects.create(tenant=trio.acme, slug="first", name="First")
-    second = Agent.objects.create(tenant=trio.acme, slug="second", name="Second")
-    boss = Agent.objects.create(tenant=trio.acme, slug="boss", name="Boss")
+    first, second, boss = (make_agent(trio.acme, slug) for slug in ("first", "second", "boss"))
     login(client, trio.alice)
     data = {
         "name": "Writers",
@@ -449,10 +442,10 @@ def test_testing_a_connection_shows_the_outcome_inline(client, trio, connection)
 
 def test_a_failing_connection_test_names_the_problem(client, trio, settings):
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
-    bad = ProviderConnection.objects.create(
-        tenant=trio.acme,
-        name="Down",
-        kind="openai",
+    bad = make_connection(
+        trio.acme,
+        "Down",
+        "openai",
         api_key="sk-down-secret",
         base_url="http://127.0.0.1:9/v1",
         max_retries=0,
@@ -465,8 +458,8 @@ def test_a_failing_connection_test_names_the_problem(client, trio, settings):
 
 def test_a_refused_base_url_test_shows_the_refusal_not_a_500(client, trio, settings):
     settings.EGRESS_ALLOWLIST = []
-    private = ProviderConnection.objects.create(
-        tenant=trio.acme, name="Private", kind="openai", api_key="sk-private-secret",
+    private = make_connection(
+        trio.acme, "Private", "openai", api_key="sk-private-secret",
         base_url="http://10.1.2.3/v1", max_retries=3,
     )  # fmt: skip
     login(client, trio.alice)

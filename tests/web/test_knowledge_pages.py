@@ -8,18 +8,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from agents.models import Agent
 from rag import services
 from rag.ingestion import ingest
 from rag.models import Document, DocumentStatus, KnowledgeBase
-from tests.factories import PASSWORD, add_member, make_user
+from tests.factories import add_member, login, make_agent, make_user
 
 HOLIDAYS = "# Holidays\n\n## Paid leave\n\nEveryone gets 25 days of paid holiday a year."
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
 
 
 def url(view: str, tenant: str = "acme", **kwargs) -> str:
@@ -115,8 +109,8 @@ def test_outsiders_get_404_and_other_tenants_ids_too(client, trio, handbook, doc
 
 
 def test_an_admin_creates_and_edits_a_lexical_knowledge_base(client, trio):
-    agent = Agent.objects.create(tenant=trio.acme, slug="support", name="Support")
-    Agent.objects.create(tenant=trio.globex, slug="theirs", name="Theirs")
+    agent = make_agent(trio.acme, "support")
+    make_agent(trio.globex, "theirs")
     login(client, trio.alice)
     form = client.get(url("create")).content.decode()
     assert "Full-text only" in form and "theirs" not in form

@@ -3,12 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.factories import PASSWORD, make_tenant
-
-
-def login(client, user):
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
+from tests.factories import PASSWORD, login, make_tenant
 
 
 @pytest.mark.django_db
