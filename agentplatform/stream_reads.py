@@ -25,3 +25,20 @@ def _released(function):
             connection.close()
 
     return call
+
+
+def brief(function):
+    """A brief database step of a request that goes on to stream for long (`/v1`): on the
+    request's own thread (so it sees the request's transaction, as in tests), and its
+    connection given back right after unless a transaction is still open. A streaming
+    request otherwise keeps its connection until the stream ends: with hundreds of streams
+    the pool ran dry (bench/concurrency.py)."""
+
+    def call(*args):
+        try:
+            return function(*args)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
+    return sync_to_async(call)

@@ -242,7 +242,7 @@ def test_a_run_started_on_one_web_process_streams_from_the_other_and_resumes_acr
 
     run = Run.objects.get(pk=run_id)
     assert (run.status, run.output, run.attempts) == ("succeeded", "It is 42.", 1)
-    ran = [e for e in deployment.executions("agents.execute_run") if e["args"] == [run_id]]
+    ran = [e for e in deployment.executions("agents.execute_run") if e["args"][0] == run_id]
     assert len(ran) == 1  # one worker took it, and only once
     assert ran[0]["group"] in {worker.pid for worker in deployment.workers}
     assert ran[0]["worker"].split("@")[0] in {w.name.split("@")[0] for w in deployment.workers}

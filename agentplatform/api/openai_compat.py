@@ -38,7 +38,7 @@ from rest_framework import exceptions
 
 from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle
-from agentplatform.stream_reads import stream_read
+from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal, declares
@@ -171,7 +171,7 @@ def _authenticate(request: HttpRequest, action: Action) -> ApiClient:
 
 
 async def _authorized(request: HttpRequest, action: Action) -> ApiClient:
-    return await stream_read(_authenticate)(request, action)
+    return await brief(_authenticate)(request, action)
 
 
 def _allow(request: HttpRequest, method: str) -> None:
@@ -222,7 +222,7 @@ def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
 async def models_list(request: HttpRequest) -> HttpResponse:
     _allow(request, "GET")
     client = await _authorized(request, Action.READ_CONFIG)
-    data = await stream_read(_models)(client.api_key)
+    data = await brief(_models)(client.api_key)
     return JsonResponse({"object": "list", "data": data})
 
 
@@ -233,7 +233,7 @@ async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
     client = await _authorized(request, Action.READ_CONFIG)
     if "\x00" in model_id or len(model_id) > 50:
         raise _model_not_found(model_id)
-    target = await stream_read(_resolve_model)(client.tenant, model_id)
+    target = await brief(_resolve_model)(client.tenant, model_id)
     return JsonResponse(_model_object(target.slug, target.created_at, client.tenant))
 
 
@@ -476,7 +476,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     _allow(request, "POST")
     client = await _authorized(request, Action.START_RUN)
     chat = parse_chat_request(request.body, request.GET.get("stream") == "true")
-    run = await stream_read(_start)(client, chat)
+    run = await brief(_start)(client, chat)
     headers = {"X-Run-Id": str(run.pk)}
     if chat.stream:
         return event_stream_response(completion_chunks(request, run, chat.model), headers=headers)

@@ -131,7 +131,7 @@ OPENAI_OPERATIONS = {
 }
 
 
-async def canned_progress(run):
+async def canned_progress(run, **kwargs):
     """In place of `follow_run`: a little text, then the ending of a succeeded run."""
     yield "Hello"
     yield " there."
