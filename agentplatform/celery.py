@@ -48,5 +48,4 @@ def _keep_the_connection_pool(**kwargs) -> None:
 def _give_connections_back(**kwargs) -> None:
     from django.db import connections
 
-    for connection in connections.all(initialized_only=True):
-        connection.close()
+    connections.close_all()

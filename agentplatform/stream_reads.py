@@ -15,24 +15,9 @@ def stream_read(function):
 
 
 def _released(function):
-    """Run `function` and give its database connection back: an open stream waits for
-    minutes, and must not hold one of the server's connections while it does."""
-
-    def call(*args):
-        try:
-            return function(*args)
-        finally:
-            connection.close()
-
-    return call
-
-
-def brief(function):
-    """A brief database step of a request that goes on to stream for long (`/v1`): on the
-    request's own thread (so it sees the request's transaction, as in tests), and its
-    connection given back right after unless a transaction is still open. A streaming
-    request otherwise keeps its connection until the stream ends: with hundreds of streams
-    the pool ran dry (bench/concurrency.py)."""
+    """Run `function` and give its database connection back (unless a transaction is still
+    open): an open stream waits for minutes, and must not hold one of the server's
+    connections while it does."""
 
     def call(*args):
         try:
@@ -41,4 +26,12 @@ def brief(function):
             if not connection.in_atomic_block:
                 connection.close()
 
-    return sync_to_async(call)
+    return call
+
+
+def brief(function):
+    """A brief database step of a request that goes on to stream for long (`/v1`): on the
+    request's own thread (so it sees the request's transaction, as in tests), its
+    connection given back right after. A streaming request otherwise keeps its connection
+    until the stream ends: with hundreds of streams the pool ran dry (bench/concurrency.py)."""
+    return sync_to_async(_released(function))

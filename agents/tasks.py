@@ -29,7 +29,7 @@ def execute_run_task(run_id: int, tenant_id: int | None = None) -> str:
 @receiver(run_queued, dispatch_uid="agents-run-queued")
 def _send_to_a_worker(sender, run_id: int, tenant_id: int | None = None, **kwargs) -> None:
     # The tenant rides along: the worker scopes the run without looking it up first.
-    execute_run_task.delay(run_id, tenant_id) if tenant_id else execute_run_task.delay(run_id)
+    execute_run_task.delay(run_id, tenant_id)
 
 
 @signals.worker_process_shutdown.connect

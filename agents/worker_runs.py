@@ -77,10 +77,6 @@ def admit(run_id: int, tenant_id: int | None = None) -> str:
     return "admitted"
 
 
-def in_flight() -> int:
-    return len(_held)
-
-
 def _start(run_id: int, tenant_id: int | None, owner: str) -> None:
     task = asyncio.get_running_loop().create_task(
         _hold(run_id, tenant_id, owner), name=f"run-{run_id}"

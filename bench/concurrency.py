@@ -42,13 +42,13 @@ import httpx2  # noqa: E402
 import openai  # noqa: E402
 import psutil  # noqa: E402
 
+from bench.api import REPLY_TEXT, Chat, pct, stream_chat  # noqa: E402  (the same client)
 from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
 
 LATENCY_S = 2.0
 SIZES = (20, 100, 500)
 TARGET_WALL_RATIO = 1.25
 CLIENT_TIMEOUT_S = 120.0
-REPLY_TEXT = "Hello there, this is the benchmark's reply."
 MODEL = "gpt-test"
 AGENT = "bench"
 
@@ -157,40 +157,8 @@ class Sampler:
 
 
 # -- the clients ------------------------------------------------------------------------------
-@dataclass
-class Chat:
-    ttft_s: float | None = None
-    total_s: float | None = None
-    error: str | None = None
-
-
-async def stream_chat(client: openai.AsyncOpenAI, model: str) -> Chat:
-    chat, parts = Chat(), []
-    started = time.perf_counter()
-    try:
-        stream = await client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "Say hello."}], stream=True
-        )
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                if chat.ttft_s is None:
-                    chat.ttft_s = time.perf_counter() - started
-                parts.append(chunk.choices[0].delta.content)
-        chat.total_s = time.perf_counter() - started
-        if REPLY_TEXT not in "".join(parts):
-            chat.error = f"unexpected text {''.join(parts)[:80]!r}"
-    except openai.APIStatusError as e:
-        chat.error = f"{e.status_code} {e.message}"[:160]
-    except Exception as e:
-        chat.error = f"{type(e).__name__}: {e}"[:160]
-    return chat
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+def percentile(values: list[float], q: float) -> float | None:
+    return pct(values, q) if values else None
 
 
 @dataclass
@@ -227,15 +195,17 @@ async def chats_at_once(base_url: str, key: str, model: str, n: int) -> tuple[li
 def summarize(side: str, n: int, chats: list[Chat], wall_s: float, most: int) -> Round:
     ok = [c for c in chats if c.error is None]
     errors = sorted({c.error for c in chats if c.error})
+    ttfts = [c.ttft_s * 1000 for c in ok if c.ttft_s]
+    totals = [c.total_s * 1000 for c in ok if c.total_s]
     return Round(
         side=side,
         n=n,
         wall_s=wall_s,
         errors=len(chats) - len(ok),
-        ttft_p50_ms=pct([c.ttft_s * 1000 for c in ok if c.ttft_s], 50),
-        ttft_p99_ms=pct([c.ttft_s * 1000 for c in ok if c.ttft_s], 99),
-        total_p50_ms=pct([c.total_s * 1000 for c in ok if c.total_s], 50),
-        total_p99_ms=pct([c.total_s * 1000 for c in ok if c.total_s], 99),
+        ttft_p50_ms=percentile(ttfts, 50),
+        ttft_p99_ms=percentile(ttfts, 99),
+        total_p50_ms=percentile(totals, 50),
+        total_p99_ms=percentile(totals, 99),
         model_max_at_once=most,
         error_samples=tuple(errors[:3]),
     )
@@ -261,11 +231,11 @@ def phases(n: int) -> dict[str, float | None]:
         if r.finished_at and r.started_at
     ]
     return {
-        "created_spread_p99": pct(spread, 99),
-        "created_to_claimed_p50": pct(claimed, 50),
-        "created_to_claimed_p99": pct(claimed, 99),
-        "claimed_to_finished_p50": pct(ran, 50),
-        "claimed_to_finished_p99": pct(ran, 99),
+        "created_spread_p99": percentile(spread, 99),
+        "created_to_claimed_p50": percentile(claimed, 50),
+        "created_to_claimed_p99": percentile(claimed, 99),
+        "claimed_to_finished_p50": percentile(ran, 50),
+        "claimed_to_finished_p99": percentile(ran, 99),
     }
 
 
