@@ -19,8 +19,12 @@ from agentplatform.tenancy import rls  # noqa: E402 (after setup)
 
 rls.assume_app_role()  # a web process: the tenant policies apply to its queries
 
-from agentplatform.asgi_handler import StreamingASGIHandler  # noqa: E402 (after setup)
+from django.conf import settings  # noqa: E402
+
+from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
 
-application = checked_at_startup(with_mcp(StreamingASGIHandler()))
+application = checked_at_startup(
+    with_mcp(with_api(StreamingASGIHandler(), StreamingASGIHandler(settings.API_MIDDLEWARE)))
+)

@@ -8,16 +8,38 @@ thread per open connection. Here the context covers producing the response only:
 thread (and its database connection, given back first) is released when the view returns,
 and the body — an async iterator — streams on the event loop alone. Code that runs while
 streaming makes its brief database reads with `agentplatform.stream_reads.stream_read`.
+
+The OpenAI-compatible face (`/v1/`) gets a handler of its own with settings.API_MIDDLEWARE:
+the web pages' middleware (sessions, CSRF, messages, static files, HTML headers) is sync
+and cost each chat several thread switches there, for nothing an API key's request uses.
 """
 
 from __future__ import annotations
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.db import close_old_connections
+from django.middleware.security import SecurityMiddleware
 
 
 class StreamingASGIHandler(ASGIHandler):
+    def __init__(self, middleware: list[str] | None = None) -> None:
+        """`middleware`: this handler's list instead of settings.MIDDLEWARE."""
+        self.middleware = middleware
+        super().__init__()
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        if self.middleware is None:
+            return super().load_middleware(is_async)
+        # Django builds the chain from settings.MIDDLEWARE only: lend it this handler's.
+        everyone = settings.MIDDLEWARE
+        settings.MIDDLEWARE = self.middleware
+        try:
+            super().load_middleware(is_async)
+        finally:
+            settings.MIDDLEWARE = everyone
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
@@ -31,3 +53,26 @@ class StreamingASGIHandler(ASGIHandler):
                 # The request's thread ends with this context: give its connection back
                 # (request_finished, which would, runs later, on another thread).
                 await sync_to_async(close_old_connections)()
+
+
+class AsyncSecurityMiddleware(SecurityMiddleware):
+    """Django's SecurityMiddleware without the two thread switches per request that its
+    generic async adapter costs (its hooks do no I/O, so they run on the event loop)."""
+
+    async def __acall__(self, request):
+        response = self.process_request(request)
+        if response is None:
+            response = await self.get_response(request)
+        return self.process_response(request, response)
+
+
+def with_api(django_app, api_app, prefix: str = "/v1/"):
+    """ASGI: requests under `prefix` (the OpenAI-compatible face) to `api_app`, a handler
+    with settings.API_MIDDLEWARE; the rest to `django_app`."""
+
+    async def route(scope, receive, send):
+        if scope["type"] == "http" and scope.get("path", "").startswith(prefix):
+            return await api_app(scope, receive, send)
+        return await django_app(scope, receive, send)
+
+    return route

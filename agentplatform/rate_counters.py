@@ -23,13 +23,22 @@ class Count:
 
 def hit(name: str, window_s: int) -> Count:
     """Add one to `name`'s window and return the count including this hit. One round trip."""
-    key = cache.make_key(name)
+    return hits([(name, window_s)])[0]
+
+
+def hits(windows: list[tuple[str, int]]) -> list[Count]:
+    """`hit` for each (name, window_s), all in one round trip."""
     pipe = shared_redis().pipeline(transaction=True)
-    pipe.set(key, 0, ex=window_s, nx=True)
-    pipe.incr(key)
-    pipe.ttl(key)
-    _, value, ttl = pipe.execute()
-    return Count(value=int(value), retry_after_s=max(int(ttl), 1))
+    for name, window_s in windows:
+        key = cache.make_key(name)
+        pipe.set(key, 0, ex=window_s, nx=True)
+        pipe.incr(key)
+        pipe.ttl(key)
+    replies = pipe.execute()
+    return [
+        Count(value=int(replies[i + 1]), retry_after_s=max(int(replies[i + 2]), 1))
+        for i in range(0, len(replies), 3)
+    ]
 
 
 def unhit(name: str) -> None:

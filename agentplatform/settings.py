@@ -159,6 +159,13 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
+# The OpenAI-compatible face (/v1/): API keys only, no pages, sessions or forms
+# (agentplatform/asgi_handler.py).
+API_MIDDLEWARE = [
+    "agentplatform.asgi_handler.AsyncSecurityMiddleware",
+    "agentplatform.tenancy.audit.AuditContextMiddleware",
+]
+
 ROOT_URLCONF = "agentplatform.urls"
 WSGI_APPLICATION = "agentplatform.wsgi.application"
 ASGI_APPLICATION = "agentplatform.asgi.application"
@@ -262,6 +269,9 @@ RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
 RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 6, minimum=1)
 # On a warm shutdown, how long a worker lets its runs finish before handing them over.
 RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
+# A web process's open streams share one Redis subscription (agents/event_subscriptions.py),
+# closed this many seconds after its last stream ended.
+RUN_EVENTS_LINGER_S = config.env_int("RUN_EVENTS_LINGER_S", 30, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
 
 REST_FRAMEWORK = {

@@ -522,7 +522,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     except (LeaseLost, EventConflict):
         return False
     publish(run, final)
-    if terminal:
+    if outcome.status == RunStatus.CANCELLED:  # (an unread flag expires on its own)
         publisher().delete(cancel_key(run))
     if outcome.status == RunStatus.FAILED:
         logger.info("run %s failed: %s", run.pk, outcome.error)

@@ -18,14 +18,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.asyncio
 from django.conf import settings
 from django.db.models import Q
 
 from agentplatform.stream_reads import stream_read
+from agents.event_subscriptions import LOST, subscriptions
 from agents.events import TERMINAL_EVENTS, channel
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
-from agents.runtime.spec import RunStatus
+from agents.runtime.spec import TERMINAL, RunStatus
 
 SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
 SETTLE_POLL_S = 0.02
@@ -54,9 +54,8 @@ async def iter_run_events(
     `execute` sends a run that was started without being sent to a worker (`run_start(...,
     enqueue=False)`) once the stream listens: nothing can be stored before, so there is
     nothing to replay (two queries fewer before the first token)."""
-    client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
-    pubsub = client.pubsub()
-    await pubsub.subscribe(channel(run))  # before replay: nothing falls in between
+    hub, name = subscriptions(), channel(run)
+    queue = await hub.follow(name)  # before replay: nothing falls in between
     try:
         last = after_seq
         if execute is not None:
@@ -74,8 +73,9 @@ async def iter_run_events(
                 return
         quiet_since = checked_at = time.monotonic()
         while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-            if message is None:
+            try:
+                data = await asyncio.wait_for(queue.get(), 1.0)
+            except TimeoutError:
                 now = time.monotonic()
                 if heartbeat_s is not None and now - quiet_since >= heartbeat_s:
                     quiet_since = now
@@ -88,7 +88,14 @@ async def iter_run_events(
                         yield event
                     return
                 continue
-            event = json.loads(message["data"])
+            if data is LOST:  # the subscription was made again: read what was missed
+                for event in await stream_read(_stored_after)(run.pk, last):
+                    last = event["seq"]
+                    yield event
+                    if event["type"] in TERMINAL_EVENTS:
+                        return
+                continue
+            event = json.loads(data)
             if event["seq"] <= last:
                 continue  # already replayed
             if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
@@ -103,9 +110,7 @@ async def iter_run_events(
             if event["type"] in TERMINAL_EVENTS:
                 return
     finally:
-        await pubsub.unsubscribe()
-        await pubsub.aclose()
-        await client.aclose()
+        await hub.leave(name, queue)
 
 
 def _stored_after(run_id: int, after_seq: int) -> list[dict[str, Any]]:
@@ -227,6 +232,26 @@ async def follow_run(
                 if await _settled(run.pk):
                     break
             elif kind in TERMINAL_EVENTS:
+                ending = ending_in(event["payload"])
+                if ending is not None:
+                    yield ending
+                    return
                 break
     await _settled(run.pk)
     yield await stream_read(_ending)(run.pk)
+
+
+def ending_in(payload: dict[str, Any]) -> Ending | None:
+    """The Ending an agent's terminal event carries (its status, output, error and usage, as
+    recorded: the event goes out after the run's row is written, with the same redaction and
+    storage rule), or None when the record must be read (a crew's usage is its members')."""
+    usage, status = payload.get("usage"), payload.get("status")
+    if not isinstance(usage, dict) or status not in TERMINAL:
+        return None
+    return Ending(
+        status=status,
+        output=payload.get("output") or "",
+        error=payload.get("error") or "",
+        prompt_tokens=int(usage.get("input_tokens") or 0),
+        completion_tokens=int(usage.get("output_tokens") or 0),
+    )

@@ -37,7 +37,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
 from agentplatform.api.sse import event_stream_response, sse_message
-from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle
+from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey, Tenant
@@ -156,17 +156,15 @@ def _authenticate(request: HttpRequest, action: Action) -> ApiClient:
     except PermissionDenied as exc:
         raise OpenAIError(403, str(exc), code="insufficient_scope") from None
     request.user = client  # what the throttles key on
-    for throttle in (ApiKeyRateThrottle(), TenantRateThrottle()):
-        if not throttle.allow_request(request, None):
-            wait = throttle.wait()
-            retry_after = str(math.ceil(wait)) if wait is not None else "1"
-            raise OpenAIError(
-                429,
-                "Rate limit reached; retry later.",
-                type="requests",
-                code="rate_limit_exceeded",
-                headers={"Retry-After": retry_after},
-            )
+    wait = retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
+    if wait is not None:
+        raise OpenAIError(
+            429,
+            "Rate limit reached; retry later.",
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(math.ceil(wait))},
+        )
     return client
 
 
@@ -344,6 +342,14 @@ def parse_chat_request(raw: bytes, query_stream: bool) -> ChatRequest:
     return ChatRequest(model=model, input=text, stream=bool(stream) or query_stream)
 
 
+def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError) -> Run:
+    """The key checked, then the run started: one step on the request's thread."""
+    client = _authenticate(request, Action.START_RUN)
+    if isinstance(chat, OpenAIError):
+        raise chat
+    return _start(client, chat)
+
+
 def _start(client: ApiClient, chat: ChatRequest) -> Run:
     if len(chat.model) > 50:
         raise _model_not_found(chat.model)
@@ -474,9 +480,14 @@ async def completion_chunks(request: HttpRequest, run: Run, model: str) -> Async
 @openai_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     _allow(request, "POST")
-    client = await _authorized(request, Action.START_RUN)
-    chat = parse_chat_request(request.body, request.GET.get("stream") == "true")
-    run = await brief(_start)(client, chat)
+    try:
+        chat: ChatRequest | OpenAIError = parse_chat_request(
+            request.body, request.GET.get("stream") == "true"
+        )
+    except OpenAIError as exc:
+        chat = exc  # answered after the key is checked: a bad key is told so first
+    run = await brief(_authorized_start)(request, chat)
+    assert isinstance(chat, ChatRequest)  # (a bad one was raised there)
     headers = {"X-Run-Id": str(run.pk)}
     if chat.stream:
         return event_stream_response(completion_chunks(request, run, chat.model), headers=headers)

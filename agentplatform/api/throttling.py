@@ -36,6 +36,23 @@ class AtomicRateThrottle(SimpleRateThrottle):
         return self._retry_after_s
 
 
+def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | None:
+    """None if every throttle allows the request, else the seconds to wait: all of them
+    counted in one round trip (a view outside DRF: the OpenAI-compatible face)."""
+    counted = [
+        (throttle, key)
+        for throttle in throttles
+        if throttle.rate is not None and (key := throttle.get_cache_key(request, None))
+    ]
+    counts = rate_counters.hits([(key, throttle.duration) for throttle, key in counted])
+    waits = [
+        count.retry_after_s
+        for (throttle, _), count in zip(counted, counts, strict=True)
+        if count.value > throttle.num_requests
+    ]
+    return max(waits) if waits else None
+
+
 class ApiKeyRateThrottle(AtomicRateThrottle):
     scope = "api_key"
 

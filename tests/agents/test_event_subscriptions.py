@@ -1,0 +1,129 @@
+"""The streams of an event loop share one Redis subscription (agents/event_subscriptions.py):
+each gets what is published on its channel once Redis confirmed, the channel is left with
+its last stream, a lost connection tells every stream to read the record, and the
+connection lingers for the next stream (RUN_EVENTS_LINGER_S)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from agents.event_subscriptions import LOST, subscriptions
+from agents.events import channel
+from agents.models import RunEvent
+from agents.run_reader import iter_run_events
+from agents.services import run_start
+
+
+def numsub(name: str) -> int:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        return dict(client.pubsub_numsub(name))[name.encode()]
+    finally:
+        client.close()
+
+
+def publish(name: str, data: str) -> None:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        client.publish(name, data)
+    finally:
+        client.close()
+
+
+def test_streams_of_one_channel_share_one_subscription_and_each_gets_every_message():
+    name = "ap:test:shared:events"
+
+    async def scenario():
+        hub = subscriptions()
+        first, second = await hub.follow(name), await hub.follow(name)
+        subscribed = await asyncio.to_thread(numsub, name)
+        await asyncio.to_thread(publish, name, '{"seq": 1}')
+        got = [await asyncio.wait_for(q.get(), 5) for q in (first, second)]
+        await hub.leave(name, first)
+        still = await asyncio.to_thread(numsub, name)
+        await hub.leave(name, second)
+        return subscribed, got, still, await asyncio.to_thread(numsub, name)
+
+    subscribed, got, still, after = asyncio.run(scenario())
+    assert subscribed == 1
+    assert got == [b'{"seq": 1}', b'{"seq": 1}']
+    assert (still, after) == (1, 0)
+
+
+def test_a_lost_connection_tells_every_stream_and_subscribes_again():
+    name = "ap:test:lost:events"
+
+    async def scenario():
+        hub = subscriptions()
+        queue = await hub.follow(name)
+        await hub.pubsub.connection.disconnect()  # as a Redis restart would
+        lost = await asyncio.wait_for(queue.get(), 5)
+        for _ in range(250):  # subscribed again on the next read
+            if await asyncio.to_thread(numsub, name) == 1:
+                break
+            await asyncio.sleep(0.02)
+        while not queue.empty():
+            queue.get_nowait()  # (LOST again, from the reconnection itself)
+        await asyncio.to_thread(publish, name, "after")
+        after = await asyncio.wait_for(queue.get(), 5)
+        await hub.leave(name, queue)
+        return lost, after
+
+    lost, after = asyncio.run(scenario())
+    assert lost is LOST
+    assert after == b"after"
+
+
+def test_the_connection_lingers_for_the_next_stream(settings):
+    settings.RUN_EVENTS_LINGER_S = 30
+
+    async def scenario():
+        hub = subscriptions()
+        queue = await hub.follow("ap:test:linger:a")
+        connection = hub.pubsub.connection
+        await hub.leave("ap:test:linger:a", queue)
+        kept = hub.pubsub is not None
+        queue = await hub.follow("ap:test:linger:b")
+        reused = hub.pubsub.connection is connection
+        await hub.leave("ap:test:linger:b", queue)
+        settings.RUN_EVENTS_LINGER_S = 0
+        await hub.follow("ap:test:linger:c")
+        await hub.leave("ap:test:linger:c", hub.followers[b"ap:test:linger:c"].copy().pop())
+        return kept, reused, hub.pubsub
+
+    kept, reused, closed = asyncio.run(scenario())
+    assert kept and reused
+    assert closed is None  # without linger, closed with the last stream
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_reads_the_record_after_its_subscription_was_lost(trio, agent):
+    """An event stored while the subscription was down (its publish never arrives) still
+    reaches the stream."""
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+
+    def store_unpublished() -> None:
+        RunEvent.objects.create(
+            tenant=trio.acme, run=run, seq=1, type="run.started", payload={"via": "record"}
+        )
+
+    async def scenario():
+        events = iter_run_events(run)
+        first = asyncio.ensure_future(events.__anext__())
+        hub = subscriptions()
+        key = channel(run).encode()
+        while key not in hub.followers or key in hub.unconfirmed:
+            await asyncio.sleep(0.01)
+        await sync_to_async(store_unpublished)()
+        await hub.pubsub.connection.disconnect()
+        event = await asyncio.wait_for(first, 10)
+        await events.aclose()
+        return event
+
+    event = asyncio.run(scenario())
+    assert (event["seq"], event["type"], event["payload"]) == (1, "run.started", {"via": "record"})
