@@ -21,14 +21,15 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Coalesce, Now
+from django.db.models import Sum
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentplatform.tenancy import rls
+from agents import run_claim
 from agents.events import publisher
 from agents.facts import DjangoFactStore
-from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run, RunEvent
+from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run
 from agents.run_writer import (
     Batch,
     EventConflict,
@@ -81,25 +82,8 @@ def cancel_key(run: Run) -> str:
 
 
 def claim(run_id: int, owner: str) -> Run | None:
-    """Take the run if it is queued, or running under an expired lease: one UPDATE, then
-    one SELECT of the run with what executing it needs (and its next event number)."""
-    # The database's clock, not this host's: workers on skewed hosts agree on expiry.
-    claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=Now())
-    won = Run.objects.filter(claimable, pk=run_id).update(
-        status=RunStatus.RUNNING,
-        lease_owner=owner,
-        lease_expires_at=Now() + timedelta(seconds=lease_seconds()),
-        attempts=F("attempts") + 1,
-        started_at=Coalesce(F("started_at"), Now()),
-    )
-    if not won:
-        return None
-    last_seq = RunEvent.objects.filter(run_id=OuterRef("pk")).order_by("-seq").values("seq")
-    return (
-        Run.objects.select_related("agent", "crew", "tenant", "conversation")
-        .annotate(stored_seq=Coalesce(Subquery(last_seq[:1]), 0))
-        .get(pk=run_id)
-    )
+    """Take the run if it is queued, or running under an expired lease (agents.run_claim)."""
+    return run_claim.claim(run_id, owner, lease_seconds())
 
 
 class _Checkpoint:
