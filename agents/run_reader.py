@@ -95,20 +95,20 @@ async def iter_run_events(
                     if event["type"] in TERMINAL_EVENTS:
                         return
                 continue
-            event = json.loads(data)
-            if event["seq"] <= last:
-                continue  # already replayed
-            if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
-                for missing in await stream_read(_stored_after)(run.pk, last):
-                    if missing["seq"] >= event["seq"]:
-                        break
-                    last = missing["seq"]
-                    yield missing
-            last = event["seq"]
             quiet_since = time.monotonic()
-            yield event
-            if event["type"] in TERMINAL_EVENTS:
-                return
+            for event in json.loads(data):  # a step's events, in order
+                if event["seq"] <= last:
+                    continue  # already replayed
+                if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
+                    for missing in await stream_read(_stored_after)(run.pk, last):
+                        if missing["seq"] >= event["seq"]:
+                            break
+                        last = missing["seq"]
+                        yield missing
+                last = event["seq"]
+                yield event
+                if event["type"] in TERMINAL_EVENTS:
+                    return
     finally:
         await hub.leave(name, queue)
 

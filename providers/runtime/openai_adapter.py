@@ -179,6 +179,10 @@ class OpenAIAdapter:
                         yield ToolCallEvent(finish(index))
         except OPENAI_ERRORS as exc:
             raise self._error(exc) from None
+        except ValueError:  # the SDK's json.loads of an event
+            raise ModelBehaviorError(
+                f"{self._label} sent a stream event that is not JSON"
+            ) from None
         for index in sorted(pending):  # a stream cut before its finish_reason
             yield ToolCallEvent(finish(index))
         yield UsageEvent(usage)

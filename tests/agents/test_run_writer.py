@@ -106,7 +106,7 @@ def test_events_are_published_after_they_are_stored(trio, agent):
     async_to_sync(step)()
     published = []
     while (message := pubsub.get_message(ignore_subscribe_messages=True, timeout=1)) is not None:
-        published.append(json.loads(message["data"]))
+        published.extend(json.loads(message["data"]))  # a step's events in one message
     pubsub.close()
     client.close()
     assert [(e["seq"], e["type"]) for e in published] == stored(run)

@@ -13,6 +13,7 @@ from providers.runtime.errors import (
     BadRequest,
     ContextTooLong,
     ModelBehaviorError,
+    ProviderError,
     ProviderUnavailable,
     RateLimited,
     Timeout,
@@ -376,3 +377,69 @@ def test_presets_and_their_quirks(provider_server):
 def test_list_models(provider_server, api):
     models = run(adapter(provider_server, api).list_models())
     assert "claude-test-1" in models and "gpt-test-1" in models
+
+
+# -- the OpenAI adapter reads the server-sent events itself ---------------------------------
+class _SSEServer:
+    """A loopback server answering every POST with `body` as text/event-stream."""
+
+    def __init__(self, body: bytes) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def sse_stream(body: bytes) -> list:
+    server = _SSEServer(body)
+    try:
+        openai_adapter = OpenAIAdapter(api_key="k", base_url=server.url, retry=RetryPolicy(1))
+        return run(collect(openai_adapter.stream(request())))
+    finally:
+        server.close()
+
+
+def test_an_error_event_in_the_middle_of_a_stream_is_a_provider_error():
+    body = (
+        b'data: {"id": "1", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+        b'data: {"error": {"message": "the model is overloaded", "type": "server_error"}}\n\n'
+    )
+    with pytest.raises(ProviderError, match="overloaded"):
+        sse_stream(body)
+
+
+def test_a_stream_of_events_split_over_lines_and_comments_reads_whole():
+    body = (
+        b": keep-alive\n\n"
+        b'event: chunk\ndata: {"id": "1", "model": "m1",\ndata:  "choices": [{"index": 0, '
+        b'"delta": {"content": "Hello"}}]}\n\n'
+        b'data: {"id": "1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],'
+        b' "usage": {"prompt_tokens": 3, "completion_tokens": 1}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    events = sse_stream(body)
+    done = events[-1].response
+    assert (done.text, done.model, done.stop_reason) == ("Hello", "m1", "end")
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (3, 1)
+
+
+def test_a_stream_event_that_is_not_json_is_the_models_fault():
+    with pytest.raises(ModelBehaviorError, match="not JSON"):
+        sse_stream(b"data: {oops\n\n")
