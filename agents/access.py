@@ -87,7 +87,15 @@ def may_start(principal: Principal, target: Agent | Crew) -> bool:
 def may_use(principal: Principal, target: Agent | Crew) -> bool:
     """Do `target`'s use grants (and, for a crew, its agents') and a key's limits let the
     principal in? `may_start` also asks for the START_RUN action; a conversation with
-    `target` needs only this. A few queries, about `target` alone."""
+    `target` needs only this. A few queries, about `target` alone; none for an agent and an
+    admin (or a key made by one): the agent in hand answers, as it was just read."""
+    if isinstance(target, Agent) and principal.has_role("admin"):
+        limit = principal.limited_to_agents()
+        return (
+            target.tenant_id == principal.tenant.pk
+            and target.active
+            and (limit is None or target.slug in limit)
+        )
     if not _granted(type(target), principal, pks={target.pk}).exists():
         return False
     if isinstance(target, Crew):
