@@ -7,9 +7,10 @@ connection: `follow(channel)` subscribes (waiting for Redis to confirm, so nothi
 afterwards is missed) and returns a queue; a reader task puts each message of the channel
 (its raw data) in the queues of the streams following it, and LOST in every queue after the
 connection was made again (messages may have been missed meanwhile: the stream reads the
-record). `leave` unsubscribes the channel once its last stream is gone. The connection is
-closed RUN_EVENTS_LINGER_S after the loop's last stream ended (a quiet web process holds no
-connection; the next chat of a single user does not pay for a new one).
+record). `leave` unsubscribes the channel once its last stream is gone. The reader closes
+the connection RUN_EVENTS_LINGER_S after the loop's last stream ended (a quiet web process
+holds no connection; the next chat of a single user does not pay for a new one), and when
+its loop shuts down.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 
 import redis.asyncio
@@ -34,29 +36,32 @@ class _Subscriptions:
     def __init__(self) -> None:
         self.followers: dict[bytes, set[asyncio.Queue]] = {}
         self.unconfirmed: dict[bytes, list[asyncio.Future]] = {}
+        self.replies_due: dict[bytes, int] = {}  # SUBSCRIBEs sent, not yet answered
+        self.commands = asyncio.Lock()  # one connect, one command at a time (redis-py has none)
         self.client: redis.asyncio.Redis | None = None
         self.pubsub = None
         self.reader: asyncio.Task | None = None
-        self.closing: asyncio.TimerHandle | None = None
+        self.empty_since: float | None = None
 
     async def follow(self, name: str) -> asyncio.Queue:
+        """A queue of the channel's messages, once Redis confirmed the subscription."""
         channel = name.encode()
         queue: asyncio.Queue = asyncio.Queue()
-        self._keep_open()
+        self._open()
         followers = self.followers.setdefault(channel, set())
         followers.add(queue)
-        waiting = self.unconfirmed.get(channel)
-        if len(followers) > 1 and waiting is None:
+        first = len(followers) == 1
+        if not first and channel not in self.unconfirmed:
             return queue  # already subscribed and confirmed
         confirmed = asyncio.get_running_loop().create_future()
         self.unconfirmed.setdefault(channel, []).append(confirmed)
         try:
-            if waiting is None:  # the first stream of this channel: subscribe
-                await self.pubsub.subscribe(channel)
-                self.pubsub.connection.register_connect_callback(self._connected)
-                if self.reader is None or self.reader.done():
-                    self.reader = asyncio.get_running_loop().create_task(self._read())
-            await asyncio.wait_for(confirmed, CONFIRM_TIMEOUT_S)
+            async with asyncio.timeout(CONFIRM_TIMEOUT_S):
+                if first:
+                    await self._command(channel, subscribe=True)
+                    if self.reader is None:
+                        self.reader = asyncio.get_running_loop().create_task(self._read())
+                await confirmed
         except BaseException:
             await self.leave(name, queue)
             raise
@@ -71,69 +76,87 @@ class _Subscriptions:
                 del self.followers[channel]
                 self.unconfirmed.pop(channel, None)
                 with contextlib.suppress(Exception):  # a dead connection forgets it anyway
-                    await self.pubsub.unsubscribe(channel)
+                    await self._command(channel, subscribe=False)
         if not self.followers:
-            linger = float(settings.RUN_EVENTS_LINGER_S)
-            if linger <= 0:
-                await self._close()
-            elif self.closing is None:
-                loop = asyncio.get_running_loop()
-                self.closing = loop.call_later(linger, lambda: loop.create_task(self._idle()))
+            self.empty_since = time.monotonic()
+            if float(settings.RUN_EVENTS_LINGER_S) <= 0 and self.reader is not None:
+                self.reader.cancel()  # it closes its connection; the next stream opens one
+                self._detach()
 
-    def _keep_open(self) -> None:
-        if self.closing is not None:
-            self.closing.cancel()
-            self.closing = None
+    def _open(self) -> None:
+        self.empty_since = None
         if self.pubsub is None:
-            self.client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+            self.client = redis.asyncio.Redis.from_url(
+                settings.REDIS_URL, socket_connect_timeout=CONFIRM_TIMEOUT_S
+            )
             self.pubsub = self.client.pubsub()
 
-    async def _idle(self) -> None:
-        self.closing = None
-        if not self.followers:
-            await self._close()
+    async def _command(self, channel: bytes, *, subscribe: bool) -> None:
+        pubsub = self.pubsub
+        async with self.commands:
+            connected = pubsub.connection is not None
+            if subscribe:
+                self.replies_due[channel] = self.replies_due.get(channel, 0) + 1
+                await pubsub.subscribe(channel)
+            else:
+                await pubsub.unsubscribe(channel)
+            if not connected:  # from now on, every connect is a reconnection
+                pubsub.connection.register_connect_callback(self._reconnected)
 
-    async def _close(self) -> None:
-        reader, pubsub, client = self.reader, self.pubsub, self.client
+    def _detach(self) -> None:
+        """Forget the connection (its reader closes it); the next stream opens another."""
         self.reader = self.pubsub = self.client = None
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
-        if pubsub is not None:
+        self.replies_due.clear()
+        for waiting in self.unconfirmed.values():
+            for confirmed in waiting:
+                confirmed.cancel()
+        self.unconfirmed.clear()
+
+    async def _read(self) -> None:
+        pubsub, client = self.pubsub, self.client
+        try:
+            while True:
+                linger = float(settings.RUN_EVENTS_LINGER_S)
+                if self.empty_since is not None and time.monotonic() - self.empty_since > linger:
+                    return
+                try:
+                    if not pubsub.connection.is_connected:
+                        async with self.commands:  # not beside a follower's connect
+                            await pubsub.connection.connect()
+                    message = await pubsub.get_message(timeout=READ_TIMEOUT_S)
+                except (OSError, redis.RedisError):
+                    logger.warning("the run events subscription failed; reconnecting")
+                    await asyncio.sleep(RETRY_S)
+                    continue
+                if message is not None:
+                    self._handle(message)
+        finally:
+            # Linger over, the last stream gone, or the loop shutting down: close the
+            # connection, and keep nothing that holds the loop (the hub is per loop, weakly).
+            if self.pubsub is pubsub:
+                self._detach()
             with contextlib.suppress(Exception):
                 await pubsub.aclose()
                 await client.aclose()
 
-    async def _read(self) -> None:
-        pubsub = self.pubsub
-        while True:
-            try:
-                message = await pubsub.get_message(timeout=READ_TIMEOUT_S)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.warning("the run events subscription failed; reconnecting", exc_info=True)
-                self._lost()
-                await asyncio.sleep(RETRY_S)  # the next read connects (and subscribes) again
-                continue
-            if message is None:
-                continue
-            kind, channel = message["type"], message["channel"]
-            if kind == "message":
-                for queue in self.followers.get(channel, ()):
-                    queue.put_nowait(message["data"])
-            elif kind == "subscribe":
-                for confirmed in self.unconfirmed.pop(channel, ()):
-                    if not confirmed.done():
-                        confirmed.set_result(None)
+    def _handle(self, message: dict) -> None:
+        kind, channel = message["type"], message["channel"]
+        if kind == "message":
+            for queue in self.followers.get(channel, ()):
+                queue.put_nowait(message["data"])
+        elif kind == "subscribe":
+            due = self.replies_due.get(channel, 0) - 1
+            if due > 0:
+                self.replies_due[channel] = due  # an earlier SUBSCRIBE's answer
+                return
+            self.replies_due.pop(channel, None)
+            for confirmed in self.unconfirmed.pop(channel, ()):
+                if not confirmed.done():
+                    confirmed.set_result(None)
 
-    def _connected(self, connection) -> None:
-        """Called by redis-py on every reconnection of the subscription (registered after it
-        first connected), also those inside its retries, once it subscribed again."""
-        self._lost()
-
-    def _lost(self) -> None:
+    def _reconnected(self, connection) -> None:
+        """Called by redis-py on every reconnection of the subscription (also those inside
+        its retries), once it subscribed again: what was published meanwhile is lost."""
         for followers in self.followers.values():
             for queue in followers:
                 queue.put_nowait(LOST)

@@ -13,6 +13,7 @@ statement is built once per process from the models' fields, so it follows the m
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from typing import Any
 
@@ -22,6 +23,8 @@ from agentplatform.tenancy.models import Tenant
 from agents.models import Agent, Run, RunEvent
 from agents.runtime.spec import RunStatus
 from providers.models import ProviderConnection
+
+logger = logging.getLogger(__name__)
 
 # Each model read, with the alias its columns carry in the statement.
 _READ = ((Run, "c"), (Tenant, "t"), (Agent, "a"), (ProviderConnection, "p"))
@@ -47,8 +50,17 @@ def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
         return None
     values = iter(row)
     stored_seq = next(values)
-    run, tenant, agent, provider = (_instance(model, values) for model, _ in _READ)
+    raw = {model: [next(values) for _ in model._meta.concrete_fields] for model, _ in _READ}
+    run = _instance(Run, raw[Run])
     run.stored_seq = stored_seq
+    try:
+        tenant, agent = _instance(Tenant, raw[Tenant]), _instance(Agent, raw[Agent])
+        provider = _instance(ProviderConnection, raw[ProviderConnection])
+    except Exception:
+        # A value that cannot be read (a secret under another key): the run is claimed, so
+        # leave them to be loaded where executing it fails cleanly (retried, then failed).
+        logger.warning("run %s: its agent or connection could not be read", run.pk)
+        return run
     Run._meta.get_field("tenant").set_cached_value(run, tenant)
     Run._meta.get_field("agent").set_cached_value(run, agent)
     if agent is not None:
@@ -56,12 +68,11 @@ def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
     return run
 
 
-def _instance(model: type[models.Model], values) -> models.Model | None:
-    """The next columns of the row as an instance of `model` (None for a missing join),
-    each value converted as the ORM would (encrypted text, JSON)."""
+def _instance(model: type[models.Model], raw: list[Any]) -> Any:
+    """The row's columns of `model` as an instance (None for a missing join), each value
+    converted as the ORM would (encrypted text, JSON)."""
     fields = model._meta.concrete_fields
-    raw = [next(values) for _ in fields]
-    if raw[0] is None and model is not Run:  # (the first column is the primary key)
+    if raw[0] is None:  # (the first column is the primary key)
         return None
     converted: list[Any] = []
     for field, value in zip(fields, raw, strict=True):

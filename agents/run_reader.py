@@ -96,7 +96,10 @@ async def iter_run_events(
                         return
                 continue
             quiet_since = time.monotonic()
-            for event in json.loads(data):  # a step's events, in order
+            events = json.loads(data)  # a step's events, in order
+            if isinstance(events, dict):  # one event, as a worker of the release before sent
+                events = [events]
+            for event in events:
                 if event["seq"] <= last:
                     continue  # already replayed
                 if event["seq"] > last + 1:  # missed some (e.g. published before subscribe)
@@ -232,7 +235,8 @@ async def follow_run(
                 if await _settled(run.pk):
                     break
             elif kind in TERMINAL_EVENTS:
-                ending = ending_in(event["payload"])
+                # (A crew's usage is its members' too: its record says how it ended.)
+                ending = ending_in(event["payload"]) if run.crew_id is None else None
                 if ending is not None:
                     yield ending
                     return
@@ -244,7 +248,7 @@ async def follow_run(
 def ending_in(payload: dict[str, Any]) -> Ending | None:
     """The Ending an agent's terminal event carries (its status, output, error and usage, as
     recorded: the event goes out after the run's row is written, with the same redaction and
-    storage rule), or None when the record must be read (a crew's usage is its members')."""
+    storage rule), or None when the record must be read."""
     usage, status = payload.get("usage"), payload.get("status")
     if not isinstance(usage, dict) or status not in TERMINAL:
         return None

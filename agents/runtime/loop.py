@@ -358,7 +358,7 @@ async def finish_run(
     if status is RunStatus.FAILED:
         await emit("run.failed", error=error, **payload)
     elif status is RunStatus.CANCELLED:
-        await emit("run.cancelled", **payload)
+        await emit("run.cancelled", error=error, **payload)
     else:
         await emit("run.completed", error=error, **payload)
     return outcome

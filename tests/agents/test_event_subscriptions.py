@@ -127,3 +127,33 @@ def test_a_stream_reads_the_record_after_its_subscription_was_lost(trio, agent):
 
     event = asyncio.run(scenario())
     assert (event["seq"], event["type"], event["payload"]) == (1, "run.started", {"via": "record"})
+
+
+def test_streams_starting_at_once_on_a_fresh_loop_share_one_connection():
+    names = [f"ap:test:burst:{i}" for i in range(8)]
+
+    async def scenario():
+        hub = subscriptions()
+        queues = await asyncio.wait_for(asyncio.gather(*(hub.follow(name) for name in names)), 10)
+        counts = [await asyncio.to_thread(numsub, name) for name in names]
+        for name, queue in zip(names, queues, strict=True):
+            await hub.leave(name, queue)
+        return counts
+
+    assert asyncio.run(scenario()) == [1] * len(names)
+
+
+def test_a_loop_that_ends_takes_its_subscription_with_it(settings):
+    settings.RUN_EVENTS_LINGER_S = 30  # it would linger, but the loop goes first
+    import gc
+    import weakref
+
+    async def scenario():
+        hub = subscriptions()
+        queue = await hub.follow("ap:test:ending")
+        await hub.leave("ap:test:ending", queue)
+        return weakref.ref(asyncio.get_running_loop()), weakref.ref(hub)
+
+    loop, hub = asyncio.run(scenario())
+    gc.collect()
+    assert loop() is None and hub() is None

@@ -12,6 +12,7 @@ import httpx2
 import openai
 import pytest
 from django.test import AsyncClient
+from django.urls import reverse
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Run, RunEvent
@@ -316,3 +317,27 @@ def test_no_response_body_contains_a_secret(
     for body in bodies:
         for secret in secrets:
             assert secret not in body
+
+
+def test_v1_runs_behind_its_own_middleware_security_headers_no_session_host_checked(
+    trio, agent, asgi_server, keys
+):
+    """/v1 is served by a handler with API_MIDDLEWARE: the security headers and the Host check
+    stay, the pages' session cookie and HTML policy do not come along."""
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    response = httpx2.get(f"{asgi_server}/v1/models", headers=auth, timeout=20)
+    assert response.status_code == 200
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert "referrer-policy" in response.headers
+    assert "set-cookie" not in response.headers
+    assert "content-security-policy" not in response.headers
+    runs_before = Run.objects.count()
+    bad_host = {**auth, "Host": "evil.example"}
+    body = {"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}
+    refused = httpx2.post(
+        f"{asgi_server}/v1/chat/completions", headers=bad_host, json=body, timeout=20
+    )
+    assert refused.status_code == 400
+    assert Run.objects.count() == runs_before  # nothing started
+    page = httpx2.get(f"{asgi_server}{reverse('login')}", timeout=20)  # the pages: unchanged
+    assert page.status_code == 200 and "content-security-policy" in page.headers
