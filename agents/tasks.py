@@ -36,7 +36,8 @@ def _send_to_a_worker(sender, run_id: int, tenant_id: int | None = None, **kwarg
     execute_run_task.delay(run_id, tenant_id)
 
 
-@signals.worker_process_shutdown.connect
+@signals.worker_process_shutdown.connect  # a prefork pool's process
+@signals.worker_shutdown.connect  # a solo worker (its runs live in the worker itself)
 def _hand_over_held_runs(**kwargs) -> None:
     worker_runs.drain(settings.RUN_DRAIN_S)
 

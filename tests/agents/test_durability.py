@@ -17,6 +17,8 @@ survive every kill.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import signal
 import time
@@ -116,13 +118,28 @@ def run_queue(monkeypatch) -> Iterator[str]:
 def fleet(db, run_queue, settings) -> Iterator[WorkerFleet]:
     settings.RUN_LEASE_S = LEASE_S  # the sweeper (called in this process) agrees with workers
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
-    env.update(RUN_LEASE_S=str(LEASE_S), EGRESS_ALLOWLIST="127.0.0.1/32")
+    env.update(RUN_LEASE_S=str(LEASE_S), RUN_DRAIN_S="1", EGRESS_ALLOWLIST="127.0.0.1/32")
     workers = WorkerFleet(queue=run_queue, env=env, concurrency=2)
     try:
         yield workers
     finally:
         workers.stop_all()
         assert workers.leftovers() == []
+
+
+def holding(fleet: WorkerFleet, run_ids: list[int]) -> list:
+    """The fleet's workers whose processes hold the lease of one of `run_ids` (a lease's
+    owner is `host:pid:...`, the pid of the process executing the run)."""
+    owners = Run.objects.filter(pk__in=run_ids, status="running").values_list(
+        "lease_owner", flat=True
+    )
+    pids = {int(owner.split(":")[1]) for owner in owners if owner.count(":") >= 2}
+    found = []
+    for worker in fleet.alive:
+        with contextlib.suppress(ProcessLookupError):
+            if any(os.getpgid(pid) == worker.pid for pid in pids if psutil.pid_exists(pid)):
+                found.append(worker)
+    return found
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
@@ -206,6 +223,30 @@ def test_a_run_killed_between_steps_is_finished_by_another_worker_and_writes_onc
     assert fleet.leftovers() == []
 
 
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_a_worker_stopped_warm_hands_its_runs_over_at_once(
+    trio, trusted_agent, provider_server, orders, fleet, pool
+):
+    """SIGTERM with a run waiting for its model: the worker lets it run RUN_DRAIN_S (1 s
+    here), then releases its lease (claimable now, not once it expires) and asks for it
+    again; the next worker resumes it without repeating the recorded call."""
+    provider_server.text_delay_s = 5  # the second model call outlasts the drain
+    first = fleet.start(pool=pool)
+    run = run_start(tenant=trio.acme, agent=trusted_agent, input="Order a widget.")
+    wait_until(lambda: len(chat_requests(provider_server)) == 2, 15, "the second model call")
+    fleet.stop(first)
+    run.refresh_from_db()
+    assert run.status == "running" and run.lease_owner == ""  # released by the worker
+    provider_server.text_delay_s = 0
+    fleet.start(pool=pool)
+    # (It asked on the default queue; this test's workers take the sweeper's, at once.)
+    assert sweep_stale_runs() == 1
+    wait_until(lambda: Run.objects.get(pk=run.pk).is_terminal, 30, "the run to finish")
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.attempts == 2
+    assert posts_by_run(orders) == {run.pk: 1}  # the recorded call was not made again
+
+
 def test_a_write_interrupted_in_flight_is_not_sent_again_and_the_model_is_told(
     trio, trusted_agent, provider_server, orders, fleet
 ):
@@ -265,7 +306,7 @@ def test_twenty_kills_lose_no_run_and_repeat_no_write(
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     provider_server.tool_call_delay_s = 0.2
-    provider_server.text_delay_s = 0.8  # so that kills land in model calls and in writes
+    provider_server.text_delay_s = 2.0  # so that kills land in model calls and in writes
     orders.route("POST", "/orders", Reply(status=201, json=ORDER_CREATED, delay_s=0.2))
     for _ in range(workers_wanted):
         fleet.start()

@@ -70,13 +70,15 @@ class WorkerFleet:
             self.stop_all()
             raise RuntimeError("the worker fork server did not start; see its stderr")
 
-    def start(self, name: str | None = None) -> Worker:
-        """A new worker; `name` is its node name (`-n`), distinct per worker."""
+    def start(self, name: str | None = None, *, pool: str = "prefork") -> Worker:
+        """A new worker; `name` is its node name (`-n`), distinct per worker; `pool`: prefork
+        (`concurrency` processes) or solo (`manage.py serve`'s runs workers)."""
         self.started += 1
         name = name or f"durability{self.started}-{os.getpid()}@%h"
+        processes = ["--concurrency", str(self.concurrency)] if pool == "prefork" else []
         argv = [
             "worker", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "--pool", "prefork", "--concurrency", str(self.concurrency),
+            "--pool", pool, *processes,
             "-n", name, "-Q", self.queue, "--loglevel", "WARNING",
         ]  # fmt: skip
         self._server.stdin.write(json.dumps(argv) + "\n")
@@ -98,6 +100,14 @@ class WorkerFleet:
         self.killed += 1
         if self._running({worker.pid}, wait_s=10):
             raise RuntimeError(f"worker {worker.name} survived SIGKILL")
+
+    def stop(self, worker: Worker, timeout_s: float = 30) -> None:
+        """SIGTERM (Celery's warm shutdown), and wait until the worker has exited."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGTERM)
+        self.alive.remove(worker)
+        if self._running({worker.pid}, wait_s=timeout_s):
+            raise RuntimeError(f"worker {worker.name} did not stop within {timeout_s} s")
 
     def stop_all(self) -> None:
         for worker in list(self.alive):

@@ -173,16 +173,25 @@ def platform_commands(host: str, port: int, *, with_worker: bool = True) -> dict
         ],
     }  # fmt: skip
     if with_worker:
-        commands["worker"] = [
-            *celery, *quiet, "-n", "runs@%h",
-            "-Q", f"{settings.RUNS_QUEUE},{settings.HOUSEKEEPING_QUEUE}",
-            "--concurrency", os.environ.get("WORKER_CONCURRENCY", "2"),
-            # A run's task only admits it (agents.worker_runs): taking one message at a time
-            # made admission, not the model, the bottleneck (bench/concurrency.py).
-            "--prefetch-multiplier", os.environ.get("RUN_PREFETCH", "64"),
-            # Beat inside the worker: the sweeper that resumes runs of dead workers.
-            "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
-        ]  # fmt: skip
+        # One process per runs worker (solo pool): its task only admits a run to the
+        # process's event loop (agents.worker_runs), so a prefork parent handing each
+        # message to a child over a pipe only added CPU (bench/api.py).
+        for index in range(int(os.environ.get("WORKER_CONCURRENCY", "2"))):
+            name = "worker" if index == 0 else f"worker {index + 1}"
+            commands[name] = [
+                *celery, *quiet, "-n", f"runs{index + 1}@%h",
+                "-Q", f"{settings.RUNS_QUEUE},{settings.HOUSEKEEPING_QUEUE}",
+                "--pool", "solo",
+                # Taking one message at a time made admission, not the model, the
+                # bottleneck (bench/concurrency.py).
+                "--prefetch-multiplier", os.environ.get("RUN_PREFETCH", "64"),
+            ]  # fmt: skip
+        # Beat inside the first: the sweeper that resumes runs of dead workers.
+        commands["worker"] += [
+            "--beat",
+            "--schedule",
+            str(settings.DATA_DIR / "celerybeat-schedule"),
+        ]
         commands["batch worker"] = [
             *celery, *quiet, "-n", "batch@%h", "-Q", settings.BATCH_QUEUE,
             "--concurrency", os.environ.get("BATCH_WORKER_CONCURRENCY", "1"),
