@@ -14,7 +14,7 @@ statement is built once per process from the models' fields, so it follows the m
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, models
@@ -71,15 +71,22 @@ def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
 def _instance(model: type[models.Model], raw: list[Any]) -> Any:
     """The row's columns of `model` as an instance (None for a missing join), each value
     converted as the ORM would (encrypted text, JSON)."""
-    fields = model._meta.concrete_fields
     if raw[0] is None:  # (the first column is the primary key)
         return None
+    attnames, converters = _columns(model)
     converted: list[Any] = []
-    for field, value in zip(fields, raw, strict=True):
-        for converter in field.get_db_converters(connection):
+    for field_converters, value in zip(converters, raw, strict=True):
+        for converter in field_converters:
             value = converter(value, None, connection)
         converted.append(value)
-    return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in fields], converted)
+    return model.from_db(DEFAULT_DB_ALIAS, attnames, converted)
+
+
+@cache
+def _columns(model: type[models.Model]) -> tuple[list[str], list[list[Any]]]:
+    """The model's attribute names and each field's converters, in column order."""
+    fields = model._meta.concrete_fields
+    return [f.attname for f in fields], [f.get_db_converters(connection) for f in fields]
 
 
 @lru_cache(maxsize=1)

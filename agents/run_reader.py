@@ -74,7 +74,8 @@ async def iter_run_events(
         quiet_since = checked_at = time.monotonic()
         while True:
             try:
-                data = await asyncio.wait_for(queue.get(), 1.0)
+                async with asyncio.timeout(1.0):  # (no task per event, as wait_for makes)
+                    data = await queue.get()
             except TimeoutError:
                 now = time.monotonic()
                 if heartbeat_s is not None and now - quiet_since >= heartbeat_s:

@@ -92,11 +92,14 @@ def serve(conn: Connection) -> None:
 
 
 class RemoteServer:
-    def __init__(self) -> None:
+    """A fake provider in its own process, started by `target` (a module-level function
+    taking the pipe: it sends its URL, then answers commands; ("stop",) ends it)."""
+
+    def __init__(self, target: Any = None) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(
-            target=serve, args=(child_conn,), name="provider-server", daemon=True
+            target=target or serve, args=(child_conn,), name="provider-server", daemon=True
         )
         self._process.start()
         if not self._conn.poll(60):

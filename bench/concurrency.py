@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import multiprocessing
 import os
 import platform
 import re
@@ -43,7 +42,7 @@ import httpx2  # noqa: E402
 import openai  # noqa: E402
 import psutil  # noqa: E402
 
-from bench.api import REPLY_TEXT, Chat, pct, stream_chat  # noqa: E402  (the same client)
+from bench.api import REPLY_TEXT, Chat, RemoteServer, pct, stream_chat  # noqa: E402  (the same client)
 from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
 
 LATENCY_S = float(os.environ.get("BENCH_LATENCY_S", "2.0"))  # (the spawned model reads it too)
@@ -76,26 +75,14 @@ def serve(conn: Connection) -> None:
         server.close()
 
 
-class FakeModel:
+class FakeModel(RemoteServer):
+    """The fake model (`serve` above) in its own process."""
+
     def __init__(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=serve, args=(child,), daemon=True)
-        self._process.start()
-        if not self._conn.poll(60):
-            raise RuntimeError("the fake model did not start")
-        self.url: str = self._conn.recv()
+        super().__init__(serve)
 
     def take_max(self) -> int:
-        self._conn.send(("take_max",))
-        return self._conn.recv()
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._conn.send(("stop",))
-        self._process.join(10)
-        if self._process.is_alive():
-            self._process.terminate()
+        return self.ask("take_max")
 
 
 def create_fixture(model_url: str) -> str:
