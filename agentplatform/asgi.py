@@ -24,7 +24,10 @@ from django.conf import settings  # noqa: E402
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
+from agents.worker_runs import handing_over_at_shutdown  # noqa: E402
 
 application = checked_at_startup(
-    with_mcp(with_api(StreamingASGIHandler(), StreamingASGIHandler(settings.API_MIDDLEWARE)))
+    handing_over_at_shutdown(
+        with_mcp(with_api(StreamingASGIHandler(), StreamingASGIHandler(settings.API_MIDDLEWARE)))
+    )
 )

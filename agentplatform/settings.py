@@ -264,7 +264,11 @@ RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resume
 # Runs one worker process executes at once on its event loop (agents/worker_runs.py): a run
 # waiting for a model costs a coroutine and its state, not a process.
 RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
-# Threads (each with one pooled database connection) that a worker process's runs share for
+# A /v1 chat or MCP ask_* that starts a run and follows it has its web process execute the run
+# while that process follows at most this many runs (agents.worker_runs.execute_nearby);
+# otherwise, and with 0, a worker does.
+RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 4, minimum=0)
+# Threads (each with one pooled database connection) that a process's runs share for
 # their statements; keep it below DB_POOL_MAX_SIZE.
 RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 6, minimum=1)
 # On a warm shutdown, how long a worker lets its runs finish before handing them over.

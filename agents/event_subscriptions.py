@@ -83,6 +83,10 @@ class _Subscriptions:
                 self.reader.cancel()  # it closes its connection; the next stream opens one
                 self._detach()
 
+    def following(self) -> int:
+        """How many streams follow runs on this loop now."""
+        return sum(len(queues) for queues in self.followers.values())
+
     def _open(self) -> None:
         self.empty_since = None
         if self.pubsub is None:

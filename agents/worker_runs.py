@@ -18,11 +18,20 @@ one slow statement holds up only its lane (one shared thread made 100 runs wait 
 their claims in bench/concurrency.py). On a warm shutdown the runs get RUN_DRAIN_S to
 finish; the others are handed over at once (lease expired, queued again) instead of
 waiting for their leases to run out.
+
+A web process holds runs the same way (`execute_nearby`): a `/v1` chat or an MCP `ask_*`
+that starts a run and follows its stream executes it on the request's own event loop, up
+to RUN_NEARBY_CONCURRENCY at once, with the same claim, lease and record; past that, or
+while the process stops, a worker is asked. Only the queue hop is saved (Celery's message,
+the worker's admission: a quarter of what the platform added to the first token in
+bench/api.py); a web process that dies leaves its runs to the sweeper like a worker, and
+one that stops hands them over (`handing_over_at_shutdown`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import socket
@@ -35,7 +44,9 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from agents.event_subscriptions import subscriptions
 from agents.execution import execute_run_async, hand_over
+from agents.signals import request_execution
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +54,8 @@ _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
 _slots: threading.BoundedSemaphore | None = None
 _held: dict[str, asyncio.Task] = {}  # lease owner -> the task executing that run
+_nearby: dict[str, asyncio.Task] = {}  # the same, for runs held on a web process's loop
+_stopping = False  # a web process handing its runs over: new ones go to a worker
 _lanes: list[ThreadPoolExecutor] = []
 _lane_runs: list[int] = []  # runs on each lane now
 
@@ -53,13 +66,22 @@ def _running_loop() -> asyncio.AbstractEventLoop:
         if _loop is None or _loop.is_closed():
             _loop = asyncio.new_event_loop()
             _slots = threading.BoundedSemaphore(settings.RUN_CONCURRENCY)
-            _lanes[:] = [
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"run-db-{i}")
-                for i in range(settings.RUN_DB_THREADS)
-            ]
-            _lane_runs[:] = [0] * len(_lanes)
+            _open_lanes()
             threading.Thread(target=_loop.run_forever, name="run-loop", daemon=True).start()
         return _loop
+
+
+def _open_lanes() -> None:
+    if not _lanes:
+        _lanes[:] = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"run-db-{i}")
+            for i in range(settings.RUN_DB_THREADS)
+        ]
+        _lane_runs[:] = [0] * len(_lanes)
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 def admit(run_id: int, tenant_id: int | None = None) -> str:
@@ -68,7 +90,7 @@ def admit(run_id: int, tenant_id: int | None = None) -> str:
     loop = _running_loop()
     assert _slots is not None
     _slots.acquire()
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    owner = _owner()
     try:
         loop.call_soon_threadsafe(_start, run_id, tenant_id, owner)
     except BaseException:
@@ -84,7 +106,69 @@ def _start(run_id: int, tenant_id: int | None, owner: str) -> None:
     _held[owner] = task
 
 
-async def _hold(run_id: int, tenant_id: int | None, owner: str) -> None:
+def execute_nearby(run_id: int, tenant_id: int | None) -> None:
+    """Execute the queued run here, on the running event loop (a web request that follows
+    the run it started), while this loop follows at most RUN_NEARBY_CONCURRENCY runs; else
+    ask a worker. The run outlives the request: a client that goes away does not stop it.
+
+    Why only then: a busy web process is the platform's narrowest part (it parses, checks
+    and relays every chat), so under load the workers' CPU is the better place for a run
+    (bench/api.py: with 100 chats at once, running even 4 at a time here raised their
+    p99 by a fifth); a quiet one saves the queue hop (7 ms of the first token)."""
+    cap = settings.RUN_NEARBY_CONCURRENCY
+    if _stopping or len(_nearby) >= cap or subscriptions().following() > cap:
+        request_execution(run_id, tenant_id)
+        return
+    with _lock:
+        _open_lanes()
+    owner = _owner()
+    # A context of its own: nothing of the request's (its scope, its thread) follows the run.
+    task = asyncio.get_running_loop().create_task(
+        _hold(run_id, tenant_id, owner, worker=False),
+        name=f"run-{run_id}",
+        context=contextvars.Context(),
+    )
+    _nearby[owner] = task
+    task.add_done_callback(lambda _: _nearby.pop(owner, None))
+
+
+def handing_over_at_shutdown(app):
+    """ASGI `app` whose lifespan shutdown first hands the runs held on this process's loop
+    over to the workers (lease expired, queued again). The server has already waited for
+    its open streams (uvicorn's --timeout-graceful-shutdown)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def receiving():
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                await hand_over_nearby()
+            return message
+
+        await app(scope, receiving, send)
+
+    return wrapped
+
+
+async def hand_over_nearby() -> int:
+    """Stop the runs held on this loop and hand them over; how many there were."""
+    global _stopping
+    _stopping = True
+    owners = list(_nearby)
+    tasks = [_nearby[owner] for owner in owners]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if owners:
+        await asyncio.to_thread(hand_over, owners)
+        logger.info("handed %d runs over at shutdown", len(owners))
+    return len(owners)
+
+
+async def _hold(run_id: int, tenant_id: int | None, owner: str, *, worker: bool = True) -> None:
     lane = min(range(len(_lanes)), key=_lane_runs.__getitem__)
     _lane_runs[lane] += 1
     try:
@@ -98,9 +182,10 @@ async def _hold(run_id: int, tenant_id: int | None, owner: str) -> None:
         logger.exception("run %s could not be executed; the sweeper will ask again", run_id)
     finally:
         _lane_runs[lane] -= 1
-        _held.pop(owner, None)
-        assert _slots is not None
-        _slots.release()
+        if worker:  # (a nearby run leaves _nearby when its task is done)
+            _held.pop(owner, None)
+            assert _slots is not None
+            _slots.release()
 
 
 def drain(grace_s: float) -> int:

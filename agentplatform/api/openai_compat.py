@@ -4,8 +4,9 @@ Mounted at `/v1/`: `GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/chat/compl
 The API key is the tenant API key as a Bearer token (`read` to list models, `run` to chat).
 A model id is an active agent's slug, or else an active crew's.
 
-Each chat completion starts ONE fresh run, executed by a worker like any other run, and
-follows it through `agents.run_reader.follow_run`. Its input is the last user message;
+Each chat completion starts ONE fresh run and follows it through
+`agents.run_reader.follow_run`; a quiet web process executes it itself, a busy one asks a
+worker (`agents.worker_runs.execute_nearby`). Its input is the last user message;
 earlier messages (system, user, assistant) are folded in front of it as a short transcript,
 oldest turns dropped first when it would exceed the run input limit. The agent's own
 instructions and tools apply; client-side `tools` and sampling options are ignored (tools
@@ -46,7 +47,7 @@ from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import MAX_INPUT_CHARS, run_start
-from agents.signals import request_execution
+from agents.worker_runs import execute_nearby
 
 logger = logging.getLogger(__name__)
 
@@ -365,7 +366,7 @@ def _start(client: ApiClient, chat: ChatRequest) -> Run:
 
 
 def _execute(run: Run):
-    return lambda: request_execution(run.pk, run.tenant_id)
+    return lambda: execute_nearby(run.pk, run.tenant_id)
 
 
 # -- chat completions: answering -----------------------------------------------------------

@@ -40,6 +40,7 @@ from agents.services import (
     run_start,
 )
 from agents.tool_runs import ToolRunOutcome, atool_run, decide_at
+from agents.worker_runs import execute_nearby
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 
@@ -217,7 +218,7 @@ async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResu
         return error_result(str(exc))
     streamed: list[str] = []
     ending: Ending | None = None
-    async for piece in follow_run(run):
+    async for piece in follow_run(run, execute=lambda: execute_nearby(run.pk, run.tenant_id)):
         if isinstance(piece, Ending):
             ending = piece
         elif isinstance(piece, str):
@@ -245,6 +246,7 @@ def _start_ask(key: ApiKey, slug: str, message: str, conversation_id: int | None
             input=message,
             conversation=conversation,
             initiated_by=key,
+            enqueue=False,  # executed once its answer's stream listens (follow_run)
             **{field: target},
         )
 
