@@ -11,6 +11,15 @@ record). `leave` unsubscribes the channel once its last stream is gone. The read
 the connection RUN_EVENTS_LINGER_S after the loop's last stream ended (a quiet web process
 holds no connection; the next chat of a single user does not pay for a new one), and when
 its loop shuts down.
+
+Early delivery: the stream of a request that has its own process execute the run it
+follows (agents.worker_runs.execute_nearby) asks `follow(..., early=True)` and gets each
+event as the run's writer makes it (`deliver_early`), before it is stored and published:
+that is most of the way to the first token. Only such a stream may see an event before it
+is stored, since it cannot resume from a Last-Event-ID (it lives and dies with the process
+that executes the run). Terminal events still come stored, through Redis; if an attempt
+ends unfinished, `rewind` tells the stream the last stored event, so it reads the record
+from there (the next attempt continues from it).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import contextlib
 import logging
 import time
 import weakref
+from dataclasses import dataclass
 
 import redis.asyncio
 from django.conf import settings
@@ -27,6 +37,15 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 LOST = b"lost"  # put in every queue when messages may have been missed
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """In an early follower's queue: events after `seq` it was given were not stored."""
+
+    seq: int
+
+
 CONFIRM_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 1.0
 RETRY_S = 0.5
@@ -35,6 +54,7 @@ RETRY_S = 0.5
 class _Subscriptions:
     def __init__(self) -> None:
         self.followers: dict[bytes, set[asyncio.Queue]] = {}
+        self.early: dict[bytes, set[asyncio.Queue]] = {}  # also given events as they are made
         self.unconfirmed: dict[bytes, list[asyncio.Future]] = {}
         self.replies_due: dict[bytes, int] = {}  # SUBSCRIBEs sent, not yet answered
         self.commands = asyncio.Lock()  # one connect, one command at a time (redis-py has none)
@@ -43,10 +63,13 @@ class _Subscriptions:
         self.reader: asyncio.Task | None = None
         self.empty_since: float | None = None
 
-    async def follow(self, name: str) -> asyncio.Queue:
-        """A queue of the channel's messages, once Redis confirmed the subscription."""
+    async def follow(self, name: str, *, early: bool = False) -> asyncio.Queue:
+        """A queue of the channel's messages, once Redis confirmed the subscription; with
+        `early`, also of the events a writer on this loop makes (see the module's doc)."""
         channel = name.encode()
         queue: asyncio.Queue = asyncio.Queue()
+        if early:
+            self.early.setdefault(channel, set()).add(queue)
         self._open()
         followers = self.followers.setdefault(channel, set())
         followers.add(queue)
@@ -69,6 +92,11 @@ class _Subscriptions:
 
     async def leave(self, name: str, queue: asyncio.Queue) -> None:
         channel = name.encode()
+        early = self.early.get(channel)
+        if early is not None:
+            early.discard(queue)
+            if not early:
+                del self.early[channel]
         followers = self.followers.get(channel)
         if followers is not None:
             followers.discard(queue)
@@ -169,6 +197,23 @@ class _Subscriptions:
 _per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Subscriptions] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def deliver_early(channel: bytes, data: str) -> None:
+    """An event (a message as published) to the early followers of `channel` on this loop."""
+    hub = _per_loop.get(asyncio.get_running_loop())
+    if hub is not None:
+        for queue in hub.early.get(channel, ()):
+            queue.put_nowait(data)
+
+
+def rewind(channel: bytes, seq: int) -> None:
+    """Tell the early followers of `channel` on this loop that only events up to `seq` are
+    stored."""
+    hub = _per_loop.get(asyncio.get_running_loop())
+    if hub is not None:
+        for queue in hub.early.get(channel, ()):
+            queue.put_nowait(Rewind(seq))
 
 
 def subscriptions() -> _Subscriptions:

@@ -153,6 +153,16 @@ async def _execute_run(run_id: int, owner: str) -> str:
     if run is None:
         return "not claimable"
     writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())
+    outcome = "lease lost"
+    try:
+        outcome = await _execute_claimed(run, owner, writer)
+    finally:
+        if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
+            writer.abandon()
+    return outcome
+
+
+async def _execute_claimed(run: Run, owner: str, writer: RunWriter) -> str:
     sink = RunEventSink(writer)
     heartbeat = asyncio.create_task(_renew_lease(run.pk, owner, asyncio.current_task()))
     try:

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from agentplatform.stream_reads import stream_read
-from agents.event_subscriptions import LOST, subscriptions
+from agents.event_subscriptions import LOST, Rewind, subscriptions
 from agents.events import TERMINAL_EVENTS, channel
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
 from agents.runtime.spec import TERMINAL, RunStatus
@@ -53,9 +53,12 @@ async def iter_run_events(
 
     `execute` sends a run that was started without being sent to a worker (`run_start(...,
     enqueue=False)`) once the stream listens: nothing can be stored before, so there is
-    nothing to replay (two queries fewer before the first token)."""
+    nothing to replay (two queries fewer before the first token). Such a stream is its
+    run's own, so it also takes events early, as they are made in this process
+    (agents.event_subscriptions)."""
     hub, name = subscriptions(), channel(run)
-    queue = await hub.follow(name)  # before replay: nothing falls in between
+    # Before replay: nothing falls in between.
+    queue = await hub.follow(name, early=execute is not None)
     try:
         last = after_seq
         if execute is not None:
@@ -89,7 +92,11 @@ async def iter_run_events(
                         yield event
                     return
                 continue
-            if data is LOST:  # the subscription was made again: read what was missed
+            if data is LOST or isinstance(data, Rewind):
+                # The subscription was made again (messages may have been missed), or events
+                # given early were not stored (the next attempt continues from the record).
+                if isinstance(data, Rewind):
+                    last = min(last, data.seq)
                 for event in await stream_read(_stored_after)(run.pk, last):
                     last = event["seq"]
                     yield event

@@ -51,7 +51,8 @@ from django.db.models import JSONField
 from django.db.models.fields import NOT_PROVIDED
 from psycopg import sql
 
-from agents.events import channel, publisher
+from agents.event_subscriptions import deliver_early, rewind
+from agents.events import TERMINAL_EVENTS, channel, publisher
 from agents.models import Approval, Run, RunEvent
 from agents.runtime.spec import RunOutcome, RunStatus
 from tools.runtime.context import NoSecrets, SecretAccessor
@@ -158,7 +159,8 @@ class Batch:
 class RunWriter:
     def __init__(self, run: Run, owner: str, *, next_seq: int, lease_s: float) -> None:
         self.run, self.owner, self.lease_s = run, owner, lease_s
-        self.seq = next_seq - 1
+        self.seq = self.stored_seq = next_seq - 1
+        self._channel = channel(run).encode()
         self._pending = Batch()
         self._lock = asyncio.Lock()  # one write at a time, in emission order
         self._scheduled = False  # a write task is queued (it takes everything pending)
@@ -194,7 +196,10 @@ class RunWriter:
         self.seq += 1
         payload = self.redact(payload)
         event = StoredEvent(self.seq, type, payload)
-        self._pending.events.append((event, storable_json(payload)))
+        encoded = storable_json(payload)
+        self._pending.events.append((event, encoded))
+        if type not in TERMINAL_EVENTS:  # (those go out stored: they end a stream)
+            deliver_early(self._channel, _published([(event, encoded)]))
         if type in IMMEDIATE:
             self._write_now()
         elif self._timer is None and not self._scheduled:
@@ -253,7 +258,15 @@ class RunWriter:
 
     def _write(self, batch: Batch) -> None:
         write_batch(self.run, self.owner, batch, renew_lease_s=self.lease_s)
+        if batch.events:
+            self.stored_seq = batch.events[-1][0].seq
         publish(self.run, batch)
+
+    def abandon(self) -> None:
+        """This attempt ends without its outcome recorded: early followers forget the events
+        they were given that are not stored (the next attempt makes its own)."""
+        if self.seq > self.stored_seq:
+            rewind(self._channel, self.stored_seq)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
