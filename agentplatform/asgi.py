@@ -28,6 +28,11 @@ from agents.worker_runs import handing_over_at_shutdown  # noqa: E402
 
 application = checked_at_startup(
     handing_over_at_shutdown(
-        with_mcp(with_api(StreamingASGIHandler(), StreamingASGIHandler(settings.API_MIDDLEWARE)))
+        with_mcp(
+            with_api(
+                StreamingASGIHandler(),
+                StreamingASGIHandler(settings.API_MIDDLEWARE, views_release_connections=True),
+            )
+        )
     )
 )

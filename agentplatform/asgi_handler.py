@@ -24,9 +24,15 @@ from django.middleware.security import SecurityMiddleware
 
 
 class StreamingASGIHandler(ASGIHandler):
-    def __init__(self, middleware: list[str] | None = None) -> None:
-        """`middleware`: this handler's list instead of settings.MIDDLEWARE."""
+    def __init__(
+        self, middleware: list[str] | None = None, *, views_release_connections: bool = False
+    ) -> None:
+        """`middleware`: this handler's list instead of settings.MIDDLEWARE.
+        `views_release_connections`: its views make every database step through
+        stream_reads.brief, which gives the connection back at once (`/v1`), so no thread
+        switch releases it afterwards (half a millisecond of a chat's first token)."""
         self.middleware = middleware
+        self.releases_connections = not views_release_connections
         super().__init__()
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -52,7 +58,8 @@ class StreamingASGIHandler(ASGIHandler):
             finally:
                 # The request's thread ends with this context: give its connection back
                 # (request_finished, which would, runs later, on another thread).
-                await sync_to_async(close_old_connections)()
+                if self.releases_connections:
+                    await sync_to_async(close_old_connections)()
 
 
 class AsyncSecurityMiddleware(SecurityMiddleware):

@@ -265,7 +265,7 @@ RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resume
 # waiting for a model costs a coroutine and its state, not a process.
 RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
 # A /v1 chat or MCP ask_* that starts a run and follows it has its web process execute the run
-# while that process follows at most this many runs (agents.worker_runs.execute_nearby);
+# while that process follows at most this many runs (agents.worker_runs.Nearby);
 # otherwise, and with 0, a worker does.
 RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 4, minimum=0)
 # Threads (each with one pooled database connection) that a process's runs share for

@@ -13,7 +13,7 @@ holds no connection; the next chat of a single user does not pay for a new one),
 its loop shuts down.
 
 Early delivery: the stream of a request that has its own process execute the run it
-follows (agents.worker_runs.execute_nearby) asks `follow(..., early=True)` and gets each
+follows (agents.worker_runs.Nearby) asks `follow(..., early=True)` and gets each
 event as the run's writer makes it (`deliver_early`), before it is stored and published:
 that is most of the way to the first token. Only such a stream may see an event before it
 is stored, since it cannot resume from a Last-Event-ID (it lives and dies with the process

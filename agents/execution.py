@@ -113,22 +113,27 @@ def execute_run(run_id: int) -> str:
 
 
 async def execute_run_async(
-    run_id: int, *, owner: str | None = None, tenant_id: int | None = None
+    run_id: int,
+    *,
+    owner: str | None = None,
+    tenant_id: int | None = None,
+    claimed: Run | None = None,
 ) -> str:
     """As execute_run, inside an event loop (crews run their members this way; a worker
     holds many at once, agents.worker_runs). In the tenant of the caller's scope (a
     request's, a crew's: another tenant's run is not claimable there); a worker has none
     and is told the run's tenant (in the task), or looks it up (one query). `owner` names
-    the lease holder."""
+    the lease holder; `claimed`: the run, inserted already under that lease
+    (`run_start(claimed_by=)`), so not claimed again."""
     owner = owner or uuid.uuid4().hex
     if rls.current().tenant_ids:
-        return await _execute_run(run_id, owner)
+        return await _execute_run(run_id, owner, claimed)
     if tenant_id is None:
         tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
     if tenant_id is None:
         return "not claimable"
     with rls.tenant_scope(tenant_id):
-        return await _execute_run(run_id, owner)
+        return await _execute_run(run_id, owner, claimed)
 
 
 def hand_over(owners: list[str]) -> list[int]:
@@ -148,8 +153,8 @@ def hand_over(owners: list[str]) -> list[int]:
     return released
 
 
-async def _execute_run(run_id: int, owner: str) -> str:
-    run = await sync_to_async(claim)(run_id, owner)
+async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> str:
+    run = claimed or await sync_to_async(claim)(run_id, owner)
     if run is None:
         return "not claimable"
     writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())

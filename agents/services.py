@@ -5,8 +5,10 @@ Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from contextlib import nullcontext
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,6 +16,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.http import Http404
 from django.utils import timezone
 from guardian.models import UserObjectPermission
@@ -31,7 +36,7 @@ from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.events import publisher
-from agents.execution import cancel_key, execute_run
+from agents.execution import cancel_key, execute_run, lease_seconds
 from agents.models import (
     Agent,
     Approval,
@@ -45,6 +50,7 @@ from agents.models import (
 )
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.signals import request_execution
+from tools.loader import invalidate_now_and_after_commit, per_version
 
 Initiator = AbstractBaseUser | ApiKey | None
 MAX_INPUT_CHARS = 100_000
@@ -76,6 +82,33 @@ def crew_get(*, tenant: Tenant, slug: str) -> Crew:
     return get_for_tenant(Crew, tenant, slug=slug, active=True)
 
 
+def model_target(*, tenant: Tenant, slug: str) -> Agent | Crew:
+    """What a model name means to the OpenAI-compatible face and MCP's `ask_*`: the active
+    agent `slug`, else the active crew `slug`; Http404 if neither. A copy of what this
+    process remembers per tenant configuration version (any agent, crew or connection
+    change moves it): the lookup was 3 ms of a chat's first token (bench/api.py)."""
+
+    found = per_version(_targets, tenant.pk, dict)
+    target = found.get(slug)
+    if target is None:  # (misses are not kept: any name may be asked for)
+        agents = Agent.objects.filter(tenant=tenant, slug=slug, active=True)
+        target = agents.select_related("provider_connection").first()
+        target = target or Crew.objects.filter(tenant=tenant, slug=slug, active=True).first()
+        if target is None:
+            raise Http404(f"No active agent or crew {slug!r}.")
+        found[slug] = target
+    return copy.copy(target)  # (its own state: a caller may cache relations on it)
+
+
+_targets: dict[int, tuple[str, dict[str, Agent | Crew]]] = {}
+
+
+@receiver([post_save, post_delete], sender=Agent)
+@receiver([post_save, post_delete], sender=Crew)
+def _target_changed(sender, instance: Agent | Crew, **kwargs) -> None:
+    invalidate_now_and_after_commit(instance.tenant_id)
+
+
 def _int(value: Any) -> int:
     try:
         return int(value)
@@ -95,6 +128,7 @@ def run_start(
     idempotency_key: str | None = None,
     enqueue: bool = True,
     add_message: bool = True,
+    claimed_by: str | None = None,
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
@@ -105,6 +139,10 @@ def run_start(
     there). A conversation takes one turn at a time: while its previous answer is
     unfinished, ConversationBusy; of concurrent turns, one wins (the conversation's row is
     locked for the insert).
+
+    `claimed_by`: the run is executed at once by its caller's process
+    (agents.worker_runs.Nearby), so it is inserted running, under that lease owner's lease,
+    and not sent to a worker (a replayed idempotency key returns the earlier run as it is).
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -157,6 +195,7 @@ def run_start(
                 correlation_id=uuid.uuid4().hex,
                 queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
+                **(_claimed(claimed_by) if claimed_by else {}),
             )
             if conversation is not None and add_message:
                 Message.objects.create(
@@ -167,12 +206,24 @@ def run_start(
                 conversation.save(update_fields=["title", "updated_at"])
             if api_key is not None:
                 audit.record_run_started(run, api_key)
-            if enqueue:
+            if enqueue and not claimed_by:
                 transaction.on_commit(lambda: request_execution(run.pk, tenant.pk))
     except IntegrityError:  # the same idempotency key, concurrently
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
         return _replayed(existing, initiated_by)
     return run
+
+
+def _claimed(owner: str) -> dict[str, Any]:
+    """A new run's fields as agents.run_claim's claim leaves them (its lease by the
+    database's clock)."""
+    return {
+        "status": RunStatus.RUNNING,
+        "lease_owner": owner,
+        "lease_expires_at": Now() + timedelta(seconds=lease_seconds()),
+        "attempts": 1,
+        "started_at": timezone.now(),
+    }
 
 
 class IdempotencyKeyReused(ValidationError):

@@ -19,7 +19,7 @@ their claims in bench/concurrency.py). On a warm shutdown the runs get RUN_DRAIN
 finish; the others are handed over at once (lease expired, queued again) instead of
 waiting for their leases to run out.
 
-A web process holds runs the same way (`execute_nearby`): a `/v1` chat or an MCP `ask_*`
+A web process holds runs the same way (`Nearby`): a `/v1` chat or an MCP `ask_*`
 that starts a run and follows its stream executes it on the request's own event loop, up
 to RUN_NEARBY_CONCURRENCY at once, with the same claim, lease and record; past that, or
 while the process stops, a worker is asked. Only the queue hop is saved (Celery's message,
@@ -46,6 +46,8 @@ from django.db import close_old_connections
 
 from agents.event_subscriptions import subscriptions
 from agents.execution import execute_run_async, hand_over
+from agents.models import Run
+from agents.runtime.spec import RunStatus
 from agents.signals import request_execution
 
 logger = logging.getLogger(__name__)
@@ -54,7 +56,9 @@ _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
 _slots: threading.BoundedSemaphore | None = None
 _held: dict[str, asyncio.Task] = {}  # lease owner -> the task executing that run
-_nearby: dict[str, asyncio.Task] = {}  # the same, for runs held on a web process's loop
+# The same for a web process's loop: reserved (since when, monotonic) or executing.
+_nearby: dict[str, asyncio.Task | float] = {}
+RESERVATION_S = 10.0
 _stopping = False  # a web process handing its runs over: new ones go to a worker
 _lanes: list[ThreadPoolExecutor] = []
 _lane_runs: list[int] = []  # runs on each lane now
@@ -106,30 +110,63 @@ def _start(run_id: int, tenant_id: int | None, owner: str) -> None:
     _held[owner] = task
 
 
-def execute_nearby(run_id: int, tenant_id: int | None) -> None:
-    """Execute the queued run here, on the running event loop (a web request that follows
-    the run it started), while this loop follows at most RUN_NEARBY_CONCURRENCY runs; else
-    ask a worker. The run outlives the request: a client that goes away does not stop it.
+class Nearby:
+    """A run its web request has this process execute (the request follows it: a `/v1`
+    chat, an MCP `ask_*`). Reserved before the run is started, so `run_start(claimed_by=
+    nearby.owner)` inserts it already claimed under that lease (no claim statement before
+    the first token); `start(run)` once its stream listens. `owner` is None when there is
+    no room here: `start` then asks a worker.
 
-    Why only then: a busy web process is the platform's narrowest part (it parses, checks
-    and relays every chat), so under load the workers' CPU is the better place for a run
-    (bench/api.py: with 100 chats at once, running even 4 at a time here raised their
-    p99 by a fifth); a quiet one saves the queue hop (7 ms of the first token)."""
-    cap = settings.RUN_NEARBY_CONCURRENCY
-    if _stopping or len(_nearby) >= cap or subscriptions().following() > cap:
-        request_execution(run_id, tenant_id)
-        return
-    with _lock:
-        _open_lanes()
-    owner = _owner()
-    # A context of its own: nothing of the request's (its scope, its thread) follows the run.
-    task = asyncio.get_running_loop().create_task(
-        _hold(run_id, tenant_id, owner, worker=False),
-        name=f"run-{run_id}",
-        context=contextvars.Context(),
-    )
-    _nearby[owner] = task
-    task.add_done_callback(lambda _: _nearby.pop(owner, None))
+    Room: this loop executes and follows at most RUN_NEARBY_CONCURRENCY runs. A busy web
+    process is the platform's narrowest part (it parses, checks and relays every chat), so
+    under load the workers' CPU is the better place for a run; a quiet one saves the queue
+    hop and the claim (bench/api.py: 10 ms of the first token at one user). A reservation
+    whose request went away before starting its run lapses after RESERVATION_S; the run,
+    claimed but not executing, is then the sweeper's once its lease expires."""
+
+    def __init__(self, owner: str | None) -> None:
+        self.owner = owner
+
+    @classmethod
+    def reserve(cls) -> Nearby:
+        cap, now = settings.RUN_NEARBY_CONCURRENCY, time.monotonic()
+        for owner, held in list(_nearby.items()):
+            if isinstance(held, float) and now - held > RESERVATION_S:
+                del _nearby[owner]
+        if _stopping or len(_nearby) >= cap or subscriptions().following() >= cap:
+            return cls(None)
+        owner = _owner()
+        _nearby[owner] = now
+        return cls(owner)
+
+    def start(self, run: Run) -> None:
+        """Execute the run here if it was started under this reservation, else have it
+        executed elsewhere. The run outlives the request: a client that goes away does
+        not stop it."""
+        owner, self.owner = self.owner, None
+        if owner is None or run.lease_owner != owner:
+            if owner is not None:
+                _nearby.pop(owner, None)
+            if run.status == RunStatus.QUEUED:  # (not a replay of a run under way)
+                request_execution(run.pk, run.tenant_id)
+            return
+        with _lock:
+            _open_lanes()
+        run.stored_seq = 0  # a new run: nothing stored yet
+        # A context of its own: nothing of the request's (its scope, its thread) follows it.
+        task = asyncio.get_running_loop().create_task(
+            _hold(run.pk, run.tenant_id, owner, worker=False, claimed=run),
+            name=f"run-{run.pk}",
+            context=contextvars.Context(),
+        )
+        _nearby[owner] = task
+        task.add_done_callback(lambda _: _nearby.pop(owner, None))
+
+    def release(self) -> None:
+        """The run was not started (the request was refused): give the room back."""
+        if self.owner is not None:
+            _nearby.pop(self.owner, None)
+            self.owner = None
 
 
 def handing_over_at_shutdown(app):
@@ -154,11 +191,12 @@ def handing_over_at_shutdown(app):
 
 
 async def hand_over_nearby() -> int:
-    """Stop the runs held on this loop and hand them over; how many there were."""
+    """Stop the runs held on this loop and hand them over (those reserved but not started
+    too); how many there were."""
     global _stopping
     _stopping = True
     owners = list(_nearby)
-    tasks = [_nearby[owner] for owner in owners]
+    tasks = [task for task in _nearby.values() if isinstance(task, asyncio.Task)]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -168,13 +206,23 @@ async def hand_over_nearby() -> int:
     return len(owners)
 
 
-async def _hold(run_id: int, tenant_id: int | None, owner: str, *, worker: bool = True) -> None:
+async def _hold(
+    run_id: int,
+    tenant_id: int | None,
+    owner: str,
+    *,
+    worker: bool = True,
+    claimed: Run | None = None,
+) -> None:
     lane = min(range(len(_lanes)), key=_lane_runs.__getitem__)
     _lane_runs[lane] += 1
     try:
         async with ThreadSensitiveContext(executor=_lanes[lane]):
-            await sync_to_async(close_old_connections)()  # as a request would: drop a dead one
-            outcome = await execute_run_async(run_id, owner=owner, tenant_id=tenant_id)
+            if claimed is None:  # (a run just started has just used a live connection)
+                await sync_to_async(close_old_connections)()  # as a request would
+            outcome = await execute_run_async(
+                run_id, owner=owner, tenant_id=tenant_id, claimed=claimed
+            )
         logger.info("run %s: %s", run_id, outcome)
     except asyncio.CancelledError:
         pass  # handed over at shutdown

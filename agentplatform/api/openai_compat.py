@@ -6,7 +6,7 @@ A model id is an active agent's slug, or else an active crew's.
 
 Each chat completion starts ONE fresh run and follows it through
 `agents.run_reader.follow_run`; a quiet web process executes it itself, a busy one asks a
-worker (`agents.worker_runs.execute_nearby`). Its input is the last user message;
+worker (`agents.worker_runs.Nearby`). Its input is the last user message;
 earlier messages (system, user, assistant) are folded in front of it as a short transcript,
 oldest turns dropped first when it would exceed the run input limit. The agent's own
 instructions and tools apply; client-side `tools` and sampling options are ignored (tools
@@ -46,8 +46,8 @@ from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
-from agents.services import MAX_INPUT_CHARS, run_start
-from agents.worker_runs import execute_nearby
+from agents.services import MAX_INPUT_CHARS, model_target, run_start
+from agents.worker_runs import Nearby
 
 logger = logging.getLogger(__name__)
 
@@ -207,13 +207,10 @@ def _models(key: ApiKey) -> list[dict[str, Any]]:
 
 
 def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
-    agent = Agent.objects.filter(tenant=tenant, slug=model, active=True).first()
-    if agent is not None:
-        return agent
-    crew = Crew.objects.filter(tenant=tenant, slug=model, active=True).first()
-    if crew is not None:
-        return crew
-    raise _model_not_found(model)
+    try:
+        return model_target(tenant=tenant, slug=model)
+    except Http404:
+        raise _model_not_found(model) from None
 
 
 @declares(Action.READ_CONFIG)
@@ -343,15 +340,15 @@ def parse_chat_request(raw: bytes, query_stream: bool) -> ChatRequest:
     return ChatRequest(model=model, input=text, stream=bool(stream) or query_stream)
 
 
-def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError) -> Run:
+def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError, nearby: Nearby) -> Run:
     """The key checked, then the run started: one step on the request's thread."""
     client = _authenticate(request, Action.START_RUN)
     if isinstance(chat, OpenAIError):
         raise chat
-    return _start(client, chat)
+    return _start(client, chat, nearby)
 
 
-def _start(client: ApiClient, chat: ChatRequest) -> Run:
+def _start(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     if len(chat.model) > 50:
         raise _model_not_found(chat.model)
     target = _resolve_model(client.tenant, chat.model)
@@ -361,12 +358,9 @@ def _start(client: ApiClient, chat: ChatRequest) -> Run:
         crew=target if isinstance(target, Crew) else None,
         input=chat.input,
         initiated_by=client.api_key,
-        enqueue=False,  # sent to a worker once its answer's stream listens (_execute)
+        enqueue=False,  # executed once its answer's stream listens (nearby.start)
+        claimed_by=nearby.owner,
     )
-
-
-def _execute(run: Run):
-    return lambda: execute_nearby(run.pk, run.tenant_id)
 
 
 # -- chat completions: answering -----------------------------------------------------------
@@ -453,12 +447,14 @@ def _chunk(run: Run, model: str, delta: dict[str, Any], **extra: Any) -> bytes:
     return sse_message(chunk)
 
 
-async def completion_chunks(request: HttpRequest, run: Run, model: str) -> AsyncIterator[bytes]:
+async def completion_chunks(
+    request: HttpRequest, run: Run, model: str, nearby: Nearby
+) -> AsyncIterator[bytes]:
     """`chat.completion.chunk` SSE messages from the run's text deltas, a last chunk with
     the finish reason and usage, then `[DONE]`."""
     yield _chunk(run, model, {"role": "assistant", "content": ""})
     streamed: list[str] = []
-    async with aclosing(follow_run(run, execute=_execute(run))) as progress:
+    async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
         async for item in progress:
             if item is HEARTBEAT:
                 yield b": keep-alive\n\n"
@@ -487,13 +483,19 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         )
     except OpenAIError as exc:
         chat = exc  # answered after the key is checked: a bad key is told so first
-    run = await brief(_authorized_start)(request, chat)
+    nearby = Nearby.reserve()
+    try:
+        run = await brief(_authorized_start)(request, chat, nearby)
+    except BaseException:
+        nearby.release()
+        raise
     assert isinstance(chat, ChatRequest)  # (a bad one was raised there)
     headers = {"X-Run-Id": str(run.pk)}
     if chat.stream:
-        return event_stream_response(completion_chunks(request, run, chat.model), headers=headers)
+        chunks = completion_chunks(request, run, chat.model, nearby)
+        return event_stream_response(chunks, headers=headers)
     ending: Ending | None = None
-    async with aclosing(follow_run(run, execute=_execute(run))) as progress:
+    async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
         async for item in progress:
             if isinstance(item, Ending):
                 ending = item

@@ -33,14 +33,13 @@ from agents.run_reader import Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import (
     ConversationBusy,
-    agent_get,
     conversation_get,
     conversation_save,
-    crew_get,
+    model_target,
     run_start,
 )
 from agents.tool_runs import ToolRunOutcome, atool_run, decide_at
-from agents.worker_runs import execute_nearby
+from agents.worker_runs import Nearby
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 
@@ -197,28 +196,20 @@ async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResu
     problem = _check_ask_arguments(arguments)
     if problem is not None:
         return error_result(f"invalid arguments: {problem}")
+    nearby = Nearby.reserve()
     try:
         run = await stream_read(_start_ask)(
-            key, slug, arguments["message"], arguments.get("conversation_id")
+            key, slug, arguments["message"], arguments.get("conversation_id"), nearby
         )
-    except Http404 as exc:
-        return error_result(str(exc))
-    except ConversationBusy as busy:
-        return error_result(
-            f"Conversation {arguments.get('conversation_id')} is still answering (run "
-            f"{busy.run_id}): wait for that answer, then ask again.",
-            answer="",
-            run_id=busy.run_id,
-            conversation_id=arguments.get("conversation_id"),
-            status="conversation_busy",
-        )
-    except ValidationError as exc:
-        return error_result(" ".join(exc.messages))
-    except PermissionDenied as exc:
-        return error_result(str(exc))
+    except BaseException as exc:
+        nearby.release()
+        refusal = _refusal(exc, arguments)
+        if refusal is None:
+            raise
+        return refusal
     streamed: list[str] = []
     ending: Ending | None = None
-    async for piece in follow_run(run, execute=lambda: execute_nearby(run.pk, run.tenant_id)):
+    async for piece in follow_run(run, execute=lambda: nearby.start(run)):
         if isinstance(piece, Ending):
             ending = piece
         elif isinstance(piece, str):
@@ -227,7 +218,27 @@ async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResu
     return _answer(run, ending, ending.output or "".join(streamed))
 
 
-def _start_ask(key: ApiKey, slug: str, message: str, conversation_id: int | None) -> Run:
+def _refusal(exc: BaseException, arguments: dict[str, Any]) -> CallToolResult | None:
+    """The answer to an ask the services refused (None: not a refusal)."""
+    if isinstance(exc, Http404 | PermissionDenied):
+        return error_result(str(exc))
+    if isinstance(exc, ConversationBusy):
+        return error_result(
+            f"Conversation {arguments.get('conversation_id')} is still answering (run "
+            f"{exc.run_id}): wait for that answer, then ask again.",
+            answer="",
+            run_id=exc.run_id,
+            conversation_id=arguments.get("conversation_id"),
+            status="conversation_busy",
+        )
+    if isinstance(exc, ValidationError):
+        return error_result(" ".join(exc.messages))
+    return None
+
+
+def _start_ask(
+    key: ApiKey, slug: str, message: str, conversation_id: int | None, nearby: Nearby
+) -> Run:
     tenant: Tenant = key.tenant
     target = _target(tenant, slug)
     field = "agent" if isinstance(target, Agent) else "crew"
@@ -246,7 +257,8 @@ def _start_ask(key: ApiKey, slug: str, message: str, conversation_id: int | None
             input=message,
             conversation=conversation,
             initiated_by=key,
-            enqueue=False,  # executed once its answer's stream listens (follow_run)
+            enqueue=False,  # executed once its answer's stream listens (nearby.start)
+            claimed_by=nearby.owner,
             **{field: target},
         )
 
@@ -254,11 +266,7 @@ def _start_ask(key: ApiKey, slug: str, message: str, conversation_id: int | None
 def _target(tenant: Tenant, slug: str) -> Agent | Crew:
     """The active agent `slug`, else the active crew `slug` (as the OpenAI endpoint does)."""
     try:
-        return agent_get(tenant=tenant, slug=slug)
-    except Http404:
-        pass
-    try:
-        return crew_get(tenant=tenant, slug=slug)
+        return model_target(tenant=tenant, slug=slug)
     except Http404:
         raise Http404(f"No such tool: {ASK_PREFIX + slug!r}.") from None
 

@@ -186,3 +186,19 @@ def test_of_two_concurrent_turns_one_wins(trio, agent, same_key):
         assert outcome["run"].pk == first.pk
     else:
         assert outcome["busy"].run_id == first.pk
+
+
+@pytest.mark.django_db
+def test_a_model_name_is_remembered_until_an_agent_or_crew_changes(
+    trio, agent, django_assert_num_queries
+):
+    first = services.model_target(tenant=trio.acme, slug="assistant")
+    with django_assert_num_queries(0):
+        again = services.model_target(tenant=trio.acme, slug="assistant")
+    assert again == first and again is not first  # a copy each time
+    with pytest.raises(Http404):
+        services.model_target(tenant=trio.globex, slug="assistant")  # another tenant's
+    agent.active = False
+    agent.save()
+    with pytest.raises(Http404):
+        services.model_target(tenant=trio.acme, slug="assistant")
