@@ -267,7 +267,7 @@ RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
 # A /v1 chat or MCP ask_* that starts a run and follows it has its web process execute the run
 # while that process follows at most this many runs (agents.worker_runs.Nearby);
 # otherwise, and with 0, a worker does.
-RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 4, minimum=0)
+RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 1, minimum=0)
 # Threads (each with one pooled database connection) that a process's runs share for
 # their statements; keep it below DB_POOL_MAX_SIZE.
 RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 6, minimum=1)

@@ -117,12 +117,14 @@ class Nearby:
     the first token); `start(run)` once its stream listens. `owner` is None when there is
     no room here: `start` then asks a worker.
 
-    Room: this loop executes and follows at most RUN_NEARBY_CONCURRENCY runs. A busy web
-    process is the platform's narrowest part (it parses, checks and relays every chat), so
-    under load the workers' CPU is the better place for a run; a quiet one saves the queue
-    hop and the claim (bench/api.py: 10 ms of the first token at one user). A reservation
-    whose request went away before starting its run lapses after RESERVATION_S; the run,
-    claimed but not executing, is then the sweeper's once its lease expires."""
+    Room: this loop executes and follows at most RUN_NEARBY_CONCURRENCY (1) runs. A busy
+    web process is the platform's narrowest part (it parses, checks and relays every chat),
+    so under load the workers' CPU is the better place for a run (bench/concurrency.py:
+    with room for 4, 20 chats at once took 1.35x the ideal instead of 1.19x); a quiet one
+    saves the queue hop and the claim (bench/api.py: 10 ms of the first token at one
+    user). A reservation whose request went away before starting its run lapses after
+    RESERVATION_S; the run, claimed but not executing, is then the sweeper's once its
+    lease expires."""
 
     def __init__(self, owner: str | None) -> None:
         self.owner = owner
