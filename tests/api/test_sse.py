@@ -301,14 +301,20 @@ def test_open_streams_hold_no_thread_and_no_database_connection(trio, agent, key
     assert backends == 0  # the pool's connections are idle and none is held by a stream
 
 
-def server_backends(server: psutil.Process) -> int:
-    """PostgreSQL backends of the server process that are inside a query or a transaction
-    (an idle pooled connection does not count)."""
+def server_backends(server: psutil.Process, timeout: float = 3) -> int:
+    """PostgreSQL backends inside a query or a transaction (an idle pooled connection does
+    not count), once none is for `timeout`: a stream holding one would hold it all along,
+    while another process's query (a worker finishing an earlier test's run) soon ends."""
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = '' AND state <> 'idle' AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = '' AND state <> 'idle' AND pid <> pg_backend_pid()"
+            )
+            busy = cursor.fetchone()[0]
+        if busy == 0 or time.monotonic() > deadline:
+            return busy
+        time.sleep(0.05)
