@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio
@@ -199,21 +200,26 @@ _per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Subscriptions] 
 )
 
 
-def deliver_early(channel: bytes, data: str) -> None:
-    """An event (a message as published) to the early followers of `channel` on this loop."""
-    hub = _per_loop.get(asyncio.get_running_loop())
-    if hub is not None:
-        for queue in hub.early.get(channel, ()):
+def deliver_early(channel: bytes, message: Callable[[], str]) -> None:
+    """An event to the early followers of `channel` on this loop; `message()` makes it (as
+    published), only when someone follows: a worker's runs have no such followers."""
+    queues = _early_followers(channel)
+    if queues:
+        data = message()
+        for queue in queues:
             queue.put_nowait(data)
 
 
 def rewind(channel: bytes, seq: int) -> None:
     """Tell the early followers of `channel` on this loop that only events up to `seq` are
     stored."""
+    for queue in _early_followers(channel):
+        queue.put_nowait(Rewind(seq))
+
+
+def _early_followers(channel: bytes) -> set[asyncio.Queue]:
     hub = _per_loop.get(asyncio.get_running_loop())
-    if hub is not None:
-        for queue in hub.early.get(channel, ()):
-            queue.put_nowait(Rewind(seq))
+    return hub.early.get(channel, set()) if hub is not None else set()
 
 
 def subscriptions() -> _Subscriptions:

@@ -199,7 +199,7 @@ class RunWriter:
         encoded = storable_json(payload)
         self._pending.events.append((event, encoded))
         if type not in TERMINAL_EVENTS:  # (those go out stored: they end a stream)
-            deliver_early(self._channel, _published([(event, encoded)]))
+            deliver_early(self._channel, lambda: _published([(event, encoded)]))
         if type in IMMEDIATE:
             self._write_now()
         elif self._timer is None and not self._scheduled:

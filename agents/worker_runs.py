@@ -19,13 +19,11 @@ their claims in bench/concurrency.py). On a warm shutdown the runs get RUN_DRAIN
 finish; the others are handed over at once (lease expired, queued again) instead of
 waiting for their leases to run out.
 
-A web process holds runs the same way (`Nearby`): a `/v1` chat or an MCP `ask_*`
-that starts a run and follows its stream executes it on the request's own event loop, up
-to RUN_NEARBY_CONCURRENCY at once, with the same claim, lease and record; past that, or
-while the process stops, a worker is asked. Only the queue hop is saved (Celery's message,
-the worker's admission: a quarter of what the platform added to the first token in
-bench/api.py); a web process that dies leaves its runs to the sweeper like a worker, and
-one that stops hands them over (`handing_over_at_shutdown`).
+A quiet web process holds runs the same way (`Nearby`): a `/v1` chat or an MCP `ask_*`
+that starts a run and follows its stream has it inserted already claimed and executes it
+on the request's own event loop, with the same lease and record; a busier one, or one
+stopping, asks a worker. A web process that dies leaves its runs to the sweeper like a
+worker, and one that stops hands them over (`handing_over_at_shutdown`).
 """
 
 from __future__ import annotations
@@ -108,6 +106,13 @@ def _start(run_id: int, tenant_id: int | None, owner: str) -> None:
         _hold(run_id, tenant_id, owner), name=f"run-{run_id}"
     )
     _held[owner] = task
+    task.add_done_callback(lambda _: _release_slot(owner))
+
+
+def _release_slot(owner: str) -> None:
+    _held.pop(owner, None)
+    assert _slots is not None
+    _slots.release()
 
 
 class Nearby:
@@ -157,7 +162,7 @@ class Nearby:
         run.stored_seq = 0  # a new run: nothing stored yet
         # A context of its own: nothing of the request's (its scope, its thread) follows it.
         task = asyncio.get_running_loop().create_task(
-            _hold(run.pk, run.tenant_id, owner, worker=False, claimed=run),
+            _hold(run.pk, run.tenant_id, owner, claimed=run),
             name=f"run-{run.pk}",
             context=contextvars.Context(),
         )
@@ -209,19 +214,13 @@ async def hand_over_nearby() -> int:
 
 
 async def _hold(
-    run_id: int,
-    tenant_id: int | None,
-    owner: str,
-    *,
-    worker: bool = True,
-    claimed: Run | None = None,
+    run_id: int, tenant_id: int | None, owner: str, *, claimed: Run | None = None
 ) -> None:
     lane = min(range(len(_lanes)), key=_lane_runs.__getitem__)
     _lane_runs[lane] += 1
     try:
         async with ThreadSensitiveContext(executor=_lanes[lane]):
-            if claimed is None:  # (a run just started has just used a live connection)
-                await sync_to_async(close_old_connections)()  # as a request would
+            await sync_to_async(close_old_connections)()  # as a request would: drop a dead one
             outcome = await execute_run_async(
                 run_id, owner=owner, tenant_id=tenant_id, claimed=claimed
             )
@@ -232,10 +231,6 @@ async def _hold(
         logger.exception("run %s could not be executed; the sweeper will ask again", run_id)
     finally:
         _lane_runs[lane] -= 1
-        if worker:  # (a nearby run leaves _nearby when its task is done)
-            _held.pop(owner, None)
-            assert _slots is not None
-            _slots.release()
 
 
 def drain(grace_s: float) -> int:

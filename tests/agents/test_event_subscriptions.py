@@ -166,11 +166,11 @@ def test_only_a_runs_own_stream_gets_its_events_as_they_are_made():
     async def scenario():
         hub = subscriptions()
         own, other = await hub.follow(name, early=True), await hub.follow(name)
-        deliver_early(name.encode(), '[{"seq": 1}]')
+        deliver_early(name.encode(), lambda: '[{"seq": 1}]')
         got = own.get_nowait(), other.empty()
         await hub.leave(name, own)
         await hub.leave(name, other)
-        deliver_early(name.encode(), '[{"seq": 2}]')  # nobody follows: nothing to do
+        deliver_early(name.encode(), lambda: '[{"seq": 2}]')  # nobody follows: nothing to do
         return got, hub.early
 
     (early, other_empty), left = asyncio.run(scenario())
@@ -189,7 +189,7 @@ def test_after_a_rewind_the_stream_reads_the_next_attempt_from_the_record(trio, 
         RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
 
     def early(seq: int, type: str, payload: dict) -> None:
-        deliver_early(key, json.dumps([{"seq": seq, "type": type, "payload": payload}]))
+        deliver_early(key, lambda: json.dumps([{"seq": seq, "type": type, "payload": payload}]))
 
     async def scenario():
         events = iter_run_events(run, execute=lambda: None)  # its own stream: takes early
