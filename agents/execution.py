@@ -29,7 +29,16 @@ from agentplatform.tenancy import rls
 from agents import run_claim
 from agents.events import publisher
 from agents.facts import DjangoFactStore
-from agents.models import Agent, Approval, ApprovalStatus, Crew, CrewMember, Message, Run
+from agents.models import (
+    MAX_INPUT_CHARS,
+    Agent,
+    Approval,
+    ApprovalStatus,
+    Crew,
+    CrewMember,
+    Message,
+    Run,
+)
 from agents.run_writer import (
     Batch,
     EventConflict,
@@ -41,6 +50,7 @@ from agents.run_writer import (
     storable_text,
     write_batch,
 )
+from agents.runtime.client_request import ClientRequest
 from agents.runtime.crew import (
     ChildOutcome,
     CrewSpec,
@@ -260,6 +270,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         state=prepared.state,
         input=run.input,
         history=prepared.history,
+        conversation=prepared.conversation,
         decisions=prepared.decisions,
         context_blocks=prepared.context_blocks,
         facts=DjangoFactStore(run_id=run.pk),
@@ -278,6 +289,7 @@ class _Prepared:
     ctx: Any
     state: RunState | None
     history: Any
+    conversation: Any  # an API caller's (agents.runtime.client_request), else None
     decisions: dict[str, Decision]
     audit: dict[str, Any]
     context_blocks: tuple[tuple[str, str], ...]
@@ -294,6 +306,9 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     if connection is not None and connection.pk and connection.tenant_id != run.tenant_id:
         return "the agent's provider connection belongs to another tenant"
     spec: AgentSpec = agent_spec(agent, connection)
+    client = ClientRequest.from_dict(run.client_request) if run.client_request else None
+    if client is not None:
+        spec = client.apply(spec)
     adapter = adapter_for(connection) if connection is not None else None
     toolbox = tenant_tools(run.tenant)
     effective = effective_tools(agent, spec=spec, toolbox=toolbox)
@@ -325,6 +340,13 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
             },
         }
     state = RunState.from_dict(run.state) if run.state else None
+    history, conversation = (), None
+    if state is None and client is None:
+        history = conversation_history(run)
+    elif state is None and spec.kind == "remote":  # its own protocol: text turns, an input
+        history = client.text_turns()
+    elif state is None:
+        conversation = client.messages
     decisions = (
         {}
         if state is None
@@ -338,7 +360,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         registry=tools,
         ctx=ctx,
         state=state,
-        history=conversation_history(run) if state is None else (),
+        history=history,
+        conversation=conversation,
         decisions=decisions,
         audit=audit,
         context_blocks=_context_blocks(spec, tools, toolbox.context_blocks),
@@ -401,6 +424,8 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
 def _task_with_history(run: Run) -> str:
     """A crew's members are runs of their own: in a conversation, they get its earlier turns
     (within the history budget) in front of the task."""
+    if run.client_request:  # an API caller's conversation
+        return ClientRequest.from_dict(run.client_request).transcript(MAX_INPUT_CHARS)
     turns = conversation_history(run)
     if not turns:
         return run.input

@@ -12,12 +12,15 @@ from django.db.models import Q
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
-from agents.runtime.spec import Decision, RunStatus
+from agents.runtime.spec import TERMINAL, Decision, RunStatus
 from tools.runtime.validation import SchemaError, check_schema
 
 slug_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,49}$", "Lowercase letters, digits, _ and -."
 )
+
+
+MAX_INPUT_CHARS = 100_000  # a run's input (and a crew's task made from a conversation)
 
 
 class ApprovalPolicy(models.TextChoices):
@@ -235,6 +238,9 @@ class Run(models.Model):
         db_index=True,
     )
     input = models.TextField(blank=True)
+    # What an API caller sent beside the input (agents.runtime.client_request): its
+    # conversation, instructions, tools, output format and sampling; null for others.
+    client_request = models.JSONField(null=True, blank=True)
     provider = models.CharField(max_length=100, blank=True)
     model = models.CharField(max_length=200, blank=True)
     instructions_digest = models.CharField(max_length=64, blank=True)
@@ -283,9 +289,7 @@ class Run(models.Model):
 
     @property
     def is_terminal(self) -> bool:
-        return self.status in {s.value for s in (
-            RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS
-        )}  # fmt: skip
+        return self.status in TERMINAL
 
 
 class RunEvent(models.Model):

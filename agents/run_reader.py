@@ -149,6 +149,8 @@ class Ending:
     prompt_tokens: int
     completion_tokens: int
     approvals: list[Approval] = field(default_factory=list)
+    # For the API caller to run (status awaiting_client): [{"id", "name", "arguments"}]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def usage(self) -> dict[str, int]:
@@ -160,6 +162,8 @@ class Ending:
 
     @property
     def finish_reason(self) -> str:
+        if self.status == RunStatus.AWAITING_CLIENT:
+            return "tool_calls"
         return "length" if self.status == RunStatus.MAX_ROUNDS else "stop"
 
     @property
@@ -174,10 +178,7 @@ def _status(run_id: int) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run_id)
 
 
-SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {
-    s.value
-    for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS)
-}
+SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {s.value for s in TERMINAL}
 
 
 async def _settled(run_id: int) -> bool:
@@ -209,7 +210,16 @@ def _ending(run_id: int) -> Ending:
         prompt_tokens=run.input_tokens,
         completion_tokens=run.output_tokens,
         approvals=approvals,
+        tool_calls=_client_calls(run),
     )
+
+
+def _client_calls(run: Run) -> list[dict[str, Any]]:
+    """The calls a run awaiting its client ended with: its last message's."""
+    if run.status != RunStatus.AWAITING_CLIENT or not run.state:
+        return []
+    messages = run.state.get("messages") or [{}]
+    return list(messages[-1].get("tool_calls") or [])
 
 
 async def follow_run(
@@ -266,4 +276,5 @@ def ending_in(payload: dict[str, Any]) -> Ending | None:
         error=payload.get("error") or "",
         prompt_tokens=int(usage.get("input_tokens") or 0),
         completion_tokens=int(usage.get("output_tokens") or 0),
+        tool_calls=list(payload.get("client_tool_calls") or []),
     )

@@ -38,6 +38,7 @@ from agents import access
 from agents.events import publisher
 from agents.execution import cancel_key, execute_run, lease_seconds
 from agents.models import (
+    MAX_INPUT_CHARS,
     Agent,
     Approval,
     ApprovalStatus,
@@ -48,12 +49,13 @@ from agents.models import (
     Message,
     Run,
 )
+from agents.runtime.client_request import ClientRequest
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.signals import request_execution
+from agents.tool_sources import effective_tools
 from tools.loader import invalidate_now_and_after_commit, per_version
 
 Initiator = AbstractBaseUser | ApiKey | None
-MAX_INPUT_CHARS = 100_000
 BUSY = "Wait for the current answer to finish, or stop it."
 
 
@@ -129,6 +131,7 @@ def run_start(
     enqueue: bool = True,
     add_message: bool = True,
     claimed_by: str | None = None,
+    client_request: ClientRequest | None = None,
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
@@ -143,6 +146,10 @@ def run_start(
     `claimed_by`: the run is executed at once by its caller's process
     (agents.worker_runs.Nearby), so it is inserted running, under that lease owner's lease,
     and not sent to a worker (a replayed idempotency key returns the earlier run as it is).
+
+    `client_request`: what an API caller sent beside `input` (its conversation, tools,
+    output format, sampling; agents.runtime.client_request), kept with the run. Only an
+    agent takes one; a tool of the caller's may not share a name with the agent's.
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -160,6 +167,8 @@ def run_start(
         raise ValidationError({"input": "Say something."})
     if len(input) > MAX_INPUT_CHARS:
         raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
+    if client_request is not None:
+        _check_client_request(target, client_request)
     if idempotency_key:
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:
@@ -192,6 +201,7 @@ def run_start(
                 initiated_by_user=user,
                 initiated_by_api_key=api_key,
                 input=input,
+                client_request=client_request.to_dict() if client_request else None,
                 correlation_id=uuid.uuid4().hex,
                 queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
@@ -212,6 +222,25 @@ def run_start(
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
         return _replayed(existing, initiated_by)
     return run
+
+
+def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
+    """What a caller may send a run of `target` beside its input."""
+    if isinstance(target, Crew):
+        if not client.takes_text_only:
+            raise ValidationError(
+                {"input": "A crew takes text turns only: no tools, tool calls or output format."}
+            )
+        return
+    if client.tools and target.kind == "remote":
+        raise ValidationError({"tools": "A remote agent runs its own tools: send it none."})
+    if client.tools:
+        own = effective_tools(target).offered
+        taken = sorted(t.name for t in client.tools if own.has(t.name))
+        if taken:
+            raise ValidationError(
+                {"tools": f"The agent has its own tool named `{taken[0]}`: rename yours."}
+            )
 
 
 def _claimed(owner: str) -> dict[str, Any]:

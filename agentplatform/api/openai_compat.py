@@ -6,11 +6,13 @@ A model id is an active agent's slug, or else an active crew's.
 
 Each chat completion starts ONE fresh run and follows it through
 `agents.run_reader.follow_run`; a quiet web process executes it itself, a busy one asks a
-worker (`agents.worker_runs.Nearby`). Its input is the last user message;
-earlier messages (system, user, assistant) are folded in front of it as a short transcript,
-oldest turns dropped first when it would exceed the run input limit. The agent's own
-instructions and tools apply; client-side `tools` and sampling options are ignored (tools
-execute server-side).
+worker (`agents.worker_runs.Nearby`). The request body is checked and translated in
+`openai_chat_request`: the messages reach the agent as a conversation (system and
+developer messages added to its instructions), beside the agent's own tools the caller's
+`tools` are offered, and a call to one of them ends the answer with `finish_reason`
+`tool_calls` (the next request, with the results, is a new run). `response_format` is the
+agent's structured output for the run; sampling options apply within the agent's limits.
+A crew takes the conversation folded into one text.
 
 A run that parks for a human's approval ends the answer with a message naming the run and
 the REST URL where the call is approved or rejected. Errors use OpenAI's shape
@@ -27,7 +29,6 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
@@ -37,6 +38,7 @@ from django.urls import path, re_path, reverse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
+from agentplatform.api.openai_chat_request import BadRequest, ChatRequest, parse_chat_request
 from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.stream_reads import brief
@@ -46,12 +48,10 @@ from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
-from agents.services import MAX_INPUT_CHARS, model_target, run_start
+from agents.services import model_target, run_start
 from agents.worker_runs import Nearby
 
 logger = logging.getLogger(__name__)
-
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -116,8 +116,12 @@ def openai_errors(
         except PermissionDenied as exc:
             message = str(exc) or "Not allowed."
             return OpenAIError(403, message, code="permission_denied").response()
+        except BadRequest as exc:
+            return OpenAIError(400, str(exc), param=exc.param).response()
         except ValidationError as exc:
-            return OpenAIError(400, "; ".join(exc.messages), param="messages").response()
+            field = next(iter(getattr(exc, "error_dict", {})), "input")
+            param = "messages" if field == "input" else field
+            return OpenAIError(400, "; ".join(exc.messages), param=param).response()
         except Exception:
             logger.exception("OpenAI-compatible %s %s failed", request.method, request.path)
             return OpenAIError(
@@ -239,107 +243,6 @@ async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse
 
 
 # -- chat completions: the request -------------------------------------------------------
-@dataclass(frozen=True)
-class ChatRequest:
-    model: str
-    input: str
-    stream: bool
-
-
-def _text_of(content: Any, index: int) -> str:
-    """A message's text: a string, or the text parts of a list of content parts."""
-    param = f"messages[{index}].content"
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") not in ("text", "input_text"):
-                raise OpenAIError(400, "Only text content is supported.", param=param)
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise OpenAIError(400, "A text part needs a `text` string.", param=param)
-            texts.append(text)
-        return "\n".join(texts)
-    raise OpenAIError(400, "`content` must be a string or a list of parts.", param=param)
-
-
-def fold_messages(messages: list[tuple[str, str]], limit: int = MAX_INPUT_CHARS) -> str:
-    """The run input: the last user message, with the turns before it as a transcript.
-
-    Later turns are kept before earlier ones when the transcript would not fit `limit`;
-    messages after the last user message (e.g. an assistant prefill) are not used.
-    """
-    last = max((i for i, (role, _) in enumerate(messages) if role == "user"), default=None)
-    if last is None:
-        raise OpenAIError(400, "Send at least one user message.", param="messages")
-    prompt = messages[last][1]
-    if not prompt.strip():
-        raise OpenAIError(400, "The last user message is empty.", param="messages")
-    turns = [(role, text.strip()) for role, text in messages[:last] if text.strip()]
-    if not turns:
-        return prompt
-    head, tail = "Earlier in this conversation:\n", "\n\nThe latest message, to answer now:\n"
-    budget = limit - len(prompt) - len(head) - len(tail) - 40
-    kept: list[str] = []
-    for role, text in reversed(turns):
-        line = f"{role}: {text}"
-        if len(line) + 1 > budget:
-            kept.append("(earlier messages omitted)")
-            break
-        kept.append(line)
-        budget -= len(line) + 1
-    if not kept or kept == ["(earlier messages omitted)"]:
-        return prompt
-    return head + "\n".join(reversed(kept)) + tail + prompt
-
-
-def parse_chat_request(raw: bytes, query_stream: bool) -> ChatRequest:
-    try:
-        body = json.loads(raw or b"null")
-    except (ValueError, RecursionError):
-        raise OpenAIError(400, "The body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise OpenAIError(400, "The body must be a JSON object.")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise OpenAIError(400, "`model` is required: an agent or crew slug.", param="model")
-    try:
-        model.encode("utf-8")  # a lone surrogate (JSON "\ud800") cannot reach the database
-    except UnicodeEncodeError:
-        raise OpenAIError(400, "`model` must be valid Unicode.", param="model") from None
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise OpenAIError(400, "`messages` must be a non-empty list.", param="messages")
-    turns: list[tuple[str, str]] = []
-    for index, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if not isinstance(role, str) or role not in ROLES:  # (a list or dict is unhashable)
-            raise OpenAIError(
-                400,
-                f"Each message needs a role: one of {', '.join(sorted(ROLES))}.",
-                param=f"messages[{index}].role",
-            )
-        turns.append((role, _text_of(message.get("content"), index)))
-    stream = body.get("stream", False)
-    if stream is not None and not isinstance(stream, bool):
-        raise OpenAIError(400, "`stream` must be a boolean.", param="stream")
-    text = fold_messages(turns)
-    if "\x00" in text or "\x00" in model:
-        raise OpenAIError(400, "Text may not contain NUL characters.", param="messages")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise OpenAIError(400, "Text must be valid Unicode.", param="messages") from None
-    if len(text) > MAX_INPUT_CHARS:
-        raise OpenAIError(
-            400, f"The last user message exceeds {MAX_INPUT_CHARS} characters.", param="messages"
-        )
-    return ChatRequest(model=model, input=text, stream=bool(stream) or query_stream)
-
-
 def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError, nearby: Nearby) -> Run:
     """The key checked, then the run started: one step on the request's thread."""
     client = _authenticate(request, Action.START_RUN)
@@ -357,6 +260,7 @@ def _start(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
         agent=target if isinstance(target, Agent) else None,
         crew=target if isinstance(target, Crew) else None,
         input=chat.input,
+        client_request=chat.client,
         initiated_by=client.api_key,
         enqueue=False,  # executed once its answer's stream listens (nearby.start)
         claimed_by=nearby.owner,
@@ -408,7 +312,26 @@ def _run_error(run_id: int, ending: Ending) -> OpenAIError:
     )
 
 
+def _wire_calls(ending: Ending) -> list[dict[str, Any]]:
+    """The calls for the caller's own tools, as OpenAI sends them (arguments as JSON text)."""
+    return [
+        {
+            "id": call["id"],
+            "type": "function",
+            "function": {
+                "name": call["name"],
+                "arguments": json.dumps(call["arguments"], ensure_ascii=False),
+            },
+        }
+        for call in ending.tool_calls
+    ]
+
+
 def _completion(run: Run, model: str, content: str, ending: Ending) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if ending.tool_calls:
+        message["content"] = content or None
+        message["tool_calls"] = _wire_calls(ending)
     return {
         "id": f"chatcmpl-{run.pk}",
         "object": "chat.completion",
@@ -417,7 +340,7 @@ def _completion(run: Run, model: str, content: str, ending: Ending) -> dict[str,
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": ending.finish_reason,
             }
@@ -427,31 +350,38 @@ def _completion(run: Run, model: str, content: str, ending: Ending) -> dict[str,
     }
 
 
-def _chunk(run: Run, model: str, delta: dict[str, Any], **extra: Any) -> bytes:
-    chunk = {
-        "id": f"chatcmpl-{run.pk}",
-        "object": "chat.completion.chunk",
-        "created": int(run.created_at.timestamp()),
-        "model": model,
-        "system_fingerprint": None,
-        "choices": [
+def _chunk(run: Run, model: str, delta: dict[str, Any] | None, **extra: Any) -> bytes:
+    """A `chat.completion.chunk`; with `delta` None, one without choices (the usage)."""
+    choices = []
+    if delta is not None:
+        choices = [
             {
                 "index": 0,
                 "delta": delta,
                 "logprobs": None,
                 "finish_reason": extra.pop("finish_reason", None),
             }
-        ],
+        ]
+    chunk = {
+        "id": f"chatcmpl-{run.pk}",
+        "object": "chat.completion.chunk",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+        "system_fingerprint": None,
+        "choices": choices,
         **extra,
     }
     return sse_message(chunk)
 
 
 async def completion_chunks(
-    request: HttpRequest, run: Run, model: str, nearby: Nearby
+    request: HttpRequest, run: Run, chat: ChatRequest, nearby: Nearby
 ) -> AsyncIterator[bytes]:
-    """`chat.completion.chunk` SSE messages from the run's text deltas, a last chunk with
-    the finish reason and usage, then `[DONE]`."""
+    """`chat.completion.chunk` SSE messages from the run's text deltas (for structured
+    output, the JSON at the end instead), the calls for the caller's tools, a chunk with the
+    finish reason, one with the usage when `stream_options.include_usage` asked for it, then
+    `[DONE]`."""
+    model = chat.model
     yield _chunk(run, model, {"role": "assistant", "content": ""})
     streamed: list[str] = []
     async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
@@ -459,8 +389,9 @@ async def completion_chunks(
             if item is HEARTBEAT:
                 yield b": keep-alive\n\n"
             elif isinstance(item, str):
-                streamed.append(item)
-                yield _chunk(run, model, {"content": item})
+                if not chat.structured:  # (the text around its final_answer call is not it)
+                    streamed.append(item)
+                    yield _chunk(run, model, {"content": item})
             elif isinstance(item, Ending):
                 if item.failed:
                     yield sse_message(_run_error(run.pk, item).body())
@@ -469,7 +400,11 @@ async def completion_chunks(
                 extra = _answer_text(request, run.pk, item, "".join(streamed))
                 if extra:
                     yield _chunk(run, model, {"content": extra})
-                yield _chunk(run, model, {}, finish_reason=item.finish_reason, usage=item.usage)
+                for index, call in enumerate(_wire_calls(item)):
+                    yield _chunk(run, model, {"tool_calls": [{"index": index, **call}]})
+                yield _chunk(run, model, {}, finish_reason=item.finish_reason)
+                if chat.include_usage:
+                    yield _chunk(run, model, None, usage=item.usage)
     yield sse_message("[DONE]")
 
 
@@ -481,8 +416,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         chat: ChatRequest | OpenAIError = parse_chat_request(
             request.body, request.GET.get("stream") == "true"
         )
-    except OpenAIError as exc:
-        chat = exc  # answered after the key is checked: a bad key is told so first
+    except BadRequest as exc:  # answered after the key is checked: a bad key is told so first
+        chat = OpenAIError(400, str(exc), param=exc.param)
     nearby = Nearby.reserve()
     try:
         run = await brief(_authorized_start)(request, chat, nearby)
@@ -492,7 +427,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     assert isinstance(chat, ChatRequest)  # (a bad one was raised there)
     headers = {"X-Run-Id": str(run.pk)}
     if chat.stream:
-        chunks = completion_chunks(request, run, chat.model, nearby)
+        chunks = completion_chunks(request, run, chat, nearby)
         return event_stream_response(chunks, headers=headers)
     ending: Ending | None = None
     async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentplatform.api.openai_compat import ROLES
+from agentplatform.api.openai_chat_request import ROLES
 from agents.services import MAX_INPUT_CHARS
 
 TAG = "OpenAI-compatible"

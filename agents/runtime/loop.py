@@ -69,6 +69,9 @@ def agent_registry(
             chosen.register(item, replace=True)
     if spec.output_schema is not None:
         chosen.register(final_answer_tool(spec.output_schema), replace=True)
+    for item in spec.client_tools:  # (a clash with the agent's own was refused at the start)
+        if not chosen.has(item.name):
+            chosen.register(item)
     return chosen
 
 
@@ -81,6 +84,7 @@ async def run_agent(
     state: RunState | None = None,
     input: str | None = None,
     history: Sequence[Message] = (),
+    conversation: Sequence[Message] | None = None,
     context_blocks: Sequence[tuple[str, str]] = (),
     decisions: Mapping[str, Decision] | None = None,
     facts: FactStore | None = None,
@@ -89,7 +93,8 @@ async def run_agent(
     is_cancelled: Callable[[], Awaitable[bool]] | None = None,
 ) -> RunOutcome:
     """Run (or resume, when `state` is given) one agent run. Never raises for model or
-    tool trouble: the outcome's status and error say what happened."""
+    tool trouble: the outcome's status and error say what happened. `conversation`: the
+    whole conversation to start from (an API caller's), instead of `history` + `input`."""
     loop = _Loop(
         spec=spec,
         adapter=adapter,
@@ -102,7 +107,9 @@ async def run_agent(
         is_cancelled=is_cancelled,
     )
     fresh = state is None
-    if state is None:
+    if state is None and conversation is not None:
+        state = RunState(messages=list(conversation))
+    elif state is None:
         state = RunState(messages=[*history, UserMessage(input or "")])
     return await loop.run(state, fresh=fresh)
 
@@ -122,6 +129,7 @@ class _Loop:
         self.checkpoint: Checkpointer = checkpoint
         self.is_cancelled = is_cancelled
         self._last_cancel_check = 0.0
+        self.client_tools = frozenset(t.name for t in spec.client_tools)
 
     async def emit(self, type: str, **payload: Any) -> None:
         await self.sink.emit(type, payload)
@@ -164,6 +172,10 @@ class _Loop:
                 return await self._finish(
                     state, RunStatus.FAILED, error=f"token budget of {budget} exceeded ({used})"
                 )
+            if response.tool_calls and self.client_tools:
+                calls = [c for c in response.tool_calls if c.name in self.client_tools]
+                if calls:
+                    return await self._hand_to_client(state, calls)
             if response.tool_calls:
                 # No checkpoint yet: the next step saves before any call runs or parks; a
                 # crash in between only asks the model again.
@@ -184,13 +196,21 @@ class _Loop:
 
     # -- reason ----------------------------------------------------------------------
     async def _infer(self, state: RunState) -> ModelResponse | None:
+        spec = self.spec
+        # A forced choice holds for the first round only (else every round would call a
+        # tool again); "none" holds throughout.
+        choice = spec.tool_choice if state.rounds == 0 or spec.tool_choice == "none" else "auto"
         request = ModelRequest(
-            model=self.spec.model,
+            model=spec.model,
             system=self.system,
             messages=list(state.messages),
             tools=list(self.tools),
-            temperature=self.spec.temperature,
-            max_tokens=self.spec.max_tokens_per_response,
+            tool_choice=choice,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens_per_response,
+            stop=spec.stop,
+            top_p=spec.top_p,
+            seed=spec.seed,
         )
         state.rounds += 1
         await self.emit("inference.started", round=state.rounds)
@@ -297,6 +317,17 @@ class _Loop:
             suspended=suspended,
         )
 
+    async def _hand_to_client(self, state: RunState, calls: list[ToolCall]) -> RunOutcome:
+        """End the run with the calls the caller runs itself. Server-side calls of the same
+        response are dropped, not run: their results could not reach the caller's next
+        request, and the model may ask for them again there."""
+        last = state.messages[-1]
+        if isinstance(last, AssistantMessage) and len(last.tool_calls) != len(calls):
+            state.messages[-1] = replace(last, tool_calls=tuple(calls))
+        return await finish_run(
+            self.checkpoint, self.emit, state, RunStatus.AWAITING_CLIENT, client_calls=calls
+        )
+
     # -- finish ----------------------------------------------------------------------
     async def _cancelled(self, *, force: bool = False) -> bool:
         if self.is_cancelled is None:
@@ -335,7 +366,13 @@ def _with_unique_call_ids(response: ModelResponse, state: RunState) -> ModelResp
 
 
 async def finish_run(
-    checkpoint, emit, state: RunState, status: RunStatus, *, error: str = ""
+    checkpoint,
+    emit,
+    state: RunState,
+    status: RunStatus,
+    *,
+    error: str = "",
+    client_calls: Sequence[ToolCall] = (),
 ) -> RunOutcome:
     """Record the final status in the checkpoint, then the terminal event. Shared by every
     agent kind, so a stream ends the same way whoever did the thinking."""
@@ -347,6 +384,7 @@ async def finish_run(
         structured_output=state.structured_output,
         usage=state.usage,
         error=error,
+        client_calls=list(client_calls),
     )
     payload = {
         "status": status.value,
@@ -355,6 +393,10 @@ async def finish_run(
         "usage": _usage_payload(outcome.usage),
         "rounds": state.rounds,
     }
+    if client_calls:
+        payload["client_tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in client_calls
+        ]
     if status is RunStatus.FAILED:
         await emit("run.failed", error=error, **payload)
     elif status is RunStatus.CANCELLED:

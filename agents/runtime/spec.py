@@ -22,10 +22,19 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     MAX_ROUNDS = "max_rounds"
+    # The model called a tool the API caller runs itself: the run ended with those calls,
+    # and the caller's next request (carrying their results) is a new run.
+    AWAITING_CLIENT = "awaiting_client"
 
 
 TERMINAL = frozenset(
-    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ROUNDS}
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.MAX_ROUNDS,
+        RunStatus.AWAITING_CLIENT,
+    }
 )
 
 
@@ -48,6 +57,12 @@ class AgentSpec:
     structured_retries: int = 2
     kind: str = "orchestrator"  # see agents/runtime/kinds.py
     remote_url: str = ""  # for the "remote" kind
+    # What an API caller may add to one run (agents/runtime/client_request.py):
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    tool_choice: str = "auto"  # the first round's; "none" holds for every round
+    client_tools: tuple[Any, ...] = ()  # Tools the caller runs: a call to one ends the run
 
 
 @dataclass(frozen=True)
@@ -69,3 +84,4 @@ class RunOutcome:
     error: str = ""
     awaiting: list[ToolCall] = field(default_factory=list)  # calls waiting for a decision
     suspended: list[ToolCall] = field(default_factory=list)  # calls waiting on a child run
+    client_calls: list[ToolCall] = field(default_factory=list)  # for the API caller to run

@@ -36,9 +36,9 @@ class RunState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "messages": [_message_to_dict(m) for m in self.messages],
+            "messages": [message_to_dict(m) for m in self.messages],
             "pending_calls": [_call_to_dict(c) for c in self.pending_calls],
-            "results": {k: _message_to_dict(v) for k, v in self.results.items()},
+            "results": {k: message_to_dict(v) for k, v in self.results.items()},
             "started": sorted(self.started),
             "rounds": self.rounds,
             "tool_calls": self.tool_calls,
@@ -58,10 +58,10 @@ class RunState:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunState:
         return cls(
-            messages=[_message_from_dict(m) for m in data.get("messages", [])],
+            messages=[message_from_dict(m) for m in data.get("messages", [])],
             pending_calls=[_call_from_dict(c) for c in data.get("pending_calls", [])],
             results={
-                k: _message_from_dict(v)  # type: ignore[misc]
+                k: message_from_dict(v)  # type: ignore[misc]
                 for k, v in data.get("results", {}).items()
             },
             started=set(data.get("started", [])),
@@ -98,7 +98,7 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
     return ToolCall(id=data["id"], name=data["name"], arguments=data["arguments"])
 
 
-def _message_to_dict(message: Message) -> dict[str, Any]:
+def message_to_dict(message: Message) -> dict[str, Any]:
     if isinstance(message, UserMessage):
         return {"role": "user", "text": message.text}
     if isinstance(message, AssistantMessage):
@@ -116,7 +116,7 @@ def _message_to_dict(message: Message) -> dict[str, Any]:
     }
 
 
-def _message_from_dict(data: dict[str, Any]) -> Message:
+def message_from_dict(data: dict[str, Any]) -> Message:
     role = data["role"]
     if role == "user":
         return UserMessage(data["text"])

@@ -84,6 +84,8 @@ class AnthropicAdapter:
             params["temperature"] = request.temperature
         if request.stop:
             params["stop_sequences"] = list(request.stop)
+        if request.top_p is not None:
+            params["top_p"] = request.top_p
         return params
 
     async def _call(self, **params):

@@ -95,6 +95,10 @@ class OpenAIAdapter:
             params["temperature"] = request.temperature
         if request.stop:
             params["stop"] = list(request.stop)
+        if request.top_p is not None:
+            params["top_p"] = request.top_p
+        if request.seed is not None:
+            params["seed"] = request.seed
         return params
 
     def _tool_choice(self, choice: str) -> Any:

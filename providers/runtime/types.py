@@ -66,6 +66,8 @@ class ModelRequest:
     temperature: float | None = None
     max_tokens: int = 1024
     stop: Sequence[str] = ()
+    top_p: float | None = None
+    seed: int | None = None  # providers without one (Anthropic) ignore it
 
 
 @dataclass(frozen=True)

@@ -14,28 +14,12 @@ import pytest
 from django.test import AsyncClient
 from django.urls import reverse
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Run, RunEvent
+from tests.api.conftest import sdk
 from tests.factories import make_agent, make_crew
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def keys(trio) -> dict[str, str]:
-    _, run = tenancy.api_key_create(tenant=trio.acme, name="chat", scopes=["read", "run"])
-    _, read = tenancy.api_key_create(tenant=trio.acme, name="ro", scopes=["read"])
-    return {"run": run, "read": read}
-
-
-def sdk(asgi_server: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(api_key=key, base_url=f"{asgi_server}/v1", max_retries=0, timeout=20)
-
-
-@pytest.fixture
-def client(asgi_server, keys, celery_worker_process) -> openai.OpenAI:
-    return sdk(asgi_server, keys["run"])
 
 
 def run_of(completion_id: str) -> Run:
@@ -75,6 +59,18 @@ SCRIPTS = {
     ),
 }
 ANSWERS = {"text": ("Hello there.", 12, 3), "tool": ("It is 42.", 30, 9)}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
 
 
 @pytest.mark.parametrize("scenario", ["text", "tool"])
@@ -114,16 +110,18 @@ def test_a_streaming_chat_completion_streams_chunks_then_usage(
         model="assistant",
         messages=[{"role": "user", "content": "What is 6*7?"}],
         stream=True,
+        stream_options={"include_usage": True},
     )
     chunks = list(stream)
     text, prompt_tokens, completion_tokens = ANSWERS[scenario]
     assert {c.object for c in chunks} == {"chat.completion.chunk"}
     assert len({c.id for c in chunks}) == 1
     assert chunks[0].choices[0].delta.role == "assistant"
+    *chunks, last = chunks  # as OpenAI: the usage comes alone, with no choices
+    assert last.choices == [] and all(c.usage is None for c in chunks)
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
     assert [c.choices[0].finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
-    last = chunks[-1]
-    assert last.choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].finish_reason == "stop"
     assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (
         prompt_tokens,
         completion_tokens,
@@ -131,18 +129,44 @@ def test_a_streaming_chat_completion_streams_chunks_then_usage(
     assert run_of(chunks[0].id).status == "succeeded"
 
 
-def test_earlier_messages_are_folded_into_the_run_input(trio, agent, client, provider_server):
+def test_the_messages_reach_the_agent_as_a_conversation(trio, agent, client, provider_server):
+    """System and developer messages join the agent's instructions; earlier turns stay turns."""
     completion = client.chat.completions.create(
         model="assistant",
         messages=[
             {"role": "system", "content": "Answer in French."},
             {"role": "user", "content": "My name is Ada."},
             {"role": "assistant", "content": "Enchantée, Ada."},
+            {"role": "developer", "content": "Keep it short."},
             {"role": "user", "content": [{"type": "text", "text": "What is my name?"}]},
         ],
     )
     run = run_of(completion.id)
-    assert run.input == (
+    assert run.input == "What is my name?"
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
+    assert sent[0]["role"] == "system"
+    assert sent[0]["content"].startswith("Be brief.\n\nAnswer in French.\n\nKeep it short.")
+    assert sent[1:] == [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Enchantée, Ada."},
+        {"role": "user", "content": "What is my name?"},
+    ]
+
+
+def test_a_crew_takes_the_conversation_folded_into_its_task(trio, agent, client, provider_server):
+    make_crew(trio.acme, "desk", [agent], mode="sequential")
+    completion = client.chat.completions.create(
+        model="desk",
+        messages=[
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "My name is Ada."},
+            {"role": "assistant", "content": "Enchantée, Ada."},
+            {"role": "user", "content": "What is my name?"},
+        ],
+    )
+    assert run_of(completion.id).input == "What is my name?"
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
+    assert sent[-1]["content"] == (
         "Earlier in this conversation:\n"
         "system: Answer in French.\n"
         "user: My name is Ada.\n"
@@ -150,8 +174,11 @@ def test_earlier_messages_are_folded_into_the_run_input(trio, agent, client, pro
         "The latest message, to answer now:\n"
         "What is my name?"
     )
-    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
-    assert sent[-1] == {"role": "user", "content": run.input}
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="desk", messages=[{"role": "user", "content": "hi"}], tools=[WEATHER]
+        )
+    assert "A crew takes text turns only" in refused.value.message
 
 
 def test_a_crew_answers_as_a_model_with_its_last_members_output(
@@ -166,10 +193,14 @@ def test_a_crew_answers_as_a_model_with_its_last_members_output(
     )
     chunks = list(
         client.chat.completions.create(
-            model="desk", messages=[{"role": "user", "content": "Boiling?"}], stream=True
+            model="desk",
+            messages=[{"role": "user", "content": "Boiling?"}],
+            stream=True,
+            stream_options={"include_usage": True},
         )
     )
-    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Water boils at 100C."
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Water boils at 100C."
     assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (16, 5)
     run = run_of(chunks[0].id)
     assert run.crew == crew and run.children.count() == 2

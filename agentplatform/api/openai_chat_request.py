@@ -1,0 +1,395 @@
+"""A Chat Completions request body, checked and turned into what a run takes.
+
+Every field a client may send is checked here and a bad one is a 400 naming it (OpenAI's
+`param`); nothing a caller writes reaches a library unchecked (tool parameter and
+response_format schemas go through tools.runtime.validation's guarded check). The
+messages become structured turns (agents.runtime.client_request): system and developer
+messages join the agent's instructions, assistant tool calls and tool results stay what
+they are, so the model sees the conversation the caller had. A plain request (one user
+message, no options) needs none of it: it runs as a bare input, as a chat does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from agents.runtime.client_request import ClientRequest, ClientTool, Sampling
+from agents.services import MAX_INPUT_CHARS
+from providers.runtime.types import AssistantMessage, Message, ToolResultMessage, UserMessage
+from tools.runtime.tool import NAME_PATTERN, ToolCall
+from tools.runtime.validation import SchemaError, check_schema
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+MAX_MESSAGES = 2000
+MAX_CONVERSATION_CHARS = 10 * MAX_INPUT_CHARS  # all messages' text together
+MAX_TOOLS = 128  # as OpenAI
+MAX_STOP = 4  # as OpenAI
+
+
+class BadRequest(ValueError):
+    """A 400 for the caller, naming the field at fault."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    input: str  # the last user message's text: what the run records as its input
+    stream: bool
+    include_usage: bool = False
+    client: ClientRequest | None = None  # None: a plain request (one user message)
+
+    @property
+    def structured(self) -> bool:
+        return self.client is not None and self.client.output_schema is not None
+
+
+def parse_chat_request(raw: bytes, query_stream: bool = False) -> ChatRequest:
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, RecursionError):
+        raise BadRequest("The body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("`model` is required: an agent or crew slug.", "model")
+    _check_text(model, "model")
+    stream = _optional(body, "stream", bool, False)
+    include_usage = False
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise BadRequest("`stream_options` must be an object.", "stream_options")
+        include_usage = _optional(options, "include_usage", bool, False, "stream_options")
+    n = body.get("n")
+    if n is not None and (not _is_int(n) or n != 1):
+        raise BadRequest("Only one choice per request is supported: send `n` = 1 or omit it.", "n")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("`messages` must be a non-empty list.", "messages")
+    if len(messages) > MAX_MESSAGES:
+        raise BadRequest(f"At most {MAX_MESSAGES} messages.", "messages")
+    instructions, turns = _turns(messages)
+    tools = _tools(body.get("tools"))
+    tool_choice = _tool_choice(body.get("tool_choice"), tools)
+    client = ClientRequest(
+        messages=tuple(turns),
+        instructions=instructions,
+        tools=tools,
+        tool_choice=tool_choice,
+        output_schema=_output_schema(body.get("response_format")),
+        sampling=_sampling(body),
+        end_user=_end_user(body.get("user")),
+    )
+    text = client.last_user_text
+    if not text.strip():
+        raise BadRequest("The last user message is empty.", "messages")
+    plain = len(turns) == 1 and client == ClientRequest(messages=client.messages)
+    return ChatRequest(
+        model=model,
+        input=text,
+        stream=stream or query_stream,
+        include_usage=include_usage,
+        client=None if plain else client,
+    )
+
+
+# -- messages ------------------------------------------------------------------------------
+def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
+    """The system/developer text, and the other messages as turns (from the first user
+    message on, up to the last user or tool message: a trailing assistant prefill is not
+    used)."""
+    system: list[str] = []
+    turns: list[Message] = []
+    calls: dict[str, str] = {}  # call id -> tool name, for the results that answer them
+    unanswered: dict[str, int] = {}  # call id -> the message index that made it
+    total = 0
+    for index, message in enumerate(messages):
+        param = f"messages[{index}]"
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or role not in ROLES:  # (a list or dict is unhashable)
+            raise BadRequest(
+                f"Each message needs a role: one of {', '.join(sorted(ROLES))}.", f"{param}.role"
+            )
+        text = _text_of(message.get("content"), f"{param}.content")
+        total += len(text)
+        if total > MAX_CONVERSATION_CHARS:
+            raise BadRequest(f"The messages exceed {MAX_CONVERSATION_CHARS} characters.", param)
+        if role != "tool" and unanswered:
+            call_id, at = next(iter(unanswered.items()))
+            raise BadRequest(
+                f"The tool call `{call_id}` of messages[{at}] has no `tool` message with its "
+                "result before the next message.",
+                param,
+            )
+        if role in ("system", "developer"):
+            if text.strip():
+                system.append(text.strip())
+        elif role == "user":
+            turns.append(UserMessage(text))
+        elif role == "assistant":
+            if not any(isinstance(t, UserMessage) for t in turns):
+                continue  # providers want a user turn first
+            made = _tool_calls(message.get("tool_calls"), f"{param}.tool_calls")
+            for call in made:
+                calls[call.id] = call.name
+                unanswered[call.id] = index
+            if text or made:
+                turns.append(AssistantMessage(text=text, tool_calls=made))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in calls:
+                raise BadRequest(
+                    "A `tool` message needs the `tool_call_id` of a call an earlier assistant "
+                    "message made.",
+                    f"{param}.tool_call_id",
+                )
+            unanswered.pop(call_id, None)
+            turns.append(ToolResultMessage(call_id=call_id, name=calls[call_id], content=text))
+        else:
+            raise BadRequest(
+                "The legacy `function` role is not supported: send `tool` messages.",
+                f"{param}.role",
+            )
+    while turns and isinstance(turns[-1], AssistantMessage) and not turns[-1].tool_calls:
+        turns.pop()
+    if unanswered:
+        call_id, at = next(iter(unanswered.items()))
+        raise BadRequest(
+            f"The tool call `{call_id}` of messages[{at}] has no `tool` message with its result.",
+            "messages",
+        )
+    if not any(isinstance(t, UserMessage) for t in turns):
+        raise BadRequest("Send at least one user message.", "messages")
+    return "\n\n".join(system), turns
+
+
+def _text_of(content: Any, param: str) -> str:
+    """A message's text: a string, or the text parts of a list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        texts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in ("text", "input_text", "output_text"):
+                raise BadRequest(
+                    f"Content parts of type {kind!r} are not supported; send text parts.", param
+                )
+            if not isinstance(part.get("text"), str):
+                raise BadRequest("A text part needs a `text` string.", param)
+            texts.append(part["text"])
+        text = "\n".join(texts)
+    else:
+        raise BadRequest("`content` must be a string or a list of parts.", param)
+    _check_text(text, param)
+    return text
+
+
+def _tool_calls(raw: Any, param: str) -> tuple[ToolCall, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadRequest("`tool_calls` must be a list.", param)
+    calls = []
+    for index, item in enumerate(raw):
+        where = f"{param}[{index}]"
+        function = item.get("function") if isinstance(item, dict) else None
+        call_id = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(call_id, str) or not call_id:
+            raise BadRequest("A tool call needs an `id` and a `function`.", where)
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise BadRequest("A tool call's `function.name` must be a tool name.", where)
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
+        except (ValueError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise BadRequest(
+                "A tool call's `function.arguments` must be a JSON object as a string.",
+                f"{where}.function.arguments",
+            )
+        _check_text(call_id, f"{where}.id")
+        calls.append(ToolCall(id=call_id, name=name, arguments=parsed))
+    return tuple(calls)
+
+
+# -- tools, output format, sampling ----------------------------------------------------------
+def _tools(raw: Any) -> tuple[ClientTool, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_TOOLS:
+        raise BadRequest(f"`tools` must be a list of at most {MAX_TOOLS} tools.", "tools")
+    tools: dict[str, ClientTool] = {}
+    for index, item in enumerate(raw):
+        param = f"tools[{index}]"
+        function = item.get("function") if isinstance(item, dict) else None
+        if (
+            not isinstance(item, dict)
+            or item.get("type") != "function"
+            or not isinstance(function, dict)
+        ):
+            raise BadRequest('Each tool must be {"type": "function", "function": {...}}.', param)
+        name = function.get("name")
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise BadRequest(
+                "A tool's `name` must be 1-64 letters, digits, `_` or `-`.",
+                f"{param}.function.name",
+            )
+        if name in tools:
+            raise BadRequest(f"Two tools are named `{name}`.", f"{param}.function.name")
+        description = function.get("description") or ""
+        if not isinstance(description, str):
+            raise BadRequest("A tool's `description` must be a string.", f"{param}.function")
+        _check_text(description, f"{param}.function.description")
+        parameters = function.get("parameters")
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        tools[name] = ClientTool(
+            name=name,
+            description=description,
+            parameters=_object_schema(parameters, f"{param}.function.parameters"),
+        )
+    return tuple(tools.values())
+
+
+def _object_schema(schema: Any, param: str) -> dict[str, Any]:
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        raise BadRequest("The schema must be a JSON Schema object with `type` object.", param)
+    try:
+        check_schema(schema)
+    except SchemaError as exc:
+        raise BadRequest(f"The schema is not usable: {exc}", param) from None
+    if len(json.dumps(schema)) > 100_000:
+        raise BadRequest("The schema is too large (at most 100,000 characters).", param)
+    return schema
+
+
+def _tool_choice(raw: Any, tools: tuple[ClientTool, ...]) -> str:
+    if raw is None:
+        return "auto"
+    if raw in ("auto", "none", "required"):
+        return raw
+    name = None
+    if isinstance(raw, dict) and raw.get("type") == "function":
+        function = raw.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise BadRequest(
+            '`tool_choice` must be "auto", "none", "required" or '
+            '{"type": "function", "function": {"name": ...}}.',
+            "tool_choice",
+        )
+    if name not in {t.name for t in tools}:
+        raise BadRequest(f"`tool_choice` names `{name}`, which is not in `tools`.", "tool_choice")
+    return name
+
+
+def _output_schema(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = raw.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return _object_schema(schema, "response_format.json_schema.schema")
+    raise BadRequest(
+        '`response_format` must be {"type": "text"}, {"type": "json_object"} or '
+        '{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}.',
+        "response_format",
+    )
+
+
+def _sampling(body: dict[str, Any]) -> Sampling:
+    temperature = _number(body, "temperature", 0, 2)
+    top_p = _number(body, "top_p", 0, 1)
+    max_tokens = None
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is not None:
+            if not _is_int(value) or value < 1:
+                raise BadRequest(f"`{name}` must be a positive integer.", name)
+            max_tokens = value if max_tokens is None else min(max_tokens, value)
+    stop = body.get("stop")
+    if stop is None:
+        stops: tuple[str, ...] = ()
+    elif isinstance(stop, str):
+        stops = (stop,)
+    elif (
+        isinstance(stop, list)
+        and len(stop) <= MAX_STOP
+        and all(isinstance(s, str) and s for s in stop)
+    ):
+        stops = tuple(stop)
+    else:
+        raise BadRequest(f"`stop` must be a string or a list of at most {MAX_STOP}.", "stop")
+    for item in stops:
+        _check_text(item, "stop")
+    seed = body.get("seed")
+    if seed is not None and (not _is_int(seed) or abs(seed) >= 2**63):
+        raise BadRequest("`seed` must be an integer.", "seed")
+    return Sampling(
+        temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop=stops, seed=seed
+    )
+
+
+def _end_user(raw: Any) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str) or len(raw) > 256:
+        raise BadRequest("`user` must be a string of at most 256 characters.", "user")
+    _check_text(raw, "user")
+    return raw
+
+
+# -- small checks ------------------------------------------------------------------------------
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise BadRequest(f"`{name}` must be a number from {low} to {high}.", name)
+    return float(value)
+
+
+def _optional(body: dict[str, Any], name: str, kind: type, default: Any, parent: str = "") -> Any:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        param = f"{parent}.{name}" if parent else name
+        raise BadRequest(f"`{param}` must be a {kind.__name__}.", param)
+    return value
+
+
+def _check_text(text: str, param: str) -> None:
+    """Text that can be stored: no NUL, no lone surrogate (JSON "\\ud800")."""
+    if "\x00" in text:
+        raise BadRequest("Text may not contain NUL characters.", param)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest("Text must be valid Unicode.", param) from None

@@ -1,0 +1,267 @@
+"""Chat Completions beyond one plain message, driven by the real `openai` SDK against a
+uvicorn server: the caller's tools (and continuing with their results), structured output,
+sampling options, and the requests that get a clear 400."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from pydantic import BaseModel
+
+from agents.models import Run, RunEvent
+from tests.api.test_openai_compat import WEATHER, run_of
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ASK = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+def _tool_names(request) -> list[str]:
+    return [t["function"]["name"] for t in request.body.get("tools") or []]
+
+
+def test_a_call_to_the_callers_tool_ends_the_answer_with_tool_calls(
+    trio, agent, client, provider_server
+):
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("m1", "get_weather", '{"city": "Paris"}')])
+    )
+    completion = client.chat.completions.create(
+        model="assistant", messages=ASK, tools=[WEATHER], tool_choice="required"
+    )
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert (call.type, call.function.name) == ("function", "get_weather")
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    sent = provider_server.requests_to("/v1/chat/completions")[-1]
+    assert "get_weather" in _tool_names(sent) and "calculator" in _tool_names(sent)
+    assert sent.body["tool_choice"] == "required"
+    run = run_of(completion.id)
+    assert run.status == "awaiting_client" and run.finished_at is not None
+    assert not RunEvent.objects.filter(run=run, type="tool.started").exists()  # not run here
+
+    # The next request carries the result: a new run continues from the whole conversation.
+    provider_server.script("openai", TextReply("It is sunny in Paris."))
+    follow = client.chat.completions.create(
+        model="assistant",
+        messages=[
+            *ASK,
+            choice.message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": '{"sky": "sunny"}'},
+        ],
+        tools=[WEATHER],
+    )
+    assert follow.choices[0].message.content == "It is sunny in Paris."
+    assert follow.choices[0].finish_reason == "stop"
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    assert sent[2]["tool_calls"][0]["id"] == call.id
+    assert sent[3] == {"role": "tool", "tool_call_id": call.id, "content": '{"sky": "sunny"}'}
+    assert run_of(follow.id).status == "succeeded" and run_of(follow.id).input == ASK[0]["content"]
+
+
+def test_the_callers_tool_calls_stream_as_openai_streams_them(trio, agent, client, provider_server):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("m1", "get_weather", '{"city": "Paris"}')], text="Let me look."),
+    )
+    stream = client.chat.completions.create(
+        model="assistant", messages=ASK, tools=[WEATHER], stream=True
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Let me look."
+    calls = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or []]
+    assert [(d.index, d.function.name) for d in calls] == [(0, "get_weather")]
+    assert json.loads(calls[0].function.arguments) == {"city": "Paris"}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert all(c.usage is None for c in chunks)  # no include_usage: no usage
+
+    # The SDK's own stream helper assembles the same call.
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("m2", "get_weather", '{"city": "Oslo"}')])
+    )
+    with client.chat.completions.stream(model="assistant", messages=ASK, tools=[WEATHER]) as events:
+        final = events.get_final_completion()
+    assert final.choices[0].message.tool_calls[0].function.arguments == '{"city": "Oslo"}'
+
+
+def test_server_side_tools_still_run_on_the_platform_beside_the_callers(
+    trio, agent, client, provider_server
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "6*7"}')]),
+        ToolCallReply([ToolCall("c2", "get_weather", '{"city": "Paris"}')]),
+    )
+    completion = client.chat.completions.create(model="assistant", messages=ASK, tools=[WEATHER])
+    assert completion.choices[0].finish_reason == "tool_calls"
+    run = run_of(completion.id)
+    done = RunEvent.objects.get(run=run, type="tool.completed")
+    assert done.payload["result"] == {"result": 42}
+
+
+def test_a_mixed_response_hands_over_only_the_callers_calls(trio, agent, client, provider_server):
+    provider_server.script(
+        "openai",
+        ToolCallReply(
+            [
+                ToolCall("c1", "calculator", '{"expression": "1+1"}'),
+                ToolCall("c2", "get_weather", '{"city": "Paris"}'),
+            ]
+        ),
+    )
+    completion = client.chat.completions.create(model="assistant", messages=ASK, tools=[WEATHER])
+    assert [c.function.name for c in completion.choices[0].message.tool_calls] == ["get_weather"]
+    assert not RunEvent.objects.filter(run=run_of(completion.id), type="tool.started").exists()
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_response_format_json_schema_is_the_agents_structured_output(
+    trio, agent, client, provider_server, stream
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply(
+            [ToolCall("f1", "final_answer", '{"name": "Paris", "population": 2100000}')],
+            text="Here it is.",
+        ),
+    )
+    if stream:
+        with client.chat.completions.stream(
+            model="assistant", messages=ASK, response_format=City
+        ) as events:
+            completion = events.get_final_completion()
+    else:
+        completion = client.chat.completions.parse(
+            model="assistant", messages=ASK, response_format=City
+        )
+    message = completion.choices[0].message
+    assert message.parsed == City(name="Paris", population=2100000)
+    assert json.loads(message.content) == {"name": "Paris", "population": 2100000}
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body
+    (final,) = [t for t in sent["tools"] if t["function"]["name"] == "final_answer"]
+    assert set(final["function"]["parameters"]["properties"]) == {"name", "population"}
+    assert Run.objects.get(pk=int(completion.id.split("-")[1])).structured_output == {
+        "name": "Paris",
+        "population": 2100000,
+    }
+
+
+def test_sampling_options_reach_the_provider_within_the_agents_limits(
+    trio, agent, client, provider_server
+):
+    agent.max_tokens_per_run = 500
+    agent.save()
+    client.chat.completions.create(
+        model="assistant",
+        messages=ASK,
+        temperature=0.2,
+        top_p=0.5,
+        max_completion_tokens=4000,
+        stop=["END"],
+        seed=7,
+        user="end-user-42",
+    )
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body
+    assert (sent["temperature"], sent["top_p"], sent["stop"], sent["seed"]) == (
+        0.2,
+        0.5,
+        ["END"],
+        7,
+    )
+    assert sent.get("max_completion_tokens", sent.get("max_tokens")) == 500  # capped
+    run = Run.objects.latest("pk")
+    assert run.client_request["end_user"] == "end-user-42"
+
+
+BAD = [
+    ({"n": 2}, "n", "Only one choice"),
+    ({"temperature": 3}, "temperature", "from 0 to 2"),
+    ({"top_p": "x"}, "top_p", "from 0 to 1"),
+    ({"max_tokens": 0}, "max_tokens", "positive integer"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
+    (
+        {"tools": [{"type": "function", "function": {"name": "bad name"}}]},
+        "tools[0].function.name",
+        "name",
+    ),
+    ({"tools": [{"type": "function", "function": {"name": "calculator"}}]}, "tools", "own tool"),
+    (
+        {
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "x", "parameters": {"$ref": "http://evil/x"}},
+                }
+            ]
+        },
+        "tools[0].function.parameters",
+        "not usable",
+    ),
+    ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
+    ({"response_format": {"type": "xml"}}, "response_format", "response_format"),
+    (
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "a", "schema": {"type": "array"}},
+            }
+        },
+        "response_format.json_schema.schema",
+        "type` object",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "zz", "content": "1"},
+            ]
+        },
+        "messages[1].tool_call_id",
+        "tool_call_id",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "a",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "user", "content": "well?"},
+            ]
+        },
+        "messages[2]",
+        "has no `tool` message",
+    ),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
+        "messages[0].content",
+        "input_audio",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "param", "words"), BAD, ids=[b[1] for b in BAD])
+def test_a_bad_request_is_a_400_naming_the_field(trio, agent, client, extra, param, words):
+    body = {"model": "assistant", "messages": ASK, **extra}
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(**body)
+    assert refused.value.param == param
+    assert words in refused.value.message
+    assert Run.objects.count() == 0
