@@ -24,7 +24,8 @@ from tests.live_server import free_port
 
 class Serve:
     def __init__(self, data_dir: Path, port: int) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        unset = ("DATABASE_URL", "REDIS_URL", "MCP_RESOURCE_URL", "PORT")
+        env = {k: v for k, v in os.environ.items() if k not in unset}
         env.update(
             DATA_DIR=str(data_dir),
             DEMO_PASSWORD="demo-pass-123",
@@ -111,6 +112,19 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_
 
         status, body = get(f"{base}/login/")
         assert status == 200 and b'name="password"' in body
+
+        # MCP's challenge and resource metadata name the port served, not 8000.
+        try:
+            urllib.request.urlopen(f"{base}/mcp", timeout=15)
+            pytest.fail("/mcp answered without a key")
+        except urllib.error.HTTPError as challenge:
+            assert challenge.code == 401
+            assert (
+                f"http://localhost:{port}/.well-known/oauth-protected-resource/mcp"
+                in (challenge.headers["WWW-Authenticate"])
+            )
+        _, metadata = get(f"{base}/.well-known/oauth-protected-resource/mcp")
+        assert json.loads(metadata)["resource"] == f"http://localhost:{port}/mcp"
         opener = urllib.request.build_opener(
             urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
         )

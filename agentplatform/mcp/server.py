@@ -182,11 +182,12 @@ def tool_run_result(name: str, outcome: ToolRunOutcome) -> CallToolResult:
     return error_result(outcome.error or "The tool failed.", run_id=outcome.run_id, status="failed")
 
 
-def error_result(text: str, **structured: Any) -> CallToolResult:
+def error_result(text: str, **meta: Any) -> CallToolResult:
+    """An error (or pending) result: the text says what happened, `_meta` carries the run's
+    id and status. Never `structuredContent`: clients check it against the tool's output
+    schema even on errors (the TypeScript SDK throws when it does not match)."""
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=structured or None,
-        is_error=True,
+        content=[TextContent(type="text", text=text)], is_error=True, meta=meta or None
     )
 
 
@@ -272,15 +273,11 @@ def _target(tenant: Tenant, slug: str) -> Agent | Crew:
 
 
 def _answer(run: Run, ending: Ending, text: str) -> CallToolResult:
-    structured = {
-        "answer": text,
-        "run_id": run.pk,
-        "conversation_id": run.conversation_id,
-        "status": ending.status,
-    }
+    meta = {"run_id": run.pk, "conversation_id": run.conversation_id, "status": ending.status}
     if ending.status == RunStatus.SUCCEEDED:
         return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=structured
+            content=[TextContent(type="text", text=text)],
+            structured_content={"answer": text, **meta},
         )
     if ending.status == RunStatus.AWAITING_APPROVAL:
         lines = [f"Approval pending: run {run.pk} waits for a human to decide these tool calls:"]
@@ -289,10 +286,10 @@ def _answer(run: Run, ending: Ending, text: str) -> CallToolResult:
             for a in ending.approvals
         ]
         lines.append(f"The run then goes on; its answer: GET /api/v1/runs/{run.pk}.")
-        return error_result("\n".join(([text] if text else []) + lines), **structured)
+        return error_result("\n".join(([text] if text else []) + lines), **meta)
     if ending.status == RunStatus.MAX_ROUNDS:
         note = f"Run {run.pk} stopped at its round limit before a final answer."
-        return error_result("\n\n".join(filter(None, [text, note])), **structured)
+        return error_result("\n\n".join(filter(None, [text, note])), **meta)
     what = "was cancelled" if ending.status == RunStatus.CANCELLED else "failed"
     detail = f": {ending.error}" if ending.error else "."
-    return error_result(f"Run {run.pk} {what}{detail}", **structured)
+    return error_result(f"Run {run.pk} {what}{detail}", **meta)

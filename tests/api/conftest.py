@@ -26,9 +26,3 @@ def keys(trio) -> dict[str, str]:
 
 def sdk(asgi_server: str, key: str) -> openai.OpenAI:
     return openai.OpenAI(api_key=key, base_url=f"{asgi_server}/v1", max_retries=0, timeout=20)
-
-
-@pytest.fixture
-def client(asgi_server, keys, celery_worker_process) -> openai.OpenAI:
-    """The real `openai` SDK on the server's `/v1`, with the `run` key (a worker running)."""
-    return sdk(asgi_server, keys["run"])

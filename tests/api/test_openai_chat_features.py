@@ -11,10 +11,18 @@ import pytest
 from pydantic import BaseModel
 
 from agents.models import Run, RunEvent
+from tests.api.conftest import sdk
 from tests.api.test_openai_compat import WEATHER, run_of
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def client(asgi_server, keys, celery_worker_process) -> openai.OpenAI:
+    """The real `openai` SDK on the server's `/v1`, with the `run` key (a worker running)."""
+    return sdk(asgi_server, keys["run"])
+
 
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 

@@ -22,6 +22,12 @@ from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCal
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def client(asgi_server, keys, celery_worker_process) -> openai.OpenAI:
+    """The real `openai` SDK on the server's `/v1`, with the `run` key (a worker running)."""
+    return sdk(asgi_server, keys["run"])
+
+
 def run_of(completion_id: str) -> Run:
     assert completion_id.startswith("chatcmpl-")
     return Run.objects.get(pk=int(completion_id.removeprefix("chatcmpl-")))

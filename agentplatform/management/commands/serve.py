@@ -101,6 +101,7 @@ class Command(BaseCommand):
         self, host: str, port: int, *, with_worker: bool
     ) -> dict[str, subprocess.Popen]:
         env = child_env()
+        env["PORT"] = str(port)  # what the settings name (MCP_RESOURCE_URL's default port)
         return {
             name: subprocess.Popen(
                 command, env=env, cwd=settings.BASE_DIR, preexec_fn=die_with_parent
