@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test test-fast test-integration lint format migrate shell bench clean chromium
+.PHONY: install run test test-fast test-integration lint format migrate shell bench clean chromium node-clients py-clients
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,14 +28,38 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		{ echo "The browser tests need Chromium: sudo apt-get install chromium"; exit 1; }
 
-test: lint chromium
+# The real TypeScript clients some tests drive (tests/clients/node): Node.js from apt when
+# missing (as root, like CI), then the locked npm packages.
+NODE_CLIENTS := tests/clients/node
+$(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } || \
+		{ echo "The TypeScript client tests need Node.js: sudo apt-get install nodejs npm"; exit 1; }
+	npm ci --prefix $(NODE_CLIENTS) --silent --no-audit --no-fund
+	@touch $@
+
+node-clients: $(NODE_CLIENTS)/node_modules/.installed
+
+# The Python agent frameworks some tests drive (tests/clients/python), in a venv of their
+# own: openai-agents' top-level package `agents` would shadow this project's app.
+CLIENTS_VENV := .venv-clients
+CLIENTS_REQUIREMENTS := tests/clients/python/requirements.txt
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed-$(shell cksum $(CLIENTS_REQUIREMENTS) | cut -d' ' -f1)
+$(CLIENTS_STAMP): $(CLIENTS_REQUIREMENTS)
+	@test -x $(CLIENTS_VENV)/bin/python || $(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(CLIENTS_REQUIREMENTS)
+	@rm -f $(CLIENTS_VENV)/.installed-* && touch $@
+
+py-clients: $(CLIENTS_STAMP)
+
+test: lint chromium node-clients py-clients
 	$(BIN)/python -m pytest
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m fast
 
-test-integration: $(STAMP) chromium
+test-integration: $(STAMP) chromium node-clients py-clients
 	$(BIN)/python -m pytest -m integration
 
 format: $(STAMP)
@@ -52,4 +76,4 @@ bench: $(STAMP)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .data
+	rm -rf $(VENV) $(CLIENTS_VENV) .data $(NODE_CLIENTS)/node_modules

@@ -53,6 +53,8 @@ from agents.runtime.client_request import ClientRequest
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.signals import request_execution
 from agents.tool_sources import effective_tools
+from providers.models import ProviderKind
+from providers.services import default_connection
 from tools.loader import invalidate_now_and_after_commit, per_version
 
 Initiator = AbstractBaseUser | ApiKey | None
@@ -232,6 +234,10 @@ def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
                 {"input": "A crew takes text turns only: no tools, tool calls or output format."}
             )
         return
+    if client.images and not _takes_images(target):
+        raise ValidationError(
+            {"input": "This agent's model connection does not take images: send text only."}
+        )
     if client.tools and target.kind == "remote":
         raise ValidationError({"tools": "A remote agent runs its own tools: send it none."})
     if client.tools:
@@ -241,6 +247,15 @@ def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
             raise ValidationError(
                 {"tools": f"The agent has its own tool named `{taken[0]}`: rename yours."}
             )
+
+
+def _takes_images(agent: Agent) -> bool:
+    """Anthropic, OpenAI and OpenAI-compatible connections take images; the offline demo
+    and remote agents do not."""
+    if agent.kind == "remote":
+        return False
+    connection = agent.provider_connection or default_connection(agent.tenant)
+    return connection is not None and connection.kind != ProviderKind.OFFLINE
 
 
 def _claimed(owner: str) -> dict[str, Any]:

@@ -18,7 +18,14 @@ from typing import Any
 
 from agents.runtime.client_request import ClientRequest, ClientTool, Sampling
 from agents.services import MAX_INPUT_CHARS
-from providers.runtime.types import AssistantMessage, Message, ToolResultMessage, UserMessage
+from providers.runtime.images import MAX_IMAGES, ImageRefused, image_from_data_url
+from providers.runtime.types import (
+    AssistantMessage,
+    Image,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+)
 from tools.runtime.tool import NAME_PATTERN, ToolCall
 from tools.runtime.validation import SchemaError, check_schema
 
@@ -44,6 +51,10 @@ class ChatRequest:
     stream: bool
     include_usage: bool = False
     client: ClientRequest | None = None  # None: a plain request (one user message)
+
+    @property
+    def fetches_images(self) -> bool:
+        return self.client is not None and any(i.url for i in self.client.images)
 
     @property
     def structured(self) -> bool:
@@ -91,7 +102,7 @@ def parse_chat_request(raw: bytes, query_stream: bool = False) -> ChatRequest:
     text = client.last_user_text
     if not text.strip():
         raise BadRequest("The last user message is empty.", "messages")
-    plain = len(turns) == 1 and client == ClientRequest(messages=client.messages)
+    plain = len(turns) == 1 and not client.images and client == ClientRequest(client.messages)
     return ChatRequest(
         model=model,
         input=text,
@@ -110,7 +121,7 @@ def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
     turns: list[Message] = []
     calls: dict[str, str] = {}  # call id -> tool name, for the results that answer them
     unanswered: dict[str, int] = {}  # call id -> the message index that made it
-    total = 0
+    total = image_count = 0
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         role = message.get("role") if isinstance(message, dict) else None
@@ -118,7 +129,10 @@ def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
             raise BadRequest(
                 f"Each message needs a role: one of {', '.join(sorted(ROLES))}.", f"{param}.role"
             )
-        text = _text_of(message.get("content"), f"{param}.content")
+        text, images = _content_of(message.get("content"), f"{param}.content", role == "user")
+        image_count += len(images)
+        if image_count > MAX_IMAGES:
+            raise BadRequest(f"At most {MAX_IMAGES} images per request.", f"{param}.content")
         total += len(text)
         if total > MAX_CONVERSATION_CHARS:
             raise BadRequest(f"The messages exceed {MAX_CONVERSATION_CHARS} characters.", param)
@@ -133,7 +147,7 @@ def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
             if text.strip():
                 system.append(text.strip())
         elif role == "user":
-            turns.append(UserMessage(text))
+            turns.append(UserMessage(text, images))
         elif role == "assistant":
             if not any(isinstance(t, UserMessage) for t in turns):
                 continue  # providers want a user turn first
@@ -171,19 +185,26 @@ def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
     return "\n\n".join(system), turns
 
 
-def _text_of(content: Any, param: str) -> str:
-    """A message's text: a string, or the text parts of a list of content parts."""
+def _content_of(content: Any, param: str, images: bool) -> tuple[str, tuple[Image, ...]]:
+    """A message's text (a string, or its text parts joined) and, where `images` may come
+    (user messages), its image parts."""
+    found: list[Image] = []
     if content is None:
-        return ""
-    if isinstance(content, str):
+        text = ""
+    elif isinstance(content, str):
         text = content
     elif isinstance(content, list):
         texts = []
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
+            if kind in ("image_url", "input_image") and images:
+                found.append(_image(part, param))
+                continue
             if kind not in ("text", "input_text", "output_text"):
                 raise BadRequest(
-                    f"Content parts of type {kind!r} are not supported; send text parts.", param
+                    f"Content parts of type {kind!r} are not supported here; send text"
+                    + (" or image_url parts." if images else " parts."),
+                    param,
                 )
             if not isinstance(part.get("text"), str):
                 raise BadRequest("A text part needs a `text` string.", param)
@@ -192,7 +213,28 @@ def _text_of(content: Any, param: str) -> str:
     else:
         raise BadRequest("`content` must be a string or a list of parts.", param)
     _check_text(text, param)
-    return text
+    return text, tuple(found)
+
+
+def image_of_url(url: Any, param: str) -> Image:
+    """An image part's URL: a data URL (checked now) or an http(s) URL (fetched through the
+    guarded egress once the caller's key is checked, providers.images)."""
+    if not isinstance(url, str) or not url:
+        raise BadRequest("An image part needs its `url`.", param)
+    if url.startswith("data:"):
+        try:
+            return image_from_data_url(url)
+        except ImageRefused as exc:
+            raise BadRequest(str(exc), param) from None
+    if not url.startswith(("https://", "http://")) or len(url) > 2048:
+        raise BadRequest("An image URL must be a data URL or an http(s) URL.", param)
+    _check_text(url, param)
+    return Image(media_type="", data="", url=url)
+
+
+def _image(part: dict[str, Any], param: str) -> Image:
+    raw = part.get("image_url")
+    return image_of_url(raw.get("url") if isinstance(raw, dict) else raw, param)
 
 
 def _tool_calls(raw: Any, param: str) -> tuple[ToolCall, ...]:

@@ -29,6 +29,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import replace
 from functools import wraps
 from typing import Any
 
@@ -50,6 +51,8 @@ from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import model_target, run_start
 from agents.worker_runs import Nearby
+from providers.images import fetch_image
+from providers.runtime.images import ImageRefused
 
 logger = logging.getLogger(__name__)
 
@@ -243,6 +246,17 @@ async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse
 
 
 # -- chat completions: the request -------------------------------------------------------
+async def _with_images(request: HttpRequest, chat: ChatRequest) -> ChatRequest:
+    """The request with its images given by URL fetched: only once its key is checked, so
+    no one without a key can make the platform fetch anything."""
+    await _authorized(request, Action.START_RUN)
+    try:
+        client = await chat.client.with_images_fetched(fetch_image)  # type: ignore[union-attr]
+    except ImageRefused as exc:
+        raise OpenAIError(400, str(exc), param="messages") from None
+    return replace(chat, client=client)
+
+
 def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError, nearby: Nearby) -> Run:
     """The key checked, then the run started: one step on the request's thread."""
     client = _authenticate(request, Action.START_RUN)
@@ -418,6 +432,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         )
     except BadRequest as exc:  # answered after the key is checked: a bad key is told so first
         chat = OpenAIError(400, str(exc), param=exc.param)
+    if isinstance(chat, ChatRequest) and chat.fetches_images:
+        chat = await _with_images(request, chat)
     nearby = Nearby.reserve()
     try:
         run = await brief(_authorized_start)(request, chat, nearby)

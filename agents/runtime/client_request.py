@@ -13,12 +13,13 @@ caller's next request, carrying the results, is a new run (stateless, as OpenAI'
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents.runtime.spec import AgentSpec
 from agents.runtime.state import message_from_dict, message_to_dict
-from providers.runtime.types import AssistantMessage, Message, UserMessage
+from providers.runtime.types import AssistantMessage, Image, Message, UserMessage
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
 CLIENT_TAG = "client"
@@ -132,11 +133,28 @@ class ClientRequest:
         )
 
     @property
+    def images(self) -> list[Image]:
+        return [i for m in self.messages if isinstance(m, UserMessage) for i in m.images]
+
+    async def with_images_fetched(self, fetch: Callable[[str], Awaitable[Image]]) -> ClientRequest:
+        """This request with every image given by URL replaced by `fetch(url)`'s image."""
+        if not any(i.url for i in self.images):
+            return self
+        messages = []
+        for message in self.messages:
+            if isinstance(message, UserMessage) and any(i.url for i in message.images):
+                images = [await fetch(i.url) if i.url else i for i in message.images]
+                message = replace(message, images=tuple(images))
+            messages.append(message)
+        return replace(self, messages=tuple(messages))
+
+    @property
     def takes_text_only(self) -> bool:
         """Nothing but turns of text and instructions (what a crew's task can hold)."""
         return (
             not self.tools
             and self.output_schema is None
+            and not self.images
             and all(
                 isinstance(m, UserMessage | AssistantMessage) and not getattr(m, "tool_calls", ())
                 for m in self.messages

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from providers.runtime.types import (
     AssistantMessage,
+    Image,
     Message,
     ToolResultMessage,
     Usage,
@@ -100,6 +101,9 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
 
 def message_to_dict(message: Message) -> dict[str, Any]:
     if isinstance(message, UserMessage):
+        if message.images:
+            images = [{"media_type": i.media_type, "data": i.data} for i in message.images]
+            return {"role": "user", "text": message.text, "images": images}
         return {"role": "user", "text": message.text}
     if isinstance(message, AssistantMessage):
         return {
@@ -119,7 +123,8 @@ def message_to_dict(message: Message) -> dict[str, Any]:
 def message_from_dict(data: dict[str, Any]) -> Message:
     role = data["role"]
     if role == "user":
-        return UserMessage(data["text"])
+        images = tuple(Image(**i) for i in data.get("images", ()))
+        return UserMessage(data["text"], images)
     if role == "assistant":
         calls = tuple(_call_from_dict(c) for c in data.get("tool_calls", []))
         return AssistantMessage(text=data.get("text", ""), tool_calls=calls)

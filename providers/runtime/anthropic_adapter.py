@@ -80,12 +80,10 @@ class AnthropicAdapter:
         if request.tools:
             params["tools"] = [definition_for(t, Format.ANTHROPIC) for t in request.tools]
             params["tool_choice"] = _tool_choice(request.tool_choice)
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        # The Messages API (anthropic SDK 2.x) takes no temperature, top_p or seed: an
+        # agent's or caller's sampling options do not apply to Anthropic connections.
         if request.stop:
             params["stop_sequences"] = list(request.stop)
-        if request.top_p is not None:
-            params["top_p"] = request.top_p
         return params
 
     async def _call(self, **params):
@@ -200,7 +198,15 @@ def to_anthropic_messages(messages: list[Message] | tuple[Message, ...]) -> list
 
     for message in messages:
         if isinstance(message, UserMessage):
-            add("user", [{"type": "text", "text": message.text}])
+            images = [
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": i.media_type, "data": i.data},
+                }
+                for i in message.images
+            ]  # (before the text, as Anthropic advises)
+            text = [{"type": "text", "text": message.text}] if message.text or not images else []
+            add("user", [*images, *text])
         elif isinstance(message, AssistantMessage):
             blocks: list[dict] = [{"type": "text", "text": message.text}] if message.text else []
             blocks += [

@@ -233,7 +233,14 @@ def _usage(usage) -> Usage:
 def to_openai_messages(messages: Sequence[Message]) -> list[dict]:
     out: list[dict] = []
     for message in messages:
-        if isinstance(message, UserMessage):
+        if isinstance(message, UserMessage) and message.images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": message.text}]
+            parts += [
+                {"type": "image_url", "image_url": {"url": f"data:{i.media_type};base64,{i.data}"}}
+                for i in message.images
+            ]
+            out.append({"role": "user", "content": parts})
+        elif isinstance(message, UserMessage):
             out.append({"role": "user", "content": message.text})
         elif isinstance(message, AssistantMessage):
             turn: dict[str, Any] = {"role": "assistant", "content": message.text or None}

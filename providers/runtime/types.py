@@ -16,8 +16,19 @@ ToolChoice = Literal["auto", "none", "required"] | str  # or the name of one too
 
 
 @dataclass(frozen=True, slots=True)
+class Image:
+    """An image a user sent: its media type and bytes as base64 (providers/runtime/images.py
+    checks both). `url` is where it is still to be fetched from, before any model sees it."""
+
+    media_type: str
+    data: str
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class UserMessage:
     text: str
+    images: tuple[Image, ...] = ()
     role: Literal["user"] = "user"
 
 

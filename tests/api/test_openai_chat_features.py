@@ -4,6 +4,7 @@ sampling options, and the requests that get a clear 400."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import openai
@@ -13,7 +14,9 @@ from pydantic import BaseModel
 from agents.models import Run, RunEvent
 from tests.api.conftest import sdk
 from tests.api.test_openai_compat import WEATHER, run_of
+from tests.factories import make_agent, make_connection
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tests.tools.local_server import LocalServer, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -272,4 +275,109 @@ def test_a_bad_request_is_a_400_naming_the_field(trio, agent, client, extra, par
         client.chat.completions.create(**body)
     assert refused.value.param == param
     assert words in refused.value.message
+    assert Run.objects.count() == 0
+
+
+def test_the_offline_demo_answers_the_last_user_message_whatever_comes_with_it(
+    trio, asgi_server, keys, celery_worker_process
+):
+    offline = make_connection(trio.acme, "Demo", "offline", is_default=False)
+    make_agent(trio.acme, "demo", instructions="Be kind.", provider_connection=offline)
+    client = sdk(asgi_server, keys["run"])
+    completion = client.chat.completions.create(
+        model="demo",
+        messages=[
+            {"role": "system", "content": "You are a pirate."},
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Ahoy."},
+            {"role": "user", "content": "calculator: 6*7"},
+        ],
+    )
+    assert completion.choices[0].message.content.startswith("42 (offline demo")
+    # The caller's own tool, called the demo's way, comes back as a tool call.
+    called = client.chat.completions.create(
+        model="demo",
+        messages=[{"role": "user", "content": 'get_weather: {"city": "Paris"}'}],
+        tools=[WEATHER],
+    )
+    (call,) = called.choices[0].message.tool_calls
+    assert (call.function.name, json.loads(call.function.arguments)) == (
+        "get_weather",
+        {"city": "Paris"},
+    )
+
+
+# -- images ----------------------------------------------------------------------------------
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
+
+
+def _image_message(url: str) -> list[dict]:
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is in this picture?"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        }
+    ]
+
+
+def test_an_image_reaches_the_provider_as_a_data_url(trio, agent, client, provider_server):
+    client.chat.completions.create(model="assistant", messages=_image_message(PNG_URL))
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
+    assert sent == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is in this picture?"},
+            {"type": "image_url", "image_url": {"url": PNG_URL}},
+        ],
+    }
+    run = Run.objects.latest("pk")
+    assert run.input == "What is in this picture?" and run.status == "succeeded"
+
+
+def test_an_image_url_is_fetched_through_the_guarded_egress(trio, agent, client, provider_server):
+    server = LocalServer()
+    server.route("GET", "/cat.png", Reply(body=PNG, headers={"Content-Type": "image/png"}))
+    server.route("GET", "/page.html", Reply(body=b"<html></html>"))
+    try:
+        client.chat.completions.create(
+            model="assistant", messages=_image_message(f"{server.url}/cat.png")
+        )
+        sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
+        assert sent["content"][1] == {"type": "image_url", "image_url": {"url": PNG_URL}}
+        with pytest.raises(openai.BadRequestError) as not_an_image:
+            client.chat.completions.create(
+                model="assistant", messages=_image_message(f"{server.url}/page.html")
+            )
+        assert "Only PNG, JPEG, GIF and WebP" in not_an_image.value.message
+    finally:
+        server.close()
+    with pytest.raises(openai.BadRequestError) as private:  # not allow-listed: never fetched
+        client.chat.completions.create(
+            model="assistant", messages=_image_message("http://10.1.2.3/cat.png")
+        )
+    assert "could not be fetched" in private.value.message
+
+
+def test_bad_images_and_models_without_images_are_400s(trio, agent, client, asgi_server, keys):
+    bad = {
+        "data:image/png;base64,%%%": "base64",
+        "data:image/jpeg;base64," + base64.b64encode(PNG).decode(): "holds image/png",
+        "data:text/html;base64,PGgxPg==": "data URL image must be",
+        "ftp://example.com/cat.png": "data URL or an http(s) URL",
+    }
+    for url, words in bad.items():
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(model="assistant", messages=_image_message(url))
+        assert words in refused.value.message, url
+    offline = make_connection(trio.acme, "Demo", "offline", is_default=False)
+    make_agent(trio.acme, "demo", provider_connection=offline)
+    with pytest.raises(openai.BadRequestError) as no_images:
+        client.chat.completions.create(model="demo", messages=_image_message(PNG_URL))
+    assert "does not take images" in no_images.value.message
     assert Run.objects.count() == 0

@@ -23,6 +23,7 @@ from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import (
     AssistantMessage,
     Done,
+    Image,
     ModelRequest,
     TextDelta,
     ToolCallEvent,
@@ -443,3 +444,29 @@ def test_a_stream_of_events_split_over_lines_and_comments_reads_whole():
 def test_a_stream_event_that_is_not_json_is_the_models_fault():
     with pytest.raises(ModelBehaviorError, match="not JSON"):
         sse_stream(b"data: {oops\n\n")
+
+
+def test_images_and_sampling_options_reach_each_provider_in_its_shape(provider_server):
+    image = Image(media_type="image/png", data="iVBORw0KGgo=")
+    message = UserMessage("What is this?", (image,))
+    options = {"top_p": 0.5, "seed": 7, "stop": ["END"], "temperature": 0.1}
+    asyncio.run(
+        adapter(provider_server, "anthropic").complete(request(messages=[message], **options))
+    )
+    asyncio.run(adapter(provider_server, "openai").complete(request(messages=[message], **options)))
+    anthropic = provider_server.requests_to("/v1/messages")[-1].body
+    assert anthropic["messages"][-1]["content"] == [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        },
+        {"type": "text", "text": "What is this?"},
+    ]
+    assert anthropic["stop_sequences"] == ["END"]
+    assert not {"seed", "top_p", "temperature"} & set(anthropic)  # (its API takes none)
+    openai_body = provider_server.requests_to("/v1/chat/completions")[-1].body
+    assert openai_body["messages"][-1]["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ]
+    assert (openai_body["top_p"], openai_body["seed"], openai_body["stop"]) == (0.5, 7, ["END"])
