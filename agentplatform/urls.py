@@ -10,6 +10,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
     path("api/v1/", include("agentplatform.api.urls")),
-    path("v1/", include("agentplatform.api.openai_compat")),  # OpenAI-compatible
+    path("v1/", include("agentplatform.api.openai_urls")),  # OpenAI-compatible
     path("", include("agentplatform.web.urls")),
 ]

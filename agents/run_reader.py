@@ -194,7 +194,8 @@ async def _settled(run_id: int) -> bool:
         await asyncio.sleep(SETTLE_POLL_S)
 
 
-def _ending(run_id: int) -> Ending:
+def recorded_ending(run_id: int) -> Ending:
+    """How the run ended, as its record says."""
     run = Run.objects.get(pk=run_id)
     approvals: list[Approval] = []
     if run.status == RunStatus.AWAITING_APPROVAL:  # its own calls, or its members' (crews)
@@ -260,7 +261,7 @@ async def follow_run(
                     return
                 break
     await _settled(run.pk)
-    yield await stream_read(_ending)(run.pk)
+    yield await stream_read(recorded_ending)(run.pk)
 
 
 def ending_in(payload: dict[str, Any]) -> Ending | None:

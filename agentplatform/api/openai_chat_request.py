@@ -61,13 +61,22 @@ class ChatRequest:
         return self.client is not None and self.client.output_schema is not None
 
 
-def parse_chat_request(raw: bytes, query_stream: bool = False) -> ChatRequest:
+def json_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw or b"null")
     except (ValueError, RecursionError):
         raise BadRequest("The body is not valid JSON.") from None
     if not isinstance(body, dict):
         raise BadRequest("The body must be a JSON object.")
+    return body
+
+
+def parse_chat_request(raw: bytes, query_stream: bool = False) -> ChatRequest:
+    return parse_chat_body(json_body(raw), query_stream)
+
+
+def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatRequest:
+    """A Chat Completions body (also what the Responses face translates its body into)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("`model` is required: an agent or crew slug.", "model")

@@ -35,7 +35,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.urls import path, re_path, reverse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
@@ -138,7 +138,7 @@ def openai_errors(
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
 
 
-def _authenticate(request: HttpRequest, action: Action) -> ApiClient:
+def authenticate(request: HttpRequest, action: Action) -> ApiClient:
     """The request's API key, allowed `action` by the policy and throttled like the REST
     API."""
     try:
@@ -176,11 +176,11 @@ def _authenticate(request: HttpRequest, action: Action) -> ApiClient:
     return client
 
 
-async def _authorized(request: HttpRequest, action: Action) -> ApiClient:
-    return await brief(_authenticate)(request, action)
+async def authorized(request: HttpRequest, action: Action) -> ApiClient:
+    return await brief(authenticate)(request, action)
 
 
-def _allow(request: HttpRequest, method: str) -> None:
+def allow_method(request: HttpRequest, method: str) -> None:
     if request.method != method:
         raise OpenAIError(405, f"Use {method} for {request.path}.", code="method_not_allowed")
 
@@ -223,8 +223,8 @@ def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
 @declares(Action.READ_CONFIG)
 @openai_errors
 async def models_list(request: HttpRequest) -> HttpResponse:
-    _allow(request, "GET")
-    client = await _authorized(request, Action.READ_CONFIG)
+    allow_method(request, "GET")
+    client = await authorized(request, Action.READ_CONFIG)
     data = await brief(_models)(client.api_key)
     return JsonResponse({"object": "list", "data": data})
 
@@ -232,8 +232,8 @@ async def models_list(request: HttpRequest) -> HttpResponse:
 @declares(Action.READ_CONFIG)
 @openai_errors
 async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
-    _allow(request, "GET")
-    client = await _authorized(request, Action.READ_CONFIG)
+    allow_method(request, "GET")
+    client = await authorized(request, Action.READ_CONFIG)
     if "\x00" in model_id or len(model_id) > 50:
         raise _model_not_found(model_id)
     target = await brief(_resolve_model)(client.tenant, model_id)
@@ -246,10 +246,9 @@ async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse
 
 
 # -- chat completions: the request -------------------------------------------------------
-async def _with_images(request: HttpRequest, chat: ChatRequest) -> ChatRequest:
-    """The request with its images given by URL fetched: only once its key is checked, so
-    no one without a key can make the platform fetch anything."""
-    await _authorized(request, Action.START_RUN)
+async def with_images(chat: ChatRequest) -> ChatRequest:
+    """The request with its images given by URL fetched. Call it only once the caller's key
+    is checked, so no one without a key can make the platform fetch anything."""
     try:
         client = await chat.client.with_images_fetched(fetch_image)  # type: ignore[union-attr]
     except ImageRefused as exc:
@@ -259,13 +258,14 @@ async def _with_images(request: HttpRequest, chat: ChatRequest) -> ChatRequest:
 
 def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError, nearby: Nearby) -> Run:
     """The key checked, then the run started: one step on the request's thread."""
-    client = _authenticate(request, Action.START_RUN)
+    client = authenticate(request, Action.START_RUN)
     if isinstance(chat, OpenAIError):
         raise chat
-    return _start(client, chat, nearby)
+    return start_chat_run(client, chat, nearby)
 
 
-def _start(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
+def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
+    """The run of a checked chat request (the key checked before), claimed by `nearby`."""
     if len(chat.model) > 50:
         raise _model_not_found(chat.model)
     target = _resolve_model(client.tenant, chat.model)
@@ -313,7 +313,7 @@ def _answer_text(request: HttpRequest, run_id: int, ending: Ending, streamed: st
     return extra
 
 
-def _run_error(run_id: int, ending: Ending) -> OpenAIError:
+def run_error(run_id: int, ending: Ending) -> OpenAIError:
     what = "was cancelled" if ending.status == RunStatus.CANCELLED else "failed"
     detail = f": {ending.error}" if ending.error and ending.error != "cancelled" else ""
     return OpenAIError(
@@ -408,7 +408,7 @@ async def completion_chunks(
                     yield _chunk(run, model, {"content": item})
             elif isinstance(item, Ending):
                 if item.failed:
-                    yield sse_message(_run_error(run.pk, item).body())
+                    yield sse_message(run_error(run.pk, item).body())
                     yield sse_message("[DONE]")
                     return
                 extra = _answer_text(request, run.pk, item, "".join(streamed))
@@ -425,18 +425,21 @@ async def completion_chunks(
 @declares(Action.START_RUN, methods=("POST",))
 @openai_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse:
-    _allow(request, "POST")
+    allow_method(request, "POST")
     try:
         chat: ChatRequest | OpenAIError = parse_chat_request(
             request.body, request.GET.get("stream") == "true"
         )
     except BadRequest as exc:  # answered after the key is checked: a bad key is told so first
         chat = OpenAIError(400, str(exc), param=exc.param)
-    if isinstance(chat, ChatRequest) and chat.fetches_images:
-        chat = await _with_images(request, chat)
     nearby = Nearby.reserve()
     try:
-        run = await brief(_authorized_start)(request, chat, nearby)
+        if isinstance(chat, ChatRequest) and chat.fetches_images:
+            client = await authorized(request, Action.START_RUN)
+            chat = await with_images(chat)
+            run = await brief(start_chat_run)(client, chat, nearby)
+        else:  # (the key checked and the run started in one thread hop)
+            run = await brief(_authorized_start)(request, chat, nearby)
     except BaseException:
         nearby.release()
         raise
@@ -453,7 +456,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if ending is None:  # pragma: no cover - follow_run always ends with one
         raise RuntimeError("the run's progress ended without its ending")
     if ending.failed:
-        raise _run_error(run.pk, ending)
+        raise run_error(run.pk, ending)
     content = ending.output
     if ending.approvals:
         content = (content + "\n\n" if content else "") + approval_message(
@@ -462,11 +465,3 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     response = JsonResponse(_completion(run, chat.model, content, ending))
     response["X-Run-Id"] = str(run.pk)
     return response
-
-
-urlpatterns = [
-    path("models", models_list, name="openai_models"),
-    path("models/<str:model_id>", model_detail, name="openai_model"),
-    path("chat/completions", chat_completions, name="openai_chat_completions"),
-    re_path(r"^(?P<rest>.*)$", unknown_endpoint),
-]

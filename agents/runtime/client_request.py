@@ -71,6 +71,7 @@ class ClientRequest:
     output_schema: dict[str, Any] | None = None
     sampling: Sampling = field(default_factory=Sampling)
     end_user: str = ""  # the caller's id for its own user (OpenAI `user`), recorded only
+    kept: bool = True  # False: the caller may not read or continue it by id (`store`)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"messages": [message_to_dict(m) for m in self.messages]}
@@ -90,6 +91,8 @@ class ClientRequest:
             data["sampling"] = sampling
         if self.end_user:
             data["end_user"] = self.end_user
+        if not self.kept:
+            data["kept"] = False
         return data
 
     @classmethod
@@ -104,6 +107,7 @@ class ClientRequest:
             output_schema=data.get("output_schema"),
             sampling=Sampling(**sampling),
             end_user=data.get("end_user", ""),
+            kept=data.get("kept", True),
         )
 
     def apply(self, spec: AgentSpec) -> AgentSpec:

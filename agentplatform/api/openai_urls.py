@@ -1,0 +1,18 @@
+"""The `/v1` routes: OpenAI's (and Anthropic's) API shapes over a tenant's agents and crews."""
+
+from django.urls import path, re_path
+
+from agentplatform.api import openai_compat, openai_responses
+
+urlpatterns = [
+    path("models", openai_compat.models_list, name="openai_models"),
+    path("models/<str:model_id>", openai_compat.model_detail, name="openai_model"),
+    path("chat/completions", openai_compat.chat_completions, name="openai_chat_completions"),
+    path("responses", openai_responses.responses, name="openai_responses"),
+    path(
+        "responses/<str:response_id>",
+        openai_responses.response_detail,
+        name="openai_response",
+    ),
+    re_path(r"^(?P<rest>.*)$", openai_compat.unknown_endpoint),
+]
