@@ -85,8 +85,14 @@ class OpenAIError(Exception):
             }
         }
 
-    def response(self) -> JsonResponse:
-        response = JsonResponse(self.body(), status=self.status)
+    def anthropic_body(self) -> dict[str, Any]:
+        """The same error in Anthropic's shape (for `/v1/messages`)."""
+        kind = ANTHROPIC_ERROR_TYPES.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
+
+    def response(self, anthropic: bool = False) -> JsonResponse:
+        body = self.anthropic_body() if anthropic else self.body()
+        response = JsonResponse(body, status=self.status)
         for name, value in self.headers.items():
             response[name] = value
         return response
@@ -101,35 +107,54 @@ def _model_not_found(model: str) -> OpenAIError:
     )
 
 
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+
+
+def as_api_error(exc: Exception) -> OpenAIError | None:
+    """The error a caller is told for `exc`, or None for an unexpected one (a 500)."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, RequestDataTooBig):
+        return OpenAIError(413, "The request body is too large.")
+    if isinstance(exc, Http404):
+        return OpenAIError(404, str(exc) or "Not found.", code="not_found")
+    if isinstance(exc, PermissionDenied):
+        return OpenAIError(403, str(exc) or "Not allowed.", code="permission_denied")
+    if isinstance(exc, BadRequest):
+        return OpenAIError(400, str(exc), param=exc.param)
+    if isinstance(exc, ValidationError):
+        field = next(iter(getattr(exc, "error_dict", {})), "input")
+        param = "messages" if field == "input" else field
+        return OpenAIError(400, "; ".join(exc.messages), param=param)
+    return None
+
+
 def openai_errors(
-    view: Callable[..., Awaitable[HttpResponse]],
+    view: Callable[..., Awaitable[HttpResponse]], *, anthropic: bool = False
 ) -> Callable[..., Awaitable[HttpResponse]]:
-    """Answer every failure in OpenAI's error shape; unknown errors are logged and a 500."""
+    """Answer every failure in OpenAI's error shape (Anthropic's with `anthropic`);
+    unknown errors are logged and a 500 that says nothing more."""
 
     @wraps(view)
     async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return await view(request, *args, **kwargs)
-        except OpenAIError as exc:
-            return exc.response()
-        except RequestDataTooBig:
-            return OpenAIError(413, "The request body is too large.").response()
-        except Http404 as exc:
-            return OpenAIError(404, str(exc) or "Not found.", code="not_found").response()
-        except PermissionDenied as exc:
-            message = str(exc) or "Not allowed."
-            return OpenAIError(403, message, code="permission_denied").response()
-        except BadRequest as exc:
-            return OpenAIError(400, str(exc), param=exc.param).response()
-        except ValidationError as exc:
-            field = next(iter(getattr(exc, "error_dict", {})), "input")
-            param = "messages" if field == "input" else field
-            return OpenAIError(400, "; ".join(exc.messages), param=param).response()
-        except Exception:
-            logger.exception("OpenAI-compatible %s %s failed", request.method, request.path)
-            return OpenAIError(
-                500, "The server had an error processing the request.", type="server_error"
-            ).response()
+        except Exception as exc:
+            error = as_api_error(exc)
+            if error is None:
+                logger.exception("OpenAI-compatible %s %s failed", request.method, request.path)
+                error = OpenAIError(
+                    500, "The server had an error processing the request.", type="server_error"
+                )
+            return error.response(anthropic)
 
     return csrf_exempt(wrapper)
 
@@ -302,7 +327,7 @@ def approval_message(request: HttpRequest, run_id: int, approvals: list[Approval
     return "\n".join(lines)
 
 
-def _answer_text(request: HttpRequest, run_id: int, ending: Ending, streamed: str) -> str:
+def answer_text(request: HttpRequest, run_id: int, ending: Ending, streamed: str) -> str:
     """What the answer adds at the end: the output when nothing streamed (crews stream
     their members' text in the members' runs), and the approval note when parked."""
     extra = "" if streamed else ending.output
@@ -411,7 +436,7 @@ async def completion_chunks(
                     yield sse_message(run_error(run.pk, item).body())
                     yield sse_message("[DONE]")
                     return
-                extra = _answer_text(request, run.pk, item, "".join(streamed))
+                extra = answer_text(request, run.pk, item, "".join(streamed))
                 if extra:
                     yield _chunk(run, model, {"content": extra})
                 for index, call in enumerate(_wire_calls(item)):
