@@ -221,6 +221,8 @@ class Run(models.Model):
     child_key = models.CharField(max_length=200, blank=True)  # which step of the parent
     # A direct tool call (MCP, REST) recorded as a run: no agent, one call of this tool.
     tool_name = models.CharField(max_length=128, blank=True)
+    # A call straight to a connection's model (/v1/embeddings): `<connection>/<model>`.
+    gateway_model = models.CharField(max_length=300, blank=True)
     depth = models.PositiveSmallIntegerField(default=0)
     conversation = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"

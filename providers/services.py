@@ -14,6 +14,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import Http404
 from django.utils import timezone
+from django.utils.text import slugify
 
 from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
@@ -90,6 +91,24 @@ def connections_for(tenant: Tenant) -> list[ProviderConnection]:
     own = list(ProviderConnection.objects.filter(tenant=tenant))
     shared = platform_connections() if settings.PLATFORM_PROVIDERS_FOR_TENANTS else []
     return own + shared
+
+
+def connection_handle(connection: ProviderConnection) -> str:
+    """How a model id names the connection: `<handle>/<model>` (its name, slugified)."""
+    return slugify(connection.name) or f"connection-{connection.pk}"
+
+
+def connection_model(tenant: Tenant, model_id: str) -> tuple[ProviderConnection, str] | None:
+    """The connection and model `<handle>/<model>` names, if the tenant has that connection
+    and allows that model on it (an empty allow-list allows any); else None."""
+    handle, slash, model = model_id.partition("/")
+    if not slash or not model:
+        return None
+    for connection in connections_for(tenant):
+        if connection_handle(connection) == handle:
+            allowed = connection.allowed_models
+            return (connection, model) if not allowed or model in allowed else None
+    return None
 
 
 def default_connection(tenant: Tenant) -> ProviderConnection | None:

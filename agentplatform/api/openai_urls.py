@@ -2,7 +2,12 @@
 
 from django.urls import path, re_path
 
-from agentplatform.api import anthropic_messages, openai_compat, openai_responses
+from agentplatform.api import (
+    anthropic_messages,
+    openai_compat,
+    openai_embeddings,
+    openai_responses,
+)
 
 urlpatterns = [
     path("models", openai_compat.models_list, name="openai_models"),
@@ -14,6 +19,7 @@ urlpatterns = [
         openai_responses.response_detail,
         name="openai_response",
     ),
+    path("embeddings", openai_embeddings.embeddings, name="openai_embeddings"),
     path("messages", anthropic_messages.messages, name="anthropic_messages"),
     path("messages/count_tokens", anthropic_messages.count_tokens, name="anthropic_count_tokens"),
     re_path(r"^(?P<rest>.*)$", openai_compat.unknown_endpoint),

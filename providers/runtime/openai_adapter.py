@@ -195,6 +195,12 @@ class OpenAIAdapter:
     async def embed(
         self, texts: Sequence[str], *, model: str, dimensions: int | None = None
     ) -> list[list[float]]:
+        return (await self.embeddings(texts, model=model, dimensions=dimensions))[0]
+
+    async def embeddings(
+        self, texts: Sequence[str], *, model: str, dimensions: int | None = None
+    ) -> tuple[list[list[float]], int]:
+        """The vectors, in order, and the input tokens the provider counted."""
         if not self.preset.embeddings:
             raise ProviderError(f"{self._label} offers no embeddings endpoint")
         params: dict[str, Any] = {"model": model, "input": list(texts)}
@@ -208,7 +214,9 @@ class OpenAIAdapter:
                 raise self._error(exc) from None
 
         result = await self.retry.run(call)
-        return [item.embedding for item in sorted(result.data, key=lambda d: d.index)]
+        vectors = [item.embedding for item in sorted(result.data, key=lambda d: d.index)]
+        usage = getattr(result, "usage", None)
+        return vectors, (getattr(usage, "prompt_tokens", None) or 0)
 
     async def list_models(self) -> list[str]:
         try:

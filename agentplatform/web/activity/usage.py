@@ -21,7 +21,7 @@ from agents.models import Run, RunEvent
 
 PERIODS = (7, 30, 90)
 MAX_SERIES = 8  # more series than colours: the smallest are summed as "Other"
-SERIES_FIELDS = ("agent_id", "agent__name", "crew_id", "crew__name", "tool_name")
+SERIES_FIELDS = ("agent_id", "agent__name", "crew_id", "crew__name", "tool_name", "gateway_model")
 
 
 class Percentile(Aggregate):
@@ -124,11 +124,13 @@ def series_label(row: dict) -> str:
         return f"Crew: {row['crew__name']}"
     if row.get("tool_name"):
         return f"Tool: {row['tool_name']}"
+    if row.get("gateway_model"):
+        return f"Model: {row['gateway_model']}"
     return "Deleted agent"
 
 
 def _key(row: dict) -> tuple:
-    return (row["agent_id"], row["crew_id"], row["tool_name"])
+    return (row["agent_id"], row["crew_id"], row["tool_name"], row["gateway_model"])
 
 
 def usage_for(runs: QuerySet[Run], period: Period) -> Usage:

@@ -1,0 +1,161 @@
+"""`POST /v1/embeddings` in OpenAI's shape, through a tenant's connection or the local model.
+
+`model` is `<connection>/<model>` (the connection's name slugified, a model it allows,
+e.g. `openai/text-embedding-3-small`) for a connection whose service has an embeddings
+endpoint, or `local` for the platform's own all-MiniLM-L6-v2 (384 dimensions, on the CPU).
+Each call is recorded as a run of the key (`Run.gateway_model`, its input tokens: what the
+provider counted, an estimate of 4 characters a token for the local model), so the usage
+page and the key's runs show it. A key limited to some agents may not use it.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models.functions import Now
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from agentplatform.api.openai_chat_request import BadRequest, json_body
+from agentplatform.api.openai_compat import OpenAIError, allow_method, authorized, openai_errors
+from agentplatform.stream_reads import brief
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.policy import Action, declares
+from agents.models import Run
+from agents.runtime.spec import RunStatus
+from providers.runtime.errors import ProviderError
+from providers.services import adapter_for, connection_model
+from rag.embedders import local_embedder
+from rag.runtime.embeddings import EmbeddingError
+
+LOCAL = "local"
+MAX_INPUTS = 2048  # as OpenAI
+MAX_INPUT_CHARS = 32_000  # each; about 8k tokens
+
+
+@dataclass(frozen=True)
+class EmbeddingsRequest:
+    model: str
+    texts: list[str]
+    base64: bool
+    dimensions: int | None
+
+
+def parse_embeddings_request(raw: bytes) -> EmbeddingsRequest:
+    body = json_body(raw)
+    model = body.get("model")
+    if not isinstance(model, str) or not model or len(model) > 300:
+        raise BadRequest("`model` is required: `<connection>/<model>` or `local`.", "model")
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if (
+        not isinstance(texts, list)
+        or not texts
+        or len(texts) > MAX_INPUTS
+        or not all(isinstance(t, str) and t and len(t) <= MAX_INPUT_CHARS for t in texts)
+    ):
+        raise BadRequest(
+            f"`input` must be a non-empty string or a list of at most {MAX_INPUTS} non-empty "
+            f"strings of at most {MAX_INPUT_CHARS} characters (token arrays are not supported).",
+            "input",
+        )
+    if any("\x00" in t for t in texts):
+        raise BadRequest("Text may not contain NUL characters.", "input")
+    encoding = body.get("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        raise BadRequest("`encoding_format` must be `float` or `base64`.", "encoding_format")
+    dimensions = body.get("dimensions")
+    if dimensions is not None and (
+        isinstance(dimensions, bool)
+        or not isinstance(dimensions, int)
+        or not 1 <= dimensions <= 8192
+    ):
+        raise BadRequest("`dimensions` must be an integer from 1 to 8192.", "dimensions")
+    return EmbeddingsRequest(model, texts, encoding == "base64", dimensions)
+
+
+def _target(client: ApiClient, model: str):
+    if client.api_key.allowed_agents:
+        raise OpenAIError(
+            403, "This API key may run only some agents, not models.", code="permission_denied"
+        )
+    if model == LOCAL:
+        return None
+    found = connection_model(client.tenant, model)
+    if found is None or not hasattr(adapter_for(found[0]), "embeddings"):
+        raise OpenAIError(
+            404,
+            f"The model `{model}` does not exist or offers no embeddings.",
+            param="model",
+            code="model_not_found",
+        )
+    return found
+
+
+def _record(client: ApiClient, model: str, provider: str, tokens: int) -> None:
+    Run.objects.create(
+        tenant=client.tenant,
+        initiated_by_api_key=client.api_key,
+        gateway_model=model,
+        model=model,
+        provider=provider,
+        status=RunStatus.SUCCEEDED,
+        input=f"embeddings ({model})",
+        input_tokens=tokens,
+        correlation_id=f"emb-{time.time_ns()}",
+        started_at=Now(),
+        finished_at=Now(),
+    )
+
+
+def _vector(values: list[float], as_base64: bool) -> Any:
+    if not as_base64:
+        return values
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode("ascii")
+
+
+@declares(Action.START_RUN, methods=("POST",))
+@openai_errors
+async def embeddings(request: HttpRequest) -> HttpResponse:
+    allow_method(request, "POST")
+    try:
+        parsed: EmbeddingsRequest | BadRequest = parse_embeddings_request(request.body)
+    except BadRequest as exc:
+        parsed = exc
+    client = await authorized(request, Action.START_RUN)
+    if isinstance(parsed, BadRequest):
+        raise parsed
+    target = await brief(_target)(client, parsed.model)
+    try:
+        if target is None:
+            if parsed.dimensions not in (None, 384):
+                raise BadRequest("The local model has 384 dimensions.", "dimensions")
+            vectors = await local_embedder().embed(parsed.texts)
+            tokens, provider = math.ceil(sum(len(t) for t in parsed.texts) / 4), LOCAL
+        else:
+            connection, model = target
+            vectors, tokens = await adapter_for(connection).embeddings(
+                parsed.texts, model=model, dimensions=parsed.dimensions
+            )
+            provider = connection.kind
+    except ProviderError as exc:  # (its text names no secret: the adapters redact keys)
+        raise OpenAIError(502, f"The provider failed: {exc}", type="server_error") from None
+    except EmbeddingError as exc:  # the local model is not installed or failed to load
+        raise OpenAIError(503, str(exc), type="server_error") from None
+    await brief(_record)(client, parsed.model, provider, tokens)
+    return JsonResponse(
+        {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": _vector(v, parsed.base64)}
+                for i, v in enumerate(vectors)
+            ],
+            "model": parsed.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+    )

@@ -1,0 +1,65 @@
+"""`/v1/embeddings` through a tenant's connection (the fake provider's embeddings) and the
+local model, driven by the real `openai` SDK against a live server."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from agentplatform.tenancy import services as tenancy
+from agents.models import Run
+from tests.api.conftest import sdk
+from tests.fakes.provider_server import embedding_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODEL = "local-openai/text-embedding-3-small"  # the `connection` fixture's "Local OpenAI"
+
+
+def test_embeddings_through_a_connection_are_counted_per_key(
+    trio, connection, asgi_server, keys, provider_server
+):
+    client = sdk(asgi_server, keys["run"])
+    result = client.embeddings.create(model=MODEL, input=["first", "second"])  # (SDK: base64)
+    assert [item.index for item in result.data] == [0, 1]
+    assert result.data[1].embedding == pytest.approx(embedding_for("second"))
+    floats = client.embeddings.create(model=MODEL, input="first", encoding_format="float")
+    assert floats.data[0].embedding == pytest.approx(embedding_for("first"))
+    sent = provider_server.requests_to("/v1/embeddings")[-1].body
+    assert sent["model"] == "text-embedding-3-small" and sent["input"] == ["first"]
+    runs = Run.objects.filter(gateway_model=MODEL).order_by("pk")
+    assert [r.initiated_by_api_key.name for r in runs] == ["chat", "chat"]
+    assert runs[0].input_tokens == result.usage.prompt_tokens
+    assert runs[0].status == "succeeded" and runs[0].agent is None
+
+
+def test_unknown_models_bad_inputs_and_agent_limited_keys_are_refused(
+    trio, connection, asgi_server, keys
+):
+    client = sdk(asgi_server, keys["run"])
+    for model in ("nope/x", "text-embedding-3-small", "local-openai/"):
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.embeddings.create(model=model, input="x")
+        assert missing.value.code == "model_not_found"
+    connection.allowed_models = ["gpt-test"]
+    connection.save()
+    with pytest.raises(openai.NotFoundError):  # not an allowed model of the connection
+        client.embeddings.create(model=MODEL, input="x")
+    for bad in ([], [1, 2, 3], [""], "x\x00"):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.embeddings.create(model=MODEL, input=bad)
+        assert refused.value.param == "input"
+    _, limited = tenancy.api_key_create(
+        tenant=trio.acme, name="lim", scopes=["read", "run"], allowed_agents=["assistant"]
+    )
+    with pytest.raises(openai.PermissionDeniedError):
+        sdk(asgi_server, limited).embeddings.create(model="local", input="x")
+    assert not Run.objects.exists()
+
+
+def test_the_local_model_embeds_with_384_dimensions(trio, asgi_server, keys):
+    result = sdk(asgi_server, keys["run"]).embeddings.create(
+        model="local", input=["a cat", "a dog"], encoding_format="float"
+    )
+    assert [len(item.embedding) for item in result.data] == [384, 384]
+    assert Run.objects.get(gateway_model="local").input_tokens == result.usage.prompt_tokens > 0
