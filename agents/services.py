@@ -134,6 +134,7 @@ def run_start(
     add_message: bool = True,
     claimed_by: str | None = None,
     client_request: ClientRequest | None = None,
+    acting_for: AbstractBaseUser | None = None,
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
@@ -152,6 +153,9 @@ def run_start(
     `client_request`: what an API caller sent beside `input` (its conversation, tools,
     output format, sampling; agents.runtime.client_request), kept with the run. Only an
     agent takes one; a tool of the caller's may not share a name with the agent's.
+
+    `acting_for`: the member a key that may act for members (ApiKey.acts_for_members)
+    starts the run for: it is theirs (their runs, memory, grants) as well as the key's.
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -165,6 +169,10 @@ def run_start(
         raise ValidationError({which: f"This {which} is not active."})
     if initiated_by is not None:
         access.require_start(Principal.for_initiator(tenant, initiated_by), target)
+    if acting_for is not None:
+        if not (isinstance(initiated_by, ApiKey) and initiated_by.acts_for_members):
+            raise PermissionDenied("This API key may not act for members.")
+        access.require_start(Principal.for_initiator(tenant, acting_for), target)
     if not input.strip():
         raise ValidationError({"input": "Say something."})
     if len(input) > MAX_INPUT_CHARS:
@@ -175,7 +183,7 @@ def run_start(
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:
             return _replayed(existing, initiated_by)
-    user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
+    user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else acting_for
     api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
     try:
         # Alone, the INSERT needs no transaction block (two round trips fewer); a possible

@@ -168,6 +168,7 @@ class ApiKeyViewSet(
             made_by_key=self.actor if self.is_api_key else None,
             allowed_agents=serializer.validated_data.get("allowed_agents"),
             allowed_tools=serializer.validated_data.get("allowed_tools"),
+            acts_for_members=serializer.validated_data.get("acts_for_members", False),
             expires_at=serializer.validated_data.get("expires_at"),
         )
         key.key = full_key

@@ -46,6 +46,7 @@ from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal, declares
+from agentplatform.tenancy.services import member_named
 from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
@@ -294,7 +295,12 @@ def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     if len(chat.model) > 50:
         raise _model_not_found(chat.model)
     target = _resolve_model(client.tenant, chat.model)
+    end_user = chat.client.end_user if chat.client else ""
+    member = None
+    if end_user and client.api_key.acts_for_members:  # else it is only recorded
+        member = member_named(client.tenant, end_user)
     return run_start(
+        acting_for=member,
         tenant=client.tenant,
         agent=target if isinstance(target, Agent) else None,
         crew=target if isinstance(target, Crew) else None,

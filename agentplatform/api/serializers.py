@@ -445,6 +445,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "role",
             "allowed_agents",
             "allowed_tools",
+            "acts_for_members",
             "created_by",
             "created_at",
             "last_used_at",
@@ -463,6 +464,12 @@ class ApiKeyCreateSerializer(StrictSerializer):
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
     allowed_agents = _text_list(50, help_text="Only these agents' and crews' slugs (empty: all).")
     allowed_tools = _text_list(128, help_text="Only these tools (empty: all).")
+    acts_for_members = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="May name a member (OpenAI's `user`) whose runs it starts. An owner's or "
+        "admin's key only.",
+    )
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):

@@ -191,7 +191,10 @@ class ApiKeyForm(TenantScopedForm):
 
     class Meta:
         model = ApiKey
-        fields = ["tenant", "name", "scopes", "expires_at", "allowed_agents", "allowed_tools"]
+        fields = [
+            "tenant", "name", "scopes", "expires_at", "allowed_agents", "allowed_tools",
+            "acts_for_members",
+        ]  # fmt: skip
         help_texts = {
             "allowed_agents": "Comma-separated agent and crew slugs it may run. Empty: all.",
             "allowed_tools": "Comma-separated tool names it may execute. Empty: all.",
@@ -224,7 +227,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)
         # A key's powers are fixed at creation; revoke and create another to change them.
-        fixed = ["scopes", "expires_at", "allowed_agents", "allowed_tools"]
+        fixed = ["scopes", "expires_at", "allowed_agents", "allowed_tools", "acts_for_members"]
         return [*fields, *fixed] if obj is not None else fields
 
     def save_model(self, request, obj, form, change) -> None:
@@ -239,6 +242,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
             expires_at=obj.expires_at,
             allowed_agents=form.cleaned_data.get("allowed_agents"),
             allowed_tools=form.cleaned_data.get("allowed_tools"),
+            acts_for_members=form.cleaned_data.get("acts_for_members", False),
         )
         obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
         obj._state.adding = False

@@ -81,6 +81,9 @@ class ApiKey(models.Model):
     # Optional limits: slugs of the agents and crews, names of the tools it may run.
     allowed_agents = ArrayField(models.CharField(max_length=50), default=list, blank=True)
     allowed_tools = ArrayField(models.CharField(max_length=128), default=list, blank=True)
+    # May name a member (OpenAI's `user`) whose run it starts: theirs to see, with their
+    # memory and grants. Only an owner's or admin's key.
+    acts_for_members = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

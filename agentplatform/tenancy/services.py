@@ -20,6 +20,7 @@ from guardian.conf import settings as guardian_settings
 
 from agentplatform.tenancy import api_keys, audit, rls
 from agentplatform.tenancy.models import (
+    ADMIN_ROLES,
     ApiKey,
     AuditAction,
     Invitation,
@@ -146,6 +147,16 @@ def _refuse_if_last_owner(membership: Membership) -> None:
 
 
 @transaction.atomic
+def member_named(tenant: Tenant, username: str) -> AbstractUser | None:
+    """The tenant's active member with this username, if any (one query)."""
+    membership = (
+        Membership.objects.filter(tenant=tenant, user__username=username, user__is_active=True)
+        .select_related("user")
+        .first()
+    )
+    return membership.user if membership else None
+
+
 def api_key_create(
     *,
     tenant: Tenant,
@@ -157,6 +168,7 @@ def api_key_create(
     expires_at: datetime | None = None,
     allowed_agents: list[str] | None = None,
     allowed_tools: list[str] | None = None,
+    acts_for_members: bool = False,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with the full secret, which is never retrievable again.
 
@@ -184,10 +196,16 @@ def api_key_create(
         role = made_by_key.role
         allowed_agents = _within(made_by_key.allowed_agents, allowed_agents, "allowed_agents")
         allowed_tools = _within(made_by_key.allowed_tools, allowed_tools, "allowed_tools")
+        if acts_for_members and not made_by_key.acts_for_members:
+            raise ValidationError({"acts_for_members": "The key making it does not."})
         if made_by_key.expires_at is not None:
             if expires_at is not None and expires_at > made_by_key.expires_at:
                 raise ValidationError({"expires_at": "No later than the key making it."})
             expires_at = expires_at or made_by_key.expires_at
+    if acts_for_members and (role or Role.OWNER) not in ADMIN_ROLES:
+        raise ValidationError(
+            {"acts_for_members": "Only an owner's or admin's key may act for members."}
+        )
     new = api_keys.generate()
     key = ApiKey(
         tenant=tenant,
@@ -200,6 +218,7 @@ def api_key_create(
         expires_at=expires_at,
         allowed_agents=sorted(set(allowed_agents or [])),
         allowed_tools=sorted(set(allowed_tools or [])),
+        acts_for_members=acts_for_members,
     )
     key.full_clean()
     key.save()

@@ -9,9 +9,11 @@ import json
 
 import openai
 import pytest
+from django.core.exceptions import ValidationError
 from pydantic import BaseModel
 
-from agents.models import Run, RunEvent
+from agentplatform.tenancy import services as tenancy
+from agents.models import Fact, Run, RunEvent
 from tests.api.conftest import sdk
 from tests.api.test_openai_compat import WEATHER, run_of
 from tests.factories import make_agent, make_connection
@@ -381,3 +383,40 @@ def test_bad_images_and_models_without_images_are_400s(trio, agent, client, asgi
         client.chat.completions.create(model="demo", messages=_image_message(PNG_URL))
     assert "does not take images" in no_images.value.message
     assert Run.objects.count() == 0
+
+
+# -- user --------------------------------------------------------------------------------------
+def test_user_names_a_member_for_a_key_that_may_act_for_members(
+    trio, agent, asgi_server, provider_server, celery_worker_process
+):
+    agent.memory = True
+    agent.save()
+    _, acting = tenancy.api_key_create(
+        tenant=trio.acme, name="portal", scopes=["read", "run"], acts_for_members=True
+    )
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("m1", "remember_fact", '{"fact": "likes tea"}')]),
+        TextReply("Noted."),
+    )
+    sdk(asgi_server, acting).chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "I like tea."}], user="alice"
+    )
+    run = Run.objects.latest("pk")
+    assert run.initiated_by_user == trio.alice and run.initiated_by_api_key.name == "portal"
+    assert list(Fact.objects.filter(user=trio.alice).values_list("text", flat=True)) == [
+        "likes tea"
+    ]
+    # Someone who is not a member, or a key without the right: only recorded.
+    for key, user in ((acting, "charlie-not-here"), (None, "alice")):
+        if key is None:
+            _, key = tenancy.api_key_create(tenant=trio.acme, name="plain", scopes=["read", "run"])
+        sdk(asgi_server, key).chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "hi"}], user=user
+        )
+        run = Run.objects.latest("pk")
+        assert run.initiated_by_user is None and run.client_request["end_user"] == user
+    with pytest.raises(ValidationError):  # a member's key may not impersonate
+        tenancy.api_key_create(
+            tenant=trio.acme, name="x", scopes=["run"], role="member", acts_for_members=True
+        )

@@ -49,6 +49,12 @@ class ApiKeyForm(PlainLabels, forms.Form):
         label="Only these tools",
         help_text="Optional. None ticked: every tool.",
     )
+    acts_for_members = forms.BooleanField(
+        required=False,
+        label="May act for members",
+        help_text="A call naming a member (OpenAI's `user`) runs as theirs: their runs, "
+        "memory and agent grants. Owners' and admins' keys only.",
+    )
 
     def __init__(self, *args, tenant: Tenant, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -86,6 +92,7 @@ def api_key_new(request: HttpRequest) -> HttpResponse:
                 expires_at=form.cleaned_data["expires_at"],
                 allowed_agents=form.cleaned_data["allowed_agents"],
                 allowed_tools=form.cleaned_data["allowed_tools"],
+                acts_for_members=form.cleaned_data["acts_for_members"],
             )
         except ValidationError as error:
             add_service_errors(form, error)
