@@ -164,6 +164,7 @@ def world(trio) -> dict[str, str]:
         "model_id": "assistant",
         "conversation_id": str(conversation.pk),
         "run_id": str(run.pk),
+        "response_id": f"resp_{run.pk}",
         "approval_id": str(approval.pk),
         "document_id": str(document.pk),
         "kb": "handbook",
