@@ -20,7 +20,14 @@ from django.db import transaction
 from django.http import Http404
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent, ToolAnnotations
+from mcp_types import (
+    INTERNAL_ERROR,
+    CallToolResult,
+    EmptyResult,
+    SetLevelRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp_types import Tool as MCPTool
 
 from agentplatform.mcp.auth import caller
@@ -73,7 +80,19 @@ logger = logging.getLogger(__name__)
 
 class TenantMCPServer(MCPServer):
     """An MCPServer with no tools of its own: `list_tools` and `call_tool` (which the SDK's
-    request handlers call) answer from the caller's tenant."""
+    request handlers call) answer from the caller's tenant.
+
+    It also answers `logging/setLevel` (accepted: it sends no log notifications) and
+    `completion/complete` (no completions: it has no prompts or resource templates), as
+    the conformance suite expects of every server."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.completion()(_no_completions)
+        # (MCPServer has no public hook for this method; its low-level server does)
+        self._lowlevel_server.add_request_handler(
+            "logging/setLevel", SetLevelRequestParams, _accept_level
+        )
 
     async def list_tools(self) -> list[MCPTool]:
         principal = caller(Action.READ_CONFIG)
@@ -161,6 +180,14 @@ def _ask_tool(name: str, target: Agent | Crew) -> MCPTool:
         output_schema=ASK_OUTPUT_SCHEMA,
         annotations=ToolAnnotations(title=target.name, read_only_hint=False, idempotent_hint=False),
     )
+
+
+async def _no_completions(ref: Any, argument: Any, context: Any) -> None:
+    return None
+
+
+async def _accept_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+    return EmptyResult()
 
 
 # -- tools/call: registry tools ------------------------------------------------------------
