@@ -54,6 +54,7 @@ from agents.runtime.spec import TERMINAL, RunStatus
 from agents.signals import request_execution
 from agents.tool_sources import effective_tools
 from providers.models import ProviderKind
+from providers.runtime.types import Usage
 from providers.services import default_connection
 from tools.loader import invalidate_now_and_after_commit, per_version
 
@@ -232,6 +233,37 @@ def run_start(
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
         return _replayed(existing, initiated_by)
     return run
+
+
+def record_gateway_call(
+    *,
+    api_key: ApiKey,
+    gateway_model: str,
+    model: str,
+    provider: str,
+    input: str,
+    usage: Usage,
+    started_at: Any,
+    error: str = "",
+) -> Run:
+    """A call straight to a connection's model (/v1 gateway models, embeddings), recorded
+    as a finished run of its key with its usage."""
+    return Run.objects.create(
+        tenant_id=api_key.tenant_id,
+        initiated_by_api_key=api_key,
+        gateway_model=gateway_model,
+        model=model,
+        provider=provider,
+        status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
+        error=error,
+        input=input.replace("\x00", "")[:2000],
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        correlation_id=uuid.uuid4().hex,
+        started_at=started_at,
+        finished_at=timezone.now(),
+    )
 
 
 def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:

@@ -4,6 +4,7 @@ connection tests; demo seeding."""
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -24,6 +25,7 @@ from providers.runtime.anthropic_adapter import AnthropicAdapter
 from providers.runtime.errors import BadRequest, ProviderError
 from providers.runtime.offline import OfflineModel
 from providers.runtime.openai_adapter import OpenAIAdapter
+from providers.runtime.passthrough import ChatPassthrough
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
@@ -109,6 +111,58 @@ def connection_model(tenant: Tenant, model_id: str) -> tuple[ProviderConnection,
             allowed = connection.allowed_models
             return (connection, model) if not allowed or model in allowed else None
     return None
+
+
+@dataclass(frozen=True)
+class GatewayRoute:
+    """Where a gateway model id (`<connection>/<model>`) goes."""
+
+    connection: ProviderConnection
+    model: str
+    passthrough: ChatPassthrough | None  # None: not an OpenAI-compatible connection
+
+
+_routes: dict[int, tuple[str, dict[str, GatewayRoute]]] = {}
+
+
+def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
+    """The route of `model_id`, remembered per tenant configuration version (a connection
+    change moves it; unknown ids are not remembered, so any name may be asked for)."""
+    routes = per_version(_routes, tenant.pk, dict)
+    route = routes.get(model_id)
+    if route is None:
+        found = connection_model(tenant, model_id)
+        if found is None:
+            return None
+        connection, model = found
+        openai_like = connection.kind in (ProviderKind.OPENAI, ProviderKind.OPENAI_COMPATIBLE)
+        passthrough = _passthrough(connection) if openai_like else None
+        route = routes[model_id] = GatewayRoute(connection, model, passthrough)
+    return route
+
+
+def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
+    """The gateway model ids the tenant offers, with when their connection was made."""
+    found = []
+    for connection in connections_for(tenant):
+        if connection.kind in (ProviderKind.OPENAI, ProviderKind.OPENAI_COMPATIBLE):
+            models = connection.allowed_models or [connection.default_model]
+            handle = connection_handle(connection)
+            created = connection.created_at or timezone.now()
+            found += [(f"{handle}/{model}", created) for model in models if model]
+    return found
+
+
+def _passthrough(connection: ProviderConnection) -> ChatPassthrough:
+    allowlist = tuple(settings.EGRESS_ALLOWLIST)
+    preset = PRESETS["openai" if connection.kind == ProviderKind.OPENAI else connection.preset]
+    return ChatPassthrough(
+        base_url=connection.base_url or preset.base_url,
+        api_key=connection.api_key or None,
+        headers=connection.extra_headers or {},
+        timeout_s=connection.timeout_s,
+        http_client=partial(guarded_async_client, EgressPolicy(allowlist=allowlist)),
+    )
 
 
 def default_connection(tenant: Tenant) -> ProviderConnection | None:

@@ -22,22 +22,14 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from agentplatform.api.openai_base import allow_method, authenticate, authorized, openai_errors
 from agentplatform.api.openai_chat_request import (
     BadRequest,
     ChatRequest,
     json_body,
     parse_chat_body,
 )
-from agentplatform.api.openai_compat import (
-    allow_method,
-    answer_text,
-    authenticate,
-    authorized,
-    openai_errors,
-    run_error,
-    start_chat_run,
-    with_images,
-)
+from agentplatform.api.openai_compat import answer_text, run_error, start_chat_run, with_images
 from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient

@@ -26,26 +26,33 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import replace
-from functools import wraps
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
-from django.views.decorators.csrf import csrf_exempt
-from rest_framework import exceptions
 
-from agentplatform.api.openai_chat_request import BadRequest, ChatRequest, parse_chat_request
+from agentplatform.api.gateway import gateway_chat, is_gateway_model
+from agentplatform.api.openai_base import (
+    OpenAIError,
+    allow_method,
+    authenticate,
+    authorized,
+    openai_errors,
+)
+from agentplatform.api.openai_chat_request import (
+    BadRequest,
+    ChatRequest,
+    json_body,
+    parse_chat_body,
+)
 from agentplatform.api.sse import event_stream_response, sse_message
-from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
+from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Action, Principal, declares
+from agentplatform.tenancy.policy import Action, declares
 from agentplatform.tenancy.services import member_named
 from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
@@ -54,51 +61,12 @@ from agents.services import model_target, run_start
 from agents.worker_runs import Nearby
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused
+from providers.services import gateway_models
 
 logger = logging.getLogger(__name__)
 
 
 # -- errors ------------------------------------------------------------------------------
-class OpenAIError(Exception):
-    """An error answered in OpenAI's shape."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type = status, message, type
-        self.param, self.code, self.headers = param, code, headers or {}
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-
-    def anthropic_body(self) -> dict[str, Any]:
-        """The same error in Anthropic's shape (for `/v1/messages`)."""
-        kind = ANTHROPIC_ERROR_TYPES.get(self.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": self.message}}
-
-    def response(self, anthropic: bool = False) -> JsonResponse:
-        body = self.anthropic_body() if anthropic else self.body()
-        response = JsonResponse(body, status=self.status)
-        for name, value in self.headers.items():
-            response[name] = value
-        return response
-
-
 def _model_not_found(model: str) -> OpenAIError:
     return OpenAIError(
         404,
@@ -106,109 +74,6 @@ def _model_not_found(model: str) -> OpenAIError:
         param="model",
         code="model_not_found",
     )
-
-
-ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-}
-
-
-def as_api_error(exc: Exception) -> OpenAIError | None:
-    """The error a caller is told for `exc`, or None for an unexpected one (a 500)."""
-    if isinstance(exc, OpenAIError):
-        return exc
-    if isinstance(exc, RequestDataTooBig):
-        return OpenAIError(413, "The request body is too large.")
-    if isinstance(exc, Http404):
-        return OpenAIError(404, str(exc) or "Not found.", code="not_found")
-    if isinstance(exc, PermissionDenied):
-        return OpenAIError(403, str(exc) or "Not allowed.", code="permission_denied")
-    if isinstance(exc, BadRequest):
-        return OpenAIError(400, str(exc), param=exc.param)
-    if isinstance(exc, ValidationError):
-        field = next(iter(getattr(exc, "error_dict", {})), "input")
-        param = "messages" if field == "input" else field
-        return OpenAIError(400, "; ".join(exc.messages), param=param)
-    return None
-
-
-def openai_errors(
-    view: Callable[..., Awaitable[HttpResponse]], *, anthropic: bool = False
-) -> Callable[..., Awaitable[HttpResponse]]:
-    """Answer every failure in OpenAI's error shape (Anthropic's with `anthropic`);
-    unknown errors are logged and a 500 that says nothing more."""
-
-    @wraps(view)
-    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return await view(request, *args, **kwargs)
-        except Exception as exc:
-            error = as_api_error(exc)
-            if error is None:
-                logger.exception("OpenAI-compatible %s %s failed", request.method, request.path)
-                error = OpenAIError(
-                    500, "The server had an error processing the request.", type="server_error"
-                )
-            return error.response(anthropic)
-
-    return csrf_exempt(wrapper)
-
-
-# -- authentication ----------------------------------------------------------------------
-CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
-
-
-def authenticate(request: HttpRequest, action: Action) -> ApiClient:
-    """The request's API key, allowed `action` by the policy and throttled like the REST
-    API."""
-    try:
-        found = ApiKeyAuthentication().authenticate(request)
-    except exceptions.AuthenticationFailed as exc:
-        raise OpenAIError(
-            401,
-            f"Incorrect API key provided: {str(exc.detail).lower()}",
-            code="invalid_api_key",
-            headers=CHALLENGE,
-        ) from None
-    if found is None:
-        raise OpenAIError(
-            401,
-            "You didn't provide an API key. Send your tenant API key as "
-            "`Authorization: Bearer <key>`.",
-            code="missing_api_key",
-            headers=CHALLENGE,
-        )
-    client = found[0]
-    try:
-        Principal.of_key(client.api_key).require(action)
-    except PermissionDenied as exc:
-        raise OpenAIError(403, str(exc), code="insufficient_scope") from None
-    request.user = client  # what the throttles key on
-    wait = retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
-    if wait is not None:
-        raise OpenAIError(
-            429,
-            "Rate limit reached; retry later.",
-            type="requests",
-            code="rate_limit_exceeded",
-            headers={"Retry-After": str(math.ceil(wait))},
-        )
-    return client
-
-
-async def authorized(request: HttpRequest, action: Action) -> ApiClient:
-    return await brief(authenticate)(request, action)
-
-
-def allow_method(request: HttpRequest, method: str) -> None:
-    if request.method != method:
-        raise OpenAIError(405, f"Use {method} for {request.path}.", code="method_not_allowed")
 
 
 # -- models ------------------------------------------------------------------------------
@@ -223,7 +88,8 @@ def _model_object(slug: str, created: Any, tenant: Tenant) -> dict[str, Any]:
 
 def _models(key: ApiKey) -> list[dict[str, Any]]:
     """Active agents, then active crews whose slug no agent takes (the agent wins); only
-    those a key limited to agents may run."""
+    those a key limited to agents may run. Then each OpenAI(-compatible) connection's
+    allowed models (its default model when it allows any) as `<connection>/<model>`."""
     tenant = key.tenant
     agents = Agent.objects.filter(tenant=tenant, active=True).order_by("slug")
     crews = Crew.objects.filter(tenant=tenant, active=True).order_by("slug")
@@ -236,6 +102,9 @@ def _models(key: ApiKey) -> list[dict[str, Any]]:
         if item.slug not in seen:
             seen.add(item.slug)
             data.append(_model_object(item.slug, item.created_at, tenant))
+    if not key.allowed_agents:  # then the gateway's models (a key limited to agents has none)
+        for model_id, created in gateway_models(tenant):
+            data.append(_model_object(model_id, created, tenant))
     return data
 
 
@@ -458,9 +327,10 @@ async def completion_chunks(
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
     try:
-        chat: ChatRequest | OpenAIError = parse_chat_request(
-            request.body, request.GET.get("stream") == "true"
-        )
+        body = json_body(request.body)
+        if is_gateway_model(body):
+            return await gateway_chat(request, body)
+        chat: ChatRequest | OpenAIError = parse_chat_body(body, request.GET.get("stream") == "true")
     except BadRequest as exc:  # answered after the key is checked: a bad key is told so first
         chat = OpenAIError(400, str(exc), param=exc.param)
     nearby = Nearby.reserve()

@@ -13,21 +13,20 @@ from __future__ import annotations
 import base64
 import math
 import struct
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 
+from agentplatform.api.openai_base import OpenAIError, allow_method, authorized, openai_errors
 from agentplatform.api.openai_chat_request import BadRequest, json_body
-from agentplatform.api.openai_compat import OpenAIError, allow_method, authorized, openai_errors
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
-from agents.models import Run
-from agents.runtime.spec import RunStatus
+from agents.services import record_gateway_call
 from providers.runtime.errors import ProviderError
+from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_model
 from rag.embedders import local_embedder
 from rag.runtime.embeddings import EmbeddingError
@@ -97,19 +96,15 @@ def _target(client: ApiClient, model: str):
     return found
 
 
-def _record(client: ApiClient, model: str, provider: str, tokens: int) -> None:
-    Run.objects.create(
-        tenant=client.tenant,
-        initiated_by_api_key=client.api_key,
+def _record(client: ApiClient, model: str, provider: str, tokens: int, started) -> None:
+    record_gateway_call(
+        api_key=client.api_key,
         gateway_model=model,
         model=model,
         provider=provider,
-        status=RunStatus.SUCCEEDED,
         input=f"embeddings ({model})",
-        input_tokens=tokens,
-        correlation_id=f"emb-{time.time_ns()}",
-        started_at=Now(),
-        finished_at=Now(),
+        usage=Usage(input_tokens=tokens),
+        started_at=started,
     )
 
 
@@ -130,6 +125,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
     client = await authorized(request, Action.START_RUN)
     if isinstance(parsed, BadRequest):
         raise parsed
+    started = timezone.now()
     target = await brief(_target)(client, parsed.model)
     try:
         if target is None:
@@ -147,7 +143,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
         raise OpenAIError(502, f"The provider failed: {exc}", type="server_error") from None
     except EmbeddingError as exc:  # the local model is not installed or failed to load
         raise OpenAIError(503, str(exc), type="server_error") from None
-    await brief(_record)(client, parsed.model, provider, tokens)
+    await brief(_record)(client, parsed.model, provider, tokens, started)
     return JsonResponse(
         {
             "object": "list",

@@ -29,6 +29,13 @@ from typing import Any
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from agentplatform.api.openai_base import (
+    OpenAIError,
+    allow_method,
+    authenticate,
+    authorized,
+    openai_errors,
+)
 from agentplatform.api.openai_chat_request import (
     BadRequest,
     ChatRequest,
@@ -36,12 +43,7 @@ from agentplatform.api.openai_chat_request import (
     parse_chat_body,
 )
 from agentplatform.api.openai_compat import (
-    OpenAIError,
-    allow_method,
     approval_message,
-    authenticate,
-    authorized,
-    openai_errors,
     run_error,
     start_chat_run,
     with_images,

@@ -1,0 +1,155 @@
+"""Gateway models: `/v1/chat/completions` with `model` = `<connection>/<model>` goes straight
+to that provider connection, no agent (providers.runtime.passthrough): the caller's tools,
+structured output, images and streaming pass through as the provider takes them.
+
+The key is checked and throttled as for agents (and may not be limited to agents); the
+connection must allow the model. Each call is recorded as a run of its key with its usage
+(`Run.gateway_model`), written once the answer is on its way, off the request's path.
+Served for OpenAI and OpenAI-compatible connections; another kind is a clear 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import timezone
+
+from agentplatform.api.openai_base import OpenAIError, authenticate
+from agentplatform.stream_reads import brief
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.policy import Action
+from agents.services import record_gateway_call
+from providers.runtime.errors import ProviderError
+from providers.runtime.passthrough import Forwarded
+from providers.services import GatewayRoute, gateway_route
+
+logger = logging.getLogger(__name__)
+_recording: set[asyncio.Task] = set()  # (strong references until each record is written)
+
+
+def is_gateway_model(body: Any) -> bool:
+    """Agent and crew slugs have no `/`; gateway model ids do."""
+    return isinstance(body, dict) and isinstance(body.get("model"), str) and "/" in body["model"]
+
+
+def _authorized_route(request: HttpRequest, model: str) -> tuple[ApiClient, GatewayRoute]:
+    client = authenticate(request, Action.START_RUN)
+    if client.api_key.allowed_agents:
+        raise OpenAIError(
+            403, "This API key may run only some agents, not models.", code="permission_denied"
+        )
+    route = gateway_route(client.tenant, model) if len(model) <= 300 else None
+    if route is None:
+        raise OpenAIError(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it.",
+            param="model",
+            code="model_not_found",
+        )
+    if route.passthrough is None:
+        raise OpenAIError(
+            400,
+            f"`{model}` is on a {route.connection.get_kind_display()} connection; gateway "
+            "chat completions are served for OpenAI and OpenAI-compatible connections.",
+            param="model",
+        )
+    return client, route
+
+
+def _check(body: dict[str, Any]) -> None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise OpenAIError(400, "`messages` must be a non-empty list.", param="messages")
+    if body.get("stream") not in (None, True, False):
+        raise OpenAIError(400, "`stream` must be a boolean.", param="stream")
+
+
+async def gateway_chat(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
+    model = body["model"]
+    client, route = await brief(_authorized_route)(request, model)
+    _check(body)
+    started = timezone.now()
+    passthrough = route.passthrough
+    assert passthrough is not None
+    if body.get("stream") or request.GET.get("stream") == "true":
+        tally = Forwarded()
+        stream = passthrough.stream(body, route.model, tally)
+        try:
+            first = await anext(stream)  # (the status is known once the answer begins)
+        except ProviderError as exc:
+            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+        if tally.status != 200:
+            _record_later(client, model, route, tally, started, body)
+            return HttpResponse(first, status=tally.status, content_type=tally.content_type)
+        response = StreamingHttpResponse(
+            _relay(first, stream, client, model, route, tally, started, body),
+            content_type="text/event-stream",
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    try:
+        forwarded = await passthrough.complete(body, route.model)
+    except ProviderError as exc:
+        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+    _record_later(client, model, route, forwarded, started, body)
+    return HttpResponse(
+        forwarded.body, status=forwarded.status, content_type=forwarded.content_type
+    )
+
+
+async def _relay(first, stream, client, model, route, tally, started, body) -> AsyncIterator[bytes]:
+    try:
+        yield first
+        async for piece in stream:
+            yield piece
+    finally:
+        _record_later(client, model, route, tally, started, body)
+
+
+# -- the record ------------------------------------------------------------------------------
+def _record_later(client, model, route, forwarded: Forwarded, started, body) -> None:
+    task = asyncio.get_running_loop().create_task(
+        brief(_record)(client, model, route, forwarded, started, body)
+    )
+    _recording.add(task)
+    task.add_done_callback(_recorded)
+
+
+def _recorded(task: asyncio.Task) -> None:
+    _recording.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a gateway call was not recorded", exc_info=task.exception())
+
+
+def _record(
+    client: ApiClient, model: str, route: GatewayRoute, forwarded: Forwarded, started, body
+):
+    ok = forwarded.status == 200
+    record_gateway_call(
+        api_key=client.api_key,
+        gateway_model=model,
+        model=route.model,
+        provider=route.connection.kind,
+        input=_last_user_text(body),
+        usage=forwarded.usage,
+        started_at=started,
+        error="" if ok else f"the provider answered HTTP {forwarded.status}",
+    )
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(
+                    p.get("text", "") for p in content if isinstance(p, dict) and "text" in p
+                )
+            if isinstance(content, str):
+                return content
+    return ""

@@ -1,0 +1,167 @@
+"""What every `/v1` face shares: errors in OpenAI's (or Anthropic's) shape, and the API
+key checked, allowed and throttled as the REST API does it."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
+
+from agentplatform.api.openai_chat_request import BadRequest
+from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
+from agentplatform.stream_reads import brief
+from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
+from agentplatform.tenancy.policy import Action, Principal
+
+logger = logging.getLogger(__name__)
+
+
+# -- errors ------------------------------------------------------------------------------
+class OpenAIError(Exception):
+    """An error answered in OpenAI's shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type = status, message, type
+        self.param, self.code, self.headers = param, code, headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def anthropic_body(self) -> dict[str, Any]:
+        """The same error in Anthropic's shape (for `/v1/messages`)."""
+        kind = ANTHROPIC_ERROR_TYPES.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
+
+    def response(self, anthropic: bool = False) -> JsonResponse:
+        body = self.anthropic_body() if anthropic else self.body()
+        response = JsonResponse(body, status=self.status)
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
+
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+
+
+def as_api_error(exc: Exception) -> OpenAIError | None:
+    """The error a caller is told for `exc`, or None for an unexpected one (a 500)."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, RequestDataTooBig):
+        return OpenAIError(413, "The request body is too large.")
+    if isinstance(exc, Http404):
+        return OpenAIError(404, str(exc) or "Not found.", code="not_found")
+    if isinstance(exc, PermissionDenied):
+        return OpenAIError(403, str(exc) or "Not allowed.", code="permission_denied")
+    if isinstance(exc, BadRequest):
+        return OpenAIError(400, str(exc), param=exc.param)
+    if isinstance(exc, ValidationError):
+        field = next(iter(getattr(exc, "error_dict", {})), "input")
+        param = "messages" if field == "input" else field
+        return OpenAIError(400, "; ".join(exc.messages), param=param)
+    return None
+
+
+def openai_errors(
+    view: Callable[..., Awaitable[HttpResponse]], *, anthropic: bool = False
+) -> Callable[..., Awaitable[HttpResponse]]:
+    """Answer every failure in OpenAI's error shape (Anthropic's with `anthropic`);
+    unknown errors are logged and a 500 that says nothing more."""
+
+    @wraps(view)
+    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return await view(request, *args, **kwargs)
+        except Exception as exc:
+            error = as_api_error(exc)
+            if error is None:
+                logger.exception("OpenAI-compatible %s %s failed", request.method, request.path)
+                error = OpenAIError(
+                    500, "The server had an error processing the request.", type="server_error"
+                )
+            return error.response(anthropic)
+
+    return csrf_exempt(wrapper)
+
+
+# -- authentication ----------------------------------------------------------------------
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
+
+
+def authenticate(request: HttpRequest, action: Action) -> ApiClient:
+    """The request's API key, allowed `action` by the policy and throttled like the REST
+    API."""
+    try:
+        found = ApiKeyAuthentication().authenticate(request)
+    except exceptions.AuthenticationFailed as exc:
+        raise OpenAIError(
+            401,
+            f"Incorrect API key provided: {str(exc.detail).lower()}",
+            code="invalid_api_key",
+            headers=CHALLENGE,
+        ) from None
+    if found is None:
+        raise OpenAIError(
+            401,
+            "You didn't provide an API key. Send your tenant API key as "
+            "`Authorization: Bearer <key>`.",
+            code="missing_api_key",
+            headers=CHALLENGE,
+        )
+    client = found[0]
+    try:
+        Principal.of_key(client.api_key).require(action)
+    except PermissionDenied as exc:
+        raise OpenAIError(403, str(exc), code="insufficient_scope") from None
+    request.user = client  # what the throttles key on
+    wait = retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
+    if wait is not None:
+        raise OpenAIError(
+            429,
+            "Rate limit reached; retry later.",
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(math.ceil(wait))},
+        )
+    return client
+
+
+async def authorized(request: HttpRequest, action: Action) -> ApiClient:
+    return await brief(authenticate)(request, action)
+
+
+def allow_method(request: HttpRequest, method: str) -> None:
+    if request.method != method:
+        raise OpenAIError(405, f"Use {method} for {request.path}.", code="method_not_allowed")
