@@ -13,7 +13,8 @@ import pytest
 from django.test import AsyncClient
 
 from agentplatform.tenancy import services as tenancy
-from tests.fakes.provider_server import TextReply
+from tests.api.test_frameworks import WEATHER_CALL
+from tests.fakes.provider_server import TextReply, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,6 +22,13 @@ V1_PATHS = {
     "/v1/models": "get",
     "/v1/models/{model_id}": "get",
     "/v1/chat/completions": "post",
+    "/v1/responses": "post",
+    "/v1/responses/{response_id}": "get",
+}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
 }
 
 
@@ -59,6 +67,18 @@ def validate(schema: dict[str, Any], component: str, instance: Any) -> None:
     jsonschema.Draft202012Validator(root).validate(instance)
 
 
+def sse_events(text: str) -> list[dict[str, str]]:
+    """A `text/event-stream` body as its events' fields (comment lines left out)."""
+    events = []
+    for block in text.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":")
+        )
+        if fields:
+            events.append(fields)
+    return events
+
+
 def response_schema(schema, path: str, status: str, media_type: str = "application/json"):
     operation = schema["paths"][path][V1_PATHS[path]]
     return operation["responses"][status]["content"][media_type]["schema"]
@@ -93,17 +113,57 @@ def test_the_v1_operations_are_documented(schema):
     streamed = chat["responses"]["200"]["content"]["text/event-stream"]
     assert streamed["schema"]["$ref"].endswith("/ChatCompletionStreamEvent")
     assert "[DONE]" in chat["responses"]["200"]["description"]
+    assert "include_usage" in chat["responses"]["200"]["description"]
     assert {"400", "404", "413", "500"} <= chat["responses"].keys()
     request = schema["components"]["schemas"]["ChatCompletionRequest"]
     assert request["required"] == ["model", "messages"]
-    assert {"model", "messages", "stream", "stream_options"} <= request["properties"].keys()
-    for component in ("OpenAIError", "OpenAIModel", "OpenAIModelList", "ChatCompletion"):
+    assert "include_usage" in request["properties"]["stream_options"]["properties"]
+    assert {
+        "model", "messages", "stream", "stream_options", "tools", "tool_choice",
+        "response_format", "temperature", "top_p", "max_tokens", "max_completion_tokens",
+        "stop", "seed", "n", "user",
+    } <= request["properties"].keys()  # fmt: skip
+    for name, field in request["properties"].items():
+        assert field.get("description") or "$ref" in field, name
+    events = sse_events(streamed["example"])
+    assert events[-1] == {"data": "[DONE]"}
+    for event in events:
+        validate(schema, "ChatCompletionStreamEvent", event)
+    for event in events[:-1]:
+        validate(schema, "ChatCompletionChunk", json.loads(event["data"]))
+    assert json.loads(events[-2]["data"])["choices"] == []
+
+    responses = schema["paths"]["/v1/responses"]["post"]
+    body = responses["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/ResponsesRequest"}
+    assert body["examples"]
+    for example in body["examples"].values():
+        validate(schema, "ResponsesRequest", example["value"])
+    for path in ("/v1/responses", "/v1/responses/{response_id}"):
+        assert response_schema(schema, path, "200")["$ref"].endswith("/Response")
+        assert response_schema(schema, path, "404")["$ref"].endswith("/OpenAIError")
+    assert {"400", "404", "413", "500"} <= responses["responses"].keys()
+    streamed = responses["responses"]["200"]["content"]["text/event-stream"]
+    assert streamed["schema"]["$ref"].endswith("/ResponseStreamEvent")
+    events = sse_events(streamed["example"])
+    for number, event in enumerate(events, start=1):
+        validate(schema, "ResponseStreamEvent", event)
+        data = json.loads(event["data"])
+        validate(schema, "ResponseEvent", data)
+        assert (data["type"], data["sequence_number"]) == (event["event"], number)
+    assert events[-1]["event"] == "response.completed"
+
+    for component in (
+        "OpenAIError", "OpenAIModel", "OpenAIModelList", "ChatCompletion", "ChatTool",
+        "ChatToolCall", "ChatResponseFormat", "Response",
+    ):  # fmt: skip
         example = schema["components"]["schemas"][component]["example"]
         validate(schema, component, example)
-    for response in chat["responses"].values():
-        for media in response["content"].values():
-            if "example" in media and media["schema"]["$ref"].endswith("/OpenAIError"):
-                validate(schema, "OpenAIError", media["example"])
+    for path, method in V1_PATHS.items():
+        for response in schema["paths"][path][method]["responses"].values():
+            for media in response["content"].values():
+                if "example" in media and media["schema"]["$ref"].endswith("/OpenAIError"):
+                    validate(schema, "OpenAIError", media["example"])
 
 
 def test_real_answers_validate_against_the_documented_schemas(
@@ -113,15 +173,26 @@ def test_real_answers_validate_against_the_documented_schemas(
         "openai",
         TextReply("Hello there.", input_tokens=12, output_tokens=3),
         TextReply("Hello again.", input_tokens=5, output_tokens=2),
+        ToolCallReply([WEATHER_CALL], text="Looking it up.", input_tokens=7, output_tokens=4),
+        TextReply("Streamed.", input_tokens=3, output_tokens=1),
     )
     chat = {"model": "assistant", "messages": [{"role": "user", "content": "Hi."}]}
+    asked = {"model": "assistant", "input": "Weather in Paris?", "tools": [WEATHER]}
     with httpx2.Client(
         base_url=asgi_server, headers={"Authorization": f"Bearer {keys['run']}"}, timeout=20
     ) as http:
         models = http.get("/v1/models")
         model = http.get("/v1/models/assistant")
         answer = http.post("/v1/chat/completions", json=chat)
-        streamed = http.post("/v1/chat/completions", json={**chat, "stream": True})
+        streamed = http.post(
+            "/v1/chat/completions",
+            json={**chat, "stream": True, "stream_options": {"include_usage": True}},
+        )
+        response = http.post("/v1/responses", json=asked)
+        read_back = http.get(f"/v1/responses/{response.json()['id']}")
+        streamed_response = http.post(
+            "/v1/responses", json={"model": "assistant", "input": "Hi.", "stream": True}
+        )
     validate(schema, "OpenAIModelList", models.json())
     validate(schema, "OpenAIModel", model.json())
     assert answer.status_code == 200 and answer.headers["X-Run-Id"]
@@ -129,14 +200,39 @@ def test_real_answers_validate_against_the_documented_schemas(
     assert answer.json()["choices"][0]["message"]["content"] == "Hello there."
 
     assert streamed.headers["Content-Type"].startswith("text/event-stream")
-    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line]
-    assert events[-1] == "[DONE]"
-    for data in events:
-        validate(schema, "ChatCompletionStreamEvent", {"data": data})
-    chunks = [json.loads(data) for data in events[:-1]]
+    events = sse_events(streamed.text)
+    assert events[-1] == {"data": "[DONE]"}
+    for event in events:
+        validate(schema, "ChatCompletionStreamEvent", event)
+    chunks = [json.loads(event["data"]) for event in events[:-1]]
     for chunk in chunks:
         validate(schema, "ChatCompletionChunk", chunk)
-    assert chunks[-1]["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    *_, finish, usage = chunks
+    assert finish["choices"][0]["finish_reason"] == "stop" and "usage" not in finish
+    assert usage["choices"] == []
+    assert usage["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+
+    assert response.status_code == 200 and response.headers["X-Run-Id"]
+    assert read_back.status_code == 200
+    for body in (response.json(), read_back.json()):
+        validate(schema, "Response", body)
+        assert body["status"] == "completed"
+        assert [item["type"] for item in body["output"]] == ["message", "function_call"]
+        assert body["output"][1]["name"] == "get_weather"
+    assert read_back.json()["id"] == response.json()["id"]
+
+    assert streamed_response.headers["Content-Type"].startswith("text/event-stream")
+    events = sse_events(streamed_response.text)
+    for event in events:
+        validate(schema, "ResponseStreamEvent", event)
+    data = [json.loads(event["data"]) for event in events]
+    for item in data:
+        validate(schema, "ResponseEvent", item)
+    assert [item["type"] for item in data] == [event["event"] for event in events]
+    assert [item["sequence_number"] for item in data] == list(range(1, len(data) + 1))
+    assert data[-1]["type"] == "response.completed"
+    validate(schema, "Response", data[-1]["response"])
+    assert data[-1]["response"]["output"][0]["content"][0]["text"] == "Streamed."
 
 
 def test_real_errors_validate_against_the_documented_error_schema(schema, trio, agent, keys):
