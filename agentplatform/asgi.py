@@ -21,6 +21,7 @@ rls.assume_app_role()  # a web process: the tenant policies apply to its queries
 
 from django.conf import settings  # noqa: E402
 
+from agentplatform.api.gateway import flush_gateway_calls  # noqa: E402
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
@@ -33,6 +34,7 @@ application = checked_at_startup(
                 StreamingASGIHandler(),
                 StreamingASGIHandler(settings.API_MIDDLEWARE, views_release_connections=True),
             )
-        )
+        ),
+        flush_gateway_calls,
     )
 )

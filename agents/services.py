@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import uuid
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -235,34 +236,43 @@ def run_start(
     return run
 
 
-def record_gateway_call(
-    *,
-    api_key: ApiKey,
-    gateway_model: str,
-    model: str,
-    provider: str,
-    input: str,
-    usage: Usage,
-    started_at: Any,
-    error: str = "",
-) -> Run:
-    """A call straight to a connection's model (/v1 gateway models, embeddings), recorded
-    as a finished run of its key with its usage."""
-    return Run.objects.create(
-        tenant_id=api_key.tenant_id,
-        initiated_by_api_key=api_key,
-        gateway_model=gateway_model,
-        model=model,
-        provider=provider,
-        status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
-        error=error,
-        input=input.replace("\x00", "")[:2000],
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        correlation_id=uuid.uuid4().hex,
-        started_at=started_at,
-        finished_at=timezone.now(),
+@dataclass(frozen=True)
+class GatewayCall:
+    """A call straight to a connection's model (/v1 gateway models, embeddings)."""
+
+    api_key: ApiKey
+    gateway_model: str
+    model: str
+    provider: str
+    input: str
+    usage: Usage
+    started_at: Any
+    finished_at: Any = None
+    error: str = ""
+
+
+def record_gateway_calls(calls: list[GatewayCall]) -> None:
+    """Record each call as a finished run of its key with its usage: one INSERT."""
+    Run.objects.bulk_create(
+        [
+            Run(
+                tenant_id=call.api_key.tenant_id,
+                initiated_by_api_key=call.api_key,
+                gateway_model=call.gateway_model,
+                model=call.model,
+                provider=call.provider,
+                status=RunStatus.FAILED if call.error else RunStatus.SUCCEEDED,
+                error=call.error,
+                input=call.input.replace("\x00", "")[:2000],
+                input_tokens=call.usage.input_tokens,
+                output_tokens=call.usage.output_tokens,
+                cache_read_tokens=call.usage.cache_read_tokens,
+                correlation_id=uuid.uuid4().hex,
+                started_at=call.started_at,
+                finished_at=call.finished_at or timezone.now(),
+            )
+            for call in calls
+        ]
     )
 
 

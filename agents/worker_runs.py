@@ -36,7 +36,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
@@ -176,10 +178,11 @@ class Nearby:
             self.owner = None
 
 
-def handing_over_at_shutdown(app):
+def handing_over_at_shutdown(app, *also: Callable[[], Awaitable[Any]]):
     """ASGI `app` whose lifespan shutdown first hands the runs held on this process's loop
-    over to the workers (lease expired, queued again). The server has already waited for
-    its open streams (uvicorn's --timeout-graceful-shutdown)."""
+    over to the workers (lease expired, queued again), then awaits each of `also` (what
+    else must be written before the process ends). The server has already waited for its
+    open streams (uvicorn's --timeout-graceful-shutdown)."""
 
     async def wrapped(scope, receive, send):
         if scope["type"] != "lifespan":
@@ -190,6 +193,8 @@ def handing_over_at_shutdown(app):
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await hand_over_nearby()
+                for finish in also:
+                    await finish()
             return message
 
         await app(scope, receiving, send)

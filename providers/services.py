@@ -125,6 +125,12 @@ class GatewayRoute:
 _routes: dict[int, tuple[str, dict[str, GatewayRoute]]] = {}
 
 
+def known_gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
+    """The route this process remembers for `model_id` (Redis reads only: safe from async
+    code), or None: ask `gateway_route`."""
+    return per_version(_routes, tenant.pk, dict).get(model_id)
+
+
 def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
     """The route of `model_id`, remembered per tenant configuration version (a connection
     change moves it; unknown ids are not remembered, so any name may be asked for)."""

@@ -24,7 +24,7 @@ from agentplatform.api.openai_chat_request import BadRequest, json_body
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
-from agents.services import record_gateway_call
+from agents.services import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_model
@@ -97,7 +97,7 @@ def _target(client: ApiClient, model: str):
 
 
 def _record(client: ApiClient, model: str, provider: str, tokens: int, started) -> None:
-    record_gateway_call(
+    call = GatewayCall(
         api_key=client.api_key,
         gateway_model=model,
         model=model,
@@ -106,6 +106,7 @@ def _record(client: ApiClient, model: str, provider: str, tokens: int, started) 
         usage=Usage(input_tokens=tokens),
         started_at=started,
     )
+    record_gateway_calls([call])
 
 
 def _vector(values: list[float], as_base64: bool) -> Any:

@@ -274,7 +274,7 @@ def test_errors_come_in_openais_shape_and_the_sdks_exceptions(
         headers={"Authorization": f"Bearer {keys['run']}"},
     )
     assert raw.status_code == 400 and raw.json()["error"]["type"] == "invalid_request_error"
-    raw = httpx2.get(f"{asgi_server}/v1/embeddings")
+    raw = httpx2.get(f"{asgi_server}/v1/batches")  # (an endpoint the platform has not)
     assert raw.status_code == 404 and set(raw.json()["error"]) == {
         "message",
         "type",
