@@ -29,7 +29,7 @@ from agentplatform.api.openai_chat_request import (
     json_body,
     parse_chat_body,
 )
-from agentplatform.api.openai_compat import answer_text, run_error, start_chat_run, with_images
+from agentplatform.api.openai_compat import answer_text, answered, run_error, started, with_images
 from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
@@ -229,24 +229,11 @@ async def messages(request: HttpRequest) -> HttpResponse:
     client, chat = await brief(_prepared)(request, request.body)
     if chat.fetches_images:
         chat = await with_images(chat)
-    nearby = Nearby.reserve()
-    try:
-        run = await brief(start_chat_run)(client, chat, nearby)
-    except BaseException:
-        nearby.release()
-        raise
+    run, nearby = await started(client, chat)
     headers = {"X-Run-Id": str(run.pk)}
     if chat.stream:
         return event_stream_response(_events(request, run, chat, nearby), headers=headers)
-    ending: Ending | None = None
-    async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
-        async for item in progress:
-            if isinstance(item, Ending):
-                ending = item
-    if ending is None:  # pragma: no cover - follow_run always ends with one
-        raise RuntimeError("the run's progress ended without its ending")
-    if ending.failed:
-        raise run_error(run.pk, ending)
+    ending = await answered(run, nearby)
     text = answer_text(request, run.pk, ending, "")
     content = ([{"type": "text", "text": text}] if text else []) + _tool_uses(ending)
     body = _message(

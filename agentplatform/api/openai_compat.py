@@ -181,6 +181,31 @@ def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     )
 
 
+async def started(client: ApiClient, chat: ChatRequest) -> tuple[Run, Nearby]:
+    """The run of a checked request, and the room it holds in this process."""
+    nearby = Nearby.reserve()
+    try:
+        return await brief(start_chat_run)(client, chat, nearby), nearby
+    except BaseException:
+        nearby.release()
+        raise
+
+
+async def answered(run: Run, nearby: Nearby) -> Ending:
+    """Follow the run (executed here when there is room) to its ending; a failed or
+    cancelled run is raised as its error."""
+    ending: Ending | None = None
+    async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
+        async for item in progress:
+            if isinstance(item, Ending):
+                ending = item
+    if ending is None:  # pragma: no cover - follow_run always ends with one
+        raise RuntimeError("the run's progress ended without its ending")
+    if ending.failed:
+        raise run_error(run.pk, ending)
+    return ending
+
+
 # -- chat completions: answering -----------------------------------------------------------
 def approval_message(request: HttpRequest, run_id: int, approvals: list[Approval]) -> str:
     run_url = request.build_absolute_uri(reverse("api_run", kwargs={"run_id": run_id}))
@@ -349,15 +374,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if chat.stream:
         chunks = completion_chunks(request, run, chat, nearby)
         return event_stream_response(chunks, headers=headers)
-    ending: Ending | None = None
-    async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
-        async for item in progress:
-            if isinstance(item, Ending):
-                ending = item
-    if ending is None:  # pragma: no cover - follow_run always ends with one
-        raise RuntimeError("the run's progress ended without its ending")
-    if ending.failed:
-        raise run_error(run.pk, ending)
+    ending = await answered(run, nearby)
     content = ending.output
     if ending.approvals:
         content = (content + "\n\n" if content else "") + approval_message(

@@ -43,9 +43,10 @@ from agentplatform.api.openai_chat_request import (
     parse_chat_body,
 )
 from agentplatform.api.openai_compat import (
+    answered,
     approval_message,
     run_error,
-    start_chat_run,
+    started,
     with_images,
 )
 from agentplatform.api.sse import event_stream_response, sse_message
@@ -337,24 +338,11 @@ async def responses(request: HttpRequest) -> HttpResponse:
     if chat.fetches_images:
         chat = await with_images(chat)
     assert isinstance(parsed, ResponsesRequest)
-    nearby = Nearby.reserve()
-    try:
-        run = await brief(start_chat_run)(client, chat, nearby)
-    except BaseException:
-        nearby.release()
-        raise
+    run, nearby = await started(client, chat)
     headers = {"X-Run-Id": str(run.pk)}
     if parsed.stream:
         return event_stream_response(_events(request, run, chat, nearby), headers=headers)
-    ending: Ending | None = None
-    async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
-        async for item in progress:
-            if isinstance(item, Ending):
-                ending = item
-    if ending is None:  # pragma: no cover - follow_run always ends with one
-        raise RuntimeError("the run's progress ended without its ending")
-    if ending.failed:
-        raise run_error(run.pk, ending)
+    ending = await answered(run, nearby)
     body = _response(
         run, chat.model, status="completed", output=_output(request, run, ending), ending=ending
     )

@@ -44,6 +44,7 @@ def test_models_lists_the_tenants_active_agents_and_crews(trio, agent, asgi_serv
     assert [(m.id, m.object, m.owned_by) for m in models.data] == [
         ("assistant", "model", "acme"),
         ("desk", "model", "acme"),
+        ("local-openai/gpt-test", "model", "acme"),  # a gateway model: the connection's
     ]
     assert all(isinstance(m.created, int) and m.created > 0 for m in models.data)
     assert client.models.retrieve("desk").id == "desk"
