@@ -26,12 +26,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
+    as_api_error,
     authenticate,
     authorized,
     openai_errors,
@@ -221,6 +223,14 @@ def _conversation_so_far(client: ApiClient, previous_id: int) -> list[dict[str, 
     return to_openai_messages(RunState.from_dict(run.state).messages)
 
 
+def _param(param: str | None) -> str | None:
+    """A Chat Completions body's field as the Responses body names it."""
+    for chat_name, name in _PARAMS.items():
+        if param and param.startswith(chat_name):
+            return name + param[len(chat_name) :]
+    return param
+
+
 def _prepared(
     request: HttpRequest, parsed: ResponsesRequest | OpenAIError
 ) -> tuple[ApiClient, ChatRequest]:
@@ -235,11 +245,7 @@ def _prepared(
     try:
         chat = parse_chat_body(body)
     except BadRequest as exc:
-        param = exc.param or ""
-        for chat_name, name in _PARAMS.items():
-            if param.startswith(chat_name):
-                param = name + param[len(chat_name) :]
-        raise OpenAIError(400, str(exc), param=param or None) from None
+        raise OpenAIError(400, str(exc), param=_param(exc.param)) from None
     if not parsed.kept:
         client_request = chat.client or ClientRequest(messages=(UserMessage(chat.input),))
         chat = replace(chat, client=replace(client_request, kept=False))
@@ -338,7 +344,12 @@ async def responses(request: HttpRequest) -> HttpResponse:
     if chat.fetches_images:
         chat = await with_images(chat)
     assert isinstance(parsed, ResponsesRequest)
-    run, nearby = await started(client, chat)
+    try:
+        run, nearby = await started(client, chat)
+    except (ValidationError, BadRequest) as exc:  # named as a Responses body names them
+        error = as_api_error(exc)
+        assert error is not None
+        raise OpenAIError(400, error.message, param=_param(error.param)) from None
     headers = {"X-Run-Id": str(run.pk)}
     if parsed.stream:
         return event_stream_response(_events(request, run, chat, nearby), headers=headers)

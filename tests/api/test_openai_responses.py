@@ -13,6 +13,7 @@ from agentplatform.tenancy import services as tenancy
 from agents.models import Run
 from tests.api.conftest import sdk
 from tests.api.test_frameworks import PARIS, WEATHER_CALL, framework
+from tests.factories import make_crew
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,3 +146,15 @@ def test_openai_agents_default_model_class_speaks_responses(
         assert result["calls"] == [{"tool": "get_weather", "city": "Paris"}]
     else:
         assert result["output"] == {"name": "Paris", "population": 2100000}
+
+
+def test_refusals_name_the_responses_field(trio, agent, client):
+    make_crew(trio.acme, "desk", [agent])
+    with pytest.raises(openai.BadRequestError) as crew_tools:
+        client.responses.create(model="desk", input="hi", tools=[WEATHER])
+    assert crew_tools.value.param == "input" and "A crew takes text turns only" in str(
+        crew_tools.value
+    )
+    with pytest.raises(openai.BadRequestError) as too_many:
+        client.responses.create(model="assistant", input="hi", max_output_tokens=0)
+    assert too_many.value.param == "max_output_tokens"
