@@ -25,7 +25,7 @@ from providers.runtime.anthropic_adapter import AnthropicAdapter
 from providers.runtime.errors import BadRequest, ProviderError
 from providers.runtime.offline import OfflineModel
 from providers.runtime.openai_adapter import OpenAIAdapter
-from providers.runtime.passthrough import ChatPassthrough
+from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
@@ -119,7 +119,9 @@ class GatewayRoute:
 
     connection: ProviderConnection
     model: str
-    passthrough: ChatPassthrough | None  # None: not an OpenAI-compatible connection
+    # ChatPassthrough (OpenAI and compatible: /v1/chat/completions) or MessagesPassthrough
+    # (Anthropic: /v1/messages); None for the offline demo.
+    passthrough: ChatPassthrough | MessagesPassthrough | None
 
 
 _routes: dict[int, tuple[str, dict[str, GatewayRoute]]] = {}
@@ -141,9 +143,7 @@ def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
         if found is None:
             return None
         connection, model = found
-        openai_like = connection.kind in (ProviderKind.OPENAI, ProviderKind.OPENAI_COMPATIBLE)
-        passthrough = _passthrough(connection) if openai_like else None
-        route = routes[model_id] = GatewayRoute(connection, model, passthrough)
+        route = routes[model_id] = GatewayRoute(connection, model, _passthrough(connection))
     return route
 
 
@@ -151,7 +151,7 @@ def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
     """The gateway model ids the tenant offers, with when their connection was made."""
     found = []
     for connection in connections_for(tenant):
-        if connection.kind in (ProviderKind.OPENAI, ProviderKind.OPENAI_COMPATIBLE):
+        if connection.kind != ProviderKind.OFFLINE:
             models = connection.allowed_models or [connection.default_model]
             handle = connection_handle(connection)
             created = connection.created_at or timezone.now()
@@ -159,16 +159,22 @@ def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
     return found
 
 
-def _passthrough(connection: ProviderConnection) -> ChatPassthrough:
-    allowlist = tuple(settings.EGRESS_ALLOWLIST)
+def _passthrough(connection: ProviderConnection) -> ChatPassthrough | MessagesPassthrough | None:
+    common = {
+        "api_key": connection.api_key or None,
+        "headers": connection.extra_headers or {},
+        "timeout_s": connection.timeout_s,
+        "http_client": partial(
+            guarded_async_client, EgressPolicy(allowlist=tuple(settings.EGRESS_ALLOWLIST))
+        ),
+    }
+    if connection.kind == ProviderKind.ANTHROPIC:
+        base_url = connection.base_url or "https://api.anthropic.com"
+        return MessagesPassthrough(base_url=base_url, **common)
+    if connection.kind == ProviderKind.OFFLINE:
+        return None
     preset = PRESETS["openai" if connection.kind == ProviderKind.OPENAI else connection.preset]
-    return ChatPassthrough(
-        base_url=connection.base_url or preset.base_url,
-        api_key=connection.api_key or None,
-        headers=connection.extra_headers or {},
-        timeout_s=connection.timeout_s,
-        http_client=partial(guarded_async_client, EgressPolicy(allowlist=allowlist)),
-    )
+    return ChatPassthrough(base_url=connection.base_url or preset.base_url, **common)
 
 
 def default_connection(tenant: Tenant) -> ProviderConnection | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from agentplatform.api.gateway import gateway_messages, is_gateway_model
 from agentplatform.api.openai_base import allow_method, authenticate, authorized, openai_errors
 from agentplatform.api.openai_chat_request import (
     BadRequest,
@@ -226,6 +227,13 @@ def _message(run: Run, model: str, content: list[dict[str, Any]], **fields: Any)
 @anthropic_errors
 async def messages(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
+    _key_from_x_api_key(request)
+    try:
+        body = json_body(request.body)
+    except BadRequest:
+        body = None  # (answered once the key is checked, by _prepared)
+    if is_gateway_model(body):
+        return await gateway_messages(request, body)
     client, chat = await brief(_prepared)(request, request.body)
     if chat.fetches_images:
         chat = await with_images(chat)

@@ -1,11 +1,12 @@
-"""Gateway models: `/v1/chat/completions` with `model` = `<connection>/<model>` goes straight
+"""Gateway models: `/v1/chat/completions` (OpenAI and OpenAI-compatible connections) or
+`/v1/messages` (Anthropic connections) with `model` = `<connection>/<model>` goes straight
 to that provider connection, no agent (providers.runtime.passthrough): the caller's tools,
 structured output, images and streaming pass through as the provider takes them.
 
 The key is checked and throttled as for agents (and may not be limited to agents); the
 connection must allow the model. Each call is recorded as a run of its key with its usage
 (`Run.gateway_model`), written once the answer is on its way, off the request's path.
-Served for OpenAI and OpenAI-compatible connections; another kind is a clear 400.
+A model on a connection of the other API is a 400 naming the endpoint to use.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action
 from agents.services import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
-from providers.runtime.passthrough import Forwarded
+from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
 from providers.services import GatewayRoute, gateway_route, known_gateway_route
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,12 @@ def is_gateway_model(body: Any) -> bool:
     return isinstance(body, dict) and isinstance(body.get("model"), str) and "/" in body["model"]
 
 
-async def _authorized_route(request: HttpRequest, model: str) -> tuple[ApiClient, GatewayRoute]:
+_SERVED = {ChatPassthrough: "/v1/chat/completions", MessagesPassthrough: "/v1/messages"}
+
+
+async def _authorized_route(
+    request: HttpRequest, model: str, kind: type
+) -> tuple[ApiClient, GatewayRoute]:
     client = await authorized(request, Action.START_RUN)
     if client.api_key.allowed_agents:
         raise OpenAIError(
@@ -52,36 +58,57 @@ async def _authorized_route(request: HttpRequest, model: str) -> tuple[ApiClient
             param="model",
             code="model_not_found",
         )
-    if route.passthrough is None:
+    if not isinstance(route.passthrough, kind):
+        where = _SERVED.get(type(route.passthrough))
         raise OpenAIError(
             400,
-            f"`{model}` is on a {route.connection.get_kind_display()} connection; gateway "
-            "chat completions are served for OpenAI and OpenAI-compatible connections.",
+            f"`{model}` is on a {route.connection.get_kind_display()} connection: "
+            + (f"send it to {where}." if where else "it has no model to call."),
             param="model",
         )
     return client, route
 
 
-def _check(body: dict[str, Any]) -> None:
+def _check(body: dict[str, Any], kind: type) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise OpenAIError(400, "`messages` must be a non-empty list.", param="messages")
     if body.get("stream") not in (None, True, False):
         raise OpenAIError(400, "`stream` must be a boolean.", param="stream")
+    if kind is MessagesPassthrough and body.get("max_tokens") is None:
+        raise OpenAIError(400, "`max_tokens` is required.", param="max_tokens")
 
 
 async def gateway_chat(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
+    """`/v1/chat/completions` to an OpenAI or OpenAI-compatible connection."""
+    return await _forward(request, body, ChatPassthrough)
+
+
+async def gateway_messages(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
+    """`/v1/messages` to an Anthropic connection (the caller's `anthropic-version` and
+    `anthropic-beta` headers passed on)."""
+    headers = {
+        name: request.headers[name]
+        for name in ("anthropic-version", "anthropic-beta")
+        if request.headers.get(name)
+    }
+    return await _forward(request, body, MessagesPassthrough, headers)
+
+
+async def _forward(
+    request: HttpRequest, body: dict[str, Any], kind: type, headers: dict[str, str] | None = None
+) -> HttpResponse:
     model = body["model"]
-    client, route = await _authorized_route(request, model)
-    _check(body)
+    client, route = await _authorized_route(request, model, kind)
+    _check(body, kind)
     started = timezone.now()
     passthrough = route.passthrough
     assert passthrough is not None
     if body.get("stream") or request.GET.get("stream") == "true":
         tally = Forwarded()
-        stream = passthrough.stream(body, route.model, tally)
+        stream = passthrough.stream(body, route.model, tally, headers)
         try:
-            first = await anext(stream)  # (the status is known once the answer begins)
+            first = await anext(stream, b"")  # (the status is known once the answer begins)
         except ProviderError as exc:
             raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
         if tally.status != 200:
@@ -95,7 +122,7 @@ async def gateway_chat(request: HttpRequest, body: dict[str, Any]) -> HttpRespon
         response["X-Accel-Buffering"] = "no"
         return response
     try:
-        forwarded = await passthrough.complete(body, route.model)
+        forwarded = await passthrough.complete(body, route.model, headers)
     except ProviderError as exc:
         raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
     _record_later(client, model, route, forwarded, started, body)

@@ -1,11 +1,13 @@
-"""A caller's Chat Completions request sent on to an OpenAI-compatible provider as it came.
+"""A caller's request sent on to the provider as it came: the gateway's path (`/v1` with a
+`<connection>/<model>` model; no agent, no translation).
 
-The gateway's path (`/v1` with a `<connection>/<model>` model): no agent, no translation.
-Only `model` is replaced, and for a stream `stream_options.include_usage` is asked for so
-the call's tokens are known (the usage chunk is passed on only when the caller asked for
-it too). What the provider answers goes back byte for byte, errors included (with the
-connection's key scrubbed). Going through the SDK instead would cost about 1 ms of CPU
-per call in building and parsing pydantic objects the caller never sees (bench/api.py).
+`ChatPassthrough` forwards Chat Completions to an OpenAI-compatible service,
+`MessagesPassthrough` Messages to Anthropic. Only `model` is replaced (and a Chat
+Completions stream asks for `stream_options.include_usage`, so the call's tokens are
+known; that usage chunk is passed on only when the caller asked for it too). What the
+provider answers goes back byte for byte, errors included (with the connection's key
+scrubbed). Going through the SDKs instead would cost about 1 ms of CPU per call in
+building and parsing pydantic objects the caller never sees.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ class Forwarded:
     usage: Usage = field(default_factory=Usage)
 
 
-class ChatPassthrough:
+class _Passthrough:
+    path = ""
+
     def __init__(
         self,
         *,
@@ -48,51 +52,73 @@ class ChatPassthrough:
         timeout_s: float = 60.0,
         http_client: Callable[..., httpx2.AsyncClient] | None = None,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.url = base_url.rstrip("/") + self.path
         self._api_key = api_key
         self._headers = {"content-type": "application/json", **dict(headers or {})}
-        if api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
+        self._headers.update(self._auth(api_key))
         self._clients = PerLoop(
             lambda: (http_client or httpx2.AsyncClient)(timeout=timeout_s),
             close=lambda client: client.aclose(),
         )
 
     def __repr__(self) -> str:  # never the key
-        return f"ChatPassthrough({self.url!r})"
+        return f"{type(self).__name__}({self.url!r})"
 
+    # -- what a flavour says -------------------------------------------------------------
+    def _auth(self, api_key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _usage(self, answer: dict[str, Any]) -> Usage:
+        raise NotImplementedError
+
+    def _streamed(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body a stream is asked with."""
+        return {**body, "stream": True}
+
+    def _event(self, event: bytes, tally: Forwarded, body: dict[str, Any]) -> bool:
+        """Count what `event` says of usage; False to leave it out of the caller's stream."""
+        raise NotImplementedError
+
+    # -- forwarding ------------------------------------------------------------------------
     def _scrubbed(self, body: bytes) -> bytes:
         return redact(body.decode("utf-8", "replace"), self._api_key).encode()
 
-    async def complete(self, body: dict[str, Any], model: str) -> Forwarded:
+    def _failure(self, exc: Exception) -> str:
+        return f"the provider could not be reached ({type(exc).__name__})"
+
+    async def complete(
+        self, body: dict[str, Any], model: str, headers: Mapping[str, str] | None = None
+    ) -> Forwarded:
         client = await self._clients.get()
         payload = json.dumps({**body, "model": model, "stream": False}).encode()
         try:
-            response = await client.post(self.url, content=payload, headers=self._headers)
+            response = await client.post(
+                self.url, content=payload, headers={**self._headers, **(headers or {})}
+            )
         except (httpx2.HTTPError, EgressError) as exc:
             raise ProviderUnavailable(self._failure(exc)) from None
-        content = response.content
-        usage = Usage()
+        content, usage = response.content, Usage()
         if response.status_code == 200:
-            usage = _usage(json.loads(content).get("usage"))
+            usage = self._usage(json.loads(content))
         else:
             content = self._scrubbed(content)
-        return Forwarded(
-            response.status_code, response.headers.get("content-type", ""), content, usage
-        )
+        content_type = response.headers.get("content-type", "")
+        return Forwarded(response.status_code, content_type, content, usage)
 
     async def stream(
-        self, body: dict[str, Any], model: str, tally: Forwarded
+        self,
+        body: dict[str, Any],
+        model: str,
+        tally: Forwarded,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[bytes]:
         """The provider's stream, a few events at a time; `tally` gets its status first and
         its usage once counted. A non-200 answer comes as one (scrubbed) body."""
-        wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        options = {**(body.get("stream_options") or {}), "include_usage": True}
-        payload = json.dumps(
-            {**body, "model": model, "stream": True, "stream_options": options}
-        ).encode()
+        payload = json.dumps({**self._streamed(body), "model": model}).encode()
         client = await self._clients.get()
-        request = client.build_request("POST", self.url, content=payload, headers=self._headers)
+        request = client.build_request(
+            "POST", self.url, content=payload, headers={**self._headers, **(headers or {})}
+        )
         try:
             response = await client.send(request, stream=True)
         except (httpx2.HTTPError, EgressError) as exc:
@@ -105,35 +131,98 @@ class ChatPassthrough:
                 return
             pending = b""
             async for piece in response.aiter_bytes():
-                pending += piece
+                pending += piece.replace(b"\r\n", b"\n")
                 *events, pending = pending.split(b"\n\n")
-                out = []
-                for event in events:
-                    if b'"usage"' in event and event.startswith(b"data: {"):
-                        counted = json.loads(event[6:]).get("usage")
-                        if counted:
-                            tally.usage = _usage(counted)
-                        if not wants_usage and _USAGE_ONLY.search(event):
-                            continue
-                    out.append(event + b"\n\n")
+                out = [e + b"\n\n" for e in events if self._event(e, tally, body)]
                 if out:
                     yield b"".join(out)
             if pending.strip():
                 yield pending
+        except (httpx2.HTTPError, EgressError):
+            return  # the provider went away mid-stream: the caller's stream ends there
         finally:
             await response.aclose()
 
-    def _failure(self, exc: Exception) -> str:
-        return redact(f"the provider could not be reached ({type(exc).__name__})", self._api_key)
+
+def _data(event: bytes) -> dict[str, Any] | None:
+    """The JSON of an SSE event's `data:` line, if it has one."""
+    for line in event.split(b"\n"):
+        if line.startswith(b"data: {"):
+            try:
+                value = json.loads(line[6:])
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
 
 
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-    details = raw.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") or 0 if isinstance(details, dict) else 0
-    return Usage(
-        input_tokens=(raw.get("prompt_tokens") or 0) - cached,
-        output_tokens=raw.get("completion_tokens") or 0,
-        cache_read_tokens=cached,
-    )
+class ChatPassthrough(_Passthrough):
+    """Chat Completions to an OpenAI-compatible service (Bearer key)."""
+
+    path = "/chat/completions"
+
+    def _auth(self, api_key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def _usage(self, answer: dict[str, Any]) -> Usage:
+        raw = answer.get("usage")
+        if not isinstance(raw, dict):
+            return Usage()
+        details = raw.get("prompt_tokens_details")
+        cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+        return Usage(
+            input_tokens=(raw.get("prompt_tokens") or 0) - cached,
+            output_tokens=raw.get("completion_tokens") or 0,
+            cache_read_tokens=cached,
+        )
+
+    def _streamed(self, body: dict[str, Any]) -> dict[str, Any]:
+        options = body.get("stream_options")
+        options = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        return {**body, "stream": True, "stream_options": options}
+
+    def _event(self, event: bytes, tally: Forwarded, body: dict[str, Any]) -> bool:
+        if b'"usage"' not in event:
+            return True
+        data = _data(event)
+        if data is not None and isinstance(data.get("usage"), dict):
+            tally.usage = self._usage(data)
+        options = body.get("stream_options")
+        wanted = isinstance(options, dict) and options.get("include_usage") is True
+        return wanted or not _USAGE_ONLY.search(event)
+
+
+class MessagesPassthrough(_Passthrough):
+    """Messages to Anthropic (`x-api-key`; the caller's `anthropic-version` is passed on)."""
+
+    path = "/v1/messages"
+
+    def _auth(self, api_key: str | None) -> dict[str, str]:
+        return {"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else {}
+
+    def _usage(self, answer: dict[str, Any]) -> Usage:
+        raw = answer.get("usage")
+        if not isinstance(raw, dict):
+            return Usage()
+        return Usage(
+            input_tokens=raw.get("input_tokens") or 0,
+            output_tokens=raw.get("output_tokens") or 0,
+            cache_read_tokens=raw.get("cache_read_input_tokens") or 0,
+            cache_write_tokens=raw.get("cache_creation_input_tokens") or 0,
+        )
+
+    def _event(self, event: bytes, tally: Forwarded, body: dict[str, Any]) -> bool:
+        if b'"usage"' in event:
+            data = _data(event)
+            if data is not None:
+                usage = (data.get("message") or {}).get("usage") or data.get("usage")
+                if isinstance(usage, dict):  # message_start has input, message_delta output
+                    found = self._usage({"usage": usage})
+                    tally.usage = Usage(
+                        input_tokens=found.input_tokens or tally.usage.input_tokens,
+                        output_tokens=found.output_tokens or tally.usage.output_tokens,
+                        cache_read_tokens=found.cache_read_tokens or tally.usage.cache_read_tokens,
+                        cache_write_tokens=found.cache_write_tokens
+                        or tally.usage.cache_write_tokens,
+                    )
+        return True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+import anthropic
 import openai
 import pytest
 
@@ -124,7 +125,42 @@ def test_unknown_models_limited_keys_and_other_kinds_are_refused(
     make_connection(trio.acme, "Claude", "anthropic", api_key="sk-ant-x", default_model="c")
     with pytest.raises(openai.BadRequestError) as other_kind:
         client.chat.completions.create(model="claude/c", messages=hello)
-    assert "OpenAI-compatible" in other_kind.value.message
+    assert "send it to /v1/messages" in other_kind.value.message
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="local-openai/gpt-other", messages=[])
     assert not Run.objects.exists()
+
+
+def test_a_model_of_an_anthropic_connection_goes_through_messages(
+    trio, asgi_server, keys, provider_server, connection
+):
+    make_connection(
+        trio.acme, "Claude", "anthropic", api_key="sk-ant-secret-1",
+        base_url=provider_server.anthropic_base_url, default_model="claude-test",
+    )  # fmt: skip
+    claude = anthropic.Anthropic(api_key=keys["run"], base_url=asgi_server, max_retries=0)
+    provider_server.script(
+        "anthropic", TextReply("Hello from Claude.", input_tokens=7, output_tokens=2)
+    )
+    message = claude.messages.create(
+        model="claude/claude-test", max_tokens=50, messages=[{"role": "user", "content": "Hi"}]
+    )
+    assert message.content[0].text == "Hello from Claude."
+    sent = provider_server.requests_to("/v1/messages")[-1]
+    assert sent.body["model"] == "claude-test" and sent.headers["x-api-key"] == "sk-ant-secret-1"
+    provider_server.script("anthropic", TextReply("Streamed.", input_tokens=5, output_tokens=3))
+    with claude.messages.stream(
+        model="claude/claude-test", max_tokens=50, messages=[{"role": "user", "content": "Hi"}]
+    ) as stream:
+        assert "".join(stream.text_stream) == "Streamed."
+    for _ in range(50):
+        runs = list(Run.objects.filter(gateway_model="claude/claude-test").order_by("pk"))
+        if len(runs) == 2:
+            break
+        time.sleep(0.05)
+    assert [(r.input_tokens, r.output_tokens) for r in runs] == [(7, 2), (5, 3)]
+    with pytest.raises(anthropic.BadRequestError) as wrong_api:  # an OpenAI connection's model
+        claude.messages.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "Hi"}]
+        )
+    assert "send it to /v1/chat/completions" in wrong_api.value.message
