@@ -52,6 +52,10 @@ PUBLIC = {
     "api_whoami": "who the caller is; no tenant is named",
     "invitation": "the invitee's own link: signed in, not a member yet; the token decides",
     "": "/v1's catch-all: 404 in OpenAI's shape for unknown endpoints",
+    "oauth_metadata": "the OAuth server's metadata for MCP clients",
+    "oauth_register": "an MCP client registering itself (RFC 7591)",
+    "oauth_authorize": "a signed-in member's consent; they pick one of their own tenants",
+    "oauth_token": "the code or refresh token decides",
 }
 
 

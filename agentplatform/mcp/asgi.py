@@ -72,9 +72,41 @@ class McpRouter:
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
             path = MCP_PATH
         if path in self.paths:
-            await self.mcp(scope, receive, send)
+            await self.mcp(scope, receive, _saying_why(scope, send))
         else:
             await self.django_app(scope, receive, send)
+
+
+_VAGUE = b"Authentication required"
+_BAD_TOKEN = (
+    b"The bearer token is invalid, revoked or expired: send a current API key or sign in again."
+)
+
+
+def _saying_why(scope: Scope, send: Send) -> Send:
+    """The SDK answers "Authentication required" for a missing token and a bad one alike;
+    to a request that sent one, say it is invalid, revoked or expired."""
+    if not any(name == b"authorization" for name, _ in scope.get("headers", [])):
+        return send
+    rewriting = False
+
+    async def sending(message) -> None:
+        nonlocal rewriting
+        if message["type"] == "http.response.start" and message["status"] == 401:
+            rewriting = True
+            message = {
+                **message,
+                "headers": [
+                    (name, value.replace(_VAGUE, _BAD_TOKEN))
+                    for name, value in message.get("headers", [])
+                    if name.lower() != b"content-length"  # (the body's length changes)
+                ],
+            }
+        elif rewriting and message["type"] == "http.response.body":
+            message = {**message, "body": message.get("body", b"").replace(_VAGUE, _BAD_TOKEN)}
+        await send(message)
+
+    return sending
 
 
 def with_mcp(django_app: ASGIApp) -> McpRouter:

@@ -1,7 +1,9 @@
-"""Tenant API keys as MCP bearer tokens, through the SDK's token-verifier hook.
+"""Tenant API keys, and OAuth access tokens of members (agentplatform/tenancy/oauth.py), as
+MCP bearer tokens, through the SDK's token-verifier hook.
 
-A missing, wrong, revoked or expired key gets the SDK's 401 with a WWW-Authenticate
-challenge; scopes are checked per method by the server (`read` lists, `run` calls).
+A missing, wrong, revoked or expired key or token gets the SDK's 401 with a
+WWW-Authenticate challenge; the policy is checked per method by the server (a key's scopes,
+a member's role: `read` lists, `run` calls).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pydantic import ConfigDict, Field
 
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.api_keys import find_usable_key, verified_key
-from agentplatform.tenancy.models import ApiKey, Scope
+from agentplatform.tenancy.models import ApiKey, Membership, Scope
+from agentplatform.tenancy.oauth import ACCESS_MARK, token_holder
 from agentplatform.tenancy.policy import Action, Principal
 
 
@@ -44,12 +47,36 @@ def _token(token: str, key: ApiKey) -> ApiKeyToken:
     )
 
 
+class MemberToken(AccessToken):
+    """An OAuth access token: a member acting in one tenant, with their role."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    membership: Membership = Field(exclude=True, repr=False)
+
+
+def _member_token(token: str) -> MemberToken | None:
+    holder = token_holder(token)
+    if holder is None:
+        return None
+    return MemberToken(
+        token=token,
+        client_id="oauth",
+        subject=f"user:{holder.membership.user_id}",
+        scopes=["mcp"],
+        expires_at=holder.expires_at,
+        membership=holder.membership,
+    )
+
+
 class ApiKeyVerifier:
     """`TokenVerifier` for tenant API keys: one Redis read for a key seen before, else one
     query (see `find_usable_key`)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
         token = token.strip()
+        if token.startswith(ACCESS_MARK):
+            return await stream_read(_member_token)(token)
         known = verified_key(token)  # a key seen before: no thread, no query
         if known is not None:
             return _token(token, known)
@@ -60,9 +87,12 @@ def caller(action: Action) -> Principal:
     """The calling request's API key as a principal the policy allows `action`; a JSON-RPC
     error otherwise."""
     token = get_access_token()
-    if not isinstance(token, ApiKeyToken):  # the auth middleware lets nothing else through
-        raise MCPError(code=INVALID_REQUEST, message="Not authenticated with a tenant API key.")
-    principal = Principal.of_key(token.api_key)
+    if isinstance(token, ApiKeyToken):
+        principal = Principal.of_key(token.api_key)
+    elif isinstance(token, MemberToken):
+        principal = Principal.of_membership(token.membership)
+    else:  # the auth middleware lets nothing else through
+        raise MCPError(code=INVALID_REQUEST, message="Not authenticated.")
     try:
         principal.require(action)
     except PermissionDenied as exc:

@@ -33,7 +33,7 @@ from mcp_types import Tool as MCPTool
 from agentplatform.mcp.auth import caller
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action, Principal
 from agents.models import Agent, Crew, Run
 from agents.run_reader import Ending, follow_run
@@ -111,31 +111,34 @@ class TenantMCPServer(MCPServer):
             principal = caller(Action.EXECUTE_TOOL)
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
-        key = principal.api_key
-        with rls.tenant_scope(key.tenant_id):  # every database read and write of this call
-            return await self._dispatch(principal, key, name, arguments)
+        with rls.tenant_scope(principal.tenant.pk):  # every database read and write of it
+            return await self._dispatch(principal, name, arguments)
 
     async def _dispatch(
-        self, principal: Principal, key: ApiKey, name: str, arguments: dict[str, Any]
+        self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> CallToolResult:
         try:
             if not principal.may_execute_tool(name):  # a key limited to other tools
                 if name.startswith(ASK_PREFIX):
-                    return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
+                    return await ask(principal, name.removeprefix(ASK_PREFIX), arguments)
                 return error_result(f"No such tool: {name!r}.")
-            return await self._call(key, name, arguments)
+            return await self._call(principal, name, arguments)
         except Exception:  # the SDK would send the exception's text (a file, a secret) back
-            logger.exception("MCP tools/call %r failed (tenant %s)", name, key.tenant_id)
+            tenant_id = principal.tenant.pk
+            logger.exception("MCP tools/call %r failed (tenant %s)", name, tenant_id)
             return error_result("The call failed unexpectedly; the details are in the server log.")
 
-    async def _call(self, key: ApiKey, name: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def _call(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
         try:
             outcome = await atool_run(
-                tenant=key.tenant, name=name, arguments=arguments, api_key=key, via="mcp"
-            )
+                tenant=principal.tenant, name=name, arguments=arguments,
+                api_key=principal.api_key, user=principal.user, via="mcp",
+            )  # fmt: skip
         except Http404:
             if name.startswith(ASK_PREFIX):
-                return await ask(key, name.removeprefix(ASK_PREFIX), arguments)
+                return await ask(principal, name.removeprefix(ASK_PREFIX), arguments)
             return error_result(f"No such tool: {name!r}.")
         except PermissionDenied as exc:
             return error_result(str(exc))
@@ -219,7 +222,7 @@ def error_result(text: str, **meta: Any) -> CallToolResult:
 
 
 # -- tools/call: ask_<slug> ----------------------------------------------------------------
-async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResult:
+async def ask(principal: Principal, slug: str, arguments: dict[str, Any]) -> CallToolResult:
     """Start a run of the agent or crew `slug` and wait for its answer (or its parking)."""
     problem = _check_ask_arguments(arguments)
     if problem is not None:
@@ -227,7 +230,7 @@ async def ask(key: ApiKey, slug: str, arguments: dict[str, Any]) -> CallToolResu
     nearby = Nearby.reserve()
     try:
         run = await stream_read(_start_ask)(
-            key, slug, arguments["message"], arguments.get("conversation_id"), nearby
+            principal, slug, arguments["message"], arguments.get("conversation_id"), nearby
         )
     except BaseException as exc:
         nearby.release()
@@ -265,15 +268,18 @@ def _refusal(exc: BaseException, arguments: dict[str, Any]) -> CallToolResult | 
 
 
 def _start_ask(
-    key: ApiKey, slug: str, message: str, conversation_id: int | None, nearby: Nearby
+    principal: Principal, slug: str, message: str, conversation_id: int | None, nearby: Nearby
 ) -> Run:
-    tenant: Tenant = key.tenant
+    """The run of an ask, started by the caller: its key, or the member an OAuth token
+    acts for."""
+    tenant: Tenant = principal.tenant
+    key, user = principal.api_key, None if principal.api_key else principal.user
     target = _target(tenant, slug)
     field = "agent" if isinstance(target, Agent) else "crew"
     with transaction.atomic():  # no conversation left behind by a refused run
         if conversation_id is None:
             conversation = conversation_save(
-                tenant=tenant, changes={field: target}, owner_api_key=key
+                tenant=tenant, changes={field: target}, owner_api_key=key, owner_user=user
             )
         else:
             try:
@@ -284,7 +290,7 @@ def _start_ask(
             tenant=tenant,
             input=message,
             conversation=conversation,
-            initiated_by=key,
+            initiated_by=key or user,
             enqueue=False,  # executed once its answer's stream listens (nearby.start)
             claimed_by=nearby.owner,
             **{field: target},

@@ -257,3 +257,51 @@ class AuditEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnly("Audit entries cannot be deleted.")
+
+
+# -- OAuth for MCP clients (agentplatform/tenancy/oauth.py) -------------------------------------
+class OAuthClient(models.Model):
+    """An MCP client registered itself (dynamic client registration): public, PKCE only."""
+
+    client_id = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    redirect_uris = ArrayField(models.CharField(max_length=2000))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name or self.client_id
+
+
+class OAuthGrant(models.Model):
+    """An authorization code a member gave a client for one tenant: single use, short-lived,
+    bound to the client, redirect URI and PKCE challenge. Stored only as a hash."""
+
+    code_hash = models.CharField(max_length=64, unique=True)
+    client = models.ForeignKey(OAuthClient, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    redirect_uri = models.CharField(max_length=2000)
+    code_challenge = models.CharField(max_length=128)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"OAuth code {self.pk} for {self.client}"
+
+
+class OAuthToken(models.Model):
+    """An access token (and its refresh token) of a member for one tenant, by a client.
+    Both stored only as hashes; a refresh replaces the token (rotation)."""
+
+    access_hash = models.CharField(max_length=64, unique=True)
+    refresh_hash = models.CharField(max_length=64, unique=True)
+    client = models.ForeignKey(OAuthClient, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    expires_at = models.DateTimeField()
+    refresh_expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"OAuth token {self.pk} for {self.client}"

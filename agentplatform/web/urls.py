@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import health, invitations, views
+from agentplatform.web import health, invitations, oauth, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -11,6 +11,10 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("invitations/<str:token>/", invitations.invitation, name="invitation"),
+    path(".well-known/oauth-authorization-server", oauth.metadata, name="oauth_metadata"),
+    path("oauth/register", oauth.register, name="oauth_register"),
+    path("oauth/authorize", oauth.authorize, name="oauth_authorize"),
+    path("oauth/token", oauth.token, name="oauth_token"),
     path("t/<slug:tenant_slug>/", views.tenant_home, name="tenant_home"),
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
     path("t/<slug:tenant_slug>/", include("agentplatform.web.activity.urls")),  # runs, usage

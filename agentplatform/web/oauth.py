@@ -1,0 +1,178 @@
+"""The OAuth 2.1 authorization server MCP clients sign in through (agentplatform/tenancy/
+oauth.py has the rules): its metadata (RFC 8414), dynamic client registration, the consent
+page where a signed-in member picks the tenant the client may act in, and the token
+endpoint. The MCP app's protected-resource metadata names this server."""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import urlencode, urlsplit
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from agentplatform import rate_counters
+from agentplatform.tenancy import oauth
+from agentplatform.tenancy.access import tenants_for
+from agentplatform.tenancy.models import Tenant
+
+REGISTRATIONS_PER_HOUR = 30  # per client address: registration needs no account
+
+
+def issuer(request: HttpRequest) -> str:
+    """Where the MCP resource is served: the protected-resource metadata names it."""
+    resource = urlsplit(settings.MCP_RESOURCE_URL)
+    return f"{resource.scheme}://{resource.netloc}"
+
+
+def metadata(request: HttpRequest) -> JsonResponse:
+    base = issuer(request)
+    return JsonResponse(
+        {
+            "issuer": base,
+            "authorization_endpoint": f"{base}/oauth/authorize",
+            "token_endpoint": f"{base}/oauth/token",
+            "registration_endpoint": f"{base}/oauth/register",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "scopes_supported": ["mcp"],
+        }
+    )
+
+
+def _error(error: oauth.OAuthError, status: int = 400) -> JsonResponse:
+    response = JsonResponse(
+        {"error": error.code, "error_description": error.description}, status=status
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def register(request: HttpRequest) -> JsonResponse:
+    address = request.META.get("REMOTE_ADDR", "")
+    (count,) = rate_counters.hits([(f"throttle:oauth-register:{address}", 3600)])
+    if count.value > REGISTRATIONS_PER_HOUR:
+        response = JsonResponse(
+            {"error": "slow_down", "error_description": "Too many registrations."}, status=429
+        )
+        response["Retry-After"] = str(math.ceil(count.retry_after_s))
+        return response
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, RecursionError):
+        body = None
+    if not isinstance(body, dict):
+        return _error(oauth.OAuthError("invalid_client_metadata", "Send a JSON object."))
+    try:
+        client = oauth.register_client(
+            name=body.get("client_name") or "", redirect_uris=body.get("redirect_uris")
+        )
+    except oauth.OAuthError as exc:
+        return _error(exc)
+    return JsonResponse(
+        {
+            "client_id": client.client_id,
+            "client_id_issued_at": int(client.created_at.timestamp()),
+            "client_name": client.name,
+            "redirect_uris": client.redirect_uris,
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        },
+        status=201,
+    )
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def authorize(request: HttpRequest) -> HttpResponse:
+    """Errors about the client or its redirect URI are shown here, never redirected (an
+    unknown URI could be an attacker's); the member's decision goes back to the client."""
+    source = request.GET if request.method == "GET" else request.POST
+    try:
+        client = oauth.client_for(source.get("client_id"), source.get("redirect_uri"))
+        if source.get("response_type") != "code":
+            raise oauth.OAuthError("unsupported_response_type", "response_type must be code.")
+        challenge = oauth.check_challenge(
+            source.get("code_challenge"), source.get("code_challenge_method")
+        )
+    except oauth.OAuthError as exc:
+        return render(request, "web/oauth_error.html", {"error": exc}, status=400)
+    redirect_uri, state = source["redirect_uri"], source.get("state", "")
+    tenants = list(tenants_for(request.user))
+    if request.method == "GET":
+        context = {"client": client, "tenants": tenants, "params": source.items()}
+        return render(request, "web/oauth_consent.html", context)
+    back: dict[str, str] = {"state": state} if state else {}
+    if request.POST.get("decision") != "allow":
+        back["error"] = "access_denied"
+    else:
+        tenant = next((t for t in tenants if t.slug == request.POST.get("tenant")), None)
+        if tenant is None:
+            context = {"client": client, "tenants": tenants, "params": source.items(),
+                       "problem": "Pick one of your tenants."}  # fmt: skip
+            return render(request, "web/oauth_consent.html", context, status=400)
+        try:
+            back["code"] = _code(client, request, tenant, redirect_uri, challenge)
+        except oauth.OAuthError as exc:  # no longer a member, since the page was shown
+            back["error"] = exc.code
+    separator = "&" if urlsplit(redirect_uri).query else "?"
+    response = HttpResponse(status=302)
+    response["Location"] = f"{redirect_uri}{separator}{urlencode(back)}"
+    return response
+
+
+def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, challenge: str):
+    return oauth.grant(
+        client=client,
+        user=request.user,
+        tenant=tenant,
+        redirect_uri=redirect_uri,
+        code_challenge=challenge,
+    )
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def token(request: HttpRequest) -> JsonResponse:
+    form = request.POST
+    try:
+        if form.get("grant_type") == "authorization_code":
+            issued = oauth.exchange_code(
+                code=form.get("code"),
+                client_id=form.get("client_id"),
+                redirect_uri=form.get("redirect_uri"),
+                code_verifier=form.get("code_verifier"),
+            )
+        elif form.get("grant_type") == "refresh_token":
+            issued = oauth.refresh(
+                refresh_token=form.get("refresh_token"), client_id=form.get("client_id")
+            )
+        else:
+            raise oauth.OAuthError(
+                "unsupported_grant_type", "grant_type: authorization_code or refresh_token."
+            )
+    except oauth.OAuthError as exc:
+        return _error(exc)
+    response = JsonResponse(
+        {
+            "access_token": issued.access_token,
+            "token_type": "Bearer",
+            "expires_in": issued.expires_in,
+            "refresh_token": issued.refresh_token,
+            "scope": "mcp",
+        }
+    )
+    response["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,170 @@
+"""OAuth 2.1 for /mcp, as an MCP client does it against a live server: discovery from the
+401, dynamic client registration, a signed-in member's consent (picking the tenant), the
+code exchanged with PKCE, the MCP SDK client calling as that member, refresh, and every
+refusal."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx2
+import pytest
+from mcp import ClientSession
+
+from agents.models import Run
+from tests.factories import PASSWORD
+from tests.fakes.provider_server import TextReply
+from tests.mcp.test_server import call, text_of, with_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REDIRECT = "http://127.0.0.1:8765/callback"
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def signed_in(base: str, username: str) -> httpx2.Client:
+    browser = httpx2.Client(base_url=base, timeout=20)
+    page = browser.get("/login/").text
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    done = browser.post(
+        "/login/",
+        data={"csrfmiddlewaretoken": token, "username": username, "password": PASSWORD},
+        headers={"Referer": f"{base}/login/"},
+    )
+    assert done.status_code == 302, done.text[:500]
+    return browser
+
+
+def consent(browser: httpx2.Client, params: dict[str, str], tenant: str, decision="allow"):
+    page = browser.get(f"/oauth/authorize?{urlencode(params)}")
+    assert page.status_code == 200, page.text[:500]
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return browser.post(
+        "/oauth/authorize",
+        data={**params, "csrfmiddlewaretoken": token, "tenant": tenant, "decision": decision},
+        headers={"Referer": str(page.url)},
+    )
+
+
+@pytest.fixture
+def base(mcp_server) -> str:
+    return mcp_server.removesuffix("/mcp")
+
+
+def test_a_member_signs_an_mcp_client_in_and_it_acts_as_them(
+    base, mcp_server, trio, agent, provider_server, celery_worker_process
+):
+    # Discovery, as the spec has clients do it: the 401 names the resource metadata, which
+    # names the authorization server, whose metadata names its endpoints.
+    challenge = httpx2.post(mcp_server, json={}).headers["www-authenticate"]
+    resource_url = re.search(r'resource_metadata="([^"]+)"', challenge).group(1)
+    resource = httpx2.get(resource_url).json()
+    (issuer,) = resource["authorization_servers"]
+    server = httpx2.get(f"{issuer.rstrip('/')}/.well-known/oauth-authorization-server").json()
+    assert server["code_challenge_methods_supported"] == ["S256"]
+
+    registered = httpx2.post(
+        server["registration_endpoint"],
+        json={"client_name": "Test client", "redirect_uris": [REDIRECT]},
+    )
+    assert registered.status_code == 201
+    client_id = registered.json()["client_id"]
+
+    verifier, challenge_value = pkce()
+    params = {
+        "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT,
+        "code_challenge": challenge_value, "code_challenge_method": "S256", "state": "xyz",
+    }  # fmt: skip
+    browser = signed_in(base, "alice")
+    wrong = consent(browser, params, "globex")  # not alice's tenant
+    assert wrong.status_code == 400 and "Pick one of your tenants" in wrong.text
+    answer = consent(browser, params, "acme")
+    assert answer.status_code == 302
+    back = urlsplit(answer.headers["location"])
+    assert f"{back.scheme}://{back.netloc}{back.path}" == REDIRECT
+    query = parse_qs(back.query)
+    assert query["state"] == ["xyz"]
+    code = query["code"][0]
+
+    exchange = {"grant_type": "authorization_code", "code": code, "client_id": client_id,
+                "redirect_uri": REDIRECT}  # fmt: skip
+    bad = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": "x" * 43})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_grant"
+    tokens = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": verifier})
+    assert tokens.status_code == 200, tokens.text
+    access = tokens.json()["access_token"]
+    again = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": verifier})
+    assert again.json()["error"] == "invalid_grant"  # a code is used once
+
+    # The MCP SDK client, as alice in acme: her tools, her runs.
+    async def names(client: ClientSession) -> list[str]:
+        return [t.name for t in (await client.list_tools()).tools]
+
+    assert "ask_assistant" in with_session(mcp_server, access, names)
+    provider_server.script("openai", TextReply("Hello, Alice."))
+    result = call(mcp_server, access, "ask_assistant", {"message": "hi"})
+    assert not result.is_error, text_of(result)
+    run = Run.objects.get(pk=result.structured_content["run_id"])
+    assert run.initiated_by_user == trio.alice and run.initiated_by_api_key is None
+    assert run.conversation.owner_user == trio.alice
+
+    # Refresh rotates: the new access token works, the old refresh token does not.
+    refreshed = httpx2.post(
+        server["token_endpoint"],
+        data={"grant_type": "refresh_token", "refresh_token": tokens.json()["refresh_token"],
+              "client_id": client_id},
+    )  # fmt: skip
+    assert refreshed.status_code == 200
+    assert "ask_assistant" in with_session(mcp_server, refreshed.json()["access_token"], names)
+    replay = httpx2.post(
+        server["token_endpoint"],
+        data={"grant_type": "refresh_token", "refresh_token": tokens.json()["refresh_token"],
+              "client_id": client_id},
+    )  # fmt: skip
+    assert replay.json()["error"] == "invalid_grant"
+    rejected = httpx2.post(mcp_server, json={}, headers={"Authorization": f"Bearer {access}"})
+    assert rejected.status_code == 401  # the old access token went with its refresh token
+    assert "invalid_token" in rejected.headers["www-authenticate"]
+    assert "invalid, revoked or expired" in rejected.json()["error_description"]
+    missing = httpx2.post(mcp_server, json={})  # no token at all: the SDK's own words
+    assert missing.json()["error_description"] == "Authentication required"
+
+
+def test_refusals_before_any_code(base, trio):
+    for body in (
+        {"redirect_uris": ["http://evil.example/cb"]},  # plain http off loopback
+        {"redirect_uris": []},
+        {"redirect_uris": ["https://ok.example/cb#frag"]},
+        ["not", "an", "object"],
+    ):
+        refused = httpx2.post(f"{base}/oauth/register", json=body)
+        assert refused.status_code == 400 and refused.json()["error"].startswith("invalid_")
+    client_id = httpx2.post(
+        f"{base}/oauth/register", json={"client_name": "c", "redirect_uris": [REDIRECT]}
+    ).json()["client_id"]
+    browser = signed_in(base, "alice")
+    _, challenge = pkce()
+    good = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT,
+            "code_challenge": challenge, "code_challenge_method": "S256"}  # fmt: skip
+    for change, words in (
+        ({"redirect_uri": "https://attacker.example/cb"}, "not one this client registered"),
+        ({"client_id": "nobody"}, "Unknown client_id"),
+        ({"code_challenge_method": "plain"}, "PKCE is required"),
+    ):
+        page = browser.get(f"/oauth/authorize?{urlencode({**good, **change})}")
+        assert page.status_code == 400 and words in page.text  # shown, never redirected
+    denied = consent(browser, good, "acme", decision="deny")
+    assert denied.status_code == 302 and "error=access_denied" in denied.headers["location"]
+    anonymous = httpx2.get(f"{base}/oauth/authorize?{urlencode(good)}")
+    assert anonymous.status_code == 302 and "/login/" in anonymous.headers["location"]
+    unknown = httpx2.post(f"{base}/oauth/token", data={"grant_type": "password"})
+    assert unknown.json()["error"] == "unsupported_grant_type"
