@@ -6,6 +6,7 @@ Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 from __future__ import annotations
 
 import copy
+import logging
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from guardian.shortcuts import (
 )
 
 from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy import audit
+from agentplatform.tenancy import audit, rls
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
@@ -50,8 +51,11 @@ from agents.models import (
     Message,
     Run,
 )
+from agents.run_writer import storable_text
 from agents.runtime.client_request import ClientRequest
+from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import TERMINAL, RunStatus
+from agents.runtime.structured import FINAL_ANSWER
 from agents.signals import request_execution
 from agents.tool_sources import effective_tools
 from providers.models import ProviderKind
@@ -60,6 +64,7 @@ from providers.services import default_connection
 from tools.loader import invalidate_now_and_after_commit, per_version
 
 Initiator = AbstractBaseUser | ApiKey | None
+logger = logging.getLogger(__name__)
 BUSY = "Wait for the current answer to finish, or stop it."
 
 
@@ -252,27 +257,50 @@ class GatewayCall:
 
 
 def record_gateway_calls(calls: list[GatewayCall]) -> None:
-    """Record each call as a finished run of its key with its usage: one INSERT."""
-    Run.objects.bulk_create(
-        [
-            Run(
-                tenant_id=call.api_key.tenant_id,
-                initiated_by_api_key=call.api_key,
-                gateway_model=call.gateway_model,
-                model=call.model,
-                provider=call.provider,
-                status=RunStatus.FAILED if call.error else RunStatus.SUCCEEDED,
-                error=call.error,
-                input=call.input.replace("\x00", "")[:2000],
-                input_tokens=call.usage.input_tokens,
-                output_tokens=call.usage.output_tokens,
-                cache_read_tokens=call.usage.cache_read_tokens,
-                correlation_id=uuid.uuid4().hex,
-                started_at=call.started_at,
-                finished_at=call.finished_at or timezone.now(),
-            )
-            for call in calls
-        ]
+    """Record each call as a finished run of its key with its usage: one INSERT per tenant
+    (under its row-level scope), and row by row if that fails, so one bad row loses only
+    itself."""
+    by_tenant: dict[int, list[Run]] = {}
+    for call in calls:
+        by_tenant.setdefault(call.api_key.tenant_id, []).append(_gateway_run(call))
+    for tenant_id, runs in by_tenant.items():
+        with rls.tenant_scope(tenant_id):
+            try:
+                with transaction.atomic():
+                    Run.objects.bulk_create(runs)
+            except Exception:
+                logger.exception("gateway calls of tenant %s: recording them one by one", tenant_id)
+                for run in runs:
+                    try:
+                        with transaction.atomic():
+                            run.save(force_insert=True)
+                    except Exception:
+                        logger.exception("a gateway call of tenant %s was not recorded", tenant_id)
+
+
+def _gateway_run(call: GatewayCall) -> Run:
+    def text(value: str, limit: int) -> str:
+        clean = storable_text(value).encode("utf-8", "replace").decode("utf-8")
+        return clean[:limit]
+
+    def count(value: int) -> int:
+        return min(max(int(value or 0), 0), 2**31 - 1)  # (a provider's odd number)
+
+    return Run(
+        tenant_id=call.api_key.tenant_id,
+        initiated_by_api_key=call.api_key,
+        gateway_model=text(call.gateway_model, 300),
+        model=text(call.model, 200),
+        provider=text(call.provider, 100),
+        status=RunStatus.FAILED if call.error else RunStatus.SUCCEEDED,
+        error=text(call.error, 2000),
+        input=text(call.input, 2000),
+        input_tokens=count(call.usage.input_tokens),
+        output_tokens=count(call.usage.output_tokens),
+        cache_read_tokens=count(call.usage.cache_read_tokens),
+        correlation_id=uuid.uuid4().hex,
+        started_at=call.started_at,
+        finished_at=call.finished_at or timezone.now(),
     )
 
 
@@ -292,7 +320,8 @@ def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
         raise ValidationError({"tools": "A remote agent runs its own tools: send it none."})
     if client.tools:
         own = effective_tools(target).offered
-        taken = sorted(t.name for t in client.tools if own.has(t.name))
+        reserved = {FINAL_ANSWER, *MEMORY_TOOL_NAMES}  # the platform's, whatever the agent
+        taken = sorted(t.name for t in client.tools if own.has(t.name) or t.name in reserved)
         if taken:
             raise ValidationError(
                 {"tools": f"The agent has its own tool named `{taken[0]}`: rename yours."}

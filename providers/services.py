@@ -104,9 +104,11 @@ def connection_model(tenant: Tenant, model_id: str) -> tuple[ProviderConnection,
     """The connection and model `<handle>/<model>` names, if the tenant has that connection
     and allows that model on it (an empty allow-list allows any); else None."""
     handle, slash, model = model_id.partition("/")
-    if not slash or not model:
+    if not slash or not model or len(model) > 200:
         return None
     for connection in connections_for(tenant):
+        if connection.pk is None:  # the operator's shared keys serve agents, not raw calls
+            continue
         if connection_handle(connection) == handle:
             allowed = connection.allowed_models
             return (connection, model) if not allowed or model in allowed else None
@@ -143,7 +145,10 @@ def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
         if found is None:
             return None
         connection, model = found
-        route = routes[model_id] = GatewayRoute(connection, model, _passthrough(connection))
+        route = GatewayRoute(connection, model, _passthrough(connection))
+        if len(routes) >= MAX_ROUTES:  # (a connection allowing any model: any name comes)
+            routes.clear()
+        routes[model_id] = route
     return route
 
 
@@ -151,7 +156,7 @@ def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
     """The gateway model ids the tenant offers, with when their connection was made."""
     found = []
     for connection in connections_for(tenant):
-        if connection.kind != ProviderKind.OFFLINE:
+        if connection.kind != ProviderKind.OFFLINE and connection.pk is not None:
             models = connection.allowed_models or [connection.default_model]
             handle = connection_handle(connection)
             created = connection.created_at or timezone.now()
@@ -160,6 +165,22 @@ def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
 
 
 def _passthrough(connection: ProviderConnection) -> ChatPassthrough | MessagesPassthrough | None:
+    """One per connection while it is unchanged (its HTTP connections stay pooled)."""
+    key = (connection.pk, connection.updated_at, tuple(settings.EGRESS_ALLOWLIST))
+    if key not in _passthroughs:
+        if len(_passthroughs) >= MAX_ROUTES:
+            _passthroughs.clear()
+        _passthroughs[key] = _new_passthrough(connection)
+    return _passthroughs[key]
+
+
+_passthroughs: dict[tuple, ChatPassthrough | MessagesPassthrough | None] = {}
+MAX_ROUTES = 512
+
+
+def _new_passthrough(
+    connection: ProviderConnection,
+) -> ChatPassthrough | MessagesPassthrough | None:
     common = {
         "api_key": connection.api_key or None,
         "headers": connection.extra_headers or {},

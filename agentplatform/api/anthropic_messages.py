@@ -23,17 +23,22 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.api.gateway import gateway_messages, is_gateway_model
-from agentplatform.api.openai_base import allow_method, authenticate, authorized, openai_errors
+from agentplatform.api.openai_base import allow_method, authorized, openai_errors
 from agentplatform.api.openai_chat_request import (
     BadRequest,
     ChatRequest,
     json_body,
     parse_chat_body,
 )
-from agentplatform.api.openai_compat import answer_text, answered, run_error, started, with_images
+from agentplatform.api.openai_compat import (
+    answer_text,
+    answered,
+    parsed,
+    run_error,
+    started,
+    with_images,
+)
 from agentplatform.api.sse import event_stream_response, sse_message
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
 from agents.models import Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
@@ -50,9 +55,10 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     system = body.get("system")
     if isinstance(system, list):
-        system = "\n\n".join(
-            b.get("text", "") for b in system if isinstance(b, dict) and b.get("type") == "text"
-        )
+        texts = [b.get("text") for b in system if isinstance(b, dict) and b.get("type") == "text"]
+        if not all(isinstance(t, str) for t in texts):
+            raise BadRequest("A `system` text block needs a `text` string.", "system")
+        system = "\n\n".join(texts)
     if system is not None:
         if not isinstance(system, str):
             raise BadRequest("`system` must be a string or a list of text blocks.", "system")
@@ -177,11 +183,8 @@ def _tool_choice(raw: Any) -> Any:
     raise BadRequest("`tool_choice.type` must be auto, any, tool or none.", "tool_choice")
 
 
-def _prepared(request: HttpRequest, raw: bytes) -> tuple[ApiClient, ChatRequest]:
-    _key_from_x_api_key(request)
-    client = authenticate(request, Action.START_RUN)
-    chat = parse_chat_body(chat_body(json_body(raw)))
-    return client, chat
+def _prepared(body: dict[str, Any]) -> ChatRequest:
+    return parse_chat_body(chat_body(body))
 
 
 def _key_from_x_api_key(request: HttpRequest) -> None:
@@ -228,13 +231,11 @@ def _message(run: Run, model: str, content: list[dict[str, Any]], **fields: Any)
 async def messages(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
     _key_from_x_api_key(request)
-    try:
-        body = json_body(request.body)
-    except BadRequest:
-        body = None  # (answered once the key is checked, by _prepared)
+    client = await authorized(request, Action.START_RUN)  # before any work for the body
+    body = await parsed(json_body, request.body)
     if is_gateway_model(body):
-        return await gateway_messages(request, body)
-    client, chat = await brief(_prepared)(request, request.body)
+        return await gateway_messages(request, body, client)
+    chat = await parsed(_prepared, body, size=len(request.body))
     if chat.fetches_images:
         chat = await with_images(chat)
     run, nearby = await started(client, chat)

@@ -19,10 +19,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import OpenAIError, authorized
+from agentplatform.api.openai_base import OpenAIError
 from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action
 from agents.services import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
 from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
@@ -39,10 +38,7 @@ def is_gateway_model(body: Any) -> bool:
 _SERVED = {ChatPassthrough: "/v1/chat/completions", MessagesPassthrough: "/v1/messages"}
 
 
-async def _authorized_route(
-    request: HttpRequest, model: str, kind: type
-) -> tuple[ApiClient, GatewayRoute]:
-    client = await authorized(request, Action.START_RUN)
+async def _route(client: ApiClient, model: str, kind: type) -> GatewayRoute:
     if client.api_key.allowed_agents:
         raise OpenAIError(
             403, "This API key may run only some agents, not models.", code="permission_denied"
@@ -66,7 +62,7 @@ async def _authorized_route(
             + (f"send it to {where}." if where else "it has no model to call."),
             param="model",
         )
-    return client, route
+    return route
 
 
 def _check(body: dict[str, Any], kind: type) -> None:
@@ -79,27 +75,36 @@ def _check(body: dict[str, Any], kind: type) -> None:
         raise OpenAIError(400, "`max_tokens` is required.", param="max_tokens")
 
 
-async def gateway_chat(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
-    """`/v1/chat/completions` to an OpenAI or OpenAI-compatible connection."""
-    return await _forward(request, body, ChatPassthrough)
+async def gateway_chat(
+    request: HttpRequest, body: dict[str, Any], client: ApiClient
+) -> HttpResponse:
+    """`/v1/chat/completions` to an OpenAI or OpenAI-compatible connection; `client` is the
+    caller's checked key."""
+    return await _forward(request, body, client, ChatPassthrough)
 
 
-async def gateway_messages(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
+async def gateway_messages(
+    request: HttpRequest, body: dict[str, Any], client: ApiClient
+) -> HttpResponse:
     """`/v1/messages` to an Anthropic connection (the caller's `anthropic-version` and
     `anthropic-beta` headers passed on)."""
     headers = {
         name: request.headers[name]
         for name in ("anthropic-version", "anthropic-beta")
-        if request.headers.get(name)
+        if request.headers.get(name) and request.headers[name].isascii()
     }
-    return await _forward(request, body, MessagesPassthrough, headers)
+    return await _forward(request, body, client, MessagesPassthrough, headers)
 
 
 async def _forward(
-    request: HttpRequest, body: dict[str, Any], kind: type, headers: dict[str, str] | None = None
+    request: HttpRequest,
+    body: dict[str, Any],
+    client: ApiClient,
+    kind: type,
+    headers: dict[str, str] | None = None,
 ) -> HttpResponse:
     model = body["model"]
-    client, route = await _authorized_route(request, model, kind)
+    route = await _route(client, model, kind)
     _check(body, kind)
     started = timezone.now()
     passthrough = route.passthrough
@@ -203,7 +208,9 @@ def _last_user_text(body: dict[str, Any]) -> str:
             content = message.get("content")
             if isinstance(content, list):
                 content = " ".join(
-                    p.get("text", "") for p in content if isinstance(p, dict) and "text" in p
+                    p["text"]
+                    for p in content
+                    if isinstance(p, dict) and isinstance(p.get("text"), str)
                 )
             if isinstance(content, str):
                 return content

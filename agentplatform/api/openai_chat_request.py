@@ -12,13 +12,12 @@ message, no options) needs none of it: it runs as a bare input, as a chat does.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from agents.runtime.client_request import ClientRequest, ClientTool, Sampling
 from agents.services import MAX_INPUT_CHARS
-from providers.runtime.images import MAX_IMAGES, ImageRefused, image_from_data_url
+from providers.runtime.images import MAX_IMAGES, ImageRefused, check_total, image_from_data_url
 from providers.runtime.types import (
     AssistantMessage,
     Image,
@@ -34,6 +33,7 @@ MAX_MESSAGES = 2000
 MAX_CONVERSATION_CHARS = 10 * MAX_INPUT_CHARS  # all messages' text together
 MAX_TOOLS = 128  # as OpenAI
 MAX_STOP = 4  # as OpenAI
+MAX_SCHEMA_CHARS = 200_000  # all tool parameters and the output schema of one request
 
 
 class BadRequest(ValueError):
@@ -80,7 +80,7 @@ def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatReq
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("`model` is required: an agent or crew slug.", "model")
-    _check_text(model, "model")
+    check_text(model, "model")
     stream = _optional(body, "stream", bool, False)
     include_usage = False
     options = body.get("stream_options")
@@ -96,18 +96,31 @@ def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatReq
         raise BadRequest("`messages` must be a non-empty list.", "messages")
     if len(messages) > MAX_MESSAGES:
         raise BadRequest(f"At most {MAX_MESSAGES} messages.", "messages")
+    _check_schema_sizes(body)
     instructions, turns = _turns(messages)
     tools = _tools(body.get("tools"))
     tool_choice = _tool_choice(body.get("tool_choice"), tools)
+    output_schema = _output_schema(body.get("response_format"))
+    if output_schema is not None and tool_choice == "none":
+        raise BadRequest(
+            '`tool_choice` "none" cannot be kept with a `response_format`: the structured '
+            "answer is given through a tool.",
+            "tool_choice",
+        )
     client = ClientRequest(
         messages=tuple(turns),
         instructions=instructions,
         tools=tools,
         tool_choice=tool_choice,
-        output_schema=_output_schema(body.get("response_format")),
+        output_schema=output_schema,
         sampling=_sampling(body),
         end_user=_end_user(body.get("user")),
     )
+    _check_nested(client.to_dict(), "messages")
+    try:
+        check_total(client.images)
+    except ImageRefused as exc:
+        raise BadRequest(str(exc), "messages") from None
     text = client.last_user_text
     if not text.strip():
         raise BadRequest("The last user message is empty.", "messages")
@@ -162,12 +175,16 @@ def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
                 continue  # providers want a user turn first
             made = _tool_calls(message.get("tool_calls"), f"{param}.tool_calls")
             for call in made:
+                if call.id in calls:
+                    raise BadRequest(f"Two tool calls have the id `{call.id}`.", param)
                 calls[call.id] = call.name
                 unanswered[call.id] = index
             if text or made:
                 turns.append(AssistantMessage(text=text, tool_calls=made))
         elif role == "tool":
             call_id = message.get("tool_call_id")
+            if isinstance(call_id, str) and call_id in calls and call_id not in unanswered:
+                raise BadRequest(f"The tool call `{call_id}` was answered already.", param)
             if not isinstance(call_id, str) or call_id not in calls:
                 raise BadRequest(
                     "A `tool` message needs the `tool_call_id` of a call an earlier assistant "
@@ -221,7 +238,7 @@ def _content_of(content: Any, param: str, images: bool) -> tuple[str, tuple[Imag
         text = "\n".join(texts)
     else:
         raise BadRequest("`content` must be a string or a list of parts.", param)
-    _check_text(text, param)
+    check_text(text, param)
     return text, tuple(found)
 
 
@@ -237,7 +254,7 @@ def image_of_url(url: Any, param: str) -> Image:
             raise BadRequest(str(exc), param) from None
     if not url.startswith(("https://", "http://")) or len(url) > 2048:
         raise BadRequest("An image URL must be a data URL or an http(s) URL.", param)
-    _check_text(url, param)
+    check_text(url, param)
     return Image(media_type="", data="", url=url)
 
 
@@ -265,12 +282,14 @@ def _tool_calls(raw: Any, param: str) -> tuple[ToolCall, ...]:
             parsed = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
         except (ValueError, RecursionError):
             parsed = None
+        if arguments is not None and not isinstance(arguments, str):
+            parsed = None
         if not isinstance(parsed, dict):
             raise BadRequest(
                 "A tool call's `function.arguments` must be a JSON object as a string.",
                 f"{where}.function.arguments",
             )
-        _check_text(call_id, f"{where}.id")
+        check_text(call_id, f"{where}.id")
         calls.append(ToolCall(id=call_id, name=name, arguments=parsed))
     return tuple(calls)
 
@@ -302,7 +321,7 @@ def _tools(raw: Any) -> tuple[ClientTool, ...]:
         description = function.get("description") or ""
         if not isinstance(description, str):
             raise BadRequest("A tool's `description` must be a string.", f"{param}.function")
-        _check_text(description, f"{param}.function.description")
+        check_text(description, f"{param}.function.description")
         parameters = function.get("parameters")
         if parameters is None:
             parameters = {"type": "object", "properties": {}}
@@ -314,6 +333,35 @@ def _tools(raw: Any) -> tuple[ClientTool, ...]:
     return tuple(tools.values())
 
 
+def _check_schema_sizes(body: dict[str, Any]) -> None:
+    """Before any schema is checked (that costs time in proportion to its size)."""
+    schemas = [body.get("tools"), body.get("response_format")]
+    try:
+        size = sum(len(json.dumps(s)) for s in schemas if s is not None)
+    except (TypeError, ValueError, RecursionError):
+        raise BadRequest("The tools or response_format cannot be read.", "tools") from None
+    if size > MAX_SCHEMA_CHARS:
+        raise BadRequest(
+            f"The tools and response_format together exceed {MAX_SCHEMA_CHARS} characters.",
+            "tools",
+        )
+
+
+def _check_nested(value: Any, param: str, depth: int = 0) -> None:
+    """Every string anywhere in what will be stored (tool arguments, schemas...)."""
+    if depth > 64:
+        raise BadRequest("The request nests too deeply.", param)
+    if isinstance(value, str):
+        check_text(value, param)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(str(key), param)
+            _check_nested(item, param, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_nested(item, param, depth + 1)
+
+
 def _object_schema(schema: Any, param: str) -> dict[str, Any]:
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise BadRequest("The schema must be a JSON Schema object with `type` object.", param)
@@ -321,8 +369,6 @@ def _object_schema(schema: Any, param: str) -> dict[str, Any]:
         check_schema(schema)
     except SchemaError as exc:
         raise BadRequest(f"The schema is not usable: {exc}", param) from None
-    if len(json.dumps(schema)) > 100_000:
-        raise BadRequest("The schema is too large (at most 100,000 characters).", param)
     return schema
 
 
@@ -389,7 +435,7 @@ def _sampling(body: dict[str, Any]) -> Sampling:
     else:
         raise BadRequest(f"`stop` must be a string or a list of at most {MAX_STOP}.", "stop")
     for item in stops:
-        _check_text(item, "stop")
+        check_text(item, "stop")
     seed = body.get("seed")
     if seed is not None and (not _is_int(seed) or abs(seed) >= 2**63):
         raise BadRequest("`seed` must be an integer.", "seed")
@@ -403,7 +449,7 @@ def _end_user(raw: Any) -> str:
         return ""
     if not isinstance(raw, str) or len(raw) > 256:
         raise BadRequest("`user` must be a string of at most 256 characters.", "user")
-    _check_text(raw, "user")
+    check_text(raw, "user")
     return raw
 
 
@@ -416,14 +462,9 @@ def _number(body: dict[str, Any], name: str, low: float, high: float) -> float |
     value = body.get(name)
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not low <= value <= high
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise BadRequest(f"`{name}` must be a number from {low} to {high}.", name)
-    return float(value)
+    return float(value)  # (within bounds: finite, and no huge integer to overflow)
 
 
 def _optional(body: dict[str, Any], name: str, kind: type, default: Any, parent: str = "") -> Any:
@@ -436,7 +477,7 @@ def _optional(body: dict[str, Any], name: str, kind: type, default: Any, parent:
     return value
 
 
-def _check_text(text: str, param: str) -> None:
+def check_text(text: str, param: str) -> None:
     """Text that can be stored: no NUL, no lone surrogate (JSON "\\ud800")."""
     if "\x00" in text:
         raise BadRequest("Text may not contain NUL characters.", param)

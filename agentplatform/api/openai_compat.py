@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
@@ -38,12 +39,10 @@ from agentplatform.api.gateway import gateway_chat, is_gateway_model
 from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
-    authenticate,
     authorized,
     openai_errors,
 )
 from agentplatform.api.openai_chat_request import (
-    BadRequest,
     ChatRequest,
     json_body,
     parse_chat_body,
@@ -60,10 +59,11 @@ from agents.runtime.spec import RunStatus
 from agents.services import model_target, run_start
 from agents.worker_runs import Nearby
 from providers.images import fetch_image
-from providers.runtime.images import ImageRefused
+from providers.runtime.images import ImageRefused, check_total
 from providers.services import gateway_models
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -146,17 +146,21 @@ async def with_images(chat: ChatRequest) -> ChatRequest:
     is checked, so no one without a key can make the platform fetch anything."""
     try:
         client = await chat.client.with_images_fetched(fetch_image)  # type: ignore[union-attr]
+        check_total(client.images)
     except ImageRefused as exc:
         raise OpenAIError(400, str(exc), param="messages") from None
     return replace(chat, client=client)
 
 
-def _authorized_start(request: HttpRequest, chat: ChatRequest | OpenAIError, nearby: Nearby) -> Run:
-    """The key checked, then the run started: one step on the request's thread."""
-    client = authenticate(request, Action.START_RUN)
-    if isinstance(chat, OpenAIError):
-        raise chat
-    return start_chat_run(client, chat, nearby)
+INLINE_PARSE_BYTES = 64 * 1024
+
+
+async def parsed(parse: Callable[..., T], raw: Any, *args: Any, size: int | None = None) -> T:
+    """`parse(raw, *args)`: on the event loop for a small body (microseconds), on a thread
+    for a large one (a 20 MB body or its schemas take long enough to stall other streams)."""
+    if (len(raw) if size is None else size) <= INLINE_PARSE_BYTES:
+        return parse(raw, *args)
+    return await sync_to_async(parse, thread_sensitive=False)(raw, *args)
 
 
 def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
@@ -167,7 +171,7 @@ def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     end_user = chat.client.end_user if chat.client else ""
     member = None
     if end_user and client.api_key.acts_for_members:  # else it is only recorded
-        member = member_named(client.tenant, end_user)
+        member = member_named(client.tenant, end_user, at_most=client.api_key.role)
     return run_start(
         acting_for=member,
         tenant=client.tenant,
@@ -351,25 +355,15 @@ async def completion_chunks(
 @openai_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
-    try:
-        body = json_body(request.body)
-        if is_gateway_model(body):
-            return await gateway_chat(request, body)
-        chat: ChatRequest | OpenAIError = parse_chat_body(body, request.GET.get("stream") == "true")
-    except BadRequest as exc:  # answered after the key is checked: a bad key is told so first
-        chat = OpenAIError(400, str(exc), param=exc.param)
-    nearby = Nearby.reserve()
-    try:
-        if isinstance(chat, ChatRequest) and chat.fetches_images:
-            client = await authorized(request, Action.START_RUN)
-            chat = await with_images(chat)
-            run = await brief(start_chat_run)(client, chat, nearby)
-        else:  # (the key checked and the run started in one thread hop)
-            run = await brief(_authorized_start)(request, chat, nearby)
-    except BaseException:
-        nearby.release()
-        raise
-    assert isinstance(chat, ChatRequest)  # (a bad one was raised there)
+    client = await authorized(request, Action.START_RUN)  # before any work for the body
+    body = await parsed(json_body, request.body)
+    if is_gateway_model(body):
+        return await gateway_chat(request, body, client)
+    stream = request.GET.get("stream") == "true"
+    chat = await parsed(parse_chat_body, body, stream, size=len(request.body))
+    if chat.fetches_images:
+        chat = await with_images(chat)
+    run, nearby = await started(client, chat)
     headers = {"X-Run-Id": str(run.pk)}
     if chat.stream:
         chunks = completion_chunks(request, run, chat, nearby)

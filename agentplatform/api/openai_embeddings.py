@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
 from agentplatform.api.openai_base import OpenAIError, allow_method, authorized, openai_errors
-from agentplatform.api.openai_chat_request import BadRequest, json_body
+from agentplatform.api.openai_chat_request import BadRequest, check_text, json_body
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
@@ -63,8 +63,8 @@ def parse_embeddings_request(raw: bytes) -> EmbeddingsRequest:
             f"strings of at most {MAX_INPUT_CHARS} characters (token arrays are not supported).",
             "input",
         )
-    if any("\x00" in t for t in texts):
-        raise BadRequest("Text may not contain NUL characters.", "input")
+    for text in texts:
+        check_text(text, "input")
     encoding = body.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
         raise BadRequest("`encoding_format` must be `float` or `base64`.", "encoding_format")

@@ -34,7 +34,6 @@ from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
     as_api_error,
-    authenticate,
     authorized,
     openai_errors,
 )
@@ -50,6 +49,9 @@ from agentplatform.api.openai_compat import (
     run_error,
     started,
     with_images,
+)
+from agentplatform.api.openai_compat import (
+    parsed as parsed_body,
 )
 from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.stream_reads import brief
@@ -107,9 +109,7 @@ def parse_responses_request(raw: bytes) -> ResponsesRequest:
             raise BadRequest('`text` must be {"format": {...}}.', "text")
         chat["response_format"] = _response_format(format)
     previous = body.get("previous_response_id")
-    if previous is not None and not (
-        isinstance(previous, str) and previous.startswith(PREFIX) and previous[5:].isdigit()
-    ):
+    if previous is not None and not _is_response_id(previous):
         raise BadRequest("No such response.", "previous_response_id")
     store = body.get("store", True)
     if not isinstance(store, bool):
@@ -121,6 +121,12 @@ def parse_responses_request(raw: bytes) -> ResponsesRequest:
         kept=store,
         stream=stream is True,
     )
+
+
+def _is_response_id(value: Any) -> bool:
+    """`resp_<run id>`, the id plain ASCII digits of a size a run's id can have."""
+    digits = value[len(PREFIX) :] if isinstance(value, str) and value.startswith(PREFIX) else ""
+    return digits.isascii() and digits.isdigit() and len(digits) < 19
 
 
 def _input_messages(raw: Any) -> list[dict[str, Any]]:
@@ -231,13 +237,8 @@ def _param(param: str | None) -> str | None:
     return param
 
 
-def _prepared(
-    request: HttpRequest, parsed: ResponsesRequest | OpenAIError
-) -> tuple[ApiClient, ChatRequest]:
-    """The key checked, then the request as a chat (after the earlier turns, if any)."""
-    client = authenticate(request, Action.START_RUN)
-    if isinstance(parsed, OpenAIError):
-        raise parsed
+def _prepared(client: ApiClient, parsed: ResponsesRequest) -> ChatRequest:
+    """The request as a chat (after the earlier turns, if any)."""
     body = parsed.body
     if parsed.previous_id is not None:
         earlier = _conversation_so_far(client, parsed.previous_id)
@@ -249,7 +250,7 @@ def _prepared(
     if not parsed.kept:
         client_request = chat.client or ClientRequest(messages=(UserMessage(chat.input),))
         chat = replace(chat, client=replace(client_request, kept=False))
-    return client, chat
+    return chat
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -336,14 +337,11 @@ def _model_name(run: Run) -> str:
 @openai_errors
 async def responses(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
-    try:
-        parsed: ResponsesRequest | OpenAIError = parse_responses_request(request.body)
-    except BadRequest as exc:  # answered after the key is checked
-        parsed = OpenAIError(400, str(exc), param=exc.param)
-    client, chat = await brief(_prepared)(request, parsed)
+    client = await authorized(request, Action.START_RUN)  # before any work for the body
+    parsed = await parsed_body(parse_responses_request, request.body)
+    chat = await brief(_prepared)(client, parsed)
     if chat.fetches_images:
         chat = await with_images(chat)
-    assert isinstance(parsed, ResponsesRequest)
     try:
         run, nearby = await started(client, chat)
     except (ValidationError, BadRequest) as exc:  # named as a Responses body names them
@@ -479,7 +477,7 @@ async def _events(
 
 def _stored_response(request: HttpRequest, client: ApiClient, response_id: str) -> dict[str, Any]:
     run = None
-    if response_id.startswith(PREFIX) and response_id[5:].isdigit():
+    if _is_response_id(response_id):
         run = (
             visible_runs(Principal.of_key(client.api_key))
             .filter(pk=int(response_id[5:]), agent__isnull=False, parent__isnull=True)

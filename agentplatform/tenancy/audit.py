@@ -183,6 +183,7 @@ def record_api_key(key: ApiKey, action: str, *, actor: Any = None) -> AuditEntry
             "prefix": key.prefix,
             "scopes": list(key.scopes),
             "expires_at": key.expires_at,
+            **({"acts_for_members": True} if key.acts_for_members else {}),
         },
     )
 

@@ -21,6 +21,7 @@ from guardian.conf import settings as guardian_settings
 from agentplatform.tenancy import api_keys, audit, rls
 from agentplatform.tenancy.models import (
     ADMIN_ROLES,
+    ROLE_RANK,
     ApiKey,
     AuditAction,
     Invitation,
@@ -146,17 +147,20 @@ def _refuse_if_last_owner(membership: Membership) -> None:
         raise ValidationError("A tenant must keep at least one owner.")
 
 
-@transaction.atomic
-def member_named(tenant: Tenant, username: str) -> AbstractUser | None:
-    """The tenant's active member with this username, if any (one query)."""
+def member_named(tenant: Tenant, username: str, *, at_most: str) -> AbstractUser | None:
+    """The tenant's active member with this username whose role is not above `at_most`
+    (a key acting for members never acts as someone who outranks it), if any. One query."""
     membership = (
         Membership.objects.filter(tenant=tenant, user__username=username, user__is_active=True)
         .select_related("user")
         .first()
     )
-    return membership.user if membership else None
+    if membership is None or ROLE_RANK[Role(membership.role)] > ROLE_RANK[Role(at_most)]:
+        return None
+    return membership.user
 
 
+@transaction.atomic
 def api_key_create(
     *,
     tenant: Tenant,

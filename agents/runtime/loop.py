@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from agents.runtime.client_request import CLIENT_TAG
 from agents.runtime.memory import FactStore, memory_tools
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
@@ -129,7 +130,10 @@ class _Loop:
         self.checkpoint: Checkpointer = checkpoint
         self.is_cancelled = is_cancelled
         self._last_cancel_check = 0.0
-        self.client_tools = frozenset(t.name for t in spec.client_tools)
+        # (those the registry holds as the caller's: never one of the platform's own names)
+        self.client_tools = frozenset(
+            t.name for t in tools if CLIENT_TAG in t.tags and t in spec.client_tools
+        )
 
     async def emit(self, type: str, **payload: Any) -> None:
         await self.sink.emit(type, payload)
@@ -146,6 +150,13 @@ class _Loop:
 
     async def _run(self, state: RunState) -> RunOutcome:
         if state.finished:  # decided before an interruption: report it, call nothing
+            if state.finished == RunStatus.AWAITING_CLIENT:  # (with the calls it ended on)
+                last = state.messages[-1]
+                calls = list(last.tool_calls) if isinstance(last, AssistantMessage) else []
+                return await finish_run(
+                    self.checkpoint, self.emit, state, RunStatus.AWAITING_CLIENT,
+                    client_calls=calls,
+                )  # fmt: skip
             return await self._finish(state, RunStatus(state.finished), error=state.error)
         while True:
             if await self._cancelled(force=True):

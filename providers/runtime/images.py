@@ -14,6 +14,7 @@ from providers.runtime.types import Image
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # Anthropic's limit per image
 MAX_IMAGES = 20  # per request
+MAX_REQUEST_IMAGE_BYTES = 10 * 1024 * 1024  # all of a request's: they are kept with its run
 _SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -34,6 +35,14 @@ def sniffed_type(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return None
+
+
+def check_total(images: list[Image]) -> None:
+    """All of a request's images together within MAX_REQUEST_IMAGE_BYTES."""
+    total = sum(len(i.data) * 3 // 4 for i in images)
+    if total > MAX_REQUEST_IMAGE_BYTES:
+        limit = MAX_REQUEST_IMAGE_BYTES // (1024 * 1024)
+        raise ImageRefused(f"A request's images may be at most {limit} MB together.")
 
 
 def image_from_bytes(data: bytes) -> Image:

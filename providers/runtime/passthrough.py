@@ -80,6 +80,13 @@ class _Passthrough:
         raise NotImplementedError
 
     # -- forwarding ------------------------------------------------------------------------
+    def _without_key(self, data: bytes) -> bytes:
+        """A 200 answer as it came, but never with the connection's key in it (a cheap
+        check; an error body gets the thorough `_scrubbed`)."""
+        if self._api_key and self._api_key.encode() in data:
+            return data.replace(self._api_key.encode(), b"[redacted]")
+        return data
+
     def _scrubbed(self, body: bytes) -> bytes:
         return redact(body.decode("utf-8", "replace"), self._api_key).encode()
 
@@ -99,7 +106,8 @@ class _Passthrough:
             raise ProviderUnavailable(self._failure(exc)) from None
         content, usage = response.content, Usage()
         if response.status_code == 200:
-            usage = self._usage(json.loads(content))
+            usage = self._usage(_json_object(content))
+            content = self._without_key(content)
         else:
             content = self._scrubbed(content)
         content_type = response.headers.get("content-type", "")
@@ -131,7 +139,7 @@ class _Passthrough:
                 return
             pending = b""
             async for piece in response.aiter_bytes():
-                pending += piece.replace(b"\r\n", b"\n")
+                pending += self._without_key(piece.replace(b"\r\n", b"\n"))
                 *events, pending = pending.split(b"\n\n")
                 out = [e + b"\n\n" for e in events if self._event(e, tally, body)]
                 if out:
@@ -144,6 +152,14 @@ class _Passthrough:
             await response.aclose()
 
 
+def _json_object(content: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _data(event: bytes) -> dict[str, Any] | None:
     """The JSON of an SSE event's `data:` line, if it has one."""
     for line in event.split(b"\n"):
@@ -154,6 +170,11 @@ def _data(event: bytes) -> dict[str, Any] | None:
                 return None
             return value if isinstance(value, dict) else None
     return None
+
+
+def _count(value: Any) -> int:
+    """A token count as a provider sent it, or 0 when it is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class ChatPassthrough(_Passthrough):
@@ -170,10 +191,10 @@ class ChatPassthrough(_Passthrough):
             return Usage()
         details = raw.get("prompt_tokens_details")
         cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+        prompt, completion = _count(raw.get("prompt_tokens")), _count(raw.get("completion_tokens"))
+        cached = min(_count(cached), prompt)
         return Usage(
-            input_tokens=(raw.get("prompt_tokens") or 0) - cached,
-            output_tokens=raw.get("completion_tokens") or 0,
-            cache_read_tokens=cached,
+            input_tokens=prompt - cached, output_tokens=completion, cache_read_tokens=cached
         )
 
     def _streamed(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -205,10 +226,10 @@ class MessagesPassthrough(_Passthrough):
         if not isinstance(raw, dict):
             return Usage()
         return Usage(
-            input_tokens=raw.get("input_tokens") or 0,
-            output_tokens=raw.get("output_tokens") or 0,
-            cache_read_tokens=raw.get("cache_read_input_tokens") or 0,
-            cache_write_tokens=raw.get("cache_creation_input_tokens") or 0,
+            input_tokens=_count(raw.get("input_tokens")),
+            output_tokens=_count(raw.get("output_tokens")),
+            cache_read_tokens=_count(raw.get("cache_read_input_tokens")),
+            cache_write_tokens=_count(raw.get("cache_creation_input_tokens")),
         )
 
     def _event(self, event: bytes, tally: Forwarded, body: dict[str, Any]) -> bool:

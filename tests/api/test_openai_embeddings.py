@@ -58,7 +58,8 @@ def test_unknown_models_bad_inputs_and_agent_limited_keys_are_refused(
 
 
 def test_the_local_model_embeds_with_384_dimensions(trio, asgi_server, keys):
-    result = sdk(asgi_server, keys["run"]).embeddings.create(
+    client = sdk(asgi_server, keys["run"]).with_options(timeout=90)  # (the model loads first)
+    result = client.embeddings.create(
         model="local", input=["a cat", "a dog"], encoding_format="float"
     )
     assert [len(item.embedding) for item in result.data] == [384, 384]

@@ -103,6 +103,8 @@ def check_schema(schema: Any, *, what: str = "input_schema") -> None:
     references are all local and resolve, and whose patterns RE2 accepts."""
     if not isinstance(schema, dict):
         raise SchemaError(f"{what} must be a JSON object")
+    if _depth(schema) > MAX_SCHEMA_DEPTH:
+        raise SchemaError(f"{what} nests deeper than {MAX_SCHEMA_DEPTH} levels")
     resource = referencing.Resource.from_contents(
         schema, default_specification=referencing.jsonschema.DRAFT202012
     )
@@ -114,6 +116,17 @@ def check_schema(schema: Any, *, what: str = "input_schema") -> None:
         raise SchemaError(f"{what} is not valid JSON Schema at {location}: {message}")
     if schema.get("type", "object") != "object":
         raise SchemaError(f'{what} must have "type": "object"')
+
+
+MAX_SCHEMA_DEPTH = 32  # objects and lists within each other; jsonschema recurses per level
+
+
+def _depth(node: Any, level: int = 0) -> int:
+    """How deeply lists and objects nest in `node` (stops counting past the limit)."""
+    if level > MAX_SCHEMA_DEPTH:
+        return level
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    return max((_depth(child, level + 1) for child in children), default=level)
 
 
 def _check_keywords(node: Any, what: str, where: str, resolver: Any) -> None:
