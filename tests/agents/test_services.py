@@ -202,3 +202,38 @@ def test_a_model_name_is_remembered_until_an_agent_or_crew_changes(
     agent.save()
     with pytest.raises(Http404):
         services.model_target(tenant=trio.acme, slug="assistant")
+
+
+def test_gateway_calls_of_several_tenants_are_all_recorded_each_under_its_scope(trio):
+    from django.utils import timezone
+
+    from agentplatform.tenancy import rls
+    from agentplatform.tenancy import services as tenancy
+    from agents.services import GatewayCall, record_gateway_calls
+    from providers.runtime.types import Usage
+
+    acme_key, _ = tenancy.api_key_create(tenant=trio.acme, name="a", scopes=["run"])
+    globex_key, _ = tenancy.api_key_create(tenant=trio.globex, name="g", scopes=["run"])
+    now = timezone.now()
+
+    def call(key, model, **extra):
+        return GatewayCall(
+            api_key=key, gateway_model=model, model=model, provider="openai",
+            input=extra.pop("input", "hi"), usage=extra.pop("usage", Usage(3, 2)),
+            started_at=now,
+        )  # fmt: skip
+
+    with rls.tenant_scope(trio.acme.pk):  # the first caller's scope, as the recorder's task has
+        record_gateway_calls(
+            [
+                call(acme_key, "c/a"),
+                call(globex_key, "c/g"),
+                call(acme_key, "c/odd", input="bad \ud800 text\x00", usage=Usage(-5, 2**40)),
+            ]
+        )
+    with rls.owner():
+        rows = {r.gateway_model: r for r in Run.objects.filter(gateway_model__startswith="c/")}
+    assert set(rows) == {"c/a", "c/g", "c/odd"}
+    assert rows["c/g"].tenant_id == trio.globex.pk
+    assert (rows["c/odd"].input_tokens, rows["c/odd"].output_tokens) == (0, 2**31 - 1)
+    assert "\x00" not in rows["c/odd"].input

@@ -196,6 +196,12 @@ def test_sampling_options_reach_the_provider_within_the_agents_limits(
     assert run.client_request["end_user"] == "end-user-42"
 
 
+CALL = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+NUL_CALL = {**CALL, "function": {"name": "f", "arguments": '{"a": "\\u0000"}'}}
+DEEP: dict = {"type": "object"}
+for _ in range(20):
+    DEEP = {"type": "object", "properties": {"a": DEEP}}
+
 BAD = [
     ({"n": 2}, "n", "Only one choice"),
     ({"temperature": 3}, "temperature", "from 0 to 2"),
@@ -261,6 +267,48 @@ BAD = [
         },
         "messages[2]",
         "has no `tool` message",
+    ),
+    ({"temperature": int("1" + "0" * 400)}, "temperature", "from 0 to 2"),
+    (
+        {"tool_choice": "none", "response_format": {"type": "json_object"}},
+        "tool_choice",
+        "cannot be kept",
+    ),
+    (
+        {"tools": [{"type": "function", "function": {"name": "final_answer"}}]},
+        "tools",
+        "own tool named `final_answer`",
+    ),
+    (
+        {"tools": [{"type": "function", "function": {"name": "deep", "parameters": DEEP}}]},
+        "tools[0].function.parameters",
+        "nests deeper",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "tool_calls": [CALL, CALL]},
+            ]
+        },
+        "messages[1]",
+        "Two tool calls have the id",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {**CALL, "function": {"name": "f", "arguments": '{"a": "\\u0000"}'}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "a", "content": "1"},
+            ]
+        },
+        "messages",
+        "NUL",
     ),
     (
         {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},

@@ -155,6 +155,11 @@ def test_refusals_name_the_responses_field(trio, agent, client):
     assert crew_tools.value.param == "input" and "A crew takes text turns only" in str(
         crew_tools.value
     )
+    for odd in ("resp_\u00b2", "resp_" + "9" * 30):
+        with pytest.raises((openai.BadRequestError, openai.NotFoundError)):
+            client.responses.create(model="assistant", input="hi", previous_response_id=odd)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(odd)
     with pytest.raises(openai.BadRequestError) as too_many:
         client.responses.create(model="assistant", input="hi", max_output_tokens=0)
     assert too_many.value.param == "max_output_tokens"
