@@ -5,6 +5,7 @@ refusal."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import re
@@ -14,6 +15,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx2
 import pytest
 from mcp import ClientSession
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientMetadata
 
 from agents.models import Run
 from tests.factories import PASSWORD
@@ -168,3 +172,68 @@ def test_refusals_before_any_code(base, trio):
     assert anonymous.status_code == 302 and "/login/" in anonymous.headers["location"]
     unknown = httpx2.post(f"{base}/oauth/token", data={"grant_type": "password"})
     assert unknown.json()["error"] == "unsupported_grant_type"
+
+
+def test_the_mcp_sdks_own_oauth_client_signs_in_and_calls(base, mcp_server, trio):
+    """The SDK's OAuthClientProvider does discovery, registration, PKCE and the exchange;
+    the browser part (the member's consent) is a signed-in session here."""
+
+    class Memory:
+        tokens = client_info = None
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.client_info
+
+        async def set_client_info(self, info):
+            self.client_info = info
+
+    browser = signed_in(base, "alice")
+    landed: dict[str, str] = {}
+
+    def approve(url: str) -> None:
+        params = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        answer = consent(browser, params, "acme")
+        assert answer.status_code == 302, answer.text[:300]
+        landed.update(
+            {k: v[0] for k, v in parse_qs(urlsplit(answer.headers["location"]).query).items()}
+        )
+
+    async def redirect_handler(url: str) -> None:
+        await asyncio.to_thread(approve, url)
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=landed["code"], state=landed.get("state"))
+
+    storage = Memory()
+    provider = OAuthClientProvider(
+        server_url=mcp_server,
+        client_metadata=OAuthClientMetadata(
+            client_name="SDK client",
+            redirect_uris=[REDIRECT],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+
+    async def session() -> list[str]:
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            streamable_http_client(mcp_server, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            return [t.name for t in (await client.list_tools()).tools]
+
+    names = asyncio.run(session())
+    assert "calculator" in names
+    assert storage.tokens.access_token.startswith("mcpat_")
