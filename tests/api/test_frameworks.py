@@ -23,11 +23,12 @@ PARIS = '{"name": "Paris", "population": 2100000}'
 WEATHER_CALL = ToolCall("w1", "get_weather", '{"city": "Paris"}')
 
 
-def framework(asgi_server: str, key: str, scenario: str) -> dict:
+def framework(asgi_server: str, key: str, scenario: str, url: str | None = None) -> dict:
+    """The scenario's JSON line; `url` instead of the server's /v1 (e.g. its /mcp)."""
     if not PYTHON.exists():
         pytest.fail("the framework clients are not installed: run `make py-clients`")
     done = subprocess.run(
-        [str(PYTHON), "-I", str(SCRIPT), f"{asgi_server}/v1", key, scenario],
+        [str(PYTHON), "-I", str(SCRIPT), url or f"{asgi_server}/v1", key, scenario],
         capture_output=True,
         text=True,
         timeout=120,

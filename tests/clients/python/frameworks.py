@@ -87,6 +87,26 @@ def langchain(kind: str) -> dict:
     return {"output": city.model_dump() if city is not None else None}
 
 
+# -- fastmcp (BASE is the /mcp URL here) ------------------------------------------------------
+async def fastmcp_client(mode: str) -> dict:
+    from fastmcp import Client
+
+    step = "connect"
+    try:
+        async with Client(BASE, auth=KEY, mode=mode) as client:
+            step = "list_tools"
+            tools = [tool.name for tool in await client.list_tools()]
+            step = "call_tool"
+            result = await client.call_tool("calculator", {"expression": "6*7"})
+            pinged = None
+            if mode == "legacy":  # (protocol 2026-07-28, which `auto` picks, has no ping)
+                step = "ping"
+                pinged = await client.ping()
+            return {"tools": tools, "result": result.structured_content, "pinged": pinged}
+    except Exception as exc:
+        return {"error": f"{step}: {type(exc).__name__}: {exc}"}
+
+
 SCENARIOS = {
     "openai_agents_chat_tools": lambda: openai_agents("chat", output=False),
     "openai_agents_chat_output": lambda: openai_agents("chat", output=True),
@@ -97,6 +117,8 @@ SCENARIOS = {
     "langchain_tools": lambda: langchain("tools"),
     "langchain_json_schema": lambda: langchain("json_schema"),
     "langchain_function_calling": lambda: langchain("function_calling"),
+    "fastmcp_auto": lambda: fastmcp_client("auto"),
+    "fastmcp_legacy": lambda: fastmcp_client("legacy"),
 }
 
 
