@@ -19,7 +19,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import OpenAIError
+from agentplatform.api.openai_base import OpenAIError, model_not_found, require_raw_models
 from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
 from agents.services import GatewayCall, record_gateway_calls
@@ -39,21 +39,13 @@ _SERVED = {ChatPassthrough: "/v1/chat/completions", MessagesPassthrough: "/v1/me
 
 
 async def _route(client: ApiClient, model: str, kind: type) -> GatewayRoute:
-    if client.api_key.allowed_agents:
-        raise OpenAIError(
-            403, "This API key may run only some agents, not models.", code="permission_denied"
-        )
+    require_raw_models(client)
     route = None
     if len(model) <= 300:
         route = known_gateway_route(client.tenant, model)
         route = route or await brief(gateway_route)(client.tenant, model)
     if route is None:
-        raise OpenAIError(
-            404,
-            f"The model `{model}` does not exist or you do not have access to it.",
-            param="model",
-            code="model_not_found",
-        )
+        raise model_not_found(model)
     if not isinstance(route.passthrough, kind):
         where = _SERVED.get(type(route.passthrough))
         raise OpenAIError(

@@ -65,6 +65,24 @@ class OpenAIError(Exception):
         return response
 
 
+def model_not_found(model: str) -> OpenAIError:
+    return OpenAIError(
+        404,
+        f"The model `{model}` does not exist or you do not have access to it.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def require_raw_models(client: ApiClient) -> None:
+    """Gateway models and embeddings call a connection's models directly: not for a key
+    limited to some agents."""
+    if client.api_key.allowed_agents:
+        raise OpenAIError(
+            403, "This API key may run only some agents, not models.", code="permission_denied"
+        )
+
+
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",

@@ -71,10 +71,6 @@ def json_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def parse_chat_request(raw: bytes, query_stream: bool = False) -> ChatRequest:
-    return parse_chat_body(json_body(raw), query_stream)
-
-
 def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatRequest:
     """A Chat Completions body (also what the Responses face translates its body into)."""
     model = body.get("model")

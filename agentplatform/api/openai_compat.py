@@ -40,6 +40,7 @@ from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
     authorized,
+    model_not_found,
     openai_errors,
 )
 from agentplatform.api.openai_chat_request import (
@@ -64,16 +65,6 @@ from providers.services import gateway_models
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# -- errors ------------------------------------------------------------------------------
-def _model_not_found(model: str) -> OpenAIError:
-    return OpenAIError(
-        404,
-        f"The model `{model}` does not exist or you do not have access to it.",
-        param="model",
-        code="model_not_found",
-    )
 
 
 # -- models ------------------------------------------------------------------------------
@@ -112,7 +103,7 @@ def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
     try:
         return model_target(tenant=tenant, slug=model)
     except Http404:
-        raise _model_not_found(model) from None
+        raise model_not_found(model) from None
 
 
 @declares(Action.READ_CONFIG)
@@ -130,7 +121,7 @@ async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
     allow_method(request, "GET")
     client = await authorized(request, Action.READ_CONFIG)
     if "\x00" in model_id or len(model_id) > 50:
-        raise _model_not_found(model_id)
+        raise model_not_found(model_id)
     target = await brief(_resolve_model)(client.tenant, model_id)
     return JsonResponse(_model_object(target.slug, target.created_at, client.tenant))
 
@@ -166,7 +157,7 @@ async def parsed(parse: Callable[..., T], raw: Any, *args: Any, size: int | None
 def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     """The run of a checked chat request (the key checked before), claimed by `nearby`."""
     if len(chat.model) > 50:
-        raise _model_not_found(chat.model)
+        raise model_not_found(chat.model)
     target = _resolve_model(client.tenant, chat.model)
     end_user = chat.client.end_user if chat.client else ""
     member = None

@@ -19,7 +19,13 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import OpenAIError, allow_method, authorized, openai_errors
+from agentplatform.api.openai_base import (
+    OpenAIError,
+    allow_method,
+    authorized,
+    openai_errors,
+    require_raw_models,
+)
 from agentplatform.api.openai_chat_request import BadRequest, check_text, json_body
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
@@ -79,10 +85,7 @@ def parse_embeddings_request(raw: bytes) -> EmbeddingsRequest:
 
 
 def _target(client: ApiClient, model: str):
-    if client.api_key.allowed_agents:
-        raise OpenAIError(
-            403, "This API key may run only some agents, not models.", code="permission_denied"
-        )
+    require_raw_models(client)
     if model == LOCAL:
         return None
     found = connection_model(client.tenant, model)
