@@ -13,7 +13,8 @@ process (bench/api.py's RemoteServer, every reply the same TextReply).
 2. Time to first token, streaming: the same, to the first chunk with text.
 3. Throughput: CLIENTS concurrent loops of raw httpx2 POSTs (the SDK's own CPU would take
    the cores the server needs) for DURATION_S, non-streaming, through the gateway, then
-   directly: requests/s, errors, p50/p99.
+   directly: requests/s, errors, p50/p99; and the web process's CPU time per request
+   (from /proc: on a machine busy with other work, the figure that moves least).
 """
 
 from __future__ import annotations
@@ -78,7 +79,13 @@ async def latency_rounds(gateway: openai.AsyncOpenAI, direct: openai.AsyncOpenAI
     return found
 
 
-async def throughput(url: str, key: str, model: str) -> dict:
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid`, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def throughput(url: str, key: str, model: str, pid: int | None = None) -> dict:
     body = json.dumps({"model": model, "messages": HELLO}).encode()
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     latencies: list[float] = []
@@ -95,10 +102,12 @@ async def throughput(url: str, key: str, model: str) -> dict:
                 if response.status_code != 200:
                     errors.append(response.status_code)
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_s(pid) if pid else 0.0
         await asyncio.gather(*(loop() for _ in range(CLIENTS)))
         wall = time.perf_counter() - started
+        cpu = cpu_s(pid) - cpu if pid else None
     return {
+        "server_cpu_ms_per_request": cpu * 1000 / len(latencies) if cpu else None,
         "requests": len(latencies),
         "requests_per_s": len(latencies) / wall,
         "errors": len(errors),
@@ -135,7 +144,7 @@ def main() -> None:
             finally:
                 await gateway.close()
                 await direct.close()
-            through = await throughput(url, secret, GATEWAY_MODEL)
+            through = await throughput(url, secret, GATEWAY_MODEL, children[0].process.pid)
             alone = await throughput(server.openai_base_url, "fake", MODEL)
             return rounds, through, alone
 
@@ -179,6 +188,7 @@ def main() -> None:
         print(f"3. {CLIENTS} clients, {DURATION_S:g} s, {side}: {found['requests_per_s']:.0f} "
               f"requests/s, {found['errors']} errors {found['error_statuses']}, p50 "
               f"{found['p50_ms']:.1f} ms, p99 {found['p99_ms']:.1f} ms")  # fmt: skip
+    print(f"   web process CPU per gateway request: {through['server_cpu_ms_per_request']:.2f} ms")
     print(f"   (target ≥ 350 requests/s through one web process); runs recorded: {recorded}")
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -185,9 +185,7 @@ def _new_passthrough(
         "api_key": connection.api_key or None,
         "headers": connection.extra_headers or {},
         "timeout_s": connection.timeout_s,
-        "http_client": partial(
-            guarded_async_client, EgressPolicy(allowlist=tuple(settings.EGRESS_ALLOWLIST))
-        ),
+        "policy": EgressPolicy(allowlist=tuple(settings.EGRESS_ALLOWLIST)),
     }
     if connection.kind == ProviderKind.ANTHROPIC:
         base_url = connection.base_url or "https://api.anthropic.com"

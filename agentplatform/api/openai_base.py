@@ -140,8 +140,7 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
 
 
 def authenticate(request: HttpRequest, action: Action) -> ApiClient:
-    """The request's API key, allowed `action` by the policy and throttled like the REST
-    API."""
+    """The request's API key, allowed `action` by the policy (`authorized` throttles it)."""
     try:
         found = ApiKeyAuthentication().authenticate(request)
     except exceptions.AuthenticationFailed as exc:
@@ -165,7 +164,21 @@ def authenticate(request: HttpRequest, action: Action) -> ApiClient:
     except PermissionDenied as exc:
         raise OpenAIError(403, str(exc), code="insufficient_scope") from None
     request.user = client  # what the throttles key on
-    wait = retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
+    return client
+
+
+async def authorized(request: HttpRequest, action: Action) -> ApiClient:
+    """The request's API key, allowed `action` and throttled like the REST API. Checked on
+    the event loop for a key this process verified before (Redis reads only, no database),
+    else on a thread: the thread hop was about a third of what a gateway call adds
+    (bench/gateway.py)."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip() and verified_key(token.strip()) is not None:
+        client = authenticate(request, action)
+    else:
+        client = await brief(authenticate)(request, action)
+    wait = await retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
     if wait is not None:
         raise OpenAIError(
             429,
@@ -175,17 +188,6 @@ def authenticate(request: HttpRequest, action: Action) -> ApiClient:
             headers={"Retry-After": str(math.ceil(wait))},
         )
     return client
-
-
-async def authorized(request: HttpRequest, action: Action) -> ApiClient:
-    """`authenticate` from async code: on the event loop for a key this process verified
-    before (Redis reads only, no database), else on a thread. The thread hop was about a
-    third of what a gateway call adds (bench/gateway.py)."""
-    header = request.META.get("HTTP_AUTHORIZATION", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip() and verified_key(token.strip()) is not None:
-        return authenticate(request, action)
-    return await brief(authenticate)(request, action)
 
 
 def allow_method(request: HttpRequest, method: str) -> None:

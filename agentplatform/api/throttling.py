@@ -36,15 +36,23 @@ class AtomicRateThrottle(SimpleRateThrottle):
         return self._retry_after_s
 
 
-def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | None:
-    """None if every throttle allows the request, else the seconds to wait: all of them
-    counted in one round trip (a view outside DRF: the OpenAI-compatible face)."""
-    counted = [
-        (throttle, key)
+async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | None:
+    """None if every throttle allows the request, else the seconds to wait: a view outside
+    DRF (the OpenAI-compatible face), counted with rate_counters.hits_async (off the event
+    loop, in one round trip with the other requests of the moment)."""
+    counted = _keys(request, throttles)
+    return _longest_wait(counted, await rate_counters.hits_async([w for _, w in counted]))
+
+
+def _keys(request, throttles: list[AtomicRateThrottle]) -> list[tuple[AtomicRateThrottle, tuple]]:
+    return [
+        (throttle, (key, throttle.duration))
         for throttle in throttles
         if throttle.rate is not None and (key := throttle.get_cache_key(request, None))
     ]
-    counts = rate_counters.hits([(key, throttle.duration) for throttle, key in counted])
+
+
+def _longest_wait(counted, counts: list[rate_counters.Count]) -> float | None:
     waits = [
         count.retry_after_s
         for (throttle, _), count in zip(counted, counts, strict=True)

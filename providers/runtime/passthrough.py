@@ -7,24 +7,25 @@ Completions stream asks for `stream_options.include_usage`, so the call's tokens
 known; that usage chunk is passed on only when the caller asked for it too). What the
 provider answers goes back byte for byte, errors included (with the connection's key
 scrubbed). Going through the SDKs instead would cost about 1 ms of CPU per call in
-building and parsing pydantic objects the caller never sees.
+building and parsing pydantic objects the caller never sees; the HTTP is
+providers.runtime.http1's (see there why not httpx2).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
-
 from providers.runtime.clients import PerLoop
 from providers.runtime.errors import ProviderUnavailable
+from providers.runtime.http1 import Origin, checked_headers
 from providers.runtime.sdk_errors import redact
 from providers.runtime.types import Usage
-from tools.runtime.egress import EgressError
+from tools.runtime.egress import EgressError, EgressPolicy
 
 _USAGE_ONLY = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 
@@ -50,15 +51,20 @@ class _Passthrough:
         api_key: str | None,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 60.0,
-        http_client: Callable[..., httpx2.AsyncClient] | None = None,
+        policy: EgressPolicy | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + self.path
         self._api_key = api_key
-        self._headers = {"content-type": "application/json", **dict(headers or {})}
-        self._headers.update(self._auth(api_key))
-        self._clients = PerLoop(
-            lambda: (http_client or httpx2.AsyncClient)(timeout=timeout_s),
-            close=lambda client: client.aclose(),
+        fixed = {"content-type": "application/json", **dict(headers or {})}
+        fixed.update(self._auth(api_key))
+        self._headers = fixed
+        try:
+            self._header_lines: bytes | None = checked_headers(fixed.items())
+        except ValueError:
+            self._header_lines = None  # said on each request (a connection's bad header)
+        self._origins = PerLoop(
+            lambda: Origin(base_url, policy=policy or EgressPolicy(), timeout_s=timeout_s),
+            close=lambda origin: origin.close(),
         )
 
     def __repr__(self) -> str:  # never the key
@@ -91,27 +97,39 @@ class _Passthrough:
         return redact(body.decode("utf-8", "replace"), self._api_key).encode()
 
     def _failure(self, exc: Exception) -> str:
-        return f"the provider could not be reached ({type(exc).__name__})"
+        """What the caller is told: the egress's and http1's messages are written for them
+        (a host, a timeout, a refusal), never a library's."""
+        return f"the provider could not be reached: {exc}"
+
+    def _lines(self, headers: Mapping[str, str] | None) -> bytes:
+        """The request's header lines: the connection's, and the caller's passed on (those
+        replace the connection's of the same name)."""
+        if self._header_lines is None:
+            raise ValueError("the connection's extra headers are not valid HTTP headers")
+        if not headers:
+            return self._header_lines
+        names = {name.lower() for name in headers}
+        kept = [(n, v) for n, v in self._headers.items() if n.lower() not in names]
+        return checked_headers([*kept, *headers.items()])
 
     async def complete(
         self, body: dict[str, Any], model: str, headers: Mapping[str, str] | None = None
     ) -> Forwarded:
-        client = await self._clients.get()
         payload = json.dumps({**body, "model": model, "stream": False}).encode()
+        origin = await self._origins.get()
         try:
-            response = await client.post(
-                self.url, content=payload, headers={**self._headers, **(headers or {})}
-            )
-        except (httpx2.HTTPError, EgressError) as exc:
+            async with origin.post(self.path, self._lines(headers), payload) as answer:
+                content = await answer.read()
+        except (EgressError, ValueError) as exc:
             raise ProviderUnavailable(self._failure(exc)) from None
-        content, usage = response.content, Usage()
-        if response.status_code == 200:
+        usage = Usage()
+        if answer.status == 200:
             usage = self._usage(_json_object(content))
             content = self._without_key(content)
         else:
             content = self._scrubbed(content)
-        content_type = response.headers.get("content-type", "")
-        return Forwarded(response.status_code, content_type, content, usage)
+        content_type = answer.headers.get("content-type", "")
+        return Forwarded(answer.status, content_type, content, usage)
 
     async def stream(
         self,
@@ -123,33 +141,30 @@ class _Passthrough:
         """The provider's stream, a few events at a time; `tally` gets its status first and
         its usage once counted. A non-200 answer comes as one (scrubbed) body."""
         payload = json.dumps({**self._streamed(body), "model": model}).encode()
-        client = await self._clients.get()
-        request = client.build_request(
-            "POST", self.url, content=payload, headers={**self._headers, **(headers or {})}
-        )
-        try:
-            response = await client.send(request, stream=True)
-        except (httpx2.HTTPError, EgressError) as exc:
-            raise ProviderUnavailable(self._failure(exc)) from None
-        try:
-            tally.status = response.status_code
-            tally.content_type = response.headers.get("content-type", "")
-            if response.status_code != 200:
-                yield self._scrubbed(await response.aread())
-                return
-            pending = b""
-            async for piece in response.aiter_bytes():
-                pending += self._without_key(piece.replace(b"\r\n", b"\n"))
-                *events, pending = pending.split(b"\n\n")
-                out = [e + b"\n\n" for e in events if self._event(e, tally, body)]
-                if out:
-                    yield b"".join(out)
-            if pending.strip():
-                yield pending
-        except (httpx2.HTTPError, EgressError):
-            return  # the provider went away mid-stream: the caller's stream ends there
-        finally:
-            await response.aclose()
+        origin = await self._origins.get()
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                posting = origin.post(self.path, self._lines(headers), payload)
+                answer = await stack.enter_async_context(posting)
+            except (EgressError, ValueError) as exc:
+                raise ProviderUnavailable(self._failure(exc)) from None
+            tally.status = answer.status
+            tally.content_type = answer.headers.get("content-type", "")
+            try:
+                if answer.status != 200:
+                    yield self._scrubbed(await answer.read())
+                    return
+                pending = b""
+                async for piece in answer.chunks():
+                    pending += self._without_key(piece.replace(b"\r\n", b"\n"))
+                    *events, pending = pending.split(b"\n\n")
+                    out = [e + b"\n\n" for e in events if self._event(e, tally, body)]
+                    if out:
+                        yield b"".join(out)
+                if pending.strip():
+                    yield pending
+            except EgressError:
+                return  # the provider went away mid-stream: the caller's stream ends there
 
 
 def _json_object(content: bytes) -> dict[str, Any]:

@@ -164,3 +164,33 @@ def test_a_model_of_an_anthropic_connection_goes_through_messages(
             model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "Hi"}]
         )
     assert "send it to /v1/chat/completions" in wrong_api.value.message
+
+
+def test_a_provider_that_cannot_be_reached_is_a_502_saying_why(trio, client, settings):
+    import socket
+
+    with socket.socket() as spare:  # a port nothing listens on
+        spare.bind(("127.0.0.1", 0))
+        closed = spare.getsockname()[1]
+    cases = {
+        "private": ("http://10.255.255.1:9/v1", {}, "10.255.255.1 is not allowed (private)"),
+        "closed": (f"http://127.0.0.1:{closed}/v1", {}, "cannot connect to 127.0.0.1"),
+        "bad-header": (
+            "http://127.0.0.1:9/v1",
+            {"X-Note": "one\r\nInjected: two"},
+            "extra headers are not valid HTTP headers",
+        ),
+    }
+    for name, (base_url, headers, said) in cases.items():
+        make_connection(
+            trio.acme, name, "openai", api_key="sk-never-shown", base_url=base_url,
+            default_model="m", extra_headers=headers, max_retries=0,
+        )  # fmt: skip
+        for stream in (False, True):
+            with pytest.raises(openai.InternalServerError) as failed:
+                client.chat.completions.create(
+                    model=f"{name}/m", messages=[{"role": "user", "content": "x"}], stream=stream
+                )
+            assert failed.value.status_code == 502, name
+            message = failed.value.body["message"]
+            assert said in message and "sk-never-shown" not in message, (name, message)

@@ -684,7 +684,9 @@ def guarded_async_client(policy: EgressPolicy, *, timeout: float = 60.0) -> http
     take an `http_client` (model providers at tenant-chosen base URLs). No redirects are
     followed, no proxies or cookies used."""
     return httpx2.AsyncClient(
-        transport=GuardedTransport(backend=GuardedBackend(policy), ssl_context=_ssl_context()),
+        transport=GuardedTransport(
+            backend=GuardedBackend(policy), ssl_context=default_ssl_context()
+        ),
         trust_env=False,
         follow_redirects=False,
         timeout=timeout,
@@ -692,6 +694,6 @@ def guarded_async_client(policy: EgressPolicy, *, timeout: float = 60.0) -> http
 
 
 @functools.cache
-def _ssl_context() -> ssl.SSLContext:
+def default_ssl_context() -> ssl.SSLContext:
     """Built once per process: creating one loads the CA bundle (~20 ms)."""
     return ssl.create_default_context()
