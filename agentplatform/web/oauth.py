@@ -24,6 +24,7 @@ from agentplatform.tenancy.models import Tenant
 from agentplatform.web import csp
 
 REGISTRATIONS_PER_HOUR = 30  # per client address: registration needs no account
+MAX_REGISTRATION_BYTES = 16 * 1024  # ten long redirect URIs and a name fit many times over
 
 
 def issuer(request: HttpRequest) -> str:
@@ -68,15 +69,19 @@ def register(request: HttpRequest) -> JsonResponse:
         )
         response["Retry-After"] = str(math.ceil(count.retry_after_s))
         return response
+    if len(request.body) > MAX_REGISTRATION_BYTES:  # (Django bounds what it reads)
+        too_big = f"The metadata must be at most {MAX_REGISTRATION_BYTES} bytes."
+        return _error(oauth.OAuthError("invalid_client_metadata", too_big))
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict):
         return _error(oauth.OAuthError("invalid_client_metadata", "Send a JSON object."))
+    name = body.get("client_name")
     try:
         client = oauth.register_client(
-            name=body.get("client_name") or "", redirect_uris=body.get("redirect_uris")
+            name="" if name is None else name, redirect_uris=body.get("redirect_uris")
         )
     except oauth.OAuthError as exc:
         return _error(exc)
