@@ -20,6 +20,7 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -185,6 +186,36 @@ def client_for(client_id: object, redirect_uri: object) -> OAuthClient:
 
 
 # -- authorization -----------------------------------------------------------------------
+def check_resource(requested: list[str], *, served: str) -> None:
+    """RFC 8707: every `resource` a client names must be `served`, the MCP resource this
+    server protects (the one its protected-resource metadata names), up to the case of the
+    scheme and host, a default port and a trailing slash. Naming none is taken as naming it
+    (clients from before the MCP spec asked for resource indicators)."""
+    wanted = _resource_key(served)
+    for value in requested:
+        if _resource_key(value) != wanted:
+            raise OAuthError(
+                "invalid_target",
+                f"This server issues tokens only for its MCP endpoint: resource={served}.",
+            )
+
+
+def _resource_key(uri: str) -> tuple[str, str, int | None, str, str] | None:
+    """What two spellings of one resource URI share; None for what is not an absolute
+    http(s) URI without a fragment (RFC 8707 §2)."""
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or "#" in uri:
+        return None
+    scheme = parts.scheme.lower()
+    default = {"http": 80, "https": 443}[scheme]
+    path = parts.path.rstrip("/")
+    return scheme, parts.hostname, None if port == default else port, path, parts.query
+
+
 def check_challenge(challenge: object, method: object) -> str:
     if method != "S256":
         raise OAuthError("invalid_request", "PKCE is required: code_challenge_method=S256.")

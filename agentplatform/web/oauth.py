@@ -116,11 +116,16 @@ def authorize(request: HttpRequest) -> HttpResponse:
     except oauth.OAuthError as exc:
         return render(request, "web/oauth_error.html", {"error": exc}, status=400)
     redirect_uri, state = source["redirect_uri"], source.get("state", "")
+    back: dict[str, str] = {"state": state} if state else {}
+    try:  # the client and its URI are known: from here on, errors go back to it (§4.1.2.1)
+        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
+    except oauth.OAuthError as exc:
+        back |= {"error": exc.code, "error_description": exc.description}
+        return _back_to(redirect_uri, back)
     tenants = list(tenants_for(request.user))
     if request.method == "GET":
         context = {"client": client, "tenants": tenants, "params": source.items()}
         return _consent_page(request, context, redirect_uri)
-    back: dict[str, str] = {"state": state} if state else {}
     if request.POST.get("decision") != "allow":
         back["error"] = "access_denied"
     else:
@@ -133,9 +138,14 @@ def authorize(request: HttpRequest) -> HttpResponse:
             back["code"] = _code(client, request, tenant, redirect_uri, challenge)
         except oauth.OAuthError as exc:  # no longer a member, since the page was shown
             back["error"] = exc.code
+    return _back_to(redirect_uri, back)
+
+
+def _back_to(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
+    """The answer to the client: its (registered) redirect URI with `params` added."""
     separator = "&" if urlsplit(redirect_uri).query else "?"
     response = HttpResponse(status=302)
-    response["Location"] = f"{redirect_uri}{separator}{urlencode(back)}"
+    response["Location"] = f"{redirect_uri}{separator}{urlencode(params)}"
     return response
 
 
@@ -164,6 +174,7 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
 def token(request: HttpRequest) -> JsonResponse:
     form = request.POST
     try:
+        oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
         if form.get("grant_type") == "authorization_code":
             issued = oauth.exchange_code(
                 code=form.get("code"),

@@ -172,6 +172,15 @@ def test_refusals_before_any_code(base, trio):
     assert anonymous.status_code == 302 and "/login/" in anonymous.headers["location"]
     unknown = httpx2.post(f"{base}/oauth/token", data={"grant_type": "password"})
     assert unknown.json()["error"] == "unsupported_grant_type"
+    # The resource is the one the metadata names, on the port this server is on (RFC 8707).
+    served = httpx2.get(f"{base}/.well-known/oauth-protected-resource/mcp").json()["resource"]
+    refresh = {"grant_type": "refresh_token", "refresh_token": "mcprt_x", "client_id": client_id}
+    for resource, error in (
+        (served, "invalid_grant"),
+        ("http://127.0.0.1:1/mcp", "invalid_target"),
+    ):
+        refused = httpx2.post(f"{base}/oauth/token", data={**refresh, "resource": resource})
+        assert refused.status_code == 400 and refused.json()["error"] == error
 
 
 def test_the_mcp_sdks_own_oauth_client_signs_in_and_calls(base, mcp_server, trio):
