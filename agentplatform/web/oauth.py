@@ -1,7 +1,8 @@
 """The OAuth 2.1 authorization server MCP clients sign in through (agentplatform/tenancy/
 oauth.py has the rules): its metadata (RFC 8414), dynamic client registration, the consent
 page where a signed-in member picks the tenant the client may act in, and the token
-endpoint. The MCP app's protected-resource metadata names this server."""
+endpoint. The MCP app's protected-resource metadata names this server. Browser-based
+clients may call all but the consent page from any origin (agentplatform/web/cors.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from agentplatform.tenancy import oauth
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.models import Tenant
 from agentplatform.web import csp
+from agentplatform.web.cors import open_to_every_origin
 
 REGISTRATIONS_PER_HOUR = 30  # per client address: registration needs no account
 MAX_REGISTRATION_BYTES = 16 * 1024  # ten long redirect URIs and a name fit many times over
@@ -33,6 +35,8 @@ def issuer(request: HttpRequest) -> str:
     return f"{resource.scheme}://{resource.netloc}"
 
 
+@open_to_every_origin("GET", "HEAD")
+@require_http_methods(["GET", "HEAD"])
 def metadata(request: HttpRequest) -> JsonResponse:
     base = issuer(request)
     return JsonResponse(
@@ -59,6 +63,7 @@ def _error(error: oauth.OAuthError, status: int = 400) -> JsonResponse:
 
 
 @csrf_exempt
+@open_to_every_origin("POST")
 @require_http_methods(["POST"])
 def register(request: HttpRequest) -> JsonResponse:
     address = request.META.get("REMOTE_ADDR", "")
@@ -170,6 +175,7 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
 
 
 @csrf_exempt
+@open_to_every_origin("POST")
 @require_http_methods(["POST"])
 def token(request: HttpRequest) -> JsonResponse:
     form = request.POST
