@@ -32,3 +32,74 @@ def test_a_members_consent_in_the_browser_reaches_the_typescript_client(trio, ta
     assert "42" in answer["results"][0]["content"][0]["text"]
     assert Run.objects.get(tool_name="calculator").initiated_by_user == trio.bob
     tab.assert_clean()  # no CSP violation on the way
+
+
+CLIENT_PAGE = "http://localhost:5173/"  # a web app's origin; /mcp admits localhost:*
+OTHER_PAGE = "http://app.example/"  # not in MCP_ALLOWED_ORIGINS
+
+# What a browser-based MCP client (the TypeScript SDK in a page) fetches, step by step: the
+# 401 and its challenge, both metadata documents, registration and the token endpoint; and
+# the consent page, which it must not be able to read.
+DISCOVER = """async (base) => {
+  const out = {};
+  const challenge = await fetch(base + "/mcp", {method: "POST",
+    headers: {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+              "MCP-Protocol-Version": "2025-06-18"},
+    body: JSON.stringify({jsonrpc: "2.0", id: 1, method: "initialize", params: {}})});
+  out.status = challenge.status;
+  const header = challenge.headers.get("WWW-Authenticate") || "";
+  const metadataUrl = (header.match(/resource_metadata="([^"]+)"/) || [])[1];
+  const version = {headers: {"MCP-Protocol-Version": "2025-06-18"}};
+  const resource = await (await fetch(metadataUrl, version)).json();
+  out.resource = resource.resource;
+  const issuer = resource.authorization_servers[0].replace(/\\/$/, "");
+  const asMetadata = issuer + "/.well-known/oauth-authorization-server";
+  const server = await (await fetch(asMetadata, version)).json();
+  const registered = await fetch(server.registration_endpoint, {method: "POST",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({client_name: "Web app", redirect_uris: [location.origin + "/cb"]})});
+  out.registered = registered.status;
+  const client = await registered.json();
+  const token = await fetch(server.token_endpoint, {method: "POST",
+    body: new URLSearchParams({grant_type: "authorization_code", code: "nope",
+      client_id: client.client_id, redirect_uri: location.origin + "/cb",
+      code_verifier: "v".repeat(43), resource: resource.resource})});
+  out.token = [token.status, (await token.json()).error];
+  try { await fetch(server.authorization_endpoint); out.authorize = "read"; }
+  catch (e) { out.authorize = "blocked"; }
+  return out;
+}"""
+
+CALL_MCP = """async (base) => {
+  try {
+    const r = await fetch(base + "/mcp", {method: "POST",
+      headers: {"Content-Type": "application/json"}, body: "{}"});
+    return r.status;
+  } catch (e) { return "blocked"; }
+}"""
+
+
+def test_a_web_page_elsewhere_discovers_registers_and_exchanges_through_cors(tab):
+    """Chromium enforcing CORS on what a browser-based MCP client fetches from its own
+    origin; the pages are served by Playwright itself (page.route)."""
+    page = tab.page
+    # A page Playwright serves has no address, so Chromium counts it as public and asks
+    # before it reaches the loopback server (Local Network Access): granted, as a user would.
+    page.context.grant_permissions(["local-network-access"])
+    page.route(
+        lambda url: url.startswith((CLIENT_PAGE, OTHER_PAGE)),
+        lambda route: route.fulfill(
+            body="<!doctype html><title>app</title>", content_type="text/html"
+        ),
+    )
+    page.goto(CLIENT_PAGE)
+    seen = page.evaluate(DISCOVER, tab.base)
+    assert seen == {
+        "status": 401,
+        "resource": f"{tab.base}/mcp",
+        "registered": 201,
+        "token": [400, "invalid_grant"],
+        "authorize": "blocked",  # no CORS on the consent page
+    }
+    page.goto(OTHER_PAGE)
+    assert page.evaluate(CALL_MCP, tab.base) == "blocked"  # /mcp admits only its origins
