@@ -7,12 +7,14 @@ must run with `--lifespan on` — and every other request to Django, which never
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -55,12 +57,35 @@ def mcp_app() -> Starlette:
     )
 
 
+def with_cors(mcp: ASGIApp, allowed_origins: list[str]) -> CORSMiddleware:
+    """CORS for /mcp, for the origins its Origin check admits (MCP_ALLOWED_ORIGINS, `name:*`
+    for any port): a web page there may call it with a bearer token — no cookies, so no
+    credentials — and read the 401's WWW-Authenticate, which leads to the OAuth metadata.
+    Preflights are answered here, before the token check; another origin's is refused (400),
+    and its requests get the Origin check's 403."""
+    patterns = [
+        re.escape(origin[:-2]) + r":[0-9]{1,5}" if origin.endswith(":*") else re.escape(origin)
+        for origin in allowed_origins
+    ]
+    return CORSMiddleware(
+        mcp,
+        allow_origin_regex="|".join(patterns) or "(?!)",
+        allow_methods=["GET", "POST", "DELETE"],
+        allow_headers=["Authorization", "Mcp-Protocol-Version", "Mcp-Session-Id", "Last-Event-ID"],
+        expose_headers=["WWW-Authenticate", "Mcp-Session-Id", "Mcp-Protocol-Version"],
+        max_age=86400,
+    )
+
+
 class McpRouter:
-    """ASGI: the MCP app's own paths and lifespan to it, everything else to Django."""
+    """ASGI: the MCP app's own paths and lifespan to it, everything else to Django. /mcp
+    goes through `with_cors`; the protected-resource metadata has the SDK's own CORS (any
+    origin)."""
 
     def __init__(self, django_app: ASGIApp, mcp: Starlette) -> None:
         self.django_app = django_app
         self.mcp = mcp
+        self.endpoint = with_cors(mcp, settings.MCP_ALLOWED_ORIGINS)
         self.paths = frozenset(r.path for r in mcp.routes if isinstance(r, Route))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -71,8 +96,10 @@ class McpRouter:
         if path == MCP_PATH + "/":
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
             path = MCP_PATH
-        if path in self.paths:
-            await self.mcp(scope, receive, _saying_why(scope, send))
+        if path == MCP_PATH:
+            await self.endpoint(scope, receive, _saying_why(scope, send))
+        elif path in self.paths:
+            await self.mcp(scope, receive, send)
         else:
             await self.django_app(scope, receive, send)
 

@@ -5,7 +5,8 @@ rotation, and the tokens checked when a client calls `/mcp` as a person.
 A token acts for one member in one tenant (picked on the consent page) with that member's
 role: the same policy as their browser session. Codes live a minute and are used once;
 codes and tokens are stored only as SHA-256 hashes (they are 256-bit random). Redirect URIs
-must be https, or http on a loopback address (native clients), and must match exactly.
+must be absolute https URIs, or http on a loopback host (native clients), with a valid host
+and port, and must match exactly.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
+import re
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -30,7 +34,15 @@ ACCESS_TTL = timedelta(hours=1)
 REFRESH_TTL = timedelta(days=30)
 ACCESS_MARK = "mcpat_"  # what a bearer token looks like, beside API keys (`ap_`)
 MAX_REDIRECT_URIS = 10
-LOOPBACK = {"localhost", "127.0.0.1", "[::1]", "::1"}
+MAX_REDIRECT_LENGTH = 2000  # (OAuthClient.redirect_uris holds up to this)
+MAX_NAME = 200
+_URI_CHARACTERS = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
+_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# Not in a name shown to members: control characters, unpaired surrogates (the database
+# refuses them), line and paragraph separators, and the bidirectional overrides and
+# isolates that make a name read as another.
+_UNPRINTABLE = {"Cc", "Cs", "Zl", "Zp"}
+_BIDI_CONTROLS = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class OAuthError(Exception):
@@ -46,44 +58,121 @@ def _hash(value: str) -> str:
 
 
 # -- registration ------------------------------------------------------------------------
-def register_client(*, name: str, redirect_uris: list[str]) -> OAuthClient:
-    if not isinstance(name, str) or len(name) > 200 or "\x00" in name:
-        raise OAuthError("invalid_client_metadata", "`client_name` must be a short string.")
+def register_client(*, name: object, redirect_uris: object) -> OAuthClient:
+    """Everything registered comes from anyone on the network (registration needs no account)
+    and later reaches a consent page, a Location header and a CSP header: it is checked
+    here, before anything is stored."""
+    problem = _name_problem(name)
+    if problem:
+        raise OAuthError("invalid_client_metadata", problem)
     if (
         not isinstance(redirect_uris, list)
         or not redirect_uris
         or len(redirect_uris) > MAX_REDIRECT_URIS
     ):
         raise OAuthError(
-            "invalid_redirect_uri",
-            f"Give 1 to {MAX_REDIRECT_URIS} `redirect_uris`.",
+            "invalid_redirect_uri", f"Give 1 to {MAX_REDIRECT_URIS} `redirect_uris` (a list)."
         )
-    for uri in redirect_uris:
-        if not _acceptable_redirect(uri):
-            raise OAuthError(
-                "invalid_redirect_uri",
-                "Each redirect URI must be https, or http on a loopback address, without a "
-                "fragment.",
-            )
+    for index, uri in enumerate(redirect_uris):
+        problem = redirect_problem(uri)
+        if problem:
+            raise OAuthError("invalid_redirect_uri", f"redirect_uris[{index}]: {problem}")
     return OAuthClient.objects.create(
         client_id=secrets.token_urlsafe(24), name=name, redirect_uris=redirect_uris
     )
 
 
-def _acceptable_redirect(uri: object) -> bool:
-    if not isinstance(uri, str) or len(uri) > 2000 or "\x00" in uri:
-        return False
+def _name_problem(name: object) -> str | None:
+    if not isinstance(name, str):
+        return "`client_name` must be a string."
+    if len(name) > MAX_NAME:
+        return f"`client_name` must be at most {MAX_NAME} characters."
+    if any(unicodedata.category(c) in _UNPRINTABLE or c in _BIDI_CONTROLS for c in name):
+        return "`client_name` must not contain control characters (nor bidirectional ones)."
+    return None
+
+
+def redirect_problem(uri: object) -> str | None:
+    """Why `uri` may not be a redirect URI, or None: an absolute https URI, or http on a
+    loopback host (OAuth 2.1 §8.4.2), with a valid host (a DNS name, an IPv4 address or a
+    bracketed IPv6 address) and port, no userinfo and no fragment, in URI characters only."""
+    if not isinstance(uri, str):
+        return "a redirect URI must be a string."
+    if len(uri) > MAX_REDIRECT_LENGTH:
+        return f"a redirect URI must be at most {MAX_REDIRECT_LENGTH} characters."
+    if not _URI_CHARACTERS.fullmatch(uri):
+        return "a redirect URI may hold only URI characters (RFC 3986; percent-encode others)."
+    if "#" in uri:
+        return "a redirect URI must not have a fragment."
+    scheme, _, rest = uri.partition("://")
+    if scheme not in ("https", "http") or not rest:
+        return "a redirect URI must be an absolute https URI (http only on a loopback host)."
+    netloc = re.split(r"[/?]", rest, maxsplit=1)[0]
+    if "@" in netloc:
+        return "a redirect URI must not hold userinfo (`user@`)."
+    host, port = _host_and_port(netloc)
+    if host is None:
+        return "its host must be a DNS name, an IPv4 address or a bracketed IPv6 address."
+    if port is None:
+        return "its port must be a number from 1 to 65535."
+    if scheme == "http" and not _is_loopback(host):
+        return "plain http is allowed only on a loopback host (127.0.0.1, [::1], localhost)."
+    return None
+
+
+def _host_and_port(netloc: str) -> tuple[str | None, int | str | None]:
+    """The host (lowercase; an IPv6 address without brackets) and port ("" for none) of
+    `netloc`; None for either that is not valid."""
+    host: str | None
+    if netloc.startswith("["):
+        inside, bracket, after = netloc[1:].partition("]")
+        host = _ipv6(inside) if bracket else None
+    else:
+        name, colon, port = netloc.partition(":")
+        after = colon + port
+        host = name.lower() if _is_host_name_or_ipv4(name.lower()) else None
+    if not after:
+        return host, ""
+    digits = after.removeprefix(":")
+    if digits == after or not (digits.isascii() and digits.isdigit()) or len(digits) > 5:
+        return host, None
+    return host, int(digits) if 1 <= int(digits) <= 65535 else None
+
+
+def _ipv6(text: str) -> str | None:
+    if "%" in text:  # a zone id names an interface of the client's machine, not a host
+        return None
     try:
-        parts = urlsplit(uri)
+        return str(ipaddress.IPv6Address(text))
+    except ValueError:
+        return None
+
+
+def _is_host_name_or_ipv4(host: str) -> bool:
+    if len(host) > 253 or not host:
+        return False
+    labels = host.split(".")
+    if labels[-1].isdigit():  # as browsers read it: an IPv4 address, or invalid
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return False
+        return True
+    return all(_DNS_LABEL.fullmatch(label) for label in labels)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-    if parts.fragment or not parts.hostname:
-        return False
-    return parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK)
 
 
 def client_for(client_id: object, redirect_uri: object) -> OAuthClient:
-    """The registered client, if `redirect_uri` is one of its own (exactly)."""
+    """The registered client, if `redirect_uri` is one of its own (exactly) and still
+    acceptable (a client registered before the checks were as strict must register again)."""
     client = None
     if isinstance(client_id, str) and len(client_id) <= 64:
         client = OAuthClient.objects.filter(client_id=client_id).first()
@@ -91,10 +180,42 @@ def client_for(client_id: object, redirect_uri: object) -> OAuthClient:
         raise OAuthError("invalid_client", "Unknown client_id: register the client first.")
     if redirect_uri not in client.redirect_uris:
         raise OAuthError("invalid_request", "The redirect_uri is not one this client registered.")
+    if redirect_problem(redirect_uri):
+        raise OAuthError("invalid_request", "The redirect_uri is not acceptable: register again.")
     return client
 
 
 # -- authorization -----------------------------------------------------------------------
+def check_resource(requested: list[str], *, served: str) -> None:
+    """RFC 8707: every `resource` a client names must be `served`, the MCP resource this
+    server protects (the one its protected-resource metadata names), up to the case of the
+    scheme and host, a default port and a trailing slash. Naming none is taken as naming it
+    (clients from before the MCP spec asked for resource indicators)."""
+    wanted = _resource_key(served)
+    for value in requested:
+        if _resource_key(value) != wanted:
+            raise OAuthError(
+                "invalid_target",
+                f"This server issues tokens only for its MCP endpoint: resource={served}.",
+            )
+
+
+def _resource_key(uri: str) -> tuple[str, str, int | None, str, str] | None:
+    """What two spellings of one resource URI share; None for what is not an absolute
+    http(s) URI without a fragment (RFC 8707 §2)."""
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or "#" in uri:
+        return None
+    scheme = parts.scheme.lower()
+    default = {"http": 80, "https": 443}[scheme]
+    path = parts.path.rstrip("/")
+    return scheme, parts.hostname, None if port == default else port, path, parts.query
+
+
 def check_challenge(challenge: object, method: object) -> str:
     if method != "S256":
         raise OAuthError("invalid_request", "PKCE is required: code_challenge_method=S256.")

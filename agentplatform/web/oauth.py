@@ -1,7 +1,8 @@
 """The OAuth 2.1 authorization server MCP clients sign in through (agentplatform/tenancy/
 oauth.py has the rules): its metadata (RFC 8414), dynamic client registration, the consent
 page where a signed-in member picks the tenant the client may act in, and the token
-endpoint. The MCP app's protected-resource metadata names this server."""
+endpoint. The MCP app's protected-resource metadata names this server. Browser-based
+clients may call all but the consent page from any origin (agentplatform/web/cors.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ from agentplatform import rate_counters
 from agentplatform.tenancy import oauth
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.models import Tenant
+from agentplatform.web import csp
+from agentplatform.web.cors import open_to_every_origin
 
 REGISTRATIONS_PER_HOUR = 30  # per client address: registration needs no account
+MAX_REGISTRATION_BYTES = 16 * 1024  # ten long redirect URIs and a name fit many times over
 
 
 def issuer(request: HttpRequest) -> str:
@@ -31,6 +35,8 @@ def issuer(request: HttpRequest) -> str:
     return f"{resource.scheme}://{resource.netloc}"
 
 
+@open_to_every_origin("GET", "HEAD")
+@require_http_methods(["GET", "HEAD"])
 def metadata(request: HttpRequest) -> JsonResponse:
     base = issuer(request)
     return JsonResponse(
@@ -57,6 +63,7 @@ def _error(error: oauth.OAuthError, status: int = 400) -> JsonResponse:
 
 
 @csrf_exempt
+@open_to_every_origin("POST")
 @require_http_methods(["POST"])
 def register(request: HttpRequest) -> JsonResponse:
     address = request.META.get("REMOTE_ADDR", "")
@@ -67,15 +74,19 @@ def register(request: HttpRequest) -> JsonResponse:
         )
         response["Retry-After"] = str(math.ceil(count.retry_after_s))
         return response
+    if len(request.body) > MAX_REGISTRATION_BYTES:  # (Django bounds what it reads)
+        too_big = f"The metadata must be at most {MAX_REGISTRATION_BYTES} bytes."
+        return _error(oauth.OAuthError("invalid_client_metadata", too_big))
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict):
         return _error(oauth.OAuthError("invalid_client_metadata", "Send a JSON object."))
+    name = body.get("client_name")
     try:
         client = oauth.register_client(
-            name=body.get("client_name") or "", redirect_uris=body.get("redirect_uris")
+            name="" if name is None else name, redirect_uris=body.get("redirect_uris")
         )
     except oauth.OAuthError as exc:
         return _error(exc)
@@ -110,11 +121,16 @@ def authorize(request: HttpRequest) -> HttpResponse:
     except oauth.OAuthError as exc:
         return render(request, "web/oauth_error.html", {"error": exc}, status=400)
     redirect_uri, state = source["redirect_uri"], source.get("state", "")
+    back: dict[str, str] = {"state": state} if state else {}
+    try:  # the client and its URI are known: from here on, errors go back to it (§4.1.2.1)
+        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
+    except oauth.OAuthError as exc:
+        back |= {"error": exc.code, "error_description": exc.description}
+        return _back_to(redirect_uri, back)
     tenants = list(tenants_for(request.user))
     if request.method == "GET":
         context = {"client": client, "tenants": tenants, "params": source.items()}
-        return render(request, "web/oauth_consent.html", context)
-    back: dict[str, str] = {"state": state} if state else {}
+        return _consent_page(request, context, redirect_uri)
     if request.POST.get("decision") != "allow":
         back["error"] = "access_denied"
     else:
@@ -122,14 +138,29 @@ def authorize(request: HttpRequest) -> HttpResponse:
         if tenant is None:
             context = {"client": client, "tenants": tenants, "params": source.items(),
                        "problem": "Pick one of your tenants."}  # fmt: skip
-            return render(request, "web/oauth_consent.html", context, status=400)
+            return _consent_page(request, context, redirect_uri, status=400)
         try:
             back["code"] = _code(client, request, tenant, redirect_uri, challenge)
         except oauth.OAuthError as exc:  # no longer a member, since the page was shown
             back["error"] = exc.code
+    return _back_to(redirect_uri, back)
+
+
+def _back_to(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
+    """The answer to the client: its (registered) redirect URI with `params` added."""
     separator = "&" if urlsplit(redirect_uri).query else "?"
     response = HttpResponse(status=302)
-    response["Location"] = f"{redirect_uri}{separator}{urlencode(back)}"
+    response["Location"] = f"{redirect_uri}{separator}{urlencode(params)}"
+    return response
+
+
+def _consent_page(
+    request: HttpRequest, context: dict, redirect_uri: str, status: int = 200
+) -> HttpResponse:
+    """The consent form is answered by a redirect to the client's (registered) redirect URI,
+    another origin: the page's CSP lets the form go there, or a browser blocks the redirect."""
+    response = render(request, "web/oauth_consent.html", context, status=status)
+    response["Content-Security-Policy"] = csp.policy_allowing_forms_to(redirect_uri)
     return response
 
 
@@ -144,10 +175,12 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
 
 
 @csrf_exempt
+@open_to_every_origin("POST")
 @require_http_methods(["POST"])
 def token(request: HttpRequest) -> JsonResponse:
     form = request.POST
     try:
+        oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
         if form.get("grant_type") == "authorization_code":
             issued = oauth.exchange_code(
                 code=form.get("code"),

@@ -19,6 +19,7 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
+from agentplatform.tenancy import services as tenancy
 from agents.models import Run
 from tests.factories import PASSWORD
 from tests.fakes.provider_server import TextReply
@@ -172,6 +173,15 @@ def test_refusals_before_any_code(base, trio):
     assert anonymous.status_code == 302 and "/login/" in anonymous.headers["location"]
     unknown = httpx2.post(f"{base}/oauth/token", data={"grant_type": "password"})
     assert unknown.json()["error"] == "unsupported_grant_type"
+    # The resource is the one the metadata names, on the port this server is on (RFC 8707).
+    served = httpx2.get(f"{base}/.well-known/oauth-protected-resource/mcp").json()["resource"]
+    refresh = {"grant_type": "refresh_token", "refresh_token": "mcprt_x", "client_id": client_id}
+    for resource, error in (
+        (served, "invalid_grant"),
+        ("http://127.0.0.1:1/mcp", "invalid_target"),
+    ):
+        refused = httpx2.post(f"{base}/oauth/token", data={**refresh, "resource": resource})
+        assert refused.status_code == 400 and refused.json()["error"] == error
 
 
 def test_the_mcp_sdks_own_oauth_client_signs_in_and_calls(base, mcp_server, trio):
@@ -237,3 +247,60 @@ def test_the_mcp_sdks_own_oauth_client_signs_in_and_calls(base, mcp_server, trio
     names = asyncio.run(session())
     assert "calculator" in names
     assert storage.tokens.access_token.startswith("mcpat_")
+
+
+def test_a_web_page_may_discover_and_call_from_an_origin_mcp_allows(base, mcp_server, trio):
+    """CORS as a browser would ask it: the metadata, registration and token endpoints answer
+    any origin (no credentials); /mcp answers the origins its Origin check admits
+    (MCP_ALLOWED_ORIGINS, here localhost on any port) and shows them the 401's challenge."""
+    page, evil = "http://localhost:5173", "https://evil.example"
+
+    def preflight(url: str, origin: str, method: str, headers: str) -> httpx2.Response:
+        return httpx2.options(
+            url,
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": method,
+                "Access-Control-Request-Headers": headers,
+            },
+        )
+
+    metadata = f"{base}/.well-known/oauth-protected-resource/mcp"  # the MCP SDK's CORS
+    for url, method, headers in (
+        (metadata, "GET", "mcp-protocol-version"),
+        (f"{base}/.well-known/oauth-authorization-server", "GET", "mcp-protocol-version"),
+        (f"{base}/oauth/register", "POST", "content-type"),
+        (f"{base}/oauth/token", "POST", "content-type"),
+    ):
+        for origin in (page, evil):
+            answer = preflight(url, origin, method, headers)
+            assert answer.status_code in (200, 204), (url, answer.text)
+            assert answer.headers["access-control-allow-origin"] == "*", url
+            assert "access-control-allow-credentials" not in answer.headers
+    for origin in (page, evil):
+        assert httpx2.get(metadata, headers={"Origin": origin}).headers[
+            "access-control-allow-origin"
+        ] == "*"  # fmt: skip
+
+    asked = "authorization, content-type, mcp-protocol-version"
+    allowed = preflight(mcp_server, page, "POST", asked)
+    assert allowed.status_code == 200  # before (and without) the token check
+    assert allowed.headers["access-control-allow-origin"] == page
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    assert "access-control-allow-credentials" not in allowed.headers
+    challenged = httpx2.post(mcp_server, json={}, headers={"Origin": page})
+    assert challenged.status_code == 401
+    assert challenged.headers["access-control-allow-origin"] == page
+    assert "WWW-Authenticate" in challenged.headers["access-control-expose-headers"]
+
+    refused = preflight(mcp_server, evil, "POST", asked)
+    assert refused.status_code == 400
+    assert "access-control-allow-origin" not in refused.headers
+    _, key = tenancy.api_key_create(tenant=trio.acme, name="k", scopes=["read"])
+    headers = {"Authorization": f"Bearer {key}", "Origin": evil}
+    forbidden = httpx2.post(mcp_server, json={}, headers=headers)
+    assert forbidden.status_code == 403  # the Origin check (DNS-rebinding protection)
+    assert "access-control-allow-origin" not in forbidden.headers
+
+    authorize = preflight(f"{base}/oauth/authorize", page, "GET", "content-type")
+    assert "access-control-allow-origin" not in authorize.headers  # it uses the session

@@ -1,8 +1,9 @@
 // The official MCP TypeScript client, as an integrator would use it: connect over
 // streamable HTTP with a bearer key, list the tools, call one.
 //   node mcp_call.mjs <url> <key> <tool> '<arguments as JSON>'
-// Prints {"tools": [...names], "result": <the CallToolResult>} or {"error": "<message>"}
-// (an exception the client threw, e.g. structured content not matching the output schema).
+// Prints {"tools": [...names], "result": <the CallToolResult>} or {"error": "<message>",
+// "code": <its HTTP status, if any>} (an exception the client threw, e.g. structured content
+// not matching the output schema, or a 401).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -17,7 +18,8 @@ try {
   const result = await client.callTool({ name: tool, arguments: JSON.parse(args || "{}") });
   console.log(JSON.stringify({ tools: tools.map((t) => t.name), result }));
 } catch (error) {
-  console.log(JSON.stringify({ error: String(error && error.message ? error.message : error) }));
+  const message = String(error && error.message ? error.message : error);
+  console.log(JSON.stringify({ error: message, code: error?.code }));
 } finally {
   await client.close().catch(() => {});
 }

@@ -1,0 +1,172 @@
+"""The OAuth endpoints MCP clients use (agentplatform/web/oauth.py), request by request:
+what registration refuses and how, the resource a client names (RFC 8707), and CORS for
+browser-based clients. tests/mcp/test_oauth.py has whole flows against a live server."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from django.test import Client
+
+from agentplatform import rate_counters
+from agentplatform.tenancy.models import OAuthClient, OAuthGrant
+from tests.factories import login
+
+pytestmark = pytest.mark.django_db
+
+ADDRESS = "192.0.2.7"  # the registration counter is per address
+
+
+@pytest.fixture
+def anyone() -> Client:
+    rate_counters.reset(f"throttle:oauth-register:{ADDRESS}")
+    return Client(REMOTE_ADDR=ADDRESS)
+
+
+def register(client: Client, body: object, **headers):
+    return client.post(
+        "/oauth/register", json.dumps(body), content_type="application/json", **headers
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "words"),
+    [
+        ({"redirect_uris": ["https://evil.com; script-src x/cb"]}, "invalid_redirect_uri",
+         "redirect_uris[0]: a redirect URI may hold only URI characters"),
+        ({"redirect_uris": ["https://evil.com;script-src/cb"]}, "invalid_redirect_uri",
+         "redirect_uris[0]: its host must be a DNS name"),
+        ({"redirect_uris": ["https://ok.example/cb", "http://evil.example/cb"]},
+         "invalid_redirect_uri", "redirect_uris[1]: plain http is allowed only on a loopback"),
+        ({"redirect_uris": [{"uri": "https://ok.example/cb"}]}, "invalid_redirect_uri",
+         "must be a string"),
+        ({}, "invalid_redirect_uri", "Give 1 to 10"),
+        ({"client_name": "\u0007bell", "redirect_uris": ["https://ok.example/cb"]},
+         "invalid_client_metadata", "control characters"),
+        ({"client_name": "\ud83d", "redirect_uris": ["https://ok.example/cb"]},
+         "invalid_client_metadata", "control characters"),  # (the database would refuse it)
+        ({"client_name": 7, "redirect_uris": ["https://ok.example/cb"]},
+         "invalid_client_metadata", "must be a string"),
+        ({"client_name": "x" * 20_000, "redirect_uris": ["https://ok.example/cb"]},
+         "invalid_client_metadata", "at most 16384 bytes"),
+        (["not", "an", "object"], "invalid_client_metadata", "JSON object"),
+    ],
+)  # fmt: skip
+def test_registration_refuses_hostile_metadata_with_a_400_saying_why(anyone, body, code, words):
+    refused = register(anyone, body)
+    assert refused.status_code == 400, refused.content
+    assert refused.json()["error"] == code
+    assert words in refused.json()["error_description"]
+    assert refused["Cache-Control"] == "no-store"
+    assert not OAuthClient.objects.exists()
+
+
+def test_registration_takes_a_client_without_a_name(anyone):
+    registered = register(anyone, {"redirect_uris": ["http://[::1]:8080/cb"]})
+    assert registered.status_code == 201
+    assert registered.json()["client_name"] == ""
+    assert OAuthClient.objects.get().redirect_uris == ["http://[::1]:8080/cb"]
+
+
+# -- the resource (RFC 8707) ----------------------------------------------------------------
+RESOURCE = "https://agents.example/mcp"
+REDIRECT = "http://127.0.0.1:8765/callback"
+VERIFIER = "v" * 43
+
+
+@pytest.fixture
+def served(settings) -> str:
+    settings.MCP_RESOURCE_URL = RESOURCE  # what the protected-resource metadata names
+    return RESOURCE
+
+
+@pytest.fixture
+def params(anyone) -> dict[str, str]:
+    client_id = register(anyone, {"redirect_uris": [REDIRECT]}).json()["client_id"]
+    digest = hashlib.sha256(VERIFIER.encode()).digest()
+    return {
+        "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT,
+        "code_challenge": base64.urlsafe_b64encode(digest).rstrip(b"=").decode(),
+        "code_challenge_method": "S256", "state": "s1",
+    }  # fmt: skip
+
+
+def answer(browser: Client, params: dict[str, str]) -> dict[str, list[str]]:
+    """The member allows; the query the client's redirect URI receives."""
+    page = browser.get(f"/oauth/authorize?{urlencode(params, doseq=True)}")
+    assert page.status_code == 200, page.content[:300]
+    done = browser.post("/oauth/authorize", {**params, "tenant": "acme", "decision": "allow"})
+    assert done.status_code == 302 and done["Location"].startswith(REDIRECT + "?")
+    return parse_qs(urlsplit(done["Location"]).query)
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "https://elsewhere.example/mcp",
+        "https://agents.example/other",
+        "https://agents.example:8443/mcp",
+        "http://agents.example/mcp",
+        "https://agents.example/mcp#x",
+        "agents.example/mcp",
+        ["https://agents.example/mcp", "https://elsewhere.example/mcp"],
+    ],
+)
+def test_authorization_for_another_resource_goes_back_to_the_client_as_invalid_target(
+    served, params, trio, resource
+):
+    browser = login(Client(), trio.alice)
+    asked = f"/oauth/authorize?{urlencode({**params, 'resource': resource}, doseq=True)}"
+    refused = browser.get(asked)
+    assert refused.status_code == 302 and refused["Location"].startswith(REDIRECT + "?")
+    query = parse_qs(urlsplit(refused["Location"]).query)
+    assert query["error"] == ["invalid_target"] and query["state"] == ["s1"]
+    assert f"resource={RESOURCE}" in query["error_description"][0]
+    assert "code" not in query
+    assert not OAuthGrant.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        [RESOURCE],
+        ["HTTPS://Agents.Example:443/mcp/"],  # the same resource, spelled otherwise
+        [RESOURCE, RESOURCE],
+        [],  # none: a client from before the MCP spec asked for resource indicators
+    ],
+)
+def test_a_code_and_tokens_are_issued_for_this_servers_resource(served, params, trio, resource):
+    query = answer(login(Client(), trio.alice), {**params, "resource": resource})
+    exchange = {"grant_type": "authorization_code", "code": query["code"][0],
+                "client_id": params["client_id"], "redirect_uri": REDIRECT,
+                "code_verifier": VERIFIER, "resource": resource}  # fmt: skip
+    tokens = Client().post("/oauth/token", exchange)
+    assert tokens.status_code == 200, tokens.content
+    again = {"grant_type": "refresh_token", "refresh_token": tokens.json()["refresh_token"],
+             "client_id": params["client_id"], "resource": resource}  # fmt: skip
+    assert Client().post("/oauth/token", again).status_code == 200
+
+
+def test_the_token_endpoint_refuses_another_resource_with_a_400(served, params, trio):
+    query = answer(login(Client(), trio.alice), {**params, "resource": RESOURCE})
+    exchange = {"grant_type": "authorization_code", "code": query["code"][0],
+                "client_id": params["client_id"], "redirect_uri": REDIRECT,
+                "code_verifier": VERIFIER}  # fmt: skip
+    refused = Client().post("/oauth/token", {**exchange, "resource": "https://evil.example/"})
+    assert refused.status_code == 400 and refused["Cache-Control"] == "no-store"
+    assert refused.json() == {
+        "error": "invalid_target",
+        "error_description": f"This server issues tokens only for its MCP endpoint: "
+        f"resource={RESOURCE}.",
+    }
+    tokens = Client().post("/oauth/token", {**exchange, "resource": RESOURCE})
+    assert tokens.status_code == 200  # the refusal did not use the code up
+    refresh = {"grant_type": "refresh_token", "refresh_token": tokens.json()["refresh_token"],
+               "client_id": params["client_id"]}  # fmt: skip
+    wrong = Client().post("/oauth/token", {**refresh, "resource": "https://evil.example/mcp"})
+    assert wrong.json()["error"] == "invalid_target"
+    assert Client().post("/oauth/token", refresh).status_code == 200  # not used up either
