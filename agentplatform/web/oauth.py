@@ -21,6 +21,7 @@ from agentplatform import rate_counters
 from agentplatform.tenancy import oauth
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.models import Tenant
+from agentplatform.web import csp
 
 REGISTRATIONS_PER_HOUR = 30  # per client address: registration needs no account
 
@@ -113,7 +114,7 @@ def authorize(request: HttpRequest) -> HttpResponse:
     tenants = list(tenants_for(request.user))
     if request.method == "GET":
         context = {"client": client, "tenants": tenants, "params": source.items()}
-        return render(request, "web/oauth_consent.html", context)
+        return _consent_page(request, context, redirect_uri)
     back: dict[str, str] = {"state": state} if state else {}
     if request.POST.get("decision") != "allow":
         back["error"] = "access_denied"
@@ -122,7 +123,7 @@ def authorize(request: HttpRequest) -> HttpResponse:
         if tenant is None:
             context = {"client": client, "tenants": tenants, "params": source.items(),
                        "problem": "Pick one of your tenants."}  # fmt: skip
-            return render(request, "web/oauth_consent.html", context, status=400)
+            return _consent_page(request, context, redirect_uri, status=400)
         try:
             back["code"] = _code(client, request, tenant, redirect_uri, challenge)
         except oauth.OAuthError as exc:  # no longer a member, since the page was shown
@@ -130,6 +131,17 @@ def authorize(request: HttpRequest) -> HttpResponse:
     separator = "&" if urlsplit(redirect_uri).query else "?"
     response = HttpResponse(status=302)
     response["Location"] = f"{redirect_uri}{separator}{urlencode(back)}"
+    return response
+
+
+def _consent_page(
+    request: HttpRequest, context: dict, redirect_uri: str, *, status: int = 200
+) -> HttpResponse:
+    """The consent form. Its answer is a redirect to the client's `redirect_uri`, which a
+    browser follows only if the page's form-action allows that origin too."""
+    response = render(request, "web/oauth_consent.html", context, status=status)
+    target = csp.form_target_source(redirect_uri)
+    response["Content-Security-Policy"] = csp.policy_with_form_target(target)
     return response
 
 
