@@ -194,3 +194,39 @@ def test_a_provider_that_cannot_be_reached_is_a_502_saying_why(trio, client, set
             assert failed.value.status_code == 502, name
             message = failed.value.body["message"]
             assert said in message and "sk-never-shown" not in message, (name, message)
+
+
+def test_an_agent_limited_key_is_refused_a_gateway_model_on_messages_in_anthropics_shape(
+    trio, asgi_server, keys, provider_server, connection
+):
+    make_connection(
+        trio.acme, "Claude", "anthropic", api_key="sk-ant-secret-2",
+        base_url=provider_server.anthropic_base_url, default_model="claude-test",
+    )  # fmt: skip
+    _, limited = tenancy.api_key_create(
+        tenant=trio.acme, name="lim", scopes=["read", "run"], allowed_agents=["assistant"]
+    )
+    claude = anthropic.Anthropic(api_key=limited, base_url=asgi_server, max_retries=0)
+    hello = [{"role": "user", "content": "hi"}]
+    for stream in (False, True):
+        with pytest.raises(anthropic.PermissionDeniedError) as refused:
+            claude.messages.create(
+                model="claude/claude-test", max_tokens=10, messages=hello, stream=stream
+            )
+        assert refused.value.body == {
+            "type": "error",
+            "error": {
+                "type": "permission_error",
+                "message": "This API key may run only some agents, not models.",
+            },
+        }
+    with pytest.raises(anthropic.PermissionDeniedError):  # the key, before the model is sought
+        claude.messages.create(model="nope/claude-test", max_tokens=10, messages=hello)
+    assert "sk-ant-secret-2" not in json.dumps(refused.value.body)
+    assert provider_server.requests_to("/v1/messages") == []
+    assert not Run.objects.exists()
+    # The model itself answers a key not limited to agents.
+    provider_server.script("anthropic", TextReply("Hi."))
+    allowed = anthropic.Anthropic(api_key=keys["run"], base_url=asgi_server, max_retries=0)
+    answer = allowed.messages.create(model="claude/claude-test", max_tokens=10, messages=hello)
+    assert answer.content[0].text == "Hi."

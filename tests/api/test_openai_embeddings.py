@@ -57,6 +57,20 @@ def test_unknown_models_bad_inputs_and_agent_limited_keys_are_refused(
     assert not Run.objects.exists()
 
 
+def test_an_agent_limited_key_is_refused_a_connections_embeddings(
+    trio, asgi_server, provider_server, connection
+):
+    _, limited = tenancy.api_key_create(
+        tenant=trio.acme, name="lim", scopes=["read", "run"], allowed_agents=["assistant"]
+    )
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        sdk(asgi_server, limited).embeddings.create(model=MODEL, input="x")
+    assert refused.value.code == "permission_denied"
+    assert "only some agents" in refused.value.message
+    assert provider_server.requests_to("/v1/embeddings") == []
+    assert not Run.objects.exists()
+
+
 def test_the_local_model_embeds_with_384_dimensions(trio, asgi_server, keys):
     client = sdk(asgi_server, keys["run"]).with_options(timeout=90)  # (the model loads first)
     result = client.embeddings.create(

@@ -8,6 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from agentplatform.tenancy.models import ApiKey
 from agents.models import Agent
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
@@ -93,4 +94,36 @@ def test_a_member_sees_no_configuration_and_gets_403(trio, tab):
         "tools/try/calculator/", "connections/", "connections/new/", "api-keys/", "members/",
     ):  # fmt: skip
         assert tab.goto(f"/t/acme/{path}").status == 403, path
+    tab.assert_clean()
+
+
+def test_an_admin_creates_a_key_that_may_act_for_members_and_sees_it_listed(trio, tab, tmp_path):
+    tab.login("alice")
+    tab.goto("/t/acme/api-keys/")
+    page = tab.page
+    page.get_by_label("Name").fill("Member portal")
+    page.get_by_label("Run agents and tools").check()
+    acts = page.get_by_role("checkbox", name="May act for members")
+    expect(acts).not_to_be_checked()
+    acts.check()
+    page.screenshot(path=tmp_path / "api_key_form.png", full_page=True)
+    page.get_by_role("button", name="Create API key").click()
+
+    created = page.get_by_role("status").filter(has_text="created")
+    expect(created).to_contain_text("API key “Member portal” created")
+    key = ApiKey.objects.get(tenant=trio.acme, name="Member portal")
+    assert key.acts_for_members and key.scopes == ["read", "run"]
+    assert page.get_by_label("The new API key").input_value().startswith(f"ap_{key.prefix}_")
+    row = page.get_by_role("row").filter(has_text="Member portal")
+    expect(row).to_contain_text("may act for members")
+    page.screenshot(path=tmp_path / "api_key_created.png", full_page=True)
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.screenshot(path=tmp_path / "api_key_created_narrow.png", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    tab.goto("/t/acme/api-keys/")  # listed as such afterwards too, the key never again
+    expect(page.get_by_role("row").filter(has_text="Member portal")).to_contain_text(
+        "may act for members"
+    )
+    assert page.get_by_label("The new API key").count() == 0
     tab.assert_clean()

@@ -52,8 +52,8 @@ class ApiKeyForm(PlainLabels, forms.Form):
     acts_for_members = forms.BooleanField(
         required=False,
         label="May act for members",
-        help_text="A call naming a member (OpenAI's `user`) runs as theirs: their runs, "
-        "memory and agent grants. Owners' and admins' keys only.",
+        help_text="A /v1 call whose “user” names a member runs as theirs: their runs, memory "
+        "and agent grants (never a member above the key's role). Owners' and admins' keys only.",
     )
 
     def __init__(self, *args, tenant: Tenant, **kwargs) -> None:
