@@ -16,37 +16,56 @@ from agentplatform.api.sse import sse_message
 PREFIX = "resp_"
 # Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.
 _PARAMS = {"messages": "input", "response_format": "text.format", "max_tokens": "max_output_tokens"}
+# Fields both APIs name alike, sent on as they are (only `temperature`, `top_p`, `user` and
+# `stream` are read for an agent).
+_SHARED = (
+    "temperature",
+    "top_p",
+    "user",
+    "stream",
+    "parallel_tool_calls",
+    "prompt_cache_key",
+    "safety_identifier",
+    "service_tier",
+)
+_ROLES = ("user", "assistant", "system", "developer")
+_TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 # -- the request -----------------------------------------------------------------------------
 def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
-    """A Responses body as a Chat Completions body: `instructions` and `input` as messages,
-    function tools, `tool_choice`, `text.format` as `response_format`, sampling. Checks only
-    what translating needs (a 400 naming the Responses field); the rest is the chat
-    parser's or the provider's to judge. `previous_response_id`, `store` are not read here."""
+    """A Responses body as a Chat Completions body a provider takes as it is: `instructions`
+    and `input` as messages, function tools, `tool_choice`, `text.format` as
+    `response_format`, sampling and a few options both APIs share. Checks what translating
+    needs (a 400 naming the Responses field); the rest is the chat parser's (agents) or the
+    provider's (gateway models) to judge. `previous_response_id` and `store` are not read."""
     messages: list[dict[str, Any]] = []
     instructions = body.get("instructions")
     if instructions is not None:
         if not isinstance(instructions, str):
             raise BadRequest("`instructions` must be a string.", "instructions")
-        messages.append({"role": "developer", "content": instructions})
+        messages.append({"role": "system", "content": instructions})
     messages += _input_messages(body.get("input"))
     chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    for name in ("temperature", "top_p", "user", "stream"):
-        if name in body:
+    for name in _SHARED:
+        if body.get(name) is not None:
             chat[name] = body[name]
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
+        chat["reasoning_effort"] = reasoning["effort"]
     if body.get("tools") is not None:
         chat["tools"] = _tools(body["tools"])
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
     text = body.get("text")
     if text is not None:
-        format = text.get("format") if isinstance(text, dict) else None
-        if not isinstance(format, dict):
+        if not isinstance(text, dict):
             raise BadRequest('`text` must be {"format": {...}}.', "text")
-        chat["response_format"] = _response_format(format)
+        format = text.get("format")
+        if format is not None:
+            chat["response_format"] = _response_format(format)
     return chat
 
 
@@ -73,44 +92,77 @@ def _input_messages(raw: Any) -> list[dict[str, Any]]:
         raise BadRequest("`input` must be a string or a non-empty list of items.", "input")
     messages: list[dict[str, Any]] = []
     for index, item in enumerate(raw):
+        param = f"input[{index}]"
         kind = item.get("type", "message") if isinstance(item, dict) else None
         if kind == "message":
-            messages.append({"role": item.get("role"), "content": _content(item.get("content"))})
+            role = item.get("role")
+            if role not in _ROLES:
+                raise BadRequest(
+                    f"A message's `role` must be one of {', '.join(_ROLES)}.", f"{param}.role"
+                )
+            content = _content(item.get("content"), f"{param}.content")
+            messages.append({"role": role, "content": content})
         elif kind == "function_call":
+            call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
+            if not all(isinstance(v, str) for v in (call_id, name, arguments)) or not call_id:
+                raise BadRequest(
+                    "A `function_call` item needs `call_id`, `name` and `arguments` strings.",
+                    param,
+                )
             call = {
-                "id": item.get("call_id"),
+                "id": call_id,
                 "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                "function": {"name": name, "arguments": arguments},
             }
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant" and last.get("_calls"):
                 last["tool_calls"].append(call)
             else:
-                messages.append({"role": "assistant", "tool_calls": [call], "_calls": True})
+                messages.append(
+                    {"role": "assistant", "content": None, "tool_calls": [call], "_calls": True}
+                )
         elif kind == "function_call_output":
-            output = item.get("output")
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str) or not call_id:
+                raise BadRequest("A `function_call_output` item needs its `call_id`.", param)
             if not isinstance(output, str):
                 output = json.dumps(output, ensure_ascii=False)
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": output}
-            )
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
         elif kind == "reasoning":
             continue  # (no reasoning is carried between turns here)
         else:
-            raise BadRequest(f"Input items of type {kind!r} are not supported.", f"input[{index}]")
+            raise BadRequest(f"Input items of type {kind!r} are not supported.", param)
     for message in messages:
         message.pop("_calls", None)
     return messages
 
 
-def _content(content: Any) -> Any:
-    """Responses content parts as Chat Completions parts (`input_image` -> `image_url`)."""
-    if not isinstance(content, list):
+def _content(content: Any, param: str) -> Any:
+    """Responses content as Chat Completions content: text parts alone as one string (as every
+    OpenAI-compatible service takes it), else parts (`input_text` -> `text`, `input_image`
+    -> `image_url`, `input_file` -> `file`); other parts as they are."""
+    if content is None or isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        raise BadRequest("`content` must be a string or a list of parts.", param)
+    kinds = [part.get("type") if isinstance(part, dict) else None for part in content]
+    if content and all(k in _TEXT_PARTS for k in kinds):
+        texts = [part.get("text") for part in content]
+        if not all(isinstance(t, str) for t in texts):
+            raise BadRequest("A text part needs a `text` string.", param)
+        return "\n".join(texts)
     parts = []
-    for part in content:
-        if isinstance(part, dict) and part.get("type") == "input_image":
-            parts.append({"type": "image_url", "image_url": {"url": part.get("image_url")}})
+    for part, kind in zip(content, kinds, strict=True):
+        if kind in _TEXT_PARTS:
+            parts.append({"type": "text", "text": part.get("text")})
+        elif kind == "input_image":
+            image = {"url": part.get("image_url")}
+            if part.get("detail") is not None:
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+        elif kind == "input_file":
+            file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
+            parts.append({"type": "file", "file": file})
         else:
             parts.append(part)
     return parts
@@ -128,21 +180,41 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
                 "on the platform.",
                 f"tools[{index}]",
             )
-        function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+        if not isinstance(tool.get("name"), str):
+            raise BadRequest("A function tool needs its `name`.", f"tools[{index}].name")
+        function = {
+            k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool
+        }
         tools.append({"type": "function", "function": function})
     return tools
 
 
 def _tool_choice(raw: Any) -> Any:
-    if isinstance(raw, dict) and raw.get("type") == "function":
-        return {"type": "function", "function": {"name": raw.get("name")}}
-    return raw
+    if raw in ("auto", "none", "required"):
+        return raw
+    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("name"), str):
+        return {"type": "function", "function": {"name": raw["name"]}}
+    raise BadRequest(
+        '`tool_choice` must be "auto", "none", "required" or {"type": "function", "name": ...}.',
+        "tool_choice",
+    )
 
 
-def _response_format(format: dict[str, Any]) -> dict[str, Any]:
-    if format.get("type") == "json_schema":
-        return {"type": "json_schema", "json_schema": {"schema": format.get("schema")}}
-    return format
+def _response_format(format: Any) -> dict[str, Any]:
+    kind = format.get("type") if isinstance(format, dict) else None
+    if kind in ("text", "json_object"):
+        return {"type": kind}
+    if kind == "json_schema":
+        spec = {"name": format.get("name") or "response", "schema": format.get("schema")}
+        for name in ("description", "strict"):
+            if format.get(name) is not None:
+                spec[name] = format[name]
+        return {"type": "json_schema", "json_schema": spec}
+    raise BadRequest(
+        '`text.format` must be {"type": "text"}, {"type": "json_object"} or '
+        '{"type": "json_schema", "name": ..., "schema": {...}}.',
+        "text.format",
+    )
 
 
 # -- the answer ------------------------------------------------------------------------------
