@@ -30,6 +30,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from agentplatform.api.gateway import is_gateway_model
+from agentplatform.api.gateway_responses import gateway_responses
 from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
@@ -196,6 +198,8 @@ async def responses(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
     client = await authorized(request, Action.START_RUN)  # before any work for the body
     body = await parsed_body(json_body, request.body)
+    if is_gateway_model(body):
+        return await gateway_responses(request, body, client)
     parsed = await parsed_body(parse_responses_request, body, size=len(request.body))
     chat = await brief(_prepared)(client, parsed)
     if chat.fetches_images:

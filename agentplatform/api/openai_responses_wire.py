@@ -15,7 +15,12 @@ from agentplatform.api.sse import sse_message
 
 PREFIX = "resp_"
 # Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.
-_PARAMS = {"messages": "input", "response_format": "text.format", "max_tokens": "max_output_tokens"}
+_PARAMS = {
+    "messages": "input",
+    "response_format": "text.format",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+}
 # Fields both APIs name alike, sent on as they are (only `temperature`, `top_p`, `user` and
 # `stream` are read for an agent).
 _SHARED = (
