@@ -353,11 +353,11 @@ def test_gateway_responses_refusals(trio, client, asgi_server, connection):
     assert unreadable.value.status == 502  # (an OpenAIError: what the view answers)
 
 
-@pytest.mark.parametrize("scenario", ["tools", "output"])
+@pytest.mark.parametrize("scenario", ["tools", "output", "stream"])
 def test_openai_agents_default_model_class_with_a_gateway_model(
     asgi_server, keys, connection, provider_server, scenario
 ):
-    if scenario == "tools":
+    if scenario in ("tools", "stream"):  # (stream: the tools scenario, run streamed)
         provider_server.script("openai", ToolCallReply([PARIS_CALL]), TextReply("Sunny."))
     else:
         provider_server.script("openai", TextReply('{"name": "Paris", "population": 2100000}'))
@@ -365,7 +365,8 @@ def test_openai_agents_default_model_class_with_a_gateway_model(
     assert result.get("error") is None, result
     sent = provider_server.requests_to("/v1/chat/completions")
     assert sent[0].body["messages"][0] == {"role": "system", "content": "Use your tools."}
-    if scenario == "tools":
+    assert sent[0].body["stream"] is (scenario == "stream")
+    if scenario in ("tools", "stream"):
         assert result["output"] == "Sunny."
         assert result["calls"] == [{"tool": "get_weather", "city": "Paris"}]
         assert [m["role"] for m in sent[-1].body["messages"]] == [

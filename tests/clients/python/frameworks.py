@@ -49,7 +49,9 @@ def _agents_model(api: str, model: str):
     return kind(model=model, openai_client=client)
 
 
-async def openai_agents(api: str, *, output: bool, model: str = "assistant") -> dict:
+async def openai_agents(
+    api: str, *, output: bool, model: str = "assistant", stream: bool = False
+) -> dict:
     from agents import Agent, Runner, function_tool
 
     agent = Agent(
@@ -59,7 +61,12 @@ async def openai_agents(api: str, *, output: bool, model: str = "assistant") -> 
         tools=[function_tool(get_weather)],
         output_type=City if output else None,
     )
-    result = await Runner.run(agent, "Weather in Paris?")
+    if stream:
+        result = Runner.run_streamed(agent, "Weather in Paris?")
+        async for _ in result.stream_events():
+            pass
+    else:
+        result = await Runner.run(agent, "Weather in Paris?")
     final = result.final_output
     return {"output": final.model_dump() if isinstance(final, BaseModel) else final}
 
@@ -120,6 +127,9 @@ SCENARIOS = {
     ),
     "openai_agents_gateway_responses_output": lambda: openai_agents(
         "responses", output=True, model=GATEWAY_MODEL
+    ),
+    "openai_agents_gateway_responses_stream": lambda: openai_agents(
+        "responses", output=False, model=GATEWAY_MODEL, stream=True
     ),
     "pydantic_ai_tool_output": lambda: pydantic_ai(native=False),
     "pydantic_ai_native_output": lambda: pydantic_ai(native=True),
