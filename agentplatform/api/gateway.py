@@ -57,6 +57,12 @@ async def _route(client: ApiClient, model: str, kind: type) -> GatewayRoute:
     return route
 
 
+async def chat_route(client: ApiClient, model: str) -> GatewayRoute:
+    """The route of a gateway model served through Chat Completions, for a face that
+    translates into it (/v1/responses): refused as /v1/chat/completions refuses it."""
+    return await _route(client, model, ChatPassthrough)
+
+
 def _check(body: dict[str, Any], kind: type) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -153,6 +159,19 @@ def _record_later(client, model, route, forwarded: Forwarded, started, body) -> 
             error="" if ok else f"the provider answered HTTP {forwarded.status}",
         )
     )
+
+
+def record_gateway_call(
+    client: ApiClient,
+    model: str,
+    route: GatewayRoute,
+    forwarded: Forwarded,
+    started: Any,
+    body: dict[str, Any],
+) -> None:
+    """A call through `route` recorded in the next batch; `body` is the Chat Completions
+    body that was sent (its last user message is the run's input)."""
+    _record_later(client, model, route, forwarded, started, body)
 
 
 class _Recorder:

@@ -407,6 +407,12 @@ def _output_schema(raw: Any) -> dict[str, Any] | None:
     )
 
 
+def check_sampling(body: dict[str, Any]) -> None:
+    """The sampling fields (`temperature`, `top_p`, the token limits, `stop`, `seed`) as a
+    chat completion takes them: a 400 naming the one that is wrong."""
+    _sampling(body)
+
+
 def _sampling(body: dict[str, Any]) -> Sampling:
     temperature = _number(body, "temperature", 0, 2)
     top_p = _number(body, "top_p", 0, 1)

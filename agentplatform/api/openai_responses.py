@@ -30,6 +30,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from agentplatform.api.gateway import is_gateway_model
+from agentplatform.api.gateway_responses import gateway_responses
 from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
@@ -53,7 +55,18 @@ from agentplatform.api.openai_compat import (
 from agentplatform.api.openai_compat import (
     parsed as parsed_body,
 )
-from agentplatform.api.sse import event_stream_response, sse_message
+from agentplatform.api.openai_responses_wire import (
+    PREFIX,
+    ResponseEvents,
+    function_call_item,
+    is_response_id,
+    message_item,
+    response_object,
+    responses_as_chat,
+    responses_param,
+    usage_object,
+)
+from agentplatform.api.sse import event_stream_response
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, Principal, declares
@@ -67,11 +80,8 @@ from agents.worker_runs import Nearby
 from providers.runtime.openai_adapter import to_openai_messages
 from providers.runtime.types import UserMessage
 
-PREFIX = "resp_"
 # Not made with `store: false` (only that is stored: {"kept": false}).
 _KEPT = Q(client_request__isnull=True) | ~Q(client_request__has_key="kept")
-# Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.
-_PARAMS = {"messages": "input", "response_format": "text.format", "max_tokens": "max_output_tokens"}
 
 
 @dataclass(frozen=True)
@@ -83,33 +93,10 @@ class ResponsesRequest:
 
 
 # -- the request ---------------------------------------------------------------------------
-def parse_responses_request(raw: bytes) -> ResponsesRequest:
-    body = json_body(raw)
-    messages: list[dict[str, Any]] = []
-    instructions = body.get("instructions")
-    if instructions is not None:
-        if not isinstance(instructions, str):
-            raise BadRequest("`instructions` must be a string.", "instructions")
-        messages.append({"role": "developer", "content": instructions})
-    messages += _input_messages(body.get("input"))
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    for name in ("temperature", "top_p", "user", "stream"):
-        if name in body:
-            chat[name] = body[name]
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
-    if body.get("tools") is not None:
-        chat["tools"] = _tools(body["tools"])
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    text = body.get("text")
-    if text is not None:
-        format = text.get("format") if isinstance(text, dict) else None
-        if not isinstance(format, dict):
-            raise BadRequest('`text` must be {"format": {...}}.', "text")
-        chat["response_format"] = _response_format(format)
+def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
+    chat = responses_as_chat(body)
     previous = body.get("previous_response_id")
-    if previous is not None and not _is_response_id(previous):
+    if previous is not None and not is_response_id(previous):
         raise BadRequest("No such response.", "previous_response_id")
     store = body.get("store", True)
     if not isinstance(store, bool):
@@ -121,93 +108,6 @@ def parse_responses_request(raw: bytes) -> ResponsesRequest:
         kept=store,
         stream=stream is True,
     )
-
-
-def _is_response_id(value: Any) -> bool:
-    """`resp_<run id>`, the id plain ASCII digits of a size a run's id can have."""
-    digits = value[len(PREFIX) :] if isinstance(value, str) and value.startswith(PREFIX) else ""
-    return digits.isascii() and digits.isdigit() and len(digits) < 19
-
-
-def _input_messages(raw: Any) -> list[dict[str, Any]]:
-    """`input` as Chat Completions messages: consecutive function calls join one assistant
-    message, as Chat Completions carries them."""
-    if isinstance(raw, str):
-        return [{"role": "user", "content": raw}]
-    if not isinstance(raw, list) or not raw:
-        raise BadRequest("`input` must be a string or a non-empty list of items.", "input")
-    messages: list[dict[str, Any]] = []
-    for index, item in enumerate(raw):
-        kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "message":
-            messages.append({"role": item.get("role"), "content": _content(item.get("content"))})
-        elif kind == "function_call":
-            call = {
-                "id": item.get("call_id"),
-                "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            }
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and last.get("_calls"):
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "tool_calls": [call], "_calls": True})
-        elif kind == "function_call_output":
-            output = item.get("output")
-            if not isinstance(output, str):
-                output = json.dumps(output, ensure_ascii=False)
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": output}
-            )
-        elif kind == "reasoning":
-            continue  # (no reasoning is carried between turns here)
-        else:
-            raise BadRequest(f"Input items of type {kind!r} are not supported.", f"input[{index}]")
-    for message in messages:
-        message.pop("_calls", None)
-    return messages
-
-
-def _content(content: Any) -> Any:
-    """Responses content parts as Chat Completions parts (`input_image` -> `image_url`)."""
-    if not isinstance(content, list):
-        return content
-    parts = []
-    for part in content:
-        if isinstance(part, dict) and part.get("type") == "input_image":
-            parts.append({"type": "image_url", "image_url": {"url": part.get("image_url")}})
-        else:
-            parts.append(part)
-    return parts
-
-
-def _tools(raw: Any) -> list[dict[str, Any]]:
-    if not isinstance(raw, list):
-        raise BadRequest("`tools` must be a list.", "tools")
-    tools = []
-    for index, tool in enumerate(raw):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise BadRequest(
-                f"Only function tools are supported (not {kind!r}): the agent's own tools run "
-                "on the platform.",
-                f"tools[{index}]",
-            )
-        function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
-        tools.append({"type": "function", "function": function})
-    return tools
-
-
-def _tool_choice(raw: Any) -> Any:
-    if isinstance(raw, dict) and raw.get("type") == "function":
-        return {"type": "function", "function": {"name": raw.get("name")}}
-    return raw
-
-
-def _response_format(format: dict[str, Any]) -> dict[str, Any]:
-    if format.get("type") == "json_schema":
-        return {"type": "json_schema", "json_schema": {"schema": format.get("schema")}}
-    return format
 
 
 def _conversation_so_far(client: ApiClient, previous_id: int) -> list[dict[str, Any]]:
@@ -229,14 +129,6 @@ def _conversation_so_far(client: ApiClient, previous_id: int) -> list[dict[str, 
     return to_openai_messages(RunState.from_dict(run.state).messages)
 
 
-def _param(param: str | None) -> str | None:
-    """A Chat Completions body's field as the Responses body names it."""
-    for chat_name, name in _PARAMS.items():
-        if param and param.startswith(chat_name):
-            return name + param[len(chat_name) :]
-    return param
-
-
 def _prepared(client: ApiClient, parsed: ResponsesRequest) -> ChatRequest:
     """The request as a chat (after the earlier turns, if any)."""
     body = parsed.body
@@ -246,7 +138,7 @@ def _prepared(client: ApiClient, parsed: ResponsesRequest) -> ChatRequest:
     try:
         chat = parse_chat_body(body)
     except BadRequest as exc:
-        raise OpenAIError(400, str(exc), param=_param(exc.param)) from None
+        raise OpenAIError(400, str(exc), param=responses_param(exc.param)) from None
     if not parsed.kept:
         client_request = chat.client or ClientRequest(messages=(UserMessage(chat.input),))
         chat = replace(chat, client=replace(client_request, kept=False))
@@ -257,38 +149,14 @@ def _prepared(client: ApiClient, parsed: ResponsesRequest) -> ChatRequest:
 def _usage(ending: Ending | None) -> dict[str, Any] | None:
     if ending is None:
         return None
-    return {
-        "input_tokens": ending.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": ending.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": ending.prompt_tokens + ending.completion_tokens,
-    }
-
-
-def _message_item(run: Run, text: str, status: str = "completed") -> dict[str, Any]:
-    content = (
-        [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
-    )
-    return {
-        "type": "message",
-        "id": f"msg_{run.pk}",
-        "status": status,
-        "role": "assistant",
-        "content": content,
-    }
+    return usage_object(ending.prompt_tokens, ending.completion_tokens)
 
 
 def _call_items(ending: Ending) -> list[dict[str, Any]]:
     return [
-        {
-            "type": "function_call",
-            "id": f"fc_{call['id']}",
-            "call_id": call["id"],
-            "name": call["name"],
-            "arguments": json.dumps(call["arguments"], ensure_ascii=False),
-            "status": "completed",
-        }
+        function_call_item(
+            call["id"], call["name"], json.dumps(call["arguments"], ensure_ascii=False)
+        )
         for call in ending.tool_calls
     ]
 
@@ -298,7 +166,7 @@ def _output(request: HttpRequest, run: Run, ending: Ending) -> list[dict[str, An
     if ending.approvals:
         note = approval_message(request, run.pk, ending.approvals)
         text = f"{text}\n\n{note}" if text else note
-    items = [_message_item(run, text)] if text else []
+    items = [message_item(f"msg_{run.pk}", text)] if text else []
     return items + _call_items(ending)
 
 
@@ -308,24 +176,15 @@ def _response(
     incomplete = None
     if ending is not None and ending.status == RunStatus.MAX_ROUNDS:
         status, incomplete = "incomplete", {"reason": "max_output_tokens"}
-    return {
-        "id": f"{PREFIX}{run.pk}",
-        "object": "response",
-        "created_at": int(run.created_at.timestamp()),
-        "status": status,
-        "model": model,
-        "output": output,
-        "usage": _usage(ending),
-        "error": None,
-        "incomplete_details": incomplete,
-        "instructions": None,
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        "previous_response_id": None,
-        "metadata": {},
-        "text": {"format": {"type": "text"}},
-    }
+    return response_object(
+        f"{PREFIX}{run.pk}",
+        int(run.created_at.timestamp()),
+        model,
+        status=status,
+        output=output,
+        usage=_usage(ending),
+        incomplete=incomplete,
+    )
 
 
 def _model_name(run: Run) -> str:
@@ -338,7 +197,10 @@ def _model_name(run: Run) -> str:
 async def responses(request: HttpRequest) -> HttpResponse:
     allow_method(request, "POST")
     client = await authorized(request, Action.START_RUN)  # before any work for the body
-    parsed = await parsed_body(parse_responses_request, request.body)
+    body = await parsed_body(json_body, request.body)
+    if is_gateway_model(body):
+        return await gateway_responses(request, body, client)
+    parsed = await parsed_body(parse_responses_request, body, size=len(request.body))
     chat = await brief(_prepared)(client, parsed)
     if chat.fetches_images:
         chat = await with_images(chat)
@@ -347,7 +209,7 @@ async def responses(request: HttpRequest) -> HttpResponse:
     except (ValidationError, BadRequest) as exc:  # named as a Responses body names them
         error = as_api_error(exc)
         assert error is not None
-        raise OpenAIError(400, error.message, param=_param(error.param)) from None
+        raise OpenAIError(400, error.message, param=responses_param(error.param)) from None
     headers = {"X-Run-Id": str(run.pk)}
     if parsed.stream:
         return event_stream_response(_events(request, run, chat, nearby), headers=headers)
@@ -360,69 +222,20 @@ async def responses(request: HttpRequest) -> HttpResponse:
     return response
 
 
-class _Events:
-    """The typed stream events, numbered."""
-
-    def __init__(self) -> None:
-        self.seq = 0
-
-    def __call__(self, type: str, **fields: Any) -> bytes:
-        self.seq += 1
-        return sse_message({"type": type, "sequence_number": self.seq, **fields}, event=type)
-
-
 async def _events(
     request: HttpRequest, run: Run, chat: ChatRequest, nearby: Nearby
 ) -> AsyncIterator[bytes]:
-    event = _Events()
+    stream = ResponseEvents(message_id=f"msg_{run.pk}")
     model = chat.model
-    yield event(
-        "response.created",
-        response=_response(run, model, status="in_progress", output=[], ending=None),
-    )
-    yield event(
-        "response.in_progress",
-        response=_response(run, model, status="in_progress", output=[], ending=None),
-    )
-    item_id, text, opened = f"msg_{run.pk}", [], False
-
-    def open_message() -> list[bytes]:
-        return [
-            event(
-                "response.output_item.added",
-                output_index=0,
-                item=_message_item(run, "", status="in_progress"),
-            ),
-            event(
-                "response.content_part.added",
-                item_id=item_id,
-                output_index=0,
-                content_index=0,
-                part={"type": "output_text", "text": "", "annotations": []},
-            ),
-        ]
-
-    def delta(piece: str) -> bytes:
-        return event(
-            "response.output_text.delta",
-            item_id=item_id,
-            output_index=0,
-            content_index=0,
-            delta=piece,
-            logprobs=[],
-        )
-
+    yield stream.begin(_response(run, model, status="in_progress", output=[], ending=None))
+    text: list[str] = []
     async with aclosing(follow_run(run, execute=lambda: nearby.start(run))) as progress:
         async for item in progress:
             if item is HEARTBEAT:
                 yield b": keep-alive\n\n"
             elif isinstance(item, str) and not chat.structured:
-                if not opened:
-                    opened = True
-                    for message in open_message():
-                        yield message
                 text.append(item)
-                yield delta(item)
+                yield stream.text(item)
             elif isinstance(item, Ending):
                 if item.failed:
                     failed = _response(run, model, status="failed", output=[], ending=item)
@@ -430,54 +243,29 @@ async def _events(
                         "code": "server_error",
                         "message": run_error(run.pk, item).message,
                     }
-                    yield event("response.failed", response=failed)
+                    yield stream.failed(failed)
                     return
                 output = _output(request, run, item)
                 message = next((o for o in output if o["type"] == "message"), None)
                 if message is not None:
-                    full = message["content"][0]["text"]
-                    if not opened:
-                        opened = True
-                        for opening in open_message():
-                            yield opening
-                    rest = full[len("".join(text)) :] if full.startswith("".join(text)) else full
+                    # (the final text, after what streamed when it starts so; else all of it)
+                    full, streamed = message["content"][0]["text"], "".join(text)
+                    rest = full[len(streamed) :] if full.startswith(streamed) else full
                     if rest:
-                        yield delta(rest)
-                    part = {"type": "output_text", "text": full, "annotations": []}
-                    yield event(
-                        "response.output_text.done",
-                        item_id=item_id, output_index=0, content_index=0, text=full, logprobs=[],
-                    )  # fmt: skip
-                    yield event(
-                        "response.content_part.done",
-                        item_id=item_id, output_index=0, content_index=0, part=part,
-                    )  # fmt: skip
-                    yield event("response.output_item.done", output_index=0, item=message)
-                calls = [o for o in output if o["type"] == "function_call"]
-                for index, call in enumerate(calls, start=1 if message else 0):
-                    yield event(
-                        "response.output_item.added",
-                        output_index=index,
-                        item={**call, "arguments": "", "status": "in_progress"},
-                    )
-                    yield event(
-                        "response.function_call_arguments.delta",
-                        item_id=call["id"], output_index=index, delta=call["arguments"],
-                    )  # fmt: skip
-                    yield event(
-                        "response.function_call_arguments.done",
-                        item_id=call["id"], output_index=index, arguments=call["arguments"],
-                    )  # fmt: skip
-                    yield event("response.output_item.done", output_index=index, item=call)
-                yield event(
-                    "response.completed",
-                    response=_response(run, model, status="completed", output=output, ending=item),
+                        yield stream.text(rest)
+                    yield stream.close_message(full)
+                for call in (o for o in output if o["type"] == "function_call"):
+                    yield stream.call(call["call_id"], call["call_id"], call["name"])
+                    yield stream.arguments(call["call_id"], call["arguments"])
+                yield stream.finish()
+                yield stream.completed(
+                    _response(run, model, status="completed", output=output, ending=item)
                 )
 
 
 def _stored_response(request: HttpRequest, client: ApiClient, response_id: str) -> dict[str, Any]:
     run = None
-    if _is_response_id(response_id):
+    if is_response_id(response_id):
         run = (
             visible_runs(Principal.of_key(client.api_key))
             .filter(pk=int(response_id[5:]), agent__isnull=False, parent__isnull=True)

@@ -781,7 +781,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                 "type": "string",
                 "minLength": 1,
                 "description": "The slug of an active agent, or else of an active crew "
-                "(whose response can be neither read back nor continued).",
+                "(whose response can be neither read back nor continued); or a gateway "
+                "model, `<connection>/<model>`.",
             },
             "input": {
                 "description": "The new turn: a string (one user message) or a non-empty "
@@ -1390,6 +1391,13 @@ apply within the agent's limits. `previous_response_id` continues the conversati
 earlier stored response (its turns, not its instructions); `"store": false` makes a \
 response that can be neither read back nor continued.
 
+A `model` of `<connection>/<model>` (a gateway model of an OpenAI or OpenAI-compatible \
+connection) starts no run: the body is translated into Chat Completions for that connection \
+and its answer (or stream) told back as a `response`; nothing is stored \
+(`previous_response_id` is a 400), there is no `X-Run-Id`, and a provider's error is an \
+error here (its 4xx kept, a 502 `provider_error` for its 5xx or for refusing the \
+connection's key).
+
 A run that parks waiting for a human's approval ends its message with a note naming the \
 run and the URLs where each call is approved or rejected. A failed or cancelled run is a \
 500 (`run_failed` / `run_cancelled`, header `x-should-retry: false`); streamed, it ends \
@@ -1651,7 +1659,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                         "description": "The run's answer: a `response` object, or with "
                         "`stream` a `text/event-stream` of typed events.\n\n"
                         + RESPONSES_STREAM_DESCRIPTION,
-                        "headers": {"X-Run-Id": {**RUN_ID, "required": True}},
+                        "headers": {"X-Run-Id": RUN_ID},  # (not for a gateway model)
                         "content": {
                             "application/json": {"schema": _ref("Response")},
                             "text/event-stream": {
@@ -1681,6 +1689,18 @@ def _operations() -> dict[str, dict[str, Any]]:
                     "413": TOO_LARGE,
                     "429": TOO_MANY,
                     "500": RUN_FAILED,
+                    "502": _error(
+                        502,
+                        "A gateway model's provider could not be reached, failed, refused the "
+                        "connection's key or answered what could not be read "
+                        "(`provider_error`).",
+                        example=(
+                            "The provider answered HTTP 500.",
+                            "server_error",
+                            None,
+                            "provider_error",
+                        ),
+                    ),
                 },
             }
         },
@@ -1692,8 +1712,8 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "description": "A response as its run stands now: `in_progress` (no output "
                 "yet) while the run goes on, else as it ended (`completed`, `incomplete`, "
                 "or `failed` with its `error`). Needs the `read` scope; only responses of "
-                "agents, stored (not `store: false`), and of runs the key may read (its "
-                "own, or every run for an admin's key).",
+                "agents (a gateway model's are not stored), stored (not `store: false`), "
+                "and of runs the key may read (its own, or every run for an admin's key).",
                 "security": security,
                 "parameters": [_RESPONSE_ID],
                 "responses": {

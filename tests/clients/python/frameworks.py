@@ -35,28 +35,38 @@ def get_weather(city: str) -> str:
 
 
 # -- openai-agents ---------------------------------------------------------------------------
-def _agents_model(api: str):
+GATEWAY_MODEL = "local-openai/gpt-test"  # the tests' connection's model, no agent
+
+
+def _agents_model(api: str, model: str):
     from openai import AsyncOpenAI
 
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel, set_tracing_disabled
 
     set_tracing_disabled(True)
     client = AsyncOpenAI(base_url=BASE, api_key=KEY, max_retries=0)
-    model = OpenAIChatCompletionsModel if api == "chat" else OpenAIResponsesModel
-    return model(model="assistant", openai_client=client)
+    kind = OpenAIChatCompletionsModel if api == "chat" else OpenAIResponsesModel
+    return kind(model=model, openai_client=client)
 
 
-async def openai_agents(api: str, *, output: bool) -> dict:
+async def openai_agents(
+    api: str, *, output: bool, model: str = "assistant", stream: bool = False
+) -> dict:
     from agents import Agent, Runner, function_tool
 
     agent = Agent(
         name="assistant",
         instructions="Use your tools.",
-        model=_agents_model(api),
+        model=_agents_model(api, model),
         tools=[function_tool(get_weather)],
         output_type=City if output else None,
     )
-    result = await Runner.run(agent, "Weather in Paris?")
+    if stream:
+        result = Runner.run_streamed(agent, "Weather in Paris?")
+        async for _ in result.stream_events():
+            pass
+    else:
+        result = await Runner.run(agent, "Weather in Paris?")
     final = result.final_output
     return {"output": final.model_dump() if isinstance(final, BaseModel) else final}
 
@@ -112,6 +122,15 @@ SCENARIOS = {
     "openai_agents_chat_output": lambda: openai_agents("chat", output=True),
     "openai_agents_responses_tools": lambda: openai_agents("responses", output=False),
     "openai_agents_responses_output": lambda: openai_agents("responses", output=True),
+    "openai_agents_gateway_responses_tools": lambda: openai_agents(
+        "responses", output=False, model=GATEWAY_MODEL
+    ),
+    "openai_agents_gateway_responses_output": lambda: openai_agents(
+        "responses", output=True, model=GATEWAY_MODEL
+    ),
+    "openai_agents_gateway_responses_stream": lambda: openai_agents(
+        "responses", output=False, model=GATEWAY_MODEL, stream=True
+    ),
     "pydantic_ai_tool_output": lambda: pydantic_ai(native=False),
     "pydantic_ai_native_output": lambda: pydantic_ai(native=True),
     "langchain_tools": lambda: langchain("tools"),

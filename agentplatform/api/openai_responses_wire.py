@@ -1,0 +1,432 @@
+"""OpenAI's Responses API on the wire, for both of its faces (an agent's run:
+`openai_responses`; a gateway model's call: `gateway_responses`): a Responses body as a
+Chat Completions body, and the answer's `response` object, output items and typed stream
+events. No database, no run: what to say is given, this says it in Responses' words.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentplatform.api.openai_chat_request import BadRequest
+from agentplatform.api.sse import sse_message
+
+PREFIX = "resp_"
+# Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.
+_PARAMS = {
+    "messages": "input",
+    "response_format": "text.format",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+}
+# Fields both APIs name alike, sent on as they are (only `temperature`, `top_p`, `user` and
+# `stream` are read for an agent).
+_SHARED = (
+    "temperature",
+    "top_p",
+    "user",
+    "stream",
+    "parallel_tool_calls",
+    "prompt_cache_key",
+    "safety_identifier",
+    "service_tier",
+)
+_ROLES = ("user", "assistant", "system", "developer")
+_TEXT_PARTS = ("input_text", "output_text", "text")
+
+
+# -- the request -----------------------------------------------------------------------------
+def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses body as a Chat Completions body a provider takes as it is: `instructions`
+    and `input` as messages, function tools, `tool_choice`, `text.format` as
+    `response_format`, sampling and a few options both APIs share. Checks what translating
+    needs (a 400 naming the Responses field); the rest is the chat parser's (agents) or the
+    provider's (gateway models) to judge. `previous_response_id` and `store` are not read."""
+    messages: list[dict[str, Any]] = []
+    instructions = body.get("instructions")
+    if instructions is not None:
+        if not isinstance(instructions, str):
+            raise BadRequest("`instructions` must be a string.", "instructions")
+        messages.append({"role": "system", "content": instructions})
+    messages += _input_messages(body.get("input"))
+    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    for name in _SHARED:
+        if body.get(name) is not None:
+            chat[name] = body[name]
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
+        chat["reasoning_effort"] = reasoning["effort"]
+    if body.get("tools") is not None:
+        chat["tools"] = _tools(body["tools"])
+    if body.get("tool_choice") is not None:
+        chat["tool_choice"] = _tool_choice(body["tool_choice"])
+    text = body.get("text")
+    if text is not None:
+        if not isinstance(text, dict):
+            raise BadRequest('`text` must be {"format": {...}}.', "text")
+        format = text.get("format")
+        if format is not None:
+            chat["response_format"] = _response_format(format)
+    return chat
+
+
+def is_response_id(value: Any) -> bool:
+    """`resp_<run id>`, the id plain ASCII digits of a size a run's id can have."""
+    digits = value[len(PREFIX) :] if isinstance(value, str) and value.startswith(PREFIX) else ""
+    return digits.isascii() and digits.isdigit() and len(digits) < 19
+
+
+def responses_param(param: str | None) -> str | None:
+    """A Chat Completions body's field as the Responses body names it."""
+    for chat_name, name in _PARAMS.items():
+        if param and param.startswith(chat_name):
+            return name + param[len(chat_name) :]
+    return param
+
+
+def _input_messages(raw: Any) -> list[dict[str, Any]]:
+    """`input` as Chat Completions messages: consecutive function calls join one assistant
+    message, as Chat Completions carries them."""
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("`input` must be a string or a non-empty list of items.", "input")
+    messages: list[dict[str, Any]] = []
+    for index, item in enumerate(raw):
+        param = f"input[{index}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "message":
+            role = item.get("role")
+            if role not in _ROLES:
+                raise BadRequest(
+                    f"A message's `role` must be one of {', '.join(_ROLES)}.", f"{param}.role"
+                )
+            content = _content(item.get("content"), f"{param}.content")
+            messages.append({"role": role, "content": content})
+        elif kind == "function_call":
+            call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
+            if not all(isinstance(v, str) for v in (call_id, name, arguments)) or not call_id:
+                raise BadRequest(
+                    "A `function_call` item needs `call_id`, `name` and `arguments` strings.",
+                    param,
+                )
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and last.get("_calls"):
+                last["tool_calls"].append(call)
+            else:
+                messages.append(
+                    {"role": "assistant", "content": None, "tool_calls": [call], "_calls": True}
+                )
+        elif kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str) or not call_id:
+                raise BadRequest("A `function_call_output` item needs its `call_id`.", param)
+            if not isinstance(output, str):
+                output = json.dumps(output, ensure_ascii=False)
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif kind == "reasoning":
+            continue  # (no reasoning is carried between turns here)
+        else:
+            raise BadRequest(f"Input items of type {kind!r} are not supported.", param)
+    for message in messages:
+        message.pop("_calls", None)
+    return messages
+
+
+def _content(content: Any, param: str) -> Any:
+    """Responses content as Chat Completions content: text parts alone as one string (as every
+    OpenAI-compatible service takes it), else parts (`input_text` -> `text`, `input_image`
+    -> `image_url`, `input_file` -> `file`); other parts as they are."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise BadRequest("`content` must be a string or a list of parts.", param)
+    kinds = [part.get("type") if isinstance(part, dict) else None for part in content]
+    if content and all(k in _TEXT_PARTS for k in kinds):
+        texts = [part.get("text") for part in content]
+        if not all(isinstance(t, str) for t in texts):
+            raise BadRequest("A text part needs a `text` string.", param)
+        return "\n".join(texts)
+    parts = []
+    for part, kind in zip(content, kinds, strict=True):
+        if kind in _TEXT_PARTS:
+            parts.append({"type": "text", "text": part.get("text")})
+        elif kind == "input_image":
+            image = {"url": part.get("image_url")}
+            if part.get("detail") is not None:
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+        elif kind == "input_file":
+            file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
+            parts.append({"type": "file", "file": file})
+        else:
+            parts.append(part)
+    return parts
+
+
+def _tools(raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        raise BadRequest("`tools` must be a list.", "tools")
+    tools = []
+    for index, tool in enumerate(raw):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            raise BadRequest(
+                f"Only function tools are supported (not {kind!r}): the agent's own tools run "
+                "on the platform.",
+                f"tools[{index}]",
+            )
+        if not isinstance(tool.get("name"), str):
+            raise BadRequest("A function tool needs its `name`.", f"tools[{index}].name")
+        function = {
+            k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool
+        }
+        tools.append({"type": "function", "function": function})
+    return tools
+
+
+def _tool_choice(raw: Any) -> Any:
+    if raw in ("auto", "none", "required"):
+        return raw
+    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("name"), str):
+        return {"type": "function", "function": {"name": raw["name"]}}
+    raise BadRequest(
+        '`tool_choice` must be "auto", "none", "required" or {"type": "function", "name": ...}.',
+        "tool_choice",
+    )
+
+
+def _response_format(format: Any) -> dict[str, Any]:
+    kind = format.get("type") if isinstance(format, dict) else None
+    if kind in ("text", "json_object"):
+        return {"type": kind}
+    if kind == "json_schema":
+        spec = {"name": format.get("name") or "response", "schema": format.get("schema")}
+        for name in ("description", "strict"):
+            if format.get(name) is not None:
+                spec[name] = format[name]
+        return {"type": "json_schema", "json_schema": spec}
+    raise BadRequest(
+        '`text.format` must be {"type": "text"}, {"type": "json_object"} or '
+        '{"type": "json_schema", "name": ..., "schema": {...}}.',
+        "text.format",
+    )
+
+
+# -- the answer ------------------------------------------------------------------------------
+def usage_object(
+    input_tokens: int, output_tokens: int, *, cached: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    """An assistant message; an open one (`in_progress`) has no content yet."""
+    content = (
+        [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    )
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": status,
+        "role": "assistant",
+        "content": content,
+    }
+
+
+def function_call_item(
+    call_id: str, name: str, arguments: str, status: str = "completed"
+) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def response_object(
+    response_id: str,
+    created_at: int,
+    model: str,
+    *,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    incomplete: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A `response`. The fields echoing a request hold fixed defaults, not the request's."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": usage,
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": None,
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "metadata": {},
+        "text": {"format": {"type": "text"}},
+    }
+
+
+# -- the stream ------------------------------------------------------------------------------
+@dataclass
+class _Open:
+    """An output item being streamed."""
+
+    index: int
+    item: dict[str, Any]
+    pieces: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+class ResponseEvents:
+    """The typed events of one streamed response, numbered (`sequence_number`).
+
+    `begin`; then text and function-call pieces as they come, each item opened by its
+    first piece (an open message is done when a call opens: text after it is a new
+    message); `finish` (every open item done, in output order); then `completed` (with
+    `output`) or `failed`. Each method returns the SSE bytes to send."""
+
+    def __init__(self, message_id: str) -> None:
+        self.seq = 0
+        self._message_id = message_id
+        self._items: list[_Open] = []
+        self._message: _Open | None = None
+        self._calls: dict[Any, _Open] = {}
+
+    def event(self, type: str, **fields: Any) -> bytes:
+        self.seq += 1
+        return sse_message({"type": type, "sequence_number": self.seq, **fields}, event=type)
+
+    @property
+    def output(self) -> list[dict[str, Any]]:
+        """The items streamed so far, as done."""
+        return [self._final(open) for open in self._items]
+
+    def begin(self, response: dict[str, Any]) -> bytes:
+        return self.event("response.created", response=response) + self.event(
+            "response.in_progress", response=response
+        )
+
+    def text(self, piece: str) -> bytes:
+        out = b""
+        message = self._message
+        if message is None or message.done:
+            item_id = self._message_id
+            if message is not None:  # (a second message: text after a function call)
+                item_id = f"{self._message_id}_{len(self._items)}"
+            message = self._message = self._open(message_item(item_id, "", "in_progress"))
+            out += self.event(
+                "response.output_item.added", output_index=message.index, item=message.item
+            )
+            out += self.event(
+                "response.content_part.added",
+                item_id=item_id, output_index=message.index, content_index=0,
+                part={"type": "output_text", "text": "", "annotations": []},
+            )  # fmt: skip
+        message.pieces.append(piece)
+        return out + self.event(
+            "response.output_text.delta",
+            item_id=message.item["id"], output_index=message.index, content_index=0,
+            delta=piece, logprobs=[],
+        )  # fmt: skip
+
+    def close_message(self, text: str | None = None) -> bytes:
+        """The open message done, its text `text` if given (else what was streamed)."""
+        message = self._message
+        if message is None or message.done:
+            return b""
+        message.done = True
+        if text is not None:
+            message.pieces = [text]
+        final = self._final(message)
+        part = final["content"][0]
+        item_id, index = final["id"], message.index
+        out = self.event(
+            "response.output_text.done",
+            item_id=item_id, output_index=index, content_index=0, text=part["text"], logprobs=[],
+        )  # fmt: skip
+        out += self.event(
+            "response.content_part.done",
+            item_id=item_id, output_index=index, content_index=0, part=part,
+        )  # fmt: skip
+        return out + self.event("response.output_item.done", output_index=index, item=final)
+
+    def call(self, key: Any, call_id: str, name: str) -> bytes:
+        """A function call opened; `key` names it for its `arguments` pieces."""
+        out = self.close_message()
+        opened = self._calls[key] = self._open(function_call_item(call_id, name, "", "in_progress"))
+        return out + self.event(
+            "response.output_item.added", output_index=opened.index, item=opened.item
+        )
+
+    def has_call(self, key: Any) -> bool:
+        return key in self._calls
+
+    def arguments(self, key: Any, piece: str) -> bytes:
+        opened = self._calls[key]
+        opened.pieces.append(piece)
+        return self.event(
+            "response.function_call_arguments.delta",
+            item_id=opened.item["id"], output_index=opened.index, delta=piece,
+        )  # fmt: skip
+
+    def finish(self) -> bytes:
+        out = b""
+        for opened in self._items:
+            if opened.done:
+                continue
+            if opened is self._message:
+                out += self.close_message()
+                continue
+            opened.done = True
+            final = self._final(opened)
+            out += self.event(
+                "response.function_call_arguments.done",
+                item_id=final["id"], output_index=opened.index, arguments=final["arguments"],
+            )  # fmt: skip
+            out += self.event("response.output_item.done", output_index=opened.index, item=final)
+        return out
+
+    def completed(self, response: dict[str, Any]) -> bytes:
+        return self.event("response.completed", response=response)
+
+    def failed(self, response: dict[str, Any]) -> bytes:
+        return self.event("response.failed", response=response)
+
+    def _open(self, item: dict[str, Any]) -> _Open:
+        opened = _Open(index=len(self._items), item=item)
+        self._items.append(opened)
+        return opened
+
+    def _final(self, opened: _Open) -> dict[str, Any]:
+        item = opened.item
+        if item["type"] == "message":
+            return message_item(item["id"], "".join(opened.pieces))
+        return function_call_item(item["call_id"], item["name"], "".join(opened.pieces))
