@@ -17,8 +17,10 @@ from rest_framework import exceptions
 from agentplatform.api.openai_chat_request import BadRequest
 from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.stream_reads import brief
+from agentplatform.tenancy import rls
 from agentplatform.tenancy.api_keys import verified_key
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
+from agentplatform.tenancy.models import ApiKey
 from agentplatform.tenancy.policy import Action, Principal
 
 logger = logging.getLogger(__name__)
@@ -139,17 +141,22 @@ def openai_errors(
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="api"'}
 
 
-def authenticate(request: HttpRequest, action: Action) -> ApiClient:
-    """The request's API key, allowed `action` by the policy (`authorized` throttles it)."""
-    try:
-        found = ApiKeyAuthentication().authenticate(request)
-    except exceptions.AuthenticationFailed as exc:
-        raise OpenAIError(
-            401,
-            f"Incorrect API key provided: {str(exc.detail).lower()}",
-            code="invalid_api_key",
-            headers=CHALLENGE,
-        ) from None
+def authenticate(request: HttpRequest, action: Action, verified: ApiKey | None = None) -> ApiClient:
+    """The request's API key (`verified`: already found, by `verified_key`), allowed
+    `action` by the policy (`authorized` throttles it)."""
+    if verified is not None:
+        rls.set_request_tenants([verified.tenant_id])  # as ApiKeyAuthentication does
+        found = (ApiClient(api_key=verified), verified)
+    else:
+        try:
+            found = ApiKeyAuthentication().authenticate(request)
+        except exceptions.AuthenticationFailed as exc:
+            raise OpenAIError(
+                401,
+                f"Incorrect API key provided: {str(exc.detail).lower()}",
+                code="invalid_api_key",
+                headers=CHALLENGE,
+            ) from None
     if found is None:
         raise OpenAIError(
             401,
@@ -174,8 +181,9 @@ async def authorized(request: HttpRequest, action: Action) -> ApiClient:
     (bench/gateway.py)."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip() and verified_key(token.strip()) is not None:
-        client = authenticate(request, action)
+    known = verified_key(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    if known is not None:
+        client = authenticate(request, action, known)
     else:
         client = await brief(authenticate)(request, action)
     wait = await retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
