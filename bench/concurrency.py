@@ -4,6 +4,10 @@ N requests straight to the fake model), in one run.
 
 Run: cd /work/main && .venv/bin/python bench/concurrency.py [N ...]   (default 20 100 500)
      BENCH_LATENCY_S=1 .venv/bin/python bench/concurrency.py 100   (the interactive target)
+     BENCH_SURFACES=chat,gateway,responses,messages .venv/bin/python bench/concurrency.py 100
+       (the other faces too: the gateway model `fake-openai/gpt-test` on Chat Completions,
+       the agent on /v1/responses and on /v1/messages; raw streamed POSTs, the time to the
+       first text event and to the end; each side by side with the same ideal)
 (prints a table, writes bench/results/concurrency.json). Needs no network and no
 configuration: the embedded PostgreSQL and Redis start in a temporary DATA_DIR, then exactly
 the processes `manage.py serve` starts (`serve.platform_commands`: uvicorn, the runs worker
@@ -48,6 +52,7 @@ from bench.common import Child, configure_django, free_port, wait_web, wait_work
 LATENCY_S = float(os.environ.get("BENCH_LATENCY_S", "2.0"))  # (the spawned model reads it too)
 TARGET_ADDED_P99_MS = 150.0  # issue #16, for 100 chats on a 1 s model
 SIZES = (20, 100, 500)
+SURFACES = tuple(os.environ.get("BENCH_SURFACES", "chat").split(","))
 TARGET_WALL_RATIO = 1.25
 CLIENT_TIMEOUT_S = 120.0
 MODEL = "gpt-test"
@@ -181,6 +186,45 @@ async def chats_at_once(base_url: str, key: str, model: str, n: int) -> tuple[li
         await client.close()
 
 
+# The other faces: (path, body, the bytes of an event that carries text).
+RAW_SURFACES = {
+    "gateway": ("/chat/completions", {"model": "fake-openai/" + MODEL}, b'"content":"'),
+    "responses": ("/responses", {"model": AGENT, "input": "Say hello."}, b"output_text.delta"),
+    "messages": ("/messages", {"model": AGENT, "max_tokens": 200}, b"text_delta"),
+}
+
+
+async def raw_streams_at_once(
+    base_url: str, key: str, surface: str, n: int
+) -> tuple[list[Chat], float]:
+    path, body, text_event = RAW_SURFACES[surface]
+    body = {"messages": [{"role": "user", "content": "Say hello."}], **body, "stream": True}
+    payload = json.dumps(body).encode()
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    limits = httpx2.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+
+    async def one(http: httpx2.AsyncClient) -> Chat:
+        chat, started, seen = Chat(), time.perf_counter(), b""
+        try:
+            async with http.stream("POST", base_url + path, content=payload, headers=headers) as r:
+                chat.status = r.status_code
+                async for piece in r.aiter_bytes():
+                    seen += piece
+                    if chat.ttft_s is None and text_event in seen:
+                        chat.ttft_s = time.perf_counter() - started
+            chat.total_s = time.perf_counter() - started
+            if chat.status != 200 or chat.ttft_s is None:
+                chat.error = f"{chat.status} {seen[:150]!r}"
+        except Exception as e:
+            chat.error = f"{type(e).__name__}: {e}"[:200]
+        return chat
+
+    async with httpx2.AsyncClient(limits=limits, timeout=CLIENT_TIMEOUT_S) as http:
+        started = time.perf_counter()
+        chats = await asyncio.gather(*(one(http) for _ in range(n)))
+        return list(chats), time.perf_counter() - started
+
+
 def summarize(side: str, n: int, chats: list[Chat], wall_s: float, most: int) -> Round:
     ok = [c for c in chats if c.error is None]
     errors = sorted({c.error for c in chats if c.error})
@@ -262,14 +306,22 @@ def main(sizes: tuple[int, ...]) -> int:
                 chats_at_once(model.url + "/v1", "fake-provider-key", MODEL, n)
             )
             rounds.append(summarize("ideal (direct)", n, chats, wall, model.take_max()))
-            with Sampler(workers) as sampler:
-                chats, wall = asyncio.run(chats_at_once(url, secret, AGENT, n))
-            ours = summarize("platform /v1", n, chats, wall, model.take_max())
-            ours.worker_rss_mb = sampler.peak_rss / 2**20
-            ours.phases_ms = phases(n)
-            ours.pg_connections = sampler.peak_connections
-            rounds.append(ours)
-            time.sleep(1)  # let the runs' last writes settle
+            ideal = rounds[-1]
+            for surface in SURFACES:
+                if surface != "chat":  # the same ideal for each face: the model's own time
+                    rounds.append(ideal)
+                with Sampler(workers) as sampler:
+                    if surface == "chat":
+                        chats, wall = asyncio.run(chats_at_once(url, secret, AGENT, n))
+                    else:
+                        chats, wall = asyncio.run(raw_streams_at_once(url, secret, surface, n))
+                side = "platform /v1" if surface == "chat" else f"/v1 {surface}"
+                ours = summarize(side, n, chats, wall, model.take_max())
+                ours.worker_rss_mb = sampler.peak_rss / 2**20
+                ours.phases_ms = phases(n) if surface in ("chat", "responses", "messages") else None
+                ours.pg_connections = sampler.peak_connections
+                rounds.append(ours)
+                time.sleep(1)  # let the runs' last writes settle
         if any(r.errors for r in rounds):  # the web server's own account of them
             log = web.log.read_text(errors="replace").splitlines()
             errors = sorted(
@@ -286,9 +338,9 @@ def main(sizes: tuple[int, ...]) -> int:
         f"{'side':<16}{'N':>5}{'wall s':>8}{'x ideal':>8}{'ttft50':>8}{'ttft99':>8}"
         f"{'end50':>8}{'end99':>8}{'errors':>7}{'model':>6}{'RSS MB':>8}{'PG':>4}"
     )
-    ok = True
+    ok, previous = True, None
     for ideal, ours in zip(rounds[::2], rounds[1::2], strict=True):
-        for r in (ideal, ours):
+        for r in (ideal, ours) if ideal is not previous else (ours,):
             ratio = r.wall_s / ideal.wall_s
             print(
                 f"{r.side:<16}{r.n:>5}{r.wall_s:>8.2f}{ratio:>8.2f}{fmt(r.ttft_p50_ms)}"
@@ -307,6 +359,7 @@ def main(sizes: tuple[int, ...]) -> int:
                 f"   (target <= {TARGET_ADDED_P99_MS:g} at N=100 on a 1 s model)"
             )
         ok &= ours.errors == 0 and ours.wall_s <= TARGET_WALL_RATIO * ideal.wall_s
+        previous = ideal
     largest = rounds[-1]
     per_100 = None
     if largest.worker_rss_mb is not None:
