@@ -6,7 +6,8 @@ structured output, images and streaming pass through as the provider takes them.
 The key is checked and throttled as for agents (and may not be limited to agents); the
 connection must allow the model. Each call is recorded as a run of its key with its usage
 (`Run.gateway_model`), written once the answer is on its way, off the request's path.
-A model on a connection of the other API is a 400 naming the endpoint to use.
+A model on a connection of the other API is translated (`gateway_translate`), except on
+/v1/responses, which goes to Chat Completions connections only.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ def is_gateway_model(body: Any) -> bool:
     return isinstance(body, dict) and isinstance(body.get("model"), str) and "/" in body["model"]
 
 
-_SERVED = {ChatPassthrough: "/v1/chat/completions", MessagesPassthrough: "/v1/messages"}
+_SERVED = {
+    ChatPassthrough: "/v1/chat/completions",
+    MessagesPassthrough: "/v1/messages or /v1/chat/completions",
+}
 
 
-async def _route(client: ApiClient, model: str, kind: type) -> GatewayRoute:
+async def _route(client: ApiClient, model: str, kind: type | None) -> GatewayRoute:
     require_raw_models(client)
     route = None
     if len(model) <= 300:
@@ -46,7 +50,7 @@ async def _route(client: ApiClient, model: str, kind: type) -> GatewayRoute:
         route = route or await brief(gateway_route)(client.tenant, model)
     if route is None:
         raise model_not_found(model)
-    if not isinstance(route.passthrough, kind):
+    if route.passthrough is None or (kind is not None and not isinstance(route.passthrough, kind)):
         where = _SERVED.get(type(route.passthrough))
         raise OpenAIError(
             400,
@@ -57,9 +61,15 @@ async def _route(client: ApiClient, model: str, kind: type) -> GatewayRoute:
     return route
 
 
+async def any_route(client: ApiClient, model: str) -> GatewayRoute:
+    """The route of a gateway model served through either API (the caller's face
+    translates when it is the other one)."""
+    return await _route(client, model, None)
+
+
 async def chat_route(client: ApiClient, model: str) -> GatewayRoute:
     """The route of a gateway model served through Chat Completions, for a face that
-    translates into it (/v1/responses): refused as /v1/chat/completions refuses it."""
+    translates into it (/v1/responses): a model of another API is a 400 naming its endpoint."""
     return await _route(client, model, ChatPassthrough)
 
 
@@ -73,40 +83,30 @@ def _check(body: dict[str, Any], kind: type) -> None:
         raise OpenAIError(400, "`max_tokens` is required.", param="max_tokens")
 
 
-async def gateway_chat(
-    request: HttpRequest, body: dict[str, Any], client: ApiClient
-) -> HttpResponse:
-    """`/v1/chat/completions` to an OpenAI or OpenAI-compatible connection; `client` is the
-    caller's checked key."""
-    return await _forward(request, body, client, ChatPassthrough)
-
-
-async def gateway_messages(
-    request: HttpRequest, body: dict[str, Any], client: ApiClient
-) -> HttpResponse:
-    """`/v1/messages` to an Anthropic connection (the caller's `anthropic-version` and
-    `anthropic-beta` headers passed on)."""
-    headers = {
+def messages_headers(request: HttpRequest) -> dict[str, str]:
+    """The caller's `anthropic-version` and `anthropic-beta` headers, passed on to an
+    Anthropic connection."""
+    return {
         name: request.headers[name]
         for name in ("anthropic-version", "anthropic-beta")
         if request.headers.get(name) and request.headers[name].isascii()
     }
-    return await _forward(request, body, client, MessagesPassthrough, headers)
 
 
-async def _forward(
+async def forward(
     request: HttpRequest,
     body: dict[str, Any],
     client: ApiClient,
-    kind: type,
+    route: GatewayRoute,
     headers: dict[str, str] | None = None,
 ) -> HttpResponse:
+    """`body` sent to `route`'s connection in its own API, answered as it came; `client`
+    is the caller's checked key."""
     model = body["model"]
-    route = await _route(client, model, kind)
-    _check(body, kind)
-    started = timezone.now()
     passthrough = route.passthrough
     assert passthrough is not None
+    _check(body, type(passthrough))
+    started = timezone.now()
     if body.get("stream") or request.GET.get("stream") == "true":
         tally = Forwarded()
         stream = passthrough.stream(body, route.model, tally, headers)

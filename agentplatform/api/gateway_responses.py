@@ -28,9 +28,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
 from agentplatform.api.gateway import chat_route, record_gateway_call
-from agentplatform.api.openai_base import OpenAIError
+from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
-from agentplatform.api.openai_compat import parsed
 from agentplatform.api.openai_responses_wire import (
     PREFIX,
     ResponseEvents,
@@ -41,7 +40,7 @@ from agentplatform.api.openai_responses_wire import (
     responses_param,
     usage_object,
 )
-from agentplatform.api.sse import event_stream_response
+from agentplatform.api.sse import SseJsonReader, event_stream_response
 from agentplatform.tenancy.authentication import ApiClient
 from providers.models import ProviderKind
 from providers.runtime.errors import ProviderError
@@ -278,23 +277,13 @@ class _StreamState:
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     error: str | None = None
-    pending: bytes = b""
+    reader: SseJsonReader = field(default_factory=SseJsonReader)
     # Function calls whose name has not come yet: their id and the arguments so far.
     nameless: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
 
     def chunks(self, piece: bytes) -> list[dict[str, Any]]:
         """The JSON chunks that `piece` completes (`[DONE]` and comments skipped)."""
-        self.pending += piece.replace(b"\r\n", b"\n")
-        *events, self.pending = self.pending.split(b"\n\n")
-        found = []
-        for event in events:
-            for line in event.split(b"\n"):
-                if line.startswith(b"data:"):
-                    data = line[5:].strip()
-                    value = _json(data) if data.startswith(b"{") else None
-                    if value:
-                        found.append(value)
-        return found
+        return self.reader.feed(piece)
 
 
 async def stream_events(

@@ -7,8 +7,9 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -24,6 +25,7 @@ from agentplatform.tenancy.models import ApiKey
 from agentplatform.tenancy.policy import Action, Principal
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -201,3 +203,15 @@ async def authorized(request: HttpRequest, action: Action) -> ApiClient:
 def allow_method(request: HttpRequest, method: str) -> None:
     if request.method != method:
         raise OpenAIError(405, f"Use {method} for {request.path}.", code="method_not_allowed")
+
+
+# -- parsing -----------------------------------------------------------------------------
+INLINE_PARSE_BYTES = 64 * 1024
+
+
+async def parsed(parse: Callable[..., T], raw: Any, *args: Any, size: int | None = None) -> T:
+    """`parse(raw, *args)`: on the event loop for a small body (microseconds), on a thread
+    for a large one (a 20 MB body or its schemas take long enough to stall other streams)."""
+    if (len(raw) if size is None else size) <= INLINE_PARSE_BYTES:
+        return parse(raw, *args)
+    return await sync_to_async(parse, thread_sensitive=False)(raw, *args)

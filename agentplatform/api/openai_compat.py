@@ -26,28 +26,30 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
-from agentplatform.api.gateway import gateway_chat, is_gateway_model
+from agentplatform.api.gateway import is_gateway_model
+from agentplatform.api.gateway_translate import gateway_chat
 from agentplatform.api.openai_base import (
     OpenAIError,
     allow_method,
     authorized,
     model_not_found,
     openai_errors,
+    parsed,
 )
 from agentplatform.api.openai_chat_request import (
     ChatRequest,
     json_body,
     parse_chat_body,
 )
+from agentplatform.api.openai_chat_wire import completion_chunk, completion_object
 from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
@@ -64,7 +66,6 @@ from providers.runtime.images import ImageRefused, check_total
 from providers.services import gateway_models
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 # -- models ------------------------------------------------------------------------------
@@ -141,17 +142,6 @@ async def with_images(chat: ChatRequest) -> ChatRequest:
     except ImageRefused as exc:
         raise OpenAIError(400, str(exc), param="messages") from None
     return replace(chat, client=client)
-
-
-INLINE_PARSE_BYTES = 64 * 1024
-
-
-async def parsed(parse: Callable[..., T], raw: Any, *args: Any, size: int | None = None) -> T:
-    """`parse(raw, *args)`: on the event loop for a small body (microseconds), on a thread
-    for a large one (a 20 MB body or its schemas take long enough to stall other streams)."""
-    if (len(raw) if size is None else size) <= INLINE_PARSE_BYTES:
-        return parse(raw, *args)
-    return await sync_to_async(parse, thread_sensitive=False)(raw, *args)
 
 
 def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
@@ -266,46 +256,16 @@ def _completion(run: Run, model: str, content: str, ending: Ending) -> dict[str,
     if ending.tool_calls:
         message["content"] = content or None
         message["tool_calls"] = _wire_calls(ending)
-    return {
-        "id": f"chatcmpl-{run.pk}",
-        "object": "chat.completion",
-        "created": int(run.created_at.timestamp()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": ending.finish_reason,
-            }
-        ],
-        "usage": ending.usage,
-        "system_fingerprint": None,
-    }
+    created = int(run.created_at.timestamp())
+    return completion_object(
+        f"chatcmpl-{run.pk}", created, model, message, ending.finish_reason, ending.usage
+    )
 
 
 def _chunk(run: Run, model: str, delta: dict[str, Any] | None, **extra: Any) -> bytes:
-    """A `chat.completion.chunk`; with `delta` None, one without choices (the usage)."""
-    choices = []
-    if delta is not None:
-        choices = [
-            {
-                "index": 0,
-                "delta": delta,
-                "logprobs": None,
-                "finish_reason": extra.pop("finish_reason", None),
-            }
-        ]
-    chunk = {
-        "id": f"chatcmpl-{run.pk}",
-        "object": "chat.completion.chunk",
-        "created": int(run.created_at.timestamp()),
-        "model": model,
-        "system_fingerprint": None,
-        "choices": choices,
-        **extra,
-    }
-    return sse_message(chunk)
+    return completion_chunk(
+        f"chatcmpl-{run.pk}", int(run.created_at.timestamp()), model, delta, **extra
+    )
 
 
 async def completion_chunks(

@@ -39,6 +39,9 @@ from agentplatform.api.openai_base import (
     authorized,
     openai_errors,
 )
+from agentplatform.api.openai_base import (
+    parsed as parsed_body,
+)
 from agentplatform.api.openai_chat_request import (
     BadRequest,
     ChatRequest,
@@ -51,9 +54,6 @@ from agentplatform.api.openai_compat import (
     run_error,
     started,
     with_images,
-)
-from agentplatform.api.openai_compat import (
-    parsed as parsed_body,
 )
 from agentplatform.api.openai_responses_wire import (
     PREFIX,

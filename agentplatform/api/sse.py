@@ -108,3 +108,29 @@ class EventStreamNegotiation:
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+class SseJsonReader:
+    """The JSON objects of an SSE stream's `data:` lines, read as the stream's pieces come
+    (an event may be split across pieces; `[DONE]`, comments and other data are skipped)."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def feed(self, piece: bytes) -> list[dict[str, Any]]:
+        """The objects of the events that `piece` completes (`b"\\n\\n"` ends the last)."""
+        self.pending += piece.replace(b"\r\n", b"\n")
+        *events, self.pending = self.pending.split(b"\n\n")
+        found = []
+        for event in events:
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:"):
+                    data = line[5:].strip()
+                    if data.startswith(b"{"):
+                        try:
+                            value = json.loads(data)
+                        except (ValueError, RecursionError):
+                            continue
+                        if isinstance(value, dict) and value:
+                            found.append(value)
+        return found

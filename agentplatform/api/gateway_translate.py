@@ -1,0 +1,770 @@
+"""Gateway models on the other API's endpoint: `/v1/messages` with an OpenAI or
+OpenAI-compatible connection's model, `/v1/chat/completions` with an Anthropic
+connection's, each translated both ways.
+
+Messages → Chat Completions: the request as the agent path reads it
+(`anthropic_messages_wire.chat_body`), sent through the connection's ChatPassthrough; the
+completion comes back as a `message` (text and `tool_use` blocks, `stop_reason`, usage),
+its chunks as Messages events. A `stop_sequence` stop cannot be told from `end_turn` in a
+completion's `finish_reason` (`stop` for both): it is said as `end_turn`.
+
+Chat Completions → Messages: system and developer messages become `system`, tool calls
+`tool_use` blocks, tool messages `tool_result` blocks, data-URL images base64 image
+blocks; `max_tokens` is DEFAULT_MAX_TOKENS when absent (Anthropic requires one);
+`response_format` other than `text`, and `n` above 1, are 400s (not expressible). The
+message comes back as a `chat.completion`, its events as chunks (the usage chunk only
+with `stream_options.include_usage`).
+
+A provider's non-200 answer is the caller's error, in the caller's API's shape
+(`provider_refusal`); the call is recorded as the gateway's others are.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+
+from agentplatform.api.anthropic_messages_wire import chat_body, message_object, messages_event
+from agentplatform.api.gateway import any_route, forward, messages_headers, record_gateway_call
+from agentplatform.api.gateway_responses import provider_refusal
+from agentplatform.api.openai_base import OpenAIError, parsed
+from agentplatform.api.openai_chat_request import BadRequest, check_sampling
+from agentplatform.api.openai_chat_wire import completion_chunk, completion_object
+from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_message
+from agentplatform.tenancy.authentication import ApiClient
+from providers.models import ProviderKind
+from providers.runtime.errors import ProviderError
+from providers.runtime.passthrough import Forwarded, MessagesPassthrough
+from providers.services import GatewayRoute
+
+DEFAULT_MAX_TOKENS = 4096
+MAX_ERROR_CHARS = 2000
+
+
+async def gateway_chat(
+    request: HttpRequest, body: dict[str, Any], client: ApiClient
+) -> HttpResponse:
+    """`/v1/chat/completions` with a gateway model; `client` is the caller's checked key."""
+    route = await any_route(client, body["model"])
+    if isinstance(route.passthrough, MessagesPassthrough):
+        return await _chat_through_messages(request, body, client, route)
+    return await forward(request, body, client, route)
+
+
+async def gateway_messages(
+    request: HttpRequest, body: dict[str, Any], client: ApiClient
+) -> HttpResponse:
+    """`/v1/messages` with a gateway model (to an Anthropic connection, the caller's
+    `anthropic-version` and `anthropic-beta` headers passed on)."""
+    route = await any_route(client, body["model"])
+    if isinstance(route.passthrough, MessagesPassthrough):
+        return await forward(request, body, client, route, messages_headers(request))
+    return await _messages_through_chat(request, body, client, route)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What recording a call needs once it is answered (`sent`: a Chat Completions body,
+    whose last user message is the run's input)."""
+
+    client: ApiClient
+    model: str
+    route: GatewayRoute
+    started: Any
+    sent: dict[str, Any]
+
+    def record(self, forwarded: Forwarded) -> None:
+        record_gateway_call(self.client, self.model, self.route, forwarded, self.started, self.sent)
+
+
+async def _send(
+    call: _Call, payload: dict[str, Any], stream: bool, answer_of: Callable[[bytes], dict]
+) -> dict[str, Any] | tuple[bytes, AsyncIterator[bytes], Forwarded]:
+    """`payload` sent through the call's connection: a plain answer as `answer_of` says it
+    (a refusal raised), or a stream's first piece, the rest and its tally."""
+    passthrough = call.route.passthrough
+    assert passthrough is not None
+    if stream:
+        tally = Forwarded()
+        pieces = passthrough.stream(payload, call.route.model, tally)
+        try:
+            first = await anext(pieces, b"")  # (the status is known once the answer begins)
+        except ProviderError as exc:
+            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+        if tally.status != 200:
+            await pieces.aclose()
+            call.record(tally)
+            raise provider_refusal(tally.status, first)
+        return first, pieces, tally
+    try:
+        forwarded = await passthrough.complete(payload, call.route.model)
+    except ProviderError as exc:
+        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+    call.record(forwarded)
+    if forwarded.status != 200:
+        raise provider_refusal(forwarded.status, forwarded.body)
+    return answer_of(forwarded.body)
+
+
+def _unreadable() -> OpenAIError:
+    return OpenAIError(
+        502, "The provider's answer could not be read.", type="server_error", code="provider_error"
+    )
+
+
+# == /v1/messages → Chat Completions ==========================================================
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+                 "function_call": "tool_use", "content_filter": "refusal"}  # fmt: skip
+
+
+def chat_of_messages(body: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The Chat Completions body sent for a Messages `body` to a connection of `kind`
+    (without `stream`: the pass-through sets it)."""
+    if body.get("stream") not in (None, True, False):
+        raise BadRequest("`stream` must be a boolean.", "stream")
+    chat = chat_body(body)
+    chat.pop("stream", None)
+    for message in chat["messages"]:
+        if message.get("role") == "assistant":  # (None fields are not every service's)
+            for name in ("content", "tool_calls"):
+                if message.get(name) is None:
+                    message.pop(name, None)
+            message.setdefault("content", "")
+    check_sampling(chat)
+    if kind == ProviderKind.OPENAI:  # (what OpenAI's newer models take)
+        chat["max_completion_tokens"] = chat.pop("max_tokens")
+    return chat
+
+
+async def _messages_through_chat(
+    request: HttpRequest, body: dict[str, Any], client: ApiClient, route: GatewayRoute
+) -> HttpResponse:
+    model = body["model"]
+    chat = await parsed(chat_of_messages, body, route.connection.kind, size=len(request.body))
+    call = _Call(client, model, route, timezone.now(), chat)
+    stream = body.get("stream") is True
+    payload = {**chat, "stream_options": {"include_usage": True}} if stream else chat
+    ids = f"msg_{uuid.uuid4().hex}"
+    sent = await _send(call, payload, stream, lambda raw: message_of_completion(raw, ids, model))
+    if not isinstance(sent, tuple):
+        return JsonResponse(sent)
+    first, pieces, tally = sent
+    return event_stream_response(
+        messages_events(first, pieces, ids, model, lambda: call.record(tally))
+    )
+
+
+def message_of_completion(raw: bytes, id: str, model: str) -> dict[str, Any]:
+    """A provider's `chat.completion` as a Messages `message`."""
+    answer = _json(raw)
+    choices = answer.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise _unreadable()
+    content: list[dict[str, Any]] = []
+    text = _text(message.get("content"))
+    if text:
+        content.append({"type": "text", "text": text})
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            content.append(
+                _tool_use(call.get("id"), function.get("name"), function.get("arguments"))
+            )
+    return message_object(
+        id,
+        model,
+        content,
+        stop_reason=_stop_reason(choice.get("finish_reason"), content),
+        usage=_messages_usage(answer.get("usage")),
+    )
+
+
+def _tool_use(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
+    except (ValueError, RecursionError):
+        value = {}
+    return {
+        "type": "tool_use",
+        "id": call_id if isinstance(call_id, str) and call_id else _tool_use_id(),
+        "name": name if isinstance(name, str) else "",
+        "input": value if isinstance(value, dict) else {},
+    }
+
+
+def _stop_reason(finish_reason: Any, content: list[dict[str, Any]] | None = None) -> str:
+    if content and any(block["type"] == "tool_use" for block in content):
+        return "tool_use"
+    return (
+        _STOP_REASONS.get(finish_reason, "end_turn")
+        if isinstance(finish_reason, str)
+        else "end_turn"
+    )
+
+
+def _messages_usage(raw: Any) -> dict[str, int]:
+    """Chat Completions usage as Messages usage (whose input tokens leave out the cached)."""
+    if not isinstance(raw, dict):
+        return {"input_tokens": 0, "output_tokens": 0}
+    details = raw.get("prompt_tokens_details")
+    prompt = _count(raw.get("prompt_tokens"))
+    cached = min(_count(details.get("cached_tokens")) if isinstance(details, dict) else 0, prompt)
+    usage = {"input_tokens": prompt - cached, "output_tokens": _count(raw.get("completion_tokens"))}
+    if cached:
+        usage["cache_read_input_tokens"] = cached
+    return usage
+
+
+@dataclass
+class _Blocks:
+    """The content blocks a chunk stream has opened: the text one's index, and each tool
+    call's (by the call's index in the chunks)."""
+
+    count: int = 0
+    text: int | None = None
+    open: int | None = None
+    calls: dict[Any, int] = field(default_factory=dict)
+    nameless: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Any = None
+    error: str | None = None
+
+    def close(self) -> bytes:
+        if self.open is None:
+            return b""
+        index, self.open = self.open, None
+        return messages_event("content_block_stop", index=index)
+
+    def start(self, block: dict[str, Any]) -> tuple[int, bytes]:
+        out = self.close()
+        index, self.count = self.count, self.count + 1
+        self.open = index
+        return index, out + messages_event("content_block_start", index=index, content_block=block)
+
+
+async def messages_events(
+    first: bytes, stream: AsyncIterator[bytes], id: str, model: str, record: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    """The provider's chunk stream (`first`, then `stream`) as Messages events; `record`
+    is called once the provider's stream ends (or the caller goes away). A stream that
+    ends without a finish reason, or with an error chunk, ends with an `error` event."""
+    reader, blocks = SseJsonReader(), _Blocks()
+    yield messages_event("message_start", message=message_object(id, model, []))
+    try:
+        async with aclosing(stream):
+            piece: bytes | None = first
+            while piece is not None:
+                out = b"".join(_from_chunk(chunk, blocks) for chunk in reader.feed(piece))
+                if out:
+                    yield out
+                if blocks.error:
+                    break
+                piece = await anext(stream, None)
+    finally:
+        record()
+    if blocks.error is None:
+        out = b"".join(_from_chunk(chunk, blocks) for chunk in reader.feed(b"\n\n"))
+        for key, (call_id, pieces) in list(blocks.nameless.items()):  # (never named)
+            out += _open_call(blocks, key, call_id, "", "".join(pieces))
+        yield out
+        if blocks.finish_reason is None:
+            blocks.error = "The provider's stream ended before its answer was complete."
+    if blocks.error is not None:
+        yield messages_event("error", error={"type": "api_error", "message": blocks.error})
+        return
+    usage = _messages_usage(blocks.usage)
+    reason = "tool_use" if blocks.calls else _stop_reason(blocks.finish_reason)
+    yield (
+        blocks.close()
+        + messages_event(
+            "message_delta",
+            delta={"stop_reason": reason, "stop_sequence": None},
+            usage=usage,
+        )
+        + messages_event("message_stop")
+    )
+
+
+def _from_chunk(chunk: dict[str, Any], blocks: _Blocks) -> bytes:
+    error = chunk.get("error")
+    if isinstance(error, dict):  # (some services send an error mid-stream)
+        message = error.get("message")
+        blocks.error = "The provider failed" + (
+            f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
+        )
+        return b""
+    if isinstance(chunk.get("usage"), dict):
+        blocks.usage = chunk["usage"]
+    choices = chunk.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict):
+        return b""
+    if isinstance(choice.get("finish_reason"), str):
+        blocks.finish_reason = choice["finish_reason"]
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return b""
+    out = b""
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        if blocks.text is None or blocks.open != blocks.text:
+            blocks.text, opened = blocks.start({"type": "text", "text": ""})
+            out += opened
+        text_delta = {"type": "text_delta", "text": content}
+        out += messages_event("content_block_delta", index=blocks.text, delta=text_delta)
+    calls = delta.get("tool_calls")
+    for position, piece in enumerate(calls if isinstance(calls, list) else []):
+        if isinstance(piece, dict):
+            out += _call_piece(piece, position, blocks)
+    return out
+
+
+def _call_piece(piece: dict[str, Any], position: int, blocks: _Blocks) -> bytes:
+    """A tool call's delta: its block opened once its name is known, then its arguments."""
+    index = piece.get("index")
+    key = index if isinstance(index, int) and not isinstance(index, bool) else position
+    function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+    arguments = function.get("arguments")
+    arguments = arguments if isinstance(arguments, str) else ""
+    if key in blocks.calls:
+        return _arguments(blocks.calls[key], arguments)
+    call_id, earlier = blocks.nameless.pop(key, (None, []))
+    if call_id is None:
+        call_id = (
+            piece["id"] if isinstance(piece.get("id"), str) and piece["id"] else _tool_use_id()
+        )
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        blocks.nameless[key] = (call_id, [*earlier, arguments])
+        return b""
+    return _open_call(blocks, key, call_id, name, "".join([*earlier, arguments]))
+
+
+def _open_call(blocks: _Blocks, key: Any, call_id: str, name: str, arguments: str) -> bytes:
+    block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+    index, out = blocks.start(block)
+    blocks.calls[key] = index
+    blocks.nameless.pop(key, None)
+    return out + _arguments(index, arguments)
+
+
+def _arguments(index: int, text: str) -> bytes:
+    if not text:
+        return b""
+    delta = {"type": "input_json_delta", "partial_json": text}
+    return messages_event("content_block_delta", index=index, delta=delta)
+
+
+# == /v1/chat/completions → Messages ==========================================================
+_FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                   "tool_use": "tool_calls", "refusal": "content_filter",
+                   "pause_turn": "stop"}  # fmt: skip
+_NOT_EXPRESSIBLE = (
+    "`response_format` {kind} cannot be sent to an Anthropic connection's model; ask for "
+    "the JSON in the prompt, or call a tool with the schema as its input_schema."
+)
+
+
+def messages_of_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """The Messages body sent for a Chat Completions `body` (without `stream`)."""
+    if body.get("stream") not in (None, True, False):
+        raise BadRequest("`stream` must be a boolean.", "stream")
+    check_sampling(body)
+    format = body.get("response_format")
+    if format is not None:
+        kind = format.get("type") if isinstance(format, dict) else None
+        if kind != "text":
+            raise BadRequest(
+                _NOT_EXPRESSIBLE.format(
+                    kind=f"`{kind}`" if isinstance(kind, str) else "of this kind"
+                ),
+                "response_format",
+            )
+    if body.get("n") not in (None, 1):
+        raise BadRequest("`n` must be 1 for an Anthropic connection's model.", "n")
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("`messages` must be a non-empty list.", "messages")
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for index, message in enumerate(raw):
+        param = f"messages[{index}]"
+        role = message.get("role") if isinstance(message, dict) else None
+        if role in ("system", "developer"):
+            system.append(_plain_text(message.get("content"), f"{param}.content"))
+            continue
+        if role == "user":
+            blocks = _user_blocks(message.get("content"), f"{param}.content")
+        elif role == "assistant":
+            blocks = _assistant_blocks(message, param)
+        elif role == "tool":
+            blocks = [_tool_result(message, param)]
+            role = "user"
+        else:
+            raise BadRequest(
+                "Each message's `role` must be system, developer, user, assistant or tool.",
+                f"{param}.role",
+            )
+        if turns and turns[-1]["role"] == role:  # (one turn a side, results first)
+            turns[-1]["content"] += blocks
+        else:
+            turns.append({"role": role, "content": blocks})
+    sent: dict[str, Any] = {"model": body.get("model"), "messages": turns}
+    if system:
+        sent["system"] = "\n\n".join(system)
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    sent["max_tokens"] = limit or DEFAULT_MAX_TOKENS
+    for name in ("temperature", "top_p"):
+        if body.get(name) is not None:
+            sent[name] = body[name]
+    stop = body.get("stop")
+    if stop is not None:
+        sent["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    if isinstance(body.get("user"), str) and body["user"]:
+        sent["metadata"] = {"user_id": body["user"]}
+    if body.get("tools") is not None:
+        sent["tools"] = _anthropic_tools(body["tools"])
+    choice = _anthropic_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
+    if choice is not None:
+        sent["tool_choice"] = choice
+    return sent
+
+
+def _plain_text(content: Any, param: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        for p in content
+    ):
+        return "\n\n".join(p["text"] for p in content)
+    raise BadRequest("`content` must be a string or a list of text parts.", param)
+
+
+def _user_blocks(content: Any, param: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        raise BadRequest("`content` must be a string or a non-empty list of parts.", param)
+    blocks = []
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        where = f"{param}[{index}]"
+        if kind == "text" and isinstance(part.get("text"), str):
+            blocks.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            blocks.append({"type": "image", "source": _image_source(url, where)})
+        else:
+            raise BadRequest(
+                "Only text and image_url parts can be sent to an Anthropic connection's model.",
+                where,
+            )
+    return blocks
+
+
+def _image_source(url: Any, param: str) -> dict[str, Any]:
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        media_type, _, data = url[5:].partition(";base64,")
+        return {"type": "base64", "media_type": media_type, "data": data}
+    if isinstance(url, str) and url.startswith(("https://", "http://")):
+        return {"type": "url", "url": url}
+    raise BadRequest("An image's `url` must be a base64 data URL or an http(s) URL.", param)
+
+
+def _assistant_blocks(message: dict[str, Any], param: str) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    content = message.get("content")
+    if content is not None and content != "":
+        blocks.append({"type": "text", "text": _plain_text(content, f"{param}.content")})
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise BadRequest("`tool_calls` must be a list.", f"{param}.tool_calls")
+    for index, call in enumerate(calls or []):
+        where = f"{param}.tool_calls[{index}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(call.get("id"), str):
+            raise BadRequest("A tool call needs an `id` and a `function`.", where)
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError, RecursionError):
+            arguments = None
+        if not isinstance(arguments, dict) or not isinstance(function.get("name"), str):
+            raise BadRequest(
+                "A tool call needs a `name` and `arguments` that are a JSON object.", where
+            )
+        blocks.append(
+            {"type": "tool_use", "id": call["id"], "name": function["name"], "input": arguments}
+        )
+    if not blocks:
+        raise BadRequest("An assistant message needs `content` or `tool_calls`.", param)
+    return blocks
+
+
+def _tool_result(message: dict[str, Any], param: str) -> dict[str, Any]:
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise BadRequest("A tool message needs its `tool_call_id`.", f"{param}.tool_call_id")
+    text = _plain_text(message.get("content"), f"{param}.content")
+    return {"type": "tool_result", "tool_use_id": call_id, "content": text}
+
+
+def _anthropic_tools(raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        raise BadRequest("`tools` must be a list.", "tools")
+    tools = []
+    for index, tool in enumerate(raw):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(function, dict)
+            or tool.get("type") != "function"
+            or not isinstance(function.get("name"), str)
+        ):
+            raise BadRequest("Only function tools with a `name` are supported.", f"tools[{index}]")
+        schema = function.get("parameters")
+        sent = {
+            "name": function["name"],
+            "input_schema": schema
+            if isinstance(schema, dict)
+            else {"type": "object", "properties": {}},
+        }
+        if isinstance(function.get("description"), str):
+            sent["description"] = function["description"]
+        tools.append(sent)
+    return tools
+
+
+def _anthropic_tool_choice(raw: Any, parallel: Any) -> dict[str, Any] | None:
+    if raw is None:
+        choice: dict[str, Any] | None = {"type": "auto"} if parallel is False else None
+    elif raw in ("auto", "none"):
+        choice = {"type": raw}
+    elif raw == "required":
+        choice = {"type": "any"}
+    elif isinstance(raw, dict) and isinstance((raw.get("function") or {}).get("name"), str):
+        choice = {"type": "tool", "name": raw["function"]["name"]}
+    else:
+        raise BadRequest(
+            "`tool_choice` must be auto, none, required or a function by name.", "tool_choice"
+        )
+    if choice is not None and parallel is False and choice["type"] != "none":
+        choice["disable_parallel_tool_use"] = True
+    return choice
+
+
+async def _chat_through_messages(
+    request: HttpRequest, body: dict[str, Any], client: ApiClient, route: GatewayRoute
+) -> HttpResponse:
+    model = body["model"]
+    sent = await parsed(messages_of_chat, body, size=len(request.body))
+    call = _Call(client, model, route, timezone.now(), body)
+    stream = body.get("stream") is True or request.GET.get("stream") == "true"
+    ids = _ChunkIds(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
+    answer = await _send(call, sent, stream, lambda raw: completion_of_message(raw, ids))
+    if not isinstance(answer, tuple):
+        return JsonResponse(answer)
+    first, pieces, tally = answer
+    options = body.get("stream_options")
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    events = chunks_of_events(first, pieces, ids, usage, lambda: call.record(tally))
+    return event_stream_response(events)
+
+
+@dataclass(frozen=True)
+class _ChunkIds:
+    id: str
+    created: int
+    model: str
+
+    def chunk(self, delta: dict[str, Any] | None, **extra: Any) -> bytes:
+        return completion_chunk(self.id, self.created, self.model, delta, **extra)
+
+
+def completion_of_message(raw: bytes, ids: _ChunkIds) -> dict[str, Any]:
+    """A provider's Messages `message` as a `chat.completion`."""
+    answer = _json(raw)
+    content = answer.get("content")
+    if not isinstance(content, list):
+        raise _unreadable()
+    text = "".join(
+        b["text"]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
+    calls = [
+        {
+            "id": b.get("id") or _tool_use_id(),
+            "type": "function",
+            "function": {
+                "name": b.get("name") or "",
+                "arguments": json.dumps(b.get("input") or {}, ensure_ascii=False),
+            },
+        }
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or (None if calls else ""),
+        "refusal": None,
+    }
+    if calls:
+        message["tool_calls"] = calls
+    reason = answer.get("stop_reason")
+    finish = (
+        "tool_calls"
+        if calls
+        else _FINISH_REASONS.get(reason, "stop")
+        if isinstance(reason, str)
+        else "stop"
+    )
+    return completion_object(
+        ids.id, ids.created, ids.model, message, finish, _chat_usage(answer.get("usage"))
+    )
+
+
+def _chat_usage(raw: Any) -> dict[str, Any]:
+    """Messages usage as Chat Completions usage (whose prompt tokens count the cached)."""
+    raw = raw if isinstance(raw, dict) else {}
+    cached = _count(raw.get("cache_read_input_tokens"))
+    prompt = (
+        _count(raw.get("input_tokens")) + cached + _count(raw.get("cache_creation_input_tokens"))
+    )
+    completion = _count(raw.get("output_tokens"))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+async def chunks_of_events(
+    first: bytes,
+    stream: AsyncIterator[bytes],
+    ids: _ChunkIds,
+    include_usage: bool,
+    record: Callable[[], None],
+) -> AsyncIterator[bytes]:
+    """The provider's Messages events (`first`, then `stream`) as `chat.completion.chunk`s
+    and `[DONE]`; `record` is called once the provider's stream ends. An `error` event, or
+    a stream that ends before `message_stop`, ends with an error chunk."""
+    reader = SseJsonReader()
+    state: dict[str, Any] = {
+        "usage": {},
+        "stop_reason": None,
+        "calls": {},
+        "done": False,
+        "error": None,
+    }
+    yield ids.chunk({"role": "assistant", "content": ""})
+    try:
+        async with aclosing(stream):
+            piece: bytes | None = first
+            while piece is not None and not state["done"] and state["error"] is None:
+                out = b"".join(_from_event(event, ids, state) for event in reader.feed(piece))
+                if out:
+                    yield out
+                piece = await anext(stream, None)
+    finally:
+        record()
+    if not state["done"] and state["error"] is None:
+        out = b"".join(_from_event(event, ids, state) for event in reader.feed(b"\n\n"))
+        if out:
+            yield out
+    if not state["done"] and state["error"] is None:
+        state["error"] = "The provider's stream ended before its answer was complete."
+    if state["error"] is not None:
+        error = OpenAIError(502, state["error"], type="server_error", code="provider_error")
+        yield sse_message(error.body()) + sse_message("[DONE]")
+        return
+    reason = state["stop_reason"]
+    finish = "tool_calls" if state["calls"] else _FINISH_REASONS.get(reason, "stop")
+    out = ids.chunk({}, finish_reason=finish)
+    if include_usage:
+        out += ids.chunk(None, usage=_chat_usage(state["usage"]))
+    yield out + sse_message("[DONE]")
+
+
+def _from_event(event: dict[str, Any], ids: _ChunkIds, state: dict[str, Any]) -> bytes:
+    kind = event.get("type")
+    if kind == "message_start":
+        message = event.get("message")
+        usage = message.get("usage") if isinstance(message, dict) else None
+        if isinstance(usage, dict):
+            state["usage"].update(usage)
+    elif kind == "content_block_start":
+        block = event.get("content_block")
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            position = len(state["calls"])
+            state["calls"][event.get("index")] = position
+            call = {"index": position, "id": block.get("id") or _tool_use_id(), "type": "function",
+                    "function": {"name": block.get("name") or "", "arguments": ""}}  # fmt: skip
+            return ids.chunk({"tool_calls": [call]})
+        if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
+            return ids.chunk({"content": block["text"]})
+    elif kind == "content_block_delta":
+        delta = event.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
+        if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+            return ids.chunk({"content": delta["text"]})
+        position = state["calls"].get(event.get("index"))
+        if delta.get("type") == "input_json_delta" and position is not None:
+            partial = delta.get("partial_json")
+            if isinstance(partial, str) and partial:
+                call = {"index": position, "function": {"arguments": partial}}
+                return ids.chunk({"tool_calls": [call]})
+    elif kind == "message_delta":
+        delta = event.get("delta")
+        if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+            state["stop_reason"] = delta["stop_reason"]
+        if isinstance(event.get("usage"), dict):
+            state["usage"].update({k: v for k, v in event["usage"].items() if v is not None})
+    elif kind == "message_stop":
+        state["done"] = True
+    elif kind == "error":
+        error = event.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        state["error"] = "The provider failed" + (
+            f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
+        )
+    return b""
+
+
+# -- small helpers ---------------------------------------------------------------------------
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _tool_use_id() -> str:
+    return f"toolu_{uuid.uuid4().hex[:24]}"
