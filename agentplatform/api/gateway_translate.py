@@ -553,7 +553,11 @@ def _anthropic_tool_choice(raw: Any, parallel: Any) -> dict[str, Any] | None:
         choice = {"type": raw}
     elif raw == "required":
         choice = {"type": "any"}
-    elif isinstance(raw, dict) and isinstance((raw.get("function") or {}).get("name"), str):
+    elif (
+        isinstance(raw, dict)
+        and isinstance(raw.get("function"), dict)
+        and isinstance(raw["function"].get("name"), str)
+    ):
         choice = {"type": "tool", "name": raw["function"]["name"]}
     else:
         raise BadRequest(
@@ -622,17 +626,16 @@ def completion_of_message(raw: bytes, ids: _ChunkIds) -> dict[str, Any]:
     }
     if calls:
         message["tool_calls"] = calls
-    reason = answer.get("stop_reason")
-    finish = (
-        "tool_calls"
-        if calls
-        else _FINISH_REASONS.get(reason, "stop")
-        if isinstance(reason, str)
-        else "stop"
-    )
+    finish = _finish_reason(answer.get("stop_reason"), bool(calls))
     return completion_object(
         ids.id, ids.created, ids.model, message, finish, _chat_usage(answer.get("usage"))
     )
+
+
+def _finish_reason(stop_reason: Any, called: bool) -> str:
+    if called:
+        return "tool_calls"
+    return _FINISH_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
 
 
 def _chat_usage(raw: Any) -> dict[str, Any]:
@@ -651,6 +654,19 @@ def _chat_usage(raw: Any) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Events:
+    """What the provider's Messages events said so far: the usage, the stop reason, each
+    `tool_use` block's position among the calls (by the block's index), whether the
+    message stopped, an error."""
+
+    usage: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None
+    calls: dict[Any, int] = field(default_factory=dict)
+    done: bool = False
+    error: str | None = None
+
+
 async def chunks_of_events(
     first: bytes,
     stream: AsyncIterator[bytes],
@@ -661,55 +677,47 @@ async def chunks_of_events(
     """The provider's Messages events (`first`, then `stream`) as `chat.completion.chunk`s
     and `[DONE]`; `record` is called once the provider's stream ends. An `error` event, or
     a stream that ends before `message_stop`, ends with an error chunk."""
-    reader = SseJsonReader()
-    state: dict[str, Any] = {
-        "usage": {},
-        "stop_reason": None,
-        "calls": {},
-        "done": False,
-        "error": None,
-    }
+    reader, state = SseJsonReader(), _Events()
     yield ids.chunk({"role": "assistant", "content": ""})
     try:
         async with aclosing(stream):
             piece: bytes | None = first
-            while piece is not None and not state["done"] and state["error"] is None:
+            while piece is not None and not state.done and state.error is None:
                 out = b"".join(_from_event(event, ids, state) for event in reader.feed(piece))
                 if out:
                     yield out
                 piece = await anext(stream, None)
     finally:
         record()
-    if not state["done"] and state["error"] is None:
+    if not state.done and state.error is None:
         out = b"".join(_from_event(event, ids, state) for event in reader.feed(b"\n\n"))
         if out:
             yield out
-    if not state["done"] and state["error"] is None:
-        state["error"] = "The provider's stream ended before its answer was complete."
-    if state["error"] is not None:
-        error = OpenAIError(502, state["error"], type="server_error", code="provider_error")
+    if not state.done and state.error is None:
+        state.error = "The provider's stream ended before its answer was complete."
+    if state.error is not None:
+        error = OpenAIError(502, state.error, type="server_error", code="provider_error")
         yield sse_message(error.body()) + sse_message("[DONE]")
         return
-    reason = state["stop_reason"]
-    finish = "tool_calls" if state["calls"] else _FINISH_REASONS.get(reason, "stop")
-    out = ids.chunk({}, finish_reason=finish)
+    out = ids.chunk({}, finish_reason=_finish_reason(state.stop_reason, bool(state.calls)))
     if include_usage:
-        out += ids.chunk(None, usage=_chat_usage(state["usage"]))
+        out += ids.chunk(None, usage=_chat_usage(state.usage))
     yield out + sse_message("[DONE]")
 
 
-def _from_event(event: dict[str, Any], ids: _ChunkIds, state: dict[str, Any]) -> bytes:
+def _from_event(event: dict[str, Any], ids: _ChunkIds, state: _Events) -> bytes:
+    """One Messages event as chunks (or what it says of the end, kept in `state`)."""
     kind = event.get("type")
     if kind == "message_start":
         message = event.get("message")
         usage = message.get("usage") if isinstance(message, dict) else None
         if isinstance(usage, dict):
-            state["usage"].update(usage)
+            state.usage.update(usage)
     elif kind == "content_block_start":
         block = event.get("content_block")
         if isinstance(block, dict) and block.get("type") == "tool_use":
-            position = len(state["calls"])
-            state["calls"][event.get("index")] = position
+            position = len(state.calls)
+            state.calls[event.get("index")] = position
             call = {"index": position, "id": block.get("id") or _tool_use_id(), "type": "function",
                     "function": {"name": block.get("name") or "", "arguments": ""}}  # fmt: skip
             return ids.chunk({"tool_calls": [call]})
@@ -720,7 +728,7 @@ def _from_event(event: dict[str, Any], ids: _ChunkIds, state: dict[str, Any]) ->
         delta = delta if isinstance(delta, dict) else {}
         if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
             return ids.chunk({"content": delta["text"]})
-        position = state["calls"].get(event.get("index"))
+        position = state.calls.get(event.get("index"))
         if delta.get("type") == "input_json_delta" and position is not None:
             partial = delta.get("partial_json")
             if isinstance(partial, str) and partial:
@@ -729,15 +737,15 @@ def _from_event(event: dict[str, Any], ids: _ChunkIds, state: dict[str, Any]) ->
     elif kind == "message_delta":
         delta = event.get("delta")
         if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-            state["stop_reason"] = delta["stop_reason"]
+            state.stop_reason = delta["stop_reason"]
         if isinstance(event.get("usage"), dict):
-            state["usage"].update({k: v for k, v in event["usage"].items() if v is not None})
+            state.usage.update({k: v for k, v in event["usage"].items() if v is not None})
     elif kind == "message_stop":
-        state["done"] = True
+        state.done = True
     elif kind == "error":
         error = event.get("error")
         message = error.get("message") if isinstance(error, dict) else None
-        state["error"] = "The provider failed" + (
+        state.error = "The provider failed" + (
             f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
         )
     return b""

@@ -376,6 +376,11 @@ def test_bad_chats_for_an_anthropic_model_are_400s_naming_the_field(openai_sdk):
         with pytest.raises(openai.BadRequestError) as bad:
             openai_sdk.chat.completions.create(**{"model": CLAUDE, "messages": hello, **body})
         assert bad.value.param == param, (param, bad.value)
+    with pytest.raises(openai.BadRequestError) as odd:  # (not a 500)
+        openai_sdk.chat.completions.create(
+            model=CLAUDE, messages=hello, tool_choice={"type": "function", "function": "f"}
+        )
+    assert odd.value.param == "tool_choice"
     with pytest.raises(openai.BadRequestError) as schema:
         openai_sdk.chat.completions.create(
             model=CLAUDE, messages=hello, response_format={"type": "json_object"}
