@@ -9,6 +9,7 @@ import json
 import time
 
 import anthropic
+import httpx2
 import openai
 import pytest
 from pydantic import BaseModel
@@ -482,3 +483,23 @@ def test_a_provider_stream_cut_short_or_failing_ends_with_response_failed():
     assert late[-1]["type"] == "response.completed"
     (item,) = late[-1]["response"]["output"]
     assert (item["name"], item["call_id"], item["arguments"]) == ("f", "c1", '{"a": 1}')
+
+
+def test_a_caller_leaving_a_stream_ends_it_at_once_and_it_is_recorded(
+    asgi_server, keys, connection, provider_server
+):
+    """The /v1 handler races the view against the client's disconnect (asgi_handler): a
+    slow stream left after its first chunk is closed on the server side, its provider call
+    with it, and recorded then, not when the provider would have finished."""
+    provider_server.script("openai", TextReply("slow words", chunk_delay_s=3))  # 9 s or more
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "stream": True}
+    headers = {"Authorization": f"Bearer {keys['run']}"}
+    left = time.monotonic()
+    with (
+        httpx2.Client(timeout=10) as http,
+        http.stream("POST", f"{asgi_server}/v1/chat/completions", json=body, headers=headers) as r,
+    ):
+        assert r.status_code == 200
+        assert next(r.iter_bytes()).startswith(b"data: ")
+        left = time.monotonic()
+    assert recorded().status == "succeeded" and time.monotonic() - left < 2.5
