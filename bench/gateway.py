@@ -15,6 +15,9 @@ process (bench/api.py's RemoteServer, every reply the same TextReply).
    the cores the server needs) for DURATION_S, non-streaming, through the gateway, then
    directly: requests/s, errors, p50/p99; and the web process's CPU time per request
    (from /proc: on a machine busy with other work, the figure that moves least).
+4. Translated: the `anthropic` SDK's `messages.create` to the same OpenAI model through
+   `/v1/messages` (Messages -> Chat Completions and back), SAMPLES after WARMUP, p50, beside
+   the direct p50 of (1).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
     sys.path.pop(0)
 sys.path.insert(0, str(ROOT))
 
+import anthropic  # noqa: E402
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 
@@ -83,6 +87,21 @@ def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid`, all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def translated_p50(base_url: str, key: str) -> float:
+    """(4): through /v1/messages to the OpenAI connection's model."""
+    claude = anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0, timeout=30)
+    found = []
+    try:
+        for index in range(WARMUP + SAMPLES):
+            started = time.perf_counter()
+            await claude.messages.create(model=GATEWAY_MODEL, max_tokens=50, messages=HELLO)
+            if index >= WARMUP:
+                found.append(ms(time.perf_counter() - started))
+    finally:
+        await claude.close()
+    return statistics.median(found)
 
 
 async def throughput(url: str, key: str, model: str, pid: int | None = None) -> dict:
@@ -146,9 +165,10 @@ def main() -> None:
                 await direct.close()
             through = await throughput(url, secret, GATEWAY_MODEL, children[0].process.pid)
             alone = await throughput(server.openai_base_url, "fake", MODEL)
-            return rounds, through, alone
+            translated = await translated_p50(url.removesuffix("/v1"), secret)
+            return rounds, through, alone, translated
 
-        rounds, through, alone = asyncio.run(measure())
+        rounds, through, alone, translated = asyncio.run(measure())
         from agents.models import Run
 
         recorded = Run.objects.filter(gateway_model=GATEWAY_MODEL).count()
@@ -174,6 +194,7 @@ def main() -> None:
         "added_complete_p50_ms": p50("gateway", "complete") - p50("direct", "complete"),
         "added_ttft_p50_ms": p50("gateway", "ttft") - p50("direct", "ttft"),
         "throughput": {"gateway": through, "direct": alone, "clients": CLIENTS},
+        "translated_messages_p50_ms": translated,
         "recorded_runs": recorded,
     }
     print(f"gateway model {GATEWAY_MODEL!r} vs the fake provider directly; {os.cpu_count()} CPUs")
@@ -190,6 +211,8 @@ def main() -> None:
               f"{found['p50_ms']:.1f} ms, p99 {found['p99_ms']:.1f} ms")  # fmt: skip
     print(f"   web process CPU per gateway request: {through['server_cpu_ms_per_request']:.2f} ms")
     print(f"   (target ≥ 350 requests/s through one web process); runs recorded: {recorded}")
+    print(f"4. translated (/v1/messages to the OpenAI model), p50: {translated:.2f} ms, added "
+          f"{translated - complete['direct']:.2f} ms over the direct call")  # fmt: skip
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "gateway.json").write_text(json.dumps(result, indent=2))
