@@ -30,6 +30,7 @@ from django.utils import timezone
 from agentplatform.api.gateway import chat_route, record_gateway_call
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
+from agentplatform.api.openai_chat_wire import MAX_ERROR_CHARS, ChunkTally
 from agentplatform.api.openai_responses_wire import (
     PREFIX,
     ResponseEvents,
@@ -51,7 +52,6 @@ NOT_CHAINED = (
     "`previous_response_id` is not supported for gateway models (`<connection>/<model>`): "
     "their responses are not stored. Send the whole conversation in `input`."
 )
-MAX_ERROR_CHARS = 2000
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
@@ -271,12 +271,9 @@ def _text(content: Any) -> str:
 
 # -- a chunk stream as events ----------------------------------------------------------------
 @dataclass
-class _StreamState:
+class _StreamState(ChunkTally):
     """What the provider's chunks said so far."""
 
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    error: str | None = None
     reader: SseJsonReader = field(default_factory=SseJsonReader)
     # Function calls whose name has not come yet: their id and the arguments so far.
     nameless: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
@@ -330,23 +327,8 @@ async def stream_events(
 
 def _translated(chunk: dict[str, Any], events: ResponseEvents, state: _StreamState) -> bytes:
     """One `chat.completion.chunk` as events (or what it says of the end, kept in `state`)."""
-    error = chunk.get("error")
-    if isinstance(error, dict):  # (some services send an error mid-stream)
-        message = error.get("message")
-        state.error = "The provider failed" + (
-            f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
-        )
-        return b""
-    if isinstance(chunk.get("usage"), dict):
-        state.usage = chunk["usage"]
-    choices = chunk.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    if not isinstance(choice, dict):
-        return b""
-    if isinstance(choice.get("finish_reason"), str):
-        state.finish_reason = choice["finish_reason"]
-    delta = choice.get("delta")
-    if not isinstance(delta, dict):
+    delta = state.delta_of(chunk)
+    if delta is None:
         return b""
     out = b""
     content = delta.get("content")

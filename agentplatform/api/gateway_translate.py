@@ -37,7 +37,12 @@ from agentplatform.api.gateway import any_route, forward, messages_headers, reco
 from agentplatform.api.gateway_responses import provider_refusal
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
-from agentplatform.api.openai_chat_wire import completion_chunk, completion_object
+from agentplatform.api.openai_chat_wire import (
+    ChunkTally,
+    completion_chunk,
+    completion_object,
+    provider_failure,
+)
 from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_message
 from agentplatform.tenancy.authentication import ApiClient
 from providers.models import ProviderKind
@@ -46,7 +51,6 @@ from providers.runtime.passthrough import Forwarded, MessagesPassthrough
 from providers.services import GatewayRoute
 
 DEFAULT_MAX_TOKENS = 4096
-MAX_ERROR_CHARS = 2000
 
 
 async def gateway_chat(
@@ -227,7 +231,7 @@ def _messages_usage(raw: Any) -> dict[str, int]:
 
 
 @dataclass
-class _Blocks:
+class _Blocks(ChunkTally):
     """The content blocks a chunk stream has opened: the text one's index, and each tool
     call's (by the call's index in the chunks)."""
 
@@ -236,9 +240,6 @@ class _Blocks:
     open: int | None = None
     calls: dict[Any, int] = field(default_factory=dict)
     nameless: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
-    finish_reason: str | None = None
-    usage: Any = None
-    error: str | None = None
 
     def close(self) -> bytes:
         if self.open is None:
@@ -297,23 +298,8 @@ async def messages_events(
 
 
 def _from_chunk(chunk: dict[str, Any], blocks: _Blocks) -> bytes:
-    error = chunk.get("error")
-    if isinstance(error, dict):  # (some services send an error mid-stream)
-        message = error.get("message")
-        blocks.error = "The provider failed" + (
-            f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
-        )
-        return b""
-    if isinstance(chunk.get("usage"), dict):
-        blocks.usage = chunk["usage"]
-    choices = chunk.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    if not isinstance(choice, dict):
-        return b""
-    if isinstance(choice.get("finish_reason"), str):
-        blocks.finish_reason = choice["finish_reason"]
-    delta = choice.get("delta")
-    if not isinstance(delta, dict):
+    delta = blocks.delta_of(chunk)
+    if delta is None:
         return b""
     out = b""
     content = delta.get("content")
@@ -744,10 +730,7 @@ def _from_event(event: dict[str, Any], ids: _ChunkIds, state: _Events) -> bytes:
         state.done = True
     elif kind == "error":
         error = event.get("error")
-        message = error.get("message") if isinstance(error, dict) else None
-        state.error = "The provider failed" + (
-            f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
-        )
+        state.error = provider_failure(error.get("message") if isinstance(error, dict) else None)
     return b""
 
 

@@ -4,9 +4,46 @@ translation from Anthropic (`gateway_translate`) both send them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from agentplatform.api.sse import sse_message
+
+MAX_ERROR_CHARS = 2000  # of a provider's own error message, passed on
+
+
+def provider_failure(message: Any) -> str:
+    """What a caller is told of an error a provider sent in its stream."""
+    said = f": {message[:MAX_ERROR_CHARS]}" if isinstance(message, str) and message else "."
+    return "The provider failed" + said
+
+
+@dataclass
+class ChunkTally:
+    """What a provider's `chat.completion.chunk`s said of the end so far (the gateway's
+    translations of a chunk stream keep one)."""
+
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+
+    def delta_of(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        """The chunk's delta, if it has one, once its error, usage and finish reason are
+        noted."""
+        error = chunk.get("error")
+        if isinstance(error, dict):  # (some services send an error mid-stream)
+            self.error = provider_failure(error.get("message"))
+            return None
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
+            return None
+        if isinstance(choice.get("finish_reason"), str):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta")
+        return delta if isinstance(delta, dict) else None
 
 
 def completion_object(
