@@ -45,7 +45,7 @@ from agentplatform.api.sse import SseJsonReader, event_stream_response
 from agentplatform.tenancy.authentication import ApiClient
 from providers.models import ProviderKind
 from providers.runtime.errors import ProviderError
-from providers.runtime.passthrough import Forwarded
+from providers.runtime.passthrough import Forwarded, json_object, token_count
 from providers.services import GatewayRoute
 
 NOT_CHAINED = (
@@ -151,7 +151,7 @@ def provider_refusal(status: int, body: bytes) -> OpenAIError:
     their status and the provider's message (its `param` named as Responses names it); the
     connection's own trouble (401, 403: its key; 5xx) is a 502 that says who must act. The
     body was scrubbed of the connection's key by the pass-through."""
-    error = _json(body).get("error")
+    error = json_object(body).get("error")
     error = error if isinstance(error, dict) else {}
     message = error.get("message") if isinstance(error.get("message"), str) else ""
     message = message[:MAX_ERROR_CHARS]
@@ -189,7 +189,7 @@ def _unreadable() -> OpenAIError:
 # -- a completion as a response --------------------------------------------------------------
 def response_of_completion(raw: bytes, ids: ResponseIds) -> dict[str, Any]:
     """A provider's `chat.completion` as a `response`."""
-    answer = _json(raw)
+    answer = json_object(raw)
     choices = answer.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -246,11 +246,11 @@ def _usage(raw: Any) -> dict[str, Any] | None:
 
     def detail(name: str, key: str) -> int:
         details = raw.get(name)
-        return _count(details.get(key)) if isinstance(details, dict) else 0
+        return token_count(details.get(key)) if isinstance(details, dict) else 0
 
     return usage_object(
-        _count(raw.get("prompt_tokens")),
-        _count(raw.get("completion_tokens")),
+        token_count(raw.get("prompt_tokens")),
+        token_count(raw.get("completion_tokens")),
         cached=detail("prompt_tokens_details", "cached_tokens"),
         reasoning=detail("completion_tokens_details", "reasoning_tokens"),
     )
@@ -378,17 +378,5 @@ def _named_late(events: ResponseEvents, state: _StreamState) -> bytes:
 
 
 # -- small helpers ---------------------------------------------------------------------------
-def _json(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"

@@ -47,7 +47,7 @@ from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_mess
 from agentplatform.tenancy.authentication import ApiClient
 from providers.models import ProviderKind
 from providers.runtime.errors import ProviderError
-from providers.runtime.passthrough import Forwarded, MessagesPassthrough
+from providers.runtime.passthrough import Forwarded, MessagesPassthrough, json_object, token_count
 from providers.services import GatewayRoute
 
 DEFAULT_MAX_TOKENS = 4096
@@ -168,7 +168,7 @@ async def _messages_through_chat(
 
 def message_of_completion(raw: bytes, id: str, model: str) -> dict[str, Any]:
     """A provider's `chat.completion` as a Messages `message`."""
-    answer = _json(raw)
+    answer = json_object(raw)
     choices = answer.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -222,9 +222,14 @@ def _messages_usage(raw: Any) -> dict[str, int]:
     if not isinstance(raw, dict):
         return {"input_tokens": 0, "output_tokens": 0}
     details = raw.get("prompt_tokens_details")
-    prompt = _count(raw.get("prompt_tokens"))
-    cached = min(_count(details.get("cached_tokens")) if isinstance(details, dict) else 0, prompt)
-    usage = {"input_tokens": prompt - cached, "output_tokens": _count(raw.get("completion_tokens"))}
+    prompt = token_count(raw.get("prompt_tokens"))
+    cached = min(
+        token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0, prompt
+    )
+    usage = {
+        "input_tokens": prompt - cached,
+        "output_tokens": token_count(raw.get("completion_tokens")),
+    }
     if cached:
         usage["cache_read_input_tokens"] = cached
     return usage
@@ -584,7 +589,7 @@ class _ChunkIds:
 
 def completion_of_message(raw: bytes, ids: _ChunkIds) -> dict[str, Any]:
     """A provider's Messages `message` as a `chat.completion`."""
-    answer = _json(raw)
+    answer = json_object(raw)
     content = answer.get("content")
     if not isinstance(content, list):
         raise _unreadable()
@@ -627,11 +632,13 @@ def _finish_reason(stop_reason: Any, called: bool) -> str:
 def _chat_usage(raw: Any) -> dict[str, Any]:
     """Messages usage as Chat Completions usage (whose prompt tokens count the cached)."""
     raw = raw if isinstance(raw, dict) else {}
-    cached = _count(raw.get("cache_read_input_tokens"))
+    cached = token_count(raw.get("cache_read_input_tokens"))
     prompt = (
-        _count(raw.get("input_tokens")) + cached + _count(raw.get("cache_creation_input_tokens"))
+        token_count(raw.get("input_tokens"))
+        + cached
+        + token_count(raw.get("cache_creation_input_tokens"))
     )
-    completion = _count(raw.get("output_tokens"))
+    completion = token_count(raw.get("output_tokens"))
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -735,18 +742,6 @@ def _from_event(event: dict[str, Any], ids: _ChunkIds, state: _Events) -> bytes:
 
 
 # -- small helpers ---------------------------------------------------------------------------
-def _json(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content

@@ -124,7 +124,7 @@ class _Passthrough:
             raise ProviderUnavailable(self._failure(exc)) from None
         usage = Usage()
         if answer.status == 200:
-            usage = self._usage(_json_object(content))
+            usage = self._usage(json_object(content))
             content = self._without_key(content)
         else:
             content = self._scrubbed(content)
@@ -167,7 +167,7 @@ class _Passthrough:
                 return  # the provider went away mid-stream: the caller's stream ends there
 
 
-def _json_object(content: bytes) -> dict[str, Any]:
+def json_object(content: bytes) -> dict[str, Any]:
     try:
         value = json.loads(content)
     except (ValueError, RecursionError):
@@ -187,7 +187,7 @@ def _data(event: bytes) -> dict[str, Any] | None:
     return None
 
 
-def _count(value: Any) -> int:
+def token_count(value: Any) -> int:
     """A token count as a provider sent it, or 0 when it is not one."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -206,8 +206,11 @@ class ChatPassthrough(_Passthrough):
             return Usage()
         details = raw.get("prompt_tokens_details")
         cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-        prompt, completion = _count(raw.get("prompt_tokens")), _count(raw.get("completion_tokens"))
-        cached = min(_count(cached), prompt)
+        prompt, completion = (
+            token_count(raw.get("prompt_tokens")),
+            token_count(raw.get("completion_tokens")),
+        )
+        cached = min(token_count(cached), prompt)
         return Usage(
             input_tokens=prompt - cached, output_tokens=completion, cache_read_tokens=cached
         )
@@ -241,10 +244,10 @@ class MessagesPassthrough(_Passthrough):
         if not isinstance(raw, dict):
             return Usage()
         return Usage(
-            input_tokens=_count(raw.get("input_tokens")),
-            output_tokens=_count(raw.get("output_tokens")),
-            cache_read_tokens=_count(raw.get("cache_read_input_tokens")),
-            cache_write_tokens=_count(raw.get("cache_creation_input_tokens")),
+            input_tokens=token_count(raw.get("input_tokens")),
+            output_tokens=token_count(raw.get("output_tokens")),
+            cache_read_tokens=token_count(raw.get("cache_read_input_tokens")),
+            cache_write_tokens=token_count(raw.get("cache_creation_input_tokens")),
         )
 
     def _event(self, event: bytes, tally: Forwarded, body: dict[str, Any]) -> bool:
