@@ -2,6 +2,9 @@
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# No access line per request (its write on the event loop costs each call 0.3-0.5 ms; every
+# run and gateway call is recorded anyway): UVICORN_ACCESS_LOG=true turns it on.
+ENV UVICORN_ACCESS_LOG=false
 WORKDIR /app
 
 COPY pyproject.toml README.md ./

@@ -30,7 +30,12 @@ from django.utils import timezone
 from agentplatform.api.gateway import chat_route, record_gateway_call
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
-from agentplatform.api.openai_chat_wire import MAX_ERROR_CHARS, ChunkTally
+from agentplatform.api.openai_chat_wire import (
+    MAX_ERROR_CHARS,
+    ChunkTally,
+    content_text,
+    first_choice,
+)
 from agentplatform.api.openai_responses_wire import (
     PREFIX,
     ResponseEvents,
@@ -180,23 +185,12 @@ def provider_refusal(status: int, body: bytes) -> OpenAIError:
     )
 
 
-def _unreadable() -> OpenAIError:
-    return OpenAIError(
-        502, "The provider's answer could not be read.", type="server_error", code="provider_error"
-    )
-
-
 # -- a completion as a response --------------------------------------------------------------
 def response_of_completion(raw: bytes, ids: ResponseIds) -> dict[str, Any]:
     """A provider's `chat.completion` as a `response`."""
-    answer = json_object(raw)
-    choices = answer.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
-        raise _unreadable()
+    answer, choice, message = first_choice(raw)
     output: list[dict[str, Any]] = []
-    text, refusal = _text(message.get("content")), message.get("refusal")
+    text, refusal = content_text(message.get("content")), message.get("refusal")
     if text or (isinstance(refusal, str) and refusal):
         item = message_item(ids.message, text)
         if not text:
@@ -254,19 +248,6 @@ def _usage(raw: Any) -> dict[str, Any] | None:
         cached=detail("prompt_tokens_details", "cached_tokens"),
         reasoning=detail("completion_tokens_details", "reasoning_tokens"),
     )
-
-
-def _text(content: Any) -> str:
-    """A message's content as text (a string, or text parts as some services send it)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
 
 
 # -- a chunk stream as events ----------------------------------------------------------------

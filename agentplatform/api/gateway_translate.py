@@ -41,7 +41,10 @@ from agentplatform.api.openai_chat_wire import (
     ChunkTally,
     completion_chunk,
     completion_object,
+    content_text,
+    first_choice,
     provider_failure,
+    unreadable_answer,
 )
 from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_message
 from agentplatform.tenancy.authentication import ApiClient
@@ -118,12 +121,6 @@ async def _send(
     return answer_of(forwarded.body)
 
 
-def _unreadable() -> OpenAIError:
-    return OpenAIError(
-        502, "The provider's answer could not be read.", type="server_error", code="provider_error"
-    )
-
-
 # == /v1/messages → Chat Completions ==========================================================
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                  "function_call": "tool_use", "content_filter": "refusal"}  # fmt: skip
@@ -168,14 +165,9 @@ async def _messages_through_chat(
 
 def message_of_completion(raw: bytes, id: str, model: str) -> dict[str, Any]:
     """A provider's `chat.completion` as a Messages `message`."""
-    answer = json_object(raw)
-    choices = answer.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
-        raise _unreadable()
+    answer, choice, message = first_choice(raw)
     content: list[dict[str, Any]] = []
-    text = _text(message.get("content"))
+    text = content_text(message.get("content"))
     if text:
         content.append({"type": "text", "text": text})
     calls = message.get("tool_calls")
@@ -592,7 +584,7 @@ def completion_of_message(raw: bytes, ids: _ChunkIds) -> dict[str, Any]:
     answer = json_object(raw)
     content = answer.get("content")
     if not isinstance(content, list):
-        raise _unreadable()
+        raise unreadable_answer()
     text = "".join(
         b["text"]
         for b in content
@@ -742,15 +734,5 @@ def _from_event(event: dict[str, Any], ids: _ChunkIds, state: _Events) -> bytes:
 
 
 # -- small helpers ---------------------------------------------------------------------------
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
 def _tool_use_id() -> str:
     return f"toolu_{uuid.uuid4().hex[:24]}"

@@ -7,9 +7,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentplatform.api.openai_base import OpenAIError
 from agentplatform.api.sse import sse_message
+from providers.runtime.passthrough import json_object
 
 MAX_ERROR_CHARS = 2000  # of a provider's own error message, passed on
+
+
+def unreadable_answer() -> OpenAIError:
+    """A provider's answer the gateway cannot make sense of: a 502 (never its text)."""
+    return OpenAIError(
+        502, "The provider's answer could not be read.", type="server_error", code="provider_error"
+    )
+
+
+def first_choice(raw: bytes) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A provider's `chat.completion` read: the answer, its first choice and that choice's
+    message; `unreadable_answer` when there is none."""
+    answer = json_object(raw)
+    choices = answer.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise unreadable_answer()
+    return answer, choice, message
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text (a string, or text parts as some services send it)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def provider_failure(message: Any) -> str:
