@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tools.runtime.rate_limit import RateLimiter
+
 REDACTED = "[redacted]"
 
 
@@ -97,3 +99,6 @@ class RunContext:
     secrets: SecretAccessor = field(default_factory=NoSecrets)
     limits: Limits = field(default_factory=Limits)
     events: EventSink | None = None  # receives ("tool.started" | "tool.completed", data)
+    # Counts the calls of tools with a rate limit (tools/runtime/rate_limit.py). None: their
+    # limits are not enforced (the platform always sets one: tools.services.tool_context).
+    rate_limiter: RateLimiter | None = None
