@@ -66,6 +66,7 @@ TOOL_EXAMPLE = {
         "idempotent": True,
         "requires_approval": False,
         "timeout_s": 5.0,
+        "rate_limit_per_minute": None,
     },
     "enabled": True,
     "definition": None,
@@ -87,9 +88,14 @@ HTTP_TOOL_REQUEST = {
     },
     "secret": "the-service-token",
     "tags": ["weather"],
+    "rate_limit_per_minute": 60,
 }
 HTTP_TOOL_RESPONSE = {
-    **{k: v for k, v in HTTP_TOOL_REQUEST.items() if k not in ("secret", "config")},
+    **{
+        k: v
+        for k, v in HTTP_TOOL_REQUEST.items()
+        if k not in ("secret", "config", "rate_limit_per_minute")
+    },
     "output_schema": None,
     "examples": [],
     "capability": {
@@ -97,6 +103,7 @@ HTTP_TOOL_RESPONSE = {
         "idempotent": True,
         "requires_approval": False,
         "timeout_s": 30.0,
+        "rate_limit_per_minute": 60,
     },
     "enabled": True,
     "definition": {
@@ -161,7 +168,9 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
         }
     else:
         capability = Capability(
-            requires_approval=definition.requires_approval, timeout_s=definition.timeout_s
+            requires_approval=definition.requires_approval,
+            timeout_s=definition.timeout_s,
+            rate_limit_per_minute=definition.rate_limit_per_minute,
         )
         entry = {
             "name": definition.name,
@@ -177,6 +186,7 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
         "idempotent": capability.idempotent,
         "requires_approval": capability.requires_approval,
         "timeout_s": capability.timeout_s,
+        "rate_limit_per_minute": capability.rate_limit_per_minute,
     }
     entry["enabled"] = definition.enabled if definition is not None else True
     entry["definition"] = definition_info(definition) if definition is not None else None

@@ -50,6 +50,7 @@ def test_define_an_http_tool_with_a_write_only_secret(client, trio):
         "idempotent": True,
         "requires_approval": False,
         "timeout_s": 30.0,
+        "rate_limit_per_minute": None,
     }
     assert by_name(api.get("/tools", {"kind": "http"})).keys() == {"weather"}
     assert by_name(api.get("/tools", {"tag": "weather"})).keys() == {"weather"}
