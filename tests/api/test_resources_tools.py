@@ -159,6 +159,18 @@ def test_a_bad_rate_limit_is_a_400_naming_the_field_and_changes_nothing(client, 
     assert ToolDefinition.objects.get(name="calc").rate_limit_per_minute == 5
 
 
+def test_a_limit_stored_past_validation_is_listed_as_stored_not_a_500(client, trio):
+    api = as_key(client, trio.acme)
+    api.post("/tools", {**CALC, "rate_limit_per_minute": 5})
+    ToolDefinition.objects.filter(name="calc").update(rate_limit_per_minute=0)
+    invalidate(trio.acme.pk)
+    listed = api.get("/tools", {"enabled": "false"})  # (the registry skips such a row)
+    assert listed.status_code == 200
+    shown = api.get("/tools/calc")
+    assert shown.status_code == 200 and shown.json()["capability"]["rate_limit_per_minute"] == 0
+    assert "calc" not in by_name(api.get("/tools"))
+
+
 def test_execute_over_the_rate_limit_is_a_failed_run_that_says_when_to_retry(client, trio):
     as_key(client, trio.acme).post("/tools", {**CALC, "rate_limit_per_minute": 2})
     runner = as_key(client, trio.acme, "run")
