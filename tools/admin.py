@@ -28,7 +28,8 @@ class ToolDefinitionForm(TenantScopedForm):
         model = ToolDefinition
         fields = [
             "tenant", "name", "kind", "description", "input_schema", "output_schema", "config",
-            "secret", "tags", "effect", "idempotent", "requires_approval", "timeout_s", "enabled",
+            "secret", "tags", "effect", "idempotent", "requires_approval", "timeout_s",
+            "rate_limit_per_minute", "enabled",
         ]  # fmt: skip
         widgets = {"input_schema": _JSON, "output_schema": _JSON, "config": _JSON}
 
@@ -48,6 +49,7 @@ class ToolDefinitionAdmin(TenantScopedAdmin):
         "enabled",
         "effect",
         "requires_approval",
+        "rate_limit_per_minute",
         "version",
         "test_link",
     ]

@@ -118,6 +118,7 @@ def build_tool(
         idempotent=default_idempotent if definition.idempotent is None else definition.idempotent,
         requires_approval=definition.requires_approval,
         timeout_s=definition.timeout_s,
+        rate_limit_per_minute=definition.rate_limit_per_minute,
     )
     if isinstance(config, BuiltinConfig):
         return Tool(

@@ -22,6 +22,19 @@ class ToolKind(models.TextChoices):
     HTTP = "http", "HTTP API call"
 
 
+MAX_RATE_LIMIT_PER_MINUTE = 100_000
+
+
+def validate_rate_limit(value: int | None) -> None:
+    """The one check of a tool's rate limit, for the admin, the config pages and REST alike
+    (each runs the model's validation)."""
+    if value is not None and not 1 <= value <= MAX_RATE_LIMIT_PER_MINUTE:
+        raise ValidationError(
+            f"Give a whole number of calls per minute from 1 to {MAX_RATE_LIMIT_PER_MINUTE:,}, "
+            "or leave it empty for no limit."
+        )
+
+
 class ToolDefinition(SecretDestination, models.Model):
     """One tool in a tenant's registry.
 
@@ -61,6 +74,14 @@ class ToolDefinition(SecretDestination, models.Model):
     )
     requires_approval = models.BooleanField(default=False)
     timeout_s = models.FloatField(default=30.0)
+    # A plain field, so configuration alone (a form, the API, an import) sets it.
+    rate_limit_per_minute = models.IntegerField(
+        null=True,
+        blank=True,
+        validators=[validate_rate_limit],
+        help_text="At most this many calls a minute for this tenant, counted across all "
+        "processes; further calls get an error the model reads. Empty: no limit.",
+    )
     enabled = models.BooleanField(default=True)
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -14,6 +14,7 @@ from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
+from tools.rate_limits import TOOL_RATE_LIMITER
 from tools.runtime.context import EventSink, RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall, ToolResult
 
@@ -28,7 +29,9 @@ def tool_context(
     secrets: SecretAccessor | None = None,
 ) -> RunContext:
     """A RunContext whose secret accessor holds this tenant's tool secrets only (pass
-    `secrets` when the caller already holds the tenant's tools, to skip reading them)."""
+    `secrets` when the caller already holds the tenant's tools, to skip reading them),
+    and whose rate limiter counts in Redis: every path that runs a tenant's tools makes
+    its context here, so every one honours their rate limits."""
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,
@@ -36,6 +39,7 @@ def tool_context(
         correlation_id=correlation_id or uuid.uuid4().hex,
         secrets=secrets if secrets is not None else tenant_tools(tenant).secrets,
         events=events,
+        rate_limiter=TOOL_RATE_LIMITER,
     )
 
 

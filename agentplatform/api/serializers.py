@@ -256,6 +256,7 @@ class ToolDefinitionWriteSerializer(CleanModelSerializer):
             "idempotent",
             "requires_approval",
             "timeout_s",
+            "rate_limit_per_minute",
             "enabled",
         ]
         extra_kwargs = {"description": {"max_length": MAX_DESCRIPTION}}
@@ -271,6 +272,9 @@ class CapabilitySerializer(serializers.Serializer):
     idempotent = serializers.BooleanField()
     requires_approval = serializers.BooleanField()
     timeout_s = serializers.FloatField()
+    rate_limit_per_minute = serializers.IntegerField(
+        allow_null=True, help_text="Calls a minute per tenant, across processes; null: no limit."
+    )
 
 
 class ToolDefinitionInfoSerializer(serializers.Serializer):

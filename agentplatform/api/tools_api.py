@@ -3,6 +3,7 @@ the definitions behind it, and executing one tool directly."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
@@ -66,6 +67,7 @@ TOOL_EXAMPLE = {
         "idempotent": True,
         "requires_approval": False,
         "timeout_s": 5.0,
+        "rate_limit_per_minute": None,
     },
     "enabled": True,
     "definition": None,
@@ -87,9 +89,14 @@ HTTP_TOOL_REQUEST = {
     },
     "secret": "the-service-token",
     "tags": ["weather"],
+    "rate_limit_per_minute": 60,
 }
 HTTP_TOOL_RESPONSE = {
-    **{k: v for k, v in HTTP_TOOL_REQUEST.items() if k not in ("secret", "config")},
+    **{
+        k: v
+        for k, v in HTTP_TOOL_REQUEST.items()
+        if k not in ("secret", "config", "rate_limit_per_minute")
+    },
     "output_schema": None,
     "examples": [],
     "capability": {
@@ -97,6 +104,7 @@ HTTP_TOOL_RESPONSE = {
         "idempotent": True,
         "requires_approval": False,
         "timeout_s": 30.0,
+        "rate_limit_per_minute": 60,
     },
     "enabled": True,
     "definition": {
@@ -149,7 +157,7 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
     if item is None and definition is not None:
         item = _built(definition)
     if item is not None:
-        capability = item.capability
+        capability = asdict(item.capability)
         entry = {
             "name": item.name,
             "kind": tool_kind(item, definition),
@@ -159,10 +167,13 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
             "tags": sorted(item.tags),
             "examples": list(item.examples),
         }
-    else:
-        capability = Capability(
-            requires_approval=definition.requires_approval, timeout_s=definition.timeout_s
-        )
+    else:  # its stored values as they are: a Capability may refuse them (changed past validation)
+        capability = {
+            **asdict(Capability()),
+            "requires_approval": definition.requires_approval,
+            "timeout_s": definition.timeout_s,
+            "rate_limit_per_minute": definition.rate_limit_per_minute,
+        }
         entry = {
             "name": definition.name,
             "kind": definition.kind,
@@ -172,12 +183,7 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
             "tags": sorted(definition.tags),
             "examples": [],
         }
-    entry["capability"] = {
-        "effect": capability.effect.value,
-        "idempotent": capability.idempotent,
-        "requires_approval": capability.requires_approval,
-        "timeout_s": capability.timeout_s,
-    }
+    entry["capability"] = {**capability, "effect": capability["effect"].value}
     entry["enabled"] = definition.enabled if definition is not None else True
     entry["definition"] = definition_info(definition) if definition is not None else None
     return entry

@@ -18,8 +18,11 @@ For the given calls, in this order:
 4. Call limit: calls beyond the run's `max_tool_calls` get "tool call limit reached".
 5. Started: `tool.started` for each call about to run, then the checkpoint "tools_started"
    (the recorder writes those events in the checkpoint's statement), before any executes.
-6. Executed, concurrently, through the ToolRegistry (validation, timeout, errors as results).
-7. Each result as it finishes: into the state, the checkpoint "tool_result", then
+6. Executed, concurrently, through the ToolRegistry (validation, the tool's rate limit,
+   timeout, errors as results). A call refused over a rate limit has been started and
+   counts toward `max_tool_calls`: a model retrying a limited tool at once still runs out.
+7. Each result as it finishes: `tool.rate_limited` if the registry refused it over its
+   tool's rate limit, then into the state, the checkpoint "tool_result", then
    `tool.completed` (a crash between the two loses the event, never the result). A
    `Suspended` result (a child run waits for a human) leaves the call pending, unrecorded,
    to be run again on resume — or, `unattended`, an error.
@@ -43,7 +46,7 @@ from agents.runtime.state import Checkpointer, RunState
 from agents.runtime.structured import FINAL_ANSWER
 from providers.runtime.types import ToolResultMessage
 from tools.runtime.context import RunContext
-from tools.runtime.registry import ToolRegistry
+from tools.runtime.registry import ToolRegistry, rate_limited_payload
 from tools.runtime.tool import Effect, Tool, ToolCall, ToolResult
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -174,6 +177,8 @@ class ToolCallStep:
                 return
             error = f"{result.result.reason}; that {self.unattended}"
             result = replace(result, result=None, error=error)
+        if result.rate_limited is not None:  # before the save: stored in its statement
+            await self.emit("tool.rate_limited", rate_limited_payload(call.id, result.rate_limited))
         await self._record(state, outcome, call, result)
 
     async def _refuse(

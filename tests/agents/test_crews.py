@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents.execution import execute_run
 from agents.models import Agent, Approval, Crew, Run, RunEvent
 from agents.services import approval_decide, run_inline
-from tests.factories import make_agent, make_crew
+from tests.factories import make_agent, make_crew, make_tool
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 
@@ -47,6 +47,25 @@ def test_a_sequential_crew_runs_members_as_child_runs_in_order(trio, connection,
         "crew.member.completed",
         "run.completed",
     ]
+
+
+def test_a_crews_members_share_their_tenants_tool_rate_limit(trio, connection, provider_server):
+    make_tool(trio.acme, "calc", rate_limit_per_minute=1)
+    researcher, writer = agent_as(trio.acme, "researcher"), agent_as(trio.acme, "writer")
+    crew = crew_of(trio.acme, "sequential", [researcher, writer])
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("r1", "calc", '{"expression": "6*7"}')]),
+        TextReply("42."),
+        ToolCallReply([ToolCall("w1", "calc", '{"expression": "6*7"}')]),
+        TextReply("The answer is 42."),
+    )
+    run = run_inline(tenant=trio.acme, crew=crew, input="6*7?")
+    assert run.status == "succeeded" and run.output == "The answer is 42."
+    first, second = Run.objects.filter(parent=run).order_by("id")
+    assert not RunEvent.objects.filter(run=first, type="tool.rate_limited").exists()
+    limited = RunEvent.objects.get(run=second, type="tool.rate_limited").payload
+    assert (limited["call_id"], limited["name"], limited["limit"]) == ("w1", "calc", 1)
 
 
 def test_a_parallel_crew_labels_its_members(trio, connection, provider_server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from providers.runtime.types import (
 )
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import REDACTED, RunContext, StaticSecrets
+from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall
 
@@ -267,6 +269,33 @@ def test_invalid_arguments_are_reported_to_the_model_which_corrects_its_call():
     assert bad.content.startswith("invalid arguments: ")
     good = model.requests[2].messages[-1]
     assert good == ToolResultMessage("c2", "calculator", '{"result": 4}', False)
+
+
+def test_a_tool_over_its_rate_limit_is_an_error_the_model_reads_and_the_run_goes_on():
+    executed: list[dict[str, Any]] = []
+    limited = Capability(rate_limit_per_minute=1)
+    registry = ToolRegistry([recording_tool("lookup", executed, capability=limited)])
+    model = FakeModel(
+        [ToolCall("c1", "lookup", {"n": 1}), ToolCall("c2", "lookup", {"n": 2}), "Found one."]
+    )
+    sink = RecordingSink()
+
+    outcome = go(
+        model, registry=registry, sink=sink, ctx=replace(CTX, rate_limiter=MemoryRateLimiter())
+    )
+
+    assert outcome.status is RunStatus.SUCCEEDED and outcome.output == "Found one."
+    assert executed == [{"n": 1}]
+    refused = model.requests[2].messages[-1]
+    assert refused == ToolResultMessage(
+        "c2",
+        "lookup",
+        "tool lookup is limited to 1 calls per minute for this tenant; try again in 60 s",
+        True,
+    )
+    assert sink.of("tool.rate_limited") == [
+        {"call_id": "c2", "name": "lookup", "limit": 1, "retry_after_s": 60}
+    ]
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])

@@ -7,6 +7,7 @@ import pytest
 from agents.models import Message, Run, RunEvent
 from agents.services import run_inline
 from providers.models import ProviderConnection
+from tests.factories import make_tool
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 
@@ -42,6 +43,27 @@ def test_a_run_with_a_tool_round_is_recorded_in_full(trio, agent, provider_serve
     assert completed["result"] == {"result": 42} and completed["error"] is None
     second = provider_server.requests_to("/v1/chat/completions")[1].body["messages"]
     assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": '{"result": 42}'}
+
+
+def test_a_tool_over_its_rate_limit_is_an_error_the_model_reads_and_an_event(
+    trio, agent, provider_server
+):
+    make_tool(trio.acme, "calc", rate_limit_per_minute=1)
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calc", '{"expression": "6*7"}')]),
+        ToolCallReply([ToolCall("c2", "calc", '{"expression": "6*8"}')]),
+        TextReply("6*7 is 42; I could not compute 6*8 yet."),
+    )
+    run = run_inline(tenant=trio.acme, agent=agent, input="6*7 and 6*8?")
+    assert run.status == "succeeded"
+    event = RunEvent.objects.get(run=run, type="tool.rate_limited")
+    assert event.payload["call_id"] == "c2" and event.payload["limit"] == 1
+    completed = RunEvent.objects.get(run=run, type="tool.completed", seq=event.seq + 1)
+    assert completed.payload["result"] is None
+    told = provider_server.requests_to("/v1/chat/completions")[2].body["messages"][-1]
+    assert told["tool_call_id"] == "c2" and told["content"] == completed.payload["error"]
+    assert told["content"].startswith("tool calc is limited to 1 calls per minute")
 
 
 def test_the_digests_are_stable_and_follow_the_configuration(trio, agent, provider_server):

@@ -51,10 +51,10 @@ def finish(run: Run) -> Run:
     return run
 
 
-def gated_calculator(tenant) -> None:
+def gated_calculator(tenant, **fields) -> None:
     ToolDefinition.objects.create(
         tenant=tenant, name="gated_calc", kind="builtin", config={"builtin": "calculator"},
-        requires_approval=True,
+        requires_approval=True, **fields,
     )  # fmt: skip
 
 
@@ -125,6 +125,22 @@ def test_an_approval_gated_call_parks_then_runs_once_with_the_edited_arguments(t
     ]  # fmt: skip
     execute_run(run.pk)  # a second delivery does nothing
     assert len(event_types(run)) == 4
+
+
+def test_a_gated_call_counts_toward_the_rate_limit_when_approved_not_when_asked(trio, key):
+    gated_calculator(trio.acme, rate_limit_per_minute=1)
+    asked = [call(trio.acme, "gated_calc", {"expression": "6*7"}, api_key=key) for _ in range(2)]
+    assert [outcome.status for outcome in asked] == ["awaiting_approval"] * 2
+    runs = []
+    for outcome in asked:  # asking counted nothing: the first approved runs
+        approval = Approval.objects.get(run_id=outcome.run_id)
+        approval_decide(tenant=trio.acme, approval=approval, approved=True, by=trio.alice)
+        runs.append(finish(Run.objects.get(pk=outcome.run_id)))
+    assert runs[0].status == "succeeded"
+    assert runs[1].status == "failed" and "limited to 1 calls per minute" in runs[1].error
+    assert event_types(runs[1]) == [
+        "approval.required", "tool.started", "tool.rate_limited", "tool.completed", "run.failed"
+    ]  # fmt: skip
 
 
 def test_a_rejected_call_fails_with_who_and_why(trio, key):

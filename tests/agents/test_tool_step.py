@@ -5,6 +5,7 @@ durability rules, and that every entry kind — the agent loop, a remote agent, 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +23,7 @@ from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, t
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import RunContext
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall
 
@@ -93,9 +95,8 @@ def recording_tool(name: str, executed: list, **capability: Any) -> Tool:
 
 def step(registry: ToolRegistry, journal: Journal, **options: Any) -> ToolCallStep:
     options.setdefault("approval", ApprovalRule())
-    return ToolCallStep(
-        registry=registry, ctx=CTX, emit=journal.emit, checkpoint=journal, **options
-    )
+    options.setdefault("ctx", CTX)
+    return ToolCallStep(registry=registry, emit=journal.emit, checkpoint=journal, **options)
 
 
 # -- the step alone --------------------------------------------------------------------------
@@ -173,6 +174,44 @@ def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     assert kinds[:4] == ["save", "tool.completed", "save", "tool.completed"]  # c1, c2 refused
     assert kinds[4:6] == ["tool.started", "save"] and kinds.count("execute") == 1
     assert "limit (2)" in state.results["c2"].content and state.tool_calls == 2
+
+
+def test_a_call_over_its_rate_limit_is_recorded_with_its_event_in_the_results_save(journal):
+    executed: list = []
+    registry = ToolRegistry([recording_tool("search", executed, rate_limit_per_minute=1)])
+    ctx = replace(CTX, rate_limiter=MemoryRateLimiter())
+    state = RunState()
+    for one in (ToolCall("s1", "search", {}), ToolCall("s2", "search", {})):  # two rounds
+        asyncio.run(step(registry, journal, ctx=ctx).run(state, [one]))
+    assert executed == [{}]
+    kinds = [kind for kind, _ in journal.entries]
+    assert kinds[-6:] == [
+        "tool.started", "save", "execute", "tool.rate_limited", "save", "tool.completed"
+    ]  # fmt: skip
+    assert journal.entries[-3][1] == {
+        "call_id": "s2", "name": "search", "limit": 1, "retry_after_s": 60
+    }  # fmt: skip
+    refused = state.results["s2"]
+    assert refused.is_error and "search is limited to 1 calls per minute" in refused.content
+
+
+def test_a_call_that_waits_for_approval_is_counted_when_it_executes(journal):
+    executed: list = []
+    registry = ToolRegistry(
+        [recording_tool("pay", executed, requires_approval=True, rate_limit_per_minute=1)]
+    )
+    ctx = replace(CTX, rate_limiter=MemoryRateLimiter())
+    parked = [RunState(pending_calls=[ToolCall(f"p{n}", "pay", {"n": n})]) for n in (1, 2)]
+    for state in parked:  # both wait; counted now, the first approved would be refused
+        outcome = asyncio.run(step(registry, journal, ctx=ctx).run(state, state.pending_calls))
+        assert outcome.awaiting
+    for n, state in enumerate(parked, 1):
+        decided = {f"p{n}": Decision(approved=True, by="alice")}
+        asyncio.run(
+            step(registry, journal, ctx=ctx, decisions=decided).run(state, state.pending_calls)
+        )
+    assert executed == [{"n": 1}]  # the second, approved in the same minute, is over the limit
+    assert "limited to 1 calls per minute" in parked[1].results["p2"].content
 
 
 def test_unattended_a_call_that_needs_a_human_or_waits_on_one_gets_an_error(journal):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -31,8 +32,9 @@ from providers.runtime.fake import FakeModel
 from providers.runtime.types import ToolResultMessage
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import REDACTED, RunContext, StaticSecrets
+from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Capability, Effect, ToolCall, ToolFailed
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolFailed
 
 CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
 ANY_OBJECT = {"type": "object"}
@@ -476,6 +478,39 @@ def test_a_failed_workflow_tool_tells_the_model_which_step_failed() -> None:
     result = model.requests[1].messages[-1]
     assert result.is_error
     assert result.content.startswith("step 'calculator' failed: ")
+
+
+def test_a_tool_step_honours_its_tools_rate_limit() -> None:
+    """A workflow's steps call tools through the registry, so their limits hold there too."""
+    limited = Tool(
+        "lookup",
+        "Look something up.",
+        ANY_OBJECT,
+        lambda arguments, ctx: {"found": True},
+        capability=Capability(rate_limit_per_minute=1),
+    )
+    workflow = workflow_tool(
+        pipe(tool_step("lookup")),
+        name="look_twice",
+        description="Looks up.",
+        input_schema=ANY_OBJECT,
+        registry=ToolRegistry([limited]),
+    )
+    ctx = replace(CTX, rate_limiter=MemoryRateLimiter())
+
+    async def twice() -> list:
+        return [
+            await ToolRegistry([workflow]).execute(ToolCall(f"c{n}", "look_twice", {}), ctx)
+            for n in (1, 2)
+        ]
+
+    first, second = asyncio.run(twice())
+
+    assert first.result == {"found": True}
+    assert second.error == (
+        "step 'lookup' failed: tool lookup is limited to 1 calls per minute for this tenant; "
+        "try again in 60 s"
+    )
 
 
 def test_a_workflow_tool_does_not_see_itself() -> None:

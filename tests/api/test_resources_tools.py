@@ -50,6 +50,7 @@ def test_define_an_http_tool_with_a_write_only_secret(client, trio):
         "idempotent": True,
         "requires_approval": False,
         "timeout_s": 30.0,
+        "rate_limit_per_minute": None,
     }
     assert by_name(api.get("/tools", {"kind": "http"})).keys() == {"weather"}
     assert by_name(api.get("/tools", {"tag": "weather"})).keys() == {"weather"}
@@ -131,6 +132,62 @@ def test_execute_reports_tool_trouble_in_error_and_bad_input_as_400(client, trio
     assert_error(runner.post("/tools/calculator/execute", {"arguments": [1]}), 400)
     assert_error(runner.post("/tools/calculator/execute", {}), 400)
     assert_error(runner.post("/tools/nope/execute", {"arguments": {}}), 404)
+
+
+CALC = {"name": "calc", "kind": "builtin", "config": {"builtin": "calculator"}}
+
+
+def test_a_rate_limit_is_set_shown_and_cleared(client, trio):
+    api = as_key(client, trio.acme)
+    created = api.post("/tools", {**CALC, "rate_limit_per_minute": 30})
+    assert created.status_code == 201, created.content
+    assert created.json()["capability"]["rate_limit_per_minute"] == 30
+    assert ToolDefinition.objects.get(name="calc").rate_limit_per_minute == 30
+    cleared = api.patch("/tools/calc", {"rate_limit_per_minute": None})
+    assert cleared.json()["capability"]["rate_limit_per_minute"] is None
+    assert by_name(api.get("/tools"))["calculator"]["capability"]["rate_limit_per_minute"] is None
+
+
+def test_a_bad_rate_limit_is_a_400_naming_the_field_and_changes_nothing(client, trio):
+    api = as_key(client, trio.acme)
+    for bad in (0, -5, 100_001, 10**30, 1.5, "many", True, [3]):
+        refused = api.post("/tools", {**CALC, "rate_limit_per_minute": bad})
+        assert "rate_limit_per_minute" in assert_error(refused, 400)["details"], bad
+    assert not ToolDefinition.objects.exists()
+    api.post("/tools", {**CALC, "rate_limit_per_minute": 5})
+    assert_error(api.patch("/tools/calc", {"rate_limit_per_minute": 0}), 400)
+    assert ToolDefinition.objects.get(name="calc").rate_limit_per_minute == 5
+
+
+def test_a_limit_stored_past_validation_is_listed_as_stored_not_a_500(client, trio):
+    api = as_key(client, trio.acme)
+    api.post("/tools", {**CALC, "rate_limit_per_minute": 5})
+    ToolDefinition.objects.filter(name="calc").update(rate_limit_per_minute=0)
+    invalidate(trio.acme.pk)
+    listed = api.get("/tools", {"enabled": "false"})  # (the registry skips such a row)
+    assert listed.status_code == 200
+    shown = api.get("/tools/calc")
+    assert shown.status_code == 200 and shown.json()["capability"]["rate_limit_per_minute"] == 0
+    assert "calc" not in by_name(api.get("/tools"))
+
+
+def test_execute_over_the_rate_limit_is_a_failed_run_that_says_when_to_retry(client, trio):
+    as_key(client, trio.acme).post("/tools", {**CALC, "rate_limit_per_minute": 2})
+    runner = as_key(client, trio.acme, "run")
+    body = {"arguments": {"expression": "6 * 7"}}
+    first, second, third = (runner.post("/tools/calc/execute", body) for _ in range(3))
+    assert first.json()["status"] == second.json()["status"] == "succeeded"
+    refused = third.json()
+    assert third.status_code == 200 and refused["status"] == "failed"
+    assert refused["error"].startswith(
+        "tool calc is limited to 2 calls per minute for this tenant; try again in "
+    )
+    event = Run.objects.get(pk=refused["run_id"]).events.get(type="tool.rate_limited")
+    assert event.payload["limit"] == 2 and 0 < event.payload["retry_after_s"] <= 60
+    # globex's calc, of the same name, counts on its own.
+    as_key(client, trio.globex).post("/tools", {**CALC, "rate_limit_per_minute": 2})
+    theirs = as_key(client, trio.globex, "run").post("/tools/calc/execute", body)
+    assert theirs.json()["status"] == "succeeded"
 
 
 def test_other_tenants_tools_answer_404(client, trio):

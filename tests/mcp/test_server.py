@@ -22,6 +22,7 @@ from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.loader import invalidate
 from tools.models import ToolDefinition
+from tools.services import tool_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -237,6 +238,23 @@ def test_invalid_arguments_and_unknown_tools_are_error_results(mcp_server, trio,
     no_message = call(mcp_server, keys["run"], "ask_assistant", {"conversation_id": 1})
     assert no_message.is_error and "message" in text_of(no_message)
     assert not Run.objects.filter(agent__isnull=False).exists()
+
+
+def test_a_tool_over_its_rate_limit_is_an_error_result_counted_with_other_processes(
+    mcp_server, trio, keys
+):
+    ToolDefinition.objects.create(
+        tenant=trio.acme, name="calc", kind="builtin", config={"builtin": "calculator"},
+        rate_limit_per_minute=2,
+    )  # fmt: skip
+    results = [call(mcp_server, keys["run"], "calc", {"expression": "6*7"}) for _ in range(3)]
+    assert [r.is_error for r in results] == [False, False, True]
+    assert text_of(results[2]).startswith("tool calc is limited to 2 calls per minute")
+    refused = Run.objects.get(tenant=trio.acme, tool_name="calc", status="failed")
+    assert refused.events.get(type="tool.rate_limited").payload["limit"] == 2
+    # The server is another process: this one meets the same count.
+    here = tool_execute(tenant=trio.acme, name="calc", arguments={"expression": "1+1"})
+    assert here.rate_limited is not None
 
 
 def test_a_read_only_key_cannot_call(mcp_server, trio, keys):

@@ -57,6 +57,33 @@ def test_a_valid_definition_is_saved_in_the_admins_tenant(client, trio):
     assert (definition.tenant, definition.tags, definition.version) == (trio.acme, ["catalogue"], 1)
 
 
+def test_a_rate_limit_is_validated_in_place_and_saved(client, trio):
+    login(client, trio.alice)
+    for bad, message in [
+        ("0", "calls per minute from 1 to 100,000"),
+        ("-3", "calls per minute from 1 to 100,000"),
+        ("often", "Enter a whole number."),
+    ]:
+        refused = client.post("/admin/tools/tooldefinition/add/", form(rate_limit_per_minute=bad))
+        assert refused.status_code == 200 and message in refused.content.decode(), bad
+    assert not ToolDefinition.objects.exists()
+    saved = client.post("/admin/tools/tooldefinition/add/", form(rate_limit_per_minute="12"))
+    assert saved.status_code == 302
+    assert ToolDefinition.objects.get().rate_limit_per_minute == 12
+
+
+def test_the_test_page_honours_the_rate_limit(client, trio):
+    make_tool(trio.acme, "calc", rate_limit_per_minute=1)
+    login(client, trio.alice)
+    url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/calc/"
+    assert "at most 1 calls a minute" in client.get(url).content.decode()
+    first = client.post(url, {"arguments": '{"expression": "6*7"}'}).content.decode()
+    assert 'id="tool-result"' in first
+    second = client.post(url, {"arguments": '{"expression": "6*7"}'}).content.decode()
+    assert 'id="tool-error"' in second
+    assert "tool calc is limited to 1 calls per minute for this tenant" in second
+
+
 def test_the_secret_is_write_only(client, trio):
     login(client, trio.alice)
     config = json.dumps({"url": "http://127.0.0.1:9/s", "auth": {"type": "bearer"}})

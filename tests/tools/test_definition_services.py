@@ -44,6 +44,22 @@ def test_invalid_data_is_a_validation_error_and_nothing_is_written(trio):
     assert definition.timeout_s == 30.0 and definition.version == 1
 
 
+def test_a_rate_limit_reaches_the_registrys_tool_and_a_bad_one_is_refused(trio):
+    definition = tool_definition_save(
+        tenant=trio.acme, changes={**CALC, "rate_limit_per_minute": 9}
+    )
+    assert registry_for_tenant(trio.acme).get("calc").capability.rate_limit_per_minute == 9
+    assert registry_for_tenant(trio.acme).get("calculator").capability.rate_limit_per_minute is None
+    for bad in (0, -1, 100_001):
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(
+                tenant=trio.acme, definition=definition, changes={"rate_limit_per_minute": bad}
+            )
+        assert "rate_limit_per_minute" in caught.value.message_dict
+    definition.refresh_from_db()
+    assert definition.rate_limit_per_minute == 9
+
+
 def test_a_duplicate_name_raced_past_validation_is_a_conflict(trio, monkeypatch):
     tool_definition_save(tenant=trio.acme, changes=CALC)
     with pytest.raises(ValidationError):  # a duplicate full_clean sees: 400, as before

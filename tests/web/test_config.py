@@ -20,6 +20,7 @@ from tests.factories import (
     make_connection,
     make_crew,
     make_http_tool,
+    make_tool,
     make_user,
 )
 from tools.models import ToolDefinition
@@ -328,6 +329,9 @@ def test_an_admin_creates_edits_and_deletes_an_http_tool(client, trio):
         ("input_schema", json.dumps({"type": "object", "properties": 3}), "not valid JSON Schema"),
         ("config", json.dumps({"method": "GET"}), "url"),
         ("description", "", "Describe the tool"),
+        ("rate_limit_per_minute", "0", "calls per minute from 1 to 100,000"),
+        ("rate_limit_per_minute", "100001", "calls per minute from 1 to 100,000"),
+        ("rate_limit_per_minute", "lots", "Enter a whole number."),
     ],
 )
 def test_tool_errors_show_in_place_and_nothing_is_saved(client, trio, field, value, message):
@@ -338,6 +342,31 @@ def test_tool_errors_show_in_place_and_nothing_is_saved(client, trio, field, val
     assert f'id="id_{field}_error"' in body, body
     assert message in body
     assert not ToolDefinition.objects.filter(tenant=trio.acme).exists()
+
+
+def test_a_rate_limit_is_saved_from_the_form_and_shown_on_the_test_panel(client, trio):
+    login(client, trio.alice)
+    response = client.post(url("tool_create"), tool_data(rate_limit_per_minute="30"))
+    assert response.status_code == 302, response.content.decode()
+    tool = ToolDefinition.objects.get(tenant=trio.acme, name="weather")
+    assert tool.rate_limit_per_minute == 30
+    assert 'value="30"' in client.get(url("tool_edit", pk=tool.pk)).content.decode()
+    body = client.get(url("tool_try", name="weather")).content.decode()
+    assert "at most 30 calls a minute" in body
+    client.post(url("tool_edit", pk=tool.pk), tool_data(rate_limit_per_minute=""))
+    tool.refresh_from_db()
+    assert tool.rate_limit_per_minute is None
+
+
+def test_the_test_panel_honours_the_rate_limit(client, trio):
+    make_tool(trio.acme, "calc", rate_limit_per_minute=1)
+    login(client, trio.alice)
+    page = url("tool_try", name="calc")
+    arguments = {"arguments": '{"expression": "6 * 7"}'}
+    assert "42" in client.post(page, arguments, HTTP_HX_REQUEST="true").content.decode()
+    body = client.post(page, arguments, HTTP_HX_REQUEST="true").content.decode()
+    assert "tool calc is limited to 1 calls per minute for this tenant" in body
+    assert Run.objects.filter(tenant=trio.acme, tool_name="calc", status="failed").count() == 1
 
 
 def test_auth_needs_a_secret_and_the_secret_is_write_only(client, trio, objects):

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tools.runtime.rate_limit import RateLimiter
+
 REDACTED = "[redacted]"
 
 
@@ -96,4 +98,7 @@ class RunContext:
     correlation_id: str | None = None
     secrets: SecretAccessor = field(default_factory=NoSecrets)
     limits: Limits = field(default_factory=Limits)
-    events: EventSink | None = None  # receives ("tool.started" | "tool.completed", data)
+    events: EventSink | None = None  # gets (type, data): tool.started, .rate_limited, .completed
+    # Counts the calls of tools with a rate limit (tools/runtime/rate_limit.py). None: their
+    # limits are not enforced (the platform always sets one: tools.services.tool_context).
+    rate_limiter: RateLimiter | None = None

@@ -14,6 +14,7 @@ from typing import Any
 
 from tools.runtime.context import RunContext
 from tools.runtime.formats import Format, definition_for
+from tools.runtime.rate_limit import RateLimited
 from tools.runtime.tool import Tool, ToolCall, ToolFailed, ToolResult
 
 # Sync handlers run here, not in the loop's default executor, so a handler that overruns
@@ -82,8 +83,9 @@ class ToolRegistry:
 
     # -- execution -------------------------------------------------------------------
     async def execute(self, call: ToolCall, ctx: RunContext) -> ToolResult:
-        """Run one call. Never raises for tool trouble: unknown names, invalid arguments,
-        handler exceptions and timeouts all come back as ToolResult.error for the model."""
+        """Run one call. Never raises for tool trouble: unknown names, invalid arguments, a
+        tool over its rate limit, handler exceptions and timeouts all come back as
+        ToolResult.error for the model (`rate_limited` set for the rate limit)."""
         started = time.perf_counter()
         ctx = replace(ctx, call_id=call.id)
         emit = ctx.events
@@ -97,6 +99,11 @@ class ToolRegistry:
                 },
             )
         result, error = await self._run(call, ctx)
+        limited = error if isinstance(error, RateLimited) else None
+        if limited is not None:
+            error = limited.message
+            if emit is not None:
+                emit("tool.rate_limited", rate_limited_payload(call.id, limited))
         if ctx.secrets:
             result, error = ctx.secrets.redact(result), ctx.secrets.redact(error)
         outcome = ToolResult(
@@ -105,6 +112,7 @@ class ToolRegistry:
             result=result,
             error=error,
             latency_ms=(time.perf_counter() - started) * 1000,
+            rate_limited=limited,
         )
         if emit is not None:
             emit(
@@ -125,7 +133,7 @@ class ToolRegistry:
             return [await self.execute(calls[0], ctx)]
         return list(await asyncio.gather(*(self.execute(call, ctx) for call in calls)))
 
-    async def _run(self, call: ToolCall, ctx: RunContext) -> tuple[Any, str | None]:
+    async def _run(self, call: ToolCall, ctx: RunContext) -> tuple[Any, str | RateLimited | None]:
         item = self._tools.get(call.name)
         if item is None:
             return None, self._unknown(call.name)
@@ -138,6 +146,17 @@ class ToolRegistry:
             return None, _unexpected(exc, call, ctx, "validating the arguments of")
         if problem is not None:
             return None, f"invalid arguments: {problem}"
+        # Counted here, the one place every call passes, once it is sure to run: an invalid
+        # call never reaches what the limit protects, and a call that waits for approval
+        # gets here only once approved (when it executes, not when it was asked for).
+        limit = item.capability.rate_limit_per_minute
+        if limit is not None and ctx.rate_limiter is not None:
+            try:
+                limited = await ctx.rate_limiter.take(ctx.tenant_id, item.name, limit)
+            except Exception as exc:  # fail closed: a call not counted could exceed the limit
+                return None, _unexpected(exc, call, ctx, "counting the calls of")
+            if limited is not None:
+                return None, limited
         timeout = min(item.capability.timeout_s, ctx.limits.max_tool_timeout_s)
         try:
             async with asyncio.timeout(timeout):
@@ -163,6 +182,16 @@ class ToolRegistry:
             return f"unknown tool {name!r}; did you mean {', '.join(close)}?"
         available = ", ".join(sorted(self._tools)[:20]) or "none"
         return f"unknown tool {name!r}; available tools: {available}"
+
+
+def rate_limited_payload(call_id: str, limited: RateLimited) -> dict[str, Any]:
+    """The `tool.rate_limited` event of a refused call."""
+    return {
+        "call_id": call_id,
+        "name": limited.tool,
+        "limit": limited.limit,
+        "retry_after_s": limited.retry_after_s,
+    }
 
 
 def _unexpected(exc: Exception, call: ToolCall, ctx: RunContext, doing: str) -> str:

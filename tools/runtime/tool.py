@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from tools.runtime.context import RunContext
+from tools.runtime.rate_limit import RateLimited
 from tools.runtime.validation import SchemaError, check_schema, compile_validator
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -37,11 +38,15 @@ class Capability:
     idempotent: bool = True
     requires_approval: bool = False
     timeout_s: float = 30.0
+    rate_limit_per_minute: int | None = None  # per tenant, across processes; None: no limit
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "effect", Effect(self.effect))
         if not 0 < self.timeout_s <= 3600:
             raise ValueError("timeout_s must be within (0, 3600]")
+        limit = self.rate_limit_per_minute
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise ValueError("rate_limit_per_minute must be a whole number from 1, or None")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,7 @@ class ToolResult:
     result: Any = None
     error: str | None = None
     latency_ms: float = 0.0
+    rate_limited: RateLimited | None = None  # set: not executed, over its tool's rate limit
 
     @property
     def is_error(self) -> bool:

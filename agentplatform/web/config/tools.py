@@ -76,10 +76,11 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
         model = ToolDefinition
         fields = [
             "name", "description", "input_schema", "config", "output_schema", "tags",
-            "effect", "idempotent", "requires_approval", "timeout_s", "enabled",
+            "effect", "idempotent", "requires_approval", "timeout_s", "rate_limit_per_minute",
+            "enabled",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
-        labels = {"timeout_s": "Timeout (seconds)"}
+        labels = {"timeout_s": "Timeout (seconds)", "rate_limit_per_minute": "Calls per minute"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
