@@ -22,6 +22,7 @@ rls.assume_app_role()  # a web process: the tenant policies apply to its queries
 from django.conf import settings  # noqa: E402
 
 from agentplatform.api.gateway import flush_gateway_calls  # noqa: E402
+from agentplatform.api.gateway_asgi import with_gateway_door  # noqa: E402
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
@@ -32,7 +33,9 @@ application = checked_at_startup(
         with_mcp(
             with_api(
                 StreamingASGIHandler(),
-                StreamingASGIHandler(settings.API_MIDDLEWARE, views_release_connections=True),
+                with_gateway_door(
+                    StreamingASGIHandler(settings.API_MIDDLEWARE, views_release_connections=True)
+                ),
             )
         ),
         flush_gateway_calls,

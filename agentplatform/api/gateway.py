@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
@@ -93,6 +94,54 @@ def messages_headers(request: HttpRequest) -> dict[str, str]:
     }
 
 
+@dataclass
+class GatewayAnswer:
+    """What the provider answered, for either door to send (`as_http_response` for the
+    Django view, `gateway_asgi` on its own): a whole body, or a stream of SSE pieces."""
+
+    status: int
+    content_type: str
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+
+    STREAM_HEADERS: ClassVar = (("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"))
+
+
+async def forwarded(
+    body: dict[str, Any],
+    client: ApiClient,
+    route: GatewayRoute,
+    *,
+    stream: bool,
+    headers: dict[str, str] | None = None,
+) -> GatewayAnswer:
+    """`body` sent to `route`'s connection in its own API; `client` is the caller's checked
+    key. The call is recorded once answered (a stream: once it ends or is left)."""
+    model = body["model"]
+    passthrough = route.passthrough
+    assert passthrough is not None
+    _check(body, type(passthrough))
+    started = timezone.now()
+    if stream:
+        tally = Forwarded()
+        pieces = passthrough.stream(body, route.model, tally, headers)
+        try:
+            first = await anext(pieces, b"")  # (the status is known once the answer begins)
+        except ProviderError as exc:
+            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+        if tally.status != 200:
+            _record_later(client, model, route, tally, started, body)
+            return GatewayAnswer(tally.status, tally.content_type, first)
+        relay = _relay(first, pieces, client, model, route, tally, started, body)
+        return GatewayAnswer(200, "text/event-stream", stream=relay)
+    try:
+        answer = await passthrough.complete(body, route.model, headers)
+    except ProviderError as exc:
+        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+    _record_later(client, model, route, answer, started, body)
+    return GatewayAnswer(answer.status, answer.content_type, answer.body)
+
+
 async def forward(
     request: HttpRequest,
     body: dict[str, Any],
@@ -100,38 +149,15 @@ async def forward(
     route: GatewayRoute,
     headers: dict[str, str] | None = None,
 ) -> HttpResponse:
-    """`body` sent to `route`'s connection in its own API, answered as it came; `client`
-    is the caller's checked key."""
-    model = body["model"]
-    passthrough = route.passthrough
-    assert passthrough is not None
-    _check(body, type(passthrough))
-    started = timezone.now()
-    if body.get("stream") or request.GET.get("stream") == "true":
-        tally = Forwarded()
-        stream = passthrough.stream(body, route.model, tally, headers)
-        try:
-            first = await anext(stream, b"")  # (the status is known once the answer begins)
-        except ProviderError as exc:
-            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
-        if tally.status != 200:
-            _record_later(client, model, route, tally, started, body)
-            return HttpResponse(first, status=tally.status, content_type=tally.content_type)
-        response = StreamingHttpResponse(
-            _relay(first, stream, client, model, route, tally, started, body),
-            content_type="text/event-stream",
-        )
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
-    try:
-        forwarded = await passthrough.complete(body, route.model, headers)
-    except ProviderError as exc:
-        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
-    _record_later(client, model, route, forwarded, started, body)
-    return HttpResponse(
-        forwarded.body, status=forwarded.status, content_type=forwarded.content_type
-    )
+    """`forwarded`, answered through Django (`?stream=true` streams too)."""
+    stream = bool(body.get("stream")) or request.GET.get("stream") == "true"
+    answer = await forwarded(body, client, route, stream=stream, headers=headers)
+    if answer.stream is None:
+        return HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
+    response = StreamingHttpResponse(answer.stream, content_type=answer.content_type)
+    for name, value in GatewayAnswer.STREAM_HEADERS:
+        response[name] = value
+    return response
 
 
 async def _relay(first, stream, client, model, route, tally, started, body) -> AsyncIterator[bytes]:

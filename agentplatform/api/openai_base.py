@@ -188,7 +188,20 @@ async def authorized(request: HttpRequest, action: Action) -> ApiClient:
         client = authenticate(request, action, known)
     else:
         client = await brief(authenticate)(request, action)
-    wait = await retry_after(request, [ApiKeyRateThrottle(), TenantRateThrottle()])
+    await throttled(client)
+    return client
+
+
+class _KeyRequest:
+    """What the throttles read of a request whose key is checked: its user, the key."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.user = client
+
+
+async def throttled(client: ApiClient) -> None:
+    """One request counted against the key's and its tenant's budgets: a 429 beyond them."""
+    wait = await retry_after(_KeyRequest(client), [ApiKeyRateThrottle(), TenantRateThrottle()])
     if wait is not None:
         raise OpenAIError(
             429,
@@ -197,7 +210,6 @@ async def authorized(request: HttpRequest, action: Action) -> ApiClient:
             code="rate_limit_exceeded",
             headers={"Retry-After": str(math.ceil(wait))},
         )
-    return client
 
 
 def allow_method(request: HttpRequest, method: str) -> None:
