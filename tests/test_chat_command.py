@@ -1,0 +1,88 @@
+"""`manage.py chat` (agentplatform/management/commands/chat.py) as a person uses it: a real
+process reading lines from its standard input, on the test database, its agent's model the
+local fake provider; the records are the browser chat's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agents.models import Conversation, Message, Run
+from tests.conftest import ROOT, subprocess_env
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def chat(*args: str, lines: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "chat", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_terminal_chat_streams_the_answer_shows_tool_calls_and_records_the_run(
+    trio, agent, provider_server
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "6*7"}')]),
+        TextReply("It is 42."),
+    )
+    done = chat("assistant", "--tenant", "acme", "--user", "bob", lines="6 times 7?\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert '[calculator {"expression": "6*7"}]' in done.stdout
+    assert '[calculator -> {"result": 42}]' in done.stdout
+    assert "assistant> It is 42." in done.stdout
+    run = Run.objects.get(tenant=trio.acme)
+    assert (run.status, run.output, run.initiated_by_user) == ("succeeded", "It is 42.", trio.bob)
+    conversation = Conversation.objects.get(pk=run.conversation_id)
+    assert conversation.owner_user == trio.bob and conversation.agent == agent
+    assert [m.role for m in Message.objects.filter(conversation=conversation)] == [
+        "user",
+        "assistant",
+    ]
+
+
+def test_a_call_needing_approval_is_asked_and_sent_only_once_approved(
+    trio, agent, provider_server, transfer
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "transfer", '{"amount": 5, "to": "bob"}')]),
+        TextReply("Sent."),
+    )
+    done = chat("assistant", "--tenant", "acme", lines="send 5 to bob\ny\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "[transfer waits for approval]" in done.stdout
+    asked = done.stdout.split("Approve transfer ", 1)[1].split("? [y/N]", 1)[0]
+    assert json.loads(asked) == {"amount": 5, "to": "bob"}
+    assert "assistant> Sent." in done.stdout
+    assert [r.json() for r in transfer.requests] == [{"amount": 5, "to": "bob"}]
+    run = Run.objects.get(tenant=trio.acme)
+    assert run.status == "succeeded" and run.approvals.get().decided_by == trio.alice
+
+
+def test_a_refused_call_is_not_sent_and_the_model_hears_it(trio, agent, provider_server, transfer):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "transfer", '{"amount": 5}')]),
+        TextReply("Not sent, then."),
+    )
+    done = chat("assistant", "--tenant", "acme", lines="send 5\nn\n/quit\n")
+    assert "assistant> Not sent, then." in done.stdout and transfer.requests == []
+
+
+def test_it_refuses_unknown_tenants_agents_and_non_members(trio, agent):
+    assert "No tenant 'nope'" in chat("assistant", "--tenant", "nope", lines="").stderr
+    assert "no agent or crew 'ghost'" in chat("ghost", "--tenant", "acme", lines="").stderr
+    outsider = chat("assistant", "--tenant", "acme", "--user", "charlie", lines="")
+    assert outsider.returncode != 0 and "not an active member of acme" in outsider.stderr
