@@ -38,6 +38,7 @@ from agents.models import (
     CrewMember,
     Message,
     Run,
+    approval_decisions,
 )
 from agents.run_writer import (
     Batch,
@@ -347,13 +348,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         history = client.text_turns()
     elif state is None:
         conversation = client.messages
-    decisions = (
-        {}
-        if state is None
-        else {
-            a.call_id: a.as_decision() for a in run.approvals.exclude(status=ApprovalStatus.PENDING)
-        }
-    )
+    decisions = {} if state is None else approval_decisions(run.pk)
     return _Prepared(
         spec=spec,
         adapter=adapter,
@@ -557,13 +552,14 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
     """Inside finalize's transaction: approvals to decide, a parent to wake, the answer in
     the conversation."""
     for call in outcome.awaiting:
-        Approval.objects.get_or_create(
+        Approval.objects.exclude(status=ApprovalStatus.EDITED).get_or_create(
             run_id=run.pk,
             call_id=call.id,
             defaults={
                 "tenant_id": run.tenant_id,
                 "tool_name": call.name,
                 "arguments": call.arguments,
+                "prepared_request": call.prepared.to_dict() if call.prepared else None,
             },
         )
     if wakes_parent:  # a parent parked on this child goes on

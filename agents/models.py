@@ -13,6 +13,7 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.validation import SchemaError, check_schema
 
 slug_validator = RegexValidator(
@@ -354,6 +355,7 @@ class ApprovalStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
+    EDITED = "edited", "Edited, asked again"  # its prepared request re-made: see replaced_by
 
 
 class Approval(models.Model):
@@ -372,11 +374,23 @@ class Approval(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True)
     edited_arguments = models.JSONField(null=True, blank=True)
+    # The exact request the call sends, for tools that prepare one (HTTP tools): method, url,
+    # headers, body; the credential's header masked (tools/runtime/prepared_request.py).
+    prepared_request = models.JSONField(null=True, blank=True)
+    # Approved with edited arguments, a prepared request is prepared again and asked again:
+    # this one is then `edited` and points to the new approval.
+    replaced_by = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaces"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["run", "call_id"], name="approval_per_call_unique")
+            models.UniqueConstraint(
+                fields=["run", "call_id"],
+                condition=~Q(status="edited"),
+                name="approval_per_call_unique",
+            )
         ]
         ordering = ["-created_at"]
 
@@ -384,10 +398,34 @@ class Approval(models.Model):
         return f"{self.tool_name} ({self.status})"
 
     def as_decision(self) -> Decision:
-        """A decided approval as the agent loop takes it."""
+        """A decided approval as the agent loop takes it: an approved prepared request is
+        sent as it is, with the arguments it was prepared from."""
+        approved = self.status == ApprovalStatus.APPROVED
+        if approved and self.prepared_request is not None:
+            return Decision(
+                approved=True,
+                by=self.decided_by_label or "an approver",
+                arguments=self.arguments,
+                prepared=PreparedRequest.from_dict(self.prepared_request),
+            )
         return Decision(
-            approved=self.status == ApprovalStatus.APPROVED,
+            approved=approved,
             by=self.decided_by_label or "an approver",
             reason=self.reason,
             arguments=self.edited_arguments,
         )
+
+
+def approval_decisions(run_id: int) -> dict[str, Decision]:
+    """The decisions taken on a run's calls, by call id: each call's latest approval, unless
+    it is still pending. One query."""
+    latest: dict[str, Approval] = {}
+    for approval in (
+        Approval.objects.filter(run_id=run_id).exclude(status=ApprovalStatus.EDITED).order_by("pk")
+    ):
+        latest[approval.call_id] = approval
+    return {
+        call_id: approval.as_decision()
+        for call_id, approval in latest.items()
+        if approval.status != ApprovalStatus.PENDING
+    }

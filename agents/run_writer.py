@@ -109,7 +109,9 @@ def storable_outcome(outcome: RunOutcome) -> RunOutcome:
         output=storable_text(outcome.output),
         error=storable_text(outcome.error),
         structured_output=storable(outcome.structured_output),
-        awaiting=[ToolCall(c.id, c.name, storable(c.arguments)) for c in outcome.awaiting],
+        awaiting=[
+            dataclasses.replace(c, arguments=storable(c.arguments)) for c in outcome.awaiting
+        ],
     )
 
 
@@ -187,7 +189,14 @@ class RunWriter:
             output=self.redact(outcome.output),
             structured_output=self.redact(outcome.structured_output),
             error=self.redact(outcome.error),
-            awaiting=[ToolCall(c.id, c.name, self.redact(c.arguments)) for c in outcome.awaiting],
+            awaiting=[
+                dataclasses.replace(
+                    c,
+                    arguments=self.redact(c.arguments),
+                    prepared=c.prepared and c.prepared.redacted(self._secrets),
+                )
+                for c in outcome.awaiting
+            ],
         )
 
     def event(self, type: str, payload: dict[str, Any]) -> None:
@@ -446,6 +455,7 @@ def park_call(
             call_id=call.id,
             tool_name=call.name,
             arguments=storable(call.arguments),
+            prepared_request=call.prepared.to_dict() if call.prepared else None,
         )
         append_event(run, 1, "approval.required", event)
     return run, approval

@@ -37,6 +37,7 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
 from agents import access
+from agents.confirmation import prepare_edited
 from agents.events import publisher
 from agents.execution import cancel_key, execute_run, lease_seconds
 from agents.models import (
@@ -51,7 +52,7 @@ from agents.models import (
     Message,
     Run,
 )
-from agents.run_writer import storable_text
+from agents.run_writer import storable, storable_text
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import TERMINAL, RunStatus
@@ -62,6 +63,7 @@ from providers.models import ProviderKind
 from providers.runtime.types import Usage
 from providers.services import default_connection
 from tools.loader import invalidate_now_and_after_commit, per_version
+from tools.runtime.tool import ToolCall
 
 Initiator = AbstractBaseUser | ApiKey | None
 logger = logging.getLogger(__name__)
@@ -491,12 +493,20 @@ def approval_decide(
 ) -> Approval:
     """Record a decision; when the run's last pending approval is decided, queue it to
     resume. `by` must hold the approval authority of the run's agent (`agents.access`;
-    PermissionDenied otherwise). Deciding twice is refused (409-style ValidationError)."""
+    PermissionDenied otherwise). Deciding twice is refused (409-style ValidationError).
+
+    Approving a prepared request (an HTTP tool's) with edited arguments sends nothing: the
+    call is prepared again (`agents.confirmation`) and asked again as a new pending approval
+    (this one becomes `edited`, `replaced_by` the new one; the run stays parked). Arguments
+    it cannot be prepared from are a ValidationError, the approval left pending."""
     if approval.tenant_id != tenant.pk:
         raise Http404("No such approval.")
     access.require_decide(Principal.for_initiator(tenant, by), approval)
     if arguments is not None and not isinstance(arguments, dict):
         raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
+    asked_again = None  # (the call prepared again, its approval.required event)
+    if approved and arguments is not None and approval.prepared_request is not None:
+        asked_again = prepare_edited(approval, arguments)
     label = by.get_username() if isinstance(by, AbstractBaseUser) else f"API key {by.name}"
     with transaction.atomic():
         locked = Approval.objects.select_for_update().get(pk=approval.pk)
@@ -508,6 +518,10 @@ def approval_decide(
         locked.decided_at = timezone.now()
         locked.reason = reason[:2000]
         locked.edited_arguments = arguments if approved else None
+        if asked_again is not None:
+            _ask_again(locked, *asked_again)
+            audit.record_approval(locked, by)
+            return locked
         locked.save()
         audit.record_approval(locked, by)
         pending = Approval.objects.filter(run_id=locked.run_id, status=ApprovalStatus.PENDING)
@@ -518,6 +532,28 @@ def approval_decide(
             if resumed:
                 transaction.on_commit(lambda: request_execution(locked.run_id, locked.tenant_id))
     return locked
+
+
+def _ask_again(edited: Approval, call: ToolCall, event: dict[str, Any]) -> None:
+    """Inside approval_decide's transaction: `edited` replaced by a pending approval of the
+    same call with its new request, announced on the run's stream."""
+    from agents.run_writer import append_event, next_seq
+
+    run = Run.objects.select_for_update().get(pk=edited.run_id)  # one event writer at a time
+    if run.is_terminal:
+        raise ValidationError(f"The run already finished ({run.status}).")
+    edited.status = ApprovalStatus.EDITED
+    edited.save()
+    edited.replaced_by = Approval.objects.create(
+        tenant_id=edited.tenant_id,
+        run=run,
+        call_id=call.id,
+        tool_name=call.name,
+        arguments=storable(event["arguments"]),
+        prepared_request=call.prepared.to_dict(),
+    )
+    edited.save(update_fields=["replaced_by"])
+    append_event(run, next_seq(run.pk), "approval.required", event)
 
 
 def _check_tenant(instance: Any, tenant: Tenant, what: str) -> None:

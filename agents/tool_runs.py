@@ -31,7 +31,7 @@ from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
 from agents import run_writer
-from agents.models import Approval, ApprovalStatus, Run
+from agents.models import Approval, Run, approval_decisions
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
@@ -138,12 +138,13 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
     started = timezone.now()
     outcome = await step.run(state, [call])
     if outcome.awaiting:  # nothing executed, nothing emitted: park it
+        [waiting] = outcome.awaiting  # (with the exact request it sends, if prepared)
         park = functools.partial(
             run_writer.park_call,
             tenant_id=tenant.pk,
-            call=call,
+            call=waiting,
             state=state.to_dict(),
-            event=call_payload(call, ctx, via),
+            event=call_payload(waiting, ctx, via),
             initiated_by_user_id=user_id,
             initiated_by_api_key_id=api_key_id,
             correlation_id=correlation_id,
@@ -235,7 +236,4 @@ async def _end(sink, status: RunStatus, *, output: str = "", error: str = "") ->
 
 
 def _decision(run_id: int, call_id: str) -> Decision | None:
-    approval = Approval.objects.filter(run_id=run_id, call_id=call_id).first()
-    if approval is None or approval.status == ApprovalStatus.PENDING:
-        return None
-    return approval.as_decision()
+    return approval_decisions(run_id).get(call_id)

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from providers.runtime.types import Usage
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import ToolCall
 
 ApprovalPolicy = Literal["flagged", "writes", "never"]
@@ -73,6 +74,9 @@ class Decision:
     by: str
     reason: str = ""
     arguments: dict[str, Any] | None = None  # edited arguments, when the approver changed them
+    # The exact request approved, for a tool with a preparer (tools/runtime/prepared_request.py);
+    # `arguments` are then those it was prepared from.
+    prepared: PreparedRequest | None = None
 
 
 @dataclass

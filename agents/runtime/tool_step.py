@@ -14,7 +14,11 @@ For the given calls, in this order:
    <why>"; approved, it runs with the approver's arguments if edited. An undecided call that
    the `ApprovalRule` says requires approval waits: nothing is emitted, saved or executed for
    it here; the caller parks the run (or, when nobody can approve — `unattended` — the call
-   gets that text as its error).
+   gets that text as its error). A tool with a preparer (an HTTP tool) is prepared first:
+   the waiting call carries the exact request it would send (`ToolCall.prepared`, shown on
+   the approval), and once approved sends exactly that request; a call that cannot be
+   prepared gets why as its error, without asking anyone. An approved call of such a tool
+   without an approved request is never sent.
 4. Call limit: calls beyond the run's `max_tool_calls` get "tool call limit reached".
 5. Started: `tool.started` for each call about to run, then the checkpoint "tools_started"
    (the recorder writes those events in the checkpoint's statement), before any executes.
@@ -47,10 +51,14 @@ from agents.runtime.structured import FINAL_ANSWER
 from providers.runtime.types import ToolResultMessage
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry, rate_limited_payload
-from tools.runtime.tool import Effect, Tool, ToolCall, ToolResult
+from tools.runtime.tool import Effect, Tool, ToolCall, ToolFailed, ToolResult
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 
+NOT_CONFIRMED = (
+    "not sent: this call was approved without the exact request it sends (the tool changed "
+    "since it was asked for); call it again to have that request confirmed"
+)
 UNKNOWN_OUTCOME = (
     "the outcome of this call is unknown: it was interrupted while running and is not safe "
     "to repeat; check its effect before trying again"
@@ -122,15 +130,23 @@ class ToolCallStep:
                 if not decision.approved:
                     reason = f": {decision.reason}" if decision.reason else ""
                     await self._refuse(state, outcome, call, f"rejected by {decision.by}{reason}")
-                elif decision.arguments is not None:
-                    to_run.append(replace(call, arguments=decision.arguments))
-                else:
-                    to_run.append(call)
+                elif item and item.preparer and decision.prepared is None:
+                    await self._refuse(state, outcome, call, NOT_CONFIRMED)
+                else:  # a prepared request approved is sent exactly (the registry)
+                    arguments = call.arguments if decision.arguments is None else decision.arguments
+                    to_run.append(replace(call, arguments=arguments, prepared=decision.prepared))
             elif self.approval.requires(item):
-                if self.unattended is None:
-                    outcome.awaiting.append(call)
-                else:
+                if self.unattended is not None:
                     await self._refuse(state, outcome, call, self.unattended)
+                elif item.preparer is None:
+                    outcome.awaiting.append(call)
+                else:  # the human confirms the exact request it would send
+                    try:
+                        prepared = self.registry.prepare(call, self.ctx)
+                    except ToolFailed as exc:
+                        await self._refuse(state, outcome, call, str(exc))
+                    else:
+                        outcome.awaiting.append(replace(call, prepared=prepared))
             else:
                 to_run.append(call)
         if to_run:
@@ -214,6 +230,8 @@ def call_payload(call: ToolCall, ctx: RunContext, via: str | None = None) -> dic
     """A call as its events show it (tool.started, approval.required, inference.completed)."""
     arguments = ctx.secrets.redact(call.arguments)
     payload = {"call_id": call.id, "name": call.name, "arguments": arguments}
+    if call.prepared is not None:  # the exact request, credential masked (prepared_request.py)
+        payload["prepared_request"] = call.prepared.to_dict()
     if via is not None:
         payload["via"] = via
     return payload

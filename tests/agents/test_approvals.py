@@ -39,10 +39,14 @@ def test_approve_with_edited_arguments_runs_the_tool_once(
     assert (approval.tool_name, approval.arguments) == ("transfer", {"amount": 500, "to": "bob"})
     assert RunEvent.objects.filter(run=run, type="approval.required").exists()
 
-    approval_decide(
+    edited = approval_decide(
         tenant=trio.acme, approval=approval, approved=True, by=trio.alice,
         arguments={"amount": 50, "to": "bob"},
     )  # fmt: skip
+    # An HTTP tool's request is prepared again from the edit and asked again.
+    assert edited.status == "edited" and transfer.requests == []
+    assert edited.replaced_by.prepared_request["body"] == '{"amount":50,"to":"bob"}'
+    approval_decide(tenant=trio.acme, approval=edited.replaced_by, approved=True, by=trio.alice)
     run = wait(run, {"succeeded", "failed"})
     assert run.status == "succeeded" and run.output == "Sent 50 to bob."
     assert len(transfer.requests) == 1
@@ -50,7 +54,7 @@ def test_approve_with_edited_arguments_runs_the_tool_once(
     assert transfer.requests[0].headers["idempotency-key"] == f"{run.pk}:t1"
     last = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
     assert last == {"role": "tool", "tool_call_id": "t1", "content": '{"ok": true}'}
-    with pytest.raises(Exception, match="already approved"):
+    with pytest.raises(Exception, match="already edited"):
         approval_decide(tenant=trio.acme, approval=approval, approved=False, by=trio.alice)
 
 

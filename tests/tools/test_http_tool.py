@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
@@ -14,8 +16,9 @@ from tools.runtime.circuit import MemoryCircuitStore, RedisCircuitStore
 from tools.runtime.context import RunContext, StaticSecrets
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Capability, Effect, ToolCall
+from tools.runtime.tool import Capability, Effect, ToolCall, ToolFailed
 
 SECRET = "sk-live-5ecr3t-value"
 SCHEMA = {
@@ -340,3 +343,126 @@ def test_an_echoed_basic_auth_token_is_redacted(local_server):
     tool = make_tool(local_server, config={"auth": {"type": "basic", "username": "bot"}})
     result = call(tool, {"item_id": 1})
     assert token not in repr(result) and result.result == {"seen": "Basic [redacted]"}
+
+
+# -- prepared requests: mapped once, shown, then sent exactly -------------------------------
+NOTES = {
+    "method": "POST",
+    "url": "/v1/items/{item_id}/notes",
+    "arguments": [
+        {"argument": "item_id", "to": "path"},
+        {"argument": "units", "to": "query", "name": "u"},
+        {"argument": "trace", "to": "header", "name": "X-Trace"},
+    ],
+    "fixed": {"query": {"v": 2}, "headers": {"X-Client": "agents"}, "body": {"src": "ai"}},
+    "context": [{"value": "user_id", "to": "body", "name": "user"}],
+    "auth": {"type": "bearer"},
+}
+
+
+def notes_tool(server, **config):
+    settings = {**NOTES, **config, "url": server.url + NOTES["url"]}
+    return make_tool(
+        server, config=settings, capability=Capability(effect=Effect.WRITE, idempotent=False)
+    )
+
+
+def test_the_prepared_request_is_an_exact_value_without_the_credential(local_server):
+    tool = notes_tool(local_server)
+    registry = ToolRegistry([tool])
+    arguments = {"item_id": 5, "units": "métrique", "trace": "t-1", "note": "héllo"}
+    prepared = registry.prepare(ToolCall("call_1", "items", arguments), context())
+    assert prepared.to_dict() == {
+        "method": "POST",
+        "url": f"{local_server.url}/v1/items/5/notes?v=2&u=m%C3%A9trique",
+        "headers": [
+            ["X-Client", "agents"],
+            ["X-Trace", "t-1"],
+            ["Authorization", "Bearer ***"],
+            ["Idempotency-Key", "run_9:call_1"],
+            ["Content-Type", "application/json"],
+        ],
+        "body": '{"src":"ai","note":"héllo","user":7}',
+        "credential_header": "Authorization",
+    }
+    again = registry.prepare(ToolCall("call_1", "items", dict(arguments)), context())
+    assert again == prepared  # deterministic
+    assert SECRET not in repr(prepared.to_dict())
+    assert local_server.requests == []  # preparing sends nothing
+
+
+def test_sending_a_prepared_request_sends_exactly_its_bytes_plus_the_credential(local_server):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={"ok": True}))
+    tool = notes_tool(local_server)
+    registry = ToolRegistry([tool])
+    call_ = ToolCall("call_1", "items", {"item_id": 5, "note": "ünïcode ✓"})
+    prepared = registry.prepare(call_, context())
+    stored = PreparedRequest.from_dict(json.loads(json.dumps(prepared.to_dict())))
+    result = asyncio.run(registry.execute(replace(call_, prepared=stored), context()))
+    assert result.result == {"ok": True}, result.error
+    [received] = local_server.requests
+    assert received.method == "POST"
+    assert local_server.url + received.path == prepared.url
+    assert received.body == prepared.body.encode("utf-8")
+    for name, value in prepared.headers:
+        expected = f"Bearer {SECRET}" if name == "Authorization" else value
+        assert received.headers[name.lower()] == expected
+
+
+def test_a_direct_call_sends_what_preparing_it_shows(local_server):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={"ok": True}))
+    tool = notes_tool(local_server)
+    arguments = {"item_id": 5, "units": "si", "note": "x"}
+    prepared = ToolRegistry([tool]).prepare(ToolCall("call_1", "items", arguments), context())
+    call(tool, arguments)
+    [received] = local_server.requests
+    assert local_server.url + received.path == prepared.url
+    assert received.body == prepared.body.encode()
+
+
+def test_basic_auth_is_masked_in_the_prepared_request_and_filled_when_sent(local_server):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={}))
+    tool = notes_tool(local_server, auth={"type": "basic", "username": "bot"})
+    registry = ToolRegistry([tool])
+    call_ = ToolCall("call_1", "items", {"item_id": 5})
+    prepared = registry.prepare(call_, context())
+    assert ["Authorization", "Basic ***"] in prepared.to_dict()["headers"]
+    asyncio.run(registry.execute(replace(call_, prepared=prepared), context()))
+    token = base64.b64encode(f"bot:{SECRET}".encode()).decode()
+    assert local_server.requests[0].headers["authorization"] == f"Basic {token}"
+
+
+def test_a_secret_the_model_put_in_an_argument_is_masked_in_the_request_stored_and_sent(
+    local_server,
+):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={}))
+    registry = ToolRegistry([notes_tool(local_server)])
+    call_ = ToolCall("call_1", "items", {"item_id": 5, "note": f"key {SECRET}"})
+    prepared = registry.prepare(call_, context())
+    assert SECRET not in repr(prepared) and "key [redacted]" in prepared.body
+    asyncio.run(registry.execute(replace(call_, prepared=prepared), context()))
+    assert local_server.requests[0].json()["note"] == "key [redacted]"
+
+
+def test_a_request_that_cannot_be_prepared_says_why(local_server):
+    registry = ToolRegistry([notes_tool(local_server)])
+    with pytest.raises(ToolFailed, match="invalid arguments"):
+        registry.prepare(ToolCall("c", "items", {"item_id": "five"}), context())
+    with pytest.raises(ToolFailed, match="control characters"):
+        registry.prepare(ToolCall("c", "items", {"item_id": 5, "trace": "a\x00b"}), context())
+    with pytest.raises(ToolFailed, match="needs a user_id"):
+        registry.prepare(ToolCall("c", "items", {"item_id": 5}), replace(context(), user_id=None))
+
+
+def test_a_prepared_request_for_another_origin_or_credential_header_is_not_sent(local_server):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={}))
+    registry = ToolRegistry([notes_tool(local_server)])
+    call_ = ToolCall("call_1", "items", {"item_id": 5})
+    prepared = registry.prepare(call_, context())
+    elsewhere = replace(prepared, url=prepared.url.replace("127.0.0.1", "localhost"))
+    moved_key = replace(prepared, credential_header="X-Other")
+    no_key = replace(prepared, credential_header=None)
+    for changed in (elsewhere, moved_key, no_key):
+        result = asyncio.run(registry.execute(replace(call_, prepared=changed), context()))
+        assert "nothing was sent" in result.error
+    assert local_server.requests == []

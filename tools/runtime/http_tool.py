@@ -9,6 +9,7 @@ registry records. All traffic goes through the guarded egress client.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import random
@@ -17,6 +18,7 @@ import time
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
+import httpx2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.runtime.circuit import CircuitBreaker, CircuitOpen, CircuitStore
@@ -28,6 +30,7 @@ from tools.runtime.egress import (
     EgressTimeout,
     GuardedHttpClient,
 )
+from tools.runtime.prepared_request import MASK, PreparedRequest
 from tools.runtime.registry import ToolFailed
 from tools.runtime.tool import Capability, Effect, Tool
 from tools.runtime.validation import compile_validator
@@ -37,6 +40,7 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "cookie"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # (tab is allowed in header values)
 
 
 class _Strict(BaseModel):
@@ -185,11 +189,14 @@ def build_http_tool(
         output_schema=output_schema if config.model_view is None else None,
         tags=frozenset(tags) | {"http"},
         capability=capability,
+        preparer=call,
     )
 
 
 class _HttpCall:
-    """The handler of one HTTP tool; an object so it holds its parsed config."""
+    """The handler of one HTTP tool, and its preparer: a call is prepared (arguments mapped
+    into the exact request) then sent; a call that needs confirming is prepared, shown,
+    stored and sent once approved (tools/runtime/prepared_request.py)."""
 
     def __init__(
         self,
@@ -216,37 +223,12 @@ class _HttpCall:
         self.mapped = mapped
 
     async def __call__(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
-        url, params, headers, body, derived = self._request_parts(arguments, ctx)
-        # The registry redacts the secret itself; forms derived from it (basic auth's
-        # base64 token) are redacted here, should the service echo them.
-        hide = StaticSecrets({str(i): token for i, token in enumerate(derived)})
-        try:
-            return hide.redact(await self._exchange(url, params, headers, body))
-        except ToolFailed as exc:
-            raise ToolFailed(hide.redact(str(exc))) from None
+        return await self.send(self.prepare(arguments, ctx), ctx)
 
-    async def _exchange(self, url, params, headers, body) -> Any:
-        try:
-            seen = await self.breaker.before_call()
-        except CircuitOpen as exc:
-            raise ToolFailed(str(exc)) from None
-        try:
-            response = await self._send_with_retries(url, params, headers, body)
-        except (EgressTimeout, EgressConnectError) as exc:
-            await self.breaker.on_failure()
-            raise ToolFailed(str(exc)) from None
-        except EgressError as exc:  # refused destination, too large: not the server's health
-            await self.breaker.on_success(seen)
-            raise ToolFailed(str(exc)) from None
-        if response.status_code >= 500 or response.status_code == 429:
-            await self.breaker.on_failure()
-        else:
-            await self.breaker.on_success(seen)
-        return self._read(response)
-
-    def _request_parts(self, arguments: dict, ctx: RunContext):
+    def prepare(self, arguments: dict[str, Any], ctx: RunContext) -> PreparedRequest:
+        """The request these arguments map to: pure, no I/O, no credential (its header
+        shows MASK). ToolFailed if a value cannot go where it is mapped."""
         config = self.config
-        derived: list[str] = []
         path: dict[str, str] = {}
         params: dict[str, Any] = dict(config.fixed.query)
         headers: dict[str, str] = dict(config.fixed.headers)
@@ -273,24 +255,81 @@ class _HttpCall:
             if str(value) in ("", ".", ".."):
                 raise ToolFailed(f"{name!r} cannot be {str(value)!r} in a URL path")
         url = _PLACEHOLDER.sub(lambda m: quote(str(path[m.group(1)]), safe=""), config.url)
+        # Encoded here as the HTTP client encodes it, so the URL shown is the URL sent.
+        url = str(httpx2.URL(url).copy_merge_params(params) if params else httpx2.URL(url))
+        credential_header = None
         if config.auth is not None:
-            secret = ctx.secrets.get(self.secret_ref)
-            if config.auth.type == "bearer":
-                headers["Authorization"] = f"Bearer {secret}"
-            elif config.auth.type == "header":
-                headers[config.auth.header] = secret
-            else:
-                import base64
-
-                token = base64.b64encode(f"{config.auth.username}:{secret}".encode()).decode()
-                headers["Authorization"] = f"Basic {token}"
-                derived.append(token)
+            credential_header = _credential_header(config.auth)
+            headers[credential_header] = _credential_value(config.auth, MASK)
         if config.method != "GET" and ctx.call_id:
             headers.setdefault("Idempotency-Key", f"{ctx.run_id or 'direct'}:{ctx.call_id}")
-        body_out = body if config.method in ("POST", "PUT", "PATCH") else None
-        return url, params, headers, body_out, derived
+        text = None
+        if config.method in ("POST", "PUT", "PATCH"):
+            text = _json_body(body)
+            if not any(name.lower() == "content-type" for name in headers):
+                headers["Content-Type"] = "application/json"
+        return PreparedRequest(
+            method=config.method,
+            url=url,
+            headers=tuple(headers.items()),
+            body=text,
+            credential_header=credential_header,
+        )
 
-    async def _send_with_retries(self, url, params, headers, body) -> EgressResponse:
+    async def send(self, request: PreparedRequest, ctx: RunContext) -> Any:
+        """Send exactly `request`, the credential put in its header. Refused (nothing sent)
+        if the tool no longer sends its credential to that origin, in that header: the
+        credential only goes where the tool's configuration says now."""
+        self._check_destination(request)
+        headers = dict(request.headers)
+        derived: list[str] = []
+        if request.credential_header is not None and self.config.auth is not None:
+            secret = ctx.secrets.get(self.secret_ref)
+            value = _credential_value(self.config.auth, secret)
+            headers[request.credential_header] = value
+            if self.config.auth.type == "basic":
+                derived.append(value.removeprefix("Basic "))
+        content = request.body.encode("utf-8") if request.body is not None else None
+        # The registry redacts the secret itself; forms derived from it (basic auth's
+        # base64 token) are redacted here, should the service echo them.
+        hide = StaticSecrets({str(i): token for i, token in enumerate(derived)})
+        try:
+            return hide.redact(await self._exchange(request.method, request.url, headers, content))
+        except ToolFailed as exc:
+            raise ToolFailed(hide.redact(str(exc))) from None
+
+    def _check_destination(self, request: PreparedRequest) -> None:
+        changed = _origin(request.url) != _origin(self.config.url)
+        auth = self.config.auth
+        header = _credential_header(auth) if auth is not None else None
+        if (header or "").lower() != (request.credential_header or "").lower():
+            changed = True
+        if changed:
+            raise ToolFailed(
+                "the tool's address or authentication changed since this request was "
+                "prepared; nothing was sent"
+            )
+
+    async def _exchange(self, method, url, headers, content) -> Any:
+        try:
+            seen = await self.breaker.before_call()
+        except CircuitOpen as exc:
+            raise ToolFailed(str(exc)) from None
+        try:
+            response = await self._send_with_retries(method, url, headers, content)
+        except (EgressTimeout, EgressConnectError) as exc:
+            await self.breaker.on_failure()
+            raise ToolFailed(str(exc)) from None
+        except EgressError as exc:  # refused destination, too large: not the server's health
+            await self.breaker.on_success(seen)
+            raise ToolFailed(str(exc)) from None
+        if response.status_code >= 500 or response.status_code == 429:
+            await self.breaker.on_failure()
+        else:
+            await self.breaker.on_success(seen)
+        return self._read(method, response)
+
+    async def _send_with_retries(self, method, url, headers, content) -> EgressResponse:
         retry = self.config.retry
         deadline = time.monotonic() + self.deadline_s - 0.5
         attempt = 0
@@ -300,11 +339,10 @@ class _HttpCall:
             remaining = deadline - time.monotonic()
             try:
                 response = await self.egress.request(
-                    self.config.method,
+                    method,
                     url,
-                    params=params or None,
                     headers=headers,
-                    json=body,
+                    content=content,
                     timeout_s=max(0.1, min(self.config.timeout_s, remaining)),
                     max_bytes=self.config.max_response_bytes,
                 )
@@ -327,13 +365,13 @@ class _HttpCall:
                 raise EgressTimeout(f"gave up after {attempt} attempts")
             await asyncio.sleep(delay)
 
-    def _read(self, response: EgressResponse) -> Any:
+    def _read(self, method: str, response: EgressResponse) -> Any:
         status = response.status_code
         if not 200 <= status < 300:
             snippet = response.text[:300].strip()
             where = urlsplit(response.url)
             raise ToolFailed(
-                f"HTTP {status} from {self.config.method} {where.netloc}{where.path}"
+                f"HTTP {status} from {method} {where.netloc}{where.path}"
                 + (f": {snippet}" if snippet else "")
             )
         content_type = response.headers.get("content-type", "")
@@ -359,7 +397,40 @@ def _header_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value)
     if "\r" in text or "\n" in text:
         raise ToolFailed("header values cannot contain line breaks")
+    if _CONTROL.search(text):
+        raise ToolFailed("header values cannot contain control characters")
     return text
+
+
+def _json_body(body: dict[str, Any]) -> str:
+    """The body's exact text, as the HTTP client would encode it."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text.encode("utf-8")
+    except ValueError:  # NaN / Infinity, or text with an unpaired surrogate
+        raise ToolFailed("the request body cannot carry these values as JSON") from None
+    return text
+
+
+def _credential_header(auth: AuthConfig) -> str:
+    return auth.header if auth.type == "header" else "Authorization"
+
+
+def _credential_value(auth: AuthConfig, secret: str) -> str:
+    """The credential header's value; with MASK as the secret, the form shown."""
+    if auth.type == "bearer":
+        return f"Bearer {secret}"
+    if auth.type == "header":
+        return secret
+    if secret == MASK:
+        return f"Basic {MASK}"
+    token = base64.b64encode(f"{auth.username}:{secret}".encode()).decode()
+    return f"Basic {token}"
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parsed = httpx2.URL(url)
+    return parsed.scheme, parsed.host, parsed.port
 
 
 def _backoff(retry: RetryConfig, attempt: int) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tools.runtime.context import RunContext
 from tools.runtime.formats import Format, definition_for
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.rate_limit import RateLimited
 from tools.runtime.tool import Tool, ToolCall, ToolFailed, ToolResult
 
@@ -133,19 +134,37 @@ class ToolRegistry:
             return [await self.execute(calls[0], ctx)]
         return list(await asyncio.gather(*(self.execute(call, ctx) for call in calls)))
 
+    def prepare(self, call: ToolCall, ctx: RunContext) -> PreparedRequest:
+        """The exact request `call` would send, for a human to confirm (tools with a
+        preparer), the context's secrets masked in it. Nothing is sent or counted. Raises
+        ToolFailed saying why there is none: an unknown tool, invalid arguments, a value the
+        request cannot carry."""
+        item = self._tools.get(call.name)
+        if item is None:
+            raise ToolFailed(self._unknown(call.name))
+        if item.preparer is None:
+            raise ToolFailed(f"{call.name} does not send a request that can be prepared")
+        problem = _invalid(item, call, ctx)
+        if problem is not None:
+            raise ToolFailed(problem)
+        try:
+            prepared = item.preparer.prepare(call.arguments, replace(ctx, call_id=call.id))
+        except ToolFailed:
+            raise
+        except Exception as exc:
+            raise ToolFailed(_unexpected(exc, call, ctx, "preparing the request of")) from None
+        return prepared.redacted(ctx.secrets)
+
     async def _run(self, call: ToolCall, ctx: RunContext) -> tuple[Any, str | RateLimited | None]:
         item = self._tools.get(call.name)
         if item is None:
             return None, self._unknown(call.name)
         arguments = call.arguments
-        if not isinstance(arguments, dict):
-            return None, "arguments must be a JSON object"
-        try:
-            problem = item.validate(arguments)
-        except Exception as exc:
-            return None, _unexpected(exc, call, ctx, "validating the arguments of")
+        problem = _invalid(item, call, ctx)
         if problem is not None:
-            return None, f"invalid arguments: {problem}"
+            return None, problem
+        if call.prepared is not None and item.preparer is None:  # changed since it was approved
+            return None, f"{call.name} no longer sends prepared requests; nothing was sent"
         # Counted here, the one place every call passes, once it is sure to run: an invalid
         # call never reaches what the limit protects, and a call that waits for approval
         # gets here only once approved (when it executes, not when it was asked for).
@@ -160,7 +179,9 @@ class ToolRegistry:
         timeout = min(item.capability.timeout_s, ctx.limits.max_tool_timeout_s)
         try:
             async with asyncio.timeout(timeout):
-                if item.is_async:
+                if call.prepared is not None:  # confirmed: exactly this request is sent
+                    value = await item.preparer.send(call.prepared, ctx)
+                elif item.is_async:
                     value = await item.handler(arguments, ctx)
                 else:  # sync handlers must not block the loop; the thread runs on if it times out
                     value = await asyncio.get_running_loop().run_in_executor(
@@ -192,6 +213,17 @@ def rate_limited_payload(call_id: str, limited: RateLimited) -> dict[str, Any]:
         "limit": limited.limit,
         "retry_after_s": limited.retry_after_s,
     }
+
+
+def _invalid(item: Tool, call: ToolCall, ctx: RunContext) -> str | None:
+    """Why the call's arguments are not valid for `item`, or None."""
+    if not isinstance(call.arguments, dict):
+        return "arguments must be a JSON object"
+    try:
+        problem = item.validate(call.arguments)
+    except Exception as exc:
+        return _unexpected(exc, call, ctx, "validating the arguments of")
+    return None if problem is None else f"invalid arguments: {problem}"
 
 
 def _unexpected(exc: Exception, call: ToolCall, ctx: RunContext, doing: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from tools.runtime.context import RunContext
+from tools.runtime.prepared_request import PreparedRequest, PreparesRequests
 from tools.runtime.rate_limit import RateLimited
 from tools.runtime.validation import SchemaError, check_schema, compile_validator
 
@@ -54,6 +55,9 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
+    # The exact request this call sends, once prepared for a human to confirm (tools with a
+    # preparer only); set, executing the call sends exactly it.
+    prepared: PreparedRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,8 @@ class Tool:
     examples: tuple[dict[str, Any], ...] = ()
     capability: Capability = field(default_factory=Capability)
     validate: Callable[[Any], str | None] | None = None
+    # Tools that send one request per call (HTTP tools): it can be prepared, shown, then sent.
+    preparer: PreparesRequests | None = None
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:

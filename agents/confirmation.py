@@ -1,0 +1,41 @@
+"""Asking again: an approver who edits the arguments of a call whose exact request was
+prepared (an HTTP tool) has not seen the request those arguments make. So the call is
+prepared again here, with the run's context as the worker would use it, and the new request
+goes to a new approval; nothing is sent until that one is approved
+(`agents.services.approval_decide`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from agents.models import Approval
+from agents.runtime.tool_step import call_payload
+from tools.loader import tenant_tools
+from tools.runtime.tool import ToolCall, ToolFailed
+from tools.services import tool_context
+
+
+def prepare_edited(approval: Approval, arguments: dict[str, Any]) -> tuple[ToolCall, dict]:
+    """The approval's call with these arguments and the exact request they make now, and
+    its `approval.required` event (secrets masked). ValidationError on `arguments` saying
+    why it cannot be prepared (invalid arguments, the tool gone). Reads the tenant's tools
+    (cached per process); sends nothing."""
+    run = approval.run
+    toolbox = tenant_tools(run.tenant_id)
+    ctx = tool_context(
+        tenant=run.tenant,
+        user_id=run.initiated_by_user_id,
+        run_id=str(run.pk),
+        correlation_id=run.correlation_id,
+        secrets=toolbox.secrets,
+    )
+    call = ToolCall(approval.call_id, approval.tool_name, arguments)
+    try:
+        prepared = toolbox.registry.prepare(call, ctx)
+    except ToolFailed as exc:
+        raise ValidationError({"arguments": str(exc)}) from None
+    call = replace(call, prepared=prepared)
+    return call, call_payload(call, ctx)
