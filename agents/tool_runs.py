@@ -51,6 +51,7 @@ class ToolRunOutcome:
     error: str | None = None
     latency_ms: float = 0.0
     decide_at: str = ""  # for awaiting_approval: where a human decides it
+    prepared_request: dict[str, Any] | None = None  # for awaiting_approval: what it would send
 
 
 async def atool_run(**kwargs: Any) -> ToolRunOutcome:
@@ -152,7 +153,7 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
         run, approval = await db(park)()
         return ToolRunOutcome(
             run.pk, "awaiting_approval", call.id, error="approval required",
-            decide_at=decide_at(approval),
+            decide_at=decide_at(approval), prepared_request=approval.prepared_request,
         )  # fmt: skip
     result = outcome.results[call.id]
     failed = result.error is not None

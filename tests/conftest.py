@@ -232,3 +232,37 @@ def transfer(trio):
     )
     yield server
     server.close()
+
+
+PAY_SECRET = "sk-pay-9f8e7d6c5b4a"
+
+
+@pytest.fixture
+def pay(trio):
+    """acme's `pay` tool: a POST with a bearer credential that requires approval; yields the
+    server, which records every request it receives."""
+    server = LocalServer()
+    server.route("POST", "/payments/bob", Reply(status=201, json={"ok": True}))
+    make_http_tool(
+        trio.acme,
+        "pay",
+        server.url + "/payments/{to}",
+        method="POST",
+        description="Pay someone.",
+        input_schema={
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
+            "required": ["amount", "to"],
+        },
+        config={
+            "arguments": [{"argument": "to", "to": "path"}],
+            "fixed": {"headers": {"X-Client": "agents"}},
+            "auth": {"type": "bearer"},
+        },
+        secret=PAY_SECRET,
+        effect="write",
+        idempotent=False,
+        requires_approval=True,
+    )
+    yield server
+    server.close()

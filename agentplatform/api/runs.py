@@ -40,6 +40,7 @@ from agentplatform.api.resources import (
     query_int,
 )
 from agentplatform.api.schema import ERRORS, error
+from agentplatform.api.serializers import PreparedRequestSerializer
 from agentplatform.api.sse import (
     EventStreamNegotiation,
     event_stream_response,
@@ -80,6 +81,23 @@ MAX_APPROVAL_NESTING = 5  # crews nest a few levels at most
 class ApprovalSerializer(serializers.ModelSerializer):
     run = serializers.IntegerField(source="run_id", read_only=True)
     decided_by = serializers.CharField(source="decided_by_label", read_only=True)
+    prepared_request = PreparedRequestSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "For a tool that sends one HTTP request per call: the exact request approving "
+            "sends, credential masked. Null for other tools."
+        ),
+    )
+    replaced_by = serializers.IntegerField(
+        source="replaced_by_id",
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Status `edited`: approved with edited arguments, so the request was prepared "
+            "again and asked again as this approval."
+        ),
+    )
 
     class Meta:
         model = Approval
@@ -94,6 +112,8 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "decided_at",
             "reason",
             "edited_arguments",
+            "prepared_request",
+            "replaced_by",
             "created_at",
         ]
         read_only_fields = fields
@@ -627,7 +647,11 @@ class RunApprovalDecide(RunView):
         description=(
             "The approval must belong to this run or to one of its child runs (a crew's "
             "member). Approving may edit the arguments. When the run's last pending call "
-            "is decided, the run resumes. Deciding twice is a 409."
+            "is decided, the run resumes. Deciding twice is a 409. A call with a "
+            "`prepared_request` (an HTTP tool) sends exactly that request once approved; "
+            "approved with edited arguments, it sends nothing: the request is prepared again "
+            "and asked again as a new pending approval (the answer has status `edited` and "
+            "its id in `replaced_by`), and arguments it cannot be prepared from are a 400."
         ),
         request=ApprovalDecisionSerializer,
         responses={
@@ -657,6 +681,8 @@ class RunApprovalDecide(RunView):
                     "decided_at": "2026-01-01T12:01:00Z",
                     "reason": "",
                     "edited_arguments": {"amount": 50, "to": "bob"},
+                    "prepared_request": None,
+                    "replaced_by": None,
                     "created_at": "2026-01-01T12:00:30Z",
                 },
                 response_only=True,

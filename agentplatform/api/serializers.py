@@ -313,6 +313,24 @@ class ToolExecuteSerializer(StrictSerializer):
     arguments = JSONObjectField(help_text="The tool's arguments, per its input_schema.")
 
 
+class PreparedRequestSerializer(serializers.Serializer):
+    method = serializers.CharField()
+    url = serializers.CharField(help_text="With its query string, encoded as it is sent.")
+    headers = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2),
+        help_text=(
+            "[name, value] pairs in the order sent. The header carrying the tool's credential "
+            "shows *** (the credential is added only when the request is sent)."
+        ),
+    )
+    body = serializers.CharField(
+        allow_null=True, help_text="The exact body text (sent UTF-8 encoded); null: none."
+    )
+    credential_header = serializers.CharField(
+        allow_null=True, help_text="The header the tool's credential goes in; null: none."
+    )
+
+
 class ToolResultSerializer(serializers.Serializer):
     call_id = serializers.CharField()
     name = serializers.CharField()
@@ -323,6 +341,11 @@ class ToolResultSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["succeeded", "failed", "awaiting_approval"])
     decide_at = serializers.CharField(
         allow_blank=True, help_text="For a call awaiting approval: where it is decided."
+    )
+    prepared_request = PreparedRequestSerializer(
+        allow_null=True,
+        help_text="For a call awaiting approval of a tool that sends one HTTP request: the "
+        "exact request approving sends (credential masked).",
     )
 
 

@@ -342,7 +342,8 @@ class ToolViewSet(TenantViewSet):
         description="Runs one tool of the registry now, with the arguments given (validated "
         "against its input_schema), and records the call as a run (`run_id`). Tool failures "
         "and invalid arguments come back in `error` with status 200. A tool that requires "
-        "approval is not executed: 202 with status `awaiting_approval` and `decide_at`; once "
+        "approval is not executed: 202 with status `awaiting_approval` and `decide_at` (and, "
+        "for an HTTP tool, `prepared_request`: the exact request approving sends); once "
         "approved (`POST /runs/{id}/approvals/{approval_id}`) a worker executes it and the "
         "run holds the result. Needs the `run` scope.",
         parameters=[NAME],
@@ -361,6 +362,7 @@ class ToolViewSet(TenantViewSet):
                     "run_id": 1234,
                     "status": "succeeded",
                     "decide_at": "",
+                    "prepared_request": None,
                 },
                 response_only=True,
             ),
@@ -391,6 +393,7 @@ class ToolViewSet(TenantViewSet):
                 "run_id": outcome.run_id,
                 "status": outcome.status,
                 "decide_at": outcome.decide_at,
+                "prepared_request": outcome.prepared_request,
             }
         ).data
         parked = outcome.status == "awaiting_approval"

@@ -15,44 +15,11 @@ from agents.execution import execute_run
 from agents.models import Approval, Run, RunEvent
 from agents.services import approval_decide, run_start
 from agents.tool_runs import tool_run
-from tests.factories import make_http_tool
+from tests.conftest import PAY_SECRET as SECRET
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
-from tests.tools.local_server import LocalServer, Reply
+from tests.tools.local_server import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SECRET = "sk-pay-9f8e7d6c5b4a"
-
-
-@pytest.fixture
-def pay(trio):
-    """acme's `pay` tool: a POST with a bearer credential that requires approval; yields the
-    server, which records every request it receives."""
-    server = LocalServer()
-    server.route("POST", "/payments/bob", Reply(status=201, json={"ok": True}))
-    make_http_tool(
-        trio.acme,
-        "pay",
-        server.url + "/payments/{to}",
-        method="POST",
-        description="Pay someone.",
-        input_schema={
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
-            "required": ["amount", "to"],
-        },
-        config={
-            "arguments": [{"argument": "to", "to": "path"}],
-            "fixed": {"headers": {"X-Client": "agents"}},
-            "auth": {"type": "bearer"},
-        },
-        secret=SECRET,
-        effect="write",
-        idempotent=False,
-        requires_approval=True,
-    )
-    yield server
-    server.close()
 
 
 def settle(run: Run) -> Run:

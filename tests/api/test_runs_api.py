@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -12,7 +13,9 @@ from rest_framework.test import APIClient
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey
 from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
+from agents.execution import execute_run
 from agents.services import conversation_save, run_inline, run_start
+from tests.conftest import PAY_SECRET
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 
@@ -308,12 +311,67 @@ def test_approving_through_the_api_resumes_the_run_with_edited_arguments(
         format="json",
     )
     assert decided.status_code == 200, decided.json()
-    assert decided.json()["status"] == "approved" and decided.json()["decided_by"] == "API key ci"
+    # transfer is an HTTP tool: the edit is prepared again and asked again, nothing sent.
+    assert decided.json()["status"] == "edited" and decided.json()["decided_by"] == "API key ci"
+    again = decided.json()["replaced_by"]
+    shown = acme.get(f"/api/v1/runs/{run_id}").json()["approvals"]
+    assert [(a["id"], a["status"]) for a in shown] == [
+        (pending[0]["id"], "edited"),
+        (again, "pending"),
+    ]
+    assert shown[1]["prepared_request"]["body"] == '{"amount":50,"to":"bob"}'
+    assert transfer.requests == []
+    approved = acme.post(
+        f"/api/v1/runs/{run_id}/approvals/{again}", {"decision": "approve"}, format="json"
+    )
+    assert approved.status_code == 200 and approved.json()["status"] == "approved"
     run = wait(run_id, {"succeeded", "failed"})
     assert run.status == "succeeded" and run.output == "Sent 50 to bob."
     assert [r.json() for r in transfer.requests] == [{"amount": 50, "to": "bob"}]
     twice = acme.post(url, {"decision": "reject"}, format="json")
     assert twice.status_code == 409 and twice.json()["error"]["code"] == "already_decided"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_shows_the_exact_request_with_its_credential_masked(
+    trio, agent, acme, keys, provider_server, pay
+):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("p1", "pay", '{"amount": 500, "to": "bob"}')]),
+        TextReply("Paid."),
+    )
+    run = run_start(tenant=trio.acme, agent=agent, input="pay bob", enqueue=False)
+    execute_run(run.pk)
+    body = acme.get(f"/api/v1/runs/{run.pk}").json()
+    [approval] = body["approvals"]
+    assert approval["prepared_request"] == {
+        "method": "POST",
+        "url": f"{pay.url}/payments/bob",
+        "headers": [
+            ["X-Client", "agents"],
+            ["Authorization", "Bearer ***"],
+            ["Idempotency-Key", f"{run.pk}:p1"],
+            ["Content-Type", "application/json"],
+        ],
+        "body": '{"amount":500}',
+        "credential_header": "Authorization",
+    }
+    events = acme.get(f"/api/v1/runs/{run.pk}/events").content.decode()
+    assert '"prepared_request"' in events
+    url = f"/api/v1/runs/{run.pk}/approvals/{approval['id']}"
+    edit = {"decision": "approve", "arguments": {"amount": "x", "to": "b"}}
+    refused = acme.post(url, edit, format="json")
+    assert refused.status_code == 400 and "invalid arguments" in refused.content.decode()
+    assert Approval.objects.get(pk=approval["id"]).status == "pending"
+    globex = client_for(keys["globex"])
+    assert globex.post(url, {"decision": "approve"}, format="json").status_code == 404
+    direct = acme.post(
+        "/api/v1/tools/pay/execute", {"arguments": {"amount": 3, "to": "bob"}}, format="json"
+    )
+    assert direct.status_code == 202 and direct.json()["prepared_request"]["body"] == '{"amount":3}'
+    everything = body | {"events": events, "direct": direct.json()}
+    assert PAY_SECRET not in json.dumps(everything) and pay.requests == []
 
 
 @pytest.mark.django_db(transaction=True)

@@ -57,6 +57,13 @@ class PreparedRequest:
             raise ValueError("not a prepared request: body must be text or null")
         return request
 
+    def as_text(self) -> str:
+        """The request as HTTP writes it: the request line, the headers, a blank line and
+        the body (what approval cards and MCP results show)."""
+        lines = [f"{self.method} {self.url}", *(f"{name}: {value}" for name, value in self.headers)]
+        body = "" if self.body is None else f"\n\n{self.body}"
+        return "\n".join(lines) + body
+
     def redacted(self, secrets: SecretAccessor) -> PreparedRequest:
         """With every secret of `secrets` masked wherever it appears (a model could have put
         one in an argument): this is the copy stored, shown and then sent."""
