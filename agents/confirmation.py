@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from agents.models import Approval
 from agents.runtime.tool_step import call_payload
 from tools.loader import tenant_tools
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import ToolCall, ToolFailed
 from tools.services import tool_context
 
@@ -39,3 +40,12 @@ def prepare_edited(approval: Approval, arguments: dict[str, Any]) -> tuple[ToolC
         raise ValidationError({"arguments": str(exc)}) from None
     call = replace(call, prepared=prepared)
     return call, call_payload(call, ctx)
+
+
+def request_text(prepared_request: dict[str, Any] | None) -> str:
+    """An approval's prepared request as text for a face to show, saying what approving
+    does ("" when the call has none)."""
+    if prepared_request is None:
+        return ""
+    shown = PreparedRequest.from_dict(prepared_request).as_text()
+    return f"Approving sends exactly this request (its credential added, shown as ***):\n{shown}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import textwrap
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -35,6 +36,7 @@ from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action, Principal
+from agents.confirmation import request_text
 from agents.models import Agent, Crew, Run
 from agents.run_reader import Ending, follow_run
 from agents.runtime.spec import RunStatus
@@ -203,11 +205,16 @@ def tool_run_result(name: str, outcome: ToolRunOutcome) -> CallToolResult:
             structured_content=result if isinstance(result, dict) else None,
         )
     if outcome.status == "awaiting_approval":
-        return error_result(
+        text = (
             f"Approval pending: {name} was not executed. Run {outcome.run_id} waits for a "
-            f"human to approve or reject the call: {outcome.decide_at}.",
+            f"human to approve or reject the call: {outcome.decide_at}."
+        )
+        request = request_text(outcome.prepared_request)
+        return error_result(
+            "\n".join(filter(None, [text, request])),
             run_id=outcome.run_id,
             status=outcome.status,
+            **({"prepared_request": outcome.prepared_request} if request else {}),
         )
     return error_result(outcome.error or "The tool failed.", run_id=outcome.run_id, status="failed")
 
@@ -314,10 +321,10 @@ def _answer(run: Run, ending: Ending, text: str) -> CallToolResult:
         )
     if ending.status == RunStatus.AWAITING_APPROVAL:
         lines = [f"Approval pending: run {run.pk} waits for a human to decide these tool calls:"]
-        lines += [
-            f"- {a.tool_name} {json.dumps(a.arguments, default=str)}: {decide_at(a)}"
-            for a in ending.approvals
-        ]
+        for a in ending.approvals:
+            lines.append(f"- {a.tool_name} {json.dumps(a.arguments, default=str)}: {decide_at(a)}")
+            if a.prepared_request is not None:
+                lines.append(textwrap.indent(request_text(a.prepared_request), "  "))
         lines.append(f"The run then goes on; its answer: GET /api/v1/runs/{run.pk}.")
         return error_result("\n".join(([text] if text else []) + lines), **meta)
     if ending.status == RunStatus.MAX_ROUNDS:

@@ -18,6 +18,7 @@ from mcp_types import CallToolResult
 from agentplatform.tenancy import services as tenancy
 from agents.models import Agent, Approval, Conversation, Crew, Run
 from agents.services import conversation_save, run_start
+from tests.conftest import PAY_SECRET
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.loader import invalidate
@@ -275,6 +276,17 @@ def test_an_approval_gated_tool_is_not_executed(mcp_server, trio, keys, transfer
     assert (run.status, run.initiated_by_api_key_id) == ("awaiting_approval", keys["run_key"].pk)
 
 
+def test_a_parked_call_of_an_http_tool_shows_its_exact_request_masked(mcp_server, trio, keys, pay):
+    result = call(mcp_server, keys["run"], "pay", {"amount": 5, "to": "bob"})
+    assert result.is_error and pay.requests == []
+    approval = Approval.objects.get(run_id=result.meta["run_id"])
+    text = text_of(result)
+    assert f"POST {pay.url}/payments/bob\n" in text
+    assert "Authorization: Bearer ***" in text and text.endswith('\n\n{"amount":5}')
+    assert result.meta["prepared_request"] == approval.prepared_request
+    assert PAY_SECRET not in text + json.dumps(result.meta)
+
+
 # -- tools/call: agents ------------------------------------------------------------------------
 def test_asking_an_agent_runs_it_in_a_conversation_the_key_owns(
     mcp_server, trio, agent, keys, provider_server, celery_worker_process
@@ -339,6 +351,7 @@ def test_an_agent_run_that_parks_answers_where_to_approve(
     assert run.status == "awaiting_approval"
     assert result.meta["status"] == "awaiting_approval"
     assert f"/api/v1/runs/{run.pk}/approvals/{approval.pk}" in text_of(result)
+    assert f"  POST {transfer.url}/transfers\n" in text_of(result)  # the exact request
     assert transfer.requests == []
 
 
