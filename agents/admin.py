@@ -20,7 +20,7 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -31,6 +31,7 @@ from agentplatform.tenancy.scoped_admin import (
     TenantScopedForm,
     TenantScopedInline,
 )
+from agents.confirmation import request_text
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
     Agent,
@@ -377,6 +378,20 @@ class PendingFirstStatusFilter(admin.SimpleListFilter):
         return queryset if chosen == self.ALL else queryset.filter(status=chosen)
 
 
+class EditArgumentsForm(forms.Form):
+    arguments = forms.JSONField(
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 60}),
+        help_text="A JSON object. An HTTP tool's request is prepared again from it and "
+        "shown for approval; nothing is sent until that is approved.",
+    )
+
+    def clean_arguments(self):
+        value = self.cleaned_data["arguments"]
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Enter a JSON object.")
+        return value
+
+
 class RejectForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
@@ -396,8 +411,9 @@ class ApprovalAdmin(TenantScopedAdmin):
     list_filter = [PendingFirstStatusFilter, "tool_name"]
     list_select_related = ["run"]
     fields = [
-        "tenant", "run_link", "tool_name", "call_id", "arguments", "status", "decided_by_label",
-        "decided_at", "reason", "edited_arguments", "created_at",
+        "tenant", "run_link", "tool_name", "call_id", "arguments", "request_shown", "status",
+        "decided_by_label", "decided_at", "reason", "edited_arguments", "replaced_by_link",
+        "created_at",
     ]  # fmt: skip
     readonly_fields = fields
     actions = ["approve_selected", "reject_selected"]
@@ -418,6 +434,20 @@ class ApprovalAdmin(TenantScopedAdmin):
     def arguments_compact(self, obj: Approval) -> str:
         return format_html("<code>{}</code>", compact_json(obj.arguments, 120))
 
+    @admin.display(description="Request")
+    def request_shown(self, obj: Approval) -> str:
+        """The exact request approving sends (an HTTP tool's), credential masked."""
+        if obj.prepared_request is None:
+            return "—"
+        return format_html("<pre>{}</pre>", request_text(obj.prepared_request))
+
+    @admin.display(description="Asked again as")
+    def replaced_by_link(self, obj: Approval) -> str:
+        if obj.replaced_by_id is None:
+            return "—"
+        url = reverse("admin:agents_approval_change", args=[obj.replaced_by_id])
+        return format_html('<a href="{}">Tool call #{}</a>', url, obj.replaced_by_id)
+
     @admin.display(description="Run", ordering="run")
     def run_link(self, obj: Approval) -> str:
         url = reverse("admin:agents_run_change", args=[obj.run_id])
@@ -432,6 +462,57 @@ class ApprovalAdmin(TenantScopedAdmin):
             ]
             extra["action_checkbox_name"] = helpers.ACTION_CHECKBOX_NAME
         return super().change_view(request, object_id, form_url, extra)
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:pk>/edit/", view(self.edit_view), name="agents_approval_edit"),
+            *super().get_urls(),
+        ]
+
+    def edit_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Approve with edited arguments. A call with a prepared request is prepared again
+        and asked again (the new approval's page follows); others run with the edit."""
+        approval = self.get_object(request, str(pk))
+        if approval is None or not self.has_view_permission(request, approval):
+            raise Http404("No such approval.")
+        if not self.has_decide_permission(request):
+            raise PermissionDenied
+        form = EditArgumentsForm(
+            request.POST or None, initial={"arguments": json.dumps(approval.arguments, indent=2)}
+        )
+        if request.method == "POST" and form.is_valid():
+            try:
+                approval = approval_decide(
+                    tenant=approval.tenant,
+                    approval=approval,
+                    approved=True,
+                    by=request.user,
+                    arguments=form.cleaned_data["arguments"],
+                )
+            except PermissionDenied as exc:  # the agent's approval authority
+                form.add_error(None, str(exc))
+            except ValidationError as exc:
+                form.add_error(None, " ".join(exc.messages))
+            else:
+                if approval.replaced_by_id is not None:
+                    self.message_user(
+                        request, "The request was prepared again: approve it to send it."
+                    )
+                    target = approval.replaced_by_id
+                else:
+                    self.message_user(request, "Approved with the edited arguments.")
+                    target = approval.pk
+                return redirect("admin:agents_approval_change", target)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Approve with edited arguments",
+            "opts": self.opts,
+            "approval": approval,
+            "request_shown": request_text(approval.prepared_request),
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/agents/approval/edit.html", context)
 
     def _selected(self, request, queryset) -> QuerySet[Approval]:
         """The ticked rows, including any the list's status filter no longer shows (decided

@@ -7,10 +7,12 @@ import re
 
 import pytest
 
+from agents.execution import execute_run
 from agents.models import Agent, Approval, Conversation, Fact, Message, Run, RunEvent
 from agents.seed import seed_demo_agent
-from agents.services import run_inline
+from agents.services import run_inline, run_start
 from providers.models import ProviderConnection
+from tests.conftest import PAY_SECRET
 from tests.factories import login, make_approval, make_connection
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
@@ -317,3 +319,43 @@ def test_seed_demo_agent_is_idempotent(trio):
     assert again.pk == agent.pk and again.name == "Renamed"
     assert Agent.objects.filter(tenant=trio.acme).count() == 1
     assert seed_demo_agent(trio.globex).tenant == trio.globex
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_shows_its_exact_request_masked_and_an_edit_asks_again(
+    client, trio, agent, provider_server, pay
+):
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("p1", "pay", '{"amount": 500, "to": "bob"}')])
+    )
+    run = run_start(tenant=trio.acme, agent=agent, input="pay bob", enqueue=False)
+    execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    login(client, trio.alice)
+    page = client.get(f"/admin/agents/approval/{approval.pk}/change/").content.decode()
+    assert f"POST {pay.url}/payments/bob" in page and "Authorization: Bearer ***" in page
+    assert "{&quot;amount&quot;:500}" in page and PAY_SECRET not in page
+    edit_url = f"/admin/agents/approval/{approval.pk}/edit/"
+    assert "Approve with edited arguments" in page and edit_url in page
+
+    bad = client.post(edit_url, {"arguments": '{"amount": "x", "to": "bob"}'})
+    assert bad.status_code == 200 and "invalid arguments" in bad.content.decode()
+    assert client.post(edit_url, {"arguments": "[1]"}).status_code == 200
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+    done = client.post(edit_url, {"arguments": '{"amount": 5, "to": "bob"}'}, follow=True)
+    approval.refresh_from_db()
+    assert approval.status == "edited" and pay.requests == []
+    again = approval.replaced_by
+    assert done.redirect_chain[-1][0] == f"/admin/agents/approval/{again.pk}/change/"
+    page = done.content.decode()
+    assert "prepared again" in page and "{&quot;amount&quot;:5}" in page
+    assert PAY_SECRET not in page
+
+    login(client, trio.charlie)  # another tenant's owner
+    assert client.get(edit_url).status_code == 404
+    assert (
+        client.post(f"/admin/agents/approval/{again.pk}/edit/", {"arguments": "{}"}).status_code
+        == 404
+    )
