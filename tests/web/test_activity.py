@@ -13,8 +13,12 @@ from agentplatform.tenancy.models import Role
 from agentplatform.tenancy.services import api_key_create
 from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars, whole_tick
 from agentplatform.web.activity.usage import Period, usage_for
+from agents.execution import execute_run
 from agents.models import Approval, Run, RunEvent
+from agents.services import run_start
+from tests.conftest import PAY_SECRET
 from tests.factories import add_member, login, make_agent, make_approval, make_user
+from tests.fakes.provider_server import ToolCall, ToolCallReply
 
 
 def make_run(
@@ -458,3 +462,37 @@ def test_stacked_bars_scale_to_a_nice_maximum():
     assert first_a.height == first_b.height == second_b.height / 2
     assert first_b.y + first_b.height == first_a.y  # b sits on top of a
     assert [bar.css for bar in chart.bars] == ["series-0", "series-1", "series-1"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_inbox_and_the_run_show_the_exact_request_and_an_edit_asks_again(
+    client, trio, agent, provider_server, pay
+):
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("p1", "pay", '{"amount": 500, "to": "bob"}')])
+    )
+    run = run_start(
+        tenant=trio.acme, agent=agent, input="pay", initiated_by=trio.bob, enqueue=False
+    )
+    execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    login(client, trio.bob)
+    inbox = client.get("/t/acme/approvals/").content.decode()
+    assert f"POST {pay.url}/payments/bob" in inbox and "Authorization: Bearer ***" in inbox
+    assert PAY_SECRET not in inbox
+
+    hx = {"HX-Request": "true"}
+    decide = f"/t/acme/approvals/{approval.pk}/decide/"
+    bad = client.post(decide, {"decision": "approve", "arguments": "[1]"}, headers=hx)
+    assert "JSON object" in bad.content.decode()
+    edit = {"decision": "approve", "arguments": '{"amount": 5, "to": "bob"}'}
+    body = client.post(decide, edit, headers=hx).content.decode()
+    approval.refresh_from_db()
+    again = approval.replaced_by
+    assert approval.status == "edited" and pay.requests == []
+    assert f'id="approval-{again.pk}"' in body and "{&quot;amount&quot;:5}" in body
+    assert "Nothing was sent" in body and PAY_SECRET not in body
+
+    detail = client.get(f"/t/acme/runs/{run.pk}/").content.decode()
+    assert f'id="approval-{approval.pk}"' in detail and f'id="approval-{again.pk}"' in detail
+    assert "{&quot;amount&quot;:5}" in detail and PAY_SECRET not in detail

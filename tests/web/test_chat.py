@@ -11,11 +11,14 @@ from django.test import Client
 from guardian.shortcuts import assign_perm
 
 from agentplatform.tenancy.models import Role
-from agents.models import Agent, Conversation, Message, Run, RunEvent
+from agents.execution import execute_run
+from agents.models import Agent, Approval, Conversation, Message, Run, RunEvent
 from agents.services import conversation_save, run_start
 from agents.specs import conversation_history
 from providers.runtime.types import AssistantMessage, UserMessage
+from tests.conftest import PAY_SECRET
 from tests.factories import add_member, login, make_agent, make_approval, make_crew, make_user
+from tests.fakes.provider_server import ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db
 
@@ -423,3 +426,40 @@ def test_a_crews_members_show_as_cards_on_the_page_and_in_the_stream(client, tri
     assert body.count(f'"target":"member-{run.pk}-') == 4  # started and ended, twice
     assert "researcher is working" in body and "<strong>three</strong>" in body
     assert "critic" not in body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_approval_card_shows_the_exact_request_and_an_edit_asks_again(
+    client, trio, agent, provider_server, pay
+):
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("p1", "pay", '{"amount": 500, "to": "bob"}')])
+    )
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    run = run_start(
+        tenant=trio.acme, agent=agent, input="pay", conversation=chat, initiated_by=trio.bob,
+        enqueue=False,
+    )  # fmt: skip
+    execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    login(client, trio.bob)
+    page = client.get(url(chat)).content.decode()
+    assert f"POST {pay.url}/payments/bob" in page and "Authorization: Bearer ***" in page
+    assert "{&quot;amount&quot;:500}" in page and 'name="arguments"' in page
+    assert PAY_SECRET not in page
+
+    decide = url(chat, f"approvals/{approval.pk}/")
+    hx = {"HX-Request": "true"}
+    bad = client.post(decide, {"decision": "approve", "arguments": "{oops"}, headers=hx)
+    assert bad["X-Chat-Status"] == "400" and "valid JSON" in bad.content.decode()
+    edit = {"decision": "approve", "arguments": '{"amount": 5, "to": "bob"}'}
+    response = client.post(decide, edit, headers=hx).content.decode()
+    approval.refresh_from_db()
+    again = approval.replaced_by
+    assert approval.status == "edited" and again.status == "pending" and pay.requests == []
+    assert f'id="approval-{approval.pk}"' in response and f'id="approval-{again.pk}"' in response
+    assert "{&quot;amount&quot;:5}" in response and PAY_SECRET not in response
+    same = {"decision": "approve", "arguments": '{"to": "bob", "amount": 5}'}  # unchanged: no edit
+    client.post(url(chat, f"approvals/{again.pk}/"), same, headers=hx)
+    again.refresh_from_db()
+    assert again.status == "approved" and again.edited_arguments is None

@@ -19,6 +19,8 @@ from agentplatform.web.activity.visibility import (
     visible_approvals,
     with_authority,
 )
+from agentplatform.web.edited_arguments import edited_arguments
+from agents.confirmation import request_text
 from agents.models import Approval, ApprovalStatus
 from agents.services import approval_decide
 
@@ -31,6 +33,7 @@ def _with_text(request: HttpRequest, approvals: list[Approval]) -> list[Approval
         with_authority(request, approval)
         approval.arguments_text = as_text(approval.arguments)
         approval.edited_text = as_text(approval.edited_arguments)
+        approval.request_text = request_text(approval.prepared_request)
     return approvals
 
 
@@ -61,12 +64,16 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         error = "Choose approve or reject."
     else:
         try:
+            arguments = None
+            if decision == "approve":
+                arguments = edited_arguments(request.POST.get("arguments"), approval)
             approval = approval_decide(
                 tenant=request.tenant,
                 approval=approval,
                 approved=decision == "approve",
                 by=request.user,
                 reason=request.POST.get("reason", "").strip(),
+                arguments=arguments,
             )
         except PermissionDenied as exc:  # the agent's approval authority is someone else's
             error = str(exc)
@@ -84,7 +91,12 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         # the inbox's heading count, swapped out of band
         "pending_count": None if in_run else _pending(request).count(),
     }
-    return render(request, "web/activity/_approval.html", context)
+    response = render(request, "web/activity/_approval.html", context)
+    if approval.replaced_by_id is not None:  # asked again: the new card follows the old one
+        again = {**context, "approval": _with_text(request, [approval.replaced_by])[0]}
+        again.update(just_decided=False, pending_count=None)
+        response.content += render(request, "web/activity/_approval.html", again).content
+    return response
 
 
 def _pending(request: HttpRequest):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from agents.confirmation import request_text
 from agents.models import Approval, Run, RunEvent
 
 MAX_EVENTS = 2000
@@ -63,11 +64,15 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
     )
     truncated = len(events) > MAX_EVENTS
     events = events[:MAX_EVENTS]
-    approvals = {a.call_id: a for a in Approval.objects.filter(run=run)}
-    for approval in approvals.values():
+    # A call asked again (its request prepared again from an edit) has one approval per ask,
+    # in the order of its approval.required events.
+    approvals: dict[str, list[Approval]] = {}
+    for approval in Approval.objects.filter(run=run).order_by("pk"):
         approval.run = run  # the card links its run; no query per approval
         approval.arguments_text = as_text(approval.arguments)
         approval.edited_text = as_text(approval.edited_arguments)
+        approval.request_text = request_text(approval.prepared_request)
+        approvals.setdefault(approval.call_id, []).append(approval)
     first = events[0].created_at if events else None
     entries: list[Entry] = []
     tools: dict[str, Entry] = {}
@@ -112,7 +117,8 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.kind, entry.call_id = "approval", call_id
             entry.name = str(payload.get("name", ""))
             entry.arguments = as_text(payload.get("arguments"))
-            entry.approval = approvals.get(call_id)
+            asks = approvals.get(call_id)
+            entry.approval = (asks.pop(0) if len(asks) > 1 else asks[0]) if asks else None
         elif event.type in TERMINAL_TYPES:
             entry.kind = "end"
             entry.error = as_text(payload.get("error"))

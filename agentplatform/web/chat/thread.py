@@ -14,6 +14,7 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
+from agents.confirmation import request_text
 from agents.models import Approval, Conversation, Message, Run, RunEvent
 from agents.runtime.spec import TERMINAL, RunStatus
 
@@ -315,11 +316,14 @@ def approvals_for(runs: list[Run]) -> list[Approval]:
 
 
 def for_display(approval: Approval) -> Approval:
-    """Gives the approval card its arguments as JSON text (the edited ones once decided)."""
+    """Gives the approval card its arguments as JSON text (the edited ones once decided),
+    the arguments to edit, and the exact request approving sends (an HTTP tool's)."""
     shown = (
         approval.edited_arguments if approval.edited_arguments is not None else approval.arguments
     )
     approval.arguments_json = pretty_json(shown)
+    approval.editable_json = pretty_json(approval.arguments)
+    approval.request_text = request_text(approval.prepared_request)
     return approval
 
 

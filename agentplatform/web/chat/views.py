@@ -22,8 +22,9 @@ from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import Turn, for_display, turns_for
+from agentplatform.web.edited_arguments import edited_arguments
 from agents import services
-from agents.models import Agent, Approval, Conversation, Crew, Run
+from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 
 PAGE = "web/chat/page.html"
 SIDEBAR = "web/chat/sidebar.html"
@@ -347,18 +348,23 @@ def decide(request: HttpRequest, conversation_id: int, approval_id: int) -> Http
     if decision not in ("approve", "reject"):
         return _card(request, chat, approval, "Choose Approve or Reject.", 400)
     try:
+        arguments = None
+        if decision == "approve":
+            arguments = edited_arguments(request.POST.get("arguments"), approval)
         approval = services.approval_decide(
             tenant=request.tenant,
             approval=approval,
             approved=decision == "approve",
             by=request.user,
             reason=request.POST.get("reason", "").strip(),
+            arguments=arguments,
         )
     except PermissionDenied as exc:  # the agent's approval authority is someone else's
         return _card(request, chat, approval, str(exc), 403)
     except ValidationError as exc:
         approval.refresh_from_db()
-        return _card(request, chat, approval, " ".join(exc.messages), 409)
+        status = 400 if approval.status == ApprovalStatus.PENDING else 409  # else: decided
+        return _card(request, chat, approval, " ".join(exc.messages), status)
     return _card(request, chat, approval, "")
 
 
@@ -391,5 +397,8 @@ def _card(
     }
     # htmx swaps 2xx only: a refusal still shows the card, with what went wrong.
     response = render(request, f"{THREAD}#approval_card", context, status=200)
+    if approval.replaced_by_id is not None:  # asked again: the new card follows the old one
+        context["approval"] = for_display(approval.replaced_by)
+        response.content += render(request, f"{THREAD}#approval_card", context).content
     response["X-Chat-Status"] = str(status)
     return _vary(response)
