@@ -17,12 +17,13 @@ from agents.runtime.loop import run_agent
 from agents.runtime.remote import remote_agent
 from agents.runtime.spec import AgentSpec, Decision
 from agents.runtime.state import RunState
-from agents.runtime.tool_step import UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
+from agents.runtime.tool_step import NOT_CONFIRMED, UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
 from providers.runtime.fake import FakeModel
 from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import RunContext
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall
@@ -332,3 +333,68 @@ def test_a_parked_call_once_approved_takes_the_step(trio, journal):
         "run.completed",
         {"status": "succeeded", "output": '{"result": 42}'},
     )
+
+
+# -- confirmation of the exact request (tools with a preparer) -----------------------------
+class _Preparer:
+    def __init__(self) -> None:
+        self.sent: list[PreparedRequest] = []
+
+    def prepare(self, arguments, ctx):
+        return PreparedRequest("POST", "https://bank.example/pay", (), f'{{"n":{arguments["n"]}}}')
+
+    async def send(self, request, ctx):
+        self.sent.append(request)
+        return {"ok": True}
+
+
+def _pay(preparer: _Preparer) -> ToolRegistry:
+    return ToolRegistry(
+        [
+            Tool(
+                name="pay", description="Pay.", handler=lambda a, c: None, preparer=preparer,
+                input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+                capability=Capability(effect=Effect.WRITE, requires_approval=True),
+            )
+        ]
+    )  # fmt: skip
+
+
+def _step(registry: ToolRegistry, decisions=None) -> tuple[ToolCallStep, Journal]:
+    journal = Journal()
+    step = ToolCallStep(
+        registry=registry, ctx=CTX, emit=journal.emit, checkpoint=journal,
+        approval=ApprovalRule("flagged"), decisions=decisions,
+    )  # fmt: skip
+    return step, journal
+
+
+def test_a_call_that_needs_approval_waits_with_its_prepared_request_and_sends_only_it():
+    preparer = _Preparer()
+    call_ = ToolCall("c1", "pay", {"n": 5})
+    step, journal = _step(_pay(preparer))
+    outcome = async_to_sync(step.run)(RunState(pending_calls=[call_]), [call_])
+    [waiting] = outcome.awaiting
+    assert waiting.prepared.body == '{"n":5}' and journal.entries == [] and preparer.sent == []
+
+    approved = Decision(approved=True, by="alice", arguments={"n": 5}, prepared=waiting.prepared)
+    step, journal = _step(_pay(preparer), {"c1": approved})
+    async_to_sync(step.run)(RunState(pending_calls=[call_]), [call_])
+    assert preparer.sent == [waiting.prepared]
+    started = next(p for kind, p in journal.entries if kind == "tool.started")
+    assert started["prepared_request"] == waiting.prepared.to_dict()
+
+
+def test_an_approval_without_its_request_or_an_unpreparable_call_sends_nothing():
+    preparer = _Preparer()
+    call_ = ToolCall("c1", "pay", {"n": 5})
+    blind = Decision(approved=True, by="alice", arguments={"n": 6})  # no request approved
+    step, _ = _step(_pay(preparer), {"c1": blind})
+    outcome = async_to_sync(step.run)(RunState(pending_calls=[call_]), [call_])
+    assert outcome.results["c1"].error == NOT_CONFIRMED
+
+    bad = ToolCall("c2", "pay", {"n": "five"})
+    step, _ = _step(_pay(preparer))
+    outcome = async_to_sync(step.run)(RunState(pending_calls=[bad]), [bad])
+    assert not outcome.awaiting and outcome.results["c2"].error.startswith("invalid arguments")
+    assert preparer.sent == []

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tools.runtime.context import RunContext, StaticSecrets
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.registry import ToolFailed, ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall, tool
 
@@ -252,3 +253,41 @@ def test_the_tool_decorator_builds_schema_and_validates_strictly():
     assert bad.error.startswith("invalid arguments: days:")
     extra = run(registry.execute(ToolCall("c", "forecast", {"city": "Oslo", "ctx": 1}), CTX))
     assert extra.error.startswith("invalid arguments: ctx:")
+
+
+# -- prepared requests (HTTP tools: tests/tools/test_http_tool.py) --------------------------
+class _Recorder:
+    """A preparer that records what it is asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[PreparedRequest] = []
+
+    def prepare(self, arguments, ctx):
+        body = f'{{"x":{arguments["x"]},"key":"{ctx.secrets.get("k")}"}}'
+        return PreparedRequest("POST", "https://api.example/x", (("X-Call", ctx.call_id),), body)
+
+    async def send(self, request, ctx):
+        self.sent.append(request)
+        return "sent"
+
+
+def test_prepare_validates_masks_secrets_and_sends_nothing():
+    recorder = _Recorder()
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=recorder,
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+    )  # fmt: skip
+    registry = ToolRegistry([item, make("plain")])
+    ctx = RunContext(tenant_id=1, secrets=StaticSecrets({"k": "s3cr3t-value"}))
+    prepared = registry.prepare(ToolCall("c1", "post", {"x": 1}), ctx)
+    assert prepared.body == '{"x":1,"key":"[redacted]"}' and prepared.headers == (("X-Call", "c1"),)
+    with pytest.raises(ToolFailed, match="invalid arguments"):
+        registry.prepare(ToolCall("c1", "post", {"x": "one"}), ctx)
+    with pytest.raises(ToolFailed, match="does not send a request"):
+        registry.prepare(ToolCall("c1", "plain", {}), ctx)
+    assert recorder.sent == []
+
+    result = run(registry.execute(ToolCall("c1", "post", {"x": 1}, prepared=prepared), ctx))
+    assert result.result == "sent" and recorder.sent == [prepared]
+    gone = run(registry.execute(ToolCall("c1", "plain", {}, prepared=prepared), ctx))
+    assert gone.error == "plain no longer sends prepared requests; nothing was sent"
