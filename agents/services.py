@@ -6,6 +6,7 @@ Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import uuid
 from contextlib import nullcontext
@@ -502,8 +503,8 @@ def approval_decide(
     if approval.tenant_id != tenant.pk:
         raise Http404("No such approval.")
     access.require_decide(Principal.for_initiator(tenant, by), approval)
-    if arguments is not None and not isinstance(arguments, dict):
-        raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
+    if arguments is not None:
+        arguments = _storable_arguments(arguments)
     asked_again = None  # (the call prepared again, its approval.required event)
     if approved and arguments is not None and approval.prepared_request is not None:
         asked_again = prepare_edited(approval, arguments)
@@ -532,6 +533,19 @@ def approval_decide(
             if resumed:
                 transaction.on_commit(lambda: request_execution(locked.run_id, locked.tenant_id))
     return locked
+
+
+def _storable_arguments(arguments: Any) -> dict[str, Any]:
+    """Edited arguments as they are stored and used: a JSON object, NUL characters replaced
+    (the platform's rule, `agents.run_writer.storable`); text that is not Unicode refused."""
+    if not isinstance(arguments, dict):
+        raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
+    try:
+        json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError):
+        problem = "Edited arguments must be valid Unicode JSON."
+        raise ValidationError({"arguments": problem}) from None
+    return storable(arguments)
 
 
 def _ask_again(edited: Approval, call: ToolCall, event: dict[str, Any]) -> None:

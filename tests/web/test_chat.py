@@ -463,3 +463,23 @@ def test_the_approval_card_shows_the_exact_request_and_an_edit_asks_again(
     client.post(url(chat, f"approvals/{again.pk}/"), same, headers=hx)
     again.refresh_from_db()
     assert again.status == "approved" and again.edited_arguments is None
+
+
+def test_edited_arguments_postgres_cannot_store_are_a_clear_error_or_made_storable(
+    client, trio, bobs_chat
+):
+    run = bobs_turn(trio, bobs_chat, "pay")
+    Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
+    approval = make_approval(run, "transfer", arguments={"amount": 5})
+    login(client, trio.bob)
+    decide = url(bobs_chat, f"approvals/{approval.pk}/")
+    hx = {"HX-Request": "true"}
+    lone = {"decision": "approve", "arguments": '{"to": "\\ud800"}'}
+    refused = client.post(decide, lone, headers=hx)
+    assert refused["X-Chat-Status"] == "400" and "valid Unicode" in refused.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    nul = {"decision": "approve", "arguments": '{"to": "a\\u0000b"}'}
+    assert client.post(decide, nul, headers=hx).status_code == 200
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.edited_arguments == {"to": "a\ufffdb"}
