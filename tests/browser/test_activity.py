@@ -3,11 +3,16 @@ charts draw under the CSP, and deciding an approval swaps its card in place."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
+from agents.models import Approval
+from agents.tool_runs import tool_run
+from tests.conftest import PAY_SECRET
 from tests.factories import make_agent
 from tests.web.test_activity import make_run, pending_approval, tool_run_events
 
@@ -114,4 +119,33 @@ def test_deciding_an_approval_in_the_inbox_updates_it_in_place(trio, tab):
     assert (first.status, first.decided_by_label) == ("rejected", "bob")
     other.get_by_role("button", name="Approve").focus()
     tab.screenshot("approvals")
+    tab.assert_clean()
+
+
+def _parked_payment(trio):
+    try:
+        return tool_run(
+            tenant=trio.acme, name="pay", arguments={"amount": 5, "to": "bob"}, user=trio.bob
+        )
+    finally:
+        connections.close_all()  # this thread's
+
+
+def test_an_edit_of_a_prepared_request_shows_the_new_request_in_place(trio, tab, pay):
+    with ThreadPoolExecutor(1) as thread:  # (Playwright's loop runs in this one)
+        outcome = thread.submit(_parked_payment, trio).result()
+    first = Approval.objects.get(run_id=outcome.run_id)
+    tab.login("bob")
+    tab.goto("/t/acme/approvals/")
+    card = tab.page.locator(f"#approval-{first.pk}")
+    assert "Authorization: Bearer ***" in card.text_content()
+    card.get_by_text("Edit the arguments").click()
+    card.get_by_label("Arguments").fill('{"amount": 6, "to": "bob"}')
+    card.get_by_role("button", name="Approve").click()
+    tab.page.locator(f"#approval-{first.pk}", has_text="Nothing was sent").wait_for()
+    second = Approval.objects.get(run_id=outcome.run_id, status="pending")
+    fresh = tab.page.locator(f"#approval-{second.pk}")
+    fresh.wait_for()
+    assert '{"amount":6}' in fresh.text_content() and PAY_SECRET not in tab.page.content()
+    assert pay.requests == []
     tab.assert_clean()
