@@ -466,3 +466,15 @@ def test_a_prepared_request_for_another_origin_or_credential_header_is_not_sent(
         result = asyncio.run(registry.execute(replace(call_, prepared=changed), context()))
         assert "nothing was sent" in result.error
     assert local_server.requests == []
+
+
+def test_header_auth_is_masked_under_its_own_name_and_filled_when_sent(local_server):
+    local_server.route("POST", "/v1/items/5/notes", Reply(status=201, json={}))
+    tool = notes_tool(local_server, auth={"type": "header", "header": "X-Api-Key"})
+    registry = ToolRegistry([tool])
+    call_ = ToolCall("call_1", "items", {"item_id": 5})
+    prepared = registry.prepare(call_, context())
+    assert ["X-Api-Key", "***"] in prepared.to_dict()["headers"]
+    assert prepared.credential_header == "X-Api-Key"
+    asyncio.run(registry.execute(replace(call_, prepared=prepared), context()))
+    assert local_server.requests[0].headers["x-api-key"] == SECRET

@@ -260,7 +260,7 @@ class _HttpCall:
         credential_header = None
         if config.auth is not None:
             credential_header = _credential_header(config.auth)
-            headers[credential_header] = _credential_value(config.auth, MASK)
+            headers[credential_header] = _credential_shown(config.auth)
         if config.method != "GET" and ctx.call_id:
             headers.setdefault("Idempotency-Key", f"{ctx.run_id or 'direct'}:{ctx.call_id}")
         text = None
@@ -417,15 +417,17 @@ def _credential_header(auth: AuthConfig) -> str:
 
 
 def _credential_value(auth: AuthConfig, secret: str) -> str:
-    """The credential header's value; with MASK as the secret, the form shown."""
     if auth.type == "bearer":
         return f"Bearer {secret}"
     if auth.type == "header":
         return secret
-    if secret == MASK:
-        return f"Basic {MASK}"
     token = base64.b64encode(f"{auth.username}:{secret}".encode()).decode()
     return f"Basic {token}"
+
+
+def _credential_shown(auth: AuthConfig) -> str:
+    """The credential header's value as a prepared request shows it: its scheme, MASK."""
+    return {"bearer": f"Bearer {MASK}", "basic": f"Basic {MASK}"}.get(auth.type, MASK)
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
