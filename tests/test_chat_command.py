@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from agents.models import Conversation, Message, Run
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import PAY_SECRET, ROOT, subprocess_env
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,3 +86,20 @@ def test_it_refuses_unknown_tenants_agents_and_non_members(trio, agent):
     assert "no agent or crew 'ghost'" in chat("ghost", "--tenant", "acme", lines="").stderr
     outsider = chat("assistant", "--tenant", "acme", "--user", "charlie", lines="")
     assert outsider.returncode != 0 and "not an active member of acme" in outsider.stderr
+
+
+def test_an_http_tools_exact_request_is_shown_before_asking(trio, agent, provider_server, pay):
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("p1", "pay", '{"amount": 5, "to": "bob"}')]),
+        TextReply("Paid."),
+    )
+    done = chat("assistant", "--tenant", "acme", lines="pay bob 5\ny\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.split("Approve pay ", 1)[0]
+    assert f"  POST {pay.url}/payments/bob\n" in shown
+    assert "  Authorization: Bearer ***\n" in shown and '  {"amount":5}' in shown
+    assert PAY_SECRET not in done.stdout + done.stderr
+    [received] = pay.requests
+    assert received.body == b'{"amount":5}'
+    assert received.headers["authorization"] == f"Bearer {PAY_SECRET}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import textwrap
 from contextlib import aclosing
 from typing import Any
 
@@ -25,6 +26,7 @@ from django.http import Http404
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Membership, Role, Tenant
 from agents import services
+from agents.confirmation import request_text
 from agents.execution import execute_run_async
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.run_reader import iter_run_events
@@ -192,6 +194,8 @@ class TerminalChat:
             Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).order_by("pk")
         )
         for approval in pending:
+            if approval.prepared_request is not None:  # an HTTP tool's exact request
+                self.say(textwrap.indent(request_text(approval.prepared_request), "  "))
             call = f"{approval.tool_name} {_short(approval.arguments)}"
             answer = await _read_line(f"Approve {call}? [y/N] ")
             if answer is None:
