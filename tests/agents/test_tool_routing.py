@@ -1,0 +1,174 @@
+"""Tool routing in the agent loop (agents/runtime/tool_routing.py, agents/runtime/loop.py),
+driven by FakeModel over tools of the labelled set: no network, no database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from agents.runtime.loop import run_agent
+from agents.runtime.spec import AgentSpec, RunStatus
+from agents.runtime.state import RunState
+from agents.runtime.tool_routing import SEARCH_TOOLS, ToolRouting
+from providers.runtime.fake import FakeModel
+from providers.runtime.types import ModelResponse, ToolResultMessage, Usage
+from tests.agents.test_loop import CTX, RecordingSink, SavingCheckpointer
+from tests.tools.routing_data import as_tool, labelled_tools
+from tools.runtime.registry import ToolRegistry
+from tools.runtime.reserved import PLATFORM_TOOL_NAMES
+from tools.runtime.routing import ToolCard, ToolIndex
+from tools.runtime.tool import ToolCall
+
+WEATHER = "will I need an umbrella in Lisbon this weekend?"
+
+
+def many_tools(count: int = 60, *extra) -> ToolRegistry:
+    """`count` tools of the labelled set (the weather and shipping ones among them)."""
+    tools = list(labelled_tools()[:count])
+    return ToolRegistry([*tools, *extra])
+
+
+def routing_for(registry: ToolRegistry, **overrides: Any) -> ToolRouting:
+    index = ToolIndex([ToolCard.of(item) for item in registry])
+    return ToolRouting(index=index, **{"threshold": 30, "top_k": 5, **overrides})
+
+
+def spec(**overrides: Any) -> AgentSpec:
+    return AgentSpec(name="router", instructions="Help.", model="big-model", **overrides)
+
+
+def run(model, registry, routing, *, input=WEATHER, state=None, **kwargs):
+    sink = kwargs.pop("sink", RecordingSink())
+    outcome = asyncio.run(
+        run_agent(
+            spec=kwargs.pop("spec", spec()),
+            adapter=model,
+            registry=registry,
+            ctx=CTX,
+            input=input,
+            state=state,
+            sink=sink,
+            routing=routing,
+            **kwargs,
+        )
+    )
+    return outcome, sink
+
+
+def offered(request) -> list[str]:
+    return [item.name for item in request.tools]
+
+
+def test_an_agent_within_the_threshold_is_offered_every_tool_and_no_event():
+    registry = many_tools(30)
+    model = FakeModel(["sunny"])
+    outcome, sink = run(model, registry, routing_for(registry, threshold=30))
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert offered(model.requests[0]) == registry.names()
+    assert sink.of("tools.offered") == []
+    assert "search_tools" not in model.requests[0].system
+
+
+def test_over_the_threshold_a_round_offers_the_top_k_plus_pinned_and_synthetic_tools():
+    pinned = replace(as_tool(_card("office_wifi_password", "Tell the office Wi-Fi password")),
+                     tags=frozenset({"pinned"}))  # fmt: skip
+    registry = many_tools(60, pinned)
+    model = FakeModel([ToolCall("c1", "final_answer", {"answer": "yes"})])
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    outcome, sink = run(
+        model, registry, routing_for(registry), spec=spec(output_schema=schema),
+        input="What is the weather forecast for Lisbon, and are there storm warnings?",
+    )  # fmt: skip
+    assert outcome.status is RunStatus.SUCCEEDED
+    names = offered(model.requests[0])
+    (event,) = sink.of("tools.offered")
+    assert event["round"] == 1 and event["tools"] == names and event["of"] == 62
+    assert len(event["routed"]) == 5
+    assert {"get_weather_forecast", "get_severe_weather_alerts"} <= set(event["routed"])
+    # The top 5, then what always stays.
+    assert set(names) == {*event["routed"], "final_answer", SEARCH_TOOLS, "office_wifi_password"}
+    # The prompt's guide lists what always stays, and says there is more.
+    system = model.requests[0].system
+    assert "search_tools" in system and "get_marine_forecast" not in system
+
+
+def test_search_tools_finds_tools_that_later_rounds_offer_and_the_events_show_it():
+    registry = many_tools(60)
+    model = FakeModel([
+        ToolCall("c1", SEARCH_TOOLS, {"query": "where is my parcel, tracking number"}),
+        ToolCall("c2", "track_shipment", {"tracking_number": "1Z9"}),
+        "It arrives tomorrow.",
+    ])  # fmt: skip
+    outcome, sink = run(model, registry, routing_for(registry), input="Is it raining in Oslo?")
+    assert outcome.status is RunStatus.SUCCEEDED
+    first, second, third = (offered(r) for r in model.requests)
+    assert "track_shipment" not in first
+    assert "track_shipment" in second and "track_shipment" in third
+    found = json.loads(model.requests[1].messages[-1].content)
+    assert "track_shipment" in [item["name"] for item in found["tools"]]
+    events = sink.of("tools.offered")
+    assert [e["round"] for e in events] == [1, 2, 3]
+    assert [e["tools"] for e in events] == [first, second, third]
+    assert "track_shipment" in events[1]["found"]
+    result = [m for m in model.requests[2].messages if isinstance(m, ToolResultMessage)][-1]
+    assert json.loads(result.content) == {"tool": "track_shipment", "tracking_number": "1Z9"}
+
+
+def test_a_resumed_run_offers_what_the_interrupted_one_found():
+    registry = many_tools(60)
+    checkpoint = SavingCheckpointer()
+    model = FakeModel([
+        ToolCall("c1", SEARCH_TOOLS, {"query": "track a shipment"}),
+        RuntimeError("the worker died"),
+    ])  # fmt: skip
+    with pytest.raises(RuntimeError):
+        run(model, registry, routing_for(registry), checkpoint=checkpoint)
+    saved = checkpoint.last_state()  # the search's result recorded, not yet in the messages
+    assert [r.name for r in saved.results.values()] == [SEARCH_TOOLS]
+    # Another worker: a fresh registry, index and loop, from the record only.
+    registry = many_tools(60)
+    model = FakeModel(["done"])
+    state = RunState.from_dict(saved.to_dict())
+    outcome, sink = run(model, registry, routing_for(registry), state=state)
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert "track_shipment" in offered(model.requests[0])
+    assert "get_weather_forecast" in offered(model.requests[0])
+    assert sink.of("tools.offered")[0]["round"] == 2
+
+
+def test_a_selection_model_picks_from_the_shortlist_and_its_usage_counts():
+    registry = many_tools(60)
+    model = FakeModel([
+        ModelResponse(text="get_weather_forecast\nnot_a_tool", usage=Usage(40, 3)),
+        ModelResponse(text="Take one.", usage=Usage(100, 5)),
+    ])  # fmt: skip
+    routing = routing_for(registry, selection_model="small-model")
+    outcome, sink = run(model, registry, routing)
+    assert outcome.status is RunStatus.SUCCEEDED
+    selection, answer = model.requests
+    assert selection.model == "small-model" and selection.tools == ()
+    assert "get_weather_forecast" in selection.messages[0].text
+    assert offered(answer) == ["get_weather_forecast", SEARCH_TOOLS]
+    assert sink.of("tools.offered")[0]["routed"] == ["get_weather_forecast"]
+    assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (140, 8)
+
+
+def test_a_forced_tool_and_the_callers_tools_stay_offered():
+    registry = many_tools(60)
+    model = FakeModel([ToolCall("c1", "send_sms", {"to": "+1", "text": "hi"}), "sent"])
+    outcome, _ = run(model, registry, routing_for(registry), spec=spec(tool_choice="send_sms"))
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert "send_sms" in offered(model.requests[0])
+
+
+def test_search_tools_is_a_reserved_name():
+    assert SEARCH_TOOLS in PLATFORM_TOOL_NAMES
+
+
+def _card(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "description": description, "tags": [], "examples": [],
+            "input_schema": {"type": "object"}}  # fmt: skip
