@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -172,3 +173,91 @@ def test_search_tools_is_a_reserved_name():
 def _card(name: str, description: str) -> dict[str, Any]:
     return {"name": name, "description": description, "tags": [], "examples": [],
             "input_schema": {"type": "object"}}  # fmt: skip
+
+
+# -- the platform: settings, the tenant's index, a run through the engine --------------------
+WEATHER_TOOLS = {
+    "get_weather_forecast": "Daily weather forecast (rain, temperature, wind) for a city.",
+    "get_air_quality": "Air quality index and pollutant levels for a city.",
+    "track_shipment": "Current status of a parcel by its tracking number.",
+    "send_sms": "Send a text message to a mobile number.",
+    "convert_currency": "Convert an amount between currencies at today's rate.",
+    "office_wifi": "Tell the office Wi-Fi password.",
+}
+
+
+@pytest.fixture
+def many_definitions(trio, settings):
+    settings.TOOL_ROUTING_THRESHOLD = 5
+    settings.TOOL_ROUTING_TOP_K = 2
+    settings.TOOL_ROUTING_SEMANTIC = False
+    from tools.models import ToolDefinition
+
+    for name, description in WEATHER_TOOLS.items():
+        ToolDefinition.objects.create(
+            tenant=trio.acme,
+            name=name,
+            description=description,
+            kind="http",
+            tags=["pinned"] if name == "office_wifi" else [],
+            input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+            config={"method": "GET", "url": "https://api.example.com/tool"},
+        )
+
+
+@pytest.mark.django_db
+def test_a_run_of_an_agent_with_many_tools_is_offered_the_routed_ones(
+    trio, agent, many_definitions, provider_server
+):
+    from agents.models import RunEvent
+    from agents.services import run_inline
+    from agents.tool_sources import effective_tools
+    from tests.fakes.provider_server import TextReply
+
+    provider_server.script("openai", TextReply("Bring a coat."))
+    run = run_inline(tenant=trio.acme, agent=agent, input="What's the weather forecast in Oslo?")
+    assert run.status == "succeeded", run.error
+    body = provider_server.requests_to("/v1/chat/completions")[0].body
+    offered = [tool["function"]["name"] for tool in body["tools"]]
+    assert "get_weather_forecast" in offered
+    assert {"office_wifi", SEARCH_TOOLS} <= set(offered)
+    assert len(offered) <= 2 + 2
+    (event,) = RunEvent.objects.filter(run=run, type="tools.offered")
+    assert event.payload["tools"] == offered
+    assert event.payload["routed"] == ["get_weather_forecast"]  # the one sharing words with it
+    assert event.payload["of"] == len(effective_tools(agent)) > 5
+
+
+@pytest.mark.django_db
+def test_the_tenants_index_is_built_once_per_version_and_cards_embedded_once(
+    trio, many_definitions, settings, monkeypatch
+):
+    from agents import tool_routing as platform
+    from tools.loader import tenant_tools
+    from tools.models import ToolDefinition
+
+    settings.TOOL_ROUTING_SEMANTIC = True
+    embedded: list[str] = []
+
+    class CountingEmbedder:
+        name = f"counting-{uuid.uuid4().hex}"  # (nothing cached under it by an earlier run)
+
+        async def embed(self, texts):
+            embedded.extend(texts)
+            return [[float(len(t)), 1.0, float(t.count("weather"))] for t in texts]
+
+    monkeypatch.setattr(platform, "_embedders", {})
+    platform.register_routing_embedder(cards=CountingEmbedder(), requests=CountingEmbedder())
+    first = platform.tool_index(trio.acme.pk, tenant_tools(trio.acme))
+    assert first.semantic is not None
+    assert len(embedded) == len(first) == len(tenant_tools(trio.acme).registry)
+    assert platform.tool_index(trio.acme.pk, tenant_tools(trio.acme)) is first
+    ToolDefinition.objects.filter(tenant=trio.acme, name="send_sms").update(
+        description="Send an SMS to a phone."
+    )
+    from tools.loader import invalidate
+
+    invalidate(trio.acme.pk)
+    second = platform.tool_index(trio.acme.pk, tenant_tools(trio.acme))
+    assert second is not first
+    assert embedded[len(first) :] == [second.card("send_sms").text]  # only the changed card
