@@ -21,6 +21,13 @@ def labelled_tools() -> tuple[Tool, ...]:
 
 
 @cache
+def special_tool_names() -> frozenset[str]:
+    """The hand-written tools (generate.py's SPECIALS), not the vendors' CRUD ones."""
+    items = json.loads((DATA / "tools.json").read_text())
+    return frozenset(item["name"] for item in items if item["set"] == "special")
+
+
+@cache
 def labelled_requests() -> tuple[dict[str, Any], ...]:
     """{"request": text, "tools": [names, all needed]}"""
     return tuple(json.loads((DATA / "requests.json").read_text()))

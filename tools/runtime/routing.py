@@ -58,22 +58,22 @@ def words(text: str) -> list[str]:
 
 def _stem(word: str) -> str:
     # Deliberately small (no Porter): enough that "invoices"/"invoice", "shipping"/"ship",
-    # "archived"/"archive" meet; unknown forms stay as they are.
+    # "archived"/"archive"/"archiving" meet (as "invoic", "ship", "archiv").
     if len(word) <= 3 or word.isdigit():
         return word
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
+    if word.endswith("ied") and len(word) > 4:
+        return word[:-3] + "y"
     if word.endswith(("sses", "shes", "ches", "xes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    if word.endswith("ing") and len(word) > 5:
-        word = word[:-3]
-        return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
-    if word.endswith("ed") and len(word) > 4:
-        word = word[:-2] if not word.endswith("ied") else word[:-3] + "y"
-        return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
-    return word
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    elif word.endswith(("ing", "ed")) and len(word) > 5:
+        word = word.removesuffix("ing").removesuffix("ed")
+        if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "ls":
+            word = word[:-1]  # shipp -> ship (but "call", "pass" stay)
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ Run: .venv/bin/python tests/data/tool_routing/generate.py  (deterministic: same 
   `salesforceCreateContact`, `pipedrive-contact-update`: three naming styles), and
   hand-written clusters of special tools, each with its own look-alikes (forecast,
   historical weather, marine forecast...).
+  Each says which `set` it is in ("crud" or "special"); that is not part of the card.
 - requests.json: over 200 requests as a user would type them, each with the tools that
   serve it (all of them needed). Hand-written for the special tools; for the CRUD tools,
   written from several phrasings per action that use the user's words ("new person",
@@ -570,6 +571,7 @@ def crud_tools(rng: random.Random) -> tuple[list[dict], list[dict]]:
                             "tags": sorted({*tags, vendor, action}),
                             "examples": [example] if example else [],
                             "input_schema": {"type": "object", "properties": props},
+                            "set": "crud",  # (not part of the card: which half it is in)
                         }
                     )
                     if rng.random() < 0.1:
@@ -971,6 +973,7 @@ def special_tools() -> tuple[list[dict], list[dict]]:
                     "type": "object",
                     "properties": {k: {"type": "string"} for k in args},
                 },
+                "set": "special",
             }
         )
     return tools, requests
