@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agents.runtime.loop import run_agent
-from agents.runtime.spec import AgentSpec, RunStatus
+from agents.runtime.spec import AgentSpec, Decision, RunStatus
 from agents.runtime.state import RunState
 from agents.runtime.tool_routing import SEARCH_TOOLS, ToolRouting
 from providers.runtime.fake import FakeModel
@@ -22,7 +22,7 @@ from tests.tools.routing_data import as_tool, labelled_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.reserved import PLATFORM_TOOL_NAMES
 from tools.runtime.routing import ToolCard, ToolIndex
-from tools.runtime.tool import ToolCall
+from tools.runtime.tool import Capability, Effect, ToolCall
 
 WEATHER = "will I need an umbrella in Lisbon this weekend?"
 
@@ -139,6 +139,32 @@ def test_a_resumed_run_offers_what_the_interrupted_one_found():
     assert "track_shipment" in offered(model.requests[0])
     assert "get_weather_forecast" in offered(model.requests[0])
     assert sink.of("tools.offered")[0]["round"] == 2
+
+
+def test_a_run_resumed_after_an_approval_still_offers_the_tool_it_called():
+    refund = replace(
+        as_tool(_card("refund_card_payment", "Refund a card payment, e.g. a double charge.")),
+        capability=Capability(effect=Effect.WRITE, requires_approval=True),
+    )
+    registry = many_tools(60, refund)
+    checkpoint = SavingCheckpointer()
+    model = FakeModel([ToolCall("c1", "refund_card_payment", {"payment": "pi_1"})])
+    ask = "Refund the double charge on my card payment"
+    outcome, _ = run(model, registry, routing_for(registry), input=ask, checkpoint=checkpoint)
+    assert outcome.status is RunStatus.AWAITING_APPROVAL
+    assert "refund_card_payment" in offered(model.requests[0])
+
+    registry = many_tools(60, refund)
+    model = FakeModel(["Refunded."])
+    state = RunState.from_dict(checkpoint.last_state().to_dict())
+    decisions = {"c1": Decision(approved=True, by="alice")}
+    outcome, sink = run(
+        model, registry, routing_for(registry), state=state, decisions=decisions
+    )  # fmt: skip
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert "refund_card_payment" in offered(model.requests[0])
+    assert sink.of("tool.completed")[0]["name"] == "refund_card_payment"
+    assert "refund_card_payment" in sink.of("tools.offered")[0]["found"]
 
 
 def test_a_selection_model_picks_from_the_shortlist_and_its_usage_counts():
