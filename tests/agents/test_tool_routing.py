@@ -254,6 +254,48 @@ def test_a_run_of_an_agent_with_many_tools_is_offered_the_routed_ones(
     assert event.payload["of"] == len(effective_tools(agent)) > 5
 
 
+class TopicEmbedder:
+    """Vectors over three topics (weather, parcels, money): a stand-in model, so that
+    "is it going to pour" (no word shared with any tool) has a meaning to rank by."""
+
+    TOPICS = (("weather", "rain", "pour", "forecast"), ("parcel", "shipment"),
+              ("currenc", "money", "sms"))  # fmt: skip
+
+    def __init__(self) -> None:
+        self.name = f"topics-{uuid.uuid4().hex}"  # (nothing cached under it by an earlier run)
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts):
+        self.calls.append(list(texts))
+        return [
+            [0.01 + sum(text.lower().count(word) for word in topic) for topic in self.TOPICS]
+            for text in texts
+        ]
+
+
+@pytest.mark.django_db
+def test_a_run_ranks_by_meaning_with_the_registered_embedders(
+    trio, agent, many_definitions, provider_server, settings, monkeypatch
+):
+    from agents import tool_routing as platform
+    from agents.models import RunEvent
+    from agents.services import run_inline
+    from tests.fakes.provider_server import TextReply
+
+    settings.TOOL_ROUTING_SEMANTIC = True
+    embedder = TopicEmbedder()
+    monkeypatch.setattr(platform, "_embedders", {})
+    platform.register_routing_embedder(cards=embedder, requests=embedder)
+    provider_server.script("openai", TextReply("Take an umbrella."))
+    run = run_inline(tenant=trio.acme, agent=agent, input="Is it going to pour tomorrow?")
+    assert run.status == "succeeded", run.error
+    (event,) = RunEvent.objects.filter(run=run, type="tools.offered")
+    assert event.payload["routed"][0] == "get_weather_forecast"
+    assert "note" not in event.payload  # (no fallback to lexical)
+    assert embedder.calls[-1] == ["Is it going to pour tomorrow?"]  # the request, once
+    assert len(embedder.calls[0]) > 5  # the cards, in one batch, before
+
+
 @pytest.mark.django_db
 def test_the_tenants_index_is_built_once_per_version_and_cards_embedded_once(
     trio, many_definitions, settings, monkeypatch
