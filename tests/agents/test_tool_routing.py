@@ -24,7 +24,7 @@ from tools.runtime.reserved import PLATFORM_TOOL_NAMES
 from tools.runtime.routing import ToolCard, ToolIndex
 from tools.runtime.tool import Capability, Effect, ToolCall
 
-WEATHER = "will I need an umbrella in Lisbon this weekend?"
+WEATHER = "what is the weather forecast for this weekend? will I need an umbrella?"
 
 
 def many_tools(count: int = 60, *extra) -> ToolRegistry:

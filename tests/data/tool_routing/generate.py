@@ -561,15 +561,12 @@ def crud_tools(rng: random.Random) -> tuple[list[dict], list[dict]]:
                         props.update({f: {"type": "string"} for f in fields})
                     if action == "list":
                         props["query"] = {"type": "string"}
-                    example = {k: "…" for k in list(props)[:2]}
-                    if "email" in props:
-                        example["email"] = "jane@brightpath.io"
                     tools.append(
                         {
                             "name": name,
                             "description": description,
                             "tags": sorted({*tags, vendor, action}),
-                            "examples": [example] if example else [],
+                            "examples": [],
                             "input_schema": {"type": "object", "properties": props},
                             "set": "crud",  # (not part of the card: which half it is in)
                         }
@@ -842,7 +839,7 @@ verify_vat_number | Validate an EU VAT number and return the registered company 
 ? is DE123456789 a real VAT id?
 calculate_sales_tax | Sales tax or VAT due for an amount, product type and destination. | tax, finance | amount=120; country=DE
 ? how much VAT do I add to a 120 euro sale to Germany
-verify_identity_document | Check a passport or ID card photo for authenticity and extract its data. | compliance, kyc | document=upload_22
+verify_identity_document | Check a passport or ID card photo for authenticity and extract its data. | compliance, kyc | document=scan_0042
 ? is the passport this customer uploaded genuine?
 create_gdpr_export | Export all personal data held about a person (data subject access request). | privacy, gdpr | email=jane@brightpath.io
 ? a customer asked for a copy of everything we store about her
@@ -979,6 +976,57 @@ def special_tools() -> tuple[list[dict], list[dict]]:
     return tools, requests
 
 
+# Example values that stand in for ones the requests repeat: a tool's examples are written
+# before anyone asks, so they must not hand the ranking the request's own words.
+EXAMPLE_VALUES = {
+    "city": ["Porto", "Zurich", "Montreal", "Osaka", "Valencia"],
+    "region": ["Queensland", "Bavaria"],
+    "country": ["NZ", "CA"],
+    "date": ["2025-03-14"],
+    "start": ["2025-03-10"],
+    "end": ["2025-03-21"],
+    "check_in": ["2025-03-10"],
+    "period": ["2025-01"],
+    "month": ["2025-01"],
+    "to": ["someone@example.org"],
+    "from": ["someone@example.org"],
+    "email": ["someone@example.org"],
+    "channel": ["#general"],
+    "name": ["example-name"],
+    "text": ["Hello"],
+    "title": ["Weekly sync"],
+    "query": ["keyword"],
+    "subject": ["Hello"],
+    "origin": ["Lyon"],
+    "destination": ["Geneva"],
+    "address": ["5 Example Road, Leeds"],
+}
+
+
+def _tokens(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 1}
+
+
+def without_request_words(tools: list[dict], requests: list[dict]) -> None:
+    """Replace (or drop) each example value sharing a word with a request for its tool."""
+    asked: dict[str, set[str]] = {}
+    for item in requests:
+        for name in item["tools"]:
+            asked.setdefault(name, set()).update(_tokens(item["request"]))
+    for tool in tools:
+        words = asked.get(tool["name"], set())
+        for example in tool["examples"]:
+            for key, value in list(example.items()):
+                if not _tokens(str(value)) & words:
+                    continue
+                stand_ins = [v for v in EXAMPLE_VALUES.get(key, []) if not _tokens(v) & words]
+                if stand_ins:
+                    example[key] = stand_ins[0]
+                else:
+                    del example[key]
+        tool["examples"] = [example for example in tool["examples"] if example]
+
+
 def main() -> None:
     rng = random.Random(18)
     specials, special_requests = special_tools()
@@ -993,6 +1041,7 @@ def main() -> None:
     )
     for item in requests:
         assert all(name in names for name in item["tools"]), item
+    without_request_words(tools, requests)
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in names)
     (HERE / "tools.json").write_text(json.dumps(tools, indent=1) + "\n")
     (HERE / "requests.json").write_text(json.dumps(requests, indent=1) + "\n")
