@@ -86,6 +86,8 @@ class RoundTools:
         self._routed: dict[str, list[str]] = {}  # request text -> its picks, for this run
         self._vectors: dict[str, list[float]] = {}
         self.degraded = ""  # why a ranking was lexical though vectors were meant to help
+        self.always: set[str] = set()  # offered every round
+        self.routable: list[str] = []  # the ranking's candidates
         if not self.active:
             return
         assert routing is not None
