@@ -183,5 +183,5 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     hybrid, lexical = hybrid / len(requests), lexical / len(requests)
     print(f"recall@10 on {len(requests)} requests: hybrid {hybrid:.3f}, lexical {lexical:.3f}")
     assert len(requests) >= 150
-    assert hybrid >= 0.87  # 0.885 measured; the target of 0.95 is not met
-    assert hybrid >= lexical + 0.2  # 0.63 lexical
+    assert hybrid >= 0.88  # 0.903 measured; the target of 0.95 is not met
+    assert hybrid >= lexical + 0.2  # 0.64 lexical
