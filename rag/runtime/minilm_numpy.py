@@ -13,6 +13,7 @@ word pieces, as the model's configuration says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 from collections.abc import Sequence
@@ -34,7 +35,9 @@ class NumpyMiniLM:
         self._weights: dict[str, Any] | None = None
         self._layers: list[tuple[Any, ...]] = []
         self._tokenizer: Any = None
+        self._blas: Any = None
         self._lock = threading.Lock()
+        self._turn = threading.Lock()
 
     def load(self) -> None:
         if self._weights is not None:
@@ -75,11 +78,29 @@ class NumpyMiniLM:
                     w[f"{p}output.LayerNorm.weight"], w[f"{p}output.LayerNorm.bias"],
                 ))  # fmt: skip
             self._tokenizer, self._layers, self._np = tokenizer, layers, np
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._blas = ThreadpoolController()
+            except ImportError:
+                self._blas = None
             self._weights = w
 
     def embed_one(self, text: str) -> list[float]:
-        """One text's unit vector (CPU-bound: about 1-3 ms for a 10-20 word request)."""
+        """One text's unit vector (CPU-bound: about 10-25 ms of one core for a 10-20 word
+        request on the 2-core machines of bench/routing.py). Calls take turns, each with
+        BLAS on one thread: its matrices are too small to gain from more, and on a busy
+        machine BLAS threads waiting for a core made a call ten times slower (bench)."""
         self.load()
+        with self._turn, self._one_thread():
+            return self._forward(text)
+
+    def _one_thread(self) -> Any:
+        if self._blas is None:  # (threadpoolctl comes with the extra, via scikit-learn)
+            return contextlib.nullcontext()
+        return self._blas.limit(limits=1, user_api="blas")
+
+    def _forward(self, text: str) -> list[float]:
         np, w = self._np, self._weights
         ids = self._tokenizer.encode(text).ids
         n = len(ids)
