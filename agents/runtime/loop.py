@@ -21,6 +21,7 @@ from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
 from agents.runtime.structured import FINAL_ANSWER, final_answer_tool
+from agents.runtime.tool_routing import RoundTools, ToolRouting
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import ModelBehaviorError, ProviderError
@@ -32,6 +33,7 @@ from providers.runtime.types import (
     ModelResponse,
     TextDelta,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from tools.runtime.context import RunContext
@@ -92,10 +94,12 @@ async def run_agent(
     sink: EventSink | None = None,
     checkpoint: Checkpointer | None = None,
     is_cancelled: Callable[[], Awaitable[bool]] | None = None,
+    routing: ToolRouting | None = None,
 ) -> RunOutcome:
     """Run (or resume, when `state` is given) one agent run. Never raises for model or
     tool trouble: the outcome's status and error say what happened. `conversation`: the
-    whole conversation to start from (an API caller's), instead of `history` + `input`."""
+    whole conversation to start from (an API caller's), instead of `history` + `input`.
+    `routing`: how to offer a few of many tools each round (agents/runtime/tool_routing.py)."""
     loop = _Loop(
         spec=spec,
         adapter=adapter,
@@ -106,6 +110,7 @@ async def run_agent(
         sink=sink or NullSink(),
         checkpoint=checkpoint or NoCheckpoint(),
         is_cancelled=is_cancelled,
+        routing=routing,
     )
     fresh = state is None
     if state is None and conversation is not None:
@@ -118,22 +123,32 @@ async def run_agent(
 class _Loop:
     def __init__(
         self, *, spec, adapter, tools, ctx, context_blocks, decisions, sink, checkpoint,
-        is_cancelled,
+        is_cancelled, routing=None,
     ) -> None:  # fmt: skip
         self.spec: AgentSpec = spec
         self.adapter: ModelAdapter = adapter
         self.tools: ToolRegistry = tools
         self.ctx: RunContext = ctx
-        self.system = compose_system_prompt(spec, tools, context_blocks)
+        # (those the registry holds as the caller's: never one of the platform's own names)
+        self.client_tools = frozenset(
+            t.name for t in tools if CLIENT_TAG in t.tags and t in spec.client_tools
+        )
+        self.total_tools = len(tools)
+        forced = spec.tool_choice if spec.tool_choice not in ("auto", "none", "required") else ""
+        self.round_tools = RoundTools(routing, tools, client_tools=self.client_tools, forced=forced)
+        if self.round_tools.active:
+            if routing.selection_model:
+                self.round_tools.use_model(self._select_tools)
+            always = tools.filter(names=sorted(self.round_tools.always))
+            self.system = compose_system_prompt(spec, always, context_blocks, routed=True)
+        else:
+            self.system = compose_system_prompt(spec, tools, context_blocks)
+        self._selection_usage = Usage()
         self.decisions: dict[str, Decision] = decisions
         self.sink: EventSink = sink
         self.checkpoint: Checkpointer = checkpoint
         self.is_cancelled = is_cancelled
         self._last_cancel_check = 0.0
-        # (those the registry holds as the caller's: never one of the platform's own names)
-        self.client_tools = frozenset(
-            t.name for t in tools if CLIENT_TAG in t.tags and t in spec.client_tools
-        )
 
     async def emit(self, type: str, **payload: Any) -> None:
         await self.sink.emit(type, payload)
@@ -211,11 +226,13 @@ class _Loop:
         # A forced choice holds for the first round only (else every round would call a
         # tool again); "none" holds throughout.
         choice = spec.tool_choice if state.rounds == 0 or spec.tool_choice == "none" else "auto"
+        offered = await self.round_tools.offered(state.messages)
+        state.usage, self._selection_usage = state.usage + self._selection_usage, Usage()
         request = ModelRequest(
             model=spec.model,
             system=self.system,
             messages=list(state.messages),
-            tools=list(self.tools),
+            tools=offered.tools,
             tool_choice=choice,
             temperature=spec.temperature,
             max_tokens=spec.max_tokens_per_response,
@@ -224,6 +241,16 @@ class _Loop:
             seed=spec.seed,
         )
         state.rounds += 1
+        if self.round_tools.active:
+            await self.emit(
+                "tools.offered",
+                round=state.rounds,
+                tools=[item.name for item in offered.tools],
+                routed=offered.routed,
+                found=offered.found,
+                of=self.total_tools,
+                **({"note": self.round_tools.degraded} if self.round_tools.degraded else {}),
+            )
         await self.emit("inference.started", round=state.rounds)
         started = time.perf_counter()
         try:
@@ -257,6 +284,23 @@ class _Loop:
             latency_ms=round((time.perf_counter() - started) * 1000, 1),
         )
         return response
+
+    async def _select_tools(self, prompt: str) -> str:
+        """The selection step's call (tools/runtime/routing.py, select_with_model), with the
+        run's adapter; its usage joins the run's. A failure leaves the ranking as it is."""
+        request = ModelRequest(
+            model=self.round_tools.routing.selection_model,  # type: ignore[union-attr]
+            messages=[UserMessage(prompt)],
+            max_tokens=200,
+            temperature=0,
+        )
+        try:
+            response = await self.adapter.complete(request)
+        except ProviderError as exc:
+            self.round_tools.degraded = f"the selection model failed ({exc}): ranking kept"[:300]
+            return ""
+        self._selection_usage = self._selection_usage + response.usage
+        return response.text
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse | None:
         if not self.sink.wants_text_deltas:

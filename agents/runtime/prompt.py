@@ -12,10 +12,15 @@ from tools.runtime.registry import ToolRegistry
 
 
 def compose_system_prompt(
-    spec: AgentSpec, registry: ToolRegistry, context_blocks: Sequence[tuple[str, str]] = ()
+    spec: AgentSpec,
+    registry: ToolRegistry,
+    context_blocks: Sequence[tuple[str, str]] = (),
+    *,
+    routed: bool = False,
 ) -> str:
     """Instructions, then caller-supplied context blocks (title, text), memory awareness,
-    and a tool guide generated from the registry."""
+    and a tool guide generated from the registry. `routed`: the registry holds only the
+    tools every round offers (agents/runtime/tool_routing.py); the guide says so."""
     parts = [spec.instructions.strip()] if spec.instructions.strip() else []
     for title, text in context_blocks:
         parts.append(f"## {title}\n{text.strip()}")
@@ -29,6 +34,11 @@ def compose_system_prompt(
     if tools:
         guide = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools)
         parts.append(f"## Tools\nCall a tool when it helps; you may call several at once.\n{guide}")
+    if routed:
+        parts.append(
+            "## More tools\nYou have more tools than those listed: each step also offers "
+            "the ones that fit the request. Call search_tools to find others."
+        )
     if registry.has(FINAL_ANSWER):
         parts.append(
             f"## Answer format\nFinish by calling {FINAL_ANSWER}; never answer in plain text."

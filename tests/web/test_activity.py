@@ -223,6 +223,16 @@ def test_the_timeline_shows_model_calls_tools_approvals_and_errors(client, trio)
     assert "Run failed" in body and "provider exploded" in body
 
 
+def test_the_timeline_shows_the_tools_each_round_offered(client, trio):
+    offered = {"round": 1, "tools": ["get_weather_forecast", "search_tools"], "routed": [],
+               "found": [], "of": 1010}  # fmt: skip
+    run = make_run(trio.acme, agent=make_agent(trio.acme), user=trio.bob, status="running",
+                   events=[("tools.offered", offered)])  # fmt: skip
+    body = login(client, trio.bob).get(f"/t/acme/runs/{run.pk}/").content.decode()
+    assert "Tools offered" in body and "2 of 1010 tools" in body
+    assert "<code>get_weather_forecast</code>" in body
+
+
 def test_output_and_tool_results_are_escaped(client, trio):
     attack = "<script>alert(1)</script>"
     run = make_run(

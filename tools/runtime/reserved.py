@@ -6,9 +6,17 @@ them and receive what was meant for it."""
 
 from __future__ import annotations
 
-# Kept in step with agents.runtime.memory, agents.runtime.structured and rag.tools by a test.
+# Kept in step with agents.runtime.memory, agents.runtime.structured, agents.runtime.tool_routing
+# and rag.tools.
 PLATFORM_TOOL_NAMES = frozenset(
-    {"knowledge_search", "remember_fact", "recall_facts", "forget_fact", "final_answer"}
+    {
+        "knowledge_search",
+        "remember_fact",
+        "recall_facts",
+        "forget_fact",
+        "final_answer",
+        "search_tools",  # agents.runtime.tool_routing
+    }
 )
 RESERVED_PREFIXES = ("delegate_to_", "ask_")
 

