@@ -211,11 +211,15 @@ class _Loop:
         # A forced choice holds for the first round only (else every round would call a
         # tool again); "none" holds throughout.
         choice = spec.tool_choice if state.rounds == 0 or spec.tool_choice == "none" else "auto"
+        offered = list(self.tools)
+        if spec.results_without_tools and state.tool_calls:  # (this run's, not history's)
+            offered = [t for t in offered if t.name == FINAL_ANSWER]
+            choice = "auto"
         request = ModelRequest(
             model=spec.model,
             system=self.system,
             messages=list(state.messages),
-            tools=list(self.tools),
+            tools=offered,
             tool_choice=choice,
             temperature=spec.temperature,
             max_tokens=spec.max_tokens_per_response,
@@ -241,6 +245,7 @@ class _Loop:
             return _ASK_AGAIN
         if response is None:
             return None
+        response = await self._only_offered_calls(response, offered, state)
         response = _with_unique_call_ids(response, state)
         state.usage = state.usage + response.usage
         state.messages.append(response.as_message())
@@ -257,6 +262,27 @@ class _Loop:
             latency_ms=round((time.perf_counter() - started) * 1000, 1),
         )
         return response
+
+    async def _only_offered_calls(
+        self, response: ModelResponse, offered: list, state: RunState
+    ) -> ModelResponse:
+        """With `results_without_tools`, calls of tools this round did not offer are never
+        run (a model may ask for one anyway, told to by a tool result): they are dropped,
+        with an event naming them, and the text is the answer."""
+        if not self.spec.results_without_tools or not response.tool_calls:
+            return response
+        names = {t.name for t in offered}
+        kept = tuple(c for c in response.tool_calls if c.name in names)
+        if len(kept) == len(response.tool_calls):
+            return response
+        dropped = [c for c in response.tool_calls if c.name not in names]
+        await self.emit(
+            "tool_calls.refused",
+            round=state.rounds,
+            reason="this agent answers from tool results without calling tools",
+            tool_calls=[call_payload(c, self.ctx) for c in dropped],
+        )
+        return replace(response, tool_calls=kept)
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse | None:
         if not self.sink.wants_text_deltas:
