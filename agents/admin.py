@@ -106,7 +106,7 @@ class AgentForm(TenantScopedForm):
         fields = [
             "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "provider_connection", "model", "temperature",
+            "memory", "results_without_tools", "provider_connection", "model", "temperature",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
             "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
@@ -147,7 +147,9 @@ class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
         if obj is not None or self._implied_tenant(request) is None:
             head.insert(0, "tenant")
         tools = ["use_all_tools", "tool_names", "tool_tags", "tool_exclude"]
-        behaviour = ["instructions", "output_schema", "approval_policy", "memory"]
+        behaviour = [
+            "instructions", "output_schema", "approval_policy", "memory", "results_without_tools"
+        ]  # fmt: skip
         fieldsets = [
             (None, {"fields": head}),
             ("Behaviour", {"fields": behaviour}),

@@ -81,6 +81,12 @@ class Agent(SecretDestination, models.Model):
         help_text="Never the person (or key) who started the run.",
     )
     memory = models.BooleanField(default=False)
+    results_without_tools = models.BooleanField(
+        default=False,
+        help_text="Answer from tool results with a model call offered no tools: text in a "
+        "result (a prompt injection) cannot make the agent call another tool. One round of "
+        "tools per run, then the answer.",
+    )
     output_schema = models.JSONField(null=True, blank=True)
     kind = models.CharField(
         max_length=40, default="orchestrator", help_text="How the agent thinks; see agent kinds."

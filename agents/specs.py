@@ -24,6 +24,7 @@ def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec
         tool_exclude=tuple(agent.tool_exclude),
         approval_policy=agent.approval_policy,  # type: ignore[arg-type]
         memory=agent.memory,
+        results_without_tools=agent.results_without_tools,
         output_schema=agent.output_schema,
         kind=agent.kind,
         remote_url=agent.remote_url,

@@ -75,6 +75,7 @@ AGENT_EXAMPLE = {
     "tool_names": ["calculator", "current_time"],
     "approval_policy": "flagged",
     "memory": True,
+    "results_without_tools": False,
     "kind": "orchestrator",
     "active": True,
 }

@@ -140,6 +140,7 @@ class AgentSerializer(CleanModelSerializer):
             "approval_group",
             "approval_not_starter",
             "memory",
+            "results_without_tools",
             "output_schema",
             "kind",
             "remote_url",

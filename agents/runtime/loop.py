@@ -226,13 +226,19 @@ class _Loop:
         # A forced choice holds for the first round only (else every round would call a
         # tool again); "none" holds throughout.
         choice = spec.tool_choice if state.rounds == 0 or spec.tool_choice == "none" else "auto"
-        offered = await self.round_tools.offered(state.messages)
-        state.usage, self._selection_usage = state.usage + self._selection_usage, Usage()
+        without_tools = spec.results_without_tools and state.tool_calls  # (this run's)
+        if without_tools:
+            tools = [t for t in self.tools if t.name == FINAL_ANSWER]
+            choice = "auto"
+        else:
+            offered = await self.round_tools.offered(state.messages)
+            state.usage, self._selection_usage = state.usage + self._selection_usage, Usage()
+            tools = offered.tools
         request = ModelRequest(
             model=spec.model,
             system=self.system,
             messages=list(state.messages),
-            tools=offered.tools,
+            tools=tools,
             tool_choice=choice,
             temperature=spec.temperature,
             max_tokens=spec.max_tokens_per_response,
@@ -241,7 +247,7 @@ class _Loop:
             seed=spec.seed,
         )
         state.rounds += 1
-        if self.round_tools.active:
+        if self.round_tools.active and not without_tools:
             await self.emit(
                 "tools.offered",
                 round=state.rounds,
@@ -268,6 +274,7 @@ class _Loop:
             return _ASK_AGAIN
         if response is None:
             return None
+        response = await self._only_offered_calls(response, tools, state)
         response = _with_unique_call_ids(response, state)
         state.usage = state.usage + response.usage
         state.messages.append(response.as_message())
@@ -301,6 +308,27 @@ class _Loop:
             return ""
         self._selection_usage = self._selection_usage + response.usage
         return response.text
+
+    async def _only_offered_calls(
+        self, response: ModelResponse, offered: list, state: RunState
+    ) -> ModelResponse:
+        """With `results_without_tools`, calls of tools this round did not offer are never
+        run (a model may ask for one anyway, told to by a tool result): they are dropped,
+        with an event naming them, and the text is the answer."""
+        if not self.spec.results_without_tools or not response.tool_calls:
+            return response
+        names = {t.name for t in offered}
+        kept = tuple(c for c in response.tool_calls if c.name in names)
+        if len(kept) == len(response.tool_calls):
+            return response
+        dropped = [c for c in response.tool_calls if c.name not in names]
+        await self.emit(
+            "tool_calls.refused",
+            round=state.rounds,
+            reason="this agent answers from tool results without calling tools",
+            tool_calls=[call_payload(c, self.ctx) for c in dropped],
+        )
+        return replace(response, tool_calls=kept)
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse | None:
         if not self.sink.wants_text_deltas:

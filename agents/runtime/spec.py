@@ -56,6 +56,10 @@ class AgentSpec:
     memory: bool = False
     output_schema: dict[str, Any] | None = None
     structured_retries: int = 2
+    # Once tool results are in the run, the answer comes from a model call offered no tools
+    # (final_answer alone, for structured output): text inside a result (a prompt injection)
+    # cannot make the model call another tool. One round of tools, then the answer.
+    results_without_tools: bool = False
     kind: str = "orchestrator"  # see agents/runtime/kinds.py
     remote_url: str = ""  # for the "remote" kind
     # What an API caller may add to one run (agents/runtime/client_request.py):

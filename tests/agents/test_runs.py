@@ -66,6 +66,28 @@ def test_a_tool_over_its_rate_limit_is_an_error_the_model_reads_and_an_event(
     assert told["content"].startswith("tool calc is limited to 1 calls per minute")
 
 
+def test_an_agent_answering_without_tools_never_runs_the_call_a_tool_result_asked_for(
+    trio, agent, provider_server
+):
+    """results_without_tools on a real run: the provider's second call is offered no tools,
+    and the tool call it sends anyway (as an injected model would) is refused, not run."""
+    agent.results_without_tools = True
+    agent.save()
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "6*7"}')]),
+        ToolCallReply([ToolCall("c2", "calculator", '{"expression": "6*8"}')]),
+    )
+    run = run_inline(tenant=trio.acme, agent=agent, input="6 times 7?")
+    assert run.status == "succeeded"
+    first, second = provider_server.requests_to("/v1/chat/completions")
+    assert first.body.get("tools") and "tools" not in second.body
+    started = RunEvent.objects.filter(run=run, type="tool.started")
+    assert [e.payload["name"] for e in started] == ["calculator"]  # c1 only
+    refused = RunEvent.objects.get(run=run, type="tool_calls.refused").payload
+    assert [c["call_id"] for c in refused["tool_calls"]] == ["c2"]
+
+
 def test_the_digests_are_stable_and_follow_the_configuration(trio, agent, provider_server):
     first = run_inline(tenant=trio.acme, agent=agent, input="hi")
     second = run_inline(tenant=trio.acme, agent=agent, input="hi again")
