@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0009_approval_prepared_request'),
+        ("agents", "0009_approval_prepared_request"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agent',
-            name='results_without_tools',
-            field=models.BooleanField(default=False, help_text='Answer from tool results with a model call offered no tools: text in a result (a prompt injection) cannot make the agent call another tool. One round of tools per run, then the answer.'),
+            model_name="agent",
+            name="results_without_tools",
+            field=models.BooleanField(
+                default=False,
+                help_text="Answer from tool results with a model call offered no tools: text in a result (a prompt injection) cannot make the agent call another tool. One round of tools per run, then the answer.",
+            ),
         ),
     ]
