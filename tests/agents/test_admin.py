@@ -107,6 +107,15 @@ def test_owner_lists_and_edits_agents_and_sees_the_effective_tools(client, trio,
     assert "Unknown tool names (ignored): nosuchtool" in page
 
 
+def test_the_admin_sets_answering_from_tool_results_without_tools(client, trio, agent):
+    login(client, trio.alice)
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    assert 'name="results_without_tools"' in client.get(url).content.decode()
+    assert client.post(url, agent_form(results_without_tools="on")).status_code == 302
+    agent.refresh_from_db()
+    assert agent.results_without_tools
+
+
 def test_an_invalid_output_schema_is_a_field_error_and_nothing_is_saved(client, trio, agent):
     login(client, trio.alice)
     bad = json.dumps({"type": "object", "properties": {"answer": {"type": "txt"}}})

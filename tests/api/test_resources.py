@@ -134,6 +134,17 @@ def test_agent_validation_uses_the_model_rules(client, trio):
     assert "output_schema" in assert_error(bad, 400)["details"]
 
 
+def test_an_agent_may_be_set_to_answer_from_tool_results_without_tools(client, trio):
+    api = as_key(client, trio.acme)
+    created = api.post("/agents", {"slug": "reader", "name": "Reader"})
+    assert created.json()["results_without_tools"] is False
+    patched = api.patch("/agents/reader", {"results_without_tools": True})
+    assert patched.status_code == 200 and patched.json()["results_without_tools"] is True
+    assert Agent.objects.get(tenant=trio.acme, slug="reader").results_without_tools is True
+    bad = api.patch("/agents/reader", {"results_without_tools": "sometimes"})
+    assert "results_without_tools" in assert_error(bad, 400)["details"]
+
+
 def test_agent_slug_is_unique_per_tenant_only(client, trio):
     make_agent(trio.globex, "support")
     api = as_key(client, trio.acme)

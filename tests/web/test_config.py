@@ -192,6 +192,14 @@ def test_an_admin_creates_edits_and_deletes_an_agent(client, trio):
     assert not Agent.objects.filter(pk=agent.pk).exists()
 
 
+def test_the_agent_page_sets_answering_from_tool_results_without_tools(client, trio):
+    login(client, trio.alice)
+    page = client.get(url("agent_create")).content.decode()
+    assert 'name="results_without_tools"' in page
+    client.post(url("agent_create"), agent_data(results_without_tools="on"))
+    assert Agent.objects.get(tenant=trio.acme, slug="support").results_without_tools is True
+
+
 def test_agent_errors_show_beside_their_fields_and_nothing_is_saved(client, trio):
     login(client, trio.alice)
     make_agent(trio.acme, "taken")
