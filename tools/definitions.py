@@ -6,34 +6,25 @@ from typing import TYPE_CHECKING
 
 import pydantic
 from django.core.exceptions import ValidationError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import CircuitStore
+from tools.runtime.definitions import (
+    WRITE_EFFECTS,
+    WRITE_NEEDS_CONFIRMATION,
+    BuiltinConfig,
+    default_capability,
+    effective_effect,
+    tool_name_refusal,
+)
 from tools.runtime.egress import GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
-from tools.runtime.reserved import reserved_reason
-from tools.runtime.tool import Capability, Effect, Tool
+from tools.runtime.tool import Capability, Tool
 from tools.runtime.validation import SchemaError, check_schema
 
 if TYPE_CHECKING:
     from tools.models import ToolDefinition
-
-
-class BuiltinConfig(BaseModel):
-    """A tenant's own name, description, tags or capability for a built-in tool."""
-
-    model_config = ConfigDict(extra="forbid")
-    builtin: str
-
-    @pydantic.field_validator("builtin")
-    @classmethod
-    def _exists(cls, name: str) -> str:
-        if not BUILTINS.has(name):
-            raise ValueError(
-                f"unknown built-in {name!r}; choose one of {', '.join(BUILTINS.names())}"
-            )
-        return name
 
 
 CONFIG_MODELS: dict[str, type[BaseModel]] = {"builtin": BuiltinConfig, "http": HttpToolConfig}
@@ -56,17 +47,9 @@ def parse_config(definition: ToolDefinition) -> BaseModel:
 
 
 def name_refusal(definition: ToolDefinition) -> str | None:
-    """Why the definition may not have its name: a reserved one, or a built-in's that it
-    does not merely tune (kind builtin of that very built-in). Registries skip such rows
-    even if stored."""
-    reserved = reserved_reason(definition.name)
-    if reserved is not None:
-        return reserved
-    if BUILTINS.has(definition.name):
-        config = definition.config if isinstance(definition.config, dict) else {}
-        if definition.kind != "builtin" or config.get("builtin") != definition.name:
-            return f"{definition.name!r} is a built-in tool's name; choose another."
-    return None
+    """Why the definition may not have its name (`tool_name_refusal`). Registries skip such
+    rows even if stored."""
+    return tool_name_refusal(definition.name, definition.kind, definition.config)
 
 
 def validate_definition(definition: ToolDefinition) -> None:
@@ -90,6 +73,13 @@ def validate_definition(definition: ToolDefinition) -> None:
     if errors:
         raise ValidationError(errors)
     config = parse_config(definition)
+    if (
+        definition.tenant_id is not None
+        and definition.tenant.require_confirmation_for_writes
+        and not definition.requires_approval
+        and effective_effect(definition.kind, definition.config, definition.effect) in WRITE_EFFECTS
+    ):
+        raise ValidationError({"requires_approval": WRITE_NEEDS_CONFIRMATION})
     if isinstance(config, HttpToolConfig):
         try:
             config.check_against_schema(definition.input_schema)
@@ -107,12 +97,7 @@ def build_tool(
     definition: ToolDefinition, *, egress: GuardedHttpClient, circuit_store: CircuitStore
 ) -> Tool:
     config = parse_config(definition)
-    if isinstance(config, BuiltinConfig):
-        base = BUILTINS.get(config.builtin)
-        default_effect, default_idempotent = base.capability.effect, base.capability.idempotent
-    else:
-        default_effect = Effect.READ if config.method == "GET" else Effect.WRITE
-        default_idempotent = config.method in ("GET", "PUT", "DELETE")
+    default_effect, default_idempotent = default_capability(definition.kind, definition.config)
     capability = Capability(
         effect=definition.effect or default_effect,
         idempotent=default_idempotent if definition.idempotent is None else definition.idempotent,
@@ -121,6 +106,7 @@ def build_tool(
         rate_limit_per_minute=definition.rate_limit_per_minute,
     )
     if isinstance(config, BuiltinConfig):
+        base = BUILTINS.get(config.builtin)
         return Tool(
             name=definition.name,
             description=definition.description or base.description,

@@ -83,6 +83,10 @@ class ToolDefinition(SecretDestination, models.Model):
         "processes; further calls get an error the model reads. Empty: no limit.",
     )
     enabled = models.BooleanField(default=True)
+    # Inputs another tool's output fills: {"customer_id": {"from": "find_customer", "path":
+    # "$.id"}}. Checked as a graph by the configuration compiler; the runtime filling them
+    # is still to come (docs/configuration-as-code.md).
+    depends_on = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
