@@ -150,3 +150,21 @@ def test_a_schema_changed_in_the_database_reads_nothing(trio, local_server, tmp_
         assert not registry_for_tenant(trio.acme).has("lookup")
     assert "lookup of tenant" in caplog.text and "file-SECRET-123" not in caplog.text
     assert local_server.requests == []
+
+
+def test_the_tenants_policy_refuses_a_write_tool_without_confirmation(trio):
+    post = {
+        "name": "post_note",
+        "kind": "http",
+        "description": "Post a note.",
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        "config": {"method": "POST", "url": "https://x.example.com/notes"},
+    }
+    trio.acme.require_confirmation_for_writes = True
+    trio.acme.save()
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(tenant=trio.acme, changes=post)
+    assert "requires confirmation" in caught.value.message_dict["requires_approval"][0]
+    tool_definition_save(tenant=trio.acme, changes={**post, "requires_approval": True})
+    tool_definition_save(tenant=trio.acme, changes={**CALC})  # a pure built-in: no rule
+    tool_definition_save(tenant=trio.globex, changes=post)  # another tenant's policy
