@@ -15,6 +15,7 @@ from tools.runtime.definitions import (
     WRITE_NEEDS_CONFIRMATION,
     BuiltinConfig,
     default_capability,
+    dependency_problem,
     effective_effect,
     tool_name_refusal,
 )
@@ -70,6 +71,8 @@ def validate_definition(definition: ToolDefinition) -> None:
             check_schema(definition.output_schema, what="output_schema")
         except SchemaError as exc:
             errors["output_schema"] = str(exc)
+    if (problem := dependency_problem(definition.depends_on, definition.input_schema)) is not None:
+        errors["depends_on"] = problem
     if errors:
         raise ValidationError(errors)
     config = parse_config(definition)

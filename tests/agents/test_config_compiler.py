@@ -480,3 +480,16 @@ def test_a_version_0_document_migrates_on_load():
 def test_a_version_1_document_does_not_accept_the_old_field():
     data = with_tool(1, requires_approval=True)
     assert problems(data) == [("tools[1].requires_approval", "unknown field")]
+
+
+def test_a_builtin_alias_takes_no_inputs_from_other_tools():
+    data = document()
+    data["tools"].append(
+        {
+            "name": "calc",
+            "kind": "builtin",
+            "config": {"builtin": "calculator"},
+            "depends_on": {"expression": {"from": "find_customer", "path": "$.name"}},
+        }
+    )
+    assert problems(data) == [("tools[2].depends_on", "only HTTP tools take inputs from tools")]

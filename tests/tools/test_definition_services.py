@@ -168,3 +168,26 @@ def test_the_tenants_policy_refuses_a_write_tool_without_confirmation(trio):
     tool_definition_save(tenant=trio.acme, changes={**post, "requires_approval": True})
     tool_definition_save(tenant=trio.acme, changes={**CALC})  # a pure built-in: no rule
     tool_definition_save(tenant=trio.globex, changes=post)  # another tenant's policy
+
+
+def test_a_dependency_must_name_an_input_of_the_tool_and_be_well_formed(trio):
+    tool = {
+        "name": "create_note",
+        "kind": "http",
+        "description": "Add a note.",
+        "input_schema": {"type": "object", "properties": {"customer_id": {"type": "integer"}}},
+        "config": {"method": "POST", "url": "https://x.example.com/notes"},
+    }
+    good = {"customer_id": {"from": "find_customer", "path": "$.id"}}
+    tool_definition_save(tenant=trio.acme, changes={**tool, "depends_on": good})
+    for bad, reason in (
+        ({"order_id": {"from": "find_customer", "path": "$.id"}}, "not an input"),
+        ({"customer_id": {"from": "find_customer", "path": "id"}}, "pattern"),
+        ({"customer_id": {"from": "find_customer"}}, "Field required"),
+        (["customer_id"], "give an object"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(
+                tenant=trio.acme, changes={**tool, "name": "other", "depends_on": bad}
+            )
+        assert reason in caught.value.message_dict["depends_on"][0]

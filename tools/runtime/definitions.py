@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.reserved import reserved_reason
-from tools.runtime.tool import Effect
+from tools.runtime.tool import NAME_PATTERN, Effect
 
 WRITE_EFFECTS = frozenset({Effect.WRITE, Effect.DESTRUCTIVE})
 WRITE_NEEDS_CONFIRMATION = (
@@ -35,6 +35,36 @@ class BuiltinConfig(BaseModel):
                 f"unknown built-in {name!r}; choose one of {', '.join(BUILTINS.names())}"
             )
         return name
+
+
+class Dependency(BaseModel):
+    """An input filled from another tool's output, never by the model: `{"from":
+    "find_customer", "path": "$.id"}`. The configuration compiler checks the graph (the
+    producer, its output field, the types, cycles); the runtime filling it is to come."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: str = Field(alias="from", pattern=NAME_PATTERN.pattern, description="The producer.")
+    path: str = Field(
+        pattern=r"^\$(\.[A-Za-z_][A-Za-z0-9_-]*|\[(\d+|\*)\])*$",
+        max_length=300,
+        description="Where in the producer's output: $.id, $.items[0].id",
+    )
+
+
+def dependency_problem(depends_on: Any, input_schema: Any) -> str | None:
+    """Why a definition's `depends_on` cannot be stored: not a mapping of its own inputs to
+    dependencies. (Whether the producers fit is the compiler's question.)"""
+    if not isinstance(depends_on, dict):
+        return 'give an object: {"<input>": {"from": "<tool>", "path": "$.<field>"}}'
+    properties = input_schema.get("properties", {}) if isinstance(input_schema, dict) else {}
+    for name, dependency in depends_on.items():
+        if name not in properties:
+            return f"{name!r} is not an input of this tool (input_schema)"
+        try:
+            Dependency.model_validate(dependency)
+        except pydantic.ValidationError as exc:
+            return f"{name}: {exc.errors()[0]['msg']}"
+    return None
 
 
 def tool_name_refusal(name: str, kind: str, config: Any) -> str | None:

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pydantic
 
-from agents.runtime.config.document import ConfigDocument, Dependency, ToolEntry
+from agents.runtime.config.document import ConfigDocument, ToolEntry
 from agents.runtime.config.migrations import UnsupportedVersion, migrate
 from providers.runtime.presets import PRESETS
 from tools.runtime.builtins import BUILTINS
@@ -30,6 +30,7 @@ from tools.runtime.definitions import (
     WRITE_EFFECTS,
     WRITE_NEEDS_CONFIRMATION,
     BuiltinConfig,
+    Dependency,
     default_capability,
     effective_effect,
     tool_name_refusal,
@@ -343,6 +344,9 @@ class _Checker:
         for index, tool in enumerate(self.document.tools):
             consumer_schema = self.input_schemas.get(tool.name) or {}
             inputs = consumer_schema.get("properties", {})
+            if tool.kind == "builtin" and tool.depends_on:
+                self.problem(f"tools[{index}].depends_on", "only HTTP tools take inputs from tools")
+                continue
             for name, dependency in tool.depends_on.items():
                 path = f"tools[{index}].depends_on.{name}"
                 if name not in inputs:

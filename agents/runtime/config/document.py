@@ -12,14 +12,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.runtime.definitions import BuiltinConfig
+from tools.runtime.definitions import BuiltinConfig, Dependency
 from tools.runtime.http_tool import HttpToolConfig
+from tools.runtime.tool import NAME_PATTERN
 
 VERSION = 1
 SCHEMA_ID = "https://agentplatform.dev/config-schema/v1.json"
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
-TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 # A secret named by reference: never its value (docs/configuration-as-code.md, "Secrets").
 SECRET_NAME_PATTERN = r"^[a-z]+:[^\x00-\x1f]{1,200}$"  # noqa: S105 - a pattern
 
@@ -56,21 +56,10 @@ class Confirmation(_Strict):
     required: bool = Field(False, description="A person approves each call before it runs.")
 
 
-class Dependency(_Strict):
-    """An input filled from another tool's output, never by the model."""
-
-    from_: str = Field(alias="from", pattern=TOOL_NAME_PATTERN, description="The producer tool.")
-    path: str = Field(
-        pattern=r"^\$(\.[A-Za-z_][A-Za-z0-9_-]*|\[(\d+|\*)\])*$",
-        max_length=300,
-        description="Where in the producer's output: $.id, $.items[0].id",
-    )
-
-
 class ToolEntry(_Strict):
     """A tool definition: an HTTP call described in `config`, or a built-in's tenant alias."""
 
-    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN.pattern)
     kind: Literal["http", "builtin"] = "http"
     description: str = Field("", max_length=10_000)
     input_schema: dict[str, Any] = Field(default_factory=dict)
