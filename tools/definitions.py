@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import CircuitStore
+from tools.runtime.credential_leaks import credential_names, url_credential_problem
 from tools.runtime.definitions import (
     WRITE_EFFECTS,
     WRITE_NEEDS_CONFIRMATION,
@@ -84,12 +85,28 @@ def validate_definition(definition: ToolDefinition) -> None:
     ):
         raise ValidationError({"requires_approval": WRITE_NEEDS_CONFIRMATION})
     if isinstance(config, HttpToolConfig):
+        if (leak := http_credential_problem(config)) is not None:
+            raise ValidationError({"config": leak})
         try:
             config.check_against_schema(definition.input_schema)
         except ValueError as exc:
             raise ValidationError({"config": str(exc)}) from None
         if config.auth is not None and not definition.secret:
             raise ValidationError({"secret": f"{config.auth.type} auth needs a secret."})
+
+
+def http_credential_problem(config: HttpToolConfig) -> str | None:
+    """A credential written into an HTTP tool's URL or fixed values (`auth` and the secret
+    are where it belongs)."""
+    if (problem := url_credential_problem(config.url)) is not None:
+        return f"url: {problem}"
+    for where, names in (
+        ("fixed.query", config.fixed.query),
+        ("fixed.headers", config.fixed.headers),
+    ):
+        if leaked := credential_names(names):
+            return f"{where}: {leaked[0]!r} looks like a credential; use auth and the secret"
+    return None
 
 
 def secret_ref(definition: ToolDefinition) -> str:

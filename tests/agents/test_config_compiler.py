@@ -8,12 +8,7 @@ from typing import Any
 
 import pytest
 
-from agents.runtime.config.compiler import (
-    ConfigInvalid,
-    KnownNames,
-    compile_config,
-    credential_like,
-)
+from agents.runtime.config.compiler import ConfigInvalid, KnownNames, compile_config
 from tools.runtime.tool import Effect
 
 FIND = {
@@ -232,24 +227,6 @@ def test_credentials_in_fixed_values_headers_and_connection_urls_are_refused():
         "tools[0].config.fixed.headers.Authorization",
         "tools[0].config.fixed.query.token",
     ]
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("api_key", True),
-        ("apiKey", True),
-        ("X-Auth-Token", True),
-        ("client_secret", True),
-        ("sig", True),
-        ("author", False),
-        ("keyword", False),
-        ("monkey", False),
-        ("page", False),
-    ],
-)
-def test_what_looks_like_a_credential(name, expected):
-    assert credential_like(name) is expected
 
 
 def test_auth_without_a_secret_and_a_secret_without_auth_are_refused():

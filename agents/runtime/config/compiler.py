@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import pydantic
 
@@ -26,6 +26,7 @@ from agents.runtime.config.migrations import UnsupportedVersion, migrate
 from providers.runtime.presets import PRESETS
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import ConfigurationError
+from tools.runtime.credential_leaks import credential_like, url_credential_problem
 from tools.runtime.definitions import (
     WRITE_EFFECTS,
     WRITE_NEEDS_CONFIRMATION,
@@ -164,33 +165,6 @@ def _structure_problems(exc: pydantic.ValidationError, prefix: str = "") -> list
     return problems
 
 
-_CREDENTIAL_WORDS = re.compile(
-    r"(?:^|_)(?:api_?key|apikey|key|token|access_token|secret|client_secret|password|passwd|"
-    r"pwd|auth|authorization|credentials?|signature|sig)(?:_|$)"
-)
-
-
-def credential_like(name: str) -> bool:
-    """Whether a query parameter or header name looks like it carries a credential
-    (`api_key`, `X-Auth-Token`, `accessToken`, `password`), not `author` or `keyword`."""
-    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-    return bool(_CREDENTIAL_WORDS.search(re.sub(r"[^a-z0-9]+", "_", words)))
-
-
-def url_credential_problem(url: str) -> str | None:
-    """Why `url` carries a credential (user info, or a credential-like query parameter)."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        return "credentials in the URL (user:password@): reference a secret instead"
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
-        if credential_like(name):
-            return (
-                f"the URL's query parameter {name!r} looks like a credential: "
-                "reference a secret instead"
-            )
-    return None
-
-
 class _Checker:
     """The graph checks of one valid-structure document; problems accumulate."""
 
@@ -254,7 +228,7 @@ class _Checker:
             if connection.base_url:
                 self.check_url(f"{path}.base_url", connection.base_url)
             for name in connection.extra_headers:
-                if credential_like(name) or name.lower() in ("cookie", "proxy-authorization"):
+                if credential_like(name):
                     self.problem(
                         f"{path}.extra_headers.{name}",
                         "a credential does not go in a header here: use the secret",
@@ -326,7 +300,7 @@ class _Checker:
                     "looks like a credential: use config.auth with a secret",
                 )
         for name in config.fixed.headers:
-            if credential_like(name) or name.lower() == "proxy-authorization":
+            if credential_like(name):
                 self.problem(
                     f"{path}.config.fixed.headers.{name}",
                     "looks like a credential: use config.auth with a secret",
