@@ -4,11 +4,13 @@ exact path, the two contracts of a tool, and older versions migrated on load."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agents.runtime.config.compiler import ConfigInvalid, KnownNames, compile_config
+from agents.runtime.config.loading import load_document
 from tools.runtime.tool import Effect
 
 FIND = {
@@ -470,3 +472,12 @@ def test_a_builtin_alias_takes_no_inputs_from_other_tools():
         }
     )
     assert problems(data) == [("tools[2].depends_on", "only HTTP tools take inputs from tools")]
+
+
+def test_the_example_in_the_docs_compiles():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration-as-code.md").read_text()
+    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    compiled = compile_config(load_document(example))
+    note = compiled.tools["create_note"]
+    assert "customer_id" not in note.model.input_schema["properties"]
+    assert compiled.tools["find_customer"].execution.auth.secret == "tool:find_customer"
