@@ -231,11 +231,31 @@ def test_credentials_in_fixed_values_headers_and_connection_urls_are_refused():
     ]
 
 
-def test_auth_without_a_secret_and_a_secret_without_auth_are_refused():
+def test_auth_without_a_secret_is_refused():
     data = with_tool(1, secret=None)
     assert problems(data) == [("tools[1].secret", "bearer auth needs a secret: name it")]
-    data = with_tool(0, secret="tool:find_customer")
-    assert paths(data) == ["tools[0].secret"]
+
+
+def test_a_long_dependency_chain_is_checked():
+    chain = [
+        {
+            "name": f"t{i}",
+            "description": "Step.",
+            "input_schema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+            "output_schema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+            "config": {"url": "https://x.example.com/"},
+            "depends_on": {"x": {"from": f"t{i + 1}", "path": "$.x"}} if i < 499 else {},
+        }
+        for i in range(500)
+    ]
+    assert len(compile_config({"version": 1, "tools": chain}).tools) == 500
+    chain[-1]["depends_on"] = {"x": {"from": "t0", "path": "$.x"}}
+    [(path, reason)] = problems({"version": 1, "tools": chain})
+    assert path == "tools[499].depends_on.x" and reason.startswith("dependency cycle: t0 -> ")
+    chain.append({**chain[0], "name": "t500"})
+    assert problems({"version": 1, "tools": chain}) == [
+        ("tools", "List should have at most 500 items after validation, not 501")
+    ]
 
 
 # -- dependencies --------------------------------------------------------------------------

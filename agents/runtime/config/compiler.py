@@ -13,6 +13,7 @@ description, input schema without the inputs the runtime fills) and the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -177,6 +178,7 @@ class _Checker:
             self.tool_index.setdefault(tool.name, index)
         self.input_schemas: dict[str, dict[str, Any]] = {}
         self.output_schemas: dict[str, dict[str, Any] | None] = {}
+        self.checked_schemas: dict[tuple[str, str], str | None] = {}
 
     def problem(self, path: str, reason: str) -> None:
         self.problems.append(ConfigProblem(path, reason))
@@ -203,12 +205,18 @@ class _Checker:
             seen.add(name)
 
     def schema(self, path: str, schema: Any, what: str) -> bool:
-        try:
-            check_schema(schema, what=what)
-        except SchemaError as exc:
-            self.problem(path, str(exc))
-            return False
-        return True
+        # Documents repeat schemas (the same output shape on many tools): check each once.
+        key = (what, json.dumps(schema, sort_keys=True))
+        if key not in self.checked_schemas:
+            try:
+                check_schema(schema, what=what)
+                self.checked_schemas[key] = None
+            except SchemaError as exc:
+                self.checked_schemas[key] = str(exc)
+        reason = self.checked_schemas[key]
+        if reason is not None:
+            self.problem(path, reason)
+        return reason is None
 
     # -- connections ------------------------------------------------------------------
     def check_connections(self) -> None:
@@ -273,8 +281,6 @@ class _Checker:
             self.output_schemas[tool.name] = tool.output_schema
             if isinstance(config, HttpToolConfig):
                 self.check_http(path, tool, config, valid)
-        if tool.kind == "http" and tool.secret and not (config and getattr(config, "auth", None)):
-            self.problem(f"{path}.secret", "a secret is sent only with config.auth; add it")
         writes = effective_effect(tool.kind, tool.config, tool.effect) in WRITE_EFFECTS
         required = self.document.policy.require_confirmation_for_writes
         if required and writes and not tool.confirmation.required:
@@ -357,28 +363,35 @@ class _Checker:
         state: dict[str, int] = {}  # 1: on the current path, 2: done
         reported: set[frozenset[str]] = set()
 
-        def visit(name: str, trail: list[str]) -> None:
-            state[name] = 1
-            for producer in edges.get(name, []):
-                if state.get(producer) == 1:
-                    cycle = [*trail[trail.index(producer) :], producer]
-                    if frozenset(cycle) not in reported:
-                        reported.add(frozenset(cycle))
-                        consumer = self.document.tools[self.tool_index[name]]
-                        field_name = next(
-                            k for k, d in consumer.depends_on.items() if d.from_ == producer
-                        )
-                        self.problem(
-                            f"tools[{self.tool_index[name]}].depends_on.{field_name}",
-                            "dependency cycle: " + " -> ".join(reversed(cycle)),
-                        )
-                elif state.get(producer) is None:
-                    visit(producer, [*trail, producer])
-            state[name] = 2
+        def report(name: str, producer: str, trail: list[str]) -> None:
+            cycle = [*trail[trail.index(producer) :], producer]
+            if frozenset(cycle) in reported:
+                return
+            reported.add(frozenset(cycle))
+            consumer = self.document.tools[self.tool_index[name]]
+            field_name = next(k for k, d in consumer.depends_on.items() if d.from_ == producer)
+            self.problem(
+                f"tools[{self.tool_index[name]}].depends_on.{field_name}",
+                "dependency cycle: " + " -> ".join(reversed(cycle)),
+            )
 
+        # Depth-first without recursion: a chain of thousands of tools must not overflow.
         for tool in self.document.tools:
-            if tool.name not in state:
-                visit(tool.name, [tool.name])
+            if tool.name in state:
+                continue
+            state[tool.name], trail = 1, [tool.name]
+            stack = [iter(edges[tool.name])]
+            while stack:
+                producer = next(stack[-1], None)
+                if producer is None:
+                    state[trail.pop()] = 2
+                    stack.pop()
+                elif state.get(producer) == 1:
+                    report(trail[-1], producer, trail)
+                elif producer not in state:
+                    state[producer] = 1
+                    trail.append(producer)
+                    stack.append(iter(edges[producer]))
 
     # -- agents and crews -------------------------------------------------------------
     def check_agents(self) -> None:

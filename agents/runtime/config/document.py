@@ -136,10 +136,12 @@ class ConfigDocument(_Strict):
 
     version: Literal[1] = Field(description="The document format's version.")
     policy: Policy = Field(default_factory=Policy)
-    connections: list[Connection] = Field(default_factory=list)
-    tools: list[ToolEntry] = Field(default_factory=list)
-    agents: list[AgentEntry] = Field(default_factory=list)
-    crews: list[CrewEntry] = Field(default_factory=list)
+    # Bounded so that compiling a document stays well under a second or two: each JSON
+    # Schema in it is checked against the metaschema (milliseconds apiece).
+    connections: list[Connection] = Field(default_factory=list, max_length=100)
+    tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
+    agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
+    crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
 
     def as_data(self) -> dict[str, Any]:
         """The document as plain JSON data, every field written (defaults too)."""
