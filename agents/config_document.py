@@ -47,6 +47,7 @@ from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
+from tools.runtime.credential_leaks import redacted_url, redacted_values
 from tools.runtime.definitions import WRITE_EFFECTS, effective_effect
 from tools.services import tool_definition_delete, tool_definition_save
 
@@ -66,9 +67,9 @@ def _connection_entry(connection: ProviderConnection) -> dict[str, Any]:
         "name": connection.name,
         "kind": connection.kind,
         "preset": connection.preset,
-        "base_url": connection.base_url,
+        "base_url": redacted_url(connection.base_url),
         "secret": secret_name("connections", connection.name) if connection.api_key else None,
-        "extra_headers": connection.extra_headers,
+        "extra_headers": redacted_values(connection.extra_headers),
         "default_model": connection.default_model,
         "allowed_models": list(connection.allowed_models),
         "timeout_s": connection.timeout_s,
@@ -85,7 +86,7 @@ def _tool_entry(tool: ToolDefinition) -> dict[str, Any]:
         # A built-in alias runs with the built-in's schema; whatever the row holds is unused.
         "input_schema": {} if tool.kind == "builtin" else tool.input_schema,
         "output_schema": tool.output_schema,
-        "config": tool.config,
+        "config": _tool_config_shown(tool.config),
         "secret": secret_name("tools", tool.name) if tool.secret else None,
         "tags": list(tool.tags),
         "effect": tool.effect or None,
@@ -96,6 +97,22 @@ def _tool_entry(tool: ToolDefinition) -> dict[str, Any]:
         "enabled": tool.enabled,
         "depends_on": tool.depends_on or {},
     }
+
+
+def _tool_config_shown(config: Any) -> Any:
+    """A tool's config without credentials a row stored before they were refused may hold
+    in its URL or fixed values (such a document is refused on import, at that path)."""
+    if not isinstance(config, dict):
+        return config
+    shown = dict(config)
+    if isinstance(shown.get("url"), str):
+        shown["url"] = redacted_url(shown["url"])
+    if isinstance(fixed := config.get("fixed"), dict):
+        shown["fixed"] = {
+            key: redacted_values(value) if key in ("query", "headers") else value
+            for key, value in fixed.items()
+        }
+    return shown
 
 
 def _agent_entry(agent: Agent) -> dict[str, Any]:
@@ -126,7 +143,7 @@ def _agent_entry(agent: Agent) -> dict[str, Any]:
         "memory": agent.memory,
         "output_schema": agent.output_schema,
         "kind": agent.kind,
-        "remote_url": agent.remote_url,
+        "remote_url": redacted_url(agent.remote_url),
         "secret": secret_name("agents", agent.slug) if agent.remote_token else None,
         "active": agent.active,
     }

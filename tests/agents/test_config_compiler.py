@@ -501,3 +501,14 @@ def test_the_example_in_the_docs_compiles():
     note = compiled.tools["create_note"]
     assert "customer_id" not in note.model.input_schema["properties"]
     assert compiled.tools["find_customer"].execution.auth.secret == "tool:find_customer"
+
+
+@pytest.mark.parametrize("url", ["https://[::1/v1", "https://[redacted]@x.example.com", "ftp://x"])
+def test_a_url_that_is_not_one_is_refused_not_crashed_on(url):
+    data = document()
+    data["connections"][0]["base_url"] = url
+    data["agents"][0]["remote_url"] = url
+    assert problems(data) == [
+        ("connections[0].base_url", "give an http:// or https:// URL with a host"),
+        ("agents[0].remote_url", "give an http:// or https:// URL with a host"),
+    ]

@@ -117,6 +117,36 @@ def test_secrets_are_exported_by_name_and_never_by_value(configured):
     assert {"connection:claude", "tool:billing", "agent:far"} <= secrets
 
 
+def test_credentials_in_rows_stored_before_they_were_refused_are_not_exported(configured):
+    acme = configured.acme
+    # Written around validation, as rows stored before the rule may be.
+    ProviderConnection.objects.create(
+        tenant=acme, name="gw", kind="openai_compatible", preset="vllm",
+        base_url=f"https://bot:{PLANTED}@llm.example.com/v1",
+        extra_headers={"X-Team": "a", "X-Auth-Token": PLANTED},
+    )  # fmt: skip
+    make_http_tool(
+        acme, "legacy", f"https://x.example.com/a?api_key={PLANTED}&page=2",
+        config={"fixed": {"headers": {"Authorization": PLANTED}, "query": {"sig": PLANTED}}},
+    )  # fmt: skip
+    make_agent(acme, "far", kind="remote", remote_url=f"https://a.example.com/?token={PLANTED}")
+    data = config_export(tenant=acme)
+    assert PLANTED not in json.dumps(data)
+    legacy = next(t for t in data["tools"] if t["name"] == "legacy")
+    assert legacy["config"]["url"] == "https://x.example.com/a?api_key=[redacted]&page=2"
+    gateway = next(c for c in data["connections"] if c["name"] == "gw")
+    assert gateway["extra_headers"] == {"X-Team": "a", "X-Auth-Token": "[redacted]"}
+    assert gateway["base_url"] == "https://redacted@llm.example.com/v1"
+    # Such a document is refused on import, at each path, rather than storing the mask.
+    problems = config_plan(tenant=acme, text=as_yaml(data)).problems
+    assert {p.path for p in problems} >= {
+        "connections[0].base_url",
+        "tools[3].config.url",
+        "tools[3].config.fixed.headers.Authorization",
+        "agents[1].remote_url",
+    }
+
+
 def test_export_then_import_into_another_tenant_then_export_is_equal(configured):
     exported = config_export(tenant=configured.acme)
     plan = config_import(tenant=configured.globex, text=as_yaml(exported))

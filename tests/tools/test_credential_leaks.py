@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from agents.models import Agent
 from providers.models import ProviderConnection
 from tools.models import McpServerConnection, ToolDefinition
-from tools.runtime.credential_leaks import credential_like, url_credential_problem
+from tools.runtime.credential_leaks import credential_like, redacted_url, url_credential_problem
 
 
 @pytest.mark.parametrize(
@@ -98,3 +98,19 @@ def test_fixed_credential_values_of_an_http_tool_are_refused(trio):
         "fixed.headers: 'X-Api-Key' looks like a credential"
         in caught.value.message_dict["config"][0]
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://a.example.com/x?q=1", "https://a.example.com/x?q=1"),
+        ("https://bot:pw@a.example.com/x", "https://redacted@a.example.com/x"),
+        (
+            "https://a.example.com/x?api_key=pw&q=1",
+            "https://a.example.com/x?api_key=[redacted]&q=1",
+        ),
+        ("https://[::1/x", "https://[::1/x"),
+    ],
+)
+def test_redacted_urls_keep_everything_but_the_credential(url, shown):
+    assert redacted_url(url) == shown

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 _CREDENTIAL_WORDS = re.compile(
@@ -43,3 +44,34 @@ def url_credential_problem(url: str) -> str | None:
 def credential_names(names: Iterable[str]) -> list[str]:
     """The names among `names` that look like credentials."""
     return [name for name in names if credential_like(name)]
+
+
+REDACTED = "[redacted]"
+
+
+def redacted_url(url: str) -> str:
+    """`url` with user info and credential-like query values masked: for showing a row
+    stored before these were refused, never for calling it."""
+    try:
+        parts = urlsplit(url)
+        userinfo = parts.username or parts.password
+    except ValueError:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = [
+        (name, REDACTED if credential_like(name) else value)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    if not userinfo and all(value != REDACTED for _, value in query):
+        return url
+    return parts._replace(
+        netloc=f"redacted@{netloc}" if userinfo else netloc,  # brackets would read as IPv6
+        query="&".join(f"{name}={value}" for name, value in query),
+    ).geturl()
+
+
+def redacted_values(values: Any) -> Any:
+    """A mapping of names (headers, query parameters) with credential-like ones masked."""
+    if not isinstance(values, dict):
+        return values
+    return {name: REDACTED if credential_like(name) else value for name, value in values.items()}

@@ -246,8 +246,12 @@ class _Checker:
                 self.problem(f"{path}.default_model", "must be one of allowed_models")
 
     def check_url(self, path: str, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError:  # e.g. an unclosed "[" of an IPv6 address
+            host = None
+        if host is None or parts.scheme not in ("http", "https"):
             self.problem(path, "give an http:// or https:// URL with a host")
             return
         reason = url_credential_problem(url)
