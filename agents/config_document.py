@@ -45,10 +45,12 @@ from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save, crew_delete, crew_save
 from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save
+from tools.definitions import definition_shape
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
 from tools.runtime.credential_leaks import redacted_url, redacted_values
 from tools.runtime.definitions import WRITE_EFFECTS, effective_effect
+from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.services import tool_definition_delete, tool_definition_save
 
 SECTIONS = ("connections", "tools", "agents", "crews")  # in the order they are written
@@ -332,6 +334,37 @@ def _policy_problems(compiled: CompiledConfig, current: _Current, prune: bool) -
     ]
 
 
+def _kept_graph_problems(compiled: CompiledConfig, current: _Current, prune: bool) -> list:
+    """Dependencies of the tools the document leaves in place that its tools would break."""
+    named = {tool.name for tool in compiled.document.tools}
+    kept = {
+        name: definition_shape(row)
+        for name, row in current.objects["tools"].items()
+        if name not in named and not prune
+    }
+    if not any(shape.depends_on for shape in kept.values()):
+        return []
+    shapes = dict(kept)
+    for tool in compiled.document.tools:
+        contract = compiled.tools[tool.name]
+        shapes[tool.name] = ToolShape(
+            kind=tool.kind,
+            # The full schema: the model's contract lacks the inputs dependencies fill.
+            input_schema=tool.input_schema if tool.kind == "http" else contract.model.input_schema,
+            output_schema=contract.execution.output_schema,
+            depends_on=tool.depends_on,
+        )
+    return [
+        ConfigProblem(
+            "tools",
+            f"tool {problem.tool!r}, which the document leaves in place, {problem.where}: "
+            f"{problem.reason}",
+        )
+        for problem in dependency_problems(shapes)
+        if problem.tool in kept
+    ]
+
+
 def config_plan(
     *, tenant: Tenant, text: str | bytes, format: Format | None = None, prune: bool = False
 ) -> ConfigPlan:
@@ -349,7 +382,11 @@ def config_plan(
     except ConfigInvalid as exc:
         plan.problems = exc.problems
         return plan
-    plan.problems = _secret_problems(compiled, current) + _policy_problems(compiled, current, prune)
+    plan.problems = [
+        *_secret_problems(compiled, current),
+        *_policy_problems(compiled, current, prune),
+        *_kept_graph_problems(compiled, current, prune),
+    ]
     if plan.problems:
         return plan
     plan.compiled = compiled
@@ -489,7 +526,7 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
             "tools",
             entry.name,
             lambda e=existing, c=changes: tool_definition_save(
-                tenant=tenant, definition=e, changes=c
+                tenant=tenant, definition=e, changes=c, graph_checked=True
             ),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pydantic
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from pydantic import BaseModel
 
 from tools.runtime.builtins import BUILTINS
@@ -15,11 +15,13 @@ from tools.runtime.definitions import (
     WRITE_EFFECTS,
     WRITE_NEEDS_CONFIRMATION,
     BuiltinConfig,
+    Dependency,
     default_capability,
     dependency_problem,
     effective_effect,
     tool_name_refusal,
 )
+from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.runtime.egress import GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
 from tools.runtime.tool import Capability, Tool
@@ -93,6 +95,62 @@ def validate_definition(definition: ToolDefinition) -> None:
             raise ValidationError({"config": str(exc)}) from None
         if config.auth is not None and not definition.secret:
             raise ValidationError({"secret": f"{config.auth.type} auth needs a secret."})
+    if not getattr(definition, "graph_checked", False) and (
+        broken := dependency_graph_errors(definition)
+    ):
+        raise ValidationError(broken)
+
+
+def dependency_graph_errors(definition: ToolDefinition) -> dict[str, list[str]]:
+    """The problems saving `definition` would add to its tenant's dependency graph
+    (`tools/runtime/dependencies.py`): its own dependencies, and those of tools depending on
+    it (a renamed producer, a field gone from its output). Problems already stored are not
+    this save's. One query when the tenant has no dependencies; two when it has."""
+    from tools.models import ToolDefinition
+
+    stored = ToolDefinition.objects.filter(tenant_id=definition.tenant_id)
+    others = stored.exclude(pk=definition.pk) if definition.pk else stored
+    if not definition.depends_on and not others.exclude(depends_on={}).exists():
+        return {}
+    rows = list(stored)
+    before = {row.name: definition_shape(row) for row in rows}
+    after = {row.name: definition_shape(row) for row in rows if row.pk != definition.pk}
+    after[definition.name] = definition_shape(definition)
+    known = {(p.tool, p.where, p.reason) for p in dependency_problems(before)}
+    new = [p for p in dependency_problems(after) if (p.tool, p.where, p.reason) not in known]
+    errors: dict[str, list[str]] = {}
+    for problem in new:
+        if problem.tool == definition.name:
+            errors.setdefault("depends_on", []).append(f"{problem.where}: {problem.reason}")
+        else:
+            errors.setdefault(NON_FIELD_ERRORS, []).append(
+                f"tool {problem.tool!r} depends on this one: {problem.reason}"
+            )
+    return errors
+
+
+def definition_shape(definition: ToolDefinition) -> ToolShape:
+    """What the dependency graph reads of a definition; malformed dependencies are left
+    out (their save was refused, or they were written around it)."""
+    stored = definition.depends_on if isinstance(definition.depends_on, dict) else {}
+    depends_on = {}
+    for name, value in stored.items():
+        try:
+            depends_on[name] = Dependency.model_validate(value)
+        except pydantic.ValidationError:
+            continue
+    input_schema, output_schema = definition.input_schema, definition.output_schema
+    config = definition.config if isinstance(definition.config, dict) else {}
+    builtin = config.get("builtin") if definition.kind == "builtin" else None
+    if isinstance(builtin, str) and BUILTINS.has(builtin):
+        base = BUILTINS.get(builtin)
+        input_schema, output_schema = base.input_schema, output_schema or base.output_schema
+    return ToolShape(
+        kind=definition.kind,
+        input_schema=input_schema if isinstance(input_schema, dict) else {},
+        output_schema=output_schema if isinstance(output_schema, dict) else None,
+        depends_on=depends_on,
+    )
 
 
 def http_credential_problem(config: HttpToolConfig) -> str | None:

@@ -54,13 +54,21 @@ def tool_execute(
 
 
 def tool_definition_save(
-    *, tenant: Tenant, definition: ToolDefinition | None = None, changes: dict[str, Any]
+    *,
+    tenant: Tenant,
+    definition: ToolDefinition | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
 ) -> ToolDefinition:
-    """Create (definition None) or change one of the tenant's tool definitions."""
+    """Create (definition None) or change one of the tenant's tool definitions.
+    `graph_checked`: the caller has checked the dependency graph of the end state (the
+    configuration compiler, applying several changes whose order must not matter), so
+    this save does not check it against the stored definitions."""
     if definition is None:
         definition = ToolDefinition(tenant=tenant)
     elif definition.tenant_id != tenant.pk:
         raise Http404("No such tool definition.")
+    definition.graph_checked = graph_checked
     return save_validated(definition, changes)
 
 

@@ -344,3 +344,27 @@ def test_an_unreadable_document_is_a_problem_and_changes_nothing(configured, tex
     [problem] = plan.problems
     assert problem.path == "" and reason in problem.reason
     assert config_export(tenant=configured.acme) == before
+
+
+def test_a_document_may_not_break_the_dependencies_of_tools_it_leaves_in_place(configured):
+    # create_note (in place) takes customer_id from find_customer's $.id.
+    data = config_export(tenant=configured.acme)
+    find = next(t for t in data["tools"] if t["name"] == "find_customer")
+    find["output_schema"] = {"type": "object", "properties": {"uid": {"type": "integer"}}}
+    plan = config_import(tenant=configured.acme, text=as_yaml({"version": 1, "tools": [find]}))
+    assert [(p.path, p.reason) for p in plan.problems] == [
+        (
+            "tools",
+            "tool 'create_note', which the document leaves in place, depends_on.customer_id."
+            "path: 'find_customer''s output_schema has no field at $.id",
+        )
+    ]
+    # Changing both in one document, in either order, is fine: the end state is checked.
+    note = next(t for t in data["tools"] if t["name"] == "create_note")
+    note["depends_on"]["customer_id"]["path"] = "$.uid"
+    for tools in ([find, note], [note, find]):
+        plan = config_import(tenant=configured.acme, text=as_yaml({"version": 1, "tools": tools}))
+        assert plan.valid, plan.as_dict()
+    assert (
+        ToolDefinition.objects.get(name="create_note").depends_on["customer_id"]["path"] == "$.uid"
+    )

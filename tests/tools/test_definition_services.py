@@ -179,6 +179,7 @@ def test_a_dependency_must_name_an_input_of_the_tool_and_be_well_formed(trio):
         "config": {"method": "POST", "url": "https://x.example.com/notes"},
     }
     good = {"customer_id": {"from": "find_customer", "path": "$.id"}}
+    tool_definition_save(tenant=trio.acme, changes=FIND)
     tool_definition_save(tenant=trio.acme, changes={**tool, "depends_on": good})
     for bad, reason in (
         ({"order_id": {"from": "find_customer", "path": "$.id"}}, "not an input"),
@@ -191,3 +192,59 @@ def test_a_dependency_must_name_an_input_of_the_tool_and_be_well_formed(trio):
                 tenant=trio.acme, changes={**tool, "name": "other", "depends_on": bad}
             )
         assert reason in caught.value.message_dict["depends_on"][0]
+
+
+FIND = {
+    "name": "find_customer",
+    "kind": "http",
+    "description": "Find a customer.",
+    "input_schema": {"type": "object", "properties": {"email": {"type": "string"}}},
+    "output_schema": {"type": "object", "properties": {"id": {"type": "integer"}}},
+    "config": {"url": "https://crm.example.com/customers"},
+}
+NOTE = {
+    "name": "create_note",
+    "kind": "http",
+    "description": "Add a note.",
+    "input_schema": {"type": "object", "properties": {"customer_id": {"type": "integer"}}},
+    "config": {"method": "POST", "url": "https://crm.example.com/notes"},
+    "depends_on": {"customer_id": {"from": "find_customer", "path": "$.id"}},
+}
+
+
+def test_every_save_checks_the_dependency_graph_as_the_compiler_does(trio):
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(tenant=trio.acme, changes=NOTE)  # its producer does not exist
+    assert caught.value.message_dict["depends_on"] == [
+        "depends_on.customer_id.from: unknown producer tool 'find_customer'"
+    ]
+    find = tool_definition_save(tenant=trio.acme, changes=FIND)
+    tool_definition_save(tenant=trio.acme, changes=NOTE)
+    # A change of the producer that would break its consumer is refused, naming it.
+    for change in (
+        {"output_schema": {"type": "object", "properties": {"uid": {"type": "integer"}}}},
+        {"output_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},
+        {"name": "lookup_customer"},
+    ):
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(tenant=trio.acme, definition=find, changes=change)
+        [message] = caught.value.message_dict["__all__"]
+        assert message.startswith("tool 'create_note' depends on this one: ")
+        find.refresh_from_db()
+    assert find.name == "find_customer"
+    tool_definition_save(tenant=trio.acme, definition=find, changes={"description": "Find."})
+    # A cycle through the consumer is refused too.
+    cyclic = {"customer_id": {"from": "find_customer", "path": "$.id"}}
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(
+            tenant=trio.acme,
+            definition=find,
+            changes={
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"customer_id": {"type": "integer"}},
+                },
+                "depends_on": cyclic,
+            },
+        )
+    assert "dependency cycle" in str(caught.value.message_dict)

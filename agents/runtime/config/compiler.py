@@ -14,7 +14,6 @@ description, input schema without the inputs the runtime fills) and the
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -37,6 +36,7 @@ from tools.runtime.definitions import (
     effective_effect,
     tool_name_refusal,
 )
+from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.runtime.http_tool import HttpToolConfig
 from tools.runtime.tool import Effect
 from tools.runtime.validation import SchemaError, check_schema
@@ -325,77 +325,17 @@ class _Checker:
 
     # -- dependencies -----------------------------------------------------------------
     def check_dependencies(self) -> None:
-        for index, tool in enumerate(self.document.tools):
-            consumer_schema = self.input_schemas.get(tool.name) or {}
-            inputs = consumer_schema.get("properties", {})
-            if tool.kind == "builtin" and tool.depends_on:
-                self.problem(f"tools[{index}].depends_on", "only HTTP tools take inputs from tools")
-                continue
-            for name, dependency in tool.depends_on.items():
-                path = f"tools[{index}].depends_on.{name}"
-                if name not in inputs:
-                    self.problem(path, f"{name!r} is not an input of {tool.name!r} (input_schema)")
-                producer = dependency.from_
-                if producer not in self.tool_index:
-                    self.problem(f"{path}.from", f"unknown producer tool {producer!r}")
-                    continue
-                output = self.output_schemas.get(producer)
-                if not output:
-                    self.problem(
-                        f"{path}.from", f"{producer!r} declares no output_schema to take a field of"
-                    )
-                    continue
-                found = _schema_at(output, dependency.path)
-                if found is None:
-                    self.problem(
-                        f"{path}.path",
-                        f"{producer!r}'s output_schema has no field at {dependency.path}",
-                    )
-                elif name in inputs and not _types_fit(found, inputs[name]):
-                    self.problem(
-                        path,
-                        f"type mismatch: {producer!r} gives {_type_text(found)} at "
-                        f"{dependency.path}, {name!r} takes {_type_text(inputs[name])}",
-                    )
-        self.check_cycles()
-
-    def check_cycles(self) -> None:
-        edges = {
-            tool.name: [d.from_ for d in tool.depends_on.values() if d.from_ in self.tool_index]
-            for tool in self.document.tools
-        }
-        state: dict[str, int] = {}  # 1: on the current path, 2: done
-        reported: set[frozenset[str]] = set()
-
-        def report(name: str, producer: str, trail: list[str]) -> None:
-            cycle = [*trail[trail.index(producer) :], producer]
-            if frozenset(cycle) in reported:
-                return
-            reported.add(frozenset(cycle))
-            consumer = self.document.tools[self.tool_index[name]]
-            field_name = next(k for k, d in consumer.depends_on.items() if d.from_ == producer)
-            self.problem(
-                f"tools[{self.tool_index[name]}].depends_on.{field_name}",
-                "dependency cycle: " + " -> ".join(reversed(cycle)),
-            )
-
-        # Depth-first without recursion: a chain of thousands of tools must not overflow.
-        for tool in self.document.tools:
-            if tool.name in state:
-                continue
-            state[tool.name], trail = 1, [tool.name]
-            stack = [iter(edges[tool.name])]
-            while stack:
-                producer = next(stack[-1], None)
-                if producer is None:
-                    state[trail.pop()] = 2
-                    stack.pop()
-                elif state.get(producer) == 1:
-                    report(trail[-1], producer, trail)
-                elif producer not in state:
-                    state[producer] = 1
-                    trail.append(producer)
-                    stack.append(iter(edges[producer]))
+        shapes = {}
+        for tool in self.document.tools:  # the first of duplicates: reported already
+            if tool.name not in shapes:
+                shapes[tool.name] = ToolShape(
+                    kind=tool.kind,
+                    input_schema=self.input_schemas.get(tool.name) or {},
+                    output_schema=self.output_schemas.get(tool.name),
+                    depends_on=tool.depends_on,
+                )
+        for problem in dependency_problems(shapes):
+            self.problem(f"tools[{self.tool_index[problem.tool]}].{problem.where}", problem.reason)
 
     # -- agents and crews -------------------------------------------------------------
     def check_agents(self) -> None:
@@ -496,61 +436,3 @@ class _Checker:
                 model_view=config.model_view,
             )
         return CompiledTool(ModelContract(name, description, model_schema), execution)
-
-
-_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+|\*)\]")
-
-
-def _schema_at(schema: dict[str, Any], path: str) -> dict[str, Any] | None:
-    """The sub-schema describing `path` ($.a.b[0]) of values of `schema`; None if the
-    schema declares no such field. Local `$ref`s to `#/$defs/...` are followed."""
-    node: Any = schema
-    for match in _STEP.finditer(path[1:]):
-        node = _resolve(schema, node)
-        if not isinstance(node, dict):
-            return None
-        if match.group(1) is not None:
-            node = node.get("properties", {}).get(match.group(1))
-        else:
-            node = node.get("items") if "array" in _types(node) or "items" in node else None
-        if node is None:
-            return None
-    resolved = _resolve(schema, node)
-    return resolved if isinstance(resolved, dict) else {}
-
-
-def _resolve(root: dict[str, Any], node: Any) -> Any:
-    for _ in range(32):  # a chain of references, bounded
-        if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
-            return node
-        ref = node["$ref"]
-        if not ref.startswith("#/$defs/"):
-            return node
-        node = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
-    return node
-
-
-def _types(schema: Any) -> set[str]:
-    if not isinstance(schema, dict):
-        return set()
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return set()
-
-
-def _type_text(schema: Any) -> str:
-    return " or ".join(sorted(_types(schema))) or "any"
-
-
-def _types_fit(produced: dict[str, Any], taken: Any) -> bool:
-    """Whether every type the producer may give is one the consumer takes (an integer is a
-    number); an undeclared type on either side fits."""
-    given, accepted = _types(produced), _types(taken)
-    if not given or not accepted:
-        return True
-    if "number" in accepted:
-        accepted = accepted | {"integer"}
-    return given <= accepted
