@@ -12,7 +12,9 @@ from agentplatform.tenancy.services import group_create
 from agents.config_document import config_export, config_import, config_plan
 from agents.models import Agent, Crew
 from agents.runtime.config.loading import dump_document
+from agents.seed import seed_demo_agent
 from providers.models import ProviderConnection
+from providers.services import seed_demo_connection
 from tests.factories import make_agent, make_connection, make_crew, make_http_tool, make_tool
 from tools.models import ToolDefinition
 
@@ -368,3 +370,11 @@ def test_a_document_may_not_break_the_dependencies_of_tools_it_leaves_in_place(c
     assert (
         ToolDefinition.objects.get(name="create_note").depends_on["customer_id"]["path"] == "$.uid"
     )
+
+
+def test_the_demo_tenants_configuration_round_trips(trio):
+    seed_demo_connection(trio.acme)
+    seed_demo_agent(trio.acme)
+    exported = config_export(tenant=trio.acme)
+    assert config_import(tenant=trio.globex, text=as_yaml(exported)).applied
+    assert config_export(tenant=trio.globex) == exported
