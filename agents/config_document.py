@@ -468,7 +468,10 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
     for section, delete in (
         ("crews", lambda obj: crew_delete(tenant=tenant, crew=obj)),
         ("agents", lambda obj: agent_delete(tenant=tenant, agent=obj)),
-        ("tools", lambda obj: tool_definition_delete(tenant=tenant, definition=obj)),
+        (
+            "tools",
+            lambda obj: tool_definition_delete(tenant=tenant, definition=obj, graph_checked=True),
+        ),
         ("connections", lambda obj: connection_delete(tenant=tenant, connection=obj)),
     ):
         for name, obj in current.objects[section].items():

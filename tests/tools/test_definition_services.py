@@ -8,6 +8,8 @@ from django.http import Http404
 
 from agentplatform.saving import SaveConflict
 from agents.models import Agent
+from tests.api.test_resources import as_key, assert_error
+from tests.factories import login
 from tools.loader import invalidate, registry_for_tenant
 from tools.models import ToolDefinition
 from tools.services import tool_definition_delete, tool_definition_save
@@ -248,3 +250,18 @@ def test_every_save_checks_the_dependency_graph_as_the_compiler_does(trio):
             },
         )
     assert "dependency cycle" in str(caught.value.message_dict)
+
+
+def test_a_producer_other_tools_depend_on_cannot_be_deleted(trio, client):
+    find = tool_definition_save(tenant=trio.acme, changes=FIND)
+    note = tool_definition_save(tenant=trio.acme, changes=NOTE)
+    with pytest.raises(ValidationError, match="create_note takes inputs from this tool"):
+        tool_definition_delete(tenant=trio.acme, definition=find)
+    # The REST resource and the page say so too, and keep it.
+    assert_error(as_key(client, trio.acme).delete("/tools/find_customer"), 400)
+    login(client, trio.alice)
+    page = client.post(f"/t/acme/tools/{find.pk}/delete/", follow=True)
+    assert "create_note takes inputs from this tool" in page.content.decode()
+    assert ToolDefinition.objects.filter(pk=find.pk).exists()
+    tool_definition_delete(tenant=trio.acme, definition=note)
+    tool_definition_delete(tenant=trio.acme, definition=find)
