@@ -13,6 +13,7 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
+from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.validation import SchemaError, check_schema
 
@@ -132,6 +133,8 @@ class Agent(SecretDestination, models.Model):
             raise ValidationError({"kind": f"Choose one of: {', '.join(sorted(KINDS))}."})
         if self.kind == "remote" and not self.remote_url:
             raise ValidationError({"remote_url": "A remote agent needs its server's URL."})
+        if self.remote_url and (leak := url_credential_problem(self.remote_url)) is not None:
+            raise ValidationError({"remote_url": leak})
         if self.approval_deciders == ApprovalDeciders.GROUP and self.approval_group_id is None:
             raise ValidationError({"approval_group": "Choose the group whose members decide."})
         group = self.approval_group

@@ -13,6 +13,7 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from providers.runtime.presets import PRESETS
+from tools.runtime.credential_leaks import credential_like, url_credential_problem
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _RESERVED_HEADERS = {"authorization", "x-api-key", "host", "content-length", "cookie"}
@@ -119,6 +120,12 @@ class ProviderConnection(SecretDestination, models.Model):
             for name in self.extra_headers:
                 if not _HEADER_NAME.match(name) or name.lower() in _RESERVED_HEADERS:
                     errors["extra_headers"] = f"{name!r} cannot be set here."
+                elif credential_like(name):
+                    errors["extra_headers"] = (
+                        f"{name!r} looks like a credential: the API key is where it belongs."
+                    )
+        if self.base_url and (leak := url_credential_problem(self.base_url)) is not None:
+            errors["base_url"] = leak
         if not 0 < self.timeout_s <= 600:
             errors["timeout_s"] = "Between 0 and 600 seconds."
         if self.max_retries > 10:

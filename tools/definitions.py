@@ -5,35 +5,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pydantic
-from django.core.exceptions import ValidationError
-from pydantic import BaseModel, ConfigDict
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from pydantic import BaseModel
 
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import CircuitStore
+from tools.runtime.credential_leaks import credential_names, url_credential_problem
+from tools.runtime.definitions import (
+    WRITE_EFFECTS,
+    WRITE_NEEDS_CONFIRMATION,
+    BuiltinConfig,
+    Dependency,
+    default_capability,
+    dependency_problem,
+    effective_effect,
+    tool_name_refusal,
+)
+from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.runtime.egress import GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
-from tools.runtime.reserved import reserved_reason
-from tools.runtime.tool import Capability, Effect, Tool
+from tools.runtime.tool import Capability, Tool
 from tools.runtime.validation import SchemaError, check_schema
 
 if TYPE_CHECKING:
     from tools.models import ToolDefinition
-
-
-class BuiltinConfig(BaseModel):
-    """A tenant's own name, description, tags or capability for a built-in tool."""
-
-    model_config = ConfigDict(extra="forbid")
-    builtin: str
-
-    @pydantic.field_validator("builtin")
-    @classmethod
-    def _exists(cls, name: str) -> str:
-        if not BUILTINS.has(name):
-            raise ValueError(
-                f"unknown built-in {name!r}; choose one of {', '.join(BUILTINS.names())}"
-            )
-        return name
 
 
 CONFIG_MODELS: dict[str, type[BaseModel]] = {"builtin": BuiltinConfig, "http": HttpToolConfig}
@@ -56,17 +51,9 @@ def parse_config(definition: ToolDefinition) -> BaseModel:
 
 
 def name_refusal(definition: ToolDefinition) -> str | None:
-    """Why the definition may not have its name: a reserved one, or a built-in's that it
-    does not merely tune (kind builtin of that very built-in). Registries skip such rows
-    even if stored."""
-    reserved = reserved_reason(definition.name)
-    if reserved is not None:
-        return reserved
-    if BUILTINS.has(definition.name):
-        config = definition.config if isinstance(definition.config, dict) else {}
-        if definition.kind != "builtin" or config.get("builtin") != definition.name:
-            return f"{definition.name!r} is a built-in tool's name; choose another."
-    return None
+    """Why the definition may not have its name (`tool_name_refusal`). Registries skip such
+    rows even if stored."""
+    return tool_name_refusal(definition.name, definition.kind, definition.config)
 
 
 def validate_definition(definition: ToolDefinition) -> None:
@@ -87,16 +74,97 @@ def validate_definition(definition: ToolDefinition) -> None:
             check_schema(definition.output_schema, what="output_schema")
         except SchemaError as exc:
             errors["output_schema"] = str(exc)
+    if (problem := dependency_problem(definition.depends_on, definition.input_schema)) is not None:
+        errors["depends_on"] = problem
     if errors:
         raise ValidationError(errors)
     config = parse_config(definition)
+    if (
+        definition.tenant_id is not None
+        and definition.tenant.require_confirmation_for_writes
+        and not definition.requires_approval
+        and effective_effect(definition.kind, definition.config, definition.effect) in WRITE_EFFECTS
+    ):
+        raise ValidationError({"requires_approval": WRITE_NEEDS_CONFIRMATION})
     if isinstance(config, HttpToolConfig):
+        if (leak := http_credential_problem(config)) is not None:
+            raise ValidationError({"config": leak})
         try:
             config.check_against_schema(definition.input_schema)
         except ValueError as exc:
             raise ValidationError({"config": str(exc)}) from None
         if config.auth is not None and not definition.secret:
             raise ValidationError({"secret": f"{config.auth.type} auth needs a secret."})
+    if not getattr(definition, "graph_checked", False) and (
+        broken := dependency_graph_errors(definition)
+    ):
+        raise ValidationError(broken)
+
+
+def dependency_graph_errors(definition: ToolDefinition) -> dict[str, list[str]]:
+    """The problems saving `definition` would add to its tenant's dependency graph
+    (`tools/runtime/dependencies.py`): its own dependencies, and those of tools depending on
+    it (a renamed producer, a field gone from its output). Problems already stored are not
+    this save's. One query when the tenant has no dependencies; two when it has."""
+    from tools.models import ToolDefinition
+
+    stored = ToolDefinition.objects.filter(tenant_id=definition.tenant_id)
+    others = stored.exclude(pk=definition.pk) if definition.pk else stored
+    if not definition.depends_on and not others.exclude(depends_on={}).exists():
+        return {}
+    rows = list(stored)
+    before = {row.name: definition_shape(row) for row in rows}
+    after = {row.name: definition_shape(row) for row in rows if row.pk != definition.pk}
+    after[definition.name] = definition_shape(definition)
+    known = {(p.tool, p.where, p.reason) for p in dependency_problems(before)}
+    new = [p for p in dependency_problems(after) if (p.tool, p.where, p.reason) not in known]
+    errors: dict[str, list[str]] = {}
+    for problem in new:
+        if problem.tool == definition.name:
+            errors.setdefault("depends_on", []).append(f"{problem.where}: {problem.reason}")
+        else:
+            errors.setdefault(NON_FIELD_ERRORS, []).append(
+                f"tool {problem.tool!r} depends on this one: {problem.reason}"
+            )
+    return errors
+
+
+def definition_shape(definition: ToolDefinition) -> ToolShape:
+    """What the dependency graph reads of a definition; malformed dependencies are left
+    out (their save was refused, or they were written around it)."""
+    stored = definition.depends_on if isinstance(definition.depends_on, dict) else {}
+    depends_on = {}
+    for name, value in stored.items():
+        try:
+            depends_on[name] = Dependency.model_validate(value)
+        except pydantic.ValidationError:
+            continue
+    input_schema, output_schema = definition.input_schema, definition.output_schema
+    config = definition.config if isinstance(definition.config, dict) else {}
+    builtin = config.get("builtin") if definition.kind == "builtin" else None
+    if isinstance(builtin, str) and BUILTINS.has(builtin):
+        base = BUILTINS.get(builtin)
+        input_schema, output_schema = base.input_schema, output_schema or base.output_schema
+    return ToolShape(
+        kind=definition.kind,
+        input_schema=input_schema if isinstance(input_schema, dict) else {},
+        output_schema=output_schema if isinstance(output_schema, dict) else None,
+        depends_on=depends_on,
+    )
+
+
+def http_credential_problem(config: HttpToolConfig) -> str | None:
+    """A credential written into an HTTP tool's URL or fixed values (`auth` and the secret
+    are where it belongs)."""
+    if (problem := url_credential_problem(config.url)) is not None:
+        return f"url: {problem}"
+    for where, names in (
+        ("fixed.query", config.fixed.query),
+        ("fixed.headers", config.fixed.headers),
+    ):
+        if leaked := credential_names(names):
+            return f"{where}: {leaked[0]!r} looks like a credential; use auth and the secret"
+    return None
 
 
 def secret_ref(definition: ToolDefinition) -> str:
@@ -107,12 +175,7 @@ def build_tool(
     definition: ToolDefinition, *, egress: GuardedHttpClient, circuit_store: CircuitStore
 ) -> Tool:
     config = parse_config(definition)
-    if isinstance(config, BuiltinConfig):
-        base = BUILTINS.get(config.builtin)
-        default_effect, default_idempotent = base.capability.effect, base.capability.idempotent
-    else:
-        default_effect = Effect.READ if config.method == "GET" else Effect.WRITE
-        default_idempotent = config.method in ("GET", "PUT", "DELETE")
+    default_effect, default_idempotent = default_capability(definition.kind, definition.config)
     capability = Capability(
         effect=definition.effect or default_effect,
         idempotent=default_idempotent if definition.idempotent is None else definition.idempotent,
@@ -121,6 +184,7 @@ def build_tool(
         rate_limit_per_minute=definition.rate_limit_per_minute,
     )
     if isinstance(config, BuiltinConfig):
+        base = BUILTINS.get(config.builtin)
         return Tool(
             name=definition.name,
             description=definition.description or base.description,

@@ -14,6 +14,7 @@ from django.db import models
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
+from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.tool import NAME_PATTERN, Effect
 
 
@@ -83,6 +84,10 @@ class ToolDefinition(SecretDestination, models.Model):
         "processes; further calls get an error the model reads. Empty: no limit.",
     )
     enabled = models.BooleanField(default=True)
+    # Inputs another tool's output fills: {"customer_id": {"from": "find_customer", "path":
+    # "$.id"}}. Checked as a graph by the configuration compiler; the runtime filling them
+    # is still to come (docs/configuration-as-code.md).
+    depends_on = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -234,7 +239,7 @@ class McpServerConnection(SecretDestination, models.Model):
         parts = urlsplit(self.url or "")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             errors["url"] = "Give an http:// or https:// URL with a host."
-        elif parts.username or parts.password:
+        elif parts.username or parts.password or url_credential_problem(self.url or ""):
             errors["url"] = "Put credentials in the auth header, not in the URL."
         names = self.allowed_tool_names
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from agentplatform.saving import delete_recorded, save_validated
@@ -54,18 +55,49 @@ def tool_execute(
 
 
 def tool_definition_save(
-    *, tenant: Tenant, definition: ToolDefinition | None = None, changes: dict[str, Any]
+    *,
+    tenant: Tenant,
+    definition: ToolDefinition | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
 ) -> ToolDefinition:
-    """Create (definition None) or change one of the tenant's tool definitions."""
+    """Create (definition None) or change one of the tenant's tool definitions.
+    `graph_checked`: the caller has checked the dependency graph of the end state (the
+    configuration compiler, applying several changes whose order must not matter), so
+    this save does not check it against the stored definitions."""
     if definition is None:
         definition = ToolDefinition(tenant=tenant)
     elif definition.tenant_id != tenant.pk:
         raise Http404("No such tool definition.")
+    definition.graph_checked = graph_checked
     return save_validated(definition, changes)
 
 
-def tool_definition_delete(*, tenant: Tenant, definition: ToolDefinition) -> None:
-    """Delete one of the tenant's tool definitions (a built-in it replaced comes back)."""
+def tool_definition_delete(
+    *, tenant: Tenant, definition: ToolDefinition, graph_checked: bool = False
+) -> None:
+    """Delete one of the tenant's tool definitions (a built-in it replaced comes back).
+    ValidationError while other tools take inputs from it (`depends_on`), unless
+    `graph_checked` (see `tool_definition_save`)."""
     if definition.tenant_id != tenant.pk:
         raise Http404("No such tool definition.")
+    if not graph_checked and (users := dependents(definition)):
+        raise ValidationError(
+            f"{', '.join(users)} take{'s' if len(users) == 1 else ''} inputs from this tool "
+            "(depends_on): change or delete them first."
+        )
     delete_recorded(definition)
+
+
+def dependents(definition: ToolDefinition) -> list[str]:
+    """Names of the tenant's other tools that take inputs from `definition`. One query."""
+    others = ToolDefinition.objects.filter(tenant_id=definition.tenant_id).exclude(pk=definition.pk)
+    return sorted(
+        other.name
+        for other in others.exclude(depends_on={})
+        if isinstance(other.depends_on, dict)
+        and any(
+            isinstance(d, dict) and d.get("from") == definition.name
+            for d in other.depends_on.values()
+        )
+    )

@@ -3,7 +3,15 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from agentplatform.api import admin_api, agents_api, audit_api, providers_api, tools_api, views
+from agentplatform.api import (
+    admin_api,
+    agents_api,
+    audit_api,
+    config_api,
+    providers_api,
+    tools_api,
+    views,
+)
 
 # -- resources: agents, crews, tools, provider connections, conversations, facts, admin --
 resources = SimpleRouter(trailing_slash=False)
@@ -22,6 +30,7 @@ resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_l
 
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),
+    path("config", config_api.ConfigDocumentView.as_view(), name="api_config"),
     *resources.urls,
 ]
 

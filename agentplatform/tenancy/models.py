@@ -18,6 +18,12 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
     active = models.BooleanField(default=True)
+    # The tenant's configuration policy (docs/configuration-as-code.md): every tool that
+    # writes (effect write or destructive) must ask for confirmation before it runs.
+    require_confirmation_for_writes = models.BooleanField(
+        default=False,
+        help_text="Refuse a write or destructive tool that does not require confirmation.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from guardian.conf import settings as guardian_settings
 
+from agentplatform.saving import save_validated
 from agentplatform.tenancy import api_keys, audit, rls
 from agentplatform.tenancy.models import (
     ADMIN_ROLES,
@@ -51,6 +52,12 @@ def tenant_create(*, slug: str, name: str, owner: AbstractUser | None = None) ->
     if owner is not None:
         membership_set(tenant=tenant, user=owner, role=Role.OWNER)
     return tenant
+
+
+def tenant_policy_set(*, tenant: Tenant, require_confirmation_for_writes: bool) -> Tenant:
+    """Change the tenant's configuration policy (recorded in its audit log)."""
+    changes = {"require_confirmation_for_writes": require_confirmation_for_writes}
+    return save_validated(tenant, changes)
 
 
 def user_get_or_create(

@@ -157,12 +157,19 @@ def test_a_config_change_records_before_and_after_with_secrets_masked(trio):
 
 @pytest.mark.django_db
 def test_header_values_under_secret_names_are_masked(trio):
-    connection_ = ProviderConnection(tenant=trio.acme, name="p", kind="anthropic", api_key=SECRET)
-    save_validated(connection_, {"extra_headers": {"X-Team": "a", "X-Auth-Token": SECRET}})
-    created = entries(trio.acme, AuditAction.CONFIG_CREATED)[-1]
-    assert created.changes["extra_headers"] == [None, {"X-Team": "a", "X-Auth-Token": "[redacted]"}]
-    assert created.changes["api_key"] == [None, "[set]"]
-    assert SECRET not in str(created.changes)
+    # Stored before credential-like headers were refused (providers.models), then changed.
+    connection_ = ProviderConnection.objects.create(
+        tenant=trio.acme, name="p", kind="anthropic", api_key=SECRET,
+        extra_headers={"X-Team": "a", "X-Auth-Token": SECRET},
+    )  # fmt: skip
+    save_validated(connection_, {"extra_headers": {"X-Team": "b"}, "api_key": "sk-other-456"})
+    changed = entries(trio.acme, AuditAction.CONFIG_CHANGED)[-1]
+    assert changed.changes["extra_headers"] == [
+        {"X-Team": "a", "X-Auth-Token": "[redacted]"},
+        {"X-Team": "b"},
+    ]
+    assert changed.changes["api_key"] == ["[set]", "[changed]"]
+    assert SECRET not in str(changed.changes)
 
 
 @pytest.mark.django_db

@@ -8,6 +8,8 @@ from django.http import Http404
 
 from agentplatform.saving import SaveConflict
 from agents.models import Agent
+from tests.api.test_resources import as_key, assert_error
+from tests.factories import login
 from tools.loader import invalidate, registry_for_tenant
 from tools.models import ToolDefinition
 from tools.services import tool_definition_delete, tool_definition_save
@@ -150,3 +152,116 @@ def test_a_schema_changed_in_the_database_reads_nothing(trio, local_server, tmp_
         assert not registry_for_tenant(trio.acme).has("lookup")
     assert "lookup of tenant" in caplog.text and "file-SECRET-123" not in caplog.text
     assert local_server.requests == []
+
+
+def test_the_tenants_policy_refuses_a_write_tool_without_confirmation(trio):
+    post = {
+        "name": "post_note",
+        "kind": "http",
+        "description": "Post a note.",
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        "config": {"method": "POST", "url": "https://x.example.com/notes"},
+    }
+    trio.acme.require_confirmation_for_writes = True
+    trio.acme.save()
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(tenant=trio.acme, changes=post)
+    assert "requires confirmation" in caught.value.message_dict["requires_approval"][0]
+    tool_definition_save(tenant=trio.acme, changes={**post, "requires_approval": True})
+    tool_definition_save(tenant=trio.acme, changes={**CALC})  # a pure built-in: no rule
+    tool_definition_save(tenant=trio.globex, changes=post)  # another tenant's policy
+
+
+def test_a_dependency_must_name_an_input_of_the_tool_and_be_well_formed(trio):
+    tool = {
+        "name": "create_note",
+        "kind": "http",
+        "description": "Add a note.",
+        "input_schema": {"type": "object", "properties": {"customer_id": {"type": "integer"}}},
+        "config": {"method": "POST", "url": "https://x.example.com/notes"},
+    }
+    good = {"customer_id": {"from": "find_customer", "path": "$.id"}}
+    tool_definition_save(tenant=trio.acme, changes=FIND)
+    tool_definition_save(tenant=trio.acme, changes={**tool, "depends_on": good})
+    for bad, reason in (
+        ({"order_id": {"from": "find_customer", "path": "$.id"}}, "not an input"),
+        ({"customer_id": {"from": "find_customer", "path": "id"}}, "pattern"),
+        ({"customer_id": {"from": "find_customer"}}, "Field required"),
+        (["customer_id"], "give an object"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(
+                tenant=trio.acme, changes={**tool, "name": "other", "depends_on": bad}
+            )
+        assert reason in caught.value.message_dict["depends_on"][0]
+
+
+FIND = {
+    "name": "find_customer",
+    "kind": "http",
+    "description": "Find a customer.",
+    "input_schema": {"type": "object", "properties": {"email": {"type": "string"}}},
+    "output_schema": {"type": "object", "properties": {"id": {"type": "integer"}}},
+    "config": {"url": "https://crm.example.com/customers"},
+}
+NOTE = {
+    "name": "create_note",
+    "kind": "http",
+    "description": "Add a note.",
+    "input_schema": {"type": "object", "properties": {"customer_id": {"type": "integer"}}},
+    "config": {"method": "POST", "url": "https://crm.example.com/notes"},
+    "depends_on": {"customer_id": {"from": "find_customer", "path": "$.id"}},
+}
+
+
+def test_every_save_checks_the_dependency_graph_as_the_compiler_does(trio):
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(tenant=trio.acme, changes=NOTE)  # its producer does not exist
+    assert caught.value.message_dict["depends_on"] == [
+        "depends_on.customer_id.from: unknown producer tool 'find_customer'"
+    ]
+    find = tool_definition_save(tenant=trio.acme, changes=FIND)
+    tool_definition_save(tenant=trio.acme, changes=NOTE)
+    # A change of the producer that would break its consumer is refused, naming it.
+    for change in (
+        {"output_schema": {"type": "object", "properties": {"uid": {"type": "integer"}}}},
+        {"output_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},
+        {"name": "lookup_customer"},
+    ):
+        with pytest.raises(ValidationError) as caught:
+            tool_definition_save(tenant=trio.acme, definition=find, changes=change)
+        [message] = caught.value.message_dict["__all__"]
+        assert message.startswith("tool 'create_note' depends on this one: ")
+        find.refresh_from_db()
+    assert find.name == "find_customer"
+    tool_definition_save(tenant=trio.acme, definition=find, changes={"description": "Find."})
+    # A cycle through the consumer is refused too.
+    cyclic = {"customer_id": {"from": "find_customer", "path": "$.id"}}
+    with pytest.raises(ValidationError) as caught:
+        tool_definition_save(
+            tenant=trio.acme,
+            definition=find,
+            changes={
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"customer_id": {"type": "integer"}},
+                },
+                "depends_on": cyclic,
+            },
+        )
+    assert "dependency cycle" in str(caught.value.message_dict)
+
+
+def test_a_producer_other_tools_depend_on_cannot_be_deleted(trio, client):
+    find = tool_definition_save(tenant=trio.acme, changes=FIND)
+    note = tool_definition_save(tenant=trio.acme, changes=NOTE)
+    with pytest.raises(ValidationError, match="create_note takes inputs from this tool"):
+        tool_definition_delete(tenant=trio.acme, definition=find)
+    # The REST resource and the page say so too, and keep it.
+    assert_error(as_key(client, trio.acme).delete("/tools/find_customer"), 400)
+    login(client, trio.alice)
+    page = client.post(f"/t/acme/tools/{find.pk}/delete/", follow=True)
+    assert "create_note takes inputs from this tool" in page.content.decode()
+    assert ToolDefinition.objects.filter(pk=find.pk).exists()
+    tool_definition_delete(tenant=trio.acme, definition=note)
+    tool_definition_delete(tenant=trio.acme, definition=find)

@@ -150,6 +150,8 @@ def every_url(world) -> list[str]:
         "config:connection_create": {},
         "config:connection_edit": {"pk": world["connection"].pk},
         "config:connection_test": {"pk": world["connection"].pk},
+        "config:document": {},
+        "config:document_download": {},
         "config:api_keys": {},
         "config:api_key_create": {},
         "config:members": {},

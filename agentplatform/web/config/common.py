@@ -139,7 +139,11 @@ def confirm_delete(
 ) -> HttpResponse:
     """GET: the confirmation page; POST: delete through the service, then back to `cancel`."""
     if request.method == "POST":
-        delete()
+        try:
+            delete()
+        except ValidationError as refused:  # e.g. other tools take inputs from this one
+            messages.error(request, " ".join(refused.messages))
+            return redirect(cancel, tenant_slug=request.tenant.slug)
         messages.success(request, f"Deleted {noun or what} “{obj.name}”.")
         return redirect(cancel, tenant_slug=request.tenant.slug)
     context = {"object": obj, "what": what, "cancel": cancel}

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentplatform.web.config import access, agents, api_keys, connections, crews, members, tools
+from agentplatform.web.config import (
+    access,
+    agents,
+    api_keys,
+    connections,
+    crews,
+    document,
+    members,
+    tools,
+)
 
 app_name = "config"
 urlpatterns = [
@@ -29,6 +38,8 @@ urlpatterns = [
     path("connections/<int:pk>/edit/", connections.connection_edit, name="connection_edit"),
     path("connections/<int:pk>/test/", connections.connection_check, name="connection_test"),
     path("connections/<int:pk>/delete/", connections.connection_remove, name="connection_delete"),
+    path("document/", document.document_page, name="document"),
+    path("document/download/", document.document_download, name="document_download"),
     path("api-keys/", api_keys.api_key_list, name="api_keys"),
     path("api-keys/new/", api_keys.api_key_new, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_remove, name="api_key_revoke"),

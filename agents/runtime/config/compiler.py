@@ -1,0 +1,438 @@
+"""Configuration document -> CompiledConfig, checking the whole graph.
+
+`compile_config(data, known=...)` migrates older versions, validates the structure (unknown
+fields included) and then the graph: names, references between objects, tool dependencies,
+schemas, credentials and the tenant's policy. Every problem found is reported, each with
+the document path it concerns (`tools[3].config.url`) and the reason; structural problems
+are reported alone, since the graph cannot be read without a valid structure.
+
+Each tool compiles to two contracts: the `ModelContract` (what the model is shown: name,
+description, input schema without the inputs the runtime fills) and the
+`ExecutionContract` (how the platform calls it), so execution data never reaches a model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+import pydantic
+
+from agents.runtime.config.document import ConfigDocument, ToolEntry
+from agents.runtime.config.migrations import UnsupportedVersion, migrate
+from providers.runtime.presets import PRESETS
+from tools.runtime.builtins import BUILTINS
+from tools.runtime.context import ConfigurationError
+from tools.runtime.credential_leaks import credential_like, url_credential_problem
+from tools.runtime.definitions import (
+    WRITE_EFFECTS,
+    WRITE_NEEDS_CONFIRMATION,
+    BuiltinConfig,
+    Dependency,
+    default_capability,
+    effective_effect,
+    tool_name_refusal,
+)
+from tools.runtime.dependencies import ToolShape, dependency_problems
+from tools.runtime.http_tool import HttpToolConfig
+from tools.runtime.tool import Effect
+from tools.runtime.validation import SchemaError, check_schema
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    path: str  # where in the document: "tools[3].config.url"; "" for the whole document
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+class ConfigInvalid(ConfigurationError):
+    """The document cannot be applied; `problems` lists every reason found."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        first = problems[0] if problems else ConfigProblem("", "invalid")
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{first.path or 'document'}: {first.reason}{more}")
+
+
+@dataclass(frozen=True)
+class KnownNames:
+    """What exists outside the document and stays (the import passes the tenant's objects
+    it keeps): references to these are valid. `agent_kinds` None: kinds are not checked."""
+
+    tools: frozenset[str] = frozenset()
+    connections: frozenset[str] = frozenset()
+    agents: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    agent_kinds: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class ModelContract:
+    """What a model is shown of a tool; nothing about how or where it runs."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AuthReference:
+    type: str  # bearer | header | basic
+    secret: str  # the secret's name, never its value
+    header: str = ""
+    username: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutionContract:
+    """How the platform executes a tool; never shown to a model."""
+
+    name: str
+    kind: str  # http | builtin
+    effect: Effect
+    idempotent: bool
+    confirmation_required: bool
+    timeout_s: float
+    rate_limit_per_minute: int | None
+    output_schema: dict[str, Any] | None  # results are checked against it
+    dependencies: dict[str, Dependency] = field(default_factory=dict)
+    builtin: str | None = None
+    method: str | None = None
+    url: str | None = None
+    auth: AuthReference | None = None
+    arguments: tuple[dict[str, Any], ...] = ()  # model arguments -> path/query/header/body
+    context: tuple[dict[str, Any], ...] = ()  # server values -> path/query/header/body
+    fixed: dict[str, Any] = field(default_factory=dict)
+    retry: dict[str, Any] | None = None
+    model_view: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class CompiledTool:
+    model: ModelContract
+    execution: ExecutionContract
+
+
+@dataclass(frozen=True)
+class CompiledConfig:
+    document: ConfigDocument
+    tools: dict[str, CompiledTool]
+
+
+def compile_config(data: Any, *, known: KnownNames = KnownNames()) -> CompiledConfig:
+    """The compiled configuration of `data` (a loaded document of any supported version),
+    or ConfigInvalid listing every problem."""
+    if not isinstance(data, dict):
+        raise ConfigInvalid([ConfigProblem("", "the document must be a mapping (an object)")])
+    try:
+        data = migrate(data)
+    except UnsupportedVersion as exc:
+        raise ConfigInvalid([ConfigProblem("version", str(exc))]) from None
+    try:
+        document = ConfigDocument.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ConfigInvalid(_structure_problems(exc)) from None
+    checker = _Checker(document, known)
+    tools = checker.run()
+    if checker.problems:
+        raise ConfigInvalid(checker.problems)
+    return CompiledConfig(document=document, tools=tools)
+
+
+def _path(location: Iterable[Any], prefix: str = "") -> str:
+    path = prefix
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _structure_problems(exc: pydantic.ValidationError, prefix: str = "") -> list[ConfigProblem]:
+    problems = []
+    for error in exc.errors():
+        reason = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            reason = "unknown field"
+        problems.append(ConfigProblem(_path(error["loc"], prefix), reason))
+    return problems
+
+
+class _Checker:
+    """The graph checks of one valid-structure document; problems accumulate."""
+
+    def __init__(self, document: ConfigDocument, known: KnownNames) -> None:
+        self.document = document
+        self.known = known
+        self.problems: list[ConfigProblem] = []
+        self.tool_index: dict[str, int] = {}  # name -> its first entry
+        for index, tool in enumerate(document.tools):
+            self.tool_index.setdefault(tool.name, index)
+        self.input_schemas: dict[str, dict[str, Any]] = {}
+        self.output_schemas: dict[str, dict[str, Any] | None] = {}
+        self.checked_schemas: dict[tuple[str, str], str | None] = {}
+
+    def problem(self, path: str, reason: str) -> None:
+        self.problems.append(ConfigProblem(path, reason))
+
+    def run(self) -> dict[str, CompiledTool]:
+        self.check_connections()
+        compiled = {}
+        for index, tool in enumerate(self.document.tools):
+            built = self.check_tool(index, tool)
+            if built is not None:
+                compiled[tool.name] = built
+        self.check_dependencies()
+        self.check_agents()
+        self.check_crews()
+        if self.problems:
+            return {}
+        return {name: self.contracts(name, *built) for name, built in compiled.items()}
+
+    def duplicates(self, section: str, key: str, names: list[str]) -> None:
+        seen: set[str] = set()
+        for index, name in enumerate(names):
+            if name in seen:
+                self.problem(f"{section}[{index}].{key}", f"{name!r} appears twice in {section}")
+            seen.add(name)
+
+    def schema(self, path: str, schema: Any, what: str) -> bool:
+        # Documents repeat schemas (the same output shape on many tools): check each once.
+        key = (what, json.dumps(schema, sort_keys=True))
+        if key not in self.checked_schemas:
+            try:
+                check_schema(schema, what=what)
+                self.checked_schemas[key] = None
+            except SchemaError as exc:
+                self.checked_schemas[key] = str(exc)
+        reason = self.checked_schemas[key]
+        if reason is not None:
+            self.problem(path, reason)
+        return reason is None
+
+    # -- connections ------------------------------------------------------------------
+    def check_connections(self) -> None:
+        connections = self.document.connections
+        self.duplicates("connections", "name", [c.name for c in connections])
+        defaults = [i for i, c in enumerate(connections) if c.default]
+        for index in defaults[1:]:
+            self.problem(f"connections[{index}].default", "only one connection may be the default")
+        for index, connection in enumerate(connections):
+            path = f"connections[{index}]"
+            if connection.kind == "openai_compatible":
+                if connection.preset not in PRESETS or connection.preset == "openai":
+                    choices = ", ".join(sorted(p for p in PRESETS if p != "openai"))
+                    self.problem(f"{path}.preset", f"choose the service: one of {choices}")
+            elif connection.preset:
+                self.problem(f"{path}.preset", "presets are for openai_compatible connections")
+            if connection.base_url:
+                self.check_url(f"{path}.base_url", connection.base_url)
+            for name in connection.extra_headers:
+                if credential_like(name):
+                    self.problem(
+                        f"{path}.extra_headers.{name}",
+                        "a credential does not go in a header here: use the secret",
+                    )
+            allowed = connection.allowed_models
+            if allowed and connection.default_model and connection.default_model not in allowed:
+                self.problem(f"{path}.default_model", "must be one of allowed_models")
+
+    def check_url(self, path: str, url: str) -> None:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError:  # e.g. an unclosed "[" of an IPv6 address
+            host = None
+        if host is None or parts.scheme not in ("http", "https"):
+            self.problem(path, "give an http:// or https:// URL with a host")
+            return
+        reason = url_credential_problem(url)
+        if reason is not None:
+            self.problem(path, reason)
+
+    # -- tools ------------------------------------------------------------------------
+    def check_tool(
+        self, index: int, tool: ToolEntry
+    ) -> tuple[ToolEntry, HttpToolConfig | BuiltinConfig] | None:
+        path = f"tools[{index}]"
+        if index != self.tool_index[tool.name]:
+            self.problem(f"{path}.name", f"{tool.name!r} appears twice in tools")
+        refused = tool_name_refusal(tool.name, tool.kind, tool.config)
+        if refused is not None:
+            self.problem(f"{path}.name", refused)
+        config = self.tool_config(path, tool)
+        if tool.output_schema is not None:
+            self.schema(f"{path}.output_schema", tool.output_schema, "output_schema")
+        if isinstance(config, BuiltinConfig):
+            base = BUILTINS.get(config.builtin)
+            if tool.input_schema:
+                self.problem(f"{path}.input_schema", "a built-in's input schema is its own")
+            self.input_schemas[tool.name] = base.input_schema
+            self.output_schemas[tool.name] = tool.output_schema or base.output_schema
+        else:
+            if not tool.description.strip():
+                self.problem(f"{path}.description", "describe the tool for the model")
+            valid = self.schema(f"{path}.input_schema", tool.input_schema, "input_schema")
+            self.input_schemas[tool.name] = tool.input_schema if valid else {}
+            self.output_schemas[tool.name] = tool.output_schema
+            if isinstance(config, HttpToolConfig):
+                self.check_http(path, tool, config, valid)
+        writes = effective_effect(tool.kind, tool.config, tool.effect) in WRITE_EFFECTS
+        required = self.document.policy.require_confirmation_for_writes
+        if required and writes and not tool.confirmation.required:
+            self.problem(f"{path}.confirmation", WRITE_NEEDS_CONFIRMATION)
+        return None if config is None else (tool, config)
+
+    def tool_config(self, path: str, tool: ToolEntry) -> HttpToolConfig | BuiltinConfig | None:
+        model = BuiltinConfig if tool.kind == "builtin" else HttpToolConfig
+        try:
+            return model.model_validate(tool.config)
+        except pydantic.ValidationError as exc:
+            self.problems.extend(_structure_problems(exc, f"{path}.config"))
+            return None
+
+    def check_http(self, path: str, tool: ToolEntry, config: HttpToolConfig, valid: bool) -> None:
+        reason = url_credential_problem(config.url)
+        if reason is not None:
+            self.problem(f"{path}.config.url", reason)
+        for name in config.fixed.query:
+            if credential_like(name):
+                self.problem(
+                    f"{path}.config.fixed.query.{name}",
+                    "looks like a credential: use config.auth with a secret",
+                )
+        for name in config.fixed.headers:
+            if credential_like(name):
+                self.problem(
+                    f"{path}.config.fixed.headers.{name}",
+                    "looks like a credential: use config.auth with a secret",
+                )
+        if valid:
+            try:
+                config.check_against_schema(tool.input_schema)
+            except ValueError as exc:
+                self.problem(f"{path}.config", str(exc))
+        if config.auth is not None and not tool.secret:
+            self.problem(f"{path}.secret", f"{config.auth.type} auth needs a secret: name it")
+
+    # -- dependencies -----------------------------------------------------------------
+    def check_dependencies(self) -> None:
+        shapes = {}
+        for tool in self.document.tools:  # the first of duplicates: reported already
+            if tool.name not in shapes:
+                shapes[tool.name] = ToolShape(
+                    kind=tool.kind,
+                    input_schema=self.input_schemas.get(tool.name) or {},
+                    output_schema=self.output_schemas.get(tool.name),
+                    depends_on=tool.depends_on,
+                )
+        for problem in dependency_problems(shapes):
+            self.problem(f"tools[{self.tool_index[problem.tool]}].{problem.where}", problem.reason)
+
+    # -- agents and crews -------------------------------------------------------------
+    def check_agents(self) -> None:
+        agents = self.document.agents
+        self.duplicates("agents", "slug", [a.slug for a in agents])
+        connections = {c.name: c for c in self.document.connections}
+        tools = set(self.tool_index) | set(BUILTINS.names()) | self.known.tools
+        for index, agent in enumerate(agents):
+            path = f"agents[{index}]"
+            if agent.connection is not None:
+                if agent.connection not in connections and agent.connection not in (
+                    self.known.connections
+                ):
+                    self.problem(f"{path}.connection", f"unknown connection {agent.connection!r}")
+                connection = connections.get(agent.connection)
+                limited = connection is not None and connection.allowed_models
+                if limited and agent.model and agent.model not in connection.allowed_models:
+                    self.problem(f"{path}.model", "the connection does not allow this model")
+            for key in ("names", "exclude"):
+                for position, name in enumerate(getattr(agent.tools, key)):
+                    if name not in tools:
+                        self.problem(f"{path}.tools.{key}[{position}]", f"unknown tool {name!r}")
+            approval = agent.approval
+            if approval.deciders == "group" and not approval.group:
+                self.problem(f"{path}.approval.group", "name the group whose members decide")
+            if approval.group and approval.group not in self.known.groups:
+                self.problem(f"{path}.approval.group", f"unknown group {approval.group!r}")
+            if agent.output_schema is not None:
+                self.schema(f"{path}.output_schema", agent.output_schema, "output_schema")
+            kinds = self.known.agent_kinds
+            if kinds is not None and agent.kind not in kinds:
+                self.problem(f"{path}.kind", f"choose one of: {', '.join(sorted(kinds))}")
+            if agent.kind == "remote" and not agent.remote_url:
+                self.problem(f"{path}.remote_url", "a remote agent needs its server's URL")
+            if agent.remote_url:
+                self.check_url(f"{path}.remote_url", agent.remote_url)
+
+    def check_crews(self) -> None:
+        crews = self.document.crews
+        self.duplicates("crews", "slug", [c.slug for c in crews])
+        agents = {a.slug for a in self.document.agents} | self.known.agents
+        for index, crew in enumerate(crews):
+            path = f"crews[{index}]"
+            seen: set[str] = set()
+            for position, slug in enumerate(crew.members):
+                if slug not in agents:
+                    self.problem(f"{path}.members[{position}]", f"unknown agent {slug!r}")
+                elif slug in seen:
+                    self.problem(f"{path}.members[{position}]", f"{slug!r} is a member twice")
+                seen.add(slug)
+            if crew.manager is not None and crew.manager not in agents:
+                self.problem(f"{path}.manager", f"unknown agent {crew.manager!r}")
+            if crew.mode == "hierarchical" and crew.manager is None:
+                self.problem(f"{path}.manager", "a hierarchical crew needs a manager agent")
+
+    # -- the two contracts ------------------------------------------------------------
+    def contracts(
+        self, name: str, tool: ToolEntry, config: HttpToolConfig | BuiltinConfig
+    ) -> CompiledTool:
+        effect, idempotent = default_capability(tool.kind, tool.config)
+        input_schema = self.input_schemas[name]
+        filled = set(tool.depends_on)
+        model_schema = dict(input_schema)
+        if filled:  # the runtime fills these: the model neither sees nor sets them
+            properties = input_schema.get("properties", {})
+            model_schema["properties"] = {k: v for k, v in properties.items() if k not in filled}
+            if "required" in input_schema:
+                model_schema["required"] = [r for r in input_schema["required"] if r not in filled]
+        description = tool.description
+        if isinstance(config, BuiltinConfig):
+            description = description or BUILTINS.get(config.builtin).description
+        execution = ExecutionContract(
+            name=name,
+            kind=tool.kind,
+            effect=Effect(tool.effect) if tool.effect else effect,
+            idempotent=idempotent if tool.idempotent is None else tool.idempotent,
+            confirmation_required=tool.confirmation.required,
+            timeout_s=tool.timeout_s,
+            rate_limit_per_minute=tool.rate_limit_per_minute,
+            output_schema=self.output_schemas.get(name),
+            dependencies=dict(tool.depends_on),
+        )
+        if isinstance(config, BuiltinConfig):
+            execution = replace(execution, builtin=config.builtin)
+        else:
+            auth = config.auth
+            execution = replace(
+                execution,
+                method=config.method,
+                url=config.url,
+                auth=None
+                if auth is None
+                else AuthReference(auth.type, tool.secret or "", auth.header, auth.username),
+                arguments=tuple(t.model_dump(exclude_none=True) for t in config.arguments),
+                context=tuple(t.model_dump() for t in config.context),
+                fixed=config.fixed.model_dump(),
+                retry=config.retry.model_dump(),
+                model_view=config.model_view,
+            )
+        return CompiledTool(ModelContract(name, description, model_schema), execution)

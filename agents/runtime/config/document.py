@@ -1,0 +1,171 @@
+"""The configuration document, version 1: a tenant's provider connections, tools, agents and
+crews as one YAML or JSON document. Every object forbids unknown fields, so a typo is an
+error rather than a silently ignored setting. Secrets appear only as names.
+
+`document_json_schema()` is the published schema (docs/config-schema/v1.json, kept in step
+by a test; `manage.py config schema` prints it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.runtime.definitions import BuiltinConfig, Dependency
+from tools.runtime.http_tool import HttpToolConfig
+from tools.runtime.tool import NAME_PATTERN
+
+VERSION = 1
+SCHEMA_ID = "https://agentplatform.dev/config-schema/v1.json"
+
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+# A secret named by reference: never its value (docs/configuration-as-code.md, "Secrets").
+SECRET_NAME_PATTERN = r"^[a-z]+:[^\x00-\x1f]{1,200}$"  # noqa: S105 - a pattern
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Policy(_Strict):
+    """Rules for the whole tenant's configuration."""
+
+    require_confirmation_for_writes: bool = Field(
+        False, description="Every tool that writes must require confirmation."
+    )
+
+
+class Connection(_Strict):
+    """A provider connection. Its API key is named by `secret`, never written here."""
+
+    name: str = Field(min_length=1, max_length=100)
+    kind: Literal["anthropic", "openai", "openai_compatible", "offline"]
+    preset: str = Field("", max_length=20, description="For openai_compatible: the service.")
+    base_url: str = Field("", max_length=200, description="Empty: the service's default.")
+    secret: str | None = Field(None, pattern=SECRET_NAME_PATTERN, description="The API key.")
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    default_model: str = Field("", max_length=200)
+    allowed_models: list[str] = Field(default_factory=list, description="Empty: any.")
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    max_retries: int = Field(3, ge=0, le=10)
+    default: bool = Field(False, description="The tenant's default connection (at most one).")
+
+
+class Confirmation(_Strict):
+    required: bool = Field(False, description="A person approves each call before it runs.")
+
+
+class ToolEntry(_Strict):
+    """A tool definition: an HTTP call described in `config`, or a built-in's tenant alias."""
+
+    name: str = Field(pattern=NAME_PATTERN.pattern)
+    kind: Literal["http", "builtin"] = "http"
+    description: str = Field("", max_length=10_000)
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    # Checked by kind by the compiler: HttpToolConfig for http, BuiltinConfig for builtin
+    # (the published schema says so with if/then).
+    config: dict[str, Any] = Field(default_factory=dict)
+    secret: str | None = Field(
+        None, pattern=SECRET_NAME_PATTERN, description="The credential of config.auth."
+    )
+    tags: list[str] = Field(default_factory=list)
+    effect: Literal["none", "read", "write", "destructive"] | None = Field(
+        None, description="Empty: derived (GET reads, other methods write)."
+    )
+    idempotent: bool | None = None
+    confirmation: Confirmation = Field(default_factory=Confirmation)
+    timeout_s: float = Field(30.0, gt=0, le=3600)
+    rate_limit_per_minute: int | None = Field(None, ge=1, le=100_000)
+    enabled: bool = True
+    depends_on: dict[str, Dependency] = Field(default_factory=dict)
+
+
+class AgentTools(_Strict):
+    all: bool = Field(True, description="Every tool of the tenant; off: names and tags only.")
+    names: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+class AgentApproval(_Strict):
+    policy: Literal["flagged", "writes", "never"] = "flagged"
+    deciders: Literal["starter", "admins", "group"] = "starter"
+    group: str | None = Field(None, max_length=100, description="With deciders: group.")
+    not_starter: bool = False
+
+
+class AgentEntry(_Strict):
+    slug: str = Field(pattern=SLUG_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    instructions: str = ""
+    connection: str | None = Field(None, description="Empty: the tenant's default connection.")
+    model: str = Field("", max_length=200, description="Empty: the connection's default.")
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_rounds: int = Field(10, ge=1, le=100)
+    max_tool_calls: int = Field(50, ge=0, le=32767)
+    max_tokens_per_run: int | None = Field(None, ge=0, le=2_147_483_647)
+    tools: AgentTools = Field(default_factory=AgentTools)
+    approval: AgentApproval = Field(default_factory=AgentApproval)
+    memory: bool = False
+    output_schema: dict[str, Any] | None = None
+    kind: str = Field("orchestrator", max_length=40)
+    remote_url: str = Field("", max_length=200)
+    secret: str | None = Field(None, pattern=SECRET_NAME_PATTERN, description="Remote token.")
+    active: bool = True
+
+
+class CrewEntry(_Strict):
+    slug: str = Field(pattern=SLUG_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    mode: Literal["sequential", "parallel", "hierarchical"] = "sequential"
+    members: list[str] = Field(default_factory=list, description="Agent slugs, in order.")
+    manager: str | None = Field(None, description="An agent slug; hierarchical crews need one.")
+    max_delegations: int = Field(10, ge=0, le=32767)
+    max_depth: int = Field(3, ge=0, le=32767)
+    token_budget: int | None = Field(None, ge=0, le=2_147_483_647)
+    active: bool = True
+
+
+class ConfigDocument(_Strict):
+    """A tenant's configuration. Lists hold the objects the document manages; objects it
+    does not name are left alone unless the import prunes."""
+
+    version: Literal[1] = Field(description="The document format's version.")
+    policy: Policy = Field(default_factory=Policy)
+    # Bounded so that compiling a document stays well under a second or two: each JSON
+    # Schema in it is checked against the metaschema (milliseconds apiece).
+    connections: list[Connection] = Field(default_factory=list, max_length=100)
+    tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
+    agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
+    crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
+
+    def as_data(self) -> dict[str, Any]:
+        """The document as plain JSON data, every field written (defaults too)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def document_json_schema() -> dict[str, Any]:
+    """The published JSON Schema (draft 2020-12) of version 1. A tool's `config` is an
+    HttpToolConfig for kind http and a BuiltinConfig for kind builtin."""
+    schema = ConfigDocument.model_json_schema(by_alias=True)
+    defs = schema.setdefault("$defs", {})
+    for model in (HttpToolConfig, BuiltinConfig):
+        own = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(own.pop("$defs", {}))
+        defs[model.__name__] = own
+    defs["ToolEntry"]["allOf"] = [
+        {
+            "if": {"properties": {"kind": {"const": "builtin"}}, "required": ["kind"]},
+            "then": {"properties": {"config": {"$ref": "#/$defs/BuiltinConfig"}}},
+            "else": {"properties": {"config": {"$ref": "#/$defs/HttpToolConfig"}}},
+        }
+    ]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        **schema,
+    }
