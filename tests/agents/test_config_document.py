@@ -58,7 +58,7 @@ def configured(trio):
         tool_names=["find_customer", "create_note", "calc"],
         output_schema={"type": "object", "properties": {"answer": {"type": "string"}}},
     )
-    boss = make_agent(acme, "boss", approval_policy="writes")
+    boss = make_agent(acme, "boss", approval_policy="writes", results_without_tools=True)
     make_crew(acme, "desk", members=[support, boss], mode="hierarchical", manager=boss)
     return trio
 
@@ -155,6 +155,9 @@ def test_export_then_import_into_another_tenant_then_export_is_equal(configured)
     assert plan.valid and plan.applied, plan.as_dict()
     assert {c.action for c in plan.changes} == {"create"}
     assert config_export(tenant=configured.globex) == exported
+    boss = next(a for a in exported["agents"] if a["slug"] == "boss")
+    assert boss["results_without_tools"] is True
+    assert Agent.objects.get(tenant=configured.globex, slug="boss").results_without_tools
     # JSON reads the same
     again = config_plan(tenant=configured.globex, text=json.dumps(exported), format="json")
     assert again.valid and again.changes == []

@@ -110,6 +110,9 @@ class AgentEntry(_Strict):
     tools: AgentTools = Field(default_factory=AgentTools)
     approval: AgentApproval = Field(default_factory=AgentApproval)
     memory: bool = False
+    results_without_tools: bool = Field(
+        False, description="Answer from tool results with no tools offered (one round of tools)."
+    )
     output_schema: dict[str, Any] | None = None
     kind: str = Field("orchestrator", max_length=40)
     remote_url: str = Field("", max_length=200)
