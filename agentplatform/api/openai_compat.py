@@ -56,6 +56,7 @@ from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, declares
 from agentplatform.tenancy.services import member_named
+from agents.confirmation import request_text
 from agents.models import Agent, Approval, Crew, Run
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
@@ -204,6 +205,9 @@ def approval_message(request: HttpRequest, run_id: int, approvals: list[Approval
         )
         arguments = json.dumps(approval.arguments, ensure_ascii=False)
         lines.append(f"- `{approval.tool_name}` {arguments}: POST {url}")
+        shown = request_text(approval.prepared_request)  # an HTTP tool's exact request
+        if shown:
+            lines.append("  " + shown.replace("\n", "\n  "))
     lines.append(
         'Send {"decision": "approve"} or {"decision": "reject", "reason": "..."} with a key '
         f"that has the run scope; the run then goes on. Its progress and answer: {run_url} "

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from agents.models import Approval, Run, RunEvent
 from tests.api.conftest import sdk
+from tests.conftest import PAY_SECRET
 from tests.factories import make_agent, make_crew
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
@@ -239,6 +240,21 @@ def test_a_run_that_needs_approval_ends_with_the_run_and_where_to_decide(
     assert f"/api/v1/runs/{run.pk}/approvals/{approval.pk}" in content
     assert "`transfer`" in content and '"amount": 500' in content
     assert transfer.requests == []
+
+
+def test_the_approval_note_shows_the_exact_request_with_its_credential_masked(
+    trio, agent, client, provider_server, pay
+):
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("p1", "pay", '{"amount": 5, "to": "bob"}')])
+    )
+    completion = client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "Pay bob 5."}]
+    )
+    content = completion.choices[0].message.content
+    assert "Approving sends exactly this request" in content
+    assert "POST " in content and "/payments/bob" in content and "Bearer ***" in content
+    assert PAY_SECRET not in content and pay.requests == []
 
 
 def test_errors_come_in_openais_shape_and_the_sdks_exceptions(
