@@ -34,7 +34,9 @@ LEXICAL = "lexical"
 
 _embedders: dict[str, TextEmbedder] = {}  # "cards" (batches), "requests" (one at a time)
 _indexes: dict[int, tuple[str, str, ToolIndex]] = {}  # tenant -> (version, ranking, index)
-_lock = threading.Lock()
+# One lock per tenant: embedding one tenant's new cards (seconds) holds up no other tenant.
+_locks: dict[int, threading.Lock] = {}
+_locks_guard = threading.Lock()
 
 
 def register_routing_embedder(*, cards: TextEmbedder, requests: TextEmbedder) -> None:
@@ -80,7 +82,7 @@ def tool_index(tenant_id: int, toolbox: TenantTools) -> ToolIndex:
     kept = _indexes.get(tenant_id)
     if kept is not None and kept[:2] == (toolbox.version, ranking):
         return kept[2]
-    with _lock:
+    with _tenant_lock(tenant_id):
         kept = _indexes.get(tenant_id)
         if kept is not None and kept[:2] == (toolbox.version, ranking):
             return kept[2]
@@ -97,3 +99,8 @@ def tool_index(tenant_id: int, toolbox: TenantTools) -> ToolIndex:
         index = ToolIndex(cards, vectors)
         _indexes[tenant_id] = (toolbox.version, ranking, index)
         return index
+
+
+def _tenant_lock(tenant_id: int) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(tenant_id, threading.Lock())

@@ -329,3 +329,14 @@ def test_the_tenants_index_is_built_once_per_version_and_cards_embedded_once(
     second = platform.tool_index(trio.acme.pk, tenant_tools(trio.acme))
     assert second is not first
     assert embedded[len(first) :] == [second.card("send_sms").text]  # only the changed card
+
+
+@pytest.mark.django_db
+def test_one_tenants_index_being_built_holds_up_no_other_tenant(trio, many_definitions):
+    """Embedding a tenant's new cards takes seconds: it holds that tenant's lock only."""
+    from agents import tool_routing as platform
+    from tools.loader import tenant_tools
+
+    with platform._tenant_lock(trio.acme.pk):  # acme's index "being built" meanwhile
+        index = platform.tool_index(trio.globex.pk, tenant_tools(trio.globex))
+    assert len(index) == len(tenant_tools(trio.globex).registry)
