@@ -94,7 +94,11 @@ class ConfigDocumentView(APIView):
         parameters=[
             OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "yaml"], required=False)
         ],
-        responses={(200, "application/json"): OpenApiTypes.OBJECT, **ERRORS},
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "application/yaml"): OpenApiTypes.OBJECT,
+            **ERRORS,
+        },
         examples=[OpenApiExample("A document", value=EXAMPLE, response_only=True)],
     )
     def get(self, request: Request) -> Response:
@@ -112,7 +116,11 @@ class ConfigDocumentView(APIView):
             OpenApiParameter("prune", OpenApiTypes.BOOL, required=False),
         ],
         request={"application/json": OpenApiTypes.OBJECT, "application/yaml": OpenApiTypes.STR},
-        responses={(200, "application/json"): OpenApiTypes.OBJECT, **ERRORS},
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "application/yaml"): OpenApiTypes.OBJECT,
+            **ERRORS,
+        },
         examples=[
             OpenApiExample("A document", value=EXAMPLE, request_only=True),
             OpenApiExample("The plan", value=PLAN_EXAMPLE, response_only=True),
