@@ -61,7 +61,9 @@ def test_a_tool_with_an_output_schema_waiting_for_approval_is_a_readable_error(
     run = Run.objects.get(tenant=trio.acme, tool_name="transfer")
     assert result["isError"] is True and "structuredContent" not in result
     assert "Approval pending" in result["content"][0]["text"]
-    assert result["_meta"] == {"run_id": run.pk, "status": "awaiting_approval"}
+    meta = result["_meta"]
+    assert (meta["run_id"], meta["status"]) == (run.pk, "awaiting_approval")
+    assert meta["prepared_request"]["body"] == '{"amount":5,"to":"bob"}'  # what approving sends
     assert transfer.requests == []
 
 
