@@ -169,6 +169,19 @@ def require_cancel(principal: Principal, run: Run) -> None:
         raise PermissionDenied("Only the run's starter or an admin can stop it.")
 
 
+def may_verify(principal: Principal, run: Run) -> bool:
+    """Whether the principal may give a verdict on the run's outcome (agents.verification)."""
+    if not principal.may(Action.VERIFY_RUN):
+        return False
+    return principal.is_admin or started(principal, run)
+
+
+def require_verify(principal: Principal, run: Run) -> None:
+    principal.require(Action.VERIFY_RUN)
+    if not may_verify(principal, run):
+        raise PermissionDenied("Only the run's starter or an admin can verify its outcome.")
+
+
 # -- approvals --------------------------------------------------------------------------
 def visible_approvals(principal: Principal) -> QuerySet[Approval]:
     """Approvals of the runs the principal sees."""

@@ -106,7 +106,8 @@ class AgentForm(TenantScopedForm):
         fields = [
             "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "results_without_tools", "provider_connection", "model", "temperature",
+            "memory", "results_without_tools", "verifier_tool", "provider_connection", "model",
+            "temperature",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
             "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
@@ -148,7 +149,8 @@ class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
             head.insert(0, "tenant")
         tools = ["use_all_tools", "tool_names", "tool_tags", "tool_exclude"]
         behaviour = [
-            "instructions", "output_schema", "approval_policy", "memory", "results_without_tools"
+            "instructions", "output_schema", "approval_policy", "memory", "results_without_tools",
+            "verifier_tool",
         ]  # fmt: skip
         fieldsets = [
             (None, {"fields": head}),

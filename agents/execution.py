@@ -65,11 +65,12 @@ from agents.runtime.loop import agent_registry
 from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
-from agents.signals import request_execution
+from agents.signals import request_execution, request_verification
 from agents.specs import agent_spec, conversation_frame, conversation_history
 from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run
 from agents.tool_sources import effective_tools
+from agents.verification import outcome_claim
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -537,6 +538,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
             "finished_at": now if terminal else None,
+            "claim": outcome_claim(outcome),
             "lease_owner": "",
             "lease_expires_at": None,
         },
@@ -550,6 +552,8 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     except (LeaseLost, EventConflict):
         return False
     publish(run, final)
+    if outcome.status == RunStatus.SUCCEEDED and run.agent_id and run.agent.verifier_tool:
+        transaction.on_commit(lambda: request_verification(run.pk, run.tenant_id))
     if outcome.status == RunStatus.CANCELLED:  # (an unread flag expires on its own)
         publisher().delete(cancel_key(run))
     if outcome.status == RunStatus.FAILED:

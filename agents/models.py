@@ -15,6 +15,7 @@ from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
 from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.prepared_request import PreparedRequest
+from tools.runtime.tool import NAME_PATTERN
 from tools.runtime.validation import SchemaError, check_schema
 
 slug_validator = RegexValidator(
@@ -88,6 +89,12 @@ class Agent(SecretDestination, models.Model):
         "result (a prompt injection) cannot make the agent call another tool. One round of "
         "tools per run, then the answer.",
     )
+    verifier_tool = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A tool that checks each succeeded run's outcome: it is given the claim, the "
+        'input and the evidence, and answers {"verified": true|false, "note": "..."}.',
+    )
     output_schema = models.JSONField(null=True, blank=True)
     kind = models.CharField(
         max_length=40, default="orchestrator", help_text="How the agent thinks; see agent kinds."
@@ -127,6 +134,8 @@ class Agent(SecretDestination, models.Model):
             raise ValidationError({"temperature": "Between 0 and 2."})
         if not 1 <= self.max_rounds <= 100:
             raise ValidationError({"max_rounds": "Between 1 and 100."})
+        if self.verifier_tool and not NAME_PATTERN.match(self.verifier_tool):
+            raise ValidationError({"verifier_tool": "A tool name: letters, digits, _ and -."})
         from agents.runtime.kinds import KINDS
 
         if self.kind not in KINDS:
@@ -269,6 +278,9 @@ class Run(models.Model):
     structured_output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     state = models.JSONField(null=True, blank=True, help_text="The resumable checkpoint.")
+    # A succeeded run's outcome claim: what it says it did or answered, and its evidence
+    # (the tool results it used) — agents.verification. Verifying it is a separate record.
+    claim = models.JSONField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     # When its execution was last asked for; a queued run whose message went missing (a
     # worker took it and died before claiming) is asked for again by the sweeper.
@@ -438,3 +450,37 @@ def approval_decisions(run_id: int) -> dict[str, Decision]:
         for call_id, approval in latest.items()
         if approval.status != ApprovalStatus.PENDING
     }
+
+
+class Verdict(models.TextChoices):
+    VERIFIED = "verified", "Verified"
+    REFUTED = "refuted", "Refuted"
+
+
+class VerificationSource(models.TextChoices):
+    PERSON = "person", "A person"
+    TOOL = "tool", "A verifying tool"
+    EVALUATION = "evaluation", "An evaluation"
+
+
+class Verification(models.Model):
+    """A verdict on a run's outcome claim: by a person, a verifying tool or an evaluation.
+    A run may collect several; the latest is its current verdict (agents.verification)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="verifications")
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    source = models.CharField(max_length=12, choices=VerificationSource.choices)
+    by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    by_label = models.CharField(max_length=200)  # who, as shown: a user, a key, a tool
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "-id"])]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} by {self.by_label}"

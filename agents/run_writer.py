@@ -189,6 +189,7 @@ class RunWriter:
             output=self.redact(outcome.output),
             structured_output=self.redact(outcome.structured_output),
             error=self.redact(outcome.error),
+            evidence=self.redact(outcome.evidence),
             awaiting=[
                 dataclasses.replace(
                     c,

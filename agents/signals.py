@@ -7,7 +7,13 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 run_queued = Signal()  # keywords: run_id, tenant_id (None: the worker looks it up)
+# A run whose agent has a verifying tool succeeded (agents.verification): run_id, tenant_id.
+run_succeeded = Signal()
 
 
 def request_execution(run_id: int, tenant_id: int | None = None) -> None:
     run_queued.send(sender=None, run_id=run_id, tenant_id=tenant_id)
+
+
+def request_verification(run_id: int, tenant_id: int) -> None:
+    run_succeeded.send(sender=None, run_id=run_id, tenant_id=tenant_id)

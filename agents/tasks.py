@@ -15,7 +15,8 @@ from agents import worker_runs
 from agents.execution import lease_seconds
 from agents.models import Run
 from agents.runtime.spec import RunStatus
-from agents.signals import run_queued
+from agents.signals import run_queued, run_succeeded
+from agents.verification import verify_with_tool
 
 
 # No result stored: nobody reads it (the Run is the record), and storing it cost a tenth of
@@ -34,6 +35,20 @@ def execute_run_task(run_id: int, tenant_id: int | None = None) -> str:
 def _send_to_a_worker(sender, run_id: int, tenant_id: int | None = None, **kwargs) -> None:
     # The tenant rides along: the worker scopes the run without looking it up first.
     execute_run_task.delay(run_id, tenant_id)
+
+
+@shared_task(name="agents.verify_outcome", ignore_result=True)
+def verify_outcome_task(run_id: int, tenant_id: int) -> None:
+    """The agent's verifying tool checks a succeeded run's outcome claim."""
+    with rls.tenant_scope(tenant_id):
+        run = Run.objects.select_related("agent", "tenant").filter(pk=run_id).first()
+        if run is not None:
+            verify_with_tool(run)
+
+
+@receiver(run_succeeded, dispatch_uid="agents-run-succeeded")
+def _verify_outcome(sender, run_id: int, tenant_id: int, **kwargs) -> None:
+    verify_outcome_task.delay(run_id, tenant_id)
 
 
 @signals.worker_process_shutdown.connect  # a prefork pool's process

@@ -76,6 +76,7 @@ AGENT_EXAMPLE = {
     "approval_policy": "flagged",
     "memory": True,
     "results_without_tools": False,
+    "verifier_tool": "",
     "kind": "orchestrator",
     "active": True,
 }

@@ -56,7 +56,16 @@ from agentplatform.api.tenant import (
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action, Principal
 from agents import access
-from agents.models import Agent, Approval, ApprovalStatus, Crew, Run, RunEvent
+from agents.models import (
+    Agent,
+    Approval,
+    ApprovalStatus,
+    Crew,
+    Run,
+    RunEvent,
+    Verdict,
+    Verification,
+)
 from agents.runtime.spec import RunStatus
 from agents.services import (
     MAX_INPUT_CHARS,
@@ -70,6 +79,7 @@ from agents.services import (
     run_cancel,
     run_start,
 )
+from agents.verification import verify
 
 MAX_IDEMPOTENCY_KEY = 200
 EVENTS_PAGE = 500
@@ -119,6 +129,30 @@ class ApprovalSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class EvidenceSerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    tool = serializers.CharField()
+    arguments = serializers.JSONField()
+    result = serializers.CharField(help_text="The result the model read (2,000 chars at most).")
+    is_error = serializers.BooleanField()
+    truncated = serializers.BooleanField(required=False)
+
+
+class ClaimSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="What the agent says it did or answered.")
+    evidence = EvidenceSerializer(many=True, help_text="The tool results it used (the latest 20).")
+
+
+class VerificationSerializer(serializers.ModelSerializer):
+    run = serializers.IntegerField(source="run_id", read_only=True)
+    by = serializers.CharField(source="by_label", read_only=True)
+
+    class Meta:
+        model = Verification
+        fields = ["id", "run", "verdict", "source", "by", "note", "created_at"]
+        read_only_fields = fields
+
+
 class UsageSerializer(serializers.Serializer):
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
@@ -131,6 +165,15 @@ class RunSerializer(serializers.ModelSerializer):
     crew = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     usage = serializers.SerializerMethodField()
     approvals = serializers.SerializerMethodField()
+    claim = ClaimSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="A succeeded run's outcome claim: its answer and the evidence it rests on. "
+        "Null for other runs. Succeeded does not mean verified: see `verifications`.",
+    )
+    verifications = VerificationSerializer(
+        many=True, read_only=True, help_text="Verdicts on the claim, oldest first."
+    )
 
     class Meta:
         model = Run
@@ -150,6 +193,8 @@ class RunSerializer(serializers.ModelSerializer):
             "model",
             "usage",
             "approvals",
+            "claim",
+            "verifications",
             "limits",
             "correlation_id",
             "idempotency_key",
@@ -225,6 +270,13 @@ class ApprovalDecisionSerializer(StrictSerializer):
     )
 
 
+class VerifySerializer(StrictSerializer):
+    verdict = serializers.ChoiceField(choices=Verdict.choices)
+    note = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000, validators=[_no_nul]
+    )
+
+
 class RunEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunEvent
@@ -278,6 +330,8 @@ RUN_EXAMPLE = {
         "cache_write_tokens": 0,
     },
     "approvals": [],
+    "claim": None,
+    "verifications": [],
     "limits": {},
     "correlation_id": "5f0c6a1f9e6d4d2b8f3a7c1e2d4b6a8c",
     "idempotency_key": "order-1234",
@@ -332,7 +386,7 @@ class RunView(GenericAPIView):
     def run_data(self, run: Run) -> dict[str, Any]:
         run = (
             Run.objects.select_related("agent", "crew")
-            .prefetch_related("approvals", "children__approvals")
+            .prefetch_related("approvals", "children__approvals", "verifications")
             .get(pk=run.pk)
         )
         return RunSerializer(run).data
@@ -375,7 +429,7 @@ class RunListCreate(EventStreamNegotiation, RunView):
         runs = (
             access.visible_runs(self.principal)
             .select_related("agent", "crew")
-            .prefetch_related("approvals", "children__approvals")
+            .prefetch_related("approvals", "children__approvals", "verifications")
         )
         status_filter = _query_text(self.request, "status")
         if status_filter is not None:
@@ -721,3 +775,48 @@ class RunApprovalDecide(RunView):
                 ) from None
             raise
         return Response(ApprovalSerializer(approval).data)
+
+
+class RunVerify(RunView):
+    write_action = Action.VERIFY_RUN
+
+    @extend_schema(
+        summary="Verify or refute a run's outcome",
+        description="Records a person's verdict on a succeeded run's outcome claim (its "
+        "starter's or an admin's), with an optional note. A run may collect several "
+        "verdicts; the latest is its current one. A run that did not succeed is a 400.",
+        request=VerifySerializer,
+        responses={201: VerificationSerializer, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Refute",
+                value={"verdict": "refuted", "note": "The order was never placed."},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Recorded",
+                value={
+                    "id": 3,
+                    "run": 42,
+                    "verdict": "refuted",
+                    "source": "person",
+                    "by": "alice",
+                    "note": "The order was never placed.",
+                    "created_at": "2026-01-01T12:05:00Z",
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = self.get_run(run_id)
+        body = VerifySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        verification = verify(
+            tenant=self.tenant,
+            run=run,
+            verdict=body.validated_data["verdict"],
+            note=body.validated_data["note"],
+            by=request_user_or_key(request),
+        )
+        return Response(VerificationSerializer(verification).data, status=status.HTTP_201_CREATED)

@@ -141,6 +141,7 @@ class AgentSerializer(CleanModelSerializer):
             "approval_not_starter",
             "memory",
             "results_without_tools",
+            "verifier_tool",
             "output_schema",
             "kind",
             "remote_url",

@@ -32,6 +32,7 @@ class Action(StrEnum):
     START_RUN = "start_run"
     READ_RUN = "read_run"
     CANCEL_RUN = "cancel_run"
+    VERIFY_RUN = "verify_run"
     DECIDE_APPROVAL = "decide_approval"
     EXECUTE_TOOL = "execute_tool"
     READ_USAGE = "read_usage"
@@ -69,6 +70,9 @@ POLICY: dict[Action, Rule] = {
         "runs they started, with their child runs",
     ),
     Action.CANCEL_RUN: Rule(Role.MEMBER, Scope.RUN, "the run's starter, or an admin"),
+    Action.VERIFY_RUN: Rule(
+        Role.MEMBER, Scope.RUN, "a succeeded run's outcome: its starter, or an admin"
+    ),
     Action.DECIDE_APPROVAL: Rule(
         Role.MEMBER, Scope.RUN, "per agent: admins only, the run's starter (and admins), or "
         "a group's members; optionally never the run's starter",

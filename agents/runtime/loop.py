@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from agents.runtime.claims import evidence
 from agents.runtime.client_request import CLIENT_TAG
 from agents.runtime.memory import FactStore, memory_tools
 from agents.runtime.prompt import compose_system_prompt
@@ -473,6 +474,7 @@ async def finish_run(
         usage=state.usage,
         error=error,
         client_calls=list(client_calls),
+        evidence=evidence(state.messages) if status == RunStatus.SUCCEEDED else [],
     )
     payload = {
         "status": status.value,

@@ -93,3 +93,4 @@ class RunOutcome:
     awaiting: list[ToolCall] = field(default_factory=list)  # calls waiting for a decision
     suspended: list[ToolCall] = field(default_factory=list)  # calls waiting on a child run
     client_calls: list[ToolCall] = field(default_factory=list)  # for the API caller to run
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # agents/runtime/claims.py

@@ -16,6 +16,7 @@ from django.utils.cache import patch_vary_headers
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text, run_timeline
+from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.activity.visibility import visible_run, visible_runs, with_authority
 from agents.models import Agent, Run
 from agents.runtime.spec import RunStatus
@@ -110,7 +111,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         visible_runs(request).filter(parent=run).select_related("agent", "crew").order_by("id")
     )
     run.duration_s = duration_s(run)
+    with_verdict(request.principal, run)
     context = {
+        "tenant_slug": request.tenant.slug,
         "run": run,
         "entries": entries,
         "truncated": truncated,

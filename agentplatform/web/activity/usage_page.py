@@ -11,6 +11,7 @@ from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.charts import HBarRow, horizontal_bars, stacked_daily_bars
 from agentplatform.web.activity.usage import PERIODS, Period, usage_for
 from agentplatform.web.activity.visibility import sees_whole_tenant, visible_runs
+from agents.verification import rates_by_agent
 
 
 def _seconds(value: float) -> str:
@@ -25,7 +26,9 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         days = 30
     if days not in PERIODS:
         days = 30
-    usage = usage_for(visible_runs(request), Period.ending_today(days))
+    period = Period.ending_today(days)
+    usage = usage_for(visible_runs(request), period)
+    outcomes = rates_by_agent(visible_runs(request).filter(created_at__gte=period.start))
     span = f"the last {days} days"
     runs_chart = stacked_daily_bars(
         title=f"Runs per day, {span}",
@@ -62,5 +65,6 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         "tokens_chart": tokens_chart,
         "latency_chart": latency_chart,
         "errors_chart": errors_chart,
+        "outcomes": outcomes,
     }
     return render(request, "web/activity/usage.html", context)

@@ -27,6 +27,8 @@ from django.utils.html import escape
 
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import Membership
+from agentplatform.tenancy.policy import Principal
+from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat.thread import (
     TERMINAL,
     MemberStep,
@@ -60,6 +62,7 @@ class RunStream:
         self, run: Run, *, conversation_id: int, tenant_slug: str, membership: Membership
     ) -> None:
         self.run = run
+        self.principal = Principal.of_membership(membership)
         self.context = {
             "conversation_id": conversation_id,
             "tenant_slug": tenant_slug,
@@ -219,6 +222,7 @@ class RunStream:
         }
 
     async def footer(self) -> dict[str, Any]:
+        with_verdict(self.principal, self.run)  # (verifications prefetched: _fresh_run)
         turn = Turn(run=self.run, user_text="", is_last=True)
         html = self.render("run_footer", turn=turn)
         return {"op": "replace", "target": f"run-{self.run.pk}-footer", "html": html}
@@ -258,7 +262,9 @@ def _resume_point(run_id: int, after_seq: int) -> tuple[int, bool, list[ToolCard
 
 
 def _fresh_run(run_id: int) -> Run:
-    return Run.objects.select_related("agent", "crew").get(pk=run_id)
+    return (
+        Run.objects.select_related("agent", "crew").prefetch_related("verifications").get(pk=run_id)
+    )
 
 
 def _approvals(run: Run) -> list[Approval]:

@@ -257,7 +257,9 @@ def turns_for(conversation: Conversation) -> list[Turn]:
     """The conversation's turns, oldest first. Four queries: messages, runs' events (text
     deltas only for unfinished runs), approvals."""
     messages = list(
-        Message.objects.filter(conversation=conversation).select_related("run__agent", "run__crew")
+        Message.objects.filter(conversation=conversation)
+        .select_related("run__agent", "run__crew")
+        .prefetch_related("run__verifications")
     )
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}

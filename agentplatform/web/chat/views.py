@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import Turn, for_display, turns_for
@@ -140,6 +141,9 @@ def _target(request: HttpRequest, value: str) -> Agent | Crew:
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     chat = access.conversation_for(request.user, request.membership, conversation_id)
     turns = turns_for(chat)
+    for turn in turns:
+        if turn.run is not None:
+            with_verdict(request.principal, turn.run)
     context = _page(
         request,
         chat,

@@ -83,7 +83,7 @@ class AgentForm(PlainLabels, forms.ModelForm):
             "provider_connection", "model", "temperature", "kind", "remote_url",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "results_without_tools", "output_schema",
+            "memory", "results_without_tools", "verifier_tool", "output_schema",
             "max_rounds", "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
         widgets = {

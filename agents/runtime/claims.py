@@ -1,0 +1,39 @@
+"""A run's evidence: the tool results its answer rests on, as its outcome claim records
+them (agents/verification.py). Bounded, so a claim stays a small record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agents.runtime.structured import FINAL_ANSWER
+from providers.runtime.types import AssistantMessage, Message, ToolResultMessage
+
+MAX_ITEMS = 20  # the latest results; a note says how many were left out
+MAX_RESULT_CHARS = 2000
+
+
+def evidence(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The run's tool results (the latest MAX_ITEMS), each with the call that gave it."""
+    calls = {
+        call.id: call
+        for message in messages
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+    }
+    items = []
+    for message in messages:
+        if not isinstance(message, ToolResultMessage) or message.name == FINAL_ANSWER:
+            continue
+        call = calls.get(message.call_id)
+        item = {
+            "call_id": message.call_id,
+            "tool": message.name,
+            "arguments": call.arguments if call is not None else {},
+            "result": message.content[:MAX_RESULT_CHARS],
+            "is_error": message.is_error,
+        }
+        if len(message.content) > MAX_RESULT_CHARS:
+            item["truncated"] = True
+        items.append(item)
+    return items[-MAX_ITEMS:]
