@@ -14,7 +14,9 @@ from django.core.exceptions import ValidationError
 from agents.models import Approval
 from agents.runtime.tool_step import call_payload
 from tools.loader import tenant_tools
+from tools.runtime.frames import Frame, FrameError, not_produced
 from tools.runtime.prepared_request import PreparedRequest
+from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import ToolCall, ToolFailed
 from tools.services import tool_context
 
@@ -35,11 +37,30 @@ def prepare_edited(approval: Approval, arguments: dict[str, Any]) -> tuple[ToolC
     )
     call = ToolCall(approval.call_id, approval.tool_name, arguments)
     try:
-        prepared = toolbox.registry.prepare(call, ctx)
+        filled = _from_frame(toolbox.registry, call, (run.state or {}).get("frame"))
+        prepared = toolbox.registry.prepare(filled, ctx)
     except ToolFailed as exc:
         raise ValidationError({"arguments": str(exc)}) from None
-    call = replace(call, prepared=prepared)
+    call = replace(call, prepared=prepared)  # (the approver's arguments, as the model's are)
     return call, call_payload(call, ctx)
+
+
+def _from_frame(registry: ToolRegistry, call: ToolCall, frame: Any) -> ToolCall:
+    """The call's arguments completed from the run's frame, as the worker does
+    (tools/runtime/frames.py); ToolFailed when they cannot be."""
+    item = registry.get(call.name) if registry.has(call.name) else None
+    if item is None or not (item.depends_on or item.reference_inputs):
+        return call
+    try:
+        filled, missing = Frame.from_dict(frame).inputs(
+            call.arguments, item.depends_on, item.reference_inputs
+        )
+    except FrameError as exc:
+        raise ToolFailed(str(exc)) from None
+    if missing:
+        name, source = missing[0]
+        raise ToolFailed(not_produced(name, source))
+    return replace(call, arguments=filled)
 
 
 def request_text(prepared_request: dict[str, Any] | None) -> str:

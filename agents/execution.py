@@ -66,7 +66,7 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.signals import request_execution
-from agents.specs import agent_spec, conversation_history
+from agents.specs import agent_spec, conversation_frame, conversation_history
 from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run
 from agents.tool_sources import effective_tools
@@ -74,6 +74,7 @@ from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
 from tools.runtime.context import ConfigurationError, StaticSecrets
+from tools.runtime.frames import Frame
 from tools.runtime.registry import ToolRegistry
 from tools.services import tool_context
 
@@ -281,6 +282,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         is_cancelled=_cancel_check(run),
         egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
         routing=prepared.routing,
+        frame=prepared.frame,
     )
 
 
@@ -298,6 +300,7 @@ class _Prepared:
     context_blocks: tuple[tuple[str, str], ...]
     run_secrets: StaticSecrets  # every secret the run may send: scrubbed from what it stores
     routing: Any = None  # a ToolRouting when the agent has more tools than the threshold
+    frame: Frame | None = None  # a new run's: the conversation's so far
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -352,6 +355,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     elif state is None:
         conversation = client.messages
     decisions = {} if state is None else approval_decisions(run.pk)
+    frame = conversation_frame(run) if state is None else None
     return _Prepared(
         spec=spec,
         adapter=adapter,
@@ -365,6 +369,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         context_blocks=_context_blocks(spec, tools, toolbox.context_blocks),
         run_secrets=run_secrets,
         routing=tool_routing(toolbox, run.tenant_id, effective.offered),
+        frame=frame,
     )
 
 

@@ -8,6 +8,7 @@ from agents.models import Agent, Message, Run
 from agents.runtime.spec import AgentSpec
 from providers.models import ProviderConnection
 from providers.runtime.types import AssistantMessage, UserMessage
+from tools.runtime.frames import Frame
 
 
 def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec:
@@ -29,6 +30,23 @@ def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec
         kind=agent.kind,
         remote_url=agent.remote_url,
     )
+
+
+def conversation_frame(run: Run) -> Frame | None:
+    """The frame (tool results others take inputs from, reference tokens) of the
+    conversation's latest earlier run that has one: where a new run of it starts. One
+    query, reading only that part of the runs' state."""
+    if run.conversation_id is None:
+        return None
+    data = (
+        Run.objects.filter(
+            conversation_id=run.conversation_id, pk__lt=run.pk, state__has_key="frame"
+        )
+        .order_by("-id")
+        .values_list("state__frame", flat=True)
+        .first()
+    )
+    return Frame.from_dict(data) if data else None
 
 
 def conversation_history(run: Run) -> list[UserMessage | AssistantMessage]:

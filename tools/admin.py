@@ -28,10 +28,12 @@ class ToolDefinitionForm(TenantScopedForm):
         model = ToolDefinition
         fields = [
             "tenant", "name", "kind", "description", "input_schema", "output_schema", "config",
-            "secret", "tags", "effect", "idempotent", "requires_approval", "timeout_s",
-            "rate_limit_per_minute", "enabled",
+            "depends_on", "secret", "tags", "effect", "idempotent", "requires_approval",
+            "timeout_s", "rate_limit_per_minute", "enabled",
         ]  # fmt: skip
-        widgets = {"input_schema": _JSON, "output_schema": _JSON, "config": _JSON}
+        widgets = {
+            "input_schema": _JSON, "output_schema": _JSON, "config": _JSON, "depends_on": _JSON,
+        }  # fmt: skip
 
     def _post_clean(self) -> None:
         # Before the model's clean(), which checks that auth has a secret.

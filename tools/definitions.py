@@ -23,6 +23,7 @@ from tools.runtime.definitions import (
 )
 from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.runtime.egress import GuardedHttpClient
+from tools.runtime.frames import Source
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
 from tools.runtime.tool import Capability, Tool
 from tools.runtime.validation import SchemaError, check_schema
@@ -208,4 +209,8 @@ def build_tool(
         output_schema=definition.output_schema,
         tags=frozenset(definition.tags),
         capability=capability,
+        depends_on={
+            name: Source(dependency.from_, dependency.path)
+            for name, dependency in definition_shape(definition).depends_on.items()
+        },
     )

@@ -251,6 +251,7 @@ class ToolDefinitionWriteSerializer(CleanModelSerializer):
             "input_schema",
             "output_schema",
             "config",
+            "depends_on",
             "secret",
             "tags",
             "effect",
@@ -282,6 +283,9 @@ class ToolDefinitionInfoSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField(help_text=f"One of: {', '.join(ToolKind.values)}.")
     config = serializers.JSONField()
+    depends_on = serializers.JSONField(
+        help_text="Inputs taken from other tools' results: {input: {from, path}}."
+    )
     effect = serializers.CharField(help_text='"": derived from the method or the built-in.')
     idempotent = serializers.BooleanField(allow_null=True)
     has_secret = serializers.BooleanField()

@@ -37,6 +37,7 @@ from providers.runtime.types import (
     UserMessage,
 )
 from tools.runtime.context import RunContext
+from tools.runtime.frames import Frame
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import ToolCall
 
@@ -95,11 +96,13 @@ async def run_agent(
     checkpoint: Checkpointer | None = None,
     is_cancelled: Callable[[], Awaitable[bool]] | None = None,
     routing: ToolRouting | None = None,
+    frame: Frame | None = None,
 ) -> RunOutcome:
     """Run (or resume, when `state` is given) one agent run. Never raises for model or
     tool trouble: the outcome's status and error say what happened. `conversation`: the
     whole conversation to start from (an API caller's), instead of `history` + `input`.
-    `routing`: how to offer a few of many tools each round (agents/runtime/tool_routing.py)."""
+    `routing`: how to offer a few of many tools each round (agents/runtime/tool_routing.py).
+    `frame`: the conversation's so far, for a new run (tools/runtime/frames.py)."""
     loop = _Loop(
         spec=spec,
         adapter=adapter,
@@ -117,6 +120,8 @@ async def run_agent(
         state = RunState(messages=list(conversation))
     elif state is None:
         state = RunState(messages=[*history, UserMessage(input or "")])
+    if fresh and frame is not None:
+        state.frame = frame
     return await loop.run(state, fresh=fresh)
 
 

@@ -17,6 +17,7 @@ from providers.runtime.types import (
     Usage,
     UserMessage,
 )
+from tools.runtime.frames import Frame
 from tools.runtime.tool import ToolCall
 
 
@@ -34,9 +35,14 @@ class RunState:
     structured_attempts: int = 0
     finished: str = ""  # the final status once decided, so a resume does not go on
     error: str = ""
+    # Tool results others take inputs from, and reference tokens (tools/runtime/frames.py);
+    # carried to the conversation's next run.
+    frame: Frame = field(default_factory=Frame)
 
     def to_dict(self) -> dict[str, Any]:
+        frame = {"frame": self.frame.to_dict()} if self.frame else {}
         return {
+            **frame,
             "messages": [message_to_dict(m) for m in self.messages],
             "pending_calls": [_call_to_dict(c) for c in self.pending_calls],
             "results": {k: message_to_dict(v) for k, v in self.results.items()},
@@ -74,6 +80,7 @@ class RunState:
             structured_attempts=data.get("structured_attempts", 0),
             finished=data.get("finished", ""),
             error=data.get("error", ""),
+            frame=Frame.from_dict(data.get("frame")),
         )
 
 

@@ -31,6 +31,11 @@ For the given calls, in this order:
    `Suspended` result (a child run waits for a human) leaves the call pending, unrecorded,
    to be run again on resume — or, `unattended`, an error.
 
+A call of a tool with `depends_on` inputs or reference arguments is completed from the run's
+frame (tools/runtime/frames.py) before it is prepared or run — a producer with no result
+yet run first when that is safe — or refused saying why; a result is kept in the frame when
+other tools take inputs from it, and shown with reference tokens for its declared ids.
+
 The refusals of 2-4 are recorded as in 7 (checkpoint, then `tool.completed`, latency 0).
 A caller without durable state (a direct call records once, after the call) passes
 `NoCheckpoint` and keeps the emitted events: their order is the same.
@@ -42,6 +47,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from agents.runtime.crew import Suspended
@@ -50,6 +56,7 @@ from agents.runtime.state import Checkpointer, RunState
 from agents.runtime.structured import FINAL_ANSWER
 from providers.runtime.types import ToolResultMessage
 from tools.runtime.context import RunContext
+from tools.runtime.frames import FrameError, not_produced
 from tools.runtime.registry import ToolRegistry, rate_limited_payload
 from tools.runtime.tool import Effect, Tool, ToolCall, ToolFailed, ToolResult
 
@@ -127,31 +134,93 @@ class ToolCallStep:
             if call.id in state.started and not (item and item.capability.idempotent):
                 await self._refuse(state, outcome, call, UNKNOWN_OUTCOME)
             elif decision is not None:
+                arguments = call.arguments if decision.arguments is None else decision.arguments
                 if not decision.approved:
                     reason = f": {decision.reason}" if decision.reason else ""
                     await self._refuse(state, outcome, call, f"rejected by {decision.by}{reason}")
                 elif item and item.preparer and decision.prepared is None:
                     await self._refuse(state, outcome, call, NOT_CONFIRMED)
-                else:  # a prepared request approved is sent exactly (the registry)
-                    arguments = call.arguments if decision.arguments is None else decision.arguments
+                elif decision.prepared is not None:  # sent exactly as approved (the registry)
                     to_run.append(replace(call, arguments=arguments, prepared=decision.prepared))
+                elif filled := await self._inputs(state, outcome, call, item, arguments):
+                    to_run.append(filled)
             elif self.approval.requires(item):
                 if self.unattended is not None:
                     await self._refuse(state, outcome, call, self.unattended)
                 elif item.preparer is None:
                     outcome.awaiting.append(call)
-                else:  # the human confirms the exact request it would send
-                    try:
-                        prepared = self.registry.prepare(call, self.ctx)
+                elif filled := await self._inputs(state, outcome, call, item, call.arguments):
+                    try:  # the human confirms the exact request it would send
+                        prepared = self.registry.prepare(filled, self.ctx)
                     except ToolFailed as exc:
                         await self._refuse(state, outcome, call, str(exc))
-                    else:
+                    else:  # (asked with the model's arguments: an edit is mapped again)
                         outcome.awaiting.append(replace(call, prepared=prepared))
-            else:
-                to_run.append(call)
+            elif filled := await self._inputs(state, outcome, call, item, call.arguments):
+                to_run.append(filled)
         if to_run:
             await self._execute(state, outcome, to_run)
         return outcome
+
+    async def _inputs(
+        self,
+        state: RunState,
+        outcome: StepOutcome,
+        call: ToolCall,
+        item: Tool | None,
+        arguments: dict[str, Any],
+    ) -> ToolCall | None:
+        """The call with `arguments` completed from the run's frame (tools/runtime/frames.py):
+        reference tokens mapped back, `depends_on` inputs set. A producer with no result
+        yet is run first when it only reads and its inputs are among the arguments. None:
+        refused, and recorded as the call's result."""
+        if item is None or not (item.depends_on or item.reference_inputs):
+            return replace(call, arguments=arguments)
+        try:
+            filled, missing = state.frame.inputs(arguments, item.depends_on, item.reference_inputs)
+            if missing:
+                for producer in dict.fromkeys(source.tool for _, source in missing):
+                    await self._produce(state, call, producer, filled)
+                filled, missing = state.frame.inputs(
+                    arguments, item.depends_on, item.reference_inputs
+                )
+        except FrameError as exc:
+            await self._refuse(state, outcome, call, str(exc))
+            return None
+        if missing:
+            name, source = missing[0]
+            await self._refuse(state, outcome, call, not_produced(name, source))
+            return None
+        return replace(call, arguments=filled)
+
+    async def _produce(
+        self, state: RunState, call: ToolCall, name: str, arguments: dict[str, Any]
+    ) -> None:
+        """Run producer `name` for `call`'s inputs, if it is safe to without asking: it only
+        reads, needs no approval, takes no inputs from others, its required inputs are all
+        among `arguments`, and the run has a call left. Its result goes to the frame only
+        (the model did not ask for it); its events name the call it was run for."""
+        producer = self.registry.get(name) if self.registry.has(name) else None
+        if producer is None or producer.depends_on or self.approval.requires(producer):
+            return
+        if producer.capability.effect not in (Effect.NONE, Effect.READ):
+            return
+        schema = producer.input_schema
+        if any(r not in arguments for r in schema.get("required", ())):
+            return
+        if self.max_tool_calls is not None and state.tool_calls >= self.max_tool_calls:
+            return
+        inputs = {k: v for k, v in arguments.items() if k in schema.get("properties", {})}
+        produce = ToolCall(id=f"{call.id}~{name}", name=name, arguments=inputs)
+        state.tool_calls += 1
+        await self.emit(
+            "tool.started", {**call_payload(produce, self.ctx, self.via), "for": call.id}
+        )
+        result = await self.registry.execute(produce, self.ctx)
+        if result.error is None:
+            state.frame.record(name, result.data)
+        await self.checkpoint.save(state, "tool_result")
+        await self.emit("tool.completed", {**_completed(produce, result), "for": call.id})
 
     async def _execute(self, state: RunState, outcome: StepOutcome, calls: list[ToolCall]):
         if self.max_tool_calls is None:
@@ -195,6 +264,13 @@ class ToolCallStep:
             result = replace(result, result=None, error=error)
         if result.rate_limited is not None:  # before the save: stored in its statement
             await self.emit("tool.rate_limited", rate_limited_payload(call.id, result.rate_limited))
+        item = self.registry.get(call.name) if self.registry.has(call.name) else None
+        if item is not None and result.error is None:
+            if call.name in self._producers:
+                state.frame.record(call.name, result.data)
+            if item.references:  # the model sees tokens for the ids (frames.py)
+                shown = state.frame.shown(result.data, item.references)
+                result = replace(result, result=item.view(shown) if item.view else shown)
         await self._record(state, outcome, call, result)
 
     async def _refuse(
@@ -214,16 +290,22 @@ class ToolCallStep:
         # The result is saved before its event: a crash between the two loses that event but
         # never the result (the model is told what the tool did, not "unknown").
         await self.checkpoint.save(state, "tool_result")
-        await self.emit(
-            "tool.completed",
-            {
-                "call_id": call.id,
-                "name": call.name,
-                "result": result.result,
-                "error": result.error,
-                "latency_ms": round(result.latency_ms, 3),
-            },
-        )
+        await self.emit("tool.completed", _completed(call, result))
+
+    @cached_property
+    def _producers(self) -> frozenset[str]:
+        """The tools others take inputs from: their results are kept in the frame."""
+        return frozenset(s.tool for item in self.registry for s in item.depends_on.values())
+
+
+def _completed(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    return {
+        "call_id": call.id,
+        "name": call.name,
+        "result": result.result,
+        "error": result.error,
+        "latency_ms": round(result.latency_ms, 3),
+    }
 
 
 def call_payload(call: ToolCall, ctx: RunContext, via: str | None = None) -> dict[str, Any]:

@@ -129,7 +129,7 @@ def _arguments(tool: Tool, text: str) -> dict[str, Any] | None:
         parsed = None
     if isinstance(parsed, dict):
         return parsed
-    prop = _single_string_property(tool.input_schema)
+    prop = _single_string_property(tool.model_schema)
     return {prop: text} if prop is not None else None
 
 
@@ -148,8 +148,8 @@ def _single_string_property(schema: dict[str, Any]) -> str | None:
 
 
 def _needs_json(tool: Tool) -> str:
-    properties = tool.input_schema.get("properties") or {}
-    required = set(tool.input_schema.get("required") or [])
+    properties = tool.model_schema.get("properties") or {}
+    required = set(tool.model_schema.get("required") or [])
     names = [f"{name} (required)" if name in required else name for name in properties]
     listed = ", ".join(names) if names else "none"
     shown = [name for name in properties if name in required] or list(properties)

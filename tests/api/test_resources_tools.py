@@ -250,3 +250,26 @@ def test_a_catastrophic_pattern_is_accepted_and_runs_in_linear_time(client, trio
     lookahead = {"type": "object", "properties": {"city": {"type": "string", "pattern": "(?=x)"}}}
     refused = api.post("/tools", {**WEATHER, "name": "w2", "input_schema": lookahead})
     assert "not supported" in assert_error(refused, 400)["details"]["input_schema"][0]
+
+
+def test_inputs_from_other_tools_are_set_over_rest_and_checked_as_a_graph(client, trio):
+    api = as_key(client, trio.acme)
+    finder = {
+        **WEATHER,
+        "name": "find_city",
+        "output_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    assert api.post("/tools", finder).status_code == 201
+    dependent = {**WEATHER, "depends_on": {"city": {"from": "find_city", "path": "$.city"}}}
+    created = api.post("/tools", dependent)
+    assert created.status_code == 201, created.content
+    assert ToolDefinition.objects.get(name="weather").depends_on == dependent["depends_on"]
+    assert api.get("/tools/weather").json()["definition"]["depends_on"] == dependent["depends_on"]
+
+    wrong = {"city": {"from": "find_city", "path": "$.town"}}
+    refused = api.patch("/tools/weather", {"depends_on": wrong})
+    assert "no field at $.town" in str(assert_error(refused, 400)["details"]["depends_on"])
+    cycle = {"city": {"from": "weather", "path": "$.city"}}
+    refused = api.patch("/tools/find_city", {"depends_on": cycle})
+    assert "dependency cycle" in str(assert_error(refused, 400)["details"])
+    assert ToolDefinition.objects.get(name="weather").depends_on == dependent["depends_on"]

@@ -352,6 +352,29 @@ def test_tool_errors_show_in_place_and_nothing_is_saved(client, trio, field, val
     assert not ToolDefinition.objects.filter(tenant=trio.acme).exists()
 
 
+def test_inputs_from_other_tools_are_set_in_the_form_and_refused_in_place(client, trio):
+    login(client, trio.alice)
+    producer = tool_data(
+        name="find_city",
+        output_schema=json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}),
+    )
+    assert client.post(url("tool_create"), producer).status_code == 302
+    depends_on = {"city": {"from": "find_city", "path": "$.city"}}
+    response = client.post(url("tool_create"), tool_data(depends_on=json.dumps(depends_on)))
+    assert response.status_code == 302, response.content.decode()
+    tool = ToolDefinition.objects.get(tenant=trio.acme, name="weather")
+    assert tool.depends_on == depends_on
+    assert "find_city" in client.get(url("tool_edit", pk=tool.pk)).content.decode()
+
+    wrong = json.dumps({"city": {"from": "nowhere", "path": "$.city"}})
+    response = client.post(url("tool_edit", pk=tool.pk), tool_data(depends_on=wrong))
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert 'id="id_depends_on_error"' in body and "unknown producer tool" in body
+    tool.refresh_from_db()
+    assert tool.depends_on == depends_on
+
+
 def test_a_rate_limit_is_saved_from_the_form_and_shown_on_the_test_panel(client, trio):
     login(client, trio.alice)
     response = client.post(url("tool_create"), tool_data(rate_limit_per_minute="30"))

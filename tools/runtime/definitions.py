@@ -40,7 +40,7 @@ class BuiltinConfig(BaseModel):
 class Dependency(BaseModel):
     """An input filled from another tool's output, never by the model: `{"from":
     "find_customer", "path": "$.id"}`. The configuration compiler checks the graph (the
-    producer, its output field, the types, cycles); the runtime filling it is to come."""
+    producer, its output field, the types, cycles); runs fill it (tools/runtime/frames.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     from_: str = Field(alias="from", pattern=NAME_PATTERN.pattern, description="The producer.")

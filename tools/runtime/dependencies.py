@@ -4,8 +4,8 @@ One home for the rules, asked by the configuration compiler (a whole document) a
 every save of a tool definition (the tenant's stored definitions with the one being saved):
 each dependency names an input of its tool, a producer that exists and declares an
 `output_schema`, a `path` ($.a.b, $.items[0].id, $.items[*].id) naming a field of it, of a
-type the input takes; and no tool depends on itself through others. Filling the inputs at
-run time is still to come (docs/configuration-as-code.md).
+type the input takes; and no tool depends on itself through others. The run fills them
+(tools/runtime/frames.py).
 """
 
 from __future__ import annotations

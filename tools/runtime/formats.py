@@ -33,20 +33,20 @@ def definition_for(tool: Tool, format: Format) -> dict[str, Any]:
             "function": {
                 "name": tool.name,
                 "description": tool.description,
-                "parameters": tool.input_schema,
+                "parameters": tool.model_schema,
             },
         }
     if format is Format.ANTHROPIC:
         return {
             "name": tool.name,
             "description": tool.description,
-            "input_schema": tool.input_schema,
+            "input_schema": tool.model_schema,
         }
     if format is Format.GEMINI:
         return {
             "name": tool.name,
             "description": tool.description,
-            "parameters": gemini_schema(tool.input_schema),
+            "parameters": gemini_schema(tool.model_schema),
         }
     if format is Format.MCP:
         return mcp_definition(tool)
@@ -60,7 +60,7 @@ def mcp_definition(tool: Tool) -> dict[str, Any]:
     definition: dict[str, Any] = {
         "name": tool.name,
         "description": tool.description,
-        "inputSchema": tool.input_schema,
+        "inputSchema": tool.model_schema,
         "annotations": {
             "readOnlyHint": effect in (Effect.NONE, Effect.READ),
             "destructiveHint": effect is Effect.DESTRUCTIVE,

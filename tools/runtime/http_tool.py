@@ -15,11 +15,20 @@ import json
 import random
 import re
 import time
-from typing import Any, Literal
+from collections.abc import Mapping
+from functools import partial
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from tools.runtime.circuit import CircuitBreaker, CircuitOpen, CircuitStore
 from tools.runtime.context import RunContext, StaticSecrets
@@ -30,6 +39,7 @@ from tools.runtime.egress import (
     EgressTimeout,
     GuardedHttpClient,
 )
+from tools.runtime.frames import KIND_PATTERN, Source
 from tools.runtime.prepared_request import MASK, PreparedRequest
 from tools.runtime.registry import ToolFailed
 from tools.runtime.tool import Capability, Effect, Tool
@@ -41,6 +51,8 @@ _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "cookie"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # (tab is allowed in header values)
+_SELECT_PATH = r"^[A-Za-z0-9_*-]{1,100}(\.[A-Za-z0-9_*-]{1,100}){0,19}$"  # select()'s: a.*.b
+Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]
 
 
 class _Strict(BaseModel):
@@ -53,6 +65,9 @@ class ArgumentTarget(_Strict):
     argument: str
     to: Location
     name: str | None = None
+    # The argument takes a reference token of this kind (`slot#2`), mapped back to the id a
+    # result showed as it (tools/runtime/frames.py); a raw value is refused.
+    reference: str | None = Field(None, pattern=KIND_PATTERN)
 
 
 class ContextTarget(_Strict):
@@ -101,6 +116,11 @@ class HttpToolConfig(_Strict):
     circuit: CircuitConfig = CircuitConfig()
     max_response_bytes: int = Field(1_000_000, ge=1, le=20_000_000)
     model_view: dict[str, str] | None = None
+    # Result paths ("slots.*.id", model_view's syntax) whose values the model sees as
+    # reference tokens of a kind ("slot"): server-owned ids it can neither see nor invent.
+    references: dict[Annotated[str, StringConstraints(pattern=_SELECT_PATH)], Kind] = Field(
+        default_factory=dict, max_length=50
+    )
 
     @field_validator("url")
     @classmethod
@@ -156,6 +176,7 @@ def build_http_tool(
     output_schema: dict | None = None,
     tags: frozenset[str] = frozenset(),
     capability: Capability | None = None,
+    depends_on: Mapping[str, Source] | None = None,
 ) -> Tool:
     config.check_against_schema(input_schema)
     if config.auth is not None and secret_ref is None:
@@ -190,7 +211,15 @@ def build_http_tool(
         tags=frozenset(tags) | {"http"},
         capability=capability,
         preparer=call,
+        view=None if config.model_view is None else partial(_model_view, config.model_view),
+        depends_on=depends_on or {},
+        reference_inputs={t.argument: t.reference for t in config.arguments if t.reference},
+        references=dict(config.references),
     )
+
+
+def _model_view(fields: dict[str, str], data: Any) -> Any:
+    return {key: select(data, path) for key, path in fields.items()}
 
 
 class _HttpCall:
@@ -388,9 +417,7 @@ class _HttpCall:
             problem = self.output_validator(data)
             if problem is not None:
                 raise ToolFailed(f"the response did not match output_schema: {problem}")
-        if self.config.model_view is not None:
-            return {key: select(data, path) for key, path in self.config.model_view.items()}
-        return data
+        return data  # the model sees the tool's view of it (model_view), the frame all of it
 
 
 def _header_value(value: Any) -> str:

@@ -107,13 +107,15 @@ class ToolRegistry:
                 emit("tool.rate_limited", rate_limited_payload(call.id, limited))
         if ctx.secrets:
             result, error = ctx.secrets.redact(result), ctx.secrets.redact(error)
+        item = self._tools.get(call.name)
         outcome = ToolResult(
             call_id=call.id,
             name=call.name,
-            result=result,
+            result=_viewed(item, result) if error is None else None,
             error=error,
             latency_ms=(time.perf_counter() - started) * 1000,
             rate_limited=limited,
+            data=result,
         )
         if emit is not None:
             emit(
@@ -160,7 +162,9 @@ class ToolRegistry:
         if item is None:
             return None, self._unknown(call.name)
         arguments = call.arguments
-        problem = _invalid(item, call, ctx)
+        # A prepared request was checked when it was prepared, from the arguments completed
+        # by the run's frame; it is sent as it is, whatever the call's arguments say now.
+        problem = _invalid(item, call, ctx) if call.prepared is None else None
         if problem is not None:
             return None, problem
         if call.prepared is not None and item.preparer is None:  # changed since it was approved
@@ -213,6 +217,13 @@ def rate_limited_payload(call_id: str, limited: RateLimited) -> dict[str, Any]:
         "limit": limited.limit,
         "retry_after_s": limited.retry_after_s,
     }
+
+
+def _viewed(item: Tool | None, result: Any) -> Any:
+    """What the model sees of a result: the tool's view of it (an HTTP tool's model_view)."""
+    if item is None or item.view is None:
+        return result
+    return item.view(result)
 
 
 def _invalid(item: Tool, call: ToolCall, ctx: RunContext) -> str | None:

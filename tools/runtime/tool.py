@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from tools.runtime.context import RunContext
+from tools.runtime.frames import Source
 from tools.runtime.prepared_request import PreparedRequest, PreparesRequests
 from tools.runtime.rate_limit import RateLimited
 from tools.runtime.validation import SchemaError, check_schema, compile_validator
@@ -68,6 +69,8 @@ class ToolResult:
     error: str | None = None
     latency_ms: float = 0.0
     rate_limited: RateLimited | None = None  # set: not executed, over its tool's rate limit
+    # What the handler returned, before the tool's `view`: for the run's frame (frames.py).
+    data: Any = None
 
     @property
     def is_error(self) -> bool:
@@ -93,7 +96,15 @@ class Tool:
     validate: Callable[[Any], str | None] | None = None
     # Tools that send one request per call (HTTP tools): it can be prepared, shown, then sent.
     preparer: PreparesRequests | None = None
+    # What of a result the model sees (an HTTP tool's `model_view`); None: all of it.
+    view: Callable[[Any], Any] | None = None
+    # The run's frame (frames.py): inputs filled from other tools' results, hidden from the
+    # model; arguments that take a reference token, by kind; result paths shown as tokens.
+    depends_on: Mapping[str, Source] = field(default_factory=dict)
+    reference_inputs: Mapping[str, str] = field(default_factory=dict)
+    references: Mapping[str, str] = field(default_factory=dict)
     is_async: bool = field(init=False)
+    model_schema: dict[str, Any] = field(init=False)  # input_schema as the model is offered it
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -111,6 +122,30 @@ class Tool:
         if self.validate is None:
             object.__setattr__(self, "validate", compile_validator(self.input_schema))
         object.__setattr__(self, "is_async", _is_async(self.handler))
+        schema = model_input_schema(self.input_schema, self.depends_on, self.reference_inputs)
+        object.__setattr__(self, "model_schema", schema)
+
+
+def model_input_schema(
+    input_schema: dict[str, Any], filled: Iterable[str], reference_inputs: Mapping[str, str]
+) -> dict[str, Any]:
+    """An input schema as the model is offered it: without the inputs the runtime fills
+    (`filled`, from other tools' results), and saying which inputs take a reference token
+    (the runtime maps it back). The compiler's model contract and every run use this."""
+    filled = set(filled)
+    if not (filled or reference_inputs):
+        return input_schema
+    schema = dict(input_schema)
+    properties = {k: v for k, v in schema.get("properties", {}).items() if k not in filled}
+    for name, kind in reference_inputs.items():
+        if isinstance(properties.get(name), dict):
+            hint = f"A {kind} reference such as {kind}#1, as a tool's result showed it."
+            described = properties[name].get("description", "")
+            properties[name] = {**properties[name], "description": f"{described} {hint}".strip()}
+    schema["properties"] = properties
+    if "required" in schema:
+        schema["required"] = [r for r in schema["required"] if r not in filled]
+    return schema
 
 
 def _is_async(handler: Callable) -> bool:

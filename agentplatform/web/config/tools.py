@@ -60,6 +60,13 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
     output_schema = PrettyJSONField(
         required=False, widget=JsonTextarea({"rows": 4}), label="Output schema (optional)"
     )
+    depends_on = PrettyJSONField(
+        required=False,
+        widget=JsonTextarea({"rows": 3}),
+        label="Inputs from other tools (optional)",
+        help_text='JSON: {"customer_id": {"from": "find_customer", "path": "$.id"}}. Such an '
+        "input is hidden from the model and filled from that tool's result.",
+    )
     tags = SimpleArrayField(
         forms.CharField(max_length=40),
         required=False,
@@ -75,9 +82,9 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
     class Meta:
         model = ToolDefinition
         fields = [
-            "name", "description", "input_schema", "config", "output_schema", "tags",
-            "effect", "idempotent", "requires_approval", "timeout_s", "rate_limit_per_minute",
-            "enabled",
+            "name", "description", "input_schema", "config", "output_schema", "depends_on",
+            "tags", "effect", "idempotent", "requires_approval", "timeout_s",
+            "rate_limit_per_minute", "enabled",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
         labels = {"timeout_s": "Timeout (seconds)", "rate_limit_per_minute": "Calls per minute"}
@@ -98,6 +105,10 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
 
     def clean_config(self) -> Any:
         value = self.cleaned_data.get("config")
+        return {} if value is None else value
+
+    def clean_depends_on(self) -> Any:
+        value = self.cleaned_data.get("depends_on")
         return {} if value is None else value
 
     def clean_name(self) -> str:

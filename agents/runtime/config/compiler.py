@@ -38,7 +38,7 @@ from tools.runtime.definitions import (
 )
 from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.runtime.http_tool import HttpToolConfig
-from tools.runtime.tool import Effect
+from tools.runtime.tool import Effect, model_input_schema
 from tools.runtime.validation import SchemaError, check_schema
 
 
@@ -112,6 +112,7 @@ class ExecutionContract:
     fixed: dict[str, Any] = field(default_factory=dict)
     retry: dict[str, Any] | None = None
     model_view: dict[str, str] | None = None
+    references: dict[str, str] = field(default_factory=dict)  # result paths shown as tokens
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,7 @@ class _Checker:
             if built is not None:
                 compiled[tool.name] = built
         self.check_dependencies()
+        self.check_references(compiled)
         self.check_agents()
         self.check_crews()
         if self.problems:
@@ -337,6 +339,23 @@ class _Checker:
         for problem in dependency_problems(shapes):
             self.problem(f"tools[{self.tool_index[problem.tool]}].{problem.where}", problem.reason)
 
+    def check_references(self, compiled: dict[str, tuple[ToolEntry, Any]]) -> None:
+        """An argument taking a reference kind needs a tool whose result gives that kind
+        (config.references), else no token of it can exist. Kept tools outside the document
+        may give it: then it is not checked."""
+        configs = {n: c for n, (_, c) in compiled.items() if isinstance(c, HttpToolConfig)}
+        given = {kind for c in configs.values() for kind in c.references.values()}
+        if self.known.tools - set(self.tool_index):
+            return
+        for name, config in configs.items():
+            for position, target in enumerate(config.arguments):
+                if target.reference is not None and target.reference not in given:
+                    self.problem(
+                        f"tools[{self.tool_index[name]}].config.arguments[{position}].reference",
+                        f"no tool's result gives {target.reference} references "
+                        "(config.references of a tool)",
+                    )
+
     # -- agents and crews -------------------------------------------------------------
     def check_agents(self) -> None:
         agents = self.document.agents
@@ -397,13 +416,11 @@ class _Checker:
     ) -> CompiledTool:
         effect, idempotent = default_capability(tool.kind, tool.config)
         input_schema = self.input_schemas[name]
-        filled = set(tool.depends_on)
-        model_schema = dict(input_schema)
-        if filled:  # the runtime fills these: the model neither sees nor sets them
-            properties = input_schema.get("properties", {})
-            model_schema["properties"] = {k: v for k, v in properties.items() if k not in filled}
-            if "required" in input_schema:
-                model_schema["required"] = [r for r in input_schema["required"] if r not in filled]
+        references = {}
+        if isinstance(config, HttpToolConfig):
+            references = {t.argument: t.reference for t in config.arguments if t.reference}
+        # The runtime fills depends_on inputs: the model neither sees nor sets them.
+        model_schema = model_input_schema(input_schema, tool.depends_on, references)
         description = tool.description
         if isinstance(config, BuiltinConfig):
             description = description or BUILTINS.get(config.builtin).description
@@ -434,5 +451,6 @@ class _Checker:
                 fixed=config.fixed.model_dump(),
                 retry=config.retry.model_dump(),
                 model_view=config.model_view,
+                references=dict(config.references),
             )
         return CompiledTool(ModelContract(name, description, model_schema), execution)
