@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tests.fakes.booking_api import BookingApi
 from tests.fakes.provider_server import ProviderServer
 
 
@@ -21,3 +22,12 @@ def provider_server_fixture() -> Iterator[ProviderServer]:
         yield server
     finally:
         server.close()
+
+
+def booking_api_fixture() -> Iterator[BookingApi]:
+    """A fresh fake booking API (tests/fakes/booking_api.py) for one test, closed afterwards."""
+    api = BookingApi()
+    try:
+        yield api
+    finally:
+        api.close()
