@@ -236,6 +236,13 @@ def test_auth_without_a_secret_is_refused():
     assert problems(data) == [("tools[1].secret", "bearer auth needs a secret: name it")]
 
 
+def test_a_secret_without_auth_is_refused():
+    data = with_tool(0, secret="tool:find_customer")
+    assert problems(data) == [
+        ("tools[0].secret", "a secret without config.auth is never sent: add auth, or remove it")
+    ]
+
+
 def test_a_long_dependency_chain_is_checked():
     chain = [
         {

@@ -324,6 +324,11 @@ class _Checker:
                 self.problem(f"{path}.config", str(exc))
         if config.auth is not None and not tool.secret:
             self.problem(f"{path}.secret", f"{config.auth.type} auth needs a secret: name it")
+        if config.auth is None and tool.secret:
+            self.problem(
+                f"{path}.secret",
+                "a secret without config.auth is never sent: add auth, or remove it",
+            )
 
     # -- dependencies -----------------------------------------------------------------
     def check_dependencies(self) -> None:
