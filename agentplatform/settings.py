@@ -252,6 +252,7 @@ CELERY_TASK_ROUTES = {
     "rag.*": {"queue": BATCH_QUEUE},
     "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
+    "tools.selftest_tools": {"queue": BATCH_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
@@ -259,6 +260,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(config.env_int("RUN_SWEEP_S", 15, minimum=1)),
     },
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
+    # Tool self-tests (tools/selftests.py): every tool's declared examples, hourly by default.
+    "selftest-tools": {
+        "task": "tools.selftest_tools",
+        "schedule": float(config.env_int("TOOL_SELFTEST_S", 3600, minimum=60)),
+    },
 }
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
 

@@ -28,11 +28,12 @@ class ToolDefinitionForm(TenantScopedForm):
         model = ToolDefinition
         fields = [
             "tenant", "name", "kind", "description", "input_schema", "output_schema", "config",
-            "depends_on", "secret", "tags", "effect", "idempotent", "requires_approval",
+            "depends_on", "examples", "secret", "tags", "effect", "idempotent", "requires_approval",
             "timeout_s", "rate_limit_per_minute", "enabled",
         ]  # fmt: skip
         widgets = {
             "input_schema": _JSON, "output_schema": _JSON, "config": _JSON, "depends_on": _JSON,
+            "examples": _JSON,
         }  # fmt: skip
 
     def _post_clean(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pydantic
@@ -23,10 +24,11 @@ from tools.runtime.definitions import (
 )
 from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.runtime.egress import GuardedHttpClient
+from tools.runtime.expectations import ExpectationError, ToolExample, parse_examples
 from tools.runtime.frames import Source
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
 from tools.runtime.tool import Capability, Tool
-from tools.runtime.validation import SchemaError, check_schema
+from tools.runtime.validation import SchemaError, check_schema, compile_validator
 
 if TYPE_CHECKING:
     from tools.models import ToolDefinition
@@ -77,6 +79,8 @@ def validate_definition(definition: ToolDefinition) -> None:
             errors["output_schema"] = str(exc)
     if (problem := dependency_problem(definition.depends_on, definition.input_schema)) is not None:
         errors["depends_on"] = problem
+    if (problem := examples_problem(definition)) is not None:
+        errors["examples"] = problem
     if errors:
         raise ValidationError(errors)
     config = parse_config(definition)
@@ -100,6 +104,27 @@ def validate_definition(definition: ToolDefinition) -> None:
         broken := dependency_graph_errors(definition)
     ):
         raise ValidationError(broken)
+
+
+def examples_problem(definition: ToolDefinition) -> str | None:
+    """Why a definition's `examples` cannot be stored: not examples, or arguments its
+    input schema refuses."""
+    try:
+        examples = parse_examples(definition.examples)
+    except ExpectationError as exc:
+        return str(exc)
+    if not examples:
+        return None
+    schema = definition_shape(definition).input_schema
+    try:
+        check_schema(schema)
+        validate = compile_validator(schema)
+    except ValueError:  # (SchemaError, PatternError) the schema's own error is reported
+        return None
+    for index, example in enumerate(examples):
+        if (problem := validate(example.arguments)) is not None:
+            return f"[{index}].arguments: {problem}"
+    return None
 
 
 def dependency_graph_errors(definition: ToolDefinition) -> dict[str, list[str]]:
@@ -184,6 +209,7 @@ def build_tool(
         timeout_s=definition.timeout_s,
         rate_limit_per_minute=definition.rate_limit_per_minute,
     )
+    own = _stored_examples(definition)
     if isinstance(config, BuiltinConfig):
         base = BUILTINS.get(config.builtin)
         return Tool(
@@ -193,11 +219,12 @@ def build_tool(
             handler=base.handler,
             output_schema=base.output_schema,
             tags=base.tags | set(definition.tags),
-            examples=base.examples,
+            examples=base.examples + tuple(e.arguments for e in own),
             capability=capability,
             validate=base.validate,
+            selftests=base.selftests + own,
         )
-    return build_http_tool(
+    built = build_http_tool(
         name=definition.name,
         description=definition.description,
         input_schema=definition.input_schema,
@@ -214,3 +241,14 @@ def build_tool(
             for name, dependency in definition_shape(definition).depends_on.items()
         },
     )
+    if not own:
+        return built
+    return replace(built, examples=tuple(e.arguments for e in own), selftests=own)
+
+
+def _stored_examples(definition: ToolDefinition) -> tuple[ToolExample, ...]:
+    """The definition's examples; none if they no longer parse (changed past validation)."""
+    try:
+        return parse_examples(definition.examples or [])
+    except ExpectationError:
+        return ()

@@ -85,9 +85,11 @@ class ToolDefinition(SecretDestination, models.Model):
     )
     enabled = models.BooleanField(default=True)
     # Inputs another tool's output fills: {"customer_id": {"from": "find_customer", "path":
-    # "$.id"}}. Checked as a graph by the configuration compiler; the runtime filling them
-    # is still to come (docs/configuration-as-code.md).
+    # "$.id"}}. Checked as a graph; runs fill them (tools/runtime/frames.py).
     depends_on = models.JSONField(default=dict, blank=True)
+    # Examples with what their result should be, the tool's self-tests
+    # (tools/runtime/expectations.py): [{"arguments": {...}, "expect": {"contains": "..."}}].
+    examples = models.JSONField(default=list, blank=True)
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -254,3 +256,28 @@ class McpServerConnection(SecretDestination, models.Model):
     @property
     def tool_count(self) -> int:
         return len(self.tools_cache or [])
+
+
+class ToolHealthStatus(models.TextChoices):
+    PASSING = "passing", "Passing"
+    FAILING = "failing", "Failing"
+    SKIPPED = "skipped", "Not run"  # every example writes and none is marked safe to run
+
+
+class ToolHealth(models.Model):
+    """A tool's latest self-test (tools/selftests.py): each example's outcome, and the
+    tool's status from them. One row per tool of a tenant, replaced by each run."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tool_name = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=ToolHealthStatus.choices)
+    results = models.JSONField(default=list)  # [{name, status, detail, latency_ms}]
+    checked_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "tool_name"], name="tool_health_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name}: {self.status}"

@@ -253,6 +253,7 @@ class ToolDefinitionWriteSerializer(CleanModelSerializer):
             "output_schema",
             "config",
             "depends_on",
+            "examples",
             "secret",
             "tags",
             "effect",
@@ -287,6 +288,7 @@ class ToolDefinitionInfoSerializer(serializers.Serializer):
     depends_on = serializers.JSONField(
         help_text="Inputs taken from other tools' results: {input: {from, path}}."
     )
+    examples = serializers.JSONField(help_text="Its examples with expectations (self-tests).")
     effect = serializers.CharField(help_text='"": derived from the method or the built-in.')
     idempotent = serializers.BooleanField(allow_null=True)
     has_secret = serializers.BooleanField()
@@ -294,6 +296,22 @@ class ToolDefinitionInfoSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+class SelfTestResultSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    status = serializers.ChoiceField(choices=["passed", "failed", "skipped"])
+    detail = serializers.CharField(allow_blank=True)
+    latency_ms = serializers.FloatField()
+
+
+class ToolHealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["passing", "failing", "skipped"],
+        help_text="skipped: every example writes and none is marked safe_to_run.",
+    )
+    checked_at = serializers.DateTimeField()
+    results = SelfTestResultSerializer(many=True)
 
 
 class ToolSerializer(serializers.Serializer):
@@ -306,6 +324,13 @@ class ToolSerializer(serializers.Serializer):
     output_schema = serializers.JSONField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
     examples = serializers.ListField(child=serializers.JSONField())
+    selftests = serializers.ListField(
+        child=serializers.JSONField(),
+        help_text="Examples with what their result should be: {arguments, expect, safe_to_run}.",
+    )
+    health = ToolHealthSerializer(
+        allow_null=True, help_text="The latest self-test; null if it never ran."
+    )
     capability = CapabilitySerializer()
     enabled = serializers.BooleanField(
         help_text="False: a disabled definition; agents do not see this tool."

@@ -17,7 +17,7 @@ from drf_spectacular.utils import (
     extend_schema_serializer,
     extend_schema_view,
 )
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,6 +33,7 @@ from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.serializers import (
     ToolDefinitionWriteSerializer,
     ToolExecuteSerializer,
+    ToolHealthSerializer,
     ToolResultSerializer,
     ToolSerializer,
 )
@@ -41,8 +42,9 @@ from agentplatform.tenancy.policy import Action
 from agents.tool_runs import tool_run
 from tools.definitions import build_tool
 from tools.loader import circuit_store, egress_client, registry_for_tenant
-from tools.models import ToolDefinition
+from tools.models import ToolDefinition, ToolHealth
 from tools.runtime.tool import Capability, Tool
+from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete
 
 WORKFLOW_MODULE = "agents.runtime.workflow"  # where workflow_tool makes its handlers
@@ -112,6 +114,7 @@ HTTP_TOOL_RESPONSE = {
         "kind": "http",
         "config": HTTP_TOOL_REQUEST["config"],
         "depends_on": {},
+        "examples": [],
         "effect": "",
         "idempotent": None,
         "has_secret": True,
@@ -143,6 +146,7 @@ def definition_info(definition: ToolDefinition) -> dict[str, Any]:
         "kind": definition.kind,
         "config": definition.config,
         "depends_on": definition.depends_on,
+        "examples": definition.examples,
         "effect": definition.effect,
         "idempotent": definition.idempotent,
         "has_secret": bool(definition.secret),
@@ -153,7 +157,9 @@ def definition_info(definition: ToolDefinition) -> dict[str, Any]:
     }
 
 
-def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str, Any]:
+def tool_entry(
+    item: Tool | None, definition: ToolDefinition | None, health: ToolHealth | None = None
+) -> dict[str, Any]:
     """One tool as the API shows it. `item` None: a definition the registry left out
     (disabled, or invalid since it was saved); its own fields describe it."""
     if item is None and definition is not None:
@@ -168,6 +174,7 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
             "output_schema": item.output_schema,
             "tags": sorted(item.tags),
             "examples": list(item.examples),
+            "selftests": [example.to_dict() for example in item.selftests],
         }
     else:  # its stored values as they are: a Capability may refuse them (changed past validation)
         capability = {
@@ -184,10 +191,18 @@ def tool_entry(item: Tool | None, definition: ToolDefinition | None) -> dict[str
             "output_schema": definition.output_schema,
             "tags": sorted(definition.tags),
             "examples": [],
+            "selftests": [],
         }
     entry["capability"] = {**capability, "effect": capability["effect"].value}
     entry["enabled"] = definition.enabled if definition is not None else True
     entry["definition"] = definition_info(definition) if definition is not None else None
+    entry["health"] = None
+    if health is not None:
+        entry["health"] = {
+            "status": health.status,
+            "checked_at": health.checked_at,
+            "results": health.results,
+        }
     return entry
 
 
@@ -278,7 +293,7 @@ class ToolViewSet(TenantViewSet):
     serializer_class = ToolDefinitionWriteSerializer
     pagination_class = None
 
-    action_policy = {"execute": Action.EXECUTE_TOOL}
+    action_policy = {"execute": Action.EXECUTE_TOOL, "selftest": Action.EXECUTE_TOOL}
 
     def definitions(self) -> dict[str, ToolDefinition]:
         return {d.name: d for d in ToolDefinition.objects.filter(tenant=self.tenant)}
@@ -293,9 +308,10 @@ class ToolViewSet(TenantViewSet):
         item = registry.get(name) if registry.has(name) else None
         if item is None and definition is None:
             raise Http404("No such tool.")
+        health = ToolHealth.objects.filter(tenant=self.tenant, tool_name=name).first()
         if item is None or (definition is not None and not definition.enabled):
-            return tool_entry(None, definition)
-        return tool_entry(item, definition)
+            return tool_entry(None, definition, health)
+        return tool_entry(item, definition, health)
 
     def list(self, request: Request) -> Response:
         kind = query_text(request, "kind")
@@ -306,7 +322,11 @@ class ToolViewSet(TenantViewSet):
             entries = [tool_entry(None, d) for d in definitions.values() if not d.enabled]
         else:
             registry = registry_for_tenant(self.tenant)
-            entries = [tool_entry(item, definitions.get(item.name)) for item in registry]
+            healths = health_by_name(self.tenant)
+            entries = [
+                tool_entry(item, definitions.get(item.name), healths.get(item.name))
+                for item in registry
+            ]
         entries = [
             entry
             for entry in sorted(entries, key=lambda e: e["name"])
@@ -400,3 +420,41 @@ class ToolViewSet(TenantViewSet):
         ).data
         parked = outcome.status == "awaiting_approval"
         return Response(data, status=status.HTTP_202_ACCEPTED if parked else status.HTTP_200_OK)
+
+    @extend_schema(
+        summary="Run a tool's self-tests",
+        description="Runs each example the tool declares (`selftests`) through the registry "
+        "now and checks its result against the example's expectation; records and returns "
+        "the tool's health. An example of a tool that writes or needs approval runs only "
+        "when marked `safe_to_run` (else it is `skipped`). A tool without examples is a 400. "
+        "Needs the `run` scope.",
+        parameters=[NAME],
+        request=None,
+        responses={200: ToolHealthSerializer, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Passing",
+                {
+                    "status": "passing",
+                    "checked_at": "2026-01-01T12:00:00Z",
+                    "results": [
+                        {"name": "example 1", "status": "passed", "detail": "", "latency_ms": 0.3}
+                    ],
+                },
+                response_only=True,
+            )
+        ],
+    )
+    @action(detail=True, methods=["post"])
+    def selftest(self, request: Request, name: str) -> Response:
+        name = path_text(name, "tool")
+        registry = registry_for_tenant(self.tenant)
+        if not registry.has(name):
+            raise Http404("No such tool.")
+        if not registry.get(name).selftests:
+            raise exceptions.ValidationError(
+                {"examples": ["This tool declares no examples with expectations to test."]}
+            )
+        [health] = selftest_tools(self.tenant, [name])
+        shown = {"status": health.status, "checked_at": health.checked_at}
+        return Response(ToolHealthSerializer({**shown, "results": health.results}).data)

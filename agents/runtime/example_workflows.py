@@ -12,6 +12,7 @@ from typing import Any
 
 from agents.runtime.workflow import pipe, tool_step, workflow_tool
 from tools.runtime.builtins import BUILTINS
+from tools.runtime.expectations import Expectation, ToolExample
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
 PERIODS_PER_YEAR = {"yearly": 1, "quarterly": 4, "monthly": 12, "daily": 365}
@@ -95,7 +96,10 @@ def example_workflow_tools() -> list[Tool]:
             capability=Capability(effect=Effect.NONE, idempotent=True, timeout_s=10),
             tags={"builtin", "math"},
             examples=(
-                {"principal": 1000, "annual_rate_percent": 5, "years": 10},
+                ToolExample(
+                    {"principal": 1000, "annual_rate_percent": 5, "years": 10},
+                    Expectation("contains", '"balance": 1647.01'),
+                ),
                 {
                     "principal": 2500,
                     "annual_rate_percent": 3.5,

@@ -37,6 +37,7 @@ from agents.runtime.loop import EventSink, NullSink, run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
 from providers.runtime.adapter import ModelAdapter
 from tools.runtime.context import ConfigurationError, RunContext, SecretAccessor
+from tools.runtime.expectations import ToolExample
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Tool, ToolCall, ToolFailed
 
@@ -295,7 +296,7 @@ def workflow_tool(
     output_schema: dict[str, Any] | None = None,
     capability: Capability | None = None,
     tags: frozenset[str] | set[str] = frozenset(),
-    examples: tuple[dict[str, Any], ...] = (),
+    examples: tuple[dict[str, Any] | ToolExample, ...] = (),
     adapter_for: Callable[[AgentSpec], ModelAdapter] | None = None,
 ) -> Tool:
     """A Tool whose handler runs `workflow` on the call's (validated) arguments.
@@ -336,8 +337,9 @@ def workflow_tool(
         handler=handler,
         output_schema=output_schema,
         tags=frozenset({"workflow", *tags}),
-        examples=examples,
+        examples=tuple(e.arguments if isinstance(e, ToolExample) else e for e in examples),
         capability=capability or Capability(),
+        selftests=tuple(e for e in examples if isinstance(e, ToolExample)),
     )
 
 

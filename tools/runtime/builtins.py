@@ -11,6 +11,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tools.runtime.calculator import CalculatorError, evaluate
+from tools.runtime.expectations import Expectation, ToolExample
 from tools.runtime.registry import ToolFailed, ToolRegistry
 from tools.runtime.tool import Capability, Effect, tool
 
@@ -21,7 +22,9 @@ _PURE = Capability(effect=Effect.NONE, idempotent=True, timeout_s=5)
 @tool(
     tags={"builtin", "math"},
     capability=_PURE,
-    examples=({"expression": "(1 + 2) * sqrt(16)"},),
+    examples=(
+        ToolExample({"expression": "(1 + 2) * sqrt(16)"}, Expectation("exact", {"result": 12})),
+    ),
 )
 async def calculator(expression: str) -> dict:
     """Evaluate an arithmetic expression exactly: numbers, + - * / // % **, parentheses,
@@ -33,14 +36,22 @@ async def calculator(expression: str) -> dict:
         raise ToolFailed(str(exc)) from None
 
 
-@tool(tags={"builtin"}, capability=_PURE, examples=({"thought": "The user wants X; first..."},))
+@tool(
+    tags={"builtin"},
+    capability=_PURE,
+    examples=(ToolExample({"thought": "First X."}, Expectation("exact", {"thought": "First X."})),),
+)
 async def think(thought: str) -> dict:
     """Think step by step in a private scratchpad before acting. Nothing happens outside;
     the thought is returned unchanged."""
     return {"thought": thought}
 
 
-@tool(tags={"builtin", "time"}, capability=_PURE, examples=({"timezone": "Europe/Paris"},))
+@tool(
+    tags={"builtin", "time"},
+    capability=_PURE,
+    examples=(ToolExample({"timezone": "Europe/Paris"}, Expectation("regex", r"\+0[12]:00")),),
+)
 async def current_time(timezone: str = "UTC") -> dict:
     """The current date and time in an IANA time zone (e.g. "Europe/Paris",
     "America/New_York"; default UTC)."""

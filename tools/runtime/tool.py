@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from tools.runtime.context import RunContext
+from tools.runtime.expectations import ToolExample
 from tools.runtime.frames import Source
 from tools.runtime.prepared_request import PreparedRequest, PreparesRequests
 from tools.runtime.rate_limit import RateLimited
@@ -91,7 +92,7 @@ class Tool:
     handler: Handler
     output_schema: dict[str, Any] | None = None
     tags: frozenset[str] = frozenset()
-    examples: tuple[dict[str, Any], ...] = ()
+    examples: tuple[dict[str, Any], ...] = ()  # arguments, as the model and people see them
     capability: Capability = field(default_factory=Capability)
     validate: Callable[[Any], str | None] | None = None
     # Tools that send one request per call (HTTP tools): it can be prepared, shown, then sent.
@@ -103,6 +104,8 @@ class Tool:
     depends_on: Mapping[str, Source] = field(default_factory=dict)
     reference_inputs: Mapping[str, str] = field(default_factory=dict)
     references: Mapping[str, str] = field(default_factory=dict)
+    # Examples with what their result should be: the tool's self-tests (tools/selftests.py).
+    selftests: tuple[ToolExample, ...] = ()
     is_async: bool = field(init=False)
     model_schema: dict[str, Any] = field(init=False)  # input_schema as the model is offered it
 
@@ -159,7 +162,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     tags: frozenset[str] | set[str] = frozenset(),
-    examples: tuple[dict, ...] = (),
+    examples: tuple[dict | ToolExample, ...] = (),
     capability: Capability | None = None,
 ) -> Any:
     """Make a Tool from an annotated function: docstring -> description, signature -> schema.
@@ -215,8 +218,9 @@ def tool(
             input_schema=schema,
             handler=handler,
             tags=frozenset(tags),
-            examples=tuple(examples),
+            examples=tuple(e.arguments if isinstance(e, ToolExample) else e for e in examples),
             capability=capability or Capability(),
+            selftests=tuple(e for e in examples if isinstance(e, ToolExample)),
         )
 
     return build(function) if function is not None else build

@@ -11,6 +11,7 @@ from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
@@ -28,8 +29,9 @@ from agentplatform.web.config.common import (
 )
 from agents.tool_runs import tool_run
 from tools.loader import tenant_tools
-from tools.models import ToolDefinition, ToolKind
+from tools.models import ToolDefinition, ToolHealth, ToolKind
 from tools.runtime.builtins import BUILTINS
+from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete, tool_definition_save
 
 EXAMPLE_SCHEMA = {
@@ -60,6 +62,14 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
     output_schema = PrettyJSONField(
         required=False, widget=JsonTextarea({"rows": 4}), label="Output schema (optional)"
     )
+    examples = PrettyJSONField(
+        required=False,
+        widget=JsonTextarea({"rows": 4}),
+        label="Examples with expectations (optional)",
+        help_text='JSON list: [{"arguments": {...}, "expect": {"contains": "Paris"}}]; expect one '
+        'of succeeds, exact, contains, regex, schema; "safe_to_run": true lets a write '
+        "tool's example run. They are the tool's self-tests.",
+    )
     depends_on = PrettyJSONField(
         required=False,
         widget=JsonTextarea({"rows": 3}),
@@ -83,7 +93,7 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
         model = ToolDefinition
         fields = [
             "name", "description", "input_schema", "config", "output_schema", "depends_on",
-            "tags", "effect", "idempotent", "requires_approval", "timeout_s",
+            "examples", "tags", "effect", "idempotent", "requires_approval", "timeout_s",
             "rate_limit_per_minute", "enabled",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
@@ -111,6 +121,10 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
         value = self.cleaned_data.get("depends_on")
         return {} if value is None else value
 
+    def clean_examples(self) -> Any:
+        value = self.cleaned_data.get("examples")
+        return [] if value is None else value
+
     def clean_name(self) -> str:
         return unique_in_tenant(self, "name", "tool definition")
 
@@ -132,6 +146,7 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
 def tool_list(request: HttpRequest) -> HttpResponse:
     """This builds (or reuses) the tenant's registry and issues one query for definitions."""
     definitions = {d.name: d for d in ToolDefinition.objects.filter(tenant=request.tenant)}
+    health = health_by_name(request.tenant)
     rows = []
     for item in tenant_tools(request.tenant).registry:
         definition = definitions.get(item.name)
@@ -139,7 +154,8 @@ def tool_list(request: HttpRequest) -> HttpResponse:
             source = "Definition" if definition.kind == ToolKind.HTTP else "Built-in, customised"
         else:
             source = "Built-in" if BUILTINS.has(item.name) else "Context provider"
-        rows.append({"tool": item, "source": source, "definition": definition})
+        row = {"tool": item, "source": source, "definition": definition}
+        rows.append({**row, "health": health.get(item.name)})
     context = {"rows": rows, "definitions": list(definitions.values())}
     return render_page(request, "web/config/tool_list.html", context)
 
@@ -218,8 +234,24 @@ def tool_try(request: HttpRequest, name: str) -> HttpResponse:
         "result": result,
         "result_text": _pretty(result.result) if result is not None else "",
         "schema_text": _pretty(item.input_schema),
+        "health": ToolHealth.objects.filter(tenant=request.tenant, tool_name=name).first(),
     }
     return render_page(request, "web/config/tool_try.html", context, partial="try-result")
+
+
+@admin_required
+@require_POST
+def tool_selftest(request: HttpRequest, name: str) -> HttpResponse:
+    """Run the tool's self-tests now (htmx: the health block only)."""
+    registry = tenant_tools(request.tenant).registry
+    if not registry.has(name):
+        raise Http404("No such tool.")
+    item = registry.get(name)
+    [health] = selftest_tools(request.tenant, [name]) if item.selftests else [None]
+    if not request.htmx:
+        return redirect("config:tool_try", tenant_slug=request.tenant.slug, name=name)
+    context = {"tool": item, "health": health}
+    return render_page(request, "web/config/tool_try.html", context, partial="health")
 
 
 def _example_arguments(item: Any) -> str:

@@ -33,6 +33,7 @@ urlpatterns = [
     path("tools/<int:pk>/edit/", tools.tool_edit, name="tool_edit"),
     path("tools/<int:pk>/delete/", tools.tool_remove, name="tool_delete"),
     path("tools/try/<str:name>/", tools.tool_try, name="tool_try"),
+    path("tools/try/<str:name>/selftest/", tools.tool_selftest, name="tool_selftest"),
     path("connections/", connections.connection_list, name="connections"),
     path("connections/new/", connections.connection_create, name="connection_create"),
     path("connections/<int:pk>/edit/", connections.connection_edit, name="connection_edit"),

@@ -1,0 +1,189 @@
+"""Tool self-tests from declared examples: expectations, the runner and the tool's health,
+from the tool page, REST, the command and the periodic task."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from tests.api.test_resources import as_key, assert_error
+from tests.factories import login, make_http_tool
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition, ToolHealth
+from tools.runtime.expectations import Expectation, ExpectationError, ToolExample, parse_examples
+from tools.selftests import selftest_tools
+from tools.services import tool_definition_save
+from tools.tasks import selftest_all_tenants
+
+ANSWER = {"city": "Paris", "temp_c": 21}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("expect", "value", "error", "fails"),
+    [
+        ({"succeeds": True}, ANSWER, None, None),
+        ({"succeeds": True}, None, "HTTP 500", "failed: HTTP 500"),
+        ({"exact": ANSWER}, {"temp_c": 21, "city": "Paris"}, None, None),
+        ({"exact": ANSWER}, {"city": "Lyon"}, None, "expected exactly"),
+        ({"contains": "Paris"}, ANSWER, None, None),
+        ({"contains": "Rome"}, ANSWER, None, "expected it to contain 'Rome'"),
+        ({"regex": r'"temp_c": \d+'}, ANSWER, None, None),
+        ({"regex": r"^\d+$"}, "42 apples", None, "no match"),
+        ({"schema": {"type": "object", "required": ["city"]}}, ANSWER, None, None),
+        ({"schema": {"type": "object", "required": ["wind"]}}, ANSWER, None, "does not match"),
+    ],
+)
+def test_expectations(expect, value, error, fails):
+    failure = Expectation.parse(expect).failure(value, error)
+    assert failure is None if fails is None else fails in failure
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ({"contains": "a", "exact": 1}, "exactly one"),
+        ({"looks_like": 1}, "unknown expectation"),
+        ({"regex": r"(a)\1"}, "regex"),  # a backreference: RE2 refuses, nothing backtracks
+        ({"schema": {"$ref": "https://example.com/s.json"}}, "schema"),  # never fetched
+        ({"succeeds": False}, "succeeds: true"),
+    ],
+)
+def test_bad_expectations_are_refused_with_the_reason(data, says):
+    with pytest.raises(ExpectationError, match=says):
+        Expectation.parse(data)
+
+
+@pytest.mark.fast
+def test_examples_parse_and_name_the_bad_one():
+    [example] = parse_examples([{"arguments": {"q": "x"}, "expect": {"contains": "y"}}])
+    assert example == ToolExample({"q": "x"}, Expectation("contains", "y"))
+    with pytest.raises(ExpectationError, match=r"\[1\]: unknown fields: expected"):
+        parse_examples([{"arguments": {}}, {"arguments": {}, "expected": 1}])
+
+
+@pytest.fixture
+def weather(trio):
+    server = LocalServer()
+    server.route("GET", "/weather", Reply(json=ANSWER))
+    server.route("POST", "/alerts", Reply(status=201, json={"ok": True}))
+    make_http_tool(
+        trio.acme,
+        "weather",
+        server.url + "/weather",
+        description="Weather in a city.",
+        examples=[
+            {"name": "Paris", "arguments": {"q": "Paris"}, "expect": {"contains": "Paris"}},
+            {"arguments": {"q": "Lyon"}, "expect": {"exact": {"city": "Lyon"}}},
+        ],
+    )
+    make_http_tool(
+        trio.acme,
+        "alert",
+        server.url + "/alerts",
+        method="POST",
+        description="Send an alert.",
+        examples=[{"arguments": {"q": "storm"}}],
+    )
+    yield server
+    server.close()
+
+
+def test_examples_run_record_health_and_a_write_runs_only_when_safe(trio, weather, settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    healths = {h.tool_name: h for h in selftest_tools(trio.acme)}
+    assert {"calculator", "think", "current_time", "compound_interest"} <= set(healths)
+    assert all(healths[n].status == "passing" for n in ("calculator", "compound_interest"))
+    weather_health = healths["weather"]
+    assert weather_health.status == "failing"
+    passed, failed = weather_health.results
+    assert (passed["name"], passed["status"]) == ("Paris", "passed")
+    assert failed["status"] == "failed" and "expected exactly" in failed["detail"]
+    assert healths["alert"].status == "skipped"
+    assert "safe_to_run" in healths["alert"].results[0]["detail"]
+    assert [r.method for r in weather.requests] == ["GET", "GET"]  # nothing written
+
+    tool_definition_save(
+        tenant=trio.acme,
+        definition=ToolDefinition.objects.get(name="alert"),
+        changes={"examples": [{"arguments": {"q": "storm"}, "safe_to_run": True}]},
+    )
+    [alert] = selftest_tools(trio.acme, ["alert"])
+    assert alert.status == "passing" and weather.requests[-1].method == "POST"
+    assert ToolHealth.objects.filter(tenant=trio.acme, tool_name="alert").count() == 1
+
+
+def test_examples_are_checked_against_the_input_schema_when_saved(trio):
+    definition = make_http_tool(trio.acme, "lookup", "https://api.example.com/lookup")
+    for bad, says in (
+        ([{"arguments": {"q": 5}}], "[0].arguments"),
+        ({"arguments": {}}, "a list of examples"),
+        ([{"arguments": {}, "expect": {"regex": "(a)\\1"}}], "regex"),
+    ):
+        with pytest.raises(ValidationError, match="examples") as caught:
+            tool_definition_save(tenant=trio.acme, definition=definition, changes={"examples": bad})
+        assert says in str(caught.value)
+    assert ToolDefinition.objects.get(pk=definition.pk).examples == []
+
+
+def test_rest_runs_self_tests_and_shows_health(client, trio, weather, settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    api = as_key(client, trio.acme, "read", "run", "config")
+    ran = api.post("/tools/weather/selftest")
+    assert ran.status_code == 200, ran.content
+    assert ran.json()["status"] == "failing" and len(ran.json()["results"]) == 2
+    shown = api.get("/tools/weather").json()
+    assert shown["health"]["status"] == "failing"
+    assert shown["selftests"][0] == {
+        "arguments": {"q": "Paris"}, "expect": {"contains": "Paris"}, "name": "Paris"
+    }  # fmt: skip
+    listed = {t["name"]: t for t in api.get("/tools").json()["results"]}
+    assert listed["weather"]["health"]["status"] == "failing"
+    assert listed["calculator"]["health"] is None  # never ran
+    assert listed["calculator"]["selftests"][0]["expect"] == {"exact": {"result": 12}}
+
+    made = api.post(
+        "/tools",
+        {"name": "calc2", "kind": "builtin", "config": {"builtin": "calculator"},
+         "examples": [{"arguments": {"expression": "2+2"}, "expect": {"exact": {"result": 4}}}]},
+    )  # fmt: skip
+    assert made.status_code == 201, made.content
+    assert api.post("/tools/calc2/selftest").json()["status"] == "passing"
+    refused = api.patch("/tools/calc2", {"examples": [{"arguments": {"expression": 2}}]})
+    assert "examples" in assert_error(refused, 400)["details"]
+
+    make_http_tool(trio.acme, "plain", "https://api.example.com/plain")
+    assert "examples" in assert_error(api.post("/tools/plain/selftest"), 400)["details"]
+    assert_error(api.post("/tools/nope/selftest"), 404)
+    assert_error(as_key(client, trio.globex, "read", "run").post("/tools/weather/selftest"), 404)
+    assert_error(as_key(client, trio.acme, "read").post("/tools/weather/selftest"), 403)
+
+
+def test_the_tool_page_runs_them_and_the_list_shows_health(client, trio, weather, settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    login(client, trio.alice)
+    page = client.get(reverse("config:tool_try", kwargs={"tenant_slug": "acme", "name": "weather"}))
+    assert "Run the self-tests (2)" in page.content.decode()
+    url = reverse("config:tool_selftest", kwargs={"tenant_slug": "acme", "name": "weather"})
+    block = client.post(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "Failing" in block and "passed</strong> Paris" in block
+    listed = client.get(reverse("config:tools", kwargs={"tenant_slug": "acme"})).content.decode()
+    assert "Failing" in listed
+
+
+def test_the_command_and_the_periodic_task(trio, weather, settings, capsys):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    call_command("selftest_tools", "--tenant", "acme", "--tool", "calculator")
+    assert "acme calculator: passing" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="1 tool"):
+        call_command("selftest_tools", "--tenant", "acme", "--tool", "weather")
+    with pytest.raises(CommandError, match="No tenant"):
+        call_command("selftest_tools", "--tenant", "nope")
+
+    ToolHealth.objects.all().delete()
+    assert selftest_all_tenants() >= 10  # both tenants' built-ins, and acme's two tools
+    assert ToolHealth.objects.filter(tenant=trio.globex, tool_name="calculator").exists()
+    assert ToolHealth.objects.get(tenant=trio.acme, tool_name="weather").status == "failing"
