@@ -10,8 +10,11 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents.models import RunEvent
+from agentplatform.web.activity.timeline import run_timeline
+from agents import run_writer
+from agents.models import Run, RunEvent
 from agents.services import run_inline
+from agents.tool_runs import atool_run
 from providers.runtime.llm_tool import ModelConnection, llm_tool
 from providers.runtime.types import ModelResponse
 from tests.factories import make_connection
@@ -101,6 +104,9 @@ def test_a_run_counts_the_tokens_of_the_model_it_asked(trio, agent, claude, prov
     # Its event comes before the call's tool.completed, saved with the usage it added.
     types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
     assert types.index("tool.usage") == types.index("tool.completed") - 1
+    # The run's timeline shows them on the tool's call.
+    [call] = [entry for entry in run_timeline(run)[0] if entry.kind == "tool"]
+    assert (call.name, call.input_tokens, call.output_tokens) == ("llm", 100, 7)
 
 
 def test_the_default_connection_and_a_chosen_allowed_model(trio, claude, provider_server):
@@ -179,3 +185,24 @@ def test_a_model_that_does_not_answer_in_time_is_a_clear_error():
     registry = ToolRegistry([llm_tool(lookup, timeout_s=0.2)])
     result = async_to_sync(registry.execute)(Call("c1", "llm", {"question": "hi"}), RunContext(1))
     assert result.error == "model 'm' of connection 'Slow' did not answer within 0.2 s"
+
+
+def test_a_direct_call_records_the_tokens_on_its_run(trio, claude, provider_server):
+    provider_server.script("anthropic", TextReply("hi", input_tokens=21, output_tokens=2))
+
+    async def once():
+        try:
+            arguments = {"question": "hi", "connection": "Claude"}
+            return await atool_run(
+                tenant=trio.acme, name="llm", arguments=arguments, user=trio.alice
+            )
+        finally:
+            await run_writer.aclose()
+
+    outcome = async_to_sync(once)()
+    assert outcome.status == "succeeded", outcome.error
+    run = Run.objects.get(pk=outcome.run_id)
+    assert (run.input_tokens, run.output_tokens) == (21, 2)
+    assert RunEvent.objects.get(run=run, type="tool.usage").payload["models"][0]["model"] == (
+        resolved_model("claude-test")
+    )
