@@ -206,3 +206,18 @@ def test_a_direct_call_records_the_tokens_on_its_run(trio, claude, provider_serv
     assert RunEvent.objects.get(run=run, type="tool.usage").payload["models"][0]["model"] == (
         resolved_model("claude-test")
     )
+
+
+def test_the_agents_token_budget_counts_what_it_asked(trio, agent, claude, provider_server):
+    agent.max_tokens_per_run = 100
+    agent.save()
+    asking = json.dumps({"question": "a long one", "connection": "Claude"})
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("l1", "llm", asking)], input_tokens=10, output_tokens=5),
+        TextReply("done", input_tokens=10, output_tokens=5),
+    )
+    provider_server.script("anthropic", TextReply("sure", input_tokens=200, output_tokens=5))
+    run = run_inline(tenant=trio.acme, agent=agent, input="ask")
+    assert run.status == "failed"
+    assert run.error == "token budget of 100 exceeded (235)"
