@@ -138,7 +138,8 @@ def model_connection(tenant_id: int | str, name: str | None) -> ModelConnection:
     )
 
 
-LLM_TOOL = llm_tool(sync_to_async(model_connection))  # the `llm` built-in (agents registers it)
+# The `llm` built-in (ProvidersConfig.ready registers it with the others).
+LLM_TOOL = llm_tool(sync_to_async(model_connection))
 
 
 @dataclass(frozen=True)
