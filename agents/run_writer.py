@@ -495,6 +495,8 @@ class CallRecord:
     initiated_by_user_id: int | None
     initiated_by_api_key_id: int | None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # Tokens the call spent on models (the `llm` built-in): input, output, cache read, write.
+    usage: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     def row(self) -> tuple:
         """The values of `_VARYING`, in its order."""
@@ -502,7 +504,7 @@ class CallRecord:
             self.tenant_id, self.tool_name, stored_text(self.arguments), self.status,
             stored_text(self.output), storable_text(self.error), self.correlation_id,
             self.started_at, self.finished_at, len(self.events), self.initiated_by_user_id,
-            self.initiated_by_api_key_id, self.finished_at,
+            self.initiated_by_api_key_id, self.finished_at, *self.usage,
         )  # fmt: skip
 
 
@@ -510,6 +512,7 @@ _VARYING = (
     "tenant_id", "tool_name", "input", "status", "output", "error", "correlation_id",
     "started_at", "finished_at", "last_seq", "initiated_by_user_id",
     "initiated_by_api_key_id", "created_at",
+    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
 )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ import asyncio
 import functools
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -171,6 +171,7 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
             initiated_by_user_id=user_id,
             initiated_by_api_key_id=api_key_id,
             events=events.kept,
+            usage=astuple(state.usage),  # what it asked models (`llm`)
         )
     )
     if failed:

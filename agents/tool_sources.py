@@ -3,9 +3,10 @@ admin, the web config pages and REST read.
 
 Besides the tenant's registry (built-ins, its tool definitions, its MCP servers' tools), an
 agent gets tools bound to it, contributed by other apps (rag: `knowledge_search` over the
-agent's knowledge bases). An app registers such a source at startup (AppConfig.ready);
-agents never import those apps. A source's tool is offered whatever the agent's tool picks
-are (linking a knowledge base is the pick), unless the agent excludes it by name. The loop
+agent's knowledge bases, and `file_read` of their documents). An app registers such a
+source at startup (AppConfig.ready); agents never import those apps. A source's tool is
+offered whatever the agent's tool picks are (linking a knowledge base is the pick), unless
+the agent excludes it by name. The loop
 then adds the synthetic tools: memory (when the agent remembers) and `final_answer` (when
 it has an output schema). The agent's kind may change what its loop gets (a simple agent
 gets none).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -23,6 +23,7 @@ from providers.models import HealthStatus, ProviderConnection, ProviderKind
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.anthropic_adapter import AnthropicAdapter
 from providers.runtime.errors import BadRequest, ProviderError
+from providers.runtime.llm_tool import ConnectionNotFound, ModelConnection, llm_tool
 from providers.runtime.offline import OfflineModel
 from providers.runtime.openai_adapter import OpenAIAdapter
 from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
@@ -113,6 +114,32 @@ def connection_model(tenant: Tenant, model_id: str) -> tuple[ProviderConnection,
             allowed = connection.allowed_models
             return (connection, model) if not allowed or model in allowed else None
     return None
+
+
+def model_connection(tenant_id: int | str, name: str | None) -> ModelConnection:
+    """The tenant's own connection called `name` (its name in any case, or its handle), or
+    its default one (else its first) when `name` is None, as the `llm` tool uses it.
+    ConnectionNotFound (with the names it has) otherwise: another tenant's connection is
+    not found either. The operator's shared keys are not among them (as for raw calls).
+    One query."""
+    own = list(ProviderConnection.objects.filter(tenant_id=int(tenant_id)).order_by("name"))
+    if name is None:
+        chosen = next((c for c in own if c.is_default), next(iter(own), None))
+    else:
+        wanted = name.casefold()
+        chosen = next((c for c in own if wanted in (c.name.casefold(), connection_handle(c))), None)
+    if chosen is None:
+        raise ConnectionNotFound([c.name for c in own])
+    return ModelConnection(
+        name=chosen.name,
+        adapter=adapter_for(chosen),
+        default_model=chosen.default_model,
+        allowed_models=tuple(chosen.allowed_models),
+    )
+
+
+# The `llm` built-in (ProvidersConfig.ready registers it with the others).
+LLM_TOOL = llm_tool(sync_to_async(model_connection))
 
 
 @dataclass(frozen=True)

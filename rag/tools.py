@@ -110,10 +110,16 @@ def knowledge_tool_for_agent(agent: Any) -> Tool | None:
     """The agent's `knowledge_search` tool, or None when it has no knowledge bases. The
     tenant's agent-to-knowledge-base links are read once per configuration version
     (tools.loader: bumped by any knowledge base or link change), not once per run."""
-    bases = _links(agent.tenant_id).get(agent.pk)
+    bases = linked_knowledge_bases(agent)
     if not bases:
         return None
     return knowledge_tool([pk for pk, _ in bases], names=[name for _, name in bases])
+
+
+def linked_knowledge_bases(agent: Any) -> list[tuple[int, str]]:
+    """(id, name) of the knowledge bases linked to the agent, by name; read once per
+    configuration version for the whole tenant."""
+    return _links(agent.tenant_id).get(agent.pk, [])
 
 
 _remembered: dict[int, tuple[str, dict[int, list[tuple[int, str]]]]] = {}

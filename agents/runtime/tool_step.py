@@ -54,7 +54,7 @@ from agents.runtime.crew import Suspended
 from agents.runtime.spec import ApprovalPolicy, Decision
 from agents.runtime.state import Checkpointer, RunState
 from agents.runtime.structured import FINAL_ANSWER
-from providers.runtime.types import ToolResultMessage
+from providers.runtime.types import ToolResultMessage, Usage
 from tools.runtime.context import RunContext
 from tools.runtime.frames import FrameError, not_produced
 from tools.runtime.registry import ToolRegistry, rate_limited_payload
@@ -264,6 +264,13 @@ class ToolCallStep:
             result = replace(result, result=None, error=error)
         if result.rate_limited is not None:  # before the save: stored in its statement
             await self.emit("tool.rate_limited", rate_limited_payload(call.id, result.rate_limited))
+        if spent := self.ctx.usage.take(call.id):  # models the tool asked (the `llm` built-in)
+            for t in spent:
+                state.usage += Usage(
+                    t.input_tokens, t.output_tokens, t.cache_read_tokens, t.cache_write_tokens
+                )
+            models = [t.to_dict() for t in spent]  # before the save too: saved with the usage
+            await self.emit("tool.usage", {"call_id": call.id, "name": call.name, "models": models})
         item = self.registry.get(call.name) if self.registry.has(call.name) else None
         if item is not None and result.error is None:
             if call.name in self._producers:

@@ -68,12 +68,13 @@ def test_the_admin_the_config_page_and_a_run_offer_the_same_tools(
     client, trio, configured, provider_server
 ):
     tools = effective_tools(configured)
-    expected = {"calculator", "lookup", "knowledge_search", *MEMORY, "final_answer"}
+    expected = {"calculator", "lookup", "knowledge_search", "file_read", *MEMORY, "final_answer"}
     assert set(tools.offered.names()) == expected
     assert {t.name: t.source for t in tools} == {
         "calculator": "built-in",
         "lookup": "tenant definition",
         "knowledge_search": "knowledge",
+        "file_read": "knowledge",
         **dict.fromkeys(MEMORY, "memory"),
         "final_answer": "structured output",
     }
@@ -88,7 +89,9 @@ def test_the_admin_the_config_page_and_a_run_offer_the_same_tools(
     assert f"{partial}?agent=assistant" in page  # the picker's preview keeps the agent's own
     picked = {"tool_names": ["calculator", "lookup"], "memory": "on", "output_schema": ""}
     preview = client.post(f"{partial}?agent=assistant", picked).content.decode()
-    assert config_tools(preview) == {"calculator", "lookup", "knowledge_search", *MEMORY}
+    assert config_tools(preview) == {
+        "calculator", "lookup", "knowledge_search", "file_read", *MEMORY
+    }  # fmt: skip
     assert offered_in_a_run(trio, configured, provider_server) == expected
 
 

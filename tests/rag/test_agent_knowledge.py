@@ -42,7 +42,8 @@ def test_a_linked_knowledge_base_is_searched_in_the_run_with_citations(
     run = run_inline(tenant=trio.acme, agent=agent, input="How much leave do I get?")
     assert run.status == "succeeded", run.error
     first = provider_server.requests_to("/v1/chat/completions")[0].body
-    assert {t["function"]["name"] for t in first["tools"]} == {"calculator", "knowledge_search"}
+    offered = {t["function"]["name"] for t in first["tools"]}
+    assert offered == {"calculator", "knowledge_search", "file_read"}
     told = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
     results = json.loads(told["content"])["results"]
     assert results and all("27 days" in r["text"] and "99" not in r["text"] for r in results)
@@ -54,7 +55,8 @@ def test_an_agent_without_knowledge_bases_has_no_knowledge_tool(trio, agent, pro
     run = run_inline(tenant=trio.acme, agent=agent, input="hi")
     assert run.status == "succeeded", run.error
     first = provider_server.requests_to("/v1/chat/completions")[0].body
-    assert "knowledge_search" not in {t["function"]["name"] for t in first.get("tools", [])}
+    offered = {t["function"]["name"] for t in first.get("tools", [])}
+    assert "knowledge_search" not in offered and "file_read" not in offered
 
 
 def test_the_chat_shows_the_sources_under_the_answer_and_members_can_read_them(

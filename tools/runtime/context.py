@@ -90,6 +90,46 @@ EventSink = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
+class ModelTokens:
+    """Tokens one model request made by a tool's handler spent (the `llm` built-in)."""
+
+    connection: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connection": self.connection,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+
+class UsageMeter:
+    """What tools' handlers spent on models, by call id, until the run takes it into its
+    usage (agents/runtime/tool_step.py, when the call's result is recorded). One per
+    context; the copies `replace` makes for each call share it."""
+
+    __slots__ = ("_by_call",)
+
+    def __init__(self) -> None:
+        self._by_call: dict[str, list[ModelTokens]] = {}
+
+    def add(self, call_id: str | None, tokens: ModelTokens) -> None:
+        self._by_call.setdefault(call_id or "", []).append(tokens)
+
+    def take(self, call_id: str) -> list[ModelTokens]:
+        """What the call spent, forgotten here (so it is counted once)."""
+        return self._by_call.pop(call_id, [])
+
+
+@dataclass(frozen=True, slots=True)
 class RunContext:
     tenant_id: int | str
     user_id: int | str | None = None
@@ -102,3 +142,5 @@ class RunContext:
     # Counts the calls of tools with a rate limit (tools/runtime/rate_limit.py). None: their
     # limits are not enforced (the platform always sets one: tools.services.tool_context).
     rate_limiter: RateLimiter | None = None
+    # Tokens a handler spends on models (the `llm` built-in), for the run's usage.
+    usage: UsageMeter = field(default_factory=UsageMeter, compare=False)

@@ -106,6 +106,11 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.arguments = as_text(payload.get("arguments"))
             if call_id:
                 tools[call_id] = entry
+        elif event.type == "tool.usage" and call_id in tools:  # what the tool asked models
+            for spent in payload.get("models") or []:
+                tools[call_id].input_tokens += int(spent.get("input_tokens") or 0)
+                tools[call_id].output_tokens += int(spent.get("output_tokens") or 0)
+            continue
         elif event.type == "tool.completed":
             started = tools.pop(call_id, None) if call_id else None
             if started is not None:
