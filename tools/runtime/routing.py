@@ -37,6 +37,7 @@ FUSION_RRF, FUSION_MIX = "rrf", "mix"
 RRF_K = 60  # the usual constant: rank 1 scores 1/61, rank 10 1/70
 MIX_SEMANTIC_WEIGHT = 0.6  # FUSION_MIX: the share of the semantic score
 CANDIDATES = 50  # how deep each side's ranking goes into the fusion
+CENTRE_MIN_CARDS = 50  # fewer: their mean is mostly the cards themselves (SemanticIndex)
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -154,20 +155,32 @@ class LexicalIndex:
 
 
 class SemanticIndex:
-    """Cosine similarity against the cards' vectors (normalised here, float32)."""
+    """Cosine similarity against the cards' vectors (normalised here, float32), centred:
+    with `CENTRE_MIN_CARDS` cards or more, the mean of the cards' unit vectors is taken
+    from them and from each request's before the cosine. What every card shares ("a tool
+    that does something in some system") says nothing about which one fits; without it
+    the similarities spread (recall@10 0.832 -> 0.855 on tests/data/tool_routing, 0.811 ->
+    0.840 on the half of its requests not used to choose this: bench/routing.py)."""
 
     def __init__(self, vectors: Sequence[Sequence[float]]) -> None:
         import numpy as np  # the local-embeddings extra brings it; lexical routing needs none
 
-        matrix = np.asarray(vectors, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        self.matrix = matrix / np.where(norms == 0, 1, norms)
         self._np = np
+        matrix = _unit_rows(np, np.asarray(vectors, dtype=np.float32))
+        centred = len(matrix) >= CENTRE_MIN_CARDS
+        self.centre = matrix.mean(axis=0) if centred else np.zeros(matrix.shape[1], np.float32)
+        self.matrix = _unit_rows(np, matrix - self.centre)
 
     def scores(self, vector: Sequence[float]) -> Any:
-        query = self._np.asarray(vector, dtype=self._np.float32)
-        norm = float(self._np.linalg.norm(query)) or 1.0
-        return self.matrix @ (query / norm)
+        np = self._np
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / (float(np.linalg.norm(query)) or 1.0) - self.centre
+        return self.matrix @ (query / (float(np.linalg.norm(query)) or 1.0))
+
+
+def _unit_rows(np: Any, matrix: Any) -> Any:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1, norms)
 
 
 @dataclass(frozen=True)

@@ -73,366 +73,82 @@ VENDORS = {
     "google": ("gworkspace", "Google Workspace", "snake"),
 }
 
+# entity | name token | noun | plural | fields | user words | sample values
+ENTITY_TABLE = """
+contact | contact | contact | contacts | first_name, last_name, email, phone | person; client's details; customer record; contact card | Maria Lopez; Tom Becker; Aiko Tanaka; Priya Natarajan
+company | company | company account | company accounts | name, domain, industry | organisation; business; firm; account | Acme Robotics; Nordlicht GmbH; Blue Harbor Foods
+deal | deal | deal (sales opportunity) | deals | title, amount, stage, close_date | opportunity; sale we're chasing; pipeline item; potential sale | the Q3 renewal with Acme; the 40k Nordlicht expansion; Blue Harbor pilot
+lead | lead | lead (an unqualified prospect) | leads | name, email, source | prospect; inbound enquiry; potential customer; sign-up from the webinar | Jonas Weber from the trade fair; the webinar sign-up Li Wei
+note | note | note attached to a record | notes | record_id, body | comment on the record; memo; remark | 'called, will decide Friday'; 'prefers email over phone'
+ticket | ticket | support ticket | support tickets | subject, description, priority, requester_email | customer complaint; support case; help request; issue a customer raised | #48213; the refund complaint from Dana; the login problem ticket
+ticket_comment | ticket_comment | comment on a support ticket | ticket comments | ticket_id, body, public | reply on the case; response to the customer; internal remark | #48213; the refund complaint
+customer | customer | billing customer | billing customers | email, name, tax_id | paying client; account holder; billing profile | jane@brightpath.io; Orbital Labs
+invoice | invoice | invoice | invoices | customer_id, line_items, due_date | bill; statement we sent; amount owed | INV-2024-0042; last month's bill for Orbital Labs
+subscription | subscription | subscription plan of a customer | subscriptions | customer_id, plan_id, quantity | recurring plan; membership; monthly package | the Pro plan of Orbital Labs; Jane's annual membership
+refund | refund | refund of a payment | refunds | payment_id, amount, reason | money back; reimbursement; chargeback we issue ourselves | payment ch_3KX9; the double charge on order 5521
+bill | bill | supplier bill (accounts payable) | supplier bills | vendor_id, amount, due_date | vendor invoice we have to pay; payable; supplier's invoice | the AWS bill for March; the invoice from Printwell
+journal_entry | journal_entry | general ledger journal entry | journal entries | date, lines, memo | ledger posting; accounting adjustment; double-entry booking | the accrual for June; a depreciation posting
+employee | employee | employee record | employees | first_name, last_name, department, start_date | staff member; team member; worker; new hire | Sven Olsen; Fatima Zahra; Lucas Moreau
+time_off | time_off_request | time-off request | time-off requests | employee_id, start, end, type | vacation; leave; holiday booking; days off; PTO | two weeks in August for Sven; Fatima's sick day
+issue | issue | issue (bug, story or task) in a tracker | issues | project, title, description, assignee | bug report; backlog item; story; work item | the checkout crash; PAY-311; the dark-mode story
+sprint | sprint | sprint (time-boxed iteration) | sprints | board_id, name, goal | iteration; two-week cycle; current cycle | sprint 42; the current iteration of the mobile board
+task | task | task in a project | tasks | project, name, due_on, assignee | to-do; action item; assignment | 'send the deck to legal'; the launch checklist item
+product | product | catalogue product | products | title, price, sku, stock | item we sell; catalogue entry; SKU; listing | the blue ceramic mug; SKU TSHIRT-RED-M
+order | order | customer order | orders | customer, line_items, status | purchase; web shop sale; checkout | order #5521; yesterday's order from Ana
+candidate | candidate | job candidate | candidates | name, email, job_id | applicant; person applying; job seeker | Noah Kim; the applicant for the data engineer role
+job_posting | job | job opening | job openings | title, department, location | vacancy; role we're hiring for; open position | senior data engineer in Lisbon; the support lead role
+campaign | campaign | email campaign | email campaigns | name, audience_id, subject, send_at | newsletter blast; mailing; email send-out | the spring sale newsletter; the product update mailing
+audience | audience | mailing list (audience) | mailing lists | name, default_from | subscriber list; distribution list; newsletter list | the beta testers list; EU subscribers
+purchase_order | purchase_order | purchase order to a supplier | purchase orders | vendor_id, items, ship_to | PO; order with our supplier; procurement request | PO-7781; the laptop order from Dell
+incident | incident | IT incident | IT incidents | short_description, urgency, assignment_group | outage report; IT problem; service disruption | the VPN outage; INC0012345
+change_request | change_request | IT change request | change requests | short_description, risk, planned_start | planned change; maintenance approval; CAB request | the database upgrade on Saturday; CHG0030010
+envelope | envelope | signature envelope (documents sent for e-signature) | envelopes | documents, signers, subject | contract to be signed; e-signature request; signing packet | the NDA for Orbital Labs; Sven's employment contract
+user | user | directory user account | directory users | login, email, groups | login; account for a colleague; SSO user | sven.olsen@example.com; the contractor account of Li Wei
+group | group | directory group | directory groups | name, members | team in the directory; access group; security group | Engineering-EU; the finance approvers group
+activity | activity | logged sales activity (call, meeting or email) | activities | type, subject, due_date, record_id | call I had; follow-up; touchpoint with the client | the call with Tom Becker; Friday's follow-up with Acme
+coupon | coupon | discount coupon for subscriptions | coupons | percent_off, duration, max_redemptions | promo; discount; money-off deal | the BLACKFRIDAY promo; 10% off for nonprofits
+credit_note | credit_note | credit note against an invoice | credit notes | invoice_id, amount, reason | credit; partial reversal of a bill; correction to an invoice | INV-2024-0042; the overcharge for Orbital Labs
+department | department | department in the org structure | departments | name, head, cost_center | team in the org; business unit; division | Customer Success; the Lisbon engineering team
+review | performance_review | performance review cycle entry | performance reviews | employee_id, reviewer, rating | appraisal; annual evaluation; feedback cycle | Sven's appraisal; Fatima's mid-year evaluation
+project | project | project (a container of tasks) | projects | name, owner, due_date | initiative; workstream; programme | Atlas; the website relaunch
+interview | interview | scheduled interview with a candidate | interviews | candidate_id, interviewers, start | screening call; on-site; chat with an applicant | Noah Kim's technical round; the second interview for the support lead
+offer | offer | job offer to a candidate | job offers | candidate_id, salary, start_date | offer letter; proposal to hire; contract offer | Noah Kim; the data engineer finalist
+"""
+
+# vendors | entities | tags: a kind of system
+SYSTEM_TABLE = """
+salesforce, hubspot, pipedrive, zoho, dynamics | contact, company, deal, lead, note, activity | crm, sales
+zendesk, freshdesk, servicenow, intercom, jsm | ticket, ticket_comment | support, helpdesk
+stripe, chargebee, paddle | customer, invoice, subscription, refund, coupon | billing, payments
+quickbooks, xero, netsuite, sage | invoice, bill, journal_entry, customer, credit_note | accounting, finance
+bamboohr, workday, personio, hibob | employee, time_off, department, review | hr, people
+jira, linear, asana, clickup, monday | issue, sprint, task, project | projects, engineering
+shopify, woocommerce, bigcommerce | product, order, customer, coupon | ecommerce, shop
+greenhouse, lever, workable | candidate, job_posting, interview, offer | recruiting, hr
+mailchimp, brevo, hubspot, klaviyo | campaign, audience | marketing, email
+netsuite, quickbooks, coupa | purchase_order | procurement, finance
+servicenow | incident, change_request | itsm, it
+docusign, pandadoc, adobesign | envelope | signatures, legal
+okta, azuread, google | user, group | identity, it
+"""
+
+
+def table(text: str) -> list[list[str]]:
+    """The rows of a "|"-separated table: blank lines and "#" comments skipped."""
+    rows = [line.strip() for line in text.strip().splitlines()]
+    return [[cell.strip() for cell in row.split("|")] for row in rows if row and row[0] != "#"]
+
+
+def items(cell: str, separator: str = ",") -> list[str]:
+    return [item.strip() for item in cell.split(separator) if item.strip()]
+
+
 # entity: (name token, noun, plural, fields, user words, sample values)
 ENTITIES = {
-    "contact": (
-        "contact",
-        "contact",
-        "contacts",
-        ["first_name", "last_name", "email", "phone"],
-        ["person", "client's details", "customer record", "contact card"],
-        ["Maria Lopez", "Tom Becker", "Aiko Tanaka", "Priya Natarajan"],
-    ),
-    "company": (
-        "company",
-        "company account",
-        "company accounts",
-        ["name", "domain", "industry"],
-        ["organisation", "business", "firm", "account"],
-        ["Acme Robotics", "Nordlicht GmbH", "Blue Harbor Foods"],
-    ),
-    "deal": (
-        "deal",
-        "deal (sales opportunity)",
-        "deals",
-        ["title", "amount", "stage", "close_date"],
-        ["opportunity", "sale we're chasing", "pipeline item", "potential sale"],
-        ["the Q3 renewal with Acme", "the 40k Nordlicht expansion", "Blue Harbor pilot"],
-    ),
-    "lead": (
-        "lead",
-        "lead (an unqualified prospect)",
-        "leads",
-        ["name", "email", "source"],
-        ["prospect", "inbound enquiry", "potential customer", "sign-up from the webinar"],
-        ["Jonas Weber from the trade fair", "the webinar sign-up Li Wei"],
-    ),
-    "note": (
-        "note",
-        "note attached to a record",
-        "notes",
-        ["record_id", "body"],
-        ["comment on the record", "memo", "remark"],
-        ["'called, will decide Friday'", "'prefers email over phone'"],
-    ),
-    "ticket": (
-        "ticket",
-        "support ticket",
-        "support tickets",
-        ["subject", "description", "priority", "requester_email"],
-        ["customer complaint", "support case", "help request", "issue a customer raised"],
-        ["#48213", "the refund complaint from Dana", "the login problem ticket"],
-    ),
-    "ticket_comment": (
-        "ticket_comment",
-        "comment on a support ticket",
-        "ticket comments",
-        ["ticket_id", "body", "public"],
-        ["reply on the case", "response to the customer", "internal remark"],
-        ["#48213", "the refund complaint"],
-    ),
-    "customer": (
-        "customer",
-        "billing customer",
-        "billing customers",
-        ["email", "name", "tax_id"],
-        ["paying client", "account holder", "billing profile"],
-        ["jane@brightpath.io", "Orbital Labs"],
-    ),
-    "invoice": (
-        "invoice",
-        "invoice",
-        "invoices",
-        ["customer_id", "line_items", "due_date"],
-        ["bill", "statement we sent", "amount owed"],
-        ["INV-2024-0042", "last month's bill for Orbital Labs"],
-    ),
-    "subscription": (
-        "subscription",
-        "subscription plan of a customer",
-        "subscriptions",
-        ["customer_id", "plan_id", "quantity"],
-        ["recurring plan", "membership", "monthly package"],
-        ["the Pro plan of Orbital Labs", "Jane's annual membership"],
-    ),
-    "refund": (
-        "refund",
-        "refund of a payment",
-        "refunds",
-        ["payment_id", "amount", "reason"],
-        ["money back", "reimbursement", "chargeback we issue ourselves"],
-        ["payment ch_3KX9", "the double charge on order 5521"],
-    ),
-    "bill": (
-        "bill",
-        "supplier bill (accounts payable)",
-        "supplier bills",
-        ["vendor_id", "amount", "due_date"],
-        ["vendor invoice we have to pay", "payable", "supplier's invoice"],
-        ["the AWS bill for March", "the invoice from Printwell"],
-    ),
-    "journal_entry": (
-        "journal_entry",
-        "general ledger journal entry",
-        "journal entries",
-        ["date", "lines", "memo"],
-        ["ledger posting", "accounting adjustment", "double-entry booking"],
-        ["the accrual for June", "a depreciation posting"],
-    ),
-    "employee": (
-        "employee",
-        "employee record",
-        "employees",
-        ["first_name", "last_name", "department", "start_date"],
-        ["staff member", "team member", "worker", "new hire"],
-        ["Sven Olsen", "Fatima Zahra", "Lucas Moreau"],
-    ),
-    "time_off": (
-        "time_off_request",
-        "time-off request",
-        "time-off requests",
-        ["employee_id", "start", "end", "type"],
-        ["vacation", "leave", "holiday booking", "days off", "PTO"],
-        ["two weeks in August for Sven", "Fatima's sick day"],
-    ),
-    "issue": (
-        "issue",
-        "issue (bug, story or task) in a tracker",
-        "issues",
-        ["project", "title", "description", "assignee"],
-        ["bug report", "backlog item", "story", "work item"],
-        ["the checkout crash", "PAY-311", "the dark-mode story"],
-    ),
-    "sprint": (
-        "sprint",
-        "sprint (time-boxed iteration)",
-        "sprints",
-        ["board_id", "name", "goal"],
-        ["iteration", "two-week cycle", "current cycle"],
-        ["sprint 42", "the current iteration of the mobile board"],
-    ),
-    "task": (
-        "task",
-        "task in a project",
-        "tasks",
-        ["project", "name", "due_on", "assignee"],
-        ["to-do", "action item", "assignment"],
-        ["'send the deck to legal'", "the launch checklist item"],
-    ),
-    "product": (
-        "product",
-        "catalogue product",
-        "products",
-        ["title", "price", "sku", "stock"],
-        ["item we sell", "catalogue entry", "SKU", "listing"],
-        ["the blue ceramic mug", "SKU TSHIRT-RED-M"],
-    ),
-    "order": (
-        "order",
-        "customer order",
-        "orders",
-        ["customer", "line_items", "status"],
-        ["purchase", "web shop sale", "checkout"],
-        ["order #5521", "yesterday's order from Ana"],
-    ),
-    "candidate": (
-        "candidate",
-        "job candidate",
-        "candidates",
-        ["name", "email", "job_id"],
-        ["applicant", "person applying", "job seeker"],
-        ["Noah Kim", "the applicant for the data engineer role"],
-    ),
-    "job_posting": (
-        "job",
-        "job opening",
-        "job openings",
-        ["title", "department", "location"],
-        ["vacancy", "role we're hiring for", "open position"],
-        ["senior data engineer in Lisbon", "the support lead role"],
-    ),
-    "campaign": (
-        "campaign",
-        "email campaign",
-        "email campaigns",
-        ["name", "audience_id", "subject", "send_at"],
-        ["newsletter blast", "mailing", "email send-out"],
-        ["the spring sale newsletter", "the product update mailing"],
-    ),
-    "audience": (
-        "audience",
-        "mailing list (audience)",
-        "mailing lists",
-        ["name", "default_from"],
-        ["subscriber list", "distribution list", "newsletter list"],
-        ["the beta testers list", "EU subscribers"],
-    ),
-    "purchase_order": (
-        "purchase_order",
-        "purchase order to a supplier",
-        "purchase orders",
-        ["vendor_id", "items", "ship_to"],
-        ["PO", "order with our supplier", "procurement request"],
-        ["PO-7781", "the laptop order from Dell"],
-    ),
-    "incident": (
-        "incident",
-        "IT incident",
-        "IT incidents",
-        ["short_description", "urgency", "assignment_group"],
-        ["outage report", "IT problem", "service disruption"],
-        ["the VPN outage", "INC0012345"],
-    ),
-    "change_request": (
-        "change_request",
-        "IT change request",
-        "change requests",
-        ["short_description", "risk", "planned_start"],
-        ["planned change", "maintenance approval", "CAB request"],
-        ["the database upgrade on Saturday", "CHG0030010"],
-    ),
-    "envelope": (
-        "envelope",
-        "signature envelope (documents sent for e-signature)",
-        "envelopes",
-        ["documents", "signers", "subject"],
-        ["contract to be signed", "e-signature request", "signing packet"],
-        ["the NDA for Orbital Labs", "Sven's employment contract"],
-    ),
-    "user": (
-        "user",
-        "directory user account",
-        "directory users",
-        ["login", "email", "groups"],
-        ["login", "account for a colleague", "SSO user"],
-        ["sven.olsen@example.com", "the contractor account of Li Wei"],
-    ),
-    "group": (
-        "group",
-        "directory group",
-        "directory groups",
-        ["name", "members"],
-        ["team in the directory", "access group", "security group"],
-        ["Engineering-EU", "the finance approvers group"],
-    ),
-    "activity": (
-        "activity",
-        "logged sales activity (call, meeting or email)",
-        "activities",
-        ["type", "subject", "due_date", "record_id"],
-        ["call I had", "follow-up", "touchpoint with the client"],
-        ["the call with Tom Becker", "Friday's follow-up with Acme"],
-    ),
-    "coupon": (
-        "coupon",
-        "discount coupon for subscriptions",
-        "coupons",
-        ["percent_off", "duration", "max_redemptions"],
-        ["promo", "discount", "money-off deal"],
-        ["the BLACKFRIDAY promo", "10% off for nonprofits"],
-    ),
-    "credit_note": (
-        "credit_note",
-        "credit note against an invoice",
-        "credit notes",
-        ["invoice_id", "amount", "reason"],
-        ["credit", "partial reversal of a bill", "correction to an invoice"],
-        ["INV-2024-0042", "the overcharge for Orbital Labs"],
-    ),
-    "department": (
-        "department",
-        "department in the org structure",
-        "departments",
-        ["name", "head", "cost_center"],
-        ["team in the org", "business unit", "division"],
-        ["Customer Success", "the Lisbon engineering team"],
-    ),
-    "review": (
-        "performance_review",
-        "performance review cycle entry",
-        "performance reviews",
-        ["employee_id", "reviewer", "rating"],
-        ["appraisal", "annual evaluation", "feedback cycle"],
-        ["Sven's appraisal", "Fatima's mid-year evaluation"],
-    ),
-    "project": (
-        "project",
-        "project (a container of tasks)",
-        "projects",
-        ["name", "owner", "due_date"],
-        ["initiative", "workstream", "programme"],
-        ["Atlas", "the website relaunch"],
-    ),
-    "interview": (
-        "interview",
-        "scheduled interview with a candidate",
-        "interviews",
-        ["candidate_id", "interviewers", "start"],
-        ["screening call", "on-site", "chat with an applicant"],
-        ["Noah Kim's technical round", "the second interview for the support lead"],
-    ),
-    "offer": (
-        "offer",
-        "job offer to a candidate",
-        "job offers",
-        ["candidate_id", "salary", "start_date"],
-        ["offer letter", "proposal to hire", "contract offer"],
-        ["Noah Kim", "the data engineer finalist"],
-    ),
+    key: (token, noun, plural, items(fields), items(words, ";"), items(values, ";"))
+    for key, token, noun, plural, fields, words, values in table(ENTITY_TABLE)
 }
-
-# kind of system -> (vendors, entities, tags)
-SYSTEMS = [
-    (
-        ["salesforce", "hubspot", "pipedrive", "zoho", "dynamics"],
-        ["contact", "company", "deal", "lead", "note", "activity"],
-        ["crm", "sales"],
-    ),
-    (
-        ["zendesk", "freshdesk", "servicenow", "intercom", "jsm"],
-        ["ticket", "ticket_comment"],
-        ["support", "helpdesk"],
-    ),
-    (
-        ["stripe", "chargebee", "paddle"],
-        ["customer", "invoice", "subscription", "refund", "coupon"],
-        ["billing", "payments"],
-    ),
-    (
-        ["quickbooks", "xero", "netsuite", "sage"],
-        ["invoice", "bill", "journal_entry", "customer", "credit_note"],
-        ["accounting", "finance"],
-    ),
-    (
-        ["bamboohr", "workday", "personio", "hibob"],
-        ["employee", "time_off", "department", "review"],
-        ["hr", "people"],
-    ),
-    (
-        ["jira", "linear", "asana", "clickup", "monday"],
-        ["issue", "sprint", "task", "project"],
-        ["projects", "engineering"],
-    ),
-    (
-        ["shopify", "woocommerce", "bigcommerce"],
-        ["product", "order", "customer", "coupon"],
-        ["ecommerce", "shop"],
-    ),
-    (
-        ["greenhouse", "lever", "workable"],
-        ["candidate", "job_posting", "interview", "offer"],
-        ["recruiting", "hr"],
-    ),
-    (
-        ["mailchimp", "brevo", "hubspot", "klaviyo"],
-        ["campaign", "audience"],
-        ["marketing", "email"],
-    ),
-    (["netsuite", "quickbooks", "coupa"], ["purchase_order"], ["procurement", "finance"]),
-    (["servicenow"], ["incident", "change_request"], ["itsm", "it"]),
-    (["docusign", "pandadoc", "adobesign"], ["envelope"], ["signatures", "legal"]),
-    (["okta", "azuread", "google"], ["user", "group"], ["identity", "it"]),
-]
+SYSTEMS = [(items(v), items(e), items(t)) for v, e, t in table(SYSTEM_TABLE)]
 
 ACTIONS = ["create", "get", "list", "update", "delete", "archive"]
 ONLY = {
@@ -912,59 +628,32 @@ get_timesheet | Hours tracked per project and day for a person. | productivity, 
 ? how many hours did I log on each project this week
 """
 
-# Requests that need two tools together.
-MULTI = [
-    (
-        "find the message Raj sent about the invoice and forward it to legal",
-        ["search_mailbox", "forward_email"],
-    ),
-    (
-        "check if the Lisbon office is getting storms and tell #ops on Slack",
-        ["get_severe_weather_alerts", "post_slack_message"],
-    ),
-    (
-        "snapshot orders-prod then roll the checkout release back",
-        ["create_database_backup", "rollback_deployment"],
-    ),
-    (
-        "what would shipping 3 kg to Canada cost, and book the courier for Friday",
-        ["get_shipping_rates", "schedule_pickup"],
-    ),
-    (
-        "translate the brochure into German and share it with Raj",
-        ["translate_document", "share_file"],
-    ),
-    (
-        "when are Ana and Raj both free, then put the review in the calendar",
-        ["find_meeting_time", "create_calendar_event"],
-    ),
-    (
-        "convert 900 dollars to euros and make a payment link for that amount",
-        ["convert_currency", "create_payment_link"],
-    ),
-    (
-        "look up who's on call for platform and text them the outage details",
-        ["get_oncall_schedule", "send_sms"],
-    ),
-]
+# Requests that need two tools together: request | tools
+MULTI_TABLE = """
+find the message Raj sent about the invoice and forward it to legal | search_mailbox, forward_email
+check if the Lisbon office is getting storms and tell #ops on Slack | get_severe_weather_alerts, post_slack_message
+snapshot orders-prod then roll the checkout release back | create_database_backup, rollback_deployment
+what would shipping 3 kg to Canada cost, and book the courier for Friday | get_shipping_rates, schedule_pickup
+translate the brochure into German and share it with Raj | translate_document, share_file
+when are Ana and Raj both free, then put the review in the calendar | find_meeting_time, create_calendar_event
+convert 900 dollars to euros and make a payment link for that amount | convert_currency, create_payment_link
+look up who's on call for platform and text them the outage details | get_oncall_schedule, send_sms
+"""
 
 
 def special_tools() -> tuple[list[dict], list[dict]]:
     tools, requests = [], []
-    for line in SPECIALS.strip().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
+    for row in table(SPECIALS):
+        if row[0].startswith("?"):
+            requests.append({"request": row[0][1:].strip(), "tools": [tools[-1]["name"]]})
             continue
-        if line.startswith("?"):
-            requests.append({"request": line[1:].strip(), "tools": [tools[-1]["name"]]})
-            continue
-        name, description, tags, example = (part.strip() for part in line.split("|"))
+        name, description, tags, example = row
         args = dict(pair.split("=", 1) for pair in example.split("; ")) if example else {}
         tools.append(
             {
                 "name": name,
                 "description": description,
-                "tags": sorted(t.strip() for t in tags.split(",")),
+                "tags": sorted(items(tags)),
                 "examples": [args] if args else [],
                 "input_schema": {
                     "type": "object",
@@ -1030,7 +719,7 @@ def main() -> None:
     requests = (
         special_requests
         + crud_requests
-        + [{"request": text, "tools": wanted} for text, wanted in MULTI]
+        + [{"request": text, "tools": items(wanted)} for text, wanted in table(MULTI_TABLE)]
     )
     for item in requests:
         assert all(name in names for name in item["tools"]), item
