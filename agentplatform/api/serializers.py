@@ -145,14 +145,21 @@ class AgentSerializer(CleanModelSerializer):
             "output_schema",
             "kind",
             "remote_url",
+            "remote_command",
             "remote_token",
             "has_remote_token",
+            "remote_healthy",
+            "remote_health_detail",
+            "remote_health_checked_at",
             "active",
             "version",
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["version", "created_at", "updated_at"]
+        read_only_fields = [
+            "version", "created_at", "updated_at",
+            "remote_healthy", "remote_health_detail", "remote_health_checked_at",
+        ]  # fmt: skip
         extra_kwargs = {
             "description": {"max_length": MAX_DESCRIPTION},
             "instructions": {"max_length": MAX_TEXT},
