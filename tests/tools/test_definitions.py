@@ -76,7 +76,7 @@ def test_the_registry_has_builtins_plus_enabled_definitions(trio):
     http_definition(trio.acme)
     http_definition(trio.acme, name="off", enabled=False)
     names = registry_for_tenant(trio.acme).names()
-    assert names == ["calculator", "think", "current_time", "compound_interest", "search"]
+    assert names == ["calculator", "think", "current_time", "llm", "compound_interest", "search"]
 
 
 def test_one_tenants_definitions_never_appear_in_anothers_registry(trio):
