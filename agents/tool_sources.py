@@ -2,11 +2,11 @@
 admin, the web config pages and REST read.
 
 Besides the tenant's registry (built-ins, its tool definitions, its MCP servers' tools), an
-agent gets tools bound to it, contributed by other apps (rag: `knowledge_search` over the
-agent's knowledge bases, and `file_read` of their documents). An app registers such a
-source at startup (AppConfig.ready); agents never import those apps. A source's tool is
-offered whatever the agent's tool picks are (linking a knowledge base is the pick), unless
-the agent excludes it by name. The loop
+agent gets tools bound to it, contributed by plug-ins (rag: `knowledge_search` over the
+agent's knowledge bases, and `file_read` of their documents): each is an
+`agentplatform.tool_sources` entry point, loaded at startup; agents never import them. A
+source's tool is offered whatever the agent's tool picks are (linking a knowledge base is
+the pick), unless the agent excludes it by name. The loop
 then adds the synthetic tools: memory (when the agent remembers) and `final_answer` (when
 it has an output schema). The agent's kind may change what its loop gets (a simple agent
 gets none).
@@ -34,9 +34,10 @@ _sources: list[tuple[ToolSource, str]] = []
 MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
 
 
-def register_tool_source(source: ToolSource, *, label: str) -> None:
+def add_tool_source(source: ToolSource, *, label: str) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
-    (shown beside the tool: "knowledge")."""
+    (shown beside the tool: "knowledge"). The loader calls it for each
+    `agentplatform.tool_sources` plug-in (agentplatform/plugins.py, agents/apps.py)."""
     if all(known is not source for known, _ in _sources):
         _sources.append((source, label))
 

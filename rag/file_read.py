@@ -204,3 +204,6 @@ def page_of(document: StoredDocument, offset: int, max_chars: int) -> dict[str, 
         "next_offset": next_offset,
         "note": note,
     }
+
+
+file_read_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]  (shown beside its tool)

@@ -140,3 +140,6 @@ def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
         return links
 
     return per_version(_remembered, tenant_id, read)
+
+
+knowledge_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]  (shown beside its tool)

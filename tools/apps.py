@@ -3,3 +3,20 @@ from django.apps import AppConfig
 
 class ToolsConfig(AppConfig):
     name = "tools"
+
+    def ready(self) -> None:
+        # The built-ins: every `agentplatform.tools` plug-in (agentplatform/plugins.py).
+        from agentplatform import plugins
+        from tools.runtime.builtins import BUILTINS
+        from tools.runtime.tool import Tool
+
+        for plugin in plugins.load(plugins.TOOLS):
+            items = [plugin.value] if isinstance(plugin.value, Tool) else list(plugin.value)
+            for item in items:
+                if not isinstance(item, Tool):
+                    raise plugins.PluginError(
+                        f"plug-in {plugin.name!r} of {plugin.package} gives "
+                        f"{type(item).__name__}, not a Tool"
+                    )
+                if not BUILTINS.has(item.name):  # the platform's own come first
+                    BUILTINS.register(item)

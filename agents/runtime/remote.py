@@ -1,7 +1,8 @@
 """The "remote" agent kind: the thinking happens in an external agent — a server reached over
 HTTP through the guarded egress, or a command the operator allow-lists, spoken to in JSON
 lines over its stdin/stdout (agents/runtime/remote_transport.py) — with a small JSON
-protocol (see docs/remote-agents.md).
+protocol (see docs/remote-agents.md). The kind is
+declared as a plug-in in pyproject.toml (agentplatform.agent_kinds).
 
 The platform sends a `query`; the agent answers `response` (the run's output), `tool_call`
 (the platform runs the calls locally through the agent's filtered registry and sends a
@@ -23,7 +24,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from agents.runtime.kinds import agent_kind
 from agents.runtime.loop import EventSink, NullSink, _usage_payload, agent_registry, finish_run
 from agents.runtime.memory import FactStore
 from agents.runtime.remote_transport import (
@@ -80,7 +80,6 @@ class WireToolResult(TypedDict):
     is_error: bool
 
 
-@agent_kind("remote")
 async def remote_agent(
     *,
     spec: AgentSpec,
