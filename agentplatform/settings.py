@@ -252,6 +252,7 @@ CELERY_TASK_ROUTES = {
     "rag.*": {"queue": BATCH_QUEUE},
     "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
+    "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
@@ -259,8 +260,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(config.env_int("RUN_SWEEP_S", 15, minimum=1)),
     },
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
+    "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
 }
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
+# Seconds after which the periodic health check checks a context provider again.
+CONTEXT_PROVIDER_HEALTH_S = config.env_int("CONTEXT_PROVIDER_HEALTH_S", 300, minimum=1)
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
 # Runs one worker process executes at once on its event loop (agents/worker_runs.py): a run

@@ -153,7 +153,7 @@ class McpServerConnectionForm(TenantScopedForm):
         model = McpServerConnection
         fields = [
             "tenant", "name", "url", "auth_header", "enabled", "tool_prefix",
-            "allowed_tool_names", "context_resource_uri", "timeout_s",
+            "allowed_tool_names", "context_resource_uri", "timeout_s", "domains",
         ]  # fmt: skip
         widgets = {"allowed_tool_names": forms.Textarea(attrs={"rows": 3, "cols": 60})}
 
