@@ -11,10 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from asgiref.sync import async_to_sync
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db.models import Q
 from django.http import Http404
