@@ -170,8 +170,8 @@ class McpServerConnectionAdmin(TenantScopedAdmin):
 
     form = McpServerConnectionForm
     list_display = [
-        "name", "url", "enabled", "status", "tool_count", "short_error", "last_refreshed_at",
-        "test_link",
+        "name", "url", "enabled", "domains", "status", "tool_count", "short_error",
+        "last_refreshed_at", "test_link",
     ]  # fmt: skip
     list_filter = ["enabled", "status"]
     search_fields = ["name", "url"]

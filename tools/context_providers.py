@@ -121,8 +121,10 @@ def mcp_failure_reason(exc: McpUnavailable, *, secret: str | None = None) -> str
         said = reason
     elif match := re.match(r"the server answered HTTP (\d{3})", reason):
         said = f"the server answered HTTP {match.group(1)}"
-    elif reason.startswith("destination ") or "not allowed" in reason:
-        said = reason  # the egress guard's refusal
+    elif re.fullmatch(r"destination [\w.:\[\]-]+ is not allowed \([\w -]+\)", reason):
+        said = reason  # the egress guard's refusal: written to be shown
+    elif reason.startswith("cannot resolve host"):
+        said = "cannot resolve the host name"
     elif reason.startswith("cannot connect"):
         said = "cannot connect (the connection was refused or the host is unreachable)"
     elif reason.startswith("resource "):

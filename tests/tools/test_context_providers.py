@@ -140,6 +140,10 @@ def test_mcp_reasons_are_ours_and_never_carry_the_secret_or_library_text():
         "cannot connect ([Errno 111] Connection refused)": (
             f"{url}: cannot connect (the connection was refused or the host is unreachable)"
         ),
+        "cannot resolve host crm.example": f"{url}: cannot resolve the host name",
+        "MCP error: Method not allowed: Bearer tok-9876543210": (
+            f"{url}: the server answered with an MCP protocol error"
+        ),
         "MCP error: Traceback with Authorization: Bearer tok-9876543210": (
             f"{url}: the server answered with an MCP protocol error"
         ),
