@@ -13,7 +13,7 @@ gets none).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from agents.facts import DjangoFactStore
@@ -24,6 +24,7 @@ from agents.runtime.memory import MEMORY_TOOL_NAMES, FactStore
 from agents.runtime.spec import AgentSpec
 from agents.runtime.structured import FINAL_ANSWER
 from agents.specs import agent_spec
+from tools.context_providers import OfferedToolRef, ProviderEntry, context_providers_for
 from tools.loader import TenantTools, tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Tool
@@ -113,3 +114,14 @@ def effective_tools(
     return EffectiveTools(
         spec=spec, registry=registry, offered=offered, sources=sources, unknown=unknown
     )
+
+
+def agent_context_providers(
+    agent: Agent, offered: Iterable[OfferedTool] | None = None
+) -> list[ProviderEntry]:
+    """The context providers behind the agent's tools (`offered`, default its effective
+    tools): the MCP connections whose tools it gets, the knowledge bases it searches, ...
+    each with its domains and health (docs/context-providers.md). A query per kind."""
+    offered = list(offered) if offered is not None else list(effective_tools(agent))
+    refs = [OfferedToolRef(item.name, item.source, frozenset(item.tool.tags)) for item in offered]
+    return context_providers_for(agent.tenant_id, agent.pk, refs)

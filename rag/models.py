@@ -57,7 +57,7 @@ def default_knowledge_domains() -> list[str]:
 class KnowledgeBase(models.Model):
     """A context provider (docs/context-providers.md): agents linked to it search it with
     `knowledge_search`. `domains` says what it covers; `health_*` is written by the
-    periodic health check only (`rag.health`)."""
+    periodic health check only (`rag.context_provider`)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="knowledge_bases")
     name = models.CharField(max_length=200)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -92,6 +92,61 @@ class ProviderHealth:
 
     def as_json(self) -> dict[str, object]:
         return {"status": self.status, "reason": self.reason, "checked_at": self.checked_at}
+
+
+@dataclass(frozen=True)
+class OfferedToolRef:
+    """What a provider lister needs of one tool an agent is offered."""
+
+    name: str
+    source: str  # the registry's label: built-in, tenant definition, MCP server, knowledge
+    tags: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    """One context provider behind an agent's tools, as pages and the API show it."""
+
+    kind: str  # mcp | knowledge_base
+    label: str  # "MCP server", "Knowledge base"
+    id: int
+    name: str
+    domains: list[str]
+    health: ProviderHealth
+    tools: list[str]
+
+    @property
+    def domain_labels(self) -> list[str]:
+        return [Domain(d).label for d in self.domains if d in Domain.values]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "id": self.id,
+            "name": self.name,
+            "domains": list(self.domains),
+            "health": self.health.as_json(),
+            "tools": list(self.tools),
+        }
+
+
+# (tenant id, agent id or None, the agent's offered tools) -> the providers of one kind
+ProviderLister = Callable[[int, "int | None", Sequence[OfferedToolRef]], list[ProviderEntry]]
+_listers: list[tuple[str, ProviderLister]] = []
+
+
+def register_provider_lister(kind: str, lister: ProviderLister) -> None:
+    """Have `context_providers_for` ask `lister` for the providers of `kind`."""
+    if all(known != kind for known, _ in _listers):
+        _listers.append((kind, lister))
+
+
+def context_providers_for(
+    tenant_id: int, agent_id: int | None, offered: Sequence[OfferedToolRef]
+) -> list[ProviderEntry]:
+    """The context providers behind an agent's offered tools (from
+    `agents.tool_sources.effective_tools`), kind by kind. One query per kind at most."""
+    return [entry for _, lister in _listers for entry in lister(tenant_id, agent_id, offered)]
 
 
 # -- safe reasons ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ invalidates the tenant's registry in every process.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,7 +23,8 @@ from django.utils import timezone
 from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
-from tools.context_providers import mcp_failure_reason
+from tools.context_providers import OfferedToolRef, ProviderEntry, mcp_failure_reason
+from tools.loader import MCP_SERVER
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import (
@@ -133,6 +135,30 @@ def mcp_connections_check_health(now: datetime, every_s: int) -> dict[str, int]:
     Disabled connections are not checked."""
     counts = mcp_connections_refresh_due(now, every_s)
     return {"ok": counts["ok"], "failing": counts["unavailable"]}
+
+
+def mcp_providers_of(
+    tenant_id: int, agent_id: int | None, offered: Sequence[OfferedToolRef]
+) -> list[ProviderEntry]:
+    """The MCP connections whose tools are among `offered` (by their `context:<name>` tag).
+    One query, none when no MCP tool is offered."""
+    mcp = [tool for tool in offered if tool.source == MCP_SERVER]
+    names = {t.split(":", 1)[1] for tool in mcp for t in tool.tags if t.startswith("context:")}
+    if not names:
+        return []
+    connections = McpServerConnection.objects.filter(tenant_id=tenant_id, name__in=names)
+    return [
+        ProviderEntry(
+            kind="mcp",
+            label="MCP server",
+            id=connection.pk,
+            name=connection.name,
+            domains=list(connection.domains or ()),
+            health=connection.health,
+            tools=[tool.name for tool in mcp if f"context:{connection.name}" in tool.tags],
+        )
+        for connection in connections.order_by("name")
+    ]
 
 
 def mcp_connection_save(

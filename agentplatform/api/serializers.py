@@ -479,6 +479,17 @@ class McpConnectionSerializer(CleanModelSerializer):
         return mcp_connection_save(tenant=tenant, connection=connection, changes=changes)
 
 
+class ContextProviderSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["mcp", "knowledge_base"])
+    id = serializers.IntegerField(help_text="The MCP connection's or knowledge base's id.")
+    name = serializers.CharField()
+    domains = serializers.ListField(child=serializers.ChoiceField(choices=Domain.choices))
+    health = ProviderHealthSerializer()
+    tools = serializers.ListField(
+        child=serializers.CharField(), help_text="The agent's tools it contributes."
+    )
+
+
 class McpConnectionCheckSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
     message = serializers.CharField()

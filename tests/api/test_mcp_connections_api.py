@@ -145,3 +145,33 @@ def test_another_tenants_connection_answers_404(client, trio):
         assert_error(response, 404)
     assert api.get("/mcp-connections").json()["results"] == []
     assert McpServerConnection.objects.filter(pk=theirs.pk, timeout_s=30).exists()
+
+
+def test_an_agents_context_providers_name_domains_health_and_tools(client, trio, fake_mcp):
+    from rag.models import KnowledgeBase
+    from tests.factories import make_agent
+    from tools.mcp_connections import mcp_connection_refresh
+
+    connection = make_mcp_connection(
+        trio.acme, fake_mcp.url, "crm", auth_header=TOKEN, timeout_s=5, domains=["people"]
+    )
+    mcp_connection_refresh(connection)
+    agent = make_agent(trio.acme, "helper", use_all_tools=False, tool_names=["crm__add"])
+    handbook = KnowledgeBase.objects.create(
+        tenant=trio.acme, slug="handbook", name="Handbook", embedder="lexical"
+    )
+    handbook.agents.add(agent)
+    api = as_key(client, trio.acme, "read")
+    providers = api.get("/agents/helper/context-providers").json()
+    assert providers[0]["kind"] == "mcp" and providers[0]["name"] == "crm"
+    assert providers[0]["domains"] == ["people"] and providers[0]["tools"] == ["crm__add"]
+    assert providers[0]["health"]["status"] == "ok"
+    assert providers[1] == {
+        "kind": "knowledge_base", "id": handbook.pk, "name": "Handbook",
+        "domains": ["knowledge", "documents"], "tools": ["knowledge_search"],
+        "health": {"status": "unknown", "reason": "", "checked_at": None},
+    }  # fmt: skip
+    make_agent(trio.acme, "plain", use_all_tools=False, tool_names=["calculator"])
+    assert api.get("/agents/plain/context-providers").json() == []
+    theirs = make_agent(trio.globex, "secret")
+    assert_error(api.get(f"/agents/{theirs.slug}/context-providers"), 404)

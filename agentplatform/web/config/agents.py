@@ -31,11 +31,9 @@ from agentplatform.web.config.common import (
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
-from agents.tool_sources import OfferedTool, effective_tools
+from agents.tool_sources import agent_context_providers, effective_tools
 from providers.models import ProviderConnection
-from rag.models import KnowledgeBase
-from tools.loader import MCP_SERVER, tenant_tools
-from tools.models import McpServerConnection
+from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.validation import SchemaError, check_schema
 
@@ -155,41 +153,7 @@ def tool_preview(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[s
         probe.output_schema = _schema_or_none(data.get("output_schema", ""))
         probe.kind = data.get("kind") or agent.kind
     effective = list(effective_tools(probe))
-    return {"effective": effective, "providers": context_providers(tenant, agent, effective)}
-
-
-def context_providers(
-    tenant: Tenant, agent: Agent, effective: list[OfferedTool]
-) -> list[dict[str, Any]]:
-    """The context providers behind the agent's effective tools, with their domains and
-    health: the MCP connections whose tools it gets, and, when it gets `knowledge_search`,
-    the knowledge bases linked to it. Two queries at most."""
-    tags = {tag for item in effective if item.source == MCP_SERVER for tag in item.tool.tags}
-    names = {tag.split(":", 1)[1] for tag in tags if tag.startswith("context:")}
-    rows: list[dict[str, Any]] = []
-    if names:
-        connections = McpServerConnection.objects.filter(tenant=tenant, name__in=names)
-        for connection in connections.order_by("name"):
-            prefix = f"{connection.tool_prefix}__"
-            rows.append({
-                "kind": "MCP server",
-                "name": connection.name,
-                "domains": connection.get_domains_display(),
-                "health": connection.health,
-                "tools": [i.name for i in effective if i.source == MCP_SERVER
-                          and i.name.startswith(prefix)],
-            })  # fmt: skip
-    knowledge = [i.name for i in effective if i.source == "knowledge"]
-    if knowledge and agent.pk is not None:
-        for knowledge_base in KnowledgeBase.objects.filter(tenant=tenant, agents=agent):
-            rows.append({
-                "kind": "Knowledge base",
-                "name": knowledge_base.name,
-                "domains": knowledge_base.get_domains_display(),
-                "health": knowledge_base.health,
-                "tools": knowledge,
-            })  # fmt: skip
-    return rows
+    return {"effective": effective, "providers": agent_context_providers(probe, effective)}
 
 
 def _schema_or_none(text: str) -> dict | None:

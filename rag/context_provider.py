@@ -1,4 +1,5 @@
-"""Knowledge bases as context providers: their health check.
+"""Knowledge bases as context providers: their health check, and the knowledge bases behind
+an agent's `knowledge_search`.
 
 A knowledge base is healthy when its documents can be searched as configured: full-text
 needs nothing; the local model must be installed on this server; a provider embedder must
@@ -9,6 +10,7 @@ library's text (which may quote a request or a key).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from importlib.util import find_spec
 
@@ -28,7 +30,7 @@ from providers.runtime.errors import (
 from rag.embedders import embedder_for
 from rag.models import Embedder, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
-from tools.context_providers import Health, clean_reason
+from tools.context_providers import Health, OfferedToolRef, ProviderEntry, clean_reason
 
 PROBE_TEXT = "health check"
 
@@ -105,3 +107,26 @@ def knowledge_bases_check_health(now: datetime, every_s: int) -> dict[str, int]:
             checked = knowledge_base_check(knowledge_base)
         counts["ok" if checked.health_status == Health.OK else "failing"] += 1
     return counts
+
+
+def knowledge_providers_of(
+    tenant_id: int, agent_id: int | None, offered: Sequence[OfferedToolRef]
+) -> list[ProviderEntry]:
+    """The knowledge bases linked to the agent, when it is offered their search tool. One
+    query, none otherwise."""
+    tools = [tool.name for tool in offered if tool.source == "knowledge"]
+    if not tools or agent_id is None:
+        return []
+    linked = KnowledgeBase.objects.filter(tenant_id=tenant_id, agents__id=agent_id)
+    return [
+        ProviderEntry(
+            kind="knowledge_base",
+            label="Knowledge base",
+            id=knowledge_base.pk,
+            name=knowledge_base.name,
+            domains=list(knowledge_base.domains or ()),
+            health=knowledge_base.health,
+            tools=tools,
+        )
+        for knowledge_base in linked.order_by("name")
+    ]
