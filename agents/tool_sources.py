@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from django.core.exceptions import ValidationError
+
 from agents.facts import DjangoFactStore
 from agents.models import Agent
 from agents.runtime.kinds import spec_for_kind
@@ -24,21 +26,36 @@ from agents.runtime.memory import MEMORY_TOOL_NAMES, FactStore
 from agents.runtime.spec import AgentSpec
 from agents.runtime.structured import FINAL_ANSWER
 from agents.specs import agent_spec
-from tools.context_providers import OfferedToolRef, ProviderEntry, context_providers_for
+from tools.context_providers import (
+    Health,
+    OfferedToolRef,
+    ProviderEntry,
+    ProviderHealth,
+    context_providers_for,
+    validate_domains,
+)
 from tools.loader import TenantTools, tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Tool
 
 ToolSource = Callable[[Agent], Tool | None]  # the agent -> its tool, or None
 _sources: list[tuple[ToolSource, str]] = []
+_source_domains: dict[str, tuple[str, ...]] = {}  # label -> the capability domains it covers
 MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
 
 
-def register_tool_source(source: ToolSource, *, label: str) -> None:
+def register_tool_source(source: ToolSource, *, label: str, domains: tuple[str, ...] = ()) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
-    (shown beside the tool: "knowledge")."""
+    (shown beside the tool: "knowledge"); `domains`, from `tools.context_providers.Domain`,
+    what it covers (a ValueError names any other). A source whose providers have a lister
+    of their own (rag's knowledge bases) is described by that lister instead."""
+    try:
+        validate_domains(list(domains))
+    except ValidationError as refused:
+        raise ValueError(" ".join(refused.messages)) from None
     if all(known is not source for known, _ in _sources):
         _sources.append((source, label))
+        _source_domains[label] = tuple(domains)
 
 
 @dataclass(frozen=True)
@@ -124,4 +141,20 @@ def agent_context_providers(
     each with its domains and health (docs/context-providers.md). A query per kind."""
     offered = list(offered) if offered is not None else list(effective_tools(agent))
     refs = [OfferedToolRef(item.name, item.source, frozenset(item.tool.tags)) for item in offered]
-    return context_providers_for(agent.tenant_id, agent.pk, refs)
+    entries = context_providers_for(agent.tenant_id, agent.pk, refs)
+    described = {name for entry in entries for name in entry.tools}
+    for label, domains in _source_domains.items():  # registered sources no lister described
+        tools = [i.name for i in offered if i.source == label and i.name not in described]
+        if tools:
+            entries.append(
+                ProviderEntry(
+                    kind="tool_source",
+                    label="Tool source",
+                    id=None,
+                    name=label,
+                    domains=list(domains),
+                    health=ProviderHealth(Health.UNKNOWN.value, "", None),
+                    tools=tools,
+                )
+            )
+    return entries

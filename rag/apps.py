@@ -10,7 +10,9 @@ class RagConfig(AppConfig):
         from agents.tool_sources import register_tool_source
         from rag.tools import knowledge_tool_for_agent
 
-        register_tool_source(knowledge_tool_for_agent, label="knowledge")
+        register_tool_source(
+            knowledge_tool_for_agent, label="knowledge", domains=("knowledge", "documents")
+        )
         from rag.context_provider import knowledge_bases_check_health, knowledge_providers_of
         from tools.context_providers import register_health_check, register_provider_lister
 

@@ -107,9 +107,9 @@ class OfferedToolRef:
 class ProviderEntry:
     """One context provider behind an agent's tools, as pages and the API show it."""
 
-    kind: str  # mcp | knowledge_base
-    label: str  # "MCP server", "Knowledge base"
-    id: int
+    kind: str  # mcp | knowledge_base | tool_source
+    label: str  # "MCP server", "Knowledge base", "Tool source"
+    id: int | None  # None for a registered tool source (it has no row)
     name: str
     domains: list[str]
     health: ProviderHealth

@@ -480,8 +480,12 @@ class McpConnectionSerializer(CleanModelSerializer):
 
 
 class ContextProviderSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["mcp", "knowledge_base"])
-    id = serializers.IntegerField(help_text="The MCP connection's or knowledge base's id.")
+    kind = serializers.ChoiceField(choices=["mcp", "knowledge_base", "tool_source"])
+    id = serializers.IntegerField(
+        allow_null=True,
+        help_text="The MCP connection's or knowledge base's id; null for a tool source "
+        "registered by an installed app (`name` is its label).",
+    )
     name = serializers.CharField()
     domains = serializers.ListField(child=serializers.ChoiceField(choices=Domain.choices))
     health = ProviderHealthSerializer()

@@ -163,3 +163,28 @@ def test_clean_reason_masks_secrets_and_bounds_the_text():
     )
     assert clean_reason("Bearer abcdefghij", secrets=["Bearer abcdefghij"]) == "[redacted]"
     assert len(clean_reason("x" * 5000)) == 500
+
+
+def test_a_registered_tool_source_declares_its_domains(trio, monkeypatch):
+    from agents import tool_sources
+    from tests.factories import make_agent
+    from tools.runtime.tool import Tool
+
+    monkeypatch.setattr(tool_sources, "_sources", list(tool_sources._sources))
+    monkeypatch.setattr(tool_sources, "_source_domains", dict(tool_sources._source_domains))
+    with pytest.raises(ValueError, match="Unknown domain: weather"):
+        tool_sources.register_tool_source(lambda agent: None, label="odd", domains=("weather",))
+
+    def agenda(agent) -> Tool:
+        return Tool(
+            name="agenda", description="Today's meetings.",
+            input_schema={"type": "object"}, handler=lambda: [],
+        )  # fmt: skip
+
+    tool_sources.register_tool_source(agenda, label="calendar app", domains=("calendar",))
+    agent = make_agent(trio.acme, "planner", use_all_tools=False, tool_names=["calculator"])
+    providers = tool_sources.agent_context_providers(agent)
+    assert [(p.kind, p.name, p.domains, p.tools) for p in providers] == [
+        ("tool_source", "calendar app", ["calendar"], ["agenda"])
+    ]
+    assert providers[0].health.status == "unknown" and providers[0].id is None
