@@ -254,6 +254,7 @@ CELERY_TASK_ROUTES = {
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
     "tools.selftest_tools": {"queue": BATCH_QUEUE},
     "agents.check_remote_agents": {"queue": HOUSEKEEPING_QUEUE},
+    "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
@@ -261,20 +262,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(config.env_int("RUN_SWEEP_S", 15, minimum=1)),
     },
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
-    # Tool self-tests (tools/selftests.py): every tool's declared examples, hourly by default.
     "check-remote-agents": {
         "task": "agents.check_remote_agents",
         "schedule": float(config.env_int("REMOTE_AGENT_HEALTH_S", 300, minimum=30)),
     },
+    # Tool self-tests (tools/selftests.py): every tool's declared examples, hourly by default.
     "selftest-tools": {
         "task": "tools.selftest_tools",
         "schedule": float(config.env_int("TOOL_SELFTEST_S", 3600, minimum=60)),
     },
+    "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
 }
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
 # Remote agents run as local commands (agents/runtime/remote_transport.py): name -> argv,
 # set by the operator only (a tenant picks a name). JSON: {"triage": ["/opt/triage/run"]}.
 REMOTE_AGENT_COMMANDS = config.env_json_commands("REMOTE_AGENT_COMMANDS")
+# Seconds after which the periodic health check checks a context provider again.
+CONTEXT_PROVIDER_HEALTH_S = config.env_int("CONTEXT_PROVIDER_HEALTH_S", 300, minimum=1)
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
 # Runs one worker process executes at once on its event loop (agents/worker_runs.py): a run

@@ -31,4 +31,5 @@ def load_plugins() -> None:
     for plugin in plugins.load(plugins.AGENT_KINDS):
         register_kind(plugin.name, plugin.value)
     for plugin in plugins.load(plugins.TOOL_SOURCES):
-        add_tool_source(plugin.value, label=getattr(plugin.value, "label", plugin.name))
+        label = getattr(plugin.value, "label", plugin.name)
+        add_tool_source(plugin.value, label=label, domains=getattr(plugin.value, "domains", ()))

@@ -142,4 +142,6 @@ def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
     return per_version(_remembered, tenant_id, read)
 
 
-knowledge_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]  (shown beside its tool)
+# Shown beside its tool, and the capability domains it covers (agentplatform/plugins.py).
+knowledge_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]
+knowledge_tool_for_agent.domains = ("knowledge", "documents")  # type: ignore[attr-defined]

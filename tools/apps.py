@@ -20,3 +20,9 @@ class ToolsConfig(AppConfig):
                     )
                 if not BUILTINS.has(item.name):  # the platform's own come first
                     BUILTINS.register(item)
+
+        from tools.context_providers import register_health_check, register_provider_lister
+        from tools.mcp_connections import mcp_connections_check_health, mcp_providers_of
+
+        register_health_check("mcp", mcp_connections_check_health)
+        register_provider_lister("mcp", mcp_providers_of)

@@ -27,6 +27,7 @@ from tests.factories import (
     make_connection,
     make_crew,
     make_http_tool,
+    make_mcp_connection,
 )
 from tools.models import ToolDefinition
 
@@ -82,6 +83,7 @@ def world(trio) -> dict:
     assert ingest(document.pk) == "ready"
     return {
         "connection": connection,
+        "mcp": make_mcp_connection(trio.acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2),
         "agent": agent,
         "crew": crew,
         "tool": tool,
@@ -152,6 +154,11 @@ def every_url(world) -> list[str]:
         "config:connection_create": {},
         "config:connection_edit": {"pk": world["connection"].pk},
         "config:connection_test": {"pk": world["connection"].pk},
+        "config:mcp_connections": {},
+        "config:mcp_connection_create": {},
+        "config:mcp_connection_edit": {"pk": world["mcp"].pk},
+        "config:mcp_connection_test": {"pk": world["mcp"].pk},
+        "config:mcp_connection_refresh": {"pk": world["mcp"].pk},
         "config:document": {},
         "config:document_download": {},
         "config:api_keys": {},
@@ -178,6 +185,7 @@ def every_url(world) -> list[str]:
         "config:crew_delete": {"slug": world["crew"].slug},
         "config:tool_delete": {"pk": world["tool"].pk},
         "config:connection_delete": {"pk": world["connection"].pk},
+        "config:mcp_connection_delete": {"pk": world["mcp"].pk},
         "config:api_key_revoke": {"pk": world["key"].pk},
         "config:member_remove": {"pk": world["membership"].pk},
         "config:member_invitation_revoke": {"pk": world["invitation"].pk},

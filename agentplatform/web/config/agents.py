@@ -32,7 +32,7 @@ from agentplatform.web.config.common import (
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
-from agents.tool_sources import effective_tools
+from agents.tool_sources import agent_context_providers, effective_tools
 from providers.models import ProviderConnection
 from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
@@ -161,7 +161,8 @@ def tool_preview(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[s
         probe.memory = data.get("memory") in ("on", "true", "1")
         probe.output_schema = _schema_or_none(data.get("output_schema", ""))
         probe.kind = data.get("kind") or agent.kind
-    return {"effective": list(effective_tools(probe))}
+    effective = list(effective_tools(probe))
+    return {"effective": effective, "providers": agent_context_providers(probe, effective)}
 
 
 def _schema_or_none(text: str) -> dict | None:
