@@ -168,7 +168,7 @@ def test_an_agents_context_providers_name_domains_health_and_tools(client, trio,
     assert providers[0]["health"]["status"] == "ok"
     assert providers[1] == {
         "kind": "knowledge_base", "id": handbook.pk, "name": "Handbook",
-        "domains": ["knowledge", "documents"], "tools": ["knowledge_search"],
+        "domains": ["knowledge", "documents"], "tools": ["file_read", "knowledge_search"],
         "health": {"status": "unknown", "reason": "", "checked_at": None},
     }  # fmt: skip
     make_agent(trio.acme, "plain", use_all_tools=False, tool_names=["calculator"])
