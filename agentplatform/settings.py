@@ -393,3 +393,7 @@ RAG_MAX_DOCUMENT_BYTES = config.env_int("RAG_MAX_DOCUMENT_BYTES", 10 * 2**20)
 RAG_EMBED_BATCH_SIZE = config.env_int("RAG_EMBED_BATCH_SIZE", 64)
 RAG_URL_TIMEOUT_S = config.env_int("RAG_URL_TIMEOUT_S", 20)
 RAG_HNSW_EF_SEARCH = config.env_int("RAG_HNSW_EF_SEARCH", 100)
+# The local model's runtime: onnxruntime (the default install) or torch (the `torch` extra).
+RAG_LOCAL_RUNTIME = config.env_str("RAG_LOCAL_RUNTIME", "onnx")
+if RAG_LOCAL_RUNTIME not in ("onnx", "torch"):
+    raise ImproperlyConfigured(f"RAG_LOCAL_RUNTIME={RAG_LOCAL_RUNTIME!r}: use onnx or torch.")

@@ -8,7 +8,7 @@ Starts the embedded PostgreSQL and Redis in a temporary DATA_DIR (removed at exi
 1. Ingestion: the corpus of tests/data/rag repeated into one markdown document of about
    INGEST_CHUNKS chunks, ingested in this process by `rag.ingestion.ingest` (extract,
    chunk, embed with the local model in batches, one transaction of inserts) vs
-   `LocalEmbedder.embed_sync` called alone on the same chunk texts, same batches.
+   the local model's `embed_sync` called alone on the same chunk texts, same batches.
    Ratio = ingestion chunks/s over embedder chunks/s (target >= 0.8).
 2. Search: 100 tenants x 1000 chunks of synthetic unit vectors (384 dims; clustered around
    TOPICS_PER_TENANT topics per tenant, as text embeddings are) COPYed in, the HNSW

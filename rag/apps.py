@@ -18,6 +18,9 @@ class RagConfig(AppConfig):
             from rag.embedders import local_embedder
             from rag.runtime.minilm_onnx import OnnxMiniLM
 
-            # Cards in batches with torch; each request with onnxruntime (bench/routing.py).
-            register_routing_embedder(cards=local_embedder(), requests=OnnxMiniLM())
+            # Each request on onnxruntime (bench/routing.py): the local model itself unless
+            # that runs on torch (the same vectors either way).
+            model = local_embedder()
+            requests = model if isinstance(model, OnnxMiniLM) else OnnxMiniLM()
+            register_routing_embedder(cards=model, requests=requests)
         from rag import signals  # noqa: F401 (connects its receivers)

