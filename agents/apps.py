@@ -21,6 +21,12 @@ class AgentsConfig(AppConfig):
 
         post_delete.connect(_member_left, sender=Membership, dispatch_uid="agents-member-left")
 
+        from agentplatform.config_checks import register_config_check
+        from agents.config_saves import check_saved_object
+
+        # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
+        register_config_check(check_saved_object)
+
 
 def _member_left(sender, instance, **kwargs) -> None:
     from agents.services import member_grants_forget

@@ -9,6 +9,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
@@ -37,7 +38,7 @@ class ApprovalDeciders(models.TextChoices):
     GROUP = "group", "Members of a group, and admins"
 
 
-class Agent(SecretDestination, models.Model):
+class Agent(ConfigObject, SecretDestination, models.Model):
     secret_field, secret_label = "remote_token", "token"
     destination_fields = ("remote_url",)
 
@@ -156,7 +157,7 @@ class CrewMode(models.TextChoices):
     HIERARCHICAL = "hierarchical", "Hierarchical: a manager delegates"
 
 
-class Crew(models.Model):
+class Crew(ConfigObject, models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="crews")
     slug = models.CharField(max_length=50, validators=[slug_validator])
     name = models.CharField(max_length=200)

@@ -30,14 +30,23 @@ from tools.runtime.tool import Capability, Tool
 
 ToolSource = Callable[[Agent], Tool | None]  # the agent -> its tool, or None
 _sources: list[tuple[ToolSource, str]] = []
+_source_names: set[str] = set()
 MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
 
 
-def register_tool_source(source: ToolSource, *, label: str) -> None:
+def register_tool_source(source: ToolSource, *, label: str, names: tuple[str, ...] = ()) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
-    (shown beside the tool: "knowledge")."""
+    (shown beside the tool: "knowledge"), `names` the names its tools may have (an agent's
+    configuration may name them: `agent_tool_names`)."""
     if all(known is not source for known, _ in _sources):
         _sources.append((source, label))
+        _source_names.update(names)
+
+
+def agent_tool_names() -> frozenset[str]:
+    """Tool names an agent may pick or exclude besides its tenant's registry: the registered
+    sources' tools, the memory tools and the structured output's."""
+    return frozenset({*_source_names, *MEMORY_TOOL_NAMES, FINAL_ANSWER})
 
 
 @dataclass(frozen=True)

