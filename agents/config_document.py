@@ -47,7 +47,7 @@ from agents.tool_sources import agent_tool_names
 from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save
 from tools.definitions import definition_shape
-from tools.loader import tenant_tools
+from tools.loader import tool_names_besides_definitions
 from tools.models import ToolDefinition
 from tools.runtime.credential_leaks import redacted_url, redacted_values
 from tools.runtime.definitions import WRITE_EFFECTS, effective_effect
@@ -361,7 +361,7 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
     sources (built-ins, MCP connections, an agent's own: `agent_tool_names`), its groups,
     and — unless pruned — its objects of the sections the document leaves alone."""
     definitions = set(current.objects["tools"])
-    other_tools = set(tenant_tools(tenant).registry.names()) - definitions | agent_tool_names()
+    other_tools = tool_names_besides_definitions(tenant.pk) - definitions | agent_tool_names()
     kept = (lambda section: frozenset()) if prune else (lambda s: frozenset(current.objects[s]))
     return KnownNames(
         tools=frozenset(other_tools) | kept("tools"),

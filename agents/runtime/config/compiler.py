@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -166,6 +167,17 @@ def _structure_problems(exc: pydantic.ValidationError, prefix: str = "") -> list
     return problems
 
 
+@lru_cache(maxsize=4096)
+def _schema_verdict(what: str, schema_json: str) -> str | None:
+    """Why a JSON Schema (as canonical JSON text) is refused, or None: a pure function of
+    the text, kept for the process (a check costs milliseconds)."""
+    try:
+        check_schema(json.loads(schema_json), what=what)
+    except SchemaError as exc:
+        return str(exc)
+    return None
+
+
 class _Checker:
     """The graph checks of one valid-structure document; problems accumulate."""
 
@@ -178,7 +190,6 @@ class _Checker:
             self.tool_index.setdefault(tool.name, index)
         self.input_schemas: dict[str, dict[str, Any]] = {}
         self.output_schemas: dict[str, dict[str, Any] | None] = {}
-        self.checked_schemas: dict[tuple[str, str], str | None] = {}
 
     def problem(self, path: str, reason: str) -> None:
         self.problems.append(ConfigProblem(path, reason))
@@ -205,15 +216,9 @@ class _Checker:
             seen.add(name)
 
     def schema(self, path: str, schema: Any, what: str) -> bool:
-        # Documents repeat schemas (the same output shape on many tools): check each once.
-        key = (what, json.dumps(schema, sort_keys=True))
-        if key not in self.checked_schemas:
-            try:
-                check_schema(schema, what=what)
-                self.checked_schemas[key] = None
-            except SchemaError as exc:
-                self.checked_schemas[key] = str(exc)
-        reason = self.checked_schemas[key]
+        # Documents repeat schemas (the same output shape on many tools), and every save of
+        # one object compiles its tenant's whole document again: check each schema once.
+        reason = _schema_verdict(what, json.dumps(schema, sort_keys=True))
         if reason is not None:
             self.problem(path, reason)
         return reason is None
