@@ -48,15 +48,24 @@ from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save
 from tools.definitions import definition_shape
 from tools.loader import tool_names_besides_definitions
-from tools.models import ToolDefinition
+from tools.mcp_connections import mcp_connection_delete, mcp_connection_save
+from tools.models import McpServerConnection, ToolDefinition
 from tools.runtime.credential_leaks import redacted_url, redacted_values
 from tools.runtime.definitions import WRITE_EFFECTS, effective_effect
 from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.services import tool_definition_delete, tool_definition_save
 
-SECTIONS = ("connections", "tools", "agents", "crews")  # in the order they are written
-KEYS = {"connections": "name", "tools": "name", "agents": "slug", "crews": "slug"}
-SECRET_PREFIX = {"connections": "connection", "tools": "tool", "agents": "agent"}
+# The sections a document holds, filled by `register_document_section` (the built-in ones
+# below, rag's knowledge bases from RagConfig.ready): in the order they are written and
+# applied (an object after those it refers to); deleted in the reverse order.
+SECTIONS: list[str] = []
+KEYS: dict[str, str] = {}  # section -> the field naming its objects
+SECRET_PREFIX = {
+    "connections": "connection",
+    "tools": "tool",
+    "agents": "agent",
+    "mcp_servers": "mcp",
+}
 
 
 def secret_name(section: str, name: str) -> str:
@@ -69,7 +78,7 @@ _KEEP = object()  # a write's answer: leave the model field as it is
 
 
 @dataclass(frozen=True)
-class _Refs:
+class Refs:
     """The tenant's objects a document entry refers to by name, for writing it."""
 
     connections: dict[str, ProviderConnection]
@@ -87,12 +96,11 @@ class DocField:
     key: str
     attr: str | None
     read: Callable[[Any], Any] | None = None
-    write: Callable[[Any, _Refs], Any] | None = None
+    write: Callable[[Any, Refs], Any] | None = None
 
 
-def _secret(section: str, attr: str) -> DocField:
+def secret_field(section: str, key: str, attr: str) -> DocField:
     """A stored secret: exported by name, kept by a reference, cleared by its absence."""
-    key = KEYS[section]
     return DocField(
         "secret",
         attr,
@@ -101,17 +109,64 @@ def _secret(section: str, attr: str) -> DocField:
     )
 
 
-def _name_of(attr: str, key: str = "name") -> Callable[[Any], Any]:
+def name_of(attr: str, key: str = "name") -> Callable[[Any], Any]:
+    """A DocField's `read` of a related object: its name (or `key`), None without one."""
     return lambda obj: getattr(related, key) if (related := getattr(obj, attr)) else None
 
 
-FIELDS: dict[str, tuple[DocField, ...]] = {
+@dataclass(frozen=True)
+class DocSection:
+    """A kind of object a document holds: its `name` (the document's key), the field naming
+    its objects, its model, the table of its fields, the tenant's rows (ordered by name),
+    and the services that save (tenant, stored object or None, model changes, the document
+    entry, the references) and delete (tenant, object) one — the compiled import having
+    checked the end state, they skip the whole-graph check (`graph_checked`)."""
+
+    name: str
+    key: str
+    model: type
+    fields: tuple[DocField, ...]
+    rows: Callable[[Tenant], Any]
+    save: Callable[[Tenant, Any, dict[str, Any], dict[str, Any], Refs], Any]
+    delete: Callable[[Tenant, Any], None]
+
+
+_REGISTERED: dict[str, DocSection] = {}
+FIELDS: dict[str, tuple[DocField, ...]] = {}
+# Model field -> where it is in a document entry, for the model's own errors.
+FIELD_PATHS: dict[str, dict[str, str]] = {}
+
+
+def register_document_section(section: DocSection) -> None:
+    """Add a section to the document (once): exported, diffed, applied and checked on every
+    save of its model like the built-in ones. An app registers its own at startup."""
+    if section.name in _REGISTERED:
+        return
+    _REGISTERED[section.name] = section
+    SECTIONS.append(section.name)
+    KEYS[section.name] = section.key
+    FIELDS[section.name] = section.fields
+    FIELD_PATHS[section.name] = {
+        f.attr: f.key for f in section.fields if f.attr is not None and f.attr != f.key
+    }
+
+
+def document_section(name: str) -> DocSection:
+    return _REGISTERED[name]
+
+
+def section_of_model(model: type) -> str | None:
+    """The section holding objects of `model`, None for a model no document holds."""
+    return next((s.name for s in _REGISTERED.values() if s.model is model), None)
+
+
+_FIELDS: dict[str, tuple[DocField, ...]] = {
     "connections": (
         DocField("name", "name"),
         DocField("kind", "kind"),
         DocField("preset", "preset"),
         DocField("base_url", "base_url", read=lambda c: redacted_url(c.base_url)),
-        _secret("connections", "api_key"),
+        secret_field("connections", "name", "api_key"),
         DocField("extra_headers", "extra_headers", read=lambda c: redacted_values(c.extra_headers)),
         DocField("default_model", "default_model"),
         DocField("allowed_models", "allowed_models", read=lambda c: list(c.allowed_models)),
@@ -131,7 +186,7 @@ FIELDS: dict[str, tuple[DocField, ...]] = {
         ),
         DocField("output_schema", "output_schema"),
         DocField("config", "config", read=lambda t: _tool_config_shown(t.config)),
-        _secret("tools", "secret"),
+        secret_field("tools", "name", "secret"),
         DocField("tags", "tags", read=lambda t: list(t.tags)),
         DocField("effect", "effect", read=lambda t: t.effect or None, write=lambda v, r: v or ""),
         DocField("idempotent", "idempotent"),
@@ -149,7 +204,7 @@ FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField(
             "connection",
             "provider_connection",
-            read=_name_of("provider_connection"),
+            read=name_of("provider_connection"),
             write=lambda v, refs: refs.connections.get(v) if v else None,
         ),
         DocField("model", "model"),
@@ -166,7 +221,7 @@ FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField(
             "approval.group",
             "approval_group",
-            read=_name_of("approval_group"),
+            read=name_of("approval_group"),
             write=lambda v, refs: refs.groups.get(v) if v else None,
         ),
         DocField("approval.not_starter", "approval_not_starter"),
@@ -175,7 +230,7 @@ FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("output_schema", "output_schema"),
         DocField("kind", "kind"),
         DocField("remote_url", "remote_url", read=lambda a: redacted_url(a.remote_url)),
-        _secret("agents", "remote_token"),
+        secret_field("agents", "slug", "remote_token"),
         DocField("active", "active"),
     ),
     "crews": (
@@ -187,7 +242,7 @@ FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField(
             "manager",
             "manager",
-            read=_name_of("manager", "slug"),
+            read=name_of("manager", "slug"),
             write=lambda v, refs: refs.agents.get(v) if v else None,
         ),
         DocField("max_delegations", "max_delegations"),
@@ -195,11 +250,18 @@ FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("token_budget", "token_budget"),
         DocField("active", "active"),
     ),
-}
-# Model field -> where it is in a document entry, for the model's own errors.
-FIELD_PATHS: dict[str, dict[str, str]] = {
-    section: {f.attr: f.key for f in fields if f.attr is not None and f.attr != f.key}
-    for section, fields in FIELDS.items()
+    "mcp_servers": (
+        DocField("name", "name"),
+        DocField("url", "url", read=lambda m: redacted_url(m.url)),
+        secret_field("mcp_servers", "name", "auth_header"),
+        DocField("enabled", "enabled"),
+        DocField("tool_prefix", "tool_prefix"),
+        DocField(
+            "allowed_tool_names", "allowed_tool_names", read=lambda m: list(m.allowed_tool_names)
+        ),
+        DocField("context_resource_uri", "context_resource_uri"),
+        DocField("timeout_s", "timeout_s"),
+    ),
 }
 
 
@@ -226,7 +288,7 @@ def object_entry(section: str, obj: Any) -> dict[str, Any]:
     return entry
 
 
-def _model_changes(section: str, entry: dict[str, Any], refs: _Refs) -> dict[str, Any]:
+def _model_changes(section: str, entry: dict[str, Any], refs: Refs) -> dict[str, Any]:
     """The model fields of a document entry (plain JSON data, as `as_data` gives it)."""
     changes = {}
     for item in FIELDS[section]:
@@ -258,6 +320,66 @@ def _tool_config_shown(config: Any) -> Any:
     return shown
 
 
+def _builtin_sections() -> None:
+    def save_crew(tenant, crew, changes, entry, refs):
+        members = [refs.agents[slug] for slug in entry["members"]]
+        return crew_save(
+            tenant=tenant, crew=crew, changes=changes, members=members, graph_checked=True
+        )
+
+    for section in (
+        DocSection(
+            "connections", "name", ProviderConnection, _FIELDS["connections"],
+            rows=lambda t: ProviderConnection.objects.filter(tenant=t).order_by("name"),
+            save=lambda t, obj, changes, entry, refs: connection_save(
+                tenant=t, connection=obj, changes=changes, graph_checked=True
+            ),
+            delete=lambda t, obj: connection_delete(tenant=t, connection=obj),
+        ),
+        DocSection(
+            "mcp_servers", "name", McpServerConnection, _FIELDS["mcp_servers"],
+            rows=lambda t: McpServerConnection.objects.filter(tenant=t).order_by("name"),
+            save=lambda t, obj, changes, entry, refs: mcp_connection_save(
+                tenant=t, connection=obj, changes=changes, graph_checked=True
+            ),
+            delete=lambda t, obj: mcp_connection_delete(tenant=t, connection=obj),
+        ),
+        DocSection(
+            "tools", "name", ToolDefinition, _FIELDS["tools"],
+            rows=lambda t: ToolDefinition.objects.filter(tenant=t).order_by("name"),
+            save=lambda t, obj, changes, entry, refs: tool_definition_save(
+                tenant=t, definition=obj, changes=changes, graph_checked=True
+            ),
+            delete=lambda t, obj: tool_definition_delete(
+                tenant=t, definition=obj, graph_checked=True
+            ),
+        ),
+        DocSection(
+            "agents", "slug", Agent, _FIELDS["agents"],
+            rows=lambda t: Agent.objects.filter(tenant=t)
+            .select_related("provider_connection", "approval_group")
+            .order_by("slug"),
+            save=lambda t, obj, changes, entry, refs: agent_save(
+                tenant=t, agent=obj, changes=changes, graph_checked=True
+            ),
+            delete=lambda t, obj: agent_delete(tenant=t, agent=obj),
+        ),
+        DocSection(
+            "crews", "slug", Crew, _FIELDS["crews"],
+            rows=lambda t: Crew.objects.filter(tenant=t)
+            .select_related("manager")
+            .prefetch_related("members__agent")
+            .order_by("slug"),
+            save=save_crew,
+            delete=lambda t, obj: crew_delete(tenant=t, crew=obj),
+        ),
+    ):  # fmt: skip
+        register_document_section(section)
+
+
+_builtin_sections()
+
+
 @dataclass
 class TenantEntries:
     """The tenant's objects, by section and name, with their document entries."""
@@ -267,22 +389,9 @@ class TenantEntries:
 
 
 def tenant_entries(tenant: Tenant) -> TenantEntries:
-    """Five queries (plus one per crew for its members' slugs, prefetched)."""
-    rows: dict[str, list[Any]] = {
-        "connections": list(ProviderConnection.objects.filter(tenant=tenant).order_by("name")),
-        "tools": list(ToolDefinition.objects.filter(tenant=tenant).order_by("name")),
-        "agents": list(
-            Agent.objects.filter(tenant=tenant)
-            .select_related("provider_connection", "approval_group")
-            .order_by("slug")
-        ),
-        "crews": list(
-            Crew.objects.filter(tenant=tenant)
-            .select_related("manager")
-            .prefetch_related("members__agent")
-            .order_by("slug")
-        ),
-    }
+    """A query or two per section (a crew's members and a knowledge base's agents are
+    prefetched)."""
+    rows = {section: list(_REGISTERED[section].rows(tenant)) for section in SECTIONS}
     objects: dict[str, dict[str, Any]] = {}
     entries: dict[str, dict[str, dict[str, Any]]] = {}
     for section, items in rows.items():
@@ -297,8 +406,9 @@ def policy_entry(tenant: Tenant) -> dict[str, Any]:
 
 
 def config_export(*, tenant: Tenant) -> dict[str, Any]:
-    """The tenant's configuration as document data (version 1): its provider connections,
-    tool definitions, agents and crews, secrets by name only."""
+    """The tenant's configuration as document data (version 1): every registered section
+    (provider connections, MCP servers, tools, agents, crews, knowledge bases), secrets by
+    name only."""
     current = tenant_entries(tenant)
     return {
         "version": VERSION,
@@ -374,7 +484,7 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
 
 def _secret_problems(compiled: CompiledConfig, current: TenantEntries) -> list[ConfigProblem]:
     problems = []
-    for section in ("connections", "tools", "agents"):
+    for section in SECRET_PREFIX:
         for index, entry in enumerate(getattr(compiled.document, section)):
             name = getattr(entry, KEYS[section])
             if entry.secret is None:
@@ -551,45 +661,21 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
         except ValidationError as exc:
             raise ConfigInvalid([ConfigProblem("policy", m) for m in exc.messages]) from None
     # Deletions first, dependents before what they use, so names freed can be taken again.
-    for section, delete in (
-        ("crews", lambda obj: crew_delete(tenant=tenant, crew=obj)),
-        ("agents", lambda obj: agent_delete(tenant=tenant, agent=obj)),
-        (
-            "tools",
-            lambda obj: tool_definition_delete(tenant=tenant, definition=obj, graph_checked=True),
-        ),
-        ("connections", lambda obj: connection_delete(tenant=tenant, connection=obj)),
-    ):
+    for section in reversed(SECTIONS):
+        delete = _REGISTERED[section].delete
         for name, obj in current.objects[section].items():
             if changing.get((section, name)) == "delete":
-                save(section, name, lambda obj=obj, delete=delete: delete(obj))
+                save(section, name, lambda obj=obj, delete=delete: delete(tenant, obj))
 
     desired = document.as_data()
-    refs = _Refs(
+    refs = Refs(
         connections=dict(current.objects["connections"]),
         agents=dict(current.objects["agents"]),
         groups={g.name: g for g in TenantGroup.objects.filter(tenant=tenant)},
     )
-    savers: dict[str, Callable[[Any, dict[str, Any], dict[str, Any]], Any]] = {
-        "connections": lambda obj, changes, entry: connection_save(
-            tenant=tenant, connection=obj, changes=changes, graph_checked=True
-        ),
-        "tools": lambda obj, changes, entry: tool_definition_save(
-            tenant=tenant, definition=obj, changes=changes, graph_checked=True
-        ),
-        "agents": lambda obj, changes, entry: agent_save(
-            tenant=tenant, agent=obj, changes=changes, graph_checked=True
-        ),
-        "crews": lambda obj, changes, entry: crew_save(
-            tenant=tenant,
-            crew=obj,
-            changes=changes,
-            members=[refs.agents[slug] for slug in entry["members"]],
-            graph_checked=True,
-        ),
-    }
     saved_into = {"connections": refs.connections, "agents": refs.agents}
-    for section in SECTIONS:  # in order: agents refer to connections, crews to agents
+    for section in SECTIONS:  # in order: an object after those it refers to
+        saver = _REGISTERED[section].save
         for entry in desired[section]:
             name = entry[KEYS[section]]
             if (action := changing.get((section, name))) is None:
@@ -599,7 +685,7 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
             saved = save(
                 section,
                 name,
-                lambda o=existing, c=changes, e=entry, s=section: savers[s](o, c, e),
+                lambda o=existing, c=changes, e=entry, f=saver: f(tenant, o, c, e, refs),
             )
             if section in saved_into:
                 saved_into[section][name] = saved

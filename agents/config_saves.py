@@ -1,14 +1,14 @@
 """Every save of one configuration object compiles its tenant's whole configuration.
 
-A form, a REST resource, the admin or a service saving one provider connection, tool
-definition, agent or crew runs the model's full_clean, which asks this check
-(`agentplatform.config_checks`, registered in `AgentsConfig.ready`): the tenant's document
-(`agents.config_document.tenant_entries`) with the object as it is about to be saved goes
-through the configuration compiler, so a rule of the whole graph — the tenant's
-confirmation policy, a dependency cycle, an agent naming a tool that does not exist, a
-credential in a URL — holds whichever face saves. Only the problems this save adds are
-refused (those already stored are reported by the import, and by saving the objects they
-are in), each at the model field its document path maps to.
+A form, a REST resource, the admin or a service saving one object a document holds (a
+provider connection, MCP server, tool definition, agent, crew or knowledge base) runs the
+model's full_clean, which asks this check (`agentplatform.config_checks`, registered in
+`AgentsConfig.ready`): the tenant's document (`agents.config_document.tenant_entries`) with
+the object as it is about to be saved goes through the configuration compiler, so a rule
+of the whole graph — the tenant's confirmation policy, a dependency cycle, an agent naming
+a tool that does not exist, a credential in a URL — holds whichever face saves. Only the
+problems this save adds are refused (those already stored are reported by the import, and
+by saving the objects they are in), each at the model field its document path maps to.
 """
 
 from __future__ import annotations
@@ -26,27 +26,20 @@ from agents.config_document import (
     known_names,
     object_entry,
     policy_entry,
+    section_of_model,
     tenant_entries,
 )
-from agents.models import Agent, Crew
 from agents.runtime.config.compiler import ConfigInvalid, ConfigProblem, KnownNames, compile_config
-from agents.runtime.config.document import VERSION, AgentEntry, Connection, CrewEntry, ToolEntry
-from providers.models import ProviderConnection
-from tools.models import ToolDefinition
+from agents.runtime.config.document import VERSION, ConfigDocument
 
-_SECTION_OF: dict[type, str] = {
-    ProviderConnection: "connections",
-    ToolDefinition: "tools",
-    Agent: "agents",
-    Crew: "crews",
+NOUNS = {
+    "connections": "connection",
+    "tools": "tool",
+    "agents": "agent",
+    "crews": "crew",
+    "mcp_servers": "MCP server",
+    "knowledge_bases": "knowledge base",
 }
-_ENTRY_MODELS: dict[str, type[pydantic.BaseModel]] = {
-    "connections": Connection,
-    "tools": ToolEntry,
-    "agents": AgentEntry,
-    "crews": CrewEntry,
-}
-NOUNS = {"connections": "connection", "tools": "tool", "agents": "agent", "crews": "crew"}
 _PATH = re.compile(r"^(?P<section>[a-z_]+)\[(?P<index>\d+)\](?:\.(?P<rest>.*))?$")
 _SELF = object()  # the object being saved, whatever its name before and after
 
@@ -59,7 +52,7 @@ def check_saved_object(instance: Any, left_out: frozenset[str]) -> None:
     `left_out`, and problems of other objects: non-field errors). Costs the export's five
     queries, one for the tenant's groups and a compile; a second compile (of the stored
     state) only when the first finds problems."""
-    section = _SECTION_OF.get(type(instance))
+    section = section_of_model(type(instance))
     if section is None or instance.tenant_id is None:
         return
     tenant = instance.tenant
@@ -108,8 +101,10 @@ def _problems(
 
 
 def _well_formed(section: str, entry: dict[str, Any]) -> bool:
+    # The entry's model: the type of the document's list of this section.
+    model = ConfigDocument.model_fields[section].annotation.__args__[0]  # type: ignore[union-attr]
     try:
-        _ENTRY_MODELS[section].model_validate(entry)
+        model.model_validate(entry)
     except pydantic.ValidationError:
         return False
     return True
@@ -134,8 +129,7 @@ def _errors(section: str, problems: list[ProblemKey], left_out: frozenset[str]) 
         if name is _SELF:
             attr, inside = _model_field(section, rest)
             if attr is not None and attr not in left_out:
-                message = f"{inside}: {reason}" if inside else reason[:1].upper() + reason[1:]
-                errors.setdefault(attr, []).append(message)
+                errors.setdefault(attr, []).append(f"{inside}: {reason}" if inside else reason)
             else:
                 errors.setdefault(NON_FIELD_ERRORS, []).append(
                     f"{rest}: {reason}" if rest else reason
@@ -144,7 +138,9 @@ def _errors(section: str, problems: list[ProblemKey], left_out: frozenset[str]) 
             errors.setdefault(NON_FIELD_ERRORS, []).append(f"{rest}: {reason}" if rest else reason)
         else:
             at = f" ({rest})" if rest else ""
-            errors.setdefault(NON_FIELD_ERRORS, []).append(f"{NOUNS[where]} {name!r}{at}: {reason}")
+            errors.setdefault(NON_FIELD_ERRORS, []).append(
+                f"{NOUNS.get(where, where)} {name!r}{at}: {reason}"
+            )
     return errors
 
 

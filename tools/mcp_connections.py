@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 
+from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy import rls
+from agentplatform.tenancy.models import Tenant
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import (
@@ -115,3 +119,28 @@ def mcp_connections_refresh_due(now: datetime | None = None) -> dict[str, int]:
             refreshed = mcp_connection_refresh(connection)
         counts["ok" if refreshed.status == McpStatus.OK else "unavailable"] += 1
     return counts
+
+
+def mcp_connection_save(
+    *,
+    tenant: Tenant,
+    connection: McpServerConnection | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
+) -> McpServerConnection:
+    """Create (connection None) or change one of the tenant's MCP server connections
+    through its full_clean, which compiles the tenant's whole configuration with it unless
+    `graph_checked` (`agentplatform.config_checks`). Its tools change on the next refresh."""
+    if connection is None:
+        connection = McpServerConnection(tenant=tenant)
+    elif connection.tenant_id != tenant.pk:
+        raise Http404("No such MCP server connection.")
+    connection.graph_checked = graph_checked
+    return save_validated(connection, changes)
+
+
+def mcp_connection_delete(*, tenant: Tenant, connection: McpServerConnection) -> None:
+    """Delete one of the tenant's MCP server connections (its tools leave the registry)."""
+    if connection.tenant_id != tenant.pk:
+        raise Http404("No such MCP server connection.")
+    delete_recorded(connection)

@@ -142,7 +142,7 @@ def default_tool_prefix(name: str) -> str:
     return prefix[:31].rstrip("_") or "mcp"
 
 
-class McpServerConnection(SecretDestination, models.Model):
+class McpServerConnection(ConfigObject, SecretDestination, models.Model):
     """A remote MCP server a tenant connects as a context provider.
 
     Its tools join the tenant's registry as `<tool_prefix>__<remote name>`, tagged

@@ -204,6 +204,8 @@ class _Checker:
         self.check_dependencies()
         self.check_agents()
         self.check_crews()
+        self.check_mcp_servers()
+        self.check_knowledge_bases()
         if self.problems:
             return {}
         return {name: self.contracts(name, *built) for name, built in compiled.items()}
@@ -395,6 +397,57 @@ class _Checker:
                 self.problem(f"{path}.manager", f"unknown agent {crew.manager!r}")
             if crew.mode == "hierarchical" and crew.manager is None:
                 self.problem(f"{path}.manager", "a hierarchical crew needs a manager agent")
+
+    # -- MCP servers and knowledge bases ----------------------------------------------
+    def check_mcp_servers(self) -> None:
+        servers = self.document.mcp_servers
+        self.duplicates("mcp_servers", "name", [s.name for s in servers])
+        prefixes = [(i, s.tool_prefix) for i, s in enumerate(servers) if s.tool_prefix]
+        self.duplicates("mcp_servers", "tool_prefix", [p for _, p in prefixes])
+        for index, server in enumerate(servers):
+            path = f"mcp_servers[{index}]"
+            self.check_url(f"{path}.url", server.url)
+            for position, name in enumerate(server.allowed_tool_names):
+                if not name.strip():
+                    self.problem(f"{path}.allowed_tool_names[{position}]", "name a remote tool")
+
+    def check_knowledge_bases(self) -> None:
+        bases = self.document.knowledge_bases
+        self.duplicates("knowledge_bases", "slug", [b.slug for b in bases])
+        connections = {c.name: c for c in self.document.connections}
+        agents = {a.slug for a in self.document.agents} | self.known.agents
+        for index, base in enumerate(bases):
+            path = f"knowledge_bases[{index}]"
+            if base.embedder == "provider":
+                if base.connection is None:
+                    self.problem(f"{path}.connection", "provider embeddings need a connection")
+                elif base.connection not in connections and (
+                    base.connection not in self.known.connections
+                ):
+                    self.problem(f"{path}.connection", f"unknown connection {base.connection!r}")
+                elif (kind := getattr(connections.get(base.connection), "kind", None)) in (
+                    "anthropic",
+                    "offline",
+                ):
+                    self.problem(
+                        f"{path}.connection",
+                        f"embeddings come from openai or openai_compatible connections, not {kind}",
+                    )
+                if not base.embedding_model:
+                    self.problem(f"{path}.embedding_model", "name the embedding model")
+            else:
+                for key in ("connection", "embedding_model", "dimensions"):
+                    if getattr(base, key):
+                        self.problem(f"{path}.{key}", "only provider embeddings take this")
+            if base.chunk_overlap >= base.chunk_size:
+                self.problem(f"{path}.chunk_overlap", "must be smaller than chunk_size")
+            seen: set[str] = set()
+            for position, slug in enumerate(base.agents):
+                if slug not in agents:
+                    self.problem(f"{path}.agents[{position}]", f"unknown agent {slug!r}")
+                elif slug in seen:
+                    self.problem(f"{path}.agents[{position}]", f"{slug!r} appears twice")
+                seen.add(slug)
 
     # -- the two contracts ------------------------------------------------------------
     def contracts(
