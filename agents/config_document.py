@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -109,26 +110,50 @@ def secret_field(section: str, key: str, attr: str) -> DocField:
     )
 
 
-def name_of(attr: str, key: str = "name") -> Callable[[Any], Any]:
-    """A DocField's `read` of a related object: its name (or `key`), None without one."""
-    return lambda obj: getattr(related, key) if (related := getattr(obj, attr)) else None
+def reference_field(key: str, attr: str, among: str, name: str = "name") -> DocField:
+    """A reference to another object by its name (`name`: its naming field): the related
+    object `attr`, found among the references' `among` ("connections") when written."""
+    return DocField(
+        key,
+        attr,
+        read=lambda obj: getattr(related, name) if (related := getattr(obj, attr)) else None,
+        write=lambda value, refs: getattr(refs, among).get(value) if value else None,
+    )
 
 
 @dataclass(frozen=True)
 class DocSection:
     """A kind of object a document holds: its `name` (the document's key), the field naming
-    its objects, its model, the table of its fields, the tenant's rows (ordered by name),
-    and the services that save (tenant, stored object or None, model changes, the document
-    entry, the references) and delete (tenant, object) one — the compiled import having
-    checked the end state, they skip the whole-graph check (`graph_checked`)."""
+    its objects, its model and the table of its fields; the app's services that save and
+    delete one, which take the object by the keyword `noun` (`save_extra`: more keywords
+    from the entry, such as a crew's members). The compiled import has checked the end
+    state, so its saves skip the whole-graph check (`graph_checked=True`)."""
 
     name: str
     key: str
     model: type
     fields: tuple[DocField, ...]
-    rows: Callable[[Tenant], Any]
-    save: Callable[[Tenant, Any, dict[str, Any], dict[str, Any], Refs], Any]
-    delete: Callable[[Tenant, Any], None]
+    save: Callable[..., Any]
+    delete: Callable[..., None]
+    noun: str
+    related: tuple[str, ...] = ()  # read with the rows (select_related)
+    prefetch: tuple[str, ...] = ()
+    save_extra: Callable[[dict[str, Any], Refs], dict[str, Any]] | None = None
+
+    def rows(self, tenant: Tenant) -> Any:
+        """The tenant's objects by name: one query (and one per prefetched relation)."""
+        objects = self.model.objects.filter(tenant=tenant).select_related(*self.related)
+        return objects.prefetch_related(*self.prefetch).order_by(self.key)
+
+    def save_object(
+        self, tenant: Tenant, obj: Any, changes: dict[str, Any], entry: dict[str, Any], refs: Refs
+    ) -> Any:
+        extra = self.save_extra(entry, refs) if self.save_extra is not None else {}
+        target = {self.noun: obj}
+        return self.save(tenant=tenant, **target, changes=changes, graph_checked=True, **extra)
+
+    def delete_object(self, tenant: Tenant, obj: Any) -> None:
+        self.delete(tenant=tenant, **{self.noun: obj})
 
 
 _REGISTERED: dict[str, DocSection] = {}
@@ -201,12 +226,7 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("name", "name"),
         DocField("description", "description"),
         DocField("instructions", "instructions"),
-        DocField(
-            "connection",
-            "provider_connection",
-            read=name_of("provider_connection"),
-            write=lambda v, refs: refs.connections.get(v) if v else None,
-        ),
+        reference_field("connection", "provider_connection", "connections"),
         DocField("model", "model"),
         DocField("temperature", "temperature"),
         DocField("max_rounds", "max_rounds"),
@@ -218,12 +238,7 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("tools.exclude", "tool_exclude", read=lambda a: list(a.tool_exclude)),
         DocField("approval.policy", "approval_policy"),
         DocField("approval.deciders", "approval_deciders"),
-        DocField(
-            "approval.group",
-            "approval_group",
-            read=name_of("approval_group"),
-            write=lambda v, refs: refs.groups.get(v) if v else None,
-        ),
+        reference_field("approval.group", "approval_group", "groups"),
         DocField("approval.not_starter", "approval_not_starter"),
         DocField("memory", "memory"),
         DocField("results_without_tools", "results_without_tools"),
@@ -239,12 +254,7 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("description", "description"),
         DocField("mode", "mode"),
         DocField("members", None, read=lambda c: [agent.slug for agent in _crew_members(c)]),
-        DocField(
-            "manager",
-            "manager",
-            read=name_of("manager", "slug"),
-            write=lambda v, refs: refs.agents.get(v) if v else None,
-        ),
+        reference_field("manager", "manager", "agents", name="slug"),
         DocField("max_delegations", "max_delegations"),
         DocField("max_depth", "max_depth"),
         DocField("token_budget", "token_budget"),
@@ -321,57 +331,33 @@ def _tool_config_shown(config: Any) -> Any:
 
 
 def _builtin_sections() -> None:
-    def save_crew(tenant, crew, changes, entry, refs):
-        members = [refs.agents[slug] for slug in entry["members"]]
-        return crew_save(
-            tenant=tenant, crew=crew, changes=changes, members=members, graph_checked=True
-        )
-
     for section in (
         DocSection(
             "connections", "name", ProviderConnection, _FIELDS["connections"],
-            rows=lambda t: ProviderConnection.objects.filter(tenant=t).order_by("name"),
-            save=lambda t, obj, changes, entry, refs: connection_save(
-                tenant=t, connection=obj, changes=changes, graph_checked=True
-            ),
-            delete=lambda t, obj: connection_delete(tenant=t, connection=obj),
+            save=connection_save, delete=connection_delete, noun="connection",
         ),
         DocSection(
             "mcp_servers", "name", McpServerConnection, _FIELDS["mcp_servers"],
-            rows=lambda t: McpServerConnection.objects.filter(tenant=t).order_by("name"),
-            save=lambda t, obj, changes, entry, refs: mcp_connection_save(
-                tenant=t, connection=obj, changes=changes, graph_checked=True
-            ),
-            delete=lambda t, obj: mcp_connection_delete(tenant=t, connection=obj),
+            save=mcp_connection_save, delete=mcp_connection_delete, noun="connection",
         ),
         DocSection(
             "tools", "name", ToolDefinition, _FIELDS["tools"],
-            rows=lambda t: ToolDefinition.objects.filter(tenant=t).order_by("name"),
-            save=lambda t, obj, changes, entry, refs: tool_definition_save(
-                tenant=t, definition=obj, changes=changes, graph_checked=True
-            ),
-            delete=lambda t, obj: tool_definition_delete(
-                tenant=t, definition=obj, graph_checked=True
-            ),
+            save=tool_definition_save, noun="definition",
+            # Its order among the import's deletions must not matter either.
+            delete=partial(tool_definition_delete, graph_checked=True),
         ),
         DocSection(
             "agents", "slug", Agent, _FIELDS["agents"],
-            rows=lambda t: Agent.objects.filter(tenant=t)
-            .select_related("provider_connection", "approval_group")
-            .order_by("slug"),
-            save=lambda t, obj, changes, entry, refs: agent_save(
-                tenant=t, agent=obj, changes=changes, graph_checked=True
-            ),
-            delete=lambda t, obj: agent_delete(tenant=t, agent=obj),
+            save=agent_save, delete=agent_delete, noun="agent",
+            related=("provider_connection", "approval_group"),
         ),
         DocSection(
             "crews", "slug", Crew, _FIELDS["crews"],
-            rows=lambda t: Crew.objects.filter(tenant=t)
-            .select_related("manager")
-            .prefetch_related("members__agent")
-            .order_by("slug"),
-            save=save_crew,
-            delete=lambda t, obj: crew_delete(tenant=t, crew=obj),
+            save=crew_save, delete=crew_delete, noun="crew",
+            related=("manager",), prefetch=("members__agent",),
+            save_extra=lambda entry, refs: {
+                "members": [refs.agents[slug] for slug in entry["members"]]
+            },
         ),
     ):  # fmt: skip
         register_document_section(section)
@@ -662,7 +648,7 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
             raise ConfigInvalid([ConfigProblem("policy", m) for m in exc.messages]) from None
     # Deletions first, dependents before what they use, so names freed can be taken again.
     for section in reversed(SECTIONS):
-        delete = _REGISTERED[section].delete
+        delete = _REGISTERED[section].delete_object
         for name, obj in current.objects[section].items():
             if changing.get((section, name)) == "delete":
                 save(section, name, lambda obj=obj, delete=delete: delete(tenant, obj))
@@ -675,7 +661,7 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
     )
     saved_into = {"connections": refs.connections, "agents": refs.agents}
     for section in SECTIONS:  # in order: an object after those it refers to
-        saver = _REGISTERED[section].save
+        saver = _REGISTERED[section].save_object
         for entry in desired[section]:
             name = entry[KEYS[section]]
             if (action := changing.get((section, name))) is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.config_document import DocField, DocSection, Refs, name_of
+from agents.config_document import DocField, DocSection, reference_field
 from rag.models import Embedder, KnowledgeBase
 from rag.services import knowledge_base_delete, knowledge_base_save
 
@@ -30,12 +30,6 @@ def _provider_only(attr: str, empty: Any) -> DocField:
     )
 
 
-def _save(tenant, base, changes, entry, refs: Refs) -> KnowledgeBase:
-    return knowledge_base_save(
-        tenant=tenant, knowledge_base=base, changes=changes, graph_checked=True
-    )
-
-
 KNOWLEDGE_BASES = DocSection(
     "knowledge_bases",
     "slug",
@@ -45,12 +39,7 @@ KNOWLEDGE_BASES = DocSection(
         DocField("name", "name"),
         DocField("description", "description"),
         DocField("embedder", "embedder"),
-        DocField(
-            "connection",
-            "provider_connection",
-            read=name_of("provider_connection"),
-            write=lambda value, refs: refs.connections.get(value) if value else None,
-        ),
+        reference_field("connection", "provider_connection", "connections"),
         _provider_only("embedding_model", ""),
         _provider_only("dimensions", None),
         DocField("chunk_size", "chunk_size"),
@@ -62,12 +51,9 @@ KNOWLEDGE_BASES = DocSection(
             write=lambda slugs, refs: [refs.agents[slug] for slug in slugs],
         ),
     ),
-    rows=lambda tenant: (
-        KnowledgeBase.objects.filter(tenant=tenant)
-        .select_related("provider_connection")
-        .prefetch_related("agents")
-        .order_by("slug")
-    ),
-    save=_save,
-    delete=lambda tenant, base: knowledge_base_delete(tenant=tenant, knowledge_base=base),
+    save=knowledge_base_save,
+    delete=knowledge_base_delete,
+    noun="knowledge_base",
+    related=("provider_connection",),
+    prefetch=("agents",),
 )
