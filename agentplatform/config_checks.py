@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# (the object being saved, the fields its form leaves out) -> None, or ValidationError
-ConfigCheck = Callable[[Any, frozenset[str]], None]
+from django.core.exceptions import ValidationError
+
+# (the object being saved, the fields its form leaves out, the fields already in error)
+# -> None, or ValidationError
+ConfigCheck = Callable[[Any, frozenset[str], frozenset[str]], None]
 _checks: list[ConfigCheck] = []
 
 
@@ -39,13 +42,27 @@ class ConfigObject:
         validate_unique: bool = True,
         validate_constraints: bool = True,
     ) -> None:
-        super().full_clean(  # type: ignore[misc]
-            exclude=exclude,
-            validate_unique=validate_unique,
-            validate_constraints=validate_constraints,
-        )
+        """The model's own validation, then the registered checks — also when the first
+        found errors, so every problem is shown at once (a check leaves the fields already
+        in error alone)."""
+        errors: dict[str, list[Any]] = {}
+        try:
+            super().full_clean(  # type: ignore[misc]
+                exclude=exclude,
+                validate_unique=validate_unique,
+                validate_constraints=validate_constraints,
+            )
+        except ValidationError as exc:
+            if self.graph_checked:
+                raise
+            errors = exc.update_error_dict(errors)
         if self.graph_checked:
             return
-        left_out = frozenset(exclude or ())
+        left_out, failed = frozenset(exclude or ()), frozenset(errors)
         for check in _checks:
-            check(self, left_out)
+            try:
+                check(self, left_out, failed)
+            except ValidationError as exc:
+                errors = exc.update_error_dict(errors)
+        if errors:
+            raise ValidationError(errors)

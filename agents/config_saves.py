@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 import pydantic
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ObjectDoesNotExist, ValidationError
 
 from agents.config_document import (
     FIELDS,
@@ -46,7 +46,7 @@ _SELF = object()  # the object being saved, whatever its name before and after
 ProblemKey = tuple[str, Any, str, str]  # section, object name (or _SELF), path in it, reason
 
 
-def check_saved_object(instance: Any, left_out: frozenset[str]) -> None:
+def check_saved_object(instance: Any, left_out: frozenset[str], failed: frozenset[str]) -> None:
     """ValidationError listing the problems saving `instance` adds to its tenant's compiled
     configuration, each under the model field it concerns (one its form leaves out, in
     `left_out`, and problems of other objects: non-field errors). Costs the export's five
@@ -64,7 +64,20 @@ def check_saved_object(instance: Any, left_out: frozenset[str]) -> None:
         stored_name = next((name for name, obj in stored if obj.pk == instance.pk), None)
     after = {s: dict(current.entries[s]) for s in SECTIONS}
     after[section].pop(stored_name, None)
-    after[section][getattr(instance, KEYS[section])] = object_entry(section, instance)
+    try:
+        entry = object_entry(section, instance)
+    except (ObjectDoesNotExist, AttributeError, TypeError, ValueError):
+        if failed:  # a value its own validation refused (a missing related object, say)
+            return
+        raise
+    for field in FIELDS[section]:  # refused already: their defaults, so the graph is read
+        if field.attr in failed and field.key != KEYS[section]:
+            *parents, last = field.key.split(".")
+            place = entry
+            for parent in parents:
+                place = place.get(parent, {})
+            place.pop(last, None)
+    after[section][getattr(instance, KEYS[section])] = entry
     name = getattr(instance, KEYS[section])
     added = _problems(tenant, after, known, section, name)
     if not added:
@@ -72,7 +85,9 @@ def check_saved_object(instance: Any, left_out: frozenset[str]) -> None:
     before = _problems(tenant, current.entries, known, section, stored_name)
     new = [problem for problem in added if problem not in before]
     if new:
-        raise ValidationError(_errors(section, new, left_out))
+        errors = _errors(section, new, left_out, failed)
+        if errors:
+            raise ValidationError(errors)
 
 
 def _problems(
@@ -123,11 +138,15 @@ def _key(
     return (where, name, match["rest"] or "", problem.reason)
 
 
-def _errors(section: str, problems: list[ProblemKey], left_out: frozenset[str]) -> dict:
+def _errors(
+    section: str, problems: list[ProblemKey], left_out: frozenset[str], failed: frozenset[str]
+) -> dict:
     errors: dict[str, list[str]] = {}
     for where, name, rest, reason in problems:
         if name is _SELF:
             attr, inside = _model_field(section, rest)
+            if attr is not None and attr in failed:
+                continue  # its own validation said why already
             if attr is not None and attr not in left_out:
                 errors.setdefault(attr, []).append(f"{inside}: {reason}" if inside else reason)
             else:
