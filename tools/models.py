@@ -4,7 +4,6 @@ MCP server connections (context providers)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
@@ -15,7 +14,6 @@ from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
-from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.tool import NAME_PATTERN, Effect
 
 
@@ -234,14 +232,11 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
         return self.url or ""
 
     def clean(self) -> None:
+        """The connection's own fields; its URL (http(s), no credentials) is the
+        configuration compiler's, checked over the tenant's configuration (`ConfigObject`)."""
         errors: dict[str, str] = self.secret_destination_errors()
         if not self.tool_prefix and self.name:
             self.tool_prefix = default_tool_prefix(self.name)
-        parts = urlsplit(self.url or "")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            errors["url"] = "Give an http:// or https:// URL with a host."
-        elif parts.username or parts.password or url_credential_problem(self.url or ""):
-            errors["url"] = "Put credentials in the auth header, not in the URL."
         names = self.allowed_tool_names
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             errors["allowed_tool_names"] = 'Give a list of tool names, e.g. ["search"], or [].'
