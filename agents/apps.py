@@ -14,6 +14,12 @@ class AgentsConfig(AppConfig):
 
         post_delete.connect(_member_left, sender=Membership, dispatch_uid="agents-member-left")
 
+        from agentplatform.config_checks import register_config_check
+        from agents.config_saves import check_saved_object
+
+        # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
+        register_config_check(check_saved_object)
+
 
 def _member_left(sender, instance, **kwargs) -> None:
     from agents.services import member_grants_forget
@@ -31,5 +37,10 @@ def load_plugins() -> None:
     for plugin in plugins.load(plugins.AGENT_KINDS):
         register_kind(plugin.name, plugin.value)
     for plugin in plugins.load(plugins.TOOL_SOURCES):
-        label = getattr(plugin.value, "label", plugin.name)
-        add_tool_source(plugin.value, label=label, domains=getattr(plugin.value, "domains", ()))
+        value = plugin.value
+        add_tool_source(
+            value,
+            label=getattr(value, "label", plugin.name),
+            domains=getattr(value, "domains", ()),
+            names=getattr(value, "tool_names", ()),
+        )

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
@@ -43,19 +45,29 @@ from agents.runtime.config.document import VERSION
 from agents.runtime.config.loading import DocumentUnreadable, Format, load_document
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save, crew_delete, crew_save
+from agents.tool_sources import agent_tool_names
 from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save
 from tools.definitions import definition_shape
-from tools.loader import tenant_tools
-from tools.models import ToolDefinition
+from tools.loader import tool_names_besides_definitions
+from tools.mcp_connections import mcp_connection_delete, mcp_connection_save
+from tools.models import McpServerConnection, ToolDefinition
 from tools.runtime.credential_leaks import redacted_url, redacted_values
 from tools.runtime.definitions import WRITE_EFFECTS, effective_effect
 from tools.runtime.dependencies import ToolShape, dependency_problems
 from tools.services import tool_definition_delete, tool_definition_save
 
-SECTIONS = ("connections", "tools", "agents", "crews")  # in the order they are written
-KEYS = {"connections": "name", "tools": "name", "agents": "slug", "crews": "slug"}
-SECRET_PREFIX = {"connections": "connection", "tools": "tool", "agents": "agent"}
+# The sections a document holds, filled by `register_document_section` (the built-in ones
+# below, rag's knowledge bases from RagConfig.ready): in the order they are written and
+# applied (an object after those it refers to); deleted in the reverse order.
+SECTIONS: list[str] = []
+KEYS: dict[str, str] = {}  # section -> the field naming its objects
+SECRET_PREFIX = {
+    "connections": "connection",
+    "tools": "tool",
+    "agents": "agent",
+    "mcp_servers": "mcp",
+}
 
 
 def secret_name(section: str, name: str) -> str:
@@ -63,42 +75,248 @@ def secret_name(section: str, name: str) -> str:
     return f"{SECRET_PREFIX[section]}:{name}"
 
 
-# -- export --------------------------------------------------------------------------------
-def _connection_entry(connection: ProviderConnection) -> dict[str, Any]:
-    return {
-        "name": connection.name,
-        "kind": connection.kind,
-        "preset": connection.preset,
-        "base_url": redacted_url(connection.base_url),
-        "secret": secret_name("connections", connection.name) if connection.api_key else None,
-        "extra_headers": redacted_values(connection.extra_headers),
-        "default_model": connection.default_model,
-        "allowed_models": list(connection.allowed_models),
-        "timeout_s": connection.timeout_s,
-        "max_retries": connection.max_retries,
-        "default": connection.is_default,
+# -- one table: each document field and the model field it is stored in ------------------
+_KEEP = object()  # a write's answer: leave the model field as it is
+
+
+@dataclass(frozen=True)
+class Refs:
+    """The tenant's objects a document entry refers to by name, for writing it."""
+
+    connections: dict[str, ProviderConnection]
+    agents: dict[str, Agent]
+    groups: dict[str, TenantGroup]
+
+
+@dataclass(frozen=True)
+class DocField:
+    """A field of a document entry (`key`, dotted where nested: "confirmation.required")
+    and the model field it is stored in (`attr`; None: not a plain field, such as a crew's
+    members). `read` gives the document's value of an object (default: the attribute's);
+    `write` the model's value of a document value (default: as is; `_KEEP`: unchanged)."""
+
+    key: str
+    attr: str | None
+    read: Callable[[Any], Any] | None = None
+    write: Callable[[Any, Refs], Any] | None = None
+
+
+def secret_field(section: str, key: str, attr: str) -> DocField:
+    """A stored secret: exported by name, kept by a reference, cleared by its absence."""
+    return DocField(
+        "secret",
+        attr,
+        read=lambda obj: secret_name(section, getattr(obj, key)) if getattr(obj, attr) else None,
+        write=lambda value, refs: None if value is None else _KEEP,
+    )
+
+
+def reference_field(key: str, attr: str, among: str, name: str = "name") -> DocField:
+    """A reference to another object by its name (`name`: its naming field): the related
+    object `attr`, found among the references' `among` ("connections") when written."""
+    return DocField(
+        key,
+        attr,
+        read=lambda obj: getattr(related, name) if (related := getattr(obj, attr)) else None,
+        write=lambda value, refs: getattr(refs, among).get(value) if value else None,
+    )
+
+
+@dataclass(frozen=True)
+class DocSection:
+    """A kind of object a document holds: its `name` (the document's key), the field naming
+    its objects, its model and the table of its fields; the app's services that save and
+    delete one, which take the object by the keyword `noun` (`save_extra`: more keywords
+    from the entry, such as a crew's members). The compiled import has checked the end
+    state, so its saves skip the whole-graph check (`graph_checked=True`)."""
+
+    name: str
+    key: str
+    model: type
+    fields: tuple[DocField, ...]
+    save: Callable[..., Any]
+    delete: Callable[..., None]
+    noun: str
+    related: tuple[str, ...] = ()  # read with the rows (select_related)
+    prefetch: tuple[str, ...] = ()
+    save_extra: Callable[[dict[str, Any], Refs], dict[str, Any]] | None = None
+
+    def rows(self, tenant: Tenant) -> Any:
+        """The tenant's objects by name: one query (and one per prefetched relation)."""
+        objects = self.model.objects.filter(tenant=tenant).select_related(*self.related)
+        return objects.prefetch_related(*self.prefetch).order_by(self.key)
+
+    def save_object(
+        self, tenant: Tenant, obj: Any, changes: dict[str, Any], entry: dict[str, Any], refs: Refs
+    ) -> Any:
+        extra = self.save_extra(entry, refs) if self.save_extra is not None else {}
+        target = {self.noun: obj}
+        return self.save(tenant=tenant, **target, changes=changes, graph_checked=True, **extra)
+
+    def delete_object(self, tenant: Tenant, obj: Any) -> None:
+        self.delete(tenant=tenant, **{self.noun: obj})
+
+
+_REGISTERED: dict[str, DocSection] = {}
+FIELDS: dict[str, tuple[DocField, ...]] = {}
+# Model field -> where it is in a document entry, for the model's own errors.
+FIELD_PATHS: dict[str, dict[str, str]] = {}
+
+
+def register_document_section(section: DocSection) -> None:
+    """Add a section to the document (once): exported, diffed, applied and checked on every
+    save of its model like the built-in ones. An app registers its own at startup."""
+    if section.name in _REGISTERED:
+        return
+    _REGISTERED[section.name] = section
+    SECTIONS.append(section.name)
+    KEYS[section.name] = section.key
+    FIELDS[section.name] = section.fields
+    FIELD_PATHS[section.name] = {
+        f.attr: f.key for f in section.fields if f.attr is not None and f.attr != f.key
     }
 
 
-def _tool_entry(tool: ToolDefinition) -> dict[str, Any]:
-    return {
-        "name": tool.name,
-        "kind": tool.kind,
-        "description": tool.description,
+def document_section(name: str) -> DocSection:
+    return _REGISTERED[name]
+
+
+def section_of_model(model: type) -> str | None:
+    """The section holding objects of `model`, None for a model no document holds."""
+    return next((s.name for s in _REGISTERED.values() if s.model is model), None)
+
+
+_FIELDS: dict[str, tuple[DocField, ...]] = {
+    "connections": (
+        DocField("name", "name"),
+        DocField("kind", "kind"),
+        DocField("preset", "preset"),
+        DocField("base_url", "base_url", read=lambda c: redacted_url(c.base_url)),
+        secret_field("connections", "name", "api_key"),
+        DocField("extra_headers", "extra_headers", read=lambda c: redacted_values(c.extra_headers)),
+        DocField("default_model", "default_model"),
+        DocField("allowed_models", "allowed_models", read=lambda c: list(c.allowed_models)),
+        DocField("timeout_s", "timeout_s"),
+        DocField("max_retries", "max_retries"),
+        DocField("default", "is_default"),
+    ),
+    "tools": (
+        DocField("name", "name"),
+        DocField("kind", "kind"),
+        DocField("description", "description"),
         # A built-in alias runs with the built-in's schema; whatever the row holds is unused.
-        "input_schema": {} if tool.kind == "builtin" else tool.input_schema,
-        "output_schema": tool.output_schema,
-        "config": _tool_config_shown(tool.config),
-        "secret": secret_name("tools", tool.name) if tool.secret else None,
-        "tags": list(tool.tags),
-        "effect": tool.effect or None,
-        "idempotent": tool.idempotent,
-        "confirmation": {"required": tool.requires_approval},
-        "timeout_s": tool.timeout_s,
-        "rate_limit_per_minute": tool.rate_limit_per_minute,
-        "enabled": tool.enabled,
-        "depends_on": tool.depends_on or {},
-    }
+        DocField(
+            "input_schema",
+            "input_schema",
+            read=lambda t: {} if t.kind == "builtin" else t.input_schema,
+        ),
+        DocField("output_schema", "output_schema"),
+        DocField("config", "config", read=lambda t: _tool_config_shown(t.config)),
+        secret_field("tools", "name", "secret"),
+        DocField("tags", "tags", read=lambda t: list(t.tags)),
+        DocField("effect", "effect", read=lambda t: t.effect or None, write=lambda v, r: v or ""),
+        DocField("idempotent", "idempotent"),
+        DocField("confirmation.required", "requires_approval"),
+        DocField("timeout_s", "timeout_s"),
+        DocField("rate_limit_per_minute", "rate_limit_per_minute"),
+        DocField("enabled", "enabled"),
+        DocField("depends_on", "depends_on", read=lambda t: t.depends_on or {}),
+        DocField("examples", "examples", read=lambda t: list(t.examples or [])),
+    ),
+    "agents": (
+        DocField("slug", "slug"),
+        DocField("name", "name"),
+        DocField("description", "description"),
+        DocField("instructions", "instructions"),
+        reference_field("connection", "provider_connection", "connections"),
+        DocField("model", "model"),
+        DocField("temperature", "temperature"),
+        DocField("max_rounds", "max_rounds"),
+        DocField("max_tool_calls", "max_tool_calls"),
+        DocField("max_tokens_per_run", "max_tokens_per_run"),
+        DocField("tools.all", "use_all_tools"),
+        DocField("tools.names", "tool_names", read=lambda a: list(a.tool_names)),
+        DocField("tools.tags", "tool_tags", read=lambda a: list(a.tool_tags)),
+        DocField("tools.exclude", "tool_exclude", read=lambda a: list(a.tool_exclude)),
+        DocField("approval.policy", "approval_policy"),
+        DocField("approval.deciders", "approval_deciders"),
+        reference_field("approval.group", "approval_group", "groups"),
+        DocField("approval.not_starter", "approval_not_starter"),
+        DocField("memory", "memory"),
+        DocField("results_without_tools", "results_without_tools"),
+        DocField("output_schema", "output_schema"),
+        DocField("kind", "kind"),
+        DocField("remote_url", "remote_url", read=lambda a: redacted_url(a.remote_url)),
+        DocField("remote_command", "remote_command"),
+        DocField("verifier_tool", "verifier_tool"),
+        secret_field("agents", "slug", "remote_token"),
+        DocField("active", "active"),
+    ),
+    "crews": (
+        DocField("slug", "slug"),
+        DocField("name", "name"),
+        DocField("description", "description"),
+        DocField("mode", "mode"),
+        DocField("members", None, read=lambda c: [agent.slug for agent in _crew_members(c)]),
+        reference_field("manager", "manager", "agents", name="slug"),
+        DocField("max_delegations", "max_delegations"),
+        DocField("max_depth", "max_depth"),
+        DocField("token_budget", "token_budget"),
+        DocField("active", "active"),
+    ),
+    "mcp_servers": (
+        DocField("name", "name"),
+        DocField("url", "url", read=lambda m: redacted_url(m.url)),
+        secret_field("mcp_servers", "name", "auth_header"),
+        DocField("enabled", "enabled"),
+        DocField("tool_prefix", "tool_prefix"),
+        DocField(
+            "allowed_tool_names", "allowed_tool_names", read=lambda m: list(m.allowed_tool_names)
+        ),
+        DocField("context_resource_uri", "context_resource_uri"),
+        DocField("domains", "domains", read=lambda m: list(m.domains or [])),
+        DocField("timeout_s", "timeout_s"),
+    ),
+}
+
+
+def _crew_members(crew: Crew) -> list[Agent]:
+    """A crew's members in order: those a save is about to set (`crew_save`), else stored."""
+    pending = getattr(crew, "pending_members", None)
+    if pending is not None:
+        return list(pending)
+    if crew.pk is None:
+        return []
+    return [member.agent for member in crew.members.all()]
+
+
+def object_entry(section: str, obj: Any) -> dict[str, Any]:
+    """An object's document entry, every field written."""
+    entry: dict[str, Any] = {}
+    for item in FIELDS[section]:
+        value = item.read(obj) if item.read is not None else getattr(obj, item.attr)
+        *parents, last = item.key.split(".")
+        place = entry
+        for parent in parents:
+            place = place.setdefault(parent, {})
+        place[last] = value
+    return entry
+
+
+def _model_changes(section: str, entry: dict[str, Any], refs: Refs) -> dict[str, Any]:
+    """The model fields of a document entry (plain JSON data, as `as_data` gives it)."""
+    changes = {}
+    for item in FIELDS[section]:
+        if item.attr is None:
+            continue
+        value: Any = entry
+        for part in item.key.split("."):
+            value = value[part]
+        if item.write is not None:
+            value = item.write(value, refs)
+        if value is not _KEEP:
+            changes[item.attr] = value
+    return changes
 
 
 def _tool_config_shown(config: Any) -> Any:
@@ -117,107 +335,75 @@ def _tool_config_shown(config: Any) -> Any:
     return shown
 
 
-def _agent_entry(agent: Agent) -> dict[str, Any]:
-    connection, group = agent.provider_connection, agent.approval_group
-    return {
-        "slug": agent.slug,
-        "name": agent.name,
-        "description": agent.description,
-        "instructions": agent.instructions,
-        "connection": connection.name if connection is not None else None,
-        "model": agent.model,
-        "temperature": agent.temperature,
-        "max_rounds": agent.max_rounds,
-        "max_tool_calls": agent.max_tool_calls,
-        "max_tokens_per_run": agent.max_tokens_per_run,
-        "tools": {
-            "all": agent.use_all_tools,
-            "names": list(agent.tool_names),
-            "tags": list(agent.tool_tags),
-            "exclude": list(agent.tool_exclude),
-        },
-        "approval": {
-            "policy": agent.approval_policy,
-            "deciders": agent.approval_deciders,
-            "group": group.name if group is not None else None,
-            "not_starter": agent.approval_not_starter,
-        },
-        "memory": agent.memory,
-        "results_without_tools": agent.results_without_tools,
-        "output_schema": agent.output_schema,
-        "kind": agent.kind,
-        "remote_url": redacted_url(agent.remote_url),
-        "secret": secret_name("agents", agent.slug) if agent.remote_token else None,
-        "active": agent.active,
-    }
+def _builtin_sections() -> None:
+    for section in (
+        DocSection(
+            "connections", "name", ProviderConnection, _FIELDS["connections"],
+            save=connection_save, delete=connection_delete, noun="connection",
+        ),
+        DocSection(
+            "mcp_servers", "name", McpServerConnection, _FIELDS["mcp_servers"],
+            save=mcp_connection_save, delete=mcp_connection_delete, noun="connection",
+        ),
+        DocSection(
+            "tools", "name", ToolDefinition, _FIELDS["tools"],
+            save=tool_definition_save, noun="definition",
+            # Its order among the import's deletions must not matter either.
+            delete=partial(tool_definition_delete, graph_checked=True),
+        ),
+        DocSection(
+            "agents", "slug", Agent, _FIELDS["agents"],
+            save=agent_save, delete=agent_delete, noun="agent",
+            related=("provider_connection", "approval_group"),
+        ),
+        DocSection(
+            "crews", "slug", Crew, _FIELDS["crews"],
+            save=crew_save, delete=crew_delete, noun="crew",
+            related=("manager",), prefetch=("members__agent",),
+            save_extra=lambda entry, refs: {
+                "members": [refs.agents[slug] for slug in entry["members"]]
+            },
+        ),
+    ):  # fmt: skip
+        register_document_section(section)
 
 
-def _crew_entry(crew: Crew) -> dict[str, Any]:
-    return {
-        "slug": crew.slug,
-        "name": crew.name,
-        "description": crew.description,
-        "mode": crew.mode,
-        "members": [member.agent.slug for member in crew.members.all()],
-        "manager": crew.manager.slug if crew.manager is not None else None,
-        "max_delegations": crew.max_delegations,
-        "max_depth": crew.max_depth,
-        "token_budget": crew.token_budget,
-        "active": crew.active,
-    }
+_builtin_sections()
 
 
 @dataclass
-class _Current:
+class TenantEntries:
     """The tenant's objects, by section and name, with their document entries."""
 
     objects: dict[str, dict[str, Any]]
     entries: dict[str, dict[str, dict[str, Any]]]
 
 
-def _current(tenant: Tenant) -> _Current:
-    """Five queries (plus one per crew for its members' slugs, prefetched)."""
-    rows: dict[str, list[Any]] = {
-        "connections": list(ProviderConnection.objects.filter(tenant=tenant).order_by("name")),
-        "tools": list(ToolDefinition.objects.filter(tenant=tenant).order_by("name")),
-        "agents": list(
-            Agent.objects.filter(tenant=tenant)
-            .select_related("provider_connection", "approval_group")
-            .order_by("slug")
-        ),
-        "crews": list(
-            Crew.objects.filter(tenant=tenant)
-            .select_related("manager")
-            .prefetch_related("members__agent")
-            .order_by("slug")
-        ),
-    }
-    makers: dict[str, Callable[[Any], dict[str, Any]]] = {
-        "connections": _connection_entry,
-        "tools": _tool_entry,
-        "agents": _agent_entry,
-        "crews": _crew_entry,
-    }
+def tenant_entries(tenant: Tenant) -> TenantEntries:
+    """A query or two per section (a crew's members and a knowledge base's agents are
+    prefetched)."""
+    rows = {section: list(_REGISTERED[section].rows(tenant)) for section in SECTIONS}
     objects: dict[str, dict[str, Any]] = {}
     entries: dict[str, dict[str, dict[str, Any]]] = {}
     for section, items in rows.items():
         key = KEYS[section]
         objects[section] = {getattr(item, key): item for item in items}
-        entries[section] = {getattr(item, key): makers[section](item) for item in items}
-    return _Current(objects, entries)
+        entries[section] = {getattr(item, key): object_entry(section, item) for item in items}
+    return TenantEntries(objects, entries)
 
 
-def _policy_entry(tenant: Tenant) -> dict[str, Any]:
+def policy_entry(tenant: Tenant) -> dict[str, Any]:
     return {"require_confirmation_for_writes": tenant.require_confirmation_for_writes}
 
 
 def config_export(*, tenant: Tenant) -> dict[str, Any]:
-    """The tenant's configuration as document data (version 1): its provider connections,
-    tool definitions, agents and crews, secrets by name only."""
-    current = _current(tenant)
+    """The tenant's configuration as document data (version 1): every registered section
+    (provider connections, MCP servers, tools, agents, crews, knowledge bases), secrets by
+    name only."""
+    current = tenant_entries(tenant)
     return {
         "version": VERSION,
-        "policy": _policy_entry(tenant),
+        "policy": policy_entry(tenant),
         **{section: list(current.entries[section].values()) for section in SECTIONS},
     }
 
@@ -271,12 +457,12 @@ def _field_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, d
     }
 
 
-def _known_names(tenant: Tenant, current: _Current, prune: bool) -> KnownNames:
+def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNames:
     """What a document may refer to besides its own objects: the tenant's tools from other
-    sources (built-ins, MCP connections), its groups, and — unless pruned — its objects of
-    the sections the document leaves alone."""
+    sources (built-ins, MCP connections, an agent's own: `agent_tool_names`), its groups,
+    and — unless pruned — its objects of the sections the document leaves alone."""
     definitions = set(current.objects["tools"])
-    other_tools = set(tenant_tools(tenant).registry.names()) - definitions
+    other_tools = tool_names_besides_definitions(tenant.pk) - definitions | agent_tool_names()
     kept = (lambda section: frozenset()) if prune else (lambda s: frozenset(current.objects[s]))
     return KnownNames(
         tools=frozenset(other_tools) | kept("tools"),
@@ -284,12 +470,13 @@ def _known_names(tenant: Tenant, current: _Current, prune: bool) -> KnownNames:
         agents=kept("agents"),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),
         agent_kinds=frozenset(KINDS),
+        remote_commands=frozenset(settings.REMOTE_AGENT_COMMANDS),
     )
 
 
-def _secret_problems(compiled: CompiledConfig, current: _Current) -> list[ConfigProblem]:
+def _secret_problems(compiled: CompiledConfig, current: TenantEntries) -> list[ConfigProblem]:
     problems = []
-    for section in ("connections", "tools", "agents"):
+    for section in SECRET_PREFIX:
         for index, entry in enumerate(getattr(compiled.document, section)):
             name = getattr(entry, KEYS[section])
             if entry.secret is None:
@@ -312,7 +499,7 @@ def _secret_problems(compiled: CompiledConfig, current: _Current) -> list[Config
     return problems
 
 
-def _policy_problems(compiled: CompiledConfig, current: _Current, prune: bool) -> list:
+def _policy_problems(compiled: CompiledConfig, current: TenantEntries, prune: bool) -> list:
     """The policy covers the tools the document leaves in place too."""
     if prune or not compiled.document.policy.require_confirmation_for_writes:
         return []
@@ -335,7 +522,7 @@ def _policy_problems(compiled: CompiledConfig, current: _Current, prune: bool) -
     ]
 
 
-def _kept_graph_problems(compiled: CompiledConfig, current: _Current, prune: bool) -> list:
+def _kept_graph_problems(compiled: CompiledConfig, current: TenantEntries, prune: bool) -> list:
     """Dependencies of the tools the document leaves in place that its tools would break."""
     named = {tool.name for tool in compiled.document.tools}
     kept = {
@@ -377,9 +564,9 @@ def config_plan(
     except DocumentUnreadable as exc:
         plan.problems = [ConfigProblem("", str(exc))]
         return plan
-    current = _current(tenant)
+    current = tenant_entries(tenant)
     try:
-        compiled = compile_config(data, known=_known_names(tenant, current, prune))
+        compiled = compile_config(data, known=known_names(tenant, current, prune))
     except ConfigInvalid as exc:
         plan.problems = exc.problems
         return plan
@@ -392,7 +579,7 @@ def config_plan(
         return plan
     plan.compiled = compiled
     desired = compiled.document.as_data()
-    policy = _field_changes(_policy_entry(tenant), desired["policy"])
+    policy = _field_changes(policy_entry(tenant), desired["policy"])
     if policy:
         plan.changes.append(ObjectChange("policy", "policy", "update", policy))
     for section in SECTIONS:
@@ -441,7 +628,7 @@ def config_import(
 def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
     assert plan.compiled is not None
     document = plan.compiled.document
-    current = _current(tenant)
+    current = tenant_entries(tenant)
     changing = {(c.section, c.name): c.action for c in plan.changes}
     positions = {
         section: {getattr(entry, KEYS[section]): i for i, entry in enumerate(entries)}
@@ -466,157 +653,34 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
         except ValidationError as exc:
             raise ConfigInvalid([ConfigProblem("policy", m) for m in exc.messages]) from None
     # Deletions first, dependents before what they use, so names freed can be taken again.
-    for section, delete in (
-        ("crews", lambda obj: crew_delete(tenant=tenant, crew=obj)),
-        ("agents", lambda obj: agent_delete(tenant=tenant, agent=obj)),
-        (
-            "tools",
-            lambda obj: tool_definition_delete(tenant=tenant, definition=obj, graph_checked=True),
-        ),
-        ("connections", lambda obj: connection_delete(tenant=tenant, connection=obj)),
-    ):
+    for section in reversed(SECTIONS):
+        delete = _REGISTERED[section].delete_object
         for name, obj in current.objects[section].items():
             if changing.get((section, name)) == "delete":
-                save(section, name, lambda obj=obj, delete=delete: delete(obj))
+                save(section, name, lambda obj=obj, delete=delete: delete(tenant, obj))
 
-    connections = dict(current.objects["connections"])
-    for entry in document.connections:
-        if (action := changing.get(("connections", entry.name))) is None:
-            continue
-        existing = connections.get(entry.name) if action == "update" else None
-        changes = {
-            "name": entry.name,
-            "kind": entry.kind,
-            "preset": entry.preset,
-            "base_url": entry.base_url,
-            "extra_headers": entry.extra_headers,
-            "default_model": entry.default_model,
-            "allowed_models": entry.allowed_models,
-            "timeout_s": entry.timeout_s,
-            "max_retries": entry.max_retries,
-            "is_default": entry.default,
-        }
-        if entry.secret is None:
-            changes["api_key"] = None
-        connections[entry.name] = save(
-            "connections",
-            entry.name,
-            lambda e=existing, c=changes: connection_save(tenant=tenant, connection=e, changes=c),
-        )
-
-    for entry in document.tools:
-        if (action := changing.get(("tools", entry.name))) is None:
-            continue
-        existing = current.objects["tools"].get(entry.name) if action == "update" else None
-        changes = {
-            "name": entry.name,
-            "kind": entry.kind,
-            "description": entry.description,
-            "input_schema": entry.input_schema,
-            "output_schema": entry.output_schema,
-            "config": entry.config,
-            "tags": entry.tags,
-            "effect": entry.effect or "",
-            "idempotent": entry.idempotent,
-            "requires_approval": entry.confirmation.required,
-            "timeout_s": entry.timeout_s,
-            "rate_limit_per_minute": entry.rate_limit_per_minute,
-            "enabled": entry.enabled,
-            "depends_on": {k: v.model_dump(by_alias=True) for k, v in entry.depends_on.items()},
-        }
-        if entry.secret is None:
-            changes["secret"] = None
-        save(
-            "tools",
-            entry.name,
-            lambda e=existing, c=changes: tool_definition_save(
-                tenant=tenant, definition=e, changes=c, graph_checked=True
-            ),
-        )
-
-    agents = dict(current.objects["agents"])
-    groups = {g.name: g for g in TenantGroup.objects.filter(tenant=tenant)}
-    for entry in document.agents:
-        if (action := changing.get(("agents", entry.slug))) is None:
-            continue
-        existing = agents.get(entry.slug) if action == "update" else None
-        changes = {
-            "slug": entry.slug,
-            "name": entry.name,
-            "description": entry.description,
-            "instructions": entry.instructions,
-            "provider_connection": connections.get(entry.connection) if entry.connection else None,
-            "model": entry.model,
-            "temperature": entry.temperature,
-            "max_rounds": entry.max_rounds,
-            "max_tool_calls": entry.max_tool_calls,
-            "max_tokens_per_run": entry.max_tokens_per_run,
-            "use_all_tools": entry.tools.all,
-            "tool_names": entry.tools.names,
-            "tool_tags": entry.tools.tags,
-            "tool_exclude": entry.tools.exclude,
-            "approval_policy": entry.approval.policy,
-            "approval_deciders": entry.approval.deciders,
-            "approval_group": groups.get(entry.approval.group) if entry.approval.group else None,
-            "approval_not_starter": entry.approval.not_starter,
-            "memory": entry.memory,
-            "results_without_tools": entry.results_without_tools,
-            "output_schema": entry.output_schema,
-            "kind": entry.kind,
-            "remote_url": entry.remote_url,
-            "active": entry.active,
-        }
-        if entry.secret is None:
-            changes["remote_token"] = None
-        agents[entry.slug] = save(
-            "agents",
-            entry.slug,
-            lambda e=existing, c=changes: agent_save(tenant=tenant, agent=e, changes=c),
-        )
-
-    for entry in document.crews:
-        if (action := changing.get(("crews", entry.slug))) is None:
-            continue
-        existing = current.objects["crews"].get(entry.slug) if action == "update" else None
-        changes = {
-            "slug": entry.slug,
-            "name": entry.name,
-            "description": entry.description,
-            "mode": entry.mode,
-            "manager": agents.get(entry.manager) if entry.manager else None,
-            "max_delegations": entry.max_delegations,
-            "max_depth": entry.max_depth,
-            "token_budget": entry.token_budget,
-            "active": entry.active,
-        }
-        members = [agents[slug] for slug in entry.members]
-        save(
-            "crews",
-            entry.slug,
-            lambda e=existing, c=changes, m=members: crew_save(
-                tenant=tenant, crew=e, changes=c, members=m
-            ),
-        )
-
-
-# Model field -> where it is in a document entry, for the model's own errors.
-FIELD_PATHS: dict[str, dict[str, str]] = {
-    "connections": {"api_key": "secret", "is_default": "default"},
-    "tools": {"requires_approval": "confirmation.required"},
-    "agents": {
-        "provider_connection": "connection",
-        "remote_token": "secret",
-        "use_all_tools": "tools.all",
-        "tool_names": "tools.names",
-        "tool_tags": "tools.tags",
-        "tool_exclude": "tools.exclude",
-        "approval_policy": "approval.policy",
-        "approval_deciders": "approval.deciders",
-        "approval_group": "approval.group",
-        "approval_not_starter": "approval.not_starter",
-    },
-    "crews": {},
-}
+    desired = document.as_data()
+    refs = Refs(
+        connections=dict(current.objects["connections"]),
+        agents=dict(current.objects["agents"]),
+        groups={g.name: g for g in TenantGroup.objects.filter(tenant=tenant)},
+    )
+    saved_into = {"connections": refs.connections, "agents": refs.agents}
+    for section in SECTIONS:  # in order: an object after those it refers to
+        saver = _REGISTERED[section].save_object
+        for entry in desired[section]:
+            name = entry[KEYS[section]]
+            if (action := changing.get((section, name))) is None:
+                continue
+            existing = current.objects[section].get(name) if action == "update" else None
+            changes = _model_changes(section, entry, refs)
+            saved = save(
+                section,
+                name,
+                lambda o=existing, c=changes, e=entry, f=saver: f(tenant, o, c, e, refs),
+            )
+            if section in saved_into:
+                saved_into[section][name] = saved
 
 
 def _model_problems(exc: ValidationError, path: str, fields: dict[str, str]) -> list:

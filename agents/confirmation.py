@@ -13,12 +13,12 @@ from django.core.exceptions import ValidationError
 
 from agents.models import Approval
 from agents.runtime.tool_step import call_payload
+from agents.tool_runs import run_tool_context
 from tools.loader import tenant_tools
 from tools.runtime.frames import Frame, FrameError, not_produced
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import ToolCall, ToolFailed
-from tools.services import tool_context
 
 
 def prepare_edited(approval: Approval, arguments: dict[str, Any]) -> tuple[ToolCall, dict]:
@@ -28,13 +28,7 @@ def prepare_edited(approval: Approval, arguments: dict[str, Any]) -> tuple[ToolC
     (cached per process); sends nothing."""
     run = approval.run
     toolbox = tenant_tools(run.tenant_id)
-    ctx = tool_context(
-        tenant=run.tenant,
-        user_id=run.initiated_by_user_id,
-        run_id=str(run.pk),
-        correlation_id=run.correlation_id,
-        secrets=toolbox.secrets,
-    )
+    ctx = run_tool_context(run, toolbox.secrets)
     call = ToolCall(approval.call_id, approval.tool_name, arguments)
     try:
         filled = _from_frame(toolbox.registry, call, (run.state or {}).get("frame"))

@@ -68,7 +68,7 @@ from agents.runtime.state import RunState
 from agents.signals import request_execution, request_verification
 from agents.specs import agent_spec, conversation_frame, conversation_history
 from agents.tool_routing import tool_routing
-from agents.tool_runs import execute_tool_run
+from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
 from agents.verification import outcome_claim
 from providers.runtime.types import Usage, UserMessage
@@ -77,7 +77,6 @@ from tools.loader import egress_client, tenant_tools
 from tools.runtime.context import ConfigurationError, StaticSecrets
 from tools.runtime.frames import Frame
 from tools.runtime.registry import ToolRegistry
-from tools.services import tool_context
 
 logger = logging.getLogger(__name__)
 
@@ -324,13 +323,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     secrets = toolbox.secrets
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
-    ctx = tool_context(
-        tenant=run.tenant,
-        user_id=run.initiated_by_user_id,
-        run_id=str(run.pk),
-        correlation_id=run.correlation_id,
-        secrets=secrets,
-    )
+    ctx = run_tool_context(run, secrets)
     # The provider key is not the tools' to use (not in ctx), but is scrubbed all the same.
     key = connection.api_key if connection is not None else None
     run_secrets = secrets.with_values({"provider:api_key": key}) if key else secrets

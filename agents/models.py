@@ -9,14 +9,13 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
-from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import NAME_PATTERN
-from tools.runtime.validation import SchemaError, check_schema
 
 slug_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,49}$", "Lowercase letters, digits, _ and -."
@@ -38,7 +37,7 @@ class ApprovalDeciders(models.TextChoices):
     GROUP = "group", "Members of a group, and admins"
 
 
-class Agent(SecretDestination, models.Model):
+class Agent(ConfigObject, SecretDestination, models.Model):
     secret_field, secret_label = "remote_token", "token"
     destination_fields = ("remote_url",)
 
@@ -133,37 +132,17 @@ class Agent(SecretDestination, models.Model):
         return self.remote_url or ""
 
     def clean(self) -> None:
+        """The agent's own fields and tenant; its schema, kind, remote URL (credentials),
+        approval group, allowed model and tool names are the configuration compiler's,
+        checked over the tenant's whole configuration (`ConfigObject`)."""
         if moved := self.secret_destination_errors():
             raise ValidationError(moved)
-        if self.output_schema is not None:
-            try:
-                check_schema(self.output_schema, what="output_schema")
-            except SchemaError as exc:
-                raise ValidationError({"output_schema": str(exc)}) from None
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise ValidationError({"temperature": "Between 0 and 2."})
         if not 1 <= self.max_rounds <= 100:
             raise ValidationError({"max_rounds": "Between 1 and 100."})
         if self.verifier_tool and not NAME_PATTERN.match(self.verifier_tool):
             raise ValidationError({"verifier_tool": "A tool name: letters, digits, _ and -."})
-        from agents.runtime.kinds import KINDS
-
-        if self.kind not in KINDS:
-            raise ValidationError({"kind": f"Choose one of: {', '.join(sorted(KINDS))}."})
-        if self.kind == "remote" and bool(self.remote_url) == bool(self.remote_command):
-            raise ValidationError(
-                {"remote_url": "A remote agent needs its server's URL or a command, not both."}
-            )
-        commands = settings.REMOTE_AGENT_COMMANDS
-        if self.remote_command and self.remote_command not in commands:
-            allowed = ", ".join(sorted(commands)) or "none are configured"
-            raise ValidationError(
-                {"remote_command": f"Choose a command the operator allow-lists ({allowed})."}
-            )
-        if self.remote_url and (leak := url_credential_problem(self.remote_url)) is not None:
-            raise ValidationError({"remote_url": leak})
-        if self.approval_deciders == ApprovalDeciders.GROUP and self.approval_group_id is None:
-            raise ValidationError({"approval_group": "Choose the group whose members decide."})
         group = self.approval_group
         if group is not None and group.tenant_id != self.tenant_id:
             raise ValidationError({"approval_group": "Choose one of this tenant's groups."})
@@ -172,9 +151,6 @@ class Agent(SecretDestination, models.Model):
             raise ValidationError(
                 {"provider_connection": "Choose one of this tenant's connections."}
             )
-        limited = connection is not None and connection.allowed_models and self.model
-        if limited and self.model not in connection.allowed_models:
-            raise ValidationError({"model": "This connection does not allow that model."})
 
 
 class CrewMode(models.TextChoices):
@@ -183,7 +159,7 @@ class CrewMode(models.TextChoices):
     HIERARCHICAL = "hierarchical", "Hierarchical: a manager delegates"
 
 
-class Crew(models.Model):
+class Crew(ConfigObject, models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="crews")
     slug = models.CharField(max_length=50, validators=[slug_validator])
     name = models.CharField(max_length=200)

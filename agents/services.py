@@ -575,12 +575,21 @@ def _check_tenant(instance: Any, tenant: Tenant, what: str) -> None:
         raise Http404(f"No such {what}.")  # other tenants' objects: 404
 
 
-def agent_save(*, tenant: Tenant, agent: Agent | None = None, changes: dict[str, Any]) -> Agent:
-    """Create (agent None) or change one of the tenant's agents through its full_clean."""
+def agent_save(
+    *,
+    tenant: Tenant,
+    agent: Agent | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
+) -> Agent:
+    """Create (agent None) or change one of the tenant's agents through its full_clean,
+    which compiles the tenant's whole configuration with it — unless `graph_checked`: the
+    caller compiled the end state itself (`agentplatform.config_checks`)."""
     if agent is None:
         agent = Agent(tenant=tenant)
     else:
         _check_tenant(agent, tenant, "agent")
+    agent.graph_checked = graph_checked
     return save_validated(agent, changes)
 
 
@@ -596,14 +605,19 @@ def crew_save(
     crew: Crew | None = None,
     changes: dict[str, Any],
     members: list[Agent] | None = None,
+    graph_checked: bool = False,
 ) -> Crew:
-    """Create or change a crew; a `members` list replaces its members in that order."""
+    """Create or change a crew; a `members` list replaces its members in that order. The
+    tenant's whole configuration is compiled with the crew and these members, unless
+    `graph_checked` (see `agent_save`)."""
     if crew is None:
         crew = Crew(tenant=tenant)
     else:
         _check_tenant(crew, tenant, "crew")
     if members is not None and any(agent.tenant_id != tenant.pk for agent in members):
         raise ValidationError({"members": "Choose this tenant's agents."})
+    crew.graph_checked = graph_checked
+    crew.pending_members = members
 
     def replace_members(saved: Crew) -> None:
         CrewMember.objects.filter(crew=saved).delete()

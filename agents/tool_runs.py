@@ -36,6 +36,7 @@ from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
 from tools.loader import fresh_tenant_tools, tenant_tools
+from tools.runtime.context import RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall
 from tools.services import tool_context
 
@@ -183,6 +184,20 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
     )
 
 
+def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
+    """The context the tools of `run` get — an agent's run (the engine), a direct call's run
+    after its approval, an approval's call prepared again — from the run's record: its
+    tenant, who started it, its id and correlation id, with `secrets` (the tenant's tool
+    secrets, plus a remote agent's token for an agent's run)."""
+    return tool_context(
+        tenant=run.tenant,
+        user_id=run.initiated_by_user_id,
+        run_id=str(run.pk),
+        correlation_id=run.correlation_id,
+        secrets=secrets,
+    )
+
+
 def decide_at(approval: Approval) -> str:
     return (
         f"POST /api/v1/runs/{approval.run_id}/approvals/{approval.pk} "
@@ -204,13 +219,7 @@ async def execute_tool_run(run: Run, sink, checkpoint) -> RunOutcome:
     sink.writer.redact_with(toolbox.secrets)
     if decision.approved and not toolbox.registry.has(call.name):
         return await _end(sink, RunStatus.FAILED, error=f"the tool {call.name} is gone")
-    ctx = tool_context(
-        tenant=run.tenant,
-        user_id=run.initiated_by_user_id,
-        run_id=str(run.pk),
-        correlation_id=run.correlation_id,
-        secrets=toolbox.secrets,
-    )
+    ctx = run_tool_context(run, toolbox.secrets)
     step = ToolCallStep(
         registry=toolbox.registry,
         ctx=ctx,

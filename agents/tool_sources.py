@@ -42,16 +42,24 @@ from tools.runtime.tool import Capability, Tool
 ToolSource = Callable[[Agent], Tool | None]  # the agent -> its tool, or None
 _sources: list[tuple[ToolSource, str]] = []
 _source_domains: dict[str, tuple[str, ...]] = {}  # label -> the capability domains it covers
+_source_names: set[str] = set()
 MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
 
 
-def add_tool_source(source: ToolSource, *, label: str, domains: tuple[str, ...] = ()) -> None:
+def add_tool_source(
+    source: ToolSource,
+    *,
+    label: str,
+    domains: tuple[str, ...] = (),
+    names: tuple[str, ...] = (),
+) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
     (shown beside the tool: "knowledge"); `domains`, from `tools.context_providers.Domain`,
-    what it covers (a ValueError names any other). A source whose providers have a lister
-    of their own (rag's knowledge bases) is described by that lister instead. The loader
-    calls it for each `agentplatform.tool_sources` plug-in (agentplatform/plugins.py,
-    agents/apps.py), with the plug-in's `label` and `domains` attributes."""
+    what it covers (a ValueError names any other); `names` the names its tools may have (an
+    agent's configuration may name them: `agent_tool_names`). A source whose providers have
+    a lister of their own (rag's knowledge bases) is described by that lister instead. The
+    loader calls it for each `agentplatform.tool_sources` plug-in (agentplatform/plugins.py,
+    agents/apps.py), with the plug-in's `label`, `domains` and `tool_names` attributes."""
     try:
         validate_domains(list(domains))
     except ValidationError as refused:
@@ -59,6 +67,13 @@ def add_tool_source(source: ToolSource, *, label: str, domains: tuple[str, ...] 
     if all(known is not source for known, _ in _sources):
         _sources.append((source, label))
         _source_domains[label] = tuple(domains)
+        _source_names.update(names)
+
+
+def agent_tool_names() -> frozenset[str]:
+    """Tool names an agent may pick or exclude besides its tenant's registry: the registered
+    sources' tools, the memory tools and the structured output's."""
+    return frozenset({*_source_names, *MEMORY_TOOL_NAMES, FINAL_ANSWER})
 
 
 @dataclass(frozen=True)

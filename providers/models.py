@@ -9,11 +9,11 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from providers.runtime.presets import PRESETS
-from tools.runtime.credential_leaks import credential_like, url_credential_problem
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _RESERVED_HEADERS = {"authorization", "x-api-key", "host", "content-length", "cookie"}
@@ -39,7 +39,7 @@ _DEFAULT_BASE_URLS = {
 }
 
 
-class ProviderConnection(SecretDestination, models.Model):
+class ProviderConnection(ConfigObject, SecretDestination, models.Model):
     secret_field, secret_label = "api_key", "API key"
     destination_fields = ("kind", "preset", "base_url")
 
@@ -99,6 +99,10 @@ class ProviderConnection(SecretDestination, models.Model):
         return _DEFAULT_BASE_URLS.get(self.kind, "")
 
     def clean(self) -> None:
+        """The connection's own fields and its API key; credentials in its base URL or
+        headers, a preset on another kind and a default model outside the allowed ones are
+        the configuration compiler's, checked over the tenant's configuration
+        (`ConfigObject`)."""
         errors: dict[str, str] = self.secret_destination_errors()
         if self.kind == ProviderKind.OPENAI_COMPATIBLE:
             preset = PRESETS.get(self.preset or "")
@@ -110,8 +114,6 @@ class ProviderConnection(SecretDestination, models.Model):
                 errors["api_key"] = f"{preset.label} needs an API key."
         elif self.kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI) and not self.api_key:
             errors["api_key"] = "An API key is required."
-        if self.kind != ProviderKind.OPENAI_COMPATIBLE and self.preset:
-            errors["preset"] = "Presets are for OpenAI-compatible connections only."
         if not isinstance(self.extra_headers, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in self.extra_headers.items()
         ):
@@ -120,21 +122,9 @@ class ProviderConnection(SecretDestination, models.Model):
             for name in self.extra_headers:
                 if not _HEADER_NAME.match(name) or name.lower() in _RESERVED_HEADERS:
                     errors["extra_headers"] = f"{name!r} cannot be set here."
-                elif credential_like(name):
-                    errors["extra_headers"] = (
-                        f"{name!r} looks like a credential: the API key is where it belongs."
-                    )
-        if self.base_url and (leak := url_credential_problem(self.base_url)) is not None:
-            errors["base_url"] = leak
         if not 0 < self.timeout_s <= 600:
             errors["timeout_s"] = "Between 0 and 600 seconds."
         if self.max_retries > 10:
             errors["max_retries"] = "At most 10."
-        if (
-            self.allowed_models
-            and self.default_model
-            and (self.default_model not in self.allowed_models)
-        ):
-            errors["default_model"] = "The default model must be one of the allowed models."
         if errors:
             raise ValidationError(errors)

@@ -244,13 +244,20 @@ def _connection_changed(sender, instance: ProviderConnection, **kwargs) -> None:
 
 
 def connection_save(
-    *, tenant: Tenant, connection: ProviderConnection | None = None, changes: dict[str, Any]
+    *,
+    tenant: Tenant,
+    connection: ProviderConnection | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
 ) -> ProviderConnection:
-    """Create or change a connection; a new default unsets the tenant's previous one."""
+    """Create or change a connection; a new default unsets the tenant's previous one. The
+    tenant's whole configuration is compiled with it, unless `graph_checked`: the caller
+    compiled the end state itself (`agentplatform.config_checks`)."""
     if connection is None:
         connection = ProviderConnection(tenant=tenant)
     elif connection.tenant_id != tenant.pk:
         raise Http404("No such provider connection.")
+    connection.graph_checked = graph_checked
 
     def take_over_default(saving: ProviderConnection) -> None:
         if saving.is_default:  # one default per tenant: the new one takes over

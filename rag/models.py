@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from pgvector.django import VectorField
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.tenancy.models import Tenant
 from tools.context_providers import Domain, Health, ProviderHealth, domains_field
 
@@ -54,7 +55,7 @@ def default_knowledge_domains() -> list[str]:
     return [Domain.KNOWLEDGE.value, Domain.DOCUMENTS.value]
 
 
-class KnowledgeBase(models.Model):
+class KnowledgeBase(ConfigObject, models.Model):
     """A context provider (docs/context-providers.md): agents linked to it search it with
     `knowledge_search`. `domains` says what it covers; `health_*` is written by the
     periodic health check only (`rag.context_provider`)."""
@@ -123,28 +124,14 @@ class KnowledgeBase(models.Model):
         return self.embedder != Embedder.LEXICAL
 
     def clean(self) -> None:
+        """The knowledge base's own fields and tenant; the chunking, the embedder's
+        connection and model are the configuration compiler's, checked over the tenant's
+        configuration (`ConfigObject`)."""
         errors: dict[str, str] = {}
-        sizes = (self.chunk_size, self.chunk_overlap)
-        if None not in sizes and self.chunk_overlap >= self.chunk_size:
-            errors["chunk_overlap"] = (
-                f"The overlap ({self.chunk_overlap} tokens) must be smaller than the chunk "
-                f"size ({self.chunk_size} tokens)."
-            )
         if self.embedder == Embedder.PROVIDER:
             connection = self.provider_connection
-            if connection is None:
-                errors["provider_connection"] = "Provider embeddings need a provider connection."
-            elif self.tenant_id is not None and connection.tenant_id != self.tenant_id:
+            if connection is not None and connection.tenant_id != self.tenant_id:
                 errors["provider_connection"] = "Choose one of this organisation's connections."
-            elif connection.kind not in ("openai", "openai_compatible"):
-                errors["provider_connection"] = (
-                    "Embeddings come from OpenAI or OpenAI-compatible connections; "
-                    f"{connection.get_kind_display()} offers none."
-                )
-            if not self.embedding_model:
-                errors["embedding_model"] = "Name the embedding model, e.g. text-embedding-3-small."
-        elif self.provider_connection_id is not None:
-            errors["provider_connection"] = "Only provider embeddings use a connection."
         if self.embedder == Embedder.LEXICAL and self.dimensions is not None:
             errors["dimensions"] = "Full-text knowledge bases have no embedding dimensions."
         elif self.dimensions is not None and not 1 <= self.dimensions <= MAX_DIMENSIONS:

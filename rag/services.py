@@ -46,9 +46,15 @@ _EMBEDDING_FIELDS = (
 
 
 def knowledge_base_save(
-    *, tenant: Tenant, knowledge_base: KnowledgeBase | None = None, changes: dict[str, Any]
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
 ) -> KnowledgeBase:
-    """Create (knowledge_base None) or change one of the tenant's knowledge bases.
+    """Create (knowledge_base None) or change one of the tenant's knowledge bases. Its
+    full_clean compiles the tenant's whole configuration with it (and these agents), unless
+    `graph_checked` (`agentplatform.config_checks`).
 
     `changes` may hold "agents" (Agent objects of this tenant). The local embedder fixes
     the model and 384 dimensions; full text clears them; a new provider model or embedder
@@ -64,6 +70,8 @@ def knowledge_base_save(
         before_values = {f: getattr(knowledge_base, f) for f in _EMBEDDING_FIELDS}
     changes = dict(changes)
     agents = changes.pop("agents", None)
+    knowledge_base.graph_checked = graph_checked
+    knowledge_base.pending_agents = agents
     if "provider_connection" in changes and changes["provider_connection"] is not None:
         connection = changes["provider_connection"]
         if connection.tenant_id != tenant.pk:

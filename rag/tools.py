@@ -145,3 +145,4 @@ def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
 # Shown beside its tool, and the capability domains it covers (agentplatform/plugins.py).
 knowledge_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]
 knowledge_tool_for_agent.domains = ("knowledge", "documents")  # type: ignore[attr-defined]
+knowledge_tool_for_agent.tool_names = (TOOL_NAME,)  # type: ignore[attr-defined]

@@ -1,4 +1,9 @@
-"""ToolDefinition rows -> runtime Tools, and the validation that guards saving them."""
+"""ToolDefinition rows -> runtime Tools.
+
+The rules a definition's save must pass — its name, description, schemas, HTTP call,
+credentials, dependencies and the tenant's confirmation policy — are the configuration
+compiler's (`agents/runtime/config/compiler.py`), run on every save over the tenant's
+whole configuration (`agentplatform.config_checks`, `agents.config_saves`)."""
 
 from __future__ import annotations
 
@@ -6,29 +11,24 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pydantic
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 from pydantic import BaseModel
 
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import CircuitStore
-from tools.runtime.credential_leaks import credential_names, url_credential_problem
 from tools.runtime.definitions import (
-    WRITE_EFFECTS,
-    WRITE_NEEDS_CONFIRMATION,
     BuiltinConfig,
     Dependency,
     default_capability,
-    dependency_problem,
-    effective_effect,
     tool_name_refusal,
 )
-from tools.runtime.dependencies import ToolShape, dependency_problems
+from tools.runtime.dependencies import ToolShape
 from tools.runtime.egress import GuardedHttpClient
 from tools.runtime.expectations import ExpectationError, ToolExample, parse_examples
 from tools.runtime.frames import Source
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
 from tools.runtime.tool import Capability, Tool
-from tools.runtime.validation import SchemaError, check_schema, compile_validator
+from tools.runtime.validation import check_schema, compile_validator
 
 if TYPE_CHECKING:
     from tools.models import ToolDefinition
@@ -59,53 +59,6 @@ def name_refusal(definition: ToolDefinition) -> str | None:
     return tool_name_refusal(definition.name, definition.kind, definition.config)
 
 
-def validate_definition(definition: ToolDefinition) -> None:
-    """ValidationError naming the field, for forms and the API alike."""
-    errors: dict[str, str] = {}
-    refused = name_refusal(definition)
-    if refused is not None:
-        raise ValidationError({"name": refused})
-    if definition.kind == "http":
-        if not (definition.description or "").strip():
-            errors["description"] = "Describe the tool for the model."
-        try:
-            check_schema(definition.input_schema)
-        except SchemaError as exc:
-            errors["input_schema"] = str(exc)
-    if definition.output_schema is not None:
-        try:
-            check_schema(definition.output_schema, what="output_schema")
-        except SchemaError as exc:
-            errors["output_schema"] = str(exc)
-    if (problem := dependency_problem(definition.depends_on, definition.input_schema)) is not None:
-        errors["depends_on"] = problem
-    if (problem := examples_problem(definition)) is not None:
-        errors["examples"] = problem
-    if errors:
-        raise ValidationError(errors)
-    config = parse_config(definition)
-    if (
-        definition.tenant_id is not None
-        and definition.tenant.require_confirmation_for_writes
-        and not definition.requires_approval
-        and effective_effect(definition.kind, definition.config, definition.effect) in WRITE_EFFECTS
-    ):
-        raise ValidationError({"requires_approval": WRITE_NEEDS_CONFIRMATION})
-    if isinstance(config, HttpToolConfig):
-        if (leak := http_credential_problem(config)) is not None:
-            raise ValidationError({"config": leak})
-        try:
-            config.check_against_schema(definition.input_schema)
-        except ValueError as exc:
-            raise ValidationError({"config": str(exc)}) from None
-        if config.auth is not None and not definition.secret:
-            raise ValidationError({"secret": f"{config.auth.type} auth needs a secret."})
-    if not getattr(definition, "graph_checked", False) and (
-        broken := dependency_graph_errors(definition)
-    ):
-        raise ValidationError(broken)
-
-
 def examples_problem(definition: ToolDefinition) -> str | None:
     """Why a definition's `examples` cannot be stored: not examples, or arguments its
     input schema refuses."""
@@ -125,34 +78,6 @@ def examples_problem(definition: ToolDefinition) -> str | None:
         if (problem := validate(example.arguments)) is not None:
             return f"[{index}].arguments: {problem}"
     return None
-
-
-def dependency_graph_errors(definition: ToolDefinition) -> dict[str, list[str]]:
-    """The problems saving `definition` would add to its tenant's dependency graph
-    (`tools/runtime/dependencies.py`): its own dependencies, and those of tools depending on
-    it (a renamed producer, a field gone from its output). Problems already stored are not
-    this save's. One query when the tenant has no dependencies; two when it has."""
-    from tools.models import ToolDefinition
-
-    stored = ToolDefinition.objects.filter(tenant_id=definition.tenant_id)
-    others = stored.exclude(pk=definition.pk) if definition.pk else stored
-    if not definition.depends_on and not others.exclude(depends_on={}).exists():
-        return {}
-    rows = list(stored)
-    before = {row.name: definition_shape(row) for row in rows}
-    after = {row.name: definition_shape(row) for row in rows if row.pk != definition.pk}
-    after[definition.name] = definition_shape(definition)
-    known = {(p.tool, p.where, p.reason) for p in dependency_problems(before)}
-    new = [p for p in dependency_problems(after) if (p.tool, p.where, p.reason) not in known]
-    errors: dict[str, list[str]] = {}
-    for problem in new:
-        if problem.tool == definition.name:
-            errors.setdefault("depends_on", []).append(f"{problem.where}: {problem.reason}")
-        else:
-            errors.setdefault(NON_FIELD_ERRORS, []).append(
-                f"tool {problem.tool!r} depends on this one: {problem.reason}"
-            )
-    return errors
 
 
 def definition_shape(definition: ToolDefinition) -> ToolShape:
@@ -177,20 +102,6 @@ def definition_shape(definition: ToolDefinition) -> ToolShape:
         output_schema=output_schema if isinstance(output_schema, dict) else None,
         depends_on=depends_on,
     )
-
-
-def http_credential_problem(config: HttpToolConfig) -> str | None:
-    """A credential written into an HTTP tool's URL or fixed values (`auth` and the secret
-    are where it belongs)."""
-    if (problem := url_credential_problem(config.url)) is not None:
-        return f"url: {problem}"
-    for where, names in (
-        ("fixed.query", config.fixed.query),
-        ("fixed.headers", config.fixed.headers),
-    ):
-        if leaked := credential_names(names):
-            return f"{where}: {leaked[0]!r} looks like a credential; use auth and the secret"
-    return None
 
 
 def secret_ref(definition: ToolDefinition) -> str:

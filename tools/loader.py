@@ -128,6 +128,25 @@ def fresh_tenant_tools(tenant_id: int, version: str | None = None) -> TenantTool
     return None
 
 
+def tool_names_besides_definitions(tenant_id: int) -> frozenset[str]:
+    """The names the tenant's registry has from other sources than its definitions: the
+    built-ins and its MCP servers' tools (`<prefix>__<name>`, as cached and allowed) —
+    names an agent may pick — without building the registry (which checks every tool's
+    schemas): the cache when fresh, else one query."""
+    fresh = fresh_tenant_tools(tenant_id)
+    if fresh is not None:
+        return frozenset(n for n, source in fresh.sources.items() if source != DEFINITION)
+    names = set(BUILTINS.names())
+    connections = McpServerConnection.objects.filter(tenant_id=tenant_id, enabled=True)
+    for connection in connections.exclude(status=McpStatus.UNAVAILABLE):
+        allowed = set(connection.allowed_tool_names or ())
+        for remote in connection.tools_cache or ():
+            name = remote.get("name") if isinstance(remote, dict) else None
+            if name and (not allowed or name in allowed):
+                names.add(f"{connection.tool_prefix}__{name}")
+    return frozenset(names)
+
+
 def registry_for_tenant(tenant: Tenant | int) -> ToolRegistry:
     return tenant_tools(tenant).registry
 

@@ -162,21 +162,25 @@ def mcp_providers_of(
 
 
 def mcp_connection_save(
-    *, tenant: Tenant, connection: McpServerConnection | None = None, changes: dict[str, Any]
+    *,
+    tenant: Tenant,
+    connection: McpServerConnection | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
 ) -> McpServerConnection:
-    """Create (connection None) or change one of the tenant's MCP connections, validated
-    by the model (URL rules, the secret-destination rule, domains) in one transaction.
-    Does not refresh: the caller does (`mcp_connection_refresh`, a network call made with
-    no transaction open). `auth_header` absent from `changes` keeps the stored one."""
+    """Create (connection None) or change one of the tenant's MCP server connections
+    through its full_clean, which compiles the tenant's whole configuration with it unless
+    `graph_checked` (`agentplatform.config_checks`). Its tools change on the next refresh."""
     if connection is None:
         connection = McpServerConnection(tenant=tenant)
     elif connection.tenant_id != tenant.pk:
-        raise Http404("No such MCP connection.")
+        raise Http404("No such MCP server connection.")
+    connection.graph_checked = graph_checked
     return save_validated(connection, changes)
 
 
 def mcp_connection_delete(*, tenant: Tenant, connection: McpServerConnection) -> None:
-    """Delete one of the tenant's MCP connections; its tools leave the registry."""
+    """Delete one of the tenant's MCP server connections (its tools leave the registry)."""
     if connection.tenant_id != tenant.pk:
-        raise Http404("No such MCP connection.")
+        raise Http404("No such MCP server connection.")
     delete_recorded(connection)

@@ -4,18 +4,17 @@ MCP server connections (context providers)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from tools.context_providers import Domain, Health, ProviderHealth, domains_field
-from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.tool import NAME_PATTERN, Effect
 
 
@@ -37,8 +36,9 @@ def validate_rate_limit(value: int | None) -> None:
         )
 
 
-class ToolDefinition(SecretDestination, models.Model):
-    """One tool in a tenant's registry.
+class ToolDefinition(ConfigObject, SecretDestination, models.Model):
+    """One tool in a tenant's registry. Its full_clean compiles the tenant's configuration
+    with it (`agentplatform.config_checks`).
 
     A definition named like a built-in replaces it for this tenant (or hides it, when
     disabled). `version` grows on every save; registries are rebuilt when it changes.
@@ -117,13 +117,16 @@ class ToolDefinition(SecretDestination, models.Model):
         return url if isinstance(url, str) else ""
 
     def clean(self) -> None:
-        from tools.definitions import validate_definition
-
+        """The definition's own fields; everything else a save must pass is checked by the
+        configuration compiler over the tenant's whole configuration (`ConfigObject`)."""
         if moved := self.secret_destination_errors():
             raise ValidationError(moved)
         if not 0 < self.timeout_s <= 3600:
             raise ValidationError({"timeout_s": "Must be between 0 and 3600 seconds."})
-        validate_definition(self)
+        from tools.definitions import examples_problem
+
+        if (problem := examples_problem(self)) is not None:
+            raise ValidationError({"examples": problem})
 
 
 TOOL_PREFIX_PATTERN = r"^[a-z][a-z0-9_]{0,30}$"
@@ -144,7 +147,7 @@ def default_tool_prefix(name: str) -> str:
     return prefix[:31].rstrip("_") or "mcp"
 
 
-class McpServerConnection(SecretDestination, models.Model):
+class McpServerConnection(ConfigObject, SecretDestination, models.Model):
     """A remote MCP server a tenant connects as a context provider.
 
     Its tools join the tenant's registry as `<tool_prefix>__<remote name>`, tagged
@@ -237,14 +240,11 @@ class McpServerConnection(SecretDestination, models.Model):
         return self.url or ""
 
     def clean(self) -> None:
+        """The connection's own fields; its URL (http(s), no credentials) is the
+        configuration compiler's, checked over the tenant's configuration (`ConfigObject`)."""
         errors: dict[str, str] = self.secret_destination_errors()
         if not self.tool_prefix and self.name:
             self.tool_prefix = default_tool_prefix(self.name)
-        parts = urlsplit(self.url or "")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            errors["url"] = "Give an http:// or https:// URL with a host."
-        elif parts.username or parts.password or url_credential_problem(self.url or ""):
-            errors["url"] = "Put credentials in the auth header, not in the URL."
         names = self.allowed_tool_names
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             errors["allowed_tool_names"] = 'Give a list of tool names, e.g. ["search"], or [].'

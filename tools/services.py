@@ -61,10 +61,10 @@ def tool_definition_save(
     changes: dict[str, Any],
     graph_checked: bool = False,
 ) -> ToolDefinition:
-    """Create (definition None) or change one of the tenant's tool definitions.
-    `graph_checked`: the caller has checked the dependency graph of the end state (the
-    configuration compiler, applying several changes whose order must not matter), so
-    this save does not check it against the stored definitions."""
+    """Create (definition None) or change one of the tenant's tool definitions; its
+    full_clean compiles the tenant's whole configuration with it
+    (`agentplatform.config_checks`). `graph_checked`: the caller compiled the end state
+    itself (the document import, whose changes' order must not matter)."""
     if definition is None:
         definition = ToolDefinition(tenant=tenant)
     elif definition.tenant_id != tenant.pk:

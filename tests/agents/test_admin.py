@@ -85,20 +85,24 @@ def test_owner_lists_and_edits_agents_and_sees_the_effective_tools(client, trio,
         assert f"<code>{name}</code>" in table
     assert "remember_fact" not in table and "final_answer" not in table
 
-    response = client.post(
-        url,
-        agent_form(
-            use_all_tools=None,
-            tool_names="calculator, nosuchtool",
-            memory="on",
-            output_schema=json.dumps(SCHEMA),
-            model="gpt-test-large",
-        ),
+    form = agent_form(
+        use_all_tools=None,
+        tool_names="calculator, nosuchtool",
+        memory="on",
+        output_schema=json.dumps(SCHEMA),
+        model="gpt-test-large",
     )
+    refused = client.post(url, form)  # the compiled configuration names no such tool
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors
+    assert errors["tool_names"] == ["[1]: unknown tool 'nosuchtool'"]
+    response = client.post(url, {**form, "tool_names": "calculator"})
     assert response.status_code == 302
     agent.refresh_from_db()
-    assert agent.tool_names == ["calculator", "nosuchtool"] and agent.memory
+    assert agent.tool_names == ["calculator"] and agent.memory
     assert agent.output_schema == SCHEMA and agent.version == 2
+    # A name stored before it was refused (or of a tool deleted since) is shown, ignored.
+    Agent.objects.filter(pk=agent.pk).update(tool_names=["calculator", "nosuchtool"])
     page = client.get(url).content.decode()
     table = tools_table(page)
     assert "<code>calculator</code>" in table and "<code>think</code>" not in table

@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 from playwright.sync_api import expect
 
 from agentplatform.tenancy.models import ApiKey
 from agents.models import Agent
+from tests.factories import make_agent
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,4 +128,61 @@ def test_an_admin_creates_a_key_that_may_act_for_members_and_sees_it_listed(trio
         "may act for members"
     )
     assert page.get_by_label("The new API key").count() == 0
+    tab.assert_clean()
+
+
+def test_the_document_page_downloads_previews_the_diff_applies_and_shows_problems(
+    trio, tab, tmp_path
+):
+    """Download the YAML, upload it changed, read the diff, apply it and see the change; an
+    invalid document shows each problem's path and reason, and changes nothing."""
+    make_agent(trio.acme, "support", instructions="Be kind.")
+    tab.login("alice")
+    tab.goto("/t/acme/document/")
+    page = tab.page
+    with page.expect_download() as caught:
+        page.get_by_role("link", name="Download YAML").click()
+    downloaded = tmp_path / "acme.yaml"
+    caught.value.save_as(downloaded)
+    document = yaml.safe_load(downloaded.read_text())
+    [agent] = document["agents"]
+    assert agent["slug"] == "support" and agent["instructions"] == "Be kind."
+
+    agent["instructions"] = "Be kind and brief."
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(document, sort_keys=False))
+    page.get_by_label("Upload a document").set_input_files(str(changed))
+    page.get_by_role("button", name="Preview changes").click()
+    plan = page.locator("section.plan")
+    expect(plan.get_by_role("heading")).to_have_text("Changes it would make")
+    row = plan.get_by_role("row").filter(has_text="support")
+    expect(row).to_contain_text("update")
+    expect(row).to_contain_text("instructions")
+    expect(row).to_contain_text("Be kind and brief.")
+    assert Agent.objects.get(tenant=trio.acme).instructions == "Be kind."  # a preview only
+    tab.screenshot("document_preview")
+
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_role("status").filter(has_text="Applied 1 change(s).")).to_be_visible()
+    assert Agent.objects.get(tenant=trio.acme).instructions == "Be kind and brief."
+    tab.goto("/t/acme/agents/support/edit/")
+    expect(page.get_by_label("Instructions")).to_have_value("Be kind and brief.")
+
+    tab.goto("/t/acme/document/")
+    agent["tools"] = {"all": False, "names": ["nope"], "tags": [], "exclude": []}
+    agent["colour"] = "blue"
+    page.get_by_label("Or paste it").fill(yaml.safe_dump(document, sort_keys=False))
+    page.get_by_role("button", name="Preview changes").click()
+    expect(plan.get_by_role("heading")).to_have_text("The document cannot be applied")
+    problems = plan.get_by_role("row").filter(has_text="agents[0]")
+    expect(problems.filter(has_text="agents[0].colour")).to_contain_text("unknown field")
+    tab.screenshot("document_problems")
+    agent.pop("colour")
+    page.get_by_label("Or paste it").fill(yaml.safe_dump(document, sort_keys=False))
+    page.get_by_role("button", name="Apply").click()
+    expect(plan.get_by_role("heading")).to_have_text("The document cannot be applied")
+    expect(plan.get_by_role("row").filter(has_text="agents[0].tools.names[0]")).to_contain_text(
+        "unknown tool 'nope'"
+    )
+    assert Agent.objects.get(tenant=trio.acme).tool_names == []
     tab.assert_clean()

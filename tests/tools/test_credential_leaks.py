@@ -95,8 +95,8 @@ def test_fixed_credential_values_of_an_http_tool_are_refused(trio):
     with pytest.raises(ValidationError) as caught:
         tool.full_clean()
     assert (
-        "fixed.headers: 'X-Api-Key' looks like a credential"
-        in caught.value.message_dict["config"][0]
+        caught.value.message_dict["config"][0]
+        == "fixed.headers.X-Api-Key: looks like a credential: use config.auth with a secret"
     )
 
 

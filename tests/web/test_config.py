@@ -336,7 +336,7 @@ def test_an_admin_creates_edits_and_deletes_an_http_tool(client, trio):
         ("input_schema", json.dumps({"type": "string"}), "must have"),
         ("input_schema", json.dumps({"type": "object", "properties": 3}), "not valid JSON Schema"),
         ("config", json.dumps({"method": "GET"}), "url"),
-        ("description", "", "Describe the tool"),
+        ("description", "", "describe the tool for the model"),
         ("rate_limit_per_minute", "0", "calls per minute from 1 to 100,000"),
         ("rate_limit_per_minute", "100001", "calls per minute from 1 to 100,000"),
         ("rate_limit_per_minute", "lots", "Enter a whole number."),

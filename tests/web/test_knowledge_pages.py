@@ -138,7 +138,7 @@ def test_an_admin_creates_and_edits_a_lexical_knowledge_base(client, trio):
          "chunk_overlap": "100"},
     )  # fmt: skip
     assert bad.status_code == 400
-    assert "must be smaller than the chunk size" in bad.content.decode()
+    assert "must be smaller than chunk_size" in bad.content.decode()
     assert KnowledgeBase.objects.get(pk=knowledge_base.pk).chunk_size == 400
 
     provider = client.post(
@@ -147,7 +147,7 @@ def test_an_admin_creates_and_edits_a_lexical_knowledge_base(client, trio):
          "chunk_overlap": "60"},
     )  # fmt: skip
     assert provider.status_code == 400
-    assert "need a provider connection" in provider.content.decode()
+    assert "provider embeddings need a connection" in provider.content.decode()
     assert not KnowledgeBase.objects.filter(slug="vectors").exists()
 
 

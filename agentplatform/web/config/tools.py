@@ -137,6 +137,11 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
             self.instance.secret = change["secret"]
         return cleaned
 
+    def _get_validation_exclusions(self) -> set[str]:
+        # The model's validation checks the secret too (auth needs one): `clean` gave it
+        # the one this save would store, and its errors belong beside the secret field.
+        return set(super()._get_validation_exclusions()) - {"secret"}
+
     def changes(self) -> dict[str, Any]:
         data = {name: self.cleaned_data[name] for name in self.Meta.fields}
         return {**data, **secret_changes(self, "secret")}

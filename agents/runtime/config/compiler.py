@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,6 +72,7 @@ class KnownNames:
     agents: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
     agent_kinds: frozenset[str] | None = None
+    remote_commands: frozenset[str] | None = None  # the operator's allow-list; None: unchecked
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,17 @@ def _structure_problems(exc: pydantic.ValidationError, prefix: str = "") -> list
     return problems
 
 
+@lru_cache(maxsize=4096)
+def _schema_verdict(what: str, schema_json: str) -> str | None:
+    """Why a JSON Schema (as canonical JSON text) is refused, or None: a pure function of
+    the text, kept for the process (a check costs milliseconds)."""
+    try:
+        check_schema(json.loads(schema_json), what=what)
+    except SchemaError as exc:
+        return str(exc)
+    return None
+
+
 class _Checker:
     """The graph checks of one valid-structure document; problems accumulate."""
 
@@ -179,7 +192,6 @@ class _Checker:
             self.tool_index.setdefault(tool.name, index)
         self.input_schemas: dict[str, dict[str, Any]] = {}
         self.output_schemas: dict[str, dict[str, Any] | None] = {}
-        self.checked_schemas: dict[tuple[str, str], str | None] = {}
 
     def problem(self, path: str, reason: str) -> None:
         self.problems.append(ConfigProblem(path, reason))
@@ -195,6 +207,8 @@ class _Checker:
         self.check_references(compiled)
         self.check_agents()
         self.check_crews()
+        self.check_mcp_servers()
+        self.check_knowledge_bases()
         if self.problems:
             return {}
         return {name: self.contracts(name, *built) for name, built in compiled.items()}
@@ -207,15 +221,9 @@ class _Checker:
             seen.add(name)
 
     def schema(self, path: str, schema: Any, what: str) -> bool:
-        # Documents repeat schemas (the same output shape on many tools): check each once.
-        key = (what, json.dumps(schema, sort_keys=True))
-        if key not in self.checked_schemas:
-            try:
-                check_schema(schema, what=what)
-                self.checked_schemas[key] = None
-            except SchemaError as exc:
-                self.checked_schemas[key] = str(exc)
-        reason = self.checked_schemas[key]
+        # Documents repeat schemas (the same output shape on many tools), and every save of
+        # one object compiles its tenant's whole document again: check each schema once.
+        reason = _schema_verdict(what, json.dumps(schema, sort_keys=True))
         if reason is not None:
             self.problem(path, reason)
         return reason is None
@@ -392,8 +400,22 @@ class _Checker:
             kinds = self.known.agent_kinds
             if kinds is not None and agent.kind not in kinds:
                 self.problem(f"{path}.kind", f"choose one of: {', '.join(sorted(kinds))}")
-            if agent.kind == "remote" and not agent.remote_url:
-                self.problem(f"{path}.remote_url", "a remote agent needs its server's URL")
+            if agent.kind == "remote" and bool(agent.remote_url) == bool(agent.remote_command):
+                self.problem(
+                    f"{path}.remote_url",
+                    "a remote agent needs its server's URL or a command, not both",
+                )
+            commands = self.known.remote_commands
+            if (
+                agent.remote_command
+                and commands is not None
+                and agent.remote_command not in commands
+            ):
+                allowed = ", ".join(sorted(commands)) or "none are configured"
+                self.problem(
+                    f"{path}.remote_command",
+                    f"choose a command the operator allow-lists ({allowed})",
+                )
             if agent.remote_url:
                 self.check_url(f"{path}.remote_url", agent.remote_url)
 
@@ -414,6 +436,57 @@ class _Checker:
                 self.problem(f"{path}.manager", f"unknown agent {crew.manager!r}")
             if crew.mode == "hierarchical" and crew.manager is None:
                 self.problem(f"{path}.manager", "a hierarchical crew needs a manager agent")
+
+    # -- MCP servers and knowledge bases ----------------------------------------------
+    def check_mcp_servers(self) -> None:
+        servers = self.document.mcp_servers
+        self.duplicates("mcp_servers", "name", [s.name for s in servers])
+        prefixes = [(i, s.tool_prefix) for i, s in enumerate(servers) if s.tool_prefix]
+        self.duplicates("mcp_servers", "tool_prefix", [p for _, p in prefixes])
+        for index, server in enumerate(servers):
+            path = f"mcp_servers[{index}]"
+            self.check_url(f"{path}.url", server.url)
+            for position, name in enumerate(server.allowed_tool_names):
+                if not name.strip():
+                    self.problem(f"{path}.allowed_tool_names[{position}]", "name a remote tool")
+
+    def check_knowledge_bases(self) -> None:
+        bases = self.document.knowledge_bases
+        self.duplicates("knowledge_bases", "slug", [b.slug for b in bases])
+        connections = {c.name: c for c in self.document.connections}
+        agents = {a.slug for a in self.document.agents} | self.known.agents
+        for index, base in enumerate(bases):
+            path = f"knowledge_bases[{index}]"
+            if base.embedder == "provider":
+                if base.connection is None:
+                    self.problem(f"{path}.connection", "provider embeddings need a connection")
+                elif base.connection not in connections and (
+                    base.connection not in self.known.connections
+                ):
+                    self.problem(f"{path}.connection", f"unknown connection {base.connection!r}")
+                elif (kind := getattr(connections.get(base.connection), "kind", None)) in (
+                    "anthropic",
+                    "offline",
+                ):
+                    self.problem(
+                        f"{path}.connection",
+                        f"embeddings come from openai or openai_compatible connections, not {kind}",
+                    )
+                if not base.embedding_model:
+                    self.problem(f"{path}.embedding_model", "name the embedding model")
+            else:
+                for key in ("connection", "embedding_model", "dimensions"):
+                    if getattr(base, key):
+                        self.problem(f"{path}.{key}", "only provider embeddings take this")
+            if base.chunk_overlap >= base.chunk_size:
+                self.problem(f"{path}.chunk_overlap", "must be smaller than chunk_size")
+            seen: set[str] = set()
+            for position, slug in enumerate(base.agents):
+                if slug not in agents:
+                    self.problem(f"{path}.agents[{position}]", f"unknown agent {slug!r}")
+                elif slug in seen:
+                    self.problem(f"{path}.agents[{position}]", f"{slug!r} appears twice")
+                seen.add(slug)
 
     # -- the two contracts ------------------------------------------------------------
     def contracts(

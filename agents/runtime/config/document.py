@@ -1,5 +1,6 @@
-"""The configuration document, version 1: a tenant's provider connections, tools, agents and
-crews as one YAML or JSON document. Every object forbids unknown fields, so a typo is an
+"""The configuration document, version 1: a tenant's provider connections, tools, agents,
+crews, MCP server connections and knowledge bases (their settings) as one YAML or JSON
+document. Every object forbids unknown fields, so a typo is an
 error rather than a silently ignored setting. Secrets appear only as names.
 
 `document_json_schema()` is the published schema (docs/config-schema/v1.json, kept in step
@@ -80,6 +81,11 @@ class ToolEntry(_Strict):
     rate_limit_per_minute: int | None = Field(None, ge=1, le=100_000)
     enabled: bool = True
     depends_on: dict[str, Dependency] = Field(default_factory=dict)
+    examples: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=20,
+        description='Self-tests: [{"arguments": {...}, "expect": {"contains": "..."}}].',
+    )
 
 
 class AgentTools(_Strict):
@@ -116,6 +122,12 @@ class AgentEntry(_Strict):
     output_schema: dict[str, Any] | None = None
     kind: str = Field("orchestrator", max_length=40)
     remote_url: str = Field("", max_length=200)
+    remote_command: str = Field(
+        "", max_length=64, description="Instead of remote_url: a command the operator allows."
+    )
+    verifier_tool: str = Field(
+        "", max_length=64, description="A tool that checks each succeeded run's outcome."
+    )
     secret: str | None = Field(None, pattern=SECRET_NAME_PATTERN, description="Remote token.")
     active: bool = True
 
@@ -133,6 +145,60 @@ class CrewEntry(_Strict):
     active: bool = True
 
 
+MCP_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+TOOL_PREFIX_PATTERN = r"^([a-z][a-z0-9_]{0,30})?$"
+
+
+class McpServer(_Strict):
+    """An MCP server connection (a context provider): its tools join the tenant's registry
+    as `<tool_prefix>__<name>`. Its auth header is named by `secret`, never written here."""
+
+    name: str = Field(pattern=MCP_NAME_PATTERN)
+    url: str = Field(min_length=1, max_length=500, description="The streamable HTTP endpoint.")
+    secret: str | None = Field(
+        None, pattern=SECRET_NAME_PATTERN, description="The Authorization header's value."
+    )
+    enabled: bool = True
+    tool_prefix: str = Field(
+        "", pattern=TOOL_PREFIX_PATTERN, description="Empty: derived from the name."
+    )
+    allowed_tool_names: list[str] = Field(
+        default_factory=list, description="Remote tool names to import; empty: all."
+    )
+    context_resource_uri: str = Field(
+        "", max_length=500, description="An MCP resource whose text becomes prompt context."
+    )
+    timeout_s: float = Field(30.0, gt=0, le=300)
+    domains: list[str] = Field(
+        default_factory=list, max_length=10, description="Capability domains it covers."
+    )
+
+
+class KnowledgeBaseEntry(_Strict):
+    """A knowledge base's settings (its documents stay where they are) and the agents that
+    search it."""
+
+    slug: str = Field(pattern=SLUG_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    embedder: Literal["provider", "local", "lexical"] = Field(
+        "local", description="provider: a connection's model; local: 384 dims; lexical: none."
+    )
+    connection: str | None = Field(None, description="For provider embeddings: its name.")
+    embedding_model: str = Field("", max_length=200, description="For provider embeddings.")
+    dimensions: int | None = Field(
+        None, ge=1, le=4000, description="For provider embeddings: requested from the model."
+    )
+    chunk_size: int = Field(400, ge=50, le=2000, description="Tokens per chunk.")
+    chunk_overlap: int = Field(60, ge=0, le=2000, description="Smaller than chunk_size.")
+    agents: list[str] = Field(default_factory=list, description="Slugs of the agents using it.")
+    domains: list[str] = Field(
+        default_factory=lambda: ["knowledge", "documents"],
+        max_length=10,
+        description="Capability domains it covers.",
+    )
+
+
 class ConfigDocument(_Strict):
     """A tenant's configuration. Lists hold the objects the document manages; objects it
     does not name are left alone unless the import prunes."""
@@ -145,6 +211,8 @@ class ConfigDocument(_Strict):
     tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
     agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
     crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
+    mcp_servers: list[McpServer] = Field(default_factory=list, max_length=100)
+    knowledge_bases: list[KnowledgeBaseEntry] = Field(default_factory=list, max_length=200)
 
     def as_data(self) -> dict[str, Any]:
         """The document as plain JSON data, every field written (defaults too)."""

@@ -1,0 +1,68 @@
+"""A tenant's configuration is checked as a whole on every save of one of its objects.
+
+The objects a configuration document holds (provider connections, tool definitions,
+agents, crews, knowledge bases, MCP server connections) live in several apps below the
+one that compiles the whole graph (agents: `agents/runtime/config/compiler.py`). So the
+models take the `ConfigObject` mixin, whose `full_clean()` — run by every write: the
+services (REST, the configuration pages, the import), the admin's model forms — asks the
+checks registered here, once the object itself is valid; the agents app registers the
+compiler's check at startup (`AgentsConfig.ready`).
+
+A caller that has compiled the end state of several changes itself (the document import,
+whose changes must not depend on their order) sets `graph_checked = True` on the instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+# (the object being saved, the fields its form leaves out, the fields already in error)
+# -> None, or ValidationError
+ConfigCheck = Callable[[Any, frozenset[str], frozenset[str]], None]
+_checks: list[ConfigCheck] = []
+
+
+def register_config_check(check: ConfigCheck) -> None:
+    """Run `check` on every full_clean of a `ConfigObject` (once per check)."""
+    if all(known is not check for known in _checks):
+        _checks.append(check)
+
+
+class ConfigObject:
+    """Mixin for a model a configuration document holds; put it before `models.Model`."""
+
+    graph_checked: bool = False  # True: the caller compiled the tenant's end state itself
+
+    def full_clean(
+        self,
+        exclude: Iterable[str] | None = None,
+        validate_unique: bool = True,
+        validate_constraints: bool = True,
+    ) -> None:
+        """The model's own validation, then the registered checks — also when the first
+        found errors, so every problem is shown at once (a check leaves the fields already
+        in error alone)."""
+        errors: dict[str, list[Any]] = {}
+        try:
+            super().full_clean(  # type: ignore[misc]
+                exclude=exclude,
+                validate_unique=validate_unique,
+                validate_constraints=validate_constraints,
+            )
+        except ValidationError as exc:
+            if self.graph_checked:
+                raise
+            errors = exc.update_error_dict(errors)
+        if self.graph_checked:
+            return
+        left_out, failed = frozenset(exclude or ()), frozenset(errors)
+        for check in _checks:
+            try:
+                check(self, left_out, failed)
+            except ValidationError as exc:
+                errors = exc.update_error_dict(errors)
+        if errors:
+            raise ValidationError(errors)

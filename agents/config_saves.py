@@ -1,0 +1,176 @@
+"""Every save of one configuration object compiles its tenant's whole configuration.
+
+A form, a REST resource, the admin or a service saving one object a document holds (a
+provider connection, MCP server, tool definition, agent, crew or knowledge base) runs the
+model's full_clean, which asks this check (`agentplatform.config_checks`, registered in
+`AgentsConfig.ready`): the tenant's document (`agents.config_document.tenant_entries`) with
+the object as it is about to be saved goes through the configuration compiler, so a rule
+of the whole graph — the tenant's confirmation policy, a dependency cycle, an agent naming
+a tool that does not exist, a credential in a URL — holds whichever face saves. Only the
+problems this save adds are refused (those already stored are reported by the import, and
+by saving the objects they are in), each at the model field its document path maps to.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pydantic
+from django.core.exceptions import NON_FIELD_ERRORS, ObjectDoesNotExist, ValidationError
+
+from agents.config_document import (
+    FIELDS,
+    KEYS,
+    SECTIONS,
+    known_names,
+    object_entry,
+    policy_entry,
+    section_of_model,
+    tenant_entries,
+)
+from agents.runtime.config.compiler import ConfigInvalid, ConfigProblem, KnownNames, compile_config
+from agents.runtime.config.document import VERSION, ConfigDocument
+
+NOUNS = {
+    "connections": "connection",
+    "tools": "tool",
+    "agents": "agent",
+    "crews": "crew",
+    "mcp_servers": "MCP server",
+    "knowledge_bases": "knowledge base",
+}
+_PATH = re.compile(r"^(?P<section>[a-z_]+)\[(?P<index>\d+)\](?:\.(?P<rest>.*))?$")
+_SELF = object()  # the object being saved, whatever its name before and after
+
+ProblemKey = tuple[str, Any, str, str]  # section, object name (or _SELF), path in it, reason
+
+
+def check_saved_object(instance: Any, left_out: frozenset[str], failed: frozenset[str]) -> None:
+    """ValidationError listing the problems saving `instance` adds to its tenant's compiled
+    configuration, each under the model field it concerns (one its form leaves out, in
+    `left_out`, and problems of other objects: non-field errors). Costs the export's five
+    queries, one for the tenant's groups and a compile; a second compile (of the stored
+    state) only when the first finds problems."""
+    section = section_of_model(type(instance))
+    if section is None or instance.tenant_id is None:
+        return
+    tenant = instance.tenant
+    current = tenant_entries(tenant)
+    known = known_names(tenant, current, prune=True)  # every object is in the document
+    stored_name = None
+    if instance.pk is not None:
+        stored = current.objects[section].items()
+        stored_name = next((name for name, obj in stored if obj.pk == instance.pk), None)
+    after = {s: dict(current.entries[s]) for s in SECTIONS}
+    after[section].pop(stored_name, None)
+    try:
+        entry = object_entry(section, instance)
+    except (ObjectDoesNotExist, AttributeError, TypeError, ValueError):
+        if failed:  # a value its own validation refused (a missing related object, say)
+            return
+        raise
+    for field in FIELDS[section]:  # refused already: their defaults, so the graph is read
+        if field.attr in failed and field.key != KEYS[section]:
+            *parents, last = field.key.split(".")
+            place = entry
+            for parent in parents:
+                place = place.get(parent, {})
+            place.pop(last, None)
+    after[section][getattr(instance, KEYS[section])] = entry
+    name = getattr(instance, KEYS[section])
+    added = _problems(tenant, after, known, section, name)
+    if not added:
+        return
+    before = _problems(tenant, current.entries, known, section, stored_name)
+    new = [problem for problem in added if problem not in before]
+    if new:
+        errors = _errors(section, new, left_out, failed)
+        if errors:
+            raise ValidationError(errors)
+
+
+def _problems(
+    tenant: Any,
+    entries: dict[str, dict[str, dict[str, Any]]],
+    known: KnownNames,
+    section: str,
+    own: str | None,
+) -> list[ProblemKey]:
+    """The compiler's problems with `entries` as a document, keyed by object name (the
+    object `own` of `section` as _SELF). Other objects whose entry is malformed (rows
+    written past validation) are left out, so they do not hide the graph."""
+    lists: dict[str, list[dict[str, Any]]] = {}
+    for name, entries_of in entries.items():
+        lists[name] = [
+            entry
+            for key, entry in entries_of.items()
+            if (name == section and key == own) or _well_formed(name, entry)
+        ]
+    document = {"version": VERSION, "policy": policy_entry(tenant), **lists}
+    try:
+        compile_config(document, known=known)
+    except ConfigInvalid as exc:
+        return [_key(problem, lists, section, own) for problem in exc.problems]
+    return []
+
+
+def _well_formed(section: str, entry: dict[str, Any]) -> bool:
+    # The entry's model: the type of the document's list of this section.
+    model = ConfigDocument.model_fields[section].annotation.__args__[0]  # type: ignore[union-attr]
+    try:
+        model.model_validate(entry)
+    except pydantic.ValidationError:
+        return False
+    return True
+
+
+def _key(
+    problem: ConfigProblem, lists: dict[str, list[dict[str, Any]]], section: str, own: str | None
+) -> ProblemKey:
+    match = _PATH.match(problem.path)
+    if match is None or match["section"] not in lists:
+        return ("", None, problem.path, problem.reason)
+    where = match["section"]
+    name = lists[where][int(match["index"])][KEYS[where]]
+    if where == section and name == own:
+        name = _SELF
+    return (where, name, match["rest"] or "", problem.reason)
+
+
+def _errors(
+    section: str, problems: list[ProblemKey], left_out: frozenset[str], failed: frozenset[str]
+) -> dict:
+    errors: dict[str, list[str]] = {}
+    for where, name, rest, reason in problems:
+        if name is _SELF:
+            attr, inside = _model_field(section, rest)
+            if attr is not None and attr in failed:
+                continue  # its own validation said why already
+            if attr is not None and attr not in left_out:
+                errors.setdefault(attr, []).append(f"{inside}: {reason}" if inside else reason)
+            else:
+                errors.setdefault(NON_FIELD_ERRORS, []).append(
+                    f"{rest}: {reason}" if rest else reason
+                )
+        elif name is None:
+            errors.setdefault(NON_FIELD_ERRORS, []).append(f"{rest}: {reason}" if rest else reason)
+        else:
+            at = f" ({rest})" if rest else ""
+            errors.setdefault(NON_FIELD_ERRORS, []).append(
+                f"{NOUNS.get(where, where)} {name!r}{at}: {reason}"
+            )
+    return errors
+
+
+def _model_field(section: str, rest: str) -> tuple[str | None, str]:
+    """The model field a document path inside an entry is stored in, and the rest of the
+    path inside that field ("config.url" -> ("config", "url"))."""
+    for field in FIELDS[section]:
+        key = field.key
+        if rest == key or rest.startswith((f"{key}.", f"{key}[")):
+            return field.attr, rest[len(key) :].lstrip(".")
+    for field in FIELDS[section]:  # a path above the field: "confirmation"
+        if field.key.startswith(f"{rest}."):
+            return field.attr, ""
+    return None, ""
