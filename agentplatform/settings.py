@@ -253,6 +253,10 @@ CELERY_TASK_ROUTES = {
     "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
     "tools.selftest_tools": {"queue": BATCH_QUEUE},
+    # Evaluations (docs/evaluations.md): their steps here, and their runs are sent to the
+    # batch queue too (agents.tasks), so they never wait in front of interactive runs.
+    "agents.advance_evaluation": {"queue": BATCH_QUEUE},
+    "agents.resume_evaluations": {"queue": HOUSEKEEPING_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
@@ -265,7 +269,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tools.selftest_tools",
         "schedule": float(config.env_int("TOOL_SELFTEST_S", 3600, minimum=60)),
     },
+    # An evaluation nobody advanced for a minute (its worker restarted) is advanced again.
+    "resume-evaluations": {"task": "agents.resume_evaluations", "schedule": 60.0},
 }
+# Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
+# the seconds between the steps that start cases and score the finished ones.
+EVALUATION_CONCURRENCY = config.env_int("EVALUATION_CONCURRENCY", 4, minimum=1)
+EVALUATION_STEP_S = config.env_int("EVALUATION_STEP_S", 2, minimum=1)
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
