@@ -340,6 +340,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "InvitationStatusEnum": "agentplatform.tenancy.models.InvitationStatus",
+        "EvaluationStatusEnum": "agents.models.EvaluationStatus",
+        "CaseOutcomeEnum": "agents.models.CaseOutcome",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
