@@ -9,6 +9,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
+from agentplatform.tenancy.models import Role
 from agents.evaluations import (
     case_from_run,
     case_save,
@@ -22,7 +23,9 @@ from agents.evaluations import (
 from agents.models import Evaluation, Feedback, Run, Verification
 from agents.runtime.judge import JudgeAnswerError, parse_verdict
 from agents.runtime.spec import RunStatus
-from tests.factories import make_agent, make_connection
+from agents.services import run_start
+from tests.agents.test_confirmation import settle
+from tests.factories import add_member, make_connection, make_user
 from tests.fakes.provider_server import ErrorReply, TextReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -227,9 +230,6 @@ def test_an_evaluation_needs_cases_and_an_agent_the_starter_may_use(trio, agent)
 
 
 def test_feedback_and_adding_the_exchange_to_a_dataset(trio, agent, provider_server):
-    from tests.agents.test_confirmation import settle
-    from agents.services import run_start
-
     provider_server.script("openai", TextReply("Your order A-17 has shipped."))
     run = settle(
         run_start(tenant=trio.acme, agent=agent, input="where is A-17?", initiated_by=trio.bob)
@@ -256,9 +256,6 @@ def test_feedback_and_adding_the_exchange_to_a_dataset(trio, agent, provider_ser
     assert case.expect == {"contains": "shipped"}
     with pytest.raises(ValidationError, match="match"):
         case_from_run(tenant=trio.acme, run=run, dataset=dataset, by=trio.bob, match="fuzzy")
-    from tests.factories import add_member, make_user
-    from agentplatform.tenancy.models import Role
-
     carol = make_user("carol")
     add_member(trio.acme, carol, Role.MEMBER)
     with pytest.raises(PermissionDenied):
