@@ -19,6 +19,7 @@ from agentplatform.api.resources import (
     PARSERS,
     JSONObjectField,
     NewestFirstChecked,
+    OldestFirst,
     StrictSerializer,
     path_id,
     path_text,
@@ -343,15 +344,16 @@ class DatasetDetail(EvaluationsView):
 
 class CaseListCreate(EvaluationsView):
     serializer_class = CaseSerializer
+    pagination_class = OldestFirst
 
     @extend_schema(
         summary="List a dataset's cases",
-        description="In their order (at most 1,000 per dataset).",
+        description="In their order, cursor-paginated (at most 1,000 per dataset).",
         responses={200: CaseSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, dataset_id: str) -> Response:
-        dataset = self.dataset(dataset_id)
-        return Response(CaseSerializer(dataset.cases.all(), many=True).data)
+        page = self.paginate_queryset(self.dataset(dataset_id).cases.all())
+        return self.get_paginated_response(CaseSerializer(page, many=True).data)
 
     @extend_schema(
         summary="Add a case",

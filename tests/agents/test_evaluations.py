@@ -262,3 +262,58 @@ def test_feedback_and_adding_the_exchange_to_a_dataset(trio, agent, provider_ser
         case_from_run(tenant=trio.acme, run=run, dataset=dataset, by=carol)
     with pytest.raises(PermissionDenied):
         feedback_record(tenant=trio.acme, run=run, by=carol, rating="up")
+
+
+def test_evaluation_runs_and_steps_go_to_the_batch_queue(trio, agent, settings, monkeypatch):
+    """Started by the service (not inline): each case's run is sent to the batch queue, not
+    the runs queue interactive chats use; the step task re-schedules itself while running;
+    a step whose message was lost is sent again by the periodic task."""
+    from celery import current_app
+
+    from agents import tasks
+
+    sent = []
+    monkeypatch.setattr(
+        tasks.execute_run_task, "apply_async", lambda args, **kw: sent.append(("run", args, kw))
+    )
+    monkeypatch.setattr(
+        tasks.advance_evaluation_task,
+        "apply_async",
+        lambda args, **kw: sent.append(("step", args, kw)),
+    )
+    monkeypatch.setattr(
+        tasks.advance_evaluation_task, "delay", lambda *args: sent.append(("step", args, {}))
+    )
+    settings.EVALUATION_CONCURRENCY = 2
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "batch"})
+    for n in range(3):
+        case_save(
+            tenant=trio.acme,
+            dataset=dataset,
+            changes={"input": f"q{n}", "expect": {"succeeds": True}},
+        )
+    evaluation = evaluation_start(tenant=trio.acme, dataset=dataset, agent=agent, by=trio.alice)
+    assert sent == [("step", (evaluation.pk, trio.acme.pk), {"countdown": None})]  # on commit
+    sent.clear()
+
+    assert tasks.advance_evaluation_task(evaluation.pk, trio.acme.pk) == "running"
+    runs = [entry for entry in sent if entry[0] == "run"]
+    assert len(runs) == 2  # EVALUATION_CONCURRENCY in flight
+    assert all(kw["queue"] == settings.BATCH_QUEUE for _, _, kw in runs)
+    assert (
+        "step",
+        (evaluation.pk, trio.acme.pk),
+        {"countdown": settings.EVALUATION_STEP_S},
+    ) in sent
+    route = current_app.amqp.router.route({}, "agents.advance_evaluation")
+    assert route["queue"].name == settings.BATCH_QUEUE
+
+    sent.clear()
+    tasks.advance_evaluation_task(evaluation.pk, trio.acme.pk)  # again: nothing started twice
+    assert not [entry for entry in sent if entry[0] == "run"]
+    Evaluation.objects.filter(pk=evaluation.pk).update(
+        updated_at=evaluation.created_at.replace(year=2000)
+    )
+    sent.clear()
+    assert tasks.resume_evaluations() == 1
+    assert sent == [("step", (evaluation.pk, trio.acme.pk), {})]

@@ -41,7 +41,7 @@ def test_datasets_and_cases_over_rest(client, trio, connection):
         assert_error(api.post(f"/datasets/{dataset}/cases", bad), 400)
     edited = api.patch(f"/datasets/{dataset}/cases/{case_id}", {"expect": {"contains": "sorry"}})
     assert edited.json()["expect"] == {"contains": "sorry"}
-    assert [c["id"] for c in api.get(f"/datasets/{dataset}/cases").json()] == [case_id]
+    assert [c["id"] for c in api.get(f"/datasets/{dataset}/cases").json()["results"]] == [case_id]
 
     other = as_key(client, trio.globex, "read", "config")
     assert_error(other.get(f"/datasets/{dataset}"), 404)
