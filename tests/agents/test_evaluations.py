@@ -5,6 +5,8 @@ adding an exchange to a dataset."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
@@ -317,3 +319,38 @@ def test_evaluation_runs_and_steps_go_to_the_batch_queue(trio, agent, settings, 
     sent.clear()
     assert tasks.resume_evaluations() == 1
     assert sent == [("step", (evaluation.pk, trio.acme.pk), {})]
+
+
+def test_a_real_worker_drives_an_evaluation_to_its_end(
+    trio, agent, provider_server, celery_worker_process
+):
+    """Dispatched as in production: the step task and the case runs go through the batch
+    queue to a real worker process, which scores each case (the judge too) until the
+    evaluation completes."""
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "live"})
+    case_save(
+        tenant=trio.acme,
+        dataset=dataset,
+        changes={"input": "capital?", "expect": {"contains": "Paris"}},
+    )
+    case_save(
+        tenant=trio.acme,
+        dataset=dataset,
+        changes={"input": "hello", "expect": {"judge": "Greets."}},
+    )
+    provider_server.script(
+        "openai",
+        TextReply("Hello from Paris!"),  # the two runs run at once: either may take either
+        TextReply("Hello from Paris!"),
+        TextReply('{"pass": true, "reason": "It greets."}'),
+    )
+    evaluation = evaluation_start(tenant=trio.acme, dataset=dataset, agent=agent, by=trio.alice)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        evaluation.refresh_from_db()
+        if evaluation.status != "running":
+            break
+        time.sleep(0.2)
+    assert evaluation.status == "completed"
+    assert (evaluation.passed, evaluation.failed, evaluation.errors) == (2, 0, 0)
+    assert Verification.objects.filter(source="evaluation", verdict="verified").count() == 2
