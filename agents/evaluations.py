@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,14 +260,17 @@ def evaluation_advance(evaluation: Evaluation, *, inline: bool = False) -> Evalu
 
 def evaluation_run_to_end(evaluation: Evaluation) -> Evaluation:
     """Advance in this process until the evaluation completes (the command's --wait; tests).
-    Runs another worker took are waited for."""
-    import time
-
+    A case's run still queued (started by an earlier step) is executed here too (executing
+    is idempotent: a run a worker already claimed is left to it, and waited for)."""
     while True:
         evaluation = evaluation_advance(evaluation, inline=True)
         if evaluation.status != EvaluationStatus.RUNNING:
             return evaluation
-        if evaluation.results.filter(outcome=CaseOutcome.RUNNING).exists():
+        waiting = evaluation.results.filter(outcome=CaseOutcome.RUNNING)
+        queued = waiting.filter(run__status=RunStatus.QUEUED).values_list("run_id", flat=True)
+        for run_id in list(queued):
+            execute_run(run_id)
+        if waiting.exists():
             time.sleep(0.2)
 
 
