@@ -228,8 +228,15 @@ def evaluation_start(
     return evaluation
 
 
-def evaluation_cancel(*, evaluation: Evaluation) -> Evaluation:
-    """Stop starting cases; those running finish and are scored, the rest stay pending."""
+def evaluation_cancel(*, tenant: Tenant, evaluation: Evaluation, by: Principal) -> Evaluation:
+    """Stop starting cases; those running finish and are scored, the rest stay pending. The
+    evaluation's starter or an admin (as cancelling a run); 404 for another tenant's."""
+    if evaluation.tenant_id != tenant.pk:
+        raise Http404("No such evaluation.")
+    by.require(Action.CANCEL_RUN)
+    started = by.is_initiator_of(evaluation.started_by_user_id, evaluation.started_by_api_key_id)
+    if not (by.is_admin or started):
+        raise PermissionDenied("Only the evaluation's starter or an admin can stop it.")
     Evaluation.objects.filter(pk=evaluation.pk, status=EvaluationStatus.RUNNING).update(
         status=EvaluationStatus.CANCELLED, finished_at=timezone.now()
     )

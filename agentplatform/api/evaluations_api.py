@@ -42,6 +42,7 @@ from agents.evaluations import (
     dataset_delete,
     dataset_get,
     dataset_save,
+    evaluation_cancel,
     evaluation_compare,
     evaluation_start,
     feedback_record,
@@ -457,6 +458,24 @@ class EvaluationDetail(EvaluationsView):
     def get(self, request: Request, evaluation_id: str) -> Response:
         evaluation = visible_evaluation(self.principal, path_id(evaluation_id, "evaluation"))
         return Response(EvaluationDetailSerializer(evaluation).data)
+
+
+class EvaluationCancel(EvaluationsView):
+    read_action = Action.READ_RUN
+    write_action = Action.CANCEL_RUN
+    serializer_class = EvaluationSerializer
+
+    @extend_schema(
+        summary="Stop an evaluation",
+        description="No further case starts; cases already running finish and are scored. "
+        "Its starter or an admin. Stopping a finished evaluation changes nothing.",
+        request=None,
+        responses={200: EvaluationSerializer, **ERRORS},
+    )
+    def post(self, request: Request, evaluation_id: str) -> Response:
+        evaluation = visible_evaluation(self.principal, path_id(evaluation_id, "evaluation"))
+        evaluation = evaluation_cancel(tenant=self.tenant, evaluation=evaluation, by=self.principal)
+        return Response(EvaluationSerializer(evaluation).data)
 
 
 class EvaluationCompare(EvaluationsView):

@@ -83,6 +83,11 @@ urlpatterns += [
         name="api_evaluation",
     ),
     path(
+        "evaluations/<str:evaluation_id>/cancel",
+        evals.EvaluationCancel.as_view(),
+        name="api_evaluation_cancel",
+    ),
+    path(
         "evaluations/<str:evaluation_id>/compare/<str:other_id>",
         evals.EvaluationCompare.as_view(),
         name="api_evaluation_compare",

@@ -114,3 +114,45 @@ def test_feedback_over_rest_adds_the_exchange_to_a_dataset(client, trio, agent, 
     other = as_key(client, trio.globex, "read", "run")
     assert_error(other.post(f"/runs/{run.pk}/feedback", {"rating": "up"}), 404)
     assert not Verification.objects.exists()  # feedback is not a verdict
+
+
+def test_an_evaluation_is_stopped_by_its_starter_or_an_admin(client, trio, agent, settings):
+    from agentplatform.tenancy.models import Role
+    from agents.evaluations import case_save, dataset_save, evaluation_advance, evaluation_start
+    from tests.factories import add_member, login, make_user
+
+    settings.EVALUATION_CONCURRENCY = 1
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "long"})
+    for n in range(3):
+        case_save(
+            tenant=trio.acme,
+            dataset=dataset,
+            changes={"input": f"q{n}", "expect": {"succeeds": True}},
+        )
+    evaluation = evaluation_start(
+        tenant=trio.acme, dataset=dataset, agent=agent, by=trio.bob, dispatch=False
+    )
+    evaluation_advance(evaluation)  # one case started (not executed)
+
+    carol = make_user("carol")
+    add_member(trio.acme, carol, Role.MEMBER)
+    login(client, carol)  # neither the starter nor an admin: cannot see it
+    stop = f"/t/acme/evaluations/{evaluation.pk}/cancel/"
+    assert client.post(stop).status_code == 404
+    login(client, trio.bob)
+    assert client.post(stop).status_code == 302
+    evaluation.refresh_from_db()
+    assert evaluation.status == "cancelled"
+    evaluation = evaluation_advance(evaluation)  # stopped: nothing more starts
+    assert evaluation.results.filter(outcome="pending").count() == 2
+    assert evaluation.results.filter(outcome="running").count() == 1
+
+    api = as_key(client, trio.acme, "read", "run")
+    stopped = api.post(f"/evaluations/{evaluation.pk}/cancel")  # an owner's key: admin
+    assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled"
+    assert_error(
+        as_key(client, trio.globex, "read", "run").post(f"/evaluations/{evaluation.pk}/cancel"), 404
+    )
+    assert_error(
+        as_key(client, trio.acme, "read").post(f"/evaluations/{evaluation.pk}/cancel"), 403
+    )

@@ -208,6 +208,7 @@ def every_url(world) -> list[str]:
         "knowledge:delete": {"slug": slug},
         "knowledge:document_delete": {"slug": slug, "pk": doc},
         "activity:case_delete": {"dataset_id": world["dataset"].pk, "case_id": world["case"].pk},
+        "activity:evaluation_cancel": {"evaluation_id": world["evaluation"].pk},
         "activity:dataset_delete": {"dataset_id": world["dataset"].pk},
     }
     assert set(kwargs) == _tenant_url_names(), "add the new page to this list"

@@ -27,6 +27,7 @@ from agents.evaluations import (
     case_save,
     dataset_delete,
     dataset_save,
+    evaluation_cancel,
     evaluation_compare,
     evaluation_start,
     feedback_record,
@@ -280,6 +281,15 @@ def evaluation_detail(request: HttpRequest, evaluation_id: int) -> HttpResponse:
     if request.htmx:
         return _page(request, "web/activity/evaluation.html#results", context)
     return _page(request, "web/activity/evaluation.html", context)
+
+
+@tenant_member_required(Action.CANCEL_RUN)
+@require_POST
+def evaluation_stop(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    evaluation = visible_evaluation(request.principal, evaluation_id)
+    evaluation_cancel(tenant=request.tenant, evaluation=evaluation, by=request.principal)
+    messages.success(request, "Stopped: no further case starts.")
+    return redirect(_url(request, "evaluation", evaluation_id=evaluation.pk))
 
 
 @tenant_member_required(Action.READ_RUN)

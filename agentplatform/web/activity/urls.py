@@ -41,6 +41,11 @@ urlpatterns = [
     path("evaluations/start/", evaluations.evaluation_create, name="evaluation_create"),
     path("evaluations/<int:evaluation_id>/", evaluations.evaluation_detail, name="evaluation"),
     path(
+        "evaluations/<int:evaluation_id>/cancel/",
+        evaluations.evaluation_stop,
+        name="evaluation_cancel",
+    ),
+    path(
         "evaluations/<int:evaluation_id>/compare/",
         evaluations.evaluation_compare_page,
         name="evaluation_compare",
