@@ -213,6 +213,7 @@ def _seed(client, trio, monkeypatch):
         "/api/v1/datasets/{dataset_id}/cases": {"dataset_id": dataset},
         "/api/v1/datasets/{dataset_id}/cases/{case_id}": {"dataset_id": dataset, "case_id": case},
         "/api/v1/evaluations/{evaluation_id}": {"evaluation_id": evaluation},
+        "/api/v1/evaluations/{evaluation_id}/cancel": {"evaluation_id": evaluation},
         "/api/v1/evaluations/{evaluation_id}/compare/{other_id}": {
             "evaluation_id": evaluation,
             "other_id": evaluation,
