@@ -145,7 +145,8 @@ def test_an_evaluation_is_stopped_by_its_starter_or_an_admin(client, trio, agent
     assert evaluation.status == "cancelled"
     evaluation = evaluation_advance(evaluation)  # stopped: nothing more starts
     assert evaluation.results.filter(outcome="pending").count() == 2
-    assert evaluation.results.filter(outcome="running").count() == 1
+    # The one started runs on (a session's worker may even have finished it meanwhile).
+    assert evaluation.results.exclude(outcome="pending").count() == 1
 
     api = as_key(client, trio.acme, "read", "run")
     stopped = api.post(f"/evaluations/{evaluation.pk}/cancel")  # an owner's key: admin
