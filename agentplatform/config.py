@@ -7,6 +7,7 @@ typo in a deployment fails at start-up instead of at the first request.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 from pathlib import Path
@@ -154,3 +155,24 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}.")
     return number
+
+
+def env_json_commands(name: str) -> dict[str, list[str]]:
+    """A JSON object of names to commands (argv lists of strings), e.g. {"triage":
+    ["/opt/triage/run", "--quiet"]}; {} when unset."""
+    value = env_str(name)
+    if value is None:
+        return {}
+    try:
+        data = json.loads(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of names to argv lists.")
+    for key, argv in data.items():
+        valid_name = re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", key)
+        if not valid_name or not isinstance(argv, list) or not argv:
+            raise ImproperlyConfigured(f"{name}: {key!r} needs a name and a non-empty argv list.")
+        if not all(isinstance(part, str) and part for part in argv):
+            raise ImproperlyConfigured(f"{name}: {key!r}'s argv must be non-empty strings.")
+    return data

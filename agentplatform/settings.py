@@ -257,6 +257,8 @@ CELERY_TASK_ROUTES = {
     # batch queue too (agents.tasks), so they never wait in front of interactive runs.
     "agents.advance_evaluation": {"queue": BATCH_QUEUE},
     "agents.resume_evaluations": {"queue": HOUSEKEEPING_QUEUE},
+    "agents.check_remote_agents": {"queue": HOUSEKEEPING_QUEUE},
+    "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
@@ -264,6 +266,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(config.env_int("RUN_SWEEP_S", 15, minimum=1)),
     },
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
+    "check-remote-agents": {
+        "task": "agents.check_remote_agents",
+        "schedule": float(config.env_int("REMOTE_AGENT_HEALTH_S", 300, minimum=30)),
+    },
     # Tool self-tests (tools/selftests.py): every tool's declared examples, hourly by default.
     "selftest-tools": {
         "task": "tools.selftest_tools",
@@ -271,12 +277,18 @@ CELERY_BEAT_SCHEDULE = {
     },
     # An evaluation nobody advanced for a minute (its worker restarted) is advanced again.
     "resume-evaluations": {"task": "agents.resume_evaluations", "schedule": 60.0},
+    "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
 }
 # Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
 # the seconds between the steps that start cases and score the finished ones.
 EVALUATION_CONCURRENCY = config.env_int("EVALUATION_CONCURRENCY", 4, minimum=1)
 EVALUATION_STEP_S = config.env_int("EVALUATION_STEP_S", 2, minimum=1)
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
+# Remote agents run as local commands (agents/runtime/remote_transport.py): name -> argv,
+# set by the operator only (a tenant picks a name). JSON: {"triage": ["/opt/triage/run"]}.
+REMOTE_AGENT_COMMANDS = config.env_json_commands("REMOTE_AGENT_COMMANDS")
+# Seconds after which the periodic health check checks a context provider again.
+CONTEXT_PROVIDER_HEALTH_S = config.env_int("CONTEXT_PROVIDER_HEALTH_S", 300, minimum=1)
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
 # Runs one worker process executes at once on its event loop (agents/worker_runs.py): a run

@@ -5,14 +5,7 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
-        # Workflows registered as tools join the built-ins, the way every tool registers.
-        from agents.runtime import remote  # noqa: F401  (registers the "remote" agent kind)
-        from agents.runtime.example_workflows import EXAMPLE_WORKFLOW_TOOLS
-        from tools.runtime.builtins import BUILTINS
-
-        for item in EXAMPLE_WORKFLOW_TOOLS:
-            if not BUILTINS.has(item.name):
-                BUILTINS.register(item)
+        load_plugins()
 
         from django.db.models.signals import post_delete
 
@@ -26,3 +19,17 @@ def _member_left(sender, instance, **kwargs) -> None:
     from agents.services import member_grants_forget
 
     member_grants_forget(membership=instance)
+
+
+def load_plugins() -> None:
+    """Agent kinds and tool sources: their plug-ins (agentplatform/plugins.py). Loading
+    again adds what was installed since (what is there already stays)."""
+    from agentplatform import plugins
+    from agents.runtime.kinds import register_kind
+    from agents.tool_sources import add_tool_source
+
+    for plugin in plugins.load(plugins.AGENT_KINDS):
+        register_kind(plugin.name, plugin.value)
+    for plugin in plugins.load(plugins.TOOL_SOURCES):
+        label = getattr(plugin.value, "label", plugin.name)
+        add_tool_source(plugin.value, label=label, domains=getattr(plugin.value, "domains", ()))

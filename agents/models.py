@@ -100,7 +100,17 @@ class Agent(SecretDestination, models.Model):
         max_length=40, default="orchestrator", help_text="How the agent thinks; see agent kinds."
     )
     remote_url = models.URLField(blank=True, help_text="For the remote kind: its agent server.")
+    remote_command = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="For the remote kind, instead of a URL: a command the operator allow-lists "
+        "(REMOTE_AGENT_COMMANDS), spoken to in JSON lines.",
+    )
     remote_token = EncryptedTextField(null=True, blank=True)
+    # The remote agent's health, checked periodically (agents.remote_health): None: never.
+    remote_healthy = models.BooleanField(null=True, blank=True, editable=False)
+    remote_health_detail = models.CharField(max_length=300, blank=True, editable=False)
+    remote_health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     active = models.BooleanField(default=True)
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -140,8 +150,16 @@ class Agent(SecretDestination, models.Model):
 
         if self.kind not in KINDS:
             raise ValidationError({"kind": f"Choose one of: {', '.join(sorted(KINDS))}."})
-        if self.kind == "remote" and not self.remote_url:
-            raise ValidationError({"remote_url": "A remote agent needs its server's URL."})
+        if self.kind == "remote" and bool(self.remote_url) == bool(self.remote_command):
+            raise ValidationError(
+                {"remote_url": "A remote agent needs its server's URL or a command, not both."}
+            )
+        commands = settings.REMOTE_AGENT_COMMANDS
+        if self.remote_command and self.remote_command not in commands:
+            allowed = ", ".join(sorted(commands)) or "none are configured"
+            raise ValidationError(
+                {"remote_command": f"Choose a command the operator allow-lists ({allowed})."}
+            )
         if self.remote_url and (leak := url_credential_problem(self.remote_url)) is not None:
             raise ValidationError({"remote_url": leak})
         if self.approval_deciders == ApprovalDeciders.GROUP and self.approval_group_id is None:

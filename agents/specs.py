@@ -29,7 +29,15 @@ def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec
         output_schema=agent.output_schema,
         kind=agent.kind,
         remote_url=agent.remote_url,
+        remote_command_name=agent.remote_command,
+        remote_command=remote_command_argv(agent.remote_command),
     )
+
+
+def remote_command_argv(name: str) -> tuple[str, ...]:
+    """The argv the operator allow-lists under `name` (REMOTE_AGENT_COMMANDS); () if none."""
+    argv = settings.REMOTE_AGENT_COMMANDS.get(name) if name else None
+    return tuple(argv) if argv else ()
 
 
 def conversation_frame(run: Run) -> Frame | None:

@@ -14,6 +14,7 @@ from agentplatform.tenancy import rls
 from agents import worker_runs
 from agents.execution import lease_seconds
 from agents.models import Run
+from agents.remote_health import check_remote_agents
 from agents.runtime.spec import RunStatus
 from agents.signals import evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
@@ -98,6 +99,12 @@ def verify_outcome_task(run_id: int, tenant_id: int) -> None:
         run = Run.objects.select_related("agent", "tenant").filter(pk=run_id).first()
         if run is not None:
             verify_with_tool(run)
+
+
+@shared_task(name="agents.check_remote_agents", ignore_result=True)
+def check_remote_agents_task() -> int:
+    """Every active remote agent's health (beat: REMOTE_AGENT_HEALTH_S)."""
+    return check_remote_agents()
 
 
 @receiver(run_succeeded, dispatch_uid="agents-run-succeeded")

@@ -2,11 +2,11 @@
 admin, the web config pages and REST read.
 
 Besides the tenant's registry (built-ins, its tool definitions, its MCP servers' tools), an
-agent gets tools bound to it, contributed by other apps (rag: `knowledge_search` over the
-agent's knowledge bases, and `file_read` of their documents). An app registers such a
-source at startup (AppConfig.ready); agents never import those apps. A source's tool is
-offered whatever the agent's tool picks are (linking a knowledge base is the pick), unless
-the agent excludes it by name. The loop
+agent gets tools bound to it, contributed by plug-ins (rag: `knowledge_search` over the
+agent's knowledge bases, and `file_read` of their documents): each is an
+`agentplatform.tool_sources` entry point, loaded at startup; agents never import them. A
+source's tool is offered whatever the agent's tool picks are (linking a knowledge base is
+the pick), unless the agent excludes it by name. The loop
 then adds the synthetic tools: memory (when the agent remembers) and `final_answer` (when
 it has an output schema). The agent's kind may change what its loop gets (a simple agent
 gets none).
@@ -14,8 +14,10 @@ gets none).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+
+from django.core.exceptions import ValidationError
 
 from agents.facts import DjangoFactStore
 from agents.models import Agent
@@ -25,20 +27,38 @@ from agents.runtime.memory import MEMORY_TOOL_NAMES, FactStore
 from agents.runtime.spec import AgentSpec
 from agents.runtime.structured import FINAL_ANSWER
 from agents.specs import agent_spec
+from tools.context_providers import (
+    Health,
+    OfferedToolRef,
+    ProviderEntry,
+    ProviderHealth,
+    context_providers_for,
+    validate_domains,
+)
 from tools.loader import TenantTools, tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Tool
 
 ToolSource = Callable[[Agent], Tool | None]  # the agent -> its tool, or None
 _sources: list[tuple[ToolSource, str]] = []
+_source_domains: dict[str, tuple[str, ...]] = {}  # label -> the capability domains it covers
 MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
 
 
-def register_tool_source(source: ToolSource, *, label: str) -> None:
+def add_tool_source(source: ToolSource, *, label: str, domains: tuple[str, ...] = ()) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
-    (shown beside the tool: "knowledge")."""
+    (shown beside the tool: "knowledge"); `domains`, from `tools.context_providers.Domain`,
+    what it covers (a ValueError names any other). A source whose providers have a lister
+    of their own (rag's knowledge bases) is described by that lister instead. The loader
+    calls it for each `agentplatform.tool_sources` plug-in (agentplatform/plugins.py,
+    agents/apps.py), with the plug-in's `label` and `domains` attributes."""
+    try:
+        validate_domains(list(domains))
+    except ValidationError as refused:
+        raise ValueError(" ".join(refused.messages)) from None
     if all(known is not source for known, _ in _sources):
         _sources.append((source, label))
+        _source_domains[label] = tuple(domains)
 
 
 @dataclass(frozen=True)
@@ -114,3 +134,30 @@ def effective_tools(
     return EffectiveTools(
         spec=spec, registry=registry, offered=offered, sources=sources, unknown=unknown
     )
+
+
+def agent_context_providers(
+    agent: Agent, offered: Iterable[OfferedTool] | None = None
+) -> list[ProviderEntry]:
+    """The context providers behind the agent's tools (`offered`, default its effective
+    tools): the MCP connections whose tools it gets, the knowledge bases it searches, ...
+    each with its domains and health (docs/context-providers.md). A query per kind."""
+    offered = list(offered) if offered is not None else list(effective_tools(agent))
+    refs = [OfferedToolRef(item.name, item.source, frozenset(item.tool.tags)) for item in offered]
+    entries = context_providers_for(agent.tenant_id, agent.pk, refs)
+    described = {name for entry in entries for name in entry.tools}
+    for label, domains in _source_domains.items():  # registered sources no lister described
+        tools = [i.name for i in offered if i.source == label and i.name not in described]
+        if tools:
+            entries.append(
+                ProviderEntry(
+                    kind="tool_source",
+                    label="Tool source",
+                    id=None,
+                    name=label,
+                    domains=list(domains),
+                    health=ProviderHealth(Health.UNKNOWN.value, "", None),
+                    tools=tools,
+                )
+            )
+    return entries

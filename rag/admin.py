@@ -36,7 +36,7 @@ from rag.services import (
 
 KNOWLEDGE_BASE_FIELDS = [
     "name", "slug", "description", "embedder", "provider_connection", "embedding_model",
-    "dimensions", "chunk_size", "chunk_overlap", "agents",
+    "dimensions", "chunk_size", "chunk_overlap", "agents", "domains",
 ]  # fmt: skip
 
 
@@ -73,7 +73,10 @@ class KnowledgeBaseAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
     list_filter = ["embedder"]
     search_fields = ["name", "slug", "description"]
     filter_horizontal = ["agents"]
-    readonly_fields = ["documents_link", "search_link", "created_at", "updated_at"]
+    readonly_fields = [
+        "documents_link", "search_link", "health_status", "health_reason", "health_checked_at",
+        "created_at", "updated_at",
+    ]  # fmt: skip
 
     def get_queryset(self, request):
         queryset = super().get_queryset(request).prefetch_related("agents")

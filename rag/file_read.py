@@ -204,3 +204,8 @@ def page_of(document: StoredDocument, offset: int, max_chars: int) -> dict[str, 
         "next_offset": next_offset,
         "note": note,
     }
+
+
+# Shown beside its tool, and the capability domains it covers (agentplatform/plugins.py).
+file_read_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]
+file_read_tool_for_agent.domains = ("knowledge", "documents")  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from agentplatform.tenancy.models import Tenant
+from tools.context_providers import Domain, Health, ProviderHealth, domains_field
 
 slug_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,49}$", "Lowercase letters, digits, _ and -."
@@ -49,7 +50,15 @@ class DocumentStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+def default_knowledge_domains() -> list[str]:
+    return [Domain.KNOWLEDGE.value, Domain.DOCUMENTS.value]
+
+
 class KnowledgeBase(models.Model):
+    """A context provider (docs/context-providers.md): agents linked to it search it with
+    `knowledge_search`. `domains` says what it covers; `health_*` is written by the
+    periodic health check only (`rag.context_provider`)."""
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="knowledge_bases")
     name = models.CharField(max_length=200)
     slug = models.CharField(max_length=50, validators=[slug_validator])
@@ -83,6 +92,12 @@ class KnowledgeBase(models.Model):
         default=60, help_text="Tokens repeated from the previous chunk; smaller than the size."
     )
     agents = models.ManyToManyField("agents.Agent", related_name="knowledge_bases", blank=True)
+    domains = domains_field(default=default_knowledge_domains)
+    health_status = models.CharField(
+        max_length=10, choices=Health.choices, default=Health.UNKNOWN, editable=False
+    )
+    health_reason = models.TextField(blank=True, editable=False)
+    health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -94,6 +109,13 @@ class KnowledgeBase(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def health(self) -> ProviderHealth:
+        return ProviderHealth(self.health_status, self.health_reason, self.health_checked_at)
+
+    def get_domains_display(self) -> list[str]:
+        return [Domain(d).label for d in self.domains or () if d in Domain.values]
 
     @property
     def embeds(self) -> bool:

@@ -21,6 +21,7 @@ from rag.models import Document, DocumentStatus, Embedder, KnowledgeBase, Source
 from rag.runtime.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL
 from rag.search import MODES, SearchHit, search
 from rag.tasks import ingest_document
+from tools.context_providers import Health
 
 __all__ = [
     "MODES",
@@ -86,6 +87,11 @@ def knowledge_base_save(
             )
             if switched:
                 instance.dimensions = None
+        if before_values is not None and before_values != {
+            f: getattr(instance, f) for f in _EMBEDDING_FIELDS
+        }:  # checked with the old embedder: check again
+            instance.health_status, instance.health_reason = Health.UNKNOWN, ""
+            instance.health_checked_at = None
         if agents is not None:
             foreign = [a for a in agents if a.tenant_id != tenant.pk]
             if foreign:

@@ -140,3 +140,8 @@ def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
         return links
 
     return per_version(_remembered, tenant_id, read)
+
+
+# Shown beside its tool, and the capability domains it covers (agentplatform/plugins.py).
+knowledge_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]
+knowledge_tool_for_agent.domains = ("knowledge", "documents")  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ from tests.factories import (
     make_approval,
     make_connection,
     make_crew,
+    make_mcp_connection,
     make_tool,
     make_user,
 )
@@ -151,6 +152,7 @@ def world(trio) -> dict[str, str]:
     make_crew(acme, "crew")
     tool = make_tool(acme, "calc")
     connection = make_connection(acme, "conn", "openai", base_url="http://127.0.0.1:9/v1")
+    mcp = make_mcp_connection(acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2)
     kb = KnowledgeBase.objects.create(tenant=acme, slug="handbook", name="Handbook")
     document = Document.objects.create(tenant=acme, knowledge_base=kb, title="Doc")
     conversation = Conversation.objects.create(tenant=acme, agent=agent, owner_user=trio.alice)
@@ -183,6 +185,7 @@ def world(trio) -> dict[str, str]:
         "pk:tools": str(tool.pk),
         "pk:connections": str(connection.pk),
         "pk:provider-connections": str(connection.pk),
+        "pk:mcp-connections": str(mcp.pk),
         "pk:documents": str(document.pk),
         "pk:facts": str(fact.pk),
         "pk:api-keys": str(key.pk),
@@ -213,6 +216,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 
 
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
+_PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
 
 

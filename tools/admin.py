@@ -154,7 +154,7 @@ class McpServerConnectionForm(TenantScopedForm):
         model = McpServerConnection
         fields = [
             "tenant", "name", "url", "auth_header", "enabled", "tool_prefix",
-            "allowed_tool_names", "context_resource_uri", "timeout_s",
+            "allowed_tool_names", "context_resource_uri", "timeout_s", "domains",
         ]  # fmt: skip
         widgets = {"allowed_tool_names": forms.Textarea(attrs={"rows": 3, "cols": 60})}
 
@@ -171,8 +171,8 @@ class McpServerConnectionAdmin(TenantScopedAdmin):
 
     form = McpServerConnectionForm
     list_display = [
-        "name", "url", "enabled", "status", "tool_count", "short_error", "last_refreshed_at",
-        "test_link",
+        "name", "url", "enabled", "domains", "status", "tool_count", "short_error",
+        "last_refreshed_at", "test_link",
     ]  # fmt: skip
     list_filter = ["enabled", "status"]
     search_fields = ["name", "url"]

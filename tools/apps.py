@@ -3,3 +3,26 @@ from django.apps import AppConfig
 
 class ToolsConfig(AppConfig):
     name = "tools"
+
+    def ready(self) -> None:
+        # The built-ins: every `agentplatform.tools` plug-in (agentplatform/plugins.py).
+        from agentplatform import plugins
+        from tools.runtime.builtins import BUILTINS
+        from tools.runtime.tool import Tool
+
+        for plugin in plugins.load(plugins.TOOLS):
+            items = [plugin.value] if isinstance(plugin.value, Tool) else list(plugin.value)
+            for item in items:
+                if not isinstance(item, Tool):
+                    raise plugins.PluginError(
+                        f"plug-in {plugin.name!r} of {plugin.package} gives "
+                        f"{type(item).__name__}, not a Tool"
+                    )
+                if not BUILTINS.has(item.name):  # the platform's own come first
+                    BUILTINS.register(item)
+
+        from tools.context_providers import register_health_check, register_provider_lister
+        from tools.mcp_connections import mcp_connections_check_health, mcp_providers_of
+
+        register_health_check("mcp", mcp_connections_check_health)
+        register_provider_lister("mcp", mcp_providers_of)

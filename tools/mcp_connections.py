@@ -1,5 +1,5 @@
-"""Services for MCP server connections (context providers): refresh, test, and the
-periodic refresh of connections that are due.
+"""Services for MCP server connections (context providers): save, delete, refresh, test,
+and the periodic refresh of connections that are due (which is also their health check).
 
 Refreshing talks to the remote server (bounded by the connection's timeout) with no
 database transaction open, then writes the outcome in one UPDATE; the save's signal
@@ -9,15 +9,22 @@ invalidates the tenant's registry in every process.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 
+from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy import rls
+from agentplatform.tenancy.models import Tenant
+from tools.context_providers import OfferedToolRef, ProviderEntry, mcp_failure_reason
+from tools.loader import MCP_SERVER
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import (
@@ -68,7 +75,7 @@ def mcp_connection_refresh(connection: McpServerConnection) -> McpServerConnecti
         logger.info("MCP connection %s (tenant %s) unavailable: %s", connection.name,
                     connection.tenant_id, exc)  # fmt: skip
         connection.status = McpStatus.UNAVAILABLE
-        connection.last_error = str(exc)
+        connection.last_error = mcp_failure_reason(exc, secret=connection.auth_header)
         fields = ["status", "last_error", "last_refreshed_at", "updated_at"]
     else:
         connection.status = McpStatus.OK
@@ -88,7 +95,8 @@ def mcp_connection_test(connection: McpServerConnection) -> tuple[bool, str, lis
     try:
         tools, context_text = async_to_sync(mcp_connection_fetch)(connection)
     except McpUnavailable as exc:
-        return False, f"MCP server {connection.name} is unavailable: {exc}", []
+        reason = mcp_failure_reason(exc, secret=connection.auth_header)
+        return False, f"MCP server {connection.name} is unavailable: {reason}", []
     names = [tool.name for tool in tools]
     message = f"Connected: {len(names)} tool{'s' if len(names) != 1 else ''}"
     if connection.context_resource_uri:
@@ -96,22 +104,79 @@ def mcp_connection_test(connection: McpServerConnection) -> tuple[bool, str, lis
     return True, message + ".", names
 
 
-def mcp_connections_due(now: datetime | None = None):
-    """Enabled connections never refreshed, or last refreshed MCP_REFRESH_S ago or more."""
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.MCP_REFRESH_S)
+def mcp_connections_due(now: datetime | None = None, every_s: int | None = None):
+    """Enabled connections never refreshed, or last refreshed `every_s` (default
+    MCP_REFRESH_S) ago or more."""
+    every_s = settings.MCP_REFRESH_S if every_s is None else every_s
+    cutoff = (now or timezone.now()) - timedelta(seconds=every_s)
     return McpServerConnection.objects.filter(enabled=True).filter(
         Q(last_refreshed_at__isnull=True) | Q(last_refreshed_at__lte=cutoff)
     )
 
 
-def mcp_connections_refresh_due(now: datetime | None = None) -> dict[str, int]:
-    """Refresh every due connection, one after another (each bounded by its timeout).
-    Returns how many ended ok and unavailable."""
+def mcp_connections_refresh_due(
+    now: datetime | None = None, every_s: int | None = None
+) -> dict[str, int]:
+    """Refresh every due connection (see `mcp_connections_due`), one after another (each
+    bounded by its timeout). Returns how many ended ok and unavailable."""
     counts = {"ok": 0, "unavailable": 0}
     with rls.owner():  # the due connections of every tenant; each refreshed in its own
-        due = list(mcp_connections_due(now).order_by("last_refreshed_at", "pk"))
+        due = list(mcp_connections_due(now, every_s).order_by("last_refreshed_at", "pk"))
     for connection in due:
         with rls.tenant_scope(connection.tenant_id):
             refreshed = mcp_connection_refresh(connection)
         counts["ok" if refreshed.status == McpStatus.OK else "unavailable"] += 1
     return counts
+
+
+def mcp_connections_check_health(now: datetime, every_s: int) -> dict[str, int]:
+    """The context providers' health check for MCP connections: a refresh (connect, list
+    the tools, read the context resource) of each enabled one not refreshed for `every_s`.
+    Disabled connections are not checked."""
+    counts = mcp_connections_refresh_due(now, every_s)
+    return {"ok": counts["ok"], "failing": counts["unavailable"]}
+
+
+def mcp_providers_of(
+    tenant_id: int, agent_id: int | None, offered: Sequence[OfferedToolRef]
+) -> list[ProviderEntry]:
+    """The MCP connections whose tools are among `offered` (by their `context:<name>` tag).
+    One query, none when no MCP tool is offered."""
+    mcp = [tool for tool in offered if tool.source == MCP_SERVER]
+    names = {t.split(":", 1)[1] for tool in mcp for t in tool.tags if t.startswith("context:")}
+    if not names:
+        return []
+    connections = McpServerConnection.objects.filter(tenant_id=tenant_id, name__in=names)
+    return [
+        ProviderEntry(
+            kind="mcp",
+            label="MCP server",
+            id=connection.pk,
+            name=connection.name,
+            domains=list(connection.domains or ()),
+            health=connection.health,
+            tools=[tool.name for tool in mcp if f"context:{connection.name}" in tool.tags],
+        )
+        for connection in connections.order_by("name")
+    ]
+
+
+def mcp_connection_save(
+    *, tenant: Tenant, connection: McpServerConnection | None = None, changes: dict[str, Any]
+) -> McpServerConnection:
+    """Create (connection None) or change one of the tenant's MCP connections, validated
+    by the model (URL rules, the secret-destination rule, domains) in one transaction.
+    Does not refresh: the caller does (`mcp_connection_refresh`, a network call made with
+    no transaction open). `auth_header` absent from `changes` keeps the stored one."""
+    if connection is None:
+        connection = McpServerConnection(tenant=tenant)
+    elif connection.tenant_id != tenant.pk:
+        raise Http404("No such MCP connection.")
+    return save_validated(connection, changes)
+
+
+def mcp_connection_delete(*, tenant: Tenant, connection: McpServerConnection) -> None:
+    """Delete one of the tenant's MCP connections; its tools leave the registry."""
+    if connection.tenant_id != tenant.pk:
+        raise Http404("No such MCP connection.")
+    delete_recorded(connection)

@@ -14,6 +14,7 @@ from django.db import models
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
+from tools.context_providers import Domain, Health, ProviderHealth, domains_field
 from tools.runtime.credential_leaks import url_credential_problem
 from tools.runtime.tool import NAME_PATTERN, Effect
 
@@ -200,6 +201,7 @@ class McpServerConnection(SecretDestination, models.Model):
         help_text="Optional: an MCP resource whose text becomes a context block for prompts.",
     )
     timeout_s = models.FloatField(default=30.0, help_text="Bounds each call to the server.")
+    domains = domains_field(default=list)
     status = models.CharField(
         max_length=12, choices=McpStatus.choices, default=McpStatus.UNKNOWN, editable=False
     )
@@ -256,6 +258,18 @@ class McpServerConnection(SecretDestination, models.Model):
     @property
     def tool_count(self) -> int:
         return len(self.tools_cache or [])
+
+    @property
+    def health(self) -> ProviderHealth:
+        """The last refresh, as a context provider's health: a refresh is the check."""
+        status = {McpStatus.OK: Health.OK, McpStatus.UNAVAILABLE: Health.FAILING}.get(
+            self.status, Health.UNKNOWN
+        )
+        reason = self.last_error if status == Health.FAILING else ""
+        return ProviderHealth(str(status), reason, self.last_refreshed_at)
+
+    def get_domains_display(self) -> list[str]:
+        return [Domain(d).label for d in self.domains or () if d in Domain.values]
 
 
 class ToolHealthStatus(models.TextChoices):

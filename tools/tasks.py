@@ -4,6 +4,7 @@ from celery import shared_task
 
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
+from tools.context_providers import context_providers_check_due
 from tools.mcp_connections import mcp_connections_refresh_due
 from tools.selftests import selftest_tools
 
@@ -25,3 +26,11 @@ def selftest_all_tenants() -> int:
         with rls.tenant_scope(tenant_id):
             checked += len(selftest_tools(Tenant.objects.get(pk=tenant_id)))
     return checked
+
+
+@shared_task(name="tools.check_context_providers")
+def check_context_providers() -> dict[str, dict[str, int]]:
+    """Check the health of every context provider (MCP connections, knowledge bases) last
+    checked CONTEXT_PROVIDER_HEALTH_S ago or more (beat runs this every minute). Idempotent:
+    a second delivery finds nothing due."""
+    return context_providers_check_due()

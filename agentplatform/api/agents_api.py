@@ -32,6 +32,7 @@ from agentplatform.api.resources import (
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.serializers import (
     AgentSerializer,
+    ContextProviderSerializer,
     ConversationSerializer,
     CrewSerializer,
     FactSerializer,
@@ -42,6 +43,7 @@ from agentplatform.tenancy.models import ApiKey, Scope
 from agentplatform.tenancy.policy import Action
 from agents.models import Agent, Conversation, Crew, Fact, Message
 from agents.services import agent_delete, conversation_delete, crew_delete, fact_delete
+from agents.tool_sources import agent_context_providers
 
 ACTIVE = OpenApiParameter("active", OpenApiTypes.BOOL, description="Only active (or inactive).")
 SLUG = OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH)
@@ -88,7 +90,11 @@ AGENT_RESPONSE = {
     "tool_exclude": [],
     "output_schema": None,
     "remote_url": "",
+    "remote_command": "",
     "has_remote_token": False,
+    "remote_healthy": None,
+    "remote_health_detail": "",
+    "remote_health_checked_at": None,
     "version": 1,
     "created_at": "2025-01-01T12:00:00Z",
     "updated_at": "2025-01-01T12:00:00Z",
@@ -124,6 +130,47 @@ class AgentViewSet(SlugLookup, TenantCrudViewSet):
 
     def delete_with_service(self, instance: Agent) -> None:
         agent_delete(tenant=self.tenant, agent=instance)
+
+    @extend_schema(
+        summary="The agent's context providers",
+        description="The context providers behind the agent's effective tools: each MCP "
+        "server connection whose tools it gets and each knowledge base it searches, with "
+        "their capability domains, health and the tools they contribute. One page.",
+        parameters=[SLUG],
+        responses={200: ContextProviderSerializer(many=True), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "An MCP server and a knowledge base",
+                [
+                    {
+                        "kind": "mcp",
+                        "id": 3,
+                        "name": "crm",
+                        "domains": ["people", "organizations"],
+                        "health": {
+                            "status": "ok",
+                            "reason": "",
+                            "checked_at": "2025-01-01T12:00:00Z",
+                        },
+                        "tools": ["crm__find_contact"],
+                    },
+                    {
+                        "kind": "knowledge_base",
+                        "id": 7,
+                        "name": "Handbook",
+                        "domains": ["knowledge", "documents"],
+                        "health": {"status": "unknown", "reason": "", "checked_at": None},
+                        "tools": ["knowledge_search"],
+                    },
+                ],
+                response_only=True,
+            )
+        ],
+    )
+    @action(detail=True, methods=["get"], url_path="context-providers", pagination_class=None)
+    def context_providers(self, request: Request, slug: str) -> Response:
+        providers = agent_context_providers(self.get_object())
+        return Response(ContextProviderSerializer([p.as_json() for p in providers], many=True).data)
 
 
 CREW_EXAMPLE = {

@@ -16,6 +16,7 @@ from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import exceptions, mixins, serializers, status
@@ -35,7 +36,11 @@ from agentplatform.api.resources import (
     query_text,
 )
 from agentplatform.api.schema import ERRORS, error
-from agentplatform.api.serializers import MAX_DESCRIPTION, TenantPrimaryKeyField
+from agentplatform.api.serializers import (
+    MAX_DESCRIPTION,
+    ProviderHealthSerializer,
+    TenantPrimaryKeyField,
+)
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
@@ -45,6 +50,7 @@ from rag import services
 from rag.models import Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K, MODES
+from tools.context_providers import Domain
 
 MAX_QUERY = 2_000
 
@@ -92,6 +98,13 @@ class KnowledgeBaseSerializer(CleanModelSerializer):
         help_text="Slugs of the agents that search this knowledge base.",
     )
     document_count = serializers.SerializerMethodField()
+    domains = serializers.ListField(
+        child=serializers.ChoiceField(choices=Domain.choices),
+        required=False,
+        max_length=len(Domain.choices),
+        help_text="The capability domains it covers (default: knowledge, documents).",
+    )
+    health = serializers.SerializerMethodField()
 
     class Meta:
         model = KnowledgeBase
@@ -108,11 +121,18 @@ class KnowledgeBaseSerializer(CleanModelSerializer):
             "chunk_overlap",
             "agents",
             "document_count",
+            "domains",
+            "health",
             "created_at",
             "updated_at",
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
         extra_kwargs = {"description": {"max_length": MAX_DESCRIPTION}}
+
+    @extend_schema_field(ProviderHealthSerializer)
+    def get_health(self, knowledge_base: KnowledgeBase) -> dict[str, Any]:
+        """The last periodic health check of its embedder."""
+        return ProviderHealthSerializer(knowledge_base.health.as_json()).data
 
     def get_document_count(self, knowledge_base: KnowledgeBase) -> int:
         count = getattr(knowledge_base, "document_total", None)
@@ -286,6 +306,7 @@ KB_REQUEST = {
     "chunk_size": 800,
     "chunk_overlap": 100,
     "agents": ["support"],
+    "domains": ["knowledge", "documents"],
 }
 KB_RESPONSE = {
     "id": 3,
@@ -294,6 +315,7 @@ KB_RESPONSE = {
     "embedding_model": "",
     "dimensions": None,
     "document_count": 12,
+    "health": {"status": "ok", "reason": "", "checked_at": "2025-01-01T12:05:00Z"},
     "created_at": "2025-01-01T12:00:00Z",
     "updated_at": "2025-01-01T12:00:00Z",
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentplatform.api.resources import (
@@ -30,7 +31,9 @@ from agents.models import Agent, Conversation, Crew, Fact, Message
 from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ProviderConnection
 from providers.services import connection_save
-from tools.models import ToolDefinition, ToolKind
+from tools.context_providers import Domain, Health
+from tools.mcp_connections import mcp_connection_save
+from tools.models import McpServerConnection, ToolDefinition, ToolKind
 from tools.runtime.tool import Effect
 from tools.services import tool_definition_save
 
@@ -145,14 +148,21 @@ class AgentSerializer(CleanModelSerializer):
             "output_schema",
             "kind",
             "remote_url",
+            "remote_command",
             "remote_token",
             "has_remote_token",
+            "remote_healthy",
+            "remote_health_detail",
+            "remote_health_checked_at",
             "active",
             "version",
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["version", "created_at", "updated_at"]
+        read_only_fields = [
+            "version", "created_at", "updated_at",
+            "remote_healthy", "remote_health_detail", "remote_health_checked_at",
+        ]  # fmt: skip
         extra_kwargs = {
             "description": {"max_length": MAX_DESCRIPTION},
             "instructions": {"max_length": MAX_TEXT},
@@ -314,11 +324,21 @@ class ToolHealthSerializer(serializers.Serializer):
     results = SelfTestResultSerializer(many=True)
 
 
+class ToolProviderSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["mcp"])
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    domains = serializers.ListField(child=serializers.ChoiceField(choices=Domain.choices))
+
+
 class ToolSerializer(serializers.Serializer):
     """A tool as the tenant's agents see it, with the tenant definition behind it, if any."""
 
     name = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["builtin", "http", "workflow"])
+    kind = serializers.ChoiceField(
+        choices=["builtin", "http", "mcp", "workflow"],
+        help_text="`mcp`: a tool of one of the tenant's MCP server connections.",
+    )
     description = serializers.CharField()
     input_schema = serializers.JSONField()
     output_schema = serializers.JSONField(allow_null=True)
@@ -337,6 +357,10 @@ class ToolSerializer(serializers.Serializer):
     )
     definition = ToolDefinitionInfoSerializer(
         allow_null=True, help_text="The tenant's definition; null for an untouched built-in."
+    )
+    provider = ToolProviderSerializer(
+        allow_null=True,
+        help_text="The context provider the tool comes from (an MCP connection); else null.",
     )
 
 
@@ -427,6 +451,86 @@ class ProviderConnectionSerializer(CleanModelSerializer):
         self, tenant: Tenant, connection: ProviderConnection | None, changes: dict[str, Any]
     ) -> ProviderConnection:
         return connection_save(tenant=tenant, connection=connection, changes=changes)
+
+
+# -- context providers: MCP server connections ---------------------------------------------
+class ProviderHealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Health.choices)
+    reason = serializers.CharField(
+        allow_blank=True, help_text='Why it is failing, in the platform\'s words; "" otherwise.'
+    )
+    checked_at = serializers.DateTimeField(allow_null=True)
+
+
+class McpConnectionSerializer(CleanModelSerializer):
+    auth_header = SecretField(
+        help_text="Sent as the Authorization header (a bare token as `Bearer <token>`). "
+        'Write-only: send it to set it, null or "" to clear it, omit it to keep it.'
+    )
+    has_auth_header = serializers.SerializerMethodField()
+    allowed_tool_names = _text_list(200, help_text="Remote tool names to import; [] imports all.")
+    domains = serializers.ListField(
+        child=serializers.ChoiceField(choices=Domain.choices),
+        required=False,
+        max_length=len(Domain.choices),
+        help_text="The capability domains this provider covers.",
+    )
+    health = serializers.SerializerMethodField()
+    tools = serializers.SerializerMethodField()
+
+    class Meta:
+        model = McpServerConnection
+        fields = [
+            "id", "name", "url", "auth_header", "has_auth_header", "enabled", "tool_prefix",
+            "allowed_tool_names", "context_resource_uri", "timeout_s", "domains", "status",
+            "last_error", "last_refreshed_at", "health", "tools", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = [
+            "id", "status", "last_error", "last_refreshed_at", "created_at", "updated_at",
+        ]  # fmt: skip
+        extra_kwargs = {"tool_prefix": {"required": False}}
+
+    def get_has_auth_header(self, connection: McpServerConnection) -> bool:
+        return bool(connection.auth_header)
+
+    @extend_schema_field(ProviderHealthSerializer)
+    def get_health(self, connection: McpServerConnection) -> dict[str, Any]:
+        return ProviderHealthSerializer(connection.health.as_json()).data
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_tools(self, connection: McpServerConnection) -> list[str]:
+        """The remote tools of the last successful listing."""
+        return [str(t.get("name")) for t in connection.tools_cache or [] if isinstance(t, dict)]
+
+    def validate_tool_prefix(self, value: str) -> str:
+        return value or ""
+
+    def save_with_service(
+        self, tenant: Tenant, connection: McpServerConnection | None, changes: dict[str, Any]
+    ) -> McpServerConnection:
+        return mcp_connection_save(tenant=tenant, connection=connection, changes=changes)
+
+
+class ContextProviderSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["mcp", "knowledge_base", "tool_source"])
+    id = serializers.IntegerField(
+        allow_null=True,
+        help_text="The MCP connection's or knowledge base's id; null for a tool source "
+        "registered by an installed app (`name` is its label).",
+    )
+    name = serializers.CharField()
+    domains = serializers.ListField(child=serializers.ChoiceField(choices=Domain.choices))
+    health = ProviderHealthSerializer()
+    tools = serializers.ListField(
+        child=serializers.CharField(), help_text="The agent's tools it contributes."
+    )
+
+
+class McpConnectionCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    message = serializers.CharField()
+    tools = serializers.ListField(child=serializers.CharField())
+    connection = McpConnectionSerializer()
 
 
 class ConnectionTestSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
-"""Tools: the tenant's effective registry (built-ins, workflows and its own definitions),
-the definitions behind it, and executing one tool directly."""
+"""Tools: the tenant's effective registry (built-ins, workflows, its own definitions and its
+MCP servers' tools), the definitions behind it, and executing one tool directly."""
 
 from __future__ import annotations
 
@@ -41,8 +41,15 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agents.tool_runs import tool_run
 from tools.definitions import build_tool
-from tools.loader import circuit_store, egress_client, registry_for_tenant
-from tools.models import ToolDefinition, ToolHealth
+from tools.loader import (
+    MCP_SERVER,
+    TenantTools,
+    circuit_store,
+    egress_client,
+    registry_for_tenant,
+    tenant_tools,
+)
+from tools.models import McpServerConnection, ToolDefinition, ToolHealth
 from tools.runtime.tool import Capability, Tool
 from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete
@@ -73,6 +80,7 @@ TOOL_EXAMPLE = {
     },
     "enabled": True,
     "definition": None,
+    "provider": None,
 }
 HTTP_TOOL_REQUEST = {
     "name": "weather",
@@ -123,7 +131,9 @@ HTTP_TOOL_RESPONSE = {
         "created_at": "2025-01-01T12:00:00Z",
         "updated_at": "2025-01-01T12:00:00Z",
     },
+    "provider": None,
 }
+TOOL_KINDS = ["builtin", "http", "mcp", "workflow"]
 
 
 @extend_schema_serializer(many=False, component_name="ToolList")  # `list` answers one object
@@ -133,11 +143,30 @@ class ToolPage(serializers.Serializer):
     results = ToolSerializer(many=True)
 
 
-def tool_kind(item: Tool, definition: ToolDefinition | None) -> str:
+def tool_kind(item: Tool, definition: ToolDefinition | None, source: str = "") -> str:
+    """`mcp` for a tool of an MCP server connection (the registry says where each tool
+    comes from), a definition's own kind, else `workflow` or `builtin`."""
+    if source == MCP_SERVER:
+        return "mcp"
     if definition is not None:
         return definition.kind
     handler_module = getattr(item.handler, "__module__", "")
     return "workflow" if handler_module == WORKFLOW_MODULE else "builtin"
+
+
+def mcp_providers(tenant_id: int) -> dict[str, dict[str, Any]]:
+    """Each MCP connection's tag (`context:<name>`) -> the tool's `provider`. One query."""
+    connections = McpServerConnection.objects.filter(tenant_id=tenant_id)
+    return {
+        f"context:{c.name}": {"kind": "mcp", "id": c.pk, "name": c.name, "domains": c.domains}
+        for c in connections.only("pk", "name", "domains")
+    }
+
+
+def tool_provider(item: Tool, source: str, providers: dict[str, dict[str, Any]]):
+    if source != MCP_SERVER:
+        return None
+    return next((providers[tag] for tag in sorted(item.tags) if tag in providers), None)
 
 
 def definition_info(definition: ToolDefinition) -> dict[str, Any]:
@@ -158,17 +187,24 @@ def definition_info(definition: ToolDefinition) -> dict[str, Any]:
 
 
 def tool_entry(
-    item: Tool | None, definition: ToolDefinition | None, health: ToolHealth | None = None
+    item: Tool | None,
+    definition: ToolDefinition | None,
+    toolbox: TenantTools | None = None,
+    providers: dict[str, dict[str, Any]] | None = None,
+    health: ToolHealth | None = None,
 ) -> dict[str, Any]:
     """One tool as the API shows it. `item` None: a definition the registry left out
-    (disabled, or invalid since it was saved); its own fields describe it."""
+    (disabled, or invalid since it was saved); its own fields describe it. `toolbox` says
+    where the registry's tools come from; `providers` (from `mcp_providers`) describes
+    the MCP connection an MCP tool comes from."""
+    source = toolbox.sources.get(item.name, "") if (toolbox and item is not None) else ""
     if item is None and definition is not None:
         item = _built(definition)
     if item is not None:
         capability = asdict(item.capability)
         entry = {
             "name": item.name,
-            "kind": tool_kind(item, definition),
+            "kind": tool_kind(item, definition, source),
             "description": item.description,
             "input_schema": item.input_schema,
             "output_schema": item.output_schema,
@@ -196,6 +232,7 @@ def tool_entry(
     entry["capability"] = {**capability, "effect": capability["effect"].value}
     entry["enabled"] = definition.enabled if definition is not None else True
     entry["definition"] = definition_info(definition) if definition is not None else None
+    entry["provider"] = tool_provider(item, source, providers or {}) if item else None
     entry["health"] = None
     if health is not None:
         entry["health"] = {
@@ -303,15 +340,18 @@ class ToolViewSet(TenantViewSet):
         return get_for_tenant(ToolDefinition, self.tenant, name=name)
 
     def entry(self, name: str) -> dict[str, Any]:
-        registry = registry_for_tenant(self.tenant)
+        toolbox = tenant_tools(self.tenant)
+        registry = toolbox.registry
         definition = ToolDefinition.objects.filter(tenant=self.tenant, name=name).first()
         item = registry.get(name) if registry.has(name) else None
         if item is None and definition is None:
             raise Http404("No such tool.")
         health = ToolHealth.objects.filter(tenant=self.tenant, tool_name=name).first()
         if item is None or (definition is not None and not definition.enabled):
-            return tool_entry(None, definition, health)
-        return tool_entry(item, definition, health)
+            return tool_entry(None, definition, health=health)
+        mcp = toolbox.sources.get(name) == MCP_SERVER
+        providers = mcp_providers(self.tenant.pk) if mcp else {}
+        return tool_entry(item, definition, toolbox, providers, health)
 
     def list(self, request: Request) -> Response:
         kind = query_text(request, "kind")
@@ -321,11 +361,14 @@ class ToolViewSet(TenantViewSet):
         if enabled is False:
             entries = [tool_entry(None, d) for d in definitions.values() if not d.enabled]
         else:
-            registry = registry_for_tenant(self.tenant)
+            toolbox = tenant_tools(self.tenant)
+            providers = mcp_providers(self.tenant.pk)
             healths = health_by_name(self.tenant)
             entries = [
-                tool_entry(item, definitions.get(item.name), healths.get(item.name))
-                for item in registry
+                tool_entry(
+                    item, definitions.get(item.name), toolbox, providers, healths.get(item.name)
+                )
+                for item in toolbox.registry
             ]
         entries = [
             entry

@@ -8,6 +8,7 @@ from agentplatform.api import (
     agents_api,
     audit_api,
     config_api,
+    mcp_connections_api,
     providers_api,
     tools_api,
     views,
@@ -20,6 +21,9 @@ resources.register("crews", agents_api.CrewViewSet, basename="api_crew")
 resources.register("tools", tools_api.ToolViewSet, basename="api_tool")
 resources.register(
     "provider-connections", providers_api.ProviderConnectionViewSet, basename="api_provider"
+)
+resources.register(
+    "mcp-connections", mcp_connections_api.McpConnectionViewSet, basename="api_mcp_connection"
 )
 resources.register("conversations", agents_api.ConversationViewSet, basename="api_conversation")
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")

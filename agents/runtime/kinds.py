@@ -1,6 +1,8 @@
 """Agent kinds: how an agent thinks. Each kind is an async callable with run_agent's
 keyword arguments (plus `egress`, a GuardedHttpClient, for kinds that reach out), returning
-a RunOutcome. Built-ins register the same way custom kinds do, with @agent_kind."""
+a RunOutcome. Kinds are plug-ins (the `agentplatform.agent_kinds` entry points, loaded when
+the agents app starts: agentplatform/plugins.py); the built-in ones below are declared in
+the platform's pyproject.toml the same way a package declares its own."""
 
 from __future__ import annotations
 
@@ -13,29 +15,22 @@ from agents.runtime.spec import AgentSpec, RunOutcome
 
 AgentKind = Callable[..., Awaitable[RunOutcome]]
 KINDS: dict[str, AgentKind] = {}
-_RUNS_WITH: dict[str, Callable[[AgentSpec], AgentSpec]] = {}
 
 
-def agent_kind(
-    name: str, *, runs_with: Callable[[AgentSpec], AgentSpec] | None = None
-) -> Callable[[AgentKind], AgentKind]:
-    """Register a kind. `runs_with(spec)` is the spec it gives the loop, for a kind that
+def register_kind(name: str, function: AgentKind) -> None:
+    """Add a kind under `name` (the loader does, for each plug-in). A kind's optional
+    `runs_with(spec) -> spec` attribute is the spec it gives the loop, for a kind that
     changes it (fewer tools, one round): what its runs are offered follows from it."""
-
-    def register(function: AgentKind) -> AgentKind:
-        if name in KINDS:
-            raise ValueError(f"agent kind {name!r} is already registered")
-        KINDS[name] = function
-        if runs_with is not None:
-            _RUNS_WITH[name] = runs_with
-        return function
-
-    return register
+    if name in KINDS and KINDS[name] is not function:
+        raise ValueError(f"agent kind {name!r} is already registered")
+    if not callable(function):
+        raise ValueError(f"agent kind {name!r} is not callable")
+    KINDS[name] = function
 
 
 def spec_for_kind(spec: AgentSpec) -> AgentSpec:
     """The spec the loop of `spec.kind` runs with (the same spec for most kinds)."""
-    adjust = _RUNS_WITH.get(spec.kind)
+    adjust = getattr(KINDS.get(spec.kind), "runs_with", None)
     return spec if adjust is None else adjust(spec)
 
 
@@ -48,7 +43,6 @@ def get_kind(name: str) -> AgentKind:
         ) from None
 
 
-@agent_kind("orchestrator")
 async def orchestrator(*, egress: Any = None, **kwargs: Any) -> RunOutcome:
     """The tool loop (the default kind)."""
     return await run_agent(**kwargs)
@@ -60,7 +54,9 @@ def _one_call(spec: AgentSpec) -> AgentSpec:
     )
 
 
-@agent_kind("simple", runs_with=_one_call)
 async def simple(*, spec, egress: Any = None, **kwargs: Any) -> RunOutcome:
     """One model call, no tools: a prompt template with a model behind it."""
     return await run_agent(spec=_one_call(spec), **kwargs)
+
+
+simple.runs_with = _one_call  # type: ignore[attr-defined]

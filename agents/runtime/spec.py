@@ -61,7 +61,9 @@ class AgentSpec:
     # cannot make the model call another tool. One round of tools, then the answer.
     results_without_tools: bool = False
     kind: str = "orchestrator"  # see agents/runtime/kinds.py
-    remote_url: str = ""  # for the "remote" kind
+    remote_url: str = ""  # for the "remote" kind: its server, or
+    remote_command_name: str = ""  # the allow-listed command it runs as (agents/specs.py),
+    remote_command: tuple[str, ...] = ()  # and that command's argv (empty: not allow-listed)
     # What an API caller may add to one run (agents/runtime/client_request.py):
     top_p: float | None = None
     seed: int | None = None

@@ -38,11 +38,16 @@ class RunState:
     # Tool results others take inputs from, and reference tokens (tools/runtime/frames.py);
     # carried to the conversation's next run.
     frame: Frame = field(default_factory=Frame)
+    # A remote agent's exchange (agents/runtime/remote.py): its last `state` and the message
+    # it is owed next, saved before it is sent.
+    remote: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         frame = {"frame": self.frame.to_dict()} if self.frame else {}
+        remote = {"remote": self.remote} if self.remote is not None else {}
         return {
             **frame,
+            **remote,
             "messages": [message_to_dict(m) for m in self.messages],
             "pending_calls": [_call_to_dict(c) for c in self.pending_calls],
             "results": {k: message_to_dict(v) for k, v in self.results.items()},
@@ -81,6 +86,7 @@ class RunState:
             finished=data.get("finished", ""),
             error=data.get("error", ""),
             frame=Frame.from_dict(data.get("frame")),
+            remote=data.get("remote"),
         )
 
 

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from agents.runtime import remote
+from agents.runtime import remote, remote_transport
 from agents.runtime.crew import Suspended
 from agents.runtime.kinds import get_kind
-from agents.runtime.remote import NEEDS_APPROVAL, remote_agent, remote_health
-from agents.runtime.spec import AgentSpec, RunOutcome, RunStatus
+from agents.runtime.remote import remote_agent, remote_health
+from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
+from agents.runtime.tool_step import UNKNOWN_OUTCOME
 from providers.runtime.types import AssistantMessage, ToolResultMessage, UserMessage
 from tests.fakes.remote_agent_server import (
     RemoteAgentServer,
@@ -356,7 +357,7 @@ def test_a_destination_not_allow_listed_is_refused_by_egress(server):
 
 
 def test_a_slow_server_times_out(server, monkeypatch):
-    monkeypatch.setattr(remote, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(remote_transport, "REQUEST_TIMEOUT_S", 0.3)
     server.script(Reply(response("late"), delay_s=1.0))
 
     outcome = run(server.url)
@@ -369,17 +370,62 @@ def test_an_agent_without_a_url_fails_with_a_configuration_message():
     outcome = run("")
 
     assert outcome.status is RunStatus.FAILED
-    assert "no URL" in outcome.error
+    assert "neither a URL nor a command" in outcome.error
 
 
-def test_a_resumed_run_fails_instead_of_repeating_tools(server):
-    state = RunState(messages=[UserMessage("hi")], rounds=1, tool_calls=1)
+def test_a_run_resumed_before_its_calls_ran_runs_them_and_sends_their_results(server):
+    server.script(tool_call([call("c1", "calculator", {"expression": "2+2"})], state={"n": 1}))
+    checkpoint = RecordingCheckpoint()
+    run(server.url, checkpoint=checkpoint)
+    # The worker died right after saving the agent's answer: the calls are still to run.
+    [saved] = [s for reason, s in checkpoint.saves if reason == "model_response"][:1]
+    assert saved.pending_calls and saved.remote["state"] == {"n": 1}
+    server.script(response("4"))
 
-    outcome = run(server.url, state=state)
+    outcome = run(server.url, state=saved)
 
-    assert outcome.status is RunStatus.FAILED
-    assert "cannot be resumed" in outcome.error
-    assert server.received == []
+    assert outcome.status is RunStatus.SUCCEEDED and outcome.output == "4"
+    resent = server.queries[-1]
+    assert resent["type"] == "tool_result" and resent["state"] == {"n": 1}
+    assert json.loads(resent["results"][0]["content"]) == {"result": 4}
+
+
+def test_a_run_resumed_after_its_calls_ran_sends_the_owed_results_again(server):
+    executed: list[dict] = []
+    registry = ToolRegistry([flagged_tool(executed)])
+    server.script(
+        tool_call([call("d1", "delete_invoice", {"id": 7})], state="s"), Reply(status=503)
+    )
+    checkpoint = RecordingCheckpoint()
+    outcome = run(server.url, registry=registry, spec={"tool_names": None}, checkpoint=checkpoint)
+    assert outcome.status is RunStatus.FAILED and executed == [{"id": 7}]
+    # The results were saved as owed before the (failed) send: a new worker sends them.
+    [owed] = [s for reason, s in checkpoint.saves if reason == "tool_result"][-1:]
+    server.script(response("deleted"))
+
+    outcome = run(server.url, registry=registry, spec={"tool_names": None}, state=owed)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert executed == [{"id": 7}]  # never run twice
+    assert server.queries[-1]["results"][0]["call_id"] == "d1"
+
+
+def test_a_call_interrupted_while_running_is_not_repeated_on_resume(server):
+    executed: list[dict] = []
+    registry = ToolRegistry([flagged_tool(executed, idempotent=False)])
+    state = RunState(
+        messages=[UserMessage("hi")],
+        pending_calls=[remote.ToolCall("d1", "delete_invoice", {"id": 7})],
+        started={"d1"},
+        rounds=1,
+        remote={"state": "s", "owed": None},
+    )
+    server.script(response("checked"))
+
+    outcome = run(server.url, registry=registry, spec={"tool_names": None}, state=state)
+
+    assert outcome.status is RunStatus.SUCCEEDED and executed == []
+    assert server.queries[-1]["results"][0]["content"] == UNKNOWN_OUTCOME
 
 
 # -- limits ------------------------------------------------------------------------------
@@ -452,50 +498,53 @@ def test_a_cancelled_run_stops_between_exchanges(server):
         ({"effect": Effect.DESTRUCTIVE}, "writes"),
     ],
 )
-def test_tools_that_need_approval_are_not_run(server, capability, policy):
+def test_tools_that_need_approval_park_the_run_until_decided(server, capability, policy):
     executed: list[dict] = []
     registry = ToolRegistry([flagged_tool(executed, **capability)])
-    server.script(
-        tool_call([call("d1", "delete_invoice", {"id": 7})], state={"k": 1}),
-        response("I could not delete it."),
+    server.script(tool_call([call("d1", "delete_invoice", {"id": 7})], state={"k": 1}))
+    sink, checkpoint = RecordingSink(), RecordingCheckpoint()
+    spec = {"tool_names": None, "approval_policy": policy}
+
+    parked = run(server.url, registry=registry, sink=sink, spec=spec, checkpoint=checkpoint)
+
+    assert parked.status is RunStatus.AWAITING_APPROVAL
+    assert [c.id for c in parked.awaiting] == ["d1"] and executed == []
+    assert sink.last("approval.required")["name"] == "delete_invoice"
+    assert len(server.queries) == 1  # nothing sent back while it waits
+    saved = checkpoint.saves[-1][1].to_dict()
+
+    server.script(response("Deleted."))
+    decided = {"d1": Decision(approved=True, by="alice")}
+    resumed = RunState.from_dict(saved)
+    outcome = run(server.url, registry=registry, spec=spec, state=resumed, decisions=decided)
+
+    assert outcome.status is RunStatus.SUCCEEDED and executed == [{"id": 7}]
+    [result] = server.queries[-1]["results"]
+    assert result["is_error"] is False and server.queries[-1]["state"] == {"k": 1}
+
+    server.script(response("Not deleted."))
+    refused = {"d1": Decision(approved=False, by="alice", reason="keep it")}
+    run(
+        server.url, registry=registry, spec=spec, state=RunState.from_dict(saved), decisions=refused
     )
-    sink = RecordingSink()
-
-    outcome = run(
-        server.url,
-        registry=registry,
-        sink=sink,
-        spec={"tool_names": None, "approval_policy": policy},
-    )
-
-    assert outcome.status is RunStatus.SUCCEEDED
-    assert executed == []
-    [result] = server.queries[1]["results"]
-    assert result == {
-        "call_id": "d1",
-        "name": "delete_invoice",
-        "content": NEEDS_APPROVAL,
-        "is_error": True,
-    }
-    assert "tool.started" not in sink.types()
-    assert "approval.required" not in sink.types()
+    assert server.queries[-1]["results"][0]["content"] == "rejected by alice: keep it"
+    assert executed == [{"id": 7}]
 
 
-def test_a_delegation_whose_member_waits_for_a_human_comes_back_as_an_error(server):
+def test_a_delegation_whose_member_waits_for_a_human_parks_the_run(server):
     async def delegate(arguments: dict, ctx: RunContext) -> Suspended:
         return Suspended("writer is waiting for an approval", child_run_id=9)
 
     registry = ToolRegistry(
         [Tool("delegate_to_writer", "Ask the writer.", {"type": "object"}, delegate)]
     )
-    server.script(tool_call([call("w1", "delegate_to_writer", {})]), response("later"))
+    server.script(tool_call([call("w1", "delegate_to_writer", {})]))
 
     outcome = run(server.url, registry=registry, spec={"tool_names": None})
 
-    assert outcome.status is RunStatus.SUCCEEDED
-    [result] = server.queries[1]["results"]
-    assert result["is_error"] is True
-    assert result["content"] == f"writer is waiting for an approval; that {NEEDS_APPROVAL}"
+    assert outcome.status is RunStatus.AWAITING_APPROVAL
+    assert [c.id for c in outcome.suspended] == ["w1"]
+    assert len(server.queries) == 1
 
 
 def test_with_the_never_policy_flagged_tools_run(server):

@@ -25,7 +25,8 @@ Skipped because they start real work, stream or may call out of the process:
 - `GET /api/v1/runs/{run_id}/events` (`v1_runs_events_retrieve`): SSE stream;
 - `POST /api/v1/provider-connections/{id}/test` (`v1_provider_connections_test_create`):
   calls the provider;
-- `POST /api/v1/tools/{name}/execute` (`v1_tools_execute_create`): may call out.
+- `POST /api/v1/tools/{name}/execute` (`v1_tools_execute_create`): may call out;
+- `POST /api/v1/mcp-connections/{id}/test` and `/refresh`: call the MCP server.
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ from agentplatform.tenancy.models import ApiKey, Membership
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
 from tests.api.test_resources import as_key, key_for
-from tests.factories import make_connection
+from tests.factories import make_connection, make_mcp_connection
 
 SKIPPED_OPERATIONS = [
     "v1_runs_create",
     "v1_runs_events_retrieve",
     "v1_provider_connections_test_create",
     "v1_tools_execute_create",
+    "v1_mcp_connections_test_create",
+    "v1_mcp_connections_refresh_create",
 ]
 
 CONFIG = SchemathesisConfig.from_dict(
@@ -196,6 +199,7 @@ def _seed(client, trio, monkeypatch):
         default_model="gpt-test",
         max_retries=0,
     )
+    mcp = make_mcp_connection(trio.acme, "https://crm.example/mcp", "crm", auth_header="tok")
     fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="Likes tea.")
     key_for(trio.acme, "read", name="spare")
     spare = ApiKey.objects.filter(tenant=trio.acme, name="spare").get()
@@ -224,6 +228,7 @@ def _seed(client, trio, monkeypatch):
         "/api/v1/conversations/{id}": {"id": conversation.json()["id"]},
         "/api/v1/conversations/{id}/messages": {"id": conversation.json()["id"]},
         "/api/v1/provider-connections/{id}": {"id": connection.pk},
+        "/api/v1/mcp-connections/{id}": {"id": mcp.pk},
         "/api/v1/facts/{id}": {"id": fact.pk},
         "/api/v1/api-keys/{id}": {"id": spare.pk},
         "/api/v1/api-keys/{id}/revoke": {"id": spare.pk},

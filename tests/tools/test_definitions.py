@@ -76,7 +76,9 @@ def test_the_registry_has_builtins_plus_enabled_definitions(trio):
     http_definition(trio.acme)
     http_definition(trio.acme, name="off", enabled=False)
     names = registry_for_tenant(trio.acme).names()
-    assert names == ["calculator", "think", "current_time", "compound_interest", "search"]
+    # The built-ins in their plug-ins' order (by entry point name), then the definitions.
+    builtins = ["calculator", "current_time", "compound_interest", "llm", "think"]
+    assert names == [*builtins, "search"]
 
 
 def test_one_tenants_definitions_never_appear_in_anothers_registry(trio):
@@ -91,7 +93,7 @@ def test_a_definition_can_rename_or_hide_a_builtin(trio):
     make_tool(trio.acme, "calc", description="Company calculator", tags=["finance"])
     make_tool(trio.acme, "think", config={"builtin": "think"}, enabled=False)
     registry = registry_for_tenant(trio.acme)
-    assert registry.names() == ["calculator", "current_time", "compound_interest", "calc"]
+    assert registry.names() == ["calculator", "current_time", "compound_interest", "llm", "calc"]
     assert registry.get("calc").description == "Company calculator"
     assert "finance" in registry.get("calc").tags
     assert tool_execute(tenant=trio.acme, name="calc", arguments={"expression": "6*7"}).result == {

@@ -478,3 +478,16 @@ def test_header_auth_is_masked_under_its_own_name_and_filled_when_sent(local_ser
     assert prepared.credential_header == "X-Api-Key"
     asyncio.run(registry.execute(replace(call_, prepared=prepared), context()))
     assert local_server.requests[0].headers["x-api-key"] == SECRET
+
+
+def test_a_write_is_never_resent_by_a_redirect_but_a_read_follows_one(local_server):
+    local_server.route("POST", "/v1/items", Reply(status=307, headers={"location": "/v2/items"}))
+    local_server.route("POST", "/v2/items", Reply(status=201, json={"created": True}))
+    local_server.route("GET", "/v1/items", Reply(status=302, headers={"location": "/v2/items"}))
+    local_server.route("GET", "/v2/items", Reply(json={"items": []}))
+    write = make_tool(local_server, config={"method": "POST"})
+    result = call(write, {"item_id": 1})
+    assert result.error is not None and result.error.startswith("HTTP 307 from POST")
+    assert [(r.method, r.path) for r in local_server.requests] == [("POST", "/v1/items")]
+    read = make_tool(local_server, config={"method": "GET"})
+    assert call(read, {"item_id": 1}).result == {"items": []}

@@ -1,7 +1,8 @@
 """Built-in tools every tenant has (unless a tenant definition replaces one).
 
-They are plain Tools registered into BUILTINS exactly as tenant tools are registered into
-a tenant's registry. All are async: they are pure CPU work of microseconds, so running
+BUILTINS holds them: every plug-in of the `agentplatform.tools` entry-point group, these
+three and the platform's others included (agentplatform/plugins.py; filled when the tools
+app starts, tools/apps.py). All are async: they are pure CPU work of microseconds, so running
 them on the event loop beats a thread hop.
 """
 
@@ -68,7 +69,3 @@ async def current_time(timezone: str = "UTC") -> dict:
         "utc_offset": now.strftime("%z")[:3] + ":" + now.strftime("%z")[3:],
         "weekday": now.strftime("%A"),
     }
-
-
-for _builtin in (calculator, think, current_time):
-    BUILTINS.register(_builtin)

@@ -506,8 +506,11 @@ class GuardedHttpClient:
         content: bytes | None = None,
         timeout_s: float = 10.0,
         max_bytes: int = 1_000_000,
+        follow_redirects: bool = True,
     ) -> EgressResponse:
-        """Send one request, following up to `max_redirects` redirects, each re-checked.
+        """Send one request, following up to `max_redirects` redirects, each re-checked;
+        with `follow_redirects` False a redirect is the answer (a confirmed write is sent
+        once, to the URL a person approved, never resent elsewhere).
 
         `timeout_s` bounds the whole exchange (every hop, body included); each connect
         is further bounded by `connect_timeout_s`. The body is streamed and the request
@@ -536,7 +539,7 @@ class GuardedHttpClient:
                     self._check_url(request.url)
                     response = await client.send(request, stream=True)
                     try:
-                        if not response.has_redirect_location:
+                        if not (follow_redirects and response.has_redirect_location):
                             body = await _read_bounded(response, max_bytes)
                             return EgressResponse(
                                 status_code=response.status_code,

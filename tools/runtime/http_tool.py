@@ -374,6 +374,9 @@ class _HttpCall:
                     content=content,
                     timeout_s=max(0.1, min(self.config.timeout_s, remaining)),
                     max_bytes=self.config.max_response_bytes,
+                    # A write goes once, to the URL prepared (and confirmed): a redirect
+                    # that would resend its body elsewhere is answered as an error.
+                    follow_redirects=method == "GET",
                 )
             except (EgressTimeout, EgressConnectError):
                 # A timeout may have reached the server: retry only idempotent calls.

@@ -7,6 +7,7 @@ from copy import copy
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -31,7 +32,7 @@ from agentplatform.web.config.common import (
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
-from agents.tool_sources import effective_tools
+from agents.tool_sources import agent_context_providers, effective_tools
 from providers.models import ProviderConnection
 from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
@@ -64,6 +65,12 @@ class AgentForm(PlainLabels, forms.ModelForm):
         label="Remote agent URL",
         help_text="For the remote kind: its agent server.",
     )
+    remote_command = forms.ChoiceField(
+        required=False,
+        label="Or a remote agent command",
+        help_text="For the remote kind, instead of a URL: a command the operator allow-lists, "
+        "spoken to in JSON lines.",
+    )
     output_schema = PrettyJSONField(
         required=False,
         widget=JsonTextarea(),
@@ -80,7 +87,7 @@ class AgentForm(PlainLabels, forms.ModelForm):
         model = Agent
         fields = [
             "name", "slug", "description", "instructions", "active",
-            "provider_connection", "model", "temperature", "kind", "remote_url",
+            "provider_connection", "model", "temperature", "kind", "remote_url", "remote_command",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
             "memory", "results_without_tools", "verifier_tool", "output_schema",
@@ -113,6 +120,8 @@ class AgentForm(PlainLabels, forms.ModelForm):
         self.fields["tool_names"].choices = [(n, n) for n in names]
         self.fields["tool_exclude"].choices = [(n, n) for n in names]
         self.fields["tool_tags"].choices = [(t, t) for t in tags]
+        commands = sorted(settings.REMOTE_AGENT_COMMANDS)
+        self.fields["remote_command"].choices = [("", "—"), *((c, c) for c in commands)]
         self.has_stored_token = bool(stored.pk and stored.remote_token)
         if not self.has_stored_token:
             del self.fields["clear_remote_token"]
@@ -152,7 +161,8 @@ def tool_preview(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[s
         probe.memory = data.get("memory") in ("on", "true", "1")
         probe.output_schema = _schema_or_none(data.get("output_schema", ""))
         probe.kind = data.get("kind") or agent.kind
-    return {"effective": list(effective_tools(probe))}
+    effective = list(effective_tools(probe))
+    return {"effective": effective, "providers": agent_context_providers(probe, effective)}
 
 
 def _schema_or_none(text: str) -> dict | None:

@@ -13,6 +13,7 @@ from agentplatform.web.config import (
     connections,
     crews,
     document,
+    mcp_connections,
     members,
     tools,
 )
@@ -39,6 +40,30 @@ urlpatterns = [
     path("connections/<int:pk>/edit/", connections.connection_edit, name="connection_edit"),
     path("connections/<int:pk>/test/", connections.connection_check, name="connection_test"),
     path("connections/<int:pk>/delete/", connections.connection_remove, name="connection_delete"),
+    path("mcp-connections/", mcp_connections.mcp_connection_list, name="mcp_connections"),
+    path(
+        "mcp-connections/new/", mcp_connections.mcp_connection_create, name="mcp_connection_create"
+    ),
+    path(
+        "mcp-connections/<int:pk>/edit/",
+        mcp_connections.mcp_connection_edit,
+        name="mcp_connection_edit",
+    ),
+    path(
+        "mcp-connections/<int:pk>/test/",
+        mcp_connections.mcp_connection_check,
+        name="mcp_connection_test",
+    ),
+    path(
+        "mcp-connections/<int:pk>/refresh/",
+        mcp_connections.mcp_connection_reload,
+        name="mcp_connection_refresh",
+    ),
+    path(
+        "mcp-connections/<int:pk>/delete/",
+        mcp_connections.mcp_connection_remove,
+        name="mcp_connection_delete",
+    ),
     path("document/", document.document_page, name="document"),
     path("document/download/", document.document_download, name="document_download"),
     path("api-keys/", api_keys.api_key_list, name="api_keys"),

@@ -26,6 +26,7 @@ from agents.models import Agent
 from providers.models import ProviderConnection
 from rag.models import DocumentStatus, KnowledgeBase
 from rag.services import knowledge_base_delete, knowledge_base_save
+from tools.context_providers import Domain
 
 FORM = "web/knowledge/knowledge_base_form.html"
 
@@ -35,7 +36,7 @@ class KnowledgeBaseForm(PlainLabels, forms.ModelForm):
         model = KnowledgeBase
         fields = [
             "name", "slug", "description", "embedder", "provider_connection",
-            "embedding_model", "dimensions", "chunk_size", "chunk_overlap", "agents",
+            "embedding_model", "dimensions", "chunk_size", "chunk_overlap", "agents", "domains",
         ]  # fmt: skip
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -60,6 +61,14 @@ class KnowledgeBaseForm(PlainLabels, forms.ModelForm):
         connections.empty_label = "—"
         self.fields["agents"].queryset = Agent.objects.filter(tenant=tenant).order_by("name")
         self.fields["embedder"].choices = [c for c in self.fields["embedder"].choices if c[0] != ""]
+        self.fields["domains"] = forms.MultipleChoiceField(
+            choices=Domain.choices,
+            required=False,
+            widget=forms.CheckboxSelectMultiple,
+            label="Capability domains",
+            help_text="What it covers; shown where agents are configured.",
+            initial=self.instance.domains,
+        )
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]

@@ -10,7 +10,7 @@ from agentplatform.tenancy import rls
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0011_outcome_claims"),
+        ("agents", "0012_remote_agent_commands"),
         ("providers", "0001_initial"),
         ("tenancy", "0008_tenant_require_confirmation_for_writes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),

@@ -1,0 +1,181 @@
+"""MCP server connections (context providers): list with health, create and edit (the auth
+header is write-only), test (connect and list the tools now, storing nothing), refresh
+(list them again and store them), delete. Saving an enabled connection refreshes it, as
+the admin does."""
+
+from __future__ import annotations
+
+from copy import copy
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.web.config.common import (
+    JsonTextarea,
+    PlainLabels,
+    PrettyJSONField,
+    SecretField,
+    admin_required,
+    confirm_delete,
+    render_form,
+    render_page,
+    secret_changes,
+    try_save,
+    unique_in_tenant,
+)
+from tools.context_providers import Domain
+from tools.mcp_connections import (
+    mcp_connection_delete,
+    mcp_connection_refresh,
+    mcp_connection_save,
+    mcp_connection_test,
+)
+from tools.models import McpServerConnection, McpStatus
+
+LIST = "web/config/mcp_connection_list.html"
+
+
+class McpConnectionForm(PlainLabels, forms.ModelForm):
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        label="URL",
+        help_text="The server's streamable HTTP endpoint, e.g. https://host/mcp. No credentials.",
+    )
+    auth_header = SecretField(
+        label="Auth header",
+        help_text="Sent as the Authorization header: a token (sent as Bearer) or a full value "
+        "such as 'Bearer …'. Write-only: never shown again. Leave blank to keep the stored one.",
+    )
+    clear_auth_header = forms.BooleanField(required=False, label="Remove the stored auth header")
+    allowed_tool_names = PrettyJSONField(
+        required=False,
+        widget=JsonTextarea({"rows": 2}),
+        label="Tools to import",
+        help_text='JSON list of remote tool names, e.g. ["search"]. Empty: all.',
+    )
+    domains = forms.MultipleChoiceField(
+        choices=Domain.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Capability domains",
+        help_text="What this server covers; shown where agents are configured.",
+    )
+
+    class Meta:
+        model = McpServerConnection
+        fields = [
+            "name", "url", "enabled", "tool_prefix", "allowed_tool_names",
+            "context_resource_uri", "timeout_s", "domains",
+        ]  # fmt: skip
+        labels = {
+            "timeout_s": "Timeout (seconds)",
+            "context_resource_uri": "Context resource",
+            "tool_prefix": "Tool prefix",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.has_stored_header = bool(self.instance.pk and self.instance.auth_header)
+        if not self.has_stored_header:
+            del self.fields["clear_auth_header"]
+
+    def clean_allowed_tool_names(self) -> Any:
+        value = self.cleaned_data.get("allowed_tool_names")
+        return [] if value is None else value
+
+    def clean_name(self) -> str:
+        return unique_in_tenant(self, "name", "MCP connection")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        change = secret_changes(self, "auth_header")  # the model checks where it may go
+        if "auth_header" in change:
+            self.instance.auth_header = change["auth_header"]
+        return cleaned
+
+    def changes(self) -> dict[str, Any]:
+        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
+        return {**data, **secret_changes(self, "auth_header")}
+
+
+@admin_required
+def mcp_connection_list(request: HttpRequest) -> HttpResponse:
+    rows = McpServerConnection.objects.filter(tenant=request.tenant)
+    return render_page(request, LIST, {"connections": rows})
+
+
+@admin_required
+def mcp_connection_create(request: HttpRequest) -> HttpResponse:
+    return _form(request, McpServerConnection(tenant=request.tenant))
+
+
+@admin_required
+def mcp_connection_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    return _form(request, get_for_tenant(McpServerConnection, request.tenant, pk=pk))
+
+
+def _form(request: HttpRequest, connection: McpServerConnection) -> HttpResponse:
+    tenant = request.tenant
+    existing = connection.pk is not None
+    form = McpConnectionForm(request.POST or None, instance=copy(connection))
+    save = lambda: mcp_connection_save(  # noqa: E731
+        tenant=tenant, connection=connection if existing else None, changes=form.changes()
+    )
+    saved = try_save(request, form, save, "MCP connection")
+    if saved is not None:
+        if saved.enabled:  # a network call, with the save committed
+            _say_refreshed(request, mcp_connection_refresh(saved))
+        return redirect("config:mcp_connections", tenant_slug=tenant.slug)
+    context = {"form": form, "connection": connection if existing else None}
+    return render_form(request, "web/config/mcp_connection_form.html", context)
+
+
+def _say_refreshed(request: HttpRequest, connection: McpServerConnection) -> None:
+    if connection.status == McpStatus.OK:
+        count = connection.tool_count
+        messages.success(
+            request, f"{connection.name}: {count} tool{'s' if count != 1 else ''} listed."
+        )
+    else:
+        messages.error(request, f"{connection.name}: tools unavailable: {connection.last_error}")
+
+
+@admin_required
+@require_POST
+def mcp_connection_check(request: HttpRequest, pk: int) -> HttpResponse:
+    """Test: reach the server now and list its tools (bounded by the connection's timeout);
+    stores nothing. htmx: the row's result cell; otherwise a message on the list."""
+    connection = get_for_tenant(McpServerConnection, request.tenant, pk=pk)
+    ok, message, names = mcp_connection_test(connection)
+    if not request.htmx:
+        (messages.success if ok else messages.error)(request, f"{connection.name}: {message}")
+        return redirect("config:mcp_connections", tenant_slug=request.tenant.slug)
+    context = {"connection": connection, "ok": ok, "message": message, "names": names}
+    return render_page(request, LIST, context, partial="check-result")
+
+
+@admin_required
+@require_POST
+def mcp_connection_reload(request: HttpRequest, pk: int) -> HttpResponse:
+    """Refresh: list the server's tools again and store them, with the outcome as its
+    health. htmx: the row's health cell; otherwise a message on the list."""
+    connection = mcp_connection_refresh(get_for_tenant(McpServerConnection, request.tenant, pk=pk))
+    if not request.htmx:
+        _say_refreshed(request, connection)
+        return redirect("config:mcp_connections", tenant_slug=request.tenant.slug)
+    return render_page(request, LIST, {"connection": connection}, partial="health")
+
+
+@admin_required
+def mcp_connection_remove(request: HttpRequest, pk: int) -> HttpResponse:
+    connection = get_for_tenant(McpServerConnection, request.tenant, pk=pk)
+    return confirm_delete(
+        request, connection, what="MCP connection", cancel="config:mcp_connections",
+        delete=lambda: mcp_connection_delete(tenant=request.tenant, connection=connection),
+    )  # fmt: skip

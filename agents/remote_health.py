@@ -1,0 +1,48 @@
+"""Remote agents' health, checked periodically (`agents.check_remote_agents`, Celery beat
+every REMOTE_AGENT_HEALTH_S) and shown on the agent's pages and in REST: its server's
+`GET /health`, or its command's answer to {"type": "health"}
+(agents/runtime/remote_transport.py)."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.utils import timezone
+
+from agentplatform.tenancy import rls
+from agents.models import Agent
+from agents.runtime.remote_transport import command_health, http_health
+from agents.specs import remote_command_argv
+from tools.loader import egress_client
+
+
+def check_remote_agent(agent: Agent) -> tuple[bool, str]:
+    """Check one remote agent now and record the answer on it."""
+    if agent.remote_command:
+        argv = remote_command_argv(agent.remote_command)
+        healthy, detail = async_to_sync(command_health)(agent.remote_command, argv)
+    else:
+        egress = egress_client(tuple(settings.EGRESS_ALLOWLIST))
+        healthy, detail = async_to_sync(http_health)(
+            agent.remote_url, egress, token=agent.remote_token or None
+        )
+    Agent.objects.filter(pk=agent.pk).update(
+        remote_healthy=healthy,
+        remote_health_detail=detail[:300],
+        remote_health_checked_at=timezone.now(),
+    )
+    return healthy, detail
+
+
+def check_remote_agents() -> int:
+    """Check every active remote agent of every tenant, each in its tenant's scope."""
+    with rls.owner():  # which agents, across tenants
+        found = list(
+            Agent.objects.filter(kind="remote", active=True).values_list("pk", "tenant_id")
+        )
+    for pk, tenant_id in found:
+        with rls.tenant_scope(tenant_id):
+            agent = Agent.objects.filter(pk=pk).first()
+            if agent is not None:
+                check_remote_agent(agent)
+    return len(found)

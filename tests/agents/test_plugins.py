@@ -1,0 +1,75 @@
+"""One plug-in mechanism (agentplatform/plugins.py): the platform's own tools, tool sources
+and agent kinds come from its entry points, and a package installed beside it adds an agent
+kind the same way, without a line of the platform changed (tests/data/plugins: a module and
+its dist-info, as pip leaves an installed package)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from agentplatform import plugins
+from agents.apps import load_plugins
+from agents.models import Agent
+from agents.runtime.kinds import KINDS
+from agents.services import run_start
+from agents.tool_sources import _sources
+from tests.agents.test_confirmation import settle
+from tests.factories import make_agent
+from tools.runtime.builtins import BUILTINS
+
+INSTALLED = Path(__file__).resolve().parents[1] / "data" / "plugins"
+
+
+def test_the_platforms_own_come_from_its_entry_points():
+    tools = {p.name: p for p in plugins.load(plugins.TOOLS)}
+    assert {"calculator", "llm", "example_workflows"} <= set(tools)
+    assert all(p.package == "agentplatform" for p in tools.values())
+    assert set(BUILTINS.names()) == {
+        "calculator", "current_time", "think", "llm", "compound_interest"
+    }  # fmt: skip
+    assert {p.name for p in plugins.load(plugins.AGENT_KINDS)} == {
+        "orchestrator", "simple", "remote"
+    }  # fmt: skip
+    assert set(KINDS) >= {"orchestrator", "simple", "remote"}
+    assert [label for _, label in _sources] == ["knowledge", "knowledge"]
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    monkeypatch.syspath_prepend(str(INSTALLED))
+    importlib.invalidate_caches()
+    yield
+    KINDS.pop("echo", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_custom_kind_from_an_installed_package_works_without_editing_the_platform(
+    trio, connection, installed
+):
+    with pytest.raises(ValidationError, match="kind"):
+        Agent(tenant=trio.acme, name="E", slug="e", kind="echo").full_clean()
+    [found] = [p for p in plugins.load(plugins.AGENT_KINDS) if p.name == "echo"]
+    assert found.package == "sample-agent-kind"
+
+    load_plugins()  # as at the next start
+
+    agent = make_agent(trio.acme, "echo", kind="echo")
+    agent.full_clean()
+    run = settle(run_start(tenant=trio.acme, agent=agent, input="hello", initiated_by=trio.alice))
+    assert (run.status, run.output) == ("succeeded", "olleh")
+    assert run.events.filter(type="run.started").exists()
+
+
+def test_a_plugin_that_cannot_load_stops_the_start_naming_it(tmp_path, monkeypatch):
+    info = tmp_path / "broken_kind-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-kind\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[agentplatform.agent_kinds]\nbad = no_such_module:x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    with pytest.raises(plugins.PluginError, match=r"plug-in 'bad' .* of broken-kind cannot be"):
+        plugins.load(plugins.AGENT_KINDS)
