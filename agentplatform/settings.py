@@ -253,6 +253,10 @@ CELERY_TASK_ROUTES = {
     "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
     "tools.selftest_tools": {"queue": BATCH_QUEUE},
+    # Evaluations (docs/evaluations.md): their steps here, and their runs are sent to the
+    # batch queue too (agents.tasks), so they never wait in front of interactive runs.
+    "agents.advance_evaluation": {"queue": BATCH_QUEUE},
+    "agents.resume_evaluations": {"queue": HOUSEKEEPING_QUEUE},
     "agents.check_remote_agents": {"queue": HOUSEKEEPING_QUEUE},
     "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
 }
@@ -271,8 +275,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tools.selftest_tools",
         "schedule": float(config.env_int("TOOL_SELFTEST_S", 3600, minimum=60)),
     },
+    # An evaluation nobody advanced for a minute (its worker restarted) is advanced again.
+    "resume-evaluations": {"task": "agents.resume_evaluations", "schedule": 60.0},
     "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
 }
+# Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
+# the seconds between the steps that start cases and score the finished ones.
+EVALUATION_CONCURRENCY = config.env_int("EVALUATION_CONCURRENCY", 4, minimum=1)
+EVALUATION_STEP_S = config.env_int("EVALUATION_STEP_S", 2, minimum=1)
 MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP connection refreshes
 # Remote agents run as local commands (agents/runtime/remote_transport.py): name -> argv,
 # set by the operator only (a tenant picks a name). JSON: {"triage": ["/opt/triage/run"]}.
@@ -342,6 +352,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "InvitationStatusEnum": "agentplatform.tenancy.models.InvitationStatus",
+        "EvaluationStatusEnum": "agents.models.EvaluationStatus",
+        "CaseOutcomeEnum": "agents.models.CaseOutcome",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first

@@ -478,3 +478,195 @@ class Verification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} by {self.by_label}"
+
+
+# -- evaluations (agents/evaluations.py, docs/evaluations.md) ------------------------------
+class Dataset(models.Model):
+    """A tenant's named set of cases (an input and what its answer should be) that an
+    evaluation runs against an agent. A case expecting `judge` is scored by a model: the
+    dataset's judge connection and model (its rubric is the case's)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=100, validators=[slug_validator])
+    description = models.TextField(blank=True)
+    judge_connection = models.ForeignKey(
+        "providers.ProviderConnection",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The connection whose model judges `judge` cases (the tenant's default "
+        "connection when empty).",
+    )
+    judge_model = models.CharField(
+        max_length=200, blank=True, help_text="The judge's model (the connection's default)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="dataset_name_unique")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Case(models.Model):
+    """One case of a dataset: the input an agent is given, and what its answer should be
+    (tools.runtime.expectations, plus `judge`: agents.judging)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="cases")
+    name = models.CharField(max_length=100, blank=True)
+    input = models.TextField()
+    expect = models.JSONField()
+    # Added from a chat exchange (thumbs): the run it came from.
+    source_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name or self.input[:60]
+
+
+class EvaluationStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Evaluation(models.Model):
+    """A dataset's cases run against an agent (at batch priority), each scored; its
+    completion is computed from its runs' states (agents.evaluations.evaluation_advance)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="evaluations")
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent_slug = models.CharField(max_length=50)  # kept when the agent is deleted
+    agent_version = models.PositiveIntegerField(default=0)  # Agent.version when it started
+    status = models.CharField(
+        max_length=12, choices=EvaluationStatus.choices, default=EvaluationStatus.RUNNING
+    )
+    started_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_by_api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_by_label = models.CharField(max_length=200, blank=True)
+    cases = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    judge_input_tokens = models.PositiveIntegerField(default=0)
+    judge_output_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["status", "updated_at"])]
+
+    def __str__(self) -> str:
+        return f"Evaluation {self.pk} of {self.dataset_id} ({self.status})"
+
+    @property
+    def score(self) -> float | None:
+        """The share of cases passed, once any was scored."""
+        scored = self.passed + self.failed + self.errors
+        return self.passed / scored if scored else None
+
+
+class CaseOutcome(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    PASSED = "passed", "Passed"
+    FAILED = "failed", "Failed"
+    ERROR = "error", "Error"  # the run did not finish usably, or the judge gave no verdict
+
+
+class EvaluationResult(models.Model):
+    """One case of an evaluation: its run and its score. The case's input and expectation
+    are copied, so editing the dataset later does not rewrite the result."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(
+        Case, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    position = models.PositiveIntegerField()
+    input = models.TextField()
+    expect = models.JSONField()
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.CharField(
+        max_length=10, choices=CaseOutcome.choices, default=CaseOutcome.PENDING
+    )
+    score = models.FloatField(null=True, blank=True)  # 1 passed, 0 failed; None otherwise
+    reason = models.TextField(blank=True)
+    output = models.TextField(blank=True)
+    judge_input_tokens = models.PositiveIntegerField(default=0)
+    judge_output_tokens = models.PositiveIntegerField(default=0)
+    scored_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "position"], name="evaluation_result_position_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Case {self.position} of evaluation {self.evaluation_id}: {self.outcome}"
+
+
+class Rating(models.TextChoices):
+    UP = "up", "Thumbs up"
+    DOWN = "down", "Thumbs down"
+
+
+class Feedback(models.Model):
+    """A person's thumbs up or down on a run's answer (in the chat, or REST): one per run
+    and person, replaced when they change their mind."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    by_label = models.CharField(max_length=200)
+    rating = models.CharField(max_length=4, choices=Rating.choices)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "user"],
+                condition=Q(user__isnull=False),
+                name="feedback_run_user_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "api_key"],
+                condition=Q(api_key__isnull=False),
+                name="feedback_run_key_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rating} on run {self.run_id} by {self.by_label}"

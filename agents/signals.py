@@ -6,13 +6,26 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-run_queued = Signal()  # keywords: run_id, tenant_id (None: the worker looks it up)
+# keywords: run_id, tenant_id (None: the worker looks it up), batch (True: an evaluation's
+# run, sent to the batch queue so it never waits in front of interactive runs)
+run_queued = Signal()
 # A run whose agent has a verifying tool succeeded (agents.verification): run_id, tenant_id.
 run_succeeded = Signal()
 
 
-def request_execution(run_id: int, tenant_id: int | None = None) -> None:
-    run_queued.send(sender=None, run_id=run_id, tenant_id=tenant_id)
+# An evaluation has something to do (start runs, score finished ones): evaluation_id,
+# tenant_id, delay_s (agents.evaluations.evaluation_advance; agents.tasks sends it).
+evaluation_due = Signal()
+
+
+def request_execution(run_id: int, tenant_id: int | None = None, *, batch: bool = False) -> None:
+    run_queued.send(sender=None, run_id=run_id, tenant_id=tenant_id, batch=batch)
+
+
+def request_evaluation_step(evaluation_id: int, tenant_id: int, delay_s: float = 0) -> None:
+    evaluation_due.send(
+        sender=None, evaluation_id=evaluation_id, tenant_id=tenant_id, delay_s=delay_s
+    )
 
 
 def request_verification(run_id: int, tenant_id: int) -> None:

@@ -16,7 +16,7 @@ from agents.execution import lease_seconds
 from agents.models import Run
 from agents.remote_health import check_remote_agents
 from agents.runtime.spec import RunStatus
-from agents.signals import run_queued, run_succeeded
+from agents.signals import evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
 
 
@@ -33,9 +33,63 @@ def execute_run_task(run_id: int, tenant_id: int | None = None) -> str:
 
 
 @receiver(run_queued, dispatch_uid="agents-run-queued")
-def _send_to_a_worker(sender, run_id: int, tenant_id: int | None = None, **kwargs) -> None:
-    # The tenant rides along: the worker scopes the run without looking it up first.
-    execute_run_task.delay(run_id, tenant_id)
+def _send_to_a_worker(
+    sender, run_id: int, tenant_id: int | None = None, batch: bool = False, **kwargs
+) -> None:
+    # The tenant rides along: the worker scopes the run without looking it up first. An
+    # evaluation's run goes to the batch queue: batch workers take it, run workers never
+    # see it, so interactive runs never queue behind an evaluation's hundred cases.
+    if batch:
+        execute_run_task.apply_async((run_id, tenant_id), queue=settings.BATCH_QUEUE)
+    else:
+        execute_run_task.delay(run_id, tenant_id)
+
+
+@shared_task(
+    name="agents.advance_evaluation",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def advance_evaluation_task(evaluation_id: int, tenant_id: int) -> str:
+    """One step of an evaluation (agents.evaluations.evaluation_advance: idempotent), then
+    the next in EVALUATION_STEP_S while it runs."""
+    from agents.evaluations import evaluation_advance
+    from agents.models import Evaluation, EvaluationStatus
+
+    with rls.tenant_scope(tenant_id):
+        evaluation = Evaluation.objects.select_related("dataset", "agent", "tenant")
+        evaluation = evaluation.filter(pk=evaluation_id).first()
+        if evaluation is None:
+            return "gone"
+        evaluation = evaluation_advance(evaluation)
+    if evaluation.status == EvaluationStatus.RUNNING:
+        advance_evaluation_task.apply_async(
+            (evaluation_id, tenant_id), countdown=settings.EVALUATION_STEP_S
+        )
+    return evaluation.status
+
+
+@receiver(evaluation_due, dispatch_uid="agents-evaluation-due")
+def _advance_evaluation(
+    sender, evaluation_id: int, tenant_id: int, delay_s: float = 0, **kwargs
+) -> None:
+    advance_evaluation_task.apply_async((evaluation_id, tenant_id), countdown=delay_s or None)
+
+
+@shared_task(name="agents.resume_evaluations", ignore_result=True)
+def resume_evaluations() -> int:
+    """Advance the running evaluations nobody advanced for a minute (their step's message
+    was lost with a worker)."""
+    from agents.models import Evaluation, EvaluationStatus
+
+    with rls.owner():
+        stale = Evaluation.objects.filter(
+            status=EvaluationStatus.RUNNING, updated_at__lt=Now() - timedelta(seconds=60)
+        ).values_list("pk", "tenant_id")[:500]
+        for evaluation_id, tenant_id in stale:
+            advance_evaluation_task.delay(evaluation_id, tenant_id)
+        return len(stale)
 
 
 @shared_task(name="agents.verify_outcome", ignore_result=True)

@@ -23,6 +23,7 @@ from drf_spectacular.generators import SchemaGenerator
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership, Role, TenantGroup
 from agentplatform.tenancy.policy import Action, Principal
+from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Run
 from agents.services import run_start
 from rag.models import Document, KnowledgeBase
@@ -163,6 +164,13 @@ def world(trio) -> dict[str, str]:
     fact = Fact.objects.create(tenant=acme, user=trio.alice, text="likes tea")
     key, _ = tenancy.api_key_create(tenant=acme, name="victim", scopes=["read"])
     group = tenancy.group_create(tenant=acme, name="victims")
+    dataset = dataset_save(tenant=acme, changes={"name": "cases"})
+    case = case_save(
+        tenant=acme, dataset=dataset, changes={"input": "hi", "expect": {"contains": "x"}}
+    )
+    evaluation = evaluation_start(
+        tenant=acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
+    )
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -183,6 +191,10 @@ def world(trio) -> dict[str, str]:
         "pk:api-keys": str(key.pk),
         "pk:members": str(victim.pk),
         "pk:groups": str(group.pk),
+        "dataset_id": str(dataset.pk),
+        "case_id": str(case.pk),
+        "evaluation_id": str(evaluation.pk),
+        "other_id": str(evaluation.pk),
     }
 
 

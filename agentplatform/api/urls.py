@@ -67,3 +67,34 @@ knowledge.register(
     basename="api_knowledge_document",
 )
 urlpatterns += knowledge.urls
+
+# -- datasets, evaluations, feedback (agentplatform/api/evaluations_api.py) --
+from agentplatform.api import evaluations_api as evals  # noqa: E402
+
+urlpatterns += [
+    path("datasets", evals.DatasetListCreate.as_view(), name="api_datasets"),
+    path("datasets/<str:dataset_id>", evals.DatasetDetail.as_view(), name="api_dataset"),
+    path("datasets/<str:dataset_id>/cases", evals.CaseListCreate.as_view(), name="api_cases"),
+    path(
+        "datasets/<str:dataset_id>/cases/<str:case_id>",
+        evals.CaseDetail.as_view(),
+        name="api_case",
+    ),
+    path("evaluations", evals.EvaluationListCreate.as_view(), name="api_evaluations"),
+    path(
+        "evaluations/<str:evaluation_id>",
+        evals.EvaluationDetail.as_view(),
+        name="api_evaluation",
+    ),
+    path(
+        "evaluations/<str:evaluation_id>/cancel",
+        evals.EvaluationCancel.as_view(),
+        name="api_evaluation_cancel",
+    ),
+    path(
+        "evaluations/<str:evaluation_id>/compare/<str:other_id>",
+        evals.EvaluationCompare.as_view(),
+        name="api_evaluation_compare",
+    ),
+    path("runs/<str:run_id>/feedback", evals.RunFeedback.as_view(), name="api_run_feedback"),
+]

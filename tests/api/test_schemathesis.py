@@ -207,7 +207,21 @@ def _seed(client, trio, monkeypatch):
     invitation, _ = services.invitation_create(
         tenant=trio.acme, invitee="dana@example.test", role="member", invited_by=trio.alice
     )
+    dataset = api.post("/datasets", {"name": "facts"}).json()["id"]
+    case = api.post(
+        f"/datasets/{dataset}/cases", {"input": "capital?", "expect": {"exact": "Paris"}}
+    ).json()["id"]
+    evaluation = api.post("/evaluations", {"dataset": "facts", "agent": "writer"}).json()["id"]
     return api.key, {
+        "/api/v1/datasets/{dataset_id}": {"dataset_id": dataset},
+        "/api/v1/datasets/{dataset_id}/cases": {"dataset_id": dataset},
+        "/api/v1/datasets/{dataset_id}/cases/{case_id}": {"dataset_id": dataset, "case_id": case},
+        "/api/v1/evaluations/{evaluation_id}": {"evaluation_id": evaluation},
+        "/api/v1/evaluations/{evaluation_id}/cancel": {"evaluation_id": evaluation},
+        "/api/v1/evaluations/{evaluation_id}/compare/{other_id}": {
+            "evaluation_id": evaluation,
+            "other_id": evaluation,
+        },
         "/api/v1/agents/{slug}": {"slug": "writer"},
         "/api/v1/crews/{slug}": {"slug": "team"},
         "/api/v1/tools/{name}": {"name": "weather"},

@@ -14,6 +14,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership
+from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Crew, Message, Run
 from agents.services import conversation_save
 from providers.models import ProviderConnection
@@ -81,7 +82,17 @@ def world(trio) -> dict:
         tenant=trio.acme, knowledge_base=handbook, title="Holidays", text="We rest in August."
     )
     assert ingest(document.pk) == "ready"
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "cases"})
+    case = case_save(
+        tenant=trio.acme, dataset=dataset, changes={"input": "hi", "expect": {"contains": "x"}}
+    )
+    evaluation = evaluation_start(
+        tenant=trio.acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
+    )
     return {
+        "dataset": dataset,
+        "case": case,
+        "evaluation": evaluation,
         "connection": connection,
         "mcp": make_mcp_connection(trio.acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2),
         "agent": agent,
@@ -178,6 +189,18 @@ def every_url(world) -> list[str]:
         "knowledge:document_add": {"slug": slug},
         "knowledge:document_reingest": {"slug": slug, "pk": doc},
         "knowledge:search": {"slug": slug},
+        "activity:datasets": {},
+        "activity:dataset_create": {},
+        "activity:dataset": {"dataset_id": world["dataset"].pk},
+        "activity:dataset_edit": {"dataset_id": world["dataset"].pk},
+        "activity:case_create": {"dataset_id": world["dataset"].pk},
+        "activity:case_edit": {"dataset_id": world["dataset"].pk, "case_id": world["case"].pk},
+        "activity:evaluations": {},
+        "activity:evaluation_create": {},
+        "activity:evaluation": {"evaluation_id": world["evaluation"].pk},
+        "activity:evaluation_compare": {"evaluation_id": world["evaluation"].pk},
+        "activity:run_feedback": {"run_id": run},
+        "activity:run_to_dataset": {"run_id": run},
         # Destructive ones last, so the others still find their objects.
         "chat:cancel": {"conversation_id": chat, "run_id": run},
         "chat:delete": {"conversation_id": chat},
@@ -192,6 +215,9 @@ def every_url(world) -> list[str]:
         "config:group_delete": {"pk": world["group"].pk},
         "knowledge:delete": {"slug": slug},
         "knowledge:document_delete": {"slug": slug, "pk": doc},
+        "activity:case_delete": {"dataset_id": world["dataset"].pk, "case_id": world["case"].pk},
+        "activity:evaluation_cancel": {"evaluation_id": world["evaluation"].pk},
+        "activity:dataset_delete": {"dataset_id": world["dataset"].pk},
     }
     assert set(kwargs) == _tenant_url_names(), "add the new page to this list"
     return [reverse(name, kwargs={"tenant_slug": "acme", **kw}) for name, kw in kwargs.items()]

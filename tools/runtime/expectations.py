@@ -20,6 +20,10 @@ from tools.runtime.patterns import PatternError, compile_pattern
 from tools.runtime.validation import SchemaError, check_schema, compile_validator
 
 KINDS = ("succeeds", "exact", "contains", "regex", "schema")
+# An evaluation case may also be judged by a model against a rubric: `{"judge": "rubric"}`.
+# Its verdict needs a model call, so it is given here (parsed, checked) but decided in
+# agents.judging; `failure` refuses it.
+CASE_KINDS = (*KINDS, "judge")
 MAX_TEXT = 10_000
 MAX_EXAMPLES = 20
 
@@ -34,17 +38,20 @@ class Expectation:
     value: Any = True
 
     @classmethod
-    def parse(cls, data: Any) -> Expectation:
+    def parse(cls, data: Any, *, kinds: tuple[str, ...] = KINDS) -> Expectation:
+        """`kinds`: those allowed (a tool example's by default; CASE_KINDS for a case)."""
         if not isinstance(data, Mapping) or len(data) != 1:
-            raise ExpectationError(f"give exactly one of: {', '.join(KINDS)}")
+            raise ExpectationError(f"give exactly one of: {', '.join(kinds)}")
         [(kind, value)] = data.items()
-        if kind not in KINDS:
-            raise ExpectationError(f"unknown expectation {kind!r}; one of: {', '.join(KINDS)}")
+        if kind not in kinds:
+            raise ExpectationError(f"unknown expectation {kind!r}; one of: {', '.join(kinds)}")
         if kind == "succeeds" and value is not True:
             raise ExpectationError("succeeds: true")
-        if kind in ("contains", "regex") and not (isinstance(value, str) and value):
+        if kind in ("contains", "regex", "judge") and not (
+            isinstance(value, str) and value.strip()
+        ):
             raise ExpectationError(f"{kind}: a non-empty text")
-        if kind in ("contains", "regex") and len(value) > MAX_TEXT:
+        if kind in ("contains", "regex", "judge") and len(value) > MAX_TEXT:
             raise ExpectationError(f"{kind}: at most {MAX_TEXT} characters")
         if kind == "regex":
             try:
@@ -67,6 +74,8 @@ class Expectation:
         """Why `value` (or `error`) does not meet this expectation; None when it does."""
         if error is not None:
             return f"failed: {error}"
+        if self.kind == "judge":
+            raise ValueError("a judge's verdict needs a model: agents.judging decides it")
         if self.kind == "succeeds":
             return None
         if self.kind == "exact":

@@ -1,0 +1,85 @@
+"""A `judge` case's verdict: the dataset's judge connection (only ever one of the tenant's
+own) and model, asked through agents.runtime.judge. Each call is recorded as a finished run
+of that model (`gateway_model` `<connection>/<model>`), so the usage page counts the judge's
+tokens with everything else; the evaluation's result keeps them too."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from agents.models import Dataset, Run
+from agents.runtime.judge import JudgeAnswerError, judge
+from agents.runtime.spec import RunStatus
+from providers.models import ProviderConnection
+from providers.runtime.errors import ProviderError
+from providers.runtime.types import Usage
+from providers.services import adapter_for, connection_handle, default_connection
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    """passed None: no verdict (the judge could not be asked, or answered garbage); the
+    reason says which."""
+
+    passed: bool | None
+    reason: str
+    usage: Usage
+
+
+def judge_connection(dataset: Dataset) -> ProviderConnection | None:
+    chosen = dataset.judge_connection
+    if chosen is not None and chosen.tenant_id == dataset.tenant_id:
+        return chosen
+    return default_connection(dataset.tenant)
+
+
+def judge_answer(
+    dataset: Dataset, *, rubric: str, input: str, answer: str, started_by_user_id=None
+) -> JudgeOutcome:
+    """One model call (never inside a transaction)."""
+    connection = judge_connection(dataset)
+    if connection is None or connection.tenant_id != dataset.tenant_id:
+        return JudgeOutcome(None, "no judge: the tenant has no provider connection", Usage())
+    model = dataset.judge_model or connection.default_model
+    if not model:
+        return JudgeOutcome(
+            None, f"no judge model: connection {connection.name!r} has no default", Usage()
+        )
+    started = timezone.now()
+    error, usage = "", Usage()
+    try:
+        verdict = async_to_sync(judge)(
+            adapter_for(connection), model=model, rubric=rubric, input=input, answer=answer
+        )
+        outcome = JudgeOutcome(verdict.passed, verdict.reason, verdict.usage)
+        usage = verdict.usage
+    except JudgeAnswerError as exc:
+        error, usage = str(exc), exc.usage
+        outcome = JudgeOutcome(None, error, usage)
+    except ProviderError as exc:
+        error = f"the judge could not be asked: {exc}"
+        outcome = JudgeOutcome(None, error, usage)
+    _record_call(dataset, connection, model, usage, error, started, started_by_user_id)
+    return outcome
+
+
+def _record_call(dataset, connection, model, usage, error, started, user_id) -> None:
+    Run.objects.create(
+        tenant_id=dataset.tenant_id,
+        initiated_by_user_id=user_id,
+        gateway_model=f"{connection_handle(connection)}/{model}"[:300],
+        model=model[:200],
+        provider=connection.kind[:100],
+        status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
+        error=error[:2000],
+        input=f"Judge for dataset {dataset.name}"[:2000],
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        correlation_id=uuid.uuid4().hex,
+        started_at=started,
+        finished_at=timezone.now(),
+    )
