@@ -102,7 +102,7 @@ def owner() -> Iterator[None]:
 
 def set_request_tenants(tenant_ids: Iterable[int]) -> None:
     """For the rest of this request, act for `tenant_ids` (the authenticated tenant; an admin's
-    tenants). A request cannot nest a `with`; `request_started` clears it for the next one."""
+    tenants). A request cannot nest a `with`; its start and its end clear it."""
     _scope.set(Scope(tenant_ids=tuple(sorted({int(t) for t in tenant_ids}))))
 
 
@@ -132,7 +132,8 @@ def _scoped(scope: Scope) -> Iterator[None]:
 
 
 def clear_request(**kwargs) -> None:
-    """`request_started`: a thread serving requests one after another starts each clean."""
+    """`request_started` and `request_finished`: a thread serving requests one after another
+    starts each clean, and leaves none of a request's tenants to what it does next."""
     _scope.set(_NONE)
 
 
