@@ -134,19 +134,6 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     worker.wait(15)
 
 
-@pytest.fixture(scope="session")
-def live_asgi_server(django_db_setup, django_db_blocker):
-    """`uvicorn agentplatform.asgi:application` (lifespan on) on a free port and the test
-    database, started once per session (per xdist worker) when a test first needs it: the
-    API, MCP and browser tests share it (`asgi_server`, `mcp_server`, `web_server`). Its
-    tests run one at a time, with the database emptied between them as before; a start
-    costs seconds of CPU. Yields its base URL (`http://127.0.0.1:<port>`)."""
-    from tests import live_server
-
-    with live_server.asgi_server() as base:
-        yield base
-
-
 @pytest.fixture(autouse=True)
 def _requests_as_the_app_role(monkeypatch):
     """Requests through Django's test clients run as the app role, as in the web process,

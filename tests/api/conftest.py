@@ -6,13 +6,14 @@ import openai
 import pytest
 
 from agentplatform.tenancy import services as tenancy
+from tests import live_server
 
 
-@pytest.fixture(scope="session")
-def asgi_server(live_asgi_server) -> str:
-    """`uvicorn agentplatform.asgi:application` on a free port, on the test database (the
-    session's: tests/conftest.py); its base URL."""
-    return live_asgi_server
+@pytest.fixture(scope="module")
+def asgi_server(django_db_setup, django_db_blocker):
+    """`uvicorn agentplatform.asgi:application` on a free port, on the test database."""
+    with live_server.asgi_server() as base:
+        yield base
 
 
 @pytest.fixture

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests import live_server
 
-@pytest.fixture(scope="session")
-def mcp_server(live_asgi_server) -> str:
-    """`uvicorn agentplatform.asgi:application` on a free port (the session's:
-    tests/conftest.py); its /mcp URL."""
-    return f"{live_asgi_server}/mcp"
+
+@pytest.fixture(scope="module")
+def mcp_server(django_db_setup, django_db_blocker):
+    """`uvicorn agentplatform.asgi:application` on a free port; yields its /mcp URL."""
+    with live_server.asgi_server() as base:
+        yield f"{base}/mcp"
