@@ -52,9 +52,9 @@ $(CLIENTS_STAMP): $(CLIENTS_REQUIREMENTS)
 
 py-clients: $(CLIENTS_STAMP)
 
-# Two pytest-xdist workers: the suite mostly waits on processes and sockets, so two cut
-# its time by a third even on 2 cores. Each worker is a session of its own
-# (tests/settings.py): its database, Celery queues, Redis and live server. `worksteal`
+# Two pytest-xdist workers: the suite mostly waits on processes and sockets, so two finish
+# sooner even on 2 cores. Each worker is a session of its own (tests/settings.py): its
+# database, Celery queues, Redis, Celery worker and live servers. `worksteal`
 # splits the tests in two runs of whole files and balances the ends; not `loadfile`, which
 # keys tests by id and so runs one of schemathesis's 71 same-named tests.
 PYTEST_WORKERS ?= 2
