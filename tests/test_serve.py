@@ -98,9 +98,18 @@ def test_sigterm_while_starting_leaves_nothing_running(tmp_path):
     assert processes_using(data) == [], "".join(serve.lines)
 
 
-def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_path):
+@pytest.fixture(scope="module")
+def served_data_dir(tmp_path_factory) -> Path:
+    """A data dir for the fresh start below, which the restart test then starts again
+    (a fresh start of its own when it runs without it)."""
+    return tmp_path_factory.mktemp("serve") / "data"
+
+
+def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(served_data_dir):
+    data = served_data_dir
+    assert not data.exists()
     port = free_port()
-    serve = Serve(tmp_path / "data", port)
+    serve = Serve(data, port)
     try:
         serve.wait_for(r"Agent Platform is up at", timeout=120)
         assert "demo" in serve.wait_for(r"Log in as", timeout=5)
@@ -137,10 +146,8 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_
             assert b"Demo" in response.read()
 
         tree = psutil.Process(serve.process.pid).children(recursive=True)
-        postgres_pid = int(
-            (tmp_path / "data" / "postgres" / "postmaster.pid").read_text().split()[0]
-        )
-        redis_pid = int((tmp_path / "data" / "redis" / "redis.pid").read_text())
+        postgres_pid = int((data / "postgres" / "postmaster.pid").read_text().split()[0])
+        redis_pid = int((data / "redis" / "redis.pid").read_text())
         watched = [*tree, psutil.Process(postgres_pid), psutil.Process(redis_pid)]
         assert len(tree) >= 2  # uvicorn and the worker (and its pool)
     finally:
@@ -156,10 +163,15 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(tmp_
     assert alive == [], f"left running: {alive}"
 
 
-def test_serve_restarts_on_the_same_data_dir_keeping_data(tmp_path):
-    """Second start reuses the data dir (no re-init, the demo user is still there)."""
-    data = tmp_path / "data"
-    for _attempt in range(2):
+def test_serve_restarts_on_the_same_data_dir_keeping_data(served_data_dir):
+    """Second start reuses the data dir (no re-init, the demo user is still there).
+
+    The first start is the fresh-start test's, which checks all that a start here would
+    (up, healthy, a clean exit) and stops it leaving nothing running; run without it,
+    this test makes the first start itself."""
+    data = served_data_dir
+    started_before = (data / "postgres" / "PG_VERSION").exists() and not processes_using(data)
+    for _attempt in range(1 if started_before else 2):
         port = free_port()
         serve = Serve(data, port)
         try:

@@ -39,6 +39,7 @@ from agents.services import run_start
 from agents.tasks import execute_run_task, sweep_stale_runs
 from tests.agents.workers import (
     TurnTakingProviderServer,
+    Worker,
     WorkerFleet,
     forget_queue,
     run_ids_at_broker,
@@ -140,6 +141,12 @@ def holding(fleet: WorkerFleet, run_ids: list[int]) -> list:
             if any(os.getpgid(pid) == worker.pid for pid in pids if psutil.pid_exists(pid)):
                 found.append(worker)
     return found
+
+
+def pinged(worker: Worker) -> bool:
+    """Whether `worker` answers a broadcast ping under its node name (it consumes)."""
+    name = worker.name.replace("%h", "")
+    return any(node.startswith(name) for reply in app.control.ping(timeout=0.5) for node in reply)
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
@@ -310,8 +317,10 @@ def test_twenty_kills_lose_no_run_and_repeat_no_write(
     provider_server.tool_call_delay_s = 0.2
     provider_server.text_delay_s = 2.0  # so that kills land in model calls and in writes
     orders.route("POST", "/orders", Reply(status=201, json=ORDER_CREATED, delay_s=0.2))
-    for _ in range(workers_wanted):
-        fleet.start()
+    for worker in [fleet.start() for _ in range(workers_wanted)]:
+        # Each consumes before the runs start: on a busy machine kills of workers still
+        # starting would miss every run.
+        wait_until(lambda w=worker: pinged(w), 60, f"worker {worker.name} to consume")
     ids = [
         run_start(tenant=trio.acme, agent=trusted_agent, input=f"Order widget {i}.").pk
         for i in range(runs_wanted)

@@ -106,7 +106,13 @@ class FakeMcpServer:
         self.port = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         config = uvicorn.Config(
-            _BearerGate(app, self), log_level="warning", lifespan="on", access_log=False
+            _BearerGate(app, self),
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            # close() cancels a call still in flight (a `nap` past its caller's timeout)
+            # after 1 s instead of waiting the nap out.
+            timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -144,6 +144,9 @@ def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing(db):
 def test_tenant_scope_and_owner_set_this_connection(agents, monkeypatch):
     """The module on Django's own connection, in this (owner) process made to assume the
     app role: a scope shows its tenant's rows, no scope none, owner() all."""
+    # No scope to begin with: a request made in-process earlier in this thread (through
+    # Django's test client, say: schemathesis) leaves its tenants' scope set after it.
+    rls.clear_request()
     monkeypatch.setattr(rls, "_app_role", ROLE)
     connection.ensure_connection()
     monkeypatch.setitem(rls._state, connection.connection, ((None, ""), True))  # as it is
