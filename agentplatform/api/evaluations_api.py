@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.api.resources import (
+    NOT_FOUND_EXAMPLE,
     PARSERS,
     JSONObjectField,
     NewestFirstChecked,
@@ -59,6 +60,27 @@ from agents.models import (
     Rating,
 )
 from providers.models import ProviderConnection
+
+# -- examples (the documentation's; every operation shows one) ----------------------------
+DATASET_EXAMPLE = {
+    "id": 3, "name": "refunds", "description": "Refund questions.", "judge_connection": None,
+    "judge_model": "", "cases": 12, "created_at": "2026-01-01T12:00:00Z",
+    "updated_at": "2026-01-01T12:00:00Z",
+}  # fmt: skip
+CASE_EXAMPLE = {
+    "id": 7, "dataset": 3, "name": "annual plan", "input": "Can I get a refund on my annual plan?",
+    "expect": {"contains": "30 days"}, "source_run": None, "created_at": "2026-01-01T12:00:00Z",
+}  # fmt: skip
+EVALUATION_EXAMPLE = {
+    "id": 5, "dataset": 3, "agent": "support", "agent_version": 4, "status": "completed",
+    "started_by": "alice", "cases": 12, "passed": 11, "failed": 1, "errors": 0, "score": 0.917,
+    "judge_input_tokens": 0, "judge_output_tokens": 0, "created_at": "2026-01-01T12:00:00Z",
+    "finished_at": "2026-01-01T12:01:00Z",
+}  # fmt: skip
+
+
+def shown(name: str, value: Any) -> OpenApiExample:
+    return OpenApiExample(name, value, response_only=True)
 
 
 # -- schemas ---------------------------------------------------------------------------
@@ -291,7 +313,11 @@ class DatasetListCreate(EvaluationsView):
     def get_queryset(self) -> QuerySet[Dataset]:
         return Dataset.objects.filter(tenant=self.tenant)
 
-    @extend_schema(summary="List datasets", responses={200: DatasetSerializer(many=True), **ERRORS})
+    @extend_schema(
+        summary="List datasets",
+        responses={200: DatasetSerializer(many=True), **ERRORS},
+        examples=[shown("Datasets", [DATASET_EXAMPLE])],
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(DatasetSerializer(page, many=True).data)
@@ -319,7 +345,11 @@ class DatasetListCreate(EvaluationsView):
 class DatasetDetail(EvaluationsView):
     serializer_class = DatasetSerializer
 
-    @extend_schema(summary="Get a dataset", responses={200: DatasetSerializer, **ERRORS})
+    @extend_schema(
+        summary="Get a dataset",
+        responses={200: DatasetSerializer, **ERRORS},
+        examples=[shown("A dataset", DATASET_EXAMPLE)],
+    )
     def get(self, request: Request, dataset_id: str) -> Response:
         return Response(DatasetSerializer(self.dataset(dataset_id)).data)
 
@@ -327,6 +357,7 @@ class DatasetDetail(EvaluationsView):
         summary="Change a dataset",
         request=DatasetWriteSerializer,
         responses={200: DatasetSerializer, **ERRORS},
+        examples=[shown("Changed", DATASET_EXAMPLE)],
     )
     def patch(self, request: Request, dataset_id: str) -> Response:
         dataset = self.dataset(dataset_id)
@@ -336,7 +367,7 @@ class DatasetDetail(EvaluationsView):
 
     @extend_schema(
         summary="Delete a dataset", description="With its cases and evaluations.",
-        responses={204: None, **ERRORS},
+        responses={204: None, **ERRORS}, examples=[NOT_FOUND_EXAMPLE],
     )  # fmt: skip
     def delete(self, request: Request, dataset_id: str) -> Response:
         dataset_delete(tenant=self.tenant, dataset=self.dataset(dataset_id))
@@ -351,6 +382,7 @@ class CaseListCreate(EvaluationsView):
         summary="List a dataset's cases",
         description="In their order, cursor-paginated (at most 1,000 per dataset).",
         responses={200: CaseSerializer(many=True), **ERRORS},
+        examples=[shown("Cases", [CASE_EXAMPLE])],
     )
     def get(self, request: Request, dataset_id: str) -> Response:
         page = self.paginate_queryset(self.dataset(dataset_id).cases.all())
@@ -383,13 +415,18 @@ class CaseDetail(EvaluationsView):
         dataset = self.dataset(dataset_id)
         return get_for_tenant(dataset.cases.all(), self.tenant, pk=path_id(case_id, "case"))
 
-    @extend_schema(summary="Get a case", responses={200: CaseSerializer, **ERRORS})
+    @extend_schema(
+        summary="Get a case",
+        responses={200: CaseSerializer, **ERRORS},
+        examples=[shown("A case", CASE_EXAMPLE)],
+    )
     def get(self, request: Request, dataset_id: str, case_id: str) -> Response:
         return Response(CaseSerializer(self.case(dataset_id, case_id)).data)
 
     @extend_schema(
         summary="Change a case", request=CaseWriteSerializer,
         responses={200: CaseSerializer, **ERRORS},
+        examples=[shown("Changed", CASE_EXAMPLE)],
     )  # fmt: skip
     def patch(self, request: Request, dataset_id: str, case_id: str) -> Response:
         case = self.case(dataset_id, case_id)
@@ -397,7 +434,9 @@ class CaseDetail(EvaluationsView):
         case = case_save(tenant=self.tenant, dataset=case.dataset, case=case, changes=changes)
         return Response(CaseSerializer(case).data)
 
-    @extend_schema(summary="Delete a case", responses={204: None, **ERRORS})
+    @extend_schema(
+        summary="Delete a case", responses={204: None, **ERRORS}, examples=[NOT_FOUND_EXAMPLE]
+    )
     def delete(self, request: Request, dataset_id: str, case_id: str) -> Response:
         case_delete(tenant=self.tenant, case=self.case(dataset_id, case_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -416,6 +455,7 @@ class EvaluationListCreate(EvaluationsView):
         summary="List evaluations",
         description="Newest first: admins see every evaluation, others those they started.",
         responses={200: EvaluationSerializer(many=True), **ERRORS},
+        examples=[shown("Evaluations", [EVALUATION_EXAMPLE])],
     )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
@@ -454,6 +494,7 @@ class EvaluationDetail(EvaluationsView):
     @extend_schema(
         summary="Get an evaluation", description="With each case's result and run.",
         responses={200: EvaluationDetailSerializer, **ERRORS},
+        examples=[shown("An evaluation", {**EVALUATION_EXAMPLE, "results": []})],
     )  # fmt: skip
     def get(self, request: Request, evaluation_id: str) -> Response:
         evaluation = visible_evaluation(self.principal, path_id(evaluation_id, "evaluation"))
@@ -471,6 +512,7 @@ class EvaluationCancel(EvaluationsView):
         "Its starter or an admin. Stopping a finished evaluation changes nothing.",
         request=None,
         responses={200: EvaluationSerializer, **ERRORS},
+        examples=[shown("Stopped", {**EVALUATION_EXAMPLE, "status": "cancelled"})],
     )
     def post(self, request: Request, evaluation_id: str) -> Response:
         evaluation = visible_evaluation(self.principal, path_id(evaluation_id, "evaluation"))
@@ -488,6 +530,12 @@ class EvaluationCompare(EvaluationsView):
         description="Two evaluations of the same dataset (two agents, or one agent before "
         "and after a change), case by case. Evaluations of different datasets: 400.",
         responses={200: ComparisonSerializer, **ERRORS},
+        examples=[
+            shown(
+                "Side by side",
+                {"left": EVALUATION_EXAMPLE, "right": {**EVALUATION_EXAMPLE, "id": 6}, "cases": []},
+            )
+        ],
     )
     def get(self, request: Request, evaluation_id: str, other_id: str) -> Response:
         left = visible_evaluation(self.principal, path_id(evaluation_id, "evaluation"))

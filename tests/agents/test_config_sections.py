@@ -55,6 +55,7 @@ def test_the_export_holds_knowledge_bases_and_mcp_servers_without_secrets(config
             "dimensions": None,
             "chunk_size": 300,
             "chunk_overlap": 60,
+            "domains": ["knowledge", "documents"],
             "agents": ["support"],
         }
     ]
@@ -68,6 +69,7 @@ def test_the_export_holds_knowledge_bases_and_mcp_servers_without_secrets(config
             "allowed_tool_names": [],
             "context_resource_uri": "",
             "timeout_s": 30.0,
+            "domains": [],
         }
     ]
     assert "mcp-PLANTED" not in as_yaml(data)

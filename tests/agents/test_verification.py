@@ -13,7 +13,7 @@ from agentplatform.tenancy.models import Role
 from agents.models import Conversation, Run, Verification
 from agents.services import run_start
 from agents.signals import run_succeeded
-from agents.tasks import verify_outcome_task
+from agents.tasks import _verify_outcome, verify_outcome_task
 from agents.verification import rates_by_agent, verify
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key, assert_error
@@ -34,7 +34,7 @@ def orders(trio, connection):
     server.close()
 
 
-def answered(trio, agent, provider_server, *, user=None, conversation=None) -> Run:
+def answered(trio, agent, provider_server, *, user=None, conversation=None, enqueue=True) -> Run:
     provider_server.script(
         "openai",
         ToolCallReply([ToolCall("c1", "find_order", '{"q": "A-17"}')]),
@@ -46,6 +46,7 @@ def answered(trio, agent, provider_server, *, user=None, conversation=None) -> R
         input="where is my order?",
         initiated_by=user or trio.bob,
         conversation=conversation,
+        enqueue=enqueue,
     )
     run = settle(run)
     assert run.status == "succeeded", run.error
@@ -177,11 +178,15 @@ def test_the_agents_verifying_tool_records_its_verdict(trio, agent, provider_ser
     def capture(sender, run_id, tenant_id, **kwargs):
         asked.append((run_id, tenant_id))
 
+    # In place of the task's receiver (a Celery worker of this session would take the
+    # message and race the explicit call below): what finalize asks for.
+    run_succeeded.disconnect(dispatch_uid="agents-run-succeeded")
     run_succeeded.connect(capture)
     try:
-        run = answered(trio, agent, provider_server)
+        run = answered(trio, agent, provider_server, enqueue=False)
     finally:
         run_succeeded.disconnect(capture)
+        run_succeeded.connect(_verify_outcome, dispatch_uid="agents-run-succeeded")
     assert asked == [(run.pk, trio.acme.pk)]  # finalize asked for it
 
     verify_outcome_task(run.pk, trio.acme.pk)  # what the worker runs for that message

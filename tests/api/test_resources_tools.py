@@ -228,7 +228,8 @@ def test_schemas_reading_a_file_or_a_url_are_refused_and_read_nothing(client, tr
         assert not ToolDefinition.objects.exists()
 
         # Planted past validation: the tool is skipped, nothing is read, nothing is quoted.
-        assert api.post("/tools", {**WEATHER, "config": {"url": server.url}}).status_code == 201
+        config = {"url": server.url, "auth": {"type": "bearer"}}
+        assert api.post("/tools", {**WEATHER, "config": config}).status_code == 201
         for ref in [f"file://{secrets}#/nope", f"{server.url}/schema.json"]:
             planted = {"type": "object", "properties": {"city": {"$ref": ref}}}
             ToolDefinition.objects.filter(name="weather").update(input_schema=planted)

@@ -99,7 +99,7 @@ def test_invalid_input_is_shown_beside_its_field_and_saves_nothing(admin, fake_m
     )
     assert response.status_code == 400
     page = response.content.decode()
-    assert "Put credentials in the auth header" in page
+    assert "credentials in the URL" in page
     assert "Between 0 and 300 seconds" in page
     unknown = admin.post(url("mcp_connection_create"), form_data(fake_mcp, domains=["weather"]))
     assert unknown.status_code == 400
