@@ -17,6 +17,7 @@ from agents.runtime import remote_transport
 from agents.runtime.remote import command_health, remote_agent
 from agents.runtime.spec import AgentSpec, RunStatus
 from agents.services import approval_decide, run_start
+from agents.signals import run_queued
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key
 from tests.factories import login, make_agent
@@ -125,6 +126,9 @@ def test_a_command_agent_parks_for_approval_and_resumes_in_a_new_process(
         capability=Capability(effect=Effect.DESTRUCTIVE, requires_approval=True),
     )
     monkeypatch.setattr(BUILTINS, "_tools", {**BUILTINS._tools, "purge": tool})
+    # Executed here only: a Celery worker of this session has neither this allow-list (a
+    # setting of this process) nor the tool.
+    monkeypatch.setattr(run_queued, "receivers", [])  # (restored after the test)
     agent = make_agent(trio.acme, "cmd", kind="remote", remote_command="fake")
     run = settle(run_start(tenant=trio.acme, agent=agent, input="purge 7", initiated_by=trio.alice))
     assert run.status == "awaiting_approval", run.error
