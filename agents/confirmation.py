@@ -15,7 +15,7 @@ from agents.models import Approval
 from agents.runtime.tool_step import call_payload
 from agents.tool_runs import run_tool_context
 from tools.loader import tenant_tools
-from tools.runtime.frames import Frame, FrameError, not_produced
+from tools.runtime.frames import Frame, FrameError
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import ToolCall, ToolFailed
@@ -46,14 +46,11 @@ def _from_frame(registry: ToolRegistry, call: ToolCall, frame: Any) -> ToolCall:
     if item is None or not (item.depends_on or item.reference_inputs):
         return call
     try:
-        filled, missing = Frame.from_dict(frame).inputs(
+        filled = Frame.from_dict(frame).completed(
             call.arguments, item.depends_on, item.reference_inputs
         )
     except FrameError as exc:
         raise ToolFailed(str(exc)) from None
-    if missing:
-        name, source = missing[0]
-        raise ToolFailed(not_produced(name, source))
     return replace(call, arguments=filled)
 
 

@@ -56,7 +56,7 @@ from agents.runtime.state import Checkpointer, RunState
 from agents.runtime.structured import FINAL_ANSWER
 from providers.runtime.types import ToolResultMessage, Usage
 from tools.runtime.context import RunContext
-from tools.runtime.frames import FrameError, not_produced
+from tools.runtime.frames import FrameError
 from tools.runtime.registry import ToolRegistry, rate_limited_payload
 from tools.runtime.tool import Effect, Tool, ToolCall, ToolFailed, ToolResult
 
@@ -176,20 +176,15 @@ class ToolCallStep:
         refused, and recorded as the call's result."""
         if item is None or not (item.depends_on or item.reference_inputs):
             return replace(call, arguments=arguments)
+        needs = (arguments, item.depends_on, item.reference_inputs)
         try:
-            filled, missing = state.frame.inputs(arguments, item.depends_on, item.reference_inputs)
+            filled, missing = state.frame.inputs(*needs)
+            for producer in dict.fromkeys(source.tool for _, source in missing):
+                await self._produce(state, call, producer, filled)
             if missing:
-                for producer in dict.fromkeys(source.tool for _, source in missing):
-                    await self._produce(state, call, producer, filled)
-                filled, missing = state.frame.inputs(
-                    arguments, item.depends_on, item.reference_inputs
-                )
+                filled = state.frame.completed(*needs)
         except FrameError as exc:
             await self._refuse(state, outcome, call, str(exc))
-            return None
-        if missing:
-            name, source = missing[0]
-            await self._refuse(state, outcome, call, not_produced(name, source))
             return None
         return replace(call, arguments=filled)
 

@@ -155,6 +155,20 @@ class Frame:
                 filled[name] = value
         return filled, missing
 
+    def completed(
+        self,
+        arguments: Mapping[str, Any],
+        depends_on: Mapping[str, Source],
+        reference_inputs: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """`inputs`, when every one has a value; FrameError saying which producer to call
+        first otherwise."""
+        filled, missing = self.inputs(arguments, depends_on, reference_inputs)
+        if missing:
+            name, source = missing[0]
+            raise FrameError(not_produced(name, source))
+        return filled
+
     def _resolve(self, name: str, value: Any, kind: str) -> Any:
         example = f"{kind}#1"
         if not isinstance(value, str) or not _TOKEN.match(value):
