@@ -466,6 +466,7 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
     kept = (lambda section: frozenset()) if prune else (lambda s: frozenset(current.objects[s]))
     return KnownNames(
         tools=frozenset(other_tools) | kept("tools"),
+        definitions=kept("tools"),
         connections=kept("connections"),
         agents=kept("agents"),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),

@@ -469,8 +469,8 @@ def evaluation_compare(left: Evaluation, right: Evaluation) -> list[ComparedCase
     def key(result: EvaluationResult) -> tuple:
         return ("case", result.case_id) if result.case_id else ("position", result.position)
 
-    lefts = {key(r): r for r in left.results.select_related("run")}
-    rights = {key(r): r for r in right.results.select_related("run")}
+    lefts = {key(r): r for r in left.results.select_related("run", "case")}
+    rights = {key(r): r for r in right.results.select_related("run", "case")}
     rows = []
     for k in list(lefts) + [k for k in rights if k not in lefts]:
         a, b = lefts.get(k), rights.get(k)

@@ -15,7 +15,7 @@ from agents.models import Dataset, Run
 from agents.runtime.judge import JudgeAnswerError, judge
 from agents.runtime.spec import RunStatus
 from providers.models import ProviderConnection
-from providers.runtime.errors import ProviderError
+from providers.runtime.errors import ProviderError, provider_failure
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_handle, default_connection
 
@@ -61,7 +61,7 @@ def judge_answer(
         error, usage = str(exc), exc.usage
         outcome = JudgeOutcome(None, error, usage)
     except ProviderError as exc:
-        error = f"the judge could not be asked: {exc}"
+        error = f"the judge could not be asked: {provider_failure(exc, connection.name, model)}"
         outcome = JudgeOutcome(None, error, usage)
     _record_call(dataset, connection, model, usage, error, started, started_by_user_id)
     return outcome

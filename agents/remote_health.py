@@ -40,9 +40,11 @@ def check_remote_agents() -> int:
         found = list(
             Agent.objects.filter(kind="remote", active=True).values_list("pk", "tenant_id")
         )
+    by_tenant: dict[int, list[int]] = {}
     for pk, tenant_id in found:
+        by_tenant.setdefault(tenant_id, []).append(pk)
+    for tenant_id, pks in by_tenant.items():
         with rls.tenant_scope(tenant_id):
-            agent = Agent.objects.filter(pk=pk).first()
-            if agent is not None:
+            for agent in Agent.objects.filter(pk__in=pks):
                 check_remote_agent(agent)
     return len(found)

@@ -97,10 +97,9 @@ def latest_verdict(runs: QuerySet[Run]) -> QuerySet[Run]:
 def rates_by_agent(runs: QuerySet[Run]) -> list[dict[str, Any]]:
     """Per agent, among `runs` that succeeded: how many, how many verified and refuted (by
     their latest verdict), and those as shares of the succeeded. One query."""
-    latest = Verification.objects.filter(run=OuterRef("pk")).order_by("-id").values("verdict")[:1]
     succeeded = runs.filter(status=RunStatus.SUCCEEDED, agent__isnull=False)
     rows = (
-        succeeded.annotate(verdict=Subquery(latest))
+        latest_verdict(succeeded)
         .values("agent__slug", "agent__name")
         .annotate(
             succeeded=Count("id"),

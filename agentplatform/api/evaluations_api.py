@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -108,7 +108,8 @@ class DatasetSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_cases(self, dataset: Dataset) -> int:
-        return getattr(dataset, "case_count", None) or dataset.cases.count()
+        count = getattr(dataset, "case_count", None)  # (annotated by the list: one query)
+        return dataset.cases.count() if count is None else count
 
 
 class DatasetWriteSerializer(StrictSerializer):
@@ -311,7 +312,7 @@ class DatasetListCreate(EvaluationsView):
     pagination_class = NewestFirstChecked
 
     def get_queryset(self) -> QuerySet[Dataset]:
-        return Dataset.objects.filter(tenant=self.tenant)
+        return Dataset.objects.filter(tenant=self.tenant).annotate(case_count=Count("cases"))
 
     @extend_schema(
         summary="List datasets",

@@ -37,7 +37,6 @@ from agents.runtime.remote_transport import (
     clip,
     command_health,
     health_url,
-    http_health,
     scrub,
 )
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
@@ -59,13 +58,11 @@ __all__ = [
     "command_health",
     "health_url",
     "remote_agent",
-    "remote_health",
 ]
 
 PROTOCOL_VERSION = 1
 # The secret reference (not a secret) of the optional bearer token sent to the server.
 TOKEN_SECRET = "agent:remote_token"  # noqa: S105
-remote_health = http_health  # (its name before commands were a transport)
 
 
 class WireHistoryItem(TypedDict):

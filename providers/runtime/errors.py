@@ -64,3 +64,26 @@ class ModelBehaviorError(ProviderError):
         self.call_id = call_id
         self.name = name
         self.raw = raw
+
+
+def provider_failure(exc: ProviderError, connection: str, model: str) -> str:
+    """Why a request to `model` of `connection` failed, in our words, for whoever asked
+    (the provider's text may quote anything)."""
+    where = f"connection {connection!r}"
+    if isinstance(exc, AuthenticationFailed):
+        return f"{where} was refused by its provider (API key or permission): an admin must fix it"
+    if isinstance(exc, AddressRefused):
+        return f"{where} points at an address the platform may not reach: an admin must fix it"
+    if isinstance(exc, ModelNotFound):
+        return f"model {model!r} is not known to {where}"
+    if isinstance(exc, ContextTooLong):
+        return f"the question is too long for model {model!r}; shorten it"
+    if isinstance(exc, BadRequest):
+        return f"{where} refused the request to model {model!r} as invalid"
+    if isinstance(exc, RateLimited):
+        return f"{where} is over its provider's rate limit; try again later"
+    if isinstance(exc, Timeout):
+        return f"model {model!r} of {where} did not answer in time"
+    if isinstance(exc, ProviderUnavailable):
+        return f"the provider of {where} is unavailable; try again later"
+    return f"model {model!r} of {where} failed to answer"

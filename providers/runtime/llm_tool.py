@@ -21,15 +21,8 @@ from typing import Any
 
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import (
-    AddressRefused,
-    AuthenticationFailed,
-    BadRequest,
-    ContextTooLong,
-    ModelNotFound,
     ProviderError,
-    ProviderUnavailable,
-    RateLimited,
-    Timeout,
+    provider_failure,
 )
 from providers.runtime.types import ModelRequest, UserMessage
 from tools.runtime.context import ModelTokens, RunContext
@@ -163,7 +156,7 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
                 f"{timeout_s:g} s"
             ) from None
         except ProviderError as exc:
-            raise ToolFailed(_provider_failed(exc, connection.name, model)) from None
+            raise ToolFailed(provider_failure(exc, connection.name, model)) from None
         used = response.usage
         answered_by = response.model or model
         ctx.usage.add(
@@ -208,25 +201,3 @@ def _not_found(wanted: str | None, known: Sequence[str]) -> str:
     if not names:
         return f"no provider connection named {wanted!r}; this organisation has none"
     return f"no provider connection named {wanted!r}; this organisation's connections: {names}"
-
-
-def _provider_failed(exc: ProviderError, connection: str, model: str) -> str:
-    """Why the request failed, in our words (the provider's text may quote anything)."""
-    where = f"connection {connection!r}"
-    if isinstance(exc, AuthenticationFailed):
-        return f"{where} was refused by its provider (API key or permission): an admin must fix it"
-    if isinstance(exc, AddressRefused):
-        return f"{where} points at an address the platform may not reach: an admin must fix it"
-    if isinstance(exc, ModelNotFound):
-        return f"model {model!r} is not known to {where}"
-    if isinstance(exc, ContextTooLong):
-        return f"the question is too long for model {model!r}; shorten it"
-    if isinstance(exc, BadRequest):
-        return f"{where} refused the request to model {model!r} as invalid"
-    if isinstance(exc, RateLimited):
-        return f"{where} is over its provider's rate limit; try again later"
-    if isinstance(exc, Timeout):
-        return f"model {model!r} of {where} did not answer in time"
-    if isinstance(exc, ProviderUnavailable):
-        return f"the provider of {where} is unavailable; try again later"
-    return f"model {model!r} of {where} failed to answer"

@@ -14,7 +14,8 @@ import pytest
 from agents.runtime import remote, remote_transport
 from agents.runtime.crew import Suspended
 from agents.runtime.kinds import get_kind
-from agents.runtime.remote import remote_agent, remote_health
+from agents.runtime.remote import remote_agent
+from agents.runtime.remote_transport import http_health as remote_health
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.runtime.tool_step import UNKNOWN_OUTCOME

@@ -274,3 +274,23 @@ def test_inputs_from_other_tools_are_set_over_rest_and_checked_as_a_graph(client
     refused = api.patch("/tools/find_city", {"depends_on": cycle})
     assert "dependency cycle" in str(assert_error(refused, 400)["details"])
     assert ToolDefinition.objects.get(name="weather").depends_on == dependent["depends_on"]
+
+
+def test_a_reference_argument_needs_a_tool_that_gives_that_kind(client, trio):
+    api = as_key(client, trio.acme)
+    taker = {
+        **WEATHER,
+        "name": "hold",
+        "secret": None,
+        "config": {
+            "url": "https://api.example.com/holds",
+            "method": "POST",
+            "arguments": [{"argument": "city", "to": "body", "reference": "slot"}],
+        },
+    }
+    refused = api.post("/tools", taker)
+    assert "no tool's result gives slot references" in str(assert_error(refused, 400)["details"])
+    giver = {**WEATHER, "name": "slots", "secret": None}
+    giver["config"] = {"url": "https://api.example.com/slots", "references": {"*.id": "slot"}}
+    assert api.post("/tools", giver).status_code == 201
+    assert api.post("/tools", taker).status_code == 201

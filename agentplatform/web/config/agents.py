@@ -21,11 +21,11 @@ from agentplatform.web.config.common import (
     PlainLabels,
     PrettyJSONField,
     SecretField,
+    StoredSecretForm,
     admin_required,
     confirm_delete,
     render_form,
     render_page,
-    secret_changes,
     try_save,
     unique_in_tenant,
 )
@@ -42,7 +42,9 @@ FORM = "web/config/agent_form.html"
 TOOL_FIELDS = ("use_all_tools", "tool_names", "tool_tags", "tool_exclude")
 
 
-class AgentForm(PlainLabels, forms.ModelForm):
+class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
+    write_only_field = "remote_token"
+
     tool_names = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools by name"
     )
@@ -131,19 +133,6 @@ class AgentForm(PlainLabels, forms.ModelForm):
 
     def clean_approval_deciders(self) -> str:
         return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        # The model's validation (run next) checks a moved URL comes with a new or cleared
-        # token: give it the token this save would store.
-        change = secret_changes(self, "remote_token")
-        if "remote_token" in change:
-            self.instance.remote_token = change["remote_token"]
-        return cleaned
-
-    def changes(self) -> dict[str, Any]:
-        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
-        return {**data, **secret_changes(self, "remote_token")}
 
 
 def tool_preview(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[str, Any]:

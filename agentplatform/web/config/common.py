@@ -82,6 +82,25 @@ def secret_changes(form: forms.BaseForm, name: str) -> dict[str, Any]:
     return {}
 
 
+class StoredSecretForm:
+    """A ModelForm whose `write_only_field` is a write-only SecretField (with an optional
+    `clear_<field>` box): the model's validation sees the secret this save would store (it
+    checks where a secret may go), and `changes()` is what the save service takes."""
+
+    write_only_field: str
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        change = secret_changes(self, self.write_only_field)
+        if self.write_only_field in change:
+            setattr(self.instance, self.write_only_field, change[self.write_only_field])
+        return cleaned
+
+    def changes(self) -> dict[str, Any]:
+        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
+        return {**data, **secret_changes(self, self.write_only_field)}
+
+
 class JsonTextarea(forms.Textarea):
     """A monospace textarea for JSON; config.js adds a "Format JSON" button beside it."""
 

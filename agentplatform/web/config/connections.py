@@ -17,11 +17,11 @@ from agentplatform.web.config.common import (
     PlainLabels,
     PrettyJSONField,
     SecretField,
+    StoredSecretForm,
     admin_required,
     confirm_delete,
     render_form,
     render_page,
-    secret_changes,
     try_save,
     unique_in_tenant,
 )
@@ -29,7 +29,9 @@ from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save, connection_test
 
 
-class ConnectionForm(PlainLabels, forms.ModelForm):
+class ConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
+    write_only_field = "api_key"
+
     api_key = SecretField(
         label="API key",
         help_text="Write-only: never shown again. Leave blank to keep the stored key.",
@@ -75,17 +77,6 @@ class ConnectionForm(PlainLabels, forms.ModelForm):
 
     def clean_name(self) -> str:
         return unique_in_tenant(self, "name", "connection")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        change = secret_changes(self, "api_key")  # the model checks a key is there
-        if "api_key" in change:
-            self.instance.api_key = change["api_key"]
-        return cleaned
-
-    def changes(self) -> dict[str, Any]:
-        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
-        return {**data, **secret_changes(self, "api_key")}
 
 
 @admin_required

@@ -20,11 +20,11 @@ from agentplatform.web.config.common import (
     PlainLabels,
     PrettyJSONField,
     SecretField,
+    StoredSecretForm,
     admin_required,
     confirm_delete,
     render_form,
     render_page,
-    secret_changes,
     try_save,
     unique_in_tenant,
 )
@@ -40,7 +40,9 @@ from tools.models import McpServerConnection, McpStatus
 LIST = "web/config/mcp_connection_list.html"
 
 
-class McpConnectionForm(PlainLabels, forms.ModelForm):
+class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
+    write_only_field = "auth_header"
+
     url = forms.URLField(
         max_length=500,
         assume_scheme="https",
@@ -91,17 +93,6 @@ class McpConnectionForm(PlainLabels, forms.ModelForm):
 
     def clean_name(self) -> str:
         return unique_in_tenant(self, "name", "MCP connection")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        change = secret_changes(self, "auth_header")  # the model checks where it may go
-        if "auth_header" in change:
-            self.instance.auth_header = change["auth_header"]
-        return cleaned
-
-    def changes(self) -> dict[str, Any]:
-        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
-        return {**data, **secret_changes(self, "auth_header")}
 
 
 @admin_required

@@ -19,11 +19,11 @@ from agentplatform.web.config.common import (
     PlainLabels,
     PrettyJSONField,
     SecretField,
+    StoredSecretForm,
     admin_required,
     confirm_delete,
     render_form,
     render_page,
-    secret_changes,
     try_save,
     unique_in_tenant,
 )
@@ -46,7 +46,9 @@ EXAMPLE_CONFIG = {
 }
 
 
-class ToolDefinitionForm(PlainLabels, forms.ModelForm):
+class ToolDefinitionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
+    write_only_field = "secret"
+
     input_schema = PrettyJSONField(
         widget=JsonTextarea({"rows": 12}),
         label="Input schema",
@@ -128,23 +130,10 @@ class ToolDefinitionForm(PlainLabels, forms.ModelForm):
     def clean_name(self) -> str:
         return unique_in_tenant(self, "name", "tool definition")
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        # The model's validation (run next) checks that auth has a secret: give it the
-        # secret this save would store.
-        change = secret_changes(self, "secret")
-        if "secret" in change:
-            self.instance.secret = change["secret"]
-        return cleaned
-
     def _get_validation_exclusions(self) -> set[str]:
         # The model's validation checks the secret too (auth needs one): `clean` gave it
         # the one this save would store, and its errors belong beside the secret field.
         return set(super()._get_validation_exclusions()) - {"secret"}
-
-    def changes(self) -> dict[str, Any]:
-        data = {name: self.cleaned_data[name] for name in self.Meta.fields}
-        return {**data, **secret_changes(self, "secret")}
 
 
 @admin_required

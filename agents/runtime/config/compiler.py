@@ -68,6 +68,7 @@ class KnownNames:
     it keeps): references to these are valid. `agent_kinds` None: kinds are not checked."""
 
     tools: frozenset[str] = frozenset()
+    definitions: frozenset[str] = frozenset()  # of `tools`, the tenant's kept definitions
     connections: frozenset[str] = frozenset()
     agents: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
@@ -355,10 +356,10 @@ class _Checker:
     def check_references(self, compiled: dict[str, tuple[ToolEntry, Any]]) -> None:
         """An argument taking a reference kind needs a tool whose result gives that kind
         (config.references), else no token of it can exist. Kept tools outside the document
-        may give it: then it is not checked."""
+        (definitions; built-ins give none) may give it: then it is not checked."""
         configs = {n: c for n, (_, c) in compiled.items() if isinstance(c, HttpToolConfig)}
         given = {kind for c in configs.values() for kind in c.references.values()}
-        if self.known.tools - set(self.tool_index):
+        if self.known.definitions - set(self.tool_index):
             return
         for name, config in configs.items():
             for position, target in enumerate(config.arguments):
