@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tools', '0007_mcp_connection_domains'),
+        ("tools", "0007_mcp_connection_domains"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='mcpserverconnection',
-            name='tool_examples',
-            field=models.JSONField(blank=True, default=dict, help_text='Self-tests per remote tool: {"search": [{"arguments": {"q": "x"}, "expect": {"contains": "x"}}]}. Empty: none.'),
+            model_name="mcpserverconnection",
+            name="tool_examples",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text='Self-tests per remote tool: {"search": [{"arguments": {"q": "x"}, "expect": {"contains": "x"}}]}. Empty: none.',
+            ),
         ),
     ]
