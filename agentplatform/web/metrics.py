@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
 from agentplatform.versions import shared_redis
-from agents.models import Run, RunEvent
+from agents.models import TOOL_ERROR_EVENT, Run, RunEvent
 from agents.runtime.spec import RunStatus
 
 # Seconds from a run's first start to its end (an approval's wait included).
@@ -38,7 +38,6 @@ TOKEN_FIELDS = {
     "cache_read": "cache_read_tokens",
     "cache_write": "cache_write_tokens",
 }
-TOOL_ERROR = Q(type="tool.completed", payload__error__isnull=False) & ~Q(payload__error=None)
 
 
 @never_cache
@@ -53,9 +52,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response = HttpResponse("a valid metrics token is required\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # (45 ms to import)
+    from prometheus_client.exposition import choose_encoder  # (45 ms to import)
 
-    return HttpResponse(generate_latest(_Figures()), content_type=CONTENT_TYPE_LATEST)
+    # The text format the scraper asks for (its Accept header); OpenMetrics when it says so.
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encode(_Figures()), content_type=content_type)
 
 
 class _Figures:
@@ -76,12 +77,7 @@ class _Figures:
             )
             cost = _cost_by_tenant()
             latency = _latency_by_tenant()
-            tool_errors = list(
-                RunEvent.objects.filter(TOOL_ERROR)
-                .values("tenant_id", tool=KT("payload__name"))
-                .annotate(n=Count("id"))
-                .order_by()
-            )
+            tool_errors = list(tool_errors_query())
             ids = {r["tenant_id"] for r in by_status} | {r["tenant_id"] for r in tool_errors}
             slugs = dict(Tenant.objects.filter(pk__in=ids).values_list("pk", "slug"))
 
@@ -148,6 +144,17 @@ class _Figures:
         for queue, n in queue_depths().items():
             depth.add_metric([queue], n)
         yield depth
+
+
+def tool_errors_query() -> QuerySet:
+    """Tool calls that ended in an error, per tenant and tool: on the partial index
+    `run_event_tool_error`, so only those events are read."""
+    return (
+        RunEvent.objects.filter(TOOL_ERROR_EVENT)
+        .values("tenant_id", tool=KT("payload__name"))
+        .annotate(n=Count("id"))
+        .order_by()
+    )
 
 
 def _cost_by_tenant() -> dict[int, object] | None:
