@@ -30,7 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # before bench/, whose agents.py would shadow the package
+# bench/ (the script's directory, first on sys.path) holds agents.py and mcp.py, which would
+# shadow the packages: the repo root replaces it.
+sys.path[0] = str(ROOT)
 
 from agents.runtime import tracing  # noqa: E402
 from agents.runtime.loop import run_agent  # noqa: E402

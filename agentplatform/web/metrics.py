@@ -7,8 +7,9 @@ Every figure is read at scrape time from where every process already writes it â
 their events in PostgreSQL, the Celery queues in Redis â€” so the numbers are right however
 many web and worker processes, on however many machines, there are, with nothing added to a
 run's path and no shared multiprocess directory (prometheus_client's multiprocess mode only
-joins processes of one machine). The cost is a few aggregate queries per scrape: over the
-runs table (an index-only count for tool errors); docs/observability.md has the figures.
+joins processes of one machine). The cost is a few aggregate queries per scrape over the
+runs table, and a count of tool errors on a partial index of the events; docs/observability.md
+has the figures (bench/metrics.py).
 """
 
 from __future__ import annotations
