@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -79,3 +80,30 @@ def test_log_format_json_makes_the_console_write_json():
     )
     [line] = [json.loads(x) for x in out.stderr.splitlines() if '"hello there"' in x]
     assert line["correlation_id"] == "abc" and line["level"] == "WARNING"
+
+
+@pytest.mark.integration
+def test_a_celery_worker_writes_json_lines_with_log_format_json(db):
+    """The worker sets up its own handlers; they get the JSON formatter too."""
+    env = {**subprocess_env(), "LOG_FORMAT": "json"}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "agentplatform", "worker", "--pool", "solo",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
+         "-Q", "json-logs-test-queue", "-n", "json-logs-test@%h"],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            line = worker.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if " ready." in line:
+                break
+    finally:
+        worker.terminate()
+        worker.wait(15)
+    [ready] = [json.loads(x) for x in lines if " ready." in x]
+    assert ready["level"] == "INFO" and ready["message"].endswith(" ready.")

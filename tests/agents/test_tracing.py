@@ -12,6 +12,7 @@ from agents.apps import start_tracing
 from agents.runtime import tracing
 from agents.services import run_inline
 from tests.conftest import ROOT, subprocess_env
+from tests.factories import make_agent, make_crew
 from tests.fakes.otlp_collector import OtlpCollector
 from tests.fakes.provider_server import MODEL_SUFFIX, ErrorReply, TextReply, ToolCall, ToolCallReply
 
@@ -112,6 +113,26 @@ def test_a_failed_tool_and_a_failed_model_call_mark_their_spans(
     [root] = collector.named("invoke_agent assistant")
     assert root.status_code == STATUS_ERROR and root.attributes["error.type"] == "failed"
     assert b"the provider broke" not in b"".join(collector.bodies)
+
+
+def test_a_crews_member_runs_nest_in_the_crews_trace(trio, connection, provider_server, collector):
+    researcher = make_agent(trio.acme, "researcher", instructions="Research.")
+    writer = make_agent(trio.acme, "writer", instructions="Write.")
+    crew = make_crew(trio.acme, "team", [researcher, writer], name="Team", mode="sequential")
+    provider_server.script("openai", TextReply("Facts."), TextReply("Prose."))
+    tracing.install_otlp(collector.url, service_name="t")
+    run = run_inline(tenant=trio.acme, crew=crew, input="Explain boiling.")
+    tracing.uninstall()
+    assert run.status == "succeeded"
+    [root] = collector.named("invoke_agent team")  # renamed once the crew was read
+    assert root.attributes["gen_ai.agent.name"] == "team" and root.parent_span_id == b""
+    members = collector.named("invoke_agent researcher") + collector.named("invoke_agent writer")
+    assert len(members) == 2
+    for member in members:
+        assert member.trace_id == root.trace_id and member.parent_span_id == root.span_id
+        assert member.attributes["agentplatform.run.parent_id"] == str(run.pk)
+        assert member.attributes["agentplatform.correlation_id"] == run.correlation_id
+    assert len(collector.named("chat gpt-test")) == 2
 
 
 def test_without_an_endpoint_nothing_is_installed_or_sent(
