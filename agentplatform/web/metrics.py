@@ -49,7 +49,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
         raise Http404("No such page.")
     given = request.headers.get("Authorization", "")
     scheme, _, credential = given.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip(), token):
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        credential.strip().encode("utf-8", "replace"), token.encode()
+    ):  # (bytes: compare_digest refuses str with non-ASCII characters)
         response = HttpResponse("a valid metrics token is required\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response

@@ -31,7 +31,9 @@ def test_without_a_token_setting_there_is_no_such_page(client, db, settings):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer anything").status_code == 404
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer "])
+@pytest.mark.parametrize(
+    "header", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer ", "Bearer t\u00e9st"]
+)
 def test_without_the_token_it_is_refused(client, db, settings, header):
     settings.METRICS_TOKEN = TOKEN
     extra = {"HTTP_AUTHORIZATION": header} if header is not None else {}
