@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+
 _run: ContextVar[dict[str, str] | None] = ContextVar("agentplatform_log_run", default=None)
 
 _CREDENTIAL = re.compile(
@@ -48,7 +50,8 @@ def masked(text: str) -> str:
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the run's ids when inside
-    `run_context`, and the exception's traceback when there is one."""
+    `run_context`, the trace and span ids when a span is current (tracing on), and the
+    exception's traceback when there is one."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -59,6 +62,10 @@ class JsonFormatter(logging.Formatter):
         }
         if run := _run.get():
             entry.update(run)
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:  # tracing is on: the line leads to its trace
+            entry["trace_id"] = format(span.trace_id, "032x")
+            entry["span_id"] = format(span.span_id, "016x")
         if record.exc_info:
             entry["exception"] = masked(self.formatException(record.exc_info))
         return json.dumps(entry, ensure_ascii=False, default=str)

@@ -42,6 +42,23 @@ def test_a_line_inside_a_run_carries_its_ids_and_one_outside_does_not():
     assert "correlation_id" not in outside
 
 
+def test_a_line_inside_a_traced_run_names_its_trace():
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from agents.runtime import tracing
+
+    tracing.install(TracerProvider().get_tracer("test"))
+    try:
+        with tracing.run_span(agent="a", run_id=1, tenant_id=1, correlation_id="c") as span:
+            entry = json.loads(JsonFormatter().format(record("inside")))
+            context = span._span.get_span_context()
+    finally:
+        tracing.uninstall()
+    assert entry["trace_id"] == format(context.trace_id, "032x")
+    assert entry["span_id"] == format(context.span_id, "016x")
+    assert "trace_id" not in json.loads(JsonFormatter().format(record("after")))
+
+
 def test_what_looks_like_a_credential_is_masked():
     text = "sent Authorization: Bearer abcdef123456 with api_key=sk-live-0123456789abcdef"
     assert masked(text) == "sent Authorization: Bearer [redacted] with api_key=[redacted]"
