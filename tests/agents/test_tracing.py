@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -133,6 +134,20 @@ def test_a_crews_member_runs_nest_in_the_crews_trace(trio, connection, provider_
         assert member.attributes["agentplatform.run.parent_id"] == str(run.pk)
         assert member.attributes["agentplatform.correlation_id"] == run.correlation_id
     assert len(collector.named("chat gpt-test")) == 2
+
+
+def test_a_collector_that_is_down_costs_runs_nothing(trio, agent, provider_server, monkeypatch):
+    closed = OtlpCollector()
+    closed.close()  # nothing listens at its address now
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    tracing.install_otlp(closed.url, service_name="t")
+    try:
+        started = time.monotonic()
+        run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+        took = time.monotonic() - started
+    finally:
+        tracing.uninstall()
+    assert run.status == "succeeded" and took < 5
 
 
 def test_without_an_endpoint_nothing_is_installed_or_sent(
