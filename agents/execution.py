@@ -174,13 +174,13 @@ async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> s
         return "not claimable"
     writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())
     outcome = "lease lost"
-    with observed_run(run):
+    with observed_run(run) as span:
         try:
             outcome = await _execute_claimed(run, owner, writer)
         finally:
             if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
                 writer.abandon()
-            tracing.annotate(**{"agentplatform.run.status": outcome})
+            span.set(**{"agentplatform.run.status": outcome})
     return outcome
 
 

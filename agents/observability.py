@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from agentplatform import logs
 from agents.models import Run
@@ -16,13 +17,14 @@ from agents.runtime.spec import RunOutcome, RunStatus
 
 
 @contextmanager
-def observed_run(run: Run) -> Iterator[None]:
-    """Inside: the run's log context, and its span when tracing is on. A direct tool call
-    (REST, MCP) has no run span: its tool step's `execute_tool` span is the whole of it."""
+def observed_run(run: Run) -> Iterator[Any]:
+    """Inside: the run's log context, and its span when tracing is on (yielded, to `set`
+    attributes on; a do-nothing one when off). A direct tool call (REST, MCP) has no run
+    span: its tool step's `execute_tool` span is the whole of it."""
     with logs.run_context(
         run_id=run.pk, correlation_id=run.correlation_id, tenant_id=run.tenant_id
-    ), _span(run):  # fmt: skip
-        yield
+    ), _span(run) as span:  # fmt: skip
+        yield span
 
 
 def _span(run: Run):
