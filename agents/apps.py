@@ -19,6 +19,29 @@ class AgentsConfig(AppConfig):
 
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
+        start_tracing()
+
+
+def start_tracing() -> None:
+    """Spans of runs, model and tool calls exported over OTLP, where an endpoint is
+    configured; otherwise nothing is loaded or installed (agents/runtime/tracing.py)."""
+    from django.conf import settings
+
+    if not settings.OTEL_EXPORTER_OTLP_ENDPOINT:
+        return
+    from agents.runtime import tracing
+
+    try:
+        tracing.install_otlp(
+            settings.OTEL_EXPORTER_OTLP_ENDPOINT, service_name=settings.OTEL_SERVICE_NAME
+        )
+    except ImportError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed: "
+            "pip install 'agentplatform[otel]' (or unset it)."
+        ) from None
 
 
 def _member_left(sender, instance, **kwargs) -> None:

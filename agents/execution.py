@@ -40,6 +40,7 @@ from agents.models import (
     Run,
     approval_decisions,
 )
+from agents.observability import observed_run, traced_outcome
 from agents.run_writer import (
     Batch,
     EventConflict,
@@ -51,6 +52,7 @@ from agents.run_writer import (
     storable_text,
     write_batch,
 )
+from agents.runtime import tracing
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.crew import (
     ChildOutcome,
@@ -172,11 +174,13 @@ async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> s
         return "not claimable"
     writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())
     outcome = "lease lost"
-    try:
-        outcome = await _execute_claimed(run, owner, writer)
-    finally:
-        if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
-            writer.abandon()
+    with observed_run(run) as span:
+        try:
+            outcome = await _execute_claimed(run, owner, writer)
+        finally:
+            if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
+                writer.abandon()
+            span.set(**{"agentplatform.run.status": outcome})
     return outcome
 
 
@@ -214,6 +218,7 @@ async def _execute_claimed(run: Run, owner: str, writer: RunWriter) -> str:
     outcome = writer.redacted(outcome)  # as its events and fields were
     if not await sync_to_async(finalize)(run, owner, outcome, batch):
         return "lease lost"
+    traced_outcome(run, outcome)
     return outcome.status.value
 
 
@@ -265,6 +270,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
     """Run the agent's kind (the tool loop, one call, a remote agent...) on this run."""
     sink.writer.redact_with(prepared.run_secrets)
     sink.writer.stage(**prepared.audit)
+    tracing.annotate(**{"gen_ai.request.model": prepared.spec.model})
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
         adapter=prepared.adapter,
@@ -404,6 +410,7 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     async def emit(type: str, **payload: Any) -> None:
         await sink.emit(type, payload)
 
+    tracing.annotate(**{"gen_ai.agent.name": crew.slug})
     run_child = _child_runner(run, members)
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)

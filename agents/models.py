@@ -310,6 +310,11 @@ class Run(models.Model):
         return self.status in TERMINAL
 
 
+# A tool call's event that carries an error (failed, refused, rate limited): counted by
+# GET /metrics on a partial index, so a scrape reads those rows only.
+TOOL_ERROR_EVENT = Q(type="tool.completed", payload__error__isnull=False) & ~Q(payload__error=None)
+
+
 class RunEvent(models.Model):
     """Append-only, numbered per run, so a stream can resume after any event."""
 
@@ -322,6 +327,9 @@ class RunEvent(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique")]
+        indexes = [
+            models.Index(fields=["tenant"], condition=TOOL_ERROR_EVENT, name="run_event_tool_error")
+        ]
         ordering = ["run", "seq"]
 
     def __str__(self) -> str:

@@ -48,6 +48,7 @@ PUBLIC = {
     "login": "signing in",
     "logout": "signing out",
     "healthz": "health checks for load balancers; no tenant data",
+    "metrics": "Prometheus figures of every tenant, for the operator's METRICS_TOKEN only",
     "api_schema": "the OpenAPI document",
     "api_docs": "the API documentation page",
     "api_redoc": "the API documentation page",
