@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Q
 from django.shortcuts import render
 from django.utils import timezone
@@ -333,6 +333,7 @@ class IdentityProviderAdmin(TenantScopedAdmin):
     list_display = ["name", "slug", "issuer", "enabled"]
     search_fields = ["name", "slug", "issuer"]
     inlines = [IdentityProviderGroupInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fields = [
         "tenant",
         "name",
@@ -345,6 +346,18 @@ class IdentityProviderAdmin(TenantScopedAdmin):
         "groups_claim",
         "default_role",
     ]
+
+    def save_model(self, request, obj, form, change) -> None:
+        if obj.tenant_id is None and request.user.is_superuser:
+            admin.ModelAdmin.save_model(self, request, obj, form, change)  # no tenant's log
+            return
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj) -> None:
+        if obj.tenant_id is None and request.user.is_superuser:
+            admin.ModelAdmin.delete_model(self, request, obj)
+            return
+        super().delete_model(request, obj)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

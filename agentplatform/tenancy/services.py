@@ -83,9 +83,19 @@ def check_password_sign_in_off(*, tenant: Tenant) -> None:
 def tenant_sign_in_set(*, tenant: Tenant, password_sign_in: bool) -> Tenant:
     """Turn password sign-in on or off for the tenant's members (recorded in its audit log).
     Off needs an identity provider for the tenant (check_password_sign_in_off)."""
-    if not password_sign_in and tenant.password_sign_in:
+    before = tenant.password_sign_in
+    if not password_sign_in and before:
         check_password_sign_in_off(tenant=tenant)
-    return save_validated(tenant, {"password_sign_in": password_sign_in})
+    with transaction.atomic():
+        save_validated(tenant, {"password_sign_in": password_sign_in})
+        if before != password_sign_in:  # the tenant row itself is not an audited model
+            audit.record(
+                tenant=tenant,
+                action=AuditAction.CONFIG_CHANGED,
+                obj=tenant,
+                changes={"password_sign_in": [before, password_sign_in]},
+            )
+    return tenant
 
 
 def user_get_or_create(
