@@ -325,3 +325,53 @@ def test_the_tenant_admin_page_refuses_passwords_off_without_a_provider(trio):
     assert response.status_code == 302
     trio.acme.refresh_from_db()
     assert trio.acme.password_sign_in is False
+
+
+# -- REST ----------------------------------------------------------------------------------
+API = "/api/v1/sign-in"
+
+
+def test_rest_shows_and_switches_password_sign_in(trio):
+    acme_provider(trio)
+    _, key = services.api_key_create(tenant=trio.acme, name="adm", scopes=["admin"])
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    shown = Client().get(API, **auth)
+    assert shown.status_code == 200, shown.content
+    assert shown.json() == {
+        "password_sign_in": True,
+        "identity_providers": [
+            {
+                "slug": "acme-idp",
+                "name": "Acme Login",
+                "issuer": "https://login.acme.example",
+                "platform_wide": False,
+                "sign_in_url": "http://testserver/sso/acme-idp/",
+            }
+        ],
+    }
+    off = Client().patch(API, {"password_sign_in": False}, "application/json", **auth)
+    assert off.status_code == 200 and off.json()["password_sign_in"] is False
+    assert SECRET not in off.content.decode()
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is False
+    assert Client().get("/api/v1/agents", **auth).status_code == 200  # keys still work
+
+
+def test_rest_refuses_without_a_provider_or_a_boolean_or_a_role(trio):
+    _, key = services.api_key_create(tenant=trio.acme, name="adm", scopes=["admin"])
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    refused = Client().patch(API, {"password_sign_in": False}, "application/json", **auth)
+    assert refused.status_code == 400 and "Add an identity provider" in refused.content.decode()
+    bad = Client().patch(API, {"password_sign_in": "perhaps"}, "application/json", **auth)
+    assert bad.status_code == 400
+    _, reader = services.api_key_create(tenant=trio.acme, name="r", scopes=["read"])
+    assert Client().get(API, HTTP_AUTHORIZATION=f"Bearer {reader}").status_code == 403
+    member = Client()
+    member.force_login(trio.bob)
+    assert member.get(API, HTTP_X_TENANT="acme").status_code == 403
+    outsider = Client()
+    outsider.force_login(trio.charlie)
+    assert outsider.get(API, HTTP_X_TENANT="acme").status_code == 404
+    assert Client().get(API).status_code in (401, 403)
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True

@@ -167,6 +167,8 @@ def test_a_first_sign_in_creates_the_user_and_their_membership(trio, idp, acme_i
     assert client.get("/t/acme/").status_code == 200  # signed in, a member
     actions = set(AuditEntry.objects.filter(tenant=trio.acme).values_list("action", flat=True))
     assert {"signin.succeeded", "member.added"} <= actions
+    signed_in = AuditEntry.objects.get(tenant=trio.acme, action="signin.succeeded", user=user)
+    assert signed_in.details == {"provider": "acme-idp"}
 
 
 def test_the_next_sign_in_finds_the_same_user(trio, idp, acme_idp):

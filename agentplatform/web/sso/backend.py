@@ -167,4 +167,5 @@ class SSOBackend(OIDCAuthenticationBackend):
         sso.memberships_sync(
             user=user, provider=self.provider, groups=sso.groups_of(self.provider, claims)
         )
+        user.signed_in_with_provider = self.provider.slug  # for the sign-in's audit entry
         return user
