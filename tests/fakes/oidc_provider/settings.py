@@ -24,6 +24,8 @@ DATABASES = {
 }
 USE_TZ = True
 LOGIN_URL = "/accounts/login/"
+# Cookies ignore ports: on 127.0.0.1 beside the platform, "sessionid" would overwrite its own.
+SESSION_COOKIE_NAME = "fake_idp_session"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast; a fake
 OAUTH2_PROVIDER = {
