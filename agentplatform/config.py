@@ -178,6 +178,7 @@ def env_json_commands(name: str) -> dict[str, list[str]]:
     return data
 
 
+_ROLES = ("owner", "admin", "member", "viewer")  # tenancy.models.Role, without importing models
 _SSO_KEYS = {
     "slug": True,
     "name": True,
@@ -234,4 +235,10 @@ def env_json_sso_providers(name: str) -> list[dict]:
             raise ImproperlyConfigured(
                 f'{where}: groups must be a list of {{"group", "tenant", "role"}} objects.'
             )
+        roles = [rule.get("role", "member") for rule in groups]
+        if entry.get("default_role"):
+            roles.append(entry["default_role"])
+        for role in roles:
+            if role not in _ROLES:
+                raise ImproperlyConfigured(f"{where}: role {role!r} is not one of {_ROLES}.")
     return data

@@ -142,6 +142,11 @@ def test_a_tenants_rule_must_name_that_tenant(trio):
             '[{"slug": "x", "name": "n", "issuer": "https://i", "client_id": "c", "groups": [1]}]',
             "groups must be",
         ),
+        (
+            '[{"slug": "x", "name": "n", "issuer": "https://i", "client_id": "c", '
+            '"groups": [{"group": "g", "tenant": "t", "role": "god"}]}]',
+            "role 'god' is not one of",
+        ),
     ],
 )
 def test_the_setting_fails_loudly(monkeypatch, value, message):
