@@ -36,12 +36,7 @@ class SignInIn(serializers.Serializer):
 
 
 def _state(request: Request, tenant: Tenant) -> dict:
-    serving = [
-        provider
-        for provider in sso.providers(tenant=tenant)
-        if provider.tenant_id == tenant.pk
-        or any(rule.tenant_id == tenant.pk for rule in provider.rules)
-    ]
+    serving = sso.providers_serving(tenant)
     return {
         "password_sign_in": tenant.password_sign_in,
         "identity_providers": [

@@ -68,15 +68,9 @@ NO_PROVIDER_FOR_TENANT = (
 
 def check_password_sign_in_off(*, tenant: Tenant) -> None:
     """ValidationError unless an enabled identity provider signs this tenant's members in."""
-    from agentplatform.tenancy.sso import providers
+    from agentplatform.tenancy.sso import providers_serving
 
-    serving = [
-        provider
-        for provider in providers(tenant=tenant)
-        if provider.tenant_id == tenant.pk
-        or any(rule.tenant_id == tenant.pk for rule in provider.rules)
-    ]
-    if not serving:
+    if not providers_serving(tenant):
         raise ValidationError(NO_PROVIDER_FOR_TENANT, code="no_identity_provider")
 
 

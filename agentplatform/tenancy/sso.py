@@ -154,6 +154,17 @@ def providers(*, tenant: Tenant | None = None, slug: str | None = None) -> list[
     return sorted(found.values(), key=lambda provider: provider.name.casefold())
 
 
+def providers_serving(tenant: Tenant) -> list[SSOProvider]:
+    """The enabled providers that sign this tenant's members in: its own, and platform-wide
+    ones with a group rule for it."""
+    return [
+        provider
+        for provider in providers(tenant=tenant)
+        if provider.tenant_id == tenant.pk
+        or any(rule.tenant_id == tenant.pk for rule in provider.rules)
+    ]
+
+
 def provider_named(slug: str) -> SSOProvider | None:
     matches = providers(slug=slug)
     return matches[0] if matches else None

@@ -218,7 +218,9 @@ def test_the_members_page_turns_passwords_off_and_on(trio):
     acme_provider(trio)
     client = Client()
     client.force_login(trio.alice)
-    assert "Turn password sign-in off" in client.get("/t/acme/members/").content.decode()
+    page = client.get("/t/acme/members/").content.decode()
+    assert "Turn password sign-in off" in page and "Single sign-on: Acme Login" in page
+    assert SECRET not in page
     assert client.post(URL, {"password_sign_in": "off"}).status_code == 302
     trio.acme.refresh_from_db()
     assert trio.acme.password_sign_in is False

@@ -26,6 +26,7 @@ from agentplatform.tenancy.services import (
     membership_set,
     tenant_sign_in_set,
 )
+from agentplatform.tenancy.sso import providers_serving
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -64,6 +65,7 @@ def _page(request: HttpRequest, form: InviteForm, status: int = 200, **extra) ->
         "form": form,
         "roles": Role.choices,
         "is_owner": request.principal.is_owner,
+        "sso_providers": providers_serving(request.tenant),
         **extra,
     }
     return render_page(request, PAGE, context, status=status)
