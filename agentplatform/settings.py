@@ -191,7 +191,10 @@ TEMPLATES = [
 ]
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend, refusing a password where the user's tenant turned passwords off
+    "agentplatform.tenancy.sign_in.PasswordBackend",
+    # OpenID Connect sign-in (docs/sso.md); answers only the callback's requests
+    "agentplatform.web.sso.backend.SSOBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
@@ -208,6 +211,16 @@ GUARDIAN_RAISE_403 = False
 SIGN_IN_FAILURES_PER_USER = config.env_int("SIGN_IN_FAILURES_PER_USER", 5, minimum=1)
 SIGN_IN_FAILURES_PER_IP = config.env_int("SIGN_IN_FAILURES_PER_IP", 20, minimum=1)
 SIGN_IN_WINDOW_S = config.env_int("SIGN_IN_WINDOW_S", 15 * 60, minimum=1)
+# OpenID Connect providers given by the operator (a JSON list; docs/sso.md), beside those
+# made in the admin.
+SSO_PROVIDERS = config.env_json_sso_providers("SSO_PROVIDERS")
+# Private hosts or networks an identity provider may be reached at (EGRESS_ALLOWLIST's form;
+# added to it for single sign-on only).
+SSO_EGRESS_ALLOWLIST = config.egress_allowlist(
+    "SSO_EGRESS_ALLOWLIST", config.env_list("SSO_EGRESS_ALLOWLIST", [])
+)
+# Refuse identity providers at plain http:// (only for a provider on a trusted network).
+SSO_REQUIRE_HTTPS = config.env_bool("SSO_REQUIRE_HTTPS", True)
 INVITATION_TTL_DAYS = config.env_int("INVITATION_TTL_DAYS", 7, minimum=1)
 # Invitation links are mailed with send_mail; without a mail server they go to the console.
 EMAIL_BACKEND = config.env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -59,6 +59,8 @@ PUBLIC = {
     "oauth_register": "an MCP client registering itself (RFC 7591)",
     "oauth_authorize": "a signed-in member's consent; they pick one of their own tenants",
     "oauth_token": "the code or refresh token decides",
+    "sso_start": "single sign-on begins before anyone is signed in",
+    "sso_callback": "single sign-on's return: the session's state decides",
 }
 
 

@@ -10,6 +10,7 @@ from agentplatform.api import (
     config_api,
     mcp_connections_api,
     providers_api,
+    sign_in_api,
     tools_api,
     views,
 )
@@ -35,6 +36,7 @@ resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_l
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),
     path("config", config_api.ConfigDocumentView.as_view(), name="api_config"),
+    path("sign-in", sign_in_api.SignInView.as_view(), name="api_sign_in"),
     *resources.urls,
 ]
 

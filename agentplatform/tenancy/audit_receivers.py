@@ -25,6 +25,8 @@ def _active_tenant_ids(user) -> list[int]:
 @receiver(user_logged_in)
 def _signed_in(sender, request, user, **kwargs) -> None:
     tenant_ids = _active_tenant_ids(user)
+    # single sign-on names its provider (agentplatform/web/sso/backend.py sets it)
+    provider = getattr(user, "signed_in_with_provider", None)
     with rls.tenant_scope(*tenant_ids):  # before any tenant is chosen
         for tenant_id in tenant_ids:
             audit.record(
@@ -33,6 +35,7 @@ def _signed_in(sender, request, user, **kwargs) -> None:
                 actor=user,
                 obj=user,
                 request=request,
+                details={"provider": provider} if provider else None,
             )
 
 

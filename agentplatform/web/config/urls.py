@@ -76,6 +76,7 @@ urlpatterns = [
     path("agents/<slug:slug>/access/", access.grants, {"kind": "agents"}, name="agent_grants"),
     path("crews/<slug:slug>/access/", access.grants, {"kind": "crews"}, name="crew_grants"),
     path("members/invite/", members.member_invite, name="member_invite"),
+    path("members/sign-in/", members.member_sign_in, name="member_sign_in"),
     path(
         "members/invitations/<int:pk>/revoke/",
         members.member_invitation_revoke,
