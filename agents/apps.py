@@ -19,6 +19,37 @@ class AgentsConfig(AppConfig):
 
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
+        register_history()
+
+
+def register_history() -> None:
+    """Agents and crews are versioned (docs/config-history.md) with who holds their use
+    grants, a crew with its members; a restore saves through agent_save / crew_save."""
+    from agentplatform.tenancy import history
+    from agents.models import Agent, Crew
+    from agents.services import agent_save, crew_member_slugs, crew_members_named, crew_save
+
+    history.register(
+        Agent,
+        name="agents",
+        noun="agent",
+        restore=lambda tenant, obj, changes: agent_save(tenant=tenant, agent=obj, changes=changes),
+        parts={"grants": history.grants_of},
+    )
+
+    def restore_crew(tenant, crew, changes):
+        changes = dict(changes)
+        members = changes.pop("members", None)
+        return crew_save(tenant=tenant, crew=crew, changes=changes, members=members)
+
+    history.register(
+        Crew,
+        name="crews",
+        noun="crew",
+        restore=restore_crew,
+        parts={"members": crew_member_slugs, "grants": history.grants_of},
+        restore_parts={"members": crew_members_named},
+    )
 
 
 def _member_left(sender, instance, **kwargs) -> None:

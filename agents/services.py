@@ -629,6 +629,22 @@ def crew_save(
     return save_validated(crew, changes, after=None if members is None else replace_members)
 
 
+def crew_member_slugs(crew: Crew) -> list[str]:
+    """The crew's members in order, by slug (its versions keep them so). One query."""
+    return list(CrewMember.objects.filter(crew=crew).values_list("agent__slug", flat=True))
+
+
+def crew_members_named(tenant: Tenant, slugs: list[str]) -> list[Agent]:
+    """The tenant's agents with these slugs, in this order; ValidationError naming those
+    that no longer exist (restoring a crew's version)."""
+    found = {a.slug: a for a in Agent.objects.filter(tenant=tenant, slug__in=slugs)}
+    if missing := [slug for slug in slugs if slug not in found]:
+        raise ValidationError(
+            f"This version's members include agents that no longer exist: {', '.join(missing)}."
+        )
+    return [found[slug] for slug in slugs]
+
+
 def crew_delete(*, tenant: Tenant, crew: Crew) -> None:
     """Delete one of the tenant's crews (and its member rows)."""
     _check_tenant(crew, tenant, "crew")

@@ -19,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import models, transaction
 from django.http import Http404
 
-from agentplatform.tenancy import audit
+from agentplatform.tenancy import audit, history
 from agentplatform.tenancy.admin_site import admin_tenant_ids
 from agentplatform.tenancy.models import Tenant
 
@@ -221,6 +221,11 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         stored = audit.stored_state(obj)  # the form has changed `obj` already
         super().save_model(request, obj, form, change)
         audit.record_saved(obj, stored, actor=request.user, request=request)
+
+    def save_related(self, request, form, formsets, change) -> None:
+        super().save_related(request, form, formsets, change)
+        # After the inlines (a crew's members), in the admin's transaction: the new version.
+        history.record(form.instance, actor=request.user, request=request)
 
     def delete_model(self, request, obj) -> None:
         if not self._may(request, obj):
