@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from agentplatform.api import (
@@ -8,6 +8,7 @@ from agentplatform.api import (
     agents_api,
     audit_api,
     config_api,
+    history_api,
     mcp_connections_api,
     providers_api,
     tools_api,
@@ -32,8 +33,29 @@ resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
 
+# -- configuration history (agentplatform/api/history_api.py), before the resources' routes --
+_kinds = "(?P<kind>agents|crews|tools|provider-connections|mcp-connections|knowledge-bases)"
+history_urls = [
+    re_path(
+        rf"^{_kinds}/(?P<key>[^/]+)/versions$",
+        history_api.VersionList.as_view(),
+        name="api_versions",
+    ),
+    re_path(
+        rf"^{_kinds}/(?P<key>[^/]+)/versions/(?P<number>[^/]+)$",
+        history_api.VersionDetail.as_view(),
+        name="api_version",
+    ),
+    re_path(
+        rf"^{_kinds}/(?P<key>[^/]+)/versions/(?P<number>[^/]+)/restore$",
+        history_api.VersionRestore.as_view(),
+        name="api_version_restore",
+    ),
+]
+
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),
+    *history_urls,
     path("config", config_api.ConfigDocumentView.as_view(), name="api_config"),
     *resources.urls,
 ]

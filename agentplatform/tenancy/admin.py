@@ -271,4 +271,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         messages.success(request, f"Revoked {queryset.count()} key(s).")
 
 
-from agentplatform.tenancy import audit_admin  # noqa: E402, F401 (registers the audit log)
+from agentplatform.tenancy import (
+    audit_admin,  # noqa: F401 (registers the audit log)
+    history_admin,  # noqa: F401 (configuration versions)
+)

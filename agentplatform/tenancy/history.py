@@ -221,6 +221,21 @@ def latest_numbers(tenant_id: int, objects: dict[str, list[int]]) -> dict[str, l
     return found
 
 
+def versions_used(tenant_id: int, used: dict[str, Any]) -> list[ConfigVersion]:
+    """The versions a run recorded (`Run.config_versions`), in kind order. One query; ids
+    that are not pairs of numbers are skipped."""
+    query = models.Q()
+    for label, pairs in (used or {}).items():
+        for pair in pairs if isinstance(pairs, list) else []:
+            if isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair):
+                query |= models.Q(object_type=label, object_id=str(pair[0]), number=pair[1])
+    if not query:
+        return []
+    order = {label: i for i, label in enumerate(_kinds)}
+    found = ConfigVersion.objects.filter(query, tenant_id=tenant_id)
+    return sorted(found, key=lambda v: (order.get(v.object_type, 99), v.object_repr))
+
+
 def rows(version: ConfigVersion) -> list[tuple[str, Any, Any]]:
     """The version's changes as (name, before, after), in the snapshot's order."""
     order = list(flat(version.snapshot))
