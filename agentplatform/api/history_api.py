@@ -94,12 +94,13 @@ class VersionView(GenericAPIView):
     def tenant(self) -> Tenant:
         return request_tenant(self.request)
 
-    def get_object_of(self, kind: str, key: str) -> models.Model:
+    def get_object_of(self, kind: str, lookup: dict[str, str]) -> models.Model:
         if kind not in LOOKUPS:
             raise Http404("No such kind of object.")
-        lookup = LOOKUPS[kind]
-        value: Any = path_id(key) if lookup == "pk" else path_text(key)
-        return get_for_tenant(history.kind_named(kind).model, self.tenant, **{lookup: value})
+        field = LOOKUPS[kind]
+        key = lookup[field]
+        value: Any = path_id(key) if field == "pk" else path_text(key)
+        return get_for_tenant(history.kind_named(kind).model, self.tenant, **{field: value})
 
 
 class VersionList(VersionView):
@@ -110,8 +111,8 @@ class VersionList(VersionView):
         responses={200: VersionSerializer(many=True), **ERRORS},
         examples=[OpenApiExample("Versions", [VERSION_EXAMPLE], response_only=True)],
     )
-    def get(self, request: Request, kind: str, key: str) -> Response:
-        obj = self.get_object_of(kind, key)
+    def get(self, request: Request, kind: str, **lookup: str) -> Response:
+        obj = self.get_object_of(kind, lookup)
         versions = history.versions(self.tenant, obj)
         return Response(VersionSerializer(versions, many=True).data)
 
@@ -122,8 +123,8 @@ class VersionDetail(VersionView):
         responses={200: VersionSerializer, **ERRORS},
         examples=[OpenApiExample("A version", VERSION_EXAMPLE, response_only=True)],
     )
-    def get(self, request: Request, kind: str, key: str, number: str) -> Response:
-        obj = self.get_object_of(kind, key)
+    def get(self, request: Request, kind: str, number: str, **lookup: str) -> Response:
+        obj = self.get_object_of(kind, lookup)
         version = history.version_get(self.tenant, obj, path_id(number, "version"))
         return Response(VersionSerializer(version).data)
 
@@ -144,8 +145,8 @@ class VersionRestore(VersionView):
             )
         ],
     )
-    def post(self, request: Request, kind: str, key: str, number: str) -> Response:
-        obj = self.get_object_of(kind, key)
+    def post(self, request: Request, kind: str, number: str, **lookup: str) -> Response:
+        obj = self.get_object_of(kind, lookup)
         try:
             version = history.restore(
                 tenant=self.tenant,

@@ -33,25 +33,30 @@ resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
 
-# -- configuration history (agentplatform/api/history_api.py), before the resources' routes --
-_kinds = "(?P<kind>agents|crews|tools|provider-connections|mcp-connections|knowledge-bases)"
-history_urls = [
-    re_path(
-        rf"^{_kinds}/(?P<key>[^/]+)/versions$",
-        history_api.VersionList.as_view(),
-        name="api_versions",
-    ),
-    re_path(
-        rf"^{_kinds}/(?P<key>[^/]+)/versions/(?P<number>[^/]+)$",
-        history_api.VersionDetail.as_view(),
-        name="api_version",
-    ),
-    re_path(
-        rf"^{_kinds}/(?P<key>[^/]+)/versions/(?P<number>[^/]+)/restore$",
-        history_api.VersionRestore.as_view(),
-        name="api_version_restore",
-    ),
-]
+# -- configuration history (agentplatform/api/history_api.py): each resource's own lookup --
+history_urls = []
+for _kind, _lookup in history_api.LOOKUPS.items():
+    _object = rf"^{_kind}/(?P<{_lookup}>[^/]+)/versions"
+    history_urls += [
+        re_path(
+            rf"{_object}$",
+            history_api.VersionList.as_view(),
+            {"kind": _kind},
+            name=f"api_versions_{_kind}",
+        ),
+        re_path(
+            rf"{_object}/(?P<number>[^/]+)$",
+            history_api.VersionDetail.as_view(),
+            {"kind": _kind},
+            name=f"api_version_{_kind}",
+        ),
+        re_path(
+            rf"{_object}/(?P<number>[^/]+)/restore$",
+            history_api.VersionRestore.as_view(),
+            {"kind": _kind},
+            name=f"api_version_restore_{_kind}",
+        ),
+    ]
 
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),

@@ -271,7 +271,5 @@ class ApiKeyAdmin(TenantScopedAdmin):
         messages.success(request, f"Revoked {queryset.count()} key(s).")
 
 
-from agentplatform.tenancy import (
-    audit_admin,  # noqa: F401 (registers the audit log)
-    history_admin,  # noqa: F401 (configuration versions)
-)
+# They register the audit log and the configuration versions.
+from agentplatform.tenancy import audit_admin, history_admin  # noqa: E402, F401
