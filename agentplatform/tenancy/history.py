@@ -236,11 +236,38 @@ def versions_used(tenant_id: int, used: dict[str, Any]) -> list[ConfigVersion]:
     return sorted(found, key=lambda v: (order.get(v.object_type, 99), v.object_repr))
 
 
-def rows(version: ConfigVersion) -> list[tuple[str, Any, Any]]:
-    """The version's changes as (name, before, after), in the snapshot's order."""
+def rows(version: ConfigVersion, *, named: bool = False) -> list[tuple[str, Any, Any]]:
+    """The version's changes as (name, before, after), in the snapshot's order; `named`:
+    related ids shown by name (see `named_values`)."""
     order = list(flat(version.snapshot))
     names = sorted(version.changes, key=lambda n: order.index(n) if n in order else len(order))
-    return [(name, *version.changes[name]) for name in names]
+    found = [(name, *version.changes[name]) for name in names]
+    if not named:
+        return found
+    befores = named_values(version, {name: before for name, before, _ in found})
+    afters = named_values(version, {name: after for name, _, after in found})
+    return [(name, befores[name], afters[name]) for name, _, _ in found]
+
+
+def named_values(version: ConfigVersion, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (a snapshot's, by field name) with related ids as "Name (#id)", or
+    "#id (deleted)", for people to read. One query per related field present."""
+    kind = kind_of(version.object_type)
+    if kind is None:
+        return values
+    related = {f.name: f for f in audit.config_fields(kind.model) if f.is_relation}
+    shown = dict(values)
+    for name, f in related.items():
+        value = values.get(name)
+        ids = value if isinstance(value, list) else [value]
+        ids = [i for i in ids if isinstance(i, int)]
+        if not ids:
+            continue
+        rows = _related(f, version.tenant_id).filter(pk__in=ids)
+        names = {o.pk: audit.text(o, 200) for o in rows}
+        labels = {i: f"{names[i]} (#{i})" if i in names else f"#{i} (deleted)" for i in ids}
+        shown[name] = [labels[i] for i in ids] if isinstance(value, list) else labels[value]
+    return shown
 
 
 # -- restoring ------------------------------------------------------------------------------
@@ -329,11 +356,11 @@ def unredact(value: Any, current: Any) -> Any:
     return value
 
 
-def _related(f: models.Field, tenant: Tenant) -> models.QuerySet:
+def _related(f: models.Field, tenant: Tenant | int) -> models.QuerySet:
     model = f.related_model
     manager = model._base_manager
     if any(g.name == "tenant" for g in model._meta.fields):
-        return manager.filter(tenant=tenant)
+        return manager.filter(tenant_id=tenant if isinstance(tenant, int) else tenant.pk)
     return manager.all()
 
 

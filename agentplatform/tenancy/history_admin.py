@@ -51,12 +51,13 @@ class ConfigVersionAdmin(TenantScopedAdmin):
 
     @admin.display(description="Changes (before → after)")
     def changes_table(self, obj: ConfigVersion) -> str:
-        rows = [(name, shown(a), shown(b)) for name, a, b in history.rows(obj)]
+        rows = [(name, shown(a), shown(b)) for name, a, b in history.rows(obj, named=True)]
         return format_html_join("\n", "<div><b>{}</b>: {} → {}</div>", rows) or "—"
 
     @admin.display(description="Settings")
     def snapshot_table(self, obj: ConfigVersion) -> str:
-        rows = [(name, shown(value)) for name, value in history.flat(obj.snapshot).items()]
+        values = history.named_values(obj, history.flat(obj.snapshot))
+        rows = [(name, shown(value)) for name, value in values.items()]
         return format_html_join("\n", "<div><b>{}</b>: {}</div>", rows) or "—"
 
     @admin.action(description="Restore the selected version (as a new version)")

@@ -65,9 +65,7 @@ def test_tools_are_named_by_name_and_knowledge_bases_by_slug(client, trio):
     )
     api = as_key(client, trio.acme)
     assert [v["number"] for v in api.get("/tools/adder/versions").json()] == [1]
-    created = api.post(
-        "/knowledge-bases", {"name": "Docs", "slug": "docs", "embedder": "lexical"}
-    )
+    created = api.post("/knowledge-bases", {"name": "Docs", "slug": "docs", "embedder": "lexical"})
     assert created.status_code == 201, created.content
     assert api.get("/knowledge-bases/docs/versions/1").status_code == 200
 

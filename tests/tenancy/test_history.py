@@ -199,3 +199,20 @@ def test_masked_json_values_are_taken_from_the_current_state():
         "headers": {"Authorization": "Bearer now", "X": "1"},
         "list": [{}],
     }
+
+
+def test_a_crew_run_records_its_crews_version_and_each_child_its_agents(
+    trio, connection, provider_server
+):
+    from agents.models import Run
+    from agents.services import run_inline
+
+    one = agent_save(tenant=trio.acme, changes={"slug": "one", "name": "One"})
+    crew = crew_save(tenant=trio.acme, changes={"slug": "team", "name": "Team"}, members=[one])
+    crew_save(tenant=trio.acme, crew=crew, changes={"description": "Both."})
+    run = run_inline(tenant=trio.acme, crew=crew, input="hi", initiated_by=trio.alice)
+    assert run.status == "succeeded", run.error
+    run.refresh_from_db()
+    assert run.config_versions == {"agents.crew": [[crew.pk, 2]]}
+    child = Run.objects.get(parent=run)
+    assert child.config_versions["agents.agent"] == [[one.pk, 1]]

@@ -162,3 +162,16 @@ def test_the_run_page_links_the_versions_it_used(client, trio, connection, provi
     # bob (a member) sees which versions, without links to pages he may not open.
     page = login(client, trio.bob).get(f"/t/acme/runs/{run.pk}/").content.decode()
     assert "agent Calc v2" in page and "/history/" not in page
+
+
+def test_related_objects_show_by_name_in_the_diff(client, trio):
+    main = connection_save(tenant=trio.acme, changes={"name": "Main", "kind": "offline"})
+    agent = agent_save(tenant=trio.acme, changes={"slug": "a", "name": "A"})
+    agent_save(tenant=trio.acme, agent=agent, changes={"provider_connection": main})
+    login(client, trio.alice)
+    page = client.get(url("history", kind="agents", pk=agent.pk)).content.decode()
+    assert f"Main (#{main.pk})" in page
+    pk = main.pk
+    main.delete()
+    page = client.get(url("history_version", kind="agents", pk=agent.pk, number=2))
+    assert f"#{pk} (deleted)" in page.content.decode()

@@ -44,7 +44,7 @@ def diff_rows(version) -> list[tuple[str, str, str]]:
     """(name, before, after) as text for the page."""
     return [
         (name.replace("_", " "), shown(before), shown(after))
-        for name, before, after in history.rows(version)
+        for name, before, after in history.rows(version, named=True)
     ]
 
 
@@ -62,10 +62,8 @@ def version_list(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
 def version_detail(request: HttpRequest, kind: str, pk: int, number: int) -> HttpResponse:
     kind_, obj = _object(request, kind, pk)
     version = history.version_get(request.tenant, obj, number)
-    fields = [
-        (name.replace("_", " "), shown(value))
-        for name, value in history.flat(version.snapshot).items()
-    ]
+    values = history.named_values(version, history.flat(version.snapshot))
+    fields = [(name.replace("_", " "), shown(value)) for name, value in values.items()]
     latest = history.versions(request.tenant, obj).values_list("number", flat=True).first()
     context = {
         **_context(request, kind_, obj),
