@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings
 
 from agentplatform.tenancy import history
@@ -42,7 +44,7 @@ def run_config_versions(
     agent: Agent | None = None,
     crew: Crew | None = None,
     connection: ProviderConnection | None = None,
-    tool_names: list[str] = (),
+    tool_names: Sequence[str] = (),
 ) -> dict[str, list[list[int]]]:
     """What a run records as the configuration it used: the latest version of its agent or
     crew, the agent's connection and its tool definitions among `tool_names`, as
