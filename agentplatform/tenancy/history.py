@@ -179,6 +179,25 @@ def record(
     return version
 
 
+def record_baselines(*, actor: str = "system (history baseline)") -> int:
+    """A first version of every versioned object that has none yet (saved before history
+    existed, or written past the services); returns how many. Idempotent. Costs a query
+    per kind and a snapshot and insert per object recorded, each in its own transaction."""
+    recorded = 0
+    for kind in kinds():
+        versioned = ConfigVersion.objects.filter(object_type=kind.label).values("object_id")
+        missing = kind.model._base_manager.exclude(pk__in=_as_ids(versioned))
+        for obj in missing.order_by("pk").iterator():
+            with transaction.atomic():
+                if record(obj, actor=actor) is not None:
+                    recorded += 1
+    return recorded
+
+
+def _as_ids(object_ids: models.QuerySet) -> list[int]:
+    return [int(row["object_id"]) for row in object_ids if row["object_id"].isdigit()]
+
+
 # -- reading --------------------------------------------------------------------------------
 def versions(tenant: Tenant, instance: models.Model) -> models.QuerySet[ConfigVersion]:
     """The object's versions, newest first (404 for another tenant's object)."""

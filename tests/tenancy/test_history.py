@@ -216,3 +216,20 @@ def test_a_crew_run_records_its_crews_version_and_each_child_its_agents(
     assert run.config_versions == {"agents.crew": [[crew.pk, 2]]}
     child = Run.objects.get(parent=run)
     assert child.config_versions["agents.agent"] == [[one.pk, 1]]
+
+
+def test_the_baseline_command_versions_objects_saved_before_history(trio):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    old = make_agent(trio.acme, "old")  # written past the services: no version
+    versioned = agent_save(tenant=trio.acme, changes={"slug": "new", "name": "New"})
+    out = StringIO()
+    call_command("config_history_baseline", stdout=out)
+    assert "Recorded 1 first version(s)." in out.getvalue()
+    (first,) = _versions(old)
+    assert first.number == 1 and first.actor_label == "system (history baseline)"
+    assert len(_versions(versioned)) == 1
+    call_command("config_history_baseline", stdout=out)
+    assert out.getvalue().endswith("Recorded 0 first version(s).\n")
