@@ -258,14 +258,30 @@ def versions_used(tenant_id: int, used: dict[str, Any]) -> list[ConfigVersion]:
 def rows(version: ConfigVersion, *, named: bool = False) -> list[tuple[str, Any, Any]]:
     """The version's changes as (name, before, after), in the snapshot's order; `named`:
     related ids shown by name (see `named_values`)."""
-    order = list(flat(version.snapshot))
-    names = sorted(version.changes, key=lambda n: order.index(n) if n in order else len(order))
+    names = in_field_order(version, version.changes)
     found = [(name, *version.changes[name]) for name in names]
     if not named:
         return found
     befores = named_values(version, {name: before for name, before, _ in found})
     afters = named_values(version, {name: after for name, _, after in found})
     return [(name, befores[name], afters[name]) for name, _, _ in found]
+
+
+def settings(version: ConfigVersion, *, named: bool = True) -> list[tuple[str, Any]]:
+    """The version's whole state as (name, value), in the model's field order then parts."""
+    values = flat(version.snapshot)
+    if named:
+        values = named_values(version, values)
+    return [(name, values[name]) for name in in_field_order(version, values)]
+
+
+def in_field_order(version: ConfigVersion, names: Any) -> list[str]:
+    """`names` in the model's field order, then the rest (parts) by name; the stored JSON
+    keeps no order of its own."""
+    kind = kind_of(version.object_type)
+    order = [f.name for f in audit.config_fields(kind.model)] if kind else []
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(names, key=lambda n: (rank.get(n, len(order)), n))
 
 
 def named_values(version: ConfigVersion, values: dict[str, Any]) -> dict[str, Any]:

@@ -56,8 +56,7 @@ class ConfigVersionAdmin(TenantScopedAdmin):
 
     @admin.display(description="Settings")
     def snapshot_table(self, obj: ConfigVersion) -> str:
-        values = history.named_values(obj, history.flat(obj.snapshot))
-        rows = [(name, shown(value)) for name, value in values.items()]
+        rows = [(name, shown(value)) for name, value in history.settings(obj)]
         return format_html_join("\n", "<div><b>{}</b>: {}</div>", rows) or "—"
 
     @admin.action(description="Restore the selected version (as a new version)")

@@ -62,8 +62,7 @@ def version_list(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
 def version_detail(request: HttpRequest, kind: str, pk: int, number: int) -> HttpResponse:
     kind_, obj = _object(request, kind, pk)
     version = history.version_get(request.tenant, obj, number)
-    values = history.named_values(version, history.flat(version.snapshot))
-    fields = [(name.replace("_", " "), shown(value)) for name, value in values.items()]
+    fields = [(name.replace("_", " "), shown(value)) for name, value in history.settings(version)]
     latest = history.versions(request.tenant, obj).values_list("number", flat=True).first()
     context = {
         **_context(request, kind_, obj),
