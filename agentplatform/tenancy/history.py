@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import DatabaseError, models, transaction
 from django.http import Http404, HttpRequest
 
 from agentplatform.tenancy import audit
@@ -128,6 +128,7 @@ def changes_between(before: dict[str, Any] | None, after: dict[str, Any]) -> dic
 # -- recording ------------------------------------------------------------------------------
 @dataclass
 class _Restoring:
+    target: tuple[str, str]  # (label, pk) of the object being restored
     number: int
     actor: Any
     recorded: ConfigVersion | None = None
@@ -146,6 +147,8 @@ def record(
     if kind is None or instance.pk is None or getattr(instance, "tenant_id", None) is None:
         return None
     restoring = _restoring.get()
+    if restoring is not None and restoring.target != (kind.label, str(instance.pk)):
+        restoring = None  # another object saved on the way: an ordinary version
     try:
         snap = snapshot(instance)
         latest = (
@@ -170,7 +173,9 @@ def record(
         if actor is None and restoring is not None:
             actor = restoring.actor
         audit.set_actor(version, actor, request)
-    except Exception:  # a version must not break the change it records
+    except DatabaseError:
+        raise  # the caller's transaction is broken: never swallowed
+    except Exception:  # a fault building it (an odd value) must not break the change
         log.exception("configuration version not recorded: %s %s", kind.label, instance.pk)
         return None
     version.save(force_insert=True)
@@ -317,7 +322,7 @@ def restore(
     kind = _check(tenant, instance)
     version = version_get(tenant, instance, number)
     changes = restorable_changes(kind, tenant, instance, version.snapshot)
-    state = _Restoring(version.number, actor)
+    state = _Restoring((kind.label, str(instance.pk)), version.number, actor)
     token = _restoring.set(state)
     try:
         with transaction.atomic():
