@@ -218,7 +218,8 @@ def version_get(tenant: Tenant, instance: models.Model, number: Any) -> ConfigVe
         number = int(str(number))
     except ValueError:
         raise Http404("No such version.") from None
-    found = versions(tenant, instance).filter(number=number).first() if number > 0 else None
+    in_range = 0 < number < 2**31  # the column's range: beyond it, no such version
+    found = versions(tenant, instance).filter(number=number).first() if in_range else None
     if found is None:
         raise Http404("No such version.")
     return found

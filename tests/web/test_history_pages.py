@@ -132,6 +132,8 @@ def test_unknown_kinds_and_versions_are_404(client, trio, edited):
         url("history", kind="runs", pk=edited.pk),
         url("history", kind="agents", pk=edited.pk + 999),
         url("history_version", kind="agents", pk=edited.pk, number=9),
+        url("history_version", kind="agents", pk=edited.pk, number=99999999999999999999),
+        url("history", kind="agents", pk=99999999999999999999),
     ):
         assert client.get(page).status_code == 404, page
 
