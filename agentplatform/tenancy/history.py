@@ -131,7 +131,7 @@ class _Restoring:
     target: tuple[str, str]  # (label, pk) of the object being restored
     number: int
     actor: Any
-    recorded: ConfigVersion | None = None
+    deferred: bool = True  # while its service saves (and grants change): one version after
 
 
 _restoring: ContextVar[_Restoring | None] = ContextVar("history_restoring", default=None)
@@ -149,6 +149,8 @@ def record(
     restoring = _restoring.get()
     if restoring is not None and restoring.target != (kind.label, str(instance.pk)):
         restoring = None  # another object saved on the way: an ordinary version
+    if restoring is not None and restoring.deferred:
+        return None  # `restore` records the end state once
     try:
         snap = snapshot(instance)
         latest = (
@@ -179,8 +181,6 @@ def record(
         log.exception("configuration version not recorded: %s %s", kind.label, instance.pk)
         return None
     version.save(force_insert=True)
-    if restoring is not None:
-        restoring.recorded = version
     return version
 
 
@@ -328,14 +328,16 @@ def restore(
     try:
         with transaction.atomic():
             kind.restore(tenant, instance, changes)
-            if state.recorded is None:
+            state.deferred = False  # the end state (fields, members, grants) as one version
+            restored = record(kind.model._base_manager.get(pk=instance.pk))
+            if restored is None:
                 raise ValidationError(
                     f"Nothing to restore: this {kind.noun} has the settings of version "
                     f"{version.number} already."
                 )
     finally:
         _restoring.reset(token)
-    return state.recorded
+    return restored
 
 
 def restorable_changes(

@@ -137,8 +137,9 @@ def test_crew_members_and_grants_are_versioned_and_members_restored(trio):
         ["two"],
     ]
     assert versions[2].changes == {"grants": [[], ["user bob: use_crew"]]}
-    history.restore(tenant=trio.acme, instance=crew, number=1)
+    restored = history.restore(tenant=trio.acme, instance=crew, number=1)
     assert list(crew.members.values_list("agent__slug", flat=True)) == ["one", "two"]
+    assert restored.number == 4 and restored.snapshot["parts"]["grants"] == []  # one version
     two.delete()
     with pytest.raises(ValidationError, match="two"):
         history.restore(tenant=trio.acme, instance=crew, number=3)
@@ -233,3 +234,23 @@ def test_the_baseline_command_versions_objects_saved_before_history(trio):
     assert len(_versions(versioned)) == 1
     call_command("config_history_baseline", stdout=out)
     assert out.getvalue().endswith("Recorded 0 first version(s).\n")
+
+
+def test_a_restore_sets_the_grants_as_they_were(trio):
+    from agentplatform.tenancy.services import group_create, membership_remove
+
+    agent = agent_save(tenant=trio.acme, changes={"slug": "helper", "name": "Helper"})
+    finance = group_create(tenant=trio.acme, name="Finance")
+    use_grant(tenant=trio.acme, target=agent, granted=True, user=trio.bob)
+    use_grant(tenant=trio.acme, target=agent, granted=True, group=finance)  # v3
+    use_grant(tenant=trio.acme, target=agent, granted=False, user=trio.bob)
+    use_grant(tenant=trio.acme, target=agent, granted=False, group=finance)  # v5: open
+    restored = history.restore(tenant=trio.acme, instance=agent, number=3)
+    assert restored.number == 6 and restored.restored_from == 3
+    assert restored.snapshot["parts"]["grants"] == [
+        "group Finance: use_agent",
+        "user bob: use_agent",
+    ]
+    membership_remove(membership=trio.acme.memberships.get(user=trio.bob))
+    with pytest.raises(ValidationError, match="user bob"):
+        history.restore(tenant=trio.acme, instance=agent, number=2)
