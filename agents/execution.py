@@ -68,7 +68,12 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.signals import request_execution, request_verification
-from agents.specs import agent_spec, conversation_frame, conversation_history
+from agents.specs import (
+    agent_spec,
+    conversation_frame,
+    conversation_history,
+    run_config_versions,
+)
 from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
@@ -340,6 +345,12 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
             "model": spec.model,
             "instructions_digest": instructions_digest(spec),
             "tools_digest": tools_digest(effective.offered),
+            "config_versions": run_config_versions(
+                run.tenant_id,
+                agent=agent,
+                connection=connection,
+                tool_names=effective.offered.names(),
+            ),
             "limits": {
                 "max_rounds": spec.max_rounds,
                 "max_tool_calls": spec.max_tool_calls,
@@ -414,6 +425,8 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     run_child = _child_runner(run, members)
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
+        versions = await sync_to_async(run_config_versions)(run.tenant_id, crew=crew)
+        sink.writer.stage(config_versions=versions)  # with the run's next write
     task = await sync_to_async(_task_with_history)(run)
     if crew.mode == "sequential":
         outcome = await run_sequential(spec, task, run_child, emit)

@@ -264,6 +264,9 @@ class Run(models.Model):
     # NULL (not "") when absent: the unique constraint ignores NULLs only.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     limits = models.JSONField(default=dict, blank=True)
+    # The configuration versions it ran with (agentplatform/tenancy/history.py): its agent
+    # or crew, the agent's connection and tool definitions, as {"agents.agent": [[id, n]]}.
+    config_versions = models.JSONField(default=dict, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)

@@ -3,3 +3,18 @@ from django.apps import AppConfig
 
 class ProvidersConfig(AppConfig):
     name = "providers"
+
+    def ready(self) -> None:
+        from agentplatform.tenancy import history
+        from providers.models import ProviderConnection
+        from providers.services import connection_save
+
+        # Versioned without its key (docs/config-history.md); a restore keeps today's key.
+        history.register(
+            ProviderConnection,
+            name="provider-connections",
+            noun="provider connection",
+            restore=lambda tenant, obj, changes: connection_save(
+                tenant=tenant, connection=obj, changes=changes
+            ),
+        )

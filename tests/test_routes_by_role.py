@@ -198,6 +198,8 @@ def world(trio) -> dict[str, str]:
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
+        "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/
+        "number": "1",
     }
 
 

@@ -368,4 +368,5 @@ class IdentityProviderAdmin(TenantScopedAdmin):
         return form
 
 
-from agentplatform.tenancy import audit_admin  # noqa: E402, F401 (registers the audit log)
+# They register the audit log and the configuration versions.
+from agentplatform.tenancy import audit_admin, history_admin  # noqa: E402, F401

@@ -9,7 +9,7 @@ from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from agentplatform.tenancy import audit, rls
+from agentplatform.tenancy import audit, history, rls
 from agentplatform.tenancy.models import AuditAction, Tenant
 
 
@@ -83,6 +83,7 @@ def _object_permission(sender, instance, signal, created: bool = False, **kwargs
         obj=obj,
         grantee=grantee,
     )
+    history.record(obj)  # grants are part of the object's versions (a no-op if unversioned)
 
 
 @receiver(pre_delete, sender=Tenant)

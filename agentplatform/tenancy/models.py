@@ -432,3 +432,47 @@ class OAuthToken(models.Model):
 
     def __str__(self) -> str:
         return f"OAuth token {self.pk} for {self.client}"
+
+
+# -- configuration history (agentplatform/tenancy/history.py) ------------------------------------
+class ConfigVersion(models.Model):
+    """One saved state of a configured object (agent, crew, tool definition, provider or MCP
+    connection, knowledge base): its number (1, 2, ... per object), who and when, the full
+    snapshot of its editable fields (secrets only as "[set]"), and what changed against the
+    version before. Written by `history.record` in the transaction of the change; never
+    changed afterwards. Kept when the object is deleted (the audit log says so)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    object_type = models.CharField(max_length=100)  # an app label: agents.agent
+    object_id = models.CharField(max_length=100)
+    object_repr = models.CharField(max_length=200, blank=True)
+    number = models.PositiveIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)  # kept when user/key go
+    snapshot = models.JSONField(default=dict)  # {"fields": {...}, "parts": {...}}
+    changes = models.JSONField(default=dict, blank=True)  # {name: [before, after]}
+    restored_from = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "object_type", "object_id", "number"],
+                name="config_version_number_unique",
+            )
+        ]
+        verbose_name = "configuration version"
+
+    def __str__(self) -> str:
+        return f"{self.object_repr or self.object_type} v{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise AppendOnly("Configuration versions cannot be changed.")
+        super().save(*args, **kwargs)
