@@ -148,7 +148,9 @@ def test_a_disabled_schedule_does_not_fire_and_is_rescheduled_from_now_when_enab
         next_fire_at=timezone.now() - timedelta(minutes=5)
     )
     assert fire_due_triggers() == 0
-    again = trigger_save(tenant=trio.acme, by=by, trigger=trigger.trigger, changes={"enabled": True})
+    again = trigger_save(
+        tenant=trio.acme, by=by, trigger=trigger.trigger, changes={"enabled": True}
+    )
     assert again.trigger.next_fire_at > timezone.now()
 
 
@@ -209,7 +211,7 @@ def test_due_schedules_fire_exactly_once_when_claimers_race(trio):
         try:
             start.wait()
             counts.append(fire_due_triggers(batch=3))
-        except BaseException as exc:  # noqa: BLE001 (reported below)
+        except BaseException as exc:  # (reported below)
             errors.append(exc)
         finally:
             connection.close()
