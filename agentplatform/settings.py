@@ -369,6 +369,7 @@ SPECTACULAR_SETTINGS = {
         "InvitationStatusEnum": "agentplatform.tenancy.models.InvitationStatus",
         "EvaluationStatusEnum": "agents.models.EvaluationStatus",
         "CaseOutcomeEnum": "agents.models.CaseOutcome",
+        "TriggerKindEnum": "agents.models.TriggerKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
