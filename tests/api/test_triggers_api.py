@@ -120,9 +120,10 @@ def test_keys_need_the_config_scope_to_write(client, trio, analyst):
     assert made.status_code == 201, made.content
     assert made.json()["run_as"] == "bob"
     # A key has no user to attribute runs to by default.
-    assert "run_as" in assert_error(writer.post("/triggers", {**SCHEDULE, "name": "n"}), 400)[
-        "details"
-    ]
+    assert (
+        "run_as"
+        in assert_error(writer.post("/triggers", {**SCHEDULE, "name": "n"}), 400)["details"]
+    )
 
 
 def test_other_tenants_and_anonymous_callers_reach_nothing(client, trio, analyst):
