@@ -26,6 +26,7 @@ from agentplatform.tenancy.policy import Action, Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Run
 from agents.services import run_start
+from agents.triggers import trigger_save
 from rag.models import Document, KnowledgeBase
 from tests.factories import (
     add_member,
@@ -58,6 +59,7 @@ PUBLIC = {
     "oauth_register": "an MCP client registering itself (RFC 7591)",
     "oauth_authorize": "a signed-in member's consent; they pick one of their own tenants",
     "oauth_token": "the code or refresh token decides",
+    "trigger_hook": "a webhook trigger's deliveries: the HMAC signature decides",
 }
 
 
@@ -171,6 +173,10 @@ def world(trio) -> dict[str, str]:
     evaluation = evaluation_start(
         tenant=acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
     )
+    trigger = trigger_save(
+        tenant=acme, by=_principal("alice", acme),
+        changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
+    ).trigger  # fmt: skip
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -195,6 +201,8 @@ def world(trio) -> dict[str, str]:
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
+        "trigger_id": str(trigger.pk),
+        "pk:triggers": str(trigger.pk),
     }
 
 
@@ -218,6 +226,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
+_PK_OWNERS |= {"triggers"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider
