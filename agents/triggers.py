@@ -110,7 +110,7 @@ def trigger_save(
     before_schedule = (trigger.cron, trigger.timezone, trigger.enabled)
 
     def check(saved: Trigger) -> None:
-        _check(saved, tenant=tenant, by=by, run_as=run_as, creating=creating)
+        trigger_check(saved, tenant=tenant, by=by, run_as=run_as)
         saved.run_as = run_as
         schedule = (saved.cron, saved.timezone, saved.enabled)
         if saved.kind == TriggerKind.SCHEDULE and (creating or schedule != before_schedule):
@@ -144,7 +144,9 @@ def trigger_delete(*, tenant: Tenant, by: Principal, trigger: Trigger) -> None:
     delete_recorded(trigger, actor=by.initiator)
 
 
-def _check(trigger: Trigger, *, tenant: Tenant, by: Principal, run_as: Any, creating: bool) -> None:
+def trigger_check(trigger: Trigger, *, tenant: Tenant, by: Principal, run_as: Any) -> None:
+    """The rules of a trigger with these values (ValidationError naming the fields): what
+    `trigger_save` checks, for a form that shows them before saving (the admin's)."""
     errors: dict[str, str] = {}
     name = trigger.name or ""
     if not name.strip() or "\x00" in name or len(name) > 100:
