@@ -225,3 +225,51 @@ def test_due_schedules_fire_exactly_once_when_claimers_race(trio):
     assert sum(counts) == 20
     for trigger in triggers:
         assert Run.objects.filter(trigger=trigger).count() == 1
+
+
+CLAIMER = """
+import sys, time
+import django
+django.setup()
+from agents.triggers import fire_due_triggers
+time.sleep(max(float(sys.argv[1]) - time.time(), 0))  # all start together
+print(fire_due_triggers(batch=1))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_due_schedules_fire_exactly_once_when_beat_processes_race(trio):
+    """Three OS processes (three beats started by mistake, or beat and workers) claim one
+    trigger at a time from thirty due ones, at the same instant: one run each."""
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    from tests.conftest import ROOT, subprocess_env
+
+    agent = make_agent(trio.acme, "racer")
+    triggers = [schedule(trio, name=f"p{i}", agent=agent).trigger for i in range(30)]
+    for trigger in triggers:
+        make_due(trigger)
+    start_at = str(time.time() + 8)  # after the children's Django set-up
+    env = subprocess_env(settings.DATABASES["default"]["NAME"])
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, start_at],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [child.communicate(timeout=120) for child in children]
+    assert all(child.returncode == 0 for child in children), outputs
+    counts = [int(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert sum(counts) == 30
+    for trigger in triggers:
+        assert Run.objects.filter(trigger=trigger).count() == 1
