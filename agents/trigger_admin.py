@@ -44,7 +44,11 @@ class TriggerAdminForm(TenantScopedForm):
             return cleaned
         try:
             by = Principal.for_initiator(tenant, self.request.user)
-            trigger_check(candidate, tenant=tenant, by=by, run_as=cleaned.get("run_as"))
+            disabling = self.instance.pk and self.changed_data == ["enabled"]
+            trigger_check(
+                candidate, tenant=tenant, by=by, run_as=cleaned.get("run_as"),
+                check_run_as=not (disabling and not cleaned.get("enabled")),
+            )  # fmt: skip
         except ValidationError as refused:
             for field, texts in refused.message_dict.items():
                 self.add_error(field if field in self.fields else None, texts)

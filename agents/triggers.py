@@ -108,9 +108,14 @@ def trigger_save(
         values.setdefault("crew", None)
     run_as = changes.get("run_as", trigger.run_as if not creating else by.user)
     before_schedule = (trigger.cron, trigger.timezone, trigger.enabled)
+    changed = {name for name, value in values.items() if getattr(trigger, name) != value}
+    if run_as != (None if creating else trigger.run_as):
+        changed.add("run_as")
+    # Disabling is always allowed; anything else re-checks whom the runs are attributed to.
+    only_disabling = not creating and changed <= {"enabled"} and not trigger_enabled(values)
 
     def check(saved: Trigger) -> None:
-        trigger_check(saved, tenant=tenant, by=by, run_as=run_as)
+        trigger_check(saved, tenant=tenant, by=by, run_as=run_as, check_run_as=not only_disabling)
         saved.run_as = run_as
         schedule = (saved.cron, saved.timezone, saved.enabled)
         if saved.kind == TriggerKind.SCHEDULE and (creating or schedule != before_schedule):
@@ -144,9 +149,16 @@ def trigger_delete(*, tenant: Tenant, by: Principal, trigger: Trigger) -> None:
     delete_recorded(trigger, actor=by.initiator)
 
 
-def trigger_check(trigger: Trigger, *, tenant: Tenant, by: Principal, run_as: Any) -> None:
+def trigger_enabled(values: dict[str, Any]) -> bool:
+    return bool(values.get("enabled", True))
+
+
+def trigger_check(
+    trigger: Trigger, *, tenant: Tenant, by: Principal, run_as: Any, check_run_as: bool = True
+) -> None:
     """The rules of a trigger with these values (ValidationError naming the fields): what
-    `trigger_save` checks, for a form that shows them before saving (the admin's)."""
+    `trigger_save` checks, for a form that shows them before saving (the admin's).
+    `check_run_as` False: only disabling, which needs no authority over `run_as`."""
     errors: dict[str, str] = {}
     name = trigger.name or ""
     if not name.strip() or "\x00" in name or len(name) > 100:
@@ -177,7 +189,7 @@ def trigger_check(trigger: Trigger, *, tenant: Tenant, by: Principal, run_as: An
             errors[field] = str(exc)
     elif trigger.cron:
         errors["cron"] = "Only a schedule has a cron expression."
-    if "agent" not in errors and trigger.kind in TriggerKind.values:
+    if check_run_as and "agent" not in errors and trigger.kind in TriggerKind.values:
         problem = _run_as_refusal(tenant, by, run_as, target)
         if problem:
             errors["run_as"] = problem

@@ -273,3 +273,23 @@ def test_due_schedules_fire_exactly_once_when_beat_processes_race(trio):
     assert sum(counts) == 30
     for trigger in triggers:
         assert Run.objects.filter(trigger=trigger).count() == 1
+
+
+def test_an_admin_may_disable_an_owners_trigger_but_not_change_what_it_runs(trio):
+    trigger = schedule(trio).trigger  # made by alice, the owner: runs as alice
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    by_dana = principal(trio.acme, dana)
+    with pytest.raises(ValidationError, match="higher role"):
+        trigger_save(
+            tenant=trio.acme, by=by_dana, trigger=trigger, changes={"input_template": "Leak"}
+        )
+    trigger = Trigger.objects.get(pk=trigger.pk)
+    off = trigger_save(
+        tenant=trio.acme, by=by_dana, trigger=trigger,
+        changes={"enabled": False, "cron": trigger.cron, "input_template": trigger.input_template},
+    )  # fmt: skip
+    assert not off.trigger.enabled and off.trigger.run_as == trio.alice
+    assert Trigger.objects.get(pk=trigger.pk).input_template == "Report for {{fired_at}}"
+    with pytest.raises(ValidationError, match="higher role"):
+        trigger_save(tenant=trio.acme, by=by_dana, trigger=trigger, changes={"enabled": True})
