@@ -149,3 +149,27 @@ def test_deliveries_beyond_the_rate_are_429(hook):
     assert deliver(trigger, secret, {"issue": {"number": 2}}).status_code == 202
     third = deliver(trigger, secret, {"issue": {"number": 3}})
     assert third.status_code == 429 and int(third["Retry-After"]) >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_real_http_a_signed_delivery_is_202_and_an_oversized_one_413(hook, asgi_server):
+    """Through uvicorn (the ASGI app as deployed): the raw body as sent is what is signed."""
+    import httpx2
+
+    trigger, secret = hook
+    body = json.dumps(ISSUE, separators=(",", ":")).encode()
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "X-Trigger-Timestamp": timestamp,
+        "X-Trigger-Signature": sign(secret, timestamp, body),
+    }
+    url = f"{asgi_server}/hooks/{trigger.public_id}"
+    with httpx2.Client(timeout=20) as client:
+        accepted = client.post(url, content=body, headers=headers)
+        assert accepted.status_code == 202, accepted.text
+        run = Run.objects.get(pk=accepted.json()["run"])
+        assert run.trigger_id == trigger.pk and run.input.startswith("Triage issue #42")
+        huge = b'{"x": "' + b"a" * 300_000 + b'"}'
+        assert client.post(url, content=huge, headers=headers).status_code == 413
+        assert client.post(url, content=body + b" ", headers=headers).status_code == 401
