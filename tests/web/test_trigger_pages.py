@@ -151,3 +151,20 @@ def test_a_webhook_starts_a_real_run_whose_answer_is_on_the_triggers_page(
     page = client.get(f"/t/acme/triggers/{trigger.pk}/").content.decode()
     assert f"#{run_id}<" in page and "Ticket 7 triaged: billing." in page
     assert trigger.secret not in page
+
+
+def test_a_triggered_runs_page_names_its_trigger(client, trio, reporter):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.triggers import fire_due_triggers
+
+    login(client, trio.alice)
+    client.post("/t/acme/triggers/new/", {**SCHEDULE, "run_as": trio.alice.pk})
+    trigger = Trigger.objects.get()
+    Trigger.objects.filter(pk=trigger.pk).update(next_fire_at=timezone.now() - timedelta(1))
+    fire_due_triggers()
+    run = Run.objects.get(trigger=trigger)
+    page = client.get(f"/t/acme/runs/{run.pk}/").content.decode()
+    assert f'href="/t/acme/triggers/{trigger.pk}/">morning</a>' in page
