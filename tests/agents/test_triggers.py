@@ -293,3 +293,35 @@ def test_an_admin_may_disable_an_owners_trigger_but_not_change_what_it_runs(trio
     assert Trigger.objects.get(pk=trigger.pk).input_template == "Report for {{fired_at}}"
     with pytest.raises(ValidationError, match="higher role"):
         trigger_save(tenant=trio.acme, by=by_dana, trigger=trigger, changes={"enabled": True})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_beat_task_on_a_real_worker_fires_a_schedule_and_the_run_executes(
+    trio, agent, provider_server, celery_worker_process
+):
+    """The beat's entry sends `agents.fire_due_triggers` to the housekeeping queue; a real
+    worker fires the due schedule and executes its run like any other."""
+    import time
+
+    from django.conf import settings
+
+    from agents.tasks import fire_due_triggers_task
+    from tests.fakes.provider_server import TextReply
+
+    entry = settings.CELERY_BEAT_SCHEDULE["fire-due-triggers"]
+    assert entry["task"] == "agents.fire_due_triggers"
+    assert settings.CELERY_TASK_ROUTES[entry["task"]]["queue"] == settings.HOUSEKEEPING_QUEUE
+    provider_server.script("openai", TextReply("All quiet overnight."))
+    trigger = schedule(trio, agent=agent).trigger
+    make_due(trigger)
+    fire_due_triggers_task.apply_async()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        run = Run.objects.filter(trigger=trigger).first()
+        if run is not None and run.is_terminal:
+            break
+        time.sleep(0.1)
+    assert run is not None and run.status == "succeeded", run and run.error
+    assert run.output == "All quiet overnight." and run.initiated_by_user == trio.alice
+    trigger.refresh_from_db()
+    assert trigger.next_fire_at > timezone.now()
