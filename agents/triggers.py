@@ -36,9 +36,9 @@ from django.utils import timezone
 
 from agentplatform import rate_counters
 from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy import rls
+from agentplatform.tenancy import audit, rls
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ROLE_RANK, Membership, Role, Tenant
+from agentplatform.tenancy.models import ROLE_RANK, AuditAction, Membership, Role, Tenant
 from agentplatform.tenancy.policy import Action, Principal
 from agents import access
 from agents.models import MAX_INPUT_CHARS, Agent, Crew, Run, Trigger, TriggerKind
@@ -136,8 +136,13 @@ def trigger_rotate_secret(*, tenant: Tenant, by: Principal, trigger: Trigger) ->
     if trigger.kind != TriggerKind.WEBHOOK:
         raise ValidationError({"kind": "Only a webhook trigger has a secret."})
     secret = _new_secret()
+    with transaction.atomic():
+        Trigger.objects.filter(pk=trigger.pk).update(secret=secret, updated_at=timezone.now())
+        audit.record(
+            tenant=tenant, action=AuditAction.CONFIG_CHANGED, actor=by.initiator, obj=trigger,
+            changes={"secret": [audit.SET, audit.CHANGED]},  # (masked, as every secret)
+        )  # fmt: skip
     trigger.secret = secret
-    save_validated(trigger, {}, actor=by.initiator)
     return secret
 
 

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from agentplatform.tenancy.models import Membership, Role
+from agentplatform.tenancy.models import AuditEntry, Membership, Role
 from agentplatform.tenancy.policy import Principal
 from agents.models import Run, Trigger
 from agents.services import use_grant
@@ -66,6 +66,13 @@ def test_a_webhook_gets_a_secret_once_stored_encrypted(trio):
         tenant=trio.acme, by=principal(trio.acme, trio.alice), trigger=saved.trigger
     )
     assert new != saved.secret and Trigger.objects.get(pk=saved.trigger.pk).secret == new
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT secret FROM agents_trigger WHERE id = %s", [saved.trigger.pk])
+        assert new not in cursor.fetchone()[0]
+    entries = AuditEntry.objects.filter(tenant=trio.acme, object_type="agents.trigger")
+    rotated = entries.filter(action="config.changed").get()
+    assert rotated.changes == {"secret": ["[set]", "[changed]"]}
+    assert not any(s in str(e.changes) for e in entries for s in (new, saved.secret))
 
 
 @pytest.mark.parametrize(
