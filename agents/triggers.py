@@ -266,7 +266,8 @@ def _fire_schedule(trigger: Trigger, now: datetime) -> None:
         trigger.next_fire_at, trigger.enabled = None, False
         trigger.last_error = str(exc)[:500]
     else:
-        context = {"trigger": {"name": trigger.name}, "fired_at": fire_at.isoformat()}
+        local = fire_at.astimezone(rules.zone(trigger.timezone))  # (as the cron reads it)
+        context = {"trigger": {"name": trigger.name}, "fired_at": local.isoformat()}
         key = f"trigger:{trigger.pk}:{fire_at.strftime('%Y%m%dT%H%M%SZ')}"
         with contextlib.suppress(TriggerRefused):  # (recorded as its last error; goes on)
             _start(trigger, context, idempotency_key=key)

@@ -131,6 +131,7 @@ def test_a_due_schedule_starts_one_run_through_run_start_and_moves_on(trio):
     run = Run.objects.get(trigger=trigger)
     assert run.initiated_by_user == trio.alice and run.status == "queued"
     assert run.input.startswith("Report for 20") and run.agent.slug == "reporter"
+    assert run.input.endswith(("+01:00", "+02:00"))  # the fire time in Berlin
     trigger.refresh_from_db()
     assert trigger.next_fire_at > timezone.now() and trigger.last_fired_at is not None
     assert fire_due_triggers() == 0  # nothing due until the next fire time

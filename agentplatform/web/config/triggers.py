@@ -119,7 +119,8 @@ def trigger_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _form(request: HttpRequest, trigger: Trigger | None) -> HttpResponse:
     tenant = request.tenant
-    form = TriggerForm(request.POST or None, tenant=tenant, trigger=trigger)
+    initial = {"run_as": request.user} if trigger is None else None
+    form = TriggerForm(request.POST or None, tenant=tenant, trigger=trigger, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             saved = trigger_save(
