@@ -272,7 +272,20 @@ CELERY_TASK_ROUTES = {
     "agents.resume_evaluations": {"queue": HOUSEKEEPING_QUEUE},
     "agents.check_remote_agents": {"queue": HOUSEKEEPING_QUEUE},
     "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
+    "agents.fire_due_triggers": {"queue": HOUSEKEEPING_QUEUE},
 }
+# Triggers (agents/triggers.py, docs/triggers.md). Seconds between the beat's looks for due
+# schedules (a fire is at most this late).
+TRIGGER_TICK_S = config.env_int("TRIGGER_TICK_S", 15, minimum=1)
+# A schedule may fire at most once per this many seconds (cron expressions firing more often
+# are refused).
+TRIGGER_MIN_INTERVAL_S = config.env_int("TRIGGER_MIN_INTERVAL_S", 300, minimum=60)
+# The largest webhook body (larger: 413).
+TRIGGER_WEBHOOK_MAX_BYTES = config.env_int("TRIGGER_WEBHOOK_MAX_BYTES", 256 * 1024, minimum=1024)
+# A webhook's signed timestamp must be within this many seconds of now (older: replayed, 401).
+TRIGGER_WEBHOOK_TOLERANCE_S = config.env_int("TRIGGER_WEBHOOK_TOLERANCE_S", 300, minimum=10)
+# Deliveries one webhook trigger accepts per minute (beyond: 429 with Retry-After).
+TRIGGER_WEBHOOK_RATE_PER_MIN = config.env_int("TRIGGER_WEBHOOK_RATE_PER_MIN", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
         "task": "agents.sweep_stale_runs",
@@ -291,6 +304,8 @@ CELERY_BEAT_SCHEDULE = {
     # An evaluation nobody advanced for a minute (its worker restarted) is advanced again.
     "resume-evaluations": {"task": "agents.resume_evaluations", "schedule": 60.0},
     "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
+    # Scheduled triggers (agents/triggers.py): due ones claimed in PostgreSQL and fired once.
+    "fire-due-triggers": {"task": "agents.fire_due_triggers", "schedule": float(TRIGGER_TICK_S)},
 }
 # Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
 # the seconds between the steps that start cases and score the finished ones.
@@ -367,6 +382,7 @@ SPECTACULAR_SETTINGS = {
         "InvitationStatusEnum": "agentplatform.tenancy.models.InvitationStatus",
         "EvaluationStatusEnum": "agents.models.EvaluationStatus",
         "CaseOutcomeEnum": "agents.models.CaseOutcome",
+        "TriggerKindEnum": "agents.models.TriggerKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first

@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from agentplatform.api import hooks
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
@@ -11,5 +13,6 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
     path("api/v1/", include("agentplatform.api.urls")),
     path("v1/", include("agentplatform.api.openai_urls")),  # OpenAI-compatible
+    path("hooks/<str:public_id>", hooks.hook, name="trigger_hook"),  # signed webhooks
     path("", include("agentplatform.web.urls")),
 ]

@@ -281,7 +281,7 @@ class RunAdmin(TenantScopedAdmin):
     """Read-only: runs change only through the runtime and the run services."""
 
     list_display = ["id", "agent", "status", "model", "tokens", "created_at", "duration"]
-    list_filter = ["status", "agent"]
+    list_filter = ["status", "agent", "trigger"]
     list_select_related = ["agent"]
     search_fields = ["correlation_id"]
     fieldsets = RUN_FIELDSETS
@@ -670,4 +670,5 @@ class RecordedToolTestAdmin(ToolDefinitionAdmin):
 admin.site.unregister(ToolDefinition)
 admin.site.register(ToolDefinition, RecordedToolTestAdmin)
 
-from agents import crew_admin  # noqa: E402, F401  (registers the crew admin)
+# (importing them registers the crew and trigger admins)
+from agents import crew_admin, trigger_admin  # noqa: E402, F401

@@ -285,6 +285,10 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0)
+    # Started by a schedule or webhook (agents/triggers.py): its run history.
+    trigger = models.ForeignKey(
+        "Trigger", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -681,3 +685,75 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rating} on run {self.run_id} by {self.by_label}"
+
+
+# -- triggers (agents/triggers.py, docs/triggers.md) ---------------------------------------
+class TriggerKind(models.TextChoices):
+    SCHEDULE = "schedule", "Schedule (cron)"
+    WEBHOOK = "webhook", "Webhook"
+
+
+class Trigger(models.Model):
+    """Starts runs of an agent or crew on a schedule (cron, in a time zone) or when a signed
+    webhook arrives at /hooks/<public_id>; each run is attributed to `run_as`, a member, and
+    goes through agents.services.run_start like every other run."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="triggers")
+    public_id = models.CharField(max_length=40, unique=True, editable=False)
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=TriggerKind.choices)
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="triggers"
+    )
+    crew = models.ForeignKey(
+        Crew, null=True, blank=True, on_delete=models.CASCADE, related_name="triggers"
+    )
+    cron = models.CharField(max_length=100, blank=True, help_text="e.g. `0 9 * * 1-5`.")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="An IANA time zone.")
+    input_template = models.TextField(
+        help_text="The run's input. {{payload.path}} takes a value from a webhook's JSON "
+        "body; {{trigger.name}} and {{fired_at}} work for both kinds."
+    )
+    enabled = models.BooleanField(default=True)
+    run_as = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The member the runs are attributed to (their grants and memory).",
+    )  # fmt: skip
+    # A webhook's signing secret (HMAC needs it back, so encrypted rather than hashed);
+    # shown once when made or rotated.
+    secret = EncryptedTextField(null=True, blank=True, editable=False)
+    # A schedule's next fire time (UTC); claimed and advanced atomically by the beat task.
+    next_fire_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.CharField(max_length=500, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", editable=False,
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="trigger_name_unique"),
+            models.CheckConstraint(
+                condition=Q(agent__isnull=True, crew__isnull=False)
+                | Q(agent__isnull=False, crew__isnull=True),
+                name="trigger_one_target",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_fire_at"],
+                condition=Q(enabled=True, kind="schedule"),
+                name="trigger_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def target(self) -> Agent | Crew | None:
+        return self.agent if self.agent_id else self.crew

@@ -52,6 +52,7 @@ from agents.models import (
     Fact,
     Message,
     Run,
+    Trigger,
 )
 from agents.run_writer import storable, storable_text
 from agents.runtime.client_request import ClientRequest
@@ -145,6 +146,7 @@ def run_start(
     claimed_by: str | None = None,
     client_request: ClientRequest | None = None,
     acting_for: AbstractBaseUser | None = None,
+    trigger: Trigger | None = None,
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
@@ -166,6 +168,8 @@ def run_start(
 
     `acting_for`: the member a key that may act for members (ApiKey.acts_for_members)
     starts the run for: it is theirs (their runs, memory, grants) as well as the key's.
+
+    `trigger`: the schedule or webhook that started it (agents.triggers), for its history.
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -225,6 +229,7 @@ def run_start(
                 correlation_id=uuid.uuid4().hex,
                 queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
+                trigger=trigger,
                 **(_claimed(claimed_by) if claimed_by else {}),
             )
             if conversation is not None and add_message:

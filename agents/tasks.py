@@ -140,3 +140,12 @@ def _sweep_stale_runs() -> int:
     for run_id in [*stale, *lost]:
         execute_run_task.delay(run_id)
     return len(stale) + len(lost)
+
+
+@shared_task(name="agents.fire_due_triggers", ignore_result=True)
+def fire_due_triggers_task() -> int:
+    """Start the runs of the schedules that are due (beat: TRIGGER_TICK_S). Any number of
+    beats may send it: each due fire time is claimed once in PostgreSQL (agents.triggers)."""
+    from agents.triggers import fire_due_triggers
+
+    return fire_due_triggers()

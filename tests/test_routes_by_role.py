@@ -26,6 +26,7 @@ from agentplatform.tenancy.policy import Action, Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Run
 from agents.services import run_start
+from agents.triggers import trigger_save
 from rag.models import Document, KnowledgeBase
 from tests.factories import (
     add_member,
@@ -61,6 +62,7 @@ PUBLIC = {
     "oauth_token": "the code or refresh token decides",
     "sso_start": "single sign-on begins before anyone is signed in",
     "sso_callback": "single sign-on's return: the session's state decides",
+    "trigger_hook": "a webhook trigger's deliveries: the HMAC signature decides",
 }
 
 
@@ -174,6 +176,10 @@ def world(trio) -> dict[str, str]:
     evaluation = evaluation_start(
         tenant=acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
     )
+    trigger = trigger_save(
+        tenant=acme, by=_principal("alice", acme),
+        changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
+    ).trigger  # fmt: skip
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -200,6 +206,8 @@ def world(trio) -> dict[str, str]:
         "other_id": str(evaluation.pk),
         "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/
         "number": "1",
+        "trigger_id": str(trigger.pk),
+        "pk:triggers": str(trigger.pk),
     }
 
 
@@ -223,6 +231,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
+_PK_OWNERS |= {"triggers"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

@@ -127,3 +127,21 @@ urlpatterns += [
     ),
     path("runs/<str:run_id>/feedback", evals.RunFeedback.as_view(), name="api_run_feedback"),
 ]
+
+# -- triggers: schedules and webhooks (agentplatform/api/triggers_api.py) --
+from agentplatform.api import triggers_api  # noqa: E402
+
+urlpatterns += [
+    path("triggers", triggers_api.TriggerListCreate.as_view(), name="api_triggers"),
+    path("triggers/<str:trigger_id>", triggers_api.TriggerDetail.as_view(), name="api_trigger"),
+    path(
+        "triggers/<str:trigger_id>/rotate-secret",
+        triggers_api.TriggerRotateSecret.as_view(),
+        name="api_trigger_rotate",
+    ),
+    path(
+        "triggers/<str:trigger_id>/runs",
+        triggers_api.TriggerRuns.as_view(),
+        name="api_trigger_runs",
+    ),
+]

@@ -5,9 +5,9 @@ search box, an admin filter (`?name__exact=%00`) or a form that a view reads dir
 would otherwise end as a 500, possibly after part of a write. One check here, before any
 view runs, answers 400 with a plain message instead; nothing is read or written.
 
-The REST and OpenAI-compatible APIs (`/api/`, `/v1/`) validate at their own edge and
-answer in their JSON error format, per field (`agentplatform/api/errors.py`); they are
-left alone here.
+The REST and OpenAI-compatible APIs (`/api/`, `/v1/`) and webhooks (`/hooks/`) validate
+at their own edge and answer in their JSON error format, per field
+(`agentplatform/api/errors.py`); they are left alone here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.utils.datastructures import MultiValueDict
 
-API_PATHS = ("/api/", "/v1/")
+API_PATHS = ("/api/", "/v1/", "/hooks/")  # (/hooks/: the raw body is what is signed)
 NUL = "\x00"
 
 

@@ -212,7 +212,17 @@ def _seed(client, trio, monkeypatch):
         f"/datasets/{dataset}/cases", {"input": "capital?", "expect": {"exact": "Paris"}}
     ).json()["id"]
     evaluation = api.post("/evaluations", {"dataset": "facts", "agent": "writer"}).json()["id"]
+    trigger = api.post(
+        "/triggers",
+        {"name": "hook", "kind": "webhook", "agent": "writer", "run_as": "alice",
+         "input_template": "New: {{payload.title}}"},
+    )  # fmt: skip
+    assert trigger.status_code == 201, trigger.content
+    trigger_id = trigger.json()["id"]
     return api.key, {
+        "/api/v1/triggers/{trigger_id}": {"trigger_id": trigger_id},
+        "/api/v1/triggers/{trigger_id}/rotate-secret": {"trigger_id": trigger_id},
+        "/api/v1/triggers/{trigger_id}/runs": {"trigger_id": trigger_id},
         "/api/v1/datasets/{dataset_id}": {"dataset_id": dataset},
         "/api/v1/datasets/{dataset_id}/cases": {"dataset_id": dataset},
         "/api/v1/datasets/{dataset_id}/cases/{case_id}": {"dataset_id": dataset, "case_id": case},

@@ -17,6 +17,7 @@ from agentplatform.web.config import (
     mcp_connections,
     members,
     tools,
+    triggers,
 )
 
 app_name = "config"
@@ -76,6 +77,13 @@ urlpatterns = [
         history.version_restore,
         name="history_restore",
     ),
+    path("triggers/", triggers.trigger_list, name="triggers"),
+    path("triggers/new/", triggers.trigger_create, name="trigger_create"),
+    path("triggers/<int:pk>/", triggers.trigger_detail, name="trigger"),
+    path("triggers/<int:pk>/edit/", triggers.trigger_edit, name="trigger_edit"),
+    path("triggers/<int:pk>/enabled/", triggers.trigger_enabled, name="trigger_enabled"),
+    path("triggers/<int:pk>/rotate/", triggers.trigger_rotate, name="trigger_rotate"),
+    path("triggers/<int:pk>/delete/", triggers.trigger_remove, name="trigger_delete"),
     path("document/", document.document_page, name="document"),
     path("document/download/", document.document_download, name="document_download"),
     path("api-keys/", api_keys.api_key_list, name="api_keys"),
