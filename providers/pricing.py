@@ -29,6 +29,7 @@ from django.dispatch import receiver
 
 from agentplatform import versions
 from providers.models import ModelPrice
+from providers.runtime.types import Usage
 
 MILLION = Decimal(1_000_000)
 MICRO_DOLLAR = Decimal("0.000001")
@@ -205,6 +206,18 @@ def cost_of(
         + price.cache_write * cache_write_tokens
     )
     return (total / MILLION).quantize(MICRO_DOLLAR, rounding=ROUND_HALF_UP)
+
+
+def usage_cost(tenant_id: int, provider: str, model: str, usage: Usage) -> Decimal:
+    """What `usage` of `model` on `provider` (a run's recorded provider, or a price kind)
+    cost the tenant, in US dollars: as price_for (synchronous) and cost_of."""
+    return cost_of(
+        price_for(tenant_id, provider, model),
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
 
 
 def prices_changed(tenant_id: int) -> None:
