@@ -220,6 +220,33 @@ def usage_cost(tenant_id: int, provider: str, model: str, usage: Usage) -> Decim
     )
 
 
+@dataclass(frozen=True)
+class PriceRow:
+    """One line of a tenant's price table: a built-in entry, its own, or both."""
+
+    provider_kind: str
+    model: str
+    price: Price  # the one that applies
+    built_in: Price | None
+    own: ModelPrice | None
+
+
+def price_rows(tenant_id: int) -> list[PriceRow]:
+    """The tenant's table as its Prices page lists it: every built-in entry and every one
+    of its own, by provider kind and model. One query."""
+    own = {(p.provider_kind, p.model): p for p in ModelPrice.objects.filter(tenant_id=tenant_id)}
+    keys = {(kind, model) for kind, table in DEFAULT_PRICES.items() for model in table}
+    rows = []
+    for kind, model in sorted(keys | set(own)):
+        built_in = DEFAULT_PRICES.get(kind, {}).get(model)
+        row = own.get((kind, model))
+        price = built_in if row is None else Price(
+            row.input_price, row.output_price, row.cached_input_price, row.cache_write_price
+        )  # fmt: skip
+        rows.append(PriceRow(kind, model, price, built_in, row))
+    return rows
+
+
 def prices_changed(tenant_id: int) -> None:
     versions.bump(_version_key(tenant_id))
 
