@@ -6,7 +6,12 @@ from typing import Any
 
 from django.db import models
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -96,6 +101,22 @@ class ModelPriceViewSet(TenantCrudViewSet):
         description="The prices every tenant starts with (list prices as published by "
         "the providers), in US dollars per million tokens.",
         responses={200: DefaultPriceSerializer(many=True), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Built-in prices",
+                [
+                    {
+                        **PRICE_REQUEST,
+                        "model": "gpt-4o-mini",
+                        "input_price": "0.1500",
+                        "output_price": "0.6000",
+                        "cached_input_price": "0.0750",
+                        "cache_write_price": "0.1500",
+                    }
+                ],
+                response_only=True,
+            )
+        ],
     )
     @action(detail=False, methods=["get"], pagination_class=None)
     def defaults(self, request: Request) -> Response:

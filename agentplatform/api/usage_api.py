@@ -144,6 +144,16 @@ class UsageExport(UsageView):
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV text"),
             **ERRORS,
         },
+        examples=[
+            OpenApiExample(
+                "A day",
+                "date,subject,member,api_key,runs,input_tokens,output_tokens,"
+                "cache_read_tokens,cache_write_tokens,cost_usd\n"
+                "2026-01-03,Assistant,alice,,4,5200,410,0,0,0.017100\n",
+                response_only=True,
+                media_type="text/csv",
+            )
+        ],
     )
     def get(self, request: Request) -> HttpResponse:
         period = _period(request)
