@@ -17,11 +17,13 @@ to a ModelPrice bumps.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+import redis
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
@@ -31,6 +33,7 @@ from agentplatform import versions
 from providers.models import ModelPrice
 from providers.runtime.types import Usage
 
+logger = logging.getLogger(__name__)
 MILLION = Decimal(1_000_000)
 MICRO_DOLLAR = Decimal("0.000001")
 
@@ -158,17 +161,27 @@ def _version_key(tenant_id: int) -> str:
 def tenant_tables(tenant_id: int) -> dict[str, dict[str, Price]]:
     """Per price kind, the built-in table with the tenant's entries over it. A Redis read
     (usually none: versions mirrors it) while unchanged; one query when changed."""
-    version = versions.current(_version_key(tenant_id))
+    try:
+        version = versions.current(_version_key(tenant_id))
+    except (redis.RedisError, OSError):  # pricing never stops a run's record: ask the database
+        logger.warning("prices of tenant %s read without the cache", tenant_id, exc_info=True)
+        return _tables(tenant_id)
     kept = _cache.get(tenant_id)
     if kept is not None and kept[0] == version:
         return kept[1]
+    tables = _tables(tenant_id)
+    with _lock:
+        _cache[tenant_id] = (version, tables)
+    return tables
+
+
+def _tables(tenant_id: int) -> dict[str, dict[str, Price]]:
+    """One query."""
     tables = {kind: dict(table) for kind, table in DEFAULT_PRICES.items()}
     for row in ModelPrice.objects.filter(tenant_id=tenant_id):
         tables.setdefault(row.provider_kind, {})[row.model] = Price(
             row.input_price, row.output_price, row.cached_input_price, row.cache_write_price
         )
-    with _lock:
-        _cache[tenant_id] = (version, tables)
     return tables
 
 
