@@ -161,3 +161,26 @@ def test_members_cannot_edit_prices_and_outsiders_see_none(trio):
     assert charlie.get(f"/t/globex/prices/{price.pk}/edit/").status_code == 404
     assert charlie.post(f"/t/globex/prices/{price.pk}/delete/").status_code == 404
     assert ModelPrice.objects.filter(pk=price.pk).exists()
+
+
+def test_the_admin_edits_a_tenants_prices_only(client, trio):
+    theirs = ModelPrice.objects.create(
+        tenant=trio.globex, provider_kind="openai", model="x", input_price=1, output_price=1,
+        cached_input_price=1, cache_write_price=1,
+    )  # fmt: skip
+    login(client, trio.alice)
+    data = {
+        "tenant": trio.acme.pk, "provider_kind": "openai", "model": "gpt-4o",
+        "input_price": "3", "output_price": "9", "cached_input_price": "1",
+        "cache_write_price": "3",
+    }  # fmt: skip
+    response = client.post("/admin/providers/modelprice/add/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert price_for(trio.acme.pk, "openai", "gpt-4o-x").input == 3
+    bad = client.post(
+        "/admin/providers/modelprice/add/", {**data, "model": "o1", "input_price": "-2"}
+    )
+    assert bad.status_code == 200 and "cannot be negative" in bad.content.decode()
+    listing = client.get("/admin/providers/modelprice/").content.decode()
+    assert "gpt-4o" in listing and ">x<" not in listing
+    assert client.get(f"/admin/providers/modelprice/{theirs.pk}/change/").status_code in (302, 404)
