@@ -8,7 +8,9 @@ ENV UVICORN_ACCESS_LOG=false
 WORKDIR /app
 
 COPY pyproject.toml README.md ./
-RUN pip install --no-cache-dir .
+# With the otel extra: a deployment turns traces on by setting OTEL_EXPORTER_OTLP_ENDPOINT,
+# without another image (docs/observability.md).
+RUN pip install --no-cache-dir '.[otel]'
 
 COPY . .
 RUN useradd --create-home --uid 1000 app && chown -R app /app

@@ -49,3 +49,16 @@ def _give_connections_back(**kwargs) -> None:
     from django.db import connections
 
     connections.close_all()
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _json_logs(logger, **kwargs) -> None:
+    """A worker configures its own log handlers (plain text); LOG_FORMAT=json gives them the
+    JSON formatter too, so a run's lines carry its correlation id there as well."""
+    from django.conf import settings
+
+    if getattr(settings, "LOG_FORMAT", "plain") == "json":
+        from agentplatform.logs import use_json
+
+        use_json(logger)

@@ -176,3 +176,69 @@ def env_json_commands(name: str) -> dict[str, list[str]]:
         if not all(isinstance(part, str) and part for part in argv):
             raise ImproperlyConfigured(f"{name}: {key!r}'s argv must be non-empty strings.")
     return data
+
+
+_ROLES = ("owner", "admin", "member", "viewer")  # tenancy.models.Role, without importing models
+_SSO_KEYS = {
+    "slug": True,
+    "name": True,
+    "issuer": True,
+    "client_id": True,
+    "client_secret": False,
+    "tenant": False,
+    "scopes": False,
+    "groups_claim": False,
+    "default_role": False,
+    "groups": False,
+}
+
+
+def env_json_sso_providers(name: str) -> list[dict]:
+    """A JSON list of OpenID Connect providers (docs/sso.md), each an object with slug,
+    name, issuer, client_id and optionally client_secret, tenant (a slug; absent:
+    platform-wide), scopes, groups_claim, default_role and groups (a list of
+    {"group", "tenant", "role"}); [] when unset. Tenants named are looked up at sign-in."""
+    value = env_str(name)
+    if value is None:
+        return []
+    try:
+        data = json.loads(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is not valid JSON.") from None
+    if not isinstance(data, list):
+        raise ImproperlyConfigured(f"{name} must be a JSON list of provider objects.")
+    slugs: set[str] = set()
+    for index, entry in enumerate(data):
+        where = f"{name}[{index}]"
+        if not isinstance(entry, dict):
+            raise ImproperlyConfigured(f"{where} is not an object.")
+        unknown = set(entry) - set(_SSO_KEYS)
+        if unknown:
+            raise ImproperlyConfigured(f"{where}: unknown keys {sorted(unknown)}.")
+        for key, required in _SSO_KEYS.items():
+            if required and not (isinstance(entry.get(key), str) and entry[key].strip()):
+                raise ImproperlyConfigured(f"{where}: {key!r} is required (a string).")
+        if not re.fullmatch(r"[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?", entry["slug"]):
+            raise ImproperlyConfigured(f"{where}: slug {entry['slug']!r} is not a slug.")
+        if entry["slug"] in slugs:
+            raise ImproperlyConfigured(f"{where}: slug {entry['slug']!r} is used twice.")
+        slugs.add(entry["slug"])
+        if not entry["issuer"].startswith(("https://", "http://")):
+            raise ImproperlyConfigured(f"{where}: issuer must be an http(s) URL.")
+        groups = entry.get("groups", [])
+        if not isinstance(groups, list) or not all(
+            isinstance(rule, dict)
+            and set(rule) <= {"group", "tenant", "role"}
+            and all(isinstance(rule.get(key), str) for key in ("group", "tenant"))
+            for rule in groups
+        ):
+            raise ImproperlyConfigured(
+                f'{where}: groups must be a list of {{"group", "tenant", "role"}} objects.'
+            )
+        roles = [rule.get("role", "member") for rule in groups]
+        if entry.get("default_role"):
+            roles.append(entry["default_role"])
+        for role in roles:
+            if role not in _ROLES:
+                raise ImproperlyConfigured(f"{where}: role {role!r} is not one of {_ROLES}.")
+    return data

@@ -7,8 +7,9 @@ IntegrityError) becomes SaveConflict, which the API answers with 409.
 
 `save_validated` and `delete_recorded` record the change in the tenant's audit log in the
 same transaction (before/after values, secrets masked; data models such as conversations
-are not logged): `actor` names who acts, else the request being served does (see
-agentplatform/tenancy/audit.py).
+are not logged), and a save of a versioned object its new version
+(agentplatform/tenancy/history.py): `actor` names who acts, else the request being served
+does (see agentplatform/tenancy/audit.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from django.db import IntegrityError, models, transaction
 
-from agentplatform.tenancy import audit
+from agentplatform.tenancy import audit, history
 
 M = TypeVar("M", bound=models.Model)
 
@@ -55,6 +56,7 @@ def save_validated(
             if after is not None:
                 after(instance)
             audit.record_saved(instance, stored, actor=actor)
+            history.record(instance, actor=actor)
     except IntegrityError:
         raise SaveConflict() from None
     return instance

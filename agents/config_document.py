@@ -274,6 +274,7 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
             "allowed_tool_names", "allowed_tool_names", read=lambda m: list(m.allowed_tool_names)
         ),
         DocField("context_resource_uri", "context_resource_uri"),
+        DocField("tool_examples", "tool_examples", read=lambda m: dict(m.tool_examples or {})),
         DocField("domains", "domains", read=lambda m: list(m.domains or [])),
         DocField("timeout_s", "timeout_s"),
     ),

@@ -41,6 +41,7 @@ from agents.models import (
     Run,
     approval_decisions,
 )
+from agents.observability import observed_run, traced_outcome
 from agents.run_costs import run_own_cost
 from agents.run_writer import (
     Batch,
@@ -53,6 +54,7 @@ from agents.run_writer import (
     storable_text,
     write_batch,
 )
+from agents.runtime import tracing
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.crew import (
     ChildOutcome,
@@ -68,7 +70,12 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.signals import request_execution, request_verification
-from agents.specs import agent_spec, conversation_frame, conversation_history
+from agents.specs import (
+    agent_spec,
+    conversation_frame,
+    conversation_history,
+    run_config_versions,
+)
 from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
@@ -174,11 +181,13 @@ async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> s
         return "not claimable"
     writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())
     outcome = "lease lost"
-    try:
-        outcome = await _execute_claimed(run, owner, writer)
-    finally:
-        if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
-            writer.abandon()
+    with observed_run(run) as span:
+        try:
+            outcome = await _execute_claimed(run, owner, writer)
+        finally:
+            if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
+                writer.abandon()
+            span.set(**{"agentplatform.run.status": outcome})
     return outcome
 
 
@@ -216,6 +225,7 @@ async def _execute_claimed(run: Run, owner: str, writer: RunWriter) -> str:
     outcome = writer.redacted(outcome)  # as its events and fields were
     if not await sync_to_async(finalize)(run, owner, outcome, batch):
         return "lease lost"
+    traced_outcome(run, outcome)
     return outcome.status.value
 
 
@@ -269,6 +279,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
     sink.writer.stage(**prepared.audit)
     for name, value in prepared.audit.items():  # as written: finalize prices the model
         setattr(run, name, value)
+    tracing.annotate(**{"gen_ai.request.model": prepared.spec.model})
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
         adapter=prepared.adapter,
@@ -338,6 +349,12 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
             "model": spec.model,
             "instructions_digest": instructions_digest(spec),
             "tools_digest": tools_digest(effective.offered),
+            "config_versions": run_config_versions(
+                run.tenant_id,
+                agent=agent,
+                connection=connection,
+                tool_names=effective.offered.names(),
+            ),
             "limits": {
                 "max_rounds": spec.max_rounds,
                 "max_tool_calls": spec.max_tool_calls,
@@ -408,9 +425,12 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     async def emit(type: str, **payload: Any) -> None:
         await sink.emit(type, payload)
 
+    tracing.annotate(**{"gen_ai.agent.name": crew.slug})
     run_child = _child_runner(run, members)
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
+        versions = await sync_to_async(run_config_versions)(run.tenant_id, crew=crew)
+        sink.writer.stage(config_versions=versions)  # with the run's next write
     task = await sync_to_async(_task_with_history)(run)
     if crew.mode == "sequential":
         outcome = await run_sequential(spec, task, run_child, emit)

@@ -266,6 +266,9 @@ class Run(models.Model):
     # NULL (not "") when absent: the unique constraint ignores NULLs only.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     limits = models.JSONField(default=dict, blank=True)
+    # The configuration versions it ran with (agentplatform/tenancy/history.py): its agent
+    # or crew, the agent's connection and tool definitions, as {"agents.agent": [[id, n]]}.
+    config_versions = models.JSONField(default=dict, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)
@@ -317,6 +320,11 @@ class Run(models.Model):
         return self.status in TERMINAL
 
 
+# A tool call's event that carries an error (failed, refused, rate limited): counted by
+# GET /metrics on a partial index, so a scrape reads those rows only.
+TOOL_ERROR_EVENT = Q(type="tool.completed", payload__error__isnull=False) & ~Q(payload__error=None)
+
+
 class RunEvent(models.Model):
     """Append-only, numbered per run, so a stream can resume after any event."""
 
@@ -329,6 +337,9 @@ class RunEvent(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique")]
+        indexes = [
+            models.Index(fields=["tenant"], condition=TOOL_ERROR_EVENT, name="run_event_tool_error")
+        ]
         ordering = ["run", "seq"]
 
     def __str__(self) -> str:

@@ -638,6 +638,22 @@ def crew_save(
     return save_validated(crew, changes, after=None if members is None else replace_members)
 
 
+def crew_member_slugs(crew: Crew) -> list[str]:
+    """The crew's members in order, by slug (its versions keep them so). One query."""
+    return list(CrewMember.objects.filter(crew=crew).values_list("agent__slug", flat=True))
+
+
+def crew_members_named(tenant: Tenant, slugs: list[str]) -> list[Agent]:
+    """The tenant's agents with these slugs, in this order; ValidationError naming those
+    that no longer exist (restoring a crew's version)."""
+    found = {a.slug: a for a in Agent.objects.filter(tenant=tenant, slug__in=slugs)}
+    if missing := [slug for slug in slugs if slug not in found]:
+        raise ValidationError(
+            f"This version's members include agents that no longer exist: {', '.join(missing)}."
+        )
+    return [found[slug] for slug in slugs]
+
+
 def crew_delete(*, tenant: Tenant, crew: Crew) -> None:
     """Delete one of the tenant's crews (and its member rows)."""
     _check_tenant(crew, tenant, "crew")
@@ -718,6 +734,57 @@ def use_grant(
     holder = user if user is not None else group.group
     codename = f"agents.{access.USE_PERMISSIONS[type(target)]}"
     (assign_perm if granted else remove_perm)(codename, holder, target)
+
+
+def use_grant_holders(tenant: Tenant, lines: list[str]) -> list[AbstractBaseUser | TenantGroup]:
+    """The members and groups a version's grant lines name ("user bob: use_agent", "group
+    Finance: use_crew"; other permissions are not use grants and are left out), for
+    restoring it; ValidationError naming those no longer there."""
+    holders: list[AbstractBaseUser | TenantGroup] = []
+    missing = []
+    for line in lines:
+        kind, _, rest = str(line).partition(" ")
+        name, _, codename = rest.rpartition(": ")
+        if codename not in access.USE_PERMISSIONS.values():
+            continue
+        if kind == "group":
+            found = TenantGroup.objects.filter(tenant=tenant, name=name).first()
+        else:
+            membership = Membership.objects.filter(tenant=tenant, user__username=name).first()
+            found = membership.user if membership else None
+        if found is None:
+            missing.append(f"{kind} {name}")
+        else:
+            holders.append(found)
+    if missing:
+        raise ValidationError(
+            f"This version grants the use to members or groups no longer here: "
+            f"{', '.join(missing)}."
+        )
+    return holders
+
+
+def use_grants_set(
+    *, tenant: Tenant, target: Agent | Crew, holders: list[AbstractBaseUser | TenantGroup]
+) -> None:
+    """Grant the use of `target` to exactly `holders` (members and tenant groups): those
+    missing are granted, the others revoked, each as `use_grant` does."""
+    users, groups = use_grants(tenant=tenant, target=target)
+    want_users = {h.pk: h for h in holders if not isinstance(h, TenantGroup)}
+    want_groups = {h.pk: h for h in holders if isinstance(h, TenantGroup)}
+    for user in users:
+        if user.pk not in want_users:
+            use_grant(tenant=tenant, target=target, granted=False, user=user)
+    for group in groups:
+        if group.pk not in want_groups:
+            use_grant(tenant=tenant, target=target, granted=False, group=group)
+    held_users, held_groups = {u.pk for u in users}, {g.pk for g in groups}
+    for pk, user in want_users.items():
+        if pk not in held_users:
+            use_grant(tenant=tenant, target=target, granted=True, user=user)
+    for pk, group in want_groups.items():
+        if pk not in held_groups:
+            use_grant(tenant=tenant, target=target, granted=True, group=group)
 
 
 def member_grants_forget(*, membership: Membership) -> None:

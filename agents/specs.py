@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings
 
-from agents.models import Agent, Message, Run
+from agentplatform.tenancy import history
+from agents.models import Agent, Crew, Message, Run
 from agents.runtime.spec import AgentSpec
 from providers.models import ProviderConnection
 from providers.runtime.types import AssistantMessage, UserMessage
+from tools.models import ToolDefinition
 from tools.runtime.frames import Frame
 
 
@@ -32,6 +36,30 @@ def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec
         remote_command_name=agent.remote_command,
         remote_command=remote_command_argv(agent.remote_command),
     )
+
+
+def run_config_versions(
+    tenant_id: int,
+    *,
+    agent: Agent | None = None,
+    crew: Crew | None = None,
+    connection: ProviderConnection | None = None,
+    tool_names: Sequence[str] = (),
+) -> dict[str, list[list[int]]]:
+    """What a run records as the configuration it used: the latest version of its agent or
+    crew, the agent's connection and its tool definitions among `tool_names`, as
+    `{label: [[id, number], ...]}` (docs/config-history.md). Two queries."""
+    wanted: dict[str, list[int]] = {}
+    if agent is not None:
+        wanted["agents.agent"] = [agent.pk]
+    if crew is not None:
+        wanted["agents.crew"] = [crew.pk]
+    if connection is not None and connection.pk:
+        wanted["providers.providerconnection"] = [connection.pk]
+    if tool_names:
+        definitions = ToolDefinition.objects.filter(tenant_id=tenant_id, name__in=tool_names)
+        wanted["tools.tooldefinition"] = list(definitions.values_list("pk", flat=True))
+    return history.latest_numbers(tenant_id, wanted)
 
 
 def remote_command_argv(name: str) -> tuple[str, ...]:

@@ -28,4 +28,17 @@ class RagConfig(AppConfig):
             model = local_embedder()
             requests = model if isinstance(model, OnnxMiniLM) else OnnxMiniLM()
             register_routing_embedder(cards=model, requests=requests)
+        from agentplatform.tenancy import history
         from rag import signals  # noqa: F401 (connects its receivers)
+        from rag.models import KnowledgeBase
+        from rag.services import knowledge_base_save
+
+        # Its settings are versioned (docs/config-history.md); documents are data, not.
+        history.register(
+            KnowledgeBase,
+            name="knowledge-bases",
+            noun="knowledge base",
+            restore=lambda tenant, obj, changes: knowledge_base_save(
+                tenant=tenant, knowledge_base=obj, changes=changes
+            ),
+        )

@@ -49,6 +49,7 @@ PUBLIC = {
     "login": "signing in",
     "logout": "signing out",
     "healthz": "health checks for load balancers; no tenant data",
+    "metrics": "Prometheus figures of every tenant, for the operator's METRICS_TOKEN only",
     "api_schema": "the OpenAPI document",
     "api_docs": "the API documentation page",
     "api_redoc": "the API documentation page",
@@ -59,6 +60,8 @@ PUBLIC = {
     "oauth_register": "an MCP client registering itself (RFC 7591)",
     "oauth_authorize": "a signed-in member's consent; they pick one of their own tenants",
     "oauth_token": "the code or refresh token decides",
+    "sso_start": "single sign-on begins before anyone is signed in",
+    "sso_callback": "single sign-on's return: the session's state decides",
 }
 
 
@@ -201,6 +204,8 @@ def world(trio) -> dict[str, str]:
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
         "pk:prices": str(price.pk),
+        "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/
+        "number": "1",
     }
 
 

@@ -154,9 +154,12 @@ class McpServerConnectionForm(TenantScopedForm):
         model = McpServerConnection
         fields = [
             "tenant", "name", "url", "auth_header", "enabled", "tool_prefix",
-            "allowed_tool_names", "context_resource_uri", "timeout_s", "domains",
+            "allowed_tool_names", "context_resource_uri", "tool_examples", "timeout_s", "domains",
         ]  # fmt: skip
-        widgets = {"allowed_tool_names": forms.Textarea(attrs={"rows": 3, "cols": 60})}
+        widgets = {
+            "allowed_tool_names": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+            "tool_examples": forms.Textarea(attrs={"rows": 6, "cols": 60}),
+        }
 
     def _post_clean(self) -> None:
         if self.cleaned_data.get("clear_auth_header"):

@@ -26,3 +26,26 @@ class ToolsConfig(AppConfig):
 
         register_health_check("mcp", mcp_connections_check_health)
         register_provider_lister("mcp", mcp_providers_of)
+
+        from agentplatform.tenancy import history
+        from tools.mcp_connections import mcp_connection_save
+        from tools.models import McpServerConnection, ToolDefinition
+        from tools.services import tool_definition_save
+
+        # Their saves are versioned (docs/config-history.md); a restore saves as any save.
+        history.register(
+            ToolDefinition,
+            name="tools",
+            noun="tool",
+            restore=lambda tenant, obj, changes: tool_definition_save(
+                tenant=tenant, definition=obj, changes=changes
+            ),
+        )
+        history.register(
+            McpServerConnection,
+            name="mcp-connections",
+            noun="MCP server connection",
+            restore=lambda tenant, obj, changes: mcp_connection_save(
+                tenant=tenant, connection=obj, changes=changes
+            ),
+        )

@@ -8,7 +8,7 @@ whole configuration (`agentplatform.config_checks`, `agents.config_saves`)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from django.core.exceptions import ValidationError
@@ -78,6 +78,49 @@ def examples_problem(definition: ToolDefinition) -> str | None:
         if (problem := validate(example.arguments)) is not None:
             return f"[{index}].arguments: {problem}"
     return None
+
+
+def mcp_examples_problem(declared: Any, listed: list[Any]) -> str | None:
+    """Why an MCP connection's `tool_examples` cannot be stored: not `{remote tool name:
+    examples}`, or arguments the remote tool's listed input schema refuses (for a tool the
+    last listing does not show, only their form is checked)."""
+    if not isinstance(declared, dict):
+        return 'Give an object of remote tool names to example lists, e.g. {"search": [...]}.'
+    schemas = {
+        str(r.get("name")): r.get("input_schema")
+        for r in listed if isinstance(r, dict)
+    }  # fmt: skip
+    for name, examples in declared.items():
+        try:
+            parsed = parse_examples(examples)
+        except ExpectationError as exc:
+            return f"{name}: {exc}"
+        schema = schemas.get(name)
+        if not isinstance(schema, dict):
+            continue
+        try:
+            check_schema(schema)
+            validate = compile_validator(schema)
+        except ValueError:  # the server's schema is refused where the tool is built
+            continue
+        for index, example in enumerate(parsed):
+            if (problem := validate(example.arguments)) is not None:
+                return f"{name}[{index}].arguments: {problem}"
+    return None
+
+
+def mcp_examples(declared: Any) -> dict[str, tuple[ToolExample, ...]]:
+    """An MCP connection's examples per remote tool; a list that no longer parses is left
+    out (changed past validation)."""
+    if not isinstance(declared, dict):
+        return {}
+    found = {}
+    for name, examples in declared.items():
+        try:
+            found[str(name)] = parse_examples(examples or [])
+        except ExpectationError:
+            continue
+    return found
 
 
 def definition_shape(definition: ToolDefinition) -> ToolShape:

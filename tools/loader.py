@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TypeVar
 
@@ -24,7 +24,7 @@ from django.dispatch import receiver
 
 from agentplatform import versions
 from agentplatform.tenancy.models import Tenant
-from tools.definitions import build_tool, name_refusal, secret_ref
+from tools.definitions import build_tool, mcp_examples, name_refusal, secret_ref
 from tools.models import McpServerConnection, McpStatus, ToolDefinition
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import RedisCircuitStore
@@ -219,6 +219,7 @@ def _add_context_provider(
     endpoint = McpEndpoint(url=connection.url, policy=policy, timeout_s=connection.timeout_s)
     allowed = set(connection.allowed_tool_names or ())
     tags = frozenset({"context", f"context:{connection.name}"})
+    examples = mcp_examples(connection.tool_examples)
     for remote in connection.tools_cache or ():
         if not isinstance(remote, dict) or (allowed and remote.get("name") not in allowed):
             continue
@@ -243,4 +244,6 @@ def _add_context_provider(
                 item.name, connection.name,
             )  # fmt: skip
             continue
+        if own := examples.get(str(remote.get("name"))):
+            item = replace(item, examples=tuple(e.arguments for e in own), selftests=own)
         registry.register(item)

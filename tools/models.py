@@ -203,6 +203,13 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
         blank=True,
         help_text="Optional: an MCP resource whose text becomes a context block for prompts.",
     )
+    # The protocol lists no examples, so the tenant declares its remote tools' self-tests here.
+    tool_examples = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Self-tests per remote tool: {"search": [{"arguments": {"q": "x"}, '
+        '"expect": {"contains": "x"}}]}. Empty: none.',
+    )
     timeout_s = models.FloatField(default=30.0, help_text="Bounds each call to the server.")
     domains = domains_field(default=list)
     status = models.CharField(
@@ -248,6 +255,11 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
         names = self.allowed_tool_names
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             errors["allowed_tool_names"] = 'Give a list of tool names, e.g. ["search"], or [].'
+        from tools.definitions import mcp_examples_problem
+
+        problem = mcp_examples_problem(self.tool_examples, self.tools_cache or [])
+        if problem is not None:
+            errors["tool_examples"] = problem
         if self.auth_header and any(c in self.auth_header for c in "\r\n"):
             errors["auth_header"] = "The header value must be one line."
         if not 0 < self.timeout_s <= 300:

@@ -482,8 +482,9 @@ class McpConnectionSerializer(CleanModelSerializer):
         model = McpServerConnection
         fields = [
             "id", "name", "url", "auth_header", "has_auth_header", "enabled", "tool_prefix",
-            "allowed_tool_names", "context_resource_uri", "timeout_s", "domains", "status",
-            "last_error", "last_refreshed_at", "health", "tools", "created_at", "updated_at",
+            "allowed_tool_names", "context_resource_uri", "tool_examples", "timeout_s", "domains",
+            "status", "last_error", "last_refreshed_at", "health", "tools", "created_at",
+            "updated_at",
         ]  # fmt: skip
         read_only_fields = [
             "id", "status", "last_error", "last_refreshed_at", "created_at", "updated_at",

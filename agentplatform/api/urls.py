@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from agentplatform.api import (
@@ -8,9 +8,11 @@ from agentplatform.api import (
     agents_api,
     audit_api,
     config_api,
+    history_api,
     mcp_connections_api,
     prices_api,
     providers_api,
+    sign_in_api,
     tools_api,
     views,
 )
@@ -34,9 +36,36 @@ resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
 
+# -- configuration history (agentplatform/api/history_api.py): each resource's own lookup --
+history_urls = []
+for _kind, _lookup in history_api.LOOKUPS.items():
+    _object = rf"^{_kind}/(?P<{_lookup}>[^/]+)/versions"
+    history_urls += [
+        re_path(
+            rf"{_object}$",
+            history_api.VersionList.as_view(),
+            {"kind": _kind},
+            name=f"api_versions_{_kind}",
+        ),
+        re_path(
+            rf"{_object}/(?P<number>[^/]+)$",
+            history_api.VersionDetail.as_view(),
+            {"kind": _kind},
+            name=f"api_version_{_kind}",
+        ),
+        re_path(
+            rf"{_object}/(?P<number>[^/]+)/restore$",
+            history_api.VersionRestore.as_view(),
+            {"kind": _kind},
+            name=f"api_version_restore_{_kind}",
+        ),
+    ]
+
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),
+    *history_urls,
     path("config", config_api.ConfigDocumentView.as_view(), name="api_config"),
+    path("sign-in", sign_in_api.SignInView.as_view(), name="api_sign_in"),
     *resources.urls,
 ]
 

@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Q
 from django.shortcuts import render
 from django.utils import timezone
@@ -12,14 +12,40 @@ from guardian.conf import settings as guardian_settings
 
 from agentplatform.tenancy import services
 from agentplatform.tenancy.admin_site import admin_tenant_ids
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Scope, Tenant
+from agentplatform.tenancy.models import (
+    ApiKey,
+    IdentityProvider,
+    IdentityProviderGroup,
+    Membership,
+    Role,
+    Scope,
+    Tenant,
+)
 from agentplatform.tenancy.scoped_admin import HiddenRowsAre404, TenantScopedAdmin, TenantScopedForm
 
 
 @admin.register(Tenant)
 class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
-    list_display = ["name", "slug", "active", "created_at"]
+    list_display = ["name", "slug", "active", "password_sign_in", "created_at"]
     search_fields = ["name", "slug"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+
+        class PasswordOffChecked(form):
+            def clean(self):
+                cleaned = super().clean()
+                turning_off = "password_sign_in" in self.changed_data and not cleaned.get(
+                    "password_sign_in", True
+                )
+                if turning_off and self.instance.pk:
+                    try:
+                        services.check_password_sign_in_off(tenant=self.instance)
+                    except ValidationError as error:
+                        self.add_error("password_sign_in", error)
+                return cleaned
+
+        return PasswordOffChecked
 
     def get_queryset(self, request):
         queryset = super().get_queryset(request)
@@ -271,4 +297,76 @@ class ApiKeyAdmin(TenantScopedAdmin):
         messages.success(request, f"Revoked {queryset.count()} key(s).")
 
 
-from agentplatform.tenancy import audit_admin  # noqa: E402, F401 (registers the audit log)
+class IdentityProviderGroupInline(admin.TabularInline):
+    """Group rules. A tenant's provider names its own tenant only (the model refuses
+    others); tenant choices are the admin's tenants."""
+
+    model = IdentityProviderGroup
+    extra = 1
+
+    def _may(self, request, parent) -> bool:
+        if request.user.is_superuser:
+            return True
+        ids = admin_tenant_ids(request)
+        return bool(ids) and (parent is None or parent.tenant_id in ids)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    has_change_permission = has_delete_permission = has_view_permission
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return self._may(request, obj)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            field.queryset = field.queryset.filter(pk__in=admin_tenant_ids(request))
+        return field
+
+
+@admin.register(IdentityProvider)
+class IdentityProviderAdmin(TenantScopedAdmin):
+    """A tenant's own identity providers (a superuser's also platform-wide ones). The client
+    secret is write-only (EncryptedTextField): never shown back."""
+
+    list_display = ["name", "slug", "issuer", "enabled"]
+    search_fields = ["name", "slug", "issuer"]
+    inlines = [IdentityProviderGroupInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    fields = [
+        "tenant",
+        "name",
+        "slug",
+        "enabled",
+        "issuer",
+        "client_id",
+        "client_secret",
+        "scopes",
+        "groups_claim",
+        "default_role",
+    ]
+
+    def save_model(self, request, obj, form, change) -> None:
+        if obj.tenant_id is None and request.user.is_superuser:
+            admin.ModelAdmin.save_model(self, request, obj, form, change)  # no tenant's log
+            return
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj) -> None:
+        if obj.tenant_id is None and request.user.is_superuser:
+            admin.ModelAdmin.delete_model(self, request, obj)
+            return
+        super().delete_model(request, obj)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        if not request.user.is_superuser and "tenant" in form.base_fields:
+            # only a superuser makes a platform-wide provider
+            form.base_fields["tenant"].required = True
+            form.base_fields["tenant"].empty_label = None
+        return form
+
+
+# They register the audit log and the configuration versions.
+from agentplatform.tenancy import audit_admin, history_admin  # noqa: E402, F401

@@ -223,7 +223,13 @@ def record_run_started(run: Any, api_key: ApiKey) -> AuditEntry | None:
     )
 
 
-def _set_actor(entry: AuditEntry, actor: Any, request: HttpRequest | None) -> None:
+def set_actor(target: Any, actor: Any = None, request: HttpRequest | None = None) -> None:
+    """Set `user`, `api_key` and `actor_label` of `target` (an entry, a configuration
+    version) as `record` does: `actor`, else the request being served, else "system"."""
+    _set_actor(target, actor, request if request is not None else _request.get())
+
+
+def _set_actor(entry: Any, actor: Any, request: HttpRequest | None) -> None:
     if actor is None and request is not None:
         actor = getattr(request, "user", None)
     actor = getattr(actor, "api_key", actor)  # DRF's ApiClient acts for its key
@@ -256,7 +262,7 @@ def is_audited(model: type[models.Model]) -> bool:
     return any(f.name == "tenant" and f.related_model is Tenant for f in model._meta.fields)
 
 
-def _fields(model: type[models.Model]) -> list[models.Field]:
+def config_fields(model: type[models.Model]) -> list[models.Field]:
     """What a person configures: editable fields (not versions, health or caches the
     platform keeps itself), without the id, tenant and timestamps."""
     return [
@@ -338,7 +344,7 @@ def snapshot(instance: models.Model) -> dict[str, Any]:
 
 def _state(instance: models.Model) -> dict[str, Any]:
     state: dict[str, Any] = {}
-    for field in _fields(type(instance)):
+    for field in config_fields(type(instance)):
         if field.many_to_many:
             state[field.name] = (
                 sorted(getattr(instance, field.name).values_list("pk", flat=True))
@@ -356,20 +362,20 @@ def diff(
     """`{field: [before, after]}` of the fields that differ (all of them when `created`),
     secrets shown as "[set]" / "[changed]" / "[cleared]" and never as values."""
     changes: dict[str, list[Any]] = {}
-    for field in _fields(model):
+    for field in config_fields(model):
         old, new = before.get(field.name), after.get(field.name)
         if not created and old == new:
             continue
         if created and new in (None, "", [], {}):
             continue  # a new row's empty fields say nothing
-        if _is_secret(field):
+        if is_secret(field):
             changes[field.name] = _masked(old, new)
         else:
             changes[field.name] = [scrub(old), scrub(new)]
     return changes
 
 
-def _is_secret(field: models.Field) -> bool:
+def is_secret(field: models.Field) -> bool:
     return isinstance(field, EncryptedTextField) or bool(SECRET_NAME.search(field.name))
 
 

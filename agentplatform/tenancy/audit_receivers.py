@@ -9,7 +9,7 @@ from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from agentplatform.tenancy import audit, rls
+from agentplatform.tenancy import audit, history, rls
 from agentplatform.tenancy.models import AuditAction, Tenant
 
 
@@ -25,6 +25,8 @@ def _active_tenant_ids(user) -> list[int]:
 @receiver(user_logged_in)
 def _signed_in(sender, request, user, **kwargs) -> None:
     tenant_ids = _active_tenant_ids(user)
+    # single sign-on names its provider (agentplatform/web/sso/backend.py sets it)
+    provider = getattr(user, "signed_in_with_provider", None)
     with rls.tenant_scope(*tenant_ids):  # before any tenant is chosen
         for tenant_id in tenant_ids:
             audit.record(
@@ -33,6 +35,7 @@ def _signed_in(sender, request, user, **kwargs) -> None:
                 actor=user,
                 obj=user,
                 request=request,
+                details={"provider": provider} if provider else None,
             )
 
 
@@ -80,6 +83,7 @@ def _object_permission(sender, instance, signal, created: bool = False, **kwargs
         obj=obj,
         grantee=grantee,
     )
+    history.record(obj)  # grants are part of the object's versions (a no-op if unversioned)
 
 
 @receiver(pre_delete, sender=Tenant)

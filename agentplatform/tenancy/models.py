@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
+
+from agentplatform.encryption import EncryptedTextField
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
@@ -23,6 +26,14 @@ class Tenant(models.Model):
     require_confirmation_for_writes = models.BooleanField(
         default=False,
         help_text="Refuse a write or destructive tool that does not require confirmation.",
+    )
+    # Off: the tenant's members sign in only through single sign-on (docs/sso.md); their
+    # API keys still work.
+    password_sign_in = models.BooleanField(
+        default=True,
+        verbose_name="password sign-in",
+        help_text="Members may sign in with a password. Off: single sign-on only "
+        "(API keys keep working).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -51,6 +62,10 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # The identity provider (its slug) whose groups made this membership: single sign-on
+    # removes only memberships it made when the groups no longer grant them. Blank: made
+    # otherwise (invitation, admin, command).
+    sso_provider = models.CharField(max_length=50, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -187,6 +202,112 @@ class Invitation(models.Model):
         return InvitationStatus.PENDING
 
 
+# -- single sign-on (agentplatform/tenancy/sso.py, agentplatform/web/sso/) -----------------
+class IdentityProvider(models.Model):
+    """An OpenID Connect provider members sign in with: a tenant's own, or platform-wide
+    (tenant empty; only a platform superuser manages those). Providers may also come from
+    the SSO_PROVIDERS setting; both are read through `tenancy.sso.providers`."""
+
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="identity_providers",
+        help_text="Empty: platform-wide (its group rules may name any tenant).",
+    )
+    slug = models.SlugField(
+        max_length=50, unique=True, validators=[slug_validator], help_text="In the sign-in URL."
+    )
+    name = models.CharField(max_length=100, help_text='Shown as "Sign in with <name>".')
+    issuer = models.URLField(
+        max_length=500,
+        help_text="The issuer URL; its /.well-known/openid-configuration is read.",
+    )
+    client_id = models.CharField(max_length=255)
+    client_secret = EncryptedTextField(blank=True, null=True)
+    scopes = models.CharField(max_length=300, default="openid email profile")
+    groups_claim = models.CharField(
+        max_length=100,
+        default="groups",
+        blank=True,
+        help_text="The ID token or userinfo claim listing the user's groups.",
+    )
+    default_role = models.CharField(
+        max_length=10,
+        choices=Role.choices,
+        blank=True,
+        help_text="A tenant's provider: the role of a user no group rule matches "
+        "(empty: no membership).",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "identity provider"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from agentplatform.tenancy.sso import setting_slugs
+
+        if self.slug in setting_slugs():
+            raise ValidationError({"slug": "The SSO_PROVIDERS setting already uses this slug."})
+
+
+class IdentityProviderGroup(models.Model):
+    """A group rule: members of `group` at the provider get `role` in `tenant`."""
+
+    provider = models.ForeignKey(IdentityProvider, on_delete=models.CASCADE, related_name="rules")
+    group = models.CharField(max_length=255)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "group", "tenant"], name="identity_provider_group_unique"
+            )
+        ]
+        ordering = ["group"]
+        verbose_name = "group rule"
+
+    def __str__(self) -> str:
+        return f"{self.group} -> {self.tenant} ({self.role})"
+
+    def clean(self) -> None:
+        provider_tenant = self.provider.tenant_id if self.provider_id else None
+        if provider_tenant is not None and self.tenant_id not in (None, provider_tenant):
+            raise ValidationError(
+                {"tenant": "A tenant's provider gives roles in that tenant only."}
+            )
+
+
+class ExternalIdentity(models.Model):
+    """Who a user is at an identity provider: the ID token's issuer and subject. A user is
+    found by this pair only, never by e-mail (another tenant's provider could claim any
+    address)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
+    provider = models.CharField(max_length=50)  # the slug it was first seen through
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="external_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
 # -- the audit log (recorded by agentplatform/tenancy/audit.py) ----------------------------
 class AuditAction(models.TextChoices):
     SIGNIN_SUCCEEDED = "signin.succeeded", "Signed in"
@@ -311,3 +432,47 @@ class OAuthToken(models.Model):
 
     def __str__(self) -> str:
         return f"OAuth token {self.pk} for {self.client}"
+
+
+# -- configuration history (agentplatform/tenancy/history.py) ------------------------------------
+class ConfigVersion(models.Model):
+    """One saved state of a configured object (agent, crew, tool definition, provider or MCP
+    connection, knowledge base): its number (1, 2, ... per object), who and when, the full
+    snapshot of its editable fields (secrets only as "[set]"), and what changed against the
+    version before. Written by `history.record` in the transaction of the change; never
+    changed afterwards. Kept when the object is deleted (the audit log says so)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    object_type = models.CharField(max_length=100)  # an app label: agents.agent
+    object_id = models.CharField(max_length=100)
+    object_repr = models.CharField(max_length=200, blank=True)
+    number = models.PositiveIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)  # kept when user/key go
+    snapshot = models.JSONField(default=dict)  # {"fields": {...}, "parts": {...}}
+    changes = models.JSONField(default=dict, blank=True)  # {name: [before, after]}
+    restored_from = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "object_type", "object_id", "number"],
+                name="config_version_number_unique",
+            )
+        ]
+        verbose_name = "configuration version"
+
+    def __str__(self) -> str:
+        return f"{self.object_repr or self.object_type} v{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise AppendOnly("Configuration versions cannot be changed.")
+        super().save(*args, **kwargs)

@@ -17,9 +17,11 @@ from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db import models, transaction
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.http import urlencode
 
-from agentplatform.tenancy import audit
+from agentplatform.tenancy import audit, history
 from agentplatform.tenancy.admin_site import admin_tenant_ids
 from agentplatform.tenancy.models import Tenant
 
@@ -221,6 +223,23 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         stored = audit.stored_state(obj)  # the form has changed `obj` already
         super().save_model(request, obj, form, change)
         audit.record_saved(obj, stored, actor=request.user, request=request)
+
+    def history_view(self, request, object_id, extra_context=None):
+        """A versioned object's "History" button shows its configuration versions."""
+        kind = history.kind_of(self.model)
+        if kind is None:
+            return super().history_view(request, object_id, extra_context)
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None or not self.has_view_or_change_permission(request, obj):
+            raise Http404("No such object.")
+        url = reverse("admin:tenancy_configversion_changelist")
+        query = urlencode({"object_type": kind.label, "object_id": obj.pk})
+        return HttpResponseRedirect(f"{url}?{query}")
+
+    def save_related(self, request, form, formsets, change) -> None:
+        super().save_related(request, form, formsets, change)
+        # After the inlines (a crew's members), in the admin's transaction: the new version.
+        history.record(form.instance, actor=request.user, request=request)
 
     def delete_model(self, request, obj) -> None:
         if not self._may(request, obj):

@@ -60,6 +60,38 @@ def tenant_policy_set(*, tenant: Tenant, require_confirmation_for_writes: bool) 
     return save_validated(tenant, changes)
 
 
+NO_PROVIDER_FOR_TENANT = (
+    "Add an identity provider for this tenant first (its own, or a platform-wide one with a "
+    "group rule for it), or its members could not sign in at all."
+)
+
+
+def check_password_sign_in_off(*, tenant: Tenant) -> None:
+    """ValidationError unless an enabled identity provider signs this tenant's members in."""
+    from agentplatform.tenancy.sso import providers_serving
+
+    if not providers_serving(tenant):
+        raise ValidationError(NO_PROVIDER_FOR_TENANT, code="no_identity_provider")
+
+
+def tenant_sign_in_set(*, tenant: Tenant, password_sign_in: bool) -> Tenant:
+    """Turn password sign-in on or off for the tenant's members (recorded in its audit log).
+    Off needs an identity provider for the tenant (check_password_sign_in_off)."""
+    before = tenant.password_sign_in
+    if not password_sign_in and before:
+        check_password_sign_in_off(tenant=tenant)
+    with transaction.atomic():
+        save_validated(tenant, {"password_sign_in": password_sign_in})
+        if before != password_sign_in:  # the tenant row itself is not an audited model
+            audit.record(
+                tenant=tenant,
+                action=AuditAction.CONFIG_CHANGED,
+                obj=tenant,
+                changes={"password_sign_in": [before, password_sign_in]},
+            )
+    return tenant
+
+
 def user_get_or_create(
     *, username: str, email: str = "", password: str | None = None
 ) -> CreatedUser:

@@ -16,12 +16,14 @@ import math
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 
 from agentplatform import rate_counters
+from agentplatform.tenancy.sso import PASSWORD_OFF, tenant_refusing_password
 
 TOO_MANY = "Too many failed sign-ins; try again in {minutes} minutes."
 
@@ -58,11 +60,30 @@ def attempt_succeeded(*, username: str, ip: str) -> None:
     rate_counters.unhit(_ip_key(ip))
 
 
+class PasswordBackend(ModelBackend):
+    """Django's username-and-password check, refusing the right password of a member of a
+    tenant that turned password sign-in off (every face signs in through `authenticate`).
+    It stops `authenticate` (which then sends `user_login_failed`), and leaves the tenant's
+    name on the request for the form's message."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None:
+            return None
+        tenant = tenant_refusing_password(user)
+        if tenant is not None:
+            if request is not None:
+                request.password_sign_in_off = tenant.name
+            raise PermissionDenied(PASSWORD_OFF.format(tenant=tenant.name))
+        return user
+
+
 class SignInLimit:
     """Mixed into an AuthenticationForm: counts the attempt before authenticating."""
 
     request: HttpRequest | None
     throttled_for: int | None = None  # seconds, when this attempt was refused
+    password_off: bool = False  # the password was right, but a tenant turned passwords off
 
     def clean(self) -> dict:
         username = self.cleaned_data.get("username")
@@ -80,7 +101,16 @@ class SignInLimit:
                 throttled=True,
             )
             raise ValidationError(TOO_MANY.format(minutes=math.ceil(wait / 60)), code="throttled")
-        cleaned = super().clean()  # authenticate(request, ...): user_login_failed on failure
+        try:
+            cleaned = super().clean()  # authenticate(request, ...): user_login_failed on failure
+        except ValidationError:
+            tenant_name = getattr(self.request, "password_sign_in_off", None)
+            if tenant_name is None:
+                raise
+            self.password_off = True
+            raise ValidationError(
+                PASSWORD_OFF.format(tenant=tenant_name), code="password_off"
+            ) from None
         attempt_succeeded(username=username, ip=ip)
         return cleaned
 

@@ -3,13 +3,17 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import health, invitations, oauth, views
+from agentplatform.web import health, invitations, metrics, oauth, views
+from agentplatform.web.sso import views as sso_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("sso/callback/", sso_views.SSOCallbackView.as_view(), name="sso_callback"),
+    path("sso/<slug:slug>/", sso_views.SSOStartView.as_view(), name="sso_start"),
     path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("invitations/<str:token>/", invitations.invitation, name="invitation"),
     path(".well-known/oauth-authorization-server", oauth.metadata, name="oauth_metadata"),
     path("oauth/register", oauth.register, name="oauth_register"),

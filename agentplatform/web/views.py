@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from agentplatform.tenancy import rls, sso
 from agentplatform.tenancy.access import tenants_for
+from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.tenancy.sign_in import SignInForm, with_throttle_status
@@ -19,6 +23,23 @@ class SignInView(auth_views.LoginView):
 
     def form_invalid(self, form):
         return with_throttle_status(super().form_invalid(form))
+
+    def get_context_data(self, **kwargs):
+        """With "Sign in with ..." for the platform's identity providers, and the tenant's
+        own when the page names one (`?tenant=<slug>`, or a `next` inside a tenant)."""
+        context = super().get_context_data(**kwargs)
+        context["sso_providers"] = sso.providers(tenant=self._named_tenant())
+        return context
+
+    def _named_tenant(self) -> Tenant | None:
+        slug = self.request.GET.get("tenant", "")
+        if not slug:
+            match = re.match(r"^/t/([a-z0-9-]{1,50})/", self.get_redirect_url() or "")
+            slug = match.group(1) if match else ""
+        if not slug:
+            return None
+        with rls.owner():  # before sign-in: looked up by its public slug
+            return Tenant.objects.filter(slug=slug, active=True).first()
 
 
 @login_required

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from agents.runtime import tracing
 from agents.runtime.claims import evidence
 from agents.runtime.client_request import CLIENT_TAG
 from agents.runtime.memory import FactStore, memory_tools
@@ -337,6 +338,13 @@ class _Loop:
         return replace(response, tool_calls=kept)
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse | None:
+        with tracing.model_span(self.adapter.provider, request, self.ctx) as span:
+            response = await self._complete_or_stream(request)
+            if response is not None:
+                span.record(response)
+            return response
+
+    async def _complete_or_stream(self, request: ModelRequest) -> ModelResponse | None:
         if not self.sink.wants_text_deltas:
             return await self.adapter.complete(request)
         final = None

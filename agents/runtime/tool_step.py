@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from agents.runtime import tracing
 from agents.runtime.crew import Suspended
 from agents.runtime.spec import ApprovalPolicy, Decision
 from agents.runtime.state import Checkpointer, RunState
@@ -211,7 +212,7 @@ class ToolCallStep:
         await self.emit(
             "tool.started", {**call_payload(produce, self.ctx, self.via), "for": call.id}
         )
-        result = await self.registry.execute(produce, self.ctx)
+        result = await self._execute_one(produce)
         if result.error is None:
             state.frame.record(name, result.data)
         await self.checkpoint.save(state, "tool_result")
@@ -238,15 +239,21 @@ class ToolCallStep:
         await self.checkpoint.save(state, "tools_started")
         if len(runnable) == 1:  # the common case, without the machinery of as_completed
             [call] = runnable
-            await self._finished(state, outcome, call, await self.registry.execute(call, self.ctx))
+            await self._finished(state, outcome, call, await self._execute_one(call))
             return
 
         async def one(call: ToolCall) -> tuple[ToolCall, ToolResult]:
-            return call, await self.registry.execute(call, self.ctx)
+            return call, await self._execute_one(call)
 
         for finished in asyncio.as_completed([one(call) for call in runnable]):
             call, result = await finished
             await self._finished(state, outcome, call, result)
+
+    async def _execute_one(self, call: ToolCall) -> ToolResult:
+        with tracing.tool_span(call, self.ctx) as span:
+            result = await self.registry.execute(call, self.ctx)
+            span.record(result)
+            return result
 
     async def _finished(
         self, state: RunState, outcome: StepOutcome, call: ToolCall, result: ToolResult

@@ -68,6 +68,7 @@ def test_the_export_holds_knowledge_bases_and_mcp_servers_without_secrets(config
             "tool_prefix": "crm",
             "allowed_tool_names": [],
             "context_resource_uri": "",
+            "tool_examples": {},
             "timeout_s": 30.0,
             "domains": [],
         }
@@ -87,6 +88,7 @@ def test_a_document_changes_creates_and_prunes_knowledge_bases_and_mcp_servers(c
          "embedding_model": "text-embedding-3-small", "agents": ["support"]}
     )  # fmt: skip
     data["mcp_servers"][0]["allowed_tool_names"] = ["search"]
+    data["mcp_servers"][0]["tool_examples"] = {"search": [{"arguments": {"q": "refund"}}]}
     data["mcp_servers"].append({"name": "docs", "url": "https://docs.example.com/mcp"})
     plan = config_import(tenant=acme, text=as_yaml(data), dry_run=True)
     assert plan.valid, plan.problems
@@ -106,6 +108,7 @@ def test_a_document_changes_creates_and_prunes_knowledge_bases_and_mcp_servers(c
     ]
     crm = McpServerConnection.objects.get(tenant=acme, name="crm")
     assert crm.allowed_tool_names == ["search"] and crm.auth_header == TOKEN  # kept
+    assert crm.tool_examples == {"search": [{"arguments": {"q": "refund"}}]}
     assert McpServerConnection.objects.get(tenant=acme, name="docs").auth_header is None
 
     data["knowledge_bases"] = data["knowledge_bases"][1:]

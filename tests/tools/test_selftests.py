@@ -9,9 +9,11 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.api.test_resources import as_key, assert_error
-from tests.factories import login, make_http_tool
+from tests.factories import login, make_http_tool, make_mcp_connection
+from tests.fakes.mcp_server import FakeMcpServer
 from tests.tools.local_server import LocalServer, Reply
-from tools.models import ToolDefinition, ToolHealth
+from tools.mcp_connections import mcp_connection_refresh, mcp_connection_save
+from tools.models import McpServerConnection, McpStatus, ToolDefinition, ToolHealth
 from tools.runtime.expectations import Expectation, ExpectationError, ToolExample, parse_examples
 from tools.selftests import selftest_tools
 from tools.services import tool_definition_save
@@ -187,3 +189,70 @@ def test_the_command_and_the_periodic_task(trio, weather, settings, capsys):
     assert selftest_all_tenants() >= 10  # both tenants' built-ins, and acme's two tools
     assert ToolHealth.objects.filter(tenant=trio.globex, tool_name="calculator").exists()
     assert ToolHealth.objects.get(tenant=trio.acme, tool_name="weather").status == "failing"
+
+
+@pytest.fixture
+def mcp_docs(trio, settings):
+    """A real MCP server whose remote tools declare self-tests on the connection."""
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    server = FakeMcpServer()
+    connection = make_mcp_connection(trio.acme, server.url, timeout_s=5)
+    assert mcp_connection_refresh(connection).status == McpStatus.OK
+    yield connection
+    server.close()
+
+
+def test_mcp_tools_declare_examples_on_their_connection(client, trio, mcp_docs):
+    mcp_connection_save(
+        tenant=trio.acme,
+        connection=mcp_docs,
+        changes={
+            "tool_examples": {
+                "add": [
+                    {"name": "sum", "arguments": {"a": 2, "b": 3}, "expect": {"contains": "5"}}
+                ],
+                "wipe": [{"arguments": {"table": "orders"}}],  # destructive: not safe to run
+            }
+        },
+    )
+    healths = {h.tool_name: h for h in selftest_tools(trio.acme, ["docs__add", "docs__wipe"])}
+    assert healths["docs__add"].status == "passing"
+    assert healths["docs__add"].results[0]["name"] == "sum"
+    assert healths["docs__wipe"].status == "skipped"
+
+    api = as_key(client, trio.acme, "read", "run", "config")
+    shown = api.get("/tools/docs__add").json()
+    assert shown["selftests"][0]["arguments"] == {"a": 2, "b": 3}
+    assert api.post("/tools/docs__add/selftest").json()["status"] == "passing"
+    login(client, trio.alice)
+    page = client.get(
+        reverse("config:tool_try", kwargs={"tenant_slug": "acme", "name": "docs__add"})
+    )
+    assert "Run the self-tests (1)" in page.content.decode()
+
+
+def test_mcp_examples_are_checked_against_the_listed_schema(client, trio, mcp_docs):
+    for bad, says in (
+        ({"add": [{"arguments": {"a": "two", "b": 3}}]}, "add[0].arguments"),
+        ({"add": {"arguments": {}}}, "add: "),
+        (["add"], "remote tool names"),
+    ):
+        with pytest.raises(ValidationError, match="tool_examples") as caught:
+            mcp_connection_save(
+                tenant=trio.acme, connection=mcp_docs, changes={"tool_examples": bad}
+            )
+        assert says in str(caught.value)
+    assert McpServerConnection.objects.get(pk=mcp_docs.pk).tool_examples == {}
+
+    api = as_key(client, trio.acme, "read", "config")
+    refused = api.patch(
+        f"/mcp-connections/{mcp_docs.pk}", {"tool_examples": {"add": [{"arguments": {"a": "x"}}]}}
+    )
+    assert "tool_examples" in assert_error(refused, 400)["details"]
+    ok = api.patch(
+        f"/mcp-connections/{mcp_docs.pk}",
+        {"tool_examples": {"echo": [{"arguments": {"text": "hi"}, "expect": {"contains": "hi"}}]}},
+    )
+    assert ok.status_code == 200 and ok.json()["tool_examples"]["echo"][0]["arguments"] == {
+        "text": "hi"
+    }

@@ -55,12 +55,16 @@ def form_data(fake_mcp, **extra) -> dict:
 def test_an_admin_creates_a_connection_that_is_refreshed_on_save(admin, trio, fake_mcp):
     assert admin.get(url("mcp_connections")).status_code == 200
     assert admin.get(url("mcp_connection_create")).status_code == 200
-    response = admin.post(url("mcp_connection_create"), form_data(fake_mcp), follow=True)
+    examples = '{"echo": [{"arguments": {"text": "hi"}, "expect": {"contains": "hi"}}]}'
+    response = admin.post(
+        url("mcp_connection_create"), form_data(fake_mcp, tool_examples=examples), follow=True
+    )
     assert response.status_code == 200
     page = response.content.decode()
     connection = McpServerConnection.objects.get(tenant=trio.acme)
     assert connection.auth_header == TOKEN and connection.tool_prefix == "docs"
     assert connection.domains == ["knowledge", "calendar"]
+    assert connection.tool_examples["echo"][0]["arguments"] == {"text": "hi"}
     assert connection.status == "ok" and connection.tool_count >= 4
     assert "tools listed" in page and "Calendar" in page and "OK" in page
     edit = admin.get(url("mcp_connection_edit", pk=connection.pk)).content.decode()
@@ -95,10 +99,16 @@ def test_saving_keeps_the_header_unless_cleared_and_it_never_follows_the_url(adm
 def test_invalid_input_is_shown_beside_its_field_and_saves_nothing(admin, fake_mcp):
     response = admin.post(
         url("mcp_connection_create"),
-        form_data(fake_mcp, url="https://user:pw@crm.example/mcp", timeout_s="0"),
+        form_data(
+            fake_mcp,
+            url="https://user:pw@crm.example/mcp",
+            timeout_s="0",
+            tool_examples='{"echo": [{"arguments": {}, "expect": {"regex": "(a)\\\\1"}}]}',
+        ),
     )
     assert response.status_code == 400
     page = response.content.decode()
+    assert "regex" in page
     assert "credentials in the URL" in page
     assert "Between 0 and 300 seconds" in page
     unknown = admin.post(url("mcp_connection_create"), form_data(fake_mcp, domains=["weather"]))

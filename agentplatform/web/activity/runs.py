@@ -10,9 +10,11 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
+from agentplatform.tenancy import history
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text, run_timeline
@@ -119,5 +121,29 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "truncated": truncated,
         "children": children,
         "structured_output": as_text(run.structured_output),
+        "config_versions": config_version_links(request, run),
     }
     return render(request, "web/activity/run_detail.html", context)
+
+
+def config_version_links(request: HttpRequest, run) -> list[dict]:
+    """The configuration versions the run used, with a link to each where the viewer may
+    see configuration history (owners and admins). One query."""
+    linked = request.principal.may(Action.CHANGE_CONFIG)
+    links = []
+    for version in history.versions_used(run.tenant_id, run.config_versions):
+        kind = history.kind_of(version.object_type)
+        url = None
+        if linked and kind is not None:
+            url = reverse(
+                "config:history_version",
+                kwargs={
+                    "tenant_slug": request.tenant.slug,
+                    "kind": kind.name,
+                    "pk": int(version.object_id),
+                    "number": version.number,
+                },
+            )
+        noun = kind.noun if kind else version.object_type
+        links.append({"label": f"{noun} {version.object_repr} v{version.number}", "url": url})
+    return links

@@ -61,6 +61,13 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         label="Tools to import",
         help_text='JSON list of remote tool names, e.g. ["search"]. Empty: all.',
     )
+    tool_examples = PrettyJSONField(
+        required=False,
+        widget=JsonTextarea({"rows": 4}),
+        label="Tool self-tests",
+        help_text='JSON: remote tool name -> examples, e.g. {"search": [{"arguments": {"q": '
+        '"x"}, "expect": {"contains": "x"}}]}. They run from each tool\'s Test page.',
+    )
     domains = forms.MultipleChoiceField(
         choices=Domain.choices,
         required=False,
@@ -73,7 +80,7 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         model = McpServerConnection
         fields = [
             "name", "url", "enabled", "tool_prefix", "allowed_tool_names",
-            "context_resource_uri", "timeout_s", "domains",
+            "context_resource_uri", "tool_examples", "timeout_s", "domains",
         ]  # fmt: skip
         labels = {
             "timeout_s": "Timeout (seconds)",
@@ -90,6 +97,10 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
     def clean_allowed_tool_names(self) -> Any:
         value = self.cleaned_data.get("allowed_tool_names")
         return [] if value is None else value
+
+    def clean_tool_examples(self) -> Any:
+        value = self.cleaned_data.get("tool_examples")
+        return {} if value is None else value
 
     def clean_name(self) -> str:
         return unique_in_tenant(self, "name", "MCP connection")

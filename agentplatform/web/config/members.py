@@ -24,7 +24,9 @@ from agentplatform.tenancy.services import (
     invitation_revoke,
     membership_remove,
     membership_set,
+    tenant_sign_in_set,
 )
+from agentplatform.tenancy.sso import providers_serving
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -63,6 +65,7 @@ def _page(request: HttpRequest, form: InviteForm, status: int = 200, **extra) ->
         "form": form,
         "roles": Role.choices,
         "is_owner": request.principal.is_owner,
+        "sso_providers": providers_serving(request.tenant),
         **extra,
     }
     return render_page(request, PAGE, context, status=status)
@@ -71,6 +74,22 @@ def _page(request: HttpRequest, form: InviteForm, status: int = 200, **extra) ->
 @members_admin_required
 def member_list(request: HttpRequest) -> HttpResponse:
     return _page(request, InviteForm())
+
+
+@members_admin_required
+@require_POST
+def member_sign_in(request: HttpRequest) -> HttpResponse:
+    """Turn password sign-in on or off for the tenant's members (docs/sso.md)."""
+    wanted = request.POST.get("password_sign_in")
+    if wanted not in ("on", "off"):
+        return _refuse(request, "Choose whether members may sign in with a password.")
+    try:
+        tenant_sign_in_set(tenant=request.tenant, password_sign_in=wanted == "on")
+    except ValidationError as error:
+        return _refuse(request, " ".join(error.messages))
+    state = "on" if wanted == "on" else "off"
+    messages.success(request, f"Password sign-in is {state} for {request.tenant.name}.")
+    return redirect("config:members", tenant_slug=request.tenant.slug)
 
 
 @members_admin_required

@@ -13,6 +13,7 @@ from agentplatform.web.config import (
     connections,
     crews,
     document,
+    history,
     mcp_connections,
     members,
     prices,
@@ -69,6 +70,17 @@ urlpatterns = [
         mcp_connections.mcp_connection_remove,
         name="mcp_connection_delete",
     ),
+    path("history/<str:kind>/<int:pk>/", history.version_list, name="history"),
+    path(
+        "history/<str:kind>/<int:pk>/<int:number>/",
+        history.version_detail,
+        name="history_version",
+    ),
+    path(
+        "history/<str:kind>/<int:pk>/<int:number>/restore/",
+        history.version_restore,
+        name="history_restore",
+    ),
     path("document/", document.document_page, name="document"),
     path("document/download/", document.document_download, name="document_download"),
     path("api-keys/", api_keys.api_key_list, name="api_keys"),
@@ -81,6 +93,7 @@ urlpatterns = [
     path("agents/<slug:slug>/access/", access.grants, {"kind": "agents"}, name="agent_grants"),
     path("crews/<slug:slug>/access/", access.grants, {"kind": "crews"}, name="crew_grants"),
     path("members/invite/", members.member_invite, name="member_invite"),
+    path("members/sign-in/", members.member_sign_in, name="member_sign_in"),
     path(
         "members/invitations/<int:pk>/revoke/",
         members.member_invitation_revoke,

@@ -168,6 +168,11 @@ class McpServer(_Strict):
     context_resource_uri: str = Field(
         "", max_length=500, description="An MCP resource whose text becomes prompt context."
     )
+    tool_examples: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict,
+        max_length=200,
+        description="Self-tests per remote tool name (the protocol carries no examples).",
+    )
     timeout_s: float = Field(30.0, gt=0, le=300)
     domains: list[str] = Field(
         default_factory=list, max_length=10, description="Capability domains it covers."

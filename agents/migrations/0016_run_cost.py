@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0013_evaluations"),
+        ("agents", "0015_run_config_versions"),
     ]
 
     operations = [

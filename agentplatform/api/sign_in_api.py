@@ -1,0 +1,83 @@
+"""`GET`/`PATCH /api/v1/sign-in`: how the tenant's members sign in (docs/sso.md): whether
+a password still works, and the identity providers that sign them in (never a secret).
+Owners and admins (or an admin-scope key), as on the members page."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentplatform.api.schema import ERRORS
+from agentplatform.api.tenant import allowed, request_tenant
+from agentplatform.tenancy import sso
+from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.policy import Action
+from agentplatform.tenancy.services import tenant_sign_in_set
+
+
+class ProviderOut(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    issuer = serializers.CharField()
+    platform_wide = serializers.BooleanField()
+    sign_in_url = serializers.CharField()
+
+
+class SignInOut(serializers.Serializer):
+    password_sign_in = serializers.BooleanField()
+    identity_providers = ProviderOut(many=True)
+
+
+class SignInIn(serializers.Serializer):
+    password_sign_in = serializers.BooleanField()
+
+
+def _state(request: Request, tenant: Tenant) -> dict:
+    serving = sso.providers_serving(tenant)
+    return {
+        "password_sign_in": tenant.password_sign_in,
+        "identity_providers": [
+            {
+                "slug": provider.slug,
+                "name": provider.name,
+                "issuer": provider.issuer,
+                "platform_wide": provider.tenant_id is None,
+                "sign_in_url": request.build_absolute_uri(f"/sso/{provider.slug}/"),
+            }
+            for provider in serving
+        ],
+    }
+
+
+class SignInView(APIView):
+    read_action = Action.MANAGE_MEMBERS
+    write_action = Action.MANAGE_MEMBERS
+
+    def get_permissions(self):
+        return [allowed(self.read_action, self.write_action)()]
+
+    @extend_schema(
+        summary="How members sign in",
+        description="Whether password sign-in is on, and the identity providers serving "
+        "the tenant (its own, and platform-wide ones with a group rule for it).",
+        responses={200: SignInOut, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(_state(request, request_tenant(request)))
+
+    @extend_schema(
+        summary="Turn password sign-in on or off",
+        description="Off: members sign in through single sign-on only (API keys keep "
+        "working). Refused (400) while no enabled identity provider serves the tenant.",
+        request=SignInIn,
+        responses={200: SignInOut, **ERRORS},
+    )
+    def patch(self, request: Request) -> Response:
+        body = SignInIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        tenant = request_tenant(request)
+        tenant_sign_in_set(tenant=tenant, password_sign_in=body.validated_data["password_sign_in"])
+        return Response(_state(request, tenant))

@@ -1,0 +1,384 @@
+"""Single sign-on without a provider process (tenancy/sso.py): which providers exist, groups
+to roles, password sign-in turned off per tenant (the form, `authenticate`, the admin, the
+members page), and the SSO_PROVIDERS setting's checks. The code flow itself is tested
+against a real provider in tests/web/test_sso.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.test import Client
+
+from agentplatform import config, rate_counters
+from agentplatform.tenancy import services, sso
+from agentplatform.tenancy.models import (
+    AuditEntry,
+    IdentityProvider,
+    IdentityProviderGroup,
+    Role,
+)
+from agentplatform.tenancy.sign_in import _ip_key, _user_key
+from tests.factories import PASSWORD, add_member, make_user
+
+SECRET = "client-secret-never-shown"
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    keys = [_user_key(n) for n in ("alice", "bob", "charlie", "root")] + [_ip_key("127.0.0.1")]
+    for key in keys:
+        rate_counters.reset(key)
+    yield
+    for key in keys:
+        rate_counters.reset(key)
+
+
+def acme_provider(trio, **fields) -> IdentityProvider:
+    row = IdentityProvider.objects.create(
+        tenant=trio.acme,
+        slug="acme-idp",
+        name="Acme Login",
+        issuer="https://login.acme.example",
+        client_id="platform",
+        client_secret=SECRET,
+        **fields,
+    )
+    IdentityProviderGroup.objects.create(provider=row, group="staff", tenant=trio.acme)
+    return row
+
+
+def corp_setting(**extra) -> dict:
+    return {
+        "slug": "corp",
+        "name": "Corp SSO",
+        "issuer": "https://corp.example",
+        "client_id": "platform",
+        "groups": [{"group": "eng", "tenant": "globex", "role": "admin"}],
+        **extra,
+    }
+
+
+# -- which providers ---------------------------------------------------------------------
+def test_the_sign_in_page_offers_platform_providers_and_the_named_tenants(trio, settings):
+    acme_provider(trio)
+    settings.SSO_PROVIDERS = [corp_setting()]
+    plain = Client().get("/login/").content.decode()
+    assert "Sign in with Corp SSO" in plain and "Acme Login" not in plain
+    for url in ("/login/?tenant=acme", "/login/?next=/t/acme/chat/"):
+        page = Client().get(url).content.decode()
+        assert "Sign in with Acme Login" in page and "Sign in with Corp SSO" in page, url
+    assert "Acme Login" not in Client().get("/login/?tenant=globex").content.decode()
+    assert SECRET not in Client().get("/login/?tenant=acme").content.decode()
+
+
+def test_a_disabled_provider_is_not_offered_nor_started(trio):
+    acme_provider(trio, enabled=False)
+    assert "Acme Login" not in Client().get("/login/?tenant=acme").content.decode()
+    assert Client().get("/sso/acme-idp/").status_code == 404
+
+
+def test_settings_providers_name_tenants_by_slug(trio, settings):
+    settings.SSO_PROVIDERS = [corp_setting(tenant="globex", default_role="viewer")]
+    (corp,) = sso.providers(tenant=trio.globex)
+    assert corp.tenant_id == trio.globex.pk and corp.default_role == "viewer"
+    assert corp.rules == (sso.GroupRule("eng", trio.globex.pk, "admin"),)
+    assert sso.providers(tenant=trio.acme) == []
+    assert "secret" not in repr(corp)
+
+
+def test_groups_give_the_highest_role_and_a_default(trio):
+    provider = sso.SSOProvider(
+        slug="p",
+        name="P",
+        tenant_id=trio.acme.pk,
+        issuer="https://p.example",
+        client_id="c",
+        client_secret="",
+        scopes="openid",
+        groups_claim="groups",
+        default_role=Role.VIEWER,
+        rules=(
+            sso.GroupRule("a", trio.acme.pk, Role.MEMBER),
+            sso.GroupRule("b", trio.acme.pk, Role.ADMIN),
+        ),
+    )
+    assert sso.roles_from_groups(provider, {"a", "b"}) == {trio.acme.pk: Role.ADMIN}
+    assert sso.roles_from_groups(provider, {"x"}) == {trio.acme.pk: Role.VIEWER}
+    assert sso.groups_of(provider, {"groups": "a"}) == {"a"}
+    assert sso.groups_of(provider, {"groups": {"not": "a list"}}) == set()
+
+
+def test_a_stored_provider_cannot_take_a_settings_slug(trio, settings):
+    settings.SSO_PROVIDERS = [corp_setting()]
+    row = IdentityProvider(
+        slug="corp", name="x", issuer="https://x.example", client_id="c", tenant=trio.acme
+    )
+    with pytest.raises(ValidationError, match="already uses this slug"):
+        row.full_clean()
+
+
+def test_a_tenants_rule_must_name_that_tenant(trio):
+    row = acme_provider(trio)
+    rule = IdentityProviderGroup(provider=row, group="g", tenant=trio.globex, role=Role.OWNER)
+    with pytest.raises(ValidationError, match="in that tenant only"):
+        rule.full_clean()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{", "not valid JSON"),
+        ('{"slug": "x"}', "JSON list"),
+        ('[{"slug": "x"}]', "'name' is required"),
+        ('[{"slug": "X y", "name": "n", "issuer": "https://i", "client_id": "c"}]', "not a slug"),
+        ('[{"slug": "x", "name": "n", "issuer": "file:///etc", "client_id": "c"}]', "http(s)"),
+        (
+            '[{"slug": "x", "name": "n", "issuer": "https://i", "client_id": "c", "y": 1}]',
+            "unknown",
+        ),
+        (
+            '[{"slug": "x", "name": "n", "issuer": "https://i", "client_id": "c", "groups": [1]}]',
+            "groups must be",
+        ),
+        (
+            '[{"slug": "x", "name": "n", "issuer": "https://i", "client_id": "c", '
+            '"groups": [{"group": "g", "tenant": "t", "role": "god"}]}]',
+            "role 'god' is not one of",
+        ),
+    ],
+)
+def test_the_setting_fails_loudly(monkeypatch, value, message):
+    monkeypatch.setenv("SSO_PROVIDERS", value)
+    with pytest.raises(ImproperlyConfigured, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config.env_json_sso_providers("SSO_PROVIDERS")
+
+
+def test_the_setting_parses(monkeypatch):
+    monkeypatch.setenv("SSO_PROVIDERS", json.dumps([corp_setting()]))
+    assert config.env_json_sso_providers("SSO_PROVIDERS")[0]["slug"] == "corp"
+
+
+# -- password sign-in off ----------------------------------------------------------------
+def post_login(username: str, page: str = "/login/"):
+    return Client().post(page, {"username": username, "password": PASSWORD})
+
+
+def test_turning_passwords_off_needs_an_identity_provider(trio, settings):
+    with pytest.raises(ValidationError, match="Add an identity provider"):
+        services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    settings.SSO_PROVIDERS = [corp_setting()]  # its rule names globex, not acme
+    with pytest.raises(ValidationError):
+        services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    services.tenant_sign_in_set(tenant=trio.globex, password_sign_in=False)
+    trio.globex.refresh_from_db()
+    assert trio.globex.password_sign_in is False
+    entry = AuditEntry.objects.get(tenant=trio.globex, action="config.changed")
+    assert entry.changes == {"password_sign_in": [True, False]}
+
+
+@pytest.mark.parametrize("page", ["/login/", "/admin/login/"])
+def test_members_of_a_tenant_without_passwords_cannot_use_one(trio, page):
+    acme_provider(trio)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    response = post_login("bob", page)
+    assert response.status_code == 200
+    assert "Password sign-in is turned off for Acme" in response.content.decode()
+    assert "_auth_user_id" not in response.wsgi_request.session
+    assert AuditEntry.objects.filter(tenant=trio.acme, action="signin.failed").exists()
+    assert not Client().login(username="bob", password=PASSWORD)  # authenticate() itself
+    # a wrong password still says only that it did not match
+    wrong = Client().post("/login/", {"username": "bob", "password": "nope"})
+    assert "turned off" not in wrong.content.decode()
+
+
+def test_other_tenants_and_superusers_keep_their_passwords(trio):
+    acme_provider(trio)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    assert post_login("charlie").status_code == 302  # globex's owner
+    root = make_user("root", is_staff=True, is_superuser=True)
+    add_member(trio.acme, root, Role.OWNER)
+    assert post_login("root").status_code == 302  # the operator's way back in
+
+
+def test_api_keys_keep_working_without_passwords(trio):
+    acme_provider(trio)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    _, key = services.api_key_create(tenant=trio.acme, name="ci", scopes=["read"])
+    response = Client().get("/api/v1/agents", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 200, response.content
+
+
+# -- the members page and the admin --------------------------------------------------------
+URL = "/t/acme/members/sign-in/"
+
+
+def test_the_members_page_turns_passwords_off_and_on(trio):
+    acme_provider(trio)
+    client = Client()
+    client.force_login(trio.alice)
+    page = client.get("/t/acme/members/").content.decode()
+    assert "Turn password sign-in off" in page and "Single sign-on: Acme Login" in page
+    assert SECRET not in page
+    assert client.post(URL, {"password_sign_in": "off"}).status_code == 302
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is False
+    page = client.get("/t/acme/members/").content.decode()
+    assert "Turn password sign-in on" in page and "single sign-on only" in page
+    assert client.post(URL, {"password_sign_in": "on"}).status_code == 302
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
+
+
+def test_the_members_page_refuses_without_a_provider_or_a_choice(trio):
+    client = Client()
+    client.force_login(trio.alice)
+    response = client.post(URL, {"password_sign_in": "off"})
+    assert response.status_code == 400 and "Add an identity provider" in response.content.decode()
+    assert client.post(URL, {"password_sign_in": "maybe"}).status_code == 400
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
+
+
+def test_the_sign_in_setting_by_role(trio):
+    acme_provider(trio)
+    member, outsider, anonymous = Client(), Client(), Client()
+    member.force_login(trio.bob)
+    outsider.force_login(trio.charlie)
+    assert member.post(URL, {"password_sign_in": "off"}).status_code == 403
+    assert outsider.post(URL, {"password_sign_in": "off"}).status_code == 404
+    assert anonymous.post(URL, {"password_sign_in": "off"}).status_code == 302
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
+
+
+def test_the_admin_never_shows_the_client_secret(trio):
+    row = acme_provider(trio)
+    root = make_user("root", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(root)
+    page = client.get(f"/admin/tenancy/identityprovider/{row.pk}/change/")
+    assert page.status_code == 200 and SECRET not in page.content.decode()
+    assert SECRET not in client.get("/admin/tenancy/identityprovider/").content.decode()
+
+
+def test_a_superuser_makes_a_platform_provider_with_rules_for_any_tenant(trio):
+    root = make_user("root", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(root)
+    form = {
+        "tenant": "",
+        "name": "Corp",
+        "slug": "corp",
+        "issuer": "https://corp.example",
+        "client_id": "c",
+        "client_secret": SECRET,
+        "scopes": "openid",
+        "groups_claim": "groups",
+        "default_role": "",
+        "enabled": "on",
+        "rules-TOTAL_FORMS": "1",
+        "rules-INITIAL_FORMS": "0",
+        "rules-0-group": "eng",
+        "rules-0-tenant": str(trio.globex.pk),
+        "rules-0-role": "admin",
+    }
+    response = client.post("/admin/tenancy/identityprovider/add/", form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    (corp,) = sso.providers(tenant=trio.globex)
+    assert corp.tenant_id is None and corp.client_secret == SECRET
+    assert corp.rules == (sso.GroupRule("eng", trio.globex.pk, "admin"),)
+
+
+def test_tenant_admins_see_their_providers_only_and_make_no_platform_one(trio):
+    row = acme_provider(trio)
+    theirs = IdentityProvider.objects.create(
+        tenant=trio.globex, slug="globex-idp", name="G", issuer="https://g.example", client_id="c"
+    )
+    client = Client()
+    client.force_login(trio.alice)
+    listing = client.get("/admin/tenancy/identityprovider/").content.decode()
+    assert "Acme Login" in listing and "globex-idp" not in listing
+    assert client.get(f"/admin/tenancy/identityprovider/{theirs.pk}/change/").status_code == 404
+    assert client.get(f"/admin/tenancy/identityprovider/{row.pk}/change/").status_code == 200
+    form = {
+        "name": "Mine",
+        "slug": "mine",
+        "issuer": "https://mine.example",
+        "client_id": "c",
+        "scopes": "openid",
+        "groups_claim": "groups",
+        "default_role": "",
+        "enabled": "on",
+        "rules-TOTAL_FORMS": "0",
+        "rules-INITIAL_FORMS": "0",
+    }
+    client.post("/admin/tenancy/identityprovider/add/", form)
+    made = IdentityProvider.objects.get(slug="mine")
+    assert made.tenant_id == trio.acme.pk  # never platform-wide
+
+
+def test_the_tenant_admin_page_refuses_passwords_off_without_a_provider(trio):
+    client = Client()
+    client.force_login(trio.alice)
+    form = {"name": "Acme", "require_confirmation_for_writes": ""}  # password_sign_in unticked
+    response = client.post(f"/admin/tenancy/tenant/{trio.acme.pk}/change/", form)
+    assert response.status_code == 200 and "Add an identity provider" in response.content.decode()
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
+    acme_provider(trio)
+    response = client.post(f"/admin/tenancy/tenant/{trio.acme.pk}/change/", form)
+    assert response.status_code == 302
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is False
+
+
+# -- REST ----------------------------------------------------------------------------------
+API = "/api/v1/sign-in"
+
+
+def test_rest_shows_and_switches_password_sign_in(trio):
+    acme_provider(trio)
+    _, key = services.api_key_create(tenant=trio.acme, name="adm", scopes=["admin"])
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    shown = Client().get(API, **auth)
+    assert shown.status_code == 200, shown.content
+    assert shown.json() == {
+        "password_sign_in": True,
+        "identity_providers": [
+            {
+                "slug": "acme-idp",
+                "name": "Acme Login",
+                "issuer": "https://login.acme.example",
+                "platform_wide": False,
+                "sign_in_url": "http://testserver/sso/acme-idp/",
+            }
+        ],
+    }
+    off = Client().patch(API, {"password_sign_in": False}, "application/json", **auth)
+    assert off.status_code == 200 and off.json()["password_sign_in"] is False
+    assert SECRET not in off.content.decode()
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is False
+    assert Client().get("/api/v1/agents", **auth).status_code == 200  # keys still work
+
+
+def test_rest_refuses_without_a_provider_or_a_boolean_or_a_role(trio):
+    _, key = services.api_key_create(tenant=trio.acme, name="adm", scopes=["admin"])
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    refused = Client().patch(API, {"password_sign_in": False}, "application/json", **auth)
+    assert refused.status_code == 400 and "Add an identity provider" in refused.content.decode()
+    bad = Client().patch(API, {"password_sign_in": "perhaps"}, "application/json", **auth)
+    assert bad.status_code == 400
+    _, reader = services.api_key_create(tenant=trio.acme, name="r", scopes=["read"])
+    assert Client().get(API, HTTP_AUTHORIZATION=f"Bearer {reader}").status_code == 403
+    member = Client()
+    member.force_login(trio.bob)
+    assert member.get(API, HTTP_X_TENANT="acme").status_code == 403
+    outsider = Client()
+    outsider.force_login(trio.charlie)
+    assert outsider.get(API, HTTP_X_TENANT="acme").status_code == 404
+    assert Client().get(API).status_code in (401, 403)
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
