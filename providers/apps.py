@@ -6,6 +6,7 @@ class ProvidersConfig(AppConfig):
 
     def ready(self) -> None:
         from agentplatform.tenancy import history
+        from providers import pricing  # noqa: F401 (its signal receivers)
         from providers.models import ProviderConnection
         from providers.services import connection_save
 

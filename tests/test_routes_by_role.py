@@ -27,6 +27,7 @@ from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Run
 from agents.services import run_start
 from agents.triggers import trigger_save
+from providers.models import ModelPrice
 from rag.models import Document, KnowledgeBase
 from tests.factories import (
     add_member,
@@ -180,6 +181,10 @@ def world(trio) -> dict[str, str]:
         tenant=acme, by=_principal("alice", acme),
         changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
     ).trigger  # fmt: skip
+    price = ModelPrice.objects.create(
+        tenant=acme, provider_kind="openai", model="m", input_price=1, output_price=1,
+        cached_input_price=0, cache_write_price=0,
+    )  # fmt: skip
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -204,6 +209,7 @@ def world(trio) -> dict[str, str]:
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
+        "pk:prices": str(price.pk),
         "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/
         "number": "1",
         "trigger_id": str(trigger.pk),
@@ -231,7 +237,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
-_PK_OWNERS |= {"triggers"}
+_PK_OWNERS |= {"triggers", "prices"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

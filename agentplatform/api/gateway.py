@@ -178,6 +178,7 @@ def _record_later(client, model, route, forwarded: Forwarded, started, body) -> 
             gateway_model=model,
             model=route.model,
             provider=route.connection.kind,
+            price_kind=route.connection.price_kind,
             input=_last_user_text(body),
             usage=forwarded.usage,
             started_at=started,

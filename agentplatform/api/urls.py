@@ -10,6 +10,7 @@ from agentplatform.api import (
     config_api,
     history_api,
     mcp_connections_api,
+    prices_api,
     providers_api,
     sign_in_api,
     tools_api,
@@ -27,6 +28,7 @@ resources.register(
 resources.register(
     "mcp-connections", mcp_connections_api.McpConnectionViewSet, basename="api_mcp_connection"
 )
+resources.register("prices", prices_api.ModelPriceViewSet, basename="api_price")
 resources.register("conversations", agents_api.ConversationViewSet, basename="api_conversation")
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")
 resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
@@ -144,4 +146,12 @@ urlpatterns += [
         triggers_api.TriggerRuns.as_view(),
         name="api_trigger_runs",
     ),
+]
+
+# -- usage and cost (agentplatform/api/usage_api.py) --
+from agentplatform.api import usage_api  # noqa: E402
+
+urlpatterns += [
+    path("usage", usage_api.UsageReport.as_view(), name="api_usage"),
+    path("usage/export", usage_api.UsageExport.as_view(), name="api_usage_export"),
 ]
