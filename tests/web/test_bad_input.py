@@ -14,9 +14,11 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership
+from agentplatform.tenancy.policy import Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Crew, Message, Run
-from agents.services import conversation_save
+from agents.services import agent_save, conversation_save
+from agents.triggers import trigger_save
 from providers.models import ModelPrice, ProviderConnection
 from rag import services as rag_services
 from rag.ingestion import ingest
@@ -56,6 +58,7 @@ def world(trio) -> dict:
     """One of each object in acme, alice's where ownership matters; no network needed."""
     connection = make_connection(trio.acme, is_default=True)
     agent = make_agent(trio.acme, "helper")
+    agent = agent_save(tenant=trio.acme, agent=agent, changes={"description": "Helps."})  # v1
     crew = make_crew(trio.acme, "team", [agent])
     tool = make_http_tool(
         trio.acme, "lookup", "https://api.example.com/lookup", description="Look something up."
@@ -115,6 +118,11 @@ def world(trio) -> dict:
             cached_input_price=1,
             cache_write_price=1,
         ),
+        "trigger": trigger_save(
+            tenant=trio.acme,
+            by=Principal.of_membership(Membership.objects.get(tenant=trio.acme, user=trio.alice)),
+            changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
+        ).trigger,
         "invitation": tenancy.invitation_create(
             tenant=trio.acme, invitee="dora@example.test", role="member", invited_by=trio.alice
         )[0],
@@ -195,6 +203,16 @@ def every_url(world) -> list[str]:
         "config:crew_grants": {"slug": world["crew"].slug},
         "activity:audit": {},
         "config:member_role": {"pk": world["membership"].pk},
+        "config:member_sign_in": {},
+        "config:history": {"kind": "agents", "pk": world["agent"].pk},
+        "config:history_version": {"kind": "agents", "pk": world["agent"].pk, "number": 1},
+        "config:history_restore": {"kind": "agents", "pk": world["agent"].pk, "number": 1},
+        "config:triggers": {},
+        "config:trigger_create": {},
+        "config:trigger": {"pk": world["trigger"].pk},
+        "config:trigger_edit": {"pk": world["trigger"].pk},
+        "config:trigger_enabled": {"pk": world["trigger"].pk},
+        "config:trigger_rotate": {"pk": world["trigger"].pk},
         "knowledge:index": {},
         "knowledge:create": {},
         "knowledge:edit": {"slug": slug},
@@ -222,6 +240,7 @@ def every_url(world) -> list[str]:
         "config:tool_delete": {"pk": world["tool"].pk},
         "config:connection_delete": {"pk": world["connection"].pk},
         "config:price_delete": {"pk": world["price"].pk},
+        "config:trigger_delete": {"pk": world["trigger"].pk},
         "config:mcp_connection_delete": {"pk": world["mcp"].pk},
         "config:api_key_revoke": {"pk": world["key"].pk},
         "config:member_remove": {"pk": world["membership"].pk},
