@@ -4,7 +4,7 @@ Owners and admins (or an admin-scope key), as on the members page."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,6 +33,24 @@ class SignInOut(serializers.Serializer):
 
 class SignInIn(serializers.Serializer):
     password_sign_in = serializers.BooleanField()
+
+
+SIGN_IN_EXAMPLE = OpenApiExample(
+    "Passwords off, one provider",
+    {
+        "password_sign_in": False,
+        "identity_providers": [
+            {
+                "slug": "acme-entra",
+                "name": "Acme Entra ID",
+                "issuer": "https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000/v2.0",
+                "platform_wide": False,
+                "sign_in_url": "https://agents.example.com/sso/acme-entra/",
+            }
+        ],
+    },
+    response_only=True,
+)
 
 
 def _state(request: Request, tenant: Tenant) -> dict:
@@ -64,6 +82,7 @@ class SignInView(APIView):
         description="Whether password sign-in is on, and the identity providers serving "
         "the tenant (its own, and platform-wide ones with a group rule for it).",
         responses={200: SignInOut, **ERRORS},
+        examples=[SIGN_IN_EXAMPLE],
     )
     def get(self, request: Request) -> Response:
         return Response(_state(request, request_tenant(request)))
@@ -74,6 +93,10 @@ class SignInView(APIView):
         "working). Refused (400) while no enabled identity provider serves the tenant.",
         request=SignInIn,
         responses={200: SignInOut, **ERRORS},
+        examples=[
+            OpenApiExample("Turn passwords off", {"password_sign_in": False}, request_only=True),
+            SIGN_IN_EXAMPLE,
+        ],
     )
     def patch(self, request: Request) -> Response:
         body = SignInIn(data=request.data)
