@@ -259,6 +259,7 @@ CELERY_TASK_ROUTES = {
     "agents.resume_evaluations": {"queue": HOUSEKEEPING_QUEUE},
     "agents.check_remote_agents": {"queue": HOUSEKEEPING_QUEUE},
     "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
+    "providers.check_connections": {"queue": HOUSEKEEPING_QUEUE},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
@@ -278,6 +279,11 @@ CELERY_BEAT_SCHEDULE = {
     # An evaluation nobody advanced for a minute (its worker restarted) is advanced again.
     "resume-evaluations": {"task": "agents.resume_evaluations", "schedule": 60.0},
     "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
+    # Provider connections' health (providers/routing.py): a failing one is tried last.
+    "check-provider-connections": {
+        "task": "providers.check_connections",
+        "schedule": float(config.env_int("PROVIDER_HEALTH_S", 300, minimum=30)),
+    },
 }
 # Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
 # the seconds between the steps that start cases and score the finished ones.

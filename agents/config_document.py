@@ -230,6 +230,8 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("instructions", "instructions"),
         reference_field("connection", "provider_connection", "connections"),
         DocField("model", "model"),
+        DocField("fallbacks", "fallbacks", read=lambda a: _fallbacks_shown(a.fallbacks)),
+        DocField("load_balancing", "load_balancing"),
         DocField("temperature", "temperature"),
         DocField("max_rounds", "max_rounds"),
         DocField("max_tool_calls", "max_tool_calls"),
@@ -278,6 +280,19 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("timeout_s", "timeout_s"),
     ),
 }
+
+
+def _fallbacks_shown(value: Any) -> Any:
+    """An agent's fallbacks as the document writes them (each with its model), or a value
+    that is not a list as it is (the compile refuses it at its path)."""
+    if not isinstance(value, list):
+        return value
+    return [
+        {"connection": e.get("connection"), "model": e.get("model", "")}
+        if isinstance(e, dict)
+        else e
+        for e in value
+    ]
 
 
 def _crew_members(crew: Crew) -> list[Agent]:

@@ -37,6 +37,34 @@ class ApprovalDeciders(models.TextChoices):
     GROUP = "group", "Members of a group, and admins"
 
 
+class LoadBalancing(models.TextChoices):
+    OFF = "", "Off: the agent's connection first"
+    ROUND_ROBIN = "round_robin", "Round robin"
+    LEAST_IN_FLIGHT = "least_in_flight", "Least in flight"
+
+
+MAX_FALLBACKS = 10
+
+
+def fallbacks_problem(value: object) -> str | None:
+    """Why `value` is not a list of fallbacks ({"connection": name, "model": text}), or
+    None. The connections they name are the configuration compiler's to check."""
+    if not isinstance(value, list):
+        return 'Give a list of {"connection": "<name>", "model": "<model>"}.'
+    if len(value) > MAX_FALLBACKS:
+        return f"At most {MAX_FALLBACKS} fallbacks."
+    for entry in value:
+        if (
+            not isinstance(entry, dict)
+            or set(entry) - {"connection", "model"}
+            or not isinstance(entry.get("connection"), str)
+            or not entry["connection"].strip()
+            or not isinstance(entry.get("model", ""), str)
+        ):
+            return 'Each fallback is {"connection": "<name>", "model": "<model>"}.'
+    return None
+
+
 class Agent(ConfigObject, SecretDestination, models.Model):
     secret_field, secret_label = "remote_token", "token"
     destination_fields = ("remote_url",)
@@ -55,6 +83,20 @@ class Agent(ConfigObject, SecretDestination, models.Model):
     )
     model = models.CharField(
         max_length=200, blank=True, help_text="Empty: the connection's default."
+    )
+    # Provider fallback and load sharing (providers/runtime/fallback.py, docs/fallback.md):
+    # [{"connection": "<name>", "model": "<model or empty: its default>"}, ...] in order.
+    fallbacks = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Tried in order when the connection fails with a retryable error.",
+    )
+    load_balancing = models.CharField(
+        max_length=20,
+        choices=LoadBalancing.choices,
+        default=LoadBalancing.OFF,
+        blank=True,
+        help_text="How the fallbacks that serve the agent's own model share its load.",
     )
     temperature = models.FloatField(null=True, blank=True)
     max_rounds = models.PositiveSmallIntegerField(default=10)
@@ -141,6 +183,8 @@ class Agent(ConfigObject, SecretDestination, models.Model):
             raise ValidationError({"temperature": "Between 0 and 2."})
         if not 1 <= self.max_rounds <= 100:
             raise ValidationError({"max_rounds": "Between 1 and 100."})
+        if problem := fallbacks_problem(self.fallbacks):
+            raise ValidationError({"fallbacks": problem})
         if self.verifier_tool and not NAME_PATTERN.match(self.verifier_tool):
             raise ValidationError({"verifier_tool": "A tool name: letters, digits, _ and -."})
         group = self.approval_group

@@ -387,6 +387,7 @@ class _Checker:
                 limited = connection is not None and connection.allowed_models
                 if limited and agent.model and agent.model not in connection.allowed_models:
                     self.problem(f"{path}.model", "the connection does not allow this model")
+            self.check_fallbacks(path, agent, connections)
             for key in ("names", "exclude"):
                 for position, name in enumerate(getattr(agent.tools, key)):
                     if name not in tools:
@@ -419,6 +420,29 @@ class _Checker:
                 )
             if agent.remote_url:
                 self.check_url(f"{path}.remote_url", agent.remote_url)
+
+    def check_fallbacks(self, path: str, agent: Any, connections: dict[str, Any]) -> None:
+        """Each fallback names a connection that exists, a model it allows (or has a default
+        of), and is not listed twice."""
+        seen: set[tuple[str, str]] = set()
+        for position, fallback in enumerate(agent.fallbacks):
+            where = f"{path}.fallbacks[{position}]"
+            name = fallback.connection
+            if name not in connections and name not in self.known.connections:
+                self.problem(f"{where}.connection", f"unknown connection {name!r}")
+                continue
+            connection = connections.get(name)
+            if connection is not None:
+                if not fallback.model and not connection.default_model:
+                    self.problem(f"{where}.model", "name the model: the connection has no default")
+                allowed = connection.allowed_models
+                if fallback.model and allowed and fallback.model not in allowed:
+                    self.problem(f"{where}.model", "the connection does not allow this model")
+            if (name, fallback.model) in seen:
+                self.problem(where, "this connection and model are listed twice")
+            seen.add((name, fallback.model))
+        if agent.kind == "remote" and agent.fallbacks:
+            self.problem(f"{path}.fallbacks", "a remote agent calls no model: no fallbacks")
 
     def check_crews(self) -> None:
         crews = self.document.crews

@@ -102,6 +102,13 @@ class AgentApproval(_Strict):
     not_starter: bool = False
 
 
+class FallbackEntry(_Strict):
+    """A connection and model an agent's model calls may go to (docs/fallback.md)."""
+
+    connection: str = Field(min_length=1, max_length=100, description="A connection's name.")
+    model: str = Field("", max_length=200, description="Empty: the connection's default.")
+
+
 class AgentEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -109,6 +116,14 @@ class AgentEntry(_Strict):
     instructions: str = ""
     connection: str | None = Field(None, description="Empty: the tenant's default connection.")
     model: str = Field("", max_length=200, description="Empty: the connection's default.")
+    fallbacks: list[FallbackEntry] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Tried in order when the connection fails with a retryable error.",
+    )
+    load_balancing: Literal["", "round_robin", "least_in_flight"] = Field(
+        "", description="How the fallbacks serving the agent's own model share its load."
+    )
     temperature: float | None = Field(None, ge=0, le=2)
     max_rounds: int = Field(10, ge=1, le=100)
     max_tool_calls: int = Field(50, ge=0, le=32767)
