@@ -130,6 +130,8 @@ class AgentSerializer(CleanModelSerializer):
             "instructions",
             "provider_connection",
             "model",
+            "fallbacks",
+            "load_balancing",
             "temperature",
             "max_rounds",
             "max_tool_calls",
