@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 
-from agents.models import MAX_FALLBACKS, fallbacks_problem
+from providers.models import MAX_FALLBACKS, fallbacks_problem
 
 
 def fallback_lines(value: Any) -> str:

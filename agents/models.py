@@ -14,6 +14,7 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
+from providers.models import LoadBalancing, fallbacks_problem
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import NAME_PATTERN
 
@@ -35,34 +36,6 @@ class ApprovalDeciders(models.TextChoices):
     STARTER = "starter", "The run's starter, and admins"
     ADMINS = "admins", "Admins only"
     GROUP = "group", "Members of a group, and admins"
-
-
-class LoadBalancing(models.TextChoices):
-    OFF = "", "Off: the agent's connection first"
-    ROUND_ROBIN = "round_robin", "Round robin"
-    LEAST_IN_FLIGHT = "least_in_flight", "Least in flight"
-
-
-MAX_FALLBACKS = 10
-
-
-def fallbacks_problem(value: object) -> str | None:
-    """Why `value` is not a list of fallbacks ({"connection": name, "model": text}), or
-    None. The connections they name are the configuration compiler's to check."""
-    if not isinstance(value, list):
-        return 'Give a list of {"connection": "<name>", "model": "<model>"}.'
-    if len(value) > MAX_FALLBACKS:
-        return f"At most {MAX_FALLBACKS} fallbacks."
-    for entry in value:
-        if (
-            not isinstance(entry, dict)
-            or set(entry) - {"connection", "model"}
-            or not isinstance(entry.get("connection"), str)
-            or not entry["connection"].strip()
-            or not isinstance(entry.get("model", ""), str)
-        ):
-            return 'Each fallback is {"connection": "<name>", "model": "<model>"}.'
-    return None
 
 
 class Agent(ConfigObject, SecretDestination, models.Model):

@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import ProviderError, provider_failure
@@ -58,6 +58,20 @@ class Target:
 
 
 SwitchHook = Callable[[Target, Target, str], Awaitable[None]]
+
+
+class Routable(Protocol):
+    """What ordering needs of a target (a Target, or the gateway's route)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def healthy(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Routable)
 
 
 class Balancer:
@@ -90,7 +104,7 @@ class Balancer:
                     self._in_flight.pop(key, None)
 
 
-def call_order(targets: Sequence[Target], balancing: str, balancer: Balancer) -> list[Target]:
+def call_order(targets: Sequence[R], balancing: str, balancer: Balancer) -> list[R]:
     """The order one call tries `targets` in (the first is the primary): the pool sharing
     the primary's model balanced, then the other targets; failing ones last."""
     if not targets:
