@@ -8,7 +8,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
-from providers.models import ProviderConnection
+from providers.models import ModelAlias, ProviderConnection
 from providers.services import connection_test
 
 
@@ -88,3 +88,19 @@ class ProviderConnectionAdmin(TenantScopedAdmin):
         ok, message = connection_test(connection)
         level = messages.SUCCESS if ok else messages.ERROR
         self.message_user(request, f"{connection.name}: {message}", level)
+
+
+class ModelAliasForm(TenantScopedForm):
+    class Meta:
+        model = ModelAlias
+        fields = ["tenant", "name", "targets", "load_balancing"]
+        widgets = {"targets": forms.Textarea(attrs={"rows": 6, "cols": 80})}
+
+
+@admin.register(ModelAlias)
+class ModelAliasAdmin(TenantScopedAdmin):
+    """Gateway model aliases (`alias/<name>`): fallback and load sharing, docs/fallback.md."""
+
+    form = ModelAliasForm
+    list_display = ["__str__", "load_balancing", "updated_at"]
+    search_fields = ["name"]
