@@ -15,6 +15,7 @@ from agentplatform.web.config import (
     document,
     mcp_connections,
     members,
+    model_aliases,
     tools,
 )
 
@@ -40,6 +41,9 @@ urlpatterns = [
     path("connections/<int:pk>/edit/", connections.connection_edit, name="connection_edit"),
     path("connections/<int:pk>/test/", connections.connection_check, name="connection_test"),
     path("connections/<int:pk>/delete/", connections.connection_remove, name="connection_delete"),
+    path("model-aliases/new/", model_aliases.alias_create, name="model_alias_create"),
+    path("model-aliases/<int:pk>/edit/", model_aliases.alias_edit, name="model_alias_edit"),
+    path("model-aliases/<int:pk>/delete/", model_aliases.alias_remove, name="model_alias_delete"),
     path("mcp-connections/", mcp_connections.mcp_connection_list, name="mcp_connections"),
     path(
         "mcp-connections/new/", mcp_connections.mcp_connection_create, name="mcp_connection_create"
