@@ -168,7 +168,7 @@ _API_OF_KIND = {
 }
 
 
-class ModelAlias(models.Model):
+class ModelAlias(ConfigObject, models.Model):
     """A gateway model the tenant names (`alias/<name>` on /v1): an ordered list of
     connection/model pairs, tried in turn on a retryable failure, those serving the first
     pair's model sharing its load (docs/fallback.md)."""

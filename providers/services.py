@@ -236,13 +236,19 @@ def _alias_changed(sender, instance: ModelAlias, **kwargs) -> None:
 
 
 def model_alias_save(
-    *, tenant: Tenant, alias: ModelAlias | None = None, changes: dict[str, Any]
+    *,
+    tenant: Tenant,
+    alias: ModelAlias | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
 ) -> ModelAlias:
-    """Create or change a model alias (its connections checked by its clean)."""
+    """Create or change a model alias (its connections checked by its clean, and the
+    tenant's whole configuration compiled with it unless `graph_checked`)."""
     if alias is None:
         alias = ModelAlias(tenant=tenant)
     elif alias.tenant_id != tenant.pk:
         raise Http404("No such model alias.")
+    alias.graph_checked = graph_checked
     return save_validated(alias, changes)
 
 

@@ -3,6 +3,7 @@ each refused with its path, and kept through an export and an import."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -97,3 +98,96 @@ def test_an_unknown_balancing_mode_is_refused():
 def test_more_than_ten_fallbacks_are_refused():
     many = [{"connection": "Backup", "model": f"m{n}"} for n in range(11)]
     assert [p for p, _ in problems(document(*many))] == ["agents[0].fallbacks"]
+
+
+# -- model aliases (the gateway's) ---------------------------------------------------------
+def alias_document(*aliases: dict[str, Any]) -> dict[str, Any]:
+    connections = [
+        *CONNECTIONS,
+        {
+            "name": "Claude",
+            "kind": "anthropic",
+            "secret": "connection:Claude",
+            "default_model": "c",
+        },
+    ]
+    return {"version": 1, "connections": connections, "model_aliases": list(aliases)}
+
+
+def test_a_valid_alias_compiles():
+    compile_config(
+        alias_document(
+            {"name": "chat", "targets": [{"connection": "Main"}, {"connection": "Backup"}]}
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("alias", "expected"),
+    [
+        (
+            {"name": "chat", "targets": [{"connection": "Nowhere", "model": "x"}]},
+            ("model_aliases[0].targets[0].connection", "unknown connection 'Nowhere'"),
+        ),
+        (
+            {"name": "chat", "targets": [{"connection": "Main"}, {"connection": "Claude"}]},
+            ("model_aliases[0].targets", "Anthropic and OpenAI(-compatible) connections cannot "
+             "be mixed: a gateway call is passed through in its own API"),
+        ),
+        (
+            {"name": "chat", "targets": [{"connection": "Backup", "model": "gpt-z"}]},
+            ("model_aliases[0].targets[0].model", "the connection does not allow this model"),
+        ),
+    ],
+)  # fmt: skip
+def test_bad_aliases_are_refused_at_their_path(alias, expected):
+    assert problems(alias_document(alias)) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("alias", "path"),
+    [
+        ({"name": "chat", "targets": []}, "model_aliases[0].targets"),
+        ({"name": "Bad Name", "targets": [{"connection": "Main"}]}, "model_aliases[0].name"),
+    ],
+)
+def test_malformed_aliases_are_refused_at_their_path(alias, path):
+    assert [p for p, _ in problems(alias_document(alias))] == [path]
+
+
+def test_an_alias_listed_twice_is_refused():
+    alias = {"name": "chat", "targets": [{"connection": "Main"}]}
+    assert problems(alias_document(alias, alias)) == [
+        ("model_aliases[1].name", "'chat' appears twice in model_aliases")
+    ]
+
+
+@pytest.mark.django_db
+def test_fallbacks_and_aliases_survive_an_export_and_an_import(trio):
+    from agents.config_document import config_export, config_import
+    from agents.models import Agent
+    from providers.models import ModelAlias
+    from tests.factories import make_agent, make_connection
+
+    make_connection(trio.acme, "Main", "openai", api_key="k1", default_model="m", is_default=True)
+    make_connection(trio.acme, "Backup", "openai", api_key="k2", default_model="b")
+    make_agent(trio.acme, "helper", fallbacks=[{"connection": "Backup", "model": ""}])
+    ModelAlias.objects.create(
+        tenant=trio.acme, name="chat", targets=[{"connection": "Main", "model": "m"}]
+    )
+    exported = config_export(tenant=trio.acme)
+    [agent] = exported["agents"]
+    assert agent["fallbacks"] == [{"connection": "Backup", "model": ""}]
+    assert exported["model_aliases"] == [
+        {"name": "chat", "targets": [{"connection": "Main", "model": "m"}], "load_balancing": ""}
+    ]
+    agent["load_balancing"] = "round_robin"
+    exported["model_aliases"][0]["targets"].append({"connection": "Backup", "model": "b"})
+    plan = config_import(tenant=trio.acme, text=json.dumps(exported))
+    assert plan.valid and plan.applied, plan.as_dict()
+    assert Agent.objects.get(slug="helper").load_balancing == "round_robin"
+    assert len(ModelAlias.objects.get(name="chat").targets) == 2
+    exported["model_aliases"][0]["targets"] = [{"connection": "Gone", "model": "x"}]
+    refused = config_import(tenant=trio.acme, text=json.dumps(exported))
+    assert not refused.valid
+    assert refused.problems[0].path == "model_aliases[0].targets[0].connection"

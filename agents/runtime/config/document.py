@@ -147,6 +147,18 @@ class AgentEntry(_Strict):
     active: bool = True
 
 
+ALIAS_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,49}$"
+
+
+class ModelAliasEntry(_Strict):
+    """A gateway model `alias/<name>`: connection/model pairs tried in order on a retryable
+    failure, those serving the first pair's model sharing its load (docs/fallback.md)."""
+
+    name: str = Field(pattern=ALIAS_NAME_PATTERN)
+    targets: list[FallbackEntry] = Field(min_length=1, max_length=10)
+    load_balancing: Literal["", "round_robin", "least_in_flight"] = ""
+
+
 class CrewEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -223,6 +235,7 @@ class ConfigDocument(_Strict):
     # Bounded so that compiling a document stays well under a second or two: each JSON
     # Schema in it is checked against the metaschema (milliseconds apiece).
     connections: list[Connection] = Field(default_factory=list, max_length=100)
+    model_aliases: list[ModelAliasEntry] = Field(default_factory=list, max_length=100)
     tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
     agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
     crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
