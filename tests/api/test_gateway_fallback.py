@@ -150,3 +150,13 @@ def test_an_alias_is_listed_and_an_unknown_one_is_a_404(client, alias):
         client.chat.completions.create(
             model="alias/nothing", messages=[{"role": "user", "content": "Hi"}]
         )
+
+
+def test_a_failing_connection_is_tried_last(
+    client, alias, connection, provider_server, backup_server
+):
+    connection.health_status = "failing"
+    connection.save()
+    assert chat(client).choices[0].message.content == "ok"
+    assert provider_server.requests_to("/v1/chat/completions") == []
+    assert len(backup_server.requests_to("/v1/chat/completions")) == 1

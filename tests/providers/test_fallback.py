@@ -153,3 +153,37 @@ def test_the_health_check_marks_each_connection(trio, provider_server, connectio
     assert connection.health_status == HealthStatus.OK and connection.last_checked_at
     assert backup.health_status == HealthStatus.FAILING and backup.health_message
     assert "sk-backup-key" not in backup.health_message
+
+
+def test_beat_checks_the_connections_on_the_housekeeping_queue(settings):
+    [entry] = [
+        e
+        for e in settings.CELERY_BEAT_SCHEDULE.values()
+        if e["task"] == "providers.check_connections"
+    ]
+    assert entry["schedule"] >= 30
+    assert settings.CELERY_TASK_ROUTES["providers.check_connections"]["queue"] == (
+        settings.HOUSEKEEPING_QUEUE
+    )
+    from providers.tasks import check_connections_task
+
+    assert check_connections_task.name == "providers.check_connections"
+
+
+def test_a_change_of_health_is_seen_by_the_next_run(
+    trio, provider_server, connection, backup_server, backup
+):
+    """Runs read the tenant's default connection from a per-version memory: the check that
+    marks it failing moves the version, so the next run tries it last."""
+    agent = make_agent(trio.acme, "helper", fallbacks=[{"connection": "Backup", "model": ""}])
+    assert run_inline(tenant=trio.acme, agent=agent, input="hi").status == "succeeded"
+    assert chat_calls(provider_server) == 1
+    provider_server.serve_models_list = False  # the check's 1-token request then fails:
+    provider_server.script("openai", ErrorReply(503))  # no save of the connection moves it
+    check_connections()
+    connection.refresh_from_db()
+    assert connection.health_status == HealthStatus.FAILING
+    run = run_inline(tenant=trio.acme, agent=agent, input="hi")
+    assert run.status == "succeeded" and fallback_events(run) == []
+    assert chat_calls(backup_server) == 1
+    assert chat_calls(provider_server) == 2  # the first run and the failed check only

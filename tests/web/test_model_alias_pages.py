@@ -72,3 +72,20 @@ def test_another_tenants_admin_gets_404(client, trio, alias):
 def test_the_anonymous_are_sent_to_sign_in(client, trio, alias):
     response = client.get(url("model_alias_edit", pk=alias.pk))
     assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_the_connection_pages_show_health_and_its_last_check(client, trio, alias):
+    from django.utils import timezone
+
+    from providers.models import ProviderConnection
+
+    main = ProviderConnection.objects.get(tenant=trio.acme, name="Main")
+    ProviderConnection.objects.filter(pk=main.pk).update(
+        health_status="failing",
+        health_message="the provider of connection 'Main' is unavailable",
+        last_checked_at=timezone.now(),
+    )
+    login(client, trio.alice)
+    for page in (url("connections"), url("connection_edit", pk=main.pk)):
+        body = client.get(page).content.decode()
+        assert "Failing" in body and "is unavailable" in body and "checked" in body
