@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
 from django.http import Http404
 from django.utils import timezone
 from django.utils.text import slugify
@@ -324,6 +324,22 @@ def _connection_changed(sender, instance: ProviderConnection, **kwargs) -> None:
         invalidate_now_and_after_commit(instance.tenant_id)
 
 
+# Sent inside a connection's save, before it is checked, when its name changes (tenant_id,
+# old, new): whatever names connections by name (agents' fallbacks, model aliases) follows.
+connection_renamed = Signal()
+
+
+@receiver(connection_renamed, dispatch_uid="providers-aliases-follow-renames")
+def _aliases_follow(sender, tenant_id: int, old: str, new: str, **kwargs) -> None:
+    """Model aliases naming the old name name the new one (one query, then one per alias)."""
+    named = ModelAlias.objects.filter(tenant_id=tenant_id, targets__contains=[{"connection": old}])
+    for alias in named:
+        targets = [
+            {**t, "connection": new} if t.get("connection") == old else t for t in alias.targets
+        ]
+        ModelAlias.objects.filter(pk=alias.pk).update(targets=targets)
+
+
 def connection_save(
     *,
     tenant: Tenant,
@@ -346,6 +362,13 @@ def connection_save(
             if saving.pk is not None:
                 others = others.exclude(pk=saving.pk)
             others.update(is_default=False)
+        if saving.pk is not None:  # (in the save's transaction: refused, it is undone)
+            stored = ProviderConnection.objects.filter(pk=saving.pk).values_list("name", flat=True)
+            old = stored.first()
+            if old is not None and old != saving.name:
+                connection_renamed.send(
+                    sender=ProviderConnection, tenant_id=tenant.pk, old=old, new=saving.name
+                )
 
     return save_validated(connection, changes, before=take_over_default)
 

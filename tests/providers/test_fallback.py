@@ -187,3 +187,20 @@ def test_a_change_of_health_is_seen_by_the_next_run(
     assert run.status == "succeeded" and fallback_events(run) == []
     assert chat_calls(backup_server) == 1
     assert chat_calls(provider_server) == 2  # the first run and the failed check only
+
+
+def test_renaming_a_connection_carries_its_name_into_fallbacks_and_aliases(
+    trio, connection, backup
+):
+    from providers.models import ModelAlias
+    from providers.services import connection_save
+
+    agent = make_agent(trio.acme, "helper", fallbacks=[{"connection": "Backup", "model": "x"}])
+    alias = ModelAlias.objects.create(
+        tenant=trio.acme, name="chat", targets=[{"connection": "Backup", "model": ""}]
+    )
+    connection_save(tenant=trio.acme, connection=backup, changes={"name": "Backup EU"})
+    agent.refresh_from_db()
+    alias.refresh_from_db()
+    assert agent.fallbacks == [{"connection": "Backup EU", "model": "x"}]
+    assert alias.targets == [{"connection": "Backup EU", "model": ""}]
