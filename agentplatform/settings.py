@@ -273,6 +273,7 @@ CELERY_TASK_ROUTES = {
     "agents.check_remote_agents": {"queue": HOUSEKEEPING_QUEUE},
     "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
     "agents.fire_due_triggers": {"queue": HOUSEKEEPING_QUEUE},
+    "providers.check_connections": {"queue": HOUSEKEEPING_QUEUE},
 }
 # Triggers (agents/triggers.py, docs/triggers.md). Seconds between the beat's looks for due
 # schedules (a fire is at most this late).
@@ -306,6 +307,11 @@ CELERY_BEAT_SCHEDULE = {
     "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
     # Scheduled triggers (agents/triggers.py): due ones claimed in PostgreSQL and fired once.
     "fire-due-triggers": {"task": "agents.fire_due_triggers", "schedule": float(TRIGGER_TICK_S)},
+    # Provider connections' health (providers/routing.py): a failing one is tried last.
+    "check-provider-connections": {
+        "task": "providers.check_connections",
+        "schedule": float(config.env_int("PROVIDER_HEALTH_S", 300, minimum=30)),
+    },
 }
 # Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
 # the seconds between the steps that start cases and score the finished ones.

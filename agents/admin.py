@@ -32,6 +32,7 @@ from agentplatform.tenancy.scoped_admin import (
     TenantScopedInline,
 )
 from agents.confirmation import request_text
+from agents.fallback_forms import FallbacksField
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
     Agent,
@@ -48,6 +49,7 @@ from agents.runtime.spec import RunStatus
 from agents.services import MAX_INPUT_CHARS, approval_decide, run_cancel, run_inline
 from agents.tool_runs import tool_run
 from agents.tool_sources import effective_tools
+from providers.models import ProviderConnection
 from tools.admin import ToolDefinitionAdmin
 from tools.models import ToolDefinition
 
@@ -107,7 +109,7 @@ class AgentForm(TenantScopedForm):
             "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
             "memory", "results_without_tools", "verifier_tool", "provider_connection", "model",
-            "temperature",
+            "fallbacks", "load_balancing", "temperature",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
             "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
@@ -123,10 +125,16 @@ class AgentForm(TenantScopedForm):
             "tool_exclude": "Comma-separated tool names never offered to this agent.",
         }
 
+    fallbacks = FallbacksField()
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if "approval_deciders" in self.fields:
             self.fields["approval_deciders"].required = False  # absent: the default
+        if "fallbacks" in self.fields:
+            tenant_id = self.instance.tenant_id
+            found = ProviderConnection.objects.filter(tenant_id=tenant_id) if tenant_id else ()
+            self.fields["fallbacks"].connection_names = [c.name for c in found]
 
     def clean_approval_deciders(self) -> str:
         return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
@@ -155,7 +163,8 @@ class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
         fieldsets = [
             (None, {"fields": head}),
             ("Behaviour", {"fields": behaviour}),
-            ("Model", {"fields": ["provider_connection", "model", "temperature"]}),
+            ("Model", {"fields": ["provider_connection", "model", "fallbacks",
+                                  "load_balancing", "temperature"]}),
             ("Tools", {"fields": [*tools, "effective_tools"] if obj else tools}),
             ("Approvals", {"fields": ["approval_deciders", "approval_group",
                                       "approval_not_starter"]}),

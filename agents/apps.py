@@ -14,6 +14,10 @@ class AgentsConfig(AppConfig):
 
         post_delete.connect(_member_left, sender=Membership, dispatch_uid="agents-member-left")
 
+        from providers.services import connection_renamed
+
+        connection_renamed.connect(_fallbacks_follow, dispatch_uid="agents-fallbacks-follow")
+
         from agentplatform.config_checks import register_config_check
         from agents.config_saves import check_saved_object
 
@@ -99,6 +103,18 @@ def _member_left(sender, instance, **kwargs) -> None:
     from agents.services import member_grants_forget
 
     member_grants_forget(membership=instance)
+
+
+def _fallbacks_follow(sender, tenant_id: int, old: str, new: str, **kwargs) -> None:
+    """Agents whose fallbacks name a renamed connection name its new name."""
+    from agents.models import Agent
+
+    named = Agent.objects.filter(tenant_id=tenant_id, fallbacks__contains=[{"connection": old}])
+    for agent in named:
+        fallbacks = [
+            {**f, "connection": new} if f.get("connection") == old else f for f in agent.fallbacks
+        ]
+        Agent.objects.filter(pk=agent.pk).update(fallbacks=fallbacks)
 
 
 def load_plugins() -> None:

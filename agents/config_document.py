@@ -46,8 +46,13 @@ from agents.runtime.config.loading import DocumentUnreadable, Format, load_docum
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save, crew_delete, crew_save
 from agents.tool_sources import agent_tool_names
-from providers.models import ProviderConnection
-from providers.services import connection_delete, connection_save
+from providers.models import ModelAlias, ProviderConnection
+from providers.services import (
+    connection_delete,
+    connection_save,
+    model_alias_delete,
+    model_alias_save,
+)
 from tools.definitions import definition_shape
 from tools.loader import tool_names_besides_definitions
 from tools.mcp_connections import mcp_connection_delete, mcp_connection_save
@@ -200,6 +205,11 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("max_retries", "max_retries"),
         DocField("default", "is_default"),
     ),
+    "model_aliases": (
+        DocField("name", "name"),
+        DocField("targets", "targets", read=lambda a: _fallbacks_shown(a.targets)),
+        DocField("load_balancing", "load_balancing"),
+    ),
     "tools": (
         DocField("name", "name"),
         DocField("kind", "kind"),
@@ -230,6 +240,8 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("instructions", "instructions"),
         reference_field("connection", "provider_connection", "connections"),
         DocField("model", "model"),
+        DocField("fallbacks", "fallbacks", read=lambda a: _fallbacks_shown(a.fallbacks)),
+        DocField("load_balancing", "load_balancing"),
         DocField("temperature", "temperature"),
         DocField("max_rounds", "max_rounds"),
         DocField("max_tool_calls", "max_tool_calls"),
@@ -279,6 +291,19 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("timeout_s", "timeout_s"),
     ),
 }
+
+
+def _fallbacks_shown(value: Any) -> Any:
+    """An agent's fallbacks as the document writes them (each with its model), or a value
+    that is not a list as it is (the compile refuses it at its path)."""
+    if not isinstance(value, list):
+        return value
+    return [
+        {"connection": e.get("connection"), "model": e.get("model", "")}
+        if isinstance(e, dict)
+        else e
+        for e in value
+    ]
 
 
 def _crew_members(crew: Crew) -> list[Agent]:
@@ -341,6 +366,10 @@ def _builtin_sections() -> None:
         DocSection(
             "connections", "name", ProviderConnection, _FIELDS["connections"],
             save=connection_save, delete=connection_delete, noun="connection",
+        ),
+        DocSection(
+            "model_aliases", "name", ModelAlias, _FIELDS["model_aliases"],
+            save=model_alias_save, delete=model_alias_delete, noun="alias",
         ),
         DocSection(
             "mcp_servers", "name", McpServerConnection, _FIELDS["mcp_servers"],

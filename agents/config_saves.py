@@ -34,6 +34,7 @@ from agents.runtime.config.document import VERSION, ConfigDocument
 
 NOUNS = {
     "connections": "connection",
+    "model_aliases": "model alias",
     "tools": "tool",
     "agents": "agent",
     "crews": "crew",

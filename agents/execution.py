@@ -80,6 +80,8 @@ from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
 from agents.verification import outcome_claim
+from providers.routing import model_targets, routed_adapter
+from providers.runtime.fallback import Target
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -280,9 +282,17 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
     for name, value in prepared.audit.items():  # as written: finalize prices the model
         setattr(run, name, value)
     tracing.annotate(**{"gen_ai.request.model": prepared.spec.model})
+    adapter = prepared.adapter
+    if prepared.targets:  # fallbacks: each switch a `provider.fallback` event
+
+        async def switched(failed: Target, following: Target, reason: str) -> None:
+            payload = {"from": failed.label, "to": following.label, "reason": reason}
+            await sink.emit("provider.fallback", payload)
+
+        adapter = routed_adapter(prepared.targets, prepared.balancing, switched)
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
-        adapter=prepared.adapter,
+        adapter=adapter,
         registry=registry,
         ctx=prepared.ctx,
         state=prepared.state,
@@ -316,6 +326,8 @@ class _Prepared:
     run_secrets: StaticSecrets  # every secret the run may send: scrubbed from what it stores
     routing: Any = None  # a ToolRouting when the agent has more tools than the threshold
     frame: Frame | None = None  # a new run's: the conversation's so far
+    targets: list[Target] | None = None  # with fallbacks: the connections calls may go to
+    balancing: str = ""
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -339,9 +351,14 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
     ctx = run_tool_context(run, secrets)
-    # The provider key is not the tools' to use (not in ctx), but is scrubbed all the same.
-    key = connection.api_key if connection is not None else None
-    run_secrets = secrets.with_values({"provider:api_key": key}) if key else secrets
+    targets, fallback_keys = None, []
+    if connection is not None and agent.fallbacks and spec.kind != "remote":
+        targets, fallback_keys = model_targets(connection, spec.model, agent.fallbacks)
+    # The provider keys are not the tools' to use (not in ctx), but are scrubbed all the same.
+    keys = {"provider:api_key": connection.api_key if connection is not None else None}
+    keys |= {f"provider:fallback:{n}": key for n, key in enumerate(fallback_keys)}
+    keys = {name: key for name, key in keys.items() if key}
+    run_secrets = secrets.with_values(keys) if keys else secrets
     audit = {}  # what this run resolved to, recorded with its first write
     if not run.instructions_digest:
         audit = {
@@ -385,6 +402,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         run_secrets=run_secrets,
         routing=tool_routing(toolbox, run.tenant_id, effective.offered),
         frame=frame,
+        targets=targets,
+        balancing=agent.load_balancing,
     )
 
 

@@ -16,6 +16,7 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
+from providers.models import LoadBalancing, fallbacks_problem
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import NAME_PATTERN
 
@@ -57,6 +58,20 @@ class Agent(ConfigObject, SecretDestination, models.Model):
     )
     model = models.CharField(
         max_length=200, blank=True, help_text="Empty: the connection's default."
+    )
+    # Provider fallback and load sharing (providers/runtime/fallback.py, docs/fallback.md):
+    # [{"connection": "<name>", "model": "<model or empty: its default>"}, ...] in order.
+    fallbacks = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Tried in order when the connection fails with a retryable error.",
+    )
+    load_balancing = models.CharField(
+        max_length=20,
+        choices=LoadBalancing.choices,
+        default=LoadBalancing.OFF,
+        blank=True,
+        help_text="How the fallbacks that serve the agent's own model share its load.",
     )
     temperature = models.FloatField(null=True, blank=True)
     max_rounds = models.PositiveSmallIntegerField(default=10)
@@ -143,6 +158,8 @@ class Agent(ConfigObject, SecretDestination, models.Model):
             raise ValidationError({"temperature": "Between 0 and 2."})
         if not 1 <= self.max_rounds <= 100:
             raise ValidationError({"max_rounds": "Between 1 and 100."})
+        if problem := fallbacks_problem(self.fallbacks):
+            raise ValidationError({"fallbacks": problem})
         if self.verifier_tool and not NAME_PATTERN.match(self.verifier_tool):
             raise ValidationError({"verifier_tool": "A tool name: letters, digits, _ and -."})
         group = self.approval_group

@@ -53,6 +53,7 @@ from agents.models import (
     Fact,
     Message,
     Run,
+    RunEvent,
     Trigger,
 )
 from agents.run_writer import storable, storable_text
@@ -266,6 +267,7 @@ class GatewayCall:
     error: str = ""
     # Which price table prices `model` (a connection's `price_kind`); else `provider`'s.
     price_kind: str = ""
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()  # (type, payload): provider.fallback
 
 
 def record_gateway_calls(calls: list[GatewayCall]) -> None:
@@ -280,14 +282,27 @@ def record_gateway_calls(calls: list[GatewayCall]) -> None:
             try:
                 with transaction.atomic():
                     Run.objects.bulk_create(runs)
+                    _record_gateway_events(runs)
             except Exception:
                 logger.exception("gateway calls of tenant %s: recording them one by one", tenant_id)
                 for run in runs:
                     try:
                         with transaction.atomic():
                             run.save(force_insert=True)
+                            _record_gateway_events([run])
                     except Exception:
                         logger.exception("a gateway call of tenant %s was not recorded", tenant_id)
+
+
+def _record_gateway_events(runs: list[Run]) -> None:
+    """The events of recorded gateway calls (a model alias's fallbacks): one INSERT."""
+    events = [
+        RunEvent(tenant_id=run.tenant_id, run=run, seq=seq, type=type, payload=payload)
+        for run in runs
+        for seq, (type, payload) in enumerate(getattr(run, "gateway_events", ()), start=1)
+    ]
+    if events:
+        RunEvent.objects.bulk_create(events)
 
 
 def _gateway_run(call: GatewayCall) -> Run:
@@ -300,7 +315,7 @@ def _gateway_run(call: GatewayCall) -> Run:
 
     usage = Usage(*(count(n) for n in dataclasses.astuple(call.usage)))
     cost = usage_cost(call.api_key.tenant_id, call.price_kind or call.provider, call.model, usage)
-    return Run(
+    run = Run(
         tenant_id=call.api_key.tenant_id,
         initiated_by_api_key=call.api_key,
         gateway_model=text(call.gateway_model, 300),
@@ -319,6 +334,8 @@ def _gateway_run(call: GatewayCall) -> Run:
         started_at=call.started_at,
         finished_at=call.finished_at or timezone.now(),
     )
+    run.gateway_events = call.events  # written with it (_record_gateway_events)
+    return run
 
 
 def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:

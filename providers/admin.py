@@ -8,7 +8,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
-from providers.models import ModelPrice, ProviderConnection
+from providers.models import ModelAlias, ModelPrice, ProviderConnection
 from providers.services import connection_test
 
 
@@ -111,3 +111,19 @@ class ModelPriceAdmin(TenantScopedAdmin):
     ]  # fmt: skip
     list_filter = ["provider_kind"]
     search_fields = ["model"]
+
+
+class ModelAliasForm(TenantScopedForm):
+    class Meta:
+        model = ModelAlias
+        fields = ["tenant", "name", "targets", "load_balancing"]
+        widgets = {"targets": forms.Textarea(attrs={"rows": 6, "cols": 80})}
+
+
+@admin.register(ModelAlias)
+class ModelAliasAdmin(TenantScopedAdmin):
+    """Gateway model aliases (`alias/<name>`): fallback and load sharing, docs/fallback.md."""
+
+    form = ModelAliasForm
+    list_display = ["__str__", "load_balancing", "updated_at"]
+    search_fields = ["name"]

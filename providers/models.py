@@ -32,6 +32,34 @@ class HealthStatus(models.TextChoices):
     FAILING = "failing", "Failing"
 
 
+class LoadBalancing(models.TextChoices):
+    OFF = "", "Off: the agent's connection first"
+    ROUND_ROBIN = "round_robin", "Round robin"
+    LEAST_IN_FLIGHT = "least_in_flight", "Least in flight"
+
+
+MAX_FALLBACKS = 10
+
+
+def fallbacks_problem(value: object) -> str | None:
+    """Why `value` is not a list of fallbacks ({"connection": name, "model": text}), or
+    None. The connections they name are the configuration compiler's to check."""
+    if not isinstance(value, list):
+        return 'Give a list of {"connection": "<name>", "model": "<model>"}.'
+    if len(value) > MAX_FALLBACKS:
+        return f"At most {MAX_FALLBACKS} fallbacks."
+    for entry in value:
+        if (
+            not isinstance(entry, dict)
+            or set(entry) - {"connection", "model"}
+            or not isinstance(entry.get("connection"), str)
+            or not entry["connection"].strip()
+            or not isinstance(entry.get("model", ""), str)
+        ):
+            return 'Each fallback is {"connection": "<name>", "model": "<model>"}.'
+    return None
+
+
 # Where a connection without a base URL sends its key (the SDKs' defaults).
 _DEFAULT_BASE_URLS = {
     ProviderKind.ANTHROPIC: "https://api.anthropic.com",
@@ -201,3 +229,83 @@ class ModelPrice(models.Model):
                 errors[name] = f"At most {MAX_PRICE} US dollars per million tokens."
         if errors:
             raise ValidationError(errors)
+
+
+ALIAS_PREFIX = "alias/"  # a gateway model id `alias/<name>` names a tenant's ModelAlias
+_ALIAS_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,49}$")
+# A gateway call is passed through in one API: an alias's connections all speak it.
+_API_OF_KIND = {
+    ProviderKind.ANTHROPIC: "messages",
+    ProviderKind.OPENAI: "chat",
+    ProviderKind.OPENAI_COMPATIBLE: "chat",
+}
+
+
+class ModelAlias(ConfigObject, models.Model):
+    """A gateway model the tenant names (`alias/<name>` on /v1): an ordered list of
+    connection/model pairs, tried in turn on a retryable failure, those serving the first
+    pair's model sharing its load (docs/fallback.md)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="model_aliases")
+    name = models.CharField(
+        max_length=50, help_text="Called as alias/<name>: lowercase letters, digits, _ . and -."
+    )
+    targets = models.JSONField(
+        default=list,
+        help_text='In order: [{"connection": "<name>", "model": "<model>"}, ...]; the first '
+        "is tried first.",
+    )
+    load_balancing = models.CharField(
+        max_length=20, choices=LoadBalancing.choices, default=LoadBalancing.OFF, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="model_alias_name_unique")
+        ]
+        ordering = ["name"]
+        verbose_name_plural = "model aliases"
+
+    def __str__(self) -> str:
+        return f"{ALIAS_PREFIX}{self.name}"
+
+    def clean(self) -> None:
+        """Its name, and targets naming the tenant's own connections (one query), each with a
+        model the connection allows, all speaking one API."""
+        if not _ALIAS_NAME.match(self.name or ""):
+            raise ValidationError({"name": "Lowercase letters, digits, _ . and -; 50 at most."})
+        problem = fallbacks_problem(self.targets)
+        if problem is None and not self.targets:
+            problem = "Name at least one connection and model."
+        if problem is not None:
+            raise ValidationError({"targets": problem})
+        names = {t["connection"] for t in self.targets}
+        found = {
+            c.name: c
+            for c in ProviderConnection.objects.filter(tenant_id=self.tenant_id, name__in=names)
+        }
+        apis = set()
+        for position, target in enumerate(self.targets):
+            connection = found.get(target["connection"])
+            where = f"[{position}]"
+            if connection is None:
+                problem = f"{where}.connection: unknown connection {target['connection']!r}"
+            elif connection.kind not in _API_OF_KIND:
+                problem = f"{where}.connection: the offline demo has no model to call"
+            elif not (target.get("model") or connection.default_model):
+                problem = f"{where}.model: name the model (the connection has no default)"
+            elif connection.allowed_models and (
+                (target.get("model") or connection.default_model) not in connection.allowed_models
+            ):
+                problem = f"{where}.model: the connection does not allow this model"
+            else:
+                apis.add(_API_OF_KIND[connection.kind])
+                continue
+            raise ValidationError({"targets": problem})
+        if len(apis) > 1:
+            raise ValidationError(
+                {"targets": "Anthropic and OpenAI(-compatible) connections cannot be mixed: "
+                 "a gateway call is passed through in its own API."}
+            )  # fmt: skip

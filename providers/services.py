@@ -12,14 +12,21 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
 from django.http import Http404
 from django.utils import timezone
 from django.utils.text import slugify
 
 from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
-from providers.models import HealthStatus, ModelPrice, ProviderConnection, ProviderKind
+from providers.models import (
+    ALIAS_PREFIX,
+    HealthStatus,
+    ModelAlias,
+    ModelPrice,
+    ProviderConnection,
+    ProviderKind,
+)
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.anthropic_adapter import AnthropicAdapter
 from providers.runtime.errors import BadRequest, ProviderError
@@ -151,6 +158,21 @@ class GatewayRoute:
     # ChatPassthrough (OpenAI and compatible: /v1/chat/completions) or MessagesPassthrough
     # (Anthropic: /v1/messages); None for the offline demo.
     passthrough: ChatPassthrough | MessagesPassthrough | None
+    # A model alias's other pairs, in order, and how they share load (providers.routing).
+    fallbacks: tuple[GatewayRoute, ...] = ()
+    balancing: str = ""
+
+    @property
+    def key(self) -> str:  # for the balancer: the connection
+        return str(self.connection.pk)
+
+    @property
+    def healthy(self) -> bool:
+        return self.connection.health_status != HealthStatus.FAILING
+
+    @property
+    def label(self) -> str:
+        return f"{self.connection.name}/{self.model}"
 
 
 _routes: dict[int, tuple[str, dict[str, GatewayRoute]]] = {}
@@ -167,6 +189,10 @@ def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
     change moves it; unknown ids are not remembered, so any name may be asked for)."""
     routes = per_version(_routes, tenant.pk, dict)
     route = routes.get(model_id)
+    if route is None and model_id.startswith(ALIAS_PREFIX):
+        route = _alias_route(tenant, model_id.removeprefix(ALIAS_PREFIX))
+        if route is None:
+            return None
     if route is None:
         found = connection_model(tenant, model_id)
         if found is None:
@@ -179,6 +205,60 @@ def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
     return route
 
 
+def _alias_route(tenant: Tenant, name: str) -> GatewayRoute | None:
+    """The route of the tenant's model alias `name`: its first pair, the others as its
+    fallbacks (pairs whose connection is gone are left out). Two queries."""
+    alias = ModelAlias.objects.filter(tenant=tenant, name=name).first()
+    if alias is None or not isinstance(alias.targets, list):
+        return None
+    connections = {c.name: c for c in ProviderConnection.objects.filter(tenant=tenant)}
+    routes = []
+    for target in alias.targets:
+        connection = connections.get(target.get("connection", ""))
+        model = (target.get("model") or "") or (connection.default_model if connection else "")
+        if connection is not None and model:
+            routes.append(GatewayRoute(connection, model, _passthrough(connection)))
+    if not routes:
+        return None
+    first = routes[0]
+    return GatewayRoute(
+        first.connection,
+        first.model,
+        first.passthrough,
+        fallbacks=tuple(routes[1:]),
+        balancing=alias.load_balancing,
+    )
+
+
+@receiver([post_save, post_delete], sender=ModelAlias)
+def _alias_changed(sender, instance: ModelAlias, **kwargs) -> None:
+    if instance.tenant_id is not None:
+        invalidate_now_and_after_commit(instance.tenant_id)
+
+
+def model_alias_save(
+    *,
+    tenant: Tenant,
+    alias: ModelAlias | None = None,
+    changes: dict[str, Any],
+    graph_checked: bool = False,
+) -> ModelAlias:
+    """Create or change a model alias (its connections checked by its clean, and the
+    tenant's whole configuration compiled with it unless `graph_checked`)."""
+    if alias is None:
+        alias = ModelAlias(tenant=tenant)
+    elif alias.tenant_id != tenant.pk:
+        raise Http404("No such model alias.")
+    alias.graph_checked = graph_checked
+    return save_validated(alias, changes)
+
+
+def model_alias_delete(*, tenant: Tenant, alias: ModelAlias) -> None:
+    if alias.tenant_id != tenant.pk:
+        raise Http404("No such model alias.")
+    delete_recorded(alias)
+
+
 def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
     """The gateway model ids the tenant offers, with when their connection was made."""
     found = []
@@ -188,6 +268,8 @@ def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
             handle = connection_handle(connection)
             created = connection.created_at or timezone.now()
             found += [(f"{handle}/{model}", created) for model in models if model]
+    for alias in ModelAlias.objects.filter(tenant=tenant):
+        found.append((str(alias), alias.created_at))
     return found
 
 
@@ -243,6 +325,22 @@ def _connection_changed(sender, instance: ProviderConnection, **kwargs) -> None:
         invalidate_now_and_after_commit(instance.tenant_id)
 
 
+# Sent inside a connection's save, before it is checked, when its name changes (tenant_id,
+# old, new): whatever names connections by name (agents' fallbacks, model aliases) follows.
+connection_renamed = Signal()
+
+
+@receiver(connection_renamed, dispatch_uid="providers-aliases-follow-renames")
+def _aliases_follow(sender, tenant_id: int, old: str, new: str, **kwargs) -> None:
+    """Model aliases naming the old name name the new one (one query, then one per alias)."""
+    named = ModelAlias.objects.filter(tenant_id=tenant_id, targets__contains=[{"connection": old}])
+    for alias in named:
+        targets = [
+            {**t, "connection": new} if t.get("connection") == old else t for t in alias.targets
+        ]
+        ModelAlias.objects.filter(pk=alias.pk).update(targets=targets)
+
+
 def connection_save(
     *,
     tenant: Tenant,
@@ -265,6 +363,13 @@ def connection_save(
             if saving.pk is not None:
                 others = others.exclude(pk=saving.pk)
             others.update(is_default=False)
+        if saving.pk is not None:  # (in the save's transaction: refused, it is undone)
+            stored = ProviderConnection.objects.filter(pk=saving.pk).values_list("name", flat=True)
+            old = stored.first()
+            if old is not None and old != saving.name:
+                connection_renamed.send(
+                    sender=ProviderConnection, tenant_id=tenant.pk, old=old, new=saving.name
+                )
 
     return save_validated(connection, changes, before=take_over_default)
 
@@ -305,11 +410,17 @@ def connection_test(connection: ProviderConnection) -> tuple[bool, str]:
     except ProviderError as exc:
         ok, message = False, str(exc)
     if connection.pk:
-        ProviderConnection.objects.filter(pk=connection.pk).update(
-            health_status=HealthStatus.OK if ok else HealthStatus.FAILING,
-            health_message=message[:1000],
-            last_checked_at=timezone.now(),
+        status = HealthStatus.OK if ok else HealthStatus.FAILING
+        changed = (
+            ProviderConnection.objects.filter(pk=connection.pk)
+            .exclude(health_status=status)
+            .exists()
         )
+        ProviderConnection.objects.filter(pk=connection.pk).update(
+            health_status=status, health_message=message[:1000], last_checked_at=timezone.now()
+        )
+        if changed:  # remembered routes and defaults carry it: a failing one goes last
+            invalidate_now_and_after_commit(connection.tenant_id)
     return ok, message
 
 

@@ -25,7 +25,14 @@ from agentplatform.api.openai_base import OpenAIError, model_not_found, require_
 from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
 from agents.services import GatewayCall, record_gateway_calls
-from providers.runtime.errors import ProviderError
+from providers.routing import BALANCER, gateway_order, retryable_status
+from providers.runtime.errors import (
+    ProviderError,
+    ProviderUnavailable,
+    RateLimited,
+    Timeout,
+    provider_failure,
+)
 from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
 from providers.services import GatewayRoute, gateway_route, known_gateway_route
 
@@ -116,30 +123,64 @@ async def forwarded(
     headers: dict[str, str] | None = None,
 ) -> GatewayAnswer:
     """`body` sent to `route`'s connection in its own API; `client` is the caller's checked
-    key. The call is recorded once answered (a stream: once it ends or is left)."""
+    key. The call is recorded once answered (a stream: once it ends or is left). A model
+    alias's route falls back to its next pair on a retryable failure (an HTTP 408, 429 or
+    5xx answer, a timeout, an unreachable provider) before its answer began; each switch is
+    a `provider.fallback` event of the call's record."""
     model = body["model"]
-    passthrough = route.passthrough
-    assert passthrough is not None
-    _check(body, type(passthrough))
+    assert route.passthrough is not None
+    _check(body, type(route.passthrough))
     started = timezone.now()
-    if stream:
-        tally = Forwarded()
-        pieces = passthrough.stream(body, route.model, tally, headers)
+    order = gateway_order(route)
+    switches: list[dict[str, str]] = []
+    for position, target in enumerate(order):
+        last = position == len(order) - 1
+        passthrough = target.passthrough
+        assert passthrough is not None  # (an alias's connections all have one)
         try:
-            first = await anext(pieces, b"")  # (the status is known once the answer begins)
+            with BALANCER.counting(target.key):  # (a stream: until its answer begins)
+                if stream:
+                    tally = Forwarded()
+                    pieces = passthrough.stream(body, target.model, tally, headers)
+                    first = await anext(pieces, b"")  # (the status is known once it begins)
+                else:
+                    answer = await passthrough.complete(body, target.model, headers)
         except ProviderError as exc:
-            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+            if last or not exc.retryable:
+                raise OpenAIError(
+                    502, str(exc), type="server_error", code="provider_error"
+                ) from None
+            switches.append(_switch(target, order[position + 1], exc))
+            continue
+        status = tally.status if stream else answer.status
+        if not last and retryable_status(status):
+            if stream:
+                await pieces.aclose()
+            switches.append(_switch(target, order[position + 1], _status_error(status)))
+            continue
+        if not stream:
+            _record_later(client, model, target, answer, started, body, switches)
+            return GatewayAnswer(answer.status, answer.content_type, answer.body)
         if tally.status != 200:
-            _record_later(client, model, route, tally, started, body)
+            _record_later(client, model, target, tally, started, body, switches)
             return GatewayAnswer(tally.status, tally.content_type, first)
-        relay = _relay(first, pieces, client, model, route, tally, started, body)
+        relay = _relay(first, pieces, client, model, target, tally, started, body, switches)
         return GatewayAnswer(200, "text/event-stream", stream=relay)
-    try:
-        answer = await passthrough.complete(body, route.model, headers)
-    except ProviderError as exc:
-        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
-    _record_later(client, model, route, answer, started, body)
-    return GatewayAnswer(answer.status, answer.content_type, answer.body)
+    raise AssertionError("unreachable: the last pair answers or raises")  # pragma: no cover
+
+
+def _status_error(status: int) -> ProviderError:
+    if status == 429:
+        return RateLimited(f"HTTP {status}")
+    if status == 408:
+        return Timeout(f"HTTP {status}")
+    return ProviderUnavailable(f"HTTP {status}")
+
+
+def _switch(failed: GatewayRoute, following: GatewayRoute, error: ProviderError) -> dict[str, str]:
+    """A `provider.fallback` event's payload: the reason in our words (provider_failure)."""
+    reason = provider_failure(error, failed.connection.name, failed.model)
+    return {"from": failed.label, "to": following.label, "reason": reason}
 
 
 async def forward(
@@ -160,17 +201,19 @@ async def forward(
     return response
 
 
-async def _relay(first, stream, client, model, route, tally, started, body) -> AsyncIterator[bytes]:
+async def _relay(
+    first, stream, client, model, route, tally, started, body, switches=()
+) -> AsyncIterator[bytes]:
     try:
         yield first
         async for piece in stream:
             yield piece
     finally:
-        _record_later(client, model, route, tally, started, body)
+        _record_later(client, model, route, tally, started, body, switches)
 
 
 # -- the record ------------------------------------------------------------------------------
-def _record_later(client, model, route, forwarded: Forwarded, started, body) -> None:
+def _record_later(client, model, route, forwarded: Forwarded, started, body, switches=()) -> None:
     ok = forwarded.status == 200
     _recorder.add(
         GatewayCall(
@@ -184,6 +227,7 @@ def _record_later(client, model, route, forwarded: Forwarded, started, body) -> 
             started_at=started,
             finished_at=timezone.now(),
             error="" if ok else f"the provider answered HTTP {forwarded.status}",
+            events=tuple(("provider.fallback", switch) for switch in switches),
         )
     )
 

@@ -1,4 +1,5 @@
-"""Provider connections: CRUD with a write-only API key, and a connection test."""
+"""Provider connections: CRUD with a write-only API key, and a connection test; model
+aliases (gateway fallback and load sharing)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,14 @@ from agentplatform.api.resources import (
     query_text,
 )
 from agentplatform.api.schema import ERRORS
-from agentplatform.api.serializers import ConnectionTestSerializer, ProviderConnectionSerializer
+from agentplatform.api.serializers import (
+    ConnectionTestSerializer,
+    ModelAliasSerializer,
+    ProviderConnectionSerializer,
+)
 from agentplatform.tenancy.access import get_for_tenant
-from providers.models import ProviderConnection
-from providers.services import connection_delete, connection_test
+from providers.models import ModelAlias, ProviderConnection
+from providers.services import connection_delete, connection_test, model_alias_delete
 
 CONNECTION_REQUEST = {
     "name": "OpenRouter",
@@ -126,3 +131,49 @@ class ProviderConnectionViewSet(TenantCrudViewSet):
                 }
             ).data
         )
+
+
+ALIAS_REQUEST = {
+    "name": "chat",
+    "targets": [
+        {"connection": "OpenAI", "model": "gpt-4.1-mini"},
+        {"connection": "OpenAI second key", "model": "gpt-4.1-mini"},
+        {"connection": "OpenRouter", "model": "openai/gpt-4.1-mini"},
+    ],
+    "load_balancing": "round_robin",
+}
+ALIAS_RESPONSE = {
+    "id": 2,
+    **ALIAS_REQUEST,
+    "created_at": "2025-01-01T12:00:00Z",
+    "updated_at": "2025-01-01T12:00:00Z",
+}
+
+
+@extend_schema_view(
+    **crud_schema(
+        "model alias",
+        "model aliases",
+        ModelAliasSerializer,
+        lookup=ID,
+        filters=[],
+        request_example=ALIAS_REQUEST,
+        response_example=ALIAS_RESPONSE,
+    )
+)
+class ModelAliasViewSet(TenantCrudViewSet):
+    """The tenant's model aliases: a gateway model `alias/<name>` on /v1 that tries its
+    connection/model pairs in order on a retryable failure (rate limit, 5xx, timeout,
+    unreachable), those serving the first pair's model sharing its load when
+    `load_balancing` is set. Each pair's connection must be the tenant's, and allow its
+    model. docs/fallback.md."""
+
+    model = ModelAlias
+    serializer_class = ModelAliasSerializer
+
+    def get_object(self) -> ModelAlias:
+        pk = path_id(self.kwargs["pk"], "model alias")
+        return get_for_tenant(ModelAlias, self.tenant, pk=pk)
+
+    def delete_with_service(self, instance: ModelAlias) -> None:
+        model_alias_delete(tenant=self.tenant, alias=instance)

@@ -29,8 +29,8 @@ from agentplatform.tenancy.models import (
 )
 from agents.models import Agent, Conversation, Crew, Fact, Message
 from agents.services import agent_save, conversation_save, crew_save
-from providers.models import ProviderConnection
-from providers.services import connection_save
+from providers.models import ModelAlias, ProviderConnection
+from providers.services import connection_save, model_alias_save
 from tools.context_providers import Domain, Health
 from tools.mcp_connections import mcp_connection_save
 from tools.models import McpServerConnection, ToolDefinition, ToolKind
@@ -130,6 +130,8 @@ class AgentSerializer(CleanModelSerializer):
             "instructions",
             "provider_connection",
             "model",
+            "fallbacks",
+            "load_balancing",
             "temperature",
             "max_rounds",
             "max_tool_calls",
@@ -451,6 +453,24 @@ class ProviderConnectionSerializer(CleanModelSerializer):
         self, tenant: Tenant, connection: ProviderConnection | None, changes: dict[str, Any]
     ) -> ProviderConnection:
         return connection_save(tenant=tenant, connection=connection, changes=changes)
+
+
+# -- model aliases (gateway fallback and load sharing) -------------------------------------
+class ModelAliasSerializer(CleanModelSerializer):
+    targets = serializers.JSONField(
+        help_text='In order: [{"connection": "<connection name>", "model": "<model>"}, ...] '
+        "(an empty model: the connection's default). Called on /v1 as `alias/<name>`."
+    )
+
+    class Meta:
+        model = ModelAlias
+        fields = ["id", "name", "targets", "load_balancing", "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+    def save_with_service(
+        self, tenant: Tenant, alias: ModelAlias | None, changes: dict[str, Any]
+    ) -> ModelAlias:
+        return model_alias_save(tenant=tenant, alias=alias, changes=changes)
 
 
 # -- context providers: MCP server connections ---------------------------------------------

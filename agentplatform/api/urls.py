@@ -25,6 +25,7 @@ resources.register("tools", tools_api.ToolViewSet, basename="api_tool")
 resources.register(
     "provider-connections", providers_api.ProviderConnectionViewSet, basename="api_provider"
 )
+resources.register("model-aliases", providers_api.ModelAliasViewSet, basename="api_model_alias")
 resources.register(
     "mcp-connections", mcp_connections_api.McpConnectionViewSet, basename="api_mcp_connection"
 )

@@ -29,6 +29,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from agents.fallback_forms import FallbacksField
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
@@ -84,12 +85,14 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         help_text="Write-only: never shown again. Leave blank to keep the stored token.",
     )
     clear_remote_token = forms.BooleanField(required=False, label="Remove the stored token")
+    fallbacks = FallbacksField()
 
     class Meta:
         model = Agent
         fields = [
             "name", "slug", "description", "instructions", "active",
-            "provider_connection", "model", "temperature", "kind", "remote_url", "remote_command",
+            "provider_connection", "model", "fallbacks", "load_balancing", "temperature",
+            "kind", "remote_url", "remote_command",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
             "memory", "results_without_tools", "verifier_tool", "output_schema",
@@ -111,6 +114,7 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         connections = self.fields["provider_connection"]
         connections.queryset = ProviderConnection.objects.filter(tenant=tenant)
         connections.empty_label = "The tenant's default connection"
+        self.fields["fallbacks"].connection_names = [c.name for c in connections.queryset]
         self.fields["approval_deciders"].required = False  # absent: the default
         groups = self.fields["approval_group"]
         groups.queryset = TenantGroup.objects.filter(tenant=tenant)

@@ -25,7 +25,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
-from providers.models import ProviderConnection
+from providers.models import ModelAlias, ProviderConnection
 from providers.services import connection_delete, connection_save, connection_test
 
 
@@ -82,7 +82,9 @@ class ConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 @admin_required
 def connection_list(request: HttpRequest) -> HttpResponse:
     rows = ProviderConnection.objects.filter(tenant=request.tenant)
-    return render_page(request, "web/config/connection_list.html", {"connections": rows})
+    aliases = ModelAlias.objects.filter(tenant=request.tenant)
+    context = {"connections": rows, "aliases": aliases}
+    return render_page(request, "web/config/connection_list.html", context)
 
 
 @admin_required

@@ -16,6 +16,7 @@ from agentplatform.web.config import (
     history,
     mcp_connections,
     members,
+    model_aliases,
     prices,
     tools,
     triggers,
@@ -47,6 +48,9 @@ urlpatterns = [
     path("prices/new/", prices.price_create, name="price_create"),
     path("prices/<int:pk>/edit/", prices.price_edit, name="price_edit"),
     path("prices/<int:pk>/delete/", prices.price_remove, name="price_delete"),
+    path("model-aliases/new/", model_aliases.alias_create, name="model_alias_create"),
+    path("model-aliases/<int:pk>/edit/", model_aliases.alias_edit, name="model_alias_edit"),
+    path("model-aliases/<int:pk>/delete/", model_aliases.alias_remove, name="model_alias_delete"),
     path("mcp-connections/", mcp_connections.mcp_connection_list, name="mcp_connections"),
     path(
         "mcp-connections/new/", mcp_connections.mcp_connection_create, name="mcp_connection_create"

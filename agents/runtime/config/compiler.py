@@ -199,6 +199,7 @@ class _Checker:
 
     def run(self) -> dict[str, CompiledTool]:
         self.check_connections()
+        self.check_model_aliases()
         compiled = {}
         for index, tool in enumerate(self.document.tools):
             built = self.check_tool(index, tool)
@@ -387,6 +388,7 @@ class _Checker:
                 limited = connection is not None and connection.allowed_models
                 if limited and agent.model and agent.model not in connection.allowed_models:
                     self.problem(f"{path}.model", "the connection does not allow this model")
+            self.check_fallbacks(path, agent, connections)
             for key in ("names", "exclude"):
                 for position, name in enumerate(getattr(agent.tools, key)):
                     if name not in tools:
@@ -419,6 +421,53 @@ class _Checker:
                 )
             if agent.remote_url:
                 self.check_url(f"{path}.remote_url", agent.remote_url)
+
+    def check_model_aliases(self) -> None:
+        aliases = self.document.model_aliases
+        self.duplicates("model_aliases", "name", [a.name for a in aliases])
+        connections = {c.name: c for c in self.document.connections}
+        for index, alias in enumerate(aliases):
+            path = f"model_aliases[{index}]"
+            self.check_pairs(path, "targets", alias.targets, connections)
+            kinds = {
+                connections[t.connection].kind for t in alias.targets if t.connection in connections
+            }
+            if "offline" in kinds:
+                self.problem(f"{path}.targets", "the offline demo has no model to call")
+            if "anthropic" in kinds and kinds & {"openai", "openai_compatible"}:
+                self.problem(
+                    f"{path}.targets",
+                    "Anthropic and OpenAI(-compatible) connections cannot be mixed: a gateway "
+                    "call is passed through in its own API",
+                )
+
+    def check_fallbacks(self, path: str, agent: Any, connections: dict[str, Any]) -> None:
+        self.check_pairs(path, "fallbacks", agent.fallbacks, connections)
+        if agent.kind == "remote" and agent.fallbacks:
+            self.problem(f"{path}.fallbacks", "a remote agent calls no model: no fallbacks")
+
+    def check_pairs(
+        self, path: str, key: str, pairs: list[Any], connections: dict[str, Any]
+    ) -> None:
+        """Each pair names a connection that exists, a model it allows (or has a default
+        of), and is not listed twice."""
+        seen: set[tuple[str, str]] = set()
+        for position, fallback in enumerate(pairs):
+            where = f"{path}.{key}[{position}]"
+            name = fallback.connection
+            if name not in connections and name not in self.known.connections:
+                self.problem(f"{where}.connection", f"unknown connection {name!r}")
+                continue
+            connection = connections.get(name)
+            if connection is not None:
+                if not fallback.model and not connection.default_model:
+                    self.problem(f"{where}.model", "name the model: the connection has no default")
+                allowed = connection.allowed_models
+                if fallback.model and allowed and fallback.model not in allowed:
+                    self.problem(f"{where}.model", "the connection does not allow this model")
+            if (name, fallback.model) in seen:
+                self.problem(where, "this connection and model are listed twice")
+            seen.add((name, fallback.model))
 
     def check_crews(self) -> None:
         crews = self.document.crews

@@ -102,6 +102,13 @@ class AgentApproval(_Strict):
     not_starter: bool = False
 
 
+class FallbackEntry(_Strict):
+    """A connection and model an agent's model calls may go to (docs/fallback.md)."""
+
+    connection: str = Field(min_length=1, max_length=100, description="A connection's name.")
+    model: str = Field("", max_length=200, description="Empty: the connection's default.")
+
+
 class AgentEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -109,6 +116,14 @@ class AgentEntry(_Strict):
     instructions: str = ""
     connection: str | None = Field(None, description="Empty: the tenant's default connection.")
     model: str = Field("", max_length=200, description="Empty: the connection's default.")
+    fallbacks: list[FallbackEntry] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Tried in order when the connection fails with a retryable error.",
+    )
+    load_balancing: Literal["", "round_robin", "least_in_flight"] = Field(
+        "", description="How the fallbacks serving the agent's own model share its load."
+    )
     temperature: float | None = Field(None, ge=0, le=2)
     max_rounds: int = Field(10, ge=1, le=100)
     max_tool_calls: int = Field(50, ge=0, le=32767)
@@ -130,6 +145,18 @@ class AgentEntry(_Strict):
     )
     secret: str | None = Field(None, pattern=SECRET_NAME_PATTERN, description="Remote token.")
     active: bool = True
+
+
+ALIAS_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,49}$"
+
+
+class ModelAliasEntry(_Strict):
+    """A gateway model `alias/<name>`: connection/model pairs tried in order on a retryable
+    failure, those serving the first pair's model sharing its load (docs/fallback.md)."""
+
+    name: str = Field(pattern=ALIAS_NAME_PATTERN)
+    targets: list[FallbackEntry] = Field(min_length=1, max_length=10)
+    load_balancing: Literal["", "round_robin", "least_in_flight"] = ""
 
 
 class CrewEntry(_Strict):
@@ -213,6 +240,7 @@ class ConfigDocument(_Strict):
     # Bounded so that compiling a document stays well under a second or two: each JSON
     # Schema in it is checked against the metaschema (milliseconds apiece).
     connections: list[Connection] = Field(default_factory=list, max_length=100)
+    model_aliases: list[ModelAliasEntry] = Field(default_factory=list, max_length=100)
     tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
     agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
     crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
