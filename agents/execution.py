@@ -288,6 +288,11 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         async def switched(failed: Target, following: Target, reason: str) -> None:
             payload = {"from": failed.label, "to": following.label, "reason": reason}
             await sink.emit("provider.fallback", payload)
+            # The run names what answered it last, and finalize prices its calls at that.
+            served = {"provider": following.adapter.provider, "model": following.model}
+            sink.writer.stage(**served)
+            for name, value in served.items():
+                setattr(run, name, value)
 
         adapter = routed_adapter(prepared.targets, prepared.balancing, switched)
     return await get_kind(prepared.spec.kind)(

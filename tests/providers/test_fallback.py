@@ -73,6 +73,7 @@ def test_a_retryable_failure_falls_back_to_the_next_connection(
     [event] = fallback_events(run)
     assert event["from"] == "Local OpenAI/gpt-test" and event["to"] == "Backup/gpt-backup"
     assert "Local OpenAI" in event["reason"]
+    assert run.model == "gpt-backup"  # what answered (and what its cost is priced at)
     assert "slow down" not in event["reason"] and "overloaded" not in event["reason"]
     stored = json.dumps(list(RunEvent.objects.filter(run=run).values_list("payload", flat=True)))
     assert "sk-test-key" not in stored and "sk-backup-key" not in stored
