@@ -93,9 +93,10 @@ def knowledge_base_save(
         )
         if chose_local and settings.RAG_LOCAL_RUNTIME == "onnx" and not local_model_installed():
             raise ValidationError({"embedder": _LOCAL_NOT_INSTALLED})
-        if instance.embedder == Embedder.STATIC:
+        if instance.embedder == Embedder.STATIC:  # (a connection is provider embeddings')
             instance.embedding_model = STATIC_MODEL
             instance.dimensions = STATIC_DIMENSIONS
+            instance.provider_connection = None
         elif instance.embedder == Embedder.LOCAL:
             instance.embedding_model = LOCAL_MODEL
             instance.dimensions = LOCAL_DIMENSIONS

@@ -17,6 +17,7 @@ from rag.models import Chunk, Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.runtime.static_embedder import StaticEmbedder
 from tests.api.test_resources import as_key, assert_error
+from tests.rag.conftest import provider_kb
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +99,15 @@ def test_a_local_knowledge_base_without_the_model_fails_clearly(client, trio, wi
         tenant=trio.acme, knowledge_base=base, changes={"embedder": "static"}
     )
     assert (moved.embedding_model, moved.dimensions) == ("static-minilm-l6-v2", 256)
+
+
+def test_moving_a_provider_knowledge_base_to_the_static_model_drops_its_connection(trio):
+    base = provider_kb(trio.acme, "http://127.0.0.1:9/v1")
+    moved = services.knowledge_base_save(
+        tenant=trio.acme, knowledge_base=base, changes={"embedder": "static"}
+    )
+    assert (moved.provider_connection, moved.embedding_model, moved.dimensions) == (
+        None,
+        "static-minilm-l6-v2",
+        256,
+    )
