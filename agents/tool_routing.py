@@ -8,9 +8,9 @@ TOOL_ROUTING_* settings, the index of a tenant's tools, and the embedders an app
   the card's digest, for 30 days: a card embedded once is never embedded again, by any
   process, until its name, description, tags or examples change. A new version re-embeds
   only the cards that changed (about 600 a second with the local model on 2 cores).
-- Embedders come from `register_routing_embedder` (rag registers the local model when the
-  local-embeddings extra is installed; agents never import rag). Without one, or with
-  TOOL_ROUTING_SEMANTIC off, the ranking is lexical.
+- Embedders come from `register_routing_embedder` (rag registers MiniLM when the
+  local-embeddings extra is installed, else its static model; agents never import rag).
+  Without one, or with TOOL_ROUTING_SEMANTIC off, the ranking is lexical.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Tool routing at 1000 tools: recall@5/@10/@30 and latency per request, side by side for
-(a) offering every tool, (b) lexical ranking alone (BM25), (c) lexical + semantic.
+(a) offering every tool, (b) lexical ranking alone (BM25), (c) lexical + semantic with
+MiniLM (the local-embeddings extra), (d) lexical + semantic with the static model distilled
+from it (rag/runtime/static_embedder.py: what routing uses on the base install).
 
 Run from the repo root: .venv/bin/python bench/routing.py
 (prints a table, writes bench/results/routing.json). Needs the local-embeddings extra;
@@ -113,6 +115,7 @@ def main() -> None:
 
     from rag.runtime.embeddings import TorchMiniLM
     from rag.runtime.minilm_onnx import OnnxMiniLM
+    from rag.runtime.static_embedder import StaticEmbedder
 
     load = os.getloadavg()[0]
     tools, requests = list(labelled_tools()), list(labelled_requests())
@@ -185,6 +188,49 @@ def main() -> None:
     rankings, _ = timed(semantic_only, requests)
     rows.append(figures("semantic alone (for reference)", rankings, None, requests))
 
+    # (d) the static model, the same way: its cards, then each request embedded + searched.
+    static = StaticEmbedder()
+    started = time.perf_counter()
+    static.load()
+    static_load_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    static_vectors = asyncio.run(card_vectors(cards, static, MemoryVectorCache()))
+    static_cards_s = time.perf_counter() - started
+    static_index = ToolIndex(cards, static_vectors)
+
+    def static_search(text: str) -> list[str]:
+        vector = static.embed_one(text)
+        return [hit.name for hit in static_index.search(text, k=30, query_vector=vector)]
+
+    rankings, times = timed(static_search, requests)
+    rows.append(figures("(d) lexical + static model, score mix", rankings, times, requests))
+    _, static_request_times = timed(static.embed_one, requests)
+    static_by_text = {item["request"]: static.embed_one(item["request"]) for item in requests}
+
+    def static_semantic_only(text: str) -> list[str]:
+        scores = static_index.semantic.scores(static_by_text[text])
+        order = sorted(range(len(cards)), key=lambda i: -scores[i])[:30]
+        return [cards[i].name for i in order]
+
+    rankings, _ = timed(static_semantic_only, requests)
+    rows.append(figures("static model alone (for reference)", rankings, None, requests))
+    # A knowledge-base chunk of about 300 word pieces (new words each time: no cache hit).
+    corpus = " ".join(path.read_text() for path in sorted((ROOT / "tests/data/rag").glob("*.md")))
+    words = corpus.split()
+    chunks = [" ".join(f"{w}{i}" if j % 3 == 0 else w for j, w in enumerate(words[k : k + 200]))
+              for i, k in enumerate(range(0, len(words) - 200, 40))][:40]  # fmt: skip
+    pieces = statistics.fmean(len(static.load().wordpiece.encode(c)) for c in chunks)
+    chunk_times = []
+    for chunk in chunks:
+        started_chunk = time.perf_counter()
+        static.embed_one(chunk)
+        chunk_times.append((time.perf_counter() - started_chunk) * 1000)
+    minilm_chunk_times = []
+    for chunk in chunks[:20]:
+        started_chunk = time.perf_counter()
+        request_embedder.embed_one(chunk)  # (MiniLM cuts at 256 word pieces)
+        minilm_chunk_times.append((time.perf_counter() - started_chunk) * 1000)
+
     def spread(times: list[float]) -> dict:
         return {
             "p50_ms": round(statistics.median(times), 3),
@@ -196,6 +242,12 @@ def main() -> None:
     parts = {
         "embed_request_onnx": spread(request_times),
         "embed_request_torch": spread(torch_times) if torch_times else None,
+        "embed_request_static": spread(static_request_times),
+        "static_table_load_ms": round(static_load_ms, 1),
+        "static_embed_1010_cards_s": round(static_cards_s, 2),
+        "chunk_word_pieces": round(pieces),
+        "embed_chunk_static_p50_ms": round(statistics.median(chunk_times), 2),
+        "embed_chunk_onnx_p50_ms": round(statistics.median(minilm_chunk_times), 2),
         "search_with_vector": spread(search_times),
         "lexical_index_build_ms": round(lexical_build_ms, 1),
         "embed_1010_cards_s": round(cards_embed_s, 2),
@@ -237,6 +289,15 @@ def main() -> None:
         f"{parts['search_with_vector']['p50_ms']} ms. Once per card: lexical index "
         f"{parts['lexical_index_build_ms']} ms, embedding 1010 cards "
         f"{parts['embed_1010_cards_s']} s (onnxruntime; kept in the shared cache after)."
+    )
+    static_part = parts["embed_request_static"]
+    print(
+        f"(d)'s parts: request embedding p50 {static_part['p50_ms']} ms "
+        f"({static_part['p50_cpu_ms']} ms CPU) with the static model; a chunk of "
+        f"{parts['chunk_word_pieces']} word pieces {parts['embed_chunk_static_p50_ms']} ms "
+        f"(MiniLM on onnxruntime: {parts['embed_chunk_onnx_p50_ms']} ms, cut at 256); its "
+        f"table loads in {parts['static_table_load_ms']} ms, 1010 cards embed in "
+        f"{parts['static_embed_1010_cards_s']} s."
     )
     default = rows[2]
     print(

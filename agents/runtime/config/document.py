@@ -213,8 +213,10 @@ class KnowledgeBaseEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
-    embedder: Literal["provider", "local", "lexical"] = Field(
-        "local", description="provider: a connection's model; local: 384 dims; lexical: none."
+    embedder: Literal["static", "local", "provider", "lexical"] = Field(
+        "static",
+        description="static: built in, 256 dims; local: all-MiniLM-L6-v2 (an optional "
+        "install), 384 dims; provider: a connection's model; lexical: none.",
     )
     connection: str | None = Field(None, description="For provider embeddings: its name.")
     embedding_model: str = Field("", max_length=200, description="For provider embeddings.")
