@@ -1,0 +1,485 @@
+"""Quotas and budgets that block: every model call reserves against the limits that apply
+to it, and settles with what it used (docs/quotas.md).
+
+A model call is metered for a `Meter` (tenant, member, API key, agent). Before the call,
+`reserve` adds an estimate (input estimate + max output tokens, and its price) to the
+counter of every applicable limit in one Redis Lua script, which first checks them all:
+either every counter takes the estimate or none does, so concurrent calls cannot overrun a
+limit. After the call, `settle` adds the difference between what was used and what was
+reserved (usually giving some back). A refusal is a `QuotaExceeded` naming the limit and
+when it resets.
+
+Counters live in Redis, one key per limit and period (`quota:<id>:<period start>`),
+expiring a day after their period ends. A key Redis does not have (a new period, or a Redis
+that lost its data) is first seeded from PostgreSQL: the usage of the runs recorded in the
+period (every run, child run and gateway call is a Run row with its usage), so counters
+rebuild themselves; only reservations in flight at the moment of the loss are forgotten.
+
+Periods are calendar days and months in UTC (tenants have no time zone of their own yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import math
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.db.models import F, Sum
+from django.db.models.signals import post_delete, post_save
+from django.db.transaction import on_commit
+from django.dispatch import receiver
+from django.utils import timezone
+
+from agentplatform import versions
+from agentplatform.tenancy import rls
+from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
+from providers.runtime.errors import ProviderError
+from providers.runtime.types import (
+    Done,
+    ModelRequest,
+    ModelResponse,
+    StreamEvent,
+    ToolResultMessage,
+    Usage,
+)
+
+MICROS = Decimal(1_000_000)  # cost counters count millionths of a dollar (whole numbers)
+KEEP_AFTER_PERIOD_S = 86_400  # a late settle still finds its period's counter
+
+
+# -- who a call is for, and the limits that apply ----------------------------------------------
+@dataclass(frozen=True)
+class Meter:
+    """Whom a model call counts against. A crew's child run carries its parent's member and
+    key; `agent_id` is the agent whose model is called."""
+
+    tenant_id: int
+    user_id: int | None = None
+    api_key_id: int | None = None
+    agent_id: int | None = None
+
+    @classmethod
+    def for_run(cls, run: Run, agent_id: int | None = None) -> Meter:
+        return cls(
+            tenant_id=run.tenant_id,
+            user_id=run.initiated_by_user_id,
+            api_key_id=run.initiated_by_api_key_id,
+            agent_id=agent_id if agent_id is not None else run.agent_id,
+        )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A Quota as enforcement reads it (kept per process per quota version)."""
+
+    id: int
+    tenant_id: int
+    scope: str
+    target_id: int | None
+    metric: str
+    period: str
+    limit: int  # tokens, or millionths of a dollar
+    label: str
+
+    def applies_to(self, meter: Meter) -> bool:
+        return {
+            QuotaScope.TENANT: True,
+            QuotaScope.MEMBER: meter.user_id is not None and meter.user_id == self.target_id,
+            QuotaScope.API_KEY: meter.api_key_id is not None and meter.api_key_id == self.target_id,
+            QuotaScope.AGENT: meter.agent_id is not None and meter.agent_id == self.target_id,
+        }[self.scope]
+
+
+def _rule(quota: Quota) -> Rule:
+    target = {
+        QuotaScope.TENANT: None,
+        QuotaScope.MEMBER: quota.user_id,
+        QuotaScope.API_KEY: quota.api_key_id,
+        QuotaScope.AGENT: quota.agent_id,
+    }[quota.scope]
+    units = quota.limit * MICROS if quota.metric == QuotaMetric.COST else quota.limit
+    return Rule(
+        id=quota.pk,
+        tenant_id=quota.tenant_id,
+        scope=quota.scope,
+        target_id=target,
+        metric=quota.metric,
+        period=quota.period,
+        limit=int(units),
+        label=quota.label,
+    )
+
+
+_rules: dict[int, tuple[str, tuple[Rule, ...]]] = {}
+
+
+def _version_key(tenant_id: int) -> str:
+    prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
+    return f"{prefix}:quotas:version:{tenant_id}"
+
+
+def _known_rules(tenant_id: int) -> tuple[Rule, ...] | None:
+    """The tenant's rules if this process holds their current version (no database)."""
+    kept = _rules.get(tenant_id)
+    if kept is not None and kept[0] == versions.current(_version_key(tenant_id)):
+        return kept[1]
+    return None
+
+
+def tenant_rules(tenant_id: int) -> tuple[Rule, ...]:
+    """The tenant's active limits: one query when they changed since this process read them."""
+    known = _known_rules(tenant_id)
+    if known is not None:
+        return known
+    version = versions.current(_version_key(tenant_id))
+    with rls.tenant_scope(tenant_id):
+        quotas = Quota.objects.filter(tenant_id=tenant_id, active=True).select_related(
+            "user", "api_key", "agent"
+        )
+        built = tuple(_rule(q) for q in quotas)
+    _rules[tenant_id] = (version, built)
+    return built
+
+
+@receiver([post_save, post_delete], sender=Quota)
+def _quota_changed(sender, instance: Quota, **kwargs) -> None:
+    key = _version_key(instance.tenant_id)
+    versions.bump(key)
+    on_commit(lambda: versions.bump(key))
+
+
+# -- periods ---------------------------------------------------------------------------------
+def period_bounds(period: str, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The calendar day or month (UTC) holding `now`: its start and its end."""
+    now = (now or timezone.now()).astimezone(UTC)
+    if period == QuotaPeriod.DAY:
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start, start + timedelta(days=1)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    days = calendar.monthrange(start.year, start.month)[1]
+    return start, start + timedelta(days=days)
+
+
+def _key(rule: Rule, start: datetime) -> str:
+    return cache.make_key(f"quota:{rule.id}:{start:%Y%m%d}")
+
+
+# -- the refusal -----------------------------------------------------------------------------
+class QuotaExceeded(ProviderError, ValidationError):
+    """A call refused because a limit is used up. A ValidationError to the faces (each maps
+    it to its refusal: HTTP 429, a chat notice; never a 500), and a ProviderError to the
+    agent loop (which fails the run with this message as its reason, before the model is
+    called)."""
+
+    def __init__(self, rule: Rule, used: int, resets_at: datetime, now: datetime | None = None):
+        self.rule, self.used, self.resets_at = rule, used, resets_at
+        now = now or timezone.now()
+        self.retry_after_s = max(1, math.ceil((resets_at - now).total_seconds()))
+        self.text = (
+            f"Quota exceeded: {rule.label} is used up "
+            f"({_amount(rule, used)} used of {_amount(rule, rule.limit)} this "
+            f"{'day' if rule.period == QuotaPeriod.DAY else 'month'}). "
+            f"It resets at {resets_at:%Y-%m-%d %H:%M} UTC (in {_duration(self.retry_after_s)})."
+        )
+        ValidationError.__init__(self, self.text, code="quota_exceeded")
+
+    def __str__(self) -> str:
+        return self.text
+
+    def details(self) -> dict[str, Any]:
+        """What the API adds to its error body."""
+        return {
+            "quota_id": self.rule.id,
+            "scope": self.rule.scope,
+            "metric": self.rule.metric,
+            "period": self.rule.period,
+            "limit": _number(self.rule, self.rule.limit),
+            "used": _number(self.rule, self.used),
+            "resets_at": self.resets_at.isoformat().replace("+00:00", "Z"),
+            "retry_after_s": self.retry_after_s,
+        }
+
+
+def _number(rule: Rule, units: int) -> int | float:
+    return float(Decimal(units) / MICROS) if rule.metric == QuotaMetric.COST else units
+
+
+def _amount(rule: Rule, units: int) -> str:
+    if rule.metric == QuotaMetric.COST:
+        return f"${Decimal(max(units, 0)) / MICROS:.2f}"
+    return f"{max(units, 0):,} tokens"
+
+
+def _duration(seconds: int) -> str:
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes = max(1, math.ceil(rest / 60)) if not (days or hours) else rest // 60
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min"
+
+
+# -- reserve and settle ----------------------------------------------------------------------
+# KEYS: the counters; ARGV: per key its limit, then the amount to add. A missing key answers
+# {-1, i} (seed it, then ask again); one that cannot take its amount {0, i, used}; else
+# every key takes its amount: {1}. Atomic as one command: concurrent calls see each other.
+_RESERVE = """
+for i, key in ipairs(KEYS) do
+  local used = redis.call('GET', key)
+  if not used then return {-1, i} end
+  used = tonumber(used)
+  local limit = tonumber(ARGV[2 * i - 1])
+  if used >= limit or used + tonumber(ARGV[2 * i]) > limit then return {0, i, used} end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('INCRBY', key, ARGV[2 * i])
+end
+return {1}
+"""
+# KEYS: the counters; ARGV: per key what to add (negative gives back). Never below zero, and
+# never recreating a key that expired meanwhile.
+_SETTLE = """
+for i, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then
+    if redis.call('INCRBY', key, ARGV[i]) < 0 then redis.call('SET', key, 0, 'KEEPTTL') end
+  end
+end
+return 1
+"""
+
+
+@dataclass
+class Reservation:
+    """What `reserve` added: per counter key, the metric and amount (settle adjusts them)."""
+
+    held: list[tuple[str, str, int]] = field(default_factory=list)  # (key, metric, amount)
+
+    @property
+    def empty(self) -> bool:
+        return not self.held
+
+
+def _units(metric: str, tokens: int, cost_usd: Decimal | None) -> int:
+    if metric == QuotaMetric.TOKENS:
+        return max(int(tokens), 0)
+    if cost_usd is None:
+        return 0  # no price known: a cost limit still refuses once it is used up
+    return max(int((cost_usd * MICROS).to_integral_value(ROUND_CEILING)), 0)
+
+
+def applicable(meter: Meter) -> list[Rule]:
+    return [rule for rule in tenant_rules(meter.tenant_id) if rule.applies_to(meter)]
+
+
+def reserve(
+    meter: Meter,
+    *,
+    tokens: int,
+    cost_usd: Decimal | None = None,
+    now: datetime | None = None,
+) -> Reservation:
+    """Hold `tokens` (and `cost_usd`) against every limit that applies to `meter`, or raise
+    QuotaExceeded naming the first that cannot take them (nothing held then). One Redis
+    round trip, and one query per counter Redis does not have yet."""
+    rules = applicable(meter)
+    if not rules:
+        return Reservation()
+    now = now or timezone.now()
+    bounds = {rule.id: period_bounds(rule.period, now) for rule in rules}
+    keys = [_key(rule, bounds[rule.id][0]) for rule in rules]
+    amounts = [_units(rule.metric, tokens, cost_usd) for rule in rules]
+    args = [n for rule, amount in zip(rules, amounts, strict=True) for n in (rule.limit, amount)]
+    script = _script(_RESERVE)
+    for _ in range(len(rules) + 1):
+        answer = script(keys=keys, args=args)
+        verdict = int(answer[0])
+        if verdict == 1:
+            return Reservation(
+                [
+                    (key, rule.metric, amount)
+                    for key, rule, amount in zip(keys, rules, amounts, strict=True)
+                ]
+            )
+        rule = rules[int(answer[1]) - 1]
+        if verdict == 0:
+            raise QuotaExceeded(rule, int(answer[2]), bounds[rule.id][1], now)
+        start, end = bounds[rule.id]
+        ttl = int((end - now).total_seconds()) + KEEP_AFTER_PERIOD_S
+        seed = recorded_usage(rule, start)
+        versions.shared_redis().set(keys[int(answer[1]) - 1], seed, ex=ttl, nx=True)
+    raise RuntimeError("quota counters could not be seeded")  # (each pass seeds one key)
+
+
+@lru_cache(maxsize=8)
+def _script(source: str):
+    """The script as redis-py runs it: EVALSHA, loading it when Redis lacks it."""
+    return versions.shared_redis().register_script(source)
+
+
+def settle(reservation: Reservation, *, tokens: int, cost_usd: Decimal | None = None) -> None:
+    """Replace what `reservation` held by what was used (`tokens`, `cost_usd`). A call that
+    failed before using anything settles with zeros: its whole reservation comes back."""
+    if reservation.empty:
+        return
+    keys = [key for key, _, _ in reservation.held]
+    deltas = [_units(metric, tokens, cost_usd) - held for _, metric, held in reservation.held]
+    _script(_SETTLE)(keys=keys, args=deltas)
+    reservation.held = []
+
+
+async def reserve_async(meter: Meter, **kwargs: Any) -> Reservation:
+    """`reserve` from async code: nothing to hold (no limit applies, known without a query)
+    answers on the loop; otherwise on a thread (Redis, and maybe a seeding query)."""
+    known = _known_rules(meter.tenant_id)
+    if known is not None and not any(rule.applies_to(meter) for rule in known):
+        return Reservation()
+    return await asyncio.to_thread(reserve, meter, **kwargs)
+
+
+async def settle_async(reservation: Reservation, **kwargs: Any) -> None:
+    if not reservation.empty:
+        await asyncio.to_thread(settle, reservation, **kwargs)
+
+
+def recorded_usage(rule: Rule, start: datetime) -> int:
+    """What PostgreSQL has recorded against `rule` since `start`: the counter's starting
+    value. Crew runs are left out (their usage is their children's, counted already)."""
+    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start, crew__isnull=True)
+    if rule.scope == QuotaScope.MEMBER:
+        runs = runs.filter(initiated_by_user_id=rule.target_id)
+    elif rule.scope == QuotaScope.API_KEY:
+        runs = runs.filter(initiated_by_api_key_id=rule.target_id)
+    elif rule.scope == QuotaScope.AGENT:
+        runs = runs.filter(agent_id=rule.target_id)
+    with rls.tenant_scope(rule.tenant_id):
+        if rule.metric == QuotaMetric.TOKENS:
+            total = runs.aggregate(n=Sum(F("input_tokens") + F("output_tokens")))["n"]
+            return int(total or 0)
+        cost_field = "cost_usd" if any(f.name == "cost_usd" for f in Run._meta.fields) else None
+        if cost_field is None:
+            return 0
+        total = runs.aggregate(n=Sum(cost_field))["n"]
+        return _units(QuotaMetric.COST, 0, Decimal(total or 0))
+
+
+def check(meter: Meter, *, tokens: int = 1, now: datetime | None = None) -> None:
+    """Refuse (QuotaExceeded) when a limit that applies to `meter` has less than `tokens`
+    left, holding nothing: the check a run start makes, before the run exists. The model
+    calls of the run then reserve for themselves."""
+    reservation = reserve(meter, tokens=tokens, now=now)
+    settle(reservation, tokens=0)
+
+
+def used(quota: Quota, now: datetime | None = None) -> int | float:
+    """What is used of `quota` in its current period (its counter; the recorded usage when
+    Redis has none yet), in tokens or dollars."""
+    rule = _rule(quota)
+    start, _ = period_bounds(rule.period, now)
+    value = versions.shared_redis().get(_key(rule, start))
+    units = int(value) if value is not None else recorded_usage(rule, start)
+    return _number(rule, units)
+
+
+def resets_at(quota: Quota, now: datetime | None = None) -> datetime:
+    return period_bounds(quota.period, now)[1]
+
+
+# -- the model calls of a run -----------------------------------------------------------------
+CHARS_PER_TOKEN = 4  # a rough estimate, erring high for English text
+IMAGE_TOKENS = 1_600
+
+
+def estimate_input_tokens(request: ModelRequest) -> int:
+    """What `request` will likely cost in input tokens, from its characters (an estimate:
+    settling replaces it with the provider's count)."""
+    chars = len(request.system)
+    images = 0
+    for message in request.messages:
+        if isinstance(message, ToolResultMessage):
+            chars += len(message.content)
+            continue
+        chars += len(message.text)
+        images += len(getattr(message, "images", ()))
+        for call in getattr(message, "tool_calls", ()):
+            chars += len(str(call.arguments)) + len(call.name)
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + len(str(tool.input_schema))
+    return chars // CHARS_PER_TOKEN + 1 + images * IMAGE_TOKENS
+
+
+Pricing = Callable[[str, int, int], Decimal | None]  # (model, input, output) -> USD
+
+
+def _tokens(usage: Usage) -> int:
+    return usage.input_tokens + usage.output_tokens
+
+
+class MeteredAdapter:
+    """A model adapter whose every call first reserves against the meter's limits and then
+    settles with the usage the provider reported. A refusal raises QuotaExceeded before
+    the model is called (the loop fails the run with it as the reason)."""
+
+    def __init__(self, adapter: Any, meter: Meter, pricing: Pricing | None = None) -> None:
+        self._adapter = adapter
+        self._meter = meter
+        self._pricing = pricing
+        self.provider = adapter.provider
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._adapter, name)
+
+    def _cost(self, model: str, input_tokens: int, output_tokens: int) -> Decimal | None:
+        if self._pricing is None:
+            return None
+        return self._pricing(model, input_tokens, output_tokens)
+
+    async def _reserve(self, request: ModelRequest) -> Reservation:
+        estimate = estimate_input_tokens(request)
+        return await reserve_async(
+            self._meter,
+            tokens=estimate + request.max_tokens,
+            cost_usd=self._cost(request.model, estimate, request.max_tokens),
+        )
+
+    async def _settle(self, reservation: Reservation, model: str, usage: Usage) -> None:
+        await settle_async(
+            reservation,
+            tokens=_tokens(usage),
+            cost_usd=self._cost(model, usage.input_tokens, usage.output_tokens),
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        reservation = await self._reserve(request)
+        usage = Usage()
+        try:
+            response = await self._adapter.complete(request)
+            usage = response.usage
+            return response
+        finally:
+            await self._settle(reservation, request.model, usage)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        reservation = await self._reserve(request)
+        usage = Usage()
+        try:
+            async for event in self._adapter.stream(request):
+                if isinstance(event, Done):
+                    usage = event.response.usage
+                yield event
+        finally:
+            await self._settle(reservation, request.model, usage)
+
+
+def metered(adapter: Any, meter: Meter, pricing: Pricing | None = None) -> Any:
+    return MeteredAdapter(adapter, meter, pricing) if adapter is not None else None
