@@ -26,7 +26,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentplatform.tenancy import rls
-from agents import run_claim
+from agents import quotas, run_claim
 from agents.events import publisher
 from agents.facts import DjangoFactStore
 from agents.models import (
@@ -317,6 +317,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     if client is not None:
         spec = client.apply(spec)
     adapter = adapter_for(connection) if connection is not None else None
+    adapter = quotas.metered(adapter, quotas.Meter.for_run(run, agent.pk))  # limits, per call
     toolbox = tenant_tools(run.tenant)
     effective = effective_tools(agent, spec=spec, toolbox=toolbox)
     spec, tools = effective.spec, effective.registry  # the loop picks effective.offered

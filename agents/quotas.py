@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import calendar
 import math
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -207,6 +208,19 @@ class QuotaExceeded(ProviderError, ValidationError):
             "resets_at": self.resets_at.isoformat().replace("+00:00", "Z"),
             "retry_after_s": self.retry_after_s,
         }
+
+
+_RESETS = re.compile(r"It resets at (\d{4}-\d\d-\d\d \d\d:\d\d) UTC")
+
+
+def refusal_retry_after(error: str, now: datetime | None = None) -> int | None:
+    """For a run that failed on a refusal (its error holds QuotaExceeded's text): the
+    seconds until the limit resets; None for any other failure."""
+    found = _RESETS.search(error or "") if "Quota exceeded:" in (error or "") else None
+    if found is None:
+        return None
+    at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    return max(1, math.ceil((at - (now or timezone.now())).total_seconds()))
 
 
 def _number(rule: Rule, units: int) -> int | float:
@@ -400,6 +414,10 @@ CHARS_PER_TOKEN = 4  # a rough estimate, erring high for English text
 IMAGE_TOKENS = 1_600
 
 
+def estimate_text_tokens(text: str) -> int:
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
 def estimate_input_tokens(request: ModelRequest) -> int:
     """What `request` will likely cost in input tokens, from its characters (an estimate:
     settling replaces it with the provider's count)."""
@@ -419,6 +437,14 @@ def estimate_input_tokens(request: ModelRequest) -> int:
 
 
 Pricing = Callable[[str, int, int], Decimal | None]  # (model, input, output) -> USD
+
+
+def call_cost(
+    tenant_id: int, provider_kind: str, model: str, input_tokens: int, output_tokens: int
+) -> Decimal | None:
+    """What a call to `model` costs at the tenant's prices, or None when no price is known
+    (cost limits then count nothing for it, but still refuse once used up)."""
+    return None  # (prices: providers.pricing, once merged)
 
 
 def _tokens(usage: Usage) -> int:

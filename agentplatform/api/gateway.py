@@ -13,6 +13,7 @@ A model on a connection of the other API is translated (`gateway_translate`), ex
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,9 +22,15 @@ from typing import Any, ClassVar
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import OpenAIError, model_not_found, require_raw_models
+from agentplatform.api.openai_base import (
+    OpenAIError,
+    model_not_found,
+    quota_error,
+    require_raw_models,
+)
 from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
+from agents import quotas
 from agents.services import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
 from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
@@ -122,24 +129,92 @@ async def forwarded(
     assert passthrough is not None
     _check(body, type(passthrough))
     started = timezone.now()
+    held = await hold(client, route, body)
     if stream:
         tally = Forwarded()
         pieces = passthrough.stream(body, route.model, tally, headers)
         try:
             first = await anext(pieces, b"")  # (the status is known once the answer begins)
         except ProviderError as exc:
-            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+            raise unreached(exc, held) from None
         if tally.status != 200:
-            _record_later(client, model, route, tally, started, body)
+            _record_later(client, model, route, tally, started, body, held)
             return GatewayAnswer(tally.status, tally.content_type, first)
-        relay = _relay(first, pieces, client, model, route, tally, started, body)
+        relay = _relay(first, pieces, client, model, route, tally, started, body, held)
         return GatewayAnswer(200, "text/event-stream", stream=relay)
     try:
         answer = await passthrough.complete(body, route.model, headers)
     except ProviderError as exc:
-        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
-    _record_later(client, model, route, answer, started, body)
+        raise unreached(exc, held) from None
+    _record_later(client, model, route, answer, started, body, held)
     return GatewayAnswer(answer.status, answer.content_type, answer.body)
+
+
+# -- quotas ----------------------------------------------------------------------------------
+DEFAULT_OUTPUT_ESTIMATE = 1024  # held for a call that sets no maximum output
+
+
+def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
+    """A call's input (from its characters) and output (its maximum) token estimates."""
+    sent = json.dumps([body.get("messages"), body.get("system"), body.get("tools")])
+    output = next(
+        (
+            body[name]
+            for name in ("max_completion_tokens", "max_tokens", "max_output_tokens")
+            if isinstance(body.get(name), int) and body[name] > 0
+        ),
+        DEFAULT_OUTPUT_ESTIMATE,
+    )
+    return quotas.estimate_text_tokens(sent), output
+
+
+async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> quotas.Reservation:
+    """The call's estimate held against the limits of its tenant and key before the provider
+    is contacted (agents.quotas); a limit that cannot take it is a 429 naming it."""
+    input_tokens, output_tokens = estimated_tokens(body)
+    try:
+        return await quotas.reserve_async(
+            _meter(client),
+            tokens=input_tokens + output_tokens,
+            cost_usd=quotas.call_cost(
+                client.api_key.tenant_id, route.connection.kind, route.model,
+                input_tokens, output_tokens,
+            ),
+        )  # fmt: skip
+    except quotas.QuotaExceeded as exc:
+        raise quota_error(exc) from None
+
+
+def _meter(client: ApiClient) -> quotas.Meter:
+    return quotas.Meter(tenant_id=client.api_key.tenant_id, api_key_id=client.api_key.pk)
+
+
+def _settle_later(held: quotas.Reservation, route: GatewayRoute, usage: Any) -> None:
+    """The reservation replaced by the call's usage, off the answer's path."""
+    if held.empty:
+        return
+    cost = quotas.call_cost(
+        route.connection.tenant_id, route.connection.kind, route.model,
+        usage.input_tokens, usage.output_tokens,
+    )  # fmt: skip
+    settling = quotas.settle_async(
+        held, tokens=usage.input_tokens + usage.output_tokens, cost_usd=cost
+    )
+    task = asyncio.get_running_loop().create_task(settling)
+    _settling.add(task)
+    task.add_done_callback(_settling.discard)
+
+
+_settling: set[asyncio.Task] = set()
+
+
+def unreached(exc: ProviderError, held: quotas.Reservation) -> OpenAIError:
+    """The provider could not be reached: what was held comes back; a 502 saying why."""
+    if not held.empty:
+        task = asyncio.get_running_loop().create_task(quotas.settle_async(held, tokens=0))
+        _settling.add(task)
+        task.add_done_callback(_settling.discard)
+    return OpenAIError(502, str(exc), type="server_error", code="provider_error")
 
 
 async def forward(
@@ -160,17 +235,21 @@ async def forward(
     return response
 
 
-async def _relay(first, stream, client, model, route, tally, started, body) -> AsyncIterator[bytes]:
+async def _relay(
+    first, stream, client, model, route, tally, started, body, held
+) -> AsyncIterator[bytes]:
     try:
         yield first
         async for piece in stream:
             yield piece
     finally:
-        _record_later(client, model, route, tally, started, body)
+        _record_later(client, model, route, tally, started, body, held)
 
 
 # -- the record ------------------------------------------------------------------------------
-def _record_later(client, model, route, forwarded: Forwarded, started, body) -> None:
+def _record_later(client, model, route, forwarded: Forwarded, started, body, held=None) -> None:
+    if held is not None:
+        _settle_later(held, route, forwarded.usage)
     ok = forwarded.status == 200
     _recorder.add(
         GatewayCall(
@@ -194,10 +273,12 @@ def record_gateway_call(
     forwarded: Forwarded,
     started: Any,
     body: dict[str, Any],
+    held: quotas.Reservation | None = None,
 ) -> None:
     """A call through `route` recorded in the next batch; `body` is the Chat Completions
-    body that was sent (its last user message is the run's input)."""
-    _record_later(client, model, route, forwarded, started, body)
+    body that was sent (its last user message is the run's input). `held` (from `hold`) is
+    settled with the call's usage."""
+    _record_later(client, model, route, forwarded, started, body, held)
 
 
 class _Recorder:

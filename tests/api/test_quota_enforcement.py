@@ -1,0 +1,151 @@
+"""Quotas enforced at every entry point: REST and /v1 answer 429 (the real `openai` SDK sees
+a RateLimitError), the chat shows the refusal, a run refused at its first model call fails
+with the limit as its reason, and gateway calls are refused before the provider hears of
+them; what a call used is settled on its limits."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+from django.test import Client
+
+from agentplatform.tenancy import services as tenancy
+from agents import quotas
+from agents.execution import execute_run
+from agents.models import Quota, Run, RunEvent
+from agents.services import conversation_save, run_start
+from tests.api.conftest import sdk
+from tests.api.test_runs_api import client_for
+from tests.factories import login, make_crew
+from tests.fakes.provider_server import TextReply
+
+COMPLETIONS = "/v1/chat/completions"
+
+
+def _used_up(tenant, **fields) -> Quota:
+    """A limit of 0: used up whatever the counters say."""
+    fields = {"scope": "tenant", "metric": "tokens", "period": "day", **fields}
+    return Quota.objects.create(tenant=tenant, limit=0, **fields)
+
+
+# -- REST, the chat, the run ------------------------------------------------------------------
+@pytest.mark.django_db
+def test_rest_refuses_a_run_with_429_naming_the_limit(trio, agent):
+    _, key = tenancy.api_key_create(tenant=trio.acme, name="ci", scopes=["read", "run"])
+    _used_up(trio.acme)
+    response = client_for(key).post(
+        "/api/v1/runs", {"agent": "assistant", "input": "hi"}, format="json"
+    )
+    assert response.status_code == 429
+    error = response.json()["error"]
+    assert error["code"] == "quota_exceeded"
+    assert error["message"].startswith(
+        "Quota exceeded: the daily limit of 0 tokens for the tenant is used up"
+    )
+    assert error["details"]["period"] == "day" and error["details"]["limit"] == 0
+    assert int(response["Retry-After"]) == error["details"]["retry_after_s"] > 0
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_chat_shows_the_refusal_and_starts_nothing(client: Client, trio, agent):
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    _used_up(trio.acme, scope="member", user=trio.bob)
+    response = login(client, trio.bob).post(
+        f"/t/acme/chat/{chat.pk}/send/", {"message": "hello"}, headers={"HX-Request": "true"}
+    )
+    page = response.content.decode()
+    assert response["X-Chat-Status"] == "429"
+    assert "Quota exceeded: the daily limit of 0 tokens for member bob is used up" in page
+    assert "It resets at" in page
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_run_refused_at_its_first_model_call_fails_with_the_limit(trio, agent, provider_server):
+    quota = Quota.objects.create(
+        tenant=trio.acme, scope="agent", agent=agent, metric="tokens", period="month", limit=500
+    )  # the input fits, the model call's estimate (input + 1,024 output tokens) does not
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error.startswith("QuotaExceeded: Quota exceeded: the monthly limit of 500 tokens")
+    failed = RunEvent.objects.get(run=run, type="run.failed")
+    assert "for agent 'assistant' is used up" in failed.payload["error"]
+    assert provider_server.requests_to(COMPLETIONS) == []  # the model was never called
+    assert quotas.used(quota) == 0  # nothing stays held
+
+    quota.limit = 5000
+    quota.save()
+    provider_server.script("openai", TextReply("Hi.", input_tokens=40, output_tokens=2))
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    assert quotas.used(quota) == 42  # settled to what the provider counted
+
+
+@pytest.mark.django_db
+def test_a_crews_child_runs_count_against_the_members_limit(trio, agent, provider_server):
+    crew = make_crew(trio.acme, "desk", [agent])
+    quota = Quota.objects.create(
+        tenant=trio.acme, scope="member", user=trio.bob, metric="tokens", period="day",
+        limit=100_000,
+    )  # fmt: skip
+    provider_server.script("openai", TextReply("Done.", input_tokens=30, output_tokens=5))
+    run = run_start(tenant=trio.acme, crew=crew, input="plan", initiated_by=trio.bob)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert quotas.used(quota) == 35
+    quota.limit = 35
+    quota.save()
+    with pytest.raises(quotas.QuotaExceeded):
+        run_start(tenant=trio.acme, crew=crew, input="again", initiated_by=trio.bob)
+
+
+# -- /v1 with the real openai SDK ---------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_v1_refuses_an_agent_and_a_gateway_model_with_429_before_the_provider(
+    trio, agent, asgi_server, keys, provider_server
+):
+    _used_up(trio.acme, scope="api_key", api_key=trio.acme.api_keys.get(name="chat"))
+    client = sdk(asgi_server, keys["run"])
+    hello = [{"role": "user", "content": "hi"}]
+    for model in ("assistant", "local-openai/gpt-test"):
+        with pytest.raises(openai.RateLimitError) as refused:
+            client.chat.completions.create(model=model, messages=hello)
+        error = refused.value
+        assert error.status_code == 429 and error.code == "quota_exceeded"
+        assert error.body["type"] == "insufficient_quota"
+        assert "the daily limit of 0 tokens for API key 'chat' is used up" in error.message
+        assert int(error.response.headers["retry-after"]) > 0
+        with pytest.raises(openai.RateLimitError):
+            list(client.chat.completions.create(model=model, messages=hello, stream=True))
+    assert provider_server.requests_to(COMPLETIONS) == []
+    assert not Run.objects.exists()
+    # Another key of the tenant is not limited.
+    provider_server.script("openai", TextReply("Hi.", input_tokens=5, output_tokens=1))
+    _, other = tenancy.api_key_create(tenant=trio.acme, name="other", scopes=["read", "run"])
+    sdk(asgi_server, other).chat.completions.create(model="local-openai/gpt-test", messages=hello)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gateway_call_settles_its_limit_with_the_usage(
+    trio, connection, asgi_server, keys, provider_server
+):
+    quota = Quota.objects.create(
+        tenant=trio.acme, scope="tenant", metric="tokens", period="day", limit=100_000
+    )
+    provider_server.script("openai", TextReply("Hi.", input_tokens=9, output_tokens=4))
+    sdk(asgi_server, keys["run"]).chat.completions.create(
+        model="local-openai/gpt-test", messages=[{"role": "user", "content": "hi"}], max_tokens=50
+    )
+    for _ in range(100):  # settled just after the answer, off its path
+        if quotas.used(quota) == 13:
+            break
+        time.sleep(0.05)
+    assert quotas.used(quota) == 13
