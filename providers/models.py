@@ -89,6 +89,14 @@ class ProviderConnection(ConfigObject, SecretDestination, models.Model):
     def __repr__(self) -> str:  # never the key
         return f"<ProviderConnection {self.pk} {self.kind} {self.name!r}>"
 
+    @property
+    def price_kind(self) -> str:
+        """Which price table its models are in (providers.pricing): its kind, or for an
+        OpenAI-compatible service its preset."""
+        if self.kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.OFFLINE):
+            return str(self.kind)
+        return self.preset or "custom"
+
     def destination_url(self) -> str:
         """Where the API key goes: the base URL, else the service's default."""
         if self.base_url:
@@ -126,5 +134,63 @@ class ProviderConnection(ConfigObject, SecretDestination, models.Model):
             errors["timeout_s"] = "Between 0 and 600 seconds."
         if self.max_retries > 10:
             errors["max_retries"] = "At most 10."
+        if errors:
+            raise ValidationError(errors)
+
+
+# Price kinds: Anthropic, OpenAI, then each OpenAI-compatible service by its preset (a
+# connection's `price_kind`). Runs record their provider as the adapter names it
+# ("openai_compatible:xai"); providers.pricing.price_kind maps that to "xai".
+PRICE_KINDS = [("anthropic", "Anthropic")] + [(p.name, p.label) for p in PRESETS.values()]
+MAX_PRICE = 10_000  # US dollars per million tokens: above any list price, below a typo's
+
+
+def _price_field(label: str) -> models.DecimalField:
+    return models.DecimalField(
+        label, max_digits=10, decimal_places=4, help_text="US dollars per million tokens."
+    )
+
+
+class ModelPrice(models.Model):
+    """A tenant's price for a model (or every model whose id begins with `model`), which
+    overrides the built-in table (providers.pricing.DEFAULT_PRICES) for that entry."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="model_prices")
+    provider_kind = models.CharField("provider", max_length=20, choices=PRICE_KINDS)
+    model = models.CharField(
+        max_length=200,
+        help_text="A model id, or its beginning: the longest matching one prices a model "
+        "(`gpt-4o` prices `gpt-4o-2024-08-06`, unless `gpt-4o-2024` is listed too).",
+    )
+    input_price = _price_field("input")
+    output_price = _price_field("output")
+    cached_input_price = _price_field("cached input")
+    cache_write_price = _price_field("cache write")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "provider_kind", "model"], name="model_price_unique"
+            )
+        ]
+        ordering = ["provider_kind", "model"]
+
+    def __str__(self) -> str:
+        return f"{self.provider_kind} {self.model}"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        self.model = (self.model or "").strip()
+        if not self.model:
+            errors["model"] = "Name the model, or the beginning of its id."
+        for name in ("input_price", "output_price", "cached_input_price", "cache_write_price"):
+            value = getattr(self, name)
+            if value is None:
+                continue  # the field's own check says it is required
+            if value < 0:
+                errors[name] = "A price cannot be negative."
+            elif value > MAX_PRICE:
+                errors[name] = f"At most {MAX_PRICE} US dollars per million tokens."
         if errors:
             raise ValidationError(errors)
