@@ -43,6 +43,7 @@ from django.utils import timezone
 from agentplatform import versions
 from agentplatform.tenancy import rls
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
+from providers.pricing import cost_of, price_for
 from providers.runtime.errors import ProviderError
 from providers.runtime.types import (
     Done,
@@ -181,14 +182,25 @@ class QuotaExceeded(ProviderError, ValidationError):
     agent loop (which fails the run with this message as its reason, before the model is
     called)."""
 
-    def __init__(self, rule: Rule, used: int, resets_at: datetime, now: datetime | None = None):
+    def __init__(
+        self,
+        rule: Rule,
+        used: int,
+        resets_at: datetime,
+        now: datetime | None = None,
+        wanted: int = 0,
+    ):
         self.rule, self.used, self.resets_at = rule, used, resets_at
         now = now or timezone.now()
         self.retry_after_s = max(1, math.ceil((resets_at - now).total_seconds()))
+        period = "day" if rule.period == QuotaPeriod.DAY else "month"
+        spent = f"{_amount(rule, used)} used of {_amount(rule, rule.limit)} this {period}"
+        if used >= rule.limit:
+            why = f"is used up ({spent})"
+        else:  # what is left is less than the call may use (its estimate)
+            why = f"cannot take this call (up to {_amount(rule, wanted)} more; {spent})"
         self.text = (
-            f"Quota exceeded: {rule.label} is used up "
-            f"({_amount(rule, used)} used of {_amount(rule, rule.limit)} this "
-            f"{'day' if rule.period == QuotaPeriod.DAY else 'month'}). "
+            f"Quota exceeded: {rule.label} {why}. "
             f"It resets at {resets_at:%Y-%m-%d %H:%M} UTC (in {_duration(self.retry_after_s)})."
         )
         ValidationError.__init__(self, self.text, code="quota_exceeded")
@@ -216,7 +228,7 @@ _RESETS = re.compile(r"It resets at (\d{4}-\d\d-\d\d \d\d:\d\d) UTC")
 def refusal_retry_after(error: str, now: datetime | None = None) -> int | None:
     """For a run that failed on a refusal (its error holds QuotaExceeded's text): the
     seconds until the limit resets; None for any other failure."""
-    found = _RESETS.search(error or "") if "Quota exceeded:" in (error or "") else None
+    found = _RESETS.search(error or "") if "Quota exceeded: " in (error or "") else None
     if found is None:
         return None
     at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
@@ -284,6 +296,17 @@ class Reservation:
         return not self.held
 
 
+Cost = Decimal | Callable[[], Decimal | None] | None  # dollars, or how to find them (it may query)
+
+
+def _dollars(rules: list[Rule] | list[str], cost_usd: Cost) -> Decimal | None:
+    """The cost, priced only when a cost limit needs it (a price lookup may query)."""
+    metrics = [r.metric if isinstance(r, Rule) else r for r in rules]
+    if not callable(cost_usd):
+        return cost_usd
+    return cost_usd() if QuotaMetric.COST in metrics else None
+
+
 def _units(metric: str, tokens: int, cost_usd: Decimal | None) -> int:
     if metric == QuotaMetric.TOKENS:
         return max(int(tokens), 0)
@@ -300,7 +323,7 @@ def reserve(
     meter: Meter,
     *,
     tokens: int,
-    cost_usd: Decimal | None = None,
+    cost_usd: Cost = None,
     now: datetime | None = None,
 ) -> Reservation:
     """Hold `tokens` (and `cost_usd`) against every limit that applies to `meter`, or raise
@@ -310,6 +333,7 @@ def reserve(
     if not rules:
         return Reservation()
     now = now or timezone.now()
+    cost_usd = _dollars(rules, cost_usd)
     bounds = {rule.id: period_bounds(rule.period, now) for rule in rules}
     keys = [_key(rule, bounds[rule.id][0]) for rule in rules]
     amounts = [_units(rule.metric, tokens, cost_usd) for rule in rules]
@@ -327,7 +351,8 @@ def reserve(
             )
         rule = rules[int(answer[1]) - 1]
         if verdict == 0:
-            raise QuotaExceeded(rule, int(answer[2]), bounds[rule.id][1], now)
+            wanted = amounts[int(answer[1]) - 1]
+            raise QuotaExceeded(rule, int(answer[2]), bounds[rule.id][1], now, wanted)
         start, end = bounds[rule.id]
         ttl = int((end - now).total_seconds()) + KEEP_AFTER_PERIOD_S
         seed = recorded_usage(rule, start)
@@ -347,6 +372,7 @@ def settle(reservation: Reservation, *, tokens: int, cost_usd: Decimal | None = 
     if reservation.empty:
         return
     keys = [key for key, _, _ in reservation.held]
+    cost_usd = _dollars([metric for _, metric, _ in reservation.held], cost_usd)
     deltas = [_units(metric, tokens, cost_usd) - held for _, metric, held in reservation.held]
     _script(_SETTLE)(keys=keys, args=deltas)
     reservation.held = []
@@ -436,15 +462,18 @@ def estimate_input_tokens(request: ModelRequest) -> int:
     return chars // CHARS_PER_TOKEN + 1 + images * IMAGE_TOKENS
 
 
-Pricing = Callable[[str, int, int], Decimal | None]  # (model, input, output) -> USD
-
-
 def call_cost(
-    tenant_id: int, provider_kind: str, model: str, input_tokens: int, output_tokens: int
-) -> Decimal | None:
-    """What a call to `model` costs at the tenant's prices, or None when no price is known
-    (cost limits then count nothing for it, but still refuse once used up)."""
-    return None  # (prices: providers.pricing, once merged)
+    tenant_id: int, provider: str, model: str, input_tokens: int, output_tokens: int
+) -> Callable[[], Decimal | None]:
+    """What a call to `model` costs at the tenant's prices (`provider`: a run's recorded
+    provider, "openai_compatible:xai"), to be found when a cost limit needs it; None when no
+    price is known (cost limits then count nothing for it, but still refuse once used up)."""
+
+    def priced() -> Decimal | None:
+        price = price_for(tenant_id, provider, model)
+        return cost_of(price, input_tokens, output_tokens) if price is not None else None
+
+    return priced
 
 
 def _tokens(usage: Usage) -> int:
@@ -456,19 +485,16 @@ class MeteredAdapter:
     settles with the usage the provider reported. A refusal raises QuotaExceeded before
     the model is called (the loop fails the run with it as the reason)."""
 
-    def __init__(self, adapter: Any, meter: Meter, pricing: Pricing | None = None) -> None:
+    def __init__(self, adapter: Any, meter: Meter) -> None:
         self._adapter = adapter
         self._meter = meter
-        self._pricing = pricing
         self.provider = adapter.provider
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._adapter, name)
 
-    def _cost(self, model: str, input_tokens: int, output_tokens: int) -> Decimal | None:
-        if self._pricing is None:
-            return None
-        return self._pricing(model, input_tokens, output_tokens)
+    def _cost(self, model: str, input_tokens: int, output_tokens: int):
+        return call_cost(self._meter.tenant_id, self.provider, model, input_tokens, output_tokens)
 
     async def _reserve(self, request: ModelRequest) -> Reservation:
         estimate = estimate_input_tokens(request)
@@ -507,5 +533,5 @@ class MeteredAdapter:
             await self._settle(reservation, request.model, usage)
 
 
-def metered(adapter: Any, meter: Meter, pricing: Pricing | None = None) -> Any:
-    return MeteredAdapter(adapter, meter, pricing) if adapter is not None else None
+def metered(adapter: Any, meter: Meter) -> Any:
+    return MeteredAdapter(adapter, meter) if adapter is not None else None

@@ -177,12 +177,20 @@ async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> 
             _meter(client),
             tokens=input_tokens + output_tokens,
             cost_usd=quotas.call_cost(
-                client.api_key.tenant_id, route.connection.kind, route.model,
+                client.api_key.tenant_id, _provider(route), route.model,
                 input_tokens, output_tokens,
             ),
         )  # fmt: skip
     except quotas.QuotaExceeded as exc:
         raise quota_error(exc) from None
+
+
+def _provider(route: GatewayRoute) -> str:
+    """The connection's provider as a run records it (its price table: providers.pricing)."""
+    connection = route.connection
+    if connection.kind == "openai_compatible":
+        return f"openai_compatible:{connection.preset}"
+    return connection.kind
 
 
 def _meter(client: ApiClient) -> quotas.Meter:
@@ -194,7 +202,7 @@ def _settle_later(held: quotas.Reservation, route: GatewayRoute, usage: Any) -> 
     if held.empty:
         return
     cost = quotas.call_cost(
-        route.connection.tenant_id, route.connection.kind, route.model,
+        route.connection.tenant_id, _provider(route), route.model,
         usage.input_tokens, usage.output_tokens,
     )  # fmt: skip
     settling = quotas.settle_async(

@@ -96,9 +96,10 @@ def test_a_cost_limit_counts_dollars(trio):
     assert quotas.used(quota, NOW) == 0.25
     with pytest.raises(QuotaExceeded) as refused:
         quotas.reserve(meter, tokens=10, cost_usd=Decimal("1.30"), now=NOW)
-    assert "the monthly limit of $1.50 for the tenant is used up ($0.25 used of $1.50" in str(
-        refused.value
-    )
+    assert (
+        "the monthly limit of $1.50 for the tenant cannot take this call (up to $1.30 more; "
+        "$0.25 used of $1.50 this month)"
+    ) in str(refused.value)
     held = quotas.reserve(meter, tokens=10, cost_usd=Decimal("1.25"), now=NOW)
     quotas.settle(held, tokens=10, cost_usd=Decimal("1.25"))
     with pytest.raises(QuotaExceeded):  # used up: even a call with no known price is refused
@@ -109,21 +110,29 @@ def test_the_refusal_says_when_a_daily_limit_resets(trio):
     _quota(trio.acme, limit=10)
     with pytest.raises(QuotaExceeded) as refused:
         quotas.reserve(Meter(trio.acme.pk), tokens=11, now=NOW)
+    assert str(refused.value) == (
+        "Quota exceeded: the daily limit of 10 tokens for the tenant cannot take this call "
+        "(up to 11 tokens more; 0 tokens used of 10 tokens this day). "
+        "It resets at 2026-12-03 00:00 UTC (in 9 h 30 min)."
+    )
+    quotas.reserve(Meter(trio.acme.pk), tokens=10, now=NOW)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(Meter(trio.acme.pk), tokens=1, now=NOW)
     exc = refused.value
     assert str(exc) == (
         "Quota exceeded: the daily limit of 10 tokens for the tenant is used up "
-        "(0 tokens used of 10 tokens this day). It resets at 2026-12-03 00:00 UTC (in 9 h 30 min)."
+        "(10 tokens used of 10 tokens this day). It resets at 2026-12-03 00:00 UTC (in 9 h 30 min)."
     )
     assert exc.retry_after_s == 9 * 3600 + 30 * 60
     assert exc.details()["resets_at"] == "2026-12-03T00:00:00Z"
 
 
 def test_the_refusal_says_when_a_monthly_limit_resets(trio):
-    _quota(trio.acme, period="month", limit=10, scope="member", user=trio.bob)
+    _quota(trio.acme, period="month", limit=0, scope="member", user=trio.bob)
     with pytest.raises(QuotaExceeded) as refused:
         quotas.reserve(Meter(trio.acme.pk, user_id=trio.bob.pk), tokens=11, now=NOW)
     assert str(refused.value).startswith(
-        "Quota exceeded: the monthly limit of 10 tokens for member bob is used up"
+        "Quota exceeded: the monthly limit of 0 tokens for member bob is used up"
     )
     assert str(refused.value).endswith("It resets at 2027-01-01 00:00 UTC (in 29 d 9 h).")
 

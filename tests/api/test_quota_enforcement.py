@@ -6,6 +6,7 @@ them; what a call used is settled on its limits."""
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 
 import openai
 import pytest
@@ -16,6 +17,7 @@ from agents import quotas
 from agents.execution import execute_run
 from agents.models import Quota, Run, RunEvent
 from agents.services import conversation_save, run_start
+from providers.models import ModelPrice
 from tests.api.conftest import sdk
 from tests.api.test_runs_api import client_for
 from tests.factories import login, make_crew
@@ -74,7 +76,7 @@ def test_a_run_refused_at_its_first_model_call_fails_with_the_limit(trio, agent,
     assert run.status == "failed"
     assert run.error.startswith("QuotaExceeded: Quota exceeded: the monthly limit of 500 tokens")
     failed = RunEvent.objects.get(run=run, type="run.failed")
-    assert "for agent 'assistant' is used up" in failed.payload["error"]
+    assert "for agent 'assistant' cannot take this call (up to " in failed.payload["error"]
     assert provider_server.requests_to(COMPLETIONS) == []  # the model was never called
     assert quotas.used(quota) == 0  # nothing stays held
 
@@ -149,3 +151,33 @@ def test_a_gateway_call_settles_its_limit_with_the_usage(
             break
         time.sleep(0.05)
     assert quotas.used(quota) == 13
+
+
+# -- cost limits, at the tenant's prices ---------------------------------------------------------
+@pytest.mark.django_db(transaction=True)  # (prices are read on a thread, as in a worker)
+def test_a_cost_limit_settles_a_run_at_its_price_and_then_refuses(trio, agent, provider_server):
+    ModelPrice.objects.create(
+        tenant=trio.acme, provider_kind="openai", model="gpt-test",
+        input_price=Decimal("100"), output_price=Decimal("1000"),
+        cached_input_price=Decimal("0"), cache_write_price=Decimal("0"),
+    )  # $0.0001 per input token, $0.001 per output token  # fmt: skip
+    quota = Quota.objects.create(
+        tenant=trio.acme, scope="member", user=trio.bob, metric="cost", period="month",
+        limit=Decimal("3.00"),
+    )  # fmt: skip
+    provider_server.script("openai", TextReply("Hi.", input_tokens=100, output_tokens=50))
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob)
+    execute_run(run.pk)  # held: the input estimate + 1,024 output tokens, priced: over $1.02
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert quotas.used(quota) == 0.06  # 100 x $0.0001 + 50 x $0.001
+    quota.limit = Decimal("1.00")  # the next call's estimate cannot fit
+    quota.save()
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert (
+        "the monthly limit of $1.00 for member bob cannot take this call (up to $1." in run.error
+    )
+    assert "; $0.06 used of $1.00 this month). It resets at 2027-01-01 00:00 UTC" in run.error
