@@ -177,7 +177,5 @@ def test_a_cost_limit_settles_a_run_at_its_price_and_then_refuses(trio, agent, p
     execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == "failed"
-    assert (
-        "the monthly limit of $1.00 for member bob cannot take this call (up to $1." in run.error
-    )
+    assert "the monthly limit of $1.00 for member bob cannot take this call (up to $1." in run.error
     assert "; $0.06 used of $1.00 this month). It resets at 2027-01-01 00:00 UTC" in run.error
