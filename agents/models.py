@@ -743,6 +743,30 @@ class Quota(models.Model):
     def __str__(self) -> str:
         return self.label
 
+    def clean(self) -> None:
+        """The scope names its one target, of this tenant (a member of it); a token limit
+        is a whole number."""
+        wanted = {"member": "user", "api_key": "api_key", "agent": "agent"}.get(self.scope)
+        errors: dict[str, str] = {}
+        for name in TARGETS:
+            given = getattr(self, f"{name}_id") is not None
+            if name == wanted and not given:
+                errors[name] = f"A {self.get_scope_display().lower()} limit names one."
+            elif name != wanted and given:
+                errors[name] = f"Only a limit of scope {name!r} names one."
+        if self.api_key_id and self.api_key.tenant_id != self.tenant_id:
+            errors["api_key"] = "Choose one of this tenant's API keys."
+        if self.agent_id and self.agent.tenant_id != self.tenant_id:
+            errors["agent"] = "Choose one of this tenant's agents."
+        if self.user_id and not self.tenant.memberships.filter(user_id=self.user_id).exists():
+            errors["user"] = "Choose a member of this tenant."
+        if self.limit is not None and self.limit < 0:
+            errors["limit"] = "At least 0."
+        elif self.metric == QuotaMetric.TOKENS and self.limit is not None:
+            errors.update({"limit": "A whole number of tokens."} if self.limit % 1 else {})
+        if errors:
+            raise ValidationError(errors)
+
     @property
     def target_label(self) -> str:
         if self.scope == QuotaScope.MEMBER and self.user is not None:

@@ -38,10 +38,14 @@ from django.db.models import F, Sum
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
 from django.dispatch import receiver
+from django.http import Http404
 from django.utils import timezone
 
 from agentplatform import versions
+from agentplatform.saving import SaveConflict, delete_recorded, save_validated
 from agentplatform.tenancy import rls
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import Tenant
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import ProviderError
@@ -157,6 +161,49 @@ def _quota_changed(sender, instance: Quota, **kwargs) -> None:
     key = _version_key(instance.tenant_id)
     versions.bump(key)
     on_commit(lambda: versions.bump(key))
+
+
+# -- setting limits (web pages, admin, REST) ---------------------------------------------------
+def quota_list(*, tenant: Tenant) -> list[Quota]:
+    return list(Quota.objects.filter(tenant=tenant).select_related("user", "api_key", "agent"))
+
+
+def quota_get(*, tenant: Tenant, quota_id: Any) -> Quota:
+    """The tenant's quota `quota_id`; 404 for another tenant's or an unknown id."""
+    try:
+        pk = int(quota_id)
+    except (TypeError, ValueError):
+        pk = -1
+    return get_for_tenant(Quota.objects.select_related("user", "api_key", "agent"), tenant, pk=pk)
+
+
+def quota_save(
+    *, tenant: Tenant, quota: Quota | None = None, changes: dict[str, Any], actor: Any = None
+) -> Quota:
+    """Create or change a limit (validated by Quota.clean; a second limit of the same
+    target, metric and period is a ValidationError). It applies to the next model call."""
+    if quota is None:
+        quota = Quota(tenant=tenant)
+    elif quota.tenant_id != tenant.pk:
+        raise Http404("No such quota.")
+    if quota.pk is None or "scope" in changes:  # targets the scope does not take are cleared
+        scope = changes.get("scope", quota.scope)
+        keep = {"member": "user", "api_key": "api_key", "agent": "agent"}.get(scope)
+        for name in ("user", "api_key", "agent"):
+            if name != keep:
+                changes.setdefault(name, None)
+    try:
+        return save_validated(quota, changes, actor=actor)
+    except SaveConflict:
+        raise ValidationError(
+            "This target already has a limit of that metric and period: change that one."
+        ) from None
+
+
+def quota_delete(*, tenant: Tenant, quota: Quota, actor: Any = None) -> None:
+    if quota.tenant_id != tenant.pk:
+        raise Http404("No such quota.")
+    delete_recorded(quota, actor=actor)
 
 
 # -- periods ---------------------------------------------------------------------------------

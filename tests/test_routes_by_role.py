@@ -24,7 +24,7 @@ from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership, Role, TenantGroup
 from agentplatform.tenancy.policy import Action, Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import Conversation, Fact, Run
+from agents.models import Conversation, Fact, Quota, Run
 from agents.services import run_start
 from rag.models import Document, KnowledgeBase
 from tests.factories import (
@@ -171,6 +171,9 @@ def world(trio) -> dict[str, str]:
     evaluation = evaluation_start(
         tenant=acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
     )
+    quota = Quota.objects.create(
+        tenant=acme, scope="tenant", metric="tokens", period="day", limit=10**9
+    )
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -191,6 +194,7 @@ def world(trio) -> dict[str, str]:
         "pk:api-keys": str(key.pk),
         "pk:members": str(victim.pk),
         "pk:groups": str(group.pk),
+        "pk:quotas": str(quota.pk),
         "dataset_id": str(dataset.pk),
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
@@ -218,6 +222,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
+_PK_OWNERS |= {"quotas"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

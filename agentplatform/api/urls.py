@@ -10,6 +10,7 @@ from agentplatform.api import (
     config_api,
     mcp_connections_api,
     providers_api,
+    quotas_api,
     tools_api,
     views,
 )
@@ -31,6 +32,7 @@ resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
 resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
+resources.register("quotas", quotas_api.QuotaViewSet, basename="api_quota")
 
 urlpatterns = [
     path("whoami", views.WhoAmI.as_view(), name="api_whoami"),
