@@ -133,9 +133,7 @@ def _targets(tenant: Tenant, changes: dict[str, Any]) -> dict[str, Any]:
         user = None
         if name:
             user = (
-                get_user_model()
-                .objects.filter(username=name, memberships__tenant=tenant)
-                .first()
+                get_user_model().objects.filter(username=name, memberships__tenant=tenant).first()
             )
             if user is None:
                 errors["member"] = "No member of this tenant has that username."
