@@ -748,12 +748,13 @@ class Quota(models.Model):
         is a whole number."""
         wanted = {"member": "user", "api_key": "api_key", "agent": "agent"}.get(self.scope)
         errors: dict[str, str] = {}
+        nouns = {"user": "member", "api_key": "API key", "agent": "agent"}
         for name in TARGETS:
             given = getattr(self, f"{name}_id") is not None
             if name == wanted and not given:
-                errors[name] = f"A {self.get_scope_display().lower()} limit names one."
+                errors[name] = f"Choose the {nouns[name]} this limit is for."
             elif name != wanted and given:
-                errors[name] = f"Only a limit of scope {name!r} names one."
+                errors[name] = f"Leave it empty: this limit is not for one {nouns[name]}."
         if self.api_key_id and self.api_key.tenant_id != self.tenant_id:
             errors["api_key"] = "Choose one of this tenant's API keys."
         if self.agent_id and self.agent.tenant_id != self.tenant_id:
