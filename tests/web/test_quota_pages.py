@@ -71,3 +71,29 @@ def test_members_outsiders_and_anonymous_are_kept_out(trio):
     assert alice.get(f"{URL}{theirs.pk}/edit/").status_code == 404
     assert alice.post(f"{URL}{theirs.pk}/delete/").status_code == 404
     assert Quota.objects.filter(pk=theirs.pk).exists()
+
+
+# -- the tenant-scoped admin ---------------------------------------------------------------------
+def test_a_tenant_admin_sets_a_limit_in_the_admin_of_their_tenant_only(client: Client, trio):
+    theirs = Quota.objects.create(
+        tenant=trio.globex, scope="tenant", metric="tokens", period="day", limit=1
+    )
+    login(client, trio.alice)
+    response = client.post(
+        "/admin/agents/quota/add/",
+        {"scope": "member", "user": trio.bob.pk, "metric": "cost", "period": "month",
+         "limit": "12.5", "active": "on"},
+    )  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:2000]
+    quota = Quota.objects.get(tenant=trio.acme)
+    assert (quota.user, quota.limit) == (trio.bob, 12.5)
+    listing = client.get("/admin/agents/quota/").content.decode()
+    assert "The monthly limit of $12.50 for member bob" in listing or "for member bob" in listing
+    assert client.get(f"/admin/agents/quota/{theirs.pk}/change/").status_code == 404
+    refused = client.post(  # a member of another tenant is not offered, nor accepted
+        "/admin/agents/quota/add/",
+        {"scope": "member", "user": trio.charlie.pk, "metric": "tokens", "period": "day",
+         "limit": "5"},
+    )  # fmt: skip
+    assert refused.status_code == 200 and Quota.objects.filter(tenant=trio.acme).count() == 1
+    assert login(Client(), trio.bob).get("/admin/agents/quota/").status_code in (302, 403)
