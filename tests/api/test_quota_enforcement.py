@@ -179,3 +179,18 @@ def test_a_cost_limit_settles_a_run_at_its_price_and_then_refuses(trio, agent, p
     assert run.status == "failed"
     assert "the monthly limit of $1.00 for member bob cannot take this call (up to $1." in run.error
     assert "; $0.06 used of $1.00 this month). It resets at 2027-01-01 00:00 UTC" in run.error
+
+
+# -- MCP -----------------------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_mcp_ask_is_an_error_result_naming_the_limit(trio, agent, asgi_server, provider_server):
+    from tests.mcp.test_server import call, text_of
+
+    mcp_server = f"{asgi_server}/mcp"
+    run_key, key = tenancy.api_key_create(tenant=trio.acme, name="mcp", scopes=["read", "run"])
+    _used_up(trio.acme, scope="api_key", api_key=run_key)
+    result = call(mcp_server, key, "ask_assistant", {"message": "hi"})
+    assert result.is_error and result.meta["status"] == "quota_exceeded"
+    assert result.meta["retry_after_s"] > 0
+    assert "the daily limit of 0 tokens for API key 'mcp' is used up" in text_of(result)
+    assert not Run.objects.exists() and provider_server.requests_to(COMPLETIONS) == []
