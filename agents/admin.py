@@ -269,7 +269,7 @@ RUN_FIELDSETS = [
                        "error"]}),
     ("Model", {"fields": ["provider", "model", "instructions_digest", "tools_digest", "limits"]}),
     ("Usage", {"fields": ["input_tokens", "output_tokens", "cache_read_tokens",
-                          "cache_write_tokens"]}),
+                          "cache_write_tokens", "cost_usd", "total_cost_usd"]}),
     ("Origin", {"fields": ["initiated_by_user", "initiated_by_api_key", "conversation",
                            "parent", "correlation_id", "idempotency_key"]}),
     ("Timing", {"fields": ["created_at", "started_at", "finished_at", "duration", "attempts",
@@ -282,7 +282,9 @@ RUN_FIELDSETS = [
 class RunAdmin(TenantScopedAdmin):
     """Read-only: runs change only through the runtime and the run services."""
 
-    list_display = ["id", "agent", "status", "model", "tokens", "created_at", "duration"]
+    list_display = [
+        "id", "agent", "status", "model", "tokens", "total_cost_usd", "created_at", "duration"
+    ]  # fmt: skip
     list_filter = ["status", "agent"]
     list_select_related = ["agent"]
     search_fields = ["correlation_id"]

@@ -16,6 +16,7 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -71,6 +72,7 @@ from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
 from agents.verification import outcome_claim
+from providers.pricing import usage_cost
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -265,6 +267,8 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
     """Run the agent's kind (the tool loop, one call, a remote agent...) on this run."""
     sink.writer.redact_with(prepared.run_secrets)
     sink.writer.stage(**prepared.audit)
+    for name, value in prepared.audit.items():  # as written: finalize prices the model
+        setattr(run, name, value)
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
         adapter=prepared.adapter,
@@ -501,10 +505,17 @@ def _child_run(parent: Run, agent: Agent, task: str, context: str, key: str) -> 
 
 
 def _children_usage(run_id: int) -> Usage:
+    return _children_totals(run_id)[0]
+
+
+def _children_totals(run_id: int) -> tuple[Usage, Decimal]:
+    """The tokens of the run's children, and what they cost with their own children."""
     totals = Run.objects.filter(parent_id=run_id).aggregate(
-        i=Sum("input_tokens"), o=Sum("output_tokens")
-    )
-    return Usage(totals["i"] or 0, totals["o"] or 0)
+        i=Sum("input_tokens"), o=Sum("output_tokens"), r=Sum("cache_read_tokens"),
+        w=Sum("cache_write_tokens"), cost=Sum("total_cost_usd"),
+    )  # fmt: skip
+    usage = Usage(totals["i"] or 0, totals["o"] or 0, totals["r"] or 0, totals["w"] or 0)
+    return usage, totals["cost"] or Decimal(0)
 
 
 def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
@@ -515,10 +526,13 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     outcome = storable_outcome(outcome)
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
-    usage = outcome.usage
+    usage = own = outcome.usage
+    children_cost = Decimal(0)
     if run.crew_id is not None:  # a crew's usage is its children's (plus its manager's own)
         own = outcome.usage if run.crew and run.crew.mode == "hierarchical" else Usage()
-        usage = own + _children_usage(run.pk)
+        children, children_cost = _children_totals(run.pk)
+        usage = own + children
+    cost = usage_cost(run.tenant_id, run.provider, run.model, own) if run.model else Decimal(0)
     final = Batch(
         events=batch.events,
         fields={
@@ -531,6 +545,8 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
             "output_tokens": usage.output_tokens,
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
+            "cost_usd": cost,
+            "total_cost_usd": cost + children_cost,
             "finished_at": now if terminal else None,
             "claim": outcome_claim(outcome),
             "lease_owner": "",

@@ -15,6 +15,7 @@ from agents.models import Dataset, Run
 from agents.runtime.judge import JudgeAnswerError, judge
 from agents.runtime.spec import RunStatus
 from providers.models import ProviderConnection
+from providers.pricing import usage_cost
 from providers.runtime.errors import ProviderError, provider_failure
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_handle, default_connection
@@ -68,6 +69,7 @@ def judge_answer(
 
 
 def _record_call(dataset, connection, model, usage, error, started, user_id) -> None:
+    cost = usage_cost(dataset.tenant_id, connection.price_kind, model, usage)
     Run.objects.create(
         tenant_id=dataset.tenant_id,
         initiated_by_user_id=user_id,
@@ -79,6 +81,10 @@ def _record_call(dataset, connection, model, usage, error, started, user_id) -> 
         input=f"Judge for dataset {dataset.name}"[:2000],
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cost_usd=cost,
+        total_cost_usd=cost,
         correlation_id=uuid.uuid4().hex,
         started_at=started,
         finished_at=timezone.now(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
@@ -268,6 +270,11 @@ class Run(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)
     cache_write_tokens = models.PositiveIntegerField(default=0)
+    # US dollars its own model calls cost (providers.pricing; 0 when the model has no
+    # price), and with its child runs' (a crew's members): summing cost_usd never counts
+    # a call twice.
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    total_cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     output = models.TextField(blank=True)
     structured_output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)

@@ -441,8 +441,9 @@ async def settle_async(reservation: Reservation, **kwargs: Any) -> None:
 
 def recorded_usage(rule: Rule, start: datetime) -> int:
     """What PostgreSQL has recorded against `rule` since `start`: the counter's starting
-    value. Crew runs are left out (their usage is their children's, counted already)."""
-    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start, crew__isnull=True)
+    value. Tokens leave crew runs out (theirs are their children's, counted already);
+    `cost_usd` is each run's own calls, so every run counts. One query."""
+    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start)
     if rule.scope == QuotaScope.MEMBER:
         runs = runs.filter(initiated_by_user_id=rule.target_id)
     elif rule.scope == QuotaScope.API_KEY:
@@ -451,12 +452,11 @@ def recorded_usage(rule: Rule, start: datetime) -> int:
         runs = runs.filter(agent_id=rule.target_id)
     with rls.tenant_scope(rule.tenant_id):
         if rule.metric == QuotaMetric.TOKENS:
-            total = runs.aggregate(n=Sum(F("input_tokens") + F("output_tokens")))["n"]
+            total = runs.filter(crew__isnull=True).aggregate(
+                n=Sum(F("input_tokens") + F("output_tokens"))
+            )["n"]
             return int(total or 0)
-        cost_field = "cost_usd" if any(f.name == "cost_usd" for f in Run._meta.fields) else None
-        if cost_field is None:
-            return 0
-        total = runs.aggregate(n=Sum(cost_field))["n"]
+        total = runs.aggregate(n=Sum("cost_usd"))["n"]
         return _units(QuotaMetric.COST, 0, Decimal(total or 0))
 
 
@@ -510,7 +510,13 @@ def estimate_input_tokens(request: ModelRequest) -> int:
 
 
 def call_cost(
-    tenant_id: int, provider: str, model: str, input_tokens: int, output_tokens: int
+    tenant_id: int,
+    provider: str,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
 ) -> Callable[[], Decimal | None]:
     """What a call to `model` costs at the tenant's prices (`provider`: a run's recorded
     provider, "openai_compatible:xai"), to be found when a cost limit needs it; None when no
@@ -518,7 +524,9 @@ def call_cost(
 
     def priced() -> Decimal | None:
         price = price_for(tenant_id, provider, model)
-        return cost_of(price, input_tokens, output_tokens) if price is not None else None
+        if price is None:
+            return None
+        return cost_of(price, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
 
     return priced
 
@@ -540,8 +548,8 @@ class MeteredAdapter:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._adapter, name)
 
-    def _cost(self, model: str, input_tokens: int, output_tokens: int):
-        return call_cost(self._meter.tenant_id, self.provider, model, input_tokens, output_tokens)
+    def _cost(self, model: str, *tokens: int):
+        return call_cost(self._meter.tenant_id, self.provider, model, *tokens)
 
     async def _reserve(self, request: ModelRequest) -> Reservation:
         estimate = estimate_input_tokens(request)
@@ -555,7 +563,13 @@ class MeteredAdapter:
         await settle_async(
             reservation,
             tokens=_tokens(usage),
-            cost_usd=self._cost(model, usage.input_tokens, usage.output_tokens),
+            cost_usd=self._cost(
+                model,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+            ),
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -6,6 +6,7 @@ Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import uuid
@@ -61,6 +62,7 @@ from agents.runtime.structured import FINAL_ANSWER
 from agents.signals import request_execution
 from agents.tool_sources import effective_tools
 from providers.models import ProviderKind
+from providers.pricing import usage_cost
 from providers.runtime.types import Usage
 from providers.services import default_connection
 from tools.loader import invalidate_now_and_after_commit, per_version
@@ -268,6 +270,8 @@ class GatewayCall:
     started_at: Any
     finished_at: Any = None
     error: str = ""
+    # Which price table prices `model` (a connection's `price_kind`); else `provider`'s.
+    price_kind: str = ""
 
 
 def record_gateway_calls(calls: list[GatewayCall]) -> None:
@@ -300,6 +304,8 @@ def _gateway_run(call: GatewayCall) -> Run:
     def count(value: int) -> int:
         return min(max(int(value or 0), 0), 2**31 - 1)  # (a provider's odd number)
 
+    usage = Usage(*(count(n) for n in dataclasses.astuple(call.usage)))
+    cost = usage_cost(call.api_key.tenant_id, call.price_kind or call.provider, call.model, usage)
     return Run(
         tenant_id=call.api_key.tenant_id,
         initiated_by_api_key=call.api_key,
@@ -309,9 +315,12 @@ def _gateway_run(call: GatewayCall) -> Run:
         status=RunStatus.FAILED if call.error else RunStatus.SUCCEEDED,
         error=text(call.error, 2000),
         input=text(call.input, 2000),
-        input_tokens=count(call.usage.input_tokens),
-        output_tokens=count(call.usage.output_tokens),
-        cache_read_tokens=count(call.usage.cache_read_tokens),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cost_usd=cost,
+        total_cost_usd=cost,
         correlation_id=uuid.uuid4().hex,
         started_at=call.started_at,
         finished_at=call.finished_at or timezone.now(),

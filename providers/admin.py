@@ -8,7 +8,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
-from providers.models import ProviderConnection
+from providers.models import ModelPrice, ProviderConnection
 from providers.services import connection_test
 
 
@@ -88,3 +88,26 @@ class ProviderConnectionAdmin(TenantScopedAdmin):
         ok, message = connection_test(connection)
         level = messages.SUCCESS if ok else messages.ERROR
         self.message_user(request, f"{connection.name}: {message}", level)
+
+
+class ModelPriceForm(TenantScopedForm):
+    class Meta:
+        model = ModelPrice
+        fields = [
+            "tenant", "provider_kind", "model", "input_price", "output_price",
+            "cached_input_price", "cache_write_price",
+        ]  # fmt: skip
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(TenantScopedAdmin):
+    """A tenant's own prices (US dollars per million tokens); the built-in table is in
+    providers.pricing and on the Prices page."""
+
+    form = ModelPriceForm
+    list_display = [
+        "model", "provider_kind", "input_price", "output_price", "cached_input_price",
+        "cache_write_price", "updated_at",
+    ]  # fmt: skip
+    list_filter = ["provider_kind"]
+    search_fields = ["model"]

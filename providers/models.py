@@ -171,13 +171,20 @@ class ModelPrice(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "provider_kind", "model"], name="model_price_unique"
+                fields=["tenant", "provider_kind", "model"],
+                name="model_price_unique",
+                violation_error_message="This provider and model have a price already: "
+                "change that one.",
             )
         ]
         ordering = ["provider_kind", "model"]
 
     def __str__(self) -> str:
-        return f"{self.provider_kind} {self.model}"
+        return self.name
+
+    @property
+    def name(self) -> str:
+        return f"{self.get_provider_kind_display()} {self.model}"
 
     def clean(self) -> None:
         errors: dict[str, str] = {}

@@ -17,11 +17,13 @@ to a ModelPrice bumps.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+import redis
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
@@ -29,7 +31,9 @@ from django.dispatch import receiver
 
 from agentplatform import versions
 from providers.models import ModelPrice
+from providers.runtime.types import Usage
 
+logger = logging.getLogger(__name__)
 MILLION = Decimal(1_000_000)
 MICRO_DOLLAR = Decimal("0.000001")
 
@@ -157,17 +161,27 @@ def _version_key(tenant_id: int) -> str:
 def tenant_tables(tenant_id: int) -> dict[str, dict[str, Price]]:
     """Per price kind, the built-in table with the tenant's entries over it. A Redis read
     (usually none: versions mirrors it) while unchanged; one query when changed."""
-    version = versions.current(_version_key(tenant_id))
+    try:
+        version = versions.current(_version_key(tenant_id))
+    except (redis.RedisError, OSError):  # pricing never stops a run's record: ask the database
+        logger.warning("prices of tenant %s read without the cache", tenant_id, exc_info=True)
+        return _tables(tenant_id)
     kept = _cache.get(tenant_id)
     if kept is not None and kept[0] == version:
         return kept[1]
+    tables = _tables(tenant_id)
+    with _lock:
+        _cache[tenant_id] = (version, tables)
+    return tables
+
+
+def _tables(tenant_id: int) -> dict[str, dict[str, Price]]:
+    """One query."""
     tables = {kind: dict(table) for kind, table in DEFAULT_PRICES.items()}
     for row in ModelPrice.objects.filter(tenant_id=tenant_id):
         tables.setdefault(row.provider_kind, {})[row.model] = Price(
             row.input_price, row.output_price, row.cached_input_price, row.cache_write_price
         )
-    with _lock:
-        _cache[tenant_id] = (version, tables)
     return tables
 
 
@@ -205,6 +219,45 @@ def cost_of(
         + price.cache_write * cache_write_tokens
     )
     return (total / MILLION).quantize(MICRO_DOLLAR, rounding=ROUND_HALF_UP)
+
+
+def usage_cost(tenant_id: int, provider: str, model: str, usage: Usage) -> Decimal:
+    """What `usage` of `model` on `provider` (a run's recorded provider, or a price kind)
+    cost the tenant, in US dollars: as price_for (synchronous) and cost_of."""
+    return cost_of(
+        price_for(tenant_id, provider, model),
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One line of a tenant's price table: a built-in entry, its own, or both."""
+
+    provider_kind: str
+    model: str
+    price: Price  # the one that applies
+    built_in: Price | None
+    own: ModelPrice | None
+
+
+def price_rows(tenant_id: int) -> list[PriceRow]:
+    """The tenant's table as its Prices page lists it: every built-in entry and every one
+    of its own, by provider kind and model. One query."""
+    own = {(p.provider_kind, p.model): p for p in ModelPrice.objects.filter(tenant_id=tenant_id)}
+    keys = {(kind, model) for kind, table in DEFAULT_PRICES.items() for model in table}
+    rows = []
+    for kind, model in sorted(keys | set(own)):
+        built_in = DEFAULT_PRICES.get(kind, {}).get(model)
+        row = own.get((kind, model))
+        price = built_in if row is None else Price(
+            row.input_price, row.output_price, row.cached_input_price, row.cache_write_price
+        )  # fmt: skip
+        rows.append(PriceRow(kind, model, price, built_in, row))
+    return rows
 
 
 def prices_changed(tenant_id: int) -> None:

@@ -19,7 +19,7 @@ from django.utils.text import slugify
 
 from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy.models import Tenant
-from providers.models import HealthStatus, ProviderConnection, ProviderKind
+from providers.models import HealthStatus, ModelPrice, ProviderConnection, ProviderKind
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.anthropic_adapter import AnthropicAdapter
 from providers.runtime.errors import BadRequest, ProviderError
@@ -274,6 +274,25 @@ def connection_delete(*, tenant: Tenant, connection: ProviderConnection) -> None
     if connection.tenant_id != tenant.pk:
         raise Http404("No such provider connection.")
     delete_recorded(connection)
+
+
+def price_save(
+    *, tenant: Tenant, price: ModelPrice | None = None, changes: dict[str, Any]
+) -> ModelPrice:
+    """Create or change one of the tenant's model prices (checked: ModelPrice.clean); every
+    process prices with it from its next lookup (providers.pricing)."""
+    if price is None:
+        price = ModelPrice(tenant=tenant)
+    elif price.tenant_id != tenant.pk:
+        raise Http404("No such price.")
+    return save_validated(price, changes)
+
+
+def price_delete(*, tenant: Tenant, price: ModelPrice) -> None:
+    """Delete a tenant's price: its model takes the built-in price again, if any."""
+    if price.tenant_id != tenant.pk:
+        raise Http404("No such price.")
+    delete_recorded(price)
 
 
 def connection_test(connection: ProviderConnection) -> tuple[bool, str]:

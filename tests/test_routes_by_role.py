@@ -26,6 +26,7 @@ from agentplatform.tenancy.policy import Action, Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
 from agents.services import run_start
+from providers.models import ModelPrice
 from rag.models import Document, KnowledgeBase
 from tests.factories import (
     add_member,
@@ -174,6 +175,10 @@ def world(trio) -> dict[str, str]:
     quota = Quota.objects.create(
         tenant=acme, scope="tenant", metric="tokens", period="day", limit=10**9
     )
+    price = ModelPrice.objects.create(
+        tenant=acme, provider_kind="openai", model="m", input_price=1, output_price=1,
+        cached_input_price=0, cache_write_price=0,
+    )  # fmt: skip
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -199,6 +204,7 @@ def world(trio) -> dict[str, str]:
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
+        "pk:prices": str(price.pk),
     }
 
 
@@ -223,6 +229,7 @@ _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "fact
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
 _PK_OWNERS |= {"quotas"}
+_PK_OWNERS |= {"prices"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

@@ -177,20 +177,12 @@ async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> 
             _meter(client),
             tokens=input_tokens + output_tokens,
             cost_usd=quotas.call_cost(
-                client.api_key.tenant_id, _provider(route), route.model,
+                client.api_key.tenant_id, route.connection.price_kind, route.model,
                 input_tokens, output_tokens,
             ),
         )  # fmt: skip
     except quotas.QuotaExceeded as exc:
         raise quota_error(exc) from None
-
-
-def _provider(route: GatewayRoute) -> str:
-    """The connection's provider as a run records it (its price table: providers.pricing)."""
-    connection = route.connection
-    if connection.kind == "openai_compatible":
-        return f"openai_compatible:{connection.preset}"
-    return connection.kind
 
 
 def _meter(client: ApiClient) -> quotas.Meter:
@@ -202,8 +194,8 @@ def _settle_later(held: quotas.Reservation, route: GatewayRoute, usage: Any) -> 
     if held.empty:
         return
     cost = quotas.call_cost(
-        route.connection.tenant_id, _provider(route), route.model,
-        usage.input_tokens, usage.output_tokens,
+        route.connection.tenant_id, route.connection.price_kind, route.model, usage.input_tokens,
+        usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
     )  # fmt: skip
     settling = quotas.settle_async(
         held, tokens=usage.input_tokens + usage.output_tokens, cost_usd=cost
@@ -265,6 +257,7 @@ def _record_later(client, model, route, forwarded: Forwarded, started, body, hel
             gateway_model=model,
             model=route.model,
             provider=route.connection.kind,
+            price_kind=route.connection.price_kind,
             input=_last_user_text(body),
             usage=forwarded.usage,
             started_at=started,

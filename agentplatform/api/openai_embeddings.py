@@ -99,12 +99,16 @@ def _target(client: ApiClient, model: str):
     return found
 
 
-def _record(client: ApiClient, model: str, provider: str, tokens: int, started) -> None:
+def _record(
+    client: ApiClient, model: str, provider: str, tokens: int, started, priced: tuple[str, str]
+) -> None:
+    """`priced`: the price kind and the model the provider was asked for (cost)."""
     call = GatewayCall(
         api_key=client.api_key,
         gateway_model=model,
-        model=model,
+        model=priced[1] or model,
         provider=provider,
+        price_kind=priced[0],
         input=f"embeddings ({model})",
         usage=Usage(input_tokens=tokens),
         started_at=started,
@@ -137,17 +141,18 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
                 raise BadRequest("The local model has 384 dimensions.", "dimensions")
             vectors = await local_embedder().embed(parsed.texts)
             tokens, provider = math.ceil(sum(len(t) for t in parsed.texts) / 4), LOCAL
+            priced = (LOCAL, "")  # (no price: it costs nothing)
         else:
             connection, model = target
             vectors, tokens = await adapter_for(connection).embeddings(
                 parsed.texts, model=model, dimensions=parsed.dimensions
             )
-            provider = connection.kind
+            provider, priced = connection.kind, (connection.price_kind, model)
     except ProviderError as exc:  # (its text names no secret: the adapters redact keys)
         raise OpenAIError(502, f"The provider failed: {exc}", type="server_error") from None
     except EmbeddingError as exc:  # the local model is not installed or failed to load
         raise OpenAIError(503, str(exc), type="server_error") from None
-    await brief(_record)(client, parsed.model, provider, tokens, started)
+    await brief(_record)(client, parsed.model, provider, tokens, started, priced)
     return JsonResponse(
         {
             "object": "list",

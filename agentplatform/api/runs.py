@@ -174,6 +174,15 @@ class RunSerializer(serializers.ModelSerializer):
     verifications = VerificationSerializer(
         many=True, read_only=True, help_text="Verdicts on the claim, oldest first."
     )
+    cost_usd = serializers.DecimalField(
+        max_digits=14, decimal_places=6, read_only=True,
+        help_text="US dollars this run's own model calls cost, from the tenant's prices "
+        "(GET /api/v1/prices); 0 for a model without a price.",
+    )  # fmt: skip
+    total_cost_usd = serializers.DecimalField(
+        max_digits=14, decimal_places=6, read_only=True,
+        help_text="With its child runs' (a crew's members); equal to cost_usd otherwise.",
+    )  # fmt: skip
 
     class Meta:
         model = Run
@@ -192,6 +201,8 @@ class RunSerializer(serializers.ModelSerializer):
             "provider",
             "model",
             "usage",
+            "cost_usd",
+            "total_cost_usd",
             "approvals",
             "claim",
             "verifications",
@@ -329,6 +340,8 @@ RUN_EXAMPLE = {
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
     },
+    "cost_usd": "0.000000",
+    "total_cost_usd": "0.000000",
     "approvals": [],
     "claim": None,
     "verifications": [],
@@ -354,6 +367,8 @@ FINISHED_EXAMPLE = {
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
     },
+    "cost_usd": "0.000420",
+    "total_cost_usd": "0.000420",
     "started_at": "2026-01-01T12:00:01Z",
     "finished_at": "2026-01-01T12:00:03Z",
 }

@@ -9,6 +9,7 @@ from agentplatform.api import (
     audit_api,
     config_api,
     mcp_connections_api,
+    prices_api,
     providers_api,
     quotas_api,
     tools_api,
@@ -26,6 +27,7 @@ resources.register(
 resources.register(
     "mcp-connections", mcp_connections_api.McpConnectionViewSet, basename="api_mcp_connection"
 )
+resources.register("prices", prices_api.ModelPriceViewSet, basename="api_price")
 resources.register("conversations", agents_api.ConversationViewSet, basename="api_conversation")
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")
 resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
@@ -99,4 +101,12 @@ urlpatterns += [
         name="api_evaluation_compare",
     ),
     path("runs/<str:run_id>/feedback", evals.RunFeedback.as_view(), name="api_run_feedback"),
+]
+
+# -- usage and cost (agentplatform/api/usage_api.py) --
+from agentplatform.api import usage_api  # noqa: E402
+
+urlpatterns += [
+    path("usage", usage_api.UsageReport.as_view(), name="api_usage"),
+    path("usage/export", usage_api.UsageExport.as_view(), name="api_usage_export"),
 ]

@@ -101,7 +101,10 @@ class Migration(migrations.Migration):
                 "ordering": ["provider_kind", "model"],
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("tenant", "provider_kind", "model"), name="model_price_unique"
+                        fields=("tenant", "provider_kind", "model"),
+                        name="model_price_unique",
+                        violation_error_message="This provider and model have a price "
+                        "already: change that one.",
                     )
                 ],
             },

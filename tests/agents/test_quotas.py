@@ -199,3 +199,20 @@ def test_concurrent_reservations_never_overrun_the_limit(trio):
     assert sum(granted) == 1000 - 1000 % 7  # as many as fit, and not one more
     assert len(granted) + len(refused) == 320
     assert quotas.used(quota) == sum(granted)
+
+
+def test_a_lost_cost_counter_is_rebuilt_from_each_runs_own_cost(trio):
+    quota = _quota(trio.acme, metric="cost", period="month", limit=Decimal("5"))
+    crew_run = Run.objects.create(  # a crew's own cost (its manager's calls) counts too
+        tenant=trio.acme, input="x", correlation_id="c1", cost_usd=Decimal("0.50"),
+        total_cost_usd=Decimal("3.50"), status="succeeded",
+    )  # fmt: skip
+    Run.objects.create(
+        tenant=trio.acme, parent=crew_run, input="x", correlation_id="c1",
+        cost_usd=Decimal("3.00"), total_cost_usd=Decimal("3.00"), status="succeeded",
+    )  # fmt: skip
+    _flush(quota)
+    assert quotas.used(quota) == 3.5
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1.51"))
+    quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1.50"))

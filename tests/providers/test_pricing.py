@@ -93,3 +93,11 @@ def test_prices_are_checked(trio):
     assert "cannot be negative" in errors["input_price"][0]
     assert "At most" in errors["output_price"][0]
     assert "model" in errors
+
+
+def test_a_lookup_costs_no_query_while_the_prices_are_unchanged(trio, django_assert_num_queries):
+    override(trio.acme, "openai", "gpt-x", "1", "1", "1", "1")
+    price_for(trio.acme.pk, "openai", "gpt-x")  # built once
+    with django_assert_num_queries(0):
+        assert price_for(trio.acme.pk, "openai", "gpt-x-1").input == 1
+        assert price_for(trio.acme.pk, "anthropic", "claude-3-haiku").input == Decimal("0.25")

@@ -19,6 +19,7 @@ urlpatterns = [
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/<int:approval_id>/decide/", approvals.decide, name="approval_decide"),
     path("usage/", usage_page.usage_page, name="usage"),
+    path("usage/export.csv", usage_page.usage_export, name="usage_export"),
     path("audit/", audit_log.audit_log, name="audit"),  # owners and admins
     # Evaluations (agentplatform/web/activity/evaluations.py, docs/evaluations.md)
     path("datasets/", evaluations.dataset_list, name="datasets"),

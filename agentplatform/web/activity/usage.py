@@ -10,18 +10,17 @@ queries in all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date
 
 from django.db.models import Aggregate, Count, F, FloatField, Func, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import TruncDate
-from django.utils import timezone
 
 from agents.models import Run, RunEvent
+from agents.usage_report import SERIES_FIELDS, Period, series_label
 
 PERIODS = (7, 30, 90)
 MAX_SERIES = 8  # more series than colours: the smallest are summed as "Other"
-SERIES_FIELDS = ("agent_id", "agent__name", "crew_id", "crew__name", "tool_name", "gateway_model")
 
 
 class Percentile(Aggregate):
@@ -38,20 +37,6 @@ class Percentile(Aggregate):
 class EpochSeconds(Func):
     template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
     output_field = FloatField()
-
-
-@dataclass(frozen=True)
-class Period:
-    days: int
-    start: datetime  # midnight (current time zone) of the first day
-    dates: tuple[date, ...]
-
-    @classmethod
-    def ending_today(cls, days: int, now: datetime | None = None) -> Period:
-        today = timezone.localdate(now)
-        first = today - timedelta(days=days - 1)
-        start = datetime.combine(first, time(), timezone.get_current_timezone())
-        return cls(days, start, tuple(first + timedelta(days=i) for i in range(days)))
 
 
 @dataclass
@@ -115,18 +100,6 @@ class Usage:
     output_tokens: int = 0
     latency: list[Latency] = field(default_factory=list)
     tools: list[ToolErrors] = field(default_factory=list)
-
-
-def series_label(row: dict) -> str:
-    if row.get("agent__name"):
-        return row["agent__name"]
-    if row.get("crew__name"):
-        return f"Crew: {row['crew__name']}"
-    if row.get("tool_name"):
-        return f"Tool: {row['tool_name']}"
-    if row.get("gateway_model"):
-        return f"Model: {row['gateway_model']}"
-    return "Deleted agent"
 
 
 def _key(row: dict) -> tuple:

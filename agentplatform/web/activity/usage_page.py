@@ -1,16 +1,19 @@
 """The usage page: a period of 7, 30 or 90 days, charts drawn as SVG on the server with a
-data table beside each. Figures cover the runs the user may see (see visibility.py)."""
+data table beside each, and cost per agent, member, API key and day (agents.usage_report);
+its figures as CSV. Figures cover the runs the user may see (see visibility.py)."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.charts import HBarRow, horizontal_bars, stacked_daily_bars
 from agentplatform.web.activity.usage import PERIODS, Period, usage_for
 from agentplatform.web.activity.visibility import sees_whole_tenant, visible_runs
+from agents.usage_report import cost_lines, total_cost, usage_csv, usage_rows
 from agents.verification import rates_by_agent
 
 
@@ -18,14 +21,29 @@ def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value < 60 else f"{value / 60:.1f} min"
 
 
-@tenant_member_required(Action.READ_USAGE)
-def usage_page(request: HttpRequest) -> HttpResponse:
+def _days(request: HttpRequest) -> int:
     try:
         days = int(request.GET.get("days", 30))
     except ValueError:
         days = 30
-    if days not in PERIODS:
-        days = 30
+    return days if days in PERIODS else 30
+
+
+@tenant_member_required(Action.READ_USAGE)
+def usage_export(request: HttpRequest) -> HttpResponse:
+    """The period's usage as CSV: a row per day x agent x member x API key."""
+    days = _days(request)
+    period = Period.ending_today(days)
+    rows = usage_rows(visible_runs(request).filter(created_at__gte=period.start))
+    response = HttpResponse(usage_csv(rows), content_type="text/csv; charset=utf-8")
+    name = f"usage-{request.tenant.slug}-{timezone.localdate():%Y-%m-%d}-{days}d.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@tenant_member_required(Action.READ_USAGE)
+def usage_page(request: HttpRequest) -> HttpResponse:
+    days = _days(request)
     period = Period.ending_today(days)
     usage = usage_for(visible_runs(request), period)
     outcomes = rates_by_agent(visible_runs(request).filter(created_at__gte=period.start))
@@ -56,7 +74,16 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         fmt=lambda value: f"{value:.1f}%",
         maximum=100,
     )
+    in_period = visible_runs(request).filter(created_at__gte=period.start)
+    costs = {group: cost_lines(in_period, group) for group in ("agent", "member", "api_key", "day")}
     context = {
+        "cost_tables": [
+            ("agent", "Per agent", "Agent", costs["agent"]),
+            ("member", "Per member", "Member", costs["member"]),
+            ("api_key", "Per API key", "API key", costs["api_key"]),
+            ("day", "Per day", "Day", costs["day"]),
+        ],
+        "total_cost": total_cost(costs["day"]),
         "usage": usage,
         "days": days,
         "periods": PERIODS,

@@ -15,6 +15,7 @@ from agentplatform.web.config import (
     document,
     mcp_connections,
     members,
+    prices,
     quotas,
     tools,
 )
@@ -41,6 +42,10 @@ urlpatterns = [
     path("connections/<int:pk>/edit/", connections.connection_edit, name="connection_edit"),
     path("connections/<int:pk>/test/", connections.connection_check, name="connection_test"),
     path("connections/<int:pk>/delete/", connections.connection_remove, name="connection_delete"),
+    path("prices/", prices.price_list, name="prices"),
+    path("prices/new/", prices.price_create, name="price_create"),
+    path("prices/<int:pk>/edit/", prices.price_edit, name="price_edit"),
+    path("prices/<int:pk>/delete/", prices.price_remove, name="price_delete"),
     path("mcp-connections/", mcp_connections.mcp_connection_list, name="mcp_connections"),
     path(
         "mcp-connections/new/", mcp_connections.mcp_connection_create, name="mcp_connection_create"

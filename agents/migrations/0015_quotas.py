@@ -9,7 +9,7 @@ from agentplatform.tenancy import rls
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0013_evaluations"),
+        ("agents", "0014_run_cost"),
         ("tenancy", "0008_tenant_require_confirmation_for_writes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
