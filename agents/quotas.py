@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import logging
 import math
 import re
 from collections.abc import AsyncIterator, Callable
@@ -40,6 +41,7 @@ from django.db.transaction import on_commit
 from django.dispatch import receiver
 from django.http import Http404
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from agentplatform import versions
 from agentplatform.saving import SaveConflict, delete_recorded, save_validated
@@ -58,6 +60,7 @@ from providers.runtime.types import (
     Usage,
 )
 
+logger = logging.getLogger(__name__)
 MICROS = Decimal(1_000_000)  # cost counters count millionths of a dollar (whole numbers)
 KEEP_AFTER_PERIOD_S = 86_400  # a late settle still finds its period's counter
 
@@ -387,7 +390,13 @@ def reserve(
     args = [n for rule, amount in zip(rules, amounts, strict=True) for n in (rule.limit, amount)]
     script = _script(_RESERVE)
     for _ in range(len(rules) + 1):
-        answer = script(keys=keys, args=args)
+        try:
+            answer = script(keys=keys, args=args)
+        except RedisError:
+            # Without Redis nothing can be counted: the call goes ahead (fail open, logged)
+            # rather than every model call of the platform failing with it.
+            logger.exception("quotas: Redis unreachable, %d limits not enforced", len(keys))
+            return Reservation()
         verdict = int(answer[0])
         if verdict == 1:
             return Reservation(
@@ -421,7 +430,10 @@ def settle(reservation: Reservation, *, tokens: int, cost_usd: Decimal | None = 
     keys = [key for key, _, _ in reservation.held]
     cost_usd = _dollars([metric for _, metric, _ in reservation.held], cost_usd)
     deltas = [_units(metric, tokens, cost_usd) - held for _, metric, held in reservation.held]
-    _script(_SETTLE)(keys=keys, args=deltas)
+    try:
+        _script(_SETTLE)(keys=keys, args=deltas)
+    except RedisError:
+        logger.exception("quotas: Redis unreachable, a settlement was lost")
     reservation.held = []
 
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
@@ -151,9 +152,6 @@ async def forwarded(
 
 
 # -- quotas ----------------------------------------------------------------------------------
-DEFAULT_OUTPUT_ESTIMATE = 1024  # held for a call that sets no maximum output
-
-
 def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
     """A call's input (from its characters) and output (its maximum) token estimates."""
     sent = json.dumps([body.get("messages"), body.get("system"), body.get("tools")])
@@ -163,7 +161,7 @@ def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
             for name in ("max_completion_tokens", "max_tokens", "max_output_tokens")
             if isinstance(body.get(name), int) and body[name] > 0
         ),
-        DEFAULT_OUTPUT_ESTIMATE,
+        settings.QUOTA_GATEWAY_OUTPUT_ESTIMATE,  # (a call that sets no maximum output)
     )
     return quotas.estimate_text_tokens(sent), output
 
