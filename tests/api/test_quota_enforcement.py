@@ -194,3 +194,21 @@ def test_mcp_ask_is_an_error_result_naming_the_limit(trio, agent, asgi_server, p
     assert result.meta["retry_after_s"] > 0
     assert "the daily limit of 0 tokens for API key 'mcp' is used up" in text_of(result)
     assert not Run.objects.exists() and provider_server.requests_to(COMPLETIONS) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_v1_messages_refuses_in_anthropics_shape_with_the_real_sdk(
+    trio, agent, asgi_server, keys, provider_server
+):
+    import anthropic
+
+    _used_up(trio.acme)
+    claude = anthropic.Anthropic(api_key=keys["run"], base_url=asgi_server, max_retries=0)
+    hello = [{"role": "user", "content": "hi"}]
+    for model in ("assistant", "local-openai/gpt-test"):  # an agent; a gateway model
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            claude.messages.create(model=model, max_tokens=100, messages=hello)
+        assert refused.value.body["error"]["type"] == "rate_limit_error"
+        assert "the daily limit of 0 tokens for the tenant is used up" in str(refused.value)
+        assert int(refused.value.response.headers["retry-after"]) > 0
+    assert provider_server.requests_to(COMPLETIONS) == [] and not Run.objects.exists()
