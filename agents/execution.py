@@ -41,6 +41,7 @@ from agents.models import (
     Run,
     approval_decisions,
 )
+from agents.run_costs import run_own_cost
 from agents.run_writer import (
     Batch,
     EventConflict,
@@ -72,7 +73,6 @@ from agents.tool_routing import tool_routing
 from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
 from agents.verification import outcome_claim
-from providers.pricing import usage_cost
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
 from tools.loader import egress_client, tenant_tools
@@ -532,7 +532,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
         own = outcome.usage if run.crew and run.crew.mode == "hierarchical" else Usage()
         children, children_cost = _children_totals(run.pk)
         usage = own + children
-    cost = usage_cost(run.tenant_id, run.provider, run.model, own) if run.model else Decimal(0)
+    cost = run_own_cost(run, own, ((e.type, e.payload) for e, _ in batch.events))
     final = Batch(
         events=batch.events,
         fields={

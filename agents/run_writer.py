@@ -40,6 +40,7 @@ import select
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -497,6 +498,7 @@ class CallRecord:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # Tokens the call spent on models (the `llm` built-in): input, output, cache read, write.
     usage: tuple[int, int, int, int] = (0, 0, 0, 0)
+    cost_usd: Decimal = Decimal(0)  # what they cost (agents.run_costs.tool_call_cost)
 
     def row(self) -> tuple:
         """The values of `_VARYING`, in its order."""
@@ -504,7 +506,8 @@ class CallRecord:
             self.tenant_id, self.tool_name, stored_text(self.arguments), self.status,
             stored_text(self.output), storable_text(self.error), self.correlation_id,
             self.started_at, self.finished_at, len(self.events), self.initiated_by_user_id,
-            self.initiated_by_api_key_id, self.finished_at, *self.usage,
+            self.initiated_by_api_key_id, self.finished_at, *self.usage, self.cost_usd,
+            self.cost_usd,
         )  # fmt: skip
 
 
@@ -512,7 +515,8 @@ _VARYING = (
     "tenant_id", "tool_name", "input", "status", "output", "error", "correlation_id",
     "started_at", "finished_at", "last_seq", "initiated_by_user_id",
     "initiated_by_api_key_id", "created_at",
-    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd",
+    "total_cost_usd",
 )  # fmt: skip
 
 

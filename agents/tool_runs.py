@@ -19,6 +19,7 @@ import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
+from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -32,6 +33,7 @@ from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
 from agents import run_writer
 from agents.models import Approval, Run, approval_decisions
+from agents.run_costs import TOOL_USAGE, tool_call_cost
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
@@ -158,6 +160,8 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
         )  # fmt: skip
     result = outcome.results[call.id]
     failed = result.error is not None
+    spent = any(t == TOOL_USAGE for t, _ in events.kept)  # (else no query: the MCP path)
+    cost = await db(tool_call_cost)(tenant.pk, events.kept) if spent else Decimal(0)
     run_id = await record(
         run_writer.CallRecord(
             tenant_id=tenant.pk,
@@ -173,6 +177,7 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
             initiated_by_api_key_id=api_key_id,
             events=events.kept,
             usage=astuple(state.usage),  # what it asked models (`llm`)
+            cost_usd=cost,
         )
     )
     if failed:

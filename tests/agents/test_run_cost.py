@@ -3,6 +3,7 @@ local provider server): built-in and tenant prices, crews' child runs and totals
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from agents.models import Run
 from agents.services import run_inline
 from providers.models import ModelPrice
-from tests.factories import make_agent, make_crew
+from tests.factories import make_agent, make_connection, make_crew
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db
@@ -89,3 +90,26 @@ def test_a_sequential_crews_run_costs_only_its_members(trio, connection, provide
     parent = run_inline(tenant=trio.acme, crew=crew, input="go")
     assert parent.status == "succeeded", parent.error
     assert parent.cost_usd == 0 and parent.total_cost_usd == Decimal("0.000300")
+
+
+def test_tokens_a_tool_spent_on_another_model_take_that_models_price(trio, agent, provider_server):
+    """The `llm` built-in asks Claude: those tokens are priced as Claude's, the rest as the
+    agent's model."""
+    make_connection(
+        trio.acme, "Claude", "anthropic", api_key="sk-ant-test-key",
+        base_url=provider_server.anthropic_base_url, default_model="claude-test", max_retries=0,
+    )  # fmt: skip
+    price(trio.acme, "gpt-test", "1", "1")
+    price(trio.acme, "claude-test", "10", "100", kind="anthropic")
+    question = json.dumps({"question": "6*7?", "connection": "Claude"})
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("l1", "llm", question)], input_tokens=1000, output_tokens=0),
+        TextReply("42", input_tokens=2000, output_tokens=0),
+    )
+    provider_server.script("anthropic", TextReply("42", input_tokens=100, output_tokens=10))
+    run = run_inline(tenant=trio.acme, agent=agent, input="Ask Claude")
+    assert run.status == "succeeded", run.error
+    assert run.input_tokens == 3100
+    # gpt-test: 3000 x 1; Claude: 100 x 10 + 10 x 100 (per million)
+    assert run.cost_usd == Decimal("0.005000")

@@ -17,7 +17,7 @@ from agentplatform.tenancy.models import ApiKey, Membership
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Crew, Message, Run
 from agents.services import conversation_save
-from providers.models import ProviderConnection
+from providers.models import ModelPrice, ProviderConnection
 from rag import services as rag_services
 from rag.ingestion import ingest
 from rag.models import Document, KnowledgeBase
@@ -106,6 +106,15 @@ def world(trio) -> dict:
         "document": document,
         "membership": Membership.objects.get(tenant=trio.acme, user=trio.bob),
         "group": tenancy.group_create(tenant=trio.acme, name="Finance"),
+        "price": ModelPrice.objects.create(
+            tenant=trio.acme,
+            provider_kind="openai",
+            model="gpt-4o",
+            input_price=1,
+            output_price=1,
+            cached_input_price=1,
+            cache_write_price=1,
+        ),
         "invitation": tenancy.invitation_create(
             tenant=trio.acme, invitee="dora@example.test", role="member", invited_by=trio.alice
         )[0],
@@ -149,6 +158,10 @@ def every_url(world) -> list[str]:
         "activity:approvals": {},
         "activity:approval_decide": {"approval_id": approval},
         "activity:usage": {},
+        "activity:usage_export": {},
+        "config:prices": {},
+        "config:price_create": {},
+        "config:price_edit": {"pk": world["price"].pk},
         "config:agents": {},
         "config:agent_create": {},
         "config:agent_tools": {},
@@ -208,6 +221,7 @@ def every_url(world) -> list[str]:
         "config:crew_delete": {"slug": world["crew"].slug},
         "config:tool_delete": {"pk": world["tool"].pk},
         "config:connection_delete": {"pk": world["connection"].pk},
+        "config:price_delete": {"pk": world["price"].pk},
         "config:mcp_connection_delete": {"pk": world["mcp"].pk},
         "config:api_key_revoke": {"pk": world["key"].pk},
         "config:member_remove": {"pk": world["membership"].pk},
@@ -239,7 +253,7 @@ def encoded(names: list[str], value: str) -> str:
 def snapshot() -> dict:
     """Every row of the tables a page could write, field by field."""
     tables = [Agent, Crew, ToolDefinition, ProviderConnection, ApiKey, Membership, Conversation]
-    tables += [Message, Run, Approval, KnowledgeBase, Document]
+    tables += [Message, Run, Approval, KnowledgeBase, Document, ModelPrice]
     return {model.__name__: list(model.objects.order_by("pk").values()) for model in tables}
 
 
