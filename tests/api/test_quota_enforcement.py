@@ -212,3 +212,24 @@ def test_v1_messages_refuses_in_anthropics_shape_with_the_real_sdk(
         assert "the daily limit of 0 tokens for the tenant is used up" in str(refused.value)
         assert int(refused.value.response.headers["retry-after"]) > 0
     assert provider_server.requests_to(COMPLETIONS) == [] and not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_v1_answers_429_for_a_run_refused_at_its_first_model_call(
+    trio, agent, asgi_server, keys, provider_server, celery_worker_process
+):
+    Quota.objects.create(
+        tenant=trio.acme, scope="agent", agent=agent, metric="tokens", period="day", limit=500
+    )  # "hi" fits; the call's estimate (with 1,024 output tokens) does not
+    client = sdk(asgi_server, keys["run"])
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "hi"}]
+        )
+    error = refused.value
+    assert error.code == "quota_exceeded" and error.body["type"] == "insufficient_quota"
+    run = Run.objects.get(pk=int(error.response.headers["x-run-id"]))
+    assert run.status == "failed" and f"Run {run.pk} was refused: Quota exceeded: " in error.message
+    assert "the daily limit of 500 tokens for agent 'assistant' cannot take" in error.message
+    assert 0 < int(error.response.headers["retry-after"]) <= 86_400
+    assert provider_server.requests_to(COMPLETIONS) == []
