@@ -3,6 +3,8 @@ counters rebuilt from recorded runs, and no overrun under concurrency."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ from agentplatform.tenancy.models import ApiKey
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded
+from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
 NOW = datetime(2026, 12, 2, 14, 30, tzinfo=UTC)
@@ -216,3 +219,38 @@ def test_a_lost_cost_counter_is_rebuilt_from_each_runs_own_cost(trio):
     with pytest.raises(QuotaExceeded):
         quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1.51"))
     quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1.50"))
+
+
+_SPENDER = """
+import django, sys
+django.setup()
+from agents import quotas
+meter, granted = quotas.Meter(int(sys.argv[1])), 0
+for _ in range(60):
+    try:
+        quotas.reserve(meter, tokens=7)
+        granted += 7
+    except quotas.QuotaExceeded:
+        pass
+print(granted)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_processes_sharing_one_limit_never_overrun_it(trio, settings):
+    quota = _quota(trio.acme, limit=1000)
+    env = subprocess_env(settings.DATABASES["default"]["NAME"])
+    spenders = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SPENDER, str(trio.acme.pk)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    granted = [int(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in spenders]
+    assert sum(granted) == 1000 - 1000 % 7  # 240 tries of 7 tokens: as many as fit, no more
+    assert quotas.used(quota) == sum(granted)
