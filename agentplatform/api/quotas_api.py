@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_view
 from rest_framework import serializers
 
 from agentplatform.api.resources import (
@@ -47,6 +47,29 @@ RESPONSE_EXAMPLE = {
 }
 
 
+class _MemberField(serializers.CharField):
+    """Written as a username, read back from the quota's user."""
+
+    def get_attribute(self, quota: Quota) -> Any:
+        return quota.user
+
+    def to_representation(self, user: Any) -> str:
+        return user.get_username()
+
+
+class _KeyField(serializers.IntegerField):
+    def get_attribute(self, quota: Quota) -> Any:
+        return quota.api_key_id
+
+
+class _AgentField(serializers.CharField):
+    def get_attribute(self, quota: Quota) -> Any:
+        return quota.agent
+
+    def to_representation(self, agent: Agent) -> str:
+        return agent.slug
+
+
 class QuotaSerializer(CleanModelSerializer):
     scope = serializers.ChoiceField(choices=QuotaScope.choices)
     metric = serializers.ChoiceField(choices=QuotaMetric.choices)
@@ -57,22 +80,16 @@ class QuotaSerializer(CleanModelSerializer):
         min_value=0,
         help_text="Tokens (a whole number) or US dollars.",
     )
-    # (written as below, read back by to_representation)
-    member = serializers.CharField(
-        write_only=True,
+    member = _MemberField(
         required=False,
         allow_null=True,
         max_length=150,
         help_text="The member's username (scope `member`).",
     )
-    api_key = serializers.IntegerField(
-        write_only=True,
-        required=False,
-        allow_null=True,
-        help_text="The API key's id (scope `api_key`).",
+    api_key = _KeyField(
+        required=False, allow_null=True, help_text="The API key's id (scope `api_key`)."
     )
-    agent = serializers.CharField(
-        write_only=True,
+    agent = _AgentField(
         required=False,
         allow_null=True,
         max_length=50,
@@ -102,16 +119,11 @@ class QuotaSerializer(CleanModelSerializer):
         ]
         read_only_fields = ["id", "label", "used", "resets_at", "created_at", "updated_at"]
 
-    def to_representation(self, quota: Quota) -> dict[str, Any]:
-        data = super().to_representation(quota)
-        data["member"] = quota.user.get_username() if quota.user_id else None
-        data["api_key"] = quota.api_key_id
-        data["agent"] = quota.agent.slug if quota.agent_id else None
-        return data
-
+    @extend_schema_field(OpenApiTypes.NUMBER)  # tokens (whole) or dollars
     def get_used(self, quota: Quota) -> int | float:
         return quotas.used(quota)
 
+    @extend_schema_field(OpenApiTypes.DATETIME)
     def get_resets_at(self, quota: Quota) -> str:
         return quotas.resets_at(quota).isoformat().replace("+00:00", "Z")
 
