@@ -341,6 +341,8 @@ RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
 # closed this many seconds after its last stream ended.
 RUN_EVENTS_LINGER_S = config.env_int("RUN_EVENTS_LINGER_S", 30, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
+# Output tokens a quota holds for a gateway call that sets no maximum (docs/quotas.md).
+QUOTA_GATEWAY_OUTPUT_ESTIMATE = config.env_int("QUOTA_GATEWAY_OUTPUT_ESTIMATE", 1024, minimum=1)
 # Tool routing (agents/tool_routing.py): an agent with more tools than the threshold is
 # offered the best TOP_K for the request each round (plus pinned ones and search_tools).
 TOOL_ROUTING_THRESHOLD = config.env_int("TOOL_ROUTING_THRESHOLD", 30, minimum=1)

@@ -31,6 +31,7 @@ from agentplatform.tenancy.scoped_admin import (
     TenantScopedForm,
     TenantScopedInline,
 )
+from agents import quotas
 from agents.confirmation import request_text
 from agents.fallback_forms import FallbacksField
 from agents.grants_admin import UseGrantsAdmin
@@ -42,6 +43,7 @@ from agents.models import (
     Conversation,
     Fact,
     Message,
+    Quota,
     Run,
     RunEvent,
 )
@@ -638,6 +640,29 @@ class ConversationForm(TenantScopedForm):
     class Meta:
         model = Conversation
         fields = ["tenant", "title"]
+
+
+class QuotaForm(TenantScopedForm):
+    class Meta:
+        model = Quota
+        fields = ["tenant", "scope", "user", "api_key", "agent", "metric", "period", "limit"]
+        fields += ["active"]
+
+
+@admin.register(Quota)
+class QuotaAdmin(TenantScopedAdmin):
+    """Quotas and budgets (docs/quotas.md): validated by Quota.clean as on the Quotas page
+    and in the API; a change applies to the next model call."""
+
+    list_display = ["__str__", "metric", "period", "limit", "active", "used_now"]
+    list_filter = ["scope", "metric", "period", "active"]
+    list_select_related = ["user", "api_key", "agent"]
+    form = QuotaForm
+
+    @admin.display(description="Used this period")
+    def used_now(self, obj: Quota) -> str:
+        used = quotas.used(obj)
+        return f"${used:.2f}" if obj.metric == "cost" else f"{used:,} tokens"
 
 
 @admin.register(Conversation)

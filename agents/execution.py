@@ -27,7 +27,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentplatform.tenancy import rls
-from agents import run_claim
+from agents import quotas, run_claim
 from agents.events import publisher
 from agents.facts import DjangoFactStore
 from agents.models import (
@@ -294,7 +294,9 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
             for name, value in served.items():
                 setattr(run, name, value)
 
-        adapter = routed_adapter(prepared.targets, prepared.balancing, switched)
+        # Metered around the fallbacks: one hold per call, whichever connection answers it.
+        routed = routed_adapter(prepared.targets, prepared.balancing, switched)
+        adapter = quotas.metered(routed, prepared.meter)
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
         adapter=adapter,
@@ -332,6 +334,7 @@ class _Prepared:
     routing: Any = None  # a ToolRouting when the agent has more tools than the threshold
     frame: Frame | None = None  # a new run's: the conversation's so far
     targets: list[Target] | None = None  # with fallbacks: the connections calls may go to
+    meter: quotas.Meter | None = None  # the limits every model call of the run is held against
     balancing: str = ""
 
 
@@ -349,6 +352,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     if client is not None:
         spec = client.apply(spec)
     adapter = adapter_for(connection) if connection is not None else None
+    meter = quotas.Meter.for_run(run, agent.pk)
+    adapter = quotas.metered(adapter, meter)  # limits, per call
     toolbox = tenant_tools(run.tenant)
     effective = effective_tools(agent, spec=spec, toolbox=toolbox)
     spec, tools = effective.spec, effective.registry  # the loop picks effective.offered
@@ -409,6 +414,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         frame=frame,
         targets=targets,
         balancing=agent.load_balancing,
+        meter=meter,
     )
 
 

@@ -781,3 +781,122 @@ class Trigger(models.Model):
     @property
     def target(self) -> Agent | Crew | None:
         return self.agent if self.agent_id else self.crew
+
+
+class QuotaScope(models.TextChoices):
+    TENANT = "tenant", "The whole tenant"
+    MEMBER = "member", "One member"
+    API_KEY = "api_key", "One API key"
+    AGENT = "agent", "One agent"
+
+
+class QuotaMetric(models.TextChoices):
+    TOKENS = "tokens", "Tokens (input + output)"
+    COST = "cost", "Cost (USD)"
+
+
+class QuotaPeriod(models.TextChoices):
+    DAY = "day", "Per day"
+    MONTH = "month", "Per month"
+
+
+def _only_target(scope: str, target: str | None) -> Q:
+    """A quota of `scope` names `target` (user, api_key or agent) and nothing else."""
+    return Q(scope=scope, **{f"{name}__isnull": name != target for name in TARGETS})
+
+
+TARGETS = ("user", "api_key", "agent")
+
+
+class Quota(models.Model):
+    """A limit that blocks: what a scope (the tenant, a member, a key, an agent) may use of a
+    metric in a calendar period (UTC). Enforced by agents.quotas before every model call."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
+    scope = models.CharField(max_length=10, choices=QuotaScope.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
+    )
+    metric = models.CharField(max_length=10, choices=QuotaMetric.choices)
+    period = models.CharField(max_length=10, choices=QuotaPeriod.choices)
+    # Tokens: a whole number; cost: US dollars.
+    limit = models.DecimalField(max_digits=18, decimal_places=6)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["scope", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "scope", "user", "api_key", "agent", "metric", "period"],
+                nulls_distinct=False,
+                name="quota_one_per_target_metric_period",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    _only_target("tenant", None)
+                    | _only_target("member", "user")
+                    | _only_target("api_key", "api_key")
+                    | _only_target("agent", "agent")
+                ),
+                name="quota_scope_names_its_target",
+            ),
+            models.CheckConstraint(condition=Q(limit__gte=0), name="quota_limit_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    def clean(self) -> None:
+        """The scope names its one target, of this tenant (a member of it); a token limit
+        is a whole number."""
+        wanted = {"member": "user", "api_key": "api_key", "agent": "agent"}.get(self.scope)
+        errors: dict[str, str] = {}
+        nouns = {"user": "member", "api_key": "API key", "agent": "agent"}
+        for name in TARGETS:
+            given = getattr(self, f"{name}_id") is not None
+            if name == wanted and not given:
+                errors[name] = f"Choose the {nouns[name]} this limit is for."
+            elif name != wanted and given:
+                errors[name] = f"Leave it empty: this limit is not for one {nouns[name]}."
+        if self.api_key_id and self.api_key.tenant_id != self.tenant_id:
+            errors["api_key"] = "Choose one of this tenant's API keys."
+        if self.agent_id and self.agent.tenant_id != self.tenant_id:
+            errors["agent"] = "Choose one of this tenant's agents."
+        if self.user_id and not self.tenant.memberships.filter(user_id=self.user_id).exists():
+            errors["user"] = "Choose a member of this tenant."
+        if self.limit is not None and self.limit < 0:
+            errors["limit"] = "At least 0."
+        elif self.metric == QuotaMetric.TOKENS and self.limit is not None:
+            errors.update({"limit": "A whole number of tokens."} if self.limit % 1 else {})
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def target_label(self) -> str:
+        if self.scope == QuotaScope.MEMBER and self.user is not None:
+            return f"member {self.user.get_username()}"
+        if self.scope == QuotaScope.API_KEY and self.api_key is not None:
+            return f"API key {self.api_key.name!r}"
+        if self.scope == QuotaScope.AGENT and self.agent is not None:
+            return f"agent {self.agent.slug!r}"
+        return "the tenant"
+
+    @property
+    def limit_label(self) -> str:
+        if self.metric == QuotaMetric.COST:
+            return f"${self.limit:.2f}"
+        return f"{int(self.limit):,} tokens"
+
+    @property
+    def label(self) -> str:
+        """'the daily limit of 10,000 tokens for API key 'ci''"""
+        period = "daily" if self.period == QuotaPeriod.DAY else "monthly"
+        return f"the {period} limit of {self.limit_label} for {self.target_label}"

@@ -38,7 +38,7 @@ from agentplatform.tenancy import audit, rls
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
-from agents import access
+from agents import access, quotas
 from agents.confirmation import prepare_edited
 from agents.events import publisher
 from agents.execution import cancel_key, execute_run, lease_seconds
@@ -202,6 +202,17 @@ def run_start(
             return _replayed(existing, initiated_by)
     user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else acting_for
     api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
+    # A limit used up refuses the run before it exists (QuotaExceeded); its model calls
+    # then reserve for themselves (agents.quotas.MeteredAdapter).
+    quotas.check(
+        quotas.Meter(
+            tenant_id=tenant.pk,
+            user_id=user.pk if user is not None else None,
+            api_key_id=api_key.pk if api_key is not None else None,
+            agent_id=agent.pk if agent is not None else None,
+        ),
+        tokens=quotas.estimate_text_tokens(input),
+    )
     try:
         # Alone, the INSERT needs no transaction block (two round trips fewer); a possible
         # key conflict inside the caller's transaction needs a savepoint.

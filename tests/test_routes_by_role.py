@@ -24,7 +24,7 @@ from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership, Role, TenantGroup
 from agentplatform.tenancy.policy import Action, Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import Conversation, Fact, Run
+from agents.models import Conversation, Fact, Quota, Run
 from agents.services import run_start
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
@@ -181,6 +181,9 @@ def world(trio) -> dict[str, str]:
         tenant=acme, by=_principal("alice", acme),
         changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
     ).trigger  # fmt: skip
+    quota = Quota.objects.create(
+        tenant=acme, scope="tenant", metric="tokens", period="day", limit=10**9
+    )
     price = ModelPrice.objects.create(
         tenant=acme, provider_kind="openai", model="m", input_price=1, output_price=1,
         cached_input_price=0, cache_write_price=0,
@@ -205,6 +208,7 @@ def world(trio) -> dict[str, str]:
         "pk:api-keys": str(key.pk),
         "pk:members": str(victim.pk),
         "pk:groups": str(group.pk),
+        "pk:quotas": str(quota.pk),
         "dataset_id": str(dataset.pk),
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
@@ -237,7 +241,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
-_PK_OWNERS |= {"triggers", "prices"}
+_PK_OWNERS |= {"triggers", "prices", "quotas"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

@@ -16,6 +16,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from agents.quotas import QuotaExceeded
+
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
@@ -37,6 +39,13 @@ def _django_validation_details(exc: DjangoValidationError) -> Any:
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, QuotaExceeded):  # (a ValidationError too: first)
+        response = Response(
+            error_body("quota_exceeded", str(exc), exc.details()),
+            status=status.HTTP_429_TOO_MANY_REQUESTS,
+        )
+        response["Retry-After"] = str(exc.retry_after_s)
+        return response
     if isinstance(exc, DjangoValidationError):
         conflict = getattr(exc, "code", None) == "conflict"
         exc = (Conflict if conflict else exceptions.ValidationError)(

@@ -13,17 +13,25 @@ A model on a connection of the other API is translated (`gateway_translate`), ex
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import OpenAIError, model_not_found, require_raw_models
+from agentplatform.api.openai_base import (
+    OpenAIError,
+    model_not_found,
+    quota_error,
+    require_raw_models,
+)
 from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
+from agents import quotas
 from agents.services import GatewayCall, record_gateway_calls
 from providers.routing import BALANCER, gateway_order, retryable_status
 from providers.runtime.errors import (
@@ -131,6 +139,7 @@ async def forwarded(
     assert route.passthrough is not None
     _check(body, type(route.passthrough))
     started = timezone.now()
+    held = await hold(client, route, body)  # (before any provider is contacted)
     order = gateway_order(route)
     switches: list[dict[str, str]] = []
     for position, target in enumerate(order):
@@ -147,9 +156,7 @@ async def forwarded(
                     answer = await passthrough.complete(body, target.model, headers)
         except ProviderError as exc:
             if last or not exc.retryable:
-                raise OpenAIError(
-                    502, str(exc), type="server_error", code="provider_error"
-                ) from None
+                raise unreached(exc, held) from None
             switches.append(_switch(target, order[position + 1], exc))
             continue
         status = tally.status if stream else answer.status
@@ -159,12 +166,12 @@ async def forwarded(
             switches.append(_switch(target, order[position + 1], _status_error(status)))
             continue
         if not stream:
-            _record_later(client, model, target, answer, started, body, switches)
+            _record_later(client, model, target, answer, started, body, switches, held)
             return GatewayAnswer(answer.status, answer.content_type, answer.body)
         if tally.status != 200:
-            _record_later(client, model, target, tally, started, body, switches)
+            _record_later(client, model, target, tally, started, body, switches, held)
             return GatewayAnswer(tally.status, tally.content_type, first)
-        relay = _relay(first, pieces, client, model, target, tally, started, body, switches)
+        relay = _relay(first, pieces, client, model, target, tally, started, body, switches, held)
         return GatewayAnswer(200, "text/event-stream", stream=relay)
     raise AssertionError("unreachable: the last pair answers or raises")  # pragma: no cover
 
@@ -181,6 +188,70 @@ def _switch(failed: GatewayRoute, following: GatewayRoute, error: ProviderError)
     """A `provider.fallback` event's payload: the reason in our words (provider_failure)."""
     reason = provider_failure(error, failed.connection.name, failed.model)
     return {"from": failed.label, "to": following.label, "reason": reason}
+
+
+# -- quotas ----------------------------------------------------------------------------------
+def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
+    """A call's input (from its characters) and output (its maximum) token estimates."""
+    sent = json.dumps([body.get("messages"), body.get("system"), body.get("tools")])
+    output = next(
+        (
+            body[name]
+            for name in ("max_completion_tokens", "max_tokens", "max_output_tokens")
+            if isinstance(body.get(name), int) and body[name] > 0
+        ),
+        settings.QUOTA_GATEWAY_OUTPUT_ESTIMATE,  # (a call that sets no maximum output)
+    )
+    return quotas.estimate_text_tokens(sent), output
+
+
+async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> quotas.Reservation:
+    """The call's estimate held against the limits of its tenant and key before the provider
+    is contacted (agents.quotas); a limit that cannot take it is a 429 naming it."""
+    input_tokens, output_tokens = estimated_tokens(body)
+    try:
+        return await quotas.reserve_async(
+            _meter(client),
+            tokens=input_tokens + output_tokens,
+            cost_usd=quotas.call_cost(
+                client.api_key.tenant_id, route.connection.price_kind, route.model,
+                input_tokens, output_tokens,
+            ),
+        )  # fmt: skip
+    except quotas.QuotaExceeded as exc:
+        raise quota_error(exc) from None
+
+
+def _meter(client: ApiClient) -> quotas.Meter:
+    return quotas.Meter(tenant_id=client.api_key.tenant_id, api_key_id=client.api_key.pk)
+
+
+def _settle_later(held: quotas.Reservation, route: GatewayRoute, usage: Any) -> None:
+    """The reservation replaced by the call's usage, off the answer's path."""
+    if held.empty:
+        return
+    cost = quotas.call_cost(
+        route.connection.tenant_id, route.connection.price_kind, route.model, usage.input_tokens,
+        usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
+    )  # fmt: skip
+    settling = quotas.settle_async(
+        held, tokens=usage.input_tokens + usage.output_tokens, cost_usd=cost
+    )
+    task = asyncio.get_running_loop().create_task(settling)
+    _settling.add(task)
+    task.add_done_callback(_settling.discard)
+
+
+_settling: set[asyncio.Task] = set()
+
+
+def unreached(exc: ProviderError, held: quotas.Reservation) -> OpenAIError:
+    """The provider could not be reached: what was held comes back; a 502 saying why."""
+    if not held.empty:
+        task = asyncio.get_running_loop().create_task(quotas.settle_async(held, tokens=0))
+        _settling.add(task)
+        task.add_done_callback(_settling.discard)
+    return OpenAIError(502, str(exc), type="server_error", code="provider_error")
 
 
 async def forward(
@@ -202,18 +273,22 @@ async def forward(
 
 
 async def _relay(
-    first, stream, client, model, route, tally, started, body, switches=()
+    first, stream, client, model, route, tally, started, body, switches=(), held=None
 ) -> AsyncIterator[bytes]:
     try:
         yield first
         async for piece in stream:
             yield piece
     finally:
-        _record_later(client, model, route, tally, started, body, switches)
+        _record_later(client, model, route, tally, started, body, switches, held)
 
 
 # -- the record ------------------------------------------------------------------------------
-def _record_later(client, model, route, forwarded: Forwarded, started, body, switches=()) -> None:
+def _record_later(
+    client, model, route, forwarded: Forwarded, started, body, switches=(), held=None
+) -> None:
+    if held is not None:
+        _settle_later(held, route, forwarded.usage)
     ok = forwarded.status == 200
     _recorder.add(
         GatewayCall(
@@ -239,10 +314,12 @@ def record_gateway_call(
     forwarded: Forwarded,
     started: Any,
     body: dict[str, Any],
+    held: quotas.Reservation | None = None,
 ) -> None:
     """A call through `route` recorded in the next batch; `body` is the Chat Completions
-    body that was sent (its last user message is the run's input)."""
-    _record_later(client, model, route, forwarded, started, body)
+    body that was sent (its last user message is the run's input). `held` (from `hold`) is
+    settled with the call's usage."""
+    _record_later(client, model, route, forwarded, started, body, held=held)
 
 
 class _Recorder:

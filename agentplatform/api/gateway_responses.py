@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
-from agentplatform.api.gateway import chat_route, record_gateway_call
+from agentplatform.api.gateway import chat_route, hold, record_gateway_call, unreached
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
 from agentplatform.api.openai_chat_wire import (
@@ -48,6 +48,7 @@ from agentplatform.api.openai_responses_wire import (
 )
 from agentplatform.api.sse import SseJsonReader, event_stream_response
 from agentplatform.tenancy.authentication import ApiClient
+from agents.quotas import Reservation
 from providers.models import ProviderKind
 from providers.runtime.errors import ProviderError
 from providers.runtime.passthrough import Forwarded, json_object, token_count
@@ -74,6 +75,7 @@ async def gateway_responses(
     passthrough = route.passthrough
     assert passthrough is not None
     started, ids = timezone.now(), ResponseIds.new(model)
+    held = await hold(client, route, chat)
     if body.get("stream") is True:
         sent = {**chat, "stream_options": {"include_usage": True}}  # (its usage chunk is ours)
         tally = Forwarded()
@@ -81,18 +83,18 @@ async def gateway_responses(
         try:
             first = await anext(stream, b"")  # (the status is known once the answer begins)
         except ProviderError as exc:
-            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+            raise unreached(exc, held) from None
         if tally.status != 200:
             await stream.aclose()
-            record_gateway_call(client, model, route, tally, started, chat)
+            record_gateway_call(client, model, route, tally, started, chat, held)
             raise provider_refusal(tally.status, first)
-        call = _Call(client, model, route, tally, started, chat)
+        call = _Call(client, model, route, tally, started, chat, held)
         return event_stream_response(stream_events(first, stream, ids, call))
     try:
         forwarded = await passthrough.complete(chat, route.model)
     except ProviderError as exc:
-        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
-    record_gateway_call(client, model, route, forwarded, started, chat)
+        raise unreached(exc, held) from None
+    record_gateway_call(client, model, route, forwarded, started, chat, held)
     if forwarded.status != 200:
         raise provider_refusal(forwarded.status, forwarded.body)
     return JsonResponse(response_of_completion(forwarded.body, ids))
@@ -143,10 +145,11 @@ class _Call:
     tally: Forwarded
     started: Any
     chat: dict[str, Any]
+    held: Reservation
 
     def record(self) -> None:
         record_gateway_call(
-            self.client, self.model, self.route, self.tally, self.started, self.chat
+            self.client, self.model, self.route, self.tally, self.started, self.chat, self.held
         )
 
 

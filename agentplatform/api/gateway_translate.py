@@ -33,7 +33,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
 from agentplatform.api.anthropic_messages_wire import chat_body, message_object, messages_event
-from agentplatform.api.gateway import any_route, forward, messages_headers, record_gateway_call
+from agentplatform.api.gateway import (
+    any_route,
+    forward,
+    hold,
+    messages_headers,
+    record_gateway_call,
+    unreached,
+)
 from agentplatform.api.gateway_responses import provider_refusal
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
@@ -48,6 +55,7 @@ from agentplatform.api.openai_chat_wire import (
 )
 from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_message
 from agentplatform.tenancy.authentication import ApiClient
+from agents.quotas import Reservation
 from providers.models import ProviderKind
 from providers.runtime.errors import ProviderError
 from providers.runtime.passthrough import Forwarded, MessagesPassthrough, json_object, token_count
@@ -87,9 +95,12 @@ class _Call:
     route: GatewayRoute
     started: Any
     sent: dict[str, Any]
+    held: Reservation  # (agentplatform.api.gateway.hold)
 
     def record(self, forwarded: Forwarded) -> None:
-        record_gateway_call(self.client, self.model, self.route, forwarded, self.started, self.sent)
+        record_gateway_call(
+            self.client, self.model, self.route, forwarded, self.started, self.sent, self.held
+        )
 
 
 async def _send(
@@ -105,7 +116,7 @@ async def _send(
         try:
             first = await anext(pieces, b"")  # (the status is known once the answer begins)
         except ProviderError as exc:
-            raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+            raise unreached(exc, call.held) from None
         if tally.status != 200:
             await pieces.aclose()
             call.record(tally)
@@ -114,7 +125,7 @@ async def _send(
     try:
         forwarded = await passthrough.complete(payload, call.route.model)
     except ProviderError as exc:
-        raise OpenAIError(502, str(exc), type="server_error", code="provider_error") from None
+        raise unreached(exc, call.held) from None
     call.record(forwarded)
     if forwarded.status != 200:
         raise provider_refusal(forwarded.status, forwarded.body)
@@ -150,7 +161,7 @@ async def _messages_through_chat(
 ) -> HttpResponse:
     model = body["model"]
     chat = await parsed(chat_of_messages, body, route.connection.kind, size=len(request.body))
-    call = _Call(client, model, route, timezone.now(), chat)
+    call = _Call(client, model, route, timezone.now(), chat, await hold(client, route, chat))
     stream = body.get("stream") is True
     payload = {**chat, "stream_options": {"include_usage": True}} if stream else chat
     ids = f"msg_{uuid.uuid4().hex}"
@@ -556,7 +567,7 @@ async def _chat_through_messages(
 ) -> HttpResponse:
     model = body["model"]
     sent = await parsed(messages_of_chat, body, size=len(request.body))
-    call = _Call(client, model, route, timezone.now(), body)
+    call = _Call(client, model, route, timezone.now(), body, await hold(client, route, body))
     stream = body.get("stream") is True or request.GET.get("stream") == "true"
     ids = _ChunkIds(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
     answer = await _send(call, sent, stream, lambda raw: completion_of_message(raw, ids))

@@ -23,6 +23,7 @@ from agentplatform.tenancy.api_keys import verified_key
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey
 from agentplatform.tenancy.policy import Action, Principal
+from agents.quotas import QuotaExceeded
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,11 +111,24 @@ def as_api_error(exc: Exception) -> OpenAIError | None:
         return OpenAIError(403, str(exc) or "Not allowed.", code="permission_denied")
     if isinstance(exc, BadRequest):
         return OpenAIError(400, str(exc), param=exc.param)
+    if isinstance(exc, QuotaExceeded):  # (a ValidationError too: first)
+        return quota_error(exc)
     if isinstance(exc, ValidationError):
         field = next(iter(getattr(exc, "error_dict", {})), "input")
         param = "messages" if field == "input" else field
         return OpenAIError(400, "; ".join(exc.messages), param=param)
     return None
+
+
+def quota_error(exc: QuotaExceeded) -> OpenAIError:
+    """A limit used up: 429 as OpenAI answers an exhausted quota, with when it resets."""
+    return OpenAIError(
+        429,
+        str(exc),
+        type="insufficient_quota",
+        code="quota_exceeded",
+        headers={"Retry-After": str(exc.retry_after_s)},
+    )
 
 
 def openai_errors(

@@ -58,6 +58,7 @@ from agentplatform.tenancy.policy import Action, declares
 from agentplatform.tenancy.services import member_named
 from agents.confirmation import request_text
 from agents.models import Agent, Approval, Crew, Run
+from agents.quotas import refusal_retry_after
 from agents.run_reader import HEARTBEAT, Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import model_target, run_start
@@ -228,6 +229,15 @@ def answer_text(request: HttpRequest, run_id: int, ending: Ending, streamed: str
 
 
 def run_error(run_id: int, ending: Ending) -> OpenAIError:
+    retry_after = refusal_retry_after(ending.error)
+    if retry_after is not None:  # a limit used up before a model call of the run: a 429
+        return OpenAIError(
+            429,
+            f"Run {run_id} was refused: {ending.error.removeprefix('QuotaExceeded: ')}",
+            type="insufficient_quota",
+            code="quota_exceeded",
+            headers={"Retry-After": str(retry_after), "X-Run-Id": str(run_id)},
+        )
     what = "was cancelled" if ending.status == RunStatus.CANCELLED else "failed"
     detail = f": {ending.error}" if ending.error and ending.error != "cancelled" else ""
     return OpenAIError(

@@ -12,6 +12,7 @@ from agentplatform.api import (
     mcp_connections_api,
     prices_api,
     providers_api,
+    quotas_api,
     sign_in_api,
     tools_api,
     views,
@@ -36,6 +37,7 @@ resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
 resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
+resources.register("quotas", quotas_api.QuotaViewSet, basename="api_quota")
 
 # -- configuration history (agentplatform/api/history_api.py): each resource's own lookup --
 history_urls = []

@@ -38,6 +38,7 @@ from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action, Principal
 from agents.confirmation import request_text
 from agents.models import Agent, Crew, Run
+from agents.quotas import QuotaExceeded
 from agents.run_reader import Ending, follow_run
 from agents.runtime.spec import RunStatus
 from agents.services import (
@@ -269,6 +270,8 @@ def _refusal(exc: BaseException, arguments: dict[str, Any]) -> CallToolResult | 
             conversation_id=arguments.get("conversation_id"),
             status="conversation_busy",
         )
+    if isinstance(exc, QuotaExceeded):  # (a ValidationError too: first)
+        return error_result(str(exc), status="quota_exceeded", retry_after_s=exc.retry_after_s)
     if isinstance(exc, ValidationError):
         return error_result(" ".join(exc.messages))
     return None

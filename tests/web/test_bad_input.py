@@ -16,7 +16,7 @@ from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, Membership
 from agentplatform.tenancy.policy import Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import Agent, Approval, Conversation, Crew, Message, Run
+from agents.models import Agent, Approval, Conversation, Crew, Message, Quota, Run
 from agents.services import agent_save, conversation_save
 from agents.triggers import trigger_save
 from providers.models import ModelPrice, ProviderConnection
@@ -123,6 +123,9 @@ def world(trio) -> dict:
             by=Principal.of_membership(Membership.objects.get(tenant=trio.acme, user=trio.alice)),
             changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
         ).trigger,
+        "quota": Quota.objects.create(
+            tenant=trio.acme, scope="tenant", metric="tokens", period="month", limit=10**9
+        ),
         "invitation": tenancy.invitation_create(
             tenant=trio.acme, invitee="dora@example.test", role="member", invited_by=trio.alice
         )[0],
@@ -170,6 +173,8 @@ def every_url(world) -> list[str]:
         "config:prices": {},
         "config:price_create": {},
         "config:price_edit": {"pk": world["price"].pk},
+        "config:quotas": {},
+        "config:quota_edit": {"pk": world["quota"].pk},
         "config:agents": {},
         "config:agent_create": {},
         "config:agent_tools": {},
@@ -241,6 +246,7 @@ def every_url(world) -> list[str]:
         "config:connection_delete": {"pk": world["connection"].pk},
         "config:price_delete": {"pk": world["price"].pk},
         "config:trigger_delete": {"pk": world["trigger"].pk},
+        "config:quota_delete": {"pk": world["quota"].pk},
         "config:mcp_connection_delete": {"pk": world["mcp"].pk},
         "config:api_key_revoke": {"pk": world["key"].pk},
         "config:member_remove": {"pk": world["membership"].pk},
@@ -272,7 +278,7 @@ def encoded(names: list[str], value: str) -> str:
 def snapshot() -> dict:
     """Every row of the tables a page could write, field by field."""
     tables = [Agent, Crew, ToolDefinition, ProviderConnection, ApiKey, Membership, Conversation]
-    tables += [Message, Run, Approval, KnowledgeBase, Document, ModelPrice]
+    tables += [Message, Run, Approval, KnowledgeBase, Document, ModelPrice, Quota]
     return {model.__name__: list(model.objects.order_by("pk").values()) for model in tables}
 
 

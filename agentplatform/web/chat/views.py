@@ -26,6 +26,7 @@ from agentplatform.web.chat.thread import Turn, for_display, turns_for
 from agentplatform.web.edited_arguments import edited_arguments
 from agents import services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
+from agents.quotas import QuotaExceeded
 
 PAGE = "web/chat/page.html"
 SIDEBAR = "web/chat/sidebar.html"
@@ -201,6 +202,8 @@ def _start_turn(
             )
     except services.ConversationBusy:
         return _refuse(request, chat, services.BUSY, 409)
+    except QuotaExceeded as exc:
+        return _refuse(request, chat, str(exc), 429)
     except ValidationError as exc:
         return _refuse(request, chat, " ".join(exc.messages), 400)
     if not _htmx(request):

@@ -18,6 +18,7 @@ from agentplatform.web.config import (
     members,
     model_aliases,
     prices,
+    quotas,
     tools,
     triggers,
 )
@@ -98,6 +99,9 @@ urlpatterns = [
     path("api-keys/", api_keys.api_key_list, name="api_keys"),
     path("api-keys/new/", api_keys.api_key_new, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_remove, name="api_key_revoke"),
+    path("quotas/", quotas.quota_list, name="quotas"),
+    path("quotas/<int:pk>/edit/", quotas.quota_edit, name="quota_edit"),
+    path("quotas/<int:pk>/delete/", quotas.quota_remove, name="quota_delete"),
     path("members/", members.member_list, name="members"),
     path("groups/", access.group_list, name="groups"),
     path("groups/<int:pk>/members/", access.group_members, name="group_members"),

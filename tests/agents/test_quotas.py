@@ -1,0 +1,256 @@
+"""agents/quotas.py: reserve and settle against every applicable limit, the refusal's text,
+counters rebuilt from recorded runs, and no overrun under concurrency."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.cache import cache
+
+from agentplatform import versions
+from agentplatform.tenancy.models import ApiKey
+from agents import quotas
+from agents.models import Quota, Run
+from agents.quotas import Meter, QuotaExceeded
+from tests.conftest import ROOT, subprocess_env
+from tests.factories import make_agent
+
+NOW = datetime(2026, 12, 2, 14, 30, tzinfo=UTC)
+
+
+def _quota(tenant, **fields) -> Quota:
+    fields.setdefault("scope", "tenant")
+    fields.setdefault("metric", "tokens")
+    fields.setdefault("period", "day")
+    return Quota.objects.create(tenant=tenant, **fields)
+
+
+def _key(tenant, user=None) -> ApiKey:
+    return ApiKey.objects.create(
+        tenant=tenant, name="ci", prefix=uuid.uuid4().hex[:12], secret_hash="x" * 64
+    )
+
+
+def _flush(quota: Quota) -> None:
+    """Forget the quota's counters (as a Redis that lost its data)."""
+    for key in versions.shared_redis().scan_iter(cache.make_key(f"quota:{quota.pk}:*")):
+        versions.shared_redis().delete(key)
+
+
+def test_reserve_then_settle_keeps_what_was_used(trio):
+    quota = _quota(trio.acme, limit=1000)
+    meter = Meter(trio.acme.pk)
+    held = quotas.reserve(meter, tokens=600, now=NOW)
+    assert quotas.used(quota, NOW) == 600
+    quotas.settle(held, tokens=150)
+    assert quotas.used(quota, NOW) == 150
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(meter, tokens=900, now=NOW)  # 150 + 900 > 1000: nothing held
+    assert quotas.used(quota, NOW) == 150
+    quotas.settle(quotas.reserve(meter, tokens=850, now=NOW), tokens=850)
+    assert quotas.used(quota, NOW) == 1000
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(meter, tokens=1, now=NOW)
+
+
+def test_a_refusal_holds_nothing_on_the_other_limits(trio):
+    agent = make_agent(trio.acme)
+    tenant = _quota(trio.acme, limit=10_000)
+    _quota(trio.acme, scope="agent", agent=agent, limit=100)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(Meter(trio.acme.pk, agent_id=agent.pk), tokens=500, now=NOW)
+    assert "for agent 'assistant'" in str(refused.value)
+    assert quotas.used(tenant, NOW) == 0
+    quotas.reserve(Meter(trio.acme.pk), tokens=500, now=NOW)  # another agent: fits
+    assert quotas.used(tenant, NOW) == 500
+
+
+@pytest.mark.parametrize("scope", ["tenant", "member", "api_key", "agent"])
+def test_each_scope_limits_only_its_own_calls(trio, scope):
+    agent, other_agent = make_agent(trio.acme), make_agent(trio.acme, slug="other")
+    key, other_key = _key(trio.acme), _key(trio.acme)
+    target = {"member": {"user": trio.bob}, "api_key": {"api_key": key}, "agent": {"agent": agent}}
+    _quota(trio.acme, scope=scope, limit=100, **target.get(scope, {}))
+    mine = Meter(trio.acme.pk, user_id=trio.bob.pk, api_key_id=key.pk, agent_id=agent.pk)
+    others = Meter(trio.acme.pk, user_id=trio.alice.pk, api_key_id=other_key.pk,
+                   agent_id=other_agent.pk)  # fmt: skip
+    quotas.reserve(mine, tokens=100, now=NOW)
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(mine, tokens=1, now=NOW)
+    if scope == "tenant":
+        with pytest.raises(QuotaExceeded):
+            quotas.reserve(others, tokens=1, now=NOW)
+    else:
+        quotas.reserve(others, tokens=1000, now=NOW)
+    quotas.reserve(Meter(trio.globex.pk), tokens=1000, now=NOW)  # another tenant: untouched
+
+
+def test_a_cost_limit_counts_dollars(trio):
+    quota = _quota(trio.acme, metric="cost", period="month", limit=Decimal("1.50"))
+    meter = Meter(trio.acme.pk)
+    held = quotas.reserve(meter, tokens=10, cost_usd=Decimal("1.00"), now=NOW)
+    quotas.settle(held, tokens=10, cost_usd=Decimal("0.25"))
+    assert quotas.used(quota, NOW) == 0.25
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(meter, tokens=10, cost_usd=Decimal("1.30"), now=NOW)
+    assert (
+        "the monthly limit of $1.50 for the tenant cannot take this call (up to $1.30 more; "
+        "$0.25 used of $1.50 this month)"
+    ) in str(refused.value)
+    held = quotas.reserve(meter, tokens=10, cost_usd=Decimal("1.25"), now=NOW)
+    quotas.settle(held, tokens=10, cost_usd=Decimal("1.25"))
+    with pytest.raises(QuotaExceeded):  # used up: even a call with no known price is refused
+        quotas.reserve(meter, tokens=10, cost_usd=None, now=NOW)
+
+
+def test_the_refusal_says_when_a_daily_limit_resets(trio):
+    _quota(trio.acme, limit=10)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(Meter(trio.acme.pk), tokens=11, now=NOW)
+    assert str(refused.value) == (
+        "Quota exceeded: the daily limit of 10 tokens for the tenant cannot take this call "
+        "(up to 11 tokens more; 0 tokens used of 10 tokens this day). "
+        "It resets at 2026-12-03 00:00 UTC (in 9 h 30 min)."
+    )
+    quotas.reserve(Meter(trio.acme.pk), tokens=10, now=NOW)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(Meter(trio.acme.pk), tokens=1, now=NOW)
+    exc = refused.value
+    assert str(exc) == (
+        "Quota exceeded: the daily limit of 10 tokens for the tenant is used up "
+        "(10 tokens used of 10 tokens this day). It resets at 2026-12-03 00:00 UTC (in 9 h 30 min)."
+    )
+    assert exc.retry_after_s == 9 * 3600 + 30 * 60
+    assert exc.details()["resets_at"] == "2026-12-03T00:00:00Z"
+
+
+def test_the_refusal_says_when_a_monthly_limit_resets(trio):
+    _quota(trio.acme, period="month", limit=0, scope="member", user=trio.bob)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(Meter(trio.acme.pk, user_id=trio.bob.pk), tokens=11, now=NOW)
+    assert str(refused.value).startswith(
+        "Quota exceeded: the monthly limit of 0 tokens for member bob is used up"
+    )
+    assert str(refused.value).endswith("It resets at 2027-01-01 00:00 UTC (in 29 d 9 h).")
+
+
+def test_a_new_day_starts_from_zero(trio):
+    _quota(trio.acme, limit=100)
+    quotas.reserve(Meter(trio.acme.pk), tokens=100, now=NOW)
+    tomorrow = datetime(2026, 12, 3, 0, 0, 1, tzinfo=UTC)
+    quotas.reserve(Meter(trio.acme.pk), tokens=100, now=tomorrow)
+
+
+def test_lost_counters_are_rebuilt_from_recorded_runs(trio):
+    agent = make_agent(trio.acme)
+    quota = _quota(trio.acme, scope="agent", agent=agent, limit=1000)
+    Run.objects.create(
+        tenant=trio.acme, agent=agent, input="x", correlation_id="c1",
+        input_tokens=500, output_tokens=200, status="succeeded",
+    )  # fmt: skip
+    Run.objects.create(  # another agent's run: not this limit's
+        tenant=trio.acme, input="x", correlation_id="c2", input_tokens=900, status="succeeded"
+    )
+    _flush(quota)
+    meter = Meter(trio.acme.pk, agent_id=agent.pk)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.reserve(meter, tokens=301)
+    assert refused.value.used == 700
+    quotas.reserve(meter, tokens=300)
+
+
+def test_changing_a_limit_applies_at_once(trio):
+    quota = _quota(trio.acme, limit=10)
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(Meter(trio.acme.pk), tokens=50, now=NOW)
+    quota.limit = 100
+    quota.save()
+    quotas.reserve(Meter(trio.acme.pk), tokens=50, now=NOW)
+    quota.active = False
+    quota.save()
+    assert quotas.reserve(Meter(trio.acme.pk), tokens=10**9, now=NOW).empty
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_reservations_never_overrun_the_limit(trio):
+    quota = _quota(trio.acme, limit=1000)
+    meter = Meter(trio.acme.pk)
+    quotas.reserve(meter, tokens=0)  # the counter seeded (each thread would query otherwise)
+    granted, refused = [], []
+    start = threading.Barrier(16)
+
+    def spend() -> None:
+        start.wait()
+        for _ in range(20):
+            try:
+                quotas.reserve(meter, tokens=7)
+                granted.append(7)
+            except QuotaExceeded:
+                refused.append(1)
+
+    threads = [threading.Thread(target=spend) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(granted) == 1000 - 1000 % 7  # as many as fit, and not one more
+    assert len(granted) + len(refused) == 320
+    assert quotas.used(quota) == sum(granted)
+
+
+def test_a_lost_cost_counter_is_rebuilt_from_each_runs_own_cost(trio):
+    quota = _quota(trio.acme, metric="cost", period="month", limit=Decimal("5"))
+    crew_run = Run.objects.create(  # a crew's own cost (its manager's calls) counts too
+        tenant=trio.acme, input="x", correlation_id="c1", cost_usd=Decimal("0.50"),
+        total_cost_usd=Decimal("3.50"), status="succeeded",
+    )  # fmt: skip
+    Run.objects.create(
+        tenant=trio.acme, parent=crew_run, input="x", correlation_id="c1",
+        cost_usd=Decimal("3.00"), total_cost_usd=Decimal("3.00"), status="succeeded",
+    )  # fmt: skip
+    _flush(quota)
+    assert quotas.used(quota) == 3.5
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1.51"))
+    quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1.50"))
+
+
+_SPENDER = """
+import django, sys
+django.setup()
+from agents import quotas
+meter, granted = quotas.Meter(int(sys.argv[1])), 0
+for _ in range(60):
+    try:
+        quotas.reserve(meter, tokens=7)
+        granted += 7
+    except quotas.QuotaExceeded:
+        pass
+print(granted)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_processes_sharing_one_limit_never_overrun_it(trio, settings):
+    quota = _quota(trio.acme, limit=1000)
+    env = subprocess_env(settings.DATABASES["default"]["NAME"])
+    spenders = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SPENDER, str(trio.acme.pk)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    granted = [int(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in spenders]
+    assert sum(granted) == 1000 - 1000 % 7  # 240 tries of 7 tokens: as many as fit, no more
+    assert quotas.used(quota) == sum(granted)
