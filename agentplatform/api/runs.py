@@ -179,6 +179,12 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="US dollars this run's own model calls cost, from the tenant's prices "
         "(GET /api/v1/prices); 0 for a model without a price.",
     )  # fmt: skip
+    trigger = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        allow_null=True,
+        help_text="The schedule or webhook trigger that started it (GET /api/v1/triggers/{id}); "
+        "null for a run someone started.",
+    )
     total_cost_usd = serializers.DecimalField(
         max_digits=14, decimal_places=6, read_only=True,
         help_text="With its child runs' (a crew's members); equal to cost_usd otherwise.",
@@ -212,6 +218,7 @@ class RunSerializer(serializers.ModelSerializer):
             "instructions_digest",
             "tools_digest",
             "config_versions",
+            "trigger",
             "created_at",
             "started_at",
             "finished_at",
@@ -352,6 +359,7 @@ RUN_EXAMPLE = {
     "instructions_digest": "",
     "tools_digest": "",
     "config_versions": {},
+    "trigger": None,
     "created_at": "2026-01-01T12:00:00Z",
     "started_at": None,
     "finished_at": None,

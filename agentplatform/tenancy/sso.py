@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agentplatform.tenancy import rls
@@ -196,6 +196,9 @@ def _text_claim(claims: dict[str, Any], key: str, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+_FIRST_SIGN_IN_LOCK = 0x550_F125  # a PostgreSQL advisory lock key of this module's own
+
+
 @transaction.atomic
 def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> AbstractUser:
     """The user behind these verified claims (`iss` and `sub` required), created with no
@@ -209,6 +212,16 @@ def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> Abstr
         .first()
     )
     email = _text_claim(claims, "email", 254) if claims.get("email_verified", True) else ""
+    if identity is None:
+        # First sign-ins wait for each other (until this transaction ends), so two at once
+        # neither make the same person twice nor take one free username twice.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_FIRST_SIGN_IN_LOCK])
+        identity = (
+            ExternalIdentity.objects.select_related("user")
+            .filter(issuer=issuer, subject=subject)
+            .first()
+        )
     if identity is None:
         user = User(username=_username_for(provider, claims), email=email)
         user.set_unusable_password()

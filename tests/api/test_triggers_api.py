@@ -154,6 +154,7 @@ def test_a_triggers_runs_are_listed_as_runs_are_seen(trio, analyst):
     run = Run.objects.get(trigger_id=trigger_id)
     runs = api.get(f"/triggers/{trigger_id}/runs").json()["results"]
     assert [r["id"] for r in runs] == [run.pk] and runs[0]["agent"] == "analyst"
+    assert runs[0]["trigger"] == trigger_id
     # bob sees the runs he started; these are alice's.
     assert session(trio.bob).get(f"/triggers/{trigger_id}/runs").json()["results"] == []
     assert api.delete(f"/triggers/{trigger_id}").status_code == 204

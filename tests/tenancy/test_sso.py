@@ -382,3 +382,42 @@ def test_rest_refuses_without_a_provider_or_a_boolean_or_a_role(trio):
     assert Client().get(API).status_code in (401, 403)
     trio.acme.refresh_from_db()
     assert trio.acme.password_sign_in is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_first_sign_ins_at_once_make_one_person_and_distinct_usernames(trio):
+    """Two sign-ins of one new person at once make one user; two new people whose claims
+    ask for the same username get different ones (no unique-constraint error, no 500)."""
+    import threading
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    acme_provider(trio)
+    provider = sso.provider_named("acme-idp")
+    claims = [
+        {"iss": provider.issuer, "sub": "same-person", "preferred_username": "sam"},
+        {"iss": provider.issuer, "sub": "same-person", "preferred_username": "sam"},
+        {"iss": provider.issuer, "sub": "another", "preferred_username": "sam"},
+        {"iss": provider.issuer, "sub": "a-third", "preferred_username": "sam"},
+    ]
+    start, users, errors = threading.Barrier(len(claims)), [], []
+
+    def sign_in(claim: dict) -> None:
+        try:
+            start.wait()
+            users.append(sso.user_for_identity(provider=provider, claims=claim))
+        except Exception as exc:  # (the assertion below names it)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sign_in, args=(c,)) for c in claims]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len({u.pk for u in users}) == 3  # the same person twice is one user
+    made = get_user_model().objects.filter(username__startswith="sam")
+    assert made.count() == 3 and len({u.username for u in made}) == 3
