@@ -7,6 +7,9 @@ package — the platform itself, or one you install beside it — declares in it
 - `agentplatform.tool_sources`: `source(agent) -> Tool | None`, a tool an agent's runs get
   from a context of theirs (its knowledge bases...); shown as coming from the source's
   `label` attribute, else the entry point's name.
+- `agentplatform.tenant_tool_sources`: an object with `label`, `tools_of(tenant_id, policy)`
+  and `names_of(tenant_id)` (tools/tool_sources.py): tools every agent of a tenant may pick,
+  from that tenant's own configuration (its MCP server connections: tools/mcp_source.py).
 - `agentplatform.agent_kinds`: an async callable taking run_agent's keyword arguments (and
   `egress`) and returning a RunOutcome; the entry point's name is the kind's name. An
   optional `runs_with(spec) -> spec` attribute says what the loop runs it with.
@@ -24,6 +27,7 @@ from typing import Any
 
 TOOLS = "agentplatform.tools"
 TOOL_SOURCES = "agentplatform.tool_sources"
+TENANT_TOOL_SOURCES = "agentplatform.tenant_tool_sources"
 AGENT_KINDS = "agentplatform.agent_kinds"
 
 

@@ -29,7 +29,6 @@ from django.utils import timezone
 from agentplatform.tenancy import rls
 from agents import quotas, run_claim
 from agents.events import publisher
-from agents.facts import DjangoFactStore
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -308,7 +307,6 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         conversation=prepared.conversation,
         decisions=prepared.decisions,
         context_blocks=prepared.context_blocks,
-        facts=DjangoFactStore(run_id=run.pk),
         sink=sink,
         checkpoint=_Checkpoint(sink.writer),
         is_cancelled=_cancel_check(run),

@@ -1,19 +1,23 @@
-"""The memory tools' store: Fact rows, always filtered by tenant and user."""
+"""The memory tools' store (Fact rows, always filtered by tenant and user), and memory as
+a tool source: an `agentplatform.tool_sources` plug-in (pyproject.toml) that gives an agent
+whose `memory` is on the tools to remember, recall and forget facts about its user."""
 
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 
-from agents.models import Fact
+from agents.models import Agent, Fact
+from agents.runtime.memory import MEMORY_TOOL_NAMES, memory_tools
+from tools.runtime.tool import Tool
 
 
 class DjangoFactStore:
-    def __init__(self, *, run_id: int | None = None) -> None:
-        self.run_id = run_id
+    """Facts in PostgreSQL; a fact remembers the run that learnt it (the RunContext's)."""
 
     async def remember(self, *, tenant_id, user_id, text, run_id) -> str:
+        source = int(run_id) if run_id is not None and str(run_id).isdigit() else None
         fact = await Fact.objects.acreate(
-            tenant_id=tenant_id, user_id=user_id, text=text, source_run_id=self.run_id
+            tenant_id=tenant_id, user_id=user_id, text=text, source_run_id=source
         )
         return str(fact.pk)
 
@@ -31,3 +35,15 @@ class DjangoFactStore:
             pk=int(fact_id), tenant_id=tenant_id, user_id=user_id
         ).adelete()
         return bool(deleted)
+
+
+_MEMORY_TOOLS = memory_tools(DjangoFactStore())  # the store keeps nothing per run: share them
+
+
+def memory_tools_for_agent(agent: Agent) -> list[Tool]:
+    """The memory tools, for an agent that remembers (its `memory` setting)."""
+    return list(_MEMORY_TOOLS) if agent.memory else []
+
+
+memory_tools_for_agent.label = "memory"  # type: ignore[attr-defined]
+memory_tools_for_agent.tool_names = MEMORY_TOOL_NAMES  # type: ignore[attr-defined]

@@ -2,14 +2,13 @@
 admin, the web config pages and REST read.
 
 Besides the tenant's registry (built-ins, its tool definitions, its MCP servers' tools), an
-agent gets tools bound to it, contributed by plug-ins (rag: `knowledge_search` over the
-agent's knowledge bases, and `file_read` of their documents): each is an
-`agentplatform.tool_sources` entry point, loaded at startup; agents never import them. A
-source's tool is offered whatever the agent's tool picks are (linking a knowledge base is
-the pick), unless the agent excludes it by name. The loop
-then adds the synthetic tools: memory (when the agent remembers) and `final_answer` (when
-it has an output schema). The agent's kind may change what its loop gets (a simple agent
-gets none).
+agent gets tools bound to it, contributed by plug-ins (memory: remember/recall/forget when
+the agent remembers; rag: `knowledge_search` over the agent's knowledge bases, and
+`file_read` of their documents): each is an `agentplatform.tool_sources` entry point,
+loaded at startup. A source's tools are offered whatever the agent's tool picks are
+(turning memory on, linking a knowledge base is the pick), unless the agent excludes them
+by name. The loop then adds the synthetic `final_answer` (when it has an output schema).
+The agent's kind may change what its loop gets (a simple agent gets none).
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ from dataclasses import dataclass, replace
 
 from django.core.exceptions import ValidationError
 
-from agents.facts import DjangoFactStore
 from agents.models import Agent
 from agents.runtime.kinds import spec_for_kind
 from agents.runtime.loop import agent_registry
-from agents.runtime.memory import MEMORY_TOOL_NAMES, FactStore
 from agents.runtime.spec import AgentSpec
 from agents.runtime.structured import FINAL_ANSWER
 from agents.specs import agent_spec
@@ -39,11 +36,11 @@ from tools.loader import TenantTools, tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Tool
 
-ToolSource = Callable[[Agent], Tool | None]  # the agent -> its tool, or None
+ToolSource = Callable[[Agent], Tool | Iterable[Tool] | None]  # the agent -> its tools
 _sources: list[tuple[ToolSource, str]] = []
 _source_domains: dict[str, tuple[str, ...]] = {}  # label -> the capability domains it covers
 _source_names: set[str] = set()
-MEMORY, STRUCTURED_OUTPUT = "memory", "structured output"
+STRUCTURED_OUTPUT = "structured output"
 
 
 def add_tool_source(
@@ -72,8 +69,8 @@ def add_tool_source(
 
 def agent_tool_names() -> frozenset[str]:
     """Tool names an agent may pick or exclude besides its tenant's registry: the registered
-    sources' tools, the memory tools and the structured output's."""
-    return frozenset({*_source_names, *MEMORY_TOOL_NAMES, FINAL_ANSWER})
+    sources' tools and the structured output's."""
+    return frozenset({*_source_names, FINAL_ANSWER})
 
 
 @dataclass(frozen=True)
@@ -114,16 +111,14 @@ def effective_tools(
     *,
     spec: AgentSpec | None = None,
     toolbox: TenantTools | None = None,
-    facts: FactStore | None = None,
 ) -> EffectiveTools:
     """The tools a run of `agent` is offered, each with its source. `spec` defaults to the
     agent's own (the engine passes the one it runs), `toolbox` to the tenant's tools (one
-    cache read when fresh), `facts` to the tenant's fact store (the memory tools' handlers
-    use it). Each registered source may read too (rag: its links, once per configuration
-    version). An unsaved agent has no tools of its own."""
+    cache read when fresh). Each registered source may read too (rag: its links, once per
+    configuration version). An unsaved agent has no tools of its own."""
     spec = spec or agent_spec(agent, None)
     toolbox = toolbox or tenant_tools(agent.tenant_id)
-    own = [(tool, label) for source, label in _sources if (tool := source(agent)) is not None]
+    own = [(tool, label) for source, label in _sources for tool in _tools(source(agent))]
     registry = toolbox.registry
     if own:
         registry = ToolRegistry(list(registry))
@@ -132,13 +127,11 @@ def effective_tools(
         if spec.tool_names is not None:  # picked by name or tag: pick these too
             spec = replace(spec, tool_names=(*spec.tool_names, *(t.name for t, _ in own)))
     runs_with = spec_for_kind(spec)
-    offered = agent_registry(runs_with, registry, facts or DjangoFactStore())
+    offered = agent_registry(runs_with, registry)
     labels = {**toolbox.sources, **{tool.name: label for tool, label in own}}
     sources = {}
     for name in offered.names():
-        if runs_with.memory and name in MEMORY_TOOL_NAMES:
-            sources[name] = MEMORY
-        elif runs_with.output_schema is not None and name == FINAL_ANSWER:
+        if runs_with.output_schema is not None and name == FINAL_ANSWER:
             sources[name] = STRUCTURED_OUTPUT
         else:
             sources[name] = labels.get(name, "")
@@ -149,6 +142,12 @@ def effective_tools(
     return EffectiveTools(
         spec=spec, registry=registry, offered=offered, sources=sources, unknown=unknown
     )
+
+
+def _tools(given: Tool | Iterable[Tool] | None) -> list[Tool]:
+    if given is None:
+        return []
+    return [given] if isinstance(given, Tool) else list(given)
 
 
 def agent_context_providers(

@@ -21,6 +21,8 @@ class ToolsConfig(AppConfig):
                 if not BUILTINS.has(item.name):  # the platform's own come first
                     BUILTINS.register(item)
 
+        load_tenant_tool_sources()
+
         from tools.context_providers import register_health_check, register_provider_lister
         from tools.mcp_connections import mcp_connections_check_health, mcp_providers_of
 
@@ -49,3 +51,18 @@ class ToolsConfig(AppConfig):
                 tenant=tenant, connection=obj, changes=changes
             ),
         )
+
+
+def load_tenant_tool_sources() -> None:
+    """Every `agentplatform.tenant_tool_sources` plug-in (the tenant's MCP servers' tools...),
+    asked by each tenant's registry. Loading again adds what was installed since."""
+    from agentplatform import plugins
+    from tools.tool_sources import add_tenant_tool_source
+
+    for plugin in plugins.load(plugins.TENANT_TOOL_SOURCES):
+        try:
+            add_tenant_tool_source(plugin.value)
+        except TypeError as exc:
+            raise plugins.PluginError(
+                f"plug-in {plugin.name!r} of {plugin.package}: {exc}"
+            ) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
 
@@ -24,13 +24,13 @@ from django.dispatch import receiver
 
 from agentplatform import versions
 from agentplatform.tenancy.models import Tenant
-from tools.definitions import build_tool, mcp_examples, name_refusal, secret_ref
-from tools.models import McpServerConnection, McpStatus, ToolDefinition
+from tools import tool_sources
+from tools.definitions import build_tool, name_refusal, secret_ref
+from tools.models import ToolDefinition
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.circuit import RedisCircuitStore
 from tools.runtime.context import StaticSecrets
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
-from tools.runtime.mcp_client import McpEndpoint, build_mcp_tool
 from tools.runtime.registry import ToolRegistry
 
 
@@ -42,11 +42,11 @@ class TenantTools:
     # Provider name -> (title, text): each available context provider's block for the
     # prompts of agents that use its tools.
     context_blocks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    # Tool name -> where it comes from: BUILT_IN, DEFINITION or MCP_SERVER.
+    # Tool name -> where it comes from: BUILT_IN, DEFINITION or a tenant tool source's label.
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
-BUILT_IN, DEFINITION, MCP_SERVER = "built-in", "tenant definition", "MCP server"
+BUILT_IN, DEFINITION = "built-in", "tenant definition"
 
 
 T = TypeVar("T")
@@ -90,8 +90,7 @@ def per_version(store: dict[int, tuple[str, T]], tenant_id: int, build: Callable
 
 
 @receiver([post_save, post_delete], sender=ToolDefinition)
-@receiver([post_save, post_delete], sender=McpServerConnection)
-def _definition_changed(sender, instance: ToolDefinition | McpServerConnection, **kwargs) -> None:
+def _definition_changed(sender, instance: ToolDefinition, **kwargs) -> None:
     invalidate_now_and_after_commit(instance.tenant_id)
 
 
@@ -137,13 +136,8 @@ def tool_names_besides_definitions(tenant_id: int) -> frozenset[str]:
     if fresh is not None:
         return frozenset(n for n, source in fresh.sources.items() if source != DEFINITION)
     names = set(BUILTINS.names())
-    connections = McpServerConnection.objects.filter(tenant_id=tenant_id, enabled=True)
-    for connection in connections.exclude(status=McpStatus.UNAVAILABLE):
-        allowed = set(connection.allowed_tool_names or ())
-        for remote in connection.tools_cache or ():
-            name = remote.get("name") if isinstance(remote, dict) else None
-            if name and (not allowed or name in allowed):
-                names.add(f"{connection.tool_prefix}__{name}")
+    for source in tool_sources.SOURCES:
+        names |= source.names_of(tenant_id)
     return frozenset(names)
 
 
@@ -175,75 +169,26 @@ def _build(tenant_id: int, version: str) -> TenantTools:
         defined.add(item.name)
         if definition.secret:
             secrets[secret_ref(definition)] = definition.secret
-    context_blocks: dict[str, tuple[str, str]] = {}
-    connections = McpServerConnection.objects.filter(tenant_id=tenant_id, enabled=True)
-    for connection in connections.exclude(status=McpStatus.UNAVAILABLE):
-        _add_context_provider(connection, registry, secrets, egress.policy)
-        if connection.context_text.strip():
-            context_blocks[connection.name] = (
-                f"Context from {connection.name}",
-                connection.context_text,
-            )
     builtin = set(BUILTINS.names()) - defined  # a definition may take a built-in's name
+    labels = {name: BUILT_IN if name in builtin else DEFINITION for name in registry.names()}
+    context_blocks: dict[str, tuple[str, str]] = {}
+    for source in tool_sources.SOURCES:  # plug-ins: the tenant's MCP servers' tools...
+        part = source.tools_of(tenant_id, egress.policy)
+        for item in part.tools:
+            if registry.has(item.name):
+                logger.warning(
+                    "%s tool %s of tenant %s skipped: the name is taken",
+                    source.label, item.name, tenant_id,
+                )  # fmt: skip
+                continue
+            registry.register(item)
+            labels[item.name] = source.label
+        secrets.update(part.secrets)
+        context_blocks.update(part.context_blocks)
     return TenantTools(
         version=version,
         registry=registry,
         secrets=StaticSecrets(secrets),
         context_blocks=context_blocks,
-        sources={
-            name: BUILT_IN if name in builtin else DEFINITION if name in defined else MCP_SERVER
-            for name in registry.names()
-        },
+        sources=labels,
     )
-
-
-def mcp_secret_ref(connection: McpServerConnection) -> str:
-    return f"mcp:{connection.pk}"
-
-
-def _add_context_provider(
-    connection: McpServerConnection,
-    registry: ToolRegistry,
-    secrets: dict[str, str],
-    policy: EgressPolicy,
-) -> None:
-    """Register the connection's cached tools (those allowed) as `<prefix>__<tool>`.
-
-    A remote tool that cannot be one here (a schema that does not compile, a name our
-    providers refuse) is skipped with a warning; a name already taken by a built-in or a
-    definition is skipped too, so a remote server never shadows the tenant's own tools.
-    """
-    ref = mcp_secret_ref(connection) if connection.auth_header else None
-    if ref is not None:
-        secrets[ref] = connection.auth_header
-    endpoint = McpEndpoint(url=connection.url, policy=policy, timeout_s=connection.timeout_s)
-    allowed = set(connection.allowed_tool_names or ())
-    tags = frozenset({"context", f"context:{connection.name}"})
-    examples = mcp_examples(connection.tool_examples)
-    for remote in connection.tools_cache or ():
-        if not isinstance(remote, dict) or (allowed and remote.get("name") not in allowed):
-            continue
-        try:
-            item = build_mcp_tool(
-                connection_name=connection.name,
-                prefix=connection.tool_prefix,
-                remote=remote,
-                endpoint=endpoint,
-                secret_ref=ref,
-                tags=tags,
-            )
-        except (ValueError, TypeError) as exc:  # one odd remote tool must not stop the rest
-            logger.warning(
-                "MCP tool %r of connection %s (tenant %s) skipped: %s",
-                remote.get("name"), connection.name, connection.tenant_id, exc,
-            )  # fmt: skip
-            continue
-        if registry.has(item.name):
-            logger.warning(
-                "MCP tool %s of connection %s skipped: the name is taken",
-                item.name, connection.name,
-            )  # fmt: skip
-            continue
-        if own := examples.get(str(remote.get("name"))):
-            item = replace(item, examples=tuple(e.arguments for e in own), selftests=own)
-        registry.register(item)

@@ -24,7 +24,7 @@ from agentplatform.saving import delete_recorded, save_validated
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
 from tools.context_providers import OfferedToolRef, ProviderEntry, mcp_failure_reason
-from tools.loader import MCP_SERVER
+from tools.mcp_source import MCP_SERVER
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import (

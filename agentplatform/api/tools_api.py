@@ -42,13 +42,13 @@ from agentplatform.tenancy.policy import Action
 from agents.tool_runs import tool_run
 from tools.definitions import build_tool
 from tools.loader import (
-    MCP_SERVER,
     TenantTools,
     circuit_store,
     egress_client,
     registry_for_tenant,
     tenant_tools,
 )
+from tools.mcp_source import MCP_SERVER
 from tools.models import McpServerConnection, ToolDefinition, ToolHealth
 from tools.runtime.tool import Capability, Tool
 from tools.selftests import health_by_name, selftest_tools

@@ -17,9 +17,12 @@ from agents.models import Agent
 from agents.runtime.kinds import KINDS
 from agents.services import run_start
 from agents.signals import run_queued
-from agents.tool_sources import _sources
+from agents.tool_sources import _sources, effective_tools
 from tests.agents.test_confirmation import settle
 from tests.factories import make_agent
+from tools import tool_sources
+from tools.apps import load_tenant_tool_sources
+from tools.loader import invalidate, tenant_tools
 from tools.runtime.builtins import BUILTINS
 
 INSTALLED = Path(__file__).resolve().parents[1] / "data" / "plugins"
@@ -36,7 +39,9 @@ def test_the_platforms_own_come_from_its_entry_points():
         "orchestrator", "simple", "remote"
     }  # fmt: skip
     assert set(KINDS) >= {"orchestrator", "simple", "remote"}
-    assert [label for _, label in _sources] == ["knowledge", "knowledge"]
+    assert [label for _, label in _sources] == ["knowledge", "knowledge", "memory"]
+    assert {p.name for p in plugins.load(plugins.TENANT_TOOL_SOURCES)} == {"mcp"}
+    assert [source.label for source in tool_sources.SOURCES] == ["MCP server"]
 
 
 @pytest.fixture
@@ -65,6 +70,29 @@ def test_a_custom_kind_from_an_installed_package_works_without_editing_the_platf
     run = settle(run_start(tenant=trio.acme, agent=agent, input="hello", initiated_by=trio.alice))
     assert (run.status, run.output) == ("succeeded", "olleh")
     assert run.events.filter(type="run.started").exists()
+
+
+@pytest.mark.django_db
+def test_a_tenant_tool_source_from_an_installed_package_adds_tools_to_every_tenant(
+    trio, installed, monkeypatch
+):
+    monkeypatch.setattr(tool_sources, "SOURCES", list(tool_sources.SOURCES))
+    load_tenant_tool_sources()  # as at the next start
+    invalidate(trio.acme.pk)
+    toolbox = tenant_tools(trio.acme)
+    assert toolbox.registry.has("greet") and toolbox.sources["greet"] == "greetings"
+    assert toolbox.sources.get("calculator") == "built-in"
+    agent = make_agent(trio.acme, "greeter")
+    assert "greet" in {item.name for item in effective_tools(agent)}
+    invalidate(trio.acme.pk)
+
+
+def test_memory_is_a_tool_source_offered_when_the_agent_remembers(trio):
+    remembers = make_agent(trio.acme, "remembers", memory=True)
+    forgets = make_agent(trio.acme, "forgets", memory=False)
+    offered = {item.name: item.source for item in effective_tools(remembers)}
+    assert {offered[n] for n in ("remember_fact", "recall_facts", "forget_fact")} == {"memory"}
+    assert not {"remember_fact", "recall_facts"} & {i.name for i in effective_tools(forgets)}
 
 
 def test_a_plugin_that_cannot_load_stops_the_start_naming_it(tmp_path, monkeypatch):
