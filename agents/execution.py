@@ -602,6 +602,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     )
     message = terminal and run.conversation_id and outcome.status != RunStatus.CANCELLED
     wakes_parent = terminal and run.parent_id
+    run.cost_usd, run.total_cost_usd = cost, cost + children_cost  # (the run's span reads it)
     try:
         with transaction.atomic() if outcome.awaiting or message or wakes_parent else nullcontext():
             write_batch(run, owner, final)

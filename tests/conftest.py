@@ -41,6 +41,31 @@ ROOT = Path(__file__).resolve().parent.parent
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_waits_out_a_deadlock():
+    """A transactional test's teardown empties every table (TRUNCATE) while a Celery worker
+    of the session may still be finishing a task of that test; PostgreSQL then picks one
+    of the two as a deadlock's victim. When it picks the flush, flush again (the worker's
+    transaction has gone on) rather than fail the next test's setup."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+    from django.db.utils import OperationalError
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def retried(self, sql_list):
+        for attempt in range(5):
+            try:
+                return flush(self, sql_list)
+            except OperationalError as exc:
+                if "deadlock detected" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    DatabaseOperations.execute_sql_flush = retried
+    yield
+    DatabaseOperations.execute_sql_flush = flush
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         item.add_marker(tiers.tier_of(item))

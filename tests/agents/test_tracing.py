@@ -12,6 +12,7 @@ import pytest
 from agents.apps import start_tracing
 from agents.runtime import tracing
 from agents.services import run_inline
+from providers.models import ModelPrice
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent, make_crew
 from tests.fakes.otlp_collector import OtlpCollector
@@ -41,6 +42,10 @@ def test_a_run_with_a_tool_call_is_traced_after_the_genai_conventions(
         ),
         TextReply("The product is forty-two.", input_tokens=30, output_tokens=4),
     )
+    ModelPrice.objects.create(  # $10 in, $20 out per million tokens: the run costs $0.00068
+        tenant=trio.acme, provider_kind="openai", model="gpt-test", input_price=10,
+        output_price=20, cached_input_price=0, cache_write_price=0,
+    )  # fmt: skip
     tracing.install_otlp(collector.url, service_name="agent-platform-test")
     run = run_inline(tenant=trio.acme, agent=agent, input="What is 6 times 7, confidentially?")
     tracing.uninstall()  # flushes the batch
@@ -65,6 +70,7 @@ def test_a_run_with_a_tool_call_is_traced_after_the_genai_conventions(
         "agentplatform.tenant": "acme",
         "agentplatform.correlation_id": run.correlation_id,
         "agentplatform.run.status": "succeeded",
+        "agentplatform.cost_usd": 0.00068,
     }
     for span in (*chats, tool):  # one trace, under the run's span
         assert span.trace_id == root.trace_id and span.parent_span_id == root.span_id

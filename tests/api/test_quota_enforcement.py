@@ -17,6 +17,7 @@ from agents import quotas
 from agents.execution import execute_run
 from agents.models import Quota, Run, RunEvent
 from agents.services import conversation_save, run_start
+from agents.signals import run_queued
 from providers.models import ModelPrice
 from tests.api.conftest import sdk
 from tests.api.test_runs_api import client_for
@@ -155,7 +156,10 @@ def test_a_gateway_call_settles_its_limit_with_the_usage(
 
 # -- cost limits, at the tenant's prices ---------------------------------------------------------
 @pytest.mark.django_db(transaction=True)  # (prices are read on a thread, as in a worker)
-def test_a_cost_limit_settles_a_run_at_its_price_and_then_refuses(trio, agent, provider_server):
+def test_a_cost_limit_settles_a_run_at_its_price_and_then_refuses(
+    trio, agent, provider_server, monkeypatch
+):
+    monkeypatch.setattr(run_queued, "receivers", [])  # executed here, not by the session's worker
     ModelPrice.objects.create(
         tenant=trio.acme, provider_kind="openai", model="gpt-test",
         input_price=Decimal("100"), output_price=Decimal("1000"),

@@ -19,7 +19,7 @@ from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Crew, Message, Quota, Run
 from agents.services import agent_save, conversation_save
 from agents.triggers import trigger_save
-from providers.models import ModelPrice, ProviderConnection
+from providers.models import ModelAlias, ModelPrice, ProviderConnection
 from rag import services as rag_services
 from rag.ingestion import ingest
 from rag.models import Document, KnowledgeBase
@@ -123,6 +123,11 @@ def world(trio) -> dict:
             by=Principal.of_membership(Membership.objects.get(tenant=trio.acme, user=trio.alice)),
             changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
         ).trigger,
+        "alias": ModelAlias.objects.create(
+            tenant=trio.acme,
+            name="chat",
+            targets=[{"connection": connection.name, "model": "gpt-4o-mini"}],
+        ),
         "quota": Quota.objects.create(
             tenant=trio.acme, scope="tenant", metric="tokens", period="month", limit=10**9
         ),
@@ -174,6 +179,8 @@ def every_url(world) -> list[str]:
         "config:price_create": {},
         "config:price_edit": {"pk": world["price"].pk},
         "config:quotas": {},
+        "config:model_alias_create": {},
+        "config:model_alias_edit": {"pk": world["alias"].pk},
         "config:quota_edit": {"pk": world["quota"].pk},
         "config:agents": {},
         "config:agent_create": {},
@@ -247,6 +254,7 @@ def every_url(world) -> list[str]:
         "config:price_delete": {"pk": world["price"].pk},
         "config:trigger_delete": {"pk": world["trigger"].pk},
         "config:quota_delete": {"pk": world["quota"].pk},
+        "config:model_alias_delete": {"pk": world["alias"].pk},
         "config:mcp_connection_delete": {"pk": world["mcp"].pk},
         "config:api_key_revoke": {"pk": world["key"].pk},
         "config:member_remove": {"pk": world["membership"].pk},
