@@ -27,14 +27,12 @@ from agentplatform.api.resources import (
 )
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import (
-    allowed,
-    request_principal,
-    request_tenant,
+    TenantPolicyView,
     request_user_or_key,
 )
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.tenancy.policy import Action
 from agents import access
 from agents.evaluations import (
     case_delete,
@@ -270,21 +268,10 @@ def _no_nul(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- views -----------------------------------------------------------------------------
-class EvaluationsView(GenericAPIView):
+class EvaluationsView(TenantPolicyView, GenericAPIView):
     read_action = Action.READ_CONFIG
     write_action = Action.CHANGE_CONFIG
     parser_classes = PARSERS
-
-    def get_permissions(self):
-        return [allowed(self.read_action, self.write_action)()]
-
-    @property
-    def tenant(self) -> Tenant:
-        return request_tenant(self.request)
-
-    @property
-    def principal(self) -> Principal:
-        return request_principal(self.request)
 
     def dataset(self, dataset_id: str) -> Dataset:
         return get_for_tenant(Dataset, self.tenant, pk=path_id(dataset_id, "dataset"))

@@ -19,11 +19,11 @@ from rest_framework.response import Response
 from agentplatform.api.errors import Conflict
 from agentplatform.api.resources import PARSERS, path_id, path_text
 from agentplatform.api.schema import ERRORS, error
-from agentplatform.api.tenant import allowed, request_tenant, request_user_or_key
+from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy import history
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ConfigVersion, Tenant
+from agentplatform.tenancy.models import ConfigVersion
 from agentplatform.tenancy.policy import Action
 
 # URL kind -> the model field its resource looks objects up by.
@@ -81,18 +81,11 @@ class VersionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class VersionView(GenericAPIView):
+class VersionView(TenantPolicyView, GenericAPIView):
     read_action = Action.READ_CONFIG
     write_action = Action.CHANGE_CONFIG
     parser_classes = PARSERS
     serializer_class = VersionSerializer
-
-    def get_permissions(self):
-        return [allowed(self.read_action, self.write_action)()]
-
-    @property
-    def tenant(self) -> Tenant:
-        return request_tenant(self.request)
 
     def get_object_of(self, kind: str, lookup: dict[str, str]) -> models.Model:
         if kind not in LOOKUPS:

@@ -22,11 +22,15 @@ from agentplatform.api.errors import Conflict
 from agentplatform.api.pagination import MAX_BIGINT, NewestFirstChecked, OldestFirst
 from agentplatform.api.parsers import SafeJSONParser
 from agentplatform.api.schema import ERRORS, error
-from agentplatform.api.tenant import allowed, request_principal, request_tenant, request_user_or_key
+from agentplatform.api.tenant import (
+    TenantPolicyView,
+    allowed,
+    request_user_or_key,
+)
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.tenancy.policy import Action
 
 MAX_JSON_DEPTH = 32
 
@@ -177,7 +181,7 @@ def path_id(value: Any, what: str = "object") -> int:
 
 
 # -- views -------------------------------------------------------------------------------
-class TenantViewSet(viewsets.GenericViewSet):
+class TenantViewSet(TenantPolicyView, viewsets.GenericViewSet):
     """Base of the resource viewsets: tenant, policy, parsers, pagination, 404 lookups.
 
     Safe methods need `read_action`, others `write_action`; `action_policy` names the
@@ -194,15 +198,7 @@ class TenantViewSet(viewsets.GenericViewSet):
         special = self.action_policy.get(self.action or "")
         if special is not None:
             return [allowed(special)()]
-        return [allowed(self.read_action, self.write_action)()]
-
-    @property
-    def tenant(self) -> Tenant:
-        return request_tenant(self.request)
-
-    @property
-    def principal(self) -> Principal:
-        return request_principal(self.request)
+        return super().get_permissions()
 
     @property
     def actor(self):

@@ -48,13 +48,10 @@ from agentplatform.api.sse import (
     run_event_stream,
 )
 from agentplatform.api.tenant import (
-    allowed,
-    request_principal,
-    request_tenant,
+    TenantPolicyView,
     request_user_or_key,
 )
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.tenancy.policy import Action
 from agents import access
 from agents.models import (
     Agent,
@@ -385,7 +382,7 @@ FINISHED_EXAMPLE = {
 
 
 # -- views -----------------------------------------------------------------------------
-class RunView(GenericAPIView):
+class RunView(TenantPolicyView, GenericAPIView):
     """Shared setup: tenant, policy (`read_action` to read, `write_action` to act), safe
     parsers; runs the caller may not see answer 404."""
 
@@ -393,17 +390,6 @@ class RunView(GenericAPIView):
     write_action = Action.START_RUN
     parser_classes = PARSERS
     serializer_class = RunSerializer
-
-    def get_permissions(self):
-        return [allowed(self.read_action, self.write_action)()]
-
-    @property
-    def tenant(self) -> Tenant:
-        return request_tenant(self.request)
-
-    @property
-    def principal(self) -> Principal:
-        return request_principal(self.request)
 
     def get_run(self, run_id: str) -> Run:
         return access.visible_run(self.principal, path_id(run_id, "run"))

@@ -79,3 +79,23 @@ def allowed(read: Action, write: Action | None = None) -> type[BasePermission]:
             return True
 
     return PolicyPermission
+
+
+class TenantPolicyView:
+    """What every tenant API view shares (mixed in before a DRF view): the policy asked
+    with `read_action` for safe methods and `write_action` for the rest, and the request's
+    tenant and principal."""
+
+    read_action: Action = Action.READ_CONFIG
+    write_action: Action | None = Action.CHANGE_CONFIG
+
+    def get_permissions(self):
+        return [allowed(self.read_action, self.write_action)()]
+
+    @property
+    def tenant(self) -> Tenant:
+        return request_tenant(self.request)
+
+    @property
+    def principal(self) -> Principal:
+        return request_principal(self.request)

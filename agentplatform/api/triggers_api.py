@@ -24,9 +24,8 @@ from agentplatform.api.resources import (
 )
 from agentplatform.api.runs import RunSerializer
 from agentplatform.api.schema import ERRORS
-from agentplatform.api.tenant import allowed, request_principal, request_tenant
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.api.tenant import TenantPolicyView
+from agentplatform.tenancy.policy import Action
 from agents.models import Agent, Crew, Run, Trigger, TriggerKind
 from agents.runtime.triggers import MAX_CRON_CHARS, MAX_TEMPLATE_CHARS
 from agents.triggers import (
@@ -119,22 +118,11 @@ class RotatedSerializer(serializers.Serializer):
 
 
 # -- views -----------------------------------------------------------------------------
-class TriggerView(GenericAPIView):
+class TriggerView(TenantPolicyView, GenericAPIView):
     read_action = Action.READ_CONFIG
     write_action = Action.CHANGE_CONFIG
     parser_classes = PARSERS
     serializer_class = TriggerSerializer
-
-    def get_permissions(self):
-        return [allowed(self.read_action, self.write_action)()]
-
-    @property
-    def tenant(self) -> Tenant:
-        return request_tenant(self.request)
-
-    @property
-    def principal(self) -> Principal:
-        return request_principal(self.request)
 
     def trigger(self, trigger_id: str) -> Trigger:
         return trigger_get(tenant=self.tenant, trigger_id=path_id(trigger_id, "trigger"))
