@@ -27,6 +27,7 @@ from django.utils.html import format_html, format_html_join
 
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.scoped_admin import (
+    ReadOnlyAdmin,
     TenantScopedAdmin,
     TenantScopedForm,
     TenantScopedInline,
@@ -288,7 +289,7 @@ RUN_FIELDSETS = [
 
 
 @admin.register(Run)
-class RunAdmin(TenantScopedAdmin):
+class RunAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Read-only: runs change only through the runtime and the run services."""
 
     list_display = [
@@ -303,15 +304,6 @@ class RunAdmin(TenantScopedAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("state")  # loaded only where shown
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_cancel_permission(self, request) -> bool:
         return self._may(request, None)
@@ -419,8 +411,9 @@ class RejectForm(forms.Form):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(TenantScopedAdmin):
-    """Decided through the actions; the rows themselves are read-only."""
+class ApprovalAdmin(ReadOnlyAdmin, TenantScopedAdmin):
+    """Decided through the actions; the rows themselves are read-only (never deleted: a
+    parked run waits on its approvals)."""
 
     list_display = [
         "tool_name", "arguments_compact", "run_link", "status", "created_at", "decided_by_label",
@@ -434,15 +427,6 @@ class ApprovalAdmin(TenantScopedAdmin):
     ]  # fmt: skip
     readonly_fields = fields
     actions = ["approve_selected", "reject_selected"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False  # a parked run waits on its approvals
 
     def has_decide_permission(self, request) -> bool:
         return self._may(request, None)

@@ -21,7 +21,7 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
+from agentplatform.tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin, TenantScopedForm
 from rag.models import Chunk, Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K, MODES
@@ -343,7 +343,7 @@ CHUNK_FIELDS = [
 
 
 @admin.register(Chunk)
-class ChunkAdmin(TenantScopedAdmin):
+class ChunkAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Read-only: chunks are made by ingestion."""
 
     list_display = ["document", "ordinal", "heading_path", "page", "token_count", "preview"]
@@ -355,15 +355,6 @@ class ChunkAdmin(TenantScopedAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("embedding", "search")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Text")
     def preview(self, obj: Chunk) -> str:

@@ -9,11 +9,11 @@ from django.utils.html import format_html_join
 
 from agentplatform.tenancy.audit_log import diff_rows
 from agentplatform.tenancy.models import AuditEntry
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin
+from agentplatform.tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(TenantScopedAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     list_display = ["at", "action", "actor_label", "object_type", "object_repr", "ip"]
     list_filter = ["action", "object_type"]
     search_fields = ["actor_label", "object_repr", "object_id"]
@@ -34,15 +34,6 @@ class AuditEntryAdmin(TenantScopedAdmin):
     ]
     readonly_fields = fields
     list_select_related = ["tenant"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Changes (before → after)")
     def changes_table(self, obj: AuditEntry) -> str:

@@ -13,11 +13,11 @@ from agentplatform.saving import SaveConflict
 from agentplatform.tenancy import history
 from agentplatform.tenancy.audit_log import shown
 from agentplatform.tenancy.models import ConfigVersion
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin
+from agentplatform.tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin
 
 
 @admin.register(ConfigVersion)
-class ConfigVersionAdmin(TenantScopedAdmin):
+class ConfigVersionAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     list_display = ["object_repr", "number", "object_type", "at", "actor_label", "restored_from"]
     list_filter = ["object_type"]
     search_fields = ["object_repr", "actor_label"]
@@ -39,15 +39,6 @@ class ConfigVersionAdmin(TenantScopedAdmin):
     readonly_fields = fields
     list_select_related = ["tenant"]
     actions = ["restore_version"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Changes (before → after)")
     def changes_table(self, obj: ConfigVersion) -> str:

@@ -302,3 +302,17 @@ class TenantScopedInline(admin.TabularInline):
                 return super().save_new(form, commit)
 
         return ParentTenantFormSet
+
+
+class ReadOnlyAdmin:
+    """Mixed in before a ModelAdmin whose rows the platform writes (log entries, versions,
+    runs, chunks...): the admin shows them, never adds, changes or deletes one."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
