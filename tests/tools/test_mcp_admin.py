@@ -36,6 +36,7 @@ def form(url: str, **overrides) -> dict:
         "tool_prefix": "",
         "allowed_tool_names": "[]",
         "context_resource_uri": "",
+        "tool_examples": "{}",
         "timeout_s": "5",
     }
     data.update(overrides)
@@ -65,9 +66,15 @@ def test_invalid_values_are_shown_in_place(client, trio):
     login(client, trio.alice)
     page = client.post(
         "/admin/tools/mcpserverconnection/add/",
-        form("https://example.com/mcp", tool_prefix="9bad", allowed_tool_names='"add"'),
+        form(
+            "https://example.com/mcp",
+            tool_prefix="9bad",
+            allowed_tool_names='"add"',
+            tool_examples='{"add": [{"arguments": {}, "expect": {"regex": "(a)\\\\1"}}]}',
+        ),
     ).content.decode()
     assert "lower-case letter" in page and "list of tool names" in page
+    assert "add: [0]: regex" in page  # the examples' check holds in the admin too
     assert not McpServerConnection.objects.exists()
 
 
