@@ -96,7 +96,7 @@ def tool_index(tenant_id: int, toolbox: TenantTools) -> ToolIndex:
                     "tool routing for tenant %s ranks lexically: embedding the tool cards "
                     "failed", tenant_id, exc_info=True,
                 )  # fmt: skip
-        index = ToolIndex(cards, vectors)
+        index = ToolIndex(cards, *vectors) if vectors is not None else ToolIndex(cards)
         _indexes[tenant_id] = (toolbox.version, ranking, index)
         return index
 

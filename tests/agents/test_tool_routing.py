@@ -318,7 +318,9 @@ def test_the_tenants_index_is_built_once_per_version_and_cards_embedded_once(
     platform.register_routing_embedder(cards=CountingEmbedder(), requests=CountingEmbedder())
     first = platform.tool_index(trio.acme.pk, tenant_tools(trio.acme))
     assert first.semantic is not None
-    assert len(embedded) == len(first) == len(tenant_tools(trio.acme).registry)
+    assert len(first) == len(tenant_tools(trio.acme).registry)
+    texts = [card.text for card in first.cards] + [card.description for card in first.cards]
+    assert sorted(embedded) == sorted(set(texts))  # each card and description, once
     assert platform.tool_index(trio.acme.pk, tenant_tools(trio.acme)) is first
     ToolDefinition.objects.filter(tenant=trio.acme, name="send_sms").update(
         description="Send an SMS to a phone."
@@ -328,7 +330,8 @@ def test_the_tenants_index_is_built_once_per_version_and_cards_embedded_once(
     invalidate(trio.acme.pk)
     second = platform.tool_index(trio.acme.pk, tenant_tools(trio.acme))
     assert second is not first
-    assert embedded[len(first) :] == [second.card("send_sms").text]  # only the changed card
+    changed = [second.card("send_sms").text, "Send an SMS to a phone."]
+    assert embedded[len(set(texts)) :] == changed  # only the changed card and description
 
 
 @pytest.mark.django_db
