@@ -8,6 +8,11 @@ connection must allow the model. Each call is recorded as a run of its key with 
 (`Run.gateway_model`), written once the answer is on its way, off the request's path.
 A model on a connection of the other API is translated (`gateway_translate`), except on
 /v1/responses, which goes to Chat Completions connections only.
+
+Every face sends through `Call.send`: a model alias (`alias/<name>`) falls back across its
+pairs there, with the same rules on every endpoint, passed through or translated; and each
+pair tried is a `chat <model>` span when tracing is on (docs/fallback.md,
+docs/observability.md).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -33,7 +38,9 @@ from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
 from agents import quotas
 from agents.services import GatewayCall, record_gateway_calls
+from providers.models import ProviderKind
 from providers.routing import BALANCER, gateway_order, retryable_status
+from providers.runtime import tracing
 from providers.runtime.errors import (
     ProviderError,
     ProviderUnavailable,
@@ -122,6 +129,132 @@ class GatewayAnswer:
     STREAM_HEADERS: ClassVar = (("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"))
 
 
+@dataclass(frozen=True)
+class Call:
+    """One gateway call, on whichever face: the caller's key, the model it asked for (as
+    its run records it), its route, when it began, the Chat Completions body it sent (its
+    last user message is the run's input) and the estimate held for it (`hold`)."""
+
+    client: ApiClient
+    model: str
+    route: GatewayRoute
+    started: Any
+    sent: dict[str, Any]
+    held: quotas.Reservation
+
+    @classmethod
+    async def begun(
+        cls, client: ApiClient, model: str, route: GatewayRoute, sent: dict[str, Any]
+    ) -> Call:
+        """The call, its estimate held (before any provider is contacted)."""
+        started = timezone.now()
+        return cls(client, model, route, started, sent, await hold(client, route, sent))
+
+    async def send(
+        self,
+        payload_of: Callable[[GatewayRoute], dict[str, Any]],
+        *,
+        stream: bool,
+        headers: dict[str, str] | None = None,
+    ) -> Answered:
+        """`payload_of(pair)` sent to the route's pairs in their order (`gateway_order`),
+        until one answers other than with a retryable failure (an HTTP 408, 429 or 5xx, a
+        timeout, an unreachable provider), or the last answers: a stream falls back only
+        before its answer begins, so nothing has reached the caller. A refusal (400, a bad
+        key) is the answer: another pair would refuse it too, or an admin must act. A
+        provider that could not be reached at all is the 502 of `unreached`. Each pair
+        tried is a `chat` span (tracing on); the answering one's ends when it is recorded."""
+        order = gateway_order(self.route)
+        switches: list[dict[str, str]] = []
+        for position, target in enumerate(order):
+            last = position == len(order) - 1
+            passthrough = target.passthrough
+            assert passthrough is not None  # (an alias's connections all have one)
+            payload = payload_of(target)
+            span = _chat_span(self, target, payload, position).begin()
+            tally, rest, first = Forwarded(), None, b""
+            try:
+                with BALANCER.counting(target.key):  # (a stream: until its answer begins)
+                    if stream:
+                        rest = passthrough.stream(payload, target.model, tally, headers)
+                        first = await anext(rest, b"")  # (the status is known once it begins)
+                    else:
+                        tally = await passthrough.complete(payload, target.model, headers)
+            except ProviderError as exc:
+                _ended(span, type(exc).__qualname__)
+                if last or not exc.retryable:
+                    raise unreached(exc, self.held) from None
+                switches.append(_switch(target, order[position + 1], exc))
+                continue
+            except BaseException as exc:  # (cancelled: the caller went away)
+                _ended(span, type(exc).__qualname__)
+                raise
+            if tally.status != 200:
+                span.fail(str(tally.status))
+                if rest is not None:  # (a refusal comes whole, as the first piece)
+                    await rest.aclose()
+                    rest, tally.body = None, first
+                if not last and retryable_status(tally.status):
+                    span.end()
+                    error = _status_error(tally.status)
+                    switches.append(_switch(target, order[position + 1], error))
+                    continue
+            return Answered(target, tally, first, rest, tuple(switches), span)
+        raise AssertionError("unreachable: the last pair answers or raises")  # pragma: no cover
+
+    def record(self, answered: Answered) -> None:
+        """The call recorded in the next batch as a run of its key (the pair that answered,
+        its usage, the switches before it as `provider.fallback` events), what was held
+        settled with its usage, and its span ended. Once, when the answer is whole (a
+        stream: when it ends, or the caller leaves)."""
+        forwarded, target = answered.forwarded, answered.target
+        _settle_later(self.held, target, forwarded.usage)
+        if answered.span:
+            _span_ended_later(answered.span, self.client, target, forwarded)
+        ok = forwarded.status == 200
+        _recorder.add(
+            GatewayCall(
+                api_key=self.client.api_key,
+                gateway_model=self.model,
+                model=target.model,
+                provider=target.connection.kind,
+                price_kind=target.connection.price_kind,
+                input=_last_user_text(self.sent),
+                usage=forwarded.usage,
+                started_at=self.started,
+                finished_at=timezone.now(),
+                error="" if ok else f"the provider answered HTTP {forwarded.status}",
+                events=tuple(("provider.fallback", switch) for switch in answered.switches),
+            )
+        )
+
+
+@dataclass
+class Answered:
+    """The answer a gateway call got: the pair that gave it (after `switches`, the
+    `provider.fallback` payloads of the pairs that failed before it); the provider's
+    status, usage and, when whole (`rest` None: no stream, or a refusal), its body; a
+    200 stream's first piece and the rest; and its `chat` span (OFF with tracing off)."""
+
+    target: GatewayRoute
+    forwarded: Forwarded
+    first: bytes
+    rest: AsyncIterator[bytes] | None
+    switches: tuple[dict[str, str], ...]
+    span: Any
+
+
+def chat_for(target: GatewayRoute, chat: dict[str, Any]) -> dict[str, Any]:
+    """A translated Chat Completions body as `target`'s connection takes it: OpenAI's newer
+    models take `max_completion_tokens` for `max_tokens` (an alias may mix OpenAI and
+    OpenAI-compatible connections)."""
+    if target.connection.kind != ProviderKind.OPENAI or "max_tokens" not in chat:
+        return chat
+    sent = dict(chat)
+    sent["max_completion_tokens"] = sent.pop("max_tokens")
+    return sent
+
+
 async def forwarded(
     body: dict[str, Any],
     client: ApiClient,
@@ -130,50 +263,18 @@ async def forwarded(
     stream: bool,
     headers: dict[str, str] | None = None,
 ) -> GatewayAnswer:
-    """`body` sent to `route`'s connection in its own API; `client` is the caller's checked
-    key. The call is recorded once answered (a stream: once it ends or is left). A model
-    alias's route falls back to its next pair on a retryable failure (an HTTP 408, 429 or
-    5xx answer, a timeout, an unreachable provider) before its answer began; each switch is
-    a `provider.fallback` event of the call's record."""
-    model = body["model"]
+    """`body` sent to `route`'s connection in its own API, unchanged but for `model`;
+    `client` is the caller's checked key. A model alias falls back across its pairs
+    (`Call.send`), each switch a `provider.fallback` event of the call's record."""
     assert route.passthrough is not None
     _check(body, type(route.passthrough))
-    started = timezone.now()
-    held = await hold(client, route, body)  # (before any provider is contacted)
-    order = gateway_order(route)
-    switches: list[dict[str, str]] = []
-    for position, target in enumerate(order):
-        last = position == len(order) - 1
-        passthrough = target.passthrough
-        assert passthrough is not None  # (an alias's connections all have one)
-        try:
-            with BALANCER.counting(target.key):  # (a stream: until its answer begins)
-                if stream:
-                    tally = Forwarded()
-                    pieces = passthrough.stream(body, target.model, tally, headers)
-                    first = await anext(pieces, b"")  # (the status is known once it begins)
-                else:
-                    answer = await passthrough.complete(body, target.model, headers)
-        except ProviderError as exc:
-            if last or not exc.retryable:
-                raise unreached(exc, held) from None
-            switches.append(_switch(target, order[position + 1], exc))
-            continue
-        status = tally.status if stream else answer.status
-        if not last and retryable_status(status):
-            if stream:
-                await pieces.aclose()
-            switches.append(_switch(target, order[position + 1], _status_error(status)))
-            continue
-        if not stream:
-            _record_later(client, model, target, answer, started, body, switches, held)
-            return GatewayAnswer(answer.status, answer.content_type, answer.body)
-        if tally.status != 200:
-            _record_later(client, model, target, tally, started, body, switches, held)
-            return GatewayAnswer(tally.status, tally.content_type, first)
-        relay = _relay(first, pieces, client, model, target, tally, started, body, switches, held)
-        return GatewayAnswer(200, "text/event-stream", stream=relay)
-    raise AssertionError("unreachable: the last pair answers or raises")  # pragma: no cover
+    call = await Call.begun(client, body["model"], route, body)
+    answered = await call.send(lambda target: body, stream=stream, headers=headers)
+    if answered.rest is None:
+        call.record(answered)
+        whole = answered.forwarded
+        return GatewayAnswer(whole.status, whole.content_type, whole.body)
+    return GatewayAnswer(200, "text/event-stream", stream=_relay(call, answered))
 
 
 def _status_error(status: int) -> ProviderError:
@@ -188,6 +289,68 @@ def _switch(failed: GatewayRoute, following: GatewayRoute, error: ProviderError)
     """A `provider.fallback` event's payload: the reason in our words (provider_failure)."""
     reason = provider_failure(error, failed.connection.name, failed.model)
     return {"from": failed.label, "to": following.label, "reason": reason}
+
+
+# -- spans -----------------------------------------------------------------------------------
+def _chat_span(call: Call, target: GatewayRoute, payload: dict[str, Any], position: int):
+    """A pair's `chat <model>` span (not yet begun; OFF with tracing off). Only numbers the
+    caller sent are taken from its body, never its text."""
+    if not tracing.enabled():
+        return tracing.OFF
+    tenant = call.client.api_key.tenant
+    return tracing.chat_span(
+        provider=target.connection.kind,
+        model=target.model,
+        tenant_id=tenant.pk,
+        max_tokens=_number(payload, "max_tokens", "max_completion_tokens", integer=True),
+        temperature=_number(payload, "temperature"),
+        top_p=_number(payload, "top_p"),
+        agentplatform__tenant=tenant.slug,
+        agentplatform__gateway__model=call.model[:300],
+        agentplatform__connection=target.connection.name,
+        agentplatform__gateway__attempt=position + 1,
+    )
+
+
+def _number(body: dict[str, Any], *names: str, integer: bool = False) -> int | float | None:
+    for name in names:
+        value = body.get(name)
+        wanted = int if integer else int | float
+        if isinstance(value, wanted) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _ended(span: Any, error_type: str) -> None:
+    span.fail(error_type)
+    span.end()
+
+
+def _span_ended_later(span: Any, client: ApiClient, target: GatewayRoute, forwarded: Forwarded):
+    """The answering pair's span given its answer and ended now, its cost added off the
+    answer's path (the price may need a query) where the tenant's prices know the model."""
+    ended_at = tracing.now_ns()
+    if forwarded.status != 200:
+        span.end(ended_at)
+        return
+    span.answered(forwarded.model, forwarded.usage)
+    usage = forwarded.usage
+    priced = quotas.call_cost(
+        client.api_key.tenant_id, target.connection.price_kind, target.model, usage.input_tokens,
+        usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
+    )  # fmt: skip
+
+    async def ended() -> None:
+        try:
+            cost = await stream_read(priced)()
+            if cost is not None:
+                span.set(**{"agentplatform.cost_usd": float(cost)})
+        finally:
+            span.end(ended_at)
+
+    task = asyncio.get_running_loop().create_task(ended())
+    _settling.add(task)
+    task.add_done_callback(_settling.discard)
 
 
 # -- quotas ----------------------------------------------------------------------------------
@@ -272,56 +435,17 @@ async def forward(
     return response
 
 
-async def _relay(
-    first, stream, client, model, route, tally, started, body, switches=(), held=None
-) -> AsyncIterator[bytes]:
+async def _relay(call: Call, answered: Answered) -> AsyncIterator[bytes]:
+    assert answered.rest is not None
     try:
-        yield first
-        async for piece in stream:
+        yield answered.first
+        async for piece in answered.rest:
             yield piece
     finally:
-        _record_later(client, model, route, tally, started, body, switches, held)
+        call.record(answered)
 
 
 # -- the record ------------------------------------------------------------------------------
-def _record_later(
-    client, model, route, forwarded: Forwarded, started, body, switches=(), held=None
-) -> None:
-    if held is not None:
-        _settle_later(held, route, forwarded.usage)
-    ok = forwarded.status == 200
-    _recorder.add(
-        GatewayCall(
-            api_key=client.api_key,
-            gateway_model=model,
-            model=route.model,
-            provider=route.connection.kind,
-            price_kind=route.connection.price_kind,
-            input=_last_user_text(body),
-            usage=forwarded.usage,
-            started_at=started,
-            finished_at=timezone.now(),
-            error="" if ok else f"the provider answered HTTP {forwarded.status}",
-            events=tuple(("provider.fallback", switch) for switch in switches),
-        )
-    )
-
-
-def record_gateway_call(
-    client: ApiClient,
-    model: str,
-    route: GatewayRoute,
-    forwarded: Forwarded,
-    started: Any,
-    body: dict[str, Any],
-    held: quotas.Reservation | None = None,
-) -> None:
-    """A call through `route` recorded in the next batch; `body` is the Chat Completions
-    body that was sent (its last user message is the run's input). `held` (from `hold`) is
-    settled with the call's usage."""
-    _record_later(client, model, route, forwarded, started, body, held=held)
-
-
 class _Recorder:
     """Gateway calls written in batches, one INSERT for all those of about FLUSH_S: one per
     call took the gateway from 229 to 123 requests/s, and batches of 50 ms instead of 250

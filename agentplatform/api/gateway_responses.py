@@ -1,12 +1,13 @@
 """`POST /v1/responses` for gateway models: `<connection>/<model>` on an OpenAI or
-OpenAI-compatible connection, no agent.
+OpenAI-compatible connection, or a model alias of such connections, no agent.
 
 The Responses body is translated into Chat Completions (`openai_responses_wire`, as for
 agents), sent through the connection's ChatPassthrough, and what the provider answers is
 said back in Responses' words: a completion as a `response` (a `message` item with
 `output_text`, a `function_call` item per tool call, usage, status), a chunk stream as the
 typed events the agent path sends (`ResponseEvents`). A provider's error becomes an error
-of this API (`provider_refusal`); the call is recorded as the gateway's others are.
+of this API (`provider_refusal`); the call is recorded as the gateway's others are. An
+alias falls back across its pairs as on the other endpoints (`gateway.Call.send`).
 
 Nothing of a gateway response is stored: it can be neither read back (`GET
 /v1/responses/{id}` answers 404) nor continued (`previous_response_id` is a 400); `store`
@@ -19,15 +20,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 
-from agentplatform.api.gateway import chat_route, hold, record_gateway_call, unreached
+from agentplatform.api.gateway import Answered, Call, chat_for, chat_route
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
 from agentplatform.api.openai_chat_wire import (
@@ -48,10 +48,7 @@ from agentplatform.api.openai_responses_wire import (
 )
 from agentplatform.api.sse import SseJsonReader, event_stream_response
 from agentplatform.tenancy.authentication import ApiClient
-from agents.quotas import Reservation
-from providers.models import ProviderKind
-from providers.runtime.errors import ProviderError
-from providers.runtime.passthrough import Forwarded, json_object, token_count
+from providers.runtime.passthrough import json_object, token_count
 from providers.services import GatewayRoute
 
 NOT_CHAINED = (
@@ -64,45 +61,33 @@ _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"
 async def gateway_responses(
     request: HttpRequest, body: dict[str, Any], client: ApiClient
 ) -> HttpResponse:
-    """`body` (a Responses request naming a gateway model) answered by its connection;
-    `client` is the caller's checked key."""
+    """`body` (a Responses request naming a gateway model) answered by its connection (a
+    model alias: by its pairs, falling back as on the other endpoints); `client` is the
+    caller's checked key."""
     model = body["model"]
     route = await chat_route(client, model)
     try:
-        chat = await parsed(chat_body_of, body, route.connection.kind, size=len(request.body))
+        chat = await parsed(chat_body_of, body, size=len(request.body))
     except BadRequest as exc:
         raise OpenAIError(400, str(exc), param=responses_param(exc.param)) from None
-    passthrough = route.passthrough
-    assert passthrough is not None
-    started, ids = timezone.now(), ResponseIds.new(model)
-    held = await hold(client, route, chat)
-    if body.get("stream") is True:
-        sent = {**chat, "stream_options": {"include_usage": True}}  # (its usage chunk is ours)
-        tally = Forwarded()
-        stream = passthrough.stream(sent, route.model, tally)
-        try:
-            first = await anext(stream, b"")  # (the status is known once the answer begins)
-        except ProviderError as exc:
-            raise unreached(exc, held) from None
-        if tally.status != 200:
-            await stream.aclose()
-            record_gateway_call(client, model, route, tally, started, chat, held)
-            raise provider_refusal(tally.status, first)
-        call = _Call(client, model, route, tally, started, chat, held)
-        return event_stream_response(stream_events(first, stream, ids, call))
-    try:
-        forwarded = await passthrough.complete(chat, route.model)
-    except ProviderError as exc:
-        raise unreached(exc, held) from None
-    record_gateway_call(client, model, route, forwarded, started, chat, held)
-    if forwarded.status != 200:
-        raise provider_refusal(forwarded.status, forwarded.body)
-    return JsonResponse(response_of_completion(forwarded.body, ids))
+    ids = ResponseIds.new(model)
+    call = await Call.begun(client, model, route, chat)
+    stream = body.get("stream") is True
+
+    def payload_of(target: GatewayRoute) -> dict[str, Any]:
+        sent = chat_for(target, chat)  # a stream's usage chunk is ours:
+        return {**sent, "stream_options": {"include_usage": True}} if stream else sent
+
+    answered = await sent_or_refused(call, payload_of, stream=stream)
+    if answered.rest is None:
+        return JsonResponse(response_of_completion(answered.forwarded.body, ids))
+    events = stream_events(answered.first, answered.rest, ids, lambda: call.record(answered))
+    return event_stream_response(events)
 
 
-def chat_body_of(body: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The Chat Completions body sent for `body` to a connection of `kind` (without
-    `stream`: the pass-through sets it)."""
+def chat_body_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The Chat Completions body sent for `body` (without `stream`: the pass-through sets
+    it; `chat_for` adapts it to each connection)."""
     if body.get("previous_response_id") is not None:
         raise BadRequest(NOT_CHAINED, "previous_response_id")
     for name in ("stream", "store"):
@@ -111,9 +96,21 @@ def chat_body_of(body: dict[str, Any], kind: str) -> dict[str, Any]:
     chat = responses_as_chat(body)
     check_sampling(chat)
     chat.pop("stream", None)
-    if kind == ProviderKind.OPENAI and "max_tokens" in chat:  # (what OpenAI's newer models take)
-        chat["max_completion_tokens"] = chat.pop("max_tokens")
     return chat
+
+
+async def sent_or_refused(
+    call: Call, payload_of: Callable[[GatewayRoute], dict[str, Any]], *, stream: bool
+) -> Answered:
+    """`call.send` for a face that translates: a provider's refusal (its last pair's
+    non-200 answer) is raised as this API's error, recorded; a whole 200 answer comes back
+    recorded; a stream, to be recorded when it ends."""
+    answered = await call.send(payload_of, stream=stream)
+    if answered.rest is None:
+        call.record(answered)
+        if answered.forwarded.status != 200:
+            raise provider_refusal(answered.forwarded.status, answered.forwarded.body)
+    return answered
 
 
 @dataclass(frozen=True)
@@ -129,28 +126,6 @@ class ResponseIds:
     def new(cls, model: str) -> ResponseIds:
         token = uuid.uuid4().hex
         return cls(model, f"{PREFIX}{token}", f"msg_{token}", int(time.time()))
-
-
-class Recordable(Protocol):
-    def record(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class _Call:
-    """What recording a streamed call needs once its stream ends."""
-
-    client: ApiClient
-    model: str
-    route: GatewayRoute
-    tally: Forwarded
-    started: Any
-    chat: dict[str, Any]
-    held: Reservation
-
-    def record(self) -> None:
-        record_gateway_call(
-            self.client, self.model, self.route, self.tally, self.started, self.chat, self.held
-        )
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -268,10 +243,10 @@ class _StreamState(ChunkTally):
 
 
 async def stream_events(
-    first: bytes, stream: AsyncIterator[bytes], ids: ResponseIds, call: Recordable
+    first: bytes, stream: AsyncIterator[bytes], ids: ResponseIds, record: Callable[[], None]
 ) -> AsyncIterator[bytes]:
-    """The provider's chunk stream (`first`, then `stream`) as typed events; `call` is
-    recorded once the provider's stream ends (or the caller goes away). A stream that ends
+    """The provider's chunk stream (`first`, then `stream`) as typed events; `record` is
+    called once the provider's stream ends (or the caller goes away). A stream that ends
     without a finish reason, or with an error chunk, ends with `response.failed`."""
     events = ResponseEvents(message_id=ids.message)
     state = _StreamState()
@@ -294,7 +269,7 @@ async def stream_events(
                     break
                 piece = await anext(stream, None)
     finally:
-        call.record()
+        record()
     out = b""
     if state.error is None:  # (a last event that came without its blank line)
         out = b"".join(_translated(chunk, events, state) for chunk in state.chunks(b"\n\n"))

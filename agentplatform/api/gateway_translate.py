@@ -16,7 +16,8 @@ message comes back as a `chat.completion`, its events as chunks (the usage chunk
 with `stream_options.include_usage`).
 
 A provider's non-200 answer is the caller's error, in the caller's API's shape
-(`provider_refusal`); the call is recorded as the gateway's others are.
+(`provider_refusal`); the call is recorded as the gateway's others are. A model alias
+falls back across its pairs as on the other endpoints (`gateway.Call.send`).
 """
 
 from __future__ import annotations
@@ -30,18 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 
 from agentplatform.api.anthropic_messages_wire import chat_body, message_object, messages_event
-from agentplatform.api.gateway import (
-    any_route,
-    forward,
-    hold,
-    messages_headers,
-    record_gateway_call,
-    unreached,
-)
-from agentplatform.api.gateway_responses import provider_refusal
+from agentplatform.api.gateway import Call, any_route, chat_for, forward, messages_headers
+from agentplatform.api.gateway_responses import sent_or_refused
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
 from agentplatform.api.openai_chat_wire import (
@@ -55,10 +48,7 @@ from agentplatform.api.openai_chat_wire import (
 )
 from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_message
 from agentplatform.tenancy.authentication import ApiClient
-from agents.quotas import Reservation
-from providers.models import ProviderKind
-from providers.runtime.errors import ProviderError
-from providers.runtime.passthrough import Forwarded, MessagesPassthrough, json_object, token_count
+from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
 from providers.services import GatewayRoute
 
 DEFAULT_MAX_TOKENS = 4096
@@ -85,61 +75,14 @@ async def gateway_messages(
     return await _messages_through_chat(request, body, client, route)
 
 
-@dataclass(frozen=True)
-class _Call:
-    """What recording a call needs once it is answered (`sent`: a Chat Completions body,
-    whose last user message is the run's input)."""
-
-    client: ApiClient
-    model: str
-    route: GatewayRoute
-    started: Any
-    sent: dict[str, Any]
-    held: Reservation  # (agentplatform.api.gateway.hold)
-
-    def record(self, forwarded: Forwarded) -> None:
-        record_gateway_call(
-            self.client, self.model, self.route, forwarded, self.started, self.sent, self.held
-        )
-
-
-async def _send(
-    call: _Call, payload: dict[str, Any], stream: bool, answer_of: Callable[[bytes], dict]
-) -> dict[str, Any] | tuple[bytes, AsyncIterator[bytes], Forwarded]:
-    """`payload` sent through the call's connection: a plain answer as `answer_of` says it
-    (a refusal raised), or a stream's first piece, the rest and its tally."""
-    passthrough = call.route.passthrough
-    assert passthrough is not None
-    if stream:
-        tally = Forwarded()
-        pieces = passthrough.stream(payload, call.route.model, tally)
-        try:
-            first = await anext(pieces, b"")  # (the status is known once the answer begins)
-        except ProviderError as exc:
-            raise unreached(exc, call.held) from None
-        if tally.status != 200:
-            await pieces.aclose()
-            call.record(tally)
-            raise provider_refusal(tally.status, first)
-        return first, pieces, tally
-    try:
-        forwarded = await passthrough.complete(payload, call.route.model)
-    except ProviderError as exc:
-        raise unreached(exc, call.held) from None
-    call.record(forwarded)
-    if forwarded.status != 200:
-        raise provider_refusal(forwarded.status, forwarded.body)
-    return answer_of(forwarded.body)
-
-
 # == /v1/messages → Chat Completions ==========================================================
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                  "function_call": "tool_use", "content_filter": "refusal"}  # fmt: skip
 
 
-def chat_of_messages(body: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The Chat Completions body sent for a Messages `body` to a connection of `kind`
-    (without `stream`: the pass-through sets it)."""
+def chat_of_messages(body: dict[str, Any]) -> dict[str, Any]:
+    """The Chat Completions body sent for a Messages `body` (without `stream`: the
+    pass-through sets it; `chat_for` adapts it to each connection)."""
     if body.get("stream") not in (None, True, False):
         raise BadRequest("`stream` must be a boolean.", "stream")
     chat = chat_body(body)
@@ -151,8 +94,6 @@ def chat_of_messages(body: dict[str, Any], kind: str) -> dict[str, Any]:
                     message.pop(name, None)
             message.setdefault("content", "")
     check_sampling(chat)
-    if kind == ProviderKind.OPENAI:  # (what OpenAI's newer models take)
-        chat["max_completion_tokens"] = chat.pop("max_tokens")
     return chat
 
 
@@ -160,18 +101,22 @@ async def _messages_through_chat(
     request: HttpRequest, body: dict[str, Any], client: ApiClient, route: GatewayRoute
 ) -> HttpResponse:
     model = body["model"]
-    chat = await parsed(chat_of_messages, body, route.connection.kind, size=len(request.body))
-    call = _Call(client, model, route, timezone.now(), chat, await hold(client, route, chat))
+    chat = await parsed(chat_of_messages, body, size=len(request.body))
+    call = await Call.begun(client, model, route, chat)
     stream = body.get("stream") is True
-    payload = {**chat, "stream_options": {"include_usage": True}} if stream else chat
+
+    def payload_of(target: GatewayRoute) -> dict[str, Any]:
+        sent = chat_for(target, chat)
+        return {**sent, "stream_options": {"include_usage": True}} if stream else sent
+
+    answered = await sent_or_refused(call, payload_of, stream=stream)
     ids = f"msg_{uuid.uuid4().hex}"
-    sent = await _send(call, payload, stream, lambda raw: message_of_completion(raw, ids, model))
-    if not isinstance(sent, tuple):
-        return JsonResponse(sent)
-    first, pieces, tally = sent
-    return event_stream_response(
-        messages_events(first, pieces, ids, model, lambda: call.record(tally))
+    if answered.rest is None:
+        return JsonResponse(message_of_completion(answered.forwarded.body, ids, model))
+    events = messages_events(
+        answered.first, answered.rest, ids, model, lambda: call.record(answered)
     )
+    return event_stream_response(events)
 
 
 def message_of_completion(raw: bytes, id: str, model: str) -> dict[str, Any]:
@@ -567,16 +512,17 @@ async def _chat_through_messages(
 ) -> HttpResponse:
     model = body["model"]
     sent = await parsed(messages_of_chat, body, size=len(request.body))
-    call = _Call(client, model, route, timezone.now(), body, await hold(client, route, body))
+    call = await Call.begun(client, model, route, body)
     stream = body.get("stream") is True or request.GET.get("stream") == "true"
+    answered = await sent_or_refused(call, lambda target: sent, stream=stream)
     ids = _ChunkIds(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
-    answer = await _send(call, sent, stream, lambda raw: completion_of_message(raw, ids))
-    if not isinstance(answer, tuple):
-        return JsonResponse(answer)
-    first, pieces, tally = answer
+    if answered.rest is None:
+        return JsonResponse(completion_of_message(answered.forwarded.body, ids))
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
-    events = chunks_of_events(first, pieces, ids, usage, lambda: call.record(tally))
+    events = chunks_of_events(
+        answered.first, answered.rest, ids, usage, lambda: call.record(answered)
+    )
     return event_stream_response(events)
 
 

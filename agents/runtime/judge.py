@@ -17,6 +17,7 @@ from providers.runtime.types import ModelRequest, Usage, UserMessage
 
 MAX_REASON = 2000
 MAX_ANSWER = 20_000  # of the agent's answer, shown to the judge
+MAX_TOKENS = 400  # of the judge's reply
 
 SYSTEM = (
     "You are an impartial judge of an AI agent's answer. You are given the user's input, "
@@ -61,7 +62,7 @@ async def judge(
         system=SYSTEM,
         messages=[UserMessage(judge_prompt(rubric=rubric, input=input, answer=answer))],
         temperature=0,
-        max_tokens=400,
+        max_tokens=MAX_TOKENS,
     )
     response = await adapter.complete(request)
     try:

@@ -8,6 +8,9 @@ are reported on the context's usage meter (`RunContext.usage`); the run's tool s
 them to the run's usage when it records the call's result, so run totals, usage pages and
 token budgets count them.
 
+Its model call is a `chat <model>` span when tracing is on (providers.runtime.tracing), a
+child of the call's `execute_tool` span in a run.
+
 Errors are this module's own sentences (ToolFailed), by the kind of provider error, never
 the provider's or the SDK's text.
 """
@@ -19,12 +22,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from providers.runtime import tracing
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import (
     ProviderError,
     provider_failure,
 )
-from providers.runtime.types import ModelRequest, UserMessage
+from providers.runtime.types import ModelRequest, ModelResponse, UserMessage
 from tools.runtime.context import ModelTokens, RunContext
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
@@ -149,7 +153,7 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
             max_tokens=max_tokens,
         )
         try:
-            response = await asyncio.wait_for(connection.adapter.complete(request), timeout_s)
+            response = await _asked(connection, request, ctx, timeout_s)
         except TimeoutError:
             raise ToolFailed(
                 f"model {model!r} of connection {connection.name!r} did not answer within "
@@ -192,6 +196,19 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
         # It changes nothing, and asking again is harmless; but it sends the question out.
         capability=Capability(effect=Effect.READ, idempotent=True, timeout_s=timeout_s + 10),
     )
+
+
+async def _asked(
+    connection: ModelConnection, request: ModelRequest, ctx: RunContext, timeout_s: float
+) -> ModelResponse:
+    """The model's answer, in a `chat` span (tracing on): inside the run's `execute_tool`
+    span, its child. The connection's name is on it, never the question or the answer."""
+    adapter = connection.adapter
+    with tracing.model_span(adapter.provider, request, ctx) as span:
+        span.set(**{"agentplatform.connection": connection.name})
+        response = await asyncio.wait_for(adapter.complete(request), timeout_s)
+        span.record(response)
+        return response
 
 
 def _not_found(wanted: str | None, known: Sequence[str]) -> str:

@@ -32,13 +32,15 @@ _USAGE_ONLY = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 
 @dataclass
 class Forwarded:
-    """What the provider answered: its status, content type and body, and the usage. A
-    stream fills in `status` and `usage` as it goes."""
+    """What the provider answered: its status, content type and body, the usage and the
+    model it says it used (where it said so beside the usage). A stream fills in `status`,
+    `usage` and `model` as it goes."""
 
     status: int = 0
     content_type: str = ""
     body: bytes = b""
     usage: Usage = field(default_factory=Usage)
+    model: str = ""
 
 
 class _Passthrough:
@@ -122,14 +124,15 @@ class _Passthrough:
                 content = await answer.read()
         except (EgressError, ValueError) as exc:
             raise ProviderUnavailable(self._failure(exc)) from None
-        usage = Usage()
+        usage, answered_by = Usage(), ""
         if answer.status == 200:
-            usage = self._usage(json_object(content))
+            parsed = json_object(content)
+            usage, answered_by = self._usage(parsed), _model_of(parsed)
             content = self._without_key(content)
         else:
             content = self._scrubbed(content)
         content_type = answer.headers.get("content-type", "")
-        return Forwarded(answer.status, content_type, content, usage)
+        return Forwarded(answer.status, content_type, content, usage, answered_by)
 
     async def stream(
         self,
@@ -187,6 +190,12 @@ def _data(event: bytes) -> dict[str, Any] | None:
     return None
 
 
+def _model_of(answer: dict[str, Any]) -> str:
+    """The model an answer (a completion, a message, or a stream's chunk) says it is from."""
+    model = answer.get("model")
+    return model[:200] if isinstance(model, str) else ""
+
+
 def token_count(value: Any) -> int:
     """A token count as a provider sent it, or 0 when it is not one."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
@@ -226,6 +235,7 @@ class ChatPassthrough(_Passthrough):
         data = _data(event)
         if data is not None and isinstance(data.get("usage"), dict):
             tally.usage = self._usage(data)
+            tally.model = _model_of(data) or tally.model
         options = body.get("stream_options")
         wanted = isinstance(options, dict) and options.get("include_usage") is True
         return wanted or not _USAGE_ONLY.search(event)
@@ -254,6 +264,9 @@ class MessagesPassthrough(_Passthrough):
         if b'"usage"' in event:
             data = _data(event)
             if data is not None:
+                message = data.get("message")
+                if isinstance(message, dict):  # message_start: the model, the input tokens
+                    tally.model = _model_of(message) or tally.model
                 usage = (data.get("message") or {}).get("usage") or data.get("usage")
                 if isinstance(usage, dict):  # message_start has input, message_delta output
                     found = self._usage({"usage": usage})

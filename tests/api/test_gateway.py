@@ -452,7 +452,7 @@ def told(*pieces: bytes) -> list[dict]:
     async def collect() -> bytes:
         ids = gateway_responses.ResponseIds.new(MODEL)
         return b"".join(
-            [e async for e in gateway_responses.stream_events(pieces[0], rest(), ids, call)]
+            [e async for e in gateway_responses.stream_events(pieces[0], rest(), ids, call.record)]
         )
 
     call = Call()

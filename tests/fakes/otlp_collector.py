@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -98,6 +99,16 @@ class OtlpCollector:
 
     def named(self, name: str) -> list[CollectedSpan]:
         return [s for s in self.spans if s.name == name]
+
+    def wait_for(self, name: str, count: int = 1, timeout_s: float = 15) -> list[CollectedSpan]:
+        """The spans called `name` once there are `count` of them (another process exports
+        them on its own schedule: set its OTEL_BSP_SCHEDULE_DELAY low)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.named(name)) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {count} spans {name!r}: {[s.name for s in self.spans]}")
+            time.sleep(0.05)
+        return self.named(name)
 
     def close(self) -> None:
         self._server.shutdown()

@@ -173,6 +173,8 @@ def test_max_tokens_is_bounded_by_the_schema(trio, claude):
 
 
 class SlowAdapter:
+    provider = "slow"  # (a ModelAdapter names its provider)
+
     async def complete(self, request):
         await asyncio.sleep(5)
         return ModelResponse(text="late")
