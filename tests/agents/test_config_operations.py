@@ -11,6 +11,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import jsonschema
 import pytest
 
 from agentplatform.tenancy.models import ApiKey, Role
@@ -18,6 +19,7 @@ from agentplatform.tenancy.policy import Principal
 from agents.config_document import config_export, config_import, config_plan
 from agents.models import Quota, Trigger
 from agents.runtime.config.compiler import ConfigInvalid, KnownNames, compile_config
+from agents.runtime.config.document import document_json_schema
 from agents.runtime.config.loading import dump_document
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
@@ -117,6 +119,14 @@ def test_the_export_holds_prices_quotas_and_triggers_never_a_webhooks_secret(con
     for format in ("json", "yaml"):
         shown = dump_document(data, format)
         assert configured.hook_secret not in shown and hook.public_id not in shown
+
+
+def test_the_published_schema_takes_the_export_and_refuses_a_webhooks_secret(configured):
+    validator = jsonschema.Draft202012Validator(document_json_schema())
+    data = config_export(tenant=configured.acme)
+    assert list(validator.iter_errors(data)) == []
+    data["triggers"][1]["secret"] = "whsec_x"
+    assert list(validator.iter_errors(data))
 
 
 # -- round trip and idempotence ---------------------------------------------------------------
