@@ -17,23 +17,33 @@ REST. agents sits above tools and providers, so this is the one app that may see
   own object.
 - Applying is one transaction, and idempotent: an object equal to its document entry is not
   written, so applying the same document twice changes nothing the second time.
+- Prices, quotas and triggers go through their own services too (`price_save`,
+  `quotas.quota_save`, `triggers.trigger_save`, the latter two told who imports). A webhook
+  trigger's signing secret is never in a document: creating one makes a new secret, which
+  the plan that applied it carries once (`new_secrets`), as REST's and the page's answer to
+  a new webhook does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
+from django.db.models import Count
 
 from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.models import Tenant, TenantGroup
+from agentplatform.tenancy.models import ApiKey, Role, Tenant, TenantGroup
+from agentplatform.tenancy.policy import Principal
 from agentplatform.tenancy.services import tenant_policy_set
-from agents.models import Agent, Crew
+from agents import quotas
+from agents.models import Agent, Crew, Quota, Trigger, TriggerKind
 from agents.runtime.config.compiler import (
     CompiledConfig,
     ConfigInvalid,
@@ -41,17 +51,20 @@ from agents.runtime.config.compiler import (
     KnownNames,
     compile_config,
 )
-from agents.runtime.config.document import VERSION
+from agents.runtime.config.document import VERSION, amount_shown, price_name, quota_name
 from agents.runtime.config.loading import DocumentUnreadable, Format, load_document
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save, crew_delete, crew_save
 from agents.tool_sources import agent_tool_names
-from providers.models import ModelAlias, ProviderConnection
+from agents.triggers import SavedTrigger, hook_path, trigger_delete, trigger_save
+from providers.models import ModelAlias, ModelPrice, ProviderConnection
 from providers.services import (
     connection_delete,
     connection_save,
     model_alias_delete,
     model_alias_save,
+    price_delete,
+    price_save,
 )
 from tools.definitions import definition_shape
 from tools.loader import tool_names_besides_definitions
@@ -67,6 +80,8 @@ from tools.services import tool_definition_delete, tool_definition_save
 # applied (an object after those it refers to); deleted in the reverse order.
 SECTIONS: list[str] = []
 KEYS: dict[str, str] = {}  # section -> the field naming its objects
+# section -> how an entry is named, for sections whose objects have no name of their own
+NAMERS: dict[str, Callable[[dict[str, Any]], str]] = {}
 SECRET_PREFIX = {
     "connections": "connection",
     "tools": "tool",
@@ -84,13 +99,40 @@ def secret_name(section: str, name: str) -> str:
 _KEEP = object()  # a write's answer: leave the model field as it is
 
 
+def entry_name(section: str, entry: dict[str, Any]) -> str:
+    """The name of a document entry: its key field's value (a price's `openai/gpt-4o`,
+    a quota's `agent:support/tokens/day`)."""
+    namer = NAMERS.get(section)
+    return namer(entry) if namer is not None else entry[KEYS[section]]
+
+
 @dataclass(frozen=True)
 class Refs:
-    """The tenant's objects a document entry refers to by name, for writing it."""
+    """The tenant's objects a document entry refers to by name, for writing it, and who
+    imports (`by`: whom a trigger's service asks about the member its runs are for)."""
 
     connections: dict[str, ProviderConnection]
     agents: dict[str, Agent]
     groups: dict[str, TenantGroup]
+    crews: dict[str, Crew] = field(default_factory=dict)
+    members: dict[str, Any] = field(default_factory=dict)  # username -> user
+    api_keys: dict[str, ApiKey] = field(default_factory=dict)  # names held by one key
+    by: Principal | None = None
+
+
+@dataclass(frozen=True)
+class NewSecret:
+    """A secret an import made (a new webhook trigger's): in the answer that applied it,
+    once, never again (as the trigger's page and REST show a new webhook's)."""
+
+    section: str
+    name: str
+    secret: str
+    note: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"section": self.section, "name": self.name, "secret": self.secret,
+                "note": self.note}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,6 +146,9 @@ class DocField:
     attr: str | None
     read: Callable[[Any], Any] | None = None
     write: Callable[[Any, Refs], Any] | None = None
+    # The section whose objects it names (a name or a list of names) by a stored relation,
+    # which follows a rename of the object (a trigger's agent, a crew's members).
+    refers_to: str | None = None
 
 
 def secret_field(section: str, key: str, attr: str) -> DocField:
@@ -124,6 +169,18 @@ def reference_field(key: str, attr: str, among: str, name: str = "name") -> DocF
         attr,
         read=lambda obj: getattr(related, name) if (related := getattr(obj, attr)) else None,
         write=lambda value, refs: getattr(refs, among).get(value) if value else None,
+        refers_to=among,
+    )
+
+
+def amount_field(key: str, attr: str) -> DocField:
+    """A decimal amount: written as `amount_shown` does (the same value always the same
+    way), stored as the decimal of its text (a float's binary digits never reach the model)."""
+    return DocField(
+        key,
+        attr,
+        read=lambda obj: None if (value := getattr(obj, attr)) is None else amount_shown(value),
+        write=lambda value, refs: Decimal(str(value)),
     )
 
 
@@ -145,21 +202,32 @@ class DocSection:
     related: tuple[str, ...] = ()  # read with the rows (select_related)
     prefetch: tuple[str, ...] = ()
     save_extra: Callable[[dict[str, Any], Refs], dict[str, Any]] | None = None
+    # Objects without a name of their own: how an entry is named, and the order they are
+    # written in (model fields; default: `key`).
+    name_of: Callable[[dict[str, Any]], str] | None = None
+    order: tuple[str, ...] = ()
+    # What a create answers with once (a new webhook's secret), from the save's result,
+    # and what the plan says of it beforehand (from the entry).
+    shown_once: Callable[[Any, str], NewSecret | None] | None = None
+    create_note: Callable[[dict[str, Any]], str] | None = None
+    acts: bool = False  # its services take who acts (`by`, the importer's Principal)
 
     def rows(self, tenant: Tenant) -> Any:
         """The tenant's objects by name: one query (and one per prefetched relation)."""
         objects = self.model.objects.filter(tenant=tenant).select_related(*self.related)
-        return objects.prefetch_related(*self.prefetch).order_by(self.key)
+        return objects.prefetch_related(*self.prefetch).order_by(*(self.order or (self.key,)))
 
     def save_object(
         self, tenant: Tenant, obj: Any, changes: dict[str, Any], entry: dict[str, Any], refs: Refs
     ) -> Any:
         extra = self.save_extra(entry, refs) if self.save_extra is not None else {}
+        if self.acts:
+            extra["by"] = refs.by
         target = {self.noun: obj}
         return self.save(tenant=tenant, **target, changes=changes, graph_checked=True, **extra)
 
-    def delete_object(self, tenant: Tenant, obj: Any) -> None:
-        self.delete(tenant=tenant, **{self.noun: obj})
+    def delete_object(self, tenant: Tenant, obj: Any, by: Principal) -> None:
+        self.delete(tenant=tenant, **{self.noun: obj}, **({"by": by} if self.acts else {}))
 
 
 _REGISTERED: dict[str, DocSection] = {}
@@ -176,6 +244,8 @@ def register_document_section(section: DocSection) -> None:
     _REGISTERED[section.name] = section
     SECTIONS.append(section.name)
     KEYS[section.name] = section.key
+    if section.name_of is not None:
+        NAMERS[section.name] = section.name_of
     FIELDS[section.name] = section.fields
     FIELD_PATHS[section.name] = {
         f.attr: f.key for f in section.fields if f.attr is not None and f.attr != f.key
@@ -269,12 +339,47 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("name", "name"),
         DocField("description", "description"),
         DocField("mode", "mode"),
-        DocField("members", None, read=lambda c: [agent.slug for agent in _crew_members(c)]),
+        DocField(
+            "members",
+            None,
+            read=lambda c: [agent.slug for agent in _crew_members(c)],
+            refers_to="agents",
+        ),
         reference_field("manager", "manager", "agents", name="slug"),
         DocField("max_delegations", "max_delegations"),
         DocField("max_depth", "max_depth"),
         DocField("token_budget", "token_budget"),
         DocField("active", "active"),
+    ),
+    "prices": (
+        DocField("provider", "provider_kind"),
+        DocField("model", "model"),
+        amount_field("input", "input_price"),
+        amount_field("output", "output_price"),
+        amount_field("cached_input", "cached_input_price"),
+        amount_field("cache_write", "cache_write_price"),
+    ),
+    "quotas": (
+        DocField("scope", "scope"),
+        reference_field("member", "user", "members", name="username"),
+        reference_field("api_key", "api_key", "api_keys"),
+        reference_field("agent", "agent", "agents", name="slug"),
+        DocField("metric", "metric"),
+        DocField("period", "period"),
+        amount_field("limit", "limit"),
+        DocField("active", "active"),
+    ),
+    # Never its secret, public id (its hook's address) or fire times: the tenant's own.
+    "triggers": (
+        DocField("name", "name"),
+        DocField("kind", "kind"),
+        reference_field("agent", "agent", "agents", name="slug"),
+        reference_field("crew", "crew", "crews", name="slug"),
+        DocField("cron", "cron"),
+        DocField("timezone", "timezone"),
+        DocField("input_template", "input_template"),
+        DocField("enabled", "enabled"),
+        reference_field("run_as", "run_as", "members", name="username"),
     ),
     "mcp_servers": (
         DocField("name", "name"),
@@ -372,6 +477,11 @@ def _builtin_sections() -> None:
             save=model_alias_save, delete=model_alias_delete, noun="alias",
         ),
         DocSection(
+            "prices", "provider_kind", ModelPrice, _FIELDS["prices"],
+            save=_price_save, delete=price_delete, noun="price", name_of=price_name,
+            order=("provider_kind", "model"),
+        ),
+        DocSection(
             "mcp_servers", "name", McpServerConnection, _FIELDS["mcp_servers"],
             save=mcp_connection_save, delete=mcp_connection_delete, noun="connection",
         ),
@@ -394,8 +504,72 @@ def _builtin_sections() -> None:
                 "members": [refs.agents[slug] for slug in entry["members"]]
             },
         ),
+        DocSection(
+            "quotas", "scope", Quota, _FIELDS["quotas"],
+            save=_quota_save, delete=_quota_delete, noun="quota", acts=True,
+            related=("user", "api_key", "agent"), name_of=quota_name,
+            order=("scope", "metric", "period", "user__username", "api_key__name", "agent__slug"),
+        ),
+        DocSection(
+            "triggers", "name", Trigger, _FIELDS["triggers"],
+            save=_trigger_save, delete=trigger_delete, noun="trigger", acts=True,
+            related=("agent", "crew", "run_as"), shown_once=_new_webhook_secret,
+            create_note=_webhook_note,
+        ),
     ):  # fmt: skip
         register_document_section(section)
+
+
+# -- the services of prices, quotas and triggers, as a section calls them ------------------
+# Their rules are per object (no whole-graph check on their own saves): what the compiler
+# checks of them it asks of the same rule functions (providers/runtime/price_rules.py,
+# agents/runtime/quota_rules.py, agents/runtime/triggers.py).
+def _price_save(
+    *, tenant: Tenant, price: ModelPrice | None, changes: dict[str, Any], graph_checked: bool
+) -> ModelPrice:
+    return price_save(tenant=tenant, price=price, changes=changes)
+
+
+def _quota_save(
+    *, tenant: Tenant, quota: Quota | None, changes: dict[str, Any], graph_checked: bool,
+    by: Principal,
+) -> Quota:  # fmt: skip
+    return quotas.quota_save(tenant=tenant, quota=quota, changes=changes, actor=by.initiator)
+
+
+def _quota_delete(*, tenant: Tenant, quota: Quota, by: Principal) -> None:
+    quotas.quota_delete(tenant=tenant, quota=quota, actor=by.initiator)
+
+
+def _trigger_save(
+    *, tenant: Tenant, trigger: Trigger | None, changes: dict[str, Any], graph_checked: bool,
+    by: Principal,
+) -> SavedTrigger:  # fmt: skip
+    """Through `trigger_save`, whose rules include whom `by` may attribute runs to."""
+    return trigger_save(tenant=tenant, by=by, trigger=trigger, changes=changes)
+
+
+def _webhook_note(entry: dict[str, Any]) -> str:
+    if entry.get("kind") != TriggerKind.WEBHOOK:
+        return ""
+    return (
+        "A new signing secret is made: the answer that applies this shows it, once (never in "
+        "a document)."
+    )
+
+
+def _new_webhook_secret(saved: Any, name: str) -> NewSecret | None:
+    if not isinstance(saved, SavedTrigger) or not saved.secret:
+        return None
+    trigger = saved.trigger
+    return NewSecret(
+        "triggers",
+        name,
+        saved.secret,
+        f"The signing secret of the new webhook trigger {name!r} (deliveries: POST "
+        f"{hook_path(trigger)}), shown in this answer only. For a new one, rotate it on the "
+        f"trigger's page or POST /api/v1/triggers/{trigger.pk}/rotate-secret.",
+    )
 
 
 _builtin_sections()
@@ -416,9 +590,11 @@ def tenant_entries(tenant: Tenant) -> TenantEntries:
     objects: dict[str, dict[str, Any]] = {}
     entries: dict[str, dict[str, dict[str, Any]]] = {}
     for section, items in rows.items():
-        key = KEYS[section]
-        objects[section] = {getattr(item, key): item for item in items}
-        entries[section] = {getattr(item, key): object_entry(section, item) for item in items}
+        objects[section], entries[section] = {}, {}
+        for item in items:
+            entry = object_entry(section, item)
+            name = entry_name(section, entry)
+            objects[section][name], entries[section][name] = item, entry
     return TenantEntries(objects, entries)
 
 
@@ -445,14 +621,16 @@ class ObjectChange:
     name: str
     action: str  # create | update | delete
     fields: dict[str, dict[str, Any]] = field(default_factory=dict)  # field -> {from, to}
+    note: str = ""  # what else applying it does (a new webhook's secret is made)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        shown = {
             "section": self.section,
             "name": self.name,
             "action": self.action,
             "fields": self.fields,
         }
+        return {**shown, "note": self.note} if self.note else shown
 
 
 @dataclass
@@ -464,6 +642,7 @@ class ConfigPlan:
     applied: bool = False
     compiled: CompiledConfig | None = None
     prune: bool = False
+    new_secrets: list[NewSecret] = field(default_factory=list)  # made by applying: once
 
     @property
     def valid(self) -> bool:
@@ -476,6 +655,7 @@ class ConfigPlan:
             "prune": self.prune,
             "changes": [change.as_dict() for change in self.changes],
             "problems": [problem.as_dict() for problem in self.problems],
+            "new_secrets": [secret.as_dict() for secret in self.new_secrets],
         }
 
 
@@ -494,15 +674,27 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
     definitions = set(current.objects["tools"])
     other_tools = tool_names_besides_definitions(tenant.pk) - definitions | agent_tool_names()
     kept = (lambda section: frozenset()) if prune else (lambda s: frozenset(current.objects[s]))
+    keys = ApiKey.objects.filter(tenant=tenant).values("name").annotate(n=Count("id"))
     return KnownNames(
         tools=frozenset(other_tools) | kept("tools"),
         definitions=kept("tools"),
         connections=kept("connections"),
         agents=kept("agents"),
+        crews=kept("crews"),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),
         agent_kinds=frozenset(KINDS),
         remote_commands=frozenset(settings.REMOTE_AGENT_COMMANDS),
+        members=frozenset(_members(tenant)),
+        api_keys=frozenset(k["name"] for k in keys if k["n"] == 1),
+        shared_api_keys=frozenset(k["name"] for k in keys if k["n"] > 1),
+        trigger_min_interval_s=settings.TRIGGER_MIN_INTERVAL_S,
     )
+
+
+def _members(tenant: Tenant) -> dict[str, Any]:
+    """The tenant's members by username (how a document names them). One query."""
+    users = get_user_model().objects.filter(memberships__tenant=tenant)
+    return {user.get_username(): user for user in users}
 
 
 def _secret_problems(compiled: CompiledConfig, current: TenantEntries) -> list[ConfigProblem]:
@@ -617,11 +809,13 @@ def config_plan(
         before = current.entries[section]
         named = set()
         for entry in desired[section]:
-            name = entry[KEYS[section]]
+            name = entry_name(section, entry)
             named.add(name)
             if name not in before:
                 changed = {key: {"to": value} for key, value in entry.items()}
-                plan.changes.append(ObjectChange(section, name, "create", changed))
+                noting = _REGISTERED[section].create_note
+                note = noting(entry) if noting is not None else ""
+                plan.changes.append(ObjectChange(section, name, "create", changed, note))
             elif changed := _field_changes(before[name], entry):
                 plan.changes.append(ObjectChange(section, name, "update", changed))
         if prune:
@@ -639,16 +833,19 @@ def config_import(
     format: Format | None = None,
     prune: bool = False,
     dry_run: bool = False,
+    by: Principal | None = None,
 ) -> ConfigPlan:
     """Plan, then (unless `dry_run` or the plan has problems) apply the plan's changes in one
     transaction. A model rule refusing a change rolls everything back and comes back as a
-    problem at the document path it concerns."""
+    problem at the document path it concerns. `by`: who imports (REST's and the page's
+    principal; None: the platform's operator, as the command acts, with an owner's role)."""
     plan = config_plan(tenant=tenant, text=text, format=format, prune=prune)
     if dry_run or not plan.valid or not plan.changes:
         return plan
+    by = by if by is not None else Principal(tenant=tenant, role=Role.OWNER)
     try:
         with transaction.atomic():
-            _apply(tenant, plan)
+            plan.new_secrets = _apply(tenant, plan, by)
     except ConfigInvalid as exc:
         plan.problems = exc.problems
         return plan
@@ -656,15 +853,15 @@ def config_import(
     return plan
 
 
-def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
+def _apply(tenant: Tenant, plan: ConfigPlan, by: Principal) -> list[NewSecret]:
     assert plan.compiled is not None
     document = plan.compiled.document
     current = tenant_entries(tenant)
     changing = {(c.section, c.name): c.action for c in plan.changes}
+    desired = document.as_data()
     positions = {
-        section: {getattr(entry, KEYS[section]): i for i, entry in enumerate(entries)}
+        section: {entry_name(section, entry): i for i, entry in enumerate(desired[section])}
         for section in SECTIONS
-        for entries in [getattr(document, section)]
     }
 
     def save(section: str, name: str, call: Callable[[], Any]) -> Any:
@@ -688,19 +885,26 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
         delete = _REGISTERED[section].delete_object
         for name, obj in current.objects[section].items():
             if changing.get((section, name)) == "delete":
-                save(section, name, lambda obj=obj, delete=delete: delete(tenant, obj))
+                save(section, name, lambda obj=obj, delete=delete: delete(tenant, obj, by))
 
-    desired = document.as_data()
+    keys = list(ApiKey.objects.filter(tenant=tenant))
+    names = [key.name for key in keys]
     refs = Refs(
         connections=dict(current.objects["connections"]),
         agents=dict(current.objects["agents"]),
         groups={g.name: g for g in TenantGroup.objects.filter(tenant=tenant)},
+        crews=dict(current.objects["crews"]),
+        members=_members(tenant),
+        api_keys={key.name: key for key in keys if names.count(key.name) == 1},
+        by=by,
     )
-    saved_into = {"connections": refs.connections, "agents": refs.agents}
+    saved_into = {"connections": refs.connections, "agents": refs.agents, "crews": refs.crews}
+    new_secrets = []
     for section in SECTIONS:  # in order: an object after those it refers to
         saver = _REGISTERED[section].save_object
+        shown_once = _REGISTERED[section].shown_once
         for entry in desired[section]:
-            name = entry[KEYS[section]]
+            name = entry_name(section, entry)
             if (action := changing.get((section, name))) is None:
                 continue
             existing = current.objects[section].get(name) if action == "update" else None
@@ -712,6 +916,9 @@ def _apply(tenant: Tenant, plan: ConfigPlan) -> None:
             )
             if section in saved_into:
                 saved_into[section][name] = saved
+            if shown_once is not None and (secret := shown_once(saved, name)) is not None:
+                new_secrets.append(secret)
+    return new_secrets
 
 
 def _model_problems(exc: ValidationError, path: str, fields: dict[str, str]) -> list:

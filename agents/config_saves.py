@@ -13,6 +13,7 @@ by saving the objects they are in), each at the model field its document path ma
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -23,6 +24,7 @@ from agents.config_document import (
     FIELDS,
     KEYS,
     SECTIONS,
+    entry_name,
     known_names,
     object_entry,
     policy_entry,
@@ -40,6 +42,9 @@ NOUNS = {
     "crews": "crew",
     "mcp_servers": "MCP server",
     "knowledge_bases": "knowledge base",
+    "prices": "price",
+    "quotas": "quota",
+    "triggers": "trigger",
 }
 _PATH = re.compile(r"^(?P<section>[a-z_]+)\[(?P<index>\d+)\](?:\.(?P<rest>.*))?$")
 _SELF = object()  # the object being saved, whatever its name before and after
@@ -78,8 +83,10 @@ def check_saved_object(instance: Any, left_out: frozenset[str], failed: frozense
             for parent in parents:
                 place = place.get(parent, {})
             place.pop(last, None)
-    after[section][getattr(instance, KEYS[section])] = entry
-    name = getattr(instance, KEYS[section])
+    name = entry_name(section, entry)
+    after[section][name] = entry
+    if stored_name is not None and stored_name != name:
+        _follow_rename(after, section, stored_name, name)
     added = _problems(tenant, after, known, section, name)
     if not added:
         return
@@ -89,6 +96,30 @@ def check_saved_object(instance: Any, left_out: frozenset[str], failed: frozense
         errors = _errors(section, new, left_out, failed)
         if errors:
             raise ValidationError(errors)
+
+
+def _follow_rename(
+    entries: dict[str, dict[str, dict[str, Any]]], section: str, old: str, new: str
+) -> None:
+    """The references to a renamed object that are stored as relations (a crew's members,
+    a trigger's or quota's agent, an agent's connection) name it by its new name once it is
+    saved: the document of the end state says so (entries changed are copied, not changed
+    in place, since the stored state's document shares them)."""
+    for other, by_name in entries.items():
+        fields = [f for f in FIELDS[other] if f.refers_to == section]
+        for key, entry in list(by_name.items()) if fields else ():
+            renamed = copy.deepcopy(entry)
+            for field in fields:
+                *parents, last = field.key.split(".")
+                place = renamed
+                for parent in parents:
+                    place = place.get(parent, {})
+                value = place.get(last)
+                if value == old:
+                    place[last] = new
+                elif isinstance(value, list):
+                    place[last] = [new if item == old else item for item in value]
+            by_name[key] = renamed
 
 
 def _problems(
@@ -133,7 +164,7 @@ def _key(
     if match is None or match["section"] not in lists:
         return ("", None, problem.path, problem.reason)
     where = match["section"]
-    name = lists[where][int(match["index"])][KEYS[where]]
+    name = entry_name(where, lists[where][int(match["index"])])
     if where == section and name == own:
         name = _SELF
     return (where, name, match["rest"] or "", problem.reason)

@@ -15,6 +15,7 @@ from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
+from agents.runtime.quota_rules import TARGETS, quota_problems
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
 from providers.models import LoadBalancing, fallbacks_problem
 from tools.runtime.prepared_request import PreparedRequest
@@ -805,9 +806,6 @@ def _only_target(scope: str, target: str | None) -> Q:
     return Q(scope=scope, **{f"{name}__isnull": name != target for name in TARGETS})
 
 
-TARGETS = ("user", "api_key", "agent")
-
-
 class Quota(models.Model):
     """A limit that blocks: what a scope (the tenant, a member, a key, an agent) may use of a
     metric in a calendar period (UTC). Enforced by agents.quotas before every model call."""
@@ -857,25 +855,18 @@ class Quota(models.Model):
     def clean(self) -> None:
         """The scope names its one target, of this tenant (a member of it); a token limit
         is a whole number."""
-        wanted = {"member": "user", "api_key": "api_key", "agent": "agent"}.get(self.scope)
-        errors: dict[str, str] = {}
-        nouns = {"user": "member", "api_key": "API key", "agent": "agent"}
-        for name in TARGETS:
-            given = getattr(self, f"{name}_id") is not None
-            if name == wanted and not given:
-                errors[name] = f"Choose the {nouns[name]} this limit is for."
-            elif name != wanted and given:
-                errors[name] = f"Leave it empty: this limit is not for one {nouns[name]}."
+        errors = quota_problems(
+            scope=self.scope,
+            given={name: getattr(self, f"{name}_id") is not None for name in TARGETS},
+            metric=self.metric,
+            limit=self.limit,
+        )
         if self.api_key_id and self.api_key.tenant_id != self.tenant_id:
             errors["api_key"] = "Choose one of this tenant's API keys."
         if self.agent_id and self.agent.tenant_id != self.tenant_id:
             errors["agent"] = "Choose one of this tenant's agents."
         if self.user_id and not self.tenant.memberships.filter(user_id=self.user_id).exists():
             errors["user"] = "Choose a member of this tenant."
-        if self.limit is not None and self.limit < 0:
-            errors["limit"] = "At least 0."
-        elif self.metric == QuotaMetric.TOKENS and self.limit is not None:
-            errors.update({"limit": "A whole number of tokens."} if self.limit % 1 else {})
         if errors:
             raise ValidationError(errors)
 

@@ -164,36 +164,21 @@ def trigger_check(
     """The rules of a trigger with these values (ValidationError naming the fields): what
     `trigger_save` checks, for a form that shows them before saving (the admin's).
     `check_run_as` False: only disabling, which needs no authority over `run_as`."""
-    errors: dict[str, str] = {}
+    errors = rules.trigger_problems(
+        name=trigger.name, kind=trigger.kind, cron=trigger.cron, timezone=trigger.timezone,
+        input_template=trigger.input_template, min_interval_s=_min_interval(),
+        now=timezone.now(),
+    )  # fmt: skip
     name = trigger.name or ""
-    if not name.strip() or "\x00" in name or len(name) > 100:
-        errors["name"] = "A name of 1 to 100 characters."
-    elif Trigger.objects.filter(tenant=tenant, name=name).exclude(pk=trigger.pk).exists():
+    if "name" not in errors and (
+        Trigger.objects.filter(tenant=tenant, name=name).exclude(pk=trigger.pk).exists()
+    ):
         errors["name"] = "Another trigger of this workspace has this name."
-    if trigger.kind not in TriggerKind.values:
-        errors["kind"] = "schedule or webhook."
     target = trigger.agent or trigger.crew
     if (trigger.agent is None) == (trigger.crew is None):
         errors["agent"] = "Choose one agent or one crew."
     elif target.tenant_id != tenant.pk:
         errors["agent"] = "Choose one of this workspace's agents or crews."
-    try:
-        rules.check_template(
-            trigger.input_template or "", payload_allowed=trigger.kind == TriggerKind.WEBHOOK
-        )
-    except rules.TriggerRuleError as exc:
-        errors["input_template"] = str(exc)
-    if trigger.kind == TriggerKind.SCHEDULE:
-        try:
-            rules.check_schedule(
-                trigger.cron, trigger.timezone, min_interval_s=_min_interval(),
-                now=timezone.now(),
-            )  # fmt: skip
-        except rules.TriggerRuleError as exc:
-            field = "timezone" if "time zone" in str(exc) else "cron"
-            errors[field] = str(exc)
-    elif trigger.cron:
-        errors["cron"] = "Only a schedule has a cron expression."
     if check_run_as and "agent" not in errors and trigger.kind in TriggerKind.values:
         problem = _run_as_refusal(tenant, by, run_as, target)
         if problem:

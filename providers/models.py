@@ -14,6 +14,12 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from providers.runtime.presets import PRESETS
+from providers.runtime.price_rules import (
+    PRICE_FIELDS,
+    PRICE_KINDS,
+    model_refusal,
+    price_refusal,
+)
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _RESERVED_HEADERS = {"authorization", "x-api-key", "host", "content-length", "cookie"}
@@ -168,9 +174,8 @@ class ProviderConnection(ConfigObject, SecretDestination, models.Model):
 
 # Price kinds: Anthropic, OpenAI, then each OpenAI-compatible service by its preset (a
 # connection's `price_kind`). Runs record their provider as the adapter names it
-# ("openai_compatible:xai"); providers.pricing.price_kind maps that to "xai".
-PRICE_KINDS = [("anthropic", "Anthropic")] + [(p.name, p.label) for p in PRESETS.values()]
-MAX_PRICE = 10_000  # US dollars per million tokens: above any list price, below a typo's
+# ("openai_compatible:xai"); providers.pricing.price_kind maps that to "xai". The rules of a
+# price live in providers/runtime/price_rules.py (the configuration compiler asks them too).
 
 
 def _price_field(label: str) -> models.DecimalField:
@@ -217,16 +222,14 @@ class ModelPrice(models.Model):
     def clean(self) -> None:
         errors: dict[str, str] = {}
         self.model = (self.model or "").strip()
-        if not self.model:
-            errors["model"] = "Name the model, or the beginning of its id."
-        for name in ("input_price", "output_price", "cached_input_price", "cache_write_price"):
+        if refusal := model_refusal(self.model):
+            errors["model"] = refusal
+        for name in PRICE_FIELDS:
             value = getattr(self, name)
             if value is None:
                 continue  # the field's own check says it is required
-            if value < 0:
-                errors[name] = "A price cannot be negative."
-            elif value > MAX_PRICE:
-                errors[name] = f"At most {MAX_PRICE} US dollars per million tokens."
+            if refusal := price_refusal(value):
+                errors[name] = refusal
         if errors:
             raise ValidationError(errors)
 

@@ -50,6 +50,7 @@ KNOWLEDGE_BASES = DocSection(
             "agents",
             read=_agent_slugs,
             write=lambda slugs, refs: [refs.agents[slug] for slug in slugs],
+            refers_to="agents",
         ),
     ),
     save=knowledge_base_save,

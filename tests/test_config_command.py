@@ -71,3 +71,20 @@ def test_unknown_tenants_and_unreadable_files_are_clear_errors(trio, tmp_path):
 def test_schema_prints_the_published_schema():
     out, _ = run("schema")
     assert json.loads(out) == document_json_schema()
+
+
+def test_a_new_webhook_s_secret_is_printed_once_and_a_second_import_changes_nothing(trio, tmp_path):
+    from agents.models import Trigger
+
+    path = tmp_path / "hooks.yaml"
+    path.write_text(
+        "version: 1\nagents:\n- {slug: support, name: Support}\ntriggers:\n"
+        "- {name: issues, kind: webhook, agent: support, run_as: alice, input_template: go}\n"
+    )
+    out, _ = run("import", "--tenant", "acme", str(path))
+    secret = Trigger.objects.get(tenant=trio.acme, name="issues").secret
+    assert secret in out and "shown in this answer only" in out
+    out, _ = run("import", "--tenant", "acme", str(path))
+    assert out.strip() == "No changes." and secret not in out
+    exported, _ = run("export", "--tenant", "acme")
+    assert secret not in exported and "run_as: alice" in exported

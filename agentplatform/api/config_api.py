@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from agentplatform.api.errors import error_body
 from agentplatform.api.resources import query_bool
 from agentplatform.api.schema import ERRORS
-from agentplatform.api.tenant import allowed, request_tenant
+from agentplatform.api.tenant import allowed, request_principal, request_tenant
 from agentplatform.tenancy.policy import Action
 from agents.config_document import config_export, config_import
 from agents.runtime.config.loading import MAX_DOCUMENT_BYTES, dump_document
@@ -74,6 +74,7 @@ PLAN_EXAMPLE = {
         }
     ],
     "problems": [],
+    "new_secrets": [],
 }
 
 
@@ -110,7 +111,9 @@ class ConfigDocumentView(APIView):
         "tenant's objects and applies the changes in one transaction. Objects the document "
         "does not name stay, unless `prune=true`. `dry_run=true` gives the diff and changes "
         "nothing. Applying the same document again changes nothing. A document with "
-        "problems is a 400 listing each one with its path; nothing is changed.",
+        "problems is a 400 listing each one with its path; nothing is changed. A webhook "
+        "trigger the import creates gets a new signing secret, in `new_secrets` of this "
+        "answer only (never in a document).",
         parameters=[
             OpenApiParameter("dry_run", OpenApiTypes.BOOL, required=False),
             OpenApiParameter("prune", OpenApiTypes.BOOL, required=False),
@@ -138,6 +141,7 @@ class ConfigDocumentView(APIView):
             format=format,
             prune=prune,
             dry_run=dry_run,
+            by=request_principal(request),
         )
         if not plan.valid:
             problems = [problem.as_dict() for problem in plan.problems]

@@ -26,6 +26,7 @@ MAX_TEMPLATE_CHARS = 10_000
 MAX_VALUE_CHARS = 20_000  # one substituted value
 MAX_PATH_PARTS = 32
 ROOTS = ("payload", "trigger", "fired_at")
+KINDS = ("schedule", "webhook")
 SIGNATURE_HEADER = "X-Trigger-Signature"
 TIMESTAMP_HEADER = "X-Trigger-Timestamp"
 _SAMPLES = 24  # successive fires checked against the minimum interval
@@ -103,6 +104,32 @@ def _iterate(expression: str, timezone: str, after: datetime):
         return iter(CronSim(expression.strip(), after.astimezone(tz)))
     except (CronSimError, ValueError, OverflowError) as exc:
         raise TriggerRuleError(f"Not a cron expression: {exc}") from None
+
+
+def trigger_problems(
+    *, name: Any, kind: Any, cron: Any, timezone: Any, input_template: Any,
+    min_interval_s: int, now: datetime,
+) -> dict[str, str]:  # fmt: skip
+    """The rules of one trigger's own values, by field (name, kind, cron, timezone,
+    input_template): what `agents.triggers.trigger_check` and the configuration compiler
+    both ask. Its target and member are checked where the tenant's objects are known."""
+    problems: dict[str, str] = {}
+    if not isinstance(name, str) or not name.strip() or "\x00" in name or len(name) > 100:
+        problems["name"] = "A name of 1 to 100 characters."
+    if kind not in KINDS:
+        problems["kind"] = "schedule or webhook."
+    try:
+        check_template(input_template or "", payload_allowed=kind == "webhook")
+    except TriggerRuleError as exc:
+        problems["input_template"] = str(exc)
+    if kind == "schedule":
+        try:
+            check_schedule(cron, timezone, min_interval_s=min_interval_s, now=now)
+        except TriggerRuleError as exc:
+            problems["timezone" if "time zone" in str(exc) else "cron"] = str(exc)
+    elif cron:
+        problems["cron"] = "Only a schedule has a cron expression."
+    return problems
 
 
 # -- webhook signatures ---------------------------------------------------------------------

@@ -90,7 +90,8 @@ def test_put_dry_run_gives_the_diff_then_applying_is_idempotent(trio):
     assert applied.json()["applied"] is True
     again = put(client, yaml.safe_dump(DOC), content_type="application/yaml")
     assert again.json() == {
-        "valid": True, "applied": False, "prune": False, "changes": [], "problems": []
+        "valid": True, "applied": False, "prune": False, "changes": [], "problems": [],
+        "new_secrets": [],
     }  # fmt: skip
     changed = {**DOC, "agents": [{**DOC["agents"][0], "instructions": "Hello."}]}
     diff = put(client, json.dumps(changed), query="?dry_run=true").json()["changes"]
@@ -132,3 +133,40 @@ def test_bad_documents_are_a_400_naming_each_problem_and_nothing_changes(
 
 def test_bad_query_flags_are_a_400(trio):
     assert_error(put(session(trio, None), json.dumps(DOC), query="?dry_run=maybe"), 400)
+
+
+HOOK_DOC = {
+    "version": 1,
+    "agents": [{"slug": "support", "name": "Support"}],
+    "triggers": [
+        {"name": "issues", "kind": "webhook", "agent": "support", "run_as": "alice",
+         "input_template": "Triage: {{payload.issue.title}}"}
+    ],
+}  # fmt: skip
+
+
+def test_a_new_webhook_s_secret_is_in_the_answer_that_creates_it_only(trio):
+    from agents.models import Trigger
+
+    client = session(trio, None)
+    preview = put(client, json.dumps(HOOK_DOC), query="?dry_run=1").json()
+    [_, hook] = preview["changes"]
+    assert "new signing secret" in hook["note"] and preview["new_secrets"] == []
+    applied = put(client, json.dumps(HOOK_DOC)).json()
+    [made] = applied["new_secrets"]
+    trigger = Trigger.objects.get(tenant=trio.acme, name="issues")
+    assert made["secret"] == trigger.secret and made["name"] == "issues"
+    assert trigger.created_by == trio.alice  # the importer, from the request
+    assert trigger.secret not in client.get(URL).content.decode()
+    again = put(client, json.dumps(HOOK_DOC)).json()
+    assert again["changes"] == [] and again["new_secrets"] == []
+    assert Trigger.objects.get(pk=trigger.pk).secret == made["secret"]
+
+
+def test_a_trigger_naming_another_tenants_member_is_a_400_with_its_path(trio):
+    doc = {**HOOK_DOC, "triggers": [{**HOOK_DOC["triggers"][0], "run_as": "charlie"}]}
+    error = assert_error(put(session(trio, None), json.dumps(doc)), 400, "invalid")
+    assert error["details"]["problems"] == [
+        {"path": "triggers[0].run_as",
+         "reason": "no member of this tenant has the username 'charlie'"}
+    ]  # fmt: skip

@@ -94,3 +94,20 @@ def test_problems_are_listed_with_their_path_and_nothing_changes(trio, text, sho
     assert response.status_code == 400
     assert shown in response.content.decode()
     assert not Agent.objects.exists()
+
+
+def test_applying_a_new_webhook_shows_its_secret_on_that_answer_only(trio):
+    from agents.models import Trigger
+
+    doc = DOC + (
+        "triggers:\n- {name: issues, kind: webhook, agent: support, run_as: alice, "
+        "input_template: go}\n"
+    )
+    client = owner(trio)
+    preview = client.post(url("document"), {"text": doc, "action": "preview"})
+    assert "new signing secret" in preview.content.decode()
+    applied = client.post(url("document"), {"text": doc, "action": "apply"})
+    secret = Trigger.objects.get(tenant=trio.acme, name="issues").secret
+    assert applied.status_code == 200 and secret in applied.content.decode()
+    assert secret not in client.get(url("document")).content.decode()
+    assert secret not in client.get(url("document_download")).content.decode()

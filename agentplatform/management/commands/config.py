@@ -82,3 +82,5 @@ class Command(BaseCommand):
             self.stdout.write("Dry run: nothing was changed.")
         else:
             self.stdout.write(self.style.SUCCESS(f"Applied {len(plan.changes)} change(s)."))
+        for made in plan.new_secrets:  # on this output only: never stored readable again
+            self.stdout.write(self.style.WARNING(f"{made.note}\n  {made.secret}"))

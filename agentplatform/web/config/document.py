@@ -35,7 +35,7 @@ class DocumentForm(PlainLabels, forms.Form):
     prune = forms.BooleanField(
         required=False,
         label="Delete what the document leaves out",
-        help_text="Connections, tools, agents and crews it does not name are deleted.",
+        help_text="Objects of every section it does not name are deleted.",
     )
 
     def document(self) -> str | bytes | None:
@@ -62,10 +62,14 @@ def document_page(request: HttpRequest) -> HttpResponse:
         return render_page(request, PAGE, {"form": form}, status=400)
     apply = request.POST.get("action") == "apply"
     plan = config_import(
-        tenant=request.tenant, text=text, prune=form.cleaned_data["prune"], dry_run=not apply
-    )
+        tenant=request.tenant, text=text, prune=form.cleaned_data["prune"], dry_run=not apply,
+        by=request.principal,
+    )  # fmt: skip
     if plan.applied:
         messages.success(request, f"Applied {len(plan.changes)} change(s).")
+        if plan.new_secrets:  # shown on this answer only, as a new webhook's page does
+            context = {"form": DocumentForm(), "new_secrets": plan.new_secrets}
+            return render_page(request, PAGE, context)
         return redirect("config:document", tenant_slug=request.tenant.slug)
     # The preview keeps the document in the text box, so "Apply" sends the same one.
     shown = text.decode("utf-8", "replace") if isinstance(text, bytes) else text

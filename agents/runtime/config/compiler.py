@@ -16,15 +16,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
 import pydantic
 
-from agents.runtime.config.document import ConfigDocument, ToolEntry
+from agents.runtime.config.document import ConfigDocument, ToolEntry, price_name, quota_name
 from agents.runtime.config.migrations import UnsupportedVersion, migrate
+from agents.runtime.quota_rules import quota_problems
+from agents.runtime.triggers import trigger_problems
 from providers.runtime.presets import PRESETS
+from providers.runtime.price_rules import PRICE_KINDS, is_price_kind, model_refusal, price_refusal
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import ConfigurationError
 from tools.runtime.credential_leaks import credential_like, url_credential_problem
@@ -71,9 +75,16 @@ class KnownNames:
     definitions: frozenset[str] = frozenset()  # of `tools`, the tenant's kept definitions
     connections: frozenset[str] = frozenset()
     agents: frozenset[str] = frozenset()
+    crews: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
     agent_kinds: frozenset[str] | None = None
     remote_commands: frozenset[str] | None = None  # the operator's allow-list; None: unchecked
+    # The tenant's members (usernames) and API keys (names held by one key; those several
+    # keys share cannot be referred to): None, unchecked.
+    members: frozenset[str] | None = None
+    api_keys: frozenset[str] | None = None
+    shared_api_keys: frozenset[str] = frozenset()
+    trigger_min_interval_s: int = 60  # the operator's TRIGGER_MIN_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,20 @@ def _schema_verdict(what: str, schema_json: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1024)
+def _trigger_verdict(
+    name: str, kind: str, cron: str, timezone: str, template: str, min_interval_s: int, hour: str
+) -> tuple[tuple[str, str], ...]:
+    """`trigger_problems` of these values, kept for the process within the hour (`hour`):
+    every save of a configuration object compiles the tenant's triggers, and reading a
+    schedule's next fires costs about 2 ms."""
+    refused = trigger_problems(
+        name=name, kind=kind, cron=cron, timezone=timezone, input_template=template,
+        min_interval_s=min_interval_s, now=datetime.now(UTC),
+    )  # fmt: skip
+    return tuple(refused.items())
+
+
 class _Checker:
     """The graph checks of one valid-structure document; problems accumulate."""
 
@@ -211,6 +236,9 @@ class _Checker:
         self.check_crews()
         self.check_mcp_servers()
         self.check_knowledge_bases()
+        self.check_prices()
+        self.check_quotas()
+        self.check_triggers()
         if self.problems:
             return {}
         return {name: self.contracts(name, *built) for name, built in compiled.items()}
@@ -219,7 +247,8 @@ class _Checker:
         seen: set[str] = set()
         for index, name in enumerate(names):
             if name in seen:
-                self.problem(f"{section}[{index}].{key}", f"{name!r} appears twice in {section}")
+                where = f"{section}[{index}]" + (f".{key}" if key else "")
+                self.problem(where, f"{name!r} appears twice in {section}")
             seen.add(name)
 
     def schema(self, path: str, schema: Any, what: str) -> bool:
@@ -537,6 +566,77 @@ class _Checker:
                 elif slug in seen:
                     self.problem(f"{path}.agents[{position}]", f"{slug!r} appears twice")
                 seen.add(slug)
+
+    # -- prices, quotas and triggers: their own rules are the models' (one home each) ---
+    def check_prices(self) -> None:
+        prices = self.document.prices
+        self.duplicates("prices", "model", [price_name(p.model_dump()) for p in prices])
+        for index, price in enumerate(prices):
+            path = f"prices[{index}]"
+            if not is_price_kind(price.provider):
+                kinds = ", ".join(name for name, _ in PRICE_KINDS)
+                self.problem(f"{path}.provider", f"unknown price table: one of {kinds}")
+            if refusal := model_refusal(price.model):
+                self.problem(f"{path}.model", refusal)
+            for key in ("input", "output", "cached_input", "cache_write"):
+                if refusal := price_refusal(getattr(price, key)):
+                    self.problem(f"{path}.{key}", refusal)
+
+    def check_quotas(self) -> None:
+        quotas = self.document.quotas
+        self.duplicates("quotas", "", [quota_name(q.model_dump()) for q in quotas])
+        agents = {a.slug for a in self.document.agents} | self.known.agents
+        for index, quota in enumerate(quotas):
+            path = f"quotas[{index}]"
+            given = {"user": quota.member is not None, "api_key": quota.api_key is not None}
+            given["agent"] = quota.agent is not None
+            refused = quota_problems(
+                scope=quota.scope, given=given, metric=quota.metric, limit=quota.limit
+            )
+            for name, reason in refused.items():
+                self.problem(f"{path}.{'member' if name == 'user' else name}", reason)
+            if quota.agent is not None and "agent" not in refused and quota.agent not in agents:
+                self.problem(f"{path}.agent", f"unknown agent {quota.agent!r}")
+            if quota.member is not None and "user" not in refused:
+                self.check_member(f"{path}.member", quota.member)
+            key = quota.api_key
+            if key is not None and "api_key" not in refused and self.known.api_keys is not None:
+                if key in self.known.shared_api_keys:
+                    self.problem(
+                        f"{path}.api_key",
+                        f"several API keys are named {key!r}: rename all but one to name it",
+                    )
+                elif key not in self.known.api_keys:
+                    self.problem(f"{path}.api_key", f"unknown API key {key!r}")
+
+    def check_member(self, path: str, username: str) -> None:
+        if self.known.members is not None and username not in self.known.members:
+            self.problem(path, f"no member of this tenant has the username {username!r}")
+
+    def check_triggers(self) -> None:
+        triggers = self.document.triggers
+        self.duplicates("triggers", "name", [t.name for t in triggers])
+        agents = {a.slug for a in self.document.agents} | self.known.agents
+        crews = {c.slug for c in self.document.crews} | self.known.crews
+        hour = datetime.now(UTC).strftime("%Y%m%d%H")
+        for index, trigger in enumerate(triggers):
+            path = f"triggers[{index}]"
+            refused = _trigger_verdict(
+                trigger.name, trigger.kind, trigger.cron, trigger.timezone,
+                trigger.input_template, self.known.trigger_min_interval_s, hour,
+            )  # fmt: skip
+            for name, reason in refused:
+                self.problem(f"{path}.{name}", reason)
+            if (trigger.agent is None) == (trigger.crew is None):
+                self.problem(f"{path}.agent", "Choose one agent or one crew.")
+            elif trigger.agent is not None and trigger.agent not in agents:
+                self.problem(f"{path}.agent", f"unknown agent {trigger.agent!r}")
+            elif trigger.crew is not None and trigger.crew not in crews:
+                self.problem(f"{path}.crew", f"unknown crew {trigger.crew!r}")
+            if trigger.run_as is None:
+                self.problem(f"{path}.run_as", "Name the member the runs are attributed to.")
+            else:
+                self.check_member(f"{path}.run_as", trigger.run_as)
 
     # -- the two contracts ------------------------------------------------------------
     def contracts(

@@ -1,7 +1,7 @@
-"""The configuration document, version 1: a tenant's provider connections, tools, agents,
-crews, MCP server connections and knowledge bases (their settings) as one YAML or JSON
-document. Every object forbids unknown fields, so a typo is an
-error rather than a silently ignored setting. Secrets appear only as names.
+"""The configuration document, version 1: a tenant's provider connections, model aliases
+and prices, tools, agents, crews, quotas, triggers, MCP server connections and knowledge
+bases (their settings) as one YAML or JSON document. Every object forbids unknown fields,
+so a typo is an error rather than a silently ignored setting. Secrets appear only as names.
 
 `document_json_schema()` is the published schema (docs/config-schema/v1.json, kept in step
 by a test; `manage.py config schema` prints it).
@@ -9,9 +9,10 @@ by a test; `manage.py config schema` prints it).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from tools.runtime.definitions import BuiltinConfig, Dependency
 from tools.runtime.http_tool import HttpToolConfig
@@ -159,6 +160,91 @@ class ModelAliasEntry(_Strict):
     load_balancing: Literal["", "round_robin", "least_in_flight"] = ""
 
 
+def amount_shown(value: Decimal) -> int | float | str:
+    """A stored amount as a document writes it: a number when a JSON number holds it
+    exactly (2.5, 200000), else its decimal text; the same value always the same way, so an
+    export and an import compare equal."""
+    value = value.normalize()
+    if value == value.to_integral_value():
+        return int(value)
+    as_float = float(value)
+    return as_float if Decimal(repr(as_float)) == value else format(value, "f")
+
+
+# A decimal amount: written as a number (or its text, for precision a number lacks).
+Amount = Annotated[Decimal, PlainSerializer(amount_shown, when_used="json")]
+Price = Annotated[Amount, Field(max_digits=10, decimal_places=4)]
+
+
+class PriceEntry(_Strict):
+    """A tenant's price for a model, or for every model whose id begins with `model`: it
+    replaces the built-in price of that entry (docs/cost.md). US dollars per million
+    tokens; ranges as a price's page and REST check them."""
+
+    provider: str = Field(
+        min_length=1,
+        max_length=20,
+        description="The price table: anthropic, or an OpenAI-compatible service (openai, "
+        "xai, openrouter, ...).",
+    )
+    model: str = Field(min_length=1, max_length=200)
+    input: Price
+    output: Price
+    cached_input: Price
+    cache_write: Price
+
+
+class QuotaEntry(_Strict):
+    """A limit that blocks (docs/quotas.md): what the tenant, a member (by username), an API
+    key (by name) or an agent (by slug) may use of a metric per calendar day or month (UTC)."""
+
+    scope: Literal["tenant", "member", "api_key", "agent"]
+    member: str | None = Field(None, max_length=150, description="scope member: a username.")
+    api_key: str | None = Field(None, max_length=100, description="scope api_key: the key's name.")
+    agent: str | None = Field(None, max_length=50, description="scope agent: its slug.")
+    metric: Literal["tokens", "cost"]
+    period: Literal["day", "month"]
+    limit: Annotated[Amount, Field(max_digits=18, decimal_places=6)] = Field(
+        description="Tokens (a whole number) or US dollars."
+    )
+    active: bool = True
+
+
+def price_name(entry: dict[str, Any]) -> str:
+    """How a document names a price (it has no name of its own): `openai/gpt-4o`."""
+    return f"{entry.get('provider')}/{entry.get('model')}"
+
+
+def quota_name(entry: dict[str, Any]) -> str:
+    """How a document names a quota (one per target, metric and period):
+    `tenant/tokens/day`, `agent:support/cost/month`, `member:alice/tokens/day`."""
+    scope = entry.get("scope")
+    who = scope if scope == "tenant" else f"{scope}:{entry.get(scope)}"
+    return f"{who}/{entry.get('metric')}/{entry.get('period')}"
+
+
+class TriggerEntry(_Strict):
+    """Runs of an agent or crew started on a schedule or by a signed webhook
+    (docs/triggers.md). A webhook's signing secret is never in a document: an import that
+    creates one answers with its new secret, once."""
+
+    name: str = Field(min_length=1, max_length=100)
+    kind: Literal["schedule", "webhook"]
+    agent: str | None = Field(None, description="An agent's slug (or crew).")
+    crew: str | None = Field(None, description="A crew's slug (or agent).")
+    cron: str = Field("", max_length=100, description="A schedule's cron expression.")
+    timezone: str = Field("UTC", max_length=64, description="An IANA time zone.")
+    input_template: str = Field(
+        min_length=1,
+        max_length=10_000,
+        description="The run's input; {{payload.a.b}}, {{trigger.name}}, {{fired_at}}.",
+    )
+    enabled: bool = True
+    run_as: str | None = Field(
+        None, max_length=150, description="The username of the member the runs are for."
+    )
+
+
 class CrewEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -246,6 +332,9 @@ class ConfigDocument(_Strict):
     tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
     agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
     crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
+    prices: list[PriceEntry] = Field(default_factory=list, max_length=500)
+    quotas: list[QuotaEntry] = Field(default_factory=list, max_length=200)
+    triggers: list[TriggerEntry] = Field(default_factory=list, max_length=200)
     mcp_servers: list[McpServer] = Field(default_factory=list, max_length=100)
     knowledge_bases: list[KnowledgeBaseEntry] = Field(default_factory=list, max_length=200)
 
