@@ -157,6 +157,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "agentplatform.tenancy.audit.AuditContextMiddleware",  # who acts, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
+    # ends a password session once its tenant turns passwords off (docs/sso.md)
+    "agentplatform.tenancy.sign_in.PasswordSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]

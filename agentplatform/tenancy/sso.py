@@ -39,6 +39,11 @@ PASSWORD_OFF = (
     "single sign-on instead."
 )
 
+PASSWORD_SESSION_ENDED = (
+    "Password sign-in is turned off for {tenant}, so you were signed out. Sign in with "  # noqa: S105
+    "your organisation's single sign-on instead."
+)
+
 
 @dataclass(frozen=True)
 class GroupRule:
@@ -310,8 +315,9 @@ def memberships_sync(*, user: AbstractUser, provider: SSOProvider, groups: set[s
 
 # -- passwords turned off -----------------------------------------------------------------
 def tenant_refusing_password(user: AbstractUser) -> Tenant | None:
-    """A tenant of `user` that turned password sign-in off (then no password signs them in),
-    or None. Platform superusers are never refused: the operator's way back in. One query."""
+    """A tenant of `user` that turned password sign-in off (then no password signs them in,
+    and a session a password began ends: tenancy/sign_in.py), or None. Platform superusers
+    are never refused: the operator's way back in. One query."""
     if user.is_superuser:
         return None
     with rls.owner():  # keyed by the user, before any tenant is chosen

@@ -19,7 +19,7 @@ from agentplatform.tenancy.models import (
     IdentityProviderGroup,
     Role,
 )
-from agentplatform.tenancy.sign_in import _ip_key, _user_key
+from agentplatform.tenancy.sign_in import SIGN_IN_METHOD, _ip_key, _user_key
 from tests.factories import PASSWORD, add_member, make_user
 
 SECRET = "client-secret-never-shown"
@@ -210,14 +210,59 @@ def test_api_keys_keep_working_without_passwords(trio):
     assert response.status_code == 200, response.content
 
 
+def test_a_sign_in_on_the_login_page_is_a_password_session(trio):
+    client = Client()
+    assert client.post("/login/", {"username": "bob", "password": PASSWORD}).status_code == 302
+    assert client.session[SIGN_IN_METHOD] == "password"
+
+
+def test_a_session_from_before_the_mark_ends_unless_its_user_has_no_password(trio):
+    """Sessions signed in before the method was recorded: a user with a usable password
+    counts as a password session; one single sign-on made (no usable password) does not."""
+    sso_made = make_user("sam")
+    sso_made.set_unusable_password()
+    sso_made.save()
+    add_member(trio.acme, sso_made, Role.MEMBER)
+    clients = {}
+    for user in (trio.bob, sso_made):
+        client = Client()
+        client.force_login(user)
+        session = client.session
+        del session[SIGN_IN_METHOD]
+        session.save()
+        clients[user.username] = client
+    acme_provider(trio)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    assert clients["bob"].get("/t/acme/").status_code == 302
+    assert clients["sam"].get("/t/acme/").status_code == 200
+
+
+def test_turning_passwords_back_on_ends_nothing(trio):
+    acme_provider(trio)
+    client = Client()
+    client.force_login(trio.bob)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=True)
+    assert client.get("/t/acme/").status_code == 200
+
+
 # -- the members page and the admin --------------------------------------------------------
 URL = "/t/acme/members/sign-in/"
+
+
+def sso_session(client: Client, slug: str = "acme-idp") -> None:
+    """Mark the client's session as single sign-on's, as the SSO callback does (a password
+    session of a tenant without passwords ends on its next request)."""
+    session = client.session
+    session[SIGN_IN_METHOD] = f"sso:{slug}"
+    session.save()
 
 
 def test_the_members_page_turns_passwords_off_and_on(trio):
     acme_provider(trio)
     client = Client()
     client.force_login(trio.alice)
+    sso_session(client)
     page = client.get("/t/acme/members/").content.decode()
     assert "Turn password sign-in off" in page and "Single sign-on: Acme Login" in page
     assert SECRET not in page
