@@ -393,6 +393,7 @@ SPECTACULAR_SETTINGS = {
         "EvaluationStatusEnum": "agents.models.EvaluationStatus",
         "CaseOutcomeEnum": "agents.models.CaseOutcome",
         "TriggerKindEnum": "agents.models.TriggerKind",
+        "RoleEnum": "agentplatform.tenancy.models.Role",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
