@@ -157,6 +157,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "agentplatform.tenancy.audit.AuditContextMiddleware",  # who acts, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
+    # ends a password session once its tenant turns passwords off (docs/sso.md)
+    "agentplatform.tenancy.sign_in.PasswordSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -391,6 +393,7 @@ SPECTACULAR_SETTINGS = {
         "EvaluationStatusEnum": "agents.models.EvaluationStatus",
         "CaseOutcomeEnum": "agents.models.CaseOutcome",
         "TriggerKindEnum": "agents.models.TriggerKind",
+        "RoleEnum": "agentplatform.tenancy.models.Role",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first

@@ -21,7 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
 from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import ApiKey, Membership, Role, TenantGroup
+from agentplatform.tenancy.models import ApiKey, IdentityProvider, Membership, Role, TenantGroup
 from agentplatform.tenancy.policy import Action, Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
@@ -188,6 +188,9 @@ def world(trio) -> dict[str, str]:
         tenant=acme, provider_kind="openai", model="m", input_price=1, output_price=1,
         cached_input_price=0, cache_write_price=0,
     )  # fmt: skip
+    provider = IdentityProvider.objects.create(
+        tenant=acme, slug="acme-idp", name="Acme", issuer="https://idp.example", client_id="c"
+    )
     return {
         "tenant_slug": "acme",
         "slug": "assistant",
@@ -214,6 +217,7 @@ def world(trio) -> dict[str, str]:
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
         "pk:prices": str(price.pk),
+        "pk:identity-providers": str(provider.pk),
         "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/
         "number": "1",
         "trigger_id": str(trigger.pk),
@@ -241,7 +245,7 @@ def concrete(route: Route, world: dict[str, str]) -> str:
 _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "facts"}
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
-_PK_OWNERS |= {"triggers", "prices", "quotas"}
+_PK_OWNERS |= {"triggers", "prices", "quotas", "identity-providers"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

@@ -9,6 +9,7 @@ from agentplatform.api import (
     audit_api,
     config_api,
     history_api,
+    identity_providers_api,
     mcp_connections_api,
     prices_api,
     providers_api,
@@ -38,6 +39,11 @@ resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")
 resources.register("audit-log", audit_api.AuditLogViewSet, basename="api_audit_log")
 resources.register("quotas", quotas_api.QuotaViewSet, basename="api_quota")
+resources.register(
+    "identity-providers",
+    identity_providers_api.IdentityProviderViewSet,
+    basename="api_identity_provider",
+)
 
 # -- configuration history (agentplatform/api/history_api.py): each resource's own lookup --
 history_urls = []

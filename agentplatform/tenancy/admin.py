@@ -6,12 +6,14 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
+from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.utils import timezone
 from guardian.conf import settings as guardian_settings
 
-from agentplatform.tenancy import services
+from agentplatform.tenancy import identity_providers, services
 from agentplatform.tenancy.admin_site import admin_tenant_ids
+from agentplatform.tenancy.identity_providers import RuleSpec, grants_owner
 from agentplatform.tenancy.models import (
     ApiKey,
     IdentityProvider,
@@ -21,6 +23,7 @@ from agentplatform.tenancy.models import (
     Scope,
     Tenant,
 )
+from agentplatform.tenancy.policy import Principal
 from agentplatform.tenancy.scoped_admin import HiddenRowsAre404, TenantScopedAdmin, TenantScopedForm
 
 
@@ -324,11 +327,38 @@ class IdentityProviderGroupInline(admin.TabularInline):
             field.queryset = field.queryset.filter(pk__in=admin_tenant_ids(request))
         return field
 
+    def formfield_for_choice_field(self, db_field, request, **kwargs):
+        field = super().formfield_for_choice_field(db_field, request, **kwargs)
+        return _without_owner_unless_owner(field, db_field, request)
+
+
+def _admin_principal(request, tenant: Tenant) -> Principal:
+    """Who acts in the admin for `tenant`: a superuser as an owner, else their membership."""
+    if request.user.is_superuser:
+        return Principal(tenant=tenant, role=Role.OWNER, user=request.user)
+    return Principal.for_initiator(tenant, request.user)
+
+
+def _rules_from(formsets) -> list[RuleSpec]:
+    """The group rules the inline forms leave (without the deleted and the empty ones)."""
+    rules = []
+    for formset in formsets:
+        for form in formset.forms:
+            data = getattr(form, "cleaned_data", None) or {}
+            if data.get("group") and not data.get("DELETE"):
+                rules.append(RuleSpec(group=data["group"], role=data.get("role") or Role.MEMBER))
+    return rules
+
 
 @admin.register(IdentityProvider)
 class IdentityProviderAdmin(TenantScopedAdmin):
     """A tenant's own identity providers (a superuser's also platform-wide ones). The client
-    secret is write-only (EncryptedTextField): never shown back."""
+    secret is write-only (EncryptedTextField): never shown back.
+
+    A tenant's provider is written through the services of REST
+    (tenancy/identity_providers.py): the same rules (only owners touch a provider giving
+    the owner role; the last one serving a tenant without passwords stays) and the same
+    audit entries, its group rules included. A refusal comes back as a message."""
 
     list_display = ["name", "slug", "issuer", "enabled"]
     search_fields = ["name", "slug", "issuer"]
@@ -347,17 +377,91 @@ class IdentityProviderAdmin(TenantScopedAdmin):
         "default_role",
     ]
 
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.tenant_id is not None:
+            fields.append("slug")  # fixed once made (identity_providers.SLUG_FIXED)
+        return fields
+
+    def get_fields(self, request, obj=None):
+        # Without the tenant where it is implied (a one-tenant admin adding one): a form
+        # shown again with its errors would otherwise name a field it does not have.
+        excluded = self.get_exclude(request, obj) or []
+        return [name for name in super().get_fields(request, obj) if name not in excluded]
+
+    @staticmethod
+    def _platform_wide(request, obj) -> bool:
+        return obj.tenant_id is None and request.user.is_superuser
+
+    def _owners_only(self, request, obj) -> bool:
+        """A provider giving the owner role, which this admin may not touch."""
+        if obj is None or obj.tenant_id is None or request.user.is_superuser:
+            return False
+        return grants_owner(obj) and not _admin_principal(request, obj.tenant).is_owner
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and not self._owners_only(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and not self._owners_only(request, obj)
+
     def save_model(self, request, obj, form, change) -> None:
-        if obj.tenant_id is None and request.user.is_superuser:
+        if self._platform_wide(request, obj):
             admin.ModelAdmin.save_model(self, request, obj, form, change)  # no tenant's log
+        # A tenant's provider is saved with its rules, in save_related.
+
+    def save_related(self, request, form, formsets, change) -> None:
+        obj = form.instance
+        if self._platform_wide(request, obj):
+            admin.ModelAdmin.save_related(self, request, form, formsets, change)
             return
-        super().save_model(request, obj, form, change)
+        identity_providers.identity_provider_save(
+            by=_admin_principal(request, obj.tenant),
+            provider=obj,
+            changes={},
+            rules=_rules_from(formsets),
+        )
+        for formset in formsets:  # what the admin's change message reads
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 
     def delete_model(self, request, obj) -> None:
-        if obj.tenant_id is None and request.user.is_superuser:
+        if self._platform_wide(request, obj):
             admin.ModelAdmin.delete_model(self, request, obj)
             return
-        super().delete_model(request, obj)
+        identity_providers.identity_provider_delete(
+            by=_admin_principal(request, obj.tenant), provider=obj
+        )
+
+    def delete_queryset(self, request, queryset) -> None:
+        with transaction.atomic():
+            for obj in self.get_queryset(request).filter(pk__in=queryset.values("pk")):
+                self.delete_model(request, obj)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return self._refusals_as_messages(
+            request, super().changeform_view, request, object_id, form_url, extra_context
+        )
+
+    def delete_view(self, request, object_id, extra_context=None):
+        return self._refusals_as_messages(
+            request, super().delete_view, request, object_id, extra_context
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        return self._refusals_as_messages(request, super().changelist_view, request, extra_context)
+
+    @staticmethod
+    def _refusals_as_messages(request, view, *args):
+        """A rule the services refuse after the forms validated (the whole save undone)."""
+        try:
+            return view(*args)
+        except ValidationError as error:
+            messages.error(request, " ".join(error.messages))
+            return HttpResponseRedirect(request.get_full_path())
+
+    def formfield_for_choice_field(self, db_field, request, **kwargs):
+        field = super().formfield_for_choice_field(db_field, request, **kwargs)
+        return _without_owner_unless_owner(field, db_field, request)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)
@@ -366,6 +470,15 @@ class IdentityProviderAdmin(TenantScopedAdmin):
             form.base_fields["tenant"].required = True
             form.base_fields["tenant"].empty_label = None
         return form
+
+
+def _without_owner_unless_owner(field, db_field, request):
+    """Role choices without "owner" for someone who owns no tenant (the services refuse it
+    anyway; this keeps the form from offering it)."""
+    limited = db_field.name in ("role", "default_role") and not request.user.is_superuser
+    if limited and not Membership.objects.filter(user=request.user, role=Role.OWNER).exists():
+        field.choices = [c for c in field.choices if c[0] != Role.OWNER]
+    return field
 
 
 # They register the audit log and the configuration versions.

@@ -13,6 +13,7 @@ class TenancyConfig(AppConfig):
             api_keys,
             audit_receivers,
             rls,
+            sign_in,
         )
 
         request_started.connect(rls.clear_request, dispatch_uid="rls.clear_request")

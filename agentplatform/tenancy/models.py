@@ -251,10 +251,16 @@ class IdentityProvider(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from agentplatform.tenancy.sso import setting_slugs
+        from agentplatform.tenancy.sso import issuer_problem, setting_slugs
 
+        errors = {}
         if self.slug in setting_slugs():
-            raise ValidationError({"slug": "The SSO_PROVIDERS setting already uses this slug."})
+            errors["slug"] = "The SSO_PROVIDERS setting already uses this slug."
+        problem = issuer_problem(self.issuer) if self.issuer else None
+        if problem:
+            errors["issuer"] = problem
+        if errors:
+            raise ValidationError(errors)
 
 
 class IdentityProviderGroup(models.Model):

@@ -1,5 +1,6 @@
 """Sign-in attempts limited per account name and per client IP, for both login pages
-(`/login/` and `/admin/login/` use the forms below).
+(`/login/` and `/admin/login/` use the forms below); how a session signed in, and the end
+of a password session once its user's tenant turns passwords off.
 
 Every attempt is counted before the password is checked (atomically, in Redis), so
 parallel guesses cannot slip past the limit; a successful sign-in takes its attempt
@@ -15,15 +16,23 @@ import hashlib
 import math
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import SESSION_KEY, logout, user_logged_in
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
 
 from agentplatform import rate_counters
-from agentplatform.tenancy.sso import PASSWORD_OFF, tenant_refusing_password
+from agentplatform.tenancy.sso import (
+    PASSWORD_OFF,
+    PASSWORD_SESSION_ENDED,
+    tenant_refusing_password,
+)
 
 TOO_MANY = "Too many failed sign-ins; try again in {minutes} minutes."
 
@@ -131,3 +140,52 @@ def with_throttle_status(response: HttpResponse) -> HttpResponse:
         response.status_code = 429
         response["Retry-After"] = str(wait)
     return response
+
+
+# -- how a session signed in ---------------------------------------------------------------
+SIGN_IN_METHOD = "sign_in_method"  # session: "password", or "sso:<provider slug>"
+PASSWORD_METHOD = "password"  # noqa: S105 (a name, not a password)
+
+
+@receiver(user_logged_in, dispatch_uid="sign_in.remember_method")
+def _remember_sign_in_method(sender, request, user, **kwargs) -> None:
+    """Single sign-on names its provider on the user (web/sso/backend.py); every other
+    sign-in (the two login pages, `Client.login` in tests) began with a password."""
+    session = getattr(request, "session", None)
+    if session is None:
+        return
+    provider = getattr(user, "signed_in_with_provider", None)
+    session[SIGN_IN_METHOD] = f"sso:{provider}" if provider else PASSWORD_METHOD
+
+
+def began_with_password(request: HttpRequest) -> bool:
+    """Whether the request's session was signed in with a password. A session from before
+    the method was recorded counts as one, unless its user has no usable password (made by
+    single sign-on). Reads the session and, for a marked password session, nothing else."""
+    method = request.session.get(SIGN_IN_METHOD)
+    if method is not None:
+        return method == PASSWORD_METHOD
+    return request.user.has_usable_password()
+
+
+class PasswordSessionMiddleware(MiddlewareMixin):
+    """Ends a session a password began once a tenant of its user turns password sign-in
+    off (`tenant_refusing_password`, which spares superusers): the request goes on signed
+    out (a page that needs a user sends them to /login/, where the message says why; the
+    API answers as to anyone without credentials). Sessions of single sign-on and API keys
+    pass. After AuthenticationMiddleware and MessageMiddleware; one query per request of
+    a password session."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            return  # no session to end (and none read: no `Vary: Cookie` for it)
+        if SESSION_KEY not in request.session or not began_with_password(request):
+            return
+        user = request.user
+        if not user.is_authenticated:
+            return
+        tenant = tenant_refusing_password(user)
+        if tenant is None:
+            return
+        logout(request)  # the session flushed; request.user is anonymous from here
+        messages.warning(request, PASSWORD_SESSION_ENDED.format(tenant=tenant.name))

@@ -219,7 +219,13 @@ def _seed(client, trio, monkeypatch):
     )  # fmt: skip
     assert trigger.status_code == 201, trigger.content
     trigger_id = trigger.json()["id"]
+    provider = api.post(
+        "/identity-providers",
+        {"slug": "acme-idp", "name": "Acme", "issuer": "https://idp.example", "client_id": "c"},
+    )
+    assert provider.status_code == 201, provider.content
     return api.key, {
+        "/api/v1/identity-providers/{id}": {"id": provider.json()["id"]},
         "/api/v1/triggers/{trigger_id}": {"trigger_id": trigger_id},
         "/api/v1/triggers/{trigger_id}/rotate-secret": {"trigger_id": trigger_id},
         "/api/v1/triggers/{trigger_id}/runs": {"trigger_id": trigger_id},

@@ -19,7 +19,7 @@ from agentplatform.tenancy.models import (
     IdentityProviderGroup,
     Role,
 )
-from agentplatform.tenancy.sign_in import _ip_key, _user_key
+from agentplatform.tenancy.sign_in import SIGN_IN_METHOD, _ip_key, _user_key
 from tests.factories import PASSWORD, add_member, make_user
 
 SECRET = "client-secret-never-shown"
@@ -210,14 +210,59 @@ def test_api_keys_keep_working_without_passwords(trio):
     assert response.status_code == 200, response.content
 
 
+def test_a_sign_in_on_the_login_page_is_a_password_session(trio):
+    client = Client()
+    assert client.post("/login/", {"username": "bob", "password": PASSWORD}).status_code == 302
+    assert client.session[SIGN_IN_METHOD] == "password"
+
+
+def test_a_session_from_before_the_mark_ends_unless_its_user_has_no_password(trio):
+    """Sessions signed in before the method was recorded: a user with a usable password
+    counts as a password session; one single sign-on made (no usable password) does not."""
+    sso_made = make_user("sam")
+    sso_made.set_unusable_password()
+    sso_made.save()
+    add_member(trio.acme, sso_made, Role.MEMBER)
+    clients = {}
+    for user in (trio.bob, sso_made):
+        client = Client()
+        client.force_login(user)
+        session = client.session
+        del session[SIGN_IN_METHOD]
+        session.save()
+        clients[user.username] = client
+    acme_provider(trio)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    assert clients["bob"].get("/t/acme/").status_code == 302
+    assert clients["sam"].get("/t/acme/").status_code == 200
+
+
+def test_turning_passwords_back_on_ends_nothing(trio):
+    acme_provider(trio)
+    client = Client()
+    client.force_login(trio.bob)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=True)
+    assert client.get("/t/acme/").status_code == 200
+
+
 # -- the members page and the admin --------------------------------------------------------
 URL = "/t/acme/members/sign-in/"
+
+
+def sso_session(client: Client, slug: str = "acme-idp") -> None:
+    """Mark the client's session as single sign-on's, as the SSO callback does (a password
+    session of a tenant without passwords ends on its next request)."""
+    session = client.session
+    session[SIGN_IN_METHOD] = f"sso:{slug}"
+    session.save()
 
 
 def test_the_members_page_turns_passwords_off_and_on(trio):
     acme_provider(trio)
     client = Client()
     client.force_login(trio.alice)
+    sso_session(client)
     page = client.get("/t/acme/members/").content.decode()
     assert "Turn password sign-in off" in page and "Single sign-on: Acme Login" in page
     assert SECRET not in page
@@ -317,6 +362,93 @@ def test_tenant_admins_see_their_providers_only_and_make_no_platform_one(trio):
     client.post("/admin/tenancy/identityprovider/add/", form)
     made = IdentityProvider.objects.get(slug="mine")
     assert made.tenant_id == trio.acme.pk  # never platform-wide
+
+
+def provider_form(**fields) -> dict:
+    return {
+        "name": "Mine",
+        "slug": "mine",
+        "issuer": "https://mine.example",
+        "client_id": "c",
+        "client_secret": SECRET,
+        "scopes": "openid",
+        "groups_claim": "groups",
+        "default_role": "",
+        "enabled": "on",
+        "rules-TOTAL_FORMS": "0",
+        "rules-INITIAL_FORMS": "0",
+        **fields,
+    }
+
+
+def test_the_admin_saves_a_tenants_provider_and_rules_through_the_services(trio):
+    client = Client()
+    client.force_login(trio.alice)
+    form = provider_form(
+        **{
+            "rules-TOTAL_FORMS": "2",
+            "rules-0-group": "eng",
+            "rules-0-tenant": str(trio.acme.pk),
+            "rules-0-role": "member",
+            "rules-1-group": "bosses",
+            "rules-1-tenant": str(trio.acme.pk),
+            "rules-1-role": "owner",
+        }
+    )
+    response = client.post("/admin/tenancy/identityprovider/add/", form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    made = IdentityProvider.objects.get(slug="mine")
+    assert made.tenant_id == trio.acme.pk and made.client_secret == SECRET
+    assert dict(made.rules.values_list("group", "role")) == {"eng": "member", "bosses": "owner"}
+    entries = AuditEntry.objects.filter(
+        tenant=trio.acme, object_type__startswith="tenancy.identity"
+    )
+    assert sorted(entry.object_type for entry in entries) == [
+        "tenancy.identityprovider",
+        "tenancy.identityprovidergroup",
+        "tenancy.identityprovidergroup",
+    ]
+    provider_entry = entries.get(object_type="tenancy.identityprovider")
+    assert provider_entry.changes["client_secret"] == [None, "[set]"]
+    assert all(entry.user_id == trio.alice.pk for entry in entries)
+    assert SECRET not in str(list(entries.values("changes", "details")))
+    # a bad issuer is the form's error, as on REST
+    bad = client.post(
+        "/admin/tenancy/identityprovider/add/", provider_form(slug="x", issuer="ftp://x.example")
+    )
+    assert bad.status_code == 200 and not IdentityProvider.objects.filter(slug="x").exists()
+
+
+def test_in_the_admin_a_provider_giving_the_owner_role_is_an_owners_alone(trio):
+    dana = make_user("dana")
+    services.membership_set(tenant=trio.acme, user=dana, role=Role.ADMIN)
+    owners = acme_provider(trio, default_role=Role.OWNER)
+    client = Client()
+    client.force_login(dana)
+    url = f"/admin/tenancy/identityprovider/{owners.pk}/"
+    assert client.post(f"{url}change/", provider_form(slug="acme-idp")).status_code == 403
+    assert client.post(f"{url}delete/", {"post": "yes"}).status_code == 403
+    refused = client.post(
+        "/admin/tenancy/identityprovider/add/", provider_form(default_role="owner")
+    )
+    assert refused.status_code == 200  # not a choice for someone who owns no tenant
+    assert not IdentityProvider.objects.filter(slug="mine").exists()
+    owners.refresh_from_db()
+    assert owners.name == "Acme Login"
+
+
+def test_the_admin_keeps_the_last_provider_while_passwords_are_off(trio):
+    row = acme_provider(trio)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    client = Client()
+    client.force_login(trio.alice)
+    sso_session(client)
+    response = client.post(
+        f"/admin/tenancy/identityprovider/{row.pk}/delete/", {"post": "yes"}, follow=True
+    )
+    assert "Turn password sign-in on first" in response.content.decode()
+    assert IdentityProvider.objects.filter(pk=row.pk).exists()
+    assert IdentityProviderGroup.objects.filter(provider=row).exists()
 
 
 def test_the_tenant_admin_page_refuses_passwords_off_without_a_provider(trio):

@@ -26,9 +26,11 @@ from agentplatform.tenancy.models import (
     Membership,
     Role,
 )
+from agentplatform.tenancy.sign_in import SIGN_IN_METHOD
 from agentplatform.web.sso import client as sso_client
 from agentplatform.web.sso.backend import SSOBackend
 from agentplatform.web.sso.client import SSOError
+from tests.factories import PASSWORD, add_member, make_user
 from tests.fakes.oidc_provider.process import OIDCProvider, start_oidc_provider
 from tests.live_server import free_port
 
@@ -393,3 +395,39 @@ def test_password_off_leaves_single_sign_on_working(trio, idp, acme_idp):
     client = Client()
     assert sign_in(client, idp, "acme-idp", "jan").status_code == 302
     assert client.get("/t/acme/").status_code == 200
+
+
+# -- password sessions end when passwords are turned off -------------------------------------
+def test_turning_passwords_off_ends_password_sessions_only(trio, idp, acme_idp):
+    """bob signed in with a password is signed out on his next page once the owner turns
+    passwords off; jan, signed in through the provider, and the superuser are not."""
+    bob = Client()
+    assert bob.login(username="bob", password=PASSWORD)  # authenticate(), then login()
+    idp.user("jan", groups=["acme-staff"])
+    jan = Client()
+    assert sign_in(jan, idp, "acme-idp", "jan").status_code == 302
+    assert jan.session[SIGN_IN_METHOD] == "sso:acme-idp"
+    root = Client()
+    add_member(trio.acme, make_user("root", is_staff=True, is_superuser=True), Role.MEMBER)
+    assert root.login(username="root", password=PASSWORD)
+    charlie = Client()  # globex's owner: globex keeps its passwords
+    assert charlie.login(username="charlie", password=PASSWORD)
+    for client, page in ((bob, "/t/acme/"), (jan, "/t/acme/"), (root, "/t/acme/")):
+        assert client.get(page).status_code == 200
+    assert bob.session[SIGN_IN_METHOD] == "password"
+
+    owner = Client()
+    owner.force_login(trio.alice)
+    off = owner.post("/t/acme/members/sign-in/", {"password_sign_in": "off"})
+    assert off.status_code == 302
+
+    ended = bob.get("/t/acme/", follow=True)
+    assert ended.redirect_chain[0][0].startswith("/login/")
+    page = ended.content.decode()
+    assert "Password sign-in is turned off for Acme, so you were signed out." in page
+    assert "_auth_user_id" not in bob.session
+    assert bob.get("/api/v1/agents", HTTP_X_TENANT="acme").status_code in (401, 403)
+    assert jan.get("/t/acme/").status_code == 200
+    assert root.get("/t/acme/").status_code == 200
+    assert charlie.get("/t/globex/").status_code == 200
+    assert owner.get("/t/acme/").status_code == 302  # the owner's password session too

@@ -16,6 +16,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.cache import cache
 
+from agentplatform.tenancy import sso
 from tools.runtime.egress import (
     EgressError,
     EgressPolicy,
@@ -51,9 +52,9 @@ def _client() -> GuardedHttpClient:
 def check_url(url: str, what: str) -> None:
     """SSOError unless `url` is an http(s) URL with a host (https only when required)."""
     parts = urlsplit(url) if isinstance(url, str) else None
-    schemes = ("https",) if settings.SSO_REQUIRE_HTTPS else ("https", "http")
+    schemes = sso.url_schemes()
     if parts is None or parts.scheme not in schemes or not parts.hostname:
-        needed = "an https" if settings.SSO_REQUIRE_HTTPS else "an http(s)"
+        needed = "an https" if schemes == ("https",) else "an http(s)"
         raise SSOError(f"The identity provider's {what} is not {needed} URL.")
 
 
