@@ -1,7 +1,9 @@
 """A `judge` case's verdict: the dataset's judge connection (only ever one of the tenant's
-own) and model, asked through agents.runtime.judge. Each call is recorded as a finished run
-of that model (`gateway_model` `<connection>/<model>`), so the usage page counts the judge's
-tokens with everything else; the evaluation's result keeps them too."""
+own) and model, asked through agents.runtime.judge. Each call is held against the quotas of
+the case's run (its tenant, member, key and agent: agents.quotas) and recorded as a finished
+run of that model (`gateway_model` `<connection>/<model>`, of the same member and key), so the
+usage page counts the judge's tokens with everything else; the evaluation's result keeps
+them too. A refused call is not recorded: the model was never asked."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
+from agents import quotas
 from agents.models import Dataset, Run
 from agents.runtime.judge import JudgeAnswerError, judge
 from agents.runtime.spec import RunStatus
@@ -29,6 +32,7 @@ class JudgeOutcome:
     passed: bool | None
     reason: str
     usage: Usage
+    refused: bool = False  # a quota refused the call: the reason is its message
 
 
 def judge_connection(dataset: Dataset) -> ProviderConnection | None:
@@ -39,9 +43,10 @@ def judge_connection(dataset: Dataset) -> ProviderConnection | None:
 
 
 def judge_answer(
-    dataset: Dataset, *, rubric: str, input: str, answer: str, started_by_user_id=None
+    dataset: Dataset, *, rubric: str, input: str, answer: str, run: Run | None = None
 ) -> JudgeOutcome:
-    """One model call (never inside a transaction)."""
+    """One model call (never inside a transaction), held against the quotas of `run` (the
+    case's run; None: the tenant's only)."""
     connection = judge_connection(dataset)
     if connection is None or connection.tenant_id != dataset.tenant_id:
         return JudgeOutcome(None, "no judge: the tenant has no provider connection", Usage())
@@ -52,27 +57,33 @@ def judge_answer(
         )
     started = timezone.now()
     error, usage = "", Usage()
+    meter = quotas.Meter.for_run(run) if run is not None else quotas.Meter(dataset.tenant_id)
+    adapter = quotas.metered(adapter_for(connection), meter, price_kind=connection.price_kind)
     try:
         verdict = async_to_sync(judge)(
-            adapter_for(connection), model=model, rubric=rubric, input=input, answer=answer
+            adapter, model=model, rubric=rubric, input=input, answer=answer
         )
         outcome = JudgeOutcome(verdict.passed, verdict.reason, verdict.usage)
         usage = verdict.usage
+    except quotas.QuotaExceeded as exc:  # (before ProviderError: it is one)
+        return JudgeOutcome(None, str(exc), Usage(), refused=True)
     except JudgeAnswerError as exc:
         error, usage = str(exc), exc.usage
         outcome = JudgeOutcome(None, error, usage)
     except ProviderError as exc:
         error = f"the judge could not be asked: {provider_failure(exc, connection.name, model)}"
         outcome = JudgeOutcome(None, error, usage)
-    _record_call(dataset, connection, model, usage, error, started, started_by_user_id)
+    _record_call(dataset, connection, model, usage, error, started, run)
     return outcome
 
 
-def _record_call(dataset, connection, model, usage, error, started, user_id) -> None:
+def _record_call(dataset, connection, model, usage, error, started, run: Run | None) -> None:
+    """Its cost as its hold settled it (agents.quotas.settle_usage: the same price)."""
     cost = usage_cost(dataset.tenant_id, connection.price_kind, model, usage)
     Run.objects.create(
         tenant_id=dataset.tenant_id,
-        initiated_by_user_id=user_id,
+        initiated_by_user_id=run.initiated_by_user_id if run is not None else None,
+        initiated_by_api_key_id=run.initiated_by_api_key_id if run is not None else None,
         gateway_model=f"{connection_handle(connection)}/{model}"[:300],
         model=model[:200],
         provider=connection.kind[:100],

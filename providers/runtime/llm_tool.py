@@ -22,6 +22,7 @@ from typing import Any
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import (
     ProviderError,
+    QuotaRefused,
     provider_failure,
 )
 from providers.runtime.types import ModelRequest, UserMessage
@@ -102,6 +103,7 @@ class ModelConnection:
     adapter: ModelAdapter
     default_model: str = ""
     allowed_models: tuple[str, ...] = ()  # empty: any
+    price_kind: str = ""  # the price table of its models (a quota's cost of a call)
 
 
 class ConnectionNotFound(Exception):
@@ -148,6 +150,14 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
             system=str(arguments.get("system") or ""),
             max_tokens=max_tokens,
         )
+        meter, held = ctx.model_calls, None
+        if meter is not None:  # the run's quotas, before the provider is contacted
+            try:
+                held = await meter.reserve(request, price_kind=connection.price_kind)
+            except QuotaRefused as exc:
+                ctx.usage.refuse(ctx.call_id, _refusal(exc, connection.name, model))
+                raise ToolFailed(str(exc)) from None
+        response = None
         try:
             response = await asyncio.wait_for(connection.adapter.complete(request), timeout_s)
         except TimeoutError:
@@ -157,6 +167,14 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
             ) from None
         except ProviderError as exc:
             raise ToolFailed(provider_failure(exc, connection.name, model)) from None
+        finally:  # what it used (nothing, if it failed), as its `tool.usage` names it
+            if meter is not None:
+                await meter.settle(
+                    held,
+                    price_kind=connection.price_kind,
+                    model=(response.model or model) if response is not None else model,
+                    usage=response.usage if response is not None else None,
+                )
         used = response.usage
         answered_by = response.model or model
         ctx.usage.add(
@@ -192,6 +210,11 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
         # It changes nothing, and asking again is harmless; but it sends the question out.
         capability=Capability(effect=Effect.READ, idempotent=True, timeout_s=timeout_s + 10),
     )
+
+
+def _refusal(exc: QuotaRefused, connection: str, model: str) -> dict[str, Any]:
+    """The `tool.quota_exceeded` event's payload (the call id and tool name are added)."""
+    return {"connection": connection, "model": model, "message": str(exc), **exc.details()}
 
 
 def _not_found(wanted: str | None, known: Sequence[str]) -> str:
