@@ -236,7 +236,8 @@ def period_bounds(
     period: str, now: datetime | None = None, time_zone: str = "UTC"
 ) -> tuple[datetime, datetime]:
     """The calendar day or month holding `now` in `time_zone` (an IANA name): its start
-    and its end, in that zone. A day is 23 or 25 hours long where clocks change that day."""
+    and its end, as UTC instants (aware datetimes of one zone subtract as wall clocks). A
+    day is 23 or 25 hours long where clocks change that day."""
     zone = _zone(time_zone)
     today = (now or timezone.now()).astimezone(zone).date()
     if period == QuotaPeriod.DAY:
@@ -249,10 +250,10 @@ def period_bounds(
 
 
 def _midnight(day: date, zone: ZoneInfo) -> datetime:
-    """The first instant of `day` in `zone`. Where clocks jump over midnight (a gap), the
-    wall time 00:00 read with the offset before the jump is exactly the jump's instant,
-    which is the day's first; normalised to the offset in force then."""
-    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC).astimezone(zone)
+    """The first instant of `day` in `zone`, in UTC. Where clocks jump over midnight (a
+    gap), the wall time 00:00 read with the offset before the jump (fold 0) is exactly the
+    jump's instant, the day's first; where midnight repeats, fold 0 is its first time."""
+    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
 
 
 @lru_cache(maxsize=64)
@@ -265,9 +266,9 @@ def _zone(name: str) -> ZoneInfo:
 
 
 def _key(rule: Rule, start: datetime) -> str:
-    """The counter of the period that begins at `start` (in the tenant's zone): named by
-    its local date, so a change of zone continues the counter of the same date."""
-    return cache.make_key(f"quota:{rule.id}:{start:%Y%m%d}")
+    """The counter of the period that begins at `start`: named by its date in the tenant's
+    zone, so a change of zone continues the counter of the same date."""
+    return cache.make_key(f"quota:{rule.id}:{start.astimezone(_zone(rule.time_zone)):%Y%m%d}")
 
 
 # -- the refusal -----------------------------------------------------------------------------

@@ -183,8 +183,9 @@ def _targets(tenant: Tenant, changes: dict[str, Any]) -> dict[str, Any]:
 )
 class QuotaViewSet(TenantCrudViewSet):
     """Limits that block: per tenant, member, API key or agent, in tokens or US dollars,
-    per calendar day or month in the tenant's time zone (`/api/v1/time-zone`). A run or gateway call that would go over one is
-    refused before the model is called (HTTP 429, `quota_exceeded`)."""
+    per calendar day or month in the tenant's time zone (`/api/v1/time-zone`). A run or
+    gateway call that would go over one is refused before the model is called (HTTP 429,
+    `quota_exceeded`)."""
 
     model = Quota
     serializer_class = QuotaSerializer
