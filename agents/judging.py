@@ -7,7 +7,6 @@ them too. A refused call is not recorded: the model was never asked."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
@@ -16,9 +15,8 @@ from django.utils import timezone
 from agents import quotas
 from agents.models import Dataset, Run
 from agents.runtime.judge import JudgeAnswerError, judge
-from agents.runtime.spec import RunStatus
+from agents.services import record_model_call
 from providers.models import ProviderConnection
-from providers.pricing import usage_cost
 from providers.runtime.errors import ProviderError, provider_failure
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_handle, default_connection
@@ -78,25 +76,17 @@ def judge_answer(
 
 
 def _record_call(dataset, connection, model, usage, error, started, run: Run | None) -> None:
-    """Its cost as its hold settled it (agents.quotas.settle_usage: the same price)."""
-    cost = usage_cost(dataset.tenant_id, connection.price_kind, model, usage)
-    Run.objects.create(
+    """Its cost as its hold settled it (the same price kind, model and counts)."""
+    record_model_call(
         tenant_id=dataset.tenant_id,
-        initiated_by_user_id=run.initiated_by_user_id if run is not None else None,
-        initiated_by_api_key_id=run.initiated_by_api_key_id if run is not None else None,
-        gateway_model=f"{connection_handle(connection)}/{model}"[:300],
-        model=model[:200],
-        provider=connection.kind[:100],
-        status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
-        error=error[:2000],
-        input=f"Judge for dataset {dataset.name}"[:2000],
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        cost_usd=cost,
-        total_cost_usd=cost,
-        correlation_id=uuid.uuid4().hex,
+        user_id=run.initiated_by_user_id if run is not None else None,
+        api_key_id=run.initiated_by_api_key_id if run is not None else None,
+        gateway_model=f"{connection_handle(connection)}/{model}",
+        model=model,
+        provider=connection.kind,
+        price_kind=connection.price_kind,
+        input=f"Judge for dataset {dataset.name}",
+        usage=usage,
         started_at=started,
-        finished_at=timezone.now(),
+        error=error,
     )

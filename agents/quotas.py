@@ -38,6 +38,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django.db import connection as db_connection
 from django.db.models import F, Sum
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
@@ -50,7 +51,7 @@ from agentplatform import versions
 from agentplatform.saving import SaveConflict, delete_recorded, save_validated
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import QuotaRefused
@@ -81,6 +82,15 @@ class Meter:
     user_id: int | None = None
     api_key_id: int | None = None
     agent_id: int | None = None
+
+    @classmethod
+    def for_initiator(cls, tenant_id: int, initiator: Any = None) -> Meter:
+        """For a call a user or an API key (an ApiKey) makes outside a run; None: the
+        tenant's limits only (the platform's own work, such as an ingestion)."""
+        if isinstance(initiator, ApiKey):
+            return cls(tenant_id=tenant_id, api_key_id=initiator.pk)
+        user_id = getattr(initiator, "pk", None) if initiator is not None else None
+        return cls(tenant_id=tenant_id, user_id=user_id)
 
     @classmethod
     def for_run(cls, run: Run, agent_id: int | None = None) -> Meter:
@@ -497,12 +507,23 @@ async def reserve_async(meter: Meter, **kwargs: Any) -> Reservation:
     known = _known_rules(meter.tenant_id)
     if known is not None and not any(rule.applies_to(meter) for rule in known):
         return Reservation()
-    return await asyncio.to_thread(reserve, meter, **kwargs)
+    return await asyncio.to_thread(_released, reserve, meter, **kwargs)
 
 
 async def settle_async(reservation: Reservation, **kwargs: Any) -> None:
     if not reservation.empty:
-        await asyncio.to_thread(settle, reservation, **kwargs)
+        await asyncio.to_thread(_released, settle, reservation, **kwargs)
+
+
+def _released(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """`function` on a worker thread, its database connection (a rules read, a seeding
+    query, a price lookup: rare) closed after: the thread may belong to the executor of a
+    short-lived loop (async_to_sync: the judge, an ingestion), which would leave it open."""
+    try:
+        return function(*args, **kwargs)
+    finally:
+        if not db_connection.in_atomic_block:
+            db_connection.close()
 
 
 def recorded_usage(rule: Rule, start: datetime) -> int:
