@@ -640,7 +640,7 @@ class QuotaAdmin(TenantScopedAdmin):
 
     list_display = ["__str__", "metric", "period", "limit", "active", "used_now"]
     list_filter = ["scope", "metric", "period", "active"]
-    list_select_related = ["user", "api_key", "agent"]
+    list_select_related = ["tenant", "user", "api_key", "agent"]
     form = QuotaForm
 
     @admin.display(description="Used this period")

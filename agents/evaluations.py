@@ -328,6 +328,7 @@ class Score:
     reason: str
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
+    judged: bool = True  # False: no verdict on the answer (a quota refused the judge)
 
 
 def score_answer(evaluation: Evaluation, expect: dict[str, Any], run: Run) -> Score:
@@ -345,9 +346,11 @@ def score_answer(evaluation: Evaluation, expect: dict[str, Any], run: Run) -> Sc
             rubric=expectation.value,
             input=run.input,
             answer=text,
-            started_by_user_id=evaluation.started_by_user_id,
+            run=run,
         )
         tokens = (verdict.usage.input_tokens, verdict.usage.output_tokens)
+        if verdict.refused:  # a quota used up: the case fails with its message, unjudged
+            return Score(CaseOutcome.FAILED, verdict.reason, *tokens, judged=False)
         if verdict.passed is None:
             return Score(CaseOutcome.ERROR, verdict.reason, *tokens)
         outcome = CaseOutcome.PASSED if verdict.passed else CaseOutcome.FAILED
@@ -386,7 +389,7 @@ def _score(evaluation: Evaluation, result: EvaluationResult, run: Run) -> None:
         score = Score(CaseOutcome.ERROR, f"the expectation cannot be used: {exc}")
     if not _store(result, score.outcome, score.reason, run, score):
         return  # another process scored it first
-    if run.status == RunStatus.SUCCEEDED and score.outcome != CaseOutcome.ERROR:
+    if run.status == RunStatus.SUCCEEDED and score.outcome != CaseOutcome.ERROR and score.judged:
         verdict = Verdict.VERIFIED if score.outcome == CaseOutcome.PASSED else Verdict.REFUTED
         try:
             record_verdict(

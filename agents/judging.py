@@ -1,23 +1,25 @@
 """A `judge` case's verdict: the dataset's judge connection (only ever one of the tenant's
-own) and model, asked through agents.runtime.judge. Each call is recorded as a finished run
-of that model (`gateway_model` `<connection>/<model>`), so the usage page counts the judge's
-tokens with everything else; the evaluation's result keeps them too. With tracing on, the
+own) and model, asked through agents.runtime.judge. Each call is held against the quotas of
+the case's run (its tenant, member, key and agent: agents.quotas) and recorded as a finished
+run of that model (`gateway_model` `<connection>/<model>`, of the same member and key), so the
+usage page counts the judge's tokens with everything else; the evaluation's result keeps
+them too. A refused call is not recorded: the model was never asked. With tracing on, the
 call is a `chat <model>` span (with its cost), its own trace: no run's span is current."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
+from agents import quotas
 from agents.models import Dataset, Run
 from agents.runtime.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from agents.runtime.judge import JudgeAnswerError, judge
-from agents.runtime.spec import RunStatus
+from agents.services import record_model_call
 from providers.models import ProviderConnection
-from providers.pricing import cost_of, price_for
+from providers.pricing import price_for
 from providers.runtime import tracing
 from providers.runtime.errors import ProviderError, provider_failure
 from providers.runtime.types import Usage
@@ -32,6 +34,7 @@ class JudgeOutcome:
     passed: bool | None
     reason: str
     usage: Usage
+    refused: bool = False  # a quota refused the call: the reason is its message
 
 
 def judge_connection(dataset: Dataset) -> ProviderConnection | None:
@@ -42,9 +45,10 @@ def judge_connection(dataset: Dataset) -> ProviderConnection | None:
 
 
 def judge_answer(
-    dataset: Dataset, *, rubric: str, input: str, answer: str, started_by_user_id=None
+    dataset: Dataset, *, rubric: str, input: str, answer: str, run: Run | None = None
 ) -> JudgeOutcome:
-    """One model call (never inside a transaction)."""
+    """One model call (never inside a transaction), held against the quotas of `run` (the
+    case's run; None: the tenant's only)."""
     connection = judge_connection(dataset)
     if connection is None or connection.tenant_id != dataset.tenant_id:
         return JudgeOutcome(None, "no judge: the tenant has no provider connection", Usage())
@@ -54,15 +58,20 @@ def judge_answer(
             None, f"no judge model: connection {connection.name!r} has no default", Usage()
         )
     started = timezone.now()
-    adapter = adapter_for(connection)
     error, usage, answered_by, reached = "", Usage(), model, True
-    with _chat_span(dataset, connection, adapter.provider, model) as span:
+    meter = quotas.Meter.for_run(run) if run is not None else quotas.Meter(dataset.tenant_id)
+    bare = adapter_for(connection)
+    adapter = quotas.metered(bare, meter, price_kind=connection.price_kind)
+    with _chat_span(dataset, connection, bare.provider, model) as span:
         try:
             verdict = async_to_sync(judge)(
                 adapter, model=model, rubric=rubric, input=input, answer=answer
             )
             outcome = JudgeOutcome(verdict.passed, verdict.reason, verdict.usage)
             usage, answered_by = verdict.usage, verdict.model
+        except quotas.QuotaExceeded as exc:  # (before ProviderError: it is one)
+            span.fail(type(exc).__qualname__)
+            return JudgeOutcome(None, str(exc), Usage(), refused=True)
         except JudgeAnswerError as exc:  # (the model answered: its span is no failure)
             error, usage = str(exc), exc.usage
             outcome = JudgeOutcome(None, error, usage)
@@ -71,13 +80,11 @@ def judge_answer(
             outcome = JudgeOutcome(None, error, usage)
             span.fail(type(exc).__qualname__)
             reached = False
-        price = price_for(dataset.tenant_id, connection.price_kind, model)
-        cost = cost_of(price, usage.input_tokens, usage.output_tokens,
-                       usage.cache_read_tokens, usage.cache_write_tokens)  # fmt: skip
+        record = _record_call(dataset, connection, model, usage, error, started, run)
         if reached:
             span.answered(answered_by, usage)
-            span.set(**{"agentplatform.cost_usd": float(cost) if price else None})
-    _record_call(dataset, connection, model, usage, cost, error, started, started_by_user_id)
+            known = price_for(dataset.tenant_id, connection.price_kind, model) is not None
+            span.set(**{"agentplatform.cost_usd": float(record.cost_usd) if known else None})
     return outcome
 
 
@@ -93,23 +100,18 @@ def _chat_span(dataset: Dataset, connection: ProviderConnection, provider: str, 
     )  # fmt: skip
 
 
-def _record_call(dataset, connection, model, usage, cost, error, started, user_id) -> None:
-    Run.objects.create(
+def _record_call(dataset, connection, model, usage, error, started, run: Run | None) -> Run:
+    """Its cost as its hold settled it (the same price kind, model and counts)."""
+    return record_model_call(
         tenant_id=dataset.tenant_id,
-        initiated_by_user_id=user_id,
-        gateway_model=f"{connection_handle(connection)}/{model}"[:300],
-        model=model[:200],
-        provider=connection.kind[:100],
-        status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
-        error=error[:2000],
-        input=f"Judge for dataset {dataset.name}"[:2000],
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        cost_usd=cost,
-        total_cost_usd=cost,
-        correlation_id=uuid.uuid4().hex,
+        user_id=run.initiated_by_user_id if run is not None else None,
+        api_key_id=run.initiated_by_api_key_id if run is not None else None,
+        gateway_model=f"{connection_handle(connection)}/{model}",
+        model=model,
+        provider=connection.kind,
+        price_kind=connection.price_kind,
+        input=f"Judge for dataset {dataset.name}",
+        usage=usage,
         started_at=started,
-        finished_at=timezone.now(),
+        error=error,
     )

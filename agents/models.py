@@ -808,7 +808,8 @@ def _only_target(scope: str, target: str | None) -> Q:
 
 class Quota(models.Model):
     """A limit that blocks: what a scope (the tenant, a member, a key, an agent) may use of a
-    metric in a calendar period (UTC). Enforced by agents.quotas before every model call."""
+    metric in a calendar period (in the tenant's time zone). Enforced by agents.quotas before
+    every model call."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
     scope = models.CharField(max_length=10, choices=QuotaScope.choices)

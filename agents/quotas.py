@@ -15,7 +15,9 @@ that lost its data) is first seeded from PostgreSQL: the usage of the runs recor
 period (every run, child run and gateway call is a Run row with its usage), so counters
 rebuild themselves; only reservations in flight at the moment of the loss are forgotten.
 
-Periods are calendar days and months in UTC (tenants have no time zone of their own yet).
+Periods are calendar days and months in the tenant's time zone (`Tenant.time_zone`, UTC by
+default); a counter's key names its period by the local date it begins on, so a change of
+zone keeps the current period's counter (docs/quotas.md, "Time zone").
 """
 
 from __future__ import annotations
@@ -27,14 +29,16 @@ import math
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django.db import connection as db_connection
 from django.db.models import F, Sum
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
@@ -47,10 +51,10 @@ from agentplatform import versions
 from agentplatform.saving import SaveConflict, delete_recorded, save_validated
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
 from providers.pricing import cost_of, price_for
-from providers.runtime.errors import ProviderError
+from providers.runtime.errors import QuotaRefused
 from providers.runtime.types import (
     Done,
     ModelRequest,
@@ -63,6 +67,9 @@ from providers.runtime.types import (
 logger = logging.getLogger(__name__)
 MICROS = Decimal(1_000_000)  # cost counters count millionths of a dollar (whole numbers)
 KEEP_AFTER_PERIOD_S = 86_400  # a late settle still finds its period's counter
+# `/v1/embeddings` of the platform's own models (recorded with estimated tokens, no cost):
+# no provider is paid, so no limit holds them, nor counts them when a counter is rebuilt.
+LOCAL_EMBEDDINGS = ("local", "static")
 
 
 # -- who a call is for, and the limits that apply ----------------------------------------------
@@ -75,6 +82,15 @@ class Meter:
     user_id: int | None = None
     api_key_id: int | None = None
     agent_id: int | None = None
+
+    @classmethod
+    def for_initiator(cls, tenant_id: int, initiator: Any = None) -> Meter:
+        """For a call a user or an API key (an ApiKey) makes outside a run; None: the
+        tenant's limits only (the platform's own work, such as an ingestion)."""
+        if isinstance(initiator, ApiKey):
+            return cls(tenant_id=tenant_id, api_key_id=initiator.pk)
+        user_id = getattr(initiator, "pk", None) if initiator is not None else None
+        return cls(tenant_id=tenant_id, user_id=user_id)
 
     @classmethod
     def for_run(cls, run: Run, agent_id: int | None = None) -> Meter:
@@ -98,6 +114,7 @@ class Rule:
     period: str
     limit: int  # tokens, or millionths of a dollar
     label: str
+    time_zone: str = "UTC"  # the tenant's: where its days and months begin
 
     def applies_to(self, meter: Meter) -> bool:
         return {
@@ -125,6 +142,7 @@ def _rule(quota: Quota) -> Rule:
         period=quota.period,
         limit=int(units),
         label=quota.label,
+        time_zone=quota.tenant.time_zone,
     )
 
 
@@ -152,7 +170,7 @@ def tenant_rules(tenant_id: int) -> tuple[Rule, ...]:
     version = versions.current(_version_key(tenant_id))
     with rls.tenant_scope(tenant_id):
         quotas = Quota.objects.filter(tenant_id=tenant_id, active=True).select_related(
-            "user", "api_key", "agent"
+            "tenant", "user", "api_key", "agent"
         )
         built = tuple(_rule(q) for q in quotas)
     _rules[tenant_id] = (version, built)
@@ -161,14 +179,26 @@ def tenant_rules(tenant_id: int) -> tuple[Rule, ...]:
 
 @receiver([post_save, post_delete], sender=Quota)
 def _quota_changed(sender, instance: Quota, **kwargs) -> None:
-    key = _version_key(instance.tenant_id)
+    _bump(instance.tenant_id)
+
+
+@receiver(post_save, sender=Tenant)
+def _tenant_changed(sender, instance: Tenant, **kwargs) -> None:
+    """Its time zone is in its rules: they are read again at its next call."""
+    _bump(instance.pk)
+
+
+def _bump(tenant_id: int) -> None:
+    key = _version_key(tenant_id)
     versions.bump(key)
     on_commit(lambda: versions.bump(key))
 
 
 # -- setting limits (web pages, admin, REST) ---------------------------------------------------
 def quota_list(*, tenant: Tenant) -> list[Quota]:
-    return list(Quota.objects.filter(tenant=tenant).select_related("user", "api_key", "agent"))
+    return list(
+        Quota.objects.filter(tenant=tenant).select_related("tenant", "user", "api_key", "agent")
+    )
 
 
 def quota_get(*, tenant: Tenant, quota_id: Any) -> Quota:
@@ -177,7 +207,9 @@ def quota_get(*, tenant: Tenant, quota_id: Any) -> Quota:
         pk = int(quota_id)
     except (TypeError, ValueError):
         pk = -1
-    return get_for_tenant(Quota.objects.select_related("user", "api_key", "agent"), tenant, pk=pk)
+    return get_for_tenant(
+        Quota.objects.select_related("tenant", "user", "api_key", "agent"), tenant, pk=pk
+    )
 
 
 def quota_save(
@@ -210,27 +242,51 @@ def quota_delete(*, tenant: Tenant, quota: Quota, actor: Any = None) -> None:
 
 
 # -- periods ---------------------------------------------------------------------------------
-def period_bounds(period: str, now: datetime | None = None) -> tuple[datetime, datetime]:
-    """The calendar day or month (UTC) holding `now`: its start and its end."""
-    now = (now or timezone.now()).astimezone(UTC)
+def period_bounds(
+    period: str, now: datetime | None = None, time_zone: str = "UTC"
+) -> tuple[datetime, datetime]:
+    """The calendar day or month holding `now` in `time_zone` (an IANA name): its start
+    and its end, as UTC instants (aware datetimes of one zone subtract as wall clocks). A
+    day is 23 or 25 hours long where clocks change that day."""
+    zone = _zone(time_zone)
+    today = (now or timezone.now()).astimezone(zone).date()
     if period == QuotaPeriod.DAY:
-        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return start, start + timedelta(days=1)
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    days = calendar.monthrange(start.year, start.month)[1]
-    return start, start + timedelta(days=days)
+        first, following = today, date.fromordinal(today.toordinal() + 1)
+    else:
+        first = today.replace(day=1)
+        days = calendar.monthrange(first.year, first.month)[1]
+        following = date.fromordinal(first.toordinal() + days)
+    return _midnight(first, zone), _midnight(following, zone)
+
+
+def _midnight(day: date, zone: ZoneInfo) -> datetime:
+    """The first instant of `day` in `zone`, in UTC. Where clocks jump over midnight (a
+    gap), the wall time 00:00 read with the offset before the jump (fold 0) is exactly the
+    jump's instant, the day's first; where midnight repeats, fold 0 is its first time."""
+    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
+
+
+@lru_cache(maxsize=64)
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ValueError, KeyError, OSError):  # (a name validation let through: never a 500)
+        logger.error("quotas: unknown time zone %r, counting in UTC", name)
+        return ZoneInfo("UTC")
 
 
 def _key(rule: Rule, start: datetime) -> str:
-    return cache.make_key(f"quota:{rule.id}:{start:%Y%m%d}")
+    """The counter of the period that begins at `start`: named by its date in the tenant's
+    zone, so a change of zone continues the counter of the same date."""
+    return cache.make_key(f"quota:{rule.id}:{start.astimezone(_zone(rule.time_zone)):%Y%m%d}")
 
 
 # -- the refusal -----------------------------------------------------------------------------
-class QuotaExceeded(ProviderError, ValidationError):
+class QuotaExceeded(QuotaRefused, ValidationError):
     """A call refused because a limit is used up. A ValidationError to the faces (each maps
     it to its refusal: HTTP 429, a chat notice; never a 500), and a ProviderError to the
     agent loop (which fails the run with this message as its reason, before the model is
-    called)."""
+    called); the `llm` tool knows it as QuotaRefused (an error result and an event)."""
 
     def __init__(
         self,
@@ -249,9 +305,10 @@ class QuotaExceeded(ProviderError, ValidationError):
             why = f"is used up ({spent})"
         else:  # what is left is less than the call may use (its estimate)
             why = f"cannot take this call (up to {_amount(rule, wanted)} more; {spent})"
+        local = resets_at.astimezone(_zone(rule.time_zone))
         self.text = (
-            f"Quota exceeded: {rule.label} {why}. "
-            f"It resets at {resets_at:%Y-%m-%d %H:%M} UTC (in {_duration(self.retry_after_s)})."
+            f"Quota exceeded: {rule.label} {why}. It resets at {local:%Y-%m-%d %H:%M} "
+            f"{rule.time_zone or 'UTC'} (in {_duration(self.retry_after_s)})."
         )
         ValidationError.__init__(self, self.text, code="quota_exceeded")
 
@@ -267,12 +324,18 @@ class QuotaExceeded(ProviderError, ValidationError):
             "period": self.rule.period,
             "limit": _number(self.rule, self.rule.limit),
             "used": _number(self.rule, self.used),
-            "resets_at": self.resets_at.isoformat().replace("+00:00", "Z"),
+            "resets_at": utc_text(self.resets_at),
+            "time_zone": self.rule.time_zone,
             "retry_after_s": self.retry_after_s,
         }
 
 
-_RESETS = re.compile(r"It resets at (\d{4}-\d\d-\d\d \d\d:\d\d) UTC")
+def utc_text(moment: datetime) -> str:
+    """An instant as the API writes it: ISO 8601 in UTC (`...Z`)."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_RESETS = re.compile(r"It resets at (\d{4}-\d\d-\d\d \d\d:\d\d) ([A-Za-z0-9_+\-/]+) \(in ")
 
 
 def refusal_retry_after(error: str, now: datetime | None = None) -> int | None:
@@ -281,7 +344,8 @@ def refusal_retry_after(error: str, now: datetime | None = None) -> int | None:
     found = _RESETS.search(error or "") if "Quota exceeded: " in (error or "") else None
     if found is None:
         return None
-    at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    zone = _zone(found.group(2))
+    at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=zone)
     return max(1, math.ceil((at - (now or timezone.now())).total_seconds()))
 
 
@@ -384,7 +448,7 @@ def reserve(
         return Reservation()
     now = now or timezone.now()
     cost_usd = _dollars(rules, cost_usd)
-    bounds = {rule.id: period_bounds(rule.period, now) for rule in rules}
+    bounds = {rule.id: period_bounds(rule.period, now, rule.time_zone) for rule in rules}
     keys = [_key(rule, bounds[rule.id][0]) for rule in rules]
     amounts = [_units(rule.metric, tokens, cost_usd) for rule in rules]
     args = [n for rule, amount in zip(rules, amounts, strict=True) for n in (rule.limit, amount)]
@@ -443,19 +507,32 @@ async def reserve_async(meter: Meter, **kwargs: Any) -> Reservation:
     known = _known_rules(meter.tenant_id)
     if known is not None and not any(rule.applies_to(meter) for rule in known):
         return Reservation()
-    return await asyncio.to_thread(reserve, meter, **kwargs)
+    return await asyncio.to_thread(_released, reserve, meter, **kwargs)
 
 
 async def settle_async(reservation: Reservation, **kwargs: Any) -> None:
     if not reservation.empty:
-        await asyncio.to_thread(settle, reservation, **kwargs)
+        await asyncio.to_thread(_released, settle, reservation, **kwargs)
+
+
+def _released(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """`function` on a worker thread, its database connection (a rules read, a seeding
+    query, a price lookup: rare) closed after: the thread may belong to the executor of a
+    short-lived loop (async_to_sync: the judge, an ingestion), which would leave it open."""
+    try:
+        return function(*args, **kwargs)
+    finally:
+        if not db_connection.in_atomic_block:
+            db_connection.close()
 
 
 def recorded_usage(rule: Rule, start: datetime) -> int:
     """What PostgreSQL has recorded against `rule` since `start`: the counter's starting
     value. Tokens leave crew runs out (theirs are their children's, counted already);
     `cost_usd` is each run's own calls, so every run counts. One query."""
-    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start)
+    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start).exclude(
+        gateway_model__in=LOCAL_EMBEDDINGS  # the platform's own models: never held
+    )
     if rule.scope == QuotaScope.MEMBER:
         runs = runs.filter(initiated_by_user_id=rule.target_id)
     elif rule.scope == QuotaScope.API_KEY:
@@ -484,14 +561,16 @@ def used(quota: Quota, now: datetime | None = None) -> int | float:
     """What is used of `quota` in its current period (its counter; the recorded usage when
     Redis has none yet), in tokens or dollars."""
     rule = _rule(quota)
-    start, _ = period_bounds(rule.period, now)
+    start, _ = period_bounds(rule.period, now, rule.time_zone)
     value = versions.shared_redis().get(_key(rule, start))
     units = int(value) if value is not None else recorded_usage(rule, start)
     return _number(rule, units)
 
 
 def resets_at(quota: Quota, now: datetime | None = None) -> datetime:
-    return period_bounds(quota.period, now)[1]
+    """When the quota's current period ends (in its tenant's zone; one query unless the
+    quota was read with its tenant)."""
+    return period_bounds(quota.period, now, quota.tenant.time_zone)[1]
 
 
 # -- the model calls of a run -----------------------------------------------------------------
@@ -547,45 +626,60 @@ def _tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.output_tokens
 
 
+async def reserve_request(meter: Meter, request: ModelRequest, price_kind: str) -> Reservation:
+    """Hold what `request` may use (its input estimate plus its `max_tokens`, priced at
+    `price_kind`: a connection's price kind or a run's recorded provider) against `meter`'s
+    limits; QuotaExceeded when one cannot take it."""
+    estimate = estimate_input_tokens(request)
+    return await reserve_async(
+        meter,
+        tokens=estimate + request.max_tokens,
+        cost_usd=call_cost(
+            meter.tenant_id, price_kind, request.model, estimate, request.max_tokens
+        ),
+    )
+
+
+async def settle_usage(
+    reservation: Reservation, tenant_id: int, price_kind: str, model: str, usage: Usage
+) -> None:
+    """Replace `reservation` by `usage` of `model`, priced as the call's record prices it
+    (providers.pricing.usage_cost: the same price, the same four counts)."""
+    await settle_async(
+        reservation,
+        tokens=_tokens(usage),
+        cost_usd=call_cost(
+            tenant_id,
+            price_kind,
+            model,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        ),
+    )
+
+
 class MeteredAdapter:
     """A model adapter whose every call first reserves against the meter's limits and then
     settles with the usage the provider reported. A refusal raises QuotaExceeded before
-    the model is called (the loop fails the run with it as the reason)."""
+    the model is called (the loop fails the run with it as the reason). `price_kind`: the
+    price table its calls are recorded at (default: the adapter's provider, as a run's)."""
 
-    def __init__(self, adapter: Any, meter: Meter) -> None:
+    def __init__(self, adapter: Any, meter: Meter, price_kind: str | None = None) -> None:
         self._adapter = adapter
         self._meter = meter
         self.provider = adapter.provider
+        self._price_kind = price_kind or adapter.provider
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._adapter, name)
 
-    def _cost(self, model: str, *tokens: int):
-        return call_cost(self._meter.tenant_id, self.provider, model, *tokens)
-
-    async def _reserve(self, request: ModelRequest) -> Reservation:
-        estimate = estimate_input_tokens(request)
-        return await reserve_async(
-            self._meter,
-            tokens=estimate + request.max_tokens,
-            cost_usd=self._cost(request.model, estimate, request.max_tokens),
-        )
-
     async def _settle(self, reservation: Reservation, model: str, usage: Usage) -> None:
-        await settle_async(
-            reservation,
-            tokens=_tokens(usage),
-            cost_usd=self._cost(
-                model,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_read_tokens,
-                usage.cache_write_tokens,
-            ),
-        )
+        await settle_usage(reservation, self._meter.tenant_id, self._price_kind, model, usage)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        reservation = await self._reserve(request)
+        reservation = await reserve_request(self._meter, request, self._price_kind)
         usage = Usage()
         try:
             response = await self._adapter.complete(request)
@@ -595,7 +689,7 @@ class MeteredAdapter:
             await self._settle(reservation, request.model, usage)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        reservation = await self._reserve(request)
+        reservation = await reserve_request(self._meter, request, self._price_kind)
         usage = Usage()
         try:
             async for event in self._adapter.stream(request):
@@ -606,5 +700,24 @@ class MeteredAdapter:
             await self._settle(reservation, request.model, usage)
 
 
-def metered(adapter: Any, meter: Meter) -> Any:
-    return MeteredAdapter(adapter, meter) if adapter is not None else None
+def metered(adapter: Any, meter: Meter, price_kind: str | None = None) -> Any:
+    return MeteredAdapter(adapter, meter, price_kind) if adapter is not None else None
+
+
+class ToolModelCalls:
+    """The model calls a tool's handler makes itself (the `llm` built-in), held against the
+    limits of whoever caused them: `RunContext.model_calls` (tools.runtime.context). A run's
+    tools are metered for the run (its tenant, member, key and agent); a direct call's for
+    its caller."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    async def reserve(self, request: ModelRequest, *, price_kind: str) -> Reservation:
+        return await reserve_request(self.meter, request, price_kind)
+
+    async def settle(
+        self, held: Reservation, *, price_kind: str, model: str, usage: Usage | None
+    ) -> None:
+        """`model`: the one the call's `tool.usage` names (agents.run_costs prices it)."""
+        await settle_usage(held, self.meter.tenant_id, price_kind, model, usage or Usage())

@@ -281,6 +281,48 @@ class GatewayCall:
     events: tuple[tuple[str, dict[str, Any]], ...] = ()  # (type, payload): provider.fallback
 
 
+def record_model_call(
+    *,
+    tenant_id: int,
+    user_id: int | None,
+    api_key_id: int | None,
+    gateway_model: str,
+    model: str,
+    provider: str,
+    price_kind: str,
+    input: str,
+    usage: Usage,
+    started_at: Any,
+    error: str = "",
+) -> Run:
+    """A model call the platform made outside a run's loop (a judge's verdict, a knowledge
+    base's embeddings) recorded as a finished run of `gateway_model` with its usage and
+    cost (`price_kind`'s prices: what its quota hold settled at), so the usage page and
+    quota counters rebuilt from runs count it. One INSERT."""
+    cost = usage_cost(tenant_id, price_kind, model, usage)
+    with rls.tenant_scope(tenant_id):
+        return Run.objects.create(
+            tenant_id=tenant_id,
+            initiated_by_user_id=user_id,
+            initiated_by_api_key_id=api_key_id,
+            gateway_model=column_text(gateway_model, 300),
+            model=column_text(model, 200),
+            provider=column_text(provider, 100),
+            status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
+            error=column_text(error, 2000),
+            input=column_text(input, 2000),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost_usd=cost,
+            total_cost_usd=cost,
+            correlation_id=uuid.uuid4().hex,
+            started_at=started_at,
+            finished_at=timezone.now(),
+        )
+
+
 def record_gateway_calls(calls: list[GatewayCall]) -> None:
     """Record each call as a finished run of its key with its usage: one INSERT per tenant
     (under its row-level scope), and row by row if that fails, so one bad row loses only
@@ -316,10 +358,13 @@ def _record_gateway_events(runs: list[Run]) -> None:
         RunEvent.objects.bulk_create(events)
 
 
+def column_text(value: str, limit: int) -> str:
+    """`value` as a text column stores it: storable, valid UTF-8, at most `limit` long."""
+    clean = storable_text(value).encode("utf-8", "replace").decode("utf-8")
+    return clean[:limit]
+
+
 def _gateway_run(call: GatewayCall) -> Run:
-    def text(value: str, limit: int) -> str:
-        clean = storable_text(value).encode("utf-8", "replace").decode("utf-8")
-        return clean[:limit]
 
     def count(value: int) -> int:
         return min(max(int(value or 0), 0), 2**31 - 1)  # (a provider's odd number)
@@ -329,12 +374,12 @@ def _gateway_run(call: GatewayCall) -> Run:
     run = Run(
         tenant_id=call.api_key.tenant_id,
         initiated_by_api_key=call.api_key,
-        gateway_model=text(call.gateway_model, 300),
-        model=text(call.model, 200),
-        provider=text(call.provider, 100),
+        gateway_model=column_text(call.gateway_model, 300),
+        model=column_text(call.model, 200),
+        provider=column_text(call.provider, 100),
         status=RunStatus.FAILED if call.error else RunStatus.SUCCEEDED,
-        error=text(call.error, 2000),
-        input=text(call.input, 2000),
+        error=column_text(call.error, 2000),
+        input=column_text(call.input, 2000),
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,

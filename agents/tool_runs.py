@@ -31,7 +31,7 @@ from django.utils import timezone
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
-from agents import run_writer
+from agents import quotas, run_writer
 from agents.models import Approval, Run, approval_decisions
 from agents.run_costs import TOOL_USAGE, tool_call_cost
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
@@ -127,7 +127,13 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
     user_id = user.pk if user is not None else None
     api_key_id = api_key.pk if api_key is not None else None
     ctx = tool_context(
-        tenant=tenant, user_id=user_id, correlation_id=correlation_id, secrets=toolbox.secrets
+        tenant=tenant,
+        user_id=user_id,
+        correlation_id=correlation_id,
+        secrets=toolbox.secrets,
+        model_calls=quotas.ToolModelCalls(
+            quotas.Meter(tenant_id=tenant.pk, user_id=user_id, api_key_id=api_key_id)
+        ),
     )
     state = RunState(pending_calls=[call])
     events = _Events()
@@ -193,13 +199,15 @@ def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
     """The context the tools of `run` get — an agent's run (the engine), a direct call's run
     after its approval, an approval's call prepared again — from the run's record: its
     tenant, who started it, its id and correlation id, with `secrets` (the tenant's tool
-    secrets, plus a remote agent's token for an agent's run)."""
+    secrets, plus a remote agent's token for an agent's run); its tools' own model calls
+    are held against the run's quotas."""
     return tool_context(
         tenant=run.tenant,
         user_id=run.initiated_by_user_id,
         run_id=str(run.pk),
         correlation_id=run.correlation_id,
         secrets=secrets,
+        model_calls=quotas.ToolModelCalls(quotas.Meter.for_run(run)),
     )
 
 

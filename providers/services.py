@@ -142,6 +142,7 @@ def model_connection(tenant_id: int | str, name: str | None) -> ModelConnection:
         adapter=adapter_for(chosen),
         default_model=chosen.default_model,
         allowed_models=tuple(chosen.allowed_models),
+        price_kind=chosen.price_kind,
     )
 
 

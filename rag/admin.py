@@ -22,6 +22,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentplatform.tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin, TenantScopedForm
+from agents import quotas
 from rag.models import Chunk, Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K, MODES
@@ -157,8 +158,11 @@ class KnowledgeBaseAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
                     query=form.cleaned_data["query"],
                     top_k=form.cleaned_data["top_k"],
                     mode=form.cleaned_data["mode"],
+                    meter=quotas.Meter.for_initiator(knowledge_base.tenant_id, request.user),
                 )
             except EmbeddingError as error:
+                form.add_error(None, str(error))
+            except quotas.QuotaExceeded as error:  # (a ValidationError: its message)
                 form.add_error(None, str(error))
         context = {
             **self.admin_site.each_context(request),

@@ -1,15 +1,27 @@
 """The embedder of a knowledge base: the process's one static model and one MiniLM (each
 loads once, and also embeds routed requests), a ProviderEmbedder per call over the
-connection's cached adapter, None for full text."""
+connection's cached adapter, None for full text.
+
+A provider's embeddings cost the tenant money: given a quota `Meter`, each call is held
+against its limits before the provider is asked and settled to the tokens it counted
+(agents.quotas), and recorded as a run of that model with its tokens and cost
+(agents.services.record_model_call), as `/v1/embeddings` is."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from importlib.util import find_spec
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils import timezone
 
-from providers.services import adapter_for
+from agents import quotas
+from agents.services import record_model_call
+from providers.models import ProviderConnection
+from providers.runtime.types import Usage
+from providers.services import adapter_for, connection_handle
 from rag.models import Embedder as EmbedderKind
 from rag.models import KnowledgeBase
 from rag.runtime.embeddings import Embedder, EmbeddingError, ProviderEmbedder, TorchMiniLM
@@ -57,9 +69,13 @@ def local_embedder() -> OnnxMiniLM | TorchMiniLM:
         return _local
 
 
-def embedder_for(knowledge_base: KnowledgeBase) -> Embedder | None:
+def embedder_for(
+    knowledge_base: KnowledgeBase, meter: quotas.Meter | None = None
+) -> Embedder | None:
     """None for a full-text knowledge base. Raises EmbeddingError when misconfigured.
-    Reads the provider connection (one query unless select_related)."""
+    Reads the provider connection (one query unless select_related). A provider's
+    embedder is metered for `meter` (None: not held nor recorded — a health probe's one
+    short text)."""
     if knowledge_base.embedder == EmbedderKind.LEXICAL:
         return None
     if knowledge_base.embedder == EmbedderKind.STATIC:
@@ -74,6 +90,70 @@ def embedder_for(knowledge_base: KnowledgeBase) -> Embedder | None:
     adapter = adapter_for(connection)
     if not hasattr(adapter, "embed"):
         raise EmbeddingError(f"The connection {connection.name!r} offers no embeddings.")
-    return ProviderEmbedder(
+    embedder = ProviderEmbedder(
         adapter, model=knowledge_base.embedding_model, dimensions=knowledge_base.dimensions
     )
+    if meter is None:
+        return embedder
+    return MeteredEmbedder(embedder, connection, meter, f"knowledge base {knowledge_base.name}")
+
+
+class MeteredEmbedder:
+    """A provider embedder whose every call is held against `meter`'s quotas (QuotaExceeded
+    before the provider is asked when one cannot take the texts' estimate), settled to the
+    tokens the provider counted, and recorded as a run of its model."""
+
+    def __init__(
+        self,
+        embedder: ProviderEmbedder,
+        connection: ProviderConnection,
+        meter: quotas.Meter,
+        purpose: str,
+    ) -> None:
+        self._embedder = embedder
+        self._connection = connection
+        self._meter = meter
+        self._purpose = purpose
+        self.name = embedder.name
+
+    @property
+    def dimensions(self) -> int | None:
+        return self._embedder.dimensions
+
+    @dimensions.setter
+    def dimensions(self, value: int | None) -> None:
+        self._embedder.dimensions = value
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        kind, model = self._connection.price_kind, self._embedder.model
+        estimate = sum(quotas.estimate_text_tokens(text) for text in texts)
+        held = await quotas.reserve_async(
+            self._meter,
+            tokens=estimate,
+            cost_usd=quotas.call_cost(self._meter.tenant_id, kind, model, estimate, 0),
+        )
+        started, tokens, error = timezone.now(), 0, ""
+        try:
+            vectors, tokens = await self._embedder.embed_counted(texts)
+            return vectors
+        except EmbeddingError as exc:
+            error = str(exc)[:500]
+            raise
+        finally:
+            used = Usage(input_tokens=tokens)
+            await quotas.settle_usage(held, self._meter.tenant_id, kind, model, used)
+            await sync_to_async(record_model_call)(
+                tenant_id=self._meter.tenant_id,
+                user_id=self._meter.user_id,
+                api_key_id=self._meter.api_key_id,
+                gateway_model=f"{connection_handle(self._connection)}/{model}",
+                model=model,
+                provider=self._connection.kind,
+                price_kind=kind,
+                input=f"embeddings for {self._purpose} ({len(texts)} texts)",
+                usage=used,
+                started_at=started,
+                error=error,
+            )

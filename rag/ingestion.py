@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents import quotas
 from rag.embedders import embedder_for
 from rag.models import Chunk, Document, DocumentStatus, KnowledgeBase, Source
 from rag.runtime.chunking import chunk_text
@@ -60,7 +61,7 @@ def ingest(document_id: int, *, force: bool = False) -> str:
     document.status, document.progress, document.error = DocumentStatus.PROCESSING, 0, ""
     try:
         return _ingest(document, force=force)
-    except (IngestionError, ExtractionError, EmbeddingError) as exc:
+    except (IngestionError, ExtractionError, EmbeddingError, quotas.QuotaExceeded) as exc:
         _update(document_id, status=DocumentStatus.FAILED, error=str(exc))
         return "failed"
     except Exception:
@@ -167,8 +168,9 @@ def embed_chunks(
 ) -> list[list[float] | None]:
     """One vector per text (None each for a full-text knowledge base), in batches of
     RAG_EMBED_BATCH_SIZE, reporting progress from CHUNKED to EMBEDDED. The first vectors of
-    a provider knowledge base without dimensions fix its dimensions."""
-    embedder = embedder_for(knowledge_base)
+    a provider knowledge base without dimensions fix its dimensions. A provider's batches are
+    each held against the tenant's quotas (QuotaExceeded stops at the first refused)."""
+    embedder = embedder_for(knowledge_base, quotas.Meter(knowledge_base.tenant_id))
     if embedder is None or not texts:
         return [None] * len(texts)
     batch_size = max(1, settings.RAG_EMBED_BATCH_SIZE)

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agentplatform.tenancy.models import Tenant
+from agents import quotas
 from rag.embedders import embedder_for
 from rag.models import HALFVEC_DIMENSIONS, INDEXED_DIMENSIONS, KnowledgeBase
 from rag.runtime.embeddings import Embedder
@@ -61,12 +62,14 @@ def search(
     query: str,
     top_k: int = 5,
     mode: Mode = "hybrid",
+    meter: quotas.Meter | None = None,
 ) -> list[SearchHit]:
     """The `top_k` best chunks of the tenant's knowledge bases among `knowledge_base_ids`
     (ids of other tenants are ignored). Sync; see `asearch` for the costs."""
     return async_to_sync(asearch)(
-        tenant=tenant, knowledge_base_ids=knowledge_base_ids, query=query, top_k=top_k, mode=mode
-    )
+        tenant=tenant, knowledge_base_ids=knowledge_base_ids, query=query, top_k=top_k,
+        mode=mode, meter=meter,
+    )  # fmt: skip
 
 
 async def asearch(
@@ -76,9 +79,11 @@ async def asearch(
     query: str,
     top_k: int = 5,
     mode: Mode = "hybrid",
+    meter: quotas.Meter | None = None,
 ) -> list[SearchHit]:
     """Async search: embeds the query (network or CPU, no transaction held), then runs the
-    queries in one short transaction on a worker thread."""
+    queries in one short transaction on a worker thread. A provider's embedding of the
+    query is held against `meter`'s quotas (default: the tenant's): QuotaExceeded."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
     top_k = max(1, min(int(top_k), MAX_TOP_K))
@@ -104,7 +109,8 @@ async def asearch(
             lexical_only.append(base.pk)
     vectors: list[tuple[list[int], int, list[float]]] = []
     for members in groups.values():
-        embedder: Embedder | None = await sync_to_async(embedder_for)(members[0])
+        metered = meter or quotas.Meter(tenant_id)
+        embedder: Embedder | None = await sync_to_async(embedder_for)(members[0], metered)
         assert embedder is not None
         (vector,) = await embedder.embed([query])
         vectors.append(([b.pk for b in members], members[0].dimensions, vector))

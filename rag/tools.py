@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agents import quotas
+from providers.runtime.errors import QuotaRefused
 from rag.search import MAX_TOP_K, asearch
 from tools.loader import per_version
 from tools.runtime.context import RunContext
@@ -76,9 +78,18 @@ def knowledge_tool(knowledge_base_ids: Iterable[int], *, names: Iterable[str] = 
         if not query:
             raise ToolFailed("query must not be empty")
         top_k = min(int(arguments.get("top_k", 5)), MAX_TOP_K)
-        hits = await asearch(
-            tenant=int(ctx.tenant_id), knowledge_base_ids=ids, query=query, top_k=top_k
-        )
+        # A provider's embedding of the query is held against the run's quotas (a refusal:
+        # an error result and `tool.quota_exceeded`, as the `llm` built-in's).
+        calls = ctx.model_calls
+        meter = calls.meter if isinstance(calls, quotas.ToolModelCalls) else None
+        try:
+            hits = await asearch(
+                tenant=int(ctx.tenant_id), knowledge_base_ids=ids, query=query, top_k=top_k,
+                meter=meter,
+            )  # fmt: skip
+        except QuotaRefused as exc:
+            ctx.usage.refuse(ctx.call_id, {"message": str(exc), **exc.details()})
+            raise ToolFailed(str(exc)) from None
         return {
             "results": [
                 {

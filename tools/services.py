@@ -16,7 +16,7 @@ from agentplatform.tenancy.models import Tenant
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
 from tools.rate_limits import TOOL_RATE_LIMITER
-from tools.runtime.context import EventSink, RunContext, SecretAccessor
+from tools.runtime.context import EventSink, ModelCallMeter, RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall, ToolResult
 
 
@@ -28,11 +28,13 @@ def tool_context(
     correlation_id: str | None = None,
     events: EventSink | None = None,
     secrets: SecretAccessor | None = None,
+    model_calls: ModelCallMeter | None = None,
 ) -> RunContext:
     """A RunContext whose secret accessor holds this tenant's tool secrets only (pass
     `secrets` when the caller already holds the tenant's tools, to skip reading them),
     and whose rate limiter counts in Redis: every path that runs a tenant's tools makes
-    its context here, so every one honours their rate limits."""
+    its context here, so every one honours their rate limits. `model_calls`: the quotas the
+    tools' own model calls are held against (agents.quotas.ToolModelCalls)."""
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,
@@ -41,6 +43,7 @@ def tool_context(
         secrets=secrets if secrets is not None else tenant_tools(tenant).secrets,
         events=events,
         rate_limiter=TOOL_RATE_LIMITER,
+        model_calls=model_calls,
     )
 
 

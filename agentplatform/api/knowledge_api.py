@@ -41,9 +41,11 @@ from agentplatform.api.serializers import (
     ProviderHealthSerializer,
     TenantPrimaryKeyField,
 )
+from agentplatform.api.tenant import request_user_or_key
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
+from agents import quotas
 from agents.models import Agent
 from providers.models import ProviderConnection
 from rag import services
@@ -450,6 +452,7 @@ class KnowledgeBaseViewSet(TenantCrudViewSet):
                 query=data["query"],
                 top_k=data["top_k"],
                 mode=data["mode"],
+                meter=quotas.Meter.for_initiator(self.tenant.pk, request_user_or_key(request)),
             )
         except EmbeddingError as exc:
             raise EmbedderFailed(str(exc)) from None

@@ -8,6 +8,9 @@ dimensions: rag/runtime/static_embedder.py).
 Each call is recorded as a run of the key (`Run.gateway_model`, its input tokens: what the
 provider counted, an estimate of 4 characters a token for the local model), so the usage
 page and the key's runs show it. A key limited to some agents may not use it.
+A connection's model is held against the quotas of the tenant and the key before the
+provider is asked (agents.quotas: the texts' estimate, settled to the tokens the provider
+counted; a limit that cannot take it is a 429 `insufficient_quota`); the local models are not.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from agentplatform.api.openai_base import (
     allow_method,
     authorized,
     openai_errors,
+    quota_error,
     require_raw_models,
 )
 from agentplatform.api.openai_chat_request import BadRequest, check_text, json_body
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
+from agents import quotas
 from agents.services import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
 from providers.runtime.types import Usage
@@ -119,6 +124,25 @@ def _record(
     record_gateway_calls([call])
 
 
+async def _hold(client: ApiClient, target, texts: list[str]) -> quotas.Reservation:
+    """The texts' estimate held against the limits of the tenant and the key, priced as the
+    call's record will be (its connection's price kind); a 429 when one cannot take it."""
+    connection, model = target
+    tokens = sum(quotas.estimate_text_tokens(text) for text in texts)
+    meter = quotas.Meter(tenant_id=client.api_key.tenant_id, api_key_id=client.api_key.pk)
+    cost = quotas.call_cost(meter.tenant_id, connection.price_kind, model, tokens, 0)
+    try:
+        return await quotas.reserve_async(meter, tokens=tokens, cost_usd=cost)
+    except quotas.QuotaExceeded as exc:
+        raise quota_error(exc) from None
+
+
+async def _settle(held: quotas.Reservation, client: ApiClient, target, tokens: int) -> None:
+    connection, model = target
+    used = Usage(input_tokens=tokens)
+    await quotas.settle_usage(held, client.api_key.tenant_id, connection.price_kind, model, used)
+
+
 def _vector(values: list[float], as_base64: bool) -> Any:
     if not as_base64:
         return values
@@ -150,9 +174,13 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
             priced = (LOCAL, "")  # (no price: a local model costs nothing)
         else:
             connection, model = target
-            vectors, tokens = await adapter_for(connection).embeddings(
-                parsed.texts, model=model, dimensions=parsed.dimensions
-            )
+            held, tokens = await _hold(client, target, parsed.texts), 0
+            try:
+                vectors, tokens = await adapter_for(connection).embeddings(
+                    parsed.texts, model=model, dimensions=parsed.dimensions
+                )
+            finally:  # the provider's count (nothing when it failed)
+                await _settle(held, client, target, tokens)
             provider, priced = connection.kind, (connection.price_kind, model)
     except ProviderError as exc:  # (its text names no secret: the adapters redact keys)
         raise OpenAIError(502, f"The provider failed: {exc}", type="server_error") from None

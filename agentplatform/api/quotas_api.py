@@ -125,7 +125,7 @@ class QuotaSerializer(CleanModelSerializer):
 
     @extend_schema_field(OpenApiTypes.DATETIME)
     def get_resets_at(self, quota: Quota) -> str:
-        return quotas.resets_at(quota).isoformat().replace("+00:00", "Z")
+        return quotas.utc_text(quotas.resets_at(quota))
 
     def save_with_service(
         self, tenant: Tenant, instance: Quota | None, changes: dict[str, Any]
@@ -183,14 +183,15 @@ def _targets(tenant: Tenant, changes: dict[str, Any]) -> dict[str, Any]:
 )
 class QuotaViewSet(TenantCrudViewSet):
     """Limits that block: per tenant, member, API key or agent, in tokens or US dollars,
-    per calendar day or month (UTC). A run or gateway call that would go over one is
-    refused before the model is called (HTTP 429, `quota_exceeded`)."""
+    per calendar day or month in the tenant's time zone (`/api/v1/time-zone`). A run or
+    gateway call that would go over one is refused before the model is called (HTTP 429,
+    `quota_exceeded`)."""
 
     model = Quota
     serializer_class = QuotaSerializer
 
     def get_queryset(self):
-        return super().get_queryset().select_related("user", "api_key", "agent")
+        return super().get_queryset().select_related("tenant", "user", "api_key", "agent")
 
     def filter_list(self, queryset):
         for name in ("scope", "metric"):

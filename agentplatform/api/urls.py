@@ -15,6 +15,7 @@ from agentplatform.api import (
     providers_api,
     quotas_api,
     sign_in_api,
+    time_zone_api,
     tools_api,
     views,
 )
@@ -75,6 +76,7 @@ urlpatterns = [
     *history_urls,
     path("config", config_api.ConfigDocumentView.as_view(), name="api_config"),
     path("sign-in", sign_in_api.SignInView.as_view(), name="api_sign_in"),
+    path("time-zone", time_zone_api.TimeZoneView.as_view(), name="api_time_zone"),
     *resources.urls,
 ]
 

@@ -29,7 +29,7 @@ from agentplatform.tenancy.scoped_admin import HiddenRowsAre404, TenantScopedAdm
 
 @admin.register(Tenant)
 class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
-    list_display = ["name", "slug", "active", "password_sign_in", "created_at"]
+    list_display = ["name", "slug", "active", "password_sign_in", "time_zone", "created_at"]
     search_fields = ["name", "slug"]
 
     def get_form(self, request, obj=None, change=False, **kwargs):

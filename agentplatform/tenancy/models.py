@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+from zoneinfo import available_timezones
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
@@ -15,6 +18,21 @@ slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
     "Use 1-50 lowercase letters, digits and inner hyphens.",
 )
+
+
+@lru_cache(maxsize=1)
+def time_zone_names() -> frozenset[str]:
+    """The IANA zone names this machine knows (its tz database), but not "localtime" (the
+    server's own, whatever it is)."""
+    return frozenset(available_timezones() - {"localtime"})
+
+
+def validate_time_zone(value: str) -> None:
+    if value not in time_zone_names():
+        raise ValidationError(
+            "Give an IANA time zone name, such as Europe/Lisbon, America/New_York or UTC.",
+            code="invalid_time_zone",
+        )
 
 
 class Tenant(models.Model):
@@ -34,6 +52,15 @@ class Tenant(models.Model):
         verbose_name="password sign-in",
         help_text="Members may sign in with a password. Off: single sign-on only "
         "(API keys keep working).",
+    )
+    # Where the tenant's days and months begin: its quotas' periods (docs/quotas.md).
+    time_zone = models.CharField(
+        max_length=64,
+        default="UTC",
+        validators=[validate_time_zone],
+        verbose_name="time zone",
+        help_text="An IANA name (Europe/Lisbon, America/New_York, UTC): where the days and "
+        "months of its quotas begin.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -92,6 +92,27 @@ def tenant_sign_in_set(*, tenant: Tenant, password_sign_in: bool) -> Tenant:
     return tenant
 
 
+def tenant_time_zone_set(*, tenant: Tenant, time_zone: str) -> Tenant:
+    """Set where the tenant's quota days and months begin (an IANA name, validated by the
+    model: a ValidationError naming `time_zone`); recorded in its audit log. Limits apply it
+    at their next call (agents.quotas rebuilds its rules on the tenant's save)."""
+    before = tenant.time_zone
+    with transaction.atomic():
+        try:
+            save_validated(tenant, {"time_zone": time_zone})
+        except ValidationError:
+            tenant.time_zone = before  # (the caller's object as stored)
+            raise
+        if before != tenant.time_zone:
+            audit.record(
+                tenant=tenant,
+                action=AuditAction.CONFIG_CHANGED,
+                obj=tenant,
+                changes={"time_zone": [before, tenant.time_zone]},
+            )
+    return tenant
+
+
 def user_get_or_create(
     *, username: str, email: str = "", password: str | None = None
 ) -> CreatedUser:

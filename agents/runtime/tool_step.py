@@ -26,10 +26,11 @@ For the given calls, in this order:
    timeout, errors as results). A call refused over a rate limit has been started and
    counts toward `max_tool_calls`: a model retrying a limited tool at once still runs out.
 7. Each result as it finishes: `tool.rate_limited` if the registry refused it over its
-   tool's rate limit, then into the state, the checkpoint "tool_result", then
-   `tool.completed` (a crash between the two loses the event, never the result). A
-   `Suspended` result (a child run waits for a human) leaves the call pending, unrecorded,
-   to be run again on resume — or, `unattended`, an error.
+   tool's rate limit, `tool.quota_exceeded` for a model call the tool was refused over a
+   quota (the `llm` built-in; agents.quotas), then into the state, the checkpoint
+   "tool_result", then `tool.completed` (a crash between the two loses the event, never the
+   result). A `Suspended` result (a child run waits for a human) leaves the call pending,
+   unrecorded, to be run again on resume — or, `unattended`, an error.
 
 A call of a tool with `depends_on` inputs or reference arguments is completed from the run's
 frame (tools/runtime/frames.py) before it is prepared or run — a producer with no result
@@ -266,6 +267,9 @@ class ToolCallStep:
             result = replace(result, result=None, error=error)
         if result.rate_limited is not None:  # before the save: stored in its statement
             await self.emit("tool.rate_limited", rate_limited_payload(call.id, result.rate_limited))
+        for refusal in self.ctx.usage.take_refusals(call.id):  # a quota refused its model call
+            payload = {"call_id": call.id, "name": call.name, **refusal}
+            await self.emit("tool.quota_exceeded", payload)
         if spent := self.ctx.usage.take(call.id):  # models the tool asked (the `llm` built-in)
             for t in spent:
                 state.usage += Usage(

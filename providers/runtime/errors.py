@@ -55,6 +55,15 @@ class ModelNotFound(BadRequest, ConfigurationError):
     """HTTP 404: a model the provider does not know, or a base URL with a wrong path."""
 
 
+class QuotaRefused(ProviderError):
+    """The platform refused the call before the model was asked: a limit of the tenant's is
+    used up (agents.quotas.QuotaExceeded). Its message names the limit and when it resets;
+    `details()` is what the API adds to its error body."""
+
+    def details(self) -> dict:
+        return {}
+
+
 class ModelBehaviorError(ProviderError):
     """The model produced something unusable (e.g. tool arguments that are not JSON).
     The agent loop reports it back to the model instead of crashing."""

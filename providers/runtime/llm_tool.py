@@ -26,6 +26,7 @@ from providers.runtime import tracing
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import (
     ProviderError,
+    QuotaRefused,
     provider_failure,
 )
 from providers.runtime.types import ModelRequest, ModelResponse, UserMessage
@@ -106,6 +107,7 @@ class ModelConnection:
     adapter: ModelAdapter
     default_model: str = ""
     allowed_models: tuple[str, ...] = ()  # empty: any
+    price_kind: str = ""  # the price table of its models (a quota's cost of a call)
 
 
 class ConnectionNotFound(Exception):
@@ -152,6 +154,14 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
             system=str(arguments.get("system") or ""),
             max_tokens=max_tokens,
         )
+        meter, held = ctx.model_calls, None
+        if meter is not None:  # the run's quotas, before the provider is contacted
+            try:
+                held = await meter.reserve(request, price_kind=connection.price_kind)
+            except QuotaRefused as exc:
+                ctx.usage.refuse(ctx.call_id, _refusal(exc, connection.name, model))
+                raise ToolFailed(str(exc)) from None
+        response = None
         try:
             response = await _asked(connection, request, ctx, timeout_s)
         except TimeoutError:
@@ -161,6 +171,14 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
             ) from None
         except ProviderError as exc:
             raise ToolFailed(provider_failure(exc, connection.name, model)) from None
+        finally:  # what it used (nothing, if it failed), as its `tool.usage` names it
+            if meter is not None:
+                await meter.settle(
+                    held,
+                    price_kind=connection.price_kind,
+                    model=(response.model or model) if response is not None else model,
+                    usage=response.usage if response is not None else None,
+                )
         used = response.usage
         answered_by = response.model or model
         ctx.usage.add(
@@ -209,6 +227,11 @@ async def _asked(
         response = await asyncio.wait_for(adapter.complete(request), timeout_s)
         span.record(response)
         return response
+
+
+def _refusal(exc: QuotaRefused, connection: str, model: str) -> dict[str, Any]:
+    """The `tool.quota_exceeded` event's payload (the call id and tool name are added)."""
+    return {"connection": connection, "model": model, "message": str(exc), **exc.details()}
 
 
 def _not_found(wanted: str | None, known: Sequence[str]) -> str:

@@ -56,17 +56,30 @@ class ProviderEmbedder:
         self.name = f"provider:{model}"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return (await self.embed_counted(texts))[0]
+
+    async def embed_counted(self, texts: Sequence[str]) -> tuple[list[list[float]], int]:
+        """The vectors and the input tokens the provider counted (0 from an adapter that
+        does not say)."""
         if not texts:
-            return []
+            return [], 0
         try:
-            vectors = await self.adapter.embed(
-                list(texts), model=self.model, dimensions=self._requested
-            )
+            if hasattr(self.adapter, "embeddings"):
+                vectors, tokens = await self.adapter.embeddings(
+                    list(texts), model=self.model, dimensions=self._requested
+                )
+            else:
+                vectors, tokens = (
+                    await self.adapter.embed(
+                        list(texts), model=self.model, dimensions=self._requested
+                    ),
+                    0,
+                )
         except EmbeddingError:
             raise
         except Exception as exc:
             raise EmbeddingError(f"The embedding provider failed: {exc}") from exc
-        return _checked(vectors, len(texts), self)
+        return _checked(vectors, len(texts), self), int(tokens or 0)
 
 
 class TorchMiniLM:

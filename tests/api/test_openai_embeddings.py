@@ -3,11 +3,17 @@ local model, driven by the real `openai` SDK against a live server."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import openai
 import pytest
+from django.core.cache import cache
 
+from agentplatform import versions
 from agentplatform.tenancy import services as tenancy
-from agents.models import Run
+from agents import quotas
+from agents.models import Quota, Run
+from providers.models import ModelPrice
 from tests.api.conftest import sdk
 from tests.fakes.provider_server import embedding_for
 
@@ -90,3 +96,50 @@ def test_the_static_model_embeds_with_256_dimensions(trio, asgi_server, keys):
     with pytest.raises(openai.BadRequestError) as refused:
         client.embeddings.create(model="static", input="x", dimensions=384)
     assert refused.value.param == "dimensions" and "256 dimensions" in refused.value.message
+
+
+# -- quotas: a connection's embeddings are held against the tenant's and the key's limits ----
+def _limit(tenant, limit, **fields):
+    fields = {"scope": "tenant", "metric": "tokens", "period": "day", **fields}
+    return Quota.objects.create(tenant=tenant, limit=limit, **fields)
+
+
+def test_a_keys_used_up_limit_refuses_a_connections_embeddings_with_429(
+    trio, connection, asgi_server, keys, provider_server
+):
+    key = trio.acme.api_keys.get(name="chat")
+    quota = _limit(trio.acme, 3, scope="api_key", api_key=key)
+    client = sdk(asgi_server, keys["run"])
+    with pytest.raises(openai.RateLimitError) as refused:  # 5 + 5 estimated tokens > 3
+        client.embeddings.create(model=MODEL, input=["a long first text", "and a second one"])
+    error = refused.value
+    assert error.status_code == 429 and error.code == "quota_exceeded"
+    assert error.body["type"] == "insufficient_quota" and error.body["param"] is None
+    assert error.body["message"].startswith(
+        "Quota exceeded: the daily limit of 3 tokens for API key 'chat' cannot take this call"
+    )
+    assert int(error.response.headers["Retry-After"]) > 0
+    assert provider_server.requests_to("/v1/embeddings") == []
+    assert not Run.objects.exists() and quotas.used(quota) == 0
+    # The platform's own models are not held (no provider is paid), nor counted.
+    client.embeddings.create(model="static", input="a cat", encoding_format="float")
+    for name in versions.shared_redis().scan_iter(cache.make_key(f"quota:{quota.pk}:*")):
+        versions.shared_redis().delete(name)
+    assert quotas.used(quota) == 0  # rebuilt from the runs: the static model's left out
+
+
+def test_a_connections_embeddings_settle_to_the_recorded_tokens_and_cost(
+    trio, connection, asgi_server, keys, provider_server
+):
+    ModelPrice.objects.create(
+        tenant=trio.acme, provider_kind="openai", model="text-embedding-3-small",
+        input_price=Decimal("1000"), output_price=Decimal(0),
+        cached_input_price=Decimal(0), cache_write_price=Decimal(0),
+    )  # fmt: skip
+    tokens = _limit(trio.acme, 10_000)
+    dollars = _limit(trio.acme, Decimal("1"), metric="cost", period="month")
+    result = sdk(asgi_server, keys["run"]).embeddings.create(model=MODEL, input=["first", "second"])
+    run = Run.objects.get(gateway_model=MODEL)
+    assert quotas.used(tokens) == run.input_tokens == result.usage.prompt_tokens > 0
+    assert Decimal(str(quotas.used(dollars))) == run.cost_usd  # at the tenant's price
+    assert run.cost_usd == Decimal(run.input_tokens) * 1000 / 1_000_000

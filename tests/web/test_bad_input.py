@@ -179,6 +179,7 @@ def every_url(world) -> list[str]:
         "config:price_create": {},
         "config:price_edit": {"pk": world["price"].pk},
         "config:quotas": {},
+        "config:quota_time_zone": {},
         "config:model_alias_create": {},
         "config:model_alias_edit": {"pk": world["alias"].pk},
         "config:quota_edit": {"pk": world["quota"].pk},

@@ -116,10 +116,11 @@ class UsageMeter:
     usage (agents/runtime/tool_step.py, when the call's result is recorded). One per
     context; the copies `replace` makes for each call share it."""
 
-    __slots__ = ("_by_call",)
+    __slots__ = ("_by_call", "_refused")
 
     def __init__(self) -> None:
         self._by_call: dict[str, list[ModelTokens]] = {}
+        self._refused: dict[str, list[dict[str, Any]]] = {}
 
     def add(self, call_id: str | None, tokens: ModelTokens) -> None:
         self._by_call.setdefault(call_id or "", []).append(tokens)
@@ -127,6 +128,25 @@ class UsageMeter:
     def take(self, call_id: str) -> list[ModelTokens]:
         """What the call spent, forgotten here (so it is counted once)."""
         return self._by_call.pop(call_id, [])
+
+    def refuse(self, call_id: str | None, payload: dict[str, Any]) -> None:
+        """A model call the handler was refused (a quota used up): the run's tool step
+        emits it as `tool.quota_exceeded`."""
+        self._refused.setdefault(call_id or "", []).append(payload)
+
+    def take_refusals(self, call_id: str) -> list[dict[str, Any]]:
+        return self._refused.pop(call_id, [])
+
+
+class ModelCallMeter(Protocol):
+    """Holds the model calls a tool's handler makes itself against the quotas of whoever
+    caused them (agents.quotas.ToolModelCalls): `reserve` before the call (raising the
+    provider runtime's QuotaRefused when a limit cannot take it), `settle` after, with the
+    usage the provider reported (None: nothing used)."""
+
+    async def reserve(self, request: Any, *, price_kind: str) -> Any: ...
+
+    async def settle(self, held: Any, *, price_kind: str, model: str, usage: Any) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,3 +164,6 @@ class RunContext:
     rate_limiter: RateLimiter | None = None
     # Tokens a handler spends on models (the `llm` built-in), for the run's usage.
     usage: UsageMeter = field(default_factory=UsageMeter, compare=False)
+    # Holds those calls against the quotas; None: not held (the platform always sets one
+    # for a run's tools and a direct call: agents.tool_runs).
+    model_calls: ModelCallMeter | None = field(default=None, compare=False)

@@ -1,6 +1,7 @@
 """Quotas and budgets (docs/quotas.md): the tenant's limits with what is used of each this
-period, a form to add one, change or delete it. Owners and admins only; every write goes
-through agents.quotas' services (the API and the admin use the same)."""
+period, a form to add one, change or delete it, and the tenant's time zone (where its days
+and months begin). Owners and admins only; every write goes through the services
+(agents.quotas, tenancy.services.tenant_time_zone_set: the API and the admin use the same)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.services import tenant_time_zone_set
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -44,7 +46,8 @@ class QuotaForm(PlainLabels, forms.Form):
     )  # fmt: skip
     metric = forms.ChoiceField(choices=QuotaMetric.choices)
     period = forms.ChoiceField(
-        choices=QuotaPeriod.choices, help_text="Calendar days and months, in UTC."
+        choices=QuotaPeriod.choices,
+        help_text="Calendar days and months, in the tenant's time zone.",
     )
     limit = forms.DecimalField(
         min_value=0, max_digits=18, decimal_places=6,
@@ -68,6 +71,15 @@ def _initial(quota: Quota) -> dict[str, Any]:
     }  # fmt: skip
 
 
+class TimeZoneForm(PlainLabels, forms.Form):
+    time_zone = forms.CharField(
+        max_length=64,
+        label="Time zone",
+        help_text="An IANA name such as Europe/Lisbon, America/New_York or UTC: where the "
+        "days and months of the limits begin.",
+    )
+
+
 def _rows(tenant: Tenant) -> list[dict[str, Any]]:
     return [
         {"quota": q, "used": quotas.used(q), "resets_at": quotas.resets_at(q)}
@@ -75,9 +87,13 @@ def _rows(tenant: Tenant) -> list[dict[str, Any]]:
     ]
 
 
-def _list(request: HttpRequest, form: QuotaForm) -> HttpResponse:
-    context = {"rows": _rows(request.tenant), "form": form}
-    return render_page(request, LIST, context, status=400 if form.errors else 200)
+def _list(
+    request: HttpRequest, form: QuotaForm, zone_form: TimeZoneForm | None = None
+) -> HttpResponse:
+    zone_form = zone_form or TimeZoneForm(initial={"time_zone": request.tenant.time_zone})
+    context = {"rows": _rows(request.tenant), "form": form, "zone_form": zone_form}
+    failed = form.errors or zone_form.errors
+    return render_page(request, LIST, context, status=400 if failed else 200)
 
 
 def _save(request: HttpRequest, form: QuotaForm, quota: Quota | None) -> Quota | None:
@@ -103,6 +119,23 @@ def quota_list(request: HttpRequest) -> HttpResponse:
             return redirect("config:quotas", tenant_slug=request.tenant.slug)
         return _list(request, form)
     return _list(request, QuotaForm(tenant=request.tenant))
+
+
+@admin_required
+def quota_time_zone(request: HttpRequest) -> HttpResponse:
+    """POST: set the tenant's time zone (a GET shows the quotas page)."""
+    if request.method != "POST":
+        return redirect("config:quotas", tenant_slug=request.tenant.slug)
+    form = TimeZoneForm(request.POST)
+    if form.is_valid():
+        try:
+            tenant_time_zone_set(tenant=request.tenant, time_zone=form.cleaned_data["time_zone"])
+        except ValidationError as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Time zone set to {request.tenant.time_zone}.")
+            return redirect("config:quotas", tenant_slug=request.tenant.slug)
+    return _list(request, QuotaForm(tenant=request.tenant), form)
 
 
 @admin_required

@@ -100,6 +100,7 @@ urlpatterns = [
     path("api-keys/new/", api_keys.api_key_new, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_remove, name="api_key_revoke"),
     path("quotas/", quotas.quota_list, name="quotas"),
+    path("quotas/time-zone/", quotas.quota_time_zone, name="quota_time_zone"),
     path("quotas/<int:pk>/edit/", quotas.quota_edit, name="quota_edit"),
     path("quotas/<int:pk>/delete/", quotas.quota_remove, name="quota_delete"),
     path("members/", members.member_list, name="members"),

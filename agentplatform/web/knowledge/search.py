@@ -12,6 +12,7 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import PlainLabels, render_page
+from agents import quotas
 from rag.models import KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K
@@ -61,6 +62,7 @@ def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
                 query=form.cleaned_data["query"],
                 top_k=form.cleaned_data["top_k"],
                 mode=form.cleaned_data["mode"],
+                meter=quotas.Meter.for_initiator(request.tenant.pk, request.user),
             )
         except (ValidationError, EmbeddingError) as error:
             form.add_error(None, str(error) if isinstance(error, EmbeddingError) else error)
