@@ -306,6 +306,8 @@ def memberships_sync(*, user: AbstractUser, provider: SSOProvider, groups: set[s
     from agentplatform.tenancy.services import membership_remove, membership_set
 
     wanted = roles_from_groups(provider, groups)
+    if provider.tenant_id is not None:  # (its rules are its tenant's: kept so, defensively)
+        wanted = {t: role for t, role in wanted.items() if t == provider.tenant_id}
     with rls.owner():  # one person's memberships across tenants, keyed by the user
         tenants = Tenant.objects.in_bulk(list(wanted))
         current = {m.tenant_id: m for m in Membership.objects.filter(user=user)}
@@ -330,6 +332,8 @@ def memberships_sync(*, user: AbstractUser, provider: SSOProvider, groups: set[s
         for tenant_id, membership in current.items():
             if tenant_id in wanted or membership.sso_provider != provider.slug:
                 continue
+            if provider.tenant_id is not None and tenant_id != provider.tenant_id:
+                continue  # a tenant's own provider never touches another tenant's members
             try:
                 with rls.tenant_scope(tenant_id):
                     membership_remove(membership=membership)

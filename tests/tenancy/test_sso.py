@@ -17,6 +17,7 @@ from agentplatform.tenancy.models import (
     AuditEntry,
     IdentityProvider,
     IdentityProviderGroup,
+    Membership,
     Role,
 )
 from agentplatform.tenancy.sign_in import SIGN_IN_METHOD, _ip_key, _user_key
@@ -108,6 +109,23 @@ def test_groups_give_the_highest_role_and_a_default(trio):
     assert sso.roles_from_groups(provider, {"x"}) == {trio.acme.pk: Role.VIEWER}
     assert sso.groups_of(provider, {"groups": "a"}) == {"a"}
     assert sso.groups_of(provider, {"groups": {"not": "a list"}}) == set()
+
+
+def test_a_tenants_own_provider_touches_no_other_tenants_memberships(trio):
+    """Even a membership of globex marked with acme's provider's slug (a rule row pointing
+    elsewhere, a mark left by an earlier provider) is neither given nor removed by it."""
+    row = acme_provider(trio)
+    IdentityProviderGroup.objects.create(provider=row, group="ops", tenant=trio.globex)
+    provider = sso.provider_named("acme-idp")
+    services.membership_set(tenant=trio.globex, user=trio.bob, role=Role.MEMBER)
+    Membership.objects.filter(tenant=trio.globex, user=trio.bob).update(sso_provider="acme-idp")
+    sso.memberships_sync(user=trio.bob, provider=provider, groups={"ops"})
+    assert Membership.objects.filter(tenant=trio.globex, user=trio.bob).exists()  # kept
+    dave = make_user("dave")
+    sso.memberships_sync(user=dave, provider=provider, groups={"ops", "staff"})
+    assert set(Membership.objects.filter(user=dave).values_list("tenant__slug", flat=True)) == {
+        "acme"
+    }
 
 
 def test_a_stored_provider_cannot_take_a_settings_slug(trio, settings):
