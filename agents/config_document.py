@@ -41,7 +41,7 @@ from django.db.models import Count
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.models import ApiKey, Role, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
-from agentplatform.tenancy.services import tenant_policy_set
+from agentplatform.tenancy.services import tenant_policy_set, tenant_time_zone_set
 from agents import quotas
 from agents.models import Agent, Crew, Quota, Trigger, TriggerKind
 from agents.runtime.config.compiler import (
@@ -599,7 +599,10 @@ def tenant_entries(tenant: Tenant) -> TenantEntries:
 
 
 def policy_entry(tenant: Tenant) -> dict[str, Any]:
-    return {"require_confirmation_for_writes": tenant.require_confirmation_for_writes}
+    return {
+        "require_confirmation_for_writes": tenant.require_confirmation_for_writes,
+        "time_zone": tenant.time_zone,
+    }
 
 
 def config_export(*, tenant: Tenant) -> dict[str, Any]:
@@ -875,9 +878,15 @@ def _apply(tenant: Tenant, plan: ConfigPlan, by: Principal) -> list[NewSecret]:
             raise ConfigInvalid([ConfigProblem(path, str(exc))]) from None
 
     if ("policy", "policy") in changing:
-        required = document.policy.require_confirmation_for_writes
+        policy = document.policy
         try:
-            tenant_policy_set(tenant=tenant, require_confirmation_for_writes=required)
+            if policy.require_confirmation_for_writes != tenant.require_confirmation_for_writes:
+                tenant_policy_set(
+                    tenant=tenant,
+                    require_confirmation_for_writes=policy.require_confirmation_for_writes,
+                )
+            if policy.time_zone != tenant.time_zone:
+                tenant_time_zone_set(tenant=tenant, time_zone=policy.time_zone)
         except ValidationError as exc:
             raise ConfigInvalid([ConfigProblem("policy", m) for m in exc.messages]) from None
     # Deletions first, dependents before what they use, so names freed can be taken again.

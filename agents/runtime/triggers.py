@@ -52,8 +52,10 @@ _ZONES: set[str] = set()
 
 
 def _zones() -> set[str]:
+    # As Tenant.time_zone's check (tenancy/models.py; this runtime imports no platform
+    # code): not "localtime", the server's own zone, whatever it is.
     if not _ZONES:
-        _ZONES.update(available_timezones())
+        _ZONES.update(available_timezones() - {"localtime"})
         _ZONES.add("UTC")
     return _ZONES
 

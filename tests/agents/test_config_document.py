@@ -331,7 +331,31 @@ def test_the_tenants_policy_is_imported_and_covers_the_tools_left_in_place(confi
     assert changes_of(plan) == [("policy", "policy", "update")] and plan.applied
     acme.refresh_from_db()
     assert acme.require_confirmation_for_writes
-    assert config_export(tenant=acme)["policy"] == {"require_confirmation_for_writes": True}
+    assert config_export(tenant=acme)["policy"] == {
+        "require_confirmation_for_writes": True,
+        "time_zone": "UTC",
+    }
+
+
+def test_the_tenants_time_zone_is_in_the_policy_checked_applied_and_audited(configured):
+    acme = configured.acme
+    for bad in ("Mars/Olympus", "localtime", "../../etc/passwd", 7):
+        data = {"version": 1, "policy": {"time_zone": bad}}
+        plan = config_import(tenant=acme, text=as_yaml(data))
+        assert [p.path for p in plan.problems] == ["policy.time_zone"], bad
+        assert not plan.applied
+    acme.refresh_from_db()
+    assert acme.time_zone == "UTC"
+    data = {"version": 1, "policy": {"time_zone": "Europe/Lisbon"}}
+    dry = config_import(tenant=acme, text=as_yaml(data), dry_run=True)
+    assert changes_of(dry) == [("policy", "policy", "update")] and not dry.applied
+    plan = config_import(tenant=acme, text=as_yaml(data))
+    assert plan.applied
+    acme.refresh_from_db()
+    assert acme.time_zone == "Europe/Lisbon"
+    assert config_export(tenant=acme)["policy"]["time_zone"] == "Europe/Lisbon"
+    assert acme.audit_entries.filter(changes__time_zone=["UTC", "Europe/Lisbon"]).exists()
+    assert changes_of(config_import(tenant=acme, text=as_yaml(data))) == []  # idempotent
 
 
 @pytest.mark.parametrize(

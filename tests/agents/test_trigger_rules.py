@@ -61,6 +61,7 @@ def test_next_fire_is_strictly_after_the_given_time():
         ("", "UTC", "needs a cron"),
         ("0 9 * * *", "Mars/Olympus", "time zone"),
         ("0 9 * * *", "../../etc/passwd", "time zone"),
+        ("0 9 * * *", "localtime", "time zone"),  # (the server's own: not an IANA choice)
         ("0 " * 60, "UTC", "At most"),
     ],
 )

@@ -12,8 +12,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
+from agents.runtime.triggers import TriggerRuleError, zone
 from tools.runtime.definitions import BuiltinConfig, Dependency
 from tools.runtime.http_tool import HttpToolConfig
 from tools.runtime.tool import NAME_PATTERN
@@ -36,6 +37,22 @@ class Policy(_Strict):
     require_confirmation_for_writes: bool = Field(
         False, description="Every tool that writes must require confirmation."
     )
+    time_zone: str = Field(
+        "UTC",
+        max_length=64,
+        description="The IANA time zone where the tenant's quota days and months begin.",
+    )
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            zone(value)
+        except TriggerRuleError:
+            raise ValueError(
+                "Give an IANA time zone name, such as Europe/Lisbon, America/New_York or UTC."
+            ) from None
+        return value
 
 
 class Connection(_Strict):
