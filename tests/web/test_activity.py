@@ -233,6 +233,21 @@ def test_the_timeline_shows_the_tools_each_round_offered(client, trio):
     assert "<code>get_weather_forecast</code>" in body
 
 
+def test_the_timeline_reads_fallbacks_and_quota_refusals_in_words(client, trio):
+    refusal = "Quota exceeded: the daily limit of 3,000 tokens for the tenant <b>is used up</b>."
+    events = [
+        ("provider.fallback", {"from": "Primary/gpt-4o", "to": "Backup/gpt-4o",
+                               "reason": "the provider answered HTTP 503"}),
+        ("tool.quota_exceeded", {"call_id": "l1", "name": "llm", "message": refusal}),
+    ]  # fmt: skip
+    run = make_run(trio.acme, agent=make_agent(trio.acme), user=trio.bob, events=events)
+    body = login(client, trio.bob).get(f"/t/acme/runs/{run.pk}/").content.decode()
+    assert "Provider fallback" in body and "Primary/gpt-4o → Backup/gpt-4o" in body
+    assert "the provider answered HTTP 503" in body
+    assert "Quota refused a model call of <code>llm</code>" in body
+    assert "&lt;b&gt;is used up&lt;/b&gt;" in body and "<b>is used up" not in body
+
+
 def test_output_and_tool_results_are_escaped(client, trio):
     attack = "<script>alert(1)</script>"
     run = make_run(
