@@ -29,6 +29,15 @@ TEXT = "# Leave\n\nEvery employee gets 27 days of paid leave a year, plus public
 RECORDED = "embeddings-docs/text-embedding-3-small"  # `<connection handle>/<model>`
 
 
+@pytest.fixture(autouse=True)
+def _ingested_here_only(monkeypatch):
+    """The tests ingest in-process: the session's Celery worker (when a test before started
+    one) must not ingest the same document too, counting its tokens twice."""
+    from rag import tasks
+
+    monkeypatch.setattr(tasks.ingest_document, "delay", lambda *args: None)
+
+
 def _limit(tenant, limit, **fields) -> Quota:
     fields = {"scope": "tenant", "metric": "tokens", "period": "day", **fields}
     return Quota.objects.create(tenant=tenant, limit=limit, **fields)

@@ -472,7 +472,11 @@ def test_the_admin_keeps_the_last_provider_while_passwords_are_off(trio):
 def test_the_tenant_admin_page_refuses_passwords_off_without_a_provider(trio):
     client = Client()
     client.force_login(trio.alice)
-    form = {"name": "Acme", "require_confirmation_for_writes": ""}  # password_sign_in unticked
+    form = {
+        "name": "Acme",
+        "require_confirmation_for_writes": "",
+        "time_zone": "UTC",
+    }  # no password
     response = client.post(f"/admin/tenancy/tenant/{trio.acme.pk}/change/", form)
     assert response.status_code == 200 and "Add an identity provider" in response.content.decode()
     trio.acme.refresh_from_db()
