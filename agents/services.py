@@ -299,28 +299,23 @@ def record_model_call(
     base's embeddings) recorded as a finished run of `gateway_model` with its usage and
     cost (`price_kind`'s prices: what its quota hold settled at), so the usage page and
     quota counters rebuilt from runs count it. One INSERT."""
-    cost = usage_cost(tenant_id, price_kind, model, usage)
+    run = _model_call_run(
+        tenant_id=tenant_id,
+        price_kind=price_kind,
+        usage=usage,
+        started_at=started_at,
+        finished_at=None,
+        initiated_by_user_id=user_id,
+        initiated_by_api_key_id=api_key_id,
+        gateway_model=gateway_model,
+        model=model,
+        provider=provider,
+        error=error,
+        input=input,
+    )
     with rls.tenant_scope(tenant_id):
-        return Run.objects.create(
-            tenant_id=tenant_id,
-            initiated_by_user_id=user_id,
-            initiated_by_api_key_id=api_key_id,
-            gateway_model=column_text(gateway_model, 300),
-            model=column_text(model, 200),
-            provider=column_text(provider, 100),
-            status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
-            error=column_text(error, 2000),
-            input=column_text(input, 2000),
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost_usd=cost,
-            total_cost_usd=cost,
-            correlation_id=uuid.uuid4().hex,
-            started_at=started_at,
-            finished_at=timezone.now(),
-        )
+        run.save(force_insert=True)
+    return run
 
 
 def record_gateway_calls(calls: list[GatewayCall]) -> None:
@@ -365,21 +360,55 @@ def column_text(value: str, limit: int) -> str:
 
 
 def _gateway_run(call: GatewayCall) -> Run:
+    run = _model_call_run(
+        tenant_id=call.api_key.tenant_id,
+        price_kind=call.price_kind or call.provider,
+        usage=call.usage,
+        started_at=call.started_at,
+        finished_at=call.finished_at,
+        initiated_by_api_key=call.api_key,
+        gateway_model=call.gateway_model,
+        model=call.model,
+        provider=call.provider,
+        error=call.error,
+        input=call.input,
+    )
+    run.gateway_events = call.events  # written with it (_record_gateway_events)
+    return run
+
+
+def _model_call_run(
+    *,
+    tenant_id: int,
+    price_kind: str,
+    usage: Usage,
+    started_at: Any,
+    finished_at: Any,
+    gateway_model: str,
+    model: str,
+    provider: str,
+    error: str,
+    input: str,
+    **initiator: Any,
+) -> Run:
+    """The unsaved finished run recording one model call made outside a run's loop (a
+    gateway call, a judge's verdict, a knowledge base's embeddings): its usage, priced by
+    `price_kind`'s table, and its text columns made storable."""
 
     def count(value: int) -> int:
         return min(max(int(value or 0), 0), 2**31 - 1)  # (a provider's odd number)
 
-    usage = Usage(*(count(n) for n in dataclasses.astuple(call.usage)))
-    cost = usage_cost(call.api_key.tenant_id, call.price_kind or call.provider, call.model, usage)
-    run = Run(
-        tenant_id=call.api_key.tenant_id,
-        initiated_by_api_key=call.api_key,
-        gateway_model=column_text(call.gateway_model, 300),
-        model=column_text(call.model, 200),
-        provider=column_text(call.provider, 100),
-        status=RunStatus.FAILED if call.error else RunStatus.SUCCEEDED,
-        error=column_text(call.error, 2000),
-        input=column_text(call.input, 2000),
+    usage = Usage(*(count(n) for n in dataclasses.astuple(usage)))
+    cost = usage_cost(tenant_id, price_kind, model, usage)
+    return Run(
+        tenant_id=tenant_id,
+        **initiator,
+        gateway_model=column_text(gateway_model, 300),
+        model=column_text(model, 200),
+        provider=column_text(provider, 100),
+        status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
+        error=column_text(error, 2000),
+        input=column_text(input, 2000),
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
@@ -387,11 +416,9 @@ def _gateway_run(call: GatewayCall) -> Run:
         cost_usd=cost,
         total_cost_usd=cost,
         correlation_id=uuid.uuid4().hex,
-        started_at=call.started_at,
-        finished_at=call.finished_at or timezone.now(),
+        started_at=started_at,
+        finished_at=finished_at or timezone.now(),
     )
-    run.gateway_events = call.events  # written with it (_record_gateway_events)
-    return run
 
 
 def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
