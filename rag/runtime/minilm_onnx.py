@@ -13,10 +13,10 @@ word pieces as the model's configuration says.
 Why onnxruntime (bench/routing.py): a 15-word request costs about 2-4 ms of one core,
 against 9-12 ms for the same forward pass in numpy and 5 ms (10 of CPU) in torch; its
 kernels use the CPU's widest vector instructions for matrices of a few rows, where
-numpy's BLAS calls are mostly overhead. Weights stay float32: int8 (onnxruntime's dynamic
-quantization) halved the time again but moved vectors to a cosine of 0.965 with these,
-and recall@10 on tests/data/tool_routing fell from 0.855 to 0.838. onnxruntime's fused
-operators (attention, LayerNorm with its skip) were no faster at this size.
+numpy's BLAS calls are mostly overhead. Weights stay float32: per-channel int8
+(onnxruntime's dynamic quantization) halves the time but costs recall on
+tests/data/tool_routing (docs/tools.md, Measured). onnxruntime's fused operators
+(attention, LayerNorm with its skip) were no faster at this size.
 """
 
 from __future__ import annotations
