@@ -26,16 +26,21 @@ from agentplatform.api.gateway_asgi import with_gateway_door  # noqa: E402
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
+from agentplatform.trace_context import with_caller_trace  # noqa: E402
 from agents.worker_runs import handing_over_at_shutdown  # noqa: E402
 
 application = checked_at_startup(
     handing_over_at_shutdown(
-        with_mcp(
-            with_api(
-                StreamingASGIHandler(),
-                with_gateway_door(
-                    StreamingASGIHandler(settings.API_MIDDLEWARE, views_release_connections=True)
-                ),
+        with_caller_trace(
+            with_mcp(
+                with_api(
+                    StreamingASGIHandler(),
+                    with_gateway_door(
+                        StreamingASGIHandler(
+                            settings.API_MIDDLEWARE, views_release_connections=True
+                        )
+                    ),
+                )
             )
         ),
         flush_gateway_calls,

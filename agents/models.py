@@ -281,6 +281,9 @@ class Run(models.Model):
     instructions_digest = models.CharField(max_length=64, blank=True)
     tools_digest = models.CharField(max_length=64, blank=True)
     correlation_id = models.CharField(max_length=64, db_index=True)
+    # The W3C traceparent of the span its starter was in (a caller's, a crew run's), so
+    # the process executing it continues that trace (agents.observability); "" for none.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
     # NULL (not "") when absent: the unique constraint ignores NULLs only.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     limits = models.JSONField(default=dict, blank=True)

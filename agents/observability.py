@@ -47,6 +47,7 @@ def _span(run: Run):
         correlation_id=run.correlation_id,
         conversation_id=run.conversation_id,
         parent_run_id=run.parent_id,
+        traceparent=run.traceparent,
     )
 
 

@@ -61,6 +61,7 @@ from agents.runtime.client_request import ClientRequest
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.runtime.structured import FINAL_ANSWER
+from agents.runtime.tracing import current_traceparent
 from agents.signals import request_execution
 from agents.tool_sources import effective_tools
 from providers.models import ProviderKind
@@ -241,6 +242,7 @@ def run_start(
                 input=input,
                 client_request=client_request.to_dict() if client_request else None,
                 correlation_id=uuid.uuid4().hex,
+                traceparent=current_traceparent(),  # its starter's trace, continued by its runner
                 queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
                 trigger=trigger,

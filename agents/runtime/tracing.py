@@ -22,6 +22,7 @@ from providers.runtime.tracing import (
     FINISH_REASONS,
     OFF,
     annotate,
+    current_traceparent,
     enabled,
     fail_current,
     install,
@@ -35,6 +36,7 @@ __all__ = [
     "FINISH_REASONS",
     "OFF",
     "annotate",
+    "current_traceparent",
     "enabled",
     "fail_current",
     "install",
@@ -56,9 +58,11 @@ def run_span(
     tenant: str = "",
     conversation_id: int | str | None = None,
     parent_run_id: int | str | None = None,
+    traceparent: str = "",
 ):
     """`invoke_agent <agent>` around one execution of a run (a resumed run has one per
-    execution, all with its run and correlation ids)."""
+    execution, all with its run and correlation ids), in the trace of the span its starter
+    was in (`traceparent`, recorded with the run) when there was one."""
     if not enabled():
         return OFF
     attributes = {
@@ -76,7 +80,7 @@ def run_span(
         attributes["gen_ai.conversation.id"] = str(conversation_id)
     if parent_run_id is not None:
         attributes["agentplatform.run.parent_id"] = str(parent_run_id)
-    return span(f"invoke_agent {agent}", SpanKind.INTERNAL, attributes)
+    return span(f"invoke_agent {agent}", SpanKind.INTERNAL, attributes, traceparent=traceparent)
 
 
 def tool_span(call: Any, ctx: Any):

@@ -27,11 +27,14 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _tracer: trace.Tracer | None = None  # installed: tracing is on (one per process)
 _provider: Any = None  # the SDK provider install_otlp made, shut down by uninstall
 
 FINISH_REASONS = {"end": "stop", "max_tokens": "length", "stop_sequence": "stop"}
+_W3C = TraceContextTextMapPropagator()  # W3C Trace Context: `traceparent`, `tracestate`
+_MAX_TRACESTATE = 512  # (the spec's 32 members fit; a longer one is dropped, not parsed)
 
 
 def install(tracer: trace.Tracer) -> None:
@@ -74,13 +77,44 @@ def enabled() -> bool:
     return _tracer is not None
 
 
-def span(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span | _Off:
+def span(
+    name: str, kind: SpanKind, attributes: dict[str, Any], *, traceparent: str = ""
+) -> Span | _Off:
     """A span of `name` (OFF when tracing is off), not yet started: `with` it (current
     inside), or `begin` and `end` it (never current: for one that outlives its caller's
-    frame, as a gateway stream's does)."""
+    frame, as a gateway stream's does). Its parent is the span `traceparent` names when
+    that is valid, else the current span (if any)."""
     if _tracer is None:
         return _OFF
-    return Span(name, kind, attributes)
+    return Span(name, kind, attributes, caller_context(traceparent) if traceparent else None)
+
+
+# -- a caller's trace ----------------------------------------------------------------------
+# A caller that sends W3C Trace Context (`traceparent`; OpenTelemetry's HTTP client
+# instrumentations do) gets its request's spans in its own trace: the web process makes the
+# caller's span current for the request (agentplatform.trace_context), and a run records the
+# current span's `traceparent` so the process that executes it later continues that trace.
+def caller_context(traceparent: str, tracestate: str = "") -> otel_context.Context | None:
+    """The context whose (remote) span is the one `traceparent` names; None when tracing
+    is off or the value is not a valid traceparent (the spans then start a trace of their
+    own: a caller's bad header never fails its request)."""
+    if _tracer is None or not traceparent:
+        return None
+    carrier = {"traceparent": traceparent}
+    if tracestate and len(tracestate) <= _MAX_TRACESTATE:
+        carrier["tracestate"] = tracestate
+    context = _W3C.extract(carrier)
+    return context if trace.get_current_span(context).get_span_context().is_valid else None
+
+
+def current_traceparent() -> str:
+    """The `traceparent` of the current span (the caller's or one of ours), "" when there
+    is none or tracing is off: what a run keeps for the process that executes it."""
+    if _tracer is None:
+        return ""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier.get("traceparent", "")
 
 
 # -- the chat span -----------------------------------------------------------------------
@@ -200,13 +234,22 @@ class Span:
     (never current). An exception marks it failed with the exception's class only (its
     text may quote anything)."""
 
-    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token")
+    __slots__ = ("_attributes", "_kind", "_name", "_parent", "_span", "_token")
 
-    def __init__(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+        parent: otel_context.Context | None = None,
+    ) -> None:
         self._name, self._kind, self._attributes = name, kind, attributes
+        self._parent = parent  # None: the current span's child (or a root)
 
     def begin(self) -> Span:
-        self._span = _tracer.start_span(self._name, kind=self._kind, attributes=self._attributes)
+        self._span = _tracer.start_span(
+            self._name, context=self._parent, kind=self._kind, attributes=self._attributes
+        )
         return self
 
     def end(self, end_time_ns: int | None = None) -> None:

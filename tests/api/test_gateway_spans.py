@@ -10,11 +10,9 @@ import openai
 import pytest
 
 from providers.models import ModelPrice
-from tests import live_server
 from tests.api.conftest import sdk
 from tests.api.test_gateway_fallback import ALIAS, make_alias, recorded
 from tests.fakes.fixtures import provider_server_fixture
-from tests.fakes.otlp_collector import OtlpCollector
 from tests.fakes.provider_server import MODEL_SUFFIX, ErrorReply, TextReply
 from tests.providers.test_fallback import closed_port_url
 
@@ -24,21 +22,6 @@ SPAN_KIND_CLIENT, STATUS_ERROR = 3, 2
 
 
 backup_server = pytest.fixture(name="backup_server")(provider_server_fixture)
-
-
-@pytest.fixture
-def collector():
-    collector = OtlpCollector()
-    yield collector
-    collector.close()
-
-
-@pytest.fixture
-def traced_server(django_db_setup, django_db_blocker, collector):
-    """The server process, exporting its spans to `collector` every 50 ms."""
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "50"}
-    with live_server.asgi_server(env) as base:
-        yield base
 
 
 def test_each_pair_an_alias_tries_is_a_chat_span(
