@@ -50,6 +50,31 @@ class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
 
         return PasswordOffChecked
 
+    # Settings with a service of their own (checked under the tenant row's lock, audited):
+    # the admin changes them through it, as the pages, REST and the config import do.
+    SETTING_SERVICES = {
+        "password_sign_in": services.tenant_sign_in_set,
+        "time_zone": services.tenant_time_zone_set,
+        "require_confirmation_for_writes": services.tenant_policy_set,
+    }
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            return super().save_model(request, obj, form, change)
+        settings_changed = {
+            name: getattr(obj, name) for name in form.changed_data if name in self.SETTING_SERVICES
+        }
+        others = [name for name in form.changed_data if name not in self.SETTING_SERVICES]
+        if others:
+            obj.save(update_fields=others)
+        stored = Tenant.objects.get(pk=obj.pk)
+        for name, value in settings_changed.items():
+            setattr(obj, name, getattr(stored, name))
+            try:
+                self.SETTING_SERVICES[name](tenant=obj, **{name: value})
+            except ValidationError as error:  # (changed since the form was checked)
+                self.message_user(request, " ".join(error.messages), level=messages.ERROR)
+
     def get_queryset(self, request):
         queryset = super().get_queryset(request)
         if request.user.is_superuser:

@@ -183,7 +183,10 @@ def identity_provider_delete(*, by: Principal, provider: IdentityProvider) -> No
 def check_still_served(*, provider: IdentityProvider) -> None:
     """In the writing transaction, after the write: ValidationError (which undoes it) when
     the provider's tenant has passwords off and no enabled provider serves it any more —
-    its members could not sign in at all. One query, a few more when passwords are off."""
-    tenant = Tenant.objects.filter(pk=provider.tenant_id, password_sign_in=False).first()
-    if tenant is not None and not sso.providers_serving(tenant):
+    its members could not sign in at all. The tenant row is locked for it, as turning
+    passwords off locks it (tenancy.services.tenant_sign_in_set): of the two changes made
+    at once, the later one checks what the earlier one committed. One query, a few more
+    when passwords are off."""
+    tenant = Tenant.objects.select_for_update().filter(pk=provider.tenant_id).first()
+    if tenant is not None and not tenant.password_sign_in and not sso.providers_serving(tenant):
         raise ValidationError(STILL_NEEDED, code="still_needed")

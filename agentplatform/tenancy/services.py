@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -18,7 +20,6 @@ from django.db import transaction
 from django.utils import timezone
 from guardian.conf import settings as guardian_settings
 
-from agentplatform.saving import save_validated
 from agentplatform.tenancy import api_keys, audit, rls
 from agentplatform.tenancy.models import (
     ADMIN_ROLES,
@@ -56,8 +57,9 @@ def tenant_create(*, slug: str, name: str, owner: AbstractUser | None = None) ->
 
 def tenant_policy_set(*, tenant: Tenant, require_confirmation_for_writes: bool) -> Tenant:
     """Change the tenant's configuration policy (recorded in its audit log)."""
-    changes = {"require_confirmation_for_writes": require_confirmation_for_writes}
-    return save_validated(tenant, changes)
+    return _tenant_setting_set(
+        tenant, "require_confirmation_for_writes", require_confirmation_for_writes
+    )
 
 
 NO_PROVIDER_FOR_TENANT = (
@@ -76,40 +78,48 @@ def check_password_sign_in_off(*, tenant: Tenant) -> None:
 
 def tenant_sign_in_set(*, tenant: Tenant, password_sign_in: bool) -> Tenant:
     """Turn password sign-in on or off for the tenant's members (recorded in its audit log).
-    Off needs an identity provider for the tenant (check_password_sign_in_off)."""
-    before = tenant.password_sign_in
-    if not password_sign_in and before:
-        check_password_sign_in_off(tenant=tenant)
-    with transaction.atomic():
-        save_validated(tenant, {"password_sign_in": password_sign_in})
-        if before != password_sign_in:  # the tenant row itself is not an audited model
-            audit.record(
-                tenant=tenant,
-                action=AuditAction.CONFIG_CHANGED,
-                obj=tenant,
-                changes={"password_sign_in": [before, password_sign_in]},
-            )
-    return tenant
+    Off needs an identity provider for the tenant (check_password_sign_in_off), checked
+    under the tenant row's lock, which a provider's removal takes too
+    (identity_providers.check_still_served): the two cannot both pass at once."""
+
+    def check(locked: Tenant, before: bool) -> None:
+        if before and not password_sign_in:
+            check_password_sign_in_off(tenant=locked)
+
+    return _tenant_setting_set(tenant, "password_sign_in", password_sign_in, check=check)
 
 
 def tenant_time_zone_set(*, tenant: Tenant, time_zone: str) -> Tenant:
     """Set where the tenant's quota days and months begin (an IANA name, validated by the
     model: a ValidationError naming `time_zone`); recorded in its audit log. Limits apply it
     at their next call (agents.quotas rebuilds its rules on the tenant's save)."""
-    before = tenant.time_zone
+    return _tenant_setting_set(tenant, "time_zone", time_zone)
+
+
+def _tenant_setting_set(
+    tenant: Tenant, name: str, value: Any, *, check: Callable[[Tenant, Any], None] | None = None
+) -> Tenant:
+    """Set one of the tenant's own settings on its row, locked (a concurrent change of
+    another setting is kept, never overwritten by a stale copy), `check`ed (the locked row,
+    the value before), validated, saved alone and recorded in the audit log (the tenant
+    row is not an audited model). `tenant` gets the stored value; a ValidationError leaves
+    both unchanged."""
     with transaction.atomic():
-        try:
-            save_validated(tenant, {"time_zone": time_zone})
-        except ValidationError:
-            tenant.time_zone = before  # (the caller's object as stored)
-            raise
-        if before != tenant.time_zone:
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = getattr(locked, name)
+        if check is not None:
+            check(locked, before)
+        setattr(locked, name, value)
+        locked.full_clean()
+        locked.save(update_fields=[name])
+        if before != getattr(locked, name):
             audit.record(
-                tenant=tenant,
+                tenant=locked,
                 action=AuditAction.CONFIG_CHANGED,
-                obj=tenant,
-                changes={"time_zone": [before, tenant.time_zone]},
+                obj=locked,
+                changes={name: [before, getattr(locked, name)]},
             )
+    setattr(tenant, name, getattr(locked, name))
     return tenant
 
 
