@@ -717,7 +717,13 @@ class ToolModelCalls:
         return await reserve_request(self.meter, request, price_kind)
 
     async def settle(
-        self, held: Reservation, *, price_kind: str, model: str, usage: Usage | None
+        self,
+        held: Reservation,
+        *,
+        price_kind: str,
+        model: str,
+        usage: Usage | None,
+        connection: str = "",
     ) -> None:
         """`model`: the one the call's `tool.usage` names (agents.run_costs prices it)."""
         await settle_usage(held, self.meter.tenant_id, price_kind, model, usage or Usage())

@@ -5,6 +5,7 @@ post_save/post_delete signals, see tools.loader)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -18,6 +19,16 @@ from tools.models import ToolDefinition
 from tools.rate_limits import TOOL_RATE_LIMITER
 from tools.runtime.context import EventSink, ModelCallMeter, RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall, ToolResult
+
+# What holds the model calls of a tool run outside any run or direct call (a self-test, a
+# verifier tool) against the quotas: registered by agents (agents.apps; tools may not
+# import it), given the tenant's and the user's ids.
+_standalone_model_calls: Callable[[int, int | None], ModelCallMeter] | None = None
+
+
+def register_model_call_meter(factory: Callable[[int, int | None], ModelCallMeter]) -> None:
+    global _standalone_model_calls
+    _standalone_model_calls = factory
 
 
 def tool_context(
@@ -34,7 +45,10 @@ def tool_context(
     `secrets` when the caller already holds the tenant's tools, to skip reading them),
     and whose rate limiter counts in Redis: every path that runs a tenant's tools makes
     its context here, so every one honours their rate limits. `model_calls`: the quotas the
-    tools' own model calls are held against (agents.quotas.ToolModelCalls)."""
+    tools' own model calls are held against (agents.quotas.ToolModelCalls); without it,
+    the registered standalone meter's (the tenant's and the user's)."""
+    if model_calls is None and _standalone_model_calls is not None:
+        model_calls = _standalone_model_calls(tenant.pk, user_id)
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,

@@ -178,6 +178,7 @@ def llm_tool(lookup: ConnectionLookup, *, timeout_s: float = TIMEOUT_S) -> Tool:
                     price_kind=connection.price_kind,
                     model=(response.model or model) if response is not None else model,
                     usage=response.usage if response is not None else None,
+                    connection=connection.name,
                 )
         used = response.usage
         answered_by = response.model or model

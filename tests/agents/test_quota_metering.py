@@ -1,8 +1,8 @@
 """The model calls beyond a run's own held against its quotas (agents.quotas): the `llm`
-built-in (in a run and called directly) and an evaluation's judge. Each reserves before the
-provider is contacted and settles to what the call's record says it used (tokens and cost
-at the same prices), and a refusal is an error result plus `tool.quota_exceeded` (the
-tool), or a failed case naming the limit (the judge)."""
+built-in (in a run, called directly, and in a tool's self-test) and an evaluation's judge.
+Each reserves before the provider is contacted and settles to what the call's record says
+it used (tokens and cost at the same prices), and a refusal is an error result plus
+`tool.quota_exceeded` (the tool), or a failed case naming the limit (the judge)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from agents.services import run_inline
 from agents.tool_runs import tool_run
 from providers.models import ModelPrice
 from tests.factories import make_connection
-from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tests.fakes.provider_server import MODEL_SUFFIX, TextReply, ToolCall, ToolCallReply
+from tools.selftests import selftest_tools
+from tools.services import tool_definition_save
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,6 +135,34 @@ def test_a_direct_llm_call_is_held_against_its_callers_limits(trio, connection, 
     )
     assert outcome.status == "succeeded", outcome.error
     assert quotas.used(quota) == 12
+
+
+def test_a_self_tests_llm_call_is_held_and_recorded(trio, connection, provider_server):
+    quota = _limit(trio.acme, 0)
+    tool_definition_save(
+        tenant=trio.acme,
+        definition=None,
+        changes={
+            "name": "ask", "kind": "builtin", "config": {"builtin": "llm"},
+            "description": "Ask a model.", "examples": [{"arguments": {"question": "hello"}}],
+        },
+    )  # fmt: skip
+    [health] = selftest_tools(trio.acme, ["ask"])
+    assert health.status == "failing"
+    assert health.results[0]["detail"].startswith("failed: Quota exceeded: the daily limit of 0")
+    assert provider_server.requests_to("/v1/chat/completions") == []
+
+    quota.limit = 10_000
+    quota.save()
+    provider_server.script("openai", TextReply("hi", input_tokens=9, output_tokens=3))
+    [health] = selftest_tools(trio.acme, ["ask"])
+    assert health.status == "passing", health.results
+    assert quotas.used(quota) == 12
+    # No run carries its usage: it is a run of its own, as a judge's call is.
+    answered = "gpt-test" + MODEL_SUFFIX
+    [record] = Run.objects.filter(tenant=trio.acme, gateway_model=f"local-openai/{answered}")
+    assert (record.input_tokens, record.output_tokens, record.status) == (9, 3, "succeeded")
+    assert record.agent_id is None and record.initiated_by_user_id is None
 
 
 # -- the judge ---------------------------------------------------------------------------------

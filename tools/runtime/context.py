@@ -142,11 +142,14 @@ class ModelCallMeter(Protocol):
     """Holds the model calls a tool's handler makes itself against the quotas of whoever
     caused them (agents.quotas.ToolModelCalls): `reserve` before the call (raising the
     provider runtime's QuotaRefused when a limit cannot take it), `settle` after, with the
-    usage the provider reported (None: nothing used)."""
+    usage the provider reported (None: nothing used) and the name of the connection that
+    answered."""
 
     async def reserve(self, request: Any, *, price_kind: str) -> Any: ...
 
-    async def settle(self, held: Any, *, price_kind: str, model: str, usage: Any) -> None: ...
+    async def settle(
+        self, held: Any, *, price_kind: str, model: str, usage: Any, connection: str = ""
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +167,6 @@ class RunContext:
     rate_limiter: RateLimiter | None = None
     # Tokens a handler spends on models (the `llm` built-in), for the run's usage.
     usage: UsageMeter = field(default_factory=UsageMeter, compare=False)
-    # Holds those calls against the quotas; None: not held (the platform always sets one
-    # for a run's tools and a direct call: agents.tool_runs).
+    # Holds those calls against the quotas; None: not held (the platform always sets one:
+    # a run's or a direct call's, agents.tool_runs; else tools.services.tool_context's).
     model_calls: ModelCallMeter | None = field(default=None, compare=False)
