@@ -88,7 +88,7 @@ def check_schedule(
     except StopIteration:
         pass
     except (CronSimError, ValueError, OverflowError) as exc:
-        raise TriggerRuleError(f"Not a cron expression: {exc}") from None
+        raise _not_cron(exc) from None
     if not times:
         raise TriggerRuleError("This schedule never fires.")
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
@@ -105,7 +105,29 @@ def _iterate(expression: str, timezone: str, after: datetime):
     try:
         return iter(CronSim(expression.strip(), after.astimezone(tz)))
     except (CronSimError, ValueError, OverflowError) as exc:
-        raise TriggerRuleError(f"Not a cron expression: {exc}") from None
+        raise _not_cron(exc) from None
+
+
+_CRON_FIELDS = {  # cronsim's "Bad <field>" -> the field, in our words
+    "minute": "minute (0-59)",
+    "hour": "hour (0-23)",
+    "day-of-month": "day of the month (1-31)",
+    "month": "month (1-12 or JAN-DEC)",
+    "day-of-week": "day of the week (0-7 or SUN-SAT)",
+}
+_CRON_SHAPE = (
+    "five fields, minute hour day-of-month month day-of-week, each `*`, a number, a list "
+    "`1,15`, a range `1-5` or a step `*/15`; e.g. `0 9 * * 1-5`"
+)
+
+
+def _not_cron(exc: Exception) -> TriggerRuleError:
+    """Our words for why cronsim refused an expression (its own text never reaches a
+    caller): the field it names, else the shape of one."""
+    field = _CRON_FIELDS.get(str(exc).removeprefix("Bad "))
+    if field is not None:
+        return TriggerRuleError(f"Not a cron expression: its {field} field is not valid.")
+    return TriggerRuleError(f"Not a cron expression: {_CRON_SHAPE}.")
 
 
 def trigger_problems(
@@ -129,8 +151,14 @@ def trigger_problems(
             check_schedule(cron, timezone, min_interval_s=min_interval_s, now=now)
         except TriggerRuleError as exc:
             problems["timezone" if "time zone" in str(exc) else "cron"] = str(exc)
-    elif cron:
-        problems["cron"] = "Only a schedule has a cron expression."
+    else:
+        if cron:
+            problems["cron"] = "Only a schedule has a cron expression."
+        if timezone:  # (unused by a webhook, but never stored unchecked)
+            try:
+                zone(timezone)
+            except TriggerRuleError as exc:
+                problems["timezone"] = str(exc)
     return problems
 
 

@@ -277,7 +277,7 @@ def test_valid_prices_quotas_and_triggers_compile():
         ({"quotas": [QUOTA, {**QUOTA, "limit": 5}]},
          ("quotas[1]", "'tenant/tokens/day' appears twice in quotas")),
         ({"triggers": [{**TRIGGER, "cron": "61 * * * *"}]},
-         ("triggers[0].cron", "Not a cron expression: Bad minute")),
+         ("triggers[0].cron", "Not a cron expression: its minute (0-59) field is not valid.")),
         ({"triggers": [{**TRIGGER, "cron": "*/1 * * * *"}]},
          ("triggers[0].cron", "This schedule fires more often than once every 300 seconds "
           "(the platform's minimum interval).")),

@@ -15,6 +15,7 @@ from agents.runtime.triggers import (
     render_input,
     sign,
     signature_refusal,
+    trigger_problems,
 )
 
 BERLIN = "Europe/Berlin"
@@ -68,6 +69,32 @@ def test_next_fire_is_strictly_after_the_given_time():
 def test_it_refuses_bad_or_too_frequent_schedules(expression, zone, why):
     with pytest.raises(TriggerRuleError, match=why):
         check_schedule(expression, zone, min_interval_s=300, now=utc(2026, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("expression", "why"),
+    [
+        ("61 * * * *", "Not a cron expression: its minute (0-59) field is not valid."),
+        ("* 25 * * *", "Not a cron expression: its hour (0-23) field is not valid."),
+        ("* * * 13 *", "Not a cron expression: its month (1-12 or JAN-DEC) field is not valid."),
+        ("* * *", "Not a cron expression: five fields, minute hour day-of-month month "),
+    ],
+)
+def test_a_bad_cron_expression_is_explained_in_our_words(expression, why):
+    with pytest.raises(TriggerRuleError) as refused:
+        check_schedule(expression, "UTC", min_interval_s=300, now=utc(2026, 1, 1))
+    assert str(refused.value).startswith(why)
+    assert "Bad" not in str(refused.value) and "Wrong" not in str(refused.value)  # (cronsim's)
+
+
+def test_a_webhooks_time_zone_is_checked_too():
+    rules = {"name": "hook", "kind": "webhook", "cron": "", "input_template": "Hi",
+             "min_interval_s": 300, "now": utc(2026, 1, 1)}  # fmt: skip
+    assert trigger_problems(timezone="../../etc/passwd", **rules) == {
+        "timezone": "Unknown time zone '../../etc/passwd': use an IANA name."
+    }
+    assert trigger_problems(timezone="Europe/Lisbon", **rules) == {}
+    assert trigger_problems(timezone="", **rules) == {}
 
 
 def test_it_accepts_a_schedule_at_the_minimum_interval():
