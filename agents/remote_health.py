@@ -5,6 +5,8 @@ every REMOTE_AGENT_HEALTH_S) and shown on the agent's pages and in REST: its ser
 
 from __future__ import annotations
 
+import logging
+
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
@@ -14,6 +16,8 @@ from agents.models import Agent
 from agents.runtime.remote_transport import command_health, http_health
 from agents.specs import remote_command_argv
 from tools.loader import egress_client
+
+logger = logging.getLogger(__name__)
 
 
 def check_remote_agent(agent: Agent) -> tuple[bool, str]:
@@ -46,5 +50,8 @@ def check_remote_agents() -> int:
     for tenant_id, pks in by_tenant.items():
         with rls.tenant_scope(tenant_id):
             for agent in Agent.objects.filter(pk__in=pks):
-                check_remote_agent(agent)
+                try:  # one agent's trouble never stops the others' checks
+                    check_remote_agent(agent)
+                except Exception:
+                    logger.exception("remote agent %s: its health check failed", agent.pk)
     return len(found)

@@ -68,7 +68,7 @@ class HttpTransport:
             raise RemoteFailure(status_failure(response))
         try:
             return response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested too deep)
             raise RemoteFailure(
                 f"remote agent sent invalid JSON (HTTP {response.status_code})"
             ) from None
@@ -112,7 +112,7 @@ class CommandTransport:
             )
         try:
             return json.loads(answer)
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested too deep)
             raise RemoteFailure(f"remote agent command {self.name!r} sent invalid JSON") from None
 
     async def close(self) -> None:
@@ -186,7 +186,7 @@ async def http_health(
         return False, scrub(status_failure(response), token)
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested too deep)
         return False, f"health answer is not JSON (HTTP {response.status_code})"
     return _health_verdict(body, token)
 
@@ -225,7 +225,7 @@ def status_failure(response: EgressResponse) -> str:
     detail = ""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested too deep)
         body = None
     if isinstance(body, dict):
         for key in ("message", "error", "detail"):

@@ -213,11 +213,13 @@ def check_template(template: str, *, payload_allowed: bool) -> None:
 def render_input(template: str, context: dict[str, Any], *, max_chars: int) -> str:
     """The template with each placeholder replaced by the value at its path in `context`
     (text as it is, other JSON compact; a missing path: empty). One pass: a value is never
-    expanded again. TriggerRuleError if the result is longer than `max_chars`."""
+    expanded again. TriggerRuleError as soon as the result is longer than `max_chars`:
+    each path's value is made once, and a template repeating a large one stops early."""
+    values: dict[str, str] = {}
 
-    def value_of(match: re.Match) -> str:
+    def value_of(path: str) -> str:
         found: Any = context
-        for part in match.group(1).split(".")[:MAX_PATH_PARTS]:
+        for part in path.split(".")[:MAX_PATH_PARTS]:
             if isinstance(found, dict) and part in found:
                 found = found[part]
             elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
@@ -227,7 +229,21 @@ def render_input(template: str, context: dict[str, Any], *, max_chars: int) -> s
         text = found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
         return text[:MAX_VALUE_CHARS]
 
-    rendered = PLACEHOLDER.sub(value_of, template[:MAX_TEMPLATE_CHARS])
+    template = template[:MAX_TEMPLATE_CHARS]
+    parts: list[str] = []
+    length = position = 0
+    for match in PLACEHOLDER.finditer(template):
+        path = match.group(1)
+        if path not in values:
+            values[path] = value_of(path)
+        for piece in (template[position : match.start()], values[path]):
+            parts.append(piece)
+            length += len(piece)
+        position = match.end()
+        if length > max_chars:
+            break
+    parts.append(template[position:])
+    rendered = "".join(parts)
     if len(rendered) > max_chars:
         raise TriggerRuleError(f"The mapped input is longer than {max_chars} characters.")
     if not rendered.strip():

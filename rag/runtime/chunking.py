@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+# Linear on any line (the closing `#`s are stripped after): a lazy title before optional
+# runs of spaces and `#`s backtracked cubically on a long line of spaces (a document's text).
+HEADING = re.compile(r"^(#{1,6})[ \t]+([^\n]*)$", re.MULTILINE)
 FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 HEADING_SEPARATOR = " > "
 
@@ -182,10 +184,13 @@ def _segments(source: str, pages: Sequence[PageSpan]) -> list[_Segment]:
             fence_index += 1
         if in_fence:
             continue
+        title = match.group(2).rstrip(" \t\r").rstrip("#").strip()
+        if not title:
+            continue
         level = len(match.group(1))
         while path and path[-1][0] >= level:
             path.pop()
-        path.append((level, match.group(2).strip()))
+        path.append((level, title))
         boundaries[match.start()] = HEADING_SEPARATOR.join(title for _, title in path)
     for page in pages:
         boundaries.setdefault(page.start, None)

@@ -18,6 +18,10 @@ from pathlib import PurePosixPath
 from rag.runtime.chunking import PageSpan
 
 PAGE_SEPARATOR = "\n\n"
+# A PDF's text is read page by page up to these: a small file can inflate (its pages
+# sharing one compressed stream) to tens of millions of characters of CPU-bound reading.
+MAX_PDF_PAGES = 5_000
+MAX_PDF_CHARS = 5_000_000
 _TEXT_TYPES = {"text/plain", "text/markdown", "text/x-markdown", "text/csv", "application/json"}
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".csv", ".json", ".text", ""}
@@ -123,7 +127,16 @@ def _pdf(data: bytes) -> Extracted:
                 reader.decrypt("")
             except Exception:
                 raise ExtractionError("The PDF is password-protected.") from None
-        texts = [_normalise(page.extract_text() or "") for page in reader.pages]
+        if len(reader.pages) > MAX_PDF_PAGES:
+            raise ExtractionError(f"The PDF has more than {MAX_PDF_PAGES:,} pages: split it.")
+        texts, total = [], 0
+        for page in reader.pages:
+            texts.append(_normalise(page.extract_text() or ""))
+            total += len(texts[-1])
+            if total > MAX_PDF_CHARS:
+                raise ExtractionError(
+                    f"The PDF holds more than {MAX_PDF_CHARS:,} characters of text: split it."
+                )
     except ExtractionError:
         raise
     except (
@@ -134,10 +147,8 @@ def _pdf(data: bytes) -> Extracted:
         AttributeError,
         IndexError,
         OSError,
-    ) as exc:
-        raise ExtractionError(
-            f"The PDF could not be read (corrupt or unsupported): {exc}"
-        ) from None
+    ):  # (the library's words stay out: they may quote the file)
+        raise ExtractionError("The PDF could not be read (corrupt or unsupported).") from None
     if not texts:
         raise ExtractionError("The PDF has no pages.")
     parts: list[str] = []

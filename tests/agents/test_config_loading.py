@@ -68,6 +68,10 @@ def test_huge_and_deep_documents_are_refused():
         ('{"x": NaN}', "NaN is not a JSON number"),
         ('x: "a\\0b"\n', "NUL"),
         (b"\xff\xfe", "UTF-8"),
+        ("x: " + "1" * 5000, "a number is larger than"),  # (past Python's int conversion)
+        ('{"x": ' + "1" * 5000 + "}", "a number is larger than"),
+        ("x: 0x" + "f" * 20_000, "x: a number larger than"),  # (YAML reads it, then checked)
+        ("x: 9223372036854775808", "x: a number larger than"),
     ],
 )
 def test_what_is_not_json_data_is_refused(text, reason):

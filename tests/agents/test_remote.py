@@ -580,6 +580,7 @@ def test_health_sends_the_token_when_given():
         (Reply({"status": "ok"}, status=503), "remote agent answered HTTP 503"),
         ({"status": "degraded"}, "health status is 'degraded', not 'ok'"),
         (Reply(body=b"fine", content_type="text/plain"), "health answer is not JSON (HTTP 200)"),
+        (Reply(body=b"[" * 60_000), "health answer is not JSON (HTTP 200)"),  # (too deep)
     ],
 )
 def test_health_fails_on_a_bad_answer(server, health, expected):

@@ -130,3 +130,12 @@ def test_bad_sizes_are_refused():
         chunk_text("x", size=10, overlap=10)
     with pytest.raises(ValueError, match="size"):
         chunk_text("x", size=0, overlap=0)
+
+
+def test_headings_are_read_in_linear_time_whatever_their_line():
+    import time
+
+    started = time.perf_counter()
+    chunks = chunk_text("# a" + " " * 200_000 + "x\nbody\n## Closed ##  \nmore", size=50, overlap=0)
+    assert time.perf_counter() - started < 2  # (the old pattern: cubic, hours at this size)
+    assert chunks[-1].heading_path == "a" + " " * 200_000 + "x > Closed"

@@ -69,3 +69,16 @@ def test_bad_input_gives_one_clear_error(data, filename, content_type, message):
 def test_a_pdf_without_text_says_so():
     with pytest.raises(ExtractionError, match="OCR"):
         extract(make_pdf([""]), filename="scan.pdf")
+
+
+def test_a_pdf_is_read_only_up_to_its_bounds(monkeypatch):
+    from rag.runtime import extract as module
+
+    data = make_pdf(["Page one text.", "Page two text.", "Page three text."])
+    monkeypatch.setattr(module, "MAX_PDF_PAGES", 2)
+    with pytest.raises(ExtractionError, match="more than 2 pages: split it"):
+        extract(data, filename="doc.pdf")
+    monkeypatch.setattr(module, "MAX_PDF_PAGES", 10)
+    monkeypatch.setattr(module, "MAX_PDF_CHARS", 20)  # stops at the second page
+    with pytest.raises(ExtractionError, match="more than 20 characters of text"):
+        extract(data, filename="doc.pdf")

@@ -80,7 +80,7 @@ def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
         raise SSOError(f"The identity provider answered HTTP {response.status_code} ({what}).")
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested too deep)
         data = None
     if not isinstance(data, dict):
         raise SSOError(f"The identity provider's answer is not a JSON object ({what}).")

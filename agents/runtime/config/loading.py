@@ -19,6 +19,7 @@ from tools.runtime.context import ConfigurationError
 
 MAX_DOCUMENT_BYTES = 1_000_000
 MAX_DEPTH = 64  # a document holds JSON Schemas (at most 32 deep) a few levels down
+MAX_INTEGER = 2**63 - 1  # (a 64-bit integer: what any field here or a JSON Schema needs)
 
 Format = Literal["yaml", "json"]
 
@@ -79,6 +80,8 @@ def load_document(text: str | bytes, *, format: Format | None = None) -> Any:
         raise DocumentUnreadable(f"not valid YAML: {_yaml_reason(exc)}") from None
     except RecursionError:
         raise DocumentUnreadable(f"nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise DocumentUnreadable(f"a number is larger than {MAX_INTEGER}") from None
     if not isinstance(data, dict):
         raise DocumentUnreadable("the document must be a mapping (an object) at the top")
     _check_json(data, "", 0)
@@ -119,6 +122,8 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise DocumentUnreadable(f"{path}: {value} is not a JSON number")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+        raise DocumentUnreadable(f"{path}: a number larger than {MAX_INTEGER}")
     elif value is not None and not isinstance(value, bool | int):
         # YAML dates, times, binary: ambiguous between formats, so write them as text.
         raise DocumentUnreadable(
