@@ -53,6 +53,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # (tab is allowed in header values)
 _SELECT_PATH = r"^[A-Za-z0-9_*-]{1,100}(\.[A-Za-z0-9_*-]{1,100}){0,19}$"  # select()'s: a.*.b
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]
+MAX_VIEW_FIELDS = 50  # model_view's fields (as many as `references`)
 
 
 class _Strict(BaseModel):
@@ -115,7 +116,9 @@ class HttpToolConfig(_Strict):
     retry: RetryConfig = RetryConfig()
     circuit: CircuitConfig = CircuitConfig()
     max_response_bytes: int = Field(1_000_000, ge=1, le=20_000_000)
-    model_view: dict[str, str] | None = None
+    # What the model sees of a result: {field: path}, "" the whole result. Bounded (and the
+    # view's size checked per call, _check_view_size): a path may repeat the whole response.
+    model_view: Annotated[dict[str, str], Field(max_length=MAX_VIEW_FIELDS)] | None = None
     # Result paths ("slots.*.id", model_view's syntax) whose values the model sees as
     # reference tokens of a kind ("slot"): server-owned ids it can neither see nor invent.
     references: dict[Annotated[str, StringConstraints(pattern=_SELECT_PATH)], Kind] = Field(
@@ -220,6 +223,21 @@ def build_http_tool(
 
 def _model_view(fields: dict[str, str], data: Any) -> Any:
     return {key: select(data, path) for key, path in fields.items()}
+
+
+def _check_view_size(fields: dict[str, str], data: Any, limit: int) -> None:
+    """ToolFailed if the model's view of `data` would be more than `limit` characters of
+    JSON: each field may pick the whole response (""), and a view must not multiply it. Its
+    fields are measured one by one, stopping at the limit, not the whole view built."""
+    size = 0
+    for key, path in fields.items():
+        size += len(key) + len(json.dumps(select(data, path), ensure_ascii=False, default=str))
+        if size > limit:
+            raise ToolFailed(
+                f"the response's model_view would be over {limit:,} characters, the tool's "
+                "max_response_bytes (its fields repeat large parts of the response); an admin "
+                "must narrow the tool's model_view"
+            )
 
 
 class _HttpCall:
@@ -420,6 +438,8 @@ class _HttpCall:
             problem = self.output_validator(data)
             if problem is not None:
                 raise ToolFailed(f"the response did not match output_schema: {problem}")
+        if self.config.model_view is not None:
+            _check_view_size(self.config.model_view, data, self.config.max_response_bytes)
         return data  # the model sees the tool's view of it (model_view), the frame all of it
 
 

@@ -12,7 +12,10 @@ Tenant-written schemas can reach nothing outside themselves: `check_schema` refu
 every jsonschema validator built here gets a registry that retrieves nothing, whatever is
 stored (jsonschema would otherwise fetch `http://` and `file://` references with urllib, and
 its resolver errors quote the whole fetched document). Patterns are matched by RE2
-(tools.runtime.patterns), in time linear in the text.
+(tools.runtime.patterns), in time linear in the text. jsonschema follows every `$ref` afresh
+on each call, so `check_schema` also refuses `$ref` cycles and schemas whose `$ref`s expand
+to too many or too deeply nested subschemas (a few nested `anyOf` of two `$ref`s each would
+otherwise double the work per level).
 
 Error messages name the path and what was expected, for the model to fix its call:
 "days: expected integer, got string".
@@ -105,15 +108,14 @@ def check_schema(schema: Any, *, what: str = "input_schema") -> None:
         raise SchemaError(f"{what} must be a JSON object")
     if _depth(schema) > MAX_SCHEMA_DEPTH:
         raise SchemaError(f"{what} nests deeper than {MAX_SCHEMA_DEPTH} levels")
-    resource = referencing.Resource.from_contents(
-        schema, default_specification=referencing.jsonschema.DRAFT202012
-    )
-    _check_keywords(schema, what, "", NO_RETRIEVAL.resolver_with_root(resource))
+    resolver = _local_resolver(schema)
+    _check_keywords(schema, what, "", resolver)
     error = next(_METASCHEMA.iter_errors(schema), None)
     if error is not None:
         location = "/".join(str(p) for p in error.absolute_path) or "(root)"
         message = _bounded(error.message)
         raise SchemaError(f"{what} is not valid JSON Schema at {location}: {message}")
+    _Expansion(what).measure(schema, resolver, "", 0)
     if schema.get("type", "object") != "object":
         raise SchemaError(f'{what} must have "type": "object"')
 
@@ -127,6 +129,20 @@ def _depth(node: Any, level: int = 0) -> int:
         return level
     children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
     return max((_depth(child, level + 1) for child in children), default=level)
+
+
+def _local_resolver(schema: dict) -> referencing.Resolver:
+    """A resolver of `schema`'s own references; its subresources (`$id`) are indexed once,
+    not searched for on each lookup."""
+    resource = _resource(schema)
+    uri = resource.id() or ""
+    return NO_RETRIEVAL.with_resource(uri, resource).crawl().resolver(base_uri=uri)
+
+
+def _resource(node: dict) -> referencing.Resource:
+    return referencing.Resource.from_contents(
+        node, default_specification=referencing.jsonschema.DRAFT202012
+    )
 
 
 def _check_keywords(node: Any, what: str, where: str, resolver: Any) -> None:
@@ -154,6 +170,8 @@ def _check_keywords(node: Any, what: str, where: str, resolver: Any) -> None:
                 f"{at}: {keyword} {shown(ref)} is not allowed; only references within the "
                 'schema itself are (such as "#/$defs/name")'
             )
+        if keyword == "$dynamicRef":  # its target depends on the call: _Expansion can't bound it
+            raise SchemaError(f"{at}: $dynamicRef is not supported; use $ref")
         if keyword == "$ref" and resolver is not None:
             try:
                 resolver.lookup(ref)
@@ -170,6 +188,95 @@ def _check_keywords(node: Any, what: str, where: str, resolver: Any) -> None:
     for key, value in node.items():
         if isinstance(value, dict | list):
             _check_keywords(value, what, f"{where}/{key}", resolver)
+
+
+MAX_EXPANDED_SUBSCHEMAS = 10_000  # objects in a schema with each `$ref` replaced by its target
+MAX_EXPANDED_DEPTH = 100  # lists and objects within each other, `$ref`s followed
+
+
+class _Expansion:
+    """What a schema would be with every `$ref` replaced by what it points to, measured
+    without building it: its size (objects, each copy counted) and its depth. Each node is
+    measured once and remembered, so this is linear in the schema's own size however large
+    the expansion (jsonschema, which follows each `$ref` on every call, is not).
+
+    A `$ref` cycle is refused, even one through `properties` or `items` that a finite value
+    would end (a tree of nodes): tool arguments are rarely recursive, and refusing is simpler
+    than telling which cycles jsonschema would follow forever."""
+
+    too_deep = f"nests deeper than {MAX_EXPANDED_DEPTH} levels once its $refs are followed"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.measured: dict[int, tuple[int, int]] = {}  # id(node) -> (size, depth)
+        self.open: set[int] = set()  # nodes being measured: a `$ref` to one is a cycle
+
+    def measure(self, node: Any, resolver: Any, where: str, level: int) -> tuple[int, int]:
+        """(size, depth) of `node`, found `level` deep at `where` (named in messages);
+        `resolver` resolves its references (its own `$id` applied)."""
+        if not isinstance(node, dict | list):
+            return 0, 0
+        if id(node) in self.open:  # reached again through a `$ref` to what contains it
+            raise self.error(where, "is part of a $ref cycle; recursive schemas are not supported")
+        if level > MAX_EXPANDED_DEPTH:
+            raise self.error(where, self.too_deep)
+        known = self.measured.get(id(node))
+        if known is None:
+            self.open.add(id(node))
+            known = self.measure_new(node, resolver, where, level)
+            self.open.discard(id(node))
+            self.measured[id(node)] = known
+        if level + known[1] > MAX_EXPANDED_DEPTH:
+            raise self.error(where, self.too_deep)
+        return known
+
+    def measure_new(self, node: dict | list, resolver: Any, where: str, level: int):
+        # (where, node, resolver of its references) of each child; a `$ref`'s target is one
+        items = enumerate(node) if isinstance(node, list) else node.items()
+        children = [(f"{where}/{key}", item, _within(item, resolver)) for key, item in items]
+        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            children.append(self.target(node["$ref"], resolver, where))
+        # The root's definitions are each measured (and held to the limits) but not added
+        # up: they count where they are used.
+        definitions = level == 1 and where in ("/$defs", "/definitions")
+        size, depth = (1 if isinstance(node, dict) else 0), 0
+        for place, child, child_resolver in children:
+            child_size, child_depth = self.measure(child, child_resolver, place, level + 1)
+            size += 0 if definitions else child_size
+            depth = max(depth, child_depth + 1)
+            if size > MAX_EXPANDED_SUBSCHEMAS:
+                raise self.error(
+                    where,
+                    f"expands to more than {MAX_EXPANDED_SUBSCHEMAS:,} subschemas once its "
+                    "$refs are followed (each $ref counts as a copy of what it points to)",
+                )
+        return size, depth
+
+    def target(self, ref: str, resolver: Any, where: str) -> tuple[str, Any, Any]:
+        """Where `ref` (at `where`) points: (where, node, resolver of its references)."""
+        try:
+            resolved = resolver.lookup(ref)
+        except Unresolvable:
+            raise self.error(where, f"$ref {shown(ref)} points to nothing") from None
+        if id(resolved.contents) in self.open:
+            raise self.error(
+                where,
+                f"$ref {shown(ref)} leads back to itself; $ref cycles (recursive schemas) "
+                "are not supported",
+            )
+        place = ref[1:] if ref.startswith("#/") else ref  # a JSON pointer, or an anchor
+        return place, resolved.contents, resolved.resolver
+
+    def error(self, where: str, problem: str) -> SchemaError:
+        return SchemaError(f"{self.what} at {where.lstrip('/') or '(root)'}: {problem}")
+
+
+def _within(node: Any, resolver: Any) -> Any:
+    """The resolver of `node`'s references: `resolver`, or the one of the subresource that
+    `node` starts with its `$id` (to which its references are relative)."""
+    if isinstance(node, dict) and isinstance(node.get("$id"), str):
+        return resolver.in_subresource(_resource(node))
+    return resolver
 
 
 def _bounded(text: str) -> str:
