@@ -354,6 +354,28 @@ def test_a_compressed_body_is_cut_once_its_decoded_size_passes_the_limit(local_s
         fetch(GuardedHttpClient(LOCAL), f"{local_server.url}/bomb", max_bytes=100_000)
 
 
+def test_the_sdks_client_asks_for_plain_answers_and_bounds_them(local_server) -> None:
+    """guarded_async_client (model providers' and MCP's SDKs read answers whole): asked
+    uncompressed, a gzip bomb sent anyway is refused, and a plain body stops at the cap."""
+    from tools.runtime.egress import EgressError, guarded_async_client
+
+    bomb = gzip.compress(b"\0" * 20_000_000)
+    local_server.route("GET", "/bomb", Reply(body=bomb, headers={"Content-Encoding": "gzip"}))
+    local_server.route("GET", "/big", Reply(body=b"y" * 5000))
+    local_server.route("GET", "/small", Reply(json={"ok": True}))
+
+    async def get(path: str) -> httpx2.Response:
+        async with guarded_async_client(LOCAL, max_bytes=1000) as client:
+            return await client.get(f"{local_server.url}{path}")
+
+    with pytest.raises(EgressError, match="answered gzip-compressed, not as asked"):
+        asyncio.run(get("/bomb"))
+    with pytest.raises(ResponseTooLarge, match="response larger than 1000 bytes"):
+        asyncio.run(get("/big"))
+    assert asyncio.run(get("/small")).json() == {"ok": True}
+    assert {r.headers["accept-encoding"] for r in local_server.requests} == {"identity"}
+
+
 def test_an_endless_body_stops_being_read_just_past_the_limit() -> None:
     sent = 0
 

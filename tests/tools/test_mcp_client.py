@@ -352,3 +352,37 @@ def test_the_periodic_task_refreshes_only_what_is_due(trio, docs, settings):
     assert refresh_mcp_connections() == {"ok": 1, "unavailable": 0}
     McpServerConnection.objects.filter(pk=docs.pk).update(enabled=False)
     assert refresh_mcp_connections() == {"ok": 0, "unavailable": 0}
+
+
+def test_a_servers_output_schema_is_checked_by_our_validator_in_linear_time():
+    """The SDK would match an output schema's `pattern` with Python's `re`: `^(a+)+$`
+    against 40 a's and a `!` takes hours there; RE2 answers at once."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tools.runtime.mcp_client import _Session
+
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}},
+        "required": ["code"],
+    }
+    session = _Session.__new__(_Session)  # (no connection: only its check is exercised)
+    session._server_url = "http://mcp.example/mcp"
+
+    async def list_tools():
+        return SimpleNamespace(tools=[SimpleNamespace(name="code", output_schema=schema)])
+
+    session.list_tools = list_tools
+
+    def check(content):
+        result = SimpleNamespace(structured_content=content)
+        return asyncio.run(session.validate_tool_result("code", result))
+
+    started = time.perf_counter()
+    with pytest.raises(McpUnavailable, match="tool code's result breaks its output schema"):
+        check({"code": "a" * 40 + "!"})
+    assert time.perf_counter() - started < 1
+    assert check({"code": "aaa"}) is None
+    # A tool the server did not list, like one without an output schema: unchecked.
+    assert asyncio.run(session.validate_tool_result("other", SimpleNamespace())) is None

@@ -25,7 +25,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -682,13 +682,57 @@ def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
     return url.scheme, url.host, url.port
 
 
-def guarded_async_client(policy: EgressPolicy, *, timeout: float = 60.0) -> httpx2.AsyncClient:
+SDK_MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a model's or an MCP server's answer, whole
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """A response body that fails with ResponseTooLarge past `max_bytes` received."""
+
+    def __init__(self, stream: Any, max_bytes: int) -> None:
+        self._stream, self._max_bytes = stream, max_bytes
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        received = 0
+        async for chunk in self._stream:
+            received += len(chunk)
+            if received > self._max_bytes:
+                raise ResponseTooLarge(f"response larger than {self._max_bytes} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _BoundedTransport(GuardedTransport):
+    """Answers uncompressed and at most `max_bytes` long: asked with `Accept-Encoding:
+    identity`, and one sent compressed anyway is refused, since a few hundred kB of gzip
+    decode to gigabytes (an SDK reads the body whole) and the cap counts bytes received."""
+
+    def __init__(self, *, max_bytes: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._max_bytes = max_bytes
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = await super().handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            raise EgressError(f"the server answered {encoding[:20]}-compressed, not as asked")
+        response.stream = _CappedStream(response.stream, self._max_bytes)
+        return response
+
+
+def guarded_async_client(
+    policy: EgressPolicy, *, timeout: float = 60.0, max_bytes: int = SDK_MAX_RESPONSE_BYTES
+) -> httpx2.AsyncClient:
     """A plain httpx2 client whose every connection passes the egress policy: for SDKs that
-    take an `http_client` (model providers at tenant-chosen base URLs). No redirects are
-    followed, no proxies or cookies used."""
+    take an `http_client` (model providers at tenant-chosen base URLs, MCP servers). No
+    redirects are followed, no proxies or cookies used; answers are uncompressed and at
+    most `max_bytes`."""
     return httpx2.AsyncClient(
-        transport=GuardedTransport(
-            backend=GuardedBackend(policy), ssl_context=default_ssl_context()
+        transport=_BoundedTransport(
+            backend=GuardedBackend(policy), ssl_context=default_ssl_context(), max_bytes=max_bytes
         ),
         trust_env=False,
         follow_redirects=False,

@@ -28,6 +28,7 @@ from mcp.types import PaginatedRequestParams
 from tools.runtime.context import RunContext
 from tools.runtime.egress import EgressError, EgressPolicy, guarded_async_client
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
+from tools.runtime.validation import check_schema, compile_validator
 
 __all__ = [
     "McpEndpoint",
@@ -171,6 +172,36 @@ def _remote_tool(item: Any) -> McpRemoteTool:
     )
 
 
+class _Session(ClientSession):
+    """The SDK's session, but a tool's structured result is checked against the output
+    schema its server listed by the platform's validator: the SDK's uses jsonschema with
+    Python's `re`, and a server's `pattern` could hold the event loop for minutes, where
+    the platform's matches patterns with RE2 and retrieves nothing (tools.runtime.validation).
+    A schema the platform would refuse leaves the result unchecked, as an unlisted one."""
+
+    def __init__(self, *args: Any, url: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._server_url = url
+
+    async def validate_tool_result(self, name: str, result: Any) -> None:
+        listing = await self.list_tools()
+        schema = next((t.output_schema for t in listing.tools if t.name == name), None)
+        if not isinstance(schema, dict):
+            return
+        try:
+            check_schema(schema, what="outputSchema")
+            check = compile_validator(schema)
+        except ValueError:  # (SchemaError, PatternError)
+            return
+        if result.structured_content is None:
+            raise McpUnavailable(self._server_url, f"tool {name} returned no structured content")
+        error = check(result.structured_content)
+        if error is not None:
+            raise McpUnavailable(
+                self._server_url, f"tool {name}'s result breaks its output schema: {error}"
+            )
+
+
 @asynccontextmanager
 async def _session(endpoint: McpEndpoint) -> AsyncIterator[ClientSession]:
     """An initialised session; every failure inside the block becomes McpUnavailable,
@@ -196,7 +227,7 @@ async def _session(endpoint: McpEndpoint) -> AsyncIterator[ClientSession]:
                     read,
                     write,
                 ),
-                ClientSession(read, write, read_timeout_seconds=endpoint.timeout_s) as session,
+                _Session(read, write, read_timeout_seconds=endpoint.timeout_s, url=url) as session,
             ):
                 await session.initialize()
                 yield session
