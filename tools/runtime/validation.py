@@ -136,7 +136,10 @@ def _local_resolver(schema: dict) -> referencing.Resolver:
     not searched for on each lookup."""
     resource = _resource(schema)
     uri = resource.id() or ""
-    return NO_RETRIEVAL.with_resource(uri, resource).crawl().resolver(base_uri=uri)
+    try:
+        return NO_RETRIEVAL.with_resource(uri, resource).crawl().resolver(base_uri=uri)
+    except (AttributeError, TypeError, ValueError):  # not JSON Schema: the metaschema says why
+        return NO_RETRIEVAL.resolver_with_root(resource)
 
 
 def _resource(node: dict) -> referencing.Resource:
