@@ -17,7 +17,7 @@ django.setup(set_prefix=False)
 
 from agentplatform.tenancy import rls  # noqa: E402 (after setup)
 
-rls.assume_app_role()  # a web process: the tenant policies apply to its queries
+rls.assume_app_role()  # a web process logs in as the app role: the tenant policies bind it
 
 from django.conf import settings  # noqa: E402
 

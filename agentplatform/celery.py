@@ -14,19 +14,15 @@ app.autodiscover_tasks()
 
 
 @signals.worker_init.connect
-def _refuse_to_start_misconfigured(**kwargs) -> None:
-    """Exits (with the reason) before the pool starts, e.g. on other FIELD_ENCRYPTION_KEYS."""
+def _log_in_as_the_app_and_check(**kwargs) -> None:
+    """A worker process logs in as the app role, so the tenant policies bind its queries;
+    then it exits (with the reason) before the pool starts if misconfigured: a login row-level
+    security would not bind, other FIELD_ENCRYPTION_KEYS than the stored secrets'."""
     from agentplatform import startup_checks
-
-    startup_checks.exit_unless_ready()
-
-
-@signals.worker_init.connect
-def _assume_app_role(**kwargs) -> None:
-    """A worker process: the tenant policies apply to its queries (before any fork)."""
     from agentplatform.tenancy import rls
 
     rls.assume_app_role()
+    startup_checks.exit_unless_ready()
 
 
 @signals.worker_process_init.connect

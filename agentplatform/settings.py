@@ -48,10 +48,23 @@ if not _fernet_raw:
     raise ImproperlyConfigured("FIELD_ENCRYPTION_KEYS must be set when DATABASE_URL is set.")
 FIELD_ENCRYPTION_KEYS = config.fernet_keys("FIELD_ENCRYPTION_KEYS", _fernet_raw)
 
+# Row-level security (agentplatform/tenancy/rls.py): the web and worker processes log in as
+# DB_APP_ROLE (neither superuser nor owner nor BYPASSRLS: the tenant policies bind it), with
+# DB_APP_PASSWORD, which `migrate` sets (agentplatform/tenancy/app_login.py); migrations and
+# management commands stay the connecting (owner) user of DATABASE_URL.
+DB_ROW_LEVEL_SECURITY = config.env_bool("DB_ROW_LEVEL_SECURITY", default=True)
+DB_APP_ROLE = config.sql_identifier(
+    "DB_APP_ROLE", config.env_str("DB_APP_ROLE", "agentplatform_app")
+)
+DB_APP_PASSWORD = config.env_str("DB_APP_PASSWORD") or config.derived_secret(
+    SECRET_KEY, "database login of the web and worker processes"
+)
+
 if _database_url:
     DATABASES = {"default": config.database_from_url("DATABASE_URL", _database_url)}
 else:
-    DATABASES = {"default": embedded.postgres(DATA_DIR)}
+    _app_login = DB_APP_ROLE if DB_ROW_LEVEL_SECURITY else None
+    DATABASES = {"default": embedded.postgres(DATA_DIR, password_for=_app_login)}
 # A pool per process (psycopg_pool): closing a connection gives it back instead of ending a
 # PostgreSQL backend, so connecting per request or per stream read costs microseconds, not
 # milliseconds. DB_POOL_MAX_SIZE=0 turns it off (persistent connections per thread then).
@@ -69,14 +82,6 @@ else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 REDIS_URL = _redis_url or embedded.redis(DATA_DIR)
-
-# Row-level security (agentplatform/tenancy/rls.py): the web and worker processes assume
-# DB_APP_ROLE (neither superuser nor owner: the tenant policies apply to it); migrations and
-# management commands stay the connecting (owner) role.
-DB_ROW_LEVEL_SECURITY = config.env_bool("DB_ROW_LEVEL_SECURITY", default=True)
-DB_APP_ROLE = config.sql_identifier(
-    "DB_APP_ROLE", config.env_str("DB_APP_ROLE", "agentplatform_app")
-)
 
 EGRESS_ALLOWLIST = config.egress_allowlist(
     "EGRESS_ALLOWLIST", config.env_list("EGRESS_ALLOWLIST", [])

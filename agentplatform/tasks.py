@@ -10,11 +10,11 @@ def ping() -> str:
 
 
 @shared_task(name="agentplatform.database_role")
-def database_role() -> str:
-    """The role this worker's queries run as: the app role when row-level security is on
-    (tests/tenancy/test_rls.py asks)."""
+def database_role() -> list[str]:
+    """The role this worker's queries run as and the one it logged in as: the app role both
+    when row-level security is on (tests/tenancy/test_rls.py asks)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_user")
-        return cursor.fetchone()[0]
+        cursor.execute("SELECT current_user, session_user")
+        return list(cursor.fetchone())

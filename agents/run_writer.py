@@ -52,6 +52,7 @@ from django.db.models import JSONField
 from django.db.models.fields import NOT_PROVIDED
 from psycopg import sql
 
+from agentplatform.tenancy import rls
 from agents.event_subscriptions import deliver_early, rewind
 from agents.events import TERMINAL_EVENTS, channel, publisher
 from agents.models import Approval, Run, RunEvent
@@ -709,16 +710,19 @@ _groups: dict[asyncio.AbstractEventLoop, _GroupCommit] = {}
 
 
 def _connection_params() -> dict[str, Any]:
-    """Django's parameters for its default database, without its sync cursor and adapters.
+    """Django's parameters for its default database (the process's login), without its sync
+    cursor and adapters.
 
-    Without Django's `assume_role` either: this connection writes as the owner role, outside
-    row-level security, because one statement holds the calls of several tenants (one
-    statement per tenant, or a setting per statement, would undo the grouping it is for).
-    What it writes is not chosen by a caller: each record's tenant is its authenticated API
-    key's (agents.tool_runs builds it), and the events take their run's tenant."""
+    This connection acts for every tenant (`app.tenant_ids` is `*` from its start), because
+    one statement holds the calls of several tenants (one statement per tenant, or a setting
+    per statement, would undo the grouping it is for). What it writes is not chosen by a
+    caller: each record's tenant is its authenticated API key's (agents.tool_runs builds
+    it), and the events take their run's tenant."""
     params = connections["default"].get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
+    every_tenant = f"-c {rls.TENANTS_SETTING}={rls.EVERY_TENANT}"
+    params["options"] = f"{params.get('options', '')} {every_tenant}".strip()
     params.setdefault("application_name", APPLICATION_NAME)
     params.setdefault("connect_timeout", 5)  # calls wait for this connection: not for long
     return params

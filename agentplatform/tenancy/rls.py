@@ -1,23 +1,28 @@
 """PostgreSQL row-level security: the second wall between tenants (docs/security.md).
 
 Every tenant-owned table has a policy admitting only rows whose `tenant_id` is in the
-session setting `app.tenant_ids` (a PostgreSQL array literal such as `{3}`; unset or empty
-admits nothing). The web and worker processes assume a role that is neither superuser nor
-owner (`settings.DB_APP_ROLE`, see `assume_app_role`), so the policies apply to them;
-migrations, management commands and what must span tenants run as the owner.
+session setting `app.tenant_ids` (a PostgreSQL array literal such as `{3}`; `*` admits every
+tenant; unset or empty admits nothing). The web and worker processes log in as a role that is
+neither superuser nor owner nor BYPASSRLS (`settings.DB_APP_ROLE`, see `assume_app_role` and
+`app_login`), so the policies bind them; migrations and management commands log in as the
+owner, whom no policy binds.
 
-This module is the one home of both settings on a connection. The unit of work says what it
+This module is the one home of that setting on a connection. The unit of work says what it
 acts for — `tenant_scope(tenant_id)` (tasks, MCP calls), `set_request_tenants(ids)` (a request,
 once it has authenticated its tenant), `owner()` (a lookup that finds the tenant, or a sweep
-across tenants) — and that is kept in a context variable, because a unit of work borrows
-several connections (pool checkouts, asgiref's threads, a stream's reads) and its context
-follows it into each. Before every query on Django's default connection an execute wrapper
-brings that connection in line with the variable, so a connection never runs a query with
-what another unit of work set on it (fail closed: unset admits no rows), whichever pool
+across tenants: every tenant) — and that is kept in a context variable, because a unit of work
+borrows several connections (pool checkouts, asgiref's threads, a stream's reads) and its
+context follows it into each. Before every query on Django's default connection an execute
+wrapper brings that connection in line with the variable, so a connection never runs a query
+with what another unit of work set on it (fail closed: unset admits no rows), whichever pool
 checkout or thread it came from. It sends a statement only when the connection's state
 differs from what is wanted (remembered per raw connection, and sent to the raw connection:
 not one of the queries Django counts): usually one `set_config` per request, nothing per
 further query.
+
+The setting itself is what SQL run by an attacker (an injection) could still change: it
+could widen its own scope to every tenant's rows. It could not leave the role, change a
+table, a policy or a trigger, or read the server's files (docs/security.md, "Limits").
 """
 
 from __future__ import annotations
@@ -30,14 +35,23 @@ from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
 TENANTS_SETTING = "app.tenant_ids"
-# The policy of every tenant-owned table (the migrations install it with `policy_sql`).
+EVERY_TENANT = "*"
+# The policy of every tenant-owned table (the migrations install it with `policy_sql`). Each
+# current_setting is a scalar subquery, evaluated once per statement (an InitPlan), not per
+# row: a filter three times cheaper per row than the bare OR; `*` is kept out of the array
+# cast. Unlike the former `tenant_id = ANY (...)` alone, the policy is no index condition, so
+# a query must carry its own tenant filter or key (every selector does) to avoid a scan.
 POLICY_NAME = "tenant_isolation"
-_ALLOWED = f"tenant_id = ANY (NULLIF(current_setting('{TENANTS_SETTING}', true), '')::bigint[])"
+_SETTING = f"current_setting('{TENANTS_SETTING}', true)"
+_ALLOWED = (
+    f"((SELECT {_SETTING}) = '{EVERY_TENANT}' OR tenant_id = ANY ((SELECT "
+    f"NULLIF(NULLIF({_SETTING}, ''), '{EVERY_TENANT}'))::bigint[]))"
+)
 
 
 @dataclass(frozen=True)
@@ -50,9 +64,11 @@ _NONE = Scope()
 _OWNER = Scope(as_owner=True)
 _scope: contextvars.ContextVar[Scope] = contextvars.ContextVar("rls_scope", default=_NONE)
 
-# The role this process assumes on its connections; None = the connecting (owner) role.
+# A role that connections logged in as the owner switch to with SET ROLE; None: stay the
+# login. Production processes log in as the app role instead (assume_app_role) and leave it
+# None; the test process sets it around requests it serves in-process (tests/conftest.py).
 _app_role: str | None = None
-# What each raw connection carries: ((role, or None for the connecting one; tenants text),
+# What each raw connection carries: ((role, or None for the login; tenants text),
 # whether it was set in a transaction not known to have committed).
 _state: weakref.WeakKeyDictionary[psycopg.Connection, tuple[tuple[str | None, str], bool]] = (
     weakref.WeakKeyDictionary()
@@ -63,15 +79,21 @@ _INERROR = psycopg.pq.TransactionStatus.INERROR
 
 
 def assume_app_role() -> None:
-    """Make this process's connections assume the app role (web and worker processes; call
-    after django.setup(), before the first query). No-op with DB_ROW_LEVEL_SECURITY off."""
-    global _app_role
+    """Make this process (a web process, a worker) log in as the app role from now on: its
+    connections, the pool's included, use DB_APP_ROLE and DB_APP_PASSWORD (a DATABASE_URL
+    that names the app role already keeps its own password). Call after django.setup(),
+    before the first query; a connection or pool opened before is closed. No-op with
+    DB_ROW_LEVEL_SECURITY off."""
     if not settings.DB_ROW_LEVEL_SECURITY:
         return
-    # Taken by the first query of every connection (see _sync). Not with Django's own
-    # OPTIONS["assume_role"]: with the pool, Django 5.2's configure step composes its SET ROLE
-    # through a cursor of the pool itself and waits for a connection forever.
-    _app_role = settings.DB_APP_ROLE
+    database = connections[DEFAULT_DB_ALIAS]
+    login = database.settings_dict  # the one dict every thread's wrapper shares
+    if login["USER"] != settings.DB_APP_ROLE:
+        login["USER"] = settings.DB_APP_ROLE
+        login["PASSWORD"] = settings.DB_APP_PASSWORD
+    database.close()
+    if login.get("OPTIONS", {}).get("pool"):
+        database.close_pool()  # made (if at all) with the owner's login
 
 
 def policy_sql(table: str) -> list[str]:
@@ -81,6 +103,21 @@ def policy_sql(table: str) -> list[str]:
         f'DROP POLICY IF EXISTS {POLICY_NAME} ON "{table}"',
         f'CREATE POLICY {POLICY_NAME} ON "{table}" USING ({_ALLOWED}) WITH CHECK ({_ALLOWED})',
     ]
+
+
+def tenant_tables(apps) -> list[str]:
+    """The tables of `apps`' models with a `tenant` foreign key (a migration's historical
+    apps, or django.apps.apps)."""
+    return sorted(
+        model._meta.db_table
+        for model in apps.get_models()
+        if any(
+            field.name == "tenant"
+            and field.many_to_one
+            and field.related_model._meta.label_lower == "tenancy.tenant"
+            for field in model._meta.get_fields()
+        )
+    )
 
 
 # -- what the unit of work acts for ---------------------------------------------------------
@@ -93,9 +130,9 @@ def tenant_scope(*tenant_ids: int) -> Iterator[None]:
 
 @contextmanager
 def owner() -> Iterator[None]:
-    """Inside, queries run as the owner role: no policy applies. For lookups that find the
-    tenant (keyed by the signed-in user or a secret) and for work across tenants; every use
-    says why."""
+    """Inside, queries act for every tenant (the owner's view of the data; the login stays
+    the app role). For lookups that find the tenant (keyed by the signed-in user or a
+    secret) and for work across tenants; every use says why."""
     with _scoped(_OWNER):
         yield
 
@@ -107,12 +144,13 @@ def set_request_tenants(tenant_ids: Iterable[int]) -> None:
 
 
 def set_request_owner() -> None:
-    """For the rest of this request, act as the owner (a platform superuser in the admin)."""
+    """For the rest of this request, act for every tenant (a platform superuser in the
+    admin)."""
     _scope.set(_OWNER)
 
 
 def tenant_id_of(model, pk: int) -> int | None:
-    """The tenant of the row `pk` of `model`, read as the owner: a task's message names a row
+    """The tenant of the row `pk` of `model`, read for every tenant: a task's message names a row
     by its id alone, and the task then works in that row's tenant. One query."""
     with owner():
         return model._default_manager.filter(pk=pk).values_list("tenant_id", flat=True).first()
@@ -153,12 +191,13 @@ def _before_query(execute, sql, params, many, context):
 
 def _sync(raw: psycopg.Connection) -> None:
     scope = _scope.get()
-    wanted = (
-        None if scope.as_owner else _app_role,
-        "{" + ",".join(map(str, scope.tenant_ids)) + "}" if scope.tenant_ids else "",
-    )
+    if scope.as_owner:
+        tenants = EVERY_TENANT
+    else:
+        tenants = "{" + ",".join(map(str, scope.tenant_ids)) + "}" if scope.tenant_ids else ""
+    wanted = (_app_role, tenants)
     status = raw.info.transaction_status
-    have, tentative = _state.get(raw, ((None, ""), False))  # new: the connecting role
+    have, tentative = _state.get(raw, ((None, ""), False))  # new: the login, no setting
     if tentative and status == _IDLE:
         have = _UNKNOWN  # set in a transaction that has ended: committed or rolled back?
     if have == wanted:
@@ -168,7 +207,7 @@ def _sync(raw: psycopg.Connection) -> None:
     parts, params = [], []
     if have[0] != wanted[0]:
         parts.append("set_config('role', %s, false)")
-        params.append(wanted[0] or "none")  # 'none': back to the connecting role
+        params.append(wanted[0] or "none")  # 'none': back to the login role
     if have[1] != wanted[1]:
         parts.append(f"set_config('{TENANTS_SETTING}', %s, false)")
         params.append(wanted[1])

@@ -34,13 +34,14 @@ def plain_user_database() -> Iterator[tuple[str, str, dict[str, str]]]:
     user, name, role = f"plain_{suffix}", f"plain_db_{suffix}", f"plain_app_{suffix}"
     as_superuser(f"CREATE ROLE {user} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB")
     as_superuser(f"CREATE DATABASE {name} OWNER {user}")
-    as_superuser(f"CREATE ROLE {role} NOLOGIN")  # what tenancy's RLS migration would ask for
-    as_superuser(f"GRANT {role} TO {user}")
+    # What tenancy's RLS migration would ask for.
+    as_superuser(f"CREATE ROLE {role} LOGIN PASSWORD 'chosen-by-the-dba'")
     db = settings.DATABASES["default"]
     env = {
         **subprocess_env(),
         "DATABASE_URL": postgres_url({**db, "USER": user, "NAME": name}),
         "DB_APP_ROLE": role,
+        "DB_APP_PASSWORD": "chosen-by-the-dba",
     }
     try:
         yield user, name, env

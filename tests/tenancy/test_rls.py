@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.utils import ProgrammingError
 
 from agentplatform.embedded import postgres_url
-from agentplatform.tenancy import rls
+from agentplatform.tenancy import app_login, rls
 from agentplatform.tenancy.models import Tenant
 from agents.models import Agent
 from tests.conftest import ROOT, subprocess_env
@@ -128,12 +128,14 @@ def test_every_tenant_owned_table_has_the_policy(db):
     assert tables - protected == set(), "tenant tables without the policy (see rls.policy_sql)"
 
 
-def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing(db):
+def test_the_app_role_is_a_login_neither_superuser_nor_owner_nor_bypassing(db):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = %s", [ROLE]
         )
-        assert cursor.fetchone() == (False, False, False)
+        assert cursor.fetchone() == (False, False, True)
+        cursor.execute(app_login._PRIVILEGED, [ROLE])  # nor a member of such a role
+        assert cursor.fetchone()[0] is False
         cursor.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = %s",
             [ROLE],
@@ -198,15 +200,14 @@ def test_web_processes_run_as_the_app_role(module):
         timeout=60,
         check=True,
     ).stdout.split()
-    assert output[0] == ROLE
-    assert output[1] != ROLE  # connected as the owner, then SET ROLE
+    assert output == [ROLE, ROLE]  # logged in as the app role: nothing to RESET back to
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_worker_runs_as_the_app_role(celery_worker_process):
+def test_the_worker_logs_in_as_the_app_role(celery_worker_process):
     from agentplatform.tasks import database_role
 
-    assert database_role.delay().get(timeout=20) == ROLE
+    assert database_role.delay().get(timeout=20) == [ROLE, ROLE]
 
 
 def test_a_management_command_runs_as_the_owner(db):
@@ -245,12 +246,12 @@ def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run(
         migrate = [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"]
         refused = subprocess.run(migrate, env=env, cwd=ROOT, capture_output=True, text=True)
         assert refused.returncode != 0
-        assert f"CREATE ROLE {role} NOLOGIN;" in refused.stderr
-        assert f"GRANT {role} TO {user};" in refused.stderr
+        assert f"CREATE ROLE {role} LOGIN PASSWORD '<a password>';" in refused.stderr
+        assert "set DB_APP_PASSWORD to that password" in refused.stderr
         assert "Traceback" not in refused.stderr
 
-        owner_sql(f"CREATE ROLE {role} NOLOGIN")
-        owner_sql(f"GRANT {role} TO {user}")
+        owner_sql(f"CREATE ROLE {role} LOGIN PASSWORD 'chosen-by-the-dba'")
+        env["DB_APP_PASSWORD"] = "chosen-by-the-dba"
         subprocess.run(migrate, env=env, cwd=ROOT, check=True, capture_output=True, timeout=300)
         who = subprocess.run(
             [sys.executable, "-c", WHO_AM_I.format(module="agentplatform.asgi")],
@@ -260,8 +261,91 @@ def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run(
             text=True,
             check=True,
         ).stdout.split()
-        assert who == [role, user]
+        assert who == [role, role]
     finally:
         owner_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         owner_sql(f"DROP ROLE IF EXISTS {role}")
         owner_sql(f"DROP ROLE IF EXISTS {user}")
+
+
+def app_connection(**overrides) -> psycopg.Connection:
+    """A raw connection logged in as the web and worker processes log in."""
+    db = settings.DATABASES["default"]
+    params = dict(
+        host=db["HOST"],
+        port=db["PORT"] or None,
+        dbname=db["NAME"],
+        user=ROLE,
+        password=settings.DB_APP_PASSWORD,
+        autocommit=True,
+    )
+    return psycopg.connect(**{**params, **overrides})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_app_login_cannot_leave_its_role_or_read_another_tenants_rows(agents):
+    """Whatever SQL it runs (an injection's), the login stays bound by the policies; only
+    the tenant setting itself (docs/security.md, "Limits") widens what it sees."""
+    with app_connection() as raw:
+        raw.execute("SELECT set_config('app.tenant_ids', %s, false)", [f"{{{agents.acme.pk}}}"])
+
+        def slugs() -> set[str]:
+            return {row[0] for row in raw.execute("SELECT slug FROM agents_agent")}
+
+        assert raw.execute("SELECT current_user, session_user").fetchone() == (ROLE, ROLE)
+        assert slugs() == {"a"}
+        raw.execute("RESET ROLE")  # nothing to go back to: it logged in as the app role
+        raw.execute("RESET SESSION AUTHORIZATION")
+        assert raw.execute("SELECT current_user").fetchone() == (ROLE,)
+        assert slugs() == {"a"}
+        for escape in (
+            "SET ROLE postgres",
+            "SET SESSION AUTHORIZATION postgres",
+            "ALTER TABLE agents_agent DISABLE ROW LEVEL SECURITY",
+            "ALTER TABLE agents_agent NO FORCE ROW LEVEL SECURITY",
+            f"DROP POLICY {rls.POLICY_NAME} ON agents_agent",
+            "ALTER ROLE CURRENT_USER BYPASSRLS",
+            "COPY (SELECT 1) TO PROGRAM 'true'",
+            "SELECT pg_read_file('pg_hba.conf')",
+            "CREATE TABLE public.intruder (i int)",  # nor make objects of its own
+            "CREATE SCHEMA intruder",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                raw.execute(escape)
+        assert slugs() == {"a"}
+        raw.execute("SELECT set_config('app.tenant_ids', '', false)")
+        assert slugs() == set()
+        # The documented limit: the setting is the connection's own, so SQL that sets it
+        # sees what it names.
+        raw.execute("SELECT set_config('app.tenant_ids', '*', false)")
+        assert slugs() == {"a", "g"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_app_login_needs_its_password(agents):
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        app_connection(password="not-" + settings.DB_APP_PASSWORD).close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("environment", "refusal"),
+    [
+        ({"DB_APP_PASSWORD": "a-wrong-password"}, "PostgreSQL refused the login of DB_APP_ROLE"),
+        ({"DB_APP_ROLE": "postgres"}, "is a superuser, BYPASSRLS, owns tables"),
+    ],
+    ids=["wrong-password", "privileged-role"],
+)
+def test_a_process_whose_login_policies_would_not_bind_refuses_to_start(environment, refusal):
+    started = subprocess.run(
+        [sys.executable, "-c", "import agentplatform.wsgi"],
+        env={**subprocess_env(settings.DATABASES["default"]["NAME"]), **environment},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 1
+    assert f"Start-up check failed: {refusal}" in started.stderr or refusal in started.stderr
+    assert "Traceback" not in started.stderr
+    assert environment.get("DB_APP_PASSWORD", "unset") not in started.stderr
