@@ -225,13 +225,32 @@ def _text_claim(claims: dict[str, Any], key: str, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def _claimed_true(value: object) -> bool | None:
+    """A boolean claim: some providers send it as the string "true" or "false"."""
+    if isinstance(value, str):
+        value = {"true": True, "false": False}.get(value.lower())
+    return value if isinstance(value, bool) else None
+
+
+def trusted_email(provider: SSOProvider, claims: dict[str, Any]) -> str:
+    """The claims' e-mail address, or "" when the platform may not rely on it. An address is
+    what invitations and the admin find people by, so a tenant's own provider (whose issuer
+    that tenant's admins choose: it could claim anyone's address) is believed only with
+    `email_verified` true. A platform-wide one (the operator's) is believed unless it says
+    false: some providers (Microsoft Entra ID) send no such claim."""
+    verified = _claimed_true(claims.get("email_verified"))
+    trusted = verified is True if provider.tenant_id is not None else verified is not False
+    return _text_claim(claims, "email", 254) if trusted else ""
+
+
 _FIRST_SIGN_IN_LOCK = 0x550_F125  # a PostgreSQL advisory lock key of this module's own
 
 
 @transaction.atomic
 def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> AbstractUser:
     """The user behind these verified claims (`iss` and `sub` required), created with no
-    usable password on first sign-in; name and e-mail refreshed from the claims."""
+    usable password on first sign-in; name and e-mail refreshed from the claims (the
+    e-mail only when `trusted_email` gives it: an untrusted one is never stored)."""
     User = get_user_model()
     issuer, subject = str(claims["iss"]), str(claims["sub"])
     identity = (
@@ -240,7 +259,7 @@ def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> Abstr
         .filter(issuer=issuer, subject=subject)
         .first()
     )
-    email = _text_claim(claims, "email", 254) if claims.get("email_verified", True) else ""
+    email = trusted_email(provider, claims)
     if identity is None:
         # First sign-ins wait for each other (until this transaction ends), so two at once
         # neither make the same person twice nor take one free username twice.
@@ -252,7 +271,9 @@ def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> Abstr
             .first()
         )
     if identity is None:
-        user = User(username=_username_for(provider, claims), email=email)
+        # (an address this platform may not rely on names no account: not even its username)
+        named = claims if email else {k: v for k, v in claims.items() if k != "email"}
+        user = User(username=_username_for(provider, named), email=email)
         user.set_unusable_password()
         user.first_name = _text_claim(claims, "given_name", 150)
         user.last_name = _text_claim(claims, "family_name", 150)

@@ -178,6 +178,48 @@ def test_the_setting_parses(monkeypatch):
     assert config.env_json_sso_providers("SSO_PROVIDERS")[0]["slug"] == "corp"
 
 
+# -- e-mail claims -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("verified", "tenants", "platform"),
+    [
+        ({"email_verified": True}, True, True),
+        ({"email_verified": "true"}, True, True),
+        ({}, False, True),  # a platform-wide provider's (the operator's) may say nothing
+        ({"email_verified": None}, False, True),
+        ({"email_verified": False}, False, False),
+        ({"email_verified": "false"}, False, False),
+        ({"email_verified": 1}, False, True),
+    ],
+)
+def test_an_email_is_trusted_from_a_tenants_provider_only_when_verified(
+    trio, verified, tenants, platform
+):
+    acme_provider(trio)
+    own = sso.provider_named("acme-idp")
+    wide = sso.SSOProvider(**{**own.__dict__, "slug": "corp", "tenant_id": None})
+    claims = {"email": "victim@corp.example", **verified}
+    assert sso.trusted_email(own, claims) == ("victim@corp.example" if tenants else "")
+    assert sso.trusted_email(wide, claims) == ("victim@corp.example" if platform else "")
+
+
+def test_an_untrusted_email_names_no_account(trio):
+    """Neither stored nor made the username (the admin finds people by either)."""
+    acme_provider(trio)
+    provider = sso.provider_named("acme-idp")
+    claims = {"iss": provider.issuer, "sub": "e-1", "email": "victim@corp.example"}
+    user = sso.user_for_identity(provider=provider, claims=claims)
+    assert user.email == "" and user.username == "e-1"
+    verified = {"iss": provider.issuer, "sub": "v-1", "email": "vera@acme.example",
+                "email_verified": True}  # fmt: skip
+    user = sso.user_for_identity(provider=provider, claims=verified)
+    assert user.email == "vera@acme.example" and user.username == "vera@acme.example"
+    # a later sign-in whose address is unverified keeps the verified one
+    sso.user_for_identity(provider=provider, claims={**verified, "email": "x@evil.example",
+                                                     "email_verified": False})  # fmt: skip
+    user.refresh_from_db()
+    assert user.email == "vera@acme.example"
+
+
 # -- password sign-in off ----------------------------------------------------------------
 def post_login(username: str, page: str = "/login/"):
     return Client().post(page, {"username": username, "password": PASSWORD})

@@ -431,3 +431,51 @@ def test_turning_passwords_off_ends_password_sessions_only(trio, idp, acme_idp):
     assert root.get("/t/acme/").status_code == 200
     assert charlie.get("/t/globex/").status_code == 200
     assert owner.get("/t/acme/").status_code == 302  # the owner's password session too
+
+
+# -- e-mail from a tenant's own provider ------------------------------------------------------
+@pytest.mark.parametrize("knob", ["email-unverified", "email-not-verified"])
+def test_a_tenants_provider_email_is_not_trusted_unless_verified(trio, idp, acme_idp, knob):
+    """acme's provider says eve's address is victim@corp.example without saying it verified
+    it: the address is not stored, and an invitation to it elsewhere (globex) is not eve's
+    to accept."""
+    _, token = services.invitation_create(
+        tenant=trio.globex, invitee="victim@corp.example", role=Role.ADMIN, invited_by=trio.charlie
+    )
+    idp.user("eve", groups=["acme-staff"], email="victim@corp.example", knob=knob)
+    eve = Client()
+    assert sign_in(eve, idp, "acme-idp", "eve").status_code == 302
+    user = get_user_model().objects.get(username="eve")
+    assert user.email == ""
+    assert eve.get(f"/invitations/{token}/").status_code == 403
+    refused = eve.post(f"/invitations/{token}/", {"action": "accept"})
+    assert refused.status_code == 403
+    assert not Membership.objects.filter(tenant=trio.globex, user=user).exists()
+
+
+def test_a_verified_email_from_a_tenants_provider_is_stored(trio, idp, acme_idp):
+    idp.user("vera", groups=["acme-staff"], email="vera@acme.example")  # email_verified: true
+    assert sign_in(Client(), idp, "acme-idp", "vera").status_code == 302
+    assert get_user_model().objects.get(username="vera").email == "vera@acme.example"
+
+
+@pytest.mark.parametrize(
+    ("knob", "stored"), [("email-unverified", True), ("email-not-verified", False)]
+)
+def test_a_platform_providers_email_is_trusted_unless_it_says_unverified(
+    trio, idp, settings, knob, stored
+):
+    settings.SSO_PROVIDERS = [
+        {
+            "slug": "corp",
+            "name": "Corp",
+            "issuer": idp.issuer,
+            "client_id": "platform",
+            "client_secret": "platform-secret",
+            "groups": [{"group": "eng", "tenant": "acme", "role": "member"}],
+        }
+    ]
+    idp.user("paul", groups=["eng"], email="paul@corp.example", knob=knob)
+    assert sign_in(Client(), idp, "corp", "paul").status_code == 302
+    user = get_user_model().objects.get(username="paul")
+    assert user.email == ("paul@corp.example" if stored else "")
