@@ -16,6 +16,7 @@ from agentplatform.tenancy import sso
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.services import tenant_sign_in_set
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in
 
 
 class ProviderOut(serializers.Serializer):
@@ -102,5 +103,9 @@ class SignInView(APIView):
         body = SignInIn(data=request.data)
         body.is_valid(raise_exception=True)
         tenant = request_tenant(request)
-        tenant_sign_in_set(tenant=tenant, password_sign_in=body.validated_data["password_sign_in"])
+        tenant_sign_in_set(
+            tenant=tenant,
+            password_sign_in=body.validated_data["password_sign_in"],
+            password_session=session_needs_password_sign_in(request),
+        )
         return Response(_state(request, tenant))

@@ -19,9 +19,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from agentplatform import rate_counters
-from agentplatform.tenancy import oauth
+from agentplatform.tenancy import oauth, sso
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in, session_sign_in_method
 from agentplatform.web import csp
 from agentplatform.web.cors import open_to_every_origin
 
@@ -127,23 +128,43 @@ def authorize(request: HttpRequest) -> HttpResponse:
     except oauth.OAuthError as exc:
         back |= {"error": exc.code, "error_description": exc.description}
         return _back_to(redirect_uri, back)
-    tenants = list(tenants_for(request.user))
+    tenants, password_off = _tenants_to_offer(request)
+    context = {
+        "client": client,
+        "tenants": tenants,
+        "password_off": password_off,
+        "params": source.items(),
+    }
     if request.method == "GET":
-        context = {"client": client, "tenants": tenants, "params": source.items()}
         return _consent_page(request, context, redirect_uri)
     if request.POST.get("decision") != "allow":
         back["error"] = "access_denied"
-    else:
-        tenant = next((t for t in tenants if t.slug == request.POST.get("tenant")), None)
-        if tenant is None:
-            context = {"client": client, "tenants": tenants, "params": source.items(),
-                       "problem": "Pick one of your tenants."}  # fmt: skip
-            return _consent_page(request, context, redirect_uri, status=400)
-        try:
-            back["code"] = _code(client, request, tenant, redirect_uri, challenge)
-        except oauth.OAuthError as exc:  # no longer a member, since the page was shown
-            back["error"] = exc.code
+        return _back_to(redirect_uri, back)
+    picked = request.POST.get("tenant")
+    tenant = next((t for t in tenants if t.slug == picked), None)
+    if tenant is None:
+        refused = next((t for t in password_off if t.slug == picked), None)
+        problem = (
+            sso.PASSWORD_OFF.format(tenant=refused.name) if refused else "Pick one of your tenants."
+        )
+        return _consent_page(request, {**context, "problem": problem}, redirect_uri, status=400)
+    try:
+        back["code"] = _code(client, request, tenant, redirect_uri, challenge)
+    except oauth.OAuthError as exc:  # no longer a member, since the page was shown
+        back["error"] = exc.code
     return _back_to(redirect_uri, back)
+
+
+def _tenants_to_offer(request: HttpRequest) -> tuple[list[Tenant], list[Tenant]]:
+    """The member's tenants this session may act in, and those it may not: a session a
+    password began, in tenants that turned password sign-in off."""
+    tenants = list(tenants_for(request.user))
+    if not session_needs_password_sign_in(request):
+        return tenants, []
+    return (
+        [t for t in tenants if t.password_sign_in],
+        [t for t in tenants if not t.password_sign_in],
+    )
 
 
 def _back_to(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
@@ -171,6 +192,7 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
         tenant=tenant,
         redirect_uri=redirect_uri,
         code_challenge=challenge,
+        sign_in_method=session_sign_in_method(request),
     )
 
 

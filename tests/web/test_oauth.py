@@ -1,6 +1,6 @@
 """The OAuth endpoints MCP clients use (agentplatform/web/oauth.py), request by request:
-what registration refuses and how, the resource a client names (RFC 8707), and CORS for
-browser-based clients. tests/mcp/test_oauth.py has whole flows against a live server."""
+what registration refuses and how, the resource a client names (RFC 8707), and consent in
+a session a password began. tests/mcp/test_oauth.py has whole flows against a live server."""
 
 from __future__ import annotations
 
@@ -13,7 +13,17 @@ import pytest
 from django.test import Client
 
 from agentplatform import rate_counters
-from agentplatform.tenancy.models import OAuthClient, OAuthGrant
+from agentplatform.tenancy import oauth
+from agentplatform.tenancy import services as tenancy
+from agentplatform.tenancy.models import (
+    IdentityProvider,
+    IdentityProviderGroup,
+    OAuthClient,
+    OAuthGrant,
+    OAuthToken,
+    Role,
+)
+from agentplatform.tenancy.sign_in import SIGN_IN_METHOD
 from tests.factories import login
 
 pytestmark = pytest.mark.django_db
@@ -170,3 +180,59 @@ def test_the_token_endpoint_refuses_another_resource_with_a_400(served, params, 
     wrong = Client().post("/oauth/token", {**refresh, "resource": "https://evil.example/mcp"})
     assert wrong.json()["error"] == "invalid_target"
     assert Client().post("/oauth/token", refresh).status_code == 200  # not used up either
+
+
+def exchange_of(params: dict[str, str], code: str, **change) -> dict[str, str]:
+    return {"grant_type": "authorization_code", "code": code, "client_id": params["client_id"],
+            "redirect_uri": REDIRECT, "code_verifier": VERIFIER, **change}  # fmt: skip
+
+
+# -- password sign-in off (docs/sso.md) -------------------------------------------------------
+def passwords_off(trio) -> None:
+    provider = IdentityProvider.objects.create(
+        tenant=trio.acme, slug="acme-idp", name="Acme Login", issuer="https://login.acme.example",
+        client_id="platform",
+    )  # fmt: skip
+    IdentityProviderGroup.objects.create(provider=provider, group="staff", tenant=trio.acme)
+    tenancy.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+
+
+def test_a_password_session_cannot_authorise_a_client_in_a_tenant_without_passwords(
+    served, params, trio
+):
+    """bob (acme and globex) signed in with his password: the consent page offers globex
+    only and says why not acme; picking acme anyway is refused there, with no code."""
+    tenancy.membership_set(tenant=trio.globex, user=trio.bob, role=Role.MEMBER)
+    passwords_off(trio)
+    bob = login(Client(), trio.bob)
+    page = bob.get(f"/oauth/authorize?{urlencode(params)}")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert '<option value="globex">' in text and '<option value="acme">' not in text
+    assert "Password sign-in is turned off for Acme" in text
+    picked = bob.post("/oauth/authorize", {**params, "tenant": "acme", "decision": "allow"})
+    assert picked.status_code == 400 and "Location" not in picked
+    assert "Password sign-in is turned off for Acme. Sign in with" in picked.content.decode()
+    assert not OAuthGrant.objects.exists()
+    with pytest.raises(oauth.OAuthError, match="Password sign-in is turned off for Acme"):
+        oauth.grant(client=OAuthClient.objects.get(), user=trio.bob, tenant=trio.acme,
+                    redirect_uri=REDIRECT, code_challenge=params["code_challenge"],
+                    sign_in_method="password")  # fmt: skip
+    done = bob.post("/oauth/authorize", {**params, "tenant": "globex", "decision": "allow"})
+    assert done.status_code == 302 and "code=" in done["Location"]
+    assert OAuthGrant.objects.get().sign_in_method == "password"
+
+
+def test_a_single_sign_on_session_authorises_a_client_in_a_tenant_without_passwords(
+    served, params, trio
+):
+    passwords_off(trio)
+    bob = Client()
+    bob.force_login(trio.bob)
+    session = bob.session
+    session[SIGN_IN_METHOD] = "sso:acme-idp"
+    session.save()
+    query = answer(bob, params)
+    tokens = Client().post("/oauth/token", exchange_of(params, query["code"][0]))
+    assert tokens.status_code == 200
+    assert OAuthToken.objects.get().sign_in_method == "sso:acme-idp"
