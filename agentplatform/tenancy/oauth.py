@@ -5,8 +5,8 @@ rotation, and the tokens checked when a client calls `/mcp` as a person.
 A token acts for one member in one tenant (picked on the consent page) with that member's
 role: the same policy as their browser session, including its sign-in (a client authorised
 in a session a password began acts only while its tenant allows passwords). Codes live a
-minute and are used once; codes and tokens are stored only as SHA-256 hashes (they are
-256-bit random). Redirect URIs
+minute and are spent by their first exchange, whatever its outcome; codes and tokens are
+stored only as SHA-256 hashes (they are 256-bit random). Redirect URIs
 must be absolute https URIs, or http on a loopback host (native clients), with a valid host
 and port, and must match exactly.
 """
@@ -273,27 +273,46 @@ class Issued:
 
 
 def exchange_code(
-    *, code: object, client_id: object, redirect_uri: object, code_verifier: object
+    *,
+    code: object,
+    client_id: object,
+    redirect_uri: object,
+    code_verifier: object,
+    resource: list[str],
+    served: str,
 ) -> Issued:
-    if not all(isinstance(v, str) and v for v in (code, client_id, redirect_uri, code_verifier)):
+    """Tokens for a code. The code is spent first, in a step of its own that commits, and
+    only then are the client, redirect URI, PKCE verifier and `resource` (check_resource)
+    checked: a failed exchange leaves no code to try again (OAuth 2.1 §4.1.3)."""
+    if not isinstance(code, str) or not code:
         raise OAuthError("invalid_request", "Send code, client_id, redirect_uri and code_verifier.")
-    now = timezone.now()
+    found = _spend(code)
+    if found is None:
+        raise OAuthError("invalid_grant", "The code is unknown, used or expired.")
+    if not all(isinstance(v, str) and v for v in (client_id, redirect_uri, code_verifier)):
+        raise OAuthError("invalid_request", "Send code, client_id, redirect_uri and code_verifier.")
+    if found.client.client_id != client_id or found.redirect_uri != redirect_uri:
+        raise OAuthError("invalid_grant", "The code was given to another client or URI.")
+    if not _verifier_matches(code_verifier, found.code_challenge):  # type: ignore[arg-type]
+        raise OAuthError("invalid_grant", "The code_verifier does not match the challenge.")
+    check_resource(resource, served=served)
     with rls.owner(), transaction.atomic():  # (the code names its tenant)
-        found = (
-            OAuthGrant.objects.select_for_update()
-            .select_related("client")
-            .filter(code_hash=_hash(code))  # type: ignore[arg-type]
-            .first()
-        )
-        if found is None or found.used_at is not None or found.expires_at <= now:
-            raise OAuthError("invalid_grant", "The code is unknown, used or expired.")
-        found.used_at = now
-        found.save(update_fields=["used_at"])
-        if found.client.client_id != client_id or found.redirect_uri != redirect_uri:
-            raise OAuthError("invalid_grant", "The code was given to another client or URI.")
-        if not _verifier_matches(code_verifier, found.code_challenge):  # type: ignore[arg-type]
-            raise OAuthError("invalid_grant", "The code_verifier does not match the challenge.")
         return _issue(found.client, found.user_id, found.tenant_id, found.sign_in_method)
+
+
+def _spend(code: str) -> OAuthGrant | None:
+    """The grant behind `code`, marked used now if it was unused and unexpired; else None.
+    One conditional UPDATE in a transaction of its own (committed before the exchange's
+    checks can fail and roll anything back; two exchanges at once: one wins), then a read."""
+    now = timezone.now()
+    with rls.owner():  # (the code names its tenant)
+        with transaction.atomic():
+            spent = OAuthGrant.objects.filter(
+                code_hash=_hash(code), used_at__isnull=True, expires_at__gt=now
+            ).update(used_at=now)
+        if not spent:
+            return None
+        return OAuthGrant.objects.select_related("client").get(code_hash=_hash(code))
 
 
 def _verifier_matches(verifier: str, challenge: str) -> bool:

@@ -109,11 +109,14 @@ def register(request: HttpRequest) -> JsonResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def authorize(request: HttpRequest) -> HttpResponse:
-    """Errors about the client or its redirect URI are shown here, never redirected (an
-    unknown URI could be an attacker's); the member's decision goes back to the client."""
+    """Nothing goes back to the client until its id, its redirect URI (registered, exactly)
+    and the `resource` are valid, nor while the request is otherwise malformed: those
+    errors are a page of ours (400), since a redirect would send a signed-in member to a
+    URI that anyone may have registered. Only the member's decision goes back to it."""
     source = request.GET if request.method == "GET" else request.POST
     try:
         client = oauth.client_for(source.get("client_id"), source.get("redirect_uri"))
+        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
         if source.get("response_type") != "code":
             raise oauth.OAuthError("unsupported_response_type", "response_type must be code.")
         challenge = oauth.check_challenge(
@@ -123,11 +126,6 @@ def authorize(request: HttpRequest) -> HttpResponse:
         return render(request, "web/oauth_error.html", {"error": exc}, status=400)
     redirect_uri, state = source["redirect_uri"], source.get("state", "")
     back: dict[str, str] = {"state": state} if state else {}
-    try:  # the client and its URI are known: from here on, errors go back to it (§4.1.2.1)
-        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
-    except oauth.OAuthError as exc:
-        back |= {"error": exc.code, "error_description": exc.description}
-        return _back_to(redirect_uri, back)
     tenants, password_off = _tenants_to_offer(request)
     context = {
         "client": client,
@@ -202,15 +200,17 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
 def token(request: HttpRequest) -> JsonResponse:
     form = request.POST
     try:
-        oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
         if form.get("grant_type") == "authorization_code":
             issued = oauth.exchange_code(
                 code=form.get("code"),
                 client_id=form.get("client_id"),
                 redirect_uri=form.get("redirect_uri"),
                 code_verifier=form.get("code_verifier"),
+                resource=form.getlist("resource"),
+                served=settings.MCP_RESOURCE_URL,
             )
         elif form.get("grant_type") == "refresh_token":
+            oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
             issued = oauth.refresh(
                 refresh_token=form.get("refresh_token"), client_id=form.get("client_id")
             )

@@ -107,6 +107,11 @@ def test_a_member_signs_an_mcp_client_in_and_it_acts_as_them(
                 "redirect_uri": REDIRECT}  # fmt: skip
     bad = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": "x" * 43})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_grant"
+    spent = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": verifier})
+    assert spent.json()["error"] == "invalid_grant"  # the failed exchange spent the code
+
+    code = parse_qs(urlsplit(consent(browser, params, "acme").headers["location"]).query)
+    exchange["code"] = code["code"][0]
     tokens = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": verifier})
     assert tokens.status_code == 200, tokens.text
     access = tokens.json()["access_token"]
