@@ -90,8 +90,11 @@ class SignInView(APIView):
 
     @extend_schema(
         summary="Turn password sign-in on or off",
-        description="Off: members sign in through single sign-on only (API keys keep "
-        "working). Refused (400) while no enabled identity provider serves the tenant.",
+        description="Off: sessions a password began (and MCP clients authorised in one) "
+        "cannot act in this tenant, only single sign-on's can; API keys keep working, and "
+        "the members' other tenants are not affected. Refused (400) while no enabled "
+        "identity provider serves the tenant, and from a session a password began (sign in "
+        "with single sign-on first).",
         request=SignInIn,
         responses={200: SignInOut, **ERRORS},
         examples=[
