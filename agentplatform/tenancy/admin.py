@@ -72,13 +72,12 @@ class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
         if others:
             obj.save(update_fields=others)
         stored = Tenant.objects.get(pk=obj.pk)
+        password_session = session_needs_password_sign_in(request)
         for name, value in settings_changed.items():
             setattr(obj, name, getattr(stored, name))
-            extra = {"password_session": session_needs_password_sign_in(request)}
+            how = {"password_session": password_session} if name == "password_sign_in" else {}
             try:
-                self.SETTING_SERVICES[name](
-                    tenant=obj, **{name: value}, **(extra if name == "password_sign_in" else {})
-                )
+                self.SETTING_SERVICES[name](tenant=obj, **{name: value}, **how)
             except ValidationError as error:  # (changed since the form was checked)
                 self.message_user(request, " ".join(error.messages), level=messages.ERROR)
 
