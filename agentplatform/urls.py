@@ -16,3 +16,5 @@ urlpatterns = [
     path("hooks/<str:public_id>", hooks.hook, name="trigger_hook"),  # signed webhooks
     path("", include("agentplatform.web.urls")),
 ]
+
+handler403 = "agentplatform.web.views.permission_denied"  # says when single sign-on is needed

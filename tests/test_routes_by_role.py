@@ -56,6 +56,9 @@ PUBLIC = {
     "api_redoc": "the API documentation page",
     "api_whoami": "who the caller is; no tenant is named",
     "invitation": "the invitee's own link: signed in, not a member yet; the token decides",
+    "account": "the signed-in person's own page: their memberships, no tenant's data",
+    "leave_tenant": "leaving one's own membership (404 for others), even where the session "
+    "may not act: a tenant with password sign-in off (docs/sso.md)",
     "": "/v1's catch-all: 404 in OpenAI's shape for unknown endpoints",
     "oauth_metadata": "the OAuth server's metadata for MCP clients",
     "oauth_register": "an MCP client registering itself (RFC 7591)",

@@ -16,6 +16,7 @@ from agentplatform.tenancy import sso
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.services import tenant_sign_in_set
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in
 
 
 class ProviderOut(serializers.Serializer):
@@ -89,8 +90,11 @@ class SignInView(APIView):
 
     @extend_schema(
         summary="Turn password sign-in on or off",
-        description="Off: members sign in through single sign-on only (API keys keep "
-        "working). Refused (400) while no enabled identity provider serves the tenant.",
+        description="Off: sessions a password began (and MCP clients authorised in one) "
+        "cannot act in this tenant, only single sign-on's can; API keys keep working, and "
+        "the members' other tenants are not affected. Refused (400) while no enabled "
+        "identity provider serves the tenant, and from a session a password began (sign in "
+        "with single sign-on first).",
         request=SignInIn,
         responses={200: SignInOut, **ERRORS},
         examples=[
@@ -102,5 +106,9 @@ class SignInView(APIView):
         body = SignInIn(data=request.data)
         body.is_valid(raise_exception=True)
         tenant = request_tenant(request)
-        tenant_sign_in_set(tenant=tenant, password_sign_in=body.validated_data["password_sign_in"])
+        tenant_sign_in_set(
+            tenant=tenant,
+            password_sign_in=body.validated_data["password_sign_in"],
+            password_session=session_needs_password_sign_in(request),
+        )
         return Response(_state(request, tenant))

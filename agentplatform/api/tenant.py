@@ -1,7 +1,8 @@
 """Which tenant an API request acts for, who acts, and whether the policy lets them.
 
 API keys carry their tenant and scopes. Browser sessions (the web UI) name the tenant in
-the `X-Tenant` header and act with their membership's role. Both become a `Principal`
+the `X-Tenant` header and act with their membership's role (a session a password began,
+only in tenants that allow password sign-in). Both become a `Principal`
 that the access policy (`agentplatform.tenancy.policy`) judges, as on every entry point.
 """
 
@@ -12,14 +13,16 @@ from django.http import Http404
 from rest_framework.permissions import BasePermission
 
 from agentplatform.tenancy import rls
-from agentplatform.tenancy.access import membership_for
+from agentplatform.tenancy.access import membership_to_act
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in
 
 
 def request_tenant(request) -> Tenant:
-    """The tenant of the request (cached on it); 404 when a session names none it belongs to."""
+    """The tenant of the request (cached on it); 404 when a session names none it belongs to,
+    403 (sso.PasswordSignInOff) when a password session names one with passwords off."""
     cached = getattr(request, "_api_tenant", None)
     if cached is not None:
         return cached
@@ -31,7 +34,9 @@ def request_tenant(request) -> Tenant:
         slug = request.headers.get("X-Tenant") or request.GET.get("tenant", "")
         if not slug:
             raise Http404("Name the tenant in the X-Tenant header.")
-        membership = membership_for(user, slug)
+        membership = membership_to_act(
+            user, slug, password_session=session_needs_password_sign_in(request)
+        )
         request._api_membership = membership
         tenant = membership.tenant
     rls.set_request_tenants([tenant.pk])

@@ -48,11 +48,17 @@ def _token(token: str, key: ApiKey) -> ApiKeyToken:
 
 
 class MemberToken(AccessToken):
-    """An OAuth access token: a member acting in one tenant, with their role."""
+    """An OAuth access token: a member acting in one tenant, with their role (`refusal`: why
+    it may not act there now, see oauth.TokenHolder)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     membership: Membership = Field(exclude=True, repr=False)
+    refusal: str | None = Field(default=None, exclude=True)
+
+
+class SignInRefused(MCPError):
+    """The token's tenant refuses how its grant signed in (password sign-in turned off)."""
 
 
 def _member_token(token: str) -> MemberToken | None:
@@ -66,6 +72,7 @@ def _member_token(token: str) -> MemberToken | None:
         scopes=["mcp"],
         expires_at=holder.expires_at,
         membership=holder.membership,
+        refusal=holder.refusal,
     )
 
 
@@ -84,12 +91,15 @@ class ApiKeyVerifier:
 
 
 def caller(action: Action) -> Principal:
-    """The calling request's API key as a principal the policy allows `action`; a JSON-RPC
-    error otherwise."""
+    """The calling request's API key or member token as a principal the policy allows
+    `action`; a JSON-RPC error otherwise (SignInRefused for a member token its tenant's
+    sign-in rule refuses)."""
     token = get_access_token()
     if isinstance(token, ApiKeyToken):
         principal = Principal.of_key(token.api_key)
     elif isinstance(token, MemberToken):
+        if token.refusal is not None:
+            raise SignInRefused(code=INVALID_REQUEST, message=token.refusal)
         principal = Principal.of_membership(token.membership)
     else:  # the auth middleware lets nothing else through
         raise MCPError(code=INVALID_REQUEST, message="Not authenticated.")

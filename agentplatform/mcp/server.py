@@ -31,7 +31,7 @@ from mcp_types import (
 )
 from mcp_types import Tool as MCPTool
 
-from agentplatform.mcp.auth import caller
+from agentplatform.mcp.auth import SignInRefused, caller
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
@@ -112,6 +112,8 @@ class TenantMCPServer(MCPServer):
     ) -> CallToolResult:
         try:
             principal = caller(Action.EXECUTE_TOOL)
+        except SignInRefused as exc:
+            return error_result(exc.message)
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
         with rls.tenant_scope(principal.tenant.pk):  # every database read and write of it

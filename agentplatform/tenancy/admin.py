@@ -25,6 +25,7 @@ from agentplatform.tenancy.models import (
 )
 from agentplatform.tenancy.policy import Principal
 from agentplatform.tenancy.scoped_admin import HiddenRowsAre404, TenantScopedAdmin, TenantScopedForm
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in
 
 
 @admin.register(Tenant)
@@ -34,6 +35,7 @@ class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)
+        password_session = session_needs_password_sign_in(request)
 
         class PasswordOffChecked(form):
             def clean(self):
@@ -43,7 +45,9 @@ class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
                 )
                 if turning_off and self.instance.pk:
                     try:
-                        services.check_password_sign_in_off(tenant=self.instance)
+                        services.check_password_sign_in_off(
+                            tenant=self.instance, password_session=password_session
+                        )
                     except ValidationError as error:
                         self.add_error("password_sign_in", error)
                 return cleaned
@@ -68,10 +72,12 @@ class TenantAdmin(HiddenRowsAre404, admin.ModelAdmin):
         if others:
             obj.save(update_fields=others)
         stored = Tenant.objects.get(pk=obj.pk)
+        password_session = session_needs_password_sign_in(request)
         for name, value in settings_changed.items():
             setattr(obj, name, getattr(stored, name))
+            how = {"password_session": password_session} if name == "password_sign_in" else {}
             try:
-                self.SETTING_SERVICES[name](tenant=obj, **{name: value})
+                self.SETTING_SERVICES[name](tenant=obj, **{name: value}, **how)
             except ValidationError as error:  # (changed since the form was checked)
                 self.message_user(request, " ".join(error.messages), level=messages.ERROR)
 

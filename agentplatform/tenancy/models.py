@@ -442,6 +442,9 @@ class OAuthGrant(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     redirect_uri = models.CharField(max_length=2000)
     code_challenge = models.CharField(max_length=128)
+    # How the member's session signed in ("password", "sso:<slug>"): a grant made in a
+    # password session acts only in tenants that allow passwords ("" on grants from before).
+    sign_in_method = models.CharField(max_length=60, blank=True, default="")
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
 
@@ -458,6 +461,7 @@ class OAuthToken(models.Model):
     client = models.ForeignKey(OAuthClient, on_delete=models.CASCADE)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    sign_in_method = models.CharField(max_length=60, blank=True, default="")  # its grant's
     expires_at = models.DateTimeField()
     refresh_expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -3,8 +3,10 @@ registration (RFC 7591), the authorization code flow with PKCE (S256 only), refr
 rotation, and the tokens checked when a client calls `/mcp` as a person.
 
 A token acts for one member in one tenant (picked on the consent page) with that member's
-role: the same policy as their browser session. Codes live a minute and are used once;
-codes and tokens are stored only as SHA-256 hashes (they are 256-bit random). Redirect URIs
+role: the same policy as their browser session, including its sign-in (a client authorised
+in a session a password began acts only while its tenant allows passwords). Codes live a
+minute and are spent by their first exchange, whatever its outcome; codes and tokens are
+stored only as SHA-256 hashes (they are 256-bit random). Redirect URIs
 must be absolute https URIs, or http on a loopback host (native clients), with a valid host
 and port, and must match exactly.
 """
@@ -28,6 +30,11 @@ from django.utils import timezone
 
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Membership, OAuthClient, OAuthGrant, OAuthToken, Tenant
+from agentplatform.tenancy.sso import (
+    PasswordSignInOff,
+    needs_password_sign_in,
+    refuse_password_session,
+)
 
 CODE_TTL = timedelta(seconds=60)
 ACCESS_TTL = timedelta(hours=1)
@@ -231,12 +238,19 @@ def grant(
     tenant: Tenant,
     redirect_uri: str,
     code_challenge: str,
+    sign_in_method: str,
 ) -> str:
-    """A code for `user` acting in `tenant` (they must be its member); its secret."""
+    """A code for `user` acting in `tenant` (they must be its member, and a session signed in
+    by `sign_in_method` must be one that may act there); its secret."""
     code = secrets.token_urlsafe(32)
     with rls.tenant_scope(tenant.pk):
         if not Membership.objects.filter(tenant=tenant, user=user).exists():
             raise OAuthError("access_denied", "You are not a member of that tenant.")
+        if needs_password_sign_in(user=user, method=sign_in_method):
+            try:
+                refuse_password_session(tenant)
+            except PasswordSignInOff as refused:
+                raise OAuthError("access_denied", str(refused)) from None
         OAuthGrant.objects.create(
             code_hash=_hash(code),
             client=client,
@@ -244,6 +258,7 @@ def grant(
             tenant=tenant,
             redirect_uri=redirect_uri,
             code_challenge=code_challenge,
+            sign_in_method=sign_in_method,
             expires_at=timezone.now() + CODE_TTL,
         )
     return code
@@ -258,27 +273,46 @@ class Issued:
 
 
 def exchange_code(
-    *, code: object, client_id: object, redirect_uri: object, code_verifier: object
+    *,
+    code: object,
+    client_id: object,
+    redirect_uri: object,
+    code_verifier: object,
+    resource: list[str],
+    served: str,
 ) -> Issued:
-    if not all(isinstance(v, str) and v for v in (code, client_id, redirect_uri, code_verifier)):
+    """Tokens for a code. The code is spent first, in a step of its own that commits, and
+    only then are the client, redirect URI, PKCE verifier and `resource` (check_resource)
+    checked: a failed exchange leaves no code to try again (OAuth 2.1 §4.1.3)."""
+    if not isinstance(code, str) or not code:
         raise OAuthError("invalid_request", "Send code, client_id, redirect_uri and code_verifier.")
-    now = timezone.now()
+    found = _spend(code)
+    if found is None:
+        raise OAuthError("invalid_grant", "The code is unknown, used or expired.")
+    if not all(isinstance(v, str) and v for v in (client_id, redirect_uri, code_verifier)):
+        raise OAuthError("invalid_request", "Send code, client_id, redirect_uri and code_verifier.")
+    if found.client.client_id != client_id or found.redirect_uri != redirect_uri:
+        raise OAuthError("invalid_grant", "The code was given to another client or URI.")
+    if not _verifier_matches(code_verifier, found.code_challenge):  # type: ignore[arg-type]
+        raise OAuthError("invalid_grant", "The code_verifier does not match the challenge.")
+    check_resource(resource, served=served)
     with rls.owner(), transaction.atomic():  # (the code names its tenant)
-        found = (
-            OAuthGrant.objects.select_for_update()
-            .select_related("client")
-            .filter(code_hash=_hash(code))  # type: ignore[arg-type]
-            .first()
-        )
-        if found is None or found.used_at is not None or found.expires_at <= now:
-            raise OAuthError("invalid_grant", "The code is unknown, used or expired.")
-        found.used_at = now
-        found.save(update_fields=["used_at"])
-        if found.client.client_id != client_id or found.redirect_uri != redirect_uri:
-            raise OAuthError("invalid_grant", "The code was given to another client or URI.")
-        if not _verifier_matches(code_verifier, found.code_challenge):  # type: ignore[arg-type]
-            raise OAuthError("invalid_grant", "The code_verifier does not match the challenge.")
-        return _issue(found.client, found.user_id, found.tenant_id)
+        return _issue(found.client, found.user_id, found.tenant_id, found.sign_in_method)
+
+
+def _spend(code: str) -> OAuthGrant | None:
+    """The grant behind `code`, marked used now if it was unused and unexpired; else None.
+    One conditional UPDATE in a transaction of its own (committed before the exchange's
+    checks can fail and roll anything back; two exchanges at once: one wins), then a read."""
+    now = timezone.now()
+    with rls.owner():  # (the code names its tenant)
+        with transaction.atomic():
+            spent = OAuthGrant.objects.filter(
+                code_hash=_hash(code), used_at__isnull=True, expires_at__gt=now
+            ).update(used_at=now)
+        if not spent:
+            return None
+        return OAuthGrant.objects.select_related("client").get(code_hash=_hash(code))
 
 
 def _verifier_matches(verifier: str, challenge: str) -> bool:
@@ -309,10 +343,10 @@ def refresh(*, refresh_token: object, client_id: object) -> Issued:
             raise OAuthError("invalid_grant", "The refresh token is unknown, used or expired.")
         token.revoked_at = now  # rotation: the old pair ends here
         token.save(update_fields=["revoked_at"])
-        return _issue(token.client, token.user_id, token.tenant_id)
+        return _issue(token.client, token.user_id, token.tenant_id, token.sign_in_method)
 
 
-def _issue(client: OAuthClient, user_id: int, tenant_id: int) -> Issued:
+def _issue(client: OAuthClient, user_id: int, tenant_id: int, sign_in_method: str) -> Issued:
     access = ACCESS_MARK + secrets.token_urlsafe(32)
     refresh_token = "mcprt_" + secrets.token_urlsafe(32)
     now = timezone.now()
@@ -322,6 +356,7 @@ def _issue(client: OAuthClient, user_id: int, tenant_id: int) -> Issued:
         client=client,
         user_id=user_id,
         tenant_id=tenant_id,
+        sign_in_method=sign_in_method,
         expires_at=now + ACCESS_TTL,
         refresh_expires_at=now + REFRESH_TTL,
     )
@@ -332,6 +367,8 @@ def _issue(client: OAuthClient, user_id: int, tenant_id: int) -> Issued:
 class TokenHolder:
     membership: Membership
     expires_at: int
+    refusal: str | None = None  # why it may not act: authorised in a password session, and
+    # its tenant turned password sign-in off since (sso.refuse_password_session)
 
 
 def token_holder(access_token: str) -> TokenHolder | None:
@@ -354,4 +391,10 @@ def token_holder(access_token: str) -> TokenHolder | None:
     if membership is None:
         return None
     membership.user, membership.tenant = token.user, token.tenant
-    return TokenHolder(membership, int(token.expires_at.timestamp()))
+    refusal = None
+    if needs_password_sign_in(user=token.user, method=token.sign_in_method):
+        try:
+            refuse_password_session(token.tenant)
+        except PasswordSignInOff as refused:
+            refusal = f"{refused} Then authorise this client again."
+    return TokenHolder(membership, int(token.expires_at.timestamp()), refusal)

@@ -14,8 +14,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 
 from agentplatform.tenancy import rls
-from agentplatform.tenancy.access import membership_for
+from agentplatform.tenancy.access import membership_to_act
 from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in
 
 
 def tenant_member_required(action: Action = Action.READ_DATA) -> Callable:
@@ -23,8 +24,10 @@ def tenant_member_required(action: Action = Action.READ_DATA) -> Callable:
     request.principal, and lets through only principals the policy allows `action`.
 
     Anonymous users go to the login page; non-members get 404 (the tenant's existence is
-    not disclosed); members whose role does not allow `action` get 403. The view carries
-    its action as `policy_action` (the route-by-role test reads it).
+    not disclosed); members whose role does not allow `action` get 403, and so does a
+    session a password began in a tenant that turned passwords off (sso.PasswordSignInOff:
+    the web's 403 page offers its single sign-on). The view carries its action as
+    `policy_action` (the route-by-role test reads it).
     """
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -32,7 +35,11 @@ def tenant_member_required(action: Action = Action.READ_DATA) -> Callable:
         def wrapper(request: HttpRequest, tenant_slug: str, *args, **kwargs) -> HttpResponse:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
-            membership = membership_for(request.user, tenant_slug)
+            membership = membership_to_act(
+                request.user,
+                tenant_slug,
+                password_session=session_needs_password_sign_in(request),
+            )
             rls.set_request_tenants([membership.tenant_id])
             principal = Principal.of_membership(membership, request.user)
             principal.require(action)

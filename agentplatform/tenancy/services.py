@@ -68,23 +68,37 @@ NO_PROVIDER_FOR_TENANT = (
 )
 
 
-def check_password_sign_in_off(*, tenant: Tenant) -> None:
-    """ValidationError unless an enabled identity provider signs this tenant's members in."""
+SIGN_IN_WITH_SSO_FIRST = (
+    "Sign in with single sign-on first, then turn password sign-in off: a session a password "
+    "began cannot act in a tenant without passwords, so you would be locked out of it."
+)
+
+
+def check_password_sign_in_off(*, tenant: Tenant, password_session: bool = False) -> None:
+    """ValidationError unless an enabled identity provider signs this tenant's members in,
+    and the change comes from no `password_session` (sign_in.session_needs_password_sign_in):
+    whoever turns passwords off has shown that single sign-on lets them in. API keys and the
+    platform's superusers are never refused in the tenant afterwards, so they may."""
     from agentplatform.tenancy.sso import providers_serving
 
     if not providers_serving(tenant):
         raise ValidationError(NO_PROVIDER_FOR_TENANT, code="no_identity_provider")
+    if password_session:
+        raise ValidationError(SIGN_IN_WITH_SSO_FIRST, code="password_session")
 
 
-def tenant_sign_in_set(*, tenant: Tenant, password_sign_in: bool) -> Tenant:
+def tenant_sign_in_set(
+    *, tenant: Tenant, password_sign_in: bool, password_session: bool = False
+) -> Tenant:
     """Turn password sign-in on or off for the tenant's members (recorded in its audit log).
-    Off needs an identity provider for the tenant (check_password_sign_in_off), checked
-    under the tenant row's lock, which a provider's removal takes too
-    (identity_providers.check_still_served): the two cannot both pass at once."""
+    Off needs an identity provider for the tenant and a caller other than a password session
+    (check_password_sign_in_off), checked under the tenant row's lock, which a provider's
+    removal takes too (identity_providers.check_still_served): the two cannot both pass at
+    once."""
 
     def check(locked: Tenant, before: bool) -> None:
         if before and not password_sign_in:
-            check_password_sign_in_off(tenant=locked)
+            check_password_sign_in_off(tenant=locked, password_session=password_session)
 
     return _tenant_setting_set(tenant, "password_sign_in", password_sign_in, check=check)
 

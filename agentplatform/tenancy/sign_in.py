@@ -1,6 +1,6 @@
 """Sign-in attempts limited per account name and per client IP, for both login pages
-(`/login/` and `/admin/login/` use the forms below); how a session signed in, and the end
-of a password session once its user's tenant turns passwords off.
+(`/login/` and `/admin/login/` use the forms below), and how a session signed in: a
+session a password began acts only in tenants that allow passwords (docs/sso.md).
 
 Every attempt is counted before the password is checked (atomically, in Redis), so
 parallel guesses cannot slip past the limit; a successful sign-in takes its attempt
@@ -16,23 +16,18 @@ import hashlib
 import math
 
 from django.conf import settings
-from django.contrib import messages
 from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth import SESSION_KEY, logout, user_logged_in
-from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth import user_logged_in
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.signals import user_login_failed
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
-from django.utils.deprecation import MiddlewareMixin
 
 from agentplatform import rate_counters
-from agentplatform.tenancy.sso import (
-    PASSWORD_OFF,
-    PASSWORD_SESSION_ENDED,
-    tenant_refusing_password,
-)
+from agentplatform.tenancy.access import administered_tenant_refusing_password
+from agentplatform.tenancy.sso import PASSWORD_METHOD, PASSWORD_OFF, needs_password_sign_in
 
 TOO_MANY = "Too many failed sign-ins; try again in {minutes} minutes."
 
@@ -69,30 +64,11 @@ def attempt_succeeded(*, username: str, ip: str) -> None:
     rate_counters.unhit(_ip_key(ip))
 
 
-class PasswordBackend(ModelBackend):
-    """Django's username-and-password check, refusing the right password of a member of a
-    tenant that turned password sign-in off (every face signs in through `authenticate`).
-    It stops `authenticate` (which then sends `user_login_failed`), and leaves the tenant's
-    name on the request for the form's message."""
-
-    def authenticate(self, request, username=None, password=None, **kwargs):
-        user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is None:
-            return None
-        tenant = tenant_refusing_password(user)
-        if tenant is not None:
-            if request is not None:
-                request.password_sign_in_off = tenant.name
-            raise PermissionDenied(PASSWORD_OFF.format(tenant=tenant.name))
-        return user
-
-
 class SignInLimit:
     """Mixed into an AuthenticationForm: counts the attempt before authenticating."""
 
     request: HttpRequest | None
     throttled_for: int | None = None  # seconds, when this attempt was refused
-    password_off: bool = False  # the password was right, but a tenant turned passwords off
 
     def clean(self) -> dict:
         username = self.cleaned_data.get("username")
@@ -110,16 +86,7 @@ class SignInLimit:
                 throttled=True,
             )
             raise ValidationError(TOO_MANY.format(minutes=math.ceil(wait / 60)), code="throttled")
-        try:
-            cleaned = super().clean()  # authenticate(request, ...): user_login_failed on failure
-        except ValidationError:
-            tenant_name = getattr(self.request, "password_sign_in_off", None)
-            if tenant_name is None:
-                raise
-            self.password_off = True
-            raise ValidationError(
-                PASSWORD_OFF.format(tenant=tenant_name), code="password_off"
-            ) from None
+        cleaned = super().clean()  # authenticate(request, ...): user_login_failed on failure
         attempt_succeeded(username=username, ip=ip)
         return cleaned
 
@@ -129,7 +96,14 @@ class SignInForm(SignInLimit, AuthenticationForm):
 
 
 class AdminSignInForm(SignInLimit, AdminAuthenticationForm):
-    pass
+    def confirm_login_allowed(self, user) -> None:
+        """A password opens the admin only where a tenant the user administers allows
+        passwords: said here, rather than after a sign-in that shows no tenant."""
+        super().confirm_login_allowed(user)
+        if needs_password_sign_in(user=user, method=PASSWORD_METHOD):
+            tenant = administered_tenant_refusing_password(user)
+            if tenant is not None:
+                raise ValidationError(PASSWORD_OFF.format(tenant=tenant.name), code="password_off")
 
 
 def with_throttle_status(response: HttpResponse) -> HttpResponse:
@@ -144,7 +118,6 @@ def with_throttle_status(response: HttpResponse) -> HttpResponse:
 
 # -- how a session signed in ---------------------------------------------------------------
 SIGN_IN_METHOD = "sign_in_method"  # session: "password", or "sso:<provider slug>"
-PASSWORD_METHOD = "password"  # noqa: S105 (a name, not a password)
 
 
 @receiver(user_logged_in, dispatch_uid="sign_in.remember_method")
@@ -158,34 +131,17 @@ def _remember_sign_in_method(sender, request, user, **kwargs) -> None:
     session[SIGN_IN_METHOD] = f"sso:{provider}" if provider else PASSWORD_METHOD
 
 
-def began_with_password(request: HttpRequest) -> bool:
-    """Whether the request's session was signed in with a password. A session from before
-    the method was recorded counts as one, unless its user has no usable password (made by
-    single sign-on). Reads the session and, for a marked password session, nothing else."""
-    method = request.session.get(SIGN_IN_METHOD)
-    if method is not None:
-        return method == PASSWORD_METHOD
-    return request.user.has_usable_password()
+def session_sign_in_method(request: HttpRequest) -> str:
+    """How the request's session signed in ("" when not recorded, or no session)."""
+    session = getattr(request, "session", None)
+    return (session.get(SIGN_IN_METHOD) if session is not None else None) or ""
 
 
-class PasswordSessionMiddleware(MiddlewareMixin):
-    """Ends a session a password began once a tenant of its user turns password sign-in
-    off (`tenant_refusing_password`, which spares superusers): the request goes on signed
-    out (a page that needs a user sends them to /login/, where the message says why; the
-    API answers as to anyone without credentials). Sessions of single sign-on and API keys
-    pass. After AuthenticationMiddleware and MessageMiddleware; one query per request of
-    a password session."""
-
-    def process_request(self, request: HttpRequest) -> None:
-        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
-            return  # no session to end (and none read: no `Vary: Cookie` for it)
-        if SESSION_KEY not in request.session or not began_with_password(request):
-            return
-        user = request.user
-        if not user.is_authenticated:
-            return
-        tenant = tenant_refusing_password(user)
-        if tenant is None:
-            return
-        logout(request)  # the session flushed; request.user is anonymous from here
-        messages.warning(request, PASSWORD_SESSION_ENDED.format(tenant=tenant.name))
+def session_needs_password_sign_in(request: HttpRequest) -> bool:
+    """Whether the request's signed-in session may act only in tenants that allow password
+    sign-in (`sso.needs_password_sign_in`); never an API key's request. Reads the session; no
+    query."""
+    user = request.user
+    if not isinstance(user, AbstractBaseUser) or not user.is_authenticated:
+        return False
+    return needs_password_sign_in(user=user, method=session_sign_in_method(request))

@@ -4,6 +4,12 @@ ID token's issuer and subject, created on first sign-in), what their groups make
 (memberships and roles, set on every sign-in), and whether a password may still sign them
 in. The OpenID Connect exchange itself is agentplatform/web/sso/ (docs/sso.md).
 
+Password sign-in off is a tenant's rule about acting in it, never about the account: a
+password still signs a person in, and their session (or an MCP client they authorised in
+it) acts in every tenant of theirs that allows passwords; a tenant that turned them off
+refuses it (`refuse_password_session`), so one tenant's admin cannot lock a shared member
+out of the others.
+
 Everything here runs before any tenant is chosen, so it reads as the RLS owner, keyed by
 the provider's slug or the user.
 """
@@ -18,7 +24,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import AbstractBaseUser, AbstractUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
@@ -38,11 +44,6 @@ log = logging.getLogger(__name__)
 PASSWORD_OFF = (
     "Password sign-in is turned off for {tenant}. Sign in with your organisation's "  # noqa: S105
     "single sign-on instead."
-)
-
-PASSWORD_SESSION_ENDED = (
-    "Password sign-in is turned off for {tenant}, so you were signed out. Sign in with "  # noqa: S105
-    "your organisation's single sign-on instead."
 )
 
 
@@ -225,13 +226,32 @@ def _text_claim(claims: dict[str, Any], key: str, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def _claimed_true(value: object) -> bool | None:
+    """A boolean claim: some providers send it as the string "true" or "false"."""
+    if isinstance(value, str):
+        value = {"true": True, "false": False}.get(value.lower())
+    return value if isinstance(value, bool) else None
+
+
+def trusted_email(provider: SSOProvider, claims: dict[str, Any]) -> str:
+    """The claims' e-mail address, or "" when the platform may not rely on it. An address is
+    what invitations and the admin find people by, so a tenant's own provider (whose issuer
+    that tenant's admins choose: it could claim anyone's address) is believed only with
+    `email_verified` true. A platform-wide one (the operator's) is believed unless it says
+    false: some providers (Microsoft Entra ID) send no such claim."""
+    verified = _claimed_true(claims.get("email_verified"))
+    trusted = verified is True if provider.tenant_id is not None else verified is not False
+    return _text_claim(claims, "email", 254) if trusted else ""
+
+
 _FIRST_SIGN_IN_LOCK = 0x550_F125  # a PostgreSQL advisory lock key of this module's own
 
 
 @transaction.atomic
 def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> AbstractUser:
     """The user behind these verified claims (`iss` and `sub` required), created with no
-    usable password on first sign-in; name and e-mail refreshed from the claims."""
+    usable password on first sign-in; name and e-mail refreshed from the claims (the
+    e-mail only when `trusted_email` gives it: an untrusted one is never stored)."""
     User = get_user_model()
     issuer, subject = str(claims["iss"]), str(claims["sub"])
     identity = (
@@ -240,7 +260,7 @@ def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> Abstr
         .filter(issuer=issuer, subject=subject)
         .first()
     )
-    email = _text_claim(claims, "email", 254) if claims.get("email_verified", True) else ""
+    email = trusted_email(provider, claims)
     if identity is None:
         # First sign-ins wait for each other (until this transaction ends), so two at once
         # neither make the same person twice nor take one free username twice.
@@ -252,7 +272,9 @@ def user_for_identity(*, provider: SSOProvider, claims: dict[str, Any]) -> Abstr
             .first()
         )
     if identity is None:
-        user = User(username=_username_for(provider, claims), email=email)
+        # (an address this platform may not rely on names no account: not even its username)
+        named = claims if email else {k: v for k, v in claims.items() if k != "email"}
+        user = User(username=_username_for(provider, named), email=email)
         user.set_unusable_password()
         user.first_name = _text_claim(claims, "given_name", 150)
         user.last_name = _text_claim(claims, "family_name", 150)
@@ -342,15 +364,33 @@ def memberships_sync(*, user: AbstractUser, provider: SSOProvider, groups: set[s
 
 
 # -- passwords turned off -----------------------------------------------------------------
-def tenant_refusing_password(user: AbstractUser) -> Tenant | None:
-    """A tenant of `user` that turned password sign-in off (then no password signs them in,
-    and a session a password began ends: tenancy/sign_in.py), or None. Platform superusers
-    are never refused: the operator's way back in. One query."""
+PASSWORD_METHOD = "password"  # noqa: S105 (a name, not a password)
+
+
+class PasswordSignInOff(PermissionDenied):
+    """A session a password began (or an MCP client authorised in one) asked to act in a
+    tenant that turned password sign-in off. Its text says to use single sign-on."""
+
+    def __init__(self, tenant: Tenant) -> None:
+        super().__init__(PASSWORD_OFF.format(tenant=tenant.name))
+        self.tenant = tenant
+
+
+def needs_password_sign_in(*, user: AbstractBaseUser, method: str | None) -> bool:
+    """Whether a session signed in by `method` ("password", "sso:<provider slug>"; None or
+    "" when not recorded), or an OAuth grant made in one, may act only in tenants that allow
+    password sign-in. A method not recorded counts as a password unless the user has no
+    usable password (an account single sign-on made). A platform superuser's never does:
+    the operator's way back in. No query."""
     if user.is_superuser:
-        return None
-    with rls.owner():  # keyed by the user, before any tenant is chosen
-        return (
-            Tenant.objects.filter(memberships__user=user, password_sign_in=False, active=True)
-            .order_by("name")
-            .first()
-        )
+        return False
+    if method:
+        return method == PASSWORD_METHOD
+    return user.has_usable_password()
+
+
+def refuse_password_session(tenant: Tenant) -> None:
+    """PasswordSignInOff when `tenant` turned password sign-in off: ask it for a session or
+    grant that `needs_password_sign_in`, before it acts in the tenant."""
+    if not tenant.password_sign_in:
+        raise PasswordSignInOff(tenant)

@@ -19,9 +19,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from agentplatform import rate_counters
-from agentplatform.tenancy import oauth
+from agentplatform.tenancy import oauth, sso
 from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in, session_sign_in_method
 from agentplatform.web import csp
 from agentplatform.web.cors import open_to_every_origin
 
@@ -108,11 +109,14 @@ def register(request: HttpRequest) -> JsonResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def authorize(request: HttpRequest) -> HttpResponse:
-    """Errors about the client or its redirect URI are shown here, never redirected (an
-    unknown URI could be an attacker's); the member's decision goes back to the client."""
+    """Nothing goes back to the client until its id, its redirect URI (registered, exactly)
+    and the `resource` are valid, nor while the request is otherwise malformed: those
+    errors are a page of ours (400), since a redirect would send a signed-in member to a
+    URI that anyone may have registered. Only the member's decision goes back to it."""
     source = request.GET if request.method == "GET" else request.POST
     try:
         client = oauth.client_for(source.get("client_id"), source.get("redirect_uri"))
+        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
         if source.get("response_type") != "code":
             raise oauth.OAuthError("unsupported_response_type", "response_type must be code.")
         challenge = oauth.check_challenge(
@@ -122,28 +126,43 @@ def authorize(request: HttpRequest) -> HttpResponse:
         return render(request, "web/oauth_error.html", {"error": exc}, status=400)
     redirect_uri, state = source["redirect_uri"], source.get("state", "")
     back: dict[str, str] = {"state": state} if state else {}
-    try:  # the client and its URI are known: from here on, errors go back to it (§4.1.2.1)
-        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
-    except oauth.OAuthError as exc:
-        back |= {"error": exc.code, "error_description": exc.description}
-        return _back_to(redirect_uri, back)
-    tenants = list(tenants_for(request.user))
+    tenants, password_off = _tenants_to_offer(request)
+    context = {
+        "client": client,
+        "tenants": tenants,
+        "password_off": password_off,
+        "params": source.items(),
+    }
     if request.method == "GET":
-        context = {"client": client, "tenants": tenants, "params": source.items()}
         return _consent_page(request, context, redirect_uri)
     if request.POST.get("decision") != "allow":
         back["error"] = "access_denied"
-    else:
-        tenant = next((t for t in tenants if t.slug == request.POST.get("tenant")), None)
-        if tenant is None:
-            context = {"client": client, "tenants": tenants, "params": source.items(),
-                       "problem": "Pick one of your tenants."}  # fmt: skip
-            return _consent_page(request, context, redirect_uri, status=400)
-        try:
-            back["code"] = _code(client, request, tenant, redirect_uri, challenge)
-        except oauth.OAuthError as exc:  # no longer a member, since the page was shown
-            back["error"] = exc.code
+        return _back_to(redirect_uri, back)
+    picked = request.POST.get("tenant")
+    tenant = next((t for t in tenants if t.slug == picked), None)
+    if tenant is None:
+        refused = next((t for t in password_off if t.slug == picked), None)
+        problem = (
+            sso.PASSWORD_OFF.format(tenant=refused.name) if refused else "Pick one of your tenants."
+        )
+        return _consent_page(request, {**context, "problem": problem}, redirect_uri, status=400)
+    try:
+        back["code"] = _code(client, request, tenant, redirect_uri, challenge)
+    except oauth.OAuthError as exc:  # no longer a member, since the page was shown
+        back["error"] = exc.code
     return _back_to(redirect_uri, back)
+
+
+def _tenants_to_offer(request: HttpRequest) -> tuple[list[Tenant], list[Tenant]]:
+    """The member's tenants this session may act in, and those it may not: a session a
+    password began, in tenants that turned password sign-in off."""
+    tenants = list(tenants_for(request.user))
+    if not session_needs_password_sign_in(request):
+        return tenants, []
+    return (
+        [t for t in tenants if t.password_sign_in],
+        [t for t in tenants if not t.password_sign_in],
+    )
 
 
 def _back_to(redirect_uri: str, params: dict[str, str]) -> HttpResponse:
@@ -171,6 +190,7 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
         tenant=tenant,
         redirect_uri=redirect_uri,
         code_challenge=challenge,
+        sign_in_method=session_sign_in_method(request),
     )
 
 
@@ -180,15 +200,17 @@ def _code(client, request: HttpRequest, tenant: Tenant, redirect_uri: str, chall
 def token(request: HttpRequest) -> JsonResponse:
     form = request.POST
     try:
-        oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
         if form.get("grant_type") == "authorization_code":
             issued = oauth.exchange_code(
                 code=form.get("code"),
                 client_id=form.get("client_id"),
                 redirect_uri=form.get("redirect_uri"),
                 code_verifier=form.get("code_verifier"),
+                resource=form.getlist("resource"),
+                served=settings.MCP_RESOURCE_URL,
             )
         elif form.get("grant_type") == "refresh_token":
+            oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
             issued = oauth.refresh(
                 refresh_token=form.get("refresh_token"), client_id=form.get("client_id")
             )

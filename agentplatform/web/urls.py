@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import health, invitations, metrics, oauth, views
+from agentplatform.web import account, health, invitations, metrics, oauth, views
 from agentplatform.web.sso import views as sso_views
 
 urlpatterns = [
@@ -15,6 +15,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("invitations/<str:token>/", invitations.invitation, name="invitation"),
+    path("account/", account.account, name="account"),
+    path("account/leave/<slug:tenant_slug>/", account.leave, name="leave_tenant"),
     path(".well-known/oauth-authorization-server", oauth.metadata, name="oauth_metadata"),
     path("oauth/register", oauth.register, name="oauth_register"),
     path("oauth/authorize", oauth.authorize, name="oauth_authorize"),

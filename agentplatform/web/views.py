@@ -6,6 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views import defaults
 
 from agentplatform.tenancy import rls, sso
 from agentplatform.tenancy.access import tenants_for
@@ -54,3 +55,17 @@ def home(request: HttpRequest) -> HttpResponse:
 @tenant_member_required(Action.READ_DATA)
 def tenant_home(request: HttpRequest) -> HttpResponse:
     return render(request, "web/tenant_home.html", {"tenants": tenants_for(request.user)})
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 403 page: for a session a password began, in a tenant that turned password
+    sign-in off, what to do instead (its single sign-on, or leaving it); Django's otherwise."""
+    if not isinstance(exception, sso.PasswordSignInOff):
+        return defaults.permission_denied(request, exception)
+    context = {
+        "tenant": exception.tenant,
+        "message": str(exception),
+        "providers": sso.providers_serving(exception.tenant),
+        "next": request.get_full_path(),
+    }
+    return render(request, "web/password_off.html", context, status=403)

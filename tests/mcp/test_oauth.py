@@ -18,8 +18,11 @@ from mcp import ClientSession
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
+from mcp.shared.exceptions import MCPError
 
+from agentplatform.tenancy import oauth
 from agentplatform.tenancy import services as tenancy
+from agentplatform.tenancy.models import IdentityProvider, OAuthToken
 from agents.models import Run
 from tests.factories import PASSWORD
 from tests.fakes.provider_server import TextReply
@@ -104,6 +107,11 @@ def test_a_member_signs_an_mcp_client_in_and_it_acts_as_them(
                 "redirect_uri": REDIRECT}  # fmt: skip
     bad = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": "x" * 43})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_grant"
+    spent = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": verifier})
+    assert spent.json()["error"] == "invalid_grant"  # the failed exchange spent the code
+
+    code = parse_qs(urlsplit(consent(browser, params, "acme").headers["location"]).query)
+    exchange["code"] = code["code"][0]
     tokens = httpx2.post(server["token_endpoint"], data={**exchange, "code_verifier": verifier})
     assert tokens.status_code == 200, tokens.text
     access = tokens.json()["access_token"]
@@ -142,6 +150,74 @@ def test_a_member_signs_an_mcp_client_in_and_it_acts_as_them(
     assert "invalid, revoked or expired" in rejected.json()["error_description"]
     missing = httpx2.post(mcp_server, json={})  # no token at all: the SDK's own words
     assert missing.json()["error_description"] == "Authentication required"
+
+
+def tokens_for(base: str, browser: httpx2.Client, tenant: str) -> dict:
+    """Register a client, have `browser`'s member allow it in `tenant`, exchange the code."""
+    client_id = httpx2.post(
+        f"{base}/oauth/register", json={"client_name": "c", "redirect_uris": [REDIRECT]}
+    ).json()["client_id"]
+    verifier, challenge = pkce()
+    params = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT,
+              "code_challenge": challenge, "code_challenge_method": "S256"}  # fmt: skip
+    answer = consent(browser, params, tenant)
+    assert answer.status_code == 302, answer.text[:300]
+    code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
+    exchange = {"grant_type": "authorization_code", "code": code, "client_id": client_id,
+                "redirect_uri": REDIRECT, "code_verifier": verifier}  # fmt: skip
+    tokens = httpx2.post(f"{base}/oauth/token", data=exchange)
+    assert tokens.status_code == 200, tokens.text
+    return {**tokens.json(), "client_id": client_id}
+
+
+def test_a_client_authorised_in_a_password_session_stops_where_passwords_are_off(
+    base, mcp_server, trio
+):
+    """bob allowed two clients with his password, one in acme and one in globex. acme turns
+    password sign-in off: the acme client's calls are refused with what to do, the globex
+    one carries on, and so does a client authorised in a single sign-on session."""
+    tenancy.membership_set(tenant=trio.globex, user=trio.bob, role="member")
+    browser = signed_in(base, "bob")
+    in_acme = tokens_for(base, browser, "acme")["access_token"]
+    in_globex = tokens_for(base, browser, "globex")["access_token"]
+    via_sso = tokens_for(base, browser, "acme")
+    OAuthToken.objects.filter(access_hash=oauth._hash(via_sso["access_token"])).update(
+        sign_in_method="sso:acme-idp"
+    )  # as if bob had allowed it in a session of acme's provider
+    IdentityProvider.objects.create(
+        tenant=trio.acme, slug="acme-idp", name="Acme Login", issuer="https://login.acme.example",
+        client_id="platform", default_role="member",
+    )  # fmt: skip
+    tenancy.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+
+    async def names(client: ClientSession) -> list[str]:
+        return [t.name for t in (await client.list_tools()).tools]
+
+    message = (
+        "Password sign-in is turned off for Acme. Sign in with your organisation's single "
+        "sign-on instead. Then authorise this client again."
+    )
+
+    async def refusal(client: ClientSession) -> str | None:
+        try:
+            await client.list_tools()
+        except MCPError as exc:  # a JSON-RPC error, raised here rather than in a task group
+            return exc.message
+        return None
+
+    assert with_session(mcp_server, in_acme, refusal) == message
+    result = call(mcp_server, in_acme, "calculator", {"expression": "1+1"})
+    assert result.is_error and text_of(result) == message
+    assert "calculator" in with_session(mcp_server, in_globex, names)
+    assert "calculator" in with_session(mcp_server, via_sso["access_token"], names)
+    # a refresh keeps how its grant signed in
+    refreshed = httpx2.post(
+        f"{base}/oauth/token",
+        data={"grant_type": "refresh_token", "refresh_token": via_sso["refresh_token"],
+              "client_id": via_sso["client_id"]},
+    )  # fmt: skip
+    assert refreshed.status_code == 200
+    assert "calculator" in with_session(mcp_server, refreshed.json()["access_token"], names)
 
 
 def test_refusals_before_any_code(base, trio):

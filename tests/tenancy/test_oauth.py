@@ -109,3 +109,45 @@ def test_a_uri_stored_before_the_checks_is_refused_at_authorization():
     with pytest.raises(oauth.OAuthError) as refused:
         oauth.client_for(client.client_id, bad)
     assert "register again" in refused.value.description
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_exchanges_of_one_code_at_once_issue_one_token(trio):
+    """The code is spent by one conditional UPDATE: of two exchanges at once, one wins."""
+    import base64
+    import hashlib
+    import threading
+
+    from django.db import connection
+
+    from agentplatform.tenancy.models import OAuthToken
+
+    verifier = "v" * 43
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+    client = oauth.register_client(name="c", redirect_uris=["https://ok.example/cb"])
+    code = oauth.grant(client=client, user=trio.alice, tenant=trio.acme,
+                       redirect_uri="https://ok.example/cb",
+                       code_challenge=challenge.rstrip(b"=").decode(),
+                       sign_in_method="sso:acme-idp")  # fmt: skip
+    start, outcomes = threading.Barrier(2), []
+
+    def exchange() -> None:
+        try:
+            start.wait()
+            outcomes.append(oauth.exchange_code(
+                code=code, client_id=client.client_id, redirect_uri="https://ok.example/cb",
+                code_verifier=verifier, resource=[], served="https://agents.example/mcp",
+            ))  # fmt: skip
+        except oauth.OAuthError as refused:
+            outcomes.append(refused.code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=exchange) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    issued = ["issued" if isinstance(outcome, oauth.Issued) else outcome for outcome in outcomes]
+    assert sorted(issued) == ["invalid_grant", "issued"]
+    assert OAuthToken.objects.get().sign_in_method == "sso:acme-idp"

@@ -178,6 +178,48 @@ def test_the_setting_parses(monkeypatch):
     assert config.env_json_sso_providers("SSO_PROVIDERS")[0]["slug"] == "corp"
 
 
+# -- e-mail claims -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("verified", "tenants", "platform"),
+    [
+        ({"email_verified": True}, True, True),
+        ({"email_verified": "true"}, True, True),
+        ({}, False, True),  # a platform-wide provider's (the operator's) may say nothing
+        ({"email_verified": None}, False, True),
+        ({"email_verified": False}, False, False),
+        ({"email_verified": "false"}, False, False),
+        ({"email_verified": 1}, False, True),
+    ],
+)
+def test_an_email_is_trusted_from_a_tenants_provider_only_when_verified(
+    trio, verified, tenants, platform
+):
+    acme_provider(trio)
+    own = sso.provider_named("acme-idp")
+    wide = sso.SSOProvider(**{**own.__dict__, "slug": "corp", "tenant_id": None})
+    claims = {"email": "victim@corp.example", **verified}
+    assert sso.trusted_email(own, claims) == ("victim@corp.example" if tenants else "")
+    assert sso.trusted_email(wide, claims) == ("victim@corp.example" if platform else "")
+
+
+def test_an_untrusted_email_names_no_account(trio):
+    """Neither stored nor made the username (the admin finds people by either)."""
+    acme_provider(trio)
+    provider = sso.provider_named("acme-idp")
+    claims = {"iss": provider.issuer, "sub": "e-1", "email": "victim@corp.example"}
+    user = sso.user_for_identity(provider=provider, claims=claims)
+    assert user.email == "" and user.username == "e-1"
+    verified = {"iss": provider.issuer, "sub": "v-1", "email": "vera@acme.example",
+                "email_verified": True}  # fmt: skip
+    user = sso.user_for_identity(provider=provider, claims=verified)
+    assert user.email == "vera@acme.example" and user.username == "vera@acme.example"
+    # a later sign-in whose address is unverified keeps the verified one
+    sso.user_for_identity(provider=provider, claims={**verified, "email": "x@evil.example",
+                                                     "email_verified": False})  # fmt: skip
+    user.refresh_from_db()
+    assert user.email == "vera@acme.example"
+
+
 # -- password sign-in off ----------------------------------------------------------------
 def post_login(username: str, page: str = "/login/"):
     return Client().post(page, {"username": username, "password": PASSWORD})
@@ -196,28 +238,98 @@ def test_turning_passwords_off_needs_an_identity_provider(trio, settings):
     assert entry.changes == {"password_sign_in": [True, False]}
 
 
-@pytest.mark.parametrize("page", ["/login/", "/admin/login/"])
-def test_members_of_a_tenant_without_passwords_cannot_use_one(trio, page):
+def shared_member(trio):
+    """bob: a member of acme (passwords off, acme's provider) and of globex (passwords on),
+    with no identity at acme's provider; signed in with his password."""
     acme_provider(trio)
+    add_member(trio.globex, trio.bob, Role.MEMBER)
     services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
-    response = post_login("bob", page)
-    assert response.status_code == 200
-    assert "Password sign-in is turned off for Acme" in response.content.decode()
-    assert "_auth_user_id" not in response.wsgi_request.session
-    assert AuditEntry.objects.filter(tenant=trio.acme, action="signin.failed").exists()
-    assert not Client().login(username="bob", password=PASSWORD)  # authenticate() itself
-    # a wrong password still says only that it did not match
-    wrong = Client().post("/login/", {"username": "bob", "password": "nope"})
-    assert "turned off" not in wrong.content.decode()
+    client = Client()
+    response = client.post("/login/", {"username": "bob", "password": PASSWORD})
+    assert response.status_code == 302  # the password still signs him in
+    assert client.session[SIGN_IN_METHOD] == "password"
+    return client
 
 
-def test_other_tenants_and_superusers_keep_their_passwords(trio):
+def test_a_password_session_is_refused_in_a_tenant_without_passwords_only(trio):
+    """The web pages: acme answers 403 with what to do (its single sign-on, or leaving);
+    globex, which allows passwords, works, and so does the session itself."""
+    bob = shared_member(trio)
+    refused = bob.get("/t/acme/chat/")
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    assert "Password sign-in is turned off for Acme. Sign in with your organisation" in page
+    assert 'href="/sso/acme-idp/?next=/t/acme/chat/"' in page and "Sign in with Acme Login" in page
+    assert 'href="/account/leave/acme/"' in page
+    assert SECRET not in page
+    assert bob.get("/t/globex/").status_code == 200
+    assert bob.get("/t/globex/chat/").status_code == 200
+    assert bob.get("/t/acme/").status_code == 403  # again: the session was not ended
+    assert bob.get("/account/").status_code == 200
+
+
+def test_rest_refuses_a_password_session_in_a_tenant_without_passwords_only(trio):
+    bob = shared_member(trio)
+    refused = bob.get("/api/v1/agents", HTTP_X_TENANT="acme")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == (
+        "Password sign-in is turned off for Acme. Sign in with your organisation's single "
+        "sign-on instead."
+    )
+    assert bob.get("/api/v1/agents?tenant=acme").status_code == 403  # (EventSource's way)
+    assert bob.get("/api/v1/agents", HTTP_X_TENANT="globex").status_code == 200
+    who = bob.get("/api/v1/whoami")
+    assert who.status_code == 200 and who.json()["username"] == "bob"
+
+
+def test_single_sign_on_sessions_and_superusers_act_in_a_tenant_without_passwords(trio):
     acme_provider(trio)
     services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
-    assert post_login("charlie").status_code == 302  # globex's owner
+    jan = Client()
+    jan.force_login(trio.bob)
+    sso_session(jan)
+    assert jan.get("/t/acme/").status_code == 200
+    assert jan.get("/api/v1/agents", HTTP_X_TENANT="acme").status_code == 200
     root = make_user("root", is_staff=True, is_superuser=True)
     add_member(trio.acme, root, Role.OWNER)
-    assert post_login("root").status_code == 302  # the operator's way back in
+    operator = Client()
+    assert operator.post("/login/", {"username": "root", "password": PASSWORD}).status_code == 302
+    assert operator.get("/t/acme/").status_code == 200  # the operator's way back in
+
+
+def test_the_admin_shows_a_password_session_only_tenants_that_allow_passwords(trio):
+    """alice owns acme (passwords off) and administers globex: with her password the admin
+    shows globex's rows only; a tenant admin of acme alone is told why at the sign-in."""
+    acme_provider(trio)
+    add_member(trio.globex, trio.alice, Role.ADMIN)
+    services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    alice = Client()
+    assert (
+        alice.post("/admin/login/", {"username": "alice", "password": PASSWORD}).status_code == 302
+    )
+    listing = alice.get("/admin/tenancy/tenant/")
+    assert listing.status_code == 200
+    assert "Globex" in listing.content.decode() and "Acme" not in listing.content.decode()
+    assert alice.get(f"/admin/tenancy/tenant/{trio.acme.pk}/change/").status_code == 404
+    assert alice.get(f"/admin/tenancy/tenant/{trio.globex.pk}/change/").status_code == 200
+    assert alice.get("/admin/tenancy/identityprovider/").status_code == 200
+    assert "Acme Login" not in alice.get("/admin/tenancy/identityprovider/").content.decode()
+
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)  # (staff: an admin of a tenant)
+    refused = Client().post("/admin/login/", {"username": "dana", "password": PASSWORD})
+    assert refused.status_code == 200
+    assert "Password sign-in is turned off for Acme" in refused.content.decode()
+    assert "_auth_user_id" not in refused.wsgi_request.session
+    # signed in on /login/ with her password, the admin says the same
+    signed_in = Client()
+    assert signed_in.post("/login/", {"username": "dana", "password": PASSWORD}).status_code == 302
+    page = signed_in.get("/admin/", follow=True)
+    assert "Password sign-in is turned off for Acme" in page.content.decode()
+    assert page.redirect_chain[-1][0].startswith("/admin/login/")
+    # through single sign-on, the admin opens
+    sso_session(signed_in)
+    assert signed_in.get("/admin/tenancy/tenant/").status_code == 200
 
 
 def test_api_keys_keep_working_without_passwords(trio):
@@ -234,7 +346,7 @@ def test_a_sign_in_on_the_login_page_is_a_password_session(trio):
     assert client.session[SIGN_IN_METHOD] == "password"
 
 
-def test_a_session_from_before_the_mark_ends_unless_its_user_has_no_password(trio):
+def test_a_session_from_before_the_mark_is_a_password_one_unless_its_user_has_none(trio):
     """Sessions signed in before the method was recorded: a user with a usable password
     counts as a password session; one single sign-on made (no usable password) does not."""
     sso_made = make_user("sam")
@@ -251,17 +363,61 @@ def test_a_session_from_before_the_mark_ends_unless_its_user_has_no_password(tri
         clients[user.username] = client
     acme_provider(trio)
     services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
-    assert clients["bob"].get("/t/acme/").status_code == 302
+    assert clients["bob"].get("/t/acme/").status_code == 403
     assert clients["sam"].get("/t/acme/").status_code == 200
 
 
-def test_turning_passwords_back_on_ends_nothing(trio):
+def test_turning_passwords_back_on_lets_password_sessions_act_again(trio):
     acme_provider(trio)
     client = Client()
     client.force_login(trio.bob)
     services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False)
+    assert client.get("/t/acme/").status_code == 403
     services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=True)
     assert client.get("/t/acme/").status_code == 200
+
+
+# -- leaving a tenant ------------------------------------------------------------------------
+def test_a_member_leaves_a_tenant_without_passwords_from_their_account_page(trio):
+    bob = shared_member(trio)
+    account = bob.get("/account/").content.decode()
+    assert "Acme" in account and "Globex" in account
+    assert "Password sign-in is turned off here" in account
+    assert 'href="/account/leave/acme/"' in account
+    confirm = bob.get("/account/leave/acme/")
+    assert confirm.status_code == 200 and "Leave Acme?" in confirm.content.decode()
+    left = bob.post("/account/leave/acme/")
+    assert left.status_code == 302 and left["Location"] == "/account/"
+    assert not Membership.objects.filter(tenant=trio.acme, user=trio.bob).exists()
+    assert Membership.objects.filter(tenant=trio.globex, user=trio.bob).exists()
+    entry = AuditEntry.objects.get(tenant=trio.acme, action="member.removed")
+    assert entry.user_id == trio.bob.pk
+    assert bob.get("/t/acme/").status_code == 404  # no longer a member
+    assert bob.get("/t/globex/").status_code == 200
+
+
+def test_a_member_leaves_from_a_tenant_they_can_act_in(trio):
+    bob = Client()
+    bob.force_login(trio.bob)
+    home = bob.get("/t/acme/").content.decode()
+    assert 'href="/account/leave/acme/"' in home
+    assert bob.post("/account/leave/acme/").status_code == 302
+    assert not Membership.objects.filter(tenant=trio.acme, user=trio.bob).exists()
+
+
+def test_leaving_keeps_the_last_owner_and_answers_404_to_outsiders(trio):
+    alice = Client()
+    alice.force_login(trio.alice)
+    refused = alice.post("/account/leave/acme/")
+    assert refused.status_code == 400
+    assert "at least one owner. Make someone else an owner first." in refused.content.decode()
+    assert Membership.objects.filter(tenant=trio.acme, user=trio.alice).exists()
+    charlie = Client()
+    charlie.force_login(trio.charlie)
+    assert charlie.post("/account/leave/acme/").status_code == 404
+    assert charlie.get("/account/leave/acme/").status_code == 404
+    assert Client().post("/account/leave/acme/").status_code == 302  # to the sign-in page
+    assert Membership.objects.filter(tenant=trio.acme).count() == 2
 
 
 # -- the members page and the admin --------------------------------------------------------
@@ -300,6 +456,45 @@ def test_the_members_page_refuses_without_a_provider_or_a_choice(trio):
     response = client.post(URL, {"password_sign_in": "off"})
     assert response.status_code == 400 and "Add an identity provider" in response.content.decode()
     assert client.post(URL, {"password_sign_in": "maybe"}).status_code == 400
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
+
+
+def test_a_password_session_cannot_turn_passwords_off(trio):
+    """Whoever turns passwords off must have come in through single sign-on (or be an API
+    key or the operator): a password session would be refused in the tenant right after.
+    The members page, REST with a session and the admin all say so and change nothing."""
+    acme_provider(trio)
+    alice = Client()
+    alice.force_login(trio.alice)  # a password session
+    page = alice.post(URL, {"password_sign_in": "off"})
+    assert page.status_code == 400 and "Sign in with single sign-on first" in page.content.decode()
+    rest = alice.patch(API, {"password_sign_in": False}, "application/json", HTTP_X_TENANT="acme")
+    assert rest.status_code == 400 and "Sign in with single sign-on first" in rest.content.decode()
+    form = {"name": "Acme", "require_confirmation_for_writes": "", "time_zone": "UTC"}
+    admin = alice.post(f"/admin/tenancy/tenant/{trio.acme.pk}/change/", form)
+    assert admin.status_code == 200
+    assert "Sign in with single sign-on first" in admin.content.decode()
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is True
+    with pytest.raises(ValidationError, match="Sign in with single sign-on first"):
+        services.tenant_sign_in_set(tenant=trio.acme, password_sign_in=False, password_session=True)
+    # the operator may (never refused afterwards)
+    root = make_user("root", is_staff=True, is_superuser=True)
+    operator = Client()
+    operator.force_login(root)
+    done = operator.post(
+        f"/admin/tenancy/tenant/{trio.acme.pk}/change/", {**form, "slug": "acme", "active": "on"}
+    )
+    assert done.status_code == 302, done.content.decode()[:2000]
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is False
+    # and turning passwords back on needs no single sign-on
+    alice_sso = Client()
+    alice_sso.force_login(trio.alice)
+    assert alice.post(URL, {"password_sign_in": "on"}).status_code == 403  # refused in acme
+    sso_session(alice_sso)
+    assert alice_sso.post(URL, {"password_sign_in": "on"}).status_code == 302
     trio.acme.refresh_from_db()
     assert trio.acme.password_sign_in is True
 
@@ -482,6 +677,7 @@ def test_the_tenant_admin_page_refuses_passwords_off_without_a_provider(trio):
     trio.acme.refresh_from_db()
     assert trio.acme.password_sign_in is True
     acme_provider(trio)
+    sso_session(client)  # (a password session may not: test_a_password_session_cannot_...)
     response = client.post(f"/admin/tenancy/tenant/{trio.acme.pk}/change/", form)
     assert response.status_code == 302
     trio.acme.refresh_from_db()

@@ -397,10 +397,13 @@ def test_password_off_leaves_single_sign_on_working(trio, idp, acme_idp):
     assert client.get("/t/acme/").status_code == 200
 
 
-# -- password sessions end when passwords are turned off -------------------------------------
-def test_turning_passwords_off_ends_password_sessions_only(trio, idp, acme_idp):
-    """bob signed in with a password is signed out on his next page once the owner turns
-    passwords off; jan, signed in through the provider, and the superuser are not."""
+# -- passwords off: refused per tenant ---------------------------------------------------------
+def test_turning_passwords_off_refuses_password_sessions_in_that_tenant_only(trio, idp, acme_idp):
+    """olga (an admin through acme's provider) turns passwords off. bob, a member of acme
+    and globex with no identity at acme's provider, signed in with his password: acme
+    refuses his session with a page offering its provider, globex and his account carry
+    on. jan (through the provider) and the operator carry on in acme; so does charlie."""
+    add_member(trio.globex, trio.bob, Role.MEMBER)
     bob = Client()
     assert bob.login(username="bob", password=PASSWORD)  # authenticate(), then login()
     idp.user("jan", groups=["acme-staff"])
@@ -412,22 +415,85 @@ def test_turning_passwords_off_ends_password_sessions_only(trio, idp, acme_idp):
     assert root.login(username="root", password=PASSWORD)
     charlie = Client()  # globex's owner: globex keeps its passwords
     assert charlie.login(username="charlie", password=PASSWORD)
-    for client, page in ((bob, "/t/acme/"), (jan, "/t/acme/"), (root, "/t/acme/")):
-        assert client.get(page).status_code == 200
-    assert bob.session[SIGN_IN_METHOD] == "password"
+    alice = Client()  # acme's owner, with her password
+    assert alice.login(username="alice", password=PASSWORD)
+    for client in (bob, jan, root, alice):
+        assert client.get("/t/acme/").status_code == 200
 
-    owner = Client()
-    owner.force_login(trio.alice)
-    off = owner.post("/t/acme/members/sign-in/", {"password_sign_in": "off"})
+    idp.user("olga", groups=["acme-admins"])
+    olga = Client()
+    assert sign_in(olga, idp, "acme-idp", "olga").status_code == 302
+    off = olga.post("/t/acme/members/sign-in/", {"password_sign_in": "off"})
     assert off.status_code == 302
+    trio.acme.refresh_from_db()
+    assert trio.acme.password_sign_in is False
 
-    ended = bob.get("/t/acme/", follow=True)
-    assert ended.redirect_chain[0][0].startswith("/login/")
-    page = ended.content.decode()
-    assert "Password sign-in is turned off for Acme, so you were signed out." in page
-    assert "_auth_user_id" not in bob.session
-    assert bob.get("/api/v1/agents", HTTP_X_TENANT="acme").status_code in (401, 403)
+    refused = bob.get("/t/acme/")
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    assert "Password sign-in is turned off for Acme. Sign in with your organisation" in page
+    assert 'href="/sso/acme-idp/?next=/t/acme/"' in page
+    assert "platform-secret" not in page
+    assert bob.get("/t/globex/").status_code == 200  # still signed in, elsewhere
+    assert bob.get("/api/v1/agents", HTTP_X_TENANT="acme").status_code == 403
+    assert bob.get("/api/v1/agents", HTTP_X_TENANT="globex").status_code == 200
+    assert bob.get("/account/").status_code == 200
+    assert alice.get("/t/acme/").status_code == 403  # the owner's password session too
     assert jan.get("/t/acme/").status_code == 200
     assert root.get("/t/acme/").status_code == 200
     assert charlie.get("/t/globex/").status_code == 200
-    assert owner.get("/t/acme/").status_code == 302  # the owner's password session too
+    # a password still signs bob in (his account, and globex)
+    fresh = Client()
+    assert fresh.post("/login/", {"username": "bob", "password": PASSWORD}).status_code == 302
+    assert fresh.get("/t/globex/").status_code == 200
+    # and he leaves acme without signing in to it
+    assert fresh.post("/account/leave/acme/").status_code == 302
+    assert not Membership.objects.filter(tenant=trio.acme, user=trio.bob).exists()
+
+
+# -- e-mail from a tenant's own provider ------------------------------------------------------
+@pytest.mark.parametrize("knob", ["email-unverified", "email-not-verified"])
+def test_a_tenants_provider_email_is_not_trusted_unless_verified(trio, idp, acme_idp, knob):
+    """acme's provider says eve's address is victim@corp.example without saying it verified
+    it: the address is not stored, and an invitation to it elsewhere (globex) is not eve's
+    to accept."""
+    _, token = services.invitation_create(
+        tenant=trio.globex, invitee="victim@corp.example", role=Role.ADMIN, invited_by=trio.charlie
+    )
+    idp.user("eve", groups=["acme-staff"], email="victim@corp.example", knob=knob)
+    eve = Client()
+    assert sign_in(eve, idp, "acme-idp", "eve").status_code == 302
+    user = get_user_model().objects.get(username="eve")
+    assert user.email == ""
+    assert eve.get(f"/invitations/{token}/").status_code == 403
+    refused = eve.post(f"/invitations/{token}/", {"action": "accept"})
+    assert refused.status_code == 403
+    assert not Membership.objects.filter(tenant=trio.globex, user=user).exists()
+
+
+def test_a_verified_email_from_a_tenants_provider_is_stored(trio, idp, acme_idp):
+    idp.user("vera", groups=["acme-staff"], email="vera@acme.example")  # email_verified: true
+    assert sign_in(Client(), idp, "acme-idp", "vera").status_code == 302
+    assert get_user_model().objects.get(username="vera").email == "vera@acme.example"
+
+
+@pytest.mark.parametrize(
+    ("knob", "stored"), [("email-unverified", True), ("email-not-verified", False)]
+)
+def test_a_platform_providers_email_is_trusted_unless_it_says_unverified(
+    trio, idp, settings, knob, stored
+):
+    settings.SSO_PROVIDERS = [
+        {
+            "slug": "corp",
+            "name": "Corp",
+            "issuer": idp.issuer,
+            "client_id": "platform",
+            "client_secret": "platform-secret",
+            "groups": [{"group": "eng", "tenant": "acme", "role": "member"}],
+        }
+    ]
+    idp.user("paul", groups=["eng"], email="paul@corp.example", knob=knob)
+    assert sign_in(Client(), idp, "corp", "paul").status_code == 302
+    user = get_user_model().objects.get(username="paul")
+    assert user.email == ("paul@corp.example" if stored else "")

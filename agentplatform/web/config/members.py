@@ -26,6 +26,7 @@ from agentplatform.tenancy.services import (
     membership_set,
     tenant_sign_in_set,
 )
+from agentplatform.tenancy.sign_in import session_needs_password_sign_in
 from agentplatform.tenancy.sso import providers_serving
 from agentplatform.web.config.common import (
     PlainLabels,
@@ -84,7 +85,11 @@ def member_sign_in(request: HttpRequest) -> HttpResponse:
     if wanted not in ("on", "off"):
         return _refuse(request, "Choose whether members may sign in with a password.")
     try:
-        tenant_sign_in_set(tenant=request.tenant, password_sign_in=wanted == "on")
+        tenant_sign_in_set(
+            tenant=request.tenant,
+            password_sign_in=wanted == "on",
+            password_session=session_needs_password_sign_in(request),
+        )
     except ValidationError as error:
         return _refuse(request, " ".join(error.messages))
     state = "on" if wanted == "on" else "off"

@@ -4,6 +4,8 @@ second process on loopback by `tests/fakes/oidc_provider/process.py`.
 
 Test knobs, all of them the provider's own behaviour: a user's groups become the `groups`
 claim; a user whose first name is `wrong-aud`, `wrong-iss`, `expired` or `bad-nonce` gets
-an ID token, properly signed, with that claim spoiled. `POST /test/users` (JSON) creates
-or updates a user, so a test can change someone's groups between two sign-ins.
+an ID token, properly signed, with that claim spoiled; `email-unverified` and
+`email-not-verified` send the e-mail without `email_verified`, or with it false.
+`POST /test/users` (JSON) creates or updates a user, so a test can change someone's groups
+between two sign-ins.
 """

@@ -12,12 +12,18 @@ class Validator(OAuth2Validator):
 
     def get_additional_claims(self, request):
         user = request.user
-        return {
+        claims = {
             "email": user.email,
             "email_verified": True,
             "preferred_username": user.username,
             "groups": sorted(group.name for group in user.groups.all()),
         }
+        knob = user.first_name
+        if knob == "email-unverified":  # the address, and no word on whether it is theirs
+            del claims["email_verified"]
+        elif knob == "email-not-verified":
+            claims["email_verified"] = False
+        return claims
 
     def get_id_token_dictionary(self, token, token_handler, request):
         claims, expiration = super().get_id_token_dictionary(token, token_handler, request)
