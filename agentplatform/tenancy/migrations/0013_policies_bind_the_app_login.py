@@ -16,7 +16,7 @@ def reinstall_policies(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tenancy", "0011_tenant_time_zone"),
+        ("tenancy", "0012_oauth_sign_in_method"),
         ("agents", "0020_run_traceparent"),
         ("tools", "0008_mcp_tool_examples"),
         ("providers", "0003_model_alias"),
