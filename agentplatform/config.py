@@ -11,6 +11,7 @@ import hmac
 import ipaddress
 import json
 import os
+import pwd
 import re
 from pathlib import Path
 from urllib.parse import unquote
@@ -184,6 +185,20 @@ def env_json_commands(name: str) -> dict[str, list[str]]:
         if not all(isinstance(part, str) and part for part in argv):
             raise ImproperlyConfigured(f"{name}: {key!r}'s argv must be non-empty strings.")
     return data
+
+
+def command_account(name: str, default: str, *, needed: bool) -> str:
+    """An account's name or uid; when `needed` and this process runs as root (so will
+    switch to it), it must exist here."""
+    value = env_str(name, default) or default
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not an account name or uid.")
+    if needed and os.geteuid() == 0:
+        try:
+            pwd.getpwuid(int(value)) if value.isdigit() else pwd.getpwnam(value)
+        except KeyError:
+            raise ImproperlyConfigured(f"{name}={value!r}: no such account here.") from None
+    return value
 
 
 _ROLES = ("owner", "admin", "member", "viewer")  # tenancy.models.Role, without importing models

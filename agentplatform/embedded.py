@@ -137,6 +137,7 @@ class EmbeddedRedis:
     def __init__(self, data_dir: Path) -> None:
         self.dir = data_dir / "redis"
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.chmod(0o700)  # its dump holds the queues' messages: the platform's only
         socket = self.dir / "redis.sock"
         if len(str(socket)) > _UNIX_SOCKET_MAX:
             digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]
@@ -318,7 +319,10 @@ def redis(data_dir: Path) -> str:
 def local_secrets(data_dir: Path) -> dict[str, str]:
     """SECRET_KEY and FIELD_ENCRYPTION_KEYS generated once for a local data dir.
 
-    Only for the embedded quick start; a deployment with DATABASE_URL must set both.
+    Only for the embedded quick start; a deployment with DATABASE_URL must set both. The
+    file is readable by its owner only (0600), made so again if found wider (copied, or
+    written under another umask): a remote agent's command, run as another account, must
+    not read it (agents/runtime/remote_transport.py).
     """
     from cryptography.fernet import Fernet
 
@@ -326,6 +330,8 @@ def local_secrets(data_dir: Path) -> dict[str, str]:
     path = data_dir / "local-secrets.json"
     with fasteners.InterProcessLock(str(data_dir / ".secrets.lock")):
         if path.exists():
+            if path.stat().st_mode & 0o077:
+                path.chmod(0o600)
             return json.loads(path.read_text())
         values = {
             "SECRET_KEY": secrets.token_urlsafe(50),

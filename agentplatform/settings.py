@@ -326,6 +326,11 @@ MCP_REFRESH_S = config.env_int("MCP_REFRESH_S", 300)  # seconds between MCP conn
 # Remote agents run as local commands (agents/runtime/remote_transport.py): name -> argv,
 # set by the operator only (a tenant picks a name). JSON: {"triage": ["/opt/triage/run"]}.
 REMOTE_AGENT_COMMANDS = config.env_json_commands("REMOTE_AGENT_COMMANDS")
+# The account (name or uid) they run as when the platform runs as root: never root's files,
+# keys or processes. Unprivileged, the platform cannot switch: docs/remote-agents.md.
+REMOTE_AGENT_COMMAND_USER = config.command_account(
+    "REMOTE_AGENT_COMMAND_USER", "nobody", needed=bool(REMOTE_AGENT_COMMANDS)
+)
 # Seconds after which the periodic health check checks a context provider again.
 CONTEXT_PROVIDER_HEALTH_S = config.env_int("CONTEXT_PROVIDER_HEALTH_S", 300, minimum=1)
 

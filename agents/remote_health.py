@@ -24,7 +24,9 @@ def check_remote_agent(agent: Agent) -> tuple[bool, str]:
     """Check one remote agent now and record the answer on it."""
     if agent.remote_command:
         argv = remote_command_argv(agent.remote_command)
-        healthy, detail = async_to_sync(command_health)(agent.remote_command, argv)
+        healthy, detail = async_to_sync(command_health)(
+            agent.remote_command, argv, user=settings.REMOTE_AGENT_COMMAND_USER
+        )
     else:
         egress = egress_client(tuple(settings.EGRESS_ALLOWLIST))
         healthy, detail = async_to_sync(http_health)(

@@ -35,6 +35,7 @@ def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec
         remote_url=agent.remote_url,
         remote_command_name=agent.remote_command,
         remote_command=remote_command_argv(agent.remote_command),
+        remote_command_user=settings.REMOTE_AGENT_COMMAND_USER,
     )
 
 

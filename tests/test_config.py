@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -171,3 +172,19 @@ def test_embedded_services_need_a_writable_data_dir(tmp_path):
         "it holds the embedded PostgreSQL and Redis (DATABASE_URL / REDIS_URL unset). Make it "
         "writable, point DATA_DIR at one that is, or set DATABASE_URL and REDIS_URL."
     ) in result.stderr
+
+
+def test_the_account_remote_agent_commands_run_as(monkeypatch):
+    name = "REMOTE_AGENT_COMMAND_USER"
+    monkeypatch.delenv(name, raising=False)
+    assert config.command_account(name, "nobody", needed=True) == "nobody"
+    monkeypatch.setenv(name, "65534")
+    assert config.command_account(name, "nobody", needed=True) == "65534"
+    monkeypatch.setenv(name, "agents; rm -rf /")
+    with pytest.raises(ImproperlyConfigured, match="is not an account name or uid"):
+        config.command_account(name, "nobody", needed=False)
+    monkeypatch.setenv(name, "no-such-account-here")
+    assert config.command_account(name, "nobody", needed=False) == "no-such-account-here"
+    if os.geteuid() == 0:  # switched to only under root: it must exist
+        with pytest.raises(ImproperlyConfigured, match="'no-such-account-here': no such account"):
+            config.command_account(name, "nobody", needed=True)

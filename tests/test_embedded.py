@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import time
 
 import psutil
 
+from agentplatform import embedded
 from agentplatform.embedded import EmbeddedRedis
 from tests.conftest import ROOT
 
@@ -59,3 +62,24 @@ def test_postgres_is_stopped_by_the_last_holder_even_after_a_holder_died(tmp_pat
     assert not psutil.pid_exists(postgres_pid) or (
         psutil.Process(postgres_pid).status() == psutil.STATUS_ZOMBIE
     )
+
+
+def test_the_key_file_and_redis_folder_are_the_platforms_only(tmp_path):
+    """A remote agent's command, run as another account, must not read them (docs/security.md)."""
+    old = os.umask(0)  # whatever the umask
+    try:
+        made = embedded.local_secrets(tmp_path / "fresh")
+        redis = EmbeddedRedis(tmp_path / "fresh").dir
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "fresh" / "local-secrets.json").stat().st_mode) == 0o600
+    assert set(made) == {"SECRET_KEY", "FIELD_ENCRYPTION_KEYS"}
+    assert stat.S_IMODE(redis.stat().st_mode) == 0o700
+
+    # One found readable by others (copied, or written by hand) is made the owner's again.
+    copied = tmp_path / "copied" / "local-secrets.json"
+    copied.parent.mkdir()
+    copied.write_text(json.dumps(made))
+    copied.chmod(0o644)
+    assert embedded.local_secrets(copied.parent) == made
+    assert stat.S_IMODE(copied.stat().st_mode) == 0o600

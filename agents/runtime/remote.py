@@ -298,7 +298,9 @@ class _Exchange:
 
 def _transport(spec: AgentSpec, egress: GuardedHttpClient | None, token: str | None) -> Transport:
     if spec.remote_command_name:
-        return CommandTransport(spec.remote_command_name, spec.remote_command)
+        return CommandTransport(
+            spec.remote_command_name, spec.remote_command, user=spec.remote_command_user
+        )
     if egress is None:
         return _Failing(RemoteFailure("remote agents need an egress client, and none was given"))
     return HttpTransport(spec.remote_url, egress, token)

@@ -1,8 +1,10 @@
 """How a remote agent's messages travel (docs/remote-agents.md): one JSON object out, one
 back, per round — as a POST to its server through the guarded egress, or as JSON lines over
 the stdin/stdout of a command the operator allow-lists (`REMOTE_AGENT_COMMANDS`; a tenant
-only names one). Both check the size and time of every answer and say what went wrong in
-words of our own; neither lets a library's error text or a secret through.
+only names one), started with none of the platform's environment and, when the platform runs
+as root, as another account (`REMOTE_AGENT_COMMAND_USER`, `nobody`). Both check the size
+and time of every answer and say what went wrong in words of our own; neither lets a
+library's error text or a secret through.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+import pwd
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -29,8 +34,13 @@ REQUEST_TIMEOUT_S = 60.0  # per round, including the agent's thinking time
 HEALTH_TIMEOUT_S = 10.0
 MAX_RESPONSE_BYTES = 1_000_000
 EXIT_WAIT_S = 2.0  # a command's grace to exit once its stdin is closed
-# What a command's environment holds: none of the platform's (its database URL, keys...).
-COMMAND_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "HOME")
+# What a command's environment takes from the platform's: where programs are, the locale and
+# the time zone. Nothing else (its keys, database and Redis URLs, tracing headers...);
+# HOME is the account's own (COMMAND_ENV sets the rest).
+COMMAND_ENV_KEYS = ("PATH", "LANG", "LANGUAGE", "TZ")
+COMMAND_ENV_PREFIXES = ("LC_",)
+COMMAND_ENV = {"PYTHONUNBUFFERED": "1"}  # a Python agent's lines are not held in a buffer
+COMMAND_USER = "nobody"  # the account commands run as when the platform runs as root
 
 
 class RemoteFailure(Exception):
@@ -81,10 +91,12 @@ class CommandTransport:
     """JSON lines with a process started from an allow-listed argv: one line per message
     each way. Started at the first round, kept for the run's rounds in this worker, closed
     at the end; a run resumed elsewhere starts it again and sends the message it owes (the
-    agent keeps what it needs in the `state` it gets back, as over HTTP)."""
+    agent keeps what it needs in the `state` it gets back, as over HTTP). It starts with
+    none of the platform's environment (command_environment) and, when the platform runs
+    as root, as `user` (command_account)."""
 
-    def __init__(self, name: str, argv: Sequence[str]) -> None:
-        self.name, self.argv = name, tuple(argv)
+    def __init__(self, name: str, argv: Sequence[str], *, user: str = COMMAND_USER) -> None:
+        self.name, self.argv, self.user = name, tuple(argv), user
         self.process: asyncio.subprocess.Process | None = None
 
     async def send(self, body: dict[str, Any]) -> Any:
@@ -137,15 +149,16 @@ class CommandTransport:
                 f"remote agent command {self.name!r} is not one the operator allow-lists "
                 "(REMOTE_AGENT_COMMANDS)"
             )
-        env = {k: os.environ[k] for k in COMMAND_ENV_KEYS if k in os.environ}
+        account = command_account(self.name, self.user)
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
-                env=env,
+                env=command_environment(os.environ, home=account.home),
                 limit=MAX_RESPONSE_BYTES + 1,
+                **account.popen,
             )
         except OSError:
             raise RemoteFailure(
@@ -163,6 +176,47 @@ class CommandTransport:
         except TimeoutError:
             return "still running"
         return str(process.returncode)
+
+
+@dataclass(frozen=True)
+class CommandAccount:
+    """Whom a command runs as: `popen` holds Popen's user, group and extra_groups when it is
+    switched to (empty: the platform's own identity), `home` its HOME."""
+
+    home: str
+    popen: dict[str, Any] = field(default_factory=dict)
+
+
+def command_account(name: str, user: str) -> CommandAccount:
+    """As root: `user`'s account (a name or a uid), in its primary group only, so the
+    command cannot read what only the platform may (the data directory's key file, its
+    processes' /proc entries). Otherwise the platform's own identity — an unprivileged
+    process cannot switch — with HOME the temporary directory. RemoteFailure if `user`
+    names no account here."""
+    if os.geteuid() != 0:
+        return CommandAccount(home=tempfile.gettempdir())
+    try:
+        entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    except KeyError:
+        raise RemoteFailure(
+            f"remote agent command {name!r} cannot be started: the account it runs as "
+            f"({user!r}, REMOTE_AGENT_COMMAND_USER) does not exist"
+        ) from None
+    return CommandAccount(
+        home=entry.pw_dir,
+        popen={"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []},
+    )
+
+
+def command_environment(platform_env: Mapping[str, str], *, home: str) -> dict[str, str]:
+    """A command's whole environment: COMMAND_ENV_KEYS and LC_* from the platform's, HOME,
+    COMMAND_ENV."""
+    kept = {
+        key: value
+        for key, value in platform_env.items()
+        if key in COMMAND_ENV_KEYS or key.startswith(COMMAND_ENV_PREFIXES)
+    }
+    return {**kept, "HOME": home, **COMMAND_ENV}
 
 
 # -- health ------------------------------------------------------------------------------
@@ -191,10 +245,12 @@ async def http_health(
     return _health_verdict(body, token)
 
 
-async def command_health(name: str, argv: Sequence[str]) -> tuple[bool, str]:
-    """Start the command, send {"type": "health"}, expect {"type": "health", "status":
-    "ok"} within HEALTH_TIMEOUT_S; (ok, why)."""
-    transport = CommandTransport(name, argv)
+async def command_health(
+    name: str, argv: Sequence[str], *, user: str = COMMAND_USER
+) -> tuple[bool, str]:
+    """Start the command (as CommandTransport does), send {"type": "health"}, expect
+    {"type": "health", "status": "ok"} within HEALTH_TIMEOUT_S; (ok, why)."""
+    transport = CommandTransport(name, argv, user=user)
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT_S):
             body = await transport.send({"type": "health", "protocol": 1})

@@ -64,6 +64,7 @@ class AgentSpec:
     remote_url: str = ""  # for the "remote" kind: its server, or
     remote_command_name: str = ""  # the allow-listed command it runs as (agents/specs.py),
     remote_command: tuple[str, ...] = ()  # and that command's argv (empty: not allow-listed)
+    remote_command_user: str = "nobody"  # the account it runs as when the platform is root
     # What an API caller may add to one run (agents/runtime/client_request.py):
     top_p: float | None = None
     seed: int | None = None

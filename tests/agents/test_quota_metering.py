@@ -200,7 +200,7 @@ def test_the_judges_call_settles_to_its_record(trio, agent, provider_server):
     run = _case_run(trio, agent)
     tokens = _limit(trio.acme, 100_000, scope="member", user=trio.bob)
     dollars = _limit(trio.acme, Decimal("5"), metric="cost")
-    reply = '{"pass": true, "reason": "Polite."}'
+    reply = '{"passed": true, "reason": "Polite."}'
     provider_server.script("openai", TextReply(reply, input_tokens=50, output_tokens=7))
 
     verdict = judge_answer(dataset, rubric="Kind.", input="hi", answer="Hello!", run=run)

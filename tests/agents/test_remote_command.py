@@ -5,12 +5,22 @@ park and resume in a new process, and the periodic health check shown on the age
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
+import json
+import os
+import pwd
+import shutil
+import stat
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from agentplatform import embedded
 from agents.models import Agent, Approval, Run
 from agents.remote_health import check_remote_agents
 from agents.runtime import remote_transport
@@ -21,6 +31,7 @@ from agents.signals import run_queued
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key
 from tests.factories import login, make_agent
+from tests.fakes import remote_agent_command
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
@@ -28,20 +39,46 @@ from tools.runtime.tool import Capability, Effect, Tool
 
 pytestmark = pytest.mark.integration  # each test starts the fake agent's processes
 
-FAKE = [sys.executable, "-m", "tests.fakes.remote_agent_command"]
 CTX = RunContext(tenant_id=1, run_id="run_1")
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def command_run(mode: str = "calc", registry: ToolRegistry = BUILTINS, **spec_fields):
+def everyone_may_run(path: str) -> bool:
+    """Whether any account may execute `path`: it and every folder above it have o+x."""
+    real = Path(os.path.realpath(path))
+    return all(p.stat().st_mode & stat.S_IXOTH for p in [real, *real.parents])
+
+
+@functools.cache
+def fake_command() -> tuple[str, ...]:
+    """The fake agent as a command any account can run — as root, commands run as `nobody`
+    — : the script copied to a folder everyone may read (this checkout may be under root's
+    home), run by a Python every account may execute (the venv's may not be)."""
+    python = next(
+        (p for p in (sys.executable, "/usr/local/bin/python3", "/usr/bin/python3")
+         if os.path.exists(p) and everyone_may_run(p)),
+        None,
+    )  # fmt: skip
+    assert python is not None, "no Python 3 that every account may run"
+    folder = Path(tempfile.mkdtemp(prefix="remote-agent-command-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder.chmod(0o755)
+    script = folder / "remote_agent_command.py"
+    shutil.copyfile(Path(remote_agent_command.__file__), script)
+    script.chmod(0o644)
+    return (python, str(script))
+
+
+def command_run(mode: str = "calc", *args: str, registry: ToolRegistry = BUILTINS, **fields):
     spec = AgentSpec(
         name="cmd",
         instructions="",
         model="remote",
         kind="remote",
         remote_command_name="fake",
-        remote_command=(*FAKE, mode),
+        remote_command=(*fake_command(), mode, *args),
         tool_names=None,
-        **spec_fields,
+        **fields,
     )
     return asyncio.run(
         remote_agent(spec=spec, registry=registry, ctx=CTX, egress=None, input="2+2?")
@@ -73,7 +110,8 @@ def test_a_command_gets_none_of_the_platforms_environment(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgres://owner:pw@db/x")
     names = command_run("env").output.split(",")
     assert "SECRET_KEY" not in names and "DATABASE_URL" not in names
-    assert set(names) <= {*remote_transport.COMMAND_ENV_KEYS, "PWD", "SHLVL", "_", "LC_CTYPE"}
+    allowed = {*remote_transport.COMMAND_ENV_KEYS, *remote_transport.COMMAND_ENV, "HOME"}
+    assert {n for n in names if not n.startswith("LC_")} <= {*allowed, "PWD", "SHLVL", "_"}
 
 
 def test_a_command_not_allow_listed_is_never_started():
@@ -86,14 +124,15 @@ def test_a_command_not_allow_listed_is_never_started():
 
 
 def test_command_health():
-    assert asyncio.run(command_health("fake", [*FAKE, "calc"])) == (True, "ok")
-    healthy, why = asyncio.run(command_health("fake", [*FAKE, "crash"]))
+    assert asyncio.run(command_health("fake", [*fake_command(), "calc"])) == (True, "ok")
+    healthy, why = asyncio.run(command_health("fake", [*fake_command(), "crash"]))
     assert not healthy and "ended without answering" in why
 
 
 @pytest.fixture
 def commands(settings):
-    settings.REMOTE_AGENT_COMMANDS = {"fake": [*FAKE, "tool:purge"], "down": [*FAKE, "crash"]}
+    fake = list(fake_command())
+    settings.REMOTE_AGENT_COMMANDS = {"fake": [*fake, "tool:purge"], "down": [*fake, "crash"]}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -160,3 +199,96 @@ def test_health_is_checked_periodically_and_shown_on_the_agents_pages(client, tr
     shown = as_key(client, trio.acme, "read").get("/agents/bad").json()
     assert shown["remote_command"] == "down" and shown["remote_healthy"] is False
     assert Run.objects.count() == 0  # a health check is not a run
+
+
+# -- what a command can reach of the platform's (docs/security.md) ----------------------
+PLATFORM_ENV = {
+    "SECRET_KEY": "platform-secret-key-value",
+    "FIELD_ENCRYPTION_KEYS": "platform-fernet-key-value",
+    "DATABASE_URL": "postgres://owner:db-password@db/app",
+    "REDIS_URL": "redis://:redis-password@cache:6379/0",
+    "OPENAI_API_KEY": "sk-platform-openai-key",
+    "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer otel-token-value",
+    "METRICS_TOKEN": "platform-metrics-token",
+    "HOME": "/srv/platform-home",
+}
+
+
+def test_a_command_starts_with_a_clean_environment_as_another_account(monkeypatch):
+    for name, value in PLATFORM_ENV.items():
+        monkeypatch.setenv(name, value)
+    outcome = command_run("probe")
+    assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    seen = json.loads(outcome.output)
+    env = seen["env"]
+    shown = json.dumps(env)
+    assert not [value for value in PLATFORM_ENV.values() if value in shown]  # by no name
+    allowed = {*remote_transport.COMMAND_ENV_KEYS, *remote_transport.COMMAND_ENV, "HOME"}
+    assert {n for n in env if not n.startswith("LC_")} <= {*allowed, "PWD", "SHLVL", "_"}
+    assert env["PYTHONUNBUFFERED"] == "1" and env["PATH"] == os.environ["PATH"]
+    if ROOT:  # switched: neither root's identity nor its processes' environment
+        nobody = pwd.getpwnam("nobody")
+        assert (seen["uid"], env["HOME"]) == (nobody.pw_uid, nobody.pw_dir)
+        assert seen["readable"] == []  # not even /proc/<platform>/environ
+    else:  # an unprivileged platform cannot switch (docs/remote-agents.md)
+        assert (seen["uid"], env["HOME"]) == (os.getuid(), tempfile.gettempdir())
+
+
+def test_an_account_that_does_not_exist_is_a_clear_failure():
+    outcome = command_run("calc", remote_command_user="no-such-account-here")
+    if ROOT:
+        assert outcome.status is RunStatus.FAILED
+        assert outcome.error == (
+            "remote agent command 'fake' cannot be started: the account it runs as "
+            "('no-such-account-here', REMOTE_AGENT_COMMAND_USER) does not exist"
+        )
+    else:  # (not switched: the account is not looked up)
+        assert outcome.status is RunStatus.SUCCEEDED
+
+
+@pytest.fixture
+def data_dir():
+    """A data directory as the platform makes it (its key file, its Redis folder), in a
+    folder every account may pass through: only the modes the platform gives its own files
+    stand between a command and them. `public.txt` is a control: a file there the command
+    may read."""
+    folder = Path(tempfile.mkdtemp(prefix="agentplatform-data-"))
+    folder.chmod(0o755)
+    data = folder / "data"
+    embedded.local_secrets(data)
+    data.chmod(0o755)
+    redis = embedded.EmbeddedRedis(data).dir
+    (redis / "dump.rdb").write_text("the queues' messages")
+    (redis / "dump.rdb").chmod(0o644)
+    (data / "public.txt").write_text("anyone may read this")
+    (data / "public.txt").chmod(0o644)
+    yield data
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(not ROOT, reason="a command runs as another account only under root")
+@pytest.mark.django_db(transaction=True)
+def test_a_command_cannot_read_the_key_file_through_a_run_or_a_health_check(
+    client, trio, settings, monkeypatch, data_dir
+):
+    key_file, dump = data_dir / "local-secrets.json", data_dir / "redis" / "dump.rdb"
+    public = data_dir / "public.txt"
+    probe = [*fake_command(), "probe", str(key_file), str(dump), str(public)]
+    settings.REMOTE_AGENT_COMMANDS = {"probe": probe, "keys": probe[:-1]}
+    monkeypatch.setattr(run_queued, "receivers", [])  # executed here (settings of this process)
+    make_agent(trio.acme, "probe", kind="remote", remote_command="probe")
+    make_agent(trio.acme, "keys", kind="remote", remote_command="keys")
+
+    # A run started over REST: its command reads the control file, not the key file.
+    started = as_key(client, trio.acme, "read", "run").post(
+        "/runs", {"agent": "probe", "input": "what can you read?"}
+    )
+    assert started.status_code == 201, started.content
+    run = settle(Run.objects.get(pk=started.json()["id"]))
+    assert run.status == "succeeded", run.error
+    assert json.loads(run.output)["readable"] == [str(public)]
+
+    # The periodic health check starts the same commands the same way.
+    assert check_remote_agents() == 2
+    health = dict(Agent.objects.values_list("slug", "remote_health_detail"))
+    assert health == {"keys": "ok", "probe": f"health status is 'read {public}', not 'ok'"}

@@ -8,7 +8,9 @@ the REST answers and the SSE stream.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -23,6 +25,7 @@ from tests.factories import login, make_tool
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
 from tests.tools.local_server import LocalServer, Reply
+from tests.tools.test_secret_forms import echoes, recoverable
 
 TOKEN = "remote-ECHOED-token-42"
 TOOL_SECRET = "tool-ECHOED-credential-43"
@@ -151,3 +154,63 @@ def test_a_credential_an_http_tool_echoes_and_a_model_repeats_is_stored_nowhere(
     assert run.output == f"It said {MASK}; my key is {MASK}."
     everything = stored_text(run) + shown_text(client, trio.acme, run)
     assert TOOL_SECRET not in everything and connection.api_key not in everything
+
+
+ENCODED_SECRET = "Zq7-Xw93+vK/8mP=Lr tail"  # percent-encoding, base64 and hex all change it
+
+
+def test_a_credential_the_service_echoes_transformed_reaches_neither_the_model_nor_a_record(
+    client, trio, agent, connection, provider_server
+):
+    """A service answering with its Basic credential base64'd (alone and as `user:secret`,
+    at each of base64's alignments), hex'd, percent-encoded, reversed...: the model's next
+    request, the run's events and fields, its conversation and the REST answers show none
+    of them — nor the forms a model repeats."""
+
+    def echo(request) -> dict:
+        sent = request.headers["authorization"]
+        secret = base64.b64decode(sent.removeprefix("Basic ")).decode().partition(":")[2]
+        return {"header": sent, "forms": echoes(secret)}
+
+    with LocalServer() as service:
+        service.route("GET", "/whoami", Reply(echo=echo))
+        make_tool(
+            trio.acme,
+            "whoami",
+            kind="http",
+            description="Who am I?",
+            input_schema={"type": "object", "properties": {}},
+            config={"url": service.url + "/whoami", "auth": {"type": "basic", "username": "svc"}},
+            secret=ENCODED_SECRET,
+        )
+        repeated = echoes(ENCODED_SECRET)
+        provider_server.script(
+            "openai",
+            ToolCallReply([ToolCall("c1", "whoami", "{}")]),
+            TextReply(f"It said {repeated['base64']} and {repeated['hex']}, {repeated['quote']}."),
+        )
+        conversation = Conversation.objects.create(
+            tenant=trio.acme, agent=agent, owner_user=trio.alice
+        )
+        run = run_inline(
+            tenant=trio.acme,
+            agent=agent,
+            input="Who am I?",
+            conversation=conversation,
+            initiated_by=trio.alice,
+        )
+    assert run.status == "succeeded", run.error
+    # The model's second request carries the tool's answer, every form masked in it.
+    [_, second] = provider_server.requests_to("/v1/chat/completions")
+    [result] = [m for m in second.body["messages"] if m["role"] == "tool"]
+    assert result["content"].count(MASK) >= len(repeated) + 1
+    seen_by_model = json.dumps(second.body, ensure_ascii=False)
+    assert recoverable(ENCODED_SECRET, seen_by_model, window=5) == set()
+    # (base64 leaves a character or two of padding: bits of the last byte at most)
+    assert re.fullmatch(
+        rf"It said {re.escape(MASK)}\S{{0,3}} and {re.escape(MASK)}, {re.escape(MASK)}\.",
+        run.output,
+    )
+    recorded = stored_text(run) + shown_text(client, trio.acme, run)
+    assert MASK in recorded
+    assert recoverable(ENCODED_SECRET, recorded, window=5) == set()

@@ -107,7 +107,7 @@ def test_the_judges_model_call_is_a_span_with_its_cost(
     dataset = dataset_save(tenant=trio.acme, changes={"name": "tone", "judge_model": "judge-1"})
     provider_server.script(
         "openai",
-        TextReply('{"pass": true, "reason": "kind"}', input_tokens=50, output_tokens=7),
+        TextReply('{"passed": true, "reason": "kind"}', input_tokens=50, output_tokens=7),
         ErrorReply(500, "overloaded"),
     )
     judged = judge_answer(dataset, rubric="A private rubric.", input="hi", answer="Hello")

@@ -13,6 +13,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,6 +26,8 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # sleep before answering
+    # If set, json = echo(the request): an answer made from what was sent (its headers).
+    echo: Callable[[RecordedRequest], Any] | None = None
 
 
 @dataclass
@@ -65,8 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply.delay_s)
         payload = reply.body
         out_headers = {name.lower(): value for name, value in reply.headers.items()}
-        if reply.json is not None:
-            payload = jsonlib.dumps(reply.json).encode()
+        answer = reply.echo(recorded) if reply.echo is not None else reply.json
+        if answer is not None:
+            payload = jsonlib.dumps(answer).encode()
             out_headers.setdefault("content-type", "application/json")
         out_headers["content-length"] = str(len(payload))
         try:

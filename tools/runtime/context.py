@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tools.runtime.rate_limit import RateLimiter
+from tools.runtime.secret_forms import FormMatcher, masked, occur_in
 
 REDACTED = "[redacted]"
 
@@ -40,12 +41,19 @@ class NoSecrets:
 
 
 class StaticSecrets:
-    """Secrets held in memory for one tenant, e.g. decrypted when its registry was built."""
+    """Secrets held in memory for one tenant, e.g. decrypted when its registry was built.
 
-    def __init__(self, values: Mapping[str, str]) -> None:
+    `redact` masks each secret and the forms it may be echoed in (base64, hex, percent-
+    encoded, reversed: tools/runtime/secret_forms.py). Those are compiled once, at the first
+    `redact`; `with_values` shares them and compiles only the values it adds."""
+
+    def __init__(self, values: Mapping[str, str], *, _base: StaticSecrets | None = None) -> None:
         self._values = dict(values)
-        # Longest first, so a secret containing another is replaced whole.
-        self._plaintexts = sorted({v for v in self._values.values() if v}, key=len, reverse=True)
+        self._plaintexts = frozenset(v for v in self._values.values() if v)
+        known = _base._plaintexts if _base is not None else frozenset()
+        inherited = _base._matchers if _base is not None else ()
+        added = self._plaintexts - known
+        self._matchers = (*inherited, FormMatcher(added)) if added else inherited
 
     def get(self, ref: str) -> str:
         try:
@@ -54,28 +62,43 @@ class StaticSecrets:
             raise ConfigurationError(f"secret {ref!r} is not configured") from None
 
     def redact(self, value: Any) -> Any:
+        """`value` itself when no secret occurs in it (one pass over all its texts), else a
+        copy with each masked."""
         if not self._plaintexts:
             return value
-        return _redact(value, self._plaintexts)
+        texts: list[str] = []
+        _collect_texts(value, texts)
+        if not occur_in(texts, self._matchers):
+            return value
+        return _redact(value, self._matchers)
 
     def __bool__(self) -> bool:
         return bool(self._plaintexts)
 
     def with_values(self, extra: Mapping[str, str]) -> StaticSecrets:
         """A new accessor holding these secrets as well."""
-        return StaticSecrets({**self._values, **extra})
+        return StaticSecrets({**self._values, **extra}, _base=self)
 
 
-def _redact(value: Any, plaintexts: list[str]) -> Any:
+def _collect_texts(value: Any, into: list[str]) -> None:
     if isinstance(value, str):
-        for secret in plaintexts:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return value
+        into.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _collect_texts(key, into)
+            _collect_texts(item, into)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect_texts(item, into)
+
+
+def _redact(value: Any, matchers: tuple[FormMatcher, ...]) -> Any:
+    if isinstance(value, str):
+        return masked(value, matchers, REDACTED)
     if isinstance(value, dict):
-        return {_redact(k, plaintexts): _redact(v, plaintexts) for k, v in value.items()}
+        return {_redact(k, matchers): _redact(v, matchers) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_redact(v, plaintexts) for v in value]
+        return [_redact(v, matchers) for v in value]
     return value
 
 

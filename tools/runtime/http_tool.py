@@ -268,6 +268,7 @@ class _HttpCall:
         self.known = set(known_arguments)
         self.default_location: Location = "query" if config.method in ("GET", "DELETE") else "body"
         self.mapped = mapped
+        self._hidden: tuple[tuple[str, ...], StaticSecrets] | None = None
 
     async def __call__(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
         return await self.send(self.prepare(arguments, ctx), ctx)
@@ -337,13 +338,23 @@ class _HttpCall:
             if self.config.auth.type == "basic":
                 derived.append(value.removeprefix("Basic "))
         content = request.body.encode("utf-8") if request.body is not None else None
-        # The registry redacts the secret itself; forms derived from it (basic auth's
-        # base64 token) are redacted here, should the service echo them.
-        hide = StaticSecrets({str(i): token for i, token in enumerate(derived)})
+        # The registry redacts the secret and its encodings (base64 within basic auth's
+        # token too); the whole token, username included, is redacted here, should the
+        # service echo it.
+        hide = self._hide(tuple(derived))
         try:
             return hide.redact(await self._exchange(request.method, request.url, headers, content))
         except ToolFailed as exc:
             raise ToolFailed(hide.redact(str(exc))) from None
+
+    def _hide(self, tokens: tuple[str, ...]) -> StaticSecrets:
+        """An accessor masking `tokens`, kept while they stay the same (its forms are
+        compiled once, not per call)."""
+        hidden = self._hidden
+        if hidden is None or hidden[0] != tokens:
+            secrets = StaticSecrets({str(i): token for i, token in enumerate(tokens)})
+            hidden = self._hidden = (tokens, secrets)
+        return hidden[1]
 
     def _check_destination(self, request: PreparedRequest) -> None:
         changed = _origin(request.url) != _origin(self.config.url)
