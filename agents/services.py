@@ -188,7 +188,10 @@ def run_start(
     if initiated_by is not None:
         access.require_start(Principal.for_initiator(tenant, initiated_by), target)
     if acting_for is not None:
-        if not (isinstance(initiated_by, ApiKey) and initiated_by.acts_for_members):
+        acts_for_members = isinstance(initiated_by, ApiKey) and (
+            Principal.for_initiator(tenant, initiated_by).acts_for_members
+        )
+        if not acts_for_members:
             raise PermissionDenied("This API key may not act for members.")
         access.require_start(Principal.for_initiator(tenant, acting_for), target)
     if not input.strip():

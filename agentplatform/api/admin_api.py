@@ -52,6 +52,9 @@ KEY_EXAMPLE = {
     "prefix": "3f2a9c1d0b7e",
     "scopes": ["read", "run"],
     "created_by": "alice",
+    "created_by_key": None,
+    "made_by": "alice",
+    "effective_role": "admin",
     "created_at": "2025-01-01T12:00:00Z",
     "last_used_at": None,
     "expires_at": None,
@@ -88,8 +91,9 @@ class OwnerAuthority:
     tenancy services check it with `by=self.principal`)."""
 
     def acting_user(self):
-        """The person behind the request: the session's user, or the key's creator (a key
-        made with a key has none: it acts with no superuser's authority)."""
+        """The person behind the request: the session's user, or the key's creator (for a
+        key made with a key, the person behind the maker; the operator's keys, and keys
+        they made, have none: they act with no superuser's authority)."""
         user = self.request.user
         if isinstance(user, ApiClient):
             return user.api_key.created_by or AnonymousUser()
@@ -99,7 +103,10 @@ class OwnerAuthority:
 @extend_schema_view(
     list=extend_schema(
         summary="List API keys",
-        description="Never the secrets: only each key's prefix.",
+        description="Never the secrets: only each key's prefix. `made_by` says who made it "
+        "(a username, `key <name>` for a key made with a key, or `operator`); "
+        "`effective_role` is what it may do now: its `role` lowered to its creator's current "
+        "role (null: its creator left, and it is unusable).",
         parameters=[
             OpenApiParameter("active", OpenApiTypes.BOOL, description="Usable (or not) keys.")
         ],
@@ -144,7 +151,11 @@ class ApiKeyViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return ApiKey.objects.none()
-        queryset = ApiKey.objects.filter(tenant=self.tenant).select_related("created_by")
+        queryset = (
+            ApiKey.objects.filter(tenant=self.tenant)
+            .select_related("created_by", "created_by_key")
+            .with_creator_standing()
+        )
         active = query_bool(self.request, "active") if self.action == "list" else None
         if active is not None:
             usable = Q(revoked_at__isnull=True) & (

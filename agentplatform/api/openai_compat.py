@@ -54,7 +54,7 @@ from agentplatform.api.sse import event_stream_response, sse_message
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Action, declares
+from agentplatform.tenancy.policy import Action, Principal, declares
 from agentplatform.tenancy.services import member_named
 from agents.confirmation import request_text
 from agents.models import Agent, Approval, Crew, Run
@@ -153,8 +153,9 @@ def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     target = _resolve_model(client.tenant, chat.model)
     end_user = chat.client.end_user if chat.client else ""
     member = None
-    if end_user and client.api_key.acts_for_members:  # else it is only recorded
-        member = member_named(client.tenant, end_user, at_most=client.api_key.role)
+    principal = Principal.of_key(client.api_key)
+    if end_user and principal.acts_for_members:  # else it is only recorded
+        member = member_named(client.tenant, end_user, at_most=principal.role)
     return run_start(
         acting_for=member,
         tenant=client.tenant,

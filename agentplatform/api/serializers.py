@@ -612,10 +612,30 @@ class FactSerializer(serializers.ModelSerializer):
 
 
 # -- API keys and members ----------------------------------------------------------------
+class ApiKeyMakerSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField()
+
+
 class ApiKeySerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
-    )  # keys made with another key have no creator
+    )  # the person whose role caps it; none: the operator's key
+    created_by_key = ApiKeyMakerSerializer(
+        read_only=True, allow_null=True, help_text="The key that made it, if a key did."
+    )
+    made_by = serializers.CharField(
+        read_only=True,
+        help_text="A username, `key <name>` (with the person behind it in brackets) or `operator`.",
+    )
+    effective_role = serializers.ChoiceField(
+        choices=Role.choices,
+        read_only=True,
+        allow_null=True,
+        help_text="What it may do now: `role` lowered to its creator's current role. Null: "
+        "its creator is no longer a member (or their account is inactive); it is unusable.",
+    )
     usable = serializers.BooleanField(source="is_usable", read_only=True)
 
     class Meta:
@@ -630,6 +650,9 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "allowed_tools",
             "acts_for_members",
             "created_by",
+            "created_by_key",
+            "made_by",
+            "effective_role",
             "created_at",
             "last_used_at",
             "expires_at",

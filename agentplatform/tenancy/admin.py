@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.db.models import Q
 from django.http import HttpResponseRedirect
@@ -172,6 +172,11 @@ class MembershipForm(TenantScopedForm):
 
 @admin.register(Membership)
 class MembershipAdmin(TenantScopedAdmin):
+    """Memberships are written through the tenancy services, as on every other face: the
+    same rules (only owners touch owners, the last owner stays), the same audit entries,
+    and a removal revokes the keys the member made (`membership_remove`). A refusal the
+    services make after the form validated comes back as a message."""
+
     form = MembershipForm
     list_display = ["user", "role", "created_at"]
     list_filter = ["role"]
@@ -181,6 +186,12 @@ class MembershipAdmin(TenantScopedAdmin):
         form = super().get_form(request, obj, change=change, **kwargs)
         form.requesting_user = request.user
         return form
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields.append("user")  # a membership is one person's: change the role, or remove
+        return fields
 
     def has_add_permission(self, request) -> bool:
         # Tenant admins invite from the members page (/t/<slug>/members/), which answers
@@ -208,7 +219,8 @@ class MembershipAdmin(TenantScopedAdmin):
         return super().has_delete_permission(request, obj)
 
     def delete_queryset(self, request, queryset) -> None:
-        """Bulk delete keeps at least one owner per tenant, and only owners remove owners."""
+        """Bulk delete keeps at least one owner per tenant (its owners stay together), and
+        only owners remove owners; each removal through `membership_remove`."""
         queryset = self.get_queryset(request).filter(pk__in=queryset.values("pk"))
         with transaction.atomic():
             for tenant_id in set(
@@ -227,13 +239,39 @@ class MembershipAdmin(TenantScopedAdmin):
                         "Owner memberships kept: only owners remove owners, "
                         "and a tenant keeps at least one.",
                     )
-            super().delete_queryset(request, queryset)
+            for membership in queryset.select_related("tenant", "user"):
+                self.delete_model(request, membership)
+
+    def delete_model(self, request, obj) -> None:
+        if not self._may(request, obj):
+            raise PermissionDenied
+        services.membership_remove(membership=obj, by=_admin_principal(request, obj.tenant))
 
     def save_model(self, request, obj, form, change) -> None:
-        super().save_model(request, obj, form, change)
-        if obj.role in (Role.OWNER, Role.ADMIN) and not obj.user.is_staff:
-            obj.user.is_staff = True
-            obj.user.save(update_fields=["is_staff"])
+        if not self._may(request, obj):
+            raise PermissionDenied
+        saved = services.membership_set(
+            tenant=obj.tenant,
+            user=obj.user,
+            role=obj.role,
+            added_by=request.user,
+            by=_admin_principal(request, obj.tenant),
+        )
+        obj.pk, obj.created_at = saved.pk, saved.created_at
+        obj._state.adding = False
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return _refusals_as_messages(
+            request, super().changeform_view, request, object_id, form_url, extra_context
+        )
+
+    def delete_view(self, request, object_id, extra_context=None):
+        return _refusals_as_messages(
+            request, super().delete_view, request, object_id, extra_context
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        return _refusals_as_messages(request, super().changelist_view, request, extra_context)
 
     def formfield_for_choice_field(self, db_field, request, **kwargs):
         field = super().formfield_for_choice_field(db_field, request, **kwargs)
@@ -275,14 +313,45 @@ class ApiKeyAdmin(TenantScopedAdmin):
         "prefix",
         "scopes",
         "role",
+        "acts_as",
+        "made_by",
         "created_at",
         "last_used_at",
         "expires_at",
         "revoked_at",
     ]
-    readonly_fields = ["prefix", "role", "created_by", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = [
+        "prefix",
+        "role",
+        "acts_as",
+        "created_by",
+        "created_by_key",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     search_fields = ["name", "prefix"]
     actions = ["revoke"]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("created_by", "created_by_key")
+            .with_creator_standing()
+        )
+
+    @admin.display(description="made by")
+    def made_by(self, obj: ApiKey) -> str:
+        return obj.made_by
+
+    @admin.display(description="acts as")
+    def acts_as(self, obj: ApiKey) -> str:
+        """Its role now: capped by its creator's current role; unusable once they left."""
+        if obj.pk is None:
+            return "-"
+        role = obj.effective_role
+        return "unusable: its creator is no longer a member" if role is None else role
 
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)
@@ -469,26 +538,17 @@ class IdentityProviderAdmin(TenantScopedAdmin):
                 self.delete_model(request, obj)
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        return self._refusals_as_messages(
+        return _refusals_as_messages(
             request, super().changeform_view, request, object_id, form_url, extra_context
         )
 
     def delete_view(self, request, object_id, extra_context=None):
-        return self._refusals_as_messages(
+        return _refusals_as_messages(
             request, super().delete_view, request, object_id, extra_context
         )
 
     def changelist_view(self, request, extra_context=None):
-        return self._refusals_as_messages(request, super().changelist_view, request, extra_context)
-
-    @staticmethod
-    def _refusals_as_messages(request, view, *args):
-        """A rule the services refuse after the forms validated (the whole save undone)."""
-        try:
-            return view(*args)
-        except ValidationError as error:
-            messages.error(request, " ".join(error.messages))
-            return HttpResponseRedirect(request.get_full_path())
+        return _refusals_as_messages(request, super().changelist_view, request, extra_context)
 
     def formfield_for_choice_field(self, db_field, request, **kwargs):
         field = super().formfield_for_choice_field(db_field, request, **kwargs)
@@ -501,6 +561,16 @@ class IdentityProviderAdmin(TenantScopedAdmin):
             form.base_fields["tenant"].required = True
             form.base_fields["tenant"].empty_label = None
         return form
+
+
+def _refusals_as_messages(request, view, *args):
+    """A rule the services refuse after the forms validated (the whole save undone: the
+    admin's views run in one transaction), as a message on the page again."""
+    try:
+        return view(*args)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return HttpResponseRedirect(request.get_full_path())
 
 
 def _without_owner_unless_owner(field, db_field, request):

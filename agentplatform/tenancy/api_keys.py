@@ -15,13 +15,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
 from agentplatform import versions
 from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.models import ApiKey, Membership, Tenant
 
 KEY_MARK = "ap"
 
@@ -51,10 +51,11 @@ def parse_prefix(full_key: str) -> str | None:
 
 
 def find_usable_key(full_key: str) -> ApiKey | None:
-    """The active key matching `full_key`, or None (unknown, wrong, revoked, expired).
+    """The active key matching `full_key`, or None (unknown, wrong, revoked, expired, or
+    its creator gone: `ApiKey.effective_role`).
 
-    No query when `verified_key` knows it; else one. Touches last_used_at at most once per
-    API_KEY_LAST_USED_RESOLUTION_S.
+    No query when `verified_key` knows it; else one, which also reads the creator's current
+    role. Touches last_used_at at most once per API_KEY_LAST_USED_RESOLUTION_S.
     """
     known = verified_key(full_key)
     if known is not None:
@@ -64,7 +65,12 @@ def find_usable_key(full_key: str) -> ApiKey | None:
         return None
     version = keys_version()  # before the read: a change during it makes this entry stale
     with rls.owner():  # finds the tenant: keyed by the key's prefix, then its secret
-        key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+        key = (
+            ApiKey.objects.select_related("tenant")
+            .with_creator_standing()
+            .filter(prefix=prefix)
+            .first()
+        )
     if key is None or not hmac.compare_digest(key.secret_hash, hash_key(full_key)):
         return None
     if not key.is_usable:
@@ -76,9 +82,11 @@ def find_usable_key(full_key: str) -> ApiKey | None:
 
 
 # -- keys verified before, per process --------------------------------------------------
-# A key found usable is remembered with the keys version of that moment. Any change to a
-# key or a tenant (revoking, expiry edits, deactivating) bumps the version in Redis, so a
-# revoked key is refused on its next request in every process; expiry is checked on use.
+# A key found usable is remembered, with its creator's role of that moment, under the keys
+# version of that moment. Any change to a key, a tenant (revoking, expiry edits,
+# deactivating), a membership (a role changed, a member removed) or an account
+# (deactivated, superuser status, deleted) bumps the version in Redis, so every process
+# checks the key again on its next request; expiry is checked on use.
 _verified: dict[str, tuple[str, ApiKey]] = {}
 MAX_REMEMBERED = 10_000
 
@@ -126,7 +134,33 @@ _VERSION_KEY = "ap:api-keys:version"
 
 @receiver([post_save, post_delete], sender=ApiKey)
 @receiver([post_save, post_delete], sender=Tenant)
+@receiver([post_save, post_delete], sender=Membership)
 def _key_or_tenant_changed(sender, instance, **kwargs) -> None:
+    _changed()
+
+
+# What a key's effective role reads of its creator's account.
+_STANDING_FIELDS = frozenset({"is_active", "is_superuser"})
+
+
+@receiver(post_save, sender=settings.AUTH_USER_MODEL)
+def _account_saved(sender, instance, update_fields=None, **kwargs) -> None:
+    # Not for saves of other fields only (a sign-in's last_login, is_staff).
+    if update_fields is None or _STANDING_FIELDS & set(update_fields):
+        _changed()
+
+
+@receiver(pre_delete, sender=settings.AUTH_USER_MODEL)
+def _account_deleted(sender, instance, **kwargs) -> None:
+    """Revoke the account's keys, in the deletion's transaction: SET_NULL on `created_by`
+    would otherwise make them look like the operator's keys."""
+    from agentplatform.tenancy.services import api_keys_revoke_made_by
+
+    with rls.owner():  # one person's keys across tenants, keyed by the user
+        api_keys_revoke_made_by(user=instance, reason="its creator's account was deleted")
+
+
+def _changed() -> None:
     # Now (this process, this transaction) and after commit (other processes may have
     # re-read the old row meanwhile).
     keys_changed()

@@ -171,8 +171,11 @@ def record_grant(
     )
 
 
-def record_api_key(key: ApiKey, action: str, *, actor: Any = None) -> AuditEntry | None:
-    """A key created or revoked: its name, prefix, scopes and expiry (never the secret)."""
+def record_api_key(
+    key: ApiKey, action: str, *, actor: Any = None, reason: str = ""
+) -> AuditEntry | None:
+    """A key created or revoked: its name, prefix, scopes and expiry (never the secret); the
+    key that made it; why the platform revoked it (`reason`)."""
     return record(
         tenant=key.tenant_id,
         action=action,
@@ -184,6 +187,8 @@ def record_api_key(key: ApiKey, action: str, *, actor: Any = None) -> AuditEntry
             "scopes": list(key.scopes),
             "expires_at": key.expires_at,
             **({"acts_for_members": True} if key.acts_for_members else {}),
+            **({"made_by_key": key.created_by_key_id} if key.created_by_key_id else {}),
+            **({"reason": reason} if reason else {}),
         },
     )
 
@@ -314,10 +319,15 @@ def record_saved(
 
 
 def record_deleted(
-    instance: models.Model, *, actor: Any = None, request: HttpRequest | None = None
+    instance: models.Model,
+    *,
+    actor: Any = None,
+    request: HttpRequest | None = None,
+    details: dict[str, Any] | None = None,
 ) -> AuditEntry | None:
     """Before deleting `instance` (its pk is still there): `config.deleted` with the values
-    it had (secrets masked), `member.removed` for a membership."""
+    it had (secrets masked), `member.removed` for a membership (`details`: what went with
+    it, such as the keys it revoked)."""
     model = type(instance)
     if not is_audited(model):
         return None
@@ -333,6 +343,7 @@ def record_deleted(
         obj=instance,
         changes=changes,
         request=request,
+        details=details,
     )
 
 

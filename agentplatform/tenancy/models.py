@@ -116,8 +116,32 @@ class Scope(models.TextChoices):
     ADMIN = "admin", "Administer the tenant (members, keys, audit log, and all of the above)"
 
 
+# What `ApiKey.effective_role` reads of a key's creator (ApiKeyQuerySet annotates them).
+CREATOR_STANDING = ("creator_role", "creator_active", "creator_superuser")
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def with_creator_standing(self) -> ApiKeyQuerySet:
+        """Each key with what `ApiKey.effective_role` reads of its creator now: their role
+        in the key's tenant, whether their account is active, whether a superuser. In the
+        same query (a subquery and a join), no query more."""
+        role = Membership.objects.filter(
+            tenant_id=models.OuterRef("tenant_id"), user_id=models.OuterRef("created_by_id")
+        ).values("role")[:1]
+        return self.annotate(
+            creator_role=models.Subquery(role),
+            creator_active=models.F("created_by__is_active"),
+            creator_superuser=models.F("created_by__is_superuser"),
+        )
+
+
 class ApiKey(models.Model):
-    """A tenant API key. Only `prefix` and a SHA-256 of the whole key are stored."""
+    """A tenant API key. Only `prefix` and a SHA-256 of the whole key are stored.
+
+    Who stands behind it: `created_by`, the person whose role caps it (for a key made with a
+    key, the person behind that key: the cap and the revocation follow the human at the
+    root of the chain), and `created_by_key`, the key that made it, if one did. Neither:
+    the operator's key (`create_api_key`), which acts with its `role` alone."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=100)
@@ -132,13 +156,25 @@ class ApiKey(models.Model):
     # May name a member (OpenAI's `user`) whose run it starts: theirs to see, with their
     # memory and grants. Only an owner's or admin's key.
     acts_for_members = models.BooleanField(default=False)
+    # Deleting the account revokes its keys first (tenancy.api_keys): SET_NULL never turns
+    # a person's key into one that looks like the operator's.
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_key = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="keys_made",
+        editable=False,
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ApiKeyQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -149,12 +185,67 @@ class ApiKey(models.Model):
 
     @property
     def is_usable(self) -> bool:
+        """Not revoked, not expired, its tenant active, and its creator still behind it
+        (`effective_role`)."""
         now = timezone.now()
         return (
             self.revoked_at is None
             and (self.expires_at is None or self.expires_at > now)
             and self.tenant.active
+            and self.effective_role is not None
         )
+
+    @property
+    def effective_role(self) -> str | None:
+        """The most the key may do now: `role` (the cap set when it was made), lowered to
+        its creator's current role in the tenant (a superuser who is not a member counts as
+        an owner, as when the key was made). None when the creator's account is inactive
+        or they are no longer a member: the key is unusable. The operator's keys (no
+        creator) act with `role`.
+
+        Reads the annotations of `ApiKey.objects.with_creator_standing()` (what
+        `find_usable_key` loads); a key loaded otherwise costs one query, once
+        (`read_creator_standing`)."""
+        if self.created_by_id is None:
+            return self.role
+        if self.pk is None:
+            return None
+        if not hasattr(self, "creator_role"):
+            self.read_creator_standing()
+        if not self.creator_active:
+            return None
+        creator = self.creator_role or (Role.OWNER if self.creator_superuser else None)
+        if creator is None:
+            return None
+        return min(Role(self.role), Role(creator), key=ROLE_RANK.__getitem__)
+
+    def read_creator_standing(self) -> None:
+        """Read what `effective_role` needs of the creator now (one query), as the
+        annotations of `with_creator_standing` would have it."""
+        standing = (
+            ApiKey.objects.with_creator_standing()
+            .filter(pk=self.pk)
+            .values(*CREATOR_STANDING)
+            .first()
+        ) or {"creator_role": None, "creator_active": False, "creator_superuser": False}
+        for name, value in standing.items():
+            setattr(self, name, value)
+
+    def refresh_from_db(self, *args, **kwargs) -> None:
+        super().refresh_from_db(*args, **kwargs)
+        for name in CREATOR_STANDING:  # read again when next asked
+            self.__dict__.pop(name, None)
+
+    @property
+    def made_by(self) -> str:
+        """Who made it, for lists: the creator's username, "key <name>" (with the person
+        behind that key, if any: "key ci (alice)"), or "operator". Reads `created_by` and
+        `created_by_key` (select them with the key)."""
+        person = self.created_by.get_username() if self.created_by_id is not None else ""
+        if self.created_by_key_id is not None:
+            maker = f"key {self.created_by_key.name}"
+            return f"{maker} ({person})" if person else maker
+        return person or "operator"
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes or Scope.ADMIN in self.scopes

@@ -2,10 +2,11 @@
 
 Whoever acts is a `Principal`: a session user with the role of their membership, or an
 API key with its scopes, never beyond the role its creator had when the key was made
-(`ApiKey.role`). REST, `/v1`, MCP, the web pages, the Django admin and the services that
-they call all ask `Principal.may` / `Principal.require` with an `Action` of `POLICY`;
-rules about particular objects (which runs one sees, which agents one may start, who
-decides an approval) follow in `agents.access`, on top of the action's rule.
+(`ApiKey.role`) nor the role they have now (`ApiKey.effective_role`). REST, `/v1`, MCP,
+the web pages, the Django admin and the services that they call all ask `Principal.may` /
+`Principal.require` with an `Action` of `POLICY`; rules about particular objects (which
+runs one sees, which agents one may start, who decides an approval) follow in
+`agents.access`, on top of the action's rule.
 
 `docs/security.md` prints this table; a test checks the two agree.
 """
@@ -86,7 +87,8 @@ POLICY: dict[Action, Rule] = {
 @dataclass(frozen=True)
 class Principal:
     """Who acts in `tenant`: a user (`role` from the membership) or an API key (`role` is
-    the key's cap). Build one with `of_membership`, `of_key` or `for_initiator`."""
+    the key's effective role: its cap, lowered to its creator's current role). Build one
+    with `of_membership`, `of_key` or `for_initiator`."""
 
     tenant: Tenant
     role: str
@@ -104,7 +106,12 @@ class Principal:
 
     @classmethod
     def of_key(cls, key: ApiKey) -> Principal:
-        return cls(tenant=key.tenant, role=key.role, api_key=key, scopes=frozenset(key.scopes))
+        """No query for a key `find_usable_key` gave; one for a key loaded otherwise (its
+        creator's role). A key whose creator is gone may do nothing (no scope)."""
+        role = key.effective_role
+        if role is None:
+            return cls(tenant=key.tenant, role=Role.VIEWER, api_key=key)
+        return cls(tenant=key.tenant, role=role, api_key=key, scopes=frozenset(key.scopes))
 
     @classmethod
     def for_initiator(cls, tenant: Tenant, who: AbstractBaseUser | ApiKey) -> Principal:
@@ -165,6 +172,14 @@ class Principal:
     @property
     def is_owner(self) -> bool:
         return self.has_role(Role.OWNER) and self.has_scope(Scope.ADMIN)
+
+    @property
+    def acts_for_members(self) -> bool:
+        """A key that may name a member whose run it starts: set so when it was made, and
+        its role still an owner's or admin's (a key of a creator demoted since may not)."""
+        return (
+            self.api_key is not None and self.api_key.acts_for_members and self.has_role(Role.ADMIN)
+        )
 
     def limited_to_agents(self) -> frozenset[str] | None:
         """Slugs of the agents and crews a limited key may run; None: no such limit."""

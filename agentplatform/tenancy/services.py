@@ -215,12 +215,18 @@ def membership_set(
 
 
 @transaction.atomic
-def membership_remove(*, membership: Membership, by: Principal | None = None) -> None:
+def membership_remove(*, membership: Membership, by: Principal | None = None) -> list[ApiKey]:
+    """Remove a member with `by`'s authority (`require_owner_for`); the last owner stays.
+    The keys they made in the tenant (directly or with their keys) are revoked with it, and
+    the one `member.removed` entry names them. Returns those keys."""
     require_owner_for(by, membership.role)
     if membership.role == Role.OWNER:
         _refuse_if_last_owner(membership)
-    audit.record_deleted(membership)
+    revoked = _revoke_made_by(user_id=membership.user_id, tenant_id=membership.tenant_id)
+    details = {"revoked_api_keys": [_key_named(key) for key in revoked]} if revoked else None
+    audit.record_deleted(membership, details=details)
     membership.delete()
+    return revoked
 
 
 def _refuse_if_last_owner(membership: Membership) -> None:
@@ -260,10 +266,12 @@ def api_key_create(
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with the full secret, which is never retrievable again.
 
-    The key never acts beyond `role`: the role `created_by` has in the tenant now (one
-    query), else the role of `made_by_key` (a key making a key), else the given `role`,
-    else owner (the operator's commands). A key made by a key is never freer than it:
-    its limits are within the maker's (none given: the maker's) and it expires no later."""
+    The key never acts beyond `role`: the effective role of `made_by_key` (a key making a
+    key: `created_by` is then the maker's, the person at the root of the chain, whose
+    current role caps both and whose removal revokes both), else the role `created_by`
+    has in the tenant now (one query), else the given `role`, else owner (the operator's
+    commands). A key made by a key is never freer than it: its limits are within the
+    maker's (none given: the maker's) and it expires no later."""
     unknown = sorted(set(scopes) - set(Scope.values))
     if unknown:
         raise ValidationError({"scopes": f"Unknown scopes: {', '.join(unknown)}."})
@@ -271,17 +279,11 @@ def api_key_create(
         raise ValidationError({"scopes": "Give at least one scope."})
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationError({"expires_at": "Expiry must be in the future."})
-    if created_by is not None:
-        creator_role = (
-            Membership.objects.filter(tenant=tenant, user=created_by)
-            .values_list("role", flat=True)
-            .first()
-        )
-        if creator_role is None and not created_by.is_superuser:
-            raise ValidationError("Only the tenant's members can make its keys.")
-        role = creator_role or Role.OWNER
     if made_by_key is not None:
-        role = made_by_key.role
+        role = made_by_key.effective_role
+        if role is None or made_by_key.tenant_id != tenant.pk:
+            raise ValidationError("The key making it cannot make this tenant's keys.")
+        created_by = made_by_key.created_by
         allowed_agents = _within(made_by_key.allowed_agents, allowed_agents, "allowed_agents")
         allowed_tools = _within(made_by_key.allowed_tools, allowed_tools, "allowed_tools")
         if acts_for_members and not made_by_key.acts_for_members:
@@ -290,6 +292,15 @@ def api_key_create(
             if expires_at is not None and expires_at > made_by_key.expires_at:
                 raise ValidationError({"expires_at": "No later than the key making it."})
             expires_at = expires_at or made_by_key.expires_at
+    elif created_by is not None:
+        creator_role = (
+            Membership.objects.filter(tenant=tenant, user=created_by)
+            .values_list("role", flat=True)
+            .first()
+        )
+        if creator_role is None and not created_by.is_superuser:
+            raise ValidationError("Only the tenant's members can make its keys.")
+        role = creator_role or Role.OWNER
     if acts_for_members and (role or Role.OWNER) not in ADMIN_ROLES:
         raise ValidationError(
             {"acts_for_members": "Only an owner's or admin's key may act for members."}
@@ -302,6 +313,7 @@ def api_key_create(
         secret_hash=new.secret_hash,
         scopes=sorted(set(scopes)),
         created_by=created_by,
+        created_by_key=made_by_key,
         role=role or Role.OWNER,
         expires_at=expires_at,
         allowed_agents=sorted(set(allowed_agents or [])),
@@ -310,8 +322,43 @@ def api_key_create(
     )
     key.full_clean()
     key.save()
-    audit.record_api_key(key, AuditAction.API_KEY_CREATED, actor=created_by or made_by_key)
+    if created_by is not None:
+        key.read_creator_standing()  # now, so the key may be judged from async code too
+    audit.record_api_key(key, AuditAction.API_KEY_CREATED, actor=made_by_key or created_by)
     return key, new.full_key
+
+
+@transaction.atomic
+def api_keys_revoke_made_by(*, user: AbstractUser, reason: str) -> list[ApiKey]:
+    """Revoke every key `user` made, in every tenant (their account is going), each
+    recorded as `api_key.revoked` with `reason`. The caller scopes the query (it spans
+    tenants). Returns those keys."""
+    revoked = _revoke_made_by(user_id=user.pk)
+    for key in revoked:
+        audit.record_api_key(key, AuditAction.API_KEY_REVOKED, reason=reason)
+    return revoked
+
+
+def _revoke_made_by(*, user_id: int, tenant_id: int | None = None) -> list[ApiKey]:
+    """Revoke the keys not yet revoked that `user_id` made (in `tenant_id`, else in every
+    tenant), keys made with their keys included (those have them as `created_by` too). Two
+    queries; every process refuses the keys from its next request (the keys version)."""
+    keys = ApiKey.objects.select_for_update().filter(created_by_id=user_id, revoked_at=None)
+    if tenant_id is not None:
+        keys = keys.filter(tenant_id=tenant_id)
+    revoked = list(keys.order_by("pk"))
+    if revoked:
+        now = timezone.now()
+        ApiKey.objects.filter(pk__in=[key.pk for key in revoked]).update(revoked_at=now)
+        for key in revoked:
+            key.revoked_at = now
+        api_keys.keys_changed()
+        transaction.on_commit(api_keys.keys_changed)
+    return revoked
+
+
+def _key_named(key: ApiKey) -> dict[str, Any]:
+    return {"id": key.pk, "name": key.name, "prefix": key.prefix}
 
 
 def _within(makers: list[str], asked: list[str] | None, field: str) -> list[str]:

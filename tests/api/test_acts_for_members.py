@@ -204,3 +204,17 @@ def test_the_admin_keeps_members_out(client, trio):
     )
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     assert not ApiKey.objects.exists()
+
+
+def test_a_key_stops_acting_for_members_once_its_creator_is_no_admin(
+    client, trio, dana, agent, asgi_server, provider_server
+):
+    """The server remembers the key verified; the role changed here (another process) moves
+    the keys version, and its next request is checked again."""
+    _, full = tenancy.api_key_create(
+        tenant=trio.acme, name="portal", scopes=["read", "run"], created_by=dana,
+        acts_for_members=True,
+    )  # fmt: skip
+    assert_acts_for(chat_as(asgi_server, provider_server, full, "bob"), trio.bob)
+    tenancy.membership_set(tenant=trio.acme, user=dana, role=Role.MEMBER)
+    assert_only_recorded(chat_as(asgi_server, provider_server, full, "bob"), "bob")

@@ -199,3 +199,100 @@ def test_only_owner_authority_invites_owners(client, trio):
     invited = from_owner.post("/members", {"username": "zed", "role": "owner"})
     assert invited.status_code == 201
     assert_error(from_admin.delete(f"/invitations/{invited.json()['id']}"), 403)
+
+
+# -- a key follows its creator ----------------------------------------------------------------
+IDP = {
+    "slug": "acme-entra",
+    "name": "Acme Entra ID",
+    "issuer": "https://login.acme.example/v2.0",
+    "client_id": "platform",
+    "client_secret": "idp-secret",
+}
+
+
+def test_a_removed_admins_keys_and_the_keys_they_made_stop_in_one_audit_entry(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    hers = Api(client, key_for(trio.acme, "admin", name="hers", created_by=dana))
+    made = hers.post("/api-keys", {"name": "made", "scopes": ["admin"]}).json()
+    bobs = Api(client, key_for(trio.acme, "read", name="bobs", created_by=trio.bob))
+    owner = Api(client, key_for(trio.acme, "admin", name="owner", created_by=trio.alice))
+    dana_id = Membership.objects.get(tenant=trio.acme, user=dana).pk
+
+    assert owner.delete(f"/members/{dana_id}").status_code == 204
+    for gone in (hers, Api(client, made["key"])):
+        assert_error(gone.get("/config"), 401)
+        assert_error(gone.post("/api-keys", {"name": "x", "scopes": ["admin"]}), 401)
+    assert bobs.get("/agents").status_code == 200
+    listed = {k["name"]: k for k in owner.get("/api-keys").json()["results"]}
+    assert listed["hers"]["revoked_at"] and listed["made"]["revoked_at"]
+    assert listed["bobs"]["usable"] is True
+    entries = owner.get("/audit-log", {"action": "member.removed"}).json()["results"]
+    (entry,) = entries
+    assert sorted(k["name"] for k in entry["details"]["revoked_api_keys"]) == ["hers", "made"]
+    revoked = owner.get("/audit-log", {"action": "api_key.revoked"}).json()["results"]
+    assert revoked == []  # the one entry says it all
+
+
+def test_a_demoted_admins_key_is_refused_admin_work_on_its_next_request(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    hers = Api(client, key_for(trio.acme, "admin", name="hers", created_by=dana))
+    made = Api(client, hers.post("/api-keys", {"name": "made", "scopes": ["admin"]}).json()["key"])
+    for key in (hers, made):
+        assert key.get("/config").status_code == 200
+        assert key.get("/audit-log").status_code == 200
+    assert hers.post("/identity-providers", IDP).status_code == 201
+
+    login(client, trio.alice)  # the owner demotes her on the members API
+    dana_id = Membership.objects.get(tenant=trio.acme, user=dana).pk
+    Api(client, tenant_header="acme").patch(f"/members/{dana_id}", {"role": "viewer"})
+    client.logout()
+    for key in (hers, made):
+        assert "admin role" in assert_error(key.get("/config"), 403)["message"]
+        assert_error(key.get("/audit-log"), 403)
+        assert_error(key.post("/identity-providers", {**IDP, "slug": "other"}), 403)
+        assert_error(key.post("/api-keys", {"name": "more", "scopes": ["admin"]}), 403)
+        assert_error(key.patch(f"/members/{dana_id}", {"role": "admin"}), 403)
+        assert key.get("/agents").status_code == 200  # a viewer still reads
+    assert ApiKey.objects.filter(tenant=trio.acme).count() == 2
+    assert Membership.objects.get(pk=dana_id).role == Role.VIEWER
+
+
+def test_a_key_made_with_a_key_lists_its_maker_and_the_person_behind_it(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    hers = Api(client, key_for(trio.acme, "admin", name="hers", created_by=dana))
+    maker_id = ApiKey.objects.get(name="hers").pk
+    created = hers.post("/api-keys", {"name": "made", "scopes": ["read"]})
+    assert created.status_code == 201
+    body = created.json()
+    assert body["created_by"] == "dana"
+    assert body["created_by_key"] == {
+        "id": maker_id,
+        "name": "hers",
+        "prefix": ApiKey.objects.get(pk=maker_id).prefix,
+    }
+    assert body["made_by"] == "key hers (dana)" and body["effective_role"] == "admin"
+    listed = {k["name"]: k for k in hers.get("/api-keys").json()["results"]}
+    assert listed["made"]["created_by_key"]["id"] == maker_id
+    assert listed["hers"]["created_by_key"] is None and listed["hers"]["made_by"] == "dana"
+    fetched = hers.get(f"/api-keys/{body['id']}").json()
+    assert fetched["made_by"] == "key hers (dana)"
+
+
+def test_operator_keys_and_the_keys_they_make_keep_acting_as_owners(client, trio):
+    operator = as_key(client, trio.acme, "admin")  # made with no creator: the operator's
+    made = operator.post("/api-keys", {"name": "made", "scopes": ["admin"]}).json()
+    assert (made["created_by"], made["made_by"]) == (None, "key test")
+    assert made["role"] == made["effective_role"] == "owner"
+    alice_id = Membership.objects.get(tenant=trio.acme, user=trio.alice).pk
+    bob_id = Membership.objects.get(tenant=trio.acme, user=trio.bob).pk
+    assert operator.delete(f"/members/{bob_id}").status_code == 204
+    for key in (operator, Api(client, made["key"])):
+        assert key.get("/config").status_code == 200
+        assert key.get("/audit-log").status_code == 200
+    assert_error(operator.delete(f"/members/{alice_id}"), 409)  # an owner's authority
+    listed = {k["name"]: k for k in operator.get("/api-keys").json()["results"]}
+    assert listed["test"]["made_by"] == "operator" and listed["test"]["usable"] is True

@@ -16,9 +16,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from agentplatform.tenancy import services as tenancy
+from agentplatform.tenancy.models import Membership, Role
 from agents.models import Agent, Approval, Conversation, Crew, Run
 from agents.services import conversation_save, run_start
 from tests.conftest import PAY_SECRET
+from tests.factories import make_user
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.loader import invalidate
@@ -140,6 +142,27 @@ def test_a_revoked_key_and_a_disabled_tool_take_effect_on_the_next_call(mcp_serv
         headers={**POST_HEADERS, "Authorization": f"Bearer {keys['run']}"},
     )  # fmt: skip
     assert refused.status_code == 401
+
+
+def test_a_keys_creator_demoted_or_removed_limits_it_on_the_next_call(mcp_server, trio):
+    """The server (another process) remembers the key with its creator's role; a change
+    here moves the keys version, and the next call is checked again."""
+    dana = make_user("dana")
+    tenancy.membership_set(tenant=trio.acme, user=dana, role=Role.MEMBER)
+    _, full = tenancy.api_key_create(
+        tenant=trio.acme, name="hers", scopes=["read", "run"], created_by=dana
+    )
+    assert not call(mcp_server, full, "calculator", {"expression": "1+1"}).is_error
+    tenancy.membership_set(tenant=trio.acme, user=dana, role=Role.VIEWER)
+    refused = call(mcp_server, full, "calculator", {"expression": "1+1"})
+    assert refused.is_error and "member role" in text_of(refused)
+    assert "calculator" in tools_of(mcp_server, full)  # a viewer still lists
+    tenancy.membership_remove(membership=Membership.objects.get(tenant=trio.acme, user=dana))
+    gone = httpx2.post(
+        mcp_server, json=INITIALIZE, headers={**POST_HEADERS, "Authorization": f"Bearer {full}"}
+    )
+    assert gone.status_code == 401
+    assert Run.objects.filter(tool_name="calculator").count() == 1
 
 
 def test_a_foreign_host_is_refused_and_a_foreign_origin_forbidden(mcp_server, keys):

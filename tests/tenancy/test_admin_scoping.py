@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from agentplatform.tenancy.models import ApiKey, Membership, Role
+from agentplatform.tenancy import services
+from agentplatform.tenancy.api_keys import find_usable_key
+from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry, Membership, Role
 from tests.factories import PASSWORD, add_member, login, make_user
 from tests.scoping.models import Project, Ticket
 
@@ -329,3 +331,102 @@ def test_membership_admin_refuses_accounts_that_must_not_join(client, trio):
         )
         assert response.status_code == 200  # the form again, with an error
     assert not Membership.objects.filter(user__username__in=["ghost", "AnonymousUser"]).exists()
+
+
+# -- memberships through the services: a key follows its creator ------------------------------
+@pytest.fixture
+def dana_keys(trio):
+    """dana, an admin of acme, with an admin-scope key and a key it made; bob's key."""
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    _, hers_full = services.api_key_create(
+        tenant=trio.acme, name="hers", scopes=["admin"], created_by=dana
+    )
+    _, made_full = services.api_key_create(
+        tenant=trio.acme, name="made", scopes=["admin"], made_by_key=find_usable_key(hers_full)
+    )
+    _, bobs = services.api_key_create(
+        tenant=trio.acme, name="bobs", scopes=["read"], created_by=trio.bob
+    )
+    return dana, {"hers": hers_full, "made": made_full, "bobs": bobs}
+
+
+def assert_revoked_in_one_entry(trio, keys: dict[str, str]) -> None:
+    assert find_usable_key(keys["hers"]) is None and find_usable_key(keys["made"]) is None
+    assert find_usable_key(keys["bobs"]) is not None
+    (entry,) = AuditEntry.objects.filter(tenant=trio.acme, action=AuditAction.MEMBER_REMOVED)
+    assert sorted(k["name"] for k in entry.details["revoked_api_keys"]) == ["hers", "made"]
+    assert entry.actor_label == "alice"
+    assert not AuditEntry.objects.filter(action=AuditAction.API_KEY_REVOKED).exists()
+
+
+def test_deleting_a_membership_in_the_admin_revokes_the_keys_the_member_made(
+    client, trio, dana_keys
+):
+    dana, keys = dana_keys
+    membership = Membership.objects.get(tenant=trio.acme, user=dana)
+    response = login(client, trio.alice).post(
+        f"/admin/tenancy/membership/{membership.pk}/delete/", {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    assert_revoked_in_one_entry(trio, keys)
+
+
+def test_bulk_deleting_memberships_in_the_admin_revokes_their_keys(client, trio, dana_keys):
+    dana, keys = dana_keys
+    membership = Membership.objects.get(tenant=trio.acme, user=dana)
+    login(client, trio.alice).post(
+        "/admin/tenancy/membership/",
+        {"action": "delete_selected", "_selected_action": [membership.pk], "post": "yes"},
+    )
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    assert_revoked_in_one_entry(trio, keys)
+
+
+def test_a_role_changed_in_the_admin_caps_the_members_keys_and_is_audited(client, trio, dana_keys):
+    dana, keys = dana_keys
+    assert find_usable_key(keys["hers"]).effective_role == Role.ADMIN
+    membership = Membership.objects.get(tenant=trio.acme, user=dana)
+    response = login(client, trio.alice).post(
+        f"/admin/tenancy/membership/{membership.pk}/change/", {"role": "viewer"}
+    )
+    assert response.status_code == 302
+    assert Membership.objects.get(pk=membership.pk).role == Role.VIEWER
+    for name in ("hers", "made"):
+        assert find_usable_key(keys[name]).effective_role == Role.VIEWER
+    (entry,) = AuditEntry.objects.filter(tenant=trio.acme, action=AuditAction.MEMBER_CHANGED)
+    assert entry.changes == {"role": ["admin", "viewer"]} and entry.actor_label == "alice"
+
+
+def test_the_admin_adds_members_through_the_services(client, trio):
+    dora = make_user("dora")
+    login(client, get_user_model().objects.create_superuser("root", "root@x.test", PASSWORD))
+    added = {"tenant": trio.acme.pk, "user": "dora", "role": "admin"}
+    assert client.post("/admin/tenancy/membership/add/", added).status_code == 302
+    dora.refresh_from_db()
+    assert dora.is_staff  # the service's rule
+    membership = Membership.objects.get(user=dora)
+    (entry,) = AuditEntry.objects.filter(
+        object_id=str(membership.pk), object_type="tenancy.membership"
+    )
+    assert entry.action == AuditAction.MEMBER_ADDED and entry.actor_label == "root"
+
+
+def test_the_key_admin_shows_who_made_each_key_and_what_it_acts_as(client, trio, dana_keys):
+    dana, _ = dana_keys
+    services.api_key_create(tenant=trio.acme, name="ops", scopes=["read"])
+    services.membership_set(tenant=trio.acme, user=dana, role=Role.MEMBER)
+    body = login(client, trio.alice).get("/admin/tenancy/apikey/").content.decode()
+    rows = {
+        name: row
+        for row in body.split("<tr")[1:]
+        for name in ("hers", "made", "ops")
+        if f">{name}</a>" in row
+    }
+    assert ">dana<" in rows["hers"] and ">member<" in rows["hers"]
+    assert ">key hers (dana)<" in rows["made"] and ">member<" in rows["made"]
+    assert ">operator<" in rows["ops"] and ">owner<" in rows["ops"]
+    made = ApiKey.objects.get(name="made")
+    page = client.get(f"/admin/tenancy/apikey/{made.pk}/change/").content.decode()
+    assert "hers (" in page  # the key that made it

@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
 from agentplatform.tenancy import services
-from agentplatform.tenancy.api_keys import find_usable_key
-from agentplatform.tenancy.models import ApiKey
+from agentplatform.tenancy.api_keys import find_usable_key, keys_version
+from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry, Membership, Role
+from agentplatform.tenancy.policy import Action, Principal
+from tests.factories import add_member, login, make_user
 
 
 def whoami(client, key: str):
@@ -115,3 +119,172 @@ def test_a_key_without_the_needed_scope_gets_403(client, trio):
     body = response.json()
     assert body["error"]["code"] == "permission_denied"
     assert "lacks the 'read' scope" in body["error"]["message"]
+
+
+# -- a key follows its creator ----------------------------------------------------------------
+@pytest.fixture
+def dana(trio):
+    """An admin of acme (not its owner)."""
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    return dana
+
+
+def test_a_keys_role_is_capped_at_its_creators_current_role(trio, dana):
+    _, full = services.api_key_create(
+        tenant=trio.acme, name="ci", scopes=["admin"], created_by=dana
+    )
+    assert find_usable_key(full).effective_role == Role.ADMIN  # verified, and remembered
+    services.membership_set(tenant=trio.acme, user=dana, role=Role.VIEWER)
+    assert find_usable_key(full).effective_role == Role.VIEWER
+    assert Principal.of_key(find_usable_key(full)).role == Role.VIEWER
+    services.membership_set(tenant=trio.acme, user=dana, role=Role.OWNER)
+    assert find_usable_key(full).effective_role == Role.ADMIN  # never beyond its own cap
+
+
+def test_a_member_who_is_gone_or_inactive_leaves_an_unusable_key(trio, dana):
+    key, full = services.api_key_create(
+        tenant=trio.acme, name="ci", scopes=["read"], created_by=dana
+    )
+    assert find_usable_key(full) is not None
+    dana.is_active = False
+    dana.save()
+    assert find_usable_key(full) is None
+    dana.is_active = True
+    dana.save()
+    assert find_usable_key(full) is not None
+    # A membership deleted around the services: the key stops all the same.
+    Membership.objects.filter(tenant=trio.acme, user=dana).delete()
+    assert find_usable_key(full) is None
+    key.refresh_from_db()
+    assert not key.is_usable and key.effective_role is None
+    assert not Principal.of_key(key).may(Action.READ_CONFIG)  # loaded otherwise: no power
+
+
+def test_a_superuser_who_is_no_member_makes_keys_acting_as_owner_until_demoted(trio):
+    root = make_user("root", is_superuser=True)
+    _, full = services.api_key_create(
+        tenant=trio.acme, name="ops", scopes=["admin"], created_by=root
+    )
+    assert find_usable_key(full).effective_role == Role.OWNER
+    root.is_superuser = False
+    root.save(update_fields=["is_superuser"])
+    assert find_usable_key(full) is None
+
+
+def test_operator_keys_act_with_their_own_role_whatever_members_do(trio):
+    key, full = services.api_key_create(tenant=trio.acme, name="ops", scopes=["admin"])
+    made, made_full = services.api_key_create(
+        tenant=trio.acme, name="child", scopes=["read"], made_by_key=find_usable_key(full)
+    )
+    assert (made.created_by, made.created_by_key) == (None, key)
+    services.membership_set(tenant=trio.acme, user=trio.bob, role=Role.VIEWER)
+    services.membership_remove(membership=Membership.objects.get(user=trio.bob))
+    for full_key in (full, made_full):
+        found = find_usable_key(full_key)
+        assert found.effective_role == Principal.of_key(found).role == Role.OWNER
+    assert (key.made_by, made.made_by) == ("operator", "key ops")
+
+
+def test_a_key_made_by_a_key_records_its_maker_and_follows_the_person_behind_it(trio, dana):
+    maker, maker_full = services.api_key_create(
+        tenant=trio.acme, name="maker", scopes=["admin"], created_by=dana
+    )
+    made, made_full = services.api_key_create(
+        tenant=trio.acme, name="made", scopes=["admin"], made_by_key=find_usable_key(maker_full)
+    )
+    made = ApiKey.objects.select_related("created_by", "created_by_key").get(pk=made.pk)
+    assert (made.created_by, made.created_by_key, made.role) == (dana, maker, Role.ADMIN)
+    assert made.made_by == "key maker (dana)"
+    entry = AuditEntry.objects.get(action=AuditAction.API_KEY_CREATED, object_id=str(made.pk))
+    assert entry.api_key == maker and entry.details["made_by_key"] == maker.pk
+    services.membership_set(tenant=trio.acme, user=dana, role=Role.MEMBER)
+    assert find_usable_key(made_full).effective_role == Role.MEMBER
+    # A maker demoted since makes keys of its role now, no more.
+    third, _ = services.api_key_create(
+        tenant=trio.acme, name="third", scopes=["read"], made_by_key=find_usable_key(made_full)
+    )
+    assert third.role == Role.MEMBER
+
+
+def test_removing_a_member_revokes_their_keys_here_in_one_entry(trio, dana):
+    mine, mine_full = services.api_key_create(
+        tenant=trio.acme, name="mine", scopes=["admin"], created_by=dana
+    )
+    child, child_full = services.api_key_create(
+        tenant=trio.acme, name="child", scopes=["read"], made_by_key=find_usable_key(mine_full)
+    )
+    add_member(trio.globex, dana, Role.ADMIN)
+    _, elsewhere = services.api_key_create(
+        tenant=trio.globex, name="g", scopes=["read"], created_by=dana
+    )
+    _, bobs = services.api_key_create(
+        tenant=trio.acme, name="bobs", scopes=["read"], created_by=trio.bob
+    )
+    membership = Membership.objects.get(tenant=trio.acme, user=dana)
+    revoked = services.membership_remove(membership=membership)
+    assert {key.pk for key in revoked} == {mine.pk, child.pk}
+    assert find_usable_key(mine_full) is None and find_usable_key(child_full) is None
+    assert find_usable_key(elsewhere) is not None and find_usable_key(bobs) is not None
+    (entry,) = AuditEntry.objects.filter(tenant=trio.acme).exclude(
+        action__in=[AuditAction.API_KEY_CREATED, AuditAction.MEMBER_ADDED]
+    )
+    assert entry.action == AuditAction.MEMBER_REMOVED
+    assert sorted(k["name"] for k in entry.details["revoked_api_keys"]) == ["child", "mine"]
+    assert {k["prefix"] for k in entry.details["revoked_api_keys"]} == {
+        mine.prefix,
+        child.prefix,
+    }
+
+
+def test_deleting_an_account_revokes_its_keys_rather_than_orphan_them(trio, dana):
+    key, full = services.api_key_create(
+        tenant=trio.acme, name="ci", scopes=["admin"], created_by=dana
+    )
+    dana.delete()
+    key.refresh_from_db()
+    assert key.revoked_at is not None and key.created_by is None
+    assert find_usable_key(full) is None
+    entry = AuditEntry.objects.get(action=AuditAction.API_KEY_REVOKED, object_id=str(key.pk))
+    assert entry.details["reason"] == "its creator's account was deleted"
+
+
+def test_a_sign_in_leaves_the_verified_keys_alone(client, trio):
+    """Only what a key's role reads of an account (active, superuser) moves the keys
+    version: a sign-in (last_login) does not make every process look its keys up again."""
+    before = keys_version()
+    login(client, trio.bob)
+    assert keys_version() == before
+    trio.bob.is_active = False
+    trio.bob.save(update_fields=["is_active"])
+    assert keys_version() != before
+
+
+def test_a_creators_key_is_still_one_query(trio, dana, django_assert_num_queries):
+    key, full = services.api_key_create(
+        tenant=trio.acme, name="ci", scopes=["read"], created_by=dana
+    )
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    with django_assert_num_queries(1):
+        found = find_usable_key(full)
+        assert Principal.of_key(found).role == Role.ADMIN
+
+
+def test_keys_made_with_keys_before_the_maker_was_recorded_get_it_from_the_audit_log(trio, dana):
+    migration = importlib.import_module(
+        "agentplatform.tenancy.migrations.0012_apikey_created_by_key"
+    )
+    maker, maker_full = services.api_key_create(
+        tenant=trio.acme, name="maker", scopes=["admin"], created_by=dana
+    )
+    made, _ = services.api_key_create(
+        tenant=trio.acme, name="made", scopes=["admin"], made_by_key=find_usable_key(maker_full)
+    )
+    operators, _ = services.api_key_create(tenant=trio.acme, name="ops", scopes=["read"])
+    # As such keys were stored before: no creator, no maker.
+    ApiKey.objects.filter(pk=made.pk).update(created_by=None, created_by_key=None)
+    migration.makers_from_the_audit_log(django_apps, None)
+    made.refresh_from_db()
+    operators.refresh_from_db()
+    assert (made.created_by, made.created_by_key) == (dana, maker)
+    assert (operators.created_by, operators.created_by_key) == (None, None)

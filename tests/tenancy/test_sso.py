@@ -13,6 +13,7 @@ from django.test import Client
 
 from agentplatform import config, rate_counters
 from agentplatform.tenancy import services, sso
+from agentplatform.tenancy.api_keys import find_usable_key
 from agentplatform.tenancy.models import (
     AuditEntry,
     IdentityProvider,
@@ -771,3 +772,22 @@ def test_first_sign_ins_at_once_make_one_person_and_distinct_usernames(trio):
     assert len({u.pk for u in users}) == 3  # the same person twice is one user
     made = get_user_model().objects.filter(username__startswith="sam")
     assert made.count() == 3 and len({u.username for u in made}) == 3
+
+
+def test_a_membership_the_groups_no_longer_give_goes_with_the_keys_its_member_made(trio):
+    acme_provider(trio)
+    provider = sso.provider_named("acme-idp")
+    dave = make_user("dave")
+    sso.memberships_sync(user=dave, provider=provider, groups={"staff"})
+    services.membership_set(tenant=trio.acme, user=dave, role=Role.ADMIN)
+    key, full = services.api_key_create(
+        tenant=trio.acme, name="daves", scopes=["admin"], created_by=dave
+    )
+    made, made_full = services.api_key_create(
+        tenant=trio.acme, name="made", scopes=["read"], made_by_key=find_usable_key(full)
+    )
+    sso.memberships_sync(user=dave, provider=provider, groups=set())  # left the group
+    assert not Membership.objects.filter(tenant=trio.acme, user=dave).exists()
+    assert find_usable_key(full) is None and find_usable_key(made_full) is None
+    (entry,) = AuditEntry.objects.filter(tenant=trio.acme, action="member.removed")
+    assert {k["id"] for k in entry.details["revoked_api_keys"]} == {key.pk, made.pk}

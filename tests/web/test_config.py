@@ -9,10 +9,19 @@ import re
 import pytest
 from django.urls import reverse
 
-from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Role
+from agentplatform.tenancy import services
+from agentplatform.tenancy.models import (
+    ApiKey,
+    AuditAction,
+    AuditEntry,
+    Invitation,
+    Membership,
+    Role,
+)
 from agentplatform.tenancy.services import invitation_create
 from agents.models import Agent, Crew, Run
 from providers.models import ProviderConnection
+from tests.api.test_resources import Api, key_for
 from tests.factories import (
     add_member,
     login,
@@ -709,3 +718,55 @@ def test_the_last_owner_cannot_be_removed_or_demoted(client, trio):
         assert b"A tenant must keep at least one owner." in response.content
     alice.refresh_from_db()
     assert alice.role == Role.OWNER
+
+
+# -- a key follows its creator ----------------------------------------------------------------
+def test_removing_a_member_on_the_page_revokes_the_keys_they_made_in_one_entry(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    hers = Api(client, key_for(trio.acme, "admin", name="hers", created_by=dana))
+    made = Api(client, hers.post("/api-keys", {"name": "made", "scopes": ["read"]}).json()["key"])
+    bobs = Api(client, key_for(trio.acme, "read", name="bobs", created_by=trio.bob))
+    membership = Membership.objects.get(tenant=trio.acme, user=dana)
+    login(client, trio.alice)
+    page = client.post(url("member_remove", pk=membership.pk), follow=True).content.decode()
+    assert "Removed dana and revoked the API keys they made (2)." in page
+    client.logout()
+    assert hers.get("/agents").status_code == 401 and made.get("/agents").status_code == 401
+    assert bobs.get("/agents").status_code == 200
+    (entry,) = AuditEntry.objects.filter(tenant=trio.acme, action=AuditAction.MEMBER_REMOVED)
+    assert sorted(k["name"] for k in entry.details["revoked_api_keys"]) == ["hers", "made"]
+    assert not AuditEntry.objects.filter(action=AuditAction.API_KEY_REVOKED).exists()
+
+
+def test_a_role_lowered_on_the_page_limits_the_members_keys_at_once(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    hers = Api(client, key_for(trio.acme, "admin", name="hers", created_by=dana))
+    assert hers.get("/config").status_code == 200
+    membership = Membership.objects.get(tenant=trio.acme, user=dana)
+    login(client, trio.alice)
+    assert client.post(url("member_role", pk=membership.pk), {"role": "viewer"}).status_code == 302
+    client.logout()
+    assert hers.get("/config").status_code == 403
+    assert hers.get("/audit-log").status_code == 403
+    assert hers.post("/api-keys", {"name": "x", "scopes": ["read"]}).status_code == 403
+
+
+def test_the_keys_page_says_who_made_each_key_and_what_it_acts_as(client, trio):
+    dana = make_user("dana")
+    add_member(trio.acme, dana, Role.ADMIN)
+    hers = Api(client, key_for(trio.acme, "admin", name="hers", created_by=dana))
+    hers.post("/api-keys", {"name": "made", "scopes": ["read"]})
+    key_for(trio.acme, "read", name="ops")  # the operator's
+    services.membership_set(tenant=trio.acme, user=dana, role=Role.MEMBER)
+    page = login(client, trio.alice).get(url("api_keys")).content.decode()
+    rows = {
+        name: row
+        for row in page.split("<tr>")[1:]
+        for name in ("hers", "made", "ops")
+        if f"<td>{name} " in row
+    }
+    assert "by dana</small>" in rows["hers"] and "as member" in rows["hers"]
+    assert "by key hers (dana)</small>" in rows["made"] and "as member" in rows["made"]
+    assert "by the operator</small>" in rows["ops"] and "as " not in rows["ops"]

@@ -67,7 +67,11 @@ class ApiKeyForm(PlainLabels, forms.Form):
 
 
 def _page(request: HttpRequest, form: ApiKeyForm, **extra) -> HttpResponse:
-    keys = ApiKey.objects.filter(tenant=request.tenant).select_related("created_by")
+    keys = (
+        ApiKey.objects.filter(tenant=request.tenant)
+        .select_related("created_by", "created_by_key")
+        .with_creator_standing()
+    )
     context = {"keys": keys, "form": form, **extra}
     return render_page(request, PAGE, context, status=400 if form.errors else 200)
 

@@ -162,12 +162,13 @@ def member_remove(request: HttpRequest, pk: int) -> HttpResponse:
     membership = get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)
     removing_self = membership.pk == request.membership.pk
     try:
-        membership_remove(membership=membership, by=request.principal)
+        revoked = membership_remove(membership=membership, by=request.principal)
     except PermissionDenied as error:
         return _refuse(request, str(error))
     except ValidationError as error:
         return _refuse(request, _last_owner(error))
-    messages.success(request, f"Removed {membership.user.get_username()}.")
+    keys = f" and revoked the API keys they made ({len(revoked)})" if revoked else ""
+    messages.success(request, f"Removed {membership.user.get_username()}{keys}.")
     if removing_self:  # removed oneself: no access any more
         return redirect("home")
     return redirect("config:members", tenant_slug=request.tenant.slug)
