@@ -32,7 +32,7 @@ def makers_from_the_audit_log(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tenancy", "0011_tenant_time_zone")]
+    dependencies = [("tenancy", "0013_policies_bind_the_app_login")]
 
     operations = [
         migrations.AddField(
