@@ -272,7 +272,7 @@ def test_a_creators_key_is_still_one_query(trio, dana, django_assert_num_queries
 
 def test_keys_made_with_keys_before_the_maker_was_recorded_get_it_from_the_audit_log(trio, dana):
     migration = importlib.import_module(
-        "agentplatform.tenancy.migrations.0012_apikey_created_by_key"
+        "agentplatform.tenancy.migrations.0014_apikey_created_by_key"
     )
     maker, maker_full = services.api_key_create(
         tenant=trio.acme, name="maker", scopes=["admin"], created_by=dana
