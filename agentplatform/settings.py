@@ -351,8 +351,17 @@ RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
 # closed this many seconds after its last stream ended.
 RUN_EVENTS_LINGER_S = config.env_int("RUN_EVENTS_LINGER_S", 30, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
-# Output tokens a quota holds for a gateway call that sets no maximum (docs/quotas.md).
-QUOTA_GATEWAY_OUTPUT_ESTIMATE = config.env_int("QUOTA_GATEWAY_OUTPUT_ESTIMATE", 1024, minimum=1)
+# A gateway call whose body sets no maximum output gets this one, sent to the provider in its
+# API's own field and held against the quotas (docs/quotas.md).
+GATEWAY_DEFAULT_MAX_TOKENS = config.env_int("GATEWAY_DEFAULT_MAX_TOKENS", 4096, minimum=1)
+if config.env_str("QUOTA_GATEWAY_OUTPUT_ESTIMATE") is not None:  # (its value was never sent)
+    raise ImproperlyConfigured(
+        "QUOTA_GATEWAY_OUTPUT_ESTIMATE is now GATEWAY_DEFAULT_MAX_TOKENS: the maximum output "
+        "sent to the provider for a gateway call that sets none. Rename it."
+    )
+# How long a gateway stream its caller left is read on for the provider's usage, in seconds
+# (0: not at all); without it the call is counted from its content (docs/quotas.md).
+GATEWAY_STREAM_READ_ON_S = config.env_int("GATEWAY_STREAM_READ_ON_S", 30, minimum=0)
 # Tool routing (agents/tool_routing.py): an agent with more tools than the threshold is
 # offered the best TOP_K for the request each round (plus pinned ones and search_tools).
 TOOL_ROUTING_THRESHOLD = config.env_int("TOOL_ROUTING_THRESHOLD", 30, minimum=1)

@@ -55,12 +55,18 @@ from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import QuotaRefused
+from providers.runtime.estimates import (
+    cut_usage,
+    estimate_input_tokens,
+    estimate_text_tokens,  # noqa: F401 (the faces estimate their inputs here)
+)
 from providers.runtime.types import (
     Done,
     ModelRequest,
     ModelResponse,
     StreamEvent,
-    ToolResultMessage,
+    TextDelta,
+    ToolCallEvent,
     Usage,
 )
 
@@ -574,32 +580,6 @@ def resets_at(quota: Quota, now: datetime | None = None) -> datetime:
 
 
 # -- the model calls of a run -----------------------------------------------------------------
-CHARS_PER_TOKEN = 4  # a rough estimate, erring high for English text
-IMAGE_TOKENS = 1_600
-
-
-def estimate_text_tokens(text: str) -> int:
-    return len(text) // CHARS_PER_TOKEN + 1
-
-
-def estimate_input_tokens(request: ModelRequest) -> int:
-    """What `request` will likely cost in input tokens, from its characters (an estimate:
-    settling replaces it with the provider's count)."""
-    chars = len(request.system)
-    images = 0
-    for message in request.messages:
-        if isinstance(message, ToolResultMessage):
-            chars += len(message.content)
-            continue
-        chars += len(message.text)
-        images += len(getattr(message, "images", ()))
-        for call in getattr(message, "tool_calls", ()):
-            chars += len(str(call.arguments)) + len(call.name)
-    for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + len(str(tool.input_schema))
-    return chars // CHARS_PER_TOKEN + 1 + images * IMAGE_TOKENS
-
-
 def call_cost(
     tenant_id: int,
     provider: str,
@@ -689,14 +669,24 @@ class MeteredAdapter:
             await self._settle(reservation, request.model, usage)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The adapter's stream. Settled with the usage its end (`Done`) gives; a stream that
+        ends before it (the caller closed it: a cancelled run; the provider broke off) is
+        settled at what it gave, never below: the input estimate and the output's characters
+        / 4 (`cut_usage`, as the loop records it), or nothing if it gave nothing."""
         reservation = await reserve_request(self._meter, request, self._price_kind)
-        usage = Usage()
+        usage, text, calls = None, [], []
         try:
             async for event in self._adapter.stream(request):
-                if isinstance(event, Done):
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                elif isinstance(event, ToolCallEvent):
+                    calls.append(event.call)
+                elif isinstance(event, Done):
                     usage = event.response.usage
                 yield event
         finally:
+            if usage is None:
+                usage = cut_usage(request, "".join(text), calls)
             await self._settle(reservation, request.model, usage)
 
 

@@ -36,3 +36,6 @@ CACHES["default"]["KEY_PREFIX"] = os.environ["AP_TEST_QUEUE"]  # noqa: F405
 # One test database per session too: sessions running side by side (or a `make run` and a
 # `make test`) on the same embedded Postgres never drop each other's database.
 DATABASES["default"]["TEST"] = {"NAME": f"test_agentplatform_{os.environ['AP_TEST_QUEUE'][5:]}"}  # noqa: F405
+# A gateway stream left by its caller is read on this long for its usage (30 s by default):
+# what tests of callers leaving wait for.
+GATEWAY_STREAM_READ_ON_S = config.env_int("GATEWAY_STREAM_READ_ON_S", 2, minimum=0)

@@ -113,6 +113,10 @@ def _start_django(**env: str) -> subprocess.CompletedProcess:
             "FIELD_ENCRYPTION_KEYS: key #1 is not a Fernet key",
         ),
         ({"REDIS_URL": "http://nope"}, "REDIS_URL must be a redis://"),
+        (  # renamed: its value, held but never sent, would silently stop applying
+            {"QUOTA_GATEWAY_OUTPUT_ESTIMATE": "512"},
+            "QUOTA_GATEWAY_OUTPUT_ESTIMATE is now GATEWAY_DEFAULT_MAX_TOKENS",
+        ),
     ],
 )
 def test_bad_environment_stops_start_up_with_the_reason(env, message, tmp_path):

@@ -13,6 +13,13 @@ Every face sends through `Call.send`: a model alias (`alias/<name>`) falls back 
 pairs there, with the same rules on every endpoint, passed through or translated; and each
 pair tried is a `chat <model>` span when tracing is on (docs/fallback.md,
 docs/observability.md).
+
+What a call may cost is held before it is sent (`hold`, agents.quotas) and bounds what it may
+produce: a body without a maximum output is sent GATEWAY_DEFAULT_MAX_TOKENS in its API's own
+field (`with_maximum`). A stream is read by a task of its own (`Call.relayed`): a caller that
+leaves before its end (its usage comes last) leaves it read on, for up to
+GATEWAY_STREAM_READ_ON_S, and the call is settled and recorded with the provider's usage, or
+if that never comes at what it gave, never below (docs/quotas.md).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,7 +56,9 @@ from providers.runtime.errors import (
     Timeout,
     provider_failure,
 )
+from providers.runtime.estimates import output_tokens_of
 from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
+from providers.runtime.types import Usage
 from providers.services import GatewayRoute, gateway_route, known_gateway_route
 
 logger = logging.getLogger(__name__)
@@ -104,6 +114,10 @@ def _check(body: dict[str, Any], kind: type) -> None:
         raise OpenAIError(400, "`stream` must be a boolean.", param="stream")
     if kind is MessagesPassthrough and body.get("max_tokens") is None:
         raise OpenAIError(400, "`max_tokens` is required.", param="max_tokens")
+    # What is held is what these allow the provider to produce: they must be what they say.
+    for name in (*MAXIMA, "n"):
+        if body.get(name) is not None and not _positive(body[name]):
+            raise OpenAIError(400, f"`{name}` must be a positive integer.", param=name)
 
 
 def messages_headers(request: HttpRequest) -> dict[str, str]:
@@ -132,8 +146,9 @@ class GatewayAnswer:
 @dataclass(frozen=True)
 class Call:
     """One gateway call, on whichever face: the caller's key, the model it asked for (as
-    its run records it), its route, when it began, the Chat Completions body it sent (its
-    last user message is the run's input) and the estimate held for it (`hold`)."""
+    its run records it), its route, when it began, the body it sent in the provider's API
+    (its last user message is the run's input) and the estimate held for it (`hold`: with
+    the maximum output `with_maximum` sends when the body has none)."""
 
     client: ApiClient
     model: str
@@ -202,13 +217,36 @@ class Call:
             return Answered(target, tally, first, rest, tuple(switches), span)
         raise AssertionError("unreachable: the last pair answers or raises")  # pragma: no cover
 
+    def relayed(self, answered: Answered) -> AsyncIterator[bytes]:
+        """The rest of `answered`'s 200 stream (after `first`), for the caller: read by a
+        task of its own, which records the call when the stream ends — read on after the
+        caller leaves (closes this), for up to GATEWAY_STREAM_READ_ON_S."""
+        return _Relayed(_Reader(self, answered))
+
+    def used(self, forwarded: Forwarded) -> Usage:
+        """What the call is recorded and settled at: the provider's usage once it came
+        whole; else (a stream cut or left before it, a service that counts nothing) never
+        below what the provider gave: the input estimate (`hold`'s) and the characters of
+        its content / 4, beside what the provider did say (Messages says its input first)."""
+        given = forwarded.usage
+        if forwarded.status != 200 or forwarded.usage_final:
+            return given
+        told_input = given.input_tokens or given.cache_read_tokens or given.cache_write_tokens
+        return Usage(
+            input_tokens=given.input_tokens if told_input else estimated_tokens(self.sent)[0],
+            output_tokens=max(given.output_tokens, output_tokens_of(forwarded.content_chars)),
+            cache_read_tokens=given.cache_read_tokens,
+            cache_write_tokens=given.cache_write_tokens,
+        )
+
     def record(self, answered: Answered) -> None:
         """The call recorded in the next batch as a run of its key (the pair that answered,
-        its usage, the switches before it as `provider.fallback` events), what was held
-        settled with its usage, and its span ended. Once, when the answer is whole (a
-        stream: when it ends, or the caller leaves)."""
+        what it used (`used`), the switches before it as `provider.fallback` events), what
+        was held settled with the same, and its span ended. Once, when the answer is whole
+        (a stream: when the provider's ends, or its reading on after the caller left does)."""
         forwarded, target = answered.forwarded, answered.target
-        _settle_later(self.held, target, forwarded.usage)
+        usage = self.used(forwarded)
+        _settle_later(self.held, target, usage)
         if answered.span:
             _span_ended_later(answered.span, self.client, target, forwarded)
         ok = forwarded.status == 200
@@ -220,7 +258,7 @@ class Call:
                 provider=target.connection.kind,
                 price_kind=target.connection.price_kind,
                 input=_last_user_text(self.sent),
-                usage=forwarded.usage,
+                usage=usage,
                 started_at=self.started,
                 finished_at=timezone.now(),
                 error="" if ok else f"the provider answered HTTP {forwarded.status}",
@@ -255,6 +293,37 @@ def chat_for(target: GatewayRoute, chat: dict[str, Any]) -> dict[str, Any]:
     return sent
 
 
+MAXIMA = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+# Where a Chat Completions service reads a maximum output: OpenAI's both fields, another
+# service only `max_tokens` (some ignore `max_completion_tokens`).
+_READ_IN = {
+    "max_completion_tokens": ("max_completion_tokens", "max_tokens"),
+    "max_tokens": ("max_tokens",),
+}
+
+
+def maximum_field(target: GatewayRoute) -> str:
+    """Where a Chat Completions body sent to `target`'s connection says its maximum
+    output: OpenAI's newer models take only `max_completion_tokens`."""
+    kind = target.connection.kind
+    return "max_completion_tokens" if kind == ProviderKind.OPENAI else "max_tokens"
+
+
+def with_maximum(body: dict[str, Any], field: str = "max_tokens") -> dict[str, Any]:
+    """`body` with a maximum output where the service `field` is for reads one: the body's
+    own (its largest, when it said it only in a field that service ignores), else
+    GATEWAY_DEFAULT_MAX_TOKENS. A call is held for its largest maximum (`hold`): so it is
+    what the provider may produce, never the model's own limit."""
+    if any(body.get(name) is not None for name in _READ_IN[field]):
+        return body
+    given = [body[name] for name in MAXIMA if body.get(name) is not None]
+    return {**body, field: max(given, default=settings.GATEWAY_DEFAULT_MAX_TOKENS)}
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 async def forwarded(
     body: dict[str, Any],
     client: ApiClient,
@@ -269,12 +338,17 @@ async def forwarded(
     assert route.passthrough is not None
     _check(body, type(route.passthrough))
     call = await Call.begun(client, body["model"], route, body)
-    answered = await call.send(lambda target: body, stream=stream, headers=headers)
+
+    def payload_of(target: GatewayRoute) -> dict[str, Any]:
+        return with_maximum(body, maximum_field(target))  # (the caller's own kept as sent)
+
+    answered = await call.send(payload_of, stream=stream, headers=headers)
     if answered.rest is None:
         call.record(answered)
         whole = answered.forwarded
         return GatewayAnswer(whole.status, whole.content_type, whole.body)
-    return GatewayAnswer(200, "text/event-stream", stream=_relay(call, answered))
+    stream_of = _relay(answered.first, call.relayed(answered))
+    return GatewayAnswer(200, "text/event-stream", stream=stream_of)
 
 
 def _status_error(status: int) -> ProviderError:
@@ -355,17 +429,14 @@ def _span_ended_later(span: Any, client: ApiClient, target: GatewayRoute, forwar
 
 # -- quotas ----------------------------------------------------------------------------------
 def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
-    """A call's input (from its characters) and output (its maximum) token estimates."""
+    """A call's input estimate (from its characters) and the most output it may be given:
+    its maximum (GATEWAY_DEFAULT_MAX_TOKENS when it sets none: `with_maximum` sends that),
+    for each of its `n` choices."""
     sent = json.dumps([body.get("messages"), body.get("system"), body.get("tools")])
-    output = next(
-        (
-            body[name]
-            for name in ("max_completion_tokens", "max_tokens", "max_output_tokens")
-            if isinstance(body.get(name), int) and body[name] > 0
-        ),
-        settings.QUOTA_GATEWAY_OUTPUT_ESTIMATE,  # (a call that sets no maximum output)
-    )
-    return quotas.estimate_text_tokens(sent), output
+    maxima = [body[name] for name in MAXIMA if _positive(body.get(name))]
+    output = max(maxima, default=settings.GATEWAY_DEFAULT_MAX_TOKENS)
+    choices = body["n"] if _positive(body.get("n")) else 1
+    return quotas.estimate_text_tokens(sent), output * choices
 
 
 async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> quotas.Reservation:
@@ -406,6 +477,7 @@ def _settle_later(held: quotas.Reservation, route: GatewayRoute, usage: Any) -> 
 
 
 _settling: set[asyncio.Task] = set()
+_reading: set[asyncio.Task] = set()
 
 
 def unreached(exc: ProviderError, held: quotas.Reservation) -> OpenAIError:
@@ -435,14 +507,102 @@ async def forward(
     return response
 
 
-async def _relay(call: Call, answered: Answered) -> AsyncIterator[bytes]:
-    assert answered.rest is not None
-    try:
-        yield answered.first
-        async for piece in answered.rest:
+async def _relay(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async with aclosing(rest):  # (closed: the caller left)
+        yield first
+        async for piece in rest:
             yield piece
-    finally:
-        call.record(answered)
+
+
+# -- a stream the caller may leave -------------------------------------------------------------
+_AHEAD = 8  # pieces read ahead of a caller that reads slower than the provider sends
+
+
+class _Reader:
+    """A 200 stream's rest, read from the provider by a task of its own, so that a caller
+    leaving (its request cancelled) never cuts it: read on, its pieces dropped, until the
+    provider's stream ends or GATEWAY_STREAM_READ_ON_S after the caller left (then closed),
+    and the call recorded (`Call.record`). A caller that stops reading at `finish_reason`
+    has had the whole answer; its usage comes after."""
+
+    def __init__(self, call: Call, answered: Answered) -> None:
+        self.pieces: asyncio.Queue[bytes | None] = asyncio.Queue()  # None: the end
+        self.room = asyncio.Semaphore(_AHEAD)
+        self.failure: Exception | None = None
+        self.left = False
+        self._deadline: asyncio.Timeout | None = None
+        self.task = asyncio.get_running_loop().create_task(self._read(call, answered))
+        _reading.add(self.task)
+        self.task.add_done_callback(_reading.discard)
+
+    async def _read(self, call: Call, answered: Answered) -> None:
+        assert answered.rest is not None
+        try:
+            async with asyncio.timeout(None) as self._deadline:
+                if self.left:
+                    self._deadline.reschedule(_read_on_until())
+                async for piece in answered.rest:
+                    if not self.left:
+                        await self.room.acquire()
+                        self.pieces.put_nowait(piece)
+        except TimeoutError:
+            pass  # read on for as long as it may be: closed, counted from what it gave
+        except Exception as exc:  # (the caller's to see, as if it had read it itself)
+            self.failure = exc
+            if self.left:
+                logger.exception("a gateway stream read on for its usage failed")
+        finally:
+            self.pieces.put_nowait(None)
+            call.record(answered)
+            await answered.rest.aclose()
+
+    def leave(self) -> None:
+        """The caller is gone: read on, until the deadline, for no one."""
+        if self.left or self.task.done():
+            return
+        self.left = True
+        while not self.pieces.empty():
+            self.pieces.get_nowait()
+        self.room.release()  # (a reader waiting for room goes on)
+        if self._deadline is not None:  # (else it is set as the reader begins)
+            self._deadline.reschedule(_read_on_until())
+
+
+def _read_on_until() -> float:
+    return asyncio.get_running_loop().time() + settings.GATEWAY_STREAM_READ_ON_S
+
+
+class _Relayed:
+    """The caller's side of a `_Reader`: its pieces as they come; closed (or dropped
+    unread), the caller has left."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self._reader = reader
+        self._ended = False
+
+    def __aiter__(self) -> _Relayed:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._ended:
+            raise StopAsyncIteration
+        piece = await self._reader.pieces.get()
+        if piece is None:
+            self._ended = True
+            if self._reader.failure is not None:
+                raise self._reader.failure
+            raise StopAsyncIteration
+        self._reader.room.release()
+        return piece
+
+    async def aclose(self) -> None:
+        self._ended = True
+        self._reader.leave()
+
+    def __del__(self) -> None:
+        if not self._ended and not self._reader.task.done():
+            with suppress(RuntimeError):  # (its loop closed: nothing is read any more)
+                self._reader.leave()
 
 
 # -- the record ------------------------------------------------------------------------------
@@ -483,7 +643,14 @@ _recorder = _Recorder()
 
 
 async def flush_gateway_calls() -> None:
+    """What this process holds written: streams still read on after their callers left
+    (each ends GATEWAY_STREAM_READ_ON_S after its caller did) recorded, the record's batch
+    written, and the settlements made. At shutdown, and in tests."""
+    if _reading:
+        await asyncio.wait(set(_reading), timeout=settings.GATEWAY_STREAM_READ_ON_S + 5)
     await _recorder.flush()
+    if _settling:
+        await asyncio.wait(set(_settling), timeout=30)
 
 
 def _last_user_text(body: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from agentplatform.api.gateway import Answered, Call, chat_for, chat_route
+from agentplatform.api.gateway import Answered, Call, chat_for, chat_route, with_maximum
 from agentplatform.api.openai_base import OpenAIError, parsed
 from agentplatform.api.openai_chat_request import BadRequest, check_sampling
 from agentplatform.api.openai_chat_wire import (
@@ -70,7 +70,7 @@ async def gateway_responses(
         chat = await parsed(chat_body_of, body, size=len(request.body))
     except BadRequest as exc:
         raise OpenAIError(400, str(exc), param=responses_param(exc.param)) from None
-    ids = ResponseIds.new(model)
+    ids = ResponseIds.new(model, chat["max_tokens"])
     call = await Call.begun(client, model, route, chat)
     stream = body.get("stream") is True
 
@@ -81,13 +81,14 @@ async def gateway_responses(
     answered = await sent_or_refused(call, payload_of, stream=stream)
     if answered.rest is None:
         return JsonResponse(response_of_completion(answered.forwarded.body, ids))
-    events = stream_events(answered.first, answered.rest, ids, lambda: call.record(answered))
+    events = stream_events(answered.first, call.relayed(answered), ids)
     return event_stream_response(events)
 
 
 def chat_body_of(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body sent for `body` (without `stream`: the pass-through sets
-    it; `chat_for` adapts it to each connection)."""
+    it; `chat_for` adapts it to each connection), with its maximum output (`with_maximum`:
+    the response's `max_output_tokens` says it)."""
     if body.get("previous_response_id") is not None:
         raise BadRequest(NOT_CHAINED, "previous_response_id")
     for name in ("stream", "store"):
@@ -96,7 +97,7 @@ def chat_body_of(body: dict[str, Any]) -> dict[str, Any]:
     chat = responses_as_chat(body)
     check_sampling(chat)
     chat.pop("stream", None)
-    return chat
+    return with_maximum(chat)
 
 
 async def sent_or_refused(
@@ -104,7 +105,7 @@ async def sent_or_refused(
 ) -> Answered:
     """`call.send` for a face that translates: a provider's refusal (its last pair's
     non-200 answer) is raised as this API's error, recorded; a whole 200 answer comes back
-    recorded; a stream, to be recorded when it ends."""
+    recorded; a stream, to be relayed (`Call.relayed`: recorded when it ends)."""
     answered = await call.send(payload_of, stream=stream)
     if answered.rest is None:
         call.record(answered)
@@ -115,17 +116,20 @@ async def sent_or_refused(
 
 @dataclass(frozen=True)
 class ResponseIds:
-    """A gateway response's ids: not a run's (the call is recorded after it is answered)."""
+    """A gateway response's ids (not a run's: the call is recorded after it is answered),
+    and the maximum output its call was sent."""
 
     model: str
     response: str
     message: str
     created_at: int
+    max_output_tokens: int | None = None
 
     @classmethod
-    def new(cls, model: str) -> ResponseIds:
+    def new(cls, model: str, max_output_tokens: int | None = None) -> ResponseIds:
         token = uuid.uuid4().hex
-        return cls(model, f"{PREFIX}{token}", f"msg_{token}", int(time.time()))
+        created = int(time.time())
+        return cls(model, f"{PREFIX}{token}", f"msg_{token}", created, max_output_tokens)
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -202,6 +206,7 @@ def response_of_completion(raw: bytes, ids: ResponseIds) -> dict[str, Any]:
         output=output,
         usage=_usage(answer.get("usage")),
         incomplete=incomplete,
+        max_output_tokens=ids.max_output_tokens,
     )
 
 
@@ -243,33 +248,30 @@ class _StreamState(ChunkTally):
 
 
 async def stream_events(
-    first: bytes, stream: AsyncIterator[bytes], ids: ResponseIds, record: Callable[[], None]
+    first: bytes, stream: AsyncIterator[bytes], ids: ResponseIds
 ) -> AsyncIterator[bytes]:
-    """The provider's chunk stream (`first`, then `stream`) as typed events; `record` is
-    called once the provider's stream ends (or the caller goes away). A stream that ends
-    without a finish reason, or with an error chunk, ends with `response.failed`."""
+    """The provider's chunk stream (`first`, then `stream`, closed when this is) as typed
+    events. A stream that ends without a finish reason, or with an error chunk, ends with
+    `response.failed`."""
     events = ResponseEvents(message_id=ids.message)
     state = _StreamState()
 
     def response(status: str, **extra: Any) -> dict[str, Any]:
         return response_object(
             ids.response, ids.created_at, ids.model, status=status, output=events.output,
-            usage=_usage(state.usage), **extra,
+            usage=_usage(state.usage), max_output_tokens=ids.max_output_tokens, **extra,
         )  # fmt: skip
 
     yield events.begin(response("in_progress"))
-    try:
-        async with aclosing(stream):
-            piece: bytes | None = first
-            while piece is not None:
-                out = b"".join(_translated(chunk, events, state) for chunk in state.chunks(piece))
-                if out:
-                    yield out
-                if state.error:
-                    break
-                piece = await anext(stream, None)
-    finally:
-        record()
+    async with aclosing(stream):
+        piece: bytes | None = first
+        while piece is not None:
+            out = b"".join(_translated(chunk, events, state) for chunk in state.chunks(piece))
+            if out:
+                yield out
+            if state.error:
+                break
+            piece = await anext(stream, None)
     out = b""
     if state.error is None:  # (a last event that came without its blank line)
         out = b"".join(_translated(chunk, events, state) for chunk in state.chunks(b"\n\n"))

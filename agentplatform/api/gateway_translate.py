@@ -10,7 +10,8 @@ completion's `finish_reason` (`stop` for both): it is said as `end_turn`.
 
 Chat Completions → Messages: system and developer messages become `system`, tool calls
 `tool_use` blocks, tool messages `tool_result` blocks, data-URL images base64 image
-blocks; `max_tokens` is DEFAULT_MAX_TOKENS when absent (Anthropic requires one);
+blocks; `max_tokens` is GATEWAY_DEFAULT_MAX_TOKENS when absent (Anthropic requires one, and
+the call is held for it);
 `response_format` other than `text`, and `n` above 1, are 400s (not expressible). The
 message comes back as a `chat.completion`, its events as chunks (the usage chunk only
 with `stream_options.include_usage`).
@@ -25,11 +26,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.api.anthropic_messages_wire import chat_body, message_object, messages_event
@@ -50,8 +52,6 @@ from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_mess
 from agentplatform.tenancy.authentication import ApiClient
 from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
 from providers.services import GatewayRoute
-
-DEFAULT_MAX_TOKENS = 4096
 
 
 async def gateway_chat(
@@ -113,9 +113,7 @@ async def _messages_through_chat(
     ids = f"msg_{uuid.uuid4().hex}"
     if answered.rest is None:
         return JsonResponse(message_of_completion(answered.forwarded.body, ids, model))
-    events = messages_events(
-        answered.first, answered.rest, ids, model, lambda: call.record(answered)
-    )
+    events = messages_events(answered.first, call.relayed(answered), ids, model)
     return event_stream_response(events)
 
 
@@ -208,25 +206,22 @@ class _Blocks(ChunkTally):
 
 
 async def messages_events(
-    first: bytes, stream: AsyncIterator[bytes], id: str, model: str, record: Callable[[], None]
+    first: bytes, stream: AsyncIterator[bytes], id: str, model: str
 ) -> AsyncIterator[bytes]:
-    """The provider's chunk stream (`first`, then `stream`) as Messages events; `record`
-    is called once the provider's stream ends (or the caller goes away). A stream that
-    ends without a finish reason, or with an error chunk, ends with an `error` event."""
+    """The provider's chunk stream (`first`, then `stream`, closed when this is) as
+    Messages events. A stream that ends without a finish reason, or with an error chunk,
+    ends with an `error` event."""
     reader, blocks = SseJsonReader(), _Blocks()
     yield messages_event("message_start", message=message_object(id, model, []))
-    try:
-        async with aclosing(stream):
-            piece: bytes | None = first
-            while piece is not None:
-                out = b"".join(_from_chunk(chunk, blocks) for chunk in reader.feed(piece))
-                if out:
-                    yield out
-                if blocks.error:
-                    break
-                piece = await anext(stream, None)
-    finally:
-        record()
+    async with aclosing(stream):
+        piece: bytes | None = first
+        while piece is not None:
+            out = b"".join(_from_chunk(chunk, blocks) for chunk in reader.feed(piece))
+            if out:
+                yield out
+            if blocks.error:
+                break
+            piece = await anext(stream, None)
     if blocks.error is None:
         out = b"".join(_from_chunk(chunk, blocks) for chunk in reader.feed(b"\n\n"))
         for key, (call_id, pieces) in list(blocks.nameless.items()):  # (never named)
@@ -363,7 +358,7 @@ def messages_of_chat(body: dict[str, Any]) -> dict[str, Any]:
     if system:
         sent["system"] = "\n\n".join(system)
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
-    sent["max_tokens"] = limit or DEFAULT_MAX_TOKENS
+    sent["max_tokens"] = limit or settings.GATEWAY_DEFAULT_MAX_TOKENS
     for name in ("temperature", "top_p"):
         if body.get(name) is not None:
             sent[name] = body[name]
@@ -512,7 +507,7 @@ async def _chat_through_messages(
 ) -> HttpResponse:
     model = body["model"]
     sent = await parsed(messages_of_chat, body, size=len(request.body))
-    call = await Call.begun(client, model, route, body)
+    call = await Call.begun(client, model, route, sent)  # (held for the `max_tokens` sent)
     stream = body.get("stream") is True or request.GET.get("stream") == "true"
     answered = await sent_or_refused(call, lambda target: sent, stream=stream)
     ids = _ChunkIds(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
@@ -520,9 +515,7 @@ async def _chat_through_messages(
         return JsonResponse(completion_of_message(answered.forwarded.body, ids))
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
-    events = chunks_of_events(
-        answered.first, answered.rest, ids, usage, lambda: call.record(answered)
-    )
+    events = chunks_of_events(answered.first, call.relayed(answered), ids, usage)
     return event_stream_response(events)
 
 
@@ -610,27 +603,20 @@ class _Events:
 
 
 async def chunks_of_events(
-    first: bytes,
-    stream: AsyncIterator[bytes],
-    ids: _ChunkIds,
-    include_usage: bool,
-    record: Callable[[], None],
+    first: bytes, stream: AsyncIterator[bytes], ids: _ChunkIds, include_usage: bool
 ) -> AsyncIterator[bytes]:
-    """The provider's Messages events (`first`, then `stream`) as `chat.completion.chunk`s
-    and `[DONE]`; `record` is called once the provider's stream ends. An `error` event, or
-    a stream that ends before `message_stop`, ends with an error chunk."""
+    """The provider's Messages events (`first`, then `stream`, closed when this is) as
+    `chat.completion.chunk`s and `[DONE]`. An `error` event, or a stream that ends before
+    `message_stop`, ends with an error chunk."""
     reader, state = SseJsonReader(), _Events()
     yield ids.chunk({"role": "assistant", "content": ""})
-    try:
-        async with aclosing(stream):
-            piece: bytes | None = first
-            while piece is not None and not state.done and state.error is None:
-                out = b"".join(_from_event(event, ids, state) for event in reader.feed(piece))
-                if out:
-                    yield out
-                piece = await anext(stream, None)
-    finally:
-        record()
+    async with aclosing(stream):
+        piece: bytes | None = first
+        while piece is not None and not state.done and state.error is None:
+            out = b"".join(_from_event(event, ids, state) for event in reader.feed(piece))
+            if out:
+                yield out
+            piece = await anext(stream, None)
     if not state.done and state.error is None:
         out = b"".join(_from_event(event, ids, state) for event in reader.feed(b"\n\n"))
         if out:

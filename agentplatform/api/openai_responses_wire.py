@@ -272,8 +272,11 @@ def response_object(
     usage: dict[str, Any] | None,
     incomplete: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
+    max_output_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """A `response`. The fields echoing a request hold fixed defaults, not the request's."""
+    """A `response`. The fields echoing a request hold fixed defaults, not the request's,
+    but for `max_output_tokens` when given (a gateway call's: the maximum it was sent)."""
+    extra = {"max_output_tokens": max_output_tokens} if max_output_tokens is not None else {}
     return {
         "id": response_id,
         "object": "response",
@@ -291,6 +294,7 @@ def response_object(
         "previous_response_id": None,
         "metadata": {},
         "text": {"format": {"type": "text"}},
+        **extra,
     }
 
 

@@ -12,7 +12,8 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from agents.runtime import tracing
@@ -27,6 +28,7 @@ from agents.runtime.tool_routing import RoundTools, ToolRouting
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import ModelBehaviorError, ProviderError
+from providers.runtime.estimates import cut_usage
 from providers.runtime.types import (
     AssistantMessage,
     Done,
@@ -34,6 +36,7 @@ from providers.runtime.types import (
     ModelRequest,
     ModelResponse,
     TextDelta,
+    ToolCallEvent,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -45,6 +48,19 @@ from tools.runtime.tool import ToolCall
 
 CANCEL_CHECK_INTERVAL_S = 0.25
 _ASK_AGAIN = ModelResponse()  # the model's output was unusable; it has been told why
+
+
+@dataclass
+class _Delivered:
+    """What a model call's stream gave before it ended: its text and its tool calls."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+
+    def usage(self, request: ModelRequest) -> Usage:
+        """What a call cut before its end (cancelled, broken off) is recorded at: what it
+        gave, as the meter settles it (quotas.MeteredAdapter)."""
+        return cut_usage(request, "".join(self.text), self.calls)
 
 
 class EventSink(Protocol):
@@ -266,9 +282,11 @@ class _Loop:
             )
         await self.emit("inference.started", round=state.rounds)
         started = time.perf_counter()
+        delivered = _Delivered()
         try:
-            response = await self._call_model(request)
+            response = await self._call_model(request, delivered)
         except ModelBehaviorError as exc:
+            state.usage = state.usage + delivered.usage(request)
             # Tell the model what went wrong, as the result of the call it botched.
             call_id = exc.call_id or f"invalid_{state.rounds}"
             bad = ToolCall(id=call_id, name=exc.name or "unknown", arguments={})
@@ -279,7 +297,11 @@ class _Loop:
             await self.emit("inference.completed", round=state.rounds, error=str(exc))
             await self.checkpoint.save(state, "model_response")
             return _ASK_AGAIN
-        if response is None:
+        except ProviderError:  # (a stream broken off: what it gave is the run's too)
+            state.usage = state.usage + delivered.usage(request)
+            raise
+        if response is None:  # cancelled mid-stream: what the stream gave is the run's too
+            state.usage = state.usage + delivered.usage(request)
             return None
         response = await self._only_offered_calls(response, tools, state)
         response = _with_unique_call_ids(response, state)
@@ -337,24 +359,34 @@ class _Loop:
         )
         return replace(response, tool_calls=kept)
 
-    async def _call_model(self, request: ModelRequest) -> ModelResponse | None:
+    async def _call_model(
+        self, request: ModelRequest, delivered: _Delivered
+    ) -> ModelResponse | None:
         with tracing.model_span(self.adapter.provider, request, self.ctx) as span:
-            response = await self._complete_or_stream(request)
+            response = await self._complete_or_stream(request, delivered)
             if response is not None:
                 span.record(response)
             return response
 
-    async def _complete_or_stream(self, request: ModelRequest) -> ModelResponse | None:
+    async def _complete_or_stream(
+        self, request: ModelRequest, delivered: _Delivered
+    ) -> ModelResponse | None:
+        """The model's response; None when the run was cancelled mid-stream (the stream
+        closed there). `delivered` gets what the stream gave, as it comes."""
         if not self.sink.wants_text_deltas:
             return await self.adapter.complete(request)
         final = None
-        async for event in self.adapter.stream(request):
-            if isinstance(event, TextDelta):
-                await self.emit("text.delta", text=event.text)
-                if await self._cancelled():
-                    return None
-            elif isinstance(event, Done):
-                final = event.response
+        async with aclosing(self.adapter.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    delivered.text.append(event.text)
+                    await self.emit("text.delta", text=event.text)
+                    if await self._cancelled():
+                        return None
+                elif isinstance(event, ToolCallEvent):
+                    delivered.calls.append(event.call)
+                elif isinstance(event, Done):
+                    final = event.response
         if final is None:
             raise ProviderError("the stream ended without a final response")
         return final

@@ -10,6 +10,7 @@ import httpx2
 
 from providers.runtime.clients import PerLoop
 from providers.runtime.errors import ModelBehaviorError, ProviderError
+from providers.runtime.estimates import counted_usage
 from providers.runtime.parsing import parse_call
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.sdk_errors import ANTHROPIC_ERRORS, map_error
@@ -120,6 +121,7 @@ class AnthropicAdapter:
         calls: list[ToolCall] = []
         blocks: dict[int, dict[str, Any]] = {}
         model, stop, usage = request.model, "other", Usage()
+        started = counted = False  # message_start (the input's count), message_delta (output's)
         try:
             async for event in events:
                 kind = event.type
@@ -141,10 +143,10 @@ class AnthropicAdapter:
                         calls.append(call)
                         yield ToolCallEvent(call)
                 elif kind == "message_start":
-                    model = event.message.model
+                    model, started = event.message.model, True
                     usage = _usage(event.message.usage)
                 elif kind == "message_delta":
-                    stop = _STOP.get(event.delta.stop_reason or "", "other")
+                    stop, counted = _STOP.get(event.delta.stop_reason or "", "other"), True
                     usage = Usage(
                         usage.input_tokens,
                         event.usage.output_tokens or 0,
@@ -153,6 +155,14 @@ class AnthropicAdapter:
                     )
         except ANTHROPIC_ERRORS as exc:
             raise map_error(exc, provider="Anthropic", api_key=self._api_key) from None
+        if not counted:  # it ended before the output's count: what it gave is counted
+            estimate = counted_usage(request, "".join(text), calls)
+            usage = Usage(
+                usage.input_tokens if started else estimate.input_tokens,
+                max(usage.output_tokens, estimate.output_tokens),
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+            )
         yield UsageEvent(usage)
         yield Done(
             ModelResponse("".join(text), tuple(calls), stop, usage, model)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import openai
 
 from providers.runtime.clients import PerLoop
 from providers.runtime.errors import ModelBehaviorError, ProviderError
+from providers.runtime.estimates import counted_usage
 from providers.runtime.parsing import parse_call
 from providers.runtime.presets import PRESETS, Preset
 from providers.runtime.retry import RetryPolicy
@@ -128,11 +129,13 @@ class OpenAIAdapter:
             for c in message.tool_calls or ()
             if c.type == "function"
         )
+        text = message.content or ""
+        usage = _usage(completion.usage)
         return ModelResponse(
-            text=message.content or "",
+            text=text,
             tool_calls=calls,
             stop_reason=_STOP.get(choice.finish_reason or "", "other"),  # type: ignore[arg-type]
-            usage=_usage(completion.usage),
+            usage=usage if usage is not None else counted_usage(request, text, calls),
             model=completion.model,
         )
 
@@ -145,7 +148,7 @@ class OpenAIAdapter:
         text: list[str] = []
         calls: list[ToolCall] = []
         pending: dict[int, dict[str, Any]] = {}  # index -> id, name, argument pieces
-        model, stop, usage = request.model, "other", Usage()
+        model, stop, usage = request.model, "other", None
 
         def finish(index: int) -> ToolCall:
             part = pending.pop(index)
@@ -189,6 +192,8 @@ class OpenAIAdapter:
             ) from None
         for index in sorted(pending):  # a stream cut before its finish_reason
             yield ToolCallEvent(finish(index))
+        if usage is None:  # a service that counts nothing (stream_usage off, or not honoured)
+            usage = counted_usage(request, "".join(text), calls)
         yield UsageEvent(usage)
         yield Done(ModelResponse("".join(text), tuple(calls), stop, usage, model))  # type: ignore[arg-type]
 
@@ -226,9 +231,10 @@ class OpenAIAdapter:
         return [model.id for model in page.data]
 
 
-def _usage(usage) -> Usage:
+def _usage(usage) -> Usage | None:
+    """The provider's count, or None when it sent none."""
     if usage is None:
-        return Usage()
+        return None
     details = getattr(usage, "prompt_tokens_details", None)
     cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
     return Usage(

@@ -28,19 +28,34 @@ from providers.runtime.types import Usage
 from tools.runtime.egress import EgressError, EgressPolicy
 
 _USAGE_ONLY = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+# The string fields that carry a model's output in either API's answers and events: text,
+# tool arguments, reasoning, refusals. Counted as written (escapes make it err high).
+_CONTENT = re.compile(
+    rb'"(?:content|text|arguments|partial_json|refusal|reasoning_content|reasoning|thinking)"'
+    rb'\s*:\s*"((?:[^"\\]|\\.)*)"'
+)
 
 
 @dataclass
 class Forwarded:
     """What the provider answered: its status, content type and body, the usage and the
-    model it says it used (where it said so beside the usage). A stream fills in `status`,
-    `usage` and `model` as it goes."""
+    model it says it used (where it said so beside the usage); whether that usage is the
+    answer's whole count (`usage_final`: Chat Completions' usage chunk, Messages'
+    `message_delta`), and the characters of the content it gave (`content_chars`). A stream
+    fills them in as it goes."""
 
     status: int = 0
     content_type: str = ""
     body: bytes = b""
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    usage_final: bool = False
+    content_chars: int = 0
+
+
+def content_chars(data: bytes) -> int:
+    """The characters of model output in an answer or some of its events (`_CONTENT`)."""
+    return sum(len(found.group(1)) for found in _CONTENT.finditer(data))
 
 
 class _Passthrough:
@@ -124,15 +139,16 @@ class _Passthrough:
                 content = await answer.read()
         except (EgressError, ValueError) as exc:
             raise ProviderUnavailable(self._failure(exc)) from None
-        usage, answered_by = Usage(), ""
+        forwarded = Forwarded(answer.status, answer.headers.get("content-type", ""))
         if answer.status == 200:
             parsed = json_object(content)
-            usage, answered_by = self._usage(parsed), _model_of(parsed)
-            content = self._without_key(content)
+            forwarded.usage, forwarded.model = self._usage(parsed), _model_of(parsed)
+            forwarded.usage_final = isinstance(parsed.get("usage"), dict)
+            forwarded.content_chars = content_chars(content)
+            forwarded.body = self._without_key(content)
         else:
-            content = self._scrubbed(content)
-        content_type = answer.headers.get("content-type", "")
-        return Forwarded(answer.status, content_type, content, usage, answered_by)
+            forwarded.body = self._scrubbed(content)
+        return forwarded
 
     async def stream(
         self,
@@ -161,10 +177,12 @@ class _Passthrough:
                 async for piece in answer.chunks():
                     pending += self._without_key(piece.replace(b"\r\n", b"\n"))
                     *events, pending = pending.split(b"\n\n")
-                    out = [e + b"\n\n" for e in events if self._event(e, tally, body)]
+                    out = b"".join(e + b"\n\n" for e in events if self._event(e, tally, body))
                     if out:
-                        yield b"".join(out)
+                        tally.content_chars += content_chars(out)
+                        yield out
                 if pending.strip():
+                    tally.content_chars += content_chars(pending)
                     yield pending
             except EgressError:
                 return  # the provider went away mid-stream: the caller's stream ends there
@@ -236,6 +254,7 @@ class ChatPassthrough(_Passthrough):
         if data is not None and isinstance(data.get("usage"), dict):
             tally.usage = self._usage(data)
             tally.model = _model_of(data) or tally.model
+            tally.usage_final = True
         options = body.get("stream_options")
         wanted = isinstance(options, dict) and options.get("include_usage") is True
         return wanted or not _USAGE_ONLY.search(event)
@@ -269,6 +288,7 @@ class MessagesPassthrough(_Passthrough):
                     tally.model = _model_of(message) or tally.model
                 usage = (data.get("message") or {}).get("usage") or data.get("usage")
                 if isinstance(usage, dict):  # message_start has input, message_delta output
+                    tally.usage_final |= data.get("type") == "message_delta"
                     found = self._usage({"usage": usage})
                     tally.usage = Usage(
                         input_tokens=found.input_tokens or tally.usage.input_tokens,

@@ -247,9 +247,31 @@ def test_a_stream_through_the_door_passes_through_and_a_caller_leaving_ends_it(
     left = time.monotonic()
     status, _, content, which = door.call(
         "/v1/chat/completions", {**HELLO, "stream": True}, key=run_key, leave_after_first=True
+    )  # (read on, then recorded: GATEWAY_STREAM_READ_ON_S after the caller left)
+    assert which == "door" and time.monotonic() - left < settings.GATEWAY_STREAM_READ_ON_S + 1.5
+    assert Run.objects.filter(gateway_model=MODEL).count() == 3
+
+
+def test_the_door_reads_on_a_stream_left_for_its_usage_and_sends_its_maximum(
+    door, run_key, provider_server
+):
+    """As the view: a caller leaving leaves the provider's stream read on for its usage (it
+    comes a second after the answer), and a body without a maximum is sent the gateway's."""
+    provider_server.script("openai", TextReply("Hello."))
+    door.call("/v1/chat/completions", HELLO, key=run_key)
+    provider_server.script(
+        "openai", TextReply("a b c d", input_tokens=900, output_tokens=300, usage_delay_s=1)
     )
-    assert which == "door" and time.monotonic() - left < 2.5
-    assert Run.objects.filter(gateway_model=MODEL).count() == 3  # recorded when left
+    *_, which = door.call(
+        "/v1/chat/completions", {**HELLO, "stream": True}, key=run_key, leave_after_first=True
+    )
+    assert which == "door"
+    run = Run.objects.filter(gateway_model=MODEL).order_by("-pk").first()
+    assert (run.input_tokens, run.output_tokens) == (900, 300)
+    sent = [r.body for r in provider_server.requests_to("/v1/chat/completions")]
+    assert [b.get("max_completion_tokens") for b in sent] == [
+        settings.GATEWAY_DEFAULT_MAX_TOKENS
+    ] * 2  # (the connection is OpenAI's: its own field)
 
 
 def test_the_door_stays_shut_when_the_security_headers_depend_on_the_request(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import anthropic
 import openai
 import pytest
+from django.conf import settings
 
 from providers.models import ModelPrice
 from tests.api.conftest import sdk
@@ -49,6 +50,7 @@ def test_each_pair_an_alias_tries_is_a_chat_span(
         "gen_ai.provider.name": "openai",
         "gen_ai.system": "openai",
         "gen_ai.request.temperature": 0.5,
+        "gen_ai.request.max_tokens": settings.GATEWAY_DEFAULT_MAX_TOKENS,  # (sent: none asked)
         "agentplatform.tenant.id": str(trio.acme.pk),
         "agentplatform.tenant": "acme",
         "agentplatform.gateway.model": ALIAS,

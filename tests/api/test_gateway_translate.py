@@ -12,6 +12,7 @@ import time
 import anthropic
 import openai
 import pytest
+from django.conf import settings
 
 from agentplatform.api import gateway_translate
 from agents.models import Run
@@ -244,7 +245,7 @@ def test_a_chat_with_an_anthropic_model_is_translated_both_ways(openai_sdk, prov
         {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                      "data": "iVBORw0K"}},
     ]}]  # fmt: skip
-    assert sent.body["max_tokens"] == gateway_translate.DEFAULT_MAX_TOKENS  # (required there)
+    assert sent.body["max_tokens"] == settings.GATEWAY_DEFAULT_MAX_TOKENS  # (required there)
     assert (sent.body["temperature"], sent.body["stop_sequences"]) == (0.5, ["END"])
     assert sent.body["metadata"] == {"user_id": "end-user-1"}
     (run,) = recorded(CLAUDE)
@@ -391,16 +392,21 @@ def test_bad_chats_for_an_anthropic_model_are_400s_naming_the_field(openai_sdk):
 
 # == the stream translations alone ============================================================
 def _collect(translate, pieces: list[bytes]) -> tuple[bytes, int]:
-    recorded = []
+    """What `translate(first, rest)` makes of `pieces`, and how often it closed `rest` (the
+    provider's stream: its closing lets the call be recorded)."""
+    closed = []
 
     async def rest():
-        for piece in pieces[1:]:
-            yield piece
+        try:
+            for piece in pieces[1:]:
+                yield piece
+        finally:
+            closed.append(1)
 
     async def run() -> bytes:
-        return b"".join([e async for e in translate(pieces[0], rest(), lambda: recorded.append(1))])
+        return b"".join([e async for e in translate(pieces[0], rest())])
 
-    return asyncio.run(run()), len(recorded)
+    return asyncio.run(run()), len(closed)
 
 
 def _data(out: bytes) -> list:
@@ -415,9 +421,7 @@ def chunk(delta: dict, finish: str | None = None) -> bytes:
 def test_a_chunk_stream_cut_short_or_failing_ends_with_an_error_event():
     def events(*pieces):
         out, times = _collect(
-            lambda first, rest, record: gateway_translate.messages_events(
-                first, rest, "msg_1", GPT, record
-            ),
+            lambda first, rest: gateway_translate.messages_events(first, rest, "msg_1", GPT),
             list(pieces),
         )
         assert times == 1
@@ -448,9 +452,7 @@ def test_a_messages_stream_cut_short_or_failing_ends_with_an_error_chunk():
 
     def chunks(*pieces):
         out, times = _collect(
-            lambda first, rest, record: gateway_translate.chunks_of_events(
-                first, rest, ids, False, record
-            ),
+            lambda first, rest: gateway_translate.chunks_of_events(first, rest, ids, False),
             list(pieces),
         )
         assert times == 1 and out.endswith(b"data: [DONE]\n\n")

@@ -37,6 +37,10 @@ Wire details worth knowing:
   for a streaming request the error comes back before any stream starts, as the APIs do.
 - Non-streaming responses carry Content-Length; streams use chunked transfer encoding on the
   same keep-alive connection, one HTTP chunk per SSE event, written as soon as it is ready.
+- A stream's usage comes last; `TextReply.usage_delay_s` holds it back (a caller that stops
+  reading at the finish reason has the whole answer by then), and `TextReply(usage=False)`
+  leaves it out of an OpenAI answer altogether (a stream's usage chunk, a completion's
+  `usage`), as services that ignore `stream_options.include_usage` do.
 """
 
 from __future__ import annotations
@@ -96,6 +100,10 @@ class TextReply:
     stop_reason: str = "end"  # "end" -> end_turn/stop, "max_tokens" -> max_tokens/length
     delay_s: float = 0.0  # sleep before the response starts (for timeouts)
     chunk_delay_s: float = 0.0  # sleep between stream events (for time-to-first-token checks)
+    # A stream's usage comes last: this long after the rest (OpenAI: before the usage chunk;
+    # Anthropic: before message_delta, which carries the stop reason and the output count).
+    usage_delay_s: float = 0.0
+    usage: bool = True  # False (OpenAI only): none at all, even when asked, as some services
 
 
 @dataclass
@@ -133,6 +141,13 @@ class Received:
 
 
 Reply = TextReply | ToolCallReply | ErrorReply
+
+
+@dataclass
+class _Pause:
+    """In a stream's events: wait this long before the next one."""
+
+    seconds: float
 
 
 def resolved_model(model: str) -> str:
@@ -452,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._write(self._head(status, head) + body)
 
-    def _send_stream(self, events: list[bytes], chunk_delay_s: float) -> None:
+    def _send_stream(self, events: list[bytes | _Pause], chunk_delay_s: float) -> None:
         head = {
             "Content-Type": "text/event-stream; charset=utf-8",
             "Cache-Control": "no-cache",
@@ -461,10 +476,15 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._write(self._head(200, head))
         owner = self.server.owner
+        pause = 0.0
         for i, event in enumerate(events):
-            if i and chunk_delay_s and not owner._wait(chunk_delay_s):
+            if isinstance(event, _Pause):
+                pause += event.seconds
+                continue
+            if i and (pause or chunk_delay_s) and not owner._wait(pause or chunk_delay_s):
                 self.close_connection = True
                 return
+            pause = 0.0
             chunk = b"%x\r\n%b\r\n" % (len(event), event)
             if i == len(events) - 1:
                 chunk += b"0\r\n\r\n"
@@ -627,6 +647,7 @@ class _Handler(BaseHTTPRequestHandler):
             assert isinstance(reply, TextReply | ToolCallReply)
             options = request.get("stream_options") or {}
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            include_usage = include_usage and getattr(reply, "usage", True)
             events = list(_openai_chunks(reply, model, include_usage=include_usage))
             self._send_stream(events, reply.chunk_delay_s)
         else:
@@ -757,7 +778,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return b"event: %b\ndata: %b\n\n" % (event.encode(), _dumps({"type": event, **data}))
 
 
-def _anthropic_events(reply: TextReply | ToolCallReply, model: str) -> Iterator[bytes]:
+def _anthropic_events(reply: TextReply | ToolCallReply, model: str) -> Iterator[bytes | _Pause]:
     message = {
         "id": _new_id("msg_"),
         "type": "message",
@@ -784,6 +805,8 @@ def _anthropic_events(reply: TextReply | ToolCallReply, model: str) -> Iterator[
         for delta in deltas:
             yield _sse("content_block_delta", {"index": index, "delta": delta})
         yield _sse("content_block_stop", {"index": index})
+    if getattr(reply, "usage_delay_s", 0):
+        yield _Pause(reply.usage_delay_s)
     yield _sse(
         "message_delta",
         {
@@ -845,7 +868,7 @@ def _openai_completion(reply: TextReply | ToolCallReply, model: str) -> dict[str
                 "finish_reason": _openai_finish(reply),
             }
         ],
-        "usage": _openai_usage(reply),
+        **({"usage": _openai_usage(reply)} if getattr(reply, "usage", True) else {}),
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
@@ -853,7 +876,7 @@ def _openai_completion(reply: TextReply | ToolCallReply, model: str) -> dict[str
 
 def _openai_chunks(
     reply: TextReply | ToolCallReply, model: str, *, include_usage: bool
-) -> Iterator[bytes]:
+) -> Iterator[bytes | _Pause]:
     base: dict[str, Any] = {
         "id": _new_id("chatcmpl-", 29),
         "object": "chat.completion.chunk",
@@ -885,6 +908,8 @@ def _openai_chunks(
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _openai_finish(reply))
     if include_usage:
+        if getattr(reply, "usage_delay_s", 0):
+            yield _Pause(reply.usage_delay_s)
         yield b"data: %b\n\n" % _dumps({**base, "choices": [], "usage": _openai_usage(reply)})
     yield b"data: [DONE]\n\n"
 

@@ -821,6 +821,47 @@ def test_chunk_delay_spaces_out_stream_events(server):
     assert arrivals[1] - arrivals[0] >= 0.02
 
 
+def test_usage_can_come_late_or_not_at_all(server):
+    server.script(
+        "openai",
+        TextReply("late", output_tokens=7, usage_delay_s=0.3),
+        TextReply("never", usage=False),
+        TextReply("never", usage=False),
+    )
+    server.script("anthropic", TextReply("late", output_tokens=7, usage_delay_s=0.3))
+
+    async def openai_body(client):
+        started = time.monotonic()
+        stream = await client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        arrivals = [(c, time.monotonic() - started) async for c in stream]
+        never = await client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        whole = await client.chat.completions.create(model="m", messages=MESSAGES)
+        return arrivals, [c async for c in never], whole
+
+    arrivals, never, whole = with_openai(server, openai_body)
+    (finish, finished_at), (usage, counted_at) = arrivals[-2:]
+    assert finish.choices[0].finish_reason == "stop" and usage.usage.completion_tokens == 7
+    assert counted_at - finished_at >= 0.25
+    assert never[-1].choices[0].finish_reason == "stop" and all(c.usage is None for c in never)
+    assert whole.choices[0].message.content == "never" and whole.usage is None
+
+    async def anthropic_body(client):
+        started, arrivals = time.monotonic(), []
+        async with client.messages.stream(model="m", max_tokens=5, messages=MESSAGES) as s:
+            async for event in s:
+                arrivals.append((event.type, time.monotonic() - started))
+            return arrivals, await s.get_final_message()
+
+    arrivals, message = with_anthropic(server, anthropic_body)
+    times = dict(arrivals)
+    assert times["message_delta"] - times["content_block_stop"] >= 0.25
+    assert message.usage.output_tokens == 7
+
+
 def test_unknown_path_and_script_validation(server):
     with httpx2.Client(base_url=server.url) as http:
         missing = http.post("/v1/nothing", json={})
