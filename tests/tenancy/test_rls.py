@@ -349,3 +349,59 @@ def test_a_process_whose_login_policies_would_not_bind_refuses_to_start(environm
     assert f"Start-up check failed: {refusal}" in started.stderr or refusal in started.stderr
     assert "Traceback" not in started.stderr
     assert environment.get("DB_APP_PASSWORD", "unset") not in started.stderr
+
+
+def session_cookie(user) -> dict[str, str]:
+    """A signed-in session of `user`, stored in the test database, for a live server."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_face_of_a_live_web_process_queries_as_the_app_login(agents):
+    """REST, /v1 and MCP with a key, the web pages with a member's session and the admin
+    with the operator's (acting for every tenant): each is served, and every connection the
+    web process opened logged in as the app role. The server's connections are told apart
+    by libpq's PGAPPNAME, which our code does not set."""
+    import httpx2
+    from django.contrib.auth import get_user_model
+
+    from agentplatform.tenancy.services import api_key_create
+    from tests.live_server import start_asgi_server
+
+    _, key = api_key_create(tenant=agents.acme, name="faces", scopes=["admin"])
+    operator = get_user_model().objects.create_superuser("op", "op@example.test", "x" * 12)
+    name = f"rls-faces-{uuid.uuid4().hex[:8]}"
+    server = start_asgi_server({"PGAPPNAME": name})
+    bearer = {"Authorization": f"Bearer {key}"}
+    mcp = {**bearer, "Accept": "application/json, text/event-stream"}
+    try:
+        with httpx2.Client(base_url=server.base, timeout=30) as http:
+            assert http.get("/api/v1/agents", headers=bearer).status_code == 200
+            models = http.get("/v1/models", headers=bearer)
+            assert models.status_code == 200
+            assert "a" in {m["id"] for m in models.json()["data"]}
+            listed = http.post(
+                "/mcp",
+                headers=mcp,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            )
+            assert listed.status_code == 200, listed.text
+        with httpx2.Client(base_url=server.base, cookies=session_cookie(agents.alice)) as web:
+            assert web.get("/t/acme/", timeout=30).status_code == 200
+        with httpx2.Client(base_url=server.base, cookies=session_cookie(operator)) as admin:
+            page = admin.get("/admin/agents/agent/", timeout=30)
+            assert page.status_code == 200
+            assert "Acme&#x27;s" in page.text and "Globex&#x27;s" in page.text
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name = %s",
+                [name],
+            )
+            logins = {row[0] for row in cursor.fetchall()}
+    finally:
+        server.stop()
+    assert logins == {ROLE}
