@@ -71,7 +71,7 @@ py-clients: $(CLIENTS_STAMP)
 PYTEST_WORKERS ?= 0
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
 test: lint chromium node-clients py-clients
-	$(BIN)/python -m pytest $(XDIST)
+	$(BIN)/python -m pytest $(XDIST) --durations=40
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
