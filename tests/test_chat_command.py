@@ -14,7 +14,7 @@ from agents.models import Conversation, Message, Run
 from tests.conftest import PAY_SECRET, ROOT, subprocess_env
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def chat(*args: str, lines: str) -> subprocess.CompletedProcess:

@@ -119,6 +119,7 @@ def _start_django(**env: str) -> subprocess.CompletedProcess:
         ),
     ],
 )
+@pytest.mark.integration
 def test_bad_environment_stops_start_up_with_the_reason(env, message, tmp_path):
     result = _start_django(DATA_DIR=str(tmp_path), **env)
     assert result.returncode != 0
@@ -137,6 +138,7 @@ print([str(w.message) for w in caught if "No directory" in str(w.message)])
 """
 
 
+@pytest.mark.integration
 def test_external_services_need_no_writable_data_dir(tmp_path):
     """With DATABASE_URL and REDIS_URL set, DATA_DIR may be missing and uncreatable (under
     a plain file here, which even root cannot make a directory in)."""
@@ -166,6 +168,7 @@ def test_external_services_need_no_writable_data_dir(tmp_path):
     assert not (blocker / "data").exists()
 
 
+@pytest.mark.integration
 def test_embedded_services_need_a_writable_data_dir(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")

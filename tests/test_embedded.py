@@ -10,12 +10,14 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from agentplatform import embedded
 from agentplatform.embedded import EmbeddedRedis
 from tests.conftest import ROOT
 
 
+@pytest.mark.integration
 def test_a_stale_redis_pid_file_naming_another_program_is_ignored_not_killed(tmp_path):
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -45,6 +47,7 @@ def _postmaster_pid(data_dir) -> int:
     return int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
 
 
+@pytest.mark.integration
 def test_postgres_is_stopped_by_the_last_holder_even_after_a_holder_died(tmp_path):
     killed = _hold_postgres(tmp_path, then="time.sleep(60)")
     assert killed.stdout.readline().strip() == "up"

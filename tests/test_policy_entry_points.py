@@ -88,6 +88,7 @@ def test_the_cancel_service_refuses_anyone_but_the_starter_or_an_admin(trio, adm
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
 def test_concurrent_requests_of_two_tenants_each_see_only_their_own(trio):
     """Row-level security sets the tenant per unit of work on pooled connections: with
     many requests of two tenants interleaved on one server, none sees the other's rows."""

@@ -43,7 +43,10 @@ from tests.conftest import ROOT, subprocess_env
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.live_server import AsgiServer, start_asgi_server
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the processes see the fixtures' rows
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+]  # the processes see the fixtures' rows
 
 START_TIMEOUT_S = 60  # each; a loaded 2-core machine starts four processes at once
 STREAM_TIMEOUT_S = 20

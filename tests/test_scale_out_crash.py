@@ -26,7 +26,7 @@ from tests.agents.test_durability import (  # noqa: F401  (orders, trusted_agent
 from tests.agents.workers import TurnTakingProviderServer
 from tests.test_scale_out import deployment, key  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 RUNS = 50
 LEASE_S = 3

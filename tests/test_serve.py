@@ -21,6 +21,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.live_server import free_port
 
+pytestmark = pytest.mark.integration  # starts processes
+
 
 class Serve:
     def __init__(self, data_dir: Path, port: int) -> None:

@@ -74,6 +74,7 @@ def assert_refused(result: subprocess.CompletedProcess) -> None:
         assert leaked not in result.stderr
 
 
+@pytest.mark.integration
 def test_a_worker_with_other_keys_exits_and_with_the_right_ones_serves(stored_secret):
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     queue = f"startup-{uuid.uuid4().hex[:8]}"
@@ -94,6 +95,7 @@ def test_a_worker_with_other_keys_exits_and_with_the_right_ones_serves(stored_se
         worker.wait(15)
 
 
+@pytest.mark.integration
 def test_a_web_process_with_other_keys_exits_and_with_the_right_ones_serves(stored_secret):
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     started = time.monotonic()

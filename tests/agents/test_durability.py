@@ -48,7 +48,7 @@ from tests.conftest import subprocess_env
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import ToolDefinition
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 LEASE_S = 2
 ORDER_CREATED = {"order": "created"}

@@ -16,6 +16,8 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from tests.conftest import ROOT, subprocess_env
 
+pytestmark = pytest.mark.integration  # starts processes
+
 MIGRATE = [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"]
 
 

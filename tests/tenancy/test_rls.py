@@ -190,6 +190,7 @@ with connection.cursor() as cursor:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("module", ["agentplatform.asgi", "agentplatform.wsgi"])
+@pytest.mark.integration
 def test_web_processes_run_as_the_app_role(module):
     output = subprocess.run(
         [sys.executable, "-c", WHO_AM_I.format(module=module)],
@@ -226,6 +227,7 @@ def owner_sql(statement: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
 def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run():
     """As on an external PostgreSQL: the migrating user owns its database but may not create
     roles. migrate stops and names the SQL; once an administrator has run it, migrate
@@ -336,6 +338,7 @@ def test_the_app_login_needs_its_password(agents):
     ],
     ids=["wrong-password", "privileged-role"],
 )
+@pytest.mark.integration
 def test_a_process_whose_login_policies_would_not_bind_refuses_to_start(environment, refusal):
     started = subprocess.run(
         [sys.executable, "-c", "import agentplatform.wsgi"],
@@ -361,6 +364,7 @@ def session_cookie(user) -> dict[str, str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
 def test_every_face_of_a_live_web_process_queries_as_the_app_login(agents):
     """REST, /v1 and MCP with a key, the web pages with a member's session and the admin
     with the operator's (acting for every tenant): each is served, and every connection the

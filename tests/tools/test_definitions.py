@@ -120,6 +120,7 @@ def test_the_registry_is_cached_between_calls(trio, django_assert_num_queries):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
 def test_an_edit_in_another_process_is_seen_here(trio):
     definition = http_definition(trio.acme)
     assert registry_for_tenant(trio.acme).get("search").description == "Search the catalogue."

@@ -58,6 +58,7 @@ def test_the_count_is_per_tenant_and_tool_and_says_when_the_window_closes(trio):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
 def test_two_other_processes_and_this_one_share_one_count(trio):
     make_tool(trio.acme, "calc", rate_limit_per_minute=5)
     make_tool(trio.globex, "calc", rate_limit_per_minute=5)
