@@ -214,6 +214,18 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     worker.wait(15)
 
 
+@pytest.fixture(scope="session")
+def live_server_base(django_db_setup, django_db_blocker):
+    """One real `uvicorn agentplatform.asgi:application` (lifespan on) on the test database
+    for the whole session, its base URL: what the API, MCP and browser tests talk to over
+    loopback (`asgi_server`, `mcp_server`, `web_server`). A test that needs other settings
+    starts its own (`tests.live_server.asgi_server(env)`)."""
+    from tests import live_server
+
+    with live_server.asgi_server() as base:
+        yield base
+
+
 @pytest.fixture(autouse=True)
 def _requests_as_the_app_role(monkeypatch):
     """Requests through Django's test clients run as the app role, as in the web process,

@@ -19,7 +19,8 @@ BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
 # The suite's fixtures that start processes.
 PROCESS_FIXTURES = frozenset(
     {
-        "asgi_server",  # tests/api/conftest.py: uvicorn on the test database
+        "live_server_base",  # tests/conftest.py: the session's uvicorn on the test database
+        "asgi_server",  # tests/api/conftest.py: that server
         "traced_server",  # tests/api/conftest.py: uvicorn exporting its spans
         "mcp_server",  # tests/mcp/conftest.py: uvicorn serving /mcp
         "web_server",  # tests/browser/conftest.py

@@ -1,4 +1,4 @@
-"""Fixtures for the API tests: a real uvicorn server on the test database."""
+"""Fixtures for the API tests: the session's real uvicorn server on the test database."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from tests import live_server
 from tests.fakes.otlp_collector import OtlpCollector
 
 
-@pytest.fixture(scope="module")
-def asgi_server(django_db_setup, django_db_blocker):
-    """`uvicorn agentplatform.asgi:application` on a free port, on the test database."""
-    with live_server.asgi_server() as base:
-        yield base
+@pytest.fixture(scope="session")
+def asgi_server(live_server_base):
+    """The session's live server (tests/conftest.py), its base URL."""
+    return live_server_base
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import live_server
 from tests.factories import PASSWORD
 
 ARTIFACTS = Path(__file__).parent / "artifacts"  # screenshots to look at; git-ignored
@@ -24,11 +23,10 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def web_server(django_db_setup, django_db_blocker):
-    """The platform on a free port; yields its base URL."""
-    with live_server.asgi_server() as base:
-        yield base
+@pytest.fixture(scope="session")
+def web_server(live_server_base):
+    """The session's live server (tests/conftest.py), its base URL."""
+    return live_server_base
 
 
 @pytest.fixture(scope="module")  # not longer: Playwright's loop runs in this thread meanwhile

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests import live_server
 
-
-@pytest.fixture(scope="module")
-def mcp_server(django_db_setup, django_db_blocker):
-    """`uvicorn agentplatform.asgi:application` on a free port; yields its /mcp URL."""
-    with live_server.asgi_server() as base:
-        yield f"{base}/mcp"
+@pytest.fixture(scope="session")
+def mcp_server(live_server_base):
+    """The session's live server (tests/conftest.py), its /mcp URL."""
+    return f"{live_server_base}/mcp"
