@@ -213,9 +213,12 @@ _MEMORY_TOOLS = memory_tools(DjangoFactStore())  # the store keeps nothing per r
 
 
 def memory_tools_for_agent(agent: Agent) -> list[Tool]:
-    """The memory tools, for an agent that remembers (its `memory` setting)."""
+    """The memory tools, for an agent that remembers (its `memory` setting), in runs that
+    have a user (`needs_user`): facts are a user's, and a key's run acting for no member
+    has none — one memory for every end user of a key would show each the others' facts."""
     return list(_MEMORY_TOOLS) if agent.memory else []
 
 
 memory_tools_for_agent.label = "memory"  # type: ignore[attr-defined]
 memory_tools_for_agent.tool_names = MEMORY_TOOL_NAMES  # type: ignore[attr-defined]
+memory_tools_for_agent.needs_user = True  # type: ignore[attr-defined]

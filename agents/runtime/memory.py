@@ -32,6 +32,12 @@ RECALL_TOP = 10  # facts a query recalls, best first
 LATEST = 50  # facts a recall without a query lists, newest first
 
 
+def store_for_run(store: FactStore | None, ctx: RunContext) -> FactStore | None:
+    """`store` for a run with a user; None for one without, which is offered no memory
+    tools (they could only fail: facts are a user's)."""
+    return store if ctx.user_id is not None else None
+
+
 def memory_tools(store: FactStore) -> list[Tool]:
     def who(ctx: RunContext) -> tuple[Any, Any]:
         if ctx.user_id is None:
