@@ -139,4 +139,5 @@ def load_plugins() -> None:
             label=getattr(value, "label", plugin.name),
             domains=getattr(value, "domains", ()),
             names=getattr(value, "tool_names", ()),
+            needs_user=getattr(value, "needs_user", False),
         )

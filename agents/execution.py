@@ -353,7 +353,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     meter = quotas.Meter.for_run(run, agent.pk)
     adapter = quotas.metered(adapter, meter)  # limits, per call
     toolbox = tenant_tools(run.tenant)
-    effective = effective_tools(agent, spec=spec, toolbox=toolbox)
+    with_user = run.initiated_by_user_id is not None
+    effective = effective_tools(agent, spec=spec, toolbox=toolbox, with_user=with_user)
     spec, tools = effective.spec, effective.registry  # the loop picks effective.offered
     secrets = toolbox.secrets
     if agent.remote_token:

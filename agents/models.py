@@ -6,10 +6,13 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from pgvector.django import VectorField
 
 from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
@@ -394,6 +397,9 @@ class Message(models.Model):
 
 
 class Fact(models.Model):
+    """What an agent remembered about a user. Recall (agents/facts.py) ranks a user's facts
+    by `search` (words, stemmed) and `embedding` (meaning), fused."""
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="facts")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="facts"
@@ -401,12 +407,38 @@ class Fact(models.Model):
     text = models.TextField()
     source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Filled by Postgres on every write (a stored generated column).
+    search = models.GeneratedField(
+        expression=SearchVector("text", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    # The text's vector by the model `embedder` names (no fixed dimensions: models differ);
+    # empty until embedded, and emptied when the text changes: recall embeds it then.
+    embedding = VectorField(null=True, blank=True)
+    embedder = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["id"]
+        indexes = [
+            models.Index(fields=["tenant", "user"], name="agents_fact_tenant_user"),
+            GinIndex(fields=["search"], name="agents_fact_search"),
+        ]
 
     def __str__(self) -> str:
         return self.text[:80]
+
+    def save(self, *args, **kwargs) -> None:
+        """A fact whose text is saved anew (the admin's edit) loses a vector that was of
+        the old text. Costs one query then."""
+        fields = kwargs.get("update_fields")
+        if not self._state.adding and self.embedder and (fields is None or "text" in fields):
+            stored = Fact.objects.filter(pk=self.pk).values_list("text", flat=True).first()
+            if stored != self.text:
+                self.embedding, self.embedder = None, ""
+                if fields is not None:
+                    kwargs["update_fields"] = {*fields, "embedding", "embedder"}
+        super().save(*args, **kwargs)
 
 
 class ApprovalStatus(models.TextChoices):

@@ -7,8 +7,10 @@ the agent remembers; rag: `knowledge_search` over the agent's knowledge bases, a
 `file_read` of their documents): each is an `agentplatform.tool_sources` entry point,
 loaded at startup. A source's tools are offered whatever the agent's tool picks are
 (turning memory on, linking a knowledge base is the pick), unless the agent excludes them
-by name. The loop then adds the synthetic `final_answer` (when it has an output schema).
-The agent's kind may change what its loop gets (a simple agent gets none).
+by name. A source whose tools need the run's user (memory: facts are per user) offers
+nothing to a run without one (an API key's that acts for no member). The loop then adds
+the synthetic `final_answer` (when it has an output schema). The agent's kind may change
+what its loop gets (a simple agent gets none).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ ToolSource = Callable[[Agent], Tool | Iterable[Tool] | None]  # the agent -> its
 _sources: list[tuple[ToolSource, str]] = []
 _source_domains: dict[str, tuple[str, ...]] = {}  # label -> the capability domains it covers
 _source_names: set[str] = set()
+_sources_needing_a_user: list[ToolSource] = []
 STRUCTURED_OUTPUT = "structured output"
 
 
@@ -49,14 +52,17 @@ def add_tool_source(
     label: str,
     domains: tuple[str, ...] = (),
     names: tuple[str, ...] = (),
+    needs_user: bool = False,
 ) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
     (shown beside the tool: "knowledge"); `domains`, from `tools.context_providers.Domain`,
     what it covers (a ValueError names any other); `names` the names its tools may have (an
-    agent's configuration may name them: `agent_tool_names`). A source whose providers have
-    a lister of their own (rag's knowledge bases) is described by that lister instead. The
-    loader calls it for each `agentplatform.tool_sources` plug-in (agentplatform/plugins.py,
-    agents/apps.py), with the plug-in's `label`, `domains` and `tool_names` attributes."""
+    agent's configuration may name them: `agent_tool_names`); `needs_user`: its tools work
+    only for a run with a user, and runs without one are not offered them. A source whose
+    providers have a lister of their own (rag's knowledge bases) is described by that lister
+    instead. The loader calls it for each `agentplatform.tool_sources` plug-in
+    (agentplatform/plugins.py, agents/apps.py), with the plug-in's `label`, `domains`,
+    `tool_names` and `needs_user` attributes."""
     try:
         validate_domains(list(domains))
     except ValidationError as refused:
@@ -65,6 +71,8 @@ def add_tool_source(
         _sources.append((source, label))
         _source_domains[label] = tuple(domains)
         _source_names.update(names)
+        if needs_user:
+            _sources_needing_a_user.append(source)
 
 
 def agent_tool_names() -> frozenset[str]:
@@ -111,14 +119,22 @@ def effective_tools(
     *,
     spec: AgentSpec | None = None,
     toolbox: TenantTools | None = None,
+    with_user: bool = True,
 ) -> EffectiveTools:
     """The tools a run of `agent` is offered, each with its source. `spec` defaults to the
     agent's own (the engine passes the one it runs), `toolbox` to the tenant's tools (one
-    cache read when fresh). Each registered source may read too (rag: its links, once per
-    configuration version). An unsaved agent has no tools of its own."""
+    cache read when fresh); `with_user`: whether the run has a user (the engine says; the
+    agent's own listings show what a member's run gets). Each registered source may read
+    too (rag: its links, once per configuration version). An unsaved agent has no tools of
+    its own."""
     spec = spec or agent_spec(agent, None)
     toolbox = toolbox or tenant_tools(agent.tenant_id)
-    own = [(tool, label) for source, label in _sources for tool in _tools(source(agent))]
+    own = [
+        (tool, label)
+        for source, label in _sources
+        if with_user or all(source is not needs for needs in _sources_needing_a_user)
+        for tool in _tools(source(agent))
+    ]
     registry = toolbox.registry
     if own:
         registry = ToolRegistry(list(registry))

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from agents.runtime import tracing
 from agents.runtime.claims import evidence
 from agents.runtime.client_request import CLIENT_TAG
-from agents.runtime.memory import FactStore, memory_tools
+from agents.runtime.memory import FactStore, memory_tools, store_for_run
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
@@ -124,7 +124,7 @@ async def run_agent(
     loop = _Loop(
         spec=spec,
         adapter=adapter,
-        tools=agent_registry(spec, registry, facts),
+        tools=agent_registry(spec, registry, store_for_run(facts, ctx)),
         ctx=ctx,
         context_blocks=context_blocks,
         decisions=dict(decisions or {}),

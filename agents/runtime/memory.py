@@ -5,7 +5,6 @@ The model never names a tenant or user; the handlers take both from the context.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Protocol
 
 from tools.runtime.context import RunContext
@@ -13,6 +12,10 @@ from tools.runtime.tool import Capability, Effect, Tool, ToolFailed, tool
 
 
 class FactStore(Protocol):
+    """Facts per tenant and user (the platform's: agents.facts.DjangoFactStore). `recall`
+    with a query: the facts closest to it by meaning or by any of its words, best first;
+    without: the latest."""
+
     async def remember(
         self, *, tenant_id: Any, user_id: Any, text: str, run_id: str | None
     ) -> str: ...
@@ -24,37 +27,15 @@ class FactStore(Protocol):
     async def forget(self, *, tenant_id: Any, user_id: Any, fact_id: str) -> bool: ...
 
 
-class MemoryFactStore:
-    """In-process facts, for runtime tests."""
-
-    def __init__(self) -> None:
-        self.facts: dict[str, tuple[Any, Any, str]] = {}
-        self._ids = itertools.count(1)
-
-    async def remember(self, *, tenant_id, user_id, text, run_id) -> str:
-        fact_id = str(next(self._ids))
-        self.facts[fact_id] = (tenant_id, user_id, text)
-        return fact_id
-
-    async def recall(self, *, tenant_id, user_id, query, limit) -> list[dict[str, str]]:
-        words = [w for w in query.lower().split() if w]
-        found = [
-            {"id": fact_id, "text": text}
-            for fact_id, (tenant, user, text) in self.facts.items()
-            if (tenant, user) == (tenant_id, user_id)
-            and (not words or any(w in text.lower() for w in words))
-        ]
-        return found[:limit]
-
-    async def forget(self, *, tenant_id, user_id, fact_id) -> bool:
-        fact = self.facts.get(fact_id)
-        if fact is None or fact[:2] != (tenant_id, user_id):
-            return False
-        del self.facts[fact_id]
-        return True
-
-
 MEMORY_TOOL_NAMES = ("remember_fact", "recall_facts", "forget_fact")
+RECALL_TOP = 10  # facts a query recalls, best first
+LATEST = 50  # facts a recall without a query lists, newest first
+
+
+def store_for_run(store: FactStore | None, ctx: RunContext) -> FactStore | None:
+    """`store` for a run with a user; None for one without, which is offered no memory
+    tools (they could only fail: facts are a user's)."""
+    return store if ctx.user_id is not None else None
 
 
 def memory_tools(store: FactStore) -> list[Tool]:
@@ -77,9 +58,11 @@ def memory_tools(store: FactStore) -> list[Tool]:
 
     @tool(tags={"memory"}, capability=Capability(effect=Effect.READ))
     async def recall_facts(ctx: RunContext, query: str = "") -> dict:
-        """Recall facts remembered about the user; an optional query filters them."""
+        """Recall facts remembered about the user: with a query (words or a question), the
+        ones closest to it, best first; without, the latest."""
         tenant_id, user_id = who(ctx)
-        facts = await store.recall(tenant_id=tenant_id, user_id=user_id, query=query, limit=50)
+        limit = RECALL_TOP if query.strip() else LATEST
+        facts = await store.recall(tenant_id=tenant_id, user_id=user_id, query=query, limit=limit)
         return {"facts": facts}
 
     @tool(tags={"memory"}, capability=Capability(effect=Effect.WRITE))

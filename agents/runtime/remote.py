@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from agents.runtime.loop import EventSink, NullSink, _usage_payload, agent_registry, finish_run
-from agents.runtime.memory import FactStore
+from agents.runtime.memory import FactStore, store_for_run
 from agents.runtime.remote_transport import (
     HEALTH_TIMEOUT_S,
     MAX_RESPONSE_BYTES,
@@ -101,7 +101,7 @@ async def remote_agent(
     MAX_RESPONSE_BYTES). `adapter` is unused: the agent thinks."""
     exchange = _Exchange(
         spec=spec,
-        tools=agent_registry(spec, registry, facts),
+        tools=agent_registry(spec, registry, store_for_run(facts, ctx)),
         ctx=ctx,
         egress=egress,
         sink=sink or NullSink(),

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from agents.facts import DjangoFactStore
 from agents.runtime.loop import agent_registry, run_agent
-from agents.runtime.memory import MEMORY_TOOL_NAMES, MemoryFactStore
+from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
@@ -659,11 +660,26 @@ def test_agent_registry_filters_by_names_tags_and_exclusions(toolbox, overrides,
 def test_agent_registry_adds_synthetic_tools_without_touching_the_tenant_registry(toolbox):
     spec = make_spec(tool_names=("search",), memory=True, output_schema={"type": "object"})
 
-    chosen = agent_registry(spec, toolbox, MemoryFactStore())
+    chosen = agent_registry(spec, toolbox, DjangoFactStore())
 
     assert chosen.names() == ["search", *MEMORY_TOOL_NAMES, "final_answer"]
     assert toolbox.names() == ["search", "fetch", "write_file", "delete_file"]
     assert agent_registry(make_spec(memory=True), toolbox).names() == toolbox.names()  # no store
+
+
+def test_a_run_without_a_user_is_offered_no_memory_tools():
+    """Facts are a user's: without one the tools could only fail (a key's run)."""
+    model = FakeModel(["hi", "hi"])
+    for ctx in (CTX, replace(CTX, user_id=None)):
+        asyncio.run(
+            run_agent(
+                spec=make_spec(memory=True), adapter=model, registry=ToolRegistry(), ctx=ctx,
+                input="hi", facts=DjangoFactStore(),
+            )
+        )  # fmt: skip
+    with_user, without = ({t.name for t in request.tools} for request in model.requests)
+    assert set(MEMORY_TOOL_NAMES) <= with_user
+    assert not set(MEMORY_TOOL_NAMES) & without
 
 
 # -- tool results presented without tools (AgentSpec.results_without_tools) -------------------

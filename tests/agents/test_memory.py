@@ -1,124 +1,146 @@
-"""Memory tools (agents/runtime/memory.py) through the agent loop, scoped to tenant + user.
+"""Memory tools through runs of the platform: the memory tool source (agents/facts.py) and
+the production store on the real PostgreSQL, scoped to the run's tenant and user. The
+model is the local fake provider: it calls one memory tool, then answers.
 
-alice and bob share tenant 1; a second tenant also has a user with alice's id.
+bob is a member of acme and of globex; alice is acme's owner.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 
-from agents.runtime.loop import run_agent
-from agents.runtime.memory import MEMORY_TOOL_NAMES, MemoryFactStore
-from agents.runtime.spec import AgentSpec, RunStatus
-from providers.runtime.fake import FakeModel
-from providers.runtime.types import ToolResultMessage
+from agents import services
+from agents.facts import DjangoFactStore
+from agents.models import Fact
+from agents.runtime.memory import MEMORY_TOOL_NAMES, memory_tools
+from tests.factories import add_member, make_agent, make_connection
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import ToolCall
-
-ALICE = RunContext(tenant_id=1, user_id="alice", run_id="run_a")
-BOB = RunContext(tenant_id=1, user_id="bob", run_id="run_b")
-ALICE_ELSEWHERE = RunContext(tenant_id=2, user_id="alice", run_id="run_c")  # same user id
-NOBODY = RunContext(tenant_id=1, user_id=None, run_id="run_d")
-
-SPEC = AgentSpec(name="pal", instructions="Be friendly.", model="fake-model", memory=True)
-
-
-def call_memory_tool(
-    store: MemoryFactStore, ctx: RunContext, name: str, arguments: dict[str, Any]
-) -> ToolResultMessage:
-    """Run the loop with a model that calls one memory tool, then answers; return the
-    tool result the model saw."""
-    model = FakeModel([ToolCall("m1", name, arguments), "ok"])
-    outcome = asyncio.run(
-        run_agent(
-            spec=SPEC,
-            adapter=model,
-            registry=ToolRegistry(),
-            ctx=ctx,
-            input="remember this",
-            facts=store,
-        )
-    )
-    assert outcome.status is RunStatus.SUCCEEDED
-    result = model.requests[1].messages[-1]
-    assert isinstance(result, ToolResultMessage) and result.call_id == "m1"
-    return result
-
-
-def recalled(store: MemoryFactStore, ctx: RunContext, query: str = "") -> list[dict[str, str]]:
-    result = call_memory_tool(store, ctx, "recall_facts", {"query": query})
-    assert not result.is_error, result.content
-    return json.loads(result.content)["facts"]
+from tools.runtime.tool import ToolCall as RuntimeToolCall
 
 
 @pytest.fixture
-def store() -> MemoryFactStore:
-    return MemoryFactStore()
+def pals(trio, connection, provider_server):
+    """An agent that remembers in each tenant; bob belongs to both."""
+    add_member(trio.globex, trio.bob)
+    make_connection(
+        trio.globex, "Local OpenAI", "openai", api_key="sk-test-key",
+        base_url=provider_server.openai_base_url, default_model="gpt-test", is_default=True,
+        max_retries=0,
+    )  # fmt: skip
+    return {
+        "acme": make_agent(trio.acme, "pal", memory=True),
+        "globex": make_agent(trio.globex, "pal", memory=True),
+    }
 
 
-def test_memory_tools_are_offered_only_when_memory_is_on(store):
-    model = FakeModel(["hi", "hi"])
-    for memory in (True, False):
-        spec = AgentSpec(name="pal", instructions="", model="fake-model", memory=memory)
-        asyncio.run(
-            run_agent(
-                spec=spec,
-                adapter=model,
-                registry=ToolRegistry(),
-                ctx=ALICE,
-                input="hi",
-                facts=store,
-            )
-        )
-    with_memory, without = ({t.name for t in r.tools} for r in model.requests)
-    assert with_memory == set(MEMORY_TOOL_NAMES)
-    assert without == set()
+def call_memory_tool(provider_server, agent, user, name: str, arguments: dict[str, Any]) -> dict:
+    """A run of `agent` started by `user` whose model calls one memory tool: the call's
+    `tool.completed` payload (result or error)."""
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("m1", name, json.dumps(arguments))]),
+        TextReply("ok"),
+    )
+    run = services.run_inline(
+        tenant=agent.tenant, agent=agent, input="remember this", initiated_by=user
+    )
+    assert run.status == "succeeded", run.error
+    return run.events.get(type="tool.completed").payload
 
 
-def test_remember_recall_and_forget_through_the_loop(store):
-    result = call_memory_tool(store, ALICE, "remember_fact", {"fact": "  Prefers green tea "})
-
-    assert not result.is_error
-    saved = json.loads(result.content)
-    assert saved["remembered"] == "Prefers green tea"
-    assert store.facts == {saved["id"]: (1, "alice", "Prefers green tea")}
-    call_memory_tool(store, ALICE, "remember_fact", {"fact": "Lives in Lyon"})
-
-    assert recalled(store, ALICE, "tea") == [{"id": saved["id"], "text": "Prefers green tea"}]
-    assert len(recalled(store, ALICE)) == 2
-
-    forgotten = call_memory_tool(store, ALICE, "forget_fact", {"fact_id": saved["id"]})
-    assert not forgotten.is_error
-    assert [f["text"] for f in recalled(store, ALICE)] == ["Lives in Lyon"]
+def recalled(provider_server, agent, user, query: str = "") -> list[dict[str, str]]:
+    payload = call_memory_tool(provider_server, agent, user, "recall_facts", {"query": query})
+    assert payload["error"] is None, payload["error"]
+    return payload["result"]["facts"]
 
 
-@pytest.mark.parametrize("outsider", [BOB, ALICE_ELSEWHERE], ids=["other-user", "other-tenant"])
-def test_another_user_or_tenant_cannot_recall_or_forget_a_fact(store, outsider):
-    saved = call_memory_tool(store, ALICE, "remember_fact", {"fact": "Allergic to peanuts"})
-    fact_id = json.loads(saved.content)["id"]
-
-    assert recalled(store, outsider) == []
-    assert recalled(store, outsider, "peanuts") == []
-    refused = call_memory_tool(store, outsider, "forget_fact", {"fact_id": fact_id})
-
-    assert refused.is_error
-    assert refused.content == f"no fact {fact_id!r} to forget"
-    assert [f["text"] for f in recalled(store, ALICE)] == ["Allergic to peanuts"]
+def offered(provider_server) -> set[str]:
+    request = provider_server.requests_to("/v1/chat/completions")[-1]
+    return {tool["function"]["name"] for tool in request.body.get("tools", [])}
 
 
-def test_each_user_recalls_only_their_own_facts(store):
-    call_memory_tool(store, ALICE, "remember_fact", {"fact": "alice likes tea"})
-    call_memory_tool(store, BOB, "remember_fact", {"fact": "bob likes coffee"})
-    call_memory_tool(store, ALICE_ELSEWHERE, "remember_fact", {"fact": "other alice likes juice"})
+def test_memory_tools_are_offered_only_when_memory_is_on(trio, pals, provider_server):
+    services.run_inline(tenant=trio.acme, agent=pals["acme"], input="hi", initiated_by=trio.bob)
+    assert set(MEMORY_TOOL_NAMES) <= offered(provider_server)
 
-    assert [f["text"] for f in recalled(store, ALICE, "likes")] == ["alice likes tea"]
-    assert [f["text"] for f in recalled(store, BOB, "likes")] == ["bob likes coffee"]
-    assert [f["text"] for f in recalled(store, ALICE_ELSEWHERE)] == ["other alice likes juice"]
+    forgets = make_agent(trio.acme, "forgets", memory=False)
+    services.run_inline(tenant=trio.acme, agent=forgets, input="hi", initiated_by=trio.bob)
+    assert not set(MEMORY_TOOL_NAMES) & offered(provider_server)
+
+
+def test_remember_recall_and_forget_through_runs(trio, pals, provider_server):
+    pal = pals["acme"]
+    saved = call_memory_tool(
+        provider_server, pal, trio.bob, "remember_fact", {"fact": "  Bob likes green tea. "}
+    )
+
+    assert saved["error"] is None
+    assert saved["result"]["remembered"] == "Bob likes green tea."
+    fact = Fact.objects.get(pk=saved["result"]["id"])
+    assert (fact.tenant, fact.user, fact.text) == (trio.acme, trio.bob, "Bob likes green tea.")
+    call_memory_tool(provider_server, pal, trio.bob, "remember_fact", {"fact": "Lives in Lyon"})
+
+    tea = recalled(provider_server, pal, trio.bob, "tea preferences")  # the issue's example
+    assert tea[0] == {"id": str(fact.pk), "text": "Bob likes green tea."}
+    assert [f["text"] for f in recalled(provider_server, pal, trio.bob)] == [
+        "Lives in Lyon", "Bob likes green tea.",
+    ]  # fmt: skip
+
+    forgotten = call_memory_tool(
+        provider_server, pal, trio.bob, "forget_fact", {"fact_id": str(fact.pk)}
+    )
+    assert forgotten["error"] is None
+    assert [f["text"] for f in recalled(provider_server, pal, trio.bob)] == ["Lives in Lyon"]
+
+
+@pytest.mark.parametrize("outsider", ["other-user", "other-tenant"])
+def test_another_user_or_tenant_cannot_recall_or_forget_a_fact(
+    trio, pals, provider_server, outsider
+):
+    saved = call_memory_tool(
+        provider_server, pals["acme"], trio.bob, "remember_fact", {"fact": "Allergic to peanuts"}
+    )
+    fact_id = saved["result"]["id"]
+    agent, user = {
+        "other-user": (pals["acme"], trio.alice),
+        "other-tenant": (pals["globex"], trio.bob),  # the same user, in his other tenant
+    }[outsider]
+
+    assert recalled(provider_server, agent, user) == []
+    assert recalled(provider_server, agent, user, "peanuts allergy") == []
+    refused = call_memory_tool(provider_server, agent, user, "forget_fact", {"fact_id": fact_id})
+
+    assert refused["error"] == f"no fact {fact_id!r} to forget"
+    assert Fact.objects.filter(pk=fact_id).exists()
+
+
+def test_each_user_recalls_only_their_own_facts(trio, pals, provider_server):
+    for agent, user, text in [
+        (pals["acme"], trio.bob, "bob likes tea"),
+        (pals["acme"], trio.alice, "alice likes coffee"),
+        (pals["globex"], trio.bob, "bob at globex likes juice"),
+    ]:
+        call_memory_tool(provider_server, agent, user, "remember_fact", {"fact": text})
+
+    for agent, user, own in [
+        (pals["acme"], trio.bob, ["bob likes tea"]),
+        (pals["acme"], trio.alice, ["alice likes coffee"]),
+        (pals["globex"], trio.bob, ["bob at globex likes juice"]),
+    ]:
+        assert [f["text"] for f in recalled(provider_server, agent, user, "likes drinks")] == own
+
+
+def test_an_empty_fact_is_refused(trio, pals, provider_server):
+    pal = pals["acme"]
+    result = call_memory_tool(provider_server, pal, trio.bob, "remember_fact", {"fact": " "})
+    assert result["error"] == "the fact is empty"
+    assert not Fact.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -129,15 +151,13 @@ def test_each_user_recalls_only_their_own_facts(store):
         ("forget_fact", {"fact_id": "1"}),
     ],
 )
-def test_memory_tools_fail_for_a_run_without_a_user(store, name, arguments):
-    result = call_memory_tool(store, NOBODY, name, arguments)
+def test_the_memory_tools_themselves_refuse_a_run_without_a_user(trio, name, arguments):
+    """Such runs are not offered them (test_memory_offer.py); given them anyway (the pure
+    runtime's caller), each call is refused before the store is asked."""
+    registry = ToolRegistry(memory_tools(DjangoFactStore()))
+    nobody = RunContext(tenant_id=trio.acme.pk, user_id=None, run_id="1")
 
-    assert result.is_error
-    assert result.content == "memory is per user, and this run has no user"
-    assert store.facts == {}
+    result = async_to_sync(registry.execute)(RuntimeToolCall("m1", name, arguments), nobody)
 
-
-def test_an_empty_fact_is_refused(store):
-    result = call_memory_tool(store, ALICE, "remember_fact", {"fact": "   "})
-    assert result.is_error and result.content == "the fact is empty"
-    assert store.facts == {}
+    assert result.error == "memory is per user, and this run has no user"
+    assert not Fact.objects.exists()

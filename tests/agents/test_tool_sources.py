@@ -57,10 +57,13 @@ def config_tools(body: str) -> set[str]:
     return set(re.findall(r"<code>([^<]+)</code>", section))
 
 
-def offered_in_a_run(trio, agent, provider_server) -> set[str]:
+def offered_in_a_run(trio, agent, provider_server, user="alice") -> set[str]:
+    """The tools of the first model request of a run started by `user` (None: an API key
+    acting for nobody)."""
+    before = len(provider_server.requests_to("/v1/chat/completions"))
     provider_server.script("openai", TextReply("Hi."))
-    run_inline(tenant=trio.acme, agent=agent, input="hi")
-    first = provider_server.requests_to("/v1/chat/completions")[0].body
+    run_inline(tenant=trio.acme, agent=agent, input="hi", initiated_by=user and getattr(trio, user))
+    first = provider_server.requests_to("/v1/chat/completions")[before].body
     return {tool["function"]["name"] for tool in first.get("tools", [])}
 
 
@@ -93,6 +96,8 @@ def test_the_admin_the_config_page_and_a_run_offer_the_same_tools(
         "calculator", "lookup", "knowledge_search", "file_read", *MEMORY
     }  # fmt: skip
     assert offered_in_a_run(trio, configured, provider_server) == expected
+    # A run without a user (an API key's) is offered all but the memory tools.
+    assert offered_in_a_run(trio, configured, provider_server, user=None) == expected - MEMORY
 
 
 def test_a_simple_agent_is_offered_no_tools_anywhere(client, trio, configured, provider_server):

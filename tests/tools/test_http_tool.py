@@ -1,4 +1,6 @@
-"""HTTP tools declared in config, against a real local HTTP server (allow-listed)."""
+"""HTTP tools declared in config, against a real local HTTP server (allow-listed), their
+circuit state in the real Redis as the platform keeps it (tools/loader.py); the pure
+runtime's in-process store is held to the same circuit tests."""
 
 from __future__ import annotations
 
@@ -6,13 +8,15 @@ import asyncio
 import base64
 import json
 import time
+import uuid
 from dataclasses import replace
 
 import pytest
+from django.conf import settings
 from pydantic import ValidationError
 
 from tests.tools.local_server import Reply
-from tools.runtime.circuit import MemoryCircuitStore, RedisCircuitStore
+from tools.runtime.circuit import CircuitState, MemoryCircuitStore, RedisCircuitStore
 from tools.runtime.context import RunContext, StaticSecrets
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
@@ -33,6 +37,17 @@ SCHEMA = {
 }
 
 
+def redis_store() -> RedisCircuitStore:
+    """The platform's store, with keys of its own: no test sees another's circuit."""
+    return RedisCircuitStore(settings.REDIS_URL, prefix=f"test-{uuid.uuid4().hex}:")
+
+
+@pytest.fixture(params=["redis", "memory"])
+def circuit_store(request):
+    """Each circuit test runs against the platform's store and the pure runtime's."""
+    return redis_store() if request.param == "redis" else MemoryCircuitStore()
+
+
 def make_tool(server, *, config: dict, schema=SCHEMA, store=None, capability=None, **kwargs):
     return build_http_tool(
         name=kwargs.pop("name", "items"),
@@ -40,7 +55,7 @@ def make_tool(server, *, config: dict, schema=SCHEMA, store=None, capability=Non
         input_schema=schema,
         config=HttpToolConfig.model_validate({"url": server.url + "/v1/items", **config}),
         egress=GuardedHttpClient(EgressPolicy(allowlist=("127.0.0.1/32",))),
-        circuit_store=store or MemoryCircuitStore(),
+        circuit_store=store or redis_store(),
         circuit_key="t1:items",
         secret_ref="tool:1",
         capability=capability,
@@ -179,11 +194,11 @@ def test_retries_stop_after_max_attempts(local_server):
     assert result.error.startswith("HTTP 502") and len(local_server.requests) == 3
 
 
-def test_the_circuit_opens_then_half_opens_and_closes(local_server):
+def test_the_circuit_opens_then_half_opens_and_closes(local_server, circuit_store):
     local_server.route(
         "GET", "/v1/items", Reply(status=500), Reply(status=500), Reply(json={"ok": 1})
     )
-    store = MemoryCircuitStore()
+    store = circuit_store
     config = {"retry": {"max_attempts": 1}, "circuit": {"failure_threshold": 2, "cooldown_s": 0.3}}
     tool = make_tool(local_server, config=config, store=store)
     assert call(tool, {"item_id": 1}).error.startswith("HTTP 500")
@@ -195,6 +210,38 @@ def test_the_circuit_opens_then_half_opens_and_closes(local_server):
     assert call(tool, {"item_id": 1}).result == {"ok": 1}  # the half-open probe
     assert call(tool, {"item_id": 1}).result == {"ok": 1}  # closed again
     assert len(local_server.requests) == 4
+
+
+def test_a_failed_probe_opens_the_circuit_again(local_server, circuit_store):
+    local_server.route("GET", "/v1/items", Reply(status=500))
+    config = {"retry": {"max_attempts": 1}, "circuit": {"failure_threshold": 1, "cooldown_s": 0.3}}
+    tool = make_tool(local_server, config=config, store=circuit_store)
+    assert call(tool, {"item_id": 1}).error.startswith("HTTP 500")
+    assert call(tool, {"item_id": 1}).error.startswith("circuit open after 1 consecutive")
+    time.sleep(0.35)
+    assert call(tool, {"item_id": 1}).error.startswith("HTTP 500")  # the probe fails
+    assert call(tool, {"item_id": 1}).error.startswith("circuit open after 2 consecutive")
+    assert len(local_server.requests) == 2
+
+
+def test_a_store_lets_one_probe_through_until_a_failure_or_a_reset(circuit_store):
+    async def steps() -> list:
+        store, key = circuit_store, "t1:items"
+        seen = [await store.read(key)]
+        seen += [await store.claim_probe(key, 30), await store.claim_probe(key, 30)]
+        await store.add_failure(key, threshold=2, cooldown_s=30)  # a failure frees the probe
+        seen += [await store.read(key), await store.claim_probe(key, 30)]
+        await store.add_failure(key, threshold=2, cooldown_s=30)
+        seen.append(await store.read(key))
+        await store.reset(key)
+        seen += [await store.read(key), await store.claim_probe(key, 30)]
+        return seen
+
+    fresh, first, second, one, freed, opened, reset, after_reset = asyncio.run(steps())
+    assert fresh == CircuitState() and (first, second) == (True, False)
+    assert one == CircuitState(1, 0.0) and freed is True
+    assert opened.failures == 2 and 25 < opened.opened_until - time.time() <= 30
+    assert reset == CircuitState() and after_reset is True
 
 
 def test_circuit_state_is_shared_across_processes_through_redis(local_server, settings):
@@ -260,7 +307,7 @@ def test_a_destination_outside_the_allowlist_is_refused(local_server):
         input_schema={"type": "object", "properties": {}},
         config=HttpToolConfig(url="http://169.254.169.254/latest/meta-data"),
         egress=GuardedHttpClient(EgressPolicy()),
-        circuit_store=MemoryCircuitStore(),
+        circuit_store=redis_store(),
         circuit_key="t1:meta",
     )
     result = call(tool, {})

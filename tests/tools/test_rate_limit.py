@@ -1,13 +1,16 @@
-"""Per-tool rate limits in the pure runtime (tools/runtime/rate_limit.py) and where the
-registry enforces them (ToolRegistry.execute): no Django, no Redis."""
+"""Per-tool rate limits (tools/runtime/rate_limit.py) and where the registry enforces them
+(ToolRegistry.execute): each test of a limiter runs against the platform's (counts in the
+real Redis, tools/rate_limits.py) and the pure runtime's in-process one."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
+from tools.rate_limits import TOOL_RATE_LIMITER
 from tools.runtime.context import RunContext
 from tools.runtime.rate_limit import MemoryRateLimiter, RateLimited
 from tools.runtime.registry import ToolRegistry
@@ -33,6 +36,16 @@ class Clock:
         return self.now
 
 
+@pytest.fixture(params=["redis", "memory"])
+def limiter(request):
+    return TOOL_RATE_LIMITER if request.param == "redis" else MemoryRateLimiter()
+
+
+def fresh_tenant() -> int:
+    """A tenant id no other test counted for (Redis keeps a count for its minute)."""
+    return 10**9 + uuid.uuid4().int % 10**9
+
+
 def calls(registry: ToolRegistry, ctx: RunContext, name: str, times: int) -> list:
     async def go() -> list:
         return [
@@ -54,21 +67,40 @@ def test_the_memory_limiter_counts_a_fixed_minute_per_tenant_and_tool():
     assert take(1, "search") is None  # a new window
 
 
-def test_a_call_over_the_limit_is_not_executed_and_the_model_reads_why():
+def test_a_limiter_counts_a_minute_per_tenant_and_tool(limiter):
+    acme, globex = fresh_tenant(), fresh_tenant()
+
+    async def takes() -> list:
+        return [
+            await limiter.take(acme, "search", 2),
+            await limiter.take(acme, "search", 2),
+            await limiter.take(acme, "search", 2),
+            await limiter.take(globex, "search", 2),
+            await limiter.take(acme, "fetch", 2),
+        ]
+
+    first, second, third, other_tenant, other_tool = asyncio.run(takes())
+    assert first is second is other_tenant is other_tool is None
+    assert (third.tool, third.limit) == ("search", 2) and 58 <= third.retry_after_s <= 60
+
+
+def test_a_call_over_the_limit_is_not_executed_and_the_model_reads_why(limiter):
     executed: list = []
     registry = ToolRegistry([limited_tool("search", 2, executed)])
     events: list[tuple[str, dict[str, Any]]] = []
     ctx = RunContext(
-        tenant_id=1, rate_limiter=MemoryRateLimiter(), events=lambda t, p: events.append((t, p))
+        tenant_id=fresh_tenant(), rate_limiter=limiter, events=lambda t, p: events.append((t, p))
     )
     first, second, third = calls(registry, ctx, "search", 3)
     assert first.error is None and second.error is None and len(executed) == 2
-    assert third.result is None and third.rate_limited == RateLimited("search", 2, 60)
+    wait = third.rate_limited.retry_after_s
+    assert third.result is None and third.rate_limited == RateLimited("search", 2, wait)
+    assert 58 <= wait <= 60
     assert third.error == (
-        "tool search is limited to 2 calls per minute for this tenant; try again in 60 s"
+        f"tool search is limited to 2 calls per minute for this tenant; try again in {wait} s"
     )
     assert [t for t, _ in events][-3:] == ["tool.started", "tool.rate_limited", "tool.completed"]
-    assert events[-2][1] == {"call_id": "c2", "name": "search", "limit": 2, "retry_after_s": 60}
+    assert events[-2][1] == {"call_id": "c2", "name": "search", "limit": 2, "retry_after_s": wait}
 
 
 def test_invalid_calls_and_tools_without_a_limit_are_not_counted():
@@ -102,13 +134,12 @@ def test_invalid_calls_and_tools_without_a_limit_are_not_counted():
     assert limiter.asked == ["search"]
 
 
-def test_other_tenants_have_their_own_count():
+def test_other_tenants_have_their_own_count(limiter):
     executed: list = []
     registry = ToolRegistry([limited_tool("search", 1, executed)])
-    limiter = MemoryRateLimiter()
     acme, globex = (
-        RunContext(tenant_id=1, rate_limiter=limiter),
-        RunContext(2, rate_limiter=limiter),
+        RunContext(tenant_id=fresh_tenant(), rate_limiter=limiter),
+        RunContext(fresh_tenant(), rate_limiter=limiter),
     )
     assert calls(registry, acme, "search", 2)[1].rate_limited is not None
     assert calls(registry, globex, "search", 1)[0].error is None

@@ -1,9 +1,11 @@
 """Tool routing's index (tools/runtime/routing.py): cards, BM25, vectors, fusion, the vector
-cache and the model-selection step; the labelled set of tests/data/tool_routing."""
+cache (the platform's and the runtime's in-process one, held to the same test) and the
+model-selection step; the labelled set of tests/data/tool_routing."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -21,6 +23,7 @@ from tools.runtime.routing import (
     MemoryVectorCache,
     ToolCard,
     ToolIndex,
+    _digest,
     card_vectors,
     select_with_model,
     words,
@@ -112,17 +115,27 @@ def test_with_many_cards_what_they_all_share_is_taken_out_of_the_similarities():
     assert few.semantic is not None and not few.semantic.centre.any()
 
 
-def test_card_vectors_are_embedded_once_per_card_text():
+@pytest.fixture(params=["shared", "memory"])
+def vector_cache(request):
+    """The platform's cache of card vectors (the shared cache: Redis) and the runtime's."""
+    if request.param == "memory":
+        return MemoryVectorCache()
+    from agents.tool_routing import _SharedVectors
+
+    return _SharedVectors()
+
+
+def test_card_vectors_are_embedded_once_per_card_text(vector_cache):
     embedded: list[str] = []
 
     class Embedder:
-        name = "test"
+        name = f"test-{uuid.uuid4().hex}"  # keys no other test wrote in the shared cache
 
         async def embed(self, texts):
             embedded.extend(texts)
             return [[float(len(text)), 1.0] for text in texts]
 
-    cache = MemoryVectorCache()
+    cache = vector_cache
     first = asyncio.run(card_vectors(CARDS, Embedder(), cache))
     assert embedded == [card.text for card in CARDS] + [card.description for card in CARDS]
     assert first.cards[0] == [float(len(CARDS[0].text)), 1.0]
@@ -133,7 +146,9 @@ def test_card_vectors_are_embedded_once_per_card_text():
     assert embedded[done:] == [changed[3].text, "Where a parcel is."]
     assert again.cards[:3] == first.cards[:3]
     assert again.descriptions[:3] == first.descriptions[:3]
-    assert all(isinstance(value, bytes) for value in cache.data.values())  # float32, compact
+    keys = [f"toolvec:{Embedder.name}:{_digest(card.text)}" for card in changed]
+    kept = cache.get_many(keys)
+    assert len(kept) == 4 and all(len(value) == 8 for value in kept.values())  # 2 float32
 
 
 def choose_with(model: FakeModel):

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
+from django.conf import settings
 from pydantic import ValidationError
 
 from tests.tools.local_server import Reply
-from tools.runtime.circuit import MemoryCircuitStore
+from tools.runtime.circuit import RedisCircuitStore
 from tools.runtime.context import RunContext
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
 from tools.runtime.http_tool import HttpToolConfig, build_http_tool
@@ -145,7 +147,7 @@ def call_with_view(server, view: dict, **config) -> object:
             {"url": server.url + "/v1/items", "model_view": view, **config}
         ),
         egress=GuardedHttpClient(EgressPolicy(allowlist=("127.0.0.1/32",))),
-        circuit_store=MemoryCircuitStore(),
+        circuit_store=RedisCircuitStore(settings.REDIS_URL, prefix=f"test-{uuid.uuid4().hex}:"),
         circuit_key="t1:items",
     )
     registry = ToolRegistry([tool])

@@ -36,7 +36,8 @@ class CircuitStore(Protocol):
 
 
 class MemoryCircuitStore:
-    """One process only: for tests and the pure runtime."""
+    """One process only: the pure runtime's, used without the platform (tests/tools/
+    test_http_tool.py holds it to the circuit tests the platform's store passes)."""
 
     def __init__(self) -> None:
         self._states: dict[str, CircuitState] = {}

@@ -4,8 +4,8 @@ A tool's `Capability.rate_limit_per_minute` says how many; the `RateLimiter` on 
 `RunContext` counts. `ToolRegistry.execute` asks it once per call that is about to run (its
 arguments valid) and, over the limit, runs nothing and hands the model `RateLimited.message`.
 The platform's limiter counts in Redis, so every process of a deployment shares one count
-(tools/rate_limits.py); `MemoryRateLimiter` counts in this process only (tests, and the
-runtime used without the platform).
+(tools/rate_limits.py); `MemoryRateLimiter` counts in this process only (the runtime used
+without the platform).
 
 Windows are fixed minutes opened by their first call (as the platform's API budgets are):
 simple and one atomic round trip, at the cost of letting up to 2N calls through across a
@@ -48,7 +48,8 @@ class RateLimiter(Protocol):
 
 
 class MemoryRateLimiter:
-    """Fixed windows held in this process: for tests and the runtime without the platform."""
+    """Fixed windows held in this process: the runtime's without the platform (tests/tools/
+    test_rate_limit.py holds it to the tests the platform's limiter passes)."""
 
     def __init__(self, clock=time.monotonic) -> None:
         self._clock = clock

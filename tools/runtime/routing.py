@@ -330,6 +330,9 @@ class VectorCache(Protocol):
 
 
 class MemoryVectorCache:
+    """In this process: the pure runtime's (the platform keeps vectors in the shared cache;
+    tests/tools/test_routing.py holds both to the same test)."""
+
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
 
