@@ -164,6 +164,14 @@ def serve(conn: Connection) -> None:
             elif command == "clear":
                 server.received.clear()
                 conn.send(None)
+            elif command == "recent":  # who asked for the last replies, to tell a run's calls
+                conn.send(  # from a stray client's
+                    [
+                        f"{r.headers.get('user-agent', '?')}: {len(r.body['messages'])} messages"
+                        for r in server.received[-6:]
+                        if r.api == "openai" and isinstance(r.body, dict) and "messages" in r.body
+                    ]
+                )
     finally:
         server.close()
 
@@ -397,7 +405,7 @@ class Sides:
         started = time.perf_counter()
         run = run_inline(tenant=self.fixture.tenant, agent=self.fixture.agent, input=INPUT)
         elapsed = time.perf_counter() - started
-        check_run(run)
+        self.check(run)
         self.stamps[INLINE].append(run_stamps(run))
         return {INLINE: elapsed}
 
@@ -418,9 +426,16 @@ class Sides:
         run.refresh_from_db()
         if event != "run.completed":
             raise RuntimeError(f"run {run.pk} ended with {event}")
-        check_run(run)
+        self.check(run)
         self.stamps[CELERY_ROW].append(run_stamps(run))
         return {CELERY_EVENT: to_event, CELERY_ROW: to_row}
+
+    def check(self, run) -> None:
+        try:
+            check_run(run)
+        except RuntimeError as exc:
+            recent = "; ".join(self.server.ask("recent"))
+            raise RuntimeError(f"{exc}; the model's last requests: {recent}") from None
 
     def all(self) -> list[Callable[[], dict[str, float]]]:
         return [
@@ -575,7 +590,7 @@ def count_queries(sides: Sides) -> dict[str, Any]:
             from agents.services import run_inline
 
             run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
-        check_run(run)
+        sides.check(run)
         totals.append(len(captured.captured_queries))
     kinds: Counter[str] = Counter()
     tables: Counter[str] = Counter()
@@ -900,7 +915,7 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
 
             run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
             total = time.perf_counter() - started
-            check_run(run)
+            sides.check(run)
             taken = probe.take()
             taken["total"] = (1, total)
             per_run.append(derive(taken))
