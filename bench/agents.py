@@ -837,7 +837,7 @@ BREAKDOWN_ROWS = [
     ("conversation_history, conversation_frame", "~conversation", 4),
     ("tool_routing", "tool_routing", 4),
     ("_context_blocks (agent_registry)", "_context_blocks", 4),
-    ("rest (quota meter, secrets; approvals if resuming)", "~prepare rest", 4),
+    ("rest (quota meter, secrets; approvals when resuming)", "~prepare rest", 4),
     ("model calls (quota hold, stream, parse, SDK)", "model_call", 3),
     ("of which: quota reserve", "quota reserve", 4),
     ("of which: quota settle", "quota settle", 4),
@@ -1007,15 +1007,15 @@ def print_tables(
     print(f"Redis commands per inline run: {commands}")
     print()
     print(f"Inline path breakdown (median of {INSTRUMENTED_RUNS} instrumented runs)")
-    print(f"{'part':<52}{'calls':>7}{'ms/run':>9}{'ms/call':>9}")
+    print(f"{'part':<60}{'calls':>7}{'ms/run':>9}{'ms/call':>9}")
     for row in breakdown:
         label = "  " * row.indent + row.label
         per_call = f"{row.ms_per_call:>9.3f}" if row.ms_per_call is not None else ""
-        print(f"{label:<52}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}")
+        print(f"{label:<60}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}")
     print()
     print(f"Unit costs in isolation (ms per operation, median of {COST_REPEATS} batches)")
     for cost in costs:
-        print(f"  {cost.what:<50}{cost.ms:>9.3f}")
+        print(f"  {cost.what:<56}{cost.ms:>9.3f}")
     print()
     print("Round-3 request, platform vs bare loop (JSON body, key order ignored):")
     for difference in differences or ["same body"]:
