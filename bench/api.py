@@ -3,7 +3,8 @@ the provider directly, side by side against the local fake provider server
 (tests/fakes/provider_server.py), in one run.
 
 Run: cd /work/main && .venv/bin/python bench/api.py
-(prints a table, writes bench/results/api.json). Takes about a minute. Needs no network and no
+(prints a table, writes bench/results/api.json; BENCH_SMOKE=1: a few samples, 5 chats at
+once). Takes about a minute. Needs no network and no
 configuration: it starts the embedded PostgreSQL and Redis in a temporary DATA_DIR (stopped,
 and the directory removed, at exit), then runs the platform as `make run` does: the
 processes `manage.py serve` starts (serve.platform_commands: uvicorn, the runs worker, the
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import os
 import platform
@@ -51,11 +51,19 @@ sys.path.insert(0, str(ROOT))
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 
-from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
+from bench.common import (  # noqa: E402
+    Child,
+    configure_django,
+    free_port,
+    sized,
+    wait_web,
+    wait_worker,
+    write_results,
+)
 
-SAMPLES = 30
-WARMUP = 3
-CONCURRENT = 100
+SAMPLES = sized(30, smoke=3)
+WARMUP = sized(3, smoke=1)
+CONCURRENT = sized(100, smoke=5)
 CLIENT_TIMEOUT_S = 60.0
 TARGET_TTFT_ADDED_MS = 15.0
 CHUNK_DELAY_S = 0.005
@@ -499,11 +507,14 @@ def main() -> None:
         "worker_log_tail": worker_tail[-1500:],
         "uvicorn_log_tail": web_tail[-1500:],
     }
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "api.json"
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    print(f"\nwrote {path.relative_to(ROOT)}")
+    headline = {
+        "TTFT ms, direct": d,
+        "TTFT ms, platform": p,
+        "TTFT added ms": added_ttft,
+        f"{CONCURRENT} at once, platform total p50 ms": plat.total_p50_ms,
+        f"{CONCURRENT} at once, added total p50 ms": added["total_p50_ms"],
+    }
+    write_results("api", document, headline=headline)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,24 @@
-"""What the benchmarks share: Django on a temporary DATA_DIR with the embedded services,
-and child processes (uvicorn, Celery workers) started the way `manage.py serve` starts
-them."""
+"""What the benchmarks share: the smoke mode and the results file, Django on a temporary
+DATA_DIR with the embedded services, and child processes (uvicorn, Celery workers) started
+the way `manage.py serve` starts them.
+
+Smoke mode (BENCH_SMOKE=1; `python -m bench --smoke`, `make bench-smoke`): every section of
+a benchmark runs with a few iterations (`sized`), so that the whole script takes seconds and
+CI can run it; the figures it prints and writes are labelled as smoke: they show that the
+benchmark still runs and measures what it says, not what the code costs.
+
+Every benchmark ends with `write_results`: its JSON document, with `headline` (its key
+figures, each a number) and `smoke`, in bench/results/<name>.json (a smoke run's in
+bench/results/smoke/, never over a full run's figures; BENCH_RESULTS_DIR chooses another
+folder). A script whose
+document lacks a headline figure has no figures: the smoke run fails it (bench/__main__.py).
+"""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -14,18 +27,76 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
+SMOKE = os.environ.get("BENCH_SMOKE", "") not in ("", "0")
+
+T = TypeVar("T")
+
+
+def sized(full: T, *, smoke: T) -> T:
+    """`full` in a benchmark run, `smoke` in a smoke run."""
+    return smoke if SMOKE else full
+
+
+def results_dir() -> Path:
+    """Where the JSON documents go: BENCH_RESULTS_DIR when set, else bench/results (ignored
+    by git; a smoke run's in its smoke/ folder)."""
+    chosen = os.environ.get("BENCH_RESULTS_DIR")
+    if chosen:
+        return Path(chosen)
+    return ROOT / "bench" / "results" / ("smoke" if SMOKE else "")
+
+
+def write_results(
+    name: str, document: Mapping[str, Any], *, headline: Mapping[str, float | None]
+) -> Path:
+    """Write `document` as results_dir()/<name>.json, with `headline` (the key figures,
+    one number each: None where a side measured nothing) and `smoke`; print the headline
+    and where it went. Returns the path."""
+    out = results_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    body = {"smoke": SMOKE, "headline": dict(headline), **document}
+    path.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    label = "SMOKE RUN, a few samples: not a measurement. " if SMOKE else ""
+    figures = ", ".join(f"{key} {_figure(value)}" for key, value in headline.items())
+    print(f"\n{label}headline: {figures}")
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"wrote {shown}")
+    return path
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def configure_django(prefix: str) -> Path:
     """Settings on a fresh temporary DATA_DIR (the embedded PostgreSQL and Redis start
-    there), migrated; the directory is removed at exit."""
+    there), migrated; the directory is removed at exit. With BENCH_DATA_TEMPLATE (a smoke
+    run's: `make_data_template`), the DATA_DIR starts as a copy of that migrated one, which
+    saves the seconds of initdb and the migrations."""
     data_dir = Path(tempfile.mkdtemp(prefix=prefix))
     if any(c.isspace() for c in str(data_dir)):
         raise RuntimeError(f"the temporary directory {data_dir} contains whitespace")
     atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
+    template = os.environ.get("BENCH_DATA_TEMPLATE")
+    if template:  # `cp -a`: the PostgreSQL files keep their owner (pgserver's user, as root)
+        subprocess.run(["cp", "-a", f"{template}/.", str(data_dir)], check=True)
+    _setup_django(data_dir)
+    return data_dir
+
+
+def make_data_template(data_dir: Path) -> None:
+    """A migrated DATA_DIR at `data_dir` for configure_django to copy; its services stop
+    when this process exits (so copies of it are consistent). Seconds."""
+    _setup_django(data_dir)
+
+
+def _setup_django(data_dir: Path) -> None:
     for name in ("DATABASE_URL", "REDIS_URL"):
         os.environ.pop(name, None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentplatform.settings"
@@ -38,7 +109,6 @@ def configure_django(prefix: str) -> Path:
 
     django.setup()
     call_command("migrate", verbosity=0)
-    return data_dir
 
 
 def free_port() -> int:
@@ -50,7 +120,10 @@ def free_port() -> int:
 class Child:
     """A subprocess in its own process group (so its children stop with it), logged to a file."""
 
-    def __init__(self, name: str, args: list[str], log: Path) -> None:
+    def __init__(
+        self, name: str, args: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> None:
+        """`env`: what `manage.py serve` gives its children (`child_env()`, the default)."""
         from agentplatform.processes import die_with_parent
 
         self.name, self.log = name, log
@@ -58,7 +131,7 @@ class Child:
         self.process = subprocess.Popen(
             [sys.executable, *args],
             cwd=ROOT,
-            env=_child_env(),
+            env=env if env is not None else child_env(),
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -108,7 +181,11 @@ def wait_web(web: Child, port: int, timeout_s: float = 60.0) -> float:
         time.sleep(0.05)
 
 
-def _child_env() -> dict[str, str]:
-    from agentplatform.management.commands.serve import child_env
+def child_env() -> dict[str, str]:
+    """The environment `manage.py serve` gives its children: the owner's DATABASE_URL, from
+    which each child logs in as the app role itself. Take it before this process assumes the
+    app role (rls.assume_app_role): after, the URL would name the app role without its
+    password."""
+    from agentplatform.management.commands import serve
 
-    return child_env()
+    return serve.child_env()

@@ -8,6 +8,7 @@ Run: cd /work/main && .venv/bin/python bench/concurrency.py [N ...]   (default 2
        (the other faces too: the gateway model `fake-openai/gpt-test` on Chat Completions,
        the agent on /v1/responses and on /v1/messages; raw streamed POSTs, the time to the
        first text event and to the end; each side by side with the same ideal)
+     BENCH_SMOKE=1 .venv/bin/python bench/concurrency.py   (N=5, a 0.2 s model, every face)
 (prints a table, writes bench/results/concurrency.json). Needs no network and no
 configuration: the embedded PostgreSQL and Redis start in a temporary DATA_DIR, then exactly
 the processes `manage.py serve` starts (`serve.platform_commands`: uvicorn, the runs worker
@@ -47,12 +48,22 @@ import openai  # noqa: E402
 import psutil  # noqa: E402
 
 from bench.api import REPLY_TEXT, Chat, RemoteServer, pct, stream_chat  # noqa: E402  (the same client)
-from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
+from bench.common import (  # noqa: E402
+    Child,
+    configure_django,
+    free_port,
+    sized,
+    wait_web,
+    wait_worker,
+    write_results,
+)
 
-LATENCY_S = float(os.environ.get("BENCH_LATENCY_S", "2.0"))  # (the spawned model reads it too)
+# (the spawned model reads it too)
+LATENCY_S = float(os.environ.get("BENCH_LATENCY_S") or sized(2.0, smoke=0.2))
 TARGET_ADDED_P99_MS = 150.0  # issue #16, for 100 chats on a 1 s model
-SIZES = (20, 100, 500)
-SURFACES = tuple(os.environ.get("BENCH_SURFACES", "chat").split(","))
+SIZES = sized((20, 100, 500), smoke=(5,))
+ALL_SURFACES = "chat,gateway,responses,messages"
+SURFACES = tuple((os.environ.get("BENCH_SURFACES") or sized("chat", smoke=ALL_SURFACES)).split(","))
 TARGET_WALL_RATIO = 1.25
 CLIENT_TIMEOUT_S = 120.0
 MODEL = "gpt-test"
@@ -369,21 +380,21 @@ def main(sizes: tuple[int, ...]) -> int:
             f"+{per_100:.1f} MB per 100 runs in flight (at N={largest.n})"
         )
     print(f"target: wall <= {TARGET_WALL_RATIO}x the ideal, 0 errors: {'met' if ok else 'MISSED'}")
-    results = ROOT / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    (results / "concurrency.json").write_text(
-        json.dumps(
-            {
-                "latency_s": LATENCY_S,
-                "rounds": [asdict(r) for r in rounds],
-                "worker_idle_rss_mb": idle_rss / 2**20,
-                "rss_mb_per_100_in_flight": per_100,
-                "target_met": ok,
-                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            },
-            indent=2,
-        )
-    )
+    document = {
+        "latency_s": LATENCY_S,
+        "rounds": [asdict(r) for r in rounds],
+        "worker_idle_rss_mb": idle_rss / 2**20,
+        "rss_mb_per_100_in_flight": per_100,
+        "target_met": ok,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    # Per N and face: the wall time against the ideal's, and the end of a stream at p99 (none
+    # when every chat failed: then that face measured nothing).
+    headline = {}
+    for ideal, ours in zip(rounds[::2], rounds[1::2], strict=True):
+        headline[f"{ours.side} N={ours.n} wall x ideal"] = ours.wall_s / ideal.wall_s
+        headline[f"{ours.side} N={ours.n} end p99 ms"] = ours.total_p99_ms
+    write_results("concurrency", document, headline=headline)
     return 0
 
 

@@ -2,14 +2,13 @@
 real agent loop on the OpenAI adapter against the local fake provider server answering
 after PROVIDER_LATENCY_S (50 ms). Expect a wall-time ratio close to 4x.
 
-Run: cd /work/main && .venv/bin/python bench/crews.py   (also run at the end of
-bench/agents.py; prints a table, writes bench/results/crews.json). No Django needed.
+Run: cd /work/main && .venv/bin/python bench/crews.py   (prints a table, writes
+bench/results/crews.json; BENCH_SMOKE=1: 2 rounds). No Django needed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != R
 from agents.runtime.crew import ChildOutcome, CrewSpec, run_parallel  # noqa: E402
 from agents.runtime.loop import run_agent  # noqa: E402
 from agents.runtime.spec import AgentSpec  # noqa: E402
+from bench.common import sized, write_results  # noqa: E402
 from providers.runtime.openai_adapter import OpenAIAdapter  # noqa: E402
 from tests.fakes.provider_server import ProviderServer, TextReply  # noqa: E402
 from tools.runtime.context import RunContext  # noqa: E402
@@ -28,7 +28,7 @@ from tools.runtime.registry import ToolRegistry  # noqa: E402
 
 PROVIDER_LATENCY_S = 0.05
 MEMBERS = ("analyst", "critic", "editor", "fact_checker")
-ROUNDS = 15
+ROUNDS = sized(15, smoke=2)
 
 
 async def main() -> dict:
@@ -82,9 +82,8 @@ def report() -> dict:
     print(f"  parallel crew          {result['parallel_crew_ms']:8.1f} ms")
     print(f"  one after another      {result['one_after_another_ms']:8.1f} ms")
     print(f"  wall-time ratio        {result['ratio']:8.2f}x   (ideal {result['members']}x)")
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "crews.json").write_text(json.dumps(result, indent=2))
+    headline = {k: result[k] for k in ("parallel_crew_ms", "one_after_another_ms", "ratio")}
+    write_results("crews", result, headline=headline)
     return result
 
 

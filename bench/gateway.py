@@ -4,7 +4,8 @@ run (the gateway part of bench/api.py's comparison; issue #17's targets: p50 add
 non-streaming and to the first token, ≥ 350 requests/s per web process with 50 clients).
 
 Run: cd /work/main && .venv/bin/python bench/gateway.py   (about a minute; no network)
-Prints a table and writes bench/results/gateway.json. The platform runs as `make run` runs
+Prints a table and writes bench/results/gateway.json (BENCH_SMOKE=1: a few samples, 5
+clients for a second). The platform runs as `make run` runs
 it (the processes of `manage.py serve`; one uvicorn process), the fake provider in its own
 process (bench/api.py's RemoteServer, every reply the same TextReply).
 
@@ -40,13 +41,21 @@ import httpx2  # noqa: E402
 import openai  # noqa: E402
 
 from bench.api import MODEL, RemoteServer, create_fixture, ms, pct, stream_chat  # noqa: E402
-from bench.common import Child, configure_django, free_port, wait_web, wait_worker  # noqa: E402
+from bench.common import (  # noqa: E402
+    Child,
+    configure_django,
+    free_port,
+    sized,
+    wait_web,
+    wait_worker,
+    write_results,
+)
 
 GATEWAY_MODEL = f"fake-openai/{MODEL}"  # bench.api's connection "Fake OpenAI"
-SAMPLES = int(os.environ.get("BENCH_SAMPLES", 200))
-WARMUP = 20
-CLIENTS = 50
-DURATION_S = 8.0
+SAMPLES = int(os.environ.get("BENCH_SAMPLES") or sized(200, smoke=5))
+WARMUP = sized(20, smoke=2)
+CLIENTS = sized(50, smoke=5)
+DURATION_S = sized(8.0, smoke=1.0)
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
@@ -213,9 +222,13 @@ def main() -> None:
     print(f"   (target ≥ 350 requests/s through one web process); runs recorded: {recorded}")
     print(f"4. translated (/v1/messages to the OpenAI model), p50: {translated:.2f} ms, added "
           f"{translated - complete['direct']:.2f} ms over the direct call")  # fmt: skip
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gateway.json").write_text(json.dumps(result, indent=2))
+    headline = {
+        "added complete p50 ms": result["added_complete_p50_ms"],
+        "added TTFT p50 ms": result["added_ttft_p50_ms"],
+        "gateway requests/s": through["requests_per_s"],
+        "translated p50 ms": translated,
+    }
+    write_results("gateway", result, headline=headline)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ a Run recorded per call) vs a bare SDK `MCPServer` exposing the same trivial too
 side in one run, driven by the SDK's own client.
 
 Run: cd /work/main && .venv/bin/python bench/mcp.py
-(prints a table, writes bench/results/mcp.json). Takes about a minute. Needs no network and
+(prints a table, writes bench/results/mcp.json; BENCH_SMOKE=1: 2 callers, one short round
+per side). Takes about a minute. Needs no network and
 no configuration: the embedded PostgreSQL and Redis start in a temporary DATA_DIR (removed at
 exit); each server is one `uvicorn` process (stateless Streamable HTTP, JSON responses,
 DNS-rebinding protection on), started with the environment `manage.py serve` gives its
@@ -24,7 +25,7 @@ DB_ROW_LEVEL_SECURITY=false is set, for a comparison.
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import platform
 import statistics
 import sys
@@ -38,13 +39,14 @@ sys.path.insert(0, str(ROOT))
 
 import httpx2  # noqa: E402
 
-CALLERS = 8
-ROUND_S = 5.0
-ROUNDS = 3
-WARMUP_S = 1.0
+from bench.common import sized  # noqa: E402
+
+CALLERS = sized(8, smoke=2)
+ROUND_S = sized(5.0, smoke=0.5)
+ROUNDS = sized(3, smoke=1)
+WARMUP_S = sized(1.0, smoke=0.3)
 TARGET_RATIO = 0.7
 ARGUMENTS = {"expression": "6*7"}
-RESULTS = ROOT / "bench" / "results" / "mcp.json"
 
 
 def bare_app():
@@ -109,7 +111,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    from bench.common import Child, configure_django, free_port, wait_web
+    from bench.common import (
+        Child,
+        configure_django,
+        free_port,
+        results_dir,
+        wait_web,
+        write_results,
+    )
 
     configure_django("bench-mcp-")
     from agentplatform.tenancy.services import api_key_create, tenant_create
@@ -118,8 +127,8 @@ def main() -> None:
     tenant = tenant_create(slug="bench", name="Bench")
     _, key = api_key_create(tenant=tenant, name="bench", scopes=["read", "run"])
 
-    logs = Path(ROOT / "bench" / "results")
-    logs.mkdir(exist_ok=True)
+    logs = results_dir()
+    logs.mkdir(parents=True, exist_ok=True)
     ours_port, bare_port = free_port(), free_port()
     uvicorn = ["-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
     ours = Child(
@@ -160,7 +169,7 @@ def main() -> None:
         bare.stop()
 
     rows = []
-    print(f"MCP tools/call, {CALLERS} concurrent SDK clients, {ROUNDS} x {ROUND_S:.0f} s per side")
+    print(f"MCP tools/call, {CALLERS} concurrent SDK clients, {ROUNDS} x {ROUND_S:g} s per side")
     print(f"{'side':24} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'calls':>7} {'errors':>7}")
     for side in sides:
         row = {
@@ -182,23 +191,20 @@ def main() -> None:
     verdict = "ok" if ratio >= TARGET_RATIO else "MISSED"
     print(f"throughput ratio platform / bare: {ratio:.2f}x (target >= {TARGET_RATIO}): {verdict}")
     print(f"runs recorded by the platform during the timed rounds: {recorded}")
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "machine": {
-                    "python": platform.python_version(),
-                    "cpus": __import__("os").cpu_count(),
-                },
-                "setup": {"callers": CALLERS, "round_s": ROUND_S, "rounds": ROUNDS},
-                "sides": rows,
-                "ratio": ratio,
-                "target_ratio": TARGET_RATIO,
-                "runs_recorded": recorded,
-            },
-            indent=1,
-        )
-    )
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    document = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "setup": {"callers": CALLERS, "round_s": ROUND_S, "rounds": ROUNDS},
+        "sides": rows,
+        "ratio": ratio,
+        "target_ratio": TARGET_RATIO,
+        "runs_recorded": recorded,
+    }
+    # A side without one successful call measured nothing.
+    headline = {
+        f"{row['side']} calls/s": row["calls_per_s"] if row["calls"] else None for row in rows
+    }
+    headline["ratio platform / bare"] = ratio if all(row["calls"] for row in rows) else None
+    write_results("mcp", document, headline=headline)
 
 
 if __name__ == "__main__":

@@ -2,19 +2,21 @@
 scrape time (agentplatform/web/metrics.py), so this is the price of that choice.
 
 Run: cd /work/main && .venv/bin/python bench/metrics.py
-(prints a table, writes bench/results/metrics.json). Takes a minute or two: it starts the
-embedded PostgreSQL and Redis in a temporary DATA_DIR (removed at exit) and fills them.
+(prints a table, writes bench/results/metrics.json; BENCH_SMOKE=1: small sizes, 2 scrapes).
+Takes a minute or two: it starts the embedded PostgreSQL and Redis in a temporary DATA_DIR
+(removed at exit) and fills them.
 
 Data: TENANTS tenants; at each size, that many runs in total (statuses, tokens and
 durations varied), EVENTS_PER_RUN events a run of which one in TOOL_ERROR_EVERY is a
 failed `tool.completed`. Runs and events are copied from a template row with
-generate_series (INSERT ... SELECT), then ANALYZEd. Figures: the median of SCRAPES scrapes
-(the view called with the token, through Django's test client), in milliseconds.
+generate_series (INSERT ... SELECT), then ANALYZEd, over a connection of the owner. Figures:
+the median of SCRAPES scrapes (the view called with the token, through Django's test client),
+in milliseconds. The scrapes log in as the app role, as a web process does (agentplatform/asgi.py;
+the tenant policies apply), unless DB_ROW_LEVEL_SECURITY=false.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -27,23 +29,25 @@ ROOT = Path(__file__).resolve().parent.parent
 # shadow the packages: the repo root replaces it.
 sys.path[0] = str(ROOT)
 
-from bench.common import configure_django  # noqa: E402
+import psycopg  # noqa: E402
 
-SIZES = (1_000, 10_000, 100_000)
+from bench.common import configure_django, sized, write_results  # noqa: E402
+
+SIZES = sized((1_000, 10_000, 100_000), smoke=(100, 1_000))
 TENANTS = 5
 EVENTS_PER_RUN = 6
 TOOL_ERROR_EVERY = 20  # one failed tool call per this many events
-SCRAPES = 5
+SCRAPES = sized(5, smoke=2)
 TOKEN = "bench-metrics-token"  # noqa: S105 (the bench's own throwaway server)
 
 
-def fill(total_runs: int, template_run: int, template_event: int) -> None:
-    """Add runs (and their events) until there are `total_runs`."""
-    from django.db import connection
-
+def fill(
+    owner: psycopg.Connection, total_runs: int, template_run: int, template_event: int
+) -> None:
+    """Add runs (and their events) until there are `total_runs`, on the owner's connection."""
     from agents.models import Run, RunEvent
 
-    have = Run.objects.count()
+    have = owner.execute("SELECT count(*) FROM agents_run").fetchone()[0]
     more = total_runs - have
     if more <= 0:
         return
@@ -73,7 +77,7 @@ def fill(total_runs: int, template_run: int, template_event: int) -> None:
         """ELSE '{"text": "hello"}'::jsonb END""",
     }
     event_select = ", ".join(event_varied.get(c, f'e."{c}"') for c in event_columns)
-    with connection.cursor() as cursor:
+    with owner.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO agents_run ({columns}) SELECT {select} FROM agents_run, "  # noqa: S608
             f"generate_series({have}, {total_runs - 1}) AS n WHERE agents_run.id = %s",
@@ -87,7 +91,8 @@ def fill(total_runs: int, template_run: int, template_event: int) -> None:
             "(SELECT 1 FROM agents_runevent x WHERE x.run_id = r.id)",
             [template_event, template_run],
         )
-        cursor.execute("ANALYZE agents_run; ANALYZE agents_runevent")
+        cursor.execute("ANALYZE agents_run")
+        cursor.execute("ANALYZE agents_runevent")
 
 
 def main() -> None:
@@ -95,7 +100,7 @@ def main() -> None:
     from django.conf import settings
     from django.test import Client
 
-    from agentplatform.tenancy import services
+    from agentplatform.tenancy import rls, services
     from agents.models import Agent, Run, RunEvent
 
     settings.METRICS_TOKEN = TOKEN
@@ -106,20 +111,28 @@ def main() -> None:
     agent = Agent.objects.create(tenant=tenants[0], slug="assistant", name="Assistant")
     template = Run.objects.create(tenant=tenants[0], agent=agent, correlation_id="template")
     event = RunEvent.objects.create(tenant=tenants[0], run=template, seq=1, type="run.started")
+    login = settings.DATABASES["default"]  # the owner's, until assume_app_role
+    owner = psycopg.connect(
+        host=login["HOST"], port=login["PORT"] or None, user=login["USER"],
+        password=login["PASSWORD"] or None, dbname=login["NAME"], autocommit=True,
+    )  # fmt: skip
+    rls.assume_app_role()
     client = Client()
     figures = []
     for size in SIZES:
-        fill(size, template.pk, event.pk)
+        fill(owner, size, template.pk, event.pk)
         timings = []
         for _ in range(SCRAPES + 1):  # the first one warms up (the import, the plans)
             started = time.perf_counter()
             response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
             timings.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, response.status_code
-        events = RunEvent.objects.count()
+        runs, events = owner.execute(
+            "SELECT (SELECT count(*) FROM agents_run), (SELECT count(*) FROM agents_runevent)"
+        ).fetchone()
         figures.append(
             {
-                "runs": Run.objects.count(),
+                "runs": runs,
                 "events": events,
                 "scrape_ms": statistics.median(timings[1:]),
                 "bytes": len(response.content),
@@ -129,22 +142,15 @@ def main() -> None:
             f"{figures[-1]['runs']:>9} runs {events:>9} events: "
             f"{figures[-1]['scrape_ms']:8.1f} ms a scrape ({len(response.content)} bytes)"
         )
+    owner.close()
     print(f"load average: {os.getloadavg()[0]:.1f}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    path = out / "metrics.json"
-    path.write_text(
-        json.dumps(
-            {
-                "python": platform.python_version(),
-                "load_average": os.getloadavg()[0],
-                "figures": figures,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"wrote {path.relative_to(ROOT)}")
+    document = {
+        "python": platform.python_version(),
+        "load_average": os.getloadavg()[0],
+        "figures": figures,
+    }
+    headline = {f"scrape ms at {f['runs']} runs": f["scrape_ms"] for f in figures}
+    write_results("metrics", document, headline=headline)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 on (an OTLP/HTTP exporter to a collector stand-in on loopback), side by side.
 
 Run: cd /work/main && .venv/bin/python bench/observability.py
-(prints a table, writes bench/results/observability.json). Takes a few seconds; no Django,
-no database, no network beyond loopback.
+(prints a table, writes bench/results/observability.json; BENCH_SMOKE=1: a few runs). Takes a
+few seconds; no Django, no database, no network beyond loopback.
 
 One run = the runtime's `run_agent` (agents/runtime/loop.py) with FakeModel (no HTTP): the
 model calls `calculator`, then answers; inside a `run_span` as agents.execution makes one.
@@ -21,7 +21,6 @@ milliseconds (bench/agents.py), so the difference is to be read against that.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -37,6 +36,7 @@ sys.path[0] = str(ROOT)
 from agents.runtime import tracing  # noqa: E402
 from agents.runtime.loop import run_agent  # noqa: E402
 from agents.runtime.spec import AgentSpec  # noqa: E402
+from bench.common import sized, write_results  # noqa: E402
 from providers.runtime.fake import FakeModel  # noqa: E402
 from tests.fakes.otlp_collector import OtlpCollector  # noqa: E402
 from tools.runtime.builtins import calculator  # noqa: E402
@@ -44,10 +44,10 @@ from tools.runtime.context import RunContext  # noqa: E402
 from tools.runtime.registry import ToolRegistry  # noqa: E402
 from tools.runtime.tool import ToolCall  # noqa: E402
 
-WARMUP_RUNS = 200
-ROUNDS = 15
-RUNS_PER_ROUND = 200
-HOOK_CALLS = 200_000
+WARMUP_RUNS = sized(200, smoke=10)
+ROUNDS = sized(15, smoke=2)
+RUNS_PER_ROUND = sized(200, smoke=10)
+HOOK_CALLS = sized(200_000, smoke=2_000)
 
 SPEC = AgentSpec(name="bench", instructions="Be brief.", model="fake-model")
 REGISTRY = ToolRegistry([calculator])
@@ -114,27 +114,21 @@ async def main() -> None:
     print(f"one hook with tracing off: {hook:.0f} ns")
     print(f"spans received by the collector: {len(collector.spans)}")
     print(f"load average at start and end: {load_at_start:.1f}, {os.getloadavg()[0]:.1f}")
+    if not collector.spans:  # then "on" measured tracing that exports nothing
+        raise RuntimeError("tracing on: the collector received no spans")
 
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    path = out / "observability.json"
-    path.write_text(
-        json.dumps(
-            {
-                "python": platform.python_version(),
-                "load_average": [load_at_start, os.getloadavg()[0]],
-                "rounds": ROUNDS,
-                "runs_per_round": RUNS_PER_ROUND,
-                "us_per_run": medians,
-                "difference_us_per_run": on - off,
-                "hook_off_ns": hook,
-                "spans_received": len(collector.spans),
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"\nwrote {path.relative_to(ROOT)}")
+    document = {
+        "python": platform.python_version(),
+        "load_average": [load_at_start, os.getloadavg()[0]],
+        "rounds": ROUNDS,
+        "runs_per_round": RUNS_PER_ROUND,
+        "us_per_run": medians,
+        "difference_us_per_run": on - off,
+        "hook_off_ns": hook,
+        "spans_received": len(collector.spans),
+    }
+    headline = {"off µs/run": off, "on µs/run": on, "difference µs/run": on - off}
+    write_results("observability", document, headline={**headline, "hook off ns": hook})
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 against the local fake provider server (tests/fakes/provider_server.py).
 
 Run: cd /work/main && .venv/bin/python bench/providers.py
-(prints a table, writes bench/results/providers.json). Takes about a minute and needs no
-Django settings and no network.
+(prints a table, writes bench/results/providers.json; BENCH_SMOKE=1: a few calls, seconds).
+Takes about a minute and needs no Django settings and no network.
 
 The fake server runs in a separate process (multiprocessing, spawn) and hands its port
 back, so the server's threads do not share the client's GIL. The client side runs in ONE
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import multiprocessing
 import os
 import platform
@@ -57,15 +56,20 @@ import anthropic  # noqa: E402
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 
+from bench.common import sized, write_results  # noqa: E402
 from providers.runtime.anthropic_adapter import AnthropicAdapter  # noqa: E402
 from providers.runtime.openai_adapter import OpenAIAdapter  # noqa: E402
 from providers.runtime.types import ModelRequest, TextDelta, UserMessage  # noqa: E402
-from tools.runtime.builtins import BUILTINS  # noqa: E402
+from tools.runtime.builtins import calculator, current_time, think  # noqa: E402
+from tools.runtime.registry import ToolRegistry  # noqa: E402
 
-ROUNDS = 10
-CALLS_PER_ROUND = 100
-STREAMS_PER_ROUND = 30
-WARMUP_CALLS = 30
+ROUNDS = sized(10, smoke=2)
+CALLS_PER_ROUND = sized(100, smoke=5)
+STREAMS_PER_ROUND = sized(30, smoke=3)
+WARMUP_CALLS = sized(30, smoke=3)
+# The 3 built-in tools of tools.runtime.builtins, named: BUILTINS (every plug-in's tools) is
+# filled when Django starts, which this bench does not.
+TOOLS = ToolRegistry([calculator, think, current_time])
 TARGET_RATIO = 1.1
 TARGET_TTFT_MS = 2.0
 CHUNK_DELAY_S = 0.002
@@ -166,7 +170,7 @@ def model_request(provider: str) -> ModelRequest:
         model=MODEL[provider],
         messages=[UserMessage(QUESTION)],
         system=SYSTEM,
-        tools=list(BUILTINS),
+        tools=list(TOOLS),
         max_tokens=MAX_TOKENS,
     )
 
@@ -201,7 +205,7 @@ def anthropic_sides(server: RemoteServer) -> tuple[Side, Side, anthropic.AsyncAn
         "max_tokens": MAX_TOKENS,
         "system": SYSTEM,
         "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}],
-        "tools": BUILTINS.definitions("anthropic"),
+        "tools": TOOLS.definitions("anthropic"),
         "tool_choice": {"type": "auto"},
     }
 
@@ -244,7 +248,7 @@ def openai_sides(server: RemoteServer) -> tuple[Side, Side, openai.AsyncOpenAI]:
             {"role": "user", "content": QUESTION},
         ],
         "max_completion_tokens": MAX_TOKENS,
-        "tools": BUILTINS.definitions("openai"),
+        "tools": TOOLS.definitions("openai"),
         "tool_choice": "auto",
     }
 
@@ -483,9 +487,6 @@ def write_json(
     checks: dict[str, Any],
     stats: dict[str, Any],
 ) -> Path:
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "providers.json"
     document = {
         "machine": {
             "python": platform.python_version(),
@@ -509,8 +510,13 @@ def write_json(
         "round_trip": [asdict(f) for f in trips],
         "first_token": [asdict(f) for f in tokens],
     }
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    return path
+    headline = {f"{f.provider} round-trip ratio": f.ratio for f in trips if f.side == "adapter"}
+    headline |= {
+        f"{f.provider} first-token difference ms": f.difference_ms
+        for f in tokens
+        if f.side == "adapter"
+    }
+    return write_results("providers", document, headline=headline)
 
 
 async def main() -> None:
@@ -533,7 +539,7 @@ async def main() -> None:
         server.close()
     trips, tokens = figures(round_trip, first_token)
     print_tables(trips, tokens, checks)
-    print(f"\nwrote {write_json(trips, tokens, checks, stats).relative_to(ROOT)}")
+    write_json(trips, tokens, checks, stats)
 
 
 if __name__ == "__main__":

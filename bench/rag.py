@@ -2,7 +2,8 @@
 HNSW search at 100k chunks across 100 tenants against exact search.
 
 Run: cd /work/main && .venv/bin/python bench/rag.py
-(prints the figures, writes bench/results/rag.json). Needs the local-embeddings extra.
+(prints the figures, writes bench/results/rag.json; BENCH_SMOKE=1: 5 tenants x 100 chunks,
+10 queries). Needs the local-embeddings extra.
 Starts the embedded PostgreSQL and Redis in a temporary DATA_DIR (removed at exit).
 
 1. Ingestion: the corpus of tests/data/rag repeated into one markdown document of about
@@ -40,13 +41,13 @@ if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
     sys.path.pop(0)
 sys.path.insert(0, str(ROOT))
 
-from bench.common import configure_django  # noqa: E402
+from bench.common import configure_django, sized, write_results  # noqa: E402
 
-INGEST_CHUNKS = 400
-TENANTS = 100
-CHUNKS_PER_TENANT = 1000
+INGEST_CHUNKS = sized(400, smoke=40)
+TENANTS = sized(100, smoke=5)
+CHUNKS_PER_TENANT = sized(1000, smoke=100)
 DIMENSIONS = 384
-QUERIES = 300
+QUERIES = sized(300, smoke=10)
 TOPICS_PER_TENANT = 20
 NOISE = 1.0  # the noise vector's length against a unit topic
 TOP_K = 10
@@ -247,8 +248,6 @@ def main() -> None:
         "ingestion": ingestion,
         "search": search,
     }  # fmt: skip
-    out = ROOT / "bench" / "results" / "rag.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
     forced = search["hnsw_forced"]
     print(f"ratio {ingestion['ratio']} (target >= {TARGET_RATIO})")
     print(
@@ -257,7 +256,15 @@ def main() -> None:
         f"(< {TARGET_P50_MS}); p99 {search['p99_ms']} ms"
     )
     print(f"HNSW forced (HNSW: {forced['uses_hnsw_index']}): recall@10 {forced['recall_at_10']}"
-          f"; p50 {forced['p50_ms']} ms; p99 {forced['p99_ms']} ms; written to {out}")  # fmt: skip
+          f"; p50 {forced['p50_ms']} ms; p99 {forced['p99_ms']} ms")  # fmt: skip
+    headline = {
+        "ingestion / embedder ratio": ingestion["ratio"],
+        "recall@10": search["recall_at_10"],
+        "p50 ms": search["p50_ms"],
+        "HNSW forced recall@10": forced["recall_at_10"],
+        "HNSW forced p50 ms": forced["p50_ms"],
+    }
+    write_results("rag", results, headline=headline)
 
 
 if __name__ == "__main__":

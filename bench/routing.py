@@ -6,7 +6,9 @@ from it (rag/runtime/static_embedder.py: what routing uses on the base install).
 Run from the repo root: .venv/bin/python bench/routing.py
 (prints a table, writes bench/results/routing.json). Needs the local-embeddings extra;
 no Django, no database. Takes a minute or two, most of it embedding the 1010 tool cards
-once with torch (what a tenant pays once per card: the platform keeps the vectors).
+once (what a tenant pays once per card: the platform keeps the vectors). BENCH_SMOKE=1 takes
+the first 10 requests and 80 of the tools (theirs among them): seconds, and recall figures
+of that subset only.
 
 The labelled set is tests/data/tool_routing (written by its generate.py): 1010 tool cards
 of a tenant with many connected systems (vendors' look-alike CRUD tools, clusters of
@@ -44,6 +46,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
     sys.path.pop(0)
 sys.path.insert(0, str(ROOT))
 
+from bench.common import sized, write_results  # noqa: E402
 from tests.tools.routing_data import labelled_requests, labelled_tools, recall_at  # noqa: E402
 from tools.runtime.registry import ToolRegistry  # noqa: E402
 from tools.runtime.routing import (  # noqa: E402
@@ -60,6 +63,9 @@ WARM_UP = 5
 TARGET_RECALL = 0.95
 TARGET_P50_MS = 5.0
 CHARS_PER_TOKEN = 4  # the estimate the platform uses elsewhere (HISTORY_TOKEN_BUDGET)
+REQUESTS = sized(None, smoke=10)  # None: all of them
+TOOLS = sized(None, smoke=80)
+TORCH_REQUESTS = sized(60, smoke=5)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -110,6 +116,18 @@ def definitions_size(tools) -> dict:
     return {"bytes": len(text.encode()), "tokens_estimate": len(text) // CHARS_PER_TOKEN}
 
 
+def labelled_set() -> tuple[list, list]:
+    """The labelled tools and requests; in a smoke run the first REQUESTS requests and TOOLS
+    tools, the ones those requests want among them."""
+    tools, requests = list(labelled_tools()), list(labelled_requests())[:REQUESTS]
+    if TOOLS is None:
+        return tools, requests
+    wanted = {name for item in requests for name in item["tools"]}
+    kept = [item for item in tools if item.name in wanted]
+    kept += [item for item in tools if item.name not in wanted][: max(0, TOOLS - len(kept))]
+    return kept, requests
+
+
 def main() -> None:
     from importlib.util import find_spec
 
@@ -118,7 +136,7 @@ def main() -> None:
     from rag.runtime.static_embedder import StaticEmbedder
 
     load = os.getloadavg()[0]
-    tools, requests = list(labelled_tools()), list(labelled_requests())
+    tools, requests = labelled_set()
     by_name = {item.name: item for item in tools}
     cards = [ToolCard.of(item) for item in tools]
 
@@ -173,7 +191,9 @@ def main() -> None:
     torch_times: list = []
     if torch_embedder is not None:
         torch_embedder.embed_sync(["load the model"])
-        _, torch_times = timed(lambda text: torch_embedder.embed_sync([text]), requests[:60])
+        _, torch_times = timed(
+            lambda text: torch_embedder.embed_sync([text]), requests[:TORCH_REQUESTS]
+        )
 
     def search_only(text: str) -> list[str]:
         return [hit.name for hit in hybrid.search(text, k=30, query_vector=vectors_by_text[text])]
@@ -244,13 +264,13 @@ def main() -> None:
         "embed_request_torch": spread(torch_times) if torch_times else None,
         "embed_request_static": spread(static_request_times),
         "static_table_load_ms": round(static_load_ms, 1),
-        "static_embed_1010_cards_s": round(static_cards_s, 2),
+        "static_embed_cards_s": round(static_cards_s, 2),
         "chunk_word_pieces": round(pieces),
         "embed_chunk_static_p50_ms": round(statistics.median(chunk_times), 2),
         "embed_chunk_onnx_p50_ms": round(statistics.median(minilm_chunk_times), 2),
         "search_with_vector": spread(search_times),
         "lexical_index_build_ms": round(lexical_build_ms, 1),
-        "embed_1010_cards_s": round(cards_embed_s, 2),
+        "embed_cards_s": round(cards_embed_s, 2),
     }  # fmt: skip
     results = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
@@ -261,10 +281,6 @@ def main() -> None:
         "parts": parts,
         "model_selection": "not benchmarked: no small model runs offline here (see docstring)",
     }  # fmt: skip
-    out = ROOT / "bench" / "results" / "routing.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-
     print(f"{len(tools)} tools, {len(requests)} labelled requests; load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")  # fmt: skip
     columns = ["recall@5", "recall@10", "recall@30", "p50 ms", "p95 ms", "p99 ms", "p50 CPU"]
@@ -287,8 +303,9 @@ def main() -> None:
         f"(c)'s parts: request embedding p50 {onnx_part['p50_ms']} ms "
         f"({onnx_part['p50_cpu_ms']} ms CPU) with onnxruntime, {torch_text}; search p50 "
         f"{parts['search_with_vector']['p50_ms']} ms. Once per card: lexical index "
-        f"{parts['lexical_index_build_ms']} ms, embedding 1010 cards and their descriptions "
-        f"{parts['embed_1010_cards_s']} s (onnxruntime; kept in the shared cache after)."
+        f"{parts['lexical_index_build_ms']} ms, embedding {len(tools)} cards and their "
+        "descriptions "
+        f"{parts['embed_cards_s']} s (onnxruntime; kept in the shared cache after)."
     )
     static_part = parts["embed_request_static"]
     print(
@@ -296,8 +313,9 @@ def main() -> None:
         f"({static_part['p50_cpu_ms']} ms CPU) with the static model; a chunk of "
         f"{parts['chunk_word_pieces']} word pieces {parts['embed_chunk_static_p50_ms']} ms "
         f"(MiniLM on onnxruntime: {parts['embed_chunk_onnx_p50_ms']} ms, cut at 256); its "
-        f"table loads in {parts['static_table_load_ms']} ms, 1010 cards and descriptions embed in "
-        f"{parts['static_embed_1010_cards_s']} s."
+        f"table loads in {parts['static_table_load_ms']} ms, {len(tools)} cards and descriptions "
+        "embed in "
+        f"{parts['static_embed_cards_s']} s."
     )
     default = rows[2]
     print(
@@ -307,7 +325,16 @@ def main() -> None:
         f"embedding (<= {TARGET_P50_MS}: "
         f"{'met' if default['p50_ms'] <= TARGET_P50_MS else 'NOT met'})"
     )
-    print("model selection: not benchmarked (no small model offline); written to", out)
+    print("model selection: not benchmarked (no small model offline)")
+    lexical_row, static_row = (next(r for r in rows if r["name"][:3] == n) for n in ("(b)", "(d)"))
+    headline = {
+        "(b) recall@10": lexical_row["recall_at_10"],
+        "(c) recall@10": default["recall_at_10"],
+        "(c) p50 ms": default["p50_ms"],
+        "(d) recall@10": static_row["recall_at_10"],
+        "(d) p50 ms": static_row["p50_ms"],
+    }
+    write_results("routing", results, headline=headline)
 
 
 if __name__ == "__main__":

