@@ -1,7 +1,8 @@
 """Read your own writes, under load: whatever a caller has been told of a run's ending — a
 `/v1` answer (Chat Completions, Responses, Messages; whole or streamed), a REST SSE
 stream's terminal event (the run started streaming, or followed after its start), an MCP
-`ask_*` result — a read of the run right after shows the same ending, over REST
+`ask_*` result, the web chat's stream (its footer) — a read of the run right after shows the
+same ending, over REST
 (GET /api/v1/runs/{id}) and in the database (a statement of its own, on a connection of its
 own): status, output, usage, finished_at and the terminal event as the run's last.
 
@@ -14,7 +15,9 @@ said so now and then (agents.run_writer, "ENDING_EVENTS")."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -25,16 +28,18 @@ import openai
 import psycopg
 import pytest
 from django.db import connections
+from django.test import Client
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from agentplatform.tenancy import services as tenancy
+from agents.services import conversation_save
 from tests import live_server
 from tests.fakes.provider_server import TextReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PER_FACE = 8  # callers of each face, all faces at once: 72 calls in flight
+PER_FACE = 8  # callers of each face, all faces at once: 80 calls in flight
 ANSWER = "Read me back, all of it."
 IN, OUT = 11, 4
 HI = [{"role": "user", "content": "Hi"}]
@@ -86,6 +91,8 @@ class Callers:
     anthropic: anthropic.AsyncAnthropic
     http: httpx2.AsyncClient
     mcp: ClientSession
+    web: httpx2.AsyncClient  # signed in as bob, a member of acme
+    chats: asyncio.Queue  # bob's conversations, one per web caller
     database: asyncio.Queue  # psycopg connections in autocommit (a read: a fresh snapshot)
 
     @property
@@ -198,9 +205,35 @@ async def mcp_ask(c: Callers) -> Told:
     return Told("mcp_ask", answer["run_id"], answer["status"], answer["answer"])
 
 
+async def web_chat(c: Callers) -> Told:
+    """A message sent in the chat page (htmx), then its answer's stream to the end: the
+    text it appended, and whether its footer shows the run finished (or still offers
+    Stop)."""
+    page = f"{c.base}/t/acme/chat/{c.chats.get_nowait()}/"
+    sent = await c.web.post(page + "send/", data={"message": "Hi"}, headers={"HX-Request": "true"})
+    assert sent.status_code == 200, sent.text
+    run_id = int(re.search(r"runs/(\d+)/stream/", sent.text)[1])
+    text, footer, ended = [], "", False
+    url = f"{page}runs/{run_id}/stream/?after=0"
+    async with c.web.stream("GET", url, headers={"Accept": "text/event-stream"}) as sse:
+        async for line in sse.aiter_lines():
+            for op in json.loads(line[5:])["ops"] if line.startswith("data:") else []:
+                target = op.get("target", "")
+                if op["op"] == "append" and target.startswith(f"run-{run_id}-seg-"):
+                    text.append(html.unescape(op["html"]))
+                elif target == f"run-{run_id}-footer":
+                    footer = op["html"]
+                ended = ended or op["op"] == "end"
+            if ended:
+                break
+    assert ended, f"web_chat: the stream of run {run_id} ended without its end"
+    status = "succeeded" if "Rate this answer" in footer else f"shown as {footer.strip()[:80]!r}"
+    return Told("web_chat", run_id, status, "".join(text))
+
+
 FACES = [
     chat, chat_streamed, responses, responses_streamed, messages, messages_streamed,
-    rest_streamed, rest_followed, mcp_ask,
+    rest_streamed, rest_followed, mcp_ask, web_chat,
 ]  # fmt: skip
 
 
@@ -246,15 +279,26 @@ async def read_back(c: Callers, told: Told) -> list[str]:
     return wrong
 
 
-async def every_face_at_once(base: str, key: str) -> list[str]:
+CSRF = "rywcsrf0" * 4  # the token the web callers send, as cookie and header
+
+
+async def every_face_at_once(base: str, key: str, session: str, chats: list[int]) -> list[str]:
     """PER_FACE callers of every face at once, each reading its run back as soon as it is
-    told how it ended; what differed."""
+    told how it ended; what differed. `session`: bob's session cookie, `chats`: his
+    conversations (PER_FACE)."""
     params = connections["default"].get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
     auth = {"Authorization": f"Bearer {key}"}
     async with AsyncExitStack() as stack:
         http = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
+        web = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                timeout=60,
+                cookies={"sessionid": session, "csrftoken": CSRF},
+                headers={"X-CSRFToken": CSRF},
+            )
+        )
         read, write = await stack.enter_async_context(
             streamable_http_client(
                 f"{base}/mcp",
@@ -263,8 +307,8 @@ async def every_face_at_once(base: str, key: str) -> list[str]:
                 ),
             )
         )
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
+        mcp = await stack.enter_async_context(ClientSession(read, write))
+        await mcp.initialize()
         callers = Callers(
             base=base,
             key=key,
@@ -275,9 +319,13 @@ async def every_face_at_once(base: str, key: str) -> list[str]:
                 anthropic.AsyncAnthropic(api_key=key, base_url=base, max_retries=0, timeout=60)
             ),
             http=http,
-            mcp=session,
+            mcp=mcp,
+            web=web,
+            chats=asyncio.Queue(),
             database=asyncio.Queue(),
         )
+        for chat_id in chats:
+            callers.chats.put_nowait(chat_id)
         for _ in range(4):
             database = await psycopg.AsyncConnection.connect(**params, autocommit=True)
             stack.push_async_callback(database.close)
@@ -294,10 +342,16 @@ async def every_face_at_once(base: str, key: str) -> list[str]:
 
 @pytest.mark.parametrize("executed_by", ["nearby", "worker"])
 def test_a_read_right_after_any_face_answers_shows_the_ending_it_told(
-    request, executed_by, key, celery_worker_process
+    request, executed_by, trio, agent, key, celery_worker_process
 ):
     base = request.getfixturevalue(f"{executed_by}_server")
-    wrong = asyncio.run(every_face_at_once(base, key))
+    web = Client()
+    web.force_login(trio.bob)
+    chats = [
+        conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob).pk
+        for _ in range(PER_FACE)
+    ]
+    wrong = asyncio.run(every_face_at_once(base, key, web.cookies["sessionid"].value, chats))
     assert not wrong, f"{len(wrong)} reads differ from what callers were told:\n" + "\n".join(
         wrong[:20]
     )
