@@ -286,7 +286,8 @@ class RunWriter:
         batch, self._pending = self._pending, Batch()
         if self._ending:
             events = batch.events
-            cut = next(i for i, (e, _) in enumerate(events) if e.type in ENDING_EVENTS)
+            ending = (i for i, (e, _) in enumerate(events) if e.type in ENDING_EVENTS)
+            cut = next(ending, len(events))
             batch.events, self._pending.events = events[:cut], events[cut:]
         return batch
 
