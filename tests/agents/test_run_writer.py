@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import psycopg
 import pytest
@@ -92,12 +93,20 @@ def test_a_background_write_failure_surfaces_at_the_next_event(trio, agent):
     assert stored(run) == []
 
 
+def subscribed(client: redis.Redis, run: Run):
+    """A pub/sub of the run's channel, once Redis confirmed it (however long that takes)."""
+    pubsub = client.pubsub()
+    pubsub.subscribe(channel(run))
+    deadline = time.monotonic() + 10
+    while (message := pubsub.get_message(timeout=1)) is None or message["type"] != "subscribe":
+        assert time.monotonic() < deadline, "no subscription"
+    return pubsub
+
+
 def test_events_are_published_after_they_are_stored(trio, agent):
     run = claimed(trio, agent)
     client = redis.Redis.from_url(settings.REDIS_URL)
-    pubsub = client.pubsub()
-    pubsub.subscribe(channel(run))
-    pubsub.get_message(timeout=1)  # the subscribe confirmation
+    pubsub = subscribed(client, run)
 
     async def step() -> None:
         writer = RunWriter(run, "me", next_seq=1, lease_s=30)
@@ -135,9 +144,8 @@ def test_take_hands_over_what_is_queued_and_closes(trio, agent):
 def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_outcome(trio, agent):
     secret = "s3cret-VALUE"
     run = claimed(trio, agent)
-    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
-    pubsub.subscribe(channel(run))
-    pubsub.get_message(timeout=1)  # the subscription's confirmation
+    client = redis.Redis.from_url(settings.REDIS_URL)  # (held: collected, it would reconnect)
+    pubsub = subscribed(client, run)
 
     async def step() -> RunOutcome:
         writer = RunWriter(run, "me", next_seq=1, lease_s=30)
@@ -155,8 +163,9 @@ def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_o
 
     outcome = async_to_sync(step)()
     run.refresh_from_db()
-    published = pubsub.get_message(timeout=2)["data"].decode()
+    published = pubsub.get_message(timeout=10)["data"].decode()
     pubsub.close()
+    client.close()
     assert RunEvent.objects.get(run=run).payload == {
         "text": "got [redacted]",
         "[redacted]": ["[redacted]"],
