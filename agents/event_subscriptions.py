@@ -17,9 +17,10 @@ follows (agents.worker_runs.Nearby) asks `follow(..., early=True)` and gets each
 event as the run's writer makes it (`deliver_early`), before it is stored and published:
 that is most of the way to the first token. Only such a stream may see an event before it
 is stored, since it cannot resume from a Last-Event-ID (it lives and dies with the process
-that executes the run). Terminal events still come stored, through Redis; if an attempt
-ends unfinished, `rewind` tells the stream the last stored event, so it reads the record
-from there (the next attempt continues from it).
+that executes the run). The events that end an attempt (terminal, `approval.required`)
+never come early: only through Redis, once the outcome is committed (agents.run_writer);
+if an attempt ends unfinished, `rewind` tells the stream the last stored event, so it
+reads the record from there (the next attempt continues from it).
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ from agentplatform.versions import shared_redis
 from agents.models import Run
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# The events that end an execution's attempt: the run finished, or parked for a human. They
+# are stored only with the outcome (the run's status, output, usage, approvals) and
+# published only once that has committed, so a follower that sees one reads the same ending
+# on the record (agents.run_writer).
+ENDING_EVENTS = TERMINAL_EVENTS | {"approval.required"}
 
 
 def channel(run: Run) -> str:

@@ -569,8 +569,9 @@ def _children_totals(run_id: int) -> tuple[Usage, Decimal]:
 def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     """Record the outcome, with the events and fields still queued in `batch`, under the
     lease: one statement, or one transaction when approvals, a parent or a conversation are
-    touched too. False if the lease was lost (another worker owns the run now and will
-    record its own outcome)."""
+    touched too; then publish those events (the ending among them), once committed: a
+    follower told of the ending reads it on the record. False if the lease was lost
+    (another worker owns the run now and will record its own outcome)."""
     outcome = storable_outcome(outcome)
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
@@ -610,7 +611,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
             _record_consequences(run, outcome, message=message, wakes_parent=wakes_parent)
     except (LeaseLost, EventConflict):
         return False
-    publish(run, final)
+    transaction.on_commit(lambda: publish(run, final))  # (now, unless in a caller's atomic)
     if outcome.status == RunStatus.SUCCEEDED and run.agent_id and run.agent.verifier_tool:
         transaction.on_commit(lambda: request_verification(run.pk, run.tenant_id))
     if outcome.status == RunStatus.CANCELLED:  # (an unread flag expires on its own)

@@ -182,9 +182,9 @@ SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {s.value for s in TERMINAL}
 
 
 async def _settled(run_id: int) -> bool:
-    """Wait (briefly) until the worker has recorded the run as parked or finished: a parked
-    run's approval events go out before its row is written (a finished run's terminal event
-    goes out after, so that needs no wait)."""
+    """Wait (briefly) until the record says the run is parked or finished. An ending event
+    (agents.events.ENDING_EVENTS) goes out only once the record says so, so this answers at
+    its first read unless the run went on meanwhile (an approval decided at once)."""
     deadline = time.monotonic() + SETTLE_S
     while True:
         if await stream_read(_status)(run_id) in SETTLED:
@@ -266,8 +266,8 @@ async def follow_run(
 
 def ending_in(payload: dict[str, Any]) -> Ending | None:
     """The Ending an agent's terminal event carries (its status, output, error and usage, as
-    recorded: the event goes out after the run's row is written, with the same redaction and
-    storage rule), or None when the record must be read."""
+    recorded: the event goes out once the run's row is committed with them, with the same
+    redaction and storage rule), or None when the record must be read."""
     usage, status = payload.get("usage"), payload.get("status")
     if not isinstance(usage, dict) or status not in TERMINAL:
         return None

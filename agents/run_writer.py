@@ -24,6 +24,11 @@ The writers:
 - `write_calls` / `awrite_call`: finished direct tool calls (each a Run and its events).
 
 Events are published on Redis after they are stored, never before, as they were stored.
+The events that end an attempt (`ENDING_EVENTS`: the terminal ones, `approval.required`) are
+stored only by finalize, in the statement (or transaction) that records the outcome, and
+published once it has committed: whoever hears of a run's ending — a stream, a `/v1` answer,
+an MCP result — reads that same ending on the record right after. The writer therefore
+never writes an ending event, nor anything queued after one, before `take` hands it over.
 
 The writer is also where an executing run's secrets are scrubbed: every event, every Run
 field and the outcome (hence the conversation's Message and the approvals) pass `redact` on
@@ -54,7 +59,7 @@ from psycopg import sql
 
 from agentplatform.tenancy import rls
 from agents.event_subscriptions import deliver_early, rewind
-from agents.events import TERMINAL_EVENTS, channel, publisher
+from agents.events import ENDING_EVENTS, channel, publisher
 from agents.models import Approval, Run, RunEvent
 from agents.runtime.spec import RunOutcome, RunStatus
 from tools.runtime.context import NoSecrets, SecretAccessor
@@ -171,6 +176,7 @@ class RunWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._error: BaseException | None = None
         self._closed = False
+        self._ending = False  # an ending event is queued: it and what follows wait for take
         self._secrets: SecretAccessor = NoSecrets()
 
     def redact_with(self, secrets: SecretAccessor) -> None:
@@ -203,15 +209,18 @@ class RunWriter:
         )
 
     def event(self, type: str, payload: dict[str, Any]) -> None:
-        """Number the event and queue it; it is written within the current step."""
+        """Number the event and queue it; it is written within the current step, or, from
+        an ending event on, with the outcome (take)."""
         self._raise_if_failed()
         self.seq += 1
         payload = self.redact(payload)
         event = StoredEvent(self.seq, type, payload)
         encoded = storable_json(payload)
         self._pending.events.append((event, encoded))
-        if type not in TERMINAL_EVENTS:  # (those go out stored: they end a stream)
-            deliver_early(self._channel, lambda: _published([(event, encoded)]))
+        self._ending = self._ending or type in ENDING_EVENTS
+        if self._ending:  # nothing to write or deliver before the outcome
+            return
+        deliver_early(self._channel, lambda: _published([(event, encoded)]))
         if type in IMMEDIATE:
             self._write_now()
         elif self._timer is None and not self._scheduled:
@@ -229,7 +238,8 @@ class RunWriter:
         self._pending.fields.update({name: self.redact(v) for name, v in fields.items()})
 
     async def save(self, **fields: Any) -> None:
-        """Write these fields and everything queued before them; return once durable."""
+        """Write these fields and everything queued before them (but an ending event and what
+        follows it); return once durable."""
         self.stage(**fields)
         await self._flush()
         self._raise_if_failed()
@@ -258,15 +268,28 @@ class RunWriter:
     async def _flush(self) -> None:
         async with self._lock:
             self._scheduled = False
-            if self._closed or self._error is not None or not self._pending:
+            if self._closed or self._error is not None:
+                return
+            batch = self._writable()
+            if not batch:
                 return
             self._cancel_timer()  # this write takes the deferred events along
-            batch, self._pending = self._pending, Batch()
             try:
                 await sync_to_async(self._write)(batch)
             except Exception as exc:
                 self._error = exc
                 raise
+
+    def _writable(self) -> Batch:
+        """Take what may be written now: everything queued but the events from the first
+        ending event on (finalize writes those, with the outcome)."""
+        batch, self._pending = self._pending, Batch()
+        if self._ending:
+            events = batch.events
+            ending = (i for i, (e, _) in enumerate(events) if e.type in ENDING_EVENTS)
+            cut = next(ending, len(events))
+            batch.events, self._pending.events = events[:cut], events[cut:]
+        return batch
 
     def _write(self, batch: Batch) -> None:
         write_batch(self.run, self.owner, batch, renew_lease_s=self.lease_s)

@@ -590,14 +590,15 @@ def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
     if run.is_terminal:
         return run
     publisher().set(cancel_key(run), 1, ex=24 * 3600)
-    stopped = Run.objects.filter(
-        pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
-    ).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), error="cancelled")
-    if stopped:
-        from agents.run_writer import append_event, next_seq
+    with transaction.atomic():  # the status and its event: one commit, then the publish
+        stopped = Run.objects.filter(
+            pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
+        ).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), error="cancelled")
+        if stopped:
+            from agents.run_writer import append_event, next_seq
 
-        run.refresh_from_db()
-        append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})
+            run.refresh_from_db()
+            append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})
     run.refresh_from_db()
     return run
 

@@ -12,15 +12,41 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx2
+import psutil
 from django.conf import settings
 
 from tests.conftest import ROOT, subprocess_env
 
+START_ATTEMPTS = 3  # (each but the last lost its port to another process)
+
+
+@contextmanager
+def reserved_port() -> Iterator[int]:
+    """A loopback port held for the caller until the block ends: bound but not listening,
+    with SO_REUSEADDR. The kernel gives it to no other `bind(port 0)` meanwhile (a port
+    picked and released at once could be picked again by another process before its server
+    binds it: tests then talked to another session's server), a connection to it is
+    refused, and a server the caller starts on it binds it all the same (uvicorn's and
+    asyncio's servers set SO_REUSEADDR too; only one socket may listen)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, for a server that binds it at once (prefer `reserved_port`)."""
+    with reserved_port() as port:
+        return port
+
+
+def listens_on(process: subprocess.Popen, port: int) -> bool:
+    """Whether `process` itself listens on the loopback `port` (not some other process)."""
+    try:
+        sockets = psutil.Process(process.pid).net_connections(kind="tcp")
+    except psutil.NoSuchProcess:
+        return False
+    return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
 
 
 @dataclass
@@ -43,10 +69,21 @@ class AsgiServer:
 def start_asgi_server(
     extra_env: dict[str, str] | None = None, *, timeout_s: float = 30
 ) -> AsgiServer:
-    """The production command on a free port, with this session's database, Redis and keys
-    (`extra_env` on top); returns once it answers HTTP (a RuntimeError if it exits first
-    or takes over `timeout_s`)."""
-    port = free_port()
+    """The production command on a reserved port, with this session's database, Redis and
+    keys (`extra_env` on top); returns once that very process listens there and answers
+    HTTP (a RuntimeError if it exits first or takes over `timeout_s`). A process elsewhere
+    that picked the same port by its number before it was reserved may still bind it
+    first: the server then exits, and is started again on another port."""
+    for _ in range(START_ATTEMPTS):
+        with reserved_port() as port:
+            server = _started(port, extra_env, timeout_s)
+        if server is not None:
+            return server
+    raise RuntimeError(f"the test ASGI server found its port taken {START_ATTEMPTS} times")
+
+
+def _started(port: int, extra_env: dict[str, str] | None, timeout_s: float) -> AsgiServer | None:
+    """The server on `port` (reserved by the caller); None if another process listens there."""
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     env["MCP_RESOURCE_URL"] = f"http://127.0.0.1:{port}/mcp"
     env.update(extra_env or {})
@@ -62,15 +99,28 @@ def start_asgi_server(
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            httpx2.get(f"{base}/login/", timeout=1)  # cheap: no worker round trip
-            return AsgiServer(process=process, base=base)
-        except httpx2.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                process.wait(5)
-                raise RuntimeError("the test ASGI server did not start") from None
-            time.sleep(0.1)
+        if listens_on(process, port):  # (uvicorn listens once its lifespan startup is over)
+            try:
+                httpx2.get(f"{base}/login/", timeout=5)  # cheap: no worker round trip
+                return AsgiServer(process=process, base=base)
+            except httpx2.TransportError:
+                pass
+        exited = process.poll() is not None
+        if exited and _someone_listens(port):
+            return None  # it could not bind the port
+        if exited or time.monotonic() > deadline:
+            process.kill()
+            process.wait(5)
+            raise RuntimeError("the test ASGI server did not start")
+        time.sleep(0.1)
+
+
+def _someone_listens(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
+import psycopg
 import pytest
 import redis
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents.event_subscriptions import subscriptions
 from agents.events import channel
-from agents.execution import claim
+from agents.execution import claim, finalize
 from agents.models import Run, RunEvent
 from agents.run_writer import LeaseLost, RunWriter
 from agents.runtime.spec import RunOutcome, RunStatus
@@ -90,12 +93,20 @@ def test_a_background_write_failure_surfaces_at_the_next_event(trio, agent):
     assert stored(run) == []
 
 
+def subscribed(client: redis.Redis, run: Run):
+    """A pub/sub of the run's channel, once Redis confirmed it (however long that takes)."""
+    pubsub = client.pubsub()
+    pubsub.subscribe(channel(run))
+    deadline = time.monotonic() + 10
+    while (message := pubsub.get_message(timeout=1)) is None or message["type"] != "subscribe":
+        assert time.monotonic() < deadline, "no subscription"
+    return pubsub
+
+
 def test_events_are_published_after_they_are_stored(trio, agent):
     run = claimed(trio, agent)
     client = redis.Redis.from_url(settings.REDIS_URL)
-    pubsub = client.pubsub()
-    pubsub.subscribe(channel(run))
-    pubsub.get_message(timeout=1)  # the subscribe confirmation
+    pubsub = subscribed(client, run)
 
     async def step() -> None:
         writer = RunWriter(run, "me", next_seq=1, lease_s=30)
@@ -133,9 +144,8 @@ def test_take_hands_over_what_is_queued_and_closes(trio, agent):
 def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_outcome(trio, agent):
     secret = "s3cret-VALUE"
     run = claimed(trio, agent)
-    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
-    pubsub.subscribe(channel(run))
-    pubsub.get_message(timeout=1)  # the subscription's confirmation
+    client = redis.Redis.from_url(settings.REDIS_URL)  # (held: collected, it would reconnect)
+    pubsub = subscribed(client, run)
 
     async def step() -> RunOutcome:
         writer = RunWriter(run, "me", next_seq=1, lease_s=30)
@@ -153,8 +163,9 @@ def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_o
 
     outcome = async_to_sync(step)()
     run.refresh_from_db()
-    published = pubsub.get_message(timeout=2)["data"].decode()
+    published = pubsub.get_message(timeout=10)["data"].decode()
     pubsub.close()
+    client.close()
     assert RunEvent.objects.get(run=run).payload == {
         "text": "got [redacted]",
         "[redacted]": ["[redacted]"],
@@ -164,3 +175,66 @@ def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_o
     assert (outcome.output, outcome.error) == ("out [redacted]", "[redacted]")
     assert outcome.structured_output == {"k": "[redacted]"}
     assert outcome.awaiting[0].arguments == {"a": "[redacted]"}
+
+
+ENDINGS = {
+    "run.completed": RunOutcome(status=RunStatus.SUCCEEDED, output="Hello"),
+    "approval.required": RunOutcome(
+        status=RunStatus.AWAITING_APPROVAL, awaiting=[ToolCall("c1", "transfer", {"amount": 5})]
+    ),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_an_ending_event_is_stored_and_published_only_with_the_outcome(trio, agent, ending):
+    """A write in flight (held up by a lock on the run's row), another queued behind it,
+    then the event that ends the attempt: the queued write leaves it to finalize. Had it
+    taken it along, a follower would hear the run ended while its row still said running.
+    The run's own stream (an early follower) never gets it before the outcome either; when
+    it does get it, the row shows that ending."""
+    run = claimed(trio, agent)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    holder = psycopg.connect(**params)  # a transaction holding the run's row
+    holder.execute("SELECT 1 FROM agents_run WHERE id = %s FOR UPDATE", [run.pk])
+
+    def seen(items: list) -> list[str]:
+        return [e["type"] for item in items if isinstance(item, bytes) for e in json.loads(item)]
+
+    async def status() -> str:
+        return await Run.objects.filter(pk=run.pk).values_list("status", flat=True).aget()
+
+    async def step():
+        stream = await subscriptions().follow(channel(run), early=True)
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.event("text.delta", {"text": "Hel"})  # written at once: waits for the row
+        await asyncio.sleep(0.1)
+        writer.event("text.delta", {"text": "lo"})  # a second write, queued behind it
+        await asyncio.sleep(0.1)
+        writer.event(ending, {"status": ENDINGS[ending].status.value, "output": "Hello"})
+        taking = asyncio.ensure_future(writer.take())
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(holder.commit)
+        batch = await taking
+        await asyncio.sleep(0.2)  # (what was published meanwhile has arrived)
+        before = seen([stream.get_nowait() for _ in range(stream.qsize())])
+        stored_before = await sync_to_async(stored)(run)
+        if ending not in before:
+            await sync_to_async(finalize)(run, "me", ENDINGS[ending], batch)
+            while ending not in seen([await asyncio.wait_for(stream.get(), 5)]):
+                pass
+        heard_with = await status()  # the row, once the follower heard of the ending
+        await subscriptions().leave(channel(run), stream)
+        return batch, before, stored_before, heard_with
+
+    try:
+        batch, before, stored_before, heard_with = asyncio.run(step())
+    finally:
+        holder.close()
+    assert ending not in before, f"{ending} was heard before the outcome (row: {heard_with})"
+    assert before.count("text.delta") >= 2
+    assert stored_before == [(1, "text.delta"), (2, "text.delta")]
+    assert [e.type for e, _ in batch.events] == [ending]
+    assert heard_with == ENDINGS[ending].status  # what the follower hears, the record says
+    assert stored(run)[-1] == (3, ending)

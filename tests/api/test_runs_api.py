@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
+import psycopg
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from agentplatform.tenancy import services as tenancy
@@ -284,6 +287,58 @@ def test_cancel_a_queued_run_and_refuse_to_cancel_a_finished_one(trio, agent, ac
     finished = run_inline(tenant=trio.acme, agent=agent, input="hello")
     refused = acme.post(f"/api/v1/runs/{finished.pk}/cancel")
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_finished"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_runs_status_and_its_terminal_event_are_seen_together(trio, agent, acme):
+    """The cancel's event is held up (another transaction is inserting the same event
+    number): meanwhile a reader sees the run as it was, never cancelled without its
+    `run.cancelled` event (a stream that finds the run ended replays the stored events and
+    would end without one)."""
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    holder = psycopg.connect(**params)
+    holder.execute(
+        "INSERT INTO agents_runevent (tenant_id, run_id, seq, type, payload, created_at) "
+        "VALUES (%s, %s, 1, 'held', '{}', NOW())",
+        [trio.acme.pk, run.pk],
+    )
+    answers = []
+    cancelling = threading.Thread(
+        target=lambda: (answers.append(acme.post(f"/api/v1/runs/{run.pk}/cancel")), close_old())
+    )
+    cancelling.start()
+    try:
+        # (A connection of its own: the request's thread has this process act as the app role.)
+        with psycopg.connect(**params, autocommit=True) as reader:
+            deadline = time.monotonic() + 10
+            while not reader.execute(WAITING_TO_INSERT_AN_EVENT).fetchone()[0]:
+                assert time.monotonic() < deadline, "the cancel never reached its event"
+                time.sleep(0.02)
+            seen, ended = reader.execute(
+                "SELECT status, EXISTS (SELECT 1 FROM agents_runevent WHERE run_id = id AND "
+                "type = 'run.cancelled') FROM agents_run WHERE id = %s",
+                [run.pk],
+            ).fetchone()
+    finally:
+        holder.rollback()
+        holder.close()
+        cancelling.join(10)
+    assert (seen, ended) == ("queued", False)
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "cancelled"
+    assert RunEvent.objects.get(run=run).type == "run.cancelled"
+
+
+WAITING_TO_INSERT_AN_EVENT = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+    "wait_event_type = 'Lock' AND query LIKE 'INSERT INTO agents_runevent%'"
+)
+
+
+def close_old() -> None:
+    connection.close()
 
 
 # -- approvals, through a real worker ------------------------------------------------------

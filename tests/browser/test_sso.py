@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from agentplatform.tenancy.models import Membership, Role
 from tests.browser.conftest import Page
 from tests.fakes.oidc_provider.process import start_oidc_provider
-from tests.live_server import free_port, start_asgi_server
+from tests.live_server import reserved_port, start_asgi_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,32 +22,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(scope="module")
 def sso_servers(django_db_setup, django_db_blocker):
     """The platform with a platform-wide provider in SSO_PROVIDERS, and that provider."""
-    idp_port = free_port()
-    issuer = f"http://127.0.0.1:{idp_port}/o"
-    providers = [
-        {
-            "slug": "corp",
-            "name": "Corp SSO",
-            "issuer": issuer,
-            "client_id": "platform",
-            "client_secret": "platform-secret",
-            "groups": [{"group": "eng", "tenant": "acme", "role": "admin"}],
-        }
-    ]
-    server = start_asgi_server(
-        {
-            "SSO_PROVIDERS": json.dumps(providers),
-            "SSO_EGRESS_ALLOWLIST": "127.0.0.1/32",
-            "SSO_REQUIRE_HTTPS": "false",
-        }
-    )
-    try:
-        idp = start_oidc_provider(idp_port, f"{server.base}/sso/callback/")
+    with reserved_port() as idp_port:  # held until the provider listens on it
+        issuer = f"http://127.0.0.1:{idp_port}/o"
+        providers = [
+            {
+                "slug": "corp",
+                "name": "Corp SSO",
+                "issuer": issuer,
+                "client_id": "platform",
+                "client_secret": "platform-secret",
+                "groups": [{"group": "eng", "tenant": "acme", "role": "admin"}],
+            }
+        ]
+        server = start_asgi_server(
+            {
+                "SSO_PROVIDERS": json.dumps(providers),
+                "SSO_EGRESS_ALLOWLIST": "127.0.0.1/32",
+                "SSO_REQUIRE_HTTPS": "false",
+            }
+        )
         try:
-            yield server.base, idp
-        finally:
-            idp.stop()
+            idp = start_oidc_provider(idp_port, f"{server.base}/sso/callback/")
+        except BaseException:
+            server.stop()
+            raise
+    try:
+        yield server.base, idp
     finally:
+        idp.stop()
         server.stop()
 
 

@@ -32,7 +32,7 @@ from agentplatform.web.sso.backend import SSOBackend
 from agentplatform.web.sso.client import SSOError
 from tests.factories import PASSWORD, add_member, make_user
 from tests.fakes.oidc_provider.process import OIDCProvider, start_oidc_provider
-from tests.live_server import free_port
+from tests.live_server import reserved_port
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,8 @@ CALLBACK = "http://testserver/sso/callback/"
 
 @pytest.fixture(scope="module")
 def idp():
-    provider = start_oidc_provider(free_port(), CALLBACK)
+    with reserved_port() as port:  # held until the provider listens on it
+        provider = start_oidc_provider(port, CALLBACK)
     yield provider
     provider.stop()
 
@@ -128,15 +129,16 @@ def test_discovery_refuses_a_local_address_unless_allowed(idp, db, settings):
 
 
 def test_discovery_errors_are_our_words(db):
-    with pytest.raises(SSOError) as error:
-        sso_client.discover(f"http://127.0.0.1:{free_port()}/nobody")
+    with reserved_port() as port, pytest.raises(SSOError) as error:  # (nothing listens there)
+        sso_client.discover(f"http://127.0.0.1:{port}/nobody")
     assert str(error.value) == "The identity provider cannot be reached (discovery document)."
 
 
 def test_an_unreachable_provider_is_a_clear_page_not_a_500(trio, acme_idp, db):
-    acme_idp.issuer = f"http://127.0.0.1:{free_port()}/gone"
-    acme_idp.save()
-    response = Client().get("/sso/acme-idp/")
+    with reserved_port() as port:  # (nothing listens there)
+        acme_idp.issuer = f"http://127.0.0.1:{port}/gone"
+        acme_idp.save()
+        response = Client().get("/sso/acme-idp/")
     assert response.status_code == 502
     assert b"The identity provider cannot be reached" in response.content
     assert b"platform-secret" not in response.content
@@ -354,7 +356,8 @@ def backend_for(provider: sso.SSOProvider) -> SSOBackend:
 def test_a_token_from_another_issuer_is_refused(trio, idp, acme_idp):
     """Another provider (its own process, key and issuer) signs a token for the same
     client id: acme's provider refuses it; checked against its own issuer it passes."""
-    other = start_oidc_provider(free_port(), CALLBACK)
+    with reserved_port() as port:  # held until the provider listens on it
+        other = start_oidc_provider(port, CALLBACK)
     try:
         other.user("mallory", groups=["acme-admins"])
         token = id_token_from(other, "mallory", nonce="n-1")
