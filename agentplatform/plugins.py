@@ -29,6 +29,7 @@ TOOLS = "agentplatform.tools"
 TOOL_SOURCES = "agentplatform.tool_sources"
 TENANT_TOOL_SOURCES = "agentplatform.tenant_tool_sources"
 AGENT_KINDS = "agentplatform.agent_kinds"
+OWN_PACKAGE = "agentplatform"  # the distribution of the platform's own plug-ins
 
 
 class PluginError(RuntimeError):
@@ -40,6 +41,11 @@ class Plugin:
     name: str  # the entry point's
     value: Any  # what it points at, loaded
     package: str  # the distribution that declares it
+
+    @property
+    def own(self) -> bool:
+        """One of the platform's own (declared in its pyproject.toml)."""
+        return self.package == OWN_PACKAGE
 
 
 def load(group: str) -> list[Plugin]:
@@ -56,5 +62,4 @@ def load(group: str) -> list[Plugin]:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         found.append(Plugin(point.name, value, package))
-    own = "agentplatform"
-    return sorted(found, key=lambda p: (p.package != own, p.package, p.name))
+    return sorted(found, key=lambda p: (not p.own, p.package, p.name))

@@ -13,6 +13,12 @@ a read began is seen by it, as with a read from Redis. Without a working subscri
 (Redis restarted, a reconnection that may have lost announcements, a fork) reads go to
 Redis, as they always did; and a mirrored version is trusted for TRUST_S at most, which bounds
 what a connection that died without a word could make a process miss.
+
+Work that may be rolled back (a configuration import, its dry run) bumps inside `held()`:
+its bumps stay in its own context while it runs (its reads see new versions, no other
+request's or process's do, so none of them takes what it built from uncommitted rows for
+current), and are dropped when it ends by an exception or announced when it ends normally.
+The change signals bump once more after the commit.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from functools import lru_cache
 
 import redis
@@ -34,6 +42,10 @@ RESUBSCRIBE_AFTER_S = 1.0  # after a failed subscription, read from Redis this l
 TRUST_S = 5.0
 READ_TIMEOUT_S = 1.0  # the subscription's connect and read bound (the caller waits)
 BACKLOG = 256  # announcements in one catch-up after which it reads up to a PING's answer
+
+# The versions bumped inside `held()`, by key; None outside. A context variable: the bumps
+# are this context's (its thread, its tasks), never another request's.
+_held: ContextVar[dict[str, str] | None] = ContextVar("versions_held", default=None)
 
 
 @lru_cache(maxsize=4)
@@ -55,6 +67,9 @@ def shared_redis(*, decode: bool = False) -> redis.Redis:
 
 def current(key: str) -> str:
     """The version under `key` (created on first use)."""
+    held = _held.get()
+    if held is not None and key in held:
+        return held[key]
     mirror = _mirror()
     with mirror.lock:
         live = mirror.catch_up()
@@ -73,6 +88,10 @@ def current(key: str) -> str:
 
 def bump(key: str) -> None:
     version = secrets.token_hex(8)
+    held = _held.get()
+    if held is not None:  # this context's until `held` ends
+        held[key] = version
+        return
     pipe = shared_redis(decode=True).pipeline(transaction=True)
     pipe.set(key, version)
     pipe.publish(CHANNEL, f"{key} {version}")
@@ -81,6 +100,27 @@ def bump(key: str) -> None:
     with mirror.lock:  # read it back (the announcement may still be on its way)
         mirror.known.pop(key, None)
         mirror.changes += 1
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Bumps inside stay in this context until it ends: its own reads see them, Redis and
+    every other context do not. Ended by an exception (its transaction rolls back), they
+    are dropped; ended normally (its transaction goes on to commit), each key is bumped
+    for everyone then. Either way, what was built under a held version is never current
+    again. Enter it inside the transaction, so the bumps its change signals register for
+    after the commit run outside it. Nested, it is the outer one's."""
+    if _held.get() is not None:
+        yield
+        return
+    bumped: dict[str, str] = {}
+    token = _held.set(bumped)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+    for key in bumped:  # ended normally (an exception does not get here)
+        bump(key)
 
 
 def _read(key: str) -> str:

@@ -17,6 +17,8 @@ REST. agents sits above tools and providers, so this is the one app that may see
   own object.
 - Applying is one transaction, and idempotent: an object equal to its document entry is not
   written, so applying the same document twice changes nothing the second time.
+- A dry run is the same apply in a transaction that is always rolled back: it refuses
+  exactly what the import refuses, at the same paths, and leaves no trace.
 - Prices, quotas and triggers go through their own services too (`price_save`,
   `quotas.quota_save`, `triggers.trigger_save`, the latter two told who imports). A webhook
   trigger's signing secret is never in a document: creating one makes a new secret, which
@@ -38,6 +40,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 from django.db.models import Count
 
+from agentplatform import versions
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.models import ApiKey, Role, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
@@ -829,6 +832,10 @@ def config_plan(
 
 
 # -- apply ---------------------------------------------------------------------------------
+class _DryRunDone(Exception):
+    """Ends a dry run's transaction once everything is applied: all of it rolls back."""
+
+
 def config_import(
     *,
     tenant: Tenant,
@@ -838,21 +845,37 @@ def config_import(
     dry_run: bool = False,
     by: Principal | None = None,
 ) -> ConfigPlan:
-    """Plan, then (unless `dry_run` or the plan has problems) apply the plan's changes in one
-    transaction. A model rule refusing a change rolls everything back and comes back as a
-    problem at the document path it concerns. `by`: who imports (REST's and the page's
-    principal; None: the platform's operator, as the command acts, with an owner's role)."""
+    """Plan, then (unless the plan has problems) apply the plan's changes in one
+    transaction. A model rule or service refusing a change rolls everything back and comes
+    back as a problem at the document path it concerns. `by`: who imports (REST's and the
+    page's principal; None: the platform's operator, as the command acts, with an owner's
+    role).
+
+    A dry run is the import, rolled back: the same saves through the same services, every
+    model's full_clean and every service's rule (a secret whose destination moves among
+    them), then the transaction is undone. So it refuses exactly what the import refuses,
+    at the same paths. It leaves no trace: its rows, audit entries and configuration
+    versions roll back, the tasks its changes queue after commit are never sent, its
+    Redis version bumps stay its own (`versions.held`), a new webhook's secret is never
+    shown (only the ids its rows took are not given out again). It costs what the import
+    costs."""
     plan = config_plan(tenant=tenant, text=text, format=format, prune=prune)
-    if dry_run or not plan.valid or not plan.changes:
+    if not plan.valid or not plan.changes:
         return plan
     by = by if by is not None else Principal(tenant=tenant, role=Role.OWNER)
     try:
-        with transaction.atomic():
-            plan.new_secrets = _apply(tenant, plan, by)
+        with transaction.atomic(), versions.held():
+            new_secrets = _apply(tenant, plan, by)
+            if dry_run:
+                raise _DryRunDone
     except ConfigInvalid as exc:
         plan.problems = exc.problems
-        return plan
-    plan.applied = True
+    except _DryRunDone:
+        pass
+    else:
+        plan.new_secrets, plan.applied = new_secrets, True
+    if not plan.applied:  # its settings as stored: the policy's services set them on it
+        tenant.refresh_from_db()
     return plan
 
 

@@ -381,11 +381,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
                 connection=connection,
                 tool_names=effective.offered.names(),
             ),
-            "limits": {
-                "max_rounds": spec.max_rounds,
-                "max_tool_calls": spec.max_tool_calls,
-                "max_tokens_per_run": spec.max_tokens_per_run,
-            },
+            "limits": agent_limits(spec),
         }
     state = RunState.from_dict(run.state) if run.state else None
     history, conversation = (), None
@@ -415,6 +411,27 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         balancing=agent.load_balancing,
         meter=meter,
     )
+
+
+def agent_limits(spec: AgentSpec) -> dict[str, Any]:
+    """What an agent's run records in `Run.limits`: the bounds its loop runs under, an API
+    caller's `max_tokens` included (`client_request.apply`)."""
+    return {
+        "max_rounds": spec.max_rounds,
+        "max_tool_calls": spec.max_tool_calls,
+        "max_tokens_per_run": spec.max_tokens_per_run,
+        "max_tokens_per_response": spec.max_tokens_per_response,
+    }
+
+
+def crew_limits(spec: CrewSpec) -> dict[str, Any]:
+    """What a crew's run records in `Run.limits` (a hierarchical crew's manager adds its
+    agent's): the bounds its delegations run under."""
+    return {
+        "max_delegations": spec.max_delegations,
+        "max_depth": spec.max_depth,
+        "token_budget": spec.token_budget,
+    }
 
 
 def _context_blocks(spec: AgentSpec, tools, blocks) -> tuple[tuple[str, str], ...]:
@@ -459,7 +476,8 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
         versions = await sync_to_async(run_config_versions)(run.tenant_id, crew=crew)
-        sink.writer.stage(config_versions=versions)  # with the run's next write
+        # with the run's next write
+        sink.writer.stage(config_versions=versions, limits=crew_limits(spec))
     task = await sync_to_async(_task_with_history)(run)
     if crew.mode == "sequential":
         outcome = await run_sequential(spec, task, run_child, emit)
@@ -501,6 +519,8 @@ async def _run_manager(run, sink, spec: CrewSpec, manager, run_child, emit) -> R
     prepared = await sync_to_async(_prepare_agent)(run, manager)
     if isinstance(prepared, str):
         return RunOutcome(status=RunStatus.FAILED, error=prepared)
+    if "limits" in prepared.audit:  # the crew's, and its manager's loop's
+        prepared.audit["limits"] = {**crew_limits(spec), **prepared.audit["limits"]}
 
     async def used_tokens() -> int:
         usage = await sync_to_async(_children_usage)(run.pk)

@@ -34,11 +34,13 @@ from tests.factories import (
     make_user,
 )
 from tests.fakes.fixtures import provider_server_fixture
+from tests.sample_plugins import sample_workflows_fixture
 from tests.tools.local_server import LocalServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 
 provider_server = pytest.fixture(name="provider_server")(provider_server_fixture)
+sample_workflows = pytest.fixture(name="sample_workflows")(sample_workflows_fixture)
 
 
 # Left in place by a transactional test's teardown: what migrate made and only post_migrate

@@ -88,3 +88,29 @@ def test_a_new_webhook_s_secret_is_printed_once_and_a_second_import_changes_noth
     assert out.strip() == "No changes." and secret not in out
     exported, _ = run("export", "--tenant", "acme")
     assert secret not in exported and "run_as: alice" in exported
+
+
+def test_a_dry_run_refuses_a_secret_moved_with_its_url_as_the_import_does(trio, tmp_path):
+    """`--dry-run` runs the import's every check (tests/agents/test_config_dry_run.py)."""
+    from tests.agents.config_corpus import secret_holders
+    from tools.models import ToolDefinition
+
+    secret_holders(trio)
+    out, _ = run("export", "--tenant", "acme", "--format", "json")
+    data = json.loads(out)
+    data["tools"][0]["config"]["url"] = "https://evil.test/lookup"
+    path = tmp_path / "moved.json"
+    path.write_text(json.dumps(data))
+    said = []
+    for dry_run in (["--dry-run"], []):
+        err = io.StringIO()
+        with pytest.raises(CommandError, match=r"not applied \(1 problem\(s\)\)"):
+            call_command("config", "import", "--tenant", "acme", str(path), *dry_run, stderr=err)
+        said.append(err.getvalue().strip())
+    assert (
+        said
+        == ["tools[0].secret: The URL's host changed: enter the secret again, or clear it."] * 2
+    )
+    assert (
+        ToolDefinition.objects.get(name="lookup").config["url"] == "https://api.example.com/lookup"
+    )

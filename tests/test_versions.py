@@ -4,6 +4,7 @@ current as a read from Redis (real embedded Redis; the other process is a client
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 
 import pytest
@@ -106,3 +107,34 @@ def test_a_backlog_of_announcements_is_read_to_its_end(key, reads, monkeypatch):
     last = [bump_in_another_process(key) for _ in range(10)][-1]
     assert versions.current(key) == last
     assert pongs == [1] and reads == [key]  # still mirrored: the subscription was kept
+
+
+def test_bumps_held_stay_in_their_context_then_are_dropped_or_announced(key):
+    """`held()`: what a transaction that may roll back bumps (a configuration import)."""
+    before = versions.current(key)
+    seen_elsewhere = []
+    with pytest.raises(RuntimeError), versions.held():  # ended by an exception: dropped
+        versions.bump(key)
+        inside = versions.current(key)
+        with versions.held():  # nested: the outer one's
+            assert versions.current(key) == inside
+            versions.bump(key)
+        inside = versions.current(key)
+        thread = threading.Thread(target=lambda: seen_elsewhere.append(versions.current(key)))
+        thread.start()
+        thread.join()
+        assert inside != before and versions.current(key) == inside
+        with elsewhere() as client:
+            assert client.get(key) == before  # not in Redis
+        raise RuntimeError("rolled back")
+    assert seen_elsewhere == [before]
+    assert versions.current(key) == before  # never current again
+    with versions.held():  # ended normally: bumped for everyone at its end
+        versions.bump(key)
+        inside = versions.current(key)
+        with elsewhere() as client:
+            assert client.get(key) == before
+    after = versions.current(key)
+    with elsewhere() as client:
+        assert client.get(key) == after
+    assert after not in (before, inside)

@@ -5,22 +5,7 @@ class ToolsConfig(AppConfig):
     name = "tools"
 
     def ready(self) -> None:
-        # The built-ins: every `agentplatform.tools` plug-in (agentplatform/plugins.py).
-        from agentplatform import plugins
-        from tools.runtime.builtins import BUILTINS
-        from tools.runtime.tool import Tool
-
-        for plugin in plugins.load(plugins.TOOLS):
-            items = [plugin.value] if isinstance(plugin.value, Tool) else list(plugin.value)
-            for item in items:
-                if not isinstance(item, Tool):
-                    raise plugins.PluginError(
-                        f"plug-in {plugin.name!r} of {plugin.package} gives "
-                        f"{type(item).__name__}, not a Tool"
-                    )
-                if not BUILTINS.has(item.name):  # the platform's own come first
-                    BUILTINS.register(item)
-
+        load_builtin_tools()
         load_tenant_tool_sources()
 
         from tools.context_providers import register_health_check, register_provider_lister
@@ -53,6 +38,25 @@ class ToolsConfig(AppConfig):
         )
 
 
+def load_builtin_tools() -> None:
+    """Every `agentplatform.tools` plug-in's tools (agentplatform/plugins.py): built-ins of
+    every tenant, each recorded as its plug-in's. Loading again adds what was installed
+    since."""
+    from agentplatform import plugins
+    from tools.runtime.tool import Tool
+    from tools.tool_sources import add_builtin_tool
+
+    for plugin in plugins.load(plugins.TOOLS):
+        items = [plugin.value] if isinstance(plugin.value, Tool) else list(plugin.value)
+        for item in items:
+            if not isinstance(item, Tool):
+                raise plugins.PluginError(
+                    f"plug-in {plugin.name!r} of {plugin.package} gives "
+                    f"{type(item).__name__}, not a Tool"
+                )
+            add_builtin_tool(item, plugin)
+
+
 def load_tenant_tool_sources() -> None:
     """Every `agentplatform.tenant_tool_sources` plug-in (the tenant's MCP servers' tools...),
     asked by each tenant's registry. Loading again adds what was installed since."""
@@ -61,7 +65,7 @@ def load_tenant_tool_sources() -> None:
 
     for plugin in plugins.load(plugins.TENANT_TOOL_SOURCES):
         try:
-            add_tenant_tool_source(plugin.value)
+            add_tenant_tool_source(plugin.value, plugin)
         except TypeError as exc:
             raise plugins.PluginError(
                 f"plug-in {plugin.name!r} of {plugin.package}: {exc}"

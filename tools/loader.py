@@ -32,6 +32,7 @@ from tools.runtime.circuit import RedisCircuitStore
 from tools.runtime.context import StaticSecrets
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
 from tools.runtime.registry import ToolRegistry
+from tools.tool_sources import ToolOrigin
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,11 @@ class TenantTools:
     # Provider name -> (title, text): each available context provider's block for the
     # prompts of agents that use its tools.
     context_blocks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    # Tool name -> where it comes from: BUILT_IN, DEFINITION or a tenant tool source's label.
+    # Tool name -> where it comes from: BUILT_IN, DEFINITION, a tenant tool source's label
+    # or another package's plug-in's name.
     sources: Mapping[str, str] = field(default_factory=dict)
+    # Tool name -> its origin, as recorded where it was registered (REST shows its kind).
+    origins: Mapping[str, ToolOrigin] = field(default_factory=dict)
 
 
 BUILT_IN, DEFINITION = "built-in", "tenant definition"
@@ -150,7 +154,7 @@ def _build(tenant_id: int, version: str) -> TenantTools:
     store = circuit_store(settings.REDIS_URL)
     registry = ToolRegistry(BUILTINS)
     secrets: dict[str, str] = {}
-    defined: set[str] = set()
+    defined: dict[str, ToolOrigin] = {}  # a definition may take a built-in's name
     for definition in ToolDefinition.objects.filter(tenant_id=tenant_id):
         refused = name_refusal(definition)
         if refused is not None:  # stored before the rule, or written around it
@@ -166,11 +170,17 @@ def _build(tenant_id: int, version: str) -> TenantTools:
             logger.warning("tool %s of tenant %s skipped: %s", definition.name, tenant_id, exc)
             continue
         registry.register(item, replace=True)
-        defined.add(item.name)
+        defined[item.name] = ToolOrigin(definition.kind)
         if definition.secret:
             secrets[secret_ref(definition)] = definition.secret
-    builtin = set(BUILTINS.names()) - defined  # a definition may take a built-in's name
-    labels = {name: BUILT_IN if name in builtin else DEFINITION for name in registry.names()}
+    labels: dict[str, str] = {}
+    origins: dict[str, ToolOrigin] = {}
+    for name in registry.names():
+        origin = defined.get(name) or tool_sources.BUILTIN_ORIGINS.get(name, ToolOrigin("builtin"))
+        origins[name] = origin
+        # another package's plug-in by its name, as a tenant tool source by its label
+        plugged = origin.plugin if origin.kind == "plugin" else BUILT_IN
+        labels[name] = DEFINITION if name in defined else plugged
     context_blocks: dict[str, tuple[str, str]] = {}
     for source in tool_sources.SOURCES:  # plug-ins: the tenant's MCP servers' tools...
         part = source.tools_of(tenant_id, egress.policy)
@@ -183,6 +193,9 @@ def _build(tenant_id: int, version: str) -> TenantTools:
                 continue
             registry.register(item)
             labels[item.name] = source.label
+            origins[item.name] = tool_sources.SOURCE_ORIGINS.get(
+                source.label, ToolOrigin("plugin", source.label)
+            )
         secrets.update(part.secrets)
         context_blocks.update(part.context_blocks)
     return TenantTools(
@@ -191,4 +204,5 @@ def _build(tenant_id: int, version: str) -> TenantTools:
         secrets=StaticSecrets(secrets),
         context_blocks=context_blocks,
         sources=labels,
+        origins=origins,
     )

@@ -35,6 +35,7 @@ def mcp_secret_ref(connection: McpServerConnection) -> str:
 
 class McpServers:
     label = MCP_SERVER
+    kind = "mcp"  # its tools' kind, as REST shows it
 
     def tools_of(self, tenant_id: int, policy: EgressPolicy) -> TenantToolsPart:
         part = TenantToolsPart()

@@ -109,8 +109,9 @@ class ConfigDocumentView(APIView):
         summary="Import a configuration document",
         description="Compiles the document (YAML or JSON, up to 1 MB), diffs it against the "
         "tenant's objects and applies the changes in one transaction. Objects the document "
-        "does not name stay, unless `prune=true`. `dry_run=true` gives the diff and changes "
-        "nothing. Applying the same document again changes nothing. A document with "
+        "does not name stay, unless `prune=true`. `dry_run=true` applies it and rolls it back: "
+        "the diff, or every problem the import would meet, and nothing changed. Applying "
+        "the same document again changes nothing. A document with "
         "problems is a 400 listing each one with its path; nothing is changed. A webhook "
         "trigger the import creates gets a new signing secret, in `new_secrets` of this "
         "answer only (never in a document).",

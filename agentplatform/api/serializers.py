@@ -333,13 +333,27 @@ class ToolProviderSerializer(serializers.Serializer):
     domains = serializers.ListField(child=serializers.ChoiceField(choices=Domain.choices))
 
 
+# Where a tool comes from (tools.tool_sources.ToolOrigin): the platform's own built-ins, an
+# installed package's plug-in, a tenant definition (http, or builtin: a built-in's variant),
+# an MCP server connection.
+TOOL_KINDS = ["builtin", "plugin", "http", "mcp"]
+
+
+class ToolPluginSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="The plug-in's entry point.")
+    package = serializers.CharField(help_text="The installed distribution that declares it.")
+
+
 class ToolSerializer(serializers.Serializer):
     """A tool as the tenant's agents see it, with the tenant definition behind it, if any."""
 
     name = serializers.CharField()
     kind = serializers.ChoiceField(
-        choices=["builtin", "http", "mcp", "workflow"],
-        help_text="`mcp`: a tool of one of the tenant's MCP server connections.",
+        choices=TOOL_KINDS,
+        help_text="Where it comes from, as recorded where it was registered: `builtin` (the "
+        "platform's own, or a definition's variant of one), `plugin` (an installed package's: "
+        "see `plugin`), `http` (a tenant definition), `mcp` (one of the tenant's MCP server "
+        "connections).",
     )
     description = serializers.CharField()
     input_schema = serializers.JSONField()
@@ -359,6 +373,9 @@ class ToolSerializer(serializers.Serializer):
     )
     definition = ToolDefinitionInfoSerializer(
         allow_null=True, help_text="The tenant's definition; null for an untouched built-in."
+    )
+    plugin = ToolPluginSerializer(
+        allow_null=True, help_text="The plug-in it comes from, for kind `plugin`; else null."
     )
     provider = ToolProviderSerializer(
         allow_null=True,

@@ -31,6 +31,7 @@ from agentplatform.api.resources import (
 )
 from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.serializers import (
+    TOOL_KINDS,
     ToolDefinitionWriteSerializer,
     ToolExecuteSerializer,
     ToolHealthSerializer,
@@ -53,8 +54,7 @@ from tools.models import McpServerConnection, ToolDefinition, ToolHealth
 from tools.runtime.tool import Capability, Tool
 from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete
-
-WORKFLOW_MODULE = "agents.runtime.workflow"  # where workflow_tool makes its handlers
+from tools.tool_sources import ToolOrigin
 
 NAME = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Tool name.")
 CONFLICT = {409: error("A definition with this name was created meanwhile.")}
@@ -80,6 +80,7 @@ TOOL_EXAMPLE = {
     },
     "enabled": True,
     "definition": None,
+    "plugin": None,
     "provider": None,
 }
 HTTP_TOOL_REQUEST = {
@@ -131,9 +132,9 @@ HTTP_TOOL_RESPONSE = {
         "created_at": "2025-01-01T12:00:00Z",
         "updated_at": "2025-01-01T12:00:00Z",
     },
+    "plugin": None,
     "provider": None,
 }
-TOOL_KINDS = ["builtin", "http", "mcp", "workflow"]
 
 
 @extend_schema_serializer(many=False, component_name="ToolList")  # `list` answers one object
@@ -143,15 +144,14 @@ class ToolPage(serializers.Serializer):
     results = ToolSerializer(many=True)
 
 
-def tool_kind(item: Tool, definition: ToolDefinition | None, source: str = "") -> str:
-    """`mcp` for a tool of an MCP server connection (the registry says where each tool
-    comes from), a definition's own kind, else `workflow` or `builtin`."""
-    if source == MCP_SERVER:
-        return "mcp"
-    if definition is not None:
-        return definition.kind
-    handler_module = getattr(item.handler, "__module__", "")
-    return "workflow" if handler_module == WORKFLOW_MODULE else "builtin"
+def tool_origin(
+    name: str, definition: ToolDefinition | None, toolbox: TenantTools | None
+) -> ToolOrigin:
+    """Where the tool comes from, as recorded where it was registered (the tenant's
+    registry); a definition the registry left out is of its own kind."""
+    if toolbox is not None and name in toolbox.origins:
+        return toolbox.origins[name]
+    return ToolOrigin(definition.kind if definition is not None else "builtin")
 
 
 def mcp_providers(tenant_id: int) -> dict[str, dict[str, Any]]:
@@ -200,11 +200,12 @@ def tool_entry(
     source = toolbox.sources.get(item.name, "") if (toolbox and item is not None) else ""
     if item is None and definition is not None:
         item = _built(definition)
+    origin = tool_origin(item.name if item else definition.name, definition, toolbox)
     if item is not None:
         capability = asdict(item.capability)
         entry = {
             "name": item.name,
-            "kind": tool_kind(item, definition, source),
+            "kind": origin.kind,
             "description": item.description,
             "input_schema": item.input_schema,
             "output_schema": item.output_schema,
@@ -232,6 +233,9 @@ def tool_entry(
     entry["capability"] = {**capability, "effect": capability["effect"].value}
     entry["enabled"] = definition.enabled if definition is not None else True
     entry["definition"] = definition_info(definition) if definition is not None else None
+    entry["plugin"] = None
+    if origin.kind == "plugin":
+        entry["plugin"] = {"name": origin.plugin, "package": origin.package}
     entry["provider"] = tool_provider(item, source, providers or {}) if item else None
     entry["health"] = None
     if health is not None:
@@ -259,12 +263,11 @@ def _built(definition: ToolDefinition) -> Tool | None:
     list=extend_schema(
         summary="List the tenant's tools",
         description="The effective registry the tenant's agents choose from: built-ins, "
-        "workflows and the tenant's own definitions (which replace a built-in of the same "
-        "name). `?enabled=false` lists disabled definitions instead. One page.",
+        "installed plug-ins' tools, the tenant's own definitions (which replace a built-in of "
+        "the same name) and its MCP servers' tools, each of the kind recorded where it was "
+        "registered. `?enabled=false` lists disabled definitions instead. One page.",
         parameters=[
-            OpenApiParameter(
-                "kind", OpenApiTypes.STR, enum=["builtin", "http", "workflow"], required=False
-            ),
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=TOOL_KINDS, required=False),
             OpenApiParameter("tag", OpenApiTypes.STR, description="Only tools with this tag."),
             OpenApiParameter("enabled", OpenApiTypes.BOOL, description="Default: true."),
         ],

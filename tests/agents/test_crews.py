@@ -126,6 +126,39 @@ def test_an_approval_in_a_child_parks_the_parent_and_resumes_both(
     assert last["role"] == "tool" and "Paid 50." in last["content"]
 
 
+def test_a_crew_run_records_its_limits_and_a_managers_loop_its_own_too(
+    trio, connection, provider_server
+):
+    researcher, writer = agent_as(trio.acme, "researcher"), agent_as(trio.acme, "writer")
+    writer.max_rounds = 4
+    writer.save()
+    crew = crew_of(
+        trio.acme, "sequential", [researcher, writer], max_delegations=5, max_depth=2,
+        token_budget=9000,
+    )  # fmt: skip
+    provider_server.script("openai", TextReply("Facts."), TextReply("Prose."))
+    run = run_inline(tenant=trio.acme, crew=crew, input="Write.", initiated_by=trio.alice)
+    assert run.status == "succeeded"
+    assert run.limits == {"max_delegations": 5, "max_depth": 2, "token_budget": 9000}
+    child = Run.objects.get(parent=run, agent=writer)
+    assert child.limits["max_rounds"] == 4  # each member's run records its own
+
+    boss = make_agent(trio.acme, "boss", max_rounds=3, max_tokens_per_run=700)
+    managed = crew_of(trio.acme, "hierarchical", [researcher], manager=boss, max_delegations=1)
+    provider_server.script("openai", TextReply("Nothing to delegate."))
+    run = run_inline(tenant=trio.acme, crew=managed, input="Hi.", initiated_by=trio.alice)
+    assert run.status == "succeeded", run.error
+    assert run.limits == {
+        "max_delegations": 1,
+        "max_depth": 3,
+        "token_budget": None,
+        "max_rounds": 3,
+        "max_tool_calls": 50,
+        "max_tokens_per_run": 700,
+        "max_tokens_per_response": 1024,
+    }
+
+
 def test_a_crew_without_members_fails_clearly(trio, connection):
     crew = make_crew(trio.acme, "empty")
     run = run_inline(tenant=trio.acme, crew=crew, input="hi")

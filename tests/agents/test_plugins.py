@@ -1,7 +1,9 @@
 """One plug-in mechanism (agentplatform/plugins.py): the platform's own tools, tool sources
 and agent kinds come from its entry points, and a package installed beside it adds an agent
-kind the same way, without a line of the platform changed (tests/data/plugins: a module and
-its dist-info, as pip leaves an installed package)."""
+kind, a tenant tool source or tools the same way, without a line of the platform changed
+(tests/data/plugins: a module and its dist-info, as pip leaves an installed package;
+docs/examples/plugins/sample_workflows: a sample plug-in, installed by tests/sample_plugins.py),
+each tool recorded as its plug-in's."""
 
 from __future__ import annotations
 
@@ -24,17 +26,20 @@ from tools import tool_sources
 from tools.apps import load_tenant_tool_sources
 from tools.loader import invalidate, tenant_tools
 from tools.runtime.builtins import BUILTINS
+from tools.services import tool_execute
+from tools.tool_sources import ToolOrigin
 
 INSTALLED = Path(__file__).resolve().parents[1] / "data" / "plugins"
 
 
 def test_the_platforms_own_come_from_its_entry_points():
     tools = {p.name: p for p in plugins.load(plugins.TOOLS)}
-    assert {"calculator", "llm", "example_workflows"} <= set(tools)
-    assert all(p.package == "agentplatform" for p in tools.values())
-    assert set(BUILTINS.names()) == {
-        "calculator", "current_time", "think", "llm", "compound_interest"
-    }  # fmt: skip
+    assert set(tools) == {"calculator", "current_time", "think", "llm"}
+    assert all(p.package == "agentplatform" and p.own for p in tools.values())
+    assert set(BUILTINS.names()) == {"calculator", "current_time", "think", "llm"}
+    assert {tool_sources.BUILTIN_ORIGINS[name] for name in BUILTINS.names()} == {
+        ToolOrigin("builtin")
+    }
     assert {p.name for p in plugins.load(plugins.AGENT_KINDS)} == {
         "orchestrator", "simple", "remote"
     }  # fmt: skip
@@ -42,6 +47,7 @@ def test_the_platforms_own_come_from_its_entry_points():
     assert [label for _, label in _sources] == ["knowledge", "knowledge", "memory"]
     assert {p.name for p in plugins.load(plugins.TENANT_TOOL_SOURCES)} == {"mcp"}
     assert [source.label for source in tool_sources.SOURCES] == ["MCP server"]
+    assert dict(tool_sources.SOURCE_ORIGINS) == {"MCP server": ToolOrigin("mcp")}
 
 
 @pytest.fixture
@@ -77,14 +83,41 @@ def test_a_tenant_tool_source_from_an_installed_package_adds_tools_to_every_tena
     trio, installed, monkeypatch
 ):
     monkeypatch.setattr(tool_sources, "SOURCES", list(tool_sources.SOURCES))
+    monkeypatch.setattr(tool_sources, "SOURCE_ORIGINS", dict(tool_sources.SOURCE_ORIGINS))
     load_tenant_tool_sources()  # as at the next start
     invalidate(trio.acme.pk)
     toolbox = tenant_tools(trio.acme)
     assert toolbox.registry.has("greet") and toolbox.sources["greet"] == "greetings"
+    assert toolbox.origins["greet"] == ToolOrigin("plugin", "greetings", "sample-agent-kind")
     assert toolbox.sources.get("calculator") == "built-in"
+    assert toolbox.origins["calculator"] == ToolOrigin("builtin")
     agent = make_agent(trio.acme, "greeter")
     assert "greet" in {item.name for item in effective_tools(agent)}
     invalidate(trio.acme.pk)
+
+
+def test_no_tenant_has_the_sample_workflows_unless_they_are_installed(trio):
+    assert not BUILTINS.has("compound_interest")
+    for tenant in (trio.acme, trio.globex):
+        assert not tenant_tools(tenant).registry.has("compound_interest")
+
+
+def test_an_installed_sample_plugin_gives_every_tenant_its_workflow_as_its_own(
+    trio, sample_workflows
+):
+    [found] = [p for p in plugins.load(plugins.TOOLS) if p.name == "compound_interest"]
+    assert (found.package, found.own) == ("sample-workflows", False)
+    origin = ToolOrigin("plugin", "compound_interest", "sample-workflows")
+    for tenant in (trio.acme, trio.globex):
+        toolbox = tenant_tools(tenant)
+        assert toolbox.origins["compound_interest"] == origin
+        assert toolbox.sources["compound_interest"] == "compound_interest"
+    arguments = {"principal": 1000, "annual_rate_percent": 5, "years": 10}
+    result = tool_execute(tenant=trio.acme, name="compound_interest", arguments=arguments)
+    assert result.error is None and result.result["balance"] == 1647.01
+    agent = make_agent(trio.acme, "saver")
+    offered = {item.name: item.source for item in effective_tools(agent)}
+    assert offered["compound_interest"] == "compound_interest"
 
 
 def test_memory_is_a_tool_source_offered_when_the_agent_remembers(trio):

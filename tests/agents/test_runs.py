@@ -66,6 +66,28 @@ def test_a_tool_over_its_rate_limit_is_an_error_the_model_reads_and_an_event(
     assert told["content"].startswith("tool calc is limited to 1 calls per minute")
 
 
+def test_a_run_records_the_limits_it_ran_under(trio, agent, provider_server):
+    """`Run.limits` holds what bounded the loop: it stops at the recorded max_rounds."""
+    agent.max_rounds, agent.max_tool_calls, agent.max_tokens_per_run = 2, 7, 5000
+    agent.save()
+    calc = ToolCallReply([ToolCall("c1", "calculator", '{"expression": "1+1"}')])
+    provider_server.script("openai", calc, calc, calc)
+    run = run_inline(tenant=trio.acme, agent=agent, input="Count.", initiated_by=trio.alice)
+    assert run.status == "max_rounds"
+    assert run.limits == {
+        "max_rounds": 2,
+        "max_tool_calls": 7,
+        "max_tokens_per_run": 5000,
+        "max_tokens_per_response": 1024,
+    }
+    assert len(provider_server.requests_to("/v1/chat/completions")) == 2
+    assert RunEvent.objects.filter(run=run, type="tool.completed").count() == 2
+    # Changing the agent afterwards leaves what the run ran under as it was.
+    agent.max_rounds = 9
+    agent.save()
+    assert Run.objects.get(pk=run.pk).limits["max_rounds"] == 2
+
+
 def test_an_agent_answering_without_tools_never_runs_the_call_a_tool_result_asked_for(
     trio, agent, provider_server
 ):

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from agents.runtime.example_workflows import EXAMPLE_WORKFLOW_TOOLS, compound_interest
 from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
 from agents.runtime.workflow import (
@@ -30,11 +29,16 @@ from agents.runtime.workflow import (
 from providers.runtime.errors import AuthenticationFailed
 from providers.runtime.fake import FakeModel
 from providers.runtime.types import ToolResultMessage
+from tests.sample_plugins import sample_module
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import REDACTED, RunContext, StaticSecrets
 from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolFailed
+
+# The example workflow: the sample plug-in's (docs/examples/plugins/sample_workflows).
+sample = sample_module("sample_workflows")
+EXAMPLE_WORKFLOW_TOOLS, compound_interest = sample.TOOLS, sample.compound_interest
 
 CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
 ANY_OBJECT = {"type": "object"}
@@ -426,7 +430,7 @@ def test_large_or_non_json_values_are_summarised_and_secrets_redacted() -> None:
 def test_an_agent_calls_a_workflow_tool_and_answers_with_its_result() -> None:
     registry = ToolRegistry(BUILTINS)
     for item in EXAMPLE_WORKFLOW_TOOLS:
-        registry.register(item, replace=True)  # the app registers it into BUILTINS already
+        registry.register(item)  # as the plug-in, once installed, gives every tenant
     arguments = {"principal": 1000, "annual_rate_percent": 5, "years": 10}
     model = FakeModel(
         [

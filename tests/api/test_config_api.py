@@ -170,3 +170,24 @@ def test_a_trigger_naming_another_tenants_member_is_a_400_with_its_path(trio):
         {"path": "triggers[0].run_as",
          "reason": "no member of this tenant has the username 'charlie'"}
     ]  # fmt: skip
+
+
+def test_a_dry_run_refuses_a_secret_moved_with_its_url_as_the_import_does(trio):
+    """`dry_run=1` runs the import's every check (tests/agents/test_config_dry_run.py)."""
+    from tests.agents.config_corpus import PLANTED, secret_holders
+    from tools.models import ToolDefinition
+
+    secret_holders(trio)
+    client = session(trio, None)
+    data = client.get(URL).json()
+    data["tools"][0]["config"]["url"] = "https://evil.test/lookup"
+    dry = assert_error(put(client, json.dumps(data), query="?dry_run=1"), 400, "invalid")
+    imported = assert_error(put(client, json.dumps(data)), 400, "invalid")
+    assert dry["details"]["problems"] == imported["details"]["problems"] == [
+        {"path": "tools[0].secret",
+         "reason": "The URL's host changed: enter the secret again, or clear it."}
+    ]  # fmt: skip
+    assert (
+        ToolDefinition.objects.get(name="lookup").config["url"] == "https://api.example.com/lookup"
+    )
+    assert PLANTED not in json.dumps(dry) + json.dumps(imported)

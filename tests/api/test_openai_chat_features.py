@@ -194,6 +194,12 @@ def test_sampling_options_reach_the_provider_within_the_agents_limits(
     assert sent.get("max_completion_tokens", sent.get("max_tokens")) == 500  # capped
     run = Run.objects.latest("pk")
     assert run.client_request["end_user"] == "end-user-42"
+    assert run.limits == {  # what the worker ran it under, the caller's cap included
+        "max_rounds": 10,
+        "max_tool_calls": 50,
+        "max_tokens_per_run": 500,
+        "max_tokens_per_response": 500,
+    }
 
 
 CALL = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}

@@ -29,13 +29,40 @@ def by_name(response) -> dict[str, dict]:
     return {tool["name"]: tool for tool in response.json()["results"]}
 
 
-def test_the_list_is_the_effective_registry_with_builtins_and_workflows(client, trio):
+def test_the_list_is_the_effective_registry_with_builtins(client, trio):
     tools = by_name(as_key(client, trio.acme, "read").get("/tools"))
-    assert tools["calculator"]["kind"] == "builtin"
+    assert tools["calculator"]["kind"] == "builtin" and tools["calculator"]["plugin"] is None
     assert tools["calculator"]["definition"] is None
     assert tools["calculator"]["capability"]["effect"] == "none"
     assert tools["calculator"]["input_schema"]["required"] == ["expression"]
-    assert tools["compound_interest"]["kind"] == "workflow"
+    assert set(tools) == {"calculator", "current_time", "llm", "think"}  # no plug-in's
+
+
+def test_a_plugins_tools_show_as_that_plugins(client, trio, sample_workflows, monkeypatch):
+    """Recorded where they are registered: an installed package's built-in tools (the sample
+    workflows) and its tenant tool source's (tests/data/plugins: greetings)."""
+    from tests.agents.test_plugins import INSTALLED
+    from tools import tool_sources
+    from tools.apps import load_tenant_tool_sources
+
+    monkeypatch.syspath_prepend(str(INSTALLED))
+    monkeypatch.setattr(tool_sources, "SOURCES", list(tool_sources.SOURCES))
+    monkeypatch.setattr(tool_sources, "SOURCE_ORIGINS", dict(tool_sources.SOURCE_ORIGINS))
+    load_tenant_tool_sources()  # as at the next start
+    invalidate(trio.acme.pk)
+    api = as_key(client, trio.acme, "read")
+    plugged = by_name(api.get("/tools", {"kind": "plugin"}))
+    assert {name: tool["plugin"] for name, tool in plugged.items()} == {
+        "compound_interest": {"name": "compound_interest", "package": "sample-workflows"},
+        "greet": {"name": "greetings", "package": "sample-agent-kind"},
+    }
+    assert "workflow" in plugged["compound_interest"]["tags"]  # what it is: a tag says
+    one = api.get("/tools/compound_interest").json()
+    assert (one["kind"], one["plugin"]["package"]) == ("plugin", "sample-workflows")
+    assert by_name(api.get("/tools", {"kind": "builtin"})).keys() == {
+        "calculator", "current_time", "llm", "think"
+    }  # fmt: skip
+    invalidate(trio.acme.pk)
 
 
 def test_define_an_http_tool_with_a_write_only_secret(client, trio):

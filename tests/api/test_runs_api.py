@@ -254,6 +254,22 @@ def test_a_session_member_runs_with_x_tenant_and_an_outsider_gets_404(trio, agen
 
 # -- events as JSON, cancel --------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
+def test_a_run_started_over_rest_shows_the_limits_it_ran_under(trio, agent, acme, provider_server):
+    agent.max_rounds, agent.max_tool_calls, agent.max_tokens_per_run = 3, 4, 6000
+    agent.save()
+    provider_server.script("openai", TextReply("Hi."))
+    started = acme.post("/api/v1/runs", {"agent": "assistant", "input": "hi"}, format="json")
+    assert started.status_code == 201 and started.json()["limits"] == {}  # not run yet
+    assert execute_run(started.json()["id"]) == "succeeded"
+    run = acme.get(f"/api/v1/runs/{started.json()['id']}").json()
+    assert run["limits"] == {
+        "max_rounds": 3,
+        "max_tool_calls": 4,
+        "max_tokens_per_run": 6000,
+        "max_tokens_per_response": 1024,
+    }
+
+
 def test_events_as_json_after_a_sequence_number(trio, agent, acme, provider_server):
     provider_server.script(
         "openai",

@@ -314,6 +314,8 @@ def test_a_parked_call_of_an_http_tool_shows_its_exact_request_masked(mcp_server
 def test_asking_an_agent_runs_it_in_a_conversation_the_key_owns(
     mcp_server, trio, agent, keys, provider_server, celery_worker_process
 ):
+    agent.max_rounds, agent.max_tokens_per_run = 5, 8000
+    agent.save()
     provider_server.script("openai", TextReply("Hello from the agent."), TextReply("Again."))
     result = call(mcp_server, keys["run"], "ask_assistant", {"message": "Hi there"})
     assert not result.is_error, text_of(result)
@@ -321,6 +323,12 @@ def test_asking_an_agent_runs_it_in_a_conversation_the_key_owns(
     structured = result.structured_content
     run = Run.objects.get(pk=structured["run_id"])
     assert structured["status"] == "succeeded" and run.status == "succeeded"
+    assert run.limits == {  # what the worker ran it under
+        "max_rounds": 5,
+        "max_tool_calls": 50,
+        "max_tokens_per_run": 8000,
+        "max_tokens_per_response": 1024,
+    }
     assert (run.agent_id, run.input, run.initiated_by_api_key_id) == (
         agent.pk, "Hi there", keys["run_key"].pk
     )  # fmt: skip

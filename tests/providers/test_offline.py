@@ -171,7 +171,7 @@ def test_the_notice_is_honest_and_lists_the_tools():
     assert "no language model is connected" in answer.text
     assert "Provider connections" in answer.text and "Paris" not in answer.text
     assert "`calculator: 2+2`" in answer.text
-    assert "Available tools: calculator, current_time, compound_interest, llm, think" in answer.text
+    assert "Available tools: calculator, current_time, llm, think" in answer.text
     bare = complete(request(UserMessage("hello"), tools=()))
     assert "no language model is connected" in bare.text and "Available tools" not in bare.text
     assert complete(request()).text.startswith("This is the offline demo model")

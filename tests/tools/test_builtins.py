@@ -17,7 +17,7 @@ def call(name: str, **arguments):
 def test_builtins_are_registered_like_any_tool():
     # Every `agentplatform.tools` plug-in, the platform's own by entry point name
     # (pyproject.toml): a workflow made a tool among them.
-    assert BUILTINS.names() == ["calculator", "current_time", "compound_interest", "llm", "think"]
+    assert BUILTINS.names() == ["calculator", "current_time", "llm", "think"]
     for item in BUILTINS:  # `llm` reads: it sends the question out (tests/providers)
         assert item.capability.effect is (Effect.READ if item.name == "llm" else Effect.NONE)
         assert item.description and item.examples

@@ -77,7 +77,7 @@ def test_the_registry_has_builtins_plus_enabled_definitions(trio):
     http_definition(trio.acme, name="off", enabled=False)
     names = registry_for_tenant(trio.acme).names()
     # The built-ins in their plug-ins' order (by entry point name), then the definitions.
-    builtins = ["calculator", "current_time", "compound_interest", "llm", "think"]
+    builtins = ["calculator", "current_time", "llm", "think"]
     assert names == [*builtins, "search"]
 
 
@@ -93,7 +93,7 @@ def test_a_definition_can_rename_or_hide_a_builtin(trio):
     make_tool(trio.acme, "calc", description="Company calculator", tags=["finance"])
     make_tool(trio.acme, "think", config={"builtin": "think"}, enabled=False)
     registry = registry_for_tenant(trio.acme)
-    assert registry.names() == ["calculator", "current_time", "compound_interest", "llm", "calc"]
+    assert registry.names() == ["calculator", "current_time", "llm", "calc"]
     assert registry.get("calc").description == "Company calculator"
     assert "finance" in registry.get("calc").tags
     assert tool_execute(tenant=trio.acme, name="calc", arguments={"expression": "6*7"}).result == {

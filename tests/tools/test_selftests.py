@@ -94,9 +94,11 @@ def weather(trio):
     server.close()
 
 
-def test_examples_run_record_health_and_a_write_runs_only_when_safe(trio, weather, settings):
+def test_examples_run_record_health_and_a_write_runs_only_when_safe(
+    trio, weather, settings, sample_workflows
+):
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
-    healths = {h.tool_name: h for h in selftest_tools(trio.acme)}
+    healths = {h.tool_name: h for h in selftest_tools(trio.acme)}  # a plug-in's workflow too
     assert {"calculator", "think", "current_time", "compound_interest"} <= set(healths)
     assert all(healths[n].status == "passing" for n in ("calculator", "compound_interest"))
     weather_health = healths["weather"]
@@ -186,7 +188,8 @@ def test_the_command_and_the_periodic_task(trio, weather, settings, capsys):
         call_command("selftest_tools", "--tenant", "nope")
 
     ToolHealth.objects.all().delete()
-    assert selftest_all_tenants() >= 10  # both tenants' built-ins, and acme's two tools
+    # both tenants' built-ins with examples (three each), and acme's two tools
+    assert selftest_all_tenants() >= 8
     assert ToolHealth.objects.filter(tenant=trio.globex, tool_name="calculator").exists()
     assert ToolHealth.objects.get(tenant=trio.acme, tool_name="weather").status == "failing"
 

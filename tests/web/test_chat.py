@@ -18,7 +18,7 @@ from agents.specs import conversation_history
 from providers.runtime.types import AssistantMessage, UserMessage
 from tests.conftest import PAY_SECRET
 from tests.factories import add_member, login, make_agent, make_approval, make_crew, make_user
-from tests.fakes.provider_server import ToolCall, ToolCallReply
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +104,23 @@ def test_sending_starts_a_run_in_the_conversation(client, trio, bobs_chat):
     run = Run.objects.get(conversation=bobs_chat)
     assert run.input == "Hello there" and run.initiated_by_user == trio.bob
     assert run.agent.slug == "assistant" and run.status == "queued"
+
+
+def test_a_chat_turn_records_the_limits_it_ran_under(client, trio, agent, provider_server):
+    agent.max_rounds, agent.max_tool_calls = 2, 3
+    agent.save()
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    provider_server.script("openai", TextReply("Hello."))
+    login(client, trio.bob).post(url(chat, "send/"), {"message": "Hi"})
+    run = Run.objects.get(conversation=chat)
+    assert execute_run(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.limits == {
+        "max_rounds": 2,
+        "max_tool_calls": 3,
+        "max_tokens_per_run": None,
+        "max_tokens_per_response": 1024,
+    }
 
 
 def test_sending_with_htmx_answers_the_new_turn_with_its_stream(client, trio, bobs_chat):

@@ -324,6 +324,14 @@ def test_the_tool_list_shows_built_ins_and_definitions(client, trio, objects):
     assert TOOL_SECRET not in body
 
 
+def test_the_tool_list_names_the_plugin_a_tool_comes_from(client, trio, sample_workflows):
+    body = login(client, trio.alice).get(url("tools")).content.decode()
+    row = body[body.index("<code>compound_interest</code>") :].split("</tr>")[0]
+    assert "Plug-in compound_interest (sample-workflows)" in row
+    row = body[body.index("<code>calculator</code>") :].split("</tr>")[0]
+    assert "Built-in" in row and "Plug-in" not in row
+
+
 def test_an_admin_creates_edits_and_deletes_an_http_tool(client, trio):
     login(client, trio.alice)
     response = client.post(url("tool_create"), tool_data())

@@ -111,3 +111,25 @@ def test_applying_a_new_webhook_shows_its_secret_on_that_answer_only(trio):
     assert applied.status_code == 200 and secret in applied.content.decode()
     assert secret not in client.get(url("document")).content.decode()
     assert secret not in client.get(url("document_download")).content.decode()
+
+
+def test_the_preview_refuses_a_secret_moved_with_its_url_as_applying_does(trio):
+    """The preview runs the import's every check (tests/agents/test_config_dry_run.py)."""
+    from tests.agents.config_corpus import PLANTED, secret_holders
+    from tools.models import ToolDefinition
+
+    secret_holders(trio)
+    client = owner(trio)
+    data = yaml.safe_load(client.get(url("document_download")).content)
+    data["tools"][0]["config"]["url"] = "https://evil.test/lookup"
+    text = yaml.safe_dump(data)
+    for action in ("preview", "apply"):
+        response = client.post(url("document"), {"text": text, "action": action})
+        page = response.content.decode().replace("&#x27;", "'")
+        assert response.status_code == 400, action
+        assert "<code>tools[0].secret</code>" in page
+        assert "The URL's host changed: enter the secret again, or clear it." in page
+        assert "Changes it would make" not in page and PLANTED not in page
+    assert (
+        ToolDefinition.objects.get(name="lookup").config["url"] == "https://api.example.com/lookup"
+    )

@@ -29,7 +29,11 @@ class Command(BaseCommand):
         load.add_argument("--tenant", required=True, help="The tenant's slug.")
         load.add_argument("file", help="A YAML or JSON document; - reads stdin.")
         load.add_argument("--format", choices=["yaml", "json"], default=None)
-        load.add_argument("--dry-run", action="store_true", help="Show the changes only.")
+        load.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Run every check, show the changes; change nothing.",
+        )
         load.add_argument(
             "--prune", action="store_true", help="Also delete objects the document leaves out."
         )

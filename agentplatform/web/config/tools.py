@@ -30,7 +30,6 @@ from agentplatform.web.config.common import (
 from agents.tool_runs import tool_run
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolHealth, ToolKind
-from tools.runtime.builtins import BUILTINS
 from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete, tool_definition_save
 
@@ -138,16 +137,21 @@ class ToolDefinitionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 
 @admin_required
 def tool_list(request: HttpRequest) -> HttpResponse:
-    """This builds (or reuses) the tenant's registry and issues one query for definitions."""
+    """This builds (or reuses) the tenant's registry and issues one query for definitions.
+    Each tool's source is its origin, as recorded where it was registered."""
     definitions = {d.name: d for d in ToolDefinition.objects.filter(tenant=request.tenant)}
     health = health_by_name(request.tenant)
     rows = []
-    for item in tenant_tools(request.tenant).registry:
+    toolbox = tenant_tools(request.tenant)
+    for item in toolbox.registry:
         definition = definitions.get(item.name)
+        origin = toolbox.origins.get(item.name)
         if definition is not None:
             source = "Definition" if definition.kind == ToolKind.HTTP else "Built-in, customised"
+        elif origin is not None and origin.kind == "plugin":
+            source = f"Plug-in {origin.plugin} ({origin.package})"
         else:
-            source = "Built-in" if BUILTINS.has(item.name) else "Context provider"
+            source = "Context provider" if origin and origin.kind == "mcp" else "Built-in"
         row = {"tool": item, "source": source, "definition": definition}
         rows.append({**row, "health": health.get(item.name)})
     context = {"rows": rows, "definitions": list(definitions.values())}

@@ -1,5 +1,7 @@
-"""Example workflows registered as tools: built-ins only, so they work for every tenant
-and need no model.
+"""A sample plug-in of the agent platform: a workflow made a tool, given to every tenant
+of a platform it is installed into (`pip install docs/examples/plugins/sample_workflows`;
+its pyproject.toml declares `TOOLS` in the `agentplatform.tools` group, docs/plugins.md).
+Its steps call built-ins only, so it needs no model and no configuration.
 
 `compound_interest` shows each kind of deterministic step: a transform prepares the
 numbers, a branch picks continuous or periodic compounding, a calculator tool step
@@ -78,8 +80,8 @@ COMPOUND_INTEREST_SCHEMA: dict[str, Any] = {
 }
 
 
-def example_workflow_tools() -> list[Tool]:
-    """The example workflows as tools. Their steps use BUILTINS (not the tenant's
+def workflow_tools() -> list[Tool]:
+    """The sample's workflows as tools. Their steps use BUILTINS (not the tenant's
     registry), so a tenant's own tool definitions cannot change what they compute."""
     return [
         workflow_tool(
@@ -94,7 +96,7 @@ def example_workflow_tools() -> list[Tool]:
             input_schema=COMPOUND_INTEREST_SCHEMA,
             registry=BUILTINS,
             capability=Capability(effect=Effect.NONE, idempotent=True, timeout_s=10),
-            tags={"builtin", "math"},
+            tags={"math"},
             examples=(
                 ToolExample(
                     {"principal": 1000, "annual_rate_percent": 5, "years": 10},
@@ -111,4 +113,4 @@ def example_workflow_tools() -> list[Tool]:
     ]
 
 
-EXAMPLE_WORKFLOW_TOOLS: list[Tool] = example_workflow_tools()
+TOOLS: list[Tool] = workflow_tools()
