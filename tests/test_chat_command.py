@@ -9,12 +9,13 @@ import subprocess
 import sys
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from agents.models import Conversation, Message, Run
 from tests.conftest import PAY_SECRET, ROOT, subprocess_env
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def chat(*args: str, lines: str) -> subprocess.CompletedProcess:
@@ -29,6 +30,7 @@ def chat(*args: str, lines: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_a_terminal_chat_streams_the_answer_shows_tool_calls_and_records_the_run(
     trio, agent, provider_server
 ):
@@ -52,6 +54,7 @@ def test_a_terminal_chat_streams_the_answer_shows_tool_calls_and_records_the_run
     ]
 
 
+@pytest.mark.integration
 def test_a_call_needing_approval_is_asked_and_sent_only_once_approved(
     trio, agent, provider_server, transfer
 ):
@@ -71,6 +74,7 @@ def test_a_call_needing_approval_is_asked_and_sent_only_once_approved(
     assert run.status == "succeeded" and run.approvals.get().decided_by == trio.alice
 
 
+@pytest.mark.integration
 def test_a_refused_call_is_not_sent_and_the_model_hears_it(trio, agent, provider_server, transfer):
     provider_server.script(
         "openai",
@@ -82,12 +86,17 @@ def test_a_refused_call_is_not_sent_and_the_model_hears_it(trio, agent, provider
 
 
 def test_it_refuses_unknown_tenants_agents_and_non_members(trio, agent):
-    assert "No tenant 'nope'" in chat("assistant", "--tenant", "nope", lines="").stderr
-    assert "no agent or crew 'ghost'" in chat("ghost", "--tenant", "acme", lines="").stderr
-    outsider = chat("assistant", "--tenant", "acme", "--user", "charlie", lines="")
-    assert outsider.returncode != 0 and "not an active member of acme" in outsider.stderr
+    """Refused before it reads a line, so the command runs in this process."""
+    for args, refusal in [
+        (("assistant", "--tenant", "nope"), "No tenant 'nope'"),
+        (("ghost", "--tenant", "acme"), "no agent or crew 'ghost'"),
+        (("assistant", "--tenant", "acme", "--user", "charlie"), "not an active member of acme"),
+    ]:
+        with pytest.raises(CommandError, match=refusal):
+            call_command("chat", *args)
 
 
+@pytest.mark.integration
 def test_an_http_tools_exact_request_is_shown_before_asking(trio, agent, provider_server, pay):
     provider_server.script(
         "openai",

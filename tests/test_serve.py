@@ -100,15 +100,10 @@ def test_sigterm_while_starting_leaves_nothing_running(tmp_path):
     assert processes_using(data) == [], "".join(serve.lines)
 
 
-@pytest.fixture(scope="module")
-def served_data_dir(tmp_path_factory) -> Path:
-    """A data dir for the fresh start below, which the restart test then starts again
-    (a fresh start of its own when it runs without it)."""
-    return tmp_path_factory.mktemp("serve") / "data"
-
-
-def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(served_data_dir):
-    data = served_data_dir
+def test_serve_starts_healthy_on_a_fresh_data_dir_stops_leaving_nothing_and_restarts(tmp_path):
+    """A fresh data dir: up, healthy, signed in, a clean stop on Ctrl-C; then a second start
+    on the same dir reuses it (no re-init, the demo user kept) and stops on SIGTERM."""
+    data = tmp_path / "data"
     assert not data.exists()
     port = free_port()
     serve = Serve(data, port)
@@ -164,24 +159,14 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_and_stops_leaving_nothing(serv
     _gone, alive = psutil.wait_procs(watched, timeout=10)
     assert alive == [], f"left running: {alive}"
 
-
-def test_serve_restarts_on_the_same_data_dir_keeping_data(served_data_dir):
-    """Second start reuses the data dir (no re-init, the demo user is still there).
-
-    The first start is the fresh-start test's, which checks all that a start here would
-    (up, healthy, a clean exit) and stops it leaving nothing running; run without it,
-    this test makes the first start itself."""
-    data = served_data_dir
-    started_before = (data / "postgres" / "PG_VERSION").exists() and not processes_using(data)
-    for _attempt in range(1 if started_before else 2):
-        port = free_port()
-        serve = Serve(data, port)
-        try:
-            serve.wait_for(r"Agent Platform is up at", timeout=120)
-            assert get(f"http://127.0.0.1:{port}/login/")[0] == 200
-            assert wait_healthy(f"http://127.0.0.1:{port}")[0] == 200
-        finally:
-            serve.process.send_signal(signal.SIGTERM)
-            serve.process.wait(60)
-        assert serve.process.returncode == 0, "".join(serve.lines)
+    port = free_port()
+    serve = Serve(data, port)
+    try:
+        serve.wait_for(r"Agent Platform is up at", timeout=120)
+        assert get(f"http://127.0.0.1:{port}/login/")[0] == 200
+        assert wait_healthy(f"http://127.0.0.1:{port}")[0] == 200
+    finally:
+        serve.process.send_signal(signal.SIGTERM)
+        serve.process.wait(60)
+    assert serve.process.returncode == 0, "".join(serve.lines)
     assert "DEMO_PASSWORD" in "".join(serve.lines)  # existing user, password from env

@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.utils import ProgrammingError
 
-from agentplatform.embedded import postgres_url
 from agentplatform.tenancy import app_login, rls
 from agentplatform.tenancy.models import Tenant
 from agents.models import Agent
@@ -215,59 +214,6 @@ def test_a_management_command_runs_as_the_owner(db):
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user = session_user")
         assert cursor.fetchone()[0] is True
-
-
-def owner_sql(statement: str) -> None:
-    """As this session's (superuser) owner, outside any transaction."""
-    db = settings.DATABASES["default"]
-    with psycopg.connect(
-        host=db["HOST"], user=db["USER"], dbname=db["NAME"], autocommit=True
-    ) as admin:
-        admin.execute(statement)
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.integration
-def test_an_external_postgres_without_createrole_gets_the_two_statements_to_run():
-    """As on an external PostgreSQL: the migrating user owns its database but may not create
-    roles. migrate stops and names the SQL; once an administrator has run it, migrate
-    succeeds and the web process assumes the role."""
-    suffix = uuid.uuid4().hex[:8]
-    user, role, name = f"ext_owner_{suffix}", f"ext_app_{suffix}", f"ext_db_{suffix}"
-    db = settings.DATABASES["default"]
-    owner_sql(f"CREATE ROLE {user} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB")
-    owner_sql(f"CREATE DATABASE {name} OWNER {user}")
-    try:
-        with psycopg.connect(host=db["HOST"], user=db["USER"], dbname=name, autocommit=True) as c:
-            c.execute("CREATE EXTENSION vector")  # a superuser's job on a managed database too
-        env = {
-            **subprocess_env(),
-            "DATABASE_URL": postgres_url({**db, "USER": user, "NAME": name}),
-            "DB_APP_ROLE": role,
-        }
-        migrate = [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"]
-        refused = subprocess.run(migrate, env=env, cwd=ROOT, capture_output=True, text=True)
-        assert refused.returncode != 0
-        assert f"CREATE ROLE {role} LOGIN PASSWORD '<a password>';" in refused.stderr
-        assert "set DB_APP_PASSWORD to that password" in refused.stderr
-        assert "Traceback" not in refused.stderr
-
-        owner_sql(f"CREATE ROLE {role} LOGIN PASSWORD 'chosen-by-the-dba'")
-        env["DB_APP_PASSWORD"] = "chosen-by-the-dba"
-        subprocess.run(migrate, env=env, cwd=ROOT, check=True, capture_output=True, timeout=300)
-        who = subprocess.run(
-            [sys.executable, "-c", WHO_AM_I.format(module="agentplatform.asgi")],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        assert who == [role, role]
-    finally:
-        owner_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        owner_sql(f"DROP ROLE IF EXISTS {role}")
-        owner_sql(f"DROP ROLE IF EXISTS {user}")
 
 
 def app_connection(**overrides) -> psycopg.Connection:
