@@ -64,23 +64,26 @@ $(CLIENTS_STAMP): $(CLIENTS_REQUIREMENTS)
 
 py-clients: $(CLIENTS_STAMP)
 
-# `make test PYTEST_WORKERS=2` runs the suite in two pytest-xdist workers (each a session of
-# its own: tests/settings.py): about 7 minutes instead of 13 here, but a fresh-clone run saw a
-# deadlock flushing a worker's database, so one process stays the default (`worksteal`, not
-# `loadfile`, which keys tests by id and so runs one of schemathesis's 71 same-named tests).
-PYTEST_WORKERS ?= 0
+# `make test`: the fast tier first, stopping at its first failure; then the integration tier
+# (tests/tiers.py) beside every benchmark in its smoke mode (a benchmark nobody runs rots;
+# integration tests mostly wait on the processes they start, so the two share the machine:
+# `--output-sync` prints each one's output whole when it ends). PYTEST_WORKERS pytest-xdist
+# workers, each a session with a database and Redis of its own (tests/settings.py);
+# `worksteal`, not `loadfile`, which keys tests by id and so runs one of schemathesis's 71
+# same-named tests. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
-# After pytest, every benchmark in its smoke mode: a benchmark nobody runs rots.
 test: lint chromium node-clients py-clients
-	$(BIN)/python -m pytest $(XDIST) --durations=40
-	$(MAKE) bench-smoke
+	$(BIN)/python -m pytest -m fast $(XDIST) -x --durations=20
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-integration bench-smoke \
+		BENCH_JOBS=1
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
-	$(BIN)/python -m pytest -m fast
+	$(BIN)/python -m pytest -m fast $(XDIST) --durations=20
 
 test-integration: $(DEV_STAMP) chromium node-clients py-clients
-	$(BIN)/python -m pytest -m integration
+	$(BIN)/python -m pytest -m integration $(XDIST) --durations=30
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .
@@ -98,8 +101,9 @@ shell: $(STAMP)
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench $(NAMES)
 
+BENCH_JOBS ?= 2
 bench-smoke: $(DEV_STAMP)
-	$(BIN)/python -m bench --smoke $(NAMES)
+	$(BIN)/python -m bench --smoke --jobs $(BENCH_JOBS) $(NAMES)
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) .data $(NODE_CLIENTS)/node_modules

@@ -34,11 +34,11 @@ if sys.path and Path(sys.path[0] or ".").resolve() == ROOT / "bench":
     sys.path.pop(0)
 sys.path.insert(0, str(ROOT))
 
-from bench.common import configure_django  # noqa: E402
+from bench.common import SMOKE, configure_django, write_results  # noqa: E402
 
 DATA = json.loads((ROOT / "tests/data/memory/recall.json").read_text())
 FULL = {"users": 20, "facts": 1000, "calls": 300}
-SMOKE = {"users": 2, "facts": 200, "calls": 20}
+SMOKE_SIZE = {"users": 2, "facts": 200, "calls": 20}
 TOP = 10  # what recall_facts asks for with a query (agents.runtime.memory.RECALL_TOP)
 
 VERBS = [
@@ -238,7 +238,7 @@ def bench_cost(embedders: dict, size: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a few facts and calls")
-    smoke = parser.parse_args().smoke
+    smoke = parser.parse_args().smoke or SMOKE  # `make bench-smoke` sets BENCH_SMOKE=1
     configure_django("bench-memory-")
     from agents.facts import fact_embedder
 
@@ -248,7 +248,7 @@ def main() -> None:
     quality = bench_quality(embedders)
     for label, figures in quality.items():
         print(f"quality  {label:13} " + "  ".join(f"{k} {v}" for k, v in figures.items()))
-    cost = bench_cost(embedders, SMOKE if smoke else FULL)
+    cost = bench_cost(embedders, SMOKE_SIZE if smoke else FULL)
     print(f"cost: one user of {cost['facts_per_user']} facts ({cost['users']} users in the "
           f"tenant), {cost['calls']} recalls")  # fmt: skip
     for label in (*embedders, "former (AND)"):
@@ -267,15 +267,21 @@ def main() -> None:
     results = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2)},
-        "smoke": smoke,
         "registered_model": registered,
         "quality": quality,
         "cost": cost,
     }  # fmt: skip
-    out = ROOT / "bench" / "results" / "memory.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {out}")
+    best = next(iter(embedders))  # MiniLM when installed, else the static model
+    write_results(
+        "memory",
+        results,
+        headline={
+            f"recall@3 {best}": quality[best]["recall@3"],
+            "recall@3 former (AND)": quality["former (AND)"]["recall@3"],
+            f"recall p50 ms {best}": cost[best]["recall"]["p50_ms"],
+            "recall p50 ms former (AND)": cost["former (AND)"]["recall"]["p50_ms"],
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ class AsgiServer:
 
 
 def start_asgi_server(
-    extra_env: dict[str, str] | None = None, *, timeout_s: float = 30
+    extra_env: dict[str, str] | None = None, *, timeout_s: float = 90
 ) -> AsgiServer:
     """The production command on a reserved port, with this session's database, Redis and
     keys (`extra_env` on top); returns once that very process listens there and answers
