@@ -28,7 +28,6 @@ from providers.models import (
     ProviderKind,
 )
 from providers.runtime.adapter import ModelAdapter
-from providers.runtime.anthropic_adapter import AnthropicAdapter
 from providers.runtime.errors import BadRequest, ProviderError
 from providers.runtime.llm_tool import ConnectionNotFound, ModelConnection, llm_tool
 from providers.runtime.offline import OfflineModel
@@ -70,6 +69,10 @@ def _build(connection: ProviderConnection, allowlist: tuple[str, ...]) -> ModelA
         "http_client": partial(guarded_async_client, EgressPolicy(allowlist=allowlist)),
     }
     if connection.kind == ProviderKind.ANTHROPIC:
+        # Imported here: the anthropic SDK costs a process about 1.2 s and 40 MB to load
+        # (bench/startup.py), paid only by processes that call Anthropic.
+        from providers.runtime.anthropic_adapter import AnthropicAdapter
+
         return AnthropicAdapter(**common)
     if connection.kind == ProviderKind.OPENAI:
         return OpenAIAdapter(preset="openai", **common)

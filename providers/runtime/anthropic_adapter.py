@@ -13,7 +13,7 @@ from providers.runtime.errors import ModelBehaviorError, ProviderError
 from providers.runtime.estimates import counted_usage
 from providers.runtime.parsing import parse_call
 from providers.runtime.retry import RetryPolicy
-from providers.runtime.sdk_errors import ANTHROPIC_ERRORS, map_error
+from providers.runtime.sdk_errors import map_error
 from providers.runtime.types import (
     AssistantMessage,
     Done,
@@ -28,9 +28,12 @@ from providers.runtime.types import (
     UsageEvent,
     UserMessage,
 )
+from tools.runtime.egress import EgressError
 from tools.runtime.formats import Format, definition_for
 from tools.runtime.tool import ToolCall
 
+# What an SDK call may raise: the guarded transport's own errors pass through unwrapped.
+ANTHROPIC_ERRORS = (anthropic.AnthropicError, EgressError)
 _STOP = {"end_turn": "end", "tool_use": "tool_calls", "max_tokens": "max_tokens",
          "stop_sequence": "stop_sequence"}  # fmt: skip
 

@@ -15,7 +15,7 @@ from providers.runtime.estimates import counted_usage
 from providers.runtime.parsing import parse_call
 from providers.runtime.presets import PRESETS, Preset
 from providers.runtime.retry import RetryPolicy
-from providers.runtime.sdk_errors import OPENAI_ERRORS, map_error
+from providers.runtime.sdk_errors import map_error
 from providers.runtime.types import (
     AssistantMessage,
     Done,
@@ -30,9 +30,12 @@ from providers.runtime.types import (
     UsageEvent,
     UserMessage,
 )
+from tools.runtime.egress import EgressError
 from tools.runtime.formats import Format, definition_for
 from tools.runtime.tool import ToolCall
 
+# What an SDK call may raise: the guarded transport's own errors pass through unwrapped.
+OPENAI_ERRORS = (openai.OpenAIError, EgressError)
 _STOP = {"stop": "end", "tool_calls": "tool_calls", "function_call": "tool_calls",
          "length": "max_tokens", "content_filter": "other"}  # fmt: skip
 

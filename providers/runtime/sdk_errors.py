@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import email.utils
 import re
+import sys
 import time
-
-import anthropic
-import openai
 
 from providers.runtime.errors import (
     AddressRefused,
@@ -22,14 +20,15 @@ from providers.runtime.errors import (
 )
 from tools.runtime.egress import EgressError, EgressRefused, EgressTimeout
 
-# What each SDK call may raise. The guarded transport's own errors are included: openai's
-# client passes exceptions that are not httpx2's through unwrapped.
-ANTHROPIC_ERRORS = (anthropic.AnthropicError, EgressError)
-OPENAI_ERRORS = (openai.OpenAIError, EgressError)
+_SDKS = ("anthropic", "openai")  # each adapter imports its own: neither is loaded for the other
 
-_TIMEOUT = (anthropic.APITimeoutError, openai.APITimeoutError)
-_CONNECTION = (anthropic.APIConnectionError, openai.APIConnectionError)
-_STATUS = (anthropic.APIStatusError, openai.APIStatusError)
+
+def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The exception class `name` of each SDK this process has loaded (an exception of one
+    it never loaded cannot reach here)."""
+    return tuple(getattr(sys.modules[sdk], name) for sdk in _SDKS if sdk in sys.modules)
+
+
 _CONTEXT = re.compile(
     r"context length|context window|prompt is too long|too many tokens|maximum context", re.I
 )
@@ -50,14 +49,14 @@ def map_error(exc: Exception, *, provider: str, api_key: str | None) -> Provider
             f"This address is not allowed: {egress}. Use the provider's public address, "
             "or ask the platform operator to allow-list it."
         )
-    if isinstance(exc, _TIMEOUT) or isinstance(egress, EgressTimeout):
+    if isinstance(exc, _sdk_errors("APITimeoutError")) or isinstance(egress, EgressTimeout):
         return Timeout(f"{provider} did not answer in time")
     if isinstance(egress, EgressError):  # its message is fit to show the tenant
         return ProviderUnavailable(f"cannot reach {provider}: {egress}")
-    if isinstance(exc, _CONNECTION):
+    if isinstance(exc, _sdk_errors("APIConnectionError")):
         cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
         return ProviderUnavailable(f"cannot reach {provider} ({cause})")
-    if not isinstance(exc, _STATUS):
+    if not isinstance(exc, _sdk_errors("APIStatusError")):
         return ProviderUnavailable(redact(f"{provider} call failed: {exc}", api_key))
     status = exc.status_code
     detail = redact(_detail(exc), api_key)

@@ -1,0 +1,42 @@
+"""A provider's SDK is loaded by the first call to that provider, not by starting a process:
+the anthropic SDK alone costs every web and worker process about a second and 40 MB."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, subprocess_env
+from tests.factories import make_connection
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]  # a child Python
+
+CHILD = """
+import sys
+import agentplatform.asgi, agentplatform.celery, agents.tasks
+from agentplatform.tenancy import rls
+from providers.models import ProviderConnection
+from providers.services import adapter_for
+print("anthropic" in sys.modules, end=" ")
+with rls.owner():
+    adapter_for(ProviderConnection.objects.get(name="Primary"))
+    print("anthropic" in sys.modules, end=" ")
+    adapter = adapter_for(ProviderConnection.objects.get(name="Claude"))
+print("anthropic" in sys.modules, type(adapter).__name__)
+"""
+
+
+def test_a_process_loads_the_anthropic_sdk_only_for_an_anthropic_connection(trio):
+    make_connection(trio.acme, "Primary", "openai", api_key="sk-1")
+    make_connection(trio.acme, "Claude", "anthropic", api_key="sk-ant-1")
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        env=subprocess_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.stdout.split() == ["False", "False", "True", "AnthropicAdapter"], out.stderr[-2000:]
