@@ -360,7 +360,7 @@ def test_a_servers_output_schema_is_checked_by_our_validator_in_linear_time():
     import asyncio
     from types import SimpleNamespace
 
-    from tools.runtime.mcp_client import _Session
+    from tools.runtime.mcp_session import _Session
 
     schema = {
         "type": "object",

@@ -9,26 +9,19 @@ talk to the server becomes one `McpUnavailable("<url>: <reason>")`; a tool that 
 `is_error` is not a failure of the server and comes back as `McpToolOutcome.is_error`.
 
 No Django here: the caller passes the URL, the credential header and the egress policy.
+The SDK's side lives in `mcp_session`, imported by the exchanges: loading this module (as
+every web and worker process does) costs no SDK.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import httpx2
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import PaginatedRequestParams
-
 from tools.runtime.context import RunContext
-from tools.runtime.egress import EgressError, EgressPolicy, guarded_async_client
+from tools.runtime.egress import EgressPolicy
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
-from tools.runtime.validation import check_schema, compile_validator
 
 __all__ = [
     "McpEndpoint",
@@ -109,8 +102,10 @@ async def mcp_list_tools(endpoint: McpEndpoint) -> list[McpRemoteTool]:
 
 async def mcp_read_resource_text(endpoint: McpEndpoint, uri: str) -> str:
     """The text of the resource at `uri` (text parts joined; binary parts skipped)."""
-    async with _session(endpoint) as session:
-        return await _read_text(endpoint, session, uri)
+    from tools.runtime.mcp_session import read_text, session_with
+
+    async with session_with(endpoint) as session:
+        return await read_text(endpoint, session, uri)
 
 
 async def mcp_snapshot(
@@ -118,7 +113,11 @@ async def mcp_snapshot(
 ) -> tuple[list[McpRemoteTool], str]:
     """The server's tools and, when `resource_uri` is given, that resource's text ("" when
     not): what a refresh stores. One session."""
-    async with _session(endpoint) as session:
+    from mcp.types import PaginatedRequestParams
+
+    from tools.runtime.mcp_session import read_text, session_with
+
+    async with session_with(endpoint) as session:
         tools: list[McpRemoteTool] = []
         cursor: str | None = None
         for _ in range(100):  # a server paging forever is bounded by the time limit anyway
@@ -128,7 +127,7 @@ async def mcp_snapshot(
             cursor = listing.next_cursor
             if not cursor:
                 break
-        text = await _read_text(endpoint, session, resource_uri) if resource_uri else ""
+        text = await read_text(endpoint, session, resource_uri) if resource_uri else ""
         return tools, text
 
 
@@ -140,7 +139,9 @@ async def mcp_call_tool(
 
     Costs one session: initialize, tools/list (the SDK checks structured results against
     the listed output schema) and tools/call."""
-    async with _session(endpoint) as session:
+    from tools.runtime.mcp_session import session_with
+
+    async with session_with(endpoint) as session:
         result = await session.call_tool(name, arguments)
     text = "\n".join(
         part.text for part in result.content if getattr(part, "type", None) == "text"
@@ -150,14 +151,6 @@ async def mcp_call_tool(
     if result.structured_content is not None:
         return McpToolOutcome(value=result.structured_content, is_error=False)
     return McpToolOutcome(value=text, is_error=False)
-
-
-async def _read_text(endpoint: McpEndpoint, session: ClientSession, uri: str) -> str:
-    result = await session.read_resource(uri)
-    parts = [c.text for c in result.contents if isinstance(getattr(c, "text", None), str)]
-    if not parts and result.contents:
-        raise McpUnavailable(endpoint.url, f"resource {uri} has no text content")
-    return "\n".join(parts)
 
 
 def _remote_tool(item: Any) -> McpRemoteTool:
@@ -170,105 +163,6 @@ def _remote_tool(item: Any) -> McpRemoteTool:
         input_schema=dict(item.input_schema or {}),
         annotations=annotations,
     )
-
-
-class _Session(ClientSession):
-    """The SDK's session, but a tool's structured result is checked against the output
-    schema its server listed by the platform's validator: the SDK's uses jsonschema with
-    Python's `re`, and a server's `pattern` could hold the event loop for minutes, where
-    the platform's matches patterns with RE2 and retrieves nothing (tools.runtime.validation).
-    A schema the platform would refuse leaves the result unchecked, as an unlisted one."""
-
-    def __init__(self, *args: Any, url: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._server_url = url
-
-    async def validate_tool_result(self, name: str, result: Any) -> None:
-        listing = await self.list_tools()
-        schema = next((t.output_schema for t in listing.tools if t.name == name), None)
-        if not isinstance(schema, dict):
-            return
-        try:
-            check_schema(schema, what="outputSchema")
-            check = compile_validator(schema)
-        except ValueError:  # (SchemaError, PatternError)
-            return
-        if result.structured_content is None:
-            raise McpUnavailable(self._server_url, f"tool {name} returned no structured content")
-        error = check(result.structured_content)
-        if error is not None:
-            raise McpUnavailable(
-                self._server_url, f"tool {name}'s result breaks its output schema: {error}"
-            )
-
-
-@asynccontextmanager
-async def _session(endpoint: McpEndpoint) -> AsyncIterator[ClientSession]:
-    """An initialised session; every failure inside the block becomes McpUnavailable,
-    and the whole block is bounded by `endpoint.timeout_s`."""
-    url = endpoint.url
-    client = guarded_async_client(endpoint.policy, timeout=endpoint.timeout_s)
-    client.timeout = httpx2.Timeout(
-        endpoint.timeout_s, connect=min(endpoint.connect_timeout_s, endpoint.timeout_s)
-    )
-    client.headers.update(endpoint.headers)
-    failed_statuses: list[int] = []  # the SDK reports a 401 as "an error response": keep it
-
-    async def note_status(response: httpx2.Response) -> None:
-        if response.status_code >= 400:
-            failed_statuses.append(response.status_code)
-
-    client.event_hooks["response"] = [note_status]
-    try:
-        async with asyncio.timeout(endpoint.timeout_s):
-            async with (
-                client,
-                streamable_http_client(url, http_client=client, terminate_on_close=False) as (
-                    read,
-                    write,
-                ),
-                _Session(read, write, read_timeout_seconds=endpoint.timeout_s, url=url) as session,
-            ):
-                await session.initialize()
-                yield session
-    except McpUnavailable:
-        raise
-    except TimeoutError:
-        raise McpUnavailable(url, f"timed out after {endpoint.timeout_s:g} s") from None
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # one clear error for every way a server fails
-        raise McpUnavailable(url, _reason(exc, failed_statuses)) from exc
-
-
-def _reason(exc: BaseException, failed_statuses: list[int]) -> str:
-    """The most telling message inside `exc` (task groups wrap the real one)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, McpUnavailable):
-        return exc.reason
-    if failed_statuses and isinstance(exc, MCPError):
-        status = failed_statuses[-1]
-        if status in (401, 403):
-            return f"the server refused the credentials (HTTP {status})"
-        return f"the server answered HTTP {status}: {exc}"
-    if isinstance(exc, EgressError):
-        return str(exc)
-    if isinstance(exc, httpx2.TimeoutException):
-        return "timed out"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        status = exc.response.status_code
-        if status in (401, 403):
-            return f"the server refused the credentials (HTTP {status})"
-        return f"the server answered HTTP {status}"
-    if isinstance(exc, httpx2.ConnectError):
-        return f"cannot connect ({exc or 'connection failed'})"
-    if isinstance(exc, MCPError):
-        return f"MCP error: {exc}"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # -- remote tools as registry tools ---------------------------------------------------
