@@ -291,3 +291,94 @@ def test_prepare_validates_masks_secrets_and_sends_nothing():
     assert result.result == "sent" and recorder.sent == [prepared]
     gone = run(registry.execute(ToolCall("c1", "plain", {}, prepared=prepared), ctx))
     assert gone.error == "plain no longer sends prepared requests; nothing was sent"
+
+
+class _Broken:
+    """A preparer that fails in a way nobody wrote for the model, quoting a secret."""
+
+    def prepare(self, arguments, ctx):
+        raise RuntimeError(f"template broke on {ctx.secrets.get('k')}")
+
+    async def send(self, request, ctx):
+        raise AssertionError("never sent")
+
+
+def test_a_preparer_failing_unexpectedly_gives_the_generic_error_and_logs_it(caplog):
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=_Broken(),
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+    )  # fmt: skip
+    ctx = RunContext(tenant_id=1, run_id="run_1", secrets=StaticSecrets({"k": "s3cr3t-value"}))
+    with pytest.raises(ToolFailed) as failed:
+        ToolRegistry([item]).prepare(ToolCall("c1", "post", {"x": 1}), ctx)
+    assert str(failed.value) == (
+        "the tool failed unexpectedly (run run_1); the details are in the server log"
+    )
+    # The operator's line: what failed, where, and the traceback with the secret masked.
+    assert "preparing the request of tool post failed (tenant 1, run run_1, call c1):\n" in (
+        caplog.text
+    )
+    assert "Traceback (most recent call last):\n  File " in caplog.text
+    assert "RuntimeError: template broke on [redacted]" in caplog.text
+    assert "s3cr3t-value" not in caplog.text
+
+
+def test_a_validator_failing_unexpectedly_is_an_error_not_a_crash(caplog):
+    def validate(arguments):
+        raise RuntimeError("validator bug")
+
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=_Recorder(),
+        input_schema={"type": "object"}, validate=validate,
+    )  # fmt: skip
+    registry = ToolRegistry([item])
+    message = "the tool failed unexpectedly (run run_1); the details are in the server log"
+    with pytest.raises(ToolFailed, match=r"^the tool failed unexpectedly \(run run_1\)"):
+        registry.prepare(ToolCall("c1", "post", {}), CTX)
+    assert run(registry.execute(ToolCall("c2", "post", {}), CTX)).error == message
+    assert "validating the arguments of tool post failed (tenant 1, run run_1, call c2)" in (
+        caplog.text
+    )
+
+
+def test_an_unexpected_failure_outside_a_run_names_no_run():
+    async def broken(arguments, ctx):
+        raise RuntimeError("disk on fire")
+
+    ctx = RunContext(tenant_id=1)  # a direct call before its record exists
+    result = run(ToolRegistry([make("broken", handler=broken)]).execute(
+        ToolCall("c1", "broken", {}), ctx
+    ))  # fmt: skip
+    assert result.error == "the tool failed unexpectedly; the details are in the server log"
+
+
+def test_an_unknown_tool_is_named_with_at_most_three_close_names_or_twenty_others():
+    many = ToolRegistry([make(f"tool_{i:02}") for i in range(25)] + [make("search")])
+    close = run(many.execute(ToolCall("c1", "tool_1", {}), CTX)).error
+    assert close == "unknown tool 'tool_1'; did you mean tool_21, tool_19, tool_18?"  # 3 of 12
+    # "seaxyz" shares half its letters with "search": close enough (a ratio of 0.5).
+    assert run(many.execute(ToolCall("c1", "seaxyz", {}), CTX)).error == (
+        "unknown tool 'seaxyz'; did you mean search?"
+    )
+    far = run(many.execute(ToolCall("c1", "zzz", {}), CTX)).error
+    listed = ", ".join(sorted(item.name for item in many)[:20])
+    assert far == f"unknown tool 'zzz'; available tools: {listed}"
+    assert run(ToolRegistry().execute(ToolCall("c1", "zzz", {}), CTX)).error == (
+        "unknown tool 'zzz'; available tools: none"
+    )
+    # Asking for the exact request of a tool that is gone (an approver's edit) says the same.
+    with pytest.raises(ToolFailed) as gone:
+        many.prepare(ToolCall("c1", "zzz", {}), CTX)
+    assert str(gone.value) == far
+
+
+def test_execute_all_answers_one_call_and_two_calls_each_in_order(registry):
+    one = run(registry.execute_all([ToolCall("c1", "search", {"x": 1})], CTX))
+    assert [(r.call_id, r.result) for r in one] == [("c1", {"echo": {"x": 1}})]
+    two = run(registry.execute_all(
+        [ToolCall("c1", "search", {"x": 1}), ToolCall("c2", "fetch", {"x": 2})], CTX
+    ))  # fmt: skip
+    assert [(r.call_id, r.result) for r in two] == [
+        ("c1", {"echo": {"x": 1}}),
+        ("c2", {"echo": {"x": 2}}),
+    ]
