@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -315,8 +316,9 @@ def test_a_preparer_failing_unexpectedly_gives_the_generic_error_and_logs_it(cap
         "the tool failed unexpectedly (run run_1); the details are in the server log"
     )
     # The operator's line: what failed, where, and the traceback with the secret masked.
-    assert "preparing the request of tool post failed (tenant 1, run run_1, call c1):\n" in (
-        caplog.text
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(
+        "preparing the request of tool post failed (tenant 1, run run_1, call c1):\n"
     )
     assert "Traceback (most recent call last):\n  File " in caplog.text
     assert "RuntimeError: template broke on [redacted]" in caplog.text
@@ -336,9 +338,9 @@ def test_a_validator_failing_unexpectedly_is_an_error_not_a_crash(caplog):
     with pytest.raises(ToolFailed, match=r"^the tool failed unexpectedly \(run run_1\)"):
         registry.prepare(ToolCall("c1", "post", {}), CTX)
     assert run(registry.execute(ToolCall("c2", "post", {}), CTX)).error == message
-    assert "validating the arguments of tool post failed (tenant 1, run run_1, call c2)" in (
-        caplog.text
-    )
+    [line] = [r.getMessage() for r in caplog.records if "call c2" in r.getMessage()]
+    assert line.startswith("validating the arguments of tool post failed (tenant 1, run run_1")
+    assert line.endswith("RuntimeError: validator bug\n")
 
 
 def test_an_unexpected_failure_outside_a_run_names_no_run():
@@ -382,3 +384,61 @@ def test_execute_all_answers_one_call_and_two_calls_each_in_order(registry):
         ("c1", {"echo": {"x": 1}}),
         ("c2", {"echo": {"x": 2}}),
     ]
+
+
+def test_the_events_and_result_of_a_call_say_what_it_did():
+    events = []
+
+    async def slow(arguments, ctx):
+        await asyncio.sleep(0.05)
+        return {"a": arguments["x"], "token": ctx.secrets.get("k")}
+
+    async def broken(arguments, ctx):
+        raise ToolFailed("no such city")
+
+    viewed = replace(make("viewed", handler=slow), view=lambda data: {"shown": data["a"]})
+    broken_viewed = replace(make("broken", handler=broken), view=lambda data: {"shown": data["a"]})
+    ctx = RunContext(
+        tenant_id=1, run_id="run_1", secrets=StaticSecrets({"k": "s3cr3t-value"}),
+        events=lambda kind, data: events.append((kind, data)),
+    )  # fmt: skip
+    registry = ToolRegistry([viewed, broken_viewed])
+    arguments = {"x": 1, "note": "s3cr3t-value"}
+    done = run(registry.execute(ToolCall("c1", "viewed", arguments), ctx))
+    # The model sees the tool's view; the run's frame keeps what the handler returned.
+    assert done.result == {"shown": 1}
+    assert done.data == {"a": 1, "token": "[redacted]"}
+    assert done.latency_ms >= 50
+    failed = run(registry.execute(ToolCall("c2", "broken", {"x": 2}), ctx))
+    assert (failed.result, failed.error, failed.data) == (None, "no such city", None)
+    assert events == [
+        ("tool.started", {
+            "call_id": "c1", "name": "viewed", "arguments": {"x": 1, "note": "[redacted]"},
+        }),
+        ("tool.completed", {
+            "call_id": "c1", "name": "viewed", "result": {"shown": 1}, "error": None,
+            "latency_ms": round(done.latency_ms, 3),
+        }),
+        ("tool.started", {"call_id": "c2", "name": "broken", "arguments": {"x": 2}}),
+        ("tool.completed", {
+            "call_id": "c2", "name": "broken", "result": None, "error": "no such city",
+            "latency_ms": round(failed.latency_ms, 3),
+        }),
+    ]  # fmt: skip
+
+
+def test_an_approved_request_is_sent_as_prepared_whatever_the_arguments_say_now():
+    """The request was checked when it was prepared, from arguments the run's frame completed
+    (depends_on inputs): the call's own arguments may lack them."""
+    recorder = _Recorder()
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=recorder,
+        input_schema={
+            "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+        },
+    )  # fmt: skip
+    registry = ToolRegistry([item])
+    ctx = RunContext(tenant_id=1, secrets=StaticSecrets({"k": "s3cr3t-value"}))
+    prepared = registry.prepare(ToolCall("c1", "post", {"x": 1}), ctx)
+    sent = run(registry.execute(ToolCall("c1", "post", {}, prepared=prepared), ctx))
+    assert (sent.error, sent.result) == (None, "sent") and recorder.sent == [prepared]
