@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -175,6 +176,46 @@ def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     assert kinds[:4] == ["save", "tool.completed", "save", "tool.completed"]  # c1, c2 refused
     assert kinds[4:6] == ["tool.started", "save"] and kinds.count("execute") == 1
     assert "limit (2)" in state.results["c2"].content and state.tool_calls == 2
+
+
+def test_a_run_at_its_call_limit_runs_no_call_and_the_model_reads_why(journal):
+    state = RunState(tool_calls=2)
+    outcome = asyncio.run(
+        step(BUILTINS, journal, max_tool_calls=2).run(
+            state, [ToolCall("c9", "calculator", SIX_BY_SEVEN)]
+        )
+    )
+    assert "execute" not in [kind for kind, _ in journal.entries] and state.tool_calls == 2
+    refused = "tool call limit (2) reached for this run; answer with what you have"
+    assert state.results["c9"].content == refused
+    # What the direct-call faces answer with: the refused call under its own id and name.
+    result = outcome.results["c9"]
+    assert (result.call_id, result.name, result.error) == ("c9", "calculator", refused)
+
+
+def test_two_calls_of_one_response_both_run_and_are_recorded(journal):
+    calls = [
+        ToolCall("c1", "calculator", SIX_BY_SEVEN),
+        ToolCall("c2", "calculator", {"expression": "1+1"}),
+    ]
+    state = RunState()
+    outcome = asyncio.run(step(BUILTINS, journal).run(state, calls))
+    assert [kind for kind, _ in journal.entries].count("execute") == 2
+    assert state.results["c1"].content == '{"result": 42}'
+    assert state.results["c2"].content == '{"result": 2}'
+    assert {i: (r.call_id, r.result) for i, r in outcome.results.items()} == {
+        "c1": ("c1", {"result": 42}), "c2": ("c2", {"result": 2}),
+    }  # fmt: skip
+
+
+def test_a_result_reads_as_json_with_its_text_as_written_and_dates_as_text(journal):
+    async def weather(arguments: dict, ctx: RunContext) -> dict:
+        return {"city": "Zürich", "at": datetime(2026, 1, 2, 3, 4)}
+
+    registry = ToolRegistry([Tool("weather", "Weather.", {"type": "object"}, weather)])
+    state = RunState()
+    asyncio.run(step(registry, journal).run(state, [ToolCall("w1", "weather", {})]))
+    assert state.results["w1"].content == '{"city": "Zürich", "at": "2026-01-02 03:04:00"}'
 
 
 def test_a_call_over_its_rate_limit_is_recorded_with_its_event_in_the_results_save(journal):
