@@ -343,7 +343,7 @@ def test_a_validator_failing_unexpectedly_is_an_error_not_a_crash(caplog):
     assert line.endswith("RuntimeError: validator bug\n")
 
 
-def test_an_unexpected_failure_outside_a_run_names_no_run():
+def test_an_unexpected_failure_outside_a_run_names_no_run(caplog):
     async def broken(arguments, ctx):
         raise RuntimeError("disk on fire")
 
@@ -352,6 +352,18 @@ def test_an_unexpected_failure_outside_a_run_names_no_run():
         ToolCall("c1", "broken", {}), ctx
     ))  # fmt: skip
     assert result.error == "the tool failed unexpectedly; the details are in the server log"
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("running tool broken failed (tenant 1, run None, call c1):\n")
+
+
+def test_a_tool_failing_without_a_message_is_named_by_its_exception():
+    def silent(arguments, ctx):
+        raise ToolFailed()
+
+    result = run(ToolRegistry([make("silent", handler=silent)]).execute(
+        ToolCall("c1", "silent", {}), CTX
+    ))  # fmt: skip
+    assert result.error == "ToolFailed"
 
 
 def test_an_unknown_tool_is_named_with_at_most_three_close_names_or_twenty_others():
