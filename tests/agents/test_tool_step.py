@@ -20,14 +20,16 @@ from agents.runtime.spec import AgentSpec, Decision
 from agents.runtime.state import RunState
 from agents.runtime.tool_step import NOT_CONFIRMED, UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
 from providers.runtime.fake import FakeModel
+from providers.runtime.types import Usage
 from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
 from tools.runtime.builtins import BUILTINS
-from tools.runtime.context import RunContext
+from tools.runtime.context import ModelTokens, RunContext, UsageMeter
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.frames import Source
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Capability, Effect, Tool, ToolCall
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolFailed
 
 CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
 SIX_BY_SEVEN = {"expression": "6*7"}
@@ -199,8 +201,13 @@ def test_two_calls_of_one_response_both_run_and_are_recorded(journal):
         ToolCall("c2", "calculator", {"expression": "1+1"}),
     ]
     state = RunState()
-    outcome = asyncio.run(step(BUILTINS, journal).run(state, calls))
+    outcome = asyncio.run(step(BUILTINS, journal, via="rest").run(state, calls))
     assert [kind for kind, _ in journal.entries].count("execute") == 2
+    started = [p for kind, p in journal.entries if kind == "tool.started"]
+    assert [(p["call_id"], p["via"]) for p in started] == [("c1", "rest"), ("c2", "rest")]
+    completed = {p["call_id"]: p for kind, p in journal.entries if kind == "tool.completed"}
+    for call_id, result in outcome.results.items():  # milliseconds, to the µs
+        assert completed[call_id]["latency_ms"] == round(result.latency_ms, 3)
     assert state.results["c1"].content == '{"result": 42}'
     assert state.results["c2"].content == '{"result": 2}'
     assert {i: (r.call_id, r.result) for i, r in outcome.results.items()} == {
@@ -216,6 +223,63 @@ def test_a_result_reads_as_json_with_its_text_as_written_and_dates_as_text(journ
     state = RunState()
     asyncio.run(step(registry, journal).run(state, [ToolCall("w1", "weather", {})]))
     assert state.results["w1"].content == '{"city": "Zürich", "at": "2026-01-02 03:04:00"}'
+
+
+def test_what_a_tool_spent_on_models_counts_in_the_run_usage_cache_tokens_too(journal):
+    async def summarize(arguments: dict, ctx: RunContext) -> str:
+        ctx.usage.add(ctx.call_id, ModelTokens("openai", "gpt", 10, 20, 30, 40))
+        return "short"
+
+    registry = ToolRegistry([Tool("summarize", "Summarize.", {"type": "object"}, summarize)])
+    state = RunState()
+    ctx = replace(CTX, usage=UsageMeter())
+    asyncio.run(step(registry, journal, ctx=ctx).run(state, [ToolCall("u1", "summarize", {})]))
+    assert state.usage == Usage(10, 20, 30, 40)
+    [models] = [p["models"] for kind, p in journal.entries if kind == "tool.usage"]
+    assert models == [ModelTokens("openai", "gpt", 10, 20, 30, 40).to_dict()]
+
+
+def test_a_result_with_references_is_shown_through_the_tools_view(journal):
+    async def slots(arguments: dict, ctx: RunContext) -> dict:
+        return {"id": 17, "room": "B"}
+
+    item = Tool(
+        "slots", "Slots.", {"type": "object"}, slots,
+        references={"id": "slot"}, view=lambda data: {"only": data["id"]},
+    )  # fmt: skip
+    state = RunState()
+    asyncio.run(step(ToolRegistry([item]), journal).run(state, [ToolCall("s1", "slots", {})]))
+    assert state.results["s1"].content == '{"only": "slot#1"}'
+
+
+def test_a_failed_producer_call_leaves_its_last_result_to_its_consumers(journal):
+    answers = iter([{"id": 4711}, ToolFailed("the CRM is down")])
+
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def note(arguments: dict, ctx: RunContext) -> dict:
+        return {"noted": arguments["customer_id"]}
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    registry = ToolRegistry(
+        [
+            Tool("find", "Find.", {"type": "object"}, find),
+            Tool("note", "Note.", schema, note, depends_on={"customer_id": Source("find", "$.id")}),
+        ]
+    )
+    state = RunState()
+    for one in (
+        ToolCall("f1", "find", {}),
+        ToolCall("f2", "find", {}),
+        ToolCall("n1", "note", {}),
+    ):
+        asyncio.run(step(registry, journal).run(state, [one]))
+    assert state.results["f2"].content == "the CRM is down"
+    assert state.results["n1"].content == '{"noted": 4711}'
 
 
 def test_a_call_over_its_rate_limit_is_recorded_with_its_event_in_the_results_save(journal):
@@ -272,6 +336,7 @@ def test_unattended_a_call_that_needs_a_human_or_waits_on_one_gets_an_error(jour
     assert (outcome.awaiting, outcome.suspended) == ([], [])
     assert state.results["p1"].content == "nobody approves"
     assert state.results["d1"].content == "writer waits; that nobody approves"
+    assert outcome.results["d1"].result is None  # an error, not the child's waiting
 
 
 # -- every entry kind takes it ------------------------------------------------------------------
