@@ -170,6 +170,27 @@ def test_a_recorded_call_is_never_executed_again_and_an_interrupted_one_is_not_r
     assert executed == [{"n": 1}]
 
 
+def test_after_a_restart_the_calls_behind_a_recorded_one_still_run(journal):
+    calls = [
+        ToolCall("c1", "calculator", SIX_BY_SEVEN),
+        ToolCall("c2", "calculator", {"expression": "1+1"}),
+    ]
+    state = RunState(pending_calls=calls)
+    asyncio.run(step(BUILTINS, journal).run(state, calls[:1]))  # c1 recorded, then a restart
+    asyncio.run(step(BUILTINS, journal).run(state, calls))
+    assert [kind for kind, _ in journal.entries].count("execute") == 2
+    assert state.results["c2"].content == '{"result": 2}'
+
+
+def test_a_rejection_without_a_reason_reads_rejected_by_whom(journal):
+    executed: list = []
+    registry = ToolRegistry([recording_tool("pay", executed, requires_approval=True)])
+    state = RunState(pending_calls=[ToolCall("p1", "pay", {})])
+    rejected = {"p1": Decision(approved=False, by="alice")}
+    asyncio.run(step(registry, journal, decisions=rejected).run(state, state.pending_calls))
+    assert executed == [] and state.results["p1"].content == "rejected by alice"
+
+
 def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     calls = [ToolCall(f"c{n}", "calculator", SIX_BY_SEVEN) for n in range(3)]
     state = RunState(tool_calls=1)
