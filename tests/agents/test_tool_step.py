@@ -191,6 +191,70 @@ def test_a_rejection_without_a_reason_reads_rejected_by_whom(journal):
     assert executed == [] and state.results["p1"].content == "rejected by alice"
 
 
+def test_an_approved_call_runs_with_the_approvers_arguments_and_its_inputs(journal):
+    executed: list = []
+
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        return {"id": 4711}
+
+    async def note(arguments: dict, ctx: RunContext) -> dict:
+        executed.append(arguments)
+        return {"ok": True}
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    note_tool = Tool(
+        "note", "Note.", schema, note, depends_on={"customer_id": Source("find", "$.id")},
+        capability=Capability(requires_approval=True),
+    )  # fmt: skip
+    registry = ToolRegistry([Tool("find", "Find.", {"type": "object"}, find), note_tool])
+    state = RunState()
+    asyncio.run(step(registry, journal).run(state, [ToolCall("f1", "find", {})]))
+    decided = {"n1": Decision(approved=True, by="alice", arguments={"text": "edited"})}
+    calls = [ToolCall("n1", "note", {"text": "asked"})]
+    asyncio.run(step(registry, journal, decisions=decided).run(state, calls))
+    assert executed == [{"text": "edited", "customer_id": 4711}]
+
+
+def test_an_approved_request_is_shown_with_the_arguments_it_was_prepared_from(journal):
+    class Sender:
+        def prepare(self, arguments, ctx):
+            return PreparedRequest("POST", "https://api.example/x", (), str(arguments["x"]))
+
+        async def send(self, request, ctx):
+            return "sent"
+
+    item = Tool(
+        "post", "Post.", {"type": "object"}, lambda a, c: None, preparer=Sender(),
+        capability=Capability(requires_approval=True),
+    )  # fmt: skip
+    prepared = PreparedRequest("POST", "https://api.example/x", (), "2")
+    decided = {"p1": Decision(approved=True, by="alice", arguments={"x": 2}, prepared=prepared)}
+    state = RunState()
+    calls = [ToolCall("p1", "post", {"x": 1})]
+    asyncio.run(step(ToolRegistry([item]), journal, decisions=decided).run(state, calls))
+    [started] = [p for kind, p in journal.entries if kind == "tool.started"]
+    assert started["arguments"] == {"x": 2} and state.results["p1"].content == "sent"
+
+
+def test_a_call_whose_inputs_cannot_be_had_is_refused_asked_or_approved(journal):
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        raise ToolFailed("the CRM is down")
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    registry = ToolRegistry(
+        [
+            Tool("find", "Find.", {"type": "object"}, find),
+            Tool("note", "Note.", schema, find, depends_on={"customer_id": Source("find", "$.id")}),
+        ]
+    )
+    state = RunState()
+    decided = {"n2": Decision(approved=True, by="alice")}
+    calls = [ToolCall("n1", "note", {}), ToolCall("n2", "note", {})]
+    outcome = asyncio.run(step(registry, journal, decisions=decided).run(state, calls))
+    for call_id in ("n1", "n2"):  # saying which input is missing and whose result it needs
+        assert state.results[call_id].is_error and "customer_id" in outcome.results[call_id].error
+
+
 def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     calls = [ToolCall(f"c{n}", "calculator", SIX_BY_SEVEN) for n in range(3)]
     state = RunState(tool_calls=1)
