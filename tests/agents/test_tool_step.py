@@ -5,6 +5,7 @@ durability rules, and that every entry kind — the agent loop, a remote agent, 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from datetime import datetime
 from types import SimpleNamespace
@@ -253,6 +254,36 @@ def test_a_call_whose_inputs_cannot_be_had_is_refused_asked_or_approved(journal)
     outcome = asyncio.run(step(registry, journal, decisions=decided).run(state, calls))
     for call_id in ("n1", "n2"):  # saying which input is missing and whose result it needs
         assert state.results[call_id].is_error and "customer_id" in outcome.results[call_id].error
+
+
+def test_a_request_asked_for_carries_its_frame_inputs_or_is_refused_without_them(journal):
+    class Sender:
+        def prepare(self, arguments, ctx):
+            return PreparedRequest("POST", "https://crm.example/notes", (), json.dumps(arguments))
+
+        async def send(self, request, ctx):
+            return "sent"
+
+    def registry(found: bool) -> ToolRegistry:
+        async def find(arguments: dict, ctx: RunContext) -> dict:
+            if not found:
+                raise ToolFailed("the CRM is down")
+            return {"id": 4711}
+
+        schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+        note = Tool(
+            "note", "Note.", schema, find, preparer=Sender(),
+            depends_on={"customer_id": Source("find", "$.id")},
+            capability=Capability(requires_approval=True),
+        )  # fmt: skip
+        return ToolRegistry([Tool("find", "Find.", {"type": "object"}, find), note])
+
+    asked = asyncio.run(step(registry(True), journal).run(RunState(), [ToolCall("n1", "note", {})]))
+    [waiting] = asked.awaiting
+    assert json.loads(waiting.prepared.body) == {"customer_id": 4711}
+    state = RunState()
+    refused = asyncio.run(step(registry(False), journal).run(state, [ToolCall("n2", "note", {})]))
+    assert refused.awaiting == [] and "customer_id" in state.results["n2"].content
 
 
 def test_calls_past_the_limit_are_refused_before_any_starts(journal):
