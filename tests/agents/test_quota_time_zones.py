@@ -100,6 +100,15 @@ def test_the_refusal_names_the_zone_and_its_local_reset(trio):
     assert quotas.refusal_retry_after(f"QuotaExceeded: {exc}", now) == 17 * 3600
 
 
+def test_a_refusal_in_its_last_second_says_retry_after_one_second_and_only_a_refusal_does():
+    """What /v1 answers a refused run with (Retry-After), from the run's error."""
+    error = "QuotaExceeded: Quota exceeded: 10 tokens a day. It resets at 2026-11-02 00:00 UTC (in "
+    almost = datetime(2026, 11, 1, 23, 59, 59, 500_000, tzinfo=UTC)
+    assert quotas.refusal_retry_after(error + "1 min).", almost) == 1
+    other = "tool failed: It resets at 2026-11-02 00:00 UTC (in 1 min)."  # not a refusal
+    assert quotas.refusal_retry_after(other, almost) is None
+
+
 def test_a_monthly_refusal_in_lisbon_resets_at_its_local_midnight(trio):
     _zone(trio.acme, "Europe/Lisbon")
     _limit(trio.acme, 0, period="month", scope="member", user=trio.bob)

@@ -5,7 +5,9 @@ durability rules, and that every entry kind — the agent loop, a remote agent, 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,14 +21,16 @@ from agents.runtime.spec import AgentSpec, Decision
 from agents.runtime.state import RunState
 from agents.runtime.tool_step import NOT_CONFIRMED, UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
 from providers.runtime.fake import FakeModel
+from providers.runtime.types import Usage
 from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
 from tools.runtime.builtins import BUILTINS
-from tools.runtime.context import RunContext
+from tools.runtime.context import ModelTokens, RunContext, UsageMeter
 from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.frames import Source
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Capability, Effect, Tool, ToolCall
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolFailed
 
 CTX = RunContext(tenant_id=1, user_id=7, run_id="run_1")
 SIX_BY_SEVEN = {"expression": "6*7"}
@@ -167,6 +171,121 @@ def test_a_recorded_call_is_never_executed_again_and_an_interrupted_one_is_not_r
     assert executed == [{"n": 1}]
 
 
+def test_after_a_restart_the_calls_behind_a_recorded_one_still_run(journal):
+    calls = [
+        ToolCall("c1", "calculator", SIX_BY_SEVEN),
+        ToolCall("c2", "calculator", {"expression": "1+1"}),
+    ]
+    state = RunState(pending_calls=calls)
+    asyncio.run(step(BUILTINS, journal).run(state, calls[:1]))  # c1 recorded, then a restart
+    asyncio.run(step(BUILTINS, journal).run(state, calls))
+    assert [kind for kind, _ in journal.entries].count("execute") == 2
+    assert state.results["c2"].content == '{"result": 2}'
+
+
+def test_a_rejection_without_a_reason_reads_rejected_by_whom(journal):
+    executed: list = []
+    registry = ToolRegistry([recording_tool("pay", executed, requires_approval=True)])
+    state = RunState(pending_calls=[ToolCall("p1", "pay", {})])
+    rejected = {"p1": Decision(approved=False, by="alice")}
+    asyncio.run(step(registry, journal, decisions=rejected).run(state, state.pending_calls))
+    assert executed == [] and state.results["p1"].content == "rejected by alice"
+
+
+def test_an_approved_call_runs_with_the_approvers_arguments_and_its_inputs(journal):
+    executed: list = []
+
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        return {"id": 4711}
+
+    async def note(arguments: dict, ctx: RunContext) -> dict:
+        executed.append(arguments)
+        return {"ok": True}
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    note_tool = Tool(
+        "note", "Note.", schema, note, depends_on={"customer_id": Source("find", "$.id")},
+        capability=Capability(requires_approval=True),
+    )  # fmt: skip
+    registry = ToolRegistry([Tool("find", "Find.", {"type": "object"}, find), note_tool])
+    state = RunState()
+    asyncio.run(step(registry, journal).run(state, [ToolCall("f1", "find", {})]))
+    decided = {"n1": Decision(approved=True, by="alice", arguments={"text": "edited"})}
+    calls = [ToolCall("n1", "note", {"text": "asked"})]
+    asyncio.run(step(registry, journal, decisions=decided).run(state, calls))
+    assert executed == [{"text": "edited", "customer_id": 4711}]
+
+
+def test_an_approved_request_is_shown_with_the_arguments_it_was_prepared_from(journal):
+    class Sender:
+        def prepare(self, arguments, ctx):
+            return PreparedRequest("POST", "https://api.example/x", (), str(arguments["x"]))
+
+        async def send(self, request, ctx):
+            return "sent"
+
+    item = Tool(
+        "post", "Post.", {"type": "object"}, lambda a, c: None, preparer=Sender(),
+        capability=Capability(requires_approval=True),
+    )  # fmt: skip
+    prepared = PreparedRequest("POST", "https://api.example/x", (), "2")
+    decided = {"p1": Decision(approved=True, by="alice", arguments={"x": 2}, prepared=prepared)}
+    state = RunState()
+    calls = [ToolCall("p1", "post", {"x": 1})]
+    asyncio.run(step(ToolRegistry([item]), journal, decisions=decided).run(state, calls))
+    [started] = [p for kind, p in journal.entries if kind == "tool.started"]
+    assert started["arguments"] == {"x": 2} and state.results["p1"].content == "sent"
+
+
+def test_a_call_whose_inputs_cannot_be_had_is_refused_asked_or_approved(journal):
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        raise ToolFailed("the CRM is down")
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    registry = ToolRegistry(
+        [
+            Tool("find", "Find.", {"type": "object"}, find),
+            Tool("note", "Note.", schema, find, depends_on={"customer_id": Source("find", "$.id")}),
+        ]
+    )
+    state = RunState()
+    decided = {"n2": Decision(approved=True, by="alice")}
+    calls = [ToolCall("n1", "note", {}), ToolCall("n2", "note", {})]
+    outcome = asyncio.run(step(registry, journal, decisions=decided).run(state, calls))
+    for call_id in ("n1", "n2"):  # saying which input is missing and whose result it needs
+        assert state.results[call_id].is_error and "customer_id" in outcome.results[call_id].error
+
+
+def test_a_request_asked_for_carries_its_frame_inputs_or_is_refused_without_them(journal):
+    class Sender:
+        def prepare(self, arguments, ctx):
+            return PreparedRequest("POST", "https://crm.example/notes", (), json.dumps(arguments))
+
+        async def send(self, request, ctx):
+            return "sent"
+
+    def registry(found: bool) -> ToolRegistry:
+        async def find(arguments: dict, ctx: RunContext) -> dict:
+            if not found:
+                raise ToolFailed("the CRM is down")
+            return {"id": 4711}
+
+        schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+        note = Tool(
+            "note", "Note.", schema, find, preparer=Sender(),
+            depends_on={"customer_id": Source("find", "$.id")},
+            capability=Capability(requires_approval=True),
+        )  # fmt: skip
+        return ToolRegistry([Tool("find", "Find.", {"type": "object"}, find), note])
+
+    asked = asyncio.run(step(registry(True), journal).run(RunState(), [ToolCall("n1", "note", {})]))
+    [waiting] = asked.awaiting
+    assert json.loads(waiting.prepared.body) == {"customer_id": 4711}
+    state = RunState()
+    refused = asyncio.run(step(registry(False), journal).run(state, [ToolCall("n2", "note", {})]))
+    assert refused.awaiting == [] and "customer_id" in state.results["n2"].content
+
+
 def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     calls = [ToolCall(f"c{n}", "calculator", SIX_BY_SEVEN) for n in range(3)]
     state = RunState(tool_calls=1)
@@ -175,6 +294,108 @@ def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     assert kinds[:4] == ["save", "tool.completed", "save", "tool.completed"]  # c1, c2 refused
     assert kinds[4:6] == ["tool.started", "save"] and kinds.count("execute") == 1
     assert "limit (2)" in state.results["c2"].content and state.tool_calls == 2
+
+
+def test_a_run_at_its_call_limit_runs_no_call_and_the_model_reads_why(journal):
+    state = RunState(tool_calls=2)
+    outcome = asyncio.run(
+        step(BUILTINS, journal, max_tool_calls=2).run(
+            state, [ToolCall("c9", "calculator", SIX_BY_SEVEN)]
+        )
+    )
+    assert "execute" not in [kind for kind, _ in journal.entries] and state.tool_calls == 2
+    refused = "tool call limit (2) reached for this run; answer with what you have"
+    assert state.results["c9"].content == refused
+    # What the direct-call faces answer with: the refused call under its own id and name.
+    result = outcome.results["c9"]
+    assert (result.call_id, result.name, result.error) == ("c9", "calculator", refused)
+
+
+def test_two_calls_of_one_response_both_run_and_are_recorded(journal):
+    calls = [
+        ToolCall("c1", "calculator", SIX_BY_SEVEN),
+        ToolCall("c2", "calculator", {"expression": "1+1"}),
+    ]
+    state = RunState()
+    outcome = asyncio.run(step(BUILTINS, journal, via="rest").run(state, calls))
+    assert [kind for kind, _ in journal.entries].count("execute") == 2
+    started = [p for kind, p in journal.entries if kind == "tool.started"]
+    assert [(p["call_id"], p["via"]) for p in started] == [("c1", "rest"), ("c2", "rest")]
+    completed = {p["call_id"]: p for kind, p in journal.entries if kind == "tool.completed"}
+    for call_id, result in outcome.results.items():  # milliseconds, to the µs
+        assert completed[call_id]["latency_ms"] == round(result.latency_ms, 3)
+    assert state.results["c1"].content == '{"result": 42}'
+    assert state.results["c2"].content == '{"result": 2}'
+    assert {i: (r.call_id, r.result) for i, r in outcome.results.items()} == {
+        "c1": ("c1", {"result": 42}), "c2": ("c2", {"result": 2}),
+    }  # fmt: skip
+
+
+def test_a_result_reads_as_json_with_its_text_as_written_and_dates_as_text(journal):
+    async def weather(arguments: dict, ctx: RunContext) -> dict:
+        return {"city": "Zürich", "at": datetime(2026, 1, 2, 3, 4)}
+
+    registry = ToolRegistry([Tool("weather", "Weather.", {"type": "object"}, weather)])
+    state = RunState()
+    asyncio.run(step(registry, journal).run(state, [ToolCall("w1", "weather", {})]))
+    assert state.results["w1"].content == '{"city": "Zürich", "at": "2026-01-02 03:04:00"}'
+
+
+def test_what_a_tool_spent_on_models_counts_in_the_run_usage_cache_tokens_too(journal):
+    async def summarize(arguments: dict, ctx: RunContext) -> str:
+        ctx.usage.add(ctx.call_id, ModelTokens("openai", "gpt", 10, 20, 30, 40))
+        return "short"
+
+    registry = ToolRegistry([Tool("summarize", "Summarize.", {"type": "object"}, summarize)])
+    state = RunState()
+    ctx = replace(CTX, usage=UsageMeter())
+    asyncio.run(step(registry, journal, ctx=ctx).run(state, [ToolCall("u1", "summarize", {})]))
+    assert state.usage == Usage(10, 20, 30, 40)
+    [models] = [p["models"] for kind, p in journal.entries if kind == "tool.usage"]
+    assert models == [ModelTokens("openai", "gpt", 10, 20, 30, 40).to_dict()]
+
+
+def test_a_result_with_references_is_shown_through_the_tools_view(journal):
+    async def slots(arguments: dict, ctx: RunContext) -> dict:
+        return {"id": 17, "room": "B"}
+
+    item = Tool(
+        "slots", "Slots.", {"type": "object"}, slots,
+        references={"id": "slot"}, view=lambda data: {"only": data["id"]},
+    )  # fmt: skip
+    state = RunState()
+    asyncio.run(step(ToolRegistry([item]), journal).run(state, [ToolCall("s1", "slots", {})]))
+    assert state.results["s1"].content == '{"only": "slot#1"}'
+
+
+def test_a_failed_producer_call_leaves_its_last_result_to_its_consumers(journal):
+    answers = iter([{"id": 4711}, ToolFailed("the CRM is down")])
+
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def note(arguments: dict, ctx: RunContext) -> dict:
+        return {"noted": arguments["customer_id"]}
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    registry = ToolRegistry(
+        [
+            Tool("find", "Find.", {"type": "object"}, find),
+            Tool("note", "Note.", schema, note, depends_on={"customer_id": Source("find", "$.id")}),
+        ]
+    )
+    state = RunState()
+    for one in (
+        ToolCall("f1", "find", {}),
+        ToolCall("f2", "find", {}),
+        ToolCall("n1", "note", {}),
+    ):
+        asyncio.run(step(registry, journal).run(state, [one]))
+    assert state.results["f2"].content == "the CRM is down"
+    assert state.results["n1"].content == '{"noted": 4711}'
 
 
 def test_a_call_over_its_rate_limit_is_recorded_with_its_event_in_the_results_save(journal):
@@ -231,6 +452,7 @@ def test_unattended_a_call_that_needs_a_human_or_waits_on_one_gets_an_error(jour
     assert (outcome.awaiting, outcome.suspended) == ([], [])
     assert state.results["p1"].content == "nobody approves"
     assert state.results["d1"].content == "writer waits; that nobody approves"
+    assert outcome.results["d1"].result is None  # an error, not the child's waiting
 
 
 # -- every entry kind takes it ------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -291,3 +292,165 @@ def test_prepare_validates_masks_secrets_and_sends_nothing():
     assert result.result == "sent" and recorder.sent == [prepared]
     gone = run(registry.execute(ToolCall("c1", "plain", {}, prepared=prepared), ctx))
     assert gone.error == "plain no longer sends prepared requests; nothing was sent"
+
+
+class _Broken:
+    """A preparer that fails in a way nobody wrote for the model, quoting a secret."""
+
+    def prepare(self, arguments, ctx):
+        raise RuntimeError(f"template broke on {ctx.secrets.get('k')}")
+
+    async def send(self, request, ctx):
+        raise AssertionError("never sent")
+
+
+def test_a_preparer_failing_unexpectedly_gives_the_generic_error_and_logs_it(caplog):
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=_Broken(),
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+    )  # fmt: skip
+    ctx = RunContext(tenant_id=1, run_id="run_1", secrets=StaticSecrets({"k": "s3cr3t-value"}))
+    with pytest.raises(ToolFailed) as failed:
+        ToolRegistry([item]).prepare(ToolCall("c1", "post", {"x": 1}), ctx)
+    assert str(failed.value) == (
+        "the tool failed unexpectedly (run run_1); the details are in the server log"
+    )
+    # The operator's line: what failed, where, and the traceback with the secret masked.
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(
+        "preparing the request of tool post failed (tenant 1, run run_1, call c1):\n"
+    )
+    assert "Traceback (most recent call last):\n  File " in caplog.text
+    assert "RuntimeError: template broke on [redacted]" in caplog.text
+    assert "s3cr3t-value" not in caplog.text
+
+
+def test_a_validator_failing_unexpectedly_is_an_error_not_a_crash(caplog):
+    def validate(arguments):
+        raise RuntimeError("validator bug")
+
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=_Recorder(),
+        input_schema={"type": "object"}, validate=validate,
+    )  # fmt: skip
+    registry = ToolRegistry([item])
+    message = "the tool failed unexpectedly (run run_1); the details are in the server log"
+    with pytest.raises(ToolFailed, match=r"^the tool failed unexpectedly \(run run_1\)"):
+        registry.prepare(ToolCall("c1", "post", {}), CTX)
+    assert run(registry.execute(ToolCall("c2", "post", {}), CTX)).error == message
+    [line] = [r.getMessage() for r in caplog.records if "call c2" in r.getMessage()]
+    assert line.startswith("validating the arguments of tool post failed (tenant 1, run run_1")
+    assert line.endswith("RuntimeError: validator bug\n")
+
+
+def test_an_unexpected_failure_outside_a_run_names_no_run(caplog):
+    async def broken(arguments, ctx):
+        raise RuntimeError("disk on fire")
+
+    ctx = RunContext(tenant_id=1)  # a direct call before its record exists
+    result = run(ToolRegistry([make("broken", handler=broken)]).execute(
+        ToolCall("c1", "broken", {}), ctx
+    ))  # fmt: skip
+    assert result.error == "the tool failed unexpectedly; the details are in the server log"
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("running tool broken failed (tenant 1, run None, call c1):\n")
+
+
+def test_a_tool_failing_without_a_message_is_named_by_its_exception():
+    def silent(arguments, ctx):
+        raise ToolFailed()
+
+    result = run(ToolRegistry([make("silent", handler=silent)]).execute(
+        ToolCall("c1", "silent", {}), CTX
+    ))  # fmt: skip
+    assert result.error == "ToolFailed"
+
+
+def test_an_unknown_tool_is_named_with_at_most_three_close_names_or_twenty_others():
+    many = ToolRegistry([make(f"tool_{i:02}") for i in range(25)] + [make("search")])
+    close = run(many.execute(ToolCall("c1", "tool_1", {}), CTX)).error
+    assert close == "unknown tool 'tool_1'; did you mean tool_21, tool_19, tool_18?"  # 3 of 12
+    # "seaxyz" shares half its letters with "search": close enough (a ratio of 0.5).
+    assert run(many.execute(ToolCall("c1", "seaxyz", {}), CTX)).error == (
+        "unknown tool 'seaxyz'; did you mean search?"
+    )
+    far = run(many.execute(ToolCall("c1", "zzz", {}), CTX)).error
+    listed = ", ".join(sorted(item.name for item in many)[:20])
+    assert far == f"unknown tool 'zzz'; available tools: {listed}"
+    assert run(ToolRegistry().execute(ToolCall("c1", "zzz", {}), CTX)).error == (
+        "unknown tool 'zzz'; available tools: none"
+    )
+    # Asking for the exact request of a tool that is gone (an approver's edit) says the same.
+    with pytest.raises(ToolFailed) as gone:
+        many.prepare(ToolCall("c1", "zzz", {}), CTX)
+    assert str(gone.value) == far
+
+
+def test_execute_all_answers_one_call_and_two_calls_each_in_order(registry):
+    one = run(registry.execute_all([ToolCall("c1", "search", {"x": 1})], CTX))
+    assert [(r.call_id, r.result) for r in one] == [("c1", {"echo": {"x": 1}})]
+    two = run(registry.execute_all(
+        [ToolCall("c1", "search", {"x": 1}), ToolCall("c2", "fetch", {"x": 2})], CTX
+    ))  # fmt: skip
+    assert [(r.call_id, r.result) for r in two] == [
+        ("c1", {"echo": {"x": 1}}),
+        ("c2", {"echo": {"x": 2}}),
+    ]
+
+
+def test_the_events_and_result_of_a_call_say_what_it_did():
+    events = []
+
+    async def slow(arguments, ctx):
+        await asyncio.sleep(0.05)
+        return {"a": arguments["x"], "token": ctx.secrets.get("k")}
+
+    async def broken(arguments, ctx):
+        raise ToolFailed("no such city")
+
+    viewed = replace(make("viewed", handler=slow), view=lambda data: {"shown": data["a"]})
+    broken_viewed = replace(make("broken", handler=broken), view=lambda data: {"shown": data["a"]})
+    ctx = RunContext(
+        tenant_id=1, run_id="run_1", secrets=StaticSecrets({"k": "s3cr3t-value"}),
+        events=lambda kind, data: events.append((kind, data)),
+    )  # fmt: skip
+    registry = ToolRegistry([viewed, broken_viewed])
+    arguments = {"x": 1, "note": "s3cr3t-value"}
+    done = run(registry.execute(ToolCall("c1", "viewed", arguments), ctx))
+    # The model sees the tool's view; the run's frame keeps what the handler returned.
+    assert done.result == {"shown": 1}
+    assert done.data == {"a": 1, "token": "[redacted]"}
+    assert done.latency_ms >= 50
+    failed = run(registry.execute(ToolCall("c2", "broken", {"x": 2}), ctx))
+    assert (failed.result, failed.error, failed.data) == (None, "no such city", None)
+    assert events == [
+        ("tool.started", {
+            "call_id": "c1", "name": "viewed", "arguments": {"x": 1, "note": "[redacted]"},
+        }),
+        ("tool.completed", {
+            "call_id": "c1", "name": "viewed", "result": {"shown": 1}, "error": None,
+            "latency_ms": round(done.latency_ms, 3),
+        }),
+        ("tool.started", {"call_id": "c2", "name": "broken", "arguments": {"x": 2}}),
+        ("tool.completed", {
+            "call_id": "c2", "name": "broken", "result": None, "error": "no such city",
+            "latency_ms": round(failed.latency_ms, 3),
+        }),
+    ]  # fmt: skip
+
+
+def test_an_approved_request_is_sent_as_prepared_whatever_the_arguments_say_now():
+    """The request was checked when it was prepared, from arguments the run's frame completed
+    (depends_on inputs): the call's own arguments may lack them."""
+    recorder = _Recorder()
+    item = Tool(
+        name="post", description="Post.", handler=lambda a, c: None, preparer=recorder,
+        input_schema={
+            "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+        },
+    )  # fmt: skip
+    registry = ToolRegistry([item])
+    ctx = RunContext(tenant_id=1, secrets=StaticSecrets({"k": "s3cr3t-value"}))
+    prepared = registry.prepare(ToolCall("c1", "post", {"x": 1}), ctx)
+    sent = run(registry.execute(ToolCall("c1", "post", {}, prepared=prepared), ctx))
+    assert (sent.error, sent.result) == (None, "sent") and recorder.sent == [prepared]
