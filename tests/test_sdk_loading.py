@@ -14,6 +14,19 @@ from tests.factories import make_connection
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]  # a child Python
 
+
+def run_child(code: str) -> subprocess.CompletedProcess:
+    """`code` in a child Python on this session's database and Redis."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 CHILD = """
 import sys
 import agentplatform.asgi, agentplatform.celery, agents.tasks
@@ -32,14 +45,7 @@ print("anthropic" in sys.modules, type(adapter).__name__)
 def test_a_process_loads_the_anthropic_sdk_only_for_an_anthropic_connection(trio):
     make_connection(trio.acme, "Primary", "openai", api_key="sk-1")
     make_connection(trio.acme, "Claude", "anthropic", api_key="sk-ant-1")
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD],
-        env=subprocess_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_child(CHILD)
     assert out.stdout.split() == ["False", "False", "True", "AnthropicAdapter"], out.stderr[-2000:]
 
 
@@ -53,12 +59,5 @@ print("mcp" in sys.modules, "anthropic" in sys.modules)
 
 
 def test_a_worker_process_starts_without_the_mcp_and_anthropic_sdks():
-    out = subprocess.run(
-        [sys.executable, "-c", WORKER],
-        env=subprocess_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_child(WORKER)
     assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
