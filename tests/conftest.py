@@ -185,13 +185,17 @@ class Trio:
     charlie: object
 
 
-@pytest.fixture
-def trio(db) -> Trio:
+def make_trio() -> Trio:
     alice, bob, charlie = make_user("alice"), make_user("bob"), make_user("charlie")
     acme = make_tenant("acme", owner=alice)
     add_member(acme, bob, Role.MEMBER)
     globex = make_tenant("globex", owner=charlie)
     return Trio(acme=acme, globex=globex, alice=alice, bob=bob, charlie=charlie)
+
+
+@pytest.fixture
+def trio(db) -> Trio:
+    return make_trio()
 
 
 def subprocess_env(database_name: str | None = None) -> dict[str, str]:

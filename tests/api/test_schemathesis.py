@@ -38,7 +38,8 @@ import schemathesis
 from django.core import signals
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
+from django.test import Client
 from drf_spectacular.generators import SchemaGenerator
 from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
@@ -49,6 +50,7 @@ from agentplatform.tenancy.models import ApiKey, Membership
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
 from tests.api.test_resources import as_key, key_for
+from tests.conftest import make_trio
 from tests.factories import make_connection, make_mcp_connection
 
 SKIPPED_OPERATIONS = [
@@ -147,12 +149,32 @@ async def canned_progress(run, **kwargs):
     )
 
 
+@pytest.fixture(scope="module")
+def module_seed(django_db_setup, django_db_blocker):
+    """The seed, made once for the module's ~160 tests (a third of a second each: most of
+    their time), in a transaction of the module's that its end rolls back; each test runs
+    in a savepoint of it (pytest-django's `db` nests its transaction in this one)."""
+    module_transaction = transaction.atomic()
+    module_transaction._from_testcase = True  # durable blocks nest in it as in a TestCase
+    with django_db_blocker.unblock():
+        module_transaction.__enter__()
+    try:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            with django_db_blocker.unblock():
+                seed = _seed(Client(), make_trio(), monkeypatch)
+            yield seed
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            module_transaction.__exit__(None, None, None)
+
+
 @pytest.fixture
-def seeded(client, trio, monkeypatch):
+def seeded(module_seed, db):
     """An admin key of acme and the ids of a few acme objects, keyed by path parameter."""
-    seed = _seed(client, trio, monkeypatch)
+    seed = module_seed
     # As Django's test client does: the WSGI app must not close the connection that holds
-    # the test's transaction around each request (after seeding: the test client reconnects).
+    # the test's transaction around each request.
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
     try:
