@@ -160,6 +160,17 @@ def test_a_member_cannot_cancel_or_decide_another_principals_run(trio, alices_ru
     assert alices_run.status == "awaiting_approval"
 
 
+def test_a_members_key_cancels_the_run_it_started_and_no_other_keys(trio, assistant):
+    starter, _ = key_client(trio.acme, "read", "run", created_by=trio.bob)
+    other, _ = key_client(trio.acme, "read", "run", created_by=trio.bob)
+    started = starter.post("/api/v1/runs", {"agent": "assistant", "input": "x"}, format="json")
+    assert started.status_code == 201
+    run_id = started.json()["id"]
+    assert other.post(f"/api/v1/runs/{run_id}/cancel").status_code == 404
+    cancelled = starter.post(f"/api/v1/runs/{run_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
 def test_an_idempotency_key_never_answers_another_users_run(trio, assistant):
     first = session(trio.alice).post(
         "/api/v1/runs",
