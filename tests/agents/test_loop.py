@@ -594,6 +594,23 @@ def test_a_run_cancelled_before_it_starts_never_calls_the_model():
     assert sink.types() == ["run.started", "run.cancelled"]
 
 
+def test_a_cancel_asked_while_a_tool_runs_stops_the_run_before_the_next_model_call():
+    """Between rounds the run asks whether it was cancelled every time, however soon after
+    the last time (only a stream's deltas ask at most every CANCEL_CHECK_INTERVAL_S)."""
+    executed: list[dict[str, Any]] = []
+    registry = ToolRegistry([recording_tool("tick", executed)])
+    model = FakeModel([ToolCall("c1", "tick", {}), "never asked"])
+
+    async def cancelled() -> bool:
+        return bool(executed)
+
+    outcome = go(model, registry=registry, is_cancelled=cancelled)
+
+    assert outcome.status is RunStatus.CANCELLED and outcome.error == "cancelled"
+    assert executed == [{}]
+    assert model.remaining == 1
+
+
 def test_a_run_cancelled_during_a_long_streamed_answer_stops_mid_stream():
     words = [TextDelta(f"word{i} ") for i in range(200)]
     model = FakeModel([Stream(words)])
