@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agents.facts import DjangoFactStore
+from agents.runtime.client_request import ClientTool
 from agents.runtime.loop import agent_registry, run_agent
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.prompt import compose_system_prompt
@@ -830,6 +831,39 @@ def test_a_text_answer_where_a_structured_one_is_wanted_is_asked_for_again_and_s
     )
 
 
+# -- the caller's own tools (client_tools: /v1's `tools`) ----------------------------------
+
+
+def test_a_call_of_the_callers_tool_ends_the_run_with_only_the_callers_calls():
+    """Its own tools run on the platform; a response calling the caller's tool ends the run
+    with those calls for the caller to run, and the platform's calls of that response are
+    dropped (their results could not reach the caller's next request)."""
+    executed: list[dict[str, Any]] = []
+    lookup = ClientTool("lookup").as_tool()
+    theirs = ToolCall("c3", "lookup", {"q": "x"})
+    model = FakeModel(
+        [ToolCall("c1", "tick", {"n": 1}), [ToolCall("c2", "tick", {"n": 2}), theirs]]
+    )
+    sink, checkpoint = RecordingSink(), SavingCheckpointer()
+
+    outcome = go(
+        model,
+        spec=make_spec(client_tools=(lookup,)),
+        registry=ToolRegistry([recording_tool("tick", executed)]),
+        sink=sink,
+        checkpoint=checkpoint,
+    )
+
+    assert [t.name for t in model.requests[0].tools] == ["tick", "lookup"]
+    assert outcome.status is RunStatus.AWAITING_CLIENT and outcome.client_calls == [theirs]
+    assert executed == [{"n": 1}]
+    assert checkpoint.last_state().messages[-1] == AssistantMessage(tool_calls=(theirs,))
+    assert sink.of("run.completed")[0]["status"] == "awaiting_client"
+    assert sink.of("run.completed")[0]["client_tool_calls"] == [
+        {"id": "c3", "name": "lookup", "arguments": {"q": "x"}}
+    ]
+
+
 # -- resuming, and how a run starts ---------------------------------------------------------
 
 
@@ -954,6 +988,10 @@ def test_agent_registry_adds_synthetic_tools_without_touching_the_tenant_registr
 
     assert chosen.names() == ["search", *MEMORY_TOOL_NAMES, "final_answer"]
     assert toolbox.names() == ["search", "fetch", "write_file", "delete_file"]
+    # A registry already holding them (the platform's toolbox offers the memory tools) gets
+    # them replaced, not a clash.
+    again = agent_registry(replace(spec, tool_names=None), chosen, DjangoFactStore())
+    assert again.names() == chosen.names()
     assert agent_registry(make_spec(memory=True), toolbox).names() == toolbox.names()  # no store
 
 
