@@ -19,8 +19,9 @@ from django.conf import settings
 from agentplatform.tenancy import rls
 from agents.facts import DjangoFactStore, fact_embedder, register_fact_embedder
 from agents.models import Fact
+from agents.services import run_start
 from rag.embedders import local_model_installed, static_embedder
-from tests.factories import add_member
+from tests.factories import add_member, make_agent
 
 DATA = json.loads((Path(__file__).parents[1] / "data/memory/recall.json").read_text())
 STORE = DjangoFactStore()
@@ -198,6 +199,18 @@ def test_recall_as_the_app_role_sees_its_tenant_only(trio, embedder_as, monkeypa
         assert recall(trio.globex, trio.bob, "tea") == []  # the policy: not this scope's
     monkeypatch.setattr(rls, "_app_role", None)
     assert Fact.objects.get(tenant=trio.acme).embedder == fact_embedder().name
+
+
+def test_a_fact_names_the_run_that_learnt_it_when_the_run_is_one_of_ours(trio):
+    """`source_run` of the facts API; a run id that is no run's (a library caller's own,
+    `run_1`) or none is no source."""
+    agent = make_agent(trio.acme)
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob, enqueue=False)
+    for run_id, source in ((str(run.pk), run.pk), ("run_1", None), (None, None)):
+        pk = async_to_sync(STORE.remember)(
+            tenant_id=trio.acme.pk, user_id=trio.bob.pk, text="Likes tea.", run_id=run_id
+        )
+        assert Fact.objects.get(pk=pk).source_run_id == source
 
 
 def test_without_a_query_the_latest_facts(trio):
