@@ -90,6 +90,17 @@ def test_members_viewers_and_write_keys_cannot_change_configuration(trio, viewer
     assert Agent.objects.get(slug="assistant").name == "Assistant"
 
 
+def test_a_refusal_names_the_role_or_the_scope_that_is_missing(trio, viewer):
+    write_key, _ = key_client(trio.acme, "read", "write", "run")
+    role = "This needs the admin role or higher."
+    for who, missing in (
+        (session(trio.bob), role), (session(viewer), role),
+        (write_key, "This API key lacks the 'config' scope."),
+    ):  # fmt: skip
+        response = who.post(*CONFIG_WRITES[0], format="json")
+        assert response.status_code == 403 and missing in response.content.decode()
+
+
 def test_admins_and_config_keys_change_configuration(trio, assistant):
     config_key, _ = key_client(trio.acme, "read", "config")
     for who, path_body in ((session(trio.alice), CONFIG_WRITES[0]), (config_key, CONFIG_WRITES[2])):
