@@ -214,9 +214,19 @@ def test_a_fact_names_the_run_that_learnt_it_when_the_run_is_one_of_ours(trio):
 
 
 def test_without_a_query_the_latest_facts(trio):
-    for n in range(3):
-        remember(trio.acme, trio.bob, f"Fact {n}.")
+    ids = [remember(trio.acme, trio.bob, f"Fact {n}.") for n in range(3)]
     assert recall(trio.acme, trio.bob, "  ", limit=2) == ["Fact 2.", "Fact 1."]
+    # With the ids forget_fact takes, as a query's recall gives them too.
+    latest = async_to_sync(STORE.recall)(
+        tenant_id=trio.acme.pk, user_id=trio.bob.pk, query="", limit=2
+    )
+    assert latest == [{"id": ids[2], "text": "Fact 2."}, {"id": ids[1], "text": "Fact 1."}]
+    found = async_to_sync(STORE.recall)(
+        tenant_id=trio.acme.pk, user_id=trio.bob.pk, query="fact", limit=10
+    )
+    assert sorted((f["id"], f["text"]) for f in found) == sorted(
+        zip(ids, ["Fact 0.", "Fact 1.", "Fact 2."], strict=True)
+    )
 
 
 def test_a_query_of_stop_words_or_signs_recalls_by_meaning_or_nothing(trio, embedder_as):
