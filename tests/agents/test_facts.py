@@ -227,6 +227,20 @@ def test_without_a_query_the_latest_facts(trio):
     assert sorted((f["id"], f["text"]) for f in found) == sorted(
         zip(ids, ["Fact 0.", "Fact 1.", "Fact 2."], strict=True)
     )
+    assert len(recall(trio.acme, trio.bob, "fact", limit=2)) == 2
+
+
+def test_forget_deletes_the_users_own_fact_by_its_id_and_says_whether_it_did(trio):
+    mine = remember(trio.acme, trio.bob, "Likes tea.")
+
+    def forget(user, fact_id) -> bool:
+        return async_to_sync(STORE.forget)(tenant_id=trio.acme.pk, user_id=user.pk, fact_id=fact_id)
+
+    assert forget(trio.bob, "not-an-id") is False
+    assert forget(trio.alice, mine) is False  # another member's
+    assert Fact.objects.filter(pk=mine).exists()
+    assert forget(trio.bob, mine) is True
+    assert not Fact.objects.filter(pk=mine).exists()
 
 
 def test_a_query_of_stop_words_or_signs_recalls_by_meaning_or_nothing(trio, embedder_as):
