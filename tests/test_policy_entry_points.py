@@ -10,13 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx2
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.test import Client
 
 from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.models import Membership, Role
 from agentplatform.tenancy.policy import Principal
 from agents import access
-from agents.models import Agent, Approval, Conversation, Run
+from agents.evaluations import dataset_save, evaluation_start
+from agents.models import Agent, Approval, Conversation, Evaluation, Run
 from agents.services import conversation_save, run_start
 from tests import live_server
 from tests.factories import add_member, login, make_agent, make_approval, make_user
@@ -85,6 +87,30 @@ def test_the_cancel_service_refuses_anyone_but_the_starter_or_an_admin(trio, adm
     with pytest.raises(PermissionDenied):
         access.require_cancel(bob, run)
     access.require_cancel(Principal.for_initiator(trio.acme, trio.alice), run)
+
+
+def test_a_user_acts_with_their_role_in_that_tenant_only_and_a_superuser_as_its_owner(trio):
+    """Principal.for_initiator, which the admin, evaluations and configuration operations
+    ask: a member of another tenant only gets 404 here, so does an inactive superuser."""
+    bob = Principal.for_initiator(trio.acme, trio.bob)
+    assert (bob.tenant, bob.role, bob.user) == (trio.acme, Role.MEMBER, trio.bob)
+    membership = Membership.objects.get(tenant=trio.acme, user=trio.bob)
+    assert Principal.of_membership(membership).user == trio.bob  # (the chat's, MCP's)
+    with pytest.raises(Http404):
+        Principal.for_initiator(trio.acme, trio.charlie)  # globex's owner only
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "cases"})
+    with pytest.raises(Http404):
+        evaluation_start(
+            tenant=trio.acme, dataset=dataset, agent=make_agent(trio.acme), by=trio.charlie,
+            dispatch=False,
+        )  # fmt: skip
+    assert not Evaluation.objects.exists()
+    root = make_user("root", is_superuser=True)
+    owner = Principal.for_initiator(trio.acme, root)
+    assert (owner.tenant, owner.role, owner.user) == (trio.acme, Role.OWNER, root)
+    root.is_active = False
+    with pytest.raises(Http404):
+        Principal.for_initiator(trio.acme, root)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -22,7 +22,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey, IdentityProvider, Membership, Role, TenantGroup
-from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
 from agents.services import run_start
@@ -139,6 +139,22 @@ def test_every_route_declares_its_policy_and_the_schema_names_no_other():
                 continue
             concrete = re.sub(r"\{[^}]+\}", "x", path).lstrip("/")
             assert any(p.fullmatch(concrete) for p in patterns) or concrete == "api/v1/whoami", path
+
+
+def test_a_view_is_read_with_the_action_and_methods_it_declares_and_none_without():
+    """The routes' marks are made at import, before any test: this checks on views made here
+    that `declares` marks what it is given, and that a view marked with no action reads as
+    declaring none (which fails the test above)."""
+    marked = declares(Action.START_RUN, methods=("POST", "PUT"))(lambda request: None)
+    assert (marked.policy_action, marked.policy_methods) == (Action.START_RUN, ("POST", "PUT"))
+    assert _actions(marked) == {"POST": Action.START_RUN, "PUT": Action.START_RUN}
+    assert _actions(declares(Action.READ_CONFIG)(lambda request: None)) == {
+        "GET": Action.READ_CONFIG
+    }
+    unmarked = declares(Action.READ_CONFIG)(lambda request: None)
+    unmarked.policy_action = None
+    assert _actions(unmarked) is None
+    assert _actions(lambda request: None) is None
 
 
 def _as_regex(pattern: str) -> re.Pattern:

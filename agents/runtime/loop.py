@@ -206,6 +206,7 @@ class _Loop:
                 done = await self._after_tools(state)
                 if done is not None:
                     return done
+                continue  # (to the cancel check: one asked while the tools ran ends it here)
             if state.rounds >= self.spec.max_rounds:
                 return await self._finish(
                     state, RunStatus.MAX_ROUNDS, error=f"stopped after {state.rounds} rounds"

@@ -13,7 +13,10 @@ from agents.runtime.crew import (
 )
 from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
+from agents.runtime.tool_step import call_payload
 from providers.runtime.fake import FakeModel
+from providers.runtime.types import ModelResponse, Usage
+from tests.agents.test_loop import RecordingSink
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import ToolCall
@@ -193,12 +196,17 @@ def test_depth_count_and_budget_limits_end_runaway_delegation():
 
 
 def test_a_child_waiting_for_approval_parks_the_manager():
+    delegation = ToolCall("d1", "delegate_to_payer", {"task": "pay"})
+
     async def waiting_child(member, task, context, key):
         return ChildOutcome(RunStatus.AWAITING_APPROVAL, run_id=99)
 
     spec = CrewSpec(name="c", mode="hierarchical", members=("payer",), manager="boss")
     tools = delegation_tools(spec, waiting_child, no_events, depth=0, used_tokens=lambda: _const(0))
-    manager = FakeModel([ToolCall("d1", "delegate_to_payer", {"task": "pay"})])
+    manager = FakeModel(
+        [ModelResponse(text="Asking the payer.", tool_calls=(delegation,), usage=Usage(9, 4))]
+    )
+    sink = RecordingSink()
     outcome = asyncio.run(
         run_agent(
             spec=AgentSpec(name="boss", instructions="", model="m"),
@@ -206,7 +214,12 @@ def test_a_child_waiting_for_approval_parks_the_manager():
             registry=ToolRegistry(tools),
             ctx=CTX,
             input="pay bob",
+            sink=sink,
         )
     )
     assert outcome.status is RunStatus.AWAITING_APPROVAL
     assert [c.id for c in outcome.suspended] == ["d1"] and outcome.awaiting == []
+    # What the parked run has said and spent so far; the event names the call a child's
+    # approval holds up.
+    assert (outcome.output, outcome.usage) == ("Asking the payer.", Usage(9, 4))
+    assert sink.of("approval.required") == [{"via_child": True, **call_payload(delegation, CTX)}]

@@ -19,8 +19,9 @@ from django.conf import settings
 from agentplatform.tenancy import rls
 from agents.facts import DjangoFactStore, fact_embedder, register_fact_embedder
 from agents.models import Fact
+from agents.services import run_start
 from rag.embedders import local_model_installed, static_embedder
-from tests.factories import add_member
+from tests.factories import add_member, make_agent
 
 DATA = json.loads((Path(__file__).parents[1] / "data/memory/recall.json").read_text())
 STORE = DjangoFactStore()
@@ -200,10 +201,46 @@ def test_recall_as_the_app_role_sees_its_tenant_only(trio, embedder_as, monkeypa
     assert Fact.objects.get(tenant=trio.acme).embedder == fact_embedder().name
 
 
+def test_a_fact_names_the_run_that_learnt_it_when_the_run_is_one_of_ours(trio):
+    """`source_run` of the facts API; a run id that is no run's (a library caller's own,
+    `run_1`) or none is no source."""
+    agent = make_agent(trio.acme)
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob, enqueue=False)
+    for run_id, source in ((str(run.pk), run.pk), ("run_1", None), (None, None)):
+        pk = async_to_sync(STORE.remember)(
+            tenant_id=trio.acme.pk, user_id=trio.bob.pk, text="Likes tea.", run_id=run_id
+        )
+        assert Fact.objects.get(pk=pk).source_run_id == source
+
+
 def test_without_a_query_the_latest_facts(trio):
-    for n in range(3):
-        remember(trio.acme, trio.bob, f"Fact {n}.")
+    ids = [remember(trio.acme, trio.bob, f"Fact {n}.") for n in range(3)]
     assert recall(trio.acme, trio.bob, "  ", limit=2) == ["Fact 2.", "Fact 1."]
+    # With the ids forget_fact takes, as a query's recall gives them too.
+    latest = async_to_sync(STORE.recall)(
+        tenant_id=trio.acme.pk, user_id=trio.bob.pk, query="", limit=2
+    )
+    assert latest == [{"id": ids[2], "text": "Fact 2."}, {"id": ids[1], "text": "Fact 1."}]
+    found = async_to_sync(STORE.recall)(
+        tenant_id=trio.acme.pk, user_id=trio.bob.pk, query="fact", limit=10
+    )
+    assert sorted((f["id"], f["text"]) for f in found) == sorted(
+        zip(ids, ["Fact 0.", "Fact 1.", "Fact 2."], strict=True)
+    )
+    assert len(recall(trio.acme, trio.bob, "fact", limit=2)) == 2
+
+
+def test_forget_deletes_the_users_own_fact_by_its_id_and_says_whether_it_did(trio):
+    mine = remember(trio.acme, trio.bob, "Likes tea.")
+
+    def forget(user, fact_id) -> bool:
+        return async_to_sync(STORE.forget)(tenant_id=trio.acme.pk, user_id=user.pk, fact_id=fact_id)
+
+    assert forget(trio.bob, "not-an-id") is False
+    assert forget(trio.alice, mine) is False  # another member's
+    assert Fact.objects.filter(pk=mine).exists()
+    assert forget(trio.bob, mine) is True
+    assert not Fact.objects.filter(pk=mine).exists()
 
 
 def test_a_query_of_stop_words_or_signs_recalls_by_meaning_or_nothing(trio, embedder_as):

@@ -9,27 +9,32 @@ from typing import Any
 import pytest
 
 from agents.facts import DjangoFactStore
+from agents.runtime.client_request import ClientTool
 from agents.runtime.loop import agent_registry, run_agent
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
+from agents.runtime.tool_step import call_payload
 from providers.runtime.errors import (
     AuthenticationFailed,
     ModelBehaviorError,
     RateLimited,
 )
-from providers.runtime.fake import FakeModel, Stream
+from providers.runtime.estimates import cut_usage
+from providers.runtime.fake import FakeModel, Stream, word_usage
 from providers.runtime.types import (
     AssistantMessage,
     ModelResponse,
     TextDelta,
+    ToolCallEvent,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import REDACTED, RunContext, StaticSecrets
+from tools.runtime.frames import Frame
 from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall
@@ -171,6 +176,75 @@ def test_a_text_answer_succeeds_with_output_usage_and_ordered_events():
     assert "## Account\nPlan: pro" in request.system
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
+def test_each_round_asks_with_the_agents_settings_and_its_events_say_what_came_back(streamed):
+    """The request carries the spec's sampling settings; inference.started / .completed
+    and run.completed are what SSE and the events API show, field for field."""
+    call = ToolCall("c1", "calculator", {"expression": "1 + 1"})
+    first = Usage(input_tokens=5, output_tokens=3, cache_read_tokens=2, cache_write_tokens=1)
+    model = FakeModel(
+        [
+            ModelResponse(
+                tool_calls=(call,), stop_reason="tool_calls", usage=first, model="served-1"
+            ),
+            ModelResponse(text="It is 2.", stop_reason="end", usage=Usage(7, 1), model="served-1"),
+        ]
+    )
+    # Each delta takes 40 ms to deliver: the answering round's latency is at least that.
+    sink = RecordingSink(wants_text_deltas=streamed, delay_s=0.04 if streamed else 0.0)
+    spec = make_spec(temperature=0.3, top_p=0.9, seed=7, stop=("END",), max_tokens_per_response=333)
+
+    outcome = go(model, spec=spec, sink=sink)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    for request in model.requests:
+        assert (request.model, request.temperature, request.top_p, request.seed) == (
+            "fake-model", 0.3, 0.9, 7,
+        )  # fmt: skip
+        assert (request.stop, request.max_tokens, request.tool_choice) == (("END",), 333, "auto")
+    assert sink.of("inference.started") == [{"round": 1}, {"round": 2}]
+    completed = sink.of("inference.completed")
+    latencies = [payload.pop("latency_ms") for payload in completed]
+    usage = {"input_tokens": 5, "output_tokens": 3, "cache_read_tokens": 2}
+    assert completed == [
+        {
+            "round": 1, "text": "", "tool_calls": [call_payload(call, CTX)],
+            "stop_reason": "tool_calls", "usage": {**usage, "cache_write_tokens": 1},
+            "model": "served-1",
+        },
+        {
+            "round": 2, "text": "It is 2.", "tool_calls": [], "stop_reason": "end",
+            "usage": {"input_tokens": 7, "output_tokens": 1, "cache_read_tokens": 0,
+                      "cache_write_tokens": 0},
+            "model": "served-1",
+        },
+    ]  # fmt: skip
+    assert all(0 <= latency < 60_000 for latency in latencies)
+    if streamed:
+        assert latencies[1] >= 40
+    assert sink.of("run.completed") == [
+        {
+            "error": "", "status": "succeeded", "output": "It is 2.", "structured_output": None,
+            "usage": {"input_tokens": 12, "output_tokens": 4, "cache_read_tokens": 2,
+                      "cache_write_tokens": 1},
+            "rounds": 2,
+        }
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("choice", "asked"),
+    [("calculator", ["calculator", "auto"]), ("required", ["required", "auto"]),
+     ("none", ["none", "none"])],
+)  # fmt: skip
+def test_a_forced_tool_choice_holds_for_the_first_round_and_none_for_every_round(choice, asked):
+    model = FakeModel([ToolCall("c1", "calculator", {"expression": "1 + 1"}), "2"])
+
+    go(model, spec=make_spec(tool_choice=choice))
+
+    assert [request.tool_choice for request in model.requests] == asked
+
+
 def test_a_sink_that_wants_text_deltas_gets_the_answer_streamed():
     model = FakeModel(["The quick brown fox jumps"])
     sink = RecordingSink(wants_text_deltas=True)
@@ -309,16 +383,58 @@ def test_malformed_tool_call_json_is_reported_back_and_the_run_continues(streame
     )
     model = FakeModel([error, ToolCall("c2", "calculator", {"expression": "1 + 1"}), "2"])
     sink = RecordingSink(wants_text_deltas=streamed)
+    checkpoint = SavingCheckpointer()
 
-    outcome = go(model, sink=sink)
+    outcome = go(model, sink=sink, checkpoint=checkpoint)
 
     assert outcome.status is RunStatus.SUCCEEDED
     assert outcome.output == "2"
     messages = model.requests[1].messages
     assert messages[1] == AssistantMessage(tool_calls=(ToolCall("c1", "calculator", {}),))
-    assert messages[2].call_id == "c1" and messages[2].is_error
-    assert "tool arguments are not valid JSON" in messages[2].content
-    assert sink.of("inference.completed")[0]["error"] == "tool arguments are not valid JSON"
+    assert messages[2] == ToolResultMessage(
+        "c1", "calculator", "error: tool arguments are not valid JSON; send valid JSON", True
+    )
+    assert sink.of("inference.completed")[0] == {
+        "round": 1,
+        "error": "tool arguments are not valid JSON",
+    }
+    assert checkpoint.reasons()[0] == "model_response"  # the error the model reads is saved
+    assert tool_results(RunState.from_dict(checkpoint.saves[0][1]).messages)[0].call_id == "c1"
+
+
+def test_a_malformed_call_without_a_name_or_id_is_answered_as_unknown():
+    error = ModelBehaviorError("tool arguments are not valid JSON", raw="{")
+    model = FakeModel([error, "ok"])
+
+    go(model)
+
+    bad = ToolCall("invalid_1", "unknown", {})
+    assert model.requests[1].messages[1:] == (
+        AssistantMessage(tool_calls=(bad,)),
+        ToolResultMessage(
+            "invalid_1", "unknown", "error: tool arguments are not valid JSON; send valid JSON",
+            True,
+        ),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("error", [ModelBehaviorError("bad JSON"), RateLimited("slow down")])
+def test_what_a_stream_gave_before_it_broke_is_counted_in_the_run_usage(error):
+    """Charged at what was delivered (providers/runtime/estimates.py), as the meter does."""
+    call = ToolCall("c1", "think", {"thought": "half"})
+    given = [TextDelta("twelve chars"), TextDelta(" and more"), ToolCallEvent(call)]
+    model = FakeModel([Stream([*given, error]), "ok"])
+
+    outcome = go(model, sink=RecordingSink(wants_text_deltas=True))
+
+    cut = cut_usage(model.requests[0], "twelve chars and more", [call])
+    assert cut.output_tokens > 0
+    if isinstance(error, RateLimited):
+        assert outcome.status is RunStatus.FAILED and outcome.usage == cut
+    else:
+        assert outcome.status is RunStatus.SUCCEEDED
+        answer = ModelResponse(text="ok", stop_reason="end")
+        assert outcome.usage == cut + word_usage(model.requests[1], answer)
 
 
 # -- limits --------------------------------------------------------------------------------
@@ -391,6 +507,53 @@ def test_exceeding_the_token_budget_fails_the_run_before_running_more_tools():
     assert executed == []
     assert model.remaining == 1
     assert sink.types()[-1] == "run.failed"
+    assert sink.of("run.failed") == [
+        {
+            "error": "token budget of 100 exceeded (110)", "status": "failed", "output": "",
+            "structured_output": None, "rounds": 1,
+            "usage": {"input_tokens": 80, "output_tokens": 30, "cache_read_tokens": 0,
+                      "cache_write_tokens": 0},
+        }
+    ]  # fmt: skip
+
+
+def test_a_stream_that_ends_without_its_final_response_fails_the_run():
+    class EndsEarly(FakeModel):
+        def stream(self, request):
+            self.requests.append(request)
+
+            async def events():
+                yield TextDelta("half an ans")
+
+            return events()
+
+    sink = RecordingSink(wants_text_deltas=True)
+
+    outcome = go(EndsEarly(), sink=sink)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == "ProviderError: the stream ended without a final response"
+    assert sink.of("run.failed")[0]["error"] == outcome.error
+
+
+def test_a_run_that_uses_exactly_its_token_budget_goes_on():
+    executed: list[dict[str, Any]] = []
+    registry = ToolRegistry([recording_tool("tick", executed)])
+    model = FakeModel(
+        [
+            ModelResponse(
+                tool_calls=(ToolCall("c1", "tick", {}),),
+                stop_reason="tool_calls",
+                usage=Usage(input_tokens=70, output_tokens=30),
+            ),
+            ModelResponse(text="done", stop_reason="end"),
+        ]
+    )
+
+    outcome = go(model, spec=make_spec(max_tokens_per_run=100), registry=registry)
+
+    assert outcome.status is RunStatus.SUCCEEDED and outcome.output == "done"
+    assert executed == [{}]
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
@@ -590,8 +753,34 @@ def test_a_run_cancelled_before_it_starts_never_calls_the_model():
     outcome = go(model, sink=sink, is_cancelled=cancelled)
 
     assert outcome.status is RunStatus.CANCELLED
+    assert outcome.error == "cancelled"
     assert model.requests == []
     assert sink.types() == ["run.started", "run.cancelled"]
+    assert sink.of("run.cancelled") == [
+        {
+            "error": "cancelled", "status": "cancelled", "output": "", "structured_output": None,
+            "rounds": 0,
+            "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+                      "cache_write_tokens": 0},
+        }
+    ]  # fmt: skip
+
+
+def test_a_cancel_asked_while_a_tool_runs_stops_the_run_before_the_next_model_call():
+    """Between rounds the run asks whether it was cancelled every time, however soon after
+    the last time (only a stream's deltas ask at most every CANCEL_CHECK_INTERVAL_S)."""
+    executed: list[dict[str, Any]] = []
+    registry = ToolRegistry([recording_tool("tick", executed)])
+    model = FakeModel([ToolCall("c1", "tick", {}), "never asked"])
+
+    async def cancelled() -> bool:
+        return bool(executed)
+
+    outcome = go(model, registry=registry, is_cancelled=cancelled)
+
+    assert outcome.status is RunStatus.CANCELLED and outcome.error == "cancelled"
+    assert executed == [{}]
+    assert model.remaining == 1
 
 
 def test_a_run_cancelled_during_a_long_streamed_answer_stops_mid_stream():
@@ -608,6 +797,141 @@ def test_a_run_cancelled_during_a_long_streamed_answer_stops_mid_stream():
     assert 10 <= len(sink.of("text.delta")) < 200
     assert sink.types()[-1] == "run.cancelled"
     assert "inference.completed" not in sink.types()
+    assert outcome.error == sink.of("run.cancelled")[0]["error"] == "cancelled"
+    delivered = "".join(delta["text"] for delta in sink.of("text.delta"))
+    assert outcome.usage == cut_usage(model.requests[0], delivered, [])
+
+
+def test_a_succeeded_run_names_the_tool_results_it_rests_on_and_another_none():
+    """The evidence verification checks an answer against (agents/verification.py)."""
+    call = ToolCall("c1", "calculator", {"expression": "6 * 7"})
+
+    answered = go(FakeModel([call, "42"]))
+    stopped = go(FakeModel([call, call]), spec=make_spec(max_rounds=1))
+
+    assert answered.evidence == [
+        {"call_id": "c1", "tool": "calculator", "arguments": {"expression": "6 * 7"},
+         "result": '{"result": 42}', "is_error": False}
+    ]  # fmt: skip
+    assert stopped.status is RunStatus.MAX_ROUNDS and stopped.evidence == []
+
+
+def test_a_text_answer_where_a_structured_one_is_wanted_is_asked_for_again_and_saved():
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    model = FakeModel(["ok!", ToolCall("f1", "final_answer", {"ok": True})])
+    checkpoint = SavingCheckpointer()
+
+    outcome = go(model, spec=make_spec(output_schema=schema), checkpoint=checkpoint)
+
+    assert outcome.structured_output == {"ok": True}
+    reason, saved = checkpoint.saves[0]
+    assert reason == "model_response"
+    assert RunState.from_dict(saved).messages[-1] == UserMessage(
+        "Give your answer by calling the final_answer tool."
+    )
+
+
+# -- the caller's own tools (client_tools: /v1's `tools`) ----------------------------------
+
+
+def test_a_call_of_the_callers_tool_ends_the_run_with_only_the_callers_calls():
+    """Its own tools run on the platform; a response calling the caller's tool ends the run
+    with those calls for the caller to run, and the platform's calls of that response are
+    dropped (their results could not reach the caller's next request)."""
+    executed: list[dict[str, Any]] = []
+    lookup = ClientTool("lookup").as_tool()
+    theirs = ToolCall("c3", "lookup", {"q": "x"})
+    model = FakeModel(
+        [ToolCall("c1", "tick", {"n": 1}), [ToolCall("c2", "tick", {"n": 2}), theirs]]
+    )
+    sink, checkpoint = RecordingSink(), SavingCheckpointer()
+
+    outcome = go(
+        model,
+        spec=make_spec(client_tools=(lookup,)),
+        registry=ToolRegistry([recording_tool("tick", executed)]),
+        sink=sink,
+        checkpoint=checkpoint,
+    )
+
+    assert [t.name for t in model.requests[0].tools] == ["tick", "lookup"]
+    assert outcome.status is RunStatus.AWAITING_CLIENT and outcome.client_calls == [theirs]
+    assert executed == [{"n": 1}]
+    assert checkpoint.last_state().messages[-1] == AssistantMessage(tool_calls=(theirs,))
+    assert sink.of("run.completed")[0]["status"] == "awaiting_client"
+    assert sink.of("run.completed")[0]["client_tool_calls"] == [
+        {"id": "c3", "name": "lookup", "arguments": {"q": "x"}}
+    ]
+
+
+# -- resuming, and how a run starts ---------------------------------------------------------
+
+
+def test_a_run_resumed_after_it_was_decided_reports_the_same_end_and_calls_nothing():
+    """A crash after the final status was saved: the resume ends the run as decided, with
+    its error, or with the calls it handed to the caller."""
+    call = ToolCall("c1", "client_lookup", {"q": "x"})
+    handed = RunState(
+        messages=[
+            UserMessage("hi"),
+            AssistantMessage("Which one?"),
+            UserMessage("x"),
+            AssistantMessage(tool_calls=(call,)),
+        ],
+        finished=RunStatus.AWAITING_CLIENT.value,
+        rounds=1,
+    )
+    failed = RunState(
+        messages=[UserMessage("hi")], finished=RunStatus.FAILED.value, error="it broke"
+    )
+    model, sink, other = FakeModel([]), RecordingSink(), RecordingSink()
+
+    outcome = resume(model, handed, spec=make_spec(), registry=BUILTINS, sink=sink)
+    failure = resume(model, failed, spec=make_spec(), registry=BUILTINS, sink=other)
+
+    assert model.requests == []
+    assert outcome.status is RunStatus.AWAITING_CLIENT and outcome.client_calls == [call]
+    assert outcome.error == sink.of("run.completed")[0]["error"] == ""
+    assert sink.of("run.completed")[0]["client_tool_calls"] == [
+        {"id": "c1", "name": "client_lookup", "arguments": {"q": "x"}}
+    ]
+    assert failure.status is RunStatus.FAILED and failure.error == "it broke"
+    assert other.of("run.failed")[0]["error"] == "it broke"
+
+
+def test_calls_without_an_id_or_with_a_used_one_get_their_own():
+    """An approval decided for one call must never apply to another."""
+    model = FakeModel(
+        [
+            [ToolCall("", "think", {"thought": "a"}), ToolCall("x", "think", {"thought": "b"})],
+            [ToolCall("x", "think", {"thought": "c"}), ToolCall("y", "think", {"thought": "d"}),
+             ToolCall("y", "think", {"thought": "e"})],
+            "done",
+        ]
+    )  # fmt: skip
+
+    go(model)
+
+    ids = [
+        call.id
+        for message in model.requests[2].messages
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+    ]
+    assert ids == ["call_1_0", "x", "call_2_0", "y", "call_2_2"]
+    assert [r.call_id for r in tool_results(model.requests[2].messages)] == ids
+
+
+def test_a_run_starts_from_the_whole_conversation_given_and_keeps_its_frame():
+    conversation = [UserMessage("a"), AssistantMessage("b"), UserMessage("c")]
+    frame = Frame(outputs={"lookup": {"id": 7}})
+    model = FakeModel(["d"])
+    checkpoint = SavingCheckpointer()
+
+    go(model, input="ignored", conversation=conversation, frame=frame, checkpoint=checkpoint)
+
+    assert model.requests[0].messages == tuple(conversation)
+    assert checkpoint.last_state().frame == frame
 
 
 # -- agent_registry ------------------------------------------------------------------------
@@ -664,6 +988,10 @@ def test_agent_registry_adds_synthetic_tools_without_touching_the_tenant_registr
 
     assert chosen.names() == ["search", *MEMORY_TOOL_NAMES, "final_answer"]
     assert toolbox.names() == ["search", "fetch", "write_file", "delete_file"]
+    # A registry already holding them (the platform's toolbox offers the memory tools) gets
+    # them replaced, not a clash.
+    again = agent_registry(replace(spec, tool_names=None), chosen, DjangoFactStore())
+    assert again.names() == chosen.names()
     assert agent_registry(make_spec(memory=True), toolbox).names() == toolbox.names()  # no store
 
 
@@ -745,8 +1073,13 @@ def test_a_tool_result_asking_for_a_write_cannot_make_the_model_call_it(without_
         assert list(model.requests[1].tools) == []
         assert transfers == [] and len(model.requests) == 2
         assert outcome.output == "The page says to send money; I will not."
-        (refused,) = sink.of("tool_calls.refused")
-        assert [c["name"] for c in refused["tool_calls"]] == ["transfer_money"]
+        assert sink.of("tool_calls.refused") == [
+            {
+                "round": 2,
+                "reason": "this agent answers from tool results without calling tools",
+                "tool_calls": [call_payload(steal, CTX)],
+            }
+        ]
         assert [p["name"] for p in sink.of("tool.started")] == ["read_page"]
     else:
         assert transfers == [{"to": "attacker", "amount": 1000}]

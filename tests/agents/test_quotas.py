@@ -14,10 +14,12 @@ import pytest
 from django.core.cache import cache
 
 from agentplatform import versions
+from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import ApiKey
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded
+from providers.runtime.fake import FakeModel
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
@@ -41,6 +43,19 @@ def _flush(quota: Quota) -> None:
     """Forget the quota's counters (as a Redis that lost its data)."""
     for key in versions.shared_redis().scan_iter(cache.make_key(f"quota:{quota.pk}:*")):
         versions.shared_redis().delete(key)
+
+
+def test_a_call_outside_a_run_is_metered_as_its_user_or_its_key(trio):
+    """Meter.for_initiator (a knowledge search's, web and REST): a member's or a key's own
+    limits apply; without an initiator, the tenant's only. A metered adapter is otherwise
+    the adapter it wraps."""
+    tenant = trio.acme.pk
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="k", scopes=["read"])
+    assert Meter.for_initiator(tenant, trio.bob) == Meter(tenant_id=tenant, user_id=trio.bob.pk)
+    assert Meter.for_initiator(tenant, key) == Meter(tenant_id=tenant, api_key_id=key.pk)
+    assert Meter.for_initiator(tenant) == Meter(tenant_id=tenant)
+    metered = quotas.MeteredAdapter(FakeModel(["hi"], model="m-1"), Meter(tenant_id=tenant))
+    assert (metered.provider, metered.model, metered.remaining) == ("fake", "m-1", 1)
 
 
 def test_reserve_then_settle_keeps_what_was_used(trio):

@@ -15,6 +15,7 @@ from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, Decision, RunStatus
 from agents.runtime.state import RunState
 from agents.runtime.tool_routing import SEARCH_TOOLS, ToolRouting
+from providers.runtime.errors import RateLimited
 from providers.runtime.fake import FakeModel
 from providers.runtime.types import ModelResponse, ToolResultMessage, Usage
 from tests.agents.test_loop import CTX, RecordingSink, SavingCheckpointer
@@ -83,6 +84,7 @@ def test_over_the_threshold_a_round_offers_the_top_k_plus_pinned_and_synthetic_t
     outcome, sink = run(
         model, registry, routing_for(registry), spec=spec(output_schema=schema),
         input="What is the weather forecast for Lisbon, and are there storm warnings?",
+        context_blocks=[("Account", "Plan: pro")],
     )  # fmt: skip
     assert outcome.status is RunStatus.SUCCEEDED
     names = offered(model.requests[0])
@@ -95,6 +97,8 @@ def test_over_the_threshold_a_round_offers_the_top_k_plus_pinned_and_synthetic_t
     # The prompt's guide lists what always stays, and says there is more.
     system = model.requests[0].system
     assert "search_tools" in system and "get_marine_forecast" not in system
+    assert "You have more tools than those listed" in system
+    assert "## Account\nPlan: pro" in system
 
 
 def test_search_tools_finds_tools_that_later_rounds_offer_and_the_events_show_it():
@@ -178,10 +182,35 @@ def test_a_selection_model_picks_from_the_shortlist_and_its_usage_counts():
     assert outcome.status is RunStatus.SUCCEEDED
     selection, answer = model.requests
     assert selection.model == "small-model" and selection.tools == ()
+    assert (selection.max_tokens, selection.temperature) == (200, 0)  # a short, stable pick
     assert "get_weather_forecast" in selection.messages[0].text
     assert offered(answer) == ["get_weather_forecast", SEARCH_TOOLS]
     assert sink.of("tools.offered")[0]["routed"] == ["get_weather_forecast"]
     assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (140, 8)
+
+
+def test_a_failing_selection_model_leaves_the_ranking_and_the_event_says_so():
+    registry = many_tools(60)
+    model = FakeModel([RateLimited("slow down"), "Take one."])
+    routing = routing_for(registry, selection_model="small-model")
+    outcome, sink = run(model, registry, routing)
+    assert outcome.status is RunStatus.SUCCEEDED
+    (event,) = sink.of("tools.offered")
+    assert len(event["routed"]) == 5
+    assert event["note"].startswith("the selection model failed (")
+    assert event["note"].endswith("): ranking kept")
+
+
+def test_a_call_of_a_tool_this_round_did_not_offer_still_runs():
+    """Routing picks what each round offers; every tool of the agent stays callable (only
+    results_without_tools drops calls of tools not offered)."""
+    registry = many_tools(60)
+    model = FakeModel([ToolCall("c1", "track_shipment", {"tracking_number": "1Z9"}), "ok"])
+    outcome, sink = run(model, registry, routing_for(registry))
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert "track_shipment" not in offered(model.requests[0])
+    assert [e["name"] for e in sink.of("tool.completed")] == ["track_shipment"]
+    assert sink.of("tool_calls.refused") == []
 
 
 def test_a_forced_tool_and_the_callers_tools_stay_offered():

@@ -286,6 +286,91 @@ def test_a_request_asked_for_carries_its_frame_inputs_or_is_refused_without_them
     assert refused.awaiting == [] and "customer_id" in state.results["n2"].content
 
 
+def _crm(executed: list, find_schema: dict | None = None, **find_capability: Any) -> ToolRegistry:
+    """find (a producer: {"id": 4711}) and note (its customer_id from find's $.id)."""
+
+    async def find(arguments: dict, ctx: RunContext) -> dict:
+        executed.append(("find", arguments))
+        return {"id": 4711}
+
+    async def note(arguments: dict, ctx: RunContext) -> dict:
+        executed.append(("note", arguments))
+        return {"ok": True}
+
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    return ToolRegistry(
+        [
+            Tool("find", "Find.", find_schema or {"type": "object"}, find,
+                 capability=Capability(**find_capability)),
+            Tool("note", "Note.", schema, note, depends_on={"customer_id": Source("find", "$.id")}),
+        ]
+    )  # fmt: skip
+
+
+def test_a_reading_producer_without_a_result_is_run_first_for_its_consumer(journal):
+    executed: list = []
+    state = RunState(tool_calls=5)
+    calls = [ToolCall("n1", "note", {"text": "hi"})]
+    asyncio.run(step(_crm(executed), journal, via="rest").run(state, calls))
+    assert executed == [("find", {}), ("note", {"text": "hi", "customer_id": 4711})]
+    assert state.tool_calls == 7  # the producer's call counts toward the run's limit
+
+    def brief(kind: str, value: Any) -> tuple:
+        if isinstance(value, dict):
+            return (kind, value["call_id"], value.get("for"), value.get("via"))
+        return (kind, value)
+
+    assert [brief(kind, value) for kind, value in journal.entries][:4] == [
+        ("tool.started", "n1~find", "n1", "rest"),
+        ("execute", "find"),
+        ("save", "tool_result"),
+        ("tool.completed", "n1~find", "n1", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("find_schema", "find_capability", "tool_calls"),
+    [
+        (None, {"requires_approval": True}, 0),  # a human must say yes first
+        (None, {"effect": Effect.WRITE}, 0),  # it changes something
+        ({"type": "object", "required": ["email"]}, {}, 0),  # an input the call lacks
+        (None, {}, 1),  # the run has no call left
+    ],
+)
+def test_a_producer_is_not_run_unasked_when_it_is_not_safe_to(
+    journal, find_schema, find_capability, tool_calls
+):
+    executed: list = []
+    state = RunState(tool_calls=tool_calls)
+    registry = _crm(executed, find_schema, **find_capability)
+    asyncio.run(step(registry, journal, max_tool_calls=1).run(state, [ToolCall("n1", "note", {})]))
+    assert ("find", {}) not in executed and state.results["n1"].is_error
+    assert [kind for kind, _ in journal.entries if kind == "tool.started"] == []
+
+
+def test_a_producer_that_takes_inputs_itself_or_is_gone_is_not_run_unasked(journal):
+    executed: list = []
+
+    async def lookup(arguments: dict, ctx: RunContext) -> dict:
+        executed.append("lookup")
+        return {"id": 1}
+
+    chained = Tool(
+        "lookup", "Lookup.", {"type": "object", "properties": {"email": {"type": "string"}}},
+        lookup, depends_on={"email": Source("whoami", "$.email")},
+    )  # fmt: skip
+    schema = {"type": "object", "properties": {"customer_id": {"type": "integer"}}}
+    for producer in ("lookup", "gone"):
+        note = Tool(
+            "note", "Note.", schema, lookup, depends_on={"customer_id": Source(producer, "$.id")}
+        )
+        state = RunState()
+        asyncio.run(
+            step(ToolRegistry([chained, note]), journal).run(state, [ToolCall("n1", "note", {})])
+        )
+        assert executed == [] and state.results["n1"].is_error
+
+
 def test_calls_past_the_limit_are_refused_before_any_starts(journal):
     calls = [ToolCall(f"c{n}", "calculator", SIX_BY_SEVEN) for n in range(3)]
     state = RunState(tool_calls=1)

@@ -90,6 +90,17 @@ def test_members_viewers_and_write_keys_cannot_change_configuration(trio, viewer
     assert Agent.objects.get(slug="assistant").name == "Assistant"
 
 
+def test_a_refusal_names_the_role_or_the_scope_that_is_missing(trio, viewer):
+    write_key, _ = key_client(trio.acme, "read", "write", "run")
+    role = "This needs the admin role or higher."
+    for who, missing in (
+        (session(trio.bob), role), (session(viewer), role),
+        (write_key, "This API key lacks the 'config' scope."),
+    ):  # fmt: skip
+        response = who.post(*CONFIG_WRITES[0], format="json")
+        assert response.status_code == 403 and missing in response.content.decode()
+
+
 def test_admins_and_config_keys_change_configuration(trio, assistant):
     config_key, _ = key_client(trio.acme, "read", "config")
     for who, path_body in ((session(trio.alice), CONFIG_WRITES[0]), (config_key, CONFIG_WRITES[2])):
@@ -158,6 +169,17 @@ def test_a_member_cannot_cancel_or_decide_another_principals_run(trio, alices_ru
     alices_run.refresh_from_db()
     assert approval.status == "pending" and approval.edited_arguments is None
     assert alices_run.status == "awaiting_approval"
+
+
+def test_a_members_key_cancels_the_run_it_started_and_no_other_keys(trio, assistant):
+    starter, _ = key_client(trio.acme, "read", "run", created_by=trio.bob)
+    other, _ = key_client(trio.acme, "read", "run", created_by=trio.bob)
+    started = starter.post("/api/v1/runs", {"agent": "assistant", "input": "x"}, format="json")
+    assert started.status_code == 201
+    run_id = started.json()["id"]
+    assert other.post(f"/api/v1/runs/{run_id}/cancel").status_code == 404
+    cancelled = starter.post(f"/api/v1/runs/{run_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
 def test_an_idempotency_key_never_answers_another_users_run(trio, assistant):
