@@ -16,11 +16,11 @@ every web and worker process does) costs no SDK.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tools.runtime.context import RunContext
-from tools.runtime.egress import EgressPolicy
+from tools.runtime.mcp_endpoint import McpEndpoint, McpUnavailable
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
 __all__ = [
@@ -36,27 +36,6 @@ __all__ = [
     "mcp_read_resource_text",
     "mcp_snapshot",
 ]
-
-
-class McpUnavailable(Exception):
-    """The server could not be reached or did not answer properly; `str()` is
-    "<url>: <reason>", fit to show the tenant admin and the model."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        super().__init__(f"{url}: {reason}")
-        self.url = url
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class McpEndpoint:
-    """Where and how to reach one server. `headers` hold the credential: never log them."""
-
-    url: str
-    policy: EgressPolicy
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    connect_timeout_s: float = 5.0
-    timeout_s: float = 30.0
 
 
 @dataclass(frozen=True)

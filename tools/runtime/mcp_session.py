@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tools.runtime.egress import EgressError, guarded_async_client
-from tools.runtime.mcp_client import McpEndpoint, McpUnavailable
+from tools.runtime.mcp_endpoint import McpEndpoint, McpUnavailable
 from tools.runtime.validation import check_schema, compile_validator
 
 
