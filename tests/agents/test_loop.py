@@ -484,18 +484,20 @@ def test_calls_beyond_max_tool_calls_get_a_tool_call_limit_error():
     assert "tool call limit (3)" in results[3].content
 
 
-def test_exceeding_the_token_budget_fails_the_run_before_running_more_tools():
+def a_tick_spending(usage: Usage, then) -> tuple[list[dict[str, Any]], ToolRegistry, FakeModel]:
+    """A model that calls the `tick` tool in its first answer, spending `usage`, and then
+    answers `then`; the calls `tick` ran are kept in the list."""
     executed: list[dict[str, Any]] = []
     registry = ToolRegistry([recording_tool("tick", executed)])
-    model = FakeModel(
-        [
-            ModelResponse(
-                tool_calls=(ToolCall("c1", "tick", {}),),
-                stop_reason="tool_calls",
-                usage=Usage(input_tokens=80, output_tokens=30),
-            ),
-            "never asked",
-        ]
+    first = ModelResponse(
+        tool_calls=(ToolCall("c1", "tick", {}),), stop_reason="tool_calls", usage=usage
+    )
+    return executed, registry, FakeModel([first, then])
+
+
+def test_exceeding_the_token_budget_fails_the_run_before_running_more_tools():
+    executed, registry, model = a_tick_spending(
+        Usage(input_tokens=80, output_tokens=30), "never asked"
     )
     sink = RecordingSink()
 
@@ -537,17 +539,8 @@ def test_a_stream_that_ends_without_its_final_response_fails_the_run():
 
 
 def test_a_run_that_uses_exactly_its_token_budget_goes_on():
-    executed: list[dict[str, Any]] = []
-    registry = ToolRegistry([recording_tool("tick", executed)])
-    model = FakeModel(
-        [
-            ModelResponse(
-                tool_calls=(ToolCall("c1", "tick", {}),),
-                stop_reason="tool_calls",
-                usage=Usage(input_tokens=70, output_tokens=30),
-            ),
-            ModelResponse(text="done", stop_reason="end"),
-        ]
+    executed, registry, model = a_tick_spending(
+        Usage(input_tokens=70, output_tokens=30), ModelResponse(text="done", stop_reason="end")
     )
 
     outcome = go(model, spec=make_spec(max_tokens_per_run=100), registry=registry)

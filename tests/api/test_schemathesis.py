@@ -172,13 +172,12 @@ def module_seed(django_db_setup, django_db_blocker):
 @pytest.fixture
 def seeded(module_seed, db):
     """An admin key of acme and the ids of a few acme objects, keyed by path parameter."""
-    seed = module_seed
     # As Django's test client does: the WSGI app must not close the connection that holds
     # the test's transaction around each request.
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
     try:
-        yield seed
+        yield module_seed
     finally:
         signals.request_started.connect(close_old_connections)
         signals.request_finished.connect(close_old_connections)
