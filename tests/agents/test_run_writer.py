@@ -18,6 +18,7 @@ from agents.event_subscriptions import subscriptions
 from agents.events import channel
 from agents.execution import claim, finalize
 from agents.models import Run, RunEvent
+from agents.run_reader import iter_run_events
 from agents.run_writer import LeaseLost, RunWriter
 from agents.runtime.spec import RunOutcome, RunStatus
 from agents.services import run_start
@@ -91,6 +92,50 @@ def test_a_background_write_failure_surfaces_at_the_next_event(trio, agent):
 
     async_to_sync(step)()
     assert stored(run) == []
+
+
+def test_an_abandoned_attempt_sends_its_runs_own_stream_back_to_the_record(trio, agent):
+    """An event the run's own stream got early but the attempt could not store (its lease
+    lost) is not the run's: once the attempt is abandoned, the stream reads what the next
+    attempt stored under the same numbers instead of skipping it."""
+    run = claimed(trio, agent)
+
+    def next_attempt() -> None:
+        RunEvent.objects.create(
+            tenant=trio.acme, run=run, seq=2, type="text.delta", payload={"text": "second"}
+        )
+        RunEvent.objects.create(
+            tenant=trio.acme, run=run, seq=3, type="run.completed", payload={"status": "ok"}
+        )
+
+    async def scenario() -> list[dict]:
+        events = iter_run_events(run, execute=lambda: None)  # its own stream: takes early
+        first = asyncio.ensure_future(events.__anext__())
+        hub, key = subscriptions(), channel(run).encode()
+        while key not in hub.early or key in hub.unconfirmed:
+            await asyncio.sleep(0.01)
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        writer.event("run.started", {"agent": "a"})
+        await writer.drain()
+        seen = [await asyncio.wait_for(first, 5)]
+        await asyncio.to_thread(lambda: Run.objects.filter(pk=run.pk).update(lease_owner="b"))
+        writer.event("text.delta", {"text": "first"})  # given early, its write refused
+        seen.append(await asyncio.wait_for(events.__anext__(), 5))
+        with pytest.raises(LeaseLost):
+            await writer.drain()
+        await sync_to_async(next_attempt)()
+        writer.abandon()
+        async with asyncio.timeout(10):
+            seen += [event async for event in events]
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert [(e["seq"], e["payload"].get("text")) for e in seen] == [
+        (1, None),
+        (2, "first"),
+        (2, "second"),
+        (3, None),
+    ]
 
 
 def subscribed(client: redis.Redis, run: Run):
