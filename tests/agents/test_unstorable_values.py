@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
 
 import pytest
 
@@ -16,6 +18,7 @@ from agentplatform.tenancy import services as tenancy
 from agents.execution import execute_run
 from agents.models import Approval, Conversation, Message, Run, RunEvent
 from agents.run_writer import storable, storable_json, storable_text
+from agents.runtime.structured import FINAL_ANSWER
 from agents.services import approval_decide, run_inline
 from agents.tool_runs import atool_run, tool_run
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
@@ -35,10 +38,17 @@ def test_the_rule():
     assert storable_text("a\x00b") == "a\ufffdb"
     assert storable(REFUSED_RESULT) == STORED_RESULT
     assert storable({"k\x00": [float("-inf"), ("t\x00",)]}) == {"k\ufffd": ["-inf", ["t\ufffd"]]}
+    assert storable({"t": ["a\x00b"]}) == {"t": ["a\ufffdb"]}  # NUL alone
+    assert storable({"n": [float("nan")]}) == {"n": ["nan"]}  # NaN alone
     assert json.loads(storable_json(REFUSED_RESULT)) == STORED_RESULT
     assert storable_json({"x": float("nan")}) == '{"x": "nan"}'
     plain = {"a": [1, 2.5, "b"], "c": None}
     assert storable(plain) is plain and storable_json(plain) == json.dumps(plain)
+    # A tool's result may hold values JSON has no type for (dates, decimals): their text.
+    dated = {"at": datetime(2026, 1, 2, 3, 4), "price": Decimal("1.50")}
+    assert storable(dated) is dated
+    assert storable_json(dated) == '{"at": "2026-01-02 03:04:00", "price": "1.50"}'
+    assert json.loads(storable_json({**dated, "n": float("nan")}))["at"] == "2026-01-02 03:04:00"
 
 
 @pytest.fixture
@@ -107,6 +117,30 @@ def test_an_agent_run_stores_them_in_events_state_output_and_the_conversation(
     answer = Message.objects.get(conversation=conversation, role="assistant")
     assert answer.content == "done\ufffd!"
     assert len(odd.requests) == 1
+
+
+def test_an_agent_runs_structured_output_stores_them(trio, agent, provider_server):
+    agent.output_schema = {"type": "object", "properties": {"note": {"type": "string"}}}
+    agent.save()
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("f1", FINAL_ANSWER, '{"note": "x\\u0000y"}')])
+    )
+    run = run_inline(tenant=trio.acme, agent=agent, input="go", initiated_by=trio.bob)
+
+    run.refresh_from_db()
+    assert (run.status, run.structured_output) == ("succeeded", {"note": "x\ufffdy"})
+
+
+def test_an_agent_run_waiting_for_approval_stores_them_in_its_approval(
+    trio, agent, provider_server, odd
+):
+    odd_tool(trio.acme, odd, requires_approval=True)
+    provider_server.script("openai", ToolCallReply([ToolCall("c1", "odd", ARGUMENTS_JSON)]))
+    run = run_inline(tenant=trio.acme, agent=agent, input="go", initiated_by=trio.bob)
+
+    run.refresh_from_db()
+    assert run.status == "awaiting_approval"
+    assert Approval.objects.get(run=run).arguments == STORED_ARGUMENTS
 
 
 @pytest.mark.parametrize("face", ["rest", "mcp"])
