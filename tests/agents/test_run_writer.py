@@ -23,6 +23,7 @@ from agents.run_writer import LeaseLost, RunWriter
 from agents.runtime.spec import RunOutcome, RunStatus
 from agents.services import run_start
 from tools.runtime.context import StaticSecrets
+from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,7 +203,10 @@ def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_o
             output=f"out {secret}",
             error=secret,
             structured_output={"k": secret},
-            awaiting=[ToolCall("c1", "t", {"a": secret})],
+            awaiting=[
+                ToolCall("c1", "t", {"a": secret}, prepared=PreparedRequest("GET", secret, ()))
+            ],
+            evidence=[{"call_id": "c1", "result": f"got {secret}"}],
         )
         return writer.redacted(outcome)
 
@@ -220,6 +224,8 @@ def test_the_runs_secrets_are_masked_in_events_fields_published_events_and_the_o
     assert (outcome.output, outcome.error) == ("out [redacted]", "[redacted]")
     assert outcome.structured_output == {"k": "[redacted]"}
     assert outcome.awaiting[0].arguments == {"a": "[redacted]"}
+    assert outcome.awaiting[0].prepared.url == "[redacted]"
+    assert outcome.evidence == [{"call_id": "c1", "result": "got [redacted]"}]
 
 
 ENDINGS = {
