@@ -92,6 +92,7 @@ def test_bad_arguments_fail_the_run_with_the_reason(trio, key):
     assert outcome.status == "failed" and "expression" in outcome.error
     run = Run.objects.get(pk=outcome.run_id)
     assert run.status == "failed" and run.error == outcome.error
+    assert run.output == ""  # no result: empty, not the JSON of an empty text
 
 
 def test_an_unknown_or_other_tenants_tool_is_a_404(trio, key):
