@@ -3,6 +3,7 @@ counters rebuilt from recorded runs, and no overrun under concurrency."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -19,7 +20,9 @@ from agentplatform.tenancy.models import ApiKey
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded
+from providers.runtime.errors import ProviderError
 from providers.runtime.fake import FakeModel
+from providers.runtime.types import ModelRequest, UserMessage
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
@@ -56,6 +59,15 @@ def test_a_call_outside_a_run_is_metered_as_its_user_or_its_key(trio):
     assert Meter.for_initiator(tenant) == Meter(tenant_id=tenant)
     metered = quotas.MeteredAdapter(FakeModel(["hi"], model="m-1"), Meter(tenant_id=tenant))
     assert (metered.provider, metered.model, metered.remaining) == ("fake", "m-1", 1)
+
+
+def test_a_metered_call_whose_provider_fails_raises_its_error_and_holds_nothing(trio):
+    quota = _quota(trio.acme, limit=100_000)
+    metered = quotas.MeteredAdapter(FakeModel([ProviderError("down")]), Meter(trio.acme.pk))
+    request = ModelRequest(model="fake-model", messages=[UserMessage("hi")], max_tokens=100)
+    with pytest.raises(ProviderError, match="down"):  # not an error of the settlement
+        asyncio.run(metered.complete(request))
+    assert quotas.used(quota) == 0
 
 
 def test_reserve_then_settle_keeps_what_was_used(trio):
