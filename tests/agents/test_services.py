@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
+import redis
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
 from agents import services
-from agents.events import publisher
+from agents.events import channel, publisher
 from agents.execution import cancel_key, execute_run
 from agents.models import Conversation, Fact, Run, RunEvent
 from tests.factories import make_agent, make_approval
@@ -46,6 +49,24 @@ def test_cancelling_a_queued_run_stops_it_at_once(trio, agent):
     assert run.status == "cancelled" and run.finished_at
     assert RunEvent.objects.get(run=run).type == "run.cancelled"
     assert execute_run(run.pk) == "not claimable"
+
+
+def test_a_queued_runs_cancel_is_published_when_it_commits(
+    trio, agent, django_capture_on_commit_callbacks
+):
+    """A stream following a queued run hears its end at once, not at its next quiet check."""
+    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    pubsub = client.pubsub()
+    pubsub.subscribe(channel(run))
+    assert pubsub.get_message(timeout=10)["type"] == "subscribe"
+    with django_capture_on_commit_callbacks(execute=True):
+        services.run_cancel(tenant=trio.acme, run=run, by=None)
+    message = pubsub.get_message(ignore_subscribe_messages=True, timeout=10)
+    pubsub.close()
+    client.close()
+    assert message is not None, "the cancel was stored but not published"
+    assert [(e["seq"], e["type"]) for e in json.loads(message["data"])] == [(1, "run.cancelled")]
 
 
 def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
