@@ -141,9 +141,6 @@ class StoredEvent:
     type: str
     payload: dict[str, Any]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "type": self.type, "payload": self.payload}
-
 
 class EventConflict(Exception):
     """This sequence number is taken: another worker owns the run now."""
