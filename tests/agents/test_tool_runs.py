@@ -307,3 +307,73 @@ def test_a_call_whose_caller_leaves_still_finishes_and_is_recorded(trio, key, se
     run = Run.objects.get(tenant=trio.acme, tool_name="pay")
     assert (run.status, run.output) == ("succeeded", '{"paid": true}')
     assert len(server.requests) == 1
+
+
+def test_the_record_writers_own_connection_closes_when_idle_and_never_under_a_write(trio, key):
+    """The async record writer's connection is closed once unused for IDLE_S (it is not held
+    against PostgreSQL's connection limit by an idle loop), kept while recent, and never
+    closed under a statement in flight, however long that statement waits. Its idle check
+    is called here as its timer would call it, with the last write dated back."""
+    backends = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        " AND datname = current_database() AND pid <> pg_backend_pid()"
+    )
+
+    async def scenario() -> tuple[list[int], str]:
+        loop = asyncio.get_running_loop()
+        watcher = await psycopg.AsyncConnection.connect(
+            **run_writer._connection_params(), autocommit=True
+        )
+        counts = []
+
+        async def count(settled_at: int | None = None) -> None:
+            """The writer's backends; with `settled_at`, once they are that many (a closed
+            connection's backend leaves pg_stat_activity a moment after the close)."""
+            for _ in range(100):
+                found = (
+                    await (
+                        await watcher.execute(backends, [run_writer.APPLICATION_NAME])
+                    ).fetchone()
+                )[0]
+                if found == settled_at or settled_at is None:
+                    break
+                await asyncio.sleep(0.05)
+            counts.append(found)
+
+        try:
+            await atool_run(tenant=trio.acme, name="calculator", arguments={"expression": "1"})
+            group = run_writer._groups[loop]
+            await count()  # 1: open after a write
+            group.last_write = loop.time() - run_writer.IDLE_S / 2
+            group._close_when_idle()
+            await asyncio.sleep(0.05)
+            await count()  # 1: written to recently, kept
+            group.last_write = loop.time() - run_writer.IDLE_S - 1
+            group._close_when_idle()
+            await asyncio.wait([group.writer])
+            await count(settled_at=0)  # 0: idle, closed
+
+            # A write waits on a lock (its statement in flight) when the idle check comes.
+            await watcher.execute("BEGIN")
+            await watcher.execute(f"LOCK TABLE {Run._meta.db_table} IN EXCLUSIVE MODE")
+            waiting = asyncio.ensure_future(
+                atool_run(tenant=trio.acme, name="calculator", arguments={"expression": "2"})
+            )
+            while not group.writer or group.writer.done() or group.connection is None:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # its INSERT is at the server, waiting for the lock
+            group.last_write = loop.time() - run_writer.IDLE_S - 1
+            group._close_when_idle()
+            await asyncio.sleep(0.1)
+            await count()  # 1: kept under the write
+            await watcher.execute("COMMIT")
+            outcome = await asyncio.wait_for(waiting, 10)
+            return counts, outcome.status
+        finally:
+            await watcher.close()
+            await run_writer.aclose()
+
+    counts, status = async_to_sync(scenario)()
+    assert counts == [1, 1, 0, 1]
+    assert status == "succeeded"
+    assert Run.objects.filter(tenant=trio.acme, tool_name="calculator").count() == 2
