@@ -27,7 +27,7 @@ from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
 from agentplatform.trace_context import with_caller_trace  # noqa: E402
-from agents.worker_runs import handing_over_at_shutdown  # noqa: E402
+from agents.runs import handing_over_at_shutdown  # noqa: E402
 
 application = checked_at_startup(
     handing_over_at_shutdown(

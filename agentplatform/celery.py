@@ -28,7 +28,7 @@ def _log_in_as_the_app_and_check(**kwargs) -> None:
 @signals.worker_process_init.connect
 def _keep_the_connection_pool(**kwargs) -> None:
     """Celery's Django fixup closes a prefork process's whole connection pool before and
-    after every task. Runs outlive their task here (agents.worker_runs executes them on the
+    after every task. Runs outlive their task here (agents.runs.worker executes them on the
     process's event loop after the task returned), and a pool closed under them fails their
     queries; so a task only gives its own connections back, as a request does."""
     from celery.fixups.django import DjangoFixup

@@ -1,6 +1,6 @@
 """JSON log lines (LOG_FORMAT=json) that carry the run being executed.
 
-`run_context` marks the code of one run execution (agents.execution sets it): every record
+`run_context` marks the code of one run execution (agents.runs.engine sets it): every record
 logged inside it, in that task or the tasks it starts, carries the run's correlation id,
 run id and tenant id. `JsonFormatter` writes one JSON object per record; the plain format
 stays the default. The formatter adds no request data, headers or settings, and masks what

@@ -335,11 +335,11 @@ REMOTE_AGENT_COMMAND_USER = config.command_account(
 CONTEXT_PROVIDER_HEALTH_S = config.env_int("CONTEXT_PROVIDER_HEALTH_S", 300, minimum=1)
 
 RUN_LEASE_S = config.env_int("RUN_LEASE_S", 30)  # a dead worker's run is resumed after this
-# Runs one worker process executes at once on its event loop (agents/worker_runs.py): a run
+# Runs one worker process executes at once on its event loop (agents/runs/worker.py): a run
 # waiting for a model costs a coroutine and its state, not a process.
 RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
 # A /v1 chat or MCP ask_* that starts a run and follows it has its web process execute the run
-# while that process follows at most this many runs (agents.worker_runs.Nearby);
+# while that process follows at most this many runs (agents.runs.worker.Nearby);
 # otherwise, and with 0, a worker does.
 RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 1, minimum=0)
 # Threads (each with one pooled database connection) that a process's runs share for
@@ -347,7 +347,7 @@ RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 1, minimum=0)
 RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 6, minimum=1)
 # On a warm shutdown, how long a worker lets its runs finish before handing them over.
 RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
-# A web process's open streams share one Redis subscription (agents/event_subscriptions.py),
+# A web process's open streams share one Redis subscription (agents/runs/subscriptions.py),
 # closed this many seconds after its last stream ended.
 RUN_EVENTS_LINGER_S = config.env_int("RUN_EVENTS_LINGER_S", 30, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)

@@ -33,7 +33,6 @@ from agentplatform.tenancy.scoped_admin import (
     TenantScopedInline,
 )
 from agents import quotas
-from agents.confirmation import request_text
 from agents.fallback_forms import FallbacksField
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
@@ -48,9 +47,9 @@ from agents.models import (
     Run,
     RunEvent,
 )
+from agents.runs import request_text, tool_run
 from agents.runtime.spec import RunStatus
 from agents.services import MAX_INPUT_CHARS, approval_decide, run_cancel, run_inline
-from agents.tool_runs import tool_run
 from agents.tool_sources import effective_tools
 from providers.models import ProviderConnection
 from tools.admin import ToolDefinitionAdmin

@@ -24,7 +24,7 @@ class AgentsConfig(AppConfig):
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
 
-        from agents.tool_runs import standalone_model_calls
+        from agents.runs import standalone_model_calls
         from tools.services import register_model_call_meter
 
         # A tool's model calls outside a run (self-tests, verifier tools) meet the quotas too.

@@ -30,7 +30,6 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal
 from agents import access
-from agents.execution import execute_run
 from agents.judging import judge_answer
 from agents.models import (
     Agent,
@@ -46,6 +45,7 @@ from agents.models import (
     Verdict,
     VerificationSource,
 )
+from agents.runs import execute_run
 from agents.runtime.spec import RunStatus
 from agents.services import run_start
 from agents.signals import request_evaluation_step, request_execution

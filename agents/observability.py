@@ -1,6 +1,6 @@
 """What one execution of a run shows outside the database: its `invoke_agent` span
 (agents/runtime/tracing.py) and the correlation id its log lines carry (agentplatform/logs.py).
-agents.execution wraps each execution in `observed_run`, and reports the outcome with
+agents.runs.engine wraps each execution in `observed_run`, and reports the outcome with
 `traced_outcome`; the model and tool spans nest inside from the runtime's own hooks.
 """
 

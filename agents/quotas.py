@@ -715,5 +715,5 @@ class ToolModelCalls:
         usage: Usage | None,
         connection: str = "",
     ) -> None:
-        """`model`: the one the call's `tool.usage` names (agents.run_costs prices it)."""
+        """`model`: the one the call's `tool.usage` names (agents.runs.costs prices it)."""
         await settle_usage(held, self.meter.tenant_id, price_kind, model, usage or Usage())

@@ -39,9 +39,6 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
 from agents import access, quotas
-from agents.confirmation import prepare_edited
-from agents.events import publisher
-from agents.execution import cancel_key, execute_run, lease_seconds
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -56,7 +53,10 @@ from agents.models import (
     RunEvent,
     Trigger,
 )
-from agents.run_writer import storable, storable_text
+from agents.runs.channels import publisher
+from agents.runs.confirmation import prepare_edited
+from agents.runs.engine import cancel_key, execute_run, lease_seconds
+from agents.runs.writer import storable, storable_text
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import TERMINAL, RunStatus
@@ -163,7 +163,7 @@ def run_start(
     locked for the insert).
 
     `claimed_by`: the run is executed at once by its caller's process
-    (agents.worker_runs.Nearby), so it is inserted running, under that lease owner's lease,
+    (agents.runs.worker.Nearby), so it is inserted running, under that lease owner's lease,
     and not sent to a worker (a replayed idempotency key returns the earlier run as it is).
 
     `client_request`: what an API caller sent beside `input` (its conversation, tools,
@@ -460,7 +460,7 @@ def _takes_images(agent: Agent) -> bool:
 
 
 def _claimed(owner: str) -> dict[str, Any]:
-    """A new run's fields as agents.run_claim's claim leaves them (its lease by the
+    """A new run's fields as agents.runs.claim's claim leaves them (its lease by the
     database's clock)."""
     return {
         "status": RunStatus.RUNNING,
@@ -595,7 +595,7 @@ def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
             pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]
         ).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), error="cancelled")
         if stopped:
-            from agents.run_writer import append_event, next_seq
+            from agents.runs.writer import append_event, next_seq
 
             run.refresh_from_db()
             append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})
@@ -617,7 +617,7 @@ def approval_decide(
     PermissionDenied otherwise). Deciding twice is refused (409-style ValidationError).
 
     Approving a prepared request (an HTTP tool's) with edited arguments sends nothing: the
-    call is prepared again (`agents.confirmation`) and asked again as a new pending approval
+    call is prepared again (`agents.runs.confirmation`) and asked again as a new pending approval
     (this one becomes `edited`, `replaced_by` the new one; the run stays parked). Arguments
     it cannot be prepared from are a ValidationError, the approval left pending."""
     if approval.tenant_id != tenant.pk:
@@ -657,7 +657,7 @@ def approval_decide(
 
 def _storable_arguments(arguments: Any) -> dict[str, Any]:
     """Edited arguments as they are stored and used: a JSON object, NUL characters replaced
-    (the platform's rule, `agents.run_writer.storable`); text that is not Unicode refused."""
+    (the platform's rule, `agents.runs.writer.storable`); text that is not Unicode refused."""
     if not isinstance(arguments, dict):
         raise ValidationError({"arguments": "Edited arguments must be a JSON object."})
     try:
@@ -671,7 +671,7 @@ def _storable_arguments(arguments: Any) -> dict[str, Any]:
 def _ask_again(edited: Approval, call: ToolCall, event: dict[str, Any]) -> None:
     """Inside approval_decide's transaction: `edited` replaced by a pending approval of the
     same call with its new request, announced on the run's stream."""
-    from agents.run_writer import append_event, next_seq
+    from agents.runs.writer import append_event, next_seq
 
     run = Run.objects.select_for_update().get(pk=edited.run_id)  # one event writer at a time
     if run.is_terminal:

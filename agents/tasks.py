@@ -1,5 +1,5 @@
 """The Celery tasks of the agents app: the one module that knows Celery (the engine,
-agents.execution, and the services ask for execution through agents.signals)."""
+agents.runs.engine, and the services ask for execution through agents.signals)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from django.db.models.functions import Now
 from django.dispatch import receiver
 
 from agentplatform.tenancy import rls
-from agents import worker_runs
-from agents.execution import lease_seconds
 from agents.models import Run
 from agents.remote_health import check_remote_agents
+from agents.runs import admit, drain, lease_seconds
 from agents.runtime.spec import RunStatus
 from agents.signals import evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
@@ -26,10 +25,10 @@ from agents.verification import verify_with_tool
     name="agents.execute_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True
 )
 def execute_run_task(run_id: int, tenant_id: int | None = None) -> str:
-    """Admit the run to this process's event loop (agents.worker_runs) and return: the run
+    """Admit the run to this process's event loop (agents.runs.worker) and return: the run
     executes beside hundreds of others. Idempotent: a second delivery finds the run claimed
     or finished and does nothing."""
-    return worker_runs.admit(run_id, tenant_id)
+    return admit(run_id, tenant_id)
 
 
 @receiver(run_queued, dispatch_uid="agents-run-queued")
@@ -115,7 +114,7 @@ def _verify_outcome(sender, run_id: int, tenant_id: int, **kwargs) -> None:
 @signals.worker_process_shutdown.connect  # a prefork pool's process
 @signals.worker_shutdown.connect  # a solo worker (its runs live in the worker itself)
 def _hand_over_held_runs(**kwargs) -> None:
-    worker_runs.drain(settings.RUN_DRAIN_S)
+    drain(settings.RUN_DRAIN_S)
 
 
 @shared_task(name="agents.sweep_stale_runs", ignore_result=True)

@@ -42,7 +42,7 @@ from agentplatform.tenancy.models import ROLE_RANK, AuditAction, Membership, Rol
 from agentplatform.tenancy.policy import Action, Principal
 from agents import access
 from agents.models import MAX_INPUT_CHARS, Agent, Crew, Run, Trigger, TriggerKind
-from agents.run_writer import storable_text
+from agents.runs import storable_text
 from agents.runtime import triggers as rules
 from agents.services import run_start
 

@@ -31,7 +31,7 @@ Sides:
    coalesces them into single statements — OpenAI adapter through the egress-guarded client).
 3. full path through Celery: `agents.services.run_start(enqueue=True)` in this process, a
    real worker subprocess (`--pool solo`) executes it; timed to the terminal event seen
-   through `agents.run_reader.iter_run_events` (what a streaming client sees), and to the Run
+   through `agents.runs.reader.iter_run_events` (what a streaming client sees), and to the Run
    row being terminal (polled every POLL_S after that event; `finalize` writes the row
    after the terminal event is published).
 
@@ -452,7 +452,7 @@ class Sides:
 
 
 async def terminal_event(run) -> str:
-    from agents.run_reader import TERMINAL_EVENTS, iter_run_events
+    from agents.runs import TERMINAL_EVENTS, iter_run_events
 
     async for event in iter_run_events(run):
         if event.get("type") in TERMINAL_EVENTS:
@@ -615,7 +615,7 @@ def count_queries(sides: Sides) -> dict[str, Any]:
 def count_redis_commands(sides: Sides) -> dict[str, int]:
     """Redis commands of one inline run (server-wide counters; run before the worker starts,
     so nothing else talks to Redis)."""
-    from agents.events import publisher
+    from agents.runs import publisher
 
     client = publisher()
 
@@ -647,7 +647,7 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     from django.utils import timezone
 
     from agents.models import Run, RunEvent
-    from agents.run_writer import Batch, StoredEvent, write_batch
+    from agents.runs.writer import Batch, StoredEvent, write_batch
     from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
 
     state = Run.objects.filter(status="succeeded").values_list("state", flat=True).first()
@@ -863,7 +863,7 @@ class BreakdownRow:
     ms_per_call: float | None
 
 
-# The parts of _prepare_agent timed one by one: the names it calls in agents.execution.
+# The parts of _prepare_agent timed one by one: the names it calls in agents.runs.engine.
 PREPARE_PARTS = (
     "default_connection", "agent_spec", "adapter_for", "tenant_tools", "effective_tools",
     "run_tool_context", "instructions_digest", "tools_digest", "run_config_versions",
@@ -872,16 +872,16 @@ PREPARE_PARTS = (
 
 
 def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
-    import agents.execution
     import agents.quotas
-    import agents.run_writer
+    import agents.runs.engine
+    import agents.runs.writer
     import agents.services
     from agents.runtime.loop import _Loop
     from providers.services import adapter_for
     from tools.runtime.registry import ToolRegistry
 
     probe = Probe()
-    ex = agents.execution
+    ex = agents.runs.engine
     probe.sync(agents.services, "run_start", "run_start")
     probe.sync(agents.services, "execute_run", "execute_run")
     probe.coroutine(ex, "execute_run_async", "execute_run_async")
@@ -892,9 +892,9 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.coroutine(agents.quotas, "reserve_request", "quota reserve")
     probe.coroutine(agents.quotas, "settle_usage", "quota settle")
     probe.coroutine(ex._Checkpoint, "save", "checkpoint")
-    probe.sync(agents.run_writer.RunWriter, "_write", "write")
-    probe.sync(agents.run_writer, "write_batch", "write_batch")
-    probe.sync(agents.run_writer, "publish", "publish")
+    probe.sync(agents.runs.writer.RunWriter, "_write", "write")
+    probe.sync(agents.runs.writer, "write_batch", "write_batch")
+    probe.sync(agents.runs.writer, "publish", "publish")
     probe.redis(ex, ("exists",))
     probe.coroutine(_Loop, "_call_model", "model_call")
     probe.coroutine(ToolRegistry, "execute", "tool_execute")

@@ -6,7 +6,7 @@ Run: cd /work/main && .venv/bin/python bench/observability.py
 few seconds; no Django, no database, no network beyond loopback.
 
 One run = the runtime's `run_agent` (agents/runtime/loop.py) with FakeModel (no HTTP): the
-model calls `calculator`, then answers; inside a `run_span` as agents.execution makes one.
+model calls `calculator`, then answers; inside a `run_span` as agents.runs.engine makes one.
 On, that is 4 spans (invoke_agent, 2 chat, execute_tool), batched and exported by the SDK's
 background thread to tests/fakes/otlp_collector.py. Sides alternate per round (the order
 rotating), ROUNDS rounds of RUNS_PER_ROUND runs after a warm-up; figures are the median of

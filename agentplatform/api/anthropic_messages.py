@@ -41,9 +41,8 @@ from agentplatform.api.openai_compat import (
 from agentplatform.api.sse import event_stream_response
 from agentplatform.tenancy.policy import Action, declares
 from agents.models import Run
-from agents.run_reader import HEARTBEAT, Ending, follow_run
+from agents.runs import HEARTBEAT, Ending, Nearby, follow_run
 from agents.runtime.spec import RunStatus
-from agents.worker_runs import Nearby
 
 anthropic_errors = partial(openai_errors, anthropic=True)
 

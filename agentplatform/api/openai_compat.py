@@ -5,8 +5,8 @@ The API key is the tenant API key as a Bearer token (`read` to list models, `run
 A model id is an active agent's slug, or else an active crew's.
 
 Each chat completion starts ONE fresh run and follows it through
-`agents.run_reader.follow_run`; a quiet web process executes it itself, a busy one asks a
-worker (`agents.worker_runs.Nearby`). The request body is checked and translated in
+`agents.runs.reader.follow_run`; a quiet web process executes it itself, a busy one asks a
+worker (`agents.runs.worker.Nearby`). The request body is checked and translated in
 `openai_chat_request`: the messages reach the agent as a conversation (system and
 developer messages added to its instructions), beside the agent's own tools the caller's
 `tools` are offered, and a call to one of them ends the answer with `finish_reason`
@@ -56,13 +56,11 @@ from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Action, Principal, declares
 from agentplatform.tenancy.services import member_named
-from agents.confirmation import request_text
 from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after
-from agents.run_reader import HEARTBEAT, Ending, follow_run
+from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text
 from agents.runtime.spec import RunStatus
 from agents.services import model_target, run_start
-from agents.worker_runs import Nearby
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused, check_total
 from providers.services import gateway_models

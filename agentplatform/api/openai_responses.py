@@ -72,11 +72,10 @@ from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.access import visible_runs
 from agents.models import Run
-from agents.run_reader import HEARTBEAT, Ending, follow_run, recorded_ending
+from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, recorded_ending
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.runtime.state import RunState
-from agents.worker_runs import Nearby
 from providers.runtime.openai_adapter import to_openai_messages
 from providers.runtime.types import UserMessage
 

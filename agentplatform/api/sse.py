@@ -1,6 +1,6 @@
 """Server-sent events for runs: framing, the response, and DRF content negotiation.
 
-Every stream is an async iterator over `agents.run_reader.iter_run_events` handed to
+Every stream is an async iterator over `agents.runs.reader.iter_run_events` handed to
 `StreamingHttpResponse`: under ASGI Django iterates it on the event loop, so an open stream
 waits on Redis without a thread or a database connection of its own (the request's sync
 thread and its connection are released when the view returns: agentplatform.asgi_handler).
@@ -22,7 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.models import Run
-from agents.run_reader import heartbeat_seconds, iter_run_events
+from agents.runs import heartbeat_seconds, iter_run_events
 
 EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": heartbeat\n\n"

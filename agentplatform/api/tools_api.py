@@ -40,7 +40,7 @@ from agentplatform.api.serializers import (
 )
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
-from agents.tool_runs import tool_run
+from agents.runs import tool_run
 from tools.definitions import build_tool
 from tools.loader import (
     TenantTools,

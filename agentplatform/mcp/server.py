@@ -2,7 +2,7 @@
 
 `tools/list` (scope `read`): the tenant's registry in MCP form — the same definitions its
 agents see — then `ask_<slug>` for each active agent and crew. `tools/call` (scope `run`):
-a registry tool goes through `agents.tool_runs.atool_run` (validated, executed or parked
+a registry tool goes through `agents.runs.direct_calls.atool_run` (validated, executed or parked
 for approval, recorded as a Run); `ask_<slug>` starts a run of that agent or crew and waits
 for its answer like the OpenAI-compatible endpoint. Whatever goes wrong with a call is an
 `is_error` result the client's model can read; only a listing without `read` is a JSON-RPC
@@ -36,10 +36,17 @@ from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action, Principal
-from agents.confirmation import request_text
 from agents.models import Agent, Crew, Run
 from agents.quotas import QuotaExceeded
-from agents.run_reader import Ending, follow_run
+from agents.runs import (
+    Ending,
+    Nearby,
+    ToolRunOutcome,
+    atool_run,
+    decide_at,
+    follow_run,
+    request_text,
+)
 from agents.runtime.spec import RunStatus
 from agents.services import (
     ConversationBusy,
@@ -48,8 +55,6 @@ from agents.services import (
     model_target,
     run_start,
 )
-from agents.tool_runs import ToolRunOutcome, atool_run, decide_at
-from agents.worker_runs import Nearby
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from agents.execution import execute_run
 from agents.models import Agent, Approval, Conversation, Fact, Message, Run, RunEvent
+from agents.runs.engine import execute_run
 from agents.seed import seed_demo_agent
 from agents.services import run_inline, run_start
 from providers.models import ProviderConnection

@@ -1,4 +1,4 @@
-"""The streams of an event loop share one Redis subscription (agents/event_subscriptions.py):
+"""The streams of an event loop share one Redis subscription (agents/runs/subscriptions.py):
 each gets what is published on its channel once Redis confirmed, the channel is left with
 its last stream, a lost connection tells every stream to read the record, and the
 connection lingers for the next stream (RUN_EVENTS_LINGER_S)."""
@@ -13,10 +13,10 @@ import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.event_subscriptions import LOST, deliver_early, rewind, subscriptions
-from agents.events import channel
 from agents.models import RunEvent
-from agents.run_reader import iter_run_events
+from agents.runs.channels import channel
+from agents.runs.reader import iter_run_events
+from agents.runs.subscriptions import LOST, deliver_early, rewind, subscriptions
 from agents.services import run_start
 
 
@@ -220,8 +220,8 @@ def test_after_a_rewind_the_stream_reads_the_next_attempt_from_the_record(trio, 
 
 
 def test_a_web_process_executes_no_more_runs_than_its_room(settings, monkeypatch):
-    from agents import worker_runs
-    from agents.worker_runs import Nearby
+    from agents.runs import worker as worker_runs
+    from agents.runs.worker import Nearby
 
     settings.RUN_NEARBY_CONCURRENCY = 2
 

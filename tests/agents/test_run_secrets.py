@@ -1,4 +1,4 @@
-"""The run's secrets are scrubbed from everything a run stores or shows (agents/run_writer.py).
+"""The run's secrets are scrubbed from everything a run stores or shows (agents/runs/writer.py).
 
 A remote agent server that echoes its bearer token, an HTTP tool's service that echoes
 its credential header, a model that repeats a key: whatever comes back, the secret's

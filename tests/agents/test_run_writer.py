@@ -14,12 +14,12 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.event_subscriptions import subscriptions
-from agents.events import channel
-from agents.execution import claim, finalize
 from agents.models import Run, RunEvent
-from agents.run_reader import iter_run_events
-from agents.run_writer import LeaseLost, RunWriter
+from agents.runs.channels import channel
+from agents.runs.engine import claim, finalize
+from agents.runs.reader import iter_run_events
+from agents.runs.subscriptions import subscriptions
+from agents.runs.writer import LeaseLost, RunWriter
 from agents.runtime.spec import RunOutcome, RunStatus
 from agents.services import run_start
 from tools.runtime.context import StaticSecrets

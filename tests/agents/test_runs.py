@@ -168,7 +168,7 @@ def test_provider_errors_fail_the_run_with_the_reason(trio, agent, provider_serv
 
 
 def test_a_run_cannot_be_claimed_twice(trio, agent):
-    from agents.execution import claim
+    from agents.runs.engine import claim
     from agents.services import run_start
 
     run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)

@@ -12,9 +12,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
 from agents import services
-from agents.events import channel, publisher
-from agents.execution import cancel_key, execute_run
 from agents.models import Conversation, Fact, Run, RunEvent
+from agents.runs.channels import channel, publisher
+from agents.runs.engine import cancel_key, execute_run
 from tests.factories import make_agent, make_approval
 
 

@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents import run_writer
 from agents.models import Run
-from agents.tool_runs import atool_run
+from agents.runs import writer as run_writer
+from agents.runs.direct_calls import atool_run
 from providers.models import ModelPrice
 from tests.factories import make_connection
 from tests.fakes.provider_server import TextReply

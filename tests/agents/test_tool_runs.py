@@ -12,11 +12,11 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.http import Http404
 
 from agentplatform.tenancy import services as tenancy
-from agents import run_writer
-from agents.execution import execute_run
 from agents.models import Approval, Run, RunEvent
+from agents.runs import writer as run_writer
+from agents.runs.direct_calls import atool_run
+from agents.runs.engine import execute_run
 from agents.services import approval_decide
-from agents.tool_runs import atool_run
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -157,7 +157,7 @@ def test_a_rejected_call_fails_with_who_and_why(trio, key):
 
 
 def test_concurrent_calls_are_recorded_together_and_each_waits_for_its_own(trio, key, monkeypatch):
-    from agents import tool_runs
+    from agents.runs import direct_calls as tool_runs
 
     batches: list[int] = []
     real = run_writer._parameters

@@ -574,8 +574,9 @@ def test_a_remote_agent_takes_the_step(journal):
 def test_a_direct_call_takes_the_step(trio, journal, monkeypatch, face):
     """Recorded once, after the call: the same events in the same order, without the saves."""
     from agentplatform.tenancy import services as tenancy
-    from agents import run_writer, tool_runs
     from agents.models import RunEvent
+    from agents.runs import direct_calls as tool_runs
+    from agents.runs import writer as run_writer
 
     kept = tool_runs._Events.emit
 
@@ -609,7 +610,7 @@ def test_a_direct_call_takes_the_step(trio, journal, monkeypatch, face):
 @pytest.mark.django_db(transaction=True)
 def test_a_parked_call_once_approved_takes_the_step(trio, journal):
     from agents.models import Approval, Run, RunEvent
-    from agents.tool_runs import execute_tool_run, tool_run
+    from agents.runs.direct_calls import execute_tool_run, tool_run
     from tools.models import ToolDefinition
 
     ToolDefinition.objects.create(

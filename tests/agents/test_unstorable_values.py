@@ -1,6 +1,6 @@
 """Values PostgreSQL refuses — NUL characters (text, jsonb) and NaN/Infinity (jsonb) — in a
 tool's result, a model's text and a tool's arguments are stored on every path, by the one
-rule of the recorder (agents/run_writer.py): NUL becomes U+FFFD, a non-finite number its
+rule of the recorder (agents/runs/writer.py): NUL becomes U+FFFD, a non-finite number its
 name as text ("nan", "inf", "-inf").
 """
 
@@ -15,12 +15,12 @@ from decimal import Decimal
 import pytest
 
 from agentplatform.tenancy import services as tenancy
-from agents.execution import execute_run
 from agents.models import Approval, Conversation, Message, Run, RunEvent
-from agents.run_writer import storable, storable_json, storable_text
+from agents.runs.direct_calls import atool_run, tool_run
+from agents.runs.engine import execute_run
+from agents.runs.writer import storable, storable_json, storable_text
 from agents.runtime.structured import FINAL_ANSWER
 from agents.services import approval_decide, run_inline
-from agents.tool_runs import atool_run, tool_run
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import ToolDefinition
@@ -152,7 +152,7 @@ def test_a_direct_call_stores_them_in_its_run_and_events(trio, odd, face):
     else:
         from asgiref.sync import async_to_sync
 
-        from agents import run_writer
+        from agents.runs import writer as run_writer
 
         async def over_mcp():
             try:

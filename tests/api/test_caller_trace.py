@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from opentelemetry import context as otel_context
 
-from agents.execution import execute_run
 from agents.models import Run
+from agents.runs.engine import execute_run
 from agents.runtime import tracing
 from agents.services import run_start
 from providers.runtime.tracing import caller_context

@@ -9,8 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agentplatform.tenancy import services as tenancy
-from agents.execution import execute_run
 from agents.models import Fact, Run
+from agents.runs.engine import execute_run
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from tests.api.conftest import sdk
 from tests.api.test_openai_compat import run_of

@@ -1,4 +1,4 @@
-"""Runs a web process executes itself (agents.worker_runs.Nearby): a `/v1` chat runs
+"""Runs a web process executes itself (agents.runs.worker.Nearby): a `/v1` chat runs
 on the server that follows it, not through a worker's queue; with RUN_NEARBY_CONCURRENCY=0
 a worker runs it; a server that stops hands its runs over, and a worker finishes them.
 

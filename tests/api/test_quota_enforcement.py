@@ -14,8 +14,8 @@ from django.test import Client
 
 from agentplatform.tenancy import services as tenancy
 from agents import quotas
-from agents.execution import execute_run
 from agents.models import Quota, Run, RunEvent
+from agents.runs.engine import execute_run
 from agents.services import conversation_save, run_start
 from agents.signals import run_queued
 from providers.models import ModelPrice

@@ -10,7 +10,7 @@ Every face at once, many callers each, against a real server: one whose web proc
 executes every run it follows itself (RUN_NEARBY_CONCURRENCY large: runs on the request's
 loop, its stream given events before they are stored), and one whose Celery worker
 executes them all (RUN_NEARBY_CONCURRENCY=0). The ending used to go out before the record
-said so now and then (agents.run_writer, "ENDING_EVENTS")."""
+said so now and then (agents.runs.writer, "ENDING_EVENTS")."""
 
 from __future__ import annotations
 

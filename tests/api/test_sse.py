@@ -25,8 +25,8 @@ from django.conf import settings as django_settings
 from django.test import AsyncClient, Client
 
 from agentplatform.tenancy import services as tenancy
-from agents.events import channel
 from agents.models import Run, RunEvent
+from agents.runs.channels import channel
 from agents.services import run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 

@@ -11,7 +11,7 @@ from django.db import connections
 from django.utils import timezone
 
 from agents.models import Approval
-from agents.tool_runs import tool_run
+from agents.runs.direct_calls import tool_run
 from tests.conftest import PAY_SECRET
 from tests.factories import make_agent
 from tests.web.test_activity import make_run, pending_approval, tool_run_events

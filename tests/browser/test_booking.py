@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from agents.confirmation import request_text
 from agents.models import Approval, Run
+from agents.runs.confirmation import request_text
 from tests.booking.example import DATE, install_example
 from tests.fakes.fixtures import booking_api_fixture
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply

@@ -13,8 +13,8 @@ from agentplatform.tenancy.models import Role
 from agentplatform.tenancy.services import api_key_create
 from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars, whole_tick
 from agentplatform.web.activity.usage import Period, usage_for
-from agents.execution import execute_run
 from agents.models import Approval, Run, RunEvent
+from agents.runs.engine import execute_run
 from agents.services import run_start
 from tests.conftest import PAY_SECRET
 from tests.factories import add_member, login, make_agent, make_approval, make_user

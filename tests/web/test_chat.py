@@ -11,8 +11,8 @@ from django.test import Client
 from guardian.shortcuts import assign_perm
 
 from agentplatform.tenancy.models import Role
-from agents.execution import execute_run
 from agents.models import Agent, Approval, Conversation, Message, Run, RunEvent
+from agents.runs.engine import execute_run
 from agents.services import conversation_save, run_start
 from agents.specs import conversation_history
 from providers.runtime.types import AssistantMessage, UserMessage

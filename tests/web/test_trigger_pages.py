@@ -10,8 +10,8 @@ import time
 import pytest
 from django.test import Client
 
-from agents.execution import execute_run
 from agents.models import Run, Trigger
+from agents.runs.engine import execute_run
 from agents.runtime.triggers import sign
 from tests.factories import login, make_agent
 from tests.fakes.provider_server import TextReply

@@ -191,5 +191,5 @@ class RunContext:
     # Tokens a handler spends on models (the `llm` built-in), for the run's usage.
     usage: UsageMeter = field(default_factory=UsageMeter, compare=False)
     # Holds those calls against the quotas; None: not held (the platform always sets one:
-    # a run's or a direct call's, agents.tool_runs; else tools.services.tool_context's).
+    # a run's or a direct call's, agents.runs.direct_calls; else tools.services.tool_context's).
     model_calls: ModelCallMeter | None = field(default=None, compare=False)

@@ -26,10 +26,8 @@ from django.http import Http404
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Membership, Role, Tenant
 from agents import services
-from agents.confirmation import request_text
-from agents.execution import execute_run_async
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
-from agents.run_reader import iter_run_events
+from agents.runs import execute_run_async, iter_run_events, request_text
 
 SHOWN_CHARS = 300  # of a tool's arguments or result
 

@@ -180,7 +180,7 @@ def platform_commands(host: str, port: int, *, with_worker: bool = True) -> dict
     }  # fmt: skip
     if with_worker:
         # One process per runs worker (solo pool): its task only admits a run to the
-        # process's event loop (agents.worker_runs), so a prefork parent handing each
+        # process's event loop (agents.runs.worker), so a prefork parent handing each
         # message to a child over a pipe only added CPU (bench/api.py).
         for index in range(int(os.environ.get("WORKER_CONCURRENCY", "2"))):
             name = "worker" if index == 0 else f"worker {index + 1}"

@@ -20,8 +20,8 @@ from agentplatform.web.activity.visibility import (
     with_authority,
 )
 from agentplatform.web.edited_arguments import edited_arguments
-from agents.confirmation import request_text
 from agents.models import Approval, ApprovalStatus
+from agents.runs import request_text
 from agents.services import approval_decide
 
 RECENT = 20

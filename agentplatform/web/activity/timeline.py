@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agents.confirmation import request_text
 from agents.models import Approval, Run, RunEvent
+from agents.runs import request_text
 
 MAX_EVENTS = 2000
 TERMINAL_TYPES = {"run.completed", "run.failed", "run.cancelled"}

@@ -42,7 +42,7 @@ from agentplatform.web.chat.thread import (
     member_event,
 )
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
-from agents.run_reader import TERMINAL_EVENTS, heartbeat_seconds, iter_run_events
+from agents.runs import TERMINAL_EVENTS, heartbeat_seconds, iter_run_events
 
 RETRY_MS = 3000
 APPROVAL_WAIT_S = 5.0  # for approval rows not there yet (none: they commit before the event)
@@ -230,7 +230,7 @@ class RunStream:
     async def pending_approvals(self, call_id: str | None = None) -> list[Approval]:
         """The run's (and its children's) pending approvals not yet shown. The rows commit
         with the run's parking, before its `approval.required` events go out
-        (agents.run_writer), so the first read finds them; should one be missing, wait for
+        (agents.runs.writer), so the first read finds them; should one be missing, wait for
         it, briefly — but not for `call_id`'s once its row is there (shown with an earlier
         event of the park)."""
         deadline = asyncio.get_running_loop().time() + APPROVAL_WAIT_S

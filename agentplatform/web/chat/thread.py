@@ -14,8 +14,8 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
-from agents.confirmation import request_text
 from agents.models import Approval, Conversation, Message, Run, RunEvent
+from agents.runs import request_text
 from agents.runtime.spec import TERMINAL, RunStatus
 
 

@@ -27,7 +27,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
-from agents.tool_runs import tool_run
+from agents.runs import tool_run
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolHealth, ToolKind
 from tools.selftests import health_by_name, selftest_tools

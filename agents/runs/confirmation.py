@@ -12,8 +12,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from agents.models import Approval
+from agents.runs.direct_calls import run_tool_context
 from agents.runtime.tool_step import call_payload
-from agents.tool_runs import run_tool_context
 from tools.loader import tenant_tools
 from tools.runtime.frames import Frame, FrameError
 from tools.runtime.prepared_request import PreparedRequest

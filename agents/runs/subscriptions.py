@@ -1,4 +1,4 @@
-"""One Redis subscription per event loop for every run followed on it (agents.run_reader).
+"""One Redis subscription per event loop for every run followed on it (agents.runs.reader).
 
 A stream used to open a Redis connection of its own to subscribe to its run's channel: a
 connect, a handshake and redis-py's package-version lookup per stream, a sixth of the web
@@ -13,12 +13,12 @@ holds no connection; the next chat of a single user does not pay for a new one),
 its loop shuts down.
 
 Early delivery: the stream of a request that has its own process execute the run it
-follows (agents.worker_runs.Nearby) asks `follow(..., early=True)` and gets each
+follows (agents.runs.worker.Nearby) asks `follow(..., early=True)` and gets each
 event as the run's writer makes it (`deliver_early`), before it is stored and published:
 that is most of the way to the first token. Only such a stream may see an event before it
 is stored, since it cannot resume from a Last-Event-ID (it lives and dies with the process
 that executes the run). The events that end an attempt (terminal, `approval.required`)
-never come early: only through Redis, once the outcome is committed (agents.run_writer);
+never come early: only through Redis, once the outcome is committed (agents.runs.writer);
 if an attempt ends unfinished, `rewind` tells the stream the last stored event, so it
 reads the record from there (the next attempt continues from it).
 """

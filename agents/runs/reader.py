@@ -22,9 +22,9 @@ from django.conf import settings
 from django.db.models import Q
 
 from agentplatform.stream_reads import stream_read
-from agents.event_subscriptions import LOST, Rewind, subscriptions
-from agents.events import TERMINAL_EVENTS, channel
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
+from agents.runs.channels import TERMINAL_EVENTS, channel
+from agents.runs.subscriptions import LOST, Rewind, subscriptions
 from agents.runtime.spec import TERMINAL, RunStatus
 
 SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
@@ -55,7 +55,7 @@ async def iter_run_events(
     enqueue=False)`) once the stream listens: nothing can be stored before, so there is
     nothing to replay (two queries fewer before the first token). Such a stream is its
     run's own, so it also takes events early, as they are made in this process
-    (agents.event_subscriptions)."""
+    (agents.runs.subscriptions)."""
     hub, name = subscriptions(), channel(run)
     # Before replay: nothing falls in between.
     queue = await hub.follow(name, early=execute is not None)
@@ -183,7 +183,7 @@ SETTLED = {RunStatus.AWAITING_APPROVAL.value} | {s.value for s in TERMINAL}
 
 async def _settled(run_id: int) -> bool:
     """Wait (briefly) until the record says the run is parked or finished. An ending event
-    (agents.events.ENDING_EVENTS) goes out only once the record says so, so this answers at
+    (agents.runs.channels.ENDING_EVENTS) goes out only once the record says so, so this answers at
     its first read unless the run went on meanwhile (an approval decided at once)."""
     deadline = time.monotonic() + SETTLE_S
     while True:

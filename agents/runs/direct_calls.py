@@ -3,7 +3,7 @@
 recorded as a Run (`tool_name` set, no agent) so it joins the audit trail with its events.
 
 Every direct call takes the tool-call step the agent loop takes (agents/runtime/tool_step.py)
-and is recorded by the recorder (agents/run_writer.py). A call the step says waits for a
+and is recorded by the recorder (agents/runs/writer.py). A call the step says waits for a
 human (its tool requires approval) is not executed: the run parks with a pending Approval,
 decided like any other (`approval_decide`); a worker then takes the call through the step
 again with the decision — executing it, with the approver's edited arguments, or recording
@@ -32,9 +32,10 @@ from django.utils.text import slugify
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
-from agents import quotas, run_writer
+from agents import quotas
 from agents.models import Approval, Run, approval_decisions
-from agents.run_costs import TOOL_USAGE, tool_call_cost
+from agents.runs import writer as run_writer
+from agents.runs.costs import TOOL_USAGE, tool_call_cost
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload

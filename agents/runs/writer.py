@@ -17,7 +17,7 @@ The writers:
   event emitted before it in the same statement. Each statement also checks and renews the
   lease, so a worker that lost its run writes nothing. `RunEventSink` is the agent loop's
   sink in front of it (bursts of text deltas coalesced); `write_batch` also writes the
-  outcome (`agents.execution.finalize`), `storable_outcome` readies it for the rows written
+  outcome (`agents.runs.engine.finalize`), `storable_outcome` readies it for the rows written
   beside it (the conversation's Message, the approvals).
 - `append_event`: one event of a run nobody executes (a queued or parked run cancelled).
 - `park_call`: a direct tool call that waits for approval (its Run, Approval and event).
@@ -58,9 +58,9 @@ from django.db.models.fields import NOT_PROVIDED
 from psycopg import sql
 
 from agentplatform.tenancy import rls
-from agents.event_subscriptions import deliver_early, rewind
-from agents.events import ENDING_EVENTS, channel, publisher
 from agents.models import Approval, Run, RunEvent
+from agents.runs.channels import ENDING_EVENTS, channel, publisher
+from agents.runs.subscriptions import deliver_early, rewind
 from agents.runtime.spec import RunOutcome, RunStatus
 from tools.runtime.context import NoSecrets, SecretAccessor
 from tools.runtime.tool import ToolCall
@@ -519,7 +519,7 @@ class CallRecord:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # Tokens the call spent on models (the `llm` built-in): input, output, cache read, write.
     usage: tuple[int, int, int, int] = (0, 0, 0, 0)
-    cost_usd: Decimal = Decimal(0)  # what they cost (agents.run_costs.tool_call_cost)
+    cost_usd: Decimal = Decimal(0)  # what they cost (agents.runs.costs.tool_call_cost)
 
     def row(self) -> tuple:
         """The values of `_VARYING`, in its order."""
@@ -736,7 +736,7 @@ def _connection_params() -> dict[str, Any]:
     This connection acts for every tenant (`app.tenant_ids` is `*` from its start), because
     one statement holds the calls of several tenants (one statement per tenant, or a setting
     per statement, would undo the grouping it is for). What it writes is not chosen by a
-    caller: each record's tenant is its authenticated API key's (agents.tool_runs builds
+    caller: each record's tenant is its authenticated API key's (agents.runs.direct_calls builds
     it), and the events take their run's tenant."""
     params = connections["default"].get_connection_params()
     params.pop("cursor_factory", None)

@@ -27,8 +27,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentplatform.tenancy import rls
-from agents import quotas, run_claim
-from agents.events import publisher
+from agents import quotas
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -41,8 +40,11 @@ from agents.models import (
     approval_decisions,
 )
 from agents.observability import observed_run, traced_outcome
-from agents.run_costs import run_own_cost
-from agents.run_writer import (
+from agents.runs import claim as run_claim
+from agents.runs.channels import publisher
+from agents.runs.costs import run_own_cost
+from agents.runs.direct_calls import execute_tool_run, run_tool_context
+from agents.runs.writer import (
     Batch,
     EventConflict,
     LeaseLost,
@@ -76,7 +78,6 @@ from agents.specs import (
     run_config_versions,
 )
 from agents.tool_routing import tool_routing
-from agents.tool_runs import execute_tool_run, run_tool_context
 from agents.tool_sources import effective_tools
 from agents.verification import outcome_claim
 from providers.routing import model_targets, routed_adapter
@@ -105,7 +106,7 @@ def cancel_key(run: Run) -> str:
 
 
 def claim(run_id: int, owner: str) -> Run | None:
-    """Take the run if it is queued, or running under an expired lease (agents.run_claim)."""
+    """Take the run if it is queued, or running under an expired lease (agents.runs.claim)."""
     return run_claim.claim(run_id, owner, lease_seconds())
 
 
@@ -143,7 +144,7 @@ async def execute_run_async(
     claimed: Run | None = None,
 ) -> str:
     """As execute_run, inside an event loop (crews run their members this way; a worker
-    holds many at once, agents.worker_runs). In the tenant of the caller's scope (a
+    holds many at once, agents.runs.worker). In the tenant of the caller's scope (a
     request's, a crew's: another tenant's run is not claimable there); a worker has none
     and is told the run's tenant (in the task), or looks it up (one query). `owner` names
     the lease holder; `claimed`: the run, inserted already under that lease

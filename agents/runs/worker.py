@@ -44,9 +44,9 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from agents.event_subscriptions import subscriptions
-from agents.execution import execute_run_async, hand_over
 from agents.models import Run
+from agents.runs.engine import execute_run_async, hand_over
+from agents.runs.subscriptions import subscriptions
 from agents.runtime.spec import RunStatus
 from agents.signals import request_execution
 

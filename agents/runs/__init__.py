@@ -1,0 +1,62 @@
+"""The Run: started, executed, recorded, followed, decided and cancelled. Everything outside
+this package (the faces, the tasks, the admin, the other apps, the commands, the benchmarks)
+imports from here, never from a module inside (an import-linter contract says so).
+
+    engine.py         execute_run: claim a run, build its agent or crew, run it, finalize it
+    claim.py          a run's lease taken and what it needs read, one statement
+    writer.py         the run's record written: events, checkpoints, outcome, direct calls;
+                      what may be stored (storable, storable_text)
+    channels.py       the Redis publisher and a run's channel; which events end a stream
+    subscriptions.py  the streams of a process share one Redis subscription
+    reader.py         iter_run_events, follow_run: every face follows runs here
+    worker.py         a process's event loop executing many runs (admit, drain, Nearby)
+    direct_calls.py   tool_run / atool_run: a tool called directly, as a one-call run
+    confirmation.py   an HTTP tool's exact request, prepared again from edited arguments
+    costs.py          a run's own cost: its model's and its tools' model calls
+"""
+
+from agents.runs.channels import TERMINAL_EVENTS, publisher
+from agents.runs.confirmation import request_text
+from agents.runs.direct_calls import (
+    ToolRunOutcome,
+    atool_run,
+    decide_at,
+    standalone_model_calls,
+    tool_run,
+)
+from agents.runs.engine import execute_run, execute_run_async, lease_seconds
+from agents.runs.reader import (
+    HEARTBEAT,
+    Ending,
+    follow_run,
+    heartbeat_seconds,
+    iter_run_events,
+    recorded_ending,
+)
+from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
+from agents.runs.writer import storable_text
+
+__all__ = [
+    "HEARTBEAT",
+    "TERMINAL_EVENTS",
+    "Ending",
+    "Nearby",
+    "ToolRunOutcome",
+    "admit",
+    "atool_run",
+    "decide_at",
+    "drain",
+    "execute_run",
+    "execute_run_async",
+    "follow_run",
+    "handing_over_at_shutdown",
+    "heartbeat_seconds",
+    "iter_run_events",
+    "lease_seconds",
+    "publisher",
+    "recorded_ending",
+    "request_text",
+    "standalone_model_calls",
+    "storable_text",
+    "tool_run",
+]
