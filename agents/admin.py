@@ -36,6 +36,7 @@ from agents import quotas
 from agents.fallback_forms import FallbacksField
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
+    MAX_INPUT_CHARS,
     Agent,
     Approval,
     ApprovalDeciders,
@@ -47,9 +48,8 @@ from agents.models import (
     Run,
     RunEvent,
 )
-from agents.runs import request_text, tool_run
+from agents.runs import approval_decide, request_text, run_cancel, run_inline, tool_run
 from agents.runtime.spec import RunStatus
-from agents.services import MAX_INPUT_CHARS, approval_decide, run_cancel, run_inline
 from agents.tool_sources import effective_tools
 from providers.models import ProviderConnection
 from tools.admin import ToolDefinitionAdmin

@@ -45,9 +45,8 @@ from agents.models import (
     Verdict,
     VerificationSource,
 )
-from agents.runs import execute_run
+from agents.runs import execute_run, run_start
 from agents.runtime.spec import RunStatus
-from agents.services import run_start
 from agents.signals import request_evaluation_step, request_execution
 from agents.verification import MAX_NOTE, record_verdict
 from tools.runtime.expectations import CASE_KINDS, MAX_TEXT, Expectation, ExpectationError

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from agents import quotas
 from agents.models import Dataset, Run
+from agents.runs import record_model_call
 from agents.runtime.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from agents.runtime.judge import JudgeAnswerError, judge
-from agents.services import record_model_call
 from providers.models import ProviderConnection
 from providers.pricing import price_for
 from providers.runtime import tracing

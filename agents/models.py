@@ -756,7 +756,7 @@ class TriggerKind(models.TextChoices):
 class Trigger(models.Model):
     """Starts runs of an agent or crew on a schedule (cron, in a time zone) or when a signed
     webhook arrives at /hooks/<public_id>; each run is attributed to `run_as`, a member, and
-    goes through agents.services.run_start like every other run."""
+    goes through agents.runs.run_start like every other run."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="triggers")
     public_id = models.CharField(max_length=40, unique=True, editable=False)

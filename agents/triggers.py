@@ -1,7 +1,7 @@
 """Triggers: runs of an agent or crew started on a schedule or by a signed webhook
 (docs/triggers.md). Every face (web pages, REST, the admin, /hooks) calls these.
 
-A trigger's runs go through `agents.services.run_start` like any other run, attributed to
+A trigger's runs go through `agents.runs.run_start` like any other run, attributed to
 the trigger's `run_as` member: their grants decide whether it may start, approvals and
 limits apply as to a run they started themselves.
 
@@ -42,9 +42,8 @@ from agentplatform.tenancy.models import ROLE_RANK, AuditAction, Membership, Rol
 from agentplatform.tenancy.policy import Action, Principal
 from agents import access
 from agents.models import MAX_INPUT_CHARS, Agent, Crew, Run, Trigger, TriggerKind
-from agents.runs import storable_text
+from agents.runs import run_start, storable_text
 from agents.runtime import triggers as rules
-from agents.services import run_start
 
 logger = logging.getLogger(__name__)
 

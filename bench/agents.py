@@ -26,10 +26,10 @@ Sides:
    client, streaming) with the tenant's registry, an event sink that stores nothing and no
    checkpoints: no DB, no Redis, no lease. Its parts are built once and it runs on the bare
    loop's event loop, so its SDK client (PerLoop) is kept across runs.
-2. inline platform path: `agents.services.run_inline` (Run row, leased execution, events
+2. inline platform path: `agents.runs.run_inline` (Run row, leased execution, events
    stored and published to Redis, checkpoints after every step — both through RunWriter, which
    coalesces them into single statements — OpenAI adapter through the egress-guarded client).
-3. full path through Celery: `agents.services.run_start(enqueue=True)` in this process, a
+3. full path through Celery: `agents.runs.run_start(enqueue=True)` in this process, a
    real worker subprocess (`--pool solo`) executes it; timed to the terminal event seen
    through `agents.runs.reader.iter_run_events` (what a streaming client sees), and to the Run
    row being terminal (polled every POLL_S after that event; `finalize` writes the row
@@ -399,7 +399,7 @@ class Sides:
         return {LOOP_ONLY: elapsed}
 
     def inline_run(self) -> dict[str, float]:
-        from agents.services import run_inline
+        from agents.runs import run_inline
 
         self.server.script_run()
         started = time.perf_counter()
@@ -411,7 +411,7 @@ class Sides:
 
     def celery_run(self) -> dict[str, float]:
         from agents.models import Run
-        from agents.services import run_start
+        from agents.runs import run_start
 
         self.server.script_run()
         started = time.perf_counter()
@@ -587,7 +587,7 @@ def count_queries(sides: Sides) -> dict[str, Any]:
     for _ in range(QUERY_RUNS):
         sides.server.script_run()
         with CaptureQueriesContext(connection) as captured:
-            from agents.services import run_inline
+            from agents.runs import run_inline
 
             run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
         sides.check(run)
@@ -872,18 +872,20 @@ PREPARE_PARTS = (
 
 
 def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
+    # The probes replace each name where its caller looks it up: the inner modules of
+    # agents.runs, not its facade.
     import agents.quotas
     import agents.runs.engine
+    import agents.runs.start
     import agents.runs.writer
-    import agents.services
     from agents.runtime.loop import _Loop
     from providers.services import adapter_for
     from tools.runtime.registry import ToolRegistry
 
     probe = Probe()
     ex = agents.runs.engine
-    probe.sync(agents.services, "run_start", "run_start")
-    probe.sync(agents.services, "execute_run", "execute_run")
+    probe.sync(agents.runs.start, "run_start", "run_start")
+    probe.sync(agents.runs.start, "execute_run", "execute_run")
     probe.coroutine(ex, "execute_run_async", "execute_run_async")
     probe.sync(ex, "claim", "claim")
     probe.sync(ex, "_prepare_agent", "prepare")
@@ -911,7 +913,7 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
             gc.collect()
             sides.server.script_run()
             started = time.perf_counter()
-            from agents.services import run_inline
+            from agents.runs import run_inline
 
             run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
             total = time.perf_counter() - started

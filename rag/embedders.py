@@ -5,7 +5,7 @@ connection's cached adapter, None for full text.
 A provider's embeddings cost the tenant money: given a quota `Meter`, each call is held
 against its limits before the provider is asked and settled to the tokens it counted
 (agents.quotas), and recorded as a run of that model with its tokens and cost
-(agents.services.record_model_call), as `/v1/embeddings` is."""
+(agents.runs.record_model_call), as `/v1/embeddings` is."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import quotas
-from agents.services import record_model_call
+from agents.runs import record_model_call
 from providers.models import ProviderConnection
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_handle

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from agentplatform.logs import JsonFormatter, masked, run_context
-from agents.services import run_inline
+from agents.runs import run_inline
 from tests.conftest import ROOT, subprocess_env
 from tests.fakes.provider_server import ErrorReply
 

@@ -19,7 +19,8 @@ from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.evaluations import dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Evaluation, Run
-from agents.services import conversation_save, run_start
+from agents.runs import run_start
+from agents.services import conversation_save
 from tests import live_server
 from tests.factories import add_member, login, make_agent, make_approval, make_user
 from tools.models import ToolDefinition

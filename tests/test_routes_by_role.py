@@ -25,7 +25,7 @@ from agentplatform.tenancy.models import ApiKey, IdentityProvider, Membership, R
 from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
-from agents.services import run_start
+from agents.runs import run_start
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
 from rag.models import Document, KnowledgeBase

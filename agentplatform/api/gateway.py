@@ -45,7 +45,7 @@ from agentplatform.api.openai_base import (
 from agentplatform.stream_reads import brief, stream_read
 from agentplatform.tenancy.authentication import ApiClient
 from agents import quotas
-from agents.services import GatewayCall, record_gateway_calls
+from agents.runs import GatewayCall, record_gateway_calls
 from providers.models import ProviderKind
 from providers.routing import BALANCER, gateway_order, retryable_status
 from providers.runtime import tracing

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agents.models import MAX_INPUT_CHARS
 from agents.runtime.client_request import ClientRequest, ClientTool, Sampling
-from agents.services import MAX_INPUT_CHARS
 from providers.runtime.images import MAX_IMAGES, ImageRefused, check_total, image_from_data_url
 from providers.runtime.types import (
     AssistantMessage,

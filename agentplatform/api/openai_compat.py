@@ -58,9 +58,9 @@ from agentplatform.tenancy.policy import Action, Principal, declares
 from agentplatform.tenancy.services import member_named
 from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after
-from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text
+from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text, run_start
 from agents.runtime.spec import RunStatus
-from agents.services import model_target, run_start
+from agents.services import model_target
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused, check_total
 from providers.services import gateway_models

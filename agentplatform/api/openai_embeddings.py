@@ -37,7 +37,7 @@ from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
 from agents import quotas
-from agents.services import GatewayCall, record_gateway_calls
+from agents.runs import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_model

@@ -20,8 +20,8 @@ from agentplatform.api.openai_chat_request import (
     MAX_TOOLS,
     ROLES,
 )
+from agents.models import MAX_INPUT_CHARS
 from agents.runtime.client_request import MAX_RESPONSE_TOKENS
-from agents.services import MAX_INPUT_CHARS
 from providers.runtime.images import MAX_IMAGE_BYTES, MAX_IMAGES
 from tools.runtime.tool import NAME_PATTERN
 

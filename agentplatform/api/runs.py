@@ -1,5 +1,5 @@
 """Runs over REST: start (optionally streaming), list, read, follow events, cancel, decide
-approvals. Each handler authenticates, validates, calls one service of `agents.services`.
+approvals. Each handler authenticates, validates, calls one service of `agents.runs`.
 
 The access policy decides: reading a run needs `READ_RUN` and shows only the runs the
 caller may see (`agents.access.visible_runs`); starting, cancelling and deciding are asked
@@ -54,6 +54,7 @@ from agentplatform.api.tenant import (
 from agentplatform.tenancy.policy import Action
 from agents import access
 from agents.models import (
+    MAX_INPUT_CHARS,
     Agent,
     Approval,
     ApprovalStatus,
@@ -63,19 +64,15 @@ from agents.models import (
     Verdict,
     Verification,
 )
-from agents.runtime.spec import RunStatus
-from agents.services import (
-    MAX_INPUT_CHARS,
+from agents.runs import (
     ConversationBusy,
     IdempotencyKeyReused,
-    agent_get,
     approval_decide,
-    approval_get,
-    conversation_get,
-    crew_get,
     run_cancel,
     run_start,
 )
+from agents.runtime.spec import RunStatus
+from agents.services import agent_get, approval_get, conversation_get, crew_get
 from agents.verification import verify
 
 MAX_IDEMPOTENCY_KEY = 200

@@ -39,6 +39,7 @@ from agentplatform.tenancy.policy import Action, Principal
 from agents.models import Agent, Crew, Run
 from agents.quotas import QuotaExceeded
 from agents.runs import (
+    ConversationBusy,
     Ending,
     Nearby,
     ToolRunOutcome,
@@ -46,15 +47,10 @@ from agents.runs import (
     decide_at,
     follow_run,
     request_text,
-)
-from agents.runtime.spec import RunStatus
-from agents.services import (
-    ConversationBusy,
-    conversation_get,
-    conversation_save,
-    model_target,
     run_start,
 )
+from agents.runtime.spec import RunStatus
+from agents.services import conversation_get, conversation_save, model_target
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 

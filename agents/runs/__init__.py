@@ -2,6 +2,11 @@
 this package (the faces, the tasks, the admin, the other apps, the commands, the benchmarks)
 imports from here, never from a module inside (an import-linter contract says so).
 
+    start.py          run_start, run_regenerate, run_inline: who may start a run, with what
+                      input, idempotency keys, one turn at a time per conversation
+    control.py        run_cancel, approval_decide: a person's say over a started run
+    recorder.py       record_model_call, record_gateway_calls: model calls made outside a
+                      run's loop, recorded as finished runs
     engine.py         execute_run: claim a run, build its agent or crew, run it, finalize it
     claim.py          a run's lease taken and what it needs read, one statement
     writer.py         the run's record written: events, checkpoints, outcome, direct calls;
@@ -17,6 +22,7 @@ imports from here, never from a module inside (an import-linter contract says so
 
 from agents.runs.channels import TERMINAL_EVENTS, publisher
 from agents.runs.confirmation import request_text
+from agents.runs.control import approval_decide, run_cancel
 from agents.runs.direct_calls import (
     ToolRunOutcome,
     atool_run,
@@ -33,16 +39,30 @@ from agents.runs.reader import (
     iter_run_events,
     recorded_ending,
 )
+from agents.runs.recorder import GatewayCall, record_gateway_calls, record_model_call
+from agents.runs.start import (
+    BUSY,
+    ConversationBusy,
+    IdempotencyKeyReused,
+    run_inline,
+    run_regenerate,
+    run_start,
+)
 from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
 from agents.runs.writer import storable_text
 
 __all__ = [
+    "BUSY",
     "HEARTBEAT",
     "TERMINAL_EVENTS",
+    "ConversationBusy",
     "Ending",
+    "GatewayCall",
+    "IdempotencyKeyReused",
     "Nearby",
     "ToolRunOutcome",
     "admit",
+    "approval_decide",
     "atool_run",
     "decide_at",
     "drain",
@@ -54,8 +74,14 @@ __all__ = [
     "iter_run_events",
     "lease_seconds",
     "publisher",
+    "record_gateway_calls",
+    "record_model_call",
     "recorded_ending",
     "request_text",
+    "run_cancel",
+    "run_inline",
+    "run_regenerate",
+    "run_start",
     "standalone_model_calls",
     "storable_text",
     "tool_run",

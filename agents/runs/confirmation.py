@@ -2,7 +2,7 @@
 prepared (an HTTP tool) has not seen the request those arguments make. So the call is
 prepared again here, with the run's context as the worker would use it, and the new request
 goes to a new approval; nothing is sent until that one is approved
-(`agents.services.approval_decide`)."""
+(`agents.runs.approval_decide`)."""
 
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ from agents import quotas
 from agents.models import Approval, Run, approval_decisions
 from agents.runs import writer as run_writer
 from agents.runs.costs import TOOL_USAGE, tool_call_cost
+from agents.runs.recorder import record_model_call
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
@@ -229,8 +230,6 @@ class StandaloneModelCalls(quotas.ToolModelCalls):
         await super().settle(reservation, price_kind=price_kind, model=model, usage=usage)
         if usage is None:
             return
-        from agents.services import record_model_call  # (services imports this module)
-
         await sync_to_async(record_model_call)(
             tenant_id=self.meter.tenant_id,
             user_id=self.meter.user_id,

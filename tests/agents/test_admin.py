@@ -8,9 +8,9 @@ import re
 import pytest
 
 from agents.models import Agent, Approval, Conversation, Fact, Message, Run, RunEvent
+from agents.runs import run_inline, run_start
 from agents.runs.engine import execute_run
 from agents.seed import seed_demo_agent
-from agents.services import run_inline, run_start
 from providers.models import ProviderConnection
 from tests.conftest import PAY_SECRET
 from tests.factories import login, make_approval, make_connection

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agents.models import Approval, Run, RunEvent
-from agents.services import approval_decide, run_start
+from agents.runs import approval_decide, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)

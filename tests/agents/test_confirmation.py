@@ -12,9 +12,9 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from agents.models import Approval, Run, RunEvent
+from agents.runs import approval_decide, run_start
 from agents.runs.direct_calls import tool_run
 from agents.runs.engine import execute_run
-from agents.services import approval_decide, run_start
 from tests.conftest import PAY_SECRET as SECRET
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import Reply

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agents.models import Agent, Approval, Crew, Run, RunEvent
+from agents.runs import approval_decide, run_inline
 from agents.runs.engine import execute_run
-from agents.services import approval_decide, run_inline
 from tests.factories import make_agent, make_crew, make_tool
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 

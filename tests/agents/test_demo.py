@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from agents.runs import run_inline
 from agents.seed import seed_demo_agent
-from agents.services import run_inline
 from providers.services import seed_demo_connection
 
 

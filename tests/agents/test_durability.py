@@ -34,8 +34,8 @@ from django.utils import timezone
 from agentplatform.celery import app
 from agentplatform.tasks import ping
 from agents.models import Run, RunEvent
+from agents.runs import run_start
 from agents.runtime.spec import RunStatus
-from agents.services import run_start
 from agents.tasks import execute_run_task, sweep_stale_runs
 from tests.agents.workers import (
     TurnTakingProviderServer,

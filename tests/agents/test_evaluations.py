@@ -24,9 +24,9 @@ from agents.evaluations import (
     score_answer,
 )
 from agents.models import Evaluation, Feedback, Run, Verification
+from agents.runs import run_start
 from agents.runtime.judge import SYSTEM, JudgeAnswerError, parse_verdict
 from agents.runtime.spec import RunStatus
-from agents.services import run_start
 from tests.agents.test_confirmation import settle
 from tests.factories import add_member, make_connection, make_user
 from tests.fakes.provider_server import ErrorReply, TextReply

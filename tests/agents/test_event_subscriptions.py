@@ -14,10 +14,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.models import RunEvent
+from agents.runs import run_start
 from agents.runs.channels import channel
 from agents.runs.reader import iter_run_events
 from agents.runs.subscriptions import LOST, deliver_early, rewind, subscriptions
-from agents.services import run_start
 
 
 def numsub(name: str) -> int:

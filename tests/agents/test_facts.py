@@ -19,7 +19,7 @@ from django.conf import settings
 from agentplatform.tenancy import rls
 from agents.facts import DjangoFactStore, fact_embedder, register_fact_embedder
 from agents.models import Fact
-from agents.services import run_start
+from agents.runs import run_start
 from rag.embedders import local_model_installed, static_embedder
 from tests.factories import add_member, make_agent
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agents.models import Approval, Conversation, Run, RunEvent
-from agents.services import approval_decide, run_start
+from agents.runs import approval_decide, run_start
 from tests.agents.test_confirmation import settle
 from tests.factories import make_http_tool
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply

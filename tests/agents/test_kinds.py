@@ -6,8 +6,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from agents.models import Agent, RunEvent
+from agents.runs import run_inline
 from agents.runtime.kinds import KINDS
-from agents.services import run_inline
 from tests.factories import make_agent
 from tests.fakes.provider_server import TextReply
 from tests.fakes.remote_agent_server import RemoteAgentServer

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents import services
+from agents import runs
 from agents.facts import DjangoFactStore
 from agents.models import Fact
 from agents.runtime.memory import MEMORY_TOOL_NAMES, memory_tools
@@ -47,7 +47,7 @@ def call_memory_tool(provider_server, agent, user, name: str, arguments: dict[st
         ToolCallReply([ToolCall("m1", name, json.dumps(arguments))]),
         TextReply("ok"),
     )
-    run = services.run_inline(
+    run = runs.run_inline(
         tenant=agent.tenant, agent=agent, input="remember this", initiated_by=user
     )
     assert run.status == "succeeded", run.error
@@ -66,11 +66,11 @@ def offered(provider_server) -> set[str]:
 
 
 def test_memory_tools_are_offered_only_when_memory_is_on(trio, pals, provider_server):
-    services.run_inline(tenant=trio.acme, agent=pals["acme"], input="hi", initiated_by=trio.bob)
+    runs.run_inline(tenant=trio.acme, agent=pals["acme"], input="hi", initiated_by=trio.bob)
     assert set(MEMORY_TOOL_NAMES) <= offered(provider_server)
 
     forgets = make_agent(trio.acme, "forgets", memory=False)
-    services.run_inline(tenant=trio.acme, agent=forgets, input="hi", initiated_by=trio.bob)
+    runs.run_inline(tenant=trio.acme, agent=forgets, input="hi", initiated_by=trio.bob)
     assert not set(MEMORY_TOOL_NAMES) & offered(provider_server)
 
 

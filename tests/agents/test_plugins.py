@@ -16,8 +16,8 @@ from django.core.exceptions import ValidationError
 from agentplatform import plugins
 from agents.apps import load_plugins
 from agents.models import Agent
+from agents.runs import run_start
 from agents.runtime.kinds import KINDS
-from agents.services import run_start
 from agents.signals import run_queued
 from agents.tool_sources import _sources, effective_tools
 from tests.agents.test_confirmation import settle

@@ -15,8 +15,8 @@ from agents import quotas
 from agents.evaluations import case_save, dataset_save, score_answer
 from agents.judging import judge_answer
 from agents.models import Quota, Run, RunEvent
+from agents.runs import run_inline
 from agents.runs.direct_calls import tool_run
-from agents.services import run_inline
 from providers.models import ModelPrice
 from tests.factories import make_connection
 from tests.fakes.provider_server import MODEL_SUFFIX, TextReply, ToolCall, ToolCallReply

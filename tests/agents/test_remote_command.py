@@ -23,10 +23,10 @@ from django.urls import reverse
 from agentplatform import embedded
 from agents.models import Agent, Approval, Run
 from agents.remote_health import check_remote_agents
+from agents.runs import approval_decide, run_start
 from agents.runtime import remote_transport
 from agents.runtime.remote import command_health, remote_agent
 from agents.runtime.spec import AgentSpec, RunStatus
-from agents.services import approval_decide, run_start
 from agents.signals import run_queued
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key

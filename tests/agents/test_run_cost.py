@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from agents.models import Run
-from agents.services import run_inline
+from agents.runs import run_inline
 from providers.models import ModelPrice
 from tests.factories import make_agent, make_connection, make_crew
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
+from agents.runs import run_inline, run_start
 from agents.runs.engine import execute_run
 from agents.runs.reader import Ending, follow_run, iter_run_events
-from agents.services import run_inline, run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from agents.models import Agent, Conversation, Message, Run, RunEvent
-from agents.services import run_inline
+from agents.runs import run_inline
 from tests.api.test_resources import Api, key_for
 from tests.api.test_sse import messages
 from tests.factories import login, make_tool

@@ -15,13 +15,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents.models import Run, RunEvent
+from agents.runs import run_start
 from agents.runs.channels import channel
 from agents.runs.engine import claim, finalize
 from agents.runs.reader import iter_run_events
 from agents.runs.subscriptions import subscriptions
 from agents.runs.writer import LeaseLost, RunWriter
 from agents.runtime.spec import RunOutcome, RunStatus
-from agents.services import run_start
 from tools.runtime.context import StaticSecrets
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import ToolCall

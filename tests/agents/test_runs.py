@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Message, Run, RunEvent
-from agents.services import run_inline
+from agents.runs import run_inline
 from providers.models import ProviderConnection
 from tests.factories import make_tool
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
@@ -168,8 +168,8 @@ def test_provider_errors_fail_the_run_with_the_reason(trio, agent, provider_serv
 
 
 def test_a_run_cannot_be_claimed_twice(trio, agent):
+    from agents.runs import run_start
     from agents.runs.engine import claim
-    from agents.services import run_start
 
     run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     assert claim(run.pk, "first").lease_owner == "first"

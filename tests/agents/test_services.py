@@ -11,21 +11,21 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
-from agents import services
-from agents.models import Conversation, Fact, Run, RunEvent
+from agents import runs, services
+from agents.models import MAX_INPUT_CHARS, Conversation, Fact, Run, RunEvent
 from agents.runs.channels import channel, publisher
 from agents.runs.engine import cancel_key, execute_run
 from tests.factories import make_agent, make_approval
 
 
 def test_the_same_idempotency_key_returns_the_same_run(trio, agent):
-    first = services.run_start(
+    first = runs.run_start(
         tenant=trio.acme, agent=agent, input="hi", idempotency_key="k-1", enqueue=False
     )
-    again = services.run_start(
+    again = runs.run_start(
         tenant=trio.acme, agent=agent, input="hi", idempotency_key="k-1", enqueue=False
     )
-    other = services.run_start(
+    other = runs.run_start(
         tenant=trio.acme, agent=agent, input="hi", idempotency_key="k-2", enqueue=False
     )
     assert first.pk == again.pk != other.pk
@@ -33,19 +33,19 @@ def test_the_same_idempotency_key_returns_the_same_run(trio, agent):
 
 
 def test_bad_input_is_refused_and_nothing_is_created(trio, agent):
-    for text in ("", "   ", "x" * (services.MAX_INPUT_CHARS + 1)):
+    for text in ("", "   ", "x" * (MAX_INPUT_CHARS + 1)):
         with pytest.raises(ValidationError):
-            services.run_start(tenant=trio.acme, agent=agent, input=text, enqueue=False)
+            runs.run_start(tenant=trio.acme, agent=agent, input=text, enqueue=False)
     agent.active = False
     agent.save()
     with pytest.raises(ValidationError):
-        services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+        runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     assert Run.objects.count() == 0
 
 
 def test_cancelling_a_queued_run_stops_it_at_once(trio, agent):
-    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
-    run = services.run_cancel(tenant=trio.acme, run=run, by=None)
+    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    run = runs.run_cancel(tenant=trio.acme, run=run, by=None)
     assert run.status == "cancelled" and run.finished_at
     assert RunEvent.objects.get(run=run).type == "run.cancelled"
     assert execute_run(run.pk) == "not claimable"
@@ -55,13 +55,13 @@ def test_a_queued_runs_cancel_is_published_when_it_commits(
     trio, agent, django_capture_on_commit_callbacks
 ):
     """A stream following a queued run hears its end at once, not at its next quiet check."""
-    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     client = redis.Redis.from_url(settings.REDIS_URL)
     pubsub = client.pubsub()
     pubsub.subscribe(channel(run))
     assert pubsub.get_message(timeout=10)["type"] == "subscribe"
     with django_capture_on_commit_callbacks(execute=True):
-        services.run_cancel(tenant=trio.acme, run=run, by=None)
+        runs.run_cancel(tenant=trio.acme, run=run, by=None)
     message = pubsub.get_message(ignore_subscribe_messages=True, timeout=10)
     pubsub.close()
     client.close()
@@ -70,7 +70,7 @@ def test_a_queued_runs_cancel_is_published_when_it_commits(
 
 
 def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
-    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     publisher().set(cancel_key(run), 1, ex=60)  # what run_cancel sets for a running run
     assert execute_run(run.pk) == "cancelled"
     run.refresh_from_db()
@@ -79,7 +79,7 @@ def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
 
 
 def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):
-    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     conversation = Conversation.objects.create(tenant=trio.acme, agent=agent)
     approval = make_approval(run, "calculator")
     fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
@@ -97,17 +97,15 @@ def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):
 
 
 def test_writes_refuse_mixing_tenants(trio, agent):
-    run = services.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
+    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
     approval = make_approval(run, "calculator")
     theirs = make_agent(trio.globex, "spy")
     with pytest.raises(Http404):
-        services.run_start(tenant=trio.acme, agent=theirs, input="hi", enqueue=False)
+        runs.run_start(tenant=trio.acme, agent=theirs, input="hi", enqueue=False)
     with pytest.raises(Http404):
-        services.run_cancel(tenant=trio.globex, run=run, by=None)
+        runs.run_cancel(tenant=trio.globex, run=run, by=None)
     with pytest.raises(Http404):
-        services.approval_decide(
-            tenant=trio.globex, approval=approval, approved=True, by=trio.charlie
-        )
+        runs.approval_decide(tenant=trio.globex, approval=approval, approved=True, by=trio.charlie)
     approval.refresh_from_db()
     assert approval.status == "pending"
 
@@ -122,9 +120,7 @@ def test_memory_facts_are_stored_per_tenant_and_user(trio, agent, provider_serve
         ToolCallReply([ToolCall("m1", "remember_fact", '{"fact": "Bob likes green tea."}')]),
         TextReply("Noted."),
     )
-    run = services.run_inline(
-        tenant=trio.acme, agent=agent, input="remember", initiated_by=trio.bob
-    )
+    run = runs.run_inline(tenant=trio.acme, agent=agent, input="remember", initiated_by=trio.bob)
     fact = Fact.objects.get()
     assert (fact.tenant, fact.user, fact.text, fact.source_run_id) == (
         trio.acme, trio.bob, "Bob likes green tea.", run.pk,
@@ -134,11 +130,11 @@ def test_memory_facts_are_stored_per_tenant_and_user(trio, agent, provider_serve
 def test_only_a_conversations_owner_takes_turns_in_it(trio, agent):
     conversation = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.alice)
     with pytest.raises(PermissionDenied):
-        services.run_start(
+        runs.run_start(
             tenant=trio.acme, agent=agent, input="hi", conversation=conversation,
             initiated_by=trio.bob, enqueue=False,
         )  # fmt: skip
-    services.run_start(
+    runs.run_start(
         tenant=trio.acme, agent=agent, input="hi", conversation=conversation,
         initiated_by=trio.alice, enqueue=False,
     )  # fmt: skip
@@ -146,7 +142,7 @@ def test_only_a_conversations_owner_takes_turns_in_it(trio, agent):
 
 # -- one turn at a time --------------------------------------------------------------------
 def _turn(trio, agent, conversation, text: str, **kwargs) -> Run:
-    return services.run_start(
+    return runs.run_start(
         tenant=trio.acme, agent=agent, input=text, conversation=conversation,
         initiated_by=trio.bob, enqueue=False, **kwargs,
     )  # fmt: skip
@@ -155,7 +151,7 @@ def _turn(trio, agent, conversation, text: str, **kwargs) -> Run:
 def test_a_conversation_refuses_a_turn_while_its_answer_runs(trio, agent):
     chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
     first = _turn(trio, agent, chat, "one")
-    with pytest.raises(services.ConversationBusy) as busy:
+    with pytest.raises(runs.ConversationBusy) as busy:
         _turn(trio, agent, chat, "two")
     assert busy.value.run_id == first.pk
     assert list(chat.messages.values_list("content", flat=True)) == ["one"]
@@ -167,7 +163,7 @@ def test_an_idempotent_replay_in_a_busy_conversation_is_the_same_run(trio, agent
     chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
     first = _turn(trio, agent, chat, "one", idempotency_key="turn-1")
     assert _turn(trio, agent, chat, "one", idempotency_key="turn-1").pk == first.pk
-    with pytest.raises(services.ConversationBusy):
+    with pytest.raises(runs.ConversationBusy):
         _turn(trio, agent, chat, "two", idempotency_key="turn-2")
 
 
@@ -188,7 +184,7 @@ def test_of_two_concurrent_turns_one_wins(trio, agent, same_key):
             outcome["run"] = _turn(
                 trio, agent, chat, "two", idempotency_key="k" if same_key else "k2"
             )
-        except services.ConversationBusy as exc:
+        except runs.ConversationBusy as exc:
             outcome["busy"] = exc
         finally:
             connection.close()
@@ -230,7 +226,7 @@ def test_gateway_calls_of_several_tenants_are_all_recorded_each_under_its_scope(
 
     from agentplatform.tenancy import rls
     from agentplatform.tenancy import services as tenancy
-    from agents.services import GatewayCall, record_gateway_calls
+    from agents.runs import GatewayCall, record_gateway_calls
     from providers.runtime.types import Usage
 
     acme_key, _ = tenancy.api_key_create(tenant=trio.acme, name="a", scopes=["run"])

@@ -265,7 +265,7 @@ def test_a_run_of_an_agent_with_many_tools_is_offered_the_routed_ones(
     trio, agent, many_definitions, provider_server
 ):
     from agents.models import RunEvent
-    from agents.services import run_inline
+    from agents.runs import run_inline
     from agents.tool_sources import effective_tools
     from tests.fakes.provider_server import TextReply
 
@@ -308,7 +308,7 @@ def test_a_run_ranks_by_meaning_with_the_registered_embedders(
 ):
     from agents import tool_routing as platform
     from agents.models import RunEvent
-    from agents.services import run_inline
+    from agents.runs import run_inline
     from tests.fakes.provider_server import TextReply
 
     settings.TOOL_ROUTING_SEMANTIC = True

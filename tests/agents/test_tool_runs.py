@@ -13,10 +13,10 @@ from django.http import Http404
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Run, RunEvent
+from agents.runs import approval_decide
 from agents.runs import writer as run_writer
 from agents.runs.direct_calls import atool_run
 from agents.runs.engine import execute_run
-from agents.services import approval_decide
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)

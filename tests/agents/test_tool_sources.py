@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from agents.services import run_inline
+from agents.runs import run_inline
 from agents.tool_sources import effective_tools
 from rag.services import knowledge_base_save
 from tests.factories import PASSWORD

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from agents.apps import start_tracing
+from agents.runs import run_inline
 from agents.runtime import tracing
-from agents.services import run_inline
 from providers.models import ModelPrice
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent, make_crew

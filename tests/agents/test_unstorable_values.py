@@ -16,11 +16,11 @@ import pytest
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Conversation, Message, Run, RunEvent
+from agents.runs import approval_decide, run_inline
 from agents.runs.direct_calls import atool_run, tool_run
 from agents.runs.engine import execute_run
 from agents.runs.writer import storable, storable_json, storable_text
 from agents.runtime.structured import FINAL_ANSWER
-from agents.services import approval_decide, run_inline
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import ToolDefinition

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from agentplatform.tenancy.models import Role
 from agents.models import Conversation, Run, Verification
-from agents.services import run_start
+from agents.runs import run_start
 from agents.signals import run_succeeded
 from agents.tasks import _verify_outcome, verify_outcome_task
 from agents.verification import rates_by_agent, verify

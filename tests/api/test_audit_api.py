@@ -11,7 +11,7 @@ import pytest
 from agentplatform.tenancy import audit, services
 from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry
 from agents.models import Run
-from agents.services import run_start
+from agents.runs import run_start
 from tests.api.test_resources import Api, as_key, assert_error
 from tests.factories import login, make_agent, make_approval
 

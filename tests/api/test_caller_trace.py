@@ -10,9 +10,9 @@ import pytest
 from opentelemetry import context as otel_context
 
 from agents.models import Run
+from agents.runs import run_start
 from agents.runs.engine import execute_run
 from agents.runtime import tracing
-from agents.services import run_start
 from providers.runtime.tracing import caller_context
 from tests.api.conftest import sdk
 from tests.fakes.provider_server import TextReply

@@ -8,7 +8,7 @@ import pytest
 
 from agents.evaluations import evaluation_run_to_end
 from agents.models import Case, Evaluation, Feedback, Verification
-from agents.services import run_start
+from agents.runs import run_start
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key, assert_error
 from tests.fakes.provider_server import TextReply

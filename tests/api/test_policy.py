@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import Role, TenantGroup
 from agents.models import Agent, Approval, Conversation, Crew, Run
-from agents.services import run_start
+from agents.runs import run_start
 from providers.models import ProviderConnection
 from rag.models import KnowledgeBase
 from tests.factories import add_member, login, make_agent, make_approval, make_crew, make_user
@@ -409,7 +409,7 @@ def test_a_removed_member_leaves_no_grant_or_group_behind(trio, payroll):
 
 
 def test_an_idempotency_key_taken_meanwhile_by_another_is_refused(trio, assistant):
-    from agents.services import IdempotencyKeyReused
+    from agents.runs import IdempotencyKeyReused
 
     run_start(tenant=trio.acme, agent=assistant, input="x", initiated_by=trio.alice,
               idempotency_key="k", enqueue=False)  # fmt: skip

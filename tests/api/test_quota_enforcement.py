@@ -15,8 +15,9 @@ from django.test import Client
 from agentplatform.tenancy import services as tenancy
 from agents import quotas
 from agents.models import Quota, Run, RunEvent
+from agents.runs import run_start
 from agents.runs.engine import execute_run
-from agents.services import conversation_save, run_start
+from agents.services import conversation_save
 from agents.signals import run_queued
 from providers.models import ModelPrice
 from tests.api.conftest import sdk

@@ -26,8 +26,8 @@ from django.test import AsyncClient, Client
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Run, RunEvent
+from agents.runs import run_start
 from agents.runs.channels import channel
-from agents.services import run_start
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)

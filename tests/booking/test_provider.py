@@ -12,8 +12,8 @@ import time
 import pytest
 
 from agents.models import Approval, Run, RunEvent
+from agents.runs import approval_decide, run_start
 from agents.runs.engine import execute_run
-from agents.services import approval_decide, run_start
 from tests.booking.example import DATE
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 

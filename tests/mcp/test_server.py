@@ -18,7 +18,8 @@ from mcp_types import CallToolResult
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import Membership, Role
 from agents.models import Agent, Approval, Conversation, Crew, Run
-from agents.services import conversation_save, run_start
+from agents.runs import run_start
+from agents.services import conversation_save
 from tests.conftest import PAY_SECRET
 from tests.factories import make_user
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply

@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from agents.models import RunEvent
-from agents.services import run_inline
+from agents.runs import run_inline
 from providers.models import HealthStatus
 from providers.routing import BALANCER, check_connections
 from tests.factories import make_agent, make_connection

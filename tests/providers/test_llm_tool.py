@@ -12,9 +12,9 @@ from asgiref.sync import async_to_sync
 
 from agentplatform.web.activity.timeline import run_timeline
 from agents.models import Run, RunEvent
+from agents.runs import run_inline
 from agents.runs import writer as run_writer
 from agents.runs.direct_calls import atool_run
-from agents.services import run_inline
 from providers.runtime.llm_tool import ModelConnection, llm_tool
 from providers.runtime.types import ModelResponse
 from tests.factories import make_connection

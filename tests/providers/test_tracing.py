@@ -11,8 +11,8 @@ import pytest
 
 from agents.evaluations import dataset_save
 from agents.judging import judge_answer
+from agents.runs import run_inline
 from agents.runtime import tracing
-from agents.services import run_inline
 from providers.models import ModelPrice
 from tests.factories import make_connection
 from tests.fakes.otlp_collector import OtlpCollector

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agents.services import run_inline
+from agents.runs import run_inline
 from rag.ingestion import ingest
 from rag.services import document_add, knowledge_base_save
 from tests.factories import login

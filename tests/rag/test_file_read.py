@@ -11,7 +11,7 @@ import os
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents.services import run_inline
+from agents.runs import run_inline
 from agents.tool_sources import effective_tools
 from rag.ingestion import ingest
 from rag.models import Chunk, Document

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from agents import quotas
 from agents.models import Quota, Run, RunEvent
-from agents.services import run_inline
+from agents.runs import run_inline
 from providers.models import ModelPrice
 from rag.ingestion import ingest
 from rag.models import DocumentStatus

@@ -206,7 +206,7 @@ def test_a_crew_run_records_its_crews_version_and_each_child_its_agents(
     trio, connection, provider_server
 ):
     from agents.models import Run
-    from agents.services import run_inline
+    from agents.runs import run_inline
 
     one = agent_save(tenant=trio.acme, changes={"slug": "one", "name": "One"})
     crew = crew_save(tenant=trio.acme, changes={"slug": "team", "name": "Team"}, members=[one])

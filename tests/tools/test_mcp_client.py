@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from agents.models import RunEvent
-from agents.services import run_inline
+from agents.runs import run_inline
 from tests.factories import make_mcp_connection
 from tests.fakes.mcp_server import HANDBOOK, FakeMcpServer
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply

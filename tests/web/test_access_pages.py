@@ -8,7 +8,7 @@ from django.test import Client
 
 from agentplatform.tenancy.models import Role, TenantGroup
 from agents.models import Agent, Run
-from agents.services import run_start
+from agents.runs import run_start
 from tests.factories import add_member, login, make_agent, make_approval, make_user
 
 pytestmark = pytest.mark.django_db

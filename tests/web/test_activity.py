@@ -14,8 +14,8 @@ from agentplatform.tenancy.services import api_key_create
 from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars, whole_tick
 from agentplatform.web.activity.usage import Period, usage_for
 from agents.models import Approval, Run, RunEvent
+from agents.runs import run_start
 from agents.runs.engine import execute_run
-from agents.services import run_start
 from tests.conftest import PAY_SECRET
 from tests.factories import add_member, login, make_agent, make_approval, make_user
 from tests.fakes.provider_server import ToolCall, ToolCallReply
@@ -266,7 +266,7 @@ def test_output_and_tool_results_are_escaped(client, trio):
 def test_a_real_run_with_a_tool_call_and_an_approval_renders(
     client, trio, agent, provider_server, transfer
 ):
-    from agents.services import run_inline
+    from agents.runs import run_inline
     from tests.fakes.provider_server import ToolCall, ToolCallReply
 
     provider_server.script(

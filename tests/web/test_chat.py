@@ -12,8 +12,9 @@ from guardian.shortcuts import assign_perm
 
 from agentplatform.tenancy.models import Role
 from agents.models import Agent, Approval, Conversation, Message, Run, RunEvent
+from agents.runs import run_start
 from agents.runs.engine import execute_run
-from agents.services import conversation_save, run_start
+from agents.services import conversation_save
 from agents.specs import conversation_history
 from providers.runtime.types import AssistantMessage, UserMessage
 from tests.conftest import PAY_SECRET

@@ -16,7 +16,7 @@ from agents.evaluations import (
     evaluation_start,
 )
 from agents.models import Case, Conversation, Dataset, Evaluation, Feedback
-from agents.services import run_start
+from agents.runs import run_start
 from tests.agents.test_confirmation import settle
 from tests.factories import add_member, login, make_user
 from tests.fakes.provider_server import TextReply

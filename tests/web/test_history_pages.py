@@ -11,7 +11,8 @@ from django.urls import reverse
 from agentplatform.tenancy import history
 from agentplatform.tenancy.models import ConfigVersion, Role
 from agents.models import Agent
-from agents.services import agent_save, run_inline
+from agents.runs import run_inline
+from agents.services import agent_save
 from providers.models import ProviderConnection
 from providers.services import connection_save
 from tests.factories import add_member, login, make_user

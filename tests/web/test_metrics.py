@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentplatform.versions import shared_redis
-from agents.services import run_inline
+from agents.runs import run_inline
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 TOKEN = "metrics-token-for-tests"
@@ -99,7 +99,7 @@ def test_the_figures_follow_the_runs(client, trio, agent, provider_server, setti
 
 def test_runs_executing_now_are_in_flight(client, trio, agent, settings):
     from agents.models import Run
-    from agents.services import run_start
+    from agents.runs import run_start
 
     settings.METRICS_TOKEN = TOKEN
     run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)

@@ -1,7 +1,7 @@
 """`manage.py chat <agent> --tenant <slug>`: chat with an agent or crew in the terminal.
 
 The same records as the browser's chat: a conversation owned by the member (`--user`, by
-default the tenant's first owner), a run per message started through `agents.services`
+default the tenant's first owner), a run per message started through `agents.runs`
 with that member's permissions, its events as they are stored. The run is executed in this
 process (no worker needed), its answer streamed as it comes, its tool calls shown; a call
 that needs approval is asked here, and decided through the same service as the web's
@@ -25,7 +25,7 @@ from django.http import Http404
 
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Membership, Role, Tenant
-from agents import services
+from agents import runs, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.runs import execute_run_async, iter_run_events, request_text
 
@@ -126,7 +126,7 @@ class TerminalChat:
                 changes={self.which: self.target, "title": text[:80]},
                 owner_user=self.user,
             )
-        return services.run_start(
+        return runs.run_start(
             tenant=self.tenant,
             input=text,
             conversation=self.conversation,
@@ -201,7 +201,7 @@ class TerminalChat:
                 return False
             approved = answer.strip().lower() in ("y", "yes")
             try:
-                await sync_to_async(services.approval_decide)(
+                await sync_to_async(runs.approval_decide)(
                     tenant=self.tenant, approval=approval, approved=approved, by=self.user
                 )
             except (ValidationError, PermissionDenied) as exc:

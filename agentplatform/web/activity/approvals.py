@@ -21,8 +21,7 @@ from agentplatform.web.activity.visibility import (
 )
 from agentplatform.web.edited_arguments import edited_arguments
 from agents.models import Approval, ApprovalStatus
-from agents.runs import request_text
-from agents.services import approval_decide
+from agents.runs import approval_decide, request_text
 
 RECENT = 20
 MAX_PENDING = 100

@@ -1,7 +1,8 @@
 """The chat: conversation list, new chat, the thread, sending, the live answer (SSE),
 stop, regenerate, approvals. Every view checks the tenant membership (decorator) and that
 the conversation is the user's own (`access.conversation_for`: 404 otherwise); writes need
-the member role (viewers read). Each view calls one service of `agents.services`.
+the member role (viewers read). Each view calls one service of `agents.runs` or
+`agents.services`.
 
 One URL answers a full page or, for htmx, the fragment it needs (`Vary: HX-Request`).
 """
@@ -24,7 +25,7 @@ from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import Turn, for_display, turns_for
 from agentplatform.web.edited_arguments import edited_arguments
-from agents import services
+from agents import runs, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
 
@@ -107,7 +108,7 @@ def new(request: HttpRequest) -> HttpResponse:
     )
     if text.strip():
         try:
-            services.run_start(
+            runs.run_start(
                 tenant=request.tenant,
                 input=text,
                 conversation=conversation,
@@ -189,19 +190,19 @@ def _start_turn(
     which = "agent" if isinstance(target, Agent) else "crew"
     try:
         if again:
-            run = services.run_regenerate(
+            run = runs.run_regenerate(
                 tenant=request.tenant, conversation=chat, initiated_by=request.user
             )
         else:
-            run = services.run_start(
+            run = runs.run_start(
                 tenant=request.tenant,
                 input=text,
                 conversation=chat,
                 initiated_by=request.user,
                 **{which: target},
             )
-    except services.ConversationBusy:
-        return _refuse(request, chat, services.BUSY, 409)
+    except runs.ConversationBusy:
+        return _refuse(request, chat, runs.BUSY, 409)
     except QuotaExceeded as exc:
         return _refuse(request, chat, str(exc), 429)
     except ValidationError as exc:
@@ -335,7 +336,7 @@ def _after(request: HttpRequest) -> int:
 def cancel(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
     """Stop: the live stream shows the run cancelled."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
-    run = services.run_cancel(
+    run = runs.run_cancel(
         tenant=request.tenant, run=_run_of(request, chat, run_id), by=request.user
     )
     if not _htmx(request):
@@ -358,7 +359,7 @@ def decide(request: HttpRequest, conversation_id: int, approval_id: int) -> Http
         arguments = None
         if decision == "approve":
             arguments = edited_arguments(request.POST.get("arguments"), approval)
-        approval = services.approval_decide(
+        approval = runs.approval_decide(
             tenant=request.tenant,
             approval=approval,
             approved=decision == "approve",

@@ -1,0 +1,324 @@
+"""Starting runs: run_start (who may, what the input may be, idempotency keys, one turn at a
+time per conversation, what an API caller may send beside the input), run_regenerate and
+run_inline. Every entry point starts its runs here.
+
+Reads take the tenant and answer 404 (Http404) for another tenant's ids.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import nullcontext
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+from django.http import Http404
+from django.utils import timezone
+
+from agentplatform.tenancy import audit
+from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.policy import Principal
+from agents import access, quotas
+from agents.models import MAX_INPUT_CHARS, Agent, Conversation, Crew, Message, Run, Trigger
+from agents.runs.engine import execute_run, lease_seconds
+from agents.runtime.client_request import ClientRequest
+from agents.runtime.memory import MEMORY_TOOL_NAMES
+from agents.runtime.spec import TERMINAL, RunStatus
+from agents.runtime.structured import FINAL_ANSWER
+from agents.runtime.tracing import current_traceparent
+from agents.signals import request_execution
+from agents.tool_sources import effective_tools
+from providers.models import ProviderKind
+from providers.services import default_connection
+
+Initiator = AbstractBaseUser | ApiKey | None
+BUSY = "Wait for the current answer to finish, or stop it."
+
+
+def run_start(
+    *,
+    tenant: Tenant,
+    agent: Agent | None = None,
+    crew: Crew | None = None,
+    input: str,
+    conversation: Conversation | None = None,
+    initiated_by: Initiator = None,
+    idempotency_key: str | None = None,
+    enqueue: bool = True,
+    add_message: bool = True,
+    claimed_by: str | None = None,
+    client_request: ClientRequest | None = None,
+    acting_for: AbstractBaseUser | None = None,
+    trigger: Trigger | None = None,
+) -> Run:
+    """A queued Run, and a Celery task to execute it once the transaction commits.
+
+    `initiated_by` (a user or key) must be allowed to start `agent`/`crew` (`agents.access`:
+    PermissionDenied otherwise); None is the platform itself (previews, benchmarks). The
+    same `idempotency_key` returns the same run (even while it runs). The input joins the
+    conversation (unless `add_message` is False: `run_regenerate` answers a message already
+    there). A conversation takes one turn at a time: while its previous answer is
+    unfinished, ConversationBusy; of concurrent turns, one wins (the conversation's row is
+    locked for the insert).
+
+    `claimed_by`: the run is executed at once by its caller's process
+    (agents.runs.worker.Nearby), so it is inserted running, under that lease owner's lease,
+    and not sent to a worker (a replayed idempotency key returns the earlier run as it is).
+
+    `client_request`: what an API caller sent beside `input` (its conversation, tools,
+    output format, sampling; agents.runtime.client_request), kept with the run. Only an
+    agent takes one; a tool of the caller's may not share a name with the agent's.
+
+    `acting_for`: the member a key that may act for members (ApiKey.acts_for_members)
+    starts the run for: it is theirs (their runs, memory, grants) as well as the key's.
+
+    `trigger`: the schedule or webhook that started it (agents.triggers), for its history.
+    """
+    target = agent or crew
+    if target is None or (agent is not None and crew is not None):
+        raise ValidationError({"agent": "Run exactly one agent or crew."})
+    if target.tenant_id != tenant.pk or (conversation and conversation.tenant_id != tenant.pk):
+        raise Http404("No such agent, crew or conversation.")  # other tenants' ids: 404
+    if conversation is not None and not _owns(conversation, initiated_by):
+        raise PermissionDenied("This conversation belongs to someone else.")
+    if not target.active:
+        which = "agent" if agent else "crew"
+        raise ValidationError({which: f"This {which} is not active."})
+    if initiated_by is not None:
+        access.require_start(Principal.for_initiator(tenant, initiated_by), target)
+    if acting_for is not None:
+        acts_for_members = isinstance(initiated_by, ApiKey) and (
+            Principal.for_initiator(tenant, initiated_by).acts_for_members
+        )
+        if not acts_for_members:
+            raise PermissionDenied("This API key may not act for members.")
+        access.require_start(Principal.for_initiator(tenant, acting_for), target)
+    if not input.strip():
+        raise ValidationError({"input": "Say something."})
+    if len(input) > MAX_INPUT_CHARS:
+        raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
+    if client_request is not None:
+        _check_client_request(target, client_request)
+    if idempotency_key:
+        existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replayed(existing, initiated_by)
+    user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else acting_for
+    api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
+    # A limit used up refuses the run before it exists (QuotaExceeded); its model calls
+    # then reserve for themselves (agents.quotas.MeteredAdapter).
+    quotas.check(
+        quotas.Meter(
+            tenant_id=tenant.pk,
+            user_id=user.pk if user is not None else None,
+            api_key_id=api_key.pk if api_key is not None else None,
+            agent_id=agent.pk if agent is not None else None,
+        ),
+        tokens=quotas.estimate_text_tokens(input),
+    )
+    try:
+        # Alone, the INSERT needs no transaction block (two round trips fewer); a possible
+        # key conflict inside the caller's transaction needs a savepoint.
+        alone = (
+            conversation is None and api_key is None and not (idempotency_key and _in_transaction())
+        )
+        with nullcontext() if alone else transaction.atomic():
+            if conversation is not None:
+                # One turn at a time: concurrent turns queue on the conversation's row, and
+                # each sees what the one before it committed (a replay of its key included).
+                Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+                if idempotency_key:
+                    existing = Run.objects.filter(
+                        tenant=tenant, idempotency_key=idempotency_key
+                    ).first()
+                    if existing is not None:
+                        return _replayed(existing, initiated_by)
+                _refuse_if_busy(conversation)
+            run = Run.objects.create(
+                tenant=tenant,
+                agent=agent,
+                crew=crew,
+                conversation=conversation,
+                initiated_by_user=user,
+                initiated_by_api_key=api_key,
+                input=input,
+                client_request=client_request.to_dict() if client_request else None,
+                correlation_id=uuid.uuid4().hex,
+                traceparent=current_traceparent(),  # its starter's trace, continued by its runner
+                queued_at=timezone.now(),
+                idempotency_key=idempotency_key or None,
+                trigger=trigger,
+                **(_claimed(claimed_by) if claimed_by else {}),
+            )
+            if conversation is not None and add_message:
+                Message.objects.create(
+                    tenant=tenant, conversation=conversation, role="user", content=input, run=run
+                )
+                if not conversation.title:
+                    conversation.title = input.strip().splitlines()[0][:80]
+                conversation.save(update_fields=["title", "updated_at"])
+            if api_key is not None:
+                audit.record_run_started(run, api_key)
+            if enqueue and not claimed_by:
+                transaction.on_commit(lambda: request_execution(run.pk, tenant.pk))
+    except IntegrityError:  # the same idempotency key, concurrently
+        existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
+        return _replayed(existing, initiated_by)
+    return run
+
+
+def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
+    """What a caller may send a run of `target` beside its input."""
+    if isinstance(target, Crew):
+        if not client.takes_text_only:
+            raise ValidationError(
+                {"input": "A crew takes text turns only: no tools, tool calls or output format."}
+            )
+        return
+    if client.images and not _takes_images(target):
+        raise ValidationError(
+            {"input": "This agent's model connection does not take images: send text only."}
+        )
+    if client.tools and target.kind == "remote":
+        raise ValidationError({"tools": "A remote agent runs its own tools: send it none."})
+    if client.tools:
+        own = effective_tools(target).offered
+        reserved = {FINAL_ANSWER, *MEMORY_TOOL_NAMES}  # the platform's, whatever the agent
+        taken = sorted(t.name for t in client.tools if own.has(t.name) or t.name in reserved)
+        if taken:
+            raise ValidationError(
+                {"tools": f"The agent has its own tool named `{taken[0]}`: rename yours."}
+            )
+
+
+def _takes_images(agent: Agent) -> bool:
+    """Anthropic, OpenAI and OpenAI-compatible connections take images; the offline demo
+    and remote agents do not."""
+    if agent.kind == "remote":
+        return False
+    connection = agent.provider_connection or default_connection(agent.tenant)
+    return connection is not None and connection.kind != ProviderKind.OFFLINE
+
+
+def _claimed(owner: str) -> dict[str, Any]:
+    """A new run's fields as agents.runs.claim's claim leaves them (its lease by the
+    database's clock)."""
+    return {
+        "status": RunStatus.RUNNING,
+        "lease_owner": owner,
+        "lease_expires_at": Now() + timedelta(seconds=lease_seconds()),
+        "attempts": 1,
+        "started_at": timezone.now(),
+    }
+
+
+class IdempotencyKeyReused(ValidationError):
+    """The Idempotency-Key names a run someone else started (REST answers 409)."""
+
+
+def _replayed(run: Run, initiated_by: Initiator) -> Run:
+    """The run an Idempotency-Key names, if the same principal started it."""
+    user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
+    api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
+    same = (run.initiated_by_user_id, run.initiated_by_api_key_id) == (
+        user.pk if user else None,
+        api_key.pk if api_key else None,
+    )
+    if not same:
+        raise IdempotencyKeyReused({"idempotency_key": "This key was used by someone else."})
+    return run
+
+
+class ConversationBusy(ValidationError):
+    """The conversation's previous answer (run `run_id`) is still running: a new turn
+    waits for it to finish, or for someone to cancel it (REST answers 409)."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__({"input": BUSY})
+        self.run_id = run_id
+
+
+def conversation_unfinished_run(conversation: Conversation) -> int | None:
+    """The id of the conversation's unfinished answer (a top-level run), if any. One query."""
+    runs = Run.objects.filter(conversation=conversation, parent=None)
+    return runs.exclude(status__in=TERMINAL).values_list("pk", flat=True).first()
+
+
+def conversation_busy(conversation: Conversation) -> bool:
+    """Is an answer (a top-level run) of the conversation still unfinished?"""
+    return conversation_unfinished_run(conversation) is not None
+
+
+def _refuse_if_busy(conversation: Conversation) -> None:
+    running = conversation_unfinished_run(conversation)
+    if running is not None:
+        raise ConversationBusy(running)
+
+
+def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: Initiator) -> Run:
+    """Answer the conversation's last message again, in place of the answer it has: a new
+    run of the conversation's agent or crew on the same input; the message now belongs to
+    it and the replaced answer leaves the conversation (and so the history the model sees).
+    The earlier run keeps that answer and its events."""
+    question = (
+        Message.objects.filter(conversation=conversation, role=Message.Role.USER)
+        .order_by("-id")
+        .first()
+    )
+    if question is None:
+        raise ValidationError({"input": "Nothing to answer again yet."})
+    with transaction.atomic():  # run_start refuses a busy conversation
+        run = run_start(
+            tenant=tenant,
+            agent=conversation.agent,
+            crew=conversation.crew,
+            input=question.content,
+            conversation=conversation,
+            initiated_by=initiated_by,
+            add_message=False,
+        )
+        Message.objects.filter(conversation=conversation, id__gt=question.pk).delete()
+        question.run = run
+        question.save(update_fields=["run"])
+    return run
+
+
+def _in_transaction() -> bool:
+    return transaction.get_connection().in_atomic_block
+
+
+def _owns(conversation: Conversation, who: Initiator) -> bool:
+    """A conversation with an owner takes turns from that owner only."""
+    if conversation.owner_user_id is not None:
+        return isinstance(who, AbstractBaseUser) and who.pk == conversation.owner_user_id
+    if conversation.owner_api_key_id is not None:
+        return isinstance(who, ApiKey) and who.pk == conversation.owner_api_key_id
+    return True
+
+
+def run_inline(
+    *,
+    tenant: Tenant,
+    agent: Agent | None = None,
+    crew: Crew | None = None,
+    input: str,
+    conversation: Conversation | None = None,
+    initiated_by: Initiator = None,
+) -> Run:
+    """Start and execute a run in this process (admin previews, tests, benchmarks)."""
+    run = run_start(
+        tenant=tenant,
+        agent=agent,
+        crew=crew,
+        input=input,
+        conversation=conversation,
+        initiated_by=initiated_by,
+        enqueue=False,
+    )
+    execute_run(run.pk)
+    run.refresh_from_db()
+    return run
