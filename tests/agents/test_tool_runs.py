@@ -13,7 +13,7 @@ from django.http import Http404
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Run, RunEvent
-from agents.runs import approval_decide
+from agents.runs import approval_decide, run_cancel
 from agents.runs import writer as run_writer
 from agents.runs.direct_calls import atool_run
 from agents.runs.engine import execute_run
@@ -126,6 +126,35 @@ def test_an_approval_gated_call_parks_then_runs_once_with_the_edited_arguments(t
     ]  # fmt: skip
     execute_run(run.pk)  # a second delivery does nothing
     assert len(event_types(run)) == 4
+
+
+def test_a_parked_call_is_its_callers_numbered_from_one_and_cancelled_after_its_question(trio, key):
+    """Who asked for a gated call stays on its run (their access to it and its attribution);
+    its events count from 1, and a cancel's event follows the question's."""
+    gated_calculator(trio.acme)
+    by_key = call(trio.acme, "gated_calc", {"expression": "1+1"}, api_key=key)
+    by_user = call(trio.acme, "gated_calc", {"expression": "1+1"}, user=trio.bob)
+    runs = [Run.objects.get(pk=outcome.run_id) for outcome in (by_key, by_user)]
+    assert [(r.initiated_by_api_key_id, r.initiated_by_user_id) for r in runs] == [
+        (key.pk, None),
+        (None, trio.bob.pk),
+    ]
+    assert [r.last_seq for r in runs] == [1, 1]
+
+    cancelled = run_cancel(tenant=trio.acme, run=runs[1], by=trio.bob)
+    assert cancelled.status == "cancelled"
+    assert list(
+        RunEvent.objects.filter(run=cancelled).order_by("seq").values_list("seq", "type")
+    ) == [
+        (1, "approval.required"),
+        (2, "run.cancelled"),
+    ]
+    approved = Approval.objects.get(run=runs[0])
+    approval_decide(tenant=trio.acme, approval=approved, approved=True, by=trio.alice)
+    run = finish(runs[0])
+    assert list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [
+        1, 2, 3, 4
+    ]  # fmt: skip
 
 
 def test_a_gated_call_counts_toward_the_rate_limit_when_approved_not_when_asked(trio, key):
