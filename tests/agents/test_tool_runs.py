@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psycopg
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.http import Http404
+from django.utils import timezone
 
 from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Run, RunEvent
@@ -264,24 +267,28 @@ def test_a_result_postgres_would_refuse_is_stored_as_text(trio, key):
     assert run_writer.storable_json({"x": float("nan")}) == '{"x": "nan"}'
 
 
+def call_record(trio, key, n: int, tool_name: str = "calculator") -> run_writer.CallRecord:
+    now = timezone.now()
+    return run_writer.CallRecord(
+        tenant_id=trio.acme.pk, tool_name=tool_name, arguments={}, status="succeeded",
+        output=str(n), error="", correlation_id=f"corr-{n}-{now.timestamp()}",
+        started_at=now, finished_at=now, initiated_by_user_id=None,
+        initiated_by_api_key_id=key.pk, events=[("tool.started", {"n": n})],
+    )  # fmt: skip
+
+
 def test_a_record_the_database_refuses_fails_alone_and_a_cancelled_caller_is_still_recorded(
     trio, key
 ):
-    from django.utils import timezone
-
-    def record(n: int, tool_name: str = "calculator") -> run_writer.CallRecord:
-        now = timezone.now()
-        return run_writer.CallRecord(
-            tenant_id=trio.acme.pk, tool_name=tool_name, arguments={}, status="succeeded",
-            output=str(n), error="", correlation_id=f"corr-{n}-{now.timestamp()}",
-            started_at=now, finished_at=now, initiated_by_user_id=None,
-            initiated_by_api_key_id=key.pk, events=[("tool.started", {"n": n})],
-        )  # fmt: skip
-
     async def scenario():
         try:
-            writes = [asyncio.ensure_future(run_writer.awrite_call(record(n))) for n in range(4)]
-            refused = asyncio.ensure_future(run_writer.awrite_call(record(9, tool_name="a\x00b")))
+            writes = [
+                asyncio.ensure_future(run_writer.awrite_call(call_record(trio, key, n)))
+                for n in range(4)
+            ]
+            refused = asyncio.ensure_future(
+                run_writer.awrite_call(call_record(trio, key, 9, tool_name="a\x00b"))
+            )
             await asyncio.sleep(0)  # each has queued its record
             writes[1].cancel()  # its caller went away: the record is written anyway
             results = await asyncio.gather(*writes, refused, return_exceptions=True)
@@ -383,19 +390,13 @@ def test_the_record_writers_own_connection_closes_when_idle_and_never_under_a_wr
             await count(settled_at=0)  # 0: idle, closed
 
             # A write waits on a lock (its statement in flight) when the idle check comes.
-            await watcher.execute("BEGIN")
-            await watcher.execute(f"LOCK TABLE {Run._meta.db_table} IN EXCLUSIVE MODE")
-            waiting = asyncio.ensure_future(
-                atool_run(tenant=trio.acme, name="calculator", arguments={"expression": "2"})
-            )
-            while not group.writer or group.writer.done() or group.connection is None:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)  # its INSERT is at the server, waiting for the lock
-            group.last_write = loop.time() - run_writer.IDLE_S - 1
-            group._close_when_idle()
-            await asyncio.sleep(0.1)
-            await count()  # 1: kept under the write
-            await watcher.execute("COMMIT")
+            async with runs_locked() as lock:
+                waiting = calculate(trio.acme, key, "2")
+                await waiting_at_the_lock(lock)
+                group.last_write = loop.time() - run_writer.IDLE_S - 1
+                group._close_when_idle()
+                await asyncio.sleep(0.1)
+                await count()  # 1: kept under the write
             outcome = await asyncio.wait_for(waiting, 10)
             return counts, outcome.status
         finally:
@@ -406,3 +407,83 @@ def test_the_record_writers_own_connection_closes_when_idle_and_never_under_a_wr
     assert counts == [1, 1, 0, 1]
     assert status == "succeeded"
     assert Run.objects.filter(tenant=trio.acme, tool_name="calculator").count() == 2
+
+
+@asynccontextmanager
+async def runs_locked() -> AsyncIterator[psycopg.AsyncConnection]:
+    """Meanwhile no run record can be inserted: a record writer's statement waits at the
+    server (the lock is taken by a connection of its own, given back at the end)."""
+    params = {**run_writer._connection_params(), "application_name": "a test's lock"}
+    lock = await psycopg.AsyncConnection.connect(**params)
+    try:
+        await lock.execute(f"LOCK TABLE {Run._meta.db_table} IN EXCLUSIVE MODE")
+        yield lock
+    finally:
+        await lock.rollback()
+        await lock.close()
+
+
+async def waiting_at_the_lock(lock: psycopg.AsyncConnection) -> None:
+    for _ in range(500):
+        await lock.execute("SELECT pg_stat_clear_snapshot()")  # not the transaction's first view
+        found = await lock.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock' AND datname = current_database()",
+            [run_writer.APPLICATION_NAME],
+        )
+        if await found.fetchone():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no record statement waited at the lock")
+
+
+def calculate(tenant, key, expression: str) -> asyncio.Future:
+    return asyncio.ensure_future(
+        atool_run(
+            tenant=tenant, name="calculator", arguments={"expression": expression}, api_key=key
+        )
+    )
+
+
+def test_a_call_waiting_for_its_record_is_told_when_the_record_writer_stops(trio, key):
+    """The writer task cancelled (its loop ending) under a statement: the callers waiting for
+    their records get an error instead of waiting for ever."""
+
+    async def scenario() -> None:
+        try:
+            async with runs_locked() as lock:
+                caller = calculate(trio.acme, key, "1")
+                await waiting_at_the_lock(lock)
+                run_writer._groups[asyncio.get_running_loop()].writer.cancel()
+                with pytest.raises(RuntimeError, match="the record writer stopped"):
+                    await asyncio.wait_for(caller, 5)
+        finally:
+            await run_writer.aclose()
+
+    async_to_sync(scenario)()
+
+
+def test_a_caller_gone_from_a_group_leaves_the_others_in_it_answered(trio, key):
+    """Records that arrive under a statement go together in the next one; a caller of that
+    group who stopped waiting is still recorded, and the callers after it still answered."""
+
+    async def scenario() -> list:
+        try:
+            async with runs_locked() as lock:
+                writes = [asyncio.ensure_future(run_writer.awrite_call(call_record(trio, key, 0)))]
+                await waiting_at_the_lock(lock)
+                for n in (1, 2):  # the next group: 1 and 2
+                    writes.append(
+                        asyncio.ensure_future(run_writer.awrite_call(call_record(trio, key, n)))
+                    )
+                await asyncio.sleep(0)
+                writes[1].cancel()
+            return await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), 10)
+        finally:
+            await run_writer.aclose()
+
+    results = async_to_sync(scenario)()
+    assert isinstance(results[1], asyncio.CancelledError)
+    assert isinstance(results[0], int) and isinstance(results[2], int)
+    stored = Run.objects.filter(tenant=trio.acme, tool_name="calculator")
+    assert sorted(stored.values_list("output", flat=True)) == ["0", "1", "2"]
