@@ -393,6 +393,8 @@ def test_the_record_writers_own_connection_closes_when_idle_and_never_under_a_wr
             async with runs_locked() as lock:
                 waiting = calculate(trio.acme, key, "2")
                 await waiting_at_the_lock(lock)
+                # The connection opened again is checked for idleness again.
+                assert isinstance(group.idle_check, asyncio.TimerHandle)
                 group.last_write = loop.time() - run_writer.IDLE_S - 1
                 group._close_when_idle()
                 await asyncio.sleep(0.1)
