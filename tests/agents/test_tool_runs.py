@@ -384,6 +384,7 @@ def test_the_record_writers_own_connection_closes_when_idle_and_never_under_a_wr
             group._close_when_idle()
             await asyncio.sleep(0.05)
             await count()  # 1: written to recently, kept
+            assert isinstance(group.idle_check, asyncio.TimerHandle)  # and checked again later
             group.last_write = loop.time() - run_writer.IDLE_S - 1
             group._close_when_idle()
             await asyncio.wait([group.writer])
