@@ -19,6 +19,12 @@ Every step emits `workflow.step.started` / `.completed` / `.failed` (label, inpu
 summary, latency) to `WorkflowContext.sink`. The first failing step stops the workflow
 with `WorkflowFailed`, whose message names the step. `workflow_tool` turns a workflow into
 a Tool, so agents, REST and MCP call it like any other tool.
+
+A tool step's call takes the tool-call step (agents/runtime/tool_step.py), as every tool
+call does: its approval rule (`WorkflowContext.approval`; nobody can approve in the middle
+of a workflow, so a call that needs approval is refused and fails the step), the tool's
+rate limit, its events and, for a workflow run as a tool, what the call spent on models
+counted as the enclosing call's.
 """
 
 from __future__ import annotations
@@ -35,13 +41,22 @@ from typing import Any
 
 from agents.runtime.loop import EventSink, NullSink, run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
+from agents.runtime.state import NoCheckpoint, RunState
+from agents.runtime.tool_step import ApprovalRule, ToolCallStep
 from providers.runtime.adapter import ModelAdapter
-from tools.runtime.context import ConfigurationError, RunContext, SecretAccessor
+from tools.runtime.context import ConfigurationError, ModelTokens, RunContext, SecretAccessor
 from tools.runtime.expectations import ToolExample
 from tools.runtime.registry import ToolRegistry
-from tools.runtime.tool import Capability, Tool, ToolCall, ToolFailed
+from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolFailed
 
 SUMMARY_CHARS = 500  # step inputs and outputs longer than this (as JSON) are truncated in events
+UNATTENDED = (
+    "not run: this tool needs approval, which a workflow step cannot wait for; a workflow "
+    "tool whose capability declares it (requires_approval, or effect write for a tool that "
+    "writes) is approved as a whole when it is called"
+)
+
+FLAGGED = ApprovalRule("flagged")  # a workflow run outside a workflow tool: flagged tools wait
 
 RegistrySource = ToolRegistry | Callable[[RunContext], ToolRegistry | Awaitable[ToolRegistry]]
 
@@ -62,12 +77,15 @@ class WorkflowContext:
 
     `registry` runs tool steps and is the registry agent steps filter their tools from.
     `adapter_for(spec)` gives the model adapter of an agent step built without one.
+    `approval`: which tool steps' calls need approval, and so are refused (nobody can
+    approve in the middle of a workflow); a workflow tool sets it from its capability.
     """
 
     registry: ToolRegistry
     ctx: RunContext
     sink: EventSink | None = None
     adapter_for: Callable[[AgentSpec], ModelAdapter] | None = None
+    approval: ApprovalRule = FLAGGED
 
 
 class Step:
@@ -95,12 +113,25 @@ class ToolStep(Step):
         object.__setattr__(self, "label", self.label or self.name)
 
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
+        """One call through the tool-call step; it records nothing durable (a workflow has
+        no checkpoint of its own: a workflow tool's call is recorded by its run)."""
         arguments = value if self.arguments is None else self.arguments(value)
         call = ToolCall(id=f"wf_{uuid.uuid4().hex[:12]}", name=self.name, arguments=arguments)
-        result = await wctx.registry.execute(call, wctx.ctx)
+        step = ToolCallStep(
+            registry=wctx.registry,
+            ctx=wctx.ctx,
+            emit=_ToolEvents(wctx, self.label).emit,
+            checkpoint=NoCheckpoint(),
+            approval=wctx.approval,
+            unattended=UNATTENDED,
+        )
+        result = (await step.run(RunState(pending_calls=[call]), [call])).results[call.id]
         if result.error is not None:
             raise WorkflowFailed(self.label, result.error)
-        return _store(value, self.into, result.result)
+        # The registry's view of the result, not the reference tokens a model is shown for
+        # its ids (tools/runtime/frames.py): the workflow is code, and goes on with the ids.
+        item = wctx.registry.get(self.name)
+        return _store(value, self.into, item.view(result.data) if item.view else result.data)
 
 
 @dataclass(frozen=True)
@@ -305,10 +336,12 @@ def workflow_tool(
     RunContext returning one (or an awaitable of one), e.g. the tenant's registry. The
     tool itself is removed from it, and a workflow tool already running in the same call
     chain refuses to start again, so workflows cannot recurse. `capability` must cover the
-    strongest effect of the workflow's steps: approval policies read it. Step events go to
+    strongest effect of the workflow's steps: approval policies read it, and a step whose
+    tool needs more than it declares is refused (`steps_approval`). Step events go to
     the RunContext's `events` callback when there is one. A failed step becomes ToolFailed
     naming the step, which the model reads.
     """
+    capability = capability or Capability()
 
     async def handler(arguments: dict[str, Any], ctx: RunContext) -> Any:
         running = _RUNNING_WORKFLOW_TOOLS.get()
@@ -323,6 +356,7 @@ def workflow_tool(
                 ctx=ctx,
                 sink=_CallbackEvents(ctx.events) if ctx.events is not None else None,
                 adapter_for=adapter_for,
+                approval=steps_approval(capability),
             )
             return await workflow.run(arguments, wctx)
         except WorkflowFailed as exc:
@@ -338,9 +372,22 @@ def workflow_tool(
         output_schema=output_schema,
         tags=frozenset({"workflow", *tags}),
         examples=tuple(e.arguments if isinstance(e, ToolExample) else e for e in examples),
-        capability=capability or Capability(),
+        capability=capability,
         selftests=tuple(e for e in examples if isinstance(e, ToolExample)),
     )
+
+
+def steps_approval(capability: Capability) -> ApprovalRule:
+    """Which tool steps of a workflow tool with `capability` need an approval of their own,
+    and so are refused: what the workflow declares was approved with its call wherever the
+    caller's policy asks (requires_approval: every step is covered; a write: steps that
+    write are, tools flagged as needing approval are not); a workflow declaring no write
+    may run no tool that writes."""
+    if capability.requires_approval:
+        return ApprovalRule("never")
+    if capability.effect in (Effect.WRITE, Effect.DESTRUCTIVE):
+        return ApprovalRule("flagged")
+    return ApprovalRule("writes")
 
 
 # -- internals ---------------------------------------------------------------------------
@@ -394,6 +441,29 @@ class _AgentEvents:
 
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
         await self.sink.emit(f"workflow.agent.{type}", {"step": self.step, **payload})
+
+
+class _ToolEvents:
+    """A tool step's events from the tool-call step, renamed `workflow.tool.<type>` with the
+    step's label (a model's own `tool.*` events stay the run's). What the call spent on
+    models, and any model call a quota refused it, become the enclosing tool call's, so the
+    run that called the workflow counts them (its step takes them by that call's id)."""
+
+    def __init__(self, wctx: WorkflowContext, step: str) -> None:
+        self.wctx = wctx
+        self.step = step
+
+    async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        usage, enclosing = self.wctx.ctx.usage, self.wctx.ctx.call_id
+        if type == "tool.usage":
+            for model in payload["models"]:
+                usage.add(enclosing, ModelTokens(**model))
+        elif type == "tool.quota_exceeded":
+            usage.refuse(
+                enclosing, {k: v for k, v in payload.items() if k not in ("call_id", "name")}
+            )
+        if self.wctx.sink is not None:
+            await self.wctx.sink.emit(f"workflow.{type}", {"step": self.step, **payload})
 
 
 class _CallbackEvents:

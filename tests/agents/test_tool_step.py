@@ -1,6 +1,7 @@
 """The tool-call step (agents/runtime/tool_step.py): its order, its approval rule and its
-durability rules, and that every entry kind — the agent loop, a remote agent, a direct call
-(REST, MCP) and a parked call once approved — takes it the same way."""
+durability rules, and that every entry kind — the agent loop, a remote agent, a workflow's
+tool step, a direct call (REST, MCP; self-tests and verifiers are direct calls too) and a
+parked call once approved — takes it the same way."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from agents.runtime.remote import remote_agent
 from agents.runtime.spec import AgentSpec, Decision
 from agents.runtime.state import RunState
 from agents.runtime.tool_step import NOT_CONFIRMED, UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
+from agents.runtime.workflow import WorkflowContext, pipe, tool_step
 from providers.runtime.fake import FakeModel
 from providers.runtime.types import Usage
 from tests.fakes.remote_agent_server import RemoteAgentServer, call, response, tool_call
@@ -567,6 +569,23 @@ def test_a_remote_agent_takes_the_step(journal):
             )
         )  # fmt: skip
     assert journal.step() == STEP
+
+
+def test_a_workflows_tool_step_takes_the_step(journal):
+    """Without durable state of its own (no saves); its events renamed workflow.tool.*."""
+
+    class ToolEvents:
+        wants_text_deltas = False
+
+        async def emit(self, type: str, payload: dict[str, Any]) -> None:
+            if type.startswith("workflow.tool."):
+                step = payload.pop("step")
+                assert step == "calculator"
+                await journal.emit(type.removeprefix("workflow."), payload)
+
+    wctx = WorkflowContext(registry=BUILTINS, ctx=CTX, sink=ToolEvents())
+    assert asyncio.run(pipe(tool_step("calculator")).run(SIX_BY_SEVEN, wctx)) == {"result": 42}
+    assert journal.step() == [entry for entry in STEP if entry[0] != "save"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,8 +13,11 @@ import pytest
 
 from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
+from agents.runtime.state import NoCheckpoint, RunState
+from agents.runtime.tool_step import ApprovalRule, ToolCallStep
 from agents.runtime.workflow import (
     SUMMARY_CHARS,
+    UNATTENDED,
     Workflow,
     WorkflowContext,
     WorkflowFailed,
@@ -28,10 +31,10 @@ from agents.runtime.workflow import (
 )
 from providers.runtime.errors import AuthenticationFailed
 from providers.runtime.fake import FakeModel
-from providers.runtime.types import ToolResultMessage
+from providers.runtime.types import ToolResultMessage, Usage
 from tests.sample_plugins import sample_module
 from tools.runtime.builtins import BUILTINS
-from tools.runtime.context import REDACTED, RunContext, StaticSecrets
+from tools.runtime.context import REDACTED, ModelTokens, RunContext, StaticSecrets, UsageMeter
 from tools.runtime.rate_limit import MemoryRateLimiter
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolFailed
@@ -383,8 +386,13 @@ def test_each_step_records_its_input_output_and_timing() -> None:
         ("workflow.step.started", "wait"),
         ("workflow.step.completed", "wait"),
         ("workflow.step.started", "calculator"),
+        ("workflow.tool.started", "calculator"),  # the call through the tool-call step
+        ("workflow.tool.completed", "calculator"),
         ("workflow.step.completed", "calculator"),
     ]
+    [called] = sink.of("workflow.tool.started")
+    assert (called["name"], called["arguments"]) == ("calculator", {"expression": "2 * 2"})
+    assert sink.of("workflow.tool.completed")[0]["result"] == {"result": 4}
     started, completed = sink.of("workflow.step.started"), sink.of("workflow.step.completed")
     assert [p["input"] for p in started] == [1, 2, 2]
     assert [p["output"] for p in completed] == [2, 2, {"result": 4}]
@@ -571,6 +579,112 @@ def test_a_workflow_tool_reports_its_steps_to_the_run_context_events() -> None:
     assert result.error is None
     steps = [p["step"] for kind, p in events if kind == "workflow.step.completed"]
     assert steps == ["prepare_inputs", "periodic", "choose-compounding", "format_answer"]
+
+
+# -- the tool-call step -----------------------------------------------------------------
+def _pays(executed: list, **capability: Any) -> Tool:
+    def pay(arguments: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        executed.append(arguments)
+        return {"paid": True}
+
+    return Tool("pay", "Pay.", ANY_OBJECT, pay, capability=Capability(**capability))
+
+
+def _paying_workflow(tool: Tool, **capability: Any) -> Tool:
+    return workflow_tool(
+        pipe(tool_step("pay")),
+        name="settle",
+        description="Settles the bill.",
+        input_schema=ANY_OBJECT,
+        registry=ToolRegistry([tool]),
+        capability=Capability(**capability),
+    )
+
+
+FLAGGED_OR_WRITING = [
+    "flagged-in-a-read-workflow", "flagged-in-a-write-workflow", "flagged-covered",
+    "write-in-a-read-workflow", "write-covered", "read",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("step_tool", "workflow", "runs"),
+    [
+        ({"requires_approval": True}, {}, False),  # nobody to approve mid-workflow
+        ({"requires_approval": True}, {"effect": Effect.WRITE}, False),
+        ({"requires_approval": True}, {"requires_approval": True}, True),  # approved as a whole
+        ({"effect": Effect.WRITE}, {}, False),  # more than the workflow declares
+        ({"effect": Effect.WRITE}, {"effect": Effect.WRITE}, True),
+        ({"effect": Effect.READ}, {}, True),
+    ],
+    ids=FLAGGED_OR_WRITING,
+)
+def test_a_tool_step_runs_only_what_the_workflows_own_approval_covered(
+    step_tool: dict[str, Any], workflow: dict[str, Any], runs: bool
+) -> None:
+    executed: list = []
+    settle = _paying_workflow(_pays(executed, **step_tool), **workflow)
+
+    result = asyncio.run(ToolRegistry([settle]).execute(ToolCall("c1", "settle", {"n": 1}), CTX))
+
+    assert executed == ([{"n": 1}] if runs else [])
+    if runs:
+        assert result.result == {"paid": True}
+    else:
+        assert result.error == f"step 'pay' failed: {UNATTENDED}"
+
+
+def test_a_workflow_run_by_itself_refuses_a_tool_that_needs_approval() -> None:
+    executed: list = []
+    sink = RecordingSink()
+    registry = ToolRegistry([_pays(executed, requires_approval=True)])
+
+    with pytest.raises(WorkflowFailed, match="not run: this tool needs approval"):
+        go(pipe(tool_step("pay")), {}, registry=registry, sink=sink)
+
+    assert executed == []
+    [refused] = sink.of("workflow.tool.completed")  # recorded as the step records a refusal
+    assert (refused["step"], refused["error"], refused["latency_ms"]) == ("pay", UNATTENDED, 0)
+
+
+def test_what_a_tool_step_spent_on_models_counts_for_the_enclosing_call() -> None:
+    """The run that called the workflow tool counts its steps' model calls (and the quota
+    refusals of them) as that call's, as for any tool that asks a model."""
+
+    def ask(arguments: dict[str, Any], ctx: RunContext) -> str:
+        ctx.usage.add(ctx.call_id, ModelTokens("openai", "gpt", 10, 20))
+        ctx.usage.refuse(ctx.call_id, {"model": "gpt", "message": "Quota exceeded"})
+        return "42"
+
+    asking = workflow_tool(
+        pipe(tool_step("ask"), tool_step("ask", lambda answer: {})),
+        name="ask_twice",
+        description="Asks twice.",
+        input_schema=ANY_OBJECT,
+        registry=ToolRegistry([Tool("ask", "Ask.", ANY_OBJECT, ask)]),
+    )
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    async def emit(type: str, payload: dict[str, Any]) -> None:
+        events.append((type, payload))
+
+    state = RunState()
+    outer = ToolCallStep(
+        registry=ToolRegistry([asking]),
+        ctx=replace(CTX, usage=UsageMeter()),
+        emit=emit,
+        checkpoint=NoCheckpoint(),
+        approval=ApprovalRule(),
+    )
+    asyncio.run(outer.run(state, [ToolCall("c1", "ask_twice", {})]))
+
+    assert state.usage == Usage(20, 40)
+    [usage] = [payload for kind, payload in events if kind == "tool.usage"]
+    assert usage["call_id"] == "c1" and len(usage["models"]) == 2
+    refused = [payload for kind, payload in events if kind == "tool.quota_exceeded"]
+    assert [(r["call_id"], r["name"], r["model"]) for r in refused] == [
+        ("c1", "ask_twice", "gpt"), ("c1", "ask_twice", "gpt")
+    ]  # fmt: skip
 
 
 # -- the example workflow ----------------------------------------------------------------
