@@ -95,7 +95,13 @@ def resume_evaluations() -> int:
 def verify_outcome_task(run_id: int, tenant_id: int) -> None:
     """The agent's verifying tool checks a succeeded run's outcome claim."""
     with rls.tenant_scope(tenant_id):
-        run = Run.objects.select_related("agent", "tenant").filter(pk=run_id).first()
+        run = (
+            Run.objects.select_related(
+                "agent", "tenant", "initiated_by_user", "initiated_by_api_key"
+            )
+            .filter(pk=run_id)
+            .first()
+        )
         if run is not None:
             verify_with_tool(run)
 

@@ -4,19 +4,19 @@ A succeeded run records an **outcome claim** (`Run.claim`, written with its outc
 finalize): what the agent says it did or answered, and its evidence — the tool results it
 used (agents/runtime/claims.py). Whether the claim holds is a separate record, a
 **Verification**: by a person (the run's starter or an admin, on the run page, in the chat,
-over REST), by the agent's verifying tool (`Agent.verifier_tool`, run by a task once the run
-succeeded), or by an evaluation. So "succeeded" never means "fulfilled": a run's current
-verdict is its latest verification, none until someone or something checks.
+over REST), by the agent's verifying tool (`Agent.verifier_tool`, called by a task once the
+run succeeded, as a direct call of the run's initiator), or by an evaluation. So
+"succeeded" never means "fulfilled": a run's current verdict is its latest verification,
+none until someone or something checks.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
@@ -24,21 +24,15 @@ from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.models import Run, Verdict, Verification, VerificationSource
-from agents.runtime.spec import RunOutcome, RunStatus
-from tools.services import tool_execute
+from agents.runs import tool_run
+from agents.runtime.spec import RunStatus
 
 MAX_NOTE = 2000
+UNATTENDED = (
+    "not run: this verifying tool needs approval, and a verification runs when the run has "
+    "ended, with nobody to approve it; choose a verifying tool that needs none"
+)
 logger = logging.getLogger(__name__)
-
-
-def outcome_claim(outcome: RunOutcome) -> dict[str, Any] | None:
-    """The claim a run records with its outcome: None unless it succeeded."""
-    if outcome.status != RunStatus.SUCCEEDED:
-        return None
-    text = outcome.output
-    if not text and outcome.structured_output is not None:
-        text = json.dumps(outcome.structured_output, ensure_ascii=False)
-    return {"text": text, "evidence": outcome.evidence}
 
 
 def verify(
@@ -125,16 +119,31 @@ def rates_by_agent(runs: QuerySet[Run]) -> list[dict[str, Any]]:
 def verify_with_tool(run: Run) -> Verification | None:
     """Ask the run's agent's verifying tool about its claim: it gets {"claim", "input",
     "evidence"} and answers {"verified": true|false, "note": "..."}; its verdict is recorded
-    (source `tool`). A missing tool, a tool error or an answer of another shape records
-    nothing and is logged: no verdict is better than a guessed one."""
+    (source `tool`). The call is a direct call (`tool_run`, via `verifier`): the tool-call
+    step's approval rule (nobody can approve: a tool that needs it is refused), rate limit and
+    quotas, recorded as a run. A missing tool, a caller who may not run it, a tool error or
+    an answer of another shape records no verdict and is logged: no verdict is better than a
+    guessed one. Reads the run's tenant and initiator (select_related them)."""
     agent = run.agent
     name = agent.verifier_tool if agent is not None else ""
     if not name or run.claim is None or run.status != RunStatus.SUCCEEDED:
         return None
+    key = run.initiated_by_api_key
+    # A revoked or orphaned key acts no more. (Asking reads its creator's standing: one query
+    # here, so that tool_run's check of the key needs none on its event loop.)
+    if key is not None and not key.is_usable:
+        logger.warning("run %s: its key is no longer usable; no verification", run.pk)
+        return None
     arguments = {"claim": run.claim["text"], "input": run.input, "evidence": run.claim["evidence"]}
-    result = tool_execute(
-        tenant=run.tenant, name=name, arguments=arguments, user_id=run.initiated_by_user_id
-    )
+    try:
+        # As the run's initiator (none: the platform): their quotas, never beyond what they may.
+        result = tool_run(
+            tenant=run.tenant, name=name, arguments=arguments, via="verifier",
+            user=run.initiated_by_user, api_key=key, unattended=UNATTENDED,
+        )  # fmt: skip
+    except (Http404, PermissionDenied) as exc:
+        logger.warning("run %s: verifying tool %s not run: %s", run.pk, name, exc)
+        return None
     answer = result.result
     if result.error is not None or not isinstance(answer, dict):
         logger.warning("run %s: verifying tool %s gave no verdict: %s", run.pk, name, result.error)

@@ -15,7 +15,8 @@ imports from here, never from a module inside (an import-linter contract says so
     subscriptions.py  the streams of a process share one Redis subscription
     reader.py         iter_run_events, follow_run: every face follows runs here
     worker.py         a process's event loop executing many runs (admit, drain, Nearby)
-    direct_calls.py   tool_run / atool_run: a tool called directly, as a one-call run
+    direct_calls.py   tool_run / atool_run: a tool called directly, as a one-call run (by a
+                      person, a key, a self-test or a verifier)
     confirmation.py   an HTTP tool's exact request, prepared again from edited arguments
     costs.py          a run's own cost: its model's and its tools' model calls
 """
@@ -29,6 +30,7 @@ from agents.runs.direct_calls import (
     decide_at,
     standalone_model_calls,
     tool_run,
+    tool_run_of_sync_caller,
 )
 from agents.runs.engine import execute_run, execute_run_async, lease_seconds
 from agents.runs.reader import (
@@ -85,4 +87,5 @@ __all__ = [
     "standalone_model_calls",
     "storable_text",
     "tool_run",
+    "tool_run_of_sync_caller",
 ]

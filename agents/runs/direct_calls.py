@@ -70,8 +70,16 @@ async def atool_run(**kwargs: Any) -> ToolRunOutcome:
 def tool_run(**kwargs: Any) -> ToolRunOutcome:
     """Call one of the tenant's tools now (or park it for approval) and record the run;
     keyword arguments as `_tool_run`. For sync callers (REST views, the config and admin
-    test pages): database work stays on the caller's thread and connection."""
-    return async_to_sync(_tool_run)(db=sync_to_async, record=sync_to_async(_write_one), **kwargs)
+    test pages, the verifier task): database work stays on the caller's thread and
+    connection."""
+    return async_to_sync(tool_run_of_sync_caller)(**kwargs)
+
+
+async def tool_run_of_sync_caller(**kwargs: Any) -> ToolRunOutcome:
+    """`tool_run` for the coroutines a sync caller runs with `async_to_sync` (the self-tests'
+    calls, several at once): database work on the caller's thread and connection, one
+    statement at a time, so within its tenant scope (row-level security)."""
+    return await _tool_run(db=sync_to_async, record=sync_to_async(_write_one), **kwargs)
 
 
 def _write_one(record: run_writer.CallRecord) -> int:
@@ -88,9 +96,12 @@ async def _tool_run(
     api_key: ApiKey | None = None,
     user=None,
     via: str = "api",
+    unattended: str | None = None,
 ) -> ToolRunOutcome:
     """Http404 for a name the tenant's registry does not have; PermissionDenied unless the
-    key or user (None: the platform) may execute it (`Principal.may_execute_tool`)."""
+    key or user (None: the platform) may execute it (`Principal.may_execute_tool`).
+    `unattended`: nobody can approve this call (a self-test, a verifier): a call that needs
+    approval is not parked but refused with this text, recorded as a failed run."""
     toolbox = fresh_tenant_tools(tenant.pk) or await db(tenant_tools)(tenant.pk)
     if not toolbox.registry.has(name):
         raise Http404("No such tool.")
@@ -105,7 +116,7 @@ async def _tool_run(
     # Once started, the call runs to its end and is recorded even if the caller goes away
     # (an MCP client disconnecting cancels its request): no effect without its record.
     finishing = asyncio.ensure_future(
-        _step_and_record(db, record, toolbox, tenant, call, api_key, user, via)
+        _step_and_record(db, record, toolbox, tenant, call, api_key, user, via, unattended)
     )
     _finishing.add(finishing)
     finishing.add_done_callback(_finishing.discard)
@@ -125,7 +136,7 @@ class _Events:
         self.kept.append((type, payload))
 
 
-async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via):
+async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via, unattended):
     correlation_id = uuid.uuid4().hex
     user_id = user.pk if user is not None else None
     api_key_id = api_key.pk if api_key is not None else None
@@ -146,6 +157,7 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
         emit=events.emit,
         checkpoint=NoCheckpoint(),  # recorded once, when the call has finished
         approval=DIRECT_CALLS,
+        unattended=unattended,
         via=via,
     )
     started = timezone.now()

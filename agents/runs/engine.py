@@ -56,6 +56,7 @@ from agents.runs.writer import (
     write_batch,
 )
 from agents.runtime import tracing
+from agents.runtime.claims import outcome_claim
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.crew import (
     ChildOutcome,
@@ -79,7 +80,6 @@ from agents.specs import (
 )
 from agents.tool_routing import tool_routing
 from agents.tool_sources import effective_tools
-from agents.verification import outcome_claim
 from providers.routing import model_targets, routed_adapter
 from providers.runtime.fallback import Target
 from providers.runtime.types import Usage, UserMessage

@@ -1,6 +1,7 @@
 """Outcome claims and their verification: a succeeded run records what it claims and the
 evidence; a verdict is a separate record — by a person (service, REST, run page, chat), by
-the agent's verifying tool — and the usage page shows the rates per agent."""
+the agent's verifying tool (a direct call of the run's initiator, through the tool-call
+step) — and the usage page shows the rates per agent."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from django.http import Http404
 from django.urls import reverse
 
 from agentplatform.tenancy.models import Role
-from agents.models import Conversation, Run, Verification
+from agentplatform.tenancy.services import api_key_create
+from agents.models import Approval, Conversation, Run, Verification
 from agents.runs import run_start
 from agents.signals import run_succeeded
 from agents.tasks import _verify_outcome, verify_outcome_task
-from agents.verification import rates_by_agent, verify
+from agents.verification import UNATTENDED, rates_by_agent, verify
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key, assert_error
 from tests.factories import add_member, login, make_http_tool, make_user
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -201,3 +204,63 @@ def test_the_agents_verifying_tool_records_its_verdict(trio, agent, provider_ser
     verify_outcome_task(run.pk, trio.acme.pk)
     assert Verification.objects.filter(run=run).count() == 1
     checker.close()
+
+
+@pytest.fixture
+def checker(trio, agent, orders):
+    """acme's check_order tool over real HTTP, the agent's verifying tool: says verified."""
+    server = LocalServer()
+    server.route("POST", "/check", Reply(json={"verified": True, "note": "Shipped."}))
+    schema = {"type": "object", "properties": {"claim": {"type": "string"}}}
+    make_http_tool(
+        trio.acme, "check_order", server.url + "/check", method="POST", input_schema=schema
+    )
+    agent.verifier_tool = "check_order"
+    agent.save()
+    yield server
+    server.close()
+
+
+def unverified(trio, agent, provider_server, user=None) -> Run:
+    """A succeeded run, its verification not yet asked for (the test calls the task)."""
+    run_succeeded.disconnect(dispatch_uid="agents-run-succeeded")
+    try:
+        return answered(trio, agent, provider_server, user=user, enqueue=False)
+    finally:
+        run_succeeded.connect(_verify_outcome, dispatch_uid="agents-run-succeeded")
+
+
+def test_the_verifying_tools_call_is_a_recorded_direct_call_of_the_runs_initiator(
+    trio, agent, provider_server, checker
+):
+    run = unverified(trio, agent, provider_server)
+    verify_outcome_task(run.pk, trio.acme.pk)
+    assert Verification.objects.get(run=run).verdict == "verified"
+    called = Run.objects.get(tenant=trio.acme, tool_name="check_order")
+    assert (called.status, called.initiated_by_user) == ("succeeded", trio.bob)
+    assert called.events.get(type="tool.started").payload["via"] == "verifier"
+
+
+def test_a_verifying_tool_that_needs_approval_is_refused_nobody_can_approve_it(
+    trio, agent, provider_server, checker
+):
+    ToolDefinition.objects.filter(name="check_order").update(requires_approval=True)
+    run = unverified(trio, agent, provider_server)
+    verify_outcome_task(run.pk, trio.acme.pk)
+    assert checker.requests == [] and not Verification.objects.filter(run=run).exists()
+    refused = Run.objects.get(tenant=trio.acme, tool_name="check_order")
+    assert (refused.status, refused.error) == ("failed", UNATTENDED)
+    assert refused.initiated_by_user == trio.bob and not Approval.objects.exists()
+
+
+def test_a_run_of_a_key_limited_to_other_tools_is_not_verified_by_this_one(
+    trio, agent, provider_server, checker
+):
+    key, _ = api_key_create(
+        tenant=trio.acme, name="shop", scopes=["run"], allowed_tools=["find_order"]
+    )
+    run = unverified(trio, agent, provider_server, user=key)
+    assert run.initiated_by_api_key == key
+    verify_outcome_task(run.pk, trio.acme.pk)
+    assert checker.requests == [] and not Verification.objects.filter(run=run).exists()
+    assert not Run.objects.filter(tool_name="check_order").exists()
