@@ -302,7 +302,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.check_remote_agents",
         "schedule": float(config.env_int("REMOTE_AGENT_HEALTH_S", 300, minimum=30)),
     },
-    # Tool self-tests (tools/selftests.py): every tool's declared examples, hourly by default.
+    # Tool self-tests (agents/selftests.py): every tool's declared examples, hourly by default.
     "selftest-tools": {
         "task": "tools.selftest_tools",
         "schedule": float(config.env_int("TOOL_SELFTEST_S", 3600, minimum=60)),

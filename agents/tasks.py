@@ -11,10 +11,12 @@ from django.db.models.functions import Now
 from django.dispatch import receiver
 
 from agentplatform.tenancy import rls
+from agentplatform.tenancy.models import Tenant
 from agents.models import Run
 from agents.remote_health import check_remote_agents
 from agents.runs import admit, drain, lease_seconds
 from agents.runtime.spec import RunStatus
+from agents.selftests import selftest_tools
 from agents.signals import evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
 
@@ -104,6 +106,21 @@ def verify_outcome_task(run_id: int, tenant_id: int) -> None:
         )
         if run is not None:
             verify_with_tool(run)
+
+
+# Named for the tools it checks (beat and the batch queue's route know it by this name); it
+# lives here because each example is a direct call, which is the agents app's.
+@shared_task(name="tools.selftest_tools", ignore_result=True)
+def selftest_all_tenants() -> int:
+    """Run every tenant's tool self-tests as the platform (beat: TOOL_SELFTEST_S); the
+    tools' health."""
+    with rls.owner():  # which tenants there are
+        tenant_ids = list(Tenant.objects.values_list("pk", flat=True))
+    checked = 0
+    for tenant_id in tenant_ids:
+        with rls.tenant_scope(tenant_id):
+            checked += len(selftest_tools(Tenant.objects.get(pk=tenant_id)))
+    return checked
 
 
 @shared_task(name="agents.check_remote_agents", ignore_result=True)

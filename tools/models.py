@@ -291,7 +291,7 @@ class ToolHealthStatus(models.TextChoices):
 
 
 class ToolHealth(models.Model):
-    """A tool's latest self-test (tools/selftests.py): each example's outcome, and the
+    """A tool's latest self-test (agents/selftests.py): each example's outcome, and the
     tool's status from them. One row per tool of a tenant, replaced by each run."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")

@@ -2,11 +2,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Tenant
 from tools.context_providers import context_providers_check_due
 from tools.mcp_connections import mcp_connections_refresh_due
-from tools.selftests import selftest_tools
 
 
 @shared_task(name="tools.refresh_mcp_connections")
@@ -14,18 +11,6 @@ def refresh_mcp_connections() -> dict[str, int]:
     """Refresh the MCP connections whose last refresh is MCP_REFRESH_S old (beat runs this
     every minute). Idempotent: a second delivery finds nothing due."""
     return mcp_connections_refresh_due()
-
-
-@shared_task(name="tools.selftest_tools", ignore_result=True)
-def selftest_all_tenants() -> int:
-    """Run every tenant's tool self-tests (beat: TOOL_SELFTEST_S); the tools' health."""
-    with rls.owner():  # which tenants there are
-        tenant_ids = list(Tenant.objects.values_list("pk", flat=True))
-    checked = 0
-    for tenant_id in tenant_ids:
-        with rls.tenant_scope(tenant_id):
-            checked += len(selftest_tools(Tenant.objects.get(pk=tenant_id)))
-    return checked
 
 
 @shared_task(name="tools.check_context_providers")

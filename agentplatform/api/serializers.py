@@ -315,6 +315,11 @@ class SelfTestResultSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["passed", "failed", "skipped"])
     detail = serializers.CharField(allow_blank=True)
     latency_ms = serializers.FloatField()
+    run_id = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="The example's call, recorded as a run (null: not called).",
+    )
 
 
 class ToolHealthSerializer(serializers.Serializer):

@@ -41,6 +41,7 @@ from agentplatform.api.serializers import (
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agents.runs import tool_run
+from agents.selftests import health_by_name, selftest_tools
 from tools.definitions import build_tool
 from tools.loader import (
     TenantTools,
@@ -52,7 +53,6 @@ from tools.loader import (
 from tools.mcp_source import MCP_SERVER
 from tools.models import McpServerConnection, ToolDefinition, ToolHealth
 from tools.runtime.tool import Capability, Tool
-from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete
 from tools.tool_sources import ToolOrigin
 
@@ -469,11 +469,13 @@ class ToolViewSet(TenantViewSet):
 
     @extend_schema(
         summary="Run a tool's self-tests",
-        description="Runs each example the tool declares (`selftests`) through the registry "
-        "now and checks its result against the example's expectation; records and returns "
-        "the tool's health. An example of a tool that writes or needs approval runs only "
-        "when marked `safe_to_run` (else it is `skipped`). A tool without examples is a 400. "
-        "Needs the `run` scope.",
+        description="Calls each example the tool declares (`selftests`) now, as a direct call "
+        "of the caller (each recorded as a run: `run_id`), and checks its result against the "
+        "example's expectation; records and returns the tool's health. An example of a tool "
+        "that writes or needs approval runs only when marked `safe_to_run` (else it is "
+        "`skipped`); one of a tool that needs approval is `skipped` even then, since nobody "
+        "can approve it. A tool without examples is a 400; a key limited to other tools, a "
+        "403. Needs the `run` scope.",
         parameters=[NAME],
         request=None,
         responses={200: ToolHealthSerializer, **ERRORS},
@@ -501,6 +503,6 @@ class ToolViewSet(TenantViewSet):
             raise exceptions.ValidationError(
                 {"examples": ["This tool declares no examples with expectations to test."]}
             )
-        [health] = selftest_tools(self.tenant, [name])
+        [health] = selftest_tools(self.tenant, [name], by=self.actor)
         shown = {"status": health.status, "checked_at": health.checked_at}
         return Response(ToolHealthSerializer({**shown, "results": health.results}).data)

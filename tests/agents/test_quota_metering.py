@@ -17,10 +17,10 @@ from agents.judging import judge_answer
 from agents.models import Quota, Run, RunEvent
 from agents.runs import run_inline
 from agents.runs.direct_calls import tool_run
+from agents.selftests import selftest_tools
 from providers.models import ModelPrice
 from tests.factories import make_connection
 from tests.fakes.provider_server import MODEL_SUFFIX, TextReply, ToolCall, ToolCallReply
-from tools.selftests import selftest_tools
 from tools.services import tool_definition_save
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -158,11 +158,13 @@ def test_a_self_tests_llm_call_is_held_and_recorded(trio, connection, provider_s
     [health] = selftest_tools(trio.acme, ["ask"])
     assert health.status == "passing", health.results
     assert quotas.used(quota) == 12
-    # No run carries its usage: it is a run of its own, as a judge's call is.
+    # The example is a direct call of the platform's: its run carries the usage.
+    record = Run.objects.get(pk=health.results[0]["run_id"])
+    assert (record.tool_name, record.status) == ("ask", "succeeded")
+    assert (record.input_tokens, record.output_tokens) == (9, 3)
+    assert record.initiated_by_user_id is None and record.initiated_by_api_key_id is None
     answered = "gpt-test" + MODEL_SUFFIX
-    [record] = Run.objects.filter(tenant=trio.acme, gateway_model=f"local-openai/{answered}")
-    assert (record.input_tokens, record.output_tokens, record.status) == (9, 3, "succeeded")
-    assert record.agent_id is None and record.initiated_by_user_id is None
+    assert not Run.objects.filter(gateway_model=f"local-openai/{answered}").exists()  # once
 
 
 # -- the judge ---------------------------------------------------------------------------------

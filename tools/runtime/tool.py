@@ -104,7 +104,7 @@ class Tool:
     depends_on: Mapping[str, Source] = field(default_factory=dict)
     reference_inputs: Mapping[str, str] = field(default_factory=dict)
     references: Mapping[str, str] = field(default_factory=dict)
-    # Examples with what their result should be: the tool's self-tests (tools/selftests.py).
+    # Examples with what their result should be: the tool's self-tests (agents/selftests.py).
     selftests: tuple[ToolExample, ...] = ()
     is_async: bool = field(init=False)
     model_schema: dict[str, Any] = field(init=False)  # input_schema as the model is offered it

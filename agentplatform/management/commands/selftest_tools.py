@@ -1,6 +1,6 @@
 """`manage.py selftest_tools [--tenant <slug>] [--tool <name> ...]`: run the tools' declared
-examples (tools/selftests.py), record each tool's health and print it. Exit status 1 when a
-tool fails, so a deployment check can use it."""
+examples (agents/selftests.py) as the platform, record each tool's health and print it. Exit
+status 1 when a tool fails, so a deployment check can use it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
+from agents.selftests import selftest_tools
 from tools.models import ToolHealthStatus
-from tools.selftests import selftest_tools
 
 
 class Command(BaseCommand):

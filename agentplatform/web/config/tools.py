@@ -28,9 +28,9 @@ from agentplatform.web.config.common import (
     unique_in_tenant,
 )
 from agents.runs import tool_run
+from agents.selftests import health_by_name, selftest_tools
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolHealth, ToolKind
-from tools.selftests import health_by_name, selftest_tools
 from tools.services import tool_definition_delete, tool_definition_save
 
 EXAMPLE_SCHEMA = {
@@ -245,7 +245,7 @@ def tool_selftest(request: HttpRequest, name: str) -> HttpResponse:
     if not registry.has(name):
         raise Http404("No such tool.")
     item = registry.get(name)
-    [health] = selftest_tools(request.tenant, [name]) if item.selftests else [None]
+    [health] = selftest_tools(request.tenant, [name], by=request.user) if item.selftests else [None]
     if not request.htmx:
         return redirect("config:tool_try", tenant_slug=request.tenant.slug, name=name)
     context = {"tool": item, "health": health}

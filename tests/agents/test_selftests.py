@@ -1,5 +1,6 @@
-"""Tool self-tests from declared examples: expectations, the runner and the tool's health,
-from the tool page, REST, the command and the periodic task."""
+"""Tool self-tests from declared examples (agents/selftests.py): expectations, the runner and
+the tool's health, from the tool page, REST, the command and the periodic task; each example
+a direct call of whoever asked, through the tool-call step, recorded as a run."""
 
 from __future__ import annotations
 
@@ -8,16 +9,18 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from tests.api.test_resources import as_key, assert_error
+from agentplatform.tenancy.services import api_key_create
+from agents.models import Approval, Run
+from agents.selftests import UNATTENDED, selftest_tools
+from agents.tasks import selftest_all_tenants
+from tests.api.test_resources import Api, as_key, assert_error
 from tests.factories import login, make_http_tool, make_mcp_connection
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.tools.local_server import LocalServer, Reply
 from tools.mcp_connections import mcp_connection_refresh, mcp_connection_save
 from tools.models import McpServerConnection, McpStatus, ToolDefinition, ToolHealth
 from tools.runtime.expectations import Expectation, ExpectationError, ToolExample, parse_examples
-from tools.selftests import selftest_tools
 from tools.services import tool_definition_save
-from tools.tasks import selftest_all_tenants
 
 ANSWER = {"city": "Paris", "temp_c": 21}
 
@@ -118,6 +121,76 @@ def test_examples_run_record_health_and_a_write_runs_only_when_safe(
     [alert] = selftest_tools(trio.acme, ["alert"])
     assert alert.status == "passing" and weather.requests[-1].method == "POST"
     assert ToolHealth.objects.filter(tenant=trio.acme, tool_name="alert").count() == 1
+
+
+def test_a_tool_that_needs_approval_is_not_run_even_when_safe_nobody_can_approve(
+    trio, weather, settings
+):
+    """The step's approval rule holds for self-tests too: refused (recorded), not parked."""
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    tool_definition_save(
+        tenant=trio.acme,
+        definition=ToolDefinition.objects.get(name="alert"),
+        changes={
+            "requires_approval": True,
+            "examples": [{"arguments": {"q": "storm"}, "safe_to_run": True}],
+        },
+    )
+
+    [alert] = selftest_tools(trio.acme, ["alert"])
+
+    assert alert.status == "skipped"
+    [result] = alert.results
+    assert (result["status"], result["detail"]) == ("skipped", UNATTENDED)
+    assert weather.requests == []  # nothing sent
+    refused = Run.objects.get(pk=result["run_id"])
+    assert (refused.tool_name, refused.status, refused.error) == ("alert", "failed", UNATTENDED)
+    assert not Approval.objects.exists()  # nobody was asked
+
+
+def test_each_example_is_a_recorded_run_of_who_asked_within_the_tools_rate_limit(
+    client, trio, weather, settings
+):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    tool_definition_save(
+        tenant=trio.acme,
+        definition=ToolDefinition.objects.get(name="weather"),
+        changes={"rate_limit_per_minute": 1},
+    )
+    key, secret = api_key_create(tenant=trio.acme, name="ci", scopes=["read", "run"])
+    ran = Api(client, secret).post("/tools/weather/selftest")
+    assert ran.status_code == 200, ran.content
+    paris, lyon = ran.json()["results"]
+    assert paris["status"] == "passed" and "limited to 1 calls per minute" in lyon["detail"]
+    assert len(weather.requests) == 1  # the limit counts the self-test's calls
+    for shown in (paris, lyon):
+        run = Run.objects.get(pk=shown["run_id"])
+        assert (run.tool_name, run.initiated_by_api_key_id) == ("weather", key.pk)
+        assert run.events.get(type="tool.started").payload["via"] == "selftest"
+    assert Run.objects.get(pk=lyon["run_id"]).events.filter(type="tool.rate_limited").exists()
+
+    login(client, trio.alice)
+    url = reverse("config:tool_selftest", kwargs={"tenant_slug": "acme", "name": "calculator"})
+    client.post(url, HTTP_HX_REQUEST="true")
+    [by_alice] = ToolHealth.objects.get(tenant=trio.acme, tool_name="calculator").results
+    assert Run.objects.get(pk=by_alice["run_id"]).initiated_by_user == trio.alice
+
+    selftest_all_tenants()  # the platform's: nobody's
+    [by_nobody] = ToolHealth.objects.get(tenant=trio.acme, tool_name="calculator").results
+    run = Run.objects.get(pk=by_nobody["run_id"])
+    assert (run.initiated_by_user_id, run.initiated_by_api_key_id) == (None, None)
+
+
+def test_a_key_limited_to_other_tools_may_not_self_test_this_one(client, trio, weather, settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    _, secret = api_key_create(
+        tenant=trio.acme, name="k", scopes=["read", "run"], allowed_tools=["calculator"]
+    )
+    api = Api(client, secret)
+    assert_error(api.post("/tools/weather/selftest"), 403)
+    assert weather.requests == [] and not Run.objects.exists()
+    assert not ToolHealth.objects.filter(tool_name="weather").exists()
+    assert api.post("/tools/calculator/selftest").json()["status"] == "passing"
 
 
 def test_examples_are_checked_against_the_input_schema_when_saved(trio):
