@@ -24,11 +24,6 @@ class AgentsConfig(AppConfig):
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
 
-        from agents.runs import standalone_model_calls
-        from tools.services import register_model_call_meter
-
-        # A tool's model calls outside a run (self-tests, verifier tools) meet the quotas too.
-        register_model_call_meter(standalone_model_calls)
         start_tracing()
         register_history()
 

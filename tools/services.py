@@ -1,14 +1,13 @@
-"""Executing a tenant's tools from synchronous Django code (admin test page, REST), and
-saving or deleting the tenant's tool definitions (registries rebuild on the model's
-post_save/post_delete signals, see tools.loader)."""
+"""The context a tenant's tools run in (every call's: runs and direct calls, agents.runs),
+and saving or deleting the tenant's tool definitions (registries rebuild on the model's
+post_save/post_delete signals, see tools.loader). A tool is called through the tool-call
+step only (agents/runtime/tool_step.py), never from here."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
@@ -18,17 +17,6 @@ from tools.loader import tenant_tools
 from tools.models import ToolDefinition
 from tools.rate_limits import TOOL_RATE_LIMITER
 from tools.runtime.context import EventSink, ModelCallMeter, RunContext, SecretAccessor
-from tools.runtime.tool import ToolCall, ToolResult
-
-# What holds the model calls of a tool run outside any run or direct call (a self-test, a
-# verifier tool) against the quotas: registered by agents (agents.apps; tools may not
-# import it), given the tenant's and the user's ids.
-_standalone_model_calls: Callable[[int, int | None], ModelCallMeter] | None = None
-
-
-def register_model_call_meter(factory: Callable[[int, int | None], ModelCallMeter]) -> None:
-    global _standalone_model_calls
-    _standalone_model_calls = factory
 
 
 def tool_context(
@@ -45,10 +33,8 @@ def tool_context(
     `secrets` when the caller already holds the tenant's tools, to skip reading them),
     and whose rate limiter counts in Redis: every path that runs a tenant's tools makes
     its context here, so every one honours their rate limits. `model_calls`: the quotas the
-    tools' own model calls are held against (agents.quotas.ToolModelCalls); without it,
-    the registered standalone meter's (the tenant's and the user's)."""
-    if model_calls is None and _standalone_model_calls is not None:
-        model_calls = _standalone_model_calls(tenant.pk, user_id)
+    tools' own model calls are held against (agents.quotas.ToolModelCalls: a run's or a
+    direct call's, which always pass one); None: not held."""
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,
@@ -59,16 +45,6 @@ def tool_context(
         rate_limiter=TOOL_RATE_LIMITER,
         model_calls=model_calls,
     )
-
-
-def tool_execute(
-    *, tenant: Tenant, name: str, arguments: Any, user_id: int | None = None
-) -> ToolResult:
-    """Run one tool of the tenant's registry now. Tool trouble comes back as result.error."""
-    toolbox = tenant_tools(tenant)
-    ctx = tool_context(tenant=tenant, user_id=user_id, secrets=toolbox.secrets)
-    call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
-    return async_to_sync(toolbox.registry.execute)(call, ctx)
 
 
 def tool_definition_save(

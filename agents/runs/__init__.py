@@ -28,7 +28,6 @@ from agents.runs.direct_calls import (
     ToolRunOutcome,
     atool_run,
     decide_at,
-    standalone_model_calls,
     tool_run,
     tool_run_of_sync_caller,
 )
@@ -84,7 +83,6 @@ __all__ = [
     "run_inline",
     "run_regenerate",
     "run_start",
-    "standalone_model_calls",
     "storable_text",
     "tool_run",
     "tool_run_of_sync_caller",

@@ -27,7 +27,6 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.text import slugify
 
 from agentplatform.stream_reads import stream_read
 from agentplatform.tenancy.models import ApiKey, Tenant
@@ -36,7 +35,6 @@ from agents import quotas
 from agents.models import Approval, Run, approval_decisions
 from agents.runs import writer as run_writer
 from agents.runs.costs import TOOL_USAGE, tool_call_cost
-from agents.runs.recorder import record_model_call
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
@@ -224,40 +222,6 @@ def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
         secrets=secrets,
         model_calls=quotas.ToolModelCalls(quotas.Meter.for_run(run)),
     )
-
-
-class StandaloneModelCalls(quotas.ToolModelCalls):
-    """The model calls of a tool run outside any run or direct call (a self-test, a verifier
-    tool): held against the tenant's and the user's limits, and each recorded as a run of
-    `<connection>/<model>` of its own, as a judge's call is: with no run to carry their
-    usage, the usage page and a counter rebuilt from runs would miss them."""
-
-    async def reserve(self, request: Any, *, price_kind: str) -> Any:
-        return (await super().reserve(request, price_kind=price_kind), timezone.now())
-
-    async def settle(
-        self, held: Any, *, price_kind: str, model: str, usage: Any, connection: str = ""
-    ) -> None:
-        reservation, started_at = held
-        await super().settle(reservation, price_kind=price_kind, model=model, usage=usage)
-        if usage is None:
-            return
-        await sync_to_async(record_model_call)(
-            tenant_id=self.meter.tenant_id,
-            user_id=self.meter.user_id,
-            api_key_id=None,
-            gateway_model=f"{slugify(connection) or connection}/{model}",  # (as a handle)
-            model=model,
-            provider=price_kind,
-            price_kind=price_kind,
-            input="A tool's model call outside a run (a self-test or a verifier tool)",
-            usage=usage,
-            started_at=started_at,
-        )
-
-
-def standalone_model_calls(tenant_id: int, user_id: int | None) -> StandaloneModelCalls:
-    return StandaloneModelCalls(quotas.Meter(tenant_id=tenant_id, user_id=user_id))
 
 
 def decide_at(approval: Approval) -> str:

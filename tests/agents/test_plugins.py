@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from agentplatform import plugins
 from agents.apps import load_plugins
 from agents.models import Agent
-from agents.runs import run_start
+from agents.runs import run_start, tool_run
 from agents.runtime.kinds import KINDS
 from agents.signals import run_queued
 from agents.tool_sources import _sources, effective_tools
@@ -26,7 +26,6 @@ from tools import tool_sources
 from tools.apps import load_tenant_tool_sources
 from tools.loader import invalidate, tenant_tools
 from tools.runtime.builtins import BUILTINS
-from tools.services import tool_execute
 from tools.tool_sources import ToolOrigin
 
 INSTALLED = Path(__file__).resolve().parents[1] / "data" / "plugins"
@@ -113,7 +112,7 @@ def test_an_installed_sample_plugin_gives_every_tenant_its_workflow_as_its_own(
         assert toolbox.origins["compound_interest"] == origin
         assert toolbox.sources["compound_interest"] == "compound_interest"
     arguments = {"principal": 1000, "annual_rate_percent": 5, "years": 10}
-    result = tool_execute(tenant=trio.acme, name="compound_interest", arguments=arguments)
+    result = tool_run(tenant=trio.acme, name="compound_interest", arguments=arguments)
     assert result.error is None and result.result["balance"] == 1647.01
     agent = make_agent(trio.acme, "saver")
     offered = {item.name: item.source for item in effective_tools(agent)}

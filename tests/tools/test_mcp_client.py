@@ -7,9 +7,10 @@ import time
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.http import Http404
 
 from agents.models import RunEvent
-from agents.runs import run_inline
+from agents.runs import run_inline, tool_run
 from tests.factories import make_mcp_connection
 from tests.fakes.mcp_server import HANDBOOK, FakeMcpServer
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
@@ -25,7 +26,6 @@ from tools.runtime.mcp_client import (
     mcp_call_tool,
 )
 from tools.runtime.tool import Effect
-from tools.services import tool_execute
 from tools.tasks import refresh_mcp_connections
 
 TOKEN = "mcp-s3cret-token-42"
@@ -173,18 +173,18 @@ def test_model_rules(trio):
 def test_a_call_through_the_registry_reaches_the_server_with_the_header(trio, docs, fake_mcp):
     mcp_connection_refresh(docs)
     fake_mcp.requests.clear()
-    result = tool_execute(tenant=trio.acme, name="docs__add", arguments={"a": 2, "b": 3})
+    result = tool_run(tenant=trio.acme, name="docs__add", arguments={"a": 2, "b": 3})
     assert result.error is None and result.result == {"result": 5}
     assert fake_mcp.requests and all(
         r["authorization"] == f"Bearer {TOKEN}" for r in fake_mcp.requests
     )
-    invalid = tool_execute(tenant=trio.acme, name="docs__add", arguments={"a": "two"})
+    invalid = tool_run(tenant=trio.acme, name="docs__add", arguments={"a": "two"})
     assert invalid.error.startswith("invalid arguments")  # checked before any call
 
 
 def test_the_credential_never_reaches_the_model_or_the_results(trio, docs, fake_mcp):
     mcp_connection_refresh(docs)
-    echoed = tool_execute(tenant=trio.acme, name="docs__echo", arguments={"text": TOKEN})
+    echoed = tool_run(tenant=trio.acme, name="docs__echo", arguments={"text": TOKEN})
     assert echoed.result == {"result": "[redacted]"}  # the registry redacts known secrets
     definitions = str(registry_for_tenant(trio.acme).definitions("openai"))
     assert TOKEN not in definitions
@@ -192,7 +192,7 @@ def test_the_credential_never_reaches_the_model_or_the_results(trio, docs, fake_
 
 def test_a_remote_is_error_becomes_a_tool_error(trio, docs):
     mcp_connection_refresh(docs)
-    result = tool_execute(tenant=trio.acme, name="docs__fail", arguments={"reason": "no"})
+    result = tool_run(tenant=trio.acme, name="docs__fail", arguments={"reason": "no"})
     assert result.result is None
     assert "the fail tool of MCP server docs reported an error" in result.error
     assert "refused: no" in result.error
@@ -203,7 +203,7 @@ def test_a_hung_server_does_not_hang_the_call(trio, docs):
     docs.timeout_s = 0.5
     docs.save()
     started = time.monotonic()
-    result = tool_execute(tenant=trio.acme, name="docs__nap", arguments={"seconds": 10})
+    result = tool_run(tenant=trio.acme, name="docs__nap", arguments={"seconds": 10})
     # The point is the timeout: back long before the answer (10 s), with 10 times the
     # 0.5 s to spare on a busy machine.
     assert time.monotonic() - started < 5
@@ -277,10 +277,10 @@ def test_server_down_the_run_goes_on_then_refresh_hides_its_tools(
     assert len(connection.tools_cache) == 5  # kept for when it comes back
     assert mcp_names(trio.acme) == []
     assert tenant_tools(trio.acme).context_blocks == {}
-    calculator = tool_execute(tenant=trio.acme, name="calculator", arguments={"expression": "2*3"})
+    calculator = tool_run(tenant=trio.acme, name="calculator", arguments={"expression": "2*3"})
     assert calculator.error is None  # the tenant's other tools still work
-    stale = tool_execute(tenant=trio.acme, name="docs__add", arguments={"a": 1, "b": 1})
-    assert stale.error.startswith("unknown tool 'docs__add'")
+    with pytest.raises(Http404):  # gone from the registry
+        tool_run(tenant=trio.acme, name="docs__add", arguments={"a": 1, "b": 1})
     ok, message, names = mcp_connection_test(docs)
     assert not ok and message.startswith("MCP server docs is unavailable") and names == []
 
@@ -340,8 +340,8 @@ def test_one_tenants_connections_never_reach_another_tenants_registry(trio, docs
     assert mcp_names(trio.acme)
     assert mcp_names(trio.globex) == []
     assert tenant_tools(trio.globex).context_blocks == {}
-    result = tool_execute(tenant=trio.globex, name="docs__add", arguments={"a": 1, "b": 2})
-    assert result.error.startswith("unknown tool")
+    with pytest.raises(Http404):
+        tool_run(tenant=trio.globex, name="docs__add", arguments={"a": 1, "b": 2})
 
 
 def test_the_periodic_task_refreshes_only_what_is_due(trio, docs, settings):

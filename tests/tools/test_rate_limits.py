@@ -11,22 +11,23 @@ import sys
 import pytest
 from django.conf import settings
 
+from agents.runs import tool_run
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_tool
 from tools.rate_limits import TOOL_RATE_LIMITER
 from tools.runtime.rate_limit import RateLimited
-from tools.services import tool_context, tool_execute
+from tools.services import tool_context
 
 SIX_BY_SEVEN = {"expression": "6*7"}
-# A child process calling acme's `calc` through the registry, as a web or worker process would.
+# A child process calling acme's `calc` directly, as a web or worker process would.
 CHILD = """
 import json, django
 django.setup()
 from agentplatform.tenancy.models import Tenant
-from tools.services import tool_execute
+from agents.runs import tool_run
 tenant = Tenant.objects.get(pk={tenant_id})
 errors = [
-    tool_execute(tenant=tenant, name="calc", arguments={{"expression": "6*7"}}).error
+    tool_run(tenant=tenant, name="calc", arguments={{"expression": "6*7"}}).error
     for _ in range({calls})
 ]
 print(json.dumps(errors))
@@ -34,8 +35,8 @@ print(json.dumps(errors))
 
 
 def test_every_paths_context_counts_in_redis(trio):
-    """The agent runs, direct calls (REST, MCP, the test pages) and tool_execute all make
-    their RunContext with tool_context."""
+    """The agent runs and the direct calls (REST, MCP, the test pages, self-tests, verifiers)
+    all make their RunContext with tool_context."""
     assert tool_context(tenant=trio.acme).rate_limiter is TOOL_RATE_LIMITER
 
 
@@ -78,7 +79,7 @@ def test_two_other_processes_and_this_one_share_one_count(trio):
     assert len(errors) == 8 and errors.count(None) == 5  # 5 of the 8 ran, whoever made them
     refused = [e for e in errors if e is not None]
     assert all(e.startswith("tool calc is limited to 5 calls per minute") for e in refused)
-    here = tool_execute(tenant=trio.acme, name="calc", arguments=SIX_BY_SEVEN)
-    assert here.rate_limited is not None and here.result is None  # this process sees it too
-    theirs = tool_execute(tenant=trio.globex, name="calc", arguments=SIX_BY_SEVEN)
+    here = tool_run(tenant=trio.acme, name="calc", arguments=SIX_BY_SEVEN)
+    assert here.error.startswith("tool calc is limited") and here.result is None  # here too
+    theirs = tool_run(tenant=trio.globex, name="calc", arguments=SIX_BY_SEVEN)
     assert theirs.error is None and theirs.result == {"result": 42}
