@@ -56,14 +56,8 @@ def register_history() -> None:
     sets the grants as they were."""
     from agentplatform.tenancy import history
     from agents.models import Agent, Crew
-    from agents.services import (
-        agent_save,
-        crew_member_slugs,
-        crew_members_named,
-        crew_save,
-        use_grant_holders,
-        use_grants_set,
-    )
+    from agents.selectors import crew_member_slugs, crew_members_named, use_grant_holders
+    from agents.services import agent_save, crew_save, use_grants_set
 
     def restore_agent(tenant, agent, changes):
         changes = dict(changes)

@@ -13,7 +13,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentplatform.tenancy.models import Membership, TenantGroup
-from agents.services import use_grant, use_grants
+from agents.selectors import use_grants
+from agents.services import use_grant
 
 
 class GrantForm(forms.Form):

@@ -60,7 +60,7 @@ from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text, run_start
 from agents.runtime.spec import RunStatus
-from agents.services import model_target
+from agents.selectors import model_target
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused, check_total
 from providers.services import gateway_models

@@ -72,7 +72,7 @@ from agents.runs import (
     run_start,
 )
 from agents.runtime.spec import RunStatus
-from agents.services import agent_get, approval_get, conversation_get, crew_get
+from agents.selectors import agent_get, approval_get, conversation_get, crew_get
 from agents.verification import verify
 
 MAX_IDEMPOTENCY_KEY = 200

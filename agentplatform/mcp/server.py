@@ -50,7 +50,8 @@ from agents.runs import (
     run_start,
 )
 from agents.runtime.spec import RunStatus
-from agents.services import conversation_get, conversation_save, model_target
+from agents.selectors import active_agents_and_crews, conversation_get, model_target
+from agents.services import conversation_save
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 
@@ -167,9 +168,7 @@ def tenant_catalog(tenant_id: int) -> list[MCPTool]:
     registry = tenant_tools(tenant_id).registry
     tools = [MCPTool.model_validate(item) for item in registry.definitions("mcp")]
     taken = {tool.name for tool in tools}
-    agents = Agent.objects.filter(tenant_id=tenant_id, active=True).order_by("slug")
-    crews = Crew.objects.filter(tenant_id=tenant_id, active=True).order_by("slug")
-    for target in [*agents, *crews]:
+    for target in active_agents_and_crews(tenant_id=tenant_id):
         name = ASK_PREFIX + target.slug
         if name not in taken:
             taken.add(name)

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from agentplatform.tenancy.models import ApiKey
-from agents.services import use_grants
+from agents.selectors import use_grants
 from tests.factories import login, make_agent, make_crew
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
-from agents import runs, services
+from agents import runs
 from agents.models import MAX_INPUT_CHARS, Conversation, Fact, Run, RunEvent
 from agents.runs.channels import channel, publisher
 from agents.runs.engine import cancel_key, execute_run
@@ -76,24 +76,6 @@ def test_a_cancel_flag_stops_an_executing_run(trio, agent, provider_server):
     run.refresh_from_db()
     assert run.status == "cancelled" and provider_server.received == []
     assert not publisher().exists(cancel_key(run))
-
-
-def test_another_tenants_objects_answer_404_at_every_selector(trio, agent):
-    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
-    conversation = Conversation.objects.create(tenant=trio.acme, agent=agent)
-    approval = make_approval(run, "calculator")
-    fact = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="likes tea")
-    assert services.run_get(tenant=trio.acme, run_id=run.pk) == run
-    for call in (
-        lambda: services.run_get(tenant=trio.globex, run_id=run.pk),
-        lambda: services.conversation_get(tenant=trio.globex, conversation_id=conversation.pk),
-        lambda: services.approval_get(tenant=trio.globex, approval_id=approval.pk),
-        lambda: services.fact_get(tenant=trio.globex, fact_id=fact.pk),
-        lambda: services.agent_get(tenant=trio.globex, slug="assistant"),
-        lambda: services.run_get(tenant=trio.acme, run_id="not-a-number"),
-    ):
-        with pytest.raises(Http404):
-            call()
 
 
 def test_writes_refuse_mixing_tenants(trio, agent):
@@ -203,22 +185,6 @@ def test_of_two_concurrent_turns_one_wins(trio, agent, same_key):
         assert outcome["run"].pk == first.pk
     else:
         assert outcome["busy"].run_id == first.pk
-
-
-@pytest.mark.django_db
-def test_a_model_name_is_remembered_until_an_agent_or_crew_changes(
-    trio, agent, django_assert_num_queries
-):
-    first = services.model_target(tenant=trio.acme, slug="assistant")
-    with django_assert_num_queries(0):
-        again = services.model_target(tenant=trio.acme, slug="assistant")
-    assert again == first and again is not first  # a copy each time
-    with pytest.raises(Http404):
-        services.model_target(tenant=trio.globex, slug="assistant")  # another tenant's
-    agent.active = False
-    agent.save()
-    with pytest.raises(Http404):
-        services.model_target(tenant=trio.acme, slug="assistant")
 
 
 def test_gateway_calls_of_several_tenants_are_all_recorded_each_under_its_scope(trio):

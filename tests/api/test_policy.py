@@ -395,7 +395,7 @@ def test_an_owner_starts_a_crew_with_an_inactive_member(trio, assistant):
 
 def test_a_removed_member_leaves_no_grant_or_group_behind(trio, payroll):
     from agentplatform.tenancy.services import membership_remove
-    from agents.services import use_grants
+    from agents.selectors import use_grants
 
     carol_membership = payroll.tenant.memberships.get(user__username="carol")
     carol = carol_membership.user

@@ -25,7 +25,7 @@ from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import Turn, for_display, turns_for
 from agentplatform.web.edited_arguments import edited_arguments
-from agents import runs, services
+from agents import runs, selectors, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
 
@@ -127,9 +127,9 @@ def _target(request: HttpRequest, value: str) -> Agent | Crew:
     when unknown, 403 when object permissions keep it from this user."""
     which, _, slug = value.partition(":")
     if which == "agent":
-        target = services.agent_get(tenant=request.tenant, slug=slug)
+        target = selectors.agent_get(tenant=request.tenant, slug=slug)
     elif which == "crew":
-        target = services.crew_get(tenant=request.tenant, slug=slug)
+        target = selectors.crew_get(tenant=request.tenant, slug=slug)
     else:
         raise Http404("Choose an agent or a crew.")
     if not access.may_use(target, request.principal):

@@ -25,7 +25,8 @@ from agentplatform.web.config.common import (
     render_page,
 )
 from agents.models import Agent, Crew
-from agents.services import use_grant, use_grants
+from agents.selectors import use_grants
+from agents.services import use_grant
 
 KINDS = {"agents": Agent, "crews": Crew}
 
