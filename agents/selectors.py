@@ -14,15 +14,30 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.db.models import Count, Q, QuerySet
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import Http404
 from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
 from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Membership, Tenant, TenantGroup
+from agentplatform.tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
+from agentplatform.tenancy.policy import Principal
 from agents import access
-from agents.models import Agent, Approval, Conversation, Crew, CrewMember, Fact, Run
+from agents.models import (
+    Agent,
+    Approval,
+    Case,
+    Conversation,
+    Crew,
+    CrewMember,
+    Dataset,
+    Fact,
+    Message,
+    Quota,
+    Run,
+    RunEvent,
+)
 from tools.loader import invalidate_now_and_after_commit, per_version
 
 
@@ -153,3 +168,229 @@ def use_grant_holders(tenant: Tenant, lines: list[str]) -> list[AbstractBaseUser
             f"{', '.join(missing)}."
         )
     return holders
+
+
+# -- configuration: agents and crews ----------------------------------------------------
+def agents_of(*, tenant: Tenant, active: bool | None = None, kind: str | None = None) -> QuerySet:
+    """The tenant's agents (active or not), only `active` ones or of `kind` when given."""
+    agents = Agent.objects.filter(tenant=tenant)
+    if active is not None:
+        agents = agents.filter(active=active)
+    if kind is not None:
+        agents = agents.filter(kind=kind)
+    return agents
+
+
+def agent_configured(*, tenant: Tenant, slug: str) -> Agent:
+    """The tenant's agent `slug`, active or not (to show or change it); 404 otherwise."""
+    return get_for_tenant(Agent, tenant, slug=slug)
+
+
+def crews_of(*, tenant: Tenant, active: bool | None = None, mode: str | None = None) -> QuerySet:
+    """The tenant's crews with their managers and members (two queries when listed)."""
+    crews = _crews_with_members().filter(tenant=tenant)
+    if active is not None:
+        crews = crews.filter(active=active)
+    if mode is not None:
+        crews = crews.filter(mode=mode)
+    return crews
+
+
+def crew_configured(*, tenant: Tenant, slug: str) -> Crew:
+    """The tenant's crew `slug`, active or not, with its manager and members; 404 otherwise."""
+    return get_for_tenant(_crews_with_members(), tenant, slug=slug)
+
+
+def _crews_with_members() -> QuerySet:
+    return Crew.objects.select_related("manager").prefetch_related("members__agent")
+
+
+def agents_named(*, tenant: Tenant, slugs: list[str]) -> dict[str, Agent]:
+    """The tenant's agents among `slugs`, by slug (those missing are left out). One query."""
+    return {agent.slug: agent for agent in Agent.objects.filter(tenant=tenant, slug__in=slugs)}
+
+
+# -- conversations and facts ----------------------------------------------------------------
+def conversations_of(
+    *,
+    tenant: Tenant,
+    owner: AbstractBaseUser | ApiKey,
+    agent_slug: str | None = None,
+    crew_slug: str | None = None,
+) -> QuerySet:
+    """The conversations `owner` (a user or an API key) holds in the tenant, with their
+    agent and crew; with one agent's or crew's only when its slug is given."""
+    owned = {"owner_api_key": owner} if isinstance(owner, ApiKey) else {"owner_user": owner}
+    conversations = Conversation.objects.filter(tenant=tenant, **owned)
+    conversations = conversations.select_related("agent", "crew")
+    if agent_slug is not None:
+        conversations = conversations.filter(agent__slug=agent_slug)
+    if crew_slug is not None:
+        conversations = conversations.filter(crew__slug=crew_slug)
+    return conversations
+
+
+def conversation_of(
+    *, tenant: Tenant, owner: AbstractBaseUser | ApiKey, conversation_id: Any
+) -> Conversation:
+    """One of `owner`'s conversations; 404 for anyone else's or another tenant's."""
+    conversations = conversations_of(tenant=tenant, owner=owner)
+    return get_for_tenant(conversations, tenant, pk=_int(conversation_id))
+
+
+def conversation_messages(*, tenant: Tenant, conversation: Conversation) -> QuerySet:
+    """The conversation's messages (the caller paginates them)."""
+    return Message.objects.filter(tenant=tenant, conversation=conversation)
+
+
+def facts_visible(*, principal: Principal, user_id: int | None = None) -> QuerySet:
+    """The remembered facts the principal may read: a user's own; with an API key of the
+    admin scope the tenant's (one user's with `user_id`); none for another key, which owns
+    no facts of its own."""
+    facts = Fact.objects.filter(tenant=principal.tenant)
+    if principal.api_key is None:
+        return facts.filter(user=principal.user)
+    if not principal.has_scope(Scope.ADMIN):
+        return facts.none()
+    return facts if user_id is None else facts.filter(user_id=user_id)
+
+
+def fact_visible(*, principal: Principal, fact_id: Any) -> Fact:
+    """One fact of `facts_visible`; 404 otherwise."""
+    return get_for_tenant(facts_visible(principal=principal), principal.tenant, pk=_int(fact_id))
+
+
+def agent_named(*, tenant: Tenant, slug: str) -> Agent | None:
+    """The tenant's agent `slug` (active or not), or None: a field's choice, answered with a
+    field error rather than a 404. One query."""
+    return Agent.objects.filter(tenant=tenant, slug=slug).first()
+
+
+def crew_named(*, tenant: Tenant, slug: str) -> Crew | None:
+    """As agent_named, for a crew."""
+    return Crew.objects.filter(tenant=tenant, slug=slug).first()
+
+
+# -- quotas ---------------------------------------------------------------------------------
+def quotas_of(*, tenant: Tenant, scope: str | None = None, metric: str | None = None) -> QuerySet:
+    """The tenant's quotas with whom each limits; only of `scope` or `metric` when given."""
+    found = Quota.objects.filter(tenant=tenant).select_related("tenant", "user", "api_key", "agent")
+    if scope is not None:
+        found = found.filter(scope=scope)
+    if metric is not None:
+        found = found.filter(metric=metric)
+    return found
+
+
+def agent_usable(*, principal: Principal, slug: str) -> Agent:
+    """The tenant's active agent `slug` if the principal may start it; 404 otherwise."""
+    return get_for_tenant(access.usable(Agent, principal), principal.tenant, slug=slug)
+
+
+# -- evaluations ------------------------------------------------------------------------------
+def datasets_of(*, tenant: Tenant) -> QuerySet:
+    """The tenant's datasets, each with its `case_count` (one query)."""
+    return Dataset.objects.filter(tenant=tenant).annotate(case_count=Count("cases"))
+
+
+def dataset_case_count(dataset: Dataset) -> int:
+    """How many cases the dataset has: `case_count` when the list annotated it, else one
+    query."""
+    count = getattr(dataset, "case_count", None)
+    return dataset.cases.count() if count is None else count
+
+
+def dataset_cases(*, dataset: Dataset) -> QuerySet:
+    """The dataset's cases in their order."""
+    return dataset.cases.all()
+
+
+def case_get(*, tenant: Tenant, dataset: Dataset, case_id: Any) -> Case:
+    """One case of the dataset; 404 for another dataset's or tenant's."""
+    return get_for_tenant(dataset.cases.all(), tenant, pk=_int(case_id))
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def runs_visible(
+    *,
+    principal: Principal,
+    status: str | None = None,
+    agent_slug: str | None = None,
+    crew_slug: str | None = None,
+    conversation_id: int | None = None,
+    parent_id: int | None = None,
+) -> QuerySet:
+    """The runs the principal may see (agents.access.visible_runs) with their details
+    (runs_with_details), filtered by what is given. Four queries when listed."""
+    runs = runs_with_details(access.visible_runs(principal))
+    if status is not None:
+        runs = runs.filter(status=status)
+    if agent_slug is not None:
+        runs = runs.filter(agent__slug=agent_slug)
+    if crew_slug is not None:
+        runs = runs.filter(crew__slug=crew_slug)
+    if conversation_id is not None:
+        runs = runs.filter(conversation_id=conversation_id)
+    if parent_id is not None:
+        runs = runs.filter(parent_id=parent_id)
+    return runs
+
+
+def run_shown(*, tenant: Tenant, run_id: Any) -> Run:
+    """The tenant's run with what runs_visible adds (to show it afresh); 404 otherwise."""
+    return get_for_tenant(runs_with_details(Run.objects.all()), tenant, pk=_int(run_id))
+
+
+def runs_with_details(runs: QuerySet) -> QuerySet:
+    """`runs` with their agent, crew, approvals (their children's too) and verifications:
+    what the faces show of a run."""
+    runs = runs.select_related("agent", "crew")
+    return runs.prefetch_related("approvals", "children__approvals", "verifications")
+
+
+def runs_since(*, principal: Principal, since: Any) -> QuerySet:
+    """The runs the principal may see created since `since` (usage reports)."""
+    return access.visible_runs(principal).filter(created_at__gte=since)
+
+
+def run_approvals(run: Run) -> list[Approval]:
+    """The run's approvals and its child runs' (a crew surfaces its members'), by id. No
+    query when runs_visible or run_shown fetched the run."""
+    approvals = list(run.approvals.all())
+    for child in run.children.all():
+        approvals.extend(child.approvals.all())
+    return sorted(approvals, key=lambda approval: approval.pk)
+
+
+def run_with_key(*, tenant: Tenant, idempotency_key: str) -> Run | None:
+    """The tenant's run started with this Idempotency-Key, or None. One query."""
+    return Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
+
+
+def run_is_visible(*, principal: Principal, run: Run) -> bool:
+    """Whether the principal may see `run`. One query."""
+    return access.visible_runs(principal).filter(pk=run.pk).exists()
+
+
+def run_events_after(*, run: Run, after: int, limit: int) -> list[RunEvent]:
+    """At most `limit` of the run's events after sequence number `after`, in order."""
+    return list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
+
+
+# Not made with `store: false` (only that is stored: {"kept": false}): not found again.
+_KEPT = Q(client_request__isnull=True) | ~Q(client_request__has_key="kept")
+
+
+def stored_response_run(*, principal: Principal, run_id: int) -> Run | None:
+    """The top-level agent run behind an OpenAI Responses id that the key may see and that
+    was kept (stored), with its agent; else None. One query."""
+    runs = access.visible_runs(principal).filter(
+        pk=run_id, agent__isnull=False, parent__isnull=True
+    )
+    return runs.filter(_KEPT).select_related("agent").first()
+
+
+def crew_members(crew: Crew) -> list[Agent]:
+    """The crew's member agents in order; no query when crews_of or crew_configured
+    fetched the crew."""
+    return [member.agent for member in crew.members.all()]

@@ -29,32 +29,23 @@ QUERYSET_METHODS = {
 ARGUMENTLESS = {"all", "count", "exists", "first", "last", "iterator"}
 
 # Where a framework needs a queryset of its own: (module, the expression), each with why.
-FRAMEWORK: dict[tuple[str, str], str] = {}
+RELATED_FIELD = (
+    "DRF's related field takes its queryset where it is declared; TenantPrimaryKeyField and "
+    "TenantSlugField narrow it to the request's tenant through tenancy's tenant_rows"
+)
+FRAMEWORK: dict[tuple[str, str], str] = {
+    ("agentplatform/api/serializers.py", "ProviderConnection.objects.all()"): RELATED_FIELD,
+    ("agentplatform/api/serializers.py", "TenantGroup.objects.all()"): RELATED_FIELD,
+    ("agentplatform/api/serializers.py", "Agent.objects.all()"): RELATED_FIELD,
+    ("agentplatform/api/serializers.py", "Crew.objects.all()"): RELATED_FIELD,
+    ("agentplatform/api/knowledge_api.py", "ProviderConnection.objects.all()"): RELATED_FIELD,
+}
 
 # Reads not yet moved into selectors: module -> how many lines still query.
 NOT_YET_MOVED: dict[str, int] = {
-    "agentplatform/api/admin_api.py": 12,  # not yet moved
-    "agentplatform/api/agents_api.py": 20,  # not yet moved
-    "agentplatform/api/audit_api.py": 2,  # not yet moved
-    "agentplatform/api/evaluations_api.py": 8,  # not yet moved
-    "agentplatform/api/history_api.py": 1,  # not yet moved
-    "agentplatform/api/identity_providers_api.py": 2,  # not yet moved
-    "agentplatform/api/knowledge_api.py": 15,  # not yet moved
-    "agentplatform/api/mcp_connections_api.py": 3,  # not yet moved
-    "agentplatform/api/openai_compat.py": 4,  # not yet moved
-    "agentplatform/api/openai_responses.py": 2,  # not yet moved
-    "agentplatform/api/prices_api.py": 2,  # not yet moved
-    "agentplatform/api/providers_api.py": 4,  # not yet moved
-    "agentplatform/api/quotas_api.py": 5,  # not yet moved
-    "agentplatform/api/resources.py": 2,  # not yet moved
-    "agentplatform/api/runs.py": 11,  # not yet moved
-    "agentplatform/api/serializers.py": 9,  # not yet moved
-    "agentplatform/api/tools_api.py": 7,  # not yet moved
-    "agentplatform/api/triggers_api.py": 5,  # not yet moved
-    "agentplatform/api/usage_api.py": 1,  # not yet moved
     "agentplatform/web/activity/approvals.py": 6,  # not yet moved
     "agentplatform/web/activity/evaluations.py": 20,  # not yet moved
-    "agentplatform/web/activity/runs.py": 8,  # not yet moved
+    "agentplatform/web/activity/runs.py": 7,  # not yet moved
     "agentplatform/web/activity/timeline.py": 2,  # not yet moved
     "agentplatform/web/activity/usage.py": 5,  # not yet moved
     "agentplatform/web/activity/usage_page.py": 3,  # not yet moved
@@ -75,9 +66,9 @@ NOT_YET_MOVED: dict[str, int] = {
     "agentplatform/web/config/members.py": 5,  # not yet moved
     "agentplatform/web/config/model_aliases.py": 3,  # not yet moved
     "agentplatform/web/config/prices.py": 2,  # not yet moved
-    "agentplatform/web/config/quotas.py": 6,  # not yet moved
+    "agentplatform/web/config/quotas.py": 3,  # not yet moved
     "agentplatform/web/config/tools.py": 4,  # not yet moved
-    "agentplatform/web/config/triggers.py": 8,  # not yet moved
+    "agentplatform/web/config/triggers.py": 7,  # not yet moved
     "agentplatform/web/health.py": 1,  # not yet moved
     "agentplatform/web/knowledge/documents.py": 7,  # not yet moved
     "agentplatform/web/knowledge/knowledge_bases.py": 7,  # not yet moved
@@ -95,8 +86,13 @@ def queries(tree: ast.AST) -> Iterator[tuple[int, str]]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         for decorator in node.decorator_list
     }
+    empty = {  # `Model.objects.none()` runs no query (DRF's schema generation asks one)
+        id(node.func.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "none"
+    }
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in MANAGERS:
+        if isinstance(node, ast.Attribute) and node.attr in MANAGERS and id(node) not in empty:
             yield node.lineno, ast.unparse(node)
         elif isinstance(node, ast.Call) and id(node) not in decorators:
             func = node.func
@@ -121,10 +117,10 @@ def face_queries() -> dict[str, list[tuple[int, str]]]:
             module = str(path.relative_to(ROOT))
             widest: dict[int, str] = {}  # per line, the outermost expression
             for line, expression in queries(ast.parse(path.read_text(), str(path))):
-                if (module, expression) not in FRAMEWORK:
-                    widest[line] = max(widest.get(line, ""), expression, key=len)
-            if widest:
-                found[module] = sorted(widest.items())
+                widest[line] = max(widest.get(line, ""), expression, key=len)
+            hits = [(line, e) for line, e in widest.items() if (module, e) not in FRAMEWORK]
+            if hits:
+                found[module] = sorted(hits)
     return found
 
 
@@ -153,7 +149,7 @@ def test_the_framework_entries_still_exist():
         for face in FACES
         for path in (ROOT / face).rglob("*.py")
         for _, expression in queries(ast.parse(path.read_text()))
-    }
+    }  # (every expression: an allowed one is the widest of its line)
     assert not set(FRAMEWORK) - present
 
 
@@ -171,6 +167,7 @@ def view(request, pk, words):
     request.tenant.agents.filter(active=True)
     run.events.count()
     Run.objects
+    Run.objects.none()
     words.count("a"); words.get("a"); {}.values(); sorted(words)
 """
     assert sorted(line for line, _ in queries(ast.parse(source))) == [9, 9, 10, 11, 12, 13]

@@ -5,9 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
-from django.db.models import Q
 from django.urls import reverse
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -40,8 +38,7 @@ from agentplatform.api.serializers import (
     MemberRoleSerializer,
     MemberSerializer,
 )
-from agentplatform.tenancy import services
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy import selectors, services
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Role
 from agentplatform.tenancy.policy import Action
@@ -151,22 +148,12 @@ class ApiKeyViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return ApiKey.objects.none()
-        queryset = (
-            ApiKey.objects.filter(tenant=self.tenant)
-            .select_related("created_by", "created_by_key")
-            .with_creator_standing()
-        )
         active = query_bool(self.request, "active") if self.action == "list" else None
-        if active is not None:
-            usable = Q(revoked_at__isnull=True) & (
-                Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
-            )
-            queryset = queryset.filter(usable if active else ~usable)
-        return queryset
+        return selectors.api_keys_of(tenant=self.tenant, active=active)
 
     def get_object(self) -> ApiKey:
         pk = path_id(self.kwargs["pk"], "API key")
-        return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
+        return selectors.api_key_get(tenant=self.tenant, key_id=pk)
 
     def create(self, request: Request) -> Response:
         serializer = ApiKeyCreateSerializer(data=request.data)
@@ -290,13 +277,12 @@ class MemberViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Membership.objects.none()
-        queryset = Membership.objects.filter(tenant=self.tenant).select_related("user")
         role = query_text(self.request, "role") if self.action == "list" else None
-        return queryset if role is None else queryset.filter(role=role)
+        return selectors.memberships_of(tenant=self.tenant, role=role)
 
     def get_object(self) -> Membership:
         pk = path_id(self.kwargs["pk"], "member")
-        return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
+        return selectors.membership_get(tenant=self.tenant, membership_id=pk)
 
     def create(self, request: Request) -> Response:
         """An invitation, not a membership: the answer is the same whether or not an
@@ -382,16 +368,11 @@ class InvitationViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Invitation.objects.none()
-        queryset = Invitation.objects.filter(tenant=self.tenant).select_related("invited_by")
-        if self.action == "list":
-            queryset = queryset.filter(
-                accepted_at=None, declined_at=None, revoked_at=None, expires_at__gt=timezone.now()
-            )
-        return queryset
+        return selectors.invitations_of(tenant=self.tenant, open_only=self.action == "list")
 
     def get_object(self) -> Invitation:
         pk = path_id(self.kwargs["pk"], "invitation")
-        return get_for_tenant(self.get_queryset(), self.tenant, pk=pk)
+        return selectors.invitation_get(tenant=self.tenant, invitation_id=pk)
 
     def destroy(self, request: Request, pk: str) -> Response:
         services.invitation_revoke(invitation=self.get_object(), by=self.principal)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from typing import Any
+
 from django.db import models
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -38,30 +39,15 @@ from agentplatform.api.serializers import (
     FactSerializer,
     MessageSerializer,
 )
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Scope
+from agentplatform.tenancy.models import ApiKey
 from agentplatform.tenancy.policy import Action
-from agents.models import Agent, Conversation, Crew, Fact, Message
+from agents import selectors
+from agents.models import Agent, Conversation, Crew, Fact
 from agents.services import agent_delete, conversation_delete, crew_delete, fact_delete
 from agents.tool_sources import agent_context_providers
 
 ACTIVE = OpenApiParameter("active", OpenApiTypes.BOOL, description="Only active (or inactive).")
 SLUG = OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH)
-
-
-class SlugLookup:
-    """Detail views by `slug`, answering 404 for other tenants' slugs."""
-
-    lookup_field = "slug"
-    model: type[models.Model]
-
-    def get_object(self) -> models.Model:
-        slug = path_text(self.kwargs["slug"])
-        queryset = self.detail_queryset()
-        return get_for_tenant(queryset, self.tenant, slug=slug)
-
-    def detail_queryset(self) -> models.QuerySet:
-        return self.model.objects.all()
 
 
 AGENT_EXAMPLE = {
@@ -112,21 +98,26 @@ AGENT_RESPONSE = {
         response_example=AGENT_RESPONSE,
     )
 )
-class AgentViewSet(SlugLookup, TenantCrudViewSet):
+class AgentViewSet(TenantCrudViewSet):
     """The tenant's agents. `remote_token` is write-only (`has_remote_token` says whether
     one is stored)."""
 
     model = Agent
     serializer_class = AgentSerializer
+    lookup_field = "slug"
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        active = query_bool(self.request, "active")
-        if active is not None:
-            queryset = queryset.filter(active=active)
-        kind = query_text(self.request, "kind")
-        if kind is not None:
-            queryset = queryset.filter(kind=kind)
-        return queryset
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.agents_of(tenant=self.tenant, **filters)
+
+    def list_filters(self) -> dict[str, Any]:
+        return {
+            "active": query_bool(self.request, "active"),
+            "kind": query_text(self.request, "kind"),
+        }
+
+    def get_object(self) -> Agent:
+        slug = path_text(self.kwargs["slug"])
+        return selectors.agent_configured(tenant=self.tenant, slug=slug)
 
     def delete_with_service(self, instance: Agent) -> None:
         agent_delete(tenant=self.tenant, agent=instance)
@@ -203,26 +194,25 @@ CREW_RESPONSE = {
         response_example=CREW_RESPONSE,
     )
 )
-class CrewViewSet(SlugLookup, TenantCrudViewSet):
+class CrewViewSet(TenantCrudViewSet):
     """The tenant's crews; `members` is the ordered list of member agents' slugs."""
 
     model = Crew
     serializer_class = CrewSerializer
+    lookup_field = "slug"
 
-    def get_queryset(self) -> models.QuerySet:
-        return super().get_queryset().select_related("manager").prefetch_related("members__agent")
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.crews_of(tenant=self.tenant, **filters)
 
-    def detail_queryset(self) -> models.QuerySet:
-        return Crew.objects.select_related("manager").prefetch_related("members__agent")
+    def list_filters(self) -> dict[str, Any]:
+        return {
+            "active": query_bool(self.request, "active"),
+            "mode": query_text(self.request, "mode"),
+        }
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        active = query_bool(self.request, "active")
-        if active is not None:
-            queryset = queryset.filter(active=active)
-        mode = query_text(self.request, "mode")
-        if mode is not None:
-            queryset = queryset.filter(mode=mode)
-        return queryset
+    def get_object(self) -> Crew:
+        slug = path_text(self.kwargs["slug"])
+        return selectors.crew_configured(tenant=self.tenant, slug=slug)
 
     def delete_with_service(self, instance: Crew) -> None:
         crew_delete(tenant=self.tenant, crew=instance)
@@ -296,21 +286,19 @@ class ConversationViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Conversation.objects.none()
-        queryset = Conversation.objects.filter(tenant=self.tenant, **self.owner_filter())
-        queryset = queryset.select_related("agent", "crew")
         if self.action != "list":
-            return queryset
-        agent = query_text(self.request, "agent")
-        if agent is not None:
-            queryset = queryset.filter(agent__slug=agent)
-        crew = query_text(self.request, "crew")
-        if crew is not None:
-            queryset = queryset.filter(crew__slug=crew)
-        return queryset
+            return selectors.conversations_of(tenant=self.tenant, owner=self.actor)
+        return selectors.conversations_of(
+            tenant=self.tenant,
+            owner=self.actor,
+            agent_slug=query_text(self.request, "agent"),
+            crew_slug=query_text(self.request, "crew"),
+        )
 
     def get_object(self) -> Conversation:
-        return get_for_tenant(
-            self.get_queryset(), self.tenant, pk=path_id(self.kwargs["pk"], "conversation")
+        conversation_id = path_id(self.kwargs["pk"], "conversation")
+        return selectors.conversation_of(
+            tenant=self.tenant, owner=self.actor, conversation_id=conversation_id
         )
 
     def perform_create(self, serializer) -> None:
@@ -342,8 +330,8 @@ class ConversationViewSet(
     @action(detail=True, methods=["get"], pagination_class=OldestFirst)
     def messages(self, request: Request, pk: str) -> Response:
         conversation = self.get_object()
-        queryset = Message.objects.filter(tenant=self.tenant, conversation=conversation)
-        page = self.paginate_queryset(queryset)
+        messages = selectors.conversation_messages(tenant=self.tenant, conversation=conversation)
+        page = self.paginate_queryset(messages)
         return self.get_paginated_response(MessageSerializer(page, many=True).data)
 
 
@@ -395,19 +383,12 @@ class FactViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Fact.objects.none()
-        queryset = Fact.objects.filter(tenant=self.tenant)
-        user = self.actor
-        if isinstance(user, AbstractBaseUser):
-            return queryset.filter(user=user)
-        if not self.principal.has_scope(Scope.ADMIN):  # a key owns no facts of its own
-            return queryset.none()
         user_id = query_int(self.request, "user") if self.action == "list" else None
-        return queryset if user_id is None else queryset.filter(user_id=user_id)
+        return selectors.facts_visible(principal=self.principal, user_id=user_id)
 
     def get_object(self) -> Fact:
-        return get_for_tenant(
-            self.get_queryset(), self.tenant, pk=path_id(self.kwargs["pk"], "fact")
-        )
+        fact_id = path_id(self.kwargs["pk"], "fact")
+        return selectors.fact_visible(principal=self.principal, fact_id=fact_id)
 
     def destroy(self, request: Request, *args, **kwargs) -> Response:
         fact_delete(tenant=self.tenant, fact=self.get_object())

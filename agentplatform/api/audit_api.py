@@ -12,7 +12,8 @@ from rest_framework.response import Response
 
 from agentplatform.api.resources import TenantViewSet
 from agentplatform.api.schema import ERRORS
-from agentplatform.tenancy.audit_log import AuditFilterForm, audit_entries
+from agentplatform.tenancy import selectors
+from agentplatform.tenancy.audit_log import AuditFilterForm
 from agentplatform.tenancy.models import AuditAction, AuditEntry
 from agentplatform.tenancy.policy import Action
 
@@ -68,7 +69,7 @@ class AuditLogViewSet(mixins.ListModelMixin, TenantViewSet):
         form = AuditFilterForm(self.request.query_params)
         if not form.is_valid():
             raise exceptions.ValidationError(_errors(form))
-        return form.apply(audit_entries(self.tenant)).order_by("-id")
+        return selectors.audit_entries_matching(tenant=self.tenant, form=form)
 
     @extend_schema(
         summary="List audit log entries",

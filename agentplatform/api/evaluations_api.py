@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -30,10 +30,9 @@ from agentplatform.api.tenant import (
     TenantPolicyView,
     request_user_or_key,
 )
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
-from agents import access
+from agents import access, selectors
 from agents.evaluations import (
     case_delete,
     case_from_run,
@@ -49,7 +48,6 @@ from agents.evaluations import (
     visible_evaluations,
 )
 from agents.models import (
-    Agent,
     Case,
     Dataset,
     Evaluation,
@@ -57,7 +55,7 @@ from agents.models import (
     Feedback,
     Rating,
 )
-from providers.models import ProviderConnection
+from providers.selectors import connection_of
 
 # -- examples (the documentation's; every operation shows one) ----------------------------
 DATASET_EXAMPLE = {
@@ -106,8 +104,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_cases(self, dataset: Dataset) -> int:
-        count = getattr(dataset, "case_count", None)  # (annotated by the list: one query)
-        return dataset.cases.count() if count is None else count
+        return selectors.dataset_case_count(dataset)
 
 
 class DatasetWriteSerializer(StrictSerializer):
@@ -274,7 +271,7 @@ class EvaluationsView(TenantPolicyView, GenericAPIView):
     parser_classes = PARSERS
 
     def dataset(self, dataset_id: str) -> Dataset:
-        return get_for_tenant(Dataset, self.tenant, pk=path_id(dataset_id, "dataset"))
+        return dataset_get(tenant=self.tenant, name_or_id=path_id(dataset_id, "dataset"))
 
     def body(self, serializer_class, *, partial: bool = False) -> dict[str, Any]:
         body = serializer_class(data=self.request.data, partial=partial)
@@ -284,8 +281,7 @@ class EvaluationsView(TenantPolicyView, GenericAPIView):
 
 def _dataset_changes(tenant: Tenant, data: dict[str, Any]) -> dict[str, Any]:
     if "judge_connection" in data and data["judge_connection"] is not None:
-        found = ProviderConnection.objects.filter(tenant=tenant, pk=data["judge_connection"])
-        connection = found.first()
+        connection = connection_of(tenant=tenant, connection_id=data["judge_connection"])
         if connection is None:
             raise serializers.ValidationError(
                 {"judge_connection": ["Choose one of this tenant's connections."]}
@@ -299,7 +295,7 @@ class DatasetListCreate(EvaluationsView):
     pagination_class = NewestFirstChecked
 
     def get_queryset(self) -> QuerySet[Dataset]:
-        return Dataset.objects.filter(tenant=self.tenant).annotate(case_count=Count("cases"))
+        return selectors.datasets_of(tenant=self.tenant)
 
     @extend_schema(
         summary="List datasets",
@@ -373,7 +369,7 @@ class CaseListCreate(EvaluationsView):
         examples=[shown("Cases", [CASE_EXAMPLE])],
     )
     def get(self, request: Request, dataset_id: str) -> Response:
-        page = self.paginate_queryset(self.dataset(dataset_id).cases.all())
+        page = self.paginate_queryset(selectors.dataset_cases(dataset=self.dataset(dataset_id)))
         return self.get_paginated_response(CaseSerializer(page, many=True).data)
 
     @extend_schema(
@@ -401,7 +397,8 @@ class CaseDetail(EvaluationsView):
 
     def case(self, dataset_id: str, case_id: str) -> Case:
         dataset = self.dataset(dataset_id)
-        return get_for_tenant(dataset.cases.all(), self.tenant, pk=path_id(case_id, "case"))
+        case_id = path_id(case_id, "case")
+        return selectors.case_get(tenant=self.tenant, dataset=dataset, case_id=case_id)
 
     @extend_schema(
         summary="Get a case",
@@ -465,9 +462,7 @@ class EvaluationListCreate(EvaluationsView):
     def post(self, request: Request) -> Response:
         data = self.body(EvaluationCreateSerializer)
         dataset = dataset_get(tenant=self.tenant, name_or_id=path_text(data["dataset"]))
-        agent = get_for_tenant(
-            access.usable(Agent, self.principal), self.tenant, slug=data["agent"]
-        )
+        agent = selectors.agent_usable(principal=self.principal, slug=data["agent"])
         evaluation = evaluation_start(
             tenant=self.tenant, dataset=dataset, agent=agent, by=request_user_or_key(request)
         )

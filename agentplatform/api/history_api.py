@@ -21,8 +21,7 @@ from agentplatform.api.resources import PARSERS, path_id, path_text
 from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
 from agentplatform.saving import SaveConflict
-from agentplatform.tenancy import history
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy import history, selectors
 from agentplatform.tenancy.models import ConfigVersion
 from agentplatform.tenancy.policy import Action
 
@@ -93,7 +92,9 @@ class VersionView(TenantPolicyView, GenericAPIView):
         field = LOOKUPS[kind]
         key = lookup[field]
         value: Any = path_id(key) if field == "pk" else path_text(key)
-        return get_for_tenant(history.kind_named(kind).model, self.tenant, **{field: value})
+        return selectors.versioned_object_get(
+            tenant=self.tenant, kind=kind, field=field, value=value
+        )
 
 
 class VersionList(VersionView):

@@ -138,12 +138,8 @@ class IdentityProviderViewSet(TenantCrudViewSet):
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return IdentityProvider.objects.none()
-        queryset = identity_provider_list(by=self.principal)
-        return self.filter_list(queryset) if self.action == "list" else queryset
-
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        enabled = query_bool(self.request, "enabled")
-        return queryset if enabled is None else queryset.filter(enabled=enabled)
+        enabled = query_bool(self.request, "enabled") if self.action == "list" else None
+        return identity_provider_list(by=self.principal, enabled=enabled)
 
     def get_object(self) -> IdentityProvider:
         pk = path_id(self.kwargs["pk"], "identity provider")

@@ -42,13 +42,13 @@ from agentplatform.api.serializers import (
     TenantPrimaryKeyField,
 )
 from agentplatform.api.tenant import request_user_or_key
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
 from agents import quotas
 from agents.models import Agent
+from agents.selectors import agents_named
 from providers.models import ProviderConnection
-from rag import services
+from rag import selectors, services
 from rag.models import Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K, MODES
@@ -82,7 +82,7 @@ class AgentSlugsField(serializers.ListField):
     """The agents that search this knowledge base, by slug."""
 
     def get_attribute(self, knowledge_base: KnowledgeBase) -> list[str]:
-        return sorted(agent.slug for agent in knowledge_base.agents.all())
+        return selectors.knowledge_base_agent_slugs(knowledge_base)
 
 
 class KnowledgeBaseSerializer(CleanModelSerializer):
@@ -137,15 +137,11 @@ class KnowledgeBaseSerializer(CleanModelSerializer):
         return ProviderHealthSerializer(knowledge_base.health.as_json()).data
 
     def get_document_count(self, knowledge_base: KnowledgeBase) -> int:
-        count = getattr(knowledge_base, "document_total", None)
-        return knowledge_base.documents.count() if count is None else count
+        return selectors.knowledge_base_document_count(knowledge_base)
 
     def validate_agents(self, slugs: list[str]) -> list[Agent]:
         wanted = set(slugs)
-        found = {
-            agent.slug: agent
-            for agent in Agent.objects.filter(tenant=self.context["tenant"], slug__in=wanted)
-        }
+        found = agents_named(tenant=self.context["tenant"], slugs=sorted(wanted))
         missing = sorted(wanted - found.keys())
         if missing:
             raise serializers.ValidationError(f"No such agents here: {', '.join(missing)}.")
@@ -354,13 +350,7 @@ HIT_EXAMPLE = {
 def knowledge_base_for(tenant: Tenant, value: str) -> KnowledgeBase:
     """The tenant's knowledge base by slug, else by numeric id; 404 otherwise."""
     value = path_text(value, "knowledge base")
-    queryset = KnowledgeBase.objects.filter(tenant=tenant)
-    found = queryset.filter(slug=value).first()
-    if found is None and value.isascii() and value.isdigit():
-        found = queryset.filter(pk=path_id(value, "knowledge base")).first()
-    if found is None:
-        raise exceptions.NotFound("No such knowledge base.")
-    return found
+    return selectors.knowledge_base_get(tenant=tenant, slug_or_id=value)
 
 
 @extend_schema_view(
@@ -392,21 +382,15 @@ class KnowledgeBaseViewSet(TenantCrudViewSet):
     serializer_class = KnowledgeBaseSerializer
     lookup_field = "slug"
 
-    def get_queryset(self) -> models.QuerySet:
-        queryset = super().get_queryset()
-        return queryset.prefetch_related("agents").annotate(
-            document_total=models.Count("documents", distinct=True)
-        )
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.knowledge_bases_of(tenant=self.tenant, **filters)
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        embedder = query_text(self.request, "embedder")
-        if embedder is not None:
-            queryset = queryset.filter(embedder=embedder)
-        return queryset
+    def list_filters(self) -> dict[str, Any]:
+        return {"embedder": query_text(self.request, "embedder")}
 
     def get_object(self) -> KnowledgeBase:
-        found = knowledge_base_for(self.tenant, self.kwargs["slug"])
-        return self.get_queryset().get(pk=found.pk)
+        slug = path_text(self.kwargs["slug"], "knowledge base")
+        return selectors.knowledge_base_shown(tenant=self.tenant, slug_or_id=slug)
 
     def delete_with_service(self, instance: KnowledgeBase) -> None:
         services.knowledge_base_delete(tenant=self.tenant, knowledge_base=instance)
@@ -557,21 +541,17 @@ class DocumentViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Document.objects.none()
-        queryset = (
-            Document.objects.filter(tenant=self.tenant, knowledge_base=self.knowledge_base())
-            .select_related("knowledge_base")
-            .defer("content")
-            .annotate(content_size=models.functions.Length("content"))
+        wanted = query_text(self.request, "status") if self.action == "list" else None
+        return selectors.documents_of(
+            tenant=self.tenant, knowledge_base=self.knowledge_base(), status=wanted
         )
-        if self.action == "list":
-            wanted = query_text(self.request, "status")
-            if wanted is not None:
-                queryset = queryset.filter(status=wanted)
-        return queryset
 
     def get_object(self) -> Document:
-        return get_for_tenant(
-            self.get_queryset(), self.tenant, pk=path_id(self.kwargs["pk"], "document")
+        return self.document(path_id(self.kwargs["pk"], "document"))
+
+    def document(self, document_id: int) -> Document:
+        return selectors.document_get(
+            tenant=self.tenant, knowledge_base=self.knowledge_base(), document_id=document_id
         )
 
     def create(self, request: Request, *args, **kwargs) -> Response:
@@ -618,4 +598,4 @@ class DocumentViewSet(
     def _present(self, document: Document | None) -> dict[str, Any]:
         """A document as the API shows it, read afresh (the service may have queued it)."""
         pk = document.pk if isinstance(document, Document) else self.get_object().pk
-        return DocumentSerializer(self.get_queryset().get(pk=pk)).data
+        return DocumentSerializer(self.document(pk)).data

@@ -4,6 +4,8 @@ them) actions. Saving makes no network call; `refresh` (or the periodic refresh)
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -26,8 +28,8 @@ from agentplatform.api.resources import (
 )
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.serializers import McpConnectionCheckSerializer, McpConnectionSerializer
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
+from tools import selectors
 from tools.mcp_connections import (
     mcp_connection_delete,
     mcp_connection_refresh,
@@ -99,18 +101,18 @@ class McpConnectionViewSet(TenantCrudViewSet):
     serializer_class = McpConnectionSerializer
     action_policy = {"test": Action.CHANGE_CONFIG, "refresh": Action.CHANGE_CONFIG}
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        enabled = query_bool(self.request, "enabled")
-        if enabled is not None:
-            queryset = queryset.filter(enabled=enabled)
-        domain = query_text(self.request, "domain", max_length=40)
-        if domain is not None:
-            queryset = queryset.filter(domains__contains=[domain])
-        return queryset
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.mcp_connections_of(tenant=self.tenant, **filters)
+
+    def list_filters(self) -> dict[str, Any]:
+        return {
+            "enabled": query_bool(self.request, "enabled"),
+            "domain": query_text(self.request, "domain", max_length=40),
+        }
 
     def get_object(self) -> McpServerConnection:
         pk = path_id(self.kwargs["pk"], "MCP server connection")
-        return get_for_tenant(McpServerConnection, self.tenant, pk=pk)
+        return selectors.mcp_connection_get(tenant=self.tenant, connection_id=pk)
 
     def delete_with_service(self, instance: McpServerConnection) -> None:
         mcp_connection_delete(tenant=self.tenant, connection=instance)

@@ -60,7 +60,7 @@ from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text, run_start
 from agents.runtime.spec import RunStatus
-from agents.selectors import model_target
+from agents.selectors import active_agents_and_crews, model_target
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused, check_total
 from providers.services import gateway_models
@@ -83,14 +83,10 @@ def _models(key: ApiKey) -> list[dict[str, Any]]:
     those a key limited to agents may run. Then each OpenAI(-compatible) connection's
     allowed models (its default model when it allows any) as `<connection>/<model>`."""
     tenant = key.tenant
-    agents = Agent.objects.filter(tenant=tenant, active=True).order_by("slug")
-    crews = Crew.objects.filter(tenant=tenant, active=True).order_by("slug")
-    if key.allowed_agents:
-        agents = agents.filter(slug__in=key.allowed_agents)
-        crews = crews.filter(slug__in=key.allowed_agents)
+    slugs = key.allowed_agents or None
     seen: set[str] = set()
     data = []
-    for item in [*agents, *crews]:
+    for item in active_agents_and_crews(tenant_id=tenant.pk, slugs=slugs):
         if item.slug not in seen:
             seen.add(item.slug)
             data.append(_model_object(item.slug, item.created_at, tenant))

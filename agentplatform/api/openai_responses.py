@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.api.gateway import is_gateway_model
@@ -70,17 +69,14 @@ from agentplatform.api.sse import event_stream_response
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, Principal, declares
-from agents.access import visible_runs
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, recorded_ending
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.runtime.state import RunState
+from agents.selectors import stored_response_run
 from providers.runtime.openai_adapter import to_openai_messages
 from providers.runtime.types import UserMessage
-
-# Not made with `store: false` (only that is stored: {"kept": false}).
-_KEPT = Q(client_request__isnull=True) | ~Q(client_request__has_key="kept")
 
 
 @dataclass(frozen=True)
@@ -111,12 +107,7 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
 
 def _conversation_so_far(client: ApiClient, previous_id: int) -> list[dict[str, Any]]:
     """The turns a previous response's run ended with, as Chat Completions messages."""
-    run = (
-        visible_runs(Principal.of_key(client.api_key))
-        .filter(pk=previous_id, agent__isnull=False, parent__isnull=True)
-        .filter(_KEPT)
-        .first()
-    )
+    run = stored_response_run(principal=Principal.of_key(client.api_key), run_id=previous_id)
     if run is None:
         raise OpenAIError(404, f"No response {PREFIX}{previous_id}.", param="previous_response_id")
     if run.status not in TERMINAL or not run.state:
@@ -265,13 +256,8 @@ async def _events(
 def _stored_response(request: HttpRequest, client: ApiClient, response_id: str) -> dict[str, Any]:
     run = None
     if is_response_id(response_id):
-        run = (
-            visible_runs(Principal.of_key(client.api_key))
-            .filter(pk=int(response_id[5:]), agent__isnull=False, parent__isnull=True)
-            .filter(_KEPT)
-            .select_related("agent")
-            .first()
-        )
+        principal = Principal.of_key(client.api_key)
+        run = stored_response_run(principal=principal, run_id=int(response_id[5:]))
     if run is None:
         raise OpenAIError(404, f"No response {response_id}.", code="not_found")
     model = _model_name(run)

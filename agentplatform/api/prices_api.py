@@ -26,8 +26,8 @@ from agentplatform.api.resources import (
     query_text,
 )
 from agentplatform.api.schema import ERRORS
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
+from providers import selectors
 from providers.models import ModelPrice
 from providers.pricing import DEFAULT_PRICES
 from providers.services import price_delete, price_save
@@ -86,12 +86,15 @@ class ModelPriceViewSet(TenantCrudViewSet):
     model = ModelPrice
     serializer_class = ModelPriceSerializer
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        kind = query_text(self.request, "provider_kind")
-        return queryset if kind is None else queryset.filter(provider_kind=kind)
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.prices_of(tenant=self.tenant, **filters)
+
+    def list_filters(self) -> dict[str, Any]:
+        return {"provider_kind": query_text(self.request, "provider_kind")}
 
     def get_object(self) -> ModelPrice:
-        return get_for_tenant(ModelPrice, self.tenant, pk=path_id(self.kwargs["pk"], "price"))
+        price_id = path_id(self.kwargs["pk"], "price")
+        return selectors.price_get(tenant=self.tenant, price_id=price_id)
 
     def delete_with_service(self, instance: ModelPrice) -> None:
         price_delete(tenant=self.tenant, price=instance)

@@ -3,6 +3,8 @@ aliases (gateway fallback and load sharing)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -29,7 +31,7 @@ from agentplatform.api.serializers import (
     ModelAliasSerializer,
     ProviderConnectionSerializer,
 )
-from agentplatform.tenancy.access import get_for_tenant
+from providers import selectors
 from providers.models import ModelAlias, ProviderConnection
 from providers.services import connection_delete, connection_test, model_alias_delete
 
@@ -80,18 +82,18 @@ class ProviderConnectionViewSet(TenantCrudViewSet):
     model = ProviderConnection
     serializer_class = ProviderConnectionSerializer
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        kind = query_text(self.request, "kind")
-        if kind is not None:
-            queryset = queryset.filter(kind=kind)
-        is_default = query_bool(self.request, "is_default")
-        if is_default is not None:
-            queryset = queryset.filter(is_default=is_default)
-        return queryset
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.connections_of(tenant=self.tenant, **filters)
+
+    def list_filters(self) -> dict[str, Any]:
+        return {
+            "kind": query_text(self.request, "kind"),
+            "is_default": query_bool(self.request, "is_default"),
+        }
 
     def get_object(self) -> ProviderConnection:
         pk = path_id(self.kwargs["pk"], "provider connection")
-        return get_for_tenant(ProviderConnection, self.tenant, pk=pk)
+        return selectors.connection_get(tenant=self.tenant, connection_id=pk)
 
     def delete_with_service(self, instance: ProviderConnection) -> None:
         connection_delete(tenant=self.tenant, connection=instance)
@@ -171,9 +173,12 @@ class ModelAliasViewSet(TenantCrudViewSet):
     model = ModelAlias
     serializer_class = ModelAliasSerializer
 
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.model_aliases_of(tenant=self.tenant)
+
     def get_object(self) -> ModelAlias:
         pk = path_id(self.kwargs["pk"], "model alias")
-        return get_for_tenant(ModelAlias, self.tenant, pk=pk)
+        return selectors.model_alias_get(tenant=self.tenant, alias_id=pk)
 
     def delete_with_service(self, instance: ModelAlias) -> None:
         model_alias_delete(tenant=self.tenant, alias=instance)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.db import models
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_view
 from rest_framework import serializers
@@ -18,8 +18,9 @@ from agentplatform.api.resources import (
     crud_schema,
     query_text,
 )
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agents import quotas
+from agentplatform.tenancy import selectors as tenancy_selectors
+from agentplatform.tenancy.models import Tenant
+from agents import quotas, selectors
 from agents.models import Agent, Quota, QuotaMetric, QuotaPeriod, QuotaScope
 
 REQUEST_EXAMPLE = {
@@ -144,21 +145,19 @@ def _targets(tenant: Tenant, changes: dict[str, Any]) -> dict[str, Any]:
         name = changes.pop("member")
         user = None
         if name:
-            user = (
-                get_user_model().objects.filter(username=name, memberships__tenant=tenant).first()
-            )
+            user = tenancy_selectors.member_user(tenant=tenant, username=name)
             if user is None:
                 errors["member"] = "No member of this tenant has that username."
         changes["user"] = user
     if "api_key" in changes:
         key_id = changes.pop("api_key")
-        key = ApiKey.objects.filter(tenant=tenant, pk=key_id).first() if key_id else None
+        key = tenancy_selectors.api_key_of(tenant=tenant, key_id=key_id) if key_id else None
         if key_id and key is None:
             errors["api_key"] = "No API key of this tenant has that id."
         changes["api_key"] = key
     if "agent" in changes:
         slug = changes.pop("agent")
-        agent = Agent.objects.filter(tenant=tenant, slug=slug).first() if slug else None
+        agent = selectors.agent_named(tenant=tenant, slug=slug) if slug else None
         if slug and agent is None:
             errors["agent"] = "No agent of this tenant has that slug."
         changes["agent"] = agent
@@ -190,15 +189,11 @@ class QuotaViewSet(TenantCrudViewSet):
     model = Quota
     serializer_class = QuotaSerializer
 
-    def get_queryset(self):
-        return super().get_queryset().select_related("tenant", "user", "api_key", "agent")
+    def select(self, **filters: Any) -> models.QuerySet:
+        return selectors.quotas_of(tenant=self.tenant, **filters)
 
-    def filter_list(self, queryset):
-        for name in ("scope", "metric"):
-            value = query_text(self.request, name)
-            if value is not None:
-                queryset = queryset.filter(**{name: value})
-        return queryset
+    def list_filters(self) -> dict[str, Any]:
+        return {name: query_text(self.request, name) for name in ("scope", "metric")}
 
     def get_object(self) -> Quota:
         return quotas.quota_get(tenant=self.tenant, quota_id=self.kwargs["pk"])

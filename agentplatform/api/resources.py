@@ -1,10 +1,10 @@
 """The shared shape of the tenant resource endpoints (agents, crews, tools, ...).
 
-Every resource view acts for `request_tenant(request)`, reads through a tenant-filtered
-queryset (another tenant's ids answer 404), asks the access policy for `read_action`/`write_action`
-(per DRF action in `action_policy`),
-and refuses input it cannot store (unknown fields, NUL characters, absurd nesting) with a
-400 instead of letting the database or the JSON parser answer with a 500.
+Every resource view acts for `request_tenant(request)`, reads through its app's selectors
+(tenant-filtered: another tenant's ids answer 404), asks the access policy for
+`read_action`/`write_action` (per DRF action in `action_policy`), and refuses input it
+cannot store (unknown fields, NUL characters, absurd nesting) with a 400 instead of letting
+the database or the JSON parser answer with a 500.
 """
 
 from __future__ import annotations
@@ -294,12 +294,16 @@ class TenantCrudViewSet(
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return self.model.objects.none()
-        queryset = self.model.objects.filter(tenant=self.tenant)
-        return self.filter_list(queryset) if self.action == "list" else queryset
+        return self.select(**(self.list_filters() if self.action == "list" else {}))
 
-    def filter_list(self, queryset: models.QuerySet) -> models.QuerySet:
-        """The list's query-parameter filters."""
-        return queryset
+    def select(self, **filters: Any) -> models.QuerySet:
+        """The tenant's objects, from the owning app's selector; `filters` are the list's
+        (`list_filters`)."""
+        raise NotImplementedError
+
+    def list_filters(self) -> dict[str, Any]:
+        """The list's query-parameter filters, as keyword arguments of `select`."""
+        return {}
 
     def perform_create(self, serializer) -> None:
         serializer.save(tenant=self.tenant)

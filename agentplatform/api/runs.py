@@ -72,7 +72,18 @@ from agents.runs import (
     run_start,
 )
 from agents.runtime.spec import RunStatus
-from agents.selectors import agent_get, approval_get, conversation_get, crew_get
+from agents.selectors import (
+    agent_get,
+    approval_get,
+    conversation_get,
+    crew_get,
+    run_approvals,
+    run_events_after,
+    run_is_visible,
+    run_shown,
+    run_with_key,
+    runs_visible,
+)
 from agents.verification import verify
 
 MAX_IDEMPOTENCY_KEY = 200
@@ -232,11 +243,7 @@ class RunSerializer(serializers.ModelSerializer):
     def get_approvals(self, run: Run) -> list[dict[str, Any]]:
         """The run's approvals and its child runs' (a crew surfaces its members'); decide
         any of them at this run's approvals URL."""
-        approvals = list(run.approvals.all())
-        for child in run.children.all():
-            approvals.extend(child.approvals.all())
-        approvals.sort(key=lambda a: a.pk)
-        return ApprovalSerializer(approvals, many=True).data
+        return ApprovalSerializer(run_approvals(run), many=True).data
 
 
 def _no_nul(value: str) -> None:
@@ -392,12 +399,7 @@ class RunView(TenantPolicyView, GenericAPIView):
         return access.visible_run(self.principal, path_id(run_id, "run"))
 
     def run_data(self, run: Run) -> dict[str, Any]:
-        run = (
-            Run.objects.select_related("agent", "crew")
-            .prefetch_related("approvals", "children__approvals", "verifications")
-            .get(pk=run.pk)
-        )
-        return RunSerializer(run).data
+        return RunSerializer(run_shown(tenant=self.tenant, run_id=run.pk)).data
 
 
 def _query_text(request: Request, name: str) -> str | None:
@@ -434,26 +436,18 @@ class RunListCreate(EventStreamNegotiation, RunView):
     pagination_class = NewestFirstChecked
 
     def get_queryset(self) -> QuerySet[Run]:
-        runs = (
-            access.visible_runs(self.principal)
-            .select_related("agent", "crew")
-            .prefetch_related("approvals", "children__approvals", "verifications")
-        )
         status_filter = _query_text(self.request, "status")
-        if status_filter is not None:
-            if status_filter not in RunStatus._value2member_map_:
-                choices = ", ".join(s.value for s in RunStatus)
-                raise exceptions.ValidationError({"status": [f"One of: {choices}."]})
-            runs = runs.filter(status=status_filter)
-        for name in ("agent", "crew"):
-            slug = _query_text(self.request, name)
-            if slug is not None:
-                runs = runs.filter(**{f"{name}__slug": slug})
-        for name in ("conversation", "parent"):
-            value = query_int(self.request, name)
-            if value is not None:
-                runs = runs.filter(**{f"{name}_id": value})
-        return runs
+        if status_filter is not None and status_filter not in RunStatus._value2member_map_:
+            choices = ", ".join(s.value for s in RunStatus)
+            raise exceptions.ValidationError({"status": [f"One of: {choices}."]})
+        return runs_visible(
+            principal=self.principal,
+            status=status_filter,
+            agent_slug=_query_text(self.request, "agent"),
+            crew_slug=_query_text(self.request, "crew"),
+            conversation_id=query_int(self.request, "conversation"),
+            parent_id=query_int(self.request, "parent"),
+        )
 
     @extend_schema(
         summary="List runs",
@@ -546,9 +540,9 @@ class RunListCreate(EventStreamNegotiation, RunView):
         before = timezone.now()
         existing = None
         if key is not None:
-            existing = Run.objects.filter(tenant=tenant, idempotency_key=key).first()
+            existing = run_with_key(tenant=tenant, idempotency_key=key)
         if existing is not None:
-            mine = access.visible_runs(self.principal).filter(pk=existing.pk).exists()
+            mine = run_is_visible(principal=self.principal, run=existing)
             if not mine or not _same_request(existing, agent, crew, data):
                 raise Conflict(
                     "This Idempotency-Key was used for a different request.",
@@ -650,7 +644,7 @@ class RunEvents(EventStreamNegotiation, RunView):
         if self.wants_event_stream(request):
             return event_stream_response(run_event_stream(run, after))
         limit = min(query_int(request, "limit") or EVENTS_PAGE, MAX_EVENTS_PAGE)
-        rows = list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[: limit + 1])
+        rows = run_events_after(run=run, after=after, limit=limit + 1)
         has_more = len(rows) > limit
         rows = rows[:limit]
         return Response(

@@ -27,7 +27,9 @@ from agentplatform.tenancy.models import (
     Tenant,
     TenantGroup,
 )
+from agentplatform.tenancy.selectors import tenant_rows
 from agents.models import Agent, Conversation, Crew, Fact, Message
+from agents.selectors import agents_named, crew_members
 from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ModelAlias, ProviderConnection
 from providers.services import connection_save, model_alias_save
@@ -53,14 +55,14 @@ class TenantPrimaryKeyField(serializers.PrimaryKeyRelatedField):
     """An id among the request tenant's rows; another tenant's id is "does not exist"."""
 
     def get_queryset(self) -> models.QuerySet:
-        return super().get_queryset().filter(tenant=self.context["tenant"])
+        return tenant_rows(super().get_queryset(), tenant=self.context["tenant"])
 
 
 class TenantSlugField(serializers.SlugRelatedField):
     """A slug among the request tenant's rows."""
 
     def get_queryset(self) -> models.QuerySet:
-        return super().get_queryset().filter(tenant=self.context["tenant"])
+        return tenant_rows(super().get_queryset(), tenant=self.context["tenant"])
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str) or not data or len(data) > 50:
@@ -183,7 +185,7 @@ class CrewMembersField(serializers.ListField):
     """The crew's agents, in order, by slug."""
 
     def get_attribute(self, crew: Crew) -> list[str]:
-        return [member.agent.slug for member in crew.members.all()]
+        return [agent.slug for agent in crew_members(crew)]
 
 
 class CrewSerializer(CleanModelSerializer):
@@ -224,10 +226,7 @@ class CrewSerializer(CleanModelSerializer):
         duplicates = sorted({slug for slug in slugs if slugs.count(slug) > 1})
         if duplicates:
             raise serializers.ValidationError(f"Listed twice: {', '.join(duplicates)}.")
-        found = {
-            agent.slug: agent
-            for agent in Agent.objects.filter(tenant=self.context["tenant"], slug__in=slugs)
-        }
+        found = agents_named(tenant=self.context["tenant"], slugs=slugs)
         missing = [slug for slug in slugs if slug not in found]
         if missing:
             raise serializers.ValidationError(f"No such agents here: {', '.join(missing)}.")

@@ -38,10 +38,10 @@ from agentplatform.api.serializers import (
     ToolResultSerializer,
     ToolSerializer,
 )
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agents.runs import tool_run
 from agents.selftests import health_by_name, selftest_tools
+from tools import selectors
 from tools.definitions import build_tool
 from tools.loader import (
     TenantTools,
@@ -51,7 +51,7 @@ from tools.loader import (
     tenant_tools,
 )
 from tools.mcp_source import MCP_SERVER
-from tools.models import McpServerConnection, ToolDefinition, ToolHealth
+from tools.models import ToolDefinition, ToolHealth
 from tools.runtime.tool import Capability, Tool
 from tools.services import tool_definition_delete
 from tools.tool_sources import ToolOrigin
@@ -156,10 +156,9 @@ def tool_origin(
 
 def mcp_providers(tenant_id: int) -> dict[str, dict[str, Any]]:
     """Each MCP connection's tag (`context:<name>`) -> the tool's `provider`. One query."""
-    connections = McpServerConnection.objects.filter(tenant_id=tenant_id)
     return {
         f"context:{c.name}": {"kind": "mcp", "id": c.pk, "name": c.name, "domains": c.domains}
-        for c in connections.only("pk", "name", "domains")
+        for c in selectors.mcp_connection_names(tenant_id=tenant_id)
     }
 
 
@@ -336,20 +335,20 @@ class ToolViewSet(TenantViewSet):
     action_policy = {"execute": Action.EXECUTE_TOOL, "selftest": Action.EXECUTE_TOOL}
 
     def definitions(self) -> dict[str, ToolDefinition]:
-        return {d.name: d for d in ToolDefinition.objects.filter(tenant=self.tenant)}
+        return selectors.definitions_of(tenant=self.tenant)
 
     def definition(self) -> ToolDefinition:
         name = path_text(self.kwargs["name"], "tool definition")
-        return get_for_tenant(ToolDefinition, self.tenant, name=name)
+        return selectors.definition_get(tenant=self.tenant, name=name)
 
     def entry(self, name: str) -> dict[str, Any]:
         toolbox = tenant_tools(self.tenant)
         registry = toolbox.registry
-        definition = ToolDefinition.objects.filter(tenant=self.tenant, name=name).first()
+        definition = selectors.definition_named(tenant=self.tenant, name=name)
         item = registry.get(name) if registry.has(name) else None
         if item is None and definition is None:
             raise Http404("No such tool.")
-        health = ToolHealth.objects.filter(tenant=self.tenant, tool_name=name).first()
+        health = selectors.tool_health(tenant=self.tenant, name=name)
         if item is None or (definition is not None and not definition.enabled):
             return tool_entry(None, definition, health=health)
         mcp = toolbox.sources.get(name) == MCP_SERVER

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
@@ -26,7 +25,9 @@ from agentplatform.api.runs import RunSerializer
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import TenantPolicyView
 from agentplatform.tenancy.policy import Action
-from agents.models import Agent, Crew, Run, Trigger, TriggerKind
+from agentplatform.tenancy.selectors import member_user
+from agents import selectors
+from agents.models import Trigger, TriggerKind
 from agents.runtime.triggers import MAX_CRON_CHARS, MAX_TEMPLATE_CHARS
 from agents.triggers import (
     hook_path,
@@ -131,17 +132,14 @@ class TriggerView(TenantPolicyView, GenericAPIView):
         body = TriggerWriteSerializer(data=self.request.data, partial=partial)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
-        for field, model in (("agent", Agent), ("crew", Crew)):
+        for field, named in (("agent", selectors.agent_named), ("crew", selectors.crew_named)):
             if data.get(field):
-                found = model.objects.filter(tenant=self.tenant, slug=data[field]).first()
+                found = named(tenant=self.tenant, slug=data[field])
                 if found is None:
                     raise serializers.ValidationError({field: [f"No {field} {data[field]!r}."]})
                 data[field] = found
         if "run_as" in data:
-            user = get_user_model().objects.filter(
-                username=data["run_as"], memberships__tenant=self.tenant
-            )
-            data["run_as"] = user.first()
+            data["run_as"] = member_user(tenant=self.tenant, username=data["run_as"])
             if data["run_as"] is None:
                 raise serializers.ValidationError({"run_as": ["No such member."]})
         return data
@@ -250,7 +248,6 @@ class TriggerRuns(TriggerView):
     )
     def get(self, request: Request, trigger_id: str) -> Response:
         trigger = self.trigger(trigger_id)
-        runs: QuerySet[Run] = trigger_runs(self.principal, trigger).select_related("agent", "crew")
-        runs = runs.prefetch_related("approvals", "children__approvals", "verifications")
+        runs = selectors.runs_with_details(trigger_runs(self.principal, trigger))
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(RunSerializer(page, many=True).data)

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import allowed, request_principal, request_tenant
 from agentplatform.tenancy.policy import Action
-from agents import access
+from agents.selectors import runs_since
 from agents.usage_report import (
     MAX_DAYS,
     Period,
@@ -88,7 +88,7 @@ class UsageView(APIView):
     def runs(self, period: Period):
         request_tenant(self.request)  # (the tenant is named, and the caller a member)
         principal = request_principal(self.request)
-        return access.visible_runs(principal).filter(created_at__gte=period.start)
+        return runs_since(principal=principal, since=period.start)
 
 
 class UsageReport(UsageView):

@@ -52,10 +52,14 @@ class RuleSpec:
     role: str
 
 
-def identity_provider_list(*, by: Principal) -> models.QuerySet[IdentityProvider]:
-    """The tenant's own providers with their rules (two queries when iterated)."""
+def identity_provider_list(
+    *, by: Principal, enabled: bool | None = None
+) -> models.QuerySet[IdentityProvider]:
+    """The tenant's own providers with their rules (two queries when iterated); only the
+    enabled (or disabled) ones when `enabled` is given."""
     by.require(Action.MANAGE_MEMBERS)
-    return IdentityProvider.objects.filter(tenant=by.tenant).prefetch_related("rules")
+    providers = IdentityProvider.objects.filter(tenant=by.tenant).prefetch_related("rules")
+    return providers if enabled is None else providers.filter(enabled=enabled)
 
 
 def identity_provider_get(*, by: Principal, provider_id: int) -> IdentityProvider:

@@ -1,0 +1,67 @@
+"""The tools app's reads that the faces list and show: tool definitions, their health, MCP
+server connections. Services (services.py, mcp_connections.py) write; these only read.
+Each takes the tenant and never returns another tenant's rows; one asked for by id or name
+answers 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.models import Tenant
+from tools.models import McpServerConnection, ToolDefinition, ToolHealth
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1  # matches nothing: a 404 like any unknown id
+
+
+# -- tool definitions ---------------------------------------------------------------------
+def definitions_of(*, tenant: Tenant) -> dict[str, ToolDefinition]:
+    """The tenant's tool definitions by name. One query."""
+    return {d.name: d for d in ToolDefinition.objects.filter(tenant=tenant)}
+
+
+def definition_get(*, tenant: Tenant, name: str) -> ToolDefinition:
+    return get_for_tenant(ToolDefinition, tenant, name=name)
+
+
+def definition_named(*, tenant: Tenant, name: str) -> ToolDefinition | None:
+    """The tenant's definition `name`, or None (a built-in or plug-in tool has none)."""
+    return ToolDefinition.objects.filter(tenant=tenant, name=name).first()
+
+
+def tool_health(*, tenant: Tenant, name: str) -> ToolHealth | None:
+    """The tool's last self-test result in the tenant, or None."""
+    return ToolHealth.objects.filter(tenant=tenant, tool_name=name).first()
+
+
+# -- MCP server connections -----------------------------------------------------------------
+def mcp_connections_of(
+    *, tenant: Tenant, enabled: bool | None = None, domain: str | None = None
+) -> QuerySet:
+    """The tenant's MCP server connections; only enabled (or disabled) ones, or those
+    serving `domain`, when given."""
+    connections = McpServerConnection.objects.filter(tenant=tenant)
+    if enabled is not None:
+        connections = connections.filter(enabled=enabled)
+    if domain is not None:
+        connections = connections.filter(domains__contains=[domain])
+    return connections
+
+
+def mcp_connection_get(*, tenant: Tenant, connection_id: Any) -> McpServerConnection:
+    return get_for_tenant(McpServerConnection, tenant, pk=_int(connection_id))
+
+
+def mcp_connection_names(*, tenant_id: int) -> list[McpServerConnection]:
+    """The tenant's MCP connections with only their id, name and domains. One query."""
+    return list(
+        McpServerConnection.objects.filter(tenant_id=tenant_id).only("pk", "name", "domains")
+    )
