@@ -394,3 +394,81 @@ def crew_members(crew: Crew) -> list[Agent]:
     """The crew's member agents in order; no query when crews_of or crew_configured
     fetched the crew."""
     return [member.agent for member in crew.members.all()]
+
+
+# -- the chat's conversations, turns and streams ---------------------------------------------
+def conversations_found(
+    *, tenant: Tenant, owner: AbstractBaseUser | ApiKey, title_part: str = "", limit: int = 200
+) -> QuerySet:
+    """`owner`'s conversations, most recently active first, at most `limit`; only those
+    whose title contains `title_part` (any case) when given."""
+    conversations = conversations_of(tenant=tenant, owner=owner)
+    if title_part:
+        conversations = conversations.filter(title__icontains=title_part)
+    return conversations.order_by("-updated_at")[:limit]
+
+
+def conversation_run(*, tenant: Tenant, conversation: Conversation, run_id: Any) -> Run:
+    """A top-level run of the conversation, with its agent and crew; 404 otherwise."""
+    runs = Run.objects.select_related("agent", "crew")
+    runs = runs.filter(tenant=tenant, conversation=conversation, parent=None, pk=_int(run_id))
+    run = runs.first()
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+def conversation_approval(
+    *, tenant: Tenant, conversation: Conversation, approval_id: Any
+) -> Approval:
+    """An approval of one of the conversation's runs or of their child runs (a crew's
+    members), with its run; 404 otherwise."""
+    runs = Run.objects.filter(tenant=tenant, conversation=conversation, parent=None)
+    approval = (
+        Approval.objects.select_related("run")
+        .filter(tenant=tenant, pk=_int(approval_id))
+        .filter(Q(run__in=runs) | Q(run__parent__in=runs))
+        .first()
+    )
+    if approval is None:
+        raise Http404("No such approval.")
+    return approval
+
+
+def conversation_messages_shown(*, conversation: Conversation) -> list[Message]:
+    """The conversation's messages, oldest first, with their runs' agents, crews and
+    verifications. Two queries."""
+    messages = Message.objects.filter(conversation=conversation)
+    messages = messages.select_related("run__agent", "run__crew")
+    return list(messages.prefetch_related("run__verifications"))
+
+
+def run_events_shown(*, run_ids: list[int], finished_ids: list[int]) -> QuerySet:
+    """The events of these runs in order, without the text deltas of finished runs (their
+    messages hold the text). One query."""
+    events = RunEvent.objects.filter(run_id__in=run_ids).order_by("run_id", "seq")
+    events = events.exclude(type="text.delta", run_id__in=finished_ids)
+    return events.only("run_id", "seq", "type", "payload")
+
+
+def run_events_through(*, run_id: int, seq: int) -> QuerySet:
+    """The run's events up to sequence number `seq`, in order (a stream resuming)."""
+    return RunEvent.objects.filter(run_id=run_id, seq__lte=seq).order_by("seq")
+
+
+def runs_approvals(*, run_ids: list[int]) -> list[Approval]:
+    """The approvals of these runs and of their child runs (a crew's members), oldest
+    first, with their runs. One query."""
+    if not run_ids:
+        return []
+    approvals = Approval.objects.filter(run_id__in=run_ids) | Approval.objects.filter(
+        run__parent_id__in=run_ids
+    )
+    return list(approvals.select_related("run").order_by("created_at", "pk"))
+
+
+def run_streamed(*, tenant_id: int, run_id: int) -> Run:
+    """The tenant's run afresh, with its agent, crew and verifications (a stream's footer).
+    Two queries."""
+    runs = Run.objects.select_related("agent", "crew").prefetch_related("verifications")
+    return runs.get(tenant_id=tenant_id, pk=run_id)

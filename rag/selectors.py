@@ -85,3 +85,15 @@ def document_get(*, tenant: Tenant, knowledge_base: KnowledgeBase, document_id: 
     """One document of the knowledge base, as documents_of shows it; 404 otherwise."""
     documents = documents_of(tenant=tenant, knowledge_base=knowledge_base)
     return get_for_tenant(documents, tenant, pk=_int(document_id))
+
+
+def document_cited(*, tenant: Tenant, document_id: Any) -> Document:
+    """The tenant's document with its knowledge base (a citation's source); 404 otherwise."""
+    documents = Document.objects.select_related("knowledge_base")
+    return get_for_tenant(documents, tenant, pk=_int(document_id))
+
+
+def document_chunks(*, document: Document) -> QuerySet:
+    """The document's chunks in order, without their vectors."""
+    chunks = document.chunks.order_by("ordinal")
+    return chunks.only("ordinal", "text", "heading_path", "page")

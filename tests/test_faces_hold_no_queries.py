@@ -50,11 +50,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "agentplatform/web/activity/usage.py": 5,  # not yet moved
     "agentplatform/web/activity/usage_page.py": 3,  # not yet moved
     "agentplatform/web/activity/verification.py": 1,  # not yet moved
-    "agentplatform/web/chat/access.py": 2,  # not yet moved
-    "agentplatform/web/chat/sources.py": 3,  # not yet moved
-    "agentplatform/web/chat/stream.py": 2,  # not yet moved
-    "agentplatform/web/chat/thread.py": 6,  # not yet moved
-    "agentplatform/web/chat/views.py": 5,  # not yet moved
     "agentplatform/web/config/access.py": 6,  # not yet moved
     "agentplatform/web/config/agents.py": 6,  # not yet moved
     "agentplatform/web/config/api_keys.py": 4,  # not yet moved

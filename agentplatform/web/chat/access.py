@@ -10,12 +10,11 @@ A conversation is its owner's alone: another user's (or another tenant's) answer
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.http import Http404
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Membership, Role
 from agentplatform.tenancy.policy import Principal
 from agents import access as agent_access
+from agents import selectors
 from agents.models import Agent, Conversation, Crew
 
 
@@ -33,19 +32,10 @@ def may_use(target: Agent | Crew, principal: Principal) -> bool:
     return agent_access.may_start(principal, target)
 
 
-def own_conversations(user: AbstractBaseUser, membership: Membership):
-    """The user's conversations in this tenant, most recently active first."""
-    return Conversation.objects.filter(tenant=membership.tenant, owner_user=user).select_related(
-        "agent", "crew"
-    )
-
-
 def conversation_for(
     user: AbstractBaseUser, membership: Membership, conversation_id
 ) -> Conversation:
     """The user's own conversation; 404 for anyone else's, in this tenant or another."""
-    try:
-        pk = int(conversation_id)
-    except (TypeError, ValueError):
-        raise Http404("No such conversation.") from None
-    return get_for_tenant(own_conversations(user, membership), membership.tenant, pk=pk)
+    return selectors.conversation_of(
+        tenant=membership.tenant, owner=user, conversation_id=conversation_id
+    )

@@ -41,7 +41,8 @@ from agentplatform.web.chat.thread import (
     dom_key,
     member_event,
 )
-from agents.models import Approval, ApprovalStatus, Run, RunEvent
+from agents import selectors
+from agents.models import Approval, ApprovalStatus, Run
 from agents.runs import TERMINAL_EVENTS, heartbeat_seconds, iter_run_events
 
 RETRY_MS = 3000
@@ -106,7 +107,7 @@ class RunStream:
                 if ops:
                     yield message(ops, id=event["seq"])
         if not ended:  # resumed after the end (nothing left to replay): say it is over
-            run = await stream_read(_fresh_run)(self.run.pk)
+            run = await stream_read(_fresh_run)(self.run)
             if run.status in TERMINAL:
                 self.run = run
                 yield message([await self.footer(), {"op": "end"}])
@@ -160,7 +161,7 @@ class RunStream:
             ops = [self.approval_op(a) for a in approvals]
             return [*ops, self.status("Waiting for approval…")]
         if type in TERMINAL_EVENTS:
-            self.run = await stream_read(_fresh_run)(self.run.pk)
+            self.run = await stream_read(_fresh_run)(self.run)
             ops = []
             output = payload.get("output") or self.run.output
             if not self.has_text and output:
@@ -256,17 +257,15 @@ def _resume_point(run_id: int, after_seq: int) -> tuple[int, bool, list[ToolCard
     if after_seq <= 0:
         return 0, False, []
     steps: list = []
-    for event in RunEvent.objects.filter(run_id=run_id, seq__lte=after_seq).order_by("seq"):
+    for event in selectors.run_events_through(run_id=run_id, seq=after_seq):
         fold(steps, event.type, event.payload)
     rounds = [s.round for s in steps if isinstance(s, TextSegment)]
     has_text = any(isinstance(s, TextSegment) and s.text for s in steps)
     return (rounds[-1] if rounds else 0), has_text, [s for s in steps if isinstance(s, ToolCard)]
 
 
-def _fresh_run(run_id: int) -> Run:
-    return (
-        Run.objects.select_related("agent", "crew").prefetch_related("verifications").get(pk=run_id)
-    )
+def _fresh_run(run: Run) -> Run:
+    return selectors.run_streamed(tenant_id=run.tenant_id, run_id=run.pk)
 
 
 def _approvals(run: Run) -> list[Approval]:

@@ -14,7 +14,8 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
-from agents.models import Approval, Conversation, Message, Run, RunEvent
+from agents import selectors
+from agents.models import Approval, Conversation, Message, Run
 from agents.runs import request_text
 from agents.runtime.spec import TERMINAL, RunStatus
 
@@ -256,11 +257,7 @@ def _last_segment(steps: list) -> TextSegment | None:
 def turns_for(conversation: Conversation) -> list[Turn]:
     """The conversation's turns, oldest first. Four queries: messages, runs' events (text
     deltas only for unfinished runs), approvals."""
-    messages = list(
-        Message.objects.filter(conversation=conversation)
-        .select_related("run__agent", "run__crew")
-        .prefetch_related("run__verifications")
-    )
+    messages = selectors.conversation_messages_shown(conversation=conversation)
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}
     for message in messages:
@@ -274,12 +271,9 @@ def turns_for(conversation: Conversation) -> list[Turn]:
         else:
             turns.append(Turn(run=None, user_text="", answer=message.content))
     runs = [t.run for t in turns if t.run is not None]
-    unfinished = [r.pk for r in runs if r.status not in TERMINAL]
-    events = RunEvent.objects.filter(run_id__in=[r.pk for r in runs]).order_by("run_id", "seq")
-    events = events.exclude(
-        type="text.delta", run_id__in=[r.pk for r in runs if r.pk not in unfinished]
-    )
-    for event in events.only("run_id", "seq", "type", "payload"):
+    finished = [r.pk for r in runs if r.status in TERMINAL]
+    events = selectors.run_events_shown(run_ids=[r.pk for r in runs], finished_ids=finished)
+    for event in events:
         turn = by_run[event.run_id]
         fold(turn.steps, event.type, event.payload)
         turn.last_seq = event.seq
@@ -308,13 +302,7 @@ def _slot_for(turn: Turn, approval: Approval) -> ApprovalSlot | None:
 
 def approvals_for(runs: list[Run]) -> list[Approval]:
     """The approvals of these runs and of their child runs (a crew's members), oldest first."""
-    ids = [r.pk for r in runs]
-    if not ids:
-        return []
-    queryset = Approval.objects.filter(run_id__in=ids) | Approval.objects.filter(
-        run__parent_id__in=ids
-    )
-    return [for_display(a) for a in queryset.select_related("run").order_by("created_at", "pk")]
+    return [for_display(a) for a in selectors.runs_approvals(run_ids=[r.pk for r in runs])]
 
 
 def for_display(approval: Approval) -> Approval:

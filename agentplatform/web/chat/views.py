@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
@@ -52,11 +51,11 @@ def _targets(request: HttpRequest) -> dict:
 
 
 def _conversations(request: HttpRequest):
-    conversations = access.own_conversations(request.user, request.membership)
     query = request.GET.get("q", "").strip()[:200]
-    if query:
-        conversations = conversations.filter(title__icontains=query)
-    return conversations.order_by("-updated_at")[:200], query
+    conversations = selectors.conversations_found(
+        tenant=request.tenant, owner=request.user, title_part=query
+    )
+    return conversations, query
 
 
 def _page(request: HttpRequest, conversation: Conversation | None, **extra) -> dict:
@@ -296,14 +295,7 @@ def delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 # -- runs: stream, stop, approvals ---------------------------------------------------------
 def _run_of(request: HttpRequest, chat: Conversation, run_id: int) -> Run:
-    run = (
-        Run.objects.select_related("agent", "crew")
-        .filter(tenant=request.tenant, conversation=chat, parent=None, pk=run_id)
-        .first()
-    )
-    if run is None:
-        raise Http404("No such run.")
-    return run
+    return selectors.conversation_run(tenant=request.tenant, conversation=chat, run_id=run_id)
 
 
 @tenant_member_required(Action.READ_DATA)
@@ -377,16 +369,9 @@ def decide(request: HttpRequest, conversation_id: int, approval_id: int) -> Http
 
 
 def _approval_of(request: HttpRequest, chat: Conversation, approval_id: int) -> Approval:
-    runs = Run.objects.filter(tenant=request.tenant, conversation=chat, parent=None)
-    approval = (
-        Approval.objects.select_related("run")
-        .filter(tenant=request.tenant, pk=approval_id)
-        .filter(Q(run__in=runs) | Q(run__parent__in=runs))
-        .first()
+    return selectors.conversation_approval(
+        tenant=request.tenant, conversation=chat, approval_id=approval_id
     )
-    if approval is None:
-        raise Http404("No such approval.")
-    return approval
 
 
 def _card(
