@@ -10,11 +10,13 @@ another tenant's rows; one asked for by id answers 404 (Http404), never 403.
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import Http404
@@ -25,6 +27,7 @@ from agentplatform.tenancy.models import ApiKey, Membership, Scope, Tenant, Tena
 from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.models import (
+    TOOL_ERROR_EVENT,
     Agent,
     Approval,
     Case,
@@ -472,3 +475,50 @@ def run_streamed(*, tenant_id: int, run_id: int) -> Run:
     Two queries."""
     runs = Run.objects.select_related("agent", "crew").prefetch_related("verifications")
     return runs.get(tenant_id=tenant_id, pk=run_id)
+
+
+# -- platform figures (the operator's /metrics: every tenant, under rls.owner) ---------------
+def run_totals_by_tenant(*, sums: dict[str, str]) -> list[dict[str, Any]]:
+    """Per tenant and status: the runs (`n`) and, under each key of `sums`, the sum of the
+    run field it names. One aggregate query over the runs table."""
+    totals = {name: Sum(field) for name, field in sums.items()}
+    rows = Run.objects.values("tenant_id", "status").annotate(n=Count("id"), **totals)
+    return list(rows.order_by())
+
+
+def run_cost_by_tenant() -> dict[int, Any] | None:
+    """Each tenant's summed run cost, where runs record one (a `cost_usd` field); else None.
+    One aggregate query."""
+    if not any(f.name == "cost_usd" for f in Run._meta.concrete_fields):
+        return None
+    rows = Run.objects.values("tenant_id").annotate(cost=Sum("cost_usd")).order_by()
+    return dict(rows.values_list("tenant_id", "cost"))
+
+
+def run_durations_by_tenant(*, bounds: tuple[float, ...]) -> list[dict[str, Any]]:
+    """Per tenant, of finished runs: `total`, summed `seconds` (a timedelta) and `le<i>`, how
+    many took at most `bounds[i]` seconds. One query (a filtered count per bound)."""
+    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+    counts = {
+        f"le{i}": Count("id", filter=Q(duration__lte=timedelta(seconds=bound)))
+        for i, bound in enumerate(bounds)
+    }
+    rows = (
+        Run.objects.filter(finished_at__isnull=False, started_at__isnull=False)
+        .annotate(duration=duration)
+        .values("tenant_id")
+        .annotate(total=Count("id"), seconds=Sum("duration"), **counts)
+        .order_by()
+    )
+    return list(rows)
+
+
+def tool_errors_by_tenant() -> QuerySet:
+    """Tool calls that ended in an error, per tenant and tool (`n`): on the partial index
+    `run_event_tool_error`, so only those events are read."""
+    return (
+        RunEvent.objects.filter(TOOL_ERROR_EVENT)
+        .values("tenant_id", tool=KT("payload__name"))
+        .annotate(n=Count("id"))
+        .order_by()
+    )

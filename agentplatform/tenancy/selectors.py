@@ -105,3 +105,15 @@ def tenant_rows(queryset: QuerySet, *, tenant: Tenant) -> QuerySet:
     """The rows of `queryset` that belong to `tenant`: the choices of a field that names
     one of the tenant's objects (another tenant's is "does not exist")."""
     return queryset.filter(tenant=tenant)
+
+
+# -- tenants by slug ---------------------------------------------------------------------------
+def tenant_slugs(*, ids: set[int]) -> dict[int, str]:
+    """Each of these tenants' slug by id (the caller holds rls.owner: every tenant)."""
+    return dict(Tenant.objects.filter(pk__in=ids).values_list("pk", "slug"))
+
+
+def active_tenant_named(*, slug: str) -> Tenant | None:
+    """The active tenant `slug`, or None (the caller holds rls.owner: before sign-in, a
+    tenant is found by its public slug)."""
+    return Tenant.objects.filter(slug=slug, active=True).first()

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
-from django.db.models.fields.json import KT
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.selectors import tenant_slugs
 from agentplatform.versions import shared_redis
-from agents.models import TOOL_ERROR_EVENT, Run, RunEvent
+from agents import selectors
 from agents.runtime.spec import RunStatus
 
 # Seconds from a run's first start to its end (an approval's wait included).
@@ -73,16 +70,12 @@ class _Figures:
         )
 
         with rls.owner():  # the figures of every tenant: the token is the platform operator's
-            by_status = list(
-                Run.objects.values("tenant_id", "status")
-                .annotate(n=Count("id"), **{k: Sum(v) for k, v in TOKEN_FIELDS.items()})
-                .order_by()
-            )
-            cost = _cost_by_tenant()
+            by_status = selectors.run_totals_by_tenant(sums=TOKEN_FIELDS)
+            cost = selectors.run_cost_by_tenant()
             latency = _latency_by_tenant()
-            tool_errors = list(tool_errors_query())
+            tool_errors = list(selectors.tool_errors_by_tenant())
             ids = {r["tenant_id"] for r in by_status} | {r["tenant_id"] for r in tool_errors}
-            slugs = dict(Tenant.objects.filter(pk__in=ids).values_list("pk", "slug"))
+            slugs = tenant_slugs(ids=ids)
 
         runs = GaugeMetricFamily(
             "agentplatform_runs",
@@ -149,46 +142,10 @@ class _Figures:
         yield depth
 
 
-def tool_errors_query() -> QuerySet:
-    """Tool calls that ended in an error, per tenant and tool: on the partial index
-    `run_event_tool_error`, so only those events are read."""
-    return (
-        RunEvent.objects.filter(TOOL_ERROR_EVENT)
-        .values("tenant_id", tool=KT("payload__name"))
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-
-
-def _cost_by_tenant() -> dict[int, object] | None:
-    """Each tenant's summed run cost, where runs record one (a `cost_usd` field); else None."""
-    if not any(f.name == "cost_usd" for f in Run._meta.concrete_fields):
-        return None
-    return dict(
-        Run.objects.values("tenant_id")
-        .annotate(cost=Sum("cost_usd"))
-        .order_by()
-        .values_list("tenant_id", "cost")
-    )
-
-
 def _latency_by_tenant() -> dict[int, tuple[list[tuple[str, int]], float]]:
-    """Per tenant, the cumulative bucket counts and the sum of finished runs' durations,
-    in one query (a filtered count per bucket)."""
-    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    counts = {
-        f"le{i}": Count("id", filter=Q(duration__lte=timedelta(seconds=bound)))
-        for i, bound in enumerate(LATENCY_BUCKETS)
-    }
-    rows = (
-        Run.objects.filter(finished_at__isnull=False, started_at__isnull=False)
-        .annotate(duration=duration)
-        .values("tenant_id")
-        .annotate(total=Count("id"), seconds=Sum("duration"), **counts)
-        .order_by()
-    )
+    """Per tenant, the cumulative bucket counts and the sum of finished runs' durations."""
     result = {}
-    for row in rows:
+    for row in selectors.run_durations_by_tenant(bounds=LATENCY_BUCKETS):
         buckets = [(str(b), row[f"le{i}"]) for i, b in enumerate(LATENCY_BUCKETS)]
         buckets.append(("+Inf", row["total"]))
         seconds = row["seconds"].total_seconds() if row["seconds"] else 0.0

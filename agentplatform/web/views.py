@@ -13,6 +13,7 @@ from agentplatform.tenancy.access import tenants_for
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.tenancy.selectors import active_tenant_named
 from agentplatform.tenancy.sign_in import SignInForm, with_throttle_status
 
 
@@ -40,7 +41,7 @@ class SignInView(auth_views.LoginView):
         if not slug:
             return None
         with rls.owner():  # before sign-in: looked up by its public slug
-            return Tenant.objects.filter(slug=slug, active=True).first()
+            return active_tenant_named(slug=slug)
 
 
 @login_required

@@ -113,9 +113,9 @@ def test_tool_errors_are_counted_on_their_partial_index(db):
     whole events table); with sequential scans off, the plan names the index."""
     from django.db import connection, transaction
 
-    from agentplatform.web.metrics import tool_errors_query
+    from agents.selectors import tool_errors_by_tenant
 
-    sql, params = tool_errors_query().query.sql_with_params()
+    sql, params = tool_errors_by_tenant().query.sql_with_params()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(f"EXPLAIN {sql}", params)
