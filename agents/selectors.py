@@ -10,13 +10,25 @@ another tenant's rows; one asked for by id answers 404 (Http404), never 403.
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
+from django.db.models import (
+    Aggregate,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    Q,
+    QuerySet,
+    Sum,
+)
 from django.db.models.fields.json import KT
+from django.db.models.functions import TruncDate
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import Http404
@@ -26,16 +38,20 @@ from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
 from agents import access
+from agents.evaluations import visible_evaluations
 from agents.models import (
     TOOL_ERROR_EVENT,
     Agent,
     Approval,
+    ApprovalStatus,
     Case,
     Conversation,
     Crew,
     CrewMember,
     Dataset,
+    Evaluation,
     Fact,
+    Feedback,
     Message,
     Quota,
     Run,
@@ -522,3 +538,165 @@ def tool_errors_by_tenant() -> QuerySet:
         .annotate(n=Count("id"))
         .order_by()
     )
+
+
+# -- the activity pages: runs, approvals, timelines ---------------------------------------------
+def agents_by_name(*, tenant: Tenant) -> QuerySet:
+    """The tenant's agents (active or not) by name: a filter's or a form's choices."""
+    return Agent.objects.filter(tenant=tenant).order_by("name")
+
+
+def top_level_runs(
+    *,
+    principal: Principal,
+    agent: Agent | None = None,
+    status: str | None = None,
+    created_from: datetime | None = None,
+    created_before: datetime | None = None,
+) -> QuerySet:
+    """The top-level runs the principal may see, newest first, with their agent, crew and
+    initiator; only those matching what is given."""
+    runs = access.visible_runs(principal).filter(parent__isnull=True)
+    if agent is not None:
+        runs = runs.filter(agent=agent)
+    if status:
+        runs = runs.filter(status=status)
+    if created_from is not None:
+        runs = runs.filter(created_at__gte=created_from)
+    if created_before is not None:
+        runs = runs.filter(created_at__lt=created_before)
+    runs = runs.select_related("agent", "crew", "initiated_by_user", "initiated_by_api_key")
+    return runs.order_by("-created_at", "-id")
+
+
+def child_runs(*, principal: Principal, run: Run) -> QuerySet:
+    """The run's child runs the principal may see, in order, with their agent and crew."""
+    children = access.visible_runs(principal).filter(parent=run)
+    return children.select_related("agent", "crew").order_by("id")
+
+
+def run_events_for_timeline(*, run: Run, limit: int) -> list[RunEvent]:
+    """At most `limit` of the run's events in order, without text deltas (its messages hold
+    the text). One query."""
+    events = RunEvent.objects.filter(run=run).exclude(type="text.delta")
+    return list(events.order_by("seq")[:limit])
+
+
+def run_own_approvals(*, run: Run) -> QuerySet:
+    """The run's own approvals in the order they were asked (not its children's)."""
+    return Approval.objects.filter(run=run).order_by("pk")
+
+
+def run_verifications(run: Run) -> list:
+    """The run's verdicts, oldest first; no query when they were prefetched."""
+    return list(run.verifications.all())
+
+
+def approvals_pending(*, principal: Principal, limit: int) -> list[Approval]:
+    """The pending approvals of the runs the principal sees, oldest first, at most `limit`,
+    with their run, agent and crew. One query."""
+    pending = _approvals_shown(principal).filter(status=ApprovalStatus.PENDING)
+    return list(pending.order_by("created_at", "id")[:limit])
+
+
+def approvals_decided(*, principal: Principal, limit: int) -> list[Approval]:
+    """The `limit` most recently decided approvals of the runs the principal sees. One
+    query."""
+    decided = _approvals_shown(principal).exclude(status=ApprovalStatus.PENDING)
+    return list(decided.order_by("-decided_at", "-id")[:limit])
+
+
+def approvals_pending_count(*, principal: Principal) -> int:
+    visible = access.visible_approvals(principal)
+    return visible.filter(status=ApprovalStatus.PENDING).count()
+
+
+def _approvals_shown(principal: Principal) -> QuerySet:
+    return access.visible_approvals(principal).select_related("run", "run__agent", "run__crew")
+
+
+# -- usage figures (the usage page): aggregated in PostgreSQL ------------------------------
+class _Percentile(Aggregate):
+    """PostgreSQL's percentile_cont: linear interpolation between the closest ranks."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra) -> None:
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+class _EpochSeconds(Func):
+    template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+    output_field = FloatField()
+
+
+def runs_per_day(*, runs: QuerySet, since: datetime, series: tuple[str, ...]) -> list[dict]:
+    """Of `runs` created since `since`, per day (`day`) and `series` fields: `count`, and
+    `input` and `output` tokens. One query."""
+    rows = runs.filter(created_at__gte=since).annotate(day=TruncDate("created_at"))
+    rows = rows.values("day", *series).annotate(
+        count=Count("id"), input=Sum("input_tokens"), output=Sum("output_tokens")
+    )
+    return list(rows.order_by())
+
+
+def run_latency_per_series(*, runs: QuerySet, since: datetime, series: tuple[str, ...]) -> list:
+    """Of `runs` created since `since` that started and finished, per `series` fields:
+    `count` and the `p50` and `p95` of their seconds from start to end. One query."""
+    seconds = _EpochSeconds(F("finished_at") - F("started_at"))
+    rows = runs.filter(
+        created_at__gte=since, started_at__isnull=False, finished_at__isnull=False
+    ).values(*series)
+    rows = rows.annotate(
+        count=Count("id"), p50=_Percentile(seconds, 0.5), p95=_Percentile(seconds, 0.95)
+    )
+    return list(rows.order_by())
+
+
+def tool_calls_per_name(*, runs: QuerySet, since: datetime) -> list[dict]:
+    """The tool calls of `runs` (created since `since`) completed since `since`, per tool
+    name (`tool`): `calls`, and `errors` (those that ended in an error). One query."""
+    rows = (
+        RunEvent.objects.filter(
+            run__in=runs.filter(created_at__gte=since).values("id"),
+            type="tool.completed",
+            created_at__gte=since,
+        )
+        .annotate(tool=KT("payload__name"), failure=KT("payload__error"))
+        .values("tool")
+        .annotate(
+            calls=Count("id"),
+            errors=Count("id", filter=Q(failure__isnull=False) & ~Q(failure="")),
+        )
+        .order_by("tool")
+    )
+    return list(rows)
+
+
+def dataset_with_judge(*, tenant: Tenant, dataset_id: Any) -> Dataset:
+    """The tenant's dataset with its judge connection; 404 otherwise."""
+    datasets = Dataset.objects.select_related("judge_connection")
+    return get_for_tenant(datasets, tenant, pk=_int(dataset_id))
+
+
+def dataset_evaluations(
+    *, principal: Principal, dataset_id: int, but: int | None = None, limit: int = 50
+) -> list:
+    """The evaluations of the dataset the principal may see (agents.evaluations), newest
+    first, at most `limit`, leaving out the evaluation `but`. One query."""
+    evaluations = visible_evaluations(principal).filter(dataset=dataset_id)
+    if but is not None:
+        evaluations = evaluations.exclude(pk=but)
+    return list(evaluations[:limit])
+
+
+def evaluation_results(*, evaluation: Evaluation) -> QuerySet:
+    """The evaluation's results with their runs."""
+    return evaluation.results.select_related("run")
+
+
+def feedback_given(*, run: Run, user: AbstractBaseUser) -> Feedback | None:
+    """The user's feedback on the run, or None. One query."""
+    return Feedback.objects.filter(run=run, user=user).first()

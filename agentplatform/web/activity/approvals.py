@@ -14,14 +14,11 @@ from django.views.decorators.http import require_POST
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text
-from agentplatform.web.activity.visibility import (
-    visible_approval,
-    visible_approvals,
-    with_authority,
-)
+from agentplatform.web.activity.visibility import visible_approval, with_authority
 from agentplatform.web.edited_arguments import edited_arguments
-from agents.models import Approval, ApprovalStatus
+from agents.models import Approval
 from agents.runs import approval_decide, request_text
+from agents.selectors import approvals_decided, approvals_pending, approvals_pending_count
 
 RECENT = 20
 MAX_PENDING = 100
@@ -40,13 +37,10 @@ def _with_text(request: HttpRequest, approvals: list[Approval]) -> list[Approval
 def inbox(request: HttpRequest) -> HttpResponse:
     """Two queries: the pending calls (oldest first, at most MAX_PENDING) and the
     RECENT most recently decided."""
-    approvals = visible_approvals(request).select_related("run", "run__agent", "run__crew")
-    pending = _pending(request).select_related("run", "run__agent", "run__crew")
-    pending = pending.order_by("created_at", "id")
-    decided = approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at", "-id")
+    principal = request.principal
     context = {
-        "pending": _with_text(request, list(pending[:MAX_PENDING])),
-        "decided": _with_text(request, list(decided[:RECENT])),
+        "pending": _with_text(request, approvals_pending(principal=principal, limit=MAX_PENDING)),
+        "decided": _with_text(request, approvals_decided(principal=principal, limit=RECENT)),
     }
     return render(request, "web/activity/approvals.html", context)
 
@@ -88,7 +82,7 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         "just_decided": not error,
         "in_run": in_run,
         # the inbox's heading count, swapped out of band
-        "pending_count": None if in_run else _pending(request).count(),
+        "pending_count": None if in_run else approvals_pending_count(principal=request.principal),
     }
     response = render(request, "web/activity/_approval.html", context)
     if approval.replaced_by_id is not None:  # asked again: the new card follows the old one
@@ -96,10 +90,6 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         again.update(just_decided=False, pending_count=None)
         response.content += render(request, "web/activity/_approval.html", again).content
     return response
-
-
-def _pending(request: HttpRequest):
-    return visible_approvals(request).filter(status=ApprovalStatus.PENDING)
 
 
 def _next_url(request: HttpRequest) -> str:

@@ -16,16 +16,16 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.visibility import visible_run
-from agents import access
+from agents import access, selectors
 from agents.evaluations import (
     case_delete,
     case_from_run,
     case_save,
     dataset_delete,
+    dataset_get,
     dataset_save,
     evaluation_cancel,
     evaluation_compare,
@@ -34,9 +34,9 @@ from agents.evaluations import (
     visible_evaluation,
     visible_evaluations,
 )
-from agents.models import Agent, Case, Dataset, EvaluationStatus, Feedback
+from agents.models import Agent, Case, Dataset, EvaluationStatus
 from agents.runtime.spec import RunStatus
-from providers.models import ProviderConnection
+from providers.selectors import connection_of, connections_of
 
 KIND_LABELS = [
     ("contains", "Contains the text"),
@@ -91,7 +91,7 @@ def expect_for_form(expect: dict[str, Any]) -> tuple[str, str]:
 @tenant_member_required(Action.READ_CONFIG)
 @require_GET
 def dataset_list(request: HttpRequest) -> HttpResponse:
-    datasets = Dataset.objects.filter(tenant=request.tenant)
+    datasets = selectors.datasets_of(tenant=request.tenant)
     return _page(request, "web/activity/datasets.html", {"datasets": datasets})
 
 
@@ -107,29 +107,29 @@ def dataset_create(request: HttpRequest) -> HttpResponse:
             },
         )
     except ValidationError as exc:
-        datasets = Dataset.objects.filter(tenant=request.tenant)
+        datasets = selectors.datasets_of(tenant=request.tenant)
         context = {"datasets": datasets, "error": _errors(exc), "posted": request.POST}
         return _page(request, "web/activity/datasets.html", context, status=400)
     return redirect(_url(request, "dataset", dataset_id=dataset.pk))
 
 
 def _dataset(request: HttpRequest, dataset_id: int) -> Dataset:
-    return get_for_tenant(
-        Dataset.objects.select_related("judge_connection"), request.tenant, pk=dataset_id
-    )
+    return selectors.dataset_with_judge(tenant=request.tenant, dataset_id=dataset_id)
 
 
 def _dataset_context(request: HttpRequest, dataset: Dataset, **extra: Any) -> dict[str, Any]:
-    cases = list(dataset.cases.all())
+    cases = list(selectors.dataset_cases(dataset=dataset))
     for case in cases:
         case.kind, case.value = expect_for_form(case.expect)
     return {
         "dataset": dataset,
         "cases": cases,
         "kinds": KIND_LABELS,
-        "connections": ProviderConnection.objects.filter(tenant=request.tenant),
-        "agents": access.usable(Agent, request.principal).filter(tenant=request.tenant),
-        "evaluations": visible_evaluations(request.principal).filter(dataset=dataset)[:50],
+        "connections": connections_of(tenant=request.tenant),
+        "agents": access.usable(Agent, request.principal),
+        "evaluations": selectors.dataset_evaluations(
+            principal=request.principal, dataset_id=dataset.pk
+        ),
         "may_change": request.principal.may(Action.CHANGE_CONFIG),
         "may_start": request.principal.may(Action.START_RUN),
         **extra,
@@ -150,9 +150,9 @@ def dataset_edit(request: HttpRequest, dataset_id: int) -> HttpResponse:
     connection_id = request.POST.get("judge_connection", "")
     connection = None
     if connection_id:
-        connection = ProviderConnection.objects.filter(
-            tenant=request.tenant, pk=int(connection_id) if connection_id.isdigit() else 0
-        ).first()
+        connection = connection_of(
+            tenant=request.tenant, connection_id=connection_id if connection_id.isdigit() else 0
+        )
     changes = {
         "description": request.POST.get("description", ""),
         "judge_model": request.POST.get("judge_model", ""),
@@ -201,7 +201,7 @@ def case_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 
 def _case(request: HttpRequest, dataset: Dataset, case_id: int) -> Case:
-    return get_for_tenant(dataset.cases.all(), request.tenant, pk=case_id)
+    return selectors.case_get(tenant=request.tenant, dataset=dataset, case_id=case_id)
 
 
 @tenant_member_required(Action.CHANGE_CONFIG)
@@ -239,8 +239,8 @@ def case_remove(request: HttpRequest, dataset_id: int, case_id: int) -> HttpResp
 def evaluation_list(request: HttpRequest) -> HttpResponse:
     context = {
         "evaluations": visible_evaluations(request.principal)[:100],
-        "datasets": Dataset.objects.filter(tenant=request.tenant),
-        "agents": access.usable(Agent, request.principal).filter(tenant=request.tenant),
+        "datasets": selectors.datasets_of(tenant=request.tenant),
+        "agents": access.usable(Agent, request.principal),
         "may_start": request.principal.may(Action.START_RUN),
     }
     return _page(request, "web/activity/evaluations.html", context)
@@ -253,10 +253,8 @@ def evaluation_create(request: HttpRequest) -> HttpResponse:
         value = request.POST.get(name, "")
         return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else 0
 
-    dataset = get_for_tenant(Dataset, request.tenant, pk=number("dataset"))
-    agent = get_for_tenant(
-        access.usable(Agent, request.principal), request.tenant, slug=request.POST.get("agent", "")
-    )
+    dataset = dataset_get(tenant=request.tenant, name_or_id=number("dataset"))
+    agent = selectors.agent_usable(principal=request.principal, slug=request.POST.get("agent", ""))
     try:
         evaluation = evaluation_start(
             tenant=request.tenant, dataset=dataset, agent=agent, by=request.user
@@ -271,12 +269,14 @@ def evaluation_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def evaluation_detail(request: HttpRequest, evaluation_id: int) -> HttpResponse:
     evaluation = visible_evaluation(request.principal, evaluation_id)
-    others = visible_evaluations(request.principal).filter(dataset=evaluation.dataset_id)
+    others = selectors.dataset_evaluations(
+        principal=request.principal, dataset_id=evaluation.dataset_id, but=evaluation.pk
+    )
     context = {
         "evaluation": evaluation,
-        "results": evaluation.results.select_related("run"),
+        "results": selectors.evaluation_results(evaluation=evaluation),
         "running": evaluation.status == EvaluationStatus.RUNNING,
-        "others": others.exclude(pk=evaluation.pk)[:50],
+        "others": others,
     }
     if request.htmx:
         return _page(request, "web/activity/evaluation.html#results", context)
@@ -309,12 +309,12 @@ def evaluation_compare_page(request: HttpRequest, evaluation_id: int) -> HttpRes
 
 # -- feedback under a chat answer ------------------------------------------------------------
 def _feedback_context(request: HttpRequest, run, **extra: Any) -> dict[str, Any]:
-    mine = Feedback.objects.filter(run=run, user=request.user).first()
+    mine = selectors.feedback_given(run=run, user=request.user)
     may_add = request.principal.may(Action.WRITE_DATA) and run.status == RunStatus.SUCCEEDED
     return {
         "run": run,
         "feedback": mine,
-        "datasets": Dataset.objects.filter(tenant=request.tenant) if may_add else [],
+        "datasets": selectors.datasets_of(tenant=request.tenant) if may_add else [],
         **extra,
     }
 
@@ -358,7 +358,7 @@ def run_to_dataset(request: HttpRequest, run_id: int) -> HttpResponse:
     value = request.POST.get("dataset", "")
     pk = int(value) if value.isascii() and value.isdigit() and len(value) < 19 else 0
     try:
-        dataset = get_for_tenant(Dataset, request.tenant, pk=pk)
+        dataset = dataset_get(tenant=request.tenant, name_or_id=pk)
     except Http404:
         context = _feedback_context(request, run, feedback_error="Choose one of the datasets.")
         return _feedback_answer(request, context, status=400)

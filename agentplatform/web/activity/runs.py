@@ -4,10 +4,10 @@ page with its timeline. One URL serves the full page or, for htmx, the results p
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from typing import Any
 
 from django import forms
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -19,9 +19,10 @@ from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text, run_timeline
 from agentplatform.web.activity.verification import with_verdict
-from agentplatform.web.activity.visibility import visible_run, visible_runs, with_authority
+from agentplatform.web.activity.visibility import visible_run, with_authority
 from agents.models import Agent, Run
 from agents.runtime.spec import RunStatus
+from agents.selectors import agents_by_name, child_runs, top_level_runs
 
 PAGE_SIZE = 25
 
@@ -38,7 +39,7 @@ class RunFilterForm(forms.Form):
 
     def __init__(self, *args, tenant, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["agent"].queryset = Agent.objects.filter(tenant=tenant).order_by("name")
+        self.fields["agent"].queryset = agents_by_name(tenant=tenant)
         self.fields["agent"].to_field_name = "slug"
         self.fields["status"].choices = [("", "All")] + [
             (s.value, s.value.replace("_", " ")) for s in RunStatus
@@ -51,22 +52,21 @@ class RunFilterForm(forms.Form):
             raise forms.ValidationError("“From” must not be after “To”.")
         return data
 
-    def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
-        """Filter `runs` by the valid fields; an invalid form filters by nothing."""
+    def filters(self) -> dict[str, Any]:
+        """The valid fields as top_level_runs' filters; an invalid form filters by nothing."""
         if not self.is_valid():
-            return runs
+            return {}
         data = self.cleaned_data
-        if data.get("agent"):
-            runs = runs.filter(agent=data["agent"])
-        if data.get("status"):
-            runs = runs.filter(status=data["status"])
         zone = timezone.get_current_timezone()
-        if data.get("since"):
-            runs = runs.filter(created_at__gte=datetime.combine(data["since"], time(), zone))
-        if data.get("until"):
-            end = datetime.combine(data["until"] + timedelta(days=1), time(), zone)
-            runs = runs.filter(created_at__lt=end)
-        return runs
+        since, until = data.get("since"), data.get("until")
+        return {
+            "agent": data.get("agent") or None,
+            "status": data.get("status") or None,
+            "created_from": datetime.combine(since, time(), zone) if since else None,
+            "created_before": (
+                datetime.combine(until + timedelta(days=1), time(), zone) if until else None
+            ),
+        }
 
 
 def duration_s(run: Run) -> float | None:
@@ -81,12 +81,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Top-level runs the user may see (see visibility.py); children appear in their
     run's page. Two queries per page (count, rows)."""
     form = RunFilterForm(request.GET or None, tenant=request.tenant)
-    runs = form.apply(
-        visible_runs(request)
-        .filter(parent__isnull=True)
-        .select_related("agent", "crew", "initiated_by_user", "initiated_by_api_key")
-        .order_by("-created_at", "-id")
-    )
+    runs = top_level_runs(principal=request.principal, **form.filters())
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)
     for row in page.object_list:
@@ -109,9 +104,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     for entry in entries:
         if entry.approval is not None:
             with_authority(request, entry.approval)
-    children = (
-        visible_runs(request).filter(parent=run).select_related("agent", "crew").order_by("id")
-    )
+    children = child_runs(principal=request.principal, run=run)
     run.duration_s = duration_s(run)
     with_verdict(request.principal, run)
     context = {

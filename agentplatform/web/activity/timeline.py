@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agents.models import Approval, Run, RunEvent
+from agents import selectors
+from agents.models import Approval, Run
 from agents.runs import request_text
 
 MAX_EVENTS = 2000
@@ -57,17 +58,13 @@ def as_text(value: Any) -> str:
 
 def run_timeline(run: Run) -> tuple[list[Entry], bool]:
     """The entries of `run` in event order, and whether the events were cut at MAX_EVENTS."""
-    events = list(
-        RunEvent.objects.filter(run=run)
-        .exclude(type="text.delta")
-        .order_by("seq")[: MAX_EVENTS + 1]
-    )
+    events = selectors.run_events_for_timeline(run=run, limit=MAX_EVENTS + 1)
     truncated = len(events) > MAX_EVENTS
     events = events[:MAX_EVENTS]
     # A call asked again (its request prepared again from an edit) has one approval per ask,
     # in the order of its approval.required events.
     approvals: dict[str, list[Approval]] = {}
-    for approval in Approval.objects.filter(run=run).order_by("pk"):
+    for approval in selectors.run_own_approvals(run=run):
         approval.run = run  # the card links its run; no query per approval
         approval.arguments_text = as_text(approval.arguments)
         approval.edited_text = as_text(approval.edited_arguments)

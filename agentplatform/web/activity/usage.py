@@ -12,31 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
-from django.db.models import Aggregate, Count, F, FloatField, Func, Q, QuerySet, Sum
-from django.db.models.fields.json import KT
-from django.db.models.functions import TruncDate
+from django.db.models import QuerySet
 
-from agents.models import Run, RunEvent
+from agents import selectors
+from agents.models import Run
 from agents.usage_report import SERIES_FIELDS, Period, series_label
 
 PERIODS = (7, 30, 90)
 MAX_SERIES = 8  # more series than colours: the smallest are summed as "Other"
-
-
-class Percentile(Aggregate):
-    """PostgreSQL's percentile_cont: linear interpolation between the closest ranks."""
-
-    function = "percentile_cont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression, fraction: float, **extra) -> None:
-        super().__init__(expression, fraction=float(fraction), **extra)
-
-
-class EpochSeconds(Func):
-    template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
-    output_field = FloatField()
 
 
 @dataclass
@@ -107,17 +90,7 @@ def _key(row: dict) -> tuple:
 
 
 def usage_for(runs: QuerySet[Run], period: Period) -> Usage:
-    runs = runs.filter(created_at__gte=period.start)
-    daily = list(
-        runs.annotate(day=TruncDate("created_at"))
-        .values("day", *SERIES_FIELDS)
-        .annotate(
-            count=Count("id"),
-            input=Sum("input_tokens"),
-            output=Sum("output_tokens"),
-        )
-        .order_by()
-    )
+    daily = selectors.runs_per_day(runs=runs, since=period.start, series=SERIES_FIELDS)
     labels: dict[tuple, str] = {}
     tokens_by_series: dict[tuple, int] = {}
     for row in daily:
@@ -149,40 +122,19 @@ def usage_for(runs: QuerySet[Run], period: Period) -> Usage:
         token_values[s][d] += row["input"] + row["output"]
         usage.input_tokens += row["input"]
         usage.output_tokens += row["output"]
-    usage.latency = latency_for(runs)
+    usage.latency = latency_for(runs, period)
     usage.tools = tool_errors_for(runs, period)
     return usage
 
 
-def latency_for(runs: QuerySet[Run]) -> list[Latency]:
+def latency_for(runs: QuerySet[Run], period: Period) -> list[Latency]:
     """p50/p95 of finished_at - started_at per series, over the runs that have both."""
-    seconds = EpochSeconds(F("finished_at") - F("started_at"))
-    rows = (
-        runs.filter(started_at__isnull=False, finished_at__isnull=False)
-        .values(*SERIES_FIELDS)
-        .annotate(
-            count=Count("id"),
-            p50=Percentile(seconds, 0.5),
-            p95=Percentile(seconds, 0.95),
-        )
-        .order_by()
-    )
+    rows = selectors.run_latency_per_series(runs=runs, since=period.start, series=SERIES_FIELDS)
     result = [Latency(series_label(r), r["count"], r["p50"], r["p95"]) for r in rows]
     return sorted(result, key=lambda item: item.label.lower())
 
 
 def tool_errors_for(runs: QuerySet[Run], period: Period) -> list[ToolErrors]:
     """tool.completed events of `runs` in the period, per tool name: all and with an error."""
-    rows = (
-        RunEvent.objects.filter(
-            run__in=runs.values("id"), type="tool.completed", created_at__gte=period.start
-        )
-        .annotate(tool=KT("payload__name"), failure=KT("payload__error"))
-        .values("tool")
-        .annotate(
-            calls=Count("id"),
-            errors=Count("id", filter=Q(failure__isnull=False) & ~Q(failure="")),
-        )
-        .order_by("tool")
-    )
+    rows = selectors.tool_calls_per_name(runs=runs, since=period.start)
     return [ToolErrors(r["tool"] or "?", r["calls"], r["errors"]) for r in rows]

@@ -13,6 +13,7 @@ from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.charts import HBarRow, horizontal_bars, stacked_daily_bars
 from agentplatform.web.activity.usage import PERIODS, Period, usage_for
 from agentplatform.web.activity.visibility import sees_whole_tenant, visible_runs
+from agents.selectors import runs_since
 from agents.usage_report import cost_lines, total_cost, usage_csv, usage_rows
 from agents.verification import rates_by_agent
 
@@ -34,7 +35,7 @@ def usage_export(request: HttpRequest) -> HttpResponse:
     """The period's usage as CSV: a row per day x agent x member x API key."""
     days = _days(request)
     period = Period.ending_today(days)
-    rows = usage_rows(visible_runs(request).filter(created_at__gte=period.start))
+    rows = usage_rows(runs_since(principal=request.principal, since=period.start))
     response = HttpResponse(usage_csv(rows), content_type="text/csv; charset=utf-8")
     name = f"usage-{request.tenant.slug}-{timezone.localdate():%Y-%m-%d}-{days}d.csv"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -46,7 +47,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     days = _days(request)
     period = Period.ending_today(days)
     usage = usage_for(visible_runs(request), period)
-    outcomes = rates_by_agent(visible_runs(request).filter(created_at__gte=period.start))
+    outcomes = rates_by_agent(runs_since(principal=request.principal, since=period.start))
     span = f"the last {days} days"
     runs_chart = stacked_daily_bars(
         title=f"Runs per day, {span}",
@@ -74,7 +75,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         fmt=lambda value: f"{value:.1f}%",
         maximum=100,
     )
-    in_period = visible_runs(request).filter(created_at__gte=period.start)
+    in_period = runs_since(principal=request.principal, since=period.start)
     costs = {group: cost_lines(in_period, group) for group in ("agent", "member", "api_key", "day")}
     context = {
         "cost_tables": [

@@ -16,13 +16,14 @@ from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.visibility import visible_run
 from agents import access
 from agents.models import Run
+from agents.selectors import run_verifications
 from agents.verification import verify
 
 
 def with_verdict(principal: Principal, run: Run) -> Run:
     """The run, marked for its verdict block (_verdict.html): its latest verification and
     whether `principal` may give one. One query unless its verifications were prefetched."""
-    verifications = list(run.verifications.all())
+    verifications = run_verifications(run)
     run.latest_verification = verifications[-1] if verifications else None
     run.may_verify = run.claim is not None and access.may_verify(principal, run)
     return run
