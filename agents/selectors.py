@@ -216,7 +216,12 @@ def crews_of(*, tenant: Tenant, active: bool | None = None, mode: str | None = N
 
 
 def crew_configured(*, tenant: Tenant, slug: str) -> Crew:
-    """The tenant's crew `slug`, active or not, with its manager and members; 404 otherwise."""
+    """The tenant's crew `slug`, active or not (to change it); 404 otherwise. One query."""
+    return get_for_tenant(Crew, tenant, slug=slug)
+
+
+def crew_shown(*, tenant: Tenant, slug: str) -> Crew:
+    """As crew_configured, with its manager and members (three queries)."""
     return get_for_tenant(_crews_with_members(), tenant, slug=slug)
 
 
@@ -700,3 +705,36 @@ def evaluation_results(*, evaluation: Evaluation) -> QuerySet:
 def feedback_given(*, run: Run, user: AbstractBaseUser) -> Feedback | None:
     """The user's feedback on the run, or None. One query."""
     return Feedback.objects.filter(run=run, user=user).first()
+
+
+def agents_with_connections(*, tenant: Tenant) -> QuerySet:
+    """The tenant's agents (active or not) with their provider connections."""
+    return Agent.objects.filter(tenant=tenant).select_related("provider_connection")
+
+
+def agent_and_crew_slugs(*, tenant: Tenant) -> list[str]:
+    """The slugs of the tenant's agents and crews (active or not), sorted. Two queries."""
+    agents = Agent.objects.filter(tenant=tenant).values_list("slug", flat=True)
+    crews = Crew.objects.filter(tenant=tenant).values_list("slug", flat=True)
+    return sorted({*agents, *crews})
+
+
+def crew_member_ids(crew: Crew) -> list[int]:
+    """The crew's member agents' ids, in order. One query unless its members were
+    prefetched."""
+    return [member.agent_id for member in crew.members.all()]
+
+
+def agents_by_slug(*, tenant: Tenant) -> QuerySet:
+    """The tenant's agents (active or not) by slug: a form's choices."""
+    return Agent.objects.filter(tenant=tenant).order_by("slug")
+
+
+def crews_by_name(*, tenant: Tenant) -> QuerySet:
+    """The tenant's crews (active or not) by name: a form's choices."""
+    return Crew.objects.filter(tenant=tenant).order_by("name")
+
+
+def runs_with_targets(runs: QuerySet, *, limit: int) -> list[Run]:
+    """The first `limit` of `runs` with their agent and crew. One query."""
+    return list(runs.select_related("agent", "crew")[:limit])

@@ -60,3 +60,8 @@ def prices_of(*, tenant: Tenant, provider_kind: str | None = None) -> QuerySet:
 
 def price_get(*, tenant: Tenant, price_id: Any) -> ModelPrice:
     return get_for_tenant(ModelPrice, tenant, pk=_int(price_id))
+
+
+def connection_names(*, tenant: Tenant) -> list[str]:
+    """The names of the tenant's connections. One query."""
+    return list(ProviderConnection.objects.filter(tenant=tenant).values_list("name", flat=True))

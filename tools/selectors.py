@@ -65,3 +65,7 @@ def mcp_connection_names(*, tenant_id: int) -> list[McpServerConnection]:
     return list(
         McpServerConnection.objects.filter(tenant_id=tenant_id).only("pk", "name", "domains")
     )
+
+
+def definition_by_id(*, tenant: Tenant, definition_id: Any) -> ToolDefinition:
+    return get_for_tenant(ToolDefinition, tenant, pk=_int(definition_id))

@@ -212,7 +212,7 @@ class CrewViewSet(TenantCrudViewSet):
 
     def get_object(self) -> Crew:
         slug = path_text(self.kwargs["slug"])
-        return selectors.crew_configured(tenant=self.tenant, slug=slug)
+        return selectors.crew_shown(tenant=self.tenant, slug=slug)
 
     def delete_with_service(self, instance: Crew) -> None:
         crew_delete(tenant=self.tenant, crew=instance)

@@ -83,9 +83,20 @@ def invitation_get(*, tenant: Tenant, invitation_id: Any) -> Invitation:
     return get_for_tenant(invitations_of(tenant=tenant), tenant, pk=_int(invitation_id))
 
 
-def groups_of(*, tenant: Tenant) -> QuerySet:
-    """The tenant's groups, by name."""
-    return TenantGroup.objects.filter(tenant=tenant).order_by("name")
+def groups_of(*, tenant: Tenant, excluding: list[int] | None = None) -> QuerySet:
+    """The tenant's groups (but those of ids `excluding`)."""
+    groups = TenantGroup.objects.filter(tenant=tenant)
+    return groups if not excluding else groups.exclude(pk__in=excluding)
+
+
+def groups_with_members(*, tenant: Tenant) -> QuerySet:
+    """The tenant's groups with their Django groups' users (two queries)."""
+    return TenantGroup.objects.filter(tenant=tenant).prefetch_related("group__user_set")
+
+
+def group_get(*, tenant: Tenant, group_id: Any) -> TenantGroup:
+    """The tenant's group with its Django group; 404 otherwise."""
+    return get_for_tenant(TenantGroup.objects.select_related("group"), tenant, pk=_int(group_id))
 
 
 # -- audit log and configuration versions --------------------------------------------------
@@ -117,3 +128,25 @@ def active_tenant_named(*, slug: str) -> Tenant | None:
     """The active tenant `slug`, or None (the caller holds rls.owner: before sign-in, a
     tenant is found by its public slug)."""
     return Tenant.objects.filter(slug=slug, active=True).first()
+
+
+def value_taken(*, model: type[Model], tenant: Tenant, field: str, value: Any, but: Any) -> bool:
+    """Whether another of the tenant's rows of `model` (not the one of pk `but`) has this
+    value in `field`: a form's check of a per-tenant unique name. One query."""
+    others = model._default_manager.filter(tenant=tenant, **{field: value})
+    return others.exclude(pk=but).exists()
+
+
+def latest_version_number(*, tenant: Tenant, instance: Model) -> int | None:
+    """The number of the object's newest configuration version, or None. One query."""
+    return history.versions(tenant, instance).values_list("number", flat=True).first()
+
+
+def member_users(*, tenant: Tenant) -> QuerySet:
+    """The users who are members of the tenant, by username: a form's choices."""
+    return get_user_model().objects.filter(memberships__tenant=tenant).order_by("username")
+
+
+def unrevoked_api_keys(*, tenant: Tenant) -> QuerySet:
+    """The tenant's API keys not revoked: a form's choices."""
+    return ApiKey.objects.filter(tenant=tenant, revoked_at=None)

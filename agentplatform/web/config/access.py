@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy import selectors as tenancy_selectors
 from agentplatform.tenancy.models import Membership, TenantGroup
 from agentplatform.tenancy.services import group_create, group_delete, group_member_set
 from agentplatform.web.config.common import (
@@ -24,11 +24,12 @@ from agentplatform.web.config.common import (
     members_admin_required,
     render_page,
 )
+from agents import selectors
 from agents.models import Agent, Crew
 from agents.selectors import use_grants
 from agents.services import use_grant
 
-KINDS = {"agents": Agent, "crews": Crew}
+KINDS = {"agents": selectors.agent_configured, "crews": selectors.crew_configured}
 
 
 class GroupForm(PlainLabels, forms.Form):
@@ -36,23 +37,15 @@ class GroupForm(PlainLabels, forms.Form):
 
 
 def _members(tenant) -> list[Membership]:
-    return list(Membership.objects.filter(tenant=tenant).select_related("user"))
+    return list(tenancy_selectors.memberships_of(tenant=tenant))
 
 
 def _member(request: HttpRequest, membership_id: str) -> Membership:
-    try:
-        pk = int(membership_id)
-    except (TypeError, ValueError):
-        raise Http404("No such member.") from None
-    return get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)
+    return tenancy_selectors.membership_get(tenant=request.tenant, membership_id=membership_id)
 
 
 def _group(request: HttpRequest, group_id) -> TenantGroup:
-    try:
-        pk = int(group_id)
-    except (TypeError, ValueError):
-        raise Http404("No such group.") from None
-    return get_for_tenant(TenantGroup.objects.select_related("group"), request.tenant, pk=pk)
+    return tenancy_selectors.group_get(tenant=request.tenant, group_id=group_id)
 
 
 # -- groups ------------------------------------------------------------------------------
@@ -68,7 +61,7 @@ def group_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Created the group “{group.name}”.")
             return redirect("config:groups", tenant_slug=request.tenant.slug)
-    groups = TenantGroup.objects.filter(tenant=request.tenant).prefetch_related("group__user_set")
+    groups = tenancy_selectors.groups_with_members(tenant=request.tenant)
     context = {"groups": groups, "form": form, "members": _members(request.tenant)}
     return render_page(
         request, "web/config/group_list.html", context, status=400 if form.errors else 200
@@ -99,10 +92,10 @@ def group_remove(request: HttpRequest, pk: int) -> HttpResponse:
 
 # -- use grants --------------------------------------------------------------------------
 def _target(request: HttpRequest, kind: str, slug: str) -> Agent | Crew:
-    model = KINDS.get(kind)
-    if model is None or "\x00" in slug:
+    configured = KINDS.get(kind)
+    if configured is None or "\x00" in slug:
         raise Http404("No such agent or crew.")
-    return get_for_tenant(model, request.tenant, slug=slug)
+    return configured(tenant=request.tenant, slug=slug)
 
 
 @admin_required
@@ -135,8 +128,8 @@ def grants(request: HttpRequest, kind: str, slug: str) -> HttpResponse:
         "holders": [m for m in members if m.user_id in held],
         "groups": groups,
         "other_members": [m for m in members if m.user_id not in held],
-        "other_groups": TenantGroup.objects.filter(tenant=request.tenant).exclude(
-            pk__in=[g.pk for g in groups]
+        "other_groups": tenancy_selectors.groups_of(
+            tenant=request.tenant, excluding=[g.pk for g in groups]
         ),
     }
     return render_page(request, "web/config/grants.html", context)

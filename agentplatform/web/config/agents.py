@@ -14,8 +14,8 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
 import agents.runtime.remote  # noqa: F401 (registers the remote kind the form offers)
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Tenant, TenantGroup
+from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.selectors import groups_of
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -29,12 +29,13 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from agents import selectors
 from agents.fallback_forms import FallbacksField
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
 from agents.tool_sources import agent_context_providers, effective_tools
-from providers.models import ProviderConnection
+from providers.selectors import connections_of
 from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.validation import SchemaError, check_schema
@@ -112,12 +113,12 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.tenant = tenant
         connections = self.fields["provider_connection"]
-        connections.queryset = ProviderConnection.objects.filter(tenant=tenant)
+        connections.queryset = connections_of(tenant=tenant)
         connections.empty_label = "The tenant's default connection"
         self.fields["fallbacks"].connection_names = [c.name for c in connections.queryset]
         self.fields["approval_deciders"].required = False  # absent: the default
         groups = self.fields["approval_group"]
-        groups.queryset = TenantGroup.objects.filter(tenant=tenant)
+        groups.queryset = groups_of(tenant=tenant)
         groups.empty_label = "No group"
         self.fields["kind"].choices = [(name, name) for name in sorted(KINDS)]
         stored = self.instance
@@ -170,7 +171,7 @@ def _schema_or_none(text: str) -> dict | None:
 
 @admin_required
 def agent_list(request: HttpRequest) -> HttpResponse:
-    rows = Agent.objects.filter(tenant=request.tenant).select_related("provider_connection")
+    rows = selectors.agents_with_connections(tenant=request.tenant)
     return render_page(request, "web/config/agent_list.html", {"agents": rows})
 
 
@@ -181,7 +182,7 @@ def agent_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def agent_edit(request: HttpRequest, slug: str) -> HttpResponse:
-    return _agent_form(request, get_for_tenant(Agent, request.tenant, slug=slug))
+    return _agent_form(request, selectors.agent_configured(tenant=request.tenant, slug=slug))
 
 
 def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
@@ -208,7 +209,9 @@ def agent_tools(request: HttpRequest) -> HttpResponse:
     names the agent being edited (its knowledge bases give it tools of its own)."""
     slug = request.GET.get("agent")
     agent = (
-        get_for_tenant(Agent, request.tenant, slug=slug) if slug else Agent(tenant=request.tenant)
+        selectors.agent_configured(tenant=request.tenant, slug=slug)
+        if slug
+        else Agent(tenant=request.tenant)
     )
     context = tool_preview(request.tenant, request.POST, agent)
     response = render(request, f"{FORM}#effective-tools", context)
@@ -218,7 +221,7 @@ def agent_tools(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def agent_remove(request: HttpRequest, slug: str) -> HttpResponse:
-    agent = get_for_tenant(Agent, request.tenant, slug=slug)
+    agent = selectors.agent_configured(tenant=request.tenant, slug=slug)
     return confirm_delete(
         request, agent, what="agent", cancel="config:agents",
         delete=lambda: agent_delete(tenant=request.tenant, agent=agent),

@@ -11,8 +11,8 @@ from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Scope, Tenant
+from agentplatform.tenancy.models import Scope, Tenant
+from agentplatform.tenancy.selectors import api_key_get, api_keys_of
 from agentplatform.tenancy.services import api_key_create, api_key_revoke
 from agentplatform.web.config.common import (
     PlainLabels,
@@ -20,7 +20,7 @@ from agentplatform.web.config.common import (
     keys_admin_required,
     render_page,
 )
-from agents.models import Agent, Crew
+from agents.selectors import agent_and_crew_slugs
 from tools.loader import registry_for_tenant
 
 PAGE = "web/config/api_key_list.html"
@@ -58,20 +58,14 @@ class ApiKeyForm(PlainLabels, forms.Form):
 
     def __init__(self, *args, tenant: Tenant, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        agents = Agent.objects.filter(tenant=tenant).values_list("slug", flat=True)
-        crews = Crew.objects.filter(tenant=tenant).values_list("slug", flat=True)
-        slugs = sorted({*agents, *crews})
+        slugs = agent_and_crew_slugs(tenant=tenant)
         self.fields["allowed_agents"].choices = [(slug, slug) for slug in slugs]
         tools = sorted(registry_for_tenant(tenant).names())
         self.fields["allowed_tools"].choices = [(name, name) for name in tools]
 
 
 def _page(request: HttpRequest, form: ApiKeyForm, **extra) -> HttpResponse:
-    keys = (
-        ApiKey.objects.filter(tenant=request.tenant)
-        .select_related("created_by", "created_by_key")
-        .with_creator_standing()
-    )
+    keys = api_keys_of(tenant=request.tenant)
     context = {"keys": keys, "form": form, **extra}
     return render_page(request, PAGE, context, status=400 if form.errors else 200)
 
@@ -108,7 +102,7 @@ def api_key_new(request: HttpRequest) -> HttpResponse:
 @keys_admin_required
 @require_POST
 def api_key_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    key = get_for_tenant(ApiKey, request.tenant, pk=pk)
+    key = api_key_get(tenant=request.tenant, key_id=pk)
     api_key_revoke(key=key)
     messages.success(request, f"Revoked API key “{key.name}” ({key.prefix}…).")
     return redirect("config:api_keys", tenant_slug=request.tenant.slug)

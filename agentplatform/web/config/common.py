@@ -17,6 +17,7 @@ from django.utils.cache import patch_vary_headers
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
+from agentplatform.tenancy.selectors import value_taken
 
 # Changing the configuration (owners and admins): non-members 404, members and viewers 403.
 admin_required = tenant_member_required(Action.CHANGE_CONFIG)
@@ -172,7 +173,9 @@ def confirm_delete(
 def unique_in_tenant(form: forms.ModelForm, field: str, noun: str) -> Any:
     """`clean_<field>`: no other object of the workspace has this value."""
     value = form.cleaned_data[field]
-    others = form._meta.model.objects.filter(tenant=form.instance.tenant, **{field: value})
-    if others.exclude(pk=form.instance.pk).exists():
+    instance = form.instance
+    if value_taken(
+        model=form._meta.model, tenant=instance.tenant, field=field, value=value, but=instance.pk
+    ):
         raise ValidationError(f"Another {noun} of this workspace has this {field}.")
     return value

@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -25,7 +24,8 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
-from providers.models import ModelAlias, ProviderConnection
+from providers import selectors
+from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save, connection_test
 
 
@@ -81,8 +81,8 @@ class ConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 
 @admin_required
 def connection_list(request: HttpRequest) -> HttpResponse:
-    rows = ProviderConnection.objects.filter(tenant=request.tenant)
-    aliases = ModelAlias.objects.filter(tenant=request.tenant)
+    rows = selectors.connections_of(tenant=request.tenant)
+    aliases = selectors.model_aliases_of(tenant=request.tenant)
     context = {"connections": rows, "aliases": aliases}
     return render_page(request, "web/config/connection_list.html", context)
 
@@ -94,7 +94,9 @@ def connection_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def connection_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    return _connection_form(request, get_for_tenant(ProviderConnection, request.tenant, pk=pk))
+    return _connection_form(
+        request, selectors.connection_get(tenant=request.tenant, connection_id=pk)
+    )
 
 
 def _connection_form(request: HttpRequest, connection: ProviderConnection) -> HttpResponse:
@@ -115,7 +117,7 @@ def _connection_form(request: HttpRequest, connection: ProviderConnection) -> Ht
 def connection_check(request: HttpRequest, pk: int) -> HttpResponse:
     """Test the connection (a network call to the provider, bounded by its timeout) and
     show the outcome in its row (htmx) or on the list."""
-    connection = get_for_tenant(ProviderConnection, request.tenant, pk=pk)
+    connection = selectors.connection_get(tenant=request.tenant, connection_id=pk)
     ok, message = connection_test(connection)
     connection.refresh_from_db()
     if not request.htmx:
@@ -127,7 +129,7 @@ def connection_check(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 def connection_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    connection = get_for_tenant(ProviderConnection, request.tenant, pk=pk)
+    connection = selectors.connection_get(tenant=request.tenant, connection_id=pk)
     return confirm_delete(
         request, connection, what="connection", cancel="config:connections",
         delete=lambda: connection_delete(tenant=request.tenant, connection=connection),

@@ -9,7 +9,6 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.web.config.common import (
     PlainLabels,
@@ -20,6 +19,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from agents import selectors
 from agents.models import Agent, Crew
 from agents.services import crew_delete, crew_save
 
@@ -42,12 +42,13 @@ class CrewForm(PlainLabels, forms.ModelForm):
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
-        self.agents = list(Agent.objects.filter(tenant=tenant).order_by("name"))
-        self.fields["manager"].queryset = Agent.objects.filter(tenant=tenant)
+        self.agents = list(selectors.agents_by_name(tenant=tenant))
+        self.fields["manager"].queryset = selectors.agents_of(tenant=tenant)
         self.fields["manager"].empty_label = "No manager"
         current = {}
         if self.instance.pk:
-            current = {m.agent_id: index + 1 for index, m in enumerate(self.instance.members.all())}
+            members = selectors.crew_member_ids(self.instance)
+            current = {agent_id: index + 1 for index, agent_id in enumerate(members)}
         for agent in self.agents:
             self.fields[self.position_name(agent)] = forms.IntegerField(
                 required=False,
@@ -82,11 +83,7 @@ class CrewForm(PlainLabels, forms.ModelForm):
 
 @admin_required
 def crew_list(request: HttpRequest) -> HttpResponse:
-    rows = (
-        Crew.objects.filter(tenant=request.tenant)
-        .select_related("manager")
-        .prefetch_related("members__agent")
-    )
+    rows = selectors.crews_of(tenant=request.tenant)
     return render_page(request, "web/config/crew_list.html", {"crews": rows})
 
 
@@ -97,7 +94,7 @@ def crew_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def crew_edit(request: HttpRequest, slug: str) -> HttpResponse:
-    return _crew_form(request, get_for_tenant(Crew, request.tenant, slug=slug))
+    return _crew_form(request, selectors.crew_configured(tenant=request.tenant, slug=slug))
 
 
 def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
@@ -119,7 +116,7 @@ def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
 
 @admin_required
 def crew_remove(request: HttpRequest, slug: str) -> HttpResponse:
-    crew = get_for_tenant(Crew, request.tenant, slug=slug)
+    crew = selectors.crew_configured(tenant=request.tenant, slug=slug)
     return confirm_delete(
         request, crew, what="crew", cancel="config:crews",
         delete=lambda: crew_delete(tenant=request.tenant, crew=crew),

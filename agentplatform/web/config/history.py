@@ -13,8 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentplatform.saving import SaveConflict
-from agentplatform.tenancy import history
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy import history, selectors
 from agentplatform.tenancy.audit_log import shown
 from agentplatform.web.config.common import admin_required, render_page
 
@@ -31,7 +30,10 @@ EDIT_PAGES = {
 
 def _object(request: HttpRequest, kind_name: str, pk: int) -> tuple[history.Kind, models.Model]:
     kind = history.kind_named(kind_name)
-    return kind, get_for_tenant(kind.model, request.tenant, pk=pk)
+    obj = selectors.versioned_object_get(
+        tenant=request.tenant, kind=kind_name, field="pk", value=pk
+    )
+    return kind, obj
 
 
 def _context(request: HttpRequest, kind: history.Kind, obj: models.Model) -> dict:
@@ -63,7 +65,7 @@ def version_detail(request: HttpRequest, kind: str, pk: int, number: int) -> Htt
     kind_, obj = _object(request, kind, pk)
     version = history.version_get(request.tenant, obj, number)
     fields = [(name.replace("_", " "), shown(value)) for name, value in history.settings(version)]
-    latest = history.versions(request.tenant, obj).values_list("number", flat=True).first()
+    latest = selectors.latest_version_number(tenant=request.tenant, instance=obj)
     context = {
         **_context(request, kind_, obj),
         "version": version,

@@ -14,7 +14,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -28,6 +27,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from tools import selectors
 from tools.context_providers import Domain
 from tools.mcp_connections import (
     mcp_connection_delete,
@@ -108,7 +108,7 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 
 @admin_required
 def mcp_connection_list(request: HttpRequest) -> HttpResponse:
-    rows = McpServerConnection.objects.filter(tenant=request.tenant)
+    rows = selectors.mcp_connections_of(tenant=request.tenant)
     return render_page(request, LIST, {"connections": rows})
 
 
@@ -119,7 +119,7 @@ def mcp_connection_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def mcp_connection_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    return _form(request, get_for_tenant(McpServerConnection, request.tenant, pk=pk))
+    return _form(request, selectors.mcp_connection_get(tenant=request.tenant, connection_id=pk))
 
 
 def _form(request: HttpRequest, connection: McpServerConnection) -> HttpResponse:
@@ -153,7 +153,7 @@ def _say_refreshed(request: HttpRequest, connection: McpServerConnection) -> Non
 def mcp_connection_check(request: HttpRequest, pk: int) -> HttpResponse:
     """Test: reach the server now and list its tools (bounded by the connection's timeout);
     stores nothing. htmx: the row's result cell; otherwise a message on the list."""
-    connection = get_for_tenant(McpServerConnection, request.tenant, pk=pk)
+    connection = selectors.mcp_connection_get(tenant=request.tenant, connection_id=pk)
     ok, message, names = mcp_connection_test(connection)
     if not request.htmx:
         (messages.success if ok else messages.error)(request, f"{connection.name}: {message}")
@@ -167,7 +167,9 @@ def mcp_connection_check(request: HttpRequest, pk: int) -> HttpResponse:
 def mcp_connection_reload(request: HttpRequest, pk: int) -> HttpResponse:
     """Refresh: list the server's tools again and store them, with the outcome as its
     health. htmx: the row's health cell; otherwise a message on the list."""
-    connection = mcp_connection_refresh(get_for_tenant(McpServerConnection, request.tenant, pk=pk))
+    connection = mcp_connection_refresh(
+        selectors.mcp_connection_get(tenant=request.tenant, connection_id=pk)
+    )
     if not request.htmx:
         _say_refreshed(request, connection)
         return redirect("config:mcp_connections", tenant_slug=request.tenant.slug)
@@ -176,7 +178,7 @@ def mcp_connection_reload(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 def mcp_connection_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    connection = get_for_tenant(McpServerConnection, request.tenant, pk=pk)
+    connection = selectors.mcp_connection_get(tenant=request.tenant, connection_id=pk)
     return confirm_delete(
         request, connection, what="MCP connection", cancel="config:mcp_connections",
         delete=lambda: mcp_connection_delete(tenant=request.tenant, connection=connection),

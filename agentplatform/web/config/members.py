@@ -16,8 +16,8 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import Invitation, InvitationStatus, Membership, Role
+from agentplatform.tenancy import selectors
+from agentplatform.tenancy.models import InvitationStatus, Role
 from agentplatform.tenancy.services import (
     invitation_create,
     invitation_mail,
@@ -52,12 +52,10 @@ class RoleForm(PlainLabels, forms.Form):
 
 
 def _page(request: HttpRequest, form: InviteForm, status: int = 200, **extra) -> HttpResponse:
-    memberships = Membership.objects.filter(tenant=request.tenant).select_related("user")
+    memberships = selectors.memberships_of(tenant=request.tenant)
     pending = [
         invitation
-        for invitation in Invitation.objects.filter(
-            tenant=request.tenant, accepted_at=None, declined_at=None, revoked_at=None
-        ).select_related("invited_by")
+        for invitation in selectors.invitations_of(tenant=request.tenant, open_only=True)
         if invitation.status == InvitationStatus.PENDING
     ]
     context = {
@@ -129,7 +127,7 @@ def member_invite(request: HttpRequest) -> HttpResponse:
 @members_admin_required
 @require_POST
 def member_invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    invitation = get_for_tenant(Invitation, request.tenant, pk=pk)
+    invitation = selectors.invitation_get(tenant=request.tenant, invitation_id=pk)
     try:
         invitation_revoke(invitation=invitation, by=request.principal)
     except PermissionDenied as error:
@@ -141,7 +139,7 @@ def member_invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 @members_admin_required
 @require_POST
 def member_role(request: HttpRequest, pk: int) -> HttpResponse:
-    membership = get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)
+    membership = selectors.membership_get(tenant=request.tenant, membership_id=pk)
     form = RoleForm(request.POST)
     if not form.is_valid():
         return _refuse(request, "Choose one of the roles.")
@@ -159,7 +157,7 @@ def member_role(request: HttpRequest, pk: int) -> HttpResponse:
 @members_admin_required
 @require_POST
 def member_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    membership = get_for_tenant(Membership.objects.select_related("user"), request.tenant, pk=pk)
+    membership = selectors.membership_get(tenant=request.tenant, membership_id=pk)
     removing_self = membership.pk == request.membership.pk
     try:
         revoked = membership_remove(membership=membership, by=request.principal)

@@ -9,7 +9,6 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from agentplatform.web.config.common import (
     PlainLabels,
@@ -20,7 +19,8 @@ from agentplatform.web.config.common import (
     unique_in_tenant,
 )
 from agents.fallback_forms import FallbacksField
-from providers.models import ModelAlias, ProviderConnection
+from providers import selectors
+from providers.models import ModelAlias
 from providers.services import model_alias_delete, model_alias_save
 
 
@@ -40,8 +40,7 @@ class ModelAliasForm(PlainLabels, forms.ModelForm):
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        names = ProviderConnection.objects.filter(tenant=tenant).values_list("name", flat=True)
-        self.fields["targets"].connection_names = list(names)
+        self.fields["targets"].connection_names = selectors.connection_names(tenant=tenant)
 
     def clean_name(self) -> str:
         return unique_in_tenant(self, "name", "model alias")
@@ -57,7 +56,7 @@ def alias_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def alias_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    return _alias_form(request, get_for_tenant(ModelAlias, request.tenant, pk=pk))
+    return _alias_form(request, selectors.model_alias_get(tenant=request.tenant, alias_id=pk))
 
 
 def _alias_form(request: HttpRequest, alias: ModelAlias) -> HttpResponse:
@@ -75,7 +74,7 @@ def _alias_form(request: HttpRequest, alias: ModelAlias) -> HttpResponse:
 
 @admin_required
 def alias_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    alias = get_for_tenant(ModelAlias, request.tenant, pk=pk)
+    alias = selectors.model_alias_get(tenant=request.tenant, alias_id=pk)
     return confirm_delete(
         request, alias, what="model alias", cancel="config:connections",
         delete=lambda: model_alias_delete(tenant=request.tenant, alias=alias),

@@ -7,7 +7,6 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
     PlainLabels,
     admin_required,
@@ -16,6 +15,7 @@ from agentplatform.web.config.common import (
     render_page,
     try_save,
 )
+from providers import selectors
 from providers.models import PRICE_KINDS, ModelPrice
 from providers.pricing import DEFAULT_PRICES, price_rows
 from providers.services import price_delete, price_save
@@ -65,7 +65,7 @@ def price_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def price_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    return _price_form(request, get_for_tenant(ModelPrice, request.tenant, pk=pk))
+    return _price_form(request, selectors.price_get(tenant=request.tenant, price_id=pk))
 
 
 def _price_form(request: HttpRequest, price: ModelPrice, initial=None) -> HttpResponse:
@@ -83,7 +83,7 @@ def _price_form(request: HttpRequest, price: ModelPrice, initial=None) -> HttpRe
 
 @admin_required
 def price_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    price = get_for_tenant(ModelPrice, request.tenant, pk=pk)
+    price = selectors.price_get(tenant=request.tenant, price_id=pk)
     return confirm_delete(
         request, price, what="price", cancel="config:prices",
         delete=lambda: price_delete(tenant=request.tenant, price=price),

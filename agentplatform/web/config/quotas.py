@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from agentplatform.tenancy.models import ApiKey, Tenant
+from agentplatform.tenancy.selectors import member_users, unrevoked_api_keys
 from agentplatform.tenancy.services import tenant_time_zone_set
 from agentplatform.web.config.common import (
     PlainLabels,
@@ -25,6 +26,7 @@ from agentplatform.web.config.common import (
 )
 from agents import quotas
 from agents.models import Agent, Quota, QuotaMetric, QuotaPeriod, QuotaScope
+from agents.selectors import agents_by_slug
 
 LIST = "web/config/quota_list.html"
 FORM = "web/config/quota_form.html"
@@ -57,10 +59,9 @@ class QuotaForm(PlainLabels, forms.Form):
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        users = get_user_model().objects.filter(memberships__tenant=tenant).order_by("username")
-        self.fields["user"].queryset = users
-        self.fields["api_key"].queryset = ApiKey.objects.filter(tenant=tenant, revoked_at=None)
-        self.fields["agent"].queryset = Agent.objects.filter(tenant=tenant).order_by("slug")
+        self.fields["user"].queryset = member_users(tenant=tenant)
+        self.fields["api_key"].queryset = unrevoked_api_keys(tenant=tenant)
+        self.fields["agent"].queryset = agents_by_slug(tenant=tenant)
 
 
 def _initial(quota: Quota) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -29,8 +28,9 @@ from agentplatform.web.config.common import (
 )
 from agents.runs import tool_run
 from agents.selftests import health_by_name, selftest_tools
+from tools import selectors
 from tools.loader import tenant_tools
-from tools.models import ToolDefinition, ToolHealth, ToolKind
+from tools.models import ToolDefinition, ToolKind
 from tools.services import tool_definition_delete, tool_definition_save
 
 EXAMPLE_SCHEMA = {
@@ -139,7 +139,7 @@ class ToolDefinitionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 def tool_list(request: HttpRequest) -> HttpResponse:
     """This builds (or reuses) the tenant's registry and issues one query for definitions.
     Each tool's source is its origin, as recorded where it was registered."""
-    definitions = {d.name: d for d in ToolDefinition.objects.filter(tenant=request.tenant)}
+    definitions = selectors.definitions_of(tenant=request.tenant)
     health = health_by_name(request.tenant)
     rows = []
     toolbox = tenant_tools(request.tenant)
@@ -166,7 +166,7 @@ def tool_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def tool_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    return _tool_form(request, get_for_tenant(ToolDefinition, request.tenant, pk=pk))
+    return _tool_form(request, selectors.definition_by_id(tenant=request.tenant, definition_id=pk))
 
 
 def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse:
@@ -186,7 +186,7 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
 
 @admin_required
 def tool_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    definition = get_for_tenant(ToolDefinition, request.tenant, pk=pk)
+    definition = selectors.definition_by_id(tenant=request.tenant, definition_id=pk)
     return confirm_delete(
         request, definition, what="tool definition", noun="tool", cancel="config:tools",
         delete=lambda: tool_definition_delete(tenant=request.tenant, definition=definition),
@@ -232,7 +232,7 @@ def tool_try(request: HttpRequest, name: str) -> HttpResponse:
         "result": result,
         "result_text": _pretty(result.result) if result is not None else "",
         "schema_text": _pretty(item.input_schema),
-        "health": ToolHealth.objects.filter(tenant=request.tenant, tool_name=name).first(),
+        "health": selectors.tool_health(tenant=request.tenant, name=name),
     }
     return render_page(request, "web/config/tool_try.html", context, partial="try-result")
 

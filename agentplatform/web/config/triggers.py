@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from agentplatform.saving import SaveConflict
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.policy import Principal
+from agentplatform.tenancy.selectors import member_users
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -26,7 +27,8 @@ from agentplatform.web.config.common import (
     render_form,
     render_page,
 )
-from agents.models import Agent, Crew, Trigger, TriggerKind
+from agents import selectors
+from agents.models import Trigger, TriggerKind
 from agents.runtime.triggers import MAX_CRON_CHARS, MAX_TEMPLATE_CHARS
 from agents.triggers import (
     hook_path,
@@ -35,6 +37,7 @@ from agents.triggers import (
     trigger_rotate_secret,
     trigger_runs,
     trigger_save,
+    visible_triggers,
 )
 
 HISTORY = 50  # runs shown on a trigger's page
@@ -65,14 +68,13 @@ class TriggerForm(PlainLabels, forms.Form):
 
     def __init__(self, *args: Any, tenant: Tenant, trigger: Trigger | None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        agents = Agent.objects.filter(tenant=tenant).order_by("name")
-        crews = Crew.objects.filter(tenant=tenant).order_by("name")
+        agents = selectors.agents_by_name(tenant=tenant)
+        crews = selectors.crews_by_name(tenant=tenant)
         self.fields["target"].choices = [
             ("Agents", [(f"agent:{a.slug}", a.name) for a in agents]),
             ("Crews", [(f"crew:{c.slug}", c.name) for c in crews]),
         ]
-        members = get_user_model().objects.filter(memberships__tenant=tenant)
-        self.fields["run_as"].queryset = members.order_by("username")
+        self.fields["run_as"].queryset = member_users(tenant=tenant)
         self.tenant = tenant
         if trigger is not None:
             self.fields["kind"].disabled = True  # a trigger keeps its kind
@@ -88,9 +90,9 @@ class TriggerForm(PlainLabels, forms.Form):
     def changes(self) -> dict[str, Any]:
         data = dict(self.cleaned_data)
         which, slug = data.pop("target").split(":", 1)
-        model = Agent if which == "agent" else Crew
+        named = selectors.agent_named if which == "agent" else selectors.crew_named
         data["agent"] = data["crew"] = None
-        data[which] = model.objects.get(tenant=self.tenant, slug=slug)
+        data[which] = named(tenant=self.tenant, slug=slug)
         if data["kind"] == TriggerKind.WEBHOOK:
             data["cron"] = ""
         return data
@@ -102,7 +104,7 @@ def _principal(request: HttpRequest) -> Principal:
 
 @admin_required
 def trigger_list(request: HttpRequest) -> HttpResponse:
-    rows = Trigger.objects.filter(tenant=request.tenant).select_related("agent", "crew", "run_as")
+    rows = visible_triggers(_principal(request))
     return render_page(request, "web/config/trigger_list.html", {"triggers": rows})
 
 
@@ -152,7 +154,7 @@ def trigger_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _detail(request: HttpRequest, trigger: Trigger, *, secret: str | None = None):
-    runs = trigger_runs(_principal(request), trigger).select_related("agent", "crew")[:HISTORY]
+    runs = selectors.runs_with_targets(trigger_runs(_principal(request), trigger), limit=HISTORY)
     context = {
         "trigger": trigger,
         "runs": runs,
