@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Length
 from django.http import Http404
 
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
-from rag.models import Document, KnowledgeBase
+from rag.models import Document, DocumentStatus, KnowledgeBase
 
 MAX_BIGINT = 2**63 - 1
 
@@ -97,3 +97,26 @@ def document_chunks(*, document: Document) -> QuerySet:
     """The document's chunks in order, without their vectors."""
     chunks = document.chunks.order_by("ordinal")
     return chunks.only("ordinal", "text", "heading_path", "page")
+
+
+def knowledge_base_by_slug(*, tenant: Tenant, slug: str) -> KnowledgeBase:
+    """The tenant's knowledge base `slug`; 404 otherwise. One query."""
+    return get_for_tenant(KnowledgeBase, tenant, slug=slug)
+
+
+def knowledge_bases_with_counts(*, tenant: Tenant) -> QuerySet:
+    """The tenant's knowledge bases by name, with their agents and their documents counted:
+    all (`document_total`), being ingested (`document_active`), failed (`document_failed`).
+    Two queries."""
+    active = Q(documents__status__in=[DocumentStatus.PENDING, DocumentStatus.PROCESSING])
+    failed = Q(documents__status=DocumentStatus.FAILED)
+    return (
+        KnowledgeBase.objects.filter(tenant=tenant)
+        .annotate(
+            document_total=Count("documents", distinct=True),
+            document_active=Count("documents", filter=active, distinct=True),
+            document_failed=Count("documents", filter=failed, distinct=True),
+        )
+        .prefetch_related("agents")
+        .order_by("name")
+    )

@@ -45,13 +45,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
 }
 
-# Reads not yet moved into selectors: module -> how many lines still query.
-NOT_YET_MOVED: dict[str, int] = {
-    "agentplatform/web/knowledge/documents.py": 7,  # not yet moved
-    "agentplatform/web/knowledge/knowledge_bases.py": 7,  # not yet moved
-    "agentplatform/web/knowledge/search.py": 1,  # not yet moved
-}
-
 
 def queries(tree: ast.AST) -> Iterator[tuple[int, str]]:
     """(line, expression) of each ORM query in a module's tree."""
@@ -100,21 +93,12 @@ def face_queries() -> dict[str, list[tuple[int, str]]]:
 
 
 def test_the_faces_hold_no_orm_queries_of_their_own():
-    found = face_queries()
-    lines = {module: len(hits) for module, hits in found.items()}
-    over = [
+    found = [
         f"{module}:{line}: {expression}"
-        for module, hits in found.items()
-        if lines[module] > NOT_YET_MOVED.get(module, 0)
+        for module, hits in face_queries().items()
         for line, expression in hits
     ]
-    assert not over, "Read through a selector beside the app's services:\n" + "\n".join(over)
-    fewer = {
-        module: lines.get(module, 0)
-        for module, allowed in NOT_YET_MOVED.items()
-        if lines.get(module, 0) < allowed
-    }
-    assert not fewer, f"Fewer reads left than NOT_YET_MOVED says; lower it: {fewer}"
+    assert not found, "Read through a selector beside the app's services:\n" + "\n".join(found)
 
 
 def test_the_allowed_entries_still_exist():

@@ -201,6 +201,15 @@ def test_an_upload_over_the_limit_is_refused_in_place(client, trio, handbook, se
     assert not Document.objects.exists()
 
 
+def test_the_documents_page_shows_each_documents_size(client, trio, handbook, document):
+    from django.template.defaultfilters import filesizeformat
+
+    login(client, trio.alice)
+    page = client.get(url("documents", slug="handbook")).content.decode()
+    size = filesizeformat(len(Document.objects.get(pk=document.pk).content))  # "72 bytes"
+    assert f"· {size}" in page
+
+
 def test_the_progress_fragment_polls_only_while_documents_ingest(client, trio, handbook):
     login(client, trio.alice)
     document = add_text(handbook, title="Holidays")

@@ -10,13 +10,10 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
-from django.db.models.functions import Length
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import (
@@ -24,7 +21,8 @@ from agentplatform.web.config.common import (
     add_service_errors,
     render_page,
 )
-from rag.models import Document, DocumentStatus, KnowledgeBase
+from rag import selectors
+from rag.models import DocumentStatus, KnowledgeBase
 from rag.services import document_add, document_delete, document_reingest
 
 PAGE = "web/knowledge/documents.html"
@@ -86,17 +84,10 @@ class DocumentForm(PlainLabels, forms.Form):
         return cleaned
 
 
-def documents_of(knowledge_base: KnowledgeBase) -> QuerySet[Document]:
-    """The knowledge base's documents without their content bytes (only their size)."""
-    return (
-        Document.objects.filter(tenant=knowledge_base.tenant, knowledge_base=knowledge_base)
-        .defer("content")
-        .annotate(size=Length("content"))
-    )
-
-
 def documents_context(knowledge_base: KnowledgeBase) -> dict[str, Any]:
-    documents = list(documents_of(knowledge_base))
+    documents = list(
+        selectors.documents_of(tenant=knowledge_base.tenant, knowledge_base=knowledge_base)
+    )
     return {
         "knowledge_base": knowledge_base,
         "documents": documents,
@@ -107,7 +98,7 @@ def documents_context(knowledge_base: KnowledgeBase) -> dict[str, Any]:
 @tenant_member_required(Action.READ_DATA)
 def document_list(request: HttpRequest, slug: str) -> HttpResponse:
     """The knowledge base's page; htmx asks for the document table only (while polling)."""
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     context = {**documents_context(knowledge_base), "form": DocumentForm()}
     return render_page(request, PAGE, context, partial="documents")
 
@@ -115,7 +106,7 @@ def document_list(request: HttpRequest, slug: str) -> HttpResponse:
 @tenant_member_required(Action.WRITE_DATA)
 @require_POST
 def document_create(request: HttpRequest, slug: str) -> HttpResponse:
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     form = DocumentForm(request.POST, request.FILES)
     if form.is_valid():
         data = form.cleaned_data
@@ -140,8 +131,10 @@ def document_create(request: HttpRequest, slug: str) -> HttpResponse:
 @tenant_member_required(Action.WRITE_DATA)
 @require_POST
 def document_reingest_view(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
-    document = get_for_tenant(documents_of(knowledge_base), request.tenant, pk=pk)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
+    document = selectors.document_get(
+        tenant=request.tenant, knowledge_base=knowledge_base, document_id=pk
+    )
     try:
         document_reingest(tenant=request.tenant, document=document, force=True)
     except ValidationError as error:
@@ -153,8 +146,10 @@ def document_reingest_view(request: HttpRequest, slug: str, pk: int) -> HttpResp
 
 @tenant_member_required(Action.WRITE_DATA)
 def document_remove(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
-    document = get_for_tenant(documents_of(knowledge_base), request.tenant, pk=pk)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
+    document = selectors.document_get(
+        tenant=request.tenant, knowledge_base=knowledge_base, document_id=pk
+    )
     if request.method == "POST":
         document_delete(tenant=request.tenant, document=document)
         messages.success(request, f"Deleted document “{document}”.")

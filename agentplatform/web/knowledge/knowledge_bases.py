@@ -9,22 +9,22 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.selectors import value_taken
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
     admin_required,
     render_page,
 )
-from agents.models import Agent
-from providers.models import ProviderConnection
-from rag.models import DocumentStatus, KnowledgeBase
+from agents.selectors import agents_by_name
+from providers.selectors import connections_of
+from rag import selectors
+from rag.models import KnowledgeBase
 from rag.services import knowledge_base_delete, knowledge_base_save
 from tools.context_providers import Domain
 
@@ -57,9 +57,9 @@ class KnowledgeBaseForm(PlainLabels, forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.tenant = tenant
         connections = self.fields["provider_connection"]
-        connections.queryset = ProviderConnection.objects.filter(tenant=tenant)
+        connections.queryset = connections_of(tenant=tenant)
         connections.empty_label = "—"
-        self.fields["agents"].queryset = Agent.objects.filter(tenant=tenant).order_by("name")
+        self.fields["agents"].queryset = agents_by_name(tenant=tenant)
         self.fields["embedder"].choices = [c for c in self.fields["embedder"].choices if c[0] != ""]
         self.fields["domains"] = forms.MultipleChoiceField(
             choices=Domain.choices,
@@ -72,8 +72,9 @@ class KnowledgeBaseForm(PlainLabels, forms.ModelForm):
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]
-        taken = KnowledgeBase.objects.filter(tenant=self.tenant, slug=slug)
-        if taken.exclude(pk=self.instance.pk).exists():
+        if value_taken(
+            model=KnowledgeBase, tenant=self.tenant, field="slug", value=slug, but=self.instance.pk
+        ):
             raise ValidationError("Another knowledge base of this workspace has this slug.")
         return slug
 
@@ -86,19 +87,7 @@ class KnowledgeBaseForm(PlainLabels, forms.ModelForm):
 @admin_required
 def knowledge_base_list(request: HttpRequest) -> HttpResponse:
     """One query: the knowledge bases with their document counts by status."""
-    active = Q(documents__status__in=[DocumentStatus.PENDING, DocumentStatus.PROCESSING])
-    rows = (
-        KnowledgeBase.objects.filter(tenant=request.tenant)
-        .annotate(
-            document_total=Count("documents", distinct=True),
-            document_active=Count("documents", filter=active, distinct=True),
-            document_failed=Count(
-                "documents", filter=Q(documents__status=DocumentStatus.FAILED), distinct=True
-            ),
-        )
-        .prefetch_related("agents")
-        .order_by("name")
-    )
+    rows = selectors.knowledge_bases_with_counts(tenant=request.tenant)
     return render_page(request, "web/knowledge/knowledge_base_list.html", {"rows": rows})
 
 
@@ -109,7 +98,7 @@ def knowledge_base_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def knowledge_base_edit(request: HttpRequest, slug: str) -> HttpResponse:
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     return _knowledge_base_form(request, knowledge_base)
 
 
@@ -136,7 +125,7 @@ def _knowledge_base_form(request: HttpRequest, knowledge_base: KnowledgeBase) ->
 
 @admin_required
 def knowledge_base_remove(request: HttpRequest, slug: str) -> HttpResponse:
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     if request.method == "POST":
         knowledge_base_delete(tenant=request.tenant, knowledge_base=knowledge_base)
         messages.success(request, f"Deleted knowledge base “{knowledge_base.name}”.")

@@ -8,11 +8,11 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
-from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.policy import Action
 from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import PlainLabels, render_page
 from agents import quotas
+from rag import selectors
 from rag.models import KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K
@@ -48,7 +48,7 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
     """GET shows the form; a query (GET ?query= or POST) searches and shows the hits (htmx:
     the hits only). Searching may call the embedder (a provider: one network call)."""
-    knowledge_base = get_for_tenant(KnowledgeBase, request.tenant, slug=slug)
+    knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     data = request.POST if request.method == "POST" else None
     if data is None and "query" in request.GET:
         data = request.GET
