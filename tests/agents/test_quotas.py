@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
+from django.db import connection, transaction
 
 from agentplatform import versions
 from agentplatform.tenancy import services as tenancy
@@ -281,3 +282,25 @@ def test_processes_sharing_one_limit_never_overrun_it(trio, settings):
     granted = [int(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in spenders]
     assert sum(granted) == 1000 - 1000 % 7  # 240 tries of 7 tokens: as many as fit, no more
     assert quotas.used(quota) == sum(granted)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_limit_changed_in_a_transaction_applies_once_committed_though_read_meanwhile(trio):
+    """Another process reading the rules while the change is not committed caches the old
+    ones under the new version; the bump at the commit makes every process read again."""
+    quota = _quota(trio.acme, limit=100)
+    assert [rule.limit for rule in quotas.tenant_rules(trio.acme.pk)] == [100]
+
+    def another_process_reads() -> None:
+        try:
+            quotas.tenant_rules(trio.acme.pk)
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        quota.limit = 5
+        quota.save()
+        reader = threading.Thread(target=another_process_reads)
+        reader.start()
+        reader.join()
+    assert [rule.limit for rule in quotas.tenant_rules(trio.acme.pk)] == [5]

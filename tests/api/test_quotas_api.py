@@ -122,3 +122,39 @@ def test_another_tenants_quota_answers_404(trio):
     for body in ({"scope": "agent", "agent": "spy"}, {"scope": "api_key", "api_key": key.pk}):
         body |= {"metric": "tokens", "period": "day", "limit": 5}
         assert alice.post(URL, body, format="json").status_code == 400
+
+
+def test_a_limit_moved_to_another_scope_keeps_only_that_scopes_target(trio):
+    """A change that names the scope keeps that scope's target and clears the others (a
+    member limit made the tenant's stops naming the member); a new limit naming another
+    scope's target is refused, naming the field."""
+    make_agent(trio.acme, "assistant")
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="ci", scopes=["read"])
+    alice = session(trio.alice)
+    targets = [
+        ({"scope": "member", "member": "bob", "metric": "tokens", "period": "day"}, "bob"),
+        ({"scope": "api_key", "api_key": key.pk, "metric": "tokens", "period": "month"}, key.pk),
+        ({"scope": "agent", "agent": "assistant", "metric": "cost", "period": "day"}, "assistant"),
+    ]
+    for body, target in targets:
+        scope = body["scope"]
+        created = alice.post(URL, {**body, "limit": 9}, format="json").json()
+        same = alice.patch(f"{URL}/{created['id']}", {"scope": scope, "limit": 8}, format="json")
+        assert same.status_code == 200, same.json()
+        assert same.json()[scope] == target  # its own scope's target kept
+        to_tenant = alice.patch(f"{URL}/{created['id']}", {"scope": "tenant"}, format="json")
+        assert to_tenant.status_code == 200, to_tenant.json()
+        assert to_tenant.json()["label"].endswith("for the tenant")
+        quota = Quota.objects.get(pk=created["id"])
+        assert (quota.user_id, quota.api_key_id, quota.agent_id) == (None, None, None)
+
+    moved = alice.post(URL, {**targets[0][0], "limit": 9}, format="json").json()
+    to_agent = alice.patch(
+        f"{URL}/{moved['id']}", {"scope": "agent", "agent": "assistant"}, format="json"
+    )
+    assert to_agent.status_code == 200, to_agent.json()
+    assert (to_agent.json()["member"], to_agent.json()["agent"]) == (None, "assistant")
+
+    stray = {**targets[0][0], "scope": "tenant", "metric": "cost", "period": "month", "limit": 1}
+    refused = alice.post(URL, stray, format="json")  # names bob, yet the tenant's
+    assert refused.status_code == 400 and "user" in refused.json()["error"]["details"]
