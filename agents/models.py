@@ -872,6 +872,9 @@ class Quota(models.Model):
                 fields=["tenant", "scope", "user", "api_key", "agent", "metric", "period"],
                 nulls_distinct=False,
                 name="quota_one_per_target_metric_period",
+                violation_error_message=(
+                    "This target already has a limit of that metric and period: change that one."
+                ),
             ),
             models.CheckConstraint(
                 condition=(

@@ -90,11 +90,15 @@ def test_reserve_then_settle_keeps_what_was_used(trio):
 def test_a_refusal_holds_nothing_on_the_other_limits(trio):
     agent = make_agent(trio.acme)
     tenant = _quota(trio.acme, limit=10_000)
+    spend = _quota(trio.acme, metric="cost", limit=50_000_000)  # $50
     _quota(trio.acme, scope="agent", agent=agent, limit=100)
     with pytest.raises(QuotaExceeded) as refused:
-        quotas.reserve(Meter(trio.acme.pk, agent_id=agent.pk), tokens=500, now=NOW)
+        quotas.reserve(
+            Meter(trio.acme.pk, agent_id=agent.pk), tokens=500, cost_usd=Decimal("2"), now=NOW
+        )
     assert "for agent 'assistant'" in str(refused.value)
-    assert quotas.used(tenant, NOW) == 0
+    assert "up to 500 tokens more" in str(refused.value)  # what this limit was asked for
+    assert quotas.used(tenant, NOW) == quotas.used(spend, NOW) == 0
     quotas.reserve(Meter(trio.acme.pk), tokens=500, now=NOW)  # another agent: fits
     assert quotas.used(tenant, NOW) == 500
 

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Role
+from agentplatform.tenancy.models import AuditEntry, Role
 from agents import quotas
 from agents.models import Quota
 from tests.api.test_runs_api import client_for
@@ -86,6 +86,23 @@ def test_a_second_limit_of_the_same_target_metric_and_period_is_refused(trio):
     assert alice.post(URL, body, format="json").status_code == 201
     again = alice.post(URL, body, format="json")
     assert again.status_code == 400 and Quota.objects.count() == 1
+    assert "already has a limit of that metric and period" in str(again.json())
+
+
+def test_each_change_of_a_limit_is_in_the_audit_log_with_who_made_it(trio):
+    alice = session(trio.alice)
+    body = {"scope": "tenant", "metric": "tokens", "period": "day", "limit": 5}
+    quota = alice.post(URL, body, format="json").json()
+    alice.patch(f"{URL}/{quota['id']}", {"limit": 6}, format="json")
+    alice.delete(f"{URL}/{quota['id']}")
+    entries = AuditEntry.objects.filter(object_type="agents.quota", object_id=str(quota["id"]))
+    assert sorted(entries.values_list("action", "user_id")) == sorted(
+        [
+            ("config.created", trio.alice.pk),
+            ("config.changed", trio.alice.pk),
+            ("config.deleted", trio.alice.pk),
+        ]
+    )
 
 
 def test_members_and_read_keys_read_but_only_admins_change(trio):
