@@ -5,7 +5,7 @@ and in the admin."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -217,3 +217,23 @@ def test_the_admin_validates_the_zone(client: Client, trio):
     assert response.status_code == 302
     trio.acme.refresh_from_db()
     assert trio.acme.time_zone == "Europe/Lisbon"
+
+
+@pytest.mark.parametrize(
+    "seconds_left, retry_after, in_words",
+    [
+        (0.5, 1, "in 1 min"),
+        (121, 121, "in 3 min"),  # minutes alone: rounded up
+        (5459, 5459, "in 1 h 30 min"),  # with hours: whole minutes
+        (2 * 86_400 + 3 * 3600 + 59, 183_659, "in 2 d 3 h"),
+    ],
+)
+def test_a_refusal_says_how_long_until_it_resets(seconds_left, retry_after, in_words):
+    rule = quotas.Rule(
+        id=1, tenant_id=1, scope="tenant", target_id=None, metric="tokens", period="day",
+        limit=100, label="the daily limit of 100 tokens for the tenant",
+    )  # fmt: skip
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    refused = QuotaExceeded(rule, 100, now + timedelta(seconds=seconds_left), now)
+    assert refused.retry_after_s == retry_after
+    assert str(refused).endswith(f"({in_words}).")
