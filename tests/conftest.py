@@ -234,6 +234,19 @@ def django_db_setup(
         )
     yield
     with django_db_blocker.unblock():
+        # A connection some test's thread, event loop or child process still holds would
+        # fail the DROP DATABASE ("being accessed by other users"): end them first.
+        from django.db import DatabaseError, connections
+
+        for alias in aliases:
+            try:
+                with connections[alias].cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+            except DatabaseError:  # a login not allowed to end them: the drop says so
+                pass
         teardown_databases(databases, verbosity=0)
 
 
