@@ -76,6 +76,10 @@ def test_reserve_then_settle_keeps_what_was_used(trio):
     meter = Meter(trio.acme.pk)
     held = quotas.reserve(meter, tokens=600, now=NOW)
     assert quotas.used(quota, NOW) == 600
+    # The day's counter goes a day after the day ends (14:30 to midnight, then a day).
+    counters = list(versions.shared_redis().scan_iter(cache.make_key(f"quota:{quota.pk}:*")))
+    assert len(counters) == 1
+    assert 0 < versions.shared_redis().ttl(counters[0]) <= 34_200 + quotas.KEEP_AFTER_PERIOD_S
     quotas.settle(held, tokens=150)
     assert quotas.used(quota, NOW) == 150
     with pytest.raises(QuotaExceeded):
