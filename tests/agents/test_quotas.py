@@ -201,6 +201,24 @@ def test_lost_counters_are_rebuilt_from_recorded_runs(trio):
     quotas.reserve(meter, tokens=300)
 
 
+def test_lost_counters_of_a_keys_tokens_and_of_cost_are_rebuilt_from_recorded_runs(trio):
+    key = _key(trio.acme)
+    tokens = _quota(trio.acme, scope="api_key", api_key=key, limit=1000)
+    spend = _quota(trio.acme, metric="cost", limit=5_000_000)  # $5
+    Run.objects.create(
+        tenant=trio.acme, input="x", correlation_id="k1", initiated_by_api_key=key,
+        input_tokens=400, output_tokens=100, cost_usd=Decimal("1.25"), status="succeeded",
+    )  # fmt: skip
+    Run.objects.create(  # nobody's key: not the key's limit, but the tenant's spending
+        tenant=trio.acme, input="x", correlation_id="k2", input_tokens=900,
+        cost_usd=Decimal("0.50"), status="succeeded",
+    )  # fmt: skip
+    _flush(tokens)
+    _flush(spend)
+    assert quotas.used(tokens) == 500
+    assert quotas.used(spend) == Decimal("1.75")
+
+
 def test_changing_a_limit_applies_at_once(trio):
     quota = _quota(trio.acme, limit=10)
     with pytest.raises(QuotaExceeded):

@@ -3,7 +3,10 @@ read keys read them, other tenants' answer 404, what is used comes with each."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agentplatform.tenancy import services as tenancy
@@ -44,6 +47,8 @@ def test_an_admin_sets_each_kind_of_limit_and_reads_what_is_used(trio):
     assert created[1]["member"] == "bob" and created[1]["used"] == 0
     assert created[2]["api_key"] == key.pk and created[2]["label"].endswith("API key 'ci'")
     assert created[3]["agent"] == "assistant" and created[3]["resets_at"].endswith("T00:00:00Z")
+    tomorrow = timezone.now().date() + timedelta(days=1)  # (the tenant's zone: UTC)
+    assert created[3]["resets_at"] == f"{tomorrow.isoformat()}T00:00:00Z"  # a daily limit
 
     quotas.reserve(quotas.Meter(trio.acme.pk, user_id=trio.bob.pk), tokens=120)
     bobs = alice.get(f"{URL}/{created[1]['id']}").json()
