@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from agentplatform.encryption import EncryptedTextField
+from agentplatform.tenancy.sso_settings import issuer_problem, setting_slugs
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
@@ -369,8 +370,6 @@ class IdentityProvider(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from agentplatform.tenancy.sso import issuer_problem, setting_slugs
-
         errors = {}
         if self.slug in setting_slugs():
             errors["slug"] = "The SSO_PROVIDERS setting already uses this slug."

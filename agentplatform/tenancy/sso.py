@@ -20,7 +20,6 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -127,33 +126,6 @@ def _from_setting(entry: dict[str, Any], tenant_ids: dict[str, int]) -> SSOProvi
         default_role=default_role if tenant_id and default_role in Role.values else "",
         rules=tuple(rules),
     )
-
-
-def url_schemes() -> tuple[str, ...]:
-    """The schemes an identity provider's addresses may use: https, and http too when the
-    operator turned SSO_REQUIRE_HTTPS off (a provider on a local network, tests)."""
-    return ("https",) if settings.SSO_REQUIRE_HTTPS else ("https", "http")
-
-
-def issuer_problem(issuer: str) -> str | None:
-    """Why `issuer` cannot be a stored provider's issuer, or None: an https URL (http when
-    allowed, url_schemes) with a host, and no credentials, query or fragment, since
-    discovery appends its path to it."""
-    try:
-        parts = urlsplit(issuer)
-        parts.port  # noqa: B018 (a bad port raises)
-    except ValueError:
-        return "Enter a valid URL."
-    if parts.scheme not in url_schemes() or not parts.hostname:
-        allowed = "an https" if url_schemes() == ("https",) else "an http(s)"
-        return f"The issuer must be {allowed} URL."
-    if parts.username or parts.password or parts.query or parts.fragment:
-        return "The issuer is a plain URL: no user name, password, query or fragment."
-    return None
-
-
-def setting_slugs() -> set[str]:
-    return {entry["slug"] for entry in settings.SSO_PROVIDERS}
 
 
 def providers(*, tenant: Tenant | None = None, slug: str | None = None) -> list[SSOProvider]:

@@ -16,7 +16,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.cache import cache
 
-from agentplatform.tenancy import sso
+from agentplatform.tenancy.sso_settings import url_schemes
 from tools.runtime.egress import (
     EgressError,
     EgressPolicy,
@@ -52,7 +52,7 @@ def _client() -> GuardedHttpClient:
 def check_url(url: str, what: str) -> None:
     """SSOError unless `url` is an http(s) URL with a host (https only when required)."""
     parts = urlsplit(url) if isinstance(url, str) else None
-    schemes = sso.url_schemes()
+    schemes = url_schemes()
     if parts is None or parts.scheme not in schemes or not parts.hostname:
         needed = "an https" if schemes == ("https",) else "an http(s)"
         raise SSOError(f"The identity provider's {what} is not {needed} URL.")
