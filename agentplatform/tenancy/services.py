@@ -35,6 +35,7 @@ from agentplatform.tenancy.models import (
     TenantGroup,
 )
 from agentplatform.tenancy.policy import Principal
+from agentplatform.tenancy.sso import SSOProvider, providers_serving, roles_from_groups
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +80,6 @@ def check_password_sign_in_off(*, tenant: Tenant, password_session: bool = False
     and the change comes from no `password_session` (sign_in.session_needs_password_sign_in):
     whoever turns passwords off has shown that single sign-on lets them in. API keys and the
     platform's superusers are never refused in the tenant afterwards, so they may."""
-    from agentplatform.tenancy.sso import providers_serving
-
     if not providers_serving(tenant):
         raise ValidationError(NO_PROVIDER_FOR_TENANT, code="no_identity_provider")
     if password_session:
@@ -235,6 +234,50 @@ def _refuse_if_last_owner(membership: Membership) -> None:
     )
     if owners.exclude(pk=membership.pk).count() == 0:
         raise ValidationError("A tenant must keep at least one owner.")
+
+
+def memberships_sync(*, user: AbstractUser, provider: SSOProvider, groups: set[str]) -> None:
+    """Make the user's memberships follow their groups (the roles single sign-on's
+    `roles_from_groups` gives): add the missing ones (marked as this provider's), change
+    roles that differ, and remove the ones this provider made that the groups no longer
+    give (never one made otherwise). A change the tenancy rules refuse (the last owner) is
+    logged and left as it is. Audited like any membership change."""
+    wanted = roles_from_groups(provider, groups)
+    if provider.tenant_id is not None:  # (its rules are its tenant's: kept so, defensively)
+        wanted = {t: role for t, role in wanted.items() if t == provider.tenant_id}
+    with rls.owner():  # one person's memberships across tenants, keyed by the user
+        tenants = Tenant.objects.in_bulk(list(wanted))
+        current = {m.tenant_id: m for m in Membership.objects.filter(user=user)}
+        for tenant_id, role in wanted.items():
+            membership = current.get(tenant_id)
+            if membership is not None and membership.role == role:
+                continue
+            try:
+                with rls.tenant_scope(tenant_id):  # the audit entry is the tenant's
+                    made = membership_set(tenant=tenants[tenant_id], user=user, role=role)
+            except (ValidationError, PermissionDenied) as error:
+                logger.warning(
+                    "SSO %s: role of %s in tenant %s kept: %s",
+                    provider.slug,
+                    user.pk,
+                    tenant_id,
+                    error,
+                )
+                continue
+            if membership is None:
+                Membership.objects.filter(pk=made.pk).update(sso_provider=provider.slug)
+        for tenant_id, membership in current.items():
+            if tenant_id in wanted or membership.sso_provider != provider.slug:
+                continue
+            if provider.tenant_id is not None and tenant_id != provider.tenant_id:
+                continue  # a tenant's own provider never touches another tenant's members
+            try:
+                with rls.tenant_scope(tenant_id):
+                    membership_remove(membership=membership)
+            except (ValidationError, PermissionDenied) as error:
+                logger.warning(
+                    "SSO %s: membership %s kept: %s", provider.slug, membership.pk, error
+                )
 
 
 def member_named(tenant: Tenant, username: str, *, at_most: str) -> AbstractUser | None:

@@ -1,8 +1,9 @@
 """Single sign-on, the part without HTTP: which identity providers exist (the admin's and
 the SSO_PROVIDERS setting's, read as one shape), who a signed-in person is (found by the
-ID token's issuer and subject, created on first sign-in), what their groups make them
-(memberships and roles, set on every sign-in), and whether a password may still sign them
-in. The OpenID Connect exchange itself is agentplatform/web/sso/ (docs/sso.md).
+ID token's issuer and subject, created on first sign-in), what their groups make them (a
+role per tenant, which `services.memberships_sync` sets on every sign-in), and whether a
+password may still sign them in. The OpenID Connect exchange itself is
+agentplatform/web/sso/ (docs/sso.md).
 
 Password sign-in off is a tenant's rule about acting in it, never about the account: a
 password still signs a person in, and their session (or an MCP client they authorised in
@@ -33,7 +34,6 @@ from agentplatform.tenancy.models import (
     ROLE_RANK,
     ExternalIdentity,
     IdentityProvider,
-    Membership,
     Role,
     Tenant,
 )
@@ -290,49 +290,6 @@ def roles_from_groups(provider: SSOProvider, groups: set[str]) -> dict[int, str]
     ):
         wanted[provider.tenant_id] = provider.default_role
     return wanted
-
-
-def memberships_sync(*, user: AbstractUser, provider: SSOProvider, groups: set[str]) -> None:
-    """Make the user's memberships follow their groups: add the missing ones (marked as this
-    provider's), change roles that differ, and remove the ones this provider made that the
-    groups no longer give (never one made otherwise). A change the tenancy rules refuse
-    (the last owner) is logged and left as it is. Audited like any membership change."""
-    from agentplatform.tenancy.services import membership_remove, membership_set
-
-    wanted = roles_from_groups(provider, groups)
-    if provider.tenant_id is not None:  # (its rules are its tenant's: kept so, defensively)
-        wanted = {t: role for t, role in wanted.items() if t == provider.tenant_id}
-    with rls.owner():  # one person's memberships across tenants, keyed by the user
-        tenants = Tenant.objects.in_bulk(list(wanted))
-        current = {m.tenant_id: m for m in Membership.objects.filter(user=user)}
-        for tenant_id, role in wanted.items():
-            membership = current.get(tenant_id)
-            if membership is not None and membership.role == role:
-                continue
-            try:
-                with rls.tenant_scope(tenant_id):  # the audit entry is the tenant's
-                    made = membership_set(tenant=tenants[tenant_id], user=user, role=role)
-            except (ValidationError, PermissionDenied) as error:
-                log.warning(
-                    "SSO %s: role of %s in tenant %s kept: %s",
-                    provider.slug,
-                    user.pk,
-                    tenant_id,
-                    error,
-                )
-                continue
-            if membership is None:
-                Membership.objects.filter(pk=made.pk).update(sso_provider=provider.slug)
-        for tenant_id, membership in current.items():
-            if tenant_id in wanted or membership.sso_provider != provider.slug:
-                continue
-            if provider.tenant_id is not None and tenant_id != provider.tenant_id:
-                continue  # a tenant's own provider never touches another tenant's members
-            try:
-                with rls.tenant_scope(tenant_id):
-                    membership_remove(membership=membership)
-            except (ValidationError, PermissionDenied) as error:
-                log.warning("SSO %s: membership %s kept: %s", provider.slug, membership.pk, error)
 
 
 # -- passwords turned off -----------------------------------------------------------------

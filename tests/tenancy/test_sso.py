@@ -120,10 +120,10 @@ def test_a_tenants_own_provider_touches_no_other_tenants_memberships(trio):
     provider = sso.provider_named("acme-idp")
     services.membership_set(tenant=trio.globex, user=trio.bob, role=Role.MEMBER)
     Membership.objects.filter(tenant=trio.globex, user=trio.bob).update(sso_provider="acme-idp")
-    sso.memberships_sync(user=trio.bob, provider=provider, groups={"ops"})
+    services.memberships_sync(user=trio.bob, provider=provider, groups={"ops"})
     assert Membership.objects.filter(tenant=trio.globex, user=trio.bob).exists()  # kept
     dave = make_user("dave")
-    sso.memberships_sync(user=dave, provider=provider, groups={"ops", "staff"})
+    services.memberships_sync(user=dave, provider=provider, groups={"ops", "staff"})
     assert set(Membership.objects.filter(user=dave).values_list("tenant__slug", flat=True)) == {
         "acme"
     }
@@ -778,7 +778,7 @@ def test_a_membership_the_groups_no_longer_give_goes_with_the_keys_its_member_ma
     acme_provider(trio)
     provider = sso.provider_named("acme-idp")
     dave = make_user("dave")
-    sso.memberships_sync(user=dave, provider=provider, groups={"staff"})
+    services.memberships_sync(user=dave, provider=provider, groups={"staff"})
     services.membership_set(tenant=trio.acme, user=dave, role=Role.ADMIN)
     key, full = services.api_key_create(
         tenant=trio.acme, name="daves", scopes=["admin"], created_by=dave
@@ -786,7 +786,7 @@ def test_a_membership_the_groups_no_longer_give_goes_with_the_keys_its_member_ma
     made, made_full = services.api_key_create(
         tenant=trio.acme, name="made", scopes=["read"], made_by_key=find_usable_key(full)
     )
-    sso.memberships_sync(user=dave, provider=provider, groups=set())  # left the group
+    services.memberships_sync(user=dave, provider=provider, groups=set())  # left the group
     assert not Membership.objects.filter(tenant=trio.acme, user=dave).exists()
     assert find_usable_key(full) is None and find_usable_key(made_full) is None
     (entry,) = AuditEntry.objects.filter(tenant=trio.acme, action="member.removed")

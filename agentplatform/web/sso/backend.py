@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from agentplatform.tenancy import sso
+from agentplatform.tenancy import services, sso
 from agentplatform.web.sso import client
 from agentplatform.web.sso.client import SSOError
 
@@ -164,7 +164,7 @@ class SSOBackend(OIDCAuthenticationBackend):
             raise SSOError(" ".join(error.messages)) from None
         if not user.is_active:
             raise SSOError("This account is disabled.")
-        sso.memberships_sync(
+        services.memberships_sync(
             user=user, provider=self.provider, groups=sso.groups_of(self.provider, claims)
         )
         user.signed_in_with_provider = self.provider.slug  # for the sign-in's audit entry
