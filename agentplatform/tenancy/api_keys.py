@@ -1,4 +1,4 @@
-"""API key format, hashing and lookup.
+"""API key format, hashing and lookup; the keys a person made revoked with them.
 
 A key reads `ap_<prefix>_<secret>`. The prefix (12 hex chars) is stored in clear and
 indexed, so a lookup is one query by primary-key-like prefix; the whole key is stored
@@ -20,8 +20,8 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from agentplatform import versions
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import ApiKey, Membership, Tenant
+from agentplatform.tenancy import audit, rls
+from agentplatform.tenancy.models import ApiKey, AuditAction, Membership, Tenant
 
 KEY_MARK = "ap"
 
@@ -152,12 +152,33 @@ def _account_saved(sender, instance, update_fields=None, **kwargs) -> None:
 
 @receiver(pre_delete, sender=settings.AUTH_USER_MODEL)
 def _account_deleted(sender, instance, **kwargs) -> None:
-    """Revoke the account's keys, in the deletion's transaction: SET_NULL on `created_by`
-    would otherwise make them look like the operator's keys."""
-    from agentplatform.tenancy.services import api_keys_revoke_made_by
+    """Revoke the account's keys, in every tenant, in the deletion's transaction, each
+    recorded as `api_key.revoked` with the reason: SET_NULL on `created_by` would otherwise
+    make them look like the operator's keys."""
+    with rls.owner(), transaction.atomic():  # one person's keys across tenants, by the user
+        for key in revoke_made_by(user_id=instance.pk):
+            audit.record_api_key(
+                key, AuditAction.API_KEY_REVOKED, reason="its creator's account was deleted"
+            )
 
-    with rls.owner():  # one person's keys across tenants, keyed by the user
-        api_keys_revoke_made_by(user=instance, reason="its creator's account was deleted")
+
+def revoke_made_by(*, user_id: int, tenant_id: int | None = None) -> list[ApiKey]:
+    """Revoke the keys not yet revoked that `user_id` made (in `tenant_id`, else in every
+    tenant), keys made with their keys included (those have them as `created_by` too); the
+    caller records them in the audit log and scopes the query (across tenants: the owner).
+    Two queries; every process refuses the keys from its next request (the keys version)."""
+    keys = ApiKey.objects.select_for_update().filter(created_by_id=user_id, revoked_at=None)
+    if tenant_id is not None:
+        keys = keys.filter(tenant_id=tenant_id)
+    revoked = list(keys.order_by("pk"))
+    if revoked:
+        now = timezone.now()
+        ApiKey.objects.filter(pk__in=[key.pk for key in revoked]).update(revoked_at=now)
+        for key in revoked:
+            key.revoked_at = now
+        keys_changed()
+        transaction.on_commit(keys_changed)
+    return revoked
 
 
 def _changed() -> None:

@@ -221,7 +221,7 @@ def membership_remove(*, membership: Membership, by: Principal | None = None) ->
     require_owner_for(by, membership.role)
     if membership.role == Role.OWNER:
         _refuse_if_last_owner(membership)
-    revoked = _revoke_made_by(user_id=membership.user_id, tenant_id=membership.tenant_id)
+    revoked = api_keys.revoke_made_by(user_id=membership.user_id, tenant_id=membership.tenant_id)
     details = {"revoked_api_keys": [_key_named(key) for key in revoked]} if revoked else None
     audit.record_deleted(membership, details=details)
     membership.delete()
@@ -369,35 +369,6 @@ def api_key_create(
         key.read_creator_standing()  # now, so the key may be judged from async code too
     audit.record_api_key(key, AuditAction.API_KEY_CREATED, actor=made_by_key or created_by)
     return key, new.full_key
-
-
-@transaction.atomic
-def api_keys_revoke_made_by(*, user: AbstractUser, reason: str) -> list[ApiKey]:
-    """Revoke every key `user` made, in every tenant (their account is going), each
-    recorded as `api_key.revoked` with `reason`. The caller scopes the query (it spans
-    tenants). Returns those keys."""
-    revoked = _revoke_made_by(user_id=user.pk)
-    for key in revoked:
-        audit.record_api_key(key, AuditAction.API_KEY_REVOKED, reason=reason)
-    return revoked
-
-
-def _revoke_made_by(*, user_id: int, tenant_id: int | None = None) -> list[ApiKey]:
-    """Revoke the keys not yet revoked that `user_id` made (in `tenant_id`, else in every
-    tenant), keys made with their keys included (those have them as `created_by` too). Two
-    queries; every process refuses the keys from its next request (the keys version)."""
-    keys = ApiKey.objects.select_for_update().filter(created_by_id=user_id, revoked_at=None)
-    if tenant_id is not None:
-        keys = keys.filter(tenant_id=tenant_id)
-    revoked = list(keys.order_by("pk"))
-    if revoked:
-        now = timezone.now()
-        ApiKey.objects.filter(pk__in=[key.pk for key in revoked]).update(revoked_at=now)
-        for key in revoked:
-            key.revoked_at = now
-        api_keys.keys_changed()
-        transaction.on_commit(api_keys.keys_changed)
-    return revoked
 
 
 def _key_named(key: ApiKey) -> dict[str, Any]:
