@@ -69,7 +69,7 @@ from providers.services import (
     price_delete,
     price_save,
 )
-from tools.definitions import definition_shape
+from tools.definition_checks import definition_shape
 from tools.loader import tool_names_besides_definitions
 from tools.mcp_connections import mcp_connection_delete, mcp_connection_save
 from tools.models import McpServerConnection, ToolDefinition

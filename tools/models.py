@@ -15,6 +15,7 @@ from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import Tenant
 from tools.context_providers import Domain, Health, ProviderHealth, domains_field
+from tools.definition_checks import examples_problem, mcp_examples_problem
 from tools.runtime.tool import NAME_PATTERN, Effect
 
 
@@ -123,8 +124,6 @@ class ToolDefinition(ConfigObject, SecretDestination, models.Model):
             raise ValidationError(moved)
         if not 0 < self.timeout_s <= 3600:
             raise ValidationError({"timeout_s": "Must be between 0 and 3600 seconds."})
-        from tools.definitions import examples_problem
-
         if (problem := examples_problem(self)) is not None:
             raise ValidationError({"examples": problem})
 
@@ -255,8 +254,6 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
         names = self.allowed_tool_names
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             errors["allowed_tool_names"] = 'Give a list of tool names, e.g. ["search"], or [].'
-        from tools.definitions import mcp_examples_problem
-
         problem = mcp_examples_problem(self.tool_examples, self.tools_cache or [])
         if problem is not None:
             errors["tool_examples"] = problem
