@@ -21,6 +21,7 @@ from agentplatform.tenancy.models import ApiKey
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded
+from providers.pricing import cost_of, price_for
 from providers.runtime.errors import ProviderError
 from providers.runtime.fake import FakeModel
 from providers.runtime.types import ModelRequest, UserMessage
@@ -330,3 +331,20 @@ def test_a_limit_changed_in_a_transaction_applies_once_committed_though_read_mea
         reader.start()
         reader.join()
     assert [rule.limit for rule in quotas.tenant_rules(trio.acme.pk)] == [5]
+
+
+def test_a_calls_cost_for_a_cost_limit_counts_its_cache_reads_and_writes(trio):
+    """Prompt caching is billed: a cost limit counts a call's cache reads and writes at
+    their own prices, as the run's cost does."""
+    model = "claude-opus-4-5"
+    price = price_for(trio.acme.pk, "anthropic", model)
+    cost = quotas.call_cost(
+        trio.acme.pk,
+        "anthropic",
+        model,
+        1000,
+        100,
+        cache_read_tokens=10_000,
+        cache_write_tokens=2000,
+    )
+    assert cost() == cost_of(price, 1000, 100, 10_000, 2000) > cost_of(price, 1000, 100)
