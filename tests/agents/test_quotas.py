@@ -24,7 +24,7 @@ from agents.quotas import Meter, QuotaExceeded
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import ProviderError
 from providers.runtime.fake import FakeModel
-from providers.runtime.types import ModelRequest, UserMessage
+from providers.runtime.types import ModelRequest, Usage, UserMessage
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
@@ -348,3 +348,10 @@ def test_a_calls_cost_for_a_cost_limit_counts_its_cache_reads_and_writes(trio):
         cache_write_tokens=2000,
     )
     assert cost() == cost_of(price, 1000, 100, 10_000, 2000) > cost_of(price, 1000, 100)
+
+    spend = _quota(trio.acme, metric="cost", limit=50_000_000)  # a call settled: the same
+    held = quotas.reserve(Meter(trio.acme.pk), tokens=1, cost_usd=Decimal("1"))
+    usage = Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=10_000,
+                  cache_write_tokens=2000)  # fmt: skip
+    asyncio.run(quotas.settle_usage(held, trio.acme.pk, "anthropic", model, usage))
+    assert Decimal(str(quotas.used(spend))) == cost()
