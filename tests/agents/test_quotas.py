@@ -214,10 +214,20 @@ def test_lost_counters_of_a_keys_tokens_and_of_cost_are_rebuilt_from_recorded_ru
         tenant=trio.acme, input="x", correlation_id="k2", input_tokens=900,
         cost_usd=Decimal("0.50"), status="succeeded",
     )  # fmt: skip
-    _flush(tokens)
-    _flush(spend)
+    bobs = _quota(trio.acme, scope="member", user=trio.bob, limit=1000)
+    Run.objects.create(
+        tenant=trio.acme, input="x", correlation_id="b1", initiated_by_user=trio.bob,
+        input_tokens=30, status="succeeded",
+    )  # fmt: skip
+    Run.objects.create(  # another tenant's: none of these limits'
+        tenant=trio.globex, input="x", correlation_id="g1", initiated_by_user=trio.bob,
+        input_tokens=7000, cost_usd=Decimal("3"), status="succeeded",
+    )  # fmt: skip
+    for quota in (tokens, spend, bobs):
+        _flush(quota)
     assert quotas.used(tokens) == 500
     assert quotas.used(spend) == Decimal("1.75")
+    assert quotas.used(bobs) == 30
 
 
 def test_changing_a_limit_applies_at_once(trio):
