@@ -365,3 +365,31 @@ def test_a_calls_cost_for_a_cost_limit_counts_its_cache_reads_and_writes(trio):
                   cache_write_tokens=2000)  # fmt: skip
     asyncio.run(quotas.settle_usage(held, trio.acme.pk, "anthropic", model, usage))
     assert Decimal(str(quotas.used(spend))) == cost()
+
+
+def test_a_counter_seeded_twice_keeps_what_the_first_seeding_held(trio, monkeypatch):
+    """Two processes find a counter missing at once and both seed it from the database:
+    the later seed must not overwrite what the earlier one's reservation added (it would
+    hand out the limit twice). Here the second found it missing just before the first
+    seeded and reserved."""
+    quota = _quota(trio.acme, limit=100)
+    quotas.reserve(Meter(trio.acme.pk), tokens=60, now=NOW)  # the first: seeded, then held
+
+    real = quotas._script
+    answered = []
+
+    def seen_missing_first(source: str):
+        script = real(source)
+
+        def run(*, keys, args):
+            if source == quotas._RESERVE and not answered:
+                answered.append(1)
+                return [-1, 1]  # what the second saw before the first seeded
+            return script(keys=keys, args=args)
+
+        return run
+
+    monkeypatch.setattr(quotas, "_script", seen_missing_first)
+    with pytest.raises(QuotaExceeded):
+        quotas.reserve(Meter(trio.acme.pk), tokens=50, now=NOW)  # 60 + 50 > 100
+    assert quotas.used(quota, NOW) == 60
