@@ -66,7 +66,13 @@ def _build(connection: ProviderConnection, allowlist: tuple[str, ...]) -> ModelA
         "timeout_s": connection.timeout_s,
         "headers": connection.extra_headers or {},
         "retry": RetryPolicy(max_attempts=connection.max_retries + 1),
-        "http_client": partial(guarded_async_client, EgressPolicy(allowlist=allowlist)),
+        # As many model calls at once as the process runs runs: a smaller pool would queue
+        # the rest (with the default 100, two workers reached the model 200 at a time).
+        "http_client": partial(
+            guarded_async_client,
+            EgressPolicy(allowlist=allowlist),
+            max_connections=settings.RUN_CONCURRENCY,
+        ),
     }
     if connection.kind == ProviderKind.ANTHROPIC:
         # Imported here: the anthropic SDK costs a process about 1.2 s and 40 MB to load

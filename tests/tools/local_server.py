@@ -106,6 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # many clients at once: not 5, whose overflow waits seconds
     owner: LocalServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -555,3 +555,31 @@ def test_ipv4_translated_siit_forms_are_checked_like_their_ipv4_address() -> Non
 
     assert refusal_reason(ipaddress.ip_address("::ffff:0:7f00:1")) == "loopback"
     assert refusal_reason(ipaddress.ip_address("::ffff:0:a00:1")) == "private"
+
+
+def test_an_sdk_client_sized_for_its_callers_has_that_many_requests_in_flight_at_once(
+    local_server,
+) -> None:
+    """A provider's client is sized to the runs a process runs at once (providers.services):
+    past the pool's default of 100, requests must reach the server together, not queue."""
+    from tools.runtime.egress import guarded_async_client
+
+    local_server.route("GET", "/slow", Reply(json={"ok": True}, delay_s=10.0))
+    wanted = 120
+
+    async def all_at_once() -> int:
+        async with guarded_async_client(LOCAL, max_connections=wanted) as client:
+            calls = [
+                asyncio.ensure_future(client.get(f"{local_server.url}/slow")) for _ in range(wanted)
+            ]
+            try:
+                deadline = time.monotonic() + 9.0  # before the first answer comes back
+                while len(local_server.requests) < wanted and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                return len(local_server.requests)
+            finally:
+                for call in calls:
+                    call.cancel()
+                await asyncio.gather(*calls, return_exceptions=True)
+
+    assert asyncio.run(all_at_once()) == wanted

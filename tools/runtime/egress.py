@@ -724,15 +724,30 @@ class _BoundedTransport(GuardedTransport):
 
 
 def guarded_async_client(
-    policy: EgressPolicy, *, timeout: float = 60.0, max_bytes: int = SDK_MAX_RESPONSE_BYTES
+    policy: EgressPolicy,
+    *,
+    timeout: float = 60.0,
+    max_bytes: int = SDK_MAX_RESPONSE_BYTES,
+    max_connections: int | None = None,
 ) -> httpx2.AsyncClient:
     """A plain httpx2 client whose every connection passes the egress policy: for SDKs that
     take an `http_client` (model providers at tenant-chosen base URLs, MCP servers). No
     redirects are followed, no proxies or cookies used; answers are uncompressed and at
-    most `max_bytes`."""
+    most `max_bytes`. `max_connections`: how many requests may be in flight at once (the
+    pool's default, 100, otherwise); a caller running more at once would queue in it."""
+    limits = DEFAULT_LIMITS
+    if max_connections is not None:
+        limits = httpx2.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=DEFAULT_LIMITS.keepalive_expiry,
+        )
     return httpx2.AsyncClient(
         transport=_BoundedTransport(
-            backend=GuardedBackend(policy), ssl_context=default_ssl_context(), max_bytes=max_bytes
+            backend=GuardedBackend(policy),
+            ssl_context=default_ssl_context(),
+            max_bytes=max_bytes,
+            limits=limits,
         ),
         trust_env=False,
         follow_redirects=False,
