@@ -66,6 +66,7 @@ WARMUP = sized(3, smoke=1)
 CONCURRENT = sized(100, smoke=5)
 CLIENT_TIMEOUT_S = 60.0
 TARGET_TTFT_ADDED_MS = 15.0
+TARGET_CPU_MS_PER_CHAT = 12.0  # web, workers and PostgreSQL together (issue #35)
 CHUNK_DELAY_S = 0.005
 REPLY_TEXT = "Hello there, this is the benchmark's reply."
 MODEL = "gpt-test"
@@ -331,6 +332,28 @@ def run_breakdown(last_n: int, max_pk: int | None) -> dict[str, Any]:
 
 
 # -- output ----------------------------------------------------------------------------------
+def cpu_s(*, groups: list[int], parent: int | None) -> float:
+    """CPU seconds (user + system, with the children they reaped) of the process groups
+    `groups` (each serve process and its children) and of `parent` with its children (the
+    embedded PostgreSQL and its backends), from /proc."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # (gone meanwhile)
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        pid, ppid, group = int(stat.parent.name), int(fields[1]), int(fields[2])
+        if group in groups or parent in (pid, ppid):
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    pid_file = data_dir / "postgres" / "postmaster.pid"
+    return int(pid_file.read_text().split()[0]) if pid_file.exists() else None
+
+
 def fmt(value: float | None, width: int = 10, spec: str = ".1f") -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
 
@@ -359,6 +382,8 @@ def main() -> None:
         platform_url = f"http://127.0.0.1:{port}/v1"
 
         cutoff: list[int | None] = []
+        groups, postgres = [c.process.pid for c in children], postmaster_pid(data_dir)
+        cpu: dict[str, float] = {}
 
         async def measure() -> tuple[dict, list[Concurrency]]:
             platform_c = make_client(platform_url, secret)
@@ -367,7 +392,13 @@ def main() -> None:
                 samples = await ttft_rounds(platform_c, direct_c)
                 cutoff.append(await asyncio.to_thread(last_run_pk))
                 direct_chats, direct_wall = await concurrent_chats(direct_c, MODEL)
+                before = (cpu_s(groups=groups, parent=None), cpu_s(groups=[], parent=postgres))
                 platform_chats, platform_wall = await concurrent_chats(platform_c, AGENT)
+                after = (cpu_s(groups=groups, parent=None), cpu_s(groups=[], parent=postgres))
+                done = sum(1 for c in platform_chats if c.error is None) or 1
+                cpu["serve_ms_per_chat"] = (after[0] - before[0]) * 1000 / done
+                cpu["postgres_ms_per_chat"] = (after[1] - before[1]) * 1000 / done
+                cpu["ms_per_chat"] = cpu["serve_ms_per_chat"] + cpu["postgres_ms_per_chat"]
             finally:
                 await platform_c.close()
                 await direct_c.close()
@@ -457,6 +488,12 @@ def main() -> None:
     for c in conc:
         for sample in c.error_samples:
             print(f"  {c.side} error: {sample}")
+    print(
+        f"platform CPU per chat (of the {CONCURRENT}): {cpu['ms_per_chat']:.1f} ms "
+        f"(serve's processes {cpu['serve_ms_per_chat']:.1f}, PostgreSQL "
+        f"{cpu['postgres_ms_per_chat']:.1f}); target <= {TARGET_CPU_MS_PER_CHAT:g} ms: "
+        f"{'ok' if cpu['ms_per_chat'] <= TARGET_CPU_MS_PER_CHAT else 'MISSED'}"
+    )
     print()
     print(f"Where a platform chat's time goes (median of the {breakdown['runs']} TTFT-sample runs)")
     for key in (
@@ -502,6 +539,8 @@ def main() -> None:
             "client_timeout_s": CLIENT_TIMEOUT_S,
             "sides": [c.__dict__ for c in conc],
             "added_ms": added,
+            "platform_cpu": cpu,
+            "target_cpu_ms_per_chat": TARGET_CPU_MS_PER_CHAT,
         },
         "platform_run_breakdown": breakdown,
         "worker_log_tail": worker_tail[-1500:],
@@ -513,6 +552,7 @@ def main() -> None:
         "TTFT added ms": added_ttft,
         f"{CONCURRENT} at once, platform total p50 ms": plat.total_p50_ms,
         f"{CONCURRENT} at once, added total p50 ms": added["total_p50_ms"],
+        "platform CPU ms per chat": cpu["ms_per_chat"],
     }
     write_results("api", document, headline=headline)
 
