@@ -98,8 +98,9 @@ class WorkerFleet:
             os.killpg(worker.pid, signal.SIGKILL)
         self.alive.remove(worker)
         self.killed += 1
-        if self._running({worker.pid}, wait_s=10):
-            raise RuntimeError(f"worker {worker.name} survived SIGKILL")
+        if survivors := self._running({worker.pid}, wait_s=10):
+            seen = [(p.pid, p.info["status"]) for p in survivors]  # (what they were doing)
+            raise RuntimeError(f"worker {worker.name} survived SIGKILL: {seen}")
 
     def stop(self, worker: Worker, timeout_s: float = 30) -> None:
         """SIGTERM (Celery's warm shutdown), and wait until the worker has exited."""
