@@ -186,11 +186,14 @@ def serve_forks() -> None:
     print("ready", flush=True)
     while line := sys.stdin.readline():
         argv = json.loads(line)
+        session_made, made = os.pipe()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
+                os.close(session_made)
                 os.setsid()
+                os.close(made)  # its own process group now: the parent may answer
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the pool reaps its children
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
@@ -198,6 +201,12 @@ def serve_forks() -> None:
                 code = app.worker_main(argv) or 0
             finally:
                 os._exit(code)
+        # Answer once the worker leads its own group: a pid given before that could be
+        # killed by group (`killpg`) while the group does not exist yet, and the worker,
+        # making it a moment later, would outlive its kill unseen.
+        os.close(made)
+        os.read(session_made, 1)  # EOF: the child closed its end (or died)
+        os.close(session_made)
         print(pid, flush=True)
 
 
