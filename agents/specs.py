@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -11,6 +12,7 @@ from agents.models import Agent, Crew, Message, Run
 from agents.runtime.spec import AgentSpec
 from providers.models import ProviderConnection
 from providers.runtime.types import AssistantMessage, UserMessage
+from tools.loader import tools_version
 from tools.models import ToolDefinition
 from tools.runtime.frames import Frame
 
@@ -49,7 +51,33 @@ def run_config_versions(
 ) -> dict[str, list[list[int]]]:
     """What a run records as the configuration it used: the latest version of its agent or
     crew, the agent's connection and its tool definitions among `tool_names`, as
-    `{label: [[id, number], ...]}` (docs/config-history.md). Two queries."""
+    `{label: [[id, number], ...]}` (docs/config-history.md). Two queries, or none while
+    the tenant's configuration is unchanged since this process last read the same (kept per
+    process: they were two of a run's dozen statements before its first model call)."""
+    key = (
+        tenant_id,
+        agent.pk if agent is not None else None,
+        crew.pk if crew is not None else None,
+        connection.pk if connection is not None else None,
+        tuple(sorted(tool_names)),
+    )
+    # (the tools' version too: a definition deleted records no version)
+    version = (history.numbers_version(tenant_id), tools_version(tenant_id))
+    kept = _numbers.get(key)
+    if kept is not None and kept[0] == version:
+        return copy.deepcopy(kept[1])
+    found = _config_versions(tenant_id, agent, crew, connection, tool_names)
+    if len(_numbers) >= _NUMBERS_KEPT:
+        _numbers.clear()
+    _numbers[key] = (version, found)
+    return copy.deepcopy(found)
+
+
+_NUMBERS_KEPT = 1000
+_numbers: dict[tuple, tuple[tuple[str, str], dict[str, list[list[int]]]]] = {}
+
+
+def _config_versions(tenant_id, agent, crew, connection, tool_names):
     wanted: dict[str, list[int]] = {}
     if agent is not None:
         wanted["agents.agent"] = [agent.pk]

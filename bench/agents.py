@@ -42,7 +42,7 @@ Target from the issue: under 10 ms of platform overhead per round, persistence i
 Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table), the Redis
 commands it sends (INFO commandstats before/after, before the worker starts), and a timing
 breakdown of the inline path from INSTRUMENTED_RUNS extra runs with the platform functions
-wrapped in timers (claim, _prepare_agent and its parts, the waits for durable checkpoints,
+wrapped in timers (_prepare_agent and its parts, the checkpoints (waits where durable),
 model calls with their quota holds, tool calls, finalize; the rest by difference; and
 RunWriter's writes in the DB thread, which overlap the model and tool calls), and unit costs
 in isolation (an event INSERT with and without its own transaction, a tool round's rows as 8
@@ -775,33 +775,6 @@ class Probe:
 
         self._patch(owner, attr, timed)
 
-    def redis(self, owner: Any, commands: tuple[str, ...]) -> None:
-        """Wrap `owner.publisher()`'s client so the given commands are timed."""
-        probe, original = self, owner.publisher
-        for command in commands:  # named now, so that a command never sent is seen
-            self.times.setdefault(f"redis {command}", [])
-
-        class TimedRedis:
-            def __init__(self, client: Any) -> None:
-                self._client = client
-
-            def __getattr__(self, name: str) -> Any:
-                attr = getattr(self._client, name)
-                if name not in commands:
-                    return attr
-                times = probe.times[f"redis {name}"]
-
-                def timed(*args, **kwargs):
-                    started = time.perf_counter()
-                    try:
-                        return attr(*args, **kwargs)
-                    finally:
-                        times.append(time.perf_counter() - started)
-
-                return timed
-
-        self._patch(owner, "publisher", lambda: TimedRedis(original()))
-
     def take(self) -> dict[str, tuple[int, float]]:
         """(calls, seconds) per name since the last take."""
         taken = {name: (len(times), sum(times)) for name, times in self.times.items()}
@@ -818,12 +791,11 @@ class Probe:
 # (row label, probe name; "~name" for a row measured by difference, indent)
 BREAKDOWN_ROWS = [
     ("run_inline total", "total", 0),
-    ("run_start: INSERT Run", "run_start", 1),
+    ("run_start: INSERT Run, already claimed", "run_start", 1),
     ("execute_run", "execute_run", 1),
     ("async_to_sync: thread + new loop + teardown", "~async_to_sync", 2),
     ("of which: SDK client close (per loop)", "sdk client close", 3),
     ("execute_run_async", "execute_run_async", 2),
-    ("claim: UPDATE, SELECT (with the next event number)", "claim", 3),
     ("_prepare_agent (sync part)", "prepare", 3),
     ("default_connection: SELECT", "default_connection", 4),
     ("agent_spec", "agent_spec", 4),
@@ -833,7 +805,7 @@ BREAKDOWN_ROWS = [
     ("run_tool_context", "run_tool_context", 4),
     ("instructions_digest", "instructions_digest", 4),
     ("tools_digest", "tools_digest", 4),
-    ("run_config_versions: 2 SELECTs", "run_config_versions", 4),
+    ("run_config_versions (2 SELECTs when changed)", "run_config_versions", 4),
     ("conversation_history, conversation_frame", "~conversation", 4),
     ("tool_routing", "tool_routing", 4),
     ("_context_blocks (agent_registry)", "_context_blocks", 4),
@@ -843,8 +815,8 @@ BREAKDOWN_ROWS = [
     ("of which: quota settle", "quota settle", 4),
     ("of which: SDK client build (per loop)", "sdk client build", 4),
     ("tool calls (registry.execute)", "tool_execute", 3),
-    ("checkpoint waits (until durable)", "checkpoint", 3),
-    ("cancel checks: EXISTS", "redis exists", 3),
+    ("checkpoints (waiting only where durable)", "checkpoint", 3),
+    ("cancel checks (MGET, shared by the loop's runs)", "cancel check", 3),
     ("finalize: one statement, PUBLISH, DELETE cancel key", "finalize", 3),
     ("rest: thread hops, loop, prompt, requests", "~execute rest", 3),
     ("writes in the DB thread (overlap the calls above)", "write", 2),
@@ -875,6 +847,7 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     # The probes replace each name where its caller looks it up: the inner modules of
     # agents.runs, not its facade.
     import agents.quotas
+    import agents.runs.cancellation
     import agents.runs.engine
     import agents.runs.start
     import agents.runs.writer
@@ -887,7 +860,6 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.sync(agents.runs.start, "run_start", "run_start")
     probe.sync(agents.runs.start, "execute_run", "execute_run")
     probe.coroutine(ex, "execute_run_async", "execute_run_async")
-    probe.sync(ex, "claim", "claim")
     probe.sync(ex, "_prepare_agent", "prepare")
     for name in PREPARE_PARTS:
         probe.sync(ex, name, name)
@@ -897,7 +869,7 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.sync(agents.runs.writer.RunWriter, "_write", "write")
     probe.sync(agents.runs.writer, "write_batch", "write_batch")
     probe.sync(agents.runs.writer, "publish", "publish")
-    probe.redis(ex, ("exists",))
+    probe.coroutine(agents.runs.cancellation._Checks, "ask", "cancel check")
     probe.coroutine(_Loop, "_call_model", "model_call")
     probe.coroutine(ToolRegistry, "execute", "tool_execute")
     probe.sync(ex, "finalize", "finalize")
@@ -946,7 +918,7 @@ def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
     t["~conversation"] = (1, s("conversation_history", "conversation_frame"))
     t["~prepare rest"] = (1, s("prepare") - s(*PREPARE_PARTS))
     t["~execute rest"] = (1, s("execute_run_async") - s(
-        "claim", "prepare", "model_call", "tool_execute", "checkpoint", "redis exists",
+        "prepare", "model_call", "tool_execute", "checkpoint", "cancel check",
         "finalize",
     ))  # fmt: skip
     t["~async_to_sync"] = (1, s("execute_run") - s("execute_run_async"))

@@ -28,10 +28,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, models, transaction
 from django.http import Http404, HttpRequest
 
+from agentplatform import versions as shared_versions
 from agentplatform.tenancy import audit
 from agentplatform.tenancy.models import ConfigVersion, Tenant
 
@@ -181,7 +183,27 @@ def record(
         log.exception("configuration version not recorded: %s %s", kind.label, instance.pk)
         return None
     version.save(force_insert=True)
+    _bump(instance.tenant_id)
     return version
+
+
+def numbers_version(tenant_id: int) -> str:
+    """Changes whenever the tenant's latest version numbers may have: what a process keeps
+    of `latest_numbers` is current while this is."""
+    return shared_versions.current(_numbers_key(tenant_id))
+
+
+def _numbers_key(tenant_id: int) -> str:
+    prefix = django_settings.CACHES["default"].get("KEY_PREFIX", "")
+    return f"{prefix}:config-versions:version:{tenant_id}"
+
+
+def _bump(tenant_id: int) -> None:
+    """Now, for this transaction's own reads, and after the commit, for a process that
+    read the numbers before it."""
+    key = _numbers_key(tenant_id)
+    shared_versions.bump(key)
+    transaction.on_commit(lambda: shared_versions.bump(key))
 
 
 def record_baselines(*, actor: str = "system (history baseline)") -> int:

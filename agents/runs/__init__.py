@@ -5,6 +5,7 @@ imports from here, never from a module inside (an import-linter contract says so
     start.py          run_start, run_regenerate, run_inline: who may start a run, with what
                       input, idempotency keys, one turn at a time per conversation
     control.py        run_cancel, approval_decide: a person's say over a started run
+    cancellation.py   the flag that stops an executing run, and its loop's check of it
     recorder.py       record_model_call, record_gateway_calls: model calls made outside a
                       run's loop, recorded as finished runs
     engine.py         execute_run: claim a run, build its agent or crew, run it, finalize it

@@ -17,9 +17,8 @@ from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.models import Approval, ApprovalStatus, Run
-from agents.runs.channels import publisher
+from agents.runs.cancellation import request_cancel
 from agents.runs.confirmation import prepare_edited
-from agents.runs.engine import cancel_key
 from agents.runs.start import Initiator
 from agents.runs.writer import append_event, next_seq, storable
 from agents.runtime.spec import RunStatus
@@ -37,7 +36,7 @@ def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
         access.require_cancel(Principal.for_initiator(tenant, by), run)
     if run.is_terminal:
         return run
-    publisher().set(cancel_key(run), 1, ex=24 * 3600)
+    request_cancel(run)
     with transaction.atomic():  # the status and its event: one commit, then the publish
         stopped = Run.objects.filter(
             pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL]

@@ -19,11 +19,20 @@ from providers.runtime.types import Usage
 TOOL_USAGE = "tool.usage"
 
 
-def run_own_cost(run: Run, own: Usage, pending: Iterable[tuple[str, dict[str, Any]]]) -> Decimal:
+def run_own_cost(
+    run: Run,
+    own: Usage,
+    pending: Iterable[tuple[str, dict[str, Any]]],
+    tool_usage: list[dict[str, Any]] | None = None,
+) -> Decimal:
     """`own`: the run's usage without its children's; `pending`: its events not written
-    yet (type, payload). One query for its `tool.usage` events, and one for the
-    connections they name when there are any."""
-    cost, used = spent_by_tools(run.tenant_id, _tool_usage_payloads(run, pending))
+    yet (type, payload); `tool_usage`: the payloads of all its `tool.usage` events when the
+    caller saw every one (a run's first attempt), else None. One query for its stored
+    `tool.usage` events (none given `tool_usage`), and one for the connections they name
+    when there are any."""
+    if tool_usage is None:
+        tool_usage = _tool_usage_payloads(run, pending)
+    cost, used = spent_by_tools(run.tenant_id, tool_usage)
     if run.model:
         rest = Usage(*(max(a - b, 0) for a, b in zip(_tuple(own), _tuple(used), strict=True)))
         cost += usage_cost(run.tenant_id, run.provider, run.model, rest)

@@ -40,8 +40,8 @@ from agents.models import (
     approval_decisions,
 )
 from agents.observability import observed_run, traced_outcome
+from agents.runs import cancellation
 from agents.runs import claim as run_claim
-from agents.runs.channels import publisher
 from agents.runs.costs import run_own_cost
 from agents.runs.direct_calls import execute_tool_run, run_tool_context
 from agents.runs.writer import (
@@ -99,12 +99,6 @@ def lease_seconds() -> float:
     return float(getattr(settings, "RUN_LEASE_S", 30))
 
 
-def cancel_key(run: Run) -> str:
-    # The correlation id makes keys unique even where run ids repeat (a reset database
-    # beside a kept Redis, test sessions sharing one Redis).
-    return f"ap:run:{run.pk}:{run.correlation_id}:cancel"
-
-
 def claim(run_id: int, owner: str) -> Run | None:
     """Take the run if it is queued, or running under an expired lease (agents.runs.claim)."""
     return run_claim.claim(run_id, owner, lease_seconds())
@@ -114,7 +108,7 @@ class _Checkpoint:
     def __init__(self, writer: RunWriter) -> None:
         self.writer = writer
 
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         usage = state.usage
         fields = {
             "state": state.to_dict(),
@@ -127,13 +121,16 @@ class _Checkpoint:
             # Nothing runs after this but the terminal event: finalize writes both with the
             # outcome in one statement. A crash before then repeats the last model call only.
             self.writer.stage(**fields)
-        else:
+        elif durable:
             await self.writer.save(**fields)
+        else:
+            self.writer.save_behind(**fields)
 
 
-def execute_run(run_id: int) -> str:
-    """Claim and execute (or resume) a run; returns what happened, for logs."""
-    return async_to_sync(execute_run_async)(run_id)
+def execute_run(run_id: int, *, owner: str | None = None, claimed: Run | None = None) -> str:
+    """Claim and execute (or resume) a run; returns what happened, for logs. `owner` and
+    `claimed` as for execute_run_async."""
+    return async_to_sync(execute_run_async)(run_id, owner=owner, claimed=claimed)
 
 
 async def execute_run_async(
@@ -152,6 +149,8 @@ async def execute_run_async(
     owner = owner or uuid.uuid4().hex
     if rls.current().tenant_ids:
         return await _execute_run(run_id, owner, claimed)
+    if tenant_id is None and claimed is not None:
+        tenant_id = claimed.tenant_id
     if tenant_id is None:
         tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
     if tenant_id is None:
@@ -225,7 +224,7 @@ async def _execute_claimed(run: Run, owner: str, writer: RunWriter) -> str:
     finally:
         heartbeat.cancel()
     outcome = writer.redacted(outcome)  # as its events and fields were
-    if not await sync_to_async(finalize)(run, owner, outcome, batch):
+    if not await sync_to_async(finalize)(run, owner, outcome, batch, writer.tool_usage):
         return "lease lost"
     traced_outcome(run, outcome)
     return outcome.status.value
@@ -250,16 +249,6 @@ async def _renew_lease(run_id: int, owner: str, worker: asyncio.Task | None) -> 
             if worker is not None:
                 worker.cancel()
             return
-
-
-def _cancel_check(run: Run):
-    exists = sync_to_async(publisher().exists)  # on the run's lane: the loop never blocks
-    key = cancel_key(run)
-
-    async def is_cancelled() -> bool:
-        return bool(await exists(key))
-
-    return is_cancelled
 
 
 async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
@@ -310,7 +299,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         context_blocks=prepared.context_blocks,
         sink=sink,
         checkpoint=_Checkpoint(sink.writer),
-        is_cancelled=_cancel_check(run),
+        is_cancelled=cancellation.checker(run),
         egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
         routing=prepared.routing,
         frame=prepared.frame,
@@ -587,12 +576,19 @@ def _children_totals(run_id: int) -> tuple[Usage, Decimal]:
     return usage, totals["cost"] or Decimal(0)
 
 
-def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
+def finalize(
+    run: Run,
+    owner: str,
+    outcome: RunOutcome,
+    batch: Batch,
+    tool_usage: list[dict[str, Any]] | None = None,
+) -> bool:
     """Record the outcome, with the events and fields still queued in `batch`, under the
     lease: one statement, or one transaction when approvals, a parent or a conversation are
     touched too; then publish those events (the ending among them), once committed: a
     follower told of the ending reads it on the record. False if the lease was lost
-    (another worker owns the run now and will record its own outcome)."""
+    (another worker owns the run now and will record its own outcome). `tool_usage`: the
+    run's `tool.usage` payloads when its writer saw them all (RunWriter.tool_usage)."""
     outcome = storable_outcome(outcome)
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
@@ -602,7 +598,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
         own = outcome.usage if run.crew and run.crew.mode == "hierarchical" else Usage()
         children, children_cost = _children_totals(run.pk)
         usage = own + children
-    cost = run_own_cost(run, own, ((e.type, e.payload) for e, _ in batch.events))
+    cost = run_own_cost(run, own, ((e.type, e.payload) for e, _ in batch.events), tool_usage)
     final = Batch(
         events=batch.events,
         fields={
@@ -636,7 +632,7 @@ def finalize(run: Run, owner: str, outcome: RunOutcome, batch: Batch) -> bool:
     if outcome.status == RunStatus.SUCCEEDED and run.agent_id and run.agent.verifier_tool:
         transaction.on_commit(lambda: request_verification(run.pk, run.tenant_id))
     if outcome.status == RunStatus.CANCELLED:  # (an unread flag expires on its own)
-        publisher().delete(cancel_key(run))
+        cancellation.forget(run)
     if outcome.status == RunStatus.FAILED:
         logger.info("run %s failed: %s", run.pk, outcome.error)
     return True

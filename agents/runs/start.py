@@ -309,7 +309,10 @@ def run_inline(
     conversation: Conversation | None = None,
     initiated_by: Initiator = None,
 ) -> Run:
-    """Start and execute a run in this process (admin previews, tests, benchmarks)."""
+    """Start and execute a run in this process (admin previews, tests, benchmarks). It is
+    inserted already claimed by this caller, as a `/v1` chat's run is (agents.runs.worker.
+    Nearby): no claim statement before its first model call."""
+    owner = uuid.uuid4().hex
     run = run_start(
         tenant=tenant,
         agent=agent,
@@ -318,7 +321,9 @@ def run_inline(
         conversation=conversation,
         initiated_by=initiated_by,
         enqueue=False,
+        claimed_by=owner,
     )
-    execute_run(run.pk)
+    run.stored_seq = 0  # a new run: nothing stored yet
+    execute_run(run.pk, owner=owner, claimed=run)
     run.refresh_from_db()
     return run

@@ -13,12 +13,13 @@ The writers:
   as few round trips as possible. Events are numbered when emitted and written soon after,
   without making the loop wait: a text delta at once (time to first token), other events
   within DEFER_S, so that most of them ride along with the step's checkpoint instead of
-  costing a statement of their own. A checkpoint waits until it is durable and carries every
-  event emitted before it in the same statement. Each statement also checks and renews the
-  lease, so a worker that lost its run writes nothing. `RunEventSink` is the agent loop's
-  sink in front of it (bursts of text deltas coalesced); `write_batch` also writes the
-  outcome (`agents.runs.engine.finalize`), `storable_outcome` readies it for the rows written
-  beside it (the conversation's Message, the approvals).
+  costing a statement of their own. A checkpoint carries every event emitted before it in
+  the same statement; it waits until it is durable (`save`) only where the loop is about to
+  act on it, else it is written while the loop goes on (`save_behind`). Each statement
+  also checks and renews the lease, so a worker that lost its run writes nothing.
+  `RunEventSink` is the agent loop's sink in front of it (bursts of text deltas coalesced);
+  `write_batch` also writes the outcome (`agents.runs.engine.finalize`), `storable_outcome`
+  readies it for the rows written beside it (the conversation's Message, the approvals).
 - `append_event`: one event of a run nobody executes (a queued or parked run cancelled).
 - `park_call`: a direct tool call that waits for approval (its Run, Approval and event).
 - `write_calls` / `awrite_call`: finished direct tool calls (each a Run and its events).
@@ -60,6 +61,7 @@ from psycopg import sql
 from agentplatform.tenancy import rls
 from agents.models import Approval, Run, RunEvent
 from agents.runs.channels import ENDING_EVENTS, channel, publisher
+from agents.runs.costs import TOOL_USAGE
 from agents.runs.subscriptions import deliver_early, rewind
 from agents.runtime.spec import RunOutcome, RunStatus
 from tools.runtime.context import NoSecrets, SecretAccessor
@@ -175,6 +177,9 @@ class RunWriter:
         self._closed = False
         self._ending = False  # an ending event is queued: it and what follows wait for take
         self._secrets: SecretAccessor = NoSecrets()
+        # Its `tool.usage` payloads, while it has seen every event of the run (a first
+        # attempt): finalize prices them without reading them back.
+        self.tool_usage: list[dict[str, Any]] | None = [] if next_seq == 1 else None
 
     def redact_with(self, secrets: SecretAccessor) -> None:
         """Scrub the values of `secrets` (those this run sends anywhere) from all it
@@ -212,6 +217,8 @@ class RunWriter:
         self.seq += 1
         payload = self.redact(payload)
         event = StoredEvent(self.seq, type, payload)
+        if type == TOOL_USAGE and self.tool_usage is not None:
+            self.tool_usage.append(payload)
         encoded = storable_json(payload)
         self._pending.events.append((event, encoded))
         self._ending = self._ending or type in ENDING_EVENTS
@@ -240,6 +247,13 @@ class RunWriter:
         self.stage(**fields)
         await self._flush()
         self._raise_if_failed()
+
+    def save_behind(self, **fields: Any) -> None:
+        """Write these fields and everything queued before them now, without waiting: the
+        next `save` or `take` waits for it (writes go in order), and a failure surfaces at
+        the run's next event, save or take."""
+        self.stage(**fields)
+        self._write_now()
 
     async def drain(self) -> None:
         """Wait until everything queued is written."""

@@ -240,7 +240,7 @@ class _Loop:
                 state.messages.append(
                     UserMessage(f"Give your answer by calling the {FINAL_ANSWER} tool.")
                 )
-                await self.checkpoint.save(state, "model_response")
+                await self.checkpoint.save(state, "model_response", durable=False)
                 continue
             return await self._finish(state, RunStatus.SUCCEEDED)
 
@@ -296,7 +296,7 @@ class _Loop:
                 ToolResultMessage(call_id, bad.name, f"error: {exc}; send valid JSON", True)
             )
             await self.emit("inference.completed", round=state.rounds, error=str(exc))
-            await self.checkpoint.save(state, "model_response")
+            await self.checkpoint.save(state, "model_response", durable=False)
             return _ASK_AGAIN
         except ProviderError:  # (a stream broken off: what it gave is the run's too)
             state.usage = state.usage + delivered.usage(request)

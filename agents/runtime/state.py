@@ -91,16 +91,23 @@ class RunState:
 
 
 class Checkpointer(Protocol):
-    """Called before the loop goes on, so a crash after it loses nothing recorded."""
+    """Called before the loop goes on, so a crash after it loses nothing recorded.
 
-    async def save(self, state: RunState, reason: str) -> None:
+    `durable`: return only once the state is stored, because the loop is about to act on it
+    where a repeat would matter (a call of a tool that is not idempotent, a parked run).
+    Otherwise (a result, a model's response) the write may go on while the loop asks the
+    model again: a repeated model call or idempotent tool call is all a crash in that window
+    can cost. Saves are stored in order, so a durable save, and the run's outcome, come after
+    every earlier one."""
+
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         """reason: "model_response" | "tools_started" | "tool_result" | "awaiting_approval"
         | "finished"."""
         ...
 
 
 class NoCheckpoint:
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         return None
 
 

@@ -21,15 +21,17 @@ For the given calls, in this order:
    without an approved request is never sent.
 4. Call limit: calls beyond the run's `max_tool_calls` get "tool call limit reached".
 5. Started: `tool.started` for each call about to run, then the checkpoint "tools_started"
-   (the recorder writes those events in the checkpoint's statement), before any executes.
+   (the recorder writes those events in the checkpoint's statement), durable before any
+   executes unless every one is idempotent (then written while they run).
 6. Executed, concurrently, through the ToolRegistry (validation, the tool's rate limit,
    timeout, errors as results). A call refused over a rate limit has been started and
    counts toward `max_tool_calls`: a model retrying a limited tool at once still runs out.
 7. Each result as it finishes: `tool.rate_limited` if the registry refused it over its
    tool's rate limit, `tool.quota_exceeded` for a model call the tool was refused over a
    quota (the `llm` built-in; agents.quotas), then into the state, the checkpoint
-   "tool_result", then `tool.completed` (a crash between the two loses the event, never the
-   result). A `Suspended` result (a child run waits for a human) leaves the call pending,
+   "tool_result" (written while the run goes on: the next durable checkpoint and the
+   outcome are stored after it), then `tool.completed` (stored with it, or after it). A
+   `Suspended` result (a child run waits for a human) leaves the call pending,
    unrecorded, to be run again on resume — or, `unattended`, an error.
 
 A call of a tool with `depends_on` inputs or reference arguments is completed from the run's
@@ -216,7 +218,7 @@ class ToolCallStep:
         result = await self._execute_one(produce)
         if result.error is None:
             state.frame.record(name, result.data)
-        await self.checkpoint.save(state, "tool_result")
+        await self.checkpoint.save(state, "tool_result", durable=False)
         await self.emit("tool.completed", {**_completed(produce, result), "for": call.id})
 
     async def _execute(self, state: RunState, outcome: StepOutcome, calls: list[ToolCall]):
@@ -237,7 +239,9 @@ class ToolCallStep:
         state.started.update(call.id for call in runnable)
         for call in runnable:  # before the save: the recorder stores them with it
             await self.emit("tool.started", call_payload(call, self.ctx, self.via))
-        await self.checkpoint.save(state, "tools_started")
+        # Stored before a call that must never run twice; idempotent ones may start while
+        # their record is written (a crash before it is stored runs them again).
+        await self.checkpoint.save(state, "tools_started", durable=not self._idempotent(runnable))
         if len(runnable) == 1:  # the common case, without the machinery of as_completed
             [call] = runnable
             await self._finished(state, outcome, call, await self._execute_one(call))
@@ -249,6 +253,14 @@ class ToolCallStep:
         for finished in asyncio.as_completed([one(call) for call in runnable]):
             call, result = await finished
             await self._finished(state, outcome, call, result)
+
+    def _idempotent(self, calls: list[ToolCall]) -> bool:
+        """Would running every one of `calls` again change nothing?"""
+        for call in calls:
+            item = self.registry.get(call.name) if self.registry.has(call.name) else None
+            if item is None or not item.capability.idempotent:
+                return False
+        return True
 
     async def _execute_one(self, call: ToolCall) -> ToolResult:
         with tracing.tool_span(call, self.ctx) as span:
@@ -301,8 +313,9 @@ class ToolCallStep:
             state.structured_output = call.arguments
         outcome.results[call.id] = result
         # The result is saved before its event: a crash between the two loses that event but
-        # never the result (the model is told what the tool did, not "unknown").
-        await self.checkpoint.save(state, "tool_result")
+        # never the result (the model is told what the tool did, not "unknown"). Not waited
+        # for: the next durable save, or the outcome, is stored after it.
+        await self.checkpoint.save(state, "tool_result", durable=False)
         await self.emit("tool.completed", _completed(call, result))
 
     @cached_property

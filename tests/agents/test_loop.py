@@ -66,7 +66,7 @@ class SavingCheckpointer:
     def __init__(self) -> None:
         self.saves: list[tuple[str, dict[str, Any]]] = []
 
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         self.saves.append((reason, state.to_dict()))
 
     def reasons(self) -> list[str]:

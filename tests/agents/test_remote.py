@@ -58,7 +58,7 @@ class RecordingCheckpoint:
     def __init__(self) -> None:
         self.saves: list[tuple[str, RunState]] = []
 
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         self.saves.append((reason, RunState.from_dict(state.to_dict())))
 
 

@@ -13,8 +13,9 @@ from django.http import Http404
 
 from agents import runs
 from agents.models import MAX_INPUT_CHARS, Conversation, Fact, Run, RunEvent
+from agents.runs.cancellation import cancel_key
 from agents.runs.channels import channel, publisher
-from agents.runs.engine import cancel_key, execute_run
+from agents.runs.engine import execute_run
 from tests.factories import make_agent, make_approval
 
 

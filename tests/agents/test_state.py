@@ -33,7 +33,7 @@ class SavingCheckpointer:
         self.saves: list[tuple[str, dict[str, Any]]] = []
         self.crash_on = crash_on
 
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         self.saves.append((reason, json.loads(json.dumps(state.to_dict()))))
         if reason == self.crash_on:
             raise WorkerCrashed(reason)
@@ -328,7 +328,7 @@ def test_repeated_or_missing_call_ids_are_made_unique_so_decisions_never_carry_o
     saved = {}
 
     class Keep:
-        async def save(self, state, reason):
+        async def save(self, state, reason, *, durable=True):
             saved["state"] = state.to_dict()
 
     model = _Fake([_Call("x", "pay", {"amount": 1}), _Call("x", "pay", {"amount": 1000}), "ok"])

@@ -58,7 +58,7 @@ class Journal:
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
         self.entries.append((type, payload))
 
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         self.entries.append(("save", reason))
 
     def step(self) -> list[tuple[str, Any]]:

@@ -38,7 +38,7 @@ class Journal:
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
         self.events.append((type, payload))
 
-    async def save(self, state: RunState, reason: str) -> None:
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         self.states.append(state.to_dict())
 
     def of(self, type: str) -> list[dict[str, Any]]:
