@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test outside-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients
+.PHONY: install run test outside-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients py-peers
 
 # Some machines (this project's CI among them) set PYTHONDONTWRITEBYTECODE: then each of the
 # suite's Python processes (xdist workers, servers, Celery workers, CLIs: about 150) compiles
@@ -72,6 +72,18 @@ $(CLIENTS_STAMP): $(CLIENTS_REQUIREMENTS)
 
 py-clients: $(CLIENTS_STAMP)
 
+# The durable agent frameworks bench/agents.py measures the platform against (bench/peers),
+# in a venv of their own for the same reason.
+PEERS_VENV := .venv-peers
+PEERS_REQUIREMENTS := bench/peers/requirements.txt
+PEERS_STAMP := $(PEERS_VENV)/.installed-$(shell cksum $(PEERS_REQUIREMENTS) | cut -d' ' -f1)
+$(PEERS_STAMP): $(PEERS_REQUIREMENTS)
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(PEERS_REQUIREMENTS)
+	@rm -f $(PEERS_VENV)/.installed-* && touch $@
+
+py-peers: $(PEERS_STAMP)
+
 # `make test`: the fast tier first, stopping at its first failure; then the integration tier
 # (tests/tiers.py) beside every benchmark in its smoke mode (a benchmark nobody runs rots;
 # integration tests mostly wait on the processes they start, so the two share the machine:
@@ -90,7 +102,7 @@ test:
 # What the tests drive besides this venv, beside its install (pip is CPU-bound on one core);
 # one at a time among themselves, since apt may run for both Chromium and Node.
 outside-deps:
-	$(MAKE) --no-print-directory -j1 chromium node-clients py-clients
+	$(MAKE) --no-print-directory -j1 chromium node-clients py-clients py-peers
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
@@ -117,12 +129,14 @@ shell: $(STAMP)
 # Every benchmark of bench/ (bench/__main__.py): in full, minutes each, one after another;
 # `make bench NAMES="agents tools"` runs some. bench-smoke runs each with a few iterations
 # (seconds; BENCH_SMOKE=1) and fails, naming the script, when one crashes or writes no figures.
-bench: $(DEV_STAMP)
+# The peers' venv is a prerequisite (bench/agents.py drives it); `make test` builds it first
+# in outside-deps, so beside integration-tier under -j2 it runs no recipe (see there).
+bench: $(DEV_STAMP) $(PEERS_STAMP)
 	$(BIN)/python -m bench $(NAMES)
 
 BENCH_JOBS ?= 2
-bench-smoke: $(DEV_STAMP)
+bench-smoke: $(DEV_STAMP) $(PEERS_STAMP)
 	$(BIN)/python -m bench --smoke --jobs $(BENCH_JOBS) $(NAMES)
 
 clean:
-	rm -rf $(VENV) $(CLIENTS_VENV) .data $(NODE_CLIENTS)/node_modules
+	rm -rf $(VENV) $(CLIENTS_VENV) $(PEERS_VENV) .data $(NODE_CLIENTS)/node_modules
