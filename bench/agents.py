@@ -34,10 +34,17 @@ Sides:
    through `agents.runs.reader.iter_run_events` (what a streaming client sees), and to the Run
    row being terminal (polled every POLL_S after that event; `finalize` writes the row
    after the terminal event is published).
+4. durable peers (bench/peers/, their own venv and processes): openai-agents with a
+   SQLAlchemy session, openai-agents with DBOS, pydantic-ai with DBOS, the same run with
+   every step persisted in the same PostgreSQL; and the bare loop again in the peers' venv
+   (reference).
 
-Figures: median ms per run over the RUNS rounds, ms per model round (÷ 3), the platform's
-overhead per round over the bare loop (difference of the medians ÷ 3) and the ratio.
-Target from the issue: under 10 ms of platform overhead per round, persistence included.
+Figures: median ms per run over the RUNS runs of each side, ms per model round (÷ 3), the
+overhead per round over the bare loop (difference of the medians ÷ 3), the ratio, and the
+platform's overhead ÷ the best durable peer's. Targets from the issues: under 10 ms of
+platform overhead per round, persistence included; at most half the best peer's overhead.
+The sides run in interleaved blocks: BLOCK_RUNS runs of one side, then of the next, the
+order rotating from block round to block round.
 
 Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table), the Redis
 commands it sends (INFO commandstats before/after, before the worker starts), and a timing
@@ -97,15 +104,18 @@ from bench.common import (  # noqa: E402
     wait_worker,
     write_results,
 )
+from bench.peers import BARE_PEER, DURABLE_PEERS, PEERS, Peers  # noqa: E402
 from tools.runtime.calculator import evaluate  # noqa: E402
 
 RUNS = sized(30, smoke=3)
+BLOCK_RUNS = sized(5, smoke=1)  # runs of one side in a row; RUNS is a multiple
 WARMUP_RUNS = sized(3, smoke=1)
 INSTRUMENTED_RUNS = sized(20, smoke=2)
 QUERY_RUNS = sized(3, smoke=2)
 COST_REPEATS = sized(5, smoke=1)
 ROUNDS_PER_RUN = 3
 TARGET_OVERHEAD_MS = 10.0
+TARGET_PEER_RATIO = 0.5  # the platform's overhead per round ÷ the best durable peer's
 POLL_S = 0.002
 RUN_TIMEOUT_S = 30.0
 MODEL = "gpt-test"
@@ -125,8 +135,8 @@ LOOP_ONLY = "run_agent only (no DB, no Redis)"
 INLINE = "platform inline (run_inline)"
 CELERY_EVENT = "platform via Celery, terminal event"
 CELERY_ROW = "platform via Celery, terminal Run row"
-SIDES = (BARE, BARE_STREAM, LOOP_ONLY, INLINE, CELERY_EVENT, CELERY_ROW)
-REFERENCE_SIDES = (BARE, BARE_STREAM, LOOP_ONLY)  # no target: not the platform path
+SIDES = (BARE, BARE_STREAM, LOOP_ONLY, INLINE, CELERY_EVENT, CELERY_ROW, *PEERS)
+REFERENCE_SIDES = (BARE, BARE_STREAM, LOOP_ONLY, *PEERS)  # no target: not the platform path
 
 
 # -- the fake server, in its own process -----------------------------------------------------
@@ -515,24 +525,26 @@ def check_events(run_id: int) -> list[str]:
 
 
 # -- timing ----------------------------------------------------------------------------------
-def interleaved_rounds(sides: Sides) -> dict[str, list[float]]:
-    """ms per run of each side, per round; the side that goes first rotates."""
-    runs = sides.all()
+def interleaved_rounds(sides: Sides, peers: Peers) -> dict[str, list[float]]:
+    """ms per run of each side: BLOCK_RUNS runs of a side in a row, every side once per
+    round, the side that goes first rotating."""
+    runs = sides.all() + peers.all()
     for run in runs:  # warm-up: clients, connections, caches, the worker's imports
         for _ in range(WARMUP_RUNS):
             run()
     for stamps in sides.stamps.values():
         stamps.clear()
     times: dict[str, list[float]] = {name: [] for name in SIDES}
-    for index in range(RUNS):
+    rounds = RUNS // BLOCK_RUNS
+    for index in range(rounds):
         sides.server.ask("clear")  # keep the server's request log short
         gc.collect()
         shift = index % len(runs)
         for run in runs[shift:] + runs[:shift]:
-            for name, seconds in run().items():
-                times[name].append(seconds * 1000)
-        if (index + 1) % 10 == 0:
-            print(f"  round {index + 1}/{RUNS} done", file=sys.stderr, flush=True)
+            for _ in range(BLOCK_RUNS):
+                for name, seconds in run().items():
+                    times[name].append(seconds * 1000)
+        print(f"  round {index + 1}/{rounds} done", file=sys.stderr, flush=True)
     return times
 
 
@@ -547,16 +559,22 @@ class SideFigure:
     runs_ms: list[float]
     target_overhead_ms: float | None
     meets_target: bool | None
+    overhead_vs_best_peer: float | None = None  # platform sides: ÷ the best durable peer's
+    meets_peer_target: bool | None = None
 
 
 def figures(times: dict[str, list[float]]) -> list[SideFigure]:
     bare = statistics.median(times[BARE])
     bare_stream = statistics.median(times[BARE_STREAM])
+    best_peer = min(
+        (statistics.median(times[side]) - bare) / ROUNDS_PER_RUN for side in DURABLE_PEERS
+    )
     found = []
     for side in SIDES:
         ms = statistics.median(times[side])
         overhead = (ms - bare) / ROUNDS_PER_RUN
         platform_side = side not in REFERENCE_SIDES
+        vs_peer = overhead / best_peer if platform_side and best_peer > 0 else None
         found.append(
             SideFigure(
                 side=side,
@@ -568,6 +586,8 @@ def figures(times: dict[str, list[float]]) -> list[SideFigure]:
                 runs_ms=times[side],
                 target_overhead_ms=TARGET_OVERHEAD_MS if platform_side else None,
                 meets_target=overhead < TARGET_OVERHEAD_MS if platform_side else None,
+                overhead_vs_best_peer=vs_peer,
+                meets_peer_target=None if vs_peer is None else vs_peer <= TARGET_PEER_RATIO,
             )
         )
     return found
@@ -943,23 +963,33 @@ def print_tables(
     print(f"fake provider server: {SERVER_MODE}")
     print(
         f"one run = {ROUNDS_PER_RUN} model rounds (tool call, tool call, text); median of "
-        f"{RUNS} interleaved rounds, after {WARMUP_RUNS} warm-up runs per side"
+        f"{RUNS} runs per side in interleaved blocks of {BLOCK_RUNS}, after {WARMUP_RUNS} "
+        "warm-up runs per side"
     )
     print()
     print(
         f"{'side':<40}{'ms/run':>8}{'min-max':>13}{'ms/round':>10}{'overhead':>10}"
-        f"{'vs stream':>11}{'ratio':>8}  <{TARGET_OVERHEAD_MS:g} ms/round"
+        f"{'vs stream':>11}{'ratio':>8}  {f'<{TARGET_OVERHEAD_MS:g} ms':<7}"
+        f"{'÷ best peer':>12}  <={TARGET_PEER_RATIO:g}"
     )
     for f in sides:
         spread = f"{min(f.runs_ms):.0f}-{max(f.runs_ms):.0f}"
+        vs_peer = "" if f.overhead_vs_best_peer is None else f"{f.overhead_vs_best_peer:.2f}"
         print(
             f"{f.side:<40}{f.ms_per_run:>8.2f}{spread:>13}{f.ms_per_round:>10.2f}"
             f"{f.overhead_ms_per_round:>+10.2f}{f.overhead_over_streaming_ms_per_round:>+11.2f}"
-            f"{f.ratio:>7.2f}x  {verdict(f.meets_target)}"
+            f"{f.ratio:>7.2f}x  {verdict(f.meets_target):<7}{vs_peer:>12}  "
+            f"{verdict(f.meets_peer_target)}"
         )
+    best = min((f for f in sides if f.side in DURABLE_PEERS), key=lambda f: f.overhead_ms_per_round)
     print(
         "  overhead: (side - bare loop) / 3, ms per round; vs stream: the same over the "
         "streaming bare loop"
+    )
+    print(
+        f"  ÷ best peer: the platform's overhead ÷ the best durable peer's ({best.side}, "
+        f"{best.overhead_ms_per_round:+.2f} ms/round); {BARE_PEER}: the bare loop where the "
+        "peers run"
     )
     for side, label in ((INLINE, "inline"), (CELERY_ROW, "Celery")):
         queued = statistics.median(q for q, _ in stamps[side])
@@ -1012,6 +1042,7 @@ def main() -> None:
     server = RemoteServer()
     worker: Child | None = None
     sides: Sides | None = None
+    peers: Peers | None = None
     try:
         with rls.owner():  # the fixture: the app login acting for every tenant
             fixture = create_fixture(server)
@@ -1025,7 +1056,13 @@ def main() -> None:
         worker_log = Path(settings.DATA_DIR) / "worker.log"
         worker = Child("worker", WORKER_COMMAND, worker_log, env=worker_env)
         worker_ready_s = wait_worker(worker)
-        times = interleaved_rounds(sides)
+        peers = Peers(
+            script_run=server.script_run, database_url=worker_env["DATABASE_URL"],
+            log_dir=Path(settings.DATA_DIR), base_url=server.openai_base_url, model=MODEL,
+            system=fixture.system, tools=fixture.tools, input=INPUT, answer=ANSWER,
+            rounds=ROUNDS_PER_RUN, max_tokens=MAX_TOKENS,
+        )  # fmt: skip
+        times = interleaved_rounds(sides, peers)
         stamps = {side: list(values) for side, values in sides.stamps.items()}
         breakdown = instrumented_breakdown(sides)
         costs = unit_costs(fixture)
@@ -1039,6 +1076,8 @@ def main() -> None:
     finally:
         if sides is not None:
             sides.close()
+        if peers is not None:
+            peers.close()
         if worker is not None:
             worker.stop()
         server.close()
@@ -1068,6 +1107,7 @@ def main() -> None:
             "celery_wait": "iter_run_events to the terminal event, then the Run row polled "
             f"every {POLL_S * 1000:g} ms",
             "server_stats": stats,
+            "peers": peers.describe(),
         },
         "target_overhead_ms_per_round": TARGET_OVERHEAD_MS,
         "sides": [asdict(f) for f in side_figures],
@@ -1091,6 +1131,9 @@ def main() -> None:
         "inline ms/run": by_side[INLINE].ms_per_run,
         "inline overhead ms/round": by_side[INLINE].overhead_ms_per_round,
         "Celery (row) overhead ms/round": by_side[CELERY_ROW].overhead_ms_per_round,
+        "best peer overhead ms/round": min(by_side[p].overhead_ms_per_round for p in DURABLE_PEERS),
+        "inline overhead / best peer's": by_side[INLINE].overhead_vs_best_peer,
+        "Celery (row) overhead / best peer's": by_side[CELERY_ROW].overhead_vs_best_peer,
         "instrumented inline ms/run": total.ms_per_run,
         "DB queries per inline run": queries["per_run"][-1],
     }
