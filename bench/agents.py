@@ -5,14 +5,14 @@ Run: cd /work/main && .venv/bin/python bench/agents.py
 (prints tables, writes bench/results/agents.json). Takes a minute or two; BENCH_SMOKE=1 runs
 every section a few times (bench/common.py), in seconds. Needs no network
 and no configuration: it starts the embedded PostgreSQL and Redis in a temporary DATA_DIR
-(stopped, and the directory removed, at exit) and one Celery worker subprocess (stopped at
-the end).
+(stopped, and the directory removed, at exit), one Celery worker subprocess and the durable
+peers' processes (stopped at the end; the peers need .venv-peers: `make py-peers`).
 
 One run = 3 rounds: the model calls `calculator` (round 1), calls it again (round 2), then
 answers "done" (round 3); the OpenAI wire format, scripted per run on the fake server. The
 server runs in a separate process (multiprocessing, spawn), so its threads do not share the
-client's GIL. Every side runs once per interleaved round, the order rotating from round to
-round; RUNS rounds after WARMUP_RUNS untimed runs per side.
+client's GIL. RUNS timed runs per side, in blocks of BLOCK_RUNS (every side's block once per
+round, the order rotating from round to round), after WARMUP_RUNS untimed runs per side.
 
 Sides:
 1. bare loop: `openai.AsyncOpenAI(http_client=httpx2.AsyncClient(), max_retries=0)`,
@@ -43,8 +43,6 @@ Figures: median ms per run over the RUNS runs of each side, ms per model round (
 overhead per round over the bare loop (difference of the medians ÷ 3), the ratio, and the
 platform's overhead ÷ the best durable peer's. Targets from the issues: under 10 ms of
 platform overhead per round, persistence included; at most half the best peer's overhead.
-The sides run in interleaved blocks: BLOCK_RUNS runs of one side, then of the next, the
-order rotating from block round to block round.
 
 Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table), the Redis
 commands it sends (INFO commandstats before/after, before the worker starts), and a timing
