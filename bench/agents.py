@@ -665,6 +665,7 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     from django.utils import timezone
 
     from agents.models import Run, RunEvent
+    from agents.runs import bridge
     from agents.runs.writer import Batch, StoredEvent, write_batch
     from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
 
@@ -739,6 +740,7 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
         ("guarded httpx2 client, shared SSL context", lambda: guarded_client(context), 40, 1),
         ("sync_to_async hop under async_to_sync", lambda: async_to_sync(hops)(), 5, 20),
         ("async_to_sync(empty coroutine): thread+loop", lambda: async_to_sync(empty)(), 20, 1),
+        ("bridge.call(empty coroutine): the kept loop", lambda: bridge.call(empty), 20, 1),
     ]
     found: dict[str, list[float]] = defaultdict(list)
     for _what, call, *_ in cases:
@@ -811,8 +813,7 @@ BREAKDOWN_ROWS = [
     ("run_inline total", "total", 0),
     ("run_start: INSERT Run, already claimed", "run_start", 1),
     ("execute_run", "execute_run", 1),
-    ("async_to_sync: thread + new loop + teardown", "~async_to_sync", 2),
-    ("of which: SDK client close (per loop)", "sdk client close", 3),
+    ("bridge: onto the process's loop and back", "~bridge", 2),
     ("execute_run_async", "execute_run_async", 2),
     ("_prepare_agent (sync part)", "prepare", 3),
     ("default_connection: SELECT", "default_connection", 4),
@@ -831,7 +832,6 @@ BREAKDOWN_ROWS = [
     ("model calls (quota hold, stream, parse, SDK)", "model_call", 3),
     ("of which: quota reserve", "quota reserve", 4),
     ("of which: quota settle", "quota settle", 4),
-    ("of which: SDK client build (per loop)", "sdk client build", 4),
     ("tool calls (registry.execute)", "tool_execute", 3),
     ("checkpoints (waiting only where durable)", "checkpoint", 3),
     ("cancel checks (MGET, shared by the loop's runs)", "cancel check", 3),
@@ -870,7 +870,6 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     import agents.runs.start
     import agents.runs.writer
     from agents.runtime.loop import _Loop
-    from providers.services import adapter_for
     from tools.runtime.registry import ToolRegistry
 
     probe = Probe()
@@ -891,9 +890,6 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.coroutine(_Loop, "_call_model", "model_call")
     probe.coroutine(ToolRegistry, "execute", "tool_execute")
     probe.sync(ex, "finalize", "finalize")
-    clients = adapter_for(sides.fixture.connection)._clients  # the cached adapter's PerLoop
-    probe.sync(clients, "_factory", "sdk client build")
-    probe.coroutine(clients, "_close", "sdk client close")
 
     per_run: list[dict[str, tuple[int, float]]] = []
     try:
@@ -939,7 +935,7 @@ def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
         "prepare", "model_call", "tool_execute", "checkpoint", "cancel check",
         "finalize",
     ))  # fmt: skip
-    t["~async_to_sync"] = (1, s("execute_run") - s("execute_run_async"))
+    t["~bridge"] = (1, s("execute_run") - s("execute_run_async"))
     t["~run_inline rest"] = (1, s("total") - s("run_start", "execute_run"))
     return t
 

@@ -9,6 +9,7 @@ imports from here, never from a module inside (an import-linter contract says so
     recorder.py       record_model_call, record_gateway_calls: model calls made outside a
                       run's loop, recorded as finished runs
     engine.py         execute_run: claim a run, build its agent or crew, run it, finalize it
+    bridge.py         synchronous callers' runs, on the one event loop the process keeps
     claim.py          a run's lease taken and what it needs read, one statement
     writer.py         the run's record written: events, checkpoints, outcome, direct calls;
                       what may be stored (storable, storable_text)

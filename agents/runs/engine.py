@@ -19,7 +19,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
@@ -40,7 +40,7 @@ from agents.models import (
     approval_decisions,
 )
 from agents.observability import observed_run, traced_outcome
-from agents.runs import cancellation
+from agents.runs import bridge, cancellation
 from agents.runs import claim as run_claim
 from agents.runs.costs import run_own_cost
 from agents.runs.direct_calls import execute_tool_run, run_tool_context
@@ -130,7 +130,7 @@ class _Checkpoint:
 def execute_run(run_id: int, *, owner: str | None = None, claimed: Run | None = None) -> str:
     """Claim and execute (or resume) a run; returns what happened, for logs. `owner` and
     `claimed` as for execute_run_async."""
-    return async_to_sync(execute_run_async)(run_id, owner=owner, claimed=claimed)
+    return bridge.call(execute_run_async, run_id, owner=owner, claimed=claimed)
 
 
 async def execute_run_async(
