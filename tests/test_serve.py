@@ -142,7 +142,11 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_stops_leaving_nothing_and_rest
             assert response.url.endswith("/t/demo/")
             assert b"Demo" in response.read()
 
-        tree = psutil.Process(serve.process.pid).children(recursive=True)
+        # Once up, serve is its light supervisor (agentplatform.supervisor): no Django held.
+        supervisor = psutil.Process(serve.process.pid)
+        assert "agentplatform.supervisor" in " ".join(supervisor.cmdline())
+        assert supervisor.memory_info().rss < 60 * 2**20, supervisor.memory_info()
+        tree = supervisor.children(recursive=True)
         postgres_pid = int((data / "postgres" / "postmaster.pid").read_text().split()[0])
         redis_pid = int((data / "redis" / "redis.pid").read_text())
         watched = [*tree, psutil.Process(postgres_pid), psutil.Process(redis_pid)]

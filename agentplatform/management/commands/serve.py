@@ -20,7 +20,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from agentplatform import embedded
+from agentplatform import embedded, supervisor
 from agentplatform.processes import die_with_parent
 from agentplatform.tenancy import services
 from agentplatform.tenancy.models import Membership, Role, Tenant
@@ -66,6 +66,7 @@ class Command(BaseCommand):
                 self.stdout.write(
                     "Health: " + url + "healthz   Admin: " + url + "admin/   Ctrl-C stops."
                 )
+                self._become_supervisor(children, stopping)  # returns only if it could not
             failed = self._supervise(children, stopping)
         finally:
             self._stop_children(children)
@@ -108,6 +109,44 @@ class Command(BaseCommand):
             )
             for name, command in platform_commands(host, port, with_worker=with_worker).items()
         }
+
+    def _become_supervisor(self, children: dict[str, subprocess.Popen], stopping) -> None:
+        """Replace this process with agentplatform.supervisor, which watches the children
+        without holding Django (the same pid: they stay its children). Only what is
+        inherited on purpose crosses: the output streams, and a stop signal that came
+        meanwhile (blocked here, pending until the supervisor takes it)."""
+        from django.db import connections
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        if stopping:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+            return
+
+        held = [
+            name
+            for name, on in (
+                ("postgres", settings.EMBEDDED_DATABASE),
+                ("redis", settings.EMBEDDED_REDIS),
+            )
+            if on
+        ]
+        connections.close_all()
+        for connection in connections.all():
+            if getattr(connection, "pool", None) is not None:
+                connection.close_pool()
+        given = supervisor.plan(
+            {name: child.pid for name, child in children.items()},
+            settings.DATA_DIR if held else None,
+            held,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            argv = [sys.executable, "-m", "agentplatform.supervisor", given]
+            os.execv(sys.executable, argv)  # noqa: S606 (our own interpreter and module)
+        except OSError as exc:  # then this process supervises, as it is
+            self.stderr.write(f"could not start the light supervisor ({exc}); going on")
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
     def _wait_listening(self, host, port, children, stopping) -> None:
         connect_host = "127.0.0.1" if host == "0.0.0.0" else host  # noqa: S104
@@ -192,14 +231,19 @@ def platform_commands(host: str, port: int, *, with_worker: bool = True) -> dict
                 # bottleneck (bench/concurrency.py).
                 "--prefetch-multiplier", os.environ.get("RUN_PREFETCH", "64"),
             ]  # fmt: skip
-        # Beat inside the first: the sweeper that resumes runs of dead workers.
+        # Beat inside the first, as a thread (agentplatform.celery.BeatThread): the sweeper
+        # that resumes runs of dead workers.
         commands["worker"] += [
-            "--beat",
+            "--beat-thread",
             "--schedule",
             str(settings.DATA_DIR / "celerybeat-schedule"),
         ]
+        # One batch job at a time by default, in the worker process itself: a prefork pool
+        # of one child cost a second copy of the platform's memory (71 MB PSS idle,
+        # bench/footprint.py) for nothing but that job; more than one take a pool.
+        batch = int(os.environ.get("BATCH_WORKER_CONCURRENCY", "1"))
+        pool = ["--pool", "solo"] if batch <= 1 else ["--concurrency", str(batch)]
         commands["batch worker"] = [
-            *celery, *quiet, "-n", "batch@%h", "-Q", settings.BATCH_QUEUE,
-            "--concurrency", os.environ.get("BATCH_WORKER_CONCURRENCY", "1"),
+            *celery, *quiet, "-n", "batch@%h", "-Q", settings.BATCH_QUEUE, *pool,
         ]  # fmt: skip
     return commands
