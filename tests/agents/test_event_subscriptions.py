@@ -6,7 +6,6 @@ connection lingers for the next stream (RUN_EVENTS_LINGER_S)."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 import redis
@@ -17,7 +16,7 @@ from agents.models import RunEvent
 from agents.runs import run_start
 from agents.runs.channels import channel
 from agents.runs.reader import iter_run_events
-from agents.runs.subscriptions import LOST, deliver_early, rewind, subscriptions
+from agents.runs.subscriptions import LOST, deliver_early, subscriptions
 
 
 def numsub(name: str) -> int:
@@ -176,47 +175,6 @@ def test_only_a_runs_own_stream_gets_its_events_as_they_are_made():
     (early, other_empty), left = asyncio.run(scenario())
     assert early == '[{"seq": 1}]' and other_empty
     assert left == {}
-
-
-@pytest.mark.django_db(transaction=True)
-def test_after_a_rewind_the_stream_reads_the_next_attempt_from_the_record(trio, agent):
-    """Events a run's own stream got early, of an attempt that ended unfinished, do not hide
-    the next attempt's events of the same numbers."""
-    run = run_start(tenant=trio.acme, agent=agent, input="hi", enqueue=False)
-    key = channel(run).encode()
-
-    def store(seq: int, type: str, payload: dict) -> None:
-        RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
-
-    def early(seq: int, type: str, payload: dict) -> None:
-        deliver_early(key, lambda: json.dumps([{"seq": seq, "type": type, "payload": payload}]))
-
-    async def scenario():
-        events = iter_run_events(run, execute=lambda: None)  # its own stream: takes early
-        first = asyncio.ensure_future(events.__anext__())
-        hub = subscriptions()
-        while key not in hub.early or key in hub.unconfirmed:
-            await asyncio.sleep(0.01)
-        early(1, "run.started", {})
-        seen = [await asyncio.wait_for(first, 5)]
-        early(2, "text.delta", {"text": "first attempt"})  # never stored
-        seen.append(await asyncio.wait_for(events.__anext__(), 5))
-        # The attempt ends having stored seq 1 only; the next one stores 2 and 3.
-        await sync_to_async(store)(1, "run.started", {})
-        await sync_to_async(store)(2, "text.delta", {"text": "second attempt"})
-        await sync_to_async(store)(3, "run.completed", {"status": "succeeded"})
-        rewind(key, 1)
-        async with asyncio.timeout(10):
-            seen += [event async for event in events]
-        return seen
-
-    seen = asyncio.run(scenario())
-    assert [(e["seq"], e["payload"].get("text")) for e in seen] == [
-        (1, None),
-        (2, "first attempt"),
-        (2, "second attempt"),
-        (3, None),
-    ]
 
 
 def test_a_web_process_executes_no_more_runs_than_its_room(settings, monkeypatch):
