@@ -34,7 +34,7 @@ from django.dispatch import receiver
 from django.http import Http404
 from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.access import filter_given, get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
 from agentplatform.tenancy.policy import Principal
 from agents import access
@@ -192,12 +192,7 @@ def use_grant_holders(tenant: Tenant, lines: list[str]) -> list[AbstractBaseUser
 # -- configuration: agents and crews ----------------------------------------------------
 def agents_of(*, tenant: Tenant, active: bool | None = None, kind: str | None = None) -> QuerySet:
     """The tenant's agents (active or not), only `active` ones or of `kind` when given."""
-    agents = Agent.objects.filter(tenant=tenant)
-    if active is not None:
-        agents = agents.filter(active=active)
-    if kind is not None:
-        agents = agents.filter(kind=kind)
-    return agents
+    return filter_given(Agent.objects.filter(tenant=tenant), active=active, kind=kind)
 
 
 def agent_configured(*, tenant: Tenant, slug: str) -> Agent:
@@ -207,12 +202,7 @@ def agent_configured(*, tenant: Tenant, slug: str) -> Agent:
 
 def crews_of(*, tenant: Tenant, active: bool | None = None, mode: str | None = None) -> QuerySet:
     """The tenant's crews with their managers and members (two queries when listed)."""
-    crews = _crews_with_members().filter(tenant=tenant)
-    if active is not None:
-        crews = crews.filter(active=active)
-    if mode is not None:
-        crews = crews.filter(mode=mode)
-    return crews
+    return filter_given(_crews_with_members().filter(tenant=tenant), active=active, mode=mode)
 
 
 def crew_configured(*, tenant: Tenant, slug: str) -> Crew:
@@ -247,11 +237,7 @@ def conversations_of(
     owned = {"owner_api_key": owner} if isinstance(owner, ApiKey) else {"owner_user": owner}
     conversations = Conversation.objects.filter(tenant=tenant, **owned)
     conversations = conversations.select_related("agent", "crew")
-    if agent_slug is not None:
-        conversations = conversations.filter(agent__slug=agent_slug)
-    if crew_slug is not None:
-        conversations = conversations.filter(crew__slug=crew_slug)
-    return conversations
+    return filter_given(conversations, agent__slug=agent_slug, crew__slug=crew_slug)
 
 
 def conversation_of(
@@ -299,11 +285,7 @@ def crew_named(*, tenant: Tenant, slug: str) -> Crew | None:
 def quotas_of(*, tenant: Tenant, scope: str | None = None, metric: str | None = None) -> QuerySet:
     """The tenant's quotas with whom each limits; only of `scope` or `metric` when given."""
     found = Quota.objects.filter(tenant=tenant).select_related("tenant", "user", "api_key", "agent")
-    if scope is not None:
-        found = found.filter(scope=scope)
-    if metric is not None:
-        found = found.filter(metric=metric)
-    return found
+    return filter_given(found, scope=scope, metric=metric)
 
 
 def agent_usable(*, principal: Principal, slug: str) -> Agent:
@@ -346,18 +328,14 @@ def runs_visible(
 ) -> QuerySet:
     """The runs the principal may see (agents.access.visible_runs) with their details
     (runs_with_details), filtered by what is given. Four queries when listed."""
-    runs = runs_with_details(access.visible_runs(principal))
-    if status is not None:
-        runs = runs.filter(status=status)
-    if agent_slug is not None:
-        runs = runs.filter(agent__slug=agent_slug)
-    if crew_slug is not None:
-        runs = runs.filter(crew__slug=crew_slug)
-    if conversation_id is not None:
-        runs = runs.filter(conversation_id=conversation_id)
-    if parent_id is not None:
-        runs = runs.filter(parent_id=parent_id)
-    return runs
+    return filter_given(
+        runs_with_details(access.visible_runs(principal)),
+        status=status,
+        agent__slug=agent_slug,
+        crew__slug=crew_slug,
+        conversation_id=conversation_id,
+        parent_id=parent_id,
+    )
 
 
 def run_shown(*, tenant: Tenant, run_id: Any) -> Run:
@@ -561,15 +539,13 @@ def top_level_runs(
 ) -> QuerySet:
     """The top-level runs the principal may see, newest first, with their agent, crew and
     initiator; only those matching what is given."""
-    runs = access.visible_runs(principal).filter(parent__isnull=True)
-    if agent is not None:
-        runs = runs.filter(agent=agent)
-    if status:
-        runs = runs.filter(status=status)
-    if created_from is not None:
-        runs = runs.filter(created_at__gte=created_from)
-    if created_before is not None:
-        runs = runs.filter(created_at__lt=created_before)
+    runs = filter_given(
+        access.visible_runs(principal).filter(parent__isnull=True),
+        agent=agent,
+        status=status or None,  # an empty choice is any status
+        created_at__gte=created_from,
+        created_at__lt=created_before,
+    )
     runs = runs.select_related("agent", "crew", "initiated_by_user", "initiated_by_api_key")
     return runs.order_by("-created_at", "-id")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.access import filter_given, get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from providers.models import ModelAlias, ModelPrice, ProviderConnection
 
@@ -27,11 +27,7 @@ def connections_of(
     """The tenant's provider connections; only of `kind`, or only the default (or not),
     when given."""
     connections = ProviderConnection.objects.filter(tenant=tenant)
-    if kind is not None:
-        connections = connections.filter(kind=kind)
-    if is_default is not None:
-        connections = connections.filter(is_default=is_default)
-    return connections
+    return filter_given(connections, kind=kind, is_default=is_default)
 
 
 def connection_get(*, tenant: Tenant, connection_id: Any) -> ProviderConnection:
@@ -54,8 +50,7 @@ def model_alias_get(*, tenant: Tenant, alias_id: Any) -> ModelAlias:
 
 def prices_of(*, tenant: Tenant, provider_kind: str | None = None) -> QuerySet:
     """The tenant's own model prices; only for `provider_kind` when given."""
-    prices = ModelPrice.objects.filter(tenant=tenant)
-    return prices if provider_kind is None else prices.filter(provider_kind=provider_kind)
+    return filter_given(ModelPrice.objects.filter(tenant=tenant), provider_kind=provider_kind)
 
 
 def price_get(*, tenant: Tenant, price_id: Any) -> ModelPrice:

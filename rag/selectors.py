@@ -11,7 +11,7 @@ from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Length
 from django.http import Http404
 
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.access import filter_given, get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from rag.models import Document, DocumentStatus, KnowledgeBase
 
@@ -31,7 +31,7 @@ def knowledge_bases_of(*, tenant: Tenant, embedder: str | None = None) -> QueryS
     only those of `embedder` when given. Two queries when listed."""
     found = KnowledgeBase.objects.filter(tenant=tenant).prefetch_related("agents")
     found = found.annotate(document_total=Count("documents", distinct=True))
-    return found if embedder is None else found.filter(embedder=embedder)
+    return filter_given(found, embedder=embedder)
 
 
 def knowledge_base_get(
@@ -78,7 +78,7 @@ def documents_of(
         .defer("content")
         .annotate(content_size=Length("content"))
     )
-    return documents if status is None else documents.filter(status=status)
+    return filter_given(documents, status=status)
 
 
 def document_get(*, tenant: Tenant, knowledge_base: KnowledgeBase, document_id: Any) -> Document:

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.access import filter_given, get_for_tenant
 from agentplatform.tenancy.models import Tenant
 from tools.models import McpServerConnection, ToolDefinition, ToolHealth
 
@@ -48,12 +48,11 @@ def mcp_connections_of(
 ) -> QuerySet:
     """The tenant's MCP server connections; only enabled (or disabled) ones, or those
     serving `domain`, when given."""
-    connections = McpServerConnection.objects.filter(tenant=tenant)
-    if enabled is not None:
-        connections = connections.filter(enabled=enabled)
-    if domain is not None:
-        connections = connections.filter(domains__contains=[domain])
-    return connections
+    return filter_given(
+        McpServerConnection.objects.filter(tenant=tenant),
+        enabled=enabled,
+        domains__contains=None if domain is None else [domain],
+    )
 
 
 def mcp_connection_get(*, tenant: Tenant, connection_id: Any) -> McpServerConnection:

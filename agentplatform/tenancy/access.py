@@ -116,6 +116,12 @@ def get_for_tenant(queryset: models.QuerySet[M] | type[M], tenant: Tenant, **loo
     return obj
 
 
+def filter_given(queryset: models.QuerySet[M], **lookups) -> models.QuerySet[M]:
+    """`queryset` filtered by each of `lookups` whose value is given: a list's optional
+    filters, where None means any (a falsy value such as False or "" still filters)."""
+    return queryset.filter(**{name: value for name, value in lookups.items() if value is not None})
+
+
 def get_for_write(
     queryset: models.QuerySet[M] | type[M],
     membership: Membership,

@@ -13,7 +13,7 @@ from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
 from agentplatform.tenancy import history
-from agentplatform.tenancy.access import get_for_tenant
+from agentplatform.tenancy.access import filter_given, get_for_tenant
 from agentplatform.tenancy.audit_log import AuditFilterForm, audit_entries
 from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Tenant, TenantGroup
 
@@ -55,7 +55,7 @@ def api_key_of(*, tenant: Tenant, key_id: Any) -> ApiKey | None:
 def memberships_of(*, tenant: Tenant, role: str | None = None) -> QuerySet:
     """The tenant's memberships with their users; only those of `role` when given."""
     memberships = Membership.objects.filter(tenant=tenant).select_related("user")
-    return memberships if role is None else memberships.filter(role=role)
+    return filter_given(memberships, role=role)
 
 
 def membership_get(*, tenant: Tenant, membership_id: Any) -> Membership:

@@ -7,7 +7,8 @@ from django.http import Http404
 
 from agentplatform.tenancy import access
 from agentplatform.tenancy.models import Role
-from tests.factories import add_member, make_user
+from providers.models import ProviderConnection
+from tests.factories import add_member, make_connection, make_user
 from tests.scoping.models import Project
 
 
@@ -75,3 +76,18 @@ def test_administered_tenants_are_owner_and_admin_roles_only(trio):
     assert access.administered_tenant_ids(trio.bob) == set()
     add_member(trio.globex, trio.bob, Role.ADMIN)
     assert access.administered_tenant_ids(trio.bob) == {trio.globex.pk}
+
+
+def test_filter_given_leaves_out_only_the_filters_not_given(trio):
+    """None means any; False (and any other falsy value) still filters."""
+    make_connection(trio.acme, "Default", "openai", is_default=True)
+    make_connection(trio.acme, "Other", "anthropic", is_default=False)
+    connections = ProviderConnection.objects.filter(tenant=trio.acme).order_by("name")
+
+    def names(**lookups) -> list[str]:
+        return [c.name for c in access.filter_given(connections, **lookups)]
+
+    assert names(is_default=None, kind=None) == ["Default", "Other"]
+    assert names(is_default=False, kind=None) == ["Other"]
+    assert names(is_default=True, kind="openai") == ["Default"]
+    assert names(is_default=True, kind="anthropic") == []
