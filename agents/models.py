@@ -18,7 +18,7 @@ from agentplatform.config_checks import ConfigObject
 from agentplatform.encryption import EncryptedTextField
 from agentplatform.secret_destinations import SecretDestination
 from agentplatform.tenancy.models import ApiKey, Tenant
-from agents.runtime.quota_rules import TARGETS, quota_problems
+from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE, TARGETS, quota_problems
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
 from providers.models import LoadBalancing, fallbacks_problem
 from tools.runtime.prepared_request import PreparedRequest
@@ -872,9 +872,7 @@ class Quota(models.Model):
                 fields=["tenant", "scope", "user", "api_key", "agent", "metric", "period"],
                 nulls_distinct=False,
                 name="quota_one_per_target_metric_period",
-                violation_error_message=(
-                    "This target already has a limit of that metric and period: change that one."
-                ),
+                violation_error_message=DUPLICATE_QUOTA_MESSAGE,
             ),
             models.CheckConstraint(
                 condition=(

@@ -53,6 +53,7 @@ from agentplatform.tenancy import rls
 from agentplatform.tenancy.access import get_for_tenant
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
+from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import QuotaRefused
 from providers.runtime.estimates import (
@@ -236,9 +237,7 @@ def quota_save(
     try:
         return save_validated(quota, changes, actor=actor)
     except SaveConflict:
-        raise ValidationError(
-            "This target already has a limit of that metric and period: change that one."
-        ) from None
+        raise ValidationError(DUPLICATE_QUOTA_MESSAGE) from None
 
 
 def quota_delete(*, tenant: Tenant, quota: Quota, actor: Any = None) -> None:

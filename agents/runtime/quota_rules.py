@@ -12,6 +12,11 @@ SCOPES = ("tenant", "member", "api_key", "agent")
 TARGET_OF_SCOPE = {"member": "user", "api_key": "api_key", "agent": "agent"}
 TARGETS = ("user", "api_key", "agent")
 _NOUNS = {"user": "member", "api_key": "API key", "agent": "agent"}
+# One limit per target, metric and period: the model's unique constraint says it, and so
+# does quota_save when a concurrent save wins that constraint.
+DUPLICATE_QUOTA_MESSAGE = (
+    "This target already has a limit of that metric and period: change that one."
+)
 
 
 def quota_problems(

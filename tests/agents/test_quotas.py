@@ -13,7 +13,8 @@ from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.core.exceptions import ValidationError
+from django.db import connection, connections, transaction
 
 from agentplatform import versions
 from agentplatform.tenancy import services as tenancy
@@ -21,6 +22,7 @@ from agentplatform.tenancy.models import ApiKey
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded
+from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import ProviderError
 from providers.runtime.fake import FakeModel
@@ -267,6 +269,34 @@ def test_concurrent_reservations_never_overrun_the_limit(trio):
     assert sum(granted) == 1000 - 1000 % 7  # as many as fit, and not one more
     assert len(granted) + len(refused) == 320
     assert quotas.used(quota) == sum(granted)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_same_limit_saved_meanwhile_is_refused_as_a_duplicate_is(trio):
+    """A concurrent save that wins the unique constraint after this one's checks passed is
+    refused with the words of the constraint's own check, and leaves one limit."""
+    body = {"scope": "tenant", "metric": "tokens", "period": "day", "limit": Decimal(5)}
+
+    def other_save() -> None:
+        try:
+            quotas.quota_save(tenant=trio.acme, changes=dict(body))
+        finally:
+            connections.close_all()
+
+    def save_meanwhile(execute, sql, params, many, context):
+        if sql.startswith('INSERT INTO "agents_quota"'):  # this save's checks have passed
+            meanwhile = threading.Thread(target=other_save)
+            meanwhile.start()
+            meanwhile.join()
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(save_meanwhile), pytest.raises(ValidationError) as raced:
+        quotas.quota_save(tenant=trio.acme, changes=dict(body))
+    with pytest.raises(ValidationError) as checked:  # the constraint's check, no race
+        quotas.quota_save(tenant=trio.acme, changes=dict(body))
+    assert raced.value.messages == [DUPLICATE_QUOTA_MESSAGE]
+    assert "".join(checked.value.messages) == DUPLICATE_QUOTA_MESSAGE
+    assert Quota.objects.count() == 1
 
 
 def test_a_lost_cost_counter_is_rebuilt_from_each_runs_own_cost(trio):
