@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from agentplatform.tenancy.models import ApiKey, Tenant
 from agentplatform.tenancy.policy import Principal
-from agents.runs import tool_run_of_sync_caller
+from agents.runs import atool_run_on_callers_thread
 from tools.loader import tenant_tools
 from tools.models import ToolHealth, ToolHealthStatus
 from tools.runtime.definitions import WRITE_EFFECTS
@@ -101,7 +101,7 @@ async def _run(
     if risky and not example.safe_to_run:
         return {"name": name, "status": "skipped", "detail": NOT_SAFE, "latency_ms": 0}
     try:
-        outcome = await tool_run_of_sync_caller(
+        outcome = await atool_run_on_callers_thread(
             tenant=tenant, name=item.name, arguments=example.arguments, via="selftest",
             unattended=UNATTENDED, **caller,
         )  # fmt: skip

@@ -29,9 +29,9 @@ from agents.runs.control import approval_decide, run_cancel
 from agents.runs.direct_calls import (
     ToolRunOutcome,
     atool_run,
+    atool_run_on_callers_thread,
     decide_at,
     tool_run,
-    tool_run_of_sync_caller,
 )
 from agents.runs.engine import execute_run, execute_run_async, lease_seconds
 from agents.runs.reader import (
@@ -67,6 +67,7 @@ __all__ = [
     "admit",
     "approval_decide",
     "atool_run",
+    "atool_run_on_callers_thread",
     "decide_at",
     "drain",
     "execute_run",
@@ -87,5 +88,4 @@ __all__ = [
     "run_start",
     "storable_text",
     "tool_run",
-    "tool_run_of_sync_caller",
 ]

@@ -70,10 +70,10 @@ def tool_run(**kwargs: Any) -> ToolRunOutcome:
     keyword arguments as `_tool_run`. For sync callers (REST views, the config and admin
     test pages, the verifier task): database work stays on the caller's thread and
     connection."""
-    return async_to_sync(tool_run_of_sync_caller)(**kwargs)
+    return async_to_sync(atool_run_on_callers_thread)(**kwargs)
 
 
-async def tool_run_of_sync_caller(**kwargs: Any) -> ToolRunOutcome:
+async def atool_run_on_callers_thread(**kwargs: Any) -> ToolRunOutcome:
     """`tool_run` for the coroutines a sync caller runs with `async_to_sync` (the self-tests'
     calls, several at once): database work on the caller's thread and connection, one
     statement at a time, so within its tenant scope (row-level security)."""
