@@ -1,4 +1,4 @@
-"""Django settings, all read from the environment (see the README's configuration table).
+"""Django settings, all read from the environment (see docs/operations.md, "Configuration").
 
 With DATABASE_URL / REDIS_URL unset, embedded PostgreSQL and Redis are started in
 DATA_DIR (agentplatform/embedded.py); that is the two-command quick start.

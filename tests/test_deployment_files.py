@@ -1,5 +1,6 @@
-"""The deployment shape as written down (Dockerfile, docker-compose.yml, README "Scaling
-out", docs/operations.md) is the one that works, and the four agree: web with lifespan on
+"""The deployment shape as written down (Dockerfile, docker-compose.yml, docs/operations.md's
+"Scaling out" commands and its "Deployment shape" table) is the one that works, and the four
+agree: web with lifespan on
 and a bounded graceful shutdown, run and batch workers on their queues with distinct node
 names, exactly one beat. Text checks only: no Docker engine here."""
 
@@ -40,8 +41,13 @@ def compose_services() -> dict[str, dict]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
 
 
-def readme_commands() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text()
+def operations_text() -> str:
+    return (ROOT / "docs" / "operations.md").read_text()
+
+
+def scaling_out_commands() -> list[list[str]]:
+    """The commands of docs/operations.md, "Scaling out"."""
+    text = operations_text()
     section = text[text.index("## Scaling out") :]
     block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
     return [shlex.split(line) for line in block.splitlines() if line and not line.startswith("#")]
@@ -86,27 +92,28 @@ def test_compose_runs_web_run_and_batch_workers_and_one_beat():
     assert beat.get("deploy", {}).get("replicas", 1) == 1
 
 
-def test_the_readme_gives_the_commands_compose_and_the_image_run():
-    readme = readme_commands()
-    check_workers_and_beat(readme)
+def test_the_scaling_out_commands_are_those_compose_and_the_image_run():
+    commands = scaling_out_commands()
+    check_workers_and_beat(commands)
     compose = [s.get("command") or [] for s in compose_services().values()]
-    web = [c for c in readme if "agentplatform.asgi:application" in c]
+    web = [c for c in commands if "agentplatform.asgi:application" in c]
     assert len(web) == 1
     assert from_app(web[0]) == from_app(compose_services()["web"]["command"])
     assert from_app(web[0]) == from_app(dockerfile_command())
     for role in ("run", "batch"):
-        ours = next(c for c in readme if celery_role(c) == role)
+        ours = next(c for c in commands if celery_role(c) == role)
         theirs = next(c for c in compose if celery_role(c) == role)
         assert essentials(ours) == essentials(theirs), role
 
 
-def test_operations_gives_the_readmes_commands():
-    operations = (ROOT / "docs" / "operations.md").read_text()
-    for command in readme_commands():
+def test_the_deployment_table_gives_the_scaling_out_commands():
+    text = operations_text()
+    table = text[text.index("## Deployment shape") :]
+    for command in scaling_out_commands():
         shown = shlex.join(command)
         name = option(command, "-n")
         if name:  # the table spells the numbered names as runs<i>@%h
             shown = shown.replace(name, re.sub(r"\d+@", "<i>@", name))
         if "beat" in command:
             shown = shown.split(" --schedule")[0]
-        assert shown in operations, shown
+        assert shown in table, shown

@@ -1,4 +1,4 @@
-"""Scaled out by hand, as README "Scaling out" says: PostgreSQL and Redis outside the
+"""Scaled out by hand, as docs/operations.md "Scaling out" says: PostgreSQL and Redis outside the
 platform (this session's embedded ones, reached only through DATABASE_URL / REDIS_URL), two
 web processes (the production uvicorn command, lifespan on), two run workers with their own
 node names and one beat, each a real process; a fake OpenAI-compatible provider on loopback.
