@@ -234,19 +234,10 @@ def django_db_setup(
         )
     yield
     with django_db_blocker.unblock():
-        # A connection some test's thread, event loop or child process still holds would
-        # fail the DROP DATABASE ("being accessed by other users"): end them first.
-        from django.db import DatabaseError, connections
-
-        for alias in aliases:
-            try:
-                with connections[alias].cursor() as cursor:
-                    cursor.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                    )
-            except DatabaseError:  # a login not allowed to end them: the drop says so
-                pass
+        # A connection a test's thread still holds fails the DROP DATABASE ("being accessed
+        # by other users"): a thread that used the ORM gives its connection back when done
+        # (connections.close_all(), or sync_to_async, whose thread _close_async_connections
+        # closes), or it stays lent out of the pool until the garbage collector frees it.
         teardown_databases(databases, verbosity=0)
 
 

@@ -85,7 +85,7 @@ def test_a_background_write_failure_surfaces_at_the_next_event(trio, agent):
 
     async def step() -> None:
         writer = RunWriter(run, "me", next_seq=1, lease_s=30)
-        await asyncio.to_thread(lambda: Run.objects.filter(pk=run.pk).update(lease_owner="taken"))
+        await sync_to_async(Run.objects.filter(pk=run.pk).update)(lease_owner="taken")
         writer.event("inference.started", {"round": 1})  # written in the background...
         await asyncio.sleep(0.3)
         with pytest.raises(LeaseLost):  # ...and its failure reported here
@@ -119,7 +119,7 @@ def test_an_abandoned_attempt_sends_its_runs_own_stream_back_to_the_record(trio,
         writer.event("run.started", {"agent": "a"})
         await writer.drain()
         seen = [await asyncio.wait_for(first, 5)]
-        await asyncio.to_thread(lambda: Run.objects.filter(pk=run.pk).update(lease_owner="b"))
+        await sync_to_async(Run.objects.filter(pk=run.pk).update)(lease_owner="b")
         writer.event("text.delta", {"text": "first"})  # given early, its write refused
         seen.append(await asyncio.wait_for(events.__anext__(), 5))
         with pytest.raises(LeaseLost):
