@@ -21,12 +21,12 @@ rls.assume_app_role()  # a web process logs in as the app role: the tenant polic
 
 from django.conf import settings  # noqa: E402
 
-from agentplatform.api.gateway import flush_gateway_calls  # noqa: E402
-from agentplatform.api.gateway_asgi import with_gateway_door  # noqa: E402
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
 from agentplatform.trace_context import with_caller_trace  # noqa: E402
+from agentplatform.v1.gateway import flush_gateway_calls  # noqa: E402
+from agentplatform.v1.gateway_door import with_gateway_door  # noqa: E402
 from agents.runs import handing_over_at_shutdown  # noqa: E402
 
 application = checked_at_startup(

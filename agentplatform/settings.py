@@ -386,8 +386,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": [
-        "agentplatform.api.throttling.ApiKeyRateThrottle",
-        "agentplatform.api.throttling.TenantRateThrottle",
+        "agentplatform.throttling.ApiKeyRateThrottle",
+        "agentplatform.api.throttling.SessionTenantRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "api_key": config.env_str("API_RATE_PER_KEY", "600/min"),
@@ -414,7 +414,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
-        "agentplatform.api.openai_schema.add_openai_compat",  # the /v1 OpenAI-compatible views
+        "agentplatform.v1.openai_schema.add_openai_compat",  # the /v1 OpenAI-compatible views
     ],
 }
 

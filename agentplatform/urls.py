@@ -12,7 +12,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
     path("api/v1/", include("agentplatform.api.urls")),
-    path("v1/", include("agentplatform.api.openai_urls")),  # OpenAI-compatible
+    path("v1/", include("agentplatform.v1.urls")),  # OpenAI-compatible
     path("hooks/<str:public_id>", hooks.hook, name="trigger_hook"),  # signed webhooks
     path("", include("agentplatform.web.urls")),
 ]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FACES = ("agentplatform/api", "agentplatform/mcp", "agentplatform/web")
+FACES = ("agentplatform/api", "agentplatform/v1", "agentplatform/mcp", "agentplatform/web")
 
 MANAGERS = {"objects", "_default_manager", "_base_manager"}
 LOOKUPS = {"get_object_or_404", "get_list_or_404", "get_for_tenant", "get_for_write"}

@@ -41,16 +41,12 @@ from agentplatform.api.resources import (
 )
 from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.serializers import PreparedRequestSerializer
-from agentplatform.api.sse import (
-    EventStreamNegotiation,
-    event_stream_response,
-    resume_after,
-    run_event_stream,
-)
+from agentplatform.api.sse import EventStreamNegotiation, resume_after, run_event_stream
 from agentplatform.api.tenant import (
     TenantPolicyView,
     request_user_or_key,
 )
+from agentplatform.event_streams import event_stream_response
 from agentplatform.tenancy.policy import Action
 from agents import access
 from agents.models import (

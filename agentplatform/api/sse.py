@@ -1,4 +1,5 @@
-"""Server-sent events for runs: framing, the response, and DRF content negotiation.
+"""Server-sent events of runs (REST): a run's events as a stream, and DRF content negotiation
+(the framing is agentplatform.event_streams').
 
 Every stream is an async iterator over `agents.runs.reader.iter_run_events` handed to
 `StreamingHttpResponse`: under ASGI Django iterates it on the event loop, so an open stream
@@ -13,33 +14,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
 
-from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform.event_streams import EVENT_STREAM, sse_message
 from agents.models import Run
 from agents.runs import heartbeat_seconds, iter_run_events
 
-EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": heartbeat\n\n"
 RETRY_MS = 3000  # how long a browser EventSource waits before it reconnects
 MAX_SEQ = 2**31 - 1  # RunEvent.seq is a Postgres integer
-
-
-def sse_message(data: Any, *, event: str | None = None, id: int | None = None) -> bytes:
-    """One SSE message. JSON never contains a raw newline, so `data` is one line."""
-    lines = []
-    if id is not None:
-        lines.append(f"id: {id}")
-    if event is not None:
-        lines.append(f"event: {event}")
-    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), default=str)
-    lines.append(f"data: {text}")
-    return ("\n".join(lines) + "\n\n").encode()
 
 
 async def run_event_stream(run: Run, after_seq: int = 0) -> AsyncIterator[bytes]:
@@ -53,17 +40,6 @@ async def run_event_stream(run: Run, after_seq: int = 0) -> AsyncIterator[bytes]
                 yield HEARTBEAT
             else:
                 yield sse_message(event["payload"], event=event["type"], id=event["seq"])
-
-
-def event_stream_response(
-    chunks: AsyncIterator[bytes], *, status: int = 200, headers: dict[str, str] | None = None
-) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, status=status, content_type=EVENT_STREAM)
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
 
 
 def resume_after(request: Request) -> int:
@@ -108,29 +84,3 @@ class EventStreamNegotiation:
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
-
-
-class SseJsonReader:
-    """The JSON objects of an SSE stream's `data:` lines, read as the stream's pieces come
-    (an event may be split across pieces; `[DONE]`, comments and other data are skipped)."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-
-    def feed(self, piece: bytes) -> list[dict[str, Any]]:
-        """The objects of the events that `piece` completes (`b"\\n\\n"` ends the last)."""
-        self.pending += piece.replace(b"\r\n", b"\n")
-        *events, self.pending = self.pending.split(b"\n\n")
-        found = []
-        for event in events:
-            for line in event.split(b"\n"):
-                if line.startswith(b"data:"):
-                    data = line[5:].strip()
-                    if data.startswith(b"{"):
-                        try:
-                            value = json.loads(data)
-                        except (ValueError, RecursionError):
-                            continue
-                        if isinstance(value, dict) and value:
-                            found.append(value)
-        return found

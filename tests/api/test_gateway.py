@@ -14,9 +14,9 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from agentplatform.api import gateway_responses
-from agentplatform.api.openai_base import OpenAIError
 from agentplatform.tenancy import services as tenancy
+from agentplatform.v1 import gateway_responses
+from agentplatform.v1.endpoint import OpenAIError
 from agents.models import Run
 from tests.api.conftest import sdk
 from tests.api.test_frameworks import framework

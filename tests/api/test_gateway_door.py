@@ -1,4 +1,4 @@
-"""The gateway's own door (api/gateway_asgi.py): it answers a known key's plain gateway
+"""The gateway's own door (v1/gateway_door.py): it answers a known key's plain gateway
 call exactly as the /v1 view does, and hands everything else to the view with the body it
 read. Driven in-process through the real ASGI apps (the view behind the door is the /v1
 Django handler), with the scripted fake provider as the connection's service."""
@@ -12,11 +12,11 @@ import time
 import pytest
 from django.conf import settings
 
-from agentplatform.api.gateway import flush_gateway_calls
-from agentplatform.api.gateway_asgi import with_gateway_door
 from agentplatform.asgi_handler import StreamingASGIHandler
 from agentplatform.tenancy import services as tenancy
 from agentplatform.tenancy.models import Role
+from agentplatform.v1.gateway import flush_gateway_calls
+from agentplatform.v1.gateway_door import with_gateway_door
 from agents.models import Run
 from tests.factories import make_connection
 from tests.fakes.provider_server import TextReply
@@ -142,7 +142,7 @@ def test_the_doors_errors_are_the_views(door, run_key, provider_server):
 
 
 def test_a_throttled_call_is_a_429_from_the_door_too(door, run_key, provider_server, monkeypatch):
-    from agentplatform.api import throttling
+    from agentplatform import throttling
 
     provider_server.script("openai", TextReply("Hello."))
     door.call("/v1/chat/completions", HELLO, key=run_key)

@@ -16,7 +16,7 @@ Operations whose path has an identifier are also called with the id of a seeded 
 spare API key and a member), so the detail/update routes answer something besides 404.
 
 A chat completion starts a real run (created in the test's transaction), but no worker
-executes it here: the run's progress (`openai_compat.follow_run`) is replaced by a canned
+executes it here: the run's progress (`chat_completions.follow_run`) is replaced by a canned
 answer, so both the JSON and the streamed answer are produced without a provider. The real
 execution is covered by tests/api/test_openai_compat.py and tests/api/test_openai_schema.py.
 
@@ -44,9 +44,10 @@ from drf_spectacular.generators import SchemaGenerator
 from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
 
-from agentplatform.api import openai_compat, throttling
+from agentplatform import throttling
 from agentplatform.tenancy import services
 from agentplatform.tenancy.models import ApiKey, Membership
+from agentplatform.v1 import chat_completions
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
 from tests.api.test_resources import as_key, key_for
@@ -140,7 +141,7 @@ async def canned_progress(run, **kwargs):
     """In place of `follow_run`: a little text, then the ending of a succeeded run."""
     yield "Hello"
     yield " there."
-    yield openai_compat.Ending(
+    yield chat_completions.Ending(
         status=RunStatus.SUCCEEDED,
         output="Hello there.",
         error="",
@@ -189,7 +190,7 @@ def _seed(client, trio, monkeypatch):
         monkeypatch.setattr(
             cls, "THROTTLE_RATES", {"api_key": "1000000/min", "tenant": "1000000/min"}
         )
-    monkeypatch.setattr(openai_compat, "follow_run", canned_progress)  # no worker here
+    monkeypatch.setattr(chat_completions, "follow_run", canned_progress)  # no worker here
     api = as_key(client, trio.acme, "read", "write", "run", "admin")
     assert (
         api.post(

@@ -1,4 +1,5 @@
-"""API budgets (api/throttling.py): atomic counting, and only verified tenants are charged."""
+"""API budgets (agentplatform/throttling.py; a session's tenant: api/throttling.py): atomic
+counting, and only verified tenants are charged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from agentplatform.api import throttling
+from agentplatform import throttling
+from agentplatform.api.throttling import SessionTenantRateThrottle
 from agentplatform.tenancy import services
 from agentplatform.tenancy.authentication import ApiClient
 from tests.api.test_resources import Api, assert_error
@@ -75,13 +77,13 @@ def test_another_tenants_user_naming_acme_does_not_spend_acmes_budget(client, tr
 def test_an_unverified_slug_is_counted_against_the_user_only(trio):
     request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))
     request.user = trio.charlie
-    assert throttling.TenantRateThrottle().get_cache_key(request, None) is None
+    assert SessionTenantRateThrottle().get_cache_key(request, None) is None
     assert throttling.ApiKeyRateThrottle().get_cache_key(request, None) == (
         f"throttle:user:{trio.charlie.pk}"
     )
     request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))
     request.user = trio.bob  # a member: acme's budget
-    assert throttling.TenantRateThrottle().get_cache_key(request, None) == (
+    assert SessionTenantRateThrottle().get_cache_key(request, None) == (
         f"throttle:tenant:{trio.acme.pk}"
     )
 

@@ -1,5 +1,5 @@
 """OpenAI's Responses API on the wire, for both of its faces (an agent's run:
-`openai_responses`; a gateway model's call: `gateway_responses`): a Responses body as a
+`responses`; a gateway model's call: `gateway_responses`): a Responses body as a
 Chat Completions body, and the answer's `response` object, output items and typed stream
 events. No database, no run: what to say is given, this says it in Responses' words.
 """
@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentplatform.api.openai_chat_request import BadRequest
-from agentplatform.api.sse import sse_message
+from agentplatform.event_streams import sse_message
+from agentplatform.v1.chat_request import BadRequest
 
 PREFIX = "resp_"
 # Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.

@@ -1,10 +1,10 @@
-"""The OpenAI-compatible endpoint (`/v1`: agentplatform.api.openai_compat and
-agentplatform.api.openai_responses) in the OpenAPI schema.
+"""The OpenAI-compatible endpoint (`/v1`: agentplatform.v1.chat_completions and
+agentplatform.v1.responses) in the OpenAPI schema.
 
 Those views are plain async Django views that drf-spectacular cannot see, so a postprocessing
 hook (SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]) adds their five operations and the
 component schemas below, written after what the views really accept and answer (the
-request checks are agentplatform.api.openai_chat_request's).
+request checks are agentplatform.v1.chat_request's).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import copy
 import json
 from typing import Any
 
-from agentplatform.api.openai_chat_request import (
+from agentplatform.v1.chat_request import (
     MAX_CONVERSATION_CHARS,
     MAX_MESSAGES,
     MAX_STOP,

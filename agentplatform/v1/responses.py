@@ -2,7 +2,7 @@
 
 What openai-agents' default model class and Codex-style clients speak. A request is
 translated into a Chat Completions body and checked by the same parser
-(`openai_chat_request`), so both faces accept and refuse the same things: `input` (text or
+(`chat_request`), so both faces accept and refuse the same things: `input` (text or
 items: messages, `function_call`, `function_call_output`), `instructions`, function
 `tools`, `tool_choice`, `text.format` (json_schema / json_object), sampling options,
 `previous_response_id` and `store`. A response is one run: `resp_<run id>`.
@@ -29,32 +29,36 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from agentplatform.api.gateway import is_gateway_model
-from agentplatform.api.gateway_responses import gateway_responses
-from agentplatform.api.openai_base import (
-    OpenAIError,
-    allow_method,
-    as_api_error,
-    authorized,
-    openai_errors,
-)
-from agentplatform.api.openai_base import (
-    parsed as parsed_body,
-)
-from agentplatform.api.openai_chat_request import (
-    BadRequest,
-    ChatRequest,
-    json_body,
-    parse_chat_body,
-)
-from agentplatform.api.openai_compat import (
+from agentplatform.event_streams import event_stream_response
+from agentplatform.stream_reads import brief
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.policy import Action, Principal, declares
+from agentplatform.v1.chat_completions import (
     answered,
     approval_message,
     run_error,
     started,
     with_images,
 )
-from agentplatform.api.openai_responses_wire import (
+from agentplatform.v1.chat_request import (
+    BadRequest,
+    ChatRequest,
+    json_body,
+    parse_chat_body,
+)
+from agentplatform.v1.endpoint import (
+    OpenAIError,
+    allow_method,
+    as_api_error,
+    authorized,
+    openai_errors,
+)
+from agentplatform.v1.endpoint import (
+    parsed as parsed_body,
+)
+from agentplatform.v1.gateway import is_gateway_model
+from agentplatform.v1.gateway_responses import gateway_responses
+from agentplatform.v1.responses_wire import (
     PREFIX,
     ResponseEvents,
     function_call_item,
@@ -65,10 +69,6 @@ from agentplatform.api.openai_responses_wire import (
     responses_param,
     usage_object,
 )
-from agentplatform.api.sse import event_stream_response
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, recorded_ending
 from agents.runtime.client_request import ClientRequest

@@ -3,7 +3,7 @@ OpenAI-compatible connection's model, `/v1/chat/completions` with an Anthropic
 connection's, each translated both ways.
 
 Messages → Chat Completions: the request as the agent path reads it
-(`anthropic_messages_wire.chat_body`), sent through the connection's ChatPassthrough; the
+(`messages_wire.chat_body`), sent through the connection's ChatPassthrough; the
 completion comes back as a `message` (text and `tool_use` blocks, `stop_reason`, usage),
 its chunks as Messages events. A `stop_sequence` stop cannot be told from `end_turn` in a
 completion's `finish_reason` (`stop` for both): it is said as `end_turn`.
@@ -34,12 +34,10 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from agentplatform.api.anthropic_messages_wire import chat_body, message_object, messages_event
-from agentplatform.api.gateway import Call, any_route, chat_for, forward, messages_headers
-from agentplatform.api.gateway_responses import sent_or_refused
-from agentplatform.api.openai_base import OpenAIError, parsed
-from agentplatform.api.openai_chat_request import BadRequest, check_sampling
-from agentplatform.api.openai_chat_wire import (
+from agentplatform.event_streams import SseJsonReader, event_stream_response, sse_message
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.v1.chat_request import BadRequest, check_sampling
+from agentplatform.v1.chat_wire import (
     ChunkTally,
     completion_chunk,
     completion_object,
@@ -48,8 +46,10 @@ from agentplatform.api.openai_chat_wire import (
     provider_failure,
     unreadable_answer,
 )
-from agentplatform.api.sse import SseJsonReader, event_stream_response, sse_message
-from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.v1.endpoint import OpenAIError, parsed
+from agentplatform.v1.gateway import Call, any_route, chat_for, forward, messages_headers
+from agentplatform.v1.gateway_responses import sent_or_refused
+from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
 from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
 from providers.services import GatewayRoute
 

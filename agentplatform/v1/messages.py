@@ -3,7 +3,7 @@
 unmodified (its key as `x-api-key` or a Bearer token).
 
 A request is translated into a Chat Completions body and checked by the same parser as
-`/v1/chat/completions` (`openai_chat_request`): `system`, messages with text, image,
+`/v1/chat/completions` (`chat_request`): `system`, messages with text, image,
 `tool_use` and `tool_result` blocks, `tools`, `tool_choice`, `max_tokens`,
 `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`. The answer comes in
 Anthropic's shape (`msg_<run id>`, content blocks, `stop_reason` `end_turn`, `tool_use` or
@@ -22,24 +22,24 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from agentplatform.api.anthropic_messages_wire import chat_body, message_object, messages_event
-from agentplatform.api.gateway import is_gateway_model
-from agentplatform.api.gateway_translate import gateway_messages
-from agentplatform.api.openai_base import allow_method, authorized, openai_errors, parsed
-from agentplatform.api.openai_chat_request import (
-    ChatRequest,
-    json_body,
-    parse_chat_body,
-)
-from agentplatform.api.openai_compat import (
+from agentplatform.event_streams import event_stream_response
+from agentplatform.tenancy.policy import Action, declares
+from agentplatform.v1.chat_completions import (
     answer_text,
     answered,
     run_error,
     started,
     with_images,
 )
-from agentplatform.api.sse import event_stream_response
-from agentplatform.tenancy.policy import Action, declares
+from agentplatform.v1.chat_request import (
+    ChatRequest,
+    json_body,
+    parse_chat_body,
+)
+from agentplatform.v1.endpoint import allow_method, authorized, openai_errors, parsed
+from agentplatform.v1.gateway import is_gateway_model
+from agentplatform.v1.gateway_translate import gateway_messages
+from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run
 from agents.runtime.spec import RunStatus

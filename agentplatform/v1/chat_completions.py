@@ -1,13 +1,12 @@
-"""An OpenAI-compatible endpoint, so any OpenAI client can talk to a tenant's agents and crews.
-
-Mounted at `/v1/`: `GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/chat/completions`.
-The API key is the tenant API key as a Bearer token (`read` to list models, `run` to chat).
-A model id is an active agent's slug, or else an active crew's.
+"""`POST /v1/chat/completions` over a tenant's agents and crews, so any OpenAI client can talk
+to them (the models they name: `model_list`). The API key is the tenant API key as a Bearer
+token with the `run` scope. A model id is an active agent's slug, or else an active crew's;
+a gateway model (`<connection>/<model>`) goes to `gateway_translate`/`gateway`.
 
 Each chat completion starts ONE fresh run and follows it through
 `agents.runs.reader.follow_run`; a quiet web process executes it itself, a busy one asks a
 worker (`agents.runs.worker.Nearby`). The request body is checked and translated in
-`openai_chat_request`: the messages reach the agent as a conversation (system and
+`chat_request`: the messages reach the agent as a conversation (system and
 developer messages added to its instructions), beside the agent's own tools the caller's
 `tools` are offered, and a call to one of them ends the answer with `finish_reason`
 `tool_calls` (the next request, with the results, is a new run). `response_format` is the
@@ -31,12 +30,21 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
-from agentplatform.api.gateway import is_gateway_model
-from agentplatform.api.gateway_translate import gateway_chat
-from agentplatform.api.openai_base import (
+from agentplatform.event_streams import event_stream_response, sse_message
+from agentplatform.stream_reads import brief
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.policy import Action, Principal, declares
+from agentplatform.tenancy.services import member_named
+from agentplatform.v1.chat_request import (
+    ChatRequest,
+    json_body,
+    parse_chat_body,
+)
+from agentplatform.v1.chat_wire import completion_chunk, completion_object
+from agentplatform.v1.endpoint import (
     OpenAIError,
     allow_method,
     authorized,
@@ -44,88 +52,17 @@ from agentplatform.api.openai_base import (
     openai_errors,
     parsed,
 )
-from agentplatform.api.openai_chat_request import (
-    ChatRequest,
-    json_body,
-    parse_chat_body,
-)
-from agentplatform.api.openai_chat_wire import completion_chunk, completion_object
-from agentplatform.api.sse import event_stream_response, sse_message
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Action, Principal, declares
-from agentplatform.tenancy.services import member_named
+from agentplatform.v1.gateway import is_gateway_model
+from agentplatform.v1.gateway_translate import gateway_chat
+from agentplatform.v1.model_list import resolve_model
 from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text, run_start
 from agents.runtime.spec import RunStatus
-from agents.selectors import active_agents_and_crews, model_target
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused, check_total
-from providers.services import gateway_models
 
 logger = logging.getLogger(__name__)
-
-
-# -- models ------------------------------------------------------------------------------
-def _model_object(slug: str, created: Any, tenant: Tenant) -> dict[str, Any]:
-    return {
-        "id": slug,
-        "object": "model",
-        "created": int(created.timestamp()),
-        "owned_by": tenant.slug,
-    }
-
-
-def _models(key: ApiKey) -> list[dict[str, Any]]:
-    """Active agents, then active crews whose slug no agent takes (the agent wins); only
-    those a key limited to agents may run. Then each OpenAI(-compatible) connection's
-    allowed models (its default model when it allows any) as `<connection>/<model>`."""
-    tenant = key.tenant
-    slugs = key.allowed_agents or None
-    seen: set[str] = set()
-    data = []
-    for item in active_agents_and_crews(tenant_id=tenant.pk, slugs=slugs):
-        if item.slug not in seen:
-            seen.add(item.slug)
-            data.append(_model_object(item.slug, item.created_at, tenant))
-    if not key.allowed_agents:  # then the gateway's models (a key limited to agents has none)
-        for model_id, created in gateway_models(tenant):
-            data.append(_model_object(model_id, created, tenant))
-    return data
-
-
-def _resolve_model(tenant: Tenant, model: str) -> Agent | Crew:
-    try:
-        return model_target(tenant=tenant, slug=model)
-    except Http404:
-        raise model_not_found(model) from None
-
-
-@declares(Action.READ_CONFIG)
-@openai_errors
-async def models_list(request: HttpRequest) -> HttpResponse:
-    allow_method(request, "GET")
-    client = await authorized(request, Action.READ_CONFIG)
-    data = await brief(_models)(client.api_key)
-    return JsonResponse({"object": "list", "data": data})
-
-
-@declares(Action.READ_CONFIG)
-@openai_errors
-async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
-    allow_method(request, "GET")
-    client = await authorized(request, Action.READ_CONFIG)
-    if "\x00" in model_id or len(model_id) > 50:
-        raise model_not_found(model_id)
-    target = await brief(_resolve_model)(client.tenant, model_id)
-    return JsonResponse(_model_object(target.slug, target.created_at, client.tenant))
-
-
-@openai_errors
-async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
-    raise OpenAIError(404, f"Unknown endpoint {request.method} {request.path}.", code="unknown_url")
 
 
 # -- chat completions: the request -------------------------------------------------------
@@ -144,7 +81,7 @@ def start_chat_run(client: ApiClient, chat: ChatRequest, nearby: Nearby) -> Run:
     """The run of a checked chat request (the key checked before), claimed by `nearby`."""
     if len(chat.model) > 50:
         raise model_not_found(chat.model)
-    target = _resolve_model(client.tenant, chat.model)
+    target = resolve_model(client.tenant, chat.model)
     end_user = chat.client.end_user if chat.client else ""
     member = None
     principal = Principal.of_key(client.api_key)

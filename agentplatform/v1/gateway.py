@@ -36,14 +36,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import (
+from agentplatform.stream_reads import brief, stream_read
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.v1.endpoint import (
     OpenAIError,
     model_not_found,
     quota_error,
     require_raw_models,
 )
-from agentplatform.stream_reads import brief, stream_read
-from agentplatform.tenancy.authentication import ApiClient
 from agents import quotas
 from agents.runs import GatewayCall, record_gateway_calls
 from providers.models import ProviderKind
@@ -133,7 +133,7 @@ def messages_headers(request: HttpRequest) -> dict[str, str]:
 @dataclass
 class GatewayAnswer:
     """What the provider answered, for either door to send (`as_http_response` for the
-    Django view, `gateway_asgi` on its own): a whole body, or a stream of SSE pieces."""
+    Django view, `gateway_door` on its own): a whole body, or a stream of SSE pieces."""
 
     status: int
     content_type: str

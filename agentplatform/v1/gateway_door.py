@@ -25,11 +25,11 @@ from django.http import HttpResponse
 from django.http.request import split_domain_port, validate_host
 from django.middleware.security import SecurityMiddleware
 
-from agentplatform.api.gateway import GatewayAnswer, forwarded, is_gateway_model
-from agentplatform.api.openai_base import INLINE_PARSE_BYTES, OpenAIError, throttled
 from agentplatform.tenancy.api_keys import verified_key
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.v1.endpoint import INLINE_PARSE_BYTES, OpenAIError, throttled
+from agentplatform.v1.gateway import GatewayAnswer, forwarded, is_gateway_model
 from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from providers.services import known_gateway_route
 

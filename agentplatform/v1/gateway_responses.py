@@ -1,7 +1,7 @@
 """`POST /v1/responses` for gateway models: `<connection>/<model>` on an OpenAI or
 OpenAI-compatible connection, or a model alias of such connections, no agent.
 
-The Responses body is translated into Chat Completions (`openai_responses_wire`, as for
+The Responses body is translated into Chat Completions (`responses_wire`, as for
 agents), sent through the connection's ChatPassthrough, and what the provider answers is
 said back in Responses' words: a completion as a `response` (a `message` item with
 `output_text`, a `function_call` item per tool call, usage, status), a chunk stream as the
@@ -27,16 +27,18 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from agentplatform.api.gateway import Answered, Call, chat_for, chat_route, with_maximum
-from agentplatform.api.openai_base import OpenAIError, parsed
-from agentplatform.api.openai_chat_request import BadRequest, check_sampling
-from agentplatform.api.openai_chat_wire import (
+from agentplatform.event_streams import SseJsonReader, event_stream_response
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.v1.chat_request import BadRequest, check_sampling
+from agentplatform.v1.chat_wire import (
     MAX_ERROR_CHARS,
     ChunkTally,
     content_text,
     first_choice,
 )
-from agentplatform.api.openai_responses_wire import (
+from agentplatform.v1.endpoint import OpenAIError, parsed
+from agentplatform.v1.gateway import Answered, Call, chat_for, chat_route, with_maximum
+from agentplatform.v1.responses_wire import (
     PREFIX,
     ResponseEvents,
     function_call_item,
@@ -46,8 +48,6 @@ from agentplatform.api.openai_responses_wire import (
     responses_param,
     usage_object,
 )
-from agentplatform.api.sse import SseJsonReader, event_stream_response
-from agentplatform.tenancy.authentication import ApiClient
 from providers.runtime.passthrough import json_object, token_count
 from providers.services import GatewayRoute
 

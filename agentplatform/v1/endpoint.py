@@ -15,14 +15,14 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
-from agentplatform.api.openai_chat_request import BadRequest
-from agentplatform.api.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.api_keys import verified_key
 from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey
 from agentplatform.tenancy.policy import Action, Principal
+from agentplatform.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
+from agentplatform.v1.chat_request import BadRequest
 from agents.quotas import QuotaExceeded
 
 logger = logging.getLogger(__name__)
@@ -151,6 +151,11 @@ def openai_errors(
             return error.response(anthropic)
 
     return csrf_exempt(wrapper)
+
+
+@openai_errors
+async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    raise OpenAIError(404, f"Unknown endpoint {request.method} {request.path}.", code="unknown_url")
 
 
 # -- authentication ----------------------------------------------------------------------

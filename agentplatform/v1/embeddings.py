@@ -24,7 +24,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
-from agentplatform.api.openai_base import (
+from agentplatform.stream_reads import brief
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.policy import Action, declares
+from agentplatform.v1.chat_request import BadRequest, check_text, json_body
+from agentplatform.v1.endpoint import (
     OpenAIError,
     allow_method,
     authorized,
@@ -32,10 +36,6 @@ from agentplatform.api.openai_base import (
     quota_error,
     require_raw_models,
 )
-from agentplatform.api.openai_chat_request import BadRequest, check_text, json_body
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action, declares
 from agents import quotas
 from agents.runs import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError

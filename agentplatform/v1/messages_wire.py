@@ -1,7 +1,7 @@
 """Anthropic's Messages API on the wire: a Messages request said as a Chat Completions body
 (checked block by block: `system`, text, image, `tool_use` and `tool_result` blocks,
 `tools`, `tool_choice`, the sampling fields), a `message` object and the stream's events.
-The agent path (`anthropic_messages`) and the gateway's translation to OpenAI connections
+The agent path (`messages`) and the gateway's translation to OpenAI connections
 (`gateway_translate`) both use them.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentplatform.api.openai_chat_request import BadRequest
-from agentplatform.api.sse import sse_message
+from agentplatform.event_streams import sse_message
+from agentplatform.v1.chat_request import BadRequest
 
 _TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
 

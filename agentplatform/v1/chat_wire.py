@@ -1,5 +1,5 @@
 """Chat Completions' answer on the wire: a `chat.completion` and its
-`chat.completion.chunk` SSE messages, as the agent path (`openai_compat`) and the gateway's
+`chat.completion.chunk` SSE messages, as the agent path (`chat_completions`) and the gateway's
 translation from Anthropic (`gateway_translate`) both send them."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentplatform.api.openai_base import OpenAIError
-from agentplatform.api.sse import sse_message
+from agentplatform.event_streams import sse_message
+from agentplatform.v1.endpoint import OpenAIError
 from providers.runtime.passthrough import json_object
 
 MAX_ERROR_CHARS = 2000  # of a provider's own error message, passed on

@@ -1,0 +1,94 @@
+"""Per-key and per-tenant request budgets, counted atomically in Redis.
+
+DRF's SimpleRateThrottle keeps a list of timestamps in the cache and writes it back after
+reading it: concurrent requests read the same list and all pass. Here each request is one
+INCR on a fixed window that opens at the window's first request (agentplatform.rate_counters),
+so N concurrent requests get N distinct counts and exactly the budget passes. The rates
+(`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST and
+`/v1` count against the same budgets (the same keys).
+"""
+
+from __future__ import annotations
+
+from rest_framework.throttling import SimpleRateThrottle
+
+from agentplatform import rate_counters
+from agentplatform.tenancy.authentication import ApiClient
+from agentplatform.tenancy.models import Tenant
+
+
+class AtomicRateThrottle(SimpleRateThrottle):
+    """SimpleRateThrottle's interface and rates; an atomic counter instead of a history."""
+
+    _retry_after_s: int | None = None
+
+    def allow_request(self, request, view) -> bool:
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        count = rate_counters.hit(key, self.duration)
+        self._retry_after_s = count.retry_after_s
+        return count.value <= self.num_requests
+
+    def wait(self) -> float | None:
+        return self._retry_after_s
+
+
+async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | None:
+    """None if every throttle allows the request, else the seconds to wait: a view outside
+    DRF (the OpenAI-compatible face), counted with rate_counters.hits_async (off the event
+    loop, in one round trip with the other requests of the moment)."""
+    counted = _keys(request, throttles)
+    return _longest_wait(counted, await rate_counters.hits_async([w for _, w in counted]))
+
+
+def _keys(request, throttles: list[AtomicRateThrottle]) -> list[tuple[AtomicRateThrottle, tuple]]:
+    return [
+        (throttle, (key, throttle.duration))
+        for throttle in throttles
+        if throttle.rate is not None and (key := throttle.get_cache_key(request, None))
+    ]
+
+
+def _longest_wait(counted, counts: list[rate_counters.Count]) -> float | None:
+    waits = [
+        count.retry_after_s
+        for (throttle, _), count in zip(counted, counts, strict=True)
+        if count.value > throttle.num_requests
+    ]
+    return max(waits) if waits else None
+
+
+class ApiKeyRateThrottle(AtomicRateThrottle):
+    scope = "api_key"
+
+    def get_cache_key(self, request, view) -> str | None:
+        if isinstance(request.user, ApiClient):
+            return f"throttle:key:{request.user.api_key.pk}"
+        if request.user and request.user.is_authenticated:
+            return f"throttle:user:{request.user.pk}"
+        return f"throttle:ip:{self.get_ident(request)}"
+
+
+class TenantRateThrottle(AtomicRateThrottle):
+    """Counts only requests whose tenant is verified: an API key's, or one the session's
+    user belongs to (`session_tenant`). A slug in X-Tenant alone proves nothing (anyone may
+    send another tenant's), so such a request counts only against its user
+    (ApiKeyRateThrottle)."""
+
+    scope = "tenant"
+
+    def get_cache_key(self, request, view) -> str | None:
+        user = request.user
+        if isinstance(user, ApiClient):
+            return f"throttle:tenant:{user.tenant.pk}"
+        if not (user and user.is_authenticated):
+            return None
+        tenant = self.session_tenant(request)
+        return None if tenant is None else f"throttle:tenant:{tenant.pk}"
+
+    def session_tenant(self, request) -> Tenant | None:
+        """The verified tenant of a session's request: the one the scope permission found."""
+        return getattr(request, "_api_tenant", None)
