@@ -414,7 +414,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
-        "agentplatform.v1.openai_schema.add_openai_compat",  # the /v1 OpenAI-compatible views
+        "agentplatform.v1.openapi.add_v1_operations",  # the /v1 faces (their shapes)
     ],
 }
 

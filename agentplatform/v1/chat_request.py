@@ -15,7 +15,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agents.models import MAX_INPUT_CHARS
+from agentplatform.v1.shapes.base import BadRequest
+from agentplatform.v1.shapes.chat import (
+    MAX_CONVERSATION_CHARS,
+    ROLES,
+    ChatCompletionRequest,
+    ChatSampling,
+)
 from agents.runtime.client_request import ClientRequest, ClientTool, Sampling
 from providers.runtime.images import MAX_IMAGES, ImageRefused, check_total, image_from_data_url
 from providers.runtime.types import (
@@ -28,20 +34,8 @@ from providers.runtime.types import (
 from tools.runtime.tool import NAME_PATTERN, ToolCall
 from tools.runtime.validation import SchemaError, check_schema
 
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-MAX_MESSAGES = 2000
-MAX_CONVERSATION_CHARS = 10 * MAX_INPUT_CHARS  # all messages' text together
-MAX_TOOLS = 128  # as OpenAI
-MAX_STOP = 4  # as OpenAI
+LEGACY_ROLES = ("function",)  # known, refused with a word on what to send instead
 MAX_SCHEMA_CHARS = 200_000  # all tool parameters and the output schema of one request
-
-
-class BadRequest(ValueError):
-    """A 400 for the caller, naming the field at fault."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True)
@@ -73,30 +67,17 @@ def json_body(raw: bytes) -> dict[str, Any]:
 
 def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatRequest:
     """A Chat Completions body (also what the Responses face translates its body into)."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("`model` is required: an agent or crew slug.", "model")
+    request = ChatCompletionRequest.checked(body)
+    model = request.model
     check_text(model, "model")
-    stream = _optional(body, "stream", bool, False)
-    include_usage = False
-    options = body.get("stream_options")
-    if options is not None:
-        if not isinstance(options, dict):
-            raise BadRequest("`stream_options` must be an object.", "stream_options")
-        include_usage = _optional(options, "include_usage", bool, False, "stream_options")
-    n = body.get("n")
-    if n is not None and (not _is_int(n) or n != 1):
-        raise BadRequest("Only one choice per request is supported: send `n` = 1 or omit it.", "n")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("`messages` must be a non-empty list.", "messages")
-    if len(messages) > MAX_MESSAGES:
-        raise BadRequest(f"At most {MAX_MESSAGES} messages.", "messages")
+    options = request.stream_options
+    include_usage = bool(options is not None and options.include_usage)
+    messages = request.messages
     _check_schema_sizes(body)
     instructions, turns = _turns(messages)
-    tools = _tools(body.get("tools"))
-    tool_choice = _tool_choice(body.get("tool_choice"), tools)
-    output_schema = _output_schema(body.get("response_format"))
+    tools = _tools(request.tools)
+    tool_choice = _tool_choice(request.tool_choice, tools)
+    output_schema = _output_schema(request.response_format)
     if output_schema is not None and tool_choice == "none":
         raise BadRequest(
             '`tool_choice` "none" cannot be kept with a `response_format`: the structured '
@@ -109,8 +90,8 @@ def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatReq
         tools=tools,
         tool_choice=tool_choice,
         output_schema=output_schema,
-        sampling=_sampling(body),
-        end_user=_end_user(body.get("user")),
+        sampling=_sampling(request),
+        end_user=_end_user(request.user),
     )
     _check_nested(client.to_dict(), "messages")
     try:
@@ -124,7 +105,7 @@ def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatReq
     return ChatRequest(
         model=model,
         input=text,
-        stream=stream or query_stream,
+        stream=bool(request.stream) or query_stream,
         include_usage=include_usage,
         client=None if plain else client,
     )
@@ -143,9 +124,10 @@ def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         role = message.get("role") if isinstance(message, dict) else None
-        if not isinstance(role, str) or role not in ROLES:  # (a list or dict is unhashable)
+        if not isinstance(role, str) or role not in ROLES + LEGACY_ROLES:  # (a list: unhashable)
             raise BadRequest(
-                f"Each message needs a role: one of {', '.join(sorted(ROLES))}.", f"{param}.role"
+                f"Each message needs a role: one of {', '.join(sorted(ROLES + LEGACY_ROLES))}.",
+                f"{param}.role",
             )
         text, images = _content_of(message.get("content"), f"{param}.content", role == "user")
         image_count += len(images)
@@ -291,11 +273,9 @@ def _tool_calls(raw: Any, param: str) -> tuple[ToolCall, ...]:
 
 
 # -- tools, output format, sampling ----------------------------------------------------------
-def _tools(raw: Any) -> tuple[ClientTool, ...]:
+def _tools(raw: list[Any] | None) -> tuple[ClientTool, ...]:
     if raw is None:
         return ()
-    if not isinstance(raw, list) or len(raw) > MAX_TOOLS:
-        raise BadRequest(f"`tools` must be a list of at most {MAX_TOOLS} tools.", "tools")
     tools: dict[str, ClientTool] = {}
     for index, item in enumerate(raw):
         param = f"tools[{index}]"
@@ -410,47 +390,27 @@ def _output_schema(raw: Any) -> dict[str, Any] | None:
 def check_sampling(body: dict[str, Any]) -> None:
     """The sampling fields (`temperature`, `top_p`, the token limits, `stop`, `seed`) as a
     chat completion takes them: a 400 naming the one that is wrong."""
-    _sampling(body)
+    _sampling(ChatSampling.checked(body))
 
 
-def _sampling(body: dict[str, Any]) -> Sampling:
-    temperature = _number(body, "temperature", 0, 2)
-    top_p = _number(body, "top_p", 0, 1)
-    max_tokens = None
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if value is not None:
-            if not _is_int(value) or value < 1:
-                raise BadRequest(f"`{name}` must be a positive integer.", name)
-            max_tokens = value if max_tokens is None else min(max_tokens, value)
-    stop = body.get("stop")
-    if stop is None:
-        stops: tuple[str, ...] = ()
-    elif isinstance(stop, str):
-        stops = (stop,)
-    elif (
-        isinstance(stop, list)
-        and len(stop) <= MAX_STOP
-        and all(isinstance(s, str) and s for s in stop)
-    ):
-        stops = tuple(stop)
-    else:
-        raise BadRequest(f"`stop` must be a string or a list of at most {MAX_STOP}.", "stop")
+def _sampling(request: ChatSampling) -> Sampling:
+    limits = [n for n in (request.max_completion_tokens, request.max_tokens) if n is not None]
+    stop = request.stop
+    stops: tuple[str, ...] = (stop,) if isinstance(stop, str) else tuple(stop or ())
     for item in stops:
         check_text(item, "stop")
-    seed = body.get("seed")
-    if seed is not None and (not _is_int(seed) or abs(seed) >= 2**63):
-        raise BadRequest("`seed` must be an integer.", "seed")
     return Sampling(
-        temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop=stops, seed=seed
+        temperature=None if request.temperature is None else float(request.temperature),
+        top_p=None if request.top_p is None else float(request.top_p),
+        max_tokens=min(limits) if limits else None,
+        stop=stops,
+        seed=request.seed,
     )
 
 
-def _end_user(raw: Any) -> str:
+def _end_user(raw: str | None) -> str:
     if raw is None:
         return ""
-    if not isinstance(raw, str) or len(raw) > 256:
-        raise BadRequest("`user` must be a string of at most 256 characters.", "user")
     check_text(raw, "user")
     return raw
 
@@ -458,25 +418,6 @@ def _end_user(raw: Any) -> str:
 # -- small checks ------------------------------------------------------------------------------
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise BadRequest(f"`{name}` must be a number from {low} to {high}.", name)
-    return float(value)  # (within bounds: finite, and no huge integer to overflow)
-
-
-def _optional(body: dict[str, Any], name: str, kind: type, default: Any, parent: str = "") -> Any:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if not isinstance(value, kind):
-        param = f"{parent}.{name}" if parent else name
-        raise BadRequest(f"`{param}` must be a {kind.__name__}.", param)
-    return value
 
 
 def check_text(text: str, param: str) -> None:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from agentplatform.stream_reads import brief
 from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.tenancy.policy import Action, declares
-from agentplatform.v1.chat_request import BadRequest, check_text, json_body
+from agentplatform.v1.chat_request import check_text, json_body
 from agentplatform.v1.endpoint import (
     OpenAIError,
     allow_method,
@@ -36,6 +36,7 @@ from agentplatform.v1.endpoint import (
     quota_error,
     require_raw_models,
 )
+from agentplatform.v1.shapes.base import BadRequest
 from agents import quotas
 from agents.runs import GatewayCall, record_gateway_calls
 from providers.runtime.errors import ProviderError

@@ -22,7 +22,7 @@ from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
 from agentplatform.tenancy.models import ApiKey
 from agentplatform.tenancy.policy import Action, Principal
 from agentplatform.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
-from agentplatform.v1.chat_request import BadRequest
+from agentplatform.v1.shapes.base import BadRequest
 from agents.quotas import QuotaExceeded
 
 logger = logging.getLogger(__name__)

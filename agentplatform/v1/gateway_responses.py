@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.event_streams import SseJsonReader, event_stream_response
 from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.v1.chat_request import BadRequest, check_sampling
+from agentplatform.v1.chat_request import check_sampling
 from agentplatform.v1.chat_wire import (
     MAX_ERROR_CHARS,
     ChunkTally,
@@ -48,6 +48,7 @@ from agentplatform.v1.responses_wire import (
     responses_param,
     usage_object,
 )
+from agentplatform.v1.shapes.base import BadRequest
 from providers.runtime.passthrough import json_object, token_count
 from providers.services import GatewayRoute
 

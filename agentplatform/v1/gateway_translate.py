@@ -36,7 +36,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.event_streams import SseJsonReader, event_stream_response, sse_message
 from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.v1.chat_request import BadRequest, check_sampling
+from agentplatform.v1.chat_request import check_sampling
 from agentplatform.v1.chat_wire import (
     ChunkTally,
     completion_chunk,
@@ -50,6 +50,7 @@ from agentplatform.v1.endpoint import OpenAIError, parsed
 from agentplatform.v1.gateway import Call, any_route, chat_for, forward, messages_headers
 from agentplatform.v1.gateway_responses import sent_or_refused
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
+from agentplatform.v1.shapes.base import BadRequest
 from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
 from providers.services import GatewayRoute
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from agentplatform.event_streams import sse_message
-from agentplatform.v1.chat_request import BadRequest
+from agentplatform.v1.shapes.base import BadRequest
 
 _TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
 

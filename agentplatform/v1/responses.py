@@ -40,12 +40,7 @@ from agentplatform.v1.chat_completions import (
     started,
     with_images,
 )
-from agentplatform.v1.chat_request import (
-    BadRequest,
-    ChatRequest,
-    json_body,
-    parse_chat_body,
-)
+from agentplatform.v1.chat_request import ChatRequest, json_body, parse_chat_body
 from agentplatform.v1.endpoint import (
     OpenAIError,
     allow_method,
@@ -69,6 +64,7 @@ from agentplatform.v1.responses_wire import (
     responses_param,
     usage_object,
 )
+from agentplatform.v1.shapes.base import BadRequest
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, recorded_ending
 from agents.runtime.client_request import ClientRequest
@@ -93,9 +89,7 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
     previous = body.get("previous_response_id")
     if previous is not None and not is_response_id(previous):
         raise BadRequest("No such response.", "previous_response_id")
-    store = body.get("store", True)
-    if not isinstance(store, bool):
-        raise BadRequest("`store` must be a boolean.", "store")
+    store = body.get("store", True)  # (a boolean: responses_as_chat checked it)
     stream = body.get("stream", False)
     return ResponsesRequest(
         body=chat,

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentplatform.event_streams import sse_message
-from agentplatform.v1.chat_request import BadRequest
+from agentplatform.v1.shapes.base import BadRequest
+from agentplatform.v1.shapes.responses import ResponsesRequest
 
 PREFIX = "resp_"
 # Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.
@@ -44,14 +45,12 @@ def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     `response_format`, sampling and a few options both APIs share. Checks what translating
     needs (a 400 naming the Responses field); the rest is the chat parser's (agents) or the
     provider's (gateway models) to judge. `previous_response_id` and `store` are not read."""
+    request = ResponsesRequest.checked(body)
     messages: list[dict[str, Any]] = []
-    instructions = body.get("instructions")
-    if instructions is not None:
-        if not isinstance(instructions, str):
-            raise BadRequest("`instructions` must be a string.", "instructions")
-        messages.append({"role": "system", "content": instructions})
-    messages += _input_messages(body.get("input"))
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    if request.instructions is not None:
+        messages.append({"role": "system", "content": request.instructions})
+    messages += _input_messages(request.input)
+    chat: dict[str, Any] = {"model": request.model, "messages": messages}
     for name in _SHARED:
         if body.get(name) is not None:
             chat[name] = body[name]
@@ -60,8 +59,8 @@ def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
         chat["reasoning_effort"] = reasoning["effort"]
-    if body.get("tools") is not None:
-        chat["tools"] = _tools(body["tools"])
+    if request.tools is not None:
+        chat["tools"] = _tools(request.tools)
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
     text = body.get("text")
@@ -88,13 +87,11 @@ def responses_param(param: str | None) -> str | None:
     return param
 
 
-def _input_messages(raw: Any) -> list[dict[str, Any]]:
+def _input_messages(raw: str | list[Any]) -> list[dict[str, Any]]:
     """`input` as Chat Completions messages: consecutive function calls join one assistant
     message, as Chat Completions carries them."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
-    if not isinstance(raw, list) or not raw:
-        raise BadRequest("`input` must be a string or a non-empty list of items.", "input")
     messages: list[dict[str, Any]] = []
     for index, item in enumerate(raw):
         param = f"input[{index}]"
@@ -173,9 +170,7 @@ def _content(content: Any, param: str) -> Any:
     return parts
 
 
-def _tools(raw: Any) -> list[dict[str, Any]]:
-    if not isinstance(raw, list):
-        raise BadRequest("`tools` must be a list.", "tools")
+def _tools(raw: list[Any]) -> list[dict[str, Any]]:
     tools = []
     for index, tool in enumerate(raw):
         if not isinstance(tool, dict) or tool.get("type") != "function":

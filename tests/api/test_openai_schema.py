@@ -67,6 +67,14 @@ def validate(schema: dict[str, Any], component: str, instance: Any) -> None:
     jsonschema.Draft202012Validator(root).validate(instance)
 
 
+def resolved(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema, its `$ref` (alone or as the one `allOf`) followed."""
+    while "$ref" in node or len(node.get("allOf", ())) == 1:
+        ref = node["$ref"] if "$ref" in node else node["allOf"][0]["$ref"]
+        node = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    return node
+
+
 def sse_events(text: str) -> list[dict[str, str]]:
     """A `text/event-stream` body as its events' fields (comment lines left out)."""
     events = []
@@ -117,7 +125,8 @@ def test_the_v1_operations_are_documented(schema):
     assert {"400", "404", "413", "500"} <= chat["responses"].keys()
     request = schema["components"]["schemas"]["ChatCompletionRequest"]
     assert request["required"] == ["model", "messages"]
-    assert "include_usage" in request["properties"]["stream_options"]["properties"]
+    options = resolved(schema, request["properties"]["stream_options"])
+    assert "include_usage" in options["properties"]
     assert {
         "model", "messages", "stream", "stream_options", "tools", "tool_choice",
         "response_format", "temperature", "top_p", "max_tokens", "max_completion_tokens",

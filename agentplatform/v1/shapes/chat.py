@@ -1,0 +1,532 @@
+"""Chat Completions on the wire (`POST /v1/chat/completions`): the request, checked here as
+far as its shape goes (agentplatform.v1.chat_request does the rest), and the answer.
+
+The items of `messages` and `tools`, `tool_choice` and `response_format` are documented by
+their shapes but read by the parser (`unchecked`): whether a message is right depends
+on the messages before it (a tool result answers an earlier call), so one pass there checks
+them with the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, RootModel
+
+from agentplatform.v1.shapes.base import Refusal, Shape, unchecked
+from agents.models import MAX_INPUT_CHARS
+from agents.runtime.client_request import MAX_RESPONSE_TOKENS
+from providers.runtime.images import MAX_IMAGE_BYTES, MAX_IMAGES
+from tools.runtime.tool import NAME_PATTERN
+
+MAX_MESSAGES = 2000
+MAX_CONVERSATION_CHARS = 10 * MAX_INPUT_CHARS  # all messages' text together
+MAX_TOOLS = 128  # as OpenAI
+MAX_STOP = 4  # as OpenAI
+MAX_USER_CHARS = 256
+ROLES = ("assistant", "developer", "system", "tool", "user")  # and the legacy "function": a 400
+TOOL_NAME = NAME_PATTERN.pattern
+MAX_IMAGE_MB = MAX_IMAGE_BYTES // (1024 * 1024)
+MAX_TOKENS_CAP = (
+    f"at most the agent's `max_tokens_per_run` ({MAX_RESPONSE_TOKENS} if it has none); "
+    "omitted, the agent's own per-response limit applies"
+)
+SCHEMA_OBJECT = (
+    'A JSON Schema whose root is an object schema (`"type": "object"`, or no `type`); it '
+    "must be a usable schema, at most 100,000 characters as JSON."
+)
+JsonSchemaObject = Annotated[dict[str, Any], Field(description=SCHEMA_OBJECT)]
+
+
+# -- the request's items ------------------------------------------------------------------
+class ChatTextPart(Shape):
+    """A text content part (the parts' texts are joined by newlines)."""
+
+    type: Literal["text", "input_text", "output_text"]
+    text: str
+
+
+class ChatImageUrl(Shape):
+    url: Annotated[str, Field(min_length=1)]
+    detail: Annotated[str | None, Field(description="Ignored.")] = None
+
+
+class ChatImagePart(Shape):
+    __doc__ = (
+        "An image, in a `user` message only (elsewhere a 400). `url` is a data URL "
+        "(`data:image/<png|jpeg|gif|webp>;base64,...`, checked at once) or an http(s) URL of "
+        "at most 2048 characters, fetched through the platform's guarded egress (no private "
+        "addresses, redirects re-checked) once the API key is checked. PNG, JPEG, GIF or WebP "
+        f"(the bytes must be what they claim), at most {MAX_IMAGE_MB} MB each and {MAX_IMAGES} "
+        "per request. The agent's model connection must take images: the offline demo "
+        "connection and remote agents do not, nor do crews (400)."
+    )
+
+    type: Literal["image_url", "input_image"]
+    image_url: Annotated[
+        ChatImageUrl | Annotated[str, Field(min_length=1)],
+        Field(description='`{"url": "..."}` (a `detail` is ignored), or the URL itself.'),
+    ]
+
+
+class ChatContentPart(RootModel[ChatTextPart | ChatImagePart]):
+    """A content part: text, or (in `user` messages) an image. Any other part type (audio,
+    files, ...) is a 400."""
+
+
+class ChatFunctionCall(Shape):
+    name: Annotated[str, Field(pattern=TOOL_NAME)]
+    arguments: Annotated[str, Field(description="The arguments: a JSON object, as a string.")]
+
+
+class ChatToolCall(Shape):
+    """A call the model made to one of the caller's `tools`, as OpenAI sends it; the caller
+    runs it and sends the result back in a `tool` message."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        }
+    )
+
+    id: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="The call's id, which the `tool` message with its result names as "
+            "`tool_call_id`.",
+        ),
+    ]
+    type: Literal["function"]
+    function: ChatFunctionCall
+
+
+class ChatMessage(Shape):
+    """A message of the conversation. `system` and `developer` messages are added to the
+    agent's own instructions; the others are the turns the model sees, from the first `user`
+    message on (earlier assistant messages and a trailing assistant message without tool
+    calls are not used). Each tool call of an `assistant` message must be answered by a
+    `tool` message before the next other message. Other fields (`name`, `refusal`, ...) are
+    ignored."""
+
+    role: Annotated[
+        Literal[ROLES],  # type: ignore[valid-type]
+        Field(description="The legacy `function` role is a 400: send `tool` messages."),
+    ]
+    content: Annotated[
+        str | list[ChatContentPart] | None,
+        Field(
+            description="A string, a list of content parts (texts joined by newlines; image "
+            "parts in `user` messages only), or null (no text, e.g. an assistant message with "
+            "only `tool_calls`). No NUL characters."
+        ),
+    ] = None
+    tool_calls: Annotated[
+        list[ChatToolCall] | None,
+        Field(
+            description="`assistant` messages: the calls the model made (as an earlier answer "
+            "gave them); `function.arguments` must be a JSON object as a string (or empty)."
+        ),
+    ] = None
+    tool_call_id: Annotated[
+        str | None,
+        Field(
+            description="`tool` messages (required there): the `id` of the call, made by an "
+            "earlier assistant message, whose result `content` is."
+        ),
+    ] = None
+
+
+class ChatFunction(Shape):
+    name: Annotated[str, Field(pattern=TOOL_NAME, description="Unique among `tools`.")]
+    description: str | None = None
+    parameters: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="The arguments' JSON Schema (an object schema); omitted: "
+            '`{"type": "object", "properties": {}}`. ' + SCHEMA_OBJECT
+        ),
+    ] = None
+    strict: Annotated[bool | None, Field(description="Ignored.")] = None
+
+
+class ChatTool(Shape):
+    """A function tool the caller runs itself, offered to the model beside the agent's own
+    tools (its name may not be one of theirs; a remote agent takes none). A call to it ends
+    the answer with `finish_reason` `tool_calls`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "The weather in a city.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"city": {"type": "string"}},
+                        "required": ["city"],
+                    },
+                },
+            }
+        }
+    )
+
+    type: Literal["function"]
+    function: ChatFunction
+
+
+class ChatNamedFunction(Shape):
+    name: str
+
+
+class ChatNamedTool(Shape):
+    type: Literal["function"]
+    function: ChatNamedFunction
+
+
+class ChatToolChoice(RootModel[Literal["auto", "none", "required"] | ChatNamedTool]):
+    """`auto` (the default, also for null), `none`, `required` (some tool must be called),
+    or `{"type": "function", "function": {"name": ...}}` naming one of `tools`. `none` holds
+    for every model call of the run; `required` and a named function for its first (later
+    calls are `auto`)."""
+
+
+class ChatJsonSchema(Shape):
+    """With `json_schema` (required there); `name`, `description` and `strict` are not
+    used."""
+
+    name: str | None = None
+    description: str | None = None
+    schema_: Annotated[JsonSchemaObject, Field(alias="schema")]
+    strict: bool | None = None
+
+
+class ChatResponseFormat(Shape):
+    """`text` (the agent's own output format), `json_object` (any JSON object) or
+    `json_schema` (an object matching `json_schema.schema`): the run's structured output,
+    whose JSON is the answer's `content`. Not for crews (400)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "city",
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "population": {"type": "integer"},
+                        },
+                        "required": ["name", "population"],
+                    },
+                },
+            }
+        }
+    )
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: ChatJsonSchema | None = None
+
+
+# -- the request ---------------------------------------------------------------------------
+def _positive(name: str, description: str) -> Any:
+    return Annotated[
+        int | None,
+        Field(ge=1, description=description),
+        Refusal(f"`{name}` must be a positive integer."),
+    ]
+
+
+class ChatSampling(Shape):
+    """The sampling fields as a chat completion takes them (a gateway model's call is checked
+    against these too, the rest of its body is the provider's to judge)."""
+
+    temperature: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            le=2,
+            description="Replaces the agent's temperature for this run (not on Anthropic "
+            "connections, which take no sampling options).",
+        ),
+        Refusal("`temperature` must be a number from 0 to 2."),
+    ] = None
+    top_p: Annotated[
+        float | None,
+        Field(
+            ge=0, le=1, description="Nucleus sampling for this run (not on Anthropic connections)."
+        ),
+        Refusal("`top_p` must be a number from 0 to 1."),
+    ] = None
+    max_completion_tokens: _positive(
+        "max_completion_tokens",
+        f"Tokens per model response, {MAX_TOKENS_CAP}. With `max_tokens` too, the smaller applies.",
+    ) = None
+    max_tokens: _positive("max_tokens", "The older name of `max_completion_tokens`.") = None
+    stop: Annotated[
+        str
+        | Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_STOP)]
+        | None,
+        Field(description=f"A stop sequence, or a list of at most {MAX_STOP} non-empty ones."),
+        Refusal(f"`stop` must be a string or a list of at most {MAX_STOP}."),
+    ] = None
+    seed: Annotated[
+        int | None,
+        Field(
+            ge=-(2**63) + 1,
+            le=2**63 - 1,
+            description="Passed to the model provider (not on Anthropic connections).",
+        ),
+        Refusal("`seed` must be an integer."),
+    ] = None
+
+
+class ChatStreamOptions(Shape):
+    """Options of a streamed answer; other keys are ignored."""
+
+    include_usage: Annotated[
+        bool | None,
+        Field(
+            description="With `stream`: end the stream (before `[DONE]`) with a chunk whose "
+            "`choices` is empty and which carries `usage`."
+        ),
+        Refusal("`stream_options.include_usage` must be a bool."),
+    ] = False
+
+
+class ChatCompletionRequest(ChatSampling):
+    __doc__ = (
+        "Starts ONE run of the agent or crew named by `model`. The messages reach an agent as "
+        "a conversation (its instructions, model and own tools apply; system and developer "
+        "messages are added to its instructions); the run's recorded input is the last "
+        "`user` message's text. A crew takes text turns only (no `tools`, tool calls or "
+        "results, `response_format` or images: 400) and gets the conversation as one text, "
+        "earlier turns as a transcript in front of the last user message (oldest dropped "
+        f"first to fit {MAX_INPUT_CHARS} characters); sampling options do not reach its "
+        "members. Fields not listed here (`frequency_penalty`, `presence_penalty`, "
+        "`logprobs`, `parallel_tool_calls`, `metadata`, ...) are ignored."
+    )
+
+    model: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="The slug of an active agent, or else of an active crew (see "
+            "`GET /v1/models`).",
+        ),
+        Refusal("`model` is required: an agent or crew slug."),
+    ]
+    messages: Annotated[
+        list[unchecked(ChatMessage)],
+        Field(
+            min_length=1,
+            max_length=MAX_MESSAGES,
+            description="The conversation: at least one `user` message, the last of which is "
+            f"not blank and at most {MAX_INPUT_CHARS} characters; all the messages' text "
+            f"together at most {MAX_CONVERSATION_CHARS} characters.",
+        ),
+        Refusal(
+            "`messages` must be a non-empty list.",
+            by_error={"too_long": f"At most {MAX_MESSAGES} messages."},
+        ),
+    ]
+    stream: Annotated[
+        bool | None,
+        Field(
+            description="Answer as server-sent events (`text/event-stream`) instead of one "
+            "JSON object; null means false."
+        ),
+        Refusal("`stream` must be a bool."),
+    ] = False
+    stream_options: Annotated[
+        ChatStreamOptions | None,
+        Field(description="Options of a streamed answer (`ChatStreamOptions`)."),
+        Refusal("`stream_options` must be an object."),
+    ] = None
+    tools: Annotated[
+        list[unchecked(ChatTool)] | None,
+        Field(
+            max_length=MAX_TOOLS,
+            description=f"At most {MAX_TOOLS} function tools the caller runs itself.",
+        ),
+        Refusal(f"`tools` must be a list of at most {MAX_TOOLS} tools."),
+    ] = None
+    tool_choice: Annotated[
+        unchecked(ChatToolChoice) | None,
+        Field(description="Which tool the model must call, if any (see `ChatToolChoice`)."),
+    ] = None
+    response_format: Annotated[
+        unchecked(ChatResponseFormat) | None,
+        Field(description="The run's output format; null: the agent's own."),
+    ] = None
+    n: Annotated[
+        int | None,
+        Field(ge=1, le=1, description="Only one choice per request: any other value is a 400."),
+        Refusal("Only one choice per request is supported: send `n` = 1 or omit it."),
+    ] = None
+    user: Annotated[
+        str | None,
+        Field(
+            max_length=MAX_USER_CHARS,
+            description="The caller's id for its own end user; recorded with the run.",
+        ),
+        Refusal(f"`user` must be a string of at most {MAX_USER_CHARS} characters."),
+    ] = None
+
+
+# -- the answer ----------------------------------------------------------------------------
+FinishReason = Literal["stop", "length", "tool_calls"]
+CHAT_ID = "^chatcmpl-[0-9]+$"
+
+
+class ChatCompletionUsage(Shape):
+    """The run's tokens, over all its model calls (and a crew's members')."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletionMessage(Shape):
+    role: Literal["assistant"]
+    content: Annotated[
+        str | None,
+        Field(
+            description="The run's output (with `response_format`, the JSON of its structured "
+            "output); for a run parked for a human's approval, followed by a note naming the "
+            "run and the URLs where each call is approved or rejected. Null when the answer "
+            "is only `tool_calls`."
+        ),
+    ]
+    refusal: Annotated[str | None, Field(description="Always null.")]
+    tool_calls: Annotated[
+        list[ChatToolCall],
+        Field(
+            min_length=1,
+            description="Only with `finish_reason` `tool_calls`: the calls of the caller's "
+            "tools for it to run. Send them back as the assistant message, then a `tool` "
+            "message per call with its result, in the next request (a new run).",
+        ),
+    ] = None  # type: ignore[assignment]  # (absent, never null)
+
+
+class ChatCompletionChoice(Shape):
+    index: Literal[0]
+    message: ChatCompletionMessage
+    logprobs: Annotated[dict[str, Any] | None, Field(description="Always null.")]
+    finish_reason: Annotated[
+        FinishReason,
+        Field(
+            description="`tool_calls` when the model called the caller's tools "
+            "(`message.tool_calls`), `length` when the run hit its round limit, else `stop` "
+            "(also for a run awaiting approval)."
+        ),
+    ]
+
+
+class ChatCompletion(Shape):
+    """The answer of a finished (or approval-parked) run."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "id": "chatcmpl-42",
+                "object": "chat.completion",
+                "created": 1751328000,
+                "model": "assistant",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "It is 42.", "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39},
+                "system_fingerprint": None,
+            }
+        }
+    )
+
+    id: Annotated[
+        str,
+        Field(
+            pattern=CHAT_ID,
+            description="`chatcmpl-<run id>`: the run is at `/api/v1/runs/<run id>`.",
+        ),
+    ]
+    object: Literal["chat.completion"]
+    created: Annotated[int, Field(description="When the run was created.")]
+    model: Annotated[str, Field(description="The requested `model`.")]
+    choices: Annotated[list[ChatCompletionChoice], Field(min_length=1, max_length=1)]
+    usage: ChatCompletionUsage
+    system_fingerprint: Annotated[str | None, Field(description="Always null.")] = None
+
+
+class ChatChunkFunction(Shape):
+    name: str
+    arguments: Annotated[str, Field(description="A JSON object, as text.")]
+
+
+class ChatCompletionChunkToolCall(Shape):
+    """A call of one of the caller's tools, streamed whole in one chunk (the name and all the
+    arguments at once)."""
+
+    index: Annotated[int, Field(ge=0, description="The call's position.")]
+    id: str
+    type: Literal["function"]
+    function: ChatChunkFunction
+
+
+class ChatCompletionChunkDelta(Shape):
+    """The first chunk's is `{"role": "assistant", "content": ""}`, text chunks'
+    `{"content": "..."}`, a tool call's `{"tool_calls": [...]}`, the finish chunk's `{}`."""
+
+    role: Literal["assistant"] = None  # type: ignore[assignment]  # (absent, never null)
+    content: str = None  # type: ignore[assignment]
+    tool_calls: Annotated[list[ChatCompletionChunkToolCall], Field(min_length=1, max_length=1)] = (
+        None  # type: ignore[assignment]
+    )
+
+
+class ChatCompletionChunkChoice(Shape):
+    index: Literal[0]
+    delta: ChatCompletionChunkDelta
+    logprobs: Annotated[dict[str, Any] | None, Field(description="Always null.")]
+    finish_reason: Annotated[
+        FinishReason | None,
+        Field(description="Null but on the finish chunk (see `ChatCompletionChoice`)."),
+    ]
+
+
+class ChatCompletionChunk(Shape):
+    """One `data:` line of a streamed answer (see `POST /v1/chat/completions`)."""
+
+    id: Annotated[str, Field(pattern=CHAT_ID)]
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: Annotated[
+        list[ChatCompletionChunkChoice],
+        Field(min_length=0, max_length=1, description="One choice; empty in the usage chunk."),
+    ]
+    usage: Annotated[
+        ChatCompletionUsage,
+        Field(description="Only in the last chunk, with `stream_options.include_usage`."),
+    ] = None  # type: ignore[assignment]  # (absent, never null)
+
+
+class ChatCompletionStreamEvent(Shape):
+    """One server-sent event of a streamed chat completion (OpenAPI 3.0 describes an event
+    stream by the schema of each event). Its `data` is a `ChatCompletionChunk` as JSON, an
+    `OpenAIError` as JSON (a failed or cancelled run), or `[DONE]` (the last event). No
+    `event`, `id` or `retry` fields are sent."""
+
+    data: Annotated[str, Field(pattern="^(\\{.*\\}|\\[DONE\\])$")]
