@@ -25,7 +25,7 @@ from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
 from agents.runtime.structured import FINAL_ANSWER, final_answer_tool
 from agents.runtime.tool_routing import RoundTools, ToolRouting
-from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
+from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload, idempotent
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import ModelBehaviorError, ProviderError
 from providers.runtime.estimates import cut_usage
@@ -197,7 +197,10 @@ class _Loop:
                 )  # fmt: skip
             return await self._finish(state, RunStatus(state.finished), error=state.error)
         while True:
-            if await self._cancelled(force=True):
+            # Before each model call and each call that must not run twice; idempotent calls
+            # go on (a stop asked meanwhile is seen before the model is asked again).
+            acts = not state.pending_calls or not idempotent(self.tools, state.pending_calls)
+            if acts and await self._cancelled(force=True):
                 return await self._finish(state, RunStatus.CANCELLED, error="cancelled")
             if state.pending_calls:
                 awaiting, suspended = await self._resolve_pending(state)

@@ -241,7 +241,8 @@ class ToolCallStep:
             await self.emit("tool.started", call_payload(call, self.ctx, self.via))
         # Stored before a call that must never run twice; idempotent ones may start while
         # their record is written (a crash before it is stored runs them again).
-        await self.checkpoint.save(state, "tools_started", durable=not self._idempotent(runnable))
+        durable = not idempotent(self.registry, runnable)
+        await self.checkpoint.save(state, "tools_started", durable=durable)
         if len(runnable) == 1:  # the common case, without the machinery of as_completed
             [call] = runnable
             await self._finished(state, outcome, call, await self._execute_one(call))
@@ -253,14 +254,6 @@ class ToolCallStep:
         for finished in asyncio.as_completed([one(call) for call in runnable]):
             call, result = await finished
             await self._finished(state, outcome, call, result)
-
-    def _idempotent(self, calls: list[ToolCall]) -> bool:
-        """Would running every one of `calls` again change nothing?"""
-        for call in calls:
-            item = self.registry.get(call.name) if self.registry.has(call.name) else None
-            if item is None or not item.capability.idempotent:
-                return False
-        return True
 
     async def _execute_one(self, call: ToolCall) -> ToolResult:
         with tracing.tool_span(call, self.ctx) as span:
@@ -322,6 +315,15 @@ class ToolCallStep:
     def _producers(self) -> frozenset[str]:
         """The tools others take inputs from: their results are kept in the frame."""
         return frozenset(s.tool for item in self.registry for s in item.depends_on.values())
+
+
+def idempotent(registry, calls: Sequence[ToolCall]) -> bool:
+    """Would running every one of `calls` again change nothing (their tools say so)?"""
+    for call in calls:
+        item = registry.get(call.name) if registry.has(call.name) else None
+        if item is None or not item.capability.idempotent:
+            return False
+    return True
 
 
 def _completed(call: ToolCall, result: ToolResult) -> dict[str, Any]:

@@ -776,6 +776,28 @@ def test_a_cancel_asked_while_a_tool_runs_stops_the_run_before_the_next_model_ca
     assert model.remaining == 1
 
 
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_cancel_asked_while_the_model_answers_never_runs_a_write_nor_asks_again(idempotent):
+    """Checked before each model call and each call that must not run twice: a call of an
+    idempotent tool goes on (running it again would change nothing), a write does not."""
+    asked = []
+    executed: list[dict[str, Any]] = []
+    capability = Capability(effect="read" if idempotent else "write", idempotent=idempotent)
+    registry = ToolRegistry([recording_tool("tick", executed, capability=capability)])
+    model = FakeModel([ToolCall("c1", "tick", {}), "never asked"])
+
+    async def cancelled() -> bool:
+        asked.append(len(model.requests))
+        return bool(model.requests)  # from the moment the model was first asked
+
+    outcome = go(model, registry=registry, is_cancelled=cancelled)
+
+    assert outcome.status is RunStatus.CANCELLED and outcome.error == "cancelled"
+    assert executed == ([{}] if idempotent else [])
+    assert model.remaining == 1
+    assert asked == [0, 1]  # before the model call, then before the write or the next call
+
+
 def test_a_run_cancelled_during_a_long_streamed_answer_stops_mid_stream():
     words = [TextDelta(f"word{i} ") for i in range(200)]
     model = FakeModel([Stream(words)])
