@@ -840,7 +840,7 @@ BREAKDOWN_ROWS = [
     ("writes in the DB thread (overlap the calls above)", "write", 2),
     ("of which: events + Run fields, one statement", "write_batch", 3),
     ("of which: PUBLISH, pipelined", "publish", 3),
-    ("rest: refresh_from_db", "~run_inline rest", 1),
+    ("rest (no refresh: finalize returns the row)", "~run_inline rest", 1),
 ]
 
 

@@ -51,11 +51,11 @@ def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
     values = iter(row)
     stored_seq = next(values)
     raw = {model: [next(values) for _ in model._meta.concrete_fields] for model, _ in _READ}
-    run = _instance(Run, raw[Run])
+    run = instance_of_row(Run, raw[Run])
     run.stored_seq = stored_seq
     try:
-        tenant, agent = _instance(Tenant, raw[Tenant]), _instance(Agent, raw[Agent])
-        provider = _instance(ProviderConnection, raw[ProviderConnection])
+        tenant, agent = instance_of_row(Tenant, raw[Tenant]), instance_of_row(Agent, raw[Agent])
+        provider = instance_of_row(ProviderConnection, raw[ProviderConnection])
     except Exception:
         # A value that cannot be read (a secret under another key): the run is claimed, so
         # leave them to be loaded where executing it fails cleanly (retried, then failed).
@@ -68,9 +68,9 @@ def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
     return run
 
 
-def _instance(model: type[models.Model], raw: list[Any]) -> Any:
-    """The row's columns of `model` as an instance (None for a missing join), each value
-    converted as the ORM would (encrypted text, JSON)."""
+def instance_of_row(model: type[models.Model], raw: list[Any]) -> Any:
+    """The row's columns of `model` (`column_list`'s, in its order) as an instance (None for
+    a missing join), each value converted as the ORM would (encrypted text, JSON)."""
     if raw[0] is None:  # (the first column is the primary key)
         return None
     attnames, converters = _columns(model)
@@ -89,10 +89,13 @@ def _columns(model: type[models.Model]) -> tuple[list[str], list[list[Any]]]:
     return [f.attname for f in fields], [f.get_db_converters(connection) for f in fields]
 
 
+def column_list(model: type[models.Model], alias: str) -> str:
+    """The model's columns, as `instance_of_row` takes them: `alias."column", ...`."""
+    return ", ".join(f'{alias}."{f.column}"' for f in model._meta.concrete_fields)
+
+
 @lru_cache(maxsize=1)
 def _statement() -> str:
-    def columns(model: type[models.Model], alias: str) -> str:
-        return ", ".join(f'{alias}."{f.column}"' for f in model._meta.concrete_fields)
 
     run, tenant = Run._meta.db_table, Tenant._meta.db_table
     agent, provider = Agent._meta.db_table, ProviderConnection._meta.db_table
@@ -105,7 +108,7 @@ def _statement() -> str:
         "STATEMENT_TIMESTAMP())) RETURNING *) "
         f"SELECT COALESCE((SELECT e.seq FROM {events} e WHERE e.run_id = c.id "
         "ORDER BY e.seq DESC LIMIT 1), 0), "
-        + ", ".join(columns(model, alias) for model, alias in _READ)
+        + ", ".join(column_list(model, alias) for model, alias in _READ)
         + f" FROM c JOIN {tenant} t ON t.id = c.tenant_id "
         f"LEFT JOIN {agent} a ON a.id = c.agent_id "
         f"LEFT JOIN {provider} p ON p.id = a.provider_connection_id"

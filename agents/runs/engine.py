@@ -184,7 +184,7 @@ async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> s
     outcome = "lease lost"
     with observed_run(run) as span:
         try:
-            outcome = await _execute_claimed(run, owner, writer)
+            outcome = await _execute_claimed(run, owner, writer, claimed is not None)
         finally:
             if outcome in ("lease lost", "will retry"):  # (or raised): not recorded by this one
                 writer.abandon()
@@ -192,7 +192,7 @@ async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> s
     return outcome
 
 
-async def _execute_claimed(run: Run, owner: str, writer: RunWriter) -> str:
+async def _execute_claimed(run: Run, owner: str, writer: RunWriter, claimed: bool) -> str:
     sink = RunEventSink(writer)
     heartbeat = asyncio.create_task(_renew_lease(run.pk, owner, asyncio.current_task()))
     try:
@@ -224,7 +224,9 @@ async def _execute_claimed(run: Run, owner: str, writer: RunWriter) -> str:
     finally:
         heartbeat.cancel()
     outcome = writer.redacted(outcome)  # as its events and fields were
-    if not await sync_to_async(finalize)(run, owner, outcome, batch, writer.tool_usage):
+    # A caller that inserted the run holds it (run_inline, Nearby): finalize refreshes it.
+    finalized = sync_to_async(finalize)
+    if not await finalized(run, owner, outcome, batch, writer.tool_usage, refresh=claimed):
         return "lease lost"
     traced_outcome(run, outcome)
     return outcome.status.value
@@ -582,13 +584,16 @@ def finalize(
     outcome: RunOutcome,
     batch: Batch,
     tool_usage: list[dict[str, Any]] | None = None,
+    *,
+    refresh: bool = False,
 ) -> bool:
     """Record the outcome, with the events and fields still queued in `batch`, under the
     lease: one statement, or one transaction when approvals, a parent or a conversation are
     touched too; then publish those events (the ending among them), once committed: a
     follower told of the ending reads it on the record. False if the lease was lost
     (another worker owns the run now and will record its own outcome). `tool_usage`: the
-    run's `tool.usage` payloads when its writer saw them all (RunWriter.tool_usage)."""
+    run's `tool.usage` payloads when its writer saw them all (RunWriter.tool_usage);
+    `refresh`: `run` takes the row's values as recorded (write_batch)."""
     outcome = storable_outcome(outcome)
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
@@ -624,7 +629,7 @@ def finalize(
     run.cost_usd, run.total_cost_usd = cost, cost + children_cost  # (the run's span reads it)
     try:
         with transaction.atomic() if outcome.awaiting or message or wakes_parent else nullcontext():
-            write_batch(run, owner, final)
+            write_batch(run, owner, final, refresh=refresh)
             _record_consequences(run, outcome, message=message, wakes_parent=wakes_parent)
     except (LeaseLost, EventConflict):
         return False

@@ -324,6 +324,6 @@ def run_inline(
         claimed_by=owner,
     )
     run.stored_seq = 0  # a new run: nothing stored yet
-    execute_run(run.pk, owner=owner, claimed=run)
-    run.refresh_from_db()
+    if execute_run(run.pk, owner=owner, claimed=run) in ("lease lost", "will retry"):
+        run.refresh_from_db()  # not recorded by this attempt: as the record has it
     return run

@@ -61,6 +61,7 @@ from psycopg import sql
 from agentplatform.tenancy import rls
 from agents.models import Approval, Run, RunEvent
 from agents.runs.channels import ENDING_EVENTS, channel, publisher
+from agents.runs.claim import column_list, instance_of_row
 from agents.runs.costs import TOOL_USAGE
 from agents.runs.subscriptions import deliver_early, rewind
 from agents.runtime.spec import RunOutcome, RunStatus
@@ -365,9 +366,18 @@ class RunEventSink:
             self.writer.event("text.delta", {"text": text})
 
 
-def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | None = None) -> None:
+def write_batch(
+    run: Run,
+    owner: str,
+    batch: Batch,
+    *,
+    renew_lease_s: float | None = None,
+    refresh: bool = False,
+) -> None:
     """One statement: update the Run under its lease (fields, last_seq, renewed lease) and
-    insert the events only if that update matched. LeaseLost / EventConflict otherwise."""
+    insert the events only if that update matched. LeaseLost / EventConflict otherwise.
+    `refresh`: the statement also returns the row as it now is, and `run` takes its values
+    (for a caller that holds `run` and reads it next: no query after)."""
     sets, params = [], []
     for name, value in batch.fields.items():
         model_field = Run._meta.get_field(name)
@@ -387,9 +397,10 @@ def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | No
         sets.append("\"lease_expires_at\" = NOW() + %s * interval '1 second'")
         params.append(renew_lease_s)
     sets = sets or ['"lease_owner" = "lease_owner"']
+    returned = column_list(Run, Run._meta.db_table) if refresh else "id"
     statement = (
         f"WITH lease AS (UPDATE {Run._meta.db_table} SET {', '.join(sets)} "  # noqa: S608
-        "WHERE id = %s AND lease_owner = %s RETURNING id)"
+        f"WHERE id = %s AND lease_owner = %s RETURNING {returned})"
     )
     params += [run.pk, owner]
     if batch.events:
@@ -407,13 +418,19 @@ def write_batch(run: Run, owner: str, batch: Batch, *, renew_lease_s: float | No
             params += [event.seq, event.type, encoded]
     else:
         statement += " SELECT (SELECT count(*) FROM lease), 0"
+    if refresh:  # (one row either way: the lease's columns are NULL when it did not match)
+        statement += ", lease.* FROM (SELECT 1) AS one LEFT JOIN lease ON true"
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
-        matched, added = cursor.fetchone()
+        matched, added, *row = cursor.fetchone()
     if not matched:
         raise LeaseLost(f"run {run.pk} was taken over")
     if added < len(batch.events):
         raise EventConflict(f"run {run.pk}: events up to {batch.events[-1][0].seq} exist")
+    if refresh:
+        fresh = instance_of_row(Run, row)
+        for field in Run._meta.concrete_fields:
+            setattr(run, field.attname, getattr(fresh, field.attname))
 
 
 def publish(run: Run, batch: Batch) -> None:
