@@ -14,8 +14,7 @@ from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import Tenant
 from agents.models import Run
 from agents.remote_health import check_remote_agents
-from agents.runs import admit, drain, lease_seconds
-from agents.runtime.spec import RunStatus
+from agents.runs import admit, drain, stale_runs
 from agents.selftests import selftest_tools
 from agents.signals import evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
@@ -142,26 +141,11 @@ def _hand_over_held_runs(**kwargs) -> None:
 
 @shared_task(name="agents.sweep_stale_runs", ignore_result=True)
 def sweep_stale_runs() -> int:
-    """Ask again for runs whose worker died: running under an expired lease, or queued for
-    longer than two leases (the worker that took the message died before claiming it).
-    Each queued run is asked for at most once per two leases, so a backlog is not flooded."""
-    with rls.owner():  # the runs of every tenant
-        return _sweep_stale_runs()
-
-
-def _sweep_stale_runs() -> int:
-    grace = timedelta(seconds=2 * lease_seconds())
-    stale = list(
-        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=Now()).values_list(
-            "pk", flat=True
-        )
-    )
-    waiting = Run.objects.filter(status=RunStatus.QUEUED, queued_at__lt=Now() - grace)
-    lost = list(waiting.values_list("pk", flat=True)[:500])
-    Run.objects.filter(pk__in=lost, status=RunStatus.QUEUED).update(queued_at=Now())
-    for run_id in [*stale, *lost]:
+    """Ask again for the runs whose worker died (agents.runs.sweeper)."""
+    runs = stale_runs()
+    for run_id in runs:
         execute_run_task.delay(run_id)
-    return len(stale) + len(lost)
+    return len(runs)
 
 
 @shared_task(name="agents.fire_due_triggers", ignore_result=True)

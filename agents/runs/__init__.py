@@ -17,6 +17,7 @@ imports from here, never from a module inside (an import-linter contract says so
     subscriptions.py  the streams of a process share one Redis subscription
     reader.py         iter_run_events, follow_run: every face follows runs here
     worker.py         a process's event loop executing many runs (admit, drain, Nearby)
+    sweeper.py        runs whose worker died, to be asked for again
     direct_calls.py   tool_run / atool_run: a tool called directly, as a one-call run (by a
                       person, a key, a self-test or a verifier)
     confirmation.py   an HTTP tool's exact request, prepared again from edited arguments
@@ -51,6 +52,7 @@ from agents.runs.start import (
     run_regenerate,
     run_start,
 )
+from agents.runs.sweeper import stale_runs
 from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
 from agents.runs.writer import storable_text
 
@@ -86,6 +88,7 @@ __all__ = [
     "run_inline",
     "run_regenerate",
     "run_start",
+    "stale_runs",
     "storable_text",
     "tool_run",
 ]
