@@ -100,7 +100,7 @@ def _chat_span(dataset: Dataset, connection: ProviderConnection, provider: str, 
     )  # fmt: skip
 
 
-def _record_call(dataset, connection, model, usage, error, started, run: Run | None) -> Run:
+def _record_call(dataset, connection, model, usage, error, started, run: Run | None):
     """Its cost as its hold settled it (the same price kind, model and counts)."""
     return record_model_call(
         tenant_id=dataset.tenant_id,

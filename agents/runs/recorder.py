@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -15,8 +16,7 @@ from django.utils import timezone
 
 from agentplatform.tenancy import rls
 from agentplatform.tenancy.models import ApiKey
-from agents.models import Run, RunEvent
-from agents.runs.writer import storable_text
+from agents.runs.writer import CallRecord, storable_text, write_calls
 from agents.runtime.spec import RunStatus
 from providers.pricing import usage_cost
 from providers.runtime.types import Usage
@@ -42,6 +42,12 @@ class GatewayCall:
     events: tuple[tuple[str, dict[str, Any]], ...] = ()  # (type, payload): provider.fallback
 
 
+@dataclass(frozen=True)
+class RecordedCall:
+    run_id: int
+    cost_usd: Decimal
+
+
 def record_model_call(
     *,
     tenant_id: int,
@@ -55,12 +61,12 @@ def record_model_call(
     usage: Usage,
     started_at: Any,
     error: str = "",
-) -> Run:
+) -> RecordedCall:
     """A model call the platform made outside a run's loop (a judge's verdict, a knowledge
     base's embeddings) recorded as a finished run of `gateway_model` with its usage and
     cost (`price_kind`'s prices: what its quota hold settled at), so the usage page and
-    quota counters rebuilt from runs count it. One INSERT."""
-    run = _model_call_run(
+    quota counters rebuilt from runs count it. One INSERT (the unleased writer's)."""
+    record = _model_call(
         tenant_id=tenant_id,
         price_kind=price_kind,
         usage=usage,
@@ -75,43 +81,30 @@ def record_model_call(
         input=input,
     )
     with rls.tenant_scope(tenant_id):
-        run.save(force_insert=True)
-    return run
+        [run_id] = write_calls([record])
+    return RecordedCall(run_id=run_id, cost_usd=record.cost_usd)
 
 
 def record_gateway_calls(calls: list[GatewayCall]) -> None:
-    """Record each call as a finished run of its key with its usage: one INSERT per tenant
-    (under its row-level scope), and row by row if that fails, so one bad row loses only
-    itself."""
-    by_tenant: dict[int, list[Run]] = {}
+    """Record each call as a finished run of its key with its usage and events: one
+    statement per tenant (under its row-level scope), and row by row if that fails, so one
+    bad row loses only itself."""
+    by_tenant: dict[int, list[CallRecord]] = {}
     for call in calls:
-        by_tenant.setdefault(call.api_key.tenant_id, []).append(_gateway_run(call))
-    for tenant_id, runs in by_tenant.items():
+        by_tenant.setdefault(call.api_key.tenant_id, []).append(_gateway_call(call))
+    for tenant_id, records in by_tenant.items():
         with rls.tenant_scope(tenant_id):
             try:
-                with transaction.atomic():
-                    Run.objects.bulk_create(runs)
-                    _record_gateway_events(runs)
+                with transaction.atomic():  # (a savepoint, when the caller has a transaction)
+                    write_calls(records)
             except Exception:
                 logger.exception("gateway calls of tenant %s: recording them one by one", tenant_id)
-                for run in runs:
+                for record in records:
                     try:
                         with transaction.atomic():
-                            run.save(force_insert=True)
-                            _record_gateway_events([run])
+                            write_calls([record])
                     except Exception:
                         logger.exception("a gateway call of tenant %s was not recorded", tenant_id)
-
-
-def _record_gateway_events(runs: list[Run]) -> None:
-    """The events of recorded gateway calls (a model alias's fallbacks): one INSERT."""
-    events = [
-        RunEvent(tenant_id=run.tenant_id, run=run, seq=seq, type=type, payload=payload)
-        for run in runs
-        for seq, (type, payload) in enumerate(getattr(run, "gateway_events", ()), start=1)
-    ]
-    if events:
-        RunEvent.objects.bulk_create(events)
 
 
 def column_text(value: str, limit: int) -> str:
@@ -120,63 +113,65 @@ def column_text(value: str, limit: int) -> str:
     return clean[:limit]
 
 
-def _gateway_run(call: GatewayCall) -> Run:
-    run = _model_call_run(
+def _gateway_call(call: GatewayCall) -> CallRecord:
+    return _model_call(
         tenant_id=call.api_key.tenant_id,
         price_kind=call.price_kind or call.provider,
         usage=call.usage,
         started_at=call.started_at,
         finished_at=call.finished_at,
-        initiated_by_api_key=call.api_key,
+        initiated_by_user_id=None,
+        initiated_by_api_key_id=call.api_key.pk,
         gateway_model=call.gateway_model,
         model=call.model,
         provider=call.provider,
         error=call.error,
         input=call.input,
+        events=list(call.events),
     )
-    run.gateway_events = call.events  # written with it (_record_gateway_events)
-    return run
 
 
-def _model_call_run(
+def _model_call(
     *,
     tenant_id: int,
     price_kind: str,
     usage: Usage,
     started_at: Any,
     finished_at: Any,
+    initiated_by_user_id: int | None,
+    initiated_by_api_key_id: int | None,
     gateway_model: str,
     model: str,
     provider: str,
     error: str,
     input: str,
-    **initiator: Any,
-) -> Run:
-    """The unsaved finished run recording one model call made outside a run's loop (a
-    gateway call, a judge's verdict, a knowledge base's embeddings): its usage, priced by
-    `price_kind`'s table, and its text columns made storable."""
+    events: list[tuple[str, dict[str, Any]]] | None = None,
+) -> CallRecord:
+    """The record of one model call made outside a run's loop (a gateway call, a judge's
+    verdict, a knowledge base's embeddings): its usage, priced by `price_kind`'s table, and
+    its text columns cut to their sizes."""
 
     def count(value: int) -> int:
         return min(max(int(value or 0), 0), 2**31 - 1)  # (a provider's odd number)
 
     usage = Usage(*(count(n) for n in dataclasses.astuple(usage)))
     cost = usage_cost(tenant_id, price_kind, model, usage)
-    return Run(
+    return CallRecord(
         tenant_id=tenant_id,
-        **initiator,
-        gateway_model=column_text(gateway_model, 300),
-        model=column_text(model, 200),
-        provider=column_text(provider, 100),
+        tool_name="",
+        arguments=column_text(input, 2000),
         status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
+        output="",
         error=column_text(error, 2000),
-        input=column_text(input, 2000),
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        cost_usd=cost,
-        total_cost_usd=cost,
         correlation_id=uuid.uuid4().hex,
         started_at=started_at,
         finished_at=finished_at or timezone.now(),
+        initiated_by_user_id=initiated_by_user_id,
+        initiated_by_api_key_id=initiated_by_api_key_id,
+        events=events or [],
+        usage=dataclasses.astuple(usage),
+        cost_usd=cost,
+        gateway_model=column_text(gateway_model, 300),
+        model=column_text(model, 200),
+        provider=column_text(provider, 100),
     )

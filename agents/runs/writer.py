@@ -1,6 +1,8 @@
 """The recorder: every write of a run's record — its events, its checkpoints, its outcome, and
-the records of direct tool calls — goes through this module, with one rule for the values
-PostgreSQL refuses.
+the calls recorded whole (direct tool calls, model calls outside a run's loop) — goes
+through this module, with one rule for the values PostgreSQL refuses. Two writers: one
+under an executing run's lease (`RunWriter`, `write_batch`), one for runs nobody executes
+(`append_event`, `park_call`, `write_calls`).
 
 The rule (`storable`, `storable_json`, `storable_text`): a NUL character, which text and
 jsonb refuse, becomes U+FFFD; NaN and ±Infinity, which are not JSON, become their names as
@@ -22,7 +24,8 @@ The writers:
   readies it for the rows written beside it (the conversation's Message, the approvals).
 - `append_event`: one event of a run nobody executes (a queued or parked run cancelled).
 - `park_call`: a direct tool call that waits for approval (its Run, Approval and event).
-- `write_calls` / `awrite_call`: finished direct tool calls (each a Run and its events).
+- `write_calls` / `awrite_call`: finished calls recorded whole (each a Run and its events):
+  direct tool calls, and model calls made outside a run's loop (agents.runs.recorder).
 
 Events are published on Redis after they are stored, never before, as they were stored.
 The events that end an attempt (`ENDING_EVENTS`: the terminal ones, `approval.required`) are
@@ -515,7 +518,7 @@ def park_call(
     return run, approval
 
 
-# -- finished direct tool calls -------------------------------------------------------------
+# -- finished calls, recorded whole ---------------------------------------------------------
 # Any number of finished calls (each a Run and its events) in one statement of fixed text,
 # and, on an event loop (the MCP server), grouped into as few statements as possible on an
 # async connection of the loop's own.
@@ -533,8 +536,10 @@ IDLE_S = 60.0  # an async connection unused this long is closed (a new one when 
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One finished (or failed) direct tool call, as the Run row and events to store. Values
-    as the call made them: the rule is applied when they are written."""
+    """One finished (or failed) call recorded whole, as the Run row and events to store: a
+    direct tool call (`tool_name`), or a model call made outside a run's loop (a gateway
+    call, embeddings, a judge's verdict: `gateway_model`, `model`, `provider`). Values as
+    the call made them: the rule is applied when they are written."""
 
     tenant_id: int
     tool_name: str
@@ -551,6 +556,9 @@ class CallRecord:
     # Tokens the call spent on models (the `llm` built-in): input, output, cache read, write.
     usage: tuple[int, int, int, int] = (0, 0, 0, 0)
     cost_usd: Decimal = Decimal(0)  # what they cost (agents.runs.costs.tool_call_cost)
+    gateway_model: str = ""  # a model call's: what was asked for, the model, its provider
+    model: str = ""
+    provider: str = ""
 
     def row(self) -> tuple:
         """The values of `_VARYING`, in its order."""
@@ -559,7 +567,8 @@ class CallRecord:
             stored_text(self.output), storable_text(self.error), self.correlation_id,
             self.started_at, self.finished_at, len(self.events), self.initiated_by_user_id,
             self.initiated_by_api_key_id, self.finished_at, *self.usage, self.cost_usd,
-            self.cost_usd,
+            self.cost_usd, storable_text(self.gateway_model), storable_text(self.model),
+            storable_text(self.provider),
         )  # fmt: skip
 
 
@@ -568,7 +577,7 @@ _VARYING = (
     "started_at", "finished_at", "last_seq", "initiated_by_user_id",
     "initiated_by_api_key_id", "created_at",
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd",
-    "total_cost_usd",
+    "total_cost_usd", "gateway_model", "model", "provider",
 )  # fmt: skip
 
 
