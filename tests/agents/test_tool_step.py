@@ -54,12 +54,14 @@ class Journal:
 
     def __init__(self) -> None:
         self.entries: list[tuple[str, Any]] = []
+        self.durable: list[tuple[str, bool]] = []  # (reason, waited until stored?)
 
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
         self.entries.append((type, payload))
 
     async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
         self.entries.append(("save", reason))
+        self.durable.append((reason, durable))
 
     def step(self) -> list[tuple[str, Any]]:
         """From the first tool.started to the last tool.completed; payloads without what
@@ -115,6 +117,18 @@ def test_the_started_event_and_its_checkpoint_come_before_the_execution(journal)
     assert journal.step() == STEP
     assert outcome.results["c1"].result == {"result": 42}
     assert state.results["c1"].content == '{"result": 42}' and state.started == {"c1"}
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_only_a_call_that_must_not_run_twice_waits_until_its_start_is_stored(journal, idempotent):
+    """A result, and the start of calls that may run again, are written while the run goes
+    on (agents.runtime.state.Checkpointer)."""
+    executed: list = []
+    effect = Effect.READ if idempotent else Effect.WRITE
+    tool = recording_tool("act", executed, effect=effect, idempotent=idempotent)
+    asyncio.run(step(ToolRegistry([tool]), journal).run(RunState(), [ToolCall("c1", "act", {})]))
+    assert executed == [{}]
+    assert journal.durable == [("tools_started", not idempotent), ("tool_result", False)]
 
 
 def test_a_call_that_requires_approval_emits_saves_and_executes_nothing_until_decided(journal):

@@ -219,6 +219,51 @@ def test_a_crew_run_records_its_crews_version_and_each_child_its_agents(
     assert child.config_versions["agents.agent"] == [[one.pk, 1]]
 
 
+def test_each_run_records_the_versions_current_when_it_started_though_the_process_keeps_them(
+    trio, connection, provider_server
+):
+    """run_config_versions is kept per process (agents/specs.py): a new version, a new
+    definition or a deleted one is seen by the next run."""
+    from agents.models import Agent
+    from agents.runs import run_inline
+
+    adder = tool_definition_save(
+        tenant=trio.acme,
+        changes={"name": "adder", "kind": "builtin", "config": {"builtin": "calculator"}},
+    )
+    agent = agent_save(  # every tool of the tenant's
+        tenant=trio.acme, changes={"slug": "calc", "name": "Calc", "use_all_tools": True}
+    )
+
+    def versions() -> dict:
+        run = run_inline(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.alice)
+        assert run.status == "succeeded", run.error
+        return {
+            kind: pairs
+            for kind, pairs in run.config_versions.items()
+            if "agent" in kind or "tool" in kind
+        }
+
+    assert versions() == {"agents.agent": [[agent.pk, 1]], "tools.tooldefinition": [[adder.pk, 1]]}
+    assert versions() == {"agents.agent": [[agent.pk, 1]], "tools.tooldefinition": [[adder.pk, 1]]}
+    agent_save(tenant=trio.acme, agent=agent, changes={"instructions": "Add."})
+    assert versions() == {"agents.agent": [[agent.pk, 2]], "tools.tooldefinition": [[adder.pk, 1]]}
+    times = tool_definition_save(
+        tenant=trio.acme,
+        changes={"name": "times", "kind": "builtin", "config": {"builtin": "calculator"}},
+    )
+    assert versions() == {
+        "agents.agent": [[agent.pk, 2]],
+        "tools.tooldefinition": sorted([[adder.pk, 1], [times.pk, 1]]),
+    }
+    tool_definition_delete(tenant=trio.acme, definition=adder)
+    assert versions() == {"agents.agent": [[agent.pk, 2]], "tools.tooldefinition": [[times.pk, 1]]}
+    # A version recorded past the services (no save signal: a baseline, a restore's end).
+    Agent.objects.filter(pk=agent.pk).update(instructions="Multiply.")
+    history.record(Agent.objects.get(pk=agent.pk))
+    assert versions() == {"agents.agent": [[agent.pk, 3]], "tools.tooldefinition": [[times.pk, 1]]}
+
+
 def test_the_baseline_command_versions_objects_saved_before_history(trio):
     from io import StringIO
 
