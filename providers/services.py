@@ -74,6 +74,7 @@ def _build(connection: ProviderConnection, allowlist: tuple[str, ...]) -> ModelA
             max_connections=settings.RUN_CONCURRENCY,
         ),
     }
+    streams = {"egress": EgressPolicy(allowlist=allowlist)}  # (an OpenAI stream's own client)
     if connection.kind == ProviderKind.ANTHROPIC:
         # Imported here: the anthropic SDK costs a process about 1.2 s and 40 MB to load
         # (bench/startup.py), paid only by processes that call Anthropic.
@@ -81,9 +82,9 @@ def _build(connection: ProviderConnection, allowlist: tuple[str, ...]) -> ModelA
 
         return AnthropicAdapter(**common)
     if connection.kind == ProviderKind.OPENAI:
-        return OpenAIAdapter(preset="openai", **common)
+        return OpenAIAdapter(preset="openai", **common, **streams)
     if connection.kind == ProviderKind.OPENAI_COMPATIBLE:
-        return OpenAIAdapter(preset=connection.preset, **common)
+        return OpenAIAdapter(preset=connection.preset, **common, **streams)
     return OfflineModel()
 
 

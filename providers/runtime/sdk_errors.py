@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import sys
 import time
@@ -58,11 +59,20 @@ def map_error(exc: Exception, *, provider: str, api_key: str | None) -> Provider
         return ProviderUnavailable(f"cannot reach {provider} ({cause})")
     if not isinstance(exc, _sdk_errors("APIStatusError")):
         return ProviderUnavailable(redact(f"{provider} call failed: {exc}", api_key))
-    status = exc.status_code
-    detail = redact(_detail(exc), api_key)
+    return status_error(
+        exc.status_code, _detail(exc), exc.response.headers, provider=provider, api_key=api_key
+    )
+
+
+def status_error(
+    status: int, detail: str, headers, *, provider: str, api_key: str | None
+) -> ProviderError:
+    """An answer with HTTP status `status` (not 2xx) as our taxonomy has it; `detail`: the
+    provider's message (credentials masked here), `headers`: its headers (Retry-After)."""
+    detail = redact(detail, api_key)
     message = f"{provider} answered HTTP {status}: {detail}"
     if status == 429:
-        return RateLimited(message, retry_after=_retry_after(exc.response.headers))
+        return RateLimited(message, retry_after=_retry_after(headers))
     if status in (401, 403):
         return AuthenticationFailed(message)
     if status == 413 or (status in (400, 422) and _CONTEXT.search(detail)):
@@ -77,12 +87,25 @@ def map_error(exc: Exception, *, provider: str, api_key: str | None) -> Provider
 
 
 def _detail(exc) -> str:
-    body = getattr(exc, "body", None)
+    return _message(getattr(exc, "body", None)) or str(getattr(exc, "message", exc))[:500]
+
+
+def body_detail(content: bytes) -> str:
+    """The provider's message in an error answer's body (`{"error": {"message": ...}}`), or
+    the start of the body itself."""
+    try:
+        found = _message(json.loads(content))
+    except (ValueError, RecursionError):
+        found = ""
+    return found or content.decode("utf-8", "replace").strip()[:500]
+
+
+def _message(body) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])[:500]
-    return str(getattr(exc, "message", exc))[:500]
+    return ""
 
 
 def _retry_after(headers) -> float | None:
