@@ -163,3 +163,17 @@ def test_lone_surrogates_and_many_secrets():
     assert all(
         recoverable(v, piece) == set() for v, piece in zip(many.values(), shown[1:-1], strict=True)
     )
+
+
+def test_a_run_adding_the_same_key_shares_its_compiled_forms_and_another_key_gets_its_own():
+    """StaticSecrets.with_values keeps what it made: each run adds its connection's key to
+    its tenant's secrets, and that key's forms are compiled once, not per run."""
+    tenant = StaticSecrets({"tool:token": "tool-secret-0123456789"})
+    first = tenant.with_values({"provider:api_key": "sk-provider-key-0123456789"})
+    again = tenant.with_values({"provider:api_key": "sk-provider-key-0123456789"})
+    other = tenant.with_values({"provider:api_key": "sk-another-key-9876543210"})
+    assert again is first and other is not first
+    assert other.redact("sk-provider-key-0123456789") == "sk-provider-key-0123456789"
+    assert other.redact("sk-another-key-9876543210 tool-secret-0123456789") == (
+        f"{REDACTED} {REDACTED}"
+    )

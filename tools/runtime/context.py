@@ -40,6 +40,9 @@ class NoSecrets:
         return False
 
 
+_EXTENDED_KEPT = 64
+
+
 class StaticSecrets:
     """Secrets held in memory for one tenant, e.g. decrypted when its registry was built.
 
@@ -54,6 +57,7 @@ class StaticSecrets:
         inherited = _base._matchers if _base is not None else ()
         added = self._plaintexts - known
         self._matchers = (*inherited, FormMatcher(added)) if added else inherited
+        self._extended: dict[frozenset, StaticSecrets] = {}  # with_values's, kept
 
     def get(self, ref: str) -> str:
         try:
@@ -76,8 +80,16 @@ class StaticSecrets:
         return bool(self._plaintexts)
 
     def with_values(self, extra: Mapping[str, str]) -> StaticSecrets:
-        """A new accessor holding these secrets as well."""
-        return StaticSecrets({**self._values, **extra}, _base=self)
+        """An accessor holding these secrets as well. The same `extra` gives the same one
+        (a run adds its connection's key to its tenant's secrets: the forms of that key
+        were compiled again for every run, a tenth of a runs worker's CPU per chat)."""
+        key = frozenset(extra.items())
+        found = self._extended.get(key)
+        if found is None:
+            if len(self._extended) >= _EXTENDED_KEPT:
+                self._extended.clear()
+            found = self._extended[key] = StaticSecrets({**self._values, **extra}, _base=self)
+        return found
 
 
 def _collect_texts(value: Any, into: list[str]) -> None:
