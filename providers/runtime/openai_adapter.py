@@ -1,10 +1,10 @@
 """OpenAI Chat Completions (and any OpenAI-compatible server).
 
-A streamed call (every run's: its sink wants text deltas) goes through
-providers.runtime.http1 and reads the server-sent events itself; the rest (a whole answer,
-embeddings, the model list) through the official SDK. Why: the SDK builds a pydantic object
-for every chunk and transforms every request, about a third of a runs worker's CPU per
-chat in bench/api.py, for objects the adapter only reads a few fields of.
+Chat Completions (a stream, every run's, or a whole answer) go through
+providers.runtime.http1 and are read as JSON here; embeddings and the model list through
+the official SDK. Why: the SDK builds a pydantic object for every chunk and transforms every
+request, about a third of a runs worker's CPU per chat in bench/api.py, for objects the
+adapter only reads a few fields of.
 """
 
 from __future__ import annotations
@@ -146,32 +146,47 @@ class OpenAIAdapter:
     def _error(self, exc: Exception) -> ProviderError:
         return map_error(exc, provider=self._label, api_key=self._api_key)
 
-    async def _create(self, **params):
-        try:
-            return await (await self._client()).chat.completions.create(**params)
-        except OPENAI_ERRORS as exc:
-            raise self._error(exc) from None
-
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        completion = await self.retry.run(lambda: self._create(**self._params(request)))
-        if not completion.choices:
-            raise ModelBehaviorError(f"{self._label} returned no choices")
-        choice = completion.choices[0]
-        message = choice.message
-        calls = tuple(
-            parse_call(c.id, c.function.name, c.function.arguments or "")
-            for c in message.tool_calls or ()
-            if c.type == "function"
-        )
-        text = message.content or ""
-        usage = _usage(completion.usage.model_dump() if completion.usage else None)
+        body = json.dumps(self._params(request)).encode()
+        completion = await self.retry.run(lambda: self._answer(body))
+        try:
+            choice = completion["choices"][0]
+            message = choice.get("message") or {}
+            calls = tuple(
+                parse_call(c["id"], c["function"]["name"], c["function"].get("arguments") or "")
+                for c in message.get("tool_calls") or ()
+                if c.get("type", "function") == "function"
+            )
+            text = message.get("content") or ""
+            usage = _usage(completion.get("usage") or None)
+            stop = _STOP.get(choice.get("finish_reason") or "", "other")
+            model = completion.get("model") or request.model
+        except (IndexError, KeyError, AttributeError, TypeError):
+            raise ModelBehaviorError(f"{self._label} returned no choices") from None
         return ModelResponse(
             text=text,
             tool_calls=calls,
-            stop_reason=_STOP.get(choice.finish_reason or "", "other"),  # type: ignore[arg-type]
+            stop_reason=stop,  # type: ignore[arg-type]
             usage=usage if usage is not None else counted_usage(request, text, calls),
-            model=completion.model,
+            model=model,
         )
+
+    async def _answer(self, body: bytes) -> dict[str, Any]:
+        """A whole answer's JSON."""
+        stack, answer = await self._post(body)
+        try:
+            content = await answer.read()
+        except EgressError as exc:
+            raise self._error(exc) from None
+        finally:
+            await stack.aclose()
+        try:
+            completion = json.loads(content)
+        except ValueError:
+            raise ModelBehaviorError(f"{self._label} answered with something not JSON") from None
+        if not isinstance(completion, dict):
+            raise ModelBehaviorError(f"{self._label} returned no choices")
+        return completion
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         params = self._params(request)
@@ -179,7 +194,7 @@ class OpenAIAdapter:
         if self.preset.stream_usage:
             params["stream_options"] = {"include_usage": True}
         body = json.dumps(params).encode()
-        stack, answer = await self.retry.run(lambda: self._open_stream(body))
+        stack, answer = await self.retry.run(lambda: self._post(body))
         text: list[str] = []
         calls: list[ToolCall] = []
         pending: dict[int, dict[str, Any]] = {}  # index -> id, name, argument pieces
@@ -240,8 +255,9 @@ class OpenAIAdapter:
     def _shapeless(self) -> str:
         return f"{self._label} sent a stream event of another shape"
 
-    async def _open_stream(self, body: bytes) -> tuple[contextlib.AsyncExitStack, Answer]:
-        """The stream's answer, once the server said 200; else the error its answer says."""
+    async def _post(self, body: bytes) -> tuple[contextlib.AsyncExitStack, Answer]:
+        """The answer to a Chat Completions request, once the server said 200 (its body to
+        read, then the stack to close); else the error its answer says."""
         if self._header_lines is None:
             raise BadRequest(f"{self._label}: the connection's extra headers are not valid")
         origin = await self._origins.get()
