@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test outside-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients py-peers
+.PHONY: install run test outside-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients py-peers py-litellm
 
 # Some machines (this project's CI among them) set PYTHONDONTWRITEBYTECODE: then each of the
 # suite's Python processes (xdist workers, servers, Celery workers, CLIs: about 150) compiles
@@ -84,6 +84,18 @@ $(PEERS_STAMP): $(PEERS_REQUIREMENTS)
 
 py-peers: $(PEERS_STAMP)
 
+# LiteLLM's proxy, which bench/gateway.py measures beside the platform's gateway, in a venv of
+# its own: it pins openai below 3, which the peers' and the project's venvs are past.
+LITELLM_VENV := .venv-litellm
+LITELLM_REQUIREMENTS := bench/litellm/requirements.txt
+LITELLM_STAMP := $(LITELLM_VENV)/.installed-$(shell cksum $(LITELLM_REQUIREMENTS) | cut -d' ' -f1)
+$(LITELLM_STAMP): $(LITELLM_REQUIREMENTS)
+	@test -x $(LITELLM_VENV)/bin/python || $(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(LITELLM_REQUIREMENTS)
+	@rm -f $(LITELLM_VENV)/.installed-* && touch $@
+
+py-litellm: $(LITELLM_STAMP)
+
 # `make test`: the fast tier first, stopping at its first failure; then the integration tier
 # (tests/tiers.py) beside every benchmark in its smoke mode (a benchmark nobody runs rots;
 # integration tests mostly wait on the processes they start, so the two share the machine:
@@ -102,7 +114,7 @@ test:
 # What the tests drive besides this venv, beside its install (pip is CPU-bound on one core);
 # one at a time among themselves, since apt may run for both Chromium and Node.
 outside-deps:
-	$(MAKE) --no-print-directory -j1 chromium node-clients py-clients py-peers
+	$(MAKE) --no-print-directory -j1 chromium node-clients py-clients py-peers py-litellm
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
@@ -129,14 +141,15 @@ shell: $(STAMP)
 # Every benchmark of bench/ (bench/__main__.py): in full, minutes each, one after another;
 # `make bench NAMES="agents tools"` runs some. bench-smoke runs each with a few iterations
 # (seconds; BENCH_SMOKE=1) and fails, naming the script, when one crashes or writes no figures.
-# The peers' venv is a prerequisite (bench/agents.py drives it); `make test` builds it first
-# in outside-deps, so beside integration-tier under -j2 it runs no recipe (see there).
-bench: $(DEV_STAMP) $(PEERS_STAMP)
+# The peers' and LiteLLM's venvs are prerequisites (bench/agents.py and bench/gateway.py drive
+# them); `make test` builds them first in outside-deps, so beside integration-tier under -j2
+# they run no recipe (see there).
+bench: $(DEV_STAMP) $(PEERS_STAMP) $(LITELLM_STAMP)
 	$(BIN)/python -m bench $(NAMES)
 
 BENCH_JOBS ?= 2
-bench-smoke: $(DEV_STAMP) $(PEERS_STAMP)
+bench-smoke: $(DEV_STAMP) $(PEERS_STAMP) $(LITELLM_STAMP)
 	$(BIN)/python -m bench --smoke --jobs $(BENCH_JOBS) $(NAMES)
 
 clean:
-	rm -rf $(VENV) $(CLIENTS_VENV) $(PEERS_VENV) .data $(NODE_CLIENTS)/node_modules
+	rm -rf $(VENV) $(CLIENTS_VENV) $(PEERS_VENV) $(LITELLM_VENV) .data $(NODE_CLIENTS)/node_modules
