@@ -121,16 +121,24 @@ class Child:
     """A subprocess in its own process group (so its children stop with it), logged to a file."""
 
     def __init__(
-        self, name: str, args: list[str], log: Path, env: dict[str, str] | None = None
+        self,
+        name: str,
+        args: list[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        *,
+        python: Path | None = None,
+        cwd: Path = ROOT,
     ) -> None:
-        """`env`: what `manage.py serve` gives its children (`child_env()`, the default)."""
+        """`env`: what `manage.py serve` gives its children (`child_env()`, the default);
+        `python`: another venv's interpreter (this one's by default)."""
         from agentplatform.processes import die_with_parent
 
         self.name, self.log = name, log
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, *args],
-            cwd=ROOT,
+            [str(python or sys.executable), *args],
+            cwd=cwd,
             env=env if env is not None else child_env(),
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
