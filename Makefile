@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test outside-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients py-peers py-litellm
+.PHONY: install run test outside-deps apt-deps test-fast test-integration integration-tier lint format migrate shell bench bench-smoke clean chromium node-clients py-clients py-peers py-litellm
 
 # Some machines (this project's CI among them) set PYTHONDONTWRITEBYTECODE: then each of the
 # suite's Python processes (xdist workers, servers, Celery workers, CLIs: about 150) compiles
@@ -111,10 +111,14 @@ test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration-tier bench-smoke \
 		BENCH_JOBS=1
 
-# What the tests drive besides this venv, beside its install (pip is CPU-bound on one core);
-# one at a time among themselves, since apt may run for both Chromium and Node.
+# What the tests and benchmarks drive besides this venv, beside its install: the venvs two
+# at a time (pip is CPU-bound on one core), apt's two one after the other (it may run for
+# both Chromium and Node).
 outside-deps:
-	$(MAKE) --no-print-directory -j1 chromium node-clients py-clients py-peers py-litellm
+	$(MAKE) --no-print-directory -j2 apt-deps py-clients py-peers py-litellm
+
+apt-deps:
+	$(MAKE) --no-print-directory -j1 chromium node-clients
 
 # The two tiers (tests/conftest.py assigns them): together they are `make test`'s pytest.
 test-fast: $(DEV_STAMP)
