@@ -8,6 +8,12 @@ import click
 from celery import Celery, bootsteps, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+# Celery's Django fixup runs Django's system checks when a worker starts. They import the
+# URLconf and with it every view, DRF and drf-spectacular, which a worker never serves: 20 MB
+# of PSS per worker process (bench/footprint.py). The checks run where a deployment starts,
+# in `migrate` (serve's, compose's migrate service); `CELERY_SKIP_CHECKS=` (empty) runs them
+# in the workers too.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 app = Celery("agentplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
