@@ -1,5 +1,7 @@
-"""The Django project and platform layer (named so as not to shadow the stdlib `platform`)."""
+"""The Django project and platform layer (named so as not to shadow the stdlib `platform`).
 
-from agentplatform.celery import app as celery_app
-
-__all__ = ["celery_app"]
+The Celery app is loaded by Django's start (PlatformConfig.ready), not by this package:
+`python -m agentplatform.supervisor` imports the package without Django, and the Celery app
+cost it 17 MB of its 24 (PSS, bench/footprint.py). `celery -A agentplatform` finds
+agentplatform.celery by itself.
+"""
