@@ -54,10 +54,25 @@ import sys
 import agentplatform.wsgi
 from agentplatform.celery import app
 app.loader.import_default_modules()  # every task module, as `celery worker` does
-print("mcp" in sys.modules, "anthropic" in sys.modules)
+print("mcp" in sys.modules, "anthropic" in sys.modules, "agentplatform.urls" in sys.modules)
 """
 
 
-def test_a_worker_process_starts_without_the_mcp_and_anthropic_sdks():
+def test_a_worker_process_starts_without_the_mcp_and_anthropic_sdks_or_the_urlconf():
+    # The URLconf (every view, DRF, drf-spectacular: 20 MB) came with Django's system checks,
+    # which Celery's fixup runs as a worker starts; the deployment's `migrate` runs them.
     out = run_child(WORKER)
+    assert out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
+
+
+SUPERVISOR = """
+import sys
+import agentplatform.supervisor, agentplatform.embedded
+print("celery" in sys.modules, "django" in sys.modules)
+"""
+
+
+def test_serves_supervisor_loads_neither_celery_nor_django():
+    # (the Celery app alone was 17 MB of the supervisor's 24, PSS)
+    out = run_child(SUPERVISOR)
     assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
