@@ -343,8 +343,10 @@ RUN_CONCURRENCY = config.env_int("RUN_CONCURRENCY", 250, minimum=1)
 # otherwise, and with 0, a worker does.
 RUN_NEARBY_CONCURRENCY = config.env_int("RUN_NEARBY_CONCURRENCY", 1, minimum=0)
 # Threads (each with one pooled database connection) that a process's runs share for
-# their statements; keep it below DB_POOL_MAX_SIZE.
-RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 6, minimum=1)
+# their statements; keep it below DB_POOL_MAX_SIZE. Each costs a PostgreSQL backend (about
+# 4 MB) for as long as the process lives; 3 kept 100 and 500 chats at once as fast as 6
+# did (bench/concurrency.py) with 6-8 connections fewer.
+RUN_DB_THREADS = config.env_int("RUN_DB_THREADS", 3, minimum=1)
 # On a warm shutdown, how long a worker lets its runs finish before handing them over.
 RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
 # A web process's open streams share one Redis subscription (agents/runs/subscriptions.py),
