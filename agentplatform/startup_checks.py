@@ -6,7 +6,7 @@ So a process reads back what is stored, and refuses to start when it cannot decr
 also refuses a database login that row-level security would not bind.
 
 Web processes run the checks in the ASGI lifespan startup (`checked_at_startup`, so uvicorn
-needs `--lifespan on`, as /mcp does), workers in Celery's `worker_init` (agentplatform/celery.py,
+needs `--lifespan on`), workers in Celery's `worker_init` (agentplatform/celery.py,
 before the pool forks). Management commands, migrations and tests do not run them.
 """
 

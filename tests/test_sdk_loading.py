@@ -65,6 +65,19 @@ def test_a_worker_process_starts_without_the_mcp_and_anthropic_sdks_or_the_urlco
     assert out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
 
 
+WEB = """
+import sys
+import agentplatform.asgi, agentplatform.urls
+print("mcp" in sys.modules, "starlette.applications" in sys.modules)
+"""
+
+
+def test_a_web_process_starts_without_the_mcp_sdk():
+    # (the MCP app is made by the first /mcp request: tests/mcp/ call it through a live server)
+    out = run_child(WEB)
+    assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
+
+
 SUPERVISOR = """
 import sys
 import agentplatform.supervisor, agentplatform.embedded

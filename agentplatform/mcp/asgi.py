@@ -1,27 +1,32 @@
 """The MCP Starlette app beside Django in one ASGI application.
 
-`with_mcp(django_app)` sends `/mcp` (and `/mcp/`), the protected-resource metadata path and
-the `lifespan` scope to the MCP app — its session manager runs inside lifespan, so uvicorn
-must run with `--lifespan on` — and every other request to Django, which never sees lifespan.
+`with_mcp(django_app)` sends `/mcp` (and `/mcp/`) and the protected-resource metadata path
+to the MCP app, every other request to Django, and answers the `lifespan` scope itself.
+
+The MCP app is made by the first request for it, not when the process starts: the MCP SDK
+and Starlette cost a web process about 15 MB (PSS, bench/footprint.py) and 0.7 s of import,
+which a process that never serves MCP need not pay; the first MCP request pays the import.
+That request also starts the app's lifespan (its session manager, which needs a running task
+group), in a task that lasts until the server's lifespan shutdown.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
-from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentplatform.mcp.auth import ApiKeyVerifier
-from agentplatform.mcp.server import TenantMCPServer
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.middleware.cors import CORSMiddleware
 
 MCP_PATH = "/mcp"
+# RFC 9728's well-known prefix: the SDK serves the protected-resource metadata under it.
+METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 
 INSTRUCTIONS = (
     "This tenant's tools, and its agents and crews as ask_<slug> tools. Calls run "
@@ -33,6 +38,12 @@ INSTRUCTIONS = (
 def mcp_app() -> Starlette:
     """The streamable-HTTP MCP app: stateless, JSON responses, tenant API keys as bearer
     tokens, DNS-rebinding protection from MCP_ALLOWED_HOSTS / MCP_ALLOWED_ORIGINS."""
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from agentplatform.mcp.auth import ApiKeyVerifier
+    from agentplatform.mcp.server import TenantMCPServer
+
     resource = urlsplit(settings.MCP_RESOURCE_URL)
     server = TenantMCPServer(
         name="agent-platform",
@@ -63,6 +74,8 @@ def with_cors(mcp: ASGIApp, allowed_origins: list[str]) -> CORSMiddleware:
     credentials — and read the 401's WWW-Authenticate, which leads to the OAuth metadata.
     Preflights are answered here, before the token check; another origin's is refused (400),
     and its requests get the Origin check's 403."""
+    from starlette.middleware.cors import CORSMiddleware
+
     patterns = [
         re.escape(origin[:-2]) + r":[0-9]{1,5}" if origin.endswith(":*") else re.escape(origin)
         for origin in allowed_origins
@@ -78,30 +91,74 @@ def with_cors(mcp: ASGIApp, allowed_origins: list[str]) -> CORSMiddleware:
 
 
 class McpRouter:
-    """ASGI: the MCP app's own paths and lifespan to it, everything else to Django. /mcp
-    goes through `with_cors`; the protected-resource metadata has the SDK's own CORS (any
-    origin)."""
+    """ASGI: the MCP app's own paths to it, everything else to Django; the lifespan here.
+    /mcp goes through `with_cors`; the protected-resource metadata has the SDK's own CORS
+    (any origin)."""
 
-    def __init__(self, django_app: ASGIApp, mcp: Starlette) -> None:
+    def __init__(self, django_app: ASGIApp, make_mcp=mcp_app) -> None:
         self.django_app = django_app
-        self.mcp = mcp
-        self.endpoint = with_cors(mcp, settings.MCP_ALLOWED_ORIGINS)
-        self.paths = frozenset(r.path for r in mcp.routes if isinstance(r, Route))
+        self.make_mcp = make_mcp
+        self.mcp: Starlette | None = None
+        self.endpoint: CORSMiddleware | None = None
+        self.paths: frozenset[str] = frozenset()
+        self._starting = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._running: asyncio.Task | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.mcp(scope, receive, send)
+            await self._lifespan(receive, send)
             return
         path = scope.get("path", "")
         if path == MCP_PATH + "/":
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
             path = MCP_PATH
+        if path != MCP_PATH and not path.startswith(METADATA_PREFIX):
+            await self.django_app(scope, receive, send)
+            return
+        mcp = await self._started()
         if path == MCP_PATH:
             await self.endpoint(scope, receive, _saying_why(scope, send))
         elif path in self.paths:
-            await self.mcp(scope, receive, send)
+            await mcp(scope, receive, send)
         else:
             await self.django_app(scope, receive, send)
+
+    async def _started(self) -> Starlette:
+        """The MCP app, made and its lifespan entered by the first caller."""
+        async with self._starting:
+            if self.mcp is None:
+                mcp = self.make_mcp()
+                entered = asyncio.get_running_loop().create_future()
+                self._running = asyncio.create_task(self._run(mcp, entered), name="mcp-lifespan")
+                await entered  # (raises what the lifespan's start raised)
+                self.endpoint = with_cors(mcp, settings.MCP_ALLOWED_ORIGINS)
+                self.paths = frozenset(getattr(r, "path", None) for r in mcp.routes) - {None}
+                self.mcp = mcp
+        return self.mcp
+
+    async def _run(self, mcp: Starlette, entered: asyncio.Future) -> None:
+        try:
+            async with mcp.router.lifespan_context(mcp):
+                entered.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not entered.done():
+                entered.set_exception(exc)
+            raise
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """The server's lifespan: nothing to start; at shutdown, the MCP app's if it runs."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._running is not None:
+                    self._stop.set()
+                    await asyncio.gather(self._running, return_exceptions=True)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
 
 _VAGUE = b"Authentication required"
@@ -137,4 +194,4 @@ def _saying_why(scope: Scope, send: Send) -> Send:
 
 
 def with_mcp(django_app: ASGIApp) -> McpRouter:
-    return McpRouter(django_app, mcp_app())
+    return McpRouter(django_app)
