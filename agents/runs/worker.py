@@ -239,6 +239,8 @@ async def _hold(
         logger.exception("run %s could not be executed; the sweeper will ask again", run_id)
     finally:
         _lane_runs[lane] -= 1
+        if not _lane_runs[lane]:  # an idle lane gives its connection back: the pool may shrink
+            _lanes[lane].submit(close_old_connections)
 
 
 def _close_old_connections() -> None:
