@@ -240,7 +240,7 @@ async def _hold(
     finally:
         _lane_runs[lane] -= 1
         if not _lane_runs[lane]:  # an idle lane gives its connection back: the pool may shrink
-            _lanes[lane].submit(close_old_connections)
+            _lanes[lane].submit(_close_old_connections)
 
 
 def _close_old_connections() -> None:
