@@ -18,7 +18,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.core.cache import cache
 
-from agentplatform.redis_wire import RedisReplyError, RedisWire
+from agentplatform.redis_wire import Batched, RedisReplyError, RedisWire
 from agentplatform.versions import shared_redis
 
 # KEYS: the counters; ARGV: per key its window's seconds, then its hits. Answers per key
@@ -63,8 +63,8 @@ async def hits_async(windows: list[tuple[str, int]]) -> list[Count]:
     loop = asyncio.get_running_loop()
     batch = _batches.get(loop)
     if batch is None:
-        batch = _batches[loop] = _Batch()
-    return await batch.add(loop, windows)
+        batch = _batches[loop] = Batched(settings.REDIS_URL, _count_hits)
+    return await batch.ask(windows)
 
 
 def _wanted(windows: list[tuple[str, int]]) -> dict[str, list[int]]:
@@ -99,48 +99,23 @@ def _sync_script(client):
     return lambda keys, args: script(keys=keys, args=args)
 
 
-class _Batch:
-    """The hits of one event loop: one round trip at a time, on the loop's own client."""
-
-    def __init__(self) -> None:
-        self.waiting: list[tuple[list[tuple[str, int]], asyncio.Future]] = []
-        self.draining: asyncio.Task | None = None
-        self.redis = RedisWire(settings.REDIS_URL)
-
-    async def add(self, loop, windows: list[tuple[str, int]]) -> list[Count]:
-        future = loop.create_future()
-        self.waiting.append((windows, future))
-        if self.draining is None:
-            self.draining = loop.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        try:
-            while self.waiting:
-                batch, self.waiting = self.waiting, []
-                windows = [window for windows, _ in batch for window in windows]
-                wanted = _wanted(windows)
-                try:
-                    counts = _counts(windows, wanted, await self._count(*_script_args(wanted)))
-                except Exception as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for windows, future in batch:
-                    mine, counts = counts[: len(windows)], counts[len(windows) :]
-                    if not future.done():
-                        future.set_result(mine)
-        finally:
-            self.draining = None
-
-    async def _count(self, keys: list[str], args: list[int]) -> list:
-        try:
-            return await self.redis.call("EVALSHA", _COUNT_SHA, len(keys), *keys, *args)
-        except RedisReplyError as exc:
-            if not str(exc).startswith("NOSCRIPT"):
-                raise
-            return await self.redis.call("EVAL", _COUNT, len(keys), *keys, *args)
+async def _count_hits(redis: RedisWire, requests: list[list[tuple[str, int]]]) -> list:
+    """The counts of each request's windows: one script call for all of them."""
+    windows = [window for request in requests for window in request]
+    wanted = _wanted(windows)
+    keys, args = _script_args(wanted)
+    try:
+        answers = await redis.call("EVALSHA", _COUNT_SHA, len(keys), *keys, *args)
+    except RedisReplyError as exc:
+        if not str(exc).startswith("NOSCRIPT"):
+            raise
+        answers = await redis.call("EVAL", _COUNT, len(keys), *keys, *args)
+    counts = _counts(windows, wanted, answers)
+    split = []
+    for request in requests:
+        split.append(counts[: len(request)])
+        counts = counts[len(request) :]
+    return split
 
 
 _batches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

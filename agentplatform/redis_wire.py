@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 from redis.connection import parse_url
 
 TIMEOUT_S = 5.0
+Q = TypeVar("Q")
+A = TypeVar("A")
 
 
 class RedisReplyError(Exception):
@@ -90,6 +93,43 @@ class RedisWire:
             size = int(rest)
             return None if size < 0 else [await self._reply() for _ in range(size)]
         raise ConnectionError(f"Redis sent an unreadable reply: {line[:40]!r}")
+
+
+class Batched(Generic[Q, A]):
+    """The requests of one event loop that take turns on one connection: those asked while
+    a round trip is on its way go together in the next one. `send(redis, requests)` makes
+    that round trip and answers each request, in order; its failure fails all of them."""
+
+    def __init__(self, url: str, send: Callable[[RedisWire, list[Q]], Awaitable[list[A]]]) -> None:
+        self.redis = RedisWire(url)
+        self._send = send
+        self._waiting: list[tuple[Q, asyncio.Future]] = []
+        self._draining: asyncio.Task | None = None
+
+    async def ask(self, request: Q) -> A:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._waiting.append((request, future))
+        if self._draining is None:
+            self._draining = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    answers = await self._send(self.redis, [request for request, _ in batch])
+                except Exception as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), answer in zip(batch, answers, strict=True):
+                    if not future.done():  # (a caller that went away)
+                        future.set_result(answer)
+        finally:
+            self._draining = None
 
 
 def _command(args) -> bytes:

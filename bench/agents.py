@@ -865,10 +865,10 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     # The probes replace each name where its caller looks it up: the inner modules of
     # agents.runs, not its facade.
     import agents.quotas
-    import agents.runs.cancellation
     import agents.runs.engine
     import agents.runs.start
     import agents.runs.writer
+    from agentplatform.redis_wire import Batched
     from agents.runtime.loop import _Loop
     from tools.runtime.registry import ToolRegistry
 
@@ -886,7 +886,7 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.sync(agents.runs.writer.RunWriter, "_write", "write")
     probe.sync(agents.runs.writer, "write_batch", "write_batch")
     probe.sync(agents.runs.writer, "publish", "publish")
-    probe.coroutine(agents.runs.cancellation._Checks, "ask", "cancel check")
+    probe.coroutine(Batched, "ask", "cancel check")  # (only the cancel checks, inline)
     probe.coroutine(_Loop, "_call_model", "model_call")
     probe.coroutine(ToolRegistry, "execute", "tool_execute")
     probe.sync(ex, "finalize", "finalize")

@@ -11,12 +11,11 @@ the checks of a moment.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 
-from agentplatform.redis_wire import RedisWire
+from agentplatform.redis_wire import Batched, RedisWire
 from agents.models import Run
 from agents.runs.channels import publisher
 from providers.runtime.clients import PerLoop
@@ -45,47 +44,17 @@ def checker(run: Run) -> Callable[[], Awaitable[bool]]:
     key = cancel_key(run)
 
     async def is_cancelled() -> bool:
-        checks = await _checks.get()
-        return await checks.ask(key)
+        return await (await _checks.get()).ask(key)
 
     return is_cancelled
 
 
-class _Checks:
-    """The cancel checks of one event loop: one round trip at a time, on its own client."""
-
-    def __init__(self) -> None:
-        self.waiting: list[tuple[str, asyncio.Future]] = []
-        self.draining: asyncio.Task | None = None
-        self.redis = RedisWire(settings.REDIS_URL)
-
-    async def ask(self, key: str) -> bool:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self.waiting.append((key, future))
-        if self.draining is None:
-            self.draining = loop.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        try:
-            while self.waiting:
-                batch, self.waiting = self.waiting, []
-                try:
-                    flags = await self.redis.call("MGET", *(key for key, _ in batch))
-                except Exception as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for (_, future), flag in zip(batch, flags, strict=True):
-                    if not future.done():
-                        future.set_result(flag is not None)
-        finally:
-            self.draining = None
-
-    async def close(self) -> None:
-        self.redis.close()
+async def _flags(redis: RedisWire, keys: list[str]) -> list[bool]:
+    return [flag is not None for flag in await redis.call("MGET", *keys)]
 
 
-_checks: PerLoop[_Checks] = PerLoop(_Checks, _Checks.close)
+async def _close(checks: Batched) -> None:
+    checks.redis.close()
+
+
+_checks: PerLoop[Batched[str, bool]] = PerLoop(lambda: Batched(settings.REDIS_URL, _flags), _close)
