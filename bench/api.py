@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import os
 import platform
@@ -76,12 +77,16 @@ SERVER_MODE = "separate process (multiprocessing spawn), ThreadingHTTPServer on 
 
 
 # -- the fake server, in its own process -----------------------------------------------------
-def serve(conn: Connection) -> None:
-    """Child process: a ProviderServer answering every chat with the same TextReply."""
+def serve(
+    conn: Connection, *, latency_s: float = 0.0, chunk_delay_s: float = CHUNK_DELAY_S
+) -> None:
+    """Child process: a ProviderServer answering every chat with the same TextReply, after
+    `latency_s`. Commands: ("stats",), ("in_flight",): answering now, ("take_max",): the most
+    at once since the last take, ("stop",)."""
     from tests.fakes.provider_server import ProviderServer, TextReply
 
-    server = ProviderServer(models=[MODEL])
-    reply = TextReply(REPLY_TEXT, chunk_delay_s=CHUNK_DELAY_S)
+    server = ProviderServer(models=[MODEL], latency_s=latency_s)
+    reply = TextReply(REPLY_TEXT, chunk_delay_s=chunk_delay_s)
     server._next_reply = lambda api: None if api == "embeddings" else reply  # type: ignore[method-assign]
     conn.send(server.url)
     try:
@@ -97,19 +102,25 @@ def serve(conn: Connection) -> None:
                         "errors": [repr(e) for e in server.errors],
                     }
                 )
+            with server._lock:
+                if command == "in_flight":
+                    conn.send(server.in_flight)
+                elif command == "take_max":
+                    most, server.max_in_flight = server.max_in_flight, server.in_flight
+                    conn.send(most)
     finally:
         server.close()
 
 
 class RemoteServer:
-    """A fake provider in its own process, started by `target` (a module-level function
-    taking the pipe: it sends its URL, then answers commands; ("stop",) ends it)."""
+    """The fake provider (`serve` above) in its own process: its answers after `latency_s`."""
 
-    def __init__(self, target: Any = None) -> None:
+    def __init__(self, *, latency_s: float = 0.0, chunk_delay_s: float = CHUNK_DELAY_S) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
+        target = functools.partial(serve, latency_s=latency_s, chunk_delay_s=chunk_delay_s)
         self._process = context.Process(
-            target=target or serve, args=(child_conn,), name="provider-server", daemon=True
+            target=target, args=(child_conn,), name="provider-server", daemon=True
         )
         self._process.start()
         if not self._conn.poll(60):

@@ -35,7 +35,6 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +46,7 @@ import httpx2  # noqa: E402
 import openai  # noqa: E402
 import psutil  # noqa: E402
 
-from bench.api import REPLY_TEXT, Chat, RemoteServer, pct, stream_chat  # noqa: E402  (the same client)
+from bench.api import Chat, RemoteServer, pct, stream_chat  # noqa: E402  (the same client)
 from bench.common import (  # noqa: E402
     Child,
     configure_django,
@@ -70,32 +69,11 @@ MODEL = "gpt-test"
 AGENT = "bench"
 
 
-# -- the fake model, in its own process ------------------------------------------------------
-def serve(conn: Connection) -> None:
-    from tests.fakes.provider_server import ProviderServer, TextReply
-
-    server = ProviderServer(models=[MODEL], latency_s=LATENCY_S)
-    reply = TextReply(REPLY_TEXT, chunk_delay_s=0.005)
-    server._next_reply = lambda api: None if api == "embeddings" else reply  # type: ignore[method-assign]
-    conn.send(server.url)
-    try:
-        while True:
-            (command,) = conn.recv()
-            if command == "stop":
-                break
-            if command == "take_max":  # the most at once since the last take
-                with server._lock:
-                    most, server.max_in_flight = server.max_in_flight, server.in_flight
-                conn.send(most)
-    finally:
-        server.close()
-
-
 class FakeModel(RemoteServer):
-    """The fake model (`serve` above) in its own process."""
+    """The fake model (bench.api.serve) in its own process, answering after LATENCY_S."""
 
     def __init__(self) -> None:
-        super().__init__(serve)
+        super().__init__(latency_s=LATENCY_S, chunk_delay_s=0.005)
 
     def take_max(self) -> int:
         return self.ask("take_max")

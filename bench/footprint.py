@@ -37,7 +37,6 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,38 +47,18 @@ sys.path.insert(0, str(ROOT))
 import httpx2  # noqa: E402
 import psutil  # noqa: E402
 
-from bench.api import REPLY_TEXT, RemoteServer  # noqa: E402
+from bench.api import RemoteServer  # noqa: E402
 from bench.common import Child, configure_django, free_port, sized, write_results  # noqa: E402
-from bench.concurrency import AGENT, MODEL, chats_at_once, create_fixture  # noqa: E402
+from bench.concurrency import AGENT, chats_at_once, create_fixture  # noqa: E402
 
 IN_FLIGHT = sized(100, smoke=10)
-LATENCY_S = sized(10.0, smoke=2.0)  # (the spawned model reads it too)
+LATENCY_S = sized(10.0, smoke=2.0)
 WARMUP_CHATS = sized(5, smoke=2)
 SAMPLE_EVERY_S = 0.5
 START_TIMEOUT_S = 120.0
 TARGET_IDLE_MB = 500.0
 TARGET_MB_PER_100 = 20.0
 WORKERS_READY = re.compile(rb"\bready\.")  # Celery's "celery@runs1 ready." (INFO)
-
-
-# -- the slow fake model, in its own process ---------------------------------------------------
-def serve_model(conn: Connection) -> None:
-    from tests.fakes.provider_server import ProviderServer, TextReply
-
-    server = ProviderServer(models=[MODEL], latency_s=LATENCY_S)
-    reply = TextReply(REPLY_TEXT, chunk_delay_s=0.005)
-    server._next_reply = lambda api: None if api == "embeddings" else reply  # type: ignore[method-assign]
-    conn.send(server.url)
-    try:
-        while True:
-            (command,) = conn.recv()
-            if command == "stop":
-                break
-            if command == "in_flight":
-                with server._lock:
-                    conn.send(server.in_flight)
-    finally:
-        server.close()
 
 
 # -- the processes and their PSS ----------------------------------------------------------------
@@ -251,7 +230,7 @@ def main() -> int:
 
     load_at_start = os.getloadavg()
     workers = len(platform_commands("127.0.0.1", 0)) - 1  # every command but the web server's
-    model = RemoteServer(serve_model)
+    model = RemoteServer(latency_s=LATENCY_S, chunk_delay_s=0.005)
     serve: Child | None = None
     try:
         key = create_fixture(model.url)
