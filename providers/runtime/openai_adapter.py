@@ -27,6 +27,7 @@ from providers.runtime.errors import (
 from providers.runtime.estimates import counted_usage
 from providers.runtime.http1 import Answer, Origin, checked_headers
 from providers.runtime.parsing import parse_call
+from providers.runtime.passthrough import chat_usage
 from providers.runtime.presets import PRESETS, Preset
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.sdk_errors import body_detail, map_error, redact, status_error
@@ -40,7 +41,6 @@ from providers.runtime.types import (
     TextDelta,
     ToolCallEvent,
     ToolResultMessage,
-    Usage,
     UsageEvent,
     UserMessage,
 )
@@ -158,7 +158,8 @@ class OpenAIAdapter:
                 if c.get("type", "function") == "function"
             )
             text = message.get("content") or ""
-            usage = _usage(completion.get("usage") or None)
+            raw = completion.get("usage")
+            usage = chat_usage(raw) if isinstance(raw, dict) else None
             stop = _STOP.get(choice.get("finish_reason") or "", "other")
             model = completion.get("model") or request.model
         except (IndexError, KeyError, AttributeError, TypeError):
@@ -210,7 +211,7 @@ class OpenAIAdapter:
             async for chunk in self._chunks(answer):
                 model = chunk.get("model") or model
                 if isinstance(chunk.get("usage"), dict):
-                    usage = _usage(chunk["usage"])
+                    usage = chat_usage(chunk["usage"])
                 choices = chunk.get("choices")
                 if not choices or not isinstance(choices[0], dict):
                     continue
@@ -343,19 +344,6 @@ class OpenAIAdapter:
         except OPENAI_ERRORS as exc:
             raise self._error(exc) from None
         return [model.id for model in page.data]
-
-
-def _usage(usage: dict[str, Any] | None) -> Usage | None:
-    """The provider's count (its `usage` object), or None when it sent none."""
-    if usage is None:
-        return None
-    details = usage.get("prompt_tokens_details")
-    cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-    return Usage(
-        input_tokens=(usage.get("prompt_tokens") or 0) - cached,
-        output_tokens=usage.get("completion_tokens") or 0,
-        cache_read_tokens=cached,
-    )
 
 
 def _event_data(event: bytes) -> bytes | None:

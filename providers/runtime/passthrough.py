@@ -219,6 +219,18 @@ def token_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def chat_usage(raw: dict[str, Any]) -> Usage:
+    """A Chat Completions `usage` object as the platform counts it (cached input apart)."""
+    details = raw.get("prompt_tokens_details")
+    cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    prompt, completion = (
+        token_count(raw.get("prompt_tokens")),
+        token_count(raw.get("completion_tokens")),
+    )
+    cached = min(token_count(cached), prompt)
+    return Usage(input_tokens=prompt - cached, output_tokens=completion, cache_read_tokens=cached)
+
+
 class ChatPassthrough(_Passthrough):
     """Chat Completions to an OpenAI-compatible service (Bearer key)."""
 
@@ -229,18 +241,7 @@ class ChatPassthrough(_Passthrough):
 
     def _usage(self, answer: dict[str, Any]) -> Usage:
         raw = answer.get("usage")
-        if not isinstance(raw, dict):
-            return Usage()
-        details = raw.get("prompt_tokens_details")
-        cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-        prompt, completion = (
-            token_count(raw.get("prompt_tokens")),
-            token_count(raw.get("completion_tokens")),
-        )
-        cached = min(token_count(cached), prompt)
-        return Usage(
-            input_tokens=prompt - cached, output_tokens=completion, cache_read_tokens=cached
-        )
+        return chat_usage(raw) if isinstance(raw, dict) else Usage()
 
     def _streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         options = body.get("stream_options")
