@@ -262,9 +262,15 @@ class Answer:
         reader, timeout = self._connection.reader, self._origin._timeout
         try:
             async for raw in self._raw(reader, timeout):
-                piece = self._decoder.decompress(raw) if self._decoder else raw
-                if piece:
+                if self._decoder is None:
+                    yield raw
+                    continue
+                # At most READ_BYTES decoded at a time: a few kB of gzip can decode to
+                # gigabytes, and the caller's cap must see them come before they are held.
+                piece = self._decoder.decompress(raw, READ_BYTES)
+                while piece:
                     yield piece
+                    piece = self._decoder.decompress(self._decoder.unconsumed_tail, READ_BYTES)
             if self._decoder:
                 rest = self._decoder.flush()
                 if rest:

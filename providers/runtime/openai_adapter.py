@@ -44,7 +44,12 @@ from providers.runtime.types import (
     UsageEvent,
     UserMessage,
 )
-from tools.runtime.egress import EgressError, EgressPolicy
+from tools.runtime.egress import (
+    SDK_MAX_RESPONSE_BYTES,
+    EgressError,
+    EgressPolicy,
+    ResponseTooLarge,
+)
 from tools.runtime.formats import Format, definition_for
 from tools.runtime.tool import ToolCall
 
@@ -94,6 +99,7 @@ class OpenAIAdapter:
             ),
             close=lambda client: client.close(),
         )
+        self.max_response_bytes = SDK_MAX_RESPONSE_BYTES  # a stream's, decoded
         policy = egress or EgressPolicy(allowlist=("0.0.0.0/0", "::/0"))
         self._origins = PerLoop(
             lambda: Origin(self.base_url, policy=policy, timeout_s=timeout_s),
@@ -176,7 +182,7 @@ class OpenAIAdapter:
         """A whole answer's JSON."""
         stack, answer = await self._post(body)
         try:
-            content = await answer.read()
+            content = await answer.read(self.max_response_bytes)
         except EgressError as exc:
             raise self._error(exc) from None
         finally:
@@ -283,8 +289,11 @@ class OpenAIAdapter:
 
     async def _chunks(self, answer: Answer) -> AsyncIterator[dict[str, Any]]:
         """The JSON of each server-sent event's data, to `[DONE]` or the end."""
-        pending = b""
+        pending, received = b"", 0
         async for piece in answer.chunks():
+            received += len(piece)
+            if received > self.max_response_bytes:  # (the SDK's guarded client's cap)
+                raise ResponseTooLarge(f"response larger than {self.max_response_bytes} bytes")
             pending += piece.replace(b"\r\n", b"\n")
             *events, pending = pending.split(b"\n\n")
             for event in events:

@@ -470,3 +470,28 @@ def test_images_and_sampling_options_reach_each_provider_in_its_shape(provider_s
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
     ]
     assert (openai_body["top_p"], openai_body["seed"], openai_body["stop"]) == (0.5, 7, ["END"])
+
+
+def test_a_stream_past_the_response_cap_is_a_provider_error_not_held():
+    """The cap the SDK's guarded client had (tools.runtime.egress.SDK_MAX_RESPONSE_BYTES)
+    holds for the adapter's own stream: counted as it is decoded."""
+    from tests.providers.test_http1 import Scripted, in_a_loop
+
+    chunk = b'data: {"choices": [{"delta": {"content": "' + b"x" * 200 + b'"}}]}\n\n'
+    answer = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        + f"Content-Length: {len(chunk) * 3}\r\n\r\n".encode()
+        + chunk * 3
+    )
+
+    @in_a_loop
+    async def scenario():
+        async with Scripted([answer]) as server:
+            adapter = OpenAIAdapter(api_key="k", base_url=server.url, retry=RetryPolicy(1))
+            adapter.max_response_bytes = 500
+            request = ModelRequest(model="m", messages=[UserMessage("hi")])
+            with pytest.raises(ProviderError, match="larger than 500 bytes"):
+                async for _ in adapter.stream(request):
+                    pass
+
+    scenario()

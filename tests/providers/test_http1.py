@@ -244,3 +244,18 @@ def test_headers_that_could_split_a_request_are_refused():
     ]:
         with pytest.raises(ValueError, match=r"not valid|latin-1"):
             checked_headers([(name, value)])
+
+
+@in_a_loop
+async def test_a_compressed_answer_is_decoded_a_bounded_piece_at_a_time():
+    """A few kB of gzip can decode to gigabytes: no piece is larger than READ_BYTES, so a
+    caller's cap stops it before it is held."""
+    import gzip
+
+    bomb = gzip.compress(b"a" * (4 * http1.READ_BYTES))
+    async with Scripted([ok(bomb, "Content-Encoding: gzip")]) as server:
+        origin = Origin(server.url, policy=LOOPBACK, timeout_s=5)
+        async with origin.post("/x", b"", b"{}") as answer:
+            sizes = [len(piece) async for piece in answer.chunks()]
+        assert max(sizes) <= http1.READ_BYTES and sum(sizes) == 4 * http1.READ_BYTES
+        await origin.close()
