@@ -15,4 +15,4 @@ class PlatformConfig(AppConfig):
 
 
 class PlatformAdminConfig(AdminConfig):
-    default_site = "agentplatform.tenancy.admin_site.PlatformAdminSite"
+    default_site = "tenancy.admin_site.PlatformAdminSite"

@@ -15,7 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 os.environ.setdefault("DB_CONN_MAX_AGE", "0")
 django.setup(set_prefix=False)
 
-from agentplatform.tenancy import rls  # noqa: E402 (after setup)
+from tenancy import rls  # noqa: E402 (after setup)
 
 rls.assume_app_role()  # a web process logs in as the app role: the tenant policies bind it
 

@@ -7,7 +7,7 @@ calls) lives until the last byte is sent. For an event stream that is minutes of
 thread per open connection. Here the context covers producing the response only: the
 thread (and its database connection, given back first) is released when the view returns,
 and the body — an async iterator — streams on the event loop alone. Code that runs while
-streaming makes its brief database reads with `agentplatform.stream_reads.stream_read`.
+streaming makes its brief database reads with `base.stream_reads.stream_read`.
 
 The OpenAI-compatible face (`/v1/`) gets a handler of its own with settings.API_MIDDLEWARE:
 the web pages' middleware (sessions, CSRF, messages, static files, HTML headers) is sync

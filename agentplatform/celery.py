@@ -54,7 +54,7 @@ def _log_in_as_the_app_and_check(**kwargs) -> None:
     then it exits (with the reason) before the pool starts if misconfigured: a login row-level
     security would not bind, other FIELD_ENCRYPTION_KEYS than the stored secrets'."""
     from agentplatform import startup_checks
-    from agentplatform.tenancy import rls
+    from tenancy import rls
 
     rls.assume_app_role()
     startup_checks.exit_unless_ready()
@@ -90,6 +90,6 @@ def _json_logs(logger, **kwargs) -> None:
     from django.conf import settings
 
     if getattr(settings, "LOG_FORMAT", "plain") == "json":
-        from agentplatform.logs import use_json
+        from base.logs import use_json
 
         use_json(logger)

@@ -48,9 +48,9 @@ if not _fernet_raw:
     raise ImproperlyConfigured("FIELD_ENCRYPTION_KEYS must be set when DATABASE_URL is set.")
 FIELD_ENCRYPTION_KEYS = config.fernet_keys("FIELD_ENCRYPTION_KEYS", _fernet_raw)
 
-# Row-level security (agentplatform/tenancy/rls.py): the web and worker processes log in as
+# Row-level security (tenancy/rls.py): the web and worker processes log in as
 # DB_APP_ROLE (neither superuser nor owner nor BYPASSRLS: the tenant policies bind it), with
-# DB_APP_PASSWORD, which `migrate` sets (agentplatform/tenancy/app_login.py); migrations and
+# DB_APP_PASSWORD, which `migrate` sets (tenancy/app_login.py); migrations and
 # management commands stay the connecting (owner) user of DATABASE_URL.
 DB_ROW_LEVEL_SECURITY = config.env_bool("DB_ROW_LEVEL_SECURITY", default=True)
 DB_APP_ROLE = config.sql_identifier(
@@ -144,7 +144,7 @@ INSTALLED_APPS = [
     "template_partials",
     "guardian",
     "agentplatform.apps.PlatformConfig",
-    "agentplatform.tenancy",
+    "tenancy",
     "tools",
     "providers",
     "agents",
@@ -160,7 +160,7 @@ MIDDLEWARE = [
     "agentplatform.web.null_characters.NullCharacterMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "agentplatform.tenancy.audit.AuditContextMiddleware",  # who acts, for the audit log
+    "tenancy.records.audit.AuditContextMiddleware",  # who acts, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -170,7 +170,7 @@ MIDDLEWARE = [
 # (agentplatform/asgi_handler.py).
 API_MIDDLEWARE = [
     "agentplatform.asgi_handler.AsyncSecurityMiddleware",
-    "agentplatform.tenancy.audit.AuditContextMiddleware",
+    "tenancy.records.audit.AuditContextMiddleware",
 ]
 
 ROOT_URLCONF = "agentplatform.urls"
@@ -238,7 +238,7 @@ REDIS_MAX_CONNECTIONS = config.env_int("REDIS_MAX_CONNECTIONS", 100, minimum=1)
 REDIS_POOL_TIMEOUT_S = config.env_int("REDIS_POOL_TIMEOUT_S", 10, minimum=1)
 CACHES = {
     "default": {
-        "BACKEND": "agentplatform.cache.SharedPoolRedisCache",
+        "BACKEND": "base.cache.SharedPoolRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "ap-cache",
         "OPTIONS": {
@@ -375,7 +375,7 @@ TOOL_ROUTING_SELECTION_MODEL = config.env_str("TOOL_ROUTING_SELECTION_MODEL", ""
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "agentplatform.tenancy.authentication.ApiKeyAuthentication",
+        "tenancy.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -408,11 +408,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
-        "InvitationStatusEnum": "agentplatform.tenancy.models.InvitationStatus",
+        "InvitationStatusEnum": "tenancy.models.InvitationStatus",
         "EvaluationStatusEnum": "agents.models.EvaluationStatus",
         "CaseOutcomeEnum": "agents.models.CaseOutcome",
         "TriggerKindEnum": "agents.models.TriggerKind",
-        "RoleEnum": "agentplatform.tenancy.models.Role",
+        "RoleEnum": "tenancy.models.Role",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept first
@@ -446,7 +446,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 API_KEY_LAST_USED_RESOLUTION_S = 60  # write last_used_at at most once a minute per key
 
 # plain (one line of text per record) or json (one object per line, with the run's
-# correlation id while a run executes: agentplatform/logs.py).
+# correlation id while a run executes: base/logs.py).
 LOG_FORMAT = config.env_str("LOG_FORMAT", "plain")
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use plain or json.")
@@ -455,7 +455,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-        "json": {"()": "agentplatform.logs.JsonFormatter"},
+        "json": {"()": "base.logs.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO")},

@@ -24,8 +24,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentplatform import encryption
-from agentplatform.tenancy import app_login, rls
+from base import encryption
+from tenancy import app_login, rls
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def check_encryption_keys() -> None:
 
 def check_database_login() -> None:
     """With row-level security on, this process must log in as DB_APP_ROLE, and that role
-    must be no more than the app's (agentplatform/tenancy/app_login.py): else
+    must be no more than the app's (tenancy/app_login.py): else
     StartupCheckFailed saying why. A login the server refuses (the password, a role migrate
     has not made yet) fails too, naming the setting; an unreachable database passes."""
     if not settings.DB_ROW_LEVEL_SECURITY:

@@ -2,7 +2,7 @@
 
 DRF's SimpleRateThrottle keeps a list of timestamps in the cache and writes it back after
 reading it: concurrent requests read the same list and all pass. Here each request is one
-INCR on a fixed window that opens at the window's first request (agentplatform.rate_counters),
+INCR on a fixed window that opens at the window's first request (base.rate_counters),
 so N concurrent requests get N distinct counts and exactly the budget passes. The rates
 (`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST and
 `/v1` count against the same budgets (the same keys).
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from rest_framework.throttling import SimpleRateThrottle
 
-from agentplatform import rate_counters
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import Tenant
+from base import rate_counters
+from tenancy.authentication import ApiClient
+from tenancy.models import Tenant
 
 
 class AtomicRateThrottle(SimpleRateThrottle):

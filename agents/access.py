@@ -1,4 +1,4 @@
-"""The per-object rules of the access policy (`agentplatform.tenancy.policy`), for agents,
+"""The per-object rules of the access policy (`tenancy.policy`), for agents,
 crews, runs and approvals. The services and every entry point ask these; nothing else
 decides who may start, see, cancel or decide what.
 
@@ -26,10 +26,10 @@ from django.db.models import QuerySet
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import TenantGroup
-from agentplatform.tenancy.policy import Action, Principal
 from agents.models import Agent, Approval, ApprovalDeciders, Crew, CrewMember, Run
+from tenancy.access import get_for_tenant
+from tenancy.models import TenantGroup
+from tenancy.policy import Action, Principal
 
 USE_PERMISSIONS = {Agent: "use_agent", Crew: "use_crew"}
 

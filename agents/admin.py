@@ -25,13 +25,6 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.scoped_admin import (
-    ReadOnlyAdmin,
-    TenantScopedAdmin,
-    TenantScopedForm,
-    TenantScopedInline,
-)
 from agents import quotas
 from agents.fallback_forms import FallbacksField
 from agents.grants_admin import UseGrantsAdmin
@@ -52,6 +45,13 @@ from agents.runs import approval_decide, request_text, run_cancel, run_inline, t
 from agents.runtime.spec import RunStatus
 from agents.tool_sources import effective_tools
 from providers.models import ProviderConnection
+from tenancy.models import Tenant
+from tenancy.scoped_admin import (
+    ReadOnlyAdmin,
+    TenantScopedAdmin,
+    TenantScopedForm,
+    TenantScopedInline,
+)
 from tools.admin import ToolDefinitionAdmin
 from tools.models import ToolDefinition
 

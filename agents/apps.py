@@ -9,8 +9,8 @@ class AgentsConfig(AppConfig):
 
         from django.db.models.signals import post_delete
 
-        from agentplatform.tenancy.models import Membership
         from agents import tasks  # noqa: F401  (sends queued runs to the workers)
+        from tenancy.models import Membership
 
         post_delete.connect(_member_left, sender=Membership, dispatch_uid="agents-member-left")
 
@@ -18,8 +18,8 @@ class AgentsConfig(AppConfig):
 
         connection_renamed.connect(_fallbacks_follow, dispatch_uid="agents-fallbacks-follow")
 
-        from agentplatform.config_checks import register_config_check
         from agents.config_saves import check_saved_object
+        from base.config_checks import register_config_check
 
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
@@ -54,10 +54,10 @@ def register_history() -> None:
     """Agents and crews are versioned (docs/config-history.md) with who holds their use
     grants, a crew with its members; a restore saves through agent_save / crew_save and
     sets the grants as they were."""
-    from agentplatform.tenancy import history
     from agents.models import Agent, Crew
     from agents.selectors import crew_member_slugs, crew_members_named, use_grant_holders
     from agents.services import agent_save, crew_save, use_grants_set
+    from tenancy.records import history
 
     def restore_agent(tenant, agent, changes):
         changes = dict(changes)
@@ -113,11 +113,11 @@ def _fallbacks_follow(sender, tenant_id: int, old: str, new: str, **kwargs) -> N
 
 
 def load_plugins() -> None:
-    """Agent kinds and tool sources: their plug-ins (agentplatform/plugins.py). Loading
+    """Agent kinds and tool sources: their plug-ins (base/plugins.py). Loading
     again adds what was installed since (what is there already stays)."""
-    from agentplatform import plugins
     from agents.runtime.kinds import register_kind
     from agents.tool_sources import add_tool_source
+    from base import plugins
 
     for plugin in plugins.load(plugins.AGENT_KINDS):
         register_kind(plugin.name, plugin.value)

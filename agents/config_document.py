@@ -40,11 +40,6 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 from django.db.models import Count
 
-from agentplatform import versions
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.models import ApiKey, Role, Tenant, TenantGroup
-from agentplatform.tenancy.policy import Principal
-from agentplatform.tenancy.services import tenant_policy_set, tenant_time_zone_set
 from agents import quotas
 from agents.models import Agent, Crew, Quota, Trigger, TriggerKind
 from agents.runtime.config.compiler import (
@@ -60,6 +55,7 @@ from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save, crew_delete, crew_save
 from agents.tool_sources import agent_tool_names
 from agents.triggers import SavedTrigger, hook_path, trigger_delete, trigger_save
+from base import versions
 from providers.models import ModelAlias, ModelPrice, ProviderConnection
 from providers.services import (
     connection_delete,
@@ -69,6 +65,10 @@ from providers.services import (
     price_delete,
     price_save,
 )
+from tenancy.models import ApiKey, Role, Tenant, TenantGroup
+from tenancy.policy import Principal
+from tenancy.records.saving import SaveConflict
+from tenancy.services import tenant_policy_set, tenant_time_zone_set
 from tools.definition_checks import definition_shape
 from tools.loader import tool_names_besides_definitions
 from tools.mcp_connections import mcp_connection_delete, mcp_connection_save

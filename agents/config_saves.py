@@ -2,7 +2,7 @@
 
 A form, a REST resource, the admin or a service saving one object a document holds (a
 provider connection, MCP server, tool definition, agent, crew or knowledge base) runs the
-model's full_clean, which asks this check (`agentplatform.config_checks`, registered in
+model's full_clean, which asks this check (`base.config_checks`, registered in
 `AgentsConfig.ready`): the tenant's document (`agents.config_document.tenant_entries`) with
 the object as it is about to be saved goes through the configuration compiler, so a rule
 of the whole graph — the tenant's confirmation policy, a dependency cycle, an agent naming

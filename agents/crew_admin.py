@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedInline
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import Crew, CrewMember
+from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedInline
 
 
 class CrewMemberInline(TenantScopedInline):

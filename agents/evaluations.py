@@ -26,9 +26,6 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Action, Principal
 from agents import access
 from agents.judging import judge_answer
 from agents.models import (
@@ -49,6 +46,9 @@ from agents.runs import execute_run, run_start
 from agents.runtime.spec import RunStatus
 from agents.signals import request_evaluation_step, request_execution
 from agents.verification import MAX_NOTE, record_verdict
+from tenancy.access import get_for_tenant
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Action, Principal
 from tools.runtime.expectations import CASE_KINDS, MAX_TEXT, Expectation, ExpectationError
 
 logger = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agentplatform.tenancy.models import Membership, TenantGroup
 from agents.selectors import use_grants
 from agents.services import use_grant
+from tenancy.models import Membership, TenantGroup
 
 
 class GrantForm(forms.Form):

@@ -14,13 +14,13 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
-from agentplatform.config_checks import ConfigObject
-from agentplatform.encryption import EncryptedTextField
-from agentplatform.secret_destinations import SecretDestination
-from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE, TARGETS, quota_problems
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
+from base.config_checks import ConfigObject
+from base.encryption import EncryptedTextField
+from base.secret_destinations import SecretDestination
 from providers.models import LoadBalancing, fallbacks_problem
+from tenancy.models import ApiKey, Tenant
 from tools.runtime.prepared_request import PreparedRequest
 from tools.runtime.tool import NAME_PATTERN
 
@@ -290,7 +290,7 @@ class Run(models.Model):
     # NULL (not "") when absent: the unique constraint ignores NULLs only.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     limits = models.JSONField(default=dict, blank=True)
-    # The configuration versions it ran with (agentplatform/tenancy/history.py): its agent
+    # The configuration versions it ran with (tenancy/records/history.py): its agent
     # or crew, the agent's connection and tool definitions, as {"agents.agent": [[id, n]]}.
     config_versions = models.JSONField(default=dict, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)

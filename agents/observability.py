@@ -1,5 +1,5 @@
 """What one execution of a run shows outside the database: its `invoke_agent` span
-(agents/runtime/tracing.py) and the correlation id its log lines carry (agentplatform/logs.py).
+(agents/runtime/tracing.py) and the correlation id its log lines carry (base/logs.py).
 agents.runs.engine wraps each execution in `observed_run`, and reports the outcome with
 `traced_outcome`; the model and tool spans nest inside from the runtime's own hooks.
 """
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentplatform import logs
 from agents.models import Run
 from agents.runtime import tracing
 from agents.runtime.spec import RunOutcome, RunStatus
+from base import logs
 
 
 @contextmanager

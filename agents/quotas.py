@@ -47,13 +47,9 @@ from django.http import Http404
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from agentplatform import versions
-from agentplatform.saving import SaveConflict, delete_recorded, save_validated
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
 from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE
+from base import versions
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import QuotaRefused
 from providers.runtime.estimates import (
@@ -70,6 +66,10 @@ from providers.runtime.types import (
     ToolCallEvent,
     Usage,
 )
+from tenancy import rls
+from tenancy.access import get_for_tenant
+from tenancy.models import ApiKey, Tenant
+from tenancy.records.saving import SaveConflict, delete_recorded, save_validated
 
 logger = logging.getLogger(__name__)
 MICROS = Decimal(1_000_000)  # cost counters count millionths of a dollar (whole numbers)

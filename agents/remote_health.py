@@ -11,10 +11,10 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
 
-from agentplatform.tenancy import rls
 from agents.models import Agent
 from agents.runtime.remote_transport import command_health, http_health
 from agents.specs import remote_command_argv
+from tenancy import rls
 from tools.loader import egress_client
 
 logger = logging.getLogger(__name__)

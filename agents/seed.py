@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agentplatform.tenancy.models import Tenant
 from agents.models import Agent, ApprovalPolicy
+from tenancy.models import Tenant
 
 DEMO_AGENT_SLUG = "assistant"
 DEMO_INSTRUCTIONS = """\

@@ -34,9 +34,6 @@ from django.dispatch import receiver
 from django.http import Http404
 from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
-from agentplatform.tenancy.access import filter_given, get_for_tenant
-from agentplatform.tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
-from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.evaluations import visible_evaluations
 from agents.models import (
@@ -57,6 +54,9 @@ from agents.models import (
     Run,
     RunEvent,
 )
+from tenancy.access import filter_given, get_for_tenant
+from tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
+from tenancy.policy import Principal
 from tools.loader import invalidate_now_and_after_commit, per_version
 
 

@@ -23,9 +23,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Principal
 from agents.runs import atool_run_on_callers_thread
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Principal
 from tools.loader import tenant_tools
 from tools.models import ToolHealth, ToolHealthStatus
 from tools.runtime.definitions import WRITE_EFFECTS

@@ -15,12 +15,12 @@ from django.http import Http404
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
-from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy.models import ApiKey, Membership, Tenant, TenantGroup
-from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.models import Agent, Conversation, Crew, CrewMember, Fact
 from agents.selectors import use_grants
+from tenancy.models import ApiKey, Membership, Tenant, TenantGroup
+from tenancy.policy import Principal
+from tenancy.records.saving import delete_recorded, save_validated
 
 
 # -- services ------------------------------------------------------------------------
@@ -38,7 +38,7 @@ def agent_save(
 ) -> Agent:
     """Create (agent None) or change one of the tenant's agents through its full_clean,
     which compiles the tenant's whole configuration with it — unless `graph_checked`: the
-    caller compiled the end state itself (`agentplatform.config_checks`)."""
+    caller compiled the end state itself (`base.config_checks`)."""
     if agent is None:
         agent = Agent(tenant=tenant)
     else:

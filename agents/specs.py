@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from agentplatform.tenancy import history
 from agents.models import Agent, Crew, Message, Run
 from agents.runtime.spec import AgentSpec
 from providers.models import ProviderConnection
 from providers.runtime.types import AssistantMessage, UserMessage
+from tenancy.records import history
 from tools.loader import tools_version
 from tools.models import ToolDefinition
 from tools.runtime.frames import Frame

@@ -10,14 +10,14 @@ from django.conf import settings
 from django.db.models.functions import Now
 from django.dispatch import receiver
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Tenant
 from agents.models import Run
 from agents.remote_health import check_remote_agents
 from agents.runs import admit, drain, stale_runs
 from agents.selftests import selftest_tools
 from agents.signals import evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
+from tenancy import rls
+from tenancy.models import Tenant
 
 
 # No result stored: nobody reads it (the Run is the record), and storing it cost a tenth of

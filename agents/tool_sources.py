@@ -61,7 +61,7 @@ def add_tool_source(
     only for a run with a user, and runs without one are not offered them. A source whose
     providers have a lister of their own (rag's knowledge bases) is described by that lister
     instead. The loader calls it for each `agentplatform.tool_sources` plug-in
-    (agentplatform/plugins.py, agents/apps.py), with the plug-in's `label`, `domains`,
+    (base/plugins.py, agents/apps.py), with the plug-in's `label`, `domains`,
     `tool_names` and `needs_user` attributes."""
     try:
         validate_domains(list(domains))

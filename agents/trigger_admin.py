@@ -13,10 +13,10 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentplatform.tenancy.policy import Principal
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from agents.models import Trigger
 from agents.triggers import trigger_check, trigger_rotate_secret, trigger_save
+from tenancy.policy import Principal
+from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 
 FIELDS = [
     "tenant", "name", "kind", "agent", "crew", "cron", "timezone", "input_template",

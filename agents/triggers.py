@@ -34,16 +34,17 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform import rate_counters
-from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy import audit, rls
-from agentplatform.tenancy.access import get_for_tenant
-from agentplatform.tenancy.models import ROLE_RANK, AuditAction, Membership, Role, Tenant
-from agentplatform.tenancy.policy import Action, Principal
 from agents import access
 from agents.models import MAX_INPUT_CHARS, Agent, Crew, Run, Trigger, TriggerKind
 from agents.runs import run_start, storable_text
 from agents.runtime import triggers as rules
+from base import rate_counters
+from tenancy import rls
+from tenancy.access import get_for_tenant
+from tenancy.models import ROLE_RANK, AuditAction, Membership, Role, Tenant
+from tenancy.policy import Action, Principal
+from tenancy.records import audit
+from tenancy.records.saving import delete_recorded, save_validated
 
 logger = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.models import Run, Verdict, Verification, VerificationSource
 from agents.runs import tool_run
 from agents.runtime.spec import RunStatus
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Principal
 
 MAX_NOTE = 2000
 UNATTENDED = (

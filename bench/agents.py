@@ -229,12 +229,12 @@ class Fixture:
 
 
 def create_fixture(server: RemoteServer) -> Fixture:
-    from agentplatform.tenancy.services import tenant_create
     from agents.models import Agent
     from agents.runtime.prompt import compose_system_prompt
     from agents.specs import agent_spec
     from agents.tool_sources import effective_tools
     from providers.models import ProviderConnection
+    from tenancy.services import tenant_create
 
     tenant = tenant_create(slug="bench", name="Bench")
     connection = ProviderConnection.objects.create(
@@ -868,8 +868,8 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     import agents.runs.engine
     import agents.runs.start
     import agents.runs.writer
-    from agentplatform.redis_wire import Batched
     from agents.runtime.loop import _Loop
+    from base.redis_wire import Batched
     from tools.runtime.registry import ToolRegistry
 
     probe = Probe()
@@ -1033,7 +1033,7 @@ def main() -> None:
     import django
     from django.conf import settings
 
-    from agentplatform.tenancy import rls
+    from tenancy import rls
 
     worker_env = child_env()  # the owner's URL, as serve gives it: the worker logs in itself
     # This process measures what a web process does (the inline side): the app role and the

@@ -145,9 +145,9 @@ class RemoteServer:
 # -- Django, the embedded services, uvicorn and the Celery worker -----------------------------
 def create_fixture(server: RemoteServer) -> str:
     """Tenant, API key (read, run), default provider connection, agent; the key's secret."""
-    from agentplatform.tenancy.services import api_key_create, tenant_create
     from agents.models import Agent
     from providers.models import ProviderConnection
+    from tenancy.services import api_key_create, tenant_create
 
     tenant = tenant_create(slug="bench", name="Bench")
     _, secret = api_key_create(tenant=tenant, name="bench", scopes=["read", "run"])

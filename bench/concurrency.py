@@ -80,9 +80,9 @@ class FakeModel(RemoteServer):
 
 
 def create_fixture(model_url: str) -> str:
-    from agentplatform.tenancy.services import api_key_create, tenant_create
     from agents.models import Agent
     from providers.models import ProviderConnection
+    from tenancy.services import api_key_create, tenant_create
 
     tenant = tenant_create(slug="bench", name="Bench")
     _, secret = api_key_create(tenant=tenant, name="bench", scopes=["read", "run"])

@@ -121,8 +121,8 @@ def main() -> None:
     )
 
     configure_django("bench-mcp-")
-    from agentplatform.tenancy.services import api_key_create, tenant_create
     from agents.models import Run
+    from tenancy.services import api_key_create, tenant_create
 
     tenant = tenant_create(slug="bench", name="Bench")
     _, key = api_key_create(tenant=tenant, name="bench", scopes=["read", "run"])

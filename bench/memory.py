@@ -100,8 +100,8 @@ def bench_quality(embedders: dict) -> dict:
     from asgiref.sync import async_to_sync
     from django.contrib.auth import get_user_model
 
-    from agentplatform.tenancy.services import tenant_create
     from agents.facts import DjangoFactStore, register_fact_embedder
+    from tenancy.services import tenant_create
 
     store = DjangoFactStore()
     owners = {}
@@ -149,10 +149,10 @@ def bench_cost(embedders: dict, size: dict) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from agentplatform.tenancy.services import tenant_create
     from agents import facts
     from agents.facts import DjangoFactStore, register_fact_embedder
     from agents.models import Fact
+    from tenancy.services import tenant_create
 
     store = DjangoFactStore()
     texts = synthetic_facts(size["facts"])

@@ -100,8 +100,8 @@ def main() -> None:
     from django.conf import settings
     from django.test import Client
 
-    from agentplatform.tenancy import rls, services
     from agents.models import Agent, Run, RunEvent
+    from tenancy import rls, services
 
     settings.METRICS_TOKEN = TOKEN
     settings.ALLOWED_HOSTS = ["*"]

@@ -57,12 +57,12 @@ TARGET_P50_MS = 20.0
 
 
 def bench_ingestion() -> dict:
-    from agentplatform.tenancy.services import tenant_create
     from rag import services
     from rag.embedders import local_embedder
     from rag.ingestion import _embedding_input, ingest
     from rag.runtime.chunking import chunk_text
     from rag.runtime.extract import extract
+    from tenancy.services import tenant_create
 
     corpus = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests/data/rag").glob("*.md")))
     size, overlap = 120, 20
@@ -117,9 +117,9 @@ def near(rng, topics: np.ndarray, count: int) -> np.ndarray:
 def bench_search() -> dict:
     from django.db import connection, transaction
 
-    from agentplatform.tenancy.models import Tenant
     from rag.models import Document, KnowledgeBase
     from rag.search import vector_literal, vector_sql
+    from tenancy.models import Tenant
 
     rng = np.random.default_rng(7)
     tenants = Tenant.objects.bulk_create(

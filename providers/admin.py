@@ -7,9 +7,9 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from providers.models import ModelAlias, ModelPrice, ProviderConnection
 from providers.services import connection_test
+from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 
 
 class ProviderConnectionForm(TenantScopedForm):

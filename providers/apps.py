@@ -5,10 +5,10 @@ class ProvidersConfig(AppConfig):
     name = "providers"
 
     def ready(self) -> None:
-        from agentplatform.tenancy import history
         from providers import pricing  # noqa: F401 (its signal receivers)
         from providers.models import ProviderConnection
         from providers.services import connection_save
+        from tenancy.records import history
 
         # Versioned without its key (docs/config-history.md); a restore keeps today's key.
         history.register(

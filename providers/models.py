@@ -9,10 +9,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from agentplatform.config_checks import ConfigObject
-from agentplatform.encryption import EncryptedTextField
-from agentplatform.secret_destinations import SecretDestination
-from agentplatform.tenancy.models import Tenant
+from base.config_checks import ConfigObject
+from base.encryption import EncryptedTextField
+from base.secret_destinations import SecretDestination
 from providers.runtime.presets import PRESETS
 from providers.runtime.price_rules import (
     PRICE_FIELDS,
@@ -20,6 +19,7 @@ from providers.runtime.price_rules import (
     model_refusal,
     price_refusal,
 )
+from tenancy.models import Tenant
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _RESERVED_HEADERS = {"authorization", "x-api-key", "host", "content-length", "cookie"}

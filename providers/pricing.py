@@ -11,7 +11,7 @@ Token counts follow providers.runtime.types.Usage: `input_tokens` excludes cache
 writes (the adapters subtract OpenAI's cached tokens), so the four counts are disjoint.
 
 `price_for` costs no database query while the tenant's prices are unchanged: each process
-keeps them per tenant under a version in Redis (agentplatform.versions), which every change
+keeps them per tenant under a version in Redis (base.versions), which every change
 to a ModelPrice bumps.
 """
 
@@ -29,7 +29,7 @@ from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
 from django.dispatch import receiver
 
-from agentplatform import versions
+from base import versions
 from providers.models import ModelPrice
 from providers.runtime.types import Usage
 

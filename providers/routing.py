@@ -10,11 +10,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from agentplatform.tenancy import rls
 from providers.models import HealthStatus, ProviderConnection, ProviderKind
 from providers.runtime.adapter import ModelAdapter
 from providers.runtime.fallback import Balancer, FallbackAdapter, SwitchHook, Target, call_order
 from providers.services import GatewayRoute, adapter_for, connection_test
+from tenancy import rls
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agentplatform.tenancy.access import filter_given, get_for_tenant
-from agentplatform.tenancy.models import Tenant
 from providers.models import ModelAlias, ModelPrice, ProviderConnection
+from tenancy.access import filter_given, get_for_tenant
+from tenancy.models import Tenant
 
 
 def _int(value: Any) -> int:

@@ -17,8 +17,6 @@ from django.http import Http404
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy.models import Tenant
 from providers.models import (
     ALIAS_PREFIX,
     HealthStatus,
@@ -36,6 +34,8 @@ from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
+from tenancy.models import Tenant
+from tenancy.records.saving import delete_recorded, save_validated
 from tools.loader import invalidate_now_and_after_commit, per_version
 from tools.runtime.egress import EgressPolicy, guarded_async_client
 
@@ -361,7 +361,7 @@ def connection_save(
 ) -> ProviderConnection:
     """Create or change a connection; a new default unsets the tenant's previous one. The
     tenant's whole configuration is compiled with it, unless `graph_checked`: the caller
-    compiled the end state itself (`agentplatform.config_checks`)."""
+    compiled the end state itself (`base.config_checks`)."""
     if connection is None:
         connection = ProviderConnection(tenant=tenant)
     elif connection.tenant_id != tenant.pk:

@@ -21,7 +21,6 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agentplatform.tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin, TenantScopedForm
 from agents import quotas
 from rag.models import Chunk, Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
@@ -34,6 +33,7 @@ from rag.services import (
     knowledge_base_save,
     search,
 )
+from tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin, TenantScopedForm
 
 KNOWLEDGE_BASE_FIELDS = [
     "name", "slug", "description", "embedder", "provider_connection", "embedding_model",

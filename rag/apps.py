@@ -32,10 +32,10 @@ class RagConfig(AppConfig):
         else:  # the base install: the static model (recall@10 0.77 against MiniLM's 0.86)
             register_routing_embedder(cards=static_embedder(), requests=static_embedder())
             register_fact_embedder(static_embedder())
-        from agentplatform.tenancy import history
         from rag import signals  # noqa: F401 (connects its receivers)
         from rag.models import KnowledgeBase
         from rag.services import knowledge_base_save
+        from tenancy.records import history
 
         # Its settings are versioned (docs/config-history.md); documents are data, not.
         history.register(

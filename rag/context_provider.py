@@ -17,7 +17,6 @@ from asgiref.sync import async_to_sync
 from django.db.models import Q
 from django.utils import timezone
 
-from agentplatform.tenancy import rls
 from providers.runtime.errors import (
     AddressRefused,
     AuthenticationFailed,
@@ -29,6 +28,7 @@ from providers.runtime.errors import (
 from rag.embedders import embedder_for, local_model_installed, static_embedder
 from rag.models import Embedder, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
+from tenancy import rls
 from tools.context_providers import Health, OfferedToolRef, ProviderEntry, clean_reason
 
 PROBE_TEXT = "health check"

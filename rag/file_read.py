@@ -206,7 +206,7 @@ def page_of(document: StoredDocument, offset: int, max_chars: int) -> dict[str, 
     }
 
 
-# Shown beside its tool, and the capability domains it covers (agentplatform/plugins.py).
+# Shown beside its tool, and the capability domains it covers (base/plugins.py).
 file_read_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]
 file_read_tool_for_agent.domains = ("knowledge", "documents")  # type: ignore[attr-defined]
 file_read_tool_for_agent.tool_names = ("file_read",)  # type: ignore[attr-defined]

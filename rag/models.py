@@ -17,8 +17,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from pgvector.django import VectorField
 
-from agentplatform.config_checks import ConfigObject
-from agentplatform.tenancy.models import Tenant
+from base.config_checks import ConfigObject
+from tenancy.models import Tenant
 from tools.context_providers import Domain, Health, ProviderHealth, domains_field
 
 slug_validator = RegexValidator(

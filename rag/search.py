@@ -26,11 +26,11 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
 
-from agentplatform.tenancy.models import Tenant
 from agents import quotas
 from rag.embedders import embedder_for
 from rag.models import HALFVEC_DIMENSIONS, INDEXED_DIMENSIONS, KnowledgeBase
 from rag.runtime.embeddings import Embedder
+from tenancy.models import Tenant
 
 Mode = Literal["hybrid", "vector", "lexical"]
 MODES = ("hybrid", "vector", "lexical")

@@ -11,9 +11,9 @@ from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Length
 from django.http import Http404
 
-from agentplatform.tenancy.access import filter_given, get_for_tenant
-from agentplatform.tenancy.models import Tenant
 from rag.models import Document, DocumentStatus, KnowledgeBase
+from tenancy.access import filter_given, get_for_tenant
+from tenancy.models import Tenant
 
 MAX_BIGINT = 2**63 - 1
 

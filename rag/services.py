@@ -15,14 +15,14 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy.models import Tenant
 from rag.embedders import local_model_installed
 from rag.models import Document, DocumentStatus, Embedder, KnowledgeBase, Source
 from rag.runtime.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL
 from rag.runtime.static_embedder import STATIC_DIMENSIONS, STATIC_MODEL
 from rag.search import MODES, SearchHit, search
 from rag.tasks import ingest_document
+from tenancy.models import Tenant
+from tenancy.records.saving import delete_recorded, save_validated
 from tools.context_providers import Health
 
 __all__ = [
@@ -60,7 +60,7 @@ def knowledge_base_save(
 ) -> KnowledgeBase:
     """Create (knowledge_base None) or change one of the tenant's knowledge bases. Its
     full_clean compiles the tenant's whole configuration with it (and these agents), unless
-    `graph_checked` (`agentplatform.config_checks`).
+    `graph_checked` (`base.config_checks`).
 
     `changes` may hold "agents" (Agent objects of this tenant). The static and local
     embedders fix their model and dimensions (256, 384); full text clears them; a new

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agentplatform.tenancy import rls
 from rag.ingestion import ingest
 from rag.models import Document
+from tenancy import rls
 
 
 @shared_task(name="rag.ingest_document", acks_late=True, reject_on_worker_lost=True)

@@ -153,7 +153,7 @@ def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
     return per_version(_remembered, tenant_id, read)
 
 
-# Shown beside its tool, and the capability domains it covers (agentplatform/plugins.py).
+# Shown beside its tool, and the capability domains it covers (base/plugins.py).
 knowledge_tool_for_agent.label = "knowledge"  # type: ignore[attr-defined]
 knowledge_tool_for_agent.domains = ("knowledge", "documents")  # type: ignore[attr-defined]
 knowledge_tool_for_agent.tool_names = (TOOL_NAME,)  # type: ignore[attr-defined]

@@ -22,8 +22,8 @@ import pytest
 from django.conf import settings
 
 from agentplatform.embedded import postgres_url
-from agentplatform.tenancy.models import Role, Tenant
 from agents.models import Agent
+from tenancy.models import Role, Tenant
 from tests import database_template, tiers
 from tests.factories import (
     add_member,
@@ -301,7 +301,7 @@ def _requests_as_the_app_role(monkeypatch):
         return
     from django.test.client import AsyncClientHandler, ClientHandler
 
-    from agentplatform.tenancy import rls
+    from tenancy import rls
 
     def as_app_role(call):
         def handle(self, *args, **kwargs):

@@ -23,8 +23,8 @@ from django.db import DatabaseError, connections
 
 PREFIX = "tmpl_agentplatform_"
 _LOCK = 72_034_117  # pg_advisory_lock key: one template made at a time on a server
-# Run by post_migrate (agentplatform/tenancy/apps.py): what it grants is in the template.
-_POST_MIGRATE_CODE = ["agentplatform/tenancy/app_login.py", "agentplatform/tenancy/apps.py"]
+# Run by post_migrate (tenancy/apps.py): what it grants is in the template.
+_POST_MIGRATE_CODE = ["tenancy/app_login.py", "tenancy/apps.py"]
 ROOT = Path(__file__).resolve().parent.parent
 
 

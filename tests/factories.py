@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agentplatform.tenancy import services
-from agentplatform.tenancy.models import Membership, Role, Tenant
 from agents.models import Agent, Approval, Crew, CrewMember, Run
 from providers.models import ProviderConnection
+from tenancy import services
+from tenancy.models import Membership, Role, Tenant
 from tools.models import McpServerConnection, ToolDefinition
 
 PASSWORD = "correct horse battery staple"

@@ -20,11 +20,11 @@ import pytest
 from django.utils import timezone
 
 from agentplatform.celery import app
-from agentplatform.tenancy import services as tenancy
 from agents.models import Run
 from agents.runtime.spec import RunStatus
 from agents.seed import seed_demo_agent
 from providers.services import seed_demo_connection
+from tenancy import services as tenancy
 from tests.agents.workers import forget_queue
 from tests.conftest import ROOT, subprocess_env
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from agentplatform.tenancy.models import ApiKey, Membership, Role, Tenant
+from tenancy.models import ApiKey, Membership, Role, Tenant
 from tests.factories import make_user
 
 

@@ -1,7 +1,7 @@
 """`migrate` on an external PostgreSQL whose user owns its database but is neither a superuser
 nor allowed to create roles, as on a managed service: each statement an administrator must
 run is named in turn (the vector extension: rag/migrations/0001_vector_extension.py; the
-processes' login: agentplatform/tenancy/app_login.py), no traceback; once they have been run,
+processes' login: tenancy/app_login.py), no traceback; once they have been run,
 migrate succeeds without a superuser and a web process logs in as the app role."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""JSON log lines (agentplatform/logs.py): the run's correlation id on every line logged
+"""JSON log lines (base/logs.py): the run's correlation id on every line logged
 while it executes, nothing that looks like a credential."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from agentplatform.logs import JsonFormatter, masked, run_context
 from agents.runs import run_inline
+from base.logs import JsonFormatter, masked, run_context
 from tests.conftest import ROOT, subprocess_env
 from tests.fakes.provider_server import ErrorReply
 
@@ -87,7 +87,7 @@ def test_a_real_run_logs_json_lines_with_its_correlation_id(trio, agent, provide
 def test_log_format_json_makes_the_console_write_json():
     code = (
         "import django, logging; django.setup()\n"
-        "from agentplatform.logs import run_context\n"
+        "from base.logs import run_context\n"
         "with run_context(run_id=1, correlation_id='abc', tenant_id=2):\n"
         "    logging.getLogger('agents.x').warning('hello %s', 'there')\n"
     )

@@ -13,14 +13,14 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.test import Client
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Membership, Role
-from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.evaluations import dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Evaluation, Run
 from agents.runs import run_start
 from agents.services import conversation_save
+from tenancy import services as tenancy
+from tenancy.models import Membership, Role
+from tenancy.policy import Principal
 from tests import live_server
 from tests.factories import add_member, login, make_agent, make_approval, make_user
 from tools.models import ToolDefinition

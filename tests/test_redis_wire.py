@@ -1,4 +1,4 @@
-"""agentplatform.redis_wire against the real (embedded) Redis: replies of every kind, errors
+"""base.redis_wire against the real (embedded) Redis: replies of every kind, errors
 that leave the connection usable, a lost connection made again, AUTH and SELECT."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import uuid
 import pytest
 from django.conf import settings
 
-from agentplatform.redis_wire import RedisReplyError, RedisWire
-from agentplatform.versions import shared_redis
+from base.redis_wire import RedisReplyError, RedisWire
+from base.versions import shared_redis
 
 
 def run(coroutine):

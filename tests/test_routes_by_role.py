@@ -20,15 +20,15 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import ApiKey, IdentityProvider, Membership, Role, TenantGroup
-from agentplatform.tenancy.policy import Action, Principal, declares
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
 from agents.runs import run_start
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
 from rag.models import Document, KnowledgeBase
+from tenancy import services as tenancy
+from tenancy.models import ApiKey, IdentityProvider, Membership, Role, TenantGroup
+from tenancy.policy import Action, Principal, declares
 from tests.factories import (
     add_member,
     login,

@@ -35,8 +35,8 @@ import redis
 from django.conf import settings
 
 from agentplatform.celery import app
-from agentplatform.tenancy import services as tenancy
 from agents.models import Run, RunEvent
+from tenancy import services as tenancy
 from tests.agents.workers import TASK_LOG_ENV, Worker, WorkerFleet, forget_queue
 from tests.api.test_sse import Message, parse
 from tests.conftest import ROOT, subprocess_env

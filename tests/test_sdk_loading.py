@@ -30,7 +30,7 @@ def run_child(code: str) -> subprocess.CompletedProcess:
 CHILD = """
 import sys
 import agentplatform.asgi, agentplatform.celery, agents.tasks
-from agentplatform.tenancy import rls
+from tenancy import rls
 from providers.models import ProviderConnection
 from providers.services import adapter_for
 print("anthropic" in sys.modules, end=" ")

@@ -1,4 +1,4 @@
-"""A stored secret stays with its destination (agentplatform/secret_destinations.py).
+"""A stored secret stays with its destination (base/secret_destinations.py).
 
 The attack: someone who may edit an object but never read its secret points it at a host
 they control and presses "test". Every write path (REST, the configuration pages, the
@@ -14,9 +14,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from agentplatform.secret_destinations import origin_change
 from agents.models import Agent
 from agents.services import agent_save
+from base.secret_destinations import origin_change
 from providers.models import ProviderConnection
 from providers.services import connection_save
 from tests import factories

@@ -11,7 +11,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from agentplatform import versions
+from base import versions
 
 
 @pytest.fixture

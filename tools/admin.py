@@ -10,9 +10,9 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agentplatform.tenancy.admin_site import admin_tenant_ids
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
+from tenancy.admin_site import admin_tenant_ids
+from tenancy.models import Tenant
+from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from tools.loader import registry_for_tenant
 from tools.mcp_connections import mcp_connection_refresh, mcp_connection_test
 from tools.models import McpServerConnection, McpStatus, ToolDefinition

@@ -14,7 +14,7 @@ class ToolsConfig(AppConfig):
         register_health_check("mcp", mcp_connections_check_health)
         register_provider_lister("mcp", mcp_providers_of)
 
-        from agentplatform.tenancy import history
+        from tenancy.records import history
         from tools.mcp_connections import mcp_connection_save
         from tools.models import McpServerConnection, ToolDefinition
         from tools.services import tool_definition_save
@@ -39,10 +39,10 @@ class ToolsConfig(AppConfig):
 
 
 def load_builtin_tools() -> None:
-    """Every `agentplatform.tools` plug-in's tools (agentplatform/plugins.py): built-ins of
+    """Every `agentplatform.tools` plug-in's tools (base/plugins.py): built-ins of
     every tenant, each recorded as its plug-in's. Loading again adds what was installed
     since."""
-    from agentplatform import plugins
+    from base import plugins
     from tools.runtime.tool import Tool
     from tools.tool_sources import add_builtin_tool
 
@@ -60,7 +60,7 @@ def load_builtin_tools() -> None:
 def load_tenant_tool_sources() -> None:
     """Every `agentplatform.tenant_tool_sources` plug-in (the tenant's MCP servers' tools...),
     asked by each tenant's registry. Loading again adds what was installed since."""
-    from agentplatform import plugins
+    from base import plugins
     from tools.tool_sources import add_tenant_tool_source
 
     for plugin in plugins.load(plugins.TENANT_TOOL_SOURCES):

@@ -3,7 +3,7 @@
 The rules a definition's save must pass — its name, description, schemas, HTTP call,
 credentials, dependencies and the tenant's confirmation policy — are the configuration
 compiler's (`agents/runtime/config/compiler.py`), run on every save over the tenant's
-whole configuration (`agentplatform.config_checks`, `agents.config_saves`)."""
+whole configuration (`base.config_checks`, `agents.config_saves`)."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
 from django.dispatch import receiver
 
-from agentplatform import versions
-from agentplatform.tenancy.models import Tenant
+from base import versions
+from tenancy.models import Tenant
 from tools import tool_sources
 from tools.definitions import build_tool, name_refusal, secret_ref
 from tools.models import ToolDefinition

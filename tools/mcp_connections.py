@@ -20,9 +20,9 @@ from django.db.models import Q
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Tenant
+from tenancy import rls
+from tenancy.models import Tenant
+from tenancy.records.saving import delete_recorded, save_validated
 from tools.context_providers import OfferedToolRef, ProviderEntry, mcp_failure_reason
 from tools.mcp_source import MCP_SERVER
 from tools.models import McpServerConnection, McpStatus
@@ -170,7 +170,7 @@ def mcp_connection_save(
 ) -> McpServerConnection:
     """Create (connection None) or change one of the tenant's MCP server connections
     through its full_clean, which compiles the tenant's whole configuration with it unless
-    `graph_checked` (`agentplatform.config_checks`). Its tools change on the next refresh."""
+    `graph_checked` (`base.config_checks`). Its tools change on the next refresh."""
     if connection is None:
         connection = McpServerConnection(tenant=tenant)
     elif connection.tenant_id != tenant.pk:

@@ -1,5 +1,5 @@
 """The tools of a tenant's MCP server connections, as a tenant tool source: an
-`agentplatform.tenant_tool_sources` plug-in (pyproject.toml, agentplatform/plugins.py), the
+`agentplatform.tenant_tool_sources` plug-in (pyproject.toml, base/plugins.py), the
 way any package may add tools to every tenant's registry from its own configuration.
 
 Each connection's cached listing (written by `tools.mcp_connections.mcp_connection_refresh`;

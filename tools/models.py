@@ -10,10 +10,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
-from agentplatform.config_checks import ConfigObject
-from agentplatform.encryption import EncryptedTextField
-from agentplatform.secret_destinations import SecretDestination
-from agentplatform.tenancy.models import Tenant
+from base.config_checks import ConfigObject
+from base.encryption import EncryptedTextField
+from base.secret_destinations import SecretDestination
+from tenancy.models import Tenant
 from tools.context_providers import Domain, Health, ProviderHealth, domains_field
 from tools.definition_checks import examples_problem, mcp_examples_problem
 from tools.runtime.tool import NAME_PATTERN, Effect
@@ -39,7 +39,7 @@ def validate_rate_limit(value: int | None) -> None:
 
 class ToolDefinition(ConfigObject, SecretDestination, models.Model):
     """One tool in a tenant's registry. Its full_clean compiles the tenant's configuration
-    with it (`agentplatform.config_checks`).
+    with it (`base.config_checks`).
 
     A definition named like a built-in replaces it for this tenant (or hides it, when
     disabled). `version` grows on every save; registries are rebuilt when it changes.

@@ -3,7 +3,7 @@ across every web and worker process (tools/runtime/rate_limit.py has the contrac
 
 from __future__ import annotations
 
-from agentplatform.rate_counters import hits_async
+from base.rate_counters import hits_async
 from tools.runtime.rate_limit import WINDOW_S, RateLimited
 
 

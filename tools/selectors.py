@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agentplatform.tenancy.access import filter_given, get_for_tenant
-from agentplatform.tenancy.models import Tenant
+from tenancy.access import filter_given, get_for_tenant
+from tenancy.models import Tenant
 from tools.models import McpServerConnection, ToolDefinition, ToolHealth
 
 

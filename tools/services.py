@@ -11,8 +11,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
-from agentplatform.saving import delete_recorded, save_validated
-from agentplatform.tenancy.models import Tenant
+from tenancy.models import Tenant
+from tenancy.records.saving import delete_recorded, save_validated
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
 from tools.rate_limits import TOOL_RATE_LIMITER
@@ -56,7 +56,7 @@ def tool_definition_save(
 ) -> ToolDefinition:
     """Create (definition None) or change one of the tenant's tool definitions; its
     full_clean compiles the tenant's whole configuration with it
-    (`agentplatform.config_checks`). `graph_checked`: the caller compiled the end state
+    (`base.config_checks`). `graph_checked`: the caller compiled the end state
     itself (the document import, whose changes' order must not matter)."""
     if definition is None:
         definition = ToolDefinition(tenant=tenant)

@@ -1,4 +1,4 @@
-"""Tenant tool sources: plug-ins (`agentplatform.tenant_tool_sources`, agentplatform/plugins.py)
+"""Tenant tool sources: plug-ins (`agentplatform.tenant_tool_sources`, base/plugins.py)
 that add tools to every tenant's registry from that tenant's own configuration — the
 platform's MCP server connections are one (tools/mcp_source.py). The loader
 (tools/loader.py) asks each when it builds a tenant's registry.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agentplatform.plugins import Plugin
+from base.plugins import Plugin
 from tools.runtime.builtins import BUILTINS
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.tool import Tool

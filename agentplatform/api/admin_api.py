@@ -38,10 +38,10 @@ from agentplatform.api.serializers import (
     MemberRoleSerializer,
     MemberSerializer,
 )
-from agentplatform.tenancy import selectors, services
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import ApiKey, Invitation, Membership, Role
-from agentplatform.tenancy.policy import Action
+from tenancy import selectors, services
+from tenancy.authentication import ApiClient
+from tenancy.models import ApiKey, Invitation, Membership, Role
+from tenancy.policy import Action
 
 KEY_EXAMPLE = {
     "id": 8,

@@ -39,12 +39,12 @@ from agentplatform.api.serializers import (
     FactSerializer,
     MessageSerializer,
 )
-from agentplatform.tenancy.models import ApiKey
-from agentplatform.tenancy.policy import Action
 from agents import selectors
 from agents.models import Agent, Conversation, Crew, Fact
 from agents.services import agent_delete, conversation_delete, crew_delete, fact_delete
 from agents.tool_sources import agent_context_providers
+from tenancy.models import ApiKey
+from tenancy.policy import Action
 
 ACTIVE = OpenApiParameter("active", OpenApiTypes.BOOL, description="Only active (or inactive).")
 SLUG = OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH)

@@ -12,10 +12,10 @@ from rest_framework.response import Response
 
 from agentplatform.api.resources import TenantViewSet
 from agentplatform.api.schema import ERRORS
-from agentplatform.tenancy import selectors
-from agentplatform.tenancy.audit_log import AuditFilterForm
-from agentplatform.tenancy.models import AuditAction, AuditEntry
-from agentplatform.tenancy.policy import Action
+from tenancy import selectors
+from tenancy.models import AuditAction, AuditEntry
+from tenancy.policy import Action
+from tenancy.records.audit_log import AuditFilterForm
 
 ENTRY_EXAMPLE = {
     "id": 41,

@@ -18,9 +18,9 @@ from agentplatform.api.errors import error_body
 from agentplatform.api.resources import query_bool
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import allowed, request_principal, request_tenant
-from agentplatform.tenancy.policy import Action
 from agents.config_document import config_export, config_import
 from agents.runtime.config.loading import MAX_DOCUMENT_BYTES, dump_document
+from tenancy.policy import Action
 
 
 class YAMLRenderer(renderers.BaseRenderer):

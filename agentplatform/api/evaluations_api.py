@@ -30,8 +30,6 @@ from agentplatform.api.tenant import (
     TenantPolicyView,
     request_user_or_key,
 )
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action
 from agents import access, selectors
 from agents.evaluations import (
     case_delete,
@@ -56,6 +54,8 @@ from agents.models import (
     Rating,
 )
 from providers.selectors import connection_of
+from tenancy.models import Tenant
+from tenancy.policy import Action
 
 # -- examples (the documentation's; every operation shows one) ----------------------------
 DATASET_EXAMPLE = {

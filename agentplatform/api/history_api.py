@@ -1,5 +1,5 @@
 """`/api/v1/<kind>/<key>/versions`: a configured object's versions, one version, and
-restoring it (agentplatform/tenancy/history.py; docs/config-history.md). The object is
+restoring it (tenancy/records/history.py; docs/config-history.md). The object is
 named as its own resource names it (an agent's slug, a tool's name, a connection's id).
 Reading needs what reading configuration needs; restoring what changing it needs.
 Another tenant's object, or a version it does not have, answers 404."""
@@ -20,10 +20,11 @@ from agentplatform.api.errors import Conflict
 from agentplatform.api.resources import PARSERS, path_id, path_text
 from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy import history, selectors
-from agentplatform.tenancy.models import ConfigVersion
-from agentplatform.tenancy.policy import Action
+from tenancy import selectors
+from tenancy.models import ConfigVersion
+from tenancy.policy import Action
+from tenancy.records import history
+from tenancy.records.saving import SaveConflict
 
 # URL kind -> the model field its resource looks objects up by.
 LOOKUPS = {

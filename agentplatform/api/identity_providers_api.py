@@ -1,6 +1,6 @@
 """A tenant's own identity providers over REST: `/api/v1/identity-providers` (docs/sso.md).
 Owners and admins (or an admin-scope key), as for the sign-in setting; the rules of who may
-change what are the services' (agentplatform/tenancy/identity_providers.py), shared with
+change what are the services' (tenancy/sign_on/identity_providers.py), shared with
 the admin. The client secret is write-only: answers say only whether one is set."""
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from agentplatform.api.resources import (
     query_bool,
 )
 from agentplatform.api.serializers import SecretField
-from agentplatform.tenancy.identity_providers import (
+from tenancy.models import IdentityProvider, Role, Tenant
+from tenancy.policy import Action
+from tenancy.sign_on.identity_providers import (
     MAX_RULES,
     RuleSpec,
     identity_provider_delete,
@@ -31,8 +33,6 @@ from agentplatform.tenancy.identity_providers import (
     identity_provider_list,
     identity_provider_save,
 )
-from agentplatform.tenancy.models import IdentityProvider, Role, Tenant
-from agentplatform.tenancy.policy import Action
 
 REQUEST_EXAMPLE = {
     "slug": "acme-entra",

@@ -42,8 +42,6 @@ from agentplatform.api.serializers import (
     TenantPrimaryKeyField,
 )
 from agentplatform.api.tenant import request_user_or_key
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action
 from agents import quotas
 from agents.models import Agent
 from agents.selectors import agents_named
@@ -52,6 +50,8 @@ from rag import selectors, services
 from rag.models import Document, KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K, MODES
+from tenancy.models import Tenant
+from tenancy.policy import Action
 from tools.context_providers import Domain
 
 MAX_QUERY = 2_000

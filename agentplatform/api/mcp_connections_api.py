@@ -28,7 +28,7 @@ from agentplatform.api.resources import (
 )
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.serializers import McpConnectionCheckSerializer, McpConnectionSerializer
-from agentplatform.tenancy.policy import Action
+from tenancy.policy import Action
 from tools import selectors
 from tools.mcp_connections import (
     mcp_connection_delete,

@@ -26,11 +26,11 @@ from agentplatform.api.resources import (
     query_text,
 )
 from agentplatform.api.schema import ERRORS
-from agentplatform.tenancy.models import Tenant
 from providers import selectors
 from providers.models import ModelPrice
 from providers.pricing import DEFAULT_PRICES
 from providers.services import price_delete, price_save
+from tenancy.models import Tenant
 
 PRICE_FIELDS = ["input_price", "output_price", "cached_input_price", "cache_write_price"]
 

@@ -18,10 +18,10 @@ from agentplatform.api.resources import (
     crud_schema,
     query_text,
 )
-from agentplatform.tenancy import selectors as tenancy_selectors
-from agentplatform.tenancy.models import Tenant
 from agents import quotas, selectors
 from agents.models import Agent, Quota, QuotaMetric, QuotaPeriod, QuotaScope
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Tenant
 
 REQUEST_EXAMPLE = {
     "scope": "api_key",

@@ -27,10 +27,10 @@ from agentplatform.api.tenant import (
     allowed,
     request_user_or_key,
 )
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action
+from tenancy.authentication import ApiClient
+from tenancy.models import Tenant
+from tenancy.policy import Action
+from tenancy.records.saving import SaveConflict
 
 MAX_JSON_DEPTH = 32
 

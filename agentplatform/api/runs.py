@@ -47,7 +47,6 @@ from agentplatform.api.tenant import (
     request_user_or_key,
 )
 from agentplatform.event_streams import event_stream_response
-from agentplatform.tenancy.policy import Action
 from agents import access
 from agents.models import (
     MAX_INPUT_CHARS,
@@ -81,6 +80,7 @@ from agents.selectors import (
     runs_visible,
 )
 from agents.verification import verify
+from tenancy.policy import Action
 
 MAX_IDEMPOTENCY_KEY = 200
 EVENTS_PAGE = 500

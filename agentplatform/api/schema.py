@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "agentplatform.tenancy.authentication.ApiKeyAuthentication"
+    target_class = "tenancy.authentication.ApiKeyAuthentication"
     name = "ApiKey"
 
     def get_security_definition(self, auto_schema):

@@ -17,7 +17,12 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agentplatform.tenancy.models import (
+from agents.models import Agent, Conversation, Crew, Fact, Message
+from agents.selectors import agents_named, crew_members
+from agents.services import agent_save, conversation_save, crew_save
+from providers.models import ModelAlias, ProviderConnection
+from providers.services import connection_save, model_alias_save
+from tenancy.models import (
     ApiKey,
     Invitation,
     InvitationStatus,
@@ -27,12 +32,7 @@ from agentplatform.tenancy.models import (
     Tenant,
     TenantGroup,
 )
-from agentplatform.tenancy.selectors import tenant_rows
-from agents.models import Agent, Conversation, Crew, Fact, Message
-from agents.selectors import agents_named, crew_members
-from agents.services import agent_save, conversation_save, crew_save
-from providers.models import ModelAlias, ProviderConnection
-from providers.services import connection_save, model_alias_save
+from tenancy.selectors import tenant_rows
 from tools.context_providers import Domain, Health
 from tools.mcp_connections import mcp_connection_save
 from tools.models import McpServerConnection, ToolDefinition, ToolKind

@@ -12,11 +12,11 @@ from rest_framework.views import APIView
 
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import allowed, request_tenant
-from agentplatform.tenancy import sso
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.services import tenant_sign_in_set
-from agentplatform.tenancy.sign_in import session_needs_password_sign_in
+from tenancy.models import Tenant
+from tenancy.policy import Action
+from tenancy.services import tenant_sign_in_set
+from tenancy.sign_in import session_needs_password_sign_in
+from tenancy.sign_on import sso
 
 
 class ProviderOut(serializers.Serializer):

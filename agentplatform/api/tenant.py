@@ -3,7 +3,7 @@
 API keys carry their tenant and scopes. Browser sessions (the web UI) name the tenant in
 the `X-Tenant` header and act with their membership's role (a session a password began,
 only in tenants that allow password sign-in). Both become a `Principal`
-that the access policy (`agentplatform.tenancy.policy`) judges, as on every entry point.
+that the access policy (`tenancy.policy`) judges, as on every entry point.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from rest_framework.permissions import BasePermission
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.access import membership_to_act
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action, Principal
-from agentplatform.tenancy.sign_in import session_needs_password_sign_in
+from tenancy import rls
+from tenancy.access import membership_to_act
+from tenancy.authentication import ApiClient
+from tenancy.models import Tenant
+from tenancy.policy import Action, Principal
+from tenancy.sign_in import session_needs_password_sign_in
 
 
 def request_tenant(request) -> Tenant:

@@ -7,7 +7,7 @@ from django.http import Http404
 
 from agentplatform import throttling
 from agentplatform.api.tenant import request_tenant
-from agentplatform.tenancy.models import Tenant
+from tenancy.models import Tenant
 
 
 class SessionTenantRateThrottle(throttling.TenantRateThrottle):

@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import allowed, request_tenant
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.services import tenant_time_zone_set
+from tenancy.policy import Action
+from tenancy.services import tenant_time_zone_set
 
 
 class TimeZoneBody(serializers.Serializer):

@@ -38,9 +38,9 @@ from agentplatform.api.serializers import (
     ToolResultSerializer,
     ToolSerializer,
 )
-from agentplatform.tenancy.policy import Action
 from agents.runs import tool_run
 from agents.selftests import health_by_name, selftest_tools
+from tenancy.policy import Action
 from tools import selectors
 from tools.definitions import build_tool
 from tools.loader import (

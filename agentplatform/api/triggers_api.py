@@ -24,8 +24,6 @@ from agentplatform.api.resources import (
 from agentplatform.api.runs import RunSerializer
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import TenantPolicyView
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.selectors import member_user
 from agents import selectors
 from agents.models import Trigger, TriggerKind
 from agents.runtime.triggers import MAX_CRON_CHARS, MAX_TEMPLATE_CHARS
@@ -38,6 +36,8 @@ from agents.triggers import (
     trigger_save,
     visible_triggers,
 )
+from tenancy.policy import Action
+from tenancy.selectors import member_user
 
 SLUG = r"^[a-z0-9][a-z0-9_-]{0,49}$"
 TRIGGER_EXAMPLE = {

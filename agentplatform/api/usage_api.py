@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import allowed, request_principal, request_tenant
-from agentplatform.tenancy.policy import Action
 from agents.selectors import runs_since
 from agents.usage_report import (
     MAX_DAYS,
@@ -28,6 +27,7 @@ from agents.usage_report import (
     usage_csv,
     usage_rows,
 )
+from tenancy.policy import Action
 
 DAYS = OpenApiParameter(
     "days", OpenApiTypes.INT, description=f"The period: today and the days before it, 1 to "

@@ -7,10 +7,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentplatform.api.schema import ERRORS
-from agentplatform.tenancy.access import tenants_for
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.models import Scope
-from agentplatform.tenancy.permissions import requires_scope
+from tenancy.access import tenants_for
+from tenancy.authentication import ApiClient
+from tenancy.models import Scope
+from tenancy.permissions import requires_scope
 
 
 class WhoAmI(APIView):

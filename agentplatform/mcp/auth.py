@@ -1,4 +1,4 @@
-"""Tenant API keys, and OAuth access tokens of members (agentplatform/tenancy/oauth.py), as
+"""Tenant API keys, and OAuth access tokens of members (tenancy/sign_on/oauth.py), as
 MCP bearer tokens, through the SDK's token-verifier hook.
 
 A missing, wrong, revoked or expired key or token gets the SDK's 401 with a
@@ -15,11 +15,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 from pydantic import ConfigDict, Field
 
-from agentplatform.stream_reads import stream_read
-from agentplatform.tenancy.api_keys import find_usable_key, verified_key
-from agentplatform.tenancy.models import ApiKey, Membership, Scope
-from agentplatform.tenancy.oauth import ACCESS_MARK, token_holder
-from agentplatform.tenancy.policy import Action, Principal
+from base.stream_reads import stream_read
+from tenancy.api_keys import find_usable_key, verified_key
+from tenancy.models import ApiKey, Membership, Scope
+from tenancy.policy import Action, Principal
+from tenancy.sign_on.oauth import ACCESS_MARK, token_holder
 
 
 class ApiKeyToken(AccessToken):

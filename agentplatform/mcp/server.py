@@ -32,10 +32,6 @@ from mcp_types import (
 from mcp_types import Tool as MCPTool
 
 from agentplatform.mcp.auth import SignInRefused, caller
-from agentplatform.stream_reads import stream_read
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action, Principal
 from agents.models import Agent, Crew, Run
 from agents.quotas import QuotaExceeded
 from agents.runs import (
@@ -52,6 +48,10 @@ from agents.runs import (
 from agents.runtime.spec import RunStatus
 from agents.selectors import active_agents_and_crews, conversation_get, model_target
 from agents.services import conversation_save
+from base.stream_reads import stream_read
+from tenancy import rls
+from tenancy.models import Tenant
+from tenancy.policy import Action, Principal
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 

@@ -34,10 +34,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from agentplatform.event_streams import event_stream_response, sse_message
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action, Principal, declares
-from agentplatform.tenancy.services import member_named
 from agentplatform.v1.chat_request import (
     ChatRequest,
     json_body,
@@ -59,8 +55,12 @@ from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, request_text, run_start
 from agents.runtime.spec import RunStatus
+from base.stream_reads import brief
 from providers.images import fetch_image
 from providers.runtime.images import ImageRefused, check_total
+from tenancy.authentication import ApiClient
+from tenancy.policy import Action, Principal, declares
+from tenancy.services import member_named
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action, declares
 from agentplatform.v1.chat_request import check_text, json_body
 from agentplatform.v1.endpoint import (
     OpenAIError,
@@ -39,11 +36,14 @@ from agentplatform.v1.endpoint import (
 from agentplatform.v1.shapes.base import BadRequest
 from agents import quotas
 from agents.runs import GatewayCall, record_gateway_calls
+from base.stream_reads import brief
 from providers.runtime.errors import ProviderError
 from providers.runtime.types import Usage
 from providers.services import adapter_for, connection_model
 from rag.embedders import local_embedder, static_embedder
 from rag.runtime.embeddings import EmbeddingError
+from tenancy.authentication import ApiClient
+from tenancy.policy import Action, declares
 
 LOCAL = "local"
 STATIC = "static"

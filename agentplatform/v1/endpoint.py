@@ -15,15 +15,15 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.api_keys import verified_key
-from agentplatform.tenancy.authentication import ApiClient, ApiKeyAuthentication
-from agentplatform.tenancy.models import ApiKey
-from agentplatform.tenancy.policy import Action, Principal
 from agentplatform.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.v1.shapes.base import BadRequest
 from agents.quotas import QuotaExceeded
+from base.stream_reads import brief
+from tenancy import rls
+from tenancy.api_keys import verified_key
+from tenancy.authentication import ApiClient, ApiKeyAuthentication
+from tenancy.models import ApiKey
+from tenancy.policy import Action, Principal
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -36,8 +36,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
-from agentplatform.stream_reads import brief, stream_read
-from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.v1.endpoint import (
     OpenAIError,
     model_not_found,
@@ -46,6 +44,7 @@ from agentplatform.v1.endpoint import (
 )
 from agents import quotas
 from agents.runs import GatewayCall, record_gateway_calls
+from base.stream_reads import brief, stream_read
 from providers.models import ProviderKind
 from providers.routing import BALANCER, gateway_order, retryable_status
 from providers.runtime import tracing
@@ -60,6 +59,7 @@ from providers.runtime.estimates import output_tokens_of
 from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
 from providers.runtime.types import Usage
 from providers.services import GatewayRoute, gateway_route, known_gateway_route
+from tenancy.authentication import ApiClient
 
 logger = logging.getLogger(__name__)
 

@@ -25,13 +25,13 @@ from django.http import HttpResponse
 from django.http.request import split_domain_port, validate_host
 from django.middleware.security import SecurityMiddleware
 
-from agentplatform.tenancy.api_keys import verified_key
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action, Principal
 from agentplatform.v1.endpoint import INLINE_PARSE_BYTES, OpenAIError, throttled
 from agentplatform.v1.gateway import GatewayAnswer, forwarded, is_gateway_model
 from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from providers.services import known_gateway_route
+from tenancy.api_keys import verified_key
+from tenancy.authentication import ApiClient
+from tenancy.policy import Action, Principal
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.event_streams import SseJsonReader, event_stream_response
-from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.v1.chat_request import check_sampling
 from agentplatform.v1.chat_wire import (
     MAX_ERROR_CHARS,
@@ -51,6 +50,7 @@ from agentplatform.v1.responses_wire import (
 from agentplatform.v1.shapes.base import BadRequest
 from providers.runtime.passthrough import json_object, token_count
 from providers.services import GatewayRoute
+from tenancy.authentication import ApiClient
 
 NOT_CHAINED = (
     "`previous_response_id` is not supported for gateway models (`<connection>/<model>`): "

@@ -35,7 +35,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.event_streams import SseJsonReader, event_stream_response, sse_message
-from agentplatform.tenancy.authentication import ApiClient
 from agentplatform.v1.chat_request import check_sampling
 from agentplatform.v1.chat_wire import (
     ChunkTally,
@@ -53,6 +52,7 @@ from agentplatform.v1.messages_wire import chat_body, message_object, messages_e
 from agentplatform.v1.shapes.base import BadRequest
 from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
 from providers.services import GatewayRoute
+from tenancy.authentication import ApiClient
 
 
 async def gateway_chat(

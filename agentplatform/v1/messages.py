@@ -23,7 +23,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.event_streams import event_stream_response
-from agentplatform.tenancy.policy import Action, declares
 from agentplatform.v1.chat_completions import (
     answer_text,
     answered,
@@ -43,6 +42,7 @@ from agentplatform.v1.messages_wire import chat_body, message_object, messages_e
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run
 from agents.runtime.spec import RunStatus
+from tenancy.policy import Action, declares
 
 anthropic_errors = partial(openai_errors, anthropic=True)
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Action, declares
 from agentplatform.v1.endpoint import allow_method, authorized, model_not_found, openai_errors
 from agents.models import Agent, Crew
 from agents.selectors import active_agents_and_crews, model_target
+from base.stream_reads import brief
 from providers.services import gateway_models
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Action, declares
 
 
 def _model_object(slug: str, created: Any, tenant: Tenant) -> dict[str, Any]:

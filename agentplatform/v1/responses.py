@@ -30,9 +30,6 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentplatform.event_streams import event_stream_response
-from agentplatform.stream_reads import brief
-from agentplatform.tenancy.authentication import ApiClient
-from agentplatform.tenancy.policy import Action, Principal, declares
 from agentplatform.v1.chat_completions import (
     answered,
     approval_message,
@@ -71,8 +68,11 @@ from agents.runtime.client_request import ClientRequest
 from agents.runtime.spec import TERMINAL, RunStatus
 from agents.runtime.state import RunState
 from agents.selectors import stored_response_run
+from base.stream_reads import brief
 from providers.runtime.openai_adapter import to_openai_messages
 from providers.runtime.types import UserMessage
+from tenancy.authentication import ApiClient
+from tenancy.policy import Action, Principal, declares
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.access import membership_for, memberships_of
-from agentplatform.tenancy.policy import Principal
-from agentplatform.tenancy.services import membership_remove
-from agentplatform.tenancy.sign_in import session_needs_password_sign_in, session_sign_in_method
+from tenancy import rls
+from tenancy.access import membership_for, memberships_of
+from tenancy.policy import Principal
+from tenancy.services import membership_remove
+from tenancy.sign_in import session_needs_password_sign_in, session_sign_in_method
 
 
 @login_required

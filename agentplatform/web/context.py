@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from agentplatform.tenancy.access import tenants_for
-from agentplatform.tenancy.models import Role
+from tenancy.access import tenants_for
+from tenancy.models import Role
 
 
 def navigation(request: HttpRequest) -> dict:

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from agentplatform.tenancy.services import (
+from tenancy.services import (
     InvitationRefused,
     invitation_accept,
     invitation_decline,

@@ -22,11 +22,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.selectors import tenant_slugs
-from agentplatform.versions import shared_redis
 from agents import selectors
 from agents.runtime.spec import RunStatus
+from base.versions import shared_redis
+from tenancy import rls
+from tenancy.selectors import tenant_slugs
 
 # Seconds from a run's first start to its end (an approval's wait included).
 LATENCY_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)

@@ -1,4 +1,4 @@
-"""The OAuth 2.1 authorization server MCP clients sign in through (agentplatform/tenancy/
+"""The OAuth 2.1 authorization server MCP clients sign in through (tenancy/
 oauth.py has the rules): its metadata (RFC 8414), dynamic client registration, the consent
 page where a signed-in member picks the tenant the client may act in, and the token
 endpoint. The MCP app's protected-resource metadata names this server. Browser-based
@@ -18,13 +18,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from agentplatform import rate_counters
-from agentplatform.tenancy import oauth, sso
-from agentplatform.tenancy.access import tenants_for
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.sign_in import session_needs_password_sign_in, session_sign_in_method
 from agentplatform.web import csp
 from agentplatform.web.cors import open_to_every_origin
+from base import rate_counters
+from tenancy.access import tenants_for
+from tenancy.models import Tenant
+from tenancy.sign_in import session_needs_password_sign_in, session_sign_in_method
+from tenancy.sign_on import oauth, sso
 
 REGISTRATIONS_PER_HOUR = 30  # per client address: registration needs no account
 MAX_REGISTRATION_BYTES = 16 * 1024  # ten long redirect URIs and a name fit many times over

@@ -8,13 +8,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import defaults
 
-from agentplatform.tenancy import rls, sso
-from agentplatform.tenancy.access import tenants_for
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
-from agentplatform.tenancy.selectors import active_tenant_named
-from agentplatform.tenancy.sign_in import SignInForm, with_throttle_status
+from tenancy import rls
+from tenancy.access import tenants_for
+from tenancy.models import Tenant
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
+from tenancy.selectors import active_tenant_named
+from tenancy.sign_in import SignInForm, with_throttle_status
+from tenancy.sign_on import sso
 
 
 class SignInView(auth_views.LoginView):

@@ -5,7 +5,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import agentplatform.encryption
+import base.encryption
 
 
 class Migration(migrations.Migration):
@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="agent",
             name="remote_token",
-            field=agentplatform.encryption.EncryptedTextField(blank=True, null=True),
+            field=base.encryption.EncryptedTextField(blank=True, null=True),
         ),
         migrations.AddField(
             model_name="agent",

@@ -4,8 +4,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import agentplatform.encryption
-from agentplatform.tenancy import rls
+import base.encryption
+from tenancy import rls
 
 
 class Migration(migrations.Migration):
@@ -51,9 +51,7 @@ class Migration(migrations.Migration):
                 ("enabled", models.BooleanField(default=True)),
                 (
                     "secret",
-                    agentplatform.encryption.EncryptedTextField(
-                        blank=True, editable=False, null=True
-                    ),
+                    base.encryption.EncryptedTextField(blank=True, editable=False, null=True),
                 ),
                 ("next_fire_at", models.DateTimeField(blank=True, editable=False, null=True)),
                 ("last_fired_at", models.DateTimeField(blank=True, editable=False, null=True)),

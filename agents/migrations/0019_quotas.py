@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from agentplatform.tenancy import rls
+from tenancy import rls
 
 
 class Migration(migrations.Migration):

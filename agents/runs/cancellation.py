@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 
-from agentplatform.redis_wire import Batched, RedisWire
 from agents.models import Run
 from agents.runs.channels import publisher
+from base.redis_wire import Batched, RedisWire
 from providers.runtime.clients import PerLoop
 
 FLAG_TTL_S = 24 * 3600  # an unread flag (a run that ended meanwhile) expires on its own

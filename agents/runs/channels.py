@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import redis
 
-from agentplatform.versions import shared_redis
 from agents.models import Run
+from base.versions import shared_redis
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # The events that end an execution's attempt: the run finished, or parked for a human. They

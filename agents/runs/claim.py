@@ -19,10 +19,10 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, models
 
-from agentplatform.tenancy.models import Tenant
 from agents.models import Agent, Run, RunEvent
 from agents.runtime.spec import RunStatus
 from providers.models import ProviderConnection
+from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,6 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.tenancy import audit
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Principal
 from agents import access
 from agents.models import Approval, ApprovalStatus, Run
 from agents.runs.cancellation import request_cancel
@@ -23,6 +20,9 @@ from agents.runs.start import Initiator
 from agents.runs.writer import append_event, next_seq, storable
 from agents.runtime.spec import RunStatus
 from agents.signals import request_execution
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Principal
+from tenancy.records import audit
 from tools.runtime.tool import ToolCall
 
 

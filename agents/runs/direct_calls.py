@@ -28,9 +28,6 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
-from agentplatform.stream_reads import stream_read
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Principal
 from agents import quotas
 from agents.models import Approval, Run, approval_decisions
 from agents.runs import writer as run_writer
@@ -38,6 +35,9 @@ from agents.runs.costs import TOOL_USAGE, tool_call_cost
 from agents.runtime.spec import Decision, RunOutcome, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload
+from base.stream_reads import stream_read
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Principal
 from tools.loader import fresh_tenant_tools, tenant_tools
 from tools.runtime.context import RunContext, SecretAccessor
 from tools.runtime.tool import ToolCall

@@ -26,7 +26,6 @@ from django.db.models import Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agentplatform.tenancy import rls
 from agents import quotas
 from agents.models import (
     MAX_INPUT_CHARS,
@@ -84,6 +83,7 @@ from providers.routing import model_targets, routed_adapter
 from providers.runtime.fallback import Target
 from providers.runtime.types import Usage, UserMessage
 from providers.services import adapter_for, default_connection
+from tenancy import rls
 from tools.loader import egress_client, tenant_tools
 from tools.runtime.context import ConfigurationError, StaticSecrets
 from tools.runtime.frames import Frame

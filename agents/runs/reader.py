@@ -21,11 +21,11 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
-from agentplatform.stream_reads import stream_read
 from agents.models import Approval, ApprovalStatus, Run, RunEvent
 from agents.runs.channels import TERMINAL_EVENTS, channel
 from agents.runs.subscriptions import LOST, Rewind, subscriptions
 from agents.runtime.spec import TERMINAL, RunStatus
+from base.stream_reads import stream_read
 
 SETTLE_S = 3.0  # how long to wait for the run row once its last event is out
 SETTLE_POLL_S = 0.02

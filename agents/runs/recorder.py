@@ -14,12 +14,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import ApiKey
 from agents.runs.writer import CallRecord, storable_text, write_calls
 from agents.runtime.spec import RunStatus
 from providers.pricing import usage_cost
 from providers.runtime.types import Usage
+from tenancy import rls
+from tenancy.models import ApiKey
 
 logger = logging.getLogger(__name__)
 

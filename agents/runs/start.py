@@ -19,9 +19,6 @@ from django.db.models.functions import Now
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.tenancy import audit
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.policy import Principal
 from agents import access, quotas
 from agents.models import MAX_INPUT_CHARS, Agent, Conversation, Crew, Message, Run, Trigger
 from agents.runs.engine import execute_run, lease_seconds
@@ -34,6 +31,9 @@ from agents.signals import request_execution
 from agents.tool_sources import effective_tools
 from providers.models import ProviderKind
 from providers.services import default_connection
+from tenancy.models import ApiKey, Tenant
+from tenancy.policy import Principal
+from tenancy.records import audit
 
 Initiator = AbstractBaseUser | ApiKey | None
 BUSY = "Wait for the current answer to finish, or stop it."

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from django.db.models.functions import Now
 
-from agentplatform.tenancy import rls
 from agents.models import Run
 from agents.runs.engine import lease_seconds
 from agents.runtime.spec import RunStatus
+from tenancy import rls
 
 BACKLOG_PER_SWEEP = 500
 

@@ -61,13 +61,13 @@ from django.db.models import JSONField
 from django.db.models.fields import NOT_PROVIDED
 from psycopg import sql
 
-from agentplatform.tenancy import rls
 from agents.models import Approval, Run, RunEvent
 from agents.runs.channels import ENDING_EVENTS, channel, publisher
 from agents.runs.claim import column_list, instance_of_row
 from agents.runs.costs import TOOL_USAGE
 from agents.runs.subscriptions import deliver_early, rewind
 from agents.runtime.spec import RunOutcome, RunStatus
+from tenancy import rls
 from tools.runtime.context import NoSecrets, SecretAccessor
 from tools.runtime.tool import ToolCall
 

@@ -1,7 +1,7 @@
 """Agent kinds: how an agent thinks. Each kind is an async callable with run_agent's
 keyword arguments (plus `egress`, a GuardedHttpClient, for kinds that reach out), returning
 a RunOutcome. Kinds are plug-ins (the `agentplatform.agent_kinds` entry points, loaded when
-the agents app starts: agentplatform/plugins.py); the built-in ones below are declared in
+the agents app starts: base/plugins.py); the built-in ones below are declared in
 the platform's pyproject.toml the same way a package declares its own."""
 
 from __future__ import annotations

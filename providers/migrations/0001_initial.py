@@ -4,7 +4,7 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentplatform.encryption
+import base.encryption
 
 
 class Migration(migrations.Migration):
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
                     "base_url",
                     models.URLField(blank=True, help_text="Leave blank for the service's default."),
                 ),
-                ("api_key", agentplatform.encryption.EncryptedTextField(blank=True, null=True)),
+                ("api_key", base.encryption.EncryptedTextField(blank=True, null=True)),
                 (
                     "extra_headers",
                     models.JSONField(

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from agentplatform.tenancy import rls
+from tenancy import rls
 
 
 class Migration(migrations.Migration):

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentplatform.tenancy.models import ApiKey, Role
-from agentplatform.tenancy.policy import Principal
 from agents.config_document import config_export
 from agents.triggers import trigger_save
 from providers.models import ProviderConnection
+from tenancy.models import ApiKey, Role
+from tenancy.policy import Principal
 from tests.factories import (
     add_member,
     make_agent,
@@ -277,7 +277,7 @@ CORPUS: list[BadDocument] = [
         data(connections=[{"name": "gpt", "kind": "openai"}]),
         ("connections[0].secret",),
     ),
-    # A secret stays with its destination (agentplatform/secret_destinations.py): the rule
+    # A secret stays with its destination (base/secret_destinations.py): the rule
     # is the models' clean(), which only the apply runs.
     BadDocument(
         "a-tool-secret-moved-to-another-host",

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from agentplatform.tenancy.services import group_create
 from agents.config_document import config_export, config_import, config_plan
 from agents.models import Agent, Crew
 from agents.runtime.config.loading import dump_document
 from agents.seed import seed_demo_agent
 from providers.models import ProviderConnection
 from providers.services import seed_demo_connection
+from tenancy.services import group_create
 from tests.factories import make_agent, make_connection, make_crew, make_http_tool, make_tool
 from tools.models import ToolDefinition
 

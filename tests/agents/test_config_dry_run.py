@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from celery import signals
 
-from agentplatform import versions
-from agentplatform.tenancy import api_keys
-from agentplatform.tenancy.models import AuditEntry, ConfigVersion
 from agents import quotas
 from agents.config_document import config_export, config_import
 from agents.models import Quota, Trigger
+from base import versions
 from providers import pricing
 from rag.models import Document, KnowledgeBase
+from tenancy import api_keys
+from tenancy.models import AuditEntry, ConfigVersion
 from tests.agents.config_corpus import CORPUS, BadDocument, secret_holders
 from tests.factories import make_agent, make_http_tool
 from tools import loader

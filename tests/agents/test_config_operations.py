@@ -14,8 +14,6 @@ from typing import Any
 import jsonschema
 import pytest
 
-from agentplatform.tenancy.models import ApiKey, Role
-from agentplatform.tenancy.policy import Principal
 from agents.config_document import config_export, config_import, config_plan
 from agents.models import Quota, Trigger
 from agents.runtime.config.compiler import ConfigInvalid, KnownNames, compile_config
@@ -25,6 +23,8 @@ from agents.triggers import trigger_save
 from providers.models import ModelPrice
 from providers.runtime.price_rules import PRICE_KINDS
 from providers.services import price_save
+from tenancy.models import ApiKey, Role
+from tenancy.policy import Principal
 from tests.factories import add_member, make_agent, make_crew, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
-from agentplatform.saving import SaveConflict, save_validated
 from agents import services
 from agents.models import Agent, Conversation, Crew, CrewMember, Fact
+from tenancy.records.saving import SaveConflict, save_validated
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,6 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
-from agentplatform.tenancy.models import Role
 from agents.evaluations import (
     case_from_run,
     case_save,
@@ -27,6 +26,7 @@ from agents.models import Evaluation, Feedback, Run, Verification
 from agents.runs import run_start
 from agents.runtime.judge import SYSTEM, JudgeAnswerError, parse_verdict
 from agents.runtime.spec import RunStatus
+from tenancy.models import Role
 from tests.agents.test_confirmation import settle
 from tests.factories import add_member, make_connection, make_user
 from tests.fakes.provider_server import ErrorReply, TextReply

@@ -16,11 +16,11 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from agentplatform.tenancy import rls
 from agents.facts import DjangoFactStore, fact_embedder, register_fact_embedder
 from agents.models import Fact
 from agents.runs import run_start
 from rag.embedders import local_model_installed, static_embedder
+from tenancy import rls
 from tests.factories import add_member, make_agent
 
 DATA = json.loads((Path(__file__).parents[1] / "data/memory/recall.json").read_text())

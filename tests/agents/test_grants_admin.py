@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from agentplatform.tenancy.models import ApiKey
 from agents.selectors import use_grants
+from tenancy.models import ApiKey
 from tests.factories import login, make_agent, make_crew
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""One plug-in mechanism (agentplatform/plugins.py): the platform's own tools, tool sources
+"""One plug-in mechanism (base/plugins.py): the platform's own tools, tool sources
 and agent kinds come from its entry points, and a package installed beside it adds an agent
 kind, a tenant tool source or tools the same way, without a line of the platform changed
 (tests/data/plugins: a module and its dist-info, as pip leaves an installed package;
@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from agentplatform import plugins
 from agents.apps import load_plugins
 from agents.models import Agent
 from agents.runs import run_start, tool_run
 from agents.runtime.kinds import KINDS
 from agents.signals import run_queued
 from agents.tool_sources import _sources, effective_tools
+from base import plugins
 from tests.agents.test_confirmation import settle
 from tests.factories import make_agent
 from tools import tool_sources

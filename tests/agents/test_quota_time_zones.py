@@ -13,11 +13,11 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from rest_framework.test import APIClient
 
-from agentplatform.tenancy.models import AuditEntry, Tenant
-from agentplatform.tenancy.services import tenant_time_zone_set
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded, period_bounds
+from tenancy.models import AuditEntry, Tenant
+from tenancy.services import tenant_time_zone_set
 from tests.factories import login, make_user
 
 pytestmark = pytest.mark.django_db

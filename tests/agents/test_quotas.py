@@ -16,17 +16,17 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connection, connections, transaction
 
-from agentplatform import versions
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import ApiKey
 from agents import quotas
 from agents.models import Quota, Run
 from agents.quotas import Meter, QuotaExceeded
 from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE
+from base import versions
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import ProviderError
 from providers.runtime.fake import FakeModel
 from providers.runtime.types import ModelRequest, Usage, UserMessage
+from tenancy import services as tenancy
+from tenancy.models import ApiKey
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 

@@ -9,10 +9,10 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from agentplatform.tenancy.services import api_key_create
 from agents.models import Approval, Run
 from agents.selftests import UNATTENDED, selftest_tools
 from agents.tasks import selftest_all_tenants
+from tenancy.services import api_key_create
 from tests.api.test_resources import Api, as_key, assert_error
 from tests.factories import login, make_http_tool, make_mcp_connection
 from tests.fakes.mcp_server import FakeMcpServer

@@ -191,10 +191,10 @@ def test_of_two_concurrent_turns_one_wins(trio, agent, same_key):
 def test_gateway_calls_of_several_tenants_are_all_recorded_each_under_its_scope(trio):
     from django.utils import timezone
 
-    from agentplatform.tenancy import rls
-    from agentplatform.tenancy import services as tenancy
     from agents.runs import GatewayCall, record_gateway_calls
     from providers.runtime.types import Usage
+    from tenancy import rls
+    from tenancy import services as tenancy
 
     acme_key, _ = tenancy.api_key_create(tenant=trio.acme, name="a", scopes=["run"])
     globex_key, _ = tenancy.api_key_create(tenant=trio.globex, name="g", scopes=["run"])

@@ -14,12 +14,12 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.http import Http404
 from django.utils import timezone
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Run, RunEvent
 from agents.runs import approval_decide, run_cancel
 from agents.runs import writer as run_writer
 from agents.runs.direct_calls import atool_run
 from agents.runs.engine import execute_run
+from tenancy import services as tenancy
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -606,10 +606,10 @@ def test_a_workflows_tool_step_takes_the_step(journal):
 @pytest.mark.parametrize("face", ["rest", "mcp"])
 def test_a_direct_call_takes_the_step(trio, journal, monkeypatch, face):
     """Recorded once, after the call: the same events in the same order, without the saves."""
-    from agentplatform.tenancy import services as tenancy
     from agents.models import RunEvent
     from agents.runs import direct_calls as tool_runs
     from agents.runs import writer as run_writer
+    from tenancy import services as tenancy
 
     kept = tool_runs._Events.emit
 

@@ -12,11 +12,11 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from agentplatform.tenancy.models import AuditEntry, Membership, Role
-from agentplatform.tenancy.policy import Principal
 from agents.models import Run, Trigger
 from agents.services import use_grant
 from agents.triggers import fire_due_triggers, trigger_rotate_secret, trigger_save
+from tenancy.models import AuditEntry, Membership, Role
+from tenancy.policy import Principal
 from tests.factories import add_member, make_agent, make_user
 
 pytestmark = pytest.mark.django_db

@@ -14,13 +14,13 @@ from decimal import Decimal
 
 import pytest
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Approval, Conversation, Message, Run, RunEvent
 from agents.runs import approval_decide, run_inline
 from agents.runs.direct_calls import atool_run, tool_run
 from agents.runs.engine import execute_run
 from agents.runs.writer import storable, storable_json, storable_text
 from agents.runtime.structured import FINAL_ANSWER
+from tenancy import services as tenancy
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import ToolDefinition

@@ -10,13 +10,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.urls import reverse
 
-from agentplatform.tenancy.models import Role
-from agentplatform.tenancy.services import api_key_create
 from agents.models import Approval, Conversation, Run, Verification
 from agents.runs import run_start
 from agents.signals import run_succeeded
 from agents.tasks import _verify_outcome, verify_outcome_task
 from agents.verification import UNATTENDED, rates_by_agent, verify
+from tenancy.models import Role
+from tenancy.services import api_key_create
 from tests.agents.test_confirmation import settle
 from tests.api.test_resources import as_key, assert_error
 from tests.factories import add_member, login, make_http_tool, make_user

@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from agentplatform.tenancy import services as tenancy
+from tenancy import services as tenancy
 from tests import live_server
 from tests.fakes.otlp_collector import OtlpCollector
 

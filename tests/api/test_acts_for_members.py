@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import ApiKey, Role
 from agents.models import Run
+from tenancy import services as tenancy
+from tenancy.models import ApiKey, Role
 from tests.api.conftest import sdk
 from tests.api.test_openai_compat import run_of
 from tests.api.test_resources import Api, assert_error

@@ -10,8 +10,8 @@ import httpx2
 import openai
 import pytest
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Membership, Role
+from tenancy import services as tenancy
+from tenancy.models import Membership, Role
 from tests.api.conftest import sdk
 from tests.factories import add_member, login, make_user
 from tests.fakes.provider_server import TextReply

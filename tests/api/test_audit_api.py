@@ -8,10 +8,11 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx2
 import pytest
 
-from agentplatform.tenancy import audit, services
-from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry
 from agents.models import Run
 from agents.runs import run_start
+from tenancy import services
+from tenancy.models import ApiKey, AuditAction, AuditEntry
+from tenancy.records import audit
 from tests.api.test_resources import Api, as_key, assert_error
 from tests.factories import login, make_agent, make_approval
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from django.test import Client
 
-from agentplatform.tenancy.models import Role
 from agents.models import Agent
+from tenancy.models import Role
 from tests.api.test_resources import assert_error, key_for
 from tests.factories import add_member, login, make_agent, make_connection, make_user
 

@@ -117,8 +117,8 @@ def test_feedback_over_rest_adds_the_exchange_to_a_dataset(client, trio, agent, 
 
 
 def test_an_evaluation_is_stopped_by_its_starter_or_an_admin(client, trio, agent, settings):
-    from agentplatform.tenancy.models import Role
     from agents.evaluations import case_save, dataset_save, evaluation_advance, evaluation_start
+    from tenancy.models import Role
     from tests.factories import add_member, login, make_user
 
     settings.EVALUATION_CONCURRENCY = 1

@@ -14,10 +14,10 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from agentplatform.tenancy import services as tenancy
 from agentplatform.v1 import gateway_responses
 from agentplatform.v1.endpoint import OpenAIError
 from agents.models import Run
+from tenancy import services as tenancy
 from tests.api.conftest import sdk
 from tests.api.test_frameworks import framework
 from tests.factories import make_connection

@@ -13,11 +13,11 @@ import pytest
 from django.conf import settings
 
 from agentplatform.asgi_handler import StreamingASGIHandler
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Role
 from agentplatform.v1.gateway import flush_gateway_calls
 from agentplatform.v1.gateway_door import with_gateway_door
 from agents.models import Run
+from tenancy import services as tenancy
+from tenancy.models import Role
 from tests.factories import make_connection
 from tests.fakes.provider_server import TextReply
 

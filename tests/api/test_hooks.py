@@ -9,11 +9,11 @@ import time
 import pytest
 from django.test import Client, override_settings
 
-from agentplatform.tenancy.models import Membership
-from agentplatform.tenancy.policy import Principal
 from agents.models import Run, Trigger
 from agents.runtime.triggers import sign
 from agents.triggers import trigger_save
+from tenancy.models import Membership
+from tenancy.policy import Principal
 from tests.factories import make_agent
 
 pytestmark = pytest.mark.django_db

@@ -12,15 +12,16 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from agentplatform.tenancy import rls, sso
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import (
+from tenancy import rls
+from tenancy import services as tenancy
+from tenancy.models import (
     AuditEntry,
     IdentityProvider,
     IdentityProviderGroup,
     Membership,
     Role,
 )
+from tenancy.sign_on import sso
 from tests.api.test_runs_api import client_for
 from tests.factories import add_member, make_user
 

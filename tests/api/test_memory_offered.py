@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Fact, Run
 from agents.runs.engine import execute_run
 from agents.runtime.memory import MEMORY_TOOL_NAMES
+from tenancy import services as tenancy
 from tests.api.conftest import sdk
 from tests.api.test_openai_compat import run_of
 from tests.factories import make_agent

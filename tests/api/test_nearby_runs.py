@@ -13,9 +13,9 @@ import time
 import openai
 import pytest
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Run
 from agents.runtime.spec import RunStatus
+from tenancy import services as tenancy
 from tests import live_server
 from tests.fakes.provider_server import TextReply
 

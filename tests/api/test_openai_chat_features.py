@@ -12,8 +12,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from pydantic import BaseModel
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Fact, Run, RunEvent
+from tenancy import services as tenancy
 from tests.api.conftest import sdk
 from tests.api.test_openai_compat import WEATHER, run_of
 from tests.factories import make_agent, make_connection

@@ -9,11 +9,11 @@ import openai
 import pytest
 from django.core.cache import cache
 
-from agentplatform import versions
-from agentplatform.tenancy import services as tenancy
 from agents import quotas
 from agents.models import Quota, Run
+from base import versions
 from providers.models import ModelPrice
+from tenancy import services as tenancy
 from tests.api.conftest import sdk
 from tests.fakes.provider_server import embedding_for
 

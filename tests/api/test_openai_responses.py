@@ -9,8 +9,8 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Run
+from tenancy import services as tenancy
 from tests.api.conftest import sdk
 from tests.api.test_frameworks import PARIS, WEATHER_CALL, framework
 from tests.factories import make_crew

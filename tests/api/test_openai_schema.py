@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from django.test import AsyncClient
 
-from agentplatform.tenancy import services as tenancy
+from tenancy import services as tenancy
 from tests.api.test_frameworks import WEATHER_CALL
 from tests.fakes.provider_server import TextReply, ToolCallReply
 

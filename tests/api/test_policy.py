@@ -11,12 +11,12 @@ from django.contrib.auth.models import Group
 from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Role, TenantGroup
 from agents.models import Agent, Approval, Conversation, Crew, Run
 from agents.runs import run_start
 from providers.models import ProviderConnection
 from rag.models import KnowledgeBase
+from tenancy import services as tenancy
+from tenancy.models import Role, TenantGroup
 from tests.factories import add_member, login, make_agent, make_approval, make_crew, make_user
 from tools.loader import registry_for_tenant
 from tools.models import ToolDefinition
@@ -271,7 +271,7 @@ def test_a_key_keeps_the_role_its_creator_had(trio):
         "/api/v1/members", {"username": "bob", "role": "owner"}, format="json"
     )
     assert owner_ship.status_code == 403
-    from agentplatform.tenancy.models import ApiKey
+    from tenancy.models import ApiKey
 
     assert ApiKey.objects.get(name="ops").role == Role.ADMIN
 
@@ -354,7 +354,7 @@ def test_a_key_made_by_a_limited_key_is_no_freer(trio):
     )  # fmt: skip
     made = maker.post("/api/v1/api-keys", {"name": "free", "scopes": ["admin"]}, format="json")
     assert made.status_code == 201, made.content
-    from agentplatform.tenancy.models import ApiKey
+    from tenancy.models import ApiKey
 
     key = ApiKey.objects.get(name="free")
     assert key.allowed_agents == ["support"] and key.allowed_tools == ["calculator"]
@@ -394,8 +394,8 @@ def test_an_owner_starts_a_crew_with_an_inactive_member(trio, assistant):
 
 
 def test_a_removed_member_leaves_no_grant_or_group_behind(trio, payroll):
-    from agentplatform.tenancy.services import membership_remove
     from agents.selectors import use_grants
+    from tenancy.services import membership_remove
 
     carol_membership = payroll.tenant.memberships.get(user__username="carol")
     carol = carol_membership.user

@@ -12,7 +12,6 @@ import openai
 import pytest
 from django.test import Client
 
-from agentplatform.tenancy import services as tenancy
 from agents import quotas
 from agents.models import Quota, Run, RunEvent
 from agents.runs import run_start
@@ -20,6 +19,7 @@ from agents.runs.engine import execute_run
 from agents.services import conversation_save
 from agents.signals import run_queued
 from providers.models import ModelPrice
+from tenancy import services as tenancy
 from tests.api.conftest import sdk
 from tests.api.test_runs_api import client_for
 from tests.factories import login, make_crew

@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import AuditEntry, Role
 from agents import quotas
 from agents.models import Quota
+from tenancy import services as tenancy
+from tenancy.models import AuditEntry, Role
 from tests.api.test_runs_api import client_for
 from tests.factories import add_member, make_agent, make_user
 

@@ -32,8 +32,8 @@ from django.test import Client
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from agentplatform.tenancy import services as tenancy
 from agents.services import conversation_save
+from tenancy import services as tenancy
 from tests import live_server
 from tests.fakes.provider_server import TextReply
 

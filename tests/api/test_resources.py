@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentplatform.tenancy import services
-from agentplatform.tenancy.models import ApiKey, Tenant
 from agents.models import Agent, Conversation, Crew, Fact, Message
+from tenancy import services
+from tenancy.models import ApiKey, Tenant
 from tests.factories import login, make_agent, make_connection
 
 V1 = "/api/v1"

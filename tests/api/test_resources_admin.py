@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from agentplatform.tenancy.models import ApiKey, Membership, Role
+from tenancy.models import ApiKey, Membership, Role
 from tests.api.test_resources import Api, as_key, assert_error, key_for
 from tests.factories import add_member, login, make_user
 

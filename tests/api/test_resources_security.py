@@ -35,7 +35,7 @@ def globex_objects(trio) -> dict[str, object]:
 
 
 def test_every_endpoint_answers_404_for_another_tenants_ids(client, trio):
-    from agentplatform.tenancy.models import ApiKey, Membership
+    from tenancy.models import ApiKey, Membership
 
     g = globex_objects(trio)
     member_id = Membership.objects.get(tenant=trio.globex).pk

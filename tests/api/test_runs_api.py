@@ -13,12 +13,12 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import ApiKey
 from agents.models import Agent, Approval, Crew, CrewMember, Run, RunEvent
 from agents.runs import run_inline, run_start
 from agents.runs.engine import execute_run
 from agents.services import conversation_save
+from tenancy import services as tenancy
+from tenancy.models import ApiKey
 from tests.conftest import PAY_SECRET
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 

@@ -45,11 +45,11 @@ from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
 
 from agentplatform import throttling
-from agentplatform.tenancy import services
-from agentplatform.tenancy.models import ApiKey, Membership
 from agentplatform.v1 import chat_completions
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
+from tenancy import services
+from tenancy.models import ApiKey, Membership
 from tests.api.test_resources import as_key, key_for
 from tests.conftest import make_trio
 from tests.factories import make_connection, make_mcp_connection

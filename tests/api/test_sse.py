@@ -24,10 +24,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.test import AsyncClient, Client
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Run, RunEvent
 from agents.runs import run_start
 from agents.runs.channels import channel
+from tenancy import services as tenancy
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)

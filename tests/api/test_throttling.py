@@ -11,8 +11,8 @@ from rest_framework.test import APIRequestFactory
 
 from agentplatform import throttling
 from agentplatform.api.throttling import SessionTenantRateThrottle
-from agentplatform.tenancy import services
-from agentplatform.tenancy.authentication import ApiClient
+from tenancy import services
+from tenancy.authentication import ApiClient
 from tests.api.test_resources import Api, assert_error
 from tests.web.test_pages import login
 
@@ -93,8 +93,8 @@ def test_hits_of_one_moment_share_a_round_trip_and_keep_distinct_counts():
     get the counts 1..n of each key, exactly once each, in fewer round trips than hits."""
     import asyncio
 
-    from agentplatform import rate_counters
-    from agentplatform.versions import shared_redis
+    from base import rate_counters
+    from base.versions import shared_redis
 
     def scripts_run() -> int:
         stats = shared_redis().info("commandstats")

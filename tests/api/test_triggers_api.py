@@ -10,9 +10,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from agentplatform.tenancy.models import Role
 from agents.models import Run, Trigger
 from agents.triggers import fire_due_triggers
+from tenancy.models import Role
 from tests.api.test_resources import Api, as_key, assert_error
 from tests.factories import add_member, login, make_agent, make_user
 

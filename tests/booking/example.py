@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from django.core.management import call_command
 
-from agentplatform.tenancy.models import Tenant
+from tenancy.models import Tenant
 from tests.fakes.booking_api import API_KEY_HEADER, BookingApi
 from tools.models import ToolDefinition
 from tools.services import tool_definition_save

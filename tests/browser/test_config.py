@@ -9,8 +9,8 @@ import pytest
 import yaml
 from playwright.sync_api import expect
 
-from agentplatform.tenancy.models import ApiKey
 from agents.models import Agent
+from tenancy.models import ApiKey
 from tests.factories import make_agent
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 

@@ -11,7 +11,7 @@ import httpx2
 import pytest
 from playwright.sync_api import expect
 
-from agentplatform.tenancy.models import OAuthToken, Role
+from tenancy.models import OAuthToken, Role
 from tests.factories import add_member
 from tests.mcp.test_oauth import pkce
 

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from agentplatform.tenancy.models import Membership, Role
+from tenancy.models import Membership, Role
 from tests.browser.conftest import Page
 from tests.fakes.oidc_provider.process import start_oidc_provider
 from tests.live_server import reserved_port, start_asgi_server

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agentplatform.tenancy import services as tenancy
+from tenancy import services as tenancy
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.tenancy import services as tenancy
+from tenancy import services as tenancy
 from tests.api.test_frameworks import framework
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,10 +20,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 from mcp.shared.exceptions import MCPError
 
-from agentplatform.tenancy import oauth
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import IdentityProvider, OAuthToken
 from agents.models import Run
+from tenancy import services as tenancy
+from tenancy.models import IdentityProvider, OAuthToken
+from tenancy.sign_on import oauth
 from tests.factories import PASSWORD
 from tests.fakes.provider_server import TextReply
 from tests.mcp.test_server import call, text_of, with_session

@@ -15,11 +15,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import Membership, Role
 from agents.models import Agent, Approval, Conversation, Crew, Run
 from agents.runs import run_start, tool_run
 from agents.services import conversation_save
+from tenancy import services as tenancy
+from tenancy.models import Membership, Role
 from tests.conftest import PAY_SECRET
 from tests.factories import make_user
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply

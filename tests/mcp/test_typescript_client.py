@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentplatform.tenancy import services as tenancy
 from agents.models import Agent, Run
+from tenancy import services as tenancy
 from tests.fakes.provider_server import TextReply
 from tools.loader import invalidate
 from tools.models import ToolDefinition

@@ -22,8 +22,8 @@ import pytest
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
-from agentplatform.tenancy.models import OAuthToken, Role
 from agents.models import Run
+from tenancy.models import OAuthToken, Role
 from tests.factories import add_member, make_agent, make_user
 from tests.mcp.test_oauth import signed_in
 from tests.mcp.test_typescript_client import CLIENTS, ts_call

@@ -6,9 +6,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
-from agentplatform.saving import SaveConflict
 from providers.models import ProviderConnection
 from providers.services import connection_delete, connection_save
+from tenancy.records.saving import SaveConflict
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from agentplatform.tenancy.scoped_admin import TenantScopedAdmin, TenantScopedInline
+from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedInline
 from tests.scoping.models import Project, Ticket
 
 

@@ -3,8 +3,8 @@
 from django.conf import settings
 from django.db import models
 
-from agentplatform.encryption import EncryptedTextField
-from agentplatform.tenancy.models import Tenant
+from base.encryption import EncryptedTextField
+from tenancy.models import Tenant
 
 
 class Project(models.Model):

@@ -5,9 +5,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from agentplatform.tenancy import access
-from agentplatform.tenancy.models import Role
 from providers.models import ProviderConnection
+from tenancy import access
+from tenancy.models import Role
 from tests.factories import add_member, make_connection, make_user
 from tests.scoping.models import Project
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from agentplatform.tenancy import services
-from agentplatform.tenancy.api_keys import find_usable_key
-from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry, Membership, Role
+from tenancy import services
+from tenancy.api_keys import find_usable_key
+from tenancy.models import ApiKey, AuditAction, AuditEntry, Membership, Role
 from tests.factories import PASSWORD, add_member, login, make_user
 from tests.scoping.models import Project, Ticket
 

@@ -9,10 +9,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
-from agentplatform.tenancy import services
-from agentplatform.tenancy.api_keys import find_usable_key, keys_version
-from agentplatform.tenancy.models import ApiKey, AuditAction, AuditEntry, Membership, Role
-from agentplatform.tenancy.policy import Action, Principal
+from tenancy import services
+from tenancy.api_keys import find_usable_key, keys_version
+from tenancy.models import ApiKey, AuditAction, AuditEntry, Membership, Role
+from tenancy.policy import Action, Principal
 from tests.factories import add_member, login, make_user
 
 
@@ -271,9 +271,7 @@ def test_a_creators_key_is_still_one_query(trio, dana, django_assert_num_queries
 
 
 def test_keys_made_with_keys_before_the_maker_was_recorded_get_it_from_the_audit_log(trio, dana):
-    migration = importlib.import_module(
-        "agentplatform.tenancy.migrations.0014_apikey_created_by_key"
-    )
+    migration = importlib.import_module("tenancy.migrations.0014_apikey_created_by_key")
     maker, maker_full = services.api_key_create(
         tenant=trio.acme, name="maker", scopes=["admin"], created_by=dana
     )

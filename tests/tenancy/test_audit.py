@@ -8,12 +8,13 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from guardian.shortcuts import assign_perm, remove_perm
 
-from agentplatform.saving import save_validated
-from agentplatform.tenancy import audit, services
-from agentplatform.tenancy.models import AppendOnly, AuditAction, AuditEntry, Role
 from agents.models import Agent
 from agents.services import agent_delete, agent_save
 from providers.models import ProviderConnection
+from tenancy import services
+from tenancy.models import AppendOnly, AuditAction, AuditEntry, Role
+from tenancy.records import audit
+from tenancy.records.saving import save_validated
 from tests.factories import PASSWORD, add_member, login, make_agent, make_user
 
 SECRET = "sk-very-secret-value-123"

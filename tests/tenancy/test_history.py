@@ -1,4 +1,4 @@
-"""Configuration history through the services (agentplatform/tenancy/history.py)."""
+"""Configuration history through the services (tenancy/records/history.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 from guardian.shortcuts import assign_perm
 
-from agentplatform.tenancy import audit, history
-from agentplatform.tenancy.models import ConfigVersion
 from agents.services import agent_delete, agent_save, crew_save, use_grant
 from providers.services import connection_save
 from rag.services import knowledge_base_save
+from tenancy.models import ConfigVersion
+from tenancy.records import audit, history
 from tests.factories import make_agent, make_connection
 from tools.mcp_connections import mcp_connection_save
 from tools.services import tool_definition_delete, tool_definition_save
@@ -282,7 +282,7 @@ def test_the_baseline_command_versions_objects_saved_before_history(trio):
 
 
 def test_a_restore_sets_the_grants_as_they_were(trio):
-    from agentplatform.tenancy.services import group_create, membership_remove
+    from tenancy.services import group_create, membership_remove
 
     agent = agent_save(tenant=trio.acme, changes={"slug": "helper", "name": "Helper"})
     finance = group_create(tenant=trio.acme, name="Finance")

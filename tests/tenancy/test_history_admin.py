@@ -3,9 +3,9 @@ are versions, the objects' History button shows them, restore is an action, all 
 
 from __future__ import annotations
 
-from agentplatform.tenancy import history
-from agentplatform.tenancy.models import ConfigVersion
 from agents.services import agent_save, crew_save
+from tenancy.models import ConfigVersion
+from tenancy.records import history
 from tests.agents.test_admin import agent_form
 from tests.factories import login, make_agent
 

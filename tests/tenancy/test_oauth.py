@@ -1,4 +1,4 @@
-"""The rules for what an MCP client may register (agentplatform/tenancy/oauth.py): every
+"""The rules for what an MCP client may register (tenancy/sign_on/oauth.py): every
 value comes from anyone on the network and later reaches a consent page, a Location header
 and a CSP header, so anything but a plain absolute http(s) URI with a valid host is refused
 before it is stored."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.tenancy import oauth
-from agentplatform.tenancy.models import OAuthClient
+from tenancy.models import OAuthClient
+from tenancy.sign_on import oauth
 
 GOOD = [
     "http://127.0.0.1:8765/callback",
@@ -120,7 +120,7 @@ def test_two_exchanges_of_one_code_at_once_issue_one_token(trio):
 
     from django.db import connection
 
-    from agentplatform.tenancy.models import OAuthToken
+    from tenancy.models import OAuthToken
 
     verifier = "v" * 43
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())

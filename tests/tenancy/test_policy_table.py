@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentplatform.tenancy.models import ApiKey, Role, Scope, Tenant
-from agentplatform.tenancy.policy import POLICY, Action, Principal
+from tenancy.models import ApiKey, Role, Scope, Tenant
+from tenancy.policy import POLICY, Action, Principal
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 

@@ -1,4 +1,4 @@
-"""Row-level security, the second wall (agentplatform/tenancy/rls.py), tested with raw SQL
+"""Row-level security, the second wall (tenancy/rls.py), tested with raw SQL
 as the app role, and the processes' roles.
 
 The pytest process itself connects as the owner (its fixtures write rows of several
@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.utils import ProgrammingError
 
-from agentplatform.tenancy import app_login, rls
-from agentplatform.tenancy.models import Tenant
 from agents.models import Agent
+from tenancy import app_login, rls
+from tenancy.models import Tenant
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
@@ -319,7 +319,7 @@ def test_every_face_of_a_live_web_process_queries_as_the_app_login(agents):
     import httpx2
     from django.contrib.auth import get_user_model
 
-    from agentplatform.tenancy.services import api_key_create
+    from tenancy.services import api_key_create
     from tests.live_server import start_asgi_server
 
     _, key = api_key_create(tenant=agents.acme, name="faces", scopes=["admin"])

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from agentplatform.tenancy import services
-from agentplatform.tenancy.models import Membership, Role, Tenant
+from tenancy import services
+from tenancy.models import Membership, Role, Tenant
 from tests.factories import add_member, make_user
 
 

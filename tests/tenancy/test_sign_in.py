@@ -9,8 +9,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db import connections
 from django.test import Client
 
-from agentplatform import rate_counters
-from agentplatform.tenancy.sign_in import _ip_key, _user_key
+from base import rate_counters
+from tenancy.sign_in import _ip_key, _user_key
 from tests.factories import PASSWORD, make_user
 
 PAGES = ["/login/", "/admin/login/"]

@@ -11,17 +11,19 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.test import Client
 
-from agentplatform import config, rate_counters
-from agentplatform.tenancy import services, sso
-from agentplatform.tenancy.api_keys import find_usable_key
-from agentplatform.tenancy.models import (
+from agentplatform import config
+from base import rate_counters
+from tenancy import services
+from tenancy.api_keys import find_usable_key
+from tenancy.models import (
     AuditEntry,
     IdentityProvider,
     IdentityProviderGroup,
     Membership,
     Role,
 )
-from agentplatform.tenancy.sign_in import SIGN_IN_METHOD, _ip_key, _user_key
+from tenancy.sign_in import SIGN_IN_METHOD, _ip_key, _user_key
+from tenancy.sign_on import sso
 from tests.factories import PASSWORD, add_member, make_user
 
 SECRET = "client-secret-never-shown"

@@ -13,10 +13,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection, connections
 from django.test import Client
 
-from agentplatform.tenancy import identity_providers, sso
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import AuditEntry, IdentityProvider, Role, Tenant
-from agentplatform.tenancy.policy import Principal
+from tenancy import services as tenancy
+from tenancy.models import AuditEntry, IdentityProvider, Role, Tenant
+from tenancy.policy import Principal
+from tenancy.sign_on import identity_providers, sso
 
 
 def _changes(tenant: Tenant, name: str) -> list:

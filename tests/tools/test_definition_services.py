@@ -6,8 +6,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
-from agentplatform.saving import SaveConflict
 from agents.models import Agent
+from tenancy.records.saving import SaveConflict
 from tests.api.test_resources import as_key, assert_error
 from tests.factories import login
 from tools.loader import invalidate, registry_for_tenant

@@ -23,7 +23,7 @@ SIX_BY_SEVEN = {"expression": "6*7"}
 CHILD = """
 import json, django
 django.setup()
-from agentplatform.tenancy.models import Tenant
+from tenancy.models import Tenant
 from agents.runs import tool_run
 tenant = Tenant.objects.get(pk={tenant_id})
 errors = [

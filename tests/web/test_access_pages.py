@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from agentplatform.tenancy.models import Role, TenantGroup
 from agents.models import Agent, Run
 from agents.runs import run_start
+from tenancy.models import Role, TenantGroup
 from tests.factories import add_member, login, make_agent, make_approval, make_user
 
 pytestmark = pytest.mark.django_db

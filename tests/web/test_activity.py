@@ -9,13 +9,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentplatform.tenancy.models import Role
-from agentplatform.tenancy.services import api_key_create
 from agentplatform.web.activity.charts import nice_ceiling, stacked_daily_bars, whole_tick
 from agentplatform.web.activity.usage import Period, usage_for
 from agents.models import Approval, Run, RunEvent
 from agents.runs import run_start
 from agents.runs.engine import execute_run
+from tenancy.models import Role
+from tenancy.services import api_key_create
 from tests.conftest import PAY_SECRET
 from tests.factories import add_member, login, make_agent, make_approval, make_user
 from tests.fakes.provider_server import ToolCall, ToolCallReply

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agentplatform.tenancy import audit
-from agentplatform.tenancy.models import AuditAction, AuditEntry, Role
+from tenancy.models import AuditAction, AuditEntry, Role
+from tenancy.records import audit
 from tests.factories import add_member, login, make_user
 
 URL = "/t/acme/audit/"
@@ -25,8 +25,8 @@ def signed_in(client, username: str):
 def logged(trio):
     """A few acme entries (a secret change among them) and one of globex."""
     # Through the config page's own service: the secret never reaches the log.
-    from agentplatform.saving import save_validated
     from agents.models import Agent
+    from tenancy.records.saving import save_validated
 
     agent = save_validated(
         Agent(tenant=trio.acme), {"slug": "bot", "name": "Bot"}, actor=trio.alice

@@ -12,9 +12,6 @@ from django.contrib import admin
 from django.db import models
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import ApiKey, Membership
-from agentplatform.tenancy.policy import Principal
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Agent, Approval, Conversation, Crew, Message, Quota, Run
 from agents.services import agent_save, conversation_save
@@ -23,6 +20,9 @@ from providers.models import ModelAlias, ModelPrice, ProviderConnection
 from rag import services as rag_services
 from rag.ingestion import ingest
 from rag.models import Document, KnowledgeBase
+from tenancy import services as tenancy
+from tenancy.models import ApiKey, Membership
+from tenancy.policy import Principal
 from tests.factories import (
     login,
     make_agent,

@@ -9,8 +9,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from agentplatform.tenancy import services
-from agentplatform.tenancy.models import (
+from agents.models import Agent, Crew, Run
+from providers.models import ProviderConnection
+from tenancy import services
+from tenancy.models import (
     ApiKey,
     AuditAction,
     AuditEntry,
@@ -18,9 +20,7 @@ from agentplatform.tenancy.models import (
     Membership,
     Role,
 )
-from agentplatform.tenancy.services import invitation_create
-from agents.models import Agent, Crew, Run
-from providers.models import ProviderConnection
+from tenancy.services import invitation_create
 from tests.api.test_resources import Api, key_for
 from tests.factories import (
     add_member,

@@ -11,8 +11,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from agentplatform.tenancy.models import Role
 from agents.models import Agent
+from tenancy.models import Role
 from tests.factories import add_member, login, make_agent, make_connection, make_user
 
 pytestmark = pytest.mark.django_db

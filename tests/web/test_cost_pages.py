@@ -13,12 +13,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from agentplatform.tenancy.models import Role
-from agentplatform.tenancy.services import api_key_create
 from agents.models import Run
 from agents.usage_report import cost_lines
 from providers.models import ModelPrice
 from providers.pricing import price_for
+from tenancy.models import Role
+from tenancy.services import api_key_create
 from tests.factories import add_member, login, make_agent, make_user
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 import pytest
 from django.test import Client
 
-from agentplatform.tenancy import oauth
 from agentplatform.web.csp import POLICY, policy_allowing_forms_to
+from tenancy.sign_on import oauth
 from tests.factories import login
 
 pytestmark = pytest.mark.django_db

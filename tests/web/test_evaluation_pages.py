@@ -8,7 +8,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from agentplatform.tenancy.models import Role
 from agents.evaluations import (
     case_save,
     dataset_save,
@@ -17,6 +16,7 @@ from agents.evaluations import (
 )
 from agents.models import Case, Conversation, Dataset, Evaluation, Feedback
 from agents.runs import run_start
+from tenancy.models import Role
 from tests.agents.test_confirmation import settle
 from tests.factories import add_member, login, make_user
 from tests.fakes.provider_server import TextReply

@@ -8,13 +8,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agentplatform.tenancy import history
-from agentplatform.tenancy.models import ConfigVersion, Role
 from agents.models import Agent
 from agents.runs import run_inline
 from agents.services import agent_save
 from providers.models import ProviderConnection
 from providers.services import connection_save
+from tenancy.models import ConfigVersion, Role
+from tenancy.records import history
 from tests.factories import add_member, login, make_user
 from tests.web.test_config import agent_data, connection_data
 from tools.services import tool_definition_delete, tool_definition_save

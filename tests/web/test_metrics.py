@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentplatform.versions import shared_redis
 from agents.runs import run_inline
+from base.versions import shared_redis
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 TOKEN = "metrics-token-for-tests"

@@ -13,10 +13,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 from django.test import Client
 
-from agentplatform import rate_counters
-from agentplatform.tenancy import oauth
-from agentplatform.tenancy import services as tenancy
-from agentplatform.tenancy.models import (
+from base import rate_counters
+from tenancy import services as tenancy
+from tenancy.models import (
     IdentityProvider,
     IdentityProviderGroup,
     OAuthClient,
@@ -24,7 +23,8 @@ from agentplatform.tenancy.models import (
     OAuthToken,
     Role,
 )
-from agentplatform.tenancy.sign_in import SIGN_IN_METHOD
+from tenancy.sign_in import SIGN_IN_METHOD
+from tenancy.sign_on import oauth
 from tests.factories import login
 
 pytestmark = pytest.mark.django_db

@@ -17,8 +17,11 @@ import requests
 from django.contrib.auth import get_user_model
 from django.test import Client, RequestFactory
 
-from agentplatform.tenancy import services, sso
-from agentplatform.tenancy.models import (
+from agentplatform.web.sso import client as sso_client
+from agentplatform.web.sso.backend import SSOBackend
+from agentplatform.web.sso.client import SSOError
+from tenancy import services
+from tenancy.models import (
     AuditEntry,
     ExternalIdentity,
     IdentityProvider,
@@ -26,10 +29,8 @@ from agentplatform.tenancy.models import (
     Membership,
     Role,
 )
-from agentplatform.tenancy.sign_in import SIGN_IN_METHOD
-from agentplatform.web.sso import client as sso_client
-from agentplatform.web.sso.backend import SSOBackend
-from agentplatform.web.sso.client import SSOError
+from tenancy.sign_in import SIGN_IN_METHOD
+from tenancy.sign_on import sso
 from tests.factories import PASSWORD, add_member, make_user
 from tests.fakes.oidc_provider.process import OIDCProvider, start_oidc_provider
 from tests.live_server import reserved_port

@@ -5,7 +5,7 @@ import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentplatform.encryption
+import base.encryption
 import tools.runtime.tool
 
 
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
                 ),
                 ("output_schema", models.JSONField(blank=True, null=True)),
                 ("config", models.JSONField(blank=True, default=dict)),
-                ("secret", agentplatform.encryption.EncryptedTextField(blank=True, null=True)),
+                ("secret", base.encryption.EncryptedTextField(blank=True, null=True)),
                 (
                     "tags",
                     django.contrib.postgres.fields.ArrayField(

@@ -4,7 +4,7 @@ import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentplatform.encryption
+import base.encryption
 
 
 class Migration(migrations.Migration):
@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
                 ),
                 (
                     "auth_header",
-                    agentplatform.encryption.EncryptedTextField(
+                    base.encryption.EncryptedTextField(
                         blank=True,
                         help_text="Sent as the Authorization header: a token (sent as Bearer) or a full value such as 'Bearer …'. Write-only.",
                         null=True,

@@ -1,7 +1,7 @@
 """Built-in tools every tenant has (unless a tenant definition replaces one).
 
 BUILTINS holds them: every plug-in of the `agentplatform.tools` entry-point group, these
-three and the platform's others included (agentplatform/plugins.py; filled when the tools
+three and the platform's others included (base/plugins.py; filled when the tools
 app starts, tools/apps.py). All are async: they are pure CPU work of microseconds, so running
 them on the event loop beats a thread hop.
 """

@@ -23,11 +23,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Membership, Role, Tenant
 from agents import runs, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.runs import execute_run_async, iter_run_events, request_text
+from tenancy import rls
+from tenancy.models import Membership, Role, Tenant
 
 SHOWN_CHARS = 300  # of a tool's arguments or result
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentplatform.tenancy.models import Tenant
 from agents.config_document import ConfigPlan, config_export, config_import
 from agents.runtime.config.document import document_json_schema
 from agents.runtime.config.loading import MAX_DOCUMENT_BYTES, dump_document
+from tenancy.models import Tenant
 
 
 class Command(BaseCommand):

@@ -11,10 +11,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Membership, Tenant
 from agents.evaluations import dataset_get, evaluation_run_to_end, evaluation_start
 from agents.models import Agent, CaseOutcome
+from tenancy import rls
+from tenancy.models import Membership, Tenant
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from agentplatform.encryption import reencrypt_all
+from base.encryption import reencrypt_all
 
 
 class Command(BaseCommand):

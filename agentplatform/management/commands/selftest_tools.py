@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentplatform.tenancy import rls
-from agentplatform.tenancy.models import Tenant
 from agents.selftests import selftest_tools
+from tenancy import rls
+from tenancy.models import Tenant
 from tools.models import ToolHealthStatus
 
 

@@ -22,10 +22,10 @@ from django.db import transaction
 
 from agentplatform import embedded, supervisor
 from agentplatform.processes import die_with_parent
-from agentplatform.tenancy import services
-from agentplatform.tenancy.models import Membership, Role, Tenant
 from agents.seed import seed_demo_agent
 from providers.services import seed_demo_connection
+from tenancy import services
+from tenancy.models import Membership, Role, Tenant
 
 STOP_GRACE_S = 10.0
 

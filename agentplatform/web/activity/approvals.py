@@ -11,14 +11,14 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text
 from agentplatform.web.activity.visibility import visible_approval, with_authority
 from agentplatform.web.edited_arguments import edited_arguments
 from agents.models import Approval
 from agents.runs import approval_decide, request_text
 from agents.selectors import approvals_decided, approvals_pending, approvals_pending_count
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 RECENT = 20
 MAX_PENDING = 100

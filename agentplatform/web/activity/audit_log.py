@@ -7,10 +7,10 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 
-from agentplatform.tenancy.audit_log import AuditFilterForm, audit_entries, diff_rows
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import render_page
+from tenancy.policy import Action
+from tenancy.records.audit_log import AuditFilterForm, audit_entries, diff_rows
+from tenancy.resolution import tenant_member_required
 
 PAGE_SIZE = 50
 

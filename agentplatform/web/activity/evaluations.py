@@ -16,8 +16,6 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.visibility import visible_run
 from agents import access, selectors
 from agents.evaluations import (
@@ -37,6 +35,8 @@ from agents.evaluations import (
 from agents.models import Agent, Case, Dataset, EvaluationStatus
 from agents.runtime.spec import RunStatus
 from providers.selectors import connection_of, connections_of
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 KIND_LABELS = [
     ("contains", "Contains the text"),

@@ -14,15 +14,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
-from agentplatform.tenancy import history
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.timeline import as_text, run_timeline
 from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.activity.visibility import visible_run, with_authority
 from agents.models import Agent, Run
 from agents.runtime.spec import RunStatus
 from agents.selectors import agents_by_name, child_runs, top_level_runs
+from tenancy.policy import Action
+from tenancy.records import history
+from tenancy.resolution import tenant_member_required
 
 PAGE_SIZE = 25
 

@@ -8,14 +8,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.charts import HBarRow, horizontal_bars, stacked_daily_bars
 from agentplatform.web.activity.usage import PERIODS, Period, usage_for
 from agentplatform.web.activity.visibility import sees_whole_tenant, visible_runs
 from agents.selectors import runs_since
 from agents.usage_report import cost_lines, total_cost, usage_csv, usage_rows
 from agents.verification import rates_by_agent
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 
 def _seconds(value: float) -> str:

@@ -11,13 +11,13 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.policy import Action, Principal
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.visibility import visible_run
 from agents import access
 from agents.models import Run
 from agents.selectors import run_verifications
 from agents.verification import verify
+from tenancy.policy import Action, Principal
+from tenancy.resolution import tenant_member_required
 
 
 def with_verdict(principal: Principal, run: Run) -> Run:

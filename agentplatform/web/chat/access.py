@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from agentplatform.tenancy.models import Membership, Role
-from agentplatform.tenancy.policy import Principal
 from agents import access as agent_access
 from agents import selectors
 from agents.models import Agent, Conversation, Crew
+from tenancy.models import Membership, Role
+from tenancy.policy import Principal
 
 
 def may_send(membership: Membership) -> bool:

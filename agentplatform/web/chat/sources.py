@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from rag import selectors
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 
 @tenant_member_required(Action.READ_DATA)

@@ -25,9 +25,6 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
-from agentplatform.stream_reads import stream_read
-from agentplatform.tenancy.models import Membership
-from agentplatform.tenancy.policy import Principal
 from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat.thread import (
     TERMINAL,
@@ -44,6 +41,9 @@ from agentplatform.web.chat.thread import (
 from agents import selectors
 from agents.models import Approval, ApprovalStatus, Run
 from agents.runs import TERMINAL_EVENTS, heartbeat_seconds, iter_run_events
+from base.stream_reads import stream_read
+from tenancy.models import Membership
+from tenancy.policy import Principal
 
 RETRY_MS = 3000
 APPROVAL_WAIT_S = 5.0  # for approval rows not there yet (none: they commit before the event)

@@ -17,8 +17,6 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
@@ -27,6 +25,8 @@ from agentplatform.web.edited_arguments import edited_arguments
 from agents import runs, selectors, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 PAGE = "web/chat/page.html"
 SIDEBAR = "web/chat/sidebar.html"

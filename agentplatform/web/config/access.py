@@ -15,9 +15,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy import selectors as tenancy_selectors
-from agentplatform.tenancy.models import Membership, TenantGroup
-from agentplatform.tenancy.services import group_create, group_delete, group_member_set
 from agentplatform.web.config.common import (
     PlainLabels,
     admin_required,
@@ -28,6 +25,9 @@ from agents import selectors
 from agents.models import Agent, Crew
 from agents.selectors import use_grants
 from agents.services import use_grant
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Membership, TenantGroup
+from tenancy.services import group_create, group_delete, group_member_set
 
 KINDS = {"agents": selectors.agent_configured, "crews": selectors.crew_configured}
 

@@ -14,8 +14,6 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
 import agents.runtime.remote  # noqa: F401 (registers the remote kind the form offers)
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.selectors import groups_of
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -36,6 +34,8 @@ from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
 from agents.tool_sources import agent_context_providers, effective_tools
 from providers.selectors import connections_of
+from tenancy.models import Tenant
+from tenancy.selectors import groups_of
 from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.validation import SchemaError, check_schema

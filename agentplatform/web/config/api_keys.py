@@ -11,9 +11,6 @@ from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.models import Scope, Tenant
-from agentplatform.tenancy.selectors import api_key_get, api_keys_of
-from agentplatform.tenancy.services import api_key_create, api_key_revoke
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -21,6 +18,9 @@ from agentplatform.web.config.common import (
     render_page,
 )
 from agents.selectors import agent_and_crew_slugs
+from tenancy.models import Scope, Tenant
+from tenancy.selectors import api_key_get, api_keys_of
+from tenancy.services import api_key_create, api_key_revoke
 from tools.loader import registry_for_tenant
 
 PAGE = "web/config/api_key_list.html"

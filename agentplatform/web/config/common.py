@@ -14,10 +14,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
-from agentplatform.tenancy.selectors import value_taken
+from tenancy.policy import Action
+from tenancy.records.saving import SaveConflict
+from tenancy.resolution import tenant_member_required
+from tenancy.selectors import value_taken
 
 # Changing the configuration (owners and admins): non-members 404, members and viewers 403.
 admin_required = tenant_member_required(Action.CHANGE_CONFIG)

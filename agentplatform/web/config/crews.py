@@ -9,7 +9,6 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.tenancy.models import Tenant
 from agentplatform.web.config.common import (
     PlainLabels,
     admin_required,
@@ -22,6 +21,7 @@ from agentplatform.web.config.common import (
 from agents import selectors
 from agents.models import Agent, Crew
 from agents.services import crew_delete, crew_save
+from tenancy.models import Tenant
 
 
 class CrewForm(PlainLabels, forms.ModelForm):

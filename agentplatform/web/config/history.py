@@ -1,6 +1,6 @@
 """History pages: the versions of a configured object, one version with its diff, and
 restoring it (owners and admins, like every configuration page). The rules are
-`agentplatform.tenancy.history`'s, shared with the admin and REST."""
+`tenancy.records.history`'s, shared with the admin and REST."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy import history, selectors
-from agentplatform.tenancy.audit_log import shown
 from agentplatform.web.config.common import admin_required, render_page
+from tenancy import selectors
+from tenancy.records import history
+from tenancy.records.audit_log import shown
+from tenancy.records.saving import SaveConflict
 
 # Where each kind is edited (its edit page takes a slug, a name or an id).
 EDIT_PAGES = {

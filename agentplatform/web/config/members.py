@@ -16,9 +16,15 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy import selectors
-from agentplatform.tenancy.models import InvitationStatus, Role
-from agentplatform.tenancy.services import (
+from agentplatform.web.config.common import (
+    PlainLabels,
+    add_service_errors,
+    members_admin_required,
+    render_page,
+)
+from tenancy import selectors
+from tenancy.models import InvitationStatus, Role
+from tenancy.services import (
     invitation_create,
     invitation_mail,
     invitation_revoke,
@@ -26,14 +32,8 @@ from agentplatform.tenancy.services import (
     membership_set,
     tenant_sign_in_set,
 )
-from agentplatform.tenancy.sign_in import session_needs_password_sign_in
-from agentplatform.tenancy.sso import providers_serving
-from agentplatform.web.config.common import (
-    PlainLabels,
-    add_service_errors,
-    members_admin_required,
-    render_page,
-)
+from tenancy.sign_in import session_needs_password_sign_in
+from tenancy.sign_on.sso import providers_serving
 
 PAGE = "web/config/member_list.html"
 

@@ -9,7 +9,6 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.tenancy.models import Tenant
 from agentplatform.web.config.common import (
     PlainLabels,
     admin_required,
@@ -22,6 +21,7 @@ from agents.fallback_forms import FallbacksField
 from providers import selectors
 from providers.models import ModelAlias
 from providers.services import model_alias_delete, model_alias_save
+from tenancy.models import Tenant
 
 
 class ModelAliasForm(PlainLabels, forms.ModelForm):

@@ -14,9 +14,6 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.tenancy.models import ApiKey, Tenant
-from agentplatform.tenancy.selectors import member_users, unrevoked_api_keys
-from agentplatform.tenancy.services import tenant_time_zone_set
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -27,6 +24,9 @@ from agentplatform.web.config.common import (
 from agents import quotas
 from agents.models import Agent, Quota, QuotaMetric, QuotaPeriod, QuotaScope
 from agents.selectors import agents_by_slug
+from tenancy.models import ApiKey, Tenant
+from tenancy.selectors import member_users, unrevoked_api_keys
+from tenancy.services import tenant_time_zone_set
 
 LIST = "web/config/quota_list.html"
 FORM = "web/config/quota_form.html"

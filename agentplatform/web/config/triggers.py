@@ -15,10 +15,6 @@ from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.policy import Principal
-from agentplatform.tenancy.selectors import member_users
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -39,6 +35,10 @@ from agents.triggers import (
     trigger_save,
     visible_triggers,
 )
+from tenancy.models import Tenant
+from tenancy.policy import Principal
+from tenancy.records.saving import SaveConflict
+from tenancy.selectors import member_users
 
 HISTORY = 50  # runs shown on a trigger's page
 

@@ -14,8 +14,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -24,6 +22,8 @@ from agentplatform.web.config.common import (
 from rag import selectors
 from rag.models import DocumentStatus, KnowledgeBase
 from rag.services import document_add, document_delete, document_reingest
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 PAGE = "web/knowledge/documents.html"
 ACTIVE = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)

@@ -12,9 +12,6 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from agentplatform.saving import SaveConflict
-from agentplatform.tenancy.models import Tenant
-from agentplatform.tenancy.selectors import value_taken
 from agentplatform.web.config.common import (
     PlainLabels,
     add_service_errors,
@@ -26,6 +23,9 @@ from providers.selectors import connections_of
 from rag import selectors
 from rag.models import KnowledgeBase
 from rag.services import knowledge_base_delete, knowledge_base_save
+from tenancy.models import Tenant
+from tenancy.records.saving import SaveConflict
+from tenancy.selectors import value_taken
 from tools.context_providers import Domain
 
 FORM = "web/knowledge/knowledge_base_form.html"

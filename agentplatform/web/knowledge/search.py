@@ -8,8 +8,6 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
-from agentplatform.tenancy.policy import Action
-from agentplatform.tenancy.resolution import tenant_member_required
 from agentplatform.web.config.common import PlainLabels, render_page
 from agents import quotas
 from rag import selectors
@@ -17,6 +15,8 @@ from rag.models import KnowledgeBase
 from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K
 from rag.services import search
+from tenancy.policy import Action
+from tenancy.resolution import tenant_member_required
 
 SNIPPET_CHARS = 600
 MODES = [

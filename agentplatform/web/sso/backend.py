@@ -19,9 +19,10 @@ from django.core.exceptions import ValidationError
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from agentplatform.tenancy import services, sso
 from agentplatform.web.sso import client
 from agentplatform.web.sso.client import SSOError
+from tenancy import services
+from tenancy.sign_on import sso
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.cache import cache
 
-from agentplatform.tenancy.sso_settings import url_schemes
+from tenancy.sign_on.sso_settings import url_schemes
 from tools.runtime.egress import (
     EgressError,
     EgressPolicy,

@@ -16,12 +16,14 @@ from django.template.response import TemplateResponse
 from django.views.generic import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from agentplatform.tenancy import audit, rls, sso
-from agentplatform.tenancy.models import AuditAction
-from agentplatform.tenancy.sign_in import SignInForm
 from agentplatform.web.sso import client
 from agentplatform.web.sso.backend import callback_settings
 from agentplatform.web.sso.client import SSOError
+from tenancy import rls
+from tenancy.models import AuditAction
+from tenancy.records import audit
+from tenancy.sign_in import SignInForm
+from tenancy.sign_on import sso
 
 STATES = "sso_states"  # session: state -> the provider's slug
 STATE_TTL_S = 10 * 60

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentplatform.encryption
+import base.encryption
 
 
 class Migration(migrations.Migration):
@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("name", models.CharField(max_length=100)),
-                ("token", agentplatform.encryption.EncryptedTextField(blank=True, null=True)),
+                ("token", base.encryption.EncryptedTextField(blank=True, null=True)),
                 (
                     "tenant",
                     models.ForeignKey(

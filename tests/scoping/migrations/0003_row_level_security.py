@@ -2,7 +2,7 @@
 
 from django.db import migrations
 
-from agentplatform.tenancy import rls
+from tenancy import rls
 
 
 class Migration(migrations.Migration):
