@@ -12,7 +12,6 @@ before the pool forks). Management commands, migrations and tests do not run the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from django.db import connection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from base import encryption
+from base.stream_reads import stream_read
 from tenancy import app_login, rls
 
 logger = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def checked_at_startup(app: ASGIApp) -> ASGIApp:
             return
         startup = await receive()
         try:
-            await asyncio.to_thread(run_startup_checks)
+            await stream_read(run_startup_checks)()
         except StartupCheckFailed as exc:
             await send({"type": "lifespan.startup.failed", "message": str(exc)})
             return

@@ -22,7 +22,6 @@ zone keeps the current period's counter (docs/quotas.md, "Time zone").
 
 from __future__ import annotations
 
-import asyncio
 import calendar
 import logging
 import math
@@ -38,7 +37,6 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import connection as db_connection
 from django.db.models import F, Sum
 from django.db.models.signals import post_delete, post_save
 from django.db.transaction import on_commit
@@ -50,6 +48,7 @@ from redis.exceptions import RedisError
 from agents.models import Quota, QuotaMetric, QuotaPeriod, QuotaScope, Run
 from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE
 from base import versions
+from base.stream_reads import stream_read
 from providers.pricing import cost_of, price_for
 from providers.runtime.errors import QuotaRefused
 from providers.runtime.estimates import (
@@ -512,23 +511,12 @@ async def reserve_async(meter: Meter, **kwargs: Any) -> Reservation:
     known = _known_rules(meter.tenant_id)
     if known is not None and not any(rule.applies_to(meter) for rule in known):
         return Reservation()
-    return await asyncio.to_thread(_released, reserve, meter, **kwargs)
+    return await stream_read(reserve)(meter, **kwargs)
 
 
 async def settle_async(reservation: Reservation, **kwargs: Any) -> None:
     if not reservation.empty:
-        await asyncio.to_thread(_released, settle, reservation, **kwargs)
-
-
-def _released(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """`function` on a worker thread, its database connection (a rules read, a seeding
-    query, a price lookup: rare) closed after: the thread may belong to the executor of a
-    short-lived loop (async_to_sync: the judge, an ingestion), which would leave it open."""
-    try:
-        return function(*args, **kwargs)
-    finally:
-        if not db_connection.in_atomic_block:
-            db_connection.close()
+        await stream_read(settle)(reservation, **kwargs)
 
 
 def recorded_usage(rule: Rule, start: datetime) -> int:

@@ -54,10 +54,10 @@ from agents.models import (
     Run,
     RunEvent,
 )
+from base.versions import config_changed, per_config_version
 from tenancy.access import filter_given, get_for_tenant
 from tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
 from tenancy.policy import Principal
-from tools.loader import invalidate_now_and_after_commit, per_version
 
 
 def _int(value: Any) -> int:
@@ -98,7 +98,7 @@ def model_target(*, tenant: Tenant, slug: str) -> Agent | Crew:
     process remembers per tenant configuration version (any agent, crew or connection
     change moves it): the lookup was 3 ms of a chat's first token (bench/api.py)."""
 
-    found = per_version(_targets, tenant.pk, dict)
+    found = per_config_version(_targets, tenant.pk, dict)
     target = found.get(slug)
     if target is None:  # (misses are not kept: any name may be asked for)
         agents = Agent.objects.filter(tenant=tenant, slug=slug, active=True)
@@ -116,7 +116,7 @@ _targets: dict[int, tuple[str, dict[str, Agent | Crew]]] = {}
 @receiver([post_save, post_delete], sender=Agent)
 @receiver([post_save, post_delete], sender=Crew)
 def _target_changed(sender, instance: Agent | Crew, **kwargs) -> None:
-    invalidate_now_and_after_commit(instance.tenant_id)
+    config_changed(instance.tenant_id)
 
 
 def active_agents_and_crews(

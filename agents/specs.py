@@ -9,10 +9,10 @@ from django.conf import settings
 
 from agents.models import Agent, Crew, Message, Run
 from agents.runtime.spec import AgentSpec
+from base.versions import config_version
 from providers.models import ProviderConnection
 from providers.runtime.types import AssistantMessage, UserMessage
 from tenancy.records import history
-from tools.loader import tools_version
 from tools.models import ToolDefinition
 from tools.runtime.frames import Frame
 
@@ -62,7 +62,7 @@ def run_config_versions(
         tuple(sorted(tool_names)),
     )
     # (the tools' version too: a definition deleted records no version)
-    version = (history.numbers_version(tenant_id), tools_version(tenant_id))
+    version = (history.numbers_version(tenant_id), config_version(tenant_id))
     kept = _numbers.get(key)
     if kept is not None and kept[0] == version:
         return copy.deepcopy(kept[1])

@@ -1,6 +1,17 @@
-"""Brief database reads from async code that must not hold a thread or a connection: an
-open stream (SSE, MCP, the chat), which waits for minutes on the event loop (see
-agentplatform.asgi_handler: a streaming response keeps no thread of its own)."""
+"""How async code reaches the database, outside a run's own loop: two ways, both giving the
+connection back as soon as the step ends.
+
+- `brief`: a brief step of a request that goes on to stream for long (`/v1`), on the
+  request's own thread;
+- `stream_read`: a brief read or write for an open stream (SSE, MCP, the chat) or a step
+  of async code that keeps no thread (quota holds, start-up checks), on any free thread.
+
+An open stream waits for minutes on the event loop (agentplatform.asgi_handler: a streaming
+response keeps no thread of its own) and must hold neither a thread nor a connection. A run
+executing on a worker's loop reaches the database through Django's `sync_to_async`, which
+its lane routes (agents.runs.worker), and direct tool calls record through the group commit
+(agents.runs.writer.awrite_call): those two are the Run package's own.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +30,9 @@ def _released(function):
     open): an open stream waits for minutes, and must not hold one of the server's
     connections while it does."""
 
-    def call(*args):
+    def call(*args, **kwargs):
         try:
-            return function(*args)
+            return function(*args, **kwargs)
         finally:
             if not connection.in_atomic_block:
                 connection.close()

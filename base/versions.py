@@ -28,15 +28,18 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from functools import lru_cache
+from typing import TypeVar
 
 import redis
 from django.conf import settings
+from django.db.transaction import on_commit
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+T = TypeVar("T")
 CHANNEL = "versions:changed"
 RESUBSCRIBE_AFTER_S = 1.0  # after a failed subscription, read from Redis this long
 TRUST_S = 5.0
@@ -232,3 +235,43 @@ def _mirror() -> _Mirror:
     if mirror is None:
         mirror = _mirrors.setdefault(place, _Mirror(settings.REDIS_URL))
     return mirror
+
+
+# The tenant's runtime configuration (tools, MCP connections, provider connections and
+# routes, knowledge-base links): one version per tenant, bumped by every change signal, so
+# what a process built from it (a registry, the gateway's routes) is rebuilt everywhere.
+
+
+def _config_key(tenant_id: int) -> str:
+    prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
+    return f"{prefix}:tools:version:{tenant_id}"
+
+
+def config_version(tenant_id: int) -> str:
+    """The tenant's configuration version, shared by every process through Redis."""
+    return current(_config_key(tenant_id))
+
+
+def config_bump(tenant_id: int) -> None:
+    bump(_config_key(tenant_id))
+
+
+def config_changed(tenant_id: int) -> None:
+    """For change signals: bumped now, so this process's next read in the same transaction
+    sees the change, and after commit, so a process that rebuilt from not-yet-committed
+    data rebuilds again."""
+    config_bump(tenant_id)
+    on_commit(lambda: config_bump(tenant_id))
+
+
+def per_config_version(
+    store: dict[int, tuple[str, T]], tenant_id: int, build: Callable[[], T]
+) -> T:
+    """`build()` once per tenant configuration version, kept in `store` for this process."""
+    version = config_version(tenant_id)
+    kept = store.get(tenant_id)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    built = build()
+    store[tenant_id] = (version, built)
+    return built

@@ -17,6 +17,7 @@ from django.http import Http404
 from django.utils import timezone
 from django.utils.text import slugify
 
+from base.versions import config_changed, per_config_version
 from providers.models import (
     ALIAS_PREFIX,
     HealthStatus,
@@ -36,7 +37,6 @@ from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
 from tenancy.models import Tenant
 from tenancy.records.saving import delete_recorded, save_validated
-from tools.loader import invalidate_now_and_after_commit, per_version
 from tools.runtime.egress import EgressPolicy, guarded_async_client
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1-mini"}
@@ -192,13 +192,13 @@ _routes: dict[int, tuple[str, dict[str, GatewayRoute]]] = {}
 def known_gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
     """The route this process remembers for `model_id` (Redis reads only: safe from async
     code), or None: ask `gateway_route`."""
-    return per_version(_routes, tenant.pk, dict).get(model_id)
+    return per_config_version(_routes, tenant.pk, dict).get(model_id)
 
 
 def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
     """The route of `model_id`, remembered per tenant configuration version (a connection
     change moves it; unknown ids are not remembered, so any name may be asked for)."""
-    routes = per_version(_routes, tenant.pk, dict)
+    routes = per_config_version(_routes, tenant.pk, dict)
     route = routes.get(model_id)
     if route is None and model_id.startswith(ALIAS_PREFIX):
         route = _alias_route(tenant, model_id.removeprefix(ALIAS_PREFIX))
@@ -244,7 +244,7 @@ def _alias_route(tenant: Tenant, name: str) -> GatewayRoute | None:
 @receiver([post_save, post_delete], sender=ModelAlias)
 def _alias_changed(sender, instance: ModelAlias, **kwargs) -> None:
     if instance.tenant_id is not None:
-        invalidate_now_and_after_commit(instance.tenant_id)
+        config_changed(instance.tenant_id)
 
 
 def model_alias_save(
@@ -324,7 +324,7 @@ def default_connection(tenant: Tenant) -> ProviderConnection | None:
         connections = connections_for(tenant)
         return next((c for c in connections if c.is_default), next(iter(connections), None))
 
-    return per_version(_defaults, tenant.pk, find)
+    return per_config_version(_defaults, tenant.pk, find)
 
 
 _defaults: dict[int, tuple[str, ProviderConnection | None]] = {}
@@ -333,7 +333,7 @@ _defaults: dict[int, tuple[str, ProviderConnection | None]] = {}
 @receiver([post_save, post_delete], sender=ProviderConnection)
 def _connection_changed(sender, instance: ProviderConnection, **kwargs) -> None:
     if instance.tenant_id is not None:
-        invalidate_now_and_after_commit(instance.tenant_id)
+        config_changed(instance.tenant_id)
 
 
 # Sent inside a connection's save, before it is checked, when its name changes (tenant_id,
@@ -431,7 +431,7 @@ def connection_test(connection: ProviderConnection) -> tuple[bool, str]:
             health_status=status, health_message=message[:1000], last_checked_at=timezone.now()
         )
         if changed:  # remembered routes and defaults carry it: a failing one goes last
-            invalidate_now_and_after_commit(connection.tenant_id)
+            config_changed(connection.tenant_id)
     return ok, message
 
 

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from agents import quotas
+from base.versions import per_config_version
 from providers.runtime.errors import QuotaRefused
 from rag.search import MAX_TOP_K, asearch
-from tools.loader import per_version
 from tools.runtime.context import RunContext
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
@@ -150,7 +150,7 @@ def _links(tenant_id: int) -> dict[int, list[tuple[int, str]]]:
             links.setdefault(agent_id, []).append((base_id, name))
         return links
 
-    return per_version(_remembered, tenant_id, read)
+    return per_config_version(_remembered, tenant_id, read)
 
 
 # Shown beside its tool, and the capability domains it covers (base/plugins.py).

@@ -13,9 +13,9 @@ from types import ModuleType
 
 import pytest
 
+from base.versions import config_bump
 from tools import tool_sources
 from tools.apps import load_builtin_tools
-from tools.loader import invalidate
 from tools.runtime.builtins import BUILTINS
 
 SAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples" / "plugins"
@@ -56,7 +56,7 @@ def sample_workflows_fixture(trio, tmp_path, monkeypatch):
     monkeypatch.setattr(tool_sources, "BUILTIN_ORIGINS", dict(tool_sources.BUILTIN_ORIGINS))
     load_builtin_tools()  # as at the next start
     for tenant in (trio.acme, trio.globex):
-        invalidate(tenant.pk)  # registries built before hold the built-ins of then
+        config_bump(tenant.pk)  # registries built before hold the built-ins of then
     yield sample_module("sample_workflows")
     for tenant in (trio.acme, trio.globex):
-        invalidate(tenant.pk)
+        config_bump(tenant.pk)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
@@ -19,7 +19,6 @@ from typing import TypeVar
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models.signals import post_delete, post_save
-from django.db.transaction import on_commit
 from django.dispatch import receiver
 
 from base import versions
@@ -59,43 +58,9 @@ _cache: dict[int, TenantTools] = {}
 _lock = threading.Lock()
 
 
-def _version_key(tenant_id: int) -> str:
-    prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
-    return f"{prefix}:tools:version:{tenant_id}"
-
-
-def tools_version(tenant_id: int) -> str:
-    """The tenant's configuration version (tools, MCP connections, provider connections,
-    knowledge-base links), shared by every process through Redis."""
-    return versions.current(_version_key(tenant_id))
-
-
-def invalidate(tenant_id: int) -> None:
-    versions.bump(_version_key(tenant_id))
-
-
-def invalidate_now_and_after_commit(tenant_id: int) -> None:
-    """For change signals: now, so this process's next read in the same transaction sees
-    the change, and after commit, so a process that rebuilt from not-yet-committed data
-    rebuilds again."""
-    invalidate(tenant_id)
-    on_commit(lambda: invalidate(tenant_id))
-
-
-def per_version(store: dict[int, tuple[str, T]], tenant_id: int, build: Callable[[], T]) -> T:
-    """`build()` once per tenant configuration version, kept in `store` for this process."""
-    version = tools_version(tenant_id)
-    kept = store.get(tenant_id)
-    if kept is not None and kept[0] == version:
-        return kept[1]
-    built = build()
-    store[tenant_id] = (version, built)
-    return built
-
-
 @receiver([post_save, post_delete], sender=ToolDefinition)
 def _definition_changed(sender, instance: ToolDefinition, **kwargs) -> None:
-    invalidate_now_and_after_commit(instance.tenant_id)
+    versions.config_changed(instance.tenant_id)
 
 
 @lru_cache(maxsize=8)
@@ -112,7 +77,7 @@ def tenant_tools(tenant: Tenant | int) -> TenantTools:
     """The tenant's registry and the secrets its tools use. One cache read when fresh;
     one query plus decryption when rebuilt."""
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-    version = tools_version(tenant_id)
+    version = versions.config_version(tenant_id)
     current = fresh_tenant_tools(tenant_id, version)
     if current is not None:
         return current
@@ -126,7 +91,7 @@ def fresh_tenant_tools(tenant_id: int, version: str | None = None) -> TenantTool
     """The built registry if it is current (one cache read, no database: safe to call from
     async code), else None."""
     current = _cache.get(tenant_id)
-    if current is not None and current.version == (version or tools_version(tenant_id)):
+    if current is not None and current.version == (version or versions.config_version(tenant_id)):
         return current
     return None
 

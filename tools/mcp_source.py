@@ -17,8 +17,8 @@ from dataclasses import replace
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from base.versions import config_changed
 from tools.definitions import mcp_examples
-from tools.loader import invalidate_now_and_after_commit
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import McpEndpoint, build_mcp_tool
@@ -65,7 +65,7 @@ MCP_SERVERS = McpServers()
 
 @receiver([post_save, post_delete], sender=McpServerConnection)
 def _connection_changed(sender, instance: McpServerConnection, **kwargs) -> None:
-    invalidate_now_and_after_commit(instance.tenant_id)  # every process builds anew
+    config_changed(instance.tenant_id)  # every process builds anew
 
 
 def _available(tenant_id: int):

@@ -23,7 +23,6 @@ from tenancy import api_keys
 from tenancy.models import AuditEntry, ConfigVersion
 from tests.agents.config_corpus import CORPUS, BadDocument, secret_holders
 from tests.factories import make_agent, make_http_tool
-from tools import loader
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
@@ -34,10 +33,10 @@ def refusals(plan) -> list[tuple[str, str]]:
 
 
 def version_keys(tenant_id: int) -> list[str]:
-    """The Redis versions a configuration change moves (tools.loader, agents.quotas,
+    """The Redis versions a configuration change moves (the configuration's, agents.quotas,
     providers.pricing, the API keys')."""
     return [
-        loader._version_key(tenant_id),
+        versions._config_key(tenant_id),
         quotas._version_key(tenant_id),
         pricing._version_key(tenant_id),
         api_keys._VERSION_KEY,

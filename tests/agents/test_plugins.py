@@ -20,11 +20,12 @@ from agents.runtime.kinds import KINDS
 from agents.signals import run_queued
 from agents.tool_sources import _sources, effective_tools
 from base import plugins
+from base.versions import config_bump
 from tests.agents.test_confirmation import settle
 from tests.factories import make_agent
 from tools import tool_sources
 from tools.apps import load_tenant_tool_sources
-from tools.loader import invalidate, tenant_tools
+from tools.loader import tenant_tools
 from tools.runtime.builtins import BUILTINS
 from tools.tool_sources import ToolOrigin
 
@@ -84,7 +85,7 @@ def test_a_tenant_tool_source_from_an_installed_package_adds_tools_to_every_tena
     monkeypatch.setattr(tool_sources, "SOURCES", list(tool_sources.SOURCES))
     monkeypatch.setattr(tool_sources, "SOURCE_ORIGINS", dict(tool_sources.SOURCE_ORIGINS))
     load_tenant_tool_sources()  # as at the next start
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
     toolbox = tenant_tools(trio.acme)
     assert toolbox.registry.has("greet") and toolbox.sources["greet"] == "greetings"
     assert toolbox.origins["greet"] == ToolOrigin("plugin", "greetings", "sample-agent-kind")
@@ -92,7 +93,7 @@ def test_a_tenant_tool_source_from_an_installed_package_adds_tools_to_every_tena
     assert toolbox.origins["calculator"] == ToolOrigin("builtin")
     agent = make_agent(trio.acme, "greeter")
     assert "greet" in {item.name for item in effective_tools(agent)}
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
 
 
 def test_no_tenant_has_the_sample_workflows_unless_they_are_installed(trio):

@@ -354,9 +354,9 @@ def test_the_tenants_index_is_built_once_per_version_and_cards_embedded_once(
     ToolDefinition.objects.filter(tenant=trio.acme, name="send_sms").update(
         description="Send an SMS to a phone."
     )
-    from tools.loader import invalidate
+    from base.versions import config_bump
 
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
     second = platform.tool_index(trio.acme.pk, tenant_tools(trio.acme))
     assert second is not first
     changed = [second.card("send_sms").text, "Send an SMS to a phone."]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from agentplatform.api.tools_api import HTTP_TOOL_REQUEST
 from agents.models import Approval, Run
+from base.versions import config_bump
 from tests.api.test_resources import as_key, assert_error
 from tests.factories import make_tool
 from tests.tools.local_server import LocalServer, Reply
-from tools.loader import invalidate
 from tools.models import ToolDefinition
 
 WEATHER = {
@@ -49,7 +49,7 @@ def test_a_plugins_tools_show_as_that_plugins(client, trio, sample_workflows, mo
     monkeypatch.setattr(tool_sources, "SOURCES", list(tool_sources.SOURCES))
     monkeypatch.setattr(tool_sources, "SOURCE_ORIGINS", dict(tool_sources.SOURCE_ORIGINS))
     load_tenant_tool_sources()  # as at the next start
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
     api = as_key(client, trio.acme, "read")
     plugged = by_name(api.get("/tools", {"kind": "plugin"}))
     assert {name: tool["plugin"] for name, tool in plugged.items()} == {
@@ -62,7 +62,7 @@ def test_a_plugins_tools_show_as_that_plugins(client, trio, sample_workflows, mo
     assert by_name(api.get("/tools", {"kind": "builtin"})).keys() == {
         "calculator", "current_time", "llm", "think"
     }  # fmt: skip
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
 
 
 def test_define_an_http_tool_with_a_write_only_secret(client, trio):
@@ -190,7 +190,7 @@ def test_a_limit_stored_past_validation_is_listed_as_stored_not_a_500(client, tr
     api = as_key(client, trio.acme)
     api.post("/tools", {**CALC, "rate_limit_per_minute": 5})
     ToolDefinition.objects.filter(name="calc").update(rate_limit_per_minute=0)
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
     listed = api.get("/tools", {"enabled": "false"})  # (the registry skips such a row)
     assert listed.status_code == 200
     shown = api.get("/tools/calc")
@@ -260,7 +260,7 @@ def test_schemas_reading_a_file_or_a_url_are_refused_and_read_nothing(client, tr
         for ref in [f"file://{secrets}#/nope", f"{server.url}/schema.json"]:
             planted = {"type": "object", "properties": {"city": {"$ref": ref}}}
             ToolDefinition.objects.filter(name="weather").update(input_schema=planted)
-            invalidate(trio.acme.pk)  # update() sends no signal
+            config_bump(trio.acme.pk)  # update() sends no signal
             called = api.post("/tools/weather/execute", {"arguments": {"city": "Paris"}})
             assert_error(called, 404)
             assert api.get("/tools").status_code == 200

@@ -18,13 +18,13 @@ from mcp_types import CallToolResult
 from agents.models import Agent, Approval, Conversation, Crew, Run
 from agents.runs import run_start, tool_run
 from agents.services import conversation_save
+from base.versions import config_bump
 from tenancy import services as tenancy
 from tenancy.models import Membership, Role
 from tests.conftest import PAY_SECRET
 from tests.factories import make_user
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
-from tools.loader import invalidate
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -420,7 +420,7 @@ def test_a_schema_planted_to_read_a_file_or_a_url_reads_nothing(mcp_server, trio
         for ref in [f"file://{secrets}#/nope", f"{server.url}/schema.json"]:
             planted = {"type": "object", "properties": {"q": {"$ref": ref}}}
             ToolDefinition.objects.filter(pk=definition.pk).update(input_schema=planted)
-            invalidate(trio.acme.pk)  # update() sends no signal
+            config_bump(trio.acme.pk)  # update() sends no signal
             result = call(mcp_server, keys["run"], "lookup", {"q": "x"})
             assert result.is_error and "No such tool" in text_of(result)
             assert "file-SECRET-123" not in text_of(result) + json.dumps(result.structured_content)

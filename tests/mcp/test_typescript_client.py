@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from agents.models import Agent, Run
+from base.versions import config_bump
 from tenancy import services as tenancy
 from tests.fakes.provider_server import TextReply
-from tools.loader import invalidate
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,7 +53,7 @@ def test_a_tool_with_an_output_schema_waiting_for_approval_is_a_readable_error(
     mcp_server, trio, keys, transfer
 ):
     ToolDefinition.objects.filter(tenant=trio.acme, name="transfer").update(output_schema=OUTPUT)
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
     answer = ts_call(mcp_server, keys["run"], "transfer", {"amount": 5, "to": "bob"})
     assert "error" not in answer, answer  # the client threw before the fix
     assert "transfer" in answer["tools"]
@@ -77,7 +77,7 @@ def test_a_failing_tool_with_an_output_schema_is_a_readable_error(mcp_server, tr
         input_schema={"type": "object", "properties": {}},
         output_schema=OUTPUT,
     )
-    invalidate(trio.acme.pk)
+    config_bump(trio.acme.pk)
     answer = ts_call(mcp_server, keys["run"], "broken", {})
     assert "error" not in answer, answer
     assert answer["result"]["isError"] is True and "structuredContent" not in answer["result"]

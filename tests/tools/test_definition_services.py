@@ -7,10 +7,11 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from agents.models import Agent
+from base.versions import config_bump
 from tenancy.records.saving import SaveConflict
 from tests.api.test_resources import as_key, assert_error
 from tests.factories import login
-from tools.loader import invalidate, registry_for_tenant
+from tools.loader import registry_for_tenant
 from tools.models import ToolDefinition
 from tools.services import tool_definition_delete, tool_definition_save
 
@@ -148,7 +149,7 @@ def test_a_schema_changed_in_the_database_reads_nothing(trio, local_server, tmp_
     for ref in [f"file://{secrets}#/nope", f"{local_server.url}/schema.json"]:
         planted = {"type": "object", "properties": {"q": {"$ref": ref}}}
         ToolDefinition.objects.filter(pk=definition.pk).update(input_schema=planted)
-        invalidate(trio.acme.pk)  # update() sends no signal
+        config_bump(trio.acme.pk)  # update() sends no signal
         assert not registry_for_tenant(trio.acme).has("lookup")
     assert "lookup of tenant" in caplog.text and "file-SECRET-123" not in caplog.text
     assert local_server.requests == []
