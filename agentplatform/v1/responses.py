@@ -1,8 +1,9 @@
 """OpenAI's Responses API for a tenant's agents: `POST /v1/responses`, `GET /v1/responses/{id}`.
 
-What openai-agents' default model class and Codex-style clients speak. A request is
-translated into a Chat Completions body and checked by the same parser
-(`chat_request`), so both faces accept and refuse the same things: `input` (text or
+What openai-agents' default model class and Codex-style clients speak. A request's items
+are checked by their shapes (`ResponsesRequest`), then it is translated into a Chat
+Completions body and checked by the same parser (`chat_request`), so both faces accept and
+refuse the same things: `input` (text or
 items: messages, `function_call`, `function_call_output`), `instructions`, function
 `tools`, `tool_choice`, `text.format` (json_schema / json_object), sampling options,
 `previous_response_id` and `store`. A response is one run: `resp_<run id>`.

@@ -7,12 +7,23 @@ events. No database, no run: what to say is given, this says it in Responses' wo
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentplatform.event_streams import sse_message
-from agentplatform.v1.shapes.base import BadRequest
-from agentplatform.v1.shapes.responses import ResponsesRequest
+from agentplatform.v1.shapes.chat import ChatTextPart
+from agentplatform.v1.shapes.responses import (
+    ResponsesInputFunctionCall,
+    ResponsesInputImage,
+    ResponsesInputItem,
+    ResponsesInputMessage,
+    ResponsesInputReasoning,
+    ResponsesNamedTool,
+    ResponsesRequest,
+    ResponsesTextFormat,
+    ResponsesTool,
+)
 
 PREFIX = "resp_"
 # Their names in a Chat Completions body -> in a Responses body, for the errors' `param`.
@@ -34,17 +45,16 @@ _SHARED = (
     "safety_identifier",
     "service_tier",
 )
-_ROLES = ("user", "assistant", "system", "developer")
-_TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 # -- the request -----------------------------------------------------------------------------
 def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     """A Responses body as a Chat Completions body a provider takes as it is: `instructions`
     and `input` as messages, function tools, `tool_choice`, `text.format` as
-    `response_format`, sampling and a few options both APIs share. Checks what translating
-    needs (a 400 naming the Responses field); the rest is the chat parser's (agents) or the
-    provider's (gateway models) to judge. `previous_response_id` and `store` are not read."""
+    `response_format`, sampling and a few options both APIs share. Its shape is checked
+    item by item (`ResponsesRequest`: a 400 naming the Responses field); the rest is the
+    chat parser's (agents) or the provider's (gateway models) to judge.
+    `previous_response_id` and `store` are not read."""
     request = ResponsesRequest.checked(body)
     messages: list[dict[str, Any]] = []
     if request.instructions is not None:
@@ -60,16 +70,11 @@ def responses_as_chat(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
         chat["reasoning_effort"] = reasoning["effort"]
     if request.tools is not None:
-        chat["tools"] = _tools(request.tools)
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    text = body.get("text")
-    if text is not None:
-        if not isinstance(text, dict):
-            raise BadRequest('`text` must be {"format": {...}}.', "text")
-        format = text.get("format")
-        if format is not None:
-            chat["response_format"] = _response_format(format)
+        chat["tools"] = [_tool(tool) for tool in request.tools]
+    if request.tool_choice is not None:
+        chat["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.text is not None and request.text.format is not None:
+        chat["response_format"] = _response_format(request.text.format)
     return chat
 
 
@@ -81,140 +86,95 @@ def is_response_id(value: Any) -> bool:
 
 def responses_param(param: str | None) -> str | None:
     """A Chat Completions body's field as the Responses body names it."""
+    if param and (function := _FUNCTION.match(param)):
+        return param[: function.start(1)] + param[function.end(1) :]
     for chat_name, name in _PARAMS.items():
         if param and param.startswith(chat_name):
             return name + param[len(chat_name) :]
     return param
 
 
-def _input_messages(raw: str | list[Any]) -> list[dict[str, Any]]:
+_FUNCTION = re.compile(r"^tools\[\d+\](\.function)")  # a chat tool's `function` is flat here
+
+
+def _input_messages(raw: str | list[ResponsesInputItem]) -> list[dict[str, Any]]:
     """`input` as Chat Completions messages: consecutive function calls join one assistant
     message, as Chat Completions carries them."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
     messages: list[dict[str, Any]] = []
-    for index, item in enumerate(raw):
-        param = f"input[{index}]"
-        kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "message":
-            role = item.get("role")
-            if role not in _ROLES:
-                raise BadRequest(
-                    f"A message's `role` must be one of {', '.join(_ROLES)}.", f"{param}.role"
-                )
-            content = _content(item.get("content"), f"{param}.content")
-            messages.append({"role": role, "content": content})
-        elif kind == "function_call":
-            call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
-            if not all(isinstance(v, str) for v in (call_id, name, arguments)) or not call_id:
-                raise BadRequest(
-                    "A `function_call` item needs `call_id`, `name` and `arguments` strings.",
-                    param,
-                )
+    calls: list[dict[str, Any]] | None = None  # the open assistant turn's calls
+    for wrapped in raw:
+        item = wrapped.root
+        if isinstance(item, ResponsesInputReasoning):
+            continue  # (no reasoning is carried between turns here)
+        if not isinstance(item, ResponsesInputFunctionCall):
+            calls = None
+        if isinstance(item, ResponsesInputMessage):
+            messages.append({"role": item.role, "content": _content(item.content)})
+        elif isinstance(item, ResponsesInputFunctionCall):
             call = {
-                "id": call_id,
+                "id": item.call_id,
                 "type": "function",
-                "function": {"name": name, "arguments": arguments},
+                "function": {"name": item.name, "arguments": item.arguments},
             }
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and last.get("_calls"):
-                last["tool_calls"].append(call)
-            else:
-                messages.append(
-                    {"role": "assistant", "content": None, "tool_calls": [call], "_calls": True}
-                )
-        elif kind == "function_call_output":
-            call_id, output = item.get("call_id"), item.get("output")
-            if not isinstance(call_id, str) or not call_id:
-                raise BadRequest("A `function_call_output` item needs its `call_id`.", param)
+            if calls is None:
+                calls = []
+                messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            calls.append(call)
+        else:
+            output = item.output
             if not isinstance(output, str):
                 output = json.dumps(output, ensure_ascii=False)
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif kind == "reasoning":
-            continue  # (no reasoning is carried between turns here)
-        else:
-            raise BadRequest(f"Input items of type {kind!r} are not supported.", param)
-    for message in messages:
-        message.pop("_calls", None)
+            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": output})
     return messages
 
 
-def _content(content: Any, param: str) -> Any:
+def _content(content: str | list[Any] | None) -> Any:
     """Responses content as Chat Completions content: text parts alone as one string (as every
     OpenAI-compatible service takes it), else parts (`input_text` -> `text`, `input_image`
-    -> `image_url`, `input_file` -> `file`); other parts as they are."""
+    -> `image_url`, `input_file` -> `file`)."""
     if content is None or isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        raise BadRequest("`content` must be a string or a list of parts.", param)
-    kinds = [part.get("type") if isinstance(part, dict) else None for part in content]
-    if content and all(k in _TEXT_PARTS for k in kinds):
-        texts = [part.get("text") for part in content]
-        if not all(isinstance(t, str) for t in texts):
-            raise BadRequest("A text part needs a `text` string.", param)
-        return "\n".join(texts)
-    parts = []
-    for part, kind in zip(content, kinds, strict=True):
-        if kind in _TEXT_PARTS:
-            parts.append({"type": "text", "text": part.get("text")})
-        elif kind == "input_image":
-            image = {"url": part.get("image_url")}
-            if part.get("detail") is not None:
-                image["detail"] = part["detail"]
+    if content and all(isinstance(part, ChatTextPart) for part in content):
+        return "\n".join(part.text for part in content)
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, ChatTextPart):
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ResponsesInputImage):
+            image = {"url": part.image_url}
+            if part.detail is not None:
+                image["detail"] = part.detail
             parts.append({"type": "image_url", "image_url": image})
-        elif kind == "input_file":
-            file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
-            parts.append({"type": "file", "file": file})
         else:
-            parts.append(part)
+            names = ("file_data", "file_id", "filename")
+            file = {k: getattr(part, k) for k in names if k in part.model_fields_set}
+            parts.append({"type": "file", "file": file})
     return parts
 
 
-def _tools(raw: list[Any]) -> list[dict[str, Any]]:
-    tools = []
-    for index, tool in enumerate(raw):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise BadRequest(
-                f"Only function tools are supported (not {kind!r}): the agent's own tools run "
-                "on the platform.",
-                f"tools[{index}]",
-            )
-        if not isinstance(tool.get("name"), str):
-            raise BadRequest("A function tool needs its `name`.", f"tools[{index}].name")
-        function = {
-            k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool
-        }
-        tools.append({"type": "function", "function": function})
-    return tools
+def _tool(tool: ResponsesTool) -> dict[str, Any]:
+    names = ("name", "description", "parameters", "strict")
+    function = {k: getattr(tool, k) for k in names if k in tool.model_fields_set}
+    return {"type": "function", "function": function}
 
 
-def _tool_choice(raw: Any) -> Any:
-    if raw in ("auto", "none", "required"):
-        return raw
-    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("name"), str):
-        return {"type": "function", "function": {"name": raw["name"]}}
-    raise BadRequest(
-        '`tool_choice` must be "auto", "none", "required" or {"type": "function", "name": ...}.',
-        "tool_choice",
-    )
+def _tool_choice(choice: str | ResponsesNamedTool) -> Any:
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "function": {"name": choice.name}}
 
 
-def _response_format(format: Any) -> dict[str, Any]:
-    kind = format.get("type") if isinstance(format, dict) else None
-    if kind in ("text", "json_object"):
-        return {"type": kind}
-    if kind == "json_schema":
-        spec = {"name": format.get("name") or "response", "schema": format.get("schema")}
-        for name in ("description", "strict"):
-            if format.get(name) is not None:
-                spec[name] = format[name]
-        return {"type": "json_schema", "json_schema": spec}
-    raise BadRequest(
-        '`text.format` must be {"type": "text"}, {"type": "json_object"} or '
-        '{"type": "json_schema", "name": ..., "schema": {...}}.',
-        "text.format",
-    )
+def _response_format(format: ResponsesTextFormat) -> dict[str, Any]:
+    if format.type != "json_schema":
+        return {"type": format.type}
+    spec: dict[str, Any] = {"name": format.name or "response", "schema": format.schema_}
+    if format.description is not None:
+        spec["description"] = format.description
+    if format.strict is not None:
+        spec["strict"] = format.strict
+    return {"type": "json_schema", "json_schema": spec}
 
 
 # -- the answer ------------------------------------------------------------------------------

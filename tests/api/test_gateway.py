@@ -393,7 +393,9 @@ def test_gateway_responses_refusals(trio, client, asgi_server, connection):
         "temperature": {"input": "x", "temperature": "hot"},
         "stream": {"input": "x", "stream": "yes"},
         "tool_choice": {"input": "x", "tool_choice": {"type": "file_search"}},
-        "input[0].content": {"input": [{"role": "user", "content": [{"type": "input_text"}]}]},
+        "input[0].content[0].text": {
+            "input": [{"role": "user", "content": [{"type": "input_text"}]}]
+        },
         "text": {"input": "x", "text": "json"},
         "store": {"input": "x", "store": "no"},
     }

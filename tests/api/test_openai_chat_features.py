@@ -318,8 +318,87 @@ BAD = [
     ),
     (
         {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
-        "messages[0].content",
-        "input_audio",
+        "messages[0].content[0]",
+        "Content parts of type 'input_audio' are not supported here",
+    ),
+    # Each item is checked by its own shape (agentplatform/v1/shapes/chat.py), where it is:
+    (
+        {"messages": [{"role": "function", "name": "f", "content": "1"}]},
+        "messages[0].role",
+        "The legacy `function` role is not supported: send `tool` messages.",
+    ),
+    (
+        {"messages": [{"role": "narrator", "content": "x"}, *ASK]},
+        "messages[0].role",
+        "Each message needs a role: one of assistant, developer, system, tool, user.",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "system", "content": [{"type": "image_url", "image_url": "data:x"}]},
+                *ASK,
+            ]
+        },
+        "messages[0].content[0]",
+        "Content parts of type 'image_url' are not supported here; send text parts.",
+    ),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "text", "txt": "hi"}]}]},
+        "messages[0].content[0].text",
+        "A text part needs a `text` string.",
+    ),
+    (
+        {"messages": [*ASK, {"role": "assistant", "tool_calls": [{**CALL, "id": ""}]}]},
+        "messages[1].tool_calls[0].id",
+        "A tool call needs an `id` and a `function`.",
+    ),
+    (
+        {
+            "messages": [
+                *ASK,
+                {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "a b"}}]},
+            ]
+        },
+        "messages[1].tool_calls[0].function.name",
+        "A tool call's `function.name` must be a tool name.",
+    ),
+    (
+        {
+            "messages": [
+                *ASK,
+                {
+                    "role": "assistant",
+                    "tool_calls": [{**CALL, "function": {"name": "f", "arguments": "[1]"}}],
+                },
+            ]
+        },
+        "messages[1].tool_calls[0].function.arguments",
+        "A tool call's `function.arguments` must be a JSON object as a string.",
+    ),
+    (
+        {"messages": [*ASK, {"role": "tool", "content": "1"}]},
+        "messages[1].tool_call_id",
+        "A `tool` message needs the `tool_call_id`",
+    ),
+    (
+        {"tools": [{"type": "custom", "custom": {"name": "x"}}]},
+        "tools[0]",
+        'Each tool must be {"type": "function", "function": {...}}.',
+    ),
+    (
+        {"tools": [{"type": "function", "function": {"name": "x", "description": 7}}]},
+        "tools[0].function.description",
+        "A tool's `description` must be a string.",
+    ),
+    (
+        {"tool_choice": {"type": "function", "function": "get_weather"}},
+        "tool_choice",
+        '`tool_choice` must be "auto", "none", "required" or',
+    ),
+    (
+        {"response_format": {"type": "json_schema"}},
+        "response_format.json_schema.schema",
+        "The schema must be a JSON Schema object with `type` object.",
     ),
 ]
 

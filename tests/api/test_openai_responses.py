@@ -163,3 +163,67 @@ def test_refusals_name_the_responses_field(trio, agent, client):
     with pytest.raises(openai.BadRequestError) as too_many:
         client.responses.create(model="assistant", input="hi", max_output_tokens=0)
     assert too_many.value.param == "max_output_tokens"
+
+
+ITEM_REFUSALS = [
+    (
+        {"input": [{"type": "function_call", "call_id": "c1", "arguments": "{}"}]},
+        "input[0].name",
+        "A `function_call` item needs `call_id`, `name` and `arguments` strings.",
+    ),
+    (
+        {"input": [{"type": "function_call", "call_id": "c1", "name": "a b", "arguments": "{}"}]},
+        "input[0].name",
+        "A `function_call` item's `name` must be a tool name",
+    ),
+    (
+        {"input": [{"type": "function_call_output", "output": "sunny"}]},
+        "input[0].call_id",
+        "A `function_call_output` item needs its `call_id`.",
+    ),
+    (
+        {"input": [{"type": "item_reference", "id": "msg_1"}]},
+        "input[0]",
+        "Input items of type 'item_reference' are not supported.",
+    ),
+    (
+        {"input": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
+        "input[0].content[0]",
+        "Content parts of type 'input_audio' are not supported here",
+    ),
+    (
+        {
+            "input": [
+                {"role": "user", "content": [{"type": "input_image", "image_url": "ftp://x/a.png"}]}
+            ]
+        },
+        "input[0].content[0].image_url",
+        "An image URL must be a data URL or an http(s) URL.",
+    ),
+    (
+        {"input": "x", "text": {"format": {"type": "json_schema", "name": "city"}}},
+        "text.format.schema",
+        "A `json_schema` format needs its `schema`.",
+    ),
+    (
+        {"input": "x", "tools": [{**WEATHER, "name": "get weather"}]},
+        "tools[0].name",
+        "A function tool needs its `name`",
+    ),
+    (  # (the agent's request is then checked as a chat completion's, named as here)
+        {"input": "x", "tools": [{**WEATHER, "parameters": {"$ref": "http://evil.example/x"}}]},
+        "tools[0].parameters",
+        "The schema is not usable",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "words"), ITEM_REFUSALS, ids=[r[1] for r in ITEM_REFUSALS]
+)
+def test_each_input_item_is_checked_by_its_own_shape(trio, agent, client, body, param, words):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="assistant", **body)
+    assert (refused.value.param, refused.value.code) == (param, None)
+    assert words in refused.value.message
+    assert not Run.objects.exists()

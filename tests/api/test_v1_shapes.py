@@ -11,7 +11,7 @@ import pytest
 
 from agentplatform.v1 import openapi
 from agentplatform.v1.shapes.base import BadRequest, Shape
-from agentplatform.v1.shapes.chat import ChatCompletionRequest, ChatSampling
+from agentplatform.v1.shapes.chat import ChatCompletionRequest, ChatSampling, ChatUserMessage
 from agentplatform.v1.shapes.responses import ResponsesRequest
 
 HELLO = [{"role": "user", "content": "Hi."}]
@@ -93,9 +93,17 @@ def test_the_first_error_is_the_400_its_field_declares(body, param, message):
 
 def test_a_good_body_is_read_once_and_keeps_what_it_does_not_declare():
     request = ChatCompletionRequest.checked(
-        {"model": "a", "messages": HELLO, "temperature": 1, "metadata": {"k": "v"}}
+        {
+            "model": "a",
+            "messages": [{"role": "user", "content": "Hi.", "name": "ada"}],
+            "temperature": 1,
+            "metadata": {"k": "v"},
+        }
     )
-    assert (request.model, request.temperature, request.messages) == ("a", 1, HELLO)
+    assert (request.model, request.temperature) == ("a", 1)
+    (message,) = request.messages
+    assert isinstance(message.root, ChatUserMessage)  # the item is typed, by its role
+    assert (message.root.content, message.root.model_extra) == ("Hi.", {"name": "ada"})
     assert request.model_extra == {"metadata": {"k": "v"}}
     assert ChatSampling.checked({"max_tokens": 5}).max_tokens == 5
 
@@ -110,3 +118,154 @@ def test_a_responses_body_names_its_own_fields():
     with pytest.raises(BadRequest) as refused:
         ResponsesRequest.checked({"model": "a", "input": "Hi.", "store": "no"})
     assert refused.value.param == "store"
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+ITEMS = [
+    (ChatCompletionRequest, {"messages": [{"role": 5}]}, "messages[0].role", "Each message"),
+    (
+        ChatCompletionRequest,
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, 7]}]},
+        "messages[0].content[1]",
+        "A content part needs its `type`; send text or image_url parts.",
+    ),
+    (
+        ChatCompletionRequest,
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+        "messages[0].content[0].image_url",
+        "An image part needs its `url`.",
+    ),
+    (
+        ChatCompletionRequest,
+        {"messages": [{"role": "assistant", "tool_calls": [{**CALL, "type": "custom"}]}]},
+        "messages[0].tool_calls[0].type",
+        "`messages[0].tool_calls[0].type` must be 'function'.",
+    ),
+    (
+        ChatCompletionRequest,
+        {
+            "messages": HELLO,
+            "tools": [{"type": "function", "function": {"name": "x", "parameters": []}}],
+        },
+        "tools[0].function.parameters",
+        "The schema must be a JSON Schema object with `type` object.",
+    ),
+    (
+        ChatCompletionRequest,
+        {
+            "messages": HELLO,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"schema": {"type": "array"}},
+            },
+        },
+        "response_format.json_schema.schema",
+        "The schema must be a JSON Schema object with `type` object.",
+    ),
+    (ResponsesRequest, {"input": [3]}, "input[0]", "An input item must be an object"),
+    (
+        ResponsesRequest,
+        {"input": [{"role": "tool", "content": "x"}]},
+        "input[0].role",
+        "A message's `role` must be one of user, assistant, system, developer.",
+    ),
+    (ResponsesRequest, {"input": "x", "tools": [{"name": "f"}]}, "tools[0]", "function tool"),
+    (
+        ResponsesRequest,
+        {"input": "x", "text": {"format": {"type": "xml"}}},
+        "text.format",
+        "`text.format` must be",
+    ),
+]
+
+
+@pytest.mark.parametrize(("shape", "body", "param", "message"), ITEMS, ids=[i[2] for i in ITEMS])
+def test_an_items_error_is_the_400_its_own_shape_declares(shape, body, param, message):
+    with pytest.raises(BadRequest) as refused:
+        shape.checked({"model": "a", **body})
+    assert refused.value.param == param
+    assert message in str(refused.value)
+
+
+GOOD = [
+    (
+        ChatCompletionRequest,
+        {
+            "model": "a",
+            "messages": [
+                {"role": "system", "content": [{"type": "text", "text": "Be kind."}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Hi"},
+                        {"type": "image_url", "image_url": {"url": "https://x.example/a.png"}},
+                    ],
+                },
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "tool", "tool_call_id": "c1", "content": "1"},
+            ],
+            "tools": [
+                {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+            ],
+            "tool_choice": {"type": "function", "function": {"name": "f"}},
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "object"}},
+            },
+        },
+    ),
+    (
+        ResponsesRequest,
+        {
+            "model": "a",
+            "input": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "Hi"},
+                        {"type": "input_image", "image_url": "data:image/png;base64,AA"},
+                    ],
+                },
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": {"ok": True}},
+            ],
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+            "tool_choice": {"type": "function", "name": "f"},
+            "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}},
+        },
+    ),
+]
+LIBRARY_WORDS = ("Input should", "pydantic", "validation error", "Field required", "function-",
+                 "tagged-union", "Value error", "[type=")  # fmt: skip
+
+
+def mangled(node: Any):
+    """`node` with one of its values (or items) replaced by each odd value, one at a time."""
+    odd = [None, 7, -1, "", "x\x00", "\ud800", [], {}, [None], {"type": "odd"}, True, 1.5]
+    yield from odd
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield {k: v for k, v in node.items() if k != key}
+            for changed in mangled(value):
+                yield {**node, key: changed}
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            for changed in mangled(value):
+                yield [*node[:index], changed, *node[index + 1 :]]
+
+
+@pytest.mark.parametrize(("shape", "body"), GOOD, ids=[g[0].__name__ for g in GOOD])
+def test_no_library_words_reach_the_caller(shape, body):
+    """Every body a value or item away from a good one is taken or refused in our words."""
+    shape.checked(body)
+    refusals = 0
+    for changed in mangled(body):
+        if not isinstance(changed, dict):
+            continue
+        try:
+            shape.checked(changed)
+        except BadRequest as exc:
+            refusals += 1
+            assert exc.param is None or isinstance(exc.param, str)
+            assert not any(word in str(exc) for word in LIBRARY_WORDS), (changed, str(exc))
+    assert refusals > 50

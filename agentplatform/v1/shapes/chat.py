@@ -1,29 +1,45 @@
-"""Chat Completions on the wire (`POST /v1/chat/completions`): the request, checked here as
-far as its shape goes (agentplatform.v1.chat_request does the rest), and the answer.
-
-The items of `messages` and `tools`, `tool_choice` and `response_format` are documented by
-their shapes but read by the parser (`unchecked`): whether a message is right depends
-on the messages before it (a tool result answers an earlier call), so one pass there checks
-them with the rest.
+"""Chat Completions on the wire (`POST /v1/chat/completions`): the request, checked here item
+by item (a message, a content part, a tool call, a tool, the tool choice, the output
+format), and the answer. What spans items (a tool result answers an earlier call, a tool
+name is unique, totals over the messages) is agentplatform.v1.chat_request's.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, RootModel
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    RootModel,
+    WithJsonSchema,
+    model_validator,
+)
 
-from agentplatform.v1.shapes.base import Refusal, Shape, unchecked
+from agentplatform.v1.shapes.base import (
+    Refusal,
+    Refused,
+    Shape,
+    Text,
+    by_json_type,
+    kinds,
+    storable,
+)
 from agents.models import MAX_INPUT_CHARS
 from agents.runtime.client_request import MAX_RESPONSE_TOKENS
 from providers.runtime.images import MAX_IMAGE_BYTES, MAX_IMAGES
 from tools.runtime.tool import NAME_PATTERN
+from tools.runtime.validation import SchemaError, check_schema
 
 MAX_MESSAGES = 2000
 MAX_CONVERSATION_CHARS = 10 * MAX_INPUT_CHARS  # all messages' text together
 MAX_TOOLS = 128  # as OpenAI
 MAX_STOP = 4  # as OpenAI
 MAX_USER_CHARS = 256
+MAX_IMAGE_URL_CHARS = 2048  # an http(s) one; a data URL is bounded by its image's size
 ROLES = ("assistant", "developer", "system", "tool", "user")  # and the legacy "function": a 400
 TOOL_NAME = NAME_PATTERN.pattern
 MAX_IMAGE_MB = MAX_IMAGE_BYTES // (1024 * 1024)
@@ -35,7 +51,92 @@ SCHEMA_OBJECT = (
     'A JSON Schema whose root is an object schema (`"type": "object"`, or no `type`); it '
     "must be a usable schema, at most 100,000 characters as JSON."
 )
-JsonSchemaObject = Annotated[dict[str, Any], Field(description=SCHEMA_OBJECT)]
+NOT_AN_OBJECT_SCHEMA = "The schema must be a JSON Schema object with `type` object."
+ROLE = f"Each message needs a role: one of {', '.join(ROLES)}."
+LEGACY_ROLE = "The legacy `function` role is not supported: send `tool` messages."
+TOOL_RESULT = (
+    "A `tool` message needs the `tool_call_id` of a call an earlier assistant message made."
+)
+A_TOOL_CALL = "A tool call needs an `id` and a `function`."
+ARGUMENTS = "A tool call's `function.arguments` must be a JSON object as a string."
+TOOL_NAME_RULE = "A tool's `name` must be 1-64 letters, digits, `_` or `-`."
+EACH_TOOL = 'Each tool must be {"type": "function", "function": {...}}.'
+TOOL_CHOICE = (
+    '`tool_choice` must be "auto", "none", "required" or '
+    '{"type": "function", "function": {"name": ...}}.'
+)
+RESPONSE_FORMAT = (
+    '`response_format` must be {"type": "text"}, {"type": "json_object"} or '
+    '{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}.'
+)
+CONTENT = "`content` must be a string or a list of parts."
+NOT_A_KIND = ("union_tag_invalid", "union_tag_not_found")
+
+
+def usable_object_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema whose root is an object and that the platform can use (tools.runtime.
+    validation: local references only, RE2 patterns, bounded depth); its cost grows with its
+    size, which the parser bounds over the whole request before the body is checked."""
+    if schema.get("type", "object") != "object":
+        raise Refused(NOT_AN_OBJECT_SCHEMA)
+    try:
+        check_schema(schema)
+    except SchemaError as exc:
+        raise Refused(f"The schema is not usable: {exc}") from None
+    return schema
+
+
+JsonSchemaObject = Annotated[
+    dict[str, Any],
+    AfterValidator(usable_object_schema),
+    Field(description=SCHEMA_OBJECT),
+    Refusal(by_error={"dict_type": NOT_AN_OBJECT_SCHEMA, "missing": NOT_AN_OBJECT_SCHEMA}),
+]
+
+
+def _image_url(url: str) -> str:
+    if url.startswith("data:"):
+        return url  # (decoded and checked by the parser: the image it holds)
+    if url.startswith(("https://", "http://")) and len(url) <= MAX_IMAGE_URL_CHARS:
+        return storable(url)
+    raise Refused("An image URL must be a data URL or an http(s) URL.")
+
+
+ImageUrl = Annotated[str, Field(min_length=1), AfterValidator(_image_url)]
+
+
+def _json_object_text(value: Any) -> Any:
+    """A tool call's arguments: the JSON object a string holds (empty: no arguments)."""
+    if not isinstance(value, str):
+        raise Refused(ARGUMENTS)
+    try:
+        parsed = json.loads(value) if value else {}
+    except (ValueError, RecursionError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise Refused(ARGUMENTS)
+    return parsed
+
+
+JsonObjectText = Annotated[
+    dict[str, Any],
+    BeforeValidator(_json_object_text),
+    WithJsonSchema({"type": "string", "description": "A JSON object, as a string."}),
+]
+
+
+def content_parts(*members: type[Shape], send: str) -> Any:
+    """The content parts a message takes: `members`, by their `type`."""
+    return kinds(
+        *members,
+        refusal=Refusal(
+            by_error={
+                "union_tag_invalid": f"Content parts of type '{{tag}}' are not supported here; "
+                f"send {send}.",
+                "union_tag_not_found": f"A content part needs its `type`; send {send}.",
+            }
+        ),
+    )
 
 
 # -- the request's items ------------------------------------------------------------------
@@ -43,11 +144,11 @@ class ChatTextPart(Shape):
     """A text content part (the parts' texts are joined by newlines)."""
 
     type: Literal["text", "input_text", "output_text"]
-    text: str
+    text: Annotated[Text, Refusal("A text part needs a `text` string.")]
 
 
 class ChatImageUrl(Shape):
-    url: Annotated[str, Field(min_length=1)]
+    url: ImageUrl
     detail: Annotated[str | None, Field(description="Ignored.")] = None
 
 
@@ -55,28 +156,42 @@ class ChatImagePart(Shape):
     __doc__ = (
         "An image, in a `user` message only (elsewhere a 400). `url` is a data URL "
         "(`data:image/<png|jpeg|gif|webp>;base64,...`, checked at once) or an http(s) URL of "
-        "at most 2048 characters, fetched through the platform's guarded egress (no private "
-        "addresses, redirects re-checked) once the API key is checked. PNG, JPEG, GIF or WebP "
-        f"(the bytes must be what they claim), at most {MAX_IMAGE_MB} MB each and {MAX_IMAGES} "
-        "per request. The agent's model connection must take images: the offline demo "
-        "connection and remote agents do not, nor do crews (400)."
+        f"at most {MAX_IMAGE_URL_CHARS} characters, fetched through the platform's guarded "
+        "egress (no private addresses, redirects re-checked) once the API key is checked. "
+        f"PNG, JPEG, GIF or WebP (the bytes must be what they claim), at most {MAX_IMAGE_MB} MB "
+        f"each and {MAX_IMAGES} per request. The agent's model connection must take images: "
+        "the offline demo connection and remote agents do not, nor do crews (400)."
     )
 
     type: Literal["image_url", "input_image"]
     image_url: Annotated[
-        ChatImageUrl | Annotated[str, Field(min_length=1)],
+        by_json_type(object=ChatImageUrl, string=ImageUrl),
         Field(description='`{"url": "..."}` (a `detail` is ignored), or the URL itself.'),
+        Refusal("An image part needs its `url`."),
     ]
 
 
-class ChatContentPart(RootModel[ChatTextPart | ChatImagePart]):
-    """A content part: text, or (in `user` messages) an image. Any other part type (audio,
-    files, ...) is a 400."""
+UserPart = content_parts(ChatTextPart, ChatImagePart, send="text or image_url parts")
+TextPart = content_parts(ChatTextPart, send="text parts")
+
+
+def _content(part: Any, description: str) -> Any:
+    return Annotated[
+        by_json_type(string=Text, array=list[part]) | None,
+        Field(description=description + " No NUL characters."),
+        Refusal(by_error=dict.fromkeys(NOT_A_KIND, CONTENT)),
+    ]
 
 
 class ChatFunctionCall(Shape):
-    name: Annotated[str, Field(pattern=TOOL_NAME)]
-    arguments: Annotated[str, Field(description="The arguments: a JSON object, as a string.")]
+    name: Annotated[
+        str, Field(pattern=TOOL_NAME), Refusal("A tool call's `function.name` must be a tool name.")
+    ]
+    arguments: Annotated[
+        JsonObjectText | None,
+        Field(description="The arguments: a JSON object, as a string (empty: none)."),
+        Refusal(ARGUMENTS),
+    ] = None
 
 
 class ChatToolCall(Shape):
@@ -94,58 +209,91 @@ class ChatToolCall(Shape):
     )
 
     id: Annotated[
-        str,
+        Text,
         Field(
             min_length=1,
             description="The call's id, which the `tool` message with its result names as "
             "`tool_call_id`.",
         ),
+        Refusal(A_TOOL_CALL),
     ]
-    type: Literal["function"]
-    function: ChatFunctionCall
+    type: Literal["function"] = "function"
+    function: Annotated[ChatFunctionCall, Refusal(A_TOOL_CALL)]
 
 
-class ChatMessage(Shape):
-    """A message of the conversation. `system` and `developer` messages are added to the
-    agent's own instructions; the others are the turns the model sees, from the first `user`
-    message on (earlier assistant messages and a trailing assistant message without tool
-    calls are not used). Each tool call of an `assistant` message must be answered by a
-    `tool` message before the next other message. Other fields (`name`, `refusal`, ...) are
-    ignored."""
+class ChatSystemMessage(Shape):
+    """Added to the agent's own instructions (blank ones are left out)."""
 
-    role: Annotated[
-        Literal[ROLES],  # type: ignore[valid-type]
-        Field(description="The legacy `function` role is a 400: send `tool` messages."),
-    ]
-    content: Annotated[
-        str | list[ChatContentPart] | None,
-        Field(
-            description="A string, a list of content parts (texts joined by newlines; image "
-            "parts in `user` messages only), or null (no text, e.g. an assistant message with "
-            "only `tool_calls`). No NUL characters."
-        ),
-    ] = None
+    role: Literal["system", "developer"]
+    content: _content(TextPart, "A string, a list of text parts, or null.") = None
+
+
+class ChatUserMessage(Shape):
+    """A turn of the user: text, and images."""
+
+    role: Literal["user"]
+    content: _content(
+        UserPart, "A string, or a list of text and image parts (texts joined by newlines)."
+    ) = None
+
+
+class ChatAssistantMessage(Shape):
+    """An earlier answer: its text, and the calls it made to the caller's tools (each
+    answered by a `tool` message before the next other message). Assistant messages before
+    the first user message, and a trailing one without tool calls, are not used."""
+
+    role: Literal["assistant"]
+    content: _content(TextPart, "A string, a list of text parts, or null (only calls).") = None
     tool_calls: Annotated[
         list[ChatToolCall] | None,
-        Field(
-            description="`assistant` messages: the calls the model made (as an earlier answer "
-            "gave them); `function.arguments` must be a JSON object as a string (or empty)."
-        ),
+        Field(description="The calls the model made (as an earlier answer gave them)."),
     ] = None
+
+
+class ChatToolMessage(Shape):
+    """The result of a call of the caller's tool."""
+
+    role: Literal["tool"]
     tool_call_id: Annotated[
-        str | None,
-        Field(
-            description="`tool` messages (required there): the `id` of the call, made by an "
-            "earlier assistant message, whose result `content` is."
-        ),
-    ] = None
+        Text,
+        Field(description="The `id` of the call, made by an earlier assistant message."),
+        Refusal(TOOL_RESULT),
+    ]
+    content: _content(TextPart, "The result: a string, a list of text parts, or null.") = None
+
+
+class ChatMessage(
+    RootModel[
+        kinds(
+            ChatSystemMessage,
+            ChatUserMessage,
+            ChatAssistantMessage,
+            ChatToolMessage,
+            by="role",
+            refusal=Refusal(
+                at="role",
+                by_error=dict.fromkeys(NOT_A_KIND, ROLE),
+                by_tag={"function": LEGACY_ROLE},
+            ),
+        )
+    ]
+):
+    """A message of the conversation, by its `role`. `system` and `developer` messages are
+    added to the agent's instructions; the others are the turns the model sees, from the
+    first `user` message on. Other fields (`name`, `refusal`, ...) are ignored; the legacy
+    `function` role is a 400 (send `tool` messages)."""
 
 
 class ChatFunction(Shape):
-    name: Annotated[str, Field(pattern=TOOL_NAME, description="Unique among `tools`.")]
-    description: str | None = None
+    name: Annotated[
+        str, Field(pattern=TOOL_NAME, description="Unique among `tools`."), Refusal(TOOL_NAME_RULE)
+    ]
+    description: Annotated[
+        Text | None,
+        Refusal(by_error={"string_type": "A tool's `description` must be a string."}),
+    ] = None
     parameters: Annotated[
-        dict[str, Any] | None,
+        JsonSchemaObject | None,
         Field(
             description="The arguments' JSON Schema (an object schema); omitted: "
             '`{"type": "object", "properties": {}}`. ' + SCHEMA_OBJECT
@@ -177,7 +325,9 @@ class ChatTool(Shape):
     )
 
     type: Literal["function"]
-    function: ChatFunction
+    function: Annotated[
+        ChatFunction, Refusal(by_error={"model_type": EACH_TOOL, "missing": EACH_TOOL})
+    ]
 
 
 class ChatNamedFunction(Shape):
@@ -189,7 +339,14 @@ class ChatNamedTool(Shape):
     function: ChatNamedFunction
 
 
-class ChatToolChoice(RootModel[Literal["auto", "none", "required"] | ChatNamedTool]):
+class ChatToolChoice(
+    RootModel[
+        Annotated[
+            by_json_type(string=Literal["auto", "none", "required"], object=ChatNamedTool),
+            Refusal(TOOL_CHOICE),
+        ]
+    ]
+):
     """`auto` (the default, also for null), `none`, `required` (some tool must be called),
     or `{"type": "function", "function": {"name": ...}}` naming one of `tools`. `none` holds
     for every model call of the run; `required` and a named function for its first (later
@@ -232,6 +389,12 @@ class ChatResponseFormat(Shape):
 
     type: Literal["text", "json_object", "json_schema"]
     json_schema: ChatJsonSchema | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ChatResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise Refused(NOT_AN_OBJECT_SCHEMA, at="json_schema.schema")
+        return self
 
 
 # -- the request ---------------------------------------------------------------------------
@@ -314,7 +477,7 @@ class ChatCompletionRequest(ChatSampling):
     )
 
     model: Annotated[
-        str,
+        Text,
         Field(
             min_length=1,
             description="The slug of an active agent, or else of an active crew (see "
@@ -323,7 +486,7 @@ class ChatCompletionRequest(ChatSampling):
         Refusal("`model` is required: an agent or crew slug."),
     ]
     messages: Annotated[
-        list[unchecked(ChatMessage)],
+        list[ChatMessage],
         Field(
             min_length=1,
             max_length=MAX_MESSAGES,
@@ -350,7 +513,8 @@ class ChatCompletionRequest(ChatSampling):
         Refusal("`stream_options` must be an object."),
     ] = None
     tools: Annotated[
-        list[unchecked(ChatTool)] | None,
+        list[kinds(ChatTool, refusal=Refusal(by_error=dict.fromkeys(NOT_A_KIND, EACH_TOOL)))]
+        | None,
         Field(
             max_length=MAX_TOOLS,
             description=f"At most {MAX_TOOLS} function tools the caller runs itself.",
@@ -358,12 +522,13 @@ class ChatCompletionRequest(ChatSampling):
         Refusal(f"`tools` must be a list of at most {MAX_TOOLS} tools."),
     ] = None
     tool_choice: Annotated[
-        unchecked(ChatToolChoice) | None,
+        ChatToolChoice | None,
         Field(description="Which tool the model must call, if any (see `ChatToolChoice`)."),
     ] = None
     response_format: Annotated[
-        unchecked(ChatResponseFormat) | None,
+        ChatResponseFormat | None,
         Field(description="The run's output format; null: the agent's own."),
+        Refusal(RESPONSE_FORMAT),
     ] = None
     n: Annotated[
         int | None,
@@ -371,7 +536,7 @@ class ChatCompletionRequest(ChatSampling):
         Refusal("Only one choice per request is supported: send `n` = 1 or omit it."),
     ] = None
     user: Annotated[
-        str | None,
+        Text | None,
         Field(
             max_length=MAX_USER_CHARS,
             description="The caller's id for its own end user; recorded with the run.",

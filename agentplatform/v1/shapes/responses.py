@@ -1,23 +1,33 @@
 """OpenAI's Responses API on the wire (`POST /v1/responses`, `GET /v1/responses/{id}`): the
-request, checked here as far as its shape goes (its items are translated into a chat
-completion's and checked as those are: agentplatform.v1.responses_wire), and the response
-object with its stream events."""
+request, checked here item by item as far as translating it into a chat completion's needs
+(agentplatform.v1.responses_wire; an agent's is then checked as a chat completion), and
+the response object with its stream events."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, RootModel
+from pydantic import ConfigDict, Field, RootModel, model_validator
 
-from agentplatform.v1.shapes.base import Refusal, Shape, unchecked
+from agentplatform.v1.shapes.base import (
+    Refusal,
+    Refused,
+    Shape,
+    Text,
+    by_json_type,
+    kinds,
+    unchecked,
+)
 from agentplatform.v1.shapes.chat import (
+    CONTENT,
     MAX_TOKENS_CAP,
     MAX_TOOLS,
     MAX_USER_CHARS,
     SCHEMA_OBJECT,
     TOOL_NAME,
     ChatTextPart,
-    JsonSchemaObject,
+    ImageUrl,
+    content_parts,
 )
 
 RESPONSE_ID = "^resp_[0-9]+$"
@@ -36,30 +46,70 @@ RESPONSE_EVENTS = (  # the typed events of a streamed response, in the order the
     "response.failed",
 )
 ResponseEventType = Literal[RESPONSE_EVENTS]  # type: ignore[valid-type]
+RESPONSES_ROLES = ("user", "assistant", "system", "developer")
 
 
 # -- the request's items ------------------------------------------------------------------
+# They are checked as far as translating them into a chat completion's needs; a gateway
+# model's provider judges the rest, an agent's request is then checked as a chat completion.
+SENT_SCHEMA = Annotated[
+    dict[str, Any],
+    Field(description=SCHEMA_OBJECT + " For an agent, checked as a chat completion's."),
+]
+CALL = "A `function_call` item needs `call_id`, `name` and `arguments` strings."
+ROLE = f"A message's `role` must be one of {', '.join(RESPONSES_ROLES)}."
+TOOL_CHOICE = (
+    '`tool_choice` must be "auto", "none", "required" or {"type": "function", "name": ...}.'
+)
+TEXT_FORMAT = (
+    '`text.format` must be {"type": "text"}, {"type": "json_object"} or '
+    '{"type": "json_schema", "name": ..., "schema": {...}}.'
+)
+NOT_A_KIND = ("union_tag_invalid", "union_tag_not_found")
+
+
 class ResponsesInputImage(Shape):
     """An image in a `user` message: `image_url` is a data URL or an http(s) URL, taken as
     `ChatImagePart`'s (same formats, sizes and limits; `file_id` is not supported)."""
 
     type: Literal["input_image"]
-    image_url: Annotated[str, Field(min_length=1)]
+    image_url: Annotated[ImageUrl, Refusal(by_error={"missing": "An image part needs its `url`."})]
     detail: Annotated[str | None, Field(description="Ignored.")] = None
+
+
+class ResponsesInputFile(Shape):
+    """A file, for a gateway model's provider (an agent takes none: 400)."""
+
+    type: Literal["input_file"]
+    file_data: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
 
 
 class ResponsesInputMessage(Shape):
     """A message: `system` and `developer` ones are added to the agent's instructions, the
-    others are the conversation's turns (as `ChatMessage`)."""
+    others are the conversation's turns (as a chat completion's messages)."""
 
     type: Literal["message"] = "message"
-    role: Literal["assistant", "developer", "system", "user"]
+    role: Annotated[Literal[RESPONSES_ROLES], Refusal(ROLE)]  # type: ignore[valid-type]
     content: Annotated[
-        str | list[ChatTextPart | ResponsesInputImage] | None,
+        by_json_type(
+            string=Text,
+            array=list[
+                content_parts(
+                    ChatTextPart,
+                    ResponsesInputImage,
+                    ResponsesInputFile,
+                    send="input_text or input_image parts",
+                )
+            ],
+        )
+        | None,
         Field(
             description="A string, or a list of text parts (`input_text`, `output_text`) and, "
             "in `user` messages, `input_image` parts; null: no text."
         ),
+        Refusal(by_error=dict.fromkeys(NOT_A_KIND, CONTENT)),
     ] = None
 
 
@@ -68,9 +118,17 @@ class ResponsesInputFunctionCall(Shape):
     `function_call` output item); consecutive calls form one assistant turn."""
 
     type: Literal["function_call"]
-    call_id: Annotated[str, Field(min_length=1)]
-    name: Annotated[str, Field(pattern=TOOL_NAME)]
-    arguments: Annotated[str, Field(description="A JSON object, as text.")] = None  # type: ignore[assignment]
+    call_id: Annotated[Text, Field(min_length=1), Refusal(CALL)]
+    name: Annotated[
+        str,
+        Field(pattern=TOOL_NAME),
+        Refusal(
+            "A `function_call` item's `name` must be a tool name: 1-64 letters, digits, `_` "
+            "or `-`.",
+            by_error={"missing": CALL, "string_type": CALL},
+        ),
+    ]
+    arguments: Annotated[str, Field(description="A JSON object, as text."), Refusal(CALL)]
 
 
 class ResponsesInputFunctionCallOutput(Shape):
@@ -78,7 +136,9 @@ class ResponsesInputFunctionCallOutput(Shape):
     made; every call needs its result before the next message."""
 
     type: Literal["function_call_output"]
-    call_id: Annotated[str, Field(min_length=1)]
+    call_id: Annotated[
+        Text, Field(min_length=1), Refusal("A `function_call_output` item needs its `call_id`.")
+    ]
     output: Annotated[
         Any,
         Field(description="The result: a string, or any JSON (sent to the model as JSON text)."),
@@ -91,14 +151,24 @@ class ResponsesInputReasoning(Shape):
 
 class ResponsesInputItem(
     RootModel[
-        ResponsesInputMessage
-        | ResponsesInputFunctionCall
-        | ResponsesInputFunctionCallOutput
-        | ResponsesInputReasoning
+        kinds(
+            ResponsesInputMessage,
+            ResponsesInputFunctionCall,
+            ResponsesInputFunctionCallOutput,
+            ResponsesInputReasoning,
+            absent="message",
+            refusal=Refusal(
+                by_error={
+                    "union_tag_invalid": "Input items of type '{tag}' are not supported.",
+                    "union_tag_not_found": "An input item must be an object: a message, a "
+                    "function_call or a function_call_output.",
+                }
+            ),
+        )
     ]
 ):
-    """An item of `input`. `reasoning` items are skipped; any other type (`web_search_call`,
-    `item_reference`, ...) is a 400."""
+    """An item of `input`, by its `type` (a message's may be left out). `reasoning` items
+    are skipped; any other type (`web_search_call`, `item_reference`, ...) is a 400."""
 
 
 class ResponsesTool(Shape):
@@ -107,9 +177,13 @@ class ResponsesTool(Shape):
     the platform."""
 
     type: Literal["function"]
-    name: Annotated[str, Field(pattern=TOOL_NAME)]
-    description: str | None = None
-    parameters: Annotated[dict[str, Any] | None, Field(description=SCHEMA_OBJECT)] = None
+    name: Annotated[
+        str,
+        Field(pattern=TOOL_NAME),
+        Refusal("A function tool needs its `name`: 1-64 letters, digits, `_` or `-`."),
+    ]
+    description: Text | None = None
+    parameters: SENT_SCHEMA | None = None
     strict: Annotated[bool | None, Field(description="Ignored.")] = None
 
 
@@ -121,12 +195,21 @@ class ResponsesNamedTool(Shape):
 class ResponsesTextFormat(Shape):
     type: Literal["text", "json_object", "json_schema"]
     name: Annotated[str | None, Field(description="Not used.")] = None
-    schema_: Annotated[JsonSchemaObject | None, Field(alias="schema")] = None
+    description: Annotated[str | None, Field(description="Not used.")] = None
+    schema_: Annotated[
+        SENT_SCHEMA | None, Field(alias="schema", description="Required with `json_schema`.")
+    ] = None
     strict: Annotated[bool | None, Field(description="Ignored.")] = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponsesTextFormat:
+        if self.type == "json_schema" and self.schema_ is None:
+            raise Refused("A `json_schema` format needs its `schema`.", at="schema")
+        return self
 
 
 class ResponsesText(Shape):
-    format: ResponsesTextFormat
+    format: Annotated[ResponsesTextFormat | None, Refusal(TEXT_FORMAT)] = None
 
 
 # -- the request ---------------------------------------------------------------------------
@@ -149,7 +232,7 @@ class ResponsesRequest(Shape):
         Refusal("`model` is required: an agent or crew slug."),
     ]
     input: Annotated[
-        str | Annotated[list[unchecked(ResponsesInputItem)], Field(min_length=1)],
+        by_json_type(string=Text, array=Annotated[list[ResponsesInputItem], Field(min_length=1)]),
         Field(
             description="The new turn: a string (one user message) or a non-empty list of "
             "items. Its last message is a `user` one (or it ends with function call outputs)."
@@ -162,7 +245,20 @@ class ResponsesRequest(Shape):
         Refusal("`instructions` must be a string."),
     ] = None
     tools: Annotated[
-        list[unchecked(ResponsesTool)] | None,
+        list[
+            kinds(
+                ResponsesTool,
+                refusal=Refusal(
+                    by_error={
+                        "union_tag_invalid": "Only function tools are supported (not '{tag}'): "
+                        "the agent's own tools run on the platform.",
+                        "union_tag_not_found": "Each tool must be a function tool: "
+                        '{"type": "function", "name": ...}.',
+                    }
+                ),
+            )
+        ]
+        | None,
         Field(max_length=MAX_TOOLS, description=f"At most {MAX_TOOLS} function tools."),
         Refusal(
             "`tools` must be a list.",
@@ -170,19 +266,21 @@ class ResponsesRequest(Shape):
         ),
     ] = None
     tool_choice: Annotated[
-        unchecked(Literal["auto", "none", "required"]) | unchecked(ResponsesNamedTool) | None,
+        by_json_type(string=Literal["auto", "none", "required"], object=ResponsesNamedTool) | None,
         Field(
             description='`auto`, `none`, `required`, or `{"type": "function", "name": ...}` '
             "naming one of `tools`."
         ),
+        Refusal(TOOL_CHOICE),
     ] = None
     text: Annotated[
-        unchecked(ResponsesText) | None,
+        ResponsesText | None,
         Field(
             description="The output format: `text`, `json_object`, or `json_schema` with its "
             "`schema` (an object schema) beside `type`: the run's structured output, whose "
             "JSON is the message's text. Not for crews (400)."
         ),
+        Refusal(by_error={"model_type": '`text` must be {"format": {...}}.'}),
     ] = None
     temperature: Annotated[
         unchecked(Annotated[float, Field(ge=0, le=2)]) | None,
