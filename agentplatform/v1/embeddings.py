@@ -18,13 +18,12 @@ from __future__ import annotations
 import base64
 import math
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
-from agentplatform.v1.chat_request import check_text, json_body
+from agentplatform.v1.chat_request import json_body
 from agentplatform.v1.endpoint import (
     OpenAIError,
     allow_method,
@@ -34,6 +33,7 @@ from agentplatform.v1.endpoint import (
     require_raw_models,
 )
 from agentplatform.v1.shapes.base import BadRequest
+from agentplatform.v1.shapes.embeddings import EmbeddingsRequest
 from agents import quotas
 from agents.runs import GatewayCall, record_gateway_calls
 from base.stream_reads import brief
@@ -47,50 +47,10 @@ from tenancy.policy import Action, declares
 
 LOCAL = "local"
 STATIC = "static"
-MAX_INPUTS = 2048  # as OpenAI
-MAX_INPUT_CHARS = 32_000  # each; about 8k tokens
-
-
-@dataclass(frozen=True)
-class EmbeddingsRequest:
-    model: str
-    texts: list[str]
-    base64: bool
-    dimensions: int | None
 
 
 def parse_embeddings_request(raw: bytes) -> EmbeddingsRequest:
-    body = json_body(raw)
-    model = body.get("model")
-    if not isinstance(model, str) or not model or len(model) > 300:
-        raise BadRequest("`model` is required: `<connection>/<model>` or `local`.", "model")
-    texts = body.get("input")
-    if isinstance(texts, str):
-        texts = [texts]
-    if (
-        not isinstance(texts, list)
-        or not texts
-        or len(texts) > MAX_INPUTS
-        or not all(isinstance(t, str) and t and len(t) <= MAX_INPUT_CHARS for t in texts)
-    ):
-        raise BadRequest(
-            f"`input` must be a non-empty string or a list of at most {MAX_INPUTS} non-empty "
-            f"strings of at most {MAX_INPUT_CHARS} characters (token arrays are not supported).",
-            "input",
-        )
-    for text in texts:
-        check_text(text, "input")
-    encoding = body.get("encoding_format", "float")
-    if encoding not in ("float", "base64"):
-        raise BadRequest("`encoding_format` must be `float` or `base64`.", "encoding_format")
-    dimensions = body.get("dimensions")
-    if dimensions is not None and (
-        isinstance(dimensions, bool)
-        or not isinstance(dimensions, int)
-        or not 1 <= dimensions <= 8192
-    ):
-        raise BadRequest("`dimensions` must be an integer from 1 to 8192.", "dimensions")
-    return EmbeddingsRequest(model, texts, encoding == "base64", dimensions)
+    return EmbeddingsRequest.checked(json_body(raw))
 
 
 def _target(client: ApiClient, model: str):
@@ -192,7 +152,11 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
         {
             "object": "list",
             "data": [
-                {"object": "embedding", "index": i, "embedding": _vector(v, parsed.base64)}
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": _vector(v, parsed.encoding_format == "base64"),
+                }
                 for i, v in enumerate(vectors)
             ],
             "model": parsed.model,

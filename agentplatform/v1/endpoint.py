@@ -17,6 +17,7 @@ from rest_framework import exceptions
 
 from agentplatform.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
 from agentplatform.v1.shapes.base import BadRequest
+from agentplatform.v1.shapes.messages import ANTHROPIC_ERROR_TYPES
 from agents.quotas import QuotaExceeded
 from base.stream_reads import brief
 from tenancy import rls
@@ -86,17 +87,6 @@ def require_raw_models(client: ApiClient) -> None:
         raise OpenAIError(
             403, "This API key may run only some agents, not models.", code="permission_denied"
         )
-
-
-ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-}
 
 
 def as_api_error(exc: Exception) -> OpenAIError | None:

@@ -84,9 +84,7 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool
 def chat_of_messages(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body sent for a Messages `body` (without `stream`: the
     pass-through sets it; `chat_for` adapts it to each connection)."""
-    if body.get("stream") not in (None, True, False):
-        raise BadRequest("`stream` must be a boolean.", "stream")
-    chat = chat_body(body)
+    chat = chat_body(body)  # (its shape checked: `stream` too)
     chat.pop("stream", None)
     for message in chat["messages"]:
         if message.get("role") == "assistant":  # (None fields are not every service's)

@@ -2,7 +2,8 @@
 `POST /v1/messages/count_tokens`, so the `anthropic` SDK works against the platform
 unmodified (its key as `x-api-key` or a Bearer token).
 
-A request is translated into a Chat Completions body and checked by the same parser as
+A request is checked block by block by its shape (`AnthropicMessagesRequest`), then
+translated into a Chat Completions body and checked by the same parser as
 `/v1/chat/completions` (`chat_request`): `system`, messages with text, image,
 `tool_use` and `tool_result` blocks, `tools`, `tool_choice`, `max_tokens`,
 `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`. The answer comes in
@@ -39,6 +40,7 @@ from agentplatform.v1.endpoint import allow_method, authorized, openai_errors, p
 from agentplatform.v1.gateway import is_gateway_model
 from agentplatform.v1.gateway_translate import gateway_messages
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
+from agentplatform.v1.shapes.messages import AnthropicCountTokensRequest
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run
 from agents.runtime.spec import RunStatus
@@ -173,8 +175,7 @@ async def count_tokens(request: HttpRequest) -> HttpResponse:
     _key_from_x_api_key(request)
     await authorized(request, Action.START_RUN)
     body = json_body(request.body)
-    body.setdefault("max_tokens", 1)
-    chat = parse_chat_body(chat_body(body))
+    chat = parse_chat_body(chat_body(body, AnthropicCountTokensRequest))
     client = chat.client
     texts = [chat.input]
     if client is not None:

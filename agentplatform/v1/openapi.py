@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from agentplatform.v1.shapes import chat, common, responses
+from agentplatform.v1.shapes import chat, common, embeddings, messages, responses
 from agentplatform.v1.shapes.base import REF
 from agentplatform.v1.shapes.chat import (
     MAX_CONVERSATION_CHARS,
@@ -26,11 +26,14 @@ from agentplatform.v1.shapes.chat import (
     MAX_MESSAGES,
     MAX_TOOLS,
 )
+from agentplatform.v1.shapes.messages import ANTHROPIC_ERROR_TYPES
 from agents.models import MAX_INPUT_CHARS
 from providers.runtime.images import MAX_IMAGES
 
 TAG = "OpenAI-compatible"
+ANTHROPIC_TAG = "Anthropic-compatible"
 SECURITY_SCHEME = "ApiKey"  # agentplatform.api.schema.ApiKeyScheme: the tenant API key
+X_API_KEY_SCHEME = "XApiKey"  # the same key as `x-api-key`, as the anthropic SDK sends it
 SHAPES: tuple[type[BaseModel], ...] = (
     common.OpenAIError,
     common.OpenAIModelList,
@@ -51,6 +54,14 @@ SHAPES: tuple[type[BaseModel], ...] = (
     responses.Response,
     responses.ResponseEvent,
     responses.ResponseStreamEvent,
+    embeddings.EmbeddingsRequest,
+    embeddings.EmbeddingList,
+    messages.AnthropicMessagesRequest,
+    messages.AnthropicCountTokensRequest,
+    messages.AnthropicMessage,
+    messages.AnthropicTokenCount,
+    messages.AnthropicError,
+    messages.AnthropicStreamEvent,
 )
 
 
@@ -327,6 +338,15 @@ def _error(
     return response
 
 
+def _anthropic_error(status: int, description: str, message: str) -> dict[str, Any]:
+    kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": _ref(messages.AnthropicError), "example": body}},
+    }
+
+
 def _forbidden(scope: str) -> dict[str, Any]:
     message = f"This API key lacks the '{scope}' scope."
     return _error(
@@ -486,6 +506,183 @@ BAD_RESPONSES = (
 )
 
 
+EMBEDDINGS_DESCRIPTION = """\
+Embeds texts, as OpenAI's embeddings endpoint: with a model of one of the tenant's \
+connections (`<connection>/<model>`, whose service has an embeddings endpoint), or with the \
+platform's own `local` or `static` model. Needs the `run` scope, and a key not limited to \
+some agents. Each call is recorded as a run of the key (no agent), with the tokens the \
+provider counted (an estimate of 4 characters a token for the platform's own models); a \
+connection's model is held against the tenant's and the key's quotas before the provider \
+is asked (a limit that cannot take it is a 429 `insufficient_quota`).
+"""
+
+BAD_EMBEDDINGS = (
+    "The body is not a valid request (`param` names the field): not a JSON object; no "
+    "`model`; an `input` that is not a non-empty text or a list of at most "
+    f"{embeddings.MAX_INPUTS} non-empty texts of at most {embeddings.MAX_INPUT_CHARS} "
+    "characters (token arrays are not supported), or holds NUL characters; an "
+    "`encoding_format` other than `float` or `base64`; `dimensions` not an integer from 1 to "
+    f"{embeddings.MAX_DIMENSIONS}, or other than the platform's own model has."
+)
+
+MESSAGES_DESCRIPTION = """\
+Anthropic's Messages API over the tenant's agents, so the `anthropic` SDK works unmodified \
+(the key as `x-api-key` or as a Bearer token): runs the agent (or crew) named by `model` \
+once, as `POST /v1/chat/completions` does, and answers with a `message` (`msg_<run id>`). \
+Needs the `run` scope. The body is translated into a Chat Completions request and checked \
+alike: `system` is added to the agent's instructions, text, image, `tool_use` and \
+`tool_result` blocks become the conversation's turns, custom `tools` end the answer with \
+`tool_use` blocks (`stop_reason` `tool_use`) for the caller to run, `tool_choice`, \
+`max_tokens`, `stop_sequences`, `temperature` and `top_p` apply within the agent's limits. \
+Errors come in Anthropic's shape (`AnthropicError`).
+
+A `model` of `<connection>/<model>` is a gateway model: an Anthropic connection's is sent \
+on as it came (its answer and errors are the provider's own), an OpenAI or \
+OpenAI-compatible connection's is translated into Chat Completions and its answer back into \
+a `message`; no run, no `X-Run-Id`.
+
+A run that parks waiting for a human's approval ends its text with a note naming the run \
+and the URLs where each call is approved or rejected. A failed or cancelled run is a 500 \
+(`api_error`, header `x-should-retry: false`); streamed, it ends with an `error` event.
+"""
+
+MESSAGES_STREAM_DESCRIPTION = """\
+With `"stream": true`: Anthropic's server-sent events, each an `event: <type>` line and a \
+`data: <json>` line with the same `type` (component `AnthropicStreamEvent`): \
+`message_start`, then per content block `content_block_start`, `content_block_delta`s and \
+`content_block_stop` (the text first, as the run produces it; then each call of the caller's \
+tools, its whole input in one `input_json_delta`), then `message_delta` (`stop_reason`, \
+usage) and `message_stop`. `ping` events are sent while the run is quiet; a failed or \
+cancelled run ends with an `error` event instead.
+"""
+
+BAD_MESSAGES = (
+    "The body is not a valid request (the message says which field): not a JSON object; no "
+    "`model` or `max_tokens`; no or empty `messages`; a role other than `user` or "
+    "`assistant`; content that is not a string or a list of blocks, or a block a role does "
+    "not take (user: text, image, tool_result; assistant: text, tool_use); an image whose "
+    "`source` is neither base64 nor url; a `tool_use` input that is not an object; a "
+    "`tool_result` whose content is not text; `system` not a string or text blocks; a tool "
+    "that is not a custom tool; a `tool_choice` other than auto, any, tool (with a `name`) "
+    "or none; `stream` not a boolean; and whatever a chat completion refuses (see "
+    "`POST /v1/chat/completions`)."
+)
+
+
+INPUT_EXAMPLE = embeddings.INPUT
+MESSAGES_TOOL_EXAMPLE = {
+    "model": "assistant",
+    "max_tokens": 1024,
+    "tools": [
+        {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ],
+    "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}],
+        },
+    ],
+}
+
+
+def messages_stream_example() -> str:
+    message = example_of(messages.AnthropicMessage)
+    opening = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+    events = [
+        ("message_start", {"message": opening}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "It is 42."}}),
+        ("content_block_stop", {"index": 0}),
+        (
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": message["usage"],
+            },
+        ),
+        ("message_stop", {}),
+    ]
+    return "".join(_sse({"type": event, **fields}, event) for event, fields in events)
+
+
+def anthropic_errors(bad: str, *, run: bool) -> dict[str, Any]:
+    """The errors of the Messages face, in Anthropic's shape; `run`: it starts one."""
+    errors = {
+        "400": _anthropic_error(400, bad, "`max_tokens` is required."),
+        "401": {
+            **_anthropic_error(
+                401,
+                "Missing, invalid, revoked or expired API key.",
+                "Incorrect API key provided: invalid api key.",
+            ),
+            "headers": {"WWW-Authenticate": _header('`Bearer realm="api"`')},
+        },
+        "403": _anthropic_error(
+            403, "The API key lacks the `run` scope.", "This API key lacks the 'run' scope."
+        ),
+        "413": _anthropic_error(
+            413, "The request body is too large.", "The request body is too large."
+        ),
+        "429": {
+            **_anthropic_error(
+                429,
+                "The key's or the tenant's rate limit is reached, or a quota cannot take the run.",
+                "Rate limit reached; retry later.",
+            ),
+            "headers": {"Retry-After": _header("Seconds to wait before retrying.")},
+        },
+    }
+    if run:
+        errors["404"] = _anthropic_error(
+            404,
+            "No active agent or crew, nor gateway model, named `model`.",
+            "The model `claude-nope` does not exist or you do not have access to it.",
+        )
+        errors["500"] = {
+            **_anthropic_error(
+                500,
+                "The run failed or was cancelled; do not retry, the run is readable by its id.",
+                "Run 42 failed: provider error",
+            ),
+            "headers": {
+                "X-Run-Id": RUN_ID,
+                "x-should-retry": _header("`false`: a retry starts another run."),
+            },
+        }
+        errors["502"] = _anthropic_error(
+            502,
+            "A gateway model's provider could not be reached, failed, refused the connection's "
+            "key or answered what could not be read.",
+            "The provider answered HTTP 500.",
+        )
+    return errors
+
+
 def _path_parameter(name: str, description: str, example: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -513,6 +710,13 @@ def operations() -> dict[str, dict[str, Any]]:
             "description": description,
             "security": [{SECURITY_SCHEME: []}],
             **rest,
+        }
+
+    def anthropic_operation(operation_id: str, summary: str, description: str, **rest: Any):
+        return {
+            **operation(operation_id, summary, description, **rest),
+            "tags": [ANTHROPIC_TAG],
+            "security": [{X_API_KEY_SCHEME: []}, {SECURITY_SCHEME: []}],
         }
 
     return {
@@ -648,6 +852,133 @@ def operations() -> dict[str, dict[str, Any]]:
                 },
             )
         },
+        "/v1/embeddings": {
+            "post": operation(
+                "openai_embeddings_create",
+                "Create embeddings",
+                EMBEDDINGS_DESCRIPTION,
+                requestBody=_body(
+                    embeddings.EmbeddingsRequest,
+                    {
+                        "static": {
+                            "summary": "Two texts, the platform's static model",
+                            "value": example_of(embeddings.EmbeddingsRequest),
+                        },
+                        "connection": {
+                            "summary": "A connection's model, base64 vectors",
+                            "value": {
+                                "model": "openai/text-embedding-3-small",
+                                "input": "A cat sat on the mat.",
+                                "encoding_format": "base64",
+                            },
+                        },
+                    },
+                ),
+                responses={
+                    "200": _json(embeddings.EmbeddingList, "The vectors."),
+                    "400": _error(
+                        400,
+                        BAD_EMBEDDINGS,
+                        example=(INPUT_EXAMPLE, "invalid_request_error", "input", None),
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": _forbidden("run"),
+                    "404": _error(
+                        404,
+                        "No such connection model with embeddings (`model_not_found`).",
+                    ),
+                    "413": TOO_LARGE,
+                    "429": _error(
+                        429,
+                        "The key's or the tenant's rate limit is reached "
+                        "(`rate_limit_exceeded`), or a quota cannot take the call "
+                        "(`quota_exceeded`, type `insufficient_quota`).",
+                        {"Retry-After": _header("Seconds to wait before retrying.")},
+                    ),
+                    "502": _error(
+                        502,
+                        "The connection's provider failed.",
+                        example=(
+                            "The provider failed: HTTP 500",
+                            "server_error",
+                            None,
+                            None,
+                        ),
+                    ),
+                    "503": _error(
+                        503,
+                        "The `local` model is not installed here, or failed to load.",
+                        example=(
+                            "The local embedding model is not installed.",
+                            "server_error",
+                            None,
+                            None,
+                        ),
+                    ),
+                },
+            )
+        },
+        "/v1/messages": {
+            "post": anthropic_operation(
+                "anthropic_messages_create",
+                "Create a message (run an agent or crew)",
+                MESSAGES_DESCRIPTION,
+                requestBody=_body(
+                    messages.AnthropicMessagesRequest,
+                    {
+                        "simple": {
+                            "summary": "One question",
+                            "value": example_of(messages.AnthropicMessagesRequest),
+                        },
+                        "tool_result": {
+                            "summary": "The result of the caller's tool, sent back",
+                            "value": MESSAGES_TOOL_EXAMPLE,
+                        },
+                    },
+                ),
+                responses={
+                    "200": {
+                        "description": "The run's answer: a `message`, or with `stream` a "
+                        "`text/event-stream` of Anthropic's events.\n\n"
+                        + MESSAGES_STREAM_DESCRIPTION,
+                        "headers": {"X-Run-Id": RUN_ID},  # (not for a gateway model)
+                        "content": {
+                            "application/json": {"schema": _ref(messages.AnthropicMessage)},
+                            "text/event-stream": {
+                                "schema": _ref(messages.AnthropicStreamEvent),
+                                "example": messages_stream_example(),
+                            },
+                        },
+                    },
+                    **anthropic_errors(BAD_MESSAGES, run=True),
+                },
+            )
+        },
+        "/v1/messages/count_tokens": {
+            "post": anthropic_operation(
+                "anthropic_messages_count_tokens",
+                "Count a message's tokens (roughly; no run)",
+                "What the model would read of this request (the agent's added instructions "
+                "aside), counted roughly: 4 characters a token. Needs the `run` scope; the "
+                "body is checked as `POST /v1/messages` checks it (`max_tokens` not needed).",
+                requestBody=_body(
+                    messages.AnthropicCountTokensRequest,
+                    {
+                        "simple": {
+                            "summary": "One question",
+                            "value": {
+                                "model": "assistant",
+                                "messages": [{"role": "user", "content": "What is 6*7?"}],
+                            },
+                        }
+                    },
+                ),
+                responses={
+                    "200": _json(messages.AnthropicTokenCount, "The count."),
+                    **anthropic_errors(BAD_MESSAGES, run=False),
+                },
+            )
+        },
         "/v1/responses/{response_id}": {
             "get": operation(
                 "openai_responses_retrieve",
@@ -693,14 +1024,27 @@ def add_v1_operations(result: dict[str, Any], generator, request, public) -> dic
     paths, schemas = copy.deepcopy(_document())
     result.setdefault("paths", {}).update(paths)
     result.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+    schemes = result["components"].setdefault("securitySchemes", {})
+    schemes[X_API_KEY_SCHEME] = {
+        "type": "apiKey",
+        "in": "header",
+        "name": "x-api-key",
+        "description": "The tenant API key as the anthropic SDK sends it (`/v1/messages`).",
+    }
     tags = result.setdefault("tags", [])
-    if not any(tag.get("name") == TAG for tag in tags):
-        tags.append(
-            {
-                "name": TAG,
-                "description": "Any OpenAI client pointed at `https://<host>/v1` with a "
-                "tenant API key: models are the tenant's agents and crews, a chat "
-                "completion or a response runs one of them.",
-            }
-        )
+    for name, description in (
+        (
+            TAG,
+            "Any OpenAI client pointed at `https://<host>/v1` with a tenant API key: models "
+            "are the tenant's agents and crews, a chat completion or a response runs one of "
+            "them; embeddings come from a connection's model or the platform's own.",
+        ),
+        (
+            ANTHROPIC_TAG,
+            "The anthropic SDK pointed at `https://<host>` with a tenant API key: a message "
+            "runs one of the tenant's agents or crews.",
+        ),
+    ):
+        if not any(tag.get("name") == name for tag in tags):
+            tags.append({"name": name, "description": description})
     return result

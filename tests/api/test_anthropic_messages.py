@@ -138,3 +138,80 @@ def test_count_tokens(trio, agent, claude):
     )
     assert counted.input_tokens == 100
     assert Run.objects.count() == 0
+
+
+HI = [{"role": "user", "content": "hi"}]
+BLOCK_REFUSALS = [
+    (
+        {"messages": [{"role": "system", "content": "Be brief."}, *HI]},
+        "Each message's `role` must be `user` or `assistant`.",
+    ),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
+        "Blocks of type 'document' are not supported in user messages.",
+    ),
+    (
+        {
+            "messages": [
+                *HI,
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": 3}],
+                },
+            ]
+        },
+        "A `tool_use` block's `input` must be an object.",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}
+            ]
+        },
+        "An image block's `source` must be base64 or url.",
+    ),
+    (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [{"type": "image", "source": {}}],
+                        }
+                    ],
+                }
+            ]
+        },
+        "Blocks of type 'image' are not supported in a tool_result.",
+    ),
+    (
+        {"messages": HI, "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+        "Only custom tools (name, description, input_schema) are supported, not "
+        "'web_search_20250305'.",
+    ),
+    (
+        {"messages": HI, "tools": [WEATHER], "tool_choice": {"type": "tool"}},
+        "A `tool` choice needs the tool's `name`.",
+    ),
+    (
+        {"messages": HI, "system": [{"type": "image", "source": {}}]},
+        "Blocks of type 'image' are not supported in `system`.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "words"), BLOCK_REFUSALS)
+def test_each_block_is_checked_by_its_own_shape(trio, agent, claude, body, words):
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.create(model="assistant", max_tokens=10, **body)
+    assert refused.value.body == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": words},
+    }
+    with pytest.raises(anthropic.BadRequestError) as no_max_tokens:  # (the SDK requires it)
+        claude.post("/v1/messages", body={"model": "assistant", "messages": HI}, cast_to=object)
+    assert no_max_tokens.value.body["error"]["message"] == "`max_tokens` is required."
+    assert Run.objects.count() == 0

@@ -55,6 +55,15 @@ def test_unknown_models_bad_inputs_and_agent_limited_keys_are_refused(
         with pytest.raises(openai.BadRequestError) as refused:
             client.embeddings.create(model=MODEL, input=bad)
         assert refused.value.param == "input"
+    for fields, param, words in (  # the request's shape: agentplatform/v1/shapes/embeddings.py
+        ({"input": ["a", "b\x00"]}, "input[1]", "Text may not contain NUL characters."),
+        ({"input": "x", "encoding_format": "hex"}, "encoding_format", "`float` or `base64`"),
+        ({"input": "x", "dimensions": 0}, "dimensions", "from 1 to 8192"),
+        ({"input": "x", "model": ""}, "model", "`model` is required"),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.embeddings.create(**{"model": MODEL, **fields})
+        assert refused.value.param == param and words in refused.value.message
     _, limited = tenancy.api_key_create(
         tenant=trio.acme, name="lim", scopes=["read", "run"], allowed_agents=["assistant"]
     )

@@ -1,8 +1,9 @@
 """Property-based conformance of the REST API to its own OpenAPI schema (schemathesis).
 
 The schema at `/api/schema/` is loaded through the WSGI app and must be a valid OpenAPI 3
-document. Then every operation under `/api/v1/` and of the OpenAI-compatible endpoint
-(`/v1/models`, `/v1/models/{model_id}`, `/v1/chat/completions`) is exercised with a
+document. Then every operation under `/api/v1/` and of the `/v1` faces (`/v1/models`,
+`/v1/models/{model_id}`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`,
+`/v1/messages`, `/v1/messages/count_tokens`) is exercised with a
 bounded, deterministic set of generated requests (examples, coverage and fuzzing phases; no
 stateful phase; `max-examples` per operation; fixed seed and derandomized Hypothesis) as an
 admin-scoped tenant API key. Each response must:
@@ -15,10 +16,13 @@ Operations whose path has an identifier are also called with the id of a seeded 
 (an agent, a crew, a tool definition, a provider connection, a conversation, a fact, a
 spare API key and a member), so the detail/update routes answer something besides 404.
 
-A chat completion starts a real run (created in the test's transaction), but no worker
-executes it here: the run's progress (`chat_completions.follow_run`) is replaced by a canned
-answer, so both the JSON and the streamed answer are produced without a provider. The real
-execution is covered by tests/api/test_openai_compat.py and tests/api/test_openai_schema.py.
+A chat completion or a message starts a real run (created in the test's transaction), but
+no worker executes it here: the run's progress (`follow_run` of `chat_completions` and
+`messages`) is replaced by a canned answer, so both the JSON and the streamed answer are
+produced without a provider. The real execution is covered by
+tests/api/test_openai_compat.py, tests/api/test_openai_schema.py and
+tests/api/test_anthropic_messages.py. Embeddings are computed by the platform's `static`
+model (its example), a connection's by none (the seeded connection's address is closed).
 
 Skipped because they start real work, stream or may call out of the process:
 - `POST /api/v1/runs` (`v1_runs_create`): enqueues a Celery run;
@@ -45,7 +49,7 @@ from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
 
 from agentplatform import throttling
-from agentplatform.v1 import chat_completions
+from agentplatform.v1 import chat_completions, messages
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
 from tenancy import services
@@ -95,19 +99,48 @@ CHECKS = [
 ]
 
 
-def load_schema():
+# The bodies of the /v1 faces, fuzzed longer: every item of a request has a shape of its own.
+V1_BODIES = [
+    "openai_chat_completions_create",
+    "openai_responses_create",
+    "openai_embeddings_create",
+    "anthropic_messages_create",
+    "anthropic_messages_count_tokens",
+]
+V1_BODIES_CONFIG = SchemathesisConfig.from_dict(
+    {
+        "seed": 20260702,
+        "suppress-health-check": ["all"],
+        "generation": {
+            "max-examples": 40,
+            "deterministic": True,
+            "database": "none",
+            "no-shrink": True,
+        },
+        "phases": {
+            "examples": {"enabled": False},
+            "coverage": {"enabled": False},
+            "fuzzing": {"enabled": True},
+            "stateful": {"enabled": False},
+        },
+    }
+)
+
+
+def load_schema(config: SchemathesisConfig = CONFIG):
     """The document `/api/schema/` serves, generated without a request (collection time, no
     database); `test_the_schema_is_valid_openapi` checks the endpoint serves this very one."""
-    raw = json.loads(
-        json.dumps(SchemaGenerator().get_schema(request=None, public=True), cls=DjangoJSONEncoder)
-    )
-    schema = schemathesis.openapi.from_dict(raw, config=CONFIG)
+    schema = schemathesis.openapi.from_dict(RAW, config=config)
     schema.app = get_wsgi_application()
     schema.location = "/api/schema/"
-    return schema.include(path_regex=r"^/(api/)?v1/").exclude(operation_id=SKIPPED_OPERATIONS)
+    return schema
 
 
-schema = load_schema()
+RAW = json.loads(
+    json.dumps(SchemaGenerator().get_schema(request=None, public=True), cls=DjangoJSONEncoder)
+)
+schema = load_schema().include(path_regex=r"^/(api/)?v1/").exclude(operation_id=SKIPPED_OPERATIONS)
+v1_bodies = load_schema(V1_BODIES_CONFIG).include(operation_id=V1_BODIES)
 
 
 @pytest.fixture
@@ -134,6 +167,10 @@ OPENAI_OPERATIONS = {
     "openai_models_list",
     "openai_models_retrieve",
     "openai_chat_completions_create",
+    "openai_responses_create",
+    "openai_embeddings_create",
+    "anthropic_messages_create",
+    "anthropic_messages_count_tokens",
 }
 
 
@@ -190,7 +227,8 @@ def _seed(client, trio, monkeypatch):
         monkeypatch.setattr(
             cls, "THROTTLE_RATES", {"api_key": "1000000/min", "tenant": "1000000/min"}
         )
-    monkeypatch.setattr(chat_completions, "follow_run", canned_progress)  # no worker here
+    for face in (chat_completions, messages):  # no worker here
+        monkeypatch.setattr(face, "follow_run", canned_progress)
     api = as_key(client, trio.acme, "read", "write", "run", "admin")
     assert (
         api.post(
@@ -298,6 +336,16 @@ def test_the_api_conforms_to_its_schema(case, seeded):
         validate(real, headers)
 
 
+@pytest.mark.django_db
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")  # WSGI
+@v1_bodies.parametrize()
+def test_the_v1_faces_answer_any_body_in_their_schema(case, seeded):
+    """Longer: generated bodies, valid and not, of the /v1 faces that take one; each gets a
+    documented answer (a 400 in the face's error shape for a bad one), never a 5xx."""
+    key, _ = seeded
+    validate(case, {"Authorization": f"Bearer {key}"})
+
+
 def operation(operation_id: str):
     return schema.find_operation_by_id(operation_id)
 
@@ -351,3 +399,48 @@ def test_a_chat_completion_of_a_real_agent_conforms(seeded, stream):
         assert response.text.rstrip().endswith("data: [DONE]")
     else:
         assert response.json()["choices"][0]["message"]["content"] == "Hello there."
+
+
+@pytest.mark.django_db
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")  # WSGI
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_message_of_a_real_agent_conforms(seeded, stream):
+    key, _ = seeded
+    body = {
+        "model": "writer",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi."}]}],
+        "stream": stream,
+    }
+    case = operation("anthropic_messages_create").Case(body=body, media_type="application/json")
+    headers = {"x-api-key": key}
+    response = case.call(headers=headers)
+    assert response.status_code == 200, response.text
+    case.validate_response(response, checks=CHECKS, headers=headers)
+    if stream:
+        assert response.headers["content-type"][0].startswith("text/event-stream")
+        assert response.text.rstrip().endswith('data: {"type":"message_stop"}')
+    else:
+        assert response.json()["content"] == [{"type": "text", "text": "Hello there."}]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("operation_id", "body", "status"),
+    [
+        ("openai_embeddings_create", {"model": "static", "input": ["a cat", "a dog"]}, 200),
+        ("openai_embeddings_create", {"model": "static", "input": "a", "encoding_format": "hex"},
+         400),
+        ("anthropic_messages_count_tokens", {"model": "writer", "messages": [
+            {"role": "user", "content": "x" * 40}]}, 200),
+        ("anthropic_messages_create", {"model": "writer", "max_tokens": 5, "messages": [
+            {"role": "user", "content": [{"type": "document"}]}]}, 400),
+    ],
+)  # fmt: skip
+def test_embeddings_token_counts_and_refusals_conform(seeded, operation_id, body, status):
+    key, _ = seeded
+    case = operation(operation_id).Case(body=body, media_type="application/json")
+    headers = {"Authorization": f"Bearer {key}"}
+    response = case.call(headers=headers)
+    assert response.status_code == status, response.text
+    case.validate_response(response, checks=CHECKS, headers=headers)

@@ -12,6 +12,8 @@ import pytest
 from agentplatform.v1 import openapi
 from agentplatform.v1.shapes.base import BadRequest, Shape
 from agentplatform.v1.shapes.chat import ChatCompletionRequest, ChatSampling, ChatUserMessage
+from agentplatform.v1.shapes.embeddings import EmbeddingsRequest
+from agentplatform.v1.shapes.messages import AnthropicMessagesRequest
 from agentplatform.v1.shapes.responses import ResponsesRequest
 
 HELLO = [{"role": "user", "content": "Hi."}]
@@ -176,6 +178,23 @@ ITEMS = [
         "text.format",
         "`text.format` must be",
     ),
+    (
+        AnthropicMessagesRequest,
+        {"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "text"}]}]},
+        "messages[0].content[0].text",
+        "A text block needs a `text` string.",
+    ),
+    (
+        AnthropicMessagesRequest,
+        {
+            "max_tokens": 5,
+            "messages": [{"role": "assistant", "content": [{"type": "tool_result"}]}],
+        },
+        "messages[0].content[0]",
+        "Blocks of type 'tool_result' are not supported in assistant messages.",
+    ),
+    (EmbeddingsRequest, {"input": ["a"] * 2049}, "input", "`input` must be a non-empty string"),
+    (EmbeddingsRequest, {"input": "x" * 32_001}, "input", "`input` must be a non-empty string"),
 ]
 
 
@@ -234,6 +253,38 @@ GOOD = [
             "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}},
         },
     ),
+    (
+        AnthropicMessagesRequest,
+        {
+            "model": "a",
+            "max_tokens": 5,
+            "system": [{"type": "text", "text": "Be kind."}],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Hi"},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "AA"},
+                        },
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1"}],
+                },
+            ],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "tool", "name": "f"},
+            "metadata": {"user_id": "u1"},
+        },
+    ),
+    (EmbeddingsRequest, {"model": "static", "input": ["a", "b"], "dimensions": 256}),
 ]
 LIBRARY_WORDS = ("Input should", "pydantic", "validation error", "Field required", "function-",
                  "tagged-union", "Value error", "[type=")  # fmt: skip
