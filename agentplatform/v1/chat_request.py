@@ -15,24 +15,20 @@ message, no options) needs none of it: it runs as a bare input, as a chat does.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass
 from typing import Any
 
 from agentplatform.v1.shapes.base import BadRequest
 from agentplatform.v1.shapes.chat import (
     MAX_CONVERSATION_CHARS,
-    ChatAssistantMessage,
     ChatCompletionRequest,
     ChatImagePart,
     ChatImageUrl,
-    ChatMessage,
+    ChatNamedTool,
     ChatResponseFormat,
     ChatSampling,
-    ChatSystemMessage,
     ChatTool,
-    ChatToolChoice,
-    ChatToolMessage,
-    ChatUserMessage,
 )
 from agents.runtime.client_request import ClientRequest, ClientTool, Sampling
 from providers.runtime.images import MAX_IMAGES, ImageRefused, check_total, image_from_data_url
@@ -46,6 +42,7 @@ from providers.runtime.types import (
 from tools.runtime.tool import ToolCall
 
 MAX_SCHEMA_CHARS = 200_000  # all tool parameters and the output schema of one request
+IMAGE_PARTS = typing.get_args(ChatImagePart.model_fields["type"].annotation)
 NO_PARAMETERS = {"type": "object", "properties": {}}
 
 
@@ -102,7 +99,6 @@ def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatReq
         sampling=_sampling(request),
         end_user=request.user or "",
     )
-    _check_nested(client.to_dict(), "messages")
     try:
         check_total(client.images)
     except ImageRefused as exc:
@@ -121,39 +117,43 @@ def parse_chat_body(body: dict[str, Any], query_stream: bool = False) -> ChatReq
 
 
 # -- messages ------------------------------------------------------------------------------
-def _turns(messages: list[ChatMessage]) -> tuple[str, list[Message]]:
+def _turns(messages: list[Any]) -> tuple[str, list[Message]]:
     """The system/developer text, and the other messages as turns (from the first user
     message on, up to the last user or tool message: a trailing assistant prefill is not
-    used)."""
+    used). One pass; a message's role is read as its string (cheaper than asking the
+    shapes' classes)."""
     system: list[str] = []
     turns: list[Message] = []
     calls: dict[str, str] = {}  # call id -> tool name, for the results that answer them
     unanswered: dict[str, int] = {}  # call id -> the message index that made it
     total = image_count = 0
-    for index, item in enumerate(messages):
-        message = item.root
-        param = f"messages[{index}]"
-        text, images = _content_of(message, f"{param}.content")
-        image_count += len(images)
-        if image_count > MAX_IMAGES:
-            raise BadRequest(f"At most {MAX_IMAGES} images per request.", f"{param}.content")
+    users = 0  # user turns so far
+    for index, message in enumerate(messages):
+        role = message.role
+        text, images = _content_of(message.content, index)
+        if images:
+            image_count += len(images)
+            if image_count > MAX_IMAGES:
+                raise BadRequest(
+                    f"At most {MAX_IMAGES} images per request.", f"messages[{index}].content"
+                )
         total += len(text)
         if total > MAX_CONVERSATION_CHARS:
-            raise BadRequest(f"The messages exceed {MAX_CONVERSATION_CHARS} characters.", param)
-        if not isinstance(message, ChatToolMessage) and unanswered:
+            raise BadRequest(
+                f"The messages exceed {MAX_CONVERSATION_CHARS} characters.", f"messages[{index}]"
+            )
+        if unanswered and role != "tool":
             call_id, at = next(iter(unanswered.items()))
             raise BadRequest(
                 f"The tool call `{call_id}` of messages[{at}] has no `tool` message with its "
                 "result before the next message.",
-                param,
+                f"messages[{index}]",
             )
-        if isinstance(message, ChatSystemMessage):
-            if text.strip():
-                system.append(text.strip())
-        elif isinstance(message, ChatUserMessage):
+        if role == "user":
+            users += 1
             turns.append(UserMessage(text, images))
-        elif isinstance(message, ChatAssistantMessage):
-            if not any(isinstance(t, UserMessage) for t in turns):
+        elif role == "assistant":
+            if not users:
                 continue  # providers want a user turn first
             made = tuple(
                 ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or {})
@@ -161,23 +161,29 @@ def _turns(messages: list[ChatMessage]) -> tuple[str, list[Message]]:
             )
             for call in made:
                 if call.id in calls:
-                    raise BadRequest(f"Two tool calls have the id `{call.id}`.", param)
+                    raise BadRequest(
+                        f"Two tool calls have the id `{call.id}`.", f"messages[{index}]"
+                    )
                 calls[call.id] = call.name
                 unanswered[call.id] = index
             if text or made:
                 turns.append(AssistantMessage(text=text, tool_calls=made))
-        else:
+        elif role == "tool":
             call_id = message.tool_call_id
             if call_id in calls and call_id not in unanswered:
-                raise BadRequest(f"The tool call `{call_id}` was answered already.", param)
+                raise BadRequest(
+                    f"The tool call `{call_id}` was answered already.", f"messages[{index}]"
+                )
             if call_id not in calls:
                 raise BadRequest(
                     "A `tool` message needs the `tool_call_id` of a call an earlier assistant "
                     "message made.",
-                    f"{param}.tool_call_id",
+                    f"messages[{index}].tool_call_id",
                 )
-            unanswered.pop(call_id, None)
+            del unanswered[call_id]
             turns.append(ToolResultMessage(call_id=call_id, name=calls[call_id], content=text))
+        elif text.strip():  # system, developer
+            system.append(text.strip())
     while turns and isinstance(turns[-1], AssistantMessage) and not turns[-1].tool_calls:
         turns.pop()
     if unanswered:
@@ -186,24 +192,23 @@ def _turns(messages: list[ChatMessage]) -> tuple[str, list[Message]]:
             f"The tool call `{call_id}` of messages[{at}] has no `tool` message with its result.",
             "messages",
         )
-    if not any(isinstance(t, UserMessage) for t in turns):
+    if not users:
         raise BadRequest("Send at least one user message.", "messages")
     return "\n\n".join(system), turns
 
 
-def _content_of(message: Any, param: str) -> tuple[str, tuple[Image, ...]]:
+def _content_of(content: str | list[Any] | None, index: int) -> tuple[str, tuple[Image, ...]]:
     """A message's text (a string, or its text parts joined) and its image parts (a user
     message's: the shape takes them nowhere else)."""
-    content = message.content
     if content is None:
         return "", ()
     if isinstance(content, str):
         return content, ()
     texts: list[str] = []
     images: list[Image] = []
-    for index, part in enumerate(content):
-        if isinstance(part, ChatImagePart):
-            images.append(_image(part, f"{param}[{index}]"))
+    for at, part in enumerate(content):
+        if part.type in IMAGE_PARTS:
+            images.append(_image(part, f"messages[{index}].content[{at}]"))
         else:
             texts.append(part.text)
     return "\n".join(texts), tuple(images)
@@ -252,27 +257,12 @@ def _check_schema_sizes(body: dict[str, Any]) -> None:
         )
 
 
-def _check_nested(value: Any, param: str, depth: int = 0) -> None:
-    """Every string anywhere in what will be stored (tool arguments, schemas...)."""
-    if depth > 64:
-        raise BadRequest("The request nests too deeply.", param)
-    if isinstance(value, str):
-        check_text(value, param)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(str(key), param)
-            _check_nested(item, param, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _check_nested(item, param, depth + 1)
-
-
-def _tool_choice(raw: ChatToolChoice | None, tools: tuple[ClientTool, ...]) -> str:
+def _tool_choice(raw: str | ChatNamedTool | None, tools: tuple[ClientTool, ...]) -> str:
     if raw is None:
         return "auto"
-    if isinstance(raw.root, str):
-        return raw.root
-    name = raw.root.function.name
+    if isinstance(raw, str):
+        return raw
+    name = raw.function.name
     if name not in {t.name for t in tools}:
         raise BadRequest(f"`tool_choice` names `{name}`, which is not in `tools`.", "tool_choice")
     return name

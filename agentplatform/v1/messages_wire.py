@@ -38,7 +38,7 @@ def chat_body(
     if system is not None:
         messages.append({"role": "system", "content": system})
     for message in request.messages:
-        messages += _turn(message.root)
+        messages += _turn(message)
     chat: dict[str, Any] = {"model": request.model, "messages": messages}
     chat["max_tokens"] = request.max_tokens or 1  # (none: counted, not run)
     for name, chat_name in (("temperature", "temperature"), ("top_p", "top_p"),

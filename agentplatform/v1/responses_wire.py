@@ -16,7 +16,6 @@ from agentplatform.v1.shapes.chat import ChatTextPart
 from agentplatform.v1.shapes.responses import (
     ResponsesInputFunctionCall,
     ResponsesInputImage,
-    ResponsesInputItem,
     ResponsesInputMessage,
     ResponsesInputReasoning,
     ResponsesNamedTool,
@@ -97,15 +96,14 @@ def responses_param(param: str | None) -> str | None:
 _FUNCTION = re.compile(r"^tools\[\d+\](\.function)")  # a chat tool's `function` is flat here
 
 
-def _input_messages(raw: str | list[ResponsesInputItem]) -> list[dict[str, Any]]:
+def _input_messages(raw: str | list[Any]) -> list[dict[str, Any]]:
     """`input` as Chat Completions messages: consecutive function calls join one assistant
     message, as Chat Completions carries them."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
     messages: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] | None = None  # the open assistant turn's calls
-    for wrapped in raw:
-        item = wrapped.root
+    for item in raw:
         if isinstance(item, ResponsesInputReasoning):
             continue  # (no reasoning is carried between turns here)
         if not isinstance(item, ResponsesInputFunctionCall):

@@ -313,7 +313,7 @@ BAD = [
                 {"role": "tool", "tool_call_id": "a", "content": "1"},
             ]
         },
-        "messages",
+        "messages[1].tool_calls[0].function.arguments",
         "NUL",
     ),
     (

@@ -104,8 +104,8 @@ def test_a_good_body_is_read_once_and_keeps_what_it_does_not_declare():
     )
     assert (request.model, request.temperature) == ("a", 1)
     (message,) = request.messages
-    assert isinstance(message.root, ChatUserMessage)  # the item is typed, by its role
-    assert (message.root.content, message.root.model_extra) == ("Hi.", {"name": "ada"})
+    assert isinstance(message, ChatUserMessage)  # the item is typed, by its role
+    assert (message.content, message.model_extra) == ("Hi.", {"name": "ada"})
     assert request.model_extra == {"metadata": {"k": "v"}}
     assert ChatSampling.checked({"max_tokens": 5}).max_tokens == 5
 

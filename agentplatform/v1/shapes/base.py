@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Self
 
 from pydantic import (
@@ -27,6 +27,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
+    Field,
     RootModel,
     Tag,
     TypeAdapter,
@@ -34,6 +35,7 @@ from pydantic import (
     WithJsonSchema,
 )
 from pydantic.fields import FieldInfo
+from typing_extensions import TypeAliasType
 
 
 class BadRequest(ValueError):
@@ -102,6 +104,22 @@ def storable(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(storable)]  # a string that is stored or sent on
+MAX_DEPTH = 64  # lists and objects within each other in a caller's JSON value
+
+
+def storable_json(value: Any, depth: int = 0) -> Any:
+    """A JSON value (a tool call's arguments, a schema) whose strings and keys are all
+    storable, at most MAX_DEPTH levels deep. One walk over it."""
+    if isinstance(value, str):
+        storable(value)
+    elif isinstance(value, dict | list):
+        if depth >= MAX_DEPTH:
+            raise Refused("The value nests too deeply.")
+        for key in value if isinstance(value, dict) else ():
+            storable(key)
+        for item in value.values() if isinstance(value, dict) else value:
+            storable_json(item, depth + 1)
+    return value
 
 
 def kinds(
@@ -112,7 +130,24 @@ def kinds(
 ) -> Any:
     """A union of shapes told apart by their `by` field (a `Literal` of the values each takes;
     `absent`: the value of an item without it). An item of no known kind is refused at the
-    item (`refusal`, by default naming its `by` field); one of a known kind, by its shape."""
+    item (`refusal`, by default naming its `by` field); one of a known kind, by its shape.
+    Told apart in pydantic's core (no Python call per item) unless there is one member or an
+    `absent` kind."""
+    refusal = refusal or Refusal(
+        at=by,
+        by_error={
+            "union_tag_invalid": "`{param}` must be one of {expected_tags}.",
+            "union_tag_not_found": "`{param}` is required.",
+        },
+    )
+    not_found = refusal.by_error.get("union_tag_not_found")
+    if not_found is not None:  # (what the core says of an item that is not an object)
+        refusal = replace(
+            refusal, by_error={"model_attributes_type": not_found, **refusal.by_error}
+        )
+    if len(members) > 1 and absent is None:
+        union = typing.Union[members]  # noqa: UP007  (built from a list)
+        return Annotated[union, Field(discriminator=by), refusal]
     tag_of: dict[str, str] = {}
     tagged = []
     for member in members:
@@ -131,15 +166,8 @@ def kinds(
         return tag_of.get(said, said)
 
     kind.__name__ = by
-    default = Refusal(
-        at=by,
-        by_error={
-            "union_tag_invalid": "`{param}` must be one of {expected_tags}.",
-            "union_tag_not_found": "`{param}` is required.",
-        },
-    )
     members_union = typing.Union[tuple(tagged)]  # noqa: UP007  (built from a list)
-    return Annotated[members_union, Discriminator(kind), refusal or default]
+    return Annotated[members_union, Discriminator(kind), refusal]
 
 
 _JSON_TYPES = ((str, "string"), (bool, "boolean"), (int, "number"), (float, "number"),
@@ -205,7 +233,7 @@ def refusal(shape: type[BaseModel], error: Any) -> BadRequest:
         if not _is_union(node) and any(isinstance(m, Discriminator) for m in metadata):
             metadata = []  # (a tagged union of one member: its tag is a step of the path)
             continue
-        child = _child(node, step)
+        child = _child(node, metadata, step)
         if child is None:
             break  # (a plain union's member, a dict's key: the path ends here)
         node, metadata, named = child
@@ -237,26 +265,45 @@ def _unwrapped(node: Any, metadata: list[Any]) -> tuple[Any, list[Any]]:
             metadata += extra
         elif _is_union(node) and len(members := _not_none(node)) == 1:
             node = members[0]
+        elif isinstance(node, TypeAliasType):
+            node = node.__value__
         elif isinstance(node, type) and issubclass(node, RootModel):
             info = node.model_fields["root"]
-            node, metadata = info.annotation, metadata + list(info.metadata)
+            node, metadata = info.annotation, metadata + _metadata(info)
         else:
             return node, metadata
 
 
-def _child(node: Any, step: Any) -> tuple[Any, list[Any], bool] | None:
-    """Where `step` of an error's path goes from `node`: the annotation, its metadata, and
-    whether the caller names the step (a field, an index; not a union's tag)."""
+def _child(node: Any, metadata: list[Any], step: Any) -> tuple[Any, list[Any], bool] | None:
+    """Where `step` of an error's path goes from `node` (annotated with `metadata`): the
+    annotation, its metadata, and whether the caller names the step (a field, an index; not
+    a union's tag)."""
     if isinstance(node, type) and issubclass(node, BaseModel) and isinstance(step, str):
         info = _field(node, step)
-        return None if info is None else (info.annotation, list(info.metadata), True)
+        return None if info is None else (info.annotation, _metadata(info), True)
     if typing.get_origin(node) is list and isinstance(step, int):
         return typing.get_args(node)[0], [], True
     if _is_union(node) and isinstance(step, str):
+        by = next((m.discriminator for m in metadata if getattr(m, "discriminator", None)), None)
         for member in _not_none(node):
             if any(isinstance(m, Tag) and m.tag == step for m in typing.get_args(member)[1:]):
                 return member, [], False
+            if isinstance(by, str) and step in _values(member, by):
+                return member, [], False  # (told apart by a field: the step is its value)
     return None
+
+
+def _metadata(info: FieldInfo) -> list[Any]:
+    """A field's metadata, and the field itself when it names a discriminator (pydantic
+    takes a union's `Field(discriminator=...)` into the field's own info)."""
+    return [*info.metadata, info] if isinstance(info.discriminator, str) else list(info.metadata)
+
+
+def _values(member: Any, by: str) -> tuple[Any, ...]:
+    """The values of `member`'s `by` field, where it is a shape told apart by it."""
+    if isinstance(member, type) and issubclass(member, BaseModel) and by in member.model_fields:
+        return typing.get_args(member.model_fields[by].annotation)
+    return ()
 
 
 def _field(shape: type[BaseModel], name: str) -> FieldInfo | None:

@@ -14,10 +14,10 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    RootModel,
     WithJsonSchema,
     model_validator,
 )
+from typing_extensions import TypeAliasType
 
 from agentplatform.v1.shapes.base import (
     Refusal,
@@ -27,6 +27,7 @@ from agentplatform.v1.shapes.base import (
     by_json_type,
     kinds,
     storable,
+    storable_json,
 )
 from agents.models import MAX_INPUT_CHARS
 from agents.runtime.client_request import MAX_RESPONSE_TOKENS
@@ -79,6 +80,7 @@ def usable_object_schema(schema: dict[str, Any]) -> dict[str, Any]:
     size, which the parser bounds over the whole request before the body is checked."""
     if schema.get("type", "object") != "object":
         raise Refused(NOT_AN_OBJECT_SCHEMA)
+    storable_json(schema)
     try:
         check_schema(schema)
     except SchemaError as exc:
@@ -115,7 +117,7 @@ def _json_object_text(value: Any) -> Any:
         parsed = None
     if not isinstance(parsed, dict):
         raise Refused(ARGUMENTS)
-    return parsed
+    return storable_json(parsed)
 
 
 JsonObjectText = Annotated[
@@ -262,8 +264,9 @@ class ChatToolMessage(Shape):
     content: _content(TextPart, "The result: a string, a list of text parts, or null.") = None
 
 
-class ChatMessage(
-    RootModel[
+ChatMessage = TypeAliasType(
+    "ChatMessage",
+    Annotated[
         kinds(
             ChatSystemMessage,
             ChatUserMessage,
@@ -275,13 +278,16 @@ class ChatMessage(
                 by_error=dict.fromkeys(NOT_A_KIND, ROLE),
                 by_tag={"function": LEGACY_ROLE},
             ),
-        )
-    ]
-):
-    """A message of the conversation, by its `role`. `system` and `developer` messages are
-    added to the agent's instructions; the others are the turns the model sees, from the
-    first `user` message on. Other fields (`name`, `refusal`, ...) are ignored; the legacy
-    `function` role is a 400 (send `tool` messages)."""
+        ),
+        Field(
+            description="A message of the conversation, by its `role`. `system` and "
+            "`developer` messages are added to the agent's instructions; the others are the "
+            "turns the model sees, from the first `user` message on. Other fields (`name`, "
+            "`refusal`, ...) are ignored; the legacy `function` role is a 400 (send `tool` "
+            "messages)."
+        ),
+    ],
+)
 
 
 class ChatFunction(Shape):
@@ -339,18 +345,19 @@ class ChatNamedTool(Shape):
     function: ChatNamedFunction
 
 
-class ChatToolChoice(
-    RootModel[
-        Annotated[
-            by_json_type(string=Literal["auto", "none", "required"], object=ChatNamedTool),
-            Refusal(TOOL_CHOICE),
-        ]
-    ]
-):
-    """`auto` (the default, also for null), `none`, `required` (some tool must be called),
-    or `{"type": "function", "function": {"name": ...}}` naming one of `tools`. `none` holds
-    for every model call of the run; `required` and a named function for its first (later
-    calls are `auto`)."""
+ChatToolChoice = TypeAliasType(
+    "ChatToolChoice",
+    Annotated[
+        by_json_type(string=Literal["auto", "none", "required"], object=ChatNamedTool),
+        Field(
+            description="`auto` (the default, also for null), `none`, `required` (some tool "
+            'must be called), or `{"type": "function", "function": {"name": ...}}` naming one '
+            "of `tools`. `none` holds for every model call of the run; `required` and a named "
+            "function for its first (later calls are `auto`)."
+        ),
+        Refusal(TOOL_CHOICE),
+    ],
+)
 
 
 class ChatJsonSchema(Shape):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, RootModel, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from typing_extensions import TypeAliasType
 
 from agentplatform.v1.shapes.base import (
     Refusal,
@@ -139,17 +140,18 @@ class AnthropicAssistantMessage(Shape):
     content: _content(AnthropicTextBlock, AnthropicToolUseBlock, where="assistant messages")
 
 
-class AnthropicMessageParam(
-    RootModel[
+AnthropicMessageParam = TypeAliasType(
+    "AnthropicMessageParam",
+    Annotated[
         kinds(
             AnthropicUserMessage,
             AnthropicAssistantMessage,
             by="role",
             refusal=Refusal(at="role", by_error=dict.fromkeys(NOT_A_KIND, ROLE)),
-        )
-    ]
-):
-    """A turn of the conversation, by its `role`."""
+        ),
+        Field(description="A turn of the conversation, by its `role`."),
+    ],
+)
 
 
 class AnthropicTool(Shape):

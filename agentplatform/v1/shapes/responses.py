@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, RootModel, model_validator
+from typing_extensions import TypeAliasType
 
 from agentplatform.v1.shapes.base import (
     Refusal,
@@ -149,8 +150,9 @@ class ResponsesInputReasoning(Shape):
     type: Literal["reasoning"]
 
 
-class ResponsesInputItem(
-    RootModel[
+ResponsesInputItem = TypeAliasType(
+    "ResponsesInputItem",
+    Annotated[
         kinds(
             ResponsesInputMessage,
             ResponsesInputFunctionCall,
@@ -164,11 +166,14 @@ class ResponsesInputItem(
                     "function_call or a function_call_output.",
                 }
             ),
-        )
-    ]
-):
-    """An item of `input`, by its `type` (a message's may be left out). `reasoning` items
-    are skipped; any other type (`web_search_call`, `item_reference`, ...) is a 400."""
+        ),
+        Field(
+            description="An item of `input`, by its `type` (a message's may be left out). "
+            "`reasoning` items are skipped; any other type (`web_search_call`, "
+            "`item_reference`, ...) is a 400."
+        ),
+    ],
+)
 
 
 class ResponsesTool(Shape):
