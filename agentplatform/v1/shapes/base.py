@@ -9,10 +9,12 @@ or by the JSON type of the value (`by_json_type`), so only the matching member i
 its error is the one answered.
 
 Which 400: a `Refused` raised by a validator, else the deepest `Refusal` on the path of the
-first error (a field without one falls back to its parent's), else a plain sentence made
-from the kind of error (`_PLAIN`). Never pydantic's own text. Checks that span items or
-need the platform (a tool call answered, an image fetched, totals) stay with the parser
-that turns the checked shape into what a run takes.
+first error (a field without one falls back to its parent's; a refusal that says nothing
+of this kind of error leaves it to the plain sentence), else a plain sentence made from the
+kind of error (`_PLAIN`, naming the field). Never pydantic's own text. Strings are `Text`
+(no NUL, no lone surrogate), JSON values the shapes do not look into `storable_json`.
+Checks that span items or need the platform (a tool call answered, an image fetched,
+totals) stay with the parser that turns the checked shape into what a run takes.
 """
 
 from __future__ import annotations
@@ -256,8 +258,8 @@ def refusal(shape: type[BaseModel], error: Any) -> BadRequest:
 
 
 def _unwrapped(node: Any, metadata: list[Any]) -> tuple[Any, list[Any]]:
-    """`node` without `Annotated` (its metadata gathered), `| None` and a root model's
-    wrapping: what a step of the path goes into."""
+    """`node` without `Annotated` (its metadata gathered), `| None`, a type alias and a
+    root model's wrapping: what a step of the path goes into."""
     metadata = list(metadata)
     while True:
         if typing.get_origin(node) is Annotated:
