@@ -251,11 +251,17 @@ async def completion_chunks(
 @declares(Action.START_RUN, methods=("POST",))
 @openai_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse:
+    """An agent's or a crew's chat, or a gateway model's call: which, the body's model says."""
     allow_method(request, "POST")
     client = await authorized(request, Action.START_RUN)  # before any work for the body
     body = await parsed(json_body, request.body)
     if is_gateway_model(body):
         return await gateway_chat(request, body, client)
+    return await agent_chat(request, body, client)
+
+
+async def agent_chat(request: HttpRequest, body: Any, client: ApiClient) -> HttpResponse:
+    """A run of the agent or crew the body names, started and followed to its answer."""
     stream = request.GET.get("stream") == "true"
     chat = await parsed(parse_chat_body, body, stream, size=len(request.body))
     if chat.fetches_images:

@@ -44,6 +44,7 @@ from agentplatform.v1.shapes.messages import AnthropicCountTokensRequest
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run
 from agents.runtime.spec import RunStatus
+from tenancy.authentication import ApiClient
 from tenancy.policy import Action, declares
 
 anthropic_errors = partial(openai_errors, anthropic=True)
@@ -92,6 +93,11 @@ async def messages(request: HttpRequest) -> HttpResponse:
     body = await parsed(json_body, request.body)
     if is_gateway_model(body):
         return await gateway_messages(request, body, client)
+    return await agent_messages(request, body, client)
+
+
+async def agent_messages(request: HttpRequest, body: Any, client: ApiClient) -> HttpResponse:
+    """A run of the agent or crew the body names, answered as a Message."""
     chat = await parsed(_prepared, body, size=len(request.body))
     if chat.fetches_images:
         chat = await with_images(chat)

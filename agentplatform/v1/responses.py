@@ -185,6 +185,11 @@ async def responses(request: HttpRequest) -> HttpResponse:
     body = await parsed_body(json_body, request.body)
     if is_gateway_model(body):
         return await gateway_responses(request, body, client)
+    return await agent_response(request, body, client)
+
+
+async def agent_response(request: HttpRequest, body: Any, client: ApiClient) -> HttpResponse:
+    """A run of the agent or crew the body names, answered as a Response."""
     parsed = await parsed_body(parse_responses_request, body, size=len(request.body))
     chat = await brief(_prepared)(client, parsed)
     if chat.fetches_images:
