@@ -9,17 +9,22 @@ import os
 import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+django.setup(set_prefix=False)
+
+from django.conf import settings  # noqa: E402
+
 # Under ASGI each request's sync code runs in a thread of its own; a connection kept for
 # reuse would stay with a thread that is gone. Connect per request instead (a pooled
-# connection when the pool is on, the default).
-os.environ.setdefault("DB_CONN_MAX_AGE", "0")
-django.setup(set_prefix=False)
+# connection when the pool is on, the default, where it is 0 already) unless
+# DB_CONN_MAX_AGE says otherwise. Set here rather than as the environment's default: the
+# settings may have been read before this module (serve's children, forked from
+# agentplatform.preload), and no connection was made yet.
+if "DB_CONN_MAX_AGE" not in os.environ:
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 from tenancy import rls  # noqa: E402 (after setup)
 
 rls.assume_app_role()  # a web process logs in as the app role: the tenant policies bind it
-
-from django.conf import settings  # noqa: E402
 
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402

@@ -79,6 +79,13 @@ def wait_healthy(base: str, timeout: float = 60) -> tuple[int, bytes]:
         time.sleep(0.3)
 
 
+def smaps_rollup(pid: int) -> dict[str, int]:
+    """The kB figures of /proc/<pid>/smaps_rollup (Rss, Pss, ...)."""
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        rows = [line.split() for line in rollup if line.rstrip().endswith("kB")]
+    return {row[0].rstrip(":"): int(row[1]) for row in rows}
+
+
 def processes_using(data_dir: Path) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
@@ -147,6 +154,15 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_stops_leaving_nothing_and_rest
         assert "agentplatform.supervisor" in " ".join(supervisor.cmdline())
         assert supervisor.memory_info().rss < 60 * 2**20, supervisor.memory_info()
         tree = supervisor.children(recursive=True)
+        # Forked from one loaded platform (agentplatform/preload.py), the children share its
+        # pages: a worker's PSS is about half its RSS (0.8 when each loaded its own copy).
+        workers = [
+            c for c in supervisor.children() if "agentplatform worker" in " ".join(c.cmdline())
+        ]
+        assert len(workers) == 2, [c.cmdline() for c in supervisor.children()]
+        for worker in workers:
+            rollup = smaps_rollup(worker.pid)
+            assert rollup["Pss"] < 0.7 * rollup["Rss"], rollup
         postgres_pid = int((data / "postgres" / "postmaster.pid").read_text().split()[0])
         redis_pid = int((data / "redis" / "redis.pid").read_text())
         watched = [*tree, psutil.Process(postgres_pid), psutil.Process(redis_pid)]

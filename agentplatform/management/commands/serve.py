@@ -2,16 +2,15 @@
 
 Embedded PostgreSQL and Redis are already up (settings started them when no URL is
 set, and this process holds their handles); this migrates, seeds the demo tenant, then
-runs uvicorn and one Celery worker as children with the URLs in their environment.
-Ctrl-C or SIGTERM stops the children, then the embedded services, with nothing left.
+becomes agentplatform.preload, which forks uvicorn and the Celery workers as its children
+(with the URLs in their environment) and then becomes agentplatform.supervisor. Ctrl-C or
+SIGTERM stops the children, then the embedded services, with nothing left.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 
@@ -20,14 +19,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from agentplatform import embedded, supervisor
-from agentplatform.processes import die_with_parent
+from agentplatform import embedded, preload, supervisor
 from agents.seed import seed_demo_agent
 from providers.services import seed_demo_connection
 from tenancy import services
 from tenancy.models import Membership, Role, Tenant
-
-STOP_GRACE_S = 10.0
 
 
 class Command(BaseCommand):
@@ -40,39 +36,21 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
         started = time.monotonic()
-        stopping: list[int] = []
-        children: dict[str, subprocess.Popen] = {}
 
-        def request_stop(signum, frame) -> None:
-            stopping.append(signum)
-            if not children:  # still starting: unwind now; atexit stops the embedded services
-                raise SystemExit(128 + signum)
+        def request_stop(signum, frame) -> None:  # unwind now; atexit stops the embedded services
+            raise SystemExit(128 + signum)
 
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
         call_command("migrate", interactive=False, verbosity=0)
         login = self._seed_demo()
-        children.update(self._start_children(host, port, with_worker=not no_worker))
-        try:
-            self._wait_listening(host, port, children, stopping)
-            if not stopping:
-                url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{port}/"  # noqa: S104
-                self.stdout.write(
-                    self.style.SUCCESS(
-                        f"Agent Platform is up at {url} ({time.monotonic() - started:.1f}s)"
-                    )
-                )
-                self.stdout.write(login)
-                self.stdout.write(
-                    "Health: " + url + "healthz   Admin: " + url + "admin/   Ctrl-C stops."
-                )
-                self._become_supervisor(children, stopping)  # returns only if it could not
-            failed = self._supervise(children, stopping)
-        finally:
-            self._stop_children(children)
-        if failed:
-            raise CommandError(f"{failed} exited unexpectedly; stopped everything.")
-        self.stdout.write("Stopped.")
+        url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{port}/"  # noqa: S104
+        banner = [
+            self.style.SUCCESS(f"Agent Platform is up at {url}"),
+            login,
+            "Health: " + url + "healthz   Admin: " + url + "admin/   Ctrl-C stops.",
+        ]
+        self._become_supervisor(host, port, banner, started, with_worker=not no_worker)
 
     def _seed_demo(self) -> str:
         username = os.environ.get("DEMO_USERNAME", "demo")
@@ -98,30 +76,18 @@ class Command(BaseCommand):
             f"`python manage.py changepassword {username}` sets a new one)."
         )
 
-    def _start_children(
-        self, host: str, port: int, *, with_worker: bool
-    ) -> dict[str, subprocess.Popen]:
-        env = child_env()
-        env["PORT"] = str(port)  # what the settings name (MCP_RESOURCE_URL's default port)
-        return {
-            name: subprocess.Popen(
-                command, env=env, cwd=settings.BASE_DIR, preexec_fn=die_with_parent
-            )
-            for name, command in platform_commands(host, port, with_worker=with_worker).items()
-        }
-
-    def _become_supervisor(self, children: dict[str, subprocess.Popen], stopping) -> None:
-        """Replace this process with agentplatform.supervisor, which watches the children
-        without holding Django (the same pid: they stay its children). Only what is
-        inherited on purpose crosses: the output streams, and a stop signal that came
-        meanwhile (blocked here, pending until the supervisor takes it)."""
+    def _become_supervisor(
+        self, host: str, port: int, banner: list[str], started: float, *, with_worker: bool
+    ) -> None:
+        """Replace this process with agentplatform.preload, which forks the web server and
+        the workers from one loaded platform and then becomes agentplatform.supervisor (the
+        same pid throughout: its handles on the embedded servers stay registered, and the
+        children are its own). Only what is inherited on purpose crosses: the output
+        streams, the children's environment, the plan on a pipe, and a stop signal that came
+        meanwhile (blocked here, pending until the next image takes it)."""
         from django.db import connections
 
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        if stopping:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-            return
-
         held = [
             name
             for name, on in (
@@ -134,50 +100,27 @@ class Command(BaseCommand):
         for connection in connections.all():
             if getattr(connection, "pool", None) is not None:
                 connection.close_pool()
-        given = supervisor.plan(
-            {name: child.pid for name, child in children.items()},
-            settings.DATA_DIR if held else None,
-            held,
+        env = child_env()
+        env["PORT"] = str(port)  # what the settings name (MCP_RESOURCE_URL's default port)
+        given = preload.plan(
+            platform_commands(host, port, with_worker=with_worker),
+            cwd=settings.BASE_DIR,
+            listen=(host, port),
+            banner=banner,
+            started=started,
+            embedded_data_dir=settings.DATA_DIR if held else None,
+            embedded=held,
         )
+        fd = supervisor.pipe_with(given)
         sys.stdout.flush()
         sys.stderr.flush()
+        argv = [sys.executable, "-m", "agentplatform.preload", str(fd)]
         try:
-            argv = [sys.executable, "-m", "agentplatform.supervisor", given]
-            os.execv(sys.executable, argv)  # noqa: S606 (our own interpreter and module)
-        except OSError as exc:  # then this process supervises, as it is
-            self.stderr.write(f"could not start the light supervisor ({exc}); going on")
+            os.execve(sys.executable, argv, env)  # noqa: S606 (our own interpreter and module)
+        except OSError as exc:
+            os.close(fd)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-    def _wait_listening(self, host, port, children, stopping) -> None:
-        connect_host = "127.0.0.1" if host == "0.0.0.0" else host  # noqa: S104
-        while not stopping:
-            if any(child.poll() is not None for child in children.values()):
-                return
-            try:
-                socket.create_connection((connect_host, port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-
-    def _supervise(self, children, stopping) -> str | None:
-        while not stopping:
-            for name, child in children.items():
-                if child.poll() is not None:
-                    return name
-            time.sleep(0.2)
-        return None
-
-    def _stop_children(self, children: dict[str, subprocess.Popen]) -> None:
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for child in children.values():
-            try:
-                child.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+            raise CommandError(f"could not start the platform's processes: {exc}") from None
 
 
 def child_env() -> dict[str, str]:
