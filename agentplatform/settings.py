@@ -68,7 +68,10 @@ else:
 # A pool per process (psycopg_pool): closing a connection gives it back instead of ending a
 # PostgreSQL backend, so connecting per request or per stream read costs microseconds, not
 # milliseconds. DB_POOL_MAX_SIZE=0 turns it off (persistent connections per thread then).
-DB_POOL_MAX_SIZE = config.env_int("DB_POOL_MAX_SIZE", 10)
+# A burst grows a pool to its maximum (a web process's 100 chats arriving at once did), and
+# each backend holds about 4 MB: 5 kept 100 and 500 chats at once as fast as 10 did
+# (bench/concurrency.py, bench/api.py) with the web's 5 backends fewer (bench/footprint.py).
+DB_POOL_MAX_SIZE = config.env_int("DB_POOL_MAX_SIZE", 5)
 if DB_POOL_MAX_SIZE > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's rule with a pool
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

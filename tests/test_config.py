@@ -195,3 +195,24 @@ def test_the_account_remote_agent_commands_run_as(monkeypatch):
     if os.geteuid() == 0:  # switched to only under root: it must exist
         with pytest.raises(ImproperlyConfigured, match="'no-such-account-here': no such account"):
             config.command_account(name, "nobody", needed=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_grows_a_process_pool_to_five_connections_at_most():
+    # Each connection is a PostgreSQL backend of about 4 MB, and a burst (a web process's
+    # chats arriving at once) grows a pool to its maximum (bench/footprint.py).
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    def query(_) -> int:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_sleep(0.05)")
+                return cursor.fetchone()[0]
+        finally:
+            connection.close()  # (given back to the pool)
+
+    with ThreadPoolExecutor(12) as burst:
+        assert list(burst.map(query, range(24))) == [1] * 24
+    assert connection.pool.get_stats()["pool_size"] <= 5
