@@ -38,7 +38,10 @@ def postgres(data_dir: Path, *, password_for: str | None = None) -> dict:
     superuser's, trusted on the data dir's socket). `password_for`: a role that must sign in
     with its password (the processes' app login).
 
-    Costs about 3 s on a fresh data dir, ~0.1 s when already running.
+    Costs about 3 s on a fresh data dir, ~0.1 s when already running. The server keeps
+    PostgreSQL's own settings: shared buffers (128 MB) count in memory only once touched
+    (about 20 MB of PSS for a fresh platform, bench/footprint.py), so a smaller cache would
+    save nothing idle and cost a grown database its reads.
     """
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
