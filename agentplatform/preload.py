@@ -144,13 +144,12 @@ def _run_child(command: list[str]) -> int | str | None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent()
-    if not _forked(command):
-        os.execv(command[0], command)  # noqa: S606 (serve's own commands)
-    setproctitle(" ".join(command))  # what `ps` (and bench/footprint.py) sees
-    module = command[2]
-    sys.argv = [module, *command[3:]]  # (runpy puts the module's file first)
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if not _forked(command):
+            os.execv(command[0], command)  # noqa: S606 (serve's own commands)
+        setproctitle(" ".join(command))  # what `ps` (and bench/footprint.py) sees
+        sys.argv = [command[2], *command[3:]]  # (runpy puts the module's file first)
+        runpy.run_module(command[2], run_name="__main__", alter_sys=True)
     except SystemExit as exit:
         return exit.code
     except BaseException:

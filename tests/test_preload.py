@@ -39,6 +39,7 @@ source, target = sys.argv[1], sys.argv[2]
 out["ok"] = wait(start([sys.executable, "-m", "json.tool", "--compact", source, target]))
 out["written"] = open(target).read()
 out["failed"] = wait(start([sys.executable, "-m", "json.tool", source + ".missing"]))
+out["executed"] = wait(start(["/bin/sh", "-c", "exit 3"]))  # not `python -m`: run as it is
 # Named as its command while it runs (what ps and bench/footprint.py see).
 pid = start([sys.executable, "-m", "timeit", "-n", "1", "import time; time.sleep(2)"])
 time.sleep(1)
@@ -61,6 +62,7 @@ def test_a_forked_child_runs_its_module_as_python_dash_m_would(tmp_path):
     result = json.loads(out.stdout.splitlines()[-1])
     assert result["ok"] == 0 and result["written"].strip() == '{"a":[1,2]}', out.stderr
     assert result["failed"] != 0  # the module's own exit status, not the parent's
+    assert result["executed"] == 3
     assert "-m timeit -n 1" in result["title"] and result["sleeper"] == 0
 
 
