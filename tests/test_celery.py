@@ -19,3 +19,32 @@ def test_crash_safety_settings_are_on():
     assert app.conf.task_acks_late is True
     assert app.conf.task_reject_on_worker_lost is True
     assert app.conf.worker_prefetch_multiplier == 1
+
+
+def test_a_run_is_sent_as_the_message_celery_sends(settings):
+    """agents.tasks.send_run pushes execute_run_task's message itself: the same envelope,
+    headers and body as Celery's own (its ids and the result's reply queue aside), so any
+    worker takes it as Celery's."""
+    import base64
+    import json
+    import uuid
+
+    from agents.tasks import _broker, execute_run_task, send_run
+
+    queue = f"{settings.RUNS_QUEUE}-nobody-{uuid.uuid4().hex[:6]}"  # no worker consumes it
+    broker = _broker()
+    try:
+        execute_run_task.apply_async((12, 34), queue=queue)
+        send_run(12, 34, queue=queue)
+        ours, celerys = (json.loads(m) for m in broker.lrange(queue, 0, -1))  # LPUSH: newest first
+    finally:
+        broker.delete(queue)
+    for message in (ours, celerys):
+        for field in ("id", "root_id"):
+            assert message["headers"].pop(field) == message["properties"]["correlation_id"]
+        for field in ("correlation_id", "delivery_tag"):
+            uuid.UUID(message["properties"].pop(field))
+    celerys["properties"].pop("reply_to")  # where results go: execute_run stores none
+    assert base64.b64decode(ours.pop("body")) == base64.b64decode(celerys.pop("body"))
+    assert ours == celerys
+    assert ours["properties"]["delivery_info"] == {"exchange": "", "routing_key": queue}

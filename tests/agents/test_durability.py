@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from agentplatform.celery import app
@@ -36,7 +35,7 @@ from agentplatform.tasks import ping
 from agents.models import Run, RunEvent
 from agents.runs import run_start
 from agents.runtime.spec import RunStatus
-from agents.tasks import execute_run_task, sweep_stale_runs
+from agents.tasks import sweep_stale_runs
 from tests.agents.workers import (
     TurnTakingProviderServer,
     Worker,
@@ -99,15 +98,11 @@ def trusted_agent(agent):
 
 
 @pytest.fixture
-def run_queue(monkeypatch) -> Iterator[str]:
-    """A queue only this test's workers consume; `execute_run_task.delay` (run_start's
-    on-commit hook and the sweeper both call it) sends there."""
+def run_queue(settings) -> Iterator[str]:
+    """A queue only this test's workers consume; runs are sent there (agents.tasks.send_run:
+    run_start's on-commit hook and the sweeper both send to RUNS_QUEUE)."""
     queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-durability-{uuid.uuid4().hex[:6]}"
-
-    def delay(*args):
-        return execute_run_task.apply_async(args, queue=queue)
-
-    monkeypatch.setattr(execute_run_task, "delay", delay)
+    settings.RUNS_QUEUE = queue
     try:
         yield queue
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -296,9 +297,17 @@ def test_evaluation_runs_and_steps_go_to_the_batch_queue(trio, agent, settings, 
     from agents import tasks
 
     sent = []
-    monkeypatch.setattr(
-        tasks.execute_run_task, "apply_async", lambda args, **kw: sent.append(("run", args, kw))
-    )
+    batch_queue = settings.BATCH_QUEUE
+    settings.BATCH_QUEUE = f"{batch_queue}-{uuid.uuid4().hex[:6]}"  # no worker takes them
+
+    def runs_sent() -> list[str]:
+        """The arguments of the runs sent to the batch queue since the last look."""
+        broker = tasks._broker()
+        messages = [json.loads(m) for m in broker.lrange(settings.BATCH_QUEUE, 0, -1)]
+        broker.delete(settings.BATCH_QUEUE)
+        assert {m["headers"]["task"] for m in messages} <= {tasks.execute_run_task.name}
+        return [m["headers"]["argsrepr"] for m in messages]
+
     monkeypatch.setattr(
         tasks.advance_evaluation_task,
         "apply_async",
@@ -320,20 +329,18 @@ def test_evaluation_runs_and_steps_go_to_the_batch_queue(trio, agent, settings, 
     sent.clear()
 
     assert tasks.advance_evaluation_task(evaluation.pk, trio.acme.pk) == "running"
-    runs = [entry for entry in sent if entry[0] == "run"]
-    assert len(runs) == 2  # EVALUATION_CONCURRENCY in flight
-    assert all(kw["queue"] == settings.BATCH_QUEUE for _, _, kw in runs)
+    assert len(runs_sent()) == 2  # EVALUATION_CONCURRENCY in flight, on the batch queue
     assert (
         "step",
         (evaluation.pk, trio.acme.pk),
         {"countdown": settings.EVALUATION_STEP_S},
     ) in sent
     route = current_app.amqp.router.route({}, "agents.advance_evaluation")
-    assert route["queue"].name == settings.BATCH_QUEUE
+    assert route["queue"].name == batch_queue
 
     sent.clear()
     tasks.advance_evaluation_task(evaluation.pk, trio.acme.pk)  # again: nothing started twice
-    assert not [entry for entry in sent if entry[0] == "run"]
+    assert runs_sent() == []
     Evaluation.objects.filter(pk=evaluation.pk).update(
         updated_at=evaluation.created_at.replace(year=2000)
     )
