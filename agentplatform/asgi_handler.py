@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from contextlib import nullcontext
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
@@ -29,6 +30,8 @@ from django.db import close_old_connections
 from django.middleware.security import SecurityMiddleware
 from django.urls import set_script_prefix
 
+from base.stream_reads import RequestLanes
+
 
 class StreamingASGIHandler(ASGIHandler):
     def __init__(
@@ -37,9 +40,11 @@ class StreamingASGIHandler(ASGIHandler):
         """`middleware`: this handler's list instead of settings.MIDDLEWARE.
         `views_release_connections`: its views make every database step through
         stream_reads.brief, which gives the connection back at once (`/v1`), so no thread
-        switch releases it afterwards (half a millisecond of a chat's first token)."""
+        switch releases it afterwards (half a millisecond of a chat's first token); those
+        steps run on a few threads the requests share (stream_reads.RequestLanes)."""
         self.middleware = middleware
         self.releases_connections = not views_release_connections
+        self.lanes = RequestLanes(settings.API_DB_THREADS) if views_release_connections else None
         super().__init__()
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -113,14 +118,15 @@ class StreamingASGIHandler(ASGIHandler):
         body_file.close()
 
     async def run_get_response(self, request):
-        async with ThreadSensitiveContext():
-            try:
-                return await super().run_get_response(request)
-            finally:
-                # The request's thread ends with this context: give its connection back
-                # (request_finished, which would, runs later, on another thread).
-                if self.releases_connections:
-                    await sync_to_async(close_old_connections)()
+        with self.lanes.held() if self.lanes is not None else nullcontext():
+            async with ThreadSensitiveContext():
+                try:
+                    return await super().run_get_response(request)
+                finally:
+                    # The request's thread ends with this context: give its connection back
+                    # (request_finished, which would, runs later, on another thread).
+                    if self.releases_connections:
+                        await sync_to_async(close_old_connections)()
 
 
 class AsyncSecurityMiddleware(SecurityMiddleware):
