@@ -4,6 +4,7 @@ Run it with lifespan on: the start-up checks run there (agentplatform.startup_ch
 the MCP app starts its session manager there (Django never sees the lifespan scope).
 """
 
+import gc
 import os
 
 import django
@@ -51,3 +52,8 @@ application = checked_at_startup(
         flush_gateway_calls,
     )
 )
+
+# What is loaded by now lives as long as the process: out of the collector's sight, a full
+# collection scans only what requests made since (a web process's took 130 ms, then 20: a
+# third of a millisecond per /v1 chat, bench/api.py).
+gc.freeze()
