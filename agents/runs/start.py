@@ -22,6 +22,7 @@ from django.utils import timezone
 from agents import access, quotas
 from agents.models import MAX_INPUT_CHARS, Agent, Conversation, Crew, Message, Run, Trigger
 from agents.runs.engine import execute_run, lease_seconds
+from agents.runs.writer import insert_run
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import TERMINAL, RunStatus
@@ -123,9 +124,7 @@ def run_start(
     try:
         # Alone, the INSERT needs no transaction block (two round trips fewer); a possible
         # key conflict inside the caller's transaction needs a savepoint.
-        alone = (
-            conversation is None and api_key is None and not (idempotency_key and _in_transaction())
-        )
+        alone = conversation is None and not (idempotency_key and _in_transaction())
         with nullcontext() if alone else transaction.atomic():
             if conversation is not None:
                 # One turn at a time: concurrent turns queue on the conversation's row, and
@@ -138,7 +137,7 @@ def run_start(
                     if existing is not None:
                         return _replayed(existing, initiated_by)
                 _refuse_if_busy(conversation)
-            run = Run.objects.create(
+            run = Run(
                 tenant=tenant,
                 agent=agent,
                 crew=crew,
@@ -154,6 +153,8 @@ def run_start(
                 trigger=trigger,
                 **(_claimed(claimed_by) if claimed_by else {}),
             )
+            # A key's run and its audit entry: one statement.
+            insert_run(run, audit.run_started_entry(run, api_key) if api_key else None)
             if conversation is not None and add_message:
                 Message.objects.create(
                     tenant=tenant, conversation=conversation, role="user", content=input, run=run
@@ -161,8 +162,6 @@ def run_start(
                 if not conversation.title:
                     conversation.title = input.strip().splitlines()[0][:80]
                 conversation.save(update_fields=["title", "updated_at"])
-            if api_key is not None:
-                audit.record_run_started(run, api_key)
             if enqueue and not claimed_by:
                 transaction.on_commit(lambda: request_execution(run.pk, tenant.pk))
     except IntegrityError:  # the same idempotency key, concurrently

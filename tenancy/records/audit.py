@@ -128,6 +128,27 @@ def record(
 ) -> AuditEntry | None:
     """Append one entry (one INSERT). `actor`: a user, an ApiKey (or DRF's ApiClient), a
     label, or None for the request's. Returns None when the entry could not be built."""
+    entry = unsaved_entry(
+        tenant=tenant, action=action, actor=actor, obj=obj, changes=changes, request=request,
+        details=details,
+    )  # fmt: skip
+    if entry is not None:
+        entry.save(force_insert=True)
+    return entry
+
+
+def unsaved_entry(
+    *,
+    tenant: Tenant | int,
+    action: str,
+    actor: Any = None,
+    obj: models.Model | None = None,
+    changes: dict[str, Any] | None = None,
+    request: HttpRequest | None = None,
+    details: dict[str, Any] | None = None,
+) -> AuditEntry | None:
+    """The entry `record` saves, not saved: for a writer that inserts it in a statement of
+    its own (agents.runs.writer.insert_run). None when it could not be built."""
     try:
         request = request if request is not None else _request.get()
         entry = AuditEntry(
@@ -145,7 +166,6 @@ def record(
     except Exception:  # a hook must not break the change it records
         log.exception("audit entry not recorded: %s", action)
         return None
-    entry.save(force_insert=True)
     return entry
 
 
@@ -211,10 +231,12 @@ def record_approval(approval: Any, by: Any) -> AuditEntry | None:
     )
 
 
-def record_run_started(run: Any, api_key: ApiKey) -> AuditEntry | None:
-    """A run started with an API key: which agent or crew, and the run."""
+def run_started_entry(run: Any, api_key: ApiKey) -> AuditEntry | None:
+    """The entry of a run started with an API key (which agent or crew, and the run), not
+    saved: the run's writer inserts it with the run (agents.runs.writer.insert_run), which
+    fills in the run's id (`object_id`, `object_repr`, `details["run"]`) once it has one."""
     target = run.agent or run.crew
-    return record(
+    return unsaved_entry(
         tenant=run.tenant_id,
         action=AuditAction.RUN_STARTED_BY_KEY,
         actor=api_key,

@@ -9,13 +9,18 @@ import pytest
 import redis
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 from django.http import Http404
+from django.test.utils import CaptureQueriesContext
 
 from agents import runs
 from agents.models import MAX_INPUT_CHARS, Conversation, Fact, Run, RunEvent
 from agents.runs.cancellation import cancel_key
 from agents.runs.channels import channel, publisher
 from agents.runs.engine import execute_run
+from tenancy import services as tenancy
+from tenancy.models import AuditEntry
+from tenancy.records import audit
 from tests.factories import make_agent, make_approval
 
 
@@ -31,6 +36,26 @@ def test_the_same_idempotency_key_returns_the_same_run(trio, agent):
     )
     assert first.pk == again.pk != other.pk
     assert Run.objects.count() == 2
+
+
+def test_a_run_started_with_a_key_is_inserted_with_its_audit_entry_in_one_statement(trio, agent):
+    """No transaction block for the two: the run's INSERT carries the entry, which is what
+    the audit log makes of that run (its id, its name, the key that started it)."""
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="starter", scopes=["run"])
+    with CaptureQueriesContext(connection) as queries:
+        run = runs.run_start(
+            tenant=trio.acme, agent=agent, input="hi", initiated_by=key, enqueue=False
+        )
+    inserts = [q["sql"] for q in queries if "INSERT" in q["sql"]]
+    assert len(inserts) == 1 and "tenancy_auditentry" in inserts[0]
+    (entry,) = AuditEntry.objects.filter(action="run.started_by_key")
+    expected = audit.run_started_entry(run, key)  # as made for the run, its id known
+    fields = [f.attname for f in AuditEntry._meta.concrete_fields if f.name not in ("id", "at")]
+    assert {f: getattr(entry, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    assert (entry.object_id, entry.object_repr) == (str(run.pk), str(run))
+    assert entry.details == {"run": run.pk, "agent": agent.slug, "crew": None, "name": str(agent)}
+    assert (entry.api_key_id, entry.tenant_id) == (key.pk, trio.acme.pk)
+    assert Run.objects.get(pk=run.pk).initiated_by_api_key_id == key.pk
 
 
 def test_bad_input_is_refused_and_nothing_is_created(trio, agent):
