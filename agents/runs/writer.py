@@ -56,7 +56,7 @@ from typing import Any
 import psycopg
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
 from django.db.models.fields import NOT_PROVIDED
 from django.db.models.sql import InsertQuery
@@ -467,10 +467,11 @@ def insert_run(run: Run, entry: AuditEntry | None = None) -> None:
     if entry is None:
         run.save(force_insert=True)
         return
+    db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: the compiler asks it a hundred things)
     fields = [f for f in Run._meta.local_concrete_fields if not f.primary_key]
     query = InsertQuery(Run)
     query.insert_values(fields, [run])
-    [(insert, run_params)] = query.get_compiler(connection=connection).as_sql()
+    [(insert, run_params)] = query.get_compiler(connection=db).as_sql()
     params = list(run_params)
     columns, values = [], []
     for f in AuditEntry._meta.local_concrete_fields:
@@ -484,16 +485,16 @@ def insert_run(run: Run, entry: AuditEntry | None = None) -> None:
             values.append("'Run ' || run.id || ' (' || run.status || ')'")
             continue
         values.append("jsonb_set(%s, '{run}', to_jsonb(run.id))" if f.name == "details" else "%s")
-        params.append(f.get_db_prep_save(f.pre_save(entry, True), connection))
+        params.append(f.get_db_prep_save(f.pre_save(entry, True), db))
     statement = (
         f"WITH run AS ({insert} RETURNING id, status), "  # noqa: S608 (our own names)
         f"entry AS (INSERT INTO {AuditEntry._meta.db_table} ({', '.join(columns)}) "
         f"SELECT {', '.join(values)} FROM run) SELECT id FROM run"
     )
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(statement, params)
         (run.pk,) = cursor.fetchone()
-    run._state.adding, run._state.db = False, connection.alias
+    run._state.adding, run._state.db = False, db.alias
 
 
 # -- a run nobody executes ------------------------------------------------------------------
