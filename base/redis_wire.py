@@ -1,9 +1,10 @@
 """One Redis connection spoken to directly from an event loop: a command's bytes written,
-its reply read. For the hottest round trip there is, the /v1 budget count (one Lua script
-per moment, base.rate_counters): redis-py's asyncio client costs about 0.25 ms of
-CPU per command and a thread hop to its sync client about 0.15 ms, against 0.05 ms here
-(bench/gateway.py; the budget is on every gateway call's path). Everything else uses
-redis-py.
+its reply read. For the hottest round trips there are: the /v1 budget count (one Lua script
+per moment, base.rate_counters), where redis-py's asyncio client costs about 0.25
+ms of CPU per command and a thread hop to its sync client about 0.15 ms, against 0.05 ms
+here (bench/gateway.py; the budget is on every gateway call's path); and the subscription a
+web process's streams share (agents.runs.subscriptions: `connect`, `send`, `reply`), which
+subscribes, reads and unsubscribes for every /v1 chat. Everything else uses redis-py.
 
 Not a general client: RESP2 replies, one command at a time (the caller serialises), no
 retry (a count sent twice would count twice: a failed call fails, and the next one
@@ -51,6 +52,30 @@ class RedisWire:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+    # -- a subscription's connection: commands written, their replies and the messages read
+    # by one reader, in the order Redis sends them.
+    async def connect(self) -> None:
+        """Open the connection (AUTH, SELECT) unless it is open."""
+        if self._writer is None:
+            try:
+                async with asyncio.timeout(TIMEOUT_S):
+                    await self._connect()
+            except BaseException:
+                self.close()
+                raise
+
+    def send(self, *args: Any) -> None:
+        """Write one command without waiting for its reply (`reply` reads it)."""
+        if self._writer is None:
+            raise ConnectionError("not connected")
+        self._writer.write(_command(args))
+
+    async def reply(self) -> Any:
+        """The next reply or pushed message; ConnectionError once the connection is gone."""
+        if self._reader is None:
+            raise ConnectionError("not connected")
+        return await self._reply()
 
     async def _connect(self) -> None:
         options = self._options

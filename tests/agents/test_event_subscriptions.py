@@ -61,7 +61,7 @@ def test_a_lost_connection_tells_every_stream_and_subscribes_again():
     async def scenario():
         hub = subscriptions()
         queue = await hub.follow(name)
-        await hub.pubsub.connection.disconnect()  # as a Redis restart would
+        hub.wire.close()  # as a Redis restart would
         lost = await asyncio.wait_for(queue.get(), 5)
         for _ in range(250):  # subscribed again on the next read
             if await asyncio.to_thread(numsub, name) == 1:
@@ -85,20 +85,34 @@ def test_the_connection_lingers_for_the_next_stream(settings):
     async def scenario():
         hub = subscriptions()
         queue = await hub.follow("ap:test:linger:a")
-        connection = hub.pubsub.connection
+        connection = hub.wire
         await hub.leave("ap:test:linger:a", queue)
-        kept = hub.pubsub is not None
+        kept = hub.wire is not None
         queue = await hub.follow("ap:test:linger:b")
-        reused = hub.pubsub.connection is connection
+        reused = hub.wire is connection
         await hub.leave("ap:test:linger:b", queue)
         settings.RUN_EVENTS_LINGER_S = 0
         await hub.follow("ap:test:linger:c")
         await hub.leave("ap:test:linger:c", hub.followers[b"ap:test:linger:c"].copy().pop())
-        return kept, reused, hub.pubsub
+        return kept, reused, hub.wire
 
     kept, reused, closed = asyncio.run(scenario())
     assert kept and reused
     assert closed is None  # without linger, closed with the last stream
+
+
+def test_the_connection_is_closed_once_the_linger_is_over(settings):
+    settings.RUN_EVENTS_LINGER_S = 0.2
+
+    async def scenario():
+        hub = subscriptions()
+        queue = await hub.follow("ap:test:linger:over")
+        await hub.leave("ap:test:linger:over", queue)
+        kept = hub.wire is not None
+        await asyncio.sleep(0.4)
+        return kept, hub.wire, hub.reader
+
+    assert asyncio.run(scenario()) == (True, None, None)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -120,7 +134,7 @@ def test_a_stream_reads_the_record_after_its_subscription_was_lost(trio, agent):
         while key not in hub.followers or key in hub.unconfirmed:
             await asyncio.sleep(0.01)
         await sync_to_async(store_unpublished)()
-        await hub.pubsub.connection.disconnect()
+        hub.wire.close()  # as a Redis restart would
         event = await asyncio.wait_for(first, 10)
         await events.aclose()
         return event
