@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
@@ -58,6 +59,31 @@ def _log_in_as_the_app_and_check(**kwargs) -> None:
 
     rls.assume_app_role()
     startup_checks.exit_unless_ready()
+
+
+@signals.worker_init.connect
+def _take_runs_as_the_record_needs(sender, **kwargs) -> None:
+    """A solo worker of the runs queue takes its messages without acknowledgements, and
+    logs no line per message. A message only asks for a queued run; the run's record is the
+    request that lasts: a run whose message was lost (its worker died after taking it) stays
+    queued and the sweeper asks for it again after two leases (agents.runs.sweeper), as it
+    did for one lost after the acknowledgement, which came before the claim anyway. The
+    acknowledgements were two Redis transactions per run, and Celery's "received" and
+    "succeeded" lines two log lines beside the run's own: about 0.3 ms of the 0.9-1.0 ms of
+    CPU the workers' Celery threads spent per /v1 chat (bench/api.py's setup, per thread). A
+    prefork pool keeps them: it hands messages on to its children, and without
+    acknowledgements it would take them as fast as they come (no prefetch limit)."""
+    from celery.concurrency import get_implementation
+    from celery.concurrency.solo import TaskPool as SoloPool
+    from django.conf import settings
+
+    runs = sender.app.amqp.queues.consume_from.get(settings.RUNS_QUEUE)
+    pool = get_implementation(sender.pool_cls)
+    if runs is None or not (isinstance(pool, type) and issubclass(pool, SoloPool)):
+        return
+    runs.no_ack = True
+    for name in ("celery.worker.strategy", "celery.app.trace"):  # (failures: ERROR, kept)
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @signals.worker_process_init.connect

@@ -268,8 +268,11 @@ CELERY_QUEUE_PREFIX = config.env_str("CELERY_QUEUE_PREFIX", "") or ""
 RUNS_QUEUE = CELERY_QUEUE_PREFIX + "runs"
 BATCH_QUEUE = CELERY_QUEUE_PREFIX + "batch"
 HOUSEKEEPING_QUEUE = CELERY_QUEUE_PREFIX + "housekeeping"
-CELERY_TASK_DEFAULT_QUEUE = RUNS_QUEUE
+# The runs queue carries run admissions only: its solo workers take them without
+# acknowledgements (agentplatform.celery); other tasks keep theirs on housekeeping.
+CELERY_TASK_DEFAULT_QUEUE = HOUSEKEEPING_QUEUE
 CELERY_TASK_ROUTES = {
+    "agents.execute_run": {"queue": RUNS_QUEUE},
     "rag.*": {"queue": BATCH_QUEUE},
     "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},

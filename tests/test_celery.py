@@ -48,3 +48,12 @@ def test_a_run_is_sent_as_the_message_celery_sends(settings):
     assert base64.b64decode(ours.pop("body")) == base64.b64decode(celerys.pop("body"))
     assert ours == celerys
     assert ours["properties"]["delivery_info"] == {"exchange": "", "routing_key": queue}
+
+
+def test_the_runs_queue_carries_run_admissions_only():
+    """Its solo workers take it without acknowledgements (agentplatform.celery): a task that
+    needs one goes elsewhere, whatever its route, unless routed there on purpose."""
+    route = app.amqp.router.route
+    assert route({}, "agents.execute_run")["queue"].name == settings.RUNS_QUEUE
+    for task in ("agents.verify_outcome", "agentplatform.ping", "a.task.without.a.route"):
+        assert route({}, task)["queue"].name == settings.HOUSEKEEPING_QUEUE

@@ -303,6 +303,59 @@ def test_a_run_whose_worker_died_before_claiming_it_is_not_left_queued(
     assert posts_by_run(orders) == {run.pk: 1}
 
 
+def test_a_runs_worker_takes_runs_unacknowledged_and_one_it_died_holding_is_asked_again(
+    trio, trusted_agent, provider_server, orders, settings
+):
+    """A solo worker of the runs queue, as `serve` starts them, takes its messages without
+    acknowledgements (agentplatform.celery): the message of a run it took and died before
+    claiming is gone from the broker, and the run, still queued, is asked for again by the
+    sweeper after two leases. Its one slot is held by a run waiting for its model, so the
+    second message waits in its hand."""
+    settings.RUN_LEASE_S = LEASE_S
+    prefix = f"durability-{uuid.uuid4().hex[:6]}"
+    settings.RUNS_QUEUE = f"{prefix}-runs"  # the workers' own: their queues take the prefix
+    env = subprocess_env(settings.DATABASES["default"]["NAME"])
+    env.update(
+        AP_TEST_QUEUE=prefix, RUN_LEASE_S=str(LEASE_S), RUN_DRAIN_S="1", RUN_CONCURRENCY="1",
+        EGRESS_ALLOWLIST="127.0.0.1/32",
+    )  # fmt: skip
+    fleet = WorkerFleet(queue=settings.RUNS_QUEUE, env=env)
+    try:
+        provider_server.text_delay_s = 3  # the first run's answer keeps its slot taken
+        first = fleet.start(pool="solo")
+        holder = run_start(tenant=trio.acme, agent=trusted_agent, input="Order a widget.")
+        wait_until(lambda: holding(fleet, [holder.pk]), 15, "the worker to claim the first run")
+        waiting = run_start(tenant=trio.acme, agent=trusted_agent, input="Order a widget.")
+        with app.connection_for_write() as broker:
+            wait_until(
+                lambda: run_ids_at_broker(broker, settings.RUNS_QUEUE) == ([], []),
+                10,
+                "the worker to take the second run's message, unacknowledged",
+            )
+        fleet.kill(first)
+        waiting.refresh_from_db()
+        assert (waiting.status, waiting.attempts) == ("queued", 0)
+
+        fleet.start(pool="solo")
+        provider_server.text_delay_s = 0
+        deadline = time.monotonic() + 8 * LEASE_S  # the queued one: after two leases
+
+        def statuses() -> dict[int, str]:
+            runs = Run.objects.filter(pk__in=[holder.pk, waiting.pk])
+            return dict(runs.values_list("pk", "status"))
+
+        while set(statuses().values()) != {"succeeded"} and time.monotonic() < deadline:
+            sweep_stale_runs()
+            time.sleep(0.5)
+        assert statuses() == {holder.pk: "succeeded", waiting.pk: "succeeded"}
+        assert posts_by_run(orders) == {holder.pk: 1, waiting.pk: 1}
+    finally:
+        fleet.stop_all()
+        with app.connection_for_write() as broker:
+            forget_queue(broker, settings.RUNS_QUEUE)
+    assert fleet.leftovers() == []
+
+
 def test_twenty_kills_lose_no_run_and_repeat_no_write(
     trio, trusted_agent, provider_server, orders, fleet, run_queue
 ):
