@@ -71,8 +71,7 @@ class RequestLanes:
     each: a request gets the least busy. A thread of its own per request (asgiref's
     ThreadSensitiveContext) was made and joined for every `/v1` chat: about 0.5 ms of the web
     process's CPU each, against 0.08 ms on a thread that lives on (bench/api.py). A step
-    holds its lane's pooled connection while it runs; so `count` stays below
-    DB_POOL_MAX_SIZE."""
+    holds a pooled connection while it runs (lanes beyond DB_POOL_MAX_SIZE wait for one)."""
 
     def __init__(self, count: int) -> None:
         self._count = count
