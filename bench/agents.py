@@ -126,6 +126,7 @@ SERVER_MODE = "separate process (multiprocessing spawn), ThreadingHTTPServer on 
 WORKER_COMMAND = [
     "-m", "celery", "-A", "agentplatform", "worker", "--without-gossip", "--without-mingle",
     "--without-heartbeat", "--pool", "solo", "--loglevel", "WARNING",
+    "-Q", "runs,housekeeping",  # as serve's runs workers (settings.RUNS_QUEUE, ...)
 ]  # fmt: skip
 
 BARE, BARE_STREAM = "bare loop", "bare loop, streaming"
