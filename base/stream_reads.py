@@ -66,32 +66,47 @@ def brief(function):
 _lane: ContextVar[Executor | None] = ContextVar("request_lane", default=None)
 
 
-class RequestLanes:
-    """A few threads the requests of a handler share for their `brief` steps, one at a time
-    each: a request gets the least busy. A thread of its own per request (asgiref's
-    ThreadSensitiveContext) was made and joined for every `/v1` chat: about 0.5 ms of the web
-    process's CPU each, against 0.08 ms on a thread that lives on (bench/api.py). A step
-    holds a pooled connection while it runs (lanes beyond DB_POOL_MAX_SIZE wait for one)."""
+class Lanes:
+    """A few threads that many holders share, each holder on the least busy one for as long
+    as it holds it, its steps one at a time there: a thread that lives on keeps its pooled
+    connection between steps, where a thread made per holder cost about 0.5 ms of CPU to
+    make and join (bench/api.py). The runs of a worker (agents.runs.worker) and the `/v1`
+    requests of a web process (`RequestLanes`) hold lanes. On one event loop only (the
+    counts are not locked); the threads start on first use."""
 
-    def __init__(self, count: int) -> None:
-        self._count = count
-        self._executors: list[ThreadPoolExecutor] = []
+    def __init__(self, count: int, name: str) -> None:
+        self.executors = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-{i}")
+            for i in range(count)
+        ]
         self._busy = [0] * count
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """This request's `brief` steps on one lane until the block ends. On the event loop
-        only (its counts are not locked)."""
-        if not self._executors:  # (their threads start on first use)
-            self._executors = [
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"request-{i}")
-                for i in range(self._count)
-            ]
-        index = min(range(self._count), key=self._busy.__getitem__)
+    def least_busy(self) -> Iterator[ThreadPoolExecutor]:
+        index = min(range(len(self._busy)), key=self._busy.__getitem__)
         self._busy[index] += 1
-        token = _lane.set(self._executors[index])
         try:
-            yield
+            yield self.executors[index]
         finally:
-            _lane.reset(token)
             self._busy[index] -= 1
+
+    def idle(self, lane: ThreadPoolExecutor) -> bool:
+        return not self._busy[self.executors.index(lane)]
+
+
+class RequestLanes(Lanes):
+    """The lanes the requests of a handler hold for their `brief` steps. A step holds a
+    pooled connection while it runs (lanes beyond DB_POOL_MAX_SIZE wait for one)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count, "request")
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """This request's `brief` steps on one lane until the block ends."""
+        with self.least_busy() as lane:
+            token = _lane.set(lane)
+            try:
+                yield
+            finally:
+                _lane.reset(token)

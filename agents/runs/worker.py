@@ -37,7 +37,6 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext
@@ -49,6 +48,7 @@ from agents.runs.engine import execute_run_async, hand_over
 from agents.runs.subscriptions import subscriptions
 from agents.runtime.spec import RunStatus
 from agents.signals import request_execution
+from base.stream_reads import Lanes
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,7 @@ _held: dict[str, asyncio.Task] = {}  # lease owner -> the task executing that ru
 _nearby: dict[str, asyncio.Task | float] = {}
 RESERVATION_S = 10.0
 _stopping = False  # a web process handing its runs over: new ones go to a worker
-_lanes: list[ThreadPoolExecutor] = []
-_lane_runs: list[int] = []  # runs on each lane now
+_lanes: Lanes | None = None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop:
@@ -76,12 +75,9 @@ def _running_loop() -> asyncio.AbstractEventLoop:
 
 
 def _open_lanes() -> None:
-    if not _lanes:
-        _lanes[:] = [
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"run-db-{i}")
-            for i in range(settings.RUN_DB_THREADS)
-        ]
-        _lane_runs[:] = [0] * len(_lanes)
+    global _lanes
+    if _lanes is None:
+        _lanes = Lanes(settings.RUN_DB_THREADS, "run-db")
 
 
 def _owner() -> str:
@@ -221,26 +217,24 @@ async def hand_over_nearby() -> int:
 async def _hold(
     run_id: int, tenant_id: int | None, owner: str, *, claimed: Run | None = None
 ) -> None:
-    lane = min(range(len(_lanes)), key=_lane_runs.__getitem__)
-    _lane_runs[lane] += 1
-    try:
-        async with ThreadSensitiveContext(executor=_lanes[lane]):
-            # As a request would: drop the lane's connection if it died since its last run.
-            # Queued ahead of the run's first statement on the lane's one thread, not awaited:
-            # a hop of its own cost each run a wake-up of the thread and of the loop.
-            _lanes[lane].submit(_close_old_connections)
-            outcome = await execute_run_async(
-                run_id, owner=owner, tenant_id=tenant_id, claimed=claimed
-            )
-        logger.info("run %s: %s", run_id, outcome)
-    except asyncio.CancelledError:
-        pass  # handed over at shutdown
-    except Exception:
-        logger.exception("run %s could not be executed; the sweeper will ask again", run_id)
-    finally:
-        _lane_runs[lane] -= 1
-        if not _lane_runs[lane]:  # an idle lane gives its connection back: the pool may shrink
-            _lanes[lane].submit(_close_old_connections)
+    assert _lanes is not None
+    with _lanes.least_busy() as lane:
+        try:
+            async with ThreadSensitiveContext(executor=lane):
+                # As a request would: drop the lane's connection if it died since its last
+                # run. Queued ahead of the run's first statement on the lane's one thread, not
+                # awaited: a hop of its own cost each run a wake-up of the thread and the loop.
+                lane.submit(_close_old_connections)
+                outcome = await execute_run_async(
+                    run_id, owner=owner, tenant_id=tenant_id, claimed=claimed
+                )
+            logger.info("run %s: %s", run_id, outcome)
+        except asyncio.CancelledError:
+            pass  # handed over at shutdown
+        except Exception:
+            logger.exception("run %s could not be executed; the sweeper will ask again", run_id)
+    if _lanes.idle(lane):  # an idle lane gives its connection back: the pool may shrink
+        lane.submit(_close_old_connections)
 
 
 def _close_old_connections() -> None:

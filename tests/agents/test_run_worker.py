@@ -30,9 +30,10 @@ def test_a_lane_gives_its_database_connection_back_once_it_has_no_run(trio, agen
     while time.monotonic() < deadline:
         run.refresh_from_db()
         if run.is_terminal:
-            held = [lane.submit(holds_a_connection).result() for lane in run_worker._lanes]
+            lanes = run_worker._lanes.executors
+            held = [lane.submit(holds_a_connection).result() for lane in lanes]
             if not any(held):
                 break
         time.sleep(0.05)
     assert run.status == "succeeded", run.error
-    assert held == [False] * len(run_worker._lanes)
+    assert held == [False] * len(run_worker._lanes.executors)
