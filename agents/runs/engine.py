@@ -27,6 +27,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents import quotas
+from agents.conversations import conversation_frame, conversation_history
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -71,12 +72,7 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.signals import request_execution, request_verification
-from agents.specs import (
-    agent_spec,
-    conversation_frame,
-    conversation_history,
-    run_config_versions,
-)
+from agents.specs import agent_spec, run_config_versions
 from agents.tool_routing import tool_routing
 from agents.tool_sources import effective_tools
 from providers.routing import model_targets, routed_adapter

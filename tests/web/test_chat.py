@@ -10,11 +10,11 @@ import pytest
 from django.test import Client
 from guardian.shortcuts import assign_perm
 
+from agents.conversations import conversation_history
 from agents.models import Agent, Approval, Conversation, Message, Run, RunEvent
 from agents.runs import run_start
 from agents.runs.engine import execute_run
 from agents.services import conversation_save
-from agents.specs import conversation_history
 from providers.runtime.types import AssistantMessage, UserMessage
 from tenancy.models import Role
 from tests.conftest import PAY_SECRET
