@@ -237,6 +237,10 @@ class Conversation(models.Model):
     )
     owner_api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
     title = models.CharField(max_length=200, blank=True)
+    # The tip of the branch shown: the next turn follows it (agents/conversations/branches.py).
+    leaf = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -262,6 +266,11 @@ class Run(models.Model):
     depth = models.PositiveSmallIntegerField(default=0)
     conversation = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # The user message it answered: the tip of the branch it continued (its history is that
+    # message's ancestors; agents/conversations/history.py). Null outside conversations.
+    in_reply_to = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     initiated_by_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -375,6 +384,12 @@ class RunEvent(models.Model):
 
 
 class Message(models.Model):
+    """One turn's text. A conversation's messages form a tree by `parent` (the message this
+    one follows; None for a first message): an edited message is a new sibling of the old
+    one, an answer given again a new sibling of the old answer, and every branch stays
+    (agents/conversations/branches.py). A child always has a greater id than its parent, so
+    a branch read by id is in order."""
+
     class Role(models.TextChoices):
         USER = "user", "User"
         ASSISTANT = "assistant", "Assistant"
@@ -383,14 +398,24 @@ class Message(models.Model):
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
     tool_calls = models.JSONField(default=list, blank=True)  # what the run called, for display
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its words for search (agents/conversations/search.py), filled by Postgres on every write.
+    search = models.GeneratedField(
+        expression=SearchVector("content", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         ordering = ["id"]
+        indexes = [GinIndex(fields=["search"], name="agents_message_search")]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"

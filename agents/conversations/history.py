@@ -1,25 +1,27 @@
-"""What a new run of a conversation starts from: its earlier turns and the frame of its
-latest earlier run."""
+"""What a new run of a conversation starts from: the earlier turns of the branch it answers
+(agents/conversations/branches.py) and the frame of the latest run on that branch."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
+from agents.conversations.branches import branch
 from agents.models import Message, Run
 from providers.runtime.types import AssistantMessage, UserMessage
 from tools.runtime.frames import Frame
 
+MAX_TURNS = 200
+
 
 def conversation_frame(run: Run) -> Frame | None:
-    """The frame (tool results others take inputs from, reference tokens) of the
-    conversation's latest earlier run that has one: where a new run of it starts. One
+    """The frame (tool results others take inputs from, reference tokens) of the latest run
+    that wrote an answer on the run's branch and has one: where a new run of it starts. One
     query, reading only that part of the runs' state."""
-    if run.conversation_id is None:
+    if run.in_reply_to_id is None:
         return None
+    answers = branch(run.in_reply_to_id, depth=MAX_TURNS).filter(role=Message.Role.ASSISTANT)
     data = (
-        Run.objects.filter(
-            conversation_id=run.conversation_id, pk__lt=run.pk, state__has_key="frame"
-        )
+        Run.objects.filter(pk__in=answers.values("run_id"), state__has_key="frame")
         .order_by("-id")
         .values_list("state__frame", flat=True)
         .first()
@@ -28,16 +30,17 @@ def conversation_frame(run: Run) -> Frame | None:
 
 
 def conversation_history(run: Run) -> list[UserMessage | AssistantMessage]:
-    """Earlier turns of the run's conversation, newest kept first within the token budget
-    (HISTORY_TOKEN_BUDGET, estimated at 4 characters a token). One query."""
-    if run.conversation_id is None:
+    """The turns before the message the run answers, on its branch only, newest kept first
+    within the token budget (HISTORY_TOKEN_BUDGET, estimated at 4 characters a token). One
+    query."""
+    if run.in_reply_to_id is None:
         return []
     budget = getattr(settings, "HISTORY_TOKEN_BUDGET", 8000) * 4
     rows = (
-        Message.objects.filter(conversation_id=run.conversation_id)
-        .exclude(run_id=run.pk)
+        branch(run.in_reply_to_id, depth=MAX_TURNS + 1)
+        .exclude(pk=run.in_reply_to_id)
         .order_by("-id")
-        .values_list("role", "content")[:200]
+        .values_list("role", "content")
     )
     kept: list[UserMessage | AssistantMessage] = []
     for role, content in rows:

@@ -2,8 +2,8 @@
 this package (the faces, the tasks, the admin, the other apps, the commands, the benchmarks)
 imports from here, never from a module inside (an import-linter contract says so).
 
-    start.py          run_start, run_regenerate, run_inline: who may start a run, with what
-                      input, idempotency keys, one turn at a time per conversation
+    start.py          run_start, run_regenerate, run_edit, run_inline: who may start a run,
+                      with what input, idempotency keys, one turn at a time per conversation
     control.py        run_cancel, approval_decide: a person's say over a started run
     cancellation.py   the flag that stops an executing run, and its loop's check of it
     recorder.py       record_model_call, record_gateway_calls: model calls made outside a
@@ -48,6 +48,7 @@ from agents.runs.start import (
     BUSY,
     ConversationBusy,
     IdempotencyKeyReused,
+    run_edit,
     run_inline,
     run_regenerate,
     run_start,
@@ -85,6 +86,7 @@ __all__ = [
     "recorded_ending",
     "request_text",
     "run_cancel",
+    "run_edit",
     "run_inline",
     "run_regenerate",
     "run_start",

@@ -33,6 +33,7 @@ from agents.models import (
     Agent,
     Approval,
     ApprovalStatus,
+    Conversation,
     Crew,
     CrewMember,
     Message,
@@ -659,11 +660,15 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
         )
         if woke:
             transaction.on_commit(lambda: request_execution(run.parent_id, run.tenant_id))
-    if message:
-        Message.objects.create(
+    if message:  # the answer follows the message it answers, and is shown if that still is
+        answer = Message.objects.create(
             tenant_id=run.tenant_id,
             conversation_id=run.conversation_id,
+            parent_id=run.in_reply_to_id,
             role=Message.Role.ASSISTANT,
             content=outcome.output or outcome.error,
             run_id=run.pk,
+        )
+        Conversation.objects.filter(pk=run.conversation_id, leaf_id=run.in_reply_to_id).update(
+            leaf_id=answer.pk
         )

@@ -1,6 +1,7 @@
 """Starting runs: run_start (who may, what the input may be, idempotency keys, one turn at a
-time per conversation, what an API caller may send beside the input), run_regenerate and
-run_inline. Every entry point starts its runs here.
+time per conversation, what an API caller may send beside the input), run_regenerate,
+run_edit (a conversation's branches: agents.conversations.branches) and run_inline. Every
+entry point starts its runs here.
 
 Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 """
@@ -50,7 +51,8 @@ def run_start(
     initiated_by: Initiator = None,
     idempotency_key: str | None = None,
     enqueue: bool = True,
-    add_message: bool = True,
+    reply_to: Message | None = None,
+    edit_of: Message | None = None,
     claimed_by: str | None = None,
     client_request: ClientRequest | None = None,
     acting_for: AbstractBaseUser | None = None,
@@ -61,10 +63,12 @@ def run_start(
     `initiated_by` (a user or key) must be allowed to start `agent`/`crew` (`agents.access`:
     PermissionDenied otherwise); None is the platform itself (previews, benchmarks). The
     same `idempotency_key` returns the same run (even while it runs). The input joins the
-    conversation (unless `add_message` is False: `run_regenerate` answers a message already
-    there). A conversation takes one turn at a time: while its previous answer is
-    unfinished, ConversationBusy; of concurrent turns, one wins (the conversation's row is
-    locked for the insert).
+    conversation as a message following its leaf, or (`edit_of`: a new version of that user
+    message) following what that message followed, and becomes its leaf; with `reply_to`
+    (`run_regenerate`) none joins and the run answers that message again. The run records
+    the message it answers (`in_reply_to`). A conversation takes one turn at a time: while
+    its previous answer is unfinished, ConversationBusy; of concurrent turns, one wins (the
+    conversation's row is locked for the insert).
 
     `claimed_by`: the run is executed at once by its caller's process
     (agents.runs.worker.Nearby), so it is inserted running, under that lease owner's lease,
@@ -129,7 +133,8 @@ def run_start(
             if conversation is not None:
                 # One turn at a time: concurrent turns queue on the conversation's row, and
                 # each sees what the one before it committed (a replay of its key included).
-                Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+                locked = Conversation.objects.select_for_update().filter(pk=conversation.pk)
+                leaf_id = locked.values_list("leaf_id", flat=True).first()
                 if idempotency_key:
                     existing = Run.objects.filter(
                         tenant=tenant, idempotency_key=idempotency_key
@@ -151,17 +156,27 @@ def run_start(
                 queued_at=timezone.now(),
                 idempotency_key=idempotency_key or None,
                 trigger=trigger,
+                in_reply_to=reply_to,
                 **(_claimed(claimed_by) if claimed_by else {}),
             )
             # A key's run and its audit entry: one statement.
             insert_run(run, audit.run_started_entry(run, api_key) if api_key else None)
-            if conversation is not None and add_message:
-                Message.objects.create(
-                    tenant=tenant, conversation=conversation, role="user", content=input, run=run
-                )
+            if conversation is not None:
+                if reply_to is None:
+                    follows = edit_of.parent_id if edit_of is not None else leaf_id
+                    run.in_reply_to = Message.objects.create(
+                        tenant=tenant,
+                        conversation=conversation,
+                        parent_id=follows,
+                        role="user",
+                        content=input,
+                        run=run,
+                    )
+                    Run.objects.filter(pk=run.pk).update(in_reply_to=run.in_reply_to)
                 if not conversation.title:
                     conversation.title = input.strip().splitlines()[0][:80]
-                conversation.save(update_fields=["title", "updated_at"])
+                conversation.leaf_id = run.in_reply_to_id
+                conversation.save(update_fields=["title", "leaf", "updated_at"])
             if enqueue and not claimed_by:
                 transaction.on_commit(lambda: request_execution(run.pk, tenant.pk))
     except IntegrityError:  # the same idempotency key, concurrently
@@ -259,31 +274,53 @@ def _refuse_if_busy(conversation: Conversation) -> None:
 
 
 def run_regenerate(*, tenant: Tenant, conversation: Conversation, initiated_by: Initiator) -> Run:
-    """Answer the conversation's last message again, in place of the answer it has: a new
-    run of the conversation's agent or crew on the same input; the message now belongs to
-    it and the replaced answer leaves the conversation (and so the history the model sees).
-    The earlier run keeps that answer and its events."""
-    question = (
-        Message.objects.filter(conversation=conversation, role=Message.Role.USER)
-        .order_by("-id")
-        .first()
-    )
-    if question is None:
+    """Answer the last message of the conversation's branch again: a new run of its agent or
+    crew on the same input, whose answer becomes a new version beside the answer it had
+    (agents.conversations.branches: both stay, a switch shows either). The branch is shown
+    up to that message until the new answer lands."""
+    leaf = conversation.leaf
+    question = leaf
+    if leaf is not None and leaf.role == Message.Role.ASSISTANT:
+        question = leaf.parent
+    if question is None or question.role != Message.Role.USER:
         raise ValidationError({"input": "Nothing to answer again yet."})
-    with transaction.atomic():  # run_start refuses a busy conversation
-        run = run_start(
-            tenant=tenant,
-            agent=conversation.agent,
-            crew=conversation.crew,
-            input=question.content,
-            conversation=conversation,
-            initiated_by=initiated_by,
-            add_message=False,
-        )
-        Message.objects.filter(conversation=conversation, id__gt=question.pk).delete()
-        question.run = run
-        question.save(update_fields=["run"])
-    return run
+    return run_start(
+        tenant=tenant,
+        agent=conversation.agent,
+        crew=conversation.crew,
+        input=question.content,
+        conversation=conversation,
+        initiated_by=initiated_by,
+        reply_to=question,
+    )
+
+
+def run_edit(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    message: Message,
+    input: str,
+    initiated_by: Initiator,
+) -> Run:
+    """A new version of one of the person's earlier messages, and a run answering it: the
+    conversation goes on from there on a new branch; the branch it had stays
+    (agents.conversations.branches). Only a user message of this conversation is edited
+    (404 for another conversation's, a ValidationError for an answer); refused like any
+    turn while an answer runs (ConversationBusy)."""
+    if message.conversation_id != conversation.pk or message.tenant_id != tenant.pk:
+        raise Http404("No such message in this conversation.")
+    if message.role != Message.Role.USER:
+        raise ValidationError({"message": "Only your own messages can be edited."})
+    return run_start(
+        tenant=tenant,
+        agent=conversation.agent,
+        crew=conversation.crew,
+        input=input,
+        conversation=conversation,
+        initiated_by=initiated_by,
+        edit_of=message,
+    )
 
 
 def _in_transaction() -> bool:

@@ -110,6 +110,28 @@
     field.form.requestSubmit();
   });
 
+  // Arrow up in an empty composer edits the person's last message (its Edit form opens with
+  // the text); Escape in that form closes it and goes back to the composer.
+  document.addEventListener("keydown", (event) => {
+    const field = event.target;
+    if (!(field instanceof HTMLTextAreaElement)) return;
+    if (field.hasAttribute("data-up-edits") && event.key === "ArrowUp" && field.value === "") {
+      const edits = document.querySelectorAll("#thread .msg.user details.edit-message");
+      const last = edits[edits.length - 1];
+      if (!last) return;
+      event.preventDefault();
+      last.open = true;
+      const text = last.querySelector("textarea");
+      text.focus();
+      text.setSelectionRange(text.value.length, text.value.length);
+      last.scrollIntoView({ block: "nearest" });
+    } else if (event.key === "Escape" && field.closest("details.edit-message")) {
+      field.closest("details.edit-message").open = false;
+      const input = document.getElementById("composer-input");
+      if (input) input.focus();
+    }
+  });
+
   document.addEventListener("htmx:beforeRequest", (event) => {
     const form = composer();
     if (form && event.detail.elt === form) {

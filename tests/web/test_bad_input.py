@@ -78,6 +78,9 @@ def world(trio) -> dict:
         correlation_id="c0ffee",
     )
     approval = make_approval(run, "transfer", arguments={"amount": 5})
+    message = Message.objects.create(
+        tenant=trio.acme, conversation=chat, role="user", content="Plans?", run=run
+    )
     handbook = rag_services.knowledge_base_save(
         tenant=trio.acme, changes={"slug": "handbook", "name": "Handbook", "embedder": "lexical"}
     )
@@ -103,6 +106,7 @@ def world(trio) -> dict:
         "tool": tool,
         "key": key,
         "chat": chat,
+        "message": message,
         "run": run,
         "approval": approval,
         "handbook": handbook,
@@ -165,6 +169,9 @@ def every_url(world) -> list[str]:
         "chat:send": {"conversation_id": chat},
         "chat:regenerate": {"conversation_id": chat},
         "chat:rename": {"conversation_id": chat},
+        "chat:edit_message": {"conversation_id": chat, "message_id": world["message"].pk},
+        "chat:switch": {"conversation_id": chat},
+        "chat:fork": {"conversation_id": chat},
         "chat:stream": {"conversation_id": chat, "run_id": run},
         "chat:decide": {"conversation_id": chat, "approval_id": approval},
         "chat:source": {"document_id": doc},

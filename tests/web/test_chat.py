@@ -255,9 +255,7 @@ def test_model_output_user_input_and_tool_results_are_escaped(client, trio, bobs
     for seq, (type, payload) in enumerate(events, 1):
         RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
     Run.objects.filter(pk=run.pk).update(status="succeeded", output=f"Here: {attack}")
-    Message.objects.create(
-        tenant=trio.acme, conversation=bobs_chat, role="assistant", content=attack, run=run
-    )
+    land_answer(run, attack)
 
     body = login(client, trio.bob).get(url(bobs_chat)).content.decode()
     thread = body[body.index('id="thread"') :]
@@ -317,13 +315,28 @@ def answered(trio, chat: Conversation, question: str, answer: str, **ending) -> 
     """A finished turn of `chat`: the question, its run ended as `ending`, the answer."""
     run = bobs_turn(trio, chat, question)
     Run.objects.filter(pk=run.pk).update(**ending)
-    Message.objects.create(
-        tenant=trio.acme, conversation=chat, role="assistant", content=answer, run=run
-    )
+    land_answer(run, answer)
     return run
 
 
-def test_regenerate_answers_the_last_message_again_in_place_of_its_answer(client, trio, bobs_chat):
+def land_answer(run: Run, answer: str) -> Message:
+    """The run's answer joins its conversation as the engine writes it (after the message
+    it answers, shown if that still is)."""
+    message = Message.objects.create(
+        tenant=run.tenant,
+        conversation=run.conversation,
+        parent_id=run.in_reply_to_id,
+        role="assistant",
+        content=answer,
+        run=run,
+    )
+    Conversation.objects.filter(pk=run.conversation_id, leaf_id=run.in_reply_to_id).update(
+        leaf=message
+    )
+    return message
+
+
+def test_regenerate_answers_the_last_message_again_beside_its_answer(client, trio, bobs_chat):
     first = answered(trio, bobs_chat, "hello", "hi there", status="succeeded", output="hi there")
     failed = answered(
         trio, bobs_chat, "again?", "down", status="failed", error="ProviderUnavailable: down"
@@ -335,21 +348,31 @@ def test_regenerate_answers_the_last_message_again_in_place_of_its_answer(client
     assert response.status_code == 200
     again = Run.objects.filter(conversation=bobs_chat).latest("id")
     assert again.pk != failed.pk and again.input == "again?" and again.status == "queued"
+    assert again.in_reply_to_id == failed.in_reply_to_id  # the same message, answered again
     assert f'id="turn-{again.pk}"' in response.content.decode()  # replaces the failed turn
     thread = list(bobs_chat.messages.order_by("id").values_list("role", "content", "run_id"))
     assert thread == [
-        ("user", "hello", first.pk), ("assistant", "hi there", first.pk),
-        ("user", "again?", again.pk),
-    ]  # fmt: skip
+        ("user", "hello", first.pk),
+        ("assistant", "hi there", first.pk),
+        ("user", "again?", failed.pk),
+        ("assistant", "down", failed.pk),
+    ]  # fmt: skip: nothing is lost
     assert conversation_history(again) == [UserMessage("hello"), AssistantMessage(text="hi there")]
     page = client.get(url(bobs_chat)).content.decode()
-    assert page.count("again?") == 1 and "provider is unavailable" not in page
+    assert page.count('<div class="bubble">again?</div>') == 1
+    assert "provider is unavailable" not in page
     failed.refresh_from_db()  # the replaced answer stays on its run
     assert (failed.status, failed.error) == ("failed", "ProviderUnavailable: down")
 
     refused = client.post(url(bobs_chat, "regenerate/"), headers={"HX-Request": "true"})
     assert refused["X-Chat-Status"] == "409"  # the new answer is still running
     assert Run.objects.filter(conversation=bobs_chat).count() == 3
+
+    Run.objects.filter(pk=again.pk).update(status="succeeded", output="up again")
+    land_answer(again, "up again")
+    page = client.get(url(bobs_chat)).content.decode()
+    assert "up again" in page and "down" not in page
+    assert '<span class="version-count">2 / 2</span>' in page  # the old answer a switch away
 
 
 def test_regenerate_without_a_message_is_refused(client, trio, bobs_chat):

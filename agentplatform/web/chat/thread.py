@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
 from agents import selectors
+from agents.conversations import Switch, branch_shown
 from agents.models import Approval, Conversation, Message, Run
 from agents.runs import request_text
 from agents.runtime.spec import TERMINAL, RunStatus
@@ -151,6 +152,11 @@ class Turn:
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
     last_seq: int = 0
     is_last: bool = False
+    # The branch's messages (agents.conversations.branches) and their other versions.
+    user_message: Message | None = None
+    user_switch: Switch | None = None
+    answer_message: Message | None = None
+    answer_switch: Switch | None = None
 
     @property
     def citations(self) -> list[Citation]:
@@ -254,23 +260,48 @@ def _last_segment(steps: list) -> TextSegment | None:
     return None
 
 
-def turns_for(conversation: Conversation) -> list[Turn]:
-    """The conversation's turns, oldest first. Four queries: messages, runs' events (text
+def turns_for(conversation: Conversation, through: Message | None = None) -> list[Turn]:
+    """The turns of the conversation's current branch (or of the branch through `through`),
+    oldest first, each user message with the run that answered it there: the run of the
+    answer that follows it, else the newest run answering it (still running, or stopped).
+    Seven queries: the branch (agents.conversations.branch_shown: four), runs' events (text
     deltas only for unfinished runs), approvals."""
-    messages = selectors.conversation_messages_shown(conversation=conversation)
+    shown = branch_shown(conversation=conversation, through=through)
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}
-    for message in messages:
+    messages = shown.messages
+    for at, message in enumerate(messages):
         if message.role == Message.Role.USER:
-            turn = Turn(run=message.run, user_text=message.content)
+            after = messages[at + 1] if at + 1 < len(messages) else None
+            answered = after is not None and after.role == Message.Role.ASSISTANT
+            answering = shown.runs.get(message.pk)
+            if answered and after.run_id is not None:
+                run = after.run
+            else:
+                run = answering[-1] if answering else message.run
+            turn = Turn(
+                run=run,
+                user_text=message.content,
+                user_message=message,
+                user_switch=shown.switches.get(message.pk),
+            )
             turns.append(turn)
-            if message.run_id is not None:
-                by_run[message.run_id] = turn
-        elif message.run_id in by_run:
-            by_run[message.run_id].answer = message.content
+            if run is not None:
+                by_run.setdefault(run.pk, turn)
+            continue
+        previous = turns[-1] if turns else None
+        if (
+            previous is not None
+            and previous.user_message is not None
+            and (previous.user_message.pk == message.parent_id and previous.answer_message is None)
+        ):
+            turn = previous
         else:
-            turns.append(Turn(run=None, user_text="", answer=message.content))
-    runs = [t.run for t in turns if t.run is not None]
+            turn = Turn(run=None, user_text="")
+            turns.append(turn)
+        turn.answer, turn.answer_message = message.content, message
+        turn.answer_switch = shown.switches.get(message.pk)
+    runs = [t.run for t in turns if t.run is not None and by_run.get(t.run.pk) is t]
     finished = [r.pk for r in runs if r.status in TERMINAL]
     events = selectors.run_events_shown(run_ids=[r.pk for r in runs], finished_ids=finished)
     for event in events:

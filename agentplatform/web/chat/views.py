@@ -1,8 +1,9 @@
-"""The chat: conversation list, new chat, the thread, sending, the live answer (SSE),
-stop, regenerate, approvals. Every view checks the tenant membership (decorator) and that
-the conversation is the user's own (`access.conversation_for`: 404 otherwise); writes need
-the member role (viewers read). Each view calls one service of `agents.runs` or
-`agents.services`.
+"""The chat: conversation list (searching titles and message text), new chat, the thread,
+sending, the live answer (SSE), stop, regenerate, editing a message, switching between a
+conversation's branches, forking one, approvals. Every view checks the tenant membership
+(decorator) and that the conversation is the user's own (`access.conversation_for`: 404
+otherwise); writes need the member role (viewers read). Each view calls one service of
+`agents.runs`, `agents.conversations` or `agents.services`.
 
 One URL answers a full page or, for htmx, the fragment it needs (`Vary: HX-Request`).
 """
@@ -22,7 +23,7 @@ from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import Turn, for_display, turns_for
 from agentplatform.web.edited_arguments import edited_arguments
-from agents import runs, selectors, services
+from agents import conversations, runs, selectors, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
 from tenancy.policy import Action
@@ -52,17 +53,25 @@ def _targets(request: HttpRequest) -> dict:
 
 def _conversations(request: HttpRequest):
     query = request.GET.get("q", "").strip()[:200]
-    conversations = selectors.conversations_found(
+    found = selectors.conversations_found(
         tenant=request.tenant, owner=request.user, title_part=query
     )
-    return conversations, query
+    return found, query
+
+
+def _hits(request: HttpRequest, query: str) -> list[conversations.Hit]:
+    """Messages whose words match the search (the user's own conversations only)."""
+    if not query:
+        return []
+    return conversations.message_search(tenant=request.tenant, owner=request.user, query=query)
 
 
 def _page(request: HttpRequest, conversation: Conversation | None, **extra) -> dict:
-    conversations, query = _conversations(request)
+    found, query = _conversations(request)
     return {
-        "conversations": conversations,
+        "conversations": found,
         "query": query,
+        "hits": _hits(request, query),
         "conversation": conversation,
         "may_send": access.may_send(request.membership),
         "tenant_slug": request.tenant.slug,
@@ -77,10 +86,11 @@ def index(request: HttpRequest) -> HttpResponse:
     """The user's conversations (searchable by title) and the New chat form; `?agent=` or
     `?crew=` preselects what to chat with."""
     if _htmx(request) and request.headers.get("HX-Target") == "conversation-list":
-        conversations, query = _conversations(request)
+        found, query = _conversations(request)
         context = {
-            "conversations": conversations,
+            "conversations": found,
             "query": query,
+            "hits": _hits(request, query),
             "tenant_slug": request.tenant.slug,
         }
         return _vary(render(request, f"{SIDEBAR}#conversation_list", context))
@@ -140,11 +150,19 @@ def _target(request: HttpRequest, value: str) -> Agent | Crew:
 @tenant_member_required(Action.READ_DATA)
 @require_GET
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The thread: the conversation's current branch, or with `?at=<message>` (a search
+    hit) the branch through that message, which "Continue from here" makes current."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
-    turns = turns_for(chat)
+    through = None
+    if request.GET.get("at"):
+        through = conversations.conversation_message(
+            conversation=chat, message_id=request.GET["at"]
+        )
+    turns = turns_for(chat, through)
     for turn in turns:
         if turn.run is not None:
             with_verdict(request.principal, turn.run)
+    shown_tip = _tip(turns)
     context = _page(
         request,
         chat,
@@ -152,8 +170,18 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         active=any(t.active for t in turns),
         target=chat.agent or chat.crew,
         may_use=_may_use_target(request, chat),
+        other_branch=through is not None and shown_tip != chat.leaf_id,
+        at=through,
     )
     return _vary(render(request, PAGE, context))
+
+
+def _tip(turns: list[Turn]) -> int | None:
+    if not turns:
+        return None
+    last = turns[-1]
+    message = last.answer_message or last.user_message
+    return message.pk if message is not None else None
 
 
 def _may_use_target(request: HttpRequest, chat: Conversation) -> bool:
@@ -208,7 +236,7 @@ def _start_turn(
         return _refuse(request, chat, " ".join(exc.messages), 400)
     if not _htmx(request):
         return redirect(chat_url(request, chat))
-    turn = Turn(run=run, user_text=run.input, is_last=True)
+    turn = Turn(run=run, user_text=run.input, user_message=run.in_reply_to, is_last=True)
     context = {
         "turn": turn,
         "conversation": chat,
@@ -245,6 +273,65 @@ def regenerate(request: HttpRequest, conversation_id: int) -> HttpResponse:
     response replaces that turn)."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
     return _start_turn(request, chat, again=True)
+
+
+# -- branches: edit, switch, fork ------------------------------------------------------------
+@tenant_member_required(Action.START_RUN)
+@require_POST
+def edit(request: HttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """A new version of one of the user's messages, answered anew: the conversation goes on
+    from there on a new branch, the old one a switch away."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    message = conversations.conversation_message(conversation=chat, message_id=message_id)
+    target = chat.agent or chat.crew
+    if target is not None and not access.may_use(target, request.principal):
+        raise PermissionDenied("You may not chat with this one.")
+    try:
+        runs.run_edit(
+            tenant=request.tenant,
+            conversation=chat,
+            message=message,
+            input=request.POST.get("message", ""),
+            initiated_by=request.user,
+        )
+    except runs.ConversationBusy:
+        return _refuse(request, chat, runs.BUSY, 409)
+    except QuotaExceeded as exc:
+        return _refuse(request, chat, str(exc), 429)
+    except ValidationError as exc:
+        return _refuse(request, chat, " ".join(exc.messages), 400)
+    return redirect(chat_url(request, chat))
+
+
+@tenant_member_required(Action.WRITE_DATA)
+@require_POST
+def switch(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Show (and continue) the branch through the chosen message: another version of an
+    edited message or of an answer, or a search hit's branch."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    if not access.may_send(request.membership):
+        raise PermissionDenied("Viewers cannot change conversations.")
+    message = conversations.conversation_message(
+        conversation=chat, message_id=request.POST.get("message")
+    )
+    conversations.branch_switch(conversation=chat, message=message)
+    return redirect(f"{chat_url(request, chat)}#message-{message.pk}")
+
+
+@tenant_member_required(Action.START_RUN)
+@require_POST
+def fork(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """A new conversation holding this one's branch up to the chosen message; this one
+    stays as it is."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    message = conversations.conversation_message(
+        conversation=chat, message_id=request.POST.get("message")
+    )
+    forked = conversations.conversation_fork(
+        tenant=request.tenant, conversation=chat, message=message
+    )
+    messages.success(request, f"Forked into “{forked}”.")
+    return redirect(chat_url(request, forked))
 
 
 @tenant_member_required(Action.WRITE_DATA)
