@@ -190,6 +190,12 @@ class RunSerializer(serializers.ModelSerializer):
         max_digits=14, decimal_places=6, read_only=True,
         help_text="With its child runs' (a crew's members); equal to cost_usd otherwise.",
     )  # fmt: skip
+    in_reply_to = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        allow_null=True,
+        help_text="The conversation's message it answered: the tip of the branch it "
+        "continued (GET /api/v1/conversations/{id}/messages?tip=); null outside one.",
+    )
 
     class Meta:
         model = Run
@@ -201,6 +207,7 @@ class RunSerializer(serializers.ModelSerializer):
             "tool_name",
             "parent",
             "conversation",
+            "in_reply_to",
             "input",
             "output",
             "structured_output",

@@ -17,7 +17,7 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agents.models import Agent, Conversation, Crew, Fact, Message
+from agents.models import MAX_INPUT_CHARS, Agent, Conversation, Crew, Fact, Message
 from agents.selectors import agents_named, crew_members
 from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ModelAlias, ProviderConnection
@@ -591,10 +591,17 @@ class ConversationSerializer(CleanModelSerializer):
         slug_field="slug", queryset=Crew.objects.all(), required=False, allow_null=True
     )
 
+    leaf = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        allow_null=True,
+        help_text="The last message of the branch shown: the next turn follows it (null "
+        "before the first message).",
+    )
+
     class Meta:
         model = Conversation
-        fields = ["id", "agent", "crew", "title", "created_at", "updated_at"]
-        read_only_fields = ["id", "created_at", "updated_at"]
+        fields = ["id", "agent", "crew", "title", "leaf", "created_at", "updated_at"]
+        read_only_fields = ["id", "leaf", "created_at", "updated_at"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if bool(attrs.get("agent")) == bool(attrs.get("crew")):
@@ -618,11 +625,82 @@ class ConversationSerializer(CleanModelSerializer):
 class MessageSerializer(serializers.ModelSerializer):
     role = serializers.CharField(read_only=True, help_text="user or assistant.")
     tool_calls = serializers.JSONField(read_only=True)
+    parent = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        allow_null=True,
+        help_text="The message it follows (null for a first message). Edited messages and "
+        "answers given again are versions: messages with the same parent.",
+    )
 
     class Meta:
         model = Message
-        fields = ["id", "role", "content", "tool_calls", "run", "created_at"]
+        fields = ["id", "parent", "role", "content", "tool_calls", "run", "created_at"]
         read_only_fields = fields
+
+
+def _no_nul(value: str) -> None:
+    if "\x00" in value:
+        raise serializers.ValidationError("Text may not contain NUL characters.")
+
+
+MESSAGE_ID = {"min_value": 1, "max_value": 2**63 - 1}
+
+
+class MessageEditSerializer(StrictSerializer):
+    message = serializers.IntegerField(
+        **MESSAGE_ID, help_text="Id of one of your messages in this conversation."
+    )
+    input = serializers.CharField(
+        max_length=MAX_INPUT_CHARS,
+        trim_whitespace=False,
+        validators=[_no_nul],
+        help_text="The message's new text.",
+    )
+
+
+class ForkSerializer(StrictSerializer):
+    message = serializers.IntegerField(
+        **MESSAGE_ID, help_text="Id of the message the fork ends with (any role)."
+    )
+    title = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
+        validators=[_no_nul],
+        help_text="The new conversation's title; the original's, marked as a fork, if empty.",
+    )
+
+
+class BranchSwitchSerializer(StrictSerializer):
+    message = serializers.IntegerField(
+        **MESSAGE_ID,
+        help_text="Any message of the branch to show: the newest message under it becomes "
+        "the conversation's leaf.",
+    )
+
+
+class BranchSerializer(serializers.Serializer):
+    tip = serializers.IntegerField(source="pk", help_text="Its last message.")
+    role = serializers.CharField(help_text="The last message's role.")
+    preview = serializers.SerializerMethodField(help_text="The last message's first words.")
+    current = serializers.BooleanField(help_text="Is it the branch shown and continued?")
+    created_at = serializers.DateTimeField()
+
+    def get_preview(self, message: Message) -> str:
+        return message.content[:200]
+
+
+class MessageHitSerializer(serializers.Serializer):
+    message = serializers.IntegerField(source="message_id")
+    conversation = serializers.IntegerField(source="conversation_id")
+    conversation_title = serializers.CharField()
+    role = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    rank = serializers.FloatField(help_text="Relevance (higher first).")
+    snippet = serializers.CharField(
+        help_text="HTML: the matching passage, escaped, with the words found in <mark>."
+    )
 
 
 class FactSerializer(serializers.ModelSerializer):

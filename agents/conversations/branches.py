@@ -141,15 +141,22 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Conversati
     return conversation
 
 
-def branch_versions(*, conversation: Conversation) -> list[dict[str, int | bool | None]]:
-    """Every branch of the conversation: each leaf (a message nothing follows), with its
-    length and whether it is the one shown, oldest first. One query."""
-    leaves = (
-        Message.objects.filter(conversation=conversation, children__isnull=True)
-        .order_by("id")
-        .values_list("id", flat=True)
+def branch_versions(*, conversation: Conversation) -> list[Message]:
+    """Every branch of the conversation as its tip (a message nothing follows), oldest
+    first; `current` says which one it shows and continues. One query."""
+    tips = list(
+        Message.objects.filter(conversation=conversation, children__isnull=True).order_by("id")
     )
-    return [{"tip": pk, "current": pk == conversation.leaf_id} for pk in leaves]
+    for tip in tips:
+        tip.current = tip.pk == conversation.leaf_id
+    return tips
+
+
+def branch_messages(*, conversation: Conversation, tip_id: object) -> QuerySet[Message]:
+    """The branch of the conversation from its first message to `tip_id`, oldest first (404
+    for a message of no branch of it). One query, and one when read."""
+    tip = conversation_message(conversation=conversation, message_id=tip_id)
+    return branch(tip.pk).filter(conversation=conversation).order_by("id")
 
 
 def conversation_fork(
