@@ -117,13 +117,14 @@ def test_regenerate_replaces_the_answer_in_place(
 
     def one_question_and_the_new_answer() -> None:
         assert page.locator(".msg.user").count() == 1
-        assert page.locator(".msg.user").text_content().strip().endswith("Say something")
+        assert page.locator(".msg.user .bubble").text_content().strip() == "Say something"
         assert "The first answer." not in page.locator("#thread").text_content()
         assert "A better one." in page.locator("#thread").text_content()
 
     one_question_and_the_new_answer()
     page.reload()
     one_question_and_the_new_answer()
+    assert page.locator(".version-count").text_content() == "2 / 2"  # the first, a switch away
     second = Run.objects.filter(conversation__owner_user__username="bob").latest("pk")
     assert second.pk != first and second.status == "succeeded"
     assert Run.objects.get(pk=first).output == "The first answer."  # kept on its run
@@ -232,4 +233,56 @@ def test_conversations_are_searched_renamed_and_deleted(trio, agent, tab):
     assert list(Conversation.objects.values_list("title", flat=True)) == ["Holiday plans"]
     tab.page.set_viewport_size({"width": 390, "height": 800})
     tab.screenshot("chat-narrow")
+    tab.assert_clean()
+
+
+def test_a_message_is_edited_its_old_branch_switched_back_to_forked_and_searched(
+    trio, agent, provider_server, celery_worker_process, tab
+):
+    provider_server.script(
+        "openai", TextReply("Lisbon has trams."), TextReply("Porto has port wine.")
+    )
+    tab.login("bob")
+    first = start_chat(tab, "Plan a trip to Lisbon")
+    page = tab.page
+    page.locator(f"#run-{first}-seg-1:not(.streaming)", has_text="Lisbon has trams.").wait_for()
+    page.get_by_role("button", name="Regenerate").wait_for()
+
+    # Arrow up in the empty composer opens the last message's Edit, with its text.
+    page.get_by_label("Message", exact=True).press("ArrowUp")
+    edit = page.get_by_label("New version")
+    assert edit.is_visible() and edit.input_value() == "Plan a trip to Lisbon"
+    edit.fill("Plan a trip to Porto")
+    edit.press("Enter")
+    page.locator(".segment:not(.streaming)", has_text="Porto has port wine.").wait_for()
+    assert "Lisbon" not in page.locator("#thread").text_content()
+    versions = page.get_by_role("form", name="Versions")
+    assert versions.locator(".version-count").text_content() == "2 / 2"
+
+    # The old version and its answer are one click away.
+    versions.get_by_role("button", name="Previous version").click()
+    page.locator(".answer, .segment", has_text="Lisbon has trams.").first.wait_for()
+    assert page.get_by_role("form", name="Versions").locator(".version-count").text_content() == (
+        "1 / 2"
+    )
+    assert "Porto" not in page.locator("#thread").text_content()
+
+    # Fork from the Lisbon answer: a new conversation with that branch; this one stays.
+    chat = Conversation.objects.get(pk=Run.objects.get(pk=first).conversation_id)
+    answer = chat.messages.get(content="Lisbon has trams.")
+    page.locator(f"#message-{answer.pk}").get_by_role("button", name="Fork from here").click()
+    page.locator("#chat-title", has_text="(fork)").wait_for()
+    assert "Lisbon has trams." in page.locator("#thread").text_content()
+    fork = Conversation.objects.exclude(pk=chat.pk).get()
+    assert fork.owner_user == trio.bob and chat.messages.count() == 4
+
+    # Search a word from a message body: the hit, highlighted, opens its conversation there.
+    page.get_by_label("Search conversations").press_sequentially("trams")
+    hits = page.get_by_role("list", name="Search hits")
+    hits.locator("mark", has_text="trams").first.wait_for()
+    assert hits.locator("li").count() == 2  # the original's answer and the fork's copy
+    hits.locator(f'a[href*="/chat/{chat.pk}/?at={answer.pk}"]').click()
+    page.wait_for_url(f"**/chat/{chat.pk}/?at={answer.pk}#message-{answer.pk}")
+    assert "Lisbon has trams." in page.locator("#thread").text_content()
+    tab.screenshot("chat-branches")
     tab.assert_clean()
