@@ -74,6 +74,10 @@ def test_editing_a_message_answers_it_anew_with_a_switch_back(client, trio, chat
     assert '<span class="version-count">2 / 2</span>' in page
     assert f'name="message" value="{first.in_reply_to_id}" aria-label="Previous version"' in page
 
+    run_page = client.get(f"/t/acme/runs/{edited.pk}/").content.decode()
+    at = edited.in_reply_to_id
+    assert f'href="{url(chat)}?at={at}#message-{at}">message #{at}</a>' in run_page
+
     finish(edited, "Porto it is.")
     back = client.post(url(chat, "switch/"), {"message": first.in_reply_to_id})
     assert back.status_code == 302 and back["Location"].endswith(f"#message-{first.in_reply_to_id}")
