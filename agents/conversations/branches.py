@@ -96,8 +96,9 @@ class Shown:
 
 def branch_shown(*, conversation: Conversation, through: Message | None = None) -> Shown:
     """The conversation's current branch, or the branch through `through` (to the newest
-    message under it). Four queries (three with no message): the branch with its runs'
-    agents and crews, their verifications, the versions, the runs answering it."""
+    message under it). Five queries (none with no message; one more with `through`): the
+    branch with its runs' agents and crews, their verifications, the versions, the runs
+    answering it and theirs."""
     tip_id = conversation.leaf_id
     if through is not None:
         tip_id = newest_under(through.pk)

@@ -108,6 +108,9 @@ def run_start(
         raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
     if client_request is not None:
         _check_client_request(target, client_request)
+    for given in (reply_to, edit_of):
+        if given is not None and (conversation is None or given.conversation_id != conversation.pk):
+            raise Http404("No such message in this conversation.")
     if idempotency_key:
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:

@@ -4,10 +4,15 @@ only its branch, forking copies a branch; bad input changes nothing."""
 
 from __future__ import annotations
 
+from importlib import import_module
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.http import Http404
 
+from agents import migrations
 from agents.conversations import (
     branch_shown,
     branch_switch,
@@ -192,3 +197,54 @@ def test_editing_refuses_bad_input_and_changes_nothing(trio, chat, provider_serv
     assert (Message.objects.count(), Run.objects.count()) == count
     chat.refresh_from_db()
     assert chat.leaf_id == busy.in_reply_to_id
+
+
+def test_existing_conversations_become_one_branch_in_the_order_written(trio, chat, agent):
+    """The migration's SQL on messages as they were before branches: no parents, no leaf,
+    runs that do not know the message they answered."""
+    (migration,) = (Path(migrations.__file__).parent).glob("*_conversation_branches.py")
+    threaded = import_module(f"agents.migrations.{migration.stem}").THREADED
+    other = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    runs = [
+        Run.objects.create(tenant=trio.acme, agent=agent, conversation=chat, correlation_id="c")
+        for _ in range(2)
+    ]
+    written = []
+    for (role, text), run in zip(
+        [("user", "Q1"), ("assistant", "A1"), ("user", "Q2"), ("assistant", "A2")],
+        [runs[0], runs[0], runs[1], runs[1]],
+        strict=True,
+    ):
+        written.append(
+            Message.objects.create(
+                tenant=trio.acme, conversation=chat, role=role, content=text, run=run
+            )
+        )
+        Message.objects.create(tenant=trio.acme, conversation=other, role=role, content=text)
+    with connection.cursor() as cursor:
+        cursor.execute(threaded)
+    assert shown_text(chat) == ["Q1", "A1", "Q2", "A2"]
+    assert shown_text(other) == ["Q1", "A1", "Q2", "A2"]
+    assert [m.parent_id for m in Message.objects.filter(conversation=chat).order_by("id")] == [
+        None, *[m.pk for m in written[:-1]]
+    ]  # fmt: skip
+    assert [Run.objects.get(pk=r.pk).in_reply_to_id for r in runs] == [
+        written[0].pk, written[2].pk
+    ]  # fmt: skip
+    assert conversation_history(Run.objects.get(pk=runs[1].pk)) == [
+        UserMessage("Q1"), AssistantMessage(text="A1")
+    ]  # fmt: skip
+
+
+def test_showing_a_branch_takes_a_fixed_number_of_queries(
+    trio, chat, provider_server, django_assert_num_queries
+):
+    for n in range(3):
+        turn(trio, chat, provider_server, f"Question {n}", f"Answer {n}")
+    chat.refresh_from_db()
+    with django_assert_num_queries(5):
+        shown = branch_shown(conversation=chat)
+    assert len(shown.messages) == 6
+    run = Run.objects.latest("id")
+    with django_assert_num_queries(1):
+        assert len(conversation_history(run)) == 4

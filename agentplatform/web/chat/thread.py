@@ -264,7 +264,7 @@ def turns_for(conversation: Conversation, through: Message | None = None) -> lis
     """The turns of the conversation's current branch (or of the branch through `through`),
     oldest first, each user message with the run that answered it there: the run of the
     answer that follows it, else the newest run answering it (still running, or stopped).
-    Seven queries: the branch (agents.conversations.branch_shown: four), runs' events (text
+    Seven queries: the branch (agents.conversations.branch_shown: five), runs' events (text
     deltas only for unfinished runs), approvals."""
     shown = branch_shown(conversation=conversation, through=through)
     turns: list[Turn] = []
