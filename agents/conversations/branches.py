@@ -95,12 +95,14 @@ class Shown:
 
 
 def branch_shown(*, conversation: Conversation, through: Message | None = None) -> Shown:
-    """The conversation's current branch, or the branch through `through` (to the newest
-    message under it). Five queries (none with no message; one more with `through`): the
-    branch with its runs' agents and crews, their verifications, the versions, the runs
-    answering it and theirs."""
+    """The conversation's current branch, or the branch through `through` when that is not
+    on it (to the newest message under it). Five queries (none with no message; one or two
+    more with `through`): the branch with its runs' agents and crews, their verifications,
+    the versions, the runs answering it and theirs."""
     tip_id = conversation.leaf_id
-    if through is not None:
+    if through is not None and not (
+        tip_id is not None and branch(tip_id).filter(pk=through.pk).exists()
+    ):  # not on the current branch: the newest one through it
         tip_id = newest_under(through.pk)
     if tip_id is None:
         return Shown([], {}, {}, None, True)

@@ -195,3 +195,19 @@ def test_a_viewer_reads_but_cannot_edit_fork_or_switch(client, trio, assistant):
     for suffix in (f"messages/{message.pk}/edit/", "fork/", "switch/"):
         assert client.post(url(chat, suffix), {"message": message.pk}).status_code == 403
     assert Conversation.objects.count() == 1 and Message.objects.count() == 1
+
+
+def test_a_hit_on_the_current_branch_shows_the_current_branch(client, trio, chat):
+    first = answered(trio, chat, "Plan Lisbon", "Trams.")
+    second = answered(trio, chat, "In May", "Lovely.")
+    newer = run_start(
+        tenant=trio.acme, agent=chat.agent, input="In June", conversation=chat,
+        initiated_by=trio.bob, edit_of=second.in_reply_to,
+    )  # fmt: skip
+    finish(newer, "Hot.")
+    login(client, trio.bob)
+    client.post(url(chat, "switch/"), {"message": second.in_reply_to_id})  # back to May
+    trams = Message.objects.get(content="Trams.", conversation=chat)
+    page = client.get(url(chat), {"at": trams.pk}).content.decode()
+    assert "Lovely." in page and "Hot." not in page and "another branch" not in page
+    assert first.in_reply_to.parent_id is None
