@@ -216,6 +216,7 @@ def world(trio) -> dict[str, str]:
         "name": "calc",
         "model_id": "assistant",
         "conversation_id": str(conversation.pk),
+        "message_id": str(run.in_reply_to_id),
         "run_id": str(run.pk),
         "response_id": f"resp_{run.pk}",
         "approval_id": str(approval.pk),
