@@ -280,7 +280,7 @@ RUN_FIELDSETS = [
     ("Usage", {"fields": ["input_tokens", "output_tokens", "cache_read_tokens",
                           "cache_write_tokens", "cost_usd", "total_cost_usd"]}),
     ("Origin", {"fields": ["initiated_by_user", "initiated_by_api_key", "conversation",
-                           "parent", "correlation_id", "idempotency_key"]}),
+                           "in_reply_to", "parent", "correlation_id", "idempotency_key"]}),
     ("Timing", {"fields": ["created_at", "started_at", "finished_at", "duration", "attempts",
                            "lease_owner", "lease_expires_at", "last_seq"]}),
     ("Checkpoint", {"fields": ["state_summary"]}),
