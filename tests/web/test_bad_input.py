@@ -49,7 +49,19 @@ ODD_VALUES = [
     "%FF%FE",  # not UTF-8 at all
 ]
 # Parameters the views read from query strings, besides the fields of their forms.
-COMMON_NAMES = ["q", "page", "days", "agent", "crew", "after", "current", "status", "query"]
+COMMON_NAMES = [
+    "q",
+    "page",
+    "days",
+    "agent",
+    "crew",
+    "after",
+    "current",
+    "status",
+    "query",
+    "at",
+    "tip",
+]
 DESTRUCTIVE = ("delete", "revoke", "remove", "cancel")
 
 
