@@ -437,6 +437,28 @@ class ConversationViewSet(
         "shown and continued (its `tip` is the conversation's `leaf`).",
         parameters=[ID],
         responses={200: BranchSerializer(many=True), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "Two branches",
+                [
+                    {
+                        "tip": 8,
+                        "role": "assistant",
+                        "preview": "May is lovely.",
+                        "current": False,
+                        "created_at": "2025-01-01T12:05:00Z",
+                    },
+                    {
+                        "tip": 11,
+                        "role": "assistant",
+                        "preview": "Porto, then.",
+                        "current": True,
+                        "created_at": "2025-01-01T12:09:00Z",
+                    },
+                ],
+                response_only=True,
+            )
+        ],
     )
     @action(detail=True, methods=["get"], pagination_class=None)
     def branches(self, request: Request, pk: str) -> Response:
