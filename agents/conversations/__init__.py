@@ -1,10 +1,69 @@
-"""A conversation: its turns as a new run reads them. Everything outside this package
-imports from here, never from a module inside (an import-linter contract says so).
+"""A conversation: its turns as a new run reads them, and the files attached in it.
+Everything outside this package imports from here, never from a module inside (an
+import-linter contract says so).
 
-    history.py   conversation_history, conversation_frame: what a new run of a
-                 conversation starts from
+    history.py             conversation_history, conversation_frame: what a new run of a
+                           conversation starts from
+    attachments.py         files attached in a conversation: upload (limits, storage),
+                           reads, sending with a message, deletion (stored files too)
+    attachment_types.py    what a file is, from its bytes; the name shown
+    document_reading.py    the reader and embedder of documents a plug-in registers (rag's)
+    attachment_context.py  what a run is given of them: images, documents in its context,
+                           `attachment_search` over the long ones
 """
 
+from agents.conversations.attachment_context import (
+    SEARCH_TOOL,
+    RunAttachments,
+    attachment_search_tool,
+    run_attachments,
+)
+from agents.conversations.attachment_types import ACCEPTED, download_name
+from agents.conversations.attachments import (
+    attachment_bytes,
+    attachment_delete,
+    attachment_of,
+    attachment_upload,
+    attachments_for_send,
+    attachments_given,
+    attachments_of,
+    attachments_pending,
+    attachments_send,
+    message_attachments,
+    run_attachment_list,
+)
+from agents.conversations.document_reading import (
+    DocumentReading,
+    DocumentUnreadable,
+    Passage,
+    ReadDocument,
+    register_document_reading,
+)
 from agents.conversations.history import conversation_frame, conversation_history
 
-__all__ = ["conversation_frame", "conversation_history"]
+__all__ = [
+    "ACCEPTED",
+    "SEARCH_TOOL",
+    "DocumentReading",
+    "DocumentUnreadable",
+    "Passage",
+    "ReadDocument",
+    "RunAttachments",
+    "attachment_bytes",
+    "attachment_delete",
+    "attachment_of",
+    "attachment_search_tool",
+    "attachment_upload",
+    "attachments_for_send",
+    "attachments_given",
+    "attachments_of",
+    "attachments_pending",
+    "attachments_send",
+    "conversation_frame",
+    "conversation_history",
+    "download_name",
+    "message_attachments",
+    "register_document_reading",
+    "run_attachment_list",
+    "run_attachments",
+]
