@@ -31,6 +31,7 @@ from agents.conversations.attachments import (
     attachments_send,
     message_attachments,
     run_attachment_list,
+    run_message_attachments,
 )
 from agents.conversations.document_reading import (
     DocumentReading,
@@ -66,4 +67,5 @@ __all__ = [
     "register_document_reading",
     "run_attachment_list",
     "run_attachments",
+    "run_message_attachments",
 ]

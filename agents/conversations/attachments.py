@@ -210,6 +210,16 @@ def run_attachment_list(run: Run) -> list[Attachment]:
     return list(Attachment.objects.filter(tenant_id=run.tenant_id, runs=run).order_by("id"))
 
 
+def run_message_attachments(run: Run) -> list[Attachment]:
+    """The attachments of the message `run` answers (not the earlier documents it was
+    given). One query."""
+    return list(
+        Attachment.objects.filter(
+            tenant_id=run.tenant_id, message__run=run, message__role=Message.Role.USER
+        ).order_by("id")
+    )
+
+
 def message_attachments(messages: Iterable[Message]) -> dict[int, list[Attachment]]:
     """The attachments of each of these messages, by message id. One query."""
     ids = [m.pk for m in messages]

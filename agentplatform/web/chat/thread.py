@@ -14,8 +14,8 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
-from agents import selectors
-from agents.models import Approval, Conversation, Message, Run
+from agents import conversations, selectors
+from agents.models import Approval, Attachment, Conversation, Message, Run
 from agents.runs import request_text
 from agents.runtime.spec import TERMINAL, RunStatus
 
@@ -151,6 +151,7 @@ class Turn:
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
     last_seq: int = 0
     is_last: bool = False
+    attachments: list[Attachment] = field(default_factory=list)  # sent with the user's message
 
     @property
     def citations(self) -> list[Citation]:
@@ -255,8 +256,8 @@ def _last_segment(steps: list) -> TextSegment | None:
 
 
 def turns_for(conversation: Conversation) -> list[Turn]:
-    """The conversation's turns, oldest first. Four queries: messages, runs' events (text
-    deltas only for unfinished runs), approvals."""
+    """The conversation's turns, oldest first. Five queries: messages, runs' events (text
+    deltas only for unfinished runs), approvals, attachments."""
     messages = selectors.conversation_messages_shown(conversation=conversation)
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}
@@ -286,6 +287,10 @@ def turns_for(conversation: Conversation) -> list[Turn]:
             turn.answer = ""  # the last segment holds it
         elif turn.run is not None and turn.run.status in TERMINAL and not turn.answer:
             turn.answer = turn.run.output
+    attached = conversations.message_attachments(m for m in messages if m.role == "user")
+    for message in messages:
+        if message.pk in attached and message.run_id in by_run:
+            by_run[message.run_id].attachments = attached[message.pk]
     if turns:
         turns[-1].is_last = True
     return turns

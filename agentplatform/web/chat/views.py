@@ -22,7 +22,7 @@ from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
 from agentplatform.web.chat.thread import Turn, for_display, turns_for
 from agentplatform.web.edited_arguments import edited_arguments
-from agents import runs, selectors, services
+from agents import conversations, runs, selectors, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
 from tenancy.policy import Action
@@ -152,6 +152,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         active=any(t.active for t in turns),
         target=chat.agent or chat.crew,
         may_use=_may_use_target(request, chat),
+        pending=conversations.attachments_pending(tenant=request.tenant, conversation=chat),
     )
     return _vary(render(request, PAGE, context))
 
@@ -172,13 +173,20 @@ def send(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """A new turn: the message and a run answering it (executed by a worker). Refused while
     the previous answer is still running."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
-    return _start_turn(request, chat, request.POST.get("message", ""))
+    attached = request.POST.getlist("attachment")
+    return _start_turn(request, chat, request.POST.get("message", ""), attached=attached)
 
 
 def _start_turn(
-    request: HttpRequest, chat: Conversation, text: str = "", *, again: bool = False
+    request: HttpRequest,
+    chat: Conversation,
+    text: str = "",
+    *,
+    again: bool = False,
+    attached: list[str] | None = None,
 ) -> HttpResponse:
-    """A turn for `text`, or (`again`) the last message answered again."""
+    """A turn for `text` (with the `attached` files' ids), or (`again`) the last message
+    answered again."""
     target = chat.agent or chat.crew
     if target is None or not target.active:
         return _refuse(
@@ -198,6 +206,7 @@ def _start_turn(
                 input=text,
                 conversation=chat,
                 initiated_by=request.user,
+                attachments=_ids(attached or []),
                 **{which: target},
             )
     except runs.ConversationBusy:
@@ -208,7 +217,12 @@ def _start_turn(
         return _refuse(request, chat, " ".join(exc.messages), 400)
     if not _htmx(request):
         return redirect(chat_url(request, chat))
-    turn = Turn(run=run, user_text=run.input, is_last=True)
+    turn = Turn(
+        run=run,
+        user_text=run.input,
+        is_last=True,
+        attachments=conversations.run_message_attachments(run),
+    )
     context = {
         "turn": turn,
         "conversation": chat,
@@ -216,6 +230,16 @@ def _start_turn(
         "may_send": True,
     }
     return _vary(render(request, f"{THREAD}#turn", context))
+
+
+def _ids(values: list[str]) -> list[int]:
+    """Attachment ids from the form; one that is no id is refused as an unknown one."""
+    ids = []
+    for value in values:
+        if not (value.isascii() and value.isdigit()) or not 0 < int(value) < 2**63:
+            raise ValidationError({"attachments": "No such attachment waits to be sent here."})
+        ids.append(int(value))
+    return ids
 
 
 def _refuse(request: HttpRequest, chat: Conversation, text: str, status: int = 400) -> HttpResponse:
