@@ -371,37 +371,12 @@ ATTACHMENT_MAX_BYTES = config.env_int("ATTACHMENT_MAX_BYTES", 10 * 2**20, minimu
 ATTACHMENT_TENANT_MAX_BYTES = config.env_int("ATTACHMENT_TENANT_MAX_BYTES", 2**30, minimum=0)
 ATTACHMENT_MAX_PER_MESSAGE = config.env_int("ATTACHMENT_MAX_PER_MESSAGE", 10, minimum=1)
 ATTACHMENT_INLINE_CHARS = config.env_int("ATTACHMENT_INLINE_CHARS", 20_000, minimum=0)
-# Where their bytes are kept: a directory under DATA_DIR, or an S3-compatible bucket when
-# ATTACHMENT_S3_BUCKET is set (django-storages and boto3: the `s3` extra).
-ATTACHMENT_S3_BUCKET = config.env_str("ATTACHMENT_S3_BUCKET", "") or ""
-if ATTACHMENT_S3_BUCKET:
-    _attachment_storage = {
-        "BACKEND": "storages.backends.s3.S3Storage",
-        "OPTIONS": {
-            "bucket_name": ATTACHMENT_S3_BUCKET,
-            "endpoint_url": config.env_str("ATTACHMENT_S3_ENDPOINT_URL") or None,
-            "region_name": config.env_str("ATTACHMENT_S3_REGION") or None,
-            "access_key": config.env_str("ATTACHMENT_S3_ACCESS_KEY_ID") or None,
-            "secret_key": config.env_str("ATTACHMENT_S3_SECRET_ACCESS_KEY") or None,
-            "location": config.env_str("ATTACHMENT_S3_PREFIX", "attachments") or "",
-            "default_acl": None,  # private: the bucket's own policy; downloads go through us
-            "querystring_auth": True,
-            "file_overwrite": False,
-        },
-    }
-else:
-    _attachment_storage = {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {
-            "location": str(config.env_path("ATTACHMENTS_DIR", DATA_DIR / "attachments")),
-            "directory_permissions_mode": 0o700,
-            "file_permissions_mode": 0o600,
-        },
-    }
+# Where their bytes are kept: a directory under DATA_DIR (ATTACHMENTS_DIR), or an
+# S3-compatible bucket when ATTACHMENT_S3_BUCKET is set (config.attachments_storage).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    "attachments": _attachment_storage,
+    "attachments": config.attachments_storage(DATA_DIR / "attachments"),
 }
 # A gateway call whose body sets no maximum output gets this one, sent to the provider in its
 # API's own field and held against the quotas (docs/quotas.md).

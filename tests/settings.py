@@ -40,6 +40,7 @@ DATABASES["default"]["TEST"] = {"NAME": f"test_agentplatform_{os.environ['AP_TES
 # what tests of callers leaving wait for.
 GATEWAY_STREAM_READ_ON_S = config.env_int("GATEWAY_STREAM_READ_ON_S", 2, minimum=0)
 # Attached files: a directory of this session's (its child processes read the same one).
-STORAGES["attachments"]["OPTIONS"]["location"] = str(  # noqa: F405
-    DATA_DIR / "test-attachments" / os.environ["AP_TEST_QUEUE"]  # noqa: F405
-)
+if STORAGES["attachments"]["BACKEND"].endswith("FileSystemStorage"):  # noqa: F405
+    STORAGES["attachments"]["OPTIONS"]["location"] = str(  # noqa: F405
+        DATA_DIR / "test-attachments" / os.environ["AP_TEST_QUEUE"]  # noqa: F405
+    )
