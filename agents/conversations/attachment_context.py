@@ -42,14 +42,16 @@ class RunAttachments:
     tools: tuple[Tool, ...] = ()
 
 
-def run_attachments(run: Run) -> RunAttachments:
-    """Read before the run's first model call (and again when it resumes): one query, one
-    storage read per image."""
+def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
+    """Read before the run's first model call (and again when it resumes, then without
+    `images`: its state holds them): one query, one storage read per image."""
     given = run_attachment_list(run)
     if not given:
         return RunAttachments()
-    images = tuple(
-        image_from_bytes(attachment_bytes(a)) for a in given if a.kind == AttachmentKind.IMAGE
+    pictures = tuple(
+        image_from_bytes(attachment_bytes(a))
+        for a in given
+        if images and a.kind == AttachmentKind.IMAGE
     )
     budget = settings.ATTACHMENT_INLINE_CHARS
     whole: list[Attachment] = []
@@ -79,7 +81,7 @@ def run_attachments(run: Run) -> RunAttachments:
         )
         blocks = ((CONTEXT_TITLE, intro + "\n\n" + "\n\n".join(parts)),)
     tools = (attachment_search_tool([d.pk for d in searched], run.tenant_id),) if searched else ()
-    return RunAttachments(images=images, context_blocks=blocks, tools=tools)
+    return RunAttachments(images=pictures, context_blocks=blocks, tools=tools)
 
 
 def _quoted(name: str) -> str:

@@ -350,7 +350,9 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     effective = effective_tools(agent, spec=spec, toolbox=toolbox, with_user=with_user)
     spec, tools = effective.spec, effective.registry  # the loop picks effective.offered
     # The conversation's attachments the run's record lists: images, documents, a search.
-    attached = run_attachments(run) if run.conversation_id is not None else RunAttachments()
+    attached = RunAttachments()
+    if run.conversation_id is not None:  # (a resumed run's state holds its images)
+        attached = run_attachments(run, images=not run.state)
     if attached.tools:
         tools = ToolRegistry(list(tools))  # (the tenant's registry is shared: a copy)
         for item in attached.tools:

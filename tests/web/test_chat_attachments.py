@@ -73,6 +73,20 @@ def test_without_javascript_the_upload_returns_to_the_conversation(client, trio,
     assert "not supported" in page and "notes.txt" in page
 
 
+def test_a_form_without_javascript_attaches_every_chosen_file(client, trio, chat):
+    files = [SimpleUploadedFile("a.txt", b"first"), SimpleUploadedFile("b.png", PNG)]
+    response = login(client, trio.bob).post(url(chat, "attach/"), {"file": files})
+    assert response.status_code == 302
+    assert sorted(Attachment.objects.values_list("name", flat=True)) == ["a.txt", "b.png"]
+
+
+def test_an_oversize_file_is_refused_before_it_is_read(client, trio, chat, settings):
+    settings.ATTACHMENT_MAX_BYTES = 10
+    response = attach(login(client, trio.bob), chat, "big.txt", b"x" * 11)
+    assert response.status_code == 400 and b"larger than 10 bytes" in response.content
+    assert not Attachment.objects.exists()
+
+
 def test_a_name_with_html_is_escaped_everywhere(client, trio, chat, provider_server):
     name = '<img src=x onerror="alert(1)">.txt'
     login(client, trio.bob)

@@ -40,24 +40,29 @@ def _back(request: HttpRequest, chat: Conversation) -> HttpResponse:
 @tenant_member_required(Action.START_RUN)
 @require_POST
 def attach(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """One file (the `file` field) attached, waiting to be sent: its chip."""
+    """The files of the `file` field attached, waiting to be sent: their chips. Files
+    before a refused one stay attached (their chips show on the page)."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
     if not access.may_send(request.membership):
         raise PermissionDenied("Viewers cannot attach files.")
-    upload = request.FILES.get("file")
+    uploads = request.FILES.getlist("file")  # the script sends one; a form, all chosen
+    attached = []
     try:
-        if upload is None:
+        if not uploads:
             raise ValidationError("Choose a file to attach.")
-        if upload.size > settings.ATTACHMENT_MAX_BYTES:
-            limit = settings.ATTACHMENT_MAX_BYTES
-            raise ValidationError(f"The file is larger than {limit:,} bytes.")
-        attachment = conversations.attachment_upload(
-            tenant=request.tenant,
-            conversation=chat,
-            by=request.user,
-            name=upload.name or "",
-            data=upload.read(settings.ATTACHMENT_MAX_BYTES + 1),
-        )
+        for upload in uploads:
+            if upload.size > settings.ATTACHMENT_MAX_BYTES:
+                limit = settings.ATTACHMENT_MAX_BYTES
+                raise ValidationError(f"The file is larger than {limit:,} bytes.")
+            attached.append(
+                conversations.attachment_upload(
+                    tenant=request.tenant,
+                    conversation=chat,
+                    by=request.user,
+                    name=upload.name or "",
+                    data=upload.read(settings.ATTACHMENT_MAX_BYTES + 1),
+                )
+            )
     except ValidationError as exc:
         text = " ".join(exc.messages)
         if not _scripted(request):
@@ -68,8 +73,16 @@ def attach(request: HttpRequest, conversation_id: int) -> HttpResponse:
         return response
     if not _scripted(request):
         return _back(request, chat)
-    context = {"attachment": attachment, "conversation": chat, "tenant_slug": request.tenant.slug}
-    response = render(request, f"{CHIPS}#chip", context)
+    response = HttpResponse(
+        b"".join(
+            render(
+                request,
+                f"{CHIPS}#chip",
+                {"attachment": a, "conversation": chat, "tenant_slug": request.tenant.slug},
+            ).content
+            for a in attached
+        )
+    )
     patch_vary_headers(response, ["HX-Request"])
     return response
 
