@@ -40,6 +40,7 @@ class RunAttachments:
     images: tuple[Image, ...] = ()
     context_blocks: tuple[tuple[str, str], ...] = ()
     tools: tuple[Tool, ...] = ()
+    listed: tuple[dict[str, Any], ...] = ()  # what it was given, for its `run.attachments` event
 
 
 def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
@@ -81,7 +82,11 @@ def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
         )
         blocks = ((CONTEXT_TITLE, intro + "\n\n" + "\n\n".join(parts)),)
     tools = (attachment_search_tool([d.pk for d in searched], run.tenant_id),) if searched else ()
-    return RunAttachments(images=pictures, context_blocks=blocks, tools=tools)
+    listed = tuple(
+        {"id": a.pk, "name": a.name, "kind": a.kind, "media_type": a.media_type, "size": a.size}
+        for a in given
+    )
+    return RunAttachments(images=pictures, context_blocks=blocks, tools=tools, listed=listed)
 
 
 def _quoted(name: str) -> str:

@@ -264,6 +264,8 @@ async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
     prepared = await sync_to_async(_prepare_agent)(run, run.agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)
+    if prepared.attachments and run.state is None:  # what it was given, in its events too
+        await sink.emit("run.attachments", {"attachments": list(prepared.attachments)})
     return await _think(run, sink, prepared, prepared.registry)
 
 
@@ -327,6 +329,7 @@ class _Prepared:
     targets: list[Target] | None = None  # with fallbacks: the connections calls may go to
     meter: quotas.Meter | None = None  # the limits every model call of the run is held against
     balancing: str = ""
+    attachments: tuple[dict[str, Any], ...] = ()  # the conversation's files it was given
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -416,6 +419,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         targets=targets,
         balancing=agent.load_balancing,
         meter=meter,
+        attachments=attached.listed,
     )
 
 

@@ -20,7 +20,7 @@ from agents.conversations import (
     run_attachment_list,
     run_attachments,
 )
-from agents.models import Attachment, AttachmentChunk, Conversation, Message
+from agents.models import Attachment, AttachmentChunk, Conversation, Message, RunEvent
 from agents.runs import run_regenerate, run_start
 from agents.runs.engine import execute_run
 from agents.services import conversation_delete, conversation_save
@@ -175,6 +175,12 @@ def test_an_image_and_a_document_reach_the_model(trio, chat, provider_server):
     sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
     assert "The launch is on Tuesday." in sent[0]["content"]  # the system prompt
     assert 'name="plan.md"' in sent[0]["content"]
+    event = RunEvent.objects.get(run=run, type="run.attachments")
+    assert [(a["id"], a["name"], a["kind"]) for a in event.payload["attachments"]] == [
+        (image.pk, "cat.png", "image"),
+        (doc.pk, "plan.md", "document"),
+    ]
+    assert image.storage_key not in str(event.payload)
     last = sent[-1]["content"]
     assert last[0] == {"type": "text", "text": "What is this?"}
     assert last[1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG).decode()
