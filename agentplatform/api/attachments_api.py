@@ -179,6 +179,7 @@ class AttachmentViewSet(
             (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
             **ERRORS,
         },
+        examples=[NOT_FOUND_EXAMPLE],
     )
     @action(detail=True, methods=["get"])
     def content(self, request: Request, *args, **kwargs) -> HttpResponse:
