@@ -192,10 +192,12 @@ def attachment_of(*, tenant: Tenant, conversation: Conversation, attachment_id) 
         attachment_id = int(attachment_id)
     except (TypeError, ValueError):
         raise Http404("No such attachment.") from None
+    if not 0 < attachment_id < 2**63:
+        raise Http404("No such attachment.")
     found = (
         attachments_of(tenant=tenant, conversation=conversation).filter(pk=attachment_id).first()
     )
-    if found is None or not 0 < attachment_id < 2**63:
+    if found is None:
         raise Http404("No such attachment.")
     return found
 

@@ -179,6 +179,10 @@ def test_another_users_or_tenants_attachment_answers_404(client, trio, chat):
         tenant=trio.acme, changes={"agent": chat.agent}, owner_user=trio.alice
     )
     assert client.get(url(alices, f"attachments/{attachment.pk}/")).status_code == 404
+    login(client, trio.bob)
+    for huge in (2**63, 10**30):
+        assert client.get(url(chat, f"attachments/{huge}/")).status_code == 404
+        assert client.post(url(chat, f"attachments/{huge}/remove/")).status_code == 404
     login(client, trio.charlie)
     assert client.get(f"/t/globex/chat/{chat.pk}/attachments/{attachment.pk}/").status_code == 404
     assert Attachment.objects.filter(pk=attachment.pk).exists()
