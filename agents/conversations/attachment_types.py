@@ -19,7 +19,7 @@ ACCEPTED = "Attach an image (PNG, JPEG, GIF, WebP), a PDF, or a text file (text,
 MAX_NAME_CHARS = 255
 # Control characters other than tab, newline, carriage return and form feed: binary.
 _BINARY = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
-_UNSHOWN = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSHOWN = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 class AttachmentRefused(ValueError):
@@ -68,8 +68,8 @@ def shown_name(name: str) -> str:
     name = _UNSHOWN.sub("", name or "").strip()
     if len(name) > MAX_NAME_CHARS:
         _, dot, suffix = name.rpartition(".")
-        keep = suffix if dot and len(suffix) <= 10 else ""
-        name = name[: MAX_NAME_CHARS - len(keep) - 1].rstrip() + ("…" + keep if keep else "…")
+        tail = "…." + suffix if dot and len(suffix) <= 10 else "…"  # the type stays readable
+        name = name[: MAX_NAME_CHARS - len(tail)] + tail
     return name or "attachment"
 
 

@@ -123,6 +123,13 @@ def test_a_name_is_shown_as_given_without_control_characters(trio, chat):
     assert conversations.download_name(attachment.name) == "_.._etc_passwd<script>.txt"
 
 
+def test_a_name_postgres_cannot_store_or_too_long_is_mended(trio, chat):
+    odd = upload(trio, chat, "a\ud800b\x00c.txt", b"hi")
+    assert odd.name == "abc.txt"
+    long = upload(trio, chat, "x" * 300 + ".pdf", b"hi")
+    assert len(long.name) == 255 and long.name.endswith("….pdf")
+
+
 def test_only_the_conversations_owner_attaches(trio, chat):
     with pytest.raises(Http404):
         upload(trio, chat, "a.txt", b"a", by=trio.alice)  # acme's owner, not the chat's
