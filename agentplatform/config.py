@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib.util
 import ipaddress
 import json
 import os
@@ -265,3 +266,41 @@ def env_json_sso_providers(name: str) -> list[dict]:
             if role not in _ROLES:
                 raise ImproperlyConfigured(f"{where}: role {role!r} is not one of {_ROLES}.")
     return data
+
+
+def attachments_storage(default_dir: Path) -> dict:
+    """The chat attachments' storage (Django's STORAGES entry): an S3-compatible bucket when
+    ATTACHMENT_S3_BUCKET is set (django-storages' S3 backend: the `s3` extra), else a
+    private directory, ATTACHMENTS_DIR (default `default_dir`). The bucket's credentials
+    come from ATTACHMENT_S3_ACCESS_KEY_ID / _SECRET_ACCESS_KEY, or boto3's own chain (an
+    instance role, AWS_* variables) when unset. Objects stay private: downloads go through
+    the platform, never a bucket URL."""
+    bucket = env_str("ATTACHMENT_S3_BUCKET", "") or ""
+    if not bucket:
+        location = env_path("ATTACHMENTS_DIR", default_dir)
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {
+                "location": str(location),
+                "directory_permissions_mode": 0o700,
+                "file_permissions_mode": 0o600,
+            },
+        }
+    if importlib.util.find_spec("storages") is None or importlib.util.find_spec("boto3") is None:
+        raise ImproperlyConfigured(
+            "ATTACHMENT_S3_BUCKET needs the s3 extra: pip install 'agentplatform[s3]'."
+        )
+    return {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": bucket,
+            "endpoint_url": env_str("ATTACHMENT_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("ATTACHMENT_S3_REGION") or None,
+            "access_key": env_str("ATTACHMENT_S3_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("ATTACHMENT_S3_SECRET_ACCESS_KEY") or None,
+            "location": env_str("ATTACHMENT_S3_PREFIX", "attachments") or "",
+            "default_acl": None,  # the bucket's own (private) policy
+            "querystring_auth": True,  # a URL, if one were ever made, expires
+            "file_overwrite": False,
+        },
+    }

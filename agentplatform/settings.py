@@ -364,6 +364,20 @@ RUN_DRAIN_S = config.env_int("RUN_DRAIN_S", 10, minimum=0)
 # closed this many seconds after its last stream ended.
 RUN_EVENTS_LINGER_S = config.env_int("RUN_EVENTS_LINGER_S", 30, minimum=0)
 HISTORY_TOKEN_BUDGET = config.env_int("HISTORY_TOKEN_BUDGET", 8000)
+# Attachments in the chat (docs/web.md, "Attachments"): per file, per tenant (every stored
+# file together), per message; a conversation's documents up to ATTACHMENT_INLINE_CHARS
+# characters together go whole into its runs' context, larger ones are searched.
+ATTACHMENT_MAX_BYTES = config.env_int("ATTACHMENT_MAX_BYTES", 10 * 2**20, minimum=1)
+ATTACHMENT_TENANT_MAX_BYTES = config.env_int("ATTACHMENT_TENANT_MAX_BYTES", 2**30, minimum=0)
+ATTACHMENT_MAX_PER_MESSAGE = config.env_int("ATTACHMENT_MAX_PER_MESSAGE", 10, minimum=1)
+ATTACHMENT_INLINE_CHARS = config.env_int("ATTACHMENT_INLINE_CHARS", 20_000, minimum=0)
+# Where their bytes are kept: a directory under DATA_DIR (ATTACHMENTS_DIR), or an
+# S3-compatible bucket when ATTACHMENT_S3_BUCKET is set (config.attachments_storage).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "attachments": config.attachments_storage(DATA_DIR / "attachments"),
+}
 # A gateway call whose body sets no maximum output gets this one, sent to the provider in its
 # API's own field and held against the quotas (docs/quotas.md).
 GATEWAY_DEFAULT_MAX_TOKENS = config.env_int("GATEWAY_DEFAULT_MAX_TOKENS", 4096, minimum=1)

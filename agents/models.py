@@ -421,6 +421,82 @@ class Message(models.Model):
         return f"{self.role}: {self.content[:60]}"
 
 
+class AttachmentKind(models.TextChoices):
+    IMAGE = "image", "Image"
+    DOCUMENT = "document", "Document"
+
+
+class Attachment(models.Model):
+    """A file a person attached in a conversation (agents/conversations/attachments.py):
+    pending until a message is sent with it, then that message's. Its bytes are in the
+    attachments storage under `storage_key` (made by the platform: the name as given is
+    shown, never used as a path); its type is what its content is, never what its name or
+    the browser said. A document's text is in its chunks."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="attachments")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="attachments"
+    )
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    # The runs given it (its message's run, and later runs of the conversation given it as
+    # a document): the run record's list of what it received.
+    runs = models.ManyToManyField(Run, blank=True, related_name="attachments")
+    uploaded_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    uploaded_by_api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=10, choices=AttachmentKind.choices)
+    media_type = models.CharField(max_length=100)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    storage_key = models.CharField(max_length=300, unique=True)
+    text_chars = models.IntegerField(default=0)  # a document's text, in characters
+    text = models.TextField(blank=True)  # a small document's whole text (ATTACHMENT_INLINE_CHARS)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["tenant", "conversation"], name="agents_attachment_conv"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AttachmentChunk(models.Model):
+    """A passage of an attached document, found by `attachment_search` by its words and
+    its vector (the embedder an app registers)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    attachment = models.ForeignKey(Attachment, on_delete=models.CASCADE, related_name="chunks")
+    ordinal = models.IntegerField()
+    text = models.TextField()
+    locator = models.CharField(max_length=300, blank=True)  # "page 3", "Setup > Install"
+    search = models.GeneratedField(
+        expression=SearchVector("text", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    embedding = VectorField(null=True, blank=True)
+    embedder = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        ordering = ["attachment", "ordinal"]
+        indexes = [
+            models.Index(fields=["tenant", "attachment"], name="agents_attchunk_att"),
+            GinIndex(fields=["search"], name="agents_attchunk_search"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attachment_id}#{self.ordinal}"
+
+
 class Fact(models.Model):
     """What an agent remembered about a user. Recall (agents/facts.py) ranks a user's facts
     by `search` (words, stemmed) and `embedding` (meaning), fused."""

@@ -347,7 +347,7 @@ def runs_with_details(runs: QuerySet) -> QuerySet:
     """`runs` with their agent, crew, approvals (their children's too) and verifications:
     what the faces show of a run."""
     runs = runs.select_related("agent", "crew")
-    return runs.prefetch_related("approvals", "children__approvals", "verifications")
+    return runs.prefetch_related("approvals", "children__approvals", "verifications", "attachments")
 
 
 def runs_since(*, principal: Principal, since: Any) -> QuerySet:

@@ -119,7 +119,8 @@ def conversation_save(
 
 
 def conversation_delete(*, tenant: Tenant, conversation: Conversation) -> None:
-    """Delete one of the tenant's conversations and its messages."""
+    """Delete one of the tenant's conversations, its messages and its attachments (their
+    stored files once the deletion commits: agents.conversations)."""
     _check_tenant(conversation, tenant, "conversation")
     conversation.delete()
 

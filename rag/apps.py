@@ -32,6 +32,11 @@ class RagConfig(AppConfig):
         else:  # the base install: the static model (recall@10 0.77 against MiniLM's 0.86)
             register_routing_embedder(cards=static_embedder(), requests=static_embedder())
             register_fact_embedder(static_embedder())
+        from agents.conversations import DocumentReading, register_document_reading
+        from rag.attachment_reading import read_attachment
+
+        # The chat's attached documents: read and embedded as a knowledge base's are.
+        register_document_reading(DocumentReading(read_attachment, static_embedder()))
         from rag import signals  # noqa: F401 (connects its receivers)
         from rag.models import KnowledgeBase
         from rag.services import knowledge_base_save

@@ -39,3 +39,8 @@ DATABASES["default"]["TEST"] = {"NAME": f"test_agentplatform_{os.environ['AP_TES
 # A gateway stream left by its caller is read on this long for its usage (30 s by default):
 # what tests of callers leaving wait for.
 GATEWAY_STREAM_READ_ON_S = config.env_int("GATEWAY_STREAM_READ_ON_S", 2, minimum=0)
+# Attached files: a directory of this session's (its child processes read the same one).
+if STORAGES["attachments"]["BACKEND"].endswith("FileSystemStorage"):  # noqa: F405
+    STORAGES["attachments"]["OPTIONS"]["location"] = str(  # noqa: F405
+        DATA_DIR / "test-attachments" / os.environ["AP_TEST_QUEUE"]  # noqa: F405
+    )

@@ -20,6 +20,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
+from agents.conversations import attachment_upload
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
 from agents.runs import run_start
@@ -186,6 +187,9 @@ def world(trio) -> dict[str, str]:
         initiated_by=trio.alice, enqueue=False,
     )  # fmt: skip
     approval = make_approval(run, "calc")
+    attachment = attachment_upload(
+        tenant=acme, conversation=conversation, by=trio.alice, name="a.txt", data=b"a"
+    )
     fact = Fact.objects.create(tenant=acme, user=trio.alice, text="likes tea")
     key, _ = tenancy.api_key_create(tenant=acme, name="victim", scopes=["read"])
     group = tenancy.group_create(tenant=acme, name="victims")
@@ -217,6 +221,9 @@ def world(trio) -> dict[str, str]:
         "model_id": "assistant",
         "conversation_id": str(conversation.pk),
         "message_id": str(run.in_reply_to_id),
+        "conversation": str(conversation.pk),
+        "attachment_id": str(attachment.pk),
+        "pk:attachments": str(attachment.pk),
         "run_id": str(run.pk),
         "response_id": f"resp_{run.pk}",
         "approval_id": str(approval.pk),
@@ -266,6 +273,7 @@ _PK_OWNERS = {"tools", "connections", "provider-connections", "documents", "fact
 _PK_OWNERS |= {"mcp-connections"}
 _PK_OWNERS |= {"api-keys", "members", "groups", "invitations"}
 _PK_OWNERS |= {"triggers", "prices", "quotas", "identity-providers"}
+_PK_OWNERS |= {"attachments"}
 
 
 PRINCIPALS = ["alice", "dana", "bob", "vera", "charlie"]  # owner, admin, member, viewer, outsider

@@ -268,7 +268,7 @@ CONVERSATION_RESPONSE = {
         examples=[OpenApiExample("A conversation", CONVERSATION_RESPONSE, response_only=True)],
     ),
     destroy=extend_schema(
-        summary="Delete one of my conversations and its messages",
+        summary="Delete one of my conversations, its messages and its attachments",
         parameters=[ID],
         responses={204: None, **ERRORS},
         examples=[NOT_FOUND_EXAMPLE],

@@ -161,6 +161,14 @@ class UsageSerializer(serializers.Serializer):
     cache_write_tokens = serializers.IntegerField()
 
 
+class RunAttachmentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.CharField(help_text="`image` or `document`.")
+    media_type = serializers.CharField()
+    size = serializers.IntegerField()
+
+
 class RunSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     crew = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -196,6 +204,12 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="The conversation's message it answered: the tip of the branch it "
         "continued (GET /api/v1/conversations/{id}/messages?tip=); null outside one.",
     )
+    attachments = RunAttachmentSerializer(
+        many=True,
+        read_only=True,
+        help_text="The files it was given: its message's, and its conversation's earlier "
+        "documents (GET /conversations/{id}/attachments/{id}).",
+    )
 
     class Meta:
         model = Run
@@ -227,6 +241,7 @@ class RunSerializer(serializers.ModelSerializer):
             "tools_digest",
             "config_versions",
             "trigger",
+            "attachments",
             "created_at",
             "started_at",
             "finished_at",
@@ -272,6 +287,14 @@ class RunCreateSerializer(StrictSerializer):
     )
     stream = serializers.BooleanField(
         default=False, help_text="Answer with the run's event stream (SSE) instead of JSON."
+    )
+    attachments = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        default=list,
+        max_length=100,
+        help_text="Ids of files attached in `conversation` and not sent yet "
+        "(POST /conversations/{id}/attachments): they are sent with this message.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -364,6 +387,7 @@ RUN_EXAMPLE = {
     "tools_digest": "",
     "config_versions": {},
     "trigger": None,
+    "attachments": [],
     "created_at": "2026-01-01T12:00:00Z",
     "started_at": None,
     "finished_at": None,
@@ -517,6 +541,16 @@ class RunListCreate(EventStreamNegotiation, RunView):
                 request_only=True,
             ),
             OpenApiExample(
+                "Send files attached in a conversation",
+                value={
+                    "agent": "assistant",
+                    "input": "What does the contract say about notice?",
+                    "conversation": 7,
+                    "attachments": [9],
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
                 "Run a crew in a conversation, streaming",
                 value={"crew": "research", "input": "Summarise", "conversation": 7, "stream": True},
                 request_only=True,
@@ -562,6 +596,7 @@ class RunListCreate(EventStreamNegotiation, RunView):
                     conversation=conversation,
                     initiated_by=request_user_or_key(request),
                     idempotency_key=key,
+                    attachments=data["attachments"],
                 )
             except IdempotencyKeyReused:  # taken by another principal meanwhile
                 raise Conflict(

@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 from agentplatform.api import (
     admin_api,
     agents_api,
+    attachments_api,
     audit_api,
     config_api,
     history_api,
@@ -35,6 +36,11 @@ resources.register(
 resources.register("prices", prices_api.ModelPriceViewSet, basename="api_price")
 resources.register("conversations", agents_api.ConversationViewSet, basename="api_conversation")
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")
+resources.register(
+    r"conversations/(?P<conversation>[^/]+)/attachments",
+    attachments_api.AttachmentViewSet,
+    basename="api_attachment",
+)
 resources.register("api-keys", admin_api.ApiKeyViewSet, basename="api_key")
 resources.register("members", admin_api.MemberViewSet, basename="api_member")
 resources.register("invitations", admin_api.InvitationViewSet, basename="api_invitation")

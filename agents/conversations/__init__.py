@@ -1,14 +1,41 @@
-"""A conversation: its turns as a new run reads them, its branches, and searching it.
-Everything outside this package imports from here, never from a module inside (an
-import-linter contract says so).
+"""A conversation: its turns as a new run reads them, its branches, searching it, and the
+files attached in it. Everything outside this package imports from here, never from a
+module inside (an import-linter contract says so).
 
-    history.py   conversation_history, conversation_frame: what a new run of a
-                 conversation starts from (the branch it answers)
-    branches.py  the messages' tree: a branch, the one shown with its versions' switches,
-                 switching, forking into a new conversation
-    search.py    message_search: full text over one owner's messages, highlighted
+    history.py             conversation_history, conversation_frame: what a new run of a
+                           conversation starts from (the branch it answers)
+    branches.py            the messages' tree: a branch, the one shown with its versions'
+                           switches, switching, forking into a new conversation
+    search.py              message_search: full text over one owner's messages, highlighted
+    attachments.py         files attached in a conversation: upload (limits, storage),
+                           reads, sending with a message, deletion (stored files too)
+    attachment_types.py    what a file is, from its bytes; the name shown
+    document_reading.py    the reader and embedder of documents a plug-in registers (rag's)
+    attachment_context.py  what a run is given of them: images, documents in its context,
+                           `attachment_search` over the long ones
 """
 
+from agents.conversations.attachment_context import (
+    SEARCH_TOOL,
+    RunAttachments,
+    attachment_search_tool,
+    run_attachments,
+)
+from agents.conversations.attachment_types import ACCEPTED, download_name
+from agents.conversations.attachments import (
+    attachment_bytes,
+    attachment_delete,
+    attachment_of,
+    attachment_upload,
+    attachments_for_send,
+    attachments_given,
+    attachments_of,
+    attachments_pending,
+    attachments_send,
+    message_attachments,
+    run_attachment_list,
+    run_message_attachments,
+)
 from agents.conversations.branches import (
     Shown,
     Switch,
@@ -21,13 +48,37 @@ from agents.conversations.branches import (
     conversation_message,
     newest_under,
 )
+from agents.conversations.document_reading import (
+    DocumentReading,
+    DocumentUnreadable,
+    Passage,
+    ReadDocument,
+    register_document_reading,
+)
 from agents.conversations.history import conversation_frame, conversation_history
 from agents.conversations.search import Hit, message_search
 
 __all__ = [
+    "ACCEPTED",
+    "SEARCH_TOOL",
+    "DocumentReading",
+    "DocumentUnreadable",
     "Hit",
+    "Passage",
+    "ReadDocument",
+    "RunAttachments",
     "Shown",
     "Switch",
+    "attachment_bytes",
+    "attachment_delete",
+    "attachment_of",
+    "attachment_search_tool",
+    "attachment_upload",
+    "attachments_for_send",
+    "attachments_given",
+    "attachments_of",
+    "attachments_pending",
+    "attachments_send",
     "branch",
     "branch_messages",
     "branch_shown",
@@ -37,6 +88,12 @@ __all__ = [
     "conversation_frame",
     "conversation_history",
     "conversation_message",
+    "download_name",
+    "message_attachments",
     "message_search",
     "newest_under",
+    "register_document_reading",
+    "run_attachment_list",
+    "run_attachments",
+    "run_message_attachments",
 ]

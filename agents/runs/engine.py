@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -27,7 +27,12 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents import quotas
-from agents.conversations import conversation_frame, conversation_history
+from agents.conversations import (
+    RunAttachments,
+    conversation_frame,
+    conversation_history,
+    run_attachments,
+)
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -260,6 +265,8 @@ async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
     prepared = await sync_to_async(_prepare_agent)(run, run.agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)
+    if prepared.attachments and run.state is None:  # what it was given, in its events too
+        await sink.emit("run.attachments", {"attachments": list(prepared.attachments)})
     return await _think(run, sink, prepared, prepared.registry)
 
 
@@ -323,6 +330,7 @@ class _Prepared:
     targets: list[Target] | None = None  # with fallbacks: the connections calls may go to
     meter: quotas.Meter | None = None  # the limits every model call of the run is held against
     balancing: str = ""
+    attachments: tuple[dict[str, Any], ...] = ()  # the conversation's files it was given
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -345,6 +353,16 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     with_user = run.initiated_by_user_id is not None
     effective = effective_tools(agent, spec=spec, toolbox=toolbox, with_user=with_user)
     spec, tools = effective.spec, effective.registry  # the loop picks effective.offered
+    # The conversation's attachments the run's record lists: images, documents, a search.
+    attached = RunAttachments()
+    if run.conversation_id is not None:  # (a resumed run's state holds its images)
+        attached = run_attachments(run, images=not run.state)
+    if attached.tools:
+        tools = ToolRegistry(list(tools))  # (the tenant's registry is shared: a copy)
+        for item in attached.tools:
+            tools.register(item, replace=True)
+        if spec.tool_names is not None:
+            spec = replace(spec, tool_names=(*spec.tool_names, *(t.name for t in attached.tools)))
     secrets = toolbox.secrets
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
@@ -376,6 +394,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     history, conversation = (), None
     if state is None and client is None:
         history = conversation_history(run)
+        if attached.images:  # the turn as a message with its images (a model that takes them)
+            conversation = [*history, UserMessage(run.input, attached.images)]
     elif state is None and spec.kind == "remote":  # its own protocol: text turns, an input
         history = client.text_turns()
     elif state is None:
@@ -392,13 +412,15 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         conversation=conversation,
         decisions=decisions,
         audit=audit,
-        context_blocks=_context_blocks(spec, tools, toolbox.context_blocks),
+        context_blocks=_context_blocks(spec, tools, toolbox.context_blocks)
+        + attached.context_blocks,
         run_secrets=run_secrets,
         routing=tool_routing(toolbox, run.tenant_id, effective.offered),
         frame=frame,
         targets=targets,
         balancing=agent.load_balancing,
         meter=meter,
+        attachments=attached.listed,
     )
 
 

@@ -9,6 +9,7 @@ Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
@@ -20,8 +21,17 @@ from django.db.models.functions import Now
 from django.http import Http404
 from django.utils import timezone
 
-from agents import access, quotas
-from agents.models import MAX_INPUT_CHARS, Agent, Conversation, Crew, Message, Run, Trigger
+from agents import access, conversations, quotas
+from agents.models import (
+    MAX_INPUT_CHARS,
+    Agent,
+    AttachmentKind,
+    Conversation,
+    Crew,
+    Message,
+    Run,
+    Trigger,
+)
 from agents.runs.engine import execute_run, lease_seconds
 from agents.runs.writer import insert_run
 from agents.runtime.client_request import ClientRequest
@@ -57,6 +67,7 @@ def run_start(
     client_request: ClientRequest | None = None,
     acting_for: AbstractBaseUser | None = None,
     trigger: Trigger | None = None,
+    attachments: Sequence[int] = (),
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
@@ -82,6 +93,11 @@ def run_start(
     starts the run for: it is theirs (their runs, memory, grants) as well as the key's.
 
     `trigger`: the schedule or webhook that started it (agents.triggers), for its history.
+
+    `attachments`: ids of files the starter attached in `conversation` and has not sent yet
+    (agents.conversations): they join its message, and the run is given them with the
+    conversation's earlier documents (its record lists them). Images need an agent whose
+    model takes them; refused (ValidationError) before anything is written.
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
@@ -111,6 +127,7 @@ def run_start(
     for given in (reply_to, edit_of):
         if given is not None and (conversation is None or given.conversation_id != conversation.pk):
             raise Http404("No such message in this conversation.")
+    attached = _attachments(target, conversation, attachments, initiated_by)
     if idempotency_key:
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:
@@ -176,6 +193,11 @@ def run_start(
                         run=run,
                     )
                     Run.objects.filter(pk=run.pk).update(in_reply_to=run.in_reply_to)
+                    conversations.attachments_send(
+                        message=run.in_reply_to, run=run, attachments=attached
+                    )
+                else:  # answered again: given what the message's first answer was
+                    conversations.attachments_given(run=run, message=reply_to)
                 if not conversation.title:
                     conversation.title = input.strip().splitlines()[0][:80]
                 conversation.leaf_id = run.in_reply_to_id
@@ -210,6 +232,29 @@ def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
             raise ValidationError(
                 {"tools": f"The agent has its own tool named `{taken[0]}`: rename yours."}
             )
+
+
+def _attachments(
+    target: Agent | Crew,
+    conversation: Conversation | None,
+    ids: Sequence[int],
+    initiated_by: Initiator,
+) -> list:
+    """The pending attachments a new turn is sent with, checked before anything is written."""
+    if not ids:
+        return []
+    if conversation is None:
+        raise ValidationError({"attachments": "Files are attached in a conversation: give one."})
+    chosen = conversations.attachments_for_send(conversation=conversation, ids=ids, by=initiated_by)
+    images = any(a.kind == AttachmentKind.IMAGE for a in chosen)
+    if images and (isinstance(target, Crew) or not _takes_images(target)):
+        raise ValidationError(
+            {
+                "attachments": "This agent's model does not take images: remove the image, "
+                "or chat with an agent whose model does."
+            }
+        )
+    return chosen
 
 
 def _takes_images(agent: Agent) -> bool:

@@ -17,7 +17,7 @@
     const form = composer();
     if (!form || form.hasAttribute("data-locked")) return;
     form.toggleAttribute("data-busy", busy);
-    for (const control of form.querySelectorAll("textarea, button")) control.disabled = busy;
+    for (const control of form.querySelectorAll("textarea, button, input[type=file]")) control.disabled = busy;
   }
 
   function nearBottom() {
@@ -143,7 +143,11 @@
   document.addEventListener("htmx:afterRequest", (event) => {
     const form = composer();
     const refused = event.detail.xhr && event.detail.xhr.getResponseHeader("HX-Retarget");
-    if (form && event.detail.elt === form && event.detail.successful && !refused) form.reset();
+    if (form && event.detail.elt === form && event.detail.successful && !refused) {
+      form.reset();
+      const chips = document.getElementById("composer-attachments");
+      if (chips) chips.replaceChildren(); // sent with the message
+    }
   });
 
   // A new turn: only the last answer offers Regenerate.
@@ -165,6 +169,88 @@
           ? "You are not allowed to do that here."
           : `That did not work (HTTP ${status}). Reload the page and try again.`;
     }
+  });
+
+  // Attachments: the composer's file input, drag-and-drop onto the composer and paste into
+  // the message upload each file at once (agentplatform/web/chat/attachments.py). The server
+  // answers the file's chip (server-rendered, escaped) or a refusal as plain text, which is
+  // shown as text.
+  function attachInput() {
+    return document.getElementById("attach-input");
+  }
+
+  function csrfToken() {
+    const field = document.querySelector("#composer input[name=csrfmiddlewaretoken]");
+    return field ? field.value : "";
+  }
+
+  async function upload(files) {
+    const input = attachInput();
+    const chips = document.getElementById("composer-attachments");
+    const notice = document.getElementById("composer-notice");
+    if (!input || !chips || input.disabled || files.length === 0) return;
+    if (notice) notice.textContent = "";
+    for (const file of Array.from(files)) {
+      const body = new FormData();
+      body.append("file", file, file.name);
+      let response;
+      try {
+        response = await fetch(input.dataset.attachUrl, {
+          method: "POST",
+          body,
+          credentials: "same-origin",
+          headers: { "X-CSRFToken": csrfToken(), "HX-Request": "true" },
+        });
+      } catch {
+        if (notice) notice.textContent = "The upload failed: check the connection and try again.";
+        continue;
+      }
+      const text = await response.text();
+      if (response.ok) {
+        chips.insertAdjacentHTML("beforeend", text);
+        activate([chips.lastElementChild]);
+      } else if (notice) {
+        notice.textContent = response.status === 400 ? `${file.name}: ${text}` : `The upload failed (HTTP ${response.status}).`;
+      }
+    }
+    input.value = "";
+  }
+
+  document.addEventListener("change", (event) => {
+    if (event.target === attachInput()) upload(event.target.files);
+  });
+
+  document.addEventListener("paste", (event) => {
+    const form = composer();
+    if (!form || !form.contains(event.target) || !event.clipboardData) return;
+    if (event.clipboardData.files.length === 0) return; // text pastes as usual
+    event.preventDefault();
+    upload(event.clipboardData.files);
+  });
+
+  document.addEventListener("dragover", (event) => {
+    const form = composer();
+    if (!form || !form.contains(event.target) || !attachInput()) return;
+    event.preventDefault();
+    form.setAttribute("data-dropping", "");
+  });
+
+  document.addEventListener("dragleave", (event) => {
+    const form = composer();
+    if (form && !form.contains(event.relatedTarget)) form.removeAttribute("data-dropping");
+  });
+
+  document.addEventListener("drop", (event) => {
+    const form = composer();
+    if (!form || !form.contains(event.target) || !event.dataTransfer) return;
+    event.preventDefault();
+    form.removeAttribute("data-dropping");
+    upload(event.dataTransfer.files);
+  });
+
+  document.addEventListener("DOMContentLoaded", () => {
+    // The script uploads as soon as files are chosen: the no-script Upload button goes.
+    for (const button of document.querySelectorAll(".attach-upload")) button.hidden = true;
   });
 
   document.addEventListener("htmx:load", (event) => connectWithin(event.target));

@@ -40,6 +40,7 @@ import json
 import pytest
 import schemathesis
 from django.core import signals
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, transaction
@@ -284,7 +285,18 @@ def _seed(client, trio, monkeypatch):
         {"slug": "acme-idp", "name": "Acme", "issuer": "https://idp.example", "client_id": "c"},
     )
     assert provider.status_code == 201, provider.content
+    conversation_id = conversation.json()["id"]
+    attachment = client.post(
+        f"/api/v1/conversations/{conversation_id}/attachments",
+        {"file": SimpleUploadedFile("notes.txt", b"Some notes.")},
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    )
+    assert attachment.status_code == 201, attachment.content
+    attached = {"conversation": conversation_id, "id": attachment.json()["id"]}
     return api.key, {
+        "/api/v1/conversations/{conversation}/attachments": {"conversation": conversation_id},
+        "/api/v1/conversations/{conversation}/attachments/{id}": attached,
+        "/api/v1/conversations/{conversation}/attachments/{id}/content": attached,
         "/api/v1/identity-providers/{id}": {"id": provider.json()["id"]},
         "/api/v1/triggers/{trigger_id}": {"trigger_id": trigger_id},
         "/api/v1/triggers/{trigger_id}/rotate-secret": {"trigger_id": trigger_id},

@@ -12,8 +12,9 @@ from django.contrib import admin
 from django.db import models
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from agents.conversations import attachment_upload
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import Agent, Approval, Conversation, Crew, Message, Quota, Run
+from agents.models import Agent, Approval, Attachment, Conversation, Crew, Message, Quota, Run
 from agents.services import agent_save, conversation_save
 from agents.triggers import trigger_save
 from providers.models import ModelAlias, ModelPrice, ProviderConnection
@@ -93,6 +94,9 @@ def world(trio) -> dict:
     message = Message.objects.create(
         tenant=trio.acme, conversation=chat, role="user", content="Plans?", run=run
     )
+    attachment = attachment_upload(
+        tenant=trio.acme, conversation=chat, by=trio.alice, name="notes.txt", data=b"Notes."
+    )
     handbook = rag_services.knowledge_base_save(
         tenant=trio.acme, changes={"slug": "handbook", "name": "Handbook", "embedder": "lexical"}
     )
@@ -119,6 +123,7 @@ def world(trio) -> dict:
         "key": key,
         "chat": chat,
         "message": message,
+        "attachment": attachment,
         "run": run,
         "approval": approval,
         "handbook": handbook,
@@ -187,6 +192,8 @@ def every_url(world) -> list[str]:
         "chat:stream": {"conversation_id": chat, "run_id": run},
         "chat:decide": {"conversation_id": chat, "approval_id": approval},
         "chat:source": {"document_id": doc},
+        "chat:attach": {"conversation_id": chat},
+        "chat:attachment": {"conversation_id": chat, "attachment_id": world["attachment"].pk},
         "activity:runs": {},
         "activity:run": {"run_id": run},
         "activity:run_verify": {"run_id": run},
@@ -266,6 +273,7 @@ def every_url(world) -> list[str]:
         "activity:run_to_dataset": {"run_id": run},
         # Destructive ones last, so the others still find their objects.
         "chat:cancel": {"conversation_id": chat, "run_id": run},
+        "chat:detach": {"conversation_id": chat, "attachment_id": world["attachment"].pk},
         "chat:delete": {"conversation_id": chat},
         "config:agent_delete": {"slug": world["agent"].slug},
         "config:crew_delete": {"slug": world["crew"].slug},
@@ -317,7 +325,7 @@ def encoded(names: list[str], value: str) -> str:
 def snapshot() -> dict:
     """Every row of the tables a page could write, field by field."""
     tables = [Agent, Crew, ToolDefinition, ProviderConnection, ApiKey, Membership, Conversation]
-    tables += [Message, Run, Approval, KnowledgeBase, Document, ModelPrice, Quota]
+    tables += [Message, Run, Approval, KnowledgeBase, Document, ModelPrice, Quota, Attachment]
     return {model.__name__: list(model.objects.order_by("pk").values()) for model in tables}
 
 

@@ -17,6 +17,7 @@ from django.utils.cache import patch_vary_headers
 from agentplatform.web.activity.timeline import as_text, run_timeline
 from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.activity.visibility import visible_run, with_authority
+from agents import conversations
 from agents.models import Agent, Run
 from agents.runtime.spec import RunStatus
 from agents.selectors import agents_by_name, child_runs, top_level_runs
@@ -115,6 +116,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "children": children,
         "structured_output": as_text(run.structured_output),
         "config_versions": config_version_links(request, run),
+        "attachments": conversations.run_attachment_list(run),  # what it was given
     }
     return render(request, "web/activity/run_detail.html", context)
 

@@ -14,9 +14,9 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from agentplatform.web.templatetags.web import markdown_filter
-from agents import selectors
+from agents import conversations, selectors
 from agents.conversations import Switch, branch_shown
-from agents.models import Approval, Conversation, Message, Run
+from agents.models import Approval, Attachment, Conversation, Message, Run
 from agents.runs import request_text
 from agents.runtime.spec import TERMINAL, RunStatus
 
@@ -157,6 +157,7 @@ class Turn:
     user_switch: Switch | None = None
     answer_message: Message | None = None
     answer_switch: Switch | None = None
+    attachments: list[Attachment] = field(default_factory=list)  # sent with the user's message
 
     @property
     def citations(self) -> list[Citation]:
@@ -264,8 +265,8 @@ def turns_for(conversation: Conversation, through: Message | None = None) -> lis
     """The turns of the conversation's current branch (or of the branch through `through`),
     oldest first, each user message with the run that answered it there: the run of the
     answer that follows it, else the newest run answering it (still running, or stopped).
-    Seven queries: the branch (agents.conversations.branch_shown: five), runs' events (text
-    deltas only for unfinished runs), approvals."""
+    Eight queries: the branch (agents.conversations.branch_shown: five), runs' events (text
+    deltas only for unfinished runs), approvals, attachments."""
     shown = branch_shown(conversation=conversation, through=through)
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}
@@ -317,6 +318,10 @@ def turns_for(conversation: Conversation, through: Message | None = None) -> lis
             turn.answer = ""  # the last segment holds it
         elif turn.run is not None and turn.run.status in TERMINAL and not turn.answer:
             turn.answer = turn.run.output
+    attached = conversations.message_attachments(m for m in messages if m.role == "user")
+    for turn in turns:
+        if turn.user_message is not None:
+            turn.attachments = attached.get(turn.user_message.pk, [])
     if turns:
         turns[-1].is_last = True
     return turns

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentplatform.web.chat import sources, views
+from agentplatform.web.chat import attachments, sources, views
 
 app_name = "chat"
 urlpatterns = [
@@ -20,4 +20,15 @@ urlpatterns = [
     path("<int:conversation_id>/runs/<int:run_id>/cancel/", views.cancel, name="cancel"),
     path("<int:conversation_id>/approvals/<int:approval_id>/", views.decide, name="decide"),
     path("sources/<int:document_id>/", sources.source, name="source"),
+    path("<int:conversation_id>/attach/", attachments.attach, name="attach"),
+    path(
+        "<int:conversation_id>/attachments/<int:attachment_id>/",
+        attachments.attachment,
+        name="attachment",
+    ),
+    path(
+        "<int:conversation_id>/attachments/<int:attachment_id>/remove/",
+        attachments.detach,
+        name="detach",
+    ),
 ]

@@ -172,6 +172,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         may_use=_may_use_target(request, chat),
         other_branch=through is not None and shown_tip != chat.leaf_id,
         at=through,
+        pending=conversations.attachments_pending(tenant=request.tenant, conversation=chat),
     )
     return _vary(render(request, PAGE, context))
 
@@ -200,13 +201,20 @@ def send(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """A new turn: the message and a run answering it (executed by a worker). Refused while
     the previous answer is still running."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
-    return _start_turn(request, chat, request.POST.get("message", ""))
+    attached = request.POST.getlist("attachment")
+    return _start_turn(request, chat, request.POST.get("message", ""), attached=attached)
 
 
 def _start_turn(
-    request: HttpRequest, chat: Conversation, text: str = "", *, again: bool = False
+    request: HttpRequest,
+    chat: Conversation,
+    text: str = "",
+    *,
+    again: bool = False,
+    attached: list[str] | None = None,
 ) -> HttpResponse:
-    """A turn for `text`, or (`again`) the last message answered again."""
+    """A turn for `text` (with the `attached` files' ids), or (`again`) the last message
+    answered again."""
     target = chat.agent or chat.crew
     if target is None or not target.active:
         return _refuse(
@@ -226,6 +234,7 @@ def _start_turn(
                 input=text,
                 conversation=chat,
                 initiated_by=request.user,
+                attachments=_ids(attached or []),
                 **{which: target},
             )
     except runs.ConversationBusy:
@@ -236,7 +245,13 @@ def _start_turn(
         return _refuse(request, chat, " ".join(exc.messages), 400)
     if not _htmx(request):
         return redirect(chat_url(request, chat))
-    turn = Turn(run=run, user_text=run.input, user_message=run.in_reply_to, is_last=True)
+    turn = Turn(
+        run=run,
+        user_text=run.input,
+        user_message=run.in_reply_to,
+        is_last=True,
+        attachments=conversations.run_message_attachments(run),
+    )
     context = {
         "turn": turn,
         "conversation": chat,
@@ -244,6 +259,16 @@ def _start_turn(
         "may_send": True,
     }
     return _vary(render(request, f"{THREAD}#turn", context))
+
+
+def _ids(values: list[str]) -> list[int]:
+    """Attachment ids from the form; one that is no id is refused as an unknown one."""
+    ids = []
+    for value in values:
+        if not (value.isascii() and value.isdigit()) or not 0 < int(value) < 2**63:
+            raise ValidationError({"attachments": "No such attachment waits to be sent here."})
+        ids.append(int(value))
+    return ids
 
 
 def _refuse(request: HttpRequest, chat: Conversation, text: str, status: int = 400) -> HttpResponse:

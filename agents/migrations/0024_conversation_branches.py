@@ -35,7 +35,7 @@ WHERE r.id = asked.run_id;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0022_quota_conflict_message"),
+        ("agents", "0023_attachments"),
         ("tenancy", "0014_apikey_created_by_key"),
     ]
 

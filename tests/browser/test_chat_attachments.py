@@ -1,0 +1,90 @@
+"""Attachments in the chat, in Chromium against the live server and a real Celery worker: an
+image by the composer's button, a PDF dropped on the composer, a text file pasted and then
+removed; both sent files reach the fake model (the image as an image part, the PDF's text
+in the context) and show on the user's message."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from agents.models import Attachment
+from agents.services import conversation_save
+from tests.fakes.provider_server import TextReply
+from tests.rag.pdfs import make_pdf
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+PDF = make_pdf(["The quarterly budget is 4200 euros."])
+
+# A file given to an event the way a person's drop or paste gives it.
+DISPATCH = """([type, name, mime, b64]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], name, { type: mime }));
+  const target = type === "drop" ? document.getElementById("composer")
+                                 : document.getElementById("composer-input");
+  const event = type === "drop"
+    ? new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true })
+    : new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true });
+  target.dispatchEvent(event);
+}"""
+
+
+def test_an_image_and_a_pdf_reach_the_model(
+    trio, agent, provider_server, celery_worker_process, tab
+):
+    chat = conversation_save(
+        tenant=trio.acme, changes={"agent": agent, "title": "Budget"}, owner_user=trio.bob
+    )
+    provider_server.script("openai", TextReply("A tiny image, and the budget is 4200 euros."))
+    tab.login("bob")
+    tab.goto(f"/t/acme/chat/{chat.pk}/")
+    page = tab.page
+    chips = page.locator("#composer-attachments .attachment-chip")
+
+    # The button (the file input), a drop on the composer, a paste into the message.
+    page.set_input_files(
+        "#attach-input", files=[{"name": "pixel.png", "mimeType": "image/png", "buffer": PNG}]
+    )
+    chips.filter(has_text="pixel.png").wait_for()
+    encoded = base64.b64encode(PDF).decode()
+    page.evaluate(DISPATCH, ["drop", "budget.pdf", "application/pdf", encoded])
+    chips.filter(has_text="budget.pdf").wait_for()
+    note = base64.b64encode(b"A note to remove.").decode()
+    page.evaluate(DISPATCH, ["paste", "note.txt", "text/plain", note])
+    pasted = chips.filter(has_text="note.txt")
+    pasted.wait_for()
+    assert chips.count() == 3
+    pasted.get_by_role("button", name="Remove note.txt").click()
+    pasted.wait_for(state="detached")
+    assert "application/pdf" in chips.filter(has_text="budget.pdf").text_content()
+    tab.screenshot("chat-attachments-composer")
+
+    field = page.get_by_label("Message")
+    field.fill("What do these say?")
+    field.press("Enter")
+    page.locator(".segment:not(.streaming)", has_text="4200 euros").wait_for(timeout=15_000)
+    assert chips.count() == 0  # sent with the message
+
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
+    assert "The quarterly budget is 4200 euros." in sent[0]["content"]  # the PDF, in context
+    assert 'name="budget.pdf"' in sent[0]["content"]
+    question = sent[-1]["content"]
+    assert question[0] == {"type": "text", "text": "What do these say?"}
+    assert (
+        question[1]["image_url"]["url"] == f"data:image/png;base64,{base64.b64encode(PNG).decode()}"
+    )
+
+    user = page.locator(".msg.user")
+    user.locator("img.attachment-thumb[alt='pixel.png']").wait_for()
+    assert user.locator("a.attachment-file", has_text="budget.pdf").count() == 1
+    natural = user.locator("img.attachment-thumb").evaluate("img => img.naturalWidth")
+    assert natural == 1  # the thumbnail loaded from the platform
+    assert sorted(Attachment.objects.values_list("name", flat=True)) == ["budget.pdf", "pixel.png"]
+    tab.screenshot("chat-attachments")
+    tab.assert_clean()
