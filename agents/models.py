@@ -497,6 +497,61 @@ class AttachmentChunk(models.Model):
         return f"{self.attachment_id}#{self.ordinal}"
 
 
+class QueuedMessage(models.Model):
+    """A person's message for a conversation whose answer is still at work
+    (agents.runs.steering): a next turn (`turn`), started when the answer ends, in order; or
+    a steering message (`steer`) for the running loop's next round. A steer that arrives
+    after the loop's last round becomes a next turn (`late`)."""
+
+    class Kind(models.TextChoices):
+        TURN = "turn", "next turn"
+        STEER = "steer", "steering"
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", "waiting"
+        APPLIED = "applied", "applied"  # a steer the loop has taken
+        STARTED = "started", "started"  # a turn whose run started (`started_run`)
+        REFUSED = "refused", "refused"  # a turn that could not start (`error` says why)
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.CASCADE, related_name="queued"
+    )
+    # The run at work when it was sent (the one a steer steers).
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="queued"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    late = models.BooleanField(default=False)  # a steer that came after the last round
+    content = models.TextField()
+    error = models.CharField(max_length=300, blank=True)
+    started_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    initiated_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    initiated_by_api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["conversation", "id"],
+                condition=Q(status="waiting"),
+                name="queued_message_waiting",
+            ),
+            models.Index(fields=["run", "kind"], name="queued_message_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.status}: {self.content[:60]}"
+
+
 class Fact(models.Model):
     """What an agent remembered about a user. Recall (agents/facts.py) ranks a user's facts
     by `search` (words, stemmed) and `embedding` (meaning), fused."""

@@ -2,8 +2,11 @@
 this package (the faces, the tasks, the admin, the other apps, the commands, the benchmarks)
 imports from here, never from a module inside (an import-linter contract says so).
 
-    start.py          run_start, run_regenerate, run_edit, run_inline: who may start a run,
-                      with what input, idempotency keys, one turn at a time per conversation
+    start.py          run_start, run_regenerate, run_edit: who may start a run, with what
+                      input, idempotency keys, one turn at a time per conversation
+    inline.py         run_inline: a run started and executed in the caller's process
+    steering.py       message_queue, run_steer, queued_remove: a person's messages while an
+                      answer works (the next turn, or steering the running loop)
     control.py        run_cancel, approval_decide: a person's say over a started run
     cancellation.py   the flag that stops an executing run, and its loop's check of it
     recorder.py       record_model_call, record_gateway_calls: model calls made outside a
@@ -25,6 +28,7 @@ imports from here, never from a module inside (an import-linter contract says so
 """
 
 from agents.runs.channels import TERMINAL_EVENTS, publisher
+from agents.runs.claim import lease_seconds
 from agents.runs.confirmation import request_text
 from agents.runs.control import approval_decide, run_cancel
 from agents.runs.direct_calls import (
@@ -34,7 +38,8 @@ from agents.runs.direct_calls import (
     decide_at,
     tool_run,
 )
-from agents.runs.engine import execute_run, execute_run_async, lease_seconds
+from agents.runs.engine import execute_run, execute_run_async
+from agents.runs.inline import run_inline
 from agents.runs.reader import (
     HEARTBEAT,
     Ending,
@@ -49,9 +54,15 @@ from agents.runs.start import (
     ConversationBusy,
     IdempotencyKeyReused,
     run_edit,
-    run_inline,
     run_regenerate,
     run_start,
+)
+from agents.runs.steering import (
+    RunFinished,
+    message_queue,
+    queued_messages,
+    queued_remove,
+    run_steer,
 )
 from agents.runs.sweeper import stale_runs
 from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
@@ -66,6 +77,7 @@ __all__ = [
     "GatewayCall",
     "IdempotencyKeyReused",
     "Nearby",
+    "RunFinished",
     "ToolRunOutcome",
     "admit",
     "approval_decide",
@@ -80,7 +92,10 @@ __all__ = [
     "heartbeat_seconds",
     "iter_run_events",
     "lease_seconds",
+    "message_queue",
     "publisher",
+    "queued_messages",
+    "queued_remove",
     "record_gateway_calls",
     "record_model_call",
     "recorded_ending",
@@ -90,6 +105,7 @@ __all__ = [
     "run_inline",
     "run_regenerate",
     "run_start",
+    "run_steer",
     "stale_runs",
     "storable_text",
     "tool_run",

@@ -6,7 +6,8 @@ go in the next one, as one MGET on the loop's own Redis connection (agentplatfor
 redis_wire). A check each step through redis-py's client on the run's database lane cost a
 thread hop and waited behind that lane's statements (five a run, about 0.2 ms each in
 bench/agents.py's breakdown); a worker holding hundreds of runs sends one command for all
-the checks of a moment.
+the checks of a moment. A round's check also reads the run's steering flag
+(agents.runs.steering) in the same MGET: no round trip of its own.
 """
 
 from __future__ import annotations
@@ -44,17 +45,27 @@ def checker(run: Run) -> Callable[[], Awaitable[bool]]:
     key = cancel_key(run)
 
     async def is_cancelled() -> bool:
-        return await (await _checks.get()).ask(key)
+        (cancelled,) = await flags_set(key)
+        return cancelled
 
     return is_cancelled
 
 
-async def _flags(redis: RedisWire, keys: list[str]) -> list[bool]:
-    return [flag is not None for flag in await redis.call("MGET", *keys)]
+async def flags_set(*keys: str) -> tuple[bool, ...]:
+    """Which of these flags are set: the event loop's checks of a moment go together, as
+    one MGET."""
+    return await (await _checks.get()).ask(keys)
+
+
+async def _flags(redis: RedisWire, asked: list[tuple[str, ...]]) -> list[tuple[bool, ...]]:
+    values = iter(await redis.call("MGET", *(key for keys in asked for key in keys)))
+    return [tuple(next(values) is not None for _ in keys) for keys in asked]
 
 
 async def _close(checks: Batched) -> None:
     checks.redis.close()
 
 
-_checks: PerLoop[Batched[str, bool]] = PerLoop(lambda: Batched(settings.REDIS_URL, _flags), _close)
+_checks: PerLoop[Batched[tuple[str, ...], tuple[bool, ...]]] = PerLoop(
+    lambda: Batched(settings.REDIS_URL, _flags), _close
+)

@@ -17,6 +17,7 @@ import logging
 from functools import cache, lru_cache
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, models
 
 from agents.models import Agent, Run, RunEvent
@@ -25,6 +26,12 @@ from providers.models import ProviderConnection
 from tenancy.models import Tenant
 
 logger = logging.getLogger(__name__)
+
+
+def lease_seconds() -> float:
+    """How long a claim holds a run without being renewed (settings.RUN_LEASE_S, 30)."""
+    return float(getattr(settings, "RUN_LEASE_S", 30))
+
 
 # Each model read, with the alias its columns carry in the statement.
 _READ = ((Run, "c"), (Tenant, "t"), (Agent, "a"), (ProviderConnection, "p"))

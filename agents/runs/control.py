@@ -13,10 +13,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from agents import access
-from agents.models import Approval, ApprovalStatus, Run
+from agents.models import Approval, ApprovalStatus, Message, Run
 from agents.runs.cancellation import request_cancel
 from agents.runs.confirmation import prepare_edited
 from agents.runs.start import Initiator
+from agents.runs.steering import turn_ended
 from agents.runs.writer import append_event, next_seq, storable
 from agents.runtime.spec import RunStatus
 from agents.signals import request_execution
@@ -29,6 +30,8 @@ from tools.runtime.tool import ToolCall
 def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
     """Cancel now if nothing executes it (queued, awaiting approval); otherwise flag it and
     the executing loop stops at its next check (between steps and during streaming).
+    What it produced stays: the text so far is the turn's answer (agents.runs.engine.
+    finalize, or here for a parked run), and the conversation's next queued turn starts.
     `by` must be the run's starter or an admin (PermissionDenied); None is the platform."""
     if run.tenant_id != tenant.pk:
         raise Http404("No such run.")
@@ -44,6 +47,16 @@ def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
         if stopped:
             run.refresh_from_db()
             append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})
+            if run.conversation_id is not None and run.parent_id is None:
+                if run.output:  # a parked run's answer so far
+                    Message.objects.create(
+                        tenant_id=run.tenant_id,
+                        conversation_id=run.conversation_id,
+                        role=Message.Role.ASSISTANT,
+                        content=run.output,
+                        run=run,
+                    )
+                turn_ended(run)
     run.refresh_from_db()
     return run
 

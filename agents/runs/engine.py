@@ -48,8 +48,10 @@ from agents.models import (
 from agents.observability import observed_run, traced_outcome
 from agents.runs import bridge, cancellation
 from agents.runs import claim as run_claim
+from agents.runs.claim import lease_seconds
 from agents.runs.costs import run_own_cost
 from agents.runs.direct_calls import execute_tool_run, run_tool_context
+from agents.runs.steering import RunSteering, turn_ended
 from agents.runs.writer import (
     Batch,
     EventConflict,
@@ -95,10 +97,6 @@ logger = logging.getLogger(__name__)
 
 
 MAX_ATTEMPTS = 5
-
-
-def lease_seconds() -> float:
-    return float(getattr(settings, "RUN_LEASE_S", 30))
 
 
 def claim(run_id: int, owner: str) -> Run | None:
@@ -306,6 +304,7 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         sink=sink,
         checkpoint=_Checkpoint(sink.writer),
         is_cancelled=cancellation.checker(run),
+        steering=RunSteering(run) if run.parent_id is None else None,
         egress=egress_client(tuple(settings.EGRESS_ALLOWLIST)),
         routing=prepared.routing,
         frame=prepared.frame,
@@ -608,9 +607,10 @@ def finalize(
 ) -> bool:
     """Record the outcome, with the events and fields still queued in `batch`, under the
     lease: one statement, or one transaction when approvals, a parent or a conversation are
-    touched too; then publish those events (the ending among them), once committed: a
-    follower told of the ending reads it on the record. False if the lease was lost
-    (another worker owns the run now and will record its own outcome). `tool_usage`: the
+    touched too (its next turn started, when one was queued); then publish those events (the
+    ending among them), once committed: a follower told of the ending reads it on the
+    record. False if the lease was lost (another worker owns the run now and will record its
+    own outcome). `tool_usage`: the
     run's `tool.usage` payloads when its writer saw them all (RunWriter.tool_usage);
     `refresh`: `run` takes the row's values as recorded (write_batch)."""
     outcome = storable_outcome(outcome)
@@ -643,13 +643,19 @@ def finalize(
             "lease_expires_at": None,
         },
     )
-    message = terminal and run.conversation_id and outcome.status != RunStatus.CANCELLED
+    ends_turn = bool(terminal and run.conversation_id and run.parent_id is None)
+    # A stopped answer keeps what it produced: the turn's message, if it said anything.
+    said = outcome.status != RunStatus.CANCELLED or bool(outcome.output)
+    message = terminal and run.conversation_id and said
     wakes_parent = terminal and run.parent_id
     run.cost_usd, run.total_cost_usd = cost, cost + children_cost  # (the run's span reads it)
     try:
-        with transaction.atomic() if outcome.awaiting or message or wakes_parent else nullcontext():
+        atomic = outcome.awaiting or message or wakes_parent or ends_turn
+        with transaction.atomic() if atomic else nullcontext():
             write_batch(run, owner, final, refresh=refresh)
             _record_consequences(run, outcome, message=message, wakes_parent=wakes_parent)
+            if ends_turn:  # what was queued behind it starts (agents.runs.steering)
+                turn_ended(run)
     except (LeaseLost, EventConflict):
         return False
     transaction.on_commit(lambda: publish(run, final))  # (now, unless in a caller's atomic)

@@ -1,7 +1,7 @@
 """Starting runs: run_start (who may, what the input may be, idempotency keys, one turn at a
-time per conversation, what an API caller may send beside the input), run_regenerate,
-run_edit (a conversation's branches: agents.conversations.branches) and run_inline. Every
-entry point starts its runs here.
+time per conversation, what an API caller may send beside the input), run_regenerate and
+run_edit (a conversation's branches: agents.conversations.branches). Every entry point
+starts its runs here (run_inline, agents.runs.inline, through run_start).
 
 Reads take the tenant and answer 404 (Http404) for another tenant's ids.
 """
@@ -32,7 +32,7 @@ from agents.models import (
     Run,
     Trigger,
 )
-from agents.runs.engine import execute_run, lease_seconds
+from agents.runs.claim import lease_seconds
 from agents.runs.writer import insert_run
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.memory import MEMORY_TOOL_NAMES
@@ -104,7 +104,7 @@ def run_start(
         raise ValidationError({"agent": "Run exactly one agent or crew."})
     if target.tenant_id != tenant.pk or (conversation and conversation.tenant_id != tenant.pk):
         raise Http404("No such agent, crew or conversation.")  # other tenants' ids: 404
-    if conversation is not None and not _owns(conversation, initiated_by):
+    if conversation is not None and not conversation_owned_by(conversation, initiated_by):
         raise PermissionDenied("This conversation belongs to someone else.")
     if not target.active:
         which = "agent" if agent else "crew"
@@ -375,39 +375,10 @@ def _in_transaction() -> bool:
     return transaction.get_connection().in_atomic_block
 
 
-def _owns(conversation: Conversation, who: Initiator) -> bool:
+def conversation_owned_by(conversation: Conversation, who: Initiator) -> bool:
     """A conversation with an owner takes turns from that owner only."""
     if conversation.owner_user_id is not None:
         return isinstance(who, AbstractBaseUser) and who.pk == conversation.owner_user_id
     if conversation.owner_api_key_id is not None:
         return isinstance(who, ApiKey) and who.pk == conversation.owner_api_key_id
     return True
-
-
-def run_inline(
-    *,
-    tenant: Tenant,
-    agent: Agent | None = None,
-    crew: Crew | None = None,
-    input: str,
-    conversation: Conversation | None = None,
-    initiated_by: Initiator = None,
-) -> Run:
-    """Start and execute a run in this process (admin previews, tests, benchmarks). It is
-    inserted already claimed by this caller, as a `/v1` chat's run is (agents.runs.worker.
-    Nearby): no claim statement before its first model call."""
-    owner = uuid.uuid4().hex
-    run = run_start(
-        tenant=tenant,
-        agent=agent,
-        crew=crew,
-        input=input,
-        conversation=conversation,
-        initiated_by=initiated_by,
-        enqueue=False,
-        claimed_by=owner,
-    )
-    run.stored_seq = 0  # a new run: nothing stored yet
-    if execute_run(run.pk, owner=owner, claimed=run) in ("lease lost", "will retry"):
-        run.refresh_from_db()  # not recorded by this attempt: as the record has it
-    return run

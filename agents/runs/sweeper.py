@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.db.models.functions import Now
 
 from agents.models import Run
-from agents.runs.engine import lease_seconds
+from agents.runs.claim import lease_seconds
 from agents.runtime.spec import RunStatus
 from tenancy import rls
 

@@ -23,6 +23,7 @@ from agents.runtime.memory import FactStore, memory_tools, store_for_run
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import Checkpointer, NoCheckpoint, RunState
+from agents.runtime.steering import Steering
 from agents.runtime.structured import FINAL_ANSWER, final_answer_tool
 from agents.runtime.tool_routing import RoundTools, ToolRouting
 from agents.runtime.tool_step import ApprovalRule, ToolCallStep, call_payload, idempotent
@@ -115,12 +116,15 @@ async def run_agent(
     is_cancelled: Callable[[], Awaitable[bool]] | None = None,
     routing: ToolRouting | None = None,
     frame: Frame | None = None,
+    steering: Steering | None = None,
 ) -> RunOutcome:
     """Run (or resume, when `state` is given) one agent run. Never raises for model or
     tool trouble: the outcome's status and error say what happened. `conversation`: the
     whole conversation to start from (an API caller's), instead of `history` + `input`.
     `routing`: how to offer a few of many tools each round (agents/runtime/tool_routing.py).
-    `frame`: the conversation's so far, for a new run (tools/runtime/frames.py)."""
+    `frame`: the conversation's so far, for a new run (tools/runtime/frames.py).
+    `steering`: a person's messages to the running loop (agents/runtime/steering.py): its
+    poll replaces the cancel check before each model call."""
     loop = _Loop(
         spec=spec,
         adapter=adapter,
@@ -132,6 +136,7 @@ async def run_agent(
         checkpoint=checkpoint or NoCheckpoint(),
         is_cancelled=is_cancelled,
         routing=routing,
+        steering=steering,
     )
     fresh = state is None
     if state is None and conversation is not None:
@@ -146,7 +151,7 @@ async def run_agent(
 class _Loop:
     def __init__(
         self, *, spec, adapter, tools, ctx, context_blocks, decisions, sink, checkpoint,
-        is_cancelled, routing=None,
+        is_cancelled, routing=None, steering=None,
     ) -> None:  # fmt: skip
         self.spec: AgentSpec = spec
         self.adapter: ModelAdapter = adapter
@@ -172,6 +177,8 @@ class _Loop:
         self.checkpoint: Checkpointer = checkpoint
         self.is_cancelled = is_cancelled
         self._last_cancel_check = 0.0
+        self.steering: Steering | None = steering
+        self._steers_unread = False  # resumed: read once whatever the flag says
 
     async def emit(self, type: str, **payload: Any) -> None:
         await self.sink.emit(type, payload)
@@ -179,6 +186,7 @@ class _Loop:
     async def run(self, state: RunState, *, fresh: bool) -> RunOutcome:
         if fresh:
             await self.emit("run.started", model=self.spec.model, agent=self.spec.name)
+        self._steers_unread = not fresh
         try:
             return await self._run(state)
         except asyncio.CancelledError:
@@ -200,7 +208,9 @@ class _Loop:
             # Before each model call and each call that must not run twice; idempotent calls
             # go on (a stop asked meanwhile is seen before the model is asked again).
             acts = not state.pending_calls or not idempotent(self.tools, state.pending_calls)
-            if acts and await self._cancelled(force=True):
+            # Before a model call (no calls pending, rounds left) steering messages join.
+            steers = not state.pending_calls and state.rounds < self.spec.max_rounds
+            if acts and await self._round_check(state, steers=steers):
                 return await self._finish(state, RunStatus.CANCELLED, error="cancelled")
             if state.pending_calls:
                 awaiting, suspended = await self._resolve_pending(state)
@@ -306,6 +316,13 @@ class _Loop:
             raise
         if response is None:  # cancelled mid-stream: what the stream gave is the run's too
             state.usage = state.usage + delivered.usage(request)
+            partial = "".join(delivered.text)
+            if partial:  # kept: the answer so far is the stopped turn's
+                state.messages.append(AssistantMessage(text=partial))
+                state.output = partial
+                await self.emit(
+                    "inference.completed", round=state.rounds, text=partial, stopped=True
+                )
             return None
         response = await self._only_offered_calls(response, tools, state)
         response = _with_unique_call_ids(response, state)
@@ -460,6 +477,27 @@ class _Loop:
         return await finish_run(
             self.checkpoint, self.emit, state, RunStatus.AWAITING_CLIENT, client_calls=calls
         )
+
+    # -- steer -----------------------------------------------------------------------
+    async def _round_check(self, state: RunState, *, steers: bool) -> bool:
+        """Was a stop asked? With `steers`, steering messages waiting join the run as user
+        turns first, the flag read in the stop check's round trip (no query when none wait)."""
+        if self.steering is None or not steers:
+            return await self._cancelled(force=True)
+        self._last_cancel_check = time.monotonic()
+        cancelled, waiting = await self.steering.poll()
+        if cancelled:
+            return True
+        if waiting or self._steers_unread:
+            self._steers_unread = False
+            taken = await self.steering.take(state.steers)
+            for steer in taken:
+                state.messages.append(UserMessage(steer.text))
+                state.steers.append(steer.id)
+                await self.emit("run.steered", id=steer.id, text=steer.text, round=state.rounds)
+            if taken:  # (a crash before it is stored: the resumed run takes them again)
+                await self.checkpoint.save(state, "steered", durable=False)
+        return False
 
     # -- finish ----------------------------------------------------------------------
     async def _cancelled(self, *, force: bool = False) -> bool:

@@ -41,13 +41,18 @@ class RunState:
     # A remote agent's exchange (agents/runtime/remote.py): its last `state` and the message
     # it is owed next, saved before it is sent.
     remote: dict[str, Any] | None = None
+    # The steering messages applied (their ids, agents/runtime/steering.py): a resumed run
+    # takes only those it does not hold yet.
+    steers: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         frame = {"frame": self.frame.to_dict()} if self.frame else {}
         remote = {"remote": self.remote} if self.remote is not None else {}
+        steers = {"steers": list(self.steers)} if self.steers else {}
         return {
             **frame,
             **remote,
+            **steers,
             "messages": [message_to_dict(m) for m in self.messages],
             "pending_calls": [_call_to_dict(c) for c in self.pending_calls],
             "results": {k: message_to_dict(v) for k, v in self.results.items()},
@@ -87,6 +92,7 @@ class RunState:
             error=data.get("error", ""),
             frame=Frame.from_dict(data.get("frame")),
             remote=data.get("remote"),
+            steers=list(data.get("steers", [])),
         )
 
 

@@ -811,10 +811,12 @@ def test_a_run_cancelled_during_a_long_streamed_answer_stops_mid_stream():
     assert outcome.status is RunStatus.CANCELLED
     assert 10 <= len(sink.of("text.delta")) < 200
     assert sink.types()[-1] == "run.cancelled"
-    assert "inference.completed" not in sink.types()
     assert outcome.error == sink.of("run.cancelled")[0]["error"] == "cancelled"
     delivered = "".join(delta["text"] for delta in sink.of("text.delta"))
     assert outcome.usage == cut_usage(model.requests[0], delivered, [])
+    # What it said so far is kept: the stopped round's text, and the run's output.
+    assert sink.of("inference.completed") == [{"round": 1, "text": delivered, "stopped": True}]
+    assert outcome.output == delivered
 
 
 def test_a_succeeded_run_names_the_tool_results_it_rests_on_and_another_none():
