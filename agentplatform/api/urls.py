@@ -102,6 +102,23 @@ urlpatterns += [
     ),
 ]
 
+# -- queueing and steering (agentplatform/api/steering_api.py) --
+from agentplatform.api import steering_api  # noqa: E402
+
+urlpatterns += [
+    path("runs/<str:run_id>/steer", steering_api.RunSteer.as_view(), name="api_run_steer"),
+    path(
+        "conversations/<str:conversation_id>/queue",
+        steering_api.ConversationQueue.as_view(),
+        name="api_conversation_queue",
+    ),
+    path(
+        "conversations/<str:conversation_id>/queue/<str:queued_id>",
+        steering_api.ConversationQueuedMessage.as_view(),
+        name="api_conversation_queued",
+    ),
+]
+
 # -- knowledge bases (agentplatform/api/knowledge_api.py) --
 from agentplatform.api import knowledge_api  # noqa: E402
 

@@ -21,7 +21,6 @@ from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Tool, ToolCall
 
-pytestmark = pytest.mark.fast
 
 
 class Inbox:

@@ -25,7 +25,6 @@ from tenancy.models import Role
 from tests.factories import add_member, make_user
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
-pytestmark = pytest.mark.fast
 
 
 @pytest.fixture
