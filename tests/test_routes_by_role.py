@@ -23,7 +23,7 @@ from drf_spectacular.generators import SchemaGenerator
 from agents.conversations import attachment_upload
 from agents.evaluations import case_save, dataset_save, evaluation_start
 from agents.models import Conversation, Fact, Quota, Run
-from agents.runs import run_start
+from agents.runs import message_queue, run_start
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
 from rag.models import Document, KnowledgeBase
@@ -190,6 +190,7 @@ def world(trio) -> dict[str, str]:
     attachment = attachment_upload(
         tenant=acme, conversation=conversation, by=trio.alice, name="a.txt", data=b"a"
     )
+    queued = message_queue(tenant=acme, conversation=conversation, text="next", by=trio.alice)
     fact = Fact.objects.create(tenant=acme, user=trio.alice, text="likes tea")
     key, _ = tenancy.api_key_create(tenant=acme, name="victim", scopes=["read"])
     group = tenancy.group_create(tenant=acme, name="victims")
@@ -227,6 +228,7 @@ def world(trio) -> dict[str, str]:
         "run_id": str(run.pk),
         "response_id": f"resp_{run.pk}",
         "approval_id": str(approval.pk),
+        "queued_id": str(queued.pk),
         "document_id": str(document.pk),
         "kb": "handbook",
         "pk:tools": str(tool.pk),

@@ -59,10 +59,12 @@ from agents.runs.start import (
 )
 from agents.runs.steering import (
     RunFinished,
+    conversation_steer,
     message_queue,
     queued_messages,
     queued_remove,
     run_steer,
+    turn_after,
 )
 from agents.runs.sweeper import stale_runs
 from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
@@ -83,6 +85,7 @@ __all__ = [
     "approval_decide",
     "atool_run",
     "atool_run_on_callers_thread",
+    "conversation_steer",
     "decide_at",
     "drain",
     "execute_run",
@@ -109,4 +112,5 @@ __all__ = [
     "stale_runs",
     "storable_text",
     "tool_run",
+    "turn_after",
 ]

@@ -123,6 +123,37 @@ def run_steer(*, tenant: Tenant, run: Run, text: str, by: Initiator) -> QueuedMe
     return steer
 
 
+def conversation_steer(
+    *, tenant: Tenant, conversation: Conversation, text: str, by: Initiator
+) -> QueuedMessage:
+    """Steer the conversation's answer at work (run_steer). When none works any more (it
+    ended a moment ago) the message is not lost: it is queued as the next turn instead
+    (`message_queue`: started at once), which the caller says to the person."""
+    _check_owner(tenant, conversation, by)
+    run_id = conversation_unfinished_run(conversation)
+    run = Run.objects.select_related("conversation").filter(pk=run_id).first() if run_id else None
+    if run is not None:
+        try:
+            return run_steer(tenant=tenant, run=run, text=text, by=by)
+        except RunFinished:
+            pass
+    return message_queue(tenant=tenant, conversation=conversation, text=text, by=by)
+
+
+def turn_after(run: Run) -> tuple[Run | None, QueuedMessage | None]:
+    """The conversation's turn started when `run` ended (from a queued message), with that
+    message; (None, None) when none did. One query (two when one did)."""
+    following = (
+        Run.objects.select_related("agent", "crew")
+        .filter(conversation_id=run.conversation_id, parent=None, pk__gt=run.pk)
+        .order_by("pk")
+        .first()
+    )
+    if following is None:
+        return None, None
+    return following, QueuedMessage.objects.filter(started_run=following).first()
+
+
 def queued_remove(*, tenant: Tenant, conversation: Conversation, queued_id: int, by: Initiator):
     """Take back a message that waits to start the next turn, or one refused; one that
     started or steers already is a ValidationError (409 to REST). 404 if not there."""

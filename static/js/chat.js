@@ -1,5 +1,6 @@
-// The chat page: Enter sends, live answers over Server-Sent Events, the composer locked
-// while an answer runs. No inline script anywhere (the CSP forbids it).
+// The chat page: Enter sends, live answers over Server-Sent Events; while an answer runs
+// the composer queues (Enter), steers (Steer) or stops (Stop, Esc). No inline script
+// anywhere (the CSP forbids it).
 //
 // The stream (agentplatform/web/chat/stream.py) sends server-rendered, escaped HTML: each
 // message is {"ops": [...]}, an op appends to or replaces an element by id. This file
@@ -17,7 +18,21 @@
     const form = composer();
     if (!form || form.hasAttribute("data-locked")) return;
     form.toggleAttribute("data-busy", busy);
-    for (const control of form.querySelectorAll("textarea, button, input[type=file]")) control.disabled = busy;
+    // Files go with a new turn only: uploading waits while an answer works.
+    for (const control of form.querySelectorAll("input[type=file], .attach-upload")) control.disabled = busy;
+  }
+
+  // Stop the answer at work: its footer's Stop form (the last one on the page).
+  function stopCurrent() {
+    const buttons = document.querySelectorAll("#thread [data-stop]");
+    if (buttons.length === 0) return false;
+    buttons[buttons.length - 1].click();
+    return true;
+  }
+
+  function inComposer(element) {
+    const form = composer();
+    return Boolean(form && element && form.contains(element));
   }
 
   function nearBottom() {
@@ -32,7 +47,9 @@
 
   function activate(nodes) {
     for (const node of nodes) {
-      if (node.nodeType === Node.ELEMENT_NODE && window.htmx) window.htmx.process(node);
+      if (node.nodeType !== Node.ELEMENT_NODE) continue;
+      if (window.htmx) window.htmx.process(node);
+      connectWithin(node); // a turn started from the queue: follow it too
     }
   }
 
@@ -132,22 +149,40 @@
     }
   });
 
-  document.addEventListener("htmx:beforeRequest", (event) => {
+  // Esc stops the answer at work (the composer's Stop does the same).
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.isComposing) return;
+    if (event.target.closest && event.target.closest("details.edit-message")) return; // closes it
     const form = composer();
-    if (form && event.detail.elt === form) {
-      const notice = document.getElementById("composer-notice");
-      if (notice) notice.textContent = "";
+    if (!form || !form.hasAttribute("data-busy")) return;
+    if (stopCurrent()) event.preventDefault();
+  });
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest && event.target.closest("[data-stop-current]");
+    if (button) stopCurrent();
+  });
+
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    if (inComposer(event.detail.elt)) {
+      for (const id of ["composer-notice", "composer-info"]) {
+        const element = document.getElementById(id);
+        if (element) element.textContent = "";
+      }
     }
   });
 
   document.addEventListener("htmx:afterRequest", (event) => {
     const form = composer();
-    const refused = event.detail.xhr && event.detail.xhr.getResponseHeader("HX-Retarget");
-    if (form && event.detail.elt === form && event.detail.successful && !refused) {
-      form.reset();
-      const chips = document.getElementById("composer-attachments");
-      if (chips) chips.replaceChildren(); // sent with the message
-    }
+    const xhr = event.detail.xhr;
+    if (!form || !inComposer(event.detail.elt) || !event.detail.successful || !xhr) return;
+    if (xhr.getResponseHeader("X-Chat-Status")) return; // refused: the text stays
+    const info = xhr.getResponseHeader("X-Chat-Info");
+    const element = document.getElementById("composer-info");
+    if (info && element) element.textContent = info;
+    form.reset();
+    const chips = document.getElementById("composer-attachments");
+    if (chips) chips.replaceChildren(); // sent with the message
   });
 
   // A new turn: only the last answer offers Regenerate.

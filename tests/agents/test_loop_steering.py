@@ -7,8 +7,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
 from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
 from agents.runtime.state import RunState
@@ -20,7 +18,6 @@ from tools.runtime.builtins import BUILTINS
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Tool, ToolCall
-
 
 
 class Inbox:

@@ -26,7 +26,6 @@ from tests.factories import add_member, make_user
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 
-
 @pytest.fixture
 def chat(trio, agent):
     return conversation_save(

@@ -57,7 +57,7 @@ def test_a_queued_message_waits_and_starts_when_the_answer_ends(working, keys, p
 
 
 def test_a_steer_is_stored_and_a_finished_run_refuses_one(working, keys):
-    chat, run = working
+    _, run = working
     api = client_for(keys["mine"])
     answer = api.post(f"/api/v1/runs/{run.pk}/steer", {"input": "Be brief."}, format="json")
     assert answer.status_code == 201, answer.content

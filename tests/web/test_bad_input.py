@@ -275,6 +275,8 @@ def every_url(world) -> list[str]:
         "chat:cancel": {"conversation_id": chat, "run_id": run},
         "chat:detach": {"conversation_id": chat, "attachment_id": world["attachment"].pk},
         "chat:delete": {"conversation_id": chat},
+        "chat:steer": {"conversation_id": chat},
+        "chat:unqueue": {"conversation_id": chat, "queued_id": 999999},
         "config:agent_delete": {"slug": world["agent"].slug},
         "config:crew_delete": {"slug": world["crew"].slug},
         "config:tool_delete": {"pk": world["tool"].pk},

@@ -12,7 +12,7 @@ from django.test import Client
 from guardian.shortcuts import assign_perm
 
 from agents.conversations import conversation_history
-from agents.models import Agent, Approval, Conversation, Message, Run, RunEvent
+from agents.models import Agent, Approval, Conversation, Message, QueuedMessage, Run, RunEvent
 from agents.runs import run_start
 from agents.runs.engine import execute_run
 from agents.services import conversation_save
@@ -134,17 +134,62 @@ def test_sending_with_htmx_answers_the_new_turn_with_its_stream(client, trio, bo
     assert f'id="run-{run.pk}"' in body and f"runs/{run.pk}/stream/?after=0" in body
 
 
-def test_a_second_message_waits_for_the_running_answer(client, trio, bobs_chat):
+def test_a_second_message_is_queued_behind_the_running_answer(client, trio, bobs_chat):
     login(client, trio.bob)
     client.post(url(bobs_chat, "send/"), {"message": "one"})
     response = client.post(
         url(bobs_chat, "send/"), {"message": "two"}, headers={"HX-Request": "true"}
     )
-    assert (
-        response["X-Chat-Status"] == "409"
-        and "Wait for the current answer" in response.content.decode()
-    )
+    queued = QueuedMessage.objects.get(conversation=bobs_chat)
+    assert response["HX-Retarget"] == "#queued" and "X-Chat-Status" not in response
+    assert f'id="queued-{queued.pk}"' in response.content.decode()
     assert Run.objects.filter(conversation=bobs_chat).count() == 1
+    page = client.get(url(bobs_chat)).content.decode()
+    assert "Queued" in page and "two" in page and "Steer" in page
+
+
+def test_steer_and_remove_from_the_page(client, trio, bobs_chat):
+    run = bobs_turn(trio, bobs_chat, "one")
+    login(client, trio.bob)
+    response = client.post(
+        url(bobs_chat, "steer/"), {"message": "shorter"}, headers={"HX-Request": "true"}
+    )
+    steer = QueuedMessage.objects.get(run=run)
+    assert steer.kind == "steer" and f'id="queued-{steer.pk}"' in response.content.decode()
+    queued = client.post(
+        url(bobs_chat, "send/"), {"message": "two"}, headers={"HX-Request": "true"}
+    )
+    assert queued.status_code == 200
+    item = QueuedMessage.objects.get(kind="turn")
+    removed = client.post(
+        url(bobs_chat, f"queued/{item.pk}/remove/"), headers={"HX-Request": "true"}
+    )
+    assert removed.status_code == 200 and removed.content == b""
+    assert not QueuedMessage.objects.filter(pk=item.pk).exists()
+    # Another member, a viewer: 404 and 403; nothing changes.
+    other = login(Client(), trio.alice)
+    assert other.post(url(bobs_chat, "steer/"), {"message": "x"}).status_code == 404
+    assert other.post(url(bobs_chat, f"queued/{steer.pk}/remove/")).status_code == 404
+    viewer = make_user("vic")
+    add_member(trio.acme, viewer, Role.VIEWER)
+    assert login(Client(), viewer).post(url(bobs_chat, "steer/"), {"message": "x"}).status_code in (
+        403,
+        404,
+    )
+    empty = client.post(url(bobs_chat, "steer/"), {"message": " "}, headers={"HX-Request": "true"})
+    assert empty["X-Chat-Status"] == "400"
+    assert QueuedMessage.objects.count() == 1
+
+
+def test_a_steer_after_the_answer_ended_is_the_next_turn_and_says_so(client, trio, bobs_chat):
+    run = bobs_turn(trio, bobs_chat, "one")
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    response = login(client, trio.bob).post(
+        url(bobs_chat, "steer/"), {"message": "and two"}, headers={"HX-Request": "true"}
+    )
+    following = Run.objects.filter(conversation=bobs_chat).exclude(pk=run.pk).get()
+    assert following.input == "and two" and "next turn" in response["X-Chat-Info"]
+    assert f'id="run-{following.pk}"' in response.content.decode()
 
 
 def test_new_chat_creates_a_conversation_and_its_first_run(client, trio, assistant):
@@ -309,7 +354,7 @@ def test_stop_cancels_a_queued_run(client, trio, bobs_chat):
     run.refresh_from_db()
     assert run.status == "cancelled"
     page = client.get(url(bobs_chat)).content.decode()
-    assert "You stopped this answer" in page and "Regenerate" in page
+    assert "Stopped: what it produced so far is kept" in page and "Regenerate" in page
 
 
 def answered(trio, chat: Conversation, question: str, answer: str, **ending) -> Run:
@@ -525,3 +570,43 @@ def test_edited_arguments_postgres_cannot_store_are_a_clear_error_or_made_storab
     assert client.post(decide, nul, headers=hx).status_code == 200
     approval.refresh_from_db()
     assert approval.status == "approved" and approval.edited_arguments == {"to": "a\ufffdb"}
+
+
+@pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
+def test_the_stream_shows_a_steer_and_then_the_turn_started_from_the_queue(client, trio, bobs_chat):
+    run = bobs_turn(trio, bobs_chat, "one")
+    steer = QueuedMessage.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, run=run, kind="steer", content="<i>brief</i>"
+    )
+    for seq, (type, payload) in enumerate(
+        [
+            ("run.steered", {"id": steer.pk, "text": "<i>brief</i>", "round": 0}),
+            ("inference.started", {"round": 1}),
+            ("inference.completed", {"round": 1, "text": "Short."}),
+            ("run.completed", {"status": "succeeded", "output": "Short."}),
+        ],
+        1,
+    ):
+        RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=type, payload=payload)
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    following = bobs_turn(trio, bobs_chat, "two")  # what finalize starts from the queue
+    QueuedMessage.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, run=run, kind="turn", status="started",
+        started_run=following, content="two", late=True,
+    )  # fmt: skip
+    response = login(client, trio.bob).get(url(bobs_chat, f"runs/{run.pk}/stream/"))
+
+    async def read() -> str:
+        return b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+    body = asyncio.run(read())
+    assert f"steer-{steer.pk}" in body and "&lt;i&gt;brief" in body and "<i>" not in body
+    assert f'"target":"queued-{steer.pk}"' in body
+    assert f'"target":"turn-{following.pk}"' in body and f"runs/{following.pk}/stream/" in body
+    assert "came after the agent" in body
+    # Reloaded: the steer is in the first turn's steps, not a turn of its own.
+    Message.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, role="user", content="<i>brief</i>", run=run
+    )
+    page = client.get(url(bobs_chat)).content.decode()
+    assert page.count('class="turn"') == 2 and f'id="steer-{steer.pk}"' in page

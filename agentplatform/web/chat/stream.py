@@ -8,6 +8,10 @@ carries JSON `{"ops": [...]}`; static/js/chat.js applies each op to the page:
   (append to `parent` when it is not on the page yet);
 - `{"op": "end"}`: the run ended; close the stream, re-enable the composer.
 
+A steering message the loop took (`run.steered`) joins the steps and leaves the queued list;
+when the run ends, the queued list is rendered again and a turn started from it (a queued
+message, a late steer) is appended to the thread, with its own stream.
+
 Everything is rendered here, on the server: text deltas escaped, a finished round's text as
 sanitized markdown replacing what streamed, tool results as escaped JSON. The iterator runs
 on the event loop (no thread of its own, see agentplatform.asgi_handler); its database
@@ -29,6 +33,7 @@ from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat.thread import (
     TERMINAL,
     MemberStep,
+    SteerNote,
     TextSegment,
     ToolCard,
     Turn,
@@ -40,7 +45,13 @@ from agentplatform.web.chat.thread import (
 )
 from agents import selectors
 from agents.models import Approval, ApprovalStatus, Run
-from agents.runs import TERMINAL_EVENTS, heartbeat_seconds, iter_run_events
+from agents.runs import (
+    TERMINAL_EVENTS,
+    heartbeat_seconds,
+    iter_run_events,
+    queued_messages,
+    turn_after,
+)
 from base.stream_reads import stream_read
 from tenancy.models import Membership
 from tenancy.policy import Principal
@@ -154,6 +165,16 @@ class RunStream:
             if step.status:
                 return [self.member_op(step)]
             return [self.member_op(step), self.status(f"{step.member} is working…")]
+        if type == "run.steered":
+            note = SteerNote(payload.get("id", 0), str(payload.get("text", "")))
+            return [
+                {
+                    "op": "append",
+                    "target": self.steps_id,
+                    "html": self.render("steer_note", note=note),
+                },
+                {"op": "replace", "target": f"queued-{note.id}", "html": ""},
+            ]
         if type == "approval.required":
             approvals = await self.pending_approvals(
                 None if payload.get("via_child") else payload.get("call_id")
@@ -178,8 +199,19 @@ class RunStream:
             for approval in await stream_read(_approvals)(self.run):
                 ops.append(self.approval_op(approval))
             ops.append(self.citations())
-            ops.append(self.status(""))
-            ops.append(await self.footer())
+            following, started_from, queued = await stream_read(_after_end)(self.run)
+            late = started_from is not None and started_from.late
+            note = "Your steering message came after the agent's last step: it is the next turn."
+            ops.append(self.status(note if late else ""))
+            ops.append(await self.footer(is_last=following is None))
+            if queued is not None:
+                html = self.render("queued_list", queued=queued, conversation=self.conversation)
+                ops.append({"op": "replace", "target": "queued", "html": html})
+            if following is not None:
+                turn = Turn(run=following, user_text=following.input, is_last=True)
+                html = self.render("turn", turn=turn, conversation=self.conversation)
+                target = f"turn-{following.pk}"
+                ops.append({"op": "replace", "target": target, "html": html, "parent": "thread"})
             return ops
         return []
 
@@ -222,9 +254,13 @@ class RunStream:
             "html": self.render("run_state", text=text),
         }
 
-    async def footer(self) -> dict[str, Any]:
+    @property
+    def conversation(self) -> dict[str, int]:
+        return {"pk": self.context["conversation_id"]}  # (what the partials read of it)
+
+    async def footer(self, *, is_last: bool = True) -> dict[str, Any]:
         with_verdict(self.principal, self.run)  # (verifications prefetched: _fresh_run)
-        turn = Turn(run=self.run, user_text="", is_last=True)
+        turn = Turn(run=self.run, user_text="", is_last=is_last)
         html = self.render("run_footer", turn=turn)
         return {"op": "replace", "target": f"run-{self.run.pk}-footer", "html": html}
 
@@ -266,6 +302,19 @@ def _resume_point(run_id: int, after_seq: int) -> tuple[int, bool, list[ToolCard
 
 def _fresh_run(run: Run) -> Run:
     return selectors.run_streamed(tenant_id=run.tenant_id, run_id=run.pk)
+
+
+def _after_end(run: Run):
+    """The turn started when `run` ended (and the queued message it answers), and the
+    conversation's queued messages now; (None, None, None) outside a conversation."""
+    if run.conversation_id is None or run.parent_id is not None:
+        return None, None, None
+    following, started_from = turn_after(run)
+    return (
+        following,
+        started_from,
+        queued_messages(tenant=run.tenant, conversation=run.conversation),
+    )
 
 
 def _approvals(run: Run) -> list[Approval]:

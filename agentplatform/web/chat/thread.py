@@ -135,6 +135,16 @@ def citations_of(steps: list) -> list[Citation]:
 
 
 @dataclass
+class SteerNote:
+    """A steering message the person sent while the run worked, where its loop took it (a
+    `run.steered` event: before the model call of round `round + 1`)."""
+
+    id: int
+    text: str
+    kind: str = "steer"
+
+
+@dataclass
 class ApprovalSlot:
     """Where a run parked for a human: the Approval rows found for it are shown here."""
 
@@ -147,7 +157,9 @@ class ApprovalSlot:
 class Turn:
     run: Run | None
     user_text: str
-    steps: list[TextSegment | ToolCard | MemberStep | ApprovalSlot] = field(default_factory=list)
+    steps: list[TextSegment | ToolCard | MemberStep | SteerNote | ApprovalSlot] = field(
+        default_factory=list
+    )
     approvals: list[Approval] = field(default_factory=list)  # those without a slot
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
     last_seq: int = 0
@@ -227,6 +239,8 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         )
     elif event_type == "approval.required":
         steps.append(ApprovalSlot(payload.get("call_id", "")))
+    elif event_type == "run.steered":
+        steps.append(SteerNote(payload.get("id", 0), str(payload.get("text", ""))))
     elif event_type == "tool.completed":
         card = tool_card(steps, payload.get("call_id", ""))
         if card is None:
@@ -363,7 +377,7 @@ def explain(run: Run) -> str:
             "agent's round limit."
         )
     if run.status == RunStatus.CANCELLED:
-        return "You stopped this answer. Regenerate to ask again."
+        return "Stopped: what it produced so far is kept. Regenerate to ask again."
     if run.status != RunStatus.FAILED:
         return ""
     if error.startswith(("ProviderUnavailable", "Timeout", "RateLimited")):

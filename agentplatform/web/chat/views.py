@@ -1,9 +1,9 @@
 """The chat: conversation list (searching titles and message text), new chat, the thread,
-sending, the live answer (SSE), stop, regenerate, editing a message, switching between a
-conversation's branches, forking one, approvals. Every view checks the tenant membership
-(decorator) and that the conversation is the user's own (`access.conversation_for`: 404
-otherwise); writes need the member role (viewers read). Each view calls one service of
-`agents.runs`, `agents.conversations` or `agents.services`.
+sending (queued while an answer works), steering, the live answer (SSE), stop, regenerate,
+editing a message, switching between a conversation's branches, forking one, approvals.
+Every view checks the tenant membership (decorator) and that the conversation is the user's
+own (`access.conversation_for`: 404 otherwise); writes need the member role (viewers read).
+Each view calls one service of `agents.runs`, `agents.conversations` or `agents.services`.
 
 One URL answers a full page or, for htmx, the fragment it needs (`Vary: HX-Request`).
 """
@@ -33,6 +33,10 @@ PAGE = "web/chat/page.html"
 SIDEBAR = "web/chat/sidebar.html"
 THREAD = "web/chat/thread.html"
 MAX_SEQ = 2**31 - 1
+ATTACHED_WHILE_BUSY = (
+    "Files go with a new turn: send them once the current answer ends (or stop it), or "
+    "queue your text without them."
+)
 
 
 def _htmx(request: HttpRequest) -> bool:
@@ -167,6 +171,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         request,
         chat,
         turns=turns,
+        queued=runs.queued_messages(tenant=request.tenant, conversation=chat),
         active=any(t.active for t in turns),
         target=chat.agent or chat.crew,
         may_use=_may_use_target(request, chat),
@@ -198,8 +203,9 @@ def _may_use_target(request: HttpRequest, chat: Conversation) -> bool:
 @tenant_member_required(Action.START_RUN)
 @require_POST
 def send(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """A new turn: the message and a run answering it (executed by a worker). Refused while
-    the previous answer is still running."""
+    """A new turn: the message and a run answering it (executed by a worker). While the
+    previous answer still works, the message is queued: it starts the next turn when that
+    answer ends (agents.runs.steering)."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
     attached = request.POST.getlist("attachment")
     return _start_turn(request, chat, request.POST.get("message", ""), attached=attached)
@@ -238,11 +244,19 @@ def _start_turn(
                 **{which: target},
             )
     except runs.ConversationBusy:
-        return _refuse(request, chat, runs.BUSY, 409)
+        if again:
+            return _refuse(request, chat, runs.BUSY, 409)
+        if attached:  # (a queued message is text: the files wait for a turn of their own)
+            return _refuse(request, chat, ATTACHED_WHILE_BUSY, 409)
+        return _queue(request, chat, text)
     except QuotaExceeded as exc:
         return _refuse(request, chat, str(exc), 429)
     except ValidationError as exc:
         return _refuse(request, chat, " ".join(exc.messages), 400)
+    return _new_turn(request, chat, run)
+
+
+def _new_turn(request: HttpRequest, chat: Conversation, run: Run) -> HttpResponse:
     if not _htmx(request):
         return redirect(chat_url(request, chat))
     turn = Turn(
@@ -269,6 +283,84 @@ def _ids(values: list[str]) -> list[int]:
             raise ValidationError({"attachments": "No such attachment waits to be sent here."})
         ids.append(int(value))
     return ids
+
+
+def _queue(request: HttpRequest, chat: Conversation, text: str) -> HttpResponse:
+    try:
+        queued = runs.message_queue(
+            tenant=request.tenant, conversation=chat, text=text, by=request.user
+        )
+    except runs.ConversationBusy:
+        return _refuse(request, chat, runs.BUSY, 409)
+    except QuotaExceeded as exc:
+        return _refuse(request, chat, str(exc), 429)
+    except ValidationError as exc:
+        return _refuse(request, chat, " ".join(exc.messages), 400)
+    return _queued(request, chat, queued)
+
+
+def _queued(request: HttpRequest, chat: Conversation, queued, note: str = "") -> HttpResponse:
+    """The queued message in the list under the thread; one that started at once (nothing
+    was at work any more) is a new turn."""
+    if queued.started_run is not None:
+        if note and not _htmx(request):
+            messages.info(request, note)
+        response = _new_turn(request, chat, queued.started_run)
+        if note and _htmx(request):
+            response["X-Chat-Info"] = note  # (static/js/chat.js shows it by the composer)
+        return response
+    if not _htmx(request):
+        messages.info(request, "Queued: it starts when the current answer ends.")
+        return redirect(chat_url(request, chat))
+    context = {"item": queued, "conversation": chat, "tenant_slug": request.tenant.slug}
+    response = render(request, f"{THREAD}#queued_item", context)
+    response["HX-Retarget"] = "#queued"
+    response["HX-Reswap"] = "beforeend"
+    return _vary(response)
+
+
+@tenant_member_required(Action.START_RUN)
+@require_POST
+def steer(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Steer the answer at work: the message joins its loop before the next model call. If
+    it ended meanwhile, the message is the next turn instead (and the person is told)."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    target = chat.agent or chat.crew
+    if target is None or not target.active:
+        return _refuse(
+            request, chat, "The agent of this conversation is gone or inactive; start a new chat."
+        )
+    if not access.may_use(target, request.principal):
+        raise PermissionDenied("You may not chat with this one.")
+    try:
+        queued = runs.conversation_steer(
+            tenant=request.tenant,
+            conversation=chat,
+            text=request.POST.get("message", ""),
+            by=request.user,
+        )
+    except QuotaExceeded as exc:
+        return _refuse(request, chat, str(exc), 429)
+    except ValidationError as exc:
+        return _refuse(request, chat, " ".join(exc.messages), 400)
+    late = "The answer had finished: your message was sent as the next turn."
+    return _queued(request, chat, queued, note=late if queued.kind == "turn" else "")
+
+
+@tenant_member_required(Action.START_RUN)
+@require_POST
+def unqueue(request: HttpRequest, conversation_id: int, queued_id: int) -> HttpResponse:
+    """Take back a queued message before it starts: the list item goes."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    try:
+        runs.queued_remove(
+            tenant=request.tenant, conversation=chat, queued_id=queued_id, by=request.user
+        )
+    except ValidationError as exc:
+        return _refuse(request, chat, " ".join(exc.messages), 409)
+    if not _htmx(request):
+        return redirect(chat_url(request, chat))
+    return _vary(HttpResponse(""))
 
 
 def _refuse(request: HttpRequest, chat: Conversation, text: str, status: int = 400) -> HttpResponse:
