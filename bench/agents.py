@@ -835,7 +835,7 @@ BREAKDOWN_ROWS = [
     ("of which: quota settle", "quota settle", 4),
     ("tool calls (registry.execute)", "tool_execute", 3),
     ("checkpoints (waiting only where durable)", "checkpoint", 3),
-    ("cancel checks (MGET, shared by the loop's runs)", "cancel check", 3),
+    ("cancel + steering checks (one MGET a round)", "cancel check", 3),
     ("finalize: one statement, PUBLISH, DELETE cancel key", "finalize", 3),
     ("rest: thread hops, loop, prompt, requests", "~execute rest", 3),
     ("writes in the DB thread (overlap the calls above)", "write", 2),
@@ -867,7 +867,7 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     # agents.runs, not its facade.
     import agents.quotas
     import agents.runs.engine
-    import agents.runs.start
+    import agents.runs.inline
     import agents.runs.writer
     from agents.runtime.loop import _Loop
     from base.redis_wire import Batched
@@ -875,8 +875,8 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
 
     probe = Probe()
     ex = agents.runs.engine
-    probe.sync(agents.runs.start, "run_start", "run_start")
-    probe.sync(agents.runs.start, "execute_run", "execute_run")
+    probe.sync(agents.runs.inline, "run_start", "run_start")
+    probe.sync(agents.runs.inline, "execute_run", "execute_run")
     probe.coroutine(ex, "execute_run_async", "execute_run_async")
     probe.sync(ex, "_prepare_agent", "prepare")
     for name in PREPARE_PARTS:
@@ -887,7 +887,9 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.sync(agents.runs.writer.RunWriter, "_write", "write")
     probe.sync(agents.runs.writer, "write_batch", "write_batch")
     probe.sync(agents.runs.writer, "publish", "publish")
-    probe.coroutine(Batched, "ask", "cancel check")  # (only the cancel checks, inline)
+    # (only the cancel checks inline; a round's steering flag rides in the same MGET, and its
+    # messages are read only when some wait: never here)
+    probe.coroutine(Batched, "ask", "cancel check")
     probe.coroutine(_Loop, "_call_model", "model_call")
     probe.coroutine(ToolRegistry, "execute", "tool_execute")
     probe.sync(ex, "finalize", "finalize")

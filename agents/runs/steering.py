@@ -38,7 +38,7 @@ from agents.runs.start import (
     conversation_unfinished_run,
     run_start,
 )
-from agents.runs.writer import storable_text
+from agents.runs.writer import append_event, storable_text
 from agents.runtime.spec import TERMINAL
 from agents.runtime.steering import Steer
 from tenancy.models import ApiKey, Tenant
@@ -332,4 +332,7 @@ def _start_queued(ended: Run, queued: QueuedMessage) -> Run | None:
         return None
     queued.status, queued.started_run = QueuedMessage.Status.STARTED, started
     queued.save(update_fields=["status", "started_run"])
+    # The new run's first event says where it came from (no worker has it before the commit).
+    payload = {"queued": queued.pk, "behind_run": ended.pk, "late": queued.late}
+    append_event(started, 1, "turn.dequeued", payload)
     return started

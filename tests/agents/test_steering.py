@@ -115,6 +115,14 @@ def test_queued_messages_start_in_order_one_at_a_time_whatever_ended_the_turn(
     assert execute_run(second.started_run_id) == "failed"
     third.refresh_from_db()
     assert third.status == "started" and third.started_run.input == "Three"
+    # Each started turn's first event says which queued message it answers, behind which run.
+    dequeued = RunEvent.objects.get(run=third.started_run, seq=1)
+    assert dequeued.type == "turn.dequeued"
+    assert dequeued.payload == {
+        "queued": third.pk,
+        "behind_run": second.started_run_id,
+        "late": False,
+    }
 
 
 def test_with_nothing_at_work_a_queued_message_starts_at_once(trio, agent, chat):
