@@ -94,19 +94,16 @@ def message_queue(
 
 
 def run_steer(*, tenant: Tenant, run: Run, text: str, by: Initiator) -> QueuedMessage:
-    """A steering message for `run`'s loop, taken before its next model call. `by` must own
-    the run's conversation (or have started a run outside one): others answer 404.
-    RunFinished once the run ended."""
+    """A steering message for `run`'s loop, taken before its next model call. `run` is a
+    conversation's answer (one that arrives too late becomes its next turn); `by` must own
+    the conversation: others answer 404. RunFinished once the run ended."""
     if run.tenant_id != tenant.pk or run.parent_id is not None:
         raise Http404("No such run.")
     conversation = run.conversation
-    if conversation is not None:
-        _check_owner(tenant, conversation, by)
-    elif not _started_by(run, by):
-        raise Http404("No such run.")
+    if conversation is None:
+        raise ValidationError({"input": "Only a conversation's answer can be steered."})
+    _check_owner(tenant, conversation, by)
     Principal.for_initiator(tenant, by).require(Action.START_RUN)
-    if run.agent_id is None and run.crew_id is None:
-        raise ValidationError({"input": "Only an agent's or a crew's run takes messages."})
     text = _checked_text(text)
     with transaction.atomic():
         locked = Run.objects.select_for_update().filter(pk=run.pk).first()
@@ -192,16 +189,6 @@ def _check_owner(tenant: Tenant, conversation: Conversation, by: Initiator) -> N
         raise Http404("No such conversation.")
     if not conversation_owned_by(conversation, by):
         raise Http404("No such conversation.")  # another user's: as if not there
-
-
-def _started_by(run: Run, by: Initiator) -> bool:
-    if isinstance(by, ApiKey):
-        return run.initiated_by_api_key_id == by.pk
-    return (
-        isinstance(by, AbstractBaseUser)
-        and run.initiated_by_user_id == by.pk
-        and run.initiated_by_api_key_id is None
-    )
 
 
 def _checked_text(text: str) -> str:

@@ -107,5 +107,12 @@ def test_others_get_404_viewers_403_and_bad_input_400_changing_nothing(trio, wor
         == 404
     )
     assert api.delete(f"{queue}/abc").status_code == 404
+    # A run outside any conversation: there is no turn to steer.
+    alone = run_start(
+        tenant=trio.acme, agent=run.agent, input="x", initiated_by=run.initiated_by_api_key
+    )
+    assert (
+        api.post(f"/api/v1/runs/{alone.pk}/steer", {"input": "x"}, format="json").status_code == 400
+    )
     assert not QueuedMessage.objects.exists()
     assert Run.objects.filter(conversation=chat).count() == 1

@@ -189,6 +189,7 @@ def test_a_steer_after_the_answer_ended_is_the_next_turn_and_says_so(client, tri
     )
     following = Run.objects.filter(conversation=bobs_chat).exclude(pk=run.pk).get()
     assert following.input == "and two" and "next turn" in response["X-Chat-Info"]
+    assert response["HX-Retarget"] == "#thread"
     assert f'id="run-{following.pk}"' in response.content.decode()
 
 

@@ -306,8 +306,10 @@ def _queued(request: HttpRequest, chat: Conversation, queued, note: str = "") ->
         if note and not _htmx(request):
             messages.info(request, note)
         response = _new_turn(request, chat, queued.started_run)
-        if note and _htmx(request):
-            response["X-Chat-Info"] = note  # (static/js/chat.js shows it by the composer)
+        if _htmx(request):  # (Steer targets the queued list: a turn goes to the thread)
+            response["HX-Retarget"], response["HX-Reswap"] = "#thread", "beforeend"
+            if note:
+                response["X-Chat-Info"] = note  # (static/js/chat.js shows it by the composer)
         return response
     if not _htmx(request):
         messages.info(request, "Queued: it starts when the current answer ends.")
