@@ -606,7 +606,8 @@ class RunListCreate(EventStreamNegotiation, RunView):
             except ConversationBusy as busy:
                 raise Conflict(
                     f"The conversation's previous answer (run {busy.run_id}) is still "
-                    "running: wait for it to finish, or cancel it, then send the next turn.",
+                    "running: wait for it to finish, or cancel it, or queue the next turn "
+                    "(POST /api/v1/conversations/{id}/queue).",
                     code="conversation_busy",
                 ) from None
         created = existing is None and run.created_at >= before
@@ -702,7 +703,10 @@ class RunCancel(RunView):
     @extend_schema(
         summary="Cancel a run",
         description="A queued or parked run stops at once; a running one at its next step. "
-        "Cancelling a cancelled run answers it again; a finished one is a 409.",
+        "What it produced stays: the text so far is its `output` (and, in a conversation, "
+        "the turn's answer), its tool results stay recorded; the conversation's next queued "
+        "turn then starts. Cancelling a cancelled run answers it again; a finished one is a "
+        "409.",
         request=None,
         responses={200: RunSerializer, 409: error("The run already finished."), **ERRORS},
         examples=[
