@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.api.errors import Conflict
-from agentplatform.api.resources import PARSERS, StrictSerializer, path_id
+from agentplatform.api.resources import NOT_FOUND_EXAMPLE, PARSERS, StrictSerializer, path_id
 from agentplatform.api.schema import ERRORS, error
 from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
 from agents import access
@@ -155,6 +155,7 @@ class ConversationQueuedMessage(SteeringView):
         summary="Take back a queued message",
         description="Only one still waiting (or refused); one that started is a 409.",
         responses={204: None, 409: error("It started already."), **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
     )
     def delete(self, request: Request, conversation_id: str, queued_id: str) -> Response:
         chat = self.conversation(conversation_id)
