@@ -30,9 +30,11 @@
     return true;
   }
 
-  function inComposer(element) {
+  // A message sent from the composer: the form itself (Send, Queue) or its Steer button;
+  // not the other requests of elements inside it (removing an attached file).
+  function sendsMessage(element) {
     const form = composer();
-    return Boolean(form && element && form.contains(element));
+    return Boolean(form && element && (element === form || element.hasAttribute("data-sends")));
   }
 
   function nearBottom() {
@@ -164,7 +166,7 @@
   });
 
   document.addEventListener("htmx:beforeRequest", (event) => {
-    if (inComposer(event.detail.elt)) {
+    if (sendsMessage(event.detail.elt)) {
       for (const id of ["composer-notice", "composer-info"]) {
         const element = document.getElementById(id);
         if (element) element.textContent = "";
@@ -175,7 +177,7 @@
   document.addEventListener("htmx:afterRequest", (event) => {
     const form = composer();
     const xhr = event.detail.xhr;
-    if (!form || !inComposer(event.detail.elt) || !event.detail.successful || !xhr) return;
+    if (!form || !sendsMessage(event.detail.elt) || !event.detail.successful || !xhr) return;
     if (xhr.getResponseHeader("X-Chat-Status")) return; // refused: the text stays
     const info = xhr.getResponseHeader("X-Chat-Info");
     const element = document.getElementById("composer-info");

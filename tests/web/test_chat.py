@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from guardian.shortcuts import assign_perm
 
-from agents.conversations import conversation_history
+from agents.conversations import attachment_upload, conversation_history
 from agents.models import Agent, Approval, Conversation, Message, QueuedMessage, Run, RunEvent
 from agents.runs import run_start
 from agents.runs.engine import execute_run
@@ -611,3 +611,21 @@ def test_the_stream_shows_a_steer_and_then_the_turn_started_from_the_queue(clien
     )
     page = client.get(url(bobs_chat)).content.decode()
     assert page.count('class="turn"') == 2 and f'id="steer-{steer.pk}"' in page
+
+
+def test_files_sent_while_an_answer_works_are_refused_not_queued(client, trio, bobs_chat):
+    bobs_turn(trio, bobs_chat, "one")
+    attached = attachment_upload(
+        tenant=trio.acme, conversation=bobs_chat, by=trio.bob, name="a.txt", data=b"a"
+    )
+    response = login(client, trio.bob).post(
+        url(bobs_chat, "send/"),
+        {"message": "two", "attachment": [attached.pk]},
+        headers={"HX-Request": "true"},
+    )
+    assert (
+        response["X-Chat-Status"] == "409"
+        and "Files go with a new turn" in response.content.decode()
+    )
+    assert not QueuedMessage.objects.exists()
+    assert Run.objects.filter(conversation=bobs_chat).count() == 1
