@@ -610,9 +610,9 @@ def finalize(
     touched too (its next turn started, when one was queued); then publish those events (the
     ending among them), once committed: a follower told of the ending reads it on the
     record. False if the lease was lost (another worker owns the run now and will record its
-    own outcome). `tool_usage`: the
-    run's `tool.usage` payloads when its writer saw them all (RunWriter.tool_usage);
-    `refresh`: `run` takes the row's values as recorded (write_batch)."""
+    own outcome). `tool_usage`: the run's `tool.usage` payloads when its writer saw them all
+    (RunWriter.tool_usage); `refresh`: `run` takes the row's values as recorded
+    (write_batch)."""
     outcome = storable_outcome(outcome)
     now = timezone.now()
     terminal = outcome.status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING)
