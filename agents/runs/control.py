@@ -13,9 +13,10 @@ from django.http import Http404
 from django.utils import timezone
 
 from agents import access
-from agents.models import Approval, ApprovalStatus, Message, Run
+from agents.models import Approval, ApprovalStatus, Run
 from agents.runs.cancellation import request_cancel
 from agents.runs.confirmation import prepare_edited
+from agents.runs.engine import record_answer
 from agents.runs.start import Initiator
 from agents.runs.steering import turn_ended
 from agents.runs.writer import append_event, next_seq, storable
@@ -49,13 +50,7 @@ def run_cancel(*, tenant: Tenant, run: Run, by: Initiator) -> Run:
             append_event(run, next_seq(run.pk), "run.cancelled", {"status": "cancelled"})
             if run.conversation_id is not None and run.parent_id is None:
                 if run.output:  # a parked run's answer so far
-                    Message.objects.create(
-                        tenant_id=run.tenant_id,
-                        conversation_id=run.conversation_id,
-                        role=Message.Role.ASSISTANT,
-                        content=run.output,
-                        run=run,
-                    )
+                    record_answer(run, run.output)
                 turn_ended(run)
     run.refresh_from_db()
     return run

@@ -688,15 +688,22 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
         )
         if woke:
             transaction.on_commit(lambda: request_execution(run.parent_id, run.tenant_id))
-    if message:  # the answer follows the message it answers, and is shown if that still is
-        answer = Message.objects.create(
-            tenant_id=run.tenant_id,
-            conversation_id=run.conversation_id,
-            parent_id=run.in_reply_to_id,
-            role=Message.Role.ASSISTANT,
-            content=outcome.output or outcome.error,
-            run_id=run.pk,
-        )
-        Conversation.objects.filter(pk=run.conversation_id, leaf_id=run.in_reply_to_id).update(
-            leaf_id=answer.pk
-        )
+    if message:
+        record_answer(run, outcome.output or outcome.error)
+
+
+def record_answer(run: Run, content: str) -> Message:
+    """The run's answer in its conversation: it follows the message it answers, and is
+    shown if that still is (the conversation's leaf moves on). Two statements."""
+    answer = Message.objects.create(
+        tenant_id=run.tenant_id,
+        conversation_id=run.conversation_id,
+        parent_id=run.in_reply_to_id,
+        role=Message.Role.ASSISTANT,
+        content=content,
+        run_id=run.pk,
+    )
+    Conversation.objects.filter(pk=run.conversation_id, leaf_id=run.in_reply_to_id).update(
+        leaf_id=answer.pk
+    )
+    return answer

@@ -5,8 +5,9 @@ steering the running loop.
   it ends: answered, failed, stopped, or finished by another worker after a crash), in the
   order queued; with nothing at work it starts at once. `queued_remove` takes one back.
 - `run_steer`: the message joins the running loop before its next model call, as a user
-  turn (agents/runtime/loop.py; a `run.steered` event, a user Message of that run). One
-  that arrives after the loop's last round becomes the next turn instead (`late`).
+  turn (agents/runtime/loop.py; part of the run's state, and a `run.steered` event the
+  thread shows). One that arrives after the loop's last round becomes the next turn
+  instead (`late`).
 - `turn_ended`: inside the transaction recording an answer's end (agents.runs.engine.
   finalize, agents.runs.control.run_cancel): late steers become turns, the first waiting
   turn starts. A conversation therefore never has two answers at work.
@@ -29,7 +30,7 @@ from django.db import transaction
 from django.http import Http404
 
 from agents import access
-from agents.models import MAX_INPUT_CHARS, Conversation, Message, QueuedMessage, Run
+from agents.models import MAX_INPUT_CHARS, Conversation, QueuedMessage, Run
 from agents.runs.cancellation import FLAG_TTL_S, cancel_key, flags_set
 from agents.runs.channels import publisher
 from agents.runs.start import (
@@ -243,8 +244,10 @@ class RunSteering:
 
     def _take(self, known: list[int]) -> list[Steer]:
         """Clear the flag, then read: a message stored after the read sets it again. Those
-        waiting become `applied` and user Messages of the run, in one transaction; those
-        applied but not in `known` (a crash came before the checkpoint) are taken again."""
+        waiting become `applied`, in one transaction; those applied but not in `known` (a
+        crash came before the checkpoint) are taken again. (Not conversation Messages: the
+        branch tree has a user message, then its answer; a steer lives in its run's state and
+        `run.steered` event.)"""
         publisher().delete(self._keys[1])
         with transaction.atomic():
             rows = list(
@@ -253,22 +256,11 @@ class RunSteering:
                 .exclude(pk__in=known)
                 .order_by("id")
             )
-            fresh = [r for r in rows if r.status == QueuedMessage.Status.WAITING]
+            fresh = [r.pk for r in rows if r.status == QueuedMessage.Status.WAITING]
             if fresh:
-                QueuedMessage.objects.filter(pk__in=[r.pk for r in fresh]).update(
+                QueuedMessage.objects.filter(pk__in=fresh).update(
                     status=QueuedMessage.Status.APPLIED
                 )
-                if self.run.conversation_id is not None:
-                    Message.objects.bulk_create(
-                        Message(
-                            tenant_id=self.run.tenant_id,
-                            conversation_id=self.run.conversation_id,
-                            role=Message.Role.USER,
-                            content=r.content,
-                            run_id=self.run.pk,
-                        )
-                        for r in fresh
-                    )
         return [Steer(r.pk, r.content) for r in rows]
 
 

@@ -66,11 +66,11 @@ def test_a_steering_message_joins_the_loop_before_its_next_model_call(
     assert steer.status == "applied"
     run.refresh_from_db()
     assert run.state["steers"] == [steer.pk]
-    # In the thread: the steering message is a user message of that run, before its answer.
+    # The conversation's messages stay a question and its answer (the thread shows the
+    # steer from its event, in the turn's steps).
     rows = list(Message.objects.filter(conversation=chat).values_list("role", "content", "run"))
     assert rows == [
         ("user", "6*7?", run.pk),
-        ("user", "Answer in French.", run.pk),
         ("assistant", "42, in French: quarante-deux.", run.pk),
     ]
 

@@ -605,10 +605,7 @@ def test_the_stream_shows_a_steer_and_then_the_turn_started_from_the_queue(clien
     assert f'"target":"queued-{steer.pk}"' in body
     assert f'"target":"turn-{following.pk}"' in body and f"runs/{following.pk}/stream/" in body
     assert "came after the agent" in body
-    # Reloaded: the steer is in the first turn's steps, not a turn of its own.
-    Message.objects.create(
-        tenant=trio.acme, conversation=bobs_chat, role="user", content="<i>brief</i>", run=run
-    )
+    # Reloaded: the steer is in the first turn's steps.
     page = client.get(url(bobs_chat)).content.decode()
     assert page.count('class="turn"') == 2 and f'id="steer-{steer.pk}"' in page
 
