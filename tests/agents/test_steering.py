@@ -170,3 +170,17 @@ def test_a_viewer_may_not_queue_in_a_conversation_of_their_own(trio, agent):
     )
     with pytest.raises(PermissionDenied):
         message_queue(tenant=trio.acme, conversation=theirs, text="x", by=viewer)
+
+
+def test_a_queued_message_that_cannot_start_is_refused_with_the_reason(trio, agent, chat):
+    run = start(trio, agent, chat)
+    queued = message_queue(tenant=trio.acme, conversation=chat, text="Later", by=trio.alice)
+    agent.active = False  # an admin switched the agent off meanwhile
+    agent.save()
+    run_cancel(tenant=trio.acme, run=run, by=trio.alice)
+    queued.refresh_from_db()
+    assert queued.status == "refused" and "not active" in queued.error
+    assert Run.objects.filter(conversation=chat).count() == 1
+    assert [q.pk for q in queued_messages(tenant=trio.acme, conversation=chat)] == [queued.pk]
+    queued_remove(tenant=trio.acme, conversation=chat, queued_id=queued.pk, by=trio.alice)
+    assert not QueuedMessage.objects.exists()
