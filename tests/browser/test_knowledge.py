@@ -28,7 +28,9 @@ def test_an_admin_pastes_a_document_watches_it_ingest_and_finds_it(
 ):
     tab.login("alice")
     page = tab.page
-    page.get_by_role("navigation", name="Workspace").get_by_role("link", name="Knowledge").click()
+    nav = page.get_by_role("navigation", name="Workspace")
+    nav.get_by_text("Build").click()  # the menu
+    nav.get_by_role("link", name="Knowledge").click()
     page.wait_for_url(f"{tab.base}/t/acme/knowledge/")
     page.get_by_role("link", name="New knowledge base").click()
     page.get_by_label("Name", exact=True).fill("Employee handbook")

@@ -28,7 +28,10 @@ def test_an_owner_sees_configuration_and_the_page_has_a_strict_csp(trio, tab):
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     nav = tab.page.get_by_role("navigation", name="Workspace")
-    assert nav.get_by_role("link", name="Agents").is_visible()
+    agents = nav.get_by_role("link", name="Agents")
+    assert not agents.is_visible()  # in the Build menu, closed
+    nav.get_by_text("Build").click()
+    assert agents.is_visible()
     tab.assert_clean()
 
 
