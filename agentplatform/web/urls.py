@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import account, health, invitations, metrics, oauth, views
+from agentplatform.web import account, health, home, invitations, metrics, oauth, views
 from agentplatform.web.sso import views as sso_views
 
 urlpatterns = [
@@ -21,7 +21,7 @@ urlpatterns = [
     path("oauth/register", oauth.register, name="oauth_register"),
     path("oauth/authorize", oauth.authorize, name="oauth_authorize"),
     path("oauth/token", oauth.token, name="oauth_token"),
-    path("t/<slug:tenant_slug>/", views.tenant_home, name="tenant_home"),
+    path("t/<slug:tenant_slug>/", home.tenant_home, name="tenant_home"),
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
     path("t/<slug:tenant_slug>/", include("agentplatform.web.activity.urls")),  # runs, usage
     path("t/<slug:tenant_slug>/", include("agentplatform.web.config.urls")),  # admins only

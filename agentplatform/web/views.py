@@ -11,8 +11,6 @@ from django.views import defaults
 from tenancy import rls
 from tenancy.access import tenants_for
 from tenancy.models import Tenant
-from tenancy.policy import Action
-from tenancy.resolution import tenant_member_required
 from tenancy.selectors import active_tenant_named
 from tenancy.sign_in import SignInForm, with_throttle_status
 from tenancy.sign_on import sso
@@ -52,11 +50,6 @@ def home(request: HttpRequest) -> HttpResponse:
     if len(tenants) == 1:
         return redirect("tenant_home", tenant_slug=tenants[0].slug)
     return render(request, "web/tenant_picker.html", {"tenants": tenants})
-
-
-@tenant_member_required(Action.READ_DATA)
-def tenant_home(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/tenant_home.html", {"tenants": tenants_for(request.user)})
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
