@@ -46,7 +46,7 @@ document.addEventListener("keydown", (event) => {
   for (const menu of focused ? [focused] : open) menu.open = false;
   if (focused) focused.querySelector("summary").focus();
   event.preventDefault();
-});
+}, true); // capturing: before the page's own Escape (the chat's stops an answer)
 
 // At phone width the top bar's menus fold behind its Menu button (static/css/app.css).
 document.addEventListener("DOMContentLoaded", () => {

@@ -1,6 +1,6 @@
 // The chat page: Enter sends, live answers over Server-Sent Events; while an answer runs
-// the composer queues (Enter), steers (Steer) or stops (Stop, Esc). No inline script
-// anywhere (the CSP forbids it).
+// the composer queues (Enter), steers (Steer) or stops (Stop, Esc); Copy on
+// code blocks. No inline script anywhere (the CSP forbids it).
 //
 // The stream (agentplatform/web/chat/stream.py) sends server-rendered, escaped HTML: each
 // message is {"ops": [...]}, an op appends to or replaces an element by id. This file
@@ -75,6 +75,7 @@
         parent.append(content);
       }
       activate(nodes);
+      for (const node of nodes) addCopyButtons(node.parentElement);
     }
   }
 
@@ -153,8 +154,10 @@
 
   // Esc stops the answer at work (the composer's Stop does the same).
   document.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape" || event.isComposing) return;
+    if (event.key !== "Escape" || event.isComposing || event.defaultPrevented) return; // a menu took it
     if (event.target.closest && event.target.closest("details.edit-message")) return; // closes it
+    const field = event.target.closest && event.target.closest("input, select, textarea");
+    if (field && field.id !== "composer-input") return; // e.g. an approval's reason being typed
     const form = composer();
     if (!form || !form.hasAttribute("data-busy")) return;
     if (stopCurrent()) event.preventDefault();
@@ -290,6 +293,43 @@
     for (const button of document.querySelectorAll(".attach-upload")) button.hidden = true;
   });
 
-  document.addEventListener("htmx:load", (event) => connectWithin(event.target));
-  document.addEventListener("DOMContentLoaded", () => connectWithin(document.body));
+  // Code blocks of answers get a Copy button (a finished segment's markdown: not while its
+  // text still streams in as plain text).
+  function addCopyButtons(root) {
+    if (!root || !root.querySelectorAll) return;
+    const blocks = root.querySelectorAll(".segment:not(.streaming) pre, .answer pre, .member-answer pre");
+    for (const pre of blocks) {
+      if (pre.parentElement.classList.contains("code-block") || pre.classList.contains("json")) continue;
+      const wrapper = document.createElement("div");
+      wrapper.className = "code-block";
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy-code secondary";
+      button.textContent = "Copy code";
+      pre.replaceWith(wrapper);
+      wrapper.append(button, pre);
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest(".copy-code");
+    if (!button) return;
+    const pre = button.parentElement.querySelector("pre");
+    navigator.clipboard.writeText(pre.textContent).then(
+      () => {
+        button.textContent = "Copied";
+        setTimeout(() => (button.textContent = "Copy code"), 2000);
+      },
+      () => (button.textContent = "Copy failed"),
+    );
+  });
+
+  document.addEventListener("htmx:load", (event) => {
+    connectWithin(event.target);
+    addCopyButtons(event.target);
+  });
+  document.addEventListener("DOMContentLoaded", () => {
+    connectWithin(document.body);
+    addCopyButtons(document.body);
+  });
 })();

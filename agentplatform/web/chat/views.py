@@ -178,6 +178,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         other_branch=through is not None and shown_tip != chat.leaf_id,
         at=through,
         pending=conversations.attachments_pending(tenant=request.tenant, conversation=chat),
+        **_targets(request),  # the header's picker: a new chat with another one
     )
     return _vary(render(request, PAGE, context))
 
