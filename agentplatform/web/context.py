@@ -6,6 +6,7 @@ admins only; their URLs answer 403 to others anyway)."""
 from __future__ import annotations
 
 from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
 
 from agentplatform.web.navigation import groups_for
 from tenancy.access import tenants_for
@@ -18,6 +19,9 @@ def navigation(request: HttpRequest) -> dict:
     user = getattr(request, "user", None)  # None on pages rendered outside the middleware
     return {
         "nav_tenants": tenants_for(user) if user is not None and user.is_authenticated else (),
-        "nav_groups": groups_for(principal, request.path) if principal is not None else (),
+        # Lazy: an htmx fragment rendered with the request never builds it.
+        "nav_groups": SimpleLazyObject(lambda: groups_for(principal, request.path))
+        if principal is not None
+        else (),
         "is_tenant_admin": membership is not None and membership.has_role(Role.ADMIN),
     }

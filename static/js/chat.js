@@ -20,6 +20,10 @@
     form.toggleAttribute("data-busy", busy);
     // Files go with a new turn only: uploading waits while an answer works.
     for (const control of form.querySelectorAll("input[type=file], .attach-upload")) control.disabled = busy;
+    // The answer is in: the keyboard goes on in the composer, unless something else has the focus.
+    const field = document.getElementById("composer-input");
+    const idle = !document.activeElement || document.activeElement === document.body;
+    if (!busy && field && !field.disabled && idle) field.focus();
   }
 
   // Stop the answer at work: its footer's Stop form (the last one on the page).
