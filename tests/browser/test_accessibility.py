@@ -1,6 +1,6 @@
-"""The home, the chat and the configuration pages in Chromium: checked by axe-core (no
-serious or critical violation), usable at phone width (390 px: no horizontal scrolling, the
-navigation folded behind its Menu button) and by keyboard, and screenshotted.
+"""The home, the chat, the configuration pages and two of activity in Chromium: checked by
+axe-core (no serious or critical violation), usable at phone width (390 px: no horizontal
+scrolling, the navigation folded behind its Menu button) and by keyboard, and screenshotted.
 
 axe-core comes from tests/clients/node (`make node-clients`); it is added to each page as an
 init script (the DevTools protocol's, which the page's strict CSP does not govern), so the
@@ -199,7 +199,7 @@ def test_an_approval_an_error_and_escape_to_stop(
     tab.assert_clean()
 
 
-def test_configuration_pages_by_keyboard_and_at_phone_width(trio, agent, tab):
+def test_configuration_and_activity_pages_by_keyboard_and_at_phone_width(trio, agent, tab):
     page = tab.page
     tab.login("alice")  # acme's owner
     page.wait_for_url(f"{tab.base}/t/acme/")
@@ -222,6 +222,8 @@ def test_configuration_pages_by_keyboard_and_at_phone_width(trio, agent, tab):
         "agent form": f"/t/acme/agents/{agent.slug}/edit/",
         "tools": "/t/acme/tools/",
         "connections": "/t/acme/connections/",
+        "runs": "/t/acme/runs/",
+        "usage": "/t/acme/usage/",
     }
     for what, path in pages.items():
         tab.goto(path)
