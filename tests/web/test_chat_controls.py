@@ -1,6 +1,6 @@
 """The chat's controls around the thread: each answer's menu (verdict and rating folded
 away, the rating fetched when it opens), the header's "New chat with…" picker, the new chat's
-focused message field, Stop marked for Escape (static/js/chat.js)."""
+focused message field."""
 
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ def test_an_answers_verdict_and_rating_sit_in_its_menu_the_rating_loaded_on_open
     assert 'hx-trigger="load"' not in body  # nothing fetched per answer on page load
 
 
-def test_a_running_answer_has_no_menu_and_its_stop_is_marked_for_escape(client, trio, bobs_chat):
+def test_a_running_answer_has_its_stop_and_no_menu_yet(client, trio, bobs_chat):
     run = turn(trio, bobs_chat)
     body = page_of(login(client, trio.bob), bobs_chat)
     assert f'id="run-{run.pk}-menu"' not in body
-    assert f'data-stop action="/t/acme/chat/{bobs_chat.pk}/runs/{run.pk}/cancel/"' in body
+    assert f'action="/t/acme/chat/{bobs_chat.pk}/runs/{run.pk}/cancel/"' in body
 
 
 def test_the_picker_offers_what_the_user_may_use(client, trio, bobs_chat):
