@@ -110,6 +110,13 @@ class AgentSerializer(CleanModelSerializer):
     output_schema = JSONObjectField(
         required=False, allow_null=True, help_text="JSON Schema of a structured answer."
     )
+    compaction_connection = TenantPrimaryKeyField(
+        queryset=ProviderConnection.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Id of one of this tenant's provider connections that summarises long "
+        "conversations; null: the agent's own.",
+    )
     tool_names = _text_list(64)
     tool_tags = _text_list(40)
     tool_exclude = _text_list(64)
@@ -135,6 +142,9 @@ class AgentSerializer(CleanModelSerializer):
             "fallbacks",
             "load_balancing",
             "temperature",
+            "compaction_threshold",
+            "compaction_connection",
+            "compaction_model",
             "max_rounds",
             "max_tool_calls",
             "max_tokens_per_run",
