@@ -43,6 +43,7 @@ from agents.models import (
     ApprovalStatus,
     Case,
     Conversation,
+    ConversationSummary,
     Crew,
     CrewMember,
     Dataset,
@@ -443,6 +444,16 @@ def conversation_messages_shown(*, conversation: Conversation) -> list[Message]:
     messages = Message.objects.filter(conversation=conversation)
     messages = messages.select_related("run__agent", "run__crew")
     return list(messages.prefetch_related("run__verifications"))
+
+
+def conversation_summaries_shown(*, conversation: Conversation) -> list[ConversationSummary]:
+    """The summaries made of the conversation's older turns (compaction), oldest first.
+    One query."""
+    return list(
+        ConversationSummary.objects.filter(conversation=conversation).only(
+            "last_message_id", "text", "messages_covered", "tokens_covered", "created_at"
+        )
+    )
 
 
 def run_events_shown(*, run_ids: list[int], finished_ids: list[int]) -> QuerySet:
