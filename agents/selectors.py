@@ -254,6 +254,12 @@ def conversation_messages(*, tenant: Tenant, conversation: Conversation) -> Quer
     return Message.objects.filter(tenant=tenant, conversation=conversation)
 
 
+def conversation_summaries(*, tenant: Tenant, conversation: Conversation) -> QuerySet:
+    """The summaries of the conversation's older turns (compaction), oldest first (the
+    caller paginates them)."""
+    return ConversationSummary.objects.filter(tenant=tenant, conversation=conversation)
+
+
 def facts_visible(*, principal: Principal, user_id: int | None = None) -> QuerySet:
     """The remembered facts the principal may read: a user's own; with an API key of the
     admin scope the tenant's (one user's with `user_id`); none for another key, which owns

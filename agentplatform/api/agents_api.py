@@ -40,6 +40,7 @@ from agentplatform.api.serializers import (
     BranchSwitchSerializer,
     ContextProviderSerializer,
     ConversationSerializer,
+    ConversationSummarySerializer,
     CrewSerializer,
     FactSerializer,
     ForkSerializer,
@@ -530,6 +531,20 @@ class ConversationViewSet(
             tenant=self.tenant, owner=self.actor, query=words, limit=limit
         )
         return Response(MessageHitSerializer(hits, many=True).data)
+
+    @extend_schema(
+        summary="List the summaries of a conversation's older turns (oldest first)",
+        description="Read-only: a run whose history exceeds its agent's compaction threshold "
+        'makes one (docs/agents.md, "Long conversations"); later runs reuse it.',
+        parameters=[ID],
+        responses={200: ConversationSummarySerializer(many=True), **ERRORS},
+    )
+    @action(detail=True, methods=["get"], pagination_class=OldestFirst)
+    def summaries(self, request: Request, pk: str) -> Response:
+        conversation = self.get_object()
+        found = selectors.conversation_summaries(tenant=self.tenant, conversation=conversation)
+        page = self.paginate_queryset(found)
+        return self.get_paginated_response(ConversationSummarySerializer(page, many=True).data)
 
 
 # -- facts ---------------------------------------------------------------------------------
