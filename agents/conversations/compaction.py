@@ -49,6 +49,7 @@ from providers.services import adapter_for, connection_handle
 
 logger = logging.getLogger(__name__)
 
+COMPACTING = "conversation.compacting"
 COMPACTED = "conversation.compacted"
 REUSED = "conversation.summary_reused"
 FAILED = "conversation.compaction_failed"
@@ -179,6 +180,7 @@ async def compacted_history(
         return history.turns
     if plan.attempts > 1 and await _failed_before(plan.run_id):  # said so already
         return plan.fallback
+    await emit(COMPACTING, {"messages": len(plan.older), "model": _model_label(plan)})
     try:
         summary, call = await _summarise(plan, record)
     except Exception as exc:  # (cancellation is not an Exception: it goes on up)

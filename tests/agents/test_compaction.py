@@ -114,6 +114,8 @@ def test_a_long_conversation_is_summarised_and_the_run_gets_summary_and_recent_t
         trio.bob.pk,
     )
     assert call.conversation_id is None  # not a turn of the conversation
+    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+    assert types[:3] == ["conversation.compacting", "conversation.compacted", "run.started"]
 
 
 def test_the_next_run_reuses_the_summary_without_a_model_call(trio, agent, chat, provider_server):

@@ -3,6 +3,7 @@ summary the fake model wrote, before the turn whose run first used it."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -45,5 +46,12 @@ def test_the_thread_shows_earlier_messages_summarised(client, trio, agent, provi
     # Placed after the last message it covers ("assistant 1"), before "user 2".
     assert page.index("assistant 1 ") < marker.start() < page.index("user 2 ")
     assert page.count('class="compacted"') == 1
+    # The run's stream said what it was doing meanwhile.
+    stream = client.get(f"/t/acme/chat/{chat.pk}/runs/{run.pk}/stream/")
+
+    async def read() -> str:
+        return b"".join([chunk async for chunk in stream.streaming_content]).decode()
+
+    assert "Summarising earlier messages" in asyncio.run(read())
     # Another member of the tenant does not see bob's conversation, nor its summary.
     assert login(client, trio.alice).get(f"/t/acme/chat/{chat.pk}/").status_code == 404
