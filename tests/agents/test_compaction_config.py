@@ -115,3 +115,23 @@ def test_the_document_exports_imports_and_checks_the_compaction_settings(trio, m
     assert not plan.problems and plan.applied
     helper = Agent.objects.get(tenant=trio.globex, slug="helper")
     assert helper.compaction_threshold == 2000 and helper.compaction_connection.name == "local"
+
+
+def test_the_admin_sets_the_compaction_settings_of_this_tenants_connections_only(
+    client, trio, agent, mini
+):
+    from tests.agents.test_admin import agent_form
+
+    login(client, trio.alice)
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    page = client.get(url).content.decode()
+    assert "Long conversations" in page and 'name="compaction_threshold"' in page
+    theirs = make_connection(trio.globex, "Theirs", "offline")
+    refused = client.post(url, agent_form(compaction_connection=str(theirs.pk)))
+    assert refused.status_code == 200 and "compaction_connection" in refused.content.decode()
+    saved = client.post(
+        url, agent_form(compaction_threshold="3000", compaction_connection=str(mini.pk))
+    )
+    assert saved.status_code == 302
+    agent.refresh_from_db()
+    assert (agent.compaction_threshold, agent.compaction_connection) == (3000, mini)
