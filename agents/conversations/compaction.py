@@ -130,6 +130,8 @@ def run_history(
     recent, older = _split(after, int(budget * RECENT_SHARE))
     fallback = turns_within(rows, budget)
     summariser = agent.compaction_connection or connection
+    if summariser is not None and summariser.pk and summariser.tenant_id != run.tenant_id:
+        summariser = None  # (saves refuse it; a row written past them is not used)
     if not older or summariser is None:  # nothing to summarise, or no model to do it
         return History(fallback)
     summarising_model = (
