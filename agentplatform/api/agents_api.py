@@ -538,6 +538,24 @@ class ConversationViewSet(
         'makes one (docs/agents.md, "Long conversations"); later runs reuse it.',
         parameters=[ID],
         responses={200: ConversationSummarySerializer(many=True), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "A summary",
+                {
+                    "id": 2,
+                    "last_message": 40,
+                    "previous": 1,
+                    "text": "The user is planning a trip to Lisbon in May ...",
+                    "messages_covered": 36,
+                    "tokens_covered": 9200,
+                    "model": "main/gpt-4o-mini",
+                    "run": 57,
+                    "call": 58,
+                    "created_at": "2025-01-01T12:05:00Z",
+                },
+                response_only=True,
+            )
+        ],
     )
     @action(detail=True, methods=["get"], pagination_class=OldestFirst)
     def summaries(self, request: Request, pk: str) -> Response:
