@@ -43,6 +43,7 @@ from agents.conversations.history import (
 )
 from agents.models import Agent, ConversationSummary, Run, RunEvent
 from providers.models import ProviderConnection
+from providers.runtime import tracing
 from providers.runtime.errors import ProviderError, QuotaRefused
 from providers.runtime.types import AssistantMessage, ModelRequest, Usage, UserMessage
 from providers.services import adapter_for, connection_handle
@@ -245,8 +246,15 @@ async def _summarise(plan: Compaction, record: Callable[..., Any]):
         )
         return call.run_id
 
+    span = tracing.chat_span(
+        provider=adapter.provider, model=plan.model, tenant_id=plan.tenant_id,
+        run_id=plan.run_id, max_tokens=request.max_tokens,
+        agentplatform__operation="conversation.compaction",
+    )  # fmt: skip
     try:
-        response = await adapter.complete(request)
+        with span:  # (OFF, with tracing off; an error marks it failed, by its class only)
+            response = await adapter.complete(request)
+            span.answered(response.model, response.usage)
     except QuotaRefused:
         raise
     except Exception as exc:

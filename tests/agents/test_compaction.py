@@ -292,3 +292,31 @@ def test_another_branch_does_not_take_a_summary_of_messages_it_lacks(
     planned = run_history(other, agent=agent, connection=None, model="m")
     assert planned.reused is None
     assert [t.text for t in planned.turns] == [said(n) for n in ("u2b", "a2b", "u3b", "a3b")]
+
+
+def test_the_summarising_call_is_a_chat_span_of_the_runs_trace(trio, agent, chat, provider_server):
+    from agents.runtime import tracing
+    from tests.fakes.otlp_collector import OtlpCollector
+
+    collector = OtlpCollector()
+    tracing.install_otlp(collector.url, service_name="test")
+    try:
+        provider_server.script(
+            "openai",
+            TextReply("Summary.", input_tokens=300, output_tokens=40),
+            TextReply("Answered."),
+        )
+        run = ask(trio, agent, chat, "And now?")
+        tracing.uninstall()  # flushes the batch
+        [root] = collector.named("invoke_agent assistant")
+        chats = collector.named("chat gpt-test")
+        [summarising] = [c for c in chats if "agentplatform.operation" in c.attributes]
+        assert len(chats) == 2
+        assert summarising.attributes["agentplatform.operation"] == "conversation.compaction"
+        assert summarising.attributes["agentplatform.run.id"] == str(run.pk)
+        assert summarising.attributes["gen_ai.usage.input_tokens"] == 300
+        assert summarising.parent_span_id == root.span_id  # within the run's trace
+        assert b"<u1>" not in b"".join(collector.bodies)  # no conversation text leaves
+    finally:
+        tracing.uninstall()
+        collector.close()
