@@ -320,3 +320,29 @@ def test_the_summarising_call_is_a_chat_span_of_the_runs_trace(trio, agent, chat
     finally:
         tracing.uninstall()
         collector.close()
+
+
+def test_a_turn_with_an_image_gets_the_summary_and_keeps_its_image(
+    trio, agent, chat, provider_server
+):
+    from agents.conversations import attachment_upload
+    from tests.agents.test_attachments import PNG
+
+    image = attachment_upload(
+        tenant=trio.acme, conversation=chat, by=trio.bob, name="cat.png", data=PNG
+    )
+    run = run_start(
+        tenant=trio.acme, agent=agent, conversation=chat, input="And this?",
+        initiated_by=trio.bob, attachments=[image.pk],
+    )  # fmt: skip
+    provider_server.script("openai", TextReply("Summary."), TextReply("A cat."))
+    assert execute_run(run.pk) == "succeeded"
+
+    _, answering = provider_server.requests_to(CHAT)
+    sent = [m for m in answering.body["messages"] if m["role"] != "system"]
+    assert sent[0]["content"] == f"{SUMMARY_HEAD}\nSummary."
+    assert [m["content"] for m in sent[1:3]] == [said("u3"), said("a3")]
+    last = sent[-1]["content"]
+    assert last[0] == {"type": "text", "text": "And this?"}
+    assert last[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert len(sent) == 4
