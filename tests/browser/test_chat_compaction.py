@@ -20,11 +20,14 @@ def test_a_long_conversation_is_compacted_and_the_thread_says_so(
     chat = Conversation.objects.create(
         tenant=trio.acme, agent=agent, owner_user=trio.bob, title="Trip"
     )
+    parent = None
     for n in range(3):
         for role in ("user", "assistant"):
-            Message.objects.create(
-                tenant=trio.acme, conversation=chat, role=role, content=f"{role} {n} " + "x" * 900
-            )
+            parent = Message.objects.create(
+                tenant=trio.acme, conversation=chat, role=role, content=f"{role} {n} " + "x" * 900,
+                parent=parent,
+            )  # fmt: skip
+    Conversation.objects.filter(pk=chat.pk).update(leaf=parent)
     provider_server.script(
         "openai", TextReply("They planned a trip to Lisbon."), TextReply("Try the Alfama.")
     )

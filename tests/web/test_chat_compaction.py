@@ -20,11 +20,14 @@ def test_the_thread_shows_earlier_messages_summarised(client, trio, agent, provi
     agent.compaction_threshold = 1000
     agent.save()
     chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
+    parent = None
     for n in range(3):
         for role in ("user", "assistant"):
-            Message.objects.create(
-                tenant=trio.acme, conversation=chat, role=role, content=f"{role} {n} " + "x" * 900
-            )
+            parent = Message.objects.create(
+                tenant=trio.acme, conversation=chat, role=role, content=f"{role} {n} " + "x" * 900,
+                parent=parent,
+            )  # fmt: skip
+    Conversation.objects.filter(pk=chat.pk).update(leaf=parent)
     provider_server.script(
         "openai", TextReply("They planned a <b>trip</b> to Lisbon."), TextReply("Sure.")
     )
