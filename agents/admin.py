@@ -112,6 +112,7 @@ class AgentForm(TenantScopedForm):
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
             "memory", "results_without_tools", "verifier_tool", "provider_connection", "model",
             "fallbacks", "load_balancing", "temperature",
+            "compaction_threshold", "compaction_connection", "compaction_model",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
             "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
@@ -167,6 +168,8 @@ class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
             ("Behaviour", {"fields": behaviour}),
             ("Model", {"fields": ["provider_connection", "model", "fallbacks",
                                   "load_balancing", "temperature"]}),
+            ("Long conversations", {"fields": ["compaction_threshold", "compaction_connection",
+                                               "compaction_model"]}),
             ("Tools", {"fields": [*tools, "effective_tools"] if obj else tools}),
             ("Approvals", {"fields": ["approval_deciders", "approval_group",
                                       "approval_not_starter"]}),

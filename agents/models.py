@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
+from agents.runtime.compaction_rules import threshold_problem
 from agents.runtime.quota_rules import DUPLICATE_QUOTA_MESSAGE, TARGETS, quota_problems
 from agents.runtime.spec import TERMINAL, Decision, RunStatus
 from base.config_checks import ConfigObject
@@ -78,6 +79,28 @@ class Agent(ConfigObject, SecretDestination, models.Model):
         help_text="How the fallbacks that serve the agent's own model share its load.",
     )
     temperature = models.FloatField(null=True, blank=True)
+    # Long conversations (agents/conversations/compaction.py): above this many tokens of
+    # history, a run's older turns are summarised by this connection's model.
+    compaction_threshold = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens of conversation history above which older turns are summarised. "
+        "Empty: the platform's default (HISTORY_TOKEN_BUDGET).",
+    )
+    compaction_connection = models.ForeignKey(
+        "providers.ProviderConnection",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Which connection summarises. Empty: the agent's own.",
+    )
+    compaction_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Which model summarises. Empty: the agent's own model (or, with another "
+        "connection, that connection's default).",
+    )
     max_rounds = models.PositiveSmallIntegerField(default=10)
     max_tool_calls = models.PositiveSmallIntegerField(default=50)
     max_tokens_per_run = models.PositiveIntegerField(null=True, blank=True)
@@ -169,11 +192,12 @@ class Agent(ConfigObject, SecretDestination, models.Model):
         group = self.approval_group
         if group is not None and group.tenant_id != self.tenant_id:
             raise ValidationError({"approval_group": "Choose one of this tenant's groups."})
-        connection = self.provider_connection
-        if connection is not None and connection.tenant_id != self.tenant_id:
-            raise ValidationError(
-                {"provider_connection": "Choose one of this tenant's connections."}
-            )
+        if problem := threshold_problem(self.compaction_threshold):
+            raise ValidationError({"compaction_threshold": problem})
+        for name in ("provider_connection", "compaction_connection"):
+            connection = getattr(self, name)
+            if connection is not None and connection.tenant_id != self.tenant_id:
+                raise ValidationError({name: "Choose one of this tenant's connections."})
 
 
 class CrewMode(models.TextChoices):
@@ -550,6 +574,40 @@ class QueuedMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.status}: {self.content[:60]}"
+
+
+class ConversationSummary(models.Model):
+    """The older turns of a conversation, summarised by a model for a run whose history
+    would exceed its agent's compaction threshold (agents/conversations/compaction.py).
+    Keyed by the last message it covers: it applies to a history that holds that message,
+    and later runs reuse it; a newer summary covers an older one (`previous`) and the turns
+    after it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="summaries"
+    )
+    last_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="summary")
+    previous = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    text = models.TextField()
+    messages_covered = models.PositiveIntegerField()  # with those of `previous`
+    tokens_covered = models.PositiveIntegerField()  # estimated: what it replaced
+    model = models.CharField(max_length=300)  # `<connection>/<model>`
+    run = models.ForeignKey(  # the run whose history it shortened first
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    call = models.ForeignKey(  # the summarising model call, recorded as a run of its own
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["last_message_id"]
+
+    def __str__(self) -> str:
+        return f"Summary of conversation {self.conversation_id} to message {self.last_message_id}"
 
 
 class Fact(models.Model):

@@ -43,6 +43,7 @@ from agents.models import (
     ApprovalStatus,
     Case,
     Conversation,
+    ConversationSummary,
     Crew,
     CrewMember,
     Dataset,
@@ -253,6 +254,12 @@ def conversation_messages(*, tenant: Tenant, conversation: Conversation) -> Quer
     return Message.objects.filter(tenant=tenant, conversation=conversation)
 
 
+def conversation_summaries(*, tenant: Tenant, conversation: Conversation) -> QuerySet:
+    """The summaries of the conversation's older turns (compaction), oldest first (the
+    caller paginates them)."""
+    return ConversationSummary.objects.filter(tenant=tenant, conversation=conversation)
+
+
 def facts_visible(*, principal: Principal, user_id: int | None = None) -> QuerySet:
     """The remembered facts the principal may read: a user's own; with an API key of the
     admin scope the tenant's (one user's with `user_id`); none for another key, which owns
@@ -443,6 +450,16 @@ def conversation_messages_shown(*, conversation: Conversation) -> list[Message]:
     messages = Message.objects.filter(conversation=conversation)
     messages = messages.select_related("run__agent", "run__crew")
     return list(messages.prefetch_related("run__verifications"))
+
+
+def conversation_summaries_shown(*, conversation: Conversation) -> list[ConversationSummary]:
+    """The summaries made of the conversation's older turns (compaction), oldest first.
+    One query."""
+    return list(
+        ConversationSummary.objects.filter(conversation=conversation).only(
+            "last_message_id", "text", "messages_covered", "tokens_covered", "created_at"
+        )
+    )
 
 
 def run_events_shown(*, run_ids: list[int], finished_ids: list[int]) -> QuerySet:

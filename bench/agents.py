@@ -826,7 +826,7 @@ BREAKDOWN_ROWS = [
     ("instructions_digest", "instructions_digest", 4),
     ("tools_digest", "tools_digest", 4),
     ("run_config_versions (2 SELECTs when changed)", "run_config_versions", 4),
-    ("conversation_history, conversation_frame", "~conversation", 4),
+    ("run_history, conversation_frame", "~conversation", 4),
     ("tool_routing", "tool_routing", 4),
     ("_context_blocks (agent_registry)", "_context_blocks", 4),
     ("rest (quota meter, secrets; approvals when resuming)", "~prepare rest", 4),
@@ -858,7 +858,7 @@ class BreakdownRow:
 PREPARE_PARTS = (
     "default_connection", "agent_spec", "adapter_for", "tenant_tools", "effective_tools",
     "run_tool_context", "instructions_digest", "tools_digest", "run_config_versions",
-    "conversation_history", "conversation_frame", "tool_routing", "_context_blocks",
+    "run_history", "conversation_frame", "tool_routing", "_context_blocks",
 )  # fmt: skip
 
 
@@ -932,7 +932,7 @@ def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
     def s(*names: str) -> float:
         return sum(t.get(n, (0, 0.0))[1] for n in names)
 
-    t["~conversation"] = (1, s("conversation_history", "conversation_frame"))
+    t["~conversation"] = (1, s("run_history", "conversation_frame"))
     t["~prepare rest"] = (1, s("prepare") - s(*PREPARE_PARTS))
     t["~execute rest"] = (1, s("execute_run_async") - s(
         "prepare", "model_call", "tool_execute", "checkpoint", "cancel check",

@@ -40,6 +40,7 @@ from agentplatform.api.serializers import (
     BranchSwitchSerializer,
     ContextProviderSerializer,
     ConversationSerializer,
+    ConversationSummarySerializer,
     CrewSerializer,
     FactSerializer,
     ForkSerializer,
@@ -81,6 +82,9 @@ AGENT_RESPONSE = {
     **AGENT_EXAMPLE,
     "max_tool_calls": 50,
     "max_tokens_per_run": None,
+    "compaction_threshold": None,
+    "compaction_connection": None,
+    "compaction_model": "",
     "tool_tags": [],
     "tool_exclude": [],
     "output_schema": None,
@@ -527,6 +531,38 @@ class ConversationViewSet(
             tenant=self.tenant, owner=self.actor, query=words, limit=limit
         )
         return Response(MessageHitSerializer(hits, many=True).data)
+
+    @extend_schema(
+        summary="List the summaries of a conversation's older turns (oldest first)",
+        description="Read-only: a run whose history exceeds its agent's compaction threshold "
+        'makes one (docs/agents.md, "Long conversations"); later runs reuse it.',
+        parameters=[ID],
+        responses={200: ConversationSummarySerializer(many=True), **ERRORS},
+        examples=[
+            OpenApiExample(
+                "A summary",
+                {
+                    "id": 2,
+                    "last_message": 40,
+                    "previous": 1,
+                    "text": "The user is planning a trip to Lisbon in May ...",
+                    "messages_covered": 36,
+                    "tokens_covered": 9200,
+                    "model": "main/gpt-4o-mini",
+                    "run": 57,
+                    "call": 58,
+                    "created_at": "2025-01-01T12:05:00Z",
+                },
+                response_only=True,
+            )
+        ],
+    )
+    @action(detail=True, methods=["get"], pagination_class=OldestFirst)
+    def summaries(self, request: Request, pk: str) -> Response:
+        conversation = self.get_object()
+        found = selectors.conversation_summaries(tenant=self.tenant, conversation=conversation)
+        page = self.paginate_queryset(found)
+        return self.get_paginated_response(ConversationSummarySerializer(page, many=True).data)
 
 
 # -- facts ---------------------------------------------------------------------------------

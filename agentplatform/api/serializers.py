@@ -17,7 +17,15 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agents.models import MAX_INPUT_CHARS, Agent, Conversation, Crew, Fact, Message
+from agents.models import (
+    MAX_INPUT_CHARS,
+    Agent,
+    Conversation,
+    ConversationSummary,
+    Crew,
+    Fact,
+    Message,
+)
 from agents.selectors import agents_named, crew_members
 from agents.services import agent_save, conversation_save, crew_save
 from providers.models import ModelAlias, ProviderConnection
@@ -110,6 +118,13 @@ class AgentSerializer(CleanModelSerializer):
     output_schema = JSONObjectField(
         required=False, allow_null=True, help_text="JSON Schema of a structured answer."
     )
+    compaction_connection = TenantPrimaryKeyField(
+        queryset=ProviderConnection.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Id of one of this tenant's provider connections that summarises long "
+        "conversations; null: the agent's own.",
+    )
     tool_names = _text_list(64)
     tool_tags = _text_list(40)
     tool_exclude = _text_list(64)
@@ -135,6 +150,9 @@ class AgentSerializer(CleanModelSerializer):
             "fallbacks",
             "load_balancing",
             "temperature",
+            "compaction_threshold",
+            "compaction_connection",
+            "compaction_model",
             "max_rounds",
             "max_tool_calls",
             "max_tokens_per_run",
@@ -701,6 +719,25 @@ class MessageHitSerializer(serializers.Serializer):
     snippet = serializers.CharField(
         help_text="HTML: the matching passage, escaped, with the words found in <mark>."
     )
+
+
+class ConversationSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ConversationSummary
+        fields = [
+            "id", "last_message", "previous", "text", "messages_covered", "tokens_covered",
+            "model", "run", "call", "created_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+        extra_kwargs = {
+            "last_message": {"help_text": "The last message it covers (its key)."},
+            "previous": {"help_text": "The earlier summary it covers too."},
+            "messages_covered": {"help_text": "Messages it stands for, with the previous's."},
+            "tokens_covered": {"help_text": "Their tokens, estimated."},
+            "model": {"help_text": "<connection>/<model> that wrote it."},
+            "run": {"help_text": "The run it was made for."},
+            "call": {"help_text": "The summarising model call, recorded as a run."},
+        }
 
 
 class FactSerializer(serializers.ModelSerializer):

@@ -13,6 +13,9 @@ module inside (an import-linter contract says so).
     document_reading.py    the reader and embedder of documents a plug-in registers (rag's)
     attachment_context.py  what a run is given of them: images, documents in its context,
                            `attachment_search` over the long ones
+    compaction.py          run_history, compacted_history: a long conversation's older
+                           turns summarised by a model (stored, reused, made anew
+                           incrementally)
 """
 
 from agents.conversations.attachment_context import (
@@ -48,6 +51,12 @@ from agents.conversations.branches import (
     conversation_message,
     newest_under,
 )
+from agents.conversations.compaction import (
+    History,
+    compacted_history,
+    run_history,
+    threshold_of,
+)
 from agents.conversations.document_reading import (
     DocumentReading,
     DocumentUnreadable,
@@ -63,6 +72,7 @@ __all__ = [
     "SEARCH_TOOL",
     "DocumentReading",
     "DocumentUnreadable",
+    "History",
     "Hit",
     "Passage",
     "ReadDocument",
@@ -84,6 +94,7 @@ __all__ = [
     "branch_shown",
     "branch_switch",
     "branch_versions",
+    "compacted_history",
     "conversation_fork",
     "conversation_frame",
     "conversation_history",
@@ -95,5 +106,7 @@ __all__ = [
     "register_document_reading",
     "run_attachment_list",
     "run_attachments",
+    "run_history",
     "run_message_attachments",
+    "threshold_of",
 ]

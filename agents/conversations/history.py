@@ -10,7 +10,10 @@ from agents.models import Message, Run
 from providers.runtime.types import AssistantMessage, UserMessage
 from tools.runtime.frames import Frame
 
-MAX_TURNS = 200
+MAX_TURNS = 200  # the newest messages a run's history is read from
+CHARS_PER_TOKEN = 4  # the estimate used for history budgets
+
+Row = tuple[int, str, str]  # a message: id, role, content
 
 
 def conversation_frame(run: Run) -> Frame | None:
@@ -29,26 +32,42 @@ def conversation_frame(run: Run) -> Frame | None:
     return Frame.from_dict(data) if data else None
 
 
-def conversation_history(run: Run) -> list[UserMessage | AssistantMessage]:
-    """The turns before the message the run answers, on its branch only, newest kept first
-    within the token budget (HISTORY_TOKEN_BUDGET, estimated at 4 characters a token). One
-    query."""
+def history_rows(run: Run, limit: int = MAX_TURNS) -> list[Row]:
+    """The messages before the one the run answers, on its branch only, newest first, at
+    most `limit`. One query."""
     if run.in_reply_to_id is None:
         return []
-    budget = getattr(settings, "HISTORY_TOKEN_BUDGET", 8000) * 4
-    rows = (
-        branch(run.in_reply_to_id, depth=MAX_TURNS + 1)
+    return list(
+        branch(run.in_reply_to_id, depth=limit + 1)
         .exclude(pk=run.in_reply_to_id)
         .order_by("-id")
-        .values_list("role", "content")
+        .values_list("id", "role", "content")
     )
+
+
+def turns_within(rows: list[Row], budget_chars: int) -> list[UserMessage | AssistantMessage]:
+    """`rows` (newest first) as turns, oldest first: the newest that fit in `budget_chars`,
+    beginning with a user turn (providers want one first)."""
     kept: list[UserMessage | AssistantMessage] = []
-    for role, content in rows:
-        budget -= len(content)
-        if budget < 0:
+    for _, role, content in rows:
+        budget_chars -= len(content)
+        if budget_chars < 0:
             break
-        kept.append(UserMessage(content) if role == "user" else AssistantMessage(text=content))
+        kept.append(as_turn(role, content))
     kept.reverse()
-    while kept and not isinstance(kept[0], UserMessage):  # providers want a user turn first
+    while kept and not isinstance(kept[0], UserMessage):
         kept.pop(0)
     return kept
+
+
+def as_turn(role: str, content: str) -> UserMessage | AssistantMessage:
+    return UserMessage(content) if role == "user" else AssistantMessage(text=content)
+
+
+def conversation_history(run: Run) -> list[UserMessage | AssistantMessage]:
+    """The turns before the message the run answers, on its branch only, newest kept first
+    within the token budget (HISTORY_TOKEN_BUDGET, estimated at 4 characters a token), older
+    ones left out (a crew's task; an agent's run summarises them instead:
+    compaction.run_history). One query."""
+    budget = getattr(settings, "HISTORY_TOKEN_BUDGET", 8000) * CHARS_PER_TOKEN
+    return turns_within(history_rows(run), budget)

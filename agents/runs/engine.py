@@ -28,10 +28,13 @@ from django.utils import timezone
 
 from agents import quotas
 from agents.conversations import (
+    History,
     RunAttachments,
+    compacted_history,
     conversation_frame,
     conversation_history,
     run_attachments,
+    run_history,
 )
 from agents.models import (
     MAX_INPUT_CHARS,
@@ -51,6 +54,7 @@ from agents.runs import claim as run_claim
 from agents.runs.claim import lease_seconds
 from agents.runs.costs import run_own_cost
 from agents.runs.direct_calls import execute_tool_run, run_tool_context
+from agents.runs.recorder import record_model_call
 from agents.runs.steering import RunSteering, turn_ended
 from agents.runs.writer import (
     Batch,
@@ -290,6 +294,13 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         # Metered around the fallbacks: one hold per call, whichever connection answers it.
         routed = routed_adapter(prepared.targets, prepared.balancing, switched)
         adapter = quotas.metered(routed, prepared.meter)
+    history, conversation = prepared.history, prepared.conversation
+    if prepared.planned is not None:  # a long conversation: its summary first
+        history = await compacted_history(
+            prepared.planned, emit=sink.emit, durable=sink.writer.drain, record=record_model_call
+        )
+        if conversation is not None:  # the turn with its images, after the history it got
+            conversation = [*history, conversation[-1]]
     return await get_kind(prepared.spec.kind)(
         spec=prepared.spec,
         adapter=adapter,
@@ -297,8 +308,8 @@ async def _think(run: Run, sink: RunEventSink, prepared, registry) -> RunOutcome
         ctx=prepared.ctx,
         state=prepared.state,
         input=run.input,
-        history=prepared.history,
-        conversation=prepared.conversation,
+        history=history,
+        conversation=conversation,
         decisions=prepared.decisions,
         context_blocks=prepared.context_blocks,
         sink=sink,
@@ -330,6 +341,7 @@ class _Prepared:
     meter: quotas.Meter | None = None  # the limits every model call of the run is held against
     balancing: str = ""
     attachments: tuple[dict[str, Any], ...] = ()  # the conversation's files it was given
+    planned: History | None = None  # a conversation's history, maybe with a summary to make
 
 
 def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
@@ -390,9 +402,10 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
             "limits": agent_limits(spec),
         }
     state = RunState.from_dict(run.state) if run.state else None
-    history, conversation = (), None
+    history, conversation, planned = (), None, None
     if state is None and client is None:
-        history = conversation_history(run)
+        planned = run_history(run, agent=agent, connection=connection, model=spec.model)
+        history = planned.turns
         if attached.images:  # the turn as a message with its images (a model that takes them)
             conversation = [*history, UserMessage(run.input, attached.images)]
     elif state is None and spec.kind == "remote":  # its own protocol: text turns, an input
@@ -420,6 +433,7 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
         balancing=agent.load_balancing,
         meter=meter,
         attachments=attached.listed,
+        planned=planned,
     )
 
 

@@ -61,11 +61,14 @@ def record_model_call(
     usage: Usage,
     started_at: Any,
     error: str = "",
+    agent_id: int | None = None,
 ) -> RecordedCall:
     """A model call the platform made outside a run's loop (a judge's verdict, a knowledge
-    base's embeddings) recorded as a finished run of `gateway_model` with its usage and
-    cost (`price_kind`'s prices: what its quota hold settled at), so the usage page and
-    quota counters rebuilt from runs count it. One INSERT (the unleased writer's)."""
+    base's embeddings, a conversation's summary) recorded as a finished run of
+    `gateway_model` with its usage and cost (`price_kind`'s prices: what its quota hold
+    settled at), so the usage page and quota counters rebuilt from runs count it; with
+    `agent_id`, as the agent's (its usage line, its quotas). One INSERT (the unleased
+    writer's)."""
     record = _model_call(
         tenant_id=tenant_id,
         price_kind=price_kind,
@@ -79,6 +82,7 @@ def record_model_call(
         provider=provider,
         error=error,
         input=input,
+        agent_id=agent_id,
     )
     with rls.tenant_scope(tenant_id):
         [run_id] = write_calls([record])
@@ -146,6 +150,7 @@ def _model_call(
     error: str,
     input: str,
     events: list[tuple[str, dict[str, Any]]] | None = None,
+    agent_id: int | None = None,
 ) -> CallRecord:
     """The record of one model call made outside a run's loop (a gateway call, a judge's
     verdict, a knowledge base's embeddings): its usage, priced by `price_kind`'s table, and
@@ -174,4 +179,5 @@ def _model_call(
         gateway_model=column_text(gateway_model, 300),
         model=column_text(model, 200),
         provider=column_text(provider, 100),
+        agent_id=agent_id,
     )

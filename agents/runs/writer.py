@@ -601,6 +601,7 @@ class CallRecord:
     gateway_model: str = ""  # a model call's: what was asked for, the model, its provider
     model: str = ""
     provider: str = ""
+    agent_id: int | None = None  # a model call made for an agent's run (compaction)
 
     def row(self) -> tuple:
         """The values of `_VARYING`, in its order."""
@@ -610,7 +611,7 @@ class CallRecord:
             self.started_at, self.finished_at, len(self.events), self.initiated_by_user_id,
             self.initiated_by_api_key_id, self.finished_at, *self.usage, self.cost_usd,
             self.cost_usd, storable_text(self.gateway_model), storable_text(self.model),
-            storable_text(self.provider),
+            storable_text(self.provider), self.agent_id,
         )  # fmt: skip
 
 
@@ -619,7 +620,7 @@ _VARYING = (
     "started_at", "finished_at", "last_seq", "initiated_by_user_id",
     "initiated_by_api_key_id", "created_at",
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd",
-    "total_cost_usd", "gateway_model", "model", "provider",
+    "total_cost_usd", "gateway_model", "model", "provider", "agent_id",
 )  # fmt: skip
 
 

@@ -175,6 +175,8 @@ class RunStream:
                 },
                 {"op": "replace", "target": f"queued-{note.id}", "html": ""},
             ]
+        if type == "conversation.compacting":  # (the marker shows once the page reloads)
+            return [self.status("Summarising earlier messages…")]
         if type == "approval.required":
             approvals = await self.pending_approvals(
                 None if payload.get("via_child") else payload.get("call_id")

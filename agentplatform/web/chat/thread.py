@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 from agentplatform.web.templatetags.web import markdown_filter
 from agents import conversations, selectors
 from agents.conversations import Switch, branch_shown
-from agents.models import Approval, Attachment, Conversation, Message, Run
+from agents.models import Approval, Attachment, Conversation, ConversationSummary, Message, Run
 from agents.runs import request_text
 from agents.runtime.spec import TERMINAL, RunStatus
 
@@ -170,6 +170,9 @@ class Turn:
     answer_message: Message | None = None
     answer_switch: Switch | None = None
     attachments: list[Attachment] = field(default_factory=list)  # sent with the user's message
+    # "Earlier messages summarised": the summaries whose last covered message came just
+    # before this turn (agents/conversations/compaction.py)
+    summaries: list[ConversationSummary] = field(default_factory=list)
 
     @property
     def citations(self) -> list[Citation]:
@@ -279,8 +282,8 @@ def turns_for(conversation: Conversation, through: Message | None = None) -> lis
     """The turns of the conversation's current branch (or of the branch through `through`),
     oldest first, each user message with the run that answered it there: the run of the
     answer that follows it, else the newest run answering it (still running, or stopped).
-    Eight queries: the branch (agents.conversations.branch_shown: five), runs' events (text
-    deltas only for unfinished runs), approvals, attachments."""
+    Nine queries: the branch (agents.conversations.branch_shown: five), runs' events (text
+    deltas only for unfinished runs), approvals, attachments, summaries of older turns."""
     shown = branch_shown(conversation=conversation, through=through)
     turns: list[Turn] = []
     by_run: dict[int, Turn] = {}
@@ -338,7 +341,22 @@ def turns_for(conversation: Conversation, through: Message | None = None) -> lis
             turn.attachments = attached.get(turn.user_message.pk, [])
     if turns:
         turns[-1].is_last = True
+    _place_summaries(turns, conversation)
     return turns
+
+
+def _place_summaries(turns: list[Turn], conversation: Conversation) -> None:
+    """Each summary goes before the turn after the last message it covers (a summary of
+    messages not on the branch shown is not shown). One query."""
+    at: dict[int, int] = {}  # message id -> the index of its turn
+    for index, turn in enumerate(turns):
+        for message in (turn.user_message, turn.answer_message):
+            if message is not None:
+                at[message.pk] = index
+    for summary in selectors.conversation_summaries_shown(conversation=conversation):
+        index = at.get(summary.last_message_id)
+        if index is not None:
+            turns[min(index + 1, len(turns) - 1)].summaries.append(summary)
 
 
 def _slot_for(turn: Turn, approval: Approval) -> ApprovalSlot | None:

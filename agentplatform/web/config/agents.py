@@ -93,6 +93,7 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         fields = [
             "name", "slug", "description", "instructions", "active",
             "provider_connection", "model", "fallbacks", "load_balancing", "temperature",
+            "compaction_threshold", "compaction_connection", "compaction_model",
             "kind", "remote_url", "remote_command",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
@@ -105,6 +106,9 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         }
         help_texts = {"slug": "Lowercase letters, digits, _ and -; used in URLs and the API."}
         labels = {
+            "compaction_threshold": "Summarise above (tokens)",
+            "compaction_connection": "Summarising connection",
+            "compaction_model": "Summarising model",
             "approval_deciders": "Who decides its approvals",
             "approval_not_starter": "Never the run's starter",
         }
@@ -116,6 +120,9 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         connections.queryset = connections_of(tenant=tenant)
         connections.empty_label = "The tenant's default connection"
         self.fields["fallbacks"].connection_names = [c.name for c in connections.queryset]
+        summarising = self.fields["compaction_connection"]
+        summarising.queryset = connections.queryset
+        summarising.empty_label = "The agent's own connection"
         self.fields["approval_deciders"].required = False  # absent: the default
         groups = self.fields["approval_group"]
         groups.queryset = groups_of(tenant=tenant)

@@ -418,6 +418,7 @@ class _Checker:
                 if limited and agent.model and agent.model not in connection.allowed_models:
                     self.problem(f"{path}.model", "the connection does not allow this model")
             self.check_fallbacks(path, agent, connections)
+            self.check_compaction(path, agent, connections)
             for key in ("names", "exclude"):
                 for position, name in enumerate(getattr(agent.tools, key)):
                     if name not in tools:
@@ -450,6 +451,19 @@ class _Checker:
                 )
             if agent.remote_url:
                 self.check_url(f"{path}.remote_url", agent.remote_url)
+
+    def check_compaction(self, path: str, agent: Any, connections: dict[str, Any]) -> None:
+        """The summarising connection exists, and allows the summarising model (the agent's
+        own connection's, when it names none)."""
+        name = agent.compaction.connection
+        if name is not None and name not in connections and name not in self.known.connections:
+            self.problem(f"{path}.compaction.connection", f"unknown connection {name!r}")
+            return
+        connection = connections.get(name if name is not None else agent.connection)
+        model = agent.compaction.model
+        allowed = connection.allowed_models if connection is not None else None
+        if model and allowed and model not in allowed:
+            self.problem(f"{path}.compaction.model", "the connection does not allow this model")
 
     def check_model_aliases(self) -> None:
         aliases = self.document.model_aliases

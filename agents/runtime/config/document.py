@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
+from agents.runtime.compaction_rules import MAX_THRESHOLD_TOKENS, MIN_THRESHOLD_TOKENS
 from agents.runtime.triggers import TriggerRuleError, zone
 from tools.runtime.definitions import BuiltinConfig, Dependency
 from tools.runtime.http_tool import HttpToolConfig
@@ -127,6 +128,27 @@ class FallbackEntry(_Strict):
     model: str = Field("", max_length=200, description="Empty: the connection's default.")
 
 
+class AgentCompaction(_Strict):
+    """Long conversations: older turns summarised by a model (docs/agents.md)."""
+
+    threshold: int | None = Field(
+        None,
+        ge=MIN_THRESHOLD_TOKENS,
+        le=MAX_THRESHOLD_TOKENS,
+        description="Tokens of history above which older turns are summarised. Empty: the "
+        "platform's default (HISTORY_TOKEN_BUDGET).",
+    )
+    connection: str | None = Field(
+        None, max_length=100, description="The summarising connection. Empty: the agent's own."
+    )
+    model: str = Field(
+        "",
+        max_length=200,
+        description="The summarising model. Empty: the agent's own (with another connection: "
+        "its default).",
+    )
+
+
 class AgentEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -152,6 +174,7 @@ class AgentEntry(_Strict):
     results_without_tools: bool = Field(
         False, description="Answer from tool results with no tools offered (one round of tools)."
     )
+    compaction: AgentCompaction = Field(default_factory=AgentCompaction)
     output_schema: dict[str, Any] | None = None
     kind: str = Field("orchestrator", max_length=40)
     remote_url: str = Field("", max_length=200)
