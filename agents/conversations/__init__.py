@@ -5,7 +5,9 @@ module inside (an import-linter contract says so).
     history.py             conversation_history, conversation_frame: what a new run of a
                            conversation starts from (the branch it answers)
     branches.py            the messages' tree: a branch, the one shown with its versions'
-                           switches, switching, forking into a new conversation
+                           switches, switching
+    fork.py                conversation_fork: a branch copied into a new conversation,
+                           its messages' attachments too (their files copied)
     search.py              message_search: full text over one owner's messages, highlighted
     attachments.py         files attached in a conversation: upload (limits, storage),
                            reads, sending with a message, deletion (stored files too)
@@ -47,7 +49,6 @@ from agents.conversations.branches import (
     branch_shown,
     branch_switch,
     branch_versions,
-    conversation_fork,
     conversation_message,
     newest_under,
 )
@@ -64,6 +65,7 @@ from agents.conversations.document_reading import (
     ReadDocument,
     register_document_reading,
 )
+from agents.conversations.fork import conversation_fork
 from agents.conversations.history import conversation_frame, conversation_history
 from agents.conversations.search import Hit, message_search
 

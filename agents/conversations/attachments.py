@@ -303,6 +303,61 @@ def attachments_given(*, run: Run, message: Message) -> None:
         )
 
 
+# -- forking -------------------------------------------------------------------------------
+_COPIED = (  # what a fork's copy of an attachment keeps of the original
+    "uploaded_by_user_id", "uploaded_by_api_key_id", "name", "kind", "media_type", "size",
+    "sha256", "text_chars", "text",
+)  # fmt: skip
+
+
+def attachments_copy(*, tenant: Tenant, fork: Conversation, messages: dict[int, int]) -> None:
+    """Inside the transaction that forks a conversation (agents/conversations/fork.py): the
+    attachments of the messages `messages` maps (original id -> its copy's) copied to the
+    copies, with their passages and vectors (what `attachment_search` searches). Each
+    stored file is copied under a key of its own: a row deletes its file
+    (`_file_goes_with_its_row`), so two rows never share one. Counted against the tenant's
+    limit (ValidationError; then no copy stays). One query with none to copy."""
+    carried = list(
+        Attachment.objects.filter(tenant=tenant, message_id__in=list(messages)).order_by("id")
+    )
+    if not carried:
+        return
+    stored: list[str] = []
+    try:
+        _hold_tenant_quota(tenant, sum(a.size for a in carried))
+        storage = attachment_storage()
+        copies = []
+        for original in carried:
+            with storage.open(original.storage_key, "rb") as source:
+                stored.append(storage.save(f"t{tenant.pk}/c{fork.pk}/{uuid.uuid4().hex}", source))
+            copy = Attachment(
+                tenant=tenant,
+                conversation=fork,
+                message_id=messages[original.message_id],
+                storage_key=stored[-1],
+                **{field: getattr(original, field) for field in _COPIED},
+            )
+            copies.append(copy)
+        Attachment.objects.bulk_create(copies)
+        new_id = {o.pk: c.pk for o, c in zip(carried, copies, strict=True)}
+        AttachmentChunk.objects.bulk_create(
+            AttachmentChunk(
+                tenant=tenant,
+                attachment_id=new_id[chunk.attachment_id],
+                ordinal=chunk.ordinal,
+                text=chunk.text,
+                locator=chunk.locator,
+                embedding=chunk.embedding,
+                embedder=chunk.embedder,
+            )
+            for chunk in AttachmentChunk.objects.filter(attachment__in=carried).defer("search")
+        )
+    except BaseException:
+        for key in stored:  # nothing half-way: the rows roll back, so do the files
+            _delete_stored(key)
+        raise
+
+
 # -- deleting ------------------------------------------------------------------------------
 def attachment_delete(*, tenant: Tenant, attachment: Attachment) -> None:
     """The attachment, its passages and (once committed) its stored file. A sent one leaves

@@ -2,7 +2,7 @@
 and continues is the branch from its first message to its `leaf`. Editing a message adds a
 sibling of it and answering again a sibling of the answer (agents.runs: run_edit,
 run_regenerate), so every earlier version stays reachable; a person switches between them,
-or forks a branch into a conversation of its own.
+or forks a branch into a conversation of its own (fork.py).
 
 A child always has a greater id than its parent (it was written after it; a fork copies in
 order), so a branch is its messages ordered by id, and the newest message under a message
@@ -12,16 +12,12 @@ is a leaf.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 
-from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import Http404
 
 from agents.models import Conversation, Message, Run
-from tenancy.models import Tenant
 
 _TABLE = Message._meta.db_table
 # The ids from `tip` up to its first message, at most `depth` of them: each step an index
@@ -160,43 +156,3 @@ def branch_messages(*, conversation: Conversation, tip_id: object) -> QuerySet[M
     for a message of no branch of it). One query, and one when read."""
     tip = conversation_message(conversation=conversation, message_id=tip_id)
     return branch(tip.pk).filter(conversation=conversation).order_by("id")
-
-
-def conversation_fork(
-    *, tenant: Tenant, conversation: Conversation, message: Message, title: str = ""
-) -> Conversation:
-    """A new conversation of the same owner with the same agent or crew, holding copies of
-    the branch up to `message` (each copy keeps the run that wrote it, for its record); the
-    original stays as it was. Four queries."""
-    if conversation.tenant_id != tenant.pk or message.conversation_id != conversation.pk:
-        raise Http404("No such message in this conversation.")
-    if len(title) > 200:
-        raise ValidationError({"title": "At most 200 characters."})
-    path = list(branch(message.pk).order_by("id"))
-    with transaction.atomic():
-        fork = Conversation.objects.create(
-            tenant=tenant,
-            agent_id=conversation.agent_id,
-            crew_id=conversation.crew_id,
-            owner_user_id=conversation.owner_user_id,
-            owner_api_key_id=conversation.owner_api_key_id,
-            title=title or f"{conversation.title or 'Conversation'} (fork)"[:200],
-        )
-        copies = Message.objects.bulk_create(
-            Message(
-                tenant_id=tenant.pk,
-                conversation=fork,
-                role=m.role,
-                content=m.content,
-                tool_calls=m.tool_calls,
-                run_id=m.run_id,
-            )
-            for m in path
-        )
-        for previous, copy in pairwise(copies):
-            copy.parent_id = previous.pk
-        if len(copies) > 1:
-            Message.objects.bulk_update(copies[1:], ["parent"])
-        fork.leaf_id = copies[-1].pk
-        fork.save(update_fields=["leaf"])
-    return fork

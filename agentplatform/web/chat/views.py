@@ -447,9 +447,13 @@ def fork(request: HttpRequest, conversation_id: int) -> HttpResponse:
     message = conversations.conversation_message(
         conversation=chat, message_id=request.POST.get("message")
     )
-    forked = conversations.conversation_fork(
-        tenant=request.tenant, conversation=chat, message=message
-    )
+    try:
+        forked = conversations.conversation_fork(
+            tenant=request.tenant, conversation=chat, message=message
+        )
+    except ValidationError as exc:  # its files would pass the workspace's limit
+        messages.error(request, " ".join(exc.messages))
+        return redirect(chat_url(request, chat))
     messages.success(request, f"Forked into “{forked}”.")
     return redirect(chat_url(request, forked))
 
