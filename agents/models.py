@@ -429,6 +429,9 @@ class Message(models.Model):
     content = models.TextField(blank=True)
     tool_calls = models.JSONField(default=list, blank=True)  # what the run called, for display
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
+    # An answer's: what the person said to its run while it worked (agents.runs.steering),
+    # in order, so later turns' history has it at its place (agents/conversations/history.py).
+    steers = ArrayField(models.TextField(), default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Its words for search (agents/conversations/search.py), filled by Postgres on every write.
     search = models.GeneratedField(

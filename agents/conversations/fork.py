@@ -47,6 +47,7 @@ def conversation_fork(
                 content=m.content,
                 tool_calls=m.tool_calls,
                 run_id=m.run_id,
+                steers=m.steers,
             )
             for m in path
         )

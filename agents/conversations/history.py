@@ -14,6 +14,7 @@ MAX_TURNS = 200  # the newest messages a run's history is read from
 CHARS_PER_TOKEN = 4  # the estimate used for history budgets
 
 Row = tuple[int, str, str]  # a message: id, role, content
+STEERED = "\n\n(While you worked on this, the user added: {text})"
 
 
 def conversation_frame(run: Run) -> Frame | None:
@@ -34,15 +35,25 @@ def conversation_frame(run: Run) -> Frame | None:
 
 def history_rows(run: Run, limit: int = MAX_TURNS) -> list[Row]:
     """The messages before the one the run answers, on its branch only, newest first, at
-    most `limit`. One query."""
+    most `limit`. What the person said to a run while it worked (its answer's `steers`)
+    joins the question it answered: at its place, and in the user's turn, so turns still
+    alternate as providers want. One query."""
     if run.in_reply_to_id is None:
         return []
-    return list(
+    rows = (
         branch(run.in_reply_to_id, depth=limit + 1)
         .exclude(pk=run.in_reply_to_id)
         .order_by("-id")
-        .values_list("id", "role", "content")
+        .values_list("id", "role", "content", "steers")
     )
+    kept: list[Row] = []
+    steered: list[str] = []  # the steers of the answer just read: its question is next
+    for pk, role, content, steers in rows:
+        if role == "user" and steered:
+            content += "".join(STEERED.format(text=text) for text in steered)
+        steered = steers if role == "assistant" else []
+        kept.append((pk, role, content))
+    return kept
 
 
 def turns_within(rows: list[Row], budget_chars: int) -> list[UserMessage | AssistantMessage]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import transaction
 from django.db.models import Sum
 from django.db.models.functions import Now
@@ -45,6 +46,7 @@ from agents.models import (
     Crew,
     CrewMember,
     Message,
+    QueuedMessage,
     Run,
     approval_decisions,
 )
@@ -708,7 +710,11 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
 
 def record_answer(run: Run, content: str) -> Message:
     """The run's answer in its conversation: it follows the message it answers, and is
-    shown if that still is (the conversation's leaf moves on). Two statements."""
+    shown if that still is (the conversation's leaf moves on), with the steering messages
+    its loop took (read in the insert). Two statements."""
+    taken = QueuedMessage.objects.filter(
+        run_id=run.pk, kind=QueuedMessage.Kind.STEER, status=QueuedMessage.Status.APPLIED
+    )
     answer = Message.objects.create(
         tenant_id=run.tenant_id,
         conversation_id=run.conversation_id,
@@ -716,6 +722,7 @@ def record_answer(run: Run, content: str) -> Message:
         role=Message.Role.ASSISTANT,
         content=content,
         run_id=run.pk,
+        steers=ArraySubquery(taken.order_by("id").values("content")),
     )
     Conversation.objects.filter(pk=run.conversation_id, leaf_id=run.in_reply_to_id).update(
         leaf_id=answer.pk

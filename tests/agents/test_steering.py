@@ -7,6 +7,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
+from agents.conversations import conversation_fork, conversation_history
 from agents.models import Message, QueuedMessage, Run, RunEvent
 from agents.runs import (
     RunFinished,
@@ -21,8 +22,10 @@ from agents.runs import (
 from agents.runs.engine import execute_run
 from agents.runs.steering import steer_key
 from agents.services import conversation_save
+from providers.models import ProviderKind
+from providers.runtime.types import AssistantMessage, UserMessage
 from tenancy.models import Role
-from tests.factories import add_member, make_user
+from tests.factories import add_member, make_connection, make_user
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 
@@ -73,6 +76,47 @@ def test_a_steering_message_joins_the_loop_before_its_next_model_call(
         ("user", "6*7?", run.pk),
         ("assistant", "42, in French: quarante-deux.", run.pk),
     ]
+
+
+def test_a_later_turns_history_has_the_steer_in_its_place(
+    trio, agent, chat, provider_server, django_capture_on_commit_callbacks,
+    django_assert_num_queries,
+):  # fmt: skip
+    provider_server.script(
+        "anthropic",
+        ToolCallReply([ToolCall("c1", "calculator", '{"expression": "6*7"}')]),
+        TextReply("Quarante-deux."),
+        TextReply("Quatre-vingt-quatre."),
+    )
+    anthropic = make_connection(
+        trio.acme, "Claude", ProviderKind.ANTHROPIC, api_key="sk-ant-test-key",
+        base_url=provider_server.anthropic_base_url, max_retries=0,
+    )  # fmt: skip
+    agent.provider_connection, agent.model = anthropic, "claude-test"
+    agent.save()
+    run = start(trio, agent, chat, "6*7?")
+    with django_capture_on_commit_callbacks(execute=True):
+        run_steer(tenant=trio.acme, run=run, text="Answer in French.", by=trio.alice)
+        run_steer(tenant=trio.acme, run=run, text="In words.", by=trio.alice)
+    assert execute_run(run.pk) == "succeeded"
+    answer = Message.objects.get(conversation=chat, role="assistant")
+    assert answer.steers == ["Answer in French.", "In words."]
+    fork = conversation_fork(tenant=trio.acme, conversation=chat, message=answer)
+    assert Message.objects.get(conversation=fork, role="assistant").steers == answer.steers
+
+    later = start(trio, agent, chat, "And twice that?")
+    with django_assert_num_queries(1):
+        history = conversation_history(later)
+    steered = (
+        "6*7?\n\n(While you worked on this, the user added: Answer in French.)"
+        "\n\n(While you worked on this, the user added: In words.)"
+    )
+    assert history == [UserMessage(steered), AssistantMessage(text="Quarante-deux.")]
+    assert execute_run(later.pk) == "succeeded"
+    # Anthropic's turns alternate: the steers are in the question's turn.
+    sent = provider_server.requests_to("/v1/messages")[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[0]["content"] == [{"type": "text", "text": steered}]
 
 
 def test_a_steer_after_the_last_round_becomes_the_next_turn(trio, agent, chat, provider_server):
