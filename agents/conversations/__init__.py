@@ -26,7 +26,7 @@ from agents.conversations.attachment_context import (
     attachment_search_tool,
     run_attachments,
 )
-from agents.conversations.attachment_types import ACCEPTED, download_name
+from agents.conversations.attachment_types import ACCEPTED, download_name, shown_name
 from agents.conversations.attachments import (
     attachment_bytes,
     attachment_delete,
@@ -110,5 +110,6 @@ __all__ = [
     "run_attachments",
     "run_history",
     "run_message_attachments",
+    "shown_name",
     "threshold_of",
 ]

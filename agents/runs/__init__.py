@@ -4,6 +4,8 @@ imports from here, never from a module inside (an import-linter contract says so
 
     start.py          run_start, run_regenerate, run_edit: who may start a run, with what
                       input, idempotency keys, one turn at a time per conversation
+    new_chat.py       conversation_begin: a conversation, its files and its first turn,
+                      all or nothing
     inline.py         run_inline: a run started and executed in the caller's process
     steering.py       message_queue, run_steer, queued_remove: a person's messages while an
                       answer works (the next turn, or steering the running loop)
@@ -40,6 +42,7 @@ from agents.runs.direct_calls import (
 )
 from agents.runs.engine import execute_run, execute_run_async
 from agents.runs.inline import run_inline
+from agents.runs.new_chat import conversation_begin
 from agents.runs.reader import (
     HEARTBEAT,
     Ending,
@@ -85,6 +88,7 @@ __all__ = [
     "approval_decide",
     "atool_run",
     "atool_run_on_callers_thread",
+    "conversation_begin",
     "conversation_steer",
     "decide_at",
     "drain",

@@ -260,36 +260,138 @@
     input.value = "";
   }
 
+  // The New chat form's files: chosen, dropped or pasted, they wait in its file input (a
+  // chip each, cloned from the page's <template>, the name set as text) and go with the
+  // first message (agentplatform/web/chat/views.py `new`). With files the form is sent by
+  // fetch, so that a refusal keeps them and the text; the reason is shown as text.
+  const newChatFiles = [];
+
+  function newChatForm() {
+    return document.getElementById("new-chat-form");
+  }
+
+  function newChatInput() {
+    return document.getElementById("new-attach-input");
+  }
+
+  function newChatNotice(text) {
+    const notice = document.getElementById("new-notice");
+    if (notice) notice.textContent = text;
+  }
+
+  function sizeText(bytes) {
+    if (bytes >= 1048576) return `${(bytes / 1048576).toFixed(1)} MB`;
+    return bytes >= 1024 ? `${Math.round(bytes / 1024)} KB` : `${bytes} bytes`;
+  }
+
+  function newChatShow() {
+    const input = newChatInput();
+    const chips = document.getElementById("new-attachments");
+    const template = document.getElementById("new-chip");
+    if (!input || !chips || !template) return;
+    const kept = new DataTransfer();
+    for (const file of newChatFiles) kept.items.add(file);
+    input.files = kept.files;
+    chips.replaceChildren();
+    newChatFiles.forEach((file, index) => {
+      const chip = template.content.firstElementChild.cloneNode(true);
+      chip.querySelector(".attachment-name").textContent = file.name;
+      chip.querySelector(".attachment-meta").textContent = `${file.type || "file"} · ${sizeText(file.size)}`;
+      const remove = chip.querySelector(".attachment-remove");
+      remove.setAttribute("aria-label", `Remove ${file.name}`);
+      remove.dataset.index = String(index);
+      chips.append(chip);
+    });
+  }
+
+  function newChatAdd(files) {
+    const input = newChatInput();
+    if (!input) return;
+    const limit = Number(input.dataset.maxBytes || 0);
+    newChatNotice("");
+    for (const file of Array.from(files)) {
+      if (limit && file.size > limit) newChatNotice(`${file.name}: the file is larger than ${sizeText(limit)}.`);
+      else newChatFiles.push(file);
+    }
+    newChatShow();
+  }
+
+  document.addEventListener("click", (event) => {
+    const remove = event.target.closest && event.target.closest("#new-attachments .attachment-remove");
+    if (!remove) return;
+    newChatFiles.splice(Number(remove.dataset.index), 1);
+    newChatShow();
+  });
+
+  document.addEventListener("submit", async (event) => {
+    const form = event.target;
+    if (form !== newChatForm() || newChatFiles.length === 0) return; // text only: as a form
+    event.preventDefault();
+    const button = form.querySelector("button[type=submit]");
+    if (button.disabled) return;
+    button.disabled = true;
+    newChatNotice("");
+    try {
+      const response = await fetch(form.action, {
+        method: "POST",
+        body: new FormData(form),
+        credentials: "same-origin",
+        headers: { "HX-Request": "true" },
+      });
+      const location = response.headers.get("X-Chat-Location");
+      if (response.ok && location) {
+        window.location.assign(location);
+        return;
+      }
+      const plain = (response.headers.get("Content-Type") || "").startsWith("text/plain");
+      newChatNotice(plain ? await response.text() : `That did not work (HTTP ${response.status}).`);
+    } catch {
+      newChatNotice("Sending failed: check the connection and try again.");
+    }
+    button.disabled = false;
+  });
+
+  // Where files dropped or pasted go: the conversation's composer, or the New chat form.
+  function fileTarget(element) {
+    const form = composer();
+    if (form && form.contains(element) && attachInput()) return { form, add: upload };
+    const fresh = newChatForm();
+    if (fresh && fresh.contains(element) && newChatInput()) return { form: fresh, add: newChatAdd };
+    return null;
+  }
+
   document.addEventListener("change", (event) => {
     if (event.target === attachInput()) upload(event.target.files);
+    else if (event.target === newChatInput()) newChatAdd(event.target.files);
   });
 
   document.addEventListener("paste", (event) => {
-    const form = composer();
-    if (!form || !form.contains(event.target) || !event.clipboardData) return;
+    const here = fileTarget(event.target);
+    if (!here || !event.clipboardData) return;
     if (event.clipboardData.files.length === 0) return; // text pastes as usual
     event.preventDefault();
-    upload(event.clipboardData.files);
+    here.add(event.clipboardData.files);
   });
 
   document.addEventListener("dragover", (event) => {
-    const form = composer();
-    if (!form || !form.contains(event.target) || !attachInput()) return;
+    const here = fileTarget(event.target);
+    if (!here) return;
     event.preventDefault();
-    form.setAttribute("data-dropping", "");
+    here.form.setAttribute("data-dropping", "");
   });
 
   document.addEventListener("dragleave", (event) => {
-    const form = composer();
-    if (form && !form.contains(event.relatedTarget)) form.removeAttribute("data-dropping");
+    for (const form of [composer(), newChatForm()]) {
+      if (form && !form.contains(event.relatedTarget)) form.removeAttribute("data-dropping");
+    }
   });
 
   document.addEventListener("drop", (event) => {
-    const form = composer();
-    if (!form || !form.contains(event.target) || !event.dataTransfer) return;
+    const here = fileTarget(event.target);
+    if (!here || !event.dataTransfer) return;
     event.preventDefault();
-    form.removeAttribute("data-dropping");
-    upload(event.dataTransfer.files);
+    here.form.removeAttribute("data-dropping");
+    here.add(event.dataTransfer.files);
   });
 
   document.addEventListener("DOMContentLoaded", () => {

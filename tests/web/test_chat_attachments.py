@@ -6,8 +6,10 @@ browser's button, drop and paste are in tests/browser/test_chat_attachments.py."
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
+from django.core.files.storage import storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agents.conversations import attachment_upload
@@ -206,3 +208,70 @@ def test_the_run_page_lists_what_the_run_was_given(client, trio, chat):
     page = client.get(f"/t/acme/runs/{run.pk}/").content.decode()
     assert "Attachments" in page and "plan.md" in page and "text/plain" in page
     assert attachment.storage_key not in page
+
+
+# -- files in a new chat -------------------------------------------------------------------
+def new_chat(client, target: str, message: str, files, headers=None):
+    return client.post(
+        "/t/acme/chat/new/",
+        {
+            "target": target,
+            "message": message,
+            "file": [SimpleUploadedFile(name, data) for name, data in files],
+        },
+        headers=headers or {},
+    )
+
+
+def stored_files() -> int:
+    root = storages["attachments"].path("")
+    return sum(len(names) for _, _, names in os.walk(root))
+
+
+def test_a_new_chat_takes_files_with_its_first_message(client, trio, agent, settings):
+    page = login(client, trio.bob).get("/t/acme/chat/").content.decode()
+    assert 'enctype="multipart/form-data"' in page and 'id="new-attach-input"' in page
+    pdf = make_pdf(["The launch is on Tuesday."])
+    response = new_chat(client, "agent:assistant", "Look", [("cat.png", PNG), ("plan.pdf", pdf)])
+    chat = Conversation.objects.get(owner_user=trio.bob)
+    assert response.status_code == 302 and response["Location"] == url(chat)
+    run = Run.objects.get(conversation=chat)
+    sent = Message.objects.get(run=run, role="user")
+    assert [(a.name, a.kind, a.message_id) for a in run.attachments.order_by("id")] == [
+        ("cat.png", "image", sent.pk), ("plan.pdf", "document", sent.pk)
+    ]  # fmt: skip
+    thread = client.get(url(chat)).content.decode()
+    assert 'class="attachment-thumb"' in thread and "plan.pdf" in thread
+
+    # As the page's script sends it: where to go, in a header.
+    scripted = new_chat(client, "agent:assistant", "Again", [("a.txt", b"notes")], HX)
+    second = Conversation.objects.exclude(pk=chat.pk).get()
+    assert scripted.status_code == 200 and scripted["X-Chat-Location"] == url(second)
+
+
+def test_a_refused_new_chat_saves_nothing_and_keeps_the_text(
+    client, trio, settings, django_capture_on_commit_callbacks
+):
+    offline = make_connection(trio.acme, "Offline", ProviderKind.OFFLINE)
+    make_agent(trio.acme, "demo", provider_connection=offline)
+    login(client, trio.bob)
+    before = stored_files()
+    pdf = make_pdf(["A plan."])
+    with django_capture_on_commit_callbacks(execute=True):  # (stored files go on commit)
+        refused = new_chat(
+            client, "agent:demo", "What is <b>this</b>?", [("plan.pdf", pdf), ("cat.png", PNG)]
+        )
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert "does not take images" in body
+    assert "What is &lt;b&gt;this&lt;/b&gt;?</textarea>" in body  # kept, escaped
+    assert 'value="agent:demo" selected' in body
+    scripted = new_chat(client, "agent:demo", "Hi", [("setup.png", b"MZ\x90\x00" + bytes(64))], HX)
+    assert scripted.status_code == 400 and scripted["Content-Type"].startswith("text/plain")
+    assert scripted.content.decode().startswith("setup.png: ")
+    settings.ATTACHMENT_MAX_BYTES = 100
+    too_big = new_chat(client, "agent:demo", "Hi", [("big.txt", b"x" * 101)], HX)
+    assert too_big.status_code == 400 and "larger than 100 bytes" in too_big.content.decode()
+    assert not Conversation.objects.exists() and not Attachment.objects.exists()
+    assert not Run.objects.exists() and not Message.objects.exists()
+    assert stored_files() == before  # the PDF stored before the refusal: gone too

@@ -10,6 +10,7 @@ One URL answers a full page or, for htmx, the fragment it needs (`Vary: HX-Reque
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -79,6 +80,7 @@ def _page(request: HttpRequest, conversation: Conversation | None, **extra) -> d
         "conversation": conversation,
         "may_send": access.may_send(request.membership),
         "tenant_slug": request.tenant.slug,
+        "attachment_max_bytes": settings.ATTACHMENT_MAX_BYTES,
         **extra,
     }
 
@@ -111,28 +113,54 @@ def index(request: HttpRequest) -> HttpResponse:
 @tenant_member_required(Action.START_RUN)
 @require_POST
 def new(request: HttpRequest) -> HttpResponse:
-    """Start a conversation with the chosen agent or crew, and its first turn if a message
-    came with it."""
+    """Start a conversation with the chosen agent or crew, and its first turn (with the
+    files chosen, dropped or pasted: the `file` field) if a message came with it. A refused
+    turn leaves nothing: the form comes back with the reason and the text (to the page's
+    script, the reason as text)."""
     target = _target(request, request.POST.get("target", ""))
     text = request.POST.get("message", "")
+    try:
+        chat, _ = runs.conversation_begin(
+            tenant=request.tenant,
+            target=target,
+            owner=request.user,
+            input=text,
+            files=_files(request),
+        )
+    except QuotaExceeded as exc:
+        return _new_refused(request, target, text, str(exc), 429)
+    except ValidationError as exc:
+        return _new_refused(request, target, text, " ".join(exc.messages), 400)
+    location = chat_url(request, chat)
+    if not _htmx(request):
+        return redirect(location)
+    response = HttpResponse("")  # (static/js/chat.js goes there)
+    response["X-Chat-Location"] = location
+    return _vary(response)
+
+
+def _files(request: HttpRequest) -> list[tuple[str, bytes]]:
+    limit = settings.ATTACHMENT_MAX_BYTES
+    files = []
+    for upload in request.FILES.getlist("file"):
+        if upload.size > limit:
+            raise ValidationError(f"{upload.name}: the file is larger than {limit:,} bytes.")
+        files.append((upload.name or "", upload.read(limit + 1)))
+    return files
+
+
+def _new_refused(
+    request: HttpRequest, target: Agent | Crew, text: str, reason: str, status: int
+) -> HttpResponse:
+    if _htmx(request):
+        response = HttpResponse(reason, status=status, content_type="text/plain; charset=utf-8")
+        return _vary(response)
     which = "agent" if isinstance(target, Agent) else "crew"
-    conversation = services.conversation_save(
-        tenant=request.tenant, changes={which: target, "title": ""}, owner_user=request.user
-    )
-    if text.strip():
-        try:
-            runs.run_start(
-                tenant=request.tenant,
-                input=text,
-                conversation=conversation,
-                initiated_by=request.user,
-                **{which: target},
-            )
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
-    return redirect(
-        "chat:conversation", tenant_slug=request.tenant.slug, conversation_id=conversation.pk
-    )
+    context = _page(
+        request, None, selected=f"{which}:{target.slug}", message=text, refused=reason,
+        **_targets(request),
+    )  # fmt: skip
+    return _vary(render(request, PAGE, context, status=status))
 
 
 def _target(request: HttpRequest, value: str) -> Agent | Crew:
