@@ -11,6 +11,8 @@ import pytest
 
 from agents.models import Attachment
 from agents.services import conversation_save
+from providers.models import ProviderKind
+from tests.factories import make_agent, make_connection
 from tests.fakes.provider_server import TextReply
 from tests.rag.pdfs import make_pdf
 
@@ -87,4 +89,51 @@ def test_an_image_and_a_pdf_reach_the_model(
     assert natural == 1  # the thumbnail loaded from the platform
     assert sorted(Attachment.objects.values_list("name", flat=True)) == ["budget.pdf", "pixel.png"]
     tab.screenshot("chat-attachments")
+    tab.assert_clean()
+
+
+NEW_CHAT_DISPATCH = DISPATCH.replace('"composer"', '"new-chat-form"').replace(
+    '"composer-input"', '"new-message"'
+)
+
+
+def test_a_new_chat_takes_files_with_its_first_message(
+    trio, agent, provider_server, celery_worker_process, tab
+):
+    offline = make_connection(trio.acme, "Offline", ProviderKind.OFFLINE)
+    make_agent(trio.acme, "demo", name="Demo", provider_connection=offline)
+    provider_server.script("openai", TextReply("A pixel, and the budget is 4200 euros."))
+    tab.login("bob")
+    tab.goto("/t/acme/chat/?agent=demo")
+    page = tab.page
+    chips = page.locator("#new-attachments .attachment-chip")
+    page.set_input_files(
+        "#new-attach-input", files=[{"name": "pixel.png", "mimeType": "image/png", "buffer": PNG}]
+    )
+    page.evaluate(
+        NEW_CHAT_DISPATCH, ["drop", "budget.pdf", "application/pdf", base64.b64encode(PDF).decode()]
+    )
+    page.evaluate(
+        NEW_CHAT_DISPATCH, ["paste", "note.txt", "text/plain", base64.b64encode(b"x").decode()]
+    )
+    chips.filter(has_text="note.txt").wait_for()
+    assert chips.count() == 3
+    chips.filter(has_text="note.txt").get_by_role("button", name="Remove note.txt").click()
+    assert chips.count() == 2
+
+    # A model without images: refused, and nothing is lost on the page or saved.
+    field = page.get_by_label("Message")
+    field.fill("What do these say?")
+    field.press("Enter")
+    page.locator("#new-notice", has_text="does not take images").wait_for()
+    assert chips.count() == 2 and field.input_value() == "What do these say?"
+    assert not Attachment.objects.exists()
+
+    page.get_by_label("Chat with").select_option("agent:assistant")
+    field.press("Enter")
+    page.locator(".segment:not(.streaming)", has_text="4200 euros").wait_for(timeout=15_000)
+    sent = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"]
+    assert "The quarterly budget is 4200 euros." in sent[0]["content"]
+    assert sent[-1]["content"][1]["image_url"]["url"].endswith(base64.b64encode(PNG).decode())
+    assert sorted(Attachment.objects.values_list("name", flat=True)) == ["budget.pdf", "pixel.png"]
     tab.assert_clean()
