@@ -13,7 +13,13 @@ from django.core.exceptions import ImproperlyConfigured
 from moto.server import ThreadedMotoServer
 
 from agentplatform import config
-from agents.conversations import attachment_bytes, attachment_upload, run_attachments
+from agents.conversations import (
+    attachment_bytes,
+    attachment_upload,
+    conversation_fork,
+    run_attachments,
+)
+from agents.models import Attachment
 from agents.runs import run_start
 from agents.services import conversation_delete, conversation_save
 from tests.factories import login
@@ -81,8 +87,17 @@ def test_attachments_live_in_the_bucket_and_go_with_their_conversation(
     shown = client.get(f"/t/acme/chat/{chat.pk}/attachments/{image.pk}/")
     assert shown.content == PNG
     assert SECRET not in page and "127.0.0.1" not in page and BUCKET not in page
+    # A fork's copy is an object of its own: it stays when the original goes, and goes
+    # with the fork.
+    fork = conversation_fork(tenant=trio.acme, conversation=chat, message=run.in_reply_to)
+    copy = Attachment.objects.get(conversation=fork)
+    assert copy.storage_key != image.storage_key and attachment_bytes(copy) == PNG
     with django_capture_on_commit_callbacks(execute=True):
         conversation_delete(tenant=trio.acme, conversation=chat)
+    keys = [o["Key"] for o in bucket.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert keys == [f"attachments/{copy.storage_key}"] and attachment_bytes(copy) == PNG
+    with django_capture_on_commit_callbacks(execute=True):
+        conversation_delete(tenant=trio.acme, conversation=fork)
     assert "Contents" not in bucket.list_objects_v2(Bucket=BUCKET)
 
 
