@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import Agent, Conversation, Message, Run
+from agents.conversations import attachment_upload
+from agents.models import Agent, Attachment, Conversation, Message, Run
 from agents.runs import run_start
 from agents.services import conversation_save
 from tenancy.models import Role
@@ -98,6 +99,23 @@ def test_forking_opens_a_new_conversation_with_the_branch(client, trio, chat):
     page = client.get(url(fork)).content.decode()
     assert "When?" in page and "Lovely." not in page
     assert "Lovely." in client.get(url(chat)).content.decode()  # the original as it was
+
+
+def test_a_fork_past_the_attachment_limit_is_refused_clearly(client, trio, chat, settings):
+    attachment = attachment_upload(
+        tenant=trio.acme, conversation=chat, by=trio.bob, name="a.txt", data=b"abc" * 10
+    )
+    run = run_start(
+        tenant=trio.acme, agent=chat.agent, input="Read it", conversation=chat,
+        initiated_by=trio.bob, attachments=[attachment.pk],
+    )  # fmt: skip
+    settings.ATTACHMENT_TENANT_MAX_BYTES = 40  # no room for a copy
+    before = everything()
+    login(client, trio.bob)
+    response = client.post(url(chat, "fork/"), {"message": run.in_reply_to_id}, follow=True)
+    assert response.redirect_chain == [(url(chat), 302)]
+    assert "would exceed" in response.content.decode()
+    assert everything() == before and Attachment.objects.count() == 1
 
 
 def test_the_sidebar_finds_words_in_messages_with_escaped_snippets(client, trio, chat, assistant):
