@@ -22,9 +22,10 @@ def conversation_fork(
     """A new conversation of the same owner with the same agent or crew, holding copies of
     the branch up to `message` (each copy keeps the run that wrote it, for its record) and
     of their attachments (counted against the tenant's attachment limit: ValidationError,
-    and nothing is kept, when they would pass it); the original stays as it was. Five
-    queries without attachments; with some, a storage read and write a file and a few
-    statements more."""
+    and nothing is kept, when they would pass it); the original stays as it was. Six
+    statements without attachments (the branch read, the conversation, its messages,
+    their parents, its leaf, its attachments read); with some, a storage read and write a
+    file and a few statements more."""
     if conversation.tenant_id != tenant.pk or message.conversation_id != conversation.pk:
         raise Http404("No such message in this conversation.")
     if len(title) > 200:
