@@ -118,10 +118,7 @@ def run_start(
         if not acts_for_members:
             raise PermissionDenied("This API key may not act for members.")
         access.require_start(Principal.for_initiator(tenant, acting_for), target)
-    if not input.strip():
-        raise ValidationError({"input": "Say something."})
-    if len(input) > MAX_INPUT_CHARS:
-        raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
+    check_input(input)
     if client_request is not None:
         _check_client_request(target, client_request)
     for given in (reply_to, edit_of):
@@ -208,6 +205,14 @@ def run_start(
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
         return _replayed(existing, initiated_by)
     return run
+
+
+def check_input(text: str) -> None:
+    """A person's turn or steering message: some text, at most MAX_INPUT_CHARS."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError({"input": "Say something."})
+    if len(text) > MAX_INPUT_CHARS:
+        raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
 
 
 def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:

@@ -30,11 +30,12 @@ from django.db import transaction
 from django.http import Http404
 
 from agents import access
-from agents.models import MAX_INPUT_CHARS, Conversation, QueuedMessage, Run
+from agents.models import Conversation, QueuedMessage, Run
 from agents.runs.cancellation import FLAG_TTL_S, cancel_key, flags_set
 from agents.runs.channels import publisher
 from agents.runs.start import (
     Initiator,
+    check_input,
     conversation_owned_by,
     conversation_unfinished_run,
     run_start,
@@ -193,10 +194,7 @@ def _check_owner(tenant: Tenant, conversation: Conversation, by: Initiator) -> N
 
 
 def _checked_text(text: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise ValidationError({"input": "Say something."})
-    if len(text) > MAX_INPUT_CHARS:
-        raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters."})
+    check_input(text)
     return storable_text(text)
 
 
