@@ -44,9 +44,10 @@ overhead per round over the bare loop (difference of the medians ÷ 3), the rati
 platform's overhead ÷ the best durable peer's. Targets from the issues: under 10 ms of
 platform overhead per round, persistence included; at most half the best peer's overhead.
 
-Also: the DB queries of one inline run (CaptureQueriesContext, by kind and table), the Redis
-commands it sends (INFO commandstats before/after, before the worker starts), and a timing
-breakdown of the inline path from INSTRUMENTED_RUNS extra runs with the platform functions
+Also: the DB queries of one inline run and of one chat turn (an inline run continuing a
+conversation: CaptureQueriesContext, by kind and table), the Redis commands it sends (INFO
+commandstats before/after, before the worker starts), and a timing breakdown of the inline
+path, alone and as a chat turn, from INSTRUMENTED_RUNS extra runs each with the functions
 wrapped in timers (_prepare_agent and its parts, the checkpoints (waits where durable),
 model calls with their quota holds, tool calls, finalize; the rest by difference; and
 RunWriter's writes in the DB thread, which overlap the model and tool calls), and unit costs
@@ -418,6 +419,26 @@ class Sides:
         self.stamps[INLINE].append(run_stamps(run))
         return {INLINE: elapsed}
 
+    def chat_with_history(self, turns: int):
+        """A conversation with `turns` earlier turns, each a run of the agent."""
+        from agents.models import Conversation
+        from agents.runs import run_inline
+
+        chat = Conversation.objects.create(
+            tenant=self.fixture.tenant, agent=self.fixture.agent, title="Bench chat"
+        )
+        for _ in range(turns):
+            self.server.script_run()
+            self.check(
+                run_inline(
+                    tenant=self.fixture.tenant,
+                    agent=self.fixture.agent,
+                    input=INPUT,
+                    conversation=chat,
+                )
+            )
+        return chat
+
     def celery_run(self) -> dict[str, float]:
         from agents.models import Run
         from agents.runs import run_start
@@ -596,19 +617,25 @@ def figures(times: dict[str, list[float]]) -> list[SideFigure]:
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"([^"]+)"', re.IGNORECASE)
 
 
-def count_queries(sides: Sides) -> dict[str, Any]:
+def count_queries(sides: Sides, conversation=None) -> dict[str, Any]:
     """Queries of inline runs on this thread's connection (every ORM call of run_inline
-    lands there: sync_to_async under async_to_sync comes back to the calling thread)."""
+    lands there: sync_to_async under async_to_sync comes back to the calling thread); with
+    `conversation`, of runs that each continue it (a chat's turns)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
+    from agents.runs import run_inline
 
     totals = []
     for _ in range(QUERY_RUNS):
         sides.server.script_run()
         with CaptureQueriesContext(connection) as captured:
-            from agents.runs import run_inline
-
-            run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
+            run = run_inline(
+                tenant=sides.fixture.tenant,
+                agent=sides.fixture.agent,
+                input=INPUT,
+                conversation=conversation,
+            )
         sides.check(run)
         totals.append(len(captured.captured_queries))
     kinds: Counter[str] = Counter()
@@ -826,7 +853,7 @@ BREAKDOWN_ROWS = [
     ("instructions_digest", "instructions_digest", 4),
     ("tools_digest", "tools_digest", 4),
     ("run_config_versions (2 SELECTs when changed)", "run_config_versions", 4),
-    ("run_history, conversation_frame", "~conversation", 4),
+    ("conversation: history, attachments, frame", "~conversation", 4),
     ("tool_routing", "tool_routing", 4),
     ("_context_blocks (agent_registry)", "_context_blocks", 4),
     ("rest (quota meter, secrets; approvals when resuming)", "~prepare rest", 4),
@@ -852,17 +879,24 @@ class BreakdownRow:
     calls_per_run: float
     ms_per_run: float  # median over the instrumented runs
     ms_per_call: float | None
+    # The same, for runs that each continue a conversation (a chat's turn): its history,
+    # attachments and frame read, its message and its answer written.
+    chat_calls_per_run: float = 0
+    chat_ms_per_run: float = 0.0
 
 
 # The parts of _prepare_agent timed one by one: the names it calls in agents.runs.engine.
 PREPARE_PARTS = (
     "default_connection", "agent_spec", "adapter_for", "tenant_tools", "effective_tools",
     "run_tool_context", "instructions_digest", "tools_digest", "run_config_versions",
-    "run_history", "conversation_frame", "tool_routing", "_context_blocks",
+    "run_history", "run_attachments", "conversation_frame", "tool_routing", "_context_blocks",
 )  # fmt: skip
+HISTORY_TURNS = 4  # the earlier turns of the conversation the second breakdown's runs continue
 
 
 def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
+    """The inline path's parts, for a run alone and for a chat's turn (a run continuing a
+    conversation of HISTORY_TURNS turns): INSTRUMENTED_RUNS of each."""
     # The probes replace each name where its caller looks it up: the inner modules of
     # agents.runs, not its facade.
     import agents.quotas
@@ -894,35 +928,48 @@ def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:
     probe.coroutine(ToolRegistry, "execute", "tool_execute")
     probe.sync(ex, "finalize", "finalize")
 
-    per_run: list[dict[str, tuple[int, float]]] = []
+    def measured(conversation) -> dict[str, tuple[int, float]]:
+        from agents.runs import run_inline
+
+        gc.collect()
+        sides.server.script_run()
+        started = time.perf_counter()
+        run = run_inline(
+            tenant=sides.fixture.tenant,
+            agent=sides.fixture.agent,
+            input=INPUT,
+            conversation=conversation,
+        )
+        total = time.perf_counter() - started
+        sides.check(run)
+        taken = probe.take()
+        taken["total"] = (1, total)
+        return derive(taken)
+
     try:
         sides.inline_run()  # warm, and the patches in place
+        chat = sides.chat_with_history(HISTORY_TURNS)
         probe.take()
-        for _ in range(INSTRUMENTED_RUNS):
-            gc.collect()
-            sides.server.script_run()
-            started = time.perf_counter()
-            from agents.runs import run_inline
-
-            run = run_inline(tenant=sides.fixture.tenant, agent=sides.fixture.agent, input=INPUT)
-            total = time.perf_counter() - started
-            sides.check(run)
-            taken = probe.take()
-            taken["total"] = (1, total)
-            per_run.append(derive(taken))
+        alone = [measured(None) for _ in range(INSTRUMENTED_RUNS)]
+        in_chat = [measured(chat) for _ in range(INSTRUMENTED_RUNS)]
     finally:
         probe.restore()
     # A timed function the inline path no longer calls would show as a row of zeros: the
     # breakdown no longer follows the code, which is a failure, not a figure.
+    per_run = alone + in_chat
     uncalled = sorted(n for n in probe.times if not any(r.get(n, (0, 0.0))[0] for r in per_run))
     if uncalled:
         raise RuntimeError(f"the inline path never called {', '.join(uncalled)}: update the probes")
+
+    def median(runs, name: str, index: int) -> float:
+        return statistics.median(r.get(name, (0, 0.0))[index] for r in runs)
+
     rows = []
     for label, name, indent in BREAKDOWN_ROWS:
-        calls = statistics.median(r.get(name, (0, 0.0))[0] for r in per_run)
-        ms = statistics.median(r.get(name, (0, 0.0))[1] * 1000 for r in per_run)
+        calls, ms = median(alone, name, 0), median(alone, name, 1) * 1000
         per_call = ms / calls if calls and not name.startswith("~") else None
-        rows.append(BreakdownRow(label, indent, calls, ms, per_call))
+        chat_calls, chat_ms = median(in_chat, name, 0), median(in_chat, name, 1) * 1000
+        rows.append(BreakdownRow(label, indent, calls, ms, per_call, chat_calls, chat_ms))
     return rows
 
 
@@ -932,7 +979,7 @@ def derive(t: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
     def s(*names: str) -> float:
         return sum(t.get(n, (0, 0.0))[1] for n in names)
 
-    t["~conversation"] = (1, s("run_history", "conversation_frame"))
+    t["~conversation"] = (1, s("run_history", "run_attachments", "conversation_frame"))
     t["~prepare rest"] = (1, s("prepare") - s(*PREPARE_PARTS))
     t["~execute rest"] = (1, s("execute_run_async") - s(
         "prepare", "model_call", "tool_execute", "checkpoint", "cancel check",
@@ -952,6 +999,7 @@ def print_tables(
     sides: list[SideFigure],
     stamps: dict[str, list[tuple[float, float]]],
     queries: dict[str, Any],
+    chat_queries: dict[str, Any],
     redis_commands: dict[str, int],
     costs: list[UnitCost],
     breakdown: list[BreakdownRow],
@@ -1002,23 +1050,30 @@ def print_tables(
             f"claimed -> finalize {executing:.1f} ms"
         )
     print()
-    per_run = queries["per_run"]
-    print(
-        f"DB queries per inline run: {per_run[-1]} (runs: {per_run}); "
-        f"{queries['events_per_run']} RunEvent rows"
-    )
-    print("  " + ", ".join(f"{k} {v}" for k, v in queries["by_kind"].items()))
-    for statement, count in queries["by_statement"].items():
-        print(f"  {count:>4}  {statement}")
+    for what, counted in (("inline run", queries), ("chat turn (inline)", chat_queries)):
+        per_run = counted["per_run"]
+        print(
+            f"DB queries per {what}: {per_run[-1]} (runs: {per_run}); "
+            f"{counted['events_per_run']} RunEvent rows"
+        )
+        print("  " + ", ".join(f"{k} {v}" for k, v in counted["by_kind"].items()))
+        for statement, count in counted["by_statement"].items():
+            print(f"  {count:>4}  {statement}")
     commands = ", ".join(f"{k} {v}" for k, v in redis_commands.items())
     print(f"Redis commands per inline run: {commands}")
     print()
-    print(f"Inline path breakdown (median of {INSTRUMENTED_RUNS} instrumented runs)")
-    print(f"{'part':<60}{'calls':>7}{'ms/run':>9}{'ms/call':>9}")
+    print(
+        f"Inline path breakdown (median of {INSTRUMENTED_RUNS} instrumented runs each): a run "
+        f"alone, and a chat's turn (the run continues a conversation of {HISTORY_TURNS} turns)"
+    )
+    print(f"{'part':<60}{'calls':>7}{'ms/run':>9}{'ms/call':>9}{'chat: calls':>13}{'ms/run':>9}")
     for row in breakdown:
         label = "  " * row.indent + row.label
-        per_call = f"{row.ms_per_call:>9.3f}" if row.ms_per_call is not None else ""
-        print(f"{label:<60}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}")
+        per_call = f"{row.ms_per_call:>9.3f}" if row.ms_per_call is not None else " " * 9
+        print(
+            f"{label:<60}{row.calls_per_run:>7g}{row.ms_per_run:>9.2f}{per_call}"
+            f"{row.chat_calls_per_run:>13g}{row.chat_ms_per_run:>9.2f}"
+        )
     print()
     print(f"Unit costs in isolation (ms per operation, median of {COST_REPEATS} batches)")
     for cost in costs:
@@ -1055,6 +1110,7 @@ def main() -> None:
             d for d in check_requests(sides) if d.split(":")[0] not in ("stream", "stream_options")
         ]
         queries = count_queries(sides)
+        chat_queries = count_queries(sides, sides.chat_with_history(HISTORY_TURNS))
         redis_commands = count_redis_commands(sides)  # before the worker talks to Redis
         worker_log = Path(settings.DATA_DIR) / "worker.log"
         worker = Child("worker", WORKER_COMMAND, worker_log, env=worker_env)
@@ -1085,7 +1141,9 @@ def main() -> None:
             worker.stop()
         server.close()
     side_figures = figures(times)
-    print_tables(side_figures, stamps, queries, redis_commands, costs, breakdown, differences)
+    print_tables(
+        side_figures, stamps, queries, chat_queries, redis_commands, costs, breakdown, differences
+    )
     document = {
         "machine": {
             "python": platform.python_version(),
@@ -1122,6 +1180,7 @@ def main() -> None:
             for side, values in stamps.items()
         },
         "queries_per_inline_run": queries,
+        "queries_per_chat_turn": chat_queries,
         "redis_commands_per_inline_run": redis_commands,
         "inline_breakdown_ms": [asdict(row) for row in breakdown],
         "unit_costs_ms": [asdict(cost) for cost in costs],
@@ -1138,7 +1197,9 @@ def main() -> None:
         "inline overhead / best peer's": by_side[INLINE].overhead_vs_best_peer,
         "Celery (row) overhead / best peer's": by_side[CELERY_ROW].overhead_vs_best_peer,
         "instrumented inline ms/run": total.ms_per_run,
+        "instrumented chat turn ms/run": total.chat_ms_per_run,
         "DB queries per inline run": queries["per_run"][-1],
+        "DB queries per chat turn": chat_queries["per_run"][-1],
     }
     write_results("agents", document, headline=headline)
 
