@@ -9,6 +9,7 @@ from agentplatform.api import (
     attachments_api,
     audit_api,
     config_api,
+    conversations_api,
     history_api,
     identity_providers_api,
     mcp_connections_api,
@@ -34,7 +35,9 @@ resources.register(
     "mcp-connections", mcp_connections_api.McpConnectionViewSet, basename="api_mcp_connection"
 )
 resources.register("prices", prices_api.ModelPriceViewSet, basename="api_price")
-resources.register("conversations", agents_api.ConversationViewSet, basename="api_conversation")
+resources.register(
+    "conversations", conversations_api.ConversationViewSet, basename="api_conversation"
+)
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")
 resources.register(
     r"conversations/(?P<conversation>[^/]+)/attachments",
