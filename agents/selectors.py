@@ -462,6 +462,20 @@ def conversation_summaries_shown(*, conversation: Conversation) -> list[Conversa
     )
 
 
+def conversation_summary_shown(
+    *, tenant_id: int, conversation_id: int, summary_id: int
+) -> ConversationSummary | None:
+    """One summary of the conversation's older turns, as the thread shows it (a run's
+    `conversation.compacted` event names it); None when it is not this conversation's.
+    One query."""
+    summaries = ConversationSummary.objects.filter(
+        pk=summary_id, tenant_id=tenant_id, conversation_id=conversation_id
+    )
+    return summaries.only(
+        "last_message_id", "text", "messages_covered", "tokens_covered", "created_at"
+    ).first()
+
+
 def run_events_shown(*, run_ids: list[int], finished_ids: list[int]) -> QuerySet:
     """The events of these runs in order, without the text deltas of finished runs (their
     messages hold the text). One query."""

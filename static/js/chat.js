@@ -3,7 +3,7 @@
 // code blocks. No inline script anywhere (the CSP forbids it).
 //
 // The stream (agentplatform/web/chat/stream.py) sends server-rendered, escaped HTML: each
-// message is {"ops": [...]}, an op appends to or replaces an element by id. This file
+// message is {"ops": [...]}, an op appends to, replaces or places an element by id. This file
 // never builds markup from data itself.
 "use strict";
 
@@ -80,6 +80,25 @@
       }
       activate(nodes);
       for (const node of nodes) addCopyButtons(node.parentElement);
+    } else if (op.op === "place") {
+      // "Earlier messages summarised": where the reloaded page puts it (thread.py,
+      // _place_summaries): at the start of the turn after the one holding the last message
+      // it covers (that turn itself when it is the last), after the summaries already there.
+      const content = fragment(op.html);
+      if (target) {
+        content.firstElementChild.open = target.open;
+        target.replaceWith(content);
+        return;
+      }
+      const covered = document.getElementById(op.after);
+      const turn = covered && covered.closest("#thread > .turn");
+      if (!turn) return;
+      let next = turn.nextElementSibling;
+      while (next && !next.matches(".turn")) next = next.nextElementSibling;
+      const into = next || turn;
+      let before = into.firstElementChild;
+      while (before && before.matches("details.compacted")) before = before.nextElementSibling;
+      into.insertBefore(content, before);
     }
   }
 

@@ -4,6 +4,7 @@ summary the fake model wrote, before the turn whose run first used it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from agents.models import Conversation, ConversationSummary, Message
 from agents.runs import run_inline
 from tests.factories import login
-from tests.fakes.provider_server import TextReply
+from tests.fakes.provider_server import ErrorReply, TextReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,6 +56,62 @@ def test_the_thread_shows_earlier_messages_summarised(client, trio, agent, provi
     async def read() -> str:
         return b"".join([chunk async for chunk in stream.streaming_content]).decode()
 
-    assert "Summarising earlier messages" in asyncio.run(read())
+    ops = [op for data in re.findall(r"^data: (.*)$", asyncio.run(read()), re.M)
+           for op in json.loads(data)["ops"]]  # fmt: skip
+    statuses = [op["html"] for op in ops if op.get("target") == f"run-{run.pk}-state"]
+    assert "Summarising earlier messages…" in statuses[0]
+    # ... then the marker, as the reloaded page renders it, placed live where that page has it.
+    (place,) = [op for op in ops if op["op"] == "place"]
+    assert place["target"] == f"summary-{summary.pk}"
+    assert place["html"].strip() == marker.group(0)
+    assert place["after"] == f"message-{summary.last_message_id}"
+    assert 'role="status">Earlier messages summarised.' in statuses[1]
     # Another member of the tenant does not see bob's conversation, nor its summary.
     assert login(client, trio.alice).get(f"/t/acme/chat/{chat.pk}/").status_code == 404
+
+
+def test_a_failed_summary_says_older_messages_were_left_out(client, trio, agent, provider_server):
+    """The summarising call fails: the run answers from the newest turns, and both the live
+    stream and the reloaded page say that older messages were left out — not why (the
+    provider's words stay in the run's record)."""
+    agent.compaction_threshold = 1000
+    agent.save()
+    chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
+    parent = None
+    for n in range(3):
+        for role in ("user", "assistant"):
+            parent = Message.objects.create(
+                tenant=trio.acme, conversation=chat, role=role, content=f"{role} {n} " + "x" * 900,
+                parent=parent,
+            )  # fmt: skip
+    Conversation.objects.filter(pk=chat.pk).update(leaf=parent)
+    provider_server.script(
+        "openai", ErrorReply(400, "the provider's own words"), TextReply("Sure.")
+    )
+    run = run_inline(
+        tenant=trio.acme, agent=agent, conversation=chat, input="And hotels?", initiated_by=trio.bob
+    )
+    assert run.status == "succeeded", run.error
+    assert not ConversationSummary.objects.filter(conversation=chat).exists()
+    left_out = run.events.get(type="conversation.compaction_failed").payload["left_out_messages"]
+    assert left_out > 0
+
+    bob = login(client, trio.bob)
+    page = bob.get(f"/t/acme/chat/{chat.pk}/").content.decode()
+    notice = (
+        f'<p class="left-out" id="run-{run.pk}-left-out" role="note">Earlier messages could not '
+        f"be summarised: {left_out} older messages were left out of this answer.</p>"
+    )
+    assert page.count(notice) == 1 and 'class="compacted"' not in page
+    assert "provider&#x27;s own words" not in page and "provider's own words" not in page
+
+    stream = bob.get(f"/t/acme/chat/{chat.pk}/runs/{run.pk}/stream/")
+
+    async def read() -> str:
+        return b"".join([chunk async for chunk in stream.streaming_content]).decode()
+
+    ops = [op for data in re.findall(r"^data: (.*)$", asyncio.run(read()), re.M)
+           for op in json.loads(data)["ops"]]  # fmt: skip
+    appended = [op for op in ops if op["op"] == "append" and op["html"] == notice]
+    assert appended and appended[0]["target"] == f"run-{run.pk}-steps"
+    assert not any("own words" in json.dumps(op) for op in ops)

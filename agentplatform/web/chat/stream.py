@@ -6,6 +6,9 @@ carries JSON `{"ops": [...]}`; static/js/chat.js applies each op to the page:
 - `{"op": "append", "target": id, "html": ...}`: insert at the end of element `id`;
 - `{"op": "replace", "target": id, "html": ..., "parent": id}`: replace element `id`
   (append to `parent` when it is not on the page yet);
+- `{"op": "place", "target": id, "html": ..., "after": id}`: replace element `id`, or else
+  put it where the reloaded page has it: at the start of the turn after the one holding
+  element `after` (that turn itself when it is the last), after the summaries there;
 - `{"op": "end"}`: the run ended; close the stream, re-enable the composer.
 
 A steering message the loop took (`run.steered`) joins the steps and leaves the queued list;
@@ -41,10 +44,11 @@ from agentplatform.web.chat.thread import (
     approvals_for,
     complete_tool,
     dom_key,
+    left_out_note,
     member_event,
 )
 from agents import selectors
-from agents.models import Approval, ApprovalStatus, Run
+from agents.models import Approval, ApprovalStatus, ConversationSummary, Run
 from agents.runs import (
     TERMINAL_EVENTS,
     heartbeat_seconds,
@@ -175,8 +179,15 @@ class RunStream:
                 },
                 {"op": "replace", "target": f"queued-{note.id}", "html": ""},
             ]
-        if type == "conversation.compacting":  # (the marker shows once the page reloads)
+        if type == "conversation.compacting":
             return [self.status("Summarising earlier messages…")]
+        if type in ("conversation.compacted", "conversation.summary_reused"):
+            return await self.summary_ops(
+                payload.get("summary_id"), made=type == "conversation.compacted"
+            )
+        if type == "conversation.compaction_failed":
+            html = self.render("left_out", note=left_out_note(payload))
+            return [{"op": "append", "target": self.steps_id, "html": html}]
         if type == "approval.required":
             approvals = await self.pending_approvals(
                 None if payload.get("via_child") else payload.get("call_id")
@@ -216,6 +227,24 @@ class RunStream:
                 ops.append({"op": "replace", "target": target, "html": html, "parent": "thread"})
             return ops
         return []
+
+    async def summary_ops(self, summary_id: Any, *, made: bool) -> list[dict[str, Any]]:
+        """ "Earlier messages summarised", where the reloaded page has it: before the turn
+        after the last message it covers (thread._place_summaries; chat.js's `place` op
+        finds that turn from the message's element). A reused summary is usually on the page
+        already: then it is replaced, as a resumed stream replaces it too."""
+        if not isinstance(summary_id, int):
+            return []
+        summary = await stream_read(_summary)(self.run, summary_id)
+        if summary is None:
+            return []
+        place = {
+            "op": "place",
+            "target": f"summary-{summary.pk}",
+            "html": self.render("compacted", summary=summary),
+            "after": f"message-{summary.last_message_id}",
+        }
+        return [place, self.status("Earlier messages summarised.")] if made else [place]
 
     def tool_op(self, card: ToolCard) -> dict[str, Any]:
         html = self.render("tool_card", step=card)
@@ -316,6 +345,14 @@ def _after_end(run: Run):
         following,
         started_from,
         queued_messages(tenant=run.tenant, conversation=run.conversation),
+    )
+
+
+def _summary(run: Run, summary_id: int) -> ConversationSummary | None:
+    if run.conversation_id is None:
+        return None
+    return selectors.conversation_summary_shown(
+        tenant_id=run.tenant_id, conversation_id=run.conversation_id, summary_id=summary_id
     )
 
 

@@ -145,6 +145,16 @@ class SteerNote:
 
 
 @dataclass
+class LeftOutNote:
+    """The run's older messages could not be summarised (`conversation.compaction_failed`):
+    it went on with the newest turns that fit, `count` messages left out. The event's error
+    is the run record's, not the page's."""
+
+    count: int
+    kind: str = "left_out"
+
+
+@dataclass
 class ApprovalSlot:
     """Where a run parked for a human: the Approval rows found for it are shown here."""
 
@@ -157,8 +167,8 @@ class ApprovalSlot:
 class Turn:
     run: Run | None
     user_text: str
-    steps: list[TextSegment | ToolCard | MemberStep | SteerNote | ApprovalSlot] = field(
-        default_factory=list
+    steps: list[TextSegment | ToolCard | MemberStep | SteerNote | LeftOutNote | ApprovalSlot] = (
+        field(default_factory=list)
     )
     approvals: list[Approval] = field(default_factory=list)  # those without a slot
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
@@ -244,6 +254,8 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         steps.append(ApprovalSlot(payload.get("call_id", "")))
     elif event_type == "run.steered":
         steps.append(SteerNote(payload.get("id", 0), str(payload.get("text", ""))))
+    elif event_type == "conversation.compaction_failed":
+        steps.append(left_out_note(payload))
     elif event_type == "tool.completed":
         card = tool_card(steps, payload.get("call_id", ""))
         if card is None:
@@ -255,6 +267,11 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         step = apply_member_event(card, event_type, payload)
         if card is None:
             steps.append(step)
+
+
+def left_out_note(payload: dict[str, Any]) -> LeftOutNote:
+    count = payload.get("left_out_messages")
+    return LeftOutNote(count if isinstance(count, int) and count > 0 else 0)
 
 
 def complete_tool(card: ToolCard, payload: dict[str, Any]) -> None:
