@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Conversation, ConversationSummary, Message
+from tests.browser import test_accessibility as a11y
 from tests.fakes.provider_server import TextReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+tab = a11y.tab  # the tab with axe-core on its pages
 
 
 def test_a_long_conversation_is_compacted_and_the_thread_says_so(
@@ -53,6 +56,8 @@ def test_a_long_conversation_is_compacted_and_the_thread_says_so(
     assert marker.count() == 1 and page.evaluate("window.markerWhileBusy") is True
     where = "m => m.nextElementSibling.querySelector('.bubble').textContent.slice(0, 6)"
     assert marker.evaluate(where) == "user 2"
+    marker.locator("summary").click()
+    a11y.assert_accessible(tab, "a conversation summarised live, the summary open")
 
     summarising, answering = provider_server.requests_to("/v1/chat/completions")
     assert "user 0" in summarising.body["messages"][-1]["content"]
@@ -60,6 +65,7 @@ def test_a_long_conversation_is_compacted_and_the_thread_says_so(
     assert ConversationSummary.objects.filter(conversation=chat).count() == 1
 
     page.reload()
+    marker.locator("summary").wait_for()
     assert marker.count() == 1 and marker.get_attribute("open") is None
     assert marker.evaluate(where) == "user 2"
     assert "Earlier messages summarised" in marker.locator("summary").text_content()
