@@ -183,6 +183,7 @@ class Turn:
     # "Earlier messages summarised": the summaries whose last covered message came just
     # before this turn (agents/conversations/compaction.py)
     summaries: list[ConversationSummary] = field(default_factory=list)
+    summarising: bool = False  # the run's last event: `conversation.compacting`
 
     @property
     def citations(self) -> list[Citation]:
@@ -210,6 +211,8 @@ class Turn:
         """What an unfinished run is doing, as the page first shows it."""
         if self.run is None or not self.active:
             return ""
+        if self.summarising:  # (as the stream says it: stream.RunStream.ops)
+            return "Summarising earlier messages…"
         return {
             RunStatus.QUEUED: "Waiting for a worker…",
             RunStatus.AWAITING_APPROVAL: "Waiting for approval…",
@@ -343,6 +346,7 @@ def turns_for(conversation: Conversation, through: Message | None = None) -> lis
         turn = by_run[event.run_id]
         fold(turn.steps, event.type, event.payload)
         turn.last_seq = event.seq
+        turn.summarising = event.type == "conversation.compacting"
     for approval in approvals_for(runs):
         turn = by_run[approval.run.parent_id or approval.run_id]
         slot = _slot_for(turn, approval)
