@@ -96,3 +96,41 @@ def tab(browser, web_server):
     page.set_default_timeout(10_000)
     yield Page(page, web_server)
     context.close()
+
+
+# axe-core from tests/clients/node (`make node-clients`), added to each page as an init script
+# (the DevTools protocol's, which the page's strict CSP does not govern): the CSP stays on and
+# a violation still fails the test (`Page.assert_clean`).
+AXE = Path(__file__).resolve().parents[2] / "tests/clients/node/node_modules/axe-core/axe.min.js"
+# WCAG 2.x A and AA, and axe's best practices (landmarks, headings, one main).
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
+DESKTOP = {"width": 1280, "height": 800}
+
+
+@pytest.fixture
+def axe_tab(browser, web_server):
+    """A tab with axe-core on every page it opens, and the clipboard allowed."""
+    if not AXE.exists():
+        raise RuntimeError(f"{AXE} is missing: make node-clients (npm ci in tests/clients/node)")
+    context = browser.new_context(viewport=DESKTOP)
+    context.add_init_script(path=str(AXE))
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=web_server)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield Page(page, web_server)
+    context.close()
+
+
+def assert_accessible(tab: Page, what: str) -> None:
+    """axe-core (an `axe_tab`) finds no serious or critical violation in the page as it is."""
+    found = tab.page.evaluate(
+        """async (tags) => {
+            const result = await axe.run(document, {runOnly: {type: "tag", values: tags}});
+            return result.violations
+              .filter((v) => v.impact === "serious" || v.impact === "critical")
+              .map((v) => `${v.id} (${v.impact}): ${v.help} at ` +
+                          v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
+        }""",
+        AXE_TAGS,
+    )
+    assert found == [], f"{what}: {found}"

@@ -2,9 +2,7 @@
 axe-core (no serious or critical violation), usable at phone width (390 px: no horizontal
 scrolling, the navigation folded behind its Menu button) and by keyboard, and screenshotted.
 
-axe-core comes from tests/clients/node (`make node-clients`); it is added to each page as an
-init script (the DevTools protocol's, which the page's strict CSP does not govern), so the
-CSP stays on and a violation still fails the test (`Page.assert_clean`).
+axe-core is on every page of the `axe_tab` fixture (tests/browser/conftest.py).
 
 Screenshots go to tests/browser/artifacts/ (git-ignored), or with UPDATE_SCREENSHOTS=1 to
 docs/screenshots/, which docs/web.md shows.
@@ -19,50 +17,21 @@ import pytest
 
 from agents.models import Feedback, Run
 from agents.services import conversation_save
-from tests.browser.conftest import ARTIFACTS, Page
+from tests.browser.conftest import ARTIFACTS, DESKTOP, Page, assert_accessible
 from tests.factories import make_agent, make_crew
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
-AXE = ROOT / "tests/clients/node/node_modules/axe-core/axe.min.js"
-SCREENSHOTS = ROOT / "docs/screenshots"
-DESKTOP = {"width": 1280, "height": 800}
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs/screenshots"
 PHONE = {"width": 390, "height": 844}
-# WCAG 2.x A and AA, and axe's best practices (landmarks, headings, one main).
-AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
 
 CODE_ANSWER = "Here it is:\n\n```python\nprint('hello')\n```\n\nRun it with Python 3."
 
 
 @pytest.fixture
-def tab(browser, web_server):
-    """A tab with axe-core on every page it opens, and the clipboard allowed."""
-    if not AXE.exists():
-        raise RuntimeError(f"{AXE} is missing: make node-clients (npm ci in tests/clients/node)")
-    context = browser.new_context(viewport=DESKTOP)
-    context.add_init_script(path=str(AXE))
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=web_server)
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield Page(page, web_server)
-    context.close()
-
-
-def assert_accessible(tab: Page, what: str) -> None:
-    """axe-core finds no serious or critical violation in the page as it is now."""
-    found = tab.page.evaluate(
-        """async (tags) => {
-            const result = await axe.run(document, {runOnly: {type: "tag", values: tags}});
-            return result.violations
-              .filter((v) => v.impact === "serious" || v.impact === "critical")
-              .map((v) => `${v.id} (${v.impact}): ${v.help} at ` +
-                          v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
-        }""",
-        AXE_TAGS,
-    )
-    assert found == [], f"{what}: {found}"
+def tab(axe_tab):
+    return axe_tab
 
 
 def assert_fits(tab: Page, what: str) -> None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Conversation, ConversationSummary, Message
-from tests.browser import test_accessibility as a11y
+from tests.browser.conftest import assert_accessible
 from tests.fakes.provider_server import TextReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-tab = a11y.tab  # the tab with axe-core on its pages
+
+@pytest.fixture
+def tab(axe_tab):
+    return axe_tab
 
 
 def test_a_long_conversation_is_compacted_and_the_thread_says_so(
@@ -57,7 +60,7 @@ def test_a_long_conversation_is_compacted_and_the_thread_says_so(
     where = "m => m.nextElementSibling.querySelector('.bubble').textContent.slice(0, 6)"
     assert marker.evaluate(where) == "user 2"
     marker.locator("summary").click()
-    a11y.assert_accessible(tab, "a conversation summarised live, the summary open")
+    assert_accessible(tab, "a conversation summarised live, the summary open")
 
     summarising, answering = provider_server.requests_to("/v1/chat/completions")
     assert "user 0" in summarising.body["messages"][-1]["content"]
