@@ -9,11 +9,19 @@ from __future__ import annotations
 import pytest
 
 from agents import quotas
-from agents.models import Conversation, ConversationSummary, Crew, Quota, Run, RunEvent
-from agents.runs import execute_run, run_inline, run_start
+from agents.models import (
+    Approval,
+    Conversation,
+    ConversationSummary,
+    Crew,
+    Quota,
+    Run,
+    RunEvent,
+)
+from agents.runs import approval_decide, execute_run, run_inline, run_start
 from tests.agents.test_compaction import SUMMARY_HEAD, add, events, said
 from tests.factories import make_agent, make_connection, make_crew
-from tests.fakes.provider_server import ErrorReply, TextReply
+from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -166,6 +174,39 @@ def test_a_resumed_crew_run_that_failed_to_summarise_does_not_ask_again(
     assert len(provider_server.requests_to(CHAT)) == 2  # no summarising call
     assert f"User: {said('u2')}" in first and "<u1>" not in first
     assert RunEvent.objects.filter(run=run, type__startswith="conversation.").count() == 1
+
+
+def test_a_crew_run_resumed_after_a_members_approval_does_not_summarise_again(
+    trio, connection, provider_server, transfer
+):
+    payer = make_agent(trio.acme, "payer", instructions="You pay.")
+    writer = make_agent(trio.acme, "writer", instructions="You write.")
+    crew = make_crew(trio.acme, "pay-crew", [payer, writer], compaction_threshold=1000)
+    chat = long_chat(trio, crew)
+    provider_server.script(
+        "openai",
+        TextReply("Summary."),
+        ToolCallReply([ToolCall("t1", "transfer", '{"amount": 50}')]),
+    )
+    run = run_inline(
+        tenant=trio.acme, crew=crew, conversation=chat, input="Pay 50.", initiated_by=trio.bob
+    )
+    assert run.status == "awaiting_approval", run.error
+    child = Run.objects.get(parent=run)
+    approval = Approval.objects.get(run=child)
+    provider_server.script("openai", TextReply("Paid."))
+    approval_decide(tenant=trio.acme, approval=approval, approved=True, by=trio.alice)
+    assert execute_run(child.pk) == "succeeded"
+
+    provider_server.script("openai", TextReply("Written."))
+    assert execute_run(run.pk) == "succeeded"  # woken by its member: a second attempt
+    requests = provider_server.requests_to(CHAT)
+    assert len(requests) == 4  # the summary, the payer's two calls, the writer's
+    assert f"User: {SUMMARY_HEAD}\nSummary." in prompts(provider_server)[-1]
+    assert ConversationSummary.objects.filter(conversation=chat).count() == 1
+    assert len(events(run, "conversation.compacting")) == 1
+    assert len(events(run, "conversation.compacted")) == 1
+    assert len(events(run, "conversation.summary_reused")) == 1  # by the second attempt
 
 
 def test_a_crews_own_summarising_connection_and_model(trio, connection, provider_server):
