@@ -58,3 +58,26 @@ def test_the_thread_shows_earlier_messages_summarised(client, trio, agent, provi
     assert "Summarising earlier messages" in asyncio.run(read())
     # Another member of the tenant does not see bob's conversation, nor its summary.
     assert login(client, trio.alice).get(f"/t/acme/chat/{chat.pk}/").status_code == 404
+
+
+def test_a_crews_thread_shows_earlier_messages_summarised(
+    client, trio, connection, provider_server
+):
+    from tests.agents.test_crew_compaction import crew_in, long_chat
+
+    crew = crew_in(trio, "sequential", compaction_threshold=1000)
+    chat = long_chat(trio, crew)
+    provider_server.script("openai", TextReply("They met."), TextReply("R."), TextReply("W."))
+    run = run_inline(
+        tenant=trio.acme, crew=crew, conversation=chat, input="And now?", initiated_by=trio.bob
+    )
+    assert run.status == "succeeded", run.error
+    summary = ConversationSummary.objects.get(conversation=chat)
+
+    page = login(client, trio.bob).get(f"/t/acme/chat/{chat.pk}/").content.decode()
+    marker = re.search(
+        rf'<details class="compacted" id="summary-{summary.pk}">(.*?)</details>', page, re.S
+    )
+    assert marker is not None and "They met." in marker.group(1)
+    assert "(4 messages" in marker.group(1)
+    assert page.index("&lt;a2&gt;") < marker.start() < page.index("&lt;u3&gt;")
