@@ -355,6 +355,9 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("max_delegations", "max_delegations"),
         DocField("max_depth", "max_depth"),
         DocField("token_budget", "token_budget"),
+        DocField("compaction.threshold", "compaction_threshold"),
+        reference_field("compaction.connection", "compaction_connection", "connections"),
+        DocField("compaction.model", "compaction_model"),
         DocField("active", "active"),
     ),
     "prices": (

@@ -25,6 +25,10 @@ class CrewAdmin(UseGrantsAdmin, TenantScopedAdmin):
     fieldsets = [
         (None, {"fields": ["tenant", "slug", "name", "description", "mode", "manager", "active"]}),
         ("Limits", {"fields": ["max_delegations", "max_depth", "token_budget"]}),
+        (
+            "Long conversations",
+            {"fields": ["compaction_threshold", "compaction_connection", "compaction_model"]},
+        ),
     ]
 
     def get_fieldsets(self, request, obj=None):

@@ -218,6 +218,27 @@ class Crew(ConfigObject, models.Model):
     max_delegations = models.PositiveSmallIntegerField(default=10)
     max_depth = models.PositiveSmallIntegerField(default=3)
     token_budget = models.PositiveIntegerField(null=True, blank=True)
+    # Long conversations, as an agent's (agents/conversations/compaction.py): a hierarchical
+    # crew's take precedence over its manager's where set.
+    compaction_threshold = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens of conversation history above which older turns are summarised. "
+        "Empty: the platform's default (HISTORY_TOKEN_BUDGET).",
+    )
+    compaction_connection = models.ForeignKey(
+        "providers.ProviderConnection",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Which connection summarises. Empty: the tenant's default.",
+    )
+    compaction_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Which model summarises. Empty: the connection's default.",
+    )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -236,6 +257,13 @@ class Crew(ConfigObject, models.Model):
             raise ValidationError({"manager": "A hierarchical crew needs a manager agent."})
         if self.manager_id and self.manager.tenant_id != self.tenant_id:
             raise ValidationError({"manager": "Choose one of this tenant's agents."})
+        if problem := threshold_problem(self.compaction_threshold):
+            raise ValidationError({"compaction_threshold": problem})
+        connection = self.compaction_connection
+        if connection is not None and connection.tenant_id != self.tenant_id:
+            raise ValidationError(
+                {"compaction_connection": "Choose one of this tenant's connections."}
+            )
 
 
 class CrewMember(models.Model):

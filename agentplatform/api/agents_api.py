@@ -177,6 +177,9 @@ CREW_EXAMPLE = {
 }
 CREW_RESPONSE = {
     **CREW_EXAMPLE,
+    "compaction_threshold": None,
+    "compaction_connection": None,
+    "compaction_model": "",
     "created_at": "2025-01-01T12:00:00Z",
     "updated_at": "2025-01-01T12:00:00Z",
 }

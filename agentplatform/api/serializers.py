@@ -220,6 +220,13 @@ class CrewSerializer(CleanModelSerializer):
         max_length=MAX_CREW_MEMBERS,
         help_text="The member agents' slugs, in order.",
     )
+    compaction_connection = TenantPrimaryKeyField(
+        queryset=ProviderConnection.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Id of one of this tenant's provider connections that summarises long "
+        "conversations; null: the tenant's default (a hierarchical crew: its manager's).",
+    )
 
     class Meta:
         model = Crew
@@ -233,6 +240,9 @@ class CrewSerializer(CleanModelSerializer):
             "max_delegations",
             "max_depth",
             "token_budget",
+            "compaction_threshold",
+            "compaction_connection",
+            "compaction_model",
             "active",
             "created_at",
             "updated_at",

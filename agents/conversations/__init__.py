@@ -53,6 +53,7 @@ from agents.conversations.branches import (
     newest_under,
 )
 from agents.conversations.compaction import (
+    CompactionSettings,
     History,
     compacted_history,
     run_history,
@@ -72,6 +73,7 @@ from agents.conversations.search import Hit, message_search
 __all__ = [
     "ACCEPTED",
     "SEARCH_TOOL",
+    "CompactionSettings",
     "DocumentReading",
     "DocumentUnreadable",
     "History",

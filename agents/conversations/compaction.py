@@ -1,6 +1,6 @@
-"""Long conversations: a run whose history would exceed its agent's compaction threshold gets
-the older turns as a summary a model wrote, and the recent turns that fit (docs/agents.md,
-"Long conversations").
+"""Long conversations: a run whose history would exceed its agent's (or crew's) compaction
+threshold gets the older turns as a summary a model wrote, and the recent turns that fit
+(docs/agents.md, "Long conversations"). What it reads of either: `CompactionSettings`.
 
 Two steps, so the engine stays light:
 
@@ -11,7 +11,7 @@ Two steps, so the engine stays light:
   it fit, the run gets them (reused: no model call). Else it plans a new summary of the
   older turns (and of the summary before them: incremental).
 - `compacted_history` (async, before the run's first model call) makes that summary: one
-  model call on the agent's summarising connection and model, held against the tenant's
+  model call on the summarising connection and model, held against the tenant's
   quotas like every model call (reserve before, settle after), recorded as a run of its own
   (agents.runs.record_model_call: usage page, cost, quota rebuilds), stored as a
   ConversationSummary, and told in the run's record (`conversation.compacted`). When it
@@ -41,7 +41,7 @@ from agents.conversations.history import (
     history_rows,
     turns_within,
 )
-from agents.models import Agent, ConversationSummary, Run, RunEvent
+from agents.models import Agent, ConversationSummary, Crew, Run, RunEvent
 from providers.models import ProviderConnection
 from providers.runtime import tracing
 from providers.runtime.errors import ProviderError, QuotaRefused
@@ -72,6 +72,37 @@ SUMMARISER_INSTRUCTIONS = (
 Turn = UserMessage | AssistantMessage
 
 
+@dataclass(frozen=True)
+class CompactionSettings:
+    """What compaction reads of an agent or a crew (their `compaction_*` fields; empty: the
+    default), and the agent its summarising call is recorded and metered as (a crew's run
+    has none: the call is the tenant's, its member's and key's)."""
+
+    threshold: int | None = None
+    connection: ProviderConnection | None = None  # None: the run's own connection
+    model: str = ""
+    agent_id: int | None = None
+
+    @classmethod
+    def of(cls, owner: Agent | Crew) -> CompactionSettings:
+        return cls(
+            threshold=owner.compaction_threshold,
+            connection=owner.compaction_connection,
+            model=owner.compaction_model,
+            agent_id=owner.pk if isinstance(owner, Agent) else None,
+        )
+
+    def over(self, base: CompactionSettings) -> CompactionSettings:
+        """These settings where set, else `base`'s (a hierarchical crew's over its manager's):
+        a connection set here takes no model from `base` (that one is for base's)."""
+        return CompactionSettings(
+            threshold=self.threshold or base.threshold,
+            connection=self.connection or base.connection,
+            model=self.model or ("" if self.connection else base.model),
+            agent_id=base.agent_id,
+        )
+
+
 @dataclass
 class Compaction:
     """A summary still to make, with everything its call needs (read before it)."""
@@ -79,7 +110,7 @@ class Compaction:
     run_id: int
     tenant_id: int
     conversation_id: int
-    agent_id: int
+    agent_id: int | None
     attempts: int
     meter: quotas.Meter
     connection: ProviderConnection
@@ -103,19 +134,22 @@ class History:
     recent: int = 0  # with `reused`: the messages after it
 
 
-def threshold_of(agent: Agent) -> int:
-    """The agent's compaction threshold in tokens: its own, else HISTORY_TOKEN_BUDGET."""
-    return agent.compaction_threshold or getattr(settings, "HISTORY_TOKEN_BUDGET", 8000)
+def threshold_of(owner: Agent | Crew | CompactionSettings) -> int:
+    """The compaction threshold in tokens: its own, else HISTORY_TOKEN_BUDGET."""
+    own = owner.threshold if isinstance(owner, CompactionSettings) else owner.compaction_threshold
+    return own or getattr(settings, "HISTORY_TOKEN_BUDGET", 8000)
 
 
 def run_history(
-    run: Run, *, agent: Agent, connection: ProviderConnection | None, model: str
+    run: Run, *, compaction: CompactionSettings, connection: ProviderConnection | None, model: str
 ) -> History:
-    """The history a new run of `agent` starts from (`connection` and `model`: the run's
-    own). One query when the history fits the threshold; two or three otherwise."""
+    """The history a new run starts from, under its agent's or crew's `compaction` settings
+    (`connection` and `model`: the run's own, what an empty setting means; a crew's: the
+    tenant's default connection, model ""). One query when the history fits the
+    threshold; two or three otherwise."""
     if run.in_reply_to_id is None:
         return History()
-    threshold = threshold_of(agent)
+    threshold = threshold_of(compaction)
     budget = threshold * CHARS_PER_TOKEN
     rows = history_rows(run, MAX_TURNS + 1)
     if len(rows) <= MAX_TURNS and _chars(rows) <= budget:
@@ -130,15 +164,13 @@ def run_history(
         return History(turns, reused=previous, recent=len(after))
     recent, older = _split(after, int(budget * RECENT_SHARE))
     fallback = turns_within(rows, budget)
-    summariser = agent.compaction_connection or connection
+    summariser = compaction.connection or connection
     if summariser is not None and summariser.pk and summariser.tenant_id != run.tenant_id:
         summariser = None  # (saves refuse it; a row written past them is not used)
     if not older or summariser is None:  # nothing to summarise, or no model to do it
         return History(fallback)
     summarising_model = (
-        agent.compaction_model
-        or (model if summariser == connection else "")
-        or summariser.default_model
+        compaction.model or (model if summariser == connection else "") or summariser.default_model
     )
     return History(
         fallback,
@@ -146,9 +178,9 @@ def run_history(
             run_id=run.pk,
             tenant_id=run.tenant_id,
             conversation_id=run.conversation_id,
-            agent_id=agent.pk,
+            agent_id=compaction.agent_id,
             attempts=run.attempts,
-            meter=quotas.Meter.for_run(run, agent.pk),
+            meter=quotas.Meter.for_run(run, compaction.agent_id),
             connection=summariser,
             model=summarising_model,
             threshold=threshold,
@@ -379,4 +411,11 @@ async def _failed_before(run_id: int) -> bool:
     return await RunEvent.objects.filter(run_id=run_id, type=FAILED).aexists()
 
 
-__all__ = ["History", "compacted_history", "run_history", "summary_turn", "threshold_of"]
+__all__ = [
+    "CompactionSettings",
+    "History",
+    "compacted_history",
+    "run_history",
+    "summary_turn",
+    "threshold_of",
+]

@@ -78,7 +78,6 @@ def as_turn(role: str, content: str) -> UserMessage | AssistantMessage:
 def conversation_history(run: Run) -> list[UserMessage | AssistantMessage]:
     """The turns before the message the run answers, on its branch only, newest kept first
     within the token budget (HISTORY_TOKEN_BUDGET, estimated at 4 characters a token), older
-    ones left out (a crew's task; an agent's run summarises them instead:
-    compaction.run_history). One query."""
+    ones left out (runs summarise them instead: compaction.run_history). One query."""
     budget = getattr(settings, "HISTORY_TOKEN_BUDGET", 8000) * CHARS_PER_TOKEN
     return turns_within(history_rows(run), budget)

@@ -29,11 +29,11 @@ from django.utils import timezone
 
 from agents import quotas
 from agents.conversations import (
+    CompactionSettings,
     History,
     RunAttachments,
     compacted_history,
     conversation_frame,
-    conversation_history,
     run_attachments,
     run_history,
 )
@@ -346,8 +346,11 @@ class _Prepared:
     planned: History | None = None  # a conversation's history, maybe with a summary to make
 
 
-def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
-    """Everything an agent's loop needs, read before any model call; or why it cannot run."""
+def _prepare_agent(
+    run: Run, agent: Agent | None, compaction: CompactionSettings | None = None
+) -> _Prepared | str:
+    """Everything an agent's loop needs, read before any model call; or why it cannot run.
+    `compaction`: a long conversation's settings, when not the agent's own (a crew's)."""
     if agent is None:
         return "the agent of this run was deleted"
     connection = agent.provider_connection or default_connection(run.tenant)
@@ -406,7 +409,8 @@ def _prepare_agent(run: Run, agent: Agent | None) -> _Prepared | str:
     state = RunState.from_dict(run.state) if run.state else None
     history, conversation, planned = (), None, None
     if state is None and client is None:
-        planned = run_history(run, agent=agent, connection=connection, model=spec.model)
+        compaction = compaction or CompactionSettings.of(agent)
+        planned = run_history(run, compaction=compaction, connection=connection, model=spec.model)
         history = planned.turns
         if attached.images:  # the turn as a message with its images (a model that takes them)
             conversation = [*history, UserMessage(run.input, attached.images)]
@@ -475,7 +479,9 @@ def _context_blocks(spec: AgentSpec, tools, blocks) -> tuple[tuple[str, str], ..
 
 # -- crews ---------------------------------------------------------------------------
 async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
-    crew = await Crew.objects.select_related("manager").aget(pk=run.crew_id)
+    crew = await Crew.objects.select_related(
+        "manager", "manager__compaction_connection", "compaction_connection"
+    ).aget(pk=run.crew_id)
     members = {
         m.agent.slug: m.agent
         async for m in CrewMember.objects.filter(crew=crew).select_related("agent")
@@ -499,35 +505,47 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
 
     tracing.annotate(**{"gen_ai.agent.name": crew.slug})
     run_child = _child_runner(run, members)
+    task = ""
+    if crew.mode != "hierarchical":  # (its manager's history: an agent's, in _think)
+        task = await _crew_task(run, sink, crew)
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
         versions = await sync_to_async(run_config_versions)(run.tenant_id, crew=crew)
         # with the run's next write
         sink.writer.stage(config_versions=versions, limits=crew_limits(spec))
-    task = await sync_to_async(_task_with_history)(run)
     if crew.mode == "sequential":
         outcome = await run_sequential(spec, task, run_child, emit)
     elif crew.mode == "parallel":
         outcome = await run_parallel(spec, task, run_child, emit)
     else:
-        outcome = await _run_manager(run, sink, spec, crew.manager, run_child, emit)
+        outcome = await _run_manager(run, sink, spec, crew, run_child, emit)
     if outcome.status is not RunStatus.AWAITING_APPROVAL or crew.mode != "hierarchical":
         await _emit_end(emit, outcome)
     return outcome
 
 
-def _task_with_history(run: Run) -> str:
+async def _crew_task(run: Run, sink: RunEventSink, crew: Crew) -> str:
     """A crew's members are runs of their own: in a conversation, they get its earlier turns
-    (within the history budget) in front of the task."""
+    in front of the task, the older ones summarised above the crew's compaction threshold
+    (as an agent's run gets them; its events are the crew run's)."""
     if run.client_request:  # an API caller's conversation
         return ClientRequest.from_dict(run.client_request).transcript(MAX_INPUT_CHARS)
-    turns = conversation_history(run)
+    planned = await sync_to_async(_crew_history)(run, crew)
+    turns = await compacted_history(
+        planned, emit=sink.emit, durable=sink.writer.drain, record=record_model_call
+    )
     if not turns:
         return run.input
     transcript = "\n".join(
         f"{'User' if isinstance(t, UserMessage) else 'Assistant'}: {t.text}" for t in turns
     )
     return f"## Conversation so far\n{transcript}\n\n## Now\n{run.input}"
+
+
+def _crew_history(run: Run, crew: Crew) -> History:
+    """Empty settings of a crew: the tenant's default connection and its default model."""
+    connection = default_connection(run.tenant) if run.in_reply_to_id else None
+    return run_history(run, compaction=CompactionSettings.of(crew), connection=connection, model="")
 
 
 async def _emit_end(emit, outcome: RunOutcome) -> None:
@@ -541,8 +559,12 @@ async def _emit_end(emit, outcome: RunOutcome) -> None:
         await emit("run.completed", status=outcome.status.value, output=outcome.output)
 
 
-async def _run_manager(run, sink, spec: CrewSpec, manager, run_child, emit) -> RunOutcome:
-    prepared = await sync_to_async(_prepare_agent)(run, manager)
+async def _run_manager(run, sink, spec: CrewSpec, crew: Crew, run_child, emit) -> RunOutcome:
+    manager = crew.manager
+    compaction = None  # the crew's settings where set, else its manager's
+    if manager is not None:
+        compaction = CompactionSettings.of(crew).over(CompactionSettings.of(manager))
+    prepared = await sync_to_async(_prepare_agent)(run, manager, compaction)
     if isinstance(prepared, str):
         return RunOutcome(status=RunStatus.FAILED, error=prepared)
     if "limits" in prepared.audit:  # the crew's, and its manager's loop's

@@ -1,6 +1,6 @@
-"""What an agent's compaction settings may be, without Django: `agents.models.Agent.clean`
-and the configuration document (its schema's bounds) both ask here, so a form, REST, the
-admin and a document agree (docs/agents.md, "Long conversations")."""
+"""What an agent's or crew's compaction settings may be, without Django: `Agent.clean`,
+`Crew.clean` and the configuration document (its schema's bounds) ask here, so a form,
+REST, the admin and a document agree (docs/agents.md, "Long conversations")."""
 
 from __future__ import annotations
 

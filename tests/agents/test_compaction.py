@@ -245,7 +245,7 @@ def test_a_quota_that_refuses_the_summary_asks_no_model_and_the_run_goes_on(
 def test_a_short_conversation_is_read_in_one_query_as_before(
     trio, agent, provider_server, django_assert_num_queries
 ):
-    from agents.conversations import run_history
+    from agents.conversations import CompactionSettings, run_history
 
     chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_user=trio.bob)
     add(trio, chat, "user", "hello")
@@ -258,8 +258,9 @@ def test_a_short_conversation_is_read_in_one_query_as_before(
         initiated_by=trio.bob,
         enqueue=False,
     )
+    own = CompactionSettings.of(agent)
     with django_assert_num_queries(1):
-        history = run_history(run, agent=agent, connection=None, model="gpt-test")
+        history = run_history(run, compaction=own, connection=None, model="gpt-test")
     assert history.compaction is None and [t.text for t in history.turns] == ["hello", "hi"]
 
 
@@ -268,7 +269,7 @@ def test_another_branch_does_not_take_a_summary_of_messages_it_lacks(
 ):
     """A summary applies to a history holding the last message it covers: a branch that
     does not hold it (an edit of an earlier message) does not take it."""
-    from agents.conversations import run_history
+    from agents.conversations import CompactionSettings, run_history
 
     _, a1, _, a2 = list(chat.messages.order_by("id"))[:4]
     ConversationSummary.objects.create(
@@ -279,7 +280,8 @@ def test_another_branch_does_not_take_a_summary_of_messages_it_lacks(
         tenant=trio.acme, agent=agent, conversation=chat, input="?", initiated_by=trio.bob,
         enqueue=False,
     )  # fmt: skip
-    assert run_history(run, agent=agent, connection=None, model="m").reused is not None
+    own = CompactionSettings.of(agent)
+    assert run_history(run, compaction=own, connection=None, model="m").reused is not None
     Run.objects.filter(pk=run.pk).update(status="succeeded")
 
     Conversation.objects.filter(pk=chat.pk).update(leaf=a1)  # u2 edited: a branch from a1
@@ -289,7 +291,7 @@ def test_another_branch_does_not_take_a_summary_of_messages_it_lacks(
         tenant=trio.acme, agent=agent, conversation=chat, input="?", initiated_by=trio.bob,
         enqueue=False,
     )  # fmt: skip
-    planned = run_history(other, agent=agent, connection=None, model="m")
+    planned = run_history(other, compaction=own, connection=None, model="m")
     assert planned.reused is None
     assert [t.text for t in planned.turns] == [said(n) for n in ("u2b", "a2b", "u3b", "a3b")]
 

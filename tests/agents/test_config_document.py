@@ -93,6 +93,7 @@ def test_an_export_holds_every_object_with_its_links(configured):
             "max_delegations": 10,
             "max_depth": 3,
             "token_budget": None,
+            "compaction": {"threshold": None, "connection": None, "model": ""},
             "active": True,
         }
     ]

@@ -139,3 +139,27 @@ def test_a_reload_while_the_run_summarises_says_so(client, trio, agent):
     state = f'<p class="run-state" id="run-{run.pk}-state" role="status">'
     assert f"{state}Summarising earlier messages…</p>" in page
     assert 'data-stream-url="' in page and "?after=1" in page  # the stream goes on from there
+
+
+def test_a_crews_thread_shows_earlier_messages_summarised(
+    client, trio, connection, provider_server
+):
+    from tests.agents.test_crew_compaction import crew_in
+    from tests.agents.test_crew_compaction import long_chat as long_crew_chat
+
+    crew = crew_in(trio, "sequential", compaction_threshold=1000)
+    chat = long_crew_chat(trio, crew)
+    provider_server.script("openai", TextReply("They met."), TextReply("R."), TextReply("W."))
+    run = run_inline(
+        tenant=trio.acme, crew=crew, conversation=chat, input="And now?", initiated_by=trio.bob
+    )
+    assert run.status == "succeeded", run.error
+    summary = ConversationSummary.objects.get(conversation=chat)
+
+    page = login(client, trio.bob).get(f"/t/acme/chat/{chat.pk}/").content.decode()
+    marker = re.search(
+        rf'<details class="compacted" id="summary-{summary.pk}">(.*?)</details>', page, re.S
+    )
+    assert marker is not None and "They met." in marker.group(1)
+    assert "(4 messages" in marker.group(1)
+    assert page.index("&lt;a2&gt;") < marker.start() < page.index("&lt;u3&gt;")

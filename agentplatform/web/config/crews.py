@@ -21,6 +21,7 @@ from agentplatform.web.config.common import (
 from agents import selectors
 from agents.models import Agent, Crew
 from agents.services import crew_delete, crew_save
+from providers.selectors import connections_of
 from tenancy.models import Tenant
 
 
@@ -33,10 +34,16 @@ class CrewForm(PlainLabels, forms.ModelForm):
         fields = [
             "name", "slug", "description", "mode", "manager",
             "max_delegations", "max_depth", "token_budget", "active",
+            "compaction_threshold", "compaction_connection", "compaction_model",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
         help_texts = {
             "manager": "Needed for hierarchical crews: the agent that delegates to the members."
+        }
+        labels = {
+            "compaction_threshold": "Summarise above (tokens)",
+            "compaction_connection": "Summarising connection",
+            "compaction_model": "Summarising model",
         }
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
@@ -45,6 +52,9 @@ class CrewForm(PlainLabels, forms.ModelForm):
         self.agents = list(selectors.agents_by_name(tenant=tenant))
         self.fields["manager"].queryset = selectors.agents_of(tenant=tenant)
         self.fields["manager"].empty_label = "No manager"
+        summarising = self.fields["compaction_connection"]
+        summarising.queryset = connections_of(tenant=tenant)
+        summarising.empty_label = "The tenant's default connection"
         current = {}
         if self.instance.pk:
             members = selectors.crew_member_ids(self.instance)

@@ -418,7 +418,7 @@ class _Checker:
                 if limited and agent.model and agent.model not in connection.allowed_models:
                     self.problem(f"{path}.model", "the connection does not allow this model")
             self.check_fallbacks(path, agent, connections)
-            self.check_compaction(path, agent, connections)
+            self.check_compaction(path, agent.compaction, agent.connection, connections)
             for key in ("names", "exclude"):
                 for position, name in enumerate(getattr(agent.tools, key)):
                     if name not in tools:
@@ -452,15 +452,17 @@ class _Checker:
             if agent.remote_url:
                 self.check_url(f"{path}.remote_url", agent.remote_url)
 
-    def check_compaction(self, path: str, agent: Any, connections: dict[str, Any]) -> None:
-        """The summarising connection exists, and allows the summarising model (the agent's
-        own connection's, when it names none)."""
-        name = agent.compaction.connection
+    def check_compaction(
+        self, path: str, compaction: Any, own: str | None, connections: dict[str, Any]
+    ) -> None:
+        """The summarising connection exists, and allows the summarising model (`own`'s, the
+        agent's connection, when it names none; a crew has none)."""
+        name = compaction.connection
         if name is not None and name not in connections and name not in self.known.connections:
             self.problem(f"{path}.compaction.connection", f"unknown connection {name!r}")
             return
-        connection = connections.get(name if name is not None else agent.connection)
-        model = agent.compaction.model
+        connection = connections.get(name if name is not None else own)
+        model = compaction.model
         allowed = connection.allowed_models if connection is not None else None
         if model and allowed and model not in allowed:
             self.problem(f"{path}.compaction.model", "the connection does not allow this model")
@@ -516,6 +518,7 @@ class _Checker:
         crews = self.document.crews
         self.duplicates("crews", "slug", [c.slug for c in crews])
         agents = {a.slug for a in self.document.agents} | self.known.agents
+        connections = {c.name: c for c in self.document.connections}
         for index, crew in enumerate(crews):
             path = f"crews[{index}]"
             seen: set[str] = set()
@@ -529,6 +532,7 @@ class _Checker:
                 self.problem(f"{path}.manager", f"unknown agent {crew.manager!r}")
             if crew.mode == "hierarchical" and crew.manager is None:
                 self.problem(f"{path}.manager", "a hierarchical crew needs a manager agent")
+            self.check_compaction(path, crew.compaction, None, connections)
 
     # -- MCP servers and knowledge bases ----------------------------------------------
     def check_mcp_servers(self) -> None:

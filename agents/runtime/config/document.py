@@ -149,6 +149,25 @@ class AgentCompaction(_Strict):
     )
 
 
+class CrewCompaction(_Strict):
+    """A crew's long conversations: as an agent's; empty settings mean the tenant's default
+    connection and its default model (a hierarchical crew: its manager's settings)."""
+
+    threshold: int | None = Field(
+        None,
+        ge=MIN_THRESHOLD_TOKENS,
+        le=MAX_THRESHOLD_TOKENS,
+        description="Tokens of history above which older turns are summarised. Empty: the "
+        "platform's default (HISTORY_TOKEN_BUDGET).",
+    )
+    connection: str | None = Field(
+        None, max_length=100, description="The summarising connection. Empty: the default."
+    )
+    model: str = Field(
+        "", max_length=200, description="The summarising model. Empty: the connection's default."
+    )
+
+
 class AgentEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -295,6 +314,7 @@ class CrewEntry(_Strict):
     max_delegations: int = Field(10, ge=0, le=32767)
     max_depth: int = Field(3, ge=0, le=32767)
     token_budget: int | None = Field(None, ge=0, le=2_147_483_647)
+    compaction: CrewCompaction = Field(default_factory=CrewCompaction)
     active: bool = True
 
 
