@@ -275,6 +275,10 @@ CELERY_TASK_ROUTES = {
     "agents.execute_run": {"queue": RUNS_QUEUE},
     "rag.*": {"queue": BATCH_QUEUE},
     "agents.sweep_stale_runs": {"queue": HOUSEKEEPING_QUEUE},
+    # Reading a large attached document (agents/conversations/attachment_reading.py): batch
+    # work like a knowledge base's ingestion; its sweep is housekeeping.
+    "agents.read_attachment": {"queue": BATCH_QUEUE},
+    "agents.sweep_stale_attachment_readings": {"queue": HOUSEKEEPING_QUEUE},
     "tools.refresh_mcp_connections": {"queue": HOUSEKEEPING_QUEUE},
     "tools.selftest_tools": {"queue": BATCH_QUEUE},
     # Evaluations (docs/evaluations.md): their steps here, and their runs are sent to the
@@ -304,6 +308,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(config.env_int("RUN_SWEEP_S", 15, minimum=1)),
     },
     "refresh-mcp-connections": {"task": "tools.refresh_mcp_connections", "schedule": 60.0},
+    # Attached documents whose reading's worker died: queued again, or failed.
+    "sweep-stale-attachment-readings": {
+        "task": "agents.sweep_stale_attachment_readings",
+        "schedule": 60.0,
+    },
     "check-remote-agents": {
         "task": "agents.check_remote_agents",
         "schedule": float(config.env_int("REMOTE_AGENT_HEALTH_S", 300, minimum=30)),
@@ -371,6 +380,16 @@ ATTACHMENT_MAX_BYTES = config.env_int("ATTACHMENT_MAX_BYTES", 10 * 2**20, minimu
 ATTACHMENT_TENANT_MAX_BYTES = config.env_int("ATTACHMENT_TENANT_MAX_BYTES", 2**30, minimum=0)
 ATTACHMENT_MAX_PER_MESSAGE = config.env_int("ATTACHMENT_MAX_PER_MESSAGE", 10, minimum=1)
 ATTACHMENT_INLINE_CHARS = config.env_int("ATTACHMENT_INLINE_CHARS", 20_000, minimum=0)
+# A document of at most this many bytes is read (extracted, chunked, embedded) in its upload
+# request, an unreadable one refused there; a larger one is stored at once and read by a
+# worker on the batch queue (agents/conversations/attachment_reading.py), `reading` until
+# then. A run given one still being read waits up to ATTACHMENT_READ_WAIT_S for it, then is
+# told it is not ready. A reading older than ATTACHMENT_READ_STALE_S (its worker died) is
+# queued again by the sweep, and failed after ATTACHMENT_READ_ATTEMPTS claims.
+ATTACHMENT_READ_INLINE_BYTES = config.env_int("ATTACHMENT_READ_INLINE_BYTES", 64 * 2**10, minimum=0)
+ATTACHMENT_READ_WAIT_S = config.env_int("ATTACHMENT_READ_WAIT_S", 60, minimum=0)
+ATTACHMENT_READ_STALE_S = config.env_int("ATTACHMENT_READ_STALE_S", 300, minimum=10)
+ATTACHMENT_READ_ATTEMPTS = config.env_int("ATTACHMENT_READ_ATTEMPTS", 3, minimum=1)
 # Where their bytes are kept: a directory under DATA_DIR (ATTACHMENTS_DIR), or an
 # S3-compatible bucket when ATTACHMENT_S3_BUCKET is set (config.attachments_storage).
 STORAGES = {

@@ -481,12 +481,19 @@ class AttachmentKind(models.TextChoices):
     DOCUMENT = "document", "Document"
 
 
+class AttachmentStatus(models.TextChoices):
+    READING = "reading", "Reading"  # a worker reads and embeds it (a large document)
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"  # `error` says why, in words for the person
+
+
 class Attachment(models.Model):
     """A file a person attached in a conversation (agents/conversations/attachments.py):
     pending until a message is sent with it, then that message's. Its bytes are in the
     attachments storage under `storage_key` (made by the platform: the name as given is
     shown, never used as a path); its type is what its content is, never what its name or
-    the browser said. A document's text is in its chunks."""
+    the browser said. A document's text is in its chunks; a large one's are made by a
+    worker (agents/conversations/attachment_reading.py) while it is `reading`."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="attachments")
     conversation = models.ForeignKey(
@@ -512,12 +519,26 @@ class Attachment(models.Model):
     storage_key = models.CharField(max_length=300, unique=True)
     text_chars = models.IntegerField(default=0)  # a document's text, in characters
     text = models.TextField(blank=True)  # a small document's whole text (ATTACHMENT_INLINE_CHARS)
+    status = models.CharField(
+        max_length=10, choices=AttachmentStatus.choices, default=AttachmentStatus.READY
+    )
+    error = models.CharField(max_length=300, blank=True)  # why it failed, for the person
+    read_attempts = models.PositiveSmallIntegerField(default=0)  # workers that claimed it
+    # When it was queued or last claimed for reading: a `reading` one older than
+    # ATTACHMENT_READ_STALE_S is queued again (its worker died) or, after
+    # ATTACHMENT_READ_ATTEMPTS, failed.
+    reading_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
         indexes = [
             models.Index(fields=["tenant", "conversation"], name="agents_attachment_conv"),
+            models.Index(
+                fields=["reading_since"],
+                name="agents_attachment_reading",
+                condition=models.Q(status="reading"),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -30,3 +30,13 @@ def request_evaluation_step(evaluation_id: int, tenant_id: int, delay_s: float =
 
 def request_verification(run_id: int, tenant_id: int) -> None:
     run_succeeded.send(sender=None, run_id=run_id, tenant_id=tenant_id)
+
+
+# A large attached document waits to be read (agents.conversations.attachment_reading):
+# attachment_id, tenant_id; agents.tasks sends it to a worker. Sent after the commit that
+# stored it.
+attachment_to_read = Signal()
+
+
+def request_attachment_reading(attachment_id: int, tenant_id: int) -> None:
+    attachment_to_read.send(sender=None, attachment_id=attachment_id, tenant_id=tenant_id)

@@ -16,11 +16,12 @@ from django.conf import settings
 from django.db.models.functions import Now
 from django.dispatch import receiver
 
-from agents.models import Run
+from agents.conversations import attachment_read, attachment_readings_stale
+from agents.models import Attachment, Run
 from agents.remote_health import check_remote_agents
 from agents.runs import admit, drain, stale_runs
 from agents.selftests import selftest_tools
-from agents.signals import evaluation_due, run_queued, run_succeeded
+from agents.signals import attachment_to_read, evaluation_due, run_queued, run_succeeded
 from agents.verification import verify_with_tool
 from tenancy import rls
 from tenancy.models import Tenant
@@ -217,3 +218,31 @@ def fire_due_triggers_task() -> int:
     from agents.triggers import fire_due_triggers
 
     return fire_due_triggers()
+
+
+@shared_task(
+    name="agents.read_attachment", acks_late=True, reject_on_worker_lost=True, ignore_result=True
+)
+def read_attachment_task(attachment_id: int, tenant_id: int | None = None) -> str:
+    """Read a large attached document (agents.conversations.attachment_read: idempotent; a
+    second delivery finds it read and does nothing)."""
+    if tenant_id is None:
+        tenant_id = rls.tenant_id_of(Attachment, attachment_id)
+        if tenant_id is None:
+            return "skipped"
+    with rls.tenant_scope(tenant_id):
+        return attachment_read(attachment_id)
+
+
+@receiver(attachment_to_read, dispatch_uid="agents-attachment-to-read")
+def _read_in_a_worker(sender, attachment_id: int, tenant_id: int, **kwargs) -> None:
+    read_attachment_task.delay(attachment_id, tenant_id)
+
+
+@shared_task(name="agents.sweep_stale_attachment_readings", ignore_result=True)
+def sweep_stale_attachment_readings() -> int:
+    """Ask again for the documents whose reading's worker died (beat, every minute)."""
+    again = attachment_readings_stale()
+    for attachment_id, tenant_id in again:
+        read_attachment_task.delay(attachment_id, tenant_id)
+    return len(again)

@@ -44,6 +44,8 @@ ATTACHMENT_RESPONSE = {
     "size": 48213,
     "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "message": None,
+    "status": "ready",
+    "error": "",
     "created_at": "2026-01-01T12:00:00Z",
 }
 
@@ -65,10 +67,21 @@ class AttachmentSerializer(serializers.ModelSerializer):
     media_type = serializers.CharField(
         read_only=True, help_text="Its type as its content shows, never as its name says."
     )
+    status = serializers.CharField(
+        read_only=True,
+        help_text="`ready`; `reading` while a worker reads a large document (poll this "
+        "attachment until it changes); `failed` when it could not be read (`error` says why).",
+    )
+    error = serializers.CharField(
+        read_only=True, help_text="Why a `failed` document could not be read; empty otherwise."
+    )
 
     class Meta:
         model = Attachment
-        fields = ["id", "name", "kind", "media_type", "size", "sha256", "message", "created_at"]
+        fields = [
+            "id", "name", "kind", "media_type", "size", "sha256", "message", "status", "error",
+            "created_at",
+        ]  # fmt: skip
         read_only_fields = fields
 
 
@@ -98,9 +111,12 @@ class AttachmentUploadSerializer(StrictSerializer):
         description="It waits to be sent: `POST /runs` with this conversation and its id in "
         "`attachments`. Images go to the model with that message (an agent whose model "
         "takes images); documents become the conversation's context, small ones whole and "
-        "long ones through the `attachment_search` tool. Refused with 400: an empty file, "
+        "long ones through the `attachment_search` tool. A document larger than "
+        "`ATTACHMENT_READ_INLINE_BYTES` (64 KiB by default) is answered at once with "
+        "`status` `reading` and read by a worker, then `ready` or `failed` (with `error`); a "
+        "run sent with it meanwhile waits for it, bounded. Refused with 400: an empty file, "
         "a type other than those accepted, too many files waiting, the workspace's total "
-        "limit, an unreadable document, a crew's conversation; over the size limit: 413.",
+        "limit, a small unreadable document, a crew's conversation; over the size limit: 413.",
         parameters=[CONVERSATION],
         request={"multipart/form-data": AttachmentUploadSerializer},
         responses={201: AttachmentSerializer, **ERRORS, **TOO_LARGE},

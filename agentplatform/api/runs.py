@@ -167,6 +167,9 @@ class RunAttachmentSerializer(serializers.Serializer):
     kind = serializers.CharField(help_text="`image` or `document`.")
     media_type = serializers.CharField()
     size = serializers.IntegerField()
+    status = serializers.CharField(
+        help_text="`ready`, `reading` (a worker still reads the document) or `failed`."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):

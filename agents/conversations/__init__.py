@@ -13,6 +13,9 @@ module inside (an import-linter contract says so).
                            reads, sending with a message, deletion (stored files too)
     attachment_types.py    what a file is, from its bytes; the name shown
     document_reading.py    the reader and embedder of documents a plug-in registers (rag's)
+    attachment_reading.py  a document read: in its upload (small) or by a worker (large,
+                           `reading` -> `ready` | `failed`), the stale ones' sweep, a run's
+                           bounded wait for them
     attachment_context.py  what a run is given of them: images, documents in its context,
                            `attachment_search` over the long ones
     compaction.py          run_history, compacted_history: a long conversation's older
@@ -25,6 +28,11 @@ from agents.conversations.attachment_context import (
     RunAttachments,
     attachment_search_tool,
     run_attachments,
+)
+from agents.conversations.attachment_reading import (
+    attachment_read,
+    attachment_readings_stale,
+    attachments_read_wait,
 )
 from agents.conversations.attachment_types import ACCEPTED, download_name, shown_name
 from agents.conversations.attachments import (
@@ -86,12 +94,15 @@ __all__ = [
     "attachment_bytes",
     "attachment_delete",
     "attachment_of",
+    "attachment_read",
+    "attachment_readings_stale",
     "attachment_search_tool",
     "attachment_upload",
     "attachments_for_send",
     "attachments_given",
     "attachments_of",
     "attachments_pending",
+    "attachments_read_wait",
     "attachments_send",
     "branch",
     "branch_messages",

@@ -1,7 +1,9 @@
 """What a run is given of its conversation's attachments (those its record lists:
 `Attachment.runs`, written when it started): the images sent with its message, for its
 last user turn; the documents, whole in its context while they fit ATTACHMENT_INLINE_CHARS
-together, and the others through `attachment_search`, a tool it gets only then.
+together, and the others through `attachment_search`, a tool it gets only then. A document
+not ready (still being read after the run's wait, or failed: attachment_reading.py) is
+named, with why, and listed so in the run's `run.attachments` event.
 
 The search ranks a document's passages as knowledge-base search and memory recall do: by
 words (PostgreSQL full text, any of the query's stemmed words) and by the distance of their
@@ -21,7 +23,7 @@ from django.db import connection
 
 from agents.conversations.attachments import attachment_bytes, run_attachment_list
 from agents.conversations.document_reading import document_reading
-from agents.models import Attachment, AttachmentKind, Run
+from agents.models import Attachment, AttachmentKind, AttachmentStatus, Run
 from providers.runtime.images import image_from_bytes
 from providers.runtime.types import Image
 from tools.runtime.context import RunContext
@@ -57,8 +59,11 @@ def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
     budget = settings.ATTACHMENT_INLINE_CHARS
     whole: list[Attachment] = []
     searched: list[Attachment] = []
+    unready: list[Attachment] = []  # still being read (the run waited), or failed
     for document in (a for a in given if a.kind == AttachmentKind.DOCUMENT):
-        if document.text and len(document.text) <= budget:
+        if document.status != AttachmentStatus.READY:
+            unready.append(document)
+        elif document.text and len(document.text) <= budget:
             whole.append(document)
             budget -= len(document.text)
         else:
@@ -74,6 +79,7 @@ def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
             f"Too long to include here: {names}. Search them with {SEARCH_TOOL}, and cite "
             "the document's name and the page or section of what you use."
         )
+    parts.extend(_unready(unready))
     blocks = ()
     if parts:
         intro = (
@@ -82,11 +88,42 @@ def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
         )
         blocks = ((CONTEXT_TITLE, intro + "\n\n" + "\n\n".join(parts)),)
     tools = (attachment_search_tool([d.pk for d in searched], run.tenant_id),) if searched else ()
-    listed = tuple(
-        {"id": a.pk, "name": a.name, "kind": a.kind, "media_type": a.media_type, "size": a.size}
-        for a in given
-    )
+    listed = tuple(_listed(a) for a in given)
     return RunAttachments(images=pictures, context_blocks=blocks, tools=tools, listed=listed)
+
+
+def _unready(documents: list[Attachment]) -> list[str]:
+    """What the model is told of the documents it cannot read yet, or at all."""
+    reading = [d for d in documents if d.status == AttachmentStatus.READING]
+    failed = [d for d in documents if d.status == AttachmentStatus.FAILED]
+    parts = []
+    if reading:
+        names = ", ".join(f'"{_quoted(d.name)}"' for d in reading)
+        parts.append(
+            f"Still being read, so not available to this answer: {names}. Say so if the "
+            "question needs them: the user can ask again once they are ready."
+        )
+    parts.extend(
+        f'"{_quoted(d.name)}" could not be read ({d.error or "unreadable"}): say so if the '
+        "question needs it."
+        for d in failed
+    )
+    return parts
+
+
+def _listed(attachment: Attachment) -> dict[str, Any]:
+    """One entry of the run's `run.attachments` event: a document not ready says so."""
+    entry: dict[str, Any] = {
+        "id": attachment.pk,
+        "name": attachment.name,
+        "kind": attachment.kind,
+        "media_type": attachment.media_type,
+        "size": attachment.size,
+        "status": attachment.status,
+    }
+    if attachment.status == AttachmentStatus.FAILED:
+        entry["error"] = attachment.error
+    return entry
 
 
 def _quoted(name: str) -> str:

@@ -21,7 +21,6 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -32,7 +31,16 @@ from django.db.models import Q, QuerySet, Sum
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.http import Http404
+from django.utils import timezone
 
+from agents.conversations.attachment_reading import (
+    NO_READER,
+    document_read,
+    read_in_background,
+    reading_chunks,
+    reading_fields,
+    reading_queued,
+)
 from agents.conversations.attachment_types import AttachmentRefused, detect, shown_name
 from agents.conversations.branches import branch
 from agents.conversations.document_reading import DocumentUnreadable, document_reading
@@ -40,6 +48,7 @@ from agents.models import (
     Attachment,
     AttachmentChunk,
     AttachmentKind,
+    AttachmentStatus,
     Conversation,
     Message,
     Run,
@@ -76,9 +85,10 @@ def attachment_upload(
     *, tenant: Tenant, conversation: Conversation, by: Uploader, name: str, data: bytes
 ) -> Attachment:
     """A pending attachment of `conversation` (sent with the next message that names it).
-    ValidationError says what is wrong (type, size, limits, an unreadable document); then
-    nothing is stored. A document is read and its passages embedded here: the cost of one
-    extraction (a PDF's parse) and one embedding call."""
+    ValidationError says what is wrong (type, size, limits, a small unreadable document);
+    then nothing is stored. A small document is read and its passages embedded here (the
+    cost of one extraction and one embedding call); a larger one is stored `reading` and
+    read by a worker once this commits (attachment_reading.py: the rule)."""
     if conversation.tenant_id != tenant.pk or not _owned_by(conversation, by):
         raise Http404("No such conversation.")
     if conversation.crew_id is not None:
@@ -92,19 +102,16 @@ def attachment_upload(
         detected = detect(data)
     except AttachmentRefused as exc:
         raise ValidationError({"file": str(exc)}) from None
-    text, passages, vectors, embedder = "", (), None, ""
+    read, later = None, False
     if detected.kind == AttachmentKind.DOCUMENT:
-        reading = document_reading()
-        if reading is None:
-            raise ValidationError({"file": "Documents cannot be read on this server."})
-        try:
-            document = reading.read(data, detected.media_type)
-        except DocumentUnreadable as exc:
-            raise ValidationError({"file": str(exc)}) from None
-        text, passages = document.text, document.passages
-        if reading.embedder is not None and passages:
-            vectors = _embedded(reading.embedder, [p.text for p in passages])
-            embedder = reading.embedder.name if vectors is not None else ""
+        later = read_in_background(len(data))
+        if document_reading() is None:
+            raise ValidationError({"file": NO_READER})
+        if not later:
+            try:
+                read = document_read(data, detected.media_type)
+            except DocumentUnreadable as exc:
+                raise ValidationError({"file": str(exc)}) from None
     key = f"t{tenant.pk}/c{conversation.pk}/{uuid.uuid4().hex}"
     stored = ""
     try:
@@ -119,7 +126,6 @@ def attachment_upload(
                      "send or remove some first."}
                 )  # fmt: skip
             stored = attachment_storage().save(key, ContentFile(data))
-            inline = len(text) <= settings.ATTACHMENT_INLINE_CHARS
             attachment = Attachment.objects.create(
                 tenant=tenant,
                 conversation=conversation,
@@ -129,22 +135,14 @@ def attachment_upload(
                 size=len(data),
                 sha256=hashlib.sha256(data).hexdigest(),
                 storage_key=stored,
-                text_chars=len(text),
-                text=text if inline else "",
+                **(reading_fields(read) if read is not None else {}),
+                **(_queued_for_reading() if later else {}),
                 **_uploader(by),
             )
-            AttachmentChunk.objects.bulk_create(
-                AttachmentChunk(
-                    tenant=tenant,
-                    attachment=attachment,
-                    ordinal=n,
-                    text=passage.text,
-                    locator=passage.where,
-                    embedding=vectors[n] if vectors is not None else None,
-                    embedder=embedder,
-                )
-                for n, passage in enumerate(passages)
-            )
+            if read is not None:
+                AttachmentChunk.objects.bulk_create(reading_chunks(attachment, read))
+            if later:
+                reading_queued(attachment)
     except BaseException:
         if stored:  # nothing half-way: the row is not there, so neither is the file
             _delete_stored(stored)
@@ -152,13 +150,8 @@ def attachment_upload(
     return attachment
 
 
-def _embedded(embedder, texts: list[str]) -> list[list[float]] | None:
-    """The passages' vectors, or None when the model failed (logged): words still find them."""
-    try:
-        return async_to_sync(embedder.embed)(texts)
-    except Exception:
-        logger.warning("embedding an attachment with %s failed", embedder.name, exc_info=True)
-        return None
+def _queued_for_reading() -> dict[str, object]:
+    return {"status": AttachmentStatus.READING, "reading_since": timezone.now()}
 
 
 def _hold_tenant_quota(tenant: Tenant, adding: int) -> None:
@@ -306,14 +299,15 @@ def attachments_given(*, run: Run, message: Message) -> None:
 # -- forking -------------------------------------------------------------------------------
 _COPIED = (  # what a fork's copy of an attachment keeps of the original
     "uploaded_by_user_id", "uploaded_by_api_key_id", "name", "kind", "media_type", "size",
-    "sha256", "text_chars", "text",
+    "sha256", "text_chars", "text", "status", "error", "reading_since",
 )  # fmt: skip
 
 
 def attachments_copy(*, tenant: Tenant, fork: Conversation, messages: dict[int, int]) -> None:
     """Inside the transaction that forks a conversation (agents/conversations/fork.py): the
     attachments of the messages `messages` maps (original id -> its copy's) copied to the
-    copies, with their passages and vectors (what `attachment_search` searches). Each
+    copies, with their passages and vectors (what `attachment_search` searches; a copy of
+    one still being read is read anew: attachment_reading.py). Each
     stored file is copied under a key of its own: a row deletes its file
     (`_file_goes_with_its_row`), so two rows never share one. Counted against the tenant's
     limit (ValidationError; then no copy stays). One query with none to copy."""
@@ -339,6 +333,9 @@ def attachments_copy(*, tenant: Tenant, fork: Conversation, messages: dict[int, 
             )
             copies.append(copy)
         Attachment.objects.bulk_create(copies)
+        for copy in copies:  # an original still being read: its copy is read on its own
+            if copy.status == AttachmentStatus.READING:
+                reading_queued(copy)
         new_id = {o.pk: c.pk for o, c in zip(carried, copies, strict=True)}
         AttachmentChunk.objects.bulk_create(
             AttachmentChunk(

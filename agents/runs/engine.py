@@ -32,6 +32,7 @@ from agents.conversations import (
     CompactionSettings,
     History,
     RunAttachments,
+    attachments_read_wait,
     compacted_history,
     conversation_frame,
     run_attachments,
@@ -266,6 +267,10 @@ async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
 
 
 async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
+    if run.conversation_id is not None and run.state is None:
+        # Documents given to it that a worker still reads: waited for, bounded (the lease
+        # is renewed meanwhile); those still not ready are named to the model and listed so.
+        await attachments_read_wait(run)
     prepared = await sync_to_async(_prepare_agent)(run, run.agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)

@@ -5,7 +5,8 @@ conversation as its owner's (`access.conversation_for`: 404 for anyone else's) a
 attachment within it (404 otherwise); writes need the member role.
 
 An upload answers the composer's chip (htmx or the script) or, refused, a 400 whose text
-the script shows as text (never as HTML).
+the script shows as text (never as HTML). A large document's chip says "reading…" and asks
+for itself again every few seconds (`chip`) until a worker has read it.
 """
 
 from __future__ import annotations
@@ -119,6 +120,21 @@ def attachment(request: HttpRequest, conversation_id: int, attachment_id: int) -
     response["Content-Disposition"] = content_disposition_header(not image, name)
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+@tenant_member_required(Action.READ_DATA)
+@require_GET
+def chip(request: HttpRequest, conversation_id: int, attachment_id: int) -> HttpResponse:
+    """A waiting attachment's chip as it is now: what a chip still `reading` polls (htmx)
+    until the worker is done. Without htmx, the conversation's page (its chips too)."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    found = _attachment(request, chat, attachment_id)
+    if not _scripted(request):
+        return _back(request, chat)
+    context = {"attachment": found, "conversation": chat, "tenant_slug": request.tenant.slug}
+    response = render(request, f"{CHIPS}#chip", context)
+    patch_vary_headers(response, ["HX-Request"])
     return response
 
 

@@ -29,6 +29,11 @@ urlpatterns = [
         name="attachment",
     ),
     path(
+        "<int:conversation_id>/attachments/<int:attachment_id>/chip/",
+        attachments.chip,
+        name="attachment_chip",
+    ),
+    path(
         "<int:conversation_id>/attachments/<int:attachment_id>/remove/",
         attachments.detach,
         name="detach",
