@@ -8,6 +8,8 @@ import base64
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from agents import tasks
+from agents.conversations import attachment_read
 from agents.models import Attachment, Message, Run
 from agents.runs.engine import execute_run
 from providers.models import ProviderKind
@@ -61,6 +63,35 @@ def test_attach_list_read_download_and_delete(api, conversation_id):
     assert download.content.startswith(b"%PDF-")
     assert api.delete(f"{path}/{body['id']}").status_code == 204
     assert not Attachment.objects.exists()
+
+
+def test_a_large_document_answers_at_once_reading_then_ready(
+    api, conversation_id, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.ATTACHMENT_READ_INLINE_BYTES = 100
+    queued = []
+    monkeypatch.setattr(tasks.read_attachment_task, "delay", lambda *args: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        created = upload(api, conversation_id, "plan.pdf", make_pdf(["The plan. " * 40]))
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["status"] == "reading" and body["error"] == ""
+    assert queued == [(body["id"], Attachment.objects.get().tenant_id)]
+    path = f"/conversations/{conversation_id}/attachments/{body['id']}"
+    assert api.get(path).json()["status"] == "reading"
+    attachment_read(body["id"])  # as the worker does
+    assert api.get(path).json() | {"status": "x"} == body | {"status": "x"}
+    assert api.get(path).json()["status"] == "ready"
+    with django_capture_on_commit_callbacks(execute=True):
+        broken = upload(api, conversation_id, "b.pdf", b"%PDF-1.4\n" + b"junk " * 100).json()
+    assert broken["status"] == "reading"  # its type is right: reading it tells
+    attachment_read(broken["id"])
+    failed = api.get(f"/conversations/{conversation_id}/attachments/{broken['id']}").json()
+    assert failed["status"] == "failed" and failed["error"]
+    settings.ATTACHMENT_MAX_BYTES = 150  # limits and types are still refused in the request
+    assert_error(upload(api, conversation_id, "big.pdf", b"%PDF-1.4\n" + b"x" * 200), 413)
+    assert_error(upload(api, conversation_id, "x.png", b"MZ\x90\x00" + bytes(120)), 400)
+    assert Attachment.objects.count() == 2
 
 
 @pytest.mark.parametrize(
@@ -120,7 +151,7 @@ def test_a_run_sends_attachments_and_records_them(api, conversation_id, provider
     shown = started.json()["attachments"]
     assert shown == [
         {"id": image["id"], "name": "cat.png", "kind": "image", "media_type": "image/png",
-         "size": len(PNG)}
+         "size": len(PNG), "status": "ready"}
     ]  # fmt: skip
     run = Run.objects.get()
     provider_server.script("openai", TextReply("A pixel."))

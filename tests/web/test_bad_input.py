@@ -194,6 +194,7 @@ def every_url(world) -> list[str]:
         "chat:source": {"document_id": doc},
         "chat:attach": {"conversation_id": chat},
         "chat:attachment": {"conversation_id": chat, "attachment_id": world["attachment"].pk},
+        "chat:attachment_chip": {"conversation_id": chat, "attachment_id": world["attachment"].pk},
         "activity:runs": {},
         "activity:run": {"run_id": run},
         "activity:run_verify": {"run_id": run},

@@ -12,7 +12,8 @@ import pytest
 from django.core.files.storage import storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from agents.conversations import attachment_upload
+from agents import tasks
+from agents.conversations import attachment_read, attachment_upload
 from agents.models import Attachment, Conversation, Message, Run
 from agents.services import conversation_save
 from providers.models import ProviderKind
@@ -172,7 +173,7 @@ def test_another_users_or_tenants_attachment_answers_404(client, trio, chat):
         tenant=trio.acme, conversation=chat, by=trio.bob, name="a.txt", data=b"secret"
     )
     login(client, trio.alice)  # acme's owner, not the conversation's
-    for suffix in ("attachments/{}/", "attachments/{}/remove/", "attach/"):
+    for suffix in ("attachments/{}/", "attachments/{}/chip/", "attachments/{}/remove/", "attach/"):
         path = url(chat, suffix.format(attachment.pk))
         assert client.get(path).status_code in (404, 405)
         posted = client.post(path, {"file": SimpleUploadedFile("b.txt", b"b")})
@@ -188,6 +189,44 @@ def test_another_users_or_tenants_attachment_answers_404(client, trio, chat):
     login(client, trio.charlie)
     assert client.get(f"/t/globex/chat/{chat.pk}/attachments/{attachment.pk}/").status_code == 404
     assert Attachment.objects.filter(pk=attachment.pk).exists()
+
+
+def test_a_document_being_read_shows_reading_and_its_chip_polls_until_ready(
+    client, trio, chat, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.ATTACHMENT_READ_INLINE_BYTES = 100
+    monkeypatch.setattr(tasks.read_attachment_task, "delay", lambda *args: None)
+    login(client, trio.bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = attach(client, chat, "book.pdf", make_pdf(["The plan. " * 40]))
+    doc = Attachment.objects.get()
+    body = response.content.decode()
+    assert "reading…" in body and 'hx-trigger="every 2s"' in body
+    chip = url(chat, f"attachments/{doc.pk}/chip/")
+    assert f'hx-get="{chip}"' in body
+    polled = client.get(chip, headers=HX)
+    assert polled.status_code == 200 and "reading…" in polled.content.decode()
+    assert "HX-Request" in polled["Vary"]
+    assert client.get(chip).status_code == 302  # without htmx: the conversation's page
+    attachment_read(doc.pk)  # as the worker does
+    ready = client.get(chip, headers=HX).content.decode()
+    assert "reading…" not in ready and "hx-get" not in ready and 'data-status="ready"' in ready
+    assert f'value="{doc.pk}"' in ready  # still sent with the message
+
+
+def test_a_document_that_could_not_be_read_says_why(
+    client, trio, chat, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.ATTACHMENT_READ_INLINE_BYTES = 100
+    monkeypatch.setattr(tasks.read_attachment_task, "delay", lambda *args: None)
+    login(client, trio.bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        attach(client, chat, "broken.pdf", b"%PDF-1.4\n" + b"junk " * 100)
+    doc = Attachment.objects.get()
+    attachment_read(doc.pk)
+    doc.refresh_from_db()
+    chip = client.get(url(chat, f"attachments/{doc.pk}/chip/"), headers=HX).content.decode()
+    assert "could not be read: " in chip and "hx-get" not in chip
 
 
 def test_a_viewer_cannot_attach(client, trio, agent):
