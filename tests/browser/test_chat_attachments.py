@@ -1,7 +1,8 @@
 """Attachments in the chat, in Chromium against the live server and a real Celery worker: an
 image by the composer's button, a PDF dropped on the composer, a text file pasted and then
 removed; both sent files reach the fake model (the image as an image part, the PDF's text
-in the context) and show on the user's message."""
+in the context) and show on the user's message. A large PDF's chip says it is being read
+until the worker has read it, without a reload."""
 
 from __future__ import annotations
 
@@ -89,6 +90,36 @@ def test_an_image_and_a_pdf_reach_the_model(
     assert natural == 1  # the thumbnail loaded from the platform
     assert sorted(Attachment.objects.values_list("name", flat=True)) == ["budget.pdf", "pixel.png"]
     tab.screenshot("chat-attachments")
+    tab.assert_clean()
+
+
+def test_a_large_pdfs_chip_says_reading_then_ready_without_a_reload(
+    trio, agent, settings, celery_worker_process, tab
+):
+    pages = [f"Page {n}: weather, rain and river banks in the valley.\n" * 6 for n in range(150)]
+    large = make_pdf(pages)
+    assert len(large) > settings.ATTACHMENT_READ_INLINE_BYTES  # read by the worker
+    chat = conversation_save(
+        tenant=trio.acme, changes={"agent": agent, "title": "Guide"}, owner_user=trio.bob
+    )
+    tab.login("bob")
+    tab.goto(f"/t/acme/chat/{chat.pk}/")
+    page = tab.page
+    page.evaluate("() => { window.notReloaded = true; }")
+    page.set_input_files(
+        "#attach-input",
+        files=[{"name": "guide.pdf", "mimeType": "application/pdf", "buffer": large}],
+    )
+    chip = page.locator("#composer-attachments .attachment-chip", has_text="guide.pdf")
+    chip.wait_for()
+    # The upload answered with the chip `reading`; its own polling (htmx) turns it ready.
+    page.locator(
+        '#composer-attachments .attachment-chip[data-status="ready"]', has_text="guide.pdf"
+    ).wait_for(timeout=30_000)
+    assert "reading" not in chip.text_content()
+    assert page.locator("#thread").count() == 1  # (the chip's polling swaps only itself)
+    assert page.evaluate("() => window.notReloaded === true")  # the same page all along
+    assert Attachment.objects.get().chunks.count() > 10
     tab.assert_clean()
 
 

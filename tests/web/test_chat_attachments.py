@@ -201,7 +201,7 @@ def test_a_document_being_read_shows_reading_and_its_chip_polls_until_ready(
         response = attach(client, chat, "book.pdf", make_pdf(["The plan. " * 40]))
     doc = Attachment.objects.get()
     body = response.content.decode()
-    assert "reading…" in body and 'hx-trigger="every 2s"' in body
+    assert "reading…" in body and 'hx-trigger="every 2s" hx-target="this"' in body
     chip = url(chat, f"attachments/{doc.pk}/chip/")
     assert f'hx-get="{chip}"' in body
     polled = client.get(chip, headers=HX)
