@@ -43,6 +43,7 @@ class RunAttachments:
     context_blocks: tuple[tuple[str, str], ...] = ()
     tools: tuple[Tool, ...] = ()
     listed: tuple[dict[str, Any], ...] = ()  # what it was given, for its `run.attachments` event
+    reading: bool = False  # a document of them is still being read (attachment_reading.py)
 
 
 def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
@@ -89,7 +90,10 @@ def run_attachments(run: Run, *, images: bool = True) -> RunAttachments:
         blocks = ((CONTEXT_TITLE, intro + "\n\n" + "\n\n".join(parts)),)
     tools = (attachment_search_tool([d.pk for d in searched], run.tenant_id),) if searched else ()
     listed = tuple(_listed(a) for a in given)
-    return RunAttachments(images=pictures, context_blocks=blocks, tools=tools, listed=listed)
+    reading = any(d.status == AttachmentStatus.READING for d in unready)
+    return RunAttachments(
+        images=pictures, context_blocks=blocks, tools=tools, listed=listed, reading=reading
+    )
 
 
 def _unready(documents: list[Attachment]) -> list[str]:

@@ -187,9 +187,10 @@ def _lock_a_reading_before_its_delete(sender, instance: Attachment, **kwargs) ->
 
 # -- a run's side --------------------------------------------------------------------------
 async def attachments_read_wait(run: Run) -> Sequence[int]:
-    """Before a new run's first model call: wait until none of the documents it was given
-    is `reading`, at most ATTACHMENT_READ_WAIT_S. The ids still being read (empty when all
-    are done). One query now, then one at growing intervals (up to 2 s) while waiting."""
+    """Before a new run's first model call, when a document it was given is `reading`
+    (RunAttachments.reading): wait until none is, at most ATTACHMENT_READ_WAIT_S. The ids
+    still being read (empty when all are done). One query now, then one at growing
+    intervals (up to 2 s) while waiting."""
     deadline = time.monotonic() + settings.ATTACHMENT_READ_WAIT_S
     pause = 0.1
     while True:

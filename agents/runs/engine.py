@@ -267,11 +267,13 @@ async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
 
 
 async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
-    if run.conversation_id is not None and run.state is None:
-        # Documents given to it that a worker still reads: waited for, bounded (the lease
-        # is renewed meanwhile); those still not ready are named to the model and listed so.
-        await attachments_read_wait(run)
     prepared = await sync_to_async(_prepare_agent)(run, run.agent)
+    if not isinstance(prepared, str) and prepared.reading and run.state is None:
+        # Documents given to it that a worker still reads: waited for, bounded (the lease
+        # is renewed meanwhile), then read again; those still not ready are named to the
+        # model and listed so. (Only then: a run given none costs no query for it.)
+        await attachments_read_wait(run)
+        prepared = await sync_to_async(_prepare_agent)(run, run.agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)
     if prepared.attachments and run.state is None:  # what it was given, in its events too
@@ -348,6 +350,7 @@ class _Prepared:
     meter: quotas.Meter | None = None  # the limits every model call of the run is held against
     balancing: str = ""
     attachments: tuple[dict[str, Any], ...] = ()  # the conversation's files it was given
+    reading: bool = False  # one of them is still being read (agents.conversations)
     planned: History | None = None  # a conversation's history, maybe with a summary to make
 
 
@@ -444,6 +447,7 @@ def _prepare_agent(
         balancing=agent.load_balancing,
         meter=meter,
         attachments=attached.listed,
+        reading=attached.reading,
         planned=planned,
     )
 

@@ -5,10 +5,12 @@ function (tests/agents/test_attachment_reading_worker.py runs it in a real worke
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.files.storage import storages
 from django.utils import timezone
 
@@ -153,6 +155,28 @@ def test_a_run_given_a_document_still_being_read_waits_then_is_told(
     given = run_attachments(later)
     assert [t.name for t in given.tools] == ["attachment_search"]
     assert given.listed[0]["status"] == "ready"
+
+
+def test_a_runs_wait_ends_when_the_reading_does(
+    trio, chat, queued, settings, django_capture_on_commit_callbacks
+):
+    settings.ATTACHMENT_READ_WAIT_S = 60
+    doc = upload(trio, chat, "book.pdf", make_pdf(PAGES), django_capture_on_commit_callbacks)
+    run = run_start(
+        tenant=trio.acme, agent=chat.agent, input="What is the secret?", conversation=chat,
+        initiated_by=trio.bob, attachments=[doc.pk],
+    )  # fmt: skip
+    assert run_attachments(run).reading
+
+    async def wait_while_a_worker_reads():
+        waiting = asyncio.create_task(attachments_read_wait(run))
+        await sync_to_async(attachment_read)(doc.pk)
+        return await waiting
+
+    started = time.monotonic()
+    assert async_to_sync(wait_while_a_worker_reads)() == []
+    assert time.monotonic() - started < 30  # it did not sit out its 60 s
+    assert not run_attachments(run).reading
 
 
 def test_a_failed_document_is_named_with_its_reason(
