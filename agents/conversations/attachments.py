@@ -9,6 +9,10 @@ platform makes; the name as given is only shown. A stored file is deleted once t
 transaction that deleted its row commits: one receiver for every way a row goes (the
 attachment, its message, its conversation, its tenant).
 
+A document is read in its upload when small, by a worker when large (the rule and the
+states: attachment_reading.py); the checks of type and limits here are always in the
+request.
+
 Limits (settings): ATTACHMENT_MAX_BYTES a file, ATTACHMENT_TENANT_MAX_BYTES all of a
 tenant's files together, ATTACHMENT_MAX_PER_MESSAGE files a message (and waiting to be
 sent in one conversation).
