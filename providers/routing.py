@@ -12,8 +12,8 @@ from typing import Any
 
 from providers.models import HealthStatus, ProviderConnection, ProviderKind
 from providers.runtime.adapter import ModelAdapter
-from providers.runtime.fallback import Balancer, FallbackAdapter, SwitchHook, Target, call_order
-from providers.services import GatewayRoute, adapter_for, connection_test
+from providers.runtime.fallback import Balancer, FallbackAdapter, SwitchHook, Target
+from providers.services import adapter_for, connection_test
 from tenancy import rls
 
 logger = logging.getLogger(__name__)
@@ -71,21 +71,6 @@ def routed_adapter(
     if len(targets) == 1:
         return targets[0].adapter
     return FallbackAdapter(targets, balancing=balancing, balancer=BALANCER, on_switch=on_switch)
-
-
-def gateway_order(route: GatewayRoute) -> list[GatewayRoute]:
-    """The order a gateway call tries a route in: a model alias's pairs balanced and with
-    failing connections last, as an agent's calls (providers.runtime.fallback.call_order);
-    a plain `<connection>/<model>` route is just itself."""
-    if not route.fallbacks:
-        return [route]
-    return call_order([route, *route.fallbacks], route.balancing, BALANCER)
-
-
-def retryable_status(status: int) -> bool:
-    """Whether a provider's HTTP answer says to try again (elsewhere): as sdk_errors maps
-    it, 408, 429 and 5xx."""
-    return status in (408, 429) or status >= 500
 
 
 def check_connections() -> int:

@@ -4,7 +4,6 @@ connection tests; demo seeding."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -19,7 +18,6 @@ from django.utils.text import slugify
 
 from base.versions import config_changed, per_config_version
 from providers.models import (
-    ALIAS_PREFIX,
     HealthStatus,
     ModelAlias,
     ModelPrice,
@@ -31,7 +29,6 @@ from providers.runtime.errors import BadRequest, ProviderError
 from providers.runtime.llm_tool import ConnectionNotFound, ModelConnection, llm_tool
 from providers.runtime.offline import OfflineModel
 from providers.runtime.openai_adapter import OpenAIAdapter
-from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
@@ -160,87 +157,6 @@ def model_connection(tenant_id: int | str, name: str | None) -> ModelConnection:
 LLM_TOOL = llm_tool(sync_to_async(model_connection))
 
 
-@dataclass(frozen=True)
-class GatewayRoute:
-    """Where a gateway model id (`<connection>/<model>`) goes."""
-
-    connection: ProviderConnection
-    model: str
-    # ChatPassthrough (OpenAI and compatible: /v1/chat/completions) or MessagesPassthrough
-    # (Anthropic: /v1/messages); None for the offline demo.
-    passthrough: ChatPassthrough | MessagesPassthrough | None
-    # A model alias's other pairs, in order, and how they share load (providers.routing).
-    fallbacks: tuple[GatewayRoute, ...] = ()
-    balancing: str = ""
-
-    @property
-    def key(self) -> str:  # for the balancer: the connection
-        return str(self.connection.pk)
-
-    @property
-    def healthy(self) -> bool:
-        return self.connection.health_status != HealthStatus.FAILING
-
-    @property
-    def label(self) -> str:
-        return f"{self.connection.name}/{self.model}"
-
-
-_routes: dict[int, tuple[str, dict[str, GatewayRoute]]] = {}
-
-
-def known_gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
-    """The route this process remembers for `model_id` (Redis reads only: safe from async
-    code), or None: ask `gateway_route`."""
-    return per_config_version(_routes, tenant.pk, dict).get(model_id)
-
-
-def gateway_route(tenant: Tenant, model_id: str) -> GatewayRoute | None:
-    """The route of `model_id`, remembered per tenant configuration version (a connection
-    change moves it; unknown ids are not remembered, so any name may be asked for)."""
-    routes = per_config_version(_routes, tenant.pk, dict)
-    route = routes.get(model_id)
-    if route is None and model_id.startswith(ALIAS_PREFIX):
-        route = _alias_route(tenant, model_id.removeprefix(ALIAS_PREFIX))
-        if route is None:
-            return None
-    if route is None:
-        found = connection_model(tenant, model_id)
-        if found is None:
-            return None
-        connection, model = found
-        route = GatewayRoute(connection, model, _passthrough(connection))
-        if len(routes) >= MAX_ROUTES:  # (a connection allowing any model: any name comes)
-            routes.clear()
-        routes[model_id] = route
-    return route
-
-
-def _alias_route(tenant: Tenant, name: str) -> GatewayRoute | None:
-    """The route of the tenant's model alias `name`: its first pair, the others as its
-    fallbacks (pairs whose connection is gone are left out). Two queries."""
-    alias = ModelAlias.objects.filter(tenant=tenant, name=name).first()
-    if alias is None or not isinstance(alias.targets, list):
-        return None
-    connections = {c.name: c for c in ProviderConnection.objects.filter(tenant=tenant)}
-    routes = []
-    for target in alias.targets:
-        connection = connections.get(target.get("connection", ""))
-        model = (target.get("model") or "") or (connection.default_model if connection else "")
-        if connection is not None and model:
-            routes.append(GatewayRoute(connection, model, _passthrough(connection)))
-    if not routes:
-        return None
-    first = routes[0]
-    return GatewayRoute(
-        first.connection,
-        first.model,
-        first.passthrough,
-        fallbacks=tuple(routes[1:]),
-        balancing=alias.load_balancing,
-    )
-
-
 @receiver([post_save, post_delete], sender=ModelAlias)
 def _alias_changed(sender, instance: ModelAlias, **kwargs) -> None:
     if instance.tenant_id is not None:
@@ -282,38 +198,6 @@ def gateway_models(tenant: Tenant) -> list[tuple[str, Any]]:
     for alias in ModelAlias.objects.filter(tenant=tenant):
         found.append((str(alias), alias.created_at))
     return found
-
-
-def _passthrough(connection: ProviderConnection) -> ChatPassthrough | MessagesPassthrough | None:
-    """One per connection while it is unchanged (its HTTP connections stay pooled)."""
-    key = (connection.pk, connection.updated_at, tuple(settings.EGRESS_ALLOWLIST))
-    if key not in _passthroughs:
-        if len(_passthroughs) >= MAX_ROUTES:
-            _passthroughs.clear()
-        _passthroughs[key] = _new_passthrough(connection)
-    return _passthroughs[key]
-
-
-_passthroughs: dict[tuple, ChatPassthrough | MessagesPassthrough | None] = {}
-MAX_ROUTES = 512
-
-
-def _new_passthrough(
-    connection: ProviderConnection,
-) -> ChatPassthrough | MessagesPassthrough | None:
-    common = {
-        "api_key": connection.api_key or None,
-        "headers": connection.extra_headers or {},
-        "timeout_s": connection.timeout_s,
-        "policy": EgressPolicy(allowlist=tuple(settings.EGRESS_ALLOWLIST)),
-    }
-    if connection.kind == ProviderKind.ANTHROPIC:
-        base_url = connection.base_url or "https://api.anthropic.com"
-        return MessagesPassthrough(base_url=base_url, **common)
-    if connection.kind == ProviderKind.OFFLINE:
-        return None
-    preset = PRESETS["openai" if connection.kind == ProviderKind.OPENAI else connection.preset]
-    return ChatPassthrough(base_url=connection.base_url or preset.base_url, **common)
 
 
 def default_connection(tenant: Tenant) -> ProviderConnection | None:

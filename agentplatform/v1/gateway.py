@@ -14,9 +14,10 @@ pairs there, with the same rules on every endpoint, passed through or translated
 pair tried is a `chat <model>` span when tracing is on (docs/fallback.md,
 docs/observability.md).
 
-What a call may cost is held before it is sent (`hold`, agents.quotas) and bounds what it may
-produce: a body without a maximum output is sent GATEWAY_DEFAULT_MAX_TOKENS in its API's own
-field (`with_maximum`). A stream is read by a task of its own (`Call.relayed`): a caller that
+What a call may cost is held before it is sent (`hold`: agents.gateway_calls keeps the
+call's hold, its settlement and its record) and bounds what it may produce: a body without
+a maximum output is sent GATEWAY_DEFAULT_MAX_TOKENS in its API's own field
+(`with_maximum`). A stream is read by a task of its own (`Call.relayed`): a caller that
 leaves before its end (its usage comes last) leaves it read on, for up to
 GATEWAY_STREAM_READ_ON_S, and the call is settled and recorded with the provider's usage, or
 if that never comes at what it gave, never below (docs/quotas.md).
@@ -36,17 +37,26 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
+from agentplatform.v1.chat_wire import MAX_ERROR_CHARS
 from agentplatform.v1.endpoint import (
     OpenAIError,
     model_not_found,
     quota_error,
     require_raw_models,
 )
-from agents import quotas
-from agents.runs import GatewayCall, record_gateway_calls
-from base.stream_reads import brief, stream_read
+from agents import gateway_calls
+from agents.quotas import QuotaExceeded
+from agents.runs import GatewayCall
+from base.stream_reads import brief
+from providers.gateway_routes import (
+    GatewayRoute,
+    gateway_order,
+    gateway_route,
+    known_gateway_route,
+    retryable_status,
+)
 from providers.models import ProviderKind
-from providers.routing import BALANCER, gateway_order, retryable_status
+from providers.routing import BALANCER
 from providers.runtime import tracing
 from providers.runtime.errors import (
     ProviderError,
@@ -55,10 +65,14 @@ from providers.runtime.errors import (
     Timeout,
     provider_failure,
 )
-from providers.runtime.estimates import output_tokens_of
-from providers.runtime.passthrough import ChatPassthrough, Forwarded, MessagesPassthrough
+from providers.runtime.estimates import estimate_text_tokens, output_tokens_of
+from providers.runtime.passthrough import (
+    ChatPassthrough,
+    Forwarded,
+    MessagesPassthrough,
+    json_object,
+)
 from providers.runtime.types import Usage
-from providers.services import GatewayRoute, gateway_route, known_gateway_route
 from tenancy.authentication import ApiClient
 
 logger = logging.getLogger(__name__)
@@ -155,7 +169,7 @@ class Call:
     route: GatewayRoute
     started: Any
     sent: dict[str, Any]
-    held: quotas.Reservation
+    held: gateway_calls.Held
 
     @classmethod
     async def begun(
@@ -246,11 +260,20 @@ class Call:
         (a stream: when the provider's ends, or its reading on after the caller left does)."""
         forwarded, target = answered.forwarded, answered.target
         usage = self.used(forwarded)
-        _settle_later(self.held, target, usage)
-        if answered.span:
-            _span_ended_later(answered.span, self.client, target, forwarded)
         ok = forwarded.status == 200
-        _recorder.add(
+        span, ended_at = answered.span or None, None
+        if span is not None:  # (its cost added off the answer's path: the price may query)
+            ended_at = tracing.now_ns()
+            if ok:
+                span.answered(forwarded.model, forwarded.usage)
+            else:  # (a refusal: no cost to add)
+                span.end(ended_at)
+                span = None
+        self.held.settle_later(
+            target.connection.price_kind, target.model, usage,
+            span=span, answered=forwarded.usage, ended_at=ended_at,
+        )  # fmt: skip
+        gateway_calls.record_later(
             GatewayCall(
                 api_key=self.client.api_key,
                 gateway_model=self.model,
@@ -351,6 +374,57 @@ async def forwarded(
     return GatewayAnswer(200, "text/event-stream", stream=stream_of)
 
 
+async def sent_or_refused(
+    call: Call, payload_of: Callable[[GatewayRoute], dict[str, Any]], *, stream: bool
+) -> Answered:
+    """`call.send` for a face that translates (`gateway_translate`, `gateway_responses`): a
+    provider's refusal (its last pair's non-200 answer) is raised as the caller's error
+    (`provider_refusal`), recorded; a whole 200 answer comes back
+    recorded; a stream, to be relayed (`Call.relayed`: recorded when it ends)."""
+    answered = await call.send(payload_of, stream=stream)
+    if answered.rest is None:
+        call.record(answered)
+        if answered.forwarded.status != 200:
+            raise provider_refusal(answered.forwarded.status, answered.forwarded.body)
+    return answered
+
+
+# -- a provider's refusal -----------------------------------------------------------------------
+def provider_refusal(status: int, body: bytes) -> OpenAIError:
+    """A provider's non-200 answer as the caller's error. The caller's mistakes (4xx) keep
+    their status and the provider's message and `param` (in its API's words: a face that
+    translates renames it); the
+    connection's own trouble (401, 403: its key; 5xx) is a 502 that says who must act. The
+    body was scrubbed of the connection's key by the pass-through."""
+    error = json_object(body).get("error")
+    error = error if isinstance(error, dict) else {}
+    message = error.get("message") if isinstance(error.get("message"), str) else ""
+    message = message[:MAX_ERROR_CHARS]
+    if status in (401, 403):
+        return OpenAIError(
+            502,
+            f"The provider refused the connection's credentials (HTTP {status}): the tenant's "
+            "admin must check the connection.",
+            type="server_error",
+            code="provider_error",
+        )
+    if not 400 <= status < 500:
+        return OpenAIError(
+            502,
+            f"The provider answered HTTP {status}" + (f": {message}" if message else "."),
+            type="server_error",
+            code="provider_error",
+        )
+    kind, param, code = error.get("type"), error.get("param"), error.get("code")
+    return OpenAIError(
+        status,
+        message or f"The provider answered HTTP {status}.",
+        type=kind if isinstance(kind, str) and kind else "invalid_request_error",
+        param=param if isinstance(param, str) else None,
+        code=code if isinstance(code, str) else None,
+    )
+
+
 def _status_error(status: int) -> ProviderError:
     if status == 429:
         return RateLimited(f"HTTP {status}")
@@ -400,34 +474,7 @@ def _ended(span: Any, error_type: str) -> None:
     span.end()
 
 
-def _span_ended_later(span: Any, client: ApiClient, target: GatewayRoute, forwarded: Forwarded):
-    """The answering pair's span given its answer and ended now, its cost added off the
-    answer's path (the price may need a query) where the tenant's prices know the model."""
-    ended_at = tracing.now_ns()
-    if forwarded.status != 200:
-        span.end(ended_at)
-        return
-    span.answered(forwarded.model, forwarded.usage)
-    usage = forwarded.usage
-    priced = quotas.call_cost(
-        client.api_key.tenant_id, target.connection.price_kind, target.model, usage.input_tokens,
-        usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
-    )  # fmt: skip
-
-    async def ended() -> None:
-        try:
-            cost = await stream_read(priced)()
-            if cost is not None:
-                span.set(**{"agentplatform.cost_usd": float(cost)})
-        finally:
-            span.end(ended_at)
-
-    task = asyncio.get_running_loop().create_task(ended())
-    _settling.add(task)
-    task.add_done_callback(_settling.discard)
-
-
-# -- quotas ----------------------------------------------------------------------------------
+# -- what is held ---------------------------------------------------------------------------
 def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
     """A call's input estimate (from its characters) and the most output it may be given:
     its maximum (GATEWAY_DEFAULT_MAX_TOKENS when it sets none: `with_maximum` sends that),
@@ -436,56 +483,25 @@ def estimated_tokens(body: dict[str, Any]) -> tuple[int, int]:
     maxima = [body[name] for name in MAXIMA if _positive(body.get(name))]
     output = max(maxima, default=settings.GATEWAY_DEFAULT_MAX_TOKENS)
     choices = body["n"] if _positive(body.get("n")) else 1
-    return quotas.estimate_text_tokens(sent), output * choices
+    return estimate_text_tokens(sent), output * choices
 
 
-async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> quotas.Reservation:
+async def hold(client: ApiClient, route: GatewayRoute, body: dict[str, Any]) -> gateway_calls.Held:
     """The call's estimate held against the limits of its tenant and key before the provider
-    is contacted (agents.quotas); a limit that cannot take it is a 429 naming it."""
-    input_tokens, output_tokens = estimated_tokens(body)
+    is contacted (agents.gateway_calls); a limit that cannot take it is a 429 naming it."""
+    key = client.api_key
     try:
-        return await quotas.reserve_async(
-            _meter(client),
-            tokens=input_tokens + output_tokens,
-            cost_usd=quotas.call_cost(
-                client.api_key.tenant_id, route.connection.price_kind, route.model,
-                input_tokens, output_tokens,
-            ),
+        return await gateway_calls.hold(
+            key.tenant_id, key.pk, route.connection.price_kind, route.model,
+            *estimated_tokens(body),
         )  # fmt: skip
-    except quotas.QuotaExceeded as exc:
+    except QuotaExceeded as exc:
         raise quota_error(exc) from None
 
 
-def _meter(client: ApiClient) -> quotas.Meter:
-    return quotas.Meter(tenant_id=client.api_key.tenant_id, api_key_id=client.api_key.pk)
-
-
-def _settle_later(held: quotas.Reservation, route: GatewayRoute, usage: Any) -> None:
-    """The reservation replaced by the call's usage, off the answer's path."""
-    if held.empty:
-        return
-    cost = quotas.call_cost(
-        route.connection.tenant_id, route.connection.price_kind, route.model, usage.input_tokens,
-        usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
-    )  # fmt: skip
-    settling = quotas.settle_async(
-        held, tokens=usage.input_tokens + usage.output_tokens, cost_usd=cost
-    )
-    task = asyncio.get_running_loop().create_task(settling)
-    _settling.add(task)
-    task.add_done_callback(_settling.discard)
-
-
-_settling: set[asyncio.Task] = set()
-_reading: set[asyncio.Task] = set()
-
-
-def unreached(exc: ProviderError, held: quotas.Reservation) -> OpenAIError:
+def unreached(exc: ProviderError, held: gateway_calls.Held) -> OpenAIError:
     """The provider could not be reached: what was held comes back; a 502 saying why."""
-    if not held.empty:
-        task = asyncio.get_running_loop().create_task(quotas.settle_async(held, tokens=0))
-        _settling.add(task)
-        task.add_done_callback(_settling.discard)
+    held.release_later()
     return OpenAIError(502, str(exc), type="server_error", code="provider_error")
 
 
@@ -516,6 +532,7 @@ async def _relay(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byte
 
 # -- a stream the caller may leave -------------------------------------------------------------
 _AHEAD = 8  # pieces read ahead of a caller that reads slower than the provider sends
+_reading: set[asyncio.Task] = set()
 
 
 class _Reader:
@@ -605,52 +622,13 @@ class _Relayed:
                 self._reader.leave()
 
 
-# -- the record ------------------------------------------------------------------------------
-class _Recorder:
-    """Gateway calls written in batches, one INSERT for all those of about FLUSH_S: one per
-    call took the gateway from 229 to 123 requests/s, and batches of 50 ms instead of 250
-    cost 0.4 ms more CPU per call at 170 calls/s (bench/gateway.py). A process stopped with
-    SIGTERM writes what it holds (`flush_gateway_calls`, at lifespan shutdown)."""
-
-    FLUSH_S = 0.25
-
-    def __init__(self) -> None:
-        self.pending: list[GatewayCall] = []
-        self.flushing: asyncio.Task | None = None
-
-    def add(self, call: GatewayCall) -> None:
-        self.pending.append(call)
-        if self.flushing is None:
-            self.flushing = asyncio.get_running_loop().create_task(self._flush_soon())
-
-    async def _flush_soon(self) -> None:
-        try:
-            await asyncio.sleep(self.FLUSH_S)
-            await self.flush()
-        finally:
-            self.flushing = None
-
-    async def flush(self) -> None:
-        while self.pending:
-            calls, self.pending = self.pending, []
-            try:
-                await stream_read(record_gateway_calls)(calls)
-            except Exception:
-                logger.exception("%d gateway calls were not recorded", len(calls))
-
-
-_recorder = _Recorder()
-
-
 async def flush_gateway_calls() -> None:
     """What this process holds written: streams still read on after their callers left
     (each ends GATEWAY_STREAM_READ_ON_S after its caller did) recorded, the record's batch
     written, and the settlements made. At shutdown, and in tests."""
     if _reading:
         await asyncio.wait(set(_reading), timeout=settings.GATEWAY_STREAM_READ_ON_S + 5)
-    await _recorder.flush()
-    if _settling:
-        await asyncio.wait(set(_settling), timeout=30)
+    await gateway_calls.flush()
 
 
 def _last_user_text(body: dict[str, Any]) -> str:

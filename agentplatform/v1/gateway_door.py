@@ -27,8 +27,8 @@ from django.middleware.security import SecurityMiddleware
 
 from agentplatform.v1.endpoint import INLINE_PARSE_BYTES, OpenAIError, throttled
 from agentplatform.v1.gateway import GatewayAnswer, forwarded, is_gateway_model
+from providers.gateway_routes import known_gateway_route
 from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
-from providers.services import known_gateway_route
 from tenancy.api_keys import verified_key
 from tenancy.authentication import ApiClient
 from tenancy.policy import Action, Principal

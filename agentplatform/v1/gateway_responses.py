@@ -6,7 +6,7 @@ agents), sent through the connection's ChatPassthrough, and what the provider an
 said back in Responses' words: a completion as a `response` (a `message` item with
 `output_text`, a `function_call` item per tool call, usage, status), a chunk stream as the
 typed events the agent path sends (`ResponseEvents`). A provider's error becomes an error
-of this API (`provider_refusal`); the call is recorded as the gateway's others are. An
+of this API (`gateway.provider_refusal`); the call is recorded as the gateway's others are. An
 alias falls back across its pairs as on the other endpoints (`gateway.Call.send`).
 
 Nothing of a gateway response is stored: it can be neither read back (`GET
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,13 +30,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from agentplatform.event_streams import SseJsonReader, event_stream_response
 from agentplatform.v1.chat_request import check_sampling
 from agentplatform.v1.chat_wire import (
-    MAX_ERROR_CHARS,
     ChunkTally,
     content_text,
     first_choice,
 )
 from agentplatform.v1.endpoint import OpenAIError, parsed
-from agentplatform.v1.gateway import Answered, Call, chat_for, chat_route, with_maximum
+from agentplatform.v1.gateway import Call, chat_for, chat_route, sent_or_refused, with_maximum
 from agentplatform.v1.responses_wire import (
     PREFIX,
     ResponseEvents,
@@ -48,8 +47,8 @@ from agentplatform.v1.responses_wire import (
     usage_object,
 )
 from agentplatform.v1.shapes.base import BadRequest
-from providers.runtime.passthrough import json_object, token_count
-from providers.services import GatewayRoute
+from providers.gateway_routes import GatewayRoute
+from providers.runtime.passthrough import token_count
 from tenancy.authentication import ApiClient
 
 NOT_CHAINED = (
@@ -79,7 +78,11 @@ async def gateway_responses(
         sent = chat_for(target, chat)  # a stream's usage chunk is ours:
         return {**sent, "stream_options": {"include_usage": True}} if stream else sent
 
-    answered = await sent_or_refused(call, payload_of, stream=stream)
+    try:
+        answered = await sent_or_refused(call, payload_of, stream=stream)
+    except OpenAIError as exc:  # (a provider's refusal: its `param` in Responses' words)
+        exc.param = responses_param(exc.param)
+        raise
     if answered.rest is None:
         return JsonResponse(response_of_completion(answered.forwarded.body, ids))
     events = stream_events(answered.first, call.relayed(answered), ids)
@@ -101,20 +104,6 @@ def chat_body_of(body: dict[str, Any]) -> dict[str, Any]:
     return with_maximum(chat)
 
 
-async def sent_or_refused(
-    call: Call, payload_of: Callable[[GatewayRoute], dict[str, Any]], *, stream: bool
-) -> Answered:
-    """`call.send` for a face that translates: a provider's refusal (its last pair's
-    non-200 answer) is raised as this API's error, recorded; a whole 200 answer comes back
-    recorded; a stream, to be relayed (`Call.relayed`: recorded when it ends)."""
-    answered = await call.send(payload_of, stream=stream)
-    if answered.rest is None:
-        call.record(answered)
-        if answered.forwarded.status != 200:
-            raise provider_refusal(answered.forwarded.status, answered.forwarded.body)
-    return answered
-
-
 @dataclass(frozen=True)
 class ResponseIds:
     """A gateway response's ids (not a run's: the call is recorded after it is answered),
@@ -131,41 +120,6 @@ class ResponseIds:
         token = uuid.uuid4().hex
         created = int(time.time())
         return cls(model, f"{PREFIX}{token}", f"msg_{token}", created, max_output_tokens)
-
-
-# -- errors ----------------------------------------------------------------------------------
-def provider_refusal(status: int, body: bytes) -> OpenAIError:
-    """A provider's non-200 answer as this API's error. The caller's mistakes (4xx) keep
-    their status and the provider's message (its `param` named as Responses names it); the
-    connection's own trouble (401, 403: its key; 5xx) is a 502 that says who must act. The
-    body was scrubbed of the connection's key by the pass-through."""
-    error = json_object(body).get("error")
-    error = error if isinstance(error, dict) else {}
-    message = error.get("message") if isinstance(error.get("message"), str) else ""
-    message = message[:MAX_ERROR_CHARS]
-    if status in (401, 403):
-        return OpenAIError(
-            502,
-            f"The provider refused the connection's credentials (HTTP {status}): the tenant's "
-            "admin must check the connection.",
-            type="server_error",
-            code="provider_error",
-        )
-    if not 400 <= status < 500:
-        return OpenAIError(
-            502,
-            f"The provider answered HTTP {status}" + (f": {message}" if message else "."),
-            type="server_error",
-            code="provider_error",
-        )
-    kind, param, code = error.get("type"), error.get("param"), error.get("code")
-    return OpenAIError(
-        status,
-        message or f"The provider answered HTTP {status}.",
-        type=kind if isinstance(kind, str) and kind else "invalid_request_error",
-        param=responses_param(param) if isinstance(param, str) else None,
-        code=code if isinstance(code, str) else None,
-    )
 
 
 # -- a completion as a response --------------------------------------------------------------

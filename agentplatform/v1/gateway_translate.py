@@ -17,7 +17,7 @@ message comes back as a `chat.completion`, its events as chunks (the usage chunk
 with `stream_options.include_usage`).
 
 A provider's non-200 answer is the caller's error, in the caller's API's shape
-(`provider_refusal`); the call is recorded as the gateway's others are. A model alias
+(`gateway.provider_refusal`); the call is recorded as the gateway's others are. A model alias
 falls back across its pairs as on the other endpoints (`gateway.Call.send`).
 """
 
@@ -46,12 +46,18 @@ from agentplatform.v1.chat_wire import (
     unreadable_answer,
 )
 from agentplatform.v1.endpoint import OpenAIError, parsed
-from agentplatform.v1.gateway import Call, any_route, chat_for, forward, messages_headers
-from agentplatform.v1.gateway_responses import sent_or_refused
+from agentplatform.v1.gateway import (
+    Call,
+    any_route,
+    chat_for,
+    forward,
+    messages_headers,
+    sent_or_refused,
+)
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
 from agentplatform.v1.shapes.base import BadRequest
+from providers.gateway_routes import GatewayRoute
 from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
-from providers.services import GatewayRoute
 from tenancy.authentication import ApiClient
 
 
