@@ -169,6 +169,24 @@ def require_cancel(principal: Principal, run: Run) -> None:
         raise PermissionDenied("Only the run's starter or an admin can stop it.")
 
 
+def may_resume(principal: Principal, run: Run) -> bool:
+    """Whether the principal may resume the run once it failed (agents.runs.resume): its
+    starter or an admin, who may still use its agent. A few queries for a non-admin."""
+    if not principal.may(Action.RESUME_RUN):
+        return False
+    if not (principal.is_admin or started(principal, run)):
+        return False
+    return run.agent is not None and may_use(principal, run.agent)
+
+
+def require_resume(principal: Principal, run: Run) -> None:
+    principal.require(Action.RESUME_RUN)
+    if not may_resume(principal, run):
+        raise PermissionDenied(
+            "Only the run's starter or an admin, allowed to use its agent, can resume it."
+        )
+
+
 def may_verify(principal: Principal, run: Run) -> bool:
     """Whether the principal may give a verdict on the run's outcome (agents.verification)."""
     if not principal.may(Action.VERIFY_RUN):

@@ -33,6 +33,7 @@ class Action(StrEnum):
     START_RUN = "start_run"
     READ_RUN = "read_run"
     CANCEL_RUN = "cancel_run"
+    RESUME_RUN = "resume_run"
     VERIFY_RUN = "verify_run"
     DECIDE_APPROVAL = "decide_approval"
     EXECUTE_TOOL = "execute_tool"
@@ -71,6 +72,10 @@ POLICY: dict[Action, Rule] = {
         "runs they started, with their child runs",
     ),
     Action.CANCEL_RUN: Rule(Role.MEMBER, Scope.RUN, "the run's starter, or an admin"),
+    Action.RESUME_RUN: Rule(
+        Role.MEMBER, Scope.RUN, "a failed run: its starter, or an admin; either must still "
+        "be allowed to use its agent",
+    ),
     Action.VERIFY_RUN: Rule(
         Role.MEMBER, Scope.RUN, "a succeeded run's outcome: its starter, or an admin"
     ),

@@ -10,6 +10,8 @@ imports from here, never from a module inside (an import-linter contract says so
     steering.py       message_queue, run_steer, queued_remove: a person's messages while an
                       answer works (the next turn, or steering the running loop)
     control.py        run_cancel, approval_decide: a person's say over a started run
+    resume.py         run_resume: a failed run continued from its last checkpoint, with
+                      its agent's configuration now (who may, which runs can)
     cancellation.py   the flag that stops an executing run, and its loop's check of it
     recorder.py       record_model_call, record_gateway_calls: model calls made outside a
                       run's loop, recorded as finished runs
@@ -52,6 +54,7 @@ from agents.runs.reader import (
     recorded_ending,
 )
 from agents.runs.recorder import GatewayCall, record_gateway_calls, record_model_call
+from agents.runs.resume import RunNotResumable, may_resume, resumable_refusal, run_resume
 from agents.runs.start import (
     BUSY,
     ConversationBusy,
@@ -83,6 +86,7 @@ __all__ = [
     "IdempotencyKeyReused",
     "Nearby",
     "RunFinished",
+    "RunNotResumable",
     "ToolRunOutcome",
     "admit",
     "approval_decide",
@@ -99,6 +103,7 @@ __all__ = [
     "heartbeat_seconds",
     "iter_run_events",
     "lease_seconds",
+    "may_resume",
     "message_queue",
     "publisher",
     "queued_messages",
@@ -107,10 +112,12 @@ __all__ = [
     "record_model_call",
     "recorded_ending",
     "request_text",
+    "resumable_refusal",
     "run_cancel",
     "run_edit",
     "run_inline",
     "run_regenerate",
+    "run_resume",
     "run_start",
     "run_steer",
     "stale_runs",

@@ -65,10 +65,10 @@ async def iter_run_events(
             execute()
         else:
             stored = await stream_read(_stored_after)(run.pk, after_seq)
-            for event in stored:
+            for index, event in enumerate(stored):
                 last = event["seq"]
                 yield event
-                if event["type"] in TERMINAL_EVENTS:
+                if event["type"] in TERMINAL_EVENTS and not _resumed_next(stored, index):
                     return
             if await stream_read(_is_terminal)(run.pk):
                 for event in await stream_read(_stored_after)(run.pk, last):
@@ -127,6 +127,12 @@ async def iter_run_events(
 def _stored_after(run_id: int, after_seq: int) -> list[dict[str, Any]]:
     rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq).order_by("seq")
     return [{"seq": r.seq, "type": r.type, "payload": r.payload} for r in rows]
+
+
+def _resumed_next(stored: list[dict[str, Any]], index: int) -> bool:
+    """A failure a person resumed (agents.runs.resume): the run went on after it."""
+    following = stored[index + 1] if index + 1 < len(stored) else None
+    return following is not None and following["type"] == "run.resumed"
 
 
 def _is_terminal(run_id: int) -> bool:
