@@ -62,8 +62,10 @@ from agents.models import (
 from agents.runs import (
     ConversationBusy,
     IdempotencyKeyReused,
+    RunNotResumable,
     approval_decide,
     run_cancel,
+    run_resume,
     run_start,
 )
 from agents.runtime.spec import RunStatus
@@ -725,6 +727,34 @@ class RunCancel(RunView):
         if run.is_terminal and run.status != RunStatus.CANCELLED:
             raise Conflict(f"This run already finished ({run.status}).", code="run_finished")
         run = run_cancel(tenant=self.tenant, run=run, by=request_user_or_key(request))
+        return Response(self.run_data(run))
+
+
+class RunResume(RunView):
+    write_action = Action.RESUME_RUN
+
+    @extend_schema(
+        summary="Resume a failed run",
+        description="Once what failed the run is fixed (a provider down past its retries, a "
+        "tool misconfigured, a quota refused), it goes on from its last checkpoint with its "
+        "agent's configuration now, recorded on the run (`model`, `config_versions`): the "
+        "tool results it recorded are reused and no write is sent again. A run that failed "
+        "before its first checkpoint starts over from its input. Its events go on after the "
+        "failure: `run.resumed` (who, the error it had, the configuration versions now and "
+        "before), then the continuation. Its starter or an admin (`resume_run`), who may "
+        "still use its agent. 409: a run that did not fail (or another resume took it "
+        "first), a crew's run or a crew member's, a direct tool call, a conversation's "
+        "answer while another runs or after the conversation went on.",
+        request=None,
+        responses={200: RunSerializer, 409: error("The run cannot be resumed."), **ERRORS},
+        examples=[OpenApiExample("Resumed", value=RUN_EXAMPLE, response_only=True)],
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = self.get_run(run_id)
+        try:
+            run = run_resume(tenant=self.tenant, run=run, by=request_user_or_key(request))
+        except RunNotResumable as exc:
+            raise Conflict(" ".join(exc.messages), code="run_not_resumable") from None
         return Response(self.run_data(run))
 
 

@@ -97,6 +97,7 @@ urlpatterns += [
     path("runs/<str:run_id>", runs.RunDetail.as_view(), name="api_run"),
     path("runs/<str:run_id>/events", runs.RunEvents.as_view(), name="api_run_events"),
     path("runs/<str:run_id>/cancel", runs.RunCancel.as_view(), name="api_run_cancel"),
+    path("runs/<str:run_id>/resume", runs.RunResume.as_view(), name="api_run_resume"),
     path("runs/<str:run_id>/verifications", runs.RunVerify.as_view(), name="api_run_verify"),
     path(
         "runs/<str:run_id>/approvals/<str:approval_id>",

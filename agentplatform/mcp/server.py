@@ -4,7 +4,8 @@
 agents see — then `ask_<slug>` for each active agent and crew. `tools/call` (scope `run`):
 a registry tool goes through `agents.runs.direct_calls.atool_run` (validated, executed or parked
 for approval, recorded as a Run); `ask_<slug>` starts a run of that agent or crew and waits
-for its answer like the OpenAI-compatible endpoint. Whatever goes wrong with a call is an
+for its answer like the OpenAI-compatible endpoint; `resume_run` resumes a failed run
+(agentplatform/mcp/resume.py). Whatever goes wrong with a call is an
 `is_error` result the client's model can read; only a listing without `read` is a JSON-RPC
 error. Nothing here decides what a tool does: the registry and the run services do.
 """
@@ -32,6 +33,8 @@ from mcp_types import (
 from mcp_types import Tool as MCPTool
 
 from agentplatform.mcp.auth import SignInRefused, caller
+from agentplatform.mcp.results import error_result
+from agentplatform.mcp.resume import RESUME_TOOL, resume, resume_offered, resume_tool
 from agents.models import Agent, Crew, Run
 from agents.quotas import QuotaExceeded
 from agents.runs import (
@@ -107,7 +110,10 @@ class TenantMCPServer(MCPServer):
         except Exception:  # the SDK would send the exception's text to the caller
             logger.exception("MCP tools/list failed (tenant %s)", principal.tenant.pk)
             raise MCPError(INTERNAL_ERROR, "The tool list is unavailable; try again.") from None
-        return [tool for tool in tools if _offered(principal, tool.name)]
+        offered = [tool for tool in tools if _offered(principal, tool.name)]
+        if resume_offered(principal) and all(tool.name != RESUME_TOOL for tool in tools):
+            offered.append(resume_tool())
+        return offered
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
@@ -128,6 +134,8 @@ class TenantMCPServer(MCPServer):
             if not principal.may_execute_tool(name):  # a key limited to other tools
                 if name.startswith(ASK_PREFIX):
                     return await ask(principal, name.removeprefix(ASK_PREFIX), arguments)
+                if name == RESUME_TOOL and resume_offered(principal):
+                    return await resume(principal, arguments)
                 return error_result(f"No such tool: {name!r}.")
             return await self._call(principal, name, arguments)
         except Exception:  # the SDK would send the exception's text (a file, a secret) back
@@ -146,6 +154,8 @@ class TenantMCPServer(MCPServer):
         except Http404:
             if name.startswith(ASK_PREFIX):
                 return await ask(principal, name.removeprefix(ASK_PREFIX), arguments)
+            if name == RESUME_TOOL and resume_offered(principal):
+                return await resume(principal, arguments)
             return error_result(f"No such tool: {name!r}.")
         except PermissionDenied as exc:
             return error_result(str(exc))
@@ -220,15 +230,6 @@ def tool_run_result(name: str, outcome: ToolRunOutcome) -> CallToolResult:
             **({"prepared_request": outcome.prepared_request} if request else {}),
         )
     return error_result(outcome.error or "The tool failed.", run_id=outcome.run_id, status="failed")
-
-
-def error_result(text: str, **meta: Any) -> CallToolResult:
-    """An error (or pending) result: the text says what happened, `_meta` carries the run's
-    id and status. Never `structuredContent`: clients check it against the tool's output
-    schema even on errors (the TypeScript SDK throws when it does not match)."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], is_error=True, meta=meta or None
-    )
 
 
 # -- tools/call: ask_<slug> ----------------------------------------------------------------

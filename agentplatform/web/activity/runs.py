@@ -19,6 +19,7 @@ from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.activity.visibility import visible_run, with_authority
 from agents import conversations
 from agents.models import Agent, Run
+from agents.runs import may_resume
 from agents.runtime.spec import RunStatus
 from agents.selectors import agents_by_name, child_runs, top_level_runs
 from tenancy.policy import Action
@@ -100,7 +101,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @tenant_member_required(Action.READ_RUN)
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = visible_run(request, run_id)
+    return run_page(request, visible_run(request, run_id))
+
+
+def run_page(
+    request: HttpRequest, run: Run, *, status: int = 200, resume_error: str = ""
+) -> HttpResponse:
+    """The run's page: its facts, outcome, child runs and timeline; a Resume button when it
+    failed and the viewer may resume it (agents.runs.resume), or why a resume was refused."""
     entries, truncated = run_timeline(run)
     for entry in entries:
         if entry.approval is not None:
@@ -117,8 +125,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "structured_output": as_text(run.structured_output),
         "config_versions": config_version_links(request, run),
         "attachments": conversations.run_attachment_list(run),  # what it was given
+        "may_resume": may_resume(request.principal, run),
+        "resume_error": resume_error,
     }
-    return render(request, "web/activity/run_detail.html", context)
+    return render(request, "web/activity/run_detail.html", context, status=status)
 
 
 def config_version_links(request: HttpRequest, run) -> list[dict]:
