@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from agents.models import Agent, Approval, Conversation, Crew, Run
+from agents.models import Agent, Approval, Conversation, Crew, Run, RunEvent
 from agents.runs import run_start, tool_run
 from agents.services import conversation_save
 from base.versions import config_bump
@@ -399,6 +399,22 @@ def test_a_key_limited_to_tools_and_agents_sees_and_calls_only_those(mcp_server,
     asked = call(mcp_server, limited, "ask_payroll", {"message": "raise"})
     assert asked.is_error and "may not use this agent" in text_of(asked)
     assert not Run.objects.exists()
+
+
+def test_resume_run_is_listed_and_resumes_the_keys_failed_run(mcp_server, trio, keys):
+    Agent.objects.create(tenant=trio.acme, slug="assistant", name="Assistant")
+    run = run_start(tenant=trio.acme, agent=Agent.objects.get(slug="assistant"), input="hi",
+                    initiated_by=keys["run_key"], enqueue=False)  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(status="failed", error="ProviderUnavailable: down")
+    assert "resume_run" in tools_of(mcp_server, keys["run"])
+    assert "resume_run" not in tools_of(mcp_server, keys["read"])
+    resumed = call(mcp_server, keys["run"], "resume_run", {"run_id": run.pk})
+    assert not resumed.is_error, text_of(resumed)
+    assert resumed.structured_content == {"run_id": run.pk, "status": "queued"}
+    assert RunEvent.objects.filter(run=run, type="run.resumed").count() == 1
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    refused = call(mcp_server, keys["run"], "resume_run", {"run_id": run.pk})
+    assert refused.is_error and "only a failed run can be resumed" in text_of(refused)
 
 
 # -- tenant-written schemas ------------------------------------------------------------------
