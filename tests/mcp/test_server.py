@@ -412,8 +412,10 @@ def test_resume_run_is_listed_and_resumes_the_keys_failed_run(mcp_server, trio, 
     assert not resumed.is_error, text_of(resumed)
     assert resumed.structured_content == {"run_id": run.pk, "status": "queued"}
     assert RunEvent.objects.filter(run=run, type="run.resumed").count() == 1
-    Run.objects.filter(pk=run.pk).update(status="succeeded")
-    refused = call(mcp_server, keys["run"], "resume_run", {"run_id": run.pk})
+    finished = run_start(tenant=trio.acme, agent=Agent.objects.get(slug="assistant"),
+                         input="hi", initiated_by=keys["run_key"], enqueue=False)  # fmt: skip
+    Run.objects.filter(pk=finished.pk).update(status="succeeded")
+    refused = call(mcp_server, keys["run"], "resume_run", {"run_id": finished.pk})
     assert refused.is_error and "only a failed run can be resumed" in text_of(refused)
 
 
