@@ -54,6 +54,11 @@ def resumable_refusal(run: Run) -> str | None:
     change before the resume's transaction looks again). No query."""
     if run.status != RunStatus.FAILED:
         return f"This run is {run.status}: only a failed run can be resumed."
+    return _kind_refusal(run)
+
+
+def _kind_refusal(run: Run) -> str | None:
+    """Why a run of this kind is not resumed (what never changes about a run)."""
     if run.crew_id is not None or run.parent_id is not None:
         return "A crew's run (or a crew member's) cannot be resumed yet: start the crew again."
     if run.tool_name or run.gateway_model:
@@ -78,7 +83,7 @@ def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Ru
     if run.tenant_id != tenant.pk:
         raise Http404("No such run.")
     principal = Principal.for_initiator(tenant, by)
-    refusal = resumable_refusal(run)  # (what the run is: shown to whoever sees it anyway)
+    refusal = _kind_refusal(run)  # (what the run is: shown to whoever sees it anyway)
     if refusal is not None:
         raise RunNotResumable(refusal)
     access.require_resume(principal, run)
@@ -89,8 +94,8 @@ def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Ru
         if run.conversation_id is not None:  # one turn at a time, as run_start takes it
             Conversation.objects.select_for_update().filter(pk=run.conversation_id).first()
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        refusal = resumable_refusal(locked)
-        if refusal is not None:  # resumed (or changed) by someone else meanwhile
+        refusal = resumable_refusal(locked)  # its status as it is now: of two resumes,
+        if refusal is not None:  # the second finds the run queued already
             raise RunNotResumable(refusal)
         if locked.conversation_id is not None:
             _reopen_turn(locked)

@@ -4,6 +4,7 @@ same through a real Celery worker: tests/agents/test_resume_worker.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
@@ -269,3 +270,27 @@ def test_a_chat_that_went_on_refuses_to_resume_its_earlier_failure(
     with pytest.raises(runs.RunNotResumable, match="went on after this answer"):
         runs.run_resume(tenant=trio.acme, run=run, by=trio.alice)
     assert Run.objects.get(pk=run.pk).status == RunStatus.FAILED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_replay_from_the_start_goes_on_past_a_resumed_failure(trio, agent, provider_server):
+    """A follower from seq 0 of a resumed run reads its failure, the resume and the ending
+    (the stream does not stop at the first `run.failed`); a failure not resumed ends it."""
+    provider_server.script("openai", ErrorReply(500, "down"))
+    run = runs.run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.alice,
+                         enqueue=False)  # fmt: skip
+    assert execute_run(run.pk) == "failed"
+    ended = asyncio.run(asyncio.wait_for(collect(run), timeout=10))
+    assert ended[-1]["type"] == "run.failed"
+
+    provider_server.script("openai", TextReply("Back."))
+    runs.run_resume(tenant=trio.acme, run=run, by=trio.alice)
+    assert execute_run(run.pk) == "succeeded"
+    events = asyncio.run(asyncio.wait_for(collect(run), timeout=10))
+    types = [e["type"] for e in events]
+    assert types[: len(ended) + 1] == [e["type"] for e in ended] + ["run.resumed"]
+    assert types[-1] == "run.completed"
+
+
+async def collect(run: Run) -> list[dict]:
+    return [event async for event in runs.iter_run_events(run, 0)]
