@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import connections
 from django.http import Http404
+from django.test import Client
 
 from agents import runs
 from agents.models import Message, Run, RunEvent
@@ -21,7 +22,7 @@ from agents.services import conversation_save
 from tenancy import services as tenancy
 from tenancy.policy import Principal
 from tenancy.records import history
-from tests.factories import make_agent, make_crew, make_http_tool
+from tests.factories import login, make_agent, make_crew, make_http_tool
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 
@@ -252,6 +253,8 @@ def test_a_failed_answer_in_a_chat_is_resumed_in_its_place(
     assert answer.content == "Ordered." and answer.parent_id == run.in_reply_to_id
     assert Message.objects.filter(pk=failed_answer.pk).exists()  # an earlier version
     assert len(orders.requests) == 1
+    page = login(Client(), trio.alice).get(f"/t/acme/chat/{chat.pk}/")
+    assert page.status_code == 200 and "Ordered." in page.content.decode()
 
 
 def test_a_chat_that_went_on_refuses_to_resume_its_earlier_failure(
