@@ -489,6 +489,7 @@ def test_every_runs_endpoint_is_documented_with_schemas_and_examples(client):
         "/api/v1/runs/{run_id}",
         "/api/v1/runs/{run_id}/events",
         "/api/v1/runs/{run_id}/cancel",
+        "/api/v1/runs/{run_id}/resume",
         "/api/v1/runs/{run_id}/steer",
         "/api/v1/runs/{run_id}/verifications",
         "/api/v1/runs/{run_id}/feedback",
