@@ -198,6 +198,7 @@ def every_url(world) -> list[str]:
         "activity:runs": {},
         "activity:run": {"run_id": run},
         "activity:run_verify": {"run_id": run},
+        "activity:run_resume": {"run_id": run},
         "activity:approvals": {},
         "activity:approval_decide": {"approval_id": approval},
         "activity:usage": {},
