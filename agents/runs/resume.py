@@ -119,8 +119,8 @@ def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Ru
             lease_expires_at=None,
         )
         append_event(locked, next_seq(locked.pk), "run.resumed", payload)
+        locked.refresh_from_db()  # as queued: once committed, a worker may take it at once
         transaction.on_commit(lambda: request_execution(locked.pk, locked.tenant_id))
-    locked.refresh_from_db()
     return locked
 
 
