@@ -1,5 +1,6 @@
 """Runs, approvals and usage in Chromium: the timeline renders (screenshot), the usage
-charts draw under the CSP, and deciding an approval swaps its card in place."""
+charts draw under the CSP, deciding an approval swaps its card in place, and a failed run
+is resumed from its page."""
 
 from __future__ import annotations
 
@@ -148,4 +149,27 @@ def test_an_edit_of_a_prepared_request_shows_the_new_request_in_place(trio, tab,
     fresh.wait_for()
     assert '{"amount":6}' in fresh.text_content() and PAY_SECRET not in tab.page.content()
     assert pay.requests == []
+    tab.assert_clean()
+
+
+def test_a_failed_run_is_resumed_from_its_page_and_its_timeline_says_by_whom(trio, tab):
+    run = make_run(
+        trio.acme,
+        agent=make_agent(trio.acme),
+        user=trio.bob,
+        status="failed",
+        error="ProviderUnavailable: OpenAI answered HTTP 500",
+        input="Order a widget.",
+        events=[
+            ("run.started", {"model": "gpt-test"}),
+            ("run.failed", {"status": "failed", "error": "ProviderUnavailable: HTTP 500"}),
+        ],
+    )
+    tab.login("bob")
+    tab.goto(f"/t/acme/runs/{run.pk}/")
+    tab.page.get_by_role("button", name="Resume").click()
+    timeline = tab.page.get_by_role("list", name="Timeline")
+    resumed = timeline.get_by_role("heading", name="Resumed by bob")
+    resumed.wait_for()  # the page again, after the redirect
+    assert timeline.get_by_role("heading", name="Run failed").is_visible()
     tab.assert_clean()
