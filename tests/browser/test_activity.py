@@ -171,5 +171,6 @@ def test_a_failed_run_is_resumed_from_its_page_and_its_timeline_says_by_whom(tri
     timeline = tab.page.get_by_role("list", name="Timeline")
     resumed = timeline.get_by_role("heading", name="Resumed by bob")
     resumed.wait_for()  # the page again, after the redirect
-    assert timeline.get_by_role("heading", name="Run failed").is_visible()
+    # (A worker may take the resumed run at once: it fails again here, with no connection.)
+    assert timeline.get_by_role("heading", name="Run failed").first.is_visible()
     tab.assert_clean()
