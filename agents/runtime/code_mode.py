@@ -22,9 +22,11 @@ JSON. A failed call raises an exception whose message is the tool's error (catch
 
 from __future__ import annotations
 
+import atexit
 import json
 import keyword
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
     from agents.runtime.tool_step import StepOutcome, ToolCallStep
 
 RUN_CODE = "run_code"
+# A closed sandbox pool stops its worker in the background; a process that exits within
+# that time aborts (SIGABRT, pydantic-monty 1.4). The process waits for it at exit instead.
+_WORKER_STOP_S = 0.5
+_last_pool_closed = [0.0]
 NOT_FUNCTIONS = frozenset({RUN_CODE, "final_answer"})  # never callable from a program
 _ERROR_CHARS = 2000
 
@@ -232,6 +238,8 @@ class _Run:
             return _error(self.call, f"the program was stopped: it {why}", stopped="crashed")
         except monty.MontyError:  # (conversion of a value, a broken worker: no internals)
             return _error(self.call, "the sandbox could not run this program", stopped="error")
+        finally:
+            _last_pool_closed[0] = time.monotonic()
         return ProgramResult(result=ToolResult(self.call.id, self.call.name, self._output(value)))
 
     async def _answer(self, snapshot: Any) -> Any:
@@ -356,3 +364,10 @@ def with_code_mode(tools: ToolRegistry, limits: CodeLimits, client_tools: frozen
         item for item in tools if item.name in NOT_FUNCTIONS or item.name in client_tools
     )
     return Program(functions, limits), offered
+
+
+@atexit.register
+def _let_the_last_worker_stop() -> None:
+    wait = _WORKER_STOP_S - (time.monotonic() - _last_pool_closed[0])
+    if _last_pool_closed[0] and wait > 0:
+        time.sleep(wait)
