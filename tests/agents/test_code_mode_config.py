@@ -1,5 +1,5 @@
-"""The code-mode option on each face that configures an agent: the page, REST and the
-configuration document; and the name run_code kept from tenants' tools."""
+"""The code-mode option on each face that configures an agent: the page, the admin, REST and
+the configuration document; and the name run_code kept from tenants' tools."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from agents.config_document import config_export, config_import
 from agents.models import Agent
 from agents.specs import agent_spec
+from tests.agents.test_admin import agent_form as admin_form
 from tests.api.test_resources import as_key, assert_error
 from tests.factories import login, make_agent
 from tests.web.test_config import agent_data, url
@@ -23,6 +24,16 @@ def test_the_agent_page_turns_code_mode_on(client, trio):
     assert 'name="code_mode"' in client.get(url("agent_create")).content.decode()
     client.post(url("agent_create"), agent_data(code_mode="on"))
     assert Agent.objects.get(tenant=trio.acme, slug="support").code_mode is True
+
+
+def test_the_admin_turns_code_mode_on(client, trio):
+    agent = make_agent(trio.acme, "coder")
+    login(client, trio.alice)
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    assert 'name="code_mode"' in client.get(url).content.decode()
+    assert client.post(url, admin_form(code_mode="on", slug="coder")).status_code == 302
+    agent.refresh_from_db()
+    assert agent.code_mode is True
 
 
 def test_rest_sets_code_mode_and_refuses_a_value_that_is_not_a_boolean(client, trio):
