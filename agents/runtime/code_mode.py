@@ -27,6 +27,7 @@ import json
 import keyword
 import re
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic_monty as monty
 
 from agents.runtime.spec import CodeLimits
+from agents.runtime.structured import FINAL_ANSWER
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolResult
 
@@ -46,7 +48,7 @@ RUN_CODE = "run_code"
 # that time aborts (SIGABRT, pydantic-monty 1.4). The process waits for it at exit instead.
 _WORKER_STOP_S = 0.5
 _last_pool_closed = [0.0]
-NOT_FUNCTIONS = frozenset({RUN_CODE, "final_answer"})  # never callable from a program
+NOT_FUNCTIONS = frozenset({RUN_CODE, FINAL_ANSWER})  # never callable from a program
 _ERROR_CHARS = 2000
 
 
@@ -201,7 +203,7 @@ class _Run:
     async def execute(self, code: str) -> ProgramResult:
         limits = self.limits
         clock = datetime.fromisoformat(self.record["clock"])
-        seed = sum(self.call.id.encode())  # deterministic per call, for replays
+        seed = zlib.crc32(self.call.id.encode())  # the same on every replay of this call
         placeholders = {name: _never_called for name in self.program.functions}
         pool = monty.AsyncMonty(
             min_processes=1, max_processes=1, request_timeout=limits.time_s + 10
@@ -298,6 +300,9 @@ class _Run:
         text = _shown(exc.display())
         if reason:
             text = f"the program was stopped ({_REASONS[reason]}):\n{text}"
+        printed = "".join(self.printed).strip()
+        if printed:  # (already bounded by the output limit)
+            text = f"{text}\nIt printed before that:\n{printed}"
         return ProgramResult(
             result=ToolResult(self.call.id, self.call.name, error=text), stopped=reason
         )

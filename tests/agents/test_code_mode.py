@@ -121,10 +121,11 @@ def test_a_failed_tool_call_is_an_exception_the_program_can_catch():
 
 
 def test_an_uncaught_tool_error_is_reported_as_the_programs_error():
-    result, _ = run_program("get_record(id=-7)")
+    result, _ = run_program("print('looking')\nget_record(id=-7)")
     assert result.is_error
     assert "get-record failed: no record -7" in result.content
-    assert "Traceback" in result.content and "line 1" in result.content
+    assert "Traceback" in result.content and "line 2" in result.content
+    assert result.content.endswith("It printed before that:\nlooking")
 
 
 def test_a_call_beyond_the_runs_tool_call_limit_is_refused_to_the_program():
