@@ -28,9 +28,10 @@ import keyword
 import re
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic_monty as monty
 
@@ -41,7 +42,6 @@ from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from agents.runtime.state import RunState
-    from agents.runtime.tool_step import StepOutcome, ToolCallStep
 
 RUN_CODE = "run_code"
 # A closed sandbox pool stops its worker in the background; a process that exits within
@@ -50,6 +50,13 @@ _WORKER_STOP_S = 0.5
 _last_pool_closed = [0.0]
 NOT_FUNCTIONS = frozenset({RUN_CODE, FINAL_ANSWER})  # never callable from a program
 _ERROR_CHARS = 2000
+
+
+class CallStep(Protocol):
+    """The tool-call step (agents/runtime/tool_step.py ToolCallStep), as a program uses it:
+    its outcome tells the calls still waiting (`awaiting`, `suspended`)."""
+
+    async def run(self, state: RunState, calls: Sequence[ToolCall]) -> Any: ...
 
 
 class ProgramStopped(Exception):
@@ -159,7 +166,7 @@ class Program:
         self.functions = functions
         self.limits = limits
 
-    async def run(self, step: ToolCallStep, state: RunState, call: ToolCall) -> ProgramResult:
+    async def run(self, step: CallStep, state: RunState, call: ToolCall) -> ProgramResult:
         """Run the program of `call` from its start, replaying recorded calls. Host errors
         (the database, a bug) propagate; the program's own end up in the result."""
         code = call.arguments.get("code")
@@ -180,7 +187,7 @@ class _Run:
     def __init__(self, program, step, state, call, record) -> None:
         self.program: Program = program
         self.limits: CodeLimits = program.limits
-        self.step: ToolCallStep = step
+        self.step: CallStep = step
         self.state: RunState = state
         self.call: ToolCall = call
         self.record: dict[str, Any] = record
@@ -188,7 +195,7 @@ class _Run:
         self.printed_chars = 0
         self.output_exceeded = False
         self.calls = 0
-        self.waiting: StepOutcome | None = None
+        self.waiting: Any = None  # the step's outcome, when a call waits
 
     def _print(self, stream: str, text: str) -> None:
         if self.printed_chars + len(text) > self.limits.output_chars:
