@@ -346,6 +346,13 @@ REMOTE_AGENT_COMMANDS = config.env_json_commands("REMOTE_AGENT_COMMANDS")
 REMOTE_AGENT_COMMAND_USER = config.command_account(
     "REMOTE_AGENT_COMMAND_USER", "nobody", needed=bool(REMOTE_AGENT_COMMANDS)
 )
+# Code mode's programs (agents/runtime/code_mode.py, docs/code-mode.md): seconds of execution
+# (the interpreter's own, not its tool calls'), MB of memory, characters of output and tool
+# calls, per program.
+CODE_MODE_TIME_S = config.env_int("CODE_MODE_TIME_S", 10, minimum=1)
+CODE_MODE_MEMORY_MB = config.env_int("CODE_MODE_MEMORY_MB", 64, minimum=1)
+CODE_MODE_OUTPUT_CHARS = config.env_int("CODE_MODE_OUTPUT_CHARS", 20000, minimum=100)
+CODE_MODE_TOOL_CALLS = config.env_int("CODE_MODE_TOOL_CALLS", 50, minimum=1)
 # Seconds after which the periodic health check checks a context provider again.
 CONTEXT_PROVIDER_HEALTH_S = config.env_int("CONTEXT_PROVIDER_HEALTH_S", 300, minimum=1)
 

@@ -110,7 +110,8 @@ class AgentForm(TenantScopedForm):
         fields = [
             "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "results_without_tools", "verifier_tool", "provider_connection", "model",
+            "memory", "results_without_tools", "code_mode", "verifier_tool", "provider_connection",
+            "model",
             "fallbacks", "load_balancing", "temperature",
             "compaction_threshold", "compaction_connection", "compaction_model",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
@@ -161,7 +162,7 @@ class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
         tools = ["use_all_tools", "tool_names", "tool_tags", "tool_exclude"]
         behaviour = [
             "instructions", "output_schema", "approval_policy", "memory", "results_without_tools",
-            "verifier_tool",
+            "code_mode", "verifier_tool",
         ]  # fmt: skip
         fieldsets = [
             (None, {"fields": head}),

@@ -329,6 +329,7 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("approval.not_starter", "approval_not_starter"),
         DocField("memory", "memory"),
         DocField("results_without_tools", "results_without_tools"),
+        DocField("code_mode", "code_mode"),
         DocField("compaction.threshold", "compaction_threshold"),
         reference_field("compaction.connection", "compaction_connection", "connections"),
         DocField("compaction.model", "compaction_model"),

@@ -132,6 +132,11 @@ class Agent(ConfigObject, SecretDestination, models.Model):
         "result (a prompt injection) cannot make the agent call another tool. One round of "
         "tools per run, then the answer.",
     )
+    code_mode = models.BooleanField(
+        default=False,
+        help_text="Offer run_code: the model writes a Python program that calls the agent's "
+        "tools as functions, run in a sandbox (docs/code-mode.md).",
+    )
     verifier_tool = models.CharField(
         max_length=64,
         blank=True,

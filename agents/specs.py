@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from django.conf import settings
 
 from agents.models import Agent, Crew
-from agents.runtime.spec import AgentSpec
+from agents.runtime.spec import AgentSpec, CodeLimits
 from base.versions import config_version
 from providers.models import ProviderConnection
 from tenancy.records import history
@@ -30,12 +30,24 @@ def agent_spec(agent: Agent, connection: ProviderConnection | None) -> AgentSpec
         approval_policy=agent.approval_policy,  # type: ignore[arg-type]
         memory=agent.memory,
         results_without_tools=agent.results_without_tools,
+        code_mode=agent.code_mode,
+        code_limits=code_limits(),
         output_schema=agent.output_schema,
         kind=agent.kind,
         remote_url=agent.remote_url,
         remote_command_name=agent.remote_command,
         remote_command=remote_command_argv(agent.remote_command),
         remote_command_user=settings.REMOTE_AGENT_COMMAND_USER,
+    )
+
+
+def code_limits() -> CodeLimits:
+    """A code-mode program's limits, from the settings (CODE_MODE_*)."""
+    return CodeLimits(
+        time_s=settings.CODE_MODE_TIME_S,
+        memory_bytes=settings.CODE_MODE_MEMORY_MB * 1024 * 1024,
+        output_chars=settings.CODE_MODE_OUTPUT_CHARS,
+        tool_calls=settings.CODE_MODE_TOOL_CALLS,
     )
 
 

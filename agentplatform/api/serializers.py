@@ -166,6 +166,7 @@ class AgentSerializer(CleanModelSerializer):
             "approval_not_starter",
             "memory",
             "results_without_tools",
+            "code_mode",
             "verifier_tool",
             "output_schema",
             "kind",

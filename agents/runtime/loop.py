@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from agents.runtime import tracing
 from agents.runtime.claims import evidence
 from agents.runtime.client_request import CLIENT_TAG
+from agents.runtime.code_mode import with_code_mode
 from agents.runtime.memory import FactStore, memory_tools, store_for_run
 from agents.runtime.prompt import compose_system_prompt
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
@@ -162,15 +163,22 @@ class _Loop:
             t.name for t in tools if CLIENT_TAG in t.tags and t in spec.client_tools
         )
         self.total_tools = len(tools)
+        self.program = None  # code mode: run_code's programs reach the tools (code_mode.py)
+        offered = tools
+        if spec.code_mode:
+            self.program, offered = with_code_mode(tools, spec.code_limits, self.client_tools)
+            routing = None  # (the model is offered run_code, not the tools themselves)
         forced = spec.tool_choice if spec.tool_choice not in ("auto", "none", "required") else ""
-        self.round_tools = RoundTools(routing, tools, client_tools=self.client_tools, forced=forced)
+        self.round_tools = RoundTools(
+            routing, offered, client_tools=self.client_tools, forced=forced
+        )
         if self.round_tools.active:
             if routing.selection_model:
                 self.round_tools.use_model(self._select_tools)
             always = tools.filter(names=sorted(self.round_tools.always))
             self.system = compose_system_prompt(spec, always, context_blocks, routed=True)
         else:
-            self.system = compose_system_prompt(spec, tools, context_blocks)
+            self.system = compose_system_prompt(spec, offered, context_blocks)
         self._selection_usage = Usage()
         self.decisions: dict[str, Decision] = decisions
         self.sink: EventSink = sink
@@ -425,6 +433,7 @@ class _Loop:
             approval=ApprovalRule(self.spec.approval_policy),
             decisions=self.decisions,
             max_tool_calls=self.spec.max_tool_calls,
+            program=self.program,
         )
         outcome = await step.run(state, state.pending_calls)
         return outcome.awaiting, outcome.suspended
@@ -442,6 +451,7 @@ class _Loop:
                     answered = True
         # No checkpoint: the results are saved; replaying this from the last one is identical.
         state.pending_calls, state.results, state.started = [], {}, set()
+        state.programs = {}
         if answered:
             state.output = json.dumps(state.structured_output)
             return await self._finish(state, RunStatus.SUCCEEDED)

@@ -40,6 +40,19 @@ TERMINAL = frozenset(
 
 
 @dataclass(frozen=True)
+class CodeLimits:
+    """What one code-mode program may use (agents/runtime/code_mode.py; settings
+    CODE_MODE_*). time_s counts the interpreter's own execution, not the time its tool calls
+    take (each has its tool's timeout)."""
+
+    time_s: float = 10.0
+    memory_bytes: int = 64 * 1024 * 1024
+    output_chars: int = 20_000
+    tool_calls: int = 50
+    recursion_depth: int = 200
+
+
+@dataclass(frozen=True)
 class AgentSpec:
     name: str
     instructions: str
@@ -71,6 +84,10 @@ class AgentSpec:
     stop: tuple[str, ...] = ()
     tool_choice: str = "auto"  # the first round's; "none" holds for every round
     client_tools: tuple[Any, ...] = ()  # Tools the caller runs: a call to one ends the run
+    # Code mode (agents/runtime/code_mode.py): the model is offered run_code, a program
+    # calling the agent's tools, instead of the tools themselves.
+    code_mode: bool = False
+    code_limits: CodeLimits = field(default_factory=CodeLimits)
 
 
 @dataclass(frozen=True)

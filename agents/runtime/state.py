@@ -44,13 +44,18 @@ class RunState:
     # The steering messages applied (their ids, agents/runtime/steering.py): a resumed run
     # takes only those it does not hold yet.
     steers: list[int] = field(default_factory=list)
+    # Code mode's programs among the pending calls (agents/runtime/code_mode.py), by run_code
+    # call id: their clock and the calls each made so far, for a replay to check.
+    programs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         frame = {"frame": self.frame.to_dict()} if self.frame else {}
         remote = {"remote": self.remote} if self.remote is not None else {}
         steers = {"steers": list(self.steers)} if self.steers else {}
+        programs = {"programs": self.programs} if self.programs else {}
         return {
             **frame,
+            **programs,
             **remote,
             **steers,
             "messages": [message_to_dict(m) for m in self.messages],
@@ -93,6 +98,7 @@ class RunState:
             frame=Frame.from_dict(data.get("frame")),
             remote=data.get("remote"),
             steers=list(data.get("steers", [])),
+            programs=dict(data.get("programs", {})),
         )
 
 

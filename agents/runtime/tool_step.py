@@ -39,6 +39,13 @@ frame (tools/runtime/frames.py) before it is prepared or run — a producer with
 yet run first when that is safe — or refused saying why; a result is kept in the frame when
 other tools take inputs from it, and shown with reference tokens for its declared ids.
 
+A `run_code` call (code mode, agents/runtime/code_mode.py), when the step has a `program`
+runner, is neither prepared nor limited itself: its program runs, and each tool call it
+makes takes this step as one call (1-7), with its own id, record and events; a call that
+waits for a human leaves the run_code call pending and the run parks. Its result is
+recorded as in 7, after `code.stopped` when the sandbox stopped the program (a limit, a
+refused operation).
+
 The refusals of 2-4 are recorded as in 7 (checkpoint, then `tool.completed`, latency 0).
 A caller without durable state (a direct call records once, after the call) passes
 `NoCheckpoint` and keeps the emitted events: their order is the same.
@@ -48,12 +55,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from agents.runtime import tracing
+from agents.runtime.code_mode import RUN_CODE, Program
 from agents.runtime.crew import Suspended
 from agents.runtime.spec import ApprovalPolicy, Decision
 from agents.runtime.state import Checkpointer, RunState
@@ -115,6 +124,7 @@ class ToolCallStep:
         max_tool_calls: int | None = None,
         unattended: str | None = None,
         via: str | None = None,
+        program: Program | None = None,
     ) -> None:
         self.registry = registry
         self.ctx = ctx
@@ -125,14 +135,19 @@ class ToolCallStep:
         self.max_tool_calls = max_tool_calls
         self.unattended = unattended  # set: nobody can approve; waiting calls get this error
         self.via = via  # which face made a direct call, shown in its events
+        self.program = program  # runs run_code calls (code mode); None: no code mode
 
     async def run(self, state: RunState, calls: Sequence[ToolCall]) -> StepOutcome:
         """Take `calls` (usually `state.pending_calls`) through the step; see the module."""
         outcome = StepOutcome()
         to_run: list[ToolCall] = []
+        programs: list[ToolCall] = []
         for call in calls:
             if call.id in state.results:
                 continue  # recorded before a restart: never run twice
+            if self.program is not None and call.name == RUN_CODE:
+                programs.append(call)  # (replayed when resumed: its calls are recorded)
+                continue
             item = self.registry.get(call.name) if self.registry.has(call.name) else None
             decision = self.decisions.get(call.id)
             if call.id in state.started and not (item and item.capability.idempotent):
@@ -164,7 +179,29 @@ class ToolCallStep:
                 to_run.append(filled)
         if to_run:
             await self._execute(state, outcome, to_run)
+        for call in programs:
+            await self._run_program(state, outcome, call)
         return outcome
+
+    async def _run_program(self, state: RunState, outcome: StepOutcome, call: ToolCall) -> None:
+        """A run_code call: its program run (or replayed) through Program, its calls through
+        this step; parked with the call it waits on, or recorded."""
+        assert self.program is not None
+        if call.id not in state.started:  # (a replay does not announce it again)
+            state.started.add(call.id)
+            await self.emit("tool.started", call_payload(call, self.ctx, self.via))
+        began = time.perf_counter()
+        done = await self.program.run(self, state, call)
+        if done.awaiting or done.suspended:
+            outcome.awaiting.extend(done.awaiting or ())
+            outcome.suspended.extend(done.suspended or ())
+            return
+        assert done.result is not None
+        if done.stopped:
+            stopped = {"call_id": call.id, "reason": done.stopped, "error": done.result.error}
+            await self.emit("code.stopped", stopped)
+        latency = (time.perf_counter() - began) * 1000
+        await self._record(state, outcome, call, replace(done.result, latency_ms=latency))
 
     async def _inputs(
         self,

@@ -6,8 +6,8 @@ them and receive what was meant for it."""
 
 from __future__ import annotations
 
-# Kept in step with agents.runtime.memory, agents.runtime.structured, agents.runtime.tool_routing
-# and rag.tools.
+# Kept in step with agents.runtime.memory, agents.runtime.structured, agents.runtime.tool_routing,
+# agents.runtime.code_mode and rag.tools.
 PLATFORM_TOOL_NAMES = frozenset(
     {
         "knowledge_search",
@@ -16,6 +16,7 @@ PLATFORM_TOOL_NAMES = frozenset(
         "forget_fact",
         "final_answer",
         "search_tools",  # agents.runtime.tool_routing
+        "run_code",  # agents.runtime.code_mode
     }
 )
 RESERVED_PREFIXES = ("delegate_to_", "ask_")

@@ -97,7 +97,7 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
             "kind", "remote_url", "remote_command",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "results_without_tools", "verifier_tool", "output_schema",
+            "memory", "results_without_tools", "code_mode", "verifier_tool", "output_schema",
             "max_rounds", "max_tool_calls", "max_tokens_per_run",
         ]  # fmt: skip
         widgets = {

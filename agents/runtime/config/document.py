@@ -193,6 +193,9 @@ class AgentEntry(_Strict):
     results_without_tools: bool = Field(
         False, description="Answer from tool results with no tools offered (one round of tools)."
     )
+    code_mode: bool = Field(
+        False, description="Offer run_code: a sandboxed program calling the agent's tools."
+    )
     compaction: AgentCompaction = Field(default_factory=AgentCompaction)
     output_schema: dict[str, Any] | None = None
     kind: str = Field("orchestrator", max_length=40)
