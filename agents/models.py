@@ -1199,3 +1199,7 @@ class Quota(models.Model):
         """'the daily limit of 10,000 tokens for API key 'ci''"""
         period = "daily" if self.period == QuotaPeriod.DAY else "monthly"
         return f"the {period} limit of {self.limit_label} for {self.target_label}"
+
+
+# Skills' models live in their package (agents/skills/); imported here so Django finds them.
+from agents.skills.models import AgentSkill, Skill, SkillFile, SkillStatus, SkillVersion  # noqa: E402, F401

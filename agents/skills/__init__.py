@@ -1,0 +1,69 @@
+"""A tenant's skills (the open Agent Skills format): installed as numbered versions,
+approved by an admin, pinned by agents, disclosed to a run progressively. Everything outside
+this package imports from here, never from a module inside (an import-linter contract says
+so; `agents.models` alone imports `models.py`, for Django). docs/skills.md describes it.
+
+    models.py      Skill, SkillVersion (an upload; draft or approved), SkillFile (its files
+                   as rows), AgentSkill (an agent's pin: a version, or the latest approved)
+    package.py     reading a zip or folder safely; every hostile package refused, clearly
+    services.py    skill_import, skill_version_approve, agent_skills_set (the policy asked)
+    selectors.py   the faces' reads, and the approved versions an agent's pins resolve to
+    run_skills.py  what a run is given: the prompt's list, `load_skill`, `read_skill_file`
+"""
+
+from agents.skills.models import AgentSkill, Skill, SkillFile, SkillStatus, SkillVersion
+from agents.skills.package import Limits, PackageRefused, SkillPackage, read_folder, read_zip
+from agents.skills.run_skills import LOAD_TOOL, READ_TOOL, RunSkills, run_skills
+from agents.skills.selectors import (
+    UsableSkill,
+    agent_skill_pins,
+    agent_usable_skills,
+    skill_named,
+    skill_version_files,
+    skill_version_of,
+    skill_versions,
+    skills_of,
+)
+from agents.skills.services import (
+    Pin,
+    agent_pin_labels,
+    agent_skills_set,
+    parse_pin,
+    skill_import,
+    skill_package_read,
+    skill_package_read_path,
+    skill_version_approve,
+)
+
+__all__ = [
+    "LOAD_TOOL",
+    "READ_TOOL",
+    "AgentSkill",
+    "Limits",
+    "PackageRefused",
+    "Pin",
+    "RunSkills",
+    "Skill",
+    "SkillFile",
+    "SkillPackage",
+    "SkillStatus",
+    "SkillVersion",
+    "UsableSkill",
+    "agent_pin_labels",
+    "agent_skill_pins",
+    "agent_skills_set",
+    "agent_usable_skills",
+    "parse_pin",
+    "read_folder",
+    "read_zip",
+    "run_skills",
+    "skill_import",
+    "skill_named",
+    "skill_package_read",
+    "skill_package_read_path",
+    "skill_version_approve",
+    "skill_version_files",
+    "skill_version_of",
+    "skill_versions",
+    "skills_of",
+]
