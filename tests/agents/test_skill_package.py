@@ -34,9 +34,9 @@ def make_zip(files: dict[str, bytes | str], *, prefix: str = "") -> bytes:
     return out.getvalue()
 
 
-def refused(data: bytes, limits: Limits = Limits()) -> str:
+def refused(data: bytes, limits: Limits | None = None) -> str:
     with pytest.raises(PackageRefused) as error:
-        read_zip(data, limits)
+        read_zip(data, limits or Limits())
     return str(error.value)
 
 
