@@ -54,6 +54,7 @@ def register_history() -> None:
     """Agents and crews are versioned (docs/config-history.md) with who holds their use
     grants, a crew with its members; a restore saves through agent_save / crew_save and
     sets the grants as they were."""
+    from agents import skills
     from agents.models import Agent, Crew
     from agents.selectors import crew_member_slugs, crew_members_named, use_grant_holders
     from agents.services import agent_save, crew_save, use_grants_set
@@ -62,9 +63,12 @@ def register_history() -> None:
     def restore_agent(tenant, agent, changes):
         changes = dict(changes)
         holders = changes.pop("grants", None)
+        pins = changes.pop("skills", None)
         saved = agent_save(tenant=tenant, agent=agent, changes=changes)
         if holders is not None:
             use_grants_set(tenant=tenant, target=saved, holders=holders)
+        if pins is not None:
+            skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=pins)
         return saved
 
     def restore_crew(tenant, crew, changes):
@@ -81,8 +85,15 @@ def register_history() -> None:
         name="agents",
         noun="agent",
         restore=restore_agent,
-        parts=grants,
-        restore_parts={"grants": use_grant_holders},
+        parts={**grants, "skills": skills.agent_pin_labels},
+        restore_parts={"grants": use_grant_holders, "skills": skills.pins_parsed},
+    )
+    history.register(
+        skills.Skill,
+        name="skills",
+        noun="skill",
+        restore=skills.skill_restore_refused,
+        parts={"versions": skills.skill_version_states},
     )
     history.register(
         Crew,

@@ -87,6 +87,7 @@ from agents.runtime.prompt import instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec, Decision, RunOutcome, RunStatus
 from agents.runtime.state import RunState
 from agents.signals import request_execution, request_verification
+from agents.skills import run_skills
 from agents.specs import agent_spec, run_config_versions
 from agents.tool_routing import tool_routing
 from agents.tool_sources import effective_tools
@@ -278,6 +279,8 @@ async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
         return await _fail(sink, prepared)
     if prepared.attachments and run.state is None:  # what it was given, in its events too
         await sink.emit("run.attachments", {"attachments": list(prepared.attachments)})
+    if prepared.skills and run.state is None:
+        await sink.emit("run.skills", {"skills": list(prepared.skills)})
     return await _think(run, sink, prepared, prepared.registry)
 
 
@@ -351,6 +354,7 @@ class _Prepared:
     balancing: str = ""
     attachments: tuple[dict[str, Any], ...] = ()  # the conversation's files it was given
     reading: bool = False  # one of them is still being read (agents.conversations)
+    skills: tuple[str, ...] = ()  # name@version of the skills it was given (agents.skills)
     planned: History | None = None  # a conversation's history, maybe with a summary to make
 
 
@@ -381,12 +385,14 @@ def _prepare_agent(
     attached = RunAttachments()
     if run.conversation_id is not None:  # (a resumed run's state holds its images)
         attached = run_attachments(run, images=not run.state)
-    if attached.tools:
+    skilled = run_skills(agent)  # its approved skills: listed in its prompt, two tools
+    given = (*attached.tools, *skilled.tools)
+    if given:
         tools = ToolRegistry(list(tools))  # (the tenant's registry is shared: a copy)
-        for item in attached.tools:
+        for item in given:
             tools.register(item, replace=True)
         if spec.tool_names is not None:
-            spec = replace(spec, tool_names=(*spec.tool_names, *(t.name for t in attached.tools)))
+            spec = replace(spec, tool_names=(*spec.tool_names, *(t.name for t in given)))
     secrets = toolbox.secrets
     if agent.remote_token:
         secrets = secrets.with_values({"agent:remote_token": agent.remote_token})
@@ -439,7 +445,8 @@ def _prepare_agent(
         decisions=decisions,
         audit=audit,
         context_blocks=_context_blocks(spec, tools, toolbox.context_blocks)
-        + attached.context_blocks,
+        + attached.context_blocks
+        + skilled.context_blocks,
         run_secrets=run_secrets,
         routing=tool_routing(toolbox, run.tenant_id, effective.offered),
         frame=frame,
@@ -447,6 +454,7 @@ def _prepare_agent(
         balancing=agent.load_balancing,
         meter=meter,
         attachments=attached.listed,
+        skills=skilled.listed,
         reading=attached.reading,
         planned=planned,
     )

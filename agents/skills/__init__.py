@@ -8,12 +8,12 @@ so; `agents.models` alone imports `models.py`, for Django). docs/skills.md descr
     package.py     reading a zip or folder safely; every hostile package refused, clearly
     services.py    skill_import, skill_version_approve, agent_skills_set (the policy asked)
     selectors.py   the faces' reads, and the approved versions an agent's pins resolve to
-    run_skills.py  what a run is given: the prompt's list, `load_skill`, `read_skill_file`
+    disclosure.py  what a run is given: the prompt's list, `load_skill`, `read_skill_file`
 """
 
+from agents.skills.disclosure import LOAD_TOOL, READ_TOOL, RunSkills, run_skills
 from agents.skills.models import AgentSkill, Skill, SkillFile, SkillStatus, SkillVersion
 from agents.skills.package import Limits, PackageRefused, SkillPackage, read_folder, read_zip
-from agents.skills.run_skills import LOAD_TOOL, READ_TOOL, RunSkills, run_skills
 from agents.skills.selectors import (
     UsableSkill,
     agent_skill_pins,
@@ -29,10 +29,13 @@ from agents.skills.services import (
     agent_pin_labels,
     agent_skills_set,
     parse_pin,
+    pins_parsed,
     skill_import,
     skill_package_read,
     skill_package_read_path,
+    skill_restore_refused,
     skill_version_approve,
+    skill_version_states,
 )
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "agent_skills_set",
     "agent_usable_skills",
     "parse_pin",
+    "pins_parsed",
     "read_folder",
     "read_zip",
     "run_skills",
@@ -61,9 +65,11 @@ __all__ = [
     "skill_named",
     "skill_package_read",
     "skill_package_read_path",
+    "skill_restore_refused",
     "skill_version_approve",
     "skill_version_files",
     "skill_version_of",
+    "skill_version_states",
     "skill_versions",
     "skills_of",
 ]

@@ -226,6 +226,24 @@ def agent_pin_labels(agent: Agent) -> list[str]:
     return sorted(Pin(p.skill.name, p.version.number if p.version else None).label for p in pins)
 
 
+def pins_parsed(tenant: Tenant, labels: list[str]) -> list[Pin]:
+    """A configuration version's `skills` part as pins (its restore)."""
+    return [parse_pin(label) for label in labels or []]
+
+
+def skill_version_states(skill: Skill) -> list[str]:
+    """`N: draft|approved sha256…` of each version: the skill's configuration history part
+    (one query)."""
+    versions = SkillVersion.objects.filter(skill=skill).order_by("number")
+    return [f"{v.number}: {v.status} {v.sha256[:12]}" for v in versions]
+
+
+def skill_restore_refused(tenant: Tenant, skill: Skill, changes: dict) -> Skill:
+    raise ValidationError(
+        "A skill's versions stay as uploaded: pin the version an agent should use instead."
+    )
+
+
 def parse_pin(text: str) -> Pin:
     """`name`, `name@latest` or `name@3`; ValidationError otherwise."""
     name, _, version = str(text).strip().partition("@")
