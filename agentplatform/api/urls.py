@@ -17,6 +17,7 @@ from agentplatform.api import (
     providers_api,
     quotas_api,
     sign_in_api,
+    skills_api,
     time_zone_api,
     tools_api,
     views,
@@ -39,6 +40,7 @@ resources.register(
     "conversations", conversations_api.ConversationViewSet, basename="api_conversation"
 )
 resources.register("facts", agents_api.FactViewSet, basename="api_fact")
+resources.register("skills", skills_api.SkillViewSet, basename="api_skill")
 resources.register(
     r"conversations/(?P<conversation>[^/]+)/attachments",
     attachments_api.AttachmentViewSet,
