@@ -214,3 +214,25 @@ def test_an_admin_of_another_tenant_is_refused(trio):
             by=principal(trio.globex, dora),
             package=skill_package_read(skill_zip()),
         )
+
+
+def test_the_command_installs_a_folder_and_refuses_a_bad_one(trio, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    folder = tmp_path / "pdf-forms"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: pdf-forms\ndescription: Forms.\n---\nDo it.\n")
+    out = io.StringIO()
+    call_command("skills", "import", "--tenant", "acme", str(folder), "--approve", stdout=out)
+    assert out.getvalue().strip() == "pdf-forms@1: installed version (approved)."
+    archive = tmp_path / "pdf-forms.zip"
+    archive.write_bytes(skill_zip())
+    out = io.StringIO()
+    call_command("skills", "import", "--tenant", "acme", str(archive), stdout=out)
+    assert out.getvalue().strip() == "pdf-forms@2: installed version (draft)."
+    (folder / "SKILL.md").write_text("no front matter")
+    with pytest.raises(CommandError, match=r"SKILL\.md: it must begin with front matter"):
+        call_command("skills", "import", "--tenant", "acme", str(folder))
+    with pytest.raises(CommandError, match="No tenant"):
+        call_command("skills", "import", "--tenant", "nope", str(folder))
+    assert AuditEntry.objects.filter(tenant=trio.acme, actor_label="system").exists()
