@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models
+from django.db import models, transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -17,6 +17,7 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
+from agents import skills
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -108,6 +109,13 @@ def _text_list(max_item: int, **extra: Any) -> serializers.ListField:
 
 
 # -- agents ------------------------------------------------------------------------------
+class AgentSkillsField(serializers.ListField):
+    """The agent's skills: `name@N` (a version) or `name@latest` (its latest approved)."""
+
+    def get_attribute(self, agent: Agent) -> list[str]:
+        return skills.agent_pin_labels(agent)
+
+
 class AgentSerializer(CleanModelSerializer):
     provider_connection = TenantPrimaryKeyField(
         queryset=ProviderConnection.objects.all(),
@@ -136,6 +144,12 @@ class AgentSerializer(CleanModelSerializer):
         required=False,
         allow_null=True,
         help_text="With approval_deciders 'group': the name of the group whose members decide.",
+    )
+    skills = AgentSkillsField(
+        child=serializers.CharField(max_length=80),
+        required=False,
+        max_length=MAX_LIST,
+        help_text="Approved skills it uses: `name@N`, or `name@latest` (docs/skills.md).",
     )
 
     class Meta:
@@ -169,6 +183,7 @@ class AgentSerializer(CleanModelSerializer):
             "code_mode",
             "verifier_tool",
             "output_schema",
+            "skills",
             "kind",
             "remote_url",
             "remote_command",
@@ -197,7 +212,14 @@ class AgentSerializer(CleanModelSerializer):
     def save_with_service(
         self, tenant: Tenant, agent: Agent | None, changes: dict[str, Any]
     ) -> Agent:
-        return agent_save(tenant=tenant, agent=agent, changes=changes)
+        pins = changes.pop("skills", None)  # absent: the pins stay as they are
+        if pins is None:
+            return agent_save(tenant=tenant, agent=agent, changes=changes)
+        parsed = [skills.parse_pin(pin) for pin in pins]
+        with transaction.atomic():  # a refused pin leaves the agent as it was
+            saved = agent_save(tenant=tenant, agent=agent, changes=changes)
+            skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=parsed)
+        return saved
 
 
 class CrewMembersField(serializers.ListField):

@@ -43,6 +43,7 @@ GROUPS: tuple[Group, ...] = (
         Link("Agents", "config:agents"),
         Link("Crews", "config:crews"),
         Link("Tools", "config:tools"),
+        Link("Skills", "config:skills"),
         Link("Knowledge", "knowledge:index"),
         Link("Triggers", "config:triggers"),
         Link("Connections", "config:connections", also=("model-aliases/",)),

@@ -121,3 +121,19 @@ def skill_file_content(tenant_id: int, version_id: int, path: str) -> bytes | No
         .first()
     )
     return bytes(row) if row is not None else None
+
+
+def skill_pin_choices(tenant: Tenant) -> list[str]:
+    """What an agent may pin: `name@latest` and `name@N` for each approved version, by name
+    and number (one query)."""
+    approved = (
+        SkillVersion.objects.filter(tenant=tenant, status=SkillStatus.APPROVED)
+        .order_by("skill__name", "-number")
+        .values_list("skill__name", "number")
+    )
+    choices: list[str] = []
+    for name, number in approved:
+        if f"{name}@latest" not in choices:
+            choices.append(f"{name}@latest")
+        choices.append(f"{name}@{number}")
+    return choices

@@ -3,7 +3,8 @@
 
 Policy: installing and approving are `Action.CHANGE_CONFIG` (an admin, or a key with the
 `config` scope), as for every other piece of a tenant's configuration; `by` is who acts
-(None: the platform itself — a management command, an import that checked its caller).
+(None: a caller that asked the policy itself — a REST serializer or the configuration
+import behind their face's check — or the platform, for a management command).
 Each write records an audit entry and the skill's (or the agent's) configuration history
 in its transaction.
 """
@@ -49,8 +50,10 @@ class Pin:
 
 
 def _actor(by: Principal | None):
+    """Who the audit log names: None lets it name the request's actor ("system" outside
+    one: a management command)."""
     if by is None:
-        return audit.SYSTEM
+        return None
     return by.api_key if by.api_key is not None else by.user
 
 

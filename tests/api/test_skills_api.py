@@ -90,3 +90,23 @@ def test_another_tenants_skill_answers_404(client, trio):
     assert_error(outsider.get("/skills/pdf-forms/versions/1"), 404)
     assert_error(outsider.post("/skills/pdf-forms/versions/1/approve", {}), 404)
     assert_error(outsider.get("/skills/pdf-forms/versions/x"), 404)
+
+
+def test_an_agent_pins_skills_through_its_resource(client, trio):
+    api = as_key(client, trio.acme, "read", "config")
+    upload(api, skill_zip())
+    created = api.post("/agents", {"slug": "writer", "name": "Writer"})
+    assert created.status_code == 201, created.content
+    assert created.json()["skills"] == []
+    refused = api.patch("/agents/writer", {"skills": ["pdf-forms"], "name": "Renamed"})
+    error = assert_error(refused, 400)
+    assert "no approved version yet" in str(error["details"])
+    assert api.get("/agents/writer").json()["name"] == "Writer"  # nothing changed
+    api.post("/skills/pdf-forms/versions/1/approve", {})
+    pinned = api.patch("/agents/writer", {"skills": ["pdf-forms@1"]})
+    assert pinned.status_code == 200, pinned.content
+    assert pinned.json()["skills"] == ["pdf-forms@1"]
+    assert api.patch("/agents/writer", {"skills": ["pdf-forms@x"]}).status_code == 400
+    assert api.patch("/agents/writer", {"skills": ["pdf-forms@latest"]}).json()["skills"] == [
+        "pdf-forms@latest"
+    ]

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -27,7 +28,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
-from agents import selectors
+from agents import selectors, skills
 from agents.fallback_forms import FallbacksField
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
@@ -87,6 +88,13 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
     )
     clear_remote_token = forms.BooleanField(required=False, label="Remove the stored token")
     fallbacks = FallbacksField()
+    skills = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Skills",
+        help_text="Approved skills (Config → Skills): a version, or “latest”, which follows "
+        "each newly approved version. One per skill.",
+    )
 
     class Meta:
         model = Agent
@@ -134,6 +142,10 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         self.fields["tool_names"].choices = [(n, n) for n in names]
         self.fields["tool_exclude"].choices = [(n, n) for n in names]
         self.fields["tool_tags"].choices = [(t, t) for t in tags]
+        pinned = skills.agent_pin_labels(stored) if stored.pk else []
+        offered = [*skills.skill_pin_choices(tenant), *pinned]
+        self.fields["skills"].choices = [(c, c) for c in dict.fromkeys(offered)]
+        self.fields["skills"].initial = pinned
         commands = sorted(settings.REMOTE_AGENT_COMMANDS)
         self.fields["remote_command"].choices = [("", "—"), *((c, c) for c in commands)]
         self.has_stored_token = bool(stored.pk and stored.remote_token)
@@ -199,9 +211,16 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
     data = request.POST if request.method == "POST" else None
     # The form validates a copy: a refused slug must not reach this page's links.
     form = AgentForm(data, instance=copy(agent), tenant=tenant, registry=registry)
-    save = lambda: agent_save(  # noqa: E731
-        tenant=tenant, agent=agent if existing else None, changes=form.changes()
-    )
+
+    def save() -> Agent:
+        with transaction.atomic():  # a refused skill leaves the agent as it was
+            saved = agent_save(
+                tenant=tenant, agent=agent if existing else None, changes=form.changes()
+            )
+            pins = [skills.parse_pin(label) for label in form.cleaned_data["skills"]]
+            skills.agent_skills_set(tenant=tenant, by=request.principal, agent=saved, pins=pins)
+        return saved
+
     if saved := try_save(request, form, save, "agent"):
         return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)
     context = {"form": form, "agent": agent if existing else None}

@@ -19,6 +19,7 @@ from agentplatform.web.config import (
     model_aliases,
     prices,
     quotas,
+    skills,
     tools,
     triggers,
 )
@@ -34,6 +35,12 @@ urlpatterns = [
     path("crews/new/", crews.crew_create, name="crew_create"),
     path("crews/<slug:slug>/edit/", crews.crew_edit, name="crew_edit"),
     path("crews/<slug:slug>/delete/", crews.crew_remove, name="crew_delete"),
+    path("skills/", skills.skill_list, name="skills"),
+    path(
+        "skills/<slug:name>/versions/<int:number>/approve/",
+        skills.skill_approve,
+        name="skill_approve",
+    ),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/new/", tools.tool_create, name="tool_create"),
     path("tools/<int:pk>/edit/", tools.tool_edit, name="tool_edit"),
