@@ -40,7 +40,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 from django.db.models import Count
 
-from agents import quotas
+from agents import quotas, skills
 from agents.models import Agent, Crew, Quota, Trigger, TriggerKind
 from agents.runtime.config.compiler import (
     CompiledConfig,
@@ -340,6 +340,8 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("verifier_tool", "verifier_tool"),
         secret_field("agents", "slug", "remote_token"),
         DocField("active", "active"),
+        # Saved through agent_skills_set (`_agent_save`), not a model field.
+        DocField("skills", None, read=lambda a: skills.pin_labels_of(a)),
     ),
     "crews": (
         DocField("slug", "slug"),
@@ -503,8 +505,10 @@ def _builtin_sections() -> None:
         ),
         DocSection(
             "agents", "slug", Agent, _FIELDS["agents"],
-            save=agent_save, delete=agent_delete, noun="agent",
+            save=_agent_save, delete=agent_delete, noun="agent",
             related=("provider_connection", "approval_group"),
+            prefetch=("skill_pins__skill", "skill_pins__version"),
+            save_extra=lambda entry, refs: {"pins": entry.get("skills")},
         ),
         DocSection(
             "crews", "slug", Crew, _FIELDS["crews"],
@@ -528,6 +532,22 @@ def _builtin_sections() -> None:
         ),
     ):  # fmt: skip
         register_document_section(section)
+
+
+def _agent_save(
+    *,
+    tenant: Tenant,
+    agent: Agent | None,
+    changes: dict[str, Any],
+    graph_checked: bool,
+    pins: list[str] | None = None,
+) -> Agent:
+    """An agent and its skills' pins (checked by the compiler: installed, approved)."""
+    saved = agent_save(tenant=tenant, agent=agent, changes=changes, graph_checked=graph_checked)
+    if pins is not None:
+        wanted = [skills.parse_pin(pin) for pin in pins]
+        skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=wanted)
+    return saved
 
 
 # -- the services of prices, quotas and triggers, as a section calls them ------------------
@@ -701,6 +721,7 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
         api_keys=frozenset(k["name"] for k in keys if k["n"] == 1),
         shared_api_keys=frozenset(k["name"] for k in keys if k["n"] > 1),
         trigger_min_interval_s=settings.TRIGGER_MIN_INTERVAL_S,
+        skill_pins=frozenset(skills.skill_pin_choices(tenant)),
     )
 
 

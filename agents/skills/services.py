@@ -222,6 +222,17 @@ def agent_skills_set(
     return [Pin(p.skill.name, p.version.number if p.version else None) for p in rows]
 
 
+def pin_labels_of(agent: Agent) -> list[str]:
+    """`agent_pin_labels` from its prefetched pins (`skill_pins__skill`,
+    `skill_pins__version`), else a query per pin; [] for an unsaved agent."""
+    if agent.pk is None:
+        return []
+    return sorted(
+        Pin(p.skill.name, p.version.number if p.version else None).label
+        for p in agent.skill_pins.all()
+    )
+
+
 def agent_pin_labels(agent: Agent) -> list[str]:
     """`name@N` / `name@latest` of the agent's pins, by name (one query): the agent's
     configuration history part."""

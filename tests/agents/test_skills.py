@@ -236,3 +236,44 @@ def test_the_command_installs_a_folder_and_refuses_a_bad_one(trio, tmp_path):
     with pytest.raises(CommandError, match="No tenant"):
         call_command("skills", "import", "--tenant", "nope", str(folder))
     assert AuditEntry.objects.filter(tenant=trio.acme, actor_label="system").exists()
+
+
+# -- the configuration document ------------------------------------------------------------
+def test_the_document_exports_and_imports_an_agents_pins(trio):
+    from agents.config_document import config_export, config_import
+    from agents.runtime.config.loading import dump_document
+
+    writer = make_agent(trio.acme, "writer")
+    install(trio)
+    admin = principal(trio.acme, trio.alice)
+    agent_skills_set(tenant=trio.acme, by=admin, agent=writer, pins=[Pin("pdf-forms", 1)])
+    exported = config_export(tenant=trio.acme)
+    entry = next(a for a in exported["agents"] if a["slug"] == "writer")
+    assert entry["skills"] == ["pdf-forms@1"]
+
+    entry["skills"] = ["pdf-forms@latest"]
+    plan = config_import(tenant=trio.acme, text=dump_document(exported, "yaml"))
+    assert plan.valid and plan.applied, plan.as_dict()
+    assert [(c.section, c.name, list(c.fields)) for c in plan.changes] == [
+        ("agents", "writer", ["skills"])
+    ]
+    assert agent_pin_labels(writer) == ["pdf-forms@latest"]
+
+    # Another tenant has not installed the skill: the pin is a problem, nothing is applied.
+    refused = config_import(tenant=trio.globex, text=dump_document(exported, "yaml"))
+    assert not refused.applied
+    problems = {p.path: p.reason for p in refused.problems}
+    index = [a["slug"] for a in exported["agents"]].index("writer")
+    assert (
+        "no installed, approved skill version 'pdf-forms@latest'"
+        in problems[f"agents[{index}].skills[0]"]
+    )
+    for pins, reason in (
+        (["pdf-forms@2"], "no installed, approved skill version 'pdf-forms@2'"),
+        (["pdf-forms@1", "pdf-forms@latest"], "skill 'pdf-forms' is named twice"),
+        (["Not A Pin"], "should match pattern"),
+    ):
+        entry["skills"] = pins
+        bad = config_import(tenant=trio.acme, text=dump_document(exported, "yaml"))
+        assert not bad.applied and reason in " ".join(p.reason for p in bad.problems)
+    assert agent_pin_labels(writer) == ["pdf-forms@latest"]

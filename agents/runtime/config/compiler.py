@@ -85,6 +85,9 @@ class KnownNames:
     api_keys: frozenset[str] | None = None
     shared_api_keys: frozenset[str] = frozenset()
     trigger_min_interval_s: int = 60  # the operator's TRIGGER_MIN_INTERVAL_S
+    # What an agent may pin: `name@latest` and `name@N` of each approved skill version (skills
+    # are installed as packages, never by the document); None: unchecked.
+    skill_pins: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -401,6 +404,20 @@ class _Checker:
                     )
 
     # -- agents and crews -------------------------------------------------------------
+    def check_skills(self, path: str, pins: list[str]) -> None:
+        seen: set[str] = set()
+        for position, pin in enumerate(pins):
+            name = pin.partition("@")[0]
+            if name in seen:
+                self.problem(f"{path}.skills[{position}]", f"skill {name!r} is named twice")
+            seen.add(name)
+            known = self.known.skill_pins
+            if known is not None and pin not in known:
+                self.problem(
+                    f"{path}.skills[{position}]",
+                    f"no installed, approved skill version {pin!r} (install and approve it first)",
+                )
+
     def check_agents(self) -> None:
         agents = self.document.agents
         self.duplicates("agents", "slug", [a.slug for a in agents])
@@ -423,6 +440,7 @@ class _Checker:
                 for position, name in enumerate(getattr(agent.tools, key)):
                     if name not in tools:
                         self.problem(f"{path}.tools.{key}[{position}]", f"unknown tool {name!r}")
+            self.check_skills(path, agent.skills)
             approval = agent.approval
             if approval.deciders == "group" and not approval.group:
                 self.problem(f"{path}.approval.group", "name the group whose members decide")

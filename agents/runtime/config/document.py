@@ -168,6 +168,9 @@ class CrewCompaction(_Strict):
     )
 
 
+SKILL_PIN_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*@(latest|[1-9][0-9]{0,8})$"
+
+
 class AgentEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -208,6 +211,11 @@ class AgentEntry(_Strict):
     )
     secret: str | None = Field(None, pattern=SECRET_NAME_PATTERN, description="Remote token.")
     active: bool = True
+    skills: list[Annotated[str, Field(pattern=SKILL_PIN_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Installed, approved skills it uses: name@N, or name@latest (docs/skills.md).",
+    )
 
 
 ALIAS_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,49}$"
