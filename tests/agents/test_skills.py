@@ -11,6 +11,7 @@ import zipfile
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
+from django.test import Client
 
 from agents.models import RunEvent
 from agents.runs import run_start
@@ -28,7 +29,7 @@ from agents.skills import (
 )
 from tenancy.models import AuditEntry, ConfigVersion, Membership, Role
 from tenancy.policy import Principal
-from tests.factories import add_member, make_agent, make_user
+from tests.factories import add_member, login, make_agent, make_user
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
 pytestmark = pytest.mark.django_db
@@ -194,6 +195,9 @@ def test_a_run_loads_a_skill_reads_its_file_and_records_it(trio, agent, provider
     recorded = RunEvent.objects.get(run=run, type="run.skills").payload
     assert recorded == {"skills": [f"pdf-forms@{version.number}"]}
     assert json.dumps(recorded) == '{"skills": ["pdf-forms@1"]}'
+    page = login(Client(), trio.bob).get(f"/t/acme/runs/{run.pk}/").content.decode()
+
+    assert "<code>pdf-forms@1</code>" in page  # the run's record page
 
 
 def test_an_agent_without_skills_is_given_no_skill_tools(trio, agent, provider_server):

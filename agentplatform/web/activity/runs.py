@@ -127,6 +127,8 @@ def run_page(
         "attachments": conversations.run_attachment_list(run),  # what it was given
         "may_resume": may_resume(request.principal, run),
         "resume_error": resume_error,
+        # the skills it was given, as name@version (its early `run.skills` event)
+        "skills": next((e.payload.get("skills") for e in entries if e.type == "run.skills"), []),
     }
     return render(request, "web/activity/run_detail.html", context, status=status)
 
