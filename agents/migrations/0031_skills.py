@@ -162,7 +162,7 @@ class Migration(migrations.Migration):
                 (
                     "skill",
                     models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
+                        on_delete=django.db.models.deletion.RESTRICT,
                         related_name="pins",
                         to="agents.skill",
                     ),
@@ -172,7 +172,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         blank=True,
                         null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
+                        on_delete=django.db.models.deletion.RESTRICT,
                         related_name="pins",
                         to="agents.skillversion",
                     ),

@@ -101,9 +101,9 @@ class AgentSkill(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="skill_pins")
-    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="pins")
+    skill = models.ForeignKey(Skill, on_delete=models.RESTRICT, related_name="pins")
     version = models.ForeignKey(
-        SkillVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="pins"
+        SkillVersion, null=True, blank=True, on_delete=models.RESTRICT, related_name="pins"
     )
 
     class Meta:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.http import Http404
 from django.utils import timezone
@@ -96,9 +96,13 @@ def skill_import(
     Holds the skill's row while numbering, so concurrent uploads number in turn."""
     _allowed(tenant, by)
     with transaction.atomic():
-        skill, made = Skill.objects.get_or_create(
-            tenant=tenant, name=package.name, defaults={"description": package.description}
-        )
+        try:
+            with transaction.atomic():  # a first upload racing another: one makes the skill
+                skill, made = Skill.objects.get_or_create(
+                    tenant=tenant, name=package.name, defaults={"description": package.description}
+                )
+        except IntegrityError:
+            skill, made = Skill.objects.get(tenant=tenant, name=package.name), False
         skill = Skill.objects.select_for_update().get(pk=skill.pk)
         same = SkillVersion.objects.filter(skill=skill, sha256=package.sha256).first()
         if same is not None:

@@ -281,3 +281,13 @@ def test_the_document_exports_and_imports_an_agents_pins(trio):
         bad = config_import(tenant=trio.acme, text=dump_document(exported, "yaml"))
         assert not bad.applied and reason in " ".join(p.reason for p in bad.problems)
     assert agent_pin_labels(writer) == ["pdf-forms@latest"]
+
+
+def test_a_tenant_with_skills_and_pins_can_be_deleted(trio):
+    agent = make_agent(trio.acme, "writer")
+    install(trio)
+    agent_skills_set(
+        tenant=trio.acme, by=principal(trio.acme, trio.alice), agent=agent, pins=[Pin("pdf-forms")]
+    )
+    trio.acme.delete()
+    assert not SkillVersion.objects.exists()
