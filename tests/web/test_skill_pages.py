@@ -40,7 +40,15 @@ def test_an_admin_uploads_approves_and_pins_a_skill(client, trio):
     approve = url("skill_approve", name="pdf-forms", number=1)
     assert client.get(approve).status_code == 405
     assert client.post(approve).status_code == 302
-    assert SkillVersion.objects.get(skill__name="pdf-forms").status == "approved"
+    version = SkillVersion.objects.get(skill__name="pdf-forms")
+    assert version.status == "approved"
+    history = client.get(url("history", kind="skills", pk=version.skill_id))
+    assert history.status_code == 200 and "approved" in history.content.decode()
+    restore = client.post(
+        url("history_restore", kind="skills", pk=version.skill_id, number=1), follow=True
+    )
+    assert "cannot be restored: A skill" in restore.content.decode()
+    assert SkillVersion.objects.get().status == "approved"  # a skill is never restored
     form = client.get(url("agent_create")).content.decode()
     assert 'value="pdf-forms@latest"' in form and 'value="pdf-forms@1"' in form
     created = client.post(url("agent_create"), agent_data(skills=["pdf-forms@1"]))

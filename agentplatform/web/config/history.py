@@ -26,6 +26,7 @@ EDIT_PAGES = {
     "provider-connections": ("config:connection_edit", "pk"),
     "mcp-connections": ("config:mcp_connection_edit", "pk"),
     "knowledge-bases": ("knowledge:edit", "slug"),
+    "skills": ("config:skills", None),  # their one page (a skill's versions are uploads)
 }
 
 
@@ -39,7 +40,8 @@ def _object(request: HttpRequest, kind_name: str, pk: int) -> tuple[history.Kind
 
 def _context(request: HttpRequest, kind: history.Kind, obj: models.Model) -> dict:
     page, attr = EDIT_PAGES[kind.name]
-    edit_url = reverse(page, kwargs={"tenant_slug": request.tenant.slug, attr: getattr(obj, attr)})
+    names = {attr: getattr(obj, attr)} if attr else {}
+    edit_url = reverse(page, kwargs={"tenant_slug": request.tenant.slug, **names})
     return {"kind": kind, "object": obj, "edit_url": edit_url}
 
 
