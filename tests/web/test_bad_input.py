@@ -219,6 +219,8 @@ def every_url(world) -> list[str]:
         "config:crew_create": {},
         "config:crew_edit": {"slug": world["crew"].slug},
         "config:tools": {},
+        "config:skills": {},
+        "config:skill_approve": {"name": "pdf-forms", "number": 1},
         "config:tool_create": {},
         "config:tool_edit": {"pk": world["tool"].pk},
         "config:tool_try": {"name": "calculator"},
