@@ -54,6 +54,8 @@ def register_history() -> None:
     """Agents and crews are versioned (docs/config-history.md) with who holds their use
     grants, a crew with its members; a restore saves through agent_save / crew_save and
     sets the grants as they were."""
+    from django.core.exceptions import ValidationError
+
     from agents import skills
     from agents.models import Agent, Crew
     from agents.selectors import crew_member_slugs, crew_members_named, use_grant_holders
@@ -61,6 +63,11 @@ def register_history() -> None:
     from tenancy.records import history
 
     def restore_agent(tenant, agent, changes):
+        if agent.required_evaluation_id is not None:  # a change would be a draft, not a restore
+            raise ValidationError(
+                "This agent publishes only changes that pass its evaluation: edit it to "
+                "these settings to propose them as a draft."
+            )
         changes = dict(changes)
         holders = changes.pop("grants", None)
         pins = changes.pop("skills", None)

@@ -26,10 +26,11 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
-from agents import access
+from agents import access, publishing
 from agents.judging import judge_answer
 from agents.models import (
     Agent,
+    AgentDraft,
     Case,
     CaseOutcome,
     Dataset,
@@ -182,11 +183,18 @@ def visible_evaluation(principal: Principal, evaluation_id: Any) -> Evaluation:
 
 
 def evaluation_start(
-    *, tenant: Tenant, dataset: Dataset, agent: Agent, by: Initiator, dispatch: bool = True
+    *,
+    tenant: Tenant,
+    dataset: Dataset,
+    agent: Agent,
+    by: Initiator,
+    dispatch: bool = True,
+    draft: AgentDraft | None = None,
 ) -> Evaluation:
     """An evaluation of `agent` over `dataset`'s cases, as they are now (copied into its
     results). `by` must be allowed to start the agent. `dispatch`: hand it to the batch
-    workers once committed (the command's --wait advances it in its own process instead)."""
+    workers once committed (the command's --wait advances it in its own process instead).
+    `draft`: its runs execute the agent as this draft has it (agents/publishing.py)."""
     if dataset.tenant_id != tenant.pk or agent.tenant_id != tenant.pk:
         raise Http404("No such dataset or agent.")
     if by is not None:
@@ -206,6 +214,7 @@ def evaluation_start(
             agent=agent,
             agent_slug=agent.slug,
             agent_version=agent.version,
+            draft=draft,
             started_by_user=user,
             started_by_api_key=key,
             started_by_label=label[:200],
@@ -240,6 +249,7 @@ def evaluation_cancel(*, tenant: Tenant, evaluation: Evaluation, by: Principal) 
         status=EvaluationStatus.CANCELLED, finished_at=timezone.now()
     )
     evaluation.refresh_from_db()
+    publishing.draft_evaluated(evaluation)
     return evaluation
 
 
@@ -295,6 +305,8 @@ def _start_case(evaluation: Evaluation, result: EvaluationResult) -> Run | None:
                 idempotency_key=f"evaluation:{evaluation.pk}:{result.pk}",
                 enqueue=False,
             )
+            if evaluation.draft_id is not None:  # the draft's run: it executes the draft
+                Run.objects.filter(pk=run.pk).update(agent_draft_id=evaluation.draft_id)
             claimed = EvaluationResult.objects.filter(
                 pk=result.pk, outcome=CaseOutcome.PENDING
             ).update(run=run, outcome=CaseOutcome.RUNNING)
@@ -442,6 +454,8 @@ def _total(evaluation: Evaluation) -> Evaluation:
             status=EvaluationStatus.COMPLETED, finished_at=timezone.now()
         )
     evaluation.refresh_from_db()
+    if evaluation.draft_id is not None:
+        publishing.draft_evaluated(evaluation)  # idempotent: decided once
     return evaluation
 
 

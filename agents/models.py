@@ -160,6 +160,16 @@ class Agent(ConfigObject, SecretDestination, models.Model):
     remote_health_detail = models.CharField(max_length=300, blank=True, editable=False)
     remote_health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     active = models.BooleanField(default=True)
+    # Publishing only what passes (agents/publishing.py): with a dataset here, a change is
+    # saved as a draft, evaluated, and goes live only if its score reaches the threshold.
+    required_evaluation = models.ForeignKey(
+        "Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="A dataset every change must pass before it goes live. Empty: changes "
+        "go live at once.",
+    )  # fmt: skip
+    pass_threshold = models.FloatField(
+        default=1.0, help_text="The share of the dataset's cases a change must pass (0 to 1)."
+    )
     version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -199,6 +209,11 @@ class Agent(ConfigObject, SecretDestination, models.Model):
             raise ValidationError({"approval_group": "Choose one of this tenant's groups."})
         if problem := threshold_problem(self.compaction_threshold):
             raise ValidationError({"compaction_threshold": problem})
+        if not 0 <= self.pass_threshold <= 1:
+            raise ValidationError({"pass_threshold": "Between 0 and 1."})
+        dataset = self.required_evaluation
+        if dataset is not None and dataset.tenant_id != self.tenant_id:
+            raise ValidationError({"required_evaluation": "Choose one of this tenant's datasets."})
         for name in ("provider_connection", "compaction_connection"):
             connection = getattr(self, name)
             if connection is not None and connection.tenant_id != self.tenant_id:
@@ -359,6 +374,11 @@ class Run(models.Model):
     # The configuration versions it ran with (tenancy/records/history.py): its agent
     # or crew, the agent's connection and tool definitions, as {"agents.agent": [[id, n]]}.
     config_versions = models.JSONField(default=dict, blank=True)
+    # An evaluation's run of a draft (agents/publishing.py): the agent as drafted, never
+    # a chat's run.
+    agent_draft = models.ForeignKey(
+        "AgentDraft", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)
@@ -899,6 +919,9 @@ class Evaluation(models.Model):
     )
     agent_slug = models.CharField(max_length=50)  # kept when the agent is deleted
     agent_version = models.PositiveIntegerField(default=0)  # Agent.version when it started
+    draft = models.ForeignKey(  # the draft it evaluates (agents/publishing.py), else None
+        "AgentDraft", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(
         max_length=12, choices=EvaluationStatus.choices, default=EvaluationStatus.RUNNING
     )
@@ -931,6 +954,69 @@ class Evaluation(models.Model):
         """The share of cases passed, once any was scored."""
         scored = self.passed + self.failed + self.errors
         return self.passed / scored if scored else None
+
+
+class DraftStatus(models.TextChoices):
+    EVALUATING = "evaluating", "Being evaluated"
+    FAILED = "failed", "Failed its evaluation"
+    UNEVALUATED = "unevaluated", "Could not be evaluated"
+    PUBLISHED = "published", "Published"
+    DISCARDED = "discarded", "Discarded"
+    REPLACED = "replaced", "Replaced by a newer change"
+
+
+PENDING_DRAFT = (DraftStatus.EVALUATING, DraftStatus.FAILED, DraftStatus.UNEVALUATED)
+
+
+class AgentDraft(models.Model):
+    """A change to an agent whose required evaluation must pass before it goes live
+    (agents/publishing.py): the fields it changes, as a configuration version's snapshot
+    holds them (`fields`: related objects as ids), its evaluation and the decision. At most
+    one pending draft per agent."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="drafts")
+    fields = models.JSONField(default=dict)  # {field: value} it changes
+    changes = models.JSONField(default=dict)  # {field: [live, drafted]} when proposed
+    based_on = models.PositiveIntegerField(default=0)  # the live version it changes
+    status = models.CharField(
+        max_length=12, choices=DraftStatus.choices, default=DraftStatus.EVALUATING
+    )
+    evaluation = models.ForeignKey(
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    threshold = models.FloatField(default=1.0)  # the agent's, when proposed
+    score = models.FloatField(null=True, blank=True)
+    note = models.CharField(max_length=300, blank=True)  # why unevaluated, say
+    user = models.ForeignKey(  # who proposed it
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)  # an override's or discard's
+    published_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=Q(status__in=PENDING_DRAFT),
+                name="agent_draft_one_pending",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Draft {self.pk} of agent {self.agent_id} ({self.status})"
+
+    @property
+    def pending(self) -> bool:
+        return self.status in PENDING_DRAFT
 
 
 class CaseOutcome(models.TextChoices):

@@ -15,7 +15,7 @@ from django.http import Http404
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
-from agents import access
+from agents import access, publishing
 from agents.models import Agent, Conversation, Crew, CrewMember, Fact
 from agents.selectors import use_grants
 from tenancy.models import ApiKey, Membership, Tenant, TenantGroup
@@ -38,11 +38,17 @@ def agent_save(
 ) -> Agent:
     """Create (agent None) or change one of the tenant's agents through its full_clean,
     which compiles the tenant's whole configuration with it — unless `graph_checked`: the
-    caller compiled the end state itself (`base.config_checks`)."""
+    caller compiled the end state itself (`base.config_checks`). A change to an agent with
+    a required evaluation is saved as a draft instead (agents/publishing.py): the live
+    agent comes back, with `pending_draft` set."""
     if agent is None:
         agent = Agent(tenant=tenant)
     else:
         _check_tenant(agent, tenant, "agent")
+        if Agent.objects.filter(pk=agent.pk, required_evaluation__isnull=False).exists():
+            return publishing.agent_propose(
+                tenant=tenant, agent=agent, changes=changes, graph_checked=graph_checked
+            )
     agent.graph_checked = graph_checked
     return save_validated(agent, changes)
 

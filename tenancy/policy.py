@@ -39,6 +39,7 @@ class Action(StrEnum):
     EXECUTE_TOOL = "execute_tool"
     READ_USAGE = "read_usage"
     READ_AUDIT = "read_audit"
+    OVERRIDE_EVALUATION = "override_evaluation"
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,10 @@ POLICY: dict[Action, Rule] = {
     Action.EXECUTE_TOOL: Rule(Role.MEMBER, Scope.RUN, "a key limited to tools only those"),
     Action.READ_USAGE: Rule(Role.VIEWER, Scope.READ, "admins see everyone's; others their own"),
     Action.READ_AUDIT: Rule(Role.ADMIN, Scope.ADMIN),
+    Action.OVERRIDE_EVALUATION: Rule(
+        Role.ADMIN, Scope.ADMIN, "publish an agent's draft that did not pass its required "
+        "evaluation, with a reason (audit log); proposing a change is `change_config`",
+    ),
 }  # fmt: skip
 
 

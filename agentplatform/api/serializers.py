@@ -17,13 +17,16 @@ from agentplatform.api.resources import (
     JSONObjectField,
     StrictSerializer,
 )
-from agents import skills
+from agents import publishing, skills
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
+    AgentDraft,
     Conversation,
     ConversationSummary,
     Crew,
+    Dataset,
+    DraftStatus,
     Fact,
     Message,
 )
@@ -116,6 +119,51 @@ class AgentSkillsField(serializers.ListField):
         return skills.agent_pin_labels(agent)
 
 
+class DraftSerializer(serializers.Serializer):
+    """A change to an agent with a required evaluation (agents/publishing.py)."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=DraftStatus.choices)
+    changes = serializers.DictField(help_text="{field: [live value, drafted value]}")
+    evaluation = serializers.IntegerField(allow_null=True)
+    score = serializers.FloatField(allow_null=True, help_text="Cases passed / cases.")
+    threshold = serializers.FloatField()
+    live_score = serializers.FloatField(
+        allow_null=True, help_text="The live version's last score on the same dataset."
+    )
+    note = serializers.CharField()
+    proposed_by = serializers.CharField()
+    decided_by = serializers.CharField()
+    reason = serializers.CharField()
+    published_version = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+def draft_shown(agent: Agent, draft: AgentDraft | None) -> dict[str, Any] | None:
+    """A draft as REST shows it (one query: the live version's score)."""
+    if draft is None:
+        return None
+    return DraftSerializer(
+        {
+            "id": draft.pk,
+            "status": draft.status,
+            "changes": draft.changes,
+            "evaluation": draft.evaluation_id,
+            "score": draft.score,
+            "threshold": draft.threshold,
+            "live_score": publishing.live_score(agent),
+            "note": draft.note,
+            "proposed_by": draft.actor_label,
+            "decided_by": draft.decided_by_label,
+            "reason": draft.reason,
+            "published_version": draft.published_version,
+            "created_at": draft.created_at,
+            "decided_at": draft.decided_at,
+        }
+    ).data
+
+
 class AgentSerializer(CleanModelSerializer):
     provider_connection = TenantPrimaryKeyField(
         queryset=ProviderConnection.objects.all(),
@@ -150,6 +198,17 @@ class AgentSerializer(CleanModelSerializer):
         required=False,
         max_length=MAX_LIST,
         help_text="Approved skills it uses: `name@N`, or `name@latest` (docs/skills.md).",
+    )
+    required_evaluation = TenantPrimaryKeyField(
+        queryset=Dataset.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Id of a dataset every change must pass (pass_threshold) before it goes "
+        "live: a change is saved as a draft and evaluated (docs/evaluations.md).",
+    )
+    draft = serializers.SerializerMethodField(
+        help_text="The pending draft (a change awaiting its evaluation or a decision), its "
+        "score beside the live version's last score; null: none."
     )
 
     class Meta:
@@ -193,6 +252,9 @@ class AgentSerializer(CleanModelSerializer):
             "remote_health_detail",
             "remote_health_checked_at",
             "active",
+            "required_evaluation",
+            "pass_threshold",
+            "draft",
             "version",
             "created_at",
             "updated_at",
@@ -208,6 +270,12 @@ class AgentSerializer(CleanModelSerializer):
 
     def get_has_remote_token(self, agent: Agent) -> bool:
         return bool(agent.remote_token)
+
+    @extend_schema_field(DraftSerializer(allow_null=True))
+    def get_draft(self, agent: Agent) -> dict[str, Any] | None:
+        if agent.required_evaluation_id is None:  # no query for an agent without the gate
+            return None
+        return draft_shown(agent, publishing.pending_draft(agent))
 
     def save_with_service(
         self, tenant: Tenant, agent: Agent | None, changes: dict[str, Any]

@@ -170,6 +170,28 @@ urlpatterns += [
     path("runs/<str:run_id>/feedback", evals.RunFeedback.as_view(), name="api_run_feedback"),
 ]
 
+# -- an agent's drafts, published only when they pass (agentplatform/api/drafts_api.py) --
+from agentplatform.api import drafts_api  # noqa: E402
+
+urlpatterns += [
+    path("agents/<str:slug>/drafts", drafts_api.DraftList.as_view(), name="api_agent_drafts"),
+    path(
+        "agents/<str:slug>/drafts/<str:draft_id>",
+        drafts_api.DraftDetail.as_view(),
+        name="api_agent_draft",
+    ),
+    path(
+        "agents/<str:slug>/drafts/<str:draft_id>/publish",
+        drafts_api.DraftPublish.as_view(),
+        name="api_agent_draft_publish",
+    ),
+    path(
+        "agents/<str:slug>/drafts/<str:draft_id>/discard",
+        drafts_api.DraftDiscard.as_view(),
+        name="api_agent_draft_discard",
+    ),
+]
+
 # -- triggers: schedules and webhooks (agentplatform/api/triggers_api.py) --
 from agentplatform.api import triggers_api  # noqa: E402
 

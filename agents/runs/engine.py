@@ -52,6 +52,7 @@ from agents.models import (
     approval_decisions,
 )
 from agents.observability import observed_run, traced_outcome
+from agents.publishing import agent_of_run, draft_run_versions
 from agents.runs import bridge, cancellation
 from agents.runs import claim as run_claim
 from agents.runs.claim import lease_seconds
@@ -268,13 +269,17 @@ async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
 
 
 async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
-    prepared = await sync_to_async(_prepare_agent)(run, run.agent)
+    # The agent as stored; an evaluation's run of a draft: as drafted (agents.publishing).
+    agent = run.agent if run.agent_draft_id is None else await sync_to_async(agent_of_run)(run)
+    if isinstance(agent, str):
+        return await _fail(sink, agent)
+    prepared = await sync_to_async(_prepare_agent)(run, agent)
     if not isinstance(prepared, str) and prepared.reading and run.state is None:
         # Documents given to it that a worker still reads: waited for, bounded (the lease
         # is renewed meanwhile), then read again; those still not ready are named to the
         # model and listed so. (Only then: a run given none costs no query for it.)
         await attachments_read_wait(run)
-        prepared = await sync_to_async(_prepare_agent)(run, run.agent)
+        prepared = await sync_to_async(_prepare_agent)(run, agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)
     if prepared.attachments and run.state is None:  # what it was given, in its events too
@@ -412,11 +417,14 @@ def _prepare_agent(
             "model": spec.model,
             "instructions_digest": instructions_digest(spec),
             "tools_digest": tools_digest(effective.offered),
-            "config_versions": run_config_versions(
-                run.tenant_id,
-                agent=agent,
-                connection=connection,
-                tool_names=effective.offered.names(),
+            "config_versions": draft_run_versions(
+                run_config_versions(
+                    run.tenant_id,
+                    agent=agent,
+                    connection=connection,
+                    tool_names=effective.offered.names(),
+                ),
+                run,
             ),
             "limits": agent_limits(spec),
         }

@@ -1,0 +1,208 @@
+"""Publishing only what passes (agents/publishing.py): a change to an agent with a required
+evaluation is a draft whose evaluation runs the draft; it goes live when the score reaches
+the threshold, stays a failed draft below, never serves a chat; an admin overrides with a
+reason (audited), anyone who may change the agent discards; one pending draft per agent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+
+from agents.evaluations import case_save, dataset_save, evaluation_run_to_end
+from agents.models import Agent, AgentDraft, Evaluation, Run
+from agents.publishing import draft_discard, draft_publish, live_score, pending_draft
+from agents.runs import run_start
+from agents.services import agent_save
+from tenancy.models import ApiKey, AuditEntry, ConfigVersion
+from tenancy.policy import Principal
+from tenancy.records import history
+from tenancy.services import api_key_create
+from tests.agents.test_confirmation import settle
+from tests.fakes.provider_server import TextReply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIVE = "Be brief."
+DRAFTED = "Answer like a pirate."
+
+
+@pytest.fixture
+def gated(trio, agent, settings) -> Agent:
+    """`agent` (instructions "Be brief.") gated by a one-case dataset that expects Paris."""
+    settings.EVALUATION_CONCURRENCY = 1
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "capitals"})
+    case_save(
+        tenant=trio.acme,
+        dataset=dataset,
+        changes={"input": "capital of France?", "expect": {"contains": "Paris"}},
+    )
+    return agent_save(
+        tenant=trio.acme,
+        agent=agent,
+        changes={"required_evaluation": dataset, "pass_threshold": 1.0},
+    )
+
+
+def instructions_sent(request) -> str:
+    return json.dumps(request.body)
+
+
+def chat(trio, agent: Agent) -> Run:
+    return settle(run_start(tenant=trio.acme, agent=agent, input="hello", initiated_by=trio.alice))
+
+
+def test_a_change_is_a_draft_until_its_evaluation_passes_then_published(
+    trio, gated, provider_server
+):
+    versions = ConfigVersion.objects.filter(object_type="agents.agent", object_id=str(gated.pk))
+    before = versions.count()
+    live = agent_save(tenant=trio.acme, agent=gated, changes={"instructions": DRAFTED})
+    draft = live.pending_draft
+    assert live.instructions == LIVE and Agent.objects.get(pk=gated.pk).instructions == LIVE
+    assert draft.status == "evaluating" and draft.changes == {"instructions": [LIVE, DRAFTED]}
+    assert versions.count() == before  # nothing saved on the live agent
+    evaluation = Evaluation.objects.get(pk=draft.evaluation_id)
+    assert evaluation.draft_id == draft.pk and evaluation.agent_id == gated.pk
+
+    provider_server.script("openai", TextReply("It is Paris."))
+    evaluation = evaluation_run_to_end(evaluation)
+
+    # The evaluation ran the draft (its run pinned to it), and it passed: published.
+    [request] = provider_server.received
+    assert DRAFTED in instructions_sent(request) and LIVE not in instructions_sent(request)
+    [case_run] = Run.objects.filter(agent_draft=draft)
+    assert case_run.config_versions["agents.agentdraft"] == [[draft.pk, 0]]
+    assert "agents.agent" not in case_run.config_versions
+    draft.refresh_from_db()
+    assert draft.status == "published" and draft.score == 1.0
+    assert Agent.objects.get(pk=gated.pk).instructions == DRAFTED
+    assert versions.count() == before + 1 and draft.published_version == versions.first().number
+    decision = AuditEntry.objects.filter(details__draft=draft.pk, details__status="published")
+    assert decision.get().details["decision"] == (
+        f"published after evaluation {evaluation.pk} scored 1.00"
+    )
+    assert pending_draft(gated) is None and live_score(Agent.objects.get(pk=gated.pk)) == 1.0
+
+
+def test_a_draft_that_fails_its_evaluation_never_serves_a_chat(trio, gated, provider_server):
+    draft = agent_save(
+        tenant=trio.acme, agent=gated, changes={"instructions": DRAFTED}
+    ).pending_draft
+    provider_server.script(
+        "openai", TextReply("hi during"), TextReply("It is Lyon."), TextReply("hi after")
+    )
+    during = chat(trio, gated)  # while the draft is evaluated: the live version answers
+    assert during.status == "succeeded" and during.agent_draft_id is None
+    assert DRAFTED not in instructions_sent(provider_server.received[0])
+    assert LIVE in instructions_sent(provider_server.received[0])
+    live_number = during.config_versions["agents.agent"][0][1]
+
+    evaluation_run_to_end(Evaluation.objects.get(pk=draft.evaluation_id))
+    draft.refresh_from_db()
+    assert draft.status == "failed" and draft.score == 0.0
+    assert Agent.objects.get(pk=gated.pk).instructions == LIVE
+    assert DRAFTED in instructions_sent(provider_server.received[1])  # the evaluation's run
+
+    after = chat(trio, Agent.objects.get(pk=gated.pk))
+    assert after.status == "succeeded" and LIVE in instructions_sent(provider_server.received[2])
+    assert DRAFTED not in instructions_sent(provider_server.received[2])
+    assert after.config_versions["agents.agent"][0][1] == live_number  # the same version
+    assert not Run.objects.filter(agent_draft__isnull=False, conversation__isnull=False).exists()
+    assert AuditEntry.objects.filter(details__draft=draft.pk, details__status="failed").exists()
+
+
+def test_one_pending_draft_a_newer_change_replaces_it_the_same_change_keeps_it(trio, gated):
+    first = agent_save(tenant=trio.acme, agent=gated, changes={"instructions": "A"}).pending_draft
+    again = agent_save(tenant=trio.acme, agent=gated, changes={"instructions": "A"}).pending_draft
+    assert again.pk == first.pk  # a re-import of the same document: its evaluation goes on
+    newer = agent_save(tenant=trio.acme, agent=gated, changes={"instructions": "B"}).pending_draft
+    first.refresh_from_db()
+    assert first.status == "replaced" and newer.status == "evaluating"
+    assert Evaluation.objects.get(pk=first.evaluation_id).status == "cancelled"
+    assert AgentDraft.objects.filter(agent=gated, status="evaluating").count() == 1
+
+
+def test_the_gate_itself_and_switching_off_apply_at_once(trio, gated):
+    saved = agent_save(
+        tenant=trio.acme, agent=gated, changes={"pass_threshold": 0.5, "active": False}
+    )
+    assert saved.pending_draft is None
+    stored = Agent.objects.get(pk=gated.pk)
+    assert stored.pass_threshold == 0.5 and not stored.active
+    mixed = agent_save(
+        tenant=trio.acme, agent=stored, changes={"active": True, "model": "gpt-other"}
+    )
+    stored.refresh_from_db()
+    assert (
+        stored.active
+        and stored.model == ""
+        and mixed.pending_draft.fields == {"model": "gpt-other"}
+    )
+    with pytest.raises(ValidationError):  # validated as any save: nothing drafted
+        agent_save(tenant=trio.acme, agent=stored, changes={"max_rounds": 0})
+    assert AgentDraft.objects.filter(agent=gated).count() == 1
+    with pytest.raises(ValidationError, match="Between 0 and 1"):
+        agent_save(tenant=trio.acme, agent=stored, changes={"pass_threshold": 1.5})
+    with pytest.raises(ValidationError, match="propose them as a draft"):  # no restore past it
+        history.restore(tenant=trio.acme, instance=stored, number=1)
+
+
+def test_a_dataset_without_cases_leaves_the_draft_unevaluated(trio, agent):
+    empty = dataset_save(tenant=trio.acme, changes={"name": "empty"})
+    agent = agent_save(tenant=trio.acme, agent=agent, changes={"required_evaluation": empty})
+    draft = agent_save(tenant=trio.acme, agent=agent, changes={"instructions": "X"}).pending_draft
+    assert draft.status == "unevaluated" and "no cases" in draft.note
+    assert Agent.objects.get(pk=agent.pk).instructions == LIVE
+
+
+def test_an_override_needs_an_admin_with_the_admin_scope_and_a_reason(trio, gated):
+    draft = agent_save(
+        tenant=trio.acme, agent=gated, changes={"instructions": DRAFTED}
+    ).pending_draft
+    alice = Principal.for_initiator(trio.acme, trio.alice)
+    bob = Principal.for_initiator(trio.acme, trio.bob)  # a member
+    config_key, _ = api_key_create(
+        tenant=trio.acme, name="cfg", scopes=["config"], created_by=trio.alice
+    )
+    for who in (bob, Principal.of_key(ApiKey.objects.get(pk=config_key.pk))):
+        with pytest.raises(PermissionDenied):
+            draft_publish(tenant=trio.acme, draft=draft, by=who, reason="ship it")
+    with pytest.raises(ValidationError, match="Say why"):
+        draft_publish(tenant=trio.acme, draft=draft, by=alice, reason="  ")
+    with pytest.raises(Http404):
+        draft_publish(
+            tenant=trio.globex,
+            draft=draft,
+            by=Principal.for_initiator(trio.globex, trio.charlie),
+            reason="x",
+        )
+    assert Agent.objects.get(pk=gated.pk).instructions == LIVE
+
+    published = draft_publish(tenant=trio.acme, draft=draft, by=alice, reason="Case outdated.")
+    assert published.status == "published" and published.decided_by_label == "alice"
+    assert Agent.objects.get(pk=gated.pk).instructions == DRAFTED
+    assert Evaluation.objects.get(pk=draft.evaluation_id).status == "cancelled"
+    entry = AuditEntry.objects.get(details__draft=draft.pk, details__status="published")
+    assert entry.actor_label == "alice"
+    assert entry.details["decision"] == (
+        "published by alice, overriding its evaluation: Case outdated."
+    )
+    with pytest.raises(ValidationError, match="published already"):
+        draft_publish(tenant=trio.acme, draft=draft, by=alice, reason="again")
+
+
+def test_a_discarded_draft_leaves_the_live_agent(trio, gated):
+    draft = agent_save(
+        tenant=trio.acme, agent=gated, changes={"instructions": DRAFTED}
+    ).pending_draft
+    bob = Principal.for_initiator(trio.acme, trio.bob)
+    with pytest.raises(PermissionDenied):
+        draft_discard(tenant=trio.acme, draft=draft, by=bob)
+    alice = Principal.for_initiator(trio.acme, trio.alice)
+    discarded = draft_discard(tenant=trio.acme, draft=draft, by=alice, reason="Not now.")
+    assert discarded.status == "discarded" and pending_draft(gated) is None
+    assert Agent.objects.get(pk=gated.pk).instructions == LIVE
+    assert Evaluation.objects.get(pk=draft.evaluation_id).status == "cancelled"
