@@ -39,6 +39,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agentplatform/api/serializers.py", "TenantGroup.objects.all()"): RELATED_FIELD,
     ("agentplatform/api/serializers.py", "Agent.objects.all()"): RELATED_FIELD,
     ("agentplatform/api/serializers.py", "Crew.objects.all()"): RELATED_FIELD,
+    ("agentplatform/api/serializers.py", "Dataset.objects.all()"): RELATED_FIELD,
     ("agentplatform/api/knowledge_api.py", "ProviderConnection.objects.all()"): RELATED_FIELD,
     ("agentplatform/web/health.py", "result.get(timeout=WORKER_TIMEOUT_S)"): (
         "Celery's AsyncResult.get: the worker's reply, not a query"

@@ -22,7 +22,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from agents.conversations import attachment_upload
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import Conversation, Fact, Quota, Run
+from agents.models import AgentDraft, Conversation, Fact, Quota, Run
 from agents.runs import message_queue, run_start
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
@@ -201,6 +201,9 @@ def world(trio) -> dict[str, str]:
     evaluation = evaluation_start(
         tenant=acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
     )
+    draft = AgentDraft.objects.create(
+        tenant=acme, agent=agent, fields={"instructions": "x"}, status="failed"
+    )
     trigger = trigger_save(
         tenant=acme, by=_principal("alice", acme),
         changes={"name": "hook", "kind": "webhook", "agent": agent, "input_template": "x"},
@@ -245,6 +248,7 @@ def world(trio) -> dict[str, str]:
         "case_id": str(case.pk),
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),
+        "draft_id": str(draft.pk),
         "pk:prices": str(price.pk),
         "pk:identity-providers": str(provider.pk),
         "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/

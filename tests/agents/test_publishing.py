@@ -206,3 +206,52 @@ def test_a_discarded_draft_leaves_the_live_agent(trio, gated):
     assert discarded.status == "discarded" and pending_draft(gated) is None
     assert Agent.objects.get(pk=gated.pk).instructions == LIVE
     assert Evaluation.objects.get(pk=draft.evaluation_id).status == "cancelled"
+
+
+def test_drafts_over_rest(client, trio, gated, provider_server):
+    from tests.api.test_resources import as_key, assert_error
+
+    api = as_key(client, trio.acme, "read", "config")
+    shown = api.get("/agents/assistant").json()
+    assert shown["required_evaluation"] == gated.required_evaluation_id and shown["draft"] is None
+    proposed = api.patch("/agents/assistant", {"instructions": DRAFTED})
+    assert proposed.status_code == 200, proposed.content
+    body = proposed.json()
+    assert body["instructions"] == LIVE and body["draft"]["status"] == "evaluating"
+    assert body["draft"]["changes"] == {"instructions": [LIVE, DRAFTED]}
+    assert body["draft"]["proposed_by"].startswith("API key test")
+    draft_id = body["draft"]["id"]
+
+    provider_server.script("openai", TextReply("Lyon."))
+    evaluation_run_to_end(Evaluation.objects.get(pk=body["draft"]["evaluation"]))
+    listed = api.get("/agents/assistant/drafts").json()
+    assert [(d["id"], d["status"], d["score"]) for d in listed] == [(draft_id, "failed", 0.0)]
+    assert api.get(f"/agents/assistant/drafts/{draft_id}").json()["threshold"] == 1.0
+
+    # An override needs the admin scope, `override` and a reason; bad ids answer 404.
+    publish = f"/agents/assistant/drafts/{draft_id}/publish"
+    assert_error(api.post(publish, {"override": True, "reason": "x"}), 403)
+    admin = as_key(client, trio.acme, "read", "config", "admin")
+    assert_error(admin.post(publish, {"override": False, "reason": "x"}), 400)
+    assert_error(admin.post(publish, {"override": True, "reason": ""}), 400)
+    assert_error(admin.post(publish, {"override": True}), 400)
+    assert_error(admin.post(publish, {"override": True, "reason": "x", "extra": 1}), 400)
+    assert_error(admin.post(publish, raw="[1]"), 400)
+    for bad in ("0", "abc", "99999999999999999999999", str(draft_id + 1000)):
+        assert_error(admin.get(f"/agents/assistant/drafts/{bad}"), 404)
+    other = as_key(client, trio.globex, "read", "config", "admin")
+    assert_error(other.get(f"/agents/assistant/drafts/{draft_id}"), 404)
+    assert_error(other.post(publish, {"override": True, "reason": "x"}), 404)
+    assert Agent.objects.get(pk=gated.pk).instructions == LIVE
+
+    done = admin.post(publish, {"override": True, "reason": "The case is outdated."})
+    assert done.status_code == 200, done.content
+    assert done.json()["status"] == "published" and done.json()["reason"] == "The case is outdated."
+    assert api.get("/agents/assistant").json()["instructions"] == DRAFTED
+    assert_error(admin.post(publish, {"override": True, "reason": "again"}), 400)
+
+    second = api.patch("/agents/assistant", {"instructions": "Again."}).json()["draft"]["id"]
+    discard = api.post(f"/agents/assistant/drafts/{second}/discard", {"reason": "No."})
+    assert discard.status_code == 200 and discard.json()["status"] == "discarded"
+    assert_error(as_key(client, trio.acme, "read").post(
+        f"/agents/assistant/drafts/{second}/discard", {}), 403)  # fmt: skip
