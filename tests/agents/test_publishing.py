@@ -10,6 +10,7 @@ import json
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
+from django.test import Client
 
 from agents.evaluations import case_save, dataset_save, evaluation_run_to_end
 from agents.models import Agent, AgentDraft, Evaluation, Run
@@ -255,3 +256,51 @@ def test_drafts_over_rest(client, trio, gated, provider_server):
     assert discard.status_code == 200 and discard.json()["status"] == "discarded"
     assert_error(as_key(client, trio.acme, "read").post(
         f"/agents/assistant/drafts/{second}/discard", {}), 403)  # fmt: skip
+
+
+def test_the_agent_page_proposes_shows_and_decides_a_draft(client, trio, gated, provider_server):
+    from django.urls import reverse
+
+    from tests.factories import login
+    from tests.web.test_config import agent_data
+
+    def url(view: str, **kwargs) -> str:
+        return reverse(f"config:{view}", kwargs={"tenant_slug": "acme", **kwargs})
+
+    edit = url("agent_edit", slug="assistant")
+    form = agent_data(
+        name="Assistant", slug="assistant", instructions=DRAFTED, tool_names=[],
+        use_all_tools="on", required_evaluation=str(gated.required_evaluation_id),
+        pass_threshold="1",
+    )  # fmt: skip
+    login(client, trio.alice)
+    saved = client.post(edit, form, follow=True)
+    assert saved.status_code == 200
+    page = saved.content.decode()
+    assert "saved as a draft" in page and "A draft awaits: being evaluated" in page
+    assert Agent.objects.get(pk=gated.pk).instructions == LIVE
+    draft = pending_draft(gated)
+    provider_server.script("openai", TextReply("Lyon."))
+    evaluation_run_to_end(Evaluation.objects.get(pk=draft.evaluation_id))
+    page = client.get(edit).content.decode()
+    assert "failed its evaluation" in page and "Override and publish" in page
+    assert "<del>Be brief.</del>" in page and f"<ins>{DRAFTED}</ins>" in page
+
+    publish = url("agent_draft_publish", slug="assistant", draft_id=draft.pk)
+    discard = url("agent_draft_discard", slug="assistant", draft_id=draft.pk)
+    assert client.get(publish).status_code == 405
+    refused = client.post(publish, {"reason": ""}, follow=True).content.decode()
+    assert "Say why" in refused and Agent.objects.get(pk=gated.pk).instructions == LIVE
+    assert (
+        client.post(url("agent_draft_publish", slug="assistant", draft_id="x")).status_code == 404
+    )
+
+    bob = login(Client(), trio.bob)  # a member
+    assert bob.post(publish, {"reason": "mine"}).status_code == 403
+    outsider = login(Client(), trio.charlie)
+    assert outsider.post(discard).status_code == 404
+
+    done = client.post(publish, {"reason": "The case is outdated."}, follow=True)
+    assert "The draft is published." in done.content.decode()
+    assert Agent.objects.get(pk=gated.pk).instructions == DRAFTED
+    assert "A draft awaits" not in client.get(edit).content.decode()

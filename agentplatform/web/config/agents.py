@@ -8,6 +8,8 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
@@ -28,7 +30,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
-from agents import selectors, skills
+from agents import publishing, selectors, skills
 from agents.fallback_forms import FallbacksField
 from agents.models import Agent, ApprovalDeciders
 from agents.runtime.kinds import KINDS
@@ -36,6 +38,7 @@ from agents.services import agent_delete, agent_save
 from agents.tool_sources import agent_context_providers, effective_tools
 from providers.selectors import connections_of
 from tenancy.models import Tenant
+from tenancy.policy import Action
 from tenancy.selectors import groups_of
 from tools.loader import tenant_tools
 from tools.runtime.registry import ToolRegistry
@@ -107,6 +110,7 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
             "memory", "results_without_tools", "code_mode", "verifier_tool", "output_schema",
             "max_rounds", "max_tool_calls", "max_tokens_per_run",
+            "required_evaluation", "pass_threshold",
         ]  # fmt: skip
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -119,6 +123,7 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
             "compaction_model": "Summarising model",
             "approval_deciders": "Who decides its approvals",
             "approval_not_starter": "Never the run's starter",
+            "required_evaluation": "Publish only changes that pass",
         }
 
     def __init__(self, *args: Any, tenant: Tenant, registry: ToolRegistry, **kwargs: Any) -> None:
@@ -135,6 +140,10 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         groups = self.fields["approval_group"]
         groups.queryset = groups_of(tenant=tenant)
         groups.empty_label = "No group"
+        gate = self.fields["required_evaluation"]
+        gate.queryset = selectors.datasets_of(tenant=tenant)
+        gate.empty_label = "No evaluation: changes go live at once"
+        self.fields["pass_threshold"].required = False  # absent: every case must pass
         self.fields["kind"].choices = [(name, name) for name in sorted(KINDS)]
         stored = self.instance
         names = sorted({*registry.names(), *stored.tool_names, *stored.tool_exclude})
@@ -157,6 +166,10 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 
     def clean_approval_deciders(self) -> str:
         return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
+
+    def clean_pass_threshold(self) -> float:
+        value = self.cleaned_data.get("pass_threshold")
+        return 1.0 if value is None else value
 
 
 def tool_preview(tenant: Tenant, data: QueryDict | None, agent: Agent) -> dict[str, Any]:
@@ -222,10 +235,57 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
         return saved
 
     if saved := try_save(request, form, save, "agent"):
+        if getattr(saved, "pending_draft", None) is not None:
+            messages.info(request, DRAFTED)
         return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)
     context = {"form": form, "agent": agent if existing else None}
     context.update(tool_preview(tenant, data, agent))
+    if existing and agent.required_evaluation_id is not None:
+        context.update(draft_context(request, agent))
     return render_form(request, FORM, context)
+
+
+DRAFTED = (
+    "The change is saved as a draft: it goes live when its evaluation passes (see the "
+    "draft above the form)."
+)
+
+
+def draft_context(request: HttpRequest, agent: Agent) -> dict[str, Any]:
+    """The agent's pending draft for its banner: what it changes against the live agent,
+    its score beside the live version's last one, and whether this person may override."""
+    draft = publishing.pending_draft(agent)
+    return {
+        "draft": draft,
+        "live_score": publishing.live_score(agent) if draft is not None else None,
+        "may_override": request.principal.may(Action.OVERRIDE_EVALUATION),
+    }
+
+
+@admin_required
+@require_POST
+def agent_draft_decide(
+    request: HttpRequest, slug: str, draft_id: str, decision: str
+) -> HttpResponse:
+    """Publish (an override, with a reason) or discard the agent's pending draft."""
+    tenant = request.tenant
+    agent = selectors.agent_configured(tenant=tenant, slug=slug)
+    draft = publishing.agent_draft_get(tenant=tenant, agent=agent, draft_id=draft_id)
+    reason = request.POST.get("reason", "")
+    try:
+        if decision == "publish":
+            publishing.draft_publish(
+                tenant=tenant, draft=draft, by=request.principal, reason=reason
+            )
+            messages.success(request, "The draft is published.")
+        else:
+            publishing.draft_discard(
+                tenant=tenant, draft=draft, by=request.principal, reason=reason
+            )
+            messages.success(request, "The draft is discarded.")
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=agent.slug)
 
 
 @admin_required

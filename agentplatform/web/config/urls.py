@@ -31,6 +31,18 @@ urlpatterns = [
     path("agents/effective-tools/", agents.agent_tools, name="agent_tools"),
     path("agents/<slug:slug>/edit/", agents.agent_edit, name="agent_edit"),
     path("agents/<slug:slug>/delete/", agents.agent_remove, name="agent_delete"),
+    path(
+        "agents/<slug:slug>/drafts/<str:draft_id>/publish/",
+        agents.agent_draft_decide,
+        {"decision": "publish"},
+        name="agent_draft_publish",
+    ),
+    path(
+        "agents/<slug:slug>/drafts/<str:draft_id>/discard/",
+        agents.agent_draft_decide,
+        {"decision": "discard"},
+        name="agent_draft_discard",
+    ),
     path("crews/", crews.crew_list, name="crews"),
     path("crews/new/", crews.crew_create, name="crew_create"),
     path("crews/<slug:slug>/edit/", crews.crew_edit, name="crew_edit"),
