@@ -14,7 +14,17 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from agents.conversations import attachment_upload
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import Agent, Approval, Attachment, Conversation, Crew, Message, Quota, Run
+from agents.models import (
+    Agent,
+    AgentDraft,
+    Approval,
+    Attachment,
+    Conversation,
+    Crew,
+    Message,
+    Quota,
+    Run,
+)
 from agents.services import agent_save, conversation_save
 from agents.triggers import trigger_save
 from providers.models import ModelAlias, ModelPrice, ProviderConnection
@@ -111,10 +121,14 @@ def world(trio) -> dict:
     evaluation = evaluation_start(
         tenant=trio.acme, dataset=dataset, agent=agent, by=trio.alice, dispatch=False
     )
+    draft = AgentDraft.objects.create(
+        tenant=trio.acme, agent=agent, fields={"instructions": "x"}, status="failed"
+    )
     return {
         "dataset": dataset,
         "case": case,
         "evaluation": evaluation,
+        "draft": draft,
         "connection": connection,
         "mcp": make_mcp_connection(trio.acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2),
         "agent": agent,
@@ -215,6 +229,8 @@ def every_url(world) -> list[str]:
         "config:agent_create": {},
         "config:agent_tools": {},
         "config:agent_edit": {"slug": world["agent"].slug},
+        "config:agent_draft_publish": {"slug": world["agent"].slug, "draft_id": world["draft"].pk},
+        "config:agent_draft_discard": {"slug": world["agent"].slug, "draft_id": world["draft"].pk},
         "config:crews": {},
         "config:crew_create": {},
         "config:crew_edit": {"slug": world["crew"].slug},
