@@ -29,7 +29,7 @@ REST. agents sits above tools and providers, so this is the one app that may see
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -41,7 +41,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from agents import quotas, skills
-from agents.models import Agent, Crew, Quota, Trigger, TriggerKind
+from agents.models import Agent, Crew, Dataset, Quota, Trigger, TriggerKind
 from agents.runtime.config.compiler import (
     CompiledConfig,
     ConfigInvalid,
@@ -121,6 +121,7 @@ class Refs:
     members: dict[str, Any] = field(default_factory=dict)  # username -> user
     api_keys: dict[str, ApiKey] = field(default_factory=dict)  # names held by one key
     by: Principal | None = None
+    datasets: dict[str, Dataset] = field(default_factory=dict)  # an agent's required evaluation
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,8 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("active", "active"),
         # Saved through agent_skills_set (`_agent_save`), not a model field.
         DocField("skills", None, read=lambda a: skills.pin_labels_of(a)),
+        reference_field("publish.evaluation", "required_evaluation", "datasets"),
+        DocField("publish.threshold", "pass_threshold"),
     ),
     "crews": (
         DocField("slug", "slug"),
@@ -506,7 +509,7 @@ def _builtin_sections() -> None:
         DocSection(
             "agents", "slug", Agent, _FIELDS["agents"],
             save=_agent_save, delete=agent_delete, noun="agent",
-            related=("provider_connection", "approval_group"),
+            related=("provider_connection", "approval_group", "required_evaluation"),
             prefetch=("skill_pins__skill", "skill_pins__version"),
             save_extra=lambda entry, refs: {"pins": entry.get("skills")},
         ),
@@ -715,6 +718,7 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
         agents=kept("agents"),
         crews=kept("crews"),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),
+        datasets=frozenset(Dataset.objects.filter(tenant=tenant).values_list("name", flat=True)),
         agent_kinds=frozenset(KINDS),
         remote_commands=frozenset(settings.REMOTE_AGENT_COMMANDS),
         members=frozenset(_members(tenant)),
@@ -891,9 +895,10 @@ def config_import(
     if not plan.valid or not plan.changes:
         return plan
     by = by if by is not None else Principal(tenant=tenant, role=Role.OWNER)
+    drafted: set[tuple[str, str]] = set()
     try:
         with transaction.atomic(), versions.held():
-            new_secrets = _apply(tenant, plan, by)
+            new_secrets = _apply(tenant, plan, by, drafted)
             if dry_run:
                 raise _DryRunDone
     except ConfigInvalid as exc:
@@ -902,12 +907,26 @@ def config_import(
         pass
     else:
         plan.new_secrets, plan.applied = new_secrets, True
+    if drafted and not plan.problems:  # agents with a required evaluation (agents.publishing)
+        plan.changes = [
+            replace(change, note=DRAFTED) if (change.section, change.name) in drafted else change
+            for change in plan.changes
+        ]
     if not plan.applied:  # its settings as stored: the policy's services set them on it
         tenant.refresh_from_db()
     return plan
 
 
-def _apply(tenant: Tenant, plan: ConfigPlan, by: Principal) -> list[NewSecret]:
+DRAFTED = (
+    "saved as a draft: the agent's required evaluation runs on it, and it goes live only "
+    "when it passes (docs/evaluations.md)"
+)
+
+
+def _apply(
+    tenant: Tenant, plan: ConfigPlan, by: Principal, drafted: set[tuple[str, str]]
+) -> list[NewSecret]:
+    """Apply the plan; `drafted` gets the (section, name) of each change saved as a draft."""
     assert plan.compiled is not None
     document = plan.compiled.document
     current = tenant_entries(tenant)
@@ -953,6 +972,7 @@ def _apply(tenant: Tenant, plan: ConfigPlan, by: Principal) -> list[NewSecret]:
         connections=dict(current.objects["connections"]),
         agents=dict(current.objects["agents"]),
         groups={g.name: g for g in TenantGroup.objects.filter(tenant=tenant)},
+        datasets={d.name: d for d in Dataset.objects.filter(tenant=tenant)},
         crews=dict(current.objects["crews"]),
         members=_members(tenant),
         api_keys={key.name: key for key in keys if names.count(key.name) == 1},
@@ -974,6 +994,8 @@ def _apply(tenant: Tenant, plan: ConfigPlan, by: Principal) -> list[NewSecret]:
                 name,
                 lambda o=existing, c=changes, e=entry, f=saver: f(tenant, o, c, e, refs),
             )
+            if getattr(saved, "pending_draft", None) is not None:
+                drafted.add((section, name))
             if section in saved_into:
                 saved_into[section][name] = saved
             if shown_once is not None and (secret := shown_once(saved, name)) is not None:

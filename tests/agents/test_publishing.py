@@ -304,3 +304,38 @@ def test_the_agent_page_proposes_shows_and_decides_a_draft(client, trio, gated, 
     assert "The draft is published." in done.content.decode()
     assert Agent.objects.get(pk=gated.pk).instructions == DRAFTED
     assert "A draft awaits" not in client.get(edit).content.decode()
+
+
+def test_the_configuration_document_sets_the_gate_and_an_import_makes_a_draft(trio, agent):
+    import yaml
+
+    from agents.config_document import DRAFTED as SAYS_DRAFTED
+    from agents.config_document import config_export, config_import
+
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "capitals"})
+    case_save(
+        tenant=trio.acme, dataset=dataset, changes={"input": "q", "expect": {"contains": "x"}}
+    )
+    document = config_export(tenant=trio.acme)
+    [entry] = document["agents"]
+    assert entry["publish"] == {"evaluation": None, "threshold": 1.0}
+    entry["publish"] = {"evaluation": "nope", "threshold": 0.8}
+    refused = config_import(tenant=trio.acme, text=yaml.safe_dump(document))
+    assert [p.path for p in refused.problems] == ["agents[0].publish.evaluation"]
+
+    entry["publish"]["evaluation"] = "capitals"
+    gated_now = config_import(tenant=trio.acme, text=yaml.safe_dump(document))
+    assert gated_now.applied and not gated_now.changes[0].note  # the gate applies at once
+    stored = Agent.objects.get(pk=agent.pk)
+    assert stored.required_evaluation_id == dataset.pk and stored.pass_threshold == 0.8
+
+    entry["instructions"] = DRAFTED
+    dry = config_import(tenant=trio.acme, text=yaml.safe_dump(document), dry_run=True)
+    assert dry.changes[0].note == SAYS_DRAFTED and not AgentDraft.objects.exists()
+    imported = config_import(tenant=trio.acme, text=yaml.safe_dump(document))
+    assert imported.applied and imported.as_dict()["changes"][0]["note"] == SAYS_DRAFTED
+    assert Agent.objects.get(pk=agent.pk).instructions == LIVE
+    draft = pending_draft(agent)
+    assert draft.fields == {"instructions": DRAFTED} and draft.status == "evaluating"
+    again = config_import(tenant=trio.acme, text=yaml.safe_dump(document))  # the same: kept
+    assert again.applied and pending_draft(agent).pk == draft.pk

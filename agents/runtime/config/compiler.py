@@ -77,6 +77,7 @@ class KnownNames:
     agents: frozenset[str] = frozenset()
     crews: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
+    datasets: frozenset[str] | None = None  # an agent's required evaluation; None: unchecked
     agent_kinds: frozenset[str] | None = None
     remote_commands: frozenset[str] | None = None  # the operator's allow-list; None: unchecked
     # The tenant's members (usernames) and API keys (names held by one key; those several
@@ -446,6 +447,9 @@ class _Checker:
                 self.problem(f"{path}.approval.group", "name the group whose members decide")
             if approval.group and approval.group not in self.known.groups:
                 self.problem(f"{path}.approval.group", f"unknown group {approval.group!r}")
+            gate, datasets = agent.publish.evaluation, self.known.datasets
+            if gate and datasets is not None and gate not in datasets:
+                self.problem(f"{path}.publish.evaluation", f"unknown dataset {gate!r}")
             if agent.output_schema is not None:
                 self.schema(f"{path}.output_schema", agent.output_schema, "output_schema")
             kinds = self.known.agent_kinds

@@ -171,6 +171,15 @@ class CrewCompaction(_Strict):
 SKILL_PIN_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*@(latest|[1-9][0-9]{0,8})$"
 
 
+class AgentPublish(_Strict):
+    """Publishing only what passes (docs/evaluations.md): a change is a draft until it passes."""
+
+    evaluation: str | None = Field(
+        None, max_length=100, description="A dataset every change must pass. Empty: none."
+    )
+    threshold: float = Field(1.0, ge=0, le=1, description="The share of cases to pass.")
+
+
 class AgentEntry(_Strict):
     slug: str = Field(pattern=SLUG_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -216,6 +225,7 @@ class AgentEntry(_Strict):
         max_length=50,
         description="Installed, approved skills it uses: name@N, or name@latest (docs/skills.md).",
     )
+    publish: AgentPublish = Field(default_factory=AgentPublish)
 
 
 ALIAS_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,49}$"
