@@ -4,6 +4,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from tenancy import rls
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -149,5 +151,8 @@ class Migration(migrations.Migration):
                 fields=("agent",),
                 name="agent_draft_one_pending",
             ),
+        ),
+        migrations.RunSQL(  # the tenant policy, as every tenant table (tenancy 0005)
+            rls.policy_sql("agents_agentdraft"), migrations.RunSQL.noop
         ),
     ]
