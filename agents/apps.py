@@ -24,6 +24,12 @@ class AgentsConfig(AppConfig):
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
 
+        from agents.publishing import draft_evaluated
+        from agents.signals import evaluation_ended
+
+        # A draft's evaluation ended: publish the draft if it passed (docs/evaluations.md).
+        evaluation_ended.connect(draft_evaluated, dispatch_uid="agents-draft-evaluated")
+
         start_tracing()
         register_history()
 

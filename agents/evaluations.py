@@ -26,7 +26,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
-from agents import access, publishing
+from agents import access
 from agents.judging import judge_answer
 from agents.models import (
     Agent,
@@ -45,7 +45,7 @@ from agents.models import (
 )
 from agents.runs import execute_run, run_start
 from agents.runtime.spec import RunStatus
-from agents.signals import request_evaluation_step, request_execution
+from agents.signals import evaluation_ended, request_evaluation_step, request_execution
 from agents.verification import MAX_NOTE, record_verdict
 from tenancy.access import get_for_tenant
 from tenancy.models import ApiKey, Tenant
@@ -249,7 +249,8 @@ def evaluation_cancel(*, tenant: Tenant, evaluation: Evaluation, by: Principal) 
         status=EvaluationStatus.CANCELLED, finished_at=timezone.now()
     )
     evaluation.refresh_from_db()
-    publishing.draft_evaluated(evaluation)
+    if evaluation.draft_id is not None:
+        evaluation_ended.send(sender=Evaluation, evaluation=evaluation)
     return evaluation
 
 
@@ -454,8 +455,8 @@ def _total(evaluation: Evaluation) -> Evaluation:
             status=EvaluationStatus.COMPLETED, finished_at=timezone.now()
         )
     evaluation.refresh_from_db()
-    if evaluation.draft_id is not None:
-        publishing.draft_evaluated(evaluation)  # idempotent: decided once
+    if evaluation.draft_id is not None and evaluation.status != EvaluationStatus.RUNNING:
+        evaluation_ended.send(sender=Evaluation, evaluation=evaluation)  # its draft decided
     return evaluation
 
 

@@ -29,6 +29,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from agents.evaluations import evaluation_start
 from agents.models import (
     PENDING_DRAFT,
     Agent,
@@ -36,7 +37,6 @@ from agents.models import (
     DraftStatus,
     Evaluation,
     EvaluationStatus,
-    Run,
 )
 from tenancy.models import AuditAction, ConfigVersion, Tenant
 from tenancy.policy import Action, Principal
@@ -113,8 +113,6 @@ def _draft_replace(
 def _evaluate(tenant: Tenant, live: Agent, draft: AgentDraft) -> None:
     """Start the draft's evaluation (dispatched on commit); a dataset that cannot be run
     (no cases, an inactive agent) leaves it unevaluated, for an admin to decide."""
-    from agents.evaluations import evaluation_start  # (it calls back here on completion)
-
     try:
         with transaction.atomic():
             evaluation = evaluation_start(
@@ -131,41 +129,12 @@ def _evaluate(tenant: Tenant, live: Agent, draft: AgentDraft) -> None:
     _record(draft, f"proposed as draft {draft.pk}; evaluation {evaluation.pk} started")
 
 
-# -- the evaluation's runs ------------------------------------------------------------------
-def agent_of_run(run: Run) -> Agent | str | None:
-    """The agent `run` executes: its agent as stored, or for an evaluation's run of a draft,
-    the agent with the draft's fields (in memory, never saved); a string says why it cannot
-    run. No query for a run of no draft."""
-    agent = run.agent
-    if run.agent_draft_id is None or agent is None:
-        return agent
-    draft = AgentDraft.objects.filter(pk=run.agent_draft_id, agent=agent).first()
-    if draft is None:
-        return "the draft this run evaluates is gone"
-    try:
-        fields = history.restorable_changes(
-            history.kind_of(Agent), run.tenant, agent, {"fields": draft.fields}
-        )
-    except ValidationError as exc:
-        return f"the draft cannot be run: {' '.join(exc.messages)}"
-    for name, value in fields.items():
-        setattr(agent, name, value)
-    return agent
-
-
-def draft_run_versions(versions: dict[str, Any], run: Run) -> dict[str, Any]:
-    """What a draft's run records as the configuration it used: the draft, not the live
-    agent's version (`Run.config_versions`)."""
-    if run.agent_draft_id is None:
-        return versions
-    kept = {label: pairs for label, pairs in versions.items() if label != "agents.agent"}
-    return {**kept, "agents.agentdraft": [[run.agent_draft_id, 0]]}
-
-
-def draft_evaluated(evaluation: Evaluation) -> None:
-    """The draft's evaluation ended: completed at or above the threshold, publish it;
-    below, it fails; cancelled, it stays unevaluated. Idempotent (a draft decided, or
-    replaced meanwhile, is left as it is)."""
+# -- the evaluation's end --------------------------------------------------------------------
+def draft_evaluated(evaluation: Evaluation, **kwargs: Any) -> None:
+    """The draft's evaluation ended (`agents.signals.evaluation_ended`, connected in
+    AgentsConfig.ready, so that evaluations need not import this module): completed at or
+    above the threshold, publish it; below, it fails; cancelled, it stays unevaluated.
+    Idempotent (a draft decided, or replaced meanwhile, is left as it is)."""
     if evaluation.draft_id is None or evaluation.status == EvaluationStatus.RUNNING:
         return
     with transaction.atomic():

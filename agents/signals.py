@@ -16,6 +16,9 @@ run_succeeded = Signal()
 # An evaluation has something to do (start runs, score finished ones): evaluation_id,
 # tenant_id, delay_s (agents.evaluations.evaluation_advance; agents.tasks sends it).
 evaluation_due = Signal()
+# An evaluation of a draft completed or was cancelled: evaluation (agents.publishing decides
+# the draft; sent on every step after the end, the decision is taken once).
+evaluation_ended = Signal()
 
 
 def request_execution(run_id: int, tenant_id: int | None = None, *, batch: bool = False) -> None:

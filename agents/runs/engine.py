@@ -38,6 +38,7 @@ from agents.conversations import (
     run_attachments,
     run_history,
 )
+from agents.draft_runs import agent_of_run, draft_run_versions
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -52,7 +53,6 @@ from agents.models import (
     approval_decisions,
 )
 from agents.observability import observed_run, traced_outcome
-from agents.publishing import agent_of_run, draft_run_versions
 from agents.runs import bridge, cancellation
 from agents.runs import claim as run_claim
 from agents.runs.claim import lease_seconds
