@@ -891,7 +891,7 @@ PREPARE_PARTS = (
     "run_tool_context", "instructions_digest", "tools_digest", "run_config_versions",
     "run_history", "run_attachments", "conversation_frame", "tool_routing", "_context_blocks",
 )  # fmt: skip
-HISTORY_TURNS = 4  # the earlier turns of the conversation the second breakdown's runs continue
+HISTORY_TURNS = sized(4, smoke=1)  # the earlier turns the chat breakdown's runs continue
 
 
 def instrumented_breakdown(sides: Sides) -> list[BreakdownRow]:

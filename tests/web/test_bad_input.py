@@ -49,15 +49,15 @@ pytestmark = pytest.mark.django_db
 
 NUL = "%00"
 # Percent-encoded as they travel; Django decodes them.
+# (Not "abc": the overlong value is as unparseable a number; nor "%FF%FE": it reaches a view
+# as the lone surrogate does, U+FFFD replacement characters.)
 ODD_VALUES = [
-    "x" * 20_000,  # overlong
-    "%ED%A0%80",  # a lone surrogate (UTF-16 high half) encoded as UTF-8
-    "abc",  # non-numeric where an id or a number is expected
+    "x" * 20_000,  # overlong, and no number
+    "%ED%A0%80",  # a lone surrogate (UTF-16 high half) encoded as UTF-8: not UTF-8 at all
     "99999999999999999999",  # beyond a 64-bit integer
     "-1",
-    "nan",
+    "nan",  # not a number where an id is expected; a float() that parses
     "inf",
-    "%FF%FE",  # not UTF-8 at all
 ]
 # Parameters the views read from query strings, besides the fields of their forms.
 COMMON_NAMES = [
