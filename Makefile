@@ -108,10 +108,6 @@ py-litellm: $(LITELLM_STAMP)
 # same-named tests. PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
-# The integration tier's tests mostly wait on the processes they start: one worker more than
-# the cores keeps them busy once the benchmarks beside it are done.
-INTEGRATION_WORKERS ?= $(if $(filter-out 0,$(PYTEST_WORKERS)),$(shell echo $$(($(PYTEST_WORKERS) + 1))),0)
-INTEGRATION_XDIST := $(if $(filter-out 0,$(INTEGRATION_WORKERS)),-n $(INTEGRATION_WORKERS) --dist worksteal,)
 test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint outside-deps
 	$(BIN)/python -m pytest -m fast $(XDIST) -x --durations=20
@@ -137,7 +133,7 @@ test-integration: chromium node-clients py-clients integration-tier
 # prerequisite ending while bench-smoke starts left make waiting for bench-smoke to end
 # (GNU make 4.3) before it started this tier.
 integration-tier: $(DEV_STAMP)
-	$(BIN)/python -m pytest -m integration $(INTEGRATION_XDIST) --durations=30
+	$(BIN)/python -m pytest -m integration $(XDIST) --durations=30
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .
