@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pydantic_monty as monty
-
 from agents.runtime.spec import CodeLimits
 from agents.runtime.structured import FINAL_ANSWER
 from tools.runtime.registry import ToolRegistry
 from tools.runtime.tool import Capability, Effect, Tool, ToolCall, ToolResult
 
 if TYPE_CHECKING:
+    import pydantic_monty as monty
+
     from agents.runtime.state import RunState
 
 RUN_CODE = "run_code"
@@ -208,6 +208,8 @@ class _Run:
         self.printed_chars += len(text)
 
     async def execute(self, code: str) -> ProgramResult:
+        import pydantic_monty as monty  # on a program's first run, not at every process's start
+
         limits = self.limits
         clock = datetime.fromisoformat(self.record["clock"])
         seed = zlib.crc32(self.call.id.encode())  # the same on every replay of this call
@@ -252,6 +254,8 @@ class _Run:
         return ProgramResult(result=ToolResult(self.call.id, self.call.name, self._output(value)))
 
     async def _answer(self, snapshot: Any) -> Any:
+        import pydantic_monty as monty
+
         if isinstance(snapshot, monty.AsyncNameLookupSnapshot):
             return await snapshot.resume_auto()  # a tool function, or NameError
         if isinstance(snapshot, monty.AsyncFutureSnapshot):
