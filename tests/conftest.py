@@ -131,9 +131,20 @@ def _transactional_tests_empty_only_what_they_filled():
     TransactionTestCase._fixture_teardown = flush
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--integration-modules-to",
+        metavar="FILE",
+        help="write the test files that hold integration tests to FILE, one per line "
+        "(make test's fast run: its integration run then collects only those)",
+    )
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         item.add_marker(tiers.tier_of(item))
+    if target := config.getoption("integration_modules_to"):
+        tiers.write_integration_modules(items, Path(target))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,6 +11,7 @@ the mark it needs, so a test that starts one without saying so cannot hide in th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,18 @@ def tier_of(item: pytest.Item) -> pytest.MarkDecorator:
     if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
         return pytest.mark.integration
     return pytest.mark.fast
+
+
+def write_integration_modules(items: list[pytest.Item], target: Path) -> None:
+    """The files holding integration tests, relative to the project: `make test` passes them
+    to its integration run, which then imports those alone (collecting every module costs a
+    pytest worker about 8 s of CPU, schemathesis's schema built at collection included).
+    Every xdist worker collects the same items: each writes the same list, atomically."""
+    root = BROWSER_TESTS.parent.parent
+    files = sorted(
+        {str(item.path.relative_to(root)) for item in items if tier_of(item).name == "integration"}
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}")
+    partial.write_text("".join(f"{name}\n" for name in files))
+    os.replace(partial, target)

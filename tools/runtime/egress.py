@@ -460,7 +460,6 @@ class GuardedHttpClient:
             keepalive_expiry=5.0,
         )
         self._backend = GuardedBackend(policy)
-        self._ssl_context: ssl.SSLContext | None = None  # built on first use, ~20 ms
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -477,10 +476,8 @@ class GuardedHttpClient:
                 return entry.client
             for other in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[other]
-            if self._ssl_context is None:
-                self._ssl_context = httpx2.create_ssl_context(trust_env=False)
             transport = GuardedTransport(
-                backend=self._backend, ssl_context=self._ssl_context, limits=self._limits
+                backend=self._backend, ssl_context=_tool_ssl_context(), limits=self._limits
             )
             client = httpx2.AsyncClient(
                 transport=transport,
@@ -753,6 +750,13 @@ def guarded_async_client(
         follow_redirects=False,
         timeout=timeout,
     )
+
+
+@functools.cache
+def _tool_ssl_context() -> ssl.SSLContext:
+    """HTTP tools' trust store (httpx's, certifi), built once per process (~20 ms) and shared
+    by every GuardedHttpClient: a client made per registry paid it again."""
+    return httpx2.create_ssl_context(trust_env=False)
 
 
 @functools.cache
