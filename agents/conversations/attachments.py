@@ -283,6 +283,12 @@ def attachments_send(*, message: Message, run: Run, attachments: Sequence[Attach
     attachments_given(run=run, message=message)
 
 
+def attachments_sent_in(conversation: Conversation) -> QuerySet[Attachment]:
+    """The conversation's attachments sent with a message (not pending): when there are
+    none, a run of it is given none but its own message's (`attachments_given`)."""
+    return Attachment.objects.filter(conversation_id=conversation.pk, message__isnull=False)
+
+
 def attachments_given(*, run: Run, message: Message) -> None:
     """Record what `run`, answering `message`, is given: the message's attachments and the
     documents sent before it on its branch (agents.conversations.branches)."""

@@ -66,6 +66,7 @@ from agents.runs.writer import (
     LeaseLost,
     RunEventSink,
     RunWriter,
+    compiled_insert,
     publish,
     storable_outcome,
     storable_text,
@@ -755,14 +756,14 @@ def _record_consequences(run: Run, outcome: RunOutcome, *, message: bool, wakes_
         record_answer(run, outcome.output or outcome.error)
 
 
-def record_answer(run: Run, content: str) -> Message:
-    """The run's answer in its conversation: it follows the message it answers, and is
-    shown if that still is (the conversation's leaf moves on), with the steering messages
-    its loop took (read in the insert). Two statements."""
+def record_answer(run: Run, content: str) -> int:
+    """The run's answer in its conversation (its id): it follows the message it answers,
+    and is shown if that still is (the conversation's leaf moves on), with the steering
+    messages its loop took (read in the insert). One statement: the leaf moves in a CTE."""
     taken = QueuedMessage.objects.filter(
         run_id=run.pk, kind=QueuedMessage.Kind.STEER, status=QueuedMessage.Status.APPLIED
     )
-    answer = Message.objects.create(
+    answer = Message(
         tenant_id=run.tenant_id,
         conversation_id=run.conversation_id,
         parent_id=run.in_reply_to_id,
@@ -771,7 +772,14 @@ def record_answer(run: Run, content: str) -> Message:
         run_id=run.pk,
         steers=ArraySubquery(taken.order_by("id").values("content")),
     )
-    Conversation.objects.filter(pk=run.conversation_id, leaf_id=run.in_reply_to_id).update(
-        leaf_id=answer.pk
+    insert, params = compiled_insert(answer)
+    conversations = Conversation._meta.db_table
+    statement = (
+        f"WITH answer AS ({insert} RETURNING id), "  # noqa: S608 (our own names)
+        f"moved AS (UPDATE {conversations} AS c SET leaf_id = answer.id FROM answer "
+        "WHERE c.id = %s AND c.leaf_id IS NOT DISTINCT FROM %s) SELECT id FROM answer"
     )
-    return answer
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(statement, [*params, run.conversation_id, run.in_reply_to_id])
+        (answer_id,) = cursor.fetchone()
+    return answer_id

@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Exists
 from django.db.models.functions import Now
 from django.http import Http404
 from django.utils import timezone
@@ -151,7 +152,11 @@ def run_start(
                 # One turn at a time: concurrent turns queue on the conversation's row, and
                 # each sees what the one before it committed (a replay of its key included).
                 locked = Conversation.objects.select_for_update().filter(pk=conversation.pk)
-                leaf_id = locked.values_list("leaf_id", flat=True).first()
+                # (Read before the lock is granted: a turn committed meanwhile, which could
+                # have sent attachments, makes this one busy below, so that reads nothing.)
+                leaf_id, any_sent = locked.values_list(
+                    "leaf_id", Exists(conversations.attachments_sent_in(conversation))
+                ).first()
                 if idempotency_key:
                     existing = Run.objects.filter(
                         tenant=tenant, idempotency_key=idempotency_key
@@ -176,27 +181,28 @@ def run_start(
                 in_reply_to=reply_to,
                 **(_claimed(claimed_by) if claimed_by else {}),
             )
-            # A key's run and its audit entry: one statement.
-            insert_run(run, audit.run_started_entry(run, api_key) if api_key else None)
-            if conversation is not None:
-                if reply_to is None:
-                    follows = edit_of.parent_id if edit_of is not None else leaf_id
-                    run.in_reply_to = Message.objects.create(
-                        tenant=tenant,
-                        conversation=conversation,
-                        parent_id=follows,
-                        role="user",
-                        content=input,
-                        run=run,
-                    )
-                    Run.objects.filter(pk=run.pk).update(in_reply_to=run.in_reply_to)
-                    conversations.attachments_send(
-                        message=run.in_reply_to, run=run, attachments=attached
-                    )
-                else:  # answered again: given what the message's first answer was
+            entry = audit.run_started_entry(run, api_key) if api_key else None
+            if conversation is not None and not conversation.title:
+                conversation.title = input.strip().splitlines()[0][:80]
+            if conversation is not None and reply_to is None:
+                # The run, its audit entry, the person's message, the conversation's new
+                # leaf: one statement.
+                turn = Message(
+                    tenant=tenant,
+                    conversation=conversation,
+                    parent_id=edit_of.parent_id if edit_of is not None else leaf_id,
+                    role="user",
+                    content=input,
+                )
+                insert_run(run, entry, turn, title=conversation.title)
+                conversation.leaf_id = turn.pk
+                if attached or any_sent:
+                    conversations.attachments_send(message=turn, run=run, attachments=attached)
+            else:
+                insert_run(run, entry)  # (with its audit entry: one statement)
+            if reply_to is not None:  # answered again: given what the message's first answer was
+                if any_sent:
                     conversations.attachments_given(run=run, message=reply_to)
-                if not conversation.title:
-                    conversation.title = input.strip().splitlines()[0][:80]
                 conversation.leaf_id = run.in_reply_to_id
                 conversation.save(update_fields=["title", "leaf", "updated_at"])
             if enqueue and not claimed_by:

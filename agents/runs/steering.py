@@ -268,16 +268,26 @@ def turn_ended(run: Run) -> Run | None:
     conversation): its steering messages not taken become turns (`late`), and the
     conversation's first waiting turn starts (returned). A turn that cannot start (quota
     used up, agent inactive, access withdrawn) is `refused` with the reason, and the next
-    one is tried. Two statements when nothing waits."""
-    QueuedMessage.objects.filter(
-        run_id=run.pk, kind=QueuedMessage.Kind.STEER, status=QueuedMessage.Status.WAITING
-    ).update(kind=QueuedMessage.Kind.TURN, late=True)
-    waiting = QueuedMessage.objects.filter(
+    one is tried. One statement when nothing waits (the late ones made turns in a CTE)."""
+    table, steer = QueuedMessage._meta.db_table, QueuedMessage.Kind.STEER.value
+    turn, waiting = QueuedMessage.Kind.TURN.value, QueuedMessage.Status.WAITING.value
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            f"WITH late AS (UPDATE {table} SET kind = %s, late = true "  # noqa: S608 (ours)
+            "WHERE run_id = %s AND kind = %s AND status = %s RETURNING id) "
+            f"SELECT EXISTS (SELECT FROM late) OR EXISTS (SELECT FROM {table} "
+            "WHERE conversation_id = %s AND kind = %s AND status = %s)",
+            [turn, run.pk, steer, waiting, run.conversation_id, turn, waiting],
+        )
+        (any_waits,) = cursor.fetchone()
+    if not any_waits:
+        return None
+    queue = QueuedMessage.objects.filter(
         conversation_id=run.conversation_id,
         kind=QueuedMessage.Kind.TURN,
         status=QueuedMessage.Status.WAITING,
     ).order_by("id")
-    for queued in waiting.select_related(
+    for queued in queue.select_related(
         "conversation__agent", "conversation__crew", "initiated_by_user", "initiated_by_api_key"
     ):
         started = _start_queued(run, queued)

@@ -58,11 +58,13 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
+from django.db.models.expressions import RawSQL
 from django.db.models.fields import NOT_PROVIDED
 from django.db.models.sql import InsertQuery
+from django.utils import timezone
 from psycopg import sql
 
-from agents.models import Approval, Run, RunEvent
+from agents.models import Approval, Conversation, Message, Run, RunEvent
 from agents.runs.channels import ENDING_EVENTS, channel, publisher
 from agents.runs.claim import column_list, instance_of_row
 from agents.runs.costs import TOOL_USAGE
@@ -458,43 +460,89 @@ def _published(events: list[tuple[StoredEvent, str]]) -> str:
 
 
 # -- a new run ------------------------------------------------------------------------------
-def insert_run(run: Run, entry: AuditEntry | None = None) -> None:
-    """INSERT the new `run` (its pk set after) with `entry`, the audit entry of its start
-    (tenancy.records.audit.run_started_entry), in one statement, so the two need no
-    transaction block: a BEGIN, a second INSERT and a COMMIT fewer for every run started
-    with an API key. The entry names the run by the id the INSERT gives it: `object_id`,
-    `object_repr` (as str(run) says it), `details["run"]`."""
-    if entry is None:
+def insert_run(
+    run: Run,
+    entry: AuditEntry | None = None,
+    message: Message | None = None,
+    title: str = "",
+) -> None:
+    """INSERT the new `run` (its pk set after), in the same statement as, when given:
+    `entry`, the audit entry of its start (tenancy.records.audit.run_started_entry), naming
+    the run by the id the INSERT gives it (`object_id`, `object_repr` as str(run) says it,
+    `details["run"]`); `message`, the person's turn the run answers (a new Message of its
+    conversation: `run.in_reply_to` is it, and it names the run), which becomes its
+    conversation's leaf (the conversation's `title` set too, and `updated_at`).
+    One statement needs no transaction block, and a turn's three writes cost one round
+    trip, not three: both ids are taken first (the message's from its sequence), so each
+    row names the other as it is inserted."""
+    if entry is None and message is None:
         run.save(force_insert=True)
         return
-    db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: the compiler asks it a hundred things)
-    fields = [f for f in Run._meta.local_concrete_fields if not f.primary_key]
-    query = InsertQuery(Run)
-    query.insert_values(fields, [run])
-    [(insert, run_params)] = query.get_compiler(connection=db).as_sql()
-    params = list(run_params)
-    columns, values = [], []
-    for f in AuditEntry._meta.local_concrete_fields:
-        if f.primary_key:
-            continue
-        columns.append(f'"{f.column}"')
-        if f.name == "object_id":
-            values.append("run.id::text")
-            continue
-        if f.name == "object_repr":
-            values.append("'Run ' || run.id || ' (' || run.status || ')'")
-            continue
-        values.append("jsonb_set(%s, '{run}', to_jsonb(run.id))" if f.name == "details" else "%s")
-        params.append(f.get_db_prep_save(f.pre_save(entry, True), db))
-    statement = (
-        f"WITH run AS ({insert} RETURNING id, status), "  # noqa: S608 (our own names)
-        f"entry AS (INSERT INTO {AuditEntry._meta.db_table} ({', '.join(columns)}) "
-        f"SELECT {', '.join(values)} FROM run) SELECT id FROM run"
-    )
+    db = connections[DEFAULT_DB_ALIAS]
+    steps, params = [], []
+    if message is not None:
+        sequence = f"pg_get_serial_sequence('{Message._meta.db_table}', 'id')"
+        steps.append(f"ids AS (SELECT nextval({sequence}) AS message)")
+        run.in_reply_to_id = RawSQL("(SELECT message FROM ids)", ())
+    insert, run_params = compiled_insert(run)
+    steps.append(f"run AS ({insert} RETURNING id, status)")
+    params += run_params
+    if entry is not None:
+        columns, values = [], []
+        for f in AuditEntry._meta.local_concrete_fields:
+            if f.primary_key:
+                continue
+            columns.append(f'"{f.column}"')
+            if f.name == "object_id":
+                values.append("run.id::text")
+                continue
+            if f.name == "object_repr":
+                values.append("'Run ' || run.id || ' (' || run.status || ')'")
+                continue
+            details = f.name == "details"
+            values.append("jsonb_set(%s, '{run}', to_jsonb(run.id))" if details else "%s")
+            params.append(f.get_db_prep_save(f.pre_save(entry, True), db))
+        steps.append(
+            f"entry AS (INSERT INTO {AuditEntry._meta.db_table} ({', '.join(columns)}) "  # noqa: S608
+            f"SELECT {', '.join(values)} FROM run)"
+        )
+    if message is not None:
+        message.pk = RawSQL("(SELECT message FROM ids)", ())
+        message.run_id = RawSQL("(SELECT id FROM run)", ())
+        insert, message_params = compiled_insert(message, with_pk=True)
+        steps.append(f"message AS ({insert})")
+        params += message_params
+        steps.append(
+            f"conversation AS (UPDATE {Conversation._meta.db_table} SET title = %s, "  # noqa: S608
+            "leaf_id = (SELECT message FROM ids), updated_at = %s WHERE id = %s)"
+        )
+        params += [title, timezone.now(), message.conversation_id]
+    also = ", (SELECT message FROM ids)" if message is not None else ""
+    statement = f"WITH {', '.join(steps)} SELECT id{also} FROM run"  # noqa: S608 (our names)
     with db.cursor() as cursor:
         cursor.execute(statement, params)
-        (run.pk,) = cursor.fetchone()
+        row = cursor.fetchone()
+    run.pk = row[0]
     run._state.adding, run._state.db = False, db.alias
+    if message is not None:
+        message.pk = run.in_reply_to_id = row[1]
+        message.run_id = run.pk
+        message._state.adding, message._state.db = False, db.alias
+        run.in_reply_to = message
+
+
+def compiled_insert(instance: Any, *, with_pk: bool = False) -> tuple[str, list[Any]]:
+    """The INSERT that `instance.save()` would run (its fields' pre_save included, no
+    RETURNING), to be a step of a statement of ours (a CTE); `with_pk`: its id given too."""
+    db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: the compiler asks it a hundred things)
+    meta = type(instance)._meta
+    fields = [
+        f for f in meta.local_concrete_fields if (with_pk or not f.primary_key) and not f.generated
+    ]
+    query = InsertQuery(type(instance))
+    query.insert_values(fields, [instance])
+    [(insert, params)] = query.get_compiler(connection=db).as_sql()
+    return insert, list(params)
 
 
 # -- a run nobody executes ------------------------------------------------------------------

@@ -38,6 +38,45 @@ def test_the_same_idempotency_key_returns_the_same_run(trio, agent):
     assert Run.objects.count() == 2
 
 
+def test_a_turn_is_one_insert_statement_its_message_and_the_conversations_leaf_within(trio, agent):
+    """A person's turn in a conversation: the run, its audit entry (a key's), the message it
+    answers and the conversation's new leaf are written by one statement; with no attachment
+    ever sent in the conversation, none is read. Each row as the ORM path wrote it."""
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="starter", scopes=["run"])
+    chat = Conversation.objects.create(tenant=trio.acme, agent=agent, owner_api_key=key)
+    with CaptureQueriesContext(connection) as queries:
+        run = runs.run_start(
+            tenant=trio.acme, agent=agent, input="First line\nsecond", conversation=chat,
+            initiated_by=key, enqueue=False,
+        )  # fmt: skip
+    writes = [
+        q["sql"] for q in queries if q["sql"].lstrip().startswith(("INSERT", "UPDATE", "WITH"))
+    ]
+    assert len(writes) == 1 and "tenancy_auditentry" in writes[0]
+    reads = [q["sql"] for q in queries if "agents_attachment" in q["sql"]]
+    assert len(reads) == 1 and "FOR UPDATE" in reads[0]  # (the lock's EXISTS only)
+    run.refresh_from_db()
+    chat.refresh_from_db()
+    message = run.in_reply_to
+    assert (message.role, message.content, message.run_id) == ("user", "First line\nsecond", run.pk)
+    assert (message.conversation_id, message.tenant_id, message.parent_id) == (
+        chat.pk,
+        trio.acme.pk,
+        None,
+    )
+    assert (chat.leaf_id, chat.title) == (message.pk, "First line")
+    assert AuditEntry.objects.get(action="run.started_by_key").object_id == str(run.pk)
+    run.status = "succeeded"
+    run.save(update_fields=["status"])
+    second = runs.run_start(
+        tenant=trio.acme, agent=agent, input="Again", conversation=chat, initiated_by=key,
+        enqueue=False,
+    )  # fmt: skip
+    chat.refresh_from_db()
+    assert second.in_reply_to.parent_id == message.pk == second.in_reply_to.parent.pk
+    assert (chat.leaf_id, chat.title) == (second.in_reply_to_id, "First line")
+
+
 def test_a_run_started_with_a_key_is_inserted_with_its_audit_entry_in_one_statement(trio, agent):
     """No transaction block for the two: the run's INSERT carries the entry, which is what
     the audit log makes of that run (its id, its name, the key that started it)."""
