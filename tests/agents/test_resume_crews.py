@@ -178,3 +178,26 @@ def test_a_crew_whose_member_hit_its_round_limit_is_refused(trio, connection):
         runs.run_resume(tenant=trio.acme, run=parent, by=trio.alice)
     assert Run.objects.get(pk=parent.pk).status == "failed"
     assert not RunEvent.objects.filter(type="run.resumed").exists()
+
+
+def test_a_parallel_crew_resumed_asks_again_only_the_member_that_failed(
+    trio, connection, provider_server
+):
+    alpha = make_agent(trio.acme, "alpha", instructions="One view.")
+    beta = make_agent(trio.acme, "beta", instructions="Another view.")
+    crew = make_crew(trio.acme, "panel", [alpha, beta], mode="parallel")
+    # Both ask at once: whichever asks second finds the provider down.
+    provider_server.script("openai", TextReply("A view."), ErrorReply(500, "upstream is down"))
+    run = runs.run_start(tenant=trio.acme, crew=crew, input="Views?", enqueue=False,
+                         initiated_by=trio.alice)  # fmt: skip
+    assert execute_run(run.pk) == "failed"
+    statuses = sorted(Run.objects.filter(parent=run).values_list("status", flat=True))
+    assert statuses == ["failed", "succeeded"]
+
+    provider_server.script("openai", TextReply("A view."))
+    runs.run_resume(tenant=trio.acme, run=run, by=trio.alice)
+    assert execute_run(run.pk) == "succeeded"
+    assert len(provider_server.requests_to(COMPLETIONS)) == 3  # one more: the failed one's
+    run.refresh_from_db()
+    assert run.output == "## alpha\nA view.\n\n## beta\nA view."
+    assert Run.objects.filter(parent=run, status="succeeded").count() == 2

@@ -18,7 +18,7 @@ from agents.runs import run_start
 from agents.runs.engine import execute_run
 from agents.services import conversation_save
 from tenancy.models import AuditEntry, Membership
-from tests.factories import login
+from tests.factories import login, make_agent, make_crew
 from tests.fakes.provider_server import ErrorReply, TextReply
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +114,24 @@ def test_the_streams_footer_offers_resume_when_the_answer_failed(trio, agent, pr
     body = asyncio.run(read())
     assert '"op":"end"' in body
     assert f"/t/acme/chat/{chat.pk}/runs/{run.pk}/resume/" in body
+
+
+def test_a_crews_failed_answer_is_resumed_from_the_chat(trio, connection, provider_server):
+    researcher = make_agent(trio.acme, "researcher", instructions="Find facts.")
+    writer = make_agent(trio.acme, "writer", instructions="Write.")
+    crew = make_crew(trio.acme, "team", [researcher, writer])
+    chat = conversation_save(tenant=trio.acme, changes={"crew": crew}, owner_user=trio.bob)
+    provider_server.script("openai", TextReply("Facts."), ErrorReply(500, "upstream is down"))
+    run = run_start(tenant=trio.acme, crew=crew, input="Write it up.", conversation=chat,
+                    initiated_by=trio.bob, enqueue=False)  # fmt: skip
+    assert execute_run(run.pk) == "failed"
+    bob = login(Client(), trio.bob)
+    assert resume_form(chat, run) in bob.get(f"/t/acme/chat/{chat.pk}/").content.decode()
+
+    provider_server.script("openai", TextReply("The write-up."))
+    assert bob.post(f"/t/acme/chat/{chat.pk}/runs/{run.pk}/resume/", **HTMX).status_code == 200
+    assert execute_run(run.pk) == "succeeded"
+    page = bob.get(f"/t/acme/chat/{chat.pk}/").content.decode()
+    assert "The write-up." in page and resume_form(chat, run) not in page
+    assert Run.objects.filter(parent=run).count() == 2  # the researcher's answer reused
+    assert len(provider_server.requests_to("/v1/chat/completions")) == 3
