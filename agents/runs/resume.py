@@ -85,12 +85,13 @@ def may_resume(principal: Principal, run: Run) -> bool:
 
 
 def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Run:
-    """Queue the failed `run` to continue from its last checkpoint with its agent's current
-    configuration; returns it, queued. `by`: its starter or an admin (agents.access;
-    PermissionDenied), who may still use its agent. Another tenant's run is a 404; a run
-    that cannot be resumed (`resumable_refusal`), or that another resume took first, a
-    RunNotResumable. One transaction: the run's row locked (of two resumes, one wins),
-    a few reads, its update and its `run.resumed` event; sent to the workers on commit."""
+    """Queue the failed `run` to continue from its last checkpoint with its agent's (or
+    crew's) current configuration; returns it, queued. `by`: its starter or an admin
+    (agents.access; PermissionDenied), who may still use its agent or crew. Another
+    tenant's run is a 404; a run that cannot be resumed (`resumable_refusal`), or that
+    another resume took first, a RunNotResumable. One transaction: the run's row locked (of
+    two resumes, one wins), a few reads, its update (a crew's failed members' too), its
+    `run.resumed` event and its audit-log entry; sent to the workers on commit."""
     if run.tenant_id != tenant.pk:
         raise Http404("No such run.")
     principal = Principal.for_initiator(tenant, by)
