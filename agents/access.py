@@ -171,19 +171,21 @@ def require_cancel(principal: Principal, run: Run) -> None:
 
 def may_resume(principal: Principal, run: Run) -> bool:
     """Whether the principal may resume the run once it failed (agents.runs.resume): its
-    starter or an admin, who may still use its agent. A few queries for a non-admin."""
+    starter or an admin, who may still use its agent (or crew, and the crew's agents). A few
+    queries for a non-admin, and for a crew."""
     if not principal.may(Action.RESUME_RUN):
         return False
     if not (principal.is_admin or started(principal, run)):
         return False
-    return run.agent is not None and may_use(principal, run.agent)
+    target = run.agent or run.crew
+    return target is not None and may_use(principal, target)
 
 
 def require_resume(principal: Principal, run: Run) -> None:
     principal.require(Action.RESUME_RUN)
     if not may_resume(principal, run):
         raise PermissionDenied(
-            "Only the run's starter or an admin, allowed to use its agent, can resume it."
+            "Only the run's starter or an admin, allowed to use its agent or crew, can resume it."
         )
 
 

@@ -447,6 +447,7 @@ class AuditAction(models.TextChoices):
     API_KEY_REVOKED = "api_key.revoked", "API key revoked"
     APPROVAL_DECIDED = "approval.decided", "Approval decided"
     RUN_STARTED_BY_KEY = "run.started_by_key", "Run started with an API key"
+    RUN_RESUMED = "run.resumed", "Failed run resumed"
 
 
 class AppendOnly(Exception):

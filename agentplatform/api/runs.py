@@ -741,10 +741,12 @@ class RunResume(RunView):
         "tool results it recorded are reused and no write is sent again. A run that failed "
         "before its first checkpoint starts over from its input. Its events go on after the "
         "failure: `run.resumed` (who, the error it had, the configuration versions now and "
-        "before), then the continuation. Its starter or an admin (`resume_run`), who may "
-        "still use its agent. 409: a run that did not fail (or another resume took it "
-        "first), a crew's run or a crew member's, a direct tool call, a conversation's "
-        "answer while another runs or after the conversation went on.",
+        "before), then the continuation. A crew's run reuses its members that answered and "
+        "resumes its failed ones. Its starter or an admin (`resume_run`), who may still use "
+        "its agent or crew; recorded in the audit log. 409: a run that did not fail (or "
+        "another resume took it first), a crew member's run alone (resume its crew's run), "
+        "a direct tool call, a conversation's answer while another runs or after the "
+        "conversation went on.",
         request=None,
         responses={200: RunSerializer, 409: error("The run cannot be resumed."), **ERRORS},
         examples=[OpenApiExample("Resumed", value=RUN_EXAMPLE, response_only=True)],

@@ -10,8 +10,9 @@ imports from here, never from a module inside (an import-linter contract says so
     steering.py       message_queue, run_steer, queued_remove: a person's messages while an
                       answer works (the next turn, or steering the running loop)
     control.py        run_cancel, approval_decide: a person's say over a started run
-    resume.py         run_resume: a failed run continued from its last checkpoint, with
-                      its agent's configuration now (who may, which runs can)
+    resume.py         run_resume: a failed run (an agent's, a crew's with its failed
+                      members) continued from its last checkpoint, with its configuration
+                      now (who may, which runs can)
     cancellation.py   the flag that stops an executing run, and its loop's check of it
     recorder.py       record_model_call, record_gateway_calls: model calls made outside a
                       run's loop, recorded as finished runs

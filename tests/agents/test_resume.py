@@ -22,7 +22,7 @@ from agents.services import conversation_save
 from tenancy import services as tenancy
 from tenancy.policy import Principal
 from tenancy.records import history
-from tests.factories import login, make_agent, make_crew, make_http_tool
+from tests.factories import login, make_agent, make_http_tool
 from tests.fakes.provider_server import ErrorReply, TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 
@@ -149,20 +149,6 @@ def test_only_a_failed_run_can_be_resumed(trio, agent, status):
         runs.run_resume(tenant=trio.acme, run=run, by=trio.alice)
     run.refresh_from_db()
     assert run.status == status and not RunEvent.objects.filter(run=run).exists()
-
-
-def test_a_crews_run_and_its_members_runs_are_refused_for_now(trio, agent):
-    crew = make_crew(trio.acme, "team", [agent])
-    parent = runs.run_start(tenant=trio.acme, crew=crew, input="hi", enqueue=False,
-                            initiated_by=trio.alice)  # fmt: skip
-    child = Run.objects.create(tenant=trio.acme, agent=agent, parent=parent, child_key="s0",
-                               initiated_by_user=trio.alice, correlation_id="c")  # fmt: skip
-    Run.objects.filter(pk__in=[parent.pk, child.pk]).update(status="failed", error="down")
-    for run in (parent, child):
-        run.refresh_from_db()
-        with pytest.raises(runs.RunNotResumable, match="crew"):
-            runs.run_resume(tenant=trio.acme, run=run, by=trio.alice)
-        assert Run.objects.get(pk=run.pk).status == "failed"
 
 
 def test_who_may_resume_the_starter_or_an_admin_never_another_tenant(trio, agent):

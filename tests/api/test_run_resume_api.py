@@ -10,6 +10,7 @@ from agents.models import Run, RunEvent
 from agents.runs import run_start
 from agents.runs.engine import execute_run
 from tenancy import services as tenancy
+from tenancy.models import AuditEntry
 from tests.factories import login
 from tests.fakes.provider_server import ErrorReply, TextReply
 
@@ -46,6 +47,25 @@ def test_a_failed_run_is_resumed_and_its_events_say_by_whom(
     resumed = next(e for e in events if e["type"] == "run.resumed")["payload"]
     assert resumed["by"] == "bob" and "HTTP 500" in resumed["error"]
     assert session(trio.bob).get(f"/api/v1/runs/{run.pk}").json()["output"] == "Back."
+    # In the audit log too: who, which run, when (read by an admin through the API).
+    entries = session(trio.alice).get("/api/v1/audit-log?action=run.resumed").json()["results"]
+    assert len(entries) == 1, entries
+    entry = entries[0]
+    assert (entry["actor_label"], entry["object_type"], entry["object_id"]) == (
+        "bob", "agents.run", str(run.pk),
+    )  # fmt: skip
+    assert entry["at"] and entry["details"]["agent"] == agent.slug
+
+
+def test_a_resume_with_an_api_key_is_in_the_audit_log_as_that_key(trio, agent, provider_server):
+    _, secret = tenancy.api_key_create(tenant=trio.acme, name="ops", scopes=["read", "run"])
+    keyed = APIClient()
+    keyed.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    run = failed(trio, agent, provider_server, trio.alice)
+    assert keyed.post(f"/api/v1/runs/{run.pk}/resume").status_code == 200
+    entry = AuditEntry.objects.get(action="run.resumed")
+    assert entry.api_key.name == "ops" and entry.actor_label.startswith("API key ops")
+    assert entry.tenant_id == trio.acme.pk and entry.details["run"] == run.pk
 
 
 def test_a_run_that_did_not_fail_is_a_409_saying_why(trio, agent, provider_server):
@@ -82,6 +102,7 @@ def test_who_may_not_resume_gets_403_or_404_and_nothing_changes(trio, agent, pro
     assert session(trio.bob).post(f"/api/v1/runs/{bobs.pk}/resume").status_code == 403
     assert Run.objects.filter(status="failed").count() == 2
     assert not RunEvent.objects.filter(type="run.resumed").exists()
+    assert not AuditEntry.objects.filter(action="run.resumed").exists()
 
 
 def test_a_bad_run_id_is_a_404(trio):

@@ -293,6 +293,7 @@ def every_url(world) -> list[str]:
         "activity:run_to_dataset": {"run_id": run},
         # Destructive ones last, so the others still find their objects.
         "chat:cancel": {"conversation_id": chat, "run_id": run},
+        "chat:resume": {"conversation_id": chat, "run_id": run},
         "chat:detach": {"conversation_id": chat, "attachment_id": world["attachment"].pk},
         "chat:delete": {"conversation_id": chat},
         "chat:steer": {"conversation_id": chat},

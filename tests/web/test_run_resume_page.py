@@ -10,6 +10,7 @@ from django.test import Client
 from agents.models import Run, RunEvent
 from agents.runs import run_start
 from agents.runs.engine import execute_run
+from tenancy.models import AuditEntry
 from tests.factories import login
 from tests.fakes.provider_server import ErrorReply, TextReply
 
@@ -41,6 +42,9 @@ def test_the_starter_resumes_a_failed_run_and_its_timeline_says_so(trio, agent, 
     assert failed_at < resumed_at < page.index("Run finished")
     assert RESUME.format(run.pk) not in page  # succeeded now
     assert "Back." in page
+    entry = AuditEntry.objects.get(action="run.resumed")  # who, which run, when
+    assert (entry.user, entry.object_id, entry.details["run"]) == (trio.bob, str(run.pk), run.pk)
+    assert entry.at is not None and entry.ip == "127.0.0.1"
 
 
 def test_the_button_is_not_shown_to_who_may_not_resume_and_a_post_is_refused(
@@ -56,6 +60,7 @@ def test_the_button_is_not_shown_to_who_may_not_resume_and_a_post_is_refused(
     assert outsider.post(f"/t/acme/runs/{run.pk}/resume/").status_code == 404
     assert Run.objects.get(pk=run.pk).status == "failed"
     assert not RunEvent.objects.filter(type="run.resumed").exists()
+    assert not AuditEntry.objects.filter(action="run.resumed").exists()
 
 
 def test_a_second_press_is_a_409_saying_why(trio, agent, provider_server):
@@ -68,3 +73,4 @@ def test_a_second_press_is_a_409_saying_why(trio, agent, provider_server):
         again.content.decode()
     )
     assert RunEvent.objects.filter(run=run, type="run.resumed").count() == 1
+    assert AuditEntry.objects.filter(action="run.resumed").count() == 1  # the refusal: none

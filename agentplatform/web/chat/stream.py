@@ -53,9 +53,11 @@ from agents.runs import (
     TERMINAL_EVENTS,
     heartbeat_seconds,
     iter_run_events,
+    may_resume,
     queued_messages,
     turn_after,
 )
+from agents.runtime.spec import RunStatus
 from base.stream_reads import stream_read
 from tenancy.models import Membership
 from tenancy.policy import Principal
@@ -131,8 +133,13 @@ class RunStream:
         if type == "inference.started":
             self.round = payload.get("round", self.round + 1)
             html = self.render("segment", segment=TextSegment(round=self.round), streaming=True)
-            return [
-                {"op": "append", "target": self.steps_id, "html": html},
+            return [  # (a round started again, resumed, takes the place of its empty start)
+                {
+                    "op": "replace",
+                    "target": self.segment_id(self.round),
+                    "html": html,
+                    "parent": self.steps_id,
+                },
                 self.status("Thinking…"),
             ]
         if type == "text.delta":
@@ -292,6 +299,8 @@ class RunStream:
     async def footer(self, *, is_last: bool = True) -> dict[str, Any]:
         with_verdict(self.principal, self.run)  # (verifications prefetched: _fresh_run)
         turn = Turn(run=self.run, user_text="", is_last=is_last)
+        if is_last and self.run.status == RunStatus.FAILED:  # Resume, for who may
+            turn.may_resume = await stream_read(may_resume)(self.principal, self.run)
         html = self.render("run_footer", turn=turn)
         return {"op": "replace", "target": f"run-{self.run.pk}-footer", "html": html}
 

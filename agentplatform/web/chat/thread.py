@@ -184,6 +184,7 @@ class Turn:
     # before this turn (agents/conversations/compaction.py)
     summaries: list[ConversationSummary] = field(default_factory=list)
     summarising: bool = False  # the run's last event: `conversation.compacting`
+    may_resume: bool = False  # its run failed and the viewer may resume it (views.resumable)
 
     @property
     def citations(self) -> list[Citation]:
@@ -238,7 +239,10 @@ def dom_key(value: str) -> str:
 def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
     """Apply one stored event to a turn's steps (the page's view of the stream)."""
     if event_type == "inference.started":
-        steps.append(TextSegment(round=payload.get("round", 0)))
+        round, last = payload.get("round", 0), steps[-1] if steps else None
+        # A round started again (a failed run resumed, a worker's retry): one segment for it.
+        if not (isinstance(last, TextSegment) and last.round == round and not last.text):
+            steps.append(TextSegment(round=round))
     elif event_type == "text.delta":
         segment = _last_segment(steps)
         if segment is None:
@@ -255,6 +259,9 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         )
     elif event_type == "approval.required":
         steps.append(ApprovalSlot(payload.get("call_id", "")))
+    elif event_type == "run.resumed":  # a failed round said nothing: not shown
+        while steps and isinstance(steps[-1], TextSegment) and not steps[-1].text:
+            steps.pop()
     elif event_type == "run.steered":
         steps.append(SteerNote(payload.get("id", 0), str(payload.get("text", ""))))
     elif event_type == "conversation.compaction_failed":

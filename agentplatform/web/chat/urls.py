@@ -20,6 +20,7 @@ urlpatterns = [
     path("<int:conversation_id>/delete/", views.delete, name="delete"),
     path("<int:conversation_id>/runs/<int:run_id>/stream/", views.stream, name="stream"),
     path("<int:conversation_id>/runs/<int:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<int:conversation_id>/runs/<int:run_id>/resume/", views.resume, name="resume"),
     path("<int:conversation_id>/approvals/<int:approval_id>/", views.decide, name="decide"),
     path("sources/<int:document_id>/", sources.source, name="source"),
     path("<int:conversation_id>/attach/", attachments.attach, name="attach"),

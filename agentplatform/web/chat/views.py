@@ -1,6 +1,7 @@
 """The chat: conversation list (searching titles and message text), new chat, the thread,
 sending (queued while an answer works), steering, the live answer (SSE), stop, regenerate,
-editing a message, switching between a conversation's branches, forking one, approvals.
+resuming a failed answer, editing a message, switching between a conversation's branches,
+forking one, approvals.
 Every view checks the tenant membership (decorator) and that the conversation is the user's
 own (`access.conversation_for`: 404 otherwise); writes need the member role (viewers read).
 Each view calls one service of `agents.runs`, `agents.conversations` or `agents.services`.
@@ -194,6 +195,8 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     for turn in turns:
         if turn.run is not None:
             with_verdict(request.principal, turn.run)
+    if turns and through is None:  # a failed last answer: Resume, for who may (the policy)
+        turns[-1].may_resume = resumable(request, turns[-1].run)
     shown_tip = _tip(turns)
     context = _page(
         request,
@@ -574,6 +577,39 @@ def cancel(request: HttpRequest, conversation_id: int, run_id: int) -> HttpRespo
         return redirect(chat_url(request, chat))
     text = "Stopping…" if not run.is_terminal else "Stopped."
     return _vary(render(request, f"{THREAD}#run_state", {"run": run, "text": text}))
+
+
+def resumable(request: HttpRequest, run: Run | None) -> bool:
+    """Whether the chat offers Resume under this answer: its run failed and the viewer may
+    resume it (agents.runs.may_resume: its starter or an admin, who may still use it)."""
+    return run is not None and run.status == "failed" and runs.may_resume(request.principal, run)
+
+
+@tenant_member_required(Action.RESUME_RUN)
+@require_POST
+def resume(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
+    """Resume the failed answer (agents.runs.resume) once its cause is fixed: for htmx, the
+    turn's answer again (not the whole turn: the question's elements stay as they are), its
+    run queued, whose stream picks up after the `run.resumed` event and shows the answer in
+    the same place. A refusal says why in the composer's notice."""
+    chat = access.conversation_for(request.user, request.membership, conversation_id)
+    run = _run_of(request, chat, run_id)
+    try:
+        runs.run_resume(tenant=request.tenant, run=run, by=request.user)
+    except runs.RunNotResumable as exc:
+        return _refuse(request, chat, "Not resumed: " + " ".join(exc.messages), 409)
+    if not _htmx(request):
+        return redirect(chat_url(request, chat))
+    chat = access.conversation_for(request.user, request.membership, conversation_id)  # its
+    # branch as the resume left it: up to the question, until the resumed answer lands
+    turn = next((t for t in turns_for(chat) if t.run is not None and t.run.pk == run.pk), None)
+    if turn is None:  # (the branch moved meanwhile): the page shows where it stands
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = chat_url(request, chat)
+        return _vary(response)
+    context = {"turn": turn, "run": turn.run, "conversation_id": chat.pk,
+               "tenant_slug": request.tenant.slug, "may_send": True}  # fmt: skip
+    return _vary(render(request, f"{THREAD}#assistant", context))
 
 
 @tenant_member_required(Action.DECIDE_APPROVAL)
