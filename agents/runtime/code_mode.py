@@ -157,6 +157,7 @@ class ProgramResult:
     awaiting: list[ToolCall] | None = None
     suspended: list[ToolCall] | None = None
     stopped: str = ""  # why the host stopped it (a limit, a refused operation), for an event
+    reused: list[str] | None = None  # calls answered from their records (a replay)
 
 
 class Program:
@@ -178,9 +179,11 @@ class Program:
             record["calls"] = []
         run = _Run(self, step, state, call, record)
         try:
-            return await run.execute(code)
+            done = await run.execute(code)
         except ProgramStopped as exc:
-            return _error(call, str(exc), stopped=exc.reason)
+            done = _error(call, str(exc), stopped=exc.reason)
+        done.reused = run.reused
+        return done
 
 
 class _Run:
@@ -195,6 +198,7 @@ class _Run:
         self.printed_chars = 0
         self.output_exceeded = False
         self.calls = 0
+        self.reused: list[str] = []
         self.waiting: Any = None  # the step's outcome, when a call waits
 
     def _print(self, stream: str, text: str) -> None:
@@ -294,7 +298,9 @@ class _Run:
                 )
         else:  # (saved with the step's checkpoint before the call runs)
             calls.append([item.name, arguments])
-        if nested.id not in self.state.results:
+        if nested.id in self.state.results:
+            self.reused.append(nested.id)
+        else:
             outcome = await self.step.run(self.state, [nested])
             if outcome.awaiting or outcome.suspended:
                 self.waiting = outcome
