@@ -114,6 +114,15 @@ def signature(name: str, item: Tool) -> str:
     return f"def {name}({args}) -> Any:  # {summary}"
 
 
+def limits_text(limits: CodeLimits) -> str:
+    """A program's limits in words: for the model (run_code's description) and for people
+    (the agent's page)."""
+    return (
+        f"{limits.time_s:g} s of execution, {limits.memory_bytes // (1024 * 1024)} MB of "
+        f"memory, {limits.output_chars} characters of output, {limits.tool_calls} tool calls"
+    )
+
+
 def run_code_tool(functions: dict[str, Tool], limits: CodeLimits) -> Tool:
     """The `run_code` tool offered to the model: its description lists the functions."""
     listed = "\n".join(signature(name, item) for name, item in functions.items())
@@ -123,9 +132,7 @@ def run_code_tool(functions: dict[str, Tool], limits: CodeLimits) -> Tool:
         "keyword arguments. A function returns the tool's result (parsed JSON where it is "
         "JSON); a failed call raises an exception with the tool's error. What the program "
         "prints and the value of its last expression come back to you. No files, network "
-        f"or imports other than the standard ones Monty provides; limits: {limits.time_s:g}s "
-        f"of execution, {limits.memory_bytes // (1024 * 1024)} MB, "
-        f"{limits.output_chars} characters of output, {limits.tool_calls} tool calls.\n"
+        f"or imports other than the standard ones Monty provides; limits: {limits_text(limits)}.\n"
         f"Functions:\n{listed or '(none)'}"
     )
     return Tool(
@@ -316,7 +323,7 @@ class _Run:
         reason = "output" if self.output_exceeded else _STOPPED.get(kind, "")
         text = _shown(exc.display())
         if reason:
-            text = f"the program was stopped ({_REASONS[reason]}):\n{text}"
+            text = f"the program was stopped ({_reason(reason, self.limits)}):\n{text}"
         printed = "".join(self.printed).strip()
         if printed:  # (already bounded by the output limit)
             text = f"{text}\nIt printed before that:\n{printed}"
@@ -345,14 +352,18 @@ _STOPPED = {
     "ModuleNotFoundError": "import",
     "ImportError": "import",
 }
-_REASONS = {
-    "time": "its time limit",
-    "memory": "its memory limit",
-    "recursion": "its recursion limit",
-    "output": "its output limit",
-    "file": "no file system in the sandbox",
-    "import": "that module is not available in the sandbox",
-}
+
+
+def _reason(reason: str, limits: CodeLimits) -> str:
+    """Why the program was stopped, for the model: the limit named with its value."""
+    return {
+        "time": f"its time limit: {limits.time_s:g} s of execution",
+        "memory": f"its memory limit: {limits.memory_bytes // (1024 * 1024)} MB",
+        "recursion": f"its recursion limit: a depth of {limits.recursion_depth}",
+        "output": f"its output limit: {limits.output_chars} characters",
+        "file": "no file system in the sandbox",
+        "import": "that module is not available in the sandbox",
+    }[reason]
 
 
 def _error(call: ToolCall, text: str, *, stopped: str = "") -> ProgramResult:
