@@ -46,8 +46,7 @@ from agentplatform.web.chat.thread import (
     dom_key,
     left_out_note,
     member_event,
-    start_tool,
-    tool_card,
+    place_tool,
 )
 from agents import selectors
 from agents.models import Approval, ApprovalStatus, ConversationSummary, Run
@@ -155,14 +154,10 @@ class RunStream:
                 }
             ]
         if type == "tool.started":
-            card, program = start_tool(self.cards, payload)
+            card, program = place_tool(self.cards, payload, started=True)
             return [self.tool_op(card, program), self.status(f"Running {card.name}…")]
         if type == "tool.completed":
-            call_id = payload.get("call_id", "")
-            card = tool_card(self.cards, call_id)
-            program = next((c for c in self.cards if any(x is card for x in c.calls)), None)
-            if card is None:
-                self.cards.append(card := ToolCard(call_id, payload.get("name", "")))
+            card, program = place_tool(self.cards, payload, started=False)
             complete_tool(card, payload)
             return [self.tool_op(card, program)]
         if member_event(type, payload):

@@ -258,7 +258,7 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
             segment.text = payload.get("text") or ""
             segment.complete = True
     elif event_type == "tool.started":
-        start_tool(steps, payload)
+        place_tool(steps, payload, started=True)
     elif event_type == "approval.required":
         steps.append(ApprovalSlot(payload.get("call_id", "")))
     elif event_type == "run.steered":
@@ -266,9 +266,7 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
     elif event_type == "conversation.compaction_failed":
         steps.append(left_out_note(payload))
     elif event_type == "tool.completed":
-        card = tool_card(steps, payload.get("call_id", ""))
-        if card is None:
-            steps.append(card := ToolCard(payload.get("call_id", ""), payload.get("name", "")))
+        card, _ = place_tool(steps, payload, started=False)
         complete_tool(card, payload)
     elif member_event(event_type, payload):
         key = payload.get("key", "")
@@ -290,10 +288,13 @@ def complete_tool(card: ToolCard, payload: dict[str, Any]) -> None:
     card.done = True
 
 
-def start_tool(steps: list, payload: dict[str, Any]) -> tuple[ToolCard, ToolCard | None]:
-    """The card of a call that started, and the program card it is in (None: in `steps`). A
-    program's call (`<run_code call id>/<n>`) goes in its program's card; a call started
-    again (a resumed run replaying it) keeps its card."""
+def place_tool(
+    steps: list, payload: dict[str, Any], *, started: bool
+) -> tuple[ToolCard, ToolCard | None]:
+    """The card of a call's event, and the program card it is in (None: in `steps`): found,
+    or added — a program's call (`<run_code call id>/<n>`) in its program's card, even one
+    refused without starting. A call started again (a resumed run replaying it) keeps its
+    card, emptied."""
     call_id = payload.get("call_id", "")
     head, slash, order = call_id.rpartition("/")
     program = tool_card(steps, head) if slash and order.isdigit() else None
@@ -303,9 +304,10 @@ def start_tool(steps: list, payload: dict[str, Any]) -> tuple[ToolCard, ToolCard
     if card is None:
         card = ToolCard(call_id, payload.get("name", ""))
         (program.calls if program else steps).append(card)
-    card.arguments, card.result, card.error, card.latency_ms, card.done = (
-        payload.get("arguments"), None, None, None, False,
-    )  # fmt: skip
+    if started:
+        card.arguments, card.result, card.error, card.latency_ms, card.done = (
+            payload.get("arguments"), None, None, None, False,
+        )  # fmt: skip
     return card, program
 
 
