@@ -67,8 +67,13 @@ def test_a_worker_killed_mid_program_is_resumed_and_the_recorded_write_is_not_se
 
     first = fleet.start()
     run = run_start(tenant=trio.acme, agent=agent, input="Order a widget.")
-    wait_until(
-        lambda: checks() and recorded_result(Run.objects.get(pk=run.pk), "call_1/1"),
+    in_flight = RunEvent.objects.filter(run=run, type="tool.started", payload__call_id="call_1/2")
+    wait_until(  # (a read's start is stored while it runs: waited for too)
+        lambda: (
+            checks()
+            and in_flight.exists()
+            and recorded_result(Run.objects.get(pk=run.pk), "call_1/1")
+        ),
         15,
         "the recorded write and the program's next call in flight",
     )
