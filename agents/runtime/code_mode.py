@@ -114,6 +114,15 @@ def signature(name: str, item: Tool) -> str:
     return f"def {name}({args}) -> Any:  # {summary}"
 
 
+def limits_text(limits: CodeLimits) -> str:
+    """A program's limits in words: for the model (run_code's description) and for people
+    (the agent's page)."""
+    return (
+        f"{limits.time_s:g} s of execution, {limits.memory_bytes // (1024 * 1024)} MB of "
+        f"memory, {limits.output_chars} characters of output, {limits.tool_calls} tool calls"
+    )
+
+
 def run_code_tool(functions: dict[str, Tool], limits: CodeLimits) -> Tool:
     """The `run_code` tool offered to the model: its description lists the functions."""
     listed = "\n".join(signature(name, item) for name, item in functions.items())
@@ -123,9 +132,7 @@ def run_code_tool(functions: dict[str, Tool], limits: CodeLimits) -> Tool:
         "keyword arguments. A function returns the tool's result (parsed JSON where it is "
         "JSON); a failed call raises an exception with the tool's error. What the program "
         "prints and the value of its last expression come back to you. No files, network "
-        f"or imports other than the standard ones Monty provides; limits: {limits.time_s:g}s "
-        f"of execution, {limits.memory_bytes // (1024 * 1024)} MB, "
-        f"{limits.output_chars} characters of output, {limits.tool_calls} tool calls.\n"
+        f"or imports other than the standard ones Monty provides; limits: {limits_text(limits)}.\n"
         f"Functions:\n{listed or '(none)'}"
     )
     return Tool(
@@ -157,6 +164,7 @@ class ProgramResult:
     awaiting: list[ToolCall] | None = None
     suspended: list[ToolCall] | None = None
     stopped: str = ""  # why the host stopped it (a limit, a refused operation), for an event
+    reused: list[str] | None = None  # calls answered from their records (a replay)
 
 
 class Program:
@@ -178,9 +186,11 @@ class Program:
             record["calls"] = []
         run = _Run(self, step, state, call, record)
         try:
-            return await run.execute(code)
+            done = await run.execute(code)
         except ProgramStopped as exc:
-            return _error(call, str(exc), stopped=exc.reason)
+            done = _error(call, str(exc), stopped=exc.reason)
+        done.reused = run.reused
+        return done
 
 
 class _Run:
@@ -195,6 +205,7 @@ class _Run:
         self.printed_chars = 0
         self.output_exceeded = False
         self.calls = 0
+        self.reused: list[str] = []
         self.waiting: Any = None  # the step's outcome, when a call waits
 
     def _print(self, stream: str, text: str) -> None:
@@ -294,7 +305,9 @@ class _Run:
                 )
         else:  # (saved with the step's checkpoint before the call runs)
             calls.append([item.name, arguments])
-        if nested.id not in self.state.results:
+        if nested.id in self.state.results:
+            self.reused.append(nested.id)
+        else:
             outcome = await self.step.run(self.state, [nested])
             if outcome.awaiting or outcome.suspended:
                 self.waiting = outcome
@@ -310,7 +323,7 @@ class _Run:
         reason = "output" if self.output_exceeded else _STOPPED.get(kind, "")
         text = _shown(exc.display())
         if reason:
-            text = f"the program was stopped ({_REASONS[reason]}):\n{text}"
+            text = f"the program was stopped ({_reason(reason, self.limits)}):\n{text}"
         printed = "".join(self.printed).strip()
         if printed:  # (already bounded by the output limit)
             text = f"{text}\nIt printed before that:\n{printed}"
@@ -339,14 +352,18 @@ _STOPPED = {
     "ModuleNotFoundError": "import",
     "ImportError": "import",
 }
-_REASONS = {
-    "time": "its time limit",
-    "memory": "its memory limit",
-    "recursion": "its recursion limit",
-    "output": "its output limit",
-    "file": "no file system in the sandbox",
-    "import": "that module is not available in the sandbox",
-}
+
+
+def _reason(reason: str, limits: CodeLimits) -> str:
+    """Why the program was stopped, for the model: the limit named with its value."""
+    return {
+        "time": f"its time limit: {limits.time_s:g} s of execution",
+        "memory": f"its memory limit: {limits.memory_bytes // (1024 * 1024)} MB",
+        "recursion": f"its recursion limit: a depth of {limits.recursion_depth}",
+        "output": f"its output limit: {limits.output_chars} characters",
+        "file": "no file system in the sandbox",
+        "import": "that module is not available in the sandbox",
+    }[reason]
 
 
 def _error(call: ToolCall, text: str, *, stopped: str = "") -> ProgramResult:

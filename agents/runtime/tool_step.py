@@ -44,7 +44,8 @@ runner, is neither prepared nor limited itself: its program runs, and each tool 
 makes takes this step as one call (1-7), with its own id, record and events; a call that
 waits for a human leaves the run_code call pending and the run parks. Its result is
 recorded as in 7, after `code.stopped` when the sandbox stopped the program (a limit, a
-refused operation).
+refused operation); a replayed program's `code.replayed` names the calls it was answered
+from their records.
 
 The refusals of 2-4 are recorded as in 7 (checkpoint, then `tool.completed`, latency 0).
 A caller without durable state (a direct call records once, after the call) passes
@@ -192,6 +193,8 @@ class ToolCallStep:
             await self.emit("tool.started", call_payload(call, self.ctx, self.via))
         began = time.perf_counter()
         done = await self.program.run(self, state, call)
+        if done.reused:  # a replay: what it was answered from its records, never made again
+            await self.emit("code.replayed", {"call_id": call.id, "reused": done.reused})
         if done.awaiting or done.suspended:
             outcome.awaiting.extend(done.awaiting or ())
             outcome.suspended.extend(done.suspended or ())

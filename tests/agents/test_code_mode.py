@@ -81,6 +81,8 @@ def test_the_model_is_offered_run_code_listing_the_tools_as_functions():
         offered.description
     )
     assert "More detail" not in offered.description
+    limits = "1 s of execution, 32 MB of memory, 500 characters of output, 5 tool calls"
+    assert f"limits: {limits}." in offered.description
     assert "get-record" not in model.requests[0].system  # the guide lists run_code only
 
 
@@ -215,11 +217,11 @@ ESCAPES = {
     "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "No module named 'subprocess'"),
     "__import__": ("__import__('os').system('id')", "NameError"),
     "internals": ("().__class__.__bases__[0].__subclasses__()", "AttributeError"),
-    "infinite loop": ("while True:\n    pass", "its time limit"),
-    "memory bomb": ("'x' * 10**10", "its memory limit"),
-    "growing list": ("a = []\nwhile True:\n    a.append('x' * 10000)", "its memory limit"),
-    "deep recursion": ("def f(n):\n    return f(n + 1)\nf(0)", "its recursion limit"),
-    "huge output": ("while True:\n    print('x' * 100)", "its output limit"),
+    "infinite loop": ("while True:\n    pass", "(its time limit: 1 s of execution)"),
+    "memory bomb": ("'x' * 10**10", "(its memory limit: 32 MB)"),
+    "growing list": ("a = []\nwhile True:\n    a.append('x' * 10000)", "its memory limit: 32 MB"),
+    "deep recursion": ("def f(n):\n    return f(n + 1)\nf(0)", "its recursion limit: a depth of"),
+    "huge output": ("while True:\n    print('x' * 100)", "(its output limit: 500 characters)"),
 }
 
 

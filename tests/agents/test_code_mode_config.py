@@ -19,9 +19,14 @@ from tools.runtime.definitions import tool_name_refusal
 pytestmark = pytest.mark.django_db
 
 
-def test_the_agent_page_turns_code_mode_on(client, trio):
+def test_the_agent_page_turns_code_mode_on_and_shows_a_programs_limits(client, trio, settings):
+    settings.CODE_MODE_TIME_S, settings.CODE_MODE_MEMORY_MB = 3, 64
+    settings.CODE_MODE_OUTPUT_CHARS, settings.CODE_MODE_TOOL_CALLS = 20000, 7
     login(client, trio.alice)
-    assert 'name="code_mode"' in client.get(url("agent_create")).content.decode()
+    page = client.get(url("agent_create")).content.decode()
+    assert 'name="code_mode"' in page
+    assert "Each program: 3 s of execution, 64 MB of memory, 20000 characters of output, " in page
+    assert "7 tool calls." in page
     client.post(url("agent_create"), agent_data(code_mode="on"))
     assert Agent.objects.get(tenant=trio.acme, slug="support").code_mode is True
 

@@ -117,6 +117,8 @@ def test_a_call_needing_approval_parks_the_run_and_the_program_goes_on_once_appr
     assert len(transfer.requests) == 1  # approved, sent once
     assert transfer.requests[0].headers["idempotency-key"] == f"{run.pk}:c1/2"
     assert len(requests(shop, "/price")) == 1  # replayed from its record, not called again
+    [replayed] = RunEvent.objects.filter(run=run, type="code.replayed")
+    assert replayed.payload == {"call_id": "c1", "reused": ["c1/1"]}
     assert last_message(provider_server)["content"] == "paid 70"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from agents import selectors
 from agents.models import Approval, Run
 from agents.runs import request_text
+from agents.runtime.code_mode import RUN_CODE
 
 MAX_EVENTS = 2000
 TERMINAL_TYPES = {"run.completed", "run.failed", "run.cancelled"}
@@ -100,7 +101,11 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.tool_call_names = [c.get("name", "?") for c in payload.get("tool_calls") or []]
         elif event.type == "tool.started":
             entry.kind, entry.name, entry.call_id = "tool", str(payload.get("name", "")), call_id
-            entry.arguments = as_text(payload.get("arguments"))
+            arguments = payload.get("arguments")
+            code = arguments.get("code") if isinstance(arguments, dict) else None
+            if entry.name == RUN_CODE and isinstance(code, str):  # a program: as written
+                arguments = code
+            entry.arguments = as_text(arguments)
             if call_id:
                 tools[call_id] = entry
         elif event.type == "tool.usage" and call_id in tools:  # what the tool asked models

@@ -46,6 +46,7 @@ from agentplatform.web.chat.thread import (
     dom_key,
     left_out_note,
     member_event,
+    place_tool,
 )
 from agents import selectors
 from agents.models import Approval, ApprovalStatus, ConversationSummary, Run
@@ -88,7 +89,7 @@ class RunStream:
         }
         self.round = 0
         self.has_text = False
-        self.tools: dict[str, ToolCard] = {}
+        self.cards: list[ToolCard] = []  # the tool cards on the page (a program's inside it)
         self.members: dict[str, MemberStep] = {}
         self.approvals_shown: set[int] = set()
 
@@ -109,7 +110,7 @@ class RunStream:
         self.round, self.has_text, started = await stream_read(_resume_point)(
             self.run.pk, after_seq
         )
-        self.tools = {c.call_id: c for c in started}
+        self.cards = started
         ended = False
         events = iter_run_events(self.run, after_seq, heartbeat_s=heartbeat_seconds())
         async with aclosing(events):
@@ -160,16 +161,12 @@ class RunStream:
                 }
             ]
         if type == "tool.started":
-            card = ToolCard(
-                payload.get("call_id", ""), payload.get("name", ""), payload.get("arguments")
-            )
-            self.tools[card.call_id] = card
-            return [self.tool_op(card), self.status(f"Running {card.name}…")]
+            card, program = place_tool(self.cards, payload, started=True)
+            return [self.tool_op(card, program), self.status(f"Running {card.name}…")]
         if type == "tool.completed":
-            call_id = payload.get("call_id", "")
-            card = self.tools.get(call_id) or ToolCard(call_id, payload.get("name", ""))
+            card, program = place_tool(self.cards, payload, started=False)
             complete_tool(card, payload)
-            return [self.tool_op(card)]
+            return [self.tool_op(card, program)]
         if member_event(type, payload):
             key = payload.get("key", "")
             step = self.members[key] = apply_member_event(self.members.get(key), type, payload)
@@ -253,14 +250,12 @@ class RunStream:
         }
         return [place, self.status("Earlier messages summarised.")] if made else [place]
 
-    def tool_op(self, card: ToolCard) -> dict[str, Any]:
+    def tool_op(self, card: ToolCard, program: ToolCard | None = None) -> dict[str, Any]:
+        """The card replaced, or added to the steps (or to its program's list of calls)."""
         html = self.render("tool_card", step=card)
-        return {
-            "op": "replace",
-            "target": f"tool-{self.run.pk}-{dom_key(card.call_id)}",
-            "html": html,
-            "parent": self.steps_id,
-        }
+        target = f"tool-{self.run.pk}-{dom_key(card.call_id)}"
+        parent = f"tool-{self.run.pk}-{program.key}-calls" if program else self.steps_id
+        return {"op": "replace", "target": target, "html": html, "parent": parent}
 
     def member_op(self, step: MemberStep) -> dict[str, Any]:
         return {
@@ -281,7 +276,7 @@ class RunStream:
         }
 
     def citations(self) -> dict[str, Any]:
-        turn = Turn(run=self.run, user_text="", steps=list(self.tools.values()))
+        turn = Turn(run=self.run, user_text="", steps=list(self.cards))
         html = self.render("citations", turn=turn)
         return {"op": "replace", "target": f"run-{self.run.pk}-citations", "html": html}
 

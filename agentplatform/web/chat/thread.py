@@ -18,6 +18,7 @@ from agents import conversations, selectors
 from agents.conversations import Switch, branch_shown
 from agents.models import Approval, Attachment, Conversation, ConversationSummary, Message, Run
 from agents.runs import request_text
+from agents.runtime.code_mode import RUN_CODE
 from agents.runtime.spec import TERMINAL, RunStatus
 
 
@@ -46,10 +47,17 @@ class ToolCard:
     latency_ms: float | None = None
     done: bool = False
     kind: str = "tool"
+    calls: list[ToolCard] = field(default_factory=list)  # a program's own calls (code mode)
 
     @property
     def key(self) -> str:
         return dom_key(self.call_id)
+
+    @property
+    def code(self) -> str | None:
+        """The program of a `run_code` call (code mode), shown as code, not as JSON."""
+        code = self.arguments.get("code") if isinstance(self.arguments, dict) else None
+        return code if self.name == RUN_CODE and isinstance(code, str) else None
 
     @property
     def arguments_json(self) -> str:
@@ -116,7 +124,7 @@ def citations_of(steps: list) -> list[Citation]:
     """The knowledge_search results of a turn's completed tool calls, one per document
     chunk, in the order the model saw them."""
     found: list[Citation] = []
-    for step in steps:
+    for step in all_cards(steps):
         if not (isinstance(step, ToolCard) and step.name == "knowledge_search" and step.done):
             continue
         results = step.result.get("results") if isinstance(step.result, dict) else None
@@ -254,9 +262,7 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
             segment.text = payload.get("text") or ""
             segment.complete = True
     elif event_type == "tool.started":
-        steps.append(
-            ToolCard(payload.get("call_id", ""), payload.get("name", ""), payload.get("arguments"))
-        )
+        place_tool(steps, payload, started=True)
     elif event_type == "approval.required":
         steps.append(ApprovalSlot(payload.get("call_id", "")))
     elif event_type == "run.resumed":  # a failed round said nothing: not shown
@@ -267,9 +273,7 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
     elif event_type == "conversation.compaction_failed":
         steps.append(left_out_note(payload))
     elif event_type == "tool.completed":
-        card = tool_card(steps, payload.get("call_id", ""))
-        if card is None:
-            steps.append(card := ToolCard(payload.get("call_id", ""), payload.get("name", "")))
+        card, _ = place_tool(steps, payload, started=False)
         complete_tool(card, payload)
     elif member_event(event_type, payload):
         key = payload.get("key", "")
@@ -291,11 +295,41 @@ def complete_tool(card: ToolCard, payload: dict[str, Any]) -> None:
     card.done = True
 
 
-def tool_card(steps: list, call_id: str) -> ToolCard | None:
+def place_tool(
+    steps: list, payload: dict[str, Any], *, started: bool
+) -> tuple[ToolCard, ToolCard | None]:
+    """The card of a call's event, and the program card it is in (None: in `steps`): found,
+    or added — a program's call (`<run_code call id>/<n>`) in its program's card, even one
+    refused without starting. A call started again (a resumed run replaying it) keeps its
+    card, emptied."""
+    call_id = payload.get("call_id", "")
+    head, slash, order = call_id.rpartition("/")
+    program = tool_card(steps, head) if slash and order.isdigit() else None
+    if program is not None and program.code is None:
+        program = None
+    card = tool_card(program.calls if program else steps, call_id)
+    if card is None:
+        card = ToolCard(call_id, payload.get("name", ""))
+        (program.calls if program else steps).append(card)
+    if started:
+        card.arguments, card.result, card.error, card.latency_ms, card.done = (
+            payload.get("arguments"), None, None, None, False,
+        )  # fmt: skip
+    return card, program
+
+
+def all_cards(steps: list) -> list[ToolCard]:
+    """The tool cards of `steps`, with the calls of programs after their program's card."""
+    cards = []
     for step in steps:
-        if isinstance(step, ToolCard) and step.call_id == call_id:
-            return step
-    return None
+        if isinstance(step, ToolCard):
+            cards.append(step)
+            cards.extend(step.calls)
+    return cards
+
+
+def tool_card(steps: list, call_id: str) -> ToolCard | None:
+    return next((card for card in all_cards(steps) if card.call_id == call_id), None)
 
 
 def _last_segment(steps: list) -> TextSegment | None:

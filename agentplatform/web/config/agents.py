@@ -33,8 +33,10 @@ from agentplatform.web.config.common import (
 from agents import publishing, selectors, skills
 from agents.fallback_forms import FallbacksField
 from agents.models import Agent, ApprovalDeciders
+from agents.runtime.code_mode import limits_text
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
+from agents.specs import code_limits
 from agents.tool_sources import agent_context_providers, effective_tools
 from providers.selectors import connections_of
 from tenancy.models import Tenant
@@ -157,6 +159,8 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         self.fields["skills"].initial = pinned
         commands = sorted(settings.REMOTE_AGENT_COMMANDS)
         self.fields["remote_command"].choices = [("", "—"), *((c, c) for c in commands)]
+        code_mode = self.fields["code_mode"]  # (the limits are the deployment's settings)
+        code_mode.help_text = f"{code_mode.help_text} Each program: {limits_text(code_limits())}."
         self.has_stored_token = bool(stored.pk and stored.remote_token)
         if not self.has_stored_token:
             del self.fields["clear_remote_token"]
