@@ -50,6 +50,7 @@ from agents.models import (
     Message,
     QueuedMessage,
     Run,
+    RunEvent,
     approval_decisions,
 )
 from agents.observability import observed_run, traced_outcome
@@ -285,7 +286,7 @@ async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
         return await _fail(sink, prepared)
     if prepared.attachments and run.state is None:  # what it was given, in its events too
         await sink.emit("run.attachments", {"attachments": list(prepared.attachments)})
-    if prepared.skills and run.state is None:
+    if prepared.skills and prepared.skills_resolved:  # fixed from now on (`_skills_given`)
         await sink.emit("run.skills", {"skills": list(prepared.skills)})
     return await _think(run, sink, prepared, prepared.registry)
 
@@ -361,7 +362,26 @@ class _Prepared:
     attachments: tuple[dict[str, Any], ...] = ()  # the conversation's files it was given
     reading: bool = False  # one of them is still being read (agents.conversations)
     skills: tuple[str, ...] = ()  # name@version of the skills it was given (agents.skills)
+    skills_resolved: bool = False  # resolved from the agent's pins now: the run's first start
     planned: History | None = None  # a conversation's history, maybe with a summary to make
+
+
+def _skills_given(run: Run) -> list[str] | None:
+    """The name@version of the skills a run that started before was given (its `run.skills`
+    event; [] without one), so that a run going on — parked for approval, resumed after a
+    failure, a later round — keeps the versions it started with rather than whatever its
+    agent's `@latest` pins resolve to now. None for a run starting (no query): it has no
+    checkpoint, and has recorded no provider yet (written after its `run.skills` event;
+    a resume keeps it)."""
+    if run.state is None and not run.provider:
+        return None
+    payload = (
+        RunEvent.objects.filter(run_id=run.pk, type="run.skills")
+        .order_by("seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    return [str(label) for label in (payload or {}).get("skills", [])]
 
 
 def _prepare_agent(
@@ -391,7 +411,10 @@ def _prepare_agent(
     attached = RunAttachments()
     if run.conversation_id is not None:  # (a resumed run's state holds its images)
         attached = run_attachments(run, images=not run.state)
-    skilled = run_skills(agent)  # its approved skills: listed in its prompt, two tools
+    # Its approved skills (listed in its prompt, two tools): as its pins resolve now for a
+    # run starting, exactly those it started with for one going on.
+    given_skills = _skills_given(run)
+    skilled = run_skills(agent, code_mode=spec.code_mode, pinned=given_skills)
     given = (*attached.tools, *skilled.tools)
     if given:
         tools = ToolRegistry(list(tools))  # (the tenant's registry is shared: a copy)
@@ -464,6 +487,7 @@ def _prepare_agent(
         meter=meter,
         attachments=attached.listed,
         skills=skilled.listed,
+        skills_resolved=given_skills is None,
         reading=attached.reading,
         planned=planned,
     )

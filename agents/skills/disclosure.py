@@ -1,8 +1,13 @@
 """What a run is given of its agent's skills, by progressive disclosure: its prompt names
 each usable skill (name and description only); `load_skill` returns a skill's instructions;
 `read_skill_file` returns the text of one of its files, read-only, from exactly the version
-the run was given. A skill's scripts are never run here (only a code sandbox may run them):
-`read_skill_file` returns their text like any other file's.
+the run was given. A skill's scripts are never run on the host: `read_skill_file` returns
+their text like any other file's, and an agent in code mode runs them in its program's
+sandbox (`run_code`); the prompt says which of the two the agent can do.
+
+The versions are fixed at the run's start (its `run.skills` event records them as
+name@version): a run that goes on later — parked for approval, resumed after a failure —
+is given exactly those (`pinned`), never a newer approved one.
 
 The tools are made for one run, bound to its tenant and to the versions it was given: a
 name or path outside them is a ToolFailed the model sees, never another version's file.
@@ -21,6 +26,7 @@ from agents.skills.selectors import (
     agent_usable_skills,
     skill_file_content,
     skill_instructions,
+    skills_labelled,
 )
 from base.versions import per_config_version
 from tools.runtime.context import RunContext
@@ -39,6 +45,16 @@ class RunSkills:
     listed: tuple[str, ...] = ()  # name@version of each, for the run's `run.skills` event
 
 
+# How a skill's scripts run, by whether the run is in code mode (docs/skills.md).
+_SCRIPTS = {
+    False: "Scripts in a skill cannot be run here: read them for what they do.",
+    True: (
+        f"To run a skill's script, call run_code with a program that reads it with "
+        f"{READ_TOOL}(skill=..., path=...) and runs its text (exec), then calls what it "
+        "defines; it runs in the program's sandbox."
+    ),
+}
+
 _usable: dict[int, tuple[str, dict[int, list[UsableSkill]]]] = {}
 
 
@@ -51,15 +67,23 @@ def usable_skills(agent: Agent) -> list[UsableSkill]:
     return list(kept[agent.pk])
 
 
-def run_skills(agent: Agent) -> RunSkills:
-    """The prompt's block and the two tools, or nothing for an agent with no usable skill."""
-    skills = usable_skills(agent)
+def run_skills(
+    agent: Agent, *, code_mode: bool = False, pinned: list[str] | None = None
+) -> RunSkills:
+    """The prompt's block and the two tools, or nothing for an agent with no usable skill.
+    `pinned`: the name@version labels a run that started earlier was given (those versions
+    exactly); None: what the agent's pins resolve to now. `code_mode`: the run offers
+    `run_code`, whose programs can run a skill's scripts."""
+    if pinned is not None:
+        skills = skills_labelled(agent.tenant_id, pinned) if pinned else []
+    else:
+        skills = usable_skills(agent)
     if not skills:
         return RunSkills()
     lines = [
         "You have these skills. When a task matches one, call "
         f"{LOAD_TOOL} with its name to read its instructions, then follow them; read the "
-        f"files they mention with {READ_TOOL}. Scripts in a skill cannot be run here.",
+        f"files they mention with {READ_TOOL}. {_SCRIPTS[code_mode]}",
         "",
     ]
     lines += [f"- {s.name}: {' '.join(s.description.split())}" for s in skills]

@@ -106,6 +106,23 @@ def agent_usable_skills(agent: Agent) -> list[UsableSkill]:
     return sorted(usable, key=lambda s: s.name)
 
 
+def skills_labelled(tenant_id: int, labels: list[str]) -> list[UsableSkill]:
+    """The approved versions named `name@N` (a run's record), by name; a label naming no
+    such version (malformed, or another tenant's) is left out. One query."""
+    wanted = Q(pk__in=[])
+    for label in labels:
+        name, _, number = str(label).partition("@")
+        if number.isdigit() and len(number) <= 9:
+            wanted |= Q(skill__name=name[:64], number=int(number))
+    versions = SkillVersion.objects.filter(
+        wanted, tenant_id=tenant_id, status=SkillStatus.APPROVED
+    ).select_related("skill")
+    return sorted(
+        (UsableSkill(v.skill.name, v.description, v.pk, v.number) for v in versions),
+        key=lambda s: s.name,
+    )
+
+
 def skill_instructions(tenant_id: int, version_id: int) -> str:
     version = SkillVersion.objects.filter(tenant_id=tenant_id, pk=version_id).first()
     if version is None:
