@@ -215,6 +215,11 @@ class DocSection:
     shown_once: Callable[[Any, str], NewSecret | None] | None = None
     create_note: Callable[[dict[str, Any]], str] | None = None
     acts: bool = False  # its services take who acts (`by`, the importer's Principal)
+    pruned: bool = True  # False: an import never deletes its objects (skills)
+    # How an entry is compared and shown in a plan (default: as it is), and why the
+    # document's entries cannot be applied to the tenant as it stands (default: no check).
+    compared: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    check: Callable[[Tenant, list[dict[str, Any]]], list[ConfigProblem]] | None = None
 
     def rows(self, tenant: Tenant) -> Any:
         """The tenant's objects by name: one query (and one per prefetched relation)."""
@@ -306,6 +311,11 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("enabled", "enabled"),
         DocField("depends_on", "depends_on", read=lambda t: t.depends_on or {}),
         DocField("examples", "examples", read=lambda t: list(t.examples or [])),
+    ),
+    # Installed skills by name, their versions by reference (agents/skills/document.py).
+    "skills": (
+        DocField("name", "name"),
+        DocField("versions", None, read=lambda s: skills.skill_version_entries(s)),
     ),
     "agents": (
         DocField("slug", "slug"),
@@ -507,6 +517,13 @@ def _builtin_sections() -> None:
             delete=partial(tool_definition_delete, graph_checked=True),
         ),
         DocSection(
+            "skills", "name", skills.Skill, _FIELDS["skills"],
+            save=skills.skill_document_save, delete=skills.skill_document_delete,
+            noun="skill", acts=True, prefetch=("versions",), pruned=False,
+            save_extra=lambda entry, refs: {"versions": entry["versions"]},
+            compared=skills.skill_entry_compared, check=skills.skill_document_problems,
+        ),
+        DocSection(
             "agents", "slug", Agent, _FIELDS["agents"],
             save=_agent_save, delete=agent_delete, noun="agent",
             related=("provider_connection", "approval_group", "required_evaluation"),
@@ -638,16 +655,20 @@ def policy_entry(tenant: Tenant) -> dict[str, Any]:
     }
 
 
-def config_export(*, tenant: Tenant) -> dict[str, Any]:
+def config_export(*, tenant: Tenant, skill_files: bool = False) -> dict[str, Any]:
     """The tenant's configuration as document data (version 1): every registered section
-    (provider connections, MCP servers, tools, agents, crews, knowledge bases), secrets by
-    name only."""
+    (provider connections, MCP servers, tools, skills, agents, crews, knowledge bases),
+    secrets by name only. Skill versions by reference, or (`skill_files`) with their files
+    inline."""
     current = tenant_entries(tenant)
-    return {
+    exported = {
         "version": VERSION,
         "policy": policy_entry(tenant),
         **{section: list(current.entries[section].values()) for section in SECTIONS},
     }
+    if skill_files and exported["skills"]:
+        skills.skill_files_inline(tenant, exported["skills"])
+    return exported
 
 
 # -- plan: compile and diff ----------------------------------------------------------------
@@ -831,22 +852,29 @@ def config_plan(
     except ConfigInvalid as exc:
         plan.problems = exc.problems
         return plan
+    desired = compiled.document.as_data()
     plan.problems = [
         *_secret_problems(compiled, current),
         *_policy_problems(compiled, current, prune),
         *_kept_graph_problems(compiled, current, prune),
+        *(
+            problem
+            for section in SECTIONS
+            if (check := _REGISTERED[section].check) is not None and desired[section]
+            for problem in check(tenant, desired[section])
+        ),
     ]
     if plan.problems:
         return plan
     plan.compiled = compiled
-    desired = compiled.document.as_data()
     policy = _field_changes(policy_entry(tenant), desired["policy"])
     if policy:
         plan.changes.append(ObjectChange("policy", "policy", "update", policy))
     for section in SECTIONS:
         before = current.entries[section]
         named = set()
-        for entry in desired[section]:
+        compared = _REGISTERED[section].compared or (lambda entry: entry)
+        for entry in map(compared, desired[section]):
             name = entry_name(section, entry)
             named.add(name)
             if name not in before:
@@ -856,7 +884,7 @@ def config_plan(
                 plan.changes.append(ObjectChange(section, name, "create", changed, note))
             elif changed := _field_changes(before[name], entry):
                 plan.changes.append(ObjectChange(section, name, "update", changed))
-        if prune:
+        if prune and _REGISTERED[section].pruned:
             for name in before:
                 if name not in named:
                     plan.changes.append(ObjectChange(section, name, "delete"))

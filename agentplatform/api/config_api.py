@@ -91,9 +91,11 @@ class ConfigDocumentView(APIView):
         summary="Export the configuration document",
         description="The tenant's provider connections, tools, agents and crews as one "
         "document (version 1, schema: docs/config-schema/v1.json). Secrets appear by name "
-        "only. JSON by default; YAML with `Accept: application/yaml` or `?format=yaml`.",
+        "only. JSON by default; YAML with `Accept: application/yaml` or `?format=yaml`. "
+        "Skill versions by reference; with `?skill_files=true`, with their files inline.",
         parameters=[
-            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "yaml"], required=False)
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "yaml"], required=False),
+            OpenApiParameter("skill_files", OpenApiTypes.BOOL, required=False),
         ],
         responses={
             (200, "application/json"): OpenApiTypes.OBJECT,
@@ -103,7 +105,8 @@ class ConfigDocumentView(APIView):
         examples=[OpenApiExample("A document", value=EXAMPLE, response_only=True)],
     )
     def get(self, request: Request) -> Response:
-        return Response(config_export(tenant=request_tenant(request)))
+        inline = request.query_params.get("skill_files", "").lower() in ("1", "true", "yes")
+        return Response(config_export(tenant=request_tenant(request), skill_files=inline))
 
     @extend_schema(
         summary="Import a configuration document",

@@ -9,9 +9,18 @@ so; `agents.models` alone imports `models.py`, for Django). docs/skills.md descr
     services.py    skill_import, skill_version_approve, agent_skills_set (the policy asked)
     selectors.py   the faces' reads, and the approved versions an agent's pins resolve to
     disclosure.py  what a run is given: the prompt's list, `load_skill`, `read_skill_file`
+    document.py    the configuration document's `skills` section: export, checks, writes
 """
 
 from agents.skills.disclosure import LOAD_TOOL, READ_TOOL, RunSkills, run_skills
+from agents.skills.document import (
+    skill_document_delete,
+    skill_document_problems,
+    skill_document_save,
+    skill_entry_compared,
+    skill_files_inline,
+    skill_version_entries,
+)
 from agents.skills.models import AgentSkill, Skill, SkillFile, SkillStatus, SkillVersion
 from agents.skills.package import Limits, PackageRefused, SkillPackage, read_folder, read_zip
 from agents.skills.selectors import (
@@ -64,6 +73,11 @@ __all__ = [
     "read_folder",
     "read_zip",
     "run_skills",
+    "skill_document_delete",
+    "skill_document_problems",
+    "skill_document_save",
+    "skill_entry_compared",
+    "skill_files_inline",
     "skill_import",
     "skill_named",
     "skill_package_read",
@@ -71,6 +85,7 @@ __all__ = [
     "skill_pin_choices",
     "skill_restore_refused",
     "skill_version_approve",
+    "skill_version_entries",
     "skill_version_files",
     "skill_version_of",
     "skill_version_states",

@@ -153,6 +153,23 @@ def read_folder(root: str | os.PathLike[str], limits: Limits = Limits()) -> Skil
     return _package(files, limits, folder_name=base.resolve().name)
 
 
+def read_files(files: list[tuple[str, bytes]], limits: Limits = Limits()) -> SkillPackage:
+    """The skill whose files are given as (path in its folder, bytes) — a configuration
+    document's — under a zip's rules: the same paths, counts, sizes and SKILL.md refused.
+    Raises PackageRefused."""
+    checked: dict[str, bytes] = {}
+    total = 0
+    for raw, content in files:
+        path = _safe_path(raw)
+        if path in checked:
+            raise PackageRefused(f"{path}: the package holds this name twice.")
+        if len(checked) >= limits.files:
+            raise PackageRefused(f"The package holds more than {limits.files} files.")
+        checked[path] = _bounded_read(io.BytesIO(content), path, limits, total)
+        total += len(content)
+    return _package(checked, limits)
+
+
 def _read_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, limits: Limits, total: int
 ) -> bytes:

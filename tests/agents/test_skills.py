@@ -263,9 +263,14 @@ def test_the_document_exports_and_imports_an_agents_pins(trio):
     ]
     assert agent_pin_labels(writer) == ["pdf-forms@latest"]
 
-    # Another tenant has not installed the skill: the pin is a problem, nothing is applied.
+    # Another tenant has not installed the skill (the document names its version by
+    # reference, as an export does): a problem, nothing is applied.
     refused = config_import(tenant=trio.globex, text=dump_document(exported, "yaml"))
     assert not refused.applied
+    problems = {p.path: p.reason for p in refused.problems}
+    assert "this tenant has no version 1 of 'pdf-forms'" in problems["skills[0].versions[0]"]
+    del exported["skills"]  # without the section: the pin itself is the problem
+    refused = config_import(tenant=trio.globex, text=dump_document(exported, "yaml"))
     problems = {p.path: p.reason for p in refused.problems}
     index = [a["slug"] for a in exported["agents"]].index("writer")
     assert (

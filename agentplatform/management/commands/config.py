@@ -23,6 +23,11 @@ class Command(BaseCommand):
         export = commands.add_parser("export", help="Write the tenant's document to stdout.")
         export.add_argument("--tenant", required=True, help="The tenant's slug.")
         export.add_argument("--format", choices=["yaml", "json"], default="yaml")
+        export.add_argument(
+            "--skill-files",
+            action="store_true",
+            help="Write each skill version's files inline (base64), not by reference.",
+        )
         load = commands.add_parser(
             "import", help="Apply a document (a file, or - for stdin) to the tenant."
         )
@@ -47,7 +52,8 @@ class Command(BaseCommand):
         if tenant is None:
             raise CommandError(f"No tenant {options['tenant']!r}.")
         if options["command"] == "export":
-            self.stdout.write(dump_document(config_export(tenant=tenant), options["format"]))
+            exported = config_export(tenant=tenant, skill_files=options["skill_files"])
+            self.stdout.write(dump_document(exported, options["format"]))
             return
         plan = config_import(
             tenant=tenant,

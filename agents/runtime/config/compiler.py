@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +25,7 @@ import pydantic
 
 from agents.runtime.config.document import ConfigDocument, ToolEntry, price_name, quota_name
 from agents.runtime.config.migrations import UnsupportedVersion, migrate
+from agents.runtime.config.skill_entries import approved_pins
 from agents.runtime.quota_rules import quota_problems
 from agents.runtime.triggers import trigger_problems
 from providers.runtime.presets import PRESETS
@@ -236,6 +237,7 @@ class _Checker:
                 compiled[tool.name] = built
         self.check_dependencies()
         self.check_references(compiled)
+        self.duplicates("skills", "name", [skill.name for skill in self.document.skills])
         self.check_agents()
         self.check_crews()
         self.check_mcp_servers()
@@ -405,6 +407,11 @@ class _Checker:
                     )
 
     # -- agents and crews -------------------------------------------------------------
+    @cached_property
+    def document_pins(self) -> frozenset[str]:
+        """What the document's own skills section makes pinnable (its approved versions)."""
+        return approved_pins(self.document.skills)
+
     def check_skills(self, path: str, pins: list[str]) -> None:
         seen: set[str] = set()
         for position, pin in enumerate(pins):
@@ -413,7 +420,7 @@ class _Checker:
                 self.problem(f"{path}.skills[{position}]", f"skill {name!r} is named twice")
             seen.add(name)
             known = self.known.skill_pins
-            if known is not None and pin not in known:
+            if known is not None and pin not in known | self.document_pins:
                 self.problem(
                     f"{path}.skills[{position}]",
                     f"no installed, approved skill version {pin!r} (install and approve it first)",

@@ -1,7 +1,8 @@
 """The configuration document, version 1: a tenant's provider connections, model aliases
-and prices, tools, agents, crews, quotas, triggers, MCP server connections and knowledge
-bases (their settings) as one YAML or JSON document. Every object forbids unknown fields,
-so a typo is an error rather than a silently ignored setting. Secrets appear only as names.
+and prices, tools, skills (skill_entries.py), agents, crews, quotas, triggers, MCP server
+connections and knowledge bases (their settings) as one YAML or JSON document. Every
+object forbids unknown fields, so a typo is an error rather than a silently ignored
+setting. Secrets appear only as names.
 
 `document_json_schema()` is the published schema (docs/config-schema/v1.json, kept in step
 by a test; `manage.py config schema` prints it).
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
 from agents.runtime.compaction_rules import MAX_THRESHOLD_TOKENS, MIN_THRESHOLD_TOKENS
+from agents.runtime.config.skill_entries import SkillEntry
 from agents.runtime.triggers import TriggerRuleError, zone
 from tools.runtime.definitions import BuiltinConfig, Dependency
 from tools.runtime.http_tool import HttpToolConfig
@@ -411,6 +413,11 @@ class ConfigDocument(_Strict):
     connections: list[Connection] = Field(default_factory=list, max_length=100)
     model_aliases: list[ModelAliasEntry] = Field(default_factory=list, max_length=100)
     tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
+    skills: list[SkillEntry] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Installed skills and their versions (docs/skills.md); never pruned.",
+    )
     agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
     crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
     prices: list[PriceEntry] = Field(default_factory=list, max_length=500)
