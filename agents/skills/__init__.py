@@ -24,11 +24,13 @@ from agents.skills.document import (
 from agents.skills.models import AgentSkill, Skill, SkillFile, SkillStatus, SkillVersion
 from agents.skills.package import Limits, PackageRefused, SkillPackage, read_folder, read_zip
 from agents.skills.selectors import (
+    PinShown,
     UsableSkill,
     agent_skill_pins,
     agent_usable_skills,
     skill_named,
     skill_pin_choices,
+    skill_pins_by_skill,
     skill_version_files,
     skill_version_of,
     skill_versions,
@@ -56,6 +58,7 @@ __all__ = [
     "Limits",
     "PackageRefused",
     "Pin",
+    "PinShown",
     "RunSkills",
     "Skill",
     "SkillFile",
@@ -83,6 +86,7 @@ __all__ = [
     "skill_package_read",
     "skill_package_read_path",
     "skill_pin_choices",
+    "skill_pins_by_skill",
     "skill_restore_refused",
     "skill_version_approve",
     "skill_version_entries",

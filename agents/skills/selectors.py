@@ -140,6 +140,44 @@ def skill_file_content(tenant_id: int, version_id: int, path: str) -> bytes | No
     return bytes(row) if row is not None else None
 
 
+@dataclass(frozen=True)
+class PinShown:
+    """An agent's pin of a skill as its page shows it: `label` name@N or name@latest, and
+    the version a `latest` pin resolves to now (`now`)."""
+
+    agent_name: str
+    agent_slug: str
+    label: str
+    now: int | None = None
+
+
+def skill_pins_by_skill(tenant: Tenant) -> dict[int, list[PinShown]]:
+    """Each skill's pins (by skill id), by agent name: who uses which version. Two
+    queries."""
+    latest = dict(
+        SkillVersion.objects.filter(tenant=tenant, status=SkillStatus.APPROVED)
+        .values("skill_id")
+        .annotate(n=Max("number"))
+        .values_list("skill_id", "n")
+    )
+    pins: dict[int, list[PinShown]] = {}
+    rows = (
+        AgentSkill.objects.filter(tenant=tenant)
+        .select_related("agent", "skill", "version")
+        .order_by("agent__name", "agent__slug")
+    )
+    for pin in rows:
+        if pin.version is not None:
+            shown = PinShown(
+                pin.agent.name, pin.agent.slug, f"{pin.skill.name}@{pin.version.number}"
+            )
+        else:
+            label = f"{pin.skill.name}@latest"
+            shown = PinShown(pin.agent.name, pin.agent.slug, label, latest.get(pin.skill_id))
+        pins.setdefault(pin.skill_id, []).append(shown)
+    return pins
+
+
 def skill_pin_choices(tenant: Tenant) -> list[str]:
     """What an agent may pin: `name@latest` and `name@N` for each approved version, by name
     and number (one query)."""

@@ -55,6 +55,9 @@ def test_an_admin_uploads_approves_and_pins_a_skill(client, trio):
     assert created.status_code == 302, created.content.decode()[:2000]
     agent = Agent.objects.get(tenant=trio.acme, slug="support")
     assert agent_pin_labels(agent) == ["pdf-forms@1"]
+    listed = client.get(url("skills")).content.decode()
+    assert "Used by:" in listed and "<code>pdf-forms@1</code>" in listed
+    assert f'href="{url("agent_edit", slug="support")}"' in listed
     both = client.post(
         url("agent_edit", slug="support"),
         agent_data(skills=["pdf-forms@1", "pdf-forms@latest"], instructions="Changed."),

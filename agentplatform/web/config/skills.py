@@ -46,8 +46,13 @@ def skill_list(request: HttpRequest) -> HttpResponse:
             return redirect("config:skills", tenant_slug=request.tenant.slug)
     if form.errors:
         status = 400
+    pins = skills.skill_pins_by_skill(request.tenant)
     rows = [
-        {"skill": skill, "versions": list(skills.skill_versions(skill))}
+        {
+            "skill": skill,
+            "versions": list(skills.skill_versions(skill)),
+            "pins": pins.get(skill.pk, []),
+        }
         for skill in skills.skills_of(request.tenant)
     ]
     return render_page(
