@@ -60,32 +60,25 @@ def register_history() -> None:
     """Agents and crews are versioned (docs/config-history.md) with who holds their use
     grants, a crew with its members; a restore saves through agent_save / crew_save and
     sets the grants as they were."""
-    from django.core.exceptions import ValidationError
-
-    from agents import skills
+    from agents import publishing, skills
     from agents.models import Agent, Crew
     from agents.selectors import crew_member_slugs, crew_members_named, use_grant_holders
     from agents.services import agent_save, crew_save, use_grants_set
     from tenancy.records import history
 
+    # A gated agent's or crew's restore is a draft like any change (agents.publishing),
+    # keeping today's gate; who holds its use is not its behaviour: set at once.
     def restore_agent(tenant, agent, changes):
-        if agent.required_evaluation_id is not None:  # a change would be a draft, not a restore
-            raise ValidationError(
-                "This agent publishes only changes that pass its evaluation: edit it to "
-                "these settings to propose them as a draft."
-            )
-        changes = dict(changes)
+        changes = publishing.restore_changes(agent, changes)
         holders = changes.pop("grants", None)
         pins = changes.pop("skills", None)
-        saved = agent_save(tenant=tenant, agent=agent, changes=changes)
+        saved = agent_save(tenant=tenant, agent=agent, changes=changes, pins=pins)
         if holders is not None:
             use_grants_set(tenant=tenant, target=saved, holders=holders)
-        if pins is not None:
-            skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=pins)
         return saved
 
     def restore_crew(tenant, crew, changes):
-        changes = dict(changes)
+        changes = publishing.restore_changes(crew, changes)
         members, holders = changes.pop("members", None), changes.pop("grants", None)
         saved = crew_save(tenant=tenant, crew=crew, changes=changes, members=members)
         if holders is not None:

@@ -375,6 +375,8 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         reference_field("compaction.connection", "compaction_connection", "connections"),
         DocField("compaction.model", "compaction_model"),
         DocField("active", "active"),
+        reference_field("publish.evaluation", "required_evaluation", "datasets"),
+        DocField("publish.threshold", "pass_threshold"),
     ),
     "prices": (
         DocField("provider", "provider_kind"),
@@ -533,7 +535,7 @@ def _builtin_sections() -> None:
         DocSection(
             "crews", "slug", Crew, _FIELDS["crews"],
             save=crew_save, delete=crew_delete, noun="crew",
-            related=("manager",), prefetch=("members__agent",),
+            related=("manager", "required_evaluation"), prefetch=("members__agent",),
             save_extra=lambda entry, refs: {
                 "members": [refs.agents[slug] for slug in entry["members"]]
             },
@@ -563,11 +565,10 @@ def _agent_save(
     pins: list[str] | None = None,
 ) -> Agent:
     """An agent and its skills' pins (checked by the compiler: installed, approved)."""
-    saved = agent_save(tenant=tenant, agent=agent, changes=changes, graph_checked=graph_checked)
-    if pins is not None:
-        wanted = [skills.parse_pin(pin) for pin in pins]
-        skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=wanted)
-    return saved
+    wanted = None if pins is None else [skills.parse_pin(pin) for pin in pins]
+    return agent_save(
+        tenant=tenant, agent=agent, changes=changes, pins=wanted, graph_checked=graph_checked
+    )
 
 
 # -- the services of prices, quotas and triggers, as a section calls them ------------------
@@ -935,7 +936,7 @@ def config_import(
         pass
     else:
         plan.new_secrets, plan.applied = new_secrets, True
-    if drafted and not plan.problems:  # agents with a required evaluation (agents.publishing)
+    if drafted and not plan.problems:  # a required evaluation's gate (agents.publishing)
         plan.changes = [
             replace(change, note=DRAFTED) if (change.section, change.name) in drafted else change
             for change in plan.changes
@@ -946,7 +947,7 @@ def config_import(
 
 
 DRAFTED = (
-    "saved as a draft: the agent's required evaluation runs on it, and it goes live only "
+    "saved as a draft: its required evaluation runs on it, and it goes live only "
     "when it passes (docs/evaluations.md)"
 )
 

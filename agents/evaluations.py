@@ -33,6 +33,7 @@ from agents.models import (
     AgentDraft,
     Case,
     CaseOutcome,
+    Crew,
     Dataset,
     Evaluation,
     EvaluationResult,
@@ -186,21 +187,24 @@ def evaluation_start(
     *,
     tenant: Tenant,
     dataset: Dataset,
-    agent: Agent,
+    agent: Agent | None = None,
     by: Initiator,
     dispatch: bool = True,
     draft: AgentDraft | None = None,
+    crew: Crew | None = None,
 ) -> Evaluation:
-    """An evaluation of `agent` over `dataset`'s cases, as they are now (copied into its
-    results). `by` must be allowed to start the agent. `dispatch`: hand it to the batch
+    """An evaluation of `agent` (or `crew`) over `dataset`'s cases, as they are now (copied
+    into its results). `by` must be allowed to start it. `dispatch`: hand it to the batch
     workers once committed (the command's --wait advances it in its own process instead).
-    `draft`: its runs execute the agent as this draft has it (agents/publishing.py)."""
-    if dataset.tenant_id != tenant.pk or agent.tenant_id != tenant.pk:
+    `draft`: its runs execute the agent or crew as this draft has it (agents/publishing.py)."""
+    target = agent if agent is not None else crew
+    if target is None or dataset.tenant_id != tenant.pk or target.tenant_id != tenant.pk:
         raise Http404("No such dataset or agent.")
+    what = "agent" if agent is not None else "crew"
     if by is not None:
-        access.require_start(Principal.for_initiator(tenant, by), agent)
-    if not agent.active:
-        raise ValidationError({"agent": "This agent is not active."})
+        access.require_start(Principal.for_initiator(tenant, by), target)
+    if not target.active:
+        raise ValidationError({what: f"This {what} is not active."})
     cases = list(dataset.cases.all())
     if not cases:
         raise ValidationError({"dataset": "This dataset has no cases yet."})
@@ -212,8 +216,9 @@ def evaluation_start(
             tenant=tenant,
             dataset=dataset,
             agent=agent,
-            agent_slug=agent.slug,
-            agent_version=agent.version,
+            crew=crew,
+            agent_slug=target.slug,
+            agent_version=getattr(target, "version", 0),
             draft=draft,
             started_by_user=user,
             started_by_api_key=key,
@@ -292,15 +297,16 @@ def evaluation_run_to_end(evaluation: Evaluation) -> Evaluation:
 
 
 def _start_case(evaluation: Evaluation, result: EvaluationResult) -> Run | None:
-    agent = evaluation.agent
+    agent, crew = evaluation.agent, evaluation.crew
     by = evaluation.started_by_api_key or evaluation.started_by_user
     try:
-        if agent is None:
-            raise ValidationError("The agent was deleted.")
+        if agent is None and crew is None:
+            raise ValidationError("The agent or crew was deleted.")
         with transaction.atomic():
             run = run_start(
                 tenant=evaluation.tenant,
                 agent=agent,
+                crew=crew,
                 input=result.input,
                 initiated_by=by,
                 idempotency_key=f"evaluation:{evaluation.pk}:{result.pk}",

@@ -260,6 +260,16 @@ class Crew(ConfigObject, models.Model):
         help_text="Which model summarises. Empty: the connection's default.",
     )
     active = models.BooleanField(default=True)
+    # Publishing only what passes, as an agent's (agents/publishing.py): a change to the crew
+    # (its members, mode, manager, limits, compaction) is a draft until its evaluation passes.
+    required_evaluation = models.ForeignKey(
+        "Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="A dataset every change must pass before it goes live. Empty: changes "
+        "go live at once.",
+    )  # fmt: skip
+    pass_threshold = models.FloatField(
+        default=1.0, help_text="The share of the dataset's cases a change must pass (0 to 1)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -284,6 +294,11 @@ class Crew(ConfigObject, models.Model):
             raise ValidationError(
                 {"compaction_connection": "Choose one of this tenant's connections."}
             )
+        if not 0 <= self.pass_threshold <= 1:
+            raise ValidationError({"pass_threshold": "Between 0 and 1."})
+        dataset = self.required_evaluation
+        if dataset is not None and dataset.tenant_id != self.tenant_id:
+            raise ValidationError({"required_evaluation": "Choose one of this tenant's datasets."})
 
 
 class CrewMember(models.Model):
@@ -374,8 +389,8 @@ class Run(models.Model):
     # The configuration versions it ran with (tenancy/records/history.py): its agent
     # or crew, the agent's connection and tool definitions, as {"agents.agent": [[id, n]]}.
     config_versions = models.JSONField(default=dict, blank=True)
-    # An evaluation's run of a draft (agents/publishing.py): the agent as drafted, never
-    # a chat's run.
+    # An evaluation's run of a draft (agents/publishing.py): the agent or crew as drafted,
+    # never a chat's run.
     agent_draft = models.ForeignKey(
         "AgentDraft", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -917,7 +932,11 @@ class Evaluation(models.Model):
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    agent_slug = models.CharField(max_length=50)  # kept when the agent is deleted
+    # Or a crew's cases (a crew's required evaluation, agents/publishing.py): its runs run it.
+    crew = models.ForeignKey(
+        "Crew", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent_slug = models.CharField(max_length=50)  # the agent's (or crew's), kept when deleted
     agent_version = models.PositiveIntegerField(default=0)  # Agent.version when it started
     draft = models.ForeignKey(  # the draft it evaluates (agents/publishing.py), else None
         "AgentDraft", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -969,14 +988,21 @@ PENDING_DRAFT = (DraftStatus.EVALUATING, DraftStatus.FAILED, DraftStatus.UNEVALU
 
 
 class AgentDraft(models.Model):
-    """A change to an agent whose required evaluation must pass before it goes live
-    (agents/publishing.py): the fields it changes, as a configuration version's snapshot
-    holds them (`fields`: related objects as ids), its evaluation and the decision. At most
-    one pending draft per agent."""
+    """A change to an agent or a crew whose required evaluation must pass before it goes
+    live (agents/publishing.py): the fields it changes, as a configuration version's
+    snapshot holds them (`fields`: related objects as ids; `parts`: an agent's skill pins, a
+    crew's members), its evaluation and the decision. At most one pending draft per agent
+    or crew."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="drafts")
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="drafts"
+    )
+    crew = models.ForeignKey(
+        Crew, null=True, blank=True, on_delete=models.CASCADE, related_name="drafts"
+    )
     fields = models.JSONField(default=dict)  # {field: value} it changes
+    parts = models.JSONField(default=dict, blank=True)  # {"skills"|"members": [...]} it sets
     changes = models.JSONField(default=dict)  # {field: [live, drafted]} when proposed
     based_on = models.PositiveIntegerField(default=0)  # the live version it changes
     status = models.CharField(
@@ -1008,15 +1034,31 @@ class AgentDraft(models.Model):
                 fields=["agent"],
                 condition=Q(status__in=PENDING_DRAFT),
                 name="agent_draft_one_pending",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["crew"],
+                condition=Q(status__in=PENDING_DRAFT),
+                name="crew_draft_one_pending",
+            ),
+            models.CheckConstraint(
+                condition=Q(agent__isnull=True, crew__isnull=False)
+                | Q(agent__isnull=False, crew__isnull=True),
+                name="draft_of_agent_or_crew",
+            ),
         ]
 
     def __str__(self) -> str:
+        if self.crew_id is not None:
+            return f"Draft {self.pk} of crew {self.crew_id} ({self.status})"
         return f"Draft {self.pk} of agent {self.agent_id} ({self.status})"
 
     @property
     def pending(self) -> bool:
         return self.status in PENDING_DRAFT
+
+    @property
+    def target(self) -> Agent | Crew:
+        return self.crew if self.crew_id is not None else self.agent
 
 
 class CaseOutcome(models.TextChoices):

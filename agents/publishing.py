@@ -1,22 +1,28 @@
-"""Publishing only what passes: an agent with a required evaluation (`Agent.required_evaluation`,
-a dataset, and `pass_threshold`) never takes a change of its behaviour directly. `agent_save`
-(every face: page, REST, admin, configuration document, a restore) hands the change here: it is
+"""Publishing only what passes: an agent or a crew with a required evaluation
+(`required_evaluation`, a dataset, and `pass_threshold`) never takes a change of its
+behaviour directly. `agent_save` and `crew_save` (every face: page, REST, admin,
+configuration document, a restore of a configuration version) hand the change here: it is
 validated as any save is, stored as a draft (`AgentDraft`, the fields it changes as a
-configuration version's snapshot holds them), and an evaluation of the draft starts. The
-evaluation's runs execute the agent as drafted (`Run.agent_draft`, set only by the evaluation:
-a chat never runs a draft). When the evaluation completes, a score (cases passed / cases) at or
-above the threshold publishes the draft: it is saved through the ordinary save (a new version,
-an audit entry "published after evaluation N scored X"); below, it stays a failed draft.
+configuration version's snapshot holds them, and the parts it sets: an agent's skill pins, a
+crew's members), and an evaluation of the draft starts. The evaluation's runs execute the
+agent or crew as drafted (`Run.agent_draft`, set only by the evaluation: a chat never runs a
+draft). When the evaluation completes, a score (cases passed / cases) at or above the
+threshold publishes the draft: it is saved through the ordinary save (a new version, an
+audit entry "published after evaluation N scored X"); below, it stays a failed draft.
 
 An admin whose key or session may override (`Action.OVERRIDE_EVALUATION`) publishes a failed,
 unevaluated or still-evaluating draft with a reason, or anyone who may change the agent
-discards it; both are in the audit log. One pending draft per agent: a newer change replaces
-it (its evaluation is cancelled); the same change again keeps it (a re-import of a document
-does not restart its evaluation).
+discards it; both are in the audit log. One pending draft per agent or crew: a newer change
+replaces it (its evaluation is cancelled); the same change again keeps it (a re-import of a
+document does not restart its evaluation).
+
+Skill pins of a gated agent are stored by number: `name@latest` is proposed as the latest
+approved version now, so a version approved later reaches the agent only as a change of its
+own, drafted and evaluated (docs/evaluations.md).
 
 Not drafted, applied at once: the gate itself (`required_evaluation`, `pass_threshold`),
-`active` (switching an agent off must not wait) and the remote token (a credential, never in a
-snapshot). A new agent is not gated: there is no live version to protect yet.
+`active` (switching off must not wait) and the remote token (a credential, never in a
+snapshot). A new agent or crew is not gated: there is no live version to protect yet.
 docs/evaluations.md describes it.
 """
 
@@ -29,49 +35,103 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from agents import skills
+from agents.draft_runs import skills_tried
 from agents.evaluations import evaluation_start
 from agents.models import (
     PENDING_DRAFT,
     Agent,
     AgentDraft,
+    Crew,
     DraftStatus,
     Evaluation,
     EvaluationStatus,
 )
+from agents.selectors import crew_member_slugs, crew_members_named
 from tenancy.models import AuditAction, ConfigVersion, Tenant
 from tenancy.policy import Action, Principal
 from tenancy.records import audit, history
 from tenancy.records.saving import save_validated
 
 DIRECT = frozenset({"required_evaluation", "pass_threshold", "active", "remote_token"})
+GATE = ("required_evaluation", "pass_threshold")  # a restore keeps the gate as it is
 MAX_REASON = 2000
+Target = Agent | Crew
 
 
-def gated(agent: Agent) -> bool:
-    return agent.pk is not None and agent.required_evaluation_id is not None
+def gated(target: Target) -> bool:
+    return target.pk is not None and target.required_evaluation_id is not None
+
+
+def _of(target: Target) -> dict[str, Target]:
+    return {"crew": target} if isinstance(target, Crew) else {"agent": target}
 
 
 # -- proposing ------------------------------------------------------------------------------
 def agent_propose(
-    *, tenant: Tenant, agent: Agent, changes: dict[str, Any], graph_checked: bool = False
+    *,
+    tenant: Tenant,
+    agent: Agent,
+    changes: dict[str, Any],
+    pins: list[skills.Pin] | None = None,
+    graph_checked: bool = False,
 ) -> Agent:
     """A change to a gated agent: validated as a save is (full_clean, the tenant's whole
-    configuration compiled with it), then its direct fields saved and the rest stored as a
-    draft under evaluation. Returns the live agent as stored, with `pending_draft` (the
-    draft, or None when nothing was drafted). `agent` itself is not saved (a form may have
-    set the proposed values on it)."""
+    configuration compiled with it; `pins` by the rules of `agent_skills_set`), then its
+    direct fields saved and the rest stored as a draft under evaluation. Returns the live
+    agent as stored, with `pending_draft` (the draft, or None when nothing was drafted).
+    `agent` itself is not saved (a form may have set the proposed values on it)."""
     live = Agent.objects.get(pk=agent.pk)
     candidate = Agent.objects.get(pk=agent.pk)
     for name, value in changes.items():
         setattr(candidate, name, value)
     candidate.graph_checked = graph_checked
     candidate.full_clean()
-    before = history.snapshot(live)["fields"]
+    parts: dict[str, list[str]] = {}
+    if pins is not None:
+        before, after = skills.agent_pin_labels(live), pins_fixed(tenant, live, pins)
+        if after != before:
+            parts["skills"] = after
+    return _propose(tenant, live, candidate, changes, parts, graph_checked)
+
+
+def crew_propose(
+    *,
+    tenant: Tenant,
+    crew: Crew,
+    changes: dict[str, Any],
+    members: list[Agent] | None = None,
+    graph_checked: bool = False,
+) -> Crew:
+    """A change to a gated crew, as `agent_propose`: its fields, and `members` (in order)."""
+    live = Crew.objects.get(pk=crew.pk)
+    candidate = Crew.objects.get(pk=crew.pk)
+    for name, value in changes.items():
+        setattr(candidate, name, value)
+    candidate.graph_checked, candidate.pending_members = graph_checked, members
+    candidate.full_clean()
+    parts: dict[str, list[str]] = {}
+    if members is not None:
+        slugs = [agent.slug for agent in members]
+        if slugs != crew_member_slugs(live):
+            parts["members"] = slugs
+    return _propose(tenant, live, candidate, changes, parts, graph_checked)
+
+
+def _propose(
+    tenant: Tenant,
+    live: Target,
+    candidate: Target,
+    changes: dict[str, Any],
+    parts: dict[str, list[str]],
+    graph_checked: bool,
+) -> Target:
+    before = history.snapshot(live)
     after = history.snapshot(candidate)["fields"]
     drafted = {
         name: value
         for name, value in after.items()
-        if name not in DIRECT and value != before.get(name)
+        if name not in DIRECT and value != before["fields"].get(name)
     }
     direct = {name: value for name, value in changes.items() if name in DIRECT}
     with transaction.atomic():
@@ -79,27 +139,62 @@ def agent_propose(
             live.graph_checked = graph_checked
             live = save_validated(live, direct)
         draft = None
-        if drafted:
-            change = {name: [before.get(name), value] for name, value in drafted.items()}
-            draft = _draft_replace(tenant, live, drafted, change)
+        if (drafted or parts) and not gated(live):  # this change lifted the gate: as before it
+            _apply(live, drafted, parts, actor=None)
+        elif drafted or parts:
+            change = {name: [before["fields"].get(name), value] for name, value in drafted.items()}
+            old_parts = {**before.get("parts", {}), **_parts_now(live)}
+            change |= {name: [old_parts.get(name), value] for name, value in parts.items()}
+            draft = _draft_replace(tenant, live, drafted, parts, change)
     live.pending_draft = draft
     return live
 
 
+def _parts_now(target: Target) -> dict[str, list[str]]:
+    if isinstance(target, Crew):
+        return {"members": crew_member_slugs(target)}
+    return {"skills": skills.agent_pin_labels(target)}
+
+
+def pins_fixed(tenant: Tenant, agent: Agent, pins: list[skills.Pin]) -> list[str]:
+    """The labels `pins` would store on the gated `agent`, `@latest` as the number it
+    resolves to now (checked by `agent_skills_set`'s rules; nothing changed)."""
+    labels = [pin.label for pin in pins]
+    return sorted(skills.Pin(s.name, s.number).label for s in skills_tried(agent, labels))
+
+
+def pins_freeze(tenant: Tenant, agent: Agent) -> None:
+    """An agent just gated: its `@latest` pins stored as the numbers they resolve to now
+    (the same skills; a new version approved later then reaches it only as a change of its
+    own, drafted and evaluated). One query when it has none."""
+    labels = skills.agent_pin_labels(agent)
+    if not any(label.endswith("@latest") for label in labels):
+        return
+    fixed = pins_fixed(tenant, agent, skills.pins_parsed(tenant, labels))
+    skills.agent_skills_set(
+        tenant=tenant, by=None, agent=agent, pins=skills.pins_parsed(tenant, fixed)
+    )
+
+
 def _draft_replace(
-    tenant: Tenant, live: Agent, fields: dict[str, Any], changes: dict[str, list]
+    tenant: Tenant,
+    live: Target,
+    fields: dict[str, Any],
+    parts: dict[str, list[str]],
+    changes: dict[str, list],
 ) -> AgentDraft:
     pending = (
-        AgentDraft.objects.select_for_update().filter(agent=live, status__in=PENDING_DRAFT).first()
+        AgentDraft.objects.select_for_update().filter(**_of(live), status__in=PENDING_DRAFT).first()
     )
-    if pending is not None and pending.fields == fields:
+    if pending is not None and pending.fields == fields and pending.parts == parts:
         return pending  # the same change again: its evaluation goes on
     if pending is not None:
         _close(pending, DraftStatus.REPLACED, by=None, reason="replaced by a newer change")
     draft = AgentDraft(
         tenant=tenant,
-        agent=live,
+        **_of(live),
         fields=fields,
+        parts=parts,
         changes=changes,
         based_on=_live_number(live),
         threshold=live.pass_threshold,
@@ -110,13 +205,13 @@ def _draft_replace(
     return draft
 
 
-def _evaluate(tenant: Tenant, live: Agent, draft: AgentDraft) -> None:
+def _evaluate(tenant: Tenant, live: Target, draft: AgentDraft) -> None:
     """Start the draft's evaluation (dispatched on commit); a dataset that cannot be run
     (no cases, an inactive agent) leaves it unevaluated, for an admin to decide."""
     try:
         with transaction.atomic():
             evaluation = evaluation_start(
-                tenant=tenant, dataset=live.required_evaluation, agent=live, by=None, draft=draft
+                tenant=tenant, dataset=live.required_evaluation, by=None, draft=draft, **_of(live)
             )
     except ValidationError as exc:
         draft.status = DraftStatus.UNEVALUATED
@@ -127,6 +222,15 @@ def _evaluate(tenant: Tenant, live: Agent, draft: AgentDraft) -> None:
     draft.evaluation = evaluation
     draft.save(update_fields=["evaluation"])
     _record(draft, f"proposed as draft {draft.pk}; evaluation {evaluation.pk} started")
+
+
+def restore_changes(target: Target, changes: dict[str, Any]) -> dict[str, Any]:
+    """A configuration version restored on a gated agent or crew keeps today's gate: the
+    version's other settings become a draft, evaluated against it."""
+    stored = type(target).objects.filter(pk=target.pk, required_evaluation__isnull=False)
+    if not stored.exists():
+        return dict(changes)
+    return {name: value for name, value in changes.items() if name not in GATE}
 
 
 # -- the evaluation's end --------------------------------------------------------------------
@@ -225,18 +329,36 @@ def _locked_pending(draft: AgentDraft) -> AgentDraft:
 def _publish(
     draft: AgentDraft, *, actor: Any, said: str, reason: str = "", decided_by: str = ""
 ) -> None:
-    """Save the draft's fields on the live agent through the ordinary save (past the gate):
+    """Save the draft on the live agent or crew through the ordinary save (past the gate):
     its validation, a new version, the audit entry of the change; then the decision's."""
-    live = Agent.objects.select_for_update().get(pk=draft.agent_id)
-    changes = history.restorable_changes(
-        history.kind_of(Agent), draft.agent.tenant, live, {"fields": draft.fields}
-    )
-    save_validated(live, changes, actor=actor)
+    target = draft.target
+    live = type(target).objects.select_for_update().get(pk=target.pk)
+    _apply(live, draft.fields, draft.parts, actor=actor)
     draft.status, draft.decided_at = DraftStatus.PUBLISHED, timezone.now()
     draft.reason, draft.decided_by_label = reason, decided_by or str(actor)[:200]
     draft.published_version = _live_number(live)
     draft.save()
     _record(draft, said, actor=actor)
+
+
+def _apply(live: Target, fields: dict[str, Any], parts: dict[str, list[str]], actor: Any) -> None:
+    """Fields and parts as snapshots hold them, saved on `live` past the gate: the fields
+    (and a crew's members) through save_validated, an agent's pins through agent_skills_set."""
+    tenant = live.tenant
+    changes = history.restorable_changes(
+        history.kind_of(type(live)), tenant, live, {"fields": fields}
+    )
+    after = None
+    if "members" in parts:
+        from agents.services import crew_members_replacer  # (services imports this module)
+
+        members = crew_members_named(tenant, parts["members"])
+        live.pending_members = members
+        after = crew_members_replacer(tenant, members)
+    save_validated(live, changes, actor=actor, after=after)
+    if "skills" in parts:
+        pins = skills.pins_parsed(tenant, parts["skills"])
+        skills.agent_skills_set(tenant=tenant, by=None, agent=live, pins=pins)
 
 
 def _close(draft: AgentDraft, status: str, *, by: Principal | None, reason: str) -> None:
@@ -255,9 +377,11 @@ def _cancel_evaluation(draft: AgentDraft) -> None:
         )
 
 
-def _live_number(agent: Agent) -> int:
+def _live_number(target: Target) -> int:
     latest = ConfigVersion.objects.filter(
-        tenant_id=agent.tenant_id, object_type="agents.agent", object_id=str(agent.pk)
+        tenant_id=target.tenant_id,
+        object_type=target._meta.label_lower,
+        object_id=str(target.pk),
     ).order_by("-number")
     return latest.values_list("number", flat=True).first() or 0
 
@@ -272,44 +396,47 @@ def _record(draft: AgentDraft, decision: str, actor: Any = None) -> None:
         tenant=draft.tenant_id,
         action=AuditAction.CONFIG_CHANGED,
         actor=actor,
-        obj=draft.agent,
+        obj=draft.target,
         details=details,
     )
 
 
 # -- reading --------------------------------------------------------------------------------
-def agent_drafts(*, tenant: Tenant, agent: Agent) -> list[AgentDraft]:
-    """The agent's drafts, newest first (the last 50). One query."""
+def agent_drafts(*, tenant: Tenant, agent: Target) -> list[AgentDraft]:
+    """The agent's (or crew's) drafts, newest first (the last 50). One query."""
     if agent.tenant_id != tenant.pk:
         raise Http404("No such agent.")
-    return list(AgentDraft.objects.filter(agent=agent).select_related("evaluation")[:50])
+    return list(AgentDraft.objects.filter(**_of(agent)).select_related("evaluation")[:50])
 
 
-def agent_draft_get(*, tenant: Tenant, agent: Agent, draft_id: Any) -> AgentDraft:
-    """One of the agent's drafts; 404 for another agent's or tenant's, or a bad id."""
+def agent_draft_get(*, tenant: Tenant, agent: Target, draft_id: Any) -> AgentDraft:
+    """One of the agent's (or crew's) drafts; 404 for another's or tenant's, or a bad id."""
     text = str(draft_id)
     if not text.isdigit() or not 0 < int(text) < 2**63 or agent.tenant_id != tenant.pk:
         raise Http404("No such draft.")
-    draft = AgentDraft.objects.filter(tenant=tenant, agent=agent, pk=int(text)).first()
+    draft = AgentDraft.objects.filter(tenant=tenant, **_of(agent), pk=int(text)).first()
     if draft is None:
         raise Http404("No such draft.")
     return draft
 
 
-def pending_draft(agent: Agent) -> AgentDraft | None:
-    """The agent's pending draft, if any. One query."""
-    pending = AgentDraft.objects.filter(agent=agent, status__in=PENDING_DRAFT)
+def pending_draft(target: Target) -> AgentDraft | None:
+    """The agent's or crew's pending draft, if any. One query."""
+    pending = AgentDraft.objects.filter(**_of(target), status__in=PENDING_DRAFT)
     return pending.select_related("evaluation").first()
 
 
-def live_score(agent: Agent) -> float | None:
+def live_score(target: Target) -> float | None:
     """The live version's last score on the required dataset: the latest completed
-    evaluation of the agent itself there, or of the draft it published. One query."""
-    if agent.required_evaluation_id is None:
+    evaluation of the agent (or crew) itself there, or of the draft it published. One
+    query."""
+    if target.required_evaluation_id is None:
         return None
     latest = (
         Evaluation.objects.filter(
-            agent=agent, dataset_id=agent.required_evaluation_id, status=EvaluationStatus.COMPLETED
+            **_of(target),
+            dataset_id=target.required_evaluation_id,
+            status=EvaluationStatus.COMPLETED,
         )
         .exclude(draft__status__in=[*PENDING_DRAFT, DraftStatus.DISCARDED, DraftStatus.REPLACED])
         .order_by("-finished_at", "-pk")

@@ -5,17 +5,19 @@ started, decided and cancelled in `agents.runs`; reads are in agents/selectors.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
-from agents import access, publishing
+from agents import access, publishing, skills
 from agents.models import Agent, Conversation, Crew, CrewMember, Fact
 from agents.selectors import use_grants
 from tenancy.models import ApiKey, Membership, Tenant, TenantGroup
@@ -34,23 +36,32 @@ def agent_save(
     tenant: Tenant,
     agent: Agent | None = None,
     changes: dict[str, Any],
+    pins: list[skills.Pin] | None = None,
     graph_checked: bool = False,
 ) -> Agent:
     """Create (agent None) or change one of the tenant's agents through its full_clean,
     which compiles the tenant's whole configuration with it — unless `graph_checked`: the
-    caller compiled the end state itself (`base.config_checks`). A change to an agent with
-    a required evaluation is saved as a draft instead (agents/publishing.py): the live
-    agent comes back, with `pending_draft` set."""
+    caller compiled the end state itself (`base.config_checks`); `pins` (None: unchanged)
+    replace its skills' pins, in the same transaction. A change to an agent with a required
+    evaluation is saved as a draft instead (agents/publishing.py): the live agent comes
+    back, with `pending_draft` set."""
     if agent is None:
         agent = Agent(tenant=tenant)
     else:
         _check_tenant(agent, tenant, "agent")
         if Agent.objects.filter(pk=agent.pk, required_evaluation__isnull=False).exists():
             return publishing.agent_propose(
-                tenant=tenant, agent=agent, changes=changes, graph_checked=graph_checked
+                tenant=tenant, agent=agent, changes=changes, pins=pins, graph_checked=graph_checked
             )
     agent.graph_checked = graph_checked
-    return save_validated(agent, changes)
+    with transaction.atomic():  # a refused pin leaves the agent as it was
+        saved = save_validated(agent, changes)
+        if pins is not None:
+            skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=pins)
+        if saved.required_evaluation_id is not None:  # gated now: its pins by number
+            publishing.pins_freeze(tenant, saved)
+    saved.pending_draft = None
+    return saved
 
 
 def agent_delete(*, tenant: Tenant, agent: Agent) -> None:
@@ -69,15 +80,29 @@ def crew_save(
 ) -> Crew:
     """Create or change a crew; a `members` list replaces its members in that order. The
     tenant's whole configuration is compiled with the crew and these members, unless
-    `graph_checked` (see `agent_save`)."""
+    `graph_checked` (see `agent_save`). A change to a crew with a required evaluation is
+    saved as a draft instead, as an agent's (agents/publishing.py)."""
+    if members is not None and any(agent.tenant_id != tenant.pk for agent in members):
+        raise ValidationError({"members": "Choose this tenant's agents."})
     if crew is None:
         crew = Crew(tenant=tenant)
     else:
         _check_tenant(crew, tenant, "crew")
-    if members is not None and any(agent.tenant_id != tenant.pk for agent in members):
-        raise ValidationError({"members": "Choose this tenant's agents."})
+        if Crew.objects.filter(pk=crew.pk, required_evaluation__isnull=False).exists():
+            return publishing.crew_propose(
+                tenant=tenant, crew=crew, changes=changes, members=members,
+                graph_checked=graph_checked,
+            )  # fmt: skip
     crew.graph_checked = graph_checked
     crew.pending_members = members
+    after = None if members is None else crew_members_replacer(tenant, members)
+    saved = save_validated(crew, changes, after=after)
+    saved.pending_draft = None
+    return saved
+
+
+def crew_members_replacer(tenant: Tenant, members: list[Agent]) -> Callable[[Crew], None]:
+    """What `save_validated` calls after saving a crew: its members replaced, in order."""
 
     def replace_members(saved: Crew) -> None:
         CrewMember.objects.filter(crew=saved).delete()
@@ -86,7 +111,7 @@ def crew_save(
             for position, agent in enumerate(members)
         )
 
-    return save_validated(crew, changes, after=None if members is None else replace_members)
+    return replace_members
 
 
 def crew_delete(*, tenant: Tenant, crew: Crew) -> None:

@@ -1,7 +1,8 @@
-"""An agent's drafts: changes awaiting the agent's required evaluation (agents/publishing.py;
-docs/evaluations.md). A change is proposed by saving the agent (`PATCH /agents/{slug}`);
-here the drafts are read (READ_CONFIG), published by an override (OVERRIDE_EVALUATION, with a
-reason) or discarded (CHANGE_CONFIG)."""
+"""An agent's or crew's drafts: changes awaiting its required evaluation
+(agents/publishing.py; docs/evaluations.md). A change is proposed by saving the agent or crew
+(`PATCH /agents/{slug}`, `PATCH /crews/{slug}`) or restoring one of its versions; here the
+drafts are read (READ_CONFIG), published by an override (OVERRIDE_EVALUATION, with a reason)
+or discarded (CHANGE_CONFIG). The same views serve both: `crews/...` routes set `crew`."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from agentplatform.api.schema import ERRORS
 from agentplatform.api.serializers import DraftSerializer, draft_shown
 from agentplatform.api.tenant import TenantPolicyView
 from agents import publishing, selectors
-from agents.models import Agent, AgentDraft
+from agents.models import Agent, AgentDraft, Crew
 from tenancy.policy import Action
 
 DRAFT_EXAMPLE = {
@@ -50,11 +51,14 @@ class DraftsView(TenantPolicyView, GenericAPIView):
     write_action = Action.CHANGE_CONFIG
     parser_classes = PARSERS
     serializer_class = DraftSerializer
+    crew = False  # the crews' routes: a crew's drafts
 
-    def agent(self, slug: str) -> Agent:
+    def agent(self, slug: str) -> Agent | Crew:
+        if self.crew:
+            return selectors.crew_configured(tenant=self.tenant, slug=path_text(slug))
         return selectors.agent_configured(tenant=self.tenant, slug=path_text(slug))
 
-    def draft(self, agent: Agent, draft_id: str) -> AgentDraft:
+    def draft(self, agent: Agent | Crew, draft_id: str) -> AgentDraft:
         return publishing.agent_draft_get(
             tenant=self.tenant, agent=agent, draft_id=path_id(draft_id, "draft")
         )

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from agentplatform.api.errors import Conflict
 from agentplatform.api.resources import PARSERS, path_id, path_text
 from agentplatform.api.schema import ERRORS, error
+from agentplatform.api.serializers import DraftSerializer, draft_shown
 from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
 from tenancy import selectors
 from tenancy.models import ConfigVersion
@@ -124,6 +125,11 @@ class VersionDetail(VersionView):
         return Response(VersionSerializer(version).data)
 
 
+class ProposedSerializer(serializers.Serializer):
+    restored_from = serializers.IntegerField()
+    draft = DraftSerializer()
+
+
 class VersionRestore(VersionView):
     @extend_schema(
         summary="Restore a configuration version",
@@ -131,9 +137,16 @@ class VersionRestore(VersionView):
         "validation as any save (the tenant's whole configuration is compiled), keeping "
         "its current secrets; the result is a new version, answered here. A version that "
         "names an object since deleted, or that the compiler refuses now, is a 400; one "
-        "that equals the current settings too.",
+        "that equals the current settings too. An agent or crew with a required evaluation "
+        "takes the version's settings as a draft (202, the draft): it goes live when its "
+        "evaluation passes, as any change of it.",
         request=None,
-        responses={200: VersionSerializer, **ERRORS, 409: error("It changed meanwhile.")},
+        responses={
+            200: VersionSerializer,
+            202: ProposedSerializer,
+            **ERRORS,
+            409: error("It changed meanwhile."),
+        },
         examples=[
             OpenApiExample(
                 "Restored", {**VERSION_EXAMPLE, "number": 4, "restored_from": 2}, response_only=True
@@ -151,4 +164,10 @@ class VersionRestore(VersionView):
             )
         except SaveConflict as exc:
             raise Conflict(str(exc)) from None
+        if isinstance(version, history.Proposed):  # a gated agent or crew: a draft, evaluated
+            body = {
+                "restored_from": version.restored_from,
+                "draft": draft_shown(obj, version.draft),
+            }
+            return Response(body, status=202)
         return Response(VersionSerializer(version).data)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models, transaction
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -120,7 +120,7 @@ class AgentSkillsField(serializers.ListField):
 
 
 class DraftSerializer(serializers.Serializer):
-    """A change to an agent with a required evaluation (agents/publishing.py)."""
+    """A change to an agent or crew with a required evaluation (agents/publishing.py)."""
 
     id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=DraftStatus.choices)
@@ -140,7 +140,7 @@ class DraftSerializer(serializers.Serializer):
     decided_at = serializers.DateTimeField(allow_null=True)
 
 
-def draft_shown(agent: Agent, draft: AgentDraft | None) -> dict[str, Any] | None:
+def draft_shown(agent: Agent | Crew, draft: AgentDraft | None) -> dict[str, Any] | None:
     """A draft as REST shows it (one query: the live version's score)."""
     if draft is None:
         return None
@@ -281,13 +281,8 @@ class AgentSerializer(CleanModelSerializer):
         self, tenant: Tenant, agent: Agent | None, changes: dict[str, Any]
     ) -> Agent:
         pins = changes.pop("skills", None)  # absent: the pins stay as they are
-        if pins is None:
-            return agent_save(tenant=tenant, agent=agent, changes=changes)
-        parsed = [skills.parse_pin(pin) for pin in pins]
-        with transaction.atomic():  # a refused pin leaves the agent as it was
-            saved = agent_save(tenant=tenant, agent=agent, changes=changes)
-            skills.agent_skills_set(tenant=tenant, by=None, agent=saved, pins=parsed)
-        return saved
+        parsed = None if pins is None else [skills.parse_pin(pin) for pin in pins]
+        return agent_save(tenant=tenant, agent=agent, changes=changes, pins=parsed)
 
 
 class CrewMembersField(serializers.ListField):
@@ -318,6 +313,16 @@ class CrewSerializer(CleanModelSerializer):
         help_text="Id of one of this tenant's provider connections that summarises long "
         "conversations; null: the tenant's default (a hierarchical crew: its manager's).",
     )
+    required_evaluation = TenantPrimaryKeyField(
+        queryset=Dataset.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Id of a dataset every change must pass (pass_threshold) before it goes "
+        "live: a change is saved as a draft and evaluated (docs/evaluations.md).",
+    )
+    draft = serializers.SerializerMethodField(
+        help_text="The pending draft (a change awaiting its evaluation or a decision); null: none."
+    )
 
     class Meta:
         model = Crew
@@ -335,11 +340,20 @@ class CrewSerializer(CleanModelSerializer):
             "compaction_connection",
             "compaction_model",
             "active",
+            "required_evaluation",
+            "pass_threshold",
+            "draft",
             "created_at",
             "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {"description": {"max_length": MAX_DESCRIPTION}}
+
+    @extend_schema_field(DraftSerializer(allow_null=True))
+    def get_draft(self, crew: Crew) -> dict[str, Any] | None:
+        if crew.required_evaluation_id is None:  # no query for a crew without the gate
+            return None
+        return draft_shown(crew, publishing.pending_draft(crew))
 
     def validate_members(self, slugs: list[str]) -> list[Agent]:
         duplicates = sorted({slug for slug in slugs if slugs.count(slug) > 1})

@@ -170,7 +170,7 @@ urlpatterns += [
     path("runs/<str:run_id>/feedback", evals.RunFeedback.as_view(), name="api_run_feedback"),
 ]
 
-# -- an agent's drafts, published only when they pass (agentplatform/api/drafts_api.py) --
+# -- an agent's or crew's drafts, published only when they pass (agentplatform/api/drafts_api.py) --
 from agentplatform.api import drafts_api  # noqa: E402
 
 urlpatterns += [
@@ -189,6 +189,26 @@ urlpatterns += [
         "agents/<str:slug>/drafts/<str:draft_id>/discard",
         drafts_api.DraftDiscard.as_view(),
         name="api_agent_draft_discard",
+    ),
+    path(
+        "crews/<str:slug>/drafts",
+        drafts_api.DraftList.as_view(crew=True),
+        name="api_crew_drafts",
+    ),
+    path(
+        "crews/<str:slug>/drafts/<str:draft_id>",
+        drafts_api.DraftDetail.as_view(crew=True),
+        name="api_crew_draft",
+    ),
+    path(
+        "crews/<str:slug>/drafts/<str:draft_id>/publish",
+        drafts_api.DraftPublish.as_view(crew=True),
+        name="api_crew_draft_publish",
+    ),
+    path(
+        "crews/<str:slug>/drafts/<str:draft_id>/discard",
+        drafts_api.DraftDiscard.as_view(crew=True),
+        name="api_crew_draft_discard",
     ),
 ]
 

@@ -38,7 +38,7 @@ from agents.conversations import (
     run_attachments,
     run_history,
 )
-from agents.draft_runs import agent_of_run, draft_run_versions
+from agents.draft_runs import agent_of_run, crew_of_run, draft_run_versions
 from agents.models import (
     MAX_INPUT_CHARS,
     Agent,
@@ -412,8 +412,13 @@ def _prepare_agent(
     if run.conversation_id is not None:  # (a resumed run's state holds its images)
         attached = run_attachments(run, images=not run.state)
     # Its approved skills (listed in its prompt, two tools): as its pins resolve now for a
-    # run starting, exactly those it started with for one going on.
+    # run starting, exactly those it started with for one going on; a draft's run starting:
+    # the draft's pins (agents/draft_runs.py).
     given_skills = _skills_given(run)
+    skills_resolved = given_skills is None
+    drafted = getattr(agent, "drafted_skills", None)
+    if skills_resolved and drafted is not None:
+        given_skills = [skill.label for skill in drafted]
     skilled = run_skills(agent, code_mode=spec.code_mode, pinned=given_skills)
     given = (*attached.tools, *skilled.tools)
     if given:
@@ -487,7 +492,7 @@ def _prepare_agent(
         meter=meter,
         attachments=attached.listed,
         skills=skilled.listed,
-        skills_resolved=given_skills is None,
+        skills_resolved=skills_resolved,
         reading=attached.reading,
         planned=planned,
     )
@@ -529,13 +534,19 @@ def _context_blocks(spec: AgentSpec, tools, blocks) -> tuple[tuple[str, str], ..
 
 # -- crews ---------------------------------------------------------------------------
 async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
-    crew = await Crew.objects.select_related(
-        "manager", "manager__compaction_connection", "compaction_connection"
-    ).aget(pk=run.crew_id)
-    members = {
-        m.agent.slug: m.agent
-        async for m in CrewMember.objects.filter(crew=crew).select_related("agent")
-    }
+    if run.agent_draft_id is not None:  # an evaluation's run of a draft: the crew as drafted
+        drafted = await sync_to_async(crew_of_run)(run)
+        if isinstance(drafted, str):
+            return await _fail(sink, drafted)
+        crew, members = drafted
+    else:
+        crew = await Crew.objects.select_related(
+            "manager", "manager__compaction_connection", "compaction_connection"
+        ).aget(pk=run.crew_id)
+        members = {
+            m.agent.slug: m.agent
+            async for m in CrewMember.objects.filter(crew=crew).select_related("agent")
+        }
     if not members:
         return await _fail(sink, f"crew {crew.slug} has no members")
     spec = CrewSpec(
@@ -561,6 +572,7 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
         versions = await sync_to_async(run_config_versions)(run.tenant_id, crew=crew)
+        versions = draft_run_versions(versions, run)
         # with the run's next write
         sink.writer.stage(config_versions=versions, limits=crew_limits(spec))
     if crew.mode == "sequential":

@@ -334,14 +334,32 @@ def named_values(version: ConfigVersion, values: dict[str, Any]) -> dict[str, An
 
 
 # -- restoring ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Proposed:
+    """A restore its app's service held as a draft (an agent whose changes must pass an
+    evaluation first: agents/publishing.py): no version yet; `draft` goes live, or not,
+    as any change of it."""
+
+    draft: Any
+    restored_from: int
+
+
+def proposed_text(proposed: Proposed, obj: Any) -> str:
+    return (
+        f"Version {proposed.restored_from} of “{obj}” is proposed as draft "
+        f"{proposed.draft.pk}: it goes live when its evaluation passes."
+    )
+
+
 def restore(
     *, tenant: Tenant, instance: models.Model, number: Any, actor: Any = None
-) -> ConfigVersion:
+) -> ConfigVersion | Proposed:
     """Save `instance` as it was in version `number`, through its app's save service (the
     same validation and compiler as any save), recording a new version that names the one
     restored. Secrets keep their current value. ValidationError when the version cannot be
     applied now (it names an object since deleted, the compiler refuses it) or changes
-    nothing; 404 for another tenant's object or a missing version."""
+    nothing; 404 for another tenant's object or a missing version. A service that drafts
+    the change (it sets `pending_draft` on what it returns) makes it `Proposed`."""
     kind = _check(tenant, instance)
     version = version_get(tenant, instance, number)
     changes = restorable_changes(kind, tenant, instance, version.snapshot)
@@ -349,9 +367,12 @@ def restore(
     token = _restoring.set(state)
     try:
         with transaction.atomic():
-            kind.restore(tenant, instance, changes)
+            saved = kind.restore(tenant, instance, changes)
             state.deferred = False  # the end state (fields, members, grants) as one version
             restored = record(kind.model._base_manager.get(pk=instance.pk))
+            draft = getattr(saved, "pending_draft", None)
+            if draft is not None:
+                return Proposed(draft, version.number)
             if restored is None:
                 raise ValidationError(
                     f"Nothing to restore: this {kind.noun} has the settings of version "

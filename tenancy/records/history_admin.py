@@ -76,6 +76,9 @@ class ConfigVersionAdmin(ReadOnlyAdmin, TenantScopedAdmin):
                 messages.ERROR,
             )  # fmt: skip
             return
+        if isinstance(restored, history.Proposed):
+            self.message_user(request, history.proposed_text(restored, obj))
+            return
         self.message_user(
             request, f"Restored version {version.number} of “{obj}” as version {restored.number}."
         )

@@ -16,10 +16,10 @@ from agents.evaluations import case_save, dataset_save, evaluation_run_to_end
 from agents.models import Agent, AgentDraft, Evaluation, Run
 from agents.publishing import draft_discard, draft_publish, live_score, pending_draft
 from agents.runs import run_start
+from agents.skills import Pin, agent_pin_labels
 from agents.services import agent_save
 from tenancy.models import ApiKey, AuditEntry, ConfigVersion
 from tenancy.policy import Principal
-from tenancy.records import history
 from tenancy.services import api_key_create
 from tests.agents.test_confirmation import settle
 from tests.fakes.provider_server import TextReply
@@ -147,8 +147,6 @@ def test_the_gate_itself_and_switching_off_apply_at_once(trio, gated):
     assert AgentDraft.objects.filter(agent=gated).count() == 1
     with pytest.raises(ValidationError, match="Between 0 and 1"):
         agent_save(tenant=trio.acme, agent=stored, changes={"pass_threshold": 1.5})
-    with pytest.raises(ValidationError, match="propose them as a draft"):  # no restore past it
-        history.restore(tenant=trio.acme, instance=stored, number=1)
 
 
 def test_a_dataset_without_cases_leaves_the_draft_unevaluated(trio, agent):
@@ -339,3 +337,106 @@ def test_the_configuration_document_sets_the_gate_and_an_import_makes_a_draft(tr
     assert draft.fields == {"instructions": DRAFTED} and draft.status == "evaluating"
     again = config_import(tenant=trio.acme, text=yaml.safe_dump(document))  # the same: kept
     assert again.applied and pending_draft(agent).pk == draft.pk
+
+
+def verbose(trio, gated: Agent) -> None:
+    """Version 2 of the gated agent: "Be verbose." (published by override), threshold 1."""
+    agent_save(tenant=trio.acme, agent=gated, changes={"pass_threshold": 0.5})
+    draft = agent_save(
+        tenant=trio.acme, agent=gated, changes={"instructions": "Be verbose."}
+    ).pending_draft
+    alice = Principal.for_initiator(trio.acme, trio.alice)
+    draft_publish(tenant=trio.acme, draft=draft, by=alice, reason="setting up")
+    agent_save(tenant=trio.acme, agent=gated, changes={"pass_threshold": 1.0})
+
+
+def test_a_restore_of_a_gated_agent_is_a_draft_evaluated_like_any_change(
+    trio, gated, provider_server
+):
+    """Version 1 had other instructions (and the gate at 0.5): restoring it keeps today's
+    gate and proposes its instructions as a draft; its evaluation decides, as for an edit."""
+    from tenancy.records import history
+
+    verbose(trio, gated)
+    versions = ConfigVersion.objects.filter(object_type="agents.agent", object_id=str(gated.pk))
+    before = versions.count()
+    proposed = history.restore(tenant=trio.acme, instance=gated, number=1, actor=trio.alice)
+    assert isinstance(proposed, history.Proposed) and proposed.restored_from == 1
+    draft = proposed.draft
+    assert draft.fields == {"instructions": LIVE} and draft.status == "evaluating"
+    stored = Agent.objects.get(pk=gated.pk)
+    assert stored.instructions == "Be verbose." and stored.pass_threshold == 1.0  # its gate
+    assert versions.count() == before  # nothing live changed yet
+
+    provider_server.script("openai", TextReply("Lyon."))
+    evaluation_run_to_end(Evaluation.objects.get(pk=draft.evaluation_id))
+    draft.refresh_from_db()
+    assert draft.status == "failed" and Agent.objects.get(pk=gated.pk).instructions == "Be verbose."
+
+
+def test_restore_over_rest_and_the_page_answers_the_draft(client, trio, gated):
+    from django.urls import reverse
+
+    from tests.api.test_resources import as_key
+    from tests.factories import login
+
+    verbose(trio, gated)
+    api = as_key(client, trio.acme, "read", "config")
+    restored = api.post("/agents/assistant/versions/1/restore")
+    assert restored.status_code == 202, restored.content
+    body = restored.json()
+    assert body["restored_from"] == 1 and body["draft"]["status"] == "evaluating"
+    assert body["draft"]["changes"] == {"instructions": ["Be verbose.", LIVE]}
+    assert Agent.objects.get(pk=gated.pk).instructions == "Be verbose."
+
+    login(client, trio.alice)
+    url = reverse(
+        "config:history_restore",
+        kwargs={"tenant_slug": "acme", "kind": "agents", "pk": gated.pk, "number": 1},
+    )
+    page = client.post(url, follow=True).content.decode()  # the same change: the same draft
+    assert f"is proposed as draft {body['draft']['id']}" in page
+    assert AgentDraft.objects.filter(agent=gated, status="evaluating").count() == 1
+
+
+def test_a_gated_agents_skill_pins_are_drafted_and_fixed_to_numbers(trio, gated, provider_server):
+    """A pin change is a change of the agent: drafted, and the evaluation's run is given the
+    draft's skills (the live agent none). `@latest` is stored as its number, so a version
+    approved later reaches the agent only through a draft of its own."""
+    from tests.agents.test_skills import install, skill_zip
+
+    first = install(trio)
+    draft = agent_save(
+        tenant=trio.acme, agent=gated, changes={}, pins=[Pin("pdf-forms")]
+    ).pending_draft
+    assert draft.parts == {"skills": ["pdf-forms@1"]} and draft.fields == {}
+    assert draft.changes == {"skills": [[], ["pdf-forms@1"]]}
+    assert agent_pin_labels(gated) == []  # not live yet
+    with pytest.raises(ValidationError, match="No skill named"):
+        agent_save(tenant=trio.acme, agent=gated, changes={}, pins=[Pin("nope")])
+
+    provider_server.script("openai", TextReply("Paris."))
+    evaluation_run_to_end(Evaluation.objects.get(pk=draft.evaluation_id))
+    [request] = provider_server.received
+    assert "pdf-forms: Fill in PDF forms." in json.dumps(request.body)  # the draft's skill
+    offered = {t["function"]["name"] for t in request.body["tools"]}
+    assert {"load_skill", "read_skill_file"} <= offered
+    draft.refresh_from_db()
+    assert draft.status == "published" and agent_pin_labels(gated) == ["pdf-forms@1"]
+
+    second = install(trio, skill_zip(body="Changed."))  # approved: not this agent's yet
+    assert second.number == 2 and first.number == 1
+    assert agent_pin_labels(gated) == ["pdf-forms@1"]
+    again = agent_save(tenant=trio.acme, agent=gated, changes={}, pins=[Pin("pdf-forms")])
+    assert again.pending_draft.parts == {"skills": ["pdf-forms@2"]}  # proposed, evaluated
+
+
+def test_gating_an_agent_fixes_its_latest_pins_to_their_numbers(trio, agent):
+    from tests.agents.test_skills import install
+
+    install(trio)
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "capitals"})
+    agent_save(tenant=trio.acme, agent=agent, changes={}, pins=[Pin("pdf-forms")])
+    assert agent_pin_labels(agent) == ["pdf-forms@latest"]  # ungated: follows approvals
+    agent_save(tenant=trio.acme, agent=agent, changes={"required_evaluation": dataset})
+    assert agent_pin_labels(agent) == ["pdf-forms@1"]

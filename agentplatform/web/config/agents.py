@@ -10,7 +10,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -32,7 +31,7 @@ from agentplatform.web.config.common import (
 )
 from agents import publishing, selectors, skills
 from agents.fallback_forms import FallbacksField
-from agents.models import Agent, ApprovalDeciders
+from agents.models import Agent, ApprovalDeciders, Crew
 from agents.runtime.code_mode import limits_text
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
@@ -230,13 +229,10 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
     form = AgentForm(data, instance=copy(agent), tenant=tenant, registry=registry)
 
     def save() -> Agent:
-        with transaction.atomic():  # a refused skill leaves the agent as it was
-            saved = agent_save(
-                tenant=tenant, agent=agent if existing else None, changes=form.changes()
-            )
-            pins = [skills.parse_pin(label) for label in form.cleaned_data["skills"]]
-            skills.agent_skills_set(tenant=tenant, by=request.principal, agent=saved, pins=pins)
-        return saved
+        pins = [skills.parse_pin(label) for label in form.cleaned_data["skills"]]
+        return agent_save(
+            tenant=tenant, agent=agent if existing else None, changes=form.changes(), pins=pins
+        )
 
     if saved := try_save(request, form, save, "agent"):
         if getattr(saved, "pending_draft", None) is not None:
@@ -255,9 +251,10 @@ DRAFTED = (
 )
 
 
-def draft_context(request: HttpRequest, agent: Agent) -> dict[str, Any]:
-    """The agent's pending draft for its banner: what it changes against the live agent,
-    its score beside the live version's last one, and whether this person may override."""
+def draft_context(request: HttpRequest, agent: Agent | Crew) -> dict[str, Any]:
+    """The agent's (or crew's) pending draft for its banner: what it changes against the
+    live one, its score beside the live version's last one, and whether this person may
+    override."""
     draft = publishing.pending_draft(agent)
     return {
         "draft": draft,
@@ -269,11 +266,15 @@ def draft_context(request: HttpRequest, agent: Agent) -> dict[str, Any]:
 @admin_required
 @require_POST
 def agent_draft_decide(
-    request: HttpRequest, slug: str, draft_id: str, decision: str
+    request: HttpRequest, slug: str, draft_id: str, decision: str, crew: bool = False
 ) -> HttpResponse:
-    """Publish (an override, with a reason) or discard the agent's pending draft."""
+    """Publish (an override, with a reason) or discard the agent's (or crew's) pending
+    draft."""
     tenant = request.tenant
-    agent = selectors.agent_configured(tenant=tenant, slug=slug)
+    if crew:
+        agent = selectors.crew_configured(tenant=tenant, slug=slug)
+    else:
+        agent = selectors.agent_configured(tenant=tenant, slug=slug)
     draft = publishing.agent_draft_get(tenant=tenant, agent=agent, draft_id=draft_id)
     reason = request.POST.get("reason", "")
     try:
@@ -289,7 +290,8 @@ def agent_draft_decide(
             messages.success(request, "The draft is discarded.")
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
-    return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=agent.slug)
+    edit = "config:crew_edit" if crew else "config:agent_edit"
+    return redirect(edit, tenant_slug=tenant.slug, slug=agent.slug)
 
 
 @admin_required

@@ -6,9 +6,11 @@ from copy import copy
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from agentplatform.web.config.agents import DRAFTED, draft_context
 from agentplatform.web.config.common import (
     PlainLabels,
     admin_required,
@@ -35,6 +37,7 @@ class CrewForm(PlainLabels, forms.ModelForm):
             "name", "slug", "description", "mode", "manager",
             "max_delegations", "max_depth", "token_budget", "active",
             "compaction_threshold", "compaction_connection", "compaction_model",
+            "required_evaluation", "pass_threshold",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
         help_texts = {
@@ -44,6 +47,7 @@ class CrewForm(PlainLabels, forms.ModelForm):
             "compaction_threshold": "Summarise above (tokens)",
             "compaction_connection": "Summarising connection",
             "compaction_model": "Summarising model",
+            "required_evaluation": "Publish only changes that pass",
         }
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
@@ -55,6 +59,10 @@ class CrewForm(PlainLabels, forms.ModelForm):
         summarising = self.fields["compaction_connection"]
         summarising.queryset = connections_of(tenant=tenant)
         summarising.empty_label = "The tenant's default connection"
+        gate = self.fields["required_evaluation"]
+        gate.queryset = selectors.datasets_of(tenant=tenant)
+        gate.empty_label = "No evaluation: changes go live at once"
+        self.fields["pass_threshold"].required = False  # absent: every case must pass
         current = {}
         if self.instance.pk:
             members = selectors.crew_member_ids(self.instance)
@@ -87,6 +95,10 @@ class CrewForm(PlainLabels, forms.ModelForm):
         ]
         return [agent for _, _, agent in sorted(placed, key=lambda row: row[:2])]
 
+    def clean_pass_threshold(self) -> float:
+        value = self.cleaned_data.get("pass_threshold")
+        return 1.0 if value is None else value
+
     def changes(self) -> dict[str, Any]:
         return {name: self.cleaned_data[name] for name in self.Meta.fields}
 
@@ -118,9 +130,14 @@ def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
         changes=form.changes(),
         members=form.members(),
     )
-    if try_save(request, form, save, "crew"):
+    if saved := try_save(request, form, save, "crew"):
+        if getattr(saved, "pending_draft", None) is not None:  # gated: back to its draft
+            messages.info(request, DRAFTED)
+            return redirect("config:crew_edit", tenant_slug=tenant.slug, slug=saved.slug)
         return redirect("config:crews", tenant_slug=tenant.slug)
     context = {"form": form, "crew": crew if existing else None}
+    if existing and crew.required_evaluation_id is not None:
+        context.update(draft_context(request, crew))
     return render_form(request, "web/config/crew_form.html", context)
 
 

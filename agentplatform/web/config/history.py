@@ -99,5 +99,10 @@ def version_restore(request: HttpRequest, kind: str, pk: int, number: int) -> Ht
             pk=pk,
             number=number,
         )
-    messages.success(request, f"Restored version {number} of “{obj}” as version {restored.number}.")
+    if isinstance(restored, history.Proposed):
+        messages.info(request, history.proposed_text(restored, obj))
+    else:
+        messages.success(
+            request, f"Restored version {number} of “{obj}” as version {restored.number}."
+        )
     return redirect("config:history", tenant_slug=request.tenant.slug, kind=kind, pk=pk)

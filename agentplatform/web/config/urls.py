@@ -47,6 +47,18 @@ urlpatterns = [
     path("crews/new/", crews.crew_create, name="crew_create"),
     path("crews/<slug:slug>/edit/", crews.crew_edit, name="crew_edit"),
     path("crews/<slug:slug>/delete/", crews.crew_remove, name="crew_delete"),
+    path(
+        "crews/<slug:slug>/drafts/<str:draft_id>/publish/",
+        agents.agent_draft_decide,
+        {"decision": "publish", "crew": True},
+        name="crew_draft_publish",
+    ),
+    path(
+        "crews/<slug:slug>/drafts/<str:draft_id>/discard/",
+        agents.agent_draft_decide,
+        {"decision": "discard", "crew": True},
+        name="crew_draft_discard",
+    ),
     path("skills/", skills.skill_list, name="skills"),
     path(
         "skills/<slug:name>/versions/<int:number>/approve/",

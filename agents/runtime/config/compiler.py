@@ -561,6 +561,9 @@ class _Checker:
                 self.problem(f"{path}.manager", f"unknown agent {crew.manager!r}")
             if crew.mode == "hierarchical" and crew.manager is None:
                 self.problem(f"{path}.manager", "a hierarchical crew needs a manager agent")
+            gate, datasets = crew.publish.evaluation, self.known.datasets
+            if gate and datasets is not None and gate not in datasets:
+                self.problem(f"{path}.publish.evaluation", f"unknown dataset {gate!r}")
             self.check_compaction(path, crew.compaction, None, connections)
 
     # -- MCP servers and knowledge bases ----------------------------------------------

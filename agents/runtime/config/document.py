@@ -339,6 +339,7 @@ class CrewEntry(_Strict):
     token_budget: int | None = Field(None, ge=0, le=2_147_483_647)
     compaction: CrewCompaction = Field(default_factory=CrewCompaction)
     active: bool = True
+    publish: AgentPublish = Field(default_factory=AgentPublish)
 
 
 MCP_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
