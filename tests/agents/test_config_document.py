@@ -95,6 +95,7 @@ def test_an_export_holds_every_object_with_its_links(configured):
             "token_budget": None,
             "compaction": {"threshold": None, "connection": None, "model": ""},
             "active": True,
+            "publish": {"evaluation": None, "threshold": 1.0},
         }
     ]
 

@@ -16,8 +16,8 @@ from agents.evaluations import case_save, dataset_save, evaluation_run_to_end
 from agents.models import Agent, AgentDraft, Evaluation, Run
 from agents.publishing import draft_discard, draft_publish, live_score, pending_draft
 from agents.runs import run_start
-from agents.skills import Pin, agent_pin_labels
 from agents.services import agent_save
+from agents.skills import Pin, agent_pin_labels
 from tenancy.models import ApiKey, AuditEntry, ConfigVersion
 from tenancy.policy import Principal
 from tenancy.services import api_key_create

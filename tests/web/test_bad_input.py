@@ -124,11 +124,15 @@ def world(trio) -> dict:
     draft = AgentDraft.objects.create(
         tenant=trio.acme, agent=agent, fields={"instructions": "x"}, status="failed"
     )
+    crew_draft = AgentDraft.objects.create(
+        tenant=trio.acme, crew=crew, fields={"max_depth": 2}, status="failed"
+    )
     return {
         "dataset": dataset,
         "case": case,
         "evaluation": evaluation,
         "draft": draft,
+        "crew_draft": crew_draft,
         "connection": connection,
         "mcp": make_mcp_connection(trio.acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2),
         "agent": agent,
@@ -231,6 +235,14 @@ def every_url(world) -> list[str]:
         "config:agent_edit": {"slug": world["agent"].slug},
         "config:agent_draft_publish": {"slug": world["agent"].slug, "draft_id": world["draft"].pk},
         "config:agent_draft_discard": {"slug": world["agent"].slug, "draft_id": world["draft"].pk},
+        "config:crew_draft_publish": {
+            "slug": world["crew"].slug,
+            "draft_id": world["crew_draft"].pk,
+        },
+        "config:crew_draft_discard": {
+            "slug": world["crew"].slug,
+            "draft_id": world["crew_draft"].pk,
+        },
         "config:crews": {},
         "config:crew_create": {},
         "config:crew_edit": {"slug": world["crew"].slug},
