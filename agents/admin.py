@@ -41,6 +41,7 @@ from agents.models import (
     Run,
     RunEvent,
 )
+from agents.publishing_admin import GatedAdmin
 from agents.runs import approval_decide, request_text, run_cancel, run_inline, tool_run
 from agents.runtime.spec import RunStatus
 from agents.tool_sources import effective_tools
@@ -145,7 +146,7 @@ class AgentForm(TenantScopedForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(UseGrantsAdmin, TenantScopedAdmin):
+class AgentAdmin(GatedAdmin, UseGrantsAdmin, TenantScopedAdmin):
     form = AgentForm
     list_display = [
         "name", "slug", "model_label", "approval_policy", "memory", "active", "version",

@@ -6,10 +6,11 @@ from django.contrib import admin
 
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import Crew, CrewMember
+from agents.publishing_admin import GatedAdmin, GatedInline
 from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedInline
 
 
-class CrewMemberInline(TenantScopedInline):
+class CrewMemberInline(GatedInline, TenantScopedInline):
     model = CrewMember
     extra = 1
     fields = ["position", "agent"]
@@ -17,7 +18,7 @@ class CrewMemberInline(TenantScopedInline):
 
 
 @admin.register(Crew)
-class CrewAdmin(UseGrantsAdmin, TenantScopedAdmin):
+class CrewAdmin(GatedAdmin, UseGrantsAdmin, TenantScopedAdmin):
     list_display = ["name", "slug", "mode", "manager", "active", "grants_link"]
     list_filter = ["mode", "active"]
     search_fields = ["name", "slug"]

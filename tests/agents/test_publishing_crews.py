@@ -14,7 +14,7 @@ from agents.models import AgentDraft, Crew, Evaluation, Run
 from agents.publishing import draft_publish, pending_draft
 from agents.runs import run_start
 from agents.selectors import crew_member_slugs
-from agents.services import crew_save
+from agents.services import agent_save, crew_save
 from tenancy.models import AuditEntry, ConfigVersion
 from tenancy.policy import Principal
 from tests.agents.test_confirmation import settle
@@ -186,3 +186,24 @@ def test_the_document_gates_a_crew_and_a_restore_proposes_a_draft(trio, team):
     assert isinstance(proposed, history.Proposed) and proposed.restored_from == 2
     assert proposed.draft.parts == {"members": ["assistant"]}
     assert crew_member_slugs(team) == ["assistant", "writer"]
+
+
+def test_the_admin_shows_a_gated_crew_and_agent_read_only_but_active(client, trio, team, agent):
+    """The Django admin saves models directly: there a gated crew or agent keeps its
+    behaviour (its page, REST or the document propose changes, as drafts)."""
+    agent_save(
+        tenant=trio.acme, agent=agent, changes={"required_evaluation": team.required_evaluation}
+    )
+    login(client, trio.alice)
+    data = {
+        "slug": "team", "name": "Renamed", "mode": "parallel", "max_depth": "9",
+        "members-TOTAL_FORMS": "0", "members-INITIAL_FORMS": "0",
+        "members-MIN_NUM_FORMS": "0", "members-MAX_NUM_FORMS": "1000",
+    }  # fmt: skip
+    response = client.post(f"/admin/agents/crew/{team.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    stored = Crew.objects.get(pk=team.pk)
+    assert (stored.name, stored.mode, stored.max_depth) == ("Team", "sequential", 3)
+    assert not stored.active and crew_member_slugs(stored) == ["assistant"]  # `active` applies
+    page = client.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+    assert 'name="instructions"' not in page and 'name="active"' in page

@@ -97,7 +97,8 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         widget=forms.CheckboxSelectMultiple,
         label="Skills",
         help_text="Approved skills (Config → Skills): a version, or “latest”, which follows "
-        "each newly approved version. One per skill.",
+        "each newly approved version (with a required evaluation: the latest now, as a "
+        "draft). One per skill.",
     )
 
     class Meta:
