@@ -1,7 +1,8 @@
 """Publishing only what passes: an agent or a crew with a required evaluation
 (`required_evaluation`, a dataset, and `pass_threshold`) never takes a change of its
-behaviour directly. `agent_save` and `crew_save` (every face: page, REST, admin,
-configuration document, a restore of a configuration version) hand the change here: it is
+behaviour directly. `agent_save` and `crew_save` (every face: page, REST, configuration
+document, a restore of a configuration version; the Django admin, which saves models directly,
+shows a gated one read-only: agents/publishing_admin.py) hand the change here: it is
 validated as any save is, stored as a draft (`AgentDraft`, the fields it changes as a
 configuration version's snapshot holds them, and the parts it sets: an agent's skill pins, a
 crew's members), and an evaluation of the draft starts. The evaluation's runs execute the
