@@ -144,17 +144,11 @@ def _propose(
             _apply(live, drafted, parts, actor=None)
         elif drafted or parts:
             change = {name: [before["fields"].get(name), value] for name, value in drafted.items()}
-            old_parts = {**before.get("parts", {}), **_parts_now(live)}
+            old_parts = before.get("parts", {})
             change |= {name: [old_parts.get(name), value] for name, value in parts.items()}
             draft = _draft_replace(tenant, live, drafted, parts, change)
     live.pending_draft = draft
     return live
-
-
-def _parts_now(target: Target) -> dict[str, list[str]]:
-    if isinstance(target, Crew):
-        return {"members": crew_member_slugs(target)}
-    return {"skills": skills.agent_pin_labels(target)}
 
 
 def pins_fixed(tenant: Tenant, agent: Agent, pins: list[skills.Pin]) -> list[str]:

@@ -149,6 +149,10 @@ def test_the_crew_page_proposes_and_decides_a_draft(client, trio, team, agent):
     assert "saved as a draft" in page and "A draft awaits: being evaluated" in page
     assert crew_member_slugs(team) == ["assistant"]
     draft = pending_draft(team)
+    evaluation = reverse(
+        "activity:evaluation", kwargs={"tenant_slug": "acme", "evaluation_id": draft.evaluation_id}
+    )
+    assert "crew team on capitals" in client.get(evaluation).content.decode()
     publish = url("crew_draft_publish", slug="team", draft_id=draft.pk)
     assert login(Client(), trio.bob).post(publish, {"reason": "x"}).status_code == 403
     assert login(Client(), trio.charlie).post(publish, {"reason": "x"}).status_code == 404
