@@ -41,8 +41,6 @@ def agent_of_run(run: Run) -> Agent | str | None:
 def crew_of_run(run: Run) -> tuple[Crew, dict[str, Agent]] | str:
     """For an evaluation's run of a crew's draft: the crew with the draft's fields (in
     memory) and its members by slug, as drafted; a string says why it cannot run."""
-    from agents.selectors import crew_members_named  # (selectors import the engine)
-
     crew = Crew.objects.select_related(
         "manager", "manager__compaction_connection", "compaction_connection"
     ).get(pk=run.crew_id)
@@ -52,12 +50,19 @@ def crew_of_run(run: Run) -> tuple[Crew, dict[str, Agent]] | str:
     try:
         _set_fields(crew, draft)
         if "members" in draft.parts:
-            members = crew_members_named(run.tenant, draft.parts["members"])
+            members = _members_named(run.tenant_id, draft.parts["members"])
         else:
             members = [m.agent for m in crew.members.select_related("agent")]
     except ValidationError as exc:
         return f"the draft cannot be run: {' '.join(exc.messages)}"
     return crew, {agent.slug: agent for agent in members}
+
+
+def _members_named(tenant_id: int, slugs: list[str]) -> list[Agent]:
+    found = {a.slug: a for a in Agent.objects.filter(tenant_id=tenant_id, slug__in=slugs)}
+    if missing := [slug for slug in slugs if slug not in found]:
+        raise ValidationError(f"its members include deleted agents: {', '.join(missing)}.")
+    return [found[slug] for slug in slugs]
 
 
 def _set_fields(target: Agent | Crew, draft: AgentDraft) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 from django.conf import settings
@@ -313,6 +314,19 @@ class CrewMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} in {self.crew}"
+
+
+def crew_members_replacer(tenant: Tenant, members: list[Agent]) -> Callable[[Crew], None]:
+    """What `save_validated` calls after saving a crew: its members replaced, in order."""
+
+    def replace_members(saved: Crew) -> None:
+        CrewMember.objects.filter(crew=saved).delete()
+        CrewMember.objects.bulk_create(
+            CrewMember(tenant=tenant, crew=saved, agent=agent, position=position)
+            for position, agent in enumerate(members)
+        )
+
+    return replace_members
 
 
 class Conversation(models.Model):

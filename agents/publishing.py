@@ -47,6 +47,7 @@ from agents.models import (
     DraftStatus,
     Evaluation,
     EvaluationStatus,
+    crew_members_replacer,
 )
 from agents.selectors import crew_member_slugs, crew_members_named
 from tenancy.models import AuditAction, ConfigVersion, Tenant
@@ -345,8 +346,6 @@ def _apply(live: Target, fields: dict[str, Any], parts: dict[str, list[str]], ac
     )
     after = None
     if "members" in parts:
-        from agents.services import crew_members_replacer  # (services imports this module)
-
         members = crew_members_named(tenant, parts["members"])
         live.pending_members = members
         after = crew_members_replacer(tenant, members)

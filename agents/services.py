@@ -5,7 +5,6 @@ started, decided and cancelled in `agents.runs`; reads are in agents/selectors.p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -18,7 +17,7 @@ from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
 from agents import access, publishing, skills
-from agents.models import Agent, Conversation, Crew, CrewMember, Fact
+from agents.models import Agent, Conversation, Crew, Fact, crew_members_replacer
 from agents.selectors import use_grants
 from tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from tenancy.policy import Principal
@@ -99,19 +98,6 @@ def crew_save(
     saved = save_validated(crew, changes, after=after)
     saved.pending_draft = None
     return saved
-
-
-def crew_members_replacer(tenant: Tenant, members: list[Agent]) -> Callable[[Crew], None]:
-    """What `save_validated` calls after saving a crew: its members replaced, in order."""
-
-    def replace_members(saved: Crew) -> None:
-        CrewMember.objects.filter(crew=saved).delete()
-        CrewMember.objects.bulk_create(
-            CrewMember(tenant=tenant, crew=saved, agent=agent, position=position)
-            for position, agent in enumerate(members)
-        )
-
-    return replace_members
 
 
 def crew_delete(*, tenant: Tenant, crew: Crew) -> None:
