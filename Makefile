@@ -104,28 +104,26 @@ $(LITELLM_STAMP): $(LITELLM_REQUIREMENTS) | $(UV)
 py-litellm: $(LITELLM_STAMP)
 
 # `make test`: the fast tier first, stopping at its first failure; then the integration tier
-# (tests/tiers.py) beside every benchmark in its smoke mode (a benchmark nobody runs rots;
-# integration tests mostly wait on the processes they start, so the two share the machine:
-# `--output-sync` prints each one's output whole when it ends). PYTEST_WORKERS pytest-xdist
-# workers, each a session with a database and Redis of its own (tests/settings.py);
-# `worksteal`, not `loadfile`, which keys tests by id and so runs one of schemathesis's 71
-# same-named tests. PYTEST_WORKERS=0: one process.
+# (tests/tiers.py), collecting only the files the fast run found integration tests in.
+# PYTEST_WORKERS pytest-xdist workers, each a session with a database and Redis of its own
+# (tests/settings.py); `worksteal`, not `loadfile`, which keys tests by id and so runs one of
+# schemathesis's 71 same-named tests. PYTEST_WORKERS=0: one process. The benchmarks' smoke
+# runs are not tests: CI runs them after `make test` (.ci/run), where they no longer share
+# the two cores with the integration tier (both are CPU-bound).
 PYTEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
-# The fast run writes the files holding integration tests (tests/tiers.py), so the
-# integration run collects only those.
 INTEGRATION_MODULES := .data/integration-modules
 test: $(UV)  # (made first: the two make processes below would both make it)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint outside-deps
 	$(BIN)/python -m pytest -m fast $(XDIST) -x --durations=20 \
 		--integration-modules-to=$(INTEGRATION_MODULES)
-	$(MAKE) --no-print-directory -j2 --output-sync=target integration-tier bench-smoke \
-		BENCH_JOBS=1 INTEGRATION_PATHS="$$(tr '\n' ' ' < $(INTEGRATION_MODULES))"
+	$(MAKE) --no-print-directory integration-tier \
+		INTEGRATION_PATHS="$$(tr '\n' ' ' < $(INTEGRATION_MODULES))"
 
-# What the tests and benchmarks drive besides this venv, beside its install: the venvs two
-# at a time, apt's two one after the other (it may run for both Chromium and Node).
+# What the tests drive besides this venv, beside its install: the clients' venv beside apt's
+# two, one after the other (it may run for both Chromium and Node).
 outside-deps:
-	$(MAKE) --no-print-directory -j2 apt-deps py-clients py-peers py-litellm
+	$(MAKE) --no-print-directory -j2 apt-deps py-clients
 
 apt-deps:
 	$(MAKE) --no-print-directory -j1 chromium node-clients
@@ -136,9 +134,6 @@ test-fast: $(DEV_STAMP)
 
 test-integration: chromium node-clients py-clients integration-tier
 
-# Without the prerequisites that run a recipe: beside bench-smoke under -j2, such a
-# prerequisite ending while bench-smoke starts left make waiting for bench-smoke to end
-# (GNU make 4.3) before it started this tier.
 integration-tier: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m integration $(XDIST) --durations=30 $(INTEGRATION_PATHS)
 
@@ -156,8 +151,7 @@ shell: $(STAMP)
 # `make bench NAMES="agents tools"` runs some. bench-smoke runs each with a few iterations
 # (seconds; BENCH_SMOKE=1) and fails, naming the script, when one crashes or writes no figures.
 # The peers' and LiteLLM's venvs are prerequisites (bench/agents.py and bench/gateway.py drive
-# them); `make test` builds them first in outside-deps, so beside integration-tier under -j2
-# they run no recipe (see there).
+# them). CI runs bench-smoke after `make test` (.ci/run): a benchmark nobody runs rots.
 bench: $(DEV_STAMP) $(PEERS_STAMP) $(LITELLM_STAMP)
 	$(BIN)/python -m bench $(NAMES)
 
