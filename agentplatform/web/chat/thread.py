@@ -462,14 +462,15 @@ def explain(run: Run) -> str:
         return ""
     if error.startswith(("ProviderUnavailable", "Timeout", "RateLimited")):
         return (
-            "The model provider is unavailable right now. Wait a moment and regenerate; if it "
-            "keeps failing, ask an admin to check the provider connection."
+            "The model provider is unavailable right now. Wait a moment, then resume the answer "
+            "where it stopped or regenerate it; if it keeps failing, ask an admin to check the "
+            "provider connection."
         )
     misconfigured = ("AuthenticationFailed", "AddressRefused", "ModelNotFound", "BadRequest")
     if error.startswith(misconfigured) or "provider connection" in error:
         return (
             f"The provider connection is misconfigured ({error}). "
-            "Ask an admin of this workspace to fix it."
+            "Ask an admin of this workspace to fix it, then resume the answer."
         )
     if error.startswith("rejected by"):
         return (
@@ -477,6 +478,6 @@ def explain(run: Run) -> str:
             "Change what you ask, or ask someone to approve it."
         )
     return (
-        f"The answer failed: {error or 'unknown error'}. Regenerate to try again; "
+        f"The answer failed: {error or 'unknown error'}. Resume or regenerate it to try again; "
         f"if it keeps failing, tell an admin (run {run.pk})."
     )
