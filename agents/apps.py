@@ -67,12 +67,14 @@ def register_history() -> None:
     from tenancy.records import history
 
     # A gated agent's or crew's restore is a draft like any change (agents.publishing),
-    # keeping today's gate; who holds its use is not its behaviour: set at once.
+    # keeping today's gate (restore_changes): so it never weakens the gate, and who restores
+    # (`change_config`, checked by the face) acts as the platform (`by=None`) here. Who
+    # holds its use is not its behaviour: set at once.
     def restore_agent(tenant, agent, changes):
         changes = publishing.restore_changes(agent, changes)
         holders = changes.pop("grants", None)
         pins = changes.pop("skills", None)
-        saved = agent_save(tenant=tenant, agent=agent, changes=changes, pins=pins)
+        saved = agent_save(tenant=tenant, agent=agent, changes=changes, pins=pins, by=None)
         if holders is not None:
             use_grants_set(tenant=tenant, target=saved, holders=holders)
         return saved
@@ -80,7 +82,7 @@ def register_history() -> None:
     def restore_crew(tenant, crew, changes):
         changes = publishing.restore_changes(crew, changes)
         members, holders = changes.pop("members", None), changes.pop("grants", None)
-        saved = crew_save(tenant=tenant, crew=crew, changes=changes, members=members)
+        saved = crew_save(tenant=tenant, crew=crew, changes=changes, members=members, by=None)
         if holders is not None:
             use_grants_set(tenant=tenant, target=saved, holders=holders)
         return saved

@@ -36,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Count
 
@@ -530,14 +530,14 @@ def _builtin_sections() -> None:
             save=_agent_save, delete=agent_delete, noun="agent",
             related=("provider_connection", "approval_group", "required_evaluation"),
             prefetch=("skill_pins__skill", "skill_pins__version"),
-            save_extra=lambda entry, refs: {"pins": entry.get("skills")},
+            save_extra=lambda entry, refs: {"pins": entry.get("skills"), "by": refs.by},
         ),
         DocSection(
             "crews", "slug", Crew, _FIELDS["crews"],
             save=crew_save, delete=crew_delete, noun="crew",
             related=("manager", "required_evaluation"), prefetch=("members__agent",),
             save_extra=lambda entry, refs: {
-                "members": [refs.agents[slug] for slug in entry["members"]]
+                "members": [refs.agents[slug] for slug in entry["members"]], "by": refs.by,
             },
         ),
         DocSection(
@@ -563,12 +563,14 @@ def _agent_save(
     changes: dict[str, Any],
     graph_checked: bool,
     pins: list[str] | None = None,
+    by: Principal | None = None,
 ) -> Agent:
     """An agent and its skills' pins (checked by the compiler: installed, approved)."""
     wanted = None if pins is None else [skills.parse_pin(pin) for pin in pins]
     return agent_save(
-        tenant=tenant, agent=agent, changes=changes, pins=wanted, graph_checked=graph_checked
-    )
+        tenant=tenant, agent=agent, changes=changes, pins=wanted, graph_checked=graph_checked,
+        by=by,
+    )  # fmt: skip
 
 
 # -- the services of prices, quotas and triggers, as a section calls them ------------------
@@ -973,7 +975,7 @@ def _apply(
             return call()
         except ValidationError as exc:
             raise ConfigInvalid(_model_problems(exc, path, FIELD_PATHS[section])) from None
-        except SaveConflict as exc:
+        except (SaveConflict, PermissionDenied) as exc:  # e.g. a publish gate weakened
             raise ConfigInvalid([ConfigProblem(path, str(exc))]) from None
 
     if ("policy", "policy") in changing:

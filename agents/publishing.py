@@ -24,14 +24,16 @@ own, drafted and evaluated (docs/evaluations.md).
 Not drafted, applied at once: the gate itself (`required_evaluation`, `pass_threshold`),
 `active` (switching off must not wait) and the remote token (a credential, never in a
 snapshot). A new agent or crew is not gated: there is no live version to protect yet.
-docs/evaluations.md describes it.
+Weakening the gate (`gate_weakened`: removing it, another dataset, a lower threshold) is
+the override's right, not `change_config`'s, and is audited as one (`gate_check`); raising
+the threshold or gating an agent needs only `change_config`. docs/evaluations.md describes it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
@@ -59,6 +61,9 @@ DIRECT = frozenset({"required_evaluation", "pass_threshold", "active", "remote_t
 GATE = ("required_evaluation", "pass_threshold")  # a restore keeps the gate as it is
 MAX_REASON = 2000
 Target = Agent | Crew
+WEAKEN_REFUSED = (
+    "Lowering or removing a required evaluation needs the right to override evaluations."
+)
 
 
 def gated(target: Target) -> bool:
@@ -77,9 +82,11 @@ def agent_propose(
     changes: dict[str, Any],
     pins: list[skills.Pin] | None = None,
     graph_checked: bool = False,
+    by: Principal | None = None,
 ) -> Agent:
     """A change to a gated agent: validated as a save is (full_clean, the tenant's whole
-    configuration compiled with it; `pins` by the rules of `agent_skills_set`), then its
+    configuration compiled with it; `pins` by the rules of `agent_skills_set`), its gate
+    weakened only by whom `gate_check` lets (`by`; None: the platform itself), then its
     direct fields saved and the rest stored as a draft under evaluation. Returns the live
     agent as stored, with `pending_draft` (the draft, or None when nothing was drafted).
     `agent` itself is not saved (a form may have set the proposed values on it)."""
@@ -94,7 +101,7 @@ def agent_propose(
         before, after = skills.agent_pin_labels(live), pins_fixed(tenant, live, pins)
         if after != before:
             parts["skills"] = after
-    return _propose(tenant, live, candidate, changes, parts, graph_checked)
+    return _propose(tenant, live, candidate, changes, parts, graph_checked, by)
 
 
 def crew_propose(
@@ -104,6 +111,7 @@ def crew_propose(
     changes: dict[str, Any],
     members: list[Agent] | None = None,
     graph_checked: bool = False,
+    by: Principal | None = None,
 ) -> Crew:
     """A change to a gated crew, as `agent_propose`: its fields, and `members` (in order)."""
     live = Crew.objects.get(pk=crew.pk)
@@ -117,7 +125,7 @@ def crew_propose(
         slugs = [agent.slug for agent in members]
         if slugs != crew_member_slugs(live):
             parts["members"] = slugs
-    return _propose(tenant, live, candidate, changes, parts, graph_checked)
+    return _propose(tenant, live, candidate, changes, parts, graph_checked, by)
 
 
 def _propose(
@@ -127,7 +135,9 @@ def _propose(
     changes: dict[str, Any],
     parts: dict[str, list[str]],
     graph_checked: bool,
+    by: Principal | None,
 ) -> Target:
+    weakened = gate_check(live, changes, by)
     before = history.snapshot(live)
     after = history.snapshot(candidate)["fields"]
     drafted = {
@@ -140,6 +150,8 @@ def _propose(
         if direct:
             live.graph_checked = graph_checked
             live = save_validated(live, direct)
+        if weakened:
+            _gate_record(live, weakened, by)
         draft = None
         if (drafted or parts) and not gated(live):  # this change lifted the gate: as before it
             _apply(live, drafted, parts, actor=None)
@@ -150,6 +162,46 @@ def _propose(
             draft = _draft_replace(tenant, live, drafted, parts, change)
     live.pending_draft = draft
     return live
+
+
+def gate_weakened(live: Target, changes: dict[str, Any]) -> str:
+    """How `changes` weaken the gate of `live` (gated now), or "": removing its required
+    evaluation, naming another dataset (which may be easier: no two datasets compare) or a
+    lower threshold. The same dataset with a threshold as high or higher does not."""
+    if "required_evaluation" in changes:
+        dataset = changes["required_evaluation"]
+        if dataset is None:
+            return "removed its required evaluation"
+        if getattr(dataset, "pk", dataset) != live.required_evaluation_id:
+            return f"replaced its required evaluation by dataset {dataset}"
+    threshold = changes.get("pass_threshold", live.pass_threshold)
+    if isinstance(threshold, int | float) and threshold < live.pass_threshold:
+        return f"lowered its pass threshold from {live.pass_threshold:g} to {threshold:g}"
+    return ""
+
+
+def gate_check(live: Target, changes: dict[str, Any], by: Principal | None) -> str:
+    """PermissionDenied unless `by` may weaken the gate as `changes` would: the right to
+    override evaluations (`change_config` alone would lift the gate, then change the agent
+    freely), or None (the platform itself: seeds, an operator's command). Returns how it
+    is weakened ("": not), for `_gate_record`."""
+    weakened = gate_weakened(live, changes) if gated(live) else ""
+    if weakened and by is not None and not by.may(Action.OVERRIDE_EVALUATION):
+        raise PermissionDenied(WEAKEN_REFUSED)
+    return weakened
+
+
+def _gate_record(live: Target, weakened: str, by: Principal | None) -> None:
+    """The weakened gate in the audit log, as an override is: who, and what they did (the
+    ordinary save's `config.changed` lists the fields too)."""
+    who = by.label if by is not None else "platform"
+    audit.record(
+        tenant=live.tenant_id,
+        action=AuditAction.CONFIG_CHANGED,
+        actor=by.initiator if by is not None else None,
+        obj=live,
+        details={"decision": f"{who} {weakened}, overriding the publish gate"},
+    )
 
 
 def pins_fixed(tenant: Tenant, agent: Agent, pins: list[skills.Pin]) -> list[str]:

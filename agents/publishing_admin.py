@@ -1,7 +1,10 @@
 """The Django admin and the publish gate (agents/publishing.py): a gated agent or crew
 changes only as a draft, through its page, REST or the configuration document, where the
 change is evaluated. Its admin form shows its fields read-only, but `active` (switching it
-off must not wait), and a crew's members cannot be edited there."""
+off must not wait), and a crew's members cannot be edited there. The gate itself
+(`required_evaluation`, `pass_threshold`) is not among the admin's fields at all: the admin
+saves models directly, past `publishing.gate_check` (only those who may override
+evaluations weaken a gate); were it added, a gated one's would be read-only too."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from typing import Any
 
 from django.contrib.admin.utils import flatten_fieldsets
 
-from agents.publishing import DIRECT
+from agents.publishing import DIRECT, GATE
+
+EDITABLE = DIRECT - set(GATE)  # of a gated one's fields, in the admin
 
 
 def gated(obj: Any) -> bool:
@@ -23,7 +28,7 @@ class GatedAdmin:
         fields = list(super().get_readonly_fields(request, obj))
         if gated(obj):
             shown = flatten_fieldsets(self.get_fieldsets(request, obj))
-            fields += [f for f in shown if f not in DIRECT and f not in fields]
+            fields += [f for f in shown if f not in EDITABLE and f not in fields]
         return fields
 
 

@@ -37,21 +37,25 @@ def agent_save(
     changes: dict[str, Any],
     pins: list[skills.Pin] | None = None,
     graph_checked: bool = False,
+    by: Principal | None = None,
 ) -> Agent:
     """Create (agent None) or change one of the tenant's agents through its full_clean,
     which compiles the tenant's whole configuration with it — unless `graph_checked`: the
     caller compiled the end state itself (`base.config_checks`); `pins` (None: unchanged)
     replace its skills' pins, in the same transaction. A change to an agent with a required
     evaluation is saved as a draft instead (agents/publishing.py): the live agent comes
-    back, with `pending_draft` set."""
+    back, with `pending_draft` set. `by` (who acts; None: the platform itself, as seeds
+    and an operator's commands) weakens that gate only with the right to override
+    evaluations (`publishing.gate_check`: PermissionDenied otherwise)."""
     if agent is None:
         agent = Agent(tenant=tenant)
     else:
         _check_tenant(agent, tenant, "agent")
         if Agent.objects.filter(pk=agent.pk, required_evaluation__isnull=False).exists():
             return publishing.agent_propose(
-                tenant=tenant, agent=agent, changes=changes, pins=pins, graph_checked=graph_checked
-            )
+                tenant=tenant, agent=agent, changes=changes, pins=pins,
+                graph_checked=graph_checked, by=by,
+            )  # fmt: skip
     agent.graph_checked = graph_checked
     with transaction.atomic():  # a refused pin leaves the agent as it was
         saved = save_validated(agent, changes)
@@ -76,11 +80,13 @@ def crew_save(
     changes: dict[str, Any],
     members: list[Agent] | None = None,
     graph_checked: bool = False,
+    by: Principal | None = None,
 ) -> Crew:
     """Create or change a crew; a `members` list replaces its members in that order. The
     tenant's whole configuration is compiled with the crew and these members, unless
     `graph_checked` (see `agent_save`). A change to a crew with a required evaluation is
-    saved as a draft instead, as an agent's (agents/publishing.py)."""
+    saved as a draft instead, as an agent's (agents/publishing.py), and `by` weakens its
+    gate only as an agent's."""
     if members is not None and any(agent.tenant_id != tenant.pk for agent in members):
         raise ValidationError({"members": "Choose this tenant's agents."})
     if crew is None:
@@ -90,7 +96,7 @@ def crew_save(
         if Crew.objects.filter(pk=crew.pk, required_evaluation__isnull=False).exists():
             return publishing.crew_propose(
                 tenant=tenant, crew=crew, changes=changes, members=members,
-                graph_checked=graph_checked,
+                graph_checked=graph_checked, by=by,
             )  # fmt: skip
     crew.graph_checked = graph_checked
     crew.pending_members = members

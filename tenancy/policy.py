@@ -90,7 +90,8 @@ POLICY: dict[Action, Rule] = {
     Action.READ_AUDIT: Rule(Role.ADMIN, Scope.ADMIN),
     Action.OVERRIDE_EVALUATION: Rule(
         Role.ADMIN, Scope.ADMIN, "publish an agent's draft that did not pass its required "
-        "evaluation, with a reason (audit log); proposing a change is `change_config`",
+        "evaluation, with a reason (audit log); proposing a change is `change_config`; also "
+        "lowering or removing a required evaluation (audited)",
     ),
 }  # fmt: skip
 

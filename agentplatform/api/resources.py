@@ -213,7 +213,7 @@ class TenantViewSet(TenantPolicyView, viewsets.GenericViewSet):
         context = super().get_serializer_context()
         if getattr(self, "swagger_fake_view", False):
             return context
-        context["tenant"] = self.tenant
+        context["tenant"], context["principal"] = self.tenant, self.principal
         return context
 
 

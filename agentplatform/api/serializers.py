@@ -282,7 +282,8 @@ class AgentSerializer(CleanModelSerializer):
     ) -> Agent:
         pins = changes.pop("skills", None)  # absent: the pins stay as they are
         parsed = None if pins is None else [skills.parse_pin(pin) for pin in pins]
-        return agent_save(tenant=tenant, agent=agent, changes=changes, pins=parsed)
+        by = self.context["principal"]
+        return agent_save(tenant=tenant, agent=agent, changes=changes, pins=parsed, by=by)
 
 
 class CrewMembersField(serializers.ListField):
@@ -367,7 +368,8 @@ class CrewSerializer(CleanModelSerializer):
 
     def save_with_service(self, tenant: Tenant, crew: Crew | None, changes: dict[str, Any]) -> Crew:
         members = changes.pop("members", None)  # absent: the members stay as they are
-        return crew_save(tenant=tenant, crew=crew, changes=changes, members=members)
+        by = self.context["principal"]
+        return crew_save(tenant=tenant, crew=crew, changes=changes, members=members, by=by)
 
 
 # -- tools -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from agentplatform.web.config.common import (
     StoredSecretForm,
     admin_required,
     confirm_delete,
+    refusal_shown,
     render_form,
     render_page,
     try_save,
@@ -232,10 +233,11 @@ def _agent_form(request: HttpRequest, agent: Agent) -> HttpResponse:
     def save() -> Agent:
         pins = [skills.parse_pin(label) for label in form.cleaned_data["skills"]]
         return agent_save(
-            tenant=tenant, agent=agent if existing else None, changes=form.changes(), pins=pins
-        )
+            tenant=tenant, agent=agent if existing else None, changes=form.changes(), pins=pins,
+            by=request.principal,
+        )  # fmt: skip
 
-    if saved := try_save(request, form, save, "agent"):
+    if saved := try_save(request, form, refusal_shown(save), "agent"):
         if getattr(saved, "pending_draft", None) is not None:
             messages.info(request, DRAFTED)
         return redirect("config:agent_edit", tenant_slug=tenant.slug, slug=saved.slug)

@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -141,6 +141,19 @@ def try_save(request: HttpRequest, form: forms.BaseForm, save: Callable[[], Any]
         return None
     messages.success(request, f"Saved {what} “{saved.name}”.")
     return saved
+
+
+def refusal_shown(save: Callable[[], Any]) -> Callable[[], Any]:
+    """`save` (for `try_save`), with the service's PermissionDenied shown on the form as
+    its errors are (e.g. weakening a publish gate without the right to override)."""
+
+    def call() -> Any:
+        try:
+            return save()
+        except PermissionDenied as refused:
+            raise ValidationError(str(refused)) from None
+
+    return call
 
 
 def render_form(request: HttpRequest, template: str, context: Mapping[str, Any]) -> HttpResponse:

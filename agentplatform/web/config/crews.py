@@ -15,6 +15,7 @@ from agentplatform.web.config.common import (
     PlainLabels,
     admin_required,
     confirm_delete,
+    refusal_shown,
     render_form,
     render_page,
     try_save,
@@ -129,8 +130,9 @@ def _crew_form(request: HttpRequest, crew: Crew) -> HttpResponse:
         crew=crew if existing else None,
         changes=form.changes(),
         members=form.members(),
+        by=request.principal,
     )
-    if saved := try_save(request, form, save, "crew"):
+    if saved := try_save(request, form, refusal_shown(save), "crew"):
         if getattr(saved, "pending_draft", None) is not None:  # gated: back to its draft
             messages.info(request, DRAFTED)
             return redirect("config:crew_edit", tenant_slug=tenant.slug, slug=saved.slug)
