@@ -73,9 +73,6 @@ from tenancy.records.saving import SaveConflict, delete_recorded, save_validated
 logger = logging.getLogger(__name__)
 MICROS = Decimal(1_000_000)  # cost counters count millionths of a dollar (whole numbers)
 KEEP_AFTER_PERIOD_S = 86_400  # a late settle still finds its period's counter
-# `/v1/embeddings` of the platform's own models (recorded with estimated tokens, no cost):
-# no provider is paid, so no limit holds them, nor counts them when a counter is rebuilt.
-LOCAL_EMBEDDINGS = ("local", "static")
 
 
 # -- who a call is for, and the limits that apply ----------------------------------------------
@@ -523,9 +520,7 @@ def recorded_usage(rule: Rule, start: datetime) -> int:
     """What PostgreSQL has recorded against `rule` since `start`: the counter's starting
     value. Tokens leave crew runs out (theirs are their children's, counted already);
     `cost_usd` is each run's own calls, so every run counts. One query."""
-    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start).exclude(
-        gateway_model__in=LOCAL_EMBEDDINGS  # the platform's own models: never held
-    )
+    runs = Run.objects.filter(tenant_id=rule.tenant_id, created_at__gte=start)
     if rule.scope == QuotaScope.MEMBER:
         runs = runs.filter(initiated_by_user_id=rule.target_id)
     elif rule.scope == QuotaScope.API_KEY:

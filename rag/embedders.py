@@ -50,6 +50,20 @@ def local_model_installed() -> bool:
         return False
 
 
+def local_model_available() -> bool:
+    """Whether this server can run MiniLM (torch's runtime reports a missing install itself)."""
+    return settings.RAG_LOCAL_RUNTIME == "torch" or local_model_installed()
+
+
+def builtin_models() -> list[str]:
+    """The platform's own embedding models this server runs, by the names knowledge bases
+    give them (`rag.models.Embedder`): `static` always, `local` where MiniLM is installed."""
+    found = [EmbedderKind.STATIC.value]
+    if local_model_available():
+        found.append(EmbedderKind.LOCAL.value)
+    return found
+
+
 def static_embedder() -> StaticEmbedder:
     """The process's static model (its table is read on its first embed)."""
     global _static
@@ -81,7 +95,7 @@ def embedder_for(
     if knowledge_base.embedder == EmbedderKind.STATIC:
         return static_embedder()
     if knowledge_base.embedder == EmbedderKind.LOCAL:
-        if settings.RAG_LOCAL_RUNTIME != "torch" and not local_model_installed():
+        if not local_model_available():
             raise EmbeddingError(LOCAL_MODEL_MISSING)
         return local_embedder()
     connection = knowledge_base.provider_connection

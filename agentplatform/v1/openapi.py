@@ -720,9 +720,11 @@ def operations() -> dict[str, dict[str, Any]]:
         "/v1/models": {
             "get": operation(
                 "openai_models_list",
-                "List models (the tenant's agents and crews)",
-                "The key's tenant's active agents and crews as OpenAI models (`id` = slug). "
-                "Needs the `read` scope.",
+                "List models (the tenant's agents and crews, its gateway models)",
+                "The key's tenant's active agents and crews as OpenAI models (`id` = slug), "
+                "then, unless the key is limited to agents, its connections' models "
+                "(`<connection>/<model>`) and the platform's embedding models (`static`, and "
+                "`local` where installed). Needs the `read` scope.",
                 responses={
                     "200": _json(common.OpenAIModelList, "The models."),
                     "401": UNAUTHORIZED,
@@ -734,9 +736,9 @@ def operations() -> dict[str, dict[str, Any]]:
         "/v1/models/{model_id}": {
             "get": operation(
                 "openai_models_retrieve",
-                "Retrieve a model (an agent or crew)",
-                "An active agent of the key's tenant with this slug, else an active crew. "
-                "Needs the `read` scope.",
+                "Retrieve a model (an agent or crew, or an embedding model)",
+                "An active agent of the key's tenant with this slug, else an active crew, "
+                "else the platform's embedding model of that name. Needs the `read` scope.",
                 parameters=[
                     _path_parameter("model_id", "The agent's or crew's slug.", "assistant")
                 ],

@@ -125,6 +125,13 @@ class TorchMiniLM:
         )
         return _checked(array.tolist(), len(texts), self)
 
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """The word pieces the model reads of `texts`, special tokens included, each cut at
+        its maximum sequence length as when embedding (`/v1/embeddings`' usage)."""
+        model = self.load()
+        found = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)
+        return sum(len(ids) for ids in found["input_ids"])
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, texts)
 

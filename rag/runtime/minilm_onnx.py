@@ -91,6 +91,12 @@ class OnnxMiniLM:
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_one(text) for text in texts]
 
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """The word pieces the model reads of `texts`, [CLS] and [SEP] included, each cut at
+        MAX_TOKENS as when embedding (`/v1/embeddings`' usage)."""
+        self.load()
+        return sum(len(encoding.ids) for encoding in self._tokenizer.encode_batch(list(texts)))
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         # In a thread: milliseconds of CPU would stall every other run of the event loop.
         return await asyncio.to_thread(self.embed_sync, texts)

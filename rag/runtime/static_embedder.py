@@ -260,6 +260,11 @@ class StaticEmbedder:
         table = self.load()
         return [table.vector(text) for text in texts]
 
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """The word pieces the model reads of `texts` (`/v1/embeddings`' usage)."""
+        wordpiece = self.load().wordpiece
+        return sum(len(wordpiece.encode(text)) for text in texts)
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if self._table is not None and len(texts) == 1 and len(texts[0]) < 2000:
             return self.embed_sync(texts)  # a request: less than a thread hop costs

@@ -50,7 +50,7 @@ def recorded() -> Run:
 
 
 def test_models_list_the_connections_models_beside_the_agents(trio, agent, client):
-    assert {m.id for m in client.models.list().data} == {"assistant", MODEL}
+    assert {m.id for m in client.models.list().data} == {"assistant", MODEL, "static", "local"}
 
 
 def test_a_chat_goes_straight_to_the_connection_and_is_recorded(client, provider_server):

@@ -46,6 +46,8 @@ def test_models_lists_the_tenants_active_agents_and_crews(trio, agent, asgi_serv
         ("assistant", "model", "acme"),
         ("desk", "model", "acme"),
         ("local-openai/gpt-test", "model", "acme"),  # a gateway model: the connection's
+        ("static", "model", "agentplatform"),  # the platform's embedding models
+        ("local", "model", "agentplatform"),
     ]
     assert all(isinstance(m.created, int) and m.created > 0 for m in models.data)
     assert client.models.retrieve("desk").id == "desk"

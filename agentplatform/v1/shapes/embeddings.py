@@ -84,8 +84,8 @@ class EmbeddingsUsage(Shape):
     prompt_tokens: Annotated[
         int,
         Field(
-            description="What the provider counted; for the platform's own models, an "
-            "estimate of 4 characters a token."
+            description="What the provider counted; for the platform's own models, the "
+            "word pieces the model read."
         ),
     ]
     total_tokens: int
