@@ -35,10 +35,8 @@ from agents.models import (
 )
 from agents.runs.claim import lease_seconds
 from agents.runs.writer import insert_run
-from agents.runtime.client_request import ClientRequest
-from agents.runtime.memory import MEMORY_TOOL_NAMES
+from agents.runtime.client_request import SYNTHETIC_TOOLS, ClientRequest, platform_name
 from agents.runtime.spec import TERMINAL, RunStatus
-from agents.runtime.structured import FINAL_ANSWER
 from agents.runtime.tracing import current_traceparent
 from agents.signals import request_execution
 from agents.tool_sources import effective_tools
@@ -236,9 +234,13 @@ def _check_client_request(target: Agent | Crew, client: ClientRequest) -> None:
     if client.tools and target.kind == "remote":
         raise ValidationError({"tools": "A remote agent runs its own tools: send it none."})
     if client.tools:
+        # The platform's synthetic tools give way to the caller's names (renamed for the
+        # model: client_request.platform_name); the agent's own tools do not: which one a
+        # call meant could not be told apart.
         own = effective_tools(target).offered
-        reserved = {FINAL_ANSWER, *MEMORY_TOOL_NAMES}  # the platform's, whatever the agent
-        taken = sorted(t.name for t in client.tools if own.has(t.name) or t.name in reserved)
+        renamed = {platform_name(name, client.tools) for name in SYNTHETIC_TOOLS}
+        names = {t.name for t in client.tools} | renamed
+        taken = sorted(n for n in names if own.has(n) and n not in SYNTHETIC_TOOLS)
         if taken:
             raise ValidationError(
                 {"tools": f"The agent has its own tool named `{taken[0]}`: rename yours."}

@@ -9,21 +9,42 @@ the run exactly as asked, and `apply` turns it into the spec the loop runs with.
 
 A call to a client tool ends the run awaiting the client (RunStatus.AWAITING_CLIENT); the
 caller's next request, carrying the results, is a new run (stateless, as OpenAI's API is).
+
+The caller's tools keep their names (its own prompts name them, and its calls come back
+under them). When one takes the name of a tool the platform adds to every such run (the
+structured output's `final_answer`, the memory tools), the platform's gives way: the model
+sees it as `final_answer_2` (`platform_name`), and the run's prompt names it so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import AgentSpec
 from agents.runtime.state import message_from_dict, message_to_dict
+from agents.runtime.structured import FINAL_ANSWER
 from providers.runtime.types import AssistantMessage, Image, Message, UserMessage
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 
 CLIENT_TAG = "client"
 MAX_RESPONSE_TOKENS = 32768  # a caller's max_tokens above the agent's own limit is capped
+SYNTHETIC_TOOLS = (FINAL_ANSWER, *MEMORY_TOOL_NAMES)  # the platform's, whatever the agent
+
+
+def platform_name(name: str, client_tools: Iterable[Any]) -> str:
+    """The name the model sees for the platform's synthetic tool `name` beside the caller's
+    tools (a spec's `client_tools` or a request's `tools`): its own, or when one of the
+    caller's has it, the first of `name_2`, `name_3`, ... that none of the caller's has."""
+    taken = {item.name for item in client_tools}
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}_{n}" in taken:
+        n += 1
+    return f"{name}_{n}"
 
 
 @dataclass(frozen=True)

@@ -75,12 +75,14 @@ def function_name(tool_name: str) -> str:
     return name
 
 
-def program_functions(tools: ToolRegistry, client_tools: frozenset[str]) -> dict[str, Tool]:
+def program_functions(
+    tools: ToolRegistry, client_tools: frozenset[str], final_answer: str = FINAL_ANSWER
+) -> dict[str, Tool]:
     """The tools a program may call, by function name: the agent's own, not run_code,
-    final_answer or those the API caller runs itself."""
+    final_answer (`final_answer`: its name in this run) or those the API caller runs."""
     functions: dict[str, Tool] = {}
     for item in tools:
-        if item.name in NOT_FUNCTIONS or item.name in client_tools:
+        if item.name in {*NOT_FUNCTIONS, final_answer} or item.name in client_tools:
             continue
         functions.setdefault(function_name(item.name), item)
     return functions
@@ -386,16 +388,21 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
-def with_code_mode(tools: ToolRegistry, limits: CodeLimits, client_tools: frozenset[str]):
+def with_code_mode(
+    tools: ToolRegistry,
+    limits: CodeLimits,
+    client_tools: frozenset[str],
+    *,
+    final_answer: str = FINAL_ANSWER,
+):
     """The registry with run_code added, the Program that runs it, and the registry the
     model is offered: run_code, final_answer and the caller's tools (the agent's own are
     reached through programs)."""
-    functions = program_functions(tools, client_tools)
+    functions = program_functions(tools, client_tools, final_answer)
     code_tool = run_code_tool(functions, limits)
     tools.register(code_tool, replace=True)
-    offered = ToolRegistry(
-        item for item in tools if item.name in NOT_FUNCTIONS or item.name in client_tools
-    )
+    direct = {RUN_CODE, final_answer, *client_tools}
+    offered = ToolRegistry(item for item in tools if item.name in direct)
     return Program(functions, limits), offered
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from agents.runtime import tracing
 from agents.runtime.claims import evidence
-from agents.runtime.client_request import CLIENT_TAG
+from agents.runtime.client_request import CLIENT_TAG, SYNTHETIC_TOOLS, platform_name
 from agents.runtime.code_mode import with_code_mode
 from agents.runtime.memory import FactStore, memory_tools, store_for_run
 from agents.runtime.prompt import compose_system_prompt
@@ -93,6 +93,13 @@ def agent_registry(
             chosen.register(item, replace=True)
     if spec.output_schema is not None:
         chosen.register(final_answer_tool(spec.output_schema), replace=True)
+    if spec.client_tools:  # the platform's synthetic tools give way to the caller's names
+        chosen = ToolRegistry(
+            replace(item, name=platform_name(item.name, spec.client_tools))
+            if item.name in SYNTHETIC_TOOLS
+            else item
+            for item in chosen
+        )
     for item in spec.client_tools:  # (a clash with the agent's own was refused at the start)
         if not chosen.has(item.name):
             chosen.register(item)
@@ -162,15 +169,24 @@ class _Loop:
         self.client_tools = frozenset(
             t.name for t in tools if CLIENT_TAG in t.tags and t in spec.client_tools
         )
+        self.final_answer = platform_name(
+            FINAL_ANSWER, spec.client_tools
+        )  # (the caller's may take it)
         self.total_tools = len(tools)
         self.program = None  # code mode: run_code's programs reach the tools (code_mode.py)
         offered = tools
         if spec.code_mode:
-            self.program, offered = with_code_mode(tools, spec.code_limits, self.client_tools)
+            self.program, offered = with_code_mode(
+                tools, spec.code_limits, self.client_tools, final_answer=self.final_answer
+            )
             routing = None  # (the model is offered run_code, not the tools themselves)
         forced = spec.tool_choice if spec.tool_choice not in ("auto", "none", "required") else ""
         self.round_tools = RoundTools(
-            routing, offered, client_tools=self.client_tools, forced=forced
+            routing,
+            offered,
+            client_tools=self.client_tools,
+            forced=forced,
+            synthetic=[platform_name(name, spec.client_tools) for name in SYNTHETIC_TOOLS],
         )
         if self.round_tools.active:
             if routing.selection_model:
@@ -256,10 +272,10 @@ class _Loop:
                 state.structured_attempts += 1
                 if state.structured_attempts > self.spec.structured_retries:
                     return await self._finish(
-                        state, RunStatus.FAILED, error=f"no valid {FINAL_ANSWER} was given"
+                        state, RunStatus.FAILED, error=f"no valid {self.final_answer} was given"
                     )
                 state.messages.append(
-                    UserMessage(f"Give your answer by calling the {FINAL_ANSWER} tool.")
+                    UserMessage(f"Give your answer by calling the {self.final_answer} tool.")
                 )
                 await self.checkpoint.save(state, "model_response", durable=False)
                 continue
@@ -273,7 +289,7 @@ class _Loop:
         choice = spec.tool_choice if state.rounds == 0 or spec.tool_choice == "none" else "auto"
         without_tools = spec.results_without_tools and state.tool_calls  # (this run's)
         if without_tools:
-            tools = [t for t in self.tools if t.name == FINAL_ANSWER]
+            tools = [t for t in self.tools if t.name == self.final_answer]
             choice = "auto"
         else:
             offered = await self.round_tools.offered(state.messages)
@@ -434,6 +450,7 @@ class _Loop:
             decisions=self.decisions,
             max_tool_calls=self.spec.max_tool_calls,
             program=self.program,
+            final_answer=self.final_answer,
         )
         outcome = await step.run(state, state.pending_calls)
         return outcome.awaiting, outcome.suspended
@@ -444,7 +461,7 @@ class _Loop:
         for call in state.pending_calls:
             message = state.results[call.id]
             state.messages.append(message)
-            if call.name == FINAL_ANSWER:
+            if call.name == self.final_answer:
                 if message.is_error:
                     state.structured_attempts += 1
                 else:
@@ -457,7 +474,7 @@ class _Loop:
             return await self._finish(state, RunStatus.SUCCEEDED)
         if state.structured_attempts > self.spec.structured_retries:
             return await self._finish(
-                state, RunStatus.FAILED, error=f"no valid {FINAL_ANSWER} was given"
+                state, RunStatus.FAILED, error=f"no valid {self.final_answer} was given"
             )
         return None
 

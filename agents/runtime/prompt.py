@@ -6,6 +6,8 @@ import hashlib
 import json
 from collections.abc import Sequence
 
+from agents.runtime.client_request import platform_name
+from agents.runtime.memory import MEMORY_TOOL_NAMES
 from agents.runtime.spec import AgentSpec
 from agents.runtime.structured import FINAL_ANSWER
 from tools.runtime.registry import ToolRegistry
@@ -24,13 +26,19 @@ def compose_system_prompt(
     parts = [spec.instructions.strip()] if spec.instructions.strip() else []
     for title, text in context_blocks:
         parts.append(f"## {title}\n{text.strip()}")
-    if spec.memory and registry.has("remember_fact"):
+    remember, recall, forget = (
+        platform_name(name, spec.client_tools) for name in MEMORY_TOOL_NAMES
+    )
+    if spec.memory and registry.has(remember):
         parts.append(
-            "## Memory\nYou can remember durable facts about the user with remember_fact, "
-            "look them up with recall_facts and drop them with forget_fact. Recall before "
+            f"## Memory\nYou can remember durable facts about the user with {remember}, "
+            f"look them up with {recall} and drop them with {forget}. Recall before "
             "answering questions that depend on what the user told you before."
         )
-    tools = [t for t in registry if t.name != FINAL_ANSWER]
+    final = (
+        platform_name(FINAL_ANSWER, spec.client_tools) if spec.output_schema is not None else None
+    )
+    tools = [t for t in registry if t.name != final]
     if tools:
         guide = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools)
         parts.append(f"## Tools\nCall a tool when it helps; you may call several at once.\n{guide}")
@@ -39,10 +47,8 @@ def compose_system_prompt(
             "## More tools\nYou have more tools than those listed: each step also offers "
             "the ones that fit the request. Call search_tools to find others."
         )
-    if registry.has(FINAL_ANSWER):
-        parts.append(
-            f"## Answer format\nFinish by calling {FINAL_ANSWER}; never answer in plain text."
-        )
+    if final is not None and registry.has(final):
+        parts.append(f"## Answer format\nFinish by calling {final}; never answer in plain text.")
     return "\n\n".join(parts)
 
 

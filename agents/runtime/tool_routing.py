@@ -78,6 +78,7 @@ class RoundTools:
         *,
         client_tools: Iterable[str] = (),
         forced: str = "",
+        synthetic: Iterable[str] = (FINAL_ANSWER, *MEMORY_TOOL_NAMES),
     ) -> None:
         self.routing = routing
         self.tools = tools
@@ -96,7 +97,7 @@ class RoundTools:
             for item in tools
             if item.tags & _ALWAYS_TAGS
             or item.name in routing.pinned
-            or item.name in (FINAL_ANSWER, *MEMORY_TOOL_NAMES, *client_tools, forced)
+            or item.name in (*synthetic, *client_tools, forced)
         }
         self.routable = [name for name in tools.names() if name not in self.always]
         if not tools.has(SEARCH_TOOLS):  # (a tenant's tool cannot take the name: reserved)

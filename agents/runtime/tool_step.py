@@ -126,6 +126,7 @@ class ToolCallStep:
         unattended: str | None = None,
         via: str | None = None,
         program: Program | None = None,
+        final_answer: str = FINAL_ANSWER,
     ) -> None:
         self.registry = registry
         self.ctx = ctx
@@ -137,6 +138,7 @@ class ToolCallStep:
         self.unattended = unattended  # set: nobody can approve; waiting calls get this error
         self.via = via  # which face made a direct call, shown in its events
         self.program = program  # runs run_code calls (code mode); None: no code mode
+        self.final_answer = final_answer  # the structured output's name in this run
 
     async def run(self, state: RunState, calls: Sequence[ToolCall]) -> StepOutcome:
         """Take `calls` (usually `state.pending_calls`) through the step; see the module."""
@@ -342,7 +344,7 @@ class ToolCallStep:
         failed = result.error is not None
         content = result.error if failed else result_text(result.result)
         state.results[call.id] = ToolResultMessage(call.id, call.name, content, failed)
-        if call.name == FINAL_ANSWER and not failed:
+        if call.name == self.final_answer and not failed:
             state.structured_output = call.arguments
         outcome.results[call.id] = result
         # The result is saved before its event: a crash between the two loses that event but

@@ -881,6 +881,36 @@ def test_a_call_of_the_callers_tool_ends_the_run_with_only_the_callers_calls():
     ]
 
 
+@pytest.mark.parametrize("code_mode", [False, True])
+@pytest.mark.parametrize("called", ["final_answer", "final_answer_2"])
+def test_the_structured_output_gives_way_to_a_callers_tool_named_final_answer(code_mode, called):
+    """The caller's `final_answer` keeps its name (its call is handed back); the platform's
+    is offered as `final_answer_2` and still gives the run's structured output, in code mode
+    too (offered beside run_code, never a program's function)."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    theirs = ClientTool("final_answer", "The framework's answer.").as_tool()
+    call = ToolCall("f1", called, {"city": "Paris"})
+    model = FakeModel([call, "unused"])
+    spec = make_spec(output_schema=schema, client_tools=(theirs,), code_mode=code_mode)
+
+    outcome = go(model, spec=spec, registry=ToolRegistry([recording_tool("tick", [])]))
+
+    offered = {t.name: t for t in model.requests[0].tools}
+    expected = {"final_answer", "final_answer_2"} | ({"run_code"} if code_mode else {"tick"})
+    assert set(offered) == expected and offered["final_answer"] == theirs
+    assert offered["final_answer_2"].input_schema == schema
+    assert "Finish by calling final_answer_2;" in model.requests[0].system
+    if code_mode:
+        functions = offered["run_code"].description.split("Functions:")[1]
+        assert "tick(" in functions and "final_answer" not in functions
+    if called == "final_answer":
+        assert outcome.status is RunStatus.AWAITING_CLIENT and outcome.client_calls == [call]
+        assert outcome.structured_output is None
+    else:
+        assert outcome.status is RunStatus.SUCCEEDED
+        assert outcome.structured_output == {"city": "Paris"}
+
+
 # -- resuming, and how a run starts ---------------------------------------------------------
 
 

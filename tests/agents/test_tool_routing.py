@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from agents.facts import DjangoFactStore
+from agents.runtime.client_request import ClientTool
 from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, Decision, RunStatus
 from agents.runtime.state import RunState
@@ -219,6 +221,22 @@ def test_a_forced_tool_and_the_callers_tools_stay_offered():
     outcome, _ = run(model, registry, routing_for(registry), spec=spec(tool_choice="send_sms"))
     assert outcome.status is RunStatus.SUCCEEDED
     assert "send_sms" in offered(model.requests[0])
+
+
+def test_the_platforms_memory_tools_renamed_beside_the_callers_stay_offered():
+    """A caller's `remember_fact` keeps its name; the platform's, as `remember_fact_2`, is
+    still offered every round as the memory tools are."""
+    registry = many_tools(60)
+    theirs = ClientTool("remember_fact", "The caller's note.").as_tool()
+    model = FakeModel(["sunny"])
+    outcome, _ = run(
+        model, registry, routing_for(registry), spec=spec(memory=True, client_tools=(theirs,)),
+        facts=DjangoFactStore(),
+    )  # fmt: skip
+    assert outcome.status is RunStatus.SUCCEEDED
+    names = offered(model.requests[0])
+    assert {"remember_fact", "remember_fact_2", "recall_facts", "forget_fact"} <= set(names)
+    assert "with remember_fact_2" in model.requests[0].system
 
 
 def test_search_tools_is_a_reserved_name():

@@ -281,9 +281,9 @@ BAD = [
         "cannot be kept",
     ),
     (
-        {"tools": [{"type": "function", "function": {"name": "final_answer"}}]},
+        {"tools": [{"type": "function", "function": {"name": "calculator"}}]},
         "tools",
-        "own tool named `final_answer`",
+        "own tool named `calculator`",
     ),
     (
         {"tools": [{"type": "function", "function": {"name": "deep", "parameters": DEEP}}]},
