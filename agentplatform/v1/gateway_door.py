@@ -87,6 +87,8 @@ def _plain_call(scope, raw: bytes, kind: type) -> _Call | None:
         return None
     if not is_gateway_model(body) or len(body["model"]) > 300:
         return None
+    if anthropic and body.get("thread") is not None:
+        return None  # (the view refuses it)
     route = known_gateway_route(key.tenant, body["model"])
     if route is None or not isinstance(route.passthrough, kind):
         return None

@@ -11,6 +11,12 @@ Anthropic's shape (`msg_<run id>`, content blocks, `stop_reason` `end_turn`, `to
 `max_tokens`), streamed as Anthropic streams (`message_start`, `content_block_start`,
 `content_block_delta`, `content_block_stop`, `message_delta`, `message_stop`), and errors
 in Anthropic's error shape.
+
+`thread` (ours, not Anthropic's) continues by reference, as `previous_response_id` does on
+`/v1/responses`: the body names an earlier answer (`msg_<run id>`) and holds only the new
+turn, which follows the turns that answer's run ended with (`agentplatform.v1.continued`:
+another key's or tenant's answer is a 404). A gateway model's answers are not stored: a
+`thread` there is a 400.
 """
 
 from __future__ import annotations
@@ -36,23 +42,63 @@ from agentplatform.v1.chat_request import (
     json_body,
     parse_chat_body,
 )
-from agentplatform.v1.endpoint import allow_method, authorized, openai_errors, parsed
+from agentplatform.v1.continued import conversation_so_far
+from agentplatform.v1.endpoint import (
+    OpenAIError,
+    allow_method,
+    authorized,
+    openai_errors,
+    parsed,
+)
 from agentplatform.v1.gateway import is_gateway_model
 from agentplatform.v1.gateway_translate import gateway_messages
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
-from agentplatform.v1.shapes.messages import AnthropicCountTokensRequest
+from agentplatform.v1.shapes.base import BadRequest
+from agentplatform.v1.shapes.messages import (
+    AnthropicCountTokensRequest,
+    AnthropicMessagesRequest,
+)
 from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run
 from agents.runtime.spec import RunStatus
+from base.stream_reads import brief
 from tenancy.authentication import ApiClient
 from tenancy.policy import Action, declares
 
 anthropic_errors = partial(openai_errors, anthropic=True)
+NOT_THREADED = (
+    "`thread` is not supported for gateway models (`<connection>/<model>`): their messages "
+    "are not stored. Send the whole conversation in `messages`."
+)
 
 
 # -- the request ---------------------------------------------------------------------------
-def _prepared(body: dict[str, Any]) -> ChatRequest:
-    return parse_chat_body(chat_body(body))
+def _prepared(body: dict[str, Any], shape: type[AnthropicMessagesRequest]) -> ChatRequest:
+    return parse_chat_body(chat_body(body, shape))
+
+
+async def _chat_of(
+    client: ApiClient,
+    body: dict[str, Any],
+    size: int,
+    shape: type[AnthropicMessagesRequest] = AnthropicMessagesRequest,
+) -> ChatRequest:
+    """The request as a chat; with a `thread`, after the turns its answer's run ended with
+    (read on a thread: the database)."""
+    if body.get("thread") is None:
+        return await parsed(_prepared, body, shape, size=size)
+    chat = await parsed(chat_body, body, shape, size=size)  # (`thread` checked by the shape)
+    return await brief(_continued)(client, chat, body["thread"])
+
+
+def _continued(client: ApiClient, chat: dict[str, Any], thread: str) -> ChatRequest:
+    earlier = conversation_so_far(
+        client,
+        int(thread.removeprefix("msg_")),
+        unknown=OpenAIError(404, f"`thread`: there is no message {thread} to continue."),
+        unfinished=OpenAIError(400, f"`thread`: message {thread} has not finished yet."),
+    )
+    return parse_chat_body({**chat, "messages": [*earlier, *chat["messages"]]})
 
 
 def _key_from_x_api_key(request: HttpRequest) -> None:
@@ -92,13 +138,15 @@ async def messages(request: HttpRequest) -> HttpResponse:
     client = await authorized(request, Action.START_RUN)  # before any work for the body
     body = await parsed(json_body, request.body)
     if is_gateway_model(body):
+        if body.get("thread") is not None:
+            raise BadRequest(NOT_THREADED, "thread")
         return await gateway_messages(request, body, client)
     return await agent_messages(request, body, client)
 
 
 async def agent_messages(request: HttpRequest, body: Any, client: ApiClient) -> HttpResponse:
     """A run of the agent or crew the body names, answered as a Message."""
-    chat = await parsed(_prepared, body, size=len(request.body))
+    chat = await _chat_of(client, body, len(request.body))
     if chat.fetches_images:
         chat = await with_images(chat)
     run, nearby = await started(client, chat)
@@ -179,9 +227,9 @@ async def count_tokens(request: HttpRequest) -> HttpResponse:
     """A rough count (4 characters a token) of what the model would read; no run."""
     allow_method(request, "POST")
     _key_from_x_api_key(request)
-    await authorized(request, Action.START_RUN)
+    api_client = await authorized(request, Action.START_RUN)
     body = json_body(request.body)
-    chat = parse_chat_body(chat_body(body, AnthropicCountTokensRequest))
+    chat = await _chat_of(api_client, body, len(request.body), AnthropicCountTokensRequest)
     client = chat.client
     texts = [chat.input]
     if client is not None:

@@ -654,12 +654,18 @@ def anthropic_errors(bad: str, *, run: bool) -> dict[str, Any]:
             "headers": {"Retry-After": _header("Seconds to wait before retrying.")},
         },
     }
+    thread = "no message the key may see named by `thread`."
     if run:
         errors["404"] = _anthropic_error(
             404,
-            "No active agent or crew, nor gateway model, named `model`.",
+            f"No active agent or crew, nor gateway model, named `model`; or {thread}",
             "The model `claude-nope` does not exist or you do not have access to it.",
         )
+    else:
+        errors["404"] = _anthropic_error(
+            404, thread.capitalize(), "`thread`: there is no message msg_42 to continue."
+        )
+    if run:
         errors["500"] = {
             **_anthropic_error(
                 500,

@@ -39,6 +39,7 @@ from agentplatform.v1.chat_completions import (
     with_images,
 )
 from agentplatform.v1.chat_request import ChatRequest, json_body, parse_chat_body
+from agentplatform.v1.continued import conversation_so_far
 from agentplatform.v1.endpoint import (
     OpenAIError,
     allow_method,
@@ -67,10 +68,8 @@ from agents.models import Run
 from agents.runs import HEARTBEAT, Ending, Nearby, follow_run, recorded_ending
 from agents.runtime.client_request import ClientRequest
 from agents.runtime.spec import TERMINAL, RunStatus
-from agents.runtime.state import RunState
 from agents.selectors import stored_response_run
 from base.stream_reads import brief
-from providers.runtime.openai_adapter import to_openai_messages
 from providers.runtime.types import UserMessage
 from tenancy.authentication import ApiClient
 from tenancy.policy import Action, Principal, declares
@@ -102,16 +101,15 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
 
 def _conversation_so_far(client: ApiClient, previous_id: int) -> list[dict[str, Any]]:
     """The turns a previous response's run ended with, as Chat Completions messages."""
-    run = stored_response_run(principal=Principal.of_key(client.api_key), run_id=previous_id)
-    if run is None:
-        raise OpenAIError(404, f"No response {PREFIX}{previous_id}.", param="previous_response_id")
-    if run.status not in TERMINAL or not run.state:
-        raise OpenAIError(
-            400,
-            f"Response {PREFIX}{previous_id} has not finished yet.",
-            param="previous_response_id",
-        )
-    return to_openai_messages(RunState.from_dict(run.state).messages)
+    param = "previous_response_id"
+    return conversation_so_far(
+        client,
+        previous_id,
+        unknown=OpenAIError(404, f"No response {PREFIX}{previous_id}.", param=param),
+        unfinished=OpenAIError(
+            400, f"Response {PREFIX}{previous_id} has not finished yet.", param=param
+        ),
+    )
 
 
 def _prepared(client: ApiClient, parsed: ResponsesRequest) -> ChatRequest:

@@ -229,6 +229,11 @@ def test_messages_to_an_anthropic_connection_go_through_the_door_with_its_header
     missing = door.call("/v1/messages", {**body, "max_tokens": None}, headers=key_header)
     assert missing[3] == "door" and missing[0] == 400
     assert json.loads(missing[2])["type"] == "error"  # Anthropic's shape
+    calls = len(provider_server.requests_to("/v1/messages"))
+    threaded = door.call("/v1/messages", {**body, "thread": "msg_1"}, headers=key_header)
+    assert threaded[3] == "view" and threaded[0] == 400  # (nothing stored to continue)
+    assert json.loads(threaded[2])["error"]["message"].startswith("`thread` is not supported")
+    assert len(provider_server.requests_to("/v1/messages")) == calls
 
 
 def test_a_stream_through_the_door_passes_through_and_a_caller_leaving_ends_it(

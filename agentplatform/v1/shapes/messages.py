@@ -42,6 +42,8 @@ CUSTOM_TOOLS = "Only custom tools (name, description, input_schema) are supporte
 TOOL_CHOICE = "`tool_choice.type` must be auto, any, tool or none."
 SYSTEM = "`system` must be a string or a list of text blocks."
 TOOL_NAME_RULE = "A tool's `name` must be 1-64 letters, digits, `_` or `-`."
+THREAD_ID = "^msg_[0-9]{1,18}$"
+THREAD = "`thread` must be the `id` of an earlier message: `msg_` and its digits."
 
 
 def blocks(*members: type[Shape], where: str) -> Any:
@@ -279,6 +281,17 @@ class AnthropicMessagesRequest(Shape):
         Refusal(by_error={"list_type": "`tools` must be a list."}),
     ] = None
     tool_choice: Annotated[AnthropicToolChoice | None, Refusal(TOOL_CHOICE)] = None
+    thread: Annotated[
+        str | None,
+        Field(
+            pattern=THREAD_ID,
+            description="Not Anthropic's: the `id` of an earlier answer (`msg_<run id>`) "
+            "whose conversation this continues, as `previous_response_id` does on "
+            "`/v1/responses`; `messages` then holds only the new turn (a lone "
+            "`tool_result` may answer that answer's `tool_use`). Agents only.",
+        ),
+        Refusal(THREAD),
+    ] = None
 
 
 class AnthropicCountTokensRequest(AnthropicMessagesRequest):
@@ -300,7 +313,7 @@ class AnthropicResponseText(Shape):
 
 class AnthropicResponseToolUse(Shape):
     """A call of one of the caller's tools: the caller runs it and sends the result as a
-    `tool_result` block of the next request (a new run)."""
+    `tool_result` block of the next request (a new run), alone with `thread`."""
 
     type: Literal["tool_use"]
     id: str
