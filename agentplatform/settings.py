@@ -106,11 +106,11 @@ MCP_ALLOWED_ORIGINS = config.env_list(
     ),
 )
 # The public URL of /mcp: named in 401 challenges and the protected-resource metadata.
+# Unset (""): the URL each request came in on, for any host ALLOWED_HOSTS admits
+# (agentplatform/mcp_resource.py).
+MCP_RESOURCE_URL = config.env_str("MCP_RESOURCE_URL", "")
 # Request bodies up to 20 MB: /v1 takes images as data URLs (5 MB each once decoded).
 DATA_UPLOAD_MAX_MEMORY_SIZE = config.env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 20 * 1024 * 1024)
-MCP_RESOURCE_URL = config.env_str(
-    "MCP_RESOURCE_URL", f"http://localhost:{config.env_int('PORT', 8000)}/mcp"
-)
 
 # Platform-level model provider keys. Offered to every tenant only when
 # PLATFORM_PROVIDERS_FOR_TENANTS is true; otherwise each tenant brings its own keys (the

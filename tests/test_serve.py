@@ -126,18 +126,19 @@ def test_serve_starts_healthy_on_a_fresh_data_dir_stops_leaving_nothing_and_rest
         status, body = get(f"{base}/login/")
         assert status == 200 and b'name="password"' in body
 
-        # MCP's challenge and resource metadata name the port served, not 8000.
+        # MCP's challenge and resource metadata name the URL the client used (MCP_RESOURCE_URL
+        # unset): 127.0.0.1 and the port served, not localhost:8000.
         try:
             urllib.request.urlopen(f"{base}/mcp", timeout=15)
             pytest.fail("/mcp answered without a key")
         except urllib.error.HTTPError as challenge:
             assert challenge.code == 401
             assert (
-                f"http://localhost:{port}/.well-known/oauth-protected-resource/mcp"
-                in (challenge.headers["WWW-Authenticate"])
+                f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+                in challenge.headers["WWW-Authenticate"]
             )
         _, metadata = get(f"{base}/.well-known/oauth-protected-resource/mcp")
-        assert json.loads(metadata)["resource"] == f"http://localhost:{port}/mcp"
+        assert json.loads(metadata)["resource"] == f"{base}/mcp"
         opener = urllib.request.build_opener(
             urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
         )

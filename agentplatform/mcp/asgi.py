@@ -1,7 +1,8 @@
 """The MCP Starlette app beside Django in one ASGI application.
 
-`with_mcp(django_app)` sends `/mcp` (and `/mcp/`) and the protected-resource metadata path
-to the MCP app, every other request to Django, and answers the `lifespan` scope itself.
+`with_mcp(django_app)` sends `/mcp` (and `/mcp/`) to the MCP app, every other request to
+Django (the protected-resource metadata too: agentplatform/web/oauth.py), and answers the
+`lifespan` scope itself.
 
 The MCP app is made by the first request for it, not when the process starts: the MCP SDK
 and Starlette cost a web process about 15 MB (PSS, bench/footprint.py) and 0.7 s of import,
@@ -15,18 +16,20 @@ from __future__ import annotations
 import asyncio
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentplatform import mcp_resource
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.middleware.cors import CORSMiddleware
 
-MCP_PATH = "/mcp"
-# RFC 9728's well-known prefix: the SDK serves the protected-resource metadata under it.
-METADATA_PREFIX = "/.well-known/oauth-protected-resource"
+MCP_PATH = mcp_resource.MCP_PATH
+# What the SDK is told the resource is when MCP_RESOURCE_URL is unset: its 401 challenge is
+# rewritten to name the metadata of the URL each request came in on (`_challenging`).
+_ANY_HOST = "http://localhost/mcp"
 
 INSTRUCTIONS = (
     "This tenant's tools, and its agents and crews as ask_<slug> tools. Calls run "
@@ -44,15 +47,15 @@ def mcp_app() -> Starlette:
     from agentplatform.mcp.auth import ApiKeyVerifier
     from agentplatform.mcp.server import TenantMCPServer
 
-    resource = urlsplit(settings.MCP_RESOURCE_URL)
+    resource = settings.MCP_RESOURCE_URL or _ANY_HOST
     server = TenantMCPServer(
         name="agent-platform",
         instructions=INSTRUCTIONS,
         token_verifier=ApiKeyVerifier(),
         auth=AuthSettings(
             # API keys are issued by the platform itself (admin or REST), not by OAuth.
-            issuer_url=f"{resource.scheme}://{resource.netloc}",
-            resource_server_url=settings.MCP_RESOURCE_URL,
+            issuer_url=mcp_resource.issuer(resource),
+            resource_server_url=resource,
             validate_token_resource=False,  # a key belongs to a tenant, not to a resource URL
         ),
     )
@@ -91,16 +94,14 @@ def with_cors(mcp: ASGIApp, allowed_origins: list[str]) -> CORSMiddleware:
 
 
 class McpRouter:
-    """ASGI: the MCP app's own paths to it, everything else to Django; the lifespan here.
-    /mcp goes through `with_cors`; the protected-resource metadata has the SDK's own CORS
-    (any origin)."""
+    """ASGI: /mcp to the MCP app, through `with_cors`; everything else to Django; the
+    lifespan here."""
 
     def __init__(self, django_app: ASGIApp, make_mcp=mcp_app) -> None:
         self.django_app = django_app
         self.make_mcp = make_mcp
         self.mcp: Starlette | None = None
         self.endpoint: CORSMiddleware | None = None
-        self.paths: frozenset[str] = frozenset()
         self._starting = asyncio.Lock()
         self._stop = asyncio.Event()
         self._running: asyncio.Task | None = None
@@ -113,16 +114,11 @@ class McpRouter:
         if path == MCP_PATH + "/":
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
             path = MCP_PATH
-        if path != MCP_PATH and not path.startswith(METADATA_PREFIX):
+        if path != MCP_PATH:
             await self.django_app(scope, receive, send)
             return
-        mcp = await self._started()
-        if path == MCP_PATH:
-            await self.endpoint(scope, receive, _saying_why(scope, send))
-        elif path in self.paths:
-            await mcp(scope, receive, send)
-        else:
-            await self.django_app(scope, receive, send)
+        await self._started()
+        await self.endpoint(scope, receive, _challenging(scope, send))
 
     async def _started(self) -> Starlette:
         """The MCP app, made and its lifespan entered by the first caller."""
@@ -133,7 +129,6 @@ class McpRouter:
                 self._running = asyncio.create_task(self._run(mcp, entered), name="mcp-lifespan")
                 await entered  # (raises what the lifespan's start raised)
                 self.endpoint = with_cors(mcp, settings.MCP_ALLOWED_ORIGINS)
-                self.paths = frozenset(getattr(r, "path", None) for r in mcp.routes) - {None}
                 self.mcp = mcp
         return self.mcp
 
@@ -167,23 +162,39 @@ _BAD_TOKEN = (
 )
 
 
-def _saying_why(scope: Scope, send: Send) -> Send:
-    """The SDK answers "Authentication required" for a missing token and a bad one alike;
-    to a request that sent one, say it is invalid, revoked or expired."""
-    if not any(name == b"authorization" for name, _ in scope.get("headers", [])):
-        return send
+_METADATA_PARAM = re.compile(rb', resource_metadata="[^"]*"')
+
+
+def _challenging(scope: Scope, send: Send) -> Send:
+    """The SDK's 401 and 403 challenges name the metadata of the resource this request came
+    in on (mcp_resource.for_scope; none for a host ALLOWED_HOSTS does not admit). And the SDK
+    answers "Authentication required" for a missing token and a bad one alike; to a request
+    that sent one, say it is invalid, revoked or expired."""
+    resource = mcp_resource.for_scope(scope)
+    metadata = (
+        b""
+        if resource is None
+        else f', resource_metadata="{mcp_resource.metadata_url(resource)}"'.encode()
+    )
+    sent_token = any(name == b"authorization" for name, _ in scope.get("headers", []))
+    vague, why = (_VAGUE, _BAD_TOKEN) if sent_token else (b"", b"")
     rewriting = False
+
+    def challenge(value: bytes) -> bytes:
+        if vague:
+            value = value.replace(vague, why)
+        return _METADATA_PARAM.sub(lambda _: metadata, value)
 
     async def sending(message) -> None:
         nonlocal rewriting
-        if message["type"] == "http.response.start" and message["status"] == 401:
-            rewriting = True
+        if message["type"] == "http.response.start" and message["status"] in (401, 403):
+            rewriting = sent_token and message["status"] == 401
             message = {
                 **message,
                 "headers": [
-                    (name, value.replace(_VAGUE, _BAD_TOKEN))
+                    (name, challenge(value) if name.lower() == b"www-authenticate" else value)
                     for name, value in message.get("headers", [])
-                    if name.lower() != b"content-length"  # (the body's length changes)
+                    if not (rewriting and name.lower() == b"content-length")  # (body changes)
                 ],
             }
         elif rewriting and message["type"] == "http.response.body":

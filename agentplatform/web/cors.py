@@ -1,10 +1,9 @@
 """CORS for the OAuth endpoints a browser-based MCP client calls from its own page (the
-authorization-server metadata, registration, the token endpoint): they read no cookie (no
-session, no CSRF token; the code, PKCE verifier or refresh token decides), so every origin
-may call them, without credentials. Nothing else in Django answers CORS: not
-/oauth/authorize, which acts on the member's session, nor any page. /mcp allows the origins
-its Origin check admits, and the protected-resource metadata is the MCP SDK's, open to
-every origin (agentplatform/mcp/asgi.py)."""
+protected-resource and authorization-server metadata, registration, the token endpoint):
+they read no cookie (no session, no CSRF token; the code, PKCE verifier or refresh token
+decides), so every origin may call them, without credentials. Nothing else in Django answers
+CORS: not /oauth/authorize, which acts on the member's session, nor any page. /mcp allows
+the origins its Origin check admits (agentplatform/mcp/asgi.py)."""
 
 from __future__ import annotations
 

@@ -10,14 +10,14 @@ import json
 import math
 from urllib.parse import urlencode, urlsplit
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from agentplatform import mcp_resource
 from agentplatform.web import csp
 from agentplatform.web.cors import open_to_every_origin
 from base import rate_counters
@@ -32,8 +32,25 @@ MAX_REGISTRATION_BYTES = 16 * 1024  # ten long redirect URIs and a name fit many
 
 def issuer(request: HttpRequest) -> str:
     """Where the MCP resource is served: the protected-resource metadata names it."""
-    resource = urlsplit(settings.MCP_RESOURCE_URL)
-    return f"{resource.scheme}://{resource.netloc}"
+    return mcp_resource.issuer(mcp_resource.for_request(request))
+
+
+@open_to_every_origin("GET", "HEAD")
+@require_http_methods(["GET", "HEAD"])
+def resource_metadata(request: HttpRequest, resource_path: str) -> JsonResponse:
+    """RFC 9728: /mcp's protected-resource metadata, naming the URL the client used (or
+    MCP_RESOURCE_URL when set: agentplatform/mcp_resource.py) and this server as its
+    authorization server; at the well-known prefix followed by the resource's path."""
+    resource = mcp_resource.for_request(request)
+    if mcp_resource.metadata_url(resource) != mcp_resource.issuer(resource) + request.path:
+        raise Http404("No such resource.")
+    return JsonResponse(
+        {
+            "resource": resource,
+            "authorization_servers": [mcp_resource.issuer(resource)],  # (as its issuer reads)
+            "bearer_methods_supported": ["header"],
+        }
+    )
 
 
 @open_to_every_origin("GET", "HEAD")
@@ -116,7 +133,8 @@ def authorize(request: HttpRequest) -> HttpResponse:
     source = request.GET if request.method == "GET" else request.POST
     try:
         client = oauth.client_for(source.get("client_id"), source.get("redirect_uri"))
-        oauth.check_resource(source.getlist("resource"), served=settings.MCP_RESOURCE_URL)
+        served = mcp_resource.for_request(request)
+        oauth.check_resource(source.getlist("resource"), served=served)
         if source.get("response_type") != "code":
             raise oauth.OAuthError("unsupported_response_type", "response_type must be code.")
         challenge = oauth.check_challenge(
@@ -207,10 +225,10 @@ def token(request: HttpRequest) -> JsonResponse:
                 redirect_uri=form.get("redirect_uri"),
                 code_verifier=form.get("code_verifier"),
                 resource=form.getlist("resource"),
-                served=settings.MCP_RESOURCE_URL,
+                served=mcp_resource.for_request(request),
             )
         elif form.get("grant_type") == "refresh_token":
-            oauth.check_resource(form.getlist("resource"), served=settings.MCP_RESOURCE_URL)
+            oauth.check_resource(form.getlist("resource"), served=mcp_resource.for_request(request))
             issued = oauth.refresh(
                 refresh_token=form.get("refresh_token"), client_id=form.get("client_id")
             )

@@ -18,6 +18,11 @@ urlpatterns = [
     path("account/", account.account, name="account"),
     path("account/leave/<slug:tenant_slug>/", account.leave, name="leave_tenant"),
     path(".well-known/oauth-authorization-server", oauth.metadata, name="oauth_metadata"),
+    path(  # RFC 9728 §3.1: the prefix, then the resource's path (/mcp, or MCP_RESOURCE_URL's)
+        ".well-known/oauth-protected-resource/<path:resource_path>",
+        oauth.resource_metadata,
+        name="oauth_resource_metadata",
+    ),
     path("oauth/register", oauth.register, name="oauth_register"),
     path("oauth/authorize", oauth.authorize, name="oauth_authorize"),
     path("oauth/token", oauth.token, name="oauth_token"),

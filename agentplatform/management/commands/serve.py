@@ -101,7 +101,7 @@ class Command(BaseCommand):
             if getattr(connection, "pool", None) is not None:
                 connection.close_pool()
         env = child_env()
-        env["PORT"] = str(port)  # what the settings name (MCP_RESOURCE_URL's default port)
+        env["PORT"] = str(port)
         given = preload.plan(
             platform_commands(host, port, with_worker=with_worker),
             cwd=settings.BASE_DIR,
