@@ -22,6 +22,12 @@ DEBUG = config.env_bool("DEBUG", default=False)
 ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = config.env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# A renamed setting stops start-up at once, before the embedded services start for nothing.
+if config.env_str("QUOTA_GATEWAY_OUTPUT_ESTIMATE") is not None:  # (its value was never sent)
+    raise ImproperlyConfigured(
+        "QUOTA_GATEWAY_OUTPUT_ESTIMATE is now GATEWAY_DEFAULT_MAX_TOKENS: the maximum output "
+        "sent to the provider for a gateway call that sets none. Rename it."
+    )
 _database_url = config.env_str("DATABASE_URL")
 _redis_url = config.env_str("REDIS_URL")
 _redis_url = _redis_url and config.redis_url("REDIS_URL", _redis_url)  # checked before any start
@@ -407,11 +413,6 @@ STORAGES = {
 # A gateway call whose body sets no maximum output gets this one, sent to the provider in its
 # API's own field and held against the quotas (docs/quotas.md).
 GATEWAY_DEFAULT_MAX_TOKENS = config.env_int("GATEWAY_DEFAULT_MAX_TOKENS", 4096, minimum=1)
-if config.env_str("QUOTA_GATEWAY_OUTPUT_ESTIMATE") is not None:  # (its value was never sent)
-    raise ImproperlyConfigured(
-        "QUOTA_GATEWAY_OUTPUT_ESTIMATE is now GATEWAY_DEFAULT_MAX_TOKENS: the maximum output "
-        "sent to the provider for a gateway call that sets none. Rename it."
-    )
 # How long a gateway stream its caller left is read on for the provider's usage, in seconds
 # (0: not at all); without it the call is counted from its content (docs/quotas.md).
 GATEWAY_STREAM_READ_ON_S = config.env_int("GATEWAY_STREAM_READ_ON_S", 30, minimum=0)

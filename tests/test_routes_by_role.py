@@ -62,6 +62,7 @@ PUBLIC = {
     "may not act: a tenant with password sign-in off (docs/sso.md)",
     "": "/v1's catch-all: 404 in OpenAI's shape for unknown endpoints",
     "oauth_metadata": "the OAuth server's metadata for MCP clients",
+    "oauth_resource_metadata": "the MCP endpoint's protected-resource metadata (RFC 9728)",
     "oauth_register": "an MCP client registering itself (RFC 7591)",
     "oauth_authorize": "a signed-in member's consent; they pick one of their own tenants",
     "oauth_token": "the code or refresh token decides",
