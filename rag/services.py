@@ -15,7 +15,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from rag.embedders import local_model_installed
+from rag.embedders import local_model_available
 from rag.models import Document, DocumentStatus, Embedder, KnowledgeBase, Source
 from rag.runtime.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL
 from rag.runtime.static_embedder import STATIC_DIMENSIONS, STATIC_MODEL
@@ -91,7 +91,7 @@ def knowledge_base_save(
         chose_local = instance.embedder == Embedder.LOCAL and (
             before_values is None or before_values["embedder"] != Embedder.LOCAL
         )
-        if chose_local and settings.RAG_LOCAL_RUNTIME == "onnx" and not local_model_installed():
+        if chose_local and not local_model_available():
             raise ValidationError({"embedder": _LOCAL_NOT_INSTALLED})
         if instance.embedder == Embedder.STATIC:  # (a connection is provider embeddings')
             instance.embedding_model = STATIC_MODEL

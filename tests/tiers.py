@@ -41,13 +41,18 @@ def tier_of(item: pytest.Item) -> pytest.MarkDecorator:
 
 
 def write_integration_modules(items: list[pytest.Item], target: Path) -> None:
-    """The files holding integration tests, relative to the project: `make test` passes them
-    to its integration run, which then imports those alone (collecting every module costs a
-    pytest worker about 8 s of CPU, schemathesis's schema built at collection included).
-    Every xdist worker collects the same items: each writes the same list, atomically."""
+    """The files holding integration tests (marked by then), relative to the project:
+    `make test` passes them to its integration run, which then imports those alone
+    (collecting every module costs a pytest worker about 8 s of CPU, schemathesis's schema
+    built at collection included). Every xdist worker collects the same items: each writes
+    the same list, atomically."""
     root = BROWSER_TESTS.parent.parent
     files = sorted(
-        {str(item.path.relative_to(root)) for item in items if tier_of(item).name == "integration"}
+        {
+            str(item.path.relative_to(root))
+            for item in items
+            if item.get_closest_marker("integration")
+        }
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}")
