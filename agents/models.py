@@ -356,6 +356,9 @@ class Run(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
     crew = models.ForeignKey(Crew, null=True, blank=True, on_delete=models.SET_NULL)
+    workflow = models.ForeignKey(
+        "WorkflowDefinition", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
@@ -1161,6 +1164,34 @@ class Feedback(models.Model):
 
 
 # -- triggers (agents/triggers.py, docs/triggers.md) ---------------------------------------
+class WorkflowDefinition(ConfigObject, models.Model):
+    """A workflow a tenant declares: typed input, steps (tool, agent, transform, parallel,
+    branch) and typed output, kept as its document in `definition` and compiled to the
+    runtime's steps (agents/runtime/workflow.py) when saved and when run (docs/workflows.md).
+    It runs as a durable run of its own (`Run.workflow`)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="workflows")
+    slug = models.CharField(max_length=50, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    # The workflow's document: {"input": <JSON Schema>, "output": <JSON Schema>, "steps": [...]}.
+    definition = models.JSONField(default=dict, blank=True)
+    # Offered to agents (as the tool `workflow_<slug>`) and over MCP when true.
+    expose_as_tool = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="workflow_slug_unique")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class TriggerKind(models.TextChoices):
     SCHEDULE = "schedule", "Schedule (cron)"
     WEBHOOK = "webhook", "Webhook"
@@ -1181,6 +1212,10 @@ class Trigger(models.Model):
     crew = models.ForeignKey(
         Crew, null=True, blank=True, on_delete=models.CASCADE, related_name="triggers"
     )
+    workflow = models.ForeignKey(
+        "WorkflowDefinition", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="triggers",
+    )  # fmt: skip
     cron = models.CharField(max_length=100, blank=True, help_text="e.g. `0 9 * * 1-5`.")
     timezone = models.CharField(max_length=64, default="UTC", help_text="An IANA time zone.")
     input_template = models.TextField(
@@ -1210,9 +1245,10 @@ class Trigger(models.Model):
         ordering = ["name", "id"]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "name"], name="trigger_name_unique"),
-            models.CheckConstraint(
-                condition=Q(agent__isnull=True, crew__isnull=False)
-                | Q(agent__isnull=False, crew__isnull=True),
+            models.CheckConstraint(  # exactly one of agent, crew, workflow
+                condition=Q(agent__isnull=False, crew__isnull=True, workflow__isnull=True)
+                | Q(agent__isnull=True, crew__isnull=False, workflow__isnull=True)
+                | Q(agent__isnull=True, crew__isnull=True, workflow__isnull=False),
                 name="trigger_one_target",
             ),
         ]
@@ -1228,8 +1264,10 @@ class Trigger(models.Model):
         return self.name
 
     @property
-    def target(self) -> Agent | Crew | None:
-        return self.agent if self.agent_id else self.crew
+    def target(self) -> Agent | Crew | WorkflowDefinition | None:
+        if self.agent_id:
+            return self.agent
+        return self.crew if self.crew_id else self.workflow
 
 
 class QuotaScope(models.TextChoices):
