@@ -9,7 +9,6 @@ from typing import Any
 
 from agentplatform.event_streams import sse_message
 from agentplatform.v1.endpoint import OpenAIError
-from providers.runtime.passthrough import json_object
 
 MAX_ERROR_CHARS = 2000  # of a provider's own error message, passed on
 
@@ -21,16 +20,15 @@ def unreadable_answer() -> OpenAIError:
     )
 
 
-def first_choice(raw: bytes) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """A provider's `chat.completion` read: the answer, its first choice and that choice's
-    message; `unreadable_answer` when there is none."""
-    answer = json_object(raw)
+def first_choice(answer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A provider's `chat.completion` (as the pass-through read it): its first choice and
+    that choice's message; `unreadable_answer` when there is none."""
     choices = answer.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(message, dict):
         raise unreadable_answer()
-    return answer, choice, message
+    return choice, message
 
 
 def content_text(content: Any) -> str:

@@ -70,7 +70,6 @@ from providers.runtime.passthrough import (
     ChatPassthrough,
     Forwarded,
     MessagesPassthrough,
-    json_object,
 )
 from providers.runtime.types import Usage
 from tenancy.authentication import ApiClient
@@ -220,9 +219,9 @@ class Call:
                 raise
             if tally.status != 200:
                 span.fail(str(tally.status))
-                if rest is not None:  # (a refusal comes whole, as the first piece)
+                if rest is not None:  # (a refusal comes whole: `tally` keeps it)
                     await rest.aclose()
-                    rest, tally.body = None, first
+                    rest = None
                 if not last and retryable_status(tally.status):
                     span.end()
                     error = _status_error(tally.status)
@@ -385,18 +384,18 @@ async def sent_or_refused(
     if answered.rest is None:
         call.record(answered)
         if answered.forwarded.status != 200:
-            raise provider_refusal(answered.forwarded.status, answered.forwarded.body)
+            raise provider_refusal(answered.forwarded.status, answered.forwarded.answer)
     return answered
 
 
 # -- a provider's refusal -----------------------------------------------------------------------
-def provider_refusal(status: int, body: bytes) -> OpenAIError:
-    """A provider's non-200 answer as the caller's error. The caller's mistakes (4xx) keep
-    their status and the provider's message and `param` (in its API's words: a face that
-    translates renames it); the
-    connection's own trouble (401, 403: its key; 5xx) is a 502 that says who must act. The
-    body was scrubbed of the connection's key by the pass-through."""
-    error = json_object(body).get("error")
+def provider_refusal(status: int, answer: dict[str, Any]) -> OpenAIError:
+    """A provider's non-200 answer (its body as the pass-through read it) as the caller's
+    error. The caller's mistakes (4xx) keep their status and the provider's message and
+    `param` (in its API's words: a face that translates renames it); the connection's own
+    trouble (401, 403: its key; 5xx) is a 502 that says who must act. The body was scrubbed
+    of the connection's key by the pass-through."""
+    error = answer.get("error")
     error = error if isinstance(error, dict) else {}
     message = error.get("message") if isinstance(error.get("message"), str) else ""
     message = message[:MAX_ERROR_CHARS]

@@ -84,7 +84,7 @@ async def gateway_responses(
         exc.param = responses_param(exc.param)
         raise
     if answered.rest is None:
-        return JsonResponse(response_of_completion(answered.forwarded.body, ids))
+        return JsonResponse(response_of_completion(answered.forwarded.answer, ids))
     events = stream_events(answered.first, call.relayed(answered), ids)
     return event_stream_response(events)
 
@@ -123,9 +123,9 @@ class ResponseIds:
 
 
 # -- a completion as a response --------------------------------------------------------------
-def response_of_completion(raw: bytes, ids: ResponseIds) -> dict[str, Any]:
-    """A provider's `chat.completion` as a `response`."""
-    answer, choice, message = first_choice(raw)
+def response_of_completion(answer: dict[str, Any], ids: ResponseIds) -> dict[str, Any]:
+    """A provider's `chat.completion` (as the pass-through read it) as a `response`."""
+    choice, message = first_choice(answer)
     output: list[dict[str, Any]] = []
     text, refusal = content_text(message.get("content")), message.get("refusal")
     if text or (isinstance(refusal, str) and refusal):

@@ -57,7 +57,7 @@ from agentplatform.v1.gateway import (
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
 from agentplatform.v1.shapes.base import BadRequest
 from providers.gateway_routes import GatewayRoute
-from providers.runtime.passthrough import MessagesPassthrough, json_object, token_count
+from providers.runtime.passthrough import MessagesPassthrough, token_count
 from tenancy.authentication import ApiClient
 
 
@@ -117,14 +117,14 @@ async def _messages_through_chat(
     answered = await sent_or_refused(call, payload_of, stream=stream)
     ids = f"msg_{uuid.uuid4().hex}"
     if answered.rest is None:
-        return JsonResponse(message_of_completion(answered.forwarded.body, ids, model))
+        return JsonResponse(message_of_completion(answered.forwarded.answer, ids, model))
     events = messages_events(answered.first, call.relayed(answered), ids, model)
     return event_stream_response(events)
 
 
-def message_of_completion(raw: bytes, id: str, model: str) -> dict[str, Any]:
+def message_of_completion(answer: dict[str, Any], id: str, model: str) -> dict[str, Any]:
     """A provider's `chat.completion` as a Messages `message`."""
-    answer, choice, message = first_choice(raw)
+    choice, message = first_choice(answer)
     content: list[dict[str, Any]] = []
     text = content_text(message.get("content"))
     if text:
@@ -517,7 +517,7 @@ async def _chat_through_messages(
     answered = await sent_or_refused(call, lambda target: sent, stream=stream)
     ids = _ChunkIds(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
     if answered.rest is None:
-        return JsonResponse(completion_of_message(answered.forwarded.body, ids))
+        return JsonResponse(completion_of_message(answered.forwarded.answer, ids))
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
     events = chunks_of_events(answered.first, call.relayed(answered), ids, usage)
@@ -534,9 +534,8 @@ class _ChunkIds:
         return completion_chunk(self.id, self.created, self.model, delta, **extra)
 
 
-def completion_of_message(raw: bytes, ids: _ChunkIds) -> dict[str, Any]:
-    """A provider's Messages `message` as a `chat.completion`."""
-    answer = json_object(raw)
+def completion_of_message(answer: dict[str, Any], ids: _ChunkIds) -> dict[str, Any]:
+    """A provider's Messages `message` (as the pass-through read it) as a `chat.completion`."""
     content = answer.get("content")
     if not isinstance(content, list):
         raise unreadable_answer()

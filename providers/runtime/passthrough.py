@@ -38,15 +38,17 @@ _CONTENT = re.compile(
 
 @dataclass
 class Forwarded:
-    """What the provider answered: its status, content type and body, the usage and the
-    model it says it used (where it said so beside the usage); whether that usage is the
-    answer's whole count (`usage_final`: Chat Completions' usage chunk, Messages'
-    `message_delta`), and the characters of the content it gave (`content_chars`). A stream
-    fills them in as it goes."""
+    """What the provider answered: its status, content type and body, and a whole body read
+    as JSON (`answer`: a completion, a message or a refusal, read once here for every face;
+    {} when it is none); the usage and the model it says it used (where it said so beside
+    the usage); whether that usage is the answer's whole count (`usage_final`: Chat
+    Completions' usage chunk, Messages' `message_delta`), and the characters of the content
+    it gave (`content_chars`). A stream fills them in as it goes."""
 
     status: int = 0
     content_type: str = ""
     body: bytes = b""
+    answer: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     usage_final: bool = False
@@ -141,13 +143,14 @@ class _Passthrough:
             raise ProviderUnavailable(self._failure(exc)) from None
         forwarded = Forwarded(answer.status, answer.headers.get("content-type", ""))
         if answer.status == 200:
-            parsed = json_object(content)
+            forwarded.body = self._without_key(content)
+            parsed = forwarded.answer = json_object(forwarded.body)
             forwarded.usage, forwarded.model = self._usage(parsed), _model_of(parsed)
             forwarded.usage_final = isinstance(parsed.get("usage"), dict)
             forwarded.content_chars = content_chars(content)
-            forwarded.body = self._without_key(content)
         else:
             forwarded.body = self._scrubbed(content)
+            forwarded.answer = json_object(forwarded.body)
         return forwarded
 
     async def stream(
@@ -158,7 +161,8 @@ class _Passthrough:
         headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[bytes]:
         """The provider's stream, a few events at a time; `tally` gets its status first and
-        its usage once counted. A non-200 answer comes as one (scrubbed) body."""
+        its usage once counted. A non-200 answer comes as one (scrubbed) body, which `tally`
+        keeps too (`body`, `answer`)."""
         payload = json.dumps({**self._streamed(body), "model": model}).encode()
         origin = await self._origins.get()
         async with contextlib.AsyncExitStack() as stack:
@@ -171,7 +175,9 @@ class _Passthrough:
             tally.content_type = answer.headers.get("content-type", "")
             try:
                 if answer.status != 200:
-                    yield self._scrubbed(await answer.read())
+                    tally.body = self._scrubbed(await answer.read())
+                    tally.answer = json_object(tally.body)
+                    yield tally.body
                     return
                 pending = b""
                 async for piece in answer.chunks():

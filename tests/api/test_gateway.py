@@ -408,8 +408,8 @@ def test_gateway_responses_refusals(trio, client, asgi_server, connection):
             client.responses.create(model=odd, input="hi")
     assert not Run.objects.exists()
     with pytest.raises(OpenAIError) as unreadable:  # a 200 that is no completion
-        gateway_responses.response_of_completion(
-            b"<html>", gateway_responses.ResponseIds.new(MODEL)
+        gateway_responses.response_of_completion(  # (`<html>` read as JSON: nothing)
+            {}, gateway_responses.ResponseIds.new(MODEL)
         )
     assert unreadable.value.status == 502  # (an OpenAIError: what the view answers)
 
