@@ -31,8 +31,7 @@ from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
 from agentplatform.trace_context import with_caller_trace  # noqa: E402
-from agentplatform.v1.gateway import flush_gateway_calls  # noqa: E402
-from agentplatform.v1.gateway_door import with_gateway_door  # noqa: E402
+from agentplatform.v1.gateway import flush_gateway_calls, with_gateway_door  # noqa: E402
 from agents.runs import handing_over_at_shutdown  # noqa: E402
 
 application = checked_at_startup(

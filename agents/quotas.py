@@ -588,18 +588,23 @@ def _tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.output_tokens
 
 
-async def reserve_request(meter: Meter, request: ModelRequest, price_kind: str) -> Reservation:
-    """Hold what `request` may use (its input estimate plus its `max_tokens`, priced at
-    `price_kind`: a connection's price kind or a run's recorded provider) against `meter`'s
-    limits; QuotaExceeded when one cannot take it."""
-    estimate = estimate_input_tokens(request)
+async def reserve_call(
+    meter: Meter, price_kind: str, model: str, input_tokens: int, output_tokens: int
+) -> Reservation:
+    """Hold what a call to `model` may use (`input_tokens` and at most `output_tokens`,
+    priced at `price_kind`, a connection's price kind or a run's recorded provider, when a
+    cost limit needs it) against `meter`'s limits; QuotaExceeded when one cannot take it."""
     return await reserve_async(
         meter,
-        tokens=estimate + request.max_tokens,
-        cost_usd=call_cost(
-            meter.tenant_id, price_kind, request.model, estimate, request.max_tokens
-        ),
+        tokens=input_tokens + output_tokens,
+        cost_usd=call_cost(meter.tenant_id, price_kind, model, input_tokens, output_tokens),
     )
+
+
+async def reserve_request(meter: Meter, request: ModelRequest, price_kind: str) -> Reservation:
+    """`reserve_call` for `request`: its input estimate plus its `max_tokens`."""
+    estimate = estimate_input_tokens(request)
+    return await reserve_call(meter, price_kind, request.model, estimate, request.max_tokens)
 
 
 async def settle_usage(

@@ -1,7 +1,7 @@
 """`POST /v1/chat/completions` over a tenant's agents and crews, so any OpenAI client can talk
 to them (the models they name: `model_list`). The API key is the tenant API key as a Bearer
 token with the `run` scope. A model id is an active agent's slug, or else an active crew's;
-a gateway model (`<connection>/<model>`) goes to `gateway_translate`/`gateway`.
+a gateway model (`<connection>/<model>`) goes to the gateway (`agentplatform.v1.gateway`).
 
 Each chat completion starts ONE fresh run and follows it through
 `agents.runs.reader.follow_run`; a quiet web process executes it itself, a busy one asks a
@@ -48,8 +48,7 @@ from agentplatform.v1.endpoint import (
     openai_errors,
     parsed,
 )
-from agentplatform.v1.gateway import is_gateway_model
-from agentplatform.v1.gateway_translate import gateway_chat
+from agentplatform.v1.gateway import gateway_chat, is_gateway_model
 from agentplatform.v1.model_list import resolve_model
 from agents.models import Agent, Approval, Crew, Run
 from agents.quotas import refusal_retry_after

@@ -50,8 +50,7 @@ from agentplatform.v1.endpoint import (
     openai_errors,
     parsed,
 )
-from agentplatform.v1.gateway import is_gateway_model
-from agentplatform.v1.gateway_translate import gateway_messages
+from agentplatform.v1.gateway import gateway_messages, is_gateway_model
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
 from agentplatform.v1.shapes.base import BadRequest
 from agentplatform.v1.shapes.messages import (

@@ -1,7 +1,7 @@
 """Anthropic's Messages API on the wire: a Messages request said as a Chat Completions body
 (its shape checked item by item first: `AnthropicMessagesRequest`), a `message` object and
 the stream's events. The agent path (`messages`) and the gateway's translation to OpenAI
-connections (`gateway_translate`) both use them.
+connections (`gateway.translate`) both use them.
 """
 
 from __future__ import annotations

@@ -50,8 +50,7 @@ from agentplatform.v1.endpoint import (
 from agentplatform.v1.endpoint import (
     parsed as parsed_body,
 )
-from agentplatform.v1.gateway import is_gateway_model
-from agentplatform.v1.gateway_responses import gateway_responses
+from agentplatform.v1.gateway import gateway_responses, is_gateway_model
 from agentplatform.v1.responses_wire import (
     PREFIX,
     ResponseEvents,

@@ -1,5 +1,5 @@
 """OpenAI's Responses API on the wire, for both of its faces (an agent's run:
-`responses`; a gateway model's call: `gateway_responses`): a Responses body as a
+`responses`; a gateway model's call: `gateway.responses`): a Responses body as a
 Chat Completions body, and the answer's `response` object, output items and typed stream
 events. No database, no run: what to say is given, this says it in Responses' words.
 """

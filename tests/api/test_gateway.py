@@ -14,8 +14,8 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from agentplatform.v1 import gateway_responses
 from agentplatform.v1.endpoint import OpenAIError
+from agentplatform.v1.gateway import responses as gateway_responses
 from agents.models import Run
 from tenancy import services as tenancy
 from tests.api.conftest import sdk

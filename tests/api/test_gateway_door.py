@@ -13,8 +13,7 @@ import pytest
 from django.conf import settings
 
 from agentplatform.asgi_handler import StreamingASGIHandler
-from agentplatform.v1.gateway import flush_gateway_calls
-from agentplatform.v1.gateway_door import with_gateway_door
+from agentplatform.v1.gateway import flush_gateway_calls, with_gateway_door
 from agents.models import Run
 from tenancy import services as tenancy
 from tenancy.models import Role

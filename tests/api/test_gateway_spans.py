@@ -1,4 +1,4 @@
-"""`chat <model>` spans of gateway calls (agentplatform/v1/gateway.py): one per pair tried,
+"""`chat <model>` spans of gateway calls (agentplatform/v1/gateway/call.py): one per pair tried,
 passed through or translated, exported by the real server process (uvicorn, with
 OTEL_EXPORTER_OTLP_ENDPOINT set) to the loopback collector stand-in; the real `openai` and
 `anthropic` SDKs as callers."""

@@ -1,4 +1,4 @@
-"""Gateway models on the other API's endpoint (agentplatform/v1/gateway_translate.py): the
+"""Gateway models on the other API's endpoint (agentplatform/v1/gateway/translate.py): the
 real `anthropic` SDK against an OpenAI connection's model on /v1/messages, the real `openai`
 SDK against an Anthropic connection's model on /v1/chat/completions, with the scripted fake
 provider as the connections' service."""
@@ -14,7 +14,7 @@ import openai
 import pytest
 from django.conf import settings
 
-from agentplatform.v1 import gateway_translate
+from agentplatform.v1.gateway import translate as gateway_translate
 from agents.models import Run
 from tests.api.conftest import sdk
 from tests.factories import make_connection

@@ -26,7 +26,7 @@ from django.http.request import split_domain_port, validate_host
 from django.middleware.security import SecurityMiddleware
 
 from agentplatform.v1.endpoint import INLINE_PARSE_BYTES, OpenAIError, throttled
-from agentplatform.v1.gateway import GatewayAnswer, forwarded, is_gateway_model
+from agentplatform.v1.gateway.forward import GatewayAnswer, forwarded, is_gateway_model
 from providers.gateway_routes import known_gateway_route
 from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from tenancy.api_keys import verified_key

@@ -17,8 +17,8 @@ message comes back as a `chat.completion`, its events as chunks (the usage chunk
 with `stream_options.include_usage`).
 
 A provider's non-200 answer is the caller's error, in the caller's API's shape
-(`gateway.provider_refusal`); the call is recorded as the gateway's others are. A model alias
-falls back across its pairs as on the other endpoints (`gateway.Call.send`).
+(`call.provider_refusal`); the call is recorded as the gateway's others are. A model alias
+falls back across its pairs as on the other endpoints (`call.Call.send`).
 """
 
 from __future__ import annotations
@@ -46,41 +46,12 @@ from agentplatform.v1.chat_wire import (
     unreadable_answer,
 )
 from agentplatform.v1.endpoint import OpenAIError, parsed
-from agentplatform.v1.gateway import (
-    Call,
-    any_route,
-    chat_for,
-    forward,
-    messages_headers,
-    sent_or_refused,
-)
+from agentplatform.v1.gateway.call import Call, chat_for, sent_or_refused
 from agentplatform.v1.messages_wire import chat_body, message_object, messages_event
 from agentplatform.v1.shapes.base import BadRequest
 from providers.gateway_routes import GatewayRoute
-from providers.runtime.passthrough import MessagesPassthrough, token_count
+from providers.runtime.passthrough import token_count
 from tenancy.authentication import ApiClient
-
-
-async def gateway_chat(
-    request: HttpRequest, body: dict[str, Any], client: ApiClient
-) -> HttpResponse:
-    """`/v1/chat/completions` with a gateway model; `client` is the caller's checked key."""
-    route = await any_route(client, body["model"])
-    if isinstance(route.passthrough, MessagesPassthrough):
-        return await _chat_through_messages(request, body, client, route)
-    return await forward(request, body, client, route)
-
-
-async def gateway_messages(
-    request: HttpRequest, body: dict[str, Any], client: ApiClient
-) -> HttpResponse:
-    """`/v1/messages` with a gateway model (to an Anthropic connection, the caller's
-    `anthropic-version` and `anthropic-beta` headers passed on)."""
-    route = await any_route(client, body["model"])
-    if isinstance(route.passthrough, MessagesPassthrough):
-        return await forward(request, body, client, route, messages_headers(request))
-    return await _messages_through_chat(request, body, client, route)
-
 
 # == /v1/messages → Chat Completions ==========================================================
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
@@ -102,7 +73,7 @@ def chat_of_messages(body: dict[str, Any]) -> dict[str, Any]:
     return chat
 
 
-async def _messages_through_chat(
+async def messages_through_chat(
     request: HttpRequest, body: dict[str, Any], client: ApiClient, route: GatewayRoute
 ) -> HttpResponse:
     model = body["model"]
@@ -507,7 +478,7 @@ def _anthropic_tool_choice(raw: Any, parallel: Any) -> dict[str, Any] | None:
     return choice
 
 
-async def _chat_through_messages(
+async def chat_through_messages(
     request: HttpRequest, body: dict[str, Any], client: ApiClient, route: GatewayRoute
 ) -> HttpResponse:
     model = body["model"]

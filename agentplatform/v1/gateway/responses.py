@@ -6,8 +6,8 @@ agents), sent through the connection's ChatPassthrough, and what the provider an
 said back in Responses' words: a completion as a `response` (a `message` item with
 `output_text`, a `function_call` item per tool call, usage, status), a chunk stream as the
 typed events the agent path sends (`ResponseEvents`). A provider's error becomes an error
-of this API (`gateway.provider_refusal`); the call is recorded as the gateway's others are. An
-alias falls back across its pairs as on the other endpoints (`gateway.Call.send`).
+of this API (`call.provider_refusal`); the call is recorded as the gateway's others are. An
+alias falls back across its pairs as on the other endpoints (`call.Call.send`).
 
 Nothing of a gateway response is stored: it can be neither read back (`GET
 /v1/responses/{id}` answers 404) nor continued (`previous_response_id` is a 400); `store`
@@ -35,7 +35,7 @@ from agentplatform.v1.chat_wire import (
     first_choice,
 )
 from agentplatform.v1.endpoint import OpenAIError, parsed
-from agentplatform.v1.gateway import Call, chat_for, chat_route, sent_or_refused, with_maximum
+from agentplatform.v1.gateway.call import Call, chat_for, chat_route, sent_or_refused, with_maximum
 from agentplatform.v1.responses_wire import (
     PREFIX,
     ResponseEvents,
