@@ -1,6 +1,6 @@
 """Chat Completions' answer on the wire: a `chat.completion` and its
 `chat.completion.chunk` SSE messages, as the agent path (`chat_completions`) and the gateway's
-translation from Anthropic (`gateway.translate`) both send them."""
+translation from Anthropic (`gateway.chat`) both send them."""
 
 from __future__ import annotations
 

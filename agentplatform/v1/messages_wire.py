@@ -1,12 +1,13 @@
 """Anthropic's Messages API on the wire: a Messages request said as a Chat Completions body
 (its shape checked item by item first: `AnthropicMessagesRequest`), a `message` object and
-the stream's events. The agent path (`messages`) and the gateway's translation to OpenAI
-connections (`gateway.translate`) both use them.
+the stream's events. The agent path (`messages`) and the gateway's translations
+(`gateway.messages`, `gateway.chat`) both use them.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from agentplatform.event_streams import sse_message
@@ -128,3 +129,8 @@ def message_object(id: str, model: str, content: list[dict[str, Any]], **fields:
 def messages_event(type: str, **fields: Any) -> bytes:
     """One event of a Messages stream (its `event:` line names its type)."""
     return sse_message({"type": type, **fields}, event=type)
+
+
+def tool_use_id() -> str:
+    """An id for a `tool_use` block whose call came without one."""
+    return f"toolu_{uuid.uuid4().hex[:24]}"

@@ -1,4 +1,4 @@
-"""Gateway models on the other API's endpoint (agentplatform/v1/gateway/translate.py): the
+"""Gateway models on the other API's endpoint (agentplatform/v1/gateway/chat.py, messages.py): the
 real `anthropic` SDK against an OpenAI connection's model on /v1/messages, the real `openai`
 SDK against an Anthropic connection's model on /v1/chat/completions, with the scripted fake
 provider as the connections' service."""
@@ -14,7 +14,8 @@ import openai
 import pytest
 from django.conf import settings
 
-from agentplatform.v1.gateway import translate as gateway_translate
+from agentplatform.v1.gateway import chat as gateway_chat
+from agentplatform.v1.gateway import messages as gateway_messages
 from agents.models import Run
 from tests.api.conftest import sdk
 from tests.factories import make_connection
@@ -421,7 +422,7 @@ def chunk(delta: dict, finish: str | None = None) -> bytes:
 def test_a_chunk_stream_cut_short_or_failing_ends_with_an_error_event():
     def events(*pieces):
         out, times = _collect(
-            lambda first, rest: gateway_translate.messages_events(first, rest, "msg_1", GPT),
+            lambda first, rest: gateway_messages.messages_events(first, rest, "msg_1", GPT),
             list(pieces),
         )
         assert times == 1
@@ -448,11 +449,11 @@ def test_a_chunk_stream_cut_short_or_failing_ends_with_an_error_event():
 
 
 def test_a_messages_stream_cut_short_or_failing_ends_with_an_error_chunk():
-    ids = gateway_translate._ChunkIds("chatcmpl-1", 1, CLAUDE)
+    ids = gateway_chat._ChunkIds("chatcmpl-1", 1, CLAUDE)
 
     def chunks(*pieces):
         out, times = _collect(
-            lambda first, rest: gateway_translate.chunks_of_events(first, rest, ids, False),
+            lambda first, rest: gateway_chat.chunks_of_events(first, rest, ids, False),
             list(pieces),
         )
         assert times == 1 and out.endswith(b"data: [DONE]\n\n")

@@ -1,4 +1,4 @@
-"""A gateway call, on whichever face sends it (`forward`, `translate`, `responses`): its
+"""A gateway call, on whichever endpoint sends it (`chat`, `messages`, `responses`): its
 route checked (`any_route`, `chat_route`: the key may not be limited to agents; the
 connection must allow the model), what it may cost held, its body sent to the route's
 pairs, its answer's stream relayed, and what was held settled and the call recorded.

@@ -1,11 +1,11 @@
-"""A gateway model's call on `/v1/chat/completions` or `/v1/messages` (`model` =
-`<connection>/<model>`, or a model alias): sent straight to the provider connection, no
-agent. On the connection's own API the body goes on as it came (`forwarded`: the caller's
-tools, structured output, images and streaming pass through as the provider takes them;
-providers.runtime.passthrough); on the other API it is translated (`translate`).
+"""A gateway model's call on its connection's own API (`/v1/chat/completions` to a Chat
+Completions connection, `/v1/messages` to an Anthropic one): the body goes on as it came but
+for `model` (`forwarded`: the caller's tools, structured output, images and streaming pass
+through as the provider takes them; providers.runtime.passthrough), and the provider's
+answer comes back byte for byte, for the Django view (`forward`) or the gateway's own door.
 
-The key is checked and throttled as for agents before this is asked (the faces, and the
-gateway's own door, `door`); each call is held, sent, settled and recorded by `call.Call`.
+The key is checked and throttled as for agents before this is asked (the faces, `door`);
+the call is held, sent, settled and recorded by `call.Call`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,7 @@ from typing import Any, ClassVar
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from agentplatform.v1.endpoint import OpenAIError
-from agentplatform.v1.gateway.call import (
-    MAXIMA,
-    Call,
-    any_route,
-    maximum_field,
-    positive,
-    with_maximum,
-)
-from agentplatform.v1.gateway.translate import chat_through_messages, messages_through_chat
+from agentplatform.v1.gateway.call import MAXIMA, Call, maximum_field, positive, with_maximum
 from providers.gateway_routes import GatewayRoute
 from providers.runtime.passthrough import MessagesPassthrough
 from tenancy.authentication import ApiClient
@@ -35,37 +27,6 @@ from tenancy.authentication import ApiClient
 def is_gateway_model(body: Any) -> bool:
     """Agent and crew slugs have no `/`; gateway model ids do."""
     return isinstance(body, dict) and isinstance(body.get("model"), str) and "/" in body["model"]
-
-
-async def gateway_chat(
-    request: HttpRequest, body: dict[str, Any], client: ApiClient
-) -> HttpResponse:
-    """`/v1/chat/completions` with a gateway model; `client` is the caller's checked key."""
-    route = await any_route(client, body["model"])
-    if isinstance(route.passthrough, MessagesPassthrough):
-        return await chat_through_messages(request, body, client, route)
-    return await forward(request, body, client, route)
-
-
-async def gateway_messages(
-    request: HttpRequest, body: dict[str, Any], client: ApiClient
-) -> HttpResponse:
-    """`/v1/messages` with a gateway model (to an Anthropic connection, the caller's
-    `anthropic-version` and `anthropic-beta` headers passed on)."""
-    route = await any_route(client, body["model"])
-    if isinstance(route.passthrough, MessagesPassthrough):
-        return await forward(request, body, client, route, messages_headers(request))
-    return await messages_through_chat(request, body, client, route)
-
-
-def messages_headers(request: HttpRequest) -> dict[str, str]:
-    """The caller's `anthropic-version` and `anthropic-beta` headers, passed on to an
-    Anthropic connection."""
-    return {
-        name: request.headers[name]
-        for name in ("anthropic-version", "anthropic-beta")
-        if request.headers.get(name) and request.headers[name].isascii()
-    }
 
 
 @dataclass
