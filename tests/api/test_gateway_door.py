@@ -1,4 +1,4 @@
-"""The gateway's own door (v1/gateway_door.py): it answers a known key's plain gateway
+"""The gateway's own door (agentplatform/v1/gateway/door.py): it answers a known key's plain gateway
 call exactly as the /v1 view does, and hands everything else to the view with the body it
 read. Driven in-process through the real ASGI apps (the view behind the door is the /v1
 Django handler), with the scripted fake provider as the connection's service."""
