@@ -59,7 +59,7 @@ def start_tracing() -> None:
 def register_history() -> None:
     """Agents and crews are versioned (docs/config-history.md) with who holds their use
     grants, a crew with its members; a restore saves through agent_save / crew_save and
-    sets the grants as they were."""
+    sets the grants as they were. Workflows are versioned too (restored by workflow_save)."""
     from agents import publishing, skills
     from agents.models import Agent, Crew
     from agents.selectors import crew_member_slugs, crew_members_named, use_grant_holders
@@ -110,6 +110,18 @@ def register_history() -> None:
         restore=restore_crew,
         parts={"members": crew_member_slugs, **grants},
         restore_parts={"members": crew_members_named, "grants": use_grant_holders},
+    )
+
+    from agents import workflows
+    from agents.models import WorkflowDefinition
+
+    history.register(
+        WorkflowDefinition,
+        name="workflows",
+        noun="workflow",
+        restore=lambda tenant, workflow, changes: workflows.workflow_save(
+            tenant=tenant, workflow=workflow, changes=changes
+        ),
     )
 
 

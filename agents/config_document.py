@@ -40,8 +40,8 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import transaction
 from django.db.models import Count
 
-from agents import quotas, skills
-from agents.models import Agent, Crew, Dataset, Quota, Trigger, TriggerKind
+from agents import quotas, skills, workflows
+from agents.models import Agent, Crew, Dataset, Quota, Trigger, TriggerKind, WorkflowDefinition
 from agents.runtime.config.compiler import (
     CompiledConfig,
     ConfigInvalid,
@@ -378,6 +378,14 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         reference_field("publish.evaluation", "required_evaluation", "datasets"),
         DocField("publish.threshold", "pass_threshold"),
     ),
+    "workflows": (
+        DocField("slug", "slug"),
+        DocField("name", "name"),
+        DocField("description", "description"),
+        DocField("definition", "definition"),
+        DocField("expose_as_tool", "expose_as_tool"),
+        DocField("enabled", "enabled"),
+    ),
     "prices": (
         DocField("provider", "provider_kind"),
         DocField("model", "model"),
@@ -539,6 +547,10 @@ def _builtin_sections() -> None:
             save_extra=lambda entry, refs: {
                 "members": [refs.agents[slug] for slug in entry["members"]], "by": refs.by,
             },
+        ),
+        DocSection(
+            "workflows", "slug", WorkflowDefinition, _FIELDS["workflows"],
+            save=workflows.workflow_save, delete=workflows.workflow_delete, noun="workflow",
         ),
         DocSection(
             "quotas", "scope", Quota, _FIELDS["quotas"],

@@ -40,6 +40,7 @@ NOUNS = {
     "tools": "tool",
     "agents": "agent",
     "crews": "crew",
+    "workflows": "workflow",
     "skills": "skill",
     "mcp_servers": "MCP server",
     "knowledge_bases": "knowledge base",

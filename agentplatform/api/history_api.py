@@ -35,6 +35,7 @@ LOOKUPS = {
     "provider-connections": "pk",
     "mcp-connections": "pk",
     "knowledge-bases": "slug",
+    "workflows": "slug",
 }
 
 VERSION_EXAMPLE = {

@@ -21,12 +21,14 @@ from agentplatform.api import (
     time_zone_api,
     tools_api,
     views,
+    workflows_api,
 )
 
 # -- resources: agents, crews, tools, provider connections, conversations, facts, admin --
 resources = SimpleRouter(trailing_slash=False)
 resources.register("agents", agents_api.AgentViewSet, basename="api_agent")
 resources.register("crews", agents_api.CrewViewSet, basename="api_crew")
+resources.register("workflows", workflows_api.WorkflowViewSet, basename="api_workflow")
 resources.register("tools", tools_api.ToolViewSet, basename="api_tool")
 resources.register(
     "provider-connections", providers_api.ProviderConnectionViewSet, basename="api_provider"

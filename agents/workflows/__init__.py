@@ -1,16 +1,15 @@
-"""Workflows a tenant declares: a document of typed input, steps and typed output, compiled
-to the runtime's steps (agents/runtime/workflow.py). Everything outside this package
-imports from here, never from a module inside (an import-linter contract says so).
-docs/workflows.md describes the document.
+"""Workflows a tenant declares: a document of typed input, steps and typed output
+(agents/runtime/declared_workflows: its shapes, expressions and compiler, no Django),
+compiled to the runtime's steps (agents/runtime/workflow.py), saved and read here.
+Everything outside this package imports from here, never from a module inside (an
+import-linter contract says so). docs/workflows.md describes the document.
 
-    document.py     the document's shapes (pydantic) and its published JSON Schema
-    expressions.py  JMESPath expressions: parsed and evaluated within bounds
-    inference.py    what an expression gives, as a JSON Schema, for the compiler's type checks
-    compiler.py     compile_definition: the document checked (every problem at its path)
-                    and compiled to a runtime Workflow
+    compiling.py   workflow_compile: a document with the tenant's tools and agents
+    services.py    workflow_save (compiled first; audited, versioned), workflow_delete
+    selectors.py   workflows_of, workflow_get (another tenant's: 404)
 """
 
-from agents.workflows.compiler import (
+from agents.runtime.declared_workflows.compiler import (
     CompiledWorkflow,
     References,
     ToolSchemas,
@@ -20,8 +19,11 @@ from agents.workflows.compiler import (
     compile_definition,
     definition_references,
 )
-from agents.workflows.document import WorkflowDocument, workflow_json_schema
-from agents.workflows.expressions import ExpressionFailed
+from agents.runtime.declared_workflows.document import WorkflowDocument, workflow_json_schema
+from agents.runtime.declared_workflows.expressions import ExpressionFailed
+from agents.workflows.compiling import workflow_compile
+from agents.workflows.selectors import workflow_get, workflows_of
+from agents.workflows.services import workflow_delete, workflow_save
 
 __all__ = [
     "CompiledWorkflow",
@@ -34,5 +36,10 @@ __all__ = [
     "WorkflowProblem",
     "compile_definition",
     "definition_references",
+    "workflow_compile",
+    "workflow_delete",
+    "workflow_get",
     "workflow_json_schema",
+    "workflow_save",
+    "workflows_of",
 ]

@@ -26,7 +26,13 @@ import pydantic
 from agents.runtime.config.document import ConfigDocument, ToolEntry, price_name, quota_name
 from agents.runtime.config.migrations import UnsupportedVersion, migrate
 from agents.runtime.config.skill_entries import approved_pins
+from agents.runtime.declared_workflows.compiler import (
+    ToolSchemas,
+    WorkflowInvalid,
+    compile_definition,
+)
 from agents.runtime.quota_rules import quota_problems
+from agents.runtime.spec import AgentSpec
 from agents.runtime.triggers import trigger_problems
 from providers.runtime.presets import PRESETS
 from providers.runtime.price_rules import PRICE_KINDS, is_price_kind, model_refusal, price_refusal
@@ -240,6 +246,7 @@ class _Checker:
         self.duplicates("skills", "name", [skill.name for skill in self.document.skills])
         self.check_agents()
         self.check_crews()
+        self.check_workflows()
         self.check_mcp_servers()
         self.check_knowledge_bases()
         self.check_prices()
@@ -565,6 +572,31 @@ class _Checker:
             if gate and datasets is not None and gate not in datasets:
                 self.problem(f"{path}.publish.evaluation", f"unknown dataset {gate!r}")
             self.check_compaction(path, crew.compaction, None, connections)
+
+    # -- workflows -------------------------------------------------------------------
+    def check_workflows(self) -> None:
+        """Each workflow compiled with the document's tools and agents (their schemas known)
+        and the tenant's others (known by name only: their types are not checked here; a
+        save of the workflow itself checks them, agents/workflows)."""
+        workflows = self.document.workflows
+        self.duplicates("workflows", "slug", [w.slug for w in workflows])
+        if not workflows:
+            return
+        tools: dict[str, ToolSchemas] = {name: ToolSchemas() for name in self.known.tools}
+        for name, schema in self.input_schemas.items():
+            tools[name] = ToolSchemas(schema, self.output_schemas.get(name))
+        agents: dict[str, AgentSpec | None] = dict.fromkeys(self.known.agents)
+        for agent in self.document.agents:
+            agents[agent.slug] = AgentSpec(
+                name=agent.slug, instructions="", model="", output_schema=agent.output_schema
+            )
+        for index, workflow in enumerate(workflows):
+            try:
+                compile_definition(workflow.definition, tools=tools, agents=agents)
+            except WorkflowInvalid as exc:
+                path = f"workflows[{index}].definition"
+                for problem in exc.problems:
+                    self.problem(f"{path}.{problem.path}" if problem.path else path, problem.reason)
 
     # -- MCP servers and knowledge bases ----------------------------------------------
     def check_mcp_servers(self) -> None:

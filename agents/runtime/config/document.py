@@ -1,5 +1,5 @@
 """The configuration document, version 1: a tenant's provider connections, model aliases
-and prices, tools, skills (skill_entries.py), agents, crews, quotas, triggers, MCP server
+and prices, tools, skills (skill_entries.py), agents, crews, workflows, quotas, triggers, MCP server
 connections and knowledge bases (their settings) as one YAML or JSON document. Every
 object forbids unknown fields, so a typo is an error rather than a silently ignored
 setting. Secrets appear only as names.
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_valida
 
 from agents.runtime.compaction_rules import MAX_THRESHOLD_TOKENS, MIN_THRESHOLD_TOKENS
 from agents.runtime.config.skill_entries import SkillEntry
+from agents.runtime.declared_workflows.document import workflow_json_schema
 from agents.runtime.triggers import TriggerRuleError, zone
 from tools.runtime.definitions import BuiltinConfig, Dependency
 from tools.runtime.http_tool import HttpToolConfig
@@ -342,6 +343,20 @@ class CrewEntry(_Strict):
     publish: AgentPublish = Field(default_factory=AgentPublish)
 
 
+class WorkflowEntry(_Strict):
+    """A workflow the tenant declares (docs/workflows.md): its document is compiled with the
+    document's tools and agents, and the tenant's."""
+
+    slug: str = Field(pattern=SLUG_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    definition: dict[str, Any] = Field(
+        description="The workflow: input, steps, output (the Workflow schema)."
+    )
+    expose_as_tool: bool = Field(False, description="Offered to agents and over MCP as a tool.")
+    enabled: bool = True
+
+
 MCP_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
 TOOL_PREFIX_PATTERN = r"^([a-z][a-z0-9_]{0,30})?$"
 
@@ -421,6 +436,7 @@ class ConfigDocument(_Strict):
     )
     agents: list[AgentEntry] = Field(default_factory=list, max_length=500)
     crews: list[CrewEntry] = Field(default_factory=list, max_length=200)
+    workflows: list[WorkflowEntry] = Field(default_factory=list, max_length=200)
     prices: list[PriceEntry] = Field(default_factory=list, max_length=500)
     quotas: list[QuotaEntry] = Field(default_factory=list, max_length=200)
     triggers: list[TriggerEntry] = Field(default_factory=list, max_length=200)
@@ -441,6 +457,13 @@ def document_json_schema() -> dict[str, Any]:
         own = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(own.pop("$defs", {}))
         defs[model.__name__] = own
+    workflow = workflow_json_schema()
+    defs.update(workflow.pop("$defs", {}))
+    defs["Workflow"] = workflow
+    defs["WorkflowEntry"]["properties"]["definition"] = {
+        "$ref": "#/$defs/Workflow",
+        "description": defs["WorkflowEntry"]["properties"]["definition"]["description"],
+    }
     defs["ToolEntry"]["allOf"] = [
         {
             "if": {"properties": {"kind": {"const": "builtin"}}, "required": ["kind"]},

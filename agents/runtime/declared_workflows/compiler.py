@@ -22,13 +22,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pydantic
 
-import agents.workflows.inference as inference
-from agents.runtime.config.compiler import ConfigProblem
+import agents.runtime.declared_workflows.inference as inference
+from agents.runtime.declared_workflows.document import (
+    AgentStepEntry,
+    BranchStepEntry,
+    ParallelStepEntry,
+    ToolStepEntry,
+    TransformStepEntry,
+    WorkflowDocument,
+)
+from agents.runtime.declared_workflows.expressions import (
+    Expression,
+    ExpressionInvalid,
+    parse,
+    truthy,
+)
 from agents.runtime.spec import AgentSpec
 from agents.runtime.workflow import (
     AgentStep,
@@ -39,15 +52,6 @@ from agents.runtime.workflow import (
     Transform,
     Workflow,
 )
-from agents.workflows.document import (
-    AgentStepEntry,
-    BranchStepEntry,
-    ParallelStepEntry,
-    ToolStepEntry,
-    TransformStepEntry,
-    WorkflowDocument,
-)
-from agents.workflows.expressions import Expression, ExpressionInvalid, parse, truthy
 from tools.runtime.context import ConfigurationError
 from tools.runtime.tool import ToolFailed
 from tools.runtime.validation import SchemaError, check_schema, compile_validator
@@ -60,24 +64,32 @@ MAX_BRANCHES = 10  # of one parallel step
 MAX_PROBLEMS = 50  # reported at most; the rest are counted
 RESERVED_IDS = frozenset({"input"})
 
-WorkflowProblem = ConfigProblem
+
+@dataclass(frozen=True)
+class WorkflowProblem:
+    path: str  # where in the document: "steps[2].tool"; "" for the whole document
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
 
 
 class WorkflowInvalid(ConfigurationError):
     """The document cannot be compiled; `problems` lists every reason, each at its path."""
 
-    def __init__(self, problems: list[ConfigProblem]) -> None:
+    def __init__(self, problems: list[WorkflowProblem]) -> None:
         self.problems = problems
-        first = problems[0] if problems else ConfigProblem("", "invalid")
+        first = problems[0] if problems else WorkflowProblem("", "invalid")
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(f"{first.path or 'workflow'}: {first.reason}{more}")
 
 
 class ToolSignature(Protocol):
-    """What the compiler reads of a tool (a runtime Tool has both)."""
+    """What the compiler reads of a tool (a runtime Tool has both); None: not known, so
+    not checked."""
 
     @property
-    def input_schema(self) -> Mapping[str, Any]: ...
+    def input_schema(self) -> Mapping[str, Any] | None: ...
 
     @property
     def output_schema(self) -> Mapping[str, Any] | None: ...
@@ -85,9 +97,9 @@ class ToolSignature(Protocol):
 
 @dataclass(frozen=True)
 class ToolSchemas:
-    """A tool's signature without the tool: what a save-time check needs."""
+    """A tool's signature without the tool (None: a tool known by its name only)."""
 
-    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    input_schema: Mapping[str, Any] | None = None
     output_schema: Mapping[str, Any] | None = None
 
 
@@ -110,11 +122,13 @@ def compile_definition(
     definition: Any,
     *,
     tools: Mapping[str, ToolSignature],
-    agents: Mapping[str, AgentSpec],
+    agents: Mapping[str, AgentSpec | None],
     label: str = "workflow",
 ) -> CompiledWorkflow:
     """The workflow of `definition`, checked; WorkflowInvalid with every problem found.
-    `tools` maps tool names to their schemas, `agents` agent slugs to their specs."""
+    `tools` maps tool names to their schemas, `agents` agent slugs to their specs (None:
+    the agent exists but its spec is not given — a check, since such a step cannot run:
+    the configuration document's compiler knows some agents by their slug only)."""
     document = _read(definition)
     compiler = _Compiler(tools=tools, agents=agents)
     compiled = compiler.compile(document, label)
@@ -147,21 +161,21 @@ def _references(document: WorkflowDocument) -> References:
 def _read(definition: Any) -> WorkflowDocument:
     """The structure: bounds first (cheap, iterative), then the shapes."""
     if not isinstance(definition, dict):
-        raise WorkflowInvalid([ConfigProblem("", "a workflow is a JSON object")])
+        raise WorkflowInvalid([WorkflowProblem("", "a workflow is a JSON object")])
     if _json_depth(definition) > MAX_JSON_DEPTH:
-        raise WorkflowInvalid([ConfigProblem("", f"nests deeper than {MAX_JSON_DEPTH} levels")])
+        raise WorkflowInvalid([WorkflowProblem("", f"nests deeper than {MAX_JSON_DEPTH} levels")])
     try:
         size = len(json.dumps(definition, separators=(",", ":")))
     except (TypeError, ValueError):
-        raise WorkflowInvalid([ConfigProblem("", "a workflow is JSON")]) from None
+        raise WorkflowInvalid([WorkflowProblem("", "a workflow is JSON")]) from None
     if size > MAX_DOCUMENT_CHARS:
         reason = f"is {size} characters as JSON; at most {MAX_DOCUMENT_CHARS}"
-        raise WorkflowInvalid([ConfigProblem("", reason)])
+        raise WorkflowInvalid([WorkflowProblem("", reason)])
     try:
         return WorkflowDocument.model_validate(definition)
     except pydantic.ValidationError as exc:
         problems = [
-            ConfigProblem(_path(error["loc"]), _message(error))
+            WorkflowProblem(_path(error["loc"]), _message(error))
             for error in exc.errors(include_url=False, include_input=False)
         ]
         raise WorkflowInvalid(_capped(problems)) from None
@@ -210,11 +224,11 @@ def _message(error: Any) -> str:
     return str(error["msg"])
 
 
-def _capped(problems: list[ConfigProblem]) -> list[ConfigProblem]:
+def _capped(problems: list[WorkflowProblem]) -> list[WorkflowProblem]:
     if len(problems) <= MAX_PROBLEMS:
         return problems
     rest = len(problems) - MAX_PROBLEMS
-    return [*problems[:MAX_PROBLEMS], ConfigProblem("", f"and {rest} more problems")]
+    return [*problems[:MAX_PROBLEMS], WorkflowProblem("", f"and {rest} more problems")]
 
 
 def _walk(steps: list[Any], path: str, depth: int):
@@ -242,16 +256,18 @@ class _Scope:
 
 
 class _Compiler:
-    def __init__(self, *, tools: Mapping[str, ToolSignature], agents: Mapping[str, AgentSpec]):
+    def __init__(
+        self, *, tools: Mapping[str, ToolSignature], agents: Mapping[str, AgentSpec | None]
+    ) -> None:
         self.tools = tools
         self.agents = agents
-        self.problems: list[ConfigProblem] = []
+        self.problems: list[WorkflowProblem] = []
         self.ids: dict[str, str] = {}  # every step id -> its path
 
     def problem(self, path: str, reason: str) -> None:
-        self.problems.append(ConfigProblem(path, reason))
+        self.problems.append(WorkflowProblem(path, reason))
 
-    def reported(self) -> list[ConfigProblem]:
+    def reported(self) -> list[WorkflowProblem]:
         return _capped(self.problems)
 
     def compile(self, document: WorkflowDocument, label: str) -> CompiledWorkflow:
@@ -385,11 +401,14 @@ class _Compiler:
         self, entry: AgentStepEntry, path: str, scope: _Scope
     ) -> tuple[Step, inference.Schema]:
         expression, _ = self.expression(entry.prompt, f"{path}.prompt", scope)
+        output: inference.Schema = None
         spec = self.agents.get(entry.agent)
-        if spec is None:
+        if entry.agent not in self.agents:
             self.problem(f"{path}.agent", f"no agent {entry.agent!r}")
+        elif spec is not None:
+            output = spec.output_schema if spec.output_schema is not None else {"type": "string"}
+        if spec is None:  # a check only (see compile_definition)
             spec = AgentSpec(name=entry.agent, instructions="", model="")
-        output = spec.output_schema if spec.output_schema is not None else {"type": "string"}
         step = AgentStep(spec=spec, prompt=_Prompt(expression), into=entry.id, label=entry.id)
         return step, output
 

@@ -22,7 +22,7 @@
           weather: [{id: w, transform: forecast.summary}]
           clock: [{id: now, tool: current_time, arguments: {timezone: "'Europe/Paris'"}}]
 
-Expressions are JMESPath (agents/workflows/expressions.py) over the scope: `input` and the
+Expressions are JMESPath (expressions.py) over the scope: `input` and the
 outputs of the steps before, by id. The shapes check the structure; the compiler
 (compiler.py) checks the rest: names, references, types, bounds.
 """
@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
-from agents.workflows.expressions import MAX_EXPRESSION_CHARS
+from agents.runtime.declared_workflows.expressions import MAX_EXPRESSION_CHARS
 
 STEP_KINDS = ("tool", "agent", "transform", "parallel", "branch")
 ID_PATTERN = r"^[a-z][a-z0-9_]{0,49}$"  # a JMESPath identifier as it stands: no quoting

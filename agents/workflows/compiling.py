@@ -1,0 +1,39 @@
+"""A tenant's workflow compiled: its document with what the compiler needs to know of the
+tenant — the tools of its registry (their schemas) and the agents the document names (their
+specs). Asked when a workflow is saved (every problem, at its path) and when one runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.models import Agent
+from agents.runtime.declared_workflows.compiler import (
+    CompiledWorkflow,
+    compile_definition,
+    definition_references,
+)
+from agents.specs import agent_spec
+from tenancy.models import Tenant
+from tools.loader import registry_for_tenant
+from tools.runtime.registry import ToolRegistry
+
+
+def workflow_compile(
+    *,
+    tenant: Tenant,
+    definition: Any,
+    label: str = "workflow",
+    registry: ToolRegistry | None = None,
+) -> CompiledWorkflow:
+    """`definition` compiled against the tenant's tools (`registry`, default the tenant's
+    whole registry: one cache read when fresh) and its agents (one query, for the slugs the
+    document names); WorkflowInvalid lists every problem at its path."""
+    tools = registry if registry is not None else registry_for_tenant(tenant)
+    named = definition_references(definition).agents
+    agents = {}
+    if named:
+        rows = Agent.objects.filter(tenant=tenant, slug__in=named)
+        for agent in rows.select_related("provider_connection"):
+            agents[agent.slug] = agent_spec(agent, agent.provider_connection)
+    signatures = {name: tools.get(name) for name in tools.names()}
+    return compile_definition(definition, tools=signatures, agents=agents, label=label)
