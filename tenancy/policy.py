@@ -53,8 +53,8 @@ POLICY: dict[Action, Rule] = {
     Action.READ_CONFIG: Rule(Role.VIEWER, Scope.READ),
     Action.CHANGE_CONFIG: Rule(
         Role.ADMIN, Scope.CONFIG, "tools, provider and MCP connections, agents, crews, "
-        "knowledge-base settings, skills (install, approve); a tenant tool never takes a "
-        "built-in's name",
+        "workflows, knowledge-base settings, skills (install, approve); a tenant tool never "
+        "takes a built-in's name",
     ),
     Action.MANAGE_MEMBERS: Rule(Role.ADMIN, Scope.ADMIN, "only an owner makes or changes owners"),
     Action.MANAGE_KEYS: Rule(Role.ADMIN, Scope.ADMIN, "a new key's role is its creator's"),

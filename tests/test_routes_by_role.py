@@ -22,7 +22,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from agents.conversations import attachment_upload
 from agents.evaluations import case_save, dataset_save, evaluation_start
-from agents.models import AgentDraft, Conversation, Fact, Quota, Run
+from agents.models import AgentDraft, Conversation, Fact, Quota, Run, WorkflowDefinition
 from agents.runs import message_queue, run_start
 from agents.triggers import trigger_save
 from providers.models import ModelPrice
@@ -177,6 +177,11 @@ def world(trio) -> dict[str, str]:
     victim = add_member(acme, make_user("eve"), Role.MEMBER)  # member routes name eve
     agent = make_agent(acme, "assistant")
     make_crew(acme, "crew")
+    # A workflow takes the agent's slug: the routes' `slug` reaches both.
+    WorkflowDefinition.objects.create(
+        tenant=acme, slug="assistant", name="Flow",
+        definition={"steps": [{"id": "a", "transform": "input"}]},
+    )  # fmt: skip
     tool = make_tool(acme, "calc")
     connection = make_connection(acme, "conn", "openai", base_url="http://127.0.0.1:9/v1")
     mcp = make_mcp_connection(acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2)

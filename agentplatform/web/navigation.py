@@ -42,6 +42,7 @@ GROUPS: tuple[Group, ...] = (
     Group("Build", (
         Link("Agents", "config:agents"),
         Link("Crews", "config:crews"),
+        Link("Workflows", "config:workflows"),
         Link("Tools", "config:tools"),
         Link("Skills", "config:skills"),
         Link("Knowledge", "knowledge:index"),

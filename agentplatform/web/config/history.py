@@ -22,6 +22,7 @@ from tenancy.records.saving import SaveConflict
 EDIT_PAGES = {
     "agents": ("config:agent_edit", "slug"),
     "crews": ("config:crew_edit", "slug"),
+    "workflows": ("config:workflow_edit", "slug"),
     "tools": ("config:tool_edit", "pk"),
     "provider-connections": ("config:connection_edit", "pk"),
     "mcp-connections": ("config:mcp_connection_edit", "pk"),

@@ -22,6 +22,7 @@ from agentplatform.web.config import (
     skills,
     tools,
     triggers,
+    workflows,
 )
 
 app_name = "config"
@@ -59,6 +60,10 @@ urlpatterns = [
         {"decision": "discard", "crew": True},
         name="crew_draft_discard",
     ),
+    path("workflows/", workflows.workflow_list, name="workflows"),
+    path("workflows/new/", workflows.workflow_create, name="workflow_create"),
+    path("workflows/<slug:slug>/edit/", workflows.workflow_edit, name="workflow_edit"),
+    path("workflows/<slug:slug>/delete/", workflows.workflow_remove, name="workflow_delete"),
     path("skills/", skills.skill_list, name="skills"),
     path(
         "skills/<slug:name>/versions/<int:number>/approve/",
