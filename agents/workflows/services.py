@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from agents.models import WorkflowDefinition
 from agents.workflows.compiling import workflow_compile
 from tenancy.models import Tenant
 from tenancy.records.saving import delete_recorded, save_validated
+
+# /api/v1/workflows/validate is the API's check, so no workflow may be reached there.
+RESERVED_SLUGS = frozenset({"validate"})
 
 
 def workflow_save(
@@ -33,6 +37,8 @@ def workflow_save(
         workflow = WorkflowDefinition(tenant=tenant)
     elif workflow.tenant_id != tenant.pk:
         raise Http404("No such workflow.")  # other tenants' objects: 404
+    if changes.get("slug") in RESERVED_SLUGS:
+        raise ValidationError({"slug": "This name is taken by the API: choose another."})
     if "definition" in changes and not graph_checked:  # (a workflow broken since, by a
         # deleted tool, can still be renamed or disabled)
         workflow_compile(tenant=tenant, definition=changes["definition"])

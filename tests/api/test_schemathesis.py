@@ -249,6 +249,12 @@ def _seed(client, trio, monkeypatch):
         "config": {"url": "https://api.example.com/weather"},
     }
     assert api.post("/tools", tool).status_code == 201, api.bodies[-1]
+    flow = {
+        "slug": "brief",
+        "name": "Brief",
+        "definition": {"steps": [{"id": "a", "tool": "weather", "arguments": {"city": "'Oslo'"}}]},
+    }
+    assert api.post("/workflows", flow).status_code == 201, api.bodies[-1]
     conversation = api.post("/conversations", {"agent": "writer", "title": "Hello"})
     assert conversation.status_code == 201, conversation.content
     connection = make_connection(
@@ -312,6 +318,7 @@ def _seed(client, trio, monkeypatch):
         },
         "/api/v1/agents/{slug}": {"slug": "writer"},
         "/api/v1/crews/{slug}": {"slug": "team"},
+        "/api/v1/workflows/{slug}": {"slug": "brief"},
         "/api/v1/tools/{name}": {"name": "weather"},
         "/api/v1/conversations/{id}": {"id": conversation.json()["id"]},
         "/api/v1/conversations/{id}/messages": {"id": conversation.json()["id"]},

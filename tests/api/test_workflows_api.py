@@ -182,3 +182,9 @@ def test_the_same_slug_twice_is_a_400(trio):
     assert alice.post(URL, BODY, format="json").status_code == 201
     again = alice.post(URL, BODY, format="json")
     assert again.status_code == 400 and "slug" in str(again.json()["error"]["details"]).lower()
+
+
+def test_the_validate_route_is_no_workflows_slug(trio):
+    refused = session(trio.alice).post(URL, {**BODY, "slug": "validate"}, format="json")
+    assert refused.status_code == 400 and "slug" in refused.json()["error"]["details"]
+    assert not WorkflowDefinition.objects.exists()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol
 
 import pydantic
@@ -301,10 +302,9 @@ class _Compiler:
         if not must_be_object and declared is not None and inference.types_of(schema) is None:
             self.problem(f"{path}.type", "a JSON type or a list of JSON types")
             return {}
-        try:
-            check_schema(checked, what=path)
-        except SchemaError as exc:
-            self.problem(path, str(exc))
+        refusal = _schema_refusal(path, json.dumps(checked, sort_keys=True))
+        if refusal is not None:
+            self.problem(path, refusal)
             return {}
         return schema
 
@@ -491,6 +491,18 @@ class _Compiler:
 
 
 _NULL = parse("`null`")
+
+
+@lru_cache(maxsize=1024)
+def _schema_refusal(what: str, schema_json: str) -> str | None:
+    """Why a JSON Schema (as canonical JSON text) is refused, or None: a pure function of
+    the text, kept for the process — every save of a configuration object compiles the
+    tenant's workflows again, and a check costs about a millisecond."""
+    try:
+        check_schema(json.loads(schema_json), what=what)
+    except SchemaError as exc:
+        return str(exc)
+    return None
 
 
 def _runs_before(a: str, b: str) -> bool:
