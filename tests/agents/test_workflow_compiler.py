@@ -1,6 +1,6 @@
-"""The workflow document's compiler (agents/workflows): good documents compile to the
-runtime's steps and run; hostile ones are refused, each problem at its path. Tools of our
-own and FakeModel: no network, no database."""
+"""The workflow document's compiler (agents/runtime/declared_workflows): good documents
+compile to the runtime's steps and run; hostile ones are refused, each problem at its path.
+Tools of our own and FakeModel: no network, no database."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agents.runtime.declared_workflows.expressions import parse
 from agents.runtime.spec import AgentSpec
 from agents.runtime.workflow import WorkflowContext, WorkflowFailed
 from agents.workflows import (
@@ -394,3 +395,44 @@ def test_an_agent_step_gets_data_as_json() -> None:
     doc = {"steps": [{"id": "a", "agent": "advisor", "prompt": "{city: input.city}"}]}
     assert run(compiled(doc), {"city": "Paris"}, model) == "ok"
     assert json.loads(model.requests[0].messages[-1].text) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize(
+    ("expression", "names"),
+    [
+        ("input.a", {"input"}),
+        ("input | a", {"input"}),  # `a` reads what the pipe gives
+        ("input.items[?price > limit].name", {"input"}),  # inside the filter: each item
+        ("sort_by(input.items, &price)", {"input"}),  # `&price` reads each item
+        ("{x: place.lat, y: input}", {"place", "input"}),
+        ("[place, weather][0]", {"place", "weather"}),
+        ("place || weather", {"place", "weather"}),
+        ("@", set()),
+    ],
+)
+def test_the_names_an_expression_reads_from_the_scope(expression: str, names: set[str]) -> None:
+    assert {name for name, _node in parse(expression).root_names()} == names
+
+
+def test_a_step_after_a_parallel_reads_its_branches_by_name() -> None:
+    doc = {
+        "output": {
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "t": {"type": "string"}},
+        },
+        "steps": [
+            {
+                "id": "p",
+                "parallel": {
+                    "n": [{"id": "count", "transform": "length(input.text)"}],
+                    "t": [{"id": "same", "transform": "input.text"}],
+                },
+            },
+            {"id": "out", "transform": "{n: p.n, t: p.t}"},
+        ],
+    }
+    assert run(compiled(doc), {"text": "abc"}) == {"n": 3, "t": "abc"}
+    doc["output"]["properties"]["n"] = {"type": "string"}
+    assert problems(doc) == {
+        "output": "the declared output property 'n' expects string, gets integer (from step 'out')"
+    }
