@@ -33,6 +33,7 @@ STARTER = {
 
 class WorkflowForm(PlainLabels, forms.ModelForm):
     definition = PrettyJSONField(
+        label="Document (JSON)",
         widget=JsonTextarea(attrs={"rows": 24}),
         help_text="The workflow as JSON: input (a JSON Schema), steps (tool, agent, transform, "
         "parallel, branch; each with an id), output (a JSON Schema). Expressions are JMESPath "

@@ -529,33 +529,29 @@ def _either(a: inference.Schema, b: inference.Schema) -> inference.Schema:
 
 # -- what the runtime steps call (plain objects: a compiled workflow holds no closures
 #    over the compiler) -------------------------------------------------------------------
-@dataclass(frozen=True)
 class _Begin:
-    schema: dict[str, Any]
+    """The first step: the input checked against its schema, then the scope made."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "check", compile_validator(self.schema))
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.check = compile_validator(schema)
 
     def __call__(self, value: Any) -> dict[str, Any]:
-        why = self.check(value)  # type: ignore[attr-defined]
+        why = self.check(value)
         if why is not None:
             raise ToolFailed(f"the workflow's input is not valid: {why}")
         return {"input": value}
 
 
-@dataclass(frozen=True)
 class _End:
-    last: str
-    schema: dict[str, Any] | None
+    """The last step: the last step's output, checked against the output schema."""
 
-    def __post_init__(self) -> None:
-        check = compile_validator(self.schema) if self.schema is not None else None
-        object.__setattr__(self, "check", check)
+    def __init__(self, last: str, schema: dict[str, Any] | None) -> None:
+        self.last = last
+        self.check = compile_validator(schema) if schema is not None else None
 
     def __call__(self, scope: dict[str, Any]) -> Any:
         output = scope.get(self.last)
-        check = self.check  # type: ignore[attr-defined]
-        why = check(output) if check is not None else None
+        why = self.check(output) if self.check is not None else None
         if why is not None:
             raise ToolFailed(f"the workflow's output is not valid: {why}")
         return output
