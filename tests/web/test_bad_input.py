@@ -24,6 +24,7 @@ from agents.models import (
     Message,
     Quota,
     Run,
+    WorkflowDefinition,
 )
 from agents.services import agent_save, conversation_save
 from agents.triggers import trigger_save
@@ -137,6 +138,12 @@ def world(trio) -> dict:
         "mcp": make_mcp_connection(trio.acme, "http://127.0.0.1:9/mcp", "crm", timeout_s=2),
         "agent": agent,
         "crew": crew,
+        "workflow": WorkflowDefinition.objects.create(
+            tenant=trio.acme,
+            slug="flow",
+            name="Flow",
+            definition={"steps": [{"id": "a", "transform": "input"}]},
+        ),
         "tool": tool,
         "key": key,
         "chat": chat,
@@ -246,6 +253,9 @@ def every_url(world) -> list[str]:
         "config:crews": {},
         "config:crew_create": {},
         "config:crew_edit": {"slug": world["crew"].slug},
+        "config:workflows": {},
+        "config:workflow_create": {},
+        "config:workflow_edit": {"slug": world["workflow"].slug},
         "config:tools": {},
         "config:skills": {},
         "config:skill_approve": {"name": "pdf-forms", "number": 1},
@@ -312,6 +322,7 @@ def every_url(world) -> list[str]:
         "chat:unqueue": {"conversation_id": chat, "queued_id": 999999},
         "config:agent_delete": {"slug": world["agent"].slug},
         "config:crew_delete": {"slug": world["crew"].slug},
+        "config:workflow_delete": {"slug": world["workflow"].slug},
         "config:tool_delete": {"pk": world["tool"].pk},
         "config:connection_delete": {"pk": world["connection"].pk},
         "config:price_delete": {"pk": world["price"].pk},
