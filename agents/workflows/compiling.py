@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.models import Agent
 from agents.runtime.declared_workflows.compiler import (
     CompiledWorkflow,
     compile_definition,
     definition_references,
 )
 from agents.specs import agent_spec
+from agents.workflows.selectors import workflow_agents
 from tenancy.models import Tenant
 from tools.loader import registry_for_tenant
 from tools.runtime.registry import ToolRegistry
@@ -30,10 +30,9 @@ def workflow_compile(
     document names); WorkflowInvalid lists every problem at its path."""
     tools = registry if registry is not None else registry_for_tenant(tenant)
     named = definition_references(definition).agents
-    agents = {}
-    if named:
-        rows = Agent.objects.filter(tenant=tenant, slug__in=named)
-        for agent in rows.select_related("provider_connection"):
-            agents[agent.slug] = agent_spec(agent, agent.provider_connection)
+    agents = {
+        agent.slug: agent_spec(agent, agent.provider_connection)
+        for agent in workflow_agents(tenant=tenant, slugs=named)
+    }
     signatures = {name: tools.get(name) for name in tools.names()}
     return compile_definition(definition, tools=signatures, agents=agents, label=label)

@@ -17,6 +17,7 @@ from agents.models import WorkflowDefinition
 from agents.runtime.config.compiler import ConfigInvalid, compile_config
 from agents.runtime.config.document import document_json_schema
 from agents.runtime.config.loading import dump_document
+from agents.services import agent_save
 from tenancy.models import ConfigVersion
 from tests.factories import make_agent
 
@@ -159,3 +160,14 @@ def test_a_workflow_is_checked_with_the_whole_configuration_on_a_direct_save(tri
     with pytest.raises(ValidationError) as caught:
         workflow.full_clean()
     assert caught.value.message_dict == {"definition": ["steps[0].agent: no agent 'ghost'"]}
+
+
+def test_renaming_an_agent_a_workflow_runs_is_refused_naming_the_workflow(trio):
+    writer = make_agent(trio.acme, "writer")
+    definition = {"steps": [{"id": "note", "agent": "writer", "prompt": "input"}]}
+    workflows.workflow_save(
+        tenant=trio.acme, changes={"slug": "w", "name": "W", "definition": definition}
+    )
+    with pytest.raises(ValidationError) as caught:
+        agent_save(tenant=trio.acme, agent=writer, changes={"slug": "author"})
+    assert caught.value.messages == ["workflow 'w' (definition.steps[0].agent): no agent 'writer'"]
