@@ -6,4 +6,5 @@ workflows it holds with it, and `agents.workflows` (the app's facade) saves and 
     expressions.py  JMESPath expressions: parsed and evaluated within bounds
     inference.py    what an expression gives, as a JSON Schema, for the type checks
     compiler.py     compile_definition: every problem at its path, or the runtime Workflow
+    step_calls.py   what the compiled steps call: the scope read and written
 """

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import pydantic
 
 import agents.runtime.declared_workflows.inference as inference
+from agents.runtime.declared_workflows import step_calls
 from agents.runtime.declared_workflows.document import (
     AgentStepEntry,
     BranchStepEntry,
@@ -37,12 +38,7 @@ from agents.runtime.declared_workflows.document import (
     TransformStepEntry,
     WorkflowDocument,
 )
-from agents.runtime.declared_workflows.expressions import (
-    Expression,
-    ExpressionInvalid,
-    parse,
-    truthy,
-)
+from agents.runtime.declared_workflows.expressions import Expression, ExpressionInvalid, parse
 from agents.runtime.spec import AgentSpec
 from agents.runtime.workflow import (
     AgentStep,
@@ -54,8 +50,7 @@ from agents.runtime.workflow import (
     Workflow,
 )
 from tools.runtime.context import ConfigurationError
-from tools.runtime.tool import ToolFailed
-from tools.runtime.validation import SchemaError, check_schema, compile_validator
+from tools.runtime.validation import SchemaError, check_schema
 
 MAX_DOCUMENT_CHARS = 100_000  # the document as compact JSON
 MAX_JSON_DEPTH = 64  # lists and objects within each other, before the shapes are read
@@ -286,9 +281,9 @@ class _Compiler:
         references = _references(document)
         workflow = Workflow(
             steps=(
-                Transform(_Begin(input_schema), label="input"),
+                Transform(step_calls.Begin(input_schema), label="input"),
                 *steps,
-                Transform(_End(last_id, output_schema), label="output"),
+                Transform(step_calls.End(last_id, output_schema), label="output"),
             ),
             label=label,
         )
@@ -347,7 +342,7 @@ class _Compiler:
             return self.agent_step(entry, path, scope)
         if isinstance(entry, TransformStepEntry):
             expression, schema = self.expression(entry.transform, f"{path}.transform", scope)
-            return Transform(_Store(entry.id, expression), label=entry.id), schema
+            return Transform(step_calls.Store(entry.id, expression), label=entry.id), schema
         if isinstance(entry, ParallelStepEntry):
             return self.parallel_step(entry, path, scope)
         assert isinstance(entry, BranchStepEntry)
@@ -365,7 +360,7 @@ class _Compiler:
             why = inference.mismatch(input_schema or {"type": "object"}, given)
             if why:
                 self.problem(f"{path}.arguments", f"the tool's arguments {why}")
-            arguments: Callable[[Any], dict[str, Any]] = _Arguments(expression)
+            arguments: Callable[[Any], dict[str, Any]] = step_calls.Arguments(expression)
         else:
             expressions = {}
             for name, source in entry.arguments.items():
@@ -380,7 +375,7 @@ class _Compiler:
                 if missing:
                     names = ", ".join(repr(n) for n in missing)
                     self.problem(f"{path}.arguments", f"tool {entry.tool!r} needs {names}")
-            arguments = _NamedArguments(expressions)
+            arguments = step_calls.NamedArguments(expressions)
         output = dict(tool.output_schema) if tool is not None and tool.output_schema else None
         step = ToolStep(name=entry.tool, arguments=arguments, into=entry.id, label=entry.id)
         return step, output
@@ -409,7 +404,9 @@ class _Compiler:
             output = spec.output_schema if spec.output_schema is not None else {"type": "string"}
         if spec is None:  # a check only (see compile_definition)
             spec = AgentSpec(name=entry.agent, instructions="", model="")
-        step = AgentStep(spec=spec, prompt=_Prompt(expression), into=entry.id, label=entry.id)
+        step = AgentStep(
+            spec=spec, prompt=step_calls.Prompt(expression), into=entry.id, label=entry.id
+        )
         return step, output
 
     def parallel_step(
@@ -423,7 +420,7 @@ class _Compiler:
             branches.append(Workflow(steps=tuple(steps), label=key))
             lasts[key] = last_id
             properties[key] = last_schema or {}
-        join = _Join(entry.id, tuple(scope.names), lasts)
+        join = step_calls.Join(entry.id, tuple(scope.names), lasts)
         step = Workflow(
             steps=(
                 Parallel(branches=tuple(branches), keys=tuple(lasts), label="parallel"),
@@ -442,21 +439,24 @@ class _Compiler:
         kept = tuple(scope.names)
         then_steps, then_last, then_schema = self.sequence(arms.then, f"{path}.branch.then", scope)
         if_true = Workflow(
-            steps=(*then_steps, Transform(_Keep(entry.id, kept, then_last), label="end")),
+            steps=(*then_steps, Transform(step_calls.Keep(entry.id, kept, then_last), label="end")),
             label="then",
         )
         if arms.otherwise is None:
-            if_false: Step = Transform(_Keep(entry.id, kept, None), label="else")
+            if_false: Step = Transform(step_calls.Keep(entry.id, kept, None), label="else")
             else_schema: inference.Schema = {"type": "null"}
         else:
             else_steps, else_last, else_schema = self.sequence(
                 arms.otherwise, f"{path}.branch.else", scope
             )
             if_false = Workflow(
-                steps=(*else_steps, Transform(_Keep(entry.id, kept, else_last), label="end")),
+                steps=(
+                    *else_steps,
+                    Transform(step_calls.Keep(entry.id, kept, else_last), label="end"),
+                ),
                 label="else",
             )
-        step = Branch(_Condition(condition), if_true, if_false, label=entry.id)
+        step = Branch(step_calls.Condition(condition), if_true, if_false, label=entry.id)
         return step, _either(then_schema, else_schema)
 
     # -- expressions -------------------------------------------------------------------
@@ -525,109 +525,3 @@ def _either(a: inference.Schema, b: inference.Schema) -> inference.Schema:
     if ta is None or tb is None:
         return None
     return {"type": sorted(ta | tb)}
-
-
-# -- what the runtime steps call (plain objects: a compiled workflow holds no closures
-#    over the compiler) -------------------------------------------------------------------
-class _Begin:
-    """The first step: the input checked against its schema, then the scope made."""
-
-    def __init__(self, schema: dict[str, Any]) -> None:
-        self.check = compile_validator(schema)
-
-    def __call__(self, value: Any) -> dict[str, Any]:
-        why = self.check(value)
-        if why is not None:
-            raise ToolFailed(f"the workflow's input is not valid: {why}")
-        return {"input": value}
-
-
-class _End:
-    """The last step: the last step's output, checked against the output schema."""
-
-    def __init__(self, last: str, schema: dict[str, Any] | None) -> None:
-        self.last = last
-        self.check = compile_validator(schema) if schema is not None else None
-
-    def __call__(self, scope: dict[str, Any]) -> Any:
-        output = scope.get(self.last)
-        why = self.check(output) if self.check is not None else None
-        if why is not None:
-            raise ToolFailed(f"the workflow's output is not valid: {why}")
-        return output
-
-
-@dataclass(frozen=True)
-class _Store:
-    id: str
-    expression: Expression
-
-    def __call__(self, scope: dict[str, Any]) -> dict[str, Any]:
-        return {**scope, self.id: self.expression.evaluate(scope)}
-
-
-@dataclass(frozen=True)
-class _Arguments:
-    expression: Expression
-
-    def __call__(self, scope: dict[str, Any]) -> dict[str, Any]:
-        value = self.expression.evaluate(scope)
-        if not isinstance(value, dict):
-            raise ToolFailed(f"the arguments {self.expression.source!r} are not an object")
-        return value
-
-
-@dataclass(frozen=True)
-class _NamedArguments:
-    expressions: Mapping[str, Expression]
-
-    def __call__(self, scope: dict[str, Any]) -> dict[str, Any]:
-        return {name: e.evaluate(scope) for name, e in self.expressions.items()}
-
-
-@dataclass(frozen=True)
-class _Prompt:
-    expression: Expression
-
-    def __call__(self, scope: dict[str, Any]) -> str:
-        value = self.expression.evaluate(scope)
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class _Condition:
-    expression: Expression
-
-    def __call__(self, scope: dict[str, Any]) -> bool:
-        return truthy(self.expression.evaluate(scope))
-
-
-@dataclass(frozen=True)
-class _Join:
-    """After a parallel step: the scope it started from (the first branch's, which holds
-    it), with each branch's last output under the step's id."""
-
-    id: str
-    kept: tuple[str, ...]
-    lasts: Mapping[str, str]
-
-    def __call__(self, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        first = results[next(iter(self.lasts))]
-        scope = {name: first[name] for name in self.kept if name in first}
-        scope[self.id] = {key: results[key].get(last) for key, last in self.lasts.items()}
-        return scope
-
-
-@dataclass(frozen=True)
-class _Keep:
-    """At the end of a branch's arm: the scope it started from, with the arm's last output
-    (None without one) under the branch's id."""
-
-    id: str
-    kept: tuple[str, ...]
-    last: str | None
-
-    def __call__(self, scope: dict[str, Any]) -> dict[str, Any]:
-        kept = {name: scope[name] for name in self.kept if name in scope}
-        kept[self.id] = scope.get(self.last) if self.last is not None else None
-        return kept
