@@ -171,3 +171,18 @@ def test_renaming_an_agent_a_workflow_runs_is_refused_naming_the_workflow(trio):
     with pytest.raises(ValidationError) as caught:
         agent_save(tenant=trio.acme, agent=writer, changes={"slug": "author"})
     assert caught.value.messages == ["workflow 'w' (definition.steps[0].agent): no agent 'writer'"]
+
+
+def test_an_import_checks_types_against_the_builtins_too(trio):
+    data = document(
+        definition={
+            "steps": [{"id": "sum", "tool": "calculator", "arguments": {"expression": "`12`"}}]
+        }
+    )
+    plan = config_plan(tenant=trio.acme, text=as_yaml(data))
+    assert [(p.path, p.reason) for p in plan.problems] == [
+        (
+            "workflows[0].definition.steps[0].arguments.expression",
+            "tool 'calculator''s argument 'expression' expects string, gets integer",
+        )
+    ]

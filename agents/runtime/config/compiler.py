@@ -575,14 +575,18 @@ class _Checker:
 
     # -- workflows -------------------------------------------------------------------
     def check_workflows(self) -> None:
-        """Each workflow compiled with the document's tools and agents (their schemas known)
-        and the tenant's others (known by name only: their types are not checked here; a
-        save of the workflow itself checks them, agents/workflows)."""
+        """Each workflow compiled with the document's tools and agents (their schemas known),
+        the built-ins (theirs too) and the tenant's others (known by name only: their types
+        are not checked here; a save of the workflow itself checks them, agents/workflows)."""
         workflows = self.document.workflows
         self.duplicates("workflows", "slug", [w.slug for w in workflows])
         if not workflows:
             return
         tools: dict[str, ToolSchemas] = {name: ToolSchemas() for name in self.known.tools}
+        for name in self.known.tools - self.known.definitions:
+            if BUILTINS.has(name):  # a built-in's schemas are the same for every tenant
+                builtin = BUILTINS.get(name)
+                tools[name] = ToolSchemas(builtin.input_schema, builtin.output_schema)
         for name, schema in self.input_schemas.items():
             tools[name] = ToolSchemas(schema, self.output_schemas.get(name))
         agents: dict[str, AgentSpec | None] = dict.fromkeys(self.known.agents)
