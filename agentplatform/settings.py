@@ -333,6 +333,11 @@ CELERY_BEAT_SCHEDULE = {
     "check-context-providers": {"task": "tools.check_context_providers", "schedule": 60.0},
     # Scheduled triggers (agents/triggers.py): due ones claimed in PostgreSQL and fired once.
     "fire-due-triggers": {"task": "agents.fire_due_triggers", "schedule": float(TRIGGER_TICK_S)},
+    # Remembered facts past their agent's retention (agents/memory/expiry.py), in batches.
+    "purge-expired-facts": {
+        "task": "agents.purge_expired_facts",
+        "schedule": float(config.env_int("FACT_PURGE_S", 3600, minimum=60)),
+    },
     # Provider connections' health (providers/routing.py): a failing one is tried last.
     "check-provider-connections": {
         "task": "providers.check_connections",

@@ -25,7 +25,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from agents import quotas
+from agents import memory, quotas
 from agents.fallback_forms import FallbacksField
 from agents.grants_admin import UseGrantsAdmin
 from agents.models import (
@@ -36,6 +36,7 @@ from agents.models import (
     ApprovalStatus,
     Conversation,
     Fact,
+    FactScope,
     Message,
     Quota,
     Run,
@@ -111,8 +112,8 @@ class AgentForm(TenantScopedForm):
         fields = [
             "tenant", "name", "slug", "description", "active", "instructions", "output_schema",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "results_without_tools", "code_mode", "verifier_tool", "provider_connection",
-            "model",
+            "memory", "memory_scope", "memory_retention_days", "memory_key_runs",
+            "results_without_tools", "code_mode", "verifier_tool", "provider_connection", "model",
             "fallbacks", "load_balancing", "temperature",
             "compaction_threshold", "compaction_connection", "compaction_model",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude", "max_rounds",
@@ -162,8 +163,9 @@ class AgentAdmin(GatedAdmin, UseGrantsAdmin, TenantScopedAdmin):
             head.insert(0, "tenant")
         tools = ["use_all_tools", "tool_names", "tool_tags", "tool_exclude"]
         behaviour = [
-            "instructions", "output_schema", "approval_policy", "memory", "results_without_tools",
-            "code_mode", "verifier_tool",
+            "instructions", "output_schema", "approval_policy", "memory", "memory_scope",
+            "memory_retention_days", "memory_key_runs", "results_without_tools", "code_mode",
+            "verifier_tool",
         ]  # fmt: skip
         fieldsets = [
             (None, {"fields": head}),
@@ -587,24 +589,43 @@ class ApprovalAdmin(ReadOnlyAdmin, TenantScopedAdmin):
 
 
 # -- facts and conversations ---------------------------------------------------------
-class FactForm(TenantScopedForm):
-    class Meta:
-        model = Fact
-        fields = ["tenant", "user", "text"]
-
-
 @admin.register(Fact)
 class FactAdmin(TenantScopedAdmin):
-    form = FactForm
-    list_display = ["short_text", "user", "source_run", "created_at"]
-    list_filter = ["user"]
-    list_select_related = ["user"]
+    """The shared facts (agent, tenant and API-key scope), to read and forget: a person's
+    own are theirs to govern (their memory page, REST); edits go through REST or the page,
+    where they are embedded again and audited. Forgetting here is audited too."""
+
+    list_display = ["short_text", "scope", "agent", "api_key", "expires_at", "created_at"]
+    list_filter = ["scope", "agent"]
+    list_select_related = ["agent", "api_key"]
     search_fields = ["text"]
-    readonly_fields = ["source_run", "created_at"]
+    fields = ["tenant", "scope", "agent", "api_key", "text", "source_run", "created_at"]
+    fields += ["expires_at", "edited_by", "edited_at"]
+    readonly_fields = fields
 
     @admin.display(description="Fact")
     def short_text(self, obj: Fact) -> str:
         return _shorten(obj.text, 100)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).exclude(scope=FactScope.PERSON)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def delete_model(self, request, obj: Fact) -> None:
+        if not self._may(request, obj):
+            raise PermissionDenied
+        memory.facts_forget(facts=[obj], actor=request.user)
+
+    def delete_queryset(self, request, queryset) -> None:
+        ids = self._tenant_ids(request)
+        if ids is not None:
+            queryset = queryset.filter(tenant_id__in=ids)
+        memory.facts_forget(facts=list(queryset), actor=request.user)
 
 
 class MessageInline(TenantScopedInline):

@@ -160,4 +160,5 @@ def load_plugins() -> None:
             domains=getattr(value, "domains", ()),
             names=getattr(value, "tool_names", ()),
             needs_user=getattr(value, "needs_user", False),
+            key_runs=getattr(value, "key_runs", None),
         )

@@ -10,7 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
@@ -38,6 +38,24 @@ class ApprovalPolicy(models.TextChoices):
     FLAGGED = "flagged", "Tools that require approval"
     WRITES = "writes", "Also every write or destructive tool"
     NEVER = "never", "Never ask (trusted automation)"
+
+
+class MemoryScope(models.TextChoices):
+    """Whose memory an agent's runs keep (agents/memory/scopes.py)."""
+
+    PERSON = "person", "Each person's own"
+    AGENT = "agent", "Shared by everyone using this agent"
+    TENANT = "tenant", "Shared by the whole workspace"
+
+
+class FactScope(models.TextChoices):
+    """Whose a remembered fact is: a person's, an agent's, the tenant's, or an API key's
+    (a key's runs that act for no member, when their agent allows it)."""
+
+    PERSON = "person", "A person's"
+    AGENT = "agent", "An agent's"
+    TENANT = "tenant", "The workspace's"
+    KEY = "key", "An API key's"
 
 
 class ApprovalDeciders(models.TextChoices):
@@ -127,6 +145,21 @@ class Agent(ConfigObject, SecretDestination, models.Model):
         help_text="Never the person (or key) who started the run.",
     )
     memory = models.BooleanField(default=False)
+    memory_scope = models.CharField(
+        max_length=10, choices=MemoryScope.choices, default=MemoryScope.PERSON,
+        help_text="Whose memory its runs keep: each person's own, one shared by everyone "
+        "using this agent, or one shared by the whole workspace (its runs also recall the "
+        "person's own).",
+    )  # fmt: skip
+    memory_retention_days = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(36500)],
+        help_text="Facts it remembers are forgotten after this many days. Empty: kept.",
+    )  # fmt: skip
+    memory_key_runs = models.BooleanField(
+        default=False,
+        help_text="Runs started with an API key (acting for no member) get memory too: the "
+        "key's own, never a person's.",
+    )
     results_without_tools = models.BooleanField(
         default=False,
         help_text="Answer from tool results with a model call offered no tools: text in a "
@@ -720,16 +753,34 @@ class ConversationSummary(models.Model):
 
 
 class Fact(models.Model):
-    """What an agent remembered about a user. Recall (agents/facts.py) ranks a user's facts
-    by `search` (words, stemmed) and `embedding` (meaning), fused."""
+    """What an agent remembered, and whose it is (`scope`): a person's (`user`), an agent's
+    (`agent`), the tenant's, or an API key's (`api_key`). Provenance: the run that wrote it
+    (`source_run`), its agent (`agent`, for any scope), and the person who last edited it
+    (`edited_by`). Recall (agents/memory/) ranks the facts a run may see by `search`
+    (words, stemmed) and `embedding` (meaning), fused; facts past `expires_at` are never
+    recalled and are purged. Its str never holds its text (audit entries name it)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="facts")
+    scope = models.CharField(max_length=10, choices=FactScope.choices, default=FactScope.PERSON)
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="facts"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+        related_name="facts",
+    )  # fmt: skip
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="facts"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.CASCADE, related_name="facts"
     )
     text = models.TextField()
     source_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    edited_at = models.DateTimeField(null=True, blank=True)
     # Filled by Postgres on every write (a stored generated column).
     search = models.GeneratedField(
         expression=SearchVector("text", config="english"),
@@ -745,15 +796,32 @@ class Fact(models.Model):
         ordering = ["id"]
         indexes = [
             models.Index(fields=["tenant", "user"], name="agents_fact_tenant_user"),
+            models.Index(fields=["tenant", "scope", "agent"], name="agents_fact_tenant_scope"),
+            models.Index(fields=["api_key"], name="agents_fact_api_key"),
+            models.Index(
+                fields=["expires_at"],
+                name="agents_fact_expires",
+                condition=Q(expires_at__isnull=False),
+            ),
             GinIndex(fields=["search"], name="agents_fact_search"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                name="fact_scope_owner",
+                condition=(
+                    Q(scope="person", user__isnull=False, api_key__isnull=True)
+                    | Q(scope__in=["agent", "tenant"], user__isnull=True, api_key__isnull=True)
+                    | Q(scope="key", api_key__isnull=False, user__isnull=True)
+                ),
+            )
         ]
 
     def __str__(self) -> str:
-        return self.text[:80]
+        return f"{self.get_scope_display()} fact {self.pk}"
 
     def save(self, *args, **kwargs) -> None:
-        """A fact whose text is saved anew (the admin's edit) loses a vector that was of
-        the old text. Costs one query then."""
+        """A fact whose text is saved anew (an edit) loses a vector that was of the old
+        text. Costs one query then."""
         fields = kwargs.get("update_fields")
         if not self._state.adding and self.embedder and (fields is None or "text" in fields):
             stored = Fact.objects.filter(pk=self.pk).values_list("text", flat=True).first()

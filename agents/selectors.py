@@ -57,7 +57,7 @@ from agents.models import (
 )
 from base.versions import config_changed, per_config_version
 from tenancy.access import filter_given, get_for_tenant
-from tenancy.models import ApiKey, Membership, Scope, Tenant, TenantGroup
+from tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from tenancy.policy import Principal
 
 
@@ -225,7 +225,7 @@ def agents_named(*, tenant: Tenant, slugs: list[str]) -> dict[str, Agent]:
     return {agent.slug: agent for agent in Agent.objects.filter(tenant=tenant, slug__in=slugs)}
 
 
-# -- conversations and facts ----------------------------------------------------------------
+# -- conversations ----------------------------------------------------------------------
 def conversations_of(
     *,
     tenant: Tenant,
@@ -258,23 +258,6 @@ def conversation_summaries(*, tenant: Tenant, conversation: Conversation) -> Que
     """The summaries of the conversation's older turns (compaction), oldest first (the
     caller paginates them)."""
     return ConversationSummary.objects.filter(tenant=tenant, conversation=conversation)
-
-
-def facts_visible(*, principal: Principal, user_id: int | None = None) -> QuerySet:
-    """The remembered facts the principal may read: a user's own; with an API key of the
-    admin scope the tenant's (one user's with `user_id`); none for another key, which owns
-    no facts of its own."""
-    facts = Fact.objects.filter(tenant=principal.tenant)
-    if principal.api_key is None:
-        return facts.filter(user=principal.user)
-    if not principal.has_scope(Scope.ADMIN):
-        return facts.none()
-    return facts if user_id is None else facts.filter(user_id=user_id)
-
-
-def fact_visible(*, principal: Principal, fact_id: Any) -> Fact:
-    """One fact of `facts_visible`; 404 otherwise."""
-    return get_for_tenant(facts_visible(principal=principal), principal.tenant, pk=_int(fact_id))
 
 
 def agent_named(*, tenant: Tenant, slug: str) -> Agent | None:

@@ -1,4 +1,4 @@
-"""The agents app's objects written: agents, crews, conversations and facts saved and
+"""The agents app's objects written: agents, crews and conversations saved and
 deleted; who holds the use of an agent or crew. Every entry point calls these; runs are
 started, decided and cancelled in `agents.runs`; reads are in agents/selectors.py.
 """
@@ -17,7 +17,7 @@ from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
 from agents import access, publishing, skills
-from agents.models import Agent, Conversation, Crew, Fact, crew_members_replacer
+from agents.models import Agent, Conversation, Crew, crew_members_replacer
 from agents.selectors import use_grants
 from tenancy.models import ApiKey, Membership, Tenant, TenantGroup
 from tenancy.policy import Principal
@@ -146,12 +146,6 @@ def conversation_delete(*, tenant: Tenant, conversation: Conversation) -> None:
     stored files once the deletion commits: agents.conversations)."""
     _check_tenant(conversation, tenant, "conversation")
     conversation.delete()
-
-
-def fact_delete(*, tenant: Tenant, fact: Fact) -> None:
-    """Forget one of the tenant's remembered facts."""
-    _check_tenant(fact, tenant, "fact")
-    fact.delete()
 
 
 # -- use grants ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 from django.dispatch import receiver
 
 from agents.conversations import attachment_read, attachment_readings_stale
+from agents.memory import facts_expired_purge
 from agents.models import Attachment, Run
 from agents.remote_health import check_remote_agents
 from agents.runs import admit, drain, stale_runs
@@ -246,3 +247,11 @@ def sweep_stale_attachment_readings() -> int:
     for attachment_id, tenant_id in again:
         read_attachment_task.delay(attachment_id, tenant_id)
     return len(again)
+
+
+@shared_task(name="agents.purge_expired_facts", ignore_result=True)
+def purge_expired_facts() -> int:
+    """Delete the remembered facts past their agent's retention, in batches, audited
+    (agents.memory). Recall never reads them meanwhile."""
+    with rls.owner():  # across tenants; each tenant's purge has its own audit entry
+        return facts_expired_purge()

@@ -7,8 +7,10 @@ the agent remembers; rag: `knowledge_search` over the agent's knowledge bases, a
 `file_read` of their documents): each is an `agentplatform.tool_sources` entry point,
 loaded at startup. A source's tools are offered whatever the agent's tool picks are
 (turning memory on, linking a knowledge base is the pick), unless the agent excludes them
-by name. A source whose tools need the run's user (memory: facts are per user) offers
-nothing to a run without one (an API key's that acts for no member). The loop then adds
+by name. A source whose tools need the run's user (memory: a person's facts) offers
+nothing to a run without one (an API key's that acts for no member), unless it says it
+serves such a key's run for this agent (`key_runs`: memory, when the agent keeps memory for
+keys, scoped to the key). The loop then adds
 the synthetic `final_answer` (when it has an output schema). The agent's kind may change
 what its loop gets (a simple agent gets none).
 """
@@ -42,7 +44,7 @@ ToolSource = Callable[[Agent], Tool | Iterable[Tool] | None]  # the agent -> its
 _sources: list[tuple[ToolSource, str]] = []
 _source_domains: dict[str, tuple[str, ...]] = {}  # label -> the capability domains it covers
 _source_names: set[str] = set()
-_sources_needing_a_user: list[ToolSource] = []
+_sources_needing_a_user: dict[int, Callable[[Agent], bool] | None] = {}  # id -> key_runs
 STRUCTURED_OUTPUT = "structured output"
 
 
@@ -53,16 +55,18 @@ def add_tool_source(
     domains: tuple[str, ...] = (),
     names: tuple[str, ...] = (),
     needs_user: bool = False,
+    key_runs: Callable[[Agent], bool] | None = None,
 ) -> None:
     """Offer `source(agent)`'s tool to the agent's runs; `label` names where it comes from
     (shown beside the tool: "knowledge"); `domains`, from `tools.context_providers.Domain`,
     what it covers (a ValueError names any other); `names` the names its tools may have (an
     agent's configuration may name them: `agent_tool_names`); `needs_user`: its tools work
-    only for a run with a user, and runs without one are not offered them. A source whose
+    only for a run with a user, and runs without one are not offered them — but a key's
+    run acting for no member is, when `key_runs(agent)` says so. A source whose
     providers have a lister of their own (rag's knowledge bases) is described by that lister
     instead. The loader calls it for each `agentplatform.tool_sources` plug-in
     (base/plugins.py, agents/apps.py), with the plug-in's `label`, `domains`,
-    `tool_names` and `needs_user` attributes."""
+    `tool_names`, `needs_user` and `key_runs` attributes."""
     try:
         validate_domains(list(domains))
     except ValidationError as refused:
@@ -72,7 +76,7 @@ def add_tool_source(
         _source_domains[label] = tuple(domains)
         _source_names.update(names)
         if needs_user:
-            _sources_needing_a_user.append(source)
+            _sources_needing_a_user[id(source)] = key_runs
 
 
 def agent_tool_names() -> frozenset[str]:
@@ -120,11 +124,13 @@ def effective_tools(
     spec: AgentSpec | None = None,
     toolbox: TenantTools | None = None,
     with_user: bool = True,
+    with_key: bool = False,
 ) -> EffectiveTools:
     """The tools a run of `agent` is offered, each with its source. `spec` defaults to the
     agent's own (the engine passes the one it runs), `toolbox` to the tenant's tools (one
     cache read when fresh); `with_user`: whether the run has a user (the engine says; the
-    agent's own listings show what a member's run gets). Each registered source may read
+    agent's own listings show what a member's run gets); `with_key`: whether a run without
+    one was started by an API key. Each registered source may read
     too (rag: its links, once per configuration version). An unsaved agent has no tools of
     its own."""
     spec = spec or agent_spec(agent, None)
@@ -132,7 +138,7 @@ def effective_tools(
     own = [
         (tool, label)
         for source, label in _sources
-        if with_user or all(source is not needs for needs in _sources_needing_a_user)
+        if with_user or _offered_without_user(source, agent, with_key)
         for tool in _tools(source(agent))
     ]
     registry = toolbox.registry
@@ -158,6 +164,13 @@ def effective_tools(
     return EffectiveTools(
         spec=spec, registry=registry, offered=offered, sources=sources, unknown=unknown
     )
+
+
+def _offered_without_user(source: ToolSource, agent: Agent, with_key: bool) -> bool:
+    if id(source) not in _sources_needing_a_user:
+        return True
+    key_runs = _sources_needing_a_user[id(source)]
+    return with_key and key_runs is not None and key_runs(agent)
 
 
 def _tools(given: Tool | Iterable[Tool] | None) -> list[Tool]:

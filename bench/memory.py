@@ -1,4 +1,4 @@
-"""Fact recall (agents/facts.py): how well it finds a user's facts, and what one recall costs.
+"""Fact recall (agents/memory/): how well it finds a user's facts, and what one recall costs.
 
 Run: cd /work/main && .venv/bin/python bench/memory.py [--smoke]
 (prints the figures, writes bench/results/memory.json). Starts the embedded PostgreSQL and
@@ -100,10 +100,11 @@ def bench_quality(embedders: dict) -> dict:
     from asgiref.sync import async_to_sync
     from django.contrib.auth import get_user_model
 
-    from agents.facts import DjangoFactStore, register_fact_embedder
+    from agents.memory import DjangoFactStore, MemorySettings, register_fact_embedder
     from tenancy.services import tenant_create
+    from tools.runtime.context import RunContext
 
-    store = DjangoFactStore()
+    store = DjangoFactStore(MemorySettings.default())
     owners = {}
     for name in DATA["facts"]:
         user = get_user_model().objects.create_user(username=f"quality-{name}")
@@ -126,14 +127,12 @@ def bench_quality(embedders: dict) -> dict:
             for name, texts in DATA["facts"].items():
                 tenant, user = owners[name]
                 for text in texts:
-                    async_to_sync(store.remember)(
-                        tenant_id=tenant.pk, user_id=user.pk, text=text, run_id=None
-                    )
+                    ctx = RunContext(tenant.pk, user_id=user.pk)
+                    async_to_sync(store.remember)(ctx=ctx, text=text)
 
         def hybrid(tenant_id, user_id, query):
-            found = async_to_sync(store.recall)(
-                tenant_id=tenant_id, user_id=user_id, query=query, limit=TOP
-            )
+            ctx = RunContext(tenant_id, user_id=user_id)
+            found = async_to_sync(store.recall)(ctx=ctx, query=query, limit=TOP)
             return [fact["text"] for fact in found]
 
         results[label] = measure(hybrid)
@@ -149,12 +148,13 @@ def bench_cost(embedders: dict, size: dict) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from agents import facts
-    from agents.facts import DjangoFactStore, register_fact_embedder
+    from agents.memory import DjangoFactStore, MemorySettings, reach_of, register_fact_embedder
+    from agents.memory.recall import _ranked  # the statement alone
     from agents.models import Fact
     from tenancy.services import tenant_create
+    from tools.runtime.context import RunContext
 
-    store = DjangoFactStore()
+    store = DjangoFactStore(MemorySettings.default())
     texts = synthetic_facts(size["facts"])
     users = [
         get_user_model().objects.create_user(username=f"cost-{n}") for n in range(size["users"])
@@ -181,7 +181,7 @@ def bench_cost(embedders: dict, size: dict) -> dict:
     async def recall(label: str, query: str) -> None:
         register_fact_embedder(embedders[label])
         tenant = tenants[label]
-        await store.recall(tenant_id=tenant.pk, user_id=user.pk, query=query, limit=TOP)
+        await store.recall(ctx=RunContext(tenant.pk, user_id=user.pk), query=query, limit=TOP)
 
     async def ranking(label: str, query: str) -> None:
         """The ranking statement alone (on a database thread, as recall runs it)."""
@@ -189,13 +189,14 @@ def bench_cost(embedders: dict, size: dict) -> dict:
         vector = (await embedder.embed([query]))[0] if embedder is not None else None
         name = embedder.name if embedder is not None else None
         started = time.perf_counter()
-        await sync_to_async(facts._ranked)(tenant.pk, user.pk, query, name, vector, TOP)
+        reach = reach_of(MemorySettings.default(), RunContext(tenant.pk, user_id=user.pk))
+        await sync_to_async(_ranked)(reach, query, name, vector, TOP)
         return time.perf_counter() - started
 
     async def remember(label: str, query: str) -> None:
         register_fact_embedder(embedders[label])
         tenant = tenants[label]
-        await store.remember(tenant_id=tenant.pk, user_id=writer.pk, text=query, run_id=None)
+        await store.remember(ctx=RunContext(tenant.pk, user_id=writer.pk), text=query)
 
     async def former(label: str, query: str) -> None:
         await sync_to_async(former_recall)(tenants[label].pk, user.pk, query, TOP)
@@ -240,7 +241,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a few facts and calls")
     smoke = parser.parse_args().smoke or SMOKE  # `make bench-smoke` sets BENCH_SMOKE=1
     configure_django("bench-memory-")
-    from agents.facts import fact_embedder
+    from agents.memory import fact_embedder
 
     registered = fact_embedder().name if fact_embedder() else None
     load = os.getloadavg()[0]

@@ -16,7 +16,7 @@ class RagConfig(AppConfig):
         from rag.config_section import KNOWLEDGE_BASES
 
         register_document_section(KNOWLEDGE_BASES)  # knowledge bases in the document
-        from agents.facts import register_fact_embedder
+        from agents.memory import register_fact_embedder
         from agents.tool_routing import register_routing_embedder
         from rag.embedders import local_embedder, local_model_installed, static_embedder
 

@@ -448,6 +448,10 @@ class AuditAction(models.TextChoices):
     APPROVAL_DECIDED = "approval.decided", "Approval decided"
     RUN_STARTED_BY_KEY = "run.started_by_key", "Run started with an API key"
     RUN_RESUMED = "run.resumed", "Failed run resumed"
+    FACT_REMEMBERED = "fact.remembered", "Fact remembered"
+    FACT_EDITED = "fact.edited", "Fact edited"
+    FACT_FORGOTTEN = "fact.forgotten", "Fact forgotten"
+    FACTS_EXPIRED = "facts.expired", "Expired facts purged"
 
 
 class AppendOnly(Exception):

@@ -23,6 +23,7 @@ def tool_context(
     *,
     tenant: Tenant,
     user_id: int | None = None,
+    api_key_id: int | None = None,
     run_id: str | None = None,
     correlation_id: str | None = None,
     events: EventSink | None = None,
@@ -38,6 +39,7 @@ def tool_context(
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,
+        api_key_id=api_key_id,
         run_id=run_id,
         correlation_id=correlation_id or uuid.uuid4().hex,
         secrets=secrets if secrets is not None else tenant_tools(tenant).secrets,

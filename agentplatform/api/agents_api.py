@@ -14,6 +14,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -34,11 +35,12 @@ from agentplatform.api.serializers import (
     AgentSerializer,
     ContextProviderSerializer,
     CrewSerializer,
+    FactEditSerializer,
     FactSerializer,
 )
-from agents import selectors
-from agents.models import Agent, Crew, Fact
-from agents.services import agent_delete, crew_delete, fact_delete
+from agents import memory, selectors
+from agents.models import Agent, Crew, Fact, FactScope
+from agents.services import agent_delete, crew_delete
 from agents.tool_sources import agent_context_providers
 from tenancy.policy import Action
 
@@ -59,6 +61,9 @@ AGENT_EXAMPLE = {
     "tool_names": ["calculator", "current_time"],
     "approval_policy": "flagged",
     "memory": True,
+    "memory_scope": "person",
+    "memory_retention_days": 90,
+    "memory_key_runs": False,
     "results_without_tools": False,
     "verifier_tool": "",
     "kind": "orchestrator",
@@ -223,19 +228,33 @@ class CrewViewSet(TenantCrudViewSet):
 # -- facts ---------------------------------------------------------------------------------
 FACT_EXAMPLE = {
     "id": 3,
+    "scope": "person",
     "user": 5,
+    "agent": "support",
+    "api_key": None,
     "text": "Prefers answers in French.",
     "source_run": 12,
     "created_at": "2025-01-01T12:00:00Z",
+    "expires_at": None,
+    "edited_by": None,
+    "edited_at": None,
 }
+SCOPE = OpenApiParameter(
+    "scope", OpenApiTypes.STR, enum=[s.value for s in FactScope], description="Only this scope."
+)
 
 
 @extend_schema_view(
     list=extend_schema(
         summary="List remembered facts",
-        description="A session user sees their own facts. An API key (admin scope) sees the "
-        "tenant's, optionally for one user (`?user=<id>`).",
-        parameters=[OpenApiParameter("user", OpenApiTypes.INT, description="User id (keys).")],
+        description="A person sees what agents remember about them; an admin also the shared "
+        "facts (agent and tenant scope) and the API keys'. An API key sees its own key-scope "
+        "facts; one with the admin scope every fact (`?user=<id>`: one person's). Another "
+        "person's fact is never listed (and answers 404).",
+        parameters=[
+            OpenApiParameter("user", OpenApiTypes.INT, description="Only this person's."),
+            SCOPE,
+        ],
         responses={200: FactSerializer(many=True), **ERRORS},
         examples=[OpenApiExample("A fact", FACT_EXAMPLE, response_only=True)],
     ),
@@ -245,8 +264,20 @@ FACT_EXAMPLE = {
         responses={200: FactSerializer, **ERRORS},
         examples=[OpenApiExample("A fact", FACT_EXAMPLE, response_only=True)],
     ),
+    partial_update=extend_schema(
+        summary="Edit a fact's text",
+        description="Its text only; it is embedded again, so recall finds it by its new "
+        "meaning. Audited (never the text).",
+        parameters=[ID],
+        request=FactEditSerializer,
+        responses={200: FactSerializer, **ERRORS},
+        examples=[
+            OpenApiExample("New text", {"text": "Prefers answers in German."}, request_only=True)
+        ],
+    ),
     destroy=extend_schema(
         summary="Forget a fact",
+        description="No later run recalls it. Audited.",
         parameters=[ID],
         responses={204: None, **ERRORS},
         examples=[NOT_FOUND_EXAMPLE],
@@ -258,23 +289,37 @@ class FactViewSet(
     mixins.DestroyModelMixin,
     TenantViewSet,
 ):
-    """What agents with memory remembered about users. Facts belong to a user: API keys
-    (not users) need the admin scope to read or delete them."""
+    """What agents remembered (agents.memory): the rule of who sees which fact is
+    `facts_visible`'s; editing and forgetting need `write_data`."""
 
     serializer_class = FactSerializer
     read_action = Action.READ_DATA
     write_action = Action.WRITE_DATA
+    http_method_names = ["get", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> models.QuerySet:
         if getattr(self, "swagger_fake_view", False):
             return Fact.objects.none()
-        user_id = query_int(self.request, "user") if self.action == "list" else None
-        return selectors.facts_visible(principal=self.principal, user_id=user_id)
+        if self.action != "list":
+            return memory.facts_visible(principal=self.principal)
+        scope = query_text(self.request, "scope")
+        if scope is not None and scope not in FactScope.values:
+            raise ValidationError({"scope": f"One of {', '.join(FactScope.values)}."})
+        return memory.facts_visible(
+            principal=self.principal, user_id=query_int(self.request, "user"), scope=scope
+        )
 
     def get_object(self) -> Fact:
         fact_id = path_id(self.kwargs["pk"], "fact")
-        return selectors.fact_visible(principal=self.principal, fact_id=fact_id)
+        return memory.fact_visible(principal=self.principal, fact_id=fact_id)
+
+    def partial_update(self, request: Request, *args, **kwargs) -> Response:
+        fact = self.get_object()
+        given = FactEditSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        fact = memory.fact_edit(principal=self.principal, fact=fact, text=given.data["text"])
+        return Response(FactSerializer(fact).data)
 
     def destroy(self, request: Request, *args, **kwargs) -> Response:
-        fact_delete(tenant=self.tenant, fact=self.get_object())
+        memory.fact_delete(principal=self.principal, fact=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -238,6 +238,9 @@ class AgentSerializer(CleanModelSerializer):
             "approval_group",
             "approval_not_starter",
             "memory",
+            "memory_scope",
+            "memory_retention_days",
+            "memory_key_runs",
             "results_without_tools",
             "code_mode",
             "verifier_tool",
@@ -858,10 +861,35 @@ class ConversationSummarySerializer(serializers.ModelSerializer):
 
 
 class FactSerializer(serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True,
+        help_text="The agent whose run wrote it (and, for agent scope, whose memory it is).",
+    )  # fmt: skip
+    edited_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True,
+        help_text="The person who last edited its text.",
+    )  # fmt: skip
+
     class Meta:
         model = Fact
-        fields = ["id", "user", "text", "source_run", "created_at"]
+        fields = [
+            "id", "scope", "user", "agent", "api_key", "text", "source_run", "created_at",
+            "expires_at", "edited_by", "edited_at",
+        ]  # fmt: skip
         read_only_fields = fields
+        extra_kwargs = {
+            "scope": {"help_text": "Whose it is: person (user), agent, tenant, or key (api_key)."},
+            "user": {"help_text": "With person scope: the person it is about."},
+            "api_key": {"help_text": "With key scope: the API key whose runs keep it."},
+            "source_run": {"help_text": "The run that remembered it."},
+            "expires_at": {"help_text": "When it is forgotten (its agent's retention)."},
+        }
+
+
+class FactEditSerializer(serializers.Serializer):
+    text = serializers.CharField(
+        max_length=1000, trim_whitespace=True, help_text="The fact's new text."
+    )
 
 
 # -- API keys and members ----------------------------------------------------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import account, health, home, invitations, metrics, oauth, views
+from agentplatform.web import account, health, home, invitations, memory, metrics, oauth, views
 from agentplatform.web.sso import views as sso_views
 
 urlpatterns = [
@@ -28,6 +28,11 @@ urlpatterns = [
     path("oauth/token", oauth.token, name="oauth_token"),
     path("t/<slug:tenant_slug>/", home.tenant_home, name="tenant_home"),
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
+    path("t/<slug:tenant_slug>/memory/", memory.memory_page, name="memory"),
+    path("t/<slug:tenant_slug>/memory/<int:fact_id>/edit/", memory.fact_edit, name="fact_edit"),
+    path(
+        "t/<slug:tenant_slug>/memory/<int:fact_id>/delete/", memory.fact_delete, name="fact_delete"
+    ),
     path("t/<slug:tenant_slug>/", include("agentplatform.web.activity.urls")),  # runs, usage
     path("t/<slug:tenant_slug>/", include("agentplatform.web.config.urls")),  # admins only
     path("t/<slug:tenant_slug>/knowledge/", include("agentplatform.web.knowledge.urls")),

@@ -217,6 +217,8 @@ def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
     return tool_context(
         tenant=run.tenant,
         user_id=run.initiated_by_user_id,
+        # A key's run acting for a member is that member's: never the key's memory.
+        api_key_id=None if run.initiated_by_user_id else run.initiated_by_api_key_id,
         run_id=str(run.pk),
         correlation_id=run.correlation_id,
         secrets=secrets,

@@ -405,7 +405,10 @@ def _prepare_agent(
     adapter = quotas.metered(adapter, meter)  # limits, per call
     toolbox = tenant_tools(run.tenant)
     with_user = run.initiated_by_user_id is not None
-    effective = effective_tools(agent, spec=spec, toolbox=toolbox, with_user=with_user)
+    with_key = run.initiated_by_api_key_id is not None
+    effective = effective_tools(
+        agent, spec=spec, toolbox=toolbox, with_user=with_user, with_key=with_key
+    )
     spec, tools = effective.spec, effective.registry  # the loop picks effective.offered
     # The conversation's attachments the run's record lists: images, documents, a search.
     attached = RunAttachments()

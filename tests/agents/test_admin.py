@@ -28,6 +28,7 @@ def agent_form(**overrides) -> dict:
         "instructions": "Be brief.",
         "output_schema": "",
         "approval_policy": "flagged",
+        "memory_scope": "person",
         "provider_connection": "",
         "model": "",
         "temperature": "",
@@ -282,9 +283,12 @@ def test_deciding_twice_is_a_message_not_an_error(client, trio, parked):
 
 
 # -- facts and conversations ---------------------------------------------------------
-def test_facts_and_conversations_are_listed_with_their_messages(client, trio, agent):
+def test_shared_facts_and_conversations_are_listed_with_their_messages(client, trio, agent):
+    """A person's facts are theirs to govern (their memory page): the admin lists the shared
+    ones, read-only (tests/agents/test_memory_governance.py: forgetting them, audited)."""
+    Fact.objects.create(tenant=trio.acme, scope="agent", agent=agent, text="The office opens at 9.")
     Fact.objects.create(tenant=trio.acme, user=trio.bob, text="Bob likes tea.")
-    Fact.objects.create(tenant=trio.globex, user=trio.charlie, text="Charlie likes coffee.")
+    Fact.objects.create(tenant=trio.globex, scope="tenant", text="Charlie's office is closed.")
     conversation = Conversation.objects.create(
         tenant=trio.acme, agent=agent, owner_user=trio.bob, title="Tea time"
     )
@@ -293,7 +297,8 @@ def test_facts_and_conversations_are_listed_with_their_messages(client, trio, ag
     )
     login(client, trio.alice)
     facts = client.get("/admin/agents/fact/").content.decode()
-    assert "Bob likes tea." in facts and "Charlie likes coffee." not in facts
+    assert "The office opens at 9." in facts
+    assert "Bob likes tea." not in facts and "closed" not in facts
     page = client.get(f"/admin/agents/conversation/{conversation.pk}/change/").content.decode()
     assert "Tea time" in page and "Any tea?" in page
     assert client.get("/admin/agents/conversation/add/").status_code == 403

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from agents import services
-from agents.models import Agent, Conversation, Crew, CrewMember, Fact
+from agents.models import Agent, Conversation, Crew, CrewMember
 from tenancy.records.saving import SaveConflict, save_validated
 
 pytestmark = pytest.mark.django_db
@@ -196,15 +196,6 @@ def test_conversation_invalid_or_foreign_is_refused(trio, agents3):
     assert theirs.title == ""
     services.conversation_delete(tenant=trio.globex, conversation=theirs)
     assert not Conversation.objects.exists()
-
-
-def test_fact_delete_checks_the_tenant(trio):
-    fact = Fact.objects.create(tenant=trio.globex, user=trio.charlie, text="Likes tea.")
-    with pytest.raises(Http404):
-        services.fact_delete(tenant=trio.acme, fact=fact)
-    assert Fact.objects.filter(pk=fact.pk).exists()
-    services.fact_delete(tenant=trio.globex, fact=fact)
-    assert not Fact.objects.exists()
 
 
 # -- the shared helper ------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The production fact store (agents/facts.py) on the real PostgreSQL: hybrid recall (words
+"""The production fact store (agents/memory/) on the real PostgreSQL: hybrid recall (words
 and meaning), its quality on a labelled set, and its walls between users and tenants.
 
 tests/data/memory/recall.json: 42 facts of three users (bob and alice in acme, charlie in
@@ -16,15 +16,21 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from agents.facts import DjangoFactStore, fact_embedder, register_fact_embedder
+from agents.memory import (
+    DjangoFactStore,
+    MemorySettings,
+    fact_embedder,
+    register_fact_embedder,
+)
 from agents.models import Fact
 from agents.runs import run_start
 from rag.embedders import local_model_installed, static_embedder
 from tenancy import rls
 from tests.factories import add_member, make_agent
+from tools.runtime.context import RunContext
 
 DATA = json.loads((Path(__file__).parents[1] / "data/memory/recall.json").read_text())
-STORE = DjangoFactStore()
+STORE = DjangoFactStore(MemorySettings.default())
 # Measured on this set (recall@1 / @3 / @5): MiniLM 0.892 / 0.973 / 0.973, the static
 # model 0.649 / 0.865 / 0.919, words only 0.23 / 0.297 / 0.297; the former recall (every
 # word of the query in the fact, as a substring) 0.054 at every k.
@@ -55,16 +61,16 @@ def embedder_as(request):
     register_fact_embedder(registered)
 
 
+def ctx(tenant, user, run_id: str | None = None) -> RunContext:
+    return RunContext(tenant.pk, user_id=user.pk, run_id=run_id)
+
+
 def remember(tenant, user, text: str) -> str:
-    return async_to_sync(STORE.remember)(
-        tenant_id=tenant.pk, user_id=user.pk, text=text, run_id=None
-    )
+    return async_to_sync(STORE.remember)(ctx=ctx(tenant, user), text=text)
 
 
 def recall(tenant, user, query: str, limit: int = 10) -> list[str]:
-    found = async_to_sync(STORE.recall)(
-        tenant_id=tenant.pk, user_id=user.pk, query=query, limit=limit
-    )
+    found = async_to_sync(STORE.recall)(ctx=ctx(tenant, user), query=query, limit=limit)
     return [fact["text"] for fact in found]
 
 
@@ -207,9 +213,7 @@ def test_a_fact_names_the_run_that_learnt_it_when_the_run_is_one_of_ours(trio):
     agent = make_agent(trio.acme)
     run = run_start(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.bob, enqueue=False)
     for run_id, source in ((str(run.pk), run.pk), ("run_1", None), (None, None)):
-        pk = async_to_sync(STORE.remember)(
-            tenant_id=trio.acme.pk, user_id=trio.bob.pk, text="Likes tea.", run_id=run_id
-        )
+        pk = async_to_sync(STORE.remember)(ctx=ctx(trio.acme, trio.bob, run_id), text="Likes tea.")
         assert Fact.objects.get(pk=pk).source_run_id == source
 
 
@@ -217,13 +221,9 @@ def test_without_a_query_the_latest_facts(trio):
     ids = [remember(trio.acme, trio.bob, f"Fact {n}.") for n in range(3)]
     assert recall(trio.acme, trio.bob, "  ", limit=2) == ["Fact 2.", "Fact 1."]
     # With the ids forget_fact takes, as a query's recall gives them too.
-    latest = async_to_sync(STORE.recall)(
-        tenant_id=trio.acme.pk, user_id=trio.bob.pk, query="", limit=2
-    )
+    latest = async_to_sync(STORE.recall)(ctx=ctx(trio.acme, trio.bob), query="", limit=2)
     assert latest == [{"id": ids[2], "text": "Fact 2."}, {"id": ids[1], "text": "Fact 1."}]
-    found = async_to_sync(STORE.recall)(
-        tenant_id=trio.acme.pk, user_id=trio.bob.pk, query="fact", limit=10
-    )
+    found = async_to_sync(STORE.recall)(ctx=ctx(trio.acme, trio.bob), query="fact", limit=10)
     assert sorted((f["id"], f["text"]) for f in found) == sorted(
         zip(ids, ["Fact 0.", "Fact 1.", "Fact 2."], strict=True)
     )
@@ -234,7 +234,7 @@ def test_forget_deletes_the_users_own_fact_by_its_id_and_says_whether_it_did(tri
     mine = remember(trio.acme, trio.bob, "Likes tea.")
 
     def forget(user, fact_id) -> bool:
-        return async_to_sync(STORE.forget)(tenant_id=trio.acme.pk, user_id=user.pk, fact_id=fact_id)
+        return async_to_sync(STORE.forget)(ctx=ctx(trio.acme, user), fact_id=fact_id)
 
     assert forget(trio.bob, "not-an-id") is False
     assert forget(trio.alice, mine) is False  # another member's

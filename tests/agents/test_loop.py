@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agents.facts import DjangoFactStore
+from agents.memory import DjangoFactStore, MemorySettings
 from agents.runtime.client_request import ClientTool
 from agents.runtime.loop import agent_registry, run_agent
 from agents.runtime.memory import MEMORY_TOOL_NAMES
@@ -1031,13 +1031,15 @@ def test_agent_registry_filters_by_names_tags_and_exclusions(toolbox, overrides,
 def test_agent_registry_adds_synthetic_tools_without_touching_the_tenant_registry(toolbox):
     spec = make_spec(tool_names=("search",), memory=True, output_schema={"type": "object"})
 
-    chosen = agent_registry(spec, toolbox, DjangoFactStore())
+    chosen = agent_registry(spec, toolbox, DjangoFactStore(MemorySettings.default()))
 
     assert chosen.names() == ["search", *MEMORY_TOOL_NAMES, "final_answer"]
     assert toolbox.names() == ["search", "fetch", "write_file", "delete_file"]
     # A registry already holding them (the platform's toolbox offers the memory tools) gets
     # them replaced, not a clash.
-    again = agent_registry(replace(spec, tool_names=None), chosen, DjangoFactStore())
+    again = agent_registry(
+        replace(spec, tool_names=None), chosen, DjangoFactStore(MemorySettings.default())
+    )
     assert again.names() == chosen.names()
     assert agent_registry(make_spec(memory=True), toolbox).names() == toolbox.names()  # no store
 
@@ -1049,7 +1051,7 @@ def test_a_run_without_a_user_is_offered_no_memory_tools():
         asyncio.run(
             run_agent(
                 spec=make_spec(memory=True), adapter=model, registry=ToolRegistry(), ctx=ctx,
-                input="hi", facts=DjangoFactStore(),
+                input="hi", facts=DjangoFactStore(MemorySettings.default()),
             )
         )  # fmt: skip
     with_user, without = ({t.name for t in request.tools} for request in model.requests)

@@ -1,4 +1,4 @@
-"""Memory tools through runs of the platform: the memory tool source (agents/facts.py) and
+"""Memory tools through runs of the platform: the memory tool source (agents/memory/) and
 the production store on the real PostgreSQL, scoped to the run's tenant and user. The
 model is the local fake provider: it calls one memory tool, then answers.
 
@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from agents import runs
-from agents.facts import DjangoFactStore
+from agents.memory import DjangoFactStore, MemorySettings
 from agents.models import Fact
 from agents.runtime.memory import MEMORY_TOOL_NAMES, memory_tools
 from tests.factories import add_member, make_agent, make_connection
@@ -154,10 +154,10 @@ def test_an_empty_fact_is_refused(trio, pals, provider_server):
 def test_the_memory_tools_themselves_refuse_a_run_without_a_user(trio, name, arguments):
     """Such runs are not offered them (test_memory_offer.py); given them anyway (the pure
     runtime's caller), each call is refused before the store is asked."""
-    registry = ToolRegistry(memory_tools(DjangoFactStore()))
+    registry = ToolRegistry(memory_tools(DjangoFactStore(MemorySettings.default())))
     nobody = RunContext(tenant_id=trio.acme.pk, user_id=None, run_id="1")
 
     result = async_to_sync(registry.execute)(RuntimeToolCall("m1", name, arguments), nobody)
 
-    assert result.error == "memory is per user, and this run has no user"
+    assert result.error == "this run has no memory: it acts for no person"
     assert not Fact.objects.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agents.facts import DjangoFactStore
+from agents.memory import DjangoFactStore, MemorySettings
 from agents.runtime.loop import agent_registry
 from agents.runtime.prompt import compose_system_prompt, instructions_digest, tools_digest
 from agents.runtime.spec import AgentSpec
@@ -47,7 +47,9 @@ def test_the_prompt_has_instructions_then_context_blocks_then_the_tool_guide():
 
 
 def test_the_memory_section_appears_only_when_memory_is_on():
-    registry = agent_registry(replace(SPEC, memory=True), ToolRegistry(), DjangoFactStore())
+    registry = agent_registry(
+        replace(SPEC, memory=True), ToolRegistry(), DjangoFactStore(MemorySettings.default())
+    )
 
     with_memory = compose_system_prompt(replace(SPEC, memory=True), registry)
     without = compose_system_prompt(SPEC, ToolRegistry())

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agents.facts import DjangoFactStore
+from agents.memory import DjangoFactStore, MemorySettings
 from agents.runtime.client_request import ClientTool
 from agents.runtime.loop import run_agent
 from agents.runtime.spec import AgentSpec, Decision, RunStatus
@@ -231,7 +231,7 @@ def test_the_platforms_memory_tools_renamed_beside_the_callers_stay_offered():
     model = FakeModel(["sunny"])
     outcome, _ = run(
         model, registry, routing_for(registry), spec=spec(memory=True, client_tools=(theirs,)),
-        facts=DjangoFactStore(),
+        facts=DjangoFactStore(MemorySettings.default()),
     )  # fmt: skip
     assert outcome.status is RunStatus.SUCCEEDED
     names = offered(model.requests[0])

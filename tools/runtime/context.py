@@ -191,6 +191,8 @@ class ModelCallMeter(Protocol):
 class RunContext:
     tenant_id: int | str
     user_id: int | str | None = None
+    # The API key that started the run, when no person did (memory scoped to the key).
+    api_key_id: int | str | None = None
     run_id: str | None = None
     call_id: str | None = None
     correlation_id: str | None = None

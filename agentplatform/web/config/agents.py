@@ -32,7 +32,7 @@ from agentplatform.web.config.common import (
 )
 from agents import publishing, selectors, skills
 from agents.fallback_forms import FallbacksField
-from agents.models import Agent, ApprovalDeciders, Crew
+from agents.models import Agent, ApprovalDeciders, Crew, MemoryScope
 from agents.runtime.code_mode import limits_text
 from agents.runtime.kinds import KINDS
 from agents.services import agent_delete, agent_save
@@ -111,7 +111,8 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
             "kind", "remote_url", "remote_command",
             "use_all_tools", "tool_names", "tool_tags", "tool_exclude",
             "approval_policy", "approval_deciders", "approval_group", "approval_not_starter",
-            "memory", "results_without_tools", "code_mode", "verifier_tool", "output_schema",
+            "memory", "memory_scope", "memory_retention_days", "memory_key_runs",
+            "results_without_tools", "code_mode", "verifier_tool", "output_schema",
             "max_rounds", "max_tool_calls", "max_tokens_per_run",
             "required_evaluation", "pass_threshold",
         ]  # fmt: skip
@@ -127,6 +128,9 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
             "approval_deciders": "Who decides its approvals",
             "approval_not_starter": "Never the run's starter",
             "required_evaluation": "Publish only changes that pass",
+            "memory_scope": "Whose memory",
+            "memory_retention_days": "Forget facts after (days)",
+            "memory_key_runs": "Memory for API-key runs",
         }
 
     def __init__(self, *args: Any, tenant: Tenant, registry: ToolRegistry, **kwargs: Any) -> None:
@@ -140,6 +144,7 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         summarising.queryset = connections.queryset
         summarising.empty_label = "The agent's own connection"
         self.fields["approval_deciders"].required = False  # absent: the default
+        self.fields["memory_scope"].required = False  # absent: each person's own
         groups = self.fields["approval_group"]
         groups.queryset = groups_of(tenant=tenant)
         groups.empty_label = "No group"
@@ -171,6 +176,9 @@ class AgentForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 
     def clean_approval_deciders(self) -> str:
         return self.cleaned_data.get("approval_deciders") or ApprovalDeciders.STARTER
+
+    def clean_memory_scope(self) -> str:
+        return self.cleaned_data.get("memory_scope") or MemoryScope.PERSON
 
     def clean_pass_threshold(self) -> float:
         value = self.cleaned_data.get("pass_threshold")

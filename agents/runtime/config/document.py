@@ -205,6 +205,17 @@ class AgentEntry(_Strict):
     tools: AgentTools = Field(default_factory=AgentTools)
     approval: AgentApproval = Field(default_factory=AgentApproval)
     memory: bool = False
+    memory_scope: Literal["person", "agent", "tenant"] = Field(
+        "person",
+        description="Whose memory its runs keep: each person's own, the agent's (shared by "
+        "everyone using it), or the tenant's (docs/memory.md).",
+    )
+    memory_retention_days: int | None = Field(
+        None, ge=1, le=36500, description="Facts are forgotten after this many days. Empty: kept."
+    )
+    memory_key_runs: bool = Field(
+        False, description="API-key runs acting for no member get memory: the key's own."
+    )
     results_without_tools: bool = Field(
         False, description="Answer from tool results with no tools offered (one round of tools)."
     )
