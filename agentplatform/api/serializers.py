@@ -886,10 +886,17 @@ class FactSerializer(serializers.ModelSerializer):
         }
 
 
-class FactEditSerializer(serializers.Serializer):
-    text = serializers.CharField(
-        max_length=1000, trim_whitespace=True, help_text="The fact's new text."
-    )
+class FactTextField(serializers.CharField):
+    """Text only: a number or a list is refused, not turned into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class FactEditSerializer(StrictSerializer):
+    text = FactTextField(max_length=1000, help_text="The fact's new text.")
 
 
 # -- API keys and members ----------------------------------------------------------------
