@@ -260,6 +260,7 @@ def world(trio) -> dict[str, str]:
         "kind": "agents",  # configuration history: /history/<kind>/<pk>/<number>/
         "number": "1",
         "trigger_id": str(trigger.pk),
+        "fact_id": str(fact.pk),
         "pk:triggers": str(trigger.pk),
     }
 

@@ -31,7 +31,7 @@ class Group:
 
 
 GROUPS: tuple[Group, ...] = (
-    Group("Chat", (Link("Chat", "chat:index"), Link("Your memory", "memory"))),
+    Group("Chat", (Link("Chat", "chat:index"),)),
     Group("Activity", (
         Link("Runs", "activity:runs"),
         Link("Approvals", "activity:approvals"),
