@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from rest_framework.test import APIClient
 
 from agents import runs
 from agents.memory import DjangoFactStore, MemorySettings
 from agents.models import Fact
 from agents.runtime.memory import MEMORY_TOOL_NAMES, memory_tools
-from tests.factories import add_member, make_agent, make_connection
+from tests.factories import add_member, login, make_agent, make_connection
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tools.runtime.context import RunContext
 from tools.runtime.registry import ToolRegistry
@@ -161,3 +162,19 @@ def test_the_memory_tools_themselves_refuse_a_run_without_a_user(trio, name, arg
 
     assert result.error == "this run has no memory: it acts for no person"
     assert not Fact.objects.exists()
+
+
+def test_a_fact_the_person_deleted_is_never_recalled_by_a_later_run(trio, pals, provider_server):
+    """The issue's check: remembered in a run, deleted by its person (REST), then no run
+    recalls it — by its words, by its meaning, or among the latest."""
+    pal = pals["acme"]
+    saved = call_memory_tool(
+        provider_server, pal, trio.bob, "remember_fact", {"fact": "Has a beagle named Biscuit."}
+    )
+    fact_id = saved["result"]["id"]
+    assert [f["id"] for f in recalled(provider_server, pal, trio.bob, "pets")] == [fact_id]
+
+    bob = login(APIClient(), trio.bob, tenant="acme")
+    assert bob.delete(f"/api/v1/facts/{fact_id}").status_code == 204
+    for query in ("beagle Biscuit", "pets", ""):
+        assert recalled(provider_server, pal, trio.bob, query) == [], query

@@ -97,3 +97,41 @@ def test_v1_a_keys_chat_is_not_offered_memory_and_a_members_chat_through_a_key_i
     assert list(Fact.objects.values_list("user__username", "text")) == [
         ("bob", "Bob likes green tea.")
     ]
+
+
+@pytest.mark.django_db
+def test_rest_a_keys_run_gets_the_keys_own_memory_when_the_agent_allows_it(
+    trio, connection, provider_server, django_capture_on_commit_callbacks
+):
+    """`memory_key_runs`: a key's runs (acting for no member) remember and recall the key's
+    facts only — never a member's, never another key's."""
+    make_agent(trio.acme, "pal", memory=True, memory_key_runs=True)
+    Fact.objects.create(tenant=trio.acme, user=trio.bob, text="Bob's locker is 12.")
+    clients = {}
+    for name in ("portal", "other"):
+        _, key = tenancy.api_key_create(tenant=trio.acme, name=name, scopes=["read", "run"])
+        clients[name] = APIClient()
+        clients[name].credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("m1", "remember_fact", '{"fact": "Users speak Dutch."}')]),
+        TextReply("Noted."),
+    )
+    run = rest_run(clients["portal"], django_capture_on_commit_callbacks)
+    tools, system = offered(provider_server)
+    assert tools >= MEMORY and "## Memory" in system
+    fact = Fact.objects.get(text="Users speak Dutch.")
+    assert (fact.scope, fact.api_key, fact.user, fact.source_run) == (
+        "key", run.initiated_by_api_key, None, run,
+    )  # fmt: skip
+
+    for name, expected in (("portal", ["Users speak Dutch."]), ("other", [])):
+        provider_server.script(
+            "openai",
+            ToolCallReply([ToolCall("m1", "recall_facts", '{"query": "locker language"}')]),
+            TextReply("ok"),
+        )
+        run = rest_run(clients[name], django_capture_on_commit_callbacks)
+        result = run.events.get(type="tool.completed").payload["result"]
+        assert [f["text"] for f in result["facts"]] == expected, name
