@@ -59,8 +59,9 @@ POLICY: dict[Action, Rule] = {
     Action.MANAGE_MEMBERS: Rule(Role.ADMIN, Scope.ADMIN, "only an owner makes or changes owners"),
     Action.MANAGE_KEYS: Rule(Role.ADMIN, Scope.ADMIN, "a new key's role is its creator's"),
     Action.READ_DATA: Rule(
-        Role.VIEWER, Scope.READ, "conversations and facts are their owner's alone (an "
-        "admin-scope key reads users' facts, to honour erasure requests)",
+        Role.VIEWER, Scope.READ, "conversations and a person's remembered facts are their "
+        "owner's alone (admins also see the shared facts: an agent's, the tenant's, keys'; "
+        "a key its own; an admin-scope key every fact, to honour erasure requests)",
     ),
     Action.WRITE_DATA: Rule(
         Role.MEMBER, Scope.WRITE, "conversations, documents, facts; the owner's own"
