@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -24,6 +25,8 @@ from agents.memory import (
     reach_of,
 )
 from agents.models import Fact, FactScope
+from agents.tasks import purge_expired_facts
+from tenancy import rls
 from tenancy import services as tenancy
 from tenancy.models import ApiKey, AuditEntry, Role
 from tests.factories import add_member, make_agent, make_user
@@ -231,3 +234,29 @@ def test_remembering_and_forgetting_are_audited_without_the_text(world):
     for entry in entries:
         assert "peanut" not in str(entry.details).lower() + entry.object_repr.lower()
         assert "pdf" not in str(entry.details).lower() + entry.object_repr.lower()
+
+
+def test_remember_forget_and_their_audit_work_as_the_app_login(world, monkeypatch):
+    """As a worker runs them: the app login, the run's tenant set (row-level security)."""
+    trio, _, agents, _ = world
+    pal = agents["pal"]
+    monkeypatch.setattr(rls, "_app_role", settings.DB_APP_ROLE)
+    with rls.tenant_scope(trio.acme.pk):
+        fact = remember(pal, as_person(pal, trio.bob), "Likes green tea.")
+        assert recall(pal, as_person(pal, trio.bob), "tea") == [fact.text]
+        assert forget(pal, as_person(pal, trio.bob), fact) is True
+    monkeypatch.setattr(rls, "_app_role", None)
+    actions = AuditEntry.objects.filter(object_id=str(fact.pk)).values_list("action", flat=True)
+    assert sorted(actions) == ["fact.forgotten", "fact.remembered"]
+
+
+def test_the_beat_task_purges_every_tenants_expired_facts_as_the_app_login(world, monkeypatch):
+    trio = world[0]
+    past = timezone.now() - timedelta(minutes=1)
+    Fact.objects.create(tenant=trio.acme, user=trio.bob, text="a", expires_at=past)
+    Fact.objects.create(tenant=trio.globex, user=trio.charlie, text="b", expires_at=past)
+    monkeypatch.setattr(rls, "_app_role", settings.DB_APP_ROLE)
+    assert purge_expired_facts() == 2
+    monkeypatch.setattr(rls, "_app_role", None)
+    assert not Fact.objects.exists()
+    assert AuditEntry.objects.filter(action="facts.expired").count() == 2
