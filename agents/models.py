@@ -797,7 +797,6 @@ class Fact(models.Model):
         indexes = [
             models.Index(fields=["tenant", "user"], name="agents_fact_tenant_user"),
             models.Index(fields=["tenant", "scope", "agent"], name="agents_fact_tenant_scope"),
-            models.Index(fields=["api_key"], name="agents_fact_api_key"),
             models.Index(
                 fields=["expires_at"],
                 name="agents_fact_expires",

@@ -16,7 +16,9 @@ from tenancy.policy import Action
 from tenancy.resolution import tenant_member_required
 
 
-def _page(request: HttpRequest, *, editing: int | None = None, error: str = "", status=200):
+def _page(
+    request: HttpRequest, *, editing: int | None = None, error: str = "", status: int = 200
+) -> HttpResponse:
     context = {
         "facts": memory.facts_about(tenant=request.tenant, user=request.user),
         "may_write": request.principal.may(Action.WRITE_DATA),

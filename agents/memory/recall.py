@@ -12,7 +12,7 @@ embedded by the next recall that reaches them, at most EMBED_PER_RECALL a call.
 Cost of a recall with a query: one embedding of the query (on the CPU: about a millisecond
 with the static model, several with MiniLM), one query finding the reachable facts without
 a vector, and one statement ranking: an exact scan of the reachable facts (B-tree indexes
-on tenant and user, tenant, scope and agent, and the key), linear in them: about 2 ms of
+on tenant and user, on tenant, scope and agent, and the key's), linear in them: about 2 ms of
 PostgreSQL's time at 1,000 facts. bench/memory.py prints the whole recall's p50 and p99.
 No approximate index: the facts one run reaches are few, and exact is exact.
 """

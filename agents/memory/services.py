@@ -45,25 +45,21 @@ def fact_edit(*, principal: Principal, fact: Fact, text: object) -> Fact:
     if text == fact.text:
         return fact
     found = async_to_sync(embedded)([text])
+    changes = {
+        "text": text,
+        "embedding": found[1][0] if found else None,
+        "embedder": found[0] if found else "",
+        "edited_by": principal.user,
+        "edited_at": timezone.now(),
+    }
     with transaction.atomic():
-        locked = Fact.objects.select_for_update().filter(pk=fact.pk).first()
-        if locked is None:
-            raise Http404("No such fact.")
-        locked.text = text
-        locked.embedding, locked.embedder = (found[1][0], found[0]) if found else (None, "")
-        locked.edited_by = principal.user
-        locked.edited_at = timezone.now()
-        # The vector given here is the new text's: saved as is (Fact.save clears a stale one
-        # only when the embedder is set and the text changed, which is this case: bypass).
-        Fact.objects.filter(pk=locked.pk).update(
-            text=locked.text,
-            embedding=locked.embedding,
-            embedder=locked.embedder,
-            edited_by=locked.edited_by,
-            edited_at=locked.edited_at,
-        )
-        record_fact(locked, AuditAction.FACT_EDITED, actor=principal.initiator, changed=["text"])
-    return locked
+        # One UPDATE, the vector with it (Fact.save would drop it as the old text's).
+        if not Fact.objects.filter(pk=fact.pk).update(**changes):
+            raise Http404("No such fact.")  # deleted meanwhile
+        for name, value in changes.items():
+            setattr(fact, name, value)
+        record_fact(fact, AuditAction.FACT_EDITED, actor=principal.initiator, changed=["text"])
+    return fact
 
 
 def fact_delete(*, principal: Principal, fact: Fact) -> None:

@@ -137,10 +137,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="fact",
-            index=models.Index(fields=["api_key"], name="agents_fact_api_key"),
-        ),
-        migrations.AddIndex(
-            model_name="fact",
             index=models.Index(
                 condition=models.Q(("expires_at__isnull", False)),
                 fields=["expires_at"],
