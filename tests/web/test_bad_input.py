@@ -21,6 +21,7 @@ from agents.models import (
     Attachment,
     Conversation,
     Crew,
+    Fact,
     Message,
     Quota,
     Run,
@@ -129,6 +130,7 @@ def world(trio) -> dict:
         tenant=trio.acme, crew=crew, fields={"max_depth": 2}, status="failed"
     )
     return {
+        "fact": Fact.objects.create(tenant=trio.acme, user=trio.alice, text="Likes tea."),
         "dataset": dataset,
         "case": case,
         "evaluation": evaluation,
@@ -313,6 +315,8 @@ def every_url(world) -> list[str]:
         "activity:evaluation_compare": {"evaluation_id": world["evaluation"].pk},
         "activity:run_feedback": {"run_id": run},
         "activity:run_to_dataset": {"run_id": run},
+        "memory": {},
+        "fact_edit": {"fact_id": world["fact"].pk},
         # Destructive ones last, so the others still find their objects.
         "chat:cancel": {"conversation_id": chat, "run_id": run},
         "chat:resume": {"conversation_id": chat, "run_id": run},
@@ -339,6 +343,7 @@ def every_url(world) -> list[str]:
         "activity:case_delete": {"dataset_id": world["dataset"].pk, "case_id": world["case"].pk},
         "activity:evaluation_cancel": {"evaluation_id": world["evaluation"].pk},
         "activity:dataset_delete": {"dataset_id": world["dataset"].pk},
+        "fact_delete": {"fact_id": world["fact"].pk},
         "leave_tenant": {},  # (alice, acme's only owner, cannot leave it)
     }
     assert set(kwargs) == _tenant_url_names(), "add the new page to this list"
@@ -372,6 +377,7 @@ def snapshot() -> dict:
     """Every row of the tables a page could write, field by field."""
     tables = [Agent, Crew, ToolDefinition, ProviderConnection, ApiKey, Membership, Conversation]
     tables += [Message, Run, Approval, KnowledgeBase, Document, ModelPrice, Quota, Attachment]
+    tables += [Fact]
     return {model.__name__: list(model.objects.order_by("pk").values()) for model in tables}
 
 
