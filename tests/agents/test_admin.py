@@ -12,6 +12,7 @@ from agents.runs import run_inline, run_start
 from agents.runs.engine import execute_run
 from agents.seed import seed_demo_agent
 from providers.models import ProviderConnection
+from tenancy.models import AuditEntry
 from tests.conftest import PAY_SECRET
 from tests.factories import login, make_approval, make_connection
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
@@ -285,7 +286,7 @@ def test_deciding_twice_is_a_message_not_an_error(client, trio, parked):
 # -- facts and conversations ---------------------------------------------------------
 def test_shared_facts_and_conversations_are_listed_with_their_messages(client, trio, agent):
     """A person's facts are theirs to govern (their memory page): the admin lists the shared
-    ones, read-only (tests/agents/test_memory_governance.py: forgetting them, audited)."""
+    ones, read-only (forgetting them is audited: the next test)."""
     Fact.objects.create(tenant=trio.acme, scope="agent", agent=agent, text="The office opens at 9.")
     Fact.objects.create(tenant=trio.acme, user=trio.bob, text="Bob likes tea.")
     Fact.objects.create(tenant=trio.globex, scope="tenant", text="Charlie's office is closed.")
@@ -302,6 +303,27 @@ def test_shared_facts_and_conversations_are_listed_with_their_messages(client, t
     page = client.get(f"/admin/agents/conversation/{conversation.pk}/change/").content.decode()
     assert "Tea time" in page and "Any tea?" in page
     assert client.get("/admin/agents/conversation/add/").status_code == 403
+
+
+def test_the_admin_forgets_shared_facts_audited_and_never_edits_or_adds_one(client, trio, agent):
+    shared = Fact.objects.create(tenant=trio.acme, scope="tenant", text="Closed on Sundays.")
+    again = Fact.objects.create(tenant=trio.acme, scope="agent", agent=agent, text="Opens at 9.")
+    bobs = Fact.objects.create(tenant=trio.acme, user=trio.bob, text="Bob likes tea.")
+    login(client, trio.alice)
+    assert client.get("/admin/agents/fact/add/").status_code == 403
+    change = client.post(f"/admin/agents/fact/{shared.pk}/change/", {"text": "Open daily."})
+    assert change.status_code == 403
+    assert client.get(f"/admin/agents/fact/{bobs.pk}/change/").status_code == 404  # his own
+    deleted = client.post(f"/admin/agents/fact/{shared.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    bulk = {"action": "delete_selected", "_selected_action": [again.pk, bobs.pk], "post": "yes"}
+    client.post("/admin/agents/fact/", bulk)
+    assert list(Fact.objects.values_list("pk", flat=True)) == [bobs.pk]
+    entries = AuditEntry.objects.filter(action="fact.forgotten").order_by("id")
+    assert [(e.object_id, e.user) for e in entries] == [
+        (str(shared.pk), trio.alice), (str(again.pk), trio.alice),
+    ]  # fmt: skip
+    assert all("Sunday" not in e.object_repr + str(e.details) for e in entries)
 
 
 # -- tenancy -------------------------------------------------------------------------
