@@ -10,15 +10,22 @@ from functools import lru_cache
 
 from agents.memory.scopes import MemorySettings
 from agents.memory.store import DjangoFactStore
-from agents.models import Agent
+from agents.models import Agent, MemoryScope
 from agents.runtime.memory import MEMORY_TOOL_NAMES, memory_tools
 from tools.runtime.tool import Tool
+
+SHARED_WITH = {
+    MemoryScope.AGENT: "everyone who uses this agent",
+    MemoryScope.TENANT: "everyone in this workspace",
+}
 
 
 @lru_cache(maxsize=1024)
 def _tools_for(settings: MemorySettings) -> tuple[Tool, ...]:
-    """The tools of one set of settings (they keep nothing per run: shared by its runs)."""
-    return tuple(memory_tools(DjangoFactStore(settings)))
+    """The tools of one set of settings (they keep nothing per run: shared by its runs);
+    a shared scope's remember_fact says who shares it."""
+    shared_with = SHARED_WITH.get(settings.scope, "")
+    return tuple(memory_tools(DjangoFactStore(settings), shared_with=shared_with))
 
 
 def memory_tools_for_agent(agent: Agent) -> list[Tool]:

@@ -39,15 +39,33 @@ def store_for_run(store: FactStore | None, ctx: RunContext) -> FactStore | None:
     return store if store is not None and store.serves(ctx) else None
 
 
-def memory_tools(store: FactStore) -> list[Tool]:
+REMEMBER = (
+    "Remember a durable fact about the user (a preference, a name, a detail they asked you "
+    "to keep) for later conversations. One short sentence per fact."
+)
+
+
+def memory_tools(store: FactStore, *, shared_with: str = "") -> list[Tool]:
+    """The three tools over `store`. `shared_with`: who else recalls what is remembered
+    (an agent's or a tenant's shared memory), which remember_fact's description tells the
+    model, so that it keeps what is private to one person out of it."""
+    remembering = REMEMBER
+    if shared_with:
+        remembering += (
+            f" This memory is shared with {shared_with}: never remember anything private "
+            "about one person."
+        )
+
     def served(ctx: RunContext) -> None:
         if not store.serves(ctx):
             raise ToolFailed("this run has no memory: it acts for no person")
 
-    @tool(tags={"memory"}, capability=Capability(effect=Effect.WRITE, idempotent=False))
+    @tool(
+        description=remembering,
+        tags={"memory"},
+        capability=Capability(effect=Effect.WRITE, idempotent=False),
+    )
     async def remember_fact(fact: str, ctx: RunContext) -> dict:
-        """Remember a durable fact about the user (a preference, a name, a detail they
-        asked you to keep) for later conversations. One short sentence per fact."""
         served(ctx)
         text = fact.strip()[:MAX_FACT_CHARS]
         if not text:

@@ -22,6 +22,7 @@ from agents.memory import (
     MemorySettings,
     fact_embedder,
     facts_expired_purge,
+    memory_tools_for_agent,
     reach_of,
 )
 from agents.models import Fact, FactScope
@@ -260,3 +261,15 @@ def test_the_beat_task_purges_every_tenants_expired_facts_as_the_app_login(world
     monkeypatch.setattr(rls, "_app_role", None)
     assert not Fact.objects.exists()
     assert AuditEntry.objects.filter(action="facts.expired").count() == 2
+
+
+def test_a_shared_memorys_remember_tool_tells_the_model_it_is_shared(world):
+    agents = world[2]
+
+    def remember_description(agent) -> str:
+        tools = {tool.name: tool for tool in memory_tools_for_agent(agent)}
+        return tools["remember_fact"].description
+
+    assert "shared" not in remember_description(agents["pal"])
+    assert "shared with everyone who uses this agent" in remember_description(agents["desk"])
+    assert "never remember anything private" in remember_description(agents["hub"])
