@@ -25,6 +25,14 @@ call does: its approval rule (`WorkflowContext.approval`; nobody can approve in 
 of a workflow, so a call that needs approval is refused and fails the step), the tool's
 rate limit, its events and, for a workflow run as a tool, what the call spent on models
 counted as the enclosing call's.
+
+Durable runs: every step has a path in the workflow's tree (`0`, `2.weather`, `3.then`,
+`1.0`: its place among its parent's steps, a parallel's key or index, a branch's side).
+Given `StepRecords` (`WorkflowContext.records`), a step whose path has a recorded output is
+not run again (`workflow.step.reused`); a completed step's output is recorded; a tool step's
+call keeps the id `step_<path>` and its call state (started, result), so a write that started
+before a crash is never repeated (the tool-call step's rule); an agent step keeps its loop's
+state, and resumes from it.
 """
 
 from __future__ import annotations
@@ -86,6 +94,70 @@ class WorkflowContext:
     sink: EventSink | None = None
     adapter_for: Callable[[AgentSpec], ModelAdapter] | None = None
     approval: ApprovalRule = FLAGGED
+    records: StepRecords | None = None  # a durable run's steps (None: nothing is kept)
+    path: str = ""  # the running step's place in the workflow (set by the parent step)
+
+
+SaveRecords = Callable[[dict[str, Any], bool], Awaitable[None]]
+
+
+class StepRecords:
+    """What a durable workflow run keeps of its steps, by path: the outputs of completed
+    steps, and the call state of tool and agent steps under way. `save(document, durable)`
+    stores `to_dict()` (a run's checkpoint); durable: return once it is stored. A step's
+    output is recorded durably when it completes (one write per step), and its descendants'
+    records are dropped then (the step's output covers them). Outputs that are not JSON are
+    not recorded: such a step (a Python transform's) runs again on resume."""
+
+    def __init__(self, saved: dict[str, Any] | None = None, save: SaveRecords | None = None):
+        saved = saved or {}
+        self.outputs: dict[str, Any] = dict(saved.get("outputs", {}))
+        self.calls: dict[str, dict[str, Any]] = dict(saved.get("calls", {}))
+        self._save = save
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outputs": self.outputs, "calls": self.calls}
+
+    def output(self, path: str) -> tuple[bool, Any]:
+        """(True, output) when the step at `path` completed before; else (False, None)."""
+        if path in self.outputs:
+            return True, self.outputs[path]
+        return False, None
+
+    async def completed(self, path: str, output: Any) -> None:
+        try:
+            json.dumps(output)
+        except (TypeError, ValueError):
+            return
+        below = f"{path}."
+        for kept in (self.outputs, self.calls):
+            for key in [k for k in kept if k.startswith(below) or k == path]:
+                del kept[key]
+        self.outputs[path] = output
+        await self.store(durable=True)
+
+    def call_state(self, path: str) -> RunState | None:
+        saved = self.calls.get(path)
+        return RunState.from_dict(saved) if saved is not None else None
+
+    def checkpoint(self, path: str, *, persist: frozenset[str] | None = None) -> _CallCheckpoint:
+        """A checkpointer keeping a tool or agent step's call state under `path`; stored at
+        the reasons in `persist` (None: every one), else kept until the step completes."""
+        return _CallCheckpoint(self, path, persist)
+
+    async def store(self, *, durable: bool) -> None:
+        if self._save is not None:
+            await self._save(self.to_dict(), durable)
+
+
+class _CallCheckpoint:
+    def __init__(self, records: StepRecords, path: str, persist: frozenset[str] | None) -> None:
+        self.records, self.path, self.persist = records, path, persist
+
+    async def save(self, state: RunState, reason: str, *, durable: bool = True) -> None:
+        self.records.calls[self.path] = state.to_dict()
+        if self.persist is None or reason in self.persist:
+            await self.records.store(durable=durable)
 
 
 class Step:
@@ -113,19 +185,41 @@ class ToolStep(Step):
         object.__setattr__(self, "label", self.label or self.name)
 
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
-        """One call through the tool-call step; it records nothing durable (a workflow has
-        no checkpoint of its own: a workflow tool's call is recorded by its run)."""
+        """One call through the tool-call step. With records (a durable run), the call is
+        `step_<path>`, and its state is stored before a call that is not idempotent runs:
+        after a crash, its recorded result is reused, and a call interrupted in flight is
+        not repeated (it fails the step: "the outcome of this call is unknown")."""
         arguments = value if self.arguments is None else self.arguments(value)
-        call = ToolCall(id=f"wf_{uuid.uuid4().hex[:12]}", name=self.name, arguments=arguments)
+        records = wctx.records
+        state = records.call_state(wctx.path) if records is not None else None
+        if state is not None:
+            call = state.pending_calls[0]
+        else:
+            call_id = f"step_{wctx.path}" if records is not None else f"wf_{uuid.uuid4().hex[:12]}"
+            call = ToolCall(id=call_id, name=self.name, arguments=arguments)
+            state = RunState(pending_calls=[call])
+        # The call's start is stored (durably unless the tool is idempotent), its result
+        # with the step's output, in one write, once the step completes.
+        checkpoint = (
+            records.checkpoint(wctx.path, persist=frozenset({"tools_started"}))
+            if records is not None
+            else NoCheckpoint()
+        )
         step = ToolCallStep(
             registry=wctx.registry,
             ctx=wctx.ctx,
             emit=_ToolEvents(wctx, self.label).emit,
-            checkpoint=NoCheckpoint(),
+            checkpoint=checkpoint,
             approval=wctx.approval,
             unattended=UNATTENDED,
         )
-        result = (await step.run(RunState(pending_calls=[call]), [call])).results[call.id]
+        outcome = await step.run(state, [call])
+        result = outcome.results.get(call.id)
+        if result is None:  # recorded before an interruption, not yet the step's output
+            recorded = state.results[call.id]
+            if recorded.is_error:
+                raise WorkflowFailed(self.label, recorded.content)
+            return _store(value, self.into, _recorded_value(recorded.content))
         if result.error is not None:
             raise WorkflowFailed(self.label, result.error)
         # The registry's view of the result, not the reference tokens a model is shown for
@@ -168,13 +262,17 @@ class AgentStep(Step):
                 f"no model adapter for agent {self.spec.name!r}: pass adapter= to agent_step "
                 "or adapter_for= to the WorkflowContext"
             )
+        records = wctx.records
+        state = records.call_state(wctx.path) if records is not None else None
         outcome = await run_agent(
             spec=self.spec,
             adapter=adapter,
             registry=wctx.registry,
             ctx=wctx.ctx,
+            state=state,  # a durable run's: the loop resumes where it was
             input=(self.prompt or _as_prompt)(value),
             sink=_AgentEvents(wctx.sink, self.label) if wctx.sink is not None else None,
+            checkpoint=records.checkpoint(wctx.path) if records is not None else None,
         )
         if outcome.status is not RunStatus.SUCCEEDED:
             reason = f": {outcome.error}" if outcome.error else ""
@@ -192,7 +290,13 @@ class Parallel(Step):
     label: str = "parallel"
 
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
-        results = await _all_or_nothing([_run_step(b, value, wctx) for b in self.branches])
+        names = self.keys or [str(i) for i in range(len(self.branches))]
+        results = await _all_or_nothing(
+            [
+                _run_step(b, value, wctx, _path(wctx.path, name))
+                for b, name in zip(self.branches, names, strict=True)
+            ]
+        )
         if self.keys is None:
             return results
         return dict(zip(self.keys, results, strict=True))
@@ -206,10 +310,11 @@ class Branch(Step):
     label: str = "branch"
 
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
-        chosen = self.if_true if await _maybe_await(self.predicate(value)) else self.if_false
+        taken = bool(await _maybe_await(self.predicate(value)))
+        chosen = self.if_true if taken else self.if_false
         if chosen is None:
             return value
-        return await _run_step(chosen, value, wctx)
+        return await _run_step(chosen, value, wctx, _path(wctx.path, "then" if taken else "else"))
 
 
 @dataclass(frozen=True)
@@ -239,8 +344,8 @@ class Workflow(Step):
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
         """Run every step on the previous one's output; raises WorkflowFailed naming the
         first step that failed (later steps do not run)."""
-        for step in self.steps:
-            value = await _run_step(step, value, wctx)
+        for index, step in enumerate(self.steps):
+            value = await _run_step(step, value, wctx, _path(wctx.path, str(index)))
         return value
 
 
@@ -391,30 +496,51 @@ def steps_approval(capability: Capability) -> ApprovalRule:
 
 
 # -- internals ---------------------------------------------------------------------------
-async def _run_step(step: Step, value: Any, wctx: WorkflowContext) -> Any:
-    """Run one step between its started and completed/failed events."""
+async def _run_step(step: Step, value: Any, wctx: WorkflowContext, path: str) -> Any:
+    """Run the step at `path` between its started and completed/failed events; with records,
+    a step completed before is not run again, and its output is recorded once it completes."""
     sink = wctx.sink or NullSink()
     secrets = wctx.ctx.secrets
-    await sink.emit(
-        "workflow.step.started", {"step": step.label, "input": _summary(value, secrets)}
-    )
+    named = {"step": step.label, "path": path}
+    if wctx.records is not None:
+        done, output = wctx.records.output(path)
+        if done:
+            await sink.emit("workflow.step.reused", {**named, "output": _summary(output, secrets)})
+            return output
+    await sink.emit("workflow.step.started", {**named, "input": _summary(value, secrets)})
     started = time.perf_counter()
     try:
-        output = await step.run(value, wctx)
+        output = await step.run(value, replace(wctx, path=path))
     except Exception as exc:
         failure = exc if isinstance(exc, WorkflowFailed) else WorkflowFailed(step.label, _why(exc))
         await sink.emit(
             "workflow.step.failed",
-            {"step": step.label, "error": secrets.redact(str(failure)), "latency_ms": _ms(started)},
+            {**named, "error": secrets.redact(str(failure)), "latency_ms": _ms(started)},
         )
         if failure is exc:
             raise
         raise failure from exc
+    if wctx.records is not None:
+        await wctx.records.completed(path, output)
     await sink.emit(
         "workflow.step.completed",
-        {"step": step.label, "output": _summary(output, secrets), "latency_ms": _ms(started)},
+        {**named, "output": _summary(output, secrets), "latency_ms": _ms(started)},
     )
     return output
+
+
+def _path(parent: str, name: str) -> str:
+    return f"{parent}.{name}" if parent else name
+
+
+def _recorded_value(content: str) -> Any:
+    """A tool result as its record holds it (the text a model reads): JSON read back; text
+    that is not JSON, as it is. A result recorded but not yet a step's output is rare:
+    the records store it with the output."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
 
 
 async def _all_or_nothing(coroutines: list[Coroutine[Any, Any, Any]]) -> list[Any]:
