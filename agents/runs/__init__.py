@@ -30,6 +30,8 @@ imports from here, never from a module inside (an import-linter contract says so
                       person, a key, a self-test or a verifier)
     confirmation.py   an HTTP tool's exact request, prepared again from edited arguments
     costs.py          a run's own cost: its model's and its tools' model calls
+    workflows.py      workflow_start, execute_workflow: a tenant's workflow as a durable run
+                      (each step recorded as it completes; resumed without repeating one)
 """
 
 from agents.runs.channels import TERMINAL_EVENTS, publisher
@@ -75,12 +77,21 @@ from agents.runs.steering import (
 )
 from agents.runs.sweeper import stale_runs
 from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
+from agents.runs.workflows import (
+    WORKFLOW_TOOL_PREFIX,
+    CompiledWorkflow,
+    compiled_workflow,
+    register_python_workflow,
+    workflow_start,
+)
 from agents.runs.writer import storable_text
 
 __all__ = [
     "BUSY",
     "HEARTBEAT",
     "TERMINAL_EVENTS",
+    "WORKFLOW_TOOL_PREFIX",
+    "CompiledWorkflow",
     "ConversationBusy",
     "Ending",
     "GatewayCall",
@@ -93,6 +104,7 @@ __all__ = [
     "approval_decide",
     "atool_run",
     "atool_run_on_callers_thread",
+    "compiled_workflow",
     "conversation_begin",
     "conversation_steer",
     "decide_at",
@@ -112,6 +124,7 @@ __all__ = [
     "record_gateway_calls",
     "record_model_call",
     "recorded_ending",
+    "register_python_workflow",
     "request_text",
     "resumable_refusal",
     "run_cancel",
@@ -125,4 +138,5 @@ __all__ = [
     "storable_text",
     "tool_run",
     "turn_after",
+    "workflow_start",
 ]

@@ -1,4 +1,5 @@
-"""Executing a Run from its record: claim it, run (or resume) the loop, finalize.
+"""Executing a Run from its record: claim it, run (or resume) the loop, a crew, a direct
+call or a workflow (agents.runs.workflows), finalize.
 
 Safe to call twice for the same run: a run is claimed with a lease (an UPDATE that only
 one caller wins), the lease is renewed while the run works, and every checkpoint writes
@@ -61,6 +62,7 @@ from agents.runs.costs import run_own_cost
 from agents.runs.direct_calls import execute_tool_run, run_tool_context
 from agents.runs.recorder import record_model_call
 from agents.runs.steering import RunSteering, turn_ended
+from agents.runs.workflows import execute_workflow
 from agents.runs.writer import (
     Batch,
     EventConflict,
@@ -211,6 +213,8 @@ async def _execute_claimed(run: Run, owner: str, writer: RunWriter, claimed: boo
             outcome = await _execute_crew(run, sink)
         elif run.tool_name:
             outcome = await execute_tool_run(run, sink, _Checkpoint(writer))
+        elif run.workflow_id is not None:
+            outcome = await execute_workflow(run, sink)
         else:
             outcome = await _execute_agent(run, sink)
         await sink.flush()

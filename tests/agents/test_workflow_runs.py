@@ -1,0 +1,203 @@
+"""Workflow runs (agents.runs.workflows): a tenant's workflow started as a Run, executed by
+the engine in this process, its steps in its events and its state, resumed from its
+records without repeating a write (the same through a real worker killed with SIGKILL:
+tests/agents/test_workflow_durability_worker.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+
+from agents import runs
+from agents.models import Run, RunEvent, WorkflowDefinition
+from agents.runs.engine import execute_run
+from agents.runtime.workflow import parallel, pipe, tool_step
+from tenancy import services as tenancy
+from tests.factories import make_http_tool
+from tests.tools.local_server import LocalServer, Reply
+
+pytestmark = pytest.mark.django_db
+
+ORDER_INPUT = {
+    "type": "object",
+    "properties": {"item": {"type": "string"}, "quantity": {"type": "integer"}},
+    "required": ["item"],
+}
+
+
+def order_workflow():
+    return pipe(
+        tool_step("place_order", lambda v: {"item": v["item"]}, label="place"),
+        parallel(
+            receipt=lambda order: f"order {order['order']}",
+            total=tool_step("calculator", lambda order: {"expression": "2 * 21"}),
+        ),
+        lambda v: {"receipt": v["receipt"], "total": v["total"]["result"]},
+        label="order",
+    )
+
+
+@pytest.fixture(autouse=True)
+def python_workflows() -> Iterator[None]:
+    runs.register_python_workflow(
+        "test-order", runs.CompiledWorkflow(order_workflow(), input_schema=ORDER_INPUT)
+    )
+    yield
+
+
+@pytest.fixture
+def orders(trio, settings) -> Iterator[LocalServer]:
+    """acme's `place_order`: a non-idempotent POST that creates an order each time."""
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    server = LocalServer()
+    server.route("POST", "/orders", Reply(status=201, json={"order": 7}))
+    make_http_tool(
+        trio.acme,
+        "place_order",
+        server.url + "/orders",
+        method="POST",
+        input_schema={"type": "object", "properties": {"item": {"type": "string"}}},
+        effect="write",
+        idempotent=False,
+    )
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def workflow(trio) -> WorkflowDefinition:
+    return WorkflowDefinition.objects.create(
+        tenant=trio.acme, slug="order", name="Order", definition={"python": "test-order"}
+    )
+
+
+def test_a_workflow_runs_as_a_run_with_its_steps_in_its_events(trio, orders, workflow):
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
+    )
+    assert run.workflow_id == workflow.pk and run.status == "queued"
+
+    assert execute_run(run.pk) == "succeeded"
+
+    run.refresh_from_db()
+    assert run.structured_output == {"receipt": "order 7", "total": 42}
+    assert run.output == '{"receipt": "order 7", "total": 42}'
+    assert len(orders.requests) == 1
+    assert orders.requests[0].headers["idempotency-key"] == f"{run.pk}:step_0"
+    events = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    assert events[0].type == "run.started" and events[0].payload == {"workflow": "order"}
+    started = [e.payload["path"] for e in events if e.type == "workflow.step.started"]
+    assert started == ["0", "1", "1.receipt", "1.total", "2"]
+    completed = [e for e in events if e.type == "workflow.step.completed"]
+    assert {e.payload["step"] for e in completed} >= {"place", "parallel", "calculator"}
+    assert events[-1].type == "run.completed"
+    assert events[-1].payload["output"] == {"receipt": "order 7", "total": 42}
+    # Every step's output was recorded as it completed; the last write kept the top level.
+    assert set(run.state["workflow"]["outputs"]) == {"0", "1", "2"}
+
+
+def test_a_resumed_workflow_run_reuses_the_recorded_write(trio, orders, workflow):
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
+    )
+    # What a worker killed after the write left: the step's output in the run's state.
+    Run.objects.filter(pk=run.pk).update(
+        state={"workflow": {"outputs": {"0": {"order": 5}}, "calls": {}}}
+    )
+
+    assert execute_run(run.pk) == "succeeded"
+
+    run.refresh_from_db()
+    assert orders.requests == []  # never sent again
+    assert run.structured_output == {"receipt": "order 5", "total": 42}
+    reused = RunEvent.objects.get(run=run, type="workflow.step.reused")
+    assert reused.payload == {"step": "place", "path": "0", "output": {"order": 5}}
+    assert not RunEvent.objects.filter(run=run, type="run.started").exists()
+
+
+def test_a_write_interrupted_in_flight_fails_the_run_rather_than_repeat_it(trio, orders, workflow):
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
+    )
+    call = {"id": "step_0", "name": "place_order", "arguments": {"item": "widget"}}
+    interrupted = {"pending_calls": [call], "started": ["step_0"], "results": {}}
+    Run.objects.filter(pk=run.pk).update(
+        state={"workflow": {"outputs": {}, "calls": {"0": interrupted}}}
+    )
+
+    assert execute_run(run.pk) == "failed"
+
+    run.refresh_from_db()
+    assert orders.requests == []
+    assert run.error.startswith("step 'place' failed: the outcome of this call is unknown")
+
+
+def test_a_failed_step_fails_the_run_naming_it(trio, workflow):
+    # No place_order tool: the first step fails.
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
+    )
+
+    assert execute_run(run.pk) == "failed"
+
+    run.refresh_from_db()
+    assert run.error.startswith("step 'place' failed")
+    failed = RunEvent.objects.get(run=run, type="workflow.step.failed", payload__path="0")
+    assert failed.payload["step"] == "place"
+    assert RunEvent.objects.filter(run=run, type="run.failed").exists()
+
+
+def test_the_input_must_fit_the_workflows_schema_and_nothing_is_written(trio, workflow):
+    for bad in ({"quantity": 2}, {"item": 5}, "widget", None):
+        with pytest.raises(ValidationError) as refused:
+            runs.workflow_start(tenant=trio.acme, workflow=workflow, input=bad)
+        assert "input" in refused.value.message_dict
+    assert not Run.objects.filter(workflow=workflow).exists()
+
+
+def test_another_tenants_workflow_is_not_found_and_a_disabled_one_refused(trio, workflow):
+    with pytest.raises(Http404):
+        runs.workflow_start(tenant=trio.globex, workflow=workflow, input={"item": "x"})
+    workflow.enabled = False
+    workflow.save()
+    with pytest.raises(ValidationError):
+        runs.workflow_start(tenant=trio.acme, workflow=workflow, input={"item": "x"})
+    assert not Run.objects.filter(workflow=workflow).exists()
+
+
+def test_a_workflow_that_does_not_compile_is_refused(trio):
+    broken = WorkflowDefinition.objects.create(
+        tenant=trio.acme, slug="broken", name="Broken", definition={"python": "missing"}
+    )
+    with pytest.raises(ValidationError) as refused:
+        runs.workflow_start(tenant=trio.acme, workflow=broken, input={})
+    assert "workflow" in refused.value.message_dict
+
+
+def test_who_may_start_a_workflow_and_idempotency(trio, workflow):
+    key, _ = tenancy.api_key_create(
+        tenant=trio.acme, name="lim", scopes=["read", "run"], allowed_agents=["triage"]
+    )
+    with pytest.raises(PermissionDenied):
+        runs.workflow_start(
+            tenant=trio.acme, workflow=workflow, input={"item": "x"}, initiated_by=key
+        )
+    first = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "x"}, initiated_by=trio.bob,
+        idempotency_key="k1", enqueue=False,
+    )  # fmt: skip
+    again = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "x"}, initiated_by=trio.bob,
+        idempotency_key="k1", enqueue=False,
+    )  # fmt: skip
+    assert again.pk == first.pk and first.initiated_by_user_id == trio.bob.pk
+    with pytest.raises(runs.IdempotencyKeyReused):
+        runs.workflow_start(
+            tenant=trio.acme, workflow=workflow, input={"item": "x"}, initiated_by=trio.alice,
+            idempotency_key="k1",
+        )  # fmt: skip
