@@ -154,7 +154,7 @@ def visible_runs(principal: Principal) -> QuerySet[Run]:
 def visible_run(principal: Principal, run_id) -> Run:
     """The run if the principal may see it; 404 otherwise (also for other tenants)."""
     runs = visible_runs(principal).select_related(
-        "agent", "crew", "parent", "initiated_by_user", "initiated_by_api_key"
+        "agent", "crew", "workflow", "parent", "initiated_by_user", "initiated_by_api_key"
     )
     return get_for_tenant(runs, principal.tenant, pk=_int(run_id))
 

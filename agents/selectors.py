@@ -334,9 +334,9 @@ def run_shown(*, tenant: Tenant, run_id: Any) -> Run:
 
 
 def runs_with_details(runs: QuerySet) -> QuerySet:
-    """`runs` with their agent, crew, approvals (their children's too) and verifications:
-    what the faces show of a run."""
-    runs = runs.select_related("agent", "crew")
+    """`runs` with their agent, crew or workflow, approvals (their children's too) and
+    verifications: what the faces show of a run."""
+    runs = runs.select_related("agent", "crew", "workflow")
     return runs.prefetch_related("approvals", "children__approvals", "verifications", "attachments")
 
 
@@ -486,7 +486,8 @@ def runs_approvals(*, run_ids: list[int]) -> list[Approval]:
 def run_streamed(*, tenant_id: int, run_id: int) -> Run:
     """The tenant's run afresh, with its agent, crew and verifications (a stream's footer).
     Two queries."""
-    runs = Run.objects.select_related("agent", "crew").prefetch_related("verifications")
+    runs = Run.objects.select_related("agent", "crew", "workflow")
+    runs = runs.prefetch_related("verifications")
     return runs.get(tenant_id=tenant_id, pk=run_id)
 
 
@@ -560,14 +561,16 @@ def top_level_runs(
         created_at__gte=created_from,
         created_at__lt=created_before,
     )
-    runs = runs.select_related("agent", "crew", "initiated_by_user", "initiated_by_api_key")
+    runs = runs.select_related(
+        "agent", "crew", "workflow", "initiated_by_user", "initiated_by_api_key"
+    )
     return runs.order_by("-created_at", "-id")
 
 
 def child_runs(*, principal: Principal, run: Run) -> QuerySet:
     """The run's child runs the principal may see, in order, with their agent and crew."""
     children = access.visible_runs(principal).filter(parent=run)
-    return children.select_related("agent", "crew").order_by("id")
+    return children.select_related("agent", "crew", "workflow").order_by("id")
 
 
 def run_events_for_timeline(*, run: Run, limit: int) -> list[RunEvent]:

@@ -177,6 +177,12 @@ class RunAttachmentSerializer(serializers.Serializer):
 class RunSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     crew = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workflow = serializers.SlugRelatedField(
+        slug_field="slug",
+        read_only=True,
+        help_text="The workflow it ran (its steps are its `workflow.step.*` events); null "
+        "for an agent's, a crew's or a tool's run.",
+    )
     usage = serializers.SerializerMethodField()
     approvals = serializers.SerializerMethodField()
     claim = ClaimSerializer(
@@ -223,6 +229,7 @@ class RunSerializer(serializers.ModelSerializer):
             "status",
             "agent",
             "crew",
+            "workflow",
             "tool_name",
             "parent",
             "conversation",

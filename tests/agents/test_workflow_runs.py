@@ -10,13 +10,14 @@ from collections.abc import Iterator
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
+from rest_framework.test import APIClient
 
 from agents import runs
 from agents.models import Run, RunEvent, WorkflowDefinition
 from agents.runs.engine import execute_run
 from agents.runtime.workflow import parallel, pipe, tool_step
 from tenancy import services as tenancy
-from tests.factories import make_http_tool
+from tests.factories import login, make_http_tool
 from tests.tools.local_server import LocalServer, Reply
 
 pytestmark = pytest.mark.django_db
@@ -201,3 +202,33 @@ def test_who_may_start_a_workflow_and_idempotency(trio, workflow):
             tenant=trio.acme, workflow=workflow, input={"item": "x"}, initiated_by=trio.alice,
             idempotency_key="k1",
         )  # fmt: skip
+
+
+def test_the_run_page_shows_its_steps_and_rest_gives_their_events(client, trio, orders, workflow):
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, initiated_by=trio.bob,
+        enqueue=False,
+    )  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(  # resumed: its first step reused from its record
+        state={"workflow": {"outputs": {"0": {"order": 5}}, "calls": {}}}
+    )
+    assert execute_run(run.pk) == "succeeded"
+
+    body = login(client, trio.bob).get(f"/t/acme/runs/{run.pk}/").content.decode()
+    assert "Workflow: Order" in body
+    assert 'Step <code>place</code> <span class="muted">at 0</span>' in body
+    assert "reused" in body and "is not run again" in body
+    assert 'Step <code>transform</code> <span class="muted">at 1.receipt</span>' in body
+    assert 'class="step depth-1"' in body
+    assert "Tool call <code>calculator</code>" in body  # the tool step's call, as any call's
+
+    api = login(APIClient(), trio.bob, tenant="acme")
+    page = api.get(f"/api/v1/runs/{run.pk}/events").json()
+    types = [e["type"] for e in page["events"]]
+    assert types[0] == "workflow.step.reused" and types[-1] == "run.completed"
+    assert "workflow.tool.completed" in types
+    assert api.get(f"/api/v1/runs/{run.pk}").json()["workflow"] == "order"
+    # Another tenant's member: 404, page and REST.
+    assert login(client, trio.charlie).get(f"/t/acme/runs/{run.pk}/").status_code == 404
+    charlie = login(APIClient(), trio.charlie, tenant="globex")
+    assert charlie.get(f"/api/v1/runs/{run.pk}/events").status_code == 404

@@ -1,5 +1,7 @@
 """A run's events folded into what a person reads: model calls, tool calls (started and
-completed joined by call id), approvals (joined with their decision), errors and the end.
+completed joined by call id), a workflow's steps (started and completed or failed joined by
+their path; a step reused from its record on resume), approvals (joined with their
+decision), errors and the end.
 
 Text deltas are left out (the run's output holds the text). At most MAX_EVENTS events are
 read, in two queries (events, approvals).
@@ -23,7 +25,7 @@ TERMINAL_TYPES = {"run.completed", "run.failed", "run.cancelled"}
 
 @dataclass
 class Entry:
-    kind: str  # started | model | tool | approval | end | other
+    kind: str  # started | model | tool | step | approval | end | other
     type: str  # the event type
     seq: int
     at: datetime
@@ -43,6 +45,14 @@ class Entry:
     tool_call_names: list[str] = field(default_factory=list)
     # approvals
     approval: Approval | None = None
+    # workflow steps
+    path: str = ""
+    reused: bool = False
+
+    @property
+    def depth(self) -> int:
+        """How deep a workflow step is nested (0: a step of the workflow itself)."""
+        return self.path.count(".")
 
 
 def as_text(value: Any) -> str:
@@ -74,6 +84,7 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
     first = events[0].created_at if events else None
     entries: list[Entry] = []
     tools: dict[str, Entry] = {}
+    steps: dict[str, Entry] = {}
     for event in events:
         payload = event.payload if isinstance(event.payload, dict) else {}
         offset = int((event.created_at - first).total_seconds() * 1000) if first else 0
@@ -86,6 +97,14 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             payload=payload,
         )
         call_id = str(payload.get("call_id", ""))
+        if event.type.startswith("workflow.tool."):  # a tool step's call: as any tool call's
+            event_type = event.type.replace("workflow.", "", 1)
+        else:
+            event_type = event.type
+        if event_type.startswith("workflow.step."):
+            if _step(entry, event_type, payload, steps):
+                entries.append(entry)
+            continue
         if event.type == "run.started":
             entry.kind = "started"
         elif event.type == "inference.started":
@@ -99,7 +118,7 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.error = as_text(payload.get("error"))
             entry.result = as_text(payload.get("text"))
             entry.tool_call_names = [c.get("name", "?") for c in payload.get("tool_calls") or []]
-        elif event.type == "tool.started":
+        elif event_type == "tool.started":
             entry.kind, entry.name, entry.call_id = "tool", str(payload.get("name", "")), call_id
             arguments = payload.get("arguments")
             code = arguments.get("code") if isinstance(arguments, dict) else None
@@ -108,12 +127,12 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.arguments = as_text(arguments)
             if call_id:
                 tools[call_id] = entry
-        elif event.type == "tool.usage" and call_id in tools:  # what the tool asked models
+        elif event_type == "tool.usage" and call_id in tools:  # what the tool asked models
             for spent in payload.get("models") or []:
                 tools[call_id].input_tokens += int(spent.get("input_tokens") or 0)
                 tools[call_id].output_tokens += int(spent.get("output_tokens") or 0)
             continue
-        elif event.type == "tool.completed":
+        elif event_type == "tool.completed":
             started = tools.pop(call_id, None) if call_id else None
             if started is not None:
                 _complete(started, payload)
@@ -131,6 +150,28 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.error = as_text(payload.get("error"))
         entries.append(entry)
     return entries, truncated
+
+
+def _step(entry: Entry, type: str, payload: dict[str, Any], steps: dict[str, Entry]) -> bool:
+    """A workflow step's event: a new entry (started, reused), or its started entry completed
+    (then False: nothing new to show)."""
+    path = str(payload.get("path", ""))
+    entry.kind, entry.name, entry.path = "step", str(payload.get("step", "")), path
+    if type == "workflow.step.started":
+        entry.arguments = as_text(payload.get("input"))
+        steps[path] = entry
+        return True
+    if type == "workflow.step.reused":
+        entry.reused = entry.finished = True
+        entry.result = as_text(payload.get("output"))
+        return True
+    started = steps.pop(path, None)
+    target = started or entry
+    target.finished = True
+    target.result = as_text(payload.get("output"))
+    target.error = as_text(payload.get("error"))
+    target.latency_ms = payload.get("latency_ms")
+    return started is None
 
 
 def _complete(entry: Entry, payload: dict[str, Any]) -> None:
