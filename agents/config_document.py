@@ -118,6 +118,7 @@ class Refs:
     agents: dict[str, Agent]
     groups: dict[str, TenantGroup]
     crews: dict[str, Crew] = field(default_factory=dict)
+    workflows: dict[str, WorkflowDefinition] = field(default_factory=dict)
     members: dict[str, Any] = field(default_factory=dict)  # username -> user
     api_keys: dict[str, ApiKey] = field(default_factory=dict)  # names held by one key
     by: Principal | None = None
@@ -413,6 +414,7 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("kind", "kind"),
         reference_field("agent", "agent", "agents", name="slug"),
         reference_field("crew", "crew", "crews", name="slug"),
+        reference_field("workflow", "workflow", "workflows", name="slug"),
         DocField("cron", "cron"),
         DocField("timezone", "timezone"),
         DocField("input_template", "input_template"),
@@ -564,7 +566,7 @@ def _builtin_sections() -> None:
         DocSection(
             "triggers", "name", Trigger, _FIELDS["triggers"],
             save=_trigger_save, delete=trigger_delete, noun="trigger", acts=True,
-            related=("agent", "crew", "run_as"), shown_once=_new_webhook_secret,
+            related=("agent", "crew", "workflow", "run_as"), shown_once=_new_webhook_secret,
             create_note=_webhook_note,
         ),
     ):  # fmt: skip
@@ -756,6 +758,9 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
         connections=kept("connections"),
         agents=kept("agents"),
         crews=kept("crews"),
+        workflows=frozenset(
+            WorkflowDefinition.objects.filter(tenant=tenant).values_list("slug", flat=True)
+        ),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),
         datasets=frozenset(Dataset.objects.filter(tenant=tenant).values_list("name", flat=True)),
         agent_kinds=frozenset(KINDS),
@@ -1020,6 +1025,7 @@ def _apply(
         groups={g.name: g for g in TenantGroup.objects.filter(tenant=tenant)},
         datasets={d.name: d for d in Dataset.objects.filter(tenant=tenant)},
         crews=dict(current.objects["crews"]),
+        workflows={w.slug: w for w in WorkflowDefinition.objects.filter(tenant=tenant)},
         members=_members(tenant),
         api_keys={key.name: key for key in keys if names.count(key.name) == 1},
         by=by,

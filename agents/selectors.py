@@ -54,6 +54,7 @@ from agents.models import (
     Quota,
     Run,
     RunEvent,
+    WorkflowDefinition,
 )
 from base.versions import config_changed, per_config_version
 from tenancy.access import filter_given, get_for_tenant
@@ -269,6 +270,11 @@ def agent_named(*, tenant: Tenant, slug: str) -> Agent | None:
 def crew_named(*, tenant: Tenant, slug: str) -> Crew | None:
     """As agent_named, for a crew."""
     return Crew.objects.filter(tenant=tenant, slug=slug).first()
+
+
+def workflow_named(*, tenant: Tenant, slug: str) -> WorkflowDefinition | None:
+    """As agent_named, for a workflow."""
+    return WorkflowDefinition.objects.filter(tenant=tenant, slug=slug).first()
 
 
 # -- quotas ---------------------------------------------------------------------------------
@@ -726,6 +732,11 @@ def agents_by_slug(*, tenant: Tenant) -> QuerySet:
 def crews_by_name(*, tenant: Tenant) -> QuerySet:
     """The tenant's crews (active or not) by name: a form's choices."""
     return Crew.objects.filter(tenant=tenant).order_by("name")
+
+
+def workflows_by_name(*, tenant: Tenant) -> QuerySet:
+    """The tenant's workflows (enabled or not) by name: a form's choices."""
+    return WorkflowDefinition.objects.filter(tenant=tenant).order_by("name")
 
 
 def runs_with_targets(runs: QuerySet, *, limit: int) -> list[Run]:

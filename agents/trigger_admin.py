@@ -19,7 +19,7 @@ from tenancy.policy import Principal
 from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 
 FIELDS = [
-    "tenant", "name", "kind", "agent", "crew", "cron", "timezone", "input_template",
+    "tenant", "name", "kind", "agent", "crew", "workflow", "cron", "timezone", "input_template",
     "run_as", "enabled",
 ]  # fmt: skip
 
@@ -61,7 +61,7 @@ class TriggerAdminForm(TenantScopedForm):
 class TriggerAdmin(TenantScopedAdmin):
     form = TriggerAdminForm
     list_display = [
-        "name", "kind", "agent", "crew", "enabled", "next_fire_at", "last_fired_at",
+        "name", "kind", "agent", "crew", "workflow", "enabled", "next_fire_at", "last_fired_at",
         "last_error", "runs_link",
     ]  # fmt: skip
     list_filter = ["kind", "enabled"]

@@ -1,9 +1,11 @@
-"""Triggers: runs of an agent or crew started on a schedule or by a signed webhook
+"""Triggers: runs of an agent, crew or workflow started on a schedule or by a signed webhook
 (docs/triggers.md). Every face (web pages, REST, the admin, /hooks) calls these.
 
-A trigger's runs go through `agents.runs.run_start` like any other run, attributed to
-the trigger's `run_as` member: their grants decide whether it may start, approvals and
-limits apply as to a run they started themselves.
+A trigger's runs go through `agents.runs.run_start` (a workflow's: `workflow_start`) like
+any other run, attributed to the trigger's `run_as` member: their grants decide whether it
+may start, approvals and limits apply as to a run they started themselves. A workflow's
+input is the rendered template read as JSON (`{{payload}}`: a webhook's whole body), checked
+against the workflow's input schema.
 
 Schedules: `fire_due_triggers` (a beat task every TRIGGER_TICK_S) claims the due triggers
 with `SELECT ... FOR UPDATE SKIP LOCKED`, advances each one's `next_fire_at` and starts its
@@ -35,8 +37,16 @@ from django.http import Http404
 from django.utils import timezone
 
 from agents import access
-from agents.models import MAX_INPUT_CHARS, Agent, Crew, Run, Trigger, TriggerKind
-from agents.runs import run_start, storable_text
+from agents.models import (
+    MAX_INPUT_CHARS,
+    Agent,
+    Crew,
+    Run,
+    Trigger,
+    TriggerKind,
+    WorkflowDefinition,
+)
+from agents.runs import run_start, storable_text, workflow_start
 from agents.runtime import triggers as rules
 from base import rate_counters
 from tenancy import rls
@@ -48,7 +58,10 @@ from tenancy.records.saving import delete_recorded, save_validated
 
 logger = logging.getLogger(__name__)
 
-FIELDS = ("name", "kind", "agent", "crew", "cron", "timezone", "input_template", "enabled")
+FIELDS = (
+    "name", "kind", "agent", "crew", "workflow", "cron", "timezone", "input_template", "enabled",
+)  # fmt: skip
+TARGETS = ("agent", "crew", "workflow")  # a trigger starts exactly one of them
 PUBLIC_ID = re.compile(r"^trg_[A-Za-z0-9_-]{16,36}$")
 
 
@@ -56,7 +69,7 @@ PUBLIC_ID = re.compile(r"^trg_[A-Za-z0-9_-]{16,36}$")
 def visible_triggers(principal: Principal) -> QuerySet[Trigger]:
     """The tenant's triggers, for whoever may read its configuration (secrets never shown)."""
     triggers = Trigger.objects.filter(tenant=principal.tenant).select_related(
-        "agent", "crew", "run_as"
+        "agent", "crew", "workflow", "run_as"
     )
     return triggers if principal.may(Action.READ_CONFIG) else triggers.none()
 
@@ -65,7 +78,9 @@ def trigger_get(*, tenant: Tenant, trigger_id: Any) -> Trigger:
     """By id; 404 for another tenant's or anything that is not an id."""
     text = str(trigger_id)
     pk = int(text) if text.isascii() and text.isdigit() and len(text) < 19 else -1
-    return get_for_tenant(Trigger.objects.select_related("agent", "crew", "run_as"), tenant, pk=pk)
+    return get_for_tenant(
+        Trigger.objects.select_related("agent", "crew", "workflow", "run_as"), tenant, pk=pk
+    )
 
 
 def trigger_runs(principal: Principal, trigger: Trigger) -> QuerySet[Run]:
@@ -89,8 +104,8 @@ def trigger_save(
 ) -> SavedTrigger:
     """Create (trigger None) or change a trigger. `changes` may hold the FIELDS and `run_as`
     (a member; default on creation: `by`'s user). `by` needs CHANGE_CONFIG, and may only
-    attribute runs to a member whose role is not above their own, who may start the agent or
-    crew. A new webhook gets its secret, returned once."""
+    attribute runs to a member whose role is not above their own, who may start the agent,
+    crew or workflow. A new webhook gets its secret, returned once."""
     by.require(Action.CHANGE_CONFIG)
     creating = trigger is None
     if trigger is None:
@@ -103,9 +118,9 @@ def trigger_save(
     if not creating and "kind" in changes and changes["kind"] != trigger.kind:
         raise ValidationError({"kind": "A trigger keeps its kind: make a new one."})
     values = {name: changes[name] for name in FIELDS if name in changes}
-    if "agent" in values or "crew" in values:
-        values.setdefault("agent", None)
-        values.setdefault("crew", None)
+    if any(target in values for target in TARGETS):  # naming one target clears the others
+        for target in TARGETS:
+            values.setdefault(target, None)
     run_as = changes.get("run_as", trigger.run_as if not creating else by.user)
     before_schedule = (trigger.cron, trigger.timezone, trigger.enabled)
     changed = {name for name, value in values.items() if getattr(trigger, name) != value}
@@ -174,11 +189,12 @@ def trigger_check(
         Trigger.objects.filter(tenant=tenant, name=name).exclude(pk=trigger.pk).exists()
     ):
         errors["name"] = "Another trigger of this workspace has this name."
-    target = trigger.agent or trigger.crew
-    if (trigger.agent is None) == (trigger.crew is None):
-        errors["agent"] = "Choose one agent or one crew."
+    targets = [t for t in (trigger.agent, trigger.crew, trigger.workflow) if t is not None]
+    target = targets[0] if len(targets) == 1 else None
+    if target is None:
+        errors["agent"] = "Choose one agent, one crew or one workflow."
     elif target.tenant_id != tenant.pk:
-        errors["agent"] = "Choose one of this workspace's agents or crews."
+        errors["agent"] = "Choose one of this workspace's agents, crews or workflows."
     if check_run_as and "agent" not in errors and trigger.kind in TriggerKind.values:
         problem = _run_as_refusal(tenant, by, run_as, target)
         if problem:
@@ -187,7 +203,9 @@ def trigger_check(
         raise ValidationError(errors)
 
 
-def _run_as_refusal(tenant: Tenant, by: Principal, run_as: Any, target: Agent | Crew) -> str:
+def _run_as_refusal(
+    tenant: Tenant, by: Principal, run_as: Any, target: Agent | Crew | WorkflowDefinition
+) -> str:
     """Why runs may not be attributed to `run_as`, or ""."""
     if not isinstance(run_as, AbstractBaseUser):
         return "Name the member the runs are attributed to."
@@ -198,7 +216,11 @@ def _run_as_refusal(tenant: Tenant, by: Principal, run_as: Any, target: Agent | 
     if not is_self and ROLE_RANK[Role(membership.role)] > ROLE_RANK[Role(by.role)]:
         return "You may not attribute runs to a member with a higher role than yours."
     membership.tenant = tenant
-    if not access.may_start(Principal.of_membership(membership, run_as), target):
+    principal = Principal.of_membership(membership, run_as)
+    if isinstance(target, WorkflowDefinition):  # any member who may start runs
+        if not principal.may(Action.START_RUN):
+            return f"{run_as.get_username()} may not start this workflow."
+    elif not access.may_start(principal, target):
         return f"{run_as.get_username()} may not start this agent or crew."
     return ""
 
@@ -231,7 +253,7 @@ def fire_due_triggers(*, now: datetime | None = None, batch: int = 100) -> int:
                 due = list(
                     Trigger.objects.select_for_update(skip_locked=True, of=("self",))
                     .filter(kind=TriggerKind.SCHEDULE, enabled=True, next_fire_at__lte=now)
-                    .select_related("tenant", "agent", "crew", "run_as")
+                    .select_related("tenant", "agent", "crew", "workflow", "run_as")
                     .order_by("next_fire_at")[:batch]
                 )
                 for trigger in due:
@@ -271,6 +293,8 @@ def _start(trigger: Trigger, context: dict[str, Any], *, idempotency_key: str) -
             raise PermissionDenied("The member the runs were attributed to is gone.")
         text = rules.render_input(trigger.input_template, context, max_chars=MAX_INPUT_CHARS)
         with transaction.atomic():
+            if trigger.workflow_id is not None:
+                return _start_workflow(trigger, text, idempotency_key)
             run = run_start(
                 tenant=trigger.tenant,
                 agent=trigger.agent,
@@ -287,6 +311,26 @@ def _start(trigger: Trigger, context: dict[str, Any], *, idempotency_key: str) -
         trigger.last_error = f"Not started: {reason}"[:500]
         logger.info("trigger %s: %s", trigger.pk, trigger.last_error)
         raise TriggerRefused(trigger.last_error) from None
+    trigger.last_error = ""
+    return run
+
+
+def _start_workflow(trigger: Trigger, text: str, idempotency_key: str) -> Run:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValidationError(
+            "The mapped input is not JSON, which a workflow takes: write the template as "
+            'JSON (e.g. {{payload}}, or {"city": "{{payload.city}}"}).'
+        ) from None
+    run = workflow_start(
+        tenant=trigger.tenant,
+        workflow=trigger.workflow,
+        input=value,
+        initiated_by=trigger.run_as,
+        idempotency_key=idempotency_key,
+        trigger=trigger,
+    )
     trigger.last_error = ""
     return run
 
@@ -322,7 +366,7 @@ def webhook_deliver(
     with rls.owner():  # which tenant: the public id says
         trigger = (
             Trigger.objects.filter(public_id=public_id, kind=TriggerKind.WEBHOOK)
-            .select_related("tenant", "agent", "crew", "run_as")
+            .select_related("tenant", "agent", "crew", "workflow", "run_as")
             .first()
         )
     if trigger is None or not trigger.tenant.active:
@@ -351,7 +395,8 @@ def webhook_deliver(
             run = _start(trigger, context, idempotency_key=key)
         except TriggerRefused as exc:
             Trigger.objects.filter(pk=trigger.pk).update(last_error=trigger.last_error)
-            status = 400 if "mapped input" in str(exc) else 409
+            bad_input = "mapped input" in str(exc) or "does not fit the workflow" in str(exc)
+            status = 400 if bad_input else 409
             raise HookRefused(status, str(exc)) from None
         Trigger.objects.filter(pk=trigger.pk).update(last_fired_at=timezone.now(), last_error="")
     return Delivery(run, replayed)

@@ -42,7 +42,8 @@ from tenancy.selectors import member_user
 SLUG = r"^[a-z0-9][a-z0-9_-]{0,49}$"
 TRIGGER_EXAMPLE = {
     "id": 4, "name": "new-issues", "kind": "webhook", "agent": "triage", "crew": None,
-    "cron": "", "timezone": "UTC", "input_template": "Triage: {{payload.issue.title}}",
+    "workflow": None, "cron": "", "timezone": "UTC",
+    "input_template": "Triage: {{payload.issue.title}}",
     "enabled": True, "run_as": "alice", "hook_url": "/hooks/trg_3kT9bXq2mZr8YwPq1vLs0aEe",
     "next_fire_at": None, "last_fired_at": "2026-01-01T12:00:00Z", "last_error": "",
     "created_at": "2026-01-01T11:00:00Z", "updated_at": "2026-01-01T11:00:00Z",
@@ -53,6 +54,7 @@ TRIGGER_EXAMPLE = {
 class TriggerSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     crew = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    workflow = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     run_as = serializers.SerializerMethodField(help_text="The member the runs are attributed to.")
     hook_url = serializers.SerializerMethodField(
         help_text="A webhook's address: POST the JSON body signed with its secret."
@@ -61,7 +63,8 @@ class TriggerSerializer(serializers.ModelSerializer):
     class Meta:
         model = Trigger
         fields = [
-            "id", "name", "kind", "agent", "crew", "cron", "timezone", "input_template",
+            "id", "name", "kind", "agent", "crew", "workflow", "cron", "timezone",
+            "input_template",
             "enabled", "run_as", "hook_url", "next_fire_at", "last_fired_at", "last_error",
             "created_at", "updated_at",
         ]  # fmt: skip
@@ -91,6 +94,11 @@ class TriggerWriteSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=TriggerKind.choices, required=False)
     agent = serializers.RegexField(SLUG, max_length=50, required=False, allow_null=True)
     crew = serializers.RegexField(SLUG, max_length=50, required=False, allow_null=True)
+    workflow = serializers.RegexField(
+        SLUG, max_length=50, required=False, allow_null=True,
+        help_text="Slug of the workflow to run (instead of an agent or crew); its input is "
+        "the rendered template read as JSON, e.g. `{{payload}}`.",
+    )  # fmt: skip
     cron = serializers.CharField(
         max_length=MAX_CRON_CHARS, required=False, allow_blank=True,
         help_text="A schedule's cron expression (5 fields), e.g. `0 9 * * 1-5`.",
@@ -132,7 +140,11 @@ class TriggerView(TenantPolicyView, GenericAPIView):
         body = TriggerWriteSerializer(data=self.request.data, partial=partial)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
-        for field, named in (("agent", selectors.agent_named), ("crew", selectors.crew_named)):
+        for field, named in (
+            ("agent", selectors.agent_named),
+            ("crew", selectors.crew_named),
+            ("workflow", selectors.workflow_named),
+        ):
             if data.get(field):
                 found = named(tenant=self.tenant, slug=data[field])
                 if found is None:

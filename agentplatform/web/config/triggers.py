@@ -46,7 +46,7 @@ HISTORY = 50  # runs shown on a trigger's page
 class TriggerForm(PlainLabels, forms.Form):
     name = forms.CharField(max_length=100)
     kind = forms.ChoiceField(choices=TriggerKind.choices, initial=TriggerKind.SCHEDULE)
-    target = forms.ChoiceField(label="Agent or crew")
+    target = forms.ChoiceField(label="Agent, crew or workflow")
     cron = forms.CharField(
         max_length=MAX_CRON_CHARS, required=False, label="Cron expression",
         help_text="Schedules: minute hour day month weekday, e.g. “0 9 * * 1-5”.",
@@ -58,7 +58,8 @@ class TriggerForm(PlainLabels, forms.Form):
         max_length=MAX_TEMPLATE_CHARS, strip=False, label="Input",
         widget=forms.Textarea(attrs={"rows": 4, "class": "code"}),
         help_text="The run's message. Webhooks: {{payload.issue.title}} takes a value from the "
-        "JSON body; both kinds: {{trigger.name}}, {{fired_at}}.",
+        "JSON body; both kinds: {{trigger.name}}, {{fired_at}}. A workflow's input is this "
+        "read as JSON: {{payload}} passes the whole body.",
     )  # fmt: skip
     run_as = forms.ModelChoiceField(
         queryset=get_user_model().objects.none(), label="Runs attributed to",
@@ -70,16 +71,18 @@ class TriggerForm(PlainLabels, forms.Form):
         super().__init__(*args, **kwargs)
         agents = selectors.agents_by_name(tenant=tenant)
         crews = selectors.crews_by_name(tenant=tenant)
+        workflows = selectors.workflows_by_name(tenant=tenant)
         self.fields["target"].choices = [
             ("Agents", [(f"agent:{a.slug}", a.name) for a in agents]),
             ("Crews", [(f"crew:{c.slug}", c.name) for c in crews]),
+            ("Workflows", [(f"workflow:{w.slug}", w.name) for w in workflows]),
         ]
         self.fields["run_as"].queryset = member_users(tenant=tenant)
         self.tenant = tenant
         if trigger is not None:
             self.fields["kind"].disabled = True  # a trigger keeps its kind
-            target = trigger.agent or trigger.crew
-            which = "agent" if trigger.agent_id else "crew"
+            target = trigger.target
+            which = "agent" if trigger.agent_id else "crew" if trigger.crew_id else "workflow"
             self.initial.update(
                 name=trigger.name, kind=trigger.kind, target=f"{which}:{target.slug}",
                 cron=trigger.cron, timezone=trigger.timezone,
@@ -90,8 +93,12 @@ class TriggerForm(PlainLabels, forms.Form):
     def changes(self) -> dict[str, Any]:
         data = dict(self.cleaned_data)
         which, slug = data.pop("target").split(":", 1)
-        named = selectors.agent_named if which == "agent" else selectors.crew_named
-        data["agent"] = data["crew"] = None
+        named = {
+            "agent": selectors.agent_named,
+            "crew": selectors.crew_named,
+            "workflow": selectors.workflow_named,
+        }[which]
+        data["agent"] = data["crew"] = data["workflow"] = None
         data[which] = named(tenant=self.tenant, slug=slug)
         if data["kind"] == TriggerKind.WEBHOOK:
             data["cron"] = ""
@@ -141,8 +148,8 @@ def _form(request: HttpRequest, trigger: Trigger | None) -> HttpResponse:
 
 
 def _on_form_fields(error: ValidationError) -> ValidationError:
-    """The service names `agent`/`crew`; the form has one `target` field for both."""
-    fields = {"agent": "target", "crew": "target"}
+    """The service names `agent`/`crew`/`workflow`; the form has one `target` field for all."""
+    fields = {"agent": "target", "crew": "target", "workflow": "target"}
     return ValidationError(
         {fields.get(name, name): texts for name, texts in error.message_dict.items()}
     )

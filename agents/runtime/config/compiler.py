@@ -83,6 +83,7 @@ class KnownNames:
     connections: frozenset[str] = frozenset()
     agents: frozenset[str] = frozenset()
     crews: frozenset[str] = frozenset()
+    workflows: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
     datasets: frozenset[str] | None = None  # an agent's required evaluation; None: unchecked
     agent_kinds: frozenset[str] | None = None
@@ -704,6 +705,8 @@ class _Checker:
         self.duplicates("triggers", "name", [t.name for t in triggers])
         agents = {a.slug for a in self.document.agents} | self.known.agents
         crews = {c.slug for c in self.document.crews} | self.known.crews
+        declared = getattr(self.document, "workflows", None) or ()  # the document's own
+        workflows = {w.slug for w in declared} | self.known.workflows
         hour = datetime.now(UTC).strftime("%Y%m%d%H")
         for index, trigger in enumerate(triggers):
             path = f"triggers[{index}]"
@@ -713,12 +716,15 @@ class _Checker:
             )  # fmt: skip
             for name, reason in refused:
                 self.problem(f"{path}.{name}", reason)
-            if (trigger.agent is None) == (trigger.crew is None):
-                self.problem(f"{path}.agent", "Choose one agent or one crew.")
+            named = [t for t in (trigger.agent, trigger.crew, trigger.workflow) if t is not None]
+            if len(named) != 1:
+                self.problem(f"{path}.agent", "Choose one agent, one crew or one workflow.")
             elif trigger.agent is not None and trigger.agent not in agents:
                 self.problem(f"{path}.agent", f"unknown agent {trigger.agent!r}")
             elif trigger.crew is not None and trigger.crew not in crews:
                 self.problem(f"{path}.crew", f"unknown crew {trigger.crew!r}")
+            elif trigger.workflow is not None and trigger.workflow not in workflows:
+                self.problem(f"{path}.workflow", f"unknown workflow {trigger.workflow!r}")
             if trigger.run_as is None:
                 self.problem(f"{path}.run_as", "Name the member the runs are attributed to.")
             else:

@@ -318,14 +318,19 @@ def quota_name(entry: dict[str, Any]) -> str:
 
 
 class TriggerEntry(_Strict):
-    """Runs of an agent or crew started on a schedule or by a signed webhook
+    """Runs of an agent, crew or workflow started on a schedule or by a signed webhook
     (docs/triggers.md). A webhook's signing secret is never in a document: an import that
     creates one answers with its new secret, once."""
 
     name: str = Field(min_length=1, max_length=100)
     kind: Literal["schedule", "webhook"]
-    agent: str | None = Field(None, description="An agent's slug (or crew).")
-    crew: str | None = Field(None, description="A crew's slug (or agent).")
+    agent: str | None = Field(None, description="An agent's slug (or crew, or workflow).")
+    crew: str | None = Field(None, description="A crew's slug (or agent, or workflow).")
+    workflow: str | None = Field(
+        None,
+        description="A workflow's slug (or agent, or crew); its input is the rendered "
+        "template read as JSON, e.g. {{payload}}.",
+    )
     cron: str = Field("", max_length=100, description="A schedule's cron expression.")
     timezone: str = Field("UTC", max_length=64, description="An IANA time zone.")
     input_template: str = Field(
