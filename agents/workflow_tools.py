@@ -23,14 +23,16 @@ import time
 import uuid
 from typing import Any
 
+import pydantic
 from asgiref.sync import sync_to_async
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from agents import runs
 from agents.models import Run, WorkflowDefinition
+from agents.workflows import WorkflowDocument
 from base.versions import config_changed
-from tools.runtime.context import ConfigurationError, RunContext
+from tools.runtime.context import RunContext
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
 from tools.tool_sources import TenantToolsPart
@@ -49,27 +51,26 @@ class WorkflowTools:
     kind = "workflow"
 
     def tools_of(self, tenant_id: int, policy: EgressPolicy) -> TenantToolsPart:
-        """One query, and each workflow compiled; one that does not compile is left out."""
+        """One query. The tool's schemas are the document's (its steps are compiled when it
+        runs: the registry is being built here); a document that does not read is left out
+        (a save compiles it, so only one written around the service can be)."""
         part = TenantToolsPart()
         for workflow in _exposed(tenant_id):
             try:
-                compiled = runs.compiled_workflow(workflow)
-            except ConfigurationError as exc:
-                logger.warning(
-                    "workflow %s of tenant %s not a tool: %s", workflow.slug, tenant_id, exc
-                )
-                continue
-            part.tools.append(
-                Tool(
+                document = WorkflowDocument.model_validate(workflow.definition)
+                tool = Tool(
                     name=workflow_tool_name(workflow),
                     description=workflow.description or workflow.name,
-                    input_schema=compiled.input_schema,
-                    output_schema=compiled.output_schema,
+                    input_schema=document.input,
+                    output_schema=document.output,
                     handler=_handler(workflow.pk),
                     tags=frozenset({"workflow"}),
                     capability=Capability(effect=Effect.WRITE, idempotent=True),
                 )
-            )
+            except (pydantic.ValidationError, ValueError):  # (a schema error is a ValueError)
+                logger.warning("workflow %s of tenant %s does not read", workflow.slug, tenant_id)
+                continue
+            part.tools.append(tool)
         return part
 
     def names_of(self, tenant_id: int) -> set[str]:

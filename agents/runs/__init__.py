@@ -79,9 +79,7 @@ from agents.runs.sweeper import stale_runs
 from agents.runs.worker import Nearby, admit, drain, handing_over_at_shutdown
 from agents.runs.workflows import (
     WORKFLOW_TOOL_PREFIX,
-    CompiledWorkflow,
     compiled_workflow,
-    register_python_workflow,
     workflow_start,
 )
 from agents.runs.writer import storable_text
@@ -91,7 +89,6 @@ __all__ = [
     "HEARTBEAT",
     "TERMINAL_EVENTS",
     "WORKFLOW_TOOL_PREFIX",
-    "CompiledWorkflow",
     "ConversationBusy",
     "Ending",
     "GatewayCall",
@@ -124,7 +121,6 @@ __all__ = [
     "record_gateway_calls",
     "record_model_call",
     "recorded_ending",
-    "register_python_workflow",
     "request_text",
     "resumable_refusal",
     "run_cancel",

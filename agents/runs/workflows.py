@@ -6,8 +6,9 @@ any run), checkpointed after every step, and resumed by whichever worker claims 
   names), the input checked against the workflow's input schema, idempotency keys, a
   parent run (a workflow called as a tool) or a trigger.
 - `execute_workflow`: the engine's part. The workflow is compiled from its definition
-  (`compiled_workflow`), its steps run on the tenant's registry without the workflow tools
-  (workflows do not call each other as tools, so none can recurse), and every step's
+  (`compiled_workflow`: agents.workflows' compiler), its steps run on the tenant's registry
+  without the workflow tools (workflows do not call each other as tools, so none can
+  recurse), and every step's
   output is recorded in the run's state (`{"workflow": StepRecords}`) as it completes: a
   resumed run reuses them, and a tool step's write started before a crash is never
   repeated (agents/runtime/workflow.py).
@@ -21,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -52,6 +53,8 @@ from agents.runtime.workflow import (
     WorkflowFailed,
 )
 from agents.signals import request_execution
+from agents.specs import agent_spec
+from agents.workflows import CompiledWorkflow, compile_definition, definition_references
 from providers.services import adapter_for, default_connection
 from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Action, Principal
@@ -65,36 +68,34 @@ WORKFLOW_TOOL_PREFIX = "workflow_"  # a workflow exposed as a tool: `workflow_<s
 CANCEL_POLL_S = 0.5  # how often a running workflow reads its cancel flag
 
 
-@dataclass(frozen=True)
-class CompiledWorkflow:
-    """What running a stored workflow needs: its steps and its input and output schemas."""
-
-    workflow: Workflow
-    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
-    output_schema: dict[str, Any] | None = None
-
-
-# Workflows built with the Python API (agents/runtime/workflow.py), by name: a definition
-# `{"python": "<name>"}` runs one. Registered by code (plug-ins, tests), never by a tenant.
-PYTHON_WORKFLOWS: dict[str, CompiledWorkflow] = {}
-
-
-def register_python_workflow(name: str, compiled: CompiledWorkflow) -> None:
-    PYTHON_WORKFLOWS[name] = compiled
-
-
 def compiled_workflow(
-    definition: WorkflowDefinition,
-    *,
-    tools: ToolRegistry | None = None,
-    agents: Mapping[str, AgentSpec] | None = None,
+    definition: WorkflowDefinition, *, tools: ToolRegistry | None = None
 ) -> CompiledWorkflow:
-    """The runtime workflow of a stored definition; ConfigurationError (the tenant admin's
-    to fix) when it does not compile. The one place a definition becomes steps."""
-    name = definition.definition.get("python") if isinstance(definition.definition, dict) else None
-    if isinstance(name, str) and name in PYTHON_WORKFLOWS:
-        return PYTHON_WORKFLOWS[name]
-    raise ConfigurationError(f"workflow {definition.slug!r} does not compile")
+    """The runtime workflow of a stored definition, compiled by agents.workflows against the
+    tenant's tools (`tools`: its registry, else read here) and the agents it names (their
+    specs now); WorkflowInvalid (a ConfigurationError: the tenant admin's to fix) with every
+    problem at its path. The one place a definition becomes steps. A query for its agents,
+    when it names any."""
+    references = definition_references(definition.definition)
+    registry = tools if tools is not None else tenant_tools(definition.tenant_id).registry
+    signatures = {name: registry.get(name) for name in references.tools if registry.has(name)}
+    specs = {}
+    if references.agents:
+        named = Agent.objects.filter(tenant_id=definition.tenant_id, slug__in=references.agents)
+        for agent in named.select_related("provider_connection", "tenant"):
+            connection = agent.provider_connection or default_connection(agent.tenant)
+            specs[agent.slug] = agent_spec(agent, connection)
+    return compile_definition(
+        definition.definition, tools=signatures, agents=specs, label=definition.slug
+    )
+
+
+def steps_registry(tenant_id: int) -> ToolRegistry:
+    """The tools a workflow's steps may call: the tenant's, but the workflows exposed as
+    tools (so no workflow runs another as a tool, and none can recurse)."""
+    registry = tenant_tools(tenant_id).registry
+    exposed = [n for n in registry.names() if n.startswith(WORKFLOW_TOOL_PREFIX)]
+    return registry.filter(exclude=exposed) if exposed else registry
 
 
 # -- starting ----------------------------------------------------------------------------
@@ -129,7 +130,7 @@ def workflow_start(
         if limit is not None and workflow.slug not in limit:
             raise PermissionDenied("You may not run this workflow.")
     try:
-        compiled = compiled_workflow(workflow)
+        compiled = compiled_workflow(workflow, tools=steps_registry(workflow.tenant_id))
     except ConfigurationError as exc:
         raise ValidationError({"workflow": str(exc)}) from None
     text = check_workflow_input(compiled, input)
@@ -199,9 +200,7 @@ def _prepare(run: Run) -> _Prepared | str:
     if definition is None:
         return "the workflow of this run was deleted"
     toolbox = tenant_tools(run.tenant_id)
-    registry = toolbox.registry.filter(
-        exclude=[n for n in toolbox.registry.names() if n.startswith(WORKFLOW_TOOL_PREFIX)]
-    )
+    registry = steps_registry(run.tenant_id)
     compiled = compiled_workflow(definition, tools=registry)
     adapters = {}
     for spec in _agent_specs(compiled.workflow):

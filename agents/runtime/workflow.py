@@ -106,8 +106,9 @@ class StepRecords:
     steps, and the call state of tool and agent steps under way. `save(document, durable)`
     stores `to_dict()` (a run's checkpoint); durable: return once it is stored. A step's
     output is recorded durably when it completes (one write per step), and its descendants'
-    records are dropped then (the step's output covers them). Outputs that are not JSON are
-    not recorded: such a step (a Python transform's) runs again on resume."""
+    records are dropped then (the step's output covers them), as is the output of the step
+    before it in its sequence (a sequence goes on from its last completed step). Outputs that
+    are not JSON are not recorded: such a step (a Python transform's) runs again."""
 
     def __init__(self, saved: dict[str, Any] | None = None, save: SaveRecords | None = None):
         saved = saved or {}
@@ -135,6 +136,18 @@ class StepRecords:
                 del kept[key]
         self.outputs[path] = output
         await self.store(durable=True)
+
+    def resume_at(self, parent: str, count: int) -> int:
+        """Where a sequence of `count` steps under `parent` goes on: its last step with a
+        recorded output (reused), or its first. The steps before it are not run again."""
+        for index in range(count - 1, -1, -1):
+            if _path(parent, str(index)) in self.outputs:
+                return index
+        return 0
+
+    def forget(self, path: str) -> None:
+        """Drop a step's output (written with the next save): a later step's covers it."""
+        self.outputs.pop(path, None)
 
     def call_state(self, path: str) -> RunState | None:
         saved = self.calls.get(path)
@@ -344,8 +357,13 @@ class Workflow(Step):
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
         """Run every step on the previous one's output; raises WorkflowFailed naming the
         first step that failed (later steps do not run)."""
-        for index, step in enumerate(self.steps):
-            value = await _run_step(step, value, wctx, _path(wctx.path, str(index)))
+        records, start = wctx.records, 0
+        if records is not None:  # resumed: from the last step that completed
+            start = records.resume_at(wctx.path, len(self.steps))
+        for index in range(start, len(self.steps)):
+            value = await _run_step(self.steps[index], value, wctx, _path(wctx.path, str(index)))
+            if records is not None and index > start:  # the step before is covered by this one
+                records.forget(_path(wctx.path, str(index - 1)))
         return value
 
 

@@ -195,12 +195,16 @@ def test_a_completed_parallel_branch_is_not_run_again_when_its_sibling_failed() 
     assert len(orders.created) == 1
 
 
-def test_completed_steps_drop_their_descendants_records() -> None:
+def test_completed_steps_drop_the_records_they_cover() -> None:
     store = Store()
     workflow = pipe(pipe(lambda v: v + 1, lambda v: v * 2), lambda v: v - 1)
 
-    assert run(workflow, 1, registry=ToolRegistry(), records=StepRecords(save=store.save)) == 3
+    records = StepRecords(save=store.save)
+    assert run(workflow, 1, registry=ToolRegistry(), records=records) == 3
+    # Saved as each completed: the nested steps' outputs went with their parent's...
     assert store.last == {"outputs": {"0": 4, "1": 3}, "calls": {}}
+    # ...and the step before the last one goes with the next save: the last one covers it.
+    assert records.to_dict() == {"outputs": {"1": 3}, "calls": {}}
 
 
 def test_an_agent_step_resumes_its_loop_from_its_state_without_repeating_its_write() -> None:

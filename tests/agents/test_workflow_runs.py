@@ -15,7 +15,6 @@ from rest_framework.test import APIClient
 from agents import runs
 from agents.models import Run, RunEvent, WorkflowDefinition
 from agents.runs.engine import execute_run
-from agents.runtime.workflow import parallel, pipe, tool_step
 from tenancy import services as tenancy
 from tests.factories import login, make_http_tool
 from tests.tools.local_server import LocalServer, Reply
@@ -29,24 +28,27 @@ ORDER_INPUT = {
 }
 
 
-def order_workflow():
-    return pipe(
-        tool_step("place_order", lambda v: {"item": v["item"]}, label="place"),
-        parallel(
-            receipt=lambda order: f"order {order['order']}",
-            total=tool_step("calculator", lambda order: {"expression": "2 * 21"}),
-        ),
-        lambda v: {"receipt": v["receipt"], "total": v["total"]["result"]},
-        label="order",
-    )
+ORDER = {
+    "input": ORDER_INPUT,
+    "steps": [
+        {"id": "place", "tool": "place_order", "arguments": {"item": "input.item"}},
+        {
+            "id": "both",
+            "parallel": {
+                "receipt": [
+                    {"id": "receipt", "transform": "join(' ', ['order', to_string(place.order)])"}
+                ],
+                "total": [
+                    {"id": "total", "tool": "calculator", "arguments": {"expression": "'2 * 21'"}}
+                ],
+            },
+        },
+        {"id": "result", "transform": "{receipt: both.receipt, total: both.total.result}"},
+    ],
+}
 
 
-@pytest.fixture(autouse=True)
-def python_workflows() -> Iterator[None]:
-    runs.register_python_workflow(
-        "test-order", runs.CompiledWorkflow(order_workflow(), input_schema=ORDER_INPUT)
-    )
-    yield
+PLACED = {"input": {"item": "widget"}, "place": {"order": 5}}  # the scope after `place`
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ def orders(trio, settings) -> Iterator[LocalServer]:
 @pytest.fixture
 def workflow(trio) -> WorkflowDefinition:
     return WorkflowDefinition.objects.create(
-        tenant=trio.acme, slug="order", name="Order", definition={"python": "test-order"}
+        tenant=trio.acme, slug="order", name="Order", definition=ORDER
     )
 
 
@@ -89,17 +91,21 @@ def test_a_workflow_runs_as_a_run_with_its_steps_in_its_events(trio, orders, wor
     assert run.structured_output == {"receipt": "order 7", "total": 42}
     assert run.output == '{"receipt": "order 7", "total": 42}'
     assert len(orders.requests) == 1
-    assert orders.requests[0].headers["idempotency-key"] == f"{run.pk}:step_0"
+    assert orders.requests[0].headers["idempotency-key"] == f"{run.pk}:step_1"  # stable
     events = list(RunEvent.objects.filter(run=run).order_by("seq"))
     assert events[0].type == "run.started" and events[0].payload == {"workflow": "order"}
-    started = [e.payload["path"] for e in events if e.type == "workflow.step.started"]
-    assert started == ["0", "1", "1.receipt", "1.total", "2"]
-    completed = [e for e in events if e.type == "workflow.step.completed"]
-    assert {e.payload["step"] for e in completed} >= {"place", "parallel", "calculator"}
+    started = {e.payload["path"]: e.payload["step"] for e in events if "step.started" in e.type}
+    assert started == {
+        "0": "input", "1": "place", "2": "both", "2.0": "parallel", "2.0.receipt": "receipt",
+        "2.0.receipt.0": "receipt", "2.0.total": "total", "2.0.total.0": "total", "2.1": "join",
+        "3": "result", "4": "output",
+    }  # fmt: skip
+    completed = [e.payload["path"] for e in events if e.type == "workflow.step.completed"]
+    assert sorted(completed) == sorted(started)
     assert events[-1].type == "run.completed"
     assert events[-1].payload["output"] == {"receipt": "order 7", "total": 42}
-    # Every step's output was recorded as it completed; the last write kept the top level.
-    assert set(run.state["workflow"]["outputs"]) == {"0", "1", "2"}
+    # Every step's output was recorded as it completed; what a later one covers was dropped.
+    assert set(run.state["workflow"]["outputs"]) == {"3", "4"}
 
 
 def test_a_resumed_workflow_run_reuses_the_recorded_write(trio, orders, workflow):
@@ -107,9 +113,7 @@ def test_a_resumed_workflow_run_reuses_the_recorded_write(trio, orders, workflow
         tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
     )
     # What a worker killed after the write left: the step's output in the run's state.
-    Run.objects.filter(pk=run.pk).update(
-        state={"workflow": {"outputs": {"0": {"order": 5}}, "calls": {}}}
-    )
+    Run.objects.filter(pk=run.pk).update(state={"workflow": {"outputs": {"1": PLACED}}})
 
     assert execute_run(run.pk) == "succeeded"
 
@@ -117,7 +121,8 @@ def test_a_resumed_workflow_run_reuses_the_recorded_write(trio, orders, workflow
     assert orders.requests == []  # never sent again
     assert run.structured_output == {"receipt": "order 5", "total": 42}
     reused = RunEvent.objects.get(run=run, type="workflow.step.reused")
-    assert reused.payload == {"step": "place", "path": "0", "output": {"order": 5}}
+    assert reused.payload == {"step": "place", "path": "1", "output": PLACED}
+    assert not RunEvent.objects.filter(run=run, type="workflow.step.started", payload__path="0")
     assert not RunEvent.objects.filter(run=run, type="run.started").exists()
 
 
@@ -125,10 +130,10 @@ def test_a_write_interrupted_in_flight_fails_the_run_rather_than_repeat_it(trio,
     run = runs.workflow_start(
         tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
     )
-    call = {"id": "step_0", "name": "place_order", "arguments": {"item": "widget"}}
-    interrupted = {"pending_calls": [call], "started": ["step_0"], "results": {}}
+    call = {"id": "step_1", "name": "place_order", "arguments": {"item": "widget"}}
+    interrupted = {"pending_calls": [call], "started": ["step_1"], "results": {}}
     Run.objects.filter(pk=run.pk).update(
-        state={"workflow": {"outputs": {}, "calls": {"0": interrupted}}}
+        state={"workflow": {"outputs": {}, "calls": {"1": interrupted}}}
     )
 
     assert execute_run(run.pk) == "failed"
@@ -138,8 +143,8 @@ def test_a_write_interrupted_in_flight_fails_the_run_rather_than_repeat_it(trio,
     assert run.error.startswith("step 'place' failed: the outcome of this call is unknown")
 
 
-def test_a_failed_step_fails_the_run_naming_it(trio, workflow):
-    # No place_order tool: the first step fails.
+def test_a_failed_step_fails_the_run_naming_it(trio, orders, workflow):
+    orders.route("POST", "/orders", Reply(status=500, json={"error": "down"}))
     run = runs.workflow_start(
         tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
     )
@@ -148,12 +153,12 @@ def test_a_failed_step_fails_the_run_naming_it(trio, workflow):
 
     run.refresh_from_db()
     assert run.error.startswith("step 'place' failed")
-    failed = RunEvent.objects.get(run=run, type="workflow.step.failed", payload__path="0")
+    failed = RunEvent.objects.get(run=run, type="workflow.step.failed", payload__path="1")
     assert failed.payload["step"] == "place"
     assert RunEvent.objects.filter(run=run, type="run.failed").exists()
 
 
-def test_the_input_must_fit_the_workflows_schema_and_nothing_is_written(trio, workflow):
+def test_the_input_must_fit_the_workflows_schema_and_nothing_is_written(trio, orders, workflow):
     for bad in ({"quantity": 2}, {"item": 5}, "widget", None):
         with pytest.raises(ValidationError) as refused:
             runs.workflow_start(tenant=trio.acme, workflow=workflow, input=bad)
@@ -161,7 +166,7 @@ def test_the_input_must_fit_the_workflows_schema_and_nothing_is_written(trio, wo
     assert not Run.objects.filter(workflow=workflow).exists()
 
 
-def test_another_tenants_workflow_is_not_found_and_a_disabled_one_refused(trio, workflow):
+def test_another_tenants_workflow_is_not_found_and_a_disabled_one_refused(trio, orders, workflow):
     with pytest.raises(Http404):
         runs.workflow_start(tenant=trio.globex, workflow=workflow, input={"item": "x"})
     workflow.enabled = False
@@ -173,14 +178,15 @@ def test_another_tenants_workflow_is_not_found_and_a_disabled_one_refused(trio, 
 
 def test_a_workflow_that_does_not_compile_is_refused(trio):
     broken = WorkflowDefinition.objects.create(
-        tenant=trio.acme, slug="broken", name="Broken", definition={"python": "missing"}
-    )
+        tenant=trio.acme, slug="broken", name="Broken",
+        definition={"steps": [{"id": "x", "tool": "no_such_tool"}]},
+    )  # fmt: skip
     with pytest.raises(ValidationError) as refused:
         runs.workflow_start(tenant=trio.acme, workflow=broken, input={})
     assert "workflow" in refused.value.message_dict
 
 
-def test_who_may_start_a_workflow_and_idempotency(trio, workflow):
+def test_who_may_start_a_workflow_and_idempotency(trio, orders, workflow):
     key, _ = tenancy.api_key_create(
         tenant=trio.acme, name="lim", scopes=["read", "run"], allowed_agents=["triage"]
     )
@@ -210,16 +216,16 @@ def test_the_run_page_shows_its_steps_and_rest_gives_their_events(client, trio, 
         enqueue=False,
     )  # fmt: skip
     Run.objects.filter(pk=run.pk).update(  # resumed: its first step reused from its record
-        state={"workflow": {"outputs": {"0": {"order": 5}}, "calls": {}}}
+        state={"workflow": {"outputs": {"1": PLACED}}}
     )
     assert execute_run(run.pk) == "succeeded"
 
     body = login(client, trio.bob).get(f"/t/acme/runs/{run.pk}/").content.decode()
     assert "Workflow: Order" in body
-    assert 'Step <code>place</code> <span class="muted">at 0</span>' in body
+    assert 'Step <code>place</code> <span class="muted">at 1</span>' in body
     assert "reused" in body and "is not run again" in body
-    assert 'Step <code>transform</code> <span class="muted">at 1.receipt</span>' in body
-    assert 'class="step depth-1"' in body
+    assert 'Step <code>receipt</code> <span class="muted">at 2.0.receipt.0</span>' in body
+    assert 'class="step depth-3"' in body
     assert "Tool call <code>calculator</code>" in body  # the tool step's call, as any call's
 
     api = login(APIClient(), trio.bob, tenant="acme")

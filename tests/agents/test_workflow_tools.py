@@ -14,7 +14,6 @@ from agents import runs
 from agents.models import Run, WorkflowDefinition
 from agents.runs import writer as run_writer
 from agents.runs.engine import execute_run
-from agents.runtime.workflow import pipe, tool_step
 from tenancy import rls
 from tenancy import services as tenancy
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
@@ -30,33 +29,37 @@ SUM_INPUT = {
 }
 
 
-@pytest.fixture(autouse=True)
-def python_workflows() -> None:
-    adding = pipe(
-        tool_step("calculator", lambda v: {"expression": f"{v['a']} + {v['b']}"}, label="add"),
-        lambda r: {"sum": r["result"]},
-    )
-    runs.register_python_workflow("test-sum", runs.CompiledWorkflow(adding, input_schema=SUM_INPUT))
+SUM = {
+    "input": SUM_INPUT,
+    "steps": [
+        {
+            "id": "add",
+            "tool": "calculator",
+            "arguments": {"expression": "join(' + ', [to_string(input.a), to_string(input.b)])"},
+        },
+        {"id": "total", "transform": "{sum: add.result}"},
+    ],
+}
 
 
 @pytest.fixture
 def summing(trio) -> WorkflowDefinition:
     return WorkflowDefinition.objects.create(
         tenant=trio.acme, slug="sum", name="Sum", description="Adds two numbers.",
-        definition={"python": "test-sum"}, expose_as_tool=True,
+        definition=SUM, expose_as_tool=True,
     )  # fmt: skip
 
 
 def test_an_exposed_workflow_is_a_tool_with_its_input_schema(trio, summing):
     WorkflowDefinition.objects.create(
-        tenant=trio.acme, slug="hidden", name="Hidden", definition={"python": "test-sum"}
+        tenant=trio.acme, slug="hidden", name="Hidden", definition=SUM
     )
     WorkflowDefinition.objects.create(
-        tenant=trio.acme, slug="off", name="Off", definition={"python": "test-sum"},
+        tenant=trio.acme, slug="off", name="Off", definition=SUM,
         expose_as_tool=True, enabled=False,
     )  # fmt: skip
-    WorkflowDefinition.objects.create(  # does not compile: left out, the rest stay
-        tenant=trio.acme, slug="broken", name="Broken", definition={"python": "nope"},
+    WorkflowDefinition.objects.create(  # does not read: left out, the rest stay
+        tenant=trio.acme, slug="broken", name="Broken", definition={"steps": "nope"},
         expose_as_tool=True,
     )  # fmt: skip
     registry = tenant_tools(trio.acme.pk).registry

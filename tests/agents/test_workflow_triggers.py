@@ -11,12 +11,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
-from agents import runs
 from agents.config_document import config_export
 from agents.models import Run, Trigger, WorkflowDefinition
 from agents.runs.engine import execute_run
 from agents.runtime import triggers as rules
-from agents.runtime.workflow import pipe
 from agents.triggers import HookRefused, fire_due_triggers, trigger_save, webhook_deliver
 from tests.agents.test_triggers import make_due, principal
 from tests.factories import login
@@ -26,16 +24,16 @@ pytestmark = pytest.mark.django_db
 CITY_INPUT = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
-@pytest.fixture(autouse=True)
-def python_workflows() -> None:
-    greet = pipe(lambda v: f"Hello, {v['city']}!")
-    runs.register_python_workflow("test-greet", runs.CompiledWorkflow(greet, CITY_INPUT))
+GREET = {
+    "input": CITY_INPUT,
+    "steps": [{"id": "hello", "transform": "join('', ['Hello, ', input.city, '!'])"}],
+}
 
 
 @pytest.fixture
 def greeting(trio) -> WorkflowDefinition:
     return WorkflowDefinition.objects.create(
-        tenant=trio.acme, slug="greet", name="Greet", definition={"python": "test-greet"}
+        tenant=trio.acme, slug="greet", name="Greet", definition=GREET
     )
 
 
