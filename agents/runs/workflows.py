@@ -192,6 +192,7 @@ class _Prepared:
     registry: ToolRegistry
     secrets: Any
     adapters: dict[str, Any]
+    ctx: Any  # the RunContext its tool steps get
 
 
 def _prepare(run: Run) -> _Prepared | str:
@@ -212,7 +213,8 @@ def _prepare(run: Run) -> _Prepared | str:
             return "no provider connection: an admin must add one (Admin → Provider connections)"
         meter = quotas.Meter.for_run(run, agent.pk if agent else None)
         adapters[spec.name] = quotas.metered(adapter_for(connection), meter)
-    return _Prepared(compiled, registry, toolbox.secrets, adapters)
+    ctx = run_tool_context(run, toolbox.secrets)
+    return _Prepared(compiled, registry, toolbox.secrets, adapters, ctx)
 
 
 def _agent_specs(step: Step) -> Iterator[AgentSpec]:
@@ -251,7 +253,7 @@ async def execute_workflow(run: Run, sink: RunEventSink) -> RunOutcome:
 
     wctx = WorkflowContext(
         registry=prepared.registry,
-        ctx=run_tool_context(run, prepared.secrets),
+        ctx=prepared.ctx,
         sink=sink,
         adapter_for=_adapter_for(prepared.adapters),
         records=StepRecords(saved, save=save),

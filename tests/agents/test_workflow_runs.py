@@ -5,6 +5,7 @@ tests/agents/test_workflow_durability_worker.py)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -238,3 +239,35 @@ def test_the_run_page_shows_its_steps_and_rest_gives_their_events(client, trio, 
     assert login(client, trio.charlie).get(f"/t/acme/runs/{run.pk}/").status_code == 404
     charlie = login(APIClient(), trio.charlie, tenant="globex")
     assert charlie.get(f"/api/v1/runs/{run.pk}/events").status_code == 404
+
+
+def test_a_cancelled_workflow_run_stops_during_its_step(trio, orders):
+    gate = threading.Event()
+
+    def slow(request) -> dict:  # a step that would not end before the cancel is read
+        gate.wait(10)
+        return {"checked": True}
+
+    orders.route("GET", "/check", Reply(echo=slow))
+    make_http_tool(trio.acme, "check", orders.url + "/check")
+    checking = WorkflowDefinition.objects.create(
+        tenant=trio.acme, slug="check", name="Check",
+        definition={"steps": [
+            {"id": "checked", "tool": "check", "arguments": {"q": "'x'"}},
+            {"id": "placed", "tool": "place_order", "arguments": {"item": "'x'"}},
+        ]},
+    )  # fmt: skip
+    owner = "test-owner"
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=checking, input={}, enqueue=False, claimed_by=owner
+    )
+    runs.run_cancel(tenant=trio.acme, run=run, by=None)  # running: its flag is set
+    run.stored_seq = 0  # (as run_inline: a new run has stored nothing yet)
+    try:
+        assert execute_run(run.pk, owner=owner, claimed=run) == "cancelled"
+    finally:
+        gate.set()
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert RunEvent.objects.filter(run=run, type="run.cancelled").exists()
+    assert not [r for r in orders.requests if r.method == "POST"]  # the next step never ran
