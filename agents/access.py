@@ -1,8 +1,9 @@
 """The per-object rules of the access policy (`tenancy.policy`), for agents,
-crews, runs and approvals. The services and every entry point ask these; nothing else
-decides who may start, see, cancel or decide what.
+crews, workflows, runs and approvals. The services and every entry point ask these; nothing
+else decides who may start, see, cancel or decide what.
 
-- Start: any principal that may `START_RUN` may run any active agent or crew of the
+- Start: any principal that may `START_RUN` may run any workflow of the tenant (a key
+  limited to agents: those it names among them), and any active agent or crew of the
   tenant, unless django-guardian object permissions restrict it: an agent (crew) on which
   any user or group holds `agents.use_agent` (`agents.use_crew`) is usable only by those
   holders and by admins. A crew also needs the use of each of its members (and its
@@ -26,7 +27,15 @@ from django.db.models import QuerySet
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
-from agents.models import Agent, Approval, ApprovalDeciders, Crew, CrewMember, Run
+from agents.models import (
+    Agent,
+    Approval,
+    ApprovalDeciders,
+    Crew,
+    CrewMember,
+    Run,
+    WorkflowDefinition,
+)
 from tenancy.access import get_for_tenant
 from tenancy.models import TenantGroup
 from tenancy.policy import Action, Principal
@@ -108,6 +117,15 @@ def may_use(principal: Principal, target: Agent | Crew) -> bool:
     return True
 
 
+def may_start_workflow(principal: Principal, workflow: WorkflowDefinition) -> bool:
+    """May the principal run one of the tenant's workflows? Whoever may start runs, but a
+    key limited to agents runs only the workflows it names among them. No query."""
+    if not principal.may(Action.START_RUN) or workflow.tenant_id != principal.tenant.pk:
+        return False
+    limit = principal.limited_to_agents()
+    return limit is None or workflow.slug in limit
+
+
 def require_start(principal: Principal, target: Agent | Crew) -> None:
     principal.require(Action.START_RUN)
     if not may_start(principal, target):
@@ -171,12 +189,15 @@ def require_cancel(principal: Principal, run: Run) -> None:
 
 def may_resume(principal: Principal, run: Run) -> bool:
     """Whether the principal may resume the run once it failed (agents.runs.resume): its
-    starter or an admin, who may still use its agent (or crew, and the crew's agents). A few
-    queries for a non-admin, and for a crew."""
+    starter or an admin, who may still use its agent (or crew, and the crew's agents; a
+    workflow: anyone who may start runs, as starting it). A few queries for a non-admin, and
+    for a crew."""
     if not principal.may(Action.RESUME_RUN):
         return False
     if not (principal.is_admin or started(principal, run)):
         return False
+    if run.workflow_id is not None:
+        return run.workflow is not None and may_start_workflow(principal, run.workflow)
     target = run.agent or run.crew
     return target is not None and may_use(principal, target)
 

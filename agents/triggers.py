@@ -217,8 +217,8 @@ def _run_as_refusal(
         return "You may not attribute runs to a member with a higher role than yours."
     membership.tenant = tenant
     principal = Principal.of_membership(membership, run_as)
-    if isinstance(target, WorkflowDefinition):  # any member who may start runs
-        if not principal.may(Action.START_RUN):
+    if isinstance(target, WorkflowDefinition):
+        if not access.may_start_workflow(principal, target):
             return f"{run_as.get_username()} may not start this workflow."
     elif not access.may_start(principal, target):
         return f"{run_as.get_username()} may not start this agent or crew."

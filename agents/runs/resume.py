@@ -11,7 +11,10 @@ fixed them: the engine records them again on the run with its next write (provid
 model, digests, `config_versions`), and the `run.resumed` event names who resumed it and
 the versions that applied then, beside those the failed attempt used.
 
-Only a failed top-level run is resumed: an agent's or a crew's. A run that failed before
+Only a failed top-level run is resumed: an agent's, a crew's or a workflow's. A workflow
+goes on from its records (agents/runtime/workflow.py): its completed steps are reused, the
+step that failed runs again (a write interrupted in flight, whose outcome is unknown, is
+not: it fails again, saying so). A run that failed before
 its first checkpoint starts over from its input. A crew's run goes on as the crew engine
 runs it (agents.runtime.crew): its members are runs of their own, found again by their
 keys, so a member that answered is not asked again (its answer is reused); a member that
@@ -67,6 +70,11 @@ def resumable_refusal(run: Run) -> str | None:
 
 def _kind_refusal(run: Run) -> str | None:
     """Why a run of this kind is not resumed (what never changes about a run)."""
+    if run.parent_id is not None and run.workflow_id is not None:
+        return (
+            f"This workflow was called as a tool by run {run.parent_id}: call it again there "
+            "(its recorded steps are reused)."
+        )
     if run.parent_id is not None:
         return (
             f"This is a crew member's run: resume its crew's run (run {run.parent_id}), "
@@ -74,8 +82,8 @@ def _kind_refusal(run: Run) -> str | None:
         )
     if run.tool_name or run.gateway_model:
         return "A direct call is not resumed: make the call again."
-    if run.agent_id is None and run.crew_id is None:
-        return "The agent or crew of this run was deleted."
+    if run.agent_id is None and run.crew_id is None and run.workflow_id is None:
+        return "The agent, crew or workflow of this run was deleted."
     return None
 
 
@@ -131,6 +139,7 @@ def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Ru
                 "run": locked.pk,
                 "agent": run.agent.slug if run.agent_id else None,
                 "crew": run.crew.slug if run.crew_id else None,
+                **({"workflow": run.workflow.slug} if run.workflow_id else {}),
                 "error": locked.error[:500],
                 "from_checkpoint": payload["from_checkpoint"],
                 **({"members_resumed": payload["members_resumed"]} if run.crew_id else {}),
@@ -143,7 +152,9 @@ def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Ru
 
 def _config_now(run: Run) -> dict[str, list[list[int]]]:
     """The configuration versions that apply now to the run's agent (and its connection)
-    or crew."""
+    or crew; none are recorded of a workflow's."""
+    if run.workflow_id is not None:
+        return {}
     if run.crew_id is not None:
         return run_config_versions(run.tenant_id, crew=run.crew)
     agent = run.agent

@@ -33,7 +33,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
-from agents import quotas
+from agents import access, quotas
 from agents.models import MAX_INPUT_CHARS, Agent, Run, Trigger, WorkflowDefinition
 from agents.runs import cancellation
 from agents.runs.direct_calls import run_tool_context
@@ -126,8 +126,7 @@ def workflow_start(
     if initiated_by is not None:
         principal = Principal.for_initiator(tenant, initiated_by)
         principal.require(Action.START_RUN)
-        limit = principal.limited_to_agents()
-        if limit is not None and workflow.slug not in limit:
+        if not access.may_start_workflow(principal, workflow):
             raise PermissionDenied("You may not run this workflow.")
     try:
         compiled = compiled_workflow(workflow, tools=steps_registry(workflow.tenant_id))

@@ -50,7 +50,7 @@ from typing import Any
 from agents.runtime.loop import EventSink, NullSink, run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
-from agents.runtime.tool_step import ApprovalRule, ToolCallStep
+from agents.runtime.tool_step import UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
 from providers.runtime.adapter import ModelAdapter
 from tools.runtime.context import ConfigurationError, ModelTokens, RunContext, SecretAccessor
 from tools.runtime.expectations import ToolExample
@@ -234,6 +234,11 @@ class ToolStep(Step):
                 raise WorkflowFailed(self.label, recorded.content)
             return _store(value, self.into, _recorded_value(recorded.content))
         if result.error is not None:
+            if records is not None and result.error != UNKNOWN_OUTCOME:
+                # It ended, failing: a resumed run calls it again. (A call interrupted in
+                # flight stays recorded: it is never repeated.)
+                records.calls.pop(wctx.path, None)
+                await records.store(durable=True)
             raise WorkflowFailed(self.label, result.error)
         # The registry's view of the result, not the reference tokens a model is shown for
         # its ids (tools/runtime/frames.py): the workflow is code, and goes on with the ids.

@@ -271,3 +271,47 @@ def test_a_cancelled_workflow_run_stops_during_its_step(trio, orders):
     assert run.status == "cancelled"
     assert RunEvent.objects.filter(run=run, type="run.cancelled").exists()
     assert not [r for r in orders.requests if r.method == "POST"]  # the next step never ran
+
+
+def test_a_failed_workflow_run_is_resumed_from_its_records_and_its_failed_step_runs_again(
+    trio, orders, workflow
+):
+    orders.route("POST", "/orders", Reply(status=500, json={"error": "down"}))
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, initiated_by=trio.bob,
+        enqueue=False,
+    )  # fmt: skip
+    assert execute_run(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "0" in run.state["workflow"]["outputs"]  # the input step completed
+    assert "1" not in run.state["workflow"]["calls"]  # the failed call ended: not "unknown"
+
+    orders.route("POST", "/orders", Reply(status=201, json={"order": 7}))  # fixed
+    resumed = runs.run_resume(tenant=trio.acme, run=run, by=trio.bob)
+    assert resumed.status == "queued"
+    assert execute_run(run.pk) == "succeeded"
+
+    run.refresh_from_db()
+    assert run.structured_output == {"receipt": "order 7", "total": 42}
+    assert len(orders.requests) == 2  # the failed call, and the one after the fix
+    assert RunEvent.objects.filter(run=run, type="run.resumed").exists()
+    assert RunEvent.objects.filter(run=run, type="workflow.step.reused", payload__path="0")
+
+
+def test_a_resumed_run_whose_write_was_interrupted_fails_again_without_sending_it(
+    trio, orders, workflow
+):
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, initiated_by=trio.bob,
+        enqueue=False,
+    )  # fmt: skip
+    call = {"id": "step_1", "name": "place_order", "arguments": {"item": "widget"}}
+    interrupted = {"pending_calls": [call], "started": ["step_1"], "results": {}}
+    Run.objects.filter(pk=run.pk).update(state={"workflow": {"calls": {"1": interrupted}}})
+    assert execute_run(run.pk) == "failed"
+
+    runs.run_resume(tenant=trio.acme, run=Run.objects.get(pk=run.pk), by=trio.bob)
+    assert execute_run(run.pk) == "failed"
+
+    assert orders.requests == []
+    assert "the outcome of this call is unknown" in Run.objects.get(pk=run.pk).error
