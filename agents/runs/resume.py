@@ -124,6 +124,8 @@ def run_resume(*, tenant: Tenant, run: Run, by: AbstractBaseUser | ApiKey) -> Ru
             "config_versions": now_applies,
             "previous_config_versions": locked.config_versions,
         }
+        if locked.workflow_id is not None:  # (its steps' records are in its state)
+            payload["workflow"] = run.workflow.slug
         if locked.crew_id is not None:
             reused, resumed = _reopen_members(locked, principal.label)
             payload["members_reused"], payload["members_resumed"] = reused, resumed

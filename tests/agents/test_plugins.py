@@ -46,8 +46,12 @@ def test_the_platforms_own_come_from_its_entry_points():
     assert set(KINDS) >= {"orchestrator", "simple", "remote"}
     assert [label for _, label in _sources] == ["knowledge", "knowledge", "memory"]
     assert {p.name for p in plugins.load(plugins.TENANT_TOOL_SOURCES)} == {"mcp"}
-    assert [source.label for source in tool_sources.SOURCES] == ["MCP server"]
-    assert dict(tool_sources.SOURCE_ORIGINS) == {"MCP server": ToolOrigin("mcp")}
+    # (and the workflows exposed as tools, registered by agents' ready(): agents/apps.py)
+    assert [source.label for source in tool_sources.SOURCES] == ["MCP server", "workflow"]
+    assert dict(tool_sources.SOURCE_ORIGINS) == {
+        "MCP server": ToolOrigin("mcp"),
+        "workflow": ToolOrigin("workflow"),
+    }
 
 
 @pytest.fixture

@@ -294,7 +294,8 @@ def test_a_failed_workflow_run_is_resumed_from_its_records_and_its_failed_step_r
     run.refresh_from_db()
     assert run.structured_output == {"receipt": "order 7", "total": 42}
     assert len(orders.requests) == 2  # the failed call, and the one after the fix
-    assert RunEvent.objects.filter(run=run, type="run.resumed").exists()
+    resumed_event = RunEvent.objects.get(run=run, type="run.resumed")
+    assert resumed_event.payload["workflow"] == "order" and resumed_event.payload["by"]
     assert RunEvent.objects.filter(run=run, type="workflow.step.reused", payload__path="0")
 
 
