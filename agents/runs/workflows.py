@@ -250,12 +250,13 @@ async def execute_workflow(run: Run, sink: RunEventSink) -> RunOutcome:
         else:
             writer.save_behind(state={"workflow": document})
 
+    records = StepRecords(saved, save=save)
     wctx = WorkflowContext(
         registry=prepared.registry,
         ctx=prepared.ctx,
         sink=sink,
         adapter_for=_adapter_for(prepared.adapters),
-        records=StepRecords(saved, save=save),
+        records=records,
     )
     value = json.loads(run.input) if run.input else None
     running = asyncio.ensure_future(prepared.compiled.workflow.run(value, wctx))
@@ -266,16 +267,21 @@ async def execute_workflow(run: Run, sink: RunEventSink) -> RunOutcome:
             if not running.done() and await is_cancelled():
                 running.cancel()
                 await asyncio.gather(running, return_exceptions=True)
-                return await _end(sink, RunOutcome(status=RunStatus.CANCELLED))
+                cancelled = RunOutcome(status=RunStatus.CANCELLED, usage=records.usage)
+                return await _end(sink, cancelled)
         output = running.result()
     except WorkflowFailed as exc:
-        return await _end(sink, RunOutcome(status=RunStatus.FAILED, error=str(exc)))
+        failed = RunOutcome(status=RunStatus.FAILED, error=str(exc), usage=records.usage)
+        return await _end(sink, failed)
     finally:
         if not running.done():  # the engine's task was cancelled (a lost lease)
             running.cancel()
     structured = storable(output) if not isinstance(output, str) else None
     outcome = RunOutcome(
-        status=RunStatus.SUCCEEDED, output=result_text(output), structured_output=structured
+        status=RunStatus.SUCCEEDED,
+        output=result_text(output),
+        structured_output=structured,
+        usage=records.usage,  # its agent steps' tokens (their cost is not priced yet)
     )
     return await _end(sink, outcome)
 

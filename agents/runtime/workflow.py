@@ -52,6 +52,7 @@ from agents.runtime.spec import AgentSpec, RunStatus
 from agents.runtime.state import NoCheckpoint, RunState
 from agents.runtime.tool_step import UNKNOWN_OUTCOME, ApprovalRule, ToolCallStep
 from providers.runtime.adapter import ModelAdapter
+from providers.runtime.types import Usage
 from tools.runtime.context import ConfigurationError, ModelTokens, RunContext, SecretAccessor
 from tools.runtime.expectations import ToolExample
 from tools.runtime.registry import ToolRegistry
@@ -114,10 +115,22 @@ class StepRecords:
         saved = saved or {}
         self.outputs: dict[str, Any] = dict(saved.get("outputs", {}))
         self.calls: dict[str, dict[str, Any]] = dict(saved.get("calls", {}))
+        self.usage = Usage(*saved.get("usage", ()))  # the completed agent steps' tokens
         self._save = save
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outputs": self.outputs, "calls": self.calls}
+        usage = self.usage
+        spent = [
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        ]
+        return {
+            "outputs": self.outputs,
+            "calls": self.calls,
+            **({"usage": spent} if any(spent) else {}),
+        }
 
     def output(self, path: str) -> tuple[bool, Any]:
         """(True, output) when the step at `path` completed before; else (False, None)."""
@@ -292,6 +305,8 @@ class AgentStep(Step):
             sink=_AgentEvents(wctx.sink, self.label) if wctx.sink is not None else None,
             checkpoint=records.checkpoint(wctx.path) if records is not None else None,
         )
+        if records is not None:  # stored with the step's output, as it completes
+            records.usage += outcome.usage
         if outcome.status is not RunStatus.SUCCEEDED:
             reason = f": {outcome.error}" if outcome.error else ""
             raise WorkflowFailed(

@@ -18,6 +18,7 @@ from agents.models import Run, RunEvent, WorkflowDefinition
 from agents.runs.engine import execute_run
 from tenancy import services as tenancy
 from tests.factories import login, make_http_tool
+from tests.fakes.provider_server import TextReply
 from tests.tools.local_server import LocalServer, Reply
 
 pytestmark = pytest.mark.django_db
@@ -316,3 +317,28 @@ def test_a_resumed_run_whose_write_was_interrupted_fails_again_without_sending_i
 
     assert orders.requests == []
     assert "the outcome of this call is unknown" in Run.objects.get(pk=run.pk).error
+
+
+def test_an_agent_step_runs_the_tenants_agent_and_its_tokens_are_the_runs(
+    trio, agent, provider_server
+):
+    provider_server.script("openai", TextReply("Bonjour, Paris."))
+    greeting = WorkflowDefinition.objects.create(
+        tenant=trio.acme, slug="greet", name="Greet",
+        definition={
+            "input": {"type": "object", "properties": {"city": {"type": "string"}}},
+            "steps": [{"id": "hello", "agent": "assistant", "prompt": "input.city"}],
+        },
+    )  # fmt: skip
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=greeting, input={"city": "Paris"}, enqueue=False
+    )
+
+    assert execute_run(run.pk) == "succeeded"
+
+    run.refresh_from_db()
+    assert run.output == "Bonjour, Paris."
+    assert run.input_tokens > 0 and run.output_tokens > 0
+    asked = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
+    assert asked == {"role": "user", "content": "Paris"}
+    assert RunEvent.objects.filter(run=run, type="workflow.agent.run.completed").exists()
