@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
+from django.test import Client
 from rest_framework.test import APIClient
 
 from agents import runs
@@ -342,3 +343,5 @@ def test_an_agent_step_runs_the_tenants_agent_and_its_tokens_are_the_runs(
     asked = provider_server.requests_to("/v1/chat/completions")[-1].body["messages"][-1]
     assert asked == {"role": "user", "content": "Paris"}
     assert RunEvent.objects.filter(run=run, type="workflow.agent.run.completed").exists()
+    body = login(Client(), trio.alice).get(f"/t/acme/runs/{run.pk}/").content.decode()
+    assert "Step <code>hello</code>" in body and "Model call" in body  # the agent step's

@@ -97,19 +97,16 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             payload=payload,
         )
         call_id = str(payload.get("call_id", ""))
-        if event.type.startswith("workflow.tool."):  # a tool step's call: as any tool call's
-            event_type = event.type.replace("workflow.", "", 1)
-        else:
-            event_type = event.type
+        event_type = _as_run_event(event.type)
         if event_type.startswith("workflow.step."):
             if _step(entry, event_type, payload, steps):
                 entries.append(entry)
             continue
         if event.type == "run.started":
             entry.kind = "started"
-        elif event.type == "inference.started":
+        elif event_type == "inference.started":
             continue  # its completion says everything
-        elif event.type == "inference.completed":
+        elif event_type == "inference.completed":
             entry.kind = "model"
             usage = payload.get("usage") or {}
             entry.input_tokens = int(usage.get("input_tokens") or 0)
@@ -150,6 +147,22 @@ def run_timeline(run: Run) -> tuple[list[Entry], bool]:
             entry.error = as_text(payload.get("error"))
         entries.append(entry)
     return entries, truncated
+
+
+# A workflow's agent step's model and tool calls are shown as the run's own would be (its
+# run.started/completed stay as they are: the workflow's run goes on).
+_AGENT_STEP_CALLS = frozenset(
+    {"inference.started", "inference.completed", "tool.started", "tool.usage", "tool.completed"}
+)
+
+
+def _as_run_event(type: str) -> str:
+    """The event type a workflow step's call event is shown as: a tool step's call as a
+    tool call, an agent step's model and tool calls as model and tool calls."""
+    if type.startswith("workflow.tool."):
+        return type.removeprefix("workflow.")
+    inner = type.removeprefix("workflow.agent.")
+    return inner if inner in _AGENT_STEP_CALLS else type
 
 
 def _step(entry: Entry, type: str, payload: dict[str, Any], steps: dict[str, Entry]) -> bool:
