@@ -318,7 +318,7 @@ def _start(trigger: Trigger, context: dict[str, Any], *, idempotency_key: str) -
 def _start_workflow(trigger: Trigger, text: str, idempotency_key: str) -> Run:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ValidationError(
             "The mapped input is not JSON, which a workflow takes: write the template as "
             'JSON (e.g. {{payload}}, or {"city": "{{payload.city}}"}).'

@@ -175,10 +175,13 @@ def workflow_start(
 
 def check_workflow_input(compiled: CompiledWorkflow, value: Any) -> str:
     """The input as the run stores it (JSON text), once its schema accepts it."""
-    error = compile_validator(compiled.input_schema)(value)
+    try:
+        error = compile_validator(compiled.input_schema)(value)
+        text = json.dumps(value, ensure_ascii=False)
+    except (RecursionError, TypeError, ValueError):  # nested too deep, or not JSON
+        raise ValidationError({"input": "The input must be JSON, nested not too deep."}) from None
     if error is not None:
         raise ValidationError({"input": f"The input does not fit the workflow: {error}"})
-    text = json.dumps(value, ensure_ascii=False)
     if len(text) > MAX_INPUT_CHARS:
         raise ValidationError({"input": f"At most {MAX_INPUT_CHARS} characters of JSON."})
     return text

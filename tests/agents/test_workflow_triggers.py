@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
+from agents import runs
 from agents.config_document import config_export
 from agents.models import Run, Trigger, WorkflowDefinition
 from agents.runs.engine import execute_run
@@ -117,3 +118,17 @@ def test_rest_the_page_and_the_document_name_the_workflow(client, trio, greeting
 
     [entry] = config_export(tenant=trio.acme)["triggers"]
     assert entry["workflow"] == "greet" and entry["agent"] is None
+
+
+def test_a_template_nested_too_deep_is_refused_not_a_crash(trio, greeting):
+    deep = "[" * 4000 + "]" * 4000
+    saved = save(trio, kind="webhook", cron="", workflow=greeting, input_template=deep)
+    with pytest.raises(HookRefused) as refused:
+        deliver(saved, {"city": "Oslo"})
+    assert refused.value.status == 400
+    nested = {"city": "x", "more": [[[[[]]]]]}
+    for _ in range(3000):
+        nested = {"a": nested}
+    with pytest.raises(ValidationError):
+        runs.workflow_start(tenant=trio.acme, workflow=greeting, input=nested)
+    assert not Run.objects.filter(workflow=greeting).exists()
