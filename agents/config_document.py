@@ -758,8 +758,12 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
         connections=kept("connections"),
         agents=kept("agents"),
         crews=kept("crews"),
-        workflows=frozenset(
-            WorkflowDefinition.objects.filter(tenant=tenant).values_list("slug", flat=True)
+        workflows=(  # (a section of their own once the document has one)
+            kept("workflows")
+            if "workflows" in current.objects
+            else frozenset(
+                WorkflowDefinition.objects.filter(tenant=tenant).values_list("slug", flat=True)
+            )
         ),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),
         datasets=frozenset(Dataset.objects.filter(tenant=tenant).values_list("name", flat=True)),
@@ -1030,7 +1034,12 @@ def _apply(
         api_keys={key.name: key for key in keys if names.count(key.name) == 1},
         by=by,
     )
-    saved_into = {"connections": refs.connections, "agents": refs.agents, "crews": refs.crews}
+    saved_into = {
+        "connections": refs.connections,
+        "agents": refs.agents,
+        "crews": refs.crews,
+        "workflows": refs.workflows,  # (a trigger may name a workflow saved before it)
+    }
     new_secrets = []
     for section in SECTIONS:  # in order: an object after those it refers to
         saver = _REGISTERED[section].save_object

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
 from agents import runs
-from agents.config_document import config_export
+from agents.config_document import config_export, config_import, config_plan
 from agents.models import Run, Trigger, WorkflowDefinition
 from agents.runs.engine import execute_run
 from agents.runtime import triggers as rules
@@ -132,3 +132,24 @@ def test_a_template_nested_too_deep_is_refused_not_a_crash(trio, greeting):
     with pytest.raises(ValidationError):
         runs.workflow_start(tenant=trio.acme, workflow=greeting, input=nested)
     assert not Run.objects.filter(workflow=greeting).exists()
+
+
+def test_a_document_imports_a_trigger_of_a_workflow_and_refuses_an_unknown_one(trio, greeting):
+    trigger = {
+        "name": "daily-greeting", "kind": "schedule", "cron": "0 9 * * *",
+        "workflow": "greet", "input_template": '{"city": "Paris"}', "run_as": "alice",
+    }  # fmt: skip
+    plan = config_import(tenant=trio.acme, text=json.dumps({"version": 1, "triggers": [trigger]}))
+    assert plan.valid and plan.applied, plan.as_dict()
+    assert Trigger.objects.get(name="daily-greeting").workflow == greeting
+
+    unknown = {**trigger, "name": "other", "workflow": "nope"}
+    plan = config_plan(tenant=trio.acme, text=json.dumps({"version": 1, "triggers": [unknown]}))
+    assert [(p.path, p.reason) for p in plan.problems] == [
+        ("triggers[0].workflow", "unknown workflow 'nope'")
+    ]
+    both = {**trigger, "name": "both", "agent": "greet"}
+    plan = config_plan(tenant=trio.acme, text=json.dumps({"version": 1, "triggers": [both]}))
+    assert ("triggers[0].agent", "Choose one agent, one crew or one workflow.") in [
+        (p.path, p.reason) for p in plan.problems
+    ]
