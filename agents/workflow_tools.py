@@ -25,6 +25,8 @@ from typing import Any
 
 import pydantic
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
@@ -105,28 +107,33 @@ def _handler(workflow_id: int):
 def _started(workflow_id: int, arguments: dict[str, Any], ctx: RunContext) -> Run:
     """The call's workflow run: the calling run's child for this call (the same one when the
     call is made again), or a run of its own for a direct call."""
-    workflow = WorkflowDefinition.objects.select_related("tenant").get(
-        pk=workflow_id, tenant_id=ctx.tenant_id
-    )
+    workflows = WorkflowDefinition.objects.select_related("tenant")
+    workflow = workflows.filter(pk=workflow_id, tenant_id=ctx.tenant_id).first()
+    if workflow is None:
+        raise ToolFailed("this workflow was deleted")
     parent = (
         Run.objects.filter(pk=ctx.run_id, tenant_id=ctx.tenant_id).first() if ctx.run_id else None
     )
-    return runs.workflow_start(
-        tenant=workflow.tenant,
-        workflow=workflow,
-        input=arguments,
-        parent=parent,
-        child_key=(ctx.call_id or uuid.uuid4().hex) if parent is not None else "",
-        initiated_by=_user(ctx) if parent is None else None,
-        enqueue=False,  # executed here, by the caller
-    )
+    try:
+        return runs.workflow_start(
+            tenant=workflow.tenant,
+            workflow=workflow,
+            input=arguments,
+            parent=parent,
+            child_key=(ctx.call_id or uuid.uuid4().hex) if parent is not None else "",
+            initiated_by=_user(ctx) if parent is None else None,
+            enqueue=False,  # executed here, by the caller
+        )
+    except ValidationError as refused:  # disabled, or its input
+        raise ToolFailed(" ".join(refused.messages)) from None
+    except PermissionDenied as refused:
+        raise ToolFailed(str(refused)) from None
 
 
 def _user(ctx: RunContext):
+    """The user a direct call was made by (the call itself was allowed by the tool's rule)."""
     if ctx.user_id is None:
         return None
-    from django.contrib.auth import get_user_model
-
     return get_user_model().objects.filter(pk=ctx.user_id).first()
 
 

@@ -127,7 +127,7 @@ def run_start(
     if idempotency_key:
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return _replayed(existing, initiated_by)
+            return replayed(existing, initiated_by)
     user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else acting_for
     api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
     # A limit used up refuses the run before it exists (QuotaExceeded); its model calls
@@ -160,7 +160,7 @@ def run_start(
                         tenant=tenant, idempotency_key=idempotency_key
                     ).first()
                     if existing is not None:
-                        return _replayed(existing, initiated_by)
+                        return replayed(existing, initiated_by)
                 _refuse_if_busy(conversation)
             run = Run(
                 tenant=tenant,
@@ -177,7 +177,7 @@ def run_start(
                 idempotency_key=idempotency_key or None,
                 trigger=trigger,
                 in_reply_to=reply_to,
-                **(_claimed(claimed_by) if claimed_by else {}),
+                **(claimed_fields(claimed_by) if claimed_by else {}),
             )
             entry = audit.run_started_entry(run, api_key) if api_key else None
             if conversation is not None and not conversation.title:
@@ -207,7 +207,7 @@ def run_start(
                 transaction.on_commit(lambda: request_execution(run.pk, tenant.pk))
     except IntegrityError:  # the same idempotency key, concurrently
         existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
-        return _replayed(existing, initiated_by)
+        return replayed(existing, initiated_by)
     return run
 
 
@@ -279,7 +279,7 @@ def _takes_images(agent: Agent) -> bool:
     return connection is not None and connection.kind != ProviderKind.OFFLINE
 
 
-def _claimed(owner: str) -> dict[str, Any]:
+def claimed_fields(owner: str) -> dict[str, Any]:
     """A new run's fields as agents.runs.claim's claim leaves them (its lease by the
     database's clock)."""
     return {
@@ -295,7 +295,7 @@ class IdempotencyKeyReused(ValidationError):
     """The Idempotency-Key names a run someone else started (REST answers 409)."""
 
 
-def _replayed(run: Run, initiated_by: Initiator) -> Run:
+def replayed(run: Run, initiated_by: Initiator) -> Run:
     """The run an Idempotency-Key names, if the same principal started it."""
     user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
     api_key = initiated_by if isinstance(initiated_by, ApiKey) else None

@@ -8,10 +8,9 @@ any run), checkpointed after every step, and resumed by whichever worker claims 
 - `execute_workflow`: the engine's part. The workflow is compiled from its definition
   (`compiled_workflow`: agents.workflows' compiler), its steps run on the tenant's registry
   without the workflow tools (workflows do not call each other as tools, so none can
-  recurse), and every step's
-  output is recorded in the run's state (`{"workflow": StepRecords}`) as it completes: a
-  resumed run reuses them, and a tool step's write started before a crash is never
-  repeated (agents/runtime/workflow.py).
+  recurse), and every step's output is recorded in the run's state (`{"workflow":
+  StepRecords}`) as it completes: a resumed run reuses them, and a tool step's write
+  started before a crash is never repeated (agents/runtime/workflow.py).
 
 The run's input is the workflow's JSON input (`Run.input` holds it as JSON text); its
 output, the workflow's output (`Run.output` as text, `structured_output` as data).
@@ -37,7 +36,7 @@ from agents import access, quotas
 from agents.models import MAX_INPUT_CHARS, Agent, Run, Trigger, WorkflowDefinition
 from agents.runs import cancellation
 from agents.runs.direct_calls import run_tool_context
-from agents.runs.start import Initiator, _claimed, _replayed
+from agents.runs.start import Initiator, claimed_fields, replayed
 from agents.runs.writer import RunEventSink, insert_run, storable
 from agents.runtime.spec import AgentSpec, RunOutcome, RunStatus
 from agents.runtime.tool_step import result_text
@@ -140,7 +139,7 @@ def workflow_start(
     if idempotency_key:
         existing = Run.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return _replayed(existing, initiated_by)
+            return replayed(existing, initiated_by)
     user = initiated_by if isinstance(initiated_by, AbstractBaseUser) else None
     api_key = initiated_by if isinstance(initiated_by, ApiKey) else None
     run = Run(
@@ -159,7 +158,7 @@ def workflow_start(
         queued_at=timezone.now(),
         idempotency_key=idempotency_key or None,
         trigger=trigger,
-        **(_claimed(claimed_by) if claimed_by else {}),
+        **(claimed_fields(claimed_by) if claimed_by else {}),
     )
     try:
         with transaction.atomic():
@@ -169,7 +168,8 @@ def workflow_start(
     except IntegrityError:  # the same key (or child key), concurrently
         if parent is not None:
             return Run.objects.get(parent=parent, child_key=child_key)
-        return _replayed(Run.objects.get(tenant=tenant, idempotency_key=idempotency_key), None)
+        existing = Run.objects.get(tenant=tenant, idempotency_key=idempotency_key)
+        return replayed(existing, initiated_by)
     return run
 
 

@@ -108,10 +108,11 @@ def test_the_export_holds_prices_quotas_and_triggers_never_a_webhooks_secret(con
          "metric": "cost", "period": "month", "limit": 50, "active": True},
     ]  # fmt: skip
     assert data["triggers"] == [
-        {"name": "daily", "kind": "schedule", "agent": None, "crew": "desk",
+        {"name": "daily", "kind": "schedule", "agent": None, "crew": "desk", "workflow": None,
          "cron": "0 9 * * 1-5", "timezone": "Europe/Berlin",
          "input_template": "Report for {{fired_at}}", "enabled": True, "run_as": "alice"},
-        {"name": "issues", "kind": "webhook", "agent": "support", "crew": None, "cron": "",
+        {"name": "issues", "kind": "webhook", "agent": "support", "crew": None, "workflow": None,
+         "cron": "",
          "timezone": "UTC", "input_template": "Triage: {{payload.issue.title}}",
          "enabled": True, "run_as": "bob"},
     ]  # fmt: skip
@@ -290,7 +291,7 @@ def test_valid_prices_quotas_and_triggers_compile():
         ({"triggers": [{**TRIGGER, "agent": None, "crew": "nowhere"}]},
          ("triggers[0].crew", "unknown crew 'nowhere'")),
         ({"triggers": [{**TRIGGER, "crew": "desk"}]},
-         ("triggers[0].agent", "Choose one agent or one crew.")),
+         ("triggers[0].agent", "Choose one agent, one crew or one workflow.")),
         ({"triggers": [{**TRIGGER, "run_as": None}]},
          ("triggers[0].run_as", "Name the member the runs are attributed to.")),
         ({"triggers": [{**TRIGGER, "run_as": "charlie"}]},
