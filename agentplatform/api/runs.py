@@ -8,6 +8,7 @@ of the services, which refuse what the caller may not do.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -58,6 +59,7 @@ from agents.models import (
     RunEvent,
     Verdict,
     Verification,
+    WorkflowDefinition,
 )
 from agents.runs import (
     ConversationBusy,
@@ -67,6 +69,7 @@ from agents.runs import (
     run_cancel,
     run_resume,
     run_start,
+    workflow_start,
 )
 from agents.runtime.spec import RunStatus
 from agents.selectors import (
@@ -80,6 +83,7 @@ from agents.selectors import (
     run_shown,
     run_with_key,
     runs_visible,
+    workflow_named,
 )
 from agents.verification import verify
 from tenancy.policy import Action
@@ -287,8 +291,16 @@ SLUG = r"^[a-z0-9][a-z0-9_-]{0,49}$"
 class RunCreateSerializer(StrictSerializer):
     agent = serializers.RegexField(SLUG, required=False, help_text="Slug of the agent to run.")
     crew = serializers.RegexField(SLUG, required=False, help_text="Slug of the crew to run.")
+    workflow = serializers.RegexField(
+        SLUG, required=False, help_text="Slug of the workflow to run (with `arguments`)."
+    )
     input = serializers.CharField(
-        max_length=MAX_INPUT_CHARS, trim_whitespace=False, validators=[_no_nul]
+        max_length=MAX_INPUT_CHARS, trim_whitespace=False, validators=[_no_nul], required=False,
+        help_text="An agent's or crew's input (required for them).",
+    )  # fmt: skip
+    arguments = JSONObjectField(
+        required=False,
+        help_text="A workflow's input: an object its input schema accepts (docs/workflows.md).",
     )
     conversation = serializers.IntegerField(
         required=False,
@@ -310,8 +322,24 @@ class RunCreateSerializer(StrictSerializer):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if bool(attrs.get("agent")) == bool(attrs.get("crew")):
-            raise serializers.ValidationError({"agent": ["Give exactly one agent or crew."]})
+        targets = [name for name in ("agent", "crew", "workflow") if attrs.get(name)]
+        if len(targets) != 1:
+            raise serializers.ValidationError(
+                {"agent": ["Give exactly one agent, crew or workflow."]}
+            )
+        if targets == ["workflow"]:
+            if "arguments" not in attrs or attrs.get("input") is not None:
+                raise serializers.ValidationError(
+                    {"arguments": ["A workflow takes `arguments` (an object), not `input`."]}
+                )
+            if attrs.get("conversation") is not None or attrs.get("attachments"):
+                raise serializers.ValidationError(
+                    {"workflow": ["A workflow runs outside conversations: no files either."]}
+                )
+        elif attrs.get("input") is None or "arguments" in attrs:
+            raise serializers.ValidationError(
+                {"input": ["An agent or crew takes `input` (text), not `arguments`."]}
+            )
         return attrs
 
 
@@ -440,6 +468,12 @@ class RunView(TenantPolicyView, GenericAPIView):
     def run_data(self, run: Run) -> dict[str, Any]:
         return RunSerializer(run_shown(tenant=self.tenant, run_id=run.pk)).data
 
+    def workflow(self, slug: str) -> WorkflowDefinition:
+        found = workflow_named(tenant=self.tenant, slug=slug)
+        if found is None:
+            raise Http404("No such workflow.")
+        return found
+
 
 def _query_text(request: Request, name: str) -> str | None:
     value = request.query_params.get(name)
@@ -463,6 +497,9 @@ def _idempotency_key(request: Request) -> str | None:
 
 
 def _same_request(run: Run, agent: Agent | None, crew: Crew | None, data: dict) -> bool:
+    if data.get("workflow"):
+        same_input = run.workflow is not None and run.workflow.slug == data["workflow"]
+        return same_input and json.loads(run.input or "null") == data["arguments"]
     return (
         run.agent_id == (agent.pk if agent else None)
         and run.crew_id == (crew.pk if crew else None)
@@ -563,6 +600,11 @@ class RunListCreate(EventStreamNegotiation, RunView):
                 request_only=True,
             ),
             OpenApiExample(
+                "Run a workflow",
+                value={"workflow": "order", "arguments": {"item": "widget"}},
+                request_only=True,
+            ),
+            OpenApiExample(
                 "Run a crew in a conversation, streaming",
                 value={"crew": "research", "input": "Summarise", "conversation": 7, "stream": True},
                 request_only=True,
@@ -600,16 +642,25 @@ class RunListCreate(EventStreamNegotiation, RunView):
             run = existing
         else:
             try:
-                run = run_start(
-                    tenant=tenant,
-                    agent=agent,
-                    crew=crew,
-                    input=data["input"],
-                    conversation=conversation,
-                    initiated_by=request_user_or_key(request),
-                    idempotency_key=key,
-                    attachments=data["attachments"],
-                )
+                if data.get("workflow"):
+                    run = workflow_start(
+                        tenant=tenant,
+                        workflow=self.workflow(data["workflow"]),
+                        input=data["arguments"],
+                        initiated_by=request_user_or_key(request),
+                        idempotency_key=key,
+                    )
+                else:
+                    run = run_start(
+                        tenant=tenant,
+                        agent=agent,
+                        crew=crew,
+                        input=data["input"],
+                        conversation=conversation,
+                        initiated_by=request_user_or_key(request),
+                        idempotency_key=key,
+                        attachments=data["attachments"],
+                    )
             except IdempotencyKeyReused:  # taken by another principal meanwhile
                 raise Conflict(
                     "This Idempotency-Key was used for a different request.",

@@ -345,3 +345,37 @@ def test_an_agent_step_runs_the_tenants_agent_and_its_tokens_are_the_runs(
     assert RunEvent.objects.filter(run=run, type="workflow.agent.run.completed").exists()
     body = login(Client(), trio.alice).get(f"/t/acme/runs/{run.pk}/").content.decode()
     assert "Step <code>hello</code>" in body and "Model call" in body  # the agent step's
+
+
+def test_rest_starts_a_workflow_run_with_its_arguments(trio, orders, workflow):
+    api = login(APIClient(), trio.bob, tenant="acme")
+
+    def post(body, key=None):
+        headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+        return api.post("/api/v1/runs", body, format="json", **headers)
+
+    started = post({"workflow": "order", "arguments": {"item": "widget"}}, key="w1")
+    assert started.status_code == 201, started.content
+    body = started.json()
+    assert body["workflow"] == "order" and body["status"] == "queued" and body["agent"] is None
+    again = post({"workflow": "order", "arguments": {"item": "widget"}}, key="w1")
+    assert again.status_code == 200 and again.json()["id"] == body["id"]
+    assert post({"workflow": "order", "arguments": {"item": "other"}}, key="w1").status_code == 409
+
+    for bad, field in (
+        ({"workflow": "order", "arguments": {"item": 5}}, "input"),  # its schema says no
+        ({"workflow": "order", "input": "widget"}, "arguments"),
+        ({"workflow": "order", "arguments": ["widget"]}, "arguments"),
+        ({"workflow": "order", "agent": "x", "arguments": {}}, "agent"),
+        ({"agent": "x", "arguments": {"item": "widget"}}, "input"),
+    ):
+        refused = post(bad)
+        assert refused.status_code == 400, (bad, refused.content)
+        assert field in refused.json()["error"]["details"], (bad, refused.json())
+    assert post({"workflow": "nope", "arguments": {}}).status_code == 404
+    globex = login(APIClient(), trio.charlie, tenant="globex")
+    theirs = globex.post(
+        "/api/v1/runs", {"workflow": "order", "arguments": {"item": "x"}}, format="json"
+    )
+    assert theirs.status_code == 404
+    assert Run.objects.filter(workflow=workflow).count() == 1
