@@ -758,13 +758,7 @@ def known_names(tenant: Tenant, current: TenantEntries, prune: bool) -> KnownNam
         connections=kept("connections"),
         agents=kept("agents"),
         crews=kept("crews"),
-        workflows=(  # (a section of their own once the document has one)
-            kept("workflows")
-            if "workflows" in current.objects
-            else frozenset(
-                WorkflowDefinition.objects.filter(tenant=tenant).values_list("slug", flat=True)
-            )
-        ),
+        workflows=kept("workflows"),
         groups=frozenset(TenantGroup.objects.filter(tenant=tenant).values_list("name", flat=True)),
         datasets=frozenset(Dataset.objects.filter(tenant=tenant).values_list("name", flat=True)),
         agent_kinds=frozenset(KINDS),
@@ -1029,7 +1023,7 @@ def _apply(
         groups={g.name: g for g in TenantGroup.objects.filter(tenant=tenant)},
         datasets={d.name: d for d in Dataset.objects.filter(tenant=tenant)},
         crews=dict(current.objects["crews"]),
-        workflows={w.slug: w for w in WorkflowDefinition.objects.filter(tenant=tenant)},
+        workflows=dict(current.objects["workflows"]),
         members=_members(tenant),
         api_keys={key.name: key for key in keys if names.count(key.name) == 1},
         by=by,

@@ -52,8 +52,7 @@ from agents.runtime.workflow import (
     WorkflowFailed,
 )
 from agents.signals import request_execution
-from agents.specs import agent_spec
-from agents.workflows import CompiledWorkflow, compile_definition, definition_references
+from agents.workflows import CompiledWorkflow, workflow_compile
 from providers.services import adapter_for, default_connection
 from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Action, Principal
@@ -70,22 +69,15 @@ CANCEL_POLL_S = 0.5  # how often a running workflow reads its cancel flag
 def compiled_workflow(
     definition: WorkflowDefinition, *, tools: ToolRegistry | None = None
 ) -> CompiledWorkflow:
-    """The runtime workflow of a stored definition, compiled by agents.workflows against the
-    tenant's tools (`tools`: its registry, else read here) and the agents it names (their
-    specs now); WorkflowInvalid (a ConfigurationError: the tenant admin's to fix) with every
-    problem at its path. The one place a definition becomes steps. A query for its agents,
-    when it names any."""
-    references = definition_references(definition.definition)
-    registry = tools if tools is not None else tenant_tools(definition.tenant_id).registry
-    signatures = {name: registry.get(name) for name in references.tools if registry.has(name)}
-    specs = {}
-    if references.agents:
-        named = Agent.objects.filter(tenant_id=definition.tenant_id, slug__in=references.agents)
-        for agent in named.select_related("provider_connection", "tenant"):
-            connection = agent.provider_connection or default_connection(agent.tenant)
-            specs[agent.slug] = agent_spec(agent, connection)
-    return compile_definition(
-        definition.definition, tools=signatures, agents=specs, label=definition.slug
+    """The runtime workflow of a stored definition: agents.workflows' compiler, against the
+    tenant's tools (`tools`: the registry its steps get, else the tenant's) and the agents
+    it names (their specs now); WorkflowInvalid (a ConfigurationError: the tenant admin's to
+    fix) with every problem at its path."""
+    return workflow_compile(
+        tenant=definition.tenant,
+        definition=definition.definition,
+        label=definition.slug,
+        registry=tools,
     )
 
 

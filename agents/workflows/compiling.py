@@ -13,6 +13,7 @@ from agents.runtime.declared_workflows.compiler import (
 )
 from agents.specs import agent_spec
 from agents.workflows.selectors import workflow_agents
+from providers.services import default_connection
 from tenancy.models import Tenant
 from tools.loader import registry_for_tenant
 from tools.runtime.registry import ToolRegistry
@@ -30,8 +31,8 @@ def workflow_compile(
     document names); WorkflowInvalid lists every problem at its path."""
     tools = registry if registry is not None else registry_for_tenant(tenant)
     named = definition_references(definition).agents
-    agents = {
-        agent.slug: agent_spec(agent, agent.provider_connection)
+    agents = {  # each as its runs run it: its connection, else the tenant's default
+        agent.slug: agent_spec(agent, agent.provider_connection or default_connection(tenant))
         for agent in workflow_agents(tenant=tenant, slugs=named)
     }
     signatures = {name: tools.get(name) for name in tools.names()}

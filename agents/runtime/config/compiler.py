@@ -705,8 +705,7 @@ class _Checker:
         self.duplicates("triggers", "name", [t.name for t in triggers])
         agents = {a.slug for a in self.document.agents} | self.known.agents
         crews = {c.slug for c in self.document.crews} | self.known.crews
-        declared = getattr(self.document, "workflows", None) or ()  # the document's own
-        workflows = {w.slug for w in declared} | self.known.workflows
+        workflows = {w.slug for w in self.document.workflows} | self.known.workflows
         hour = datetime.now(UTC).strftime("%Y%m%d%H")
         for index, trigger in enumerate(triggers):
             path = f"triggers[{index}]"
