@@ -158,6 +158,7 @@ INSTALLED_APPS = [
     "providers",
     "agents",
     "rag",
+    "lifecycle",
 ]
 
 MIDDLEWARE = [

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import grimp
 
-PACKAGES = ("agentplatform", "agents", "tools", "providers", "rag", "tenancy", "base")
+PACKAGES = ("agentplatform", "agents", "tools", "providers", "rag", "lifecycle", "tenancy", "base")
 
 
 def project_graph() -> grimp.ImportGraph:

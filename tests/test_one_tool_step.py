@@ -10,7 +10,7 @@ import ast
 
 from tests.conftest import ROOT
 
-PACKAGES = ("agentplatform", "agents", "tools", "rag", "providers", "tenancy", "base")
+PACKAGES = ("agentplatform", "agents", "tools", "rag", "lifecycle", "providers", "tenancy", "base")
 # The registry executes (its execute_all calls execute); the step calls the registry.
 ALLOWED = {"tools/runtime/registry.py", "agents/runtime/tool_step.py"}
 EXECUTES = {"execute", "execute_all"}

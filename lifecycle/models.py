@@ -1,0 +1,1 @@
+"""The data life's own records (retention settings, holds, requests)."""
