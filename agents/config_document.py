@@ -425,6 +425,9 @@ _FIELDS: dict[str, tuple[DocField, ...]] = {
         DocField("name", "name"),
         DocField("url", "url", read=lambda m: redacted_url(m.url)),
         secret_field("mcp_servers", "name", "auth_header"),
+        DocField("auth_mode", "auth_mode"),
+        DocField("oauth_scope", "oauth_scope"),
+        DocField("oauth_client_id", "oauth_client_id"),
         DocField("enabled", "enabled"),
         DocField("tool_prefix", "tool_prefix"),
         DocField(

@@ -69,6 +69,8 @@ PUBLIC = {
     "sso_start": "single sign-on begins before anyone is signed in",
     "sso_callback": "single sign-on's return: the session's state decides",
     "trigger_hook": "a webhook trigger's deliveries: the HMAC signature decides",
+    "mcp_oauth_callback": "an MCP server's OAuth return: the session's pending flow decides",
+    "mcp_oauth_client": "the platform's OAuth client ID metadata document (no tenant data)",
 }
 
 

@@ -172,8 +172,8 @@ def mcp_failure_reason(exc: McpUnavailable, *, secret: str | None = None) -> str
     headers or a server's answer); only the refusal of our own egress guard, which is
     written to be shown, and the HTTP status are kept."""
     reason = exc.reason
-    if reason.startswith("timed out") or reason.startswith("the server refused the credentials"):
-        said = reason
+    if reason.startswith(("timed out", "the server refused the credentials", "no account")):
+        said = reason  # (ours: "no account connected yet", tools.mcp_connections)
     elif match := re.match(r"the server answered HTTP (\d{3})", reason):
         said = f"the server answered HTTP {match.group(1)}"
     elif re.fullmatch(r"destination [\w.:\[\]-]+ is not allowed \([\w -]+\)", reason):

@@ -24,8 +24,9 @@ from tenancy import rls
 from tenancy.models import Tenant
 from tenancy.records.saving import delete_recorded, save_validated
 from tools.context_providers import OfferedToolRef, ProviderEntry, mcp_failure_reason
+from tools.mcp_oauth import Connected, connect_complete, listing_token
 from tools.mcp_source import MCP_SERVER
-from tools.models import McpServerConnection, McpStatus
+from tools.models import McpAuthMode, McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import (
     McpEndpoint,
@@ -46,22 +47,31 @@ class McpTestResult:
 
 
 def mcp_endpoint(connection: McpServerConnection) -> McpEndpoint:
-    """How to reach the connection's server now: its URL, its credential header and the
-    egress policy of the current settings."""
+    """How to reach the connection's server now: its URL, its credential header (an OAuth
+    connection's: the token `listing_token` picks, refreshed if due) and the egress policy
+    of the current settings."""
+    if connection.uses_oauth:
+        token = listing_token(connection)
+        if token is None:
+            whose = "the tenant's" if connection.auth_mode == McpAuthMode.OAUTH_TENANT else (
+                "an admin's own")  # fmt: skip
+            raise McpUnavailable(connection.url, f"no account connected yet: connect {whose}")
+        headers = auth_headers(token)
+    else:
+        headers = auth_headers(connection.auth_header)
     return McpEndpoint(
         url=connection.url,
         policy=EgressPolicy(allowlist=tuple(settings.EGRESS_ALLOWLIST)),
-        headers=auth_headers(connection.auth_header),
+        headers=headers,
         timeout_s=connection.timeout_s,
     )
 
 
-async def mcp_connection_fetch(
-    connection: McpServerConnection,
-) -> tuple[list[McpRemoteTool], str]:
-    """The server's tools and the text of the context resource (if one is set). No
-    database access; McpUnavailable on any failure."""
-    return await mcp_snapshot(mcp_endpoint(connection), connection.context_resource_uri or None)
+def mcp_connection_fetch(connection: McpServerConnection) -> tuple[list[McpRemoteTool], str]:
+    """The server's tools and the text of the context resource (if one is set).
+    McpUnavailable on any failure. No transaction is held over the exchange."""
+    endpoint = mcp_endpoint(connection)
+    return async_to_sync(mcp_snapshot)(endpoint, connection.context_resource_uri or None)
 
 
 def mcp_connection_refresh(connection: McpServerConnection) -> McpServerConnection:
@@ -70,7 +80,7 @@ def mcp_connection_refresh(connection: McpServerConnection) -> McpServerConnecti
     exposes no tools of an unavailable connection). One MCP session, one UPDATE.
     `last_refreshed_at` is the time of this attempt, whatever its outcome."""
     try:
-        tools, context_text = async_to_sync(mcp_connection_fetch)(connection)
+        tools, context_text = mcp_connection_fetch(connection)
     except McpUnavailable as exc:
         logger.info("MCP connection %s (tenant %s) unavailable: %s", connection.name,
                     connection.tenant_id, exc)  # fmt: skip
@@ -93,7 +103,7 @@ def mcp_connection_test(connection: McpServerConnection) -> tuple[bool, str, lis
     """Reach the server now and say what it offers: (ok, message, remote tool names).
     Stores nothing (Refresh does)."""
     try:
-        tools, context_text = async_to_sync(mcp_connection_fetch)(connection)
+        tools, context_text = mcp_connection_fetch(connection)
     except McpUnavailable as exc:
         reason = mcp_failure_reason(exc, secret=connection.auth_header)
         return False, f"MCP server {connection.name} is unavailable: {reason}", []
@@ -184,3 +194,16 @@ def mcp_connection_delete(*, tenant: Tenant, connection: McpServerConnection) ->
     if connection.tenant_id != tenant.pk:
         raise Http404("No such MCP server connection.")
     delete_recorded(connection)
+
+
+def mcp_oauth_finish(*, session: Any, user: Any, state: str, code: str, error: str) -> Connected:
+    """The callback of a connection's OAuth flow (tools.mcp_oauth.connect_complete), then
+    its tool list refreshed with the new token when it is the tenant's, or when the list was
+    never fetched (a per-person connection's first admin to connect). Its connection comes
+    back with its tenant loaded. OAuthProblem, PermissionDenied."""
+    done = connect_complete(session=session, user=user, state=state, code=code, error=error)
+    with rls.tenant_scope(done.connection.tenant_id):
+        connection = McpServerConnection.objects.select_related("tenant").get(pk=done.connection.pk)
+        if done.for_tenant or connection.status != McpStatus.OK:
+            connection = mcp_connection_refresh(connection)
+    return Connected(connection=connection, for_tenant=done.for_tenant)

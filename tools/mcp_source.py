@@ -19,6 +19,7 @@ from django.dispatch import receiver
 
 from base.versions import config_changed
 from tools.definitions import mcp_examples
+from tools.mcp_oauth import OAuthCredentials
 from tools.models import McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.mcp_client import McpEndpoint, build_mcp_tool
@@ -82,6 +83,8 @@ def _connection_tools(
     ref = mcp_secret_ref(connection) if connection.auth_header else None
     if ref is not None:
         secrets[ref] = connection.auth_header
+    # An OAuth connection's token is looked up per call: the tenant's, or the run's person's.
+    credentials = OAuthCredentials(connection) if connection.uses_oauth else None
     endpoint = McpEndpoint(url=connection.url, policy=policy, timeout_s=connection.timeout_s)
     allowed = set(connection.allowed_tool_names or ())
     tags = frozenset({"context", f"context:{connection.name}"})
@@ -98,6 +101,7 @@ def _connection_tools(
                 endpoint=endpoint,
                 secret_ref=ref,
                 tags=tags,
+                credentials=credentials,
             )
         except (ValueError, TypeError) as exc:  # one odd remote tool must not stop the rest
             logger.warning(

@@ -132,6 +132,16 @@ TOOL_PREFIX_PATTERN = r"^[a-z][a-z0-9_]{0,30}$"
 CONNECTION_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
 
 
+class McpAuthMode(models.TextChoices):
+    NONE = "none", "None"
+    HEADER = "header", "Static header"
+    OAUTH_TENANT = "oauth_tenant", "OAuth, one account for the tenant"
+    OAUTH_USER = "oauth_user", "OAuth, each person connects their own account"
+
+
+OAUTH_MODES = (McpAuthMode.OAUTH_TENANT, McpAuthMode.OAUTH_USER)
+
+
 class McpStatus(models.TextChoices):
     UNKNOWN = "unknown", "Not refreshed yet"
     OK = "ok", "OK"
@@ -180,6 +190,22 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
         help_text="Sent as the Authorization header: a token (sent as Bearer) or a full "
         "value such as 'Bearer …'. Write-only.",
     )
+    # How requests are authorised (tools/mcp_oauth/ for the OAuth modes). "none" and "header"
+    # follow the auth header (set: header), so clients that only send the header keep working.
+    auth_mode = models.CharField(
+        max_length=12, choices=McpAuthMode.choices, default=McpAuthMode.NONE,
+        help_text="none, header (the auth header), oauth_tenant (an admin connects one "
+        "account for everyone) or oauth_user (each person connects their own).",
+    )  # fmt: skip
+    oauth_scope = models.CharField(
+        max_length=500, blank=True,
+        help_text="OAuth scopes to ask for, space-separated. Blank: those the server names.",
+    )  # fmt: skip
+    oauth_client_id = models.CharField(
+        max_length=500, blank=True,
+        help_text="A client ID registered with the authorization server beforehand. Blank: "
+        "the platform registers itself (or uses its client metadata document).",
+    )  # fmt: skip
     enabled = models.BooleanField(default=True)
     tool_prefix = models.CharField(
         max_length=31,
@@ -240,6 +266,8 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
     def save(self, *args, **kwargs) -> None:
         if not self.tool_prefix and self.name:
             self.tool_prefix = default_tool_prefix(self.name)
+        if self.auth_mode in (McpAuthMode.NONE, McpAuthMode.HEADER):  # as the header says
+            self.auth_mode = McpAuthMode.HEADER if self.auth_header else McpAuthMode.NONE
         super().save(*args, **kwargs)
 
     def destination_url(self) -> str:
@@ -259,10 +287,24 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
             errors["tool_examples"] = problem
         if self.auth_header and any(c in self.auth_header for c in "\r\n"):
             errors["auth_header"] = "The header value must be one line."
+        if self.auth_mode == McpAuthMode.NONE and self.auth_header:
+            self.auth_mode = McpAuthMode.HEADER
+        if self.auth_mode in OAUTH_MODES and self.auth_header:
+            errors["auth_header"] = (
+                "An OAuth connection sends the token it was given: remove the auth header."
+            )
+        if self.auth_mode == McpAuthMode.HEADER and not self.auth_header:
+            self.auth_mode = McpAuthMode.NONE  # the header cleared: nothing is sent
+        if any(c in self.oauth_scope + self.oauth_client_id for c in "\r\n\t"):
+            errors["oauth_scope"] = "One line, scopes separated by spaces."
         if not 0 < self.timeout_s <= 300:
             errors["timeout_s"] = "Between 0 and 300 seconds."
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def uses_oauth(self) -> bool:
+        return self.auth_mode in OAUTH_MODES
 
     @property
     def tool_count(self) -> int:
@@ -304,3 +346,7 @@ class ToolHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name}: {self.status}"
+
+
+# The OAuth concern's models live in its package; imported here so that Django finds them.
+from tools.mcp_oauth.models import McpOAuthClient, McpOAuthToken  # noqa: E402, F401

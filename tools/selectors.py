@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 
 from tenancy.access import filter_given, get_for_tenant
 from tenancy.models import Tenant
-from tools.models import McpServerConnection, ToolDefinition, ToolHealth
+from tools.models import McpAuthMode, McpOAuthToken, McpServerConnection, ToolDefinition, ToolHealth
 
 
 def _int(value: Any) -> int:
@@ -68,3 +68,38 @@ def mcp_connection_names(*, tenant_id: int) -> list[McpServerConnection]:
 
 def definition_by_id(*, tenant: Tenant, definition_id: Any) -> ToolDefinition:
     return get_for_tenant(ToolDefinition, tenant, pk=_int(definition_id))
+
+
+def mcp_accounts_of(*, tenant: Tenant, user: Any) -> list[tuple[McpServerConnection, Any]]:
+    """The tenant's enabled per-person OAuth connections, each with `user`'s token row (or
+    None when not connected). Two queries."""
+    connections = list(
+        McpServerConnection.objects.filter(
+            tenant=tenant, enabled=True, auth_mode=McpAuthMode.OAUTH_USER
+        )
+    )
+    tokens = {
+        token.connection_id: token
+        for token in McpOAuthToken.objects.filter(
+            tenant=tenant, user=user, connection__in=connections
+        ).defer("access_token", "refresh_token")
+    }
+    return [(connection, tokens.get(connection.pk)) for connection in connections]
+
+
+def mcp_tenant_accounts(*, tenant: Tenant) -> set[int]:
+    """The ids of the tenant's connections whose tenant-wide account is connected."""
+    return set(
+        McpOAuthToken.objects.filter(tenant=tenant, user__isnull=True).values_list(
+            "connection_id", flat=True
+        )
+    )
+
+
+def mcp_oauth_connection_get(
+    *, tenant: Tenant, connection_id: Any, mode: str
+) -> McpServerConnection:
+    """One of the tenant's connections in the OAuth `mode`; 404 otherwise."""
+    return get_for_tenant(
+        McpServerConnection.objects.filter(auth_mode=mode), tenant, pk=_int(connection_id)
+    )

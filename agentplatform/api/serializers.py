@@ -660,7 +660,8 @@ class McpConnectionSerializer(CleanModelSerializer):
     class Meta:
         model = McpServerConnection
         fields = [
-            "id", "name", "url", "auth_header", "has_auth_header", "enabled", "tool_prefix",
+            "id", "name", "url", "auth_header", "has_auth_header", "auth_mode", "oauth_scope",
+            "oauth_client_id", "enabled", "tool_prefix",
             "allowed_tool_names", "context_resource_uri", "tool_examples", "timeout_s", "domains",
             "status", "last_error", "last_refreshed_at", "health", "tools", "created_at",
             "updated_at",

@@ -3,7 +3,17 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentplatform.web import account, health, home, invitations, memory, metrics, oauth, views
+from agentplatform.web import (
+    account,
+    health,
+    home,
+    invitations,
+    mcp_accounts,
+    memory,
+    metrics,
+    oauth,
+    views,
+)
 from agentplatform.web.sso import views as sso_views
 
 urlpatterns = [
@@ -26,7 +36,20 @@ urlpatterns = [
     path("oauth/register", oauth.register, name="oauth_register"),
     path("oauth/authorize", oauth.authorize, name="oauth_authorize"),
     path("oauth/token", oauth.token, name="oauth_token"),
+    path("mcp-oauth/callback", mcp_accounts.mcp_oauth_callback, name="mcp_oauth_callback"),
+    path("mcp-oauth/client.json", mcp_accounts.mcp_oauth_client, name="mcp_oauth_client"),
     path("t/<slug:tenant_slug>/", home.tenant_home, name="tenant_home"),
+    path("t/<slug:tenant_slug>/mcp-accounts/", mcp_accounts.mcp_accounts, name="mcp_accounts"),
+    path(
+        "t/<slug:tenant_slug>/mcp-accounts/<int:pk>/connect/",
+        mcp_accounts.mcp_account_connect,
+        name="mcp_account_connect",
+    ),
+    path(
+        "t/<slug:tenant_slug>/mcp-accounts/<int:pk>/disconnect/",
+        mcp_accounts.mcp_account_disconnect,
+        name="mcp_account_disconnect",
+    ),
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
     path("t/<slug:tenant_slug>/memory/", memory.memory_page, name="memory"),
     path("t/<slug:tenant_slug>/memory/<int:fact_id>/edit/", memory.fact_edit, name="fact_edit"),

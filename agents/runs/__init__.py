@@ -37,7 +37,7 @@ imports from here, never from a module inside (an import-linter contract says so
 from agents.runs.channels import TERMINAL_EVENTS, publisher
 from agents.runs.claim import lease_seconds
 from agents.runs.confirmation import request_text
-from agents.runs.control import approval_decide, run_cancel
+from agents.runs.control import approval_decide, run_cancel, runs_wake_for_account
 from agents.runs.direct_calls import (
     ToolRunOutcome,
     atool_run,
@@ -130,6 +130,7 @@ __all__ = [
     "run_resume",
     "run_start",
     "run_steer",
+    "runs_wake_for_account",
     "stale_runs",
     "storable_text",
     "tool_run",

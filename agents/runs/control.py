@@ -9,6 +9,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models.functions import Now
+from django.dispatch import receiver
 from django.http import Http404
 from django.utils import timezone
 
@@ -22,9 +24,11 @@ from agents.runs.steering import turn_ended
 from agents.runs.writer import append_event, next_seq, storable
 from agents.runtime.spec import RunStatus
 from agents.signals import request_execution
+from tenancy import rls
 from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Principal
 from tenancy.records import audit
+from tools.mcp_oauth import CONNECT_EVENT, account_connected
 from tools.runtime.tool import ToolCall
 
 
@@ -139,3 +143,33 @@ def _ask_again(edited: Approval, call: ToolCall, event: dict[str, Any]) -> None:
     )
     edited.save(update_fields=["replaced_by"])
     append_event(run, next_seq(run.pk), "approval.required", event)
+
+
+def runs_wake_for_account(*, tenant_id: int, user_id: int, connection_id: int) -> list[int]:
+    """The person's runs parked on a call that needed their account at that MCP server
+    (an `account.connect_required` event) go on, now that they connected it: queued again,
+    the call made with their token. Runs also waiting for an approval stay parked. Two
+    statements."""
+    with rls.tenant_scope(tenant_id):
+        waiting = (
+            Run.objects.filter(
+                tenant_id=tenant_id, initiated_by_user_id=user_id,
+                status=RunStatus.AWAITING_APPROVAL, events__type=CONNECT_EVENT,
+                events__payload__connection_id=connection_id,
+            )
+            .exclude(approvals__status=ApprovalStatus.PENDING)
+            .values_list("pk", flat=True).distinct()
+        )  # fmt: skip
+        ids = list(waiting)
+        if ids:
+            Run.objects.filter(pk__in=ids, status=RunStatus.AWAITING_APPROVAL).update(
+                status=RunStatus.QUEUED, queued_at=Now()
+            )
+    for run_id in ids:
+        request_execution(run_id, tenant_id)
+    return ids
+
+
+@receiver(account_connected)
+def _account_connected(sender, tenant_id: int, user_id: int, connection_id: int, **kwargs) -> None:
+    runs_wake_for_account(tenant_id=tenant_id, user_id=user_id, connection_id=connection_id)

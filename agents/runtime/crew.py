@@ -17,7 +17,7 @@ from typing import Any, Literal
 from agents.runtime.spec import RunOutcome, RunStatus
 from providers.runtime.types import Usage
 from tools.runtime.context import RunContext
-from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
+from tools.runtime.tool import Capability, Effect, Suspended, Tool, ToolFailed
 
 Mode = Literal["sequential", "parallel", "hierarchical"]
 
@@ -44,15 +44,6 @@ class ChildOutcome:
 
 # run_child(member, task, context, key) -> ChildOutcome
 ChildRunner = Callable[[str, str, str, str], Awaitable[ChildOutcome]]
-
-
-class Suspended:
-    """A tool result meaning "not done yet: a child is waiting for a human". The loop keeps
-    the call pending and parks the run; re-running the call later picks the child up."""
-
-    def __init__(self, reason: str, child_run_id: Any = None) -> None:
-        self.reason = reason
-        self.child_run_id = child_run_id
 
 
 def member_prompt(task: str, context: str) -> str:

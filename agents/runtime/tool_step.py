@@ -64,7 +64,6 @@ from typing import Any
 
 from agents.runtime import tracing
 from agents.runtime.code_mode import RUN_CODE, Program
-from agents.runtime.crew import Suspended
 from agents.runtime.spec import ApprovalPolicy, Decision
 from agents.runtime.state import Checkpointer, RunState
 from agents.runtime.structured import FINAL_ANSWER
@@ -72,7 +71,7 @@ from providers.runtime.types import ToolResultMessage, Usage
 from tools.runtime.context import RunContext
 from tools.runtime.frames import FrameError
 from tools.runtime.registry import ToolRegistry, rate_limited_payload
-from tools.runtime.tool import Effect, Tool, ToolCall, ToolFailed, ToolResult
+from tools.runtime.tool import Effect, Suspended, Tool, ToolCall, ToolFailed, ToolResult
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -309,6 +308,9 @@ class ToolCallStep:
         if isinstance(result.result, Suspended):
             if self.unattended is None:
                 outcome.suspended.append(call)  # stays pending without a result
+                if result.result.event is not None:  # what the human is asked to do
+                    kind, payload = result.result.event
+                    await self.emit(kind, {**payload, "call_id": call.id, "name": call.name})
                 return
             error = f"{result.result.reason}; that {self.unattended}"
             result = replace(result, result=None, error=error)

@@ -15,15 +15,22 @@ every web and worker process does) costs no SDK.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tools.runtime.context import RunContext
-from tools.runtime.mcp_endpoint import McpEndpoint, McpUnavailable
-from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
+from tools.runtime.mcp_endpoint import AccountNeeded, McpEndpoint, McpUnavailable
+from tools.runtime.tool import Capability, Effect, Suspended, Tool, ToolFailed
+
+# The Authorization header of one call, looked up when it is made (an OAuth connection's
+# token, refreshed if due; tools.mcp_oauth). Raises ToolFailed, or AccountNeeded when a
+# person must connect their account first.
+Credentials = Callable[[RunContext], Awaitable[Mapping[str, str]]]
 
 __all__ = [
+    "AccountNeeded",
+    "Credentials",
     "McpEndpoint",
     "McpRemoteTool",
     "McpToolOutcome",
@@ -175,12 +182,14 @@ def build_mcp_tool(
     endpoint: McpEndpoint,
     secret_ref: str | None,
     tags: frozenset[str] = frozenset(),
+    credentials: Credentials | None = None,
 ) -> Tool:
     """A registry Tool named `<prefix>__<remote name>` that calls the remote tool.
 
     `remote` is one cached listing entry (name, description, input_schema, annotations).
     The credential is read at call time from the RunContext's secrets under `secret_ref`,
-    so the model never sees it and the registry redacts it from results and events.
+    so the model never sees it and the registry redacts it from results and events; or,
+    for an OAuth connection, asked of `credentials` at call time.
     Raises ValueError when the entry cannot be a tool here (a name our providers refuse,
     a schema that is not a valid JSON Schema object).
     """
@@ -202,6 +211,7 @@ def build_mcp_tool(
             remote_name=remote_name,
             endpoint=endpoint,
             secret_ref=secret_ref,
+            credentials=credentials,
         ),
         tags=frozenset(tags),
         capability=capability_from_annotations(annotations, timeout_s=endpoint.timeout_s),
@@ -218,14 +228,22 @@ class _McpToolCall:
         remote_name: str,
         endpoint: McpEndpoint,
         secret_ref: str | None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.connection_name = connection_name
         self.remote_name = remote_name
         self.endpoint = endpoint
         self.secret_ref = secret_ref
+        self.credentials = credentials
 
     async def __call__(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
-        headers = auth_headers(ctx.secrets.get(self.secret_ref)) if self.secret_ref else {}
+        if self.credentials is not None:
+            try:
+                headers = dict(await self.credentials(ctx))
+            except AccountNeeded as needed:  # the run waits for the person to connect
+                return Suspended(str(needed), event=needed.event)
+        else:
+            headers = auth_headers(ctx.secrets.get(self.secret_ref)) if self.secret_ref else {}
         endpoint = replace(self.endpoint, headers=headers)
         try:
             outcome = await mcp_call_tool(endpoint, self.remote_name, arguments)

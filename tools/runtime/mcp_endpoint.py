@@ -20,6 +20,15 @@ class McpUnavailable(Exception):
         self.reason = reason
 
 
+class AccountNeeded(Exception):
+    """A call needs a person to connect their account first: the run waits for them.
+    `event` is (type, payload) telling them where (a link, never a secret)."""
+
+    def __init__(self, message: str, event: tuple[str, dict]) -> None:
+        super().__init__(message)
+        self.event = event
+
+
 @dataclass(frozen=True)
 class McpEndpoint:
     """Where and how to reach one server. `headers` hold the credential: never log them."""

@@ -28,6 +28,23 @@ class ToolFailed(Exception):
     """Raised by a handler to give the model a clean error message (no traceback)."""
 
 
+class Suspended:
+    """A tool result meaning "not done yet: a human must act first" (a child run waits for
+    an approval; a person must connect their account to a server). The agent loop keeps the
+    call pending and parks the run; running the call again later picks up where it was.
+    `event`: (type, payload) the run emits to tell the human what to do, if any."""
+
+    def __init__(
+        self,
+        reason: str,
+        child_run_id: Any = None,
+        event: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self.reason = reason
+        self.child_run_id = child_run_id
+        self.event = event
+
+
 class Effect(StrEnum):
     NONE = "none"
     READ = "read"

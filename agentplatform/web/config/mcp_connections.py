@@ -10,8 +10,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentplatform.web.config.common import (
@@ -27,6 +28,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from agentplatform.web.mcp_accounts import begin
 from tools import selectors
 from tools.context_providers import Domain
 from tools.mcp_connections import (
@@ -35,7 +37,8 @@ from tools.mcp_connections import (
     mcp_connection_save,
     mcp_connection_test,
 )
-from tools.models import McpServerConnection, McpStatus
+from tools.mcp_oauth import token_revoke
+from tools.models import McpAuthMode, McpServerConnection, McpStatus
 
 LIST = "web/config/mcp_connection_list.html"
 
@@ -79,13 +82,17 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
     class Meta:
         model = McpServerConnection
         fields = [
-            "name", "url", "enabled", "tool_prefix", "allowed_tool_names",
-            "context_resource_uri", "tool_examples", "timeout_s", "domains",
+            "name", "url", "enabled", "auth_mode", "oauth_scope", "oauth_client_id",
+            "tool_prefix", "allowed_tool_names", "context_resource_uri", "tool_examples",
+            "timeout_s", "domains",
         ]  # fmt: skip
         labels = {
             "timeout_s": "Timeout (seconds)",
             "context_resource_uri": "Context resource",
             "tool_prefix": "Tool prefix",
+            "auth_mode": "Authorisation",
+            "oauth_scope": "OAuth scopes",
+            "oauth_client_id": "OAuth client ID",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -93,6 +100,10 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
         self.has_stored_header = bool(self.instance.pk and self.instance.auth_header)
         if not self.has_stored_header:
             del self.fields["clear_auth_header"]
+        self.fields["auth_mode"].required = False  # none (header, when one is given)
+
+    def clean_auth_mode(self) -> str:
+        return self.cleaned_data.get("auth_mode") or McpAuthMode.NONE
 
     def clean_allowed_tool_names(self) -> Any:
         value = self.cleaned_data.get("allowed_tool_names")
@@ -109,7 +120,8 @@ class McpConnectionForm(StoredSecretForm, PlainLabels, forms.ModelForm):
 @admin_required
 def mcp_connection_list(request: HttpRequest) -> HttpResponse:
     rows = selectors.mcp_connections_of(tenant=request.tenant)
-    return render_page(request, LIST, {"connections": rows})
+    connected = selectors.mcp_tenant_accounts(tenant=request.tenant)
+    return render_page(request, LIST, {"connections": rows, "connected": connected})
 
 
 @admin_required
@@ -174,6 +186,33 @@ def mcp_connection_reload(request: HttpRequest, pk: int) -> HttpResponse:
         _say_refreshed(request, connection)
         return redirect("config:mcp_connections", tenant_slug=request.tenant.slug)
     return render_page(request, LIST, {"connection": connection}, partial="health")
+
+
+@admin_required
+@require_POST
+def mcp_connection_connect(request: HttpRequest, pk: int) -> HttpResponse:
+    """Connect the tenant's one account (an `oauth_tenant` connection) or the admin's own
+    (`oauth_user`: its tool list is fetched with it): off to the server's authorization
+    page, back at the callback."""
+    connection = selectors.mcp_connection_get(tenant=request.tenant, connection_id=pk)
+    if not connection.uses_oauth:
+        raise Http404("This connection does not use OAuth.")
+    back = reverse("config:mcp_connections", kwargs={"tenant_slug": request.tenant.slug})
+    for_tenant = connection.auth_mode == McpAuthMode.OAUTH_TENANT
+    return begin(request, connection, for_tenant=for_tenant, back=back)
+
+
+@admin_required
+@require_POST
+def mcp_connection_disconnect(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke the tenant's account (at the server where it offers revocation) and forget
+    it: the connection's tools fail until an admin connects again."""
+    connection = selectors.mcp_oauth_connection_get(
+        tenant=request.tenant, connection_id=pk, mode=McpAuthMode.OAUTH_TENANT
+    )
+    if token_revoke(connection=connection, user_id=None):
+        messages.success(request, f"{connection.name}: the tenant's account is disconnected.")
+    return redirect("config:mcp_connections", tenant_slug=request.tenant.slug)
 
 
 @admin_required

@@ -108,6 +108,16 @@ urlpatterns = [
         name="mcp_connection_refresh",
     ),
     path(
+        "mcp-connections/<int:pk>/connect/",
+        mcp_connections.mcp_connection_connect,
+        name="mcp_connection_connect",
+    ),
+    path(
+        "mcp-connections/<int:pk>/disconnect/",
+        mcp_connections.mcp_connection_disconnect,
+        name="mcp_connection_disconnect",
+    ),
+    path(
         "mcp-connections/<int:pk>/delete/",
         mcp_connections.mcp_connection_remove,
         name="mcp_connection_delete",

@@ -386,6 +386,16 @@ class McpServer(_Strict):
     secret: str | None = Field(
         None, pattern=SECRET_NAME_PATTERN, description="The Authorization header's value."
     )
+    auth_mode: Literal["none", "header", "oauth_tenant", "oauth_user"] = Field(
+        "none",
+        description="none; header (the secret); oauth_tenant (an admin connects one account "
+        "for everyone); oauth_user (each person connects their own). With a secret, none "
+        "reads as header. OAuth tokens are connected on the platform, never written here.",
+    )
+    oauth_scope: str = Field("", max_length=500, description="OAuth scopes; empty: the server's.")
+    oauth_client_id: str = Field(
+        "", max_length=500, description="A pre-registered OAuth client ID; empty: registered."
+    )
     enabled: bool = True
     tool_prefix: str = Field(
         "", pattern=TOOL_PREFIX_PATTERN, description="Empty: derived from the name."

@@ -1,0 +1,206 @@
+"""OAuth for remote MCP servers, end to end on the real database against an OAuth-protected
+MCP server built on the SDK's server auth (tests/fakes/oauth_mcp_server.py): connecting per
+tenant and per person through the pages, the authorization-code flow with PKCE and dynamic
+registration, calls with the right token, a run that pauses for a person's account and goes
+on once they connect, refresh before expiry, revocation, and what must be refused."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx2
+import pytest
+from django.test import Client
+
+from agents.models import RunEvent
+from agents.runs import execute_run, run_inline, tool_run
+from tests.factories import login, make_mcp_connection
+from tests.fakes.oauth_mcp_server import FakeOAuthMcpServer
+from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tools.mcp_oauth import access_token, token_revoke
+from tools.models import McpOAuthClient, McpOAuthToken, McpServerConnection
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def server(settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    with FakeOAuthMcpServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def tenant_wide(trio, server) -> McpServerConnection:
+    return make_mcp_connection(trio.acme, server.url, "docs", auth_mode="oauth_tenant")
+
+
+@pytest.fixture
+def per_user(trio, server) -> McpServerConnection:
+    return make_mcp_connection(trio.acme, server.url, "crm", auth_mode="oauth_user")
+
+
+def authorize(server: FakeOAuthMcpServer, location: str, subject: str) -> str:
+    """The person at the authorization server: consent given as `subject`; the path and
+    query it sends them back to."""
+    assert location.startswith(f"{server.issuer}/authorize?"), location
+    server.next_subject = subject
+    answer = httpx2.get(location, follow_redirects=False)
+    assert answer.status_code == 302, answer.text
+    back = urlsplit(answer.headers["location"])
+    assert back.path == "/mcp-oauth/callback"
+    return f"{back.path}?{back.query}"
+
+
+def connect(client: Client, server, start_path: str, subject: str):
+    started = client.post(start_path)
+    assert started.status_code == 302, started.content
+    return client.get(authorize(server, started["Location"], subject))
+
+
+# -- per tenant ----------------------------------------------------------------------------
+def test_an_admin_connects_the_tenants_account_and_every_call_uses_it(trio, server, tenant_wide):
+    admin = login(Client(), trio.alice)
+    done = connect(admin, server, f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")
+    assert done.status_code == 302 and done["Location"] == "/t/acme/mcp-connections/"
+    # Discovery, registration and PKCE as the spec has them.
+    [asked] = server.authorize_requests
+    assert asked.code_challenge and asked.resource == server.url
+    client = McpOAuthClient.objects.get(connection=tenant_wide)
+    assert (client.source, client.issuer) == ("registered", server.issuer)
+    token = McpOAuthToken.objects.get(connection=tenant_wide)
+    assert token.user_id is None and token.connected_by_id == trio.alice.pk
+    assert token.expires_at is not None and token.refresh_token
+    # The tool list was refreshed with the token.
+    tenant_wide.refresh_from_db()
+    assert tenant_wide.status == "ok", tenant_wide.last_error
+    assert {t["name"] for t in tenant_wide.tools_cache} == {"whoami", "add"}
+    # Anyone's call (a person's, an API key's) uses the tenant's account.
+    for by in (trio.bob, None):
+        result = tool_run(tenant=trio.acme, name="docs__whoami", arguments={}, user=by)
+        assert (result.error, result.result) == (None, {"result": "acme-bot"})
+    # Encrypted at rest: the column holds no plaintext token.
+    from django.db import connection as db
+
+    with db.cursor() as cursor:
+        cursor.execute("SELECT access_token FROM tools_mcpoauthtoken WHERE id = %s", [token.pk])
+        assert token.access_token not in cursor.fetchone()[0]
+    page = admin.get("/t/acme/mcp-connections/").content.decode()
+    assert "connected" in page and token.access_token not in page
+
+
+def test_before_an_admin_connects_the_tool_list_says_so(trio, server, tenant_wide):
+    from tools.mcp_connections import mcp_connection_refresh
+
+    refreshed = mcp_connection_refresh(tenant_wide)
+    assert refreshed.status == "unavailable"
+    assert "no account connected yet: connect the tenant's" in refreshed.last_error
+
+
+def test_a_member_cannot_connect_the_tenants_account(trio, server, tenant_wide):
+    member = login(Client(), trio.bob)
+    answer = member.post(f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/")
+    assert answer.status_code == 403
+    assert not McpOAuthToken.objects.exists()
+
+
+# -- per person ----------------------------------------------------------------------------
+def test_a_run_pauses_until_its_person_connects_then_uses_their_token_only(
+    trio, server, per_user, agent, provider_server, django_capture_on_commit_callbacks
+):
+    # The admin connects their own account: the tool list is fetched with it.
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")
+    per_user.refresh_from_db()
+    assert per_user.status == "ok", per_user.last_error
+    # Bob has not connected: his run pauses with a "connect your account" step.
+    provider_server.script(
+        "openai",
+        ToolCallReply([ToolCall("c1", "crm__whoami", "{}")]),
+        TextReply("You are bob-at-crm."),
+    )
+    run = run_inline(tenant=trio.acme, agent=agent, input="Who am I?", initiated_by=trio.bob)
+    assert run.status == "awaiting_approval", run.error
+    step = RunEvent.objects.get(run=run, type="account.connect_required").payload
+    assert step["connect_url"] == f"/t/acme/mcp-accounts/{per_user.pk}/connect/"
+    assert step["connection"] == "crm" and "Connect your crm account" in step["message"]
+    assert not server.provider.access or all(  # alice's token never went out for bob
+        t.subject == "alice-at-crm" for t in server.provider.access.values()
+    )
+    # Bob connects his own account from the link: the run is queued again and goes on.
+    bob = login(Client(), trio.bob)
+    assert "Connect your crm account" in bob.get(step["connect_url"]).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):  # (as the commit would)
+        done = connect(bob, server, step["connect_url"], "bob-at-crm")
+    assert done.status_code == 302 and done["Location"] == "/t/acme/mcp-accounts/"
+    run.refresh_from_db()
+    assert run.status == "queued"
+    assert execute_run(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.output == "You are bob-at-crm."
+    result = RunEvent.objects.get(run=run, type="tool.completed").payload
+    assert result["result"] == {"result": "bob-at-crm"}
+    # Each person's calls use their own token.
+    mine = tool_run(tenant=trio.acme, name="crm__whoami", arguments={}, user=trio.alice)
+    assert mine.result == {"result": "alice-at-crm"}
+    assert McpOAuthToken.objects.filter(connection=per_user).count() == 2
+
+
+def test_a_run_without_a_person_gets_a_clear_error(trio, server, per_user):
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")
+    result = tool_run(tenant=trio.acme, name="crm__whoami", arguments={})
+    assert result.result is None
+    assert "each person's own account, and this run has no person" in result.error
+
+
+def test_the_accounts_page_lists_connects_and_disconnects(trio, server, per_user):
+    bob = login(Client(), trio.bob)
+    page = bob.get("/t/acme/mcp-accounts/").content.decode()
+    assert "crm" in page and "Not connected" in page
+    connect(bob, server, f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")
+    token = McpOAuthToken.objects.get(connection=per_user, user=trio.bob)
+    assert "Connected" in bob.get("/t/acme/mcp-accounts/").content.decode()
+    assert bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/disconnect/").status_code == 302
+    assert not McpOAuthToken.objects.filter(pk=token.pk).exists()
+    assert set(server.revoked) == {token.access_token, token.refresh_token}  # RFC 7009
+
+
+# -- refresh and revocation ------------------------------------------------------------------
+def test_an_expiring_token_is_refreshed_once_before_use(trio, server, tenant_wide):
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")
+    token = McpOAuthToken.objects.get(connection=tenant_wide)
+    old = token.access_token
+    server.expire_all()  # the server no longer takes it; ours says it expires in 10 s
+    McpOAuthToken.objects.filter(pk=token.pk).update(
+        expires_at=token.created_at.__class__.now(token.created_at.tzinfo)
+    )
+    result = tool_run(tenant=trio.acme, name="docs__whoami", arguments={})
+    assert result.result == {"result": "acme-bot"}, result.error
+    token.refresh_from_db()
+    assert token.access_token != old and token.refreshed_at is not None
+    assert server.refreshes == 1
+    # Fresh now: the next call refreshes nothing.
+    assert access_token(connection=tenant_wide, user_id=None) == token.access_token
+    assert server.refreshes == 1
+
+
+def test_a_revoked_account_is_asked_for_again(trio, server, tenant_wide, per_user):
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")
+    assert admin.post(f"/t/acme/mcp-connections/{tenant_wide.pk}/disconnect/").status_code == 302
+    assert not McpOAuthToken.objects.filter(connection=tenant_wide).exists()
+    result = tool_run(tenant=trio.acme, name="docs__whoami", arguments={}, user=trio.bob)
+    assert "needs the tenant's account connected: an admin connects it" in result.error
+    # A refresh token the server no longer honours: the token is dropped, the person asked.
+    connect(admin, server, f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")
+    mine = McpOAuthToken.objects.get(connection=per_user, user=trio.alice)
+    server.provider.refresh.clear()
+    McpOAuthToken.objects.filter(pk=mine.pk).update(expires_at=mine.created_at)
+    assert token_revoke(connection=per_user, user_id=trio.bob.pk) is False
+    from tools.mcp_oauth import NotConnected
+
+    with pytest.raises(NotConnected):
+        access_token(connection=per_user, user_id=trio.alice.pk)
+    assert not McpOAuthToken.objects.filter(pk=mine.pk).exists()
