@@ -204,3 +204,145 @@ def test_a_revoked_account_is_asked_for_again(trio, server, tenant_wide, per_use
     with pytest.raises(NotConnected):
         access_token(connection=per_user, user_id=trio.alice.pk)
     assert not McpOAuthToken.objects.filter(pk=mine.pk).exists()
+
+
+# -- tenants and people apart ----------------------------------------------------------------
+def test_another_tenants_connection_and_another_persons_token_are_out_of_reach(
+    trio, server, per_user, tenant_wide
+):
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")
+    outsider = login(Client(), trio.charlie)  # globex's owner
+    for path in (
+        f"/t/globex/mcp-accounts/{per_user.pk}/connect/",
+        f"/t/globex/mcp-connections/{tenant_wide.pk}/connect/",
+    ):
+        assert outsider.post(path).status_code == 404
+    assert outsider.get(f"/t/acme/mcp-accounts/{per_user.pk}/connect/").status_code == 404
+    # Bob disconnecting revokes nothing of alice's.
+    bob = login(Client(), trio.bob)
+    assert bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/disconnect/").status_code == 302
+    assert McpOAuthToken.objects.filter(connection=per_user, user=trio.alice).exists()
+    # A per-tenant connection has no personal accounts page entry, and vice versa.
+    assert bob.get(f"/t/acme/mcp-accounts/{tenant_wide.pk}/connect/").status_code == 404
+    assert admin.post(f"/t/acme/mcp-connections/{per_user.pk}/disconnect/").status_code == 404
+
+
+def test_a_callback_state_is_single_use_and_bound_to_its_person(trio, server, per_user):
+    bob = login(Client(), trio.bob)
+    started = bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/connect/")
+    back = authorize(server, started["Location"], "bob-at-crm")
+    # Another person's session cannot complete bob's flow (their session has no such state).
+    alice = login(Client(), trio.alice)
+    stolen = alice.get(back)
+    assert stolen.status_code == 400 and b"unknown or expired" in stolen.content
+    assert bob.get(back).status_code == 302
+    replay = bob.get(back)
+    assert replay.status_code == 400 and b"unknown or expired" in replay.content
+    assert McpOAuthToken.objects.filter(connection=per_user).count() == 1
+    denied = bob.get("/mcp-oauth/callback?state=x&error=access_denied")
+    assert denied.status_code == 400
+    assert login(Client(), trio.bob).get("/mcp-oauth/callback").status_code == 400
+
+
+def test_the_client_metadata_document_names_the_callback(client):
+    document = client.get("/mcp-oauth/client.json").json()
+    assert document["client_id"] == "http://testserver/mcp-oauth/client.json"
+    assert document["redirect_uris"] == ["http://testserver/mcp-oauth/callback"]
+    assert document["token_endpoint_auth_method"] == "none"
+
+
+def test_the_metadata_document_is_the_client_where_the_server_accepts_one():
+    from tools.mcp_oauth import client_source
+    from tools.mcp_oauth.protocol import AuthServer
+
+    def server(supported: bool) -> AuthServer:
+        return AuthServer("https://s/mcp", "https://s", "https://s/a", "https://s/t", "", "",
+                          (), supported, ())  # fmt: skip
+
+    https = "https://platform.example/mcp-oauth/client.json"
+    assert client_source(server(True), configured_id="", metadata_url=https) == "metadata_document"
+    assert client_source(server(False), configured_id="", metadata_url=https) == "registered"
+    assert client_source(server(True), configured_id="", metadata_url="http://x/c") == "registered"
+    assert client_source(server(True), configured_id="mine", metadata_url=https) == "configured"
+
+
+# -- hostile servers -------------------------------------------------------------------------
+PRM = "/.well-known/oauth-protected-resource/mcp"
+ASM = "/.well-known/oauth-authorization-server"
+
+
+def hostile(routes: dict[str, object]) -> str:
+    """What discovery says of a server answering `routes` (path -> JSON or Reply)."""
+    from asgiref.sync import async_to_sync
+
+    from tests.tools.local_server import LocalServer, Reply
+    from tools.mcp_oauth.protocol import OAuthHttp, OAuthProblem, discover
+    from tools.runtime.egress import EgressPolicy
+
+    with LocalServer() as local:
+        local.route("POST", "/mcp", Reply(status=401, json={}))
+        for path, answer in routes.items():
+            reply = answer if isinstance(answer, Reply) else Reply(json=answer)
+            if callable(answer) and not isinstance(answer, Reply):
+                reply = Reply(json=answer(local.url))
+            local.route("GET", path, reply)
+        http = OAuthHttp(EgressPolicy(allowlist=("127.0.0.1/32",)), http_allowed=True)
+        try:
+            async_to_sync(discover)(http, f"{local.url}/mcp")
+        except OAuthProblem as exc:
+            return str(exc)
+    return "accepted"
+
+
+def _prm(base: str) -> dict:
+    return {"resource": f"{base}/mcp", "authorization_servers": [base]}
+
+
+def _asm(base: str, **changes) -> dict:
+    return {"issuer": base, "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token", **changes}  # fmt: skip
+
+
+def test_discovery_accepts_a_well_formed_server():
+    assert hostile({PRM: _prm, ASM: _asm}) == "accepted"
+
+
+def test_metadata_naming_another_issuer_is_refused():
+    said = hostile({PRM: _prm, ASM: lambda base: _asm(base, issuer="https://evil.example")})
+    assert "names another issuer (https://evil.example" in said
+
+
+def test_an_endpoint_on_a_private_address_is_refused_before_any_request():
+    prm = lambda base: {"resource": f"{base}/mcp", "authorization_servers": ["http://10.0.0.7"]}  # noqa: E731
+    said = hostile({PRM: prm})
+    assert "could not be reached" in said and "10.0.0.7 is not allowed" in said
+
+
+def test_a_huge_metadata_document_is_refused():
+    from tests.tools.local_server import Reply
+
+    huge = Reply(body=b'{"resource": "' + b"x" * 200_000 + b'"}',
+                 headers={"content-type": "application/json"})  # fmt: skip
+    said = hostile({PRM: huge})
+    assert "protected-resource metadata" in said and "could not be reached" in said
+
+
+def test_metadata_for_another_resource_or_without_pkce_is_refused():
+    other = lambda base: {"resource": "https://elsewhere.example/mcp",  # noqa: E731
+                          "authorization_servers": [base]}  # fmt: skip
+    assert "names another resource" in hostile({PRM: other, ASM: _asm})
+    no_pkce = lambda base: _asm(base, code_challenge_methods_supported=["plain"])  # noqa: E731
+    assert "does not support PKCE with S256" in hostile({PRM: _prm, ASM: no_pkce})
+    assert "publishes no OAuth protected-resource metadata" in hostile({})
+
+
+def test_https_is_required_of_a_server_given_as_https():
+    from tools.mcp_oauth.protocol import OAuthHttp, OAuthProblem
+    from tools.runtime.egress import EgressPolicy
+
+    http = OAuthHttp(EgressPolicy(), http_allowed=False)
+    with pytest.raises(OAuthProblem, match="is not https"):
+        http.check_url("http://auth.example/token", "token endpoint")
+    with pytest.raises(OAuthProblem, match="not an http"):
+        http.check_url("javascript:alert(1)", "authorization endpoint")
