@@ -13,7 +13,8 @@ import pytest
 from django.test import Client
 
 from agents.models import RunEvent
-from agents.runs import execute_run, run_inline, tool_run
+from agents.runs import execute_run, run_start, tool_run
+from agents.services import conversation_save
 from tests.factories import login, make_mcp_connection
 from tests.fakes.oauth_mcp_server import FakeOAuthMcpServer
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
@@ -119,7 +120,11 @@ def test_a_run_pauses_until_its_person_connects_then_uses_their_token_only(
         ToolCallReply([ToolCall("c1", "crm__whoami", "{}")]),
         TextReply("You are bob-at-crm."),
     )
-    run = run_inline(tenant=trio.acme, agent=agent, input="Who am I?", initiated_by=trio.bob)
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    run = run_start(tenant=trio.acme, agent=agent, input="Who am I?", conversation=chat,
+                    initiated_by=trio.bob, enqueue=False)  # fmt: skip
+    execute_run(run.pk)
+    run.refresh_from_db()
     assert run.status == "awaiting_approval", run.error
     step = RunEvent.objects.get(run=run, type="account.connect_required").payload
     assert step["connect_url"] == f"/t/acme/mcp-accounts/{per_user.pk}/connect/"
@@ -127,8 +132,13 @@ def test_a_run_pauses_until_its_person_connects_then_uses_their_token_only(
     assert not server.provider.access or all(  # alice's token never went out for bob
         t.subject == "alice-at-crm" for t in server.provider.access.values()
     )
-    # Bob connects his own account from the link: the run is queued again and goes on.
+    # His chat shows the step with its link, like an approval card; he may stop the run.
     bob = login(Client(), trio.bob)
+    page = bob.get(f"/t/acme/chat/{chat.pk}/").content.decode()
+    assert "Connect your account: <code>crm</code>" in page
+    assert f'href="{step["connect_url"]}"' in page
+    assert "Waiting for you to connect your account" in page
+    # Bob connects his own account from the link: the run is queued again and goes on.
     assert "Connect your crm account" in bob.get(step["connect_url"]).content.decode()
     with django_capture_on_commit_callbacks(execute=True):  # (as the commit would)
         done = connect(bob, server, step["connect_url"], "bob-at-crm")

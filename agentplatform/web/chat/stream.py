@@ -43,6 +43,7 @@ from agentplatform.web.chat.thread import (
     apply_member_event,
     approvals_for,
     complete_tool,
+    connect_step,
     dom_key,
     left_out_note,
     member_event,
@@ -92,6 +93,7 @@ class RunStream:
         self.cards: list[ToolCard] = []  # the tool cards on the page (a program's inside it)
         self.members: dict[str, MemberStep] = {}
         self.approvals_shown: set[int] = set()
+        self.connect_asked = False  # a call waits for the person's account (not an approval)
 
     @property
     def steps_id(self) -> str:
@@ -192,11 +194,17 @@ class RunStream:
         if type == "conversation.compaction_failed":
             html = self.render("left_out", note=left_out_note(payload))
             return [{"op": "append", "target": self.steps_id, "html": html}]
+        if type == "account.connect_required":
+            self.connect_asked = True
+            html = self.render("connect_card", step=connect_step(payload))
+            return [{"op": "append", "target": self.steps_id, "html": html}]
         if type == "approval.required":
             approvals = await self.pending_approvals(
                 None if payload.get("via_child") else payload.get("call_id")
             )
             ops = [self.approval_op(a) for a in approvals]
+            if self.connect_asked and not approvals:
+                return [self.status("Waiting for you to connect your account…")]
             return [*ops, self.status("Waiting for approval…")]
         if type in TERMINAL_EVENTS:
             self.run = await stream_read(_fresh_run)(self.run)

@@ -16,7 +16,15 @@ from django.utils.safestring import SafeString
 from agentplatform.web.templatetags.web import markdown_filter
 from agents import conversations, selectors
 from agents.conversations import Switch, branch_shown
-from agents.models import Approval, Attachment, Conversation, ConversationSummary, Message, Run
+from agents.models import (
+    Approval,
+    ApprovalStatus,
+    Attachment,
+    Conversation,
+    ConversationSummary,
+    Message,
+    Run,
+)
 from agents.runs import request_text
 from agents.runtime.code_mode import RUN_CODE
 from agents.runtime.spec import TERMINAL, RunStatus
@@ -163,6 +171,26 @@ class LeftOutNote:
 
 
 @dataclass
+class ConnectStep:
+    """A tool call that waits for the person to connect their own account at an MCP server
+    (`account.connect_required`): a link to connect; the run goes on once they have."""
+
+    connection: str
+    connect_url: str
+    message: str
+    kind: str = "connect"
+
+
+def connect_step(payload: dict[str, Any]) -> ConnectStep:
+    url = str(payload.get("connect_url") or "")
+    return ConnectStep(
+        connection=str(payload.get("connection") or ""),
+        connect_url=url if url.startswith("/") and not url.startswith("//") else "",
+        message=str(payload.get("message") or ""),
+    )
+
+
+@dataclass
 class ApprovalSlot:
     """Where a run parked for a human: the Approval rows found for it are shown here."""
 
@@ -175,9 +203,9 @@ class ApprovalSlot:
 class Turn:
     run: Run | None
     user_text: str
-    steps: list[TextSegment | ToolCard | MemberStep | SteerNote | LeftOutNote | ApprovalSlot] = (
-        field(default_factory=list)
-    )
+    steps: list[
+        TextSegment | ToolCard | MemberStep | SteerNote | LeftOutNote | ConnectStep | ApprovalSlot
+    ] = field(default_factory=list)
     approvals: list[Approval] = field(default_factory=list)  # those without a slot
     answer: str = ""  # the answer when no text segment holds it (crews, older turns)
     last_seq: int = 0
@@ -216,12 +244,21 @@ class Turn:
         return rounds[-1] if rounds else 0
 
     @property
+    def waits_for_account(self) -> bool:
+        """Parked on a call that needs the person's account, with no approval pending."""
+        slots = [a for s in self.steps if isinstance(s, ApprovalSlot) for a in s.approvals]
+        pending = [a for a in [*slots, *self.approvals] if a.status == ApprovalStatus.PENDING]
+        return not pending and any(isinstance(s, ConnectStep) for s in self.steps)
+
+    @property
     def state_text(self) -> str:
         """What an unfinished run is doing, as the page first shows it."""
         if self.run is None or not self.active:
             return ""
         if self.summarising:  # (as the stream says it: stream.RunStream.ops)
             return "Summarising earlier messages…"
+        if self.run.status == RunStatus.AWAITING_APPROVAL and self.waits_for_account:
+            return "Waiting for you to connect your account…"
         return {
             RunStatus.QUEUED: "Waiting for a worker…",
             RunStatus.AWAITING_APPROVAL: "Waiting for approval…",
@@ -265,6 +302,8 @@ def fold(steps: list, event_type: str, payload: dict[str, Any]) -> None:
         place_tool(steps, payload, started=True)
     elif event_type == "approval.required":
         steps.append(ApprovalSlot(payload.get("call_id", "")))
+    elif event_type == "account.connect_required":
+        steps.append(connect_step(payload))
     elif event_type == "run.resumed":  # a failed round said nothing: not shown
         while steps and isinstance(steps[-1], TextSegment) and not steps[-1].text:
             steps.pop()
