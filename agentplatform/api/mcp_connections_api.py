@@ -27,7 +27,11 @@ from agentplatform.api.resources import (
     query_text,
 )
 from agentplatform.api.schema import ERRORS
-from agentplatform.api.serializers import McpConnectionCheckSerializer, McpConnectionSerializer
+from agentplatform.api.serializers import (
+    McpAccountSerializer,
+    McpConnectionCheckSerializer,
+    McpConnectionSerializer,
+)
 from tenancy.policy import Action
 from tools import selectors
 from tools.mcp_connections import (
@@ -35,7 +39,8 @@ from tools.mcp_connections import (
     mcp_connection_refresh,
     mcp_connection_test,
 )
-from tools.models import McpServerConnection, McpStatus
+from tools.mcp_oauth import connected_account, token_revoke
+from tools.models import McpAuthMode, McpServerConnection, McpStatus
 
 CONNECTION_REQUEST = {
     "name": "crm",
@@ -99,7 +104,11 @@ class McpConnectionViewSet(TenantCrudViewSet):
 
     model = McpServerConnection
     serializer_class = McpConnectionSerializer
-    action_policy = {"test": Action.CHANGE_CONFIG, "refresh": Action.CHANGE_CONFIG}
+    action_policy = {
+        "test": Action.CHANGE_CONFIG,
+        "refresh": Action.CHANGE_CONFIG,
+        "account": Action.CHANGE_CONFIG,
+    }
 
     def select(self, **filters: Any) -> models.QuerySet:
         return selectors.mcp_connections_of(tenant=self.tenant, **filters)
@@ -159,3 +168,31 @@ class McpConnectionViewSet(TenantCrudViewSet):
             else f"MCP server {connection.name} is unavailable: {connection.last_error}"
         )
         return self._answer(connection, ok, message, names if ok else [])
+
+    @extend_schema(
+        summary="The tenant's OAuth account at an MCP server",
+        description="For an `oauth_tenant` connection: whether the tenant's account is "
+        "connected (never the token). An admin connects it in a browser, on the MCP servers "
+        "page (the authorization-code flow needs a person at the server). DELETE revokes it "
+        "at the server (RFC 7009, where offered) and forgets it: the connection's tools fail "
+        "until an admin connects again. 404 for a connection not in that mode.",
+        parameters=[ID],
+        request=None,
+        responses={200: McpAccountSerializer, 204: None, **ERRORS},
+    )
+    @action(detail=True, methods=["get", "delete"])
+    def account(self, request: Request, pk: str) -> Response:
+        connection = selectors.mcp_oauth_connection_get(
+            tenant=self.tenant, connection_id=path_id(pk, "MCP server connection"),
+            mode=McpAuthMode.OAUTH_TENANT,
+        )  # fmt: skip
+        if request.method == "DELETE":
+            token_revoke(connection=connection, user_id=None)
+            return Response(status=204)
+        token = connected_account(connection=connection, user_id=None)
+        data = {
+            "connected": token is not None,
+            "connected_at": token.created_at if token else None,
+            "expires_at": token.expires_at if token else None,
+        }
+        return Response(McpAccountSerializer(data).data)

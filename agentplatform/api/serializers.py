@@ -707,6 +707,14 @@ class ContextProviderSerializer(serializers.Serializer):
     )
 
 
+class McpAccountSerializer(serializers.Serializer):
+    connected = serializers.BooleanField()
+    connected_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the access token expires (it is renewed before)."
+    )
+
+
 class McpConnectionCheckSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
     message = serializers.CharField()

@@ -356,3 +356,41 @@ def test_https_is_required_of_a_server_given_as_https():
         http.check_url("http://auth.example/token", "token endpoint")
     with pytest.raises(OAuthProblem, match="not an http"):
         http.check_url("javascript:alert(1)", "authorization endpoint")
+
+
+# -- REST and the configuration document -----------------------------------------------------
+def test_rest_knows_the_mode_and_the_tenants_account_never_its_token(trio, server, tenant_wide):
+    from rest_framework.test import APIClient
+
+    api = login(APIClient(), trio.alice, tenant=trio.acme)
+    base = "/api/v1/mcp-connections"
+    assert api.get(f"{base}/{tenant_wide.pk}/account").json()["connected"] is False
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")  # fmt: skip
+    token = McpOAuthToken.objects.get(connection=tenant_wide)
+    shown = api.get(f"{base}/{tenant_wide.pk}").content.decode()
+    shown += api.get(f"{base}/{tenant_wide.pk}/account").content.decode()
+    assert '"auth_mode":"oauth_tenant"' in shown.replace(" ", "")
+    assert '"connected":true' in shown.replace(" ", "")
+    assert token.access_token not in shown and token.refresh_token not in shown
+    member = login(APIClient(), trio.bob, tenant=trio.acme)
+    assert member.delete(f"{base}/{tenant_wide.pk}/account").status_code == 403
+    assert api.delete(f"{base}/{tenant_wide.pk}/account").status_code == 204
+    assert not McpOAuthToken.objects.exists()
+    # A header and OAuth at once is refused, clearly; an unknown mode too.
+    both = api.post(base, {"name": "x", "url": server.url, "auth_mode": "oauth_user",
+                           "auth_header": "t"}, format="json")  # fmt: skip
+    assert both.status_code == 400 and "auth_header" in both.json()["error"]["details"]
+    odd = api.post(base, {"name": "y", "url": server.url, "auth_mode": "magic"}, format="json")
+    assert odd.status_code == 400 and "auth_mode" in odd.json()["error"]["details"]
+    header = make_mcp_connection(trio.acme, server.url, "plain", auth_header="t")
+    assert api.get(f"{base}/{header.pk}/account").status_code == 404
+    outsider = login(APIClient(), trio.charlie, tenant=trio.globex)
+    assert outsider.get(f"{base}/{tenant_wide.pk}/account").status_code == 404
+
+
+def test_the_configuration_document_carries_the_mode(trio, server, per_user):
+    from agents.config_document import config_export
+
+    [entry] = config_export(tenant=trio.acme)["mcp_servers"]
+    assert (entry["auth_mode"], entry["secret"]) == ("oauth_user", None)
