@@ -40,7 +40,7 @@ from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Principal
 from tools.loader import fresh_tenant_tools, tenant_tools
 from tools.runtime.context import RunContext, SecretAccessor
-from tools.runtime.tool import ToolCall
+from tools.runtime.tool import ToolCall, ToolResult
 from tools.services import tool_context
 
 DIRECT_CALLS = ApprovalRule("flagged")  # a direct call waits only for tools flagged so
@@ -177,6 +177,10 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
             run.pk, "awaiting_approval", call.id, error="approval required",
             decide_at=decide_at(approval), prepared_request=approval.prepared_request,
         )  # fmt: skip
+    if outcome.suspended:  # a person must act first (connect an account): nobody waits here
+        said = [p.get("message") for _, p in events.kept if isinstance(p.get("message"), str)]
+        error = said[-1] if said else "the call waits for a person to act; it cannot run here"
+        outcome.results[call.id] = ToolResult(call.id, call.name, error=error)
     result = outcome.results[call.id]
     failed = result.error is not None
     spent = any(t == TOOL_USAGE for t, _ in events.kept)  # (else no query: the MCP path)

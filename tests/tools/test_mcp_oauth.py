@@ -162,6 +162,9 @@ def test_a_run_without_a_person_gets_a_clear_error(trio, server, per_user):
     result = tool_run(tenant=trio.acme, name="crm__whoami", arguments={})
     assert result.result is None
     assert "each person's own account, and this run has no person" in result.error
+    # A direct call cannot wait: a person not connected is told to connect, as an error.
+    direct = tool_run(tenant=trio.acme, name="crm__whoami", arguments={}, user=trio.bob)
+    assert direct.status == "failed" and "Connect your crm account" in direct.error
 
 
 def test_the_accounts_page_lists_connects_and_disconnects(trio, server, per_user):
