@@ -397,3 +397,32 @@ def test_the_configuration_document_carries_the_mode(trio, server, per_user):
 
     [entry] = config_export(tenant=trio.acme)["mcp_servers"]
     assert (entry["auth_mode"], entry["secret"]) == ("oauth_user", None)
+
+
+def test_a_token_the_server_refuses_early_is_renewed_and_the_call_made_again(
+    trio, server, tenant_wide
+):
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")
+    server.expire_all()  # ours still says an hour: the server's 401 tells
+    result = tool_run(tenant=trio.acme, name="docs__whoami", arguments={})
+    assert result.result == {"result": "acme-bot"}, result.error
+    assert server.refreshes == 1
+
+
+def test_an_account_revoked_at_the_server_is_asked_for_again(trio, server, per_user):
+    bob = login(Client(), trio.bob)
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")  # fmt: skip
+    connect(bob, server, f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")
+    revoked = [t for t, a in server.provider.access.items() if a.subject == "bob-at-crm"]
+    for token in revoked:  # bob revokes the platform's access on the server's own page
+        server.provider.access.pop(token)
+    server.provider.refresh = {
+        k: v for k, v in server.provider.refresh.items() if v.subject != "bob-at-crm"
+    }
+    result = tool_run(tenant=trio.acme, name="crm__whoami", arguments={}, user=trio.bob)
+    assert "Connect your crm account" in result.error
+    assert not McpOAuthToken.objects.filter(connection=per_user, user=trio.bob).exists()
+    mine = tool_run(tenant=trio.acme, name="crm__whoami", arguments={}, user=trio.alice)
+    assert mine.result == {"result": "alice-at-crm"}  # alice's account is untouched

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.urls import reverse
 
 from tenancy import rls
-from tools.mcp_oauth.tokens import NotConnected, RefreshFailed, access_token
+from tools.mcp_oauth.tokens import NotConnected, RefreshFailed, access_token, token_expired
 from tools.models import McpAuthMode, McpServerConnection
 from tools.runtime.context import RunContext
 from tools.runtime.mcp_endpoint import AccountNeeded
@@ -37,6 +37,16 @@ class OAuthCredentials:
             )
         user_id = int(ctx.user_id) if self.per_user else None
         return {"Authorization": f"Bearer {await sync_to_async(self._token)(user_id)}"}
+
+    async def rejected(self, ctx: RunContext) -> None:
+        """The server refused the token (revoked there, or expired early): it is renewed on
+        the next look-up, or, when it cannot be, forgotten (the account is asked again)."""
+        user_id = int(ctx.user_id) if self.per_user and ctx.user_id is not None else None
+        await sync_to_async(self._expire)(user_id)
+
+    def _expire(self, user_id: int | None) -> None:
+        with rls.tenant_scope(int(self.tenant_id)):
+            token_expired(connection_id=self.connection_id, user_id=user_id)
 
     def _token(self, user_id: int | None) -> str:
         with rls.tenant_scope(int(self.tenant_id)):

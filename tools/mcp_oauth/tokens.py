@@ -112,6 +112,14 @@ def listing_token(connection: McpServerConnection) -> str | None:
         return None
 
 
+def token_expired(*, connection_id: int, user_id: int | None) -> None:
+    """The server refused the account's access token: mark it expired, so the next look-up
+    refreshes it (or, without a refresh token, forgets it). One UPDATE."""
+    rows = McpOAuthToken.objects.filter(connection_id=connection_id)
+    rows = rows.filter(user__isnull=True) if user_id is None else rows.filter(user_id=user_id)
+    rows.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
 def token_revoke(*, connection: McpServerConnection, user_id: int | None) -> bool:
     """Revoke the account's tokens at the authorization server (RFC 7009, when it offers
     revocation; best effort) and delete them here. False when there were none."""

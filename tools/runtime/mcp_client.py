@@ -15,18 +15,25 @@ every web and worker process does) costs no SDK.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from tools.runtime.context import RunContext
 from tools.runtime.mcp_endpoint import AccountNeeded, McpEndpoint, McpUnavailable
 from tools.runtime.tool import Capability, Effect, Suspended, Tool, ToolFailed
 
-# The Authorization header of one call, looked up when it is made (an OAuth connection's
-# token, refreshed if due; tools.mcp_oauth). Raises ToolFailed, or AccountNeeded when a
-# person must connect their account first.
-Credentials = Callable[[RunContext], Awaitable[Mapping[str, str]]]
+
+class Credentials(Protocol):
+    """The Authorization header of one call, looked up when it is made (an OAuth
+    connection's token, refreshed if due: tools.mcp_oauth). Each raises ToolFailed, or
+    AccountNeeded when a person must connect their account first."""
+
+    async def __call__(self, ctx: RunContext) -> Mapping[str, str]: ...
+
+    async def rejected(self, ctx: RunContext) -> None:
+        """The server refused (401) the header just given: renew it, or forget it."""
+
 
 __all__ = [
     "AccountNeeded",
@@ -219,7 +226,9 @@ def build_mcp_tool(
 
 
 class _McpToolCall:
-    """The handler of one remote tool: one MCP session per call."""
+    """The handler of one remote tool: one MCP session per call (two when an OAuth token
+    is refused: it is renewed, or forgotten, and the call made once more; a 401 means the
+    server did nothing with it)."""
 
     def __init__(
         self,
@@ -237,21 +246,31 @@ class _McpToolCall:
         self.credentials = credentials
 
     async def __call__(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
-        if self.credentials is not None:
-            try:
-                headers = dict(await self.credentials(ctx))
-            except AccountNeeded as needed:  # the run waits for the person to connect
-                return Suspended(str(needed), event=needed.event)
-        else:
-            headers = auth_headers(ctx.secrets.get(self.secret_ref)) if self.secret_ref else {}
-        endpoint = replace(self.endpoint, headers=headers)
         try:
-            outcome = await mcp_call_tool(endpoint, self.remote_name, arguments)
-        except McpUnavailable as exc:
-            raise ToolFailed(f"MCP server {self.connection_name} is unavailable: {exc}") from None
+            outcome = await self._call(arguments, ctx)
+        except AccountNeeded as needed:  # the run waits for the person to connect
+            return Suspended(str(needed), event=needed.event)
         if outcome.is_error:
             raise ToolFailed(
                 f"the {self.remote_name} tool of MCP server {self.connection_name} "
                 f"reported an error: {outcome.value}"
             )
         return outcome.value
+
+    async def _call(self, arguments: dict[str, Any], ctx: RunContext) -> McpToolOutcome:
+        for attempt in (1, 2):
+            if self.credentials is not None:
+                headers = dict(await self.credentials(ctx))
+            else:
+                headers = auth_headers(ctx.secrets.get(self.secret_ref)) if self.secret_ref else {}
+            endpoint = replace(self.endpoint, headers=headers)
+            try:
+                return await mcp_call_tool(endpoint, self.remote_name, arguments)
+            except McpUnavailable as exc:
+                refused = exc.reason.startswith("the server refused the credentials (HTTP 401)")
+                if attempt == 1 and refused and self.credentials is not None:
+                    await self.credentials.rejected(ctx)
+                    continue
+                message = f"MCP server {self.connection_name} is unavailable: {exc}"
+                raise ToolFailed(message) from None
+        raise AssertionError("unreachable")
