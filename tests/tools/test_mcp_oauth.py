@@ -426,3 +426,39 @@ def test_an_account_revoked_at_the_server_is_asked_for_again(trio, server, per_u
     assert not McpOAuthToken.objects.filter(connection=per_user, user=trio.bob).exists()
     mine = tool_run(tenant=trio.acme, name="crm__whoami", arguments={}, user=trio.alice)
     assert mine.result == {"result": "alice-at-crm"}  # alice's account is untouched
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_processes_needing_an_expiring_token_refresh_it_once(trio, server, tenant_wide):
+    """The refresh token rotates at each use (the fake spends it), so a second refresh with
+    the same one would lose the account: the row lock makes the second wait and read the
+    first's result. Two threads, two database connections, started together."""
+    import threading
+
+    from django.db import connections
+    from django.utils import timezone
+
+    from tenancy import rls
+
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")  # fmt: skip
+    McpOAuthToken.objects.filter(connection=tenant_wide).update(expires_at=timezone.now())
+    start = threading.Barrier(2)
+    got: list[str] = []
+
+    def need_token() -> None:
+        try:
+            with rls.tenant_scope(trio.acme.pk):
+                start.wait(timeout=10)
+                got.append(access_token(connection=tenant_wide, user_id=None))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=need_token) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    token = McpOAuthToken.objects.get(connection=tenant_wide)
+    assert got == [token.access_token] * 2
+    assert server.refreshes == 1
