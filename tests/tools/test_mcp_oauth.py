@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from django.test import Client
 
-from agents.models import RunEvent
+from agents.models import Run, RunEvent
 from agents.runs import execute_run, run_start, tool_run
 from agents.services import conversation_save
 from tests.factories import login, make_mcp_connection
@@ -462,3 +462,34 @@ def test_two_processes_needing_an_expiring_token_refresh_it_once(trio, server, t
     token = McpOAuthToken.objects.get(connection=tenant_wide)
     assert got == [token.access_token] * 2
     assert server.refreshes == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
+def test_the_chat_stream_shows_the_connect_step(trio, agent):
+    import asyncio
+
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    run = run_start(tenant=trio.acme, agent=agent, input="hi", conversation=chat,
+                    initiated_by=trio.bob, enqueue=False)  # fmt: skip
+    step = {"connection": "crm", "connection_id": 1, "connect_url": "/t/acme/mcp-accounts/1/"
+            "connect/", "message": "Connect your crm account to go on.", "call_id": "c1",
+            "name": "crm__whoami"}  # fmt: skip
+    events = [("account.connect_required", step), ("approval.required", {"via_child": True})]
+    for seq, (kind, payload) in enumerate(events, 1):
+        RunEvent.objects.create(tenant=trio.acme, run=run, seq=seq, type=kind, payload=payload)
+    Run.objects.filter(pk=run.pk).update(status="awaiting_approval")
+    response = login(Client(), trio.bob).get(f"/t/acme/chat/{chat.pk}/runs/{run.pk}/stream/")
+
+    async def read() -> str:  # until the parked run's state is said (the stream stays open)
+        body = ""
+        async with asyncio.timeout(30):
+            async for chunk in response.streaming_content:
+                body += chunk.decode()
+                if "Waiting for you" in body:
+                    break
+        return body
+
+    body = asyncio.run(read())
+    assert "Connect your account" in body and "Connect crm" in body
+    assert "/t/acme/mcp-accounts/1/connect/" in body
+    assert "Waiting for you to connect your account" in body
