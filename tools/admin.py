@@ -153,13 +153,21 @@ class McpServerConnectionForm(TenantScopedForm):
     class Meta:
         model = McpServerConnection
         fields = [
-            "tenant", "name", "url", "auth_header", "enabled", "tool_prefix",
-            "allowed_tool_names", "context_resource_uri", "tool_examples", "timeout_s", "domains",
+            "tenant", "name", "url", "auth_header", "auth_mode", "oauth_scope",
+            "oauth_client_id", "enabled", "tool_prefix", "allowed_tool_names",
+            "context_resource_uri", "tool_examples", "timeout_s", "domains",
         ]  # fmt: skip
         widgets = {
             "allowed_tool_names": forms.Textarea(attrs={"rows": 3, "cols": 60}),
             "tool_examples": forms.Textarea(attrs={"rows": 6, "cols": 60}),
         }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["auth_mode"].required = False  # none (header, when one is given)
+
+    def clean_auth_mode(self) -> str:
+        return self.cleaned_data.get("auth_mode") or "none"
 
     def _post_clean(self) -> None:
         if self.cleaned_data.get("clear_auth_header"):
