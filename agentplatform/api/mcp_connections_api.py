@@ -82,6 +82,12 @@ CHECK_EXAMPLE = {
     },
 }
 
+ACCOUNT_EXAMPLE = {
+    "connected": True,
+    "connected_at": "2025-01-01T12:00:00Z",
+    "expires_at": "2025-01-01T13:00:00Z",
+}
+
 
 @extend_schema_view(
     **crud_schema(
@@ -179,6 +185,7 @@ class McpConnectionViewSet(TenantCrudViewSet):
         parameters=[ID],
         request=None,
         responses={200: McpAccountSerializer, 204: None, **ERRORS},
+        examples=[OpenApiExample("Connected", ACCOUNT_EXAMPLE, response_only=True)],
     )
     @action(detail=True, methods=["get", "delete"])
     def account(self, request: Request, pk: str) -> Response:
