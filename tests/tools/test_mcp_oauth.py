@@ -493,3 +493,24 @@ def test_the_chat_stream_shows_the_connect_step(trio, agent):
     assert "Connect your account" in body and "Connect crm" in body
     assert "/t/acme/mcp-accounts/1/connect/" in body
     assert "Waiting for you to connect your account" in body
+
+
+def test_a_person_may_stop_a_run_waiting_for_their_account(
+    trio, server, per_user, agent, provider_server, django_capture_on_commit_callbacks
+):
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")  # fmt: skip
+    provider_server.script("openai", ToolCallReply([ToolCall("c1", "crm__whoami", "{}")]))
+    chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
+    run = run_start(tenant=trio.acme, agent=agent, input="Who am I?", conversation=chat,
+                    initiated_by=trio.bob, enqueue=False)  # fmt: skip
+    execute_run(run.pk)
+    bob = login(Client(), trio.bob)
+    assert "Your accounts" in bob.get(f"/t/acme/chat/{chat.pk}/").content.decode()
+    bob.post(f"/t/acme/chat/{chat.pk}/runs/{run.pk}/cancel/")
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    with django_capture_on_commit_callbacks(execute=True):  # connecting later wakes nothing
+        connect(bob, server, f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")
+    run.refresh_from_db()
+    assert run.status == "cancelled"
