@@ -452,6 +452,8 @@ class AuditAction(models.TextChoices):
     FACT_EDITED = "fact.edited", "Fact edited"
     FACT_FORGOTTEN = "fact.forgotten", "Fact forgotten"
     FACTS_EXPIRED = "facts.expired", "Expired facts purged"
+    MCP_ACCOUNT_CONNECTED = "mcp_account.connected", "MCP server account connected"
+    MCP_ACCOUNT_DISCONNECTED = "mcp_account.disconnected", "MCP server account disconnected"
 
 
 class AppendOnly(Exception):

@@ -514,3 +514,18 @@ def test_a_person_may_stop_a_run_waiting_for_their_account(
         connect(bob, server, f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")
     run.refresh_from_db()
     assert run.status == "cancelled"
+
+
+def test_connecting_and_disconnecting_are_audited_without_tokens(trio, server, per_user):
+    from tenancy.models import AuditEntry
+
+    bob = login(Client(), trio.bob)
+    connect(bob, server, f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")
+    token = McpOAuthToken.objects.get(connection=per_user, user=trio.bob)
+    bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/disconnect/")
+    entries = list(AuditEntry.objects.filter(action__startswith="mcp_account.").order_by("id"))
+    assert [(e.action, e.user_id, e.details["account"]) for e in entries] == [
+        ("mcp_account.connected", trio.bob.pk, trio.bob.pk),
+        ("mcp_account.disconnected", trio.bob.pk, trio.bob.pk),
+    ]
+    assert token.access_token not in str([e.details for e in entries])

@@ -19,7 +19,8 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from tenancy.models import Membership, Role
+from tenancy.models import AuditAction, Membership, Role
+from tenancy.records import audit
 from tools.mcp_oauth import protocol
 from tools.mcp_oauth.models import McpOAuthClient, McpOAuthToken
 from tools.mcp_oauth.protocol import OAuthHttp, OAuthProblem, TokenRefused, Tokens
@@ -69,6 +70,7 @@ def store_tokens(
         row, _ = McpOAuthToken.objects.update_or_create(
             connection=connection, user_id=user_id, defaults=values
         )
+        _audit(connection, user_id, AuditAction.MCP_ACCOUNT_CONNECTED)
         if user_id is not None:
             transaction.on_commit(lambda: account_connected.send(
                 sender=McpOAuthToken, tenant_id=connection.tenant_id, user_id=user_id,
@@ -140,7 +142,9 @@ def token_revoke(*, connection: McpServerConnection, user_id: int | None) -> boo
                                                token, hint)  # fmt: skip
             except OAuthProblem as exc:
                 logger.info("revoking a token of MCP connection %s failed: %s", connection.pk, exc)
-    McpOAuthToken.objects.filter(pk=row.pk).delete()
+    with transaction.atomic():
+        McpOAuthToken.objects.filter(pk=row.pk).delete()
+        _audit(connection, user_id, AuditAction.MCP_ACCOUNT_DISCONNECTED, reason="revoked")
     return True
 
 
@@ -191,8 +195,22 @@ def _refresh(row: McpOAuthToken, connection: McpServerConnection) -> str:
                                            "scope", "refreshed_at"])  # fmt: skip
                 return locked.access_token
     if refused:  # the grant is gone: so is the token; the account must be connected again
-        McpOAuthToken.objects.filter(pk=row.pk).delete()
+        with transaction.atomic():
+            if McpOAuthToken.objects.filter(pk=row.pk).delete()[0]:
+                _audit(connection, row.user_id, AuditAction.MCP_ACCOUNT_DISCONNECTED,
+                       reason="the server refused to renew it")  # fmt: skip
     raise NotConnected
+
+
+def _audit(
+    connection: McpServerConnection, user_id: int | None, action: str, *, reason: str = ""
+) -> None:
+    """One audit entry; the actor is the request's person (docs/audit-log.md)."""
+    details = {"connection": connection.name, "account": user_id or "tenant"}
+    if reason:
+        details["reason"] = reason
+    audit.record(tenant=connection.tenant_id, action=action, obj=connection,
+                 details=details)  # fmt: skip
 
 
 def _expiry(tokens: Tokens):
