@@ -12,6 +12,7 @@ from agentplatform.api import (
     conversations_api,
     history_api,
     identity_providers_api,
+    mcp_accounts_api,
     mcp_connections_api,
     prices_api,
     providers_api,
@@ -90,6 +91,10 @@ urlpatterns = [
     path("config", config_api.ConfigDocumentView.as_view(), name="api_config"),
     path("sign-in", sign_in_api.SignInView.as_view(), name="api_sign_in"),
     path("time-zone", time_zone_api.TimeZoneView.as_view(), name="api_time_zone"),
+    path("mcp-accounts", mcp_accounts_api.McpAccountsView.as_view(), name="api_mcp_accounts"),
+    path(
+        "mcp-accounts/<int:pk>", mcp_accounts_api.McpAccountView.as_view(), name="api_mcp_account"
+    ),
     *resources.urls,
 ]
 

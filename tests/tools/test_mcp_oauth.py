@@ -529,3 +529,28 @@ def test_connecting_and_disconnecting_are_audited_without_tokens(trio, server, p
         ("mcp_account.disconnected", trio.bob.pk, trio.bob.pk),
     ]
     assert token.access_token not in str([e.details for e in entries])
+
+
+def test_rest_lists_and_disconnects_a_persons_own_accounts_only(trio, server, per_user):
+    from rest_framework.test import APIClient
+
+    from tenancy.services import api_key_create
+
+    connect(login(Client(), trio.bob), server,
+            f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")  # fmt: skip
+    bob = login(APIClient(), trio.bob, tenant=trio.acme)
+    alice = login(APIClient(), trio.alice, tenant=trio.acme)
+    [mine] = bob.get("/api/v1/mcp-accounts").json()
+    assert (mine["connection"], mine["connected"]) == ("crm", True)
+    [hers] = alice.get("/api/v1/mcp-accounts").json()
+    assert hers["connected"] is False and hers["connect_url"].endswith("/connect/")
+    assert alice.delete(f"/api/v1/mcp-accounts/{per_user.pk}").status_code == 204
+    assert McpOAuthToken.objects.filter(user=trio.bob).exists()  # hers, not his
+    _, secret = api_key_create(tenant=trio.acme, name="ci", scopes=["run"])
+    key = APIClient(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert key.get("/api/v1/mcp-accounts").json() == []  # a key has no account of its own
+    assert key.delete(f"/api/v1/mcp-accounts/{per_user.pk}").status_code == 403
+    assert bob.delete(f"/api/v1/mcp-accounts/{per_user.pk}").status_code == 204
+    assert not McpOAuthToken.objects.filter(user=trio.bob).exists()
+    assert bob.delete("/api/v1/mcp-accounts/999999").status_code == 404
+    assert bob.delete("/api/v1/mcp-accounts/x").status_code == 404
