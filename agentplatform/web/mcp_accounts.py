@@ -42,7 +42,9 @@ def client_document_url(request: HttpRequest) -> str:
 
 
 def begin(request: HttpRequest, connection, *, for_tenant: bool, back: str) -> HttpResponse:
-    """Send the person to the server's authorization page, or back with why not."""
+    """Send the person to the server's authorization page, or back with why not. Not by a
+    redirect: a browser checks a redirect after a form against the page's `form-action`
+    (our origin only), so a page takes them there (a refresh, and a link)."""
     try:
         url = connect_begin(
             connection=connection, user=request.user, session=request.session,
@@ -52,7 +54,8 @@ def begin(request: HttpRequest, connection, *, for_tenant: bool, back: str) -> H
     except OAuthProblem as exc:
         messages.error(request, f"{connection.name}: cannot connect: {exc}.")
         return redirect(back)
-    return redirect(url)
+    context = {"connection": connection, "url": url}
+    return render(request, "web/mcp_oauth_continue.html", context)
 
 
 @person_required

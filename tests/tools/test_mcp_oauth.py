@@ -55,8 +55,18 @@ def authorize(server: FakeOAuthMcpServer, location: str, subject: str) -> str:
 
 def connect(client: Client, server, start_path: str, subject: str):
     started = client.post(start_path)
-    assert started.status_code == 302, started.content
-    return client.get(authorize(server, started["Location"], subject))
+    assert started.status_code == 200, started.content
+    return client.get(authorize(server, authorization_url(started), subject))
+
+
+def authorization_url(page) -> str:
+    """Where the page that begins a flow sends the person (its refresh and its link)."""
+    import html
+    import re
+
+    found = re.search(r'id="mcp-oauth-continue" href="([^"]+)"', page.content.decode())
+    assert found, page.content
+    return html.unescape(found.group(1))
 
 
 # -- per tenant ----------------------------------------------------------------------------
@@ -244,7 +254,7 @@ def test_another_tenants_connection_and_another_persons_token_are_out_of_reach(
 def test_a_callback_state_is_single_use_and_bound_to_its_person(trio, server, per_user):
     bob = login(Client(), trio.bob)
     started = bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/connect/")
-    back = authorize(server, started["Location"], "bob-at-crm")
+    back = authorize(server, authorization_url(started), "bob-at-crm")
     # Another person's session cannot complete bob's flow (their session has no such state).
     alice = login(Client(), trio.alice)
     stolen = alice.get(back)
