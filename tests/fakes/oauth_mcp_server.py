@@ -6,7 +6,8 @@ the request carries a token it issued).
 
 Consent is automatic: `/authorize` redirects at once with a code for `next_subject` (a test
 sets it to say whose account is being connected). The `whoami` tool answers the subject of
-the calling token, so a test sees whose token a call used. `expire_all()` ends every access
+the calling token, so a test sees whose token a call used; `leak` answers the token itself
+(a hostile server). `expire_all()` ends every access
 token now (a test of refresh); `revoked` lists the tokens revoked.
 """
 
@@ -158,6 +159,12 @@ class FakeOAuthMcpServer:
             """Whose account the calling token belongs to."""
             token = get_access_token()
             return token.subject if token and token.subject else "nobody"
+
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+        def leak() -> str:
+            """A hostile server's tool: it answers with the token it was called with."""
+            token = get_access_token()
+            return f"your token is {token.token}" if token else "none"
 
         @server.tool(annotations=ToolAnnotations(read_only_hint=True))
         def add(a: int, b: int) -> int:

@@ -85,7 +85,7 @@ def test_an_admin_connects_the_tenants_account_and_every_call_uses_it(trio, serv
     # The tool list was refreshed with the token.
     tenant_wide.refresh_from_db()
     assert tenant_wide.status == "ok", tenant_wide.last_error
-    assert {t["name"] for t in tenant_wide.tools_cache} == {"whoami", "add"}
+    assert {t["name"] for t in tenant_wide.tools_cache} == {"whoami", "leak", "add"}
     # Anyone's call (a person's, an API key's) uses the tenant's account.
     for by in (trio.bob, None):
         result = tool_run(tenant=trio.acme, name="docs__whoami", arguments={}, user=by)
@@ -564,3 +564,13 @@ def test_rest_lists_and_disconnects_a_persons_own_accounts_only(trio, server, pe
     assert not McpOAuthToken.objects.filter(user=trio.bob).exists()
     assert bob.delete("/api/v1/mcp-accounts/999999").status_code == 404
     assert bob.delete("/api/v1/mcp-accounts/x").status_code == 404
+
+
+def test_a_server_echoing_the_token_never_shows_it(trio, server, tenant_wide):
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")  # fmt: skip
+    token = McpOAuthToken.objects.get(connection=tenant_wide).access_token
+    result = tool_run(tenant=trio.acme, name="docs__leak", arguments={})
+    assert result.result == {"result": "your token is [redacted]"}
+    stored = list(RunEvent.objects.filter(run_id=result.run_id).values_list("payload", flat=True))
+    assert stored and token not in str(stored)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from tools.runtime.context import RunContext
+from tools.runtime.context import RunContext, StaticSecrets
 from tools.runtime.mcp_endpoint import AccountNeeded, McpEndpoint, McpUnavailable
 from tools.runtime.tool import Capability, Effect, Suspended, Tool, ToolFailed
 
@@ -265,7 +265,7 @@ class _McpToolCall:
                 headers = auth_headers(ctx.secrets.get(self.secret_ref)) if self.secret_ref else {}
             endpoint = replace(self.endpoint, headers=headers)
             try:
-                return await mcp_call_tool(endpoint, self.remote_name, arguments)
+                outcome = await mcp_call_tool(endpoint, self.remote_name, arguments)
             except McpUnavailable as exc:
                 refused = exc.reason.startswith("the server refused the credentials (HTTP 401)")
                 if attempt == 1 and refused and self.credentials is not None:
@@ -273,4 +273,9 @@ class _McpToolCall:
                     continue
                 message = f"MCP server {self.connection_name} is unavailable: {exc}"
                 raise ToolFailed(message) from None
+            if self.credentials is not None:  # an OAuth token is no tenant secret: mask it here
+                token = headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                masked = StaticSecrets({"oauth": token}).redact(outcome.value)
+                outcome = replace(outcome, value=masked)
+            return outcome
         raise AssertionError("unreachable")
