@@ -196,12 +196,16 @@ def mcp_connection_delete(*, tenant: Tenant, connection: McpServerConnection) ->
     delete_recorded(connection)
 
 
-def mcp_oauth_finish(*, session: Any, user: Any, state: str, code: str, error: str) -> Connected:
+def mcp_oauth_finish(
+    *, session: Any, user: Any, state: str, code: str, error: str, iss: str = ""
+) -> Connected:
     """The callback of a connection's OAuth flow (tools.mcp_oauth.connect_complete), then
     its tool list refreshed with the new token when it is the tenant's, or when the list was
     never fetched (a per-person connection's first admin to connect). Its connection comes
     back with its tenant loaded. OAuthProblem, PermissionDenied."""
-    done = connect_complete(session=session, user=user, state=state, code=code, error=error)
+    done = connect_complete(
+        session=session, user=user, state=state, code=code, error=error, iss=iss
+    )
     with rls.tenant_scope(done.connection.tenant_id):
         connection = McpServerConnection.objects.select_related("tenant").get(pk=done.connection.pk)
         if done.for_tenant or connection.status != McpStatus.OK:

@@ -104,6 +104,7 @@ def mcp_oauth_callback(request: HttpRequest) -> HttpResponse:
         done = mcp_oauth_finish(
             session=request.session, user=request.user, state=request.GET.get("state", ""),
             code=request.GET.get("code", ""), error=request.GET.get("error", ""),
+            iss=request.GET.get("iss", ""),
         )  # fmt: skip
     except OAuthProblem as exc:
         return render(request, "web/mcp_oauth_failed.html", {"reason": str(exc)}, status=400)

@@ -263,6 +263,12 @@ def test_a_callback_state_is_single_use_and_bound_to_its_person(trio, server, pe
     replay = bob.get(back)
     assert replay.status_code == 400 and b"unknown or expired" in replay.content
     assert McpOAuthToken.objects.filter(connection=per_user).count() == 1
+    started = bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/connect/")
+    mixed = (
+        authorize(server, authorization_url(started), "bob-at-crm") + "&iss=https://evil.example"
+    )
+    refused = bob.get(mixed)
+    assert refused.status_code == 400 and b"another authorization server" in refused.content
     denied = bob.get("/mcp-oauth/callback?state=x&error=access_denied")
     assert denied.status_code == 400
     assert login(Client(), trio.bob).get("/mcp-oauth/callback").status_code == 400

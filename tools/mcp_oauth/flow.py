@@ -24,7 +24,7 @@ from tenancy import rls
 from tenancy.models import Membership, Role
 from tools.mcp_oauth import protocol
 from tools.mcp_oauth.models import ClientSource, McpOAuthClient
-from tools.mcp_oauth.protocol import AuthServer, OAuthHttp, OAuthProblem
+from tools.mcp_oauth.protocol import AuthServer, OAuthHttp, OAuthProblem, issuers_match
 from tools.mcp_oauth.tokens import client_of, oauth_http, store_tokens
 from tools.models import McpAuthMode, McpServerConnection
 
@@ -85,10 +85,12 @@ def connect_begin(
 
 
 def connect_complete(
-    *, session: Any, user: AbstractBaseUser, state: str, code: str, error: str = ""
-) -> Connected:
+    *, session: Any, user: AbstractBaseUser, state: str, code: str, error: str = "",
+    iss: str = "",
+) -> Connected:  # fmt: skip
     """Take the pending flow named by `state` (once: it leaves the session whatever
-    happens) and exchange `code` for tokens, stored for the tenant or the person.
+    happens) and exchange `code` for tokens, stored for the tenant or the person. An `iss`
+    (RFC 9207) must name the authorization server the flow went to (a mix-up otherwise).
     OAuthProblem, with why, for anything amiss; PermissionDenied when the flow is another
     person's or the person has left the tenant."""
     flows = dict(session.get(SESSION_KEY) or {})
@@ -113,6 +115,8 @@ def connect_complete(
         ).first()
     if membership is None or connection is None or client is None:
         raise PermissionDenied("This connection is no longer yours to connect.")
+    if iss and not issuers_match(iss, client.issuer):
+        raise OAuthProblem("the answer came from another authorization server than asked")
     if flow["for_tenant"] and membership.role not in (Role.OWNER, Role.ADMIN):
         raise PermissionDenied("Only an admin connects the tenant's account.")
     grant = {

@@ -58,6 +58,13 @@ class Tokens:
     scope: str
 
 
+def issuers_match(a: str, b: str) -> bool:
+    """RFC 8414 §3.3's simple comparison (a root issuer with or without its slash alike)."""
+    from mcp.client.auth.utils import issuers_match as sdk_issuers_match
+
+    return sdk_issuers_match(a, b)
+
+
 def pkce_pair() -> tuple[str, str]:
     """(verifier, S256 challenge), RFC 7636."""
     verifier = secrets.token_urlsafe(48)
@@ -125,7 +132,6 @@ async def discover(http: OAuthHttp, server_url: str) -> AuthServer:
     from mcp.client.auth.utils import (
         build_oauth_authorization_server_metadata_discovery_urls,
         build_protected_resource_metadata_discovery_urls,
-        issuers_match,
     )
     from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
     from pydantic import ValidationError
