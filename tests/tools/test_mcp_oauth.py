@@ -148,6 +148,8 @@ def test_a_run_pauses_until_its_person_connects_then_uses_their_token_only(
     assert "Connect your account: <code>crm</code>" in page
     assert f'href="{step["connect_url"]}"' in page
     assert "Waiting for you to connect your account" in page
+    timeline = admin.get(f"/t/acme/runs/{run.pk}/")  # the run's record shows the step
+    assert timeline.status_code == 200 and "account.connect_required" in timeline.content.decode()
     # Bob connects his own account from the link: the run is queued again and goes on.
     assert "Connect your crm account" in bob.get(step["connect_url"]).content.decode()
     with django_capture_on_commit_callbacks(execute=True):  # (as the commit would)
