@@ -439,6 +439,9 @@ class Run(models.Model):
     # The configuration versions it ran with (tenancy/records/history.py): its agent
     # or crew, the agent's connection and tool definitions, as {"agents.agent": [[id, n]]}.
     config_versions = models.JSONField(default=dict, blank=True)
+    # A workflow run's document as it started, {"digest", "definition"}: it runs (and is
+    # resumed with) the steps it began with, whatever edits the workflow since.
+    workflow_snapshot = models.JSONField(null=True, blank=True)
     # An evaluation's run of a draft (agents/publishing.py): the agent or crew as drafted,
     # never a chat's run.
     agent_draft = models.ForeignKey(

@@ -2,7 +2,9 @@
 
 A run's usage holds its model's calls and the calls its tools made to other models (the
 `llm` built-in: a `tool.usage` event names each one's connection and model). Those are
-priced at their own model; the rest at the run's.
+priced at their own model; the rest at the run's. A workflow run has no model of its own:
+its outcome names every model its steps called (`RunOutcome.priced`: its agent steps' and
+its tool steps' calls, kept in its durable records), each priced at its own.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ def run_own_cost(
     own: Usage,
     pending: Iterable[tuple[str, dict[str, Any]]],
     tool_usage: list[dict[str, Any]] | None = None,
+    priced: list[dict[str, Any]] | None = None,
 ) -> Decimal:
     """`own`: the run's usage without its children's; `pending`: its events not written
     yet (type, payload); `tool_usage`: the payloads of all its `tool.usage` events when the
     caller saw every one (a run's first attempt), else None. One query for its stored
     `tool.usage` events (none given `tool_usage`), and one for the connections they name
-    when there are any."""
+    when there are any. `priced`: model calls priced at their own model besides (a workflow
+    run's: RunOutcome.priced)."""
     if tool_usage is None:
         tool_usage = _tool_usage_payloads(run, pending)
+    if priced:
+        tool_usage = [*tool_usage, {"models": priced}]
     cost, used = spent_by_tools(run.tenant_id, tool_usage)
     if run.model:
         rest = Usage(*(max(a - b, 0) for a, b in zip(_tuple(own), _tuple(used), strict=True)))

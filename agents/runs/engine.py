@@ -729,7 +729,8 @@ def finalize(
         own = outcome.usage if run.crew and run.crew.mode == "hierarchical" else Usage()
         children, children_cost = _children_totals(run.pk)
         usage = own + children
-    cost = run_own_cost(run, own, ((e.type, e.payload) for e, _ in batch.events), tool_usage)
+    pending = ((e.type, e.payload) for e, _ in batch.events)
+    cost = run_own_cost(run, own, pending, tool_usage, outcome.priced)
     final = Batch(
         events=batch.events,
         fields={

@@ -11,6 +11,9 @@ any run), checkpointed after every step, and resumed by whichever worker claims 
   recurse), and every step's output is recorded in the run's state (`{"workflow":
   StepRecords}`) as it completes: a resumed run reuses them, and a tool step's write
   started before a crash is never repeated (agents/runtime/workflow.py).
+  It compiles the document the run snapshotted as it started (`Run.workflow_snapshot`),
+  so an edit since never shifts the steps its records name. Its cost is its steps' model
+  calls, each priced at its own model (`spent`: `RunOutcome.priced`).
 
 The run's input is the workflow's JSON input (`Run.input` holds it as JSON text); its
 output, the workflow's output (`Run.output` as text, `structured_output` as data).
@@ -19,6 +22,7 @@ output, the workflow's output (`Run.output` as text, `structured_output` as data
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -67,18 +71,29 @@ CANCEL_POLL_S = 0.5  # how often a running workflow reads its cancel flag
 
 
 def compiled_workflow(
-    definition: WorkflowDefinition, *, tools: ToolRegistry | None = None
+    definition: WorkflowDefinition,
+    *,
+    tools: ToolRegistry | None = None,
+    document: dict[str, Any] | None = None,
 ) -> CompiledWorkflow:
-    """The runtime workflow of a stored definition: agents.workflows' compiler, against the
-    tenant's tools (`tools`: the registry its steps get, else the tenant's) and the agents
-    it names (their specs now); WorkflowInvalid (a ConfigurationError: the tenant admin's to
-    fix) with every problem at its path."""
+    """The runtime workflow of a stored definition (`document`: its document as a run
+    snapshotted it, else as it is now): agents.workflows' compiler, against the tenant's
+    tools (`tools`: the registry its steps get, else the tenant's) and the agents it names
+    (their specs now); WorkflowInvalid (a ConfigurationError: the tenant admin's to fix)
+    with every problem at its path."""
     return workflow_compile(
         tenant=definition.tenant,
-        definition=definition.definition,
+        definition=definition.definition if document is None else document,
         label=definition.slug,
         registry=tools,
     )
+
+
+def snapshot(document: dict[str, Any]) -> dict[str, Any]:
+    """What a workflow run keeps of its document (`Run.workflow_snapshot`): the document, and
+    its digest (a run page or a query tells runs of one version of the steps apart)."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return {"digest": hashlib.sha256(canonical.encode()).hexdigest(), "definition": document}
 
 
 def steps_registry(tenant_id: int) -> ToolRegistry:
@@ -145,6 +160,7 @@ def workflow_start(
             api_key.pk if api_key else parent and parent.initiated_by_api_key_id
         ),
         input=text,
+        workflow_snapshot=snapshot(workflow.definition),
         correlation_id=parent.correlation_id if parent is not None else uuid.uuid4().hex,
         traceparent=current_traceparent(),
         queued_at=timezone.now(),
@@ -186,6 +202,7 @@ class _Prepared:
     registry: ToolRegistry
     secrets: Any
     adapters: dict[str, Any]
+    connections: dict[str, str]  # each agent step's connection (by agent name), to price it
     ctx: Any  # the RunContext its tool steps get
 
 
@@ -196,8 +213,11 @@ def _prepare(run: Run) -> _Prepared | str:
         return "the workflow of this run was deleted"
     toolbox = tenant_tools(run.tenant_id)
     registry = steps_registry(run.tenant_id)
-    compiled = compiled_workflow(definition, tools=registry)
-    adapters = {}
+    # The steps it began with (its records' paths are theirs), not the workflow as edited
+    # since; a run from before snapshots were kept has none.
+    began_with = (run.workflow_snapshot or {}).get("definition")
+    compiled = compiled_workflow(definition, tools=registry, document=began_with)
+    adapters, connections = {}, {}
     for spec in _agent_specs(compiled.workflow):
         if spec.name in adapters:
             continue
@@ -207,8 +227,9 @@ def _prepare(run: Run) -> _Prepared | str:
             return "no provider connection: an admin must add one (Admin → Provider connections)"
         meter = quotas.Meter.for_run(run, agent.pk if agent else None)
         adapters[spec.name] = quotas.metered(adapter_for(connection), meter)
+        connections[spec.name] = connection.name
     ctx = run_tool_context(run, toolbox.secrets)
-    return _Prepared(compiled, registry, toolbox.secrets, adapters, ctx)
+    return _Prepared(compiled, registry, toolbox.secrets, adapters, connections, ctx)
 
 
 def _agent_specs(step: Step) -> Iterator[AgentSpec]:
@@ -262,11 +283,11 @@ async def execute_workflow(run: Run, sink: RunEventSink) -> RunOutcome:
             if not running.done() and await is_cancelled():
                 running.cancel()
                 await asyncio.gather(running, return_exceptions=True)
-                cancelled = RunOutcome(status=RunStatus.CANCELLED, usage=records.usage)
+                cancelled = RunOutcome(status=RunStatus.CANCELLED, **spent(records, prepared))
                 return await _end(sink, cancelled)
         output = running.result()
     except WorkflowFailed as exc:
-        failed = RunOutcome(status=RunStatus.FAILED, error=str(exc), usage=records.usage)
+        failed = RunOutcome(status=RunStatus.FAILED, error=str(exc), **spent(records, prepared))
         return await _end(sink, failed)
     finally:
         if not running.done():  # the engine's task was cancelled (a lost lease)
@@ -276,9 +297,21 @@ async def execute_workflow(run: Run, sink: RunEventSink) -> RunOutcome:
         status=RunStatus.SUCCEEDED,
         output=result_text(output),
         structured_output=structured,
-        usage=records.usage,  # its agent steps' tokens (their cost is not priced yet)
+        **spent(records, prepared),
     )
     return await _end(sink, outcome)
+
+
+def spent(records: StepRecords, prepared: _Prepared) -> dict[str, Any]:
+    """The outcome's usage: its steps' model calls (their tokens, and each call priced at its
+    own model: an agent step's at its agent's connection)."""
+    priced = []
+    for entry in records.spent:
+        entry = dict(entry)
+        if agent := entry.pop("agent", None):
+            entry["connection"] = prepared.connections.get(agent, "")
+        priced.append(entry)
+    return {"usage": records.usage, "priced": priced}
 
 
 def _adapter_for(adapters: dict[str, Any]) -> Callable[[AgentSpec], Any]:

@@ -114,3 +114,6 @@ class RunOutcome:
     suspended: list[ToolCall] = field(default_factory=list)  # calls waiting on a child run
     client_calls: list[ToolCall] = field(default_factory=list)  # for the API caller to run
     evidence: list[dict[str, Any]] = field(default_factory=list)  # agents/runtime/claims.py
+    # Model calls its usage holds, each priced at its own model (ModelTokens dicts: a
+    # workflow run's steps, which call more than one model; agents/runs/costs.py).
+    priced: list[dict[str, Any]] = field(default_factory=list)

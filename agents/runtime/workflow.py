@@ -115,8 +115,27 @@ class StepRecords:
         saved = saved or {}
         self.outputs: dict[str, Any] = dict(saved.get("outputs", {}))
         self.calls: dict[str, dict[str, Any]] = dict(saved.get("calls", {}))
-        self.usage = Usage(*saved.get("usage", ()))  # the completed agent steps' tokens
+        self.usage = Usage(*saved.get("usage", ()))  # the tokens of its steps' model calls
+        # The same calls by model, to be priced at each one's: ModelTokens dicts, an agent
+        # step's own calls with its agent's name (its connection is the run's to know).
+        self.spent: list[dict[str, Any]] = list(saved.get("spent", []))
         self._save = save
+
+    def spend(self, models: list[dict[str, Any]], *, counted: bool = False) -> None:
+        """Keep what a step spent on models (`counted`: its tokens are in `usage` already);
+        one entry per connection, agent and model."""
+        for model in models:
+            tokens = Usage(*(int(model.get(f) or 0) for f in _TOKEN_FIELDS))
+            if not counted:
+                self.usage += tokens
+            key = (model.get("connection", ""), model.get("agent", ""), model.get("model", ""))
+            for entry in self.spent:
+                if (entry.get("connection", ""), entry.get("agent", ""), entry["model"]) == key:
+                    for f in _TOKEN_FIELDS:
+                        entry[f] = int(entry.get(f) or 0) + int(model.get(f) or 0)
+                    break
+            else:
+                self.spent.append({k: v for k, v in model.items() if v != ""})
 
     def to_dict(self) -> dict[str, Any]:
         usage = self.usage
@@ -130,6 +149,7 @@ class StepRecords:
             "outputs": self.outputs,
             "calls": self.calls,
             **({"usage": spent} if any(spent) else {}),
+            **({"spent": self.spent} if self.spent else {}),
         }
 
     def output(self, path: str) -> tuple[bool, Any]:
@@ -295,6 +315,7 @@ class AgentStep(Step):
             )
         records = wctx.records
         state = records.call_state(wctx.path) if records is not None else None
+        events = _AgentEvents(wctx.sink or NullSink(), self.label)
         outcome = await run_agent(
             spec=self.spec,
             adapter=adapter,
@@ -302,11 +323,24 @@ class AgentStep(Step):
             ctx=wctx.ctx,
             state=state,  # a durable run's: the loop resumes where it was
             input=(self.prompt or _as_prompt)(value),
-            sink=_AgentEvents(wctx.sink, self.label) if wctx.sink is not None else None,
+            sink=events,
             checkpoint=records.checkpoint(wctx.path) if records is not None else None,
         )
         if records is not None:  # stored with the step's output, as it completes
             records.usage += outcome.usage
+            # Its tools' model calls at their models; the rest are its agent's own.
+            tools = Usage()
+            for model in events.tools_spent:
+                tools += Usage(*(int(model.get(f) or 0) for f in _TOKEN_FIELDS))
+            records.spend(events.tools_spent, counted=True)
+            own = [
+                max(a - b, 0) for a, b in zip(_tokens(outcome.usage), _tokens(tools), strict=True)
+            ]
+            if any(own):
+                entry = {"agent": self.spec.name, "model": self.spec.model}
+                records.spend(
+                    [{**entry, **dict(zip(_TOKEN_FIELDS, own, strict=True))}], counted=True
+                )
         if outcome.status is not RunStatus.SUCCEEDED:
             reason = f": {outcome.error}" if outcome.error else ""
             raise WorkflowFailed(
@@ -602,8 +636,11 @@ class _AgentEvents:
     def __init__(self, sink: EventSink, step: str) -> None:
         self.sink = sink
         self.step = step
+        self.tools_spent: list[dict[str, Any]] = []  # what its tools' own model calls spent
 
     async def emit(self, type: str, payload: dict[str, Any]) -> None:
+        if type == "tool.usage":
+            self.tools_spent.extend(payload["models"])
         await self.sink.emit(f"workflow.agent.{type}", {"step": self.step, **payload})
 
 
@@ -622,6 +659,8 @@ class _ToolEvents:
         if type == "tool.usage":
             for model in payload["models"]:
                 usage.add(enclosing, ModelTokens(**model))
+            if self.wctx.records is not None:  # a durable run's: priced as the run's
+                self.wctx.records.spend(payload["models"])
         elif type == "tool.quota_exceeded":
             usage.refuse(
                 enclosing, {k: v for k, v in payload.items() if k not in ("call_id", "name")}
@@ -684,6 +723,15 @@ def _summary(value: Any, secrets: SecretAccessor) -> Any:
         if len(text) <= SUMMARY_CHARS:
             return value
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "…"
+
+
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _tokens(usage: Usage) -> tuple[int, int, int, int]:
+    return (
+        usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+    )  # fmt: skip
 
 
 def _ms(started: float) -> float:

@@ -129,6 +129,32 @@ def test_a_resumed_workflow_run_reuses_the_recorded_write(trio, orders, workflow
     assert not RunEvent.objects.filter(run=run, type="run.started").exists()
 
 
+def test_a_run_resumes_with_the_steps_it_began_with_whatever_the_edits_since(
+    trio, orders, workflow
+):
+    run = runs.workflow_start(
+        tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
+    )
+    assert run.workflow_snapshot["definition"] == ORDER
+    assert len(run.workflow_snapshot["digest"]) == 64
+    Run.objects.filter(pk=run.pk).update(state={"workflow": {"outputs": {"1": PLACED}}})
+    # Edited after the crash: its steps are now others, their paths another's.
+    edited = {"input": ORDER_INPUT, "steps": [{"id": "only", "transform": "'edited'"}]}
+    WorkflowDefinition.objects.filter(pk=workflow.pk).update(definition=edited)
+
+    assert execute_run(run.pk) == "succeeded"
+
+    run.refresh_from_db()
+    assert run.structured_output == {"receipt": "order 5", "total": 42}  # the steps it began
+    assert orders.requests == []  # and its recorded write reused
+    again = runs.workflow_start(
+        tenant=trio.acme, workflow=WorkflowDefinition.objects.get(pk=workflow.pk),
+        input={"item": "widget"}, enqueue=False,
+    )  # fmt: skip
+    assert execute_run(again.pk) == "succeeded"
+    assert Run.objects.get(pk=again.pk).output == "edited"  # a new run: the workflow now
+
+
 def test_a_write_interrupted_in_flight_fails_the_run_rather_than_repeat_it(trio, orders, workflow):
     run = runs.workflow_start(
         tenant=trio.acme, workflow=workflow, input={"item": "widget"}, enqueue=False
