@@ -24,6 +24,12 @@ class AgentsConfig(AppConfig):
         # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
         register_config_check(check_saved_object)
 
+        from agents.workflows import refusals_to_delete
+        from base.config_checks import register_delete_check
+
+        # A tool or agent a saved workflow names is not deleted from under it.
+        register_delete_check(refusals_to_delete)
+
         from agents.publishing import draft_evaluated
         from agents.signals import evaluation_ended
 

@@ -10,6 +10,12 @@ compiler's check at startup (`AgentsConfig.ready`).
 
 A caller that has compiled the end state of several changes itself (the document import,
 whose changes must not depend on their order) sets `graph_checked = True` on the instance.
+
+Deleting one is asked the same way: `ConfigObject.delete()` (every face's deletion: the
+services behind REST, the pages and the document import, the admin's delete view) and
+`refusals_to_delete` (the admin's confirmation page and bulk action) ask the registered
+delete checks, so another app may refuse it (agents: a workflow names this tool or agent)
+without this object's app importing it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,22 @@ from django.core.exceptions import ValidationError
 # -> None, or ValidationError
 ConfigCheck = Callable[[Any, frozenset[str], frozenset[str]], None]
 _checks: list[ConfigCheck] = []
+
+
+# (the object about to be deleted) -> why it may not be (each a sentence), or []
+DeleteCheck = Callable[[Any], list[str]]
+_delete_checks: list[DeleteCheck] = []
+
+
+def register_delete_check(check: DeleteCheck) -> None:
+    """Ask `check` before every deletion of a `ConfigObject` (once per check)."""
+    if all(known is not check for known in _delete_checks):
+        _delete_checks.append(check)
+
+
+def refusals_to_delete(instance: Any) -> list[str]:
+    """Why `instance` may not be deleted (the registered checks' sentences), or []."""
+    return [reason for check in _delete_checks for reason in check(instance)]
 
 
 def register_config_check(check: ConfigCheck) -> None:
@@ -66,3 +88,9 @@ class ConfigObject:
                 errors = exc.update_error_dict(errors)
         if errors:
             raise ValidationError(errors)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        """ValidationError, and nothing deleted, when a registered check refuses it."""
+        if refused := refusals_to_delete(self):
+            raise ValidationError(refused)
+        return super().delete(*args, **kwargs)  # type: ignore[misc]

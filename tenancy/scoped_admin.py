@@ -21,6 +21,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.http import urlencode
 
+from base.config_checks import refusals_to_delete
 from tenancy.admin_site import admin_tenant_ids
 from tenancy.models import Tenant
 from tenancy.records import audit, history
@@ -240,6 +241,14 @@ class TenantScopedAdmin(HiddenRowsAre404, admin.ModelAdmin):
         super().save_related(request, form, formsets, change)
         # After the inlines (a crew's members), in the admin's transaction: the new version.
         history.record(form.instance, actor=request.user, request=request)
+
+    def get_deleted_objects(self, objs, request):
+        """What another app's delete check refuses (`base.config_checks`: a workflow names
+        this tool) is listed as protected: the admin's confirmation page says why, and
+        neither it nor the bulk action deletes anything."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        refused = [f"{obj}: {reason}" for obj in objs for reason in refusals_to_delete(obj)]
+        return deleted, counts, perms_needed, [*protected, *refused]
 
     def delete_model(self, request, obj) -> None:
         if not self._may(request, obj):
