@@ -38,18 +38,6 @@ class AgentsConfig(AppConfig):
 
         start_tracing()
         register_history()
-        register_workflow_tools()
-
-
-def register_workflow_tools() -> None:
-    """A tenant's workflows exposed as tools join its registry (agents/workflow_tools.py):
-    the platform's own tenant tool source, registered here rather than by an entry point in
-    pyproject.toml, whose installed metadata every checkout of this environment shares."""
-    from agents.workflow_tools import WORKFLOW_TOOLS
-    from base.plugins import OWN_PACKAGE, Plugin
-    from tools.tool_sources import add_tenant_tool_source
-
-    add_tenant_tool_source(WORKFLOW_TOOLS, Plugin("workflows", WORKFLOW_TOOLS, OWN_PACKAGE))
 
 
 def start_tracing() -> None:

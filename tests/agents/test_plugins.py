@@ -45,7 +45,7 @@ def test_the_platforms_own_come_from_its_entry_points():
     }  # fmt: skip
     assert set(KINDS) >= {"orchestrator", "simple", "remote"}
     assert [label for _, label in _sources] == ["knowledge", "knowledge", "memory"]
-    assert {p.name for p in plugins.load(plugins.TENANT_TOOL_SOURCES)} == {"mcp"}
+    assert {p.name for p in plugins.load(plugins.TENANT_TOOL_SOURCES)} == {"mcp", "workflows"}
     # (and the workflows exposed as tools, registered by agents' ready(): agents/apps.py)
     assert [source.label for source in tool_sources.SOURCES] == ["MCP server", "workflow"]
     assert dict(tool_sources.SOURCE_ORIGINS) == {
