@@ -301,7 +301,7 @@ class RunAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     list_display = [
         "id", "agent", "status", "model", "tokens", "total_cost_usd", "created_at", "duration"
     ]  # fmt: skip
-    list_filter = ["status", "agent", "trigger"]
+    list_filter = ["status", "agent", "workflow", "trigger"]
     list_select_related = ["agent"]
     search_fields = ["correlation_id"]
     fieldsets = RUN_FIELDSETS
@@ -715,5 +715,5 @@ class RecordedToolTestAdmin(ToolDefinitionAdmin):
 admin.site.unregister(ToolDefinition)
 admin.site.register(ToolDefinition, RecordedToolTestAdmin)
 
-# (importing them registers the crew and trigger admins)
-from agents import crew_admin, trigger_admin  # noqa: E402, F401
+# (importing them registers the crew, trigger and workflow admins)
+from agents import crew_admin, trigger_admin, workflow_admin  # noqa: E402, F401
