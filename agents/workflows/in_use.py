@@ -10,6 +10,7 @@ from typing import Any
 from agents.models import Agent, WorkflowDefinition
 from agents.runtime.declared_workflows.compiler import definition_references
 from tools.models import ToolDefinition
+from tools.runtime.builtins import BUILTINS
 
 
 def workflows_naming(*, tenant_id: int, tool: str = "", agent: str = "") -> list[str]:
@@ -29,6 +30,8 @@ def refusals_to_delete(instance: Any) -> list[str]:
     """Why `instance` (a tool definition, an agent) may not be deleted: the workflows using
     it. A delete check (`base.config_checks.register_delete_check`)."""
     if isinstance(instance, ToolDefinition):
+        if BUILTINS.has(instance.name):  # a built-in it replaced comes back in its place
+            return []
         noun, named = "tool", {"tool": instance.name}
     elif isinstance(instance, Agent):
         noun, named = "agent", {"agent": instance.slug}

@@ -27,6 +27,8 @@ DEFINITION = {
         {"id": "note", "agent": "writer", "prompt": "to_string(sum)"},
     ]
 }
+CALCULATOR_INPUT = {"type": "object", "properties": {"expression": {"type": "string"}}}
+SUM_STEP = {"id": "sum", "tool": "calculator", "arguments": {"expression": "'1 + 1'"}}
 TOOL_REFUSED = "Workflow “brief” uses this tool: change or delete it first."
 AGENT_REFUSED = "Workflow “brief” uses this agent: change or delete it first."
 
@@ -123,3 +125,14 @@ def test_an_import_pruning_them_while_the_workflow_stays_is_refused(trio, used):
     }, plan.as_dict()  # fmt: skip
     assert ToolDefinition.objects.filter(name="adder").exists()
     assert Agent.objects.filter(slug="writer").exists()
+
+
+def test_a_definition_replacing_a_built_in_may_go_the_built_in_comes_back(trio):
+    replacement = make_tool(trio.acme, "calculator", input_schema=CALCULATOR_INPUT)
+    workflows.workflow_save(
+        tenant=trio.acme,
+        changes={"slug": "sum", "name": "Sum", "definition": {"steps": [SUM_STEP]}},
+    )
+    tool_definition_delete(tenant=trio.acme, definition=replacement)
+    assert not ToolDefinition.objects.filter(pk=replacement.pk).exists()
+    workflows.workflow_compile(tenant=trio.acme, definition={"steps": [SUM_STEP]})  # still runs
