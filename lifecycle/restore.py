@@ -33,6 +33,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 
 from base import encryption
 from lifecycle import backup
@@ -72,6 +73,13 @@ def _manifest(archive: tarfile.TarFile) -> dict:
         raise CommandError(
             f"Backup format {manifest.get('format')!r} is not the one this release reads "
             f"({FORMAT}): restore it with the release that made it, then upgrade."
+        )
+    known = {f"{app}.{name}" for app, name in MigrationLoader(None).disk_migrations}
+    unknown = sorted(set(manifest["migrations"]) - known)
+    if unknown:
+        raise CommandError(
+            f"The backup was made by a newer release: it had applied {len(unknown)} migrations "
+            f"this one lacks (e.g. {unknown[0]}). Restore it with that release or a later one."
         )
     return manifest
 

@@ -4,6 +4,7 @@ FIELD_ENCRYPTION_KEYS; a non-empty target is refused (lifecycle/backup.py, resto
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -13,12 +14,14 @@ import tarfile
 import urllib.request
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from agents.conversations import attachment_upload
 from agents.models import Conversation, Run, RunEvent
+from lifecycle import restore
 from rag.models import Document, KnowledgeBase
 from tenancy import services as tenancy
+from tenancy.models import Tenant
 from tests.conftest import ROOT
 from tests.factories import add_member, make_agent, make_connection, make_tenant, make_user
 from tests.live_server import free_port
@@ -147,3 +150,36 @@ def test_a_running_platform_backed_up_restores_into_a_fresh_data_dir(
     assert keyless.returncode != 0
     assert "cannot be decrypted with FIELD_ENCRYPTION_KEYS" in keyless.stderr
     assert "sk-kept-secret" not in keyless.stdout + keyless.stderr
+
+
+def test_restore_refuses_a_damaged_a_newer_or_a_non_empty_target_changing_nothing(
+    transactional_db, tmp_path
+):
+    good = tmp_path / "good.tar"
+    call_command("backup", "--output", str(good))
+    with pytest.raises(CommandError, match="exists: give a new file name"):
+        call_command("backup", "--output", str(good))
+    with tarfile.open(good) as archive:
+        members = {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+
+    def variant(name: str, **changed: bytes):
+        path = tmp_path / name
+        with tarfile.open(path, "w") as archive:
+            for member, data in {**members, **changed}.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        return path
+
+    dump = bytearray(members["database.dump"])
+    dump[-1] ^= 0xFF
+    manifest = json.loads(members["manifest.json"])
+    manifest["migrations"].append("agents.9999_from_the_future")
+    tables = Tenant.objects.count()
+    with pytest.raises(CommandError, match=r"database\.dump in the backup is damaged"):
+        restore.restore(variant("damaged.tar", **{"database.dump": bytes(dump)}), say=str)
+    with pytest.raises(CommandError, match="made by a newer release"):
+        restore.restore(variant("newer.tar", **{"manifest.json": json.dumps(manifest).encode()}))
+    with pytest.raises(CommandError, match="Refusing to restore: the target is not empty"):
+        restore.restore(good, say=str)  # the session's database: migrated, so not empty
+    assert Tenant.objects.count() == tables
