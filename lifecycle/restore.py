@@ -94,7 +94,7 @@ def _unpack_checked(archive: tarfile.TarFile, manifest: dict, into: Path) -> Non
     for member in archive.getmembers():
         if member.name not in allowed or not member.isfile():
             raise CommandError(f"The backup holds {member.name!r}, which its manifest lacks.")
-    archive.extractall(into, members=[m for m in archive.getmembers()], filter="data")
+    archive.extractall(into, filter="data")
     for name, entry in expected.items():
         path = into / name
         if not path.is_file():
@@ -207,7 +207,12 @@ def _checks(manifest: dict, files: int) -> dict:
             f"installation's, or put its {LOCAL_SECRETS} into DATA_DIR (a backup made with "
             "--include-key carries it)."
         )
-    return {"rows": rows, "files": files, "key_fingerprint": fingerprint}
+    return {
+        "rows": rows,
+        "files": files,
+        "key_fingerprint": fingerprint,
+        "backup_key_fingerprint": manifest["key"]["fingerprint"],
+    }
 
 
 def _attachments_missing() -> list[str]:

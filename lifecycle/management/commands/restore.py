@@ -27,3 +27,9 @@ class Command(BaseCommand):
             f"Restored in {time.monotonic() - started:.1f} s: {rows}; {found['files']} files; "
             f"the stored secrets decrypt with keys of fingerprint {found['key_fingerprint']}."
         )
+        if found["key_fingerprint"] != found["backup_key_fingerprint"]:
+            self.stdout.write(
+                "These are not the keys the backup was made with (fingerprint "
+                f"{found['backup_key_fingerprint']}); no stored secret needed them. Secrets "
+                "entered from now on are encrypted with these: keep them."
+            )
