@@ -37,5 +37,12 @@ class Command(BaseCommand):
             f"{len(manifest['migrations'])} migrations applied; key fingerprint "
             f"{key['fingerprint']} ({'included' if key['included'] else 'not included'})."
         )
+        if not key["included"]:
+            where = (
+                "FIELD_ENCRYPTION_KEYS and SECRET_KEY"
+                if key["source"] == "environment"
+                else "DATA_DIR/local-secrets.json"
+            )
+            self.stdout.write(f"The keys are not in it: keep {where} apart; a restore needs them.")
         if files["kept_in"] == "bucket":
             self.stdout.write("Attachments are kept in a bucket: back it up with its own tools.")
