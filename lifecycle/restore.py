@@ -46,6 +46,8 @@ def restore(archive_path: Path, *, say=print) -> dict:
     restore, a key that does not decrypt the stored secrets."""
     if not archive_path.is_file():
         raise CommandError(f"No backup at {archive_path}.")
+    if not tarfile.is_tarfile(archive_path):
+        raise CommandError(f"{archive_path} is not a backup of this platform (not a tar file).")
     with (
         tarfile.open(archive_path, "r") as archive,
         tempfile.TemporaryDirectory(prefix=".restore-", dir=Path(settings.DATA_DIR)) as work,

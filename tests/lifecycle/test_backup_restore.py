@@ -176,6 +176,9 @@ def test_restore_refuses_a_damaged_a_newer_or_a_non_empty_target_changing_nothin
     manifest = json.loads(members["manifest.json"])
     manifest["migrations"].append("agents.9999_from_the_future")
     tables = Tenant.objects.count()
+    (garbage := tmp_path / "garbage.tar").write_bytes(b"not a tar file at all" * 40)
+    with pytest.raises(CommandError, match="is not a backup of this platform"):
+        restore.restore(garbage, say=str)
     with pytest.raises(CommandError, match=r"database\.dump in the backup is damaged"):
         restore.restore(variant("damaged.tar", **{"database.dump": bytes(dump)}), say=str)
     with pytest.raises(CommandError, match="made by a newer release"):
