@@ -3,7 +3,8 @@ crews, workflows, runs and approvals. The services and every entry point ask the
 else decides who may start, see, cancel or decide what.
 
 - Start: any principal that may `START_RUN` may run any workflow of the tenant (a key
-  limited to agents: those it names among them), and any active agent or crew of the
+  limited to agents: those it names among them) whose agent steps' agents it may use, and
+  any active agent or crew of the
   tenant, unless django-guardian object permissions restrict it: an agent (crew) on which
   any user or group holds `agents.use_agent` (`agents.use_crew`) is usable only by those
   holders and by admins. A crew also needs the use of each of its members (and its
@@ -36,6 +37,7 @@ from agents.models import (
     Run,
     WorkflowDefinition,
 )
+from agents.workflows import definition_references
 from tenancy.access import get_for_tenant
 from tenancy.models import TenantGroup
 from tenancy.policy import Action, Principal
@@ -119,11 +121,29 @@ def may_use(principal: Principal, target: Agent | Crew) -> bool:
 
 def may_start_workflow(principal: Principal, workflow: WorkflowDefinition) -> bool:
     """May the principal run one of the tenant's workflows? Whoever may start runs, but a
-    key limited to agents runs only the workflows it names among them. No query."""
+    key limited to agents runs only the workflows it names among them; and only with the
+    use of each agent the workflow's agent steps name (`may_use_workflow_agents`)."""
     if not principal.may(Action.START_RUN) or workflow.tenant_id != principal.tenant.pk:
         return False
     limit = principal.limited_to_agents()
-    return limit is None or workflow.slug in limit
+    if limit is not None and workflow.slug not in limit:
+        return False
+    return may_use_workflow_agents(principal, workflow)
+
+
+def may_use_workflow_agents(principal: Principal, workflow: WorkflowDefinition) -> bool:
+    """Do the use grants of each agent the workflow's agent steps name let the principal in,
+    as a crew's members' do (a key's agent limit names the workflow, not its agents)? So a
+    workflow is no way round an agent's restriction, whether started or called by an
+    agent as a tool. No query for a workflow without agent steps or for an admin; a few
+    otherwise."""
+    slugs = definition_references(workflow.definition).agents
+    if not slugs or principal.has_role("admin"):
+        return True
+    agents = Agent.objects.filter(tenant=principal.tenant, slug__in=slugs)
+    ids = set(agents.values_list("pk", flat=True))
+    granted = _granted(Agent, principal, pks=ids, members=True)
+    return not ids - set(granted.values_list("pk", flat=True))
 
 
 def require_start(principal: Principal, target: Agent | Crew) -> None:

@@ -8,7 +8,8 @@ Called in a run (an agent's), the workflow's run is that run's child for the cal
 (`Run.parent`, `child_key` = the call id): a call made again after a crash finds the same
 child run, finished or resumed from its records, so the tool is idempotent even when the
 workflow writes. Called directly (MCP, REST), it is a run of its own, started by the
-caller's user when known.
+calling user or key. Either way the starter's access is checked as for any start
+(agents.access.may_start_workflow; in a run, the use of the workflow's agents).
 
 Its capability declares a write (the strongest a workflow may do: approval policies that
 ask before writes ask before it); its steps may then call tools that read or write, not
@@ -26,6 +27,7 @@ from typing import Any
 import pydantic
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -34,6 +36,7 @@ from agents import runs
 from agents.models import Run, WorkflowDefinition
 from agents.workflows import WorkflowDocument
 from base.versions import config_changed
+from tenancy.models import ApiKey
 from tools.runtime.context import RunContext
 from tools.runtime.egress import EgressPolicy
 from tools.runtime.tool import Capability, Effect, Tool, ToolFailed
@@ -121,7 +124,7 @@ def _started(workflow_id: int, arguments: dict[str, Any], ctx: RunContext) -> Ru
             input=arguments,
             parent=parent,
             child_key=(ctx.call_id or uuid.uuid4().hex) if parent is not None else "",
-            initiated_by=_user(ctx) if parent is None else None,
+            initiated_by=_initiator(ctx, parent),
             enqueue=False,  # executed here, by the caller
         )
     except ValidationError as refused:  # disabled, or its input
@@ -130,11 +133,16 @@ def _started(workflow_id: int, arguments: dict[str, Any], ctx: RunContext) -> Ru
         raise ToolFailed(str(refused)) from None
 
 
-def _user(ctx: RunContext):
-    """The user a direct call was made by (the call itself was allowed by the tool's rule)."""
-    if ctx.user_id is None:
-        return None
-    return get_user_model().objects.filter(pk=ctx.user_id).first()
+def _initiator(ctx: RunContext, parent: Run | None) -> AbstractBaseUser | ApiKey | None:
+    """Whose access the call is checked against: the calling run's starter, or the user or
+    key a direct call (MCP, REST) was made by; None for the platform's own calls."""
+    if parent is not None:
+        return parent.initiated_by_user or parent.initiated_by_api_key
+    if ctx.user_id is not None:
+        return get_user_model().objects.filter(pk=ctx.user_id).first()
+    if ctx.api_key_id is not None:
+        return ApiKey.objects.filter(pk=ctx.api_key_id, tenant_id=ctx.tenant_id).first()
+    return None
 
 
 async def _executed(run: Run) -> None:

@@ -141,6 +141,7 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
     ctx = tool_context(
         tenant=tenant,
         user_id=user_id,
+        api_key_id=None if user_id else api_key_id,  # (as a run's: run_tool_context)
         correlation_id=correlation_id,
         secrets=toolbox.secrets,
         model_calls=quotas.ToolModelCalls(

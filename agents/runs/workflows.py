@@ -123,7 +123,8 @@ def workflow_start(
 
     Http404 for another tenant's workflow; ValidationError for a disabled one or an input
     its schema refuses (`{"input": ...}`), or one that does not compile; PermissionDenied
-    unless `initiated_by` may start runs. A child run (`parent`, `child_key`: a workflow
+    unless `initiated_by` may start it (access.may_start_workflow; for a child run, the
+    parent's starter: may use the agents it names). A child run (`parent`, `child_key`: a workflow
     called as a tool) is the parent's for that key: called again, the same run."""
     if workflow.tenant_id != tenant.pk:
         raise Http404("No such workflow.")
@@ -131,8 +132,12 @@ def workflow_start(
         raise ValidationError({"workflow": "This workflow is disabled."})
     if initiated_by is not None:
         principal = Principal.for_initiator(tenant, initiated_by)
-        principal.require(Action.START_RUN)
-        if not access.may_start_workflow(principal, workflow):
+        if parent is None:
+            principal.require(Action.START_RUN)
+            allowed = access.may_start_workflow(principal, workflow)
+        else:  # an agent's tool call, in a run `initiated_by` started: its agents' grants
+            allowed = access.may_use_workflow_agents(principal, workflow)
+        if not allowed:
             raise PermissionDenied("You may not run this workflow.")
     try:
         compiled = compiled_workflow(workflow, tools=steps_registry(workflow.tenant_id))

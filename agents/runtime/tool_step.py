@@ -32,7 +32,8 @@ For the given calls, in this order:
    "tool_result" (written while the run goes on: the next durable checkpoint and the
    outcome are stored after it), then `tool.completed` (stored with it, or after it). A
    `Suspended` result (a child run waits for a human) leaves the call pending,
-   unrecorded, to be run again on resume — or, `unattended`, an error.
+   unrecorded, to be run again on resume — or, `unattended`, an error saying what the
+   person must do (`suspended_refusal`: connect which account, where).
 
 A call of a tool with `depends_on` inputs or reference arguments is completed from the run's
 frame (tools/runtime/frames.py) before it is prepared or run — a producer with no result
@@ -123,6 +124,7 @@ class ToolCallStep:
         decisions: Mapping[str, Decision] | None = None,
         max_tool_calls: int | None = None,
         unattended: str | None = None,
+        cannot_wait: str = "nothing here can wait for a person",
         via: str | None = None,
         program: Program | None = None,
         final_answer: str = FINAL_ANSWER,
@@ -135,6 +137,7 @@ class ToolCallStep:
         self.decisions = decisions or {}
         self.max_tool_calls = max_tool_calls
         self.unattended = unattended  # set: nobody can approve; waiting calls get this error
+        self.cannot_wait = cannot_wait  # ...and a suspended call's error says why it failed
         self.via = via  # which face made a direct call, shown in its events
         self.program = program  # runs run_code calls (code mode); None: no code mode
         self.final_answer = final_answer  # the structured output's name in this run
@@ -312,7 +315,7 @@ class ToolCallStep:
                     kind, payload = result.result.event
                     await self.emit(kind, {**payload, "call_id": call.id, "name": call.name})
                 return
-            error = f"{result.result.reason}; that {self.unattended}"
+            error = suspended_refusal(result.result, self.cannot_wait)
             result = replace(result, result=None, error=error)
         if result.rate_limited is not None:  # before the save: stored in its statement
             await self.emit("tool.rate_limited", rate_limited_payload(call.id, result.rate_limited))
@@ -396,3 +399,16 @@ def result_text(result: Any) -> str:
     if isinstance(result, str):
         return result
     return json.dumps(result, default=str, ensure_ascii=False)
+
+
+def suspended_refusal(suspended: Suspended, cannot_wait: str) -> str:
+    """The error of a call that waits for a person (`Suspended`) where nobody waits: what
+    the person must do, from the event the call would have sent (an account to connect, at
+    its link: tools/mcp_oauth), and why it did not run."""
+    payload = suspended.event[1] if suspended.event is not None else {}
+    if isinstance(payload.get("connect_url"), str):
+        return (
+            f"not run: it needs your {payload.get('connection')} account connected first, and "
+            f"{cannot_wait}; connect it at {payload['connect_url']}, then try again"
+        )
+    return f"not run: {suspended.reason}, and {cannot_wait}"

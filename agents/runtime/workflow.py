@@ -22,7 +22,8 @@ a Tool, so agents, REST and MCP call it like any other tool.
 
 A tool step's call takes the tool-call step (agents/runtime/tool_step.py), as every tool
 call does: its approval rule (`WorkflowContext.approval`; nobody can approve in the middle
-of a workflow, so a call that needs approval is refused and fails the step), the tool's
+of a workflow, so a call that needs approval is refused and fails the step; so does one that
+waits for a person to connect their account, saying so), the tool's
 rate limit, its events and, for a workflow run as a tool, what the call spent on models
 counted as the enclosing call's.
 
@@ -64,6 +65,10 @@ UNATTENDED = (
     "tool whose capability declares it (requires_approval, or effect write for a tool that "
     "writes) is approved as a whole when it is called"
 )
+
+# A call that waits for a person (to connect their account to an MCP server) fails its step:
+# a declared workflow's run does not park for a person (docs/workflows.md).
+CANNOT_WAIT = "a workflow step cannot wait for a person to act"
 
 FLAGGED = ApprovalRule("flagged")  # a workflow run outside a workflow tool: flagged tools wait
 
@@ -258,6 +263,7 @@ class ToolStep(Step):
             checkpoint=checkpoint,
             approval=wctx.approval,
             unattended=UNATTENDED,
+            cannot_wait=CANNOT_WAIT,
         )
         outcome = await step.run(state, [call])
         result = outcome.results.get(call.id)

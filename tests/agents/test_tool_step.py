@@ -552,7 +552,9 @@ def test_unattended_a_call_that_needs_a_human_or_waits_on_one_gets_an_error(jour
     outcome = asyncio.run(step(registry, journal, unattended="nobody approves").run(state, calls))
     assert (outcome.awaiting, outcome.suspended) == ([], [])
     assert state.results["p1"].content == "nobody approves"
-    assert state.results["d1"].content == "writer waits; that nobody approves"
+    assert state.results["d1"].content == (
+        "not run: writer waits, and nothing here can wait for a person"
+    )  # (not the approval's sentence: it needs no approval)
     assert outcome.results["d1"].result is None  # an error, not the child's waiting
 
 

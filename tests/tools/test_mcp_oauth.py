@@ -12,8 +12,8 @@ import httpx2
 import pytest
 from django.test import Client
 
-from agents.models import Run, RunEvent
-from agents.runs import execute_run, run_start, tool_run
+from agents.models import Run, RunEvent, WorkflowDefinition
+from agents.runs import execute_run, run_resume, run_start, tool_run, workflow_start
 from agents.services import conversation_save
 from tests.factories import login, make_mcp_connection
 from tests.fakes.oauth_mcp_server import FakeOAuthMcpServer
@@ -177,6 +177,32 @@ def test_a_run_without_a_person_gets_a_clear_error(trio, server, per_user):
     # A direct call cannot wait: a person not connected is told to connect, as an error.
     direct = tool_run(tenant=trio.acme, name="crm__whoami", arguments={}, user=trio.bob)
     assert direct.status == "failed" and "Connect your crm account" in direct.error
+
+
+def test_a_workflow_step_needing_a_persons_account_fails_saying_to_connect_it(
+    trio, server, per_user
+):
+    admin = login(Client(), trio.alice)
+    connect(admin, server, f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")
+    flow = WorkflowDefinition.objects.create(
+        tenant=trio.acme, slug="who", name="Who",
+        definition={"steps": [{"id": "me", "tool": "crm__whoami", "arguments": {}}]},
+    )  # fmt: skip
+    run = workflow_start(tenant=trio.acme, workflow=flow, input={}, initiated_by=trio.bob,
+                         enqueue=False)  # fmt: skip
+
+    assert execute_run(run.pk) == "failed"  # a declared workflow does not wait for bob
+
+    run.refresh_from_db()
+    link = f"/t/acme/mcp-accounts/{per_user.pk}/connect/"
+    assert "needs your crm account connected first" in run.error and link in run.error
+    assert "cannot wait for a person" in run.error and "approval" not in run.error
+    # Bob connects at the link and resumes the run: the step runs again, with his token.
+    connect(login(Client(), trio.bob), server, link, "bob-at-crm")
+    run_resume(tenant=trio.acme, run=run, by=trio.bob)
+    assert execute_run(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.structured_output == {"result": "bob-at-crm"}
 
 
 def test_the_accounts_page_lists_connects_and_disconnects(trio, server, per_user):

@@ -7,8 +7,11 @@ assignment, no loops of its own and no access to anything but the value it is gi
 
 What a tenant writes is hostile, so an expression is bounded twice: when it is parsed
 (its length, its nesting, its functions known, by name and number of arguments) and when it
-is evaluated (a budget of nodes visited and items produced, so `[@,@] | [@,@] | ...`
-cannot multiply a value past it; a result larger than MAX_RESULT_ITEMS is refused).
+is evaluated (a budget of nodes visited, items of the lists and objects produced and
+characters of the strings built, so `[@,@] | [@,@] | ...` or `join('', [@,@]) | ...` cannot
+multiply a value past it; a string is charged before it is built, and the values `==` and
+`contains()` compare are measured first, since a shared value compares in time of its
+written size; a result larger than MAX_RESULT_ITEMS is refused).
 Errors are our own sentences: no parser or library text reaches a caller.
 """
 
@@ -43,34 +46,66 @@ class ExpressionFailed(ToolFailed):
 
 
 class _Functions(jmespath_functions.Functions):
-    """JMESPath's functions, with `to_string` bounded: the value it writes may share parts
-    (`[@,@] | [@,@] | ...`), so its written size is measured before it is written."""
+    """JMESPath's functions, with the ones that build strings (`join`, `to_string`,
+    `reverse`) charging what they would write to the evaluation's budget before writing it,
+    and `contains` measuring what it compares. A value may share parts (`[@,@] | [@,@]`), so
+    its written size is measured by walking it, bounded, never by writing it. (The other
+    functions make lists and objects no larger than their arguments, which the interpreter
+    charges as they are made, or numbers and booleans.)"""
+
+    def __init__(self, budget: _Budgeted) -> None:
+        self.budget = budget
 
     @jmespath_functions.signature({"types": []})
     def _func_to_string(self, arg: Any) -> str:
         if isinstance(arg, str):
             return arg
-        measure(arg)
+        self.budget.charge(measure(arg))
         return json.dumps(arg, separators=(",", ":"))
 
+    @jmespath_functions.signature({"types": ["string"]}, {"types": ["array-string"]})
+    def _func_join(self, separator: str, array: list[str]) -> str:
+        self.budget.charge(sum(len(s) for s in array) + len(separator) * max(len(array) - 1, 0))
+        return separator.join(array)
 
-_FUNCTIONS = _Functions()
-_OPTIONS = Options(custom_functions=_FUNCTIONS)
+    @jmespath_functions.signature({"types": ["string", "array"]})
+    def _func_reverse(self, arg: Any) -> Any:
+        self.budget.charge(len(arg))
+        return arg[::-1] if isinstance(arg, str) else list(reversed(arg))
+
+    @jmespath_functions.signature({"types": ["array", "string"]}, {"types": []})
+    def _func_contains(self, subject: Any, search: Any) -> bool:
+        if isinstance(subject, list):
+            self.budget.charge(measure(subject) + measure(search))
+        return search in subject
 
 
 class _Budgeted(TreeInterpreter):
     def __init__(self) -> None:
-        super().__init__(_OPTIONS)
+        super().__init__(Options(custom_functions=_Functions(self)))
         self.left = EVALUATION_BUDGET
 
-    def visit(self, node: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        self.left -= 1
-        result = super().visit(node, *args, **kwargs)
-        if isinstance(result, list | dict):
-            self.left -= len(result)
+    def charge(self, work: int) -> None:
+        self.left -= work
         if self.left < 0:
             raise ExpressionFailed("the expression does too much work (its budget ran out)")
+
+    def visit(self, node: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        self.charge(1)
+        result = super().visit(node, *args, **kwargs)
+        if isinstance(result, list | dict):
+            self.charge(len(result))
         return result
+
+    def visit_comparator(self, node: dict[str, Any], value: Any) -> Any:
+        # `==` of two values sharing parts walks their written size: measure them first.
+        if node["value"] in self._EQUALITY_OPS:
+            left = self.visit(node["children"][0], value)
+            right = self.visit(node["children"][1], value)
+            if isinstance(left, list | dict) and isinstance(right, list | dict):
+                self.charge(measure(left) + measure(right))
+            return self.COMPARATOR_FUNC[node["value"]](left, right)
+        return super().visit_comparator(node, value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,7 +200,7 @@ def _check_tree(ast: dict[str, Any]) -> None:
 
 
 def _check_call(name: str, given: int) -> None:
-    entry = _FUNCTIONS.FUNCTION_TABLE.get(name)
+    entry = _Functions.FUNCTION_TABLE.get(name)
     if entry is None:
         raise ExpressionInvalid(f"JMESPath has no function {name}()")
     signature = entry["signature"]
@@ -175,10 +210,11 @@ def _check_call(name: str, given: int) -> None:
         raise ExpressionInvalid(f"{name}() takes {wanted} argument(s), not {given}")
 
 
-def measure(value: Any) -> None:
-    """ExpressionFailed when `value`, written as JSON, would hold more than MAX_RESULT_ITEMS
-    values or MAX_RESULT_CHARS characters of strings. Shared parts count each time they
-    would be written; the walk stops as soon as a bound is passed."""
+def measure(value: Any) -> int:
+    """How many values and characters of strings `value` holds, written as JSON;
+    ExpressionFailed when more than MAX_RESULT_ITEMS values or MAX_RESULT_CHARS characters.
+    Shared parts count each time they would be written; the walk stops as soon as a bound
+    is passed."""
     items = chars = 0
     stack = [value]
     while stack:
@@ -193,6 +229,7 @@ def measure(value: Any) -> None:
             stack.extend(node)
         if items > MAX_RESULT_ITEMS or chars > MAX_RESULT_CHARS:
             raise ExpressionFailed("the expression's result is too large")
+    return items + chars
 
 
 def truthy(value: Any) -> bool:
