@@ -86,7 +86,9 @@ class Reach:
 
     def sql(self, alias: str = "f") -> tuple[str, dict[str, Any]]:
         """The same filter as SQL over `alias` (agents_fact), with its named parameters."""
-        params: dict[str, Any] = {"reach_tenant": self.tenant_id}
+        # The clock is the process's, as q()'s: PostgreSQL's now() is the transaction's start,
+        # so a fact expiring during a long transaction would be read on by one form only.
+        params: dict[str, Any] = {"reach_tenant": self.tenant_id, "reach_now": timezone.now()}
         if self.user_id is not None:
             whose = [f"({alias}.scope = 'person' AND {alias}.user_id = %(reach_user)s)"]
             params["reach_user"] = self.user_id
@@ -100,7 +102,7 @@ class Reach:
             whose.append(f"{alias}.scope = 'tenant'")
         sql = (
             f"{alias}.tenant_id = %(reach_tenant)s"
-            f" AND ({alias}.expires_at IS NULL OR {alias}.expires_at > now())"
+            f" AND ({alias}.expires_at IS NULL OR {alias}.expires_at > %(reach_now)s)"
             f" AND ({' OR '.join(whose)})"
         )
         return sql, params
