@@ -42,7 +42,7 @@ BATCH = 1000
 SECRET = "[secret]"  # noqa: S105 (the marker, not a secret)
 
 
-class _Encoder(DjangoJSONEncoder):
+class ArchiveEncoder(DjangoJSONEncoder):
     def default(self, o: Any) -> Any:
         if isinstance(o, bytes | memoryview):
             return base64.b64encode(bytes(o)).decode()
@@ -91,7 +91,9 @@ def tenant_export(*, tenant: Tenant, output: Path | IO[bytes]) -> ExportSummary:
     kinds: dict[str, dict[str, Any]] = {}
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
         with archive.open("configuration.json", "w", force_zip64=True) as out:
-            out.write(json.dumps(config_export(tenant=tenant), cls=_Encoder, indent=2).encode())
+            out.write(
+                json.dumps(config_export(tenant=tenant), cls=ArchiveEncoder, indent=2).encode()
+            )
         for model in tenant_models():
             label = model._meta.label_lower
             name = f"data/{label}.jsonl"
@@ -100,14 +102,14 @@ def tenant_export(*, tenant: Tenant, output: Path | IO[bytes]) -> ExportSummary:
             with archive.open(name, "w", force_zip64=True) as out:
                 for rows in batches(model._base_manager.filter(tenant_id=tenant.pk)):
                     for obj in rows:
-                        line = json.dumps(row_data(obj, secrets), cls=_Encoder)
+                        line = json.dumps(row_data(obj, secrets), cls=ArchiveEncoder)
                         out.write(line.encode() + b"\n")
                     count += len(rows)
             kinds[label] = {"file": name, "rows": count, "secret_columns": sorted(secrets)}
             summary.rows[label] = count
         for rows in batches(Attachment._base_manager.filter(tenant_id=tenant.pk)):
             for attachment in rows:
-                summary.files += _copy_file(archive, attachment)
+                summary.files += attachment_copy(archive, attachment)
         manifest = {
             "format": FORMAT,
             "tenant": {"id": tenant.pk, "slug": tenant.slug, "name": tenant.name},
@@ -121,7 +123,7 @@ def tenant_export(*, tenant: Tenant, output: Path | IO[bytes]) -> ExportSummary:
     return summary
 
 
-def _copy_file(archive: zipfile.ZipFile, attachment: Attachment) -> int:
+def attachment_copy(archive: zipfile.ZipFile, attachment: Attachment) -> int:
     try:
         source = storages["attachments"].open(attachment.storage_key, "rb")
     except FileNotFoundError:  # a row whose file went (a crash between them): nothing to copy
