@@ -64,6 +64,7 @@ urlpatterns = [
         offboarding.person_erasure,
         name="person_erasure",
     ),
+    path("t/<slug:tenant_slug>/erasure/", offboarding.tenant_erasure, name="tenant_erasure"),
     path("t/<slug:tenant_slug>/memory/<int:fact_id>/edit/", memory.fact_edit, name="fact_edit"),
     path(
         "t/<slug:tenant_slug>/memory/<int:fact_id>/delete/", memory.fact_delete, name="fact_delete"

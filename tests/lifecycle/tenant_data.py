@@ -17,6 +17,7 @@ from agents.conversations import attachment_upload
 from agents.models import Conversation, Fact, Message, Quota, Run, RunEvent, Trigger
 from base import rate_counters, versions
 from lifecycle.erasure import run_keys, tenant_version_keys
+from lifecycle.models import TenantErasureRequest
 from rag.models import KnowledgeBase
 from rag.services import document_add
 from tenancy import services as tenancy_services
@@ -98,6 +99,7 @@ def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: i
         tenant=tenant, scope="tenant", metric="tokens", period="day", limit=Decimal(100)
     )
     audit.record(tenant=tenant, action="config.changed", actor=owner, details={"x": mark})
+    TenantErasureRequest.objects.create(tenant=tenant, requested_by=owner, reason=f"{mark} leaves")
     for key in tenant_version_keys(tenant.pk):
         versions.current(key)
     rate_counters.hit(f"tool-rate:{tenant.pk}:calc", 60)

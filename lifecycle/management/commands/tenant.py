@@ -1,5 +1,5 @@
-"""`manage.py tenant export|delete`: a tenant's archive, or its erasure (docs/operations.md,
-"Offboarding")."""
+"""`manage.py tenant export|delete|requests`: a tenant's archive, its erasure, the owners'
+erasure requests waiting for an operator (docs/operations.md, "Offboarding")."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from lifecycle.erasure import BATCH, tenant_erase
+from lifecycle.erasure_requests import erasure_requests_pending
 from lifecycle.export import tenant_export
 from tenancy.models import Tenant
 
@@ -31,9 +32,18 @@ class Command(BaseCommand):
             help="Confirm: without it nothing is deleted.",
         )
         delete.add_argument("--batch", type=int, default=BATCH, help="Rows per transaction.")
+        commands.add_parser("requests", help="List the owners' erasure requests waiting.")
 
     def handle(self, *args, **options) -> None:
         self.verbosity = options["verbosity"]
+        if options["command"] == "requests":
+            for pending in erasure_requests_pending():
+                who = pending.requested_by.get_username() if pending.requested_by else "-"
+                self.stdout.write(
+                    f"{pending.tenant.slug}\t{pending.requested_at:%Y-%m-%d %H:%M}\t{who}\t"
+                    f"{pending.reason}"
+                )
+            return
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if options["command"] == "export":
             if tenant is None:
