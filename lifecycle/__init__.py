@@ -1,3 +1,10 @@
 """The data's life: backups that restore, retention, a tenant's and a person's export and
 erasure (docs/operations.md). It stands above every app, because it must know each app's
-tables; nothing below it imports it."""
+tables; nothing below it imports it.
+
+- tables.py            which tables hold a tenant's rows; which columns are secrets
+- export.py            a tenant's archive (`manage.py tenant export`)
+- erasure.py           a tenant's erasure, resumable (`manage.py tenant delete`)
+- erasure_requests.py  an owner's request for it, which an operator confirms
+- person.py            a person's own export; an admin's erasure of a person
+"""
