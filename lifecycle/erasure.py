@@ -36,10 +36,10 @@ from django.core.files.storage import Storage, storages
 from django.db import connection, models, transaction
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from agents.models import Attachment, Quota, Run
+from agents.models import Attachment, Quota, Run, Trigger
 from base import versions
 from lifecycle.tables import tenant_models
-from tenancy.models import AuditEntry, Tenant, TenantGroup
+from tenancy.models import ApiKey, AuditEntry, Tenant, TenantGroup
 from tenancy.records import audit
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,14 @@ def _alongside(
     elif model is Quota:
         summary.redis_keys += _delete_matching(
             [cache.make_key(f"quota:{quota.pk}:") + "*" for quota in rows]
+        )
+    elif model is ApiKey:  # its API budget (agentplatform.throttling)
+        summary.redis_keys += _delete_matching(
+            [cache.make_key(f"throttle:key:{k.pk}") for k in rows]
+        )
+    elif model is Trigger:  # its webhook's delivery counter (agents.triggers)
+        summary.redis_keys += _delete_matching(
+            [cache.make_key(f"trigger-hook:{t.public_id}") for t in rows]
         )
     elif model is TenantGroup:  # the auth group behind it: its object permissions cascade
         Group.objects.filter(pk__in=[g.group_id for g in rows]).delete()

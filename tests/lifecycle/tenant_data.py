@@ -21,7 +21,7 @@ from lifecycle.models import TenantErasureRequest
 from rag.models import KnowledgeBase
 from rag.services import document_add
 from tenancy import services as tenancy_services
-from tenancy.models import Role, Tenant
+from tenancy.models import ApiKey, Role, Tenant
 from tenancy.records import audit
 from tests.factories import (
     add_member,
@@ -42,6 +42,7 @@ class Held:
     tenant: Tenant
     runs: list[Run]
     quota: Quota
+    key: ApiKey
 
 
 def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: int = 5) -> Held:
@@ -58,7 +59,7 @@ def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: i
     group = tenancy_services.group_create(tenant=tenant, name=f"{mark} group")
     agent_services.use_grant(tenant=tenant, target=agent, group=group, granted=True)
     agent_services.use_grant(tenant=tenant, target=agent, user=member, granted=True)
-    tenancy_services.api_key_create(tenant=tenant, name=f"{mark} key", scopes=["run"])
+    api_key, _ = tenancy_services.api_key_create(tenant=tenant, name=f"{mark} key", scopes=["run"])
     made = []
     for n in range(runs):
         conversation = Conversation.objects.create(
@@ -103,5 +104,8 @@ def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: i
     for key in tenant_version_keys(tenant.pk):
         versions.current(key)
     rate_counters.hit(f"tool-rate:{tenant.pk}:calc", 60)
+    rate_counters.hit(f"throttle:key:{api_key.pk}", 60)
+    rate_counters.hit(f"throttle:tenant:{tenant.pk}", 60)
+    rate_counters.hit(f"trigger-hook:pub-{slug}", 60)
     versions.shared_redis().set(cache.make_key(f"quota:{quota.pk}:20260101"), 1)
-    return Held(tenant=tenant, runs=made, quota=quota)
+    return Held(tenant=tenant, runs=made, quota=quota, key=api_key)

@@ -105,6 +105,9 @@ def redis_keys(held: Held) -> list[str]:
         cache.make_key(f"tool-rate:{tenant_id}:") + "*",
         cache.make_key(f"quota:{held.quota.pk}:") + "*",
         f"ap:circuit:{tenant_id}:*",
+        cache.make_key(f"throttle:key:{held.key.pk}"),
+        cache.make_key(f"throttle:tenant:{tenant_id}"),
+        cache.make_key(f"trigger-hook:pub-{held.tenant.slug}"),
     ):
         found += list(client.scan_iter(match=pattern))
     found += [k for k in client.scan_iter(count=1000) if GONE in k or held.tenant.slug in k]
@@ -125,6 +128,7 @@ def assert_untouched(kept: Held, before: dict[str, int]) -> None:
     assert rows_of(kept.tenant.pk) == before
     assert len(stored_files(kept.tenant.pk)) >= 1
     assert versions.shared_redis().exists(run_keys(kept.runs[0])[0])
+    assert versions.shared_redis().exists(cache.make_key(f"throttle:key:{kept.key.pk}"))
     assert text_hits([KEPT])  # its names are still in its rows
 
 

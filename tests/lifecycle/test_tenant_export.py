@@ -10,6 +10,8 @@ import zipfile
 import pytest
 from django.core.management import CommandError, call_command
 
+from base import versions
+from lifecycle.erasure import run_keys
 from lifecycle.export import FORMAT, SECRET
 from tests.factories import make_user
 from tests.lifecycle.tenant_data import PNG, full_tenant
@@ -21,10 +23,12 @@ pytestmark = pytest.mark.django_db
 def archive(tmp_path):
     owner, member, other = make_user("olga"), make_user("mika"), make_user("otto")
     held = full_tenant("zorb-corp", owner, member, mark="Zorblax", runs=3, events=4)
-    full_tenant("quint-corp", other, member, mark="Quintavel", runs=1, events=1)
+    kept = full_tenant("quint-corp", other, member, mark="Quintavel", runs=1, events=1)
     path = tmp_path / "zorb.zip"
     call_command("tenant", "export", "--tenant", "zorb-corp", "--output", str(path))
-    return held, zipfile.ZipFile(path)
+    yield held, zipfile.ZipFile(path)
+    for run in held.runs + kept.runs:  # the shared Redis outlives the test's database
+        versions.shared_redis().delete(*run_keys(run))
 
 
 def lines(archive: zipfile.ZipFile, label: str) -> list[dict]:
