@@ -39,6 +39,7 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from agents.models import Attachment, Quota, Run, Trigger
 from base import versions
 from lifecycle.tables import tenant_models
+from tenancy import rls
 from tenancy.models import ApiKey, AuditEntry, Tenant, TenantGroup
 from tenancy.records import audit
 
@@ -167,6 +168,13 @@ def tenant_erase(
     """Erase `tenant` and everything it holds. Costs one query per batch per table plus the
     cascades of each batch; holds no lock longer than one batch's transaction. `progress`
     hears each committed batch (a table's label, its rows)."""
+    # Under the app's role (a web process: the admin's action), row-level security then
+    # admits this tenant's rows only: the second wall behind every query's tenant filter.
+    with rls.tenant_scope(tenant.pk):
+        return _erase(tenant, batch, progress)
+
+
+def _erase(tenant: Tenant, batch: int, progress: Progress) -> ErasureSummary:
     summary = ErasureSummary(tenant_id=tenant.pk)
     tenant_id = tenant.pk
     Tenant.objects.filter(pk=tenant_id).update(active=False)

@@ -43,6 +43,7 @@ class Held:
     runs: list[Run]
     quota: Quota
     key: ApiKey
+    trigger: Trigger
 
 
 def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: int = 5) -> Held:
@@ -92,9 +93,9 @@ def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: i
     )
     knowledge = KnowledgeBase.objects.create(tenant=tenant, name=f"{mark} kb", slug=f"{slug}-kb")
     document_add(tenant=tenant, knowledge_base=knowledge, title=f"{mark} doc", text=f"{mark} text")
-    Trigger.objects.create(
-        tenant=tenant, public_id=f"pub-{slug}", name=f"{mark} hook", kind="webhook", agent=agent,
-        input_template=f"{mark} {{body}}",
+    trigger = Trigger.objects.create(
+        tenant=tenant, public_id=f"pub-{uuid.uuid4().hex}", name=f"{mark} hook",
+        kind="webhook", agent=agent, input_template=f"{mark} {{body}}",
     )  # fmt: skip
     quota = Quota.objects.create(
         tenant=tenant, scope="tenant", metric="tokens", period="day", limit=Decimal(100)
@@ -106,6 +107,25 @@ def full_tenant(slug: str, owner, member, *, mark: str, runs: int = 3, events: i
     rate_counters.hit(f"tool-rate:{tenant.pk}:calc", 60)
     rate_counters.hit(f"throttle:key:{api_key.pk}", 60)
     rate_counters.hit(f"throttle:tenant:{tenant.pk}", 60)
-    rate_counters.hit(f"trigger-hook:pub-{slug}", 60)
+    rate_counters.hit(f"trigger-hook:{trigger.public_id}", 60)
     versions.shared_redis().set(cache.make_key(f"quota:{quota.pk}:20260101"), 1)
-    return Held(tenant=tenant, runs=made, quota=quota, key=api_key)
+    return Held(tenant=tenant, runs=made, quota=quota, key=api_key, trigger=trigger)
+
+
+def redis_keys_made(held: Held) -> list[str]:
+    """The Redis keys `full_tenant` wrote (the shared Redis outlives a test's database)."""
+    tenant_id = held.tenant.pk
+    return [k for run in held.runs for k in run_keys(run)] + [
+        cache.make_key(name)
+        for name in (
+            f"tool-rate:{tenant_id}:calc",
+            f"throttle:key:{held.key.pk}",
+            f"throttle:tenant:{tenant_id}",
+            f"trigger-hook:{held.trigger.public_id}",
+            f"quota:{held.quota.pk}:20260101",
+        )
+    ]
+
+
+def forget_redis(*held: Held) -> None:
+    versions.shared_redis().delete(*[key for h in held for key in redis_keys_made(h)])

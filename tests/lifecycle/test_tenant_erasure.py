@@ -23,7 +23,7 @@ from lifecycle.tables import tenant_models
 from tenancy.models import Tenant
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_user
-from tests.lifecycle.tenant_data import Held, full_tenant
+from tests.lifecycle.tenant_data import Held, forget_redis, full_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,8 +36,7 @@ def two_tenants() -> Iterator[tuple[Held, Held]]:
     gone = full_tenant("zorb-corp", owner, member, mark=GONE)
     kept = full_tenant("quint-corp", other, member, mark=KEPT)
     yield gone, kept
-    for held in (gone, kept):  # the shared Redis outlives the test's database
-        versions.shared_redis().delete(*[k for run in held.runs for k in run_keys(run)])
+    forget_redis(gone, kept)
 
 
 def rows_of(tenant_id: int) -> dict[str, int]:
@@ -107,7 +106,7 @@ def redis_keys(held: Held) -> list[str]:
         f"ap:circuit:{tenant_id}:*",
         cache.make_key(f"throttle:key:{held.key.pk}"),
         cache.make_key(f"throttle:tenant:{tenant_id}"),
-        cache.make_key(f"trigger-hook:pub-{held.tenant.slug}"),
+        cache.make_key(f"trigger-hook:{held.trigger.public_id}"),
     ):
         found += list(client.scan_iter(match=pattern))
     found += [k for k in client.scan_iter(count=1000) if GONE in k or held.tenant.slug in k]

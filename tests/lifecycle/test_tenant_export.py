@@ -10,11 +10,9 @@ import zipfile
 import pytest
 from django.core.management import CommandError, call_command
 
-from base import versions
-from lifecycle.erasure import run_keys
 from lifecycle.export import FORMAT, SECRET
 from tests.factories import make_user
-from tests.lifecycle.tenant_data import PNG, full_tenant
+from tests.lifecycle.tenant_data import PNG, forget_redis, full_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +25,7 @@ def archive(tmp_path):
     path = tmp_path / "zorb.zip"
     call_command("tenant", "export", "--tenant", "zorb-corp", "--output", str(path))
     yield held, zipfile.ZipFile(path)
-    for run in held.runs + kept.runs:  # the shared Redis outlives the test's database
-        versions.shared_redis().delete(*run_keys(run))
+    forget_redis(held, kept)
 
 
 def lines(archive: zipfile.ZipFile, label: str) -> list[dict]:
