@@ -89,6 +89,7 @@ def run_keys(run: Run) -> list[str]:
 
 
 def _delete_matching(patterns: list[str]) -> int:
+    """The keys matching `patterns` (a SCAN of the keyspace each: few patterns a tenant)."""
     client = versions.shared_redis()
     deleted = 0
     for pattern in patterns:
@@ -114,13 +115,11 @@ def _alongside(
             [cache.make_key(f"quota:{quota.pk}:") + "*" for quota in rows]
         )
     elif model is ApiKey:  # its API budget (agentplatform.throttling)
-        summary.redis_keys += _delete_matching(
-            [cache.make_key(f"throttle:key:{k.pk}") for k in rows]
-        )
+        keys = [cache.make_key(f"throttle:key:{k.pk}") for k in rows]
+        summary.redis_keys += versions.shared_redis().delete(*keys)
     elif model is Trigger:  # its webhook's delivery counter (agents.triggers)
-        summary.redis_keys += _delete_matching(
-            [cache.make_key(f"trigger-hook:{t.public_id}") for t in rows]
-        )
+        keys = [cache.make_key(f"trigger-hook:{t.public_id}") for t in rows]
+        summary.redis_keys += versions.shared_redis().delete(*keys)
     elif model is TenantGroup:  # the auth group behind it: its object permissions cascade
         Group.objects.filter(pk__in=[g.group_id for g in rows]).delete()
     content_type = ContentType.objects.get_for_model(model, for_concrete_model=False)
