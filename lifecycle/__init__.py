@@ -2,6 +2,11 @@
 erasure (docs/operations.md). It stands above every app, because it must know each app's
 tables; nothing below it imports it.
 
-- backup.py: `manage.py backup`, the archive (database dump, files, manifest, key if asked)
-- restore.py: `manage.py restore`, into an empty installation, with its checks
+- backup.py            `manage.py backup`: database dump, files, manifest (key if asked)
+- restore.py           `manage.py restore`: into an empty installation, with its checks
+- tables.py            which tables hold a tenant's rows; which columns are secrets
+- export.py            a tenant's archive (`manage.py tenant export`)
+- erasure.py           a tenant's erasure, resumable (`manage.py tenant delete`)
+- erasure_requests.py  an owner's request for it, which an operator confirms
+- person.py            a person's own export; an admin's erasure of a person
 """

@@ -263,6 +263,7 @@ def world(trio) -> dict[str, str]:
         "number": "1",
         "trigger_id": str(trigger.pk),
         "fact_id": str(fact.pk),
+        "user_id": str(victim.user_id),  # a person's erasure: eve
         "pk:triggers": str(trigger.pk),
     }
 

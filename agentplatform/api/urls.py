@@ -244,3 +244,15 @@ urlpatterns += [
     path("usage", usage_api.UsageReport.as_view(), name="api_usage"),
     path("usage/export", usage_api.UsageExport.as_view(), name="api_usage_export"),
 ]
+
+# -- a person's data: their export, an admin's erasure (agentplatform/api/offboarding_api.py) --
+from agentplatform.api import offboarding_api  # noqa: E402
+
+urlpatterns += [
+    path("me/export", offboarding_api.MyDataExport.as_view(), name="api_my_data_export"),
+    path(
+        "people/<str:user_id>/erasure",
+        offboarding_api.PersonErasure.as_view(),
+        name="api_person_erasure",
+    ),
+]

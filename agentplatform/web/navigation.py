@@ -57,6 +57,7 @@ GROUPS: tuple[Group, ...] = (
         Link("Quotas", "config:quotas"),
         Link("Prices", "config:prices"),
         Link("Document", "config:document"),
+        Link("Erase workspace", "tenant_erasure"),
     )),
 )  # fmt: skip
 

@@ -12,6 +12,7 @@ from agentplatform.web import (
     memory,
     metrics,
     oauth,
+    offboarding,
     views,
 )
 from agentplatform.web.sso import views as sso_views
@@ -52,6 +53,18 @@ urlpatterns = [
     ),
     path("t/<slug:tenant_slug>/chat/", include("agentplatform.web.chat.urls")),
     path("t/<slug:tenant_slug>/memory/", memory.memory_page, name="memory"),
+    path("t/<slug:tenant_slug>/my-data/", offboarding.my_data, name="my_data"),
+    path(
+        "t/<slug:tenant_slug>/my-data/download/",
+        offboarding.my_data_download,
+        name="my_data_download",
+    ),
+    path(
+        "t/<slug:tenant_slug>/people/<int:user_id>/erase/",
+        offboarding.person_erasure,
+        name="person_erasure",
+    ),
+    path("t/<slug:tenant_slug>/erasure/", offboarding.tenant_erasure, name="tenant_erasure"),
     path("t/<slug:tenant_slug>/memory/<int:fact_id>/edit/", memory.fact_edit, name="fact_edit"),
     path(
         "t/<slug:tenant_slug>/memory/<int:fact_id>/delete/", memory.fact_delete, name="fact_delete"

@@ -322,6 +322,10 @@ def every_url(world) -> list[str]:
         "activity:run_to_dataset": {"run_id": run},
         "memory": {},
         "fact_edit": {"fact_id": world["fact"].pk},
+        "my_data": {},
+        "my_data_download": {},
+        "tenant_erasure": {},  # (odd values: no request made)
+        "person_erasure": {"user_id": world["membership"].user_id},  # (odd: nothing erased)
         # Destructive ones last, so the others still find their objects.
         "chat:cancel": {"conversation_id": chat, "run_id": run},
         "chat:resume": {"conversation_id": chat, "run_id": run},
