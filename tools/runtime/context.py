@@ -191,6 +191,10 @@ class ModelCallMeter(Protocol):
 class RunContext:
     tenant_id: int | str
     user_id: int | str | None = None
+    # No person is present: a trigger's run (or a step of one), attributed to its `run_as`
+    # member for permissions and records; what needs the person themselves (their own
+    # OAuth account at an MCP server) is refused.
+    unattended: bool = False
     # The API key that started the run, when no person did (memory scoped to the key).
     api_key_id: int | str | None = None
     run_id: str | None = None
