@@ -863,3 +863,28 @@ def test_deleting_a_tenant_with_connected_accounts_leaves_nothing(
         trio.acme.delete()
     assert not McpOAuthToken.objects.exists() and not McpOAuthClient.objects.exists()
     assert not AuditEntry.objects.filter(tenant_id=per_user.tenant_id).exists()
+
+
+def test_client_secret_basic_form_encodes_the_id_and_secret():
+    """RFC 6749 §2.3.1: each is application/x-www-form-urlencoded before Base64 (the helper
+    single sign-on and MCP OAuth share)."""
+    import base64
+
+    from asgiref.sync import async_to_sync
+
+    from tests.tools.local_server import LocalServer, Reply
+    from tools.mcp_oauth.protocol import Client as OAuthClient
+    from tools.mcp_oauth.protocol import OAuthHttp, token_request
+    from tools.runtime.egress import EgressPolicy
+
+    with LocalServer() as local:
+        local.route("POST", "/token", Reply(json={"access_token": "a", "token_type": "Bearer"}))
+        http = OAuthHttp(EgressPolicy(allowlist=("127.0.0.1/32",)), http_allowed=True)
+        client = OAuthClient(f"{local.url}/token", "app id:1", "s&e%cret", "client_secret_basic",
+                             f"{local.url}/mcp")  # fmt: skip
+        async_to_sync(token_request)(http, client, {"grant_type": "x"})
+        [sent] = local.requests
+    scheme, _, value = sent.headers["authorization"].partition(" ")
+    assert scheme == "Basic"
+    assert base64.b64decode(value).decode() == "app+id%3A1:s%26e%25cret"
+    assert b"s%26e%25cret" not in sent.body and b"client_secret" not in sent.body
