@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path, reverse
@@ -15,6 +16,7 @@ from tenancy.models import Tenant
 from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from tools.loader import registry_for_tenant
 from tools.mcp_connections import mcp_connection_refresh, mcp_connection_test
+from tools.mcp_oauth import oauth_forget_if_moved
 from tools.models import McpServerConnection, McpStatus, ToolDefinition
 from tools.runtime.builtins import BUILTINS
 
@@ -223,7 +225,9 @@ class McpServerConnectionAdmin(TenantScopedAdmin):
         ]
 
     def save_model(self, request, obj, form, change) -> None:
-        super().save_model(request, obj, form, change)
+        with transaction.atomic():  # a new URL, mode or client ID: no token of before stays
+            oauth_forget_if_moved(obj)
+            super().save_model(request, obj, form, change)
         if obj.enabled:
             self._refresh(request, obj)
 

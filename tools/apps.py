@@ -14,6 +14,14 @@ class ToolsConfig(AppConfig):
         register_health_check("mcp", mcp_connections_check_health)
         register_provider_lister("mcp", mcp_providers_of)
 
+        from django.db.models.signals import post_delete
+
+        from tenancy.models import Membership
+
+        # However a member leaves (removed, left, single sign-on's groups), their own MCP
+        # accounts in that tenant go with them (revoked, deleted: tools.mcp_oauth).
+        post_delete.connect(_member_left, sender=Membership, dispatch_uid="tools-member-left")
+
         from tenancy.records import history
         from tools.mcp_connections import mcp_connection_save
         from tools.models import McpServerConnection, ToolDefinition
@@ -36,6 +44,16 @@ class ToolsConfig(AppConfig):
                 tenant=tenant, connection=obj, changes=changes
             ),
         )
+
+
+def _member_left(sender, instance, origin=None, **kwargs) -> None:
+    from tenancy.models import Tenant
+    from tools.mcp_oauth import oauth_forget_member
+
+    model = getattr(origin, "model", type(origin))  # (an object, or a queryset's model)
+    if model is Tenant:
+        return  # the tenant itself goes: its connections and tokens with it, no entry left
+    oauth_forget_member(tenant_id=instance.tenant_id, user_id=instance.user_id)
 
 
 def load_builtin_tools() -> None:

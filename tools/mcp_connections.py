@@ -24,7 +24,7 @@ from tenancy import rls
 from tenancy.models import Tenant
 from tenancy.records.saving import delete_recorded, save_validated
 from tools.context_providers import OfferedToolRef, ProviderEntry, mcp_failure_reason
-from tools.mcp_oauth import Connected, connect_complete, listing_token
+from tools.mcp_oauth import Connected, connect_complete, listing_token, oauth_forget_if_moved
 from tools.mcp_source import MCP_SERVER
 from tools.models import McpAuthMode, McpServerConnection, McpStatus
 from tools.runtime.egress import EgressPolicy
@@ -71,7 +71,10 @@ def mcp_connection_fetch(connection: McpServerConnection) -> tuple[list[McpRemot
     """The server's tools and the text of the context resource (if one is set).
     McpUnavailable on any failure. No transaction is held over the exchange."""
     endpoint = mcp_endpoint(connection)
-    return async_to_sync(mcp_snapshot)(endpoint, connection.context_resource_uri or None)
+    uri = connection.context_resource_uri or None
+    if connection.auth_mode == McpAuthMode.OAUTH_USER:
+        uri = None  # one person's text, never every run's (the model refuses it too)
+    return async_to_sync(mcp_snapshot)(endpoint, uri)
 
 
 def mcp_connection_refresh(connection: McpServerConnection) -> McpServerConnection:
@@ -180,13 +183,14 @@ def mcp_connection_save(
 ) -> McpServerConnection:
     """Create (connection None) or change one of the tenant's MCP server connections
     through its full_clean, which compiles the tenant's whole configuration with it unless
-    `graph_checked` (`base.config_checks`). Its tools change on the next refresh."""
+    `graph_checked` (`base.config_checks`). Its tools change on the next refresh. A new
+    URL, OAuth mode or client ID forgets its OAuth tokens and client (revoked, audited)."""
     if connection is None:
         connection = McpServerConnection(tenant=tenant)
     elif connection.tenant_id != tenant.pk:
         raise Http404("No such MCP server connection.")
     connection.graph_checked = graph_checked
-    return save_validated(connection, changes)
+    return save_validated(connection, changes, before=oauth_forget_if_moved)
 
 
 def mcp_connection_delete(*, tenant: Tenant, connection: McpServerConnection) -> None:

@@ -295,6 +295,12 @@ class McpServerConnection(ConfigObject, SecretDestination, models.Model):
             )
         if self.auth_mode == McpAuthMode.HEADER and not self.auth_header:
             self.auth_mode = McpAuthMode.NONE  # the header cleared: nothing is sent
+        if self.auth_mode == McpAuthMode.OAUTH_USER and self.context_resource_uri:
+            # Read with one person's token, the text would reach every run of the tenant.
+            errors["context_resource_uri"] = (
+                "A connection reached with each person's own account has no shared context "
+                "resource: clear it, or connect with the tenant's account."
+            )
         if any(c in self.oauth_scope + self.oauth_client_id for c in "\r\n\t"):
             errors["oauth_scope"] = "One line, scopes separated by spaces."
         if not 0 < self.timeout_s <= 300:

@@ -23,6 +23,7 @@ def tool_context(
     *,
     tenant: Tenant,
     user_id: int | None = None,
+    unattended: bool = False,
     api_key_id: int | None = None,
     run_id: str | None = None,
     correlation_id: str | None = None,
@@ -39,6 +40,7 @@ def tool_context(
     return RunContext(
         tenant_id=tenant.pk,
         user_id=user_id,
+        unattended=unattended,
         api_key_id=api_key_id,
         run_id=run_id,
         correlation_id=correlation_id or uuid.uuid4().hex,

@@ -222,6 +222,7 @@ def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
     return tool_context(
         tenant=run.tenant,
         user_id=run.initiated_by_user_id,
+        unattended=started_by_trigger(run),
         # A key's run acting for a member is that member's: never the key's memory.
         api_key_id=None if run.initiated_by_user_id else run.initiated_by_api_key_id,
         run_id=str(run.pk),
@@ -229,6 +230,24 @@ def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
         secrets=secrets,
         model_calls=quotas.ToolModelCalls(quotas.Meter.for_run(run)),
     )
+
+
+def started_by_trigger(run: Run) -> bool:
+    """Was `run`, or the run it is a step of (a crew's, a workflow's), started by a trigger?
+    Its person is then not present (agents/triggers.py). One query per parent."""
+    for _ in range(MAX_PARENTS):
+        if run.trigger_id is not None:
+            return True
+        if run.parent_id is None:
+            return False
+        found = Run.objects.filter(pk=run.parent_id).only("trigger_id", "parent_id").first()
+        if found is None:
+            return False
+        run = found
+    return True  # deeper than any run nests: taken as unattended, the safe side
+
+
+MAX_PARENTS = 32
 
 
 def decide_at(approval: Approval) -> str:

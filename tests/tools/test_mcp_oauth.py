@@ -358,7 +358,8 @@ def _prm(base: str) -> dict:
 
 def _asm(base: str, **changes) -> dict:
     return {"issuer": base, "authorization_endpoint": f"{base}/authorize",
-            "token_endpoint": f"{base}/token", **changes}  # fmt: skip
+            "token_endpoint": f"{base}/token", "code_challenge_methods_supported": ["S256"],
+            **changes}  # fmt: skip
 
 
 def test_discovery_accepts_a_well_formed_server():
@@ -608,3 +609,282 @@ def test_a_server_echoing_the_token_never_shows_it(trio, server, tenant_wide):
     assert result.result == {"result": "your token is [redacted]"}
     stored = list(RunEvent.objects.filter(run_id=result.run_id).values_list("payload", flat=True))
     assert stored and token not in str(stored)
+
+
+# -- what no longer holds is forgotten ------------------------------------------------------
+def _connect_both(trio, server, per_user) -> list[McpOAuthToken]:
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")  # fmt: skip
+    connect(login(Client(), trio.bob), server,
+            f"/t/acme/mcp-accounts/{per_user.pk}/connect/", "bob-at-crm")  # fmt: skip
+    return list(McpOAuthToken.objects.filter(connection=per_user))
+
+
+def test_a_new_url_forgets_every_token_and_the_client_revoked_and_audited(
+    trio, server, per_user, django_capture_on_commit_callbacks
+):
+    from tenancy.models import AuditEntry
+    from tools.mcp_connections import mcp_connection_save
+
+    tokens = _connect_both(trio, server, per_user)
+    assert len(tokens) == 2 and McpOAuthClient.objects.filter(connection=per_user).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        mcp_connection_save(tenant=trio.acme, connection=per_user,
+                            changes={"url": f"{server.issuer}/elsewhere/mcp"})  # fmt: skip
+    assert not McpOAuthToken.objects.filter(connection=per_user).exists()
+    assert not McpOAuthClient.objects.filter(connection=per_user).exists()
+    # Revoked where they were issued (RFC 7009), after the change was committed.
+    for token in tokens:
+        assert {token.access_token, token.refresh_token} <= set(server.revoked)
+    forgotten = AuditEntry.objects.filter(action="mcp_account.disconnected")
+    assert sorted(str(e.details["account"]) for e in forgotten) == sorted(
+        [str(trio.alice.pk), str(trio.bob.pk), "client registration"]
+    )
+    assert all(e.details["reason"] == "the connection's url changed" for e in forgotten)
+    assert not any(t.access_token in str(e.details) for e in forgotten for t in tokens)
+    # Nothing of before reaches the new URL: a person must connect again.
+    from tools.mcp_oauth import NotConnected
+
+    with pytest.raises(NotConnected):
+        access_token(connection=per_user, user_id=trio.alice.pk)
+
+
+def test_rest_and_the_admin_forget_tokens_on_a_new_client_id_or_mode(
+    trio, server, per_user, django_capture_on_commit_callbacks
+):
+    from rest_framework.test import APIClient
+
+    _connect_both(trio, server, per_user)
+    api = login(APIClient(), trio.alice, tenant=trio.acme)
+    with django_capture_on_commit_callbacks(execute=True):
+        changed = api.patch(f"/api/v1/mcp-connections/{per_user.pk}",
+                            {"oauth_client_id": "mine"}, format="json")  # fmt: skip
+    assert changed.status_code == 200, changed.content
+    assert not McpOAuthToken.objects.filter(connection=per_user).exists()
+    assert not McpOAuthClient.objects.filter(connection=per_user).exists()
+    # The admin: a new mode forgets the tenant's token connected under the old one.
+    McpServerConnection.objects.filter(pk=per_user.pk).update(oauth_client_id="")
+    _connect_both(trio, server, per_user)
+    admin = login(Client(), trio.alice)
+    form = {"name": "crm", "url": server.url, "auth_header": "", "auth_mode": "oauth_tenant",
+            "oauth_scope": "", "oauth_client_id": "", "enabled": "on", "tool_prefix": "crm",
+            "allowed_tool_names": "[]", "context_resource_uri": "", "tool_examples": "{}",
+            "timeout_s": "5"}  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = admin.post(f"/admin/tools/mcpserverconnection/{per_user.pk}/change/", form)
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    per_user.refresh_from_db()
+    assert per_user.auth_mode == "oauth_tenant"
+    assert not McpOAuthToken.objects.filter(connection=per_user).exists()
+
+
+def test_a_token_of_another_issuer_or_server_is_never_sent(trio, server, tenant_wide):
+    from tools.mcp_oauth import NotConnected
+
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")  # fmt: skip
+    McpOAuthToken.objects.filter(connection=tenant_wide).update(issuer="https://evil.example")
+    with pytest.raises(NotConnected):
+        access_token(connection=tenant_wide, user_id=None)
+    assert not McpOAuthToken.objects.filter(connection=tenant_wide).exists()
+    # A URL changed beneath the services (a raw update): the client's resource no longer
+    # is the connection's server, so its token is not sent there.
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{tenant_wide.pk}/connect/", "acme-bot")  # fmt: skip
+    McpServerConnection.objects.filter(pk=tenant_wide.pk).update(url="http://127.0.0.2/mcp")
+    tenant_wide.refresh_from_db()
+    with pytest.raises(NotConnected):
+        access_token(connection=tenant_wide, user_id=None)
+
+
+def test_a_member_who_leaves_takes_their_accounts_with_them(
+    trio, server, per_user, django_capture_on_commit_callbacks
+):
+    from tenancy.models import Membership
+    from tenancy.services import membership_remove
+
+    _connect_both(trio, server, per_user)
+    bobs = McpOAuthToken.objects.get(connection=per_user, user=trio.bob)
+    with django_capture_on_commit_callbacks(execute=True):
+        membership_remove(membership=Membership.objects.get(tenant=trio.acme, user=trio.bob))
+    assert not McpOAuthToken.objects.filter(user=trio.bob).exists()
+    assert {bobs.access_token, bobs.refresh_token} <= set(server.revoked)
+    # Alice's account and the client stay.
+    assert McpOAuthToken.objects.filter(connection=per_user, user=trio.alice).exists()
+    assert McpOAuthClient.objects.filter(connection=per_user).exists()
+
+
+# -- a per-person connection shares nothing ---------------------------------------------------
+def test_a_per_person_connection_refuses_a_context_resource_on_every_face(trio, server, per_user):
+    from django.core.exceptions import ValidationError
+    from rest_framework.test import APIClient
+
+    from tools.mcp_connections import mcp_connection_save
+
+    with pytest.raises(ValidationError) as refused:
+        mcp_connection_save(tenant=trio.acme, connection=per_user,
+                            changes={"context_resource_uri": "docs://handbook"})  # fmt: skip
+    assert "context_resource_uri" in refused.value.message_dict
+    api = login(APIClient(), trio.alice, tenant=trio.acme)
+    answer = api.patch(f"/api/v1/mcp-connections/{per_user.pk}",
+                       {"context_resource_uri": "docs://handbook"}, format="json")  # fmt: skip
+    assert answer.status_code == 400
+    assert "context_resource_uri" in answer.json()["error"]["details"]
+    per_user.refresh_from_db()
+    assert per_user.context_resource_uri == ""
+
+
+# -- a trigger's run has no person ------------------------------------------------------------
+def test_a_triggers_run_never_uses_its_members_own_account(
+    trio, server, per_user, agent, provider_server
+):
+    from agents.triggers import fire_due_triggers, trigger_save
+    from tenancy.models import Membership
+    from tenancy.policy import Principal
+
+    connect(login(Client(), trio.alice), server,
+            f"/t/acme/mcp-connections/{per_user.pk}/connect/", "alice-at-crm")  # fmt: skip
+    by = Principal.of_membership(Membership.objects.get(tenant=trio.acme, user=trio.alice))
+    trigger = trigger_save(tenant=trio.acme, by=by, changes={
+        "name": "nightly", "kind": "schedule", "agent": agent, "cron": "0 3 * * *",
+        "timezone": "UTC", "input_template": "Who am I?"}).trigger  # fmt: skip
+    assert trigger.run_as == trio.alice
+    from django.utils import timezone
+
+    from agents.models import Trigger
+
+    Trigger.objects.filter(pk=trigger.pk).update(next_fire_at=timezone.now())
+    provider_server.script(
+        "openai", ToolCallReply([ToolCall("c1", "crm__whoami", "{}")]), TextReply("Done.")
+    )
+    assert fire_due_triggers() == 1
+    run = Run.objects.get(trigger=trigger)
+    execute_run(run.pk)
+    events = str(list(RunEvent.objects.filter(run=run).values_list("payload", flat=True)))
+    assert "this run has no person" in events and "a trigger's" in events
+    assert "alice-at-crm" not in events  # her account was not used
+    assert not RunEvent.objects.filter(run=run, type="account.connect_required").exists()
+
+
+# -- hostile authorization servers ------------------------------------------------------------
+def _token_answer(reply) -> str:
+    from asgiref.sync import async_to_sync
+
+    from tests.tools.local_server import LocalServer
+    from tools.mcp_oauth.protocol import Client as OAuthClient
+    from tools.mcp_oauth.protocol import OAuthHttp, OAuthProblem, token_request
+    from tools.runtime.egress import EgressPolicy
+
+    with LocalServer() as local:
+        local.route("POST", "/token", reply)
+        http = OAuthHttp(EgressPolicy(allowlist=("127.0.0.1/32",)), http_allowed=True)
+        client = OAuthClient(f"{local.url}/token", "c", None, "none", f"{local.url}/mcp")
+        try:
+            tokens = async_to_sync(token_request)(http, client, {"grant_type": "x"})
+        except OAuthProblem as exc:
+            return str(exc)
+    return f"expires_in={tokens.expires_in}"
+
+
+def test_a_deep_or_endless_token_answer_is_refused_or_bounded():
+    from tests.tools.local_server import Reply
+
+    deep = Reply(body=b"[" * 60_000, headers={"content-type": "application/json"})
+    assert _token_answer(deep) == "the token answer is not a JSON object"
+    deep_error = Reply(status=400, body=b"[" * 60_000)
+    assert _token_answer(deep_error) == "the token endpoint refused the request (HTTP 400)"
+
+    def answer(expires: bytes) -> Reply:
+        body = b'{"access_token": "a", "token_type": "Bearer", "expires_in": ' + expires + b"}"
+        return Reply(body=body, headers={"content-type": "application/json"})
+
+    assert _token_answer(answer(b"1e400")) == "expires_in=None"
+    assert _token_answer(answer(b"-5")) == "expires_in=None"
+    assert _token_answer(answer(b"NaN")) == "expires_in=None"
+    assert _token_answer(answer(b"99999999999")) == f"expires_in={365 * 24 * 3600}"
+    assert _token_answer(answer(b"3600")) == "expires_in=3600"
+
+
+def test_a_short_lived_token_is_not_refreshed_at_every_call(trio, settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    with FakeOAuthMcpServer(token_lifetime_s=40) as short:
+        connection = make_mcp_connection(trio.acme, short.url, "docs", auth_mode="oauth_tenant")
+        connect(login(Client(), trio.alice), short,
+                f"/t/acme/mcp-connections/{connection.pk}/connect/", "acme-bot")  # fmt: skip
+        first = access_token(connection=connection, user_id=None)
+        assert access_token(connection=connection, user_id=None) == first
+        assert short.refreshes == 0  # renewed in its last 20 s only
+
+
+def test_discovery_refuses_a_server_listing_no_pkce_method():
+    assert "does not support PKCE with S256" in hostile(
+        {PRM: _prm, ASM: lambda base: {k: v for k, v in _asm(base).items()
+                                       if k != "code_challenge_methods_supported"}}
+    )  # fmt: skip
+
+
+def test_the_callback_is_bound_to_the_client_the_flow_went_to(trio, server, per_user):
+    bob = login(Client(), trio.bob)
+    started = bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/connect/")
+    back = authorize(server, authorization_url(started), "bob-at-crm")
+    # Meanwhile the admin points the connection at another client ID (a raw update, so
+    # that the client row stays and only the pending flow can tell).
+    McpOAuthClient.objects.filter(connection=per_user).update(client_id="someone-else")
+    refused = bob.get(back)
+    assert refused.status_code == 400 and b"changed since this attempt began" in refused.content
+    assert not McpOAuthToken.objects.filter(connection=per_user).exists()
+
+
+def test_a_server_promising_iss_must_send_it(trio, server, per_user):
+    from tools.mcp_oauth import flow
+
+    bob = login(Client(), trio.bob)
+    started = bob.post(f"/t/acme/mcp-accounts/{per_user.pk}/connect/")
+    back = authorize(server, authorization_url(started), "bob-at-crm")
+    session = bob.session
+    flows = session[flow.SESSION_KEY]
+    for pending in flows.values():
+        pending["iss_required"] = True  # as discovery records for a server advertising it
+    session[flow.SESSION_KEY] = flows
+    session.save()
+    refused = bob.get(back)
+    assert refused.status_code == 400 and b"did not name itself" in refused.content
+
+
+def test_deleting_a_tenant_with_connected_accounts_leaves_nothing(
+    trio, server, per_user, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    from tenancy.models import AuditEntry
+
+    _connect_both(trio, server, per_user)
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        trio.acme.delete()
+    assert not McpOAuthToken.objects.exists() and not McpOAuthClient.objects.exists()
+    assert not AuditEntry.objects.filter(tenant_id=per_user.tenant_id).exists()
+
+
+def test_client_secret_basic_form_encodes_the_id_and_secret():
+    """RFC 6749 §2.3.1: each is application/x-www-form-urlencoded before Base64 (the helper
+    single sign-on and MCP OAuth share)."""
+    import base64
+
+    from asgiref.sync import async_to_sync
+
+    from tests.tools.local_server import LocalServer, Reply
+    from tools.mcp_oauth.protocol import Client as OAuthClient
+    from tools.mcp_oauth.protocol import OAuthHttp, token_request
+    from tools.runtime.egress import EgressPolicy
+
+    with LocalServer() as local:
+        local.route("POST", "/token", Reply(json={"access_token": "a", "token_type": "Bearer"}))
+        http = OAuthHttp(EgressPolicy(allowlist=("127.0.0.1/32",)), http_allowed=True)
+        client = OAuthClient(f"{local.url}/token", "app id:1", "s&e%cret", "client_secret_basic",
+                             f"{local.url}/mcp")  # fmt: skip
+        async_to_sync(token_request)(http, client, {"grant_type": "x"})
+        [sent] = local.requests
+    scheme, _, value = sent.headers["authorization"].partition(" ")
+    assert scheme == "Basic"
+    assert base64.b64decode(value).decode() == "app+id%3A1:s%26e%25cret"
+    assert b"s%26e%25cret" not in sent.body and b"client_secret" not in sent.body

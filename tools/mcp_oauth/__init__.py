@@ -7,6 +7,8 @@ flow.py         connecting an account: begun on the platform, completed at its c
 tokens.py       tokens stored encrypted, refreshed under a row lock, revoked
 credentials.py  a call's Authorization header: the tenant's token or the person's own;
                 a person not connected pauses the run ("connect your account")
+forgetting.py   a connection's URL, mode or client ID changed, a member left: their
+                tokens (and client registration) deleted, revoked after the commit
 models.py       McpOAuthClient, McpOAuthToken
 """
 
@@ -18,6 +20,7 @@ from tools.mcp_oauth.flow import (
     connect_begin,
     connect_complete,
 )
+from tools.mcp_oauth.forgetting import oauth_forget_if_moved, oauth_forget_member
 from tools.mcp_oauth.protocol import OAuthProblem
 from tools.mcp_oauth.tokens import (
     NotConnected,
@@ -45,5 +48,7 @@ __all__ = [
     "connect_url",
     "connected_account",
     "listing_token",
+    "oauth_forget_if_moved",
+    "oauth_forget_member",
     "token_revoke",
 ]

@@ -30,10 +30,11 @@ class OAuthCredentials:
         self.per_user = connection.auth_mode == McpAuthMode.OAUTH_USER
 
     async def __call__(self, ctx: RunContext) -> Mapping[str, str]:
-        if self.per_user and ctx.user_id is None:
+        if self.per_user and (ctx.user_id is None or ctx.unattended):
             raise ToolFailed(
                 f"MCP server {self.name} is reached with each person's own account, and this "
-                "run has no person (an API key's or an automation's): it cannot call it"
+                "run has no person (an API key's, or a trigger's: its run_as member is not "
+                "there to act with their own account): it cannot call it"
             )
         user_id = int(ctx.user_id) if self.per_user else None
         return {"Authorization": f"Bearer {await sync_to_async(self._token)(user_id)}"}
@@ -41,7 +42,9 @@ class OAuthCredentials:
     async def rejected(self, ctx: RunContext) -> None:
         """The server refused the token (revoked there, or expired early): it is renewed on
         the next look-up, or, when it cannot be, forgotten (the account is asked again)."""
-        user_id = int(ctx.user_id) if self.per_user and ctx.user_id is not None else None
+        if self.per_user and (ctx.user_id is None or ctx.unattended):
+            return  # (no person's token was sent)
+        user_id = int(ctx.user_id) if self.per_user else None
         await sync_to_async(self._expire)(user_id)
 
     def _expire(self, user_id: int | None) -> None:

@@ -6,7 +6,10 @@ there (a client ID the admin gave; its client ID metadata document where the ser
 those; else dynamic registration), and keeps the pending flow in the person's session under
 a random `state`: bound to the tenant, the person, the connection and that session, used
 once, for ten minutes. `connect_complete` takes it back at the callback and exchanges the
-code. Network calls are made with no transaction open.
+code. The pending flow remembers where it went (the connection's URL, the issuer, the token
+endpoint, the client ID): a callback after any of them changed is refused, and so is one
+without `iss` from a server that says it always sends one (RFC 9207). Network calls are made
+with no transaction open.
 """
 
 from __future__ import annotations
@@ -53,8 +56,7 @@ def connect_begin(
     (an admin, on an `oauth_tenant` connection); else the person's own (`oauth_user`).
     OAuthProblem when discovery or registration fails; PermissionDenied for a mode the
     connection does not have."""
-    wanted = McpAuthMode.OAUTH_TENANT if for_tenant else McpAuthMode.OAUTH_USER
-    if connection.auth_mode != wanted:
+    if connection.auth_mode != _mode(for_tenant):
         raise PermissionDenied("This connection does not take that kind of account.")
     http = oauth_http(connection)
     server = async_to_sync(protocol.discover)(http, connection.url)
@@ -73,6 +75,13 @@ def connect_begin(
         "user": user.pk,
         "connection": connection.pk,
         "client": client.pk,
+        # Who the flow went to: the callback refuses it when the connection's client is no
+        # longer this one (its URL, mode or client ID changed meanwhile; a new discovery).
+        "url": connection.url,
+        "issuer": client.issuer,
+        "token_endpoint": client.token_endpoint,
+        "client_id": client.client_id,
+        "iss_required": server.iss_parameter_supported,
         "verifier": verifier,
         "for_tenant": for_tenant,
         "at": time.time(),
@@ -115,7 +124,19 @@ def connect_complete(
         ).first()
     if membership is None or connection is None or client is None:
         raise PermissionDenied("This connection is no longer yours to connect.")
-    if iss and not issuers_match(iss, client.issuer):
+    bound = (flow.get("url"), flow.get("issuer"), flow.get("token_endpoint"),
+             flow.get("client_id"))  # fmt: skip
+    current = (connection.url, client.issuer, client.token_endpoint, client.client_id)
+    if bound != current or connection.auth_mode != _mode(flow["for_tenant"]):
+        raise OAuthProblem(
+            "the connection's server or client changed since this attempt began: start again"
+        )
+    if not iss and flow.get("iss_required"):
+        raise OAuthProblem(
+            "the authorization server did not name itself in its answer (iss), as it says "
+            "it always does"
+        )
+    if iss and not issuers_match(iss, flow["issuer"]):
         raise OAuthProblem("the answer came from another authorization server than asked")
     if flow["for_tenant"] and membership.role not in (Role.OWNER, Role.ADMIN):
         raise PermissionDenied("Only an admin connects the tenant's account.")
@@ -132,6 +153,10 @@ def connect_complete(
             user_id=None if flow["for_tenant"] else user.pk, connected_by=user.pk,
         )  # fmt: skip
     return Connected(connection=connection, for_tenant=flow["for_tenant"])
+
+
+def _mode(for_tenant: bool) -> str:
+    return McpAuthMode.OAUTH_TENANT if for_tenant else McpAuthMode.OAUTH_USER
 
 
 def client_metadata_document(*, client_id: str, redirect_uri: str) -> dict[str, Any]:

@@ -65,6 +65,9 @@ class McpOAuthToken(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     issuer = models.URLField(max_length=500)
+    # The resource (RFC 8707) it was issued for: its client's at the time; a token whose
+    # issuer or resource is not the connection's current client's is never sent.
+    resource = models.URLField(max_length=500, blank=True)
     access_token = EncryptedTextField()
     refresh_token = EncryptedTextField(null=True, blank=True)
     token_type = models.CharField(max_length=20, default="Bearer")

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from tools.runtime.egress import EgressError, EgressPolicy, EgressResponse, GuardedHttpClient
+from tools.runtime.egress import EgressPolicy, EgressResponse, GuardedHttpClient
+from tools.runtime.oauth_http import (
+    OAuthHttpError,
+    basic_credentials,
+    error_code,
+    json_object,
+    lifetime_s,
+    oauth_request,
+)
 
 MAX_DOCUMENT_BYTES = 64 * 1024  # metadata, registration and token answers are small
 TIMEOUT_S = 10.0
@@ -47,6 +55,8 @@ class AuthServer:
     scopes: tuple[str, ...]
     client_id_metadata_document_supported: bool
     token_auth_methods: tuple[str, ...]
+    # RFC 9207: the server says it names itself (`iss`) in every authorization response.
+    iss_parameter_supported: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,13 +103,12 @@ class OAuthHttp:
 
     async def send(self, method: str, url: str, what: str, **kwargs: Any) -> EgressResponse:
         self.check_url(url, what)
-        headers = {"Accept": "application/json", **kwargs.pop("headers", {})}
         try:
-            return await self.client.request(
-                method, url, headers=headers, timeout_s=TIMEOUT_S, max_bytes=MAX_DOCUMENT_BYTES,
-                follow_redirects=False, **kwargs,
+            return await oauth_request(
+                self.client, method, url, timeout_s=TIMEOUT_S, max_bytes=MAX_DOCUMENT_BYTES,
+                **kwargs,
             )  # fmt: skip
-        except EgressError as exc:
+        except OAuthHttpError as exc:
             raise OAuthProblem(f"the {what} at {url} could not be reached: {exc}") from None
 
     async def document(self, url: str, what: str) -> dict[str, Any] | None:
@@ -157,7 +166,7 @@ async def discover(http: OAuthHttp, server_url: str) -> AuthServer:
             "not offer OAuth, or needs a static header"
         )
     resource_url = str(resource.resource)
-    if not _same_resource(resource_url, server_url):
+    if not same_resource(resource_url, server_url):
         raise OAuthProblem(
             f"the protected-resource metadata names another resource ({resource_url})"
         )
@@ -179,8 +188,8 @@ async def discover(http: OAuthHttp, server_url: str) -> AuthServer:
             f"the authorization server's metadata names another issuer ({server.issuer}, "
             f"not {issuer})"
         )
-    methods = server.code_challenge_methods_supported
-    if methods is not None and "S256" not in methods:
+    # The MCP specification: a server that does not list S256 is refused (no PKCE, no flow).
+    if "S256" not in (server.code_challenge_methods_supported or ()):
         raise OAuthProblem("the authorization server does not support PKCE with S256")
     endpoints = {
         "authorization endpoint": str(server.authorization_endpoint),
@@ -206,6 +215,7 @@ async def discover(http: OAuthHttp, server_url: str) -> AuthServer:
         scopes=tuple(scopes),
         client_id_metadata_document_supported=bool(server.client_id_metadata_document_supported),
         token_auth_methods=tuple(server.token_endpoint_auth_methods_supported or ()),
+        iss_parameter_supported=bool(server.authorization_response_iss_parameter_supported),
     )
 
 
@@ -280,8 +290,7 @@ async def token_request(http: OAuthHttp, client: Client, grant: dict[str, str]) 
     form = {**grant, "client_id": client.client_id, "resource": client.resource}
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
     if client.client_secret and client.auth_method == "client_secret_basic":
-        pair = f"{client.client_id}:{client.client_secret}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        headers["Authorization"] = basic_credentials(client.client_id, client.client_secret)
     elif client.client_secret:
         form["client_secret"] = client.client_secret
     response = await http.send("POST", client.token_endpoint, "token endpoint",
@@ -298,14 +307,12 @@ async def token_request(http: OAuthHttp, client: Client, grant: dict[str, str]) 
     token_type = str(answer.get("token_type") or "Bearer")
     if token_type.lower() != "bearer":
         raise OAuthProblem(f"the token answer's type is {token_type[:20]!r}, not Bearer")
-    expires_in = answer.get("expires_in")
     refresh = answer.get("refresh_token")
     return Tokens(
         access_token=access,
         token_type="Bearer",  # noqa: S106 (a type, not a secret)
         refresh_token=refresh if isinstance(refresh, str) and 0 < len(refresh) <= 8000 else None,
-        expires_in=int(expires_in) if isinstance(expires_in, int | float) and expires_in > 0
-        else None,
+        expires_in=lifetime_s(answer.get("expires_in")),
         scope=str(answer.get("scope") or "")[:500],
     )  # fmt: skip
 
@@ -328,25 +335,16 @@ async def revoke(http: OAuthHttp, client: Client, endpoint: str, token: str, hin
 
 # -- reading answers ------------------------------------------------------------------------
 def _json_object(response: EgressResponse, what: str) -> dict[str, Any]:
-    try:
-        value = response.json()
-    except ValueError:
-        raise OAuthProblem(f"the {what} is not JSON") from None
-    if not isinstance(value, dict):
+    value = json_object(response)
+    if value is None:
         raise OAuthProblem(f"the {what} is not a JSON object")
     return value
 
 
 def _error_code(response: EgressResponse) -> str:
     """ ", <error code>" when the answer names a well-formed OAuth error, else ""."""
-    try:
-        value = response.json()
-    except ValueError:
-        return ""
-    code = value.get("error") if isinstance(value, dict) else None
-    if isinstance(code, str) and code.replace("_", "").isalpha() and len(code) <= 40:
-        return f", {code}"
-    return ""
+    code = error_code(response)
+    return f", {code}" if code else ""
 
 
 def _auth_param(challenge: str, name: str) -> str | None:
@@ -361,7 +359,7 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
-def _same_resource(resource: str, server_url: str) -> bool:
+def same_resource(resource: str, server_url: str) -> bool:
     """RFC 9728 §3.3: the metadata's resource is the server's URL (or a prefix of it on the
     same origin, as servers that protect a whole host publish)."""
     if _origin(resource) != _origin(server_url):

@@ -1,11 +1,16 @@
 """The tokens a connection holds: stored (encrypted), read for a call, refreshed before
 they expire, revoked.
 
-A token is refreshed when it expires within `REFRESH_MARGIN_S`, under its row's lock: two
+A token is refreshed when it expires within `REFRESH_MARGIN_S` (or half its lifetime, for
+a token that lives less than two minutes), under its row's lock: two
 processes needing it at once make one refresh, the second reads the first's result. The
 refresh request is made with that one row locked (bounded by the request's timeout), the
 only network call this project makes inside a transaction, because a refresh token is
 often single-use: two refreshes at once would leave one process holding a spent token.
+
+A token is used only for the client it was issued to: a token whose issuer or resource is
+not the connection's current client's (its URL, mode or client ID changed: see
+forgetting.py) is refused and forgotten.
 """
 
 from __future__ import annotations
@@ -59,12 +64,14 @@ def store_tokens(
         "tenant_id": connection.tenant_id,
         "connected_by_id": connected_by,
         "issuer": client.issuer,
+        "resource": client.resource,
         "access_token": tokens.access_token,
         "refresh_token": tokens.refresh_token,
         "token_type": tokens.token_type,
         "scope": tokens.scope,
         "expires_at": _expiry(tokens),
         "refreshed_at": None,
+        "created_at": timezone.now(),  # a connected account's lifetime starts again
     }
     with transaction.atomic():
         row, _ = McpOAuthToken.objects.update_or_create(
@@ -83,12 +90,40 @@ def access_token(*, connection: McpServerConnection, user_id: int | None) -> str
     """The access token to call `connection`'s server with, for the tenant (user_id None) or
     that person: refreshed first when it expires soon. NotConnected, RefreshFailed. One
     query when fresh; a locked refresh otherwise."""
-    row = _row(connection, user_id)
+    row = _row(connection, user_id, with_client=True)
     if row is None:
         raise NotConnected
-    if not row.expires_within(REFRESH_MARGIN_S):
+    if not _issued_to_current_client(row, connection):
+        with transaction.atomic():
+            if McpOAuthToken.objects.filter(pk=row.pk).delete()[0]:
+                _audit(connection, row.user_id, AuditAction.MCP_ACCOUNT_DISCONNECTED,
+                       reason="issued for another server or client")  # fmt: skip
+        raise NotConnected
+    if not row.expires_within(refresh_margin_s(row)):
         return row.access_token
     return _refresh(row, connection)
+
+
+def refresh_margin_s(row: McpOAuthToken) -> float:
+    """How long before its expiry a token is renewed: REFRESH_MARGIN_S, or half its
+    lifetime when that is shorter (a 60 s token is not renewed at every call)."""
+    issued = row.refreshed_at or row.created_at
+    if row.expires_at is None or issued is None:
+        return REFRESH_MARGIN_S
+    lifetime = (row.expires_at - issued).total_seconds()
+    return max(0.0, min(REFRESH_MARGIN_S, lifetime / 2))
+
+
+def _issued_to_current_client(row: McpOAuthToken, connection: McpServerConnection) -> bool:
+    """Was `row` issued for the connection's current client: its issuer, its resource, and
+    that resource still the connection's server?"""
+    client = getattr(row.connection, "oauth_client", None)
+    return (
+        client is not None
+        and protocol.issuers_match(row.issuer, client.issuer)
+        and row.resource == client.resource
+        and protocol.same_resource(client.resource, connection.url)
+    )
 
 
 def listing_token(connection: McpServerConnection) -> str | None:
@@ -129,23 +164,33 @@ def token_revoke(*, connection: McpServerConnection, user_id: int | None) -> boo
     if row is None:
         return False
     client = McpOAuthClient.objects.filter(connection=connection).first()
-    if client is not None and client.revocation_endpoint:
-        http = oauth_http(connection)
-        for token, hint in (
-            (row.refresh_token, "refresh_token"),
-            (row.access_token, "access_token"),
-        ):
+    if client is not None:
+        revoke_best_effort(client, [(row.access_token, row.refresh_token)], url=connection.url)
+    with transaction.atomic():
+        McpOAuthToken.objects.filter(pk=row.pk).delete()
+        _audit(connection, user_id, AuditAction.MCP_ACCOUNT_DISCONNECTED, reason="revoked")
+    return True
+
+
+def revoke_best_effort(
+    client: McpOAuthClient, tokens: list[tuple[str, str | None]], *, url: str
+) -> None:
+    """Revoke each (access, refresh) pair at `client`'s authorization server (RFC 7009),
+    when it offers revocation; failures are logged, never raised. `url`: the MCP server's
+    URL the tokens were for (it says whether its endpoints may be plain http)."""
+    if not client.revocation_endpoint:
+        return
+    http = oauth_http_for(url)
+    for access, refresh in tokens:
+        for token, hint in ((refresh, "refresh_token"), (access, "access_token")):
             if not token:
                 continue
             try:
                 async_to_sync(protocol.revoke)(http, client_of(client), client.revocation_endpoint,
                                                token, hint)  # fmt: skip
             except OAuthProblem as exc:
-                logger.info("revoking a token of MCP connection %s failed: %s", connection.pk, exc)
-    with transaction.atomic():
-        McpOAuthToken.objects.filter(pk=row.pk).delete()
-        _audit(connection, user_id, AuditAction.MCP_ACCOUNT_DISCONNECTED, reason="revoked")
-    return True
+                logger.info("revoking a token of MCP connection %s failed: %s",
+                            client.connection_id, exc)  # fmt: skip
 
 
 def connected_account(
@@ -155,8 +200,12 @@ def connected_account(
     return _row(connection, user_id)
 
 
-def _row(connection: McpServerConnection, user_id: int | None) -> McpOAuthToken | None:
+def _row(
+    connection: McpServerConnection, user_id: int | None, *, with_client: bool = False
+) -> McpOAuthToken | None:
     rows = McpOAuthToken.objects.filter(connection=connection, tenant_id=connection.tenant_id)
+    if with_client:  # (one query: the token, its connection and that one's client)
+        rows = rows.select_related("connection__oauth_client")
     if user_id is None:
         return rows.filter(user__isnull=True).first()
     return rows.filter(user_id=user_id).first()
@@ -168,7 +217,7 @@ def _refresh(row: McpOAuthToken, connection: McpServerConnection) -> str:
         locked = McpOAuthToken.objects.select_for_update().filter(pk=row.pk).first()
         if locked is None:
             raise NotConnected
-        if not locked.expires_within(REFRESH_MARGIN_S):
+        if not locked.expires_within(refresh_margin_s(locked)):
             return locked.access_token  # another process refreshed it meanwhile
         client = McpOAuthClient.objects.filter(connection_id=locked.connection_id).first()
         if not locked.refresh_token or client is None:
@@ -218,8 +267,12 @@ def _expiry(tokens: Tokens):
 
 
 def oauth_http(connection: McpServerConnection) -> OAuthHttp:
+    return oauth_http_for(connection.url)
+
+
+def oauth_http_for(url: str) -> OAuthHttp:
     policy = EgressPolicy(allowlist=tuple(settings.EGRESS_ALLOWLIST))
-    return OAuthHttp(policy, http_allowed=connection.url.startswith("http://"))
+    return OAuthHttp(policy, http_allowed=url.startswith("http://"))
 
 
 def client_of(client: McpOAuthClient) -> protocol.Client:

@@ -207,3 +207,7 @@ class RunContext:
     # Holds those calls against the quotas; None: not held (the platform always sets one:
     # a run's or a direct call's, agents.runs.direct_calls; else tools.services.tool_context's).
     model_calls: ModelCallMeter | None = field(default=None, compare=False)
+    # No person is present: a trigger's run (or a step of one), attributed to its `run_as`
+    # member for permissions and records; what needs the person themselves (their own
+    # OAuth account at an MCP server) is refused.
+    unattended: bool = False

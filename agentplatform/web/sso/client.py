@@ -17,14 +17,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from tenancy.sign_on.sso_settings import url_schemes
-from tools.runtime.egress import (
-    EgressError,
-    EgressPolicy,
-    EgressRefused,
-    EgressTimeout,
-    GuardedHttpClient,
-    ResponseTooLarge,
-)
+from tools.runtime.egress import EgressPolicy, GuardedHttpClient
+from tools.runtime.oauth_http import OAuthHttpError, basic_credentials, json_object, oauth_request
 
 TIMEOUT_S = 10.0
 MAX_BYTES = 512_000
@@ -59,32 +53,31 @@ def check_url(url: str, what: str) -> None:
 
 
 def _request(method: str, url: str, what: str, **kwargs: Any) -> Any:
-    """One exchange, answered with its JSON object; SSOError for everything else."""
+    """One exchange (tools.runtime.oauth_http), answered with its JSON object; SSOError for
+    everything else."""
     check_url(url, what)
+    kwargs.setdefault("follow_redirects", True)  # discovery and keys may move; not the token
     try:
-        response = async_to_sync(_client().request)(
-            method, url, timeout_s=TIMEOUT_S, max_bytes=MAX_BYTES, **kwargs
+        response = async_to_sync(oauth_request)(
+            _client(), method, url, timeout_s=TIMEOUT_S, max_bytes=MAX_BYTES, **kwargs
         )
-    except EgressRefused:
-        raise SSOError(
-            f"The identity provider's {what} is at an address this platform may not reach "
-            "(a private or local one; the operator may allow it with SSO_EGRESS_ALLOWLIST)."
-        ) from None
-    except EgressTimeout:
-        raise SSOError(f"The identity provider did not answer in time ({what}).") from None
-    except ResponseTooLarge:
-        raise SSOError(f"The identity provider's answer was too large ({what}).") from None
-    except EgressError:
-        raise SSOError(f"The identity provider cannot be reached ({what}).") from None
+    except OAuthHttpError as exc:
+        raise SSOError(_FAILURES[exc.kind].format(what=what)) from None
     if response.status_code != 200:
         raise SSOError(f"The identity provider answered HTTP {response.status_code} ({what}).")
-    try:
-        data = response.json()
-    except (ValueError, RecursionError):  # (nested too deep)
-        data = None
-    if not isinstance(data, dict):
+    data = json_object(response)
+    if data is None:
         raise SSOError(f"The identity provider's answer is not a JSON object ({what}).")
     return data
+
+
+_FAILURES = {
+    "refused": "The identity provider's {what} is at an address this platform may not reach "
+    "(a private or local one; the operator may allow it with SSO_EGRESS_ALLOWLIST).",
+    "timeout": "The identity provider did not answer in time ({what}).",
+    "too_large": "The identity provider's answer was too large ({what}).",
+    "unreachable": "The identity provider cannot be reached ({what}).",
+}
 
 
 def discover(issuer: str) -> Discovery:
@@ -123,8 +116,7 @@ def token(url: str, form: dict[str, str], *, client_id: str, client_secret: str)
     secret; a public client sends its id in the form)."""
     headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
     if client_secret:
-        pair = f"{_form_quote(client_id)}:{_form_quote(client_secret)}"
-        headers["authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        headers["authorization"] = basic_credentials(client_id, client_secret)
     else:
         form = {**form, "client_id": client_id}
     return _request(
@@ -135,11 +127,6 @@ def token(url: str, form: dict[str, str], *, client_id: str, client_secret: str)
         headers=headers,
         follow_redirects=False,
     )
-
-
-def _form_quote(value: str) -> str:
-    # RFC 6749 2.3.1: the id and secret are form-encoded before Basic encoding.
-    return urlencode({"": value})[1:]
 
 
 def jwks(url: str) -> list[dict]:
