@@ -167,6 +167,13 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return number
 
 
+def env_optional_days(name: str) -> int | None:
+    """A number of days, at least 1; unset or empty: None (forever)."""
+    if env_str(name) is None:
+        return None
+    return env_int(name, 0, minimum=1)
+
+
 def env_json_commands(name: str) -> dict[str, list[str]]:
     """A JSON object of names to commands (argv lists of strings), e.g. {"triage":
     ["/opt/triage/run", "--quiet"]}; {} when unset."""

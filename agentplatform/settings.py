@@ -339,12 +339,25 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.purge_expired_facts",
         "schedule": float(config.env_int("FACT_PURGE_S", 3600, minimum=60)),
     },
+    # Data past its tenant's retention (lifecycle/retention.py): purged in batches.
+    "purge-retention": {
+        "task": "lifecycle.purge_retention",
+        "schedule": float(config.env_int("RETENTION_PURGE_S", 3600, minimum=60)),
+    },
     # Provider connections' health (providers/routing.py): a failing one is tried last.
     "check-provider-connections": {
         "task": "providers.check_connections",
         "schedule": float(config.env_int("PROVIDER_HEALTH_S", 300, minimum=30)),
     },
 }
+# Retention (lifecycle/retention.py, docs/operations.md "Retention"): the platform's default
+# days a tenant's runs' events, conversations, attachments and audit entries are kept, where
+# the tenant sets none (empty: forever); the rows one purge statement deletes at most.
+RETENTION_RUN_DAYS = config.env_optional_days("RETENTION_RUN_DAYS")
+RETENTION_CONVERSATION_DAYS = config.env_optional_days("RETENTION_CONVERSATION_DAYS")
+RETENTION_ATTACHMENT_DAYS = config.env_optional_days("RETENTION_ATTACHMENT_DAYS")
+RETENTION_AUDIT_DAYS = config.env_optional_days("RETENTION_AUDIT_DAYS")
+RETENTION_BATCH = config.env_int("RETENTION_BATCH", 1000, minimum=1)
 # Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
 # the seconds between the steps that start cases and score the finished ones.
 EVALUATION_CONCURRENCY = config.env_int("EVALUATION_CONCURRENCY", 4, minimum=1)

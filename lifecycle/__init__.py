@@ -9,4 +9,7 @@ tables; nothing below it imports it.
 - erasure.py           a tenant's erasure, resumable (`manage.py tenant delete`)
 - erasure_requests.py  an owner's request for it, which an operator confirms
 - person.py            a person's own export; an admin's erasure of a person
+- retention.py         how long a tenant's data is kept (RetentionPolicy, LegalHold) and the
+                       periodic purge in batches (tasks.py: `lifecycle.purge_retention`)
+- retention_settings.py  what an admin sets of it (the page, REST, the document), holds
 """

@@ -1,3 +1,6 @@
+"""The data life's own records: an owner's erasure request, a tenant's retention settings
+and its legal holds."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -26,3 +29,49 @@ class TenantErasureRequest(models.Model):
 
     def __str__(self) -> str:
         return f"Erasure of {self.tenant} requested {self.requested_at:%Y-%m-%d}"
+
+
+class RetentionPolicy(models.Model):
+    """How many days a tenant's data is kept (lifecycle/retention.py). A field left empty
+    follows the platform's default (settings.RETENTION_*_DAYS, itself empty: forever); 0
+    keeps it forever whatever the default. `legal_hold` stops every purge of the tenant."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    run_days = models.PositiveIntegerField(null=True, blank=True)
+    conversation_days = models.PositiveIntegerField(null=True, blank=True)
+    attachment_days = models.PositiveIntegerField(null=True, blank=True)
+    audit_days = models.PositiveIntegerField(null=True, blank=True)
+    legal_hold = models.BooleanField(default=False)
+    legal_hold_reason = models.CharField(max_length=300, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant"], name="retention_one_per_tenant")]
+        verbose_name_plural = "retention policies"
+
+    def __str__(self) -> str:
+        return f"Retention of tenant {self.tenant_id}"
+
+
+class LegalHold(models.Model):
+    """A conversation no purge touches while the hold stands: its messages, attachments and
+    the events of its runs."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(
+        "agents.Conversation", on_delete=models.CASCADE, related_name="+"
+    )
+    reason = models.CharField(max_length=300, blank=True)
+    placed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    placed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation"], name="legal_hold_one_per_conversation")
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"Legal hold on conversation {self.conversation_id}"

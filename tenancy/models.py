@@ -454,6 +454,9 @@ class AuditAction(models.TextChoices):
     FACTS_EXPIRED = "facts.expired", "Expired facts purged"
     MCP_ACCOUNT_CONNECTED = "mcp_account.connected", "MCP server account connected"
     MCP_ACCOUNT_DISCONNECTED = "mcp_account.disconnected", "MCP server account disconnected"
+    RETENTION_PURGED = "retention.purged", "Data past its retention purged"
+    LEGAL_HOLD_PLACED = "legal_hold.placed", "Legal hold placed"
+    LEGAL_HOLD_LIFTED = "legal_hold.lifted", "Legal hold lifted"
 
 
 class AppendOnly(Exception):
