@@ -40,6 +40,7 @@ class Action(StrEnum):
     READ_USAGE = "read_usage"
     READ_AUDIT = "read_audit"
     OVERRIDE_EVALUATION = "override_evaluation"
+    MANAGE_RETENTION = "manage_retention"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,10 @@ POLICY: dict[Action, Rule] = {
         Role.ADMIN, Scope.ADMIN, "publish an agent's draft that did not pass its required "
         "evaluation, with a reason (audit log); proposing a change is `change_config`; also "
         "lowering or removing a required evaluation (audited)",
+    ),
+    Action.MANAGE_RETENTION: Rule(
+        Role.ADMIN, Scope.ADMIN, "how long runs' events, conversations, attachments and audit "
+        "entries are kept, and legal holds (read and change: docs/operations.md, Retention)",
     ),
 }  # fmt: skip
 

@@ -17,6 +17,7 @@ from agentplatform.api import (
     prices_api,
     providers_api,
     quotas_api,
+    retention_api,
     sign_in_api,
     skills_api,
     time_zone_api,
@@ -94,6 +95,13 @@ urlpatterns = [
     path("mcp-accounts", mcp_accounts_api.McpAccountsView.as_view(), name="api_mcp_accounts"),
     path(
         "mcp-accounts/<int:pk>", mcp_accounts_api.McpAccountView.as_view(), name="api_mcp_account"
+    ),
+    path("retention", retention_api.RetentionView.as_view(), name="api_retention"),
+    path("retention/holds", retention_api.HoldsView.as_view(), name="api_retention_holds"),
+    path(
+        "retention/holds/<str:conversation>",
+        retention_api.HoldView.as_view(),
+        name="api_retention_hold",
     ),
     *resources.urls,
 ]

@@ -56,6 +56,7 @@ GROUPS: tuple[Group, ...] = (
         Link("API keys", "config:api_keys"),
         Link("Quotas", "config:quotas"),
         Link("Prices", "config:prices"),
+        Link("Retention", "config:retention"),
         Link("Document", "config:document"),
         Link("Erase workspace", "tenant_erasure"),
     )),
