@@ -262,6 +262,28 @@ def register_document_section(section: DocSection) -> None:
     }
 
 
+@dataclass(frozen=True)
+class DocSetting:
+    """A tenant-wide setting the document holds as one mapping, not a list of named objects,
+    kept by an app above agents (lifecycle's `retention`): `read(tenant)` gives its stored
+    values as document data; `write(tenant=, changes=, actor=)` sets those that changed (a
+    ValidationError naming its fields refuses, and the import rolls back). A document without
+    it leaves it as it is; pruning never touches it."""
+
+    name: str
+    read: Callable[[Tenant], dict[str, Any]]
+    write: Callable[..., Any]
+
+
+_SETTINGS: dict[str, DocSetting] = {}
+
+
+def register_document_setting(setting: DocSetting) -> None:
+    """Add a setting to the document (once), exported, planned and applied with the rest. Its
+    shape is a field of ConfigDocument (agents.runtime.config.document)."""
+    _SETTINGS.setdefault(setting.name, setting)
+
+
 def document_section(name: str) -> DocSection:
     return _REGISTERED[name]
 
@@ -688,6 +710,7 @@ def config_export(*, tenant: Tenant, skill_files: bool = False) -> dict[str, Any
         "version": VERSION,
         "policy": policy_entry(tenant),
         **{section: list(current.entries[section].values()) for section in SECTIONS},
+        **{name: setting.read(tenant) for name, setting in _SETTINGS.items()},
     }
     if skill_files and exported["skills"]:
         skills.skill_files_inline(tenant, exported["skills"])
@@ -894,6 +917,11 @@ def config_plan(
     policy = _field_changes(policy_entry(tenant), desired["policy"])
     if policy:
         plan.changes.append(ObjectChange("policy", "policy", "update", policy))
+    for name, setting in _SETTINGS.items():
+        if desired.get(name) is not None and (
+            changed := _field_changes(setting.read(tenant), desired[name])
+        ):
+            plan.changes.append(ObjectChange(name, name, "update", changed))
     for section in SECTIONS:
         before = current.entries[section]
         named = set()
@@ -1011,6 +1039,15 @@ def _apply(
                 tenant_time_zone_set(tenant=tenant, time_zone=policy.time_zone)
         except ValidationError as exc:
             raise ConfigInvalid([ConfigProblem("policy", m) for m in exc.messages]) from None
+    for name, setting in _SETTINGS.items():
+        if (name, name) in changing:
+            stored = setting.read(tenant)
+            wanted = {k: v for k, v in desired[name].items() if stored.get(k) != v}
+            actor = by.user or by.api_key
+            try:
+                setting.write(tenant=tenant, changes=wanted, actor=actor)
+            except ValidationError as exc:
+                raise ConfigInvalid(_model_problems(exc, name, {})) from None
     # Deletions first, dependents before what they use, so names freed can be taken again.
     for section in reversed(SECTIONS):
         delete = _REGISTERED[section].delete_object

@@ -444,6 +444,30 @@ class KnowledgeBaseEntry(_Strict):
     )
 
 
+RETENTION_MAX_DAYS = 36500
+
+
+def _retention_days(what: str) -> Any:
+    return Field(
+        None,
+        ge=0,
+        le=RETENTION_MAX_DAYS,
+        description=f"Days {what} are kept: 0 forever; null follows the platform's default.",
+    )
+
+
+class RetentionEntry(_Strict):
+    """How long the tenant's data is kept before the periodic purge removes it
+    (docs/operations.md, "Retention"). Legal holds are not configuration: never here."""
+
+    run_days: int | None = _retention_days("runs' events (the run's summary and cost stay)")
+    conversation_days: int | None = _retention_days(
+        "conversations untouched (with their messages and files)"
+    )
+    attachment_days: int | None = _retention_days("attached files")
+    audit_days: int | None = _retention_days("audit log entries")
+
+
 class ConfigDocument(_Strict):
     """A tenant's configuration. Lists hold the objects the document manages; objects it
     does not name are left alone unless the import prunes."""
@@ -468,6 +492,9 @@ class ConfigDocument(_Strict):
     triggers: list[TriggerEntry] = Field(default_factory=list, max_length=200)
     mcp_servers: list[McpServer] = Field(default_factory=list, max_length=100)
     knowledge_bases: list[KnowledgeBaseEntry] = Field(default_factory=list, max_length=200)
+    retention: RetentionEntry | None = Field(
+        None, description="The tenant's retention; absent: left as it is."
+    )
 
     def as_data(self) -> dict[str, Any]:
         """The document as plain JSON data, every field written (defaults too)."""
