@@ -15,6 +15,7 @@ from django.utils import timezone
 from agents.models import Attachment, Conversation, Message, Run, RunEvent
 from lifecycle.models import LegalHold
 from lifecycle.retention import Purged, _TenantPurge, retention_purge, tenant_purge
+from lifecycle.tasks import purge_retention
 from tenancy import rls
 from tenancy.models import AuditAction, AuditEntry
 from tests.lifecycle.retention_rows import counts, make_rows, policy, recorded
@@ -162,3 +163,11 @@ def test_the_platform_default_applies_where_the_tenant_sets_none_and_zero_keeps(
     purged = as_app_role(tenant_purge, tenant_id=trio.acme.pk)
     assert not RunEvent.objects.filter(run=rows.old_run).exists()
     assert (purged.conversations, purged.attachments, purged.audit_entries) == (0, 0, 0)
+
+
+def test_the_beat_runs_it_for_every_tenant(trio, as_app_role, settings):
+    assert settings.CELERY_BEAT_SCHEDULE["purge-retention"]["task"] == "lifecycle.purge_retention"
+    rows = make_rows(trio.acme)
+    policy(trio.acme, 30)
+    assert as_app_role(purge_retention) == 1  # acme lost some; globex has nothing to lose
+    assert not RunEvent.objects.filter(run=rows.old_run).exists()
