@@ -213,6 +213,7 @@ class _TenantPurge:
                 return
             self._attachments_delete(Attachment.objects.filter(conversation_id__in=ids))
             self._messages_delete(ids)
+            self._runs_detached(ids)
             with transaction.atomic():
                 deleted = Conversation.objects.filter(pk__in=ids).delete()[1]
                 self._record({"conversations": deleted.get("agents.Conversation", 0)})
@@ -232,6 +233,19 @@ class _TenantPurge:
                     return
                 deleted = Message.objects.filter(pk__in=ids).delete()[1]
                 self._record({"messages": deleted.get("agents.Message", 0)})
+
+    def _runs_detached(self, conversation_ids: list[int]) -> None:
+        """The conversations' runs stay, without a conversation: set in batches, so that the
+        conversations' deletion updates no run (a busy table) at all."""
+        runs = Run.objects.filter(tenant_id=self.tenant_id, conversation_id__in=conversation_ids)
+        while True:
+            with transaction.atomic():
+                ids = list(runs.order_by("pk").values_list("pk", flat=True)[: self.batch])
+                if not ids:
+                    return
+                Run.objects.filter(pk__in=ids).update(conversation=None)
+            if len(ids) < self.batch:
+                return
 
     def attachments(self, cutoff: datetime) -> None:
         old = self._not_held(

@@ -41,11 +41,13 @@ def as_app_role(monkeypatch):
 
 def test_it_purges_what_is_past_retention_and_keeps_each_runs_summary(trio, as_app_role):
     rows = make_rows(trio.acme)
+    Run.objects.filter(pk=rows.old_run.pk).update(conversation=rows.old_conversation)
     policy(trio.acme, 30)
 
     purged = as_app_role(tenant_purge, tenant_id=trio.acme.pk)
 
     old = Run.objects.get(pk=rows.old_run.pk)
+    assert old.conversation_id is None  # its conversation went; the run stays
     assert (old.status, old.cost_usd, old.input_tokens, old.output) == ("succeeded", 0.25, 10, "hi")
     assert old.state is None and not RunEvent.objects.filter(run=old).exists()
     # Runs not yet ended and recent ones keep everything.
