@@ -9,12 +9,13 @@ import tempfile
 
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentplatform.api.resources import NOT_FOUND_EXAMPLE
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import allowed, request_principal, request_tenant
 from lifecycle.person import person_erase, person_export, person_in_tenant
@@ -40,6 +41,20 @@ class MyDataExport(APIView):
             (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="zip"),
             **ERRORS,
         },
+        examples=[
+            OpenApiExample(
+                "An API key",
+                {
+                    "error": {
+                        "code": "invalid",
+                        "message": "An API key holds no person's data: sign in to download yours.",
+                        "details": {},
+                    }
+                },
+                response_only=True,
+                status_codes=["400"],
+            )
+        ],
     )
     def get(self, request: Request) -> FileResponse:
         tenant = request_tenant(request)
@@ -87,6 +102,15 @@ class PersonErasure(APIView):
         "Only an owner erases an owner; the last owner stays.",
         request=ErasureSerializer,
         responses={200: ErasureResultSerializer, **ERRORS},
+        examples=[
+            OpenApiExample("Erase", {"confirm": True}, request_only=True),
+            OpenApiExample(
+                "Erased",
+                {"conversations": 3, "facts": 5, "attachments": 1, "runs_anonymised": 12},
+                response_only=True,
+            ),
+            NOT_FOUND_EXAMPLE,
+        ],
     )
     def post(self, request: Request, user_id: str) -> Response:
         tenant = request_tenant(request)

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentplatform.api.resources import NOT_FOUND_EXAMPLE
 from agentplatform.api.schema import ERRORS
 from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
 from lifecycle.retention_settings import (
@@ -77,6 +78,28 @@ EXAMPLE = OpenApiExample(
     {"run_days": 90, "conversation_days": 365, "attachment_days": None, "audit_days": 0},
     request_only=True,
 )
+SHOWN_EXAMPLE = OpenApiExample(
+    "Runs kept ninety days, the rest as the platform's default",
+    {
+        "run_days": 90,
+        "conversation_days": None,
+        "attachment_days": None,
+        "audit_days": None,
+        "legal_hold": False,
+        "legal_hold_reason": "",
+        "in_effect": {"run_days": 90, "conversation_days": 365, "attachment_days": None,
+                      "audit_days": None},
+        "platform_default": {"run_days": None, "conversation_days": 365,
+                             "attachment_days": None, "audit_days": None},
+        "held_conversations": [],
+    },
+    response_only=True,
+)  # fmt: skip
+HELD_EXAMPLE = OpenApiExample(
+    "Held",
+    {"conversation": 42, "reason": "Dispute 2026-118", "placed_at": "2026-12-06T09:00:00Z"},
+    response_only=True,
+)
 
 
 class _RetentionView(TenantPolicyView, APIView):
@@ -89,6 +112,7 @@ class RetentionView(_RetentionView):
         summary="The tenant's retention",
         description="Days kept per kind as set, in effect, the platform's default; holds.",
         responses={200: RetentionShown, **ERRORS},
+        examples=[SHOWN_EXAMPLE],
     )
     def get(self, request: Request) -> Response:
         return Response(RetentionShown(retention_shown(tenant=self.tenant)).data)
@@ -99,7 +123,7 @@ class RetentionView(_RetentionView):
         "and nothing is saved. Audited.",
         request=RetentionChange,
         responses={200: RetentionShown, **ERRORS},
-        examples=[EXAMPLE],
+        examples=[EXAMPLE, SHOWN_EXAMPLE],
     )
     def patch(self, request: Request) -> Response:
         body = RetentionChange(data=request.data)
@@ -115,6 +139,13 @@ class HoldsView(_RetentionView):
         "lifted. Another tenant's conversation: 404. Audited.",
         request=HoldPlace,
         responses={201: HeldConversation, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "A hold", {"conversation": 42, "reason": "Dispute 2026-118"}, request_only=True
+            ),
+            HELD_EXAMPLE,
+            NOT_FOUND_EXAMPLE,
+        ],
     )
     def post(self, request: Request) -> Response:
         body = HoldPlace(data=request.data)
@@ -134,6 +165,7 @@ class HoldView(_RetentionView):
     @extend_schema(
         summary="Lift a conversation's legal hold",
         responses={204: None, **ERRORS},
+        examples=[NOT_FOUND_EXAMPLE],
     )
     def delete(self, request: Request, conversation: str) -> Response:
         conversation_hold_lift(tenant=self.tenant, conversation_id=conversation)
