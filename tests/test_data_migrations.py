@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 # Integration tier although it starts no process: migrating the schema back and forth costs
-# tens of seconds (tenancy 0014 takes agents 0022-0035 back with it), too much for `-m fast`.
+# seconds each (and the test template is remade when the migrations change): not `-m fast`.
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 
 
@@ -46,32 +46,33 @@ def test_governed_memory_makes_existing_facts_their_persons_with_their_agent():
     assert made == {from_run.pk: ("person", ann.pk, agent.pk), by_hand.pk: ("person", ann.pk, None)}
 
 
-def test_keys_made_by_keys_get_their_maker_from_the_audit_log():
-    """tenancy 0014: a key whose `api_key.created` entry names a key as its actor gets that
-    key as its maker, and the maker's person; a key with no such entry stays as it was."""
-    before = migrate(("tenancy", "0013_policies_bind_the_app_login"))
-    Tenant, User = before.get_model("tenancy", "Tenant"), before.get_model("auth", "User")
-    ApiKey, AuditEntry = (
-        before.get_model("tenancy", "ApiKey"),
-        before.get_model("tenancy", "AuditEntry"),
-    )
+def test_oauth_tokens_stored_before_get_their_clients_resource_if_its_issuer_is_theirs():
+    """tools 0010: a token gets the resource of its connection's client when that client is
+    its issuer's; a token of another issuer keeps none (unusable: asked again)."""
+    before = migrate(("tools", "0009_mcp_oauth"))
+    Tenant = before.get_model("tenancy", "Tenant")
+    Connection = before.get_model("tools", "McpServerConnection")
+    Client = before.get_model("tools", "McpOAuthClient")
+    Token = before.get_model("tools", "McpOAuthToken")
     tenant = Tenant.objects.create(name="Old", slug="old")
-    bob = User.objects.create(username="bob")
+    tokens = {}
+    for name, token_issuer in (("crm", "https://crm.example"), ("wiki", "https://elsewhere")):
+        connection = Connection.objects.create(
+            tenant=tenant, name=name, url=f"https://{name}.example/mcp", tool_prefix=name,
+            auth_mode="oauth_tenant",
+        )  # fmt: skip
+        Client.objects.create(
+            tenant=tenant, connection=connection, issuer=f"https://{name}.example",
+            authorization_endpoint=f"https://{name}.example/authorize",
+            token_endpoint=f"https://{name}.example/token",
+            resource=f"https://{name}.example/mcp", redirect_uri="https://us.example/callback",
+            source="registered", client_id=f"client-{name}",
+        )  # fmt: skip
+        tokens[name] = Token.objects.create(
+            tenant=tenant, connection=connection, issuer=token_issuer, access_token="secret"
+        ).pk
 
-    def key(name: str, **fields):
-        return ApiKey.objects.create(
-            tenant=tenant, name=name, prefix=name[:8], secret_hash=f"hash-{name}", **fields
-        )
-
-    maker = key("maker", created_by=bob)
-    made = key("made")
-    key("lone")
-    AuditEntry.objects.create(
-        tenant=tenant, action="api_key.created", api_key=maker,
-        object_type="tenancy.apikey", object_id=str(made.pk),
-    )  # fmt: skip
-
-    after = migrate(("tenancy", "0014_apikey_created_by_key"))
-    ApiKey = after.get_model("tenancy", "ApiKey")
-    found = {k.name: (k.created_by_key_id, k.created_by_id) for k in ApiKey.objects.all()}
-    assert found == {"maker": (None, bob.pk), "made": (maker.pk, bob.pk), "lone": (None, None)}
+    after = migrate(("tools", "0010_oauth_token_resource"))
+    Token = after.get_model("tools", "McpOAuthToken")
+    found = {name: Token.objects.get(pk=pk).resource for name, pk in tokens.items()}
+    assert found == {"crm": "https://crm.example/mcp", "wiki": ""}

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from django.db import connection
 from base import versions
 from lifecycle.erasure import run_keys, tenant_version_keys
 from lifecycle.tables import tenant_models
+from rag.models import Document, DocumentStatus
+from rag.tasks import ingest_document
 from tenancy.models import Tenant
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_user
@@ -122,6 +125,20 @@ def assert_erased(gone: Held) -> None:
     assert redis_keys(gone) == []
 
 
+def documents_ingested(*held: Held, timeout: float = 30.0) -> None:
+    """The tenants' documents ingested now, and no worker's delivery of their ingestion (a
+    task queued at commit, if the session runs a worker) still in flight: it would add
+    chunks while the tenants are counted or erased. A later delivery leaves a ready
+    document alone."""
+    documents = Document.objects.filter(knowledge_base__tenant__in=[h.tenant.pk for h in held])
+    for document_id in documents.values_list("pk", flat=True):
+        ingest_document(document_id)
+    deadline = time.monotonic() + timeout
+    while documents.exclude(status=DocumentStatus.READY).exists():
+        assert time.monotonic() < deadline, "the documents were not ingested in time"
+        time.sleep(0.05)
+
+
 def assert_untouched(kept: Held, before: dict[str, int]) -> None:
     assert Tenant.objects.filter(pk=kept.tenant.pk, active=True).exists()
     assert rows_of(kept.tenant.pk) == before
@@ -162,6 +179,7 @@ def test_it_refuses_without_the_confirmation_and_deletes_nothing(two_tenants):
 @pytest.mark.integration
 def test_killed_half_way_a_second_run_reaches_the_same_end(two_tenants):
     gone, kept = two_tenants
+    documents_ingested(gone, kept)  # committed here, so the session's worker ingests them
     before = rows_of(kept.tenant.pk)
     child = subprocess.Popen(
         [sys.executable, "manage.py", "tenant", "-v", "2", "delete", "--tenant", "zorb-corp",
