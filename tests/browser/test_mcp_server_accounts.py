@@ -52,3 +52,34 @@ def test_a_person_connects_and_disconnects_their_account(trio, browser, platform
         assert fake.revoked
         tab.assert_clean()
         context.close()
+
+
+def test_an_admin_connects_the_tenants_account_and_its_tools_arrive(trio, browser, platform):
+    """The tenant-wide flavour: an admin connects one account for everyone from the MCP
+    servers page; the list says so, Refresh lists the server's tools with that token, and
+    Disconnect revokes it at the server."""
+    with FakeOAuthMcpServer() as fake:
+        connection = make_mcp_connection(trio.acme, fake.url, "crm", auth_mode="oauth_tenant")
+        context = browser.new_context()
+        tab = Page(context.new_page(), platform)
+        page = tab.page
+        page.set_default_timeout(15_000)
+        tab.login("alice")
+        tab.goto("/t/acme/mcp-connections/")
+        expect(page.get_by_text("OAuth, the tenant's account: not connected")).to_be_visible()
+        page.get_by_role("button", name="Connect account crm").click()
+        page.wait_for_url(f"{platform}/t/acme/mcp-connections/")
+        expect(page.get_by_text("OAuth, the tenant's account: connected")).to_be_visible()
+        token = McpOAuthToken.objects.get(connection=connection, user=None)
+        page.get_by_role("button", name="Refresh crm").click()
+        expect(page.locator(f"#mcp-health-{connection.pk}")).to_contain_text("OK")
+        tab.screenshot("mcp-connections-oauth")
+        connection.refresh_from_db()
+        assert connection.tool_count > 0  # listed with the tenant's token
+        assert token.access_token not in page.content()
+        page.get_by_role("button", name="Disconnect crm").click()
+        expect(page.get_by_text("OAuth, the tenant's account: not connected")).to_be_visible()
+        assert not McpOAuthToken.objects.filter(pk=token.pk).exists()
+        assert fake.revoked
+        tab.assert_clean()
+        context.close()
