@@ -746,7 +746,8 @@ def finalize(
             "cost_usd": cost,
             "total_cost_usd": cost + children_cost,
             "finished_at": now if terminal else None,
-            "claim": outcome_claim(outcome),
+            # A workflow's output is its steps' doing, not an agent's say-so: nothing to verify.
+            "claim": outcome_claim(outcome) if run.workflow_id is None else None,
             "lease_owner": "",
             "lease_expires_at": None,
         },

@@ -256,6 +256,8 @@ def test_the_run_page_shows_its_steps_and_rest_gives_their_events(client, trio, 
     assert 'Step <code>receipt</code> <span class="muted">at 2.0.receipt.0</span>' in body
     assert 'class="step depth-3"' in body
     assert "Tool call <code>calculator</code>" in body  # the tool step's call, as any call's
+    # A workflow's output is no agent's claim: nothing to verify, no "Outcome claim" card.
+    assert Run.objects.get(pk=run.pk).claim is None and "Outcome claim" not in body
 
     api = login(APIClient(), trio.bob, tenant="acme")
     page = api.get(f"/api/v1/runs/{run.pk}/events").json()
