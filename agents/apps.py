@@ -131,10 +131,14 @@ def register_history() -> None:
     )
 
 
-def _member_left(sender, instance, **kwargs) -> None:
+def _member_left(sender, instance, origin=None, **kwargs) -> None:
+    from agents.memory import member_facts_forget
     from agents.services import member_grants_forget
+    from tenancy.models import Tenant
 
     member_grants_forget(membership=instance)
+    if getattr(origin, "model", type(origin)) is not Tenant:  # (a tenant's go with it)
+        member_facts_forget(tenant_id=instance.tenant_id, user_id=instance.user_id)
 
 
 def _fallbacks_follow(sender, tenant_id: int, old: str, new: str, **kwargs) -> None:

@@ -18,7 +18,13 @@ from agents.memory.expiry import PURGE_BATCH, expires_at, facts_expired_purge
 from agents.memory.recall import fact_embedder, register_fact_embedder
 from agents.memory.scopes import MemorySettings, Reach, reach_of
 from agents.memory.selectors import fact_about, fact_visible, facts_about, facts_visible
-from agents.memory.services import fact_delete, fact_edit, fact_text_checked, facts_forget
+from agents.memory.services import (
+    fact_delete,
+    fact_edit,
+    fact_text_checked,
+    facts_forget,
+    member_facts_forget,
+)
 from agents.memory.store import DjangoFactStore
 from agents.memory.tool_source import memory_tools_for_agent
 
@@ -38,6 +44,7 @@ __all__ = [
     "facts_expired_purge",
     "facts_forget",
     "facts_visible",
+    "member_facts_forget",
     "memory_tools_for_agent",
     "reach_of",
     "register_fact_embedder",

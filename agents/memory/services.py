@@ -15,10 +15,12 @@ from django.utils import timezone
 
 from agents.memory.audit import record_fact
 from agents.memory.recall import embedded
-from agents.models import Fact
+from agents.models import Fact, FactScope
 from agents.runtime.memory import MAX_FACT_CHARS
+from tenancy import rls
 from tenancy.models import AuditAction
 from tenancy.policy import Principal
+from tenancy.records import audit
 
 
 def fact_text_checked(text: object) -> str:
@@ -67,6 +69,20 @@ def fact_delete(*, principal: Principal, fact: Fact) -> None:
     if fact.tenant_id != principal.tenant.pk:
         raise Http404("No such fact.")
     facts_forget(facts=[fact], actor=principal.initiator)
+
+
+def member_facts_forget(*, tenant_id: int, user_id: int) -> int:
+    """A member left the tenant: what its agents remembered about them (person scope) goes
+    with them — no run reads it any more, and a later invitation starts afresh. Each fact
+    audited (the system acting). Returns how many."""
+    with rls.tenant_scope(tenant_id), transaction.atomic():
+        facts = list(
+            Fact.objects.filter(tenant_id=tenant_id, scope=FactScope.PERSON, user_id=user_id)
+        )
+        for fact in facts:
+            record_fact(fact, AuditAction.FACT_FORGOTTEN, actor=audit.SYSTEM, reason="member left")
+        Fact.objects.filter(pk__in=[fact.pk for fact in facts]).delete()
+    return len(facts)
 
 
 def facts_forget(*, facts: list[Fact], actor: Any) -> None:

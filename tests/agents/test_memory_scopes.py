@@ -273,3 +273,21 @@ def test_a_shared_memorys_remember_tool_tells_the_model_it_is_shared(world):
     assert "shared" not in remember_description(agents["pal"])
     assert "shared with everyone who uses this agent" in remember_description(agents["desk"])
     assert "never remember anything private" in remember_description(agents["hub"])
+
+
+def test_a_member_who_leaves_takes_their_facts_with_them(trio):
+    """What agents remembered about a person goes when they leave the tenant (each fact
+    audited, the system acting); others' facts and the agent's own stay."""
+    desk = make_agent(trio.acme, "desk")
+    kept_member = Fact.objects.create(tenant=trio.acme, user=trio.alice, text="alice's")
+    kept_agent = Fact.objects.create(tenant=trio.acme, scope="agent", agent=desk, text="desk's")
+    gone = [Fact.objects.create(tenant=trio.acme, user=trio.bob, text=f"bob {n}") for n in range(3)]
+
+    tenancy.membership_remove(membership=trio.acme.memberships.get(user=trio.bob))
+
+    assert not Fact.objects.filter(pk__in=[f.pk for f in gone]).exists()
+    assert Fact.objects.filter(pk__in=[kept_member.pk, kept_agent.pk]).count() == 2
+    entries = AuditEntry.objects.filter(tenant=trio.acme, action="fact.forgotten")
+    assert sorted(int(e.object_id) for e in entries) == sorted(f.pk for f in gone)
+    assert all(e.details.get("reason") == "member left" for e in entries)
+    assert not any("bob 1" in str(e.details) for e in entries)  # never a fact's text
