@@ -28,6 +28,7 @@ imports from here, never from a module inside (an import-linter contract says so
     sweeper.py        runs whose worker died, to be asked for again
     direct_calls.py   tool_run / atool_run: a tool called directly, as a one-call run (by a
                       person, a key, a self-test or a verifier)
+    dry_calls.py      dry_call: an unsaved HTTP tool tried once, through the same step
     confirmation.py   an HTTP tool's exact request, prepared again from edited arguments
     costs.py          a run's own cost: its model's and its tools' model calls
     workflows.py      workflow_start, execute_workflow: a tenant's workflow as a durable run
@@ -45,6 +46,7 @@ from agents.runs.direct_calls import (
     decide_at,
     tool_run,
 )
+from agents.runs.dry_calls import DryCallResult, dry_call
 from agents.runs.engine import execute_run, execute_run_async
 from agents.runs.inline import run_inline
 from agents.runs.new_chat import conversation_begin
@@ -90,6 +92,7 @@ __all__ = [
     "TERMINAL_EVENTS",
     "WORKFLOW_TOOL_PREFIX",
     "ConversationBusy",
+    "DryCallResult",
     "Ending",
     "GatewayCall",
     "IdempotencyKeyReused",
@@ -106,6 +109,7 @@ __all__ = [
     "conversation_steer",
     "decide_at",
     "drain",
+    "dry_call",
     "execute_run",
     "execute_run_async",
     "follow_run",

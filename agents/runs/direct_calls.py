@@ -56,6 +56,7 @@ class ToolRunOutcome:
     latency_ms: float = 0.0
     decide_at: str = ""  # for awaiting_approval: where a human decides it
     prepared_request: dict[str, Any] | None = None  # for awaiting_approval: what it would send
+    data: Any = None  # for succeeded: the whole result, before the tool's view (model_view)
 
 
 async def atool_run(**kwargs: Any) -> ToolRunOutcome:
@@ -134,7 +135,9 @@ class _Events:
         self.kept.append((type, payload))
 
 
-async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via, unattended):
+async def _step_and_record(
+    db, record, toolbox, tenant, call, api_key, user, via, unattended, approval=DIRECT_CALLS
+):
     correlation_id = uuid.uuid4().hex
     user_id = user.pk if user is not None else None
     api_key_id = api_key.pk if api_key is not None else None
@@ -155,7 +158,7 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
         ctx=ctx,
         emit=events.emit,
         checkpoint=NoCheckpoint(),  # recorded once, when the call has finished
-        approval=DIRECT_CALLS,
+        approval=approval,
         unattended=unattended,
         via=via,
     )
@@ -209,8 +212,9 @@ async def _step_and_record(db, record, toolbox, tenant, call, api_key, user, via
             run_id, "failed", call.id, error=result.error, latency_ms=result.latency_ms
         )
     return ToolRunOutcome(
-        run_id, "succeeded", call.id, result=result.result, latency_ms=result.latency_ms
-    )
+        run_id, "succeeded", call.id, result=result.result, latency_ms=result.latency_ms,
+        data=result.data,
+    )  # fmt: skip
 
 
 def run_tool_context(run: Run, secrets: SecretAccessor) -> RunContext:
