@@ -21,6 +21,7 @@ from agentplatform.api import (
     sign_in_api,
     skills_api,
     time_zone_api,
+    tool_drafts_api,
     tools_api,
     views,
     workflows_api,
@@ -96,6 +97,9 @@ urlpatterns = [
     path(
         "mcp-accounts/<int:pk>", mcp_accounts_api.McpAccountView.as_view(), name="api_mcp_account"
     ),
+    # (before the tools resource, whose `tools/{name}` would take `tools/try`)
+    path("tools/import/curl", tool_drafts_api.ToolImportCurl.as_view(), name="api_tool_curl"),
+    path("tools/try", tool_drafts_api.ToolTry.as_view(), name="api_tool_try"),
     path("retention", retention_api.RetentionView.as_view(), name="api_retention"),
     path("retention/holds", retention_api.HoldsView.as_view(), name="api_retention_holds"),
     path(

@@ -190,7 +190,7 @@ def _tokens(command: Any) -> list[str]:
         raise ImportRefused(f"The command is over {MAX_COMMAND_CHARS:,} characters.")
     text = re.sub(r"\\\r?\n", " ", command)  # line continuations
     text = text.replace("\r\n", "\n").strip()
-    if "\n" in text:
+    if _newline_outside_quotes(text):
         raise ImportRefused(
             "The command spans several lines without a backslash at their ends: paste one "
             "curl command."
@@ -218,6 +218,23 @@ def _tokens(command: Any) -> list[str]:
     if not tokens or tokens[0].rsplit("/", 1)[-1] not in ("curl", "curl.exe"):
         raise ImportRefused("The command must start with curl.")
     return tokens[1:]
+
+
+def _newline_outside_quotes(text: str) -> bool:
+    """A line break outside quotes ends a shell command (a second one would follow)."""
+    quote, escaped = "", False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "\n":
+            return True
+    return False
 
 
 def _read_options(tokens: list[str]) -> _Request:
