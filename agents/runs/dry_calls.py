@@ -23,7 +23,7 @@ from django.core.exceptions import PermissionDenied
 
 from agents.runs.direct_calls import _step_and_record, _write_one
 from agents.runtime.tool_step import ApprovalRule
-from tenancy.models import Tenant
+from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Action, Principal
 from tools.imports import draft_tool
 from tools.loader import tenant_tools
@@ -68,7 +68,7 @@ class _Toolbox:  # the one-tool registry `_step_and_record` reads
 def dry_call(
     *,
     tenant: Tenant,
-    user: Any,
+    user: Any,  # the person or ApiKey trying it; None: the platform
     fields: dict[str, Any],
     secret: str | None = None,
     arguments: Any = None,
@@ -82,13 +82,15 @@ def dry_call(
     error) is the result's `error`."""
     if user is not None and not Principal.for_initiator(tenant, user).may(Action.CHANGE_CONFIG):
         raise PermissionDenied("You may not change this tenant's tools.")
+    api_key = user if isinstance(user, ApiKey) else None
+    person = None if api_key is not None else user
     draft = draft_tool(tenant=tenant, changes=fields, secret=secret, definition=definition)
     secrets = tenant_tools(tenant).secrets.with_values(draft.secrets)
     toolbox = _Toolbox(ToolRegistry([draft.tool]), secrets)
     call = ToolCall(
         id=f"call_{uuid.uuid4().hex[:12]}", name=draft.tool.name, arguments=arguments or {}
     )
-    ctx = tool_context(tenant=tenant, user_id=getattr(user, "pk", None), secrets=secrets)
+    ctx = tool_context(tenant=tenant, user_id=getattr(person, "pk", None), secrets=secrets)
     try:
         prepared = toolbox.registry.prepare(call, ctx)
     except ToolFailed as exc:
@@ -96,7 +98,7 @@ def dry_call(
     shown = prepared.as_text()
     if not send:
         return DryCallResult(request=shown)
-    outcome = async_to_sync(_send)(toolbox, tenant, call, user)
+    outcome = async_to_sync(_send)(toolbox, tenant, call, api_key, person)
     answered = draft.answers.last
     answer = draft.redact(answered.text) if answered is not None else ""
     schema_check = None
@@ -116,9 +118,9 @@ def dry_call(
     )
 
 
-async def _send(toolbox: _Toolbox, tenant: Tenant, call: ToolCall, user: Any):
+async def _send(toolbox: _Toolbox, tenant: Tenant, call: ToolCall, api_key, user):
     return await _step_and_record(
-        sync_to_async, sync_to_async(_write_one), toolbox, tenant, call, None, user,
+        sync_to_async, sync_to_async(_write_one), toolbox, tenant, call, api_key, user,
         DRY_CALL, None, approval=NO_APPROVAL,
     )  # fmt: skip
 

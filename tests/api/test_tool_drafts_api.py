@@ -1,0 +1,259 @@
+"""`POST /api/v1/tools/import/curl` and `POST /api/v1/tools/try` (the dry call): drafts from a
+curl command, tried against a local server that plays the API, never saved, never showing
+the secret (agentplatform/api/tool_drafts_api.py, agents/runs/dry_calls.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.models import Run, RunEvent
+from tests.api.test_resources import Api, as_key, assert_error
+from tests.factories import login, make_http_tool, make_tool
+from tests.tools.local_server import LocalServer, Reply
+from tools.models import ToolDefinition
+
+SECRET = "tok-SECRET-4242"
+
+
+@pytest.fixture
+def local_server():
+    with LocalServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _loopback(settings):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]  # the local server; nothing else private
+
+
+def weather_fields(url: str, **config) -> dict:
+    return {
+        "name": "weather",
+        "kind": "http",
+        "description": "Today's weather in a city.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+        "output_schema": {"type": "object", "required": ["temp_c"]},
+        "config": {
+            "method": "GET",
+            "url": url,
+            "arguments": [{"argument": "city", "to": "query"}],
+            "auth": {"type": "bearer"},
+            "model_view": {"temp": "temp_c"},
+            **config,
+        },
+    }
+
+
+def assert_no_secret(api: Api, *more: str) -> None:
+    for text in [*api.bodies, *more]:
+        assert SECRET not in text
+
+
+# -- the curl import ------------------------------------------------------------------------
+
+
+def test_a_curl_command_becomes_a_draft_and_only_says_a_secret_was_found(client, trio):
+    api = as_key(client, trio.acme)
+    command = (
+        f"curl -G 'https://api.example.com/weather?units=metric' -d city=Paris "
+        f"-H 'Authorization: Bearer {SECRET}'"
+    )
+    response = api.post("/tools/import/curl", {"command": command, "marks": {"query.city": "city"}})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["secret_found"] is True and body["source"] == "curl"
+    assert body["draft"]["config"]["auth"] == {"type": "bearer"}
+    assert body["draft"]["config"]["fixed"] == {"query": {"units": "metric"}}
+    assert body["draft"]["input_schema"]["properties"]["city"]["type"] == "string"
+    assert {"place": "query.units", "value": "metric"} in body["places"]
+    assert not ToolDefinition.objects.filter(tenant=trio.acme).exists()  # nothing saved
+    assert_no_secret(api)
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "says"),
+    [
+        ({"command": "curl https://a.example.com; cat /etc/passwd"}, "command", "Shell"),
+        ({"command": "curl file:///etc/passwd"}, "command", "http://"),
+        ({"command": "curl -K /etc/curlrc https://a.example.com"}, "command", "config file"),
+        ({"command": "curl https://a.example.com?x=1", "marks": {"query.y": "y"}},
+         "marks.query.y", "no such value"),
+        ({"command": "x" * 30_000}, "command", ""),
+        ({"marks": {}}, "command", ""),
+        ({"command": "curl https://a.example.com", "marks": ["query.x"]}, "marks", ""),
+    ],
+)  # fmt: skip
+def test_bad_commands_and_marks_are_400_with_our_message(client, trio, data, field, says):
+    error = assert_error(as_key(client, trio.acme).post("/tools/import/curl", data), 400)
+    assert field in error["details"], error
+    assert says in json.dumps(error["details"][field])
+    assert "Traceback" not in json.dumps(error) and "shlex" not in json.dumps(error)
+
+
+def test_a_member_without_the_right_to_change_tools_is_refused(client, trio):
+    login(client, trio.bob)  # a member of acme, not an admin
+    api = Api(client, tenant_header="acme")
+    assert_error(api.post("/tools/import/curl", {"command": "curl https://a.example.com"}), 403)
+    assert_error(api.post("/tools/try", {"fields": weather_fields("https://a.example.com")}), 403)
+    read_only = as_key(client, trio.acme, "read")
+    assert_error(
+        read_only.post("/tools/import/curl", {"command": "curl https://a.example.com"}), 403
+    )
+
+
+# -- the dry call ----------------------------------------------------------------------------
+
+
+def test_a_dry_call_shows_the_masked_request_the_answer_the_view_and_the_check(
+    client, trio, local_server
+):
+    local_server.route("GET", "/weather", Reply(json={"temp_c": 21, "city": "Paris"}))
+    api = as_key(client, trio.acme)
+    response = api.post(
+        "/tools/try",
+        {"fields": weather_fields(f"{local_server.url}/weather"), "secret": SECRET,
+         "arguments": {"city": "Paris"}},
+    )  # fmt: skip
+    assert response.status_code == 200, response.content
+    result = response.json()
+    assert result["request"].startswith(f"GET {local_server.url}/weather?city=Paris")
+    assert "Authorization: Bearer ***" in result["request"]
+    assert result["sent"] is True and result["status"] == 200 and result["error"] is None
+    assert json.loads(result["answer"]) == {"temp_c": 21, "city": "Paris"}
+    assert result["model_view"] == {"temp": 21}
+    assert result["schema_check"] == {"ok": True, "problems": []}
+    [sent] = local_server.requests
+    assert sent.headers["authorization"] == f"Bearer {SECRET}"  # the credential was sent
+    assert not ToolDefinition.objects.filter(tenant=trio.acme).exists()  # and nothing saved
+    run = Run.objects.get(pk=result["run_id"], tenant=trio.acme)  # recorded as any call
+    assert run.tool_name == "weather"
+    events = json.dumps(list(RunEvent.objects.filter(run=run).values("type", "payload")))
+    assert "dry call" in events
+    assert_no_secret(api, events)
+
+
+def test_a_failed_schema_check_an_http_error_and_an_echoed_secret_are_shown_masked(
+    client, trio, local_server
+):
+    local_server.route("GET", "/weather", Reply(json={"city": "Paris", "token": SECRET}))
+    local_server.route("GET", "/broken", Reply(status=503, json={"error": f"bad {SECRET}"}))
+    api = as_key(client, trio.acme)
+    fields = weather_fields(f"{local_server.url}/weather", retry={"max_attempts": 1})
+    result = api.post("/tools/try", {"fields": fields, "secret": SECRET,
+                                     "arguments": {"city": "Paris"}}).json()  # fmt: skip
+    assert result["schema_check"]["ok"] is False
+    assert "temp_c" in result["schema_check"]["problems"][0]
+    assert "[redacted]" in result["answer"]
+    fields = weather_fields(f"{local_server.url}/broken", retry={"max_attempts": 1})
+    result = api.post("/tools/try", {"fields": fields, "secret": SECRET,
+                                     "arguments": {"city": "Paris"}}).json()  # fmt: skip
+    assert result["status"] == 503 and "HTTP 503" in result["error"]
+    assert result["model_view"] is None and result["schema_check"] is None
+    assert_no_secret(api)
+
+
+def test_send_false_shows_the_request_and_sends_nothing(client, trio, local_server):
+    fields = weather_fields(f"{local_server.url}/weather")
+    fields["config"]["method"] = "POST"
+    fields["config"]["arguments"] = [{"argument": "city", "to": "body"}]
+    result = (
+        as_key(client, trio.acme)
+        .post(
+            "/tools/try",
+            {"fields": fields, "secret": SECRET, "arguments": {"city": "Paris"}, "send": False},
+        )
+        .json()
+    )
+    assert result["sent"] is False and result["run_id"] is None
+    assert result["request"].endswith('{"city":"Paris"}')
+    assert local_server.requests == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+        "http://10.0.0.7/admin",
+        "http://[::1]:8080/x",
+    ],
+)
+def test_a_dry_call_to_a_private_or_metadata_address_is_refused_by_the_egress_guard(
+    client, trio, url
+):
+    fields = weather_fields(url, retry={"max_attempts": 1})
+    result = as_key(client, trio.acme).post(
+        "/tools/try", {"fields": fields, "secret": SECRET, "arguments": {"city": "Paris"}}
+    )
+    assert result.status_code == 200, result.content
+    body = result.json()
+    assert body["status"] is None and body["answer"] == ""
+    assert "refused" in body["error"] or "not allowed" in body["error"], body["error"]
+
+
+def test_invalid_fields_are_400_as_a_save_and_invalid_arguments_are_the_calls_error(
+    client, trio, local_server
+):
+    api = as_key(client, trio.acme)
+    bad = weather_fields(f"{local_server.url}/weather")
+    bad["config"]["url"] = "ftp://example.com/x"
+    assert_error(api.post("/tools/try", {"fields": bad, "secret": SECRET}), 400)
+    no_secret = weather_fields(f"{local_server.url}/weather")
+    error = assert_error(api.post("/tools/try", {"fields": no_secret}), 400)
+    assert "secret" in json.dumps(error["details"])
+    assert_error(api.post("/tools/try", {"fields": "weather"}), 400)
+    assert_error(api.post("/tools/try", {"fields": {**no_secret, "secret": SECRET}}), 400)
+    result = api.post(
+        "/tools/try", {"fields": no_secret, "secret": SECRET, "arguments": {"town": 1}}
+    ).json()
+    assert result["sent"] is False and "invalid arguments" in result["error"]
+    assert local_server.requests == []
+
+
+def test_trying_changes_to_a_saved_tool_uses_its_secret_and_another_tenants_is_404(
+    client, trio, local_server
+):
+    local_server.route("GET", "/weather", Reply(json={"temp_c": 3}))
+    make_http_tool(
+        trio.acme, "weather", f"{local_server.url}/weather", config={"auth": {"type": "bearer"}},
+        secret=SECRET,
+    )  # fmt: skip
+    make_tool(trio.globex, "g_tool")
+    api = as_key(client, trio.acme)
+    fields = weather_fields(f"{local_server.url}/weather")
+    change = {k: fields[k] for k in ("config", "input_schema")} | {"description": "New."}
+    result = api.post(
+        "/tools/try", {"tool": "weather", "fields": change, "arguments": {"city": "Oslo"}}
+    ).json()
+    assert result["model_view"] == {"temp": 3}, result
+    assert local_server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert ToolDefinition.objects.get(tenant=trio.acme).description == "Call weather."
+    assert_error(api.post("/tools/try", {"tool": "g_tool", "fields": {}}), 404)
+    assert_no_secret(api)
+
+
+def test_a_draft_from_curl_saved_calls_the_api_the_command_described(client, trio, local_server):
+    local_server.route("GET", "/v1/users/7", Reply(json={"id": 7, "name": "Ada"}))
+    api = as_key(client, trio.acme, "read", "write", "config", "run")
+    command = f"curl -H 'X-API-Key: {SECRET}' -H 'Accept: application/json' " \
+        f"{local_server.url}/v1/users/42"  # fmt: skip
+    body = api.post(
+        "/tools/import/curl",
+        {"command": command, "marks": {"path.42": {"name": "user_id", "type": "integer"}},
+         "name": "get_user"},
+    ).json()  # fmt: skip
+    assert body["secret_found"] is True
+    saved = api.post("/tools", {**body["draft"], "secret": SECRET})
+    assert saved.status_code == 201, saved.content
+    ran = api.post("/tools/get_user/execute", {"arguments": {"user_id": 7}})
+    assert ran.status_code == 200, ran.content
+    assert ran.json()["error"] is None and ran.json()["result"] == {"id": 7, "name": "Ada"}
+    [sent] = local_server.requests
+    assert sent.path == "/v1/users/7" and sent.headers["x-api-key"] == SECRET
+    assert sent.headers["accept"] == "application/json"
+    assert_no_secret(api)
