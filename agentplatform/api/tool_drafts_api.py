@@ -55,12 +55,12 @@ class CurlImportRequest(serializers.Serializer):
     description = serializers.CharField(max_length=4000, required=False)
 
 
-class PlaceSerializer(serializers.Serializer):
+class CurlPlaceSerializer(serializers.Serializer):
     place = serializers.CharField()
     value = serializers.JSONField()
 
 
-class DraftSerializer(serializers.Serializer):
+class CurlToolDraftSerializer(serializers.Serializer):
     name = serializers.CharField()
     kind = serializers.CharField()
     description = serializers.CharField()
@@ -71,14 +71,14 @@ class DraftSerializer(serializers.Serializer):
 
 
 class CurlImportResponse(serializers.Serializer):
-    draft = DraftSerializer(help_text="`POST /api/v1/tools`'s fields, without the secret.")
+    draft = CurlToolDraftSerializer(help_text="`POST /api/v1/tools`'s fields, without the secret.")
     source = serializers.CharField()
     notes = serializers.ListField(child=serializers.CharField())
     secret_found = serializers.BooleanField(
         help_text="The command carried a credential (never shown): send it as `secret` when "
         "saving, or give the tool's secret yourself."
     )
-    places = PlaceSerializer(many=True, help_text="Every value that can be marked.")
+    places = CurlPlaceSerializer(many=True, help_text="Every value that can be marked.")
 
 
 class ToolTryRequest(serializers.Serializer):
@@ -96,7 +96,7 @@ class ToolTryRequest(serializers.Serializer):
     )
 
 
-class SchemaCheckSerializer(serializers.Serializer):
+class DryCallSchemaCheckSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
     problems = serializers.ListField(child=serializers.CharField())
 
@@ -108,7 +108,7 @@ class ToolTryResponse(serializers.Serializer):
     answer = serializers.CharField(allow_blank=True, help_text="Its answer (at most 20,000 chars).")
     answer_truncated = serializers.BooleanField()
     model_view = serializers.JSONField(allow_null=True, help_text="What the model would read.")
-    schema_check = SchemaCheckSerializer(allow_null=True, help_text="Against output_schema.")
+    schema_check = DryCallSchemaCheckSerializer(allow_null=True, help_text="Against output_schema.")
     error = serializers.CharField(allow_null=True, help_text="Why the call failed.")
     run_id = serializers.IntegerField(allow_null=True, help_text="The run recording the call.")
 

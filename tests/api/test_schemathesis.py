@@ -30,6 +30,8 @@ Skipped because they start real work, stream or may call out of the process:
 - `POST /api/v1/provider-connections/{id}/test` (`v1_provider_connections_test_create`):
   calls the provider;
 - `POST /api/v1/tools/{name}/execute` (`v1_tools_execute_create`): may call out;
+- `POST /api/v1/tools/try` (`v1_tools_try_create`): sends its draft's request (its own
+  tests: tests/api/test_tool_drafts_api.py);
 - `POST /api/v1/mcp-connections/{id}/test` and `/refresh`: call the MCP server.
 """
 
@@ -64,6 +66,7 @@ SKIPPED_OPERATIONS = [
     "v1_runs_events_retrieve",
     "v1_provider_connections_test_create",
     "v1_tools_execute_create",
+    "v1_tools_try_create",
     "v1_mcp_connections_test_create",
     "v1_mcp_connections_refresh_create",
 ]
