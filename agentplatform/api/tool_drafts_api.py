@@ -103,7 +103,9 @@ class DryCallSchemaCheckSerializer(serializers.Serializer):
 
 class ToolTryResponse(serializers.Serializer):
     request = serializers.CharField(help_text="The exact request, its credential masked (***).")
-    sent = serializers.BooleanField()
+    sent = serializers.BooleanField(
+        help_text="The call was made (recorded as a run); false: only prepared, or refused first."
+    )
     status = serializers.IntegerField(allow_null=True, help_text="The service's HTTP status.")
     answer = serializers.CharField(allow_blank=True, help_text="Its answer (at most 20,000 chars).")
     answer_truncated = serializers.BooleanField()

@@ -257,3 +257,18 @@ def test_a_draft_from_curl_saved_calls_the_api_the_command_described(client, tri
     assert sent.path == "/v1/users/7" and sent.headers["x-api-key"] == SECRET
     assert sent.headers["accept"] == "application/json"
     assert_no_secret(api)
+
+
+def test_a_dry_call_counts_against_the_tools_rate_limit_and_never_waits_for_approval(
+    client, trio, local_server
+):
+    local_server.route("GET", "/weather", Reply(json={"temp_c": 1}))
+    fields = weather_fields(f"{local_server.url}/weather")
+    fields.update(rate_limit_per_minute=1, requires_approval=True)
+    api = as_key(client, trio.acme)
+    try_it = {"fields": fields, "secret": SECRET, "arguments": {"city": "Paris"}}
+    first = api.post("/tools/try", try_it).json()
+    assert first["sent"] is True and first["status"] == 200  # tried by hand: not parked
+    second = api.post("/tools/try", try_it).json()
+    assert second["status"] is None and "1 calls per minute" in second["error"], second
+    assert len(local_server.requests) == 1
