@@ -242,3 +242,16 @@ def test_a_placeholder_pasted_in_the_path_becomes_a_string_argument():
     found = draft_of("curl https://api.example.com/users/{user_id}/posts")
     assert found.draft.config["arguments"] == [{"argument": "user_id", "to": "path"}]
     assert found.draft.input_schema["required"] == ["user_id"]
+
+
+def test_a_credential_in_the_body_is_left_out_and_a_deep_body_is_refused():
+    found = draft_of(
+        'curl https://a.example.com/v1/send -d \'{"api_key": "sk-body-1", "to": "x"}\''
+    )
+    assert found.draft.config["fixed"] == {"body": {"to": "x"}}
+    assert "sk-body-1" not in json.dumps(found.draft.definition_fields())
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(ImportRefused):
+        parse_curl(f"curl https://a.example.com -d '{{\"a\": {deep}}}'")
+    with pytest.raises(ImportRefused, match="nested"):
+        parse_curl(f"curl https://a.example.com -d '{{\"a\": {'[' * 40}{']' * 40}}}'")

@@ -33,6 +33,7 @@ MAX_HEADERS = 50
 MAX_HEADER_CHARS = 8_000
 MAX_BODY_CHARS = 100_000
 MAX_MARKS = 100
+MAX_BODY_DEPTH = 32
 TYPES = ("string", "integer", "number", "boolean", "array", "object")
 _ARGUMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
@@ -50,6 +51,9 @@ _KEY_HEADER = re.compile(
 _KEY_QUERY = re.compile(
     r"^(api[-_]?key|apikey|key|access[-_]?token|token|auth|secret|client[-_]?secret)$",
     re.IGNORECASE,
+)
+_KEY_BODY = re.compile(
+    r"^(api[-_]?key|apikey|access[-_]?token|api[-_]?secret|client[-_]?secret)$", re.IGNORECASE
 )
 _DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 
@@ -486,11 +490,13 @@ def _body(
     if json_option or "json" in content_type.lower() or stripped.startswith(("{", "[")):
         try:
             body = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ImportRefused("The data is not valid JSON.") from None
         if not isinstance(body, dict):
             raise ImportRefused("The JSON body must be an object: a tool sends its fields.")
-        return body, query
+        if _depth(body) > MAX_BODY_DEPTH:
+            raise ImportRefused(f"The JSON body is nested over {MAX_BODY_DEPTH} levels deep.")
+        return _without_credentials(body, request.notes), query
     fields: dict[str, Any] = {}
     for key, value in _form_fields(request.data):
         fields[key] = [*fields[key], value] if isinstance(fields.get(key), list) else (
@@ -501,7 +507,33 @@ def _body(
         "The command sends a form (key=value); the tool sends these fields as a JSON object: "
         "check that the API accepts JSON."
     )
-    return fields, query
+    return _without_credentials(fields, request.notes), query
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _without_credentials(body: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """The body without its top-level fields that look like a credential (noted)."""
+    kept = {}
+    for key, value in body.items():
+        if _KEY_BODY.match(key) and isinstance(value, str) and value and not _STAND_IN.match(value):
+            notes.append(
+                f"The body field {key[:40]!r} looks like a credential: left out (a tool sends "
+                "its secret in a header; check whether the API takes it there)."
+            )
+            continue
+        kept[key] = value
+    return kept
 
 
 def _form_fields(data: list[tuple[str, str]]) -> list[tuple[str, str]]:
