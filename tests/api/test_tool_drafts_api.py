@@ -139,7 +139,7 @@ def test_a_dry_call_shows_the_masked_request_the_answer_the_view_and_the_check(
 
 
 def test_a_failed_schema_check_an_http_error_and_an_echoed_secret_are_shown_masked(
-    client, trio, local_server
+    client, trio, local_server, caplog
 ):
     local_server.route("GET", "/weather", Reply(json={"city": "Paris", "token": SECRET}))
     local_server.route("GET", "/broken", Reply(status=503, json={"error": f"bad {SECRET}"}))
@@ -155,7 +155,7 @@ def test_a_failed_schema_check_an_http_error_and_an_echoed_secret_are_shown_mask
                                      "arguments": {"city": "Paris"}}).json()  # fmt: skip
     assert result["status"] == 503 and "HTTP 503" in result["error"]
     assert result["model_view"] is None and result["schema_check"] is None
-    assert_no_secret(api)
+    assert_no_secret(api, caplog.text)
 
 
 def test_send_false_shows_the_request_and_sends_nothing(client, trio, local_server):
