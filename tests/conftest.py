@@ -24,7 +24,7 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agents.models import Agent
 from tenancy.models import Role, Tenant
-from tests import database_template, tiers
+from tests import database_template, slowest_first, tiers
 from tests.factories import (
     add_member,
     make_agent,
@@ -145,6 +145,15 @@ def pytest_collection_modifyitems(config, items) -> None:
         item.add_marker(tiers.tier_of(item))
     if target := config.getoption("integration_modules_to"):
         tiers.write_integration_modules(items, Path(target))
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after `-m` deselects
+def pytest_collection_modifyitems_slowest_first(config, items) -> None:
+    """Under `--dist worksteal`, each xdist worker (they all collect the same) puts the
+    slowest modules at the heads of the workers' chunks (tests/slowest_first.py)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1 and config.getoption("dist", None) == "worksteal":
+        items[:] = slowest_first.ordered(items, workers, slowest_first.recorded_seconds())
 
 
 @pytest.fixture(scope="session", autouse=True)
