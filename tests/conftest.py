@@ -156,6 +156,30 @@ def pytest_collection_modifyitems_slowest_first(config, items) -> None:
         items[:] = slowest_first.ordered(items, workers, slowest_first.recorded_seconds())
 
 
+_TEMPLATE_MADE_AHEAD = pytest.StashKey["threading.Thread"]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session) -> None:
+    """pytest-xdist's controller makes the test database template while its workers collect
+    (tests/database_template.py, `make_ahead`)."""
+    from pytest_django.plugin import blocking_manager_key
+
+    config = session.config
+    if os.environ.get("PYTEST_XDIST_WORKER") or config.option.collectonly:
+        return
+    if not config.getoption("numprocesses", None) or blocking_manager_key not in config.stash:
+        return
+    unblocked = config.stash[blocking_manager_key].unblock
+    config.stash[_TEMPLATE_MADE_AHEAD] = database_template.make_ahead(unblocked)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    thread = session.config.stash.get(_TEMPLATE_MADE_AHEAD, None)
+    if thread is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+        thread.join()  # (long done by now, unless every worker failed at once)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _static_files_listed_once():
     """Each Django test client builds the middleware again, and WhiteNoise's lists every
