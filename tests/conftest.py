@@ -24,7 +24,7 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agents.models import Agent
 from tenancy.models import Role, Tenant
-from tests import database_template, tiers
+from tests import database_template, slowest_first, tiers
 from tests.factories import (
     add_member,
     make_agent,
@@ -145,6 +145,39 @@ def pytest_collection_modifyitems(config, items) -> None:
         item.add_marker(tiers.tier_of(item))
     if target := config.getoption("integration_modules_to"):
         tiers.write_integration_modules(items, Path(target))
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after `-m` deselects
+def pytest_collection_modifyitems_slowest_first(config, items) -> None:
+    """Under `--dist worksteal`, each xdist worker (they all collect the same) puts the
+    slowest modules at the heads of the workers' chunks (tests/slowest_first.py)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1 and config.getoption("dist", None) == "worksteal":
+        items[:] = slowest_first.ordered(items, workers, slowest_first.recorded_seconds())
+
+
+_TEMPLATE_MADE_AHEAD = pytest.StashKey["threading.Thread"]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session) -> None:
+    """pytest-xdist's controller makes the test database template while its workers collect
+    (tests/database_template.py, `make_ahead`)."""
+    from pytest_django.plugin import blocking_manager_key
+
+    config = session.config
+    if os.environ.get("PYTEST_XDIST_WORKER") or config.option.collectonly:
+        return
+    if not config.getoption("numprocesses", None) or blocking_manager_key not in config.stash:
+        return
+    unblocked = config.stash[blocking_manager_key].unblock
+    config.stash[_TEMPLATE_MADE_AHEAD] = database_template.make_ahead(unblocked)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    thread = session.config.stash.get(_TEMPLATE_MADE_AHEAD, None)
+    if thread is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+        thread.join()  # (long done by now, unless every worker failed at once)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -379,18 +412,16 @@ def agent(trio, connection) -> Agent:
 @pytest.fixture(autouse=True)
 def _close_async_connections():
     """Code run through sync_to_async from asyncio.run uses asgiref's one executor thread;
-    close its database connection so test databases can be dropped at the end."""
+    close its database connection so test databases can be dropped at the end. Handed to
+    that thread directly (Django's connections are per thread), and only once it exists: a
+    new thread and event loop for each of the suite's 3,500 tests cost about 2 ms each."""
     yield
-    import asyncio
-    import threading
-
-    from asgiref.sync import sync_to_async
+    from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    # From a thread of its own: a browser test's Playwright keeps a loop running in this one.
-    closer = threading.Thread(target=asyncio.run, args=(sync_to_async(connections.close_all)(),))
-    closer.start()
-    closer.join()
+    executor = SyncToAsync.single_thread_executor
+    if executor._threads:  # started by the first sync_to_async call of the session
+        executor.submit(connections.close_all).result()
 
 
 @pytest.fixture

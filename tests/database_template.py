@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 from django.apps import apps
@@ -72,3 +74,45 @@ def copied_or_saved(alias: str = "default") -> Iterator[bool]:
                         cursor.execute(f"DROP DATABASE IF EXISTS {quote(stale)}")
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [_LOCK])
+
+
+def make_ahead(unblocked: Callable[[], AbstractContextManager]) -> threading.Thread:
+    """Under pytest-xdist: the controller, idle while its workers start and collect (10 to
+    25 s), makes the template meanwhile in a thread of its own; the first worker to need a
+    database then copies it, rather than migrate while the other workers wait on the lock
+    doing nothing. `unblocked`: pytest-django's database access, allowed. Failing here only
+    warns: a worker then makes the template as it would have."""
+    thread = threading.Thread(target=_make, args=(unblocked,), name="template", daemon=True)
+    thread.start()
+    return thread
+
+
+def _make(unblocked: Callable[[], AbstractContextManager], alias: str = "default") -> None:
+    from django.test.utils import setup_databases, teardown_databases
+
+    connection = connections[alias]
+    try:
+        with unblocked():
+            with connection._nodb_cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [template_name()])
+                if cursor.fetchone() is not None:
+                    return
+            database = connection.creation._get_test_db_name()
+            with copied_or_saved(alias) as found:  # (found: made meanwhile, and copied)
+                if not found:
+                    made = setup_databases(
+                        verbosity=0,
+                        interactive=False,
+                        keepdb=True,
+                        aliases={alias},
+                        serialized_aliases=set(),
+                    )
+            if found:
+                with connection._nodb_cursor() as cursor:
+                    cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(database)}")
+            else:
+                teardown_databases(made, verbosity=0)  # the template keeps its copy
+    except Exception as exc:  # a worker makes it then
+        warnings.warn(f"the test database template was not made ahead: {exc!r}", stacklevel=1)
+    finally:
+        connections.close_all()

@@ -510,9 +510,14 @@ def test_two_processes_needing_an_expiring_token_refresh_it_once(trio, server, t
 
 
 @pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
-def test_the_chat_stream_shows_the_connect_step(trio, agent):
+def test_the_chat_stream_shows_the_connect_step(trio, agent, monkeypatch):
     import asyncio
 
+    from agentplatform.web.chat import stream
+
+    # No approval row comes for a run parked on a connect: the stream's wait for one (5 s,
+    # in case a row were late) ends on its own; a tenth of a second of it is enough here.
+    monkeypatch.setattr(stream, "APPROVAL_WAIT_S", 0.1)
     chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
     run = run_start(tenant=trio.acme, agent=agent, input="hi", conversation=chat,
                     initiated_by=trio.bob, enqueue=False)  # fmt: skip
