@@ -515,9 +515,9 @@ def test_the_chat_stream_shows_the_connect_step(trio, agent, monkeypatch):
 
     from agentplatform.web.chat import stream
 
-    # No approval row comes for a run parked on a connect: the stream's wait for one (5 s,
-    # in case a row were late) ends on its own; a tenth of a second of it is enough here.
-    monkeypatch.setattr(stream, "APPROVAL_WAIT_S", 0.1)
+    # No approval row comes for a run parked on a connect: the stream's wait for a late
+    # one is skipped (were it not, this one's 30 s would outlast the read's 10).
+    monkeypatch.setattr(stream, "APPROVAL_WAIT_S", 30)
     chat = conversation_save(tenant=trio.acme, changes={"agent": agent}, owner_user=trio.bob)
     run = run_start(tenant=trio.acme, agent=agent, input="hi", conversation=chat,
                     initiated_by=trio.bob, enqueue=False)  # fmt: skip
@@ -532,7 +532,7 @@ def test_the_chat_stream_shows_the_connect_step(trio, agent, monkeypatch):
 
     async def read() -> str:  # until the parked run's state is said (the stream stays open)
         body = ""
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(10):
             async for chunk in response.streaming_content:
                 body += chunk.decode()
                 if "Waiting for you" in body:

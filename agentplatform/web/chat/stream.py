@@ -200,7 +200,8 @@ class RunStream:
             return [{"op": "append", "target": self.steps_id, "html": html}]
         if type == "approval.required":
             approvals = await self.pending_approvals(
-                None if payload.get("via_child") else payload.get("call_id")
+                None if payload.get("via_child") else payload.get("call_id"),
+                wait=not self.connect_asked,  # a connect step parks with no approval row
             )
             ops = [self.approval_op(a) for a in approvals]
             if self.connect_asked and not approvals:
@@ -307,13 +308,15 @@ class RunStream:
         html = self.render("run_footer", turn=turn)
         return {"op": "replace", "target": f"run-{self.run.pk}-footer", "html": html}
 
-    async def pending_approvals(self, call_id: str | None = None) -> list[Approval]:
+    async def pending_approvals(
+        self, call_id: str | None = None, *, wait: bool = True
+    ) -> list[Approval]:
         """The run's (and its children's) pending approvals not yet shown. The rows commit
         with the run's parking, before its `approval.required` events go out
         (agents.runs.writer), so the first read finds them; should one be missing, wait for
         it, briefly — but not for `call_id`'s once its row is there (shown with an earlier
         event of the park)."""
-        deadline = asyncio.get_running_loop().time() + APPROVAL_WAIT_S
+        deadline = asyncio.get_running_loop().time() + (APPROVAL_WAIT_S if wait else 0)
         while True:
             approvals = await stream_read(_approvals)(self.run)
             pending = [
