@@ -87,17 +87,20 @@ def preload(modules: set[str]) -> None:
     """Load what every child loads as it starts: Django set up (settings, every app's
     models and admin), the Celery app and every task module (what `celery worker` imports;
     the web sends those tasks), its Redis transport, the start-up checks, the connection
-    pool; with `celery` among the children's `modules`, its command line (9 MB a worker,
-    most of it the REPL its `amqp` command brings). Then `gc.freeze()`: a child's collector
-    skips these objects, so it never writes into (and copies) their pages. Opens no
-    connection and starts no thread: a fork copies neither safely. Costs the seconds each
-    child spent on it before, once."""
+    pool, the openai SDK; with `celery` among the children's `modules`, its command line
+    (9 MB a worker, most of it the REPL its `amqp` command brings). Then `gc.freeze()`: a
+    child's collector skips these objects, so it never writes into (and copies) their
+    pages. Opens no connection and starts no thread: a fork copies neither safely. Costs
+    the seconds each child spent on it before, once."""
     import django
 
     django.setup(set_prefix=False)
     import kombu.transport.redis  # noqa: F401
     import psycopg_pool  # noqa: F401
 
+    # The openai SDK: Django's set-up no longer loads it (providers.services imports it when
+    # a connection's adapter is made), but every child here may call a model: share it.
+    import providers.runtime.openai_adapter  # noqa: F401
     from agentplatform import startup_checks  # noqa: F401
     from agentplatform.celery import app
 

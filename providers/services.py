@@ -28,7 +28,6 @@ from providers.runtime.adapter import ModelAdapter
 from providers.runtime.errors import BadRequest, ProviderError
 from providers.runtime.llm_tool import ConnectionNotFound, ModelConnection, llm_tool
 from providers.runtime.offline import OfflineModel
-from providers.runtime.openai_adapter import OpenAIAdapter
 from providers.runtime.presets import PRESETS
 from providers.runtime.retry import RetryPolicy
 from providers.runtime.types import ModelRequest, UserMessage
@@ -78,6 +77,10 @@ def _build(connection: ProviderConnection, allowlist: tuple[str, ...]) -> ModelA
         from providers.runtime.anthropic_adapter import AnthropicAdapter
 
         return AnthropicAdapter(**common)
+    # Imported here too: the openai SDK costs a process about 0.5 s to load, and neither a
+    # management command nor a process that only serves pages needs it.
+    from providers.runtime.openai_adapter import OpenAIAdapter
+
     if connection.kind == ProviderKind.OPENAI:
         return OpenAIAdapter(preset="openai", **common, **streams)
     if connection.kind == ProviderKind.OPENAI_COMPATIBLE:
