@@ -22,6 +22,7 @@ from agentplatform.api import (
     skills_api,
     time_zone_api,
     tool_drafts_api,
+    tool_imports_api,
     tools_api,
     views,
     workflows_api,
@@ -97,9 +98,15 @@ urlpatterns = [
     path(
         "mcp-accounts/<int:pk>", mcp_accounts_api.McpAccountView.as_view(), name="api_mcp_account"
     ),
-    # (before the tools resource, whose `tools/{name}` would take `tools/try`)
+    # (before the tools resource, whose `tools/{name}` would take `tools/try`, `tools/import`)
     path("tools/import/curl", tool_drafts_api.ToolImportCurl.as_view(), name="api_tool_curl"),
     path("tools/try", tool_drafts_api.ToolTry.as_view(), name="api_tool_try"),
+    path("tools/import", tool_imports_api.ToolImport.as_view(), name="api_tool_import"),
+    path(
+        "tools/import/preview",
+        tool_imports_api.ToolImportPreview.as_view(),
+        name="api_tool_import_preview",
+    ),
     path("retention", retention_api.RetentionView.as_view(), name="api_retention"),
     path("retention/holds", retention_api.HoldsView.as_view(), name="api_retention_holds"),
     path(

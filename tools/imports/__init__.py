@@ -1,9 +1,35 @@
 """Tool drafts from other descriptions of an HTTP API, and trying a draft before it is saved
 (issue #40): the services the faces call. Parsing is Django-free (tools/runtime/imports/);
 saving goes through `tools.services.tool_definition_save`, so every draft passes the checks
-a hand-made tool passes."""
+a hand-made tool passes. Faces import this facade, never its modules.
+
+- OpenAPI (`from_openapi.py`): preview a document's operations as tools (what the model
+  will see, and a diff against the tenant's tools of the same names), then save the chosen
+  ones at once; or give the configuration document's `tool_imports` the chosen
+  operations' tool entries.
+- cURL (`curl_import.py`) and drafts tried before saving (`drafts.py`).
+"""
+
+from __future__ import annotations
 
 from tools.imports.curl_import import curl_import
 from tools.imports.drafts import DraftTool, draft_tool
+from tools.imports.from_openapi import (
+    OpenApiPreview,
+    PreviewedTool,
+    openapi_import,
+    openapi_preview,
+)
+from tools.runtime.imports import ImportRefused, ToolDraft
 
-__all__ = ["DraftTool", "curl_import", "draft_tool"]
+__all__ = [
+    "DraftTool",
+    "ImportRefused",
+    "OpenApiPreview",
+    "PreviewedTool",
+    "ToolDraft",
+    "curl_import",
+    "draft_tool",
+    "openapi_import",
+    "openapi_preview",
+]

@@ -22,7 +22,7 @@ from tools.runtime.imports import ImportRefused
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_DOCUMENT_BYTES = 2_000_000
 MAX_DOCUMENT_DEPTH = 64  # objects and lists within each other
-MAX_DOCUMENT_VALUES = 1_000_000  # values visited, YAML aliases expanded
+MAX_DOCUMENT_VALUES = 500_000  # values visited, YAML aliases expanded (2 MB of spec: ~150k)
 
 
 def load_document(document: str | bytes | dict) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def load_document(document: str | bytes | dict) -> dict[str, Any]:
         raise ImportRefused("The document is empty.")
     try:
         # YAML is a superset of JSON; JSON's own parser is faster for it
-        parsed = json.loads(text) if text.startswith("{") else _yaml(text)
+        parsed = json.loads(text) if text[0] in "{[" else _yaml(text)
     except RecursionError:
         raise ImportRefused(
             f"The document nests deeper than {MAX_DOCUMENT_DEPTH} levels."
@@ -68,6 +68,7 @@ def plain(value: Any) -> dict[str, Any]:
     """A copy of `value` in plain JSON values (keys as strings: YAML reads `200:` as an
     int), refused past MAX_DOCUMENT_DEPTH or MAX_DOCUMENT_VALUES. Iterative: no recursion
     limit to hit."""
+    _check_expansion(value)
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
     visited = 0
@@ -94,6 +95,39 @@ def plain(value: Any) -> dict[str, Any]:
             copy = _scalar(node)
         parent[key] = copy
     return root[0]
+
+
+def _check_expansion(value: Any) -> None:
+    """Refuse a value whose copy would hold more than MAX_DOCUMENT_VALUES values, or that
+    contains itself (YAML: `&a [*a]`), measuring each shared object once: an alias bomb
+    is refused in time linear in its text, not in what it expands to."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not isinstance(node, dict | list | tuple):
+            continue
+        key = id(node)
+        items = list(node.values()) if isinstance(node, dict) else node
+        if children_done:
+            open_.discard(key)
+            size = 1 + sum(sizes.get(id(i), 1) if isinstance(i, dict | list | tuple) else 1
+                           for i in items)  # fmt: skip
+            if size > MAX_DOCUMENT_VALUES:
+                raise ImportRefused(
+                    f"The document expands to more than {MAX_DOCUMENT_VALUES:,} values "
+                    "(YAML aliases repeating each other?)."
+                )
+            sizes[key] = size
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            raise ImportRefused("The document contains itself (a YAML alias inside its anchor).")
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((item, False) for item in items if id(item) not in sizes)
 
 
 def _key(name: Any) -> str:

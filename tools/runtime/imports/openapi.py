@@ -231,7 +231,8 @@ class _Reader:
         wanted = operation.get("operationId")
         if not isinstance(wanted, str) or not wanted.strip():
             wanted = f"{method}_{path}"
-        name = re.sub(r"[^A-Za-z0-9_-]+", "_", wanted).strip("_-")[:64] or method
+        # ("__" collapsed: it is the shape of an MCP connection's tool names)
+        name = re.sub(r"[^A-Za-z0-9-]+", "_", wanted).strip("_-")[:64] or method
         if reserved_reason(name) is not None:
             name = f"api_{name}"[:64]
         unique, number = name, 1

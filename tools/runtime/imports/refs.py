@@ -38,6 +38,8 @@ class Resolver:
         self.openapi_30 = openapi_30  # 3.0/2.0 schemas: `nullable`, boolean exclusive bounds
         self.copied = 0
         self.notes: set[str] = set()
+        self.cuts = 0
+        self.inlined: dict[str, tuple[Any, int]] = {}  # $ref -> (its schema, values copied)
 
     def target(self, ref: Any, path: str) -> Any:
         """What a reference points at (not inlined)."""
@@ -99,9 +101,9 @@ class Resolver:
             if ref in refs:
                 name = str(ref).rsplit("/", 1)[-1]
                 self.notes.add(f"the schema {name!r} contains itself: cut where it recurs")
+                self.cuts += 1
                 return {"description": f"A {name} (recursive: not expanded)."}
-            chain = self.follow({"$ref": ref}, path)
-            target = self._schema(chain, path, (*refs, ref), depth)
+            target = self._inlined(ref, path, refs, depth)
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             if siblings and isinstance(target, dict):  # 3.1: a $ref's siblings apply too
                 own = self._schema(siblings, path, refs, depth)
@@ -127,6 +129,22 @@ class Resolver:
         if out.get("type") == "file":  # Swagger 2.0's upload
             out["type"] = "string"
         return out
+
+    def _inlined(self, ref: str, path: str, refs: tuple[str, ...], depth: int) -> Any:
+        """The target of `ref` inlined. Inlined once per document and shared where it did
+        not recur (its copies counted all the same): references repeating each other reach
+        the budget in a few steps."""
+        known = self.inlined.get(ref)
+        if known is not None:
+            self.copied += known[1]
+            if self.copied > MAX_INLINED_VALUES:
+                self._schema(None, path, refs, depth)  # (refuses)
+            return known[0]
+        copied, cuts = self.copied, self.cuts
+        target = self._schema(self.follow({"$ref": ref}, path), path, (*refs, ref), depth)
+        if self.cuts == cuts:  # (a result without cuts is the same on any path)
+            self.inlined[ref] = (target, self.copied - copied)
+        return target
 
     def parameter_schema(self, parameter: dict[str, Any], path: str) -> dict[str, Any]:
         """A parameter's schema: 3.x's `schema` (or its `content`'s), 2.0's own keys."""

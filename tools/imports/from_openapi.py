@@ -1,0 +1,280 @@
+"""Previewing and importing an OpenAPI document's operations as a tenant's HTTP tools.
+
+The document comes as text or by URL; a URL is fetched through the guarded egress client
+(private addresses refused unless EGRESS_ALLOWLIST allows them, as for any tool call),
+bounded in size and time. The preview shows, per operation, the tool the model will see
+and how it differs from the tenant's tool of that name. The import saves the operations
+an admin picks, all or none, each through `tool_definition_save` (the configuration
+compiler checks it, the audit log and config history record it), with one secret for the
+whole set. Re-importing a changed document updates the tools that changed; what an admin
+added to a tool's request mapping since (a model_view, retries, a credential the document
+could not describe) stays.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from tenancy.models import Tenant
+from tools import selectors
+from tools.loader import egress_client
+from tools.models import ToolDefinition
+from tools.runtime.builtins import BUILTINS
+from tools.runtime.egress import (
+    EgressConnectError,
+    EgressError,
+    EgressTimeout,
+    ResponseTooLarge,
+)
+from tools.runtime.imports import ImportRefused, ToolDraft
+from tools.runtime.imports.document import MAX_DOCUMENT_BYTES
+from tools.runtime.imports.openapi import OpenApiDrafts, openapi_drafts
+from tools.runtime.validation import SchemaError, check_schema
+from tools.services import tool_definition_save
+
+FETCH_TIMEOUT_S = 10.0
+MAX_URL_CHARS = 2_000
+COMPARED = ("kind", "description", "input_schema", "output_schema", "config", "effect")
+
+
+@dataclass(frozen=True)
+class PreviewedTool:
+    """One operation as a tool: `status` new, changed (`changes` names the fields) or
+    unchanged against the tenant's tool of the same name; `problems`: why saving it would
+    be refused (its schemas); `notes`: what the import could not carry over."""
+
+    operation_id: str
+    draft: ToolDraft
+    status: str
+    changes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    replaces_builtin: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        draft = self.draft
+        return {
+            "operation_id": self.operation_id,
+            "source": draft.source,
+            "name": draft.name,
+            "description": draft.description,
+            "input_schema": draft.input_schema,
+            "output_schema": draft.output_schema,
+            "config": draft.config,
+            "sends_credential": "auth" in draft.config,
+            "notes": list(draft.notes),
+            "status": self.status,
+            "changes": list(self.changes),
+            "problems": list(self.problems),
+            "replaces_builtin": self.replaces_builtin,
+        }
+
+
+@dataclass(frozen=True)
+class OpenApiPreview:
+    title: str
+    format: str
+    base_url: str
+    tools: tuple[PreviewedTool, ...]
+    skipped: tuple[dict[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "format": self.format,
+            "base_url": self.base_url,
+            "tools": [tool.as_dict() for tool in self.tools],
+            "skipped": list(self.skipped),
+            "notes": list(self.notes),
+        }
+
+
+def openapi_preview(
+    *, tenant: Tenant, text: str | None = None, url: str | None = None, base_url: str | None = None
+) -> OpenApiPreview:
+    """What importing the document would make, against the tenant's tools. Saves nothing;
+    fetches `url` (ImportRefused: the document or the fetch). One query."""
+    drafts = _drafts(text=text, url=url, base_url=base_url)
+    current = selectors.definitions_of(tenant=tenant)
+    tools = tuple(_previewed(item.operation_id, item.draft, current) for item in drafts.operations)
+    skipped = tuple(
+        {"source": s.source, "operation_id": s.operation_id, "reason": s.reason}
+        for s in drafts.skipped
+    )
+    return OpenApiPreview(
+        drafts.title, drafts.format, drafts.base_url, tools, skipped, drafts.notes
+    )
+
+
+def openapi_import(
+    *,
+    tenant: Tenant,
+    operations: list[str],
+    text: str | None = None,
+    url: str | None = None,
+    base_url: str | None = None,
+    secret: str | None = None,
+    username: str | None = None,
+) -> list[ToolDefinition]:
+    """Save the tools of the chosen `operations` (operationIds, "GET /path" sources or tool
+    names) in one transaction: all or none. `secret` is the credential of every chosen tool
+    that sends one (a tool of that name keeps its stored secret when none is given);
+    `username` that of basic authentication. ImportRefused (nothing saved): the document,
+    the choice, or the first tool the configuration refuses, at its path."""
+    drafts = _drafts(text=text, url=url, base_url=base_url)
+    chosen = _chosen(drafts, operations)
+    current = selectors.definitions_of(tenant=tenant)
+    saved: list[ToolDefinition] = []
+    with transaction.atomic():
+        for draft in chosen:
+            existing = current.get(draft.name)
+            changes = _changes(draft, existing)
+            auth = changes["config"].get("auth")
+            if isinstance(auth, dict):
+                if auth.get("type") == "basic" and username is not None:
+                    changes["config"]["auth"] = {**auth, "username": username}
+                if secret:
+                    changes["secret"] = secret
+                elif existing is None or not existing.secret:
+                    raise ImportRefused(
+                        f"{draft.name} sends a credential: give the secret.", "secret"
+                    )
+            try:
+                saved.append(
+                    tool_definition_save(tenant=tenant, definition=existing, changes=changes)
+                )
+            except ValidationError as exc:
+                raise ImportRefused(_message(exc), f"tools.{draft.name}") from None
+    return saved
+
+
+# -- the document ------------------------------------------------------------------------
+def _drafts(*, text: str | None, url: str | None, base_url: str | None) -> OpenApiDrafts:
+    if (text is None) == (url is None):
+        raise ImportRefused("Give the document's text or its URL (one of them).")
+    if url is not None:
+        return openapi_drafts(_fetched(url), document_url=url, base_url=base_url)
+    return openapi_drafts(text, base_url=base_url)
+
+
+def _fetched(url: str) -> bytes:
+    """The document at `url`, through the egress guard; bounded in size and time."""
+    if len(url) > MAX_URL_CHARS or "\x00" in url:
+        raise ImportRefused("That URL is too long.", "url")
+    client = egress_client(tuple(settings.EGRESS_ALLOWLIST))
+    try:
+        response = async_to_sync(client.request)(
+            "GET",
+            url,
+            headers={"accept": "application/json, application/yaml, text/yaml, */*;q=0.5"},
+            timeout_s=FETCH_TIMEOUT_S,
+            max_bytes=MAX_DOCUMENT_BYTES,
+        )
+    except ResponseTooLarge:
+        raise ImportRefused(
+            f"The document at that URL is larger than {MAX_DOCUMENT_BYTES // 1_000_000} MB.", "url"
+        ) from None
+    except EgressTimeout:
+        raise ImportRefused(
+            f"Fetching the document timed out after {FETCH_TIMEOUT_S:g} s.", "url"
+        ) from None
+    except EgressConnectError:
+        raise ImportRefused("Cannot connect to the document's host.", "url") from None
+    except EgressError as exc:  # refused by the egress policy: its message is ours
+        raise ImportRefused(f"Cannot fetch the document: {exc}", "url") from None
+    if response.status_code >= 400:
+        raise ImportRefused(
+            f"Cannot fetch the document: its server answered HTTP {response.status_code}.", "url"
+        )
+    return response.content
+
+
+# -- preview and changes -----------------------------------------------------------------
+def _previewed(
+    operation_id: str, draft: ToolDraft, current: dict[str, ToolDefinition]
+) -> PreviewedTool:
+    problems = []
+    for what, schema in (
+        ("input_schema", draft.input_schema),
+        ("output_schema", draft.output_schema),
+    ):
+        if schema is None:
+            continue
+        try:
+            check_schema(schema, what=what)
+        except SchemaError as exc:
+            problems.append(str(exc))
+    existing = current.get(draft.name)
+    changes: tuple[str, ...] = ()
+    status = "new"
+    if existing is not None:
+        proposed = _changes(draft, existing)
+        changes = tuple(
+            name
+            for name in COMPARED
+            if _canonical(proposed[name]) != _canonical(getattr(existing, name))
+        )
+        status = "changed" if changes else "unchanged"
+    return PreviewedTool(
+        operation_id=operation_id,
+        draft=draft,
+        status=status,
+        changes=changes,
+        problems=tuple(problems),
+        replaces_builtin=BUILTINS.has(draft.name),
+    )
+
+
+def _changes(draft: ToolDraft, existing: ToolDefinition | None) -> dict[str, Any]:
+    """The definition's fields the import sets: the draft's, its request mapping merged
+    over what the existing tool's adds (model_view, retries, an auth added by hand)."""
+    changes = draft.definition_fields()
+    if existing is not None and isinstance(existing.config, dict) and existing.kind == "http":
+        changes["config"] = {**existing.config, **draft.config}
+    else:
+        changes["config"] = dict(draft.config)
+    return changes
+
+
+def _chosen(drafts: OpenApiDrafts, operations: list[str]) -> list[ToolDraft]:
+    if not operations:
+        raise ImportRefused("Pick at least one operation to import.", "operations")
+    by_key: dict[str, ToolDraft] = {}
+    for item in drafts.operations:
+        for key in (item.operation_id, item.draft.source, item.draft.name):
+            if key:
+                by_key.setdefault(key, item.draft)
+    skipped = {key: s.reason for s in drafts.skipped for key in (s.operation_id, s.source) if key}
+    chosen: dict[str, ToolDraft] = {}
+    for index, wanted in enumerate(operations):
+        draft = by_key.get(wanted)
+        if draft is None:
+            reason = skipped.get(wanted)
+            shown = repr(wanted[:100])
+            message = (
+                f"{shown} cannot be imported: {reason}."
+                if reason
+                else f"The document has no operation {shown}."
+            )
+            raise ImportRefused(message, f"operations[{index}]")
+        chosen[draft.name] = draft
+    return list(chosen.values())
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _message(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        return "; ".join(
+            f"{name}: {' '.join(messages)}" for name, messages in exc.message_dict.items()
+        )[:1000]
+    return " ".join(exc.messages)[:1000]
