@@ -25,8 +25,13 @@ def drafts_of(name: str, **kwargs) -> dict:
 
 
 def mini(paths: dict, **extra) -> dict:
-    return {"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
-            "servers": [{"url": "https://api.example.com/v1"}], "paths": paths, **extra}  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "servers": [{"url": "https://api.example.com/v1"}],
+        "paths": paths,
+        **extra,
+    }
 
 
 def refused(document, match: str, **kwargs) -> ImportRefused:
@@ -79,8 +84,13 @@ def test_swagger_2_petstore_paths_bodies_headers_and_its_api_key():
     assert get_pet.source == "GET /pet/{petId}"
     add_pet = tools["addPet"]  # `in: body`: each property an argument sent in the body
     assert set(add_pet.input_schema["properties"]) == {
-        "id", "category", "name", "photoUrls", "tags", "status"
-    }  # fmt: skip
+        "id",
+        "category",
+        "name",
+        "photoUrls",
+        "tags",
+        "status",
+    }
     assert add_pet.input_schema["required"] == ["name", "photoUrls"]
     assert {t["to"] for t in add_pet.config["arguments"]} == {"body"}
     assert "OAuth 2" in add_pet.notes[0] and "auth" not in add_pet.config
@@ -120,9 +130,11 @@ def test_openapi_3_1_tictactoe_resolves_its_server_against_the_documents_url():
     assert square.config["url"] == "https://learn.openapis.org/board/{row}/{column}"
     assert square.config["auth"] == {"type": "bearer"}
     assert square.input_schema["properties"]["row"] == {
-        "type": "integer", "minimum": 1, "maximum": 3,
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 3,
         "description": "Board row (vertical coordinate)",
-    }  # fmt: skip
+    }
     assert square.input_schema["required"] == ["row", "column"]
     assert tools["get-board"].output_schema["properties"]["winner"]["enum"] == [".", "X", "O"]
     # Its PUT sends a bare string as the body, which an HTTP tool cannot: skipped, with why.
@@ -186,15 +198,27 @@ def test_security_alternatives_basic_bearer_none_and_unsupported():
 def test_a_schema_containing_itself_is_cut_where_it_recurs():
     tree = {
         "type": "object",
-        "properties": {"name": {"type": "string"},
-                       "children": {"type": "array", "items": {"$ref": "#/components/schemas/Tree"}}},
-    }  # fmt: skip
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/components/schemas/Tree"}},
+        },
+    }
     document = mini(
-        {"/trees": {"post": {"operationId": "plant", "requestBody": {"content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/Tree"}}}},
-            "responses": {"201": {"description": "ok"}}}}},
+        {
+            "/trees": {
+                "post": {
+                    "operationId": "plant",
+                    "requestBody": {
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/Tree"}}
+                        }
+                    },
+                    "responses": {"201": {"description": "ok"}},
+                }
+            }
+        },
         components={"schemas": {"Tree": tree}},
-    )  # fmt: skip
+    )
     result = openapi_drafts(document)
     children = result.operations[0].draft.input_schema["properties"]["children"]
     assert children["items"] == {"description": "A Tree (recursive: not expanded)."}
@@ -225,23 +249,38 @@ def test_a_yaml_alias_bomb_is_refused_quickly():
 
 
 def test_refs_repeating_each_other_are_refused():
-    schemas = {f"L{i}": {"type": "object",
-                         "properties": {f"p{j}": {"$ref": f"#/components/schemas/L{i + 1}"} for j in range(10)}}
-               for i in range(8)}  # fmt: skip
+    schemas = {
+        f"L{i}": {
+            "type": "object",
+            "properties": {f"p{j}": {"$ref": f"#/components/schemas/L{i + 1}"} for j in range(10)},
+        }
+        for i in range(8)
+    }
     schemas["L8"] = {"type": "string"}
     document = mini(
-        {"/x": {"post": {"requestBody": {"content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/L0"}}}}, "responses": {}}}},
+        {
+            "/x": {
+                "post": {
+                    "requestBody": {
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/L0"}}
+                        }
+                    },
+                    "responses": {},
+                }
+            }
+        },
         components={"schemas": schemas},
-    )  # fmt: skip
+    )
     refused(document, "expand to more than")
 
 
 def test_a_reference_leading_only_to_itself_and_external_references_are_refused():
     loop = {"A": {"$ref": "#/components/schemas/B"}, "B": {"$ref": "#/components/schemas/A"}}
     body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}
-    document = mini({"/x": {"post": {"requestBody": body, "responses": {}}}},
-                    components={"schemas": loop})  # fmt: skip
+    document = mini(
+        {"/x": {"post": {"requestBody": body, "responses": {}}}}, components={"schemas": loop}
+    )
     refused(document, "only leads to itself")
     for ref in ("https://evil.example.com/pet.json", "other.yaml#/Pet", "file:///etc/passwd"):
         body = {"content": {"application/json": {"schema": {"$ref": ref}}}}
