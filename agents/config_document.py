@@ -41,6 +41,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from agents import quotas, skills, workflows
+from agents.config_tool_imports import ImportedTools, tool_imports_expanded
 from agents.models import Agent, Crew, Dataset, Quota, Trigger, TriggerKind, WorkflowDefinition
 from agents.runtime.config.compiler import (
     CompiledConfig,
@@ -746,6 +747,8 @@ class ConfigPlan:
     compiled: CompiledConfig | None = None
     prune: bool = False
     new_secrets: list[NewSecret] = field(default_factory=list)  # made by applying: once
+    # Where `tools` entries made by `tool_imports` were written (their problems' paths).
+    imported: ImportedTools = field(default_factory=ImportedTools, repr=False)
 
     @property
     def valid(self) -> bool:
@@ -893,11 +896,16 @@ def config_plan(
     except DocumentUnreadable as exc:
         plan.problems = [ConfigProblem("", str(exc))]
         return plan
+    data, plan.imported, plan.problems = tool_imports_expanded(
+        data, secret_of=partial(secret_name, "tools")
+    )
+    if plan.problems:
+        return plan
     current = tenant_entries(tenant)
     try:
         compiled = compile_config(data, known=known_names(tenant, current, prune))
     except ConfigInvalid as exc:
-        plan.problems = exc.problems
+        plan.problems = [plan.imported.relocated(problem) for problem in exc.problems]
         return plan
     desired = compiled.document.as_data()
     plan.problems = [
@@ -911,6 +919,7 @@ def config_plan(
             for problem in check(tenant, desired[section])
         ),
     ]
+    plan.problems = [plan.imported.relocated(problem) for problem in plan.problems]
     if plan.problems:
         return plan
     plan.compiled = compiled
@@ -982,7 +991,7 @@ def config_import(
             if dry_run:
                 raise _DryRunDone
     except ConfigInvalid as exc:
-        plan.problems = exc.problems
+        plan.problems = [plan.imported.relocated(problem) for problem in exc.problems]
     except _DryRunDone:
         pass
     else:

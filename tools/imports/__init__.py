@@ -19,6 +19,7 @@ from tools.imports.from_openapi import (
     PreviewedTool,
     openapi_import,
     openapi_preview,
+    openapi_tool_entries,
 )
 from tools.runtime.imports import ImportRefused, ToolDraft
 
@@ -32,4 +33,5 @@ __all__ = [
     "draft_tool",
     "openapi_import",
     "openapi_preview",
+    "openapi_tool_entries",
 ]

@@ -155,6 +155,17 @@ def openapi_import(
     return saved
 
 
+def openapi_tool_entries(
+    *, url: str, operations: list[str], base_url: str | None = None
+) -> list[dict[str, Any]]:
+    """The definition fields of the chosen operations' tools, for the configuration
+    document's `tool_imports` (agents/config_tool_imports.py): fetched from `url` as a
+    preview's document is. ImportRefused: the document, the fetch or the choice."""
+    drafts = _drafts(text=None, url=url, base_url=base_url)
+    return [{**draft.definition_fields(), "effect": draft.effect or None}
+            for draft in _chosen(drafts, operations)]  # fmt: skip
+
+
 # -- the document ------------------------------------------------------------------------
 def _drafts(*, text: str | None, url: str | None, base_url: str | None) -> OpenApiDrafts:
     if (text is None) == (url is None):

@@ -110,6 +110,25 @@ class ToolEntry(_Strict):
     )
 
 
+class ToolImportEntry(_Strict):
+    """HTTP tools made from an OpenAPI document's operations each time the configuration
+    document is applied (docs/tool-import.md), as if listed under `tools`: the document is
+    fetched through the egress guard. A tool that sends a credential keeps the secret
+    stored on the tool of its name (`tool:<name>`); store it there first."""
+
+    openapi_url: str = Field(
+        max_length=2000, description="Where the OpenAPI 3.0/3.1 or Swagger 2.0 document is."
+    )
+    base_url: str | None = Field(
+        None, max_length=2000, description="The API's base URL, replacing the document's servers."
+    )
+    operations: list[str] = Field(
+        min_length=1,
+        max_length=500,
+        description='The operations to make tools of: operationIds, "GET /path" or tool names.',
+    )
+
+
 class AgentTools(_Strict):
     all: bool = Field(True, description="Every tool of the tenant; off: names and tags only.")
     names: list[str] = Field(default_factory=list)
@@ -479,6 +498,12 @@ class ConfigDocument(_Strict):
     connections: list[Connection] = Field(default_factory=list, max_length=100)
     model_aliases: list[ModelAliasEntry] = Field(default_factory=list, max_length=100)
     tools: list[ToolEntry] = Field(default_factory=list, max_length=500)
+    tool_imports: list[ToolImportEntry] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Tools made from OpenAPI documents when the document is applied; an "
+        "export lists the tools they made under `tools` instead.",
+    )
     skills: list[SkillEntry] = Field(
         default_factory=list,
         max_length=200,
