@@ -32,7 +32,9 @@ Skipped because they start real work, stream or may call out of the process:
 - `POST /api/v1/tools/{name}/execute` (`v1_tools_execute_create`): may call out;
 - `POST /api/v1/tools/try` (`v1_tools_try_create`): sends its draft's request (its own
   tests: tests/api/test_tool_drafts_api.py);
-- `POST /api/v1/mcp-connections/{id}/test` and `/refresh`: call the MCP server.
+- `POST /api/v1/mcp-connections/{id}/test` and `/refresh`: call the MCP server;
+- `POST /api/v1/tools/import` and `/import/preview`: fetch a document from a `url` (their
+  hostile input is tested in tests/api/test_tool_imports_api.py).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ SKIPPED_OPERATIONS = [
     "v1_tools_try_create",
     "v1_mcp_connections_test_create",
     "v1_mcp_connections_refresh_create",
+    "v1_tools_import_create",
+    "v1_tools_import_preview_create",
 ]
 
 CONFIG = SchemathesisConfig.from_dict(
