@@ -167,6 +167,23 @@ def test_names_are_sanitised_unique_and_never_a_platform_tools():
     assert tools["get_c_item-id"].config["arguments"] == [{"argument": "item_id", "to": "path"}]
 
 
+def test_parameters_a_tool_cannot_send_are_dropped_with_a_note():
+    parameters = [
+        {"name": "X Bad Header", "in": "header", "schema": {"type": "string"}},
+        {"name": "Authorization", "in": "header", "schema": {"type": "string"}},
+        {"name": "session", "in": "cookie", "schema": {"type": "string"}},
+        {"name": "filter[name]", "in": "query", "schema": {"type": "string"}},
+    ]
+    document = mini(
+        {"/a": {"get": {"operationId": "a", "parameters": parameters, "responses": {}}}}
+    )
+    [item] = openapi_drafts(document).operations
+    assert item.draft.config["arguments"] == [
+        {"argument": "filter_name", "to": "query", "name": "filter[name]"}
+    ]
+    assert len(item.draft.notes) == 3
+
+
 def test_security_alternatives_basic_bearer_none_and_unsupported():
     schemes = {
         "basic": {"type": "http", "scheme": "basic"},

@@ -79,6 +79,8 @@ def test_an_import_is_all_or_nothing(trio):
         "          description: The user name for login\n",
         "          description: The user name for login\n          pattern: '(?=x)'\n",
     )
+    problems = {t.draft.name: t.problems for t in openapi_preview(tenant=trio.acme, text=bad).tools}
+    assert "not supported" in problems["loginUser"][0] and problems["logoutUser"] == ()
     with pytest.raises(ImportRefused, match="input_schema") as caught:
         openapi_import(tenant=trio.acme, text=bad, operations=["logoutUser", "loginUser"])
     assert caught.value.path == "tools.loginUser"

@@ -103,7 +103,10 @@ def openapi_preview(
     fetches `url` (ImportRefused: the document or the fetch). One query."""
     drafts = _drafts(text=text, url=url, base_url=base_url)
     current = selectors.definitions_of(tenant=tenant)
-    tools = tuple(_previewed(item.operation_id, item.draft, current) for item in drafts.operations)
+    verdicts: dict[str, str | None] = {}  # documents repeat schemas: each checked once
+    tools = tuple(
+        _previewed(item.operation_id, item.draft, current, verdicts) for item in drafts.operations
+    )
     skipped = tuple(
         {"source": s.source, "operation_id": s.operation_id, "reason": s.reason}
         for s in drafts.skipped
@@ -209,7 +212,10 @@ def _fetched(url: str) -> bytes:
 
 # -- preview and changes -----------------------------------------------------------------
 def _previewed(
-    operation_id: str, draft: ToolDraft, current: dict[str, ToolDefinition]
+    operation_id: str,
+    draft: ToolDraft,
+    current: dict[str, ToolDefinition],
+    verdicts: dict[str, str | None],
 ) -> PreviewedTool:
     problems = []
     for what, schema in (
@@ -218,10 +224,15 @@ def _previewed(
     ):
         if schema is None:
             continue
-        try:
-            check_schema(schema, what=what)
-        except SchemaError as exc:
-            problems.append(str(exc))
+        key = what + _canonical(schema)
+        if key not in verdicts:
+            try:
+                check_schema(schema, what=what)
+                verdicts[key] = None
+            except SchemaError as exc:
+                verdicts[key] = str(exc)
+        if verdicts[key] is not None:
+            problems.append(verdicts[key])
     existing = current.get(draft.name)
     changes: tuple[str, ...] = ()
     status = "new"

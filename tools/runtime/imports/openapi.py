@@ -38,6 +38,7 @@ SENT_METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
 _ARGUMENT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # what model APIs take as property names
 _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")  # (http_tool's)
 _RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "cookie",
                      "authorization", "content-type", "accept"}  # fmt: skip
 
@@ -338,6 +339,9 @@ class _Reader:
                     raise _Skip(f"it needs the header {name!r}, which a tool cannot set")
                 notes.append(f"header {name!r} skipped: the tool sets it itself")
                 continue
+            if place == "header" and not _HEADER_NAME.match(name):
+                notes.append(f"header {name[:100]!r} skipped: not a valid header name")
+                continue
             if place not in ("path", "query", "header"):
                 raise ImportRefused(f"Unknown parameter location {place!r}.", where)
             schema = self.resolver.parameter_schema(parameter, where)
@@ -552,6 +556,6 @@ def _first_problem(exc: Exception) -> str:
     if isinstance(exc, pydantic.ValidationError):
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error.get("loc", ()))
-        message = str(error.get("msg", "invalid"))[:200]
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")[:200]
         return f"{where}: {message}" if where else message
     return str(exc)[:300]
