@@ -7,13 +7,13 @@ a hand-made tool passes. Faces import this facade, never its modules.
   will see, and a diff against the tenant's tools of the same names), then save the chosen
   ones at once; or give the configuration document's `tool_imports` the chosen
   operations' tool entries.
-- cURL (`curl_import.py`) and drafts tried before saving (`drafts.py`).
+- cURL (`from_curl.py`) and drafts tried before saving (`drafts.py`).
 """
 
 from __future__ import annotations
 
-from tools.imports.curl_import import curl_import
 from tools.imports.drafts import DraftTool, draft_tool
+from tools.imports.from_curl import curl_import
 from tools.imports.from_openapi import (
     OpenApiPreview,
     PreviewedTool,
