@@ -57,9 +57,12 @@ def rows_from(input_schema: Any, config: Any) -> dict[str, Any]:
     if not isinstance(required, list) or not set(required) <= set(properties):
         raise Unrepresentable("the input schema's required list names unknown arguments")
     targets = _targets_by_argument(config, properties)
+    # In the order of the mapping (a list): a stored schema's properties come back sorted
+    # (jsonb keeps no key order).
+    order = {name: index for index, name in enumerate(targets)}
     arguments = [
-        _argument_row(name, schema, name in required, targets.get(name))
-        for name, schema in properties.items()
+        _argument_row(name, properties[name], name in required, targets.get(name))
+        for name in sorted(properties, key=lambda name: order.get(name, len(order)))
     ]
     fixed = config.get("fixed", {})
     if not isinstance(fixed, dict):
@@ -146,7 +149,12 @@ class ArgumentRow(forms.Form):
     required = forms.BooleanField(required=False)
     enum = forms.CharField(max_length=2000, required=False, label="Allowed values")
     to = forms.ChoiceField(choices=LOCATIONS, required=False, initial="query", label="Goes to")
-    destination = forms.CharField(max_length=100, required=False, label="Name there")
+    destination = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Name there",
+        widget=forms.TextInput(attrs={"placeholder": "its own"}),
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -178,7 +186,7 @@ def _typed(value: str, kind: str) -> str | int | float:
 
 
 class PairRow(forms.Form):
-    key = forms.CharField(max_length=100, required=False)
+    key = forms.CharField(max_length=100, required=False, label="Name")
     value = forms.CharField(max_length=2000, required=False)
 
     def clean(self) -> dict[str, Any]:
@@ -300,8 +308,9 @@ class ToolRows:
                     form.add_error("to", f"The URL has no {{{name}}} placeholder.")
         if missing := sorted(placeholders - in_path):
             listed = ", ".join(f"{{{name}}}" for name in missing)
+            verb = "has" if len(missing) == 1 else "have"
             self.request.add_error(
-                "url", f"{listed} has no argument: add one that goes to the path."
+                "url", f"{listed} {verb} no argument: add one that goes to the path."
             )
         fields: set[str] = set()
         for form, row in self.view.rows():
