@@ -9,6 +9,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import assert_accessible
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SAMPLE = {"data": {"name": "Rex", "owners": [{"name": "Ann"}]}, "meta": {"page": 1}}
 
 
-def test_an_admin_makes_an_http_tool_with_the_form(trio, tab):
+def test_an_admin_makes_an_http_tool_with_the_form(trio, axe_tab):
+    tab = axe_tab
     tab.login("alice")
     tab.goto("/t/acme/tools/new/")
     page = tab.page
@@ -61,8 +63,11 @@ def test_an_admin_makes_an_http_tool_with_the_form(trio, tab):
     expect(field("view-0-path")).to_have_value("data.name")
     expect(config).to_contain_text('"model_view"')
     tab.screenshot("tool_form")
+    assert_accessible(tab, "tool form")
     page.set_viewport_size({"width": 390, "height": 800})
     tab.screenshot("tool_form_narrow")
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"the tool form scrolls sideways: {widths}"
     page.set_viewport_size({"width": 1280, "height": 800})
 
     page.get_by_role("button", name="Create tool").click()
