@@ -184,21 +184,18 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
     initial = {} if existing else {"input_schema": EXAMPLE_SCHEMA, "config": EXAMPLE_CONFIG}
     data = request.POST if request.method == "POST" else None
     rows, reason, rows_refused = None, "", False
-    editor = "form" if data is not None and data.get("editor") == "form" else "json"
-    if is_http and editor == "form":
+    if is_http and data is not None and data.get("editor") == "form":
         rows = ToolRows(data)
-        if rows.is_valid():
-            data = _with_definition_from(rows, data)
+        rows_refused = not rows.is_valid()
+        data = data if rows_refused else _with_definition_from(rows, data)
+    elif is_http:  # the rows show the JSON (as posted, stored or the example), if they can
+        if data is not None:
+            shown = parsed_json(data.get("input_schema")), parsed_json(data.get("config"))
+        elif existing:
+            shown = definition.input_schema, definition.config
         else:
-            rows_refused = True
-    elif is_http:
-        posted = data is not None
-        schema = parsed_json(data.get("input_schema")) if posted else initial.get("input_schema")
-        config = parsed_json(data.get("config")) if posted else initial.get("config")
-        if not posted and existing:
-            schema, config = definition.input_schema, definition.config
-        rows, reason = _rows_showing(schema, config)
-        editor = "json" if posted or rows is None else "form"
+            shown = EXAMPLE_SCHEMA, EXAMPLE_CONFIG
+        rows, reason = _rows_showing(*shown)
     form = ToolDefinitionForm(data, instance=definition, initial=initial)
     if rows_refused:
         form.is_valid()
@@ -214,7 +211,7 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
         "definition": definition if existing else None,
         "testable": testable,
         "is_http": is_http,
-        **_rows_context(rows, editor, reason),
+        **_rows_context(rows, "form" if rows is not None else "json", reason),
     }
     return render_form(request, "web/config/tool_form.html", context)
 
