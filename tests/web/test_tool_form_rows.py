@@ -263,3 +263,16 @@ def test_sync_shows_the_json_as_rows_or_says_why_it_cannot(client, trio):
     body = client.post(url("tool_create"), data, HTTP_HX_REQUEST="true").content.decode()
     assert "the JSON below is not valid JSON yet" in body
     assert not ToolDefinition.objects.exists()
+
+
+def test_json_nested_too_deeply_to_parse_is_refused_not_a_500(client, trio):
+    login(client, trio.alice)
+    deep = "[" * 100_000 + "]" * 100_000
+    data = rows_post(input_schema=deep, config=deep, editor="json")
+    response = client.post(url("tool_create"), data)
+    assert response.status_code == 400 and "Nested too deeply." in response.content.decode()
+    body = client.post(url("tool_create"), {**data, "sync": "rows"}).content.decode()
+    assert "the JSON below is not valid JSON yet" in body
+    response = client.post(url("tool_create"), {**data, "editor": "form", "sync": "json"})
+    assert response.status_code == 200 and 'id="tool-json"' in response.content.decode()
+    assert not ToolDefinition.objects.exists()

@@ -375,8 +375,9 @@ class ToolRows:
 
 
 def parsed_json(text: Any) -> Any:
-    """A posted JSON field's value, or None when it is not JSON."""
+    """A posted JSON field's value, or None when it is not JSON (or nested too deeply to
+    parse)."""
     try:
         return json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
