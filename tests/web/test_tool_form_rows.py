@@ -228,10 +228,11 @@ def test_json_errors_show_at_the_json_when_it_is_the_editor(client, trio):
 
 def test_sync_writes_the_rows_into_the_json_and_saves_nothing(client, trio):
     login(client, trio.alice)
-    data = rows_post(view={"name": "data.name"}, sync="json")
+    data = rows_post(view={"name": "data.name"}, sync="json", secret="typed-secret-123")
     response = client.post(url("tool_create"), data, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     body = response.content.decode()
+    assert "typed-secret-123" not in body
     assert "<html" not in body and 'id="tool-json"' in body
     assert "&quot;model_view&quot;: {\n    &quot;name&quot;: &quot;data.name&quot;" in body
     assert "&quot;pet_id&quot;: {\n      &quot;type&quot;: &quot;integer&quot;" in body

@@ -262,13 +262,11 @@ class ToolRows:
         self.view = ViewFormSet(data, initial=initial.get("view"), prefix="view")
 
     def is_valid(self) -> bool:
-        parts = [self.request, self.arguments, self.headers, self.query, self.view]
-        if not all([part.is_valid() for part in parts]):  # (each validated, for its errors)
+        lists = [self.arguments, self.headers, self.query, self.view]
+        if not all([part.is_valid() for part in [self.request, *lists]]):  # (all, for errors)
             return False
-        self._check_across_rows()
-        return not any(
-            [self.request.errors, *(f.errors for s in parts[1:] for f in s.forms)]  # type: ignore[union-attr]
-        )
+        self._check_across_rows()  # (adds errors to the forms)
+        return not self.request.errors and not any(f.errors for s in lists for f in s.forms)
 
     @property
     def problems(self) -> list[str]:
