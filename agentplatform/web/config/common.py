@@ -111,7 +111,20 @@ class JsonTextarea(forms.Textarea):
 
 
 class PrettyJSONField(forms.JSONField):
-    """JSON shown indented, so a schema reads like one in the textarea."""
+    """JSON shown indented, so a schema reads like one in the textarea. JSON nested too
+    deeply for Python's parser is refused as invalid (not a RecursionError, a 500)."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError("Nested too deeply.", code="invalid") from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return forms.fields.InvalidJSONInput(data)
 
     def prepare_value(self, value: Any) -> str:
         if isinstance(value, forms.fields.InvalidJSONInput):

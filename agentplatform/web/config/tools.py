@@ -9,9 +9,10 @@ from typing import Any
 from django import forms
 from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
+from django_htmx.http import reswap
 
 from agentplatform.web.config.common import (
     JsonTextarea,
@@ -26,6 +27,7 @@ from agentplatform.web.config.common import (
     try_save,
     unique_in_tenant,
 )
+from agentplatform.web.config.tool_rows import ToolRows, Unrepresentable, parsed_json, rows_from
 from agents.runs import tool_run
 from agents.selftests import health_by_name, selftest_tools
 from tools import selectors
@@ -170,18 +172,99 @@ def tool_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse:
+    """The tool page. An HTTP tool's arguments and request are edited as rows or as JSON
+    (`editor`); htmx keeps the two in step (`sync`: "json" writes the rows into the JSON,
+    "rows" shows the JSON as rows), and a save from rows writes the same JSON fields the
+    JSON editor posts, through the same form and service."""
     tenant = request.tenant
     existing = definition.pk is not None
+    is_http = definition.kind == ToolKind.HTTP
+    if request.method == "POST" and request.POST.get("sync") in ("json", "rows"):
+        return _tool_form_sync(request, definition)
     initial = {} if existing else {"input_schema": EXAMPLE_SCHEMA, "config": EXAMPLE_CONFIG}
-    form = ToolDefinitionForm(request.POST or None, instance=definition, initial=initial)
+    data = request.POST if request.method == "POST" else None
+    rows, reason, rows_refused = None, "", False
+    if is_http and data is not None and data.get("editor") == "form":
+        rows = ToolRows(data)
+        rows_refused = not rows.is_valid()
+        data = data if rows_refused else _with_definition_from(rows, data)
+    elif is_http:  # the rows show the JSON (as posted, stored or the example), if they can
+        if data is not None:
+            shown = parsed_json(data.get("input_schema")), parsed_json(data.get("config"))
+        elif existing:
+            shown = definition.input_schema, definition.config
+        else:
+            shown = EXAMPLE_SCHEMA, EXAMPLE_CONFIG
+        rows, reason = _rows_showing(*shown)
+    form = ToolDefinitionForm(data, instance=definition, initial=initial)
+    if rows_refused:
+        form.is_valid()
+        form.add_error(None, "Nothing was saved: fix the rows marked below.")
     save = lambda: tool_definition_save(  # noqa: E731
         tenant=tenant, definition=definition if existing else None, changes=form.changes()
     )
     if saved := try_save(request, form, save, "tool"):
         return redirect("config:tool_edit", tenant_slug=tenant.slug, pk=saved.pk)
     testable = existing and tenant_tools(tenant).registry.has(definition.name)
-    context = {"form": form, "definition": definition if existing else None, "testable": testable}
+    context = {
+        "form": form,
+        "definition": definition if existing else None,
+        "testable": testable,
+        "is_http": is_http,
+        **_rows_context(rows, "form" if rows is not None else "json", reason),
+    }
     return render_form(request, "web/config/tool_form.html", context)
+
+
+def _tool_form_sync(request: HttpRequest, definition: ToolDefinition) -> HttpResponse:
+    """htmx: the JSON the rows write (sync=json; with their problems, or only those when
+    they cannot be written yet), or the rows showing the posted JSON (sync=rows). Saves
+    nothing."""
+    data = request.POST
+    template = "web/config/tool_form.html"
+    is_http = definition.kind == ToolKind.HTTP
+    if data["sync"] == "rows":
+        schema, config = parsed_json(data.get("input_schema")), parsed_json(data.get("config"))
+        rows, reason = _rows_showing(schema, config)
+        context = {**_rows_context(rows, "form" if rows else "json", reason), "is_http": is_http}
+        return render_page(request, template, context, partial="rows")
+    rows = ToolRows(data)
+    context = {**_rows_context(rows, "form", ""), "sync": True, "is_http": is_http}
+    if not rows.is_valid():
+        return reswap(render_page(request, template, context, partial="problems"), "none")
+    schema, config = rows.definition(
+        parsed_json(data.get("input_schema")), parsed_json(data.get("config"))
+    )
+    form = ToolDefinitionForm(
+        instance=definition, initial={"input_schema": schema, "config": config}
+    )
+    context = {**context, "form": form}
+    return render_page(request, template, context, partial="json")
+
+
+def _rows_showing(schema: Any, config: Any) -> tuple[ToolRows | None, str]:
+    """Rows showing this JSON, or None and why they cannot."""
+    if schema is None or config is None:
+        return None, "the JSON below is not valid JSON yet"
+    try:
+        return ToolRows(initial=rows_from(schema, config)), ""
+    except Unrepresentable as refused:
+        return None, str(refused)
+
+
+def _rows_context(rows: ToolRows | None, editor: str, reason: str) -> dict[str, Any]:
+    shown = rows is not None and editor == "form"  # the JSON fields' errors then show at the rows
+    return {"rows": rows, "editor": editor, "rows_reason": reason, "rows_shown": shown}
+
+
+def _with_definition_from(rows: ToolRows, data: QueryDict) -> QueryDict:
+    """The POST, its JSON fields written by the (valid) rows over the JSON as posted."""
+    base_schema = parsed_json(data.get("input_schema"))
+    base_config = parsed_json(data.get("config"))
+    schema, config = rows.definition(base_schema, base_config)
+    data = data.copy()
+    data["input_schema"], data["config"] = json.dumps(schema), json.dumps(config)
+    return data
 
 
 @admin_required
