@@ -47,6 +47,14 @@ def test_invalid_data_is_a_validation_error_and_nothing_is_written(trio):
     assert definition.timeout_s == 30.0 and definition.version == 1
 
 
+@pytest.mark.parametrize("name", ["import", "try"])
+def test_a_word_of_the_tools_rest_paths_is_no_tool_name(trio, name):
+    # /api/v1/tools/import and /tools/try are routes: a tool so named could not be reached.
+    with pytest.raises(ValidationError, match="REST paths"):
+        tool_definition_save(tenant=trio.acme, changes={**CALC, "name": name})
+    assert not ToolDefinition.objects.exists()
+
+
 def test_a_rate_limit_reaches_the_registrys_tool_and_a_bad_one_is_refused(trio):
     definition = tool_definition_save(
         tenant=trio.acme, changes={**CALC, "rate_limit_per_minute": 9}

@@ -328,3 +328,32 @@ def test_thousands_of_operations_are_refused():
 def test_unusable_text_is_refused_with_our_message(document, match):
     error = refused(document, match)
     assert not any(word in str(error) for word in ("expected", "found", "scanner", "Expecting"))
+
+
+def test_values_of_the_wrong_type_leave_their_operation_out_never_an_exception():
+    body = {"type": "object", "properties": {"x": {"type": "string"}}, "required": [[1], "x"]}
+    document = mini(
+        {
+            "/a": {
+                "post": {
+                    "operationId": "a",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": body}},
+                    },
+                    "responses": {"200": {"description": "ok"}},
+                },
+                "get": {"operationId": "b", "parameters": 5, "responses": {}},
+            },
+        }
+    )
+    result = openapi_drafts(document)
+    drafts = {item.draft.name: item.draft for item in result.operations}
+    assert drafts["a"].input_schema["required"] == ["x"]  # the odd entry dropped
+    assert {s.operation_id for s in result.skipped} <= {"b"}
+    for item in result.operations:
+        HttpToolConfig.model_validate(item.draft.config)
+    refused(mini({"/a": {"get": {}}}, servers=[{"url": "https://[x/v1"}]), "server URL")
+    bad_own_server = {"get": {"servers": [{"url": "https://[x/v1"}]}}
+    refused(mini({"/a": bad_own_server}, servers=[]), "server URL")
+    refused(mini({"/a": {"get": {}}}), "server URL", base_url="http://[::1")

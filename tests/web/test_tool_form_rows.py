@@ -277,3 +277,23 @@ def test_json_nested_too_deeply_to_parse_is_refused_not_a_500(client, trio):
     response = client.post(url("tool_create"), {**data, "editor": "form", "sync": "json"})
     assert response.status_code == 200 and 'id="tool-json"' in response.content.decode()
     assert not ToolDefinition.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "schema,config",
+    [
+        ({"type": "object", "properties": {"a": {"type": "string"}}, "required": [{}]}, {}),
+        ({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}, {}),
+        ({"type": "object", "properties": {}}, {"arguments": 5}),
+        ({"type": "object", "properties": {}}, {"arguments": [{"argument": [1], "to": "query"}]}),
+    ],
+)
+def test_json_of_unexpected_types_shows_no_rows_and_never_a_500(client, trio, schema, config):
+    login(client, trio.alice)
+    config = {"method": "GET", "url": PET_URL, **config}
+    data = {"sync": "rows", "input_schema": json.dumps(schema), "config": json.dumps(config)}
+    response = client.post(url("tool_create"), data, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and "cannot be shown as fields" in response.content.decode()
+    data = rows_post(input_schema=data["input_schema"], config=data["config"], editor="json")
+    saved = client.post(url("tool_create"), data)
+    assert saved.status_code in (302, 400)  # saved, or refused at its field: never a 500

@@ -46,6 +46,13 @@ class Unrepresentable(ValueError):
 
 def rows_from(input_schema: Any, config: Any) -> dict[str, Any]:
     """The rows' initial data for a definition, or Unrepresentable."""
+    try:
+        return _rows_from(input_schema, config)
+    except (TypeError, AttributeError, KeyError):  # a value of a type rows never expect
+        raise Unrepresentable("the JSON holds a value of an unexpected type") from None
+
+
+def _rows_from(input_schema: Any, config: Any) -> dict[str, Any]:
     if not isinstance(input_schema, dict) or not isinstance(config, dict):
         raise Unrepresentable("the input schema and the request must be JSON objects")
     if extra := set(input_schema) - {"type", "properties", "required", "additionalProperties"}:
@@ -54,7 +61,9 @@ def rows_from(input_schema: Any, config: Any) -> dict[str, Any]:
     required = input_schema.get("required", [])
     if input_schema.get("type", "object") != "object" or not isinstance(properties, dict):
         raise Unrepresentable("the input schema is not an object with properties")
-    if not isinstance(required, list) or not set(required) <= set(properties):
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise Unrepresentable("the input schema's required list is not a list of names")
+    if not set(required) <= set(properties):
         raise Unrepresentable("the input schema's required list names unknown arguments")
     targets = _targets_by_argument(config, properties)
     # In the order of the mapping (a list): a stored schema's properties come back sorted
@@ -81,10 +90,15 @@ def rows_from(input_schema: Any, config: Any) -> dict[str, Any]:
 
 def _targets_by_argument(config: dict, properties: dict) -> dict[str, dict]:
     targets: dict[str, dict] = {}
-    for target in config.get("arguments", []):
+    listed = config.get("arguments", [])
+    if not isinstance(listed, list):
+        raise Unrepresentable("the request's arguments are not a list")
+    for target in listed:
         if not isinstance(target, dict) or target.get("reference"):
             raise Unrepresentable("an argument takes a reference token")
         argument = target.get("argument")
+        if not isinstance(argument, str):
+            raise Unrepresentable("an argument's mapping names no argument")
         if argument in targets or argument not in properties:
             raise Unrepresentable(f"the argument {argument!r} is mapped twice or is unknown")
         targets[argument] = target
@@ -95,6 +109,8 @@ def _argument_row(name: str, schema: Any, required: bool, target: dict | None) -
     if not ARGUMENT_NAME.match(name) or not isinstance(schema, dict):
         raise Unrepresentable(f"the argument {name!r} cannot be a row")
     kind = schema.get("type")
+    if kind is not None and not isinstance(kind, str):  # (a list of types)
+        raise Unrepresentable(f"the argument {name!r} has no single type")
     allowed = {"type", "description"} | ({"enum"} if kind in ENUM_TYPES else set())
     if kind == "array":
         allowed.add("items")

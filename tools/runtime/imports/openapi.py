@@ -117,6 +117,12 @@ def openapi_drafts(
             except _Skip as exc:
                 skipped.append(SkippedOperation(source, operation_id, str(exc)))
                 continue
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+                # A value of a type the document's own format rules out (`required: [[1]]`,
+                # `parameters: 5`): hostile or broken, the operation is left out, never a 500.
+                reason = "its description holds a value of the wrong type for OpenAPI"
+                skipped.append(SkippedOperation(source, operation_id, reason))
+                continue
             operations.append(ImportedOperation(operation_id, draft))
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     title = info.get("title") if isinstance(info.get("title"), str) else ""
@@ -488,7 +494,8 @@ def _object_parts(schema: dict[str, Any]) -> tuple[dict[str, Any] | None, set[st
     if kind is None and "properties" not in schema:
         return None, set()
     needed = schema.get("required")
-    return dict(schema.get("properties", {})), set(needed) if isinstance(needed, list) else set()
+    needed = needed if isinstance(needed, list) else []
+    return dict(schema.get("properties", {})), {name for name in needed if isinstance(name, str)}
 
 
 def _argument_name(name: str, place: str) -> str:
@@ -544,9 +551,13 @@ def _description(operation: dict[str, Any], method: str, path: str) -> str:
 
 
 def _absolute(url: str, against: str | None) -> str | None:
-    if against:
-        url = urljoin(against, url)
-    parts = urlsplit(url)
+    try:
+        if against:
+            url = urljoin(against, url)
+        parts = urlsplit(url)
+        parts.hostname  # noqa: B018  (raises on a malformed IPv6 host such as "[x")
+    except ValueError:
+        return None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
     return url.split("?", 1)[0].split("#", 1)[0]
