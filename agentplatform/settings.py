@@ -296,6 +296,8 @@ CELERY_TASK_ROUTES = {
     "tools.check_context_providers": {"queue": HOUSEKEEPING_QUEUE},
     "agents.fire_due_triggers": {"queue": HOUSEKEEPING_QUEUE},
     "providers.check_connections": {"queue": HOUSEKEEPING_QUEUE},
+    # A workspace's archive (lifecycle/tenant_exports.py): minutes of batch work.
+    "lifecycle.build_tenant_export": {"queue": BATCH_QUEUE},
 }
 # Triggers (agents/triggers.py, docs/triggers.md). Seconds between the beat's looks for due
 # schedules (a fire is at most this late).
@@ -344,6 +346,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "lifecycle.purge_retention",
         "schedule": float(config.env_int("RETENTION_PURGE_S", 3600, minimum=60)),
     },
+    # Workspace archives past TENANT_EXPORT_KEEP_HOURS: deleted (lifecycle/tenant_exports.py).
+    "expire-tenant-exports": {"task": "lifecycle.expire_tenant_exports", "schedule": 3600.0},
     # Provider connections' health (providers/routing.py): a failing one is tried last.
     "check-provider-connections": {
         "task": "providers.check_connections",
@@ -358,6 +362,10 @@ RETENTION_CONVERSATION_DAYS = config.env_optional_days("RETENTION_CONVERSATION_D
 RETENTION_ATTACHMENT_DAYS = config.env_optional_days("RETENTION_ATTACHMENT_DAYS")
 RETENTION_AUDIT_DAYS = config.env_optional_days("RETENTION_AUDIT_DAYS")
 RETENTION_BATCH = config.env_int("RETENTION_BATCH", 1000, minimum=1)
+# An owner's workspace archive (lifecycle/tenant_exports.py): hours a built one is kept for
+# download; seconds without progress after which its build counts as dead (ask again).
+TENANT_EXPORT_KEEP_HOURS = config.env_int("TENANT_EXPORT_KEEP_HOURS", 24, minimum=1)
+TENANT_EXPORT_STALE_S = config.env_int("TENANT_EXPORT_STALE_S", 1800, minimum=60)
 # Evaluations (agents/evaluations.py): the runs one evaluation has in flight at once, and
 # the seconds between the steps that start cases and score the finished ones.
 EVALUATION_CONCURRENCY = config.env_int("EVALUATION_CONCURRENCY", 4, minimum=1)

@@ -22,7 +22,7 @@ import base64
 import json
 import shutil
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -83,10 +83,16 @@ class ExportSummary:
     files: int = 0
 
 
-def tenant_export(*, tenant: Tenant, output: Path | IO[bytes]) -> ExportSummary:
+def tenant_export(
+    *,
+    tenant: Tenant,
+    output: Path | IO[bytes],
+    progress: Callable[[str, int], None] | None = None,
+) -> ExportSummary:
     """Write `tenant`'s archive to `output` (a path, or a binary file open for writing).
     Reads every tenant table once, in batches; memory stays bounded by one batch and one
-    file chunk."""
+    file chunk. `progress(kind, rows written so far)` is called after every batch."""
+    done = 0
     summary = ExportSummary(path=Path(getattr(output, "name", output)))
     kinds: dict[str, dict[str, Any]] = {}
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
@@ -105,11 +111,16 @@ def tenant_export(*, tenant: Tenant, output: Path | IO[bytes]) -> ExportSummary:
                         line = json.dumps(row_data(obj, secrets), cls=ArchiveEncoder)
                         out.write(line.encode() + b"\n")
                     count += len(rows)
+                    done += len(rows)
+                    if progress is not None:
+                        progress(label, done)
             kinds[label] = {"file": name, "rows": count, "secret_columns": sorted(secrets)}
             summary.rows[label] = count
         for rows in batches(Attachment._base_manager.filter(tenant_id=tenant.pk)):
             for attachment in rows:
                 summary.files += attachment_copy(archive, attachment)
+            if progress is not None:
+                progress("files", done)
         manifest = {
             "format": FORMAT,
             "tenant": {"id": tenant.pk, "slug": tenant.slug, "name": tenant.name},

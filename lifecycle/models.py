@@ -75,3 +75,40 @@ class LegalHold(models.Model):
 
     def __str__(self) -> str:
         return f"Legal hold on conversation {self.conversation_id}"
+
+
+class ExportStatus(models.TextChoices):
+    BUILDING = "building", "Building"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class TenantExport(models.Model):
+    """An owner's archive of the whole tenant (lifecycle/tenant_exports.py): built by a
+    worker, kept in the attachments' storage under `t<id>/exports/` until `expires_at`,
+    then deleted. One a tenant: asking again replaces it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(
+        max_length=10, choices=ExportStatus.choices, default=ExportStatus.BUILDING
+    )
+    progress = models.CharField(max_length=100, blank=True)  # the kind being written
+    rows_done = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)  # the worker's last sign of life
+    storage_key = models.CharField(max_length=200, blank=True)
+    size = models.PositiveBigIntegerField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    downloads = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant"], name="tenant_export_one_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"Export of tenant {self.tenant_id} ({self.status})"

@@ -457,6 +457,8 @@ class AuditAction(models.TextChoices):
     RETENTION_PURGED = "retention.purged", "Data past its retention purged"
     LEGAL_HOLD_PLACED = "legal_hold.placed", "Legal hold placed"
     LEGAL_HOLD_LIFTED = "legal_hold.lifted", "Legal hold lifted"
+    EXPORT_REQUESTED = "export.requested", "Workspace export requested"
+    EXPORT_DOWNLOADED = "export.downloaded", "Workspace export downloaded"
 
 
 class AppendOnly(Exception):

@@ -41,6 +41,7 @@ class Action(StrEnum):
     READ_AUDIT = "read_audit"
     OVERRIDE_EVALUATION = "override_evaluation"
     MANAGE_RETENTION = "manage_retention"
+    EXPORT_TENANT = "export_tenant"
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,10 @@ POLICY: dict[Action, Rule] = {
     Action.MANAGE_RETENTION: Rule(
         Role.ADMIN, Scope.ADMIN, "how long runs' events, conversations, attachments and audit "
         "entries are kept, and legal holds (read and change: docs/operations.md, Retention)",
+    ),
+    Action.EXPORT_TENANT: Rule(
+        Role.OWNER, Scope.ADMIN, "the whole workspace's archive: asked for, followed and "
+        "downloaded by owners only (docs/operations.md, Offboarding)",
     ),
 }  # fmt: skip
 

@@ -274,4 +274,10 @@ urlpatterns += [
         offboarding_api.PersonErasure.as_view(),
         name="api_person_erasure",
     ),
+    path("tenant/export", offboarding_api.TenantExportView.as_view(), name="api_tenant_export"),
+    path(
+        "tenant/export/download",
+        offboarding_api.TenantExportDownload.as_view(),
+        name="api_tenant_export_download",
+    ),
 ]

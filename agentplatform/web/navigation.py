@@ -58,6 +58,7 @@ GROUPS: tuple[Group, ...] = (
         Link("Prices", "config:prices"),
         Link("Retention", "config:retention"),
         Link("Document", "config:document"),
+        Link("Export workspace", "tenant_export"),
         Link("Erase workspace", "tenant_erasure"),
     )),
 )  # fmt: skip

@@ -1,8 +1,10 @@
 """A person's data on the pages (lifecycle.person; docs/operations.md, "Offboarding"):
 `/t/<tenant>/my-data/`, where a member downloads their own conversations, facts and runs;
 `/t/<tenant>/people/<user id>/erase/`, where an admin erases a person from the tenant after
-confirming (another tenant's person, or none: 404); `/t/<tenant>/erasure/`, where an owner
-asks for the whole workspace's erasure, which an operator confirms."""
+confirming (another tenant's person, or none: 404); `/t/<tenant>/export/`, where an owner
+asks for the whole workspace's archive, follows its build and downloads it
+(lifecycle.tenant_exports); `/t/<tenant>/erasure/`, where an owner asks for the whole
+workspace's erasure, which an operator confirms."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from lifecycle import erasure_requests
+from lifecycle import erasure_requests, tenant_exports
 from lifecycle.person import person_erase, person_export, person_in_tenant
 from tenancy.policy import Action
 from tenancy.resolution import tenant_member_required
@@ -96,3 +98,31 @@ def tenant_erasure(request: HttpRequest) -> HttpResponse:
         context["error"] = " ".join(refused.messages)
         return render(request, "web/tenant_erasure.html", context, status=400)
     return redirect("tenant_erasure", tenant_slug=tenant.slug)
+
+
+@tenant_member_required(Action.EXPORT_TENANT)
+def tenant_export(request: HttpRequest) -> HttpResponse:
+    """GET: the export's state (htmx polls the status part while it builds); POST: ask for
+    a new one (built by a worker)."""
+    if request.method == "POST":
+        tenant_exports.export_request(tenant=request.tenant, by=request.principal)
+        messages.success(request, "The export is being built: this page shows when it is ready.")
+        return redirect("tenant_export", tenant_slug=request.tenant.slug)
+    context = {
+        "state": tenant_exports.export_state(tenant=request.tenant),
+        "tenant_slug": request.tenant.slug,
+    }
+    if getattr(request, "htmx", False):
+        return render(request, "web/tenant_export_status.html", context)
+    return render(request, "web/tenant_export.html", context)
+
+
+@tenant_member_required(Action.EXPORT_TENANT)
+def tenant_export_download(request: HttpRequest) -> FileResponse:
+    opened, name, size = tenant_exports.export_open(tenant=request.tenant, by=request.principal)
+    response = FileResponse(
+        opened, as_attachment=True, filename=name, content_type="application/zip"
+    )
+    if size:
+        response["Content-Length"] = str(size)
+    return response

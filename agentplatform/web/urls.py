@@ -65,6 +65,12 @@ urlpatterns = [
         name="person_erasure",
     ),
     path("t/<slug:tenant_slug>/erasure/", offboarding.tenant_erasure, name="tenant_erasure"),
+    path("t/<slug:tenant_slug>/export/", offboarding.tenant_export, name="tenant_export"),
+    path(
+        "t/<slug:tenant_slug>/export/download/",
+        offboarding.tenant_export_download,
+        name="tenant_export_download",
+    ),
     path("t/<slug:tenant_slug>/memory/<int:fact_id>/edit/", memory.fact_edit, name="fact_edit"),
     path(
         "t/<slug:tenant_slug>/memory/<int:fact_id>/delete/", memory.fact_delete, name="fact_delete"

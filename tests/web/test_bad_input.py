@@ -328,6 +328,8 @@ def every_url(world) -> list[str]:
         "my_data": {},
         "my_data_download": {},
         "tenant_erasure": {},  # (odd values: no request made)
+        "tenant_export": {},  # (odd values: an export asked for; no worker runs it here)
+        "tenant_export_download": {},  # (none ready: 404)
         "person_erasure": {"user_id": world["membership"].user_id},  # (odd: nothing erased)
         # Destructive ones last, so the others still find their objects.
         "chat:cancel": {"conversation_id": chat, "run_id": run},
