@@ -6,8 +6,8 @@ The archive is a tar file holding:
   every other member; the encryption key's presence and fingerprint (never the key);
 - `database.dump`: `pg_dump --format=custom` of the database, one consistent snapshot taken
   while the platform runs (PostgreSQL's own tool, from the embedded server's binaries);
-- `files/attachments/...`: the stored attachment files (when kept in a directory; a bucket
-  is backed up by the object store's own means);
+- `files/attachments/...`: the stored attachment files, from their directory or their
+  S3-compatible bucket alike (lifecycle/stored_files.py), under their storage keys;
 - `key/local-secrets.json`: SECRET_KEY and FIELD_ENCRYPTION_KEYS, only with `--include-key`.
 
 The database is dumped first, then the files are copied: every attachment a dumped row names
@@ -30,10 +30,11 @@ from importlib import metadata
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files.storage import FileSystemStorage, storages
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
+
+from lifecycle import stored_files
 
 FORMAT = 1  # the archive's layout; restore refuses one it does not know
 MANIFEST = "manifest.json"
@@ -85,12 +86,6 @@ def key_fingerprint(keys: list[str] | tuple[str, ...]) -> str:
     return hashlib.sha256(",".join(keys).encode()).hexdigest()[:16]
 
 
-def attachments_dir() -> Path | None:
-    """The attachments' directory, or None when they are kept in a bucket."""
-    storage = storages["attachments"]
-    return Path(storage.location) if isinstance(storage, FileSystemStorage) else None
-
-
 def row_counts() -> dict[str, int]:
     from django.apps import apps
 
@@ -114,9 +109,7 @@ def write_backup(output: Path, *, include_key: bool = False) -> dict:
             manifest = _manifest(dump, include_key=include_key)
             with tarfile.open(partial, "w") as archive:
                 archive.add(dump, DUMP)
-                files = attachments_dir()
-                for entry in manifest["files"]["entries"]:
-                    archive.add(files / entry["path"], FILES + entry["path"])
+                manifest["files"] = _add_files(archive, Path(work))
                 if include_key:
                     _add_bytes(archive, KEY, json.dumps(_secrets()).encode())
                 _add_bytes(archive, MANIFEST, json.dumps(manifest, indent=2).encode())
@@ -154,7 +147,7 @@ def _manifest(dump: Path, *, include_key: bool) -> dict:
         "database": {"member": DUMP, **_size_and_sha256(dump)},
         "migrations": sorted(f"{app}.{name}" for app, name in applied),
         "rows": row_counts(),
-        "files": _files(),
+        "files": {},  # filled in as they are added (_add_files)
         "key": {
             # The keys in effect: from the data dir's file, or the environment (a deployment).
             "source": "environment" if os.environ.get("FIELD_ENCRYPTION_KEYS") else "file",
@@ -165,16 +158,28 @@ def _manifest(dump: Path, *, include_key: bool) -> dict:
     }
 
 
-def _files() -> dict:
-    root = attachments_dir()
-    if root is None:
-        return {"kept_in": "bucket", "entries": [], "count": 0, "bytes": 0}
+def _add_files(archive: tarfile.TarFile, work: Path) -> dict:
+    """Every stored attachment file into `archive`, with its size and sha256: from the
+    directory as it is, from a bucket one object at a time through `work` (never the
+    whole bucket on disk at once)."""
     entries = []
-    if root.exists():
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            entries.append({"path": str(path.relative_to(root)), **_size_and_sha256(path)})
+    for key in stored_files.stored_keys():
+        local = stored_files.local_path(key)
+        path = local or work / "object"
+        try:
+            if local is None:
+                stored_files.fetch(key, path)
+            measured = _size_and_sha256(path)
+            archive.add(path, FILES + key)
+        except FileNotFoundError:  # deleted with its row since the dump: not in it either
+            continue
+        finally:
+            if local is None:
+                path.unlink(missing_ok=True)
+        entries.append({"path": key, **measured})
     total = sum(e["size"] for e in entries)
-    return {"kept_in": "directory", "entries": entries, "count": len(entries), "bytes": total}
+    return {"kept_in": stored_files.kept_in(), "entries": entries, "count": len(entries),
+            "bytes": total}  # fmt: skip
 
 
 def _secrets() -> dict[str, str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,7 +35,7 @@ from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
 from base import encryption
-from lifecycle import backup
+from lifecycle import backup, stored_files
 from lifecycle.backup import DUMP, FILES, FORMAT, KEY, LOCAL_SECRETS, MANIFEST
 
 
@@ -113,21 +112,16 @@ def _require_empty_target() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
         tables = cursor.fetchone()[0]
-    stored = _stored_files()
+    stored = stored_files.any_stored()
     if tables or stored:
         where = connection.settings_dict["NAME"]
+        files = f"the attachments' {stored_files.kept_in()} holds files" if stored else "no files"
         raise CommandError(
             f"Refusing to restore: the target is not empty (database {where!r} has {tables} "
-            f"tables; {stored} stored files). Restore into a new, empty DATA_DIR (with "
-            "DATABASE_URL, an empty database); nothing was changed."
+            f"tables; {files}). Restore into a new, empty DATA_DIR (with DATABASE_URL, an "
+            "empty database; with ATTACHMENT_S3_BUCKET, an empty bucket or prefix); nothing "
+            "was changed."
         )
-
-
-def _stored_files() -> int:
-    root = backup.attachments_dir()
-    if root is None or not root.exists():
-        return 0
-    return sum(1 for p in root.rglob("*") if p.is_file())
 
 
 def _pg_restore(dump: Path) -> None:
@@ -152,20 +146,10 @@ def _pg_restore(dump: Path) -> None:
 
 
 def _place_files(unpacked: Path, manifest: dict) -> int:
+    """The backed-up files into this installation's storage, directory or bucket."""
     entries = manifest["files"]["entries"]
-    root = backup.attachments_dir()
-    if root is None:
-        if entries:
-            raise CommandError(
-                "The backup holds attachment files but this installation keeps them in a "
-                "bucket (ATTACHMENT_S3_BUCKET): copy them there from files/attachments/."
-            )
-        return 0
     for entry in entries:
-        target = root / entry["path"]
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        shutil.move(unpacked / FILES / entry["path"], target)
-        target.chmod(0o600)
+        stored_files.put(entry["path"], unpacked / FILES / entry["path"])
     return len(entries)
 
 
@@ -222,11 +206,9 @@ def _checks(manifest: dict, files: int) -> dict:
 
 
 def _attachments_missing() -> list[str]:
-    root = backup.attachments_dir()
-    if root is None:
-        return []
+    stored = set(stored_files.stored_keys())
     keys = apps.get_model("agents.Attachment").objects.values_list("storage_key", flat=True)
-    return [key for key in keys.iterator() if key and not (root / key).is_file()]
+    return [key for key in keys.iterator() if key and key not in stored]
 
 
 def _keys_for_next_start() -> list[str]:
