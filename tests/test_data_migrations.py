@@ -10,6 +10,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tenancy.models import Tenant as CurrentTenant
+
 # Integration tier although it starts no process: migrating the schema back and forth costs
 # seconds each (and the test template is remade when the migrations change): not `-m fast`.
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
@@ -76,3 +78,25 @@ def test_oauth_tokens_stored_before_get_their_clients_resource_if_its_issuer_is_
     Token = after.get_model("tools", "McpOAuthToken")
     found = {name: Token.objects.get(pk=pk).resource for name, pk in tokens.items()}
     assert found == {"crm": "https://crm.example/mcp", "wiki": ""}
+
+
+def test_mcp_connections_with_a_stored_header_keep_authorising_with_it():
+    """tools 0009: a connection that had an auth header is in mode "header" (else its calls
+    would go without it); one without stays "none"."""
+    before = migrate(("tools", "0008_mcp_tool_examples"))
+    Connection = before.get_model("tools", "McpServerConnection")
+    # Only tools went back: the tenant as it is now (that state's Tenant is older).
+    tenant = CurrentTenant.objects.create(name="Old", slug="old")
+    made = {
+        name: Connection.objects.create(
+            tenant_id=tenant.pk, name=name, url=f"https://{name}.example/mcp", tool_prefix=name,
+            auth_header=header,
+        ).pk
+        for name, header in (("crm", "Bearer old-token"), ("wiki", None))
+    }  # fmt: skip
+
+    after = migrate(("tools", "0009_mcp_oauth"))
+    Connection = after.get_model("tools", "McpServerConnection")
+    modes = {name: Connection.objects.get(pk=pk).auth_mode for name, pk in made.items()}
+    assert modes == {"crm": "header", "wiki": "none"}
+    assert Connection.objects.get(pk=made["crm"]).auth_header == "Bearer old-token"
