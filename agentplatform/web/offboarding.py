@@ -106,7 +106,9 @@ def tenant_export(request: HttpRequest) -> HttpResponse:
     a new one (built by a worker)."""
     if request.method == "POST":
         tenant_exports.export_request(tenant=request.tenant, by=request.principal)
-        messages.success(request, "The export is being built: this page shows when it is ready.")
+        messages.success(
+            request, "Export asked for: a worker builds the archive, and this page follows it."
+        )
         return redirect("tenant_export", tenant_slug=request.tenant.slug)
     context = {
         "state": tenant_exports.export_state(tenant=request.tenant),
