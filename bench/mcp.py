@@ -20,6 +20,26 @@ once), each calling in a loop for ROUND_S seconds; ROUNDS rounds per side, inter
 latency p50/p99 over all rounds, errors, and the throughput ratio platform / bare (target:
 at least 0.7). The platform's server assumes the app role (row-level security on) unless
 DB_ROW_LEVEL_SECURITY=false is set, for a comparison.
+
+The other direction, the platform as a client of a remote MCP server behind OAuth: what a
+tool call pays for the account's token. The server: tests/fakes/oauth_mcp_server.py (the
+SDK's server auth; authorization and resource server in one, on a thread of this process),
+its `add` tool. The tenant's account is connected through the platform's own flow
+(`connect_begin`, the server's consent, `connect_complete`: dynamic registration, PKCE),
+and a second connection to the same server carries that access token as a static
+`auth_header`. OAUTH_CALLS calls per side, interleaved call by call, one at a time, in one
+event loop:
+1. bare SDK client: `streamable_http_client` + `ClientSession`, initialize, `call_tool`,
+   with the token in the header: one session per call, as the platform opens one per call
+   (no DELETE at its end either: `terminate_on_close=False`), over one `httpx2.AsyncClient`
+   kept for all of them;
+2. platform, static header: the tenant's registry (`tools.loader.tenant_tools`),
+   `registry.execute` of `static__add` (the header a tenant secret, guarded egress);
+3. platform, OAuth: the same of `oauth__add`, whose header is looked up per call
+   (tools/mcp_oauth/credentials.py: the connection, the token row and its client in one
+   query, decrypted, checked for expiry; no refresh: it is fresh).
+Figures: p50 ms per call of each side, OAuth - static (the token's cost per call), static
+- bare (the registry's and egress guard's), and `access_token` alone (p50 of OAUTH_CALLS).
 """
 
 from __future__ import annotations
@@ -47,6 +67,8 @@ ROUNDS = sized(3, smoke=1)
 WARMUP_S = sized(1.0, smoke=0.3)
 TARGET_RATIO = 0.7
 ARGUMENTS = {"expression": "6*7"}
+OAUTH_CALLS = sized(200, smoke=5)
+OAUTH_WARMUP = sized(10, smoke=1)
 
 
 def bare_app():
@@ -110,6 +132,122 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
 
 
+def connect_oauth_account(server) -> tuple:
+    """The bench tenant's account at `server`, connected through the platform's flow; its
+    connections: (oauth, static header), both refreshed (their tools listed)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from django.contrib.auth import get_user_model
+
+    from tenancy.models import Role
+    from tenancy.services import membership_set, tenant_create
+    from tools.mcp_connections import mcp_connection_refresh
+    from tools.mcp_oauth import connect_begin, connect_complete
+    from tools.models import McpOAuthToken, McpServerConnection
+
+    tenant = tenant_create(slug="bench-oauth", name="Bench OAuth")
+    admin = get_user_model().objects.create_user(username="bench-oauth-admin")
+    membership_set(tenant=tenant, user=admin, role=Role.OWNER)
+    oauth = McpServerConnection.objects.create(
+        tenant=tenant, name="oauth", url=server.url, auth_mode="oauth_tenant"
+    )
+    session: dict = {}
+    location = connect_begin(
+        connection=oauth, user=admin, session=session, for_tenant=True,
+        redirect_uri="http://127.0.0.1/mcp-oauth/callback",
+        client_metadata_url="http://127.0.0.1/mcp-oauth/client",
+    )  # fmt: skip
+    back = httpx2.get(location, follow_redirects=False).headers["location"]
+    query = {k: v[0] for k, v in parse_qs(urlsplit(back).query).items()}
+    connect_complete(session=session, user=admin, state=query["state"], code=query["code"],
+                     iss=query.get("iss", ""))  # fmt: skip
+    token = McpOAuthToken.objects.get(connection=oauth).access_token
+    static = McpServerConnection.objects.create(
+        tenant=tenant, name="static", url=server.url, auth_header=f"Bearer {token}"
+    )
+    return tenant, mcp_connection_refresh(oauth), mcp_connection_refresh(static), token
+
+
+def oauth_calls() -> dict:
+    """The OAuth section: p50 per call of each side, interleaved call by call."""
+    from asgiref.sync import sync_to_async
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.fakes.oauth_mcp_server import FakeOAuthMcpServer
+    from tools.loader import tenant_tools
+    from tools.mcp_oauth import access_token
+    from tools.runtime.tool import ToolCall
+    from tools.services import tool_context
+
+    arguments = {"a": 2, "b": 3}
+    with FakeOAuthMcpServer() as server:
+        tenant, oauth, _static, token = connect_oauth_account(server)
+
+        http = None  # one HTTP client for all its calls (a new one costs an SSL context)
+
+        async def bare(n: int) -> None:
+            nonlocal http
+            if http is None:
+                http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            async with (
+                streamable_http_client(server.url, http_client=http, terminate_on_close=False) as (
+                    read,
+                    write,
+                    *_,
+                ),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                result = await session.call_tool("add", arguments)
+            if result.is_error:
+                raise RuntimeError(f"the bare call failed: {result.content}")
+
+        def platform_side(name: str):
+            async def call(n: int) -> None:
+                toolbox = await sync_to_async(tenant_tools)(tenant.pk)
+                ctx = tool_context(tenant=tenant, secrets=toolbox.secrets)
+                result = await toolbox.registry.execute(ToolCall(f"c{n}", name, arguments), ctx)
+                if result.error is not None:
+                    raise RuntimeError(f"{name} failed: {result.error}")
+
+            return call
+
+        async def lookup(n: int) -> None:
+            await sync_to_async(access_token)(connection=oauth, user_id=None)
+
+        sides = {
+            "bare SDK client": bare,
+            "platform, static header": platform_side("static__add"),
+            "platform, OAuth": platform_side("oauth__add"),
+            "access_token alone": lookup,
+        }
+
+        async def rounds() -> dict[str, list[float]]:
+            took: dict[str, list[float]] = {side: [] for side in sides}
+            order = list(sides.items())
+            for n in range(-OAUTH_WARMUP, OAUTH_CALLS):
+                for side, call in order if n % 2 == 0 else reversed(order):
+                    started = time.perf_counter()
+                    await call(n)
+                    if n >= 0:
+                        took[side].append(time.perf_counter() - started)
+            await http.aclose()
+            return took
+
+        took = asyncio.run(rounds())
+        refreshes = server.refreshes
+    p50 = {side: round(pct(values, 0.5), 3) for side, values in took.items()}
+    return {
+        "calls": OAUTH_CALLS,
+        "p50_ms": p50,
+        "p99_ms": {side: round(pct(values, 0.99), 3) for side, values in took.items()},
+        "oauth_minus_static_ms": round(p50["platform, OAuth"] - p50["platform, static header"], 3),
+        "static_minus_bare_ms": round(p50["platform, static header"] - p50["bare SDK client"], 3),
+        "refreshes": refreshes,
+    }
+
+
 def main() -> None:
     from bench.common import (
         Child,
@@ -141,6 +279,7 @@ def main() -> None:
         [*uvicorn, "bench.mcp:bare_app", "--factory", "--port", str(bare_port)],
         logs / "mcp-bare.log",
     )
+    oauth = oauth_calls()  # before the servers start: the machine is this section's alone
     try:
         wait_web(ours, ours_port)
         wait_web(bare, bare_port)
@@ -191,6 +330,18 @@ def main() -> None:
     verdict = "ok" if ratio >= TARGET_RATIO else "MISSED"
     print(f"throughput ratio platform / bare: {ratio:.2f}x (target >= {TARGET_RATIO}): {verdict}")
     print(f"runs recorded by the platform during the timed rounds: {recorded}")
+    print(
+        f"\ntools/call to a remote MCP server behind OAuth, {oauth['calls']} calls per side, "
+        "one at a time"
+    )
+    print(f"{'side':26} {'p50 ms':>8} {'p99 ms':>8}")
+    for side, ms in oauth["p50_ms"].items():
+        print(f"{side:26} {ms:8.2f} {oauth['p99_ms'][side]:8.2f}")
+    print(
+        f"the token per call (OAuth - static): {oauth['oauth_minus_static_ms']:.2f} ms; "
+        f"registry and guard (static - bare): {oauth['static_minus_bare_ms']:.2f} ms; "
+        f"refreshes: {oauth['refreshes']}"
+    )
     document = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "setup": {"callers": CALLERS, "round_s": ROUND_S, "rounds": ROUNDS},
@@ -198,12 +349,17 @@ def main() -> None:
         "ratio": ratio,
         "target_ratio": TARGET_RATIO,
         "runs_recorded": recorded,
+        "oauth": oauth,
     }
     # A side without one successful call measured nothing.
     headline = {
         f"{row['side']} calls/s": row["calls_per_s"] if row["calls"] else None for row in rows
     }
     headline["ratio platform / bare"] = ratio if all(row["calls"] for row in rows) else None
+    headline["oauth client: bare SDK p50 ms"] = oauth["p50_ms"]["bare SDK client"]
+    headline["oauth client: static header p50 ms"] = oauth["p50_ms"]["platform, static header"]
+    headline["oauth client: OAuth p50 ms"] = oauth["p50_ms"]["platform, OAuth"]
+    headline["oauth client: token ms/call"] = oauth["oauth_minus_static_ms"]
     write_results("mcp", document, headline=headline)
 
 

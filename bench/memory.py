@@ -14,6 +14,15 @@ Redis in a temporary DATA_DIR (removed at exit). `--smoke`: a few facts and call
    the check for facts without a vector, the ranking statement), of the ranking statement
    alone, of the former AND query, and of remembering one fact; the variants interleaved
    call by call, so that a busy machine weighs on all alike. Queries per recall counted.
+3. In a run: an agent run with memory on against the same run with memory off, interleaved
+   run by run (`agents.runs.run_inline`, the fake provider server of tests/fakes/ in a
+   thread, the registered fact model: what production recalls with). Both runs take 3
+   model rounds; with memory the model calls `recall_facts` (a query, over the person's
+   `facts` facts) in round 1 and `remember_fact` in round 2, without it the no-cost
+   `calculator` twice (the same agent otherwise, every tool on). Figures: median ms per
+   run of each side, their difference (what recall and remember add to a run over the
+   cheapest tool calls, the memory tools' registry and prompt included), and the mean time
+   inside the store's recall and remember (timers around DjangoFactStore's methods).
 """
 
 from __future__ import annotations
@@ -37,8 +46,9 @@ sys.path.insert(0, str(ROOT))
 from bench.common import SMOKE, configure_django, write_results  # noqa: E402
 
 DATA = json.loads((ROOT / "tests/data/memory/recall.json").read_text())
-FULL = {"users": 20, "facts": 1000, "calls": 300}
-SMOKE_SIZE = {"users": 2, "facts": 200, "calls": 20}
+FULL = {"users": 20, "facts": 1000, "calls": 300, "runs": 40}
+SMOKE_SIZE = {"users": 2, "facts": 200, "calls": 20, "runs": 3}
+RUN_WARMUP = 2
 TOP = 10  # what recall_facts asks for with a query (agents.runtime.memory.RECALL_TOP)
 
 VERBS = [
@@ -236,6 +246,119 @@ def bench_cost(embedders: dict, size: dict) -> dict:
     return results
 
 
+def bench_runs(size: dict, embedder) -> dict:
+    """An agent run with memory against the same run without (section 3); `embedder`: the
+    fact model the platform registered at start (bench_cost registered others since)."""
+    import functools
+    import json as jsonlib
+
+    from asgiref.sync import async_to_sync
+    from django.contrib.auth import get_user_model
+
+    from agents.memory import DjangoFactStore, register_fact_embedder
+    from agents.models import Agent, Fact
+    from agents.runs import run_inline
+    from providers.models import ProviderConnection
+    from tenancy.models import Role
+    from tenancy.services import membership_set, tenant_create
+    from tests.fakes.provider_server import ProviderServer, TextReply, ToolCall, ToolCallReply
+
+    server = ProviderServer(models=["gpt-test"])
+    tenant = tenant_create(slug="runs", name="Runs")
+    person = get_user_model().objects.create_user(username="runs-person")
+    membership_set(tenant=tenant, user=person, role=Role.MEMBER)
+    ProviderConnection.objects.create(
+        tenant=tenant, name="Fake OpenAI", kind="openai", api_key="k", is_default=True,
+        base_url=server.openai_base_url, default_model="gpt-test", max_retries=0,
+    )  # fmt: skip
+    agents = {
+        memory: Agent.objects.create(
+            tenant=tenant,
+            slug=f"memory-{memory}".lower(),
+            name=f"Memory {memory}",
+            instructions="Help the user.",
+            use_all_tools=True,
+            memory=memory,
+        )
+        for memory in (True, False)
+    }
+    register_fact_embedder(embedder)
+    texts = synthetic_facts(size["facts"], seed=11)
+    vectors = [None] * len(texts)
+    if embedder is not None:
+        vectors = []
+        for start in range(0, len(texts), 64):
+            vectors += async_to_sync(embedder.embed)(texts[start : start + 64])
+    Fact.objects.bulk_create(
+        Fact(tenant=tenant, user=person, text=text, embedding=vector,
+             embedder=embedder.name if embedder else "")
+        for text, vector in zip(texts, vectors, strict=True)
+    )  # fmt: skip
+    queries = [case["query"] for case in DATA["queries"]]
+
+    def replies(memory: bool, n: int) -> list:
+        if memory:
+            calls = [("recall_facts", {"query": queries[n % len(queries)]}),
+                     ("remember_fact", {"fact": f"Mentioned plan number {n} today."})]  # fmt: skip
+        else:
+            calls = [("calculator", {"expression": "6*7"}), ("calculator", {"expression": "6*8"})]
+        rounds = [ToolCallReply([ToolCall(f"c{i}", name, jsonlib.dumps(arguments))])
+                  for i, (name, arguments) in enumerate(calls)]  # fmt: skip
+        return [*rounds, TextReply("Done.")]
+
+    inside: dict[str, list[float]] = {"recall": [], "remember": []}
+    originals = {name: getattr(DjangoFactStore, name) for name in inside}
+
+    def timed(name: str):
+        original = originals[name]
+
+        @functools.wraps(original)
+        async def wrapper(self, **kwargs):
+            started = time.perf_counter()
+            try:
+                return await original(self, **kwargs)
+            finally:
+                inside[name].append(time.perf_counter() - started)
+
+        return wrapper
+
+    took: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for name in inside:
+            setattr(DjangoFactStore, name, timed(name))
+        for n in range(-RUN_WARMUP, size["runs"]):
+            for memory in (True, False) if n % 2 == 0 else (False, True):
+                server.script("openai", *replies(memory, n))
+                started = time.perf_counter()
+                run = run_inline(tenant=tenant, agent=agents[memory], input="Plan my week.",
+                                 initiated_by=person)  # fmt: skip
+                elapsed = time.perf_counter() - started
+                if run.status != "succeeded":
+                    raise RuntimeError(
+                        f"a run with memory={memory} ended {run.status}: {run.error}"
+                    )
+                failed = [e.payload for e in run.events.filter(type="tool.completed")
+                          if e.payload.get("error")]  # fmt: skip
+                if failed:
+                    raise RuntimeError(f"a tool call failed in a run: {failed[0]}")
+                if n >= 0:
+                    took[memory].append(elapsed)
+    finally:
+        for name, original in originals.items():
+            setattr(DjangoFactStore, name, original)
+        server.close()
+    with_memory, without = (round(statistics.median(took[m]) * 1000, 3) for m in (True, False))
+    return {
+        "runs": size["runs"], "facts_of_the_person": size["facts"],
+        "model": embedder.name if embedder else None,
+        "median_ms": {"with memory": with_memory, "without memory": without},
+        "added_ms_per_run": round(with_memory - without, 3),
+        "inside_store_mean_ms": {
+            name: round(statistics.mean(values) * 1000, 3) for name, values in inside.items()
+        },
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a few facts and calls")
@@ -243,7 +366,8 @@ def main() -> None:
     configure_django("bench-memory-")
     from agents.memory import fact_embedder
 
-    registered = fact_embedder().name if fact_embedder() else None
+    production = fact_embedder()  # what rag registered: recall in runs uses it
+    registered = production.name if production else None
     load = os.getloadavg()[0]
     embedders = models()
     quality = bench_quality(embedders)
@@ -265,12 +389,23 @@ def main() -> None:
                 f"; remember p50 {figures['remember']['p50_ms']} ms"
             )
         print(line)
+    in_runs = bench_runs(SMOKE_SIZE if smoke else FULL, production)
+    print(f"in runs: {in_runs['runs']} runs per side, the person has "
+          f"{in_runs['facts_of_the_person']} facts, model {in_runs['model']}")  # fmt: skip
+    for side, ms in in_runs["median_ms"].items():
+        print(f"run      {side:15} median {ms} ms/run (3 model rounds)")
+    store = in_runs["inside_store_mean_ms"]
+    print(
+        f"memory adds {in_runs['added_ms_per_run']} ms per run over two calculator calls; "
+        f"inside the store: recall {store['recall']} ms, remember {store['remember']} ms"
+    )
     results = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2)},
         "registered_model": registered,
         "quality": quality,
         "cost": cost,
+        "runs": in_runs,
     }  # fmt: skip
     best = next(iter(embedders))  # MiniLM when installed, else the static model
     write_results(
@@ -281,6 +416,9 @@ def main() -> None:
             "recall@3 former (AND)": quality["former (AND)"]["recall@3"],
             f"recall p50 ms {best}": cost[best]["recall"]["p50_ms"],
             "recall p50 ms former (AND)": cost["former (AND)"]["recall"]["p50_ms"],
+            "run ms without memory": in_runs["median_ms"]["without memory"],
+            "run ms with memory": in_runs["median_ms"]["with memory"],
+            "memory adds ms/run": in_runs["added_ms_per_run"],
         },
     )
 
