@@ -39,17 +39,19 @@ class OAuthCredentials:
         user_id = int(ctx.user_id) if self.per_user else None
         return {"Authorization": f"Bearer {await sync_to_async(self._token)(user_id)}"}
 
-    async def rejected(self, ctx: RunContext) -> None:
-        """The server refused the token (revoked there, or expired early): it is renewed on
-        the next look-up, or, when it cannot be, forgotten (the account is asked again)."""
+    async def rejected(self, ctx: RunContext, headers: Mapping[str, str]) -> None:
+        """The server refused the token in `headers` (revoked there, or expired early): it
+        is renewed on the next look-up, or, when it cannot be, forgotten (the account is
+        asked again); unless another call renewed it meanwhile."""
         if self.per_user and (ctx.user_id is None or ctx.unattended):
             return  # (no person's token was sent)
         user_id = int(ctx.user_id) if self.per_user else None
-        await sync_to_async(self._expire)(user_id)
+        refused = headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        await sync_to_async(self._expire)(user_id, refused)
 
-    def _expire(self, user_id: int | None) -> None:
+    def _expire(self, user_id: int | None, refused: str) -> None:
         with rls.tenant_scope(int(self.tenant_id)):
-            token_expired(connection_id=self.connection_id, user_id=user_id)
+            token_expired(connection_id=self.connection_id, user_id=user_id, refused=refused)
 
     def _token(self, user_id: int | None) -> str:
         with rls.tenant_scope(int(self.tenant_id)):

@@ -149,12 +149,21 @@ def listing_token(connection: McpServerConnection) -> str | None:
         return None
 
 
-def token_expired(*, connection_id: int, user_id: int | None) -> None:
-    """The server refused the account's access token: mark it expired, so the next look-up
-    refreshes it (or, without a refresh token, forgets it). One UPDATE."""
+def token_expired(*, connection_id: int, user_id: int | None, refused: str) -> None:
+    """The server refused the account's access token `refused`: mark it expired, so the
+    next look-up refreshes it (or, without a refresh token, forgets it). Unless the token
+    stored is another by now: calls made at once with the old token are all refused, and
+    the first to renew it must not see its new token expired by the others' late word
+    (each would refresh again). Under the row's lock, which a refresh holds; one SELECT
+    and, when it is still that token, one UPDATE."""
     rows = McpOAuthToken.objects.filter(connection_id=connection_id)
     rows = rows.filter(user__isnull=True) if user_id is None else rows.filter(user_id=user_id)
-    rows.update(expires_at=timezone.now() - timedelta(seconds=1))
+    with transaction.atomic():
+        row = rows.select_for_update().only("pk", "access_token").first()
+        if row is not None and row.access_token == refused:
+            McpOAuthToken.objects.filter(pk=row.pk).update(
+                expires_at=timezone.now() - timedelta(seconds=1)
+            )
 
 
 def token_revoke(*, connection: McpServerConnection, user_id: int | None) -> bool:

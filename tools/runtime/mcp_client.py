@@ -31,8 +31,9 @@ class Credentials(Protocol):
 
     async def __call__(self, ctx: RunContext) -> Mapping[str, str]: ...
 
-    async def rejected(self, ctx: RunContext) -> None:
-        """The server refused (401) the header just given: renew it, or forget it."""
+    async def rejected(self, ctx: RunContext, headers: Mapping[str, str]) -> None:
+        """The server refused (401) `headers`, given for this call: renew them, or forget
+        them (unless they were renewed since)."""
 
 
 __all__ = [
@@ -269,7 +270,7 @@ class _McpToolCall:
             except McpUnavailable as exc:
                 refused = exc.reason.startswith("the server refused the credentials (HTTP 401)")
                 if attempt == 1 and refused and self.credentials is not None:
-                    await self.credentials.rejected(ctx)
+                    await self.credentials.rejected(ctx, headers)
                     continue
                 message = f"MCP server {self.connection_name} is unavailable: {exc}"
                 raise ToolFailed(message) from None
