@@ -21,7 +21,7 @@ Redis in a temporary DATA_DIR (removed at exit). `--smoke`: a few facts and call
    `facts` facts) in round 1 and `remember_fact` in round 2, without it the no-cost
    `calculator` twice (the same agent otherwise, every tool on). Figures: median ms per
    run of each side, their difference (what recall and remember add to a run over the
-   cheapest tool calls, the memory tools' registry and prompt included), and the mean time
+   cheapest tool calls, the memory tools' registry and prompt included), and p50/p99 of the time
    inside the store's recall and remember (timers around DjangoFactStore's methods).
 """
 
@@ -353,9 +353,7 @@ def bench_runs(size: dict, embedder) -> dict:
         "model": embedder.name if embedder else None,
         "median_ms": {"with memory": with_memory, "without memory": without},
         "added_ms_per_run": round(with_memory - without, 3),
-        "inside_store_mean_ms": {
-            name: round(statistics.mean(values) * 1000, 3) for name, values in inside.items()
-        },
+        "inside_store": {name: percentiles(values) for name, values in inside.items()},
     }  # fmt: skip
 
 
@@ -394,10 +392,11 @@ def main() -> None:
           f"{in_runs['facts_of_the_person']} facts, model {in_runs['model']}")  # fmt: skip
     for side, ms in in_runs["median_ms"].items():
         print(f"run      {side:15} median {ms} ms/run (3 model rounds)")
-    store = in_runs["inside_store_mean_ms"]
+    store = in_runs["inside_store"]
     print(
         f"memory adds {in_runs['added_ms_per_run']} ms per run over two calculator calls; "
-        f"inside the store: recall {store['recall']} ms, remember {store['remember']} ms"
+        f"inside the store: recall p50 {store['recall']['p50_ms']} ms "
+        f"p99 {store['recall']['p99_ms']} ms, remember p50 {store['remember']['p50_ms']} ms"
     )
     results = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
