@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from agents.runtime.loop import EventSink, NullSink, run_agent
 from agents.runtime.spec import AgentSpec, RunStatus
@@ -111,7 +111,8 @@ class StepRecords:
     """What a durable workflow run keeps of its steps, by path: the outputs of completed
     steps, and the call state of tool and agent steps under way. `save(document, durable)`
     stores `to_dict()` (a run's checkpoint); durable: return once it is stored. A step's
-    output is recorded durably when it completes (one write per step), and its descendants'
+    output is recorded when it completes (one write per step, waited for unless the step is
+    `replayable`), and its descendants'
     records are dropped then (the step's output covers them), as is the output of the step
     before it in its sequence (a sequence goes on from its last completed step). Outputs that
     are not JSON are not recorded: such a step (a Python transform's) runs again."""
@@ -150,9 +151,9 @@ class StepRecords:
             usage.cache_read_tokens,
             usage.cache_write_tokens,
         ]
-        return {
-            "outputs": self.outputs,
-            "calls": self.calls,
+        return {  # copies: a save not waited for is written after later steps change them
+            "outputs": dict(self.outputs),
+            "calls": dict(self.calls),
             **({"usage": spent} if any(spent) else {}),
             **({"spent": self.spent} if self.spent else {}),
         }
@@ -163,7 +164,7 @@ class StepRecords:
             return True, self.outputs[path]
         return False, None
 
-    async def completed(self, path: str, output: Any) -> None:
+    async def completed(self, path: str, output: Any, *, durable: bool = True) -> None:
         try:
             json.dumps(output)
         except (TypeError, ValueError):
@@ -173,7 +174,7 @@ class StepRecords:
             for key in [k for k in kept if k.startswith(below) or k == path]:
                 del kept[key]
         self.outputs[path] = output
-        await self.store(durable=True)
+        await self.store(durable=durable)
 
     def resume_at(self, parent: str, count: int) -> int:
         """Where a sequence of `count` steps under `parent` goes on: its last step with a
@@ -216,6 +217,9 @@ class Step:
     Subclass it for a custom step; errors it raises fail the workflow at `label`."""
 
     label: str = "step"
+    # Its output may be recorded without waiting for the write: a step that only computes
+    # (a transform) is simply run again by a resume that does not find it.
+    replayable: ClassVar[bool] = False
 
     async def run(self, value: Any, wctx: WorkflowContext) -> Any:
         raise NotImplementedError
@@ -289,6 +293,7 @@ class ToolStep(Step):
 class Transform(Step):
     function: Callable[[Any], Any]
     label: str = ""  # default: the function's name
+    replayable: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         name = getattr(self.function, "__name__", "<transform>")
@@ -599,7 +604,7 @@ async def _run_step(step: Step, value: Any, wctx: WorkflowContext, path: str) ->
             raise
         raise failure from exc
     if wctx.records is not None:
-        await wctx.records.completed(path, output)
+        await wctx.records.completed(path, output, durable=not step.replayable)
     await sink.emit(
         "workflow.step.completed",
         {**named, "output": _summary(output, secrets), "latency_ms": _ms(started)},
