@@ -129,8 +129,10 @@ class ToolImportCurl(TenantPolicyView, APIView):
         summary="Make a tool draft from a curl command",
         description="Reads one pasted curl command (never runs it) into an HTTP tool draft: "
         "method, URL, headers, query and JSON body; the values named in `marks` become typed "
-        "arguments, the rest stay fixed. A credential (Authorization, an API-key header, -u) "
-        "becomes the tool's `auth`; its value is never returned (`secret_found`). Shell "
+        "arguments, the rest stay fixed. The first credential sent in a header (-u, "
+        "Authorization, a header named as one: X-API-Key, X-Auth-Token, ...) becomes the "
+        "tool's `auth`; its value is never returned (`secret_found`). Any other credential, "
+        "and one in the query (?appid=, ?key=) or the body, is left out with a note. Shell "
         "operators, files (@file, -K, -T, -F), other schemes and several requests are "
         "refused (400). Nothing is saved: `POST /api/v1/tools` saves the draft.",
         request=CurlImportRequest,

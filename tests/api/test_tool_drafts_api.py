@@ -76,6 +76,21 @@ def test_a_curl_command_becomes_a_draft_and_only_says_a_secret_was_found(client,
     assert_no_secret(api)
 
 
+def test_keys_in_named_headers_and_the_query_never_reach_the_draft(client, trio):
+    api = as_key(client, trio.acme)
+    command = (
+        f"curl -H 'X-RapidAPI-Key: {SECRET}' -H 'X-Request-Id: r-1' "
+        f"'https://api.example.com/data/2.5/weather?q=London&appid={SECRET}-2'"
+    )
+    body = api.post("/tools/import/curl", {"command": command}).json()
+    config = body["draft"]["config"]
+    assert body["secret_found"] is True
+    assert config["auth"] == {"type": "header", "header": "X-RapidAPI-Key"}
+    assert config["fixed"] == {"query": {"q": "London"}, "headers": {"X-Request-Id": "r-1"}}
+    assert any("'appid'" in note for note in body["notes"])
+    assert_no_secret(api)
+
+
 @pytest.mark.parametrize(
     ("data", "field", "says"),
     [

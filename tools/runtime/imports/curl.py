@@ -6,8 +6,11 @@ continuations joined) and only the options that describe one request are underst
 option that would change what is sent in a way a tool cannot repeat — a config file (`-K`),
 several requests (`--next`), files (`@file`, `-T`, `-F`), a proxy, another scheme — or any
 shell operator is refused; an option that only changes how curl prints or waits is left out
-with a note. A credential (an `Authorization` header, an API-key header, `-u`) becomes the
-tool's `auth` and is returned apart as `CurlImport.secret`: it is never in the draft.
+with a note. A credential — `-u`, `--oauth2-bearer`, an `Authorization` header, or a header,
+query parameter or body field named as one (`credential_name`: "X-RapidAPI-Key", "appid") —
+is never in the draft: the first sent in a header becomes the tool's `auth`, its value
+returned apart as `CurlImport.secret`; any other is left out with a note (an HTTP tool
+holds one secret and sends it in a header only).
 """
 
 from __future__ import annotations
@@ -42,19 +45,19 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SHELL_OPERATORS = set(";&|<>()")
 # An environment variable or a documentation placeholder standing for the credential.
 _STAND_IN = re.compile(r"^(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^<>]*>|\{\{[^{}]*\}\})$")
-# Headers that carry a key by name (the value is the credential itself).
-_KEY_HEADER = re.compile(
-    r"^(x-)?(api[-_]?key|apikey|api[-_]?token|auth[-_]?token|access[-_]?token|private-token"
-    r"|ocp-apim-subscription-key|x-goog-api-key|subscription-key)$",
-    re.IGNORECASE,
-)
-_KEY_QUERY = re.compile(
-    r"^(api[-_]?key|apikey|key|access[-_]?token|token|auth|secret|client[-_]?secret)$",
-    re.IGNORECASE,
-)
-_KEY_BODY = re.compile(
-    r"^(api[-_]?key|apikey|access[-_]?token|api[-_]?secret|client[-_]?secret)$", re.IGNORECASE
-)
+# A header, query parameter or body field whose name has one of these words (split on -, _,
+# . and changes of case: "X-RapidAPI-Key", "appid", "accessToken") carries a credential; a
+# word of _ORDINARY makes it an ordinary value again (an idempotency key, a page token).
+_CREDENTIAL_WORDS = frozenset(
+    {
+        "key", "apikey", "token", "apitoken", "accesstoken", "authtoken", "secret", "auth",
+        "authorization", "appid", "signature", "sig", "password", "passwd", "pwd", "pass",
+        "passphrase", "session",
+        "sessionid", "credential", "credentials", "jwt",
+    }
+)  # fmt: skip
+_ORDINARY = frozenset({"idempotency", "page", "continuation"})
+_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 
 # Options that take a value and only change how curl itself behaves: left out, noted.
@@ -394,7 +397,9 @@ def _headers_and_auth(
     request: _Request,
 ) -> tuple[list[tuple[str, str]], dict[str, Any] | None, str | None]:
     """The headers kept, the tool's auth and the credential found (None: none, or a
-    stand-in such as $TOKEN)."""
+    stand-in such as $TOKEN). The first credential (-u, --oauth2-bearer, Authorization, a
+    header named as one: `credential_name`) becomes the auth; a tool holds one secret, so
+    any other is left out, with a note, and never kept."""
     headers: list[tuple[str, str]] = []
     found: list[tuple[str, dict[str, Any], str]] = []  # (where, auth, credential)
     if request.user is not None:
@@ -406,26 +411,27 @@ def _headers_and_auth(
         lowered = name.lower()
         if lowered == "authorization":
             found.append((name, *_authorization(value)))
-        elif _KEY_HEADER.match(name):
-            found.append((name, {"type": "header", "header": name}, value))
         elif lowered == "cookie":
             request.notes.append("The Cookie header is not sent by HTTP tools; left out.")
         elif lowered in _DROPPED_HEADERS:
             request.notes.append(f"The {name} header is set by the HTTP client; left out.")
+        elif credential_name(name):
+            found.append((name, {"type": "header", "header": name}, value))
         elif value == "":
             request.notes.append(f"The empty {name} header was left out.")
         elif any(n.lower() == lowered for n, _ in headers):
             raise ImportRefused(f"The command sends the header {name} twice.")
         else:
             headers.append((name, value))
-    if len(found) > 1:
-        places = " and ".join(where for where, _, _ in found)
-        raise ImportRefused(
-            f"The command sends two credentials ({places}); a tool holds one secret."
-        )
     if not found:
         return headers, None, None
-    _, auth, credential = found[0]
+    (first, auth, credential), *others = found
+    for where, _, _ in others:
+        request.notes.append(
+            f"{where} also carries a credential: left out, its value not kept (a tool holds "
+            f"one secret, sent as {first}). If the API needs both, it cannot be called with "
+            "this tool's secret alone."
+        )
     if _STAND_IN.match(credential.strip()) or not credential:
         request.notes.append(
             f"The command names its credential as {credential.strip()[:40] or 'nothing'}: "
@@ -433,6 +439,15 @@ def _headers_and_auth(
         )
         return headers, auth, None
     return headers, auth, credential
+
+
+def credential_name(name: str) -> bool:
+    """Whether a header, query parameter or body field named `name` carries a credential:
+    one of its words is a credential's (`_CREDENTIAL_WORDS`: "X-RapidAPI-Key", "appid",
+    "access_token") and none an ordinary value's ("Idempotency-Key", "pageToken"). Whole
+    words only: "keyword" and "monkey" are not."""
+    words = {word.lower() for word in _WORDS.findall(name)}
+    return bool(words & _CREDENTIAL_WORDS) and not words & _ORDINARY
 
 
 def _authorization(value: str) -> tuple[dict[str, Any], str]:
@@ -523,17 +538,29 @@ def _depth(value: Any) -> int:
 
 
 def _without_credentials(body: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """The body without its top-level fields that look like a credential (noted)."""
-    kept = {}
-    for key, value in body.items():
-        if _KEY_BODY.match(key) and isinstance(value, str) and value and not _STAND_IN.match(value):
-            notes.append(
-                f"The body field {key[:40]!r} looks like a credential: left out (a tool sends "
-                "its secret in a header; check whether the API takes it there)."
-            )
-            continue
-        kept[key] = value
-    return kept
+    """The body without the fields, at any depth, named as a credential (`credential_name`)
+    and holding text or an object (`"auth": {...}`; a flag or a number stays), each noted:
+    the tool's secret is sent in a header, never kept in its config."""
+
+    def kept(value: Any, path: str) -> Any:
+        if isinstance(value, list):
+            return [kept(item, path) for item in value]
+        if not isinstance(value, dict):
+            return value
+        fields = {}
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else key
+            if credential_name(key) and isinstance(item, str | dict | list) and item:
+                notes.append(
+                    f"The body field {where[:60]!r} looks like a credential: left out, its value "
+                    "not kept (a tool sends its secret in a header, config.auth: check whether "
+                    "the API takes it there)."
+                )
+                continue
+            fields[key] = kept(item, where)
+        return fields
+
+    return kept(body, "")
 
 
 def _form_fields(data: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -553,14 +580,19 @@ def _form_fields(data: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _fixed_query(query: list[tuple[str, str]], notes: list[str]) -> dict[str, Any]:
+    """The query's parameters, without those named as a credential (`credential_name`): an
+    HTTP tool sends its secret only in a header (config.auth has no query form), so such a
+    value is left out with a note and never kept, not even as a fixed value."""
     fixed: dict[str, Any] = {}
     for key, value in query:
         if key in fixed:
             raise ImportRefused(f"The query repeats {key!r}: a tool sends each parameter once.")
-        if _KEY_QUERY.match(key) and value and not _STAND_IN.match(value):
+        if credential_name(key) and value:
             notes.append(
-                f"The query parameter {key!r} looks like a credential: left out (a tool "
-                "sends its secret in a header; check whether the API takes it there)."
+                f"The query parameter {key[:60]!r} looks like a credential: left out, its value "
+                "not kept. An HTTP tool sends its secret only in a header (config.auth): if the "
+                "API also takes the key in a header, set auth and give the tool its secret; "
+                "one that takes it only in the query cannot be given it yet."
             )
             continue
         fixed[key] = value
@@ -623,8 +655,8 @@ def _apply_marks(
                     "to one field of its body): mark the whole field.",
                     path=where,
                 )
-            if location == "header" and (key.lower() == "authorization" or _KEY_HEADER.match(key)):
-                raise ImportRefused("The credential cannot be an argument.", path=where)
+            if credential_name(key.rsplit(".", 1)[-1]):
+                raise ImportRefused("A credential cannot be an argument.", path=where)
             raise ImportRefused("The command has no such value to mark.", path=where)
         value = places[place]
         target: dict[str, Any] = {"argument": name, "to": location}
