@@ -18,7 +18,7 @@ import asyncio
 import functools
 import uuid
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +40,7 @@ from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Principal
 from tools.loader import fresh_tenant_tools, tenant_tools
 from tools.runtime.context import RunContext, SecretAccessor
+from tools.runtime.rate_limit import RateLimiter
 from tools.runtime.tool import ToolCall, ToolResult
 from tools.services import tool_context
 
@@ -78,10 +79,11 @@ async def atool_run_on_callers_thread(**kwargs: Any) -> ToolRunOutcome:
     """`tool_run` for the coroutines a sync caller runs with `async_to_sync` (the self-tests'
     calls, several at once): database work on the caller's thread and connection, one
     statement at a time, so within its tenant scope (row-level security)."""
-    return await _tool_run(db=sync_to_async, record=sync_to_async(_write_one), **kwargs)
+    return await _tool_run(db=sync_to_async, record=sync_to_async(write_one), **kwargs)
 
 
-def _write_one(record: run_writer.CallRecord) -> int:
+def write_one(record: run_writer.CallRecord) -> int:
+    """Record one finished call (its run and events) on the caller's connection."""
     return run_writer.write_calls([record])[0]
 
 
@@ -115,7 +117,7 @@ async def _tool_run(
     # Once started, the call runs to its end and is recorded even if the caller goes away
     # (an MCP client disconnecting cancels its request): no effect without its record.
     finishing = asyncio.ensure_future(
-        _step_and_record(db, record, toolbox, tenant, call, api_key, user, via, unattended)
+        step_and_record(db, record, toolbox, tenant, call, api_key, user, via, unattended)
     )
     _finishing.add(finishing)
     finishing.add_done_callback(_finishing.discard)
@@ -135,9 +137,14 @@ class _Events:
         self.kept.append((type, payload))
 
 
-async def _step_and_record(
-    db, record, toolbox, tenant, call, api_key, user, via, unattended, approval=DIRECT_CALLS
-):
+async def step_and_record(
+    db, record, toolbox, tenant, call, api_key, user, via, unattended,
+    *, approval: ApprovalRule = DIRECT_CALLS, rate_limiter: RateLimiter | None = None,
+) -> ToolRunOutcome:  # fmt: skip
+    """Take `call` of `toolbox.registry` through the tool-call step and record it as a run
+    (`record`: writes a CallRecord, returns the run's id; `db`: how database work runs).
+    The one path of direct calls and dry calls (dry_calls.py), which passes its `approval`
+    rule and its `rate_limiter` (None: the tenant's, in Redis)."""
     correlation_id = uuid.uuid4().hex
     user_id = user.pk if user is not None else None
     api_key_id = api_key.pk if api_key is not None else None
@@ -151,6 +158,8 @@ async def _step_and_record(
             quotas.Meter(tenant_id=tenant.pk, user_id=user_id, api_key_id=api_key_id)
         ),
     )
+    if rate_limiter is not None:
+        ctx = replace(ctx, rate_limiter=rate_limiter)
     state = RunState(pending_calls=[call])
     events = _Events()
     step = ToolCallStep(
@@ -176,10 +185,10 @@ async def _step_and_record(
             initiated_by_api_key_id=api_key_id,
             correlation_id=correlation_id,
         )
-        run, approval = await db(park)()
+        run, pending = await db(park)()
         return ToolRunOutcome(
             run.pk, "awaiting_approval", call.id, error="approval required",
-            decide_at=decide_at(approval), prepared_request=approval.prepared_request,
+            decide_at=decide_at(pending), prepared_request=pending.prepared_request,
         )  # fmt: skip
     if outcome.suspended:  # a person must act first (connect an account): nobody waits here
         said = [p.get("message") for _, p in events.kept if isinstance(p.get("message"), str)]

@@ -2,9 +2,10 @@
 tried once with the given arguments, before anything is saved (issue #40).
 
 It takes the path of every direct call (direct_calls.py): the one tool-call step, so the
-arguments are validated, the tool's rate limit counted (at most
-`tools.imports.drafts.DRY_CALLS_PER_MINUTE`), its timeout kept, secrets masked in what is
-recorded, and the call recorded as a run (`via` "dry call"). The draft is built by
+arguments are validated, the rate limit counted (`tools.imports.DryCallLimiter`: at most
+DRY_CALLS_PER_MINUTE per person in the tenant, whatever the draft's name, and per tool name
+with the saved tool's calls), its timeout kept, secrets masked in what is recorded, and the
+call recorded as a run (`via` "dry call"). The draft is built by
 `tools.imports.draft_tool`, validated exactly as saving it would be and never saved; its
 requests go through the guarded egress client, which refuses private addresses as for any
 tool. No approval is asked: the person trying it may change the tool and sees the exact
@@ -21,11 +22,11 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import PermissionDenied
 
-from agents.runs.direct_calls import _step_and_record, _write_one
+from agents.runs.direct_calls import step_and_record, write_one
 from agents.runtime.tool_step import ApprovalRule
 from tenancy.models import ApiKey, Tenant
 from tenancy.policy import Action, Principal
-from tools.imports import draft_tool
+from tools.imports import DryCallLimiter, draft_tool
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition
 from tools.runtime.registry import ToolRegistry
@@ -60,7 +61,7 @@ class DryCallResult:
 
 
 @dataclass(frozen=True)
-class _Toolbox:  # the one-tool registry `_step_and_record` reads
+class _Toolbox:  # the one-tool registry `step_and_record` reads
     registry: ToolRegistry
     secrets: Any
 
@@ -119,9 +120,12 @@ def dry_call(
 
 
 async def _send(toolbox: _Toolbox, tenant: Tenant, call: ToolCall, api_key, user):
-    return await _step_and_record(
-        sync_to_async, sync_to_async(_write_one), toolbox, tenant, call, api_key, user,
-        DRY_CALL, None, approval=NO_APPROVAL,
+    caller = f"user:{user.pk}" if user is not None else (
+        f"key:{api_key.pk}" if api_key is not None else "platform"
+    )  # fmt: skip
+    return await step_and_record(
+        sync_to_async, sync_to_async(write_one), toolbox, tenant, call, api_key, user,
+        DRY_CALL, None, approval=NO_APPROVAL, rate_limiter=DryCallLimiter(caller),
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from agents.models import Run, RunEvent
 from tests.api.test_resources import Api, as_key, assert_error
 from tests.factories import login, make_http_tool, make_tool
 from tests.tools.local_server import LocalServer, Reply
+from tools.imports.drafts import DRY_CALLS_PER_MINUTE
 from tools.models import ToolDefinition
 
 SECRET = "tok-SECRET-4242"
@@ -287,3 +288,25 @@ def test_a_dry_call_counts_against_the_tools_rate_limit_and_never_waits_for_appr
     second = api.post("/tools/try", try_it).json()
     assert second["status"] is None and "1 calls per minute" in second["error"], second
     assert len(local_server.requests) == 1
+
+
+def test_renaming_the_draft_gives_no_fresh_dry_calls_they_are_counted_per_person(
+    client, trio, local_server
+):
+    local_server.route("GET", "/weather", Reply(json={"temp_c": 1}))
+    api = as_key(client, trio.acme)
+
+    def try_named(api: Api, name: str) -> dict:
+        fields = weather_fields(f"{local_server.url}/weather") | {"name": name}
+        return api.post(
+            "/tools/try", {"fields": fields, "secret": SECRET, "arguments": {"city": "Oslo"}}
+        ).json()
+
+    for i in range(DRY_CALLS_PER_MINUTE):
+        assert try_named(api, f"weather_{i}")["status"] == 200
+    refused = try_named(api, "weather_renamed")
+    assert refused["status"] is None and "per person" in refused["error"], refused
+    assert Run.objects.get(pk=refused["run_id"]).status == "failed"  # recorded as refused
+    assert len(local_server.requests) == DRY_CALLS_PER_MINUTE
+    # Another key of the tenant has a count of its own; the name's count was not used up.
+    assert try_named(as_key(client, trio.acme), "weather_renamed")["status"] == 200

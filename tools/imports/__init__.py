@@ -12,7 +12,7 @@ a hand-made tool passes. Faces import this facade, never its modules.
 
 from __future__ import annotations
 
-from tools.imports.drafts import DraftTool, draft_tool
+from tools.imports.drafts import DraftTool, DryCallLimiter, draft_tool
 from tools.imports.from_curl import curl_import
 from tools.imports.from_openapi import (
     OpenApiPreview,
@@ -25,6 +25,7 @@ from tools.runtime.imports import ImportRefused, ToolDraft
 
 __all__ = [
     "DraftTool",
+    "DryCallLimiter",
     "ImportRefused",
     "OpenApiPreview",
     "PreviewedTool",

@@ -15,13 +15,16 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
+from base import rate_counters
 from tenancy.models import Tenant
+from tools import rate_limits
 from tools.definitions import build_tool, secret_ref
 from tools.loader import egress_client
 from tools.models import ToolDefinition, ToolKind
 from tools.runtime.circuit import MemoryCircuitStore
 from tools.runtime.context import StaticSecrets
 from tools.runtime.egress import EgressResponse, GuardedHttpClient
+from tools.runtime.rate_limit import WINDOW_S, RateLimited
 from tools.runtime.tool import Tool
 
 # The fields a draft may set (ToolDefinitionWriteSerializer's, less the secret and enabled).
@@ -32,9 +35,45 @@ DRAFT_FIELDS = frozenset(
         "timeout_s", "rate_limit_per_minute",
     }
 )  # fmt: skip
-# Calls a minute a tenant may try a draft of one name (counted with that tool's own calls):
-# a dry call is an admin's, by hand, but its requests reach a real service.
+# Dry calls a minute: per person (or key) in a tenant, whatever the drafts' names, and per
+# tool name (counted with the saved tool's own calls). A dry call is an admin's, by hand,
+# but its requests reach a real service.
 DRY_CALLS_PER_MINUTE = 20
+
+
+@dataclass(frozen=True, slots=True)
+class DryCallsLimited(RateLimited):
+    """A dry call refused because its caller had made DRY_CALLS_PER_MINUTE this minute."""
+
+    @property
+    def message(self) -> str:
+        return (
+            f"dry calls are limited to {self.limit} a minute per person in this tenant, "
+            f"whatever the tool's name; try again in {self.retry_after_s} s"
+        )
+
+
+class DryCallLimiter:
+    """The rate limiter of one person's dry calls (`caller`: "user:7", "key:3"): each is
+    counted, in one round trip, with the calls of the tool of its name (the saved tool's
+    count, its limit the draft's) and with every dry call of `caller` in the tenant, so
+    renaming the draft gives no fresh count. Over either, the call is refused."""
+
+    def __init__(self, caller: str) -> None:
+        self.caller = caller
+
+    async def take(self, tenant_id: int | str, tool: str, per_minute: int) -> RateLimited | None:
+        by_name, by_caller = await rate_counters.hits_async(
+            [
+                (rate_limits.counter_name(tenant_id, tool), WINDOW_S),
+                (f"dry-calls:{tenant_id}:{self.caller}", WINDOW_S),
+            ]
+        )
+        if by_caller.value > DRY_CALLS_PER_MINUTE:
+            return DryCallsLimited(tool, DRY_CALLS_PER_MINUTE, by_caller.retry_after_s)
+        if by_name.value > per_minute:
+            return RateLimited(tool, per_minute, by_name.retry_after_s)
+        return None
 
 
 class AnswerKept:
