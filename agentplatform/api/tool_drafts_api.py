@@ -84,8 +84,10 @@ class CurlImportResponse(serializers.Serializer):
 class ToolTryRequest(serializers.Serializer):
     fields = serializers.JSONField(help_text="The unsaved tool: `POST /api/v1/tools`'s fields.")
     secret = serializers.CharField(
-        required=False, allow_null=True, trim_whitespace=False, max_length=10_000,
-        help_text="The tool's credential; omitted with `tool`: the saved one is used.",
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+        max_length=10_000,
+        help_text='The tool\'s credential for this try; "": none (a tool with `auth` then '
+        "needs one: 400); omitted or null with `tool`: the saved one is used.",
     )  # fmt: skip
     arguments = serializers.JSONField(required=False, help_text="The model's arguments.")
     tool = serializers.CharField(

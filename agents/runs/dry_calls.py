@@ -77,10 +77,10 @@ def dry_call(
     send: bool = True,
 ) -> DryCallResult:
     """Try the tool `fields` make (a new one, or `definition` changed: its stored secret
-    kept when `secret` is None). ValidationError as saving the fields would raise it;
-    PermissionDenied unless `user` may change the tenant's tools; Http404 for another
-    tenant's definition. A tool failure (invalid arguments, a refused address, an HTTP
-    error) is the result's `error`."""
+    kept when `secret` is None; "": tried without one). ValidationError as saving the
+    fields would raise it; PermissionDenied unless `user` may change the tenant's tools;
+    Http404 for another tenant's definition. A tool failure (invalid arguments, a refused
+    address, an HTTP error) is the result's `error`."""
     if user is not None and not Principal.for_initiator(tenant, user).may(Action.CHANGE_CONFIG):
         raise PermissionDenied("You may not change this tenant's tools.")
     api_key = user if isinstance(user, ApiKey) else None

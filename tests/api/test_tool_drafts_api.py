@@ -310,3 +310,27 @@ def test_renaming_the_draft_gives_no_fresh_dry_calls_they_are_counted_per_person
     assert len(local_server.requests) == DRY_CALLS_PER_MINUTE
     # Another key of the tenant has a count of its own; the name's count was not used up.
     assert try_named(as_key(client, trio.acme), "weather_renamed")["status"] == 200
+
+
+def test_an_empty_secret_is_a_try_without_one(client, trio, local_server):
+    local_server.route("GET", "/weather", Reply(json={"temp_c": 5}))
+    make_http_tool(
+        trio.acme, "weather", f"{local_server.url}/weather", config={"auth": {"type": "bearer"}},
+        secret=SECRET,
+    )  # fmt: skip
+    api = as_key(client, trio.acme)
+    open_fields = weather_fields(f"{local_server.url}/weather")
+    del open_fields["config"]["auth"]
+    open_fields["name"] = "open_weather"
+    result = api.post(
+        "/tools/try", {"fields": open_fields, "secret": "", "arguments": {"city": "Oslo"}}
+    )
+    assert result.status_code == 200, result.content
+    assert result.json()["status"] == 200
+    assert "authorization" not in local_server.requests[0].headers
+    # The saved tool's stored secret is not used when "" is given: its auth needs one.
+    again = {"tool": "weather", "fields": {}, "secret": "", "arguments": {"city": "Oslo"}}
+    error = assert_error(api.post("/tools/try", again), 400)
+    assert "secret" in error["details"]
+    assert len(local_server.requests) == 1
+    assert_no_secret(api)

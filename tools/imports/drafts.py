@@ -114,9 +114,10 @@ def draft_tool(
     definition: ToolDefinition | None = None,
 ) -> DraftTool:
     """The tool `changes` make — a new definition, or `definition` changed (its stored
-    secret kept when `secret` is None, as a save keeps it) — validated as saving it would be
-    and never saved. ValidationError as a save raises it (field -> messages); Http404 for
-    another tenant's definition. Costs the save's validation queries."""
+    secret kept when `secret` is None, as a save keeps it; "": no secret) — validated as
+    saving it would be and never saved. ValidationError as a save raises it (field ->
+    messages); Http404 for another tenant's definition. Costs the save's validation
+    queries."""
     if definition is not None and definition.tenant_id != tenant.pk:
         raise Http404("No such tool definition.")
     unknown = set(changes) - DRAFT_FIELDS
