@@ -89,7 +89,11 @@ def test_keys_in_named_headers_and_the_query_never_reach_the_draft(client, trio)
     assert config["auth"] == {"type": "header", "header": "X-RapidAPI-Key"}
     assert config["fixed"] == {"query": {"q": "London"}, "headers": {"X-Request-Id": "r-1"}}
     assert any("'appid'" in note for note in body["notes"])
-    assert_no_secret(api)
+    saved = api.post("/tools", {**body["draft"], "secret": SECRET})  # the draft saves as it is
+    assert saved.status_code == 201, saved.content
+    stored = ToolDefinition.objects.get(tenant=trio.acme, name=body["draft"]["name"])
+    assert SECRET not in json.dumps(stored.config)
+    assert_no_secret(api, api.get(f"/tools/{stored.name}").content.decode())
 
 
 @pytest.mark.parametrize(

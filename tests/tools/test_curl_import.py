@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tools.runtime.credential_leaks import credential_like
 from tools.runtime.http_tool import HttpToolConfig
 from tools.runtime.imports import ImportRefused
 from tools.runtime.imports.curl import MAX_COMMAND_CHARS, MAX_HEADERS, parse_curl
@@ -186,17 +187,25 @@ def test_a_query_parameter_named_as_a_credential_is_left_out_never_kept(paramete
 
 def test_names_that_only_contain_a_credential_word_are_ordinary_values():
     found = draft_of(
-        "curl -H 'Accept: application/json' -H 'X-Request-Id: r-1' -H 'Idempotency-Key: i-1' "
-        "-H 'X-Keyboard: k-1' 'https://api.example.com/search?keyword=k&monkey=m&pageToken=p"
-        "&author=a&tokens=9'"
+        "curl -H 'Accept: application/json' -H 'X-Request-Id: r-1' -H 'X-Keyboard: k-1' "
+        "'https://api.example.com/search?keyword=k&monkey=m&author=a&tokens=9&passage=p'"
     )
     config = found.draft.config
     assert config["fixed"] == {
-        "query": {"keyword": "k", "monkey": "m", "pageToken": "p", "author": "a", "tokens": "9"},
-        "headers": {"Accept": "application/json", "X-Request-Id": "r-1",
-                    "Idempotency-Key": "i-1", "X-Keyboard": "k-1"},
-    }  # fmt: skip
+        "query": {"keyword": "k", "monkey": "m", "author": "a", "tokens": "9", "passage": "p"},
+        "headers": {"Accept": "application/json", "X-Request-Id": "r-1", "X-Keyboard": "k-1"},
+    }
     assert "auth" not in config and found.secret is None and found.draft.notes == ()
+    for name in [*config["fixed"]["query"], *config["fixed"]["headers"]]:
+        assert not credential_like(name)  # and so a save keeps them
+
+
+def test_every_name_a_save_refuses_in_clear_is_a_credential_here_too():
+    # (the draft must save: an Idempotency-Key fixed in the config would be refused)
+    found = draft_of("curl -u sk_1: -H 'Idempotency-Key: i-1' https://api.example.com/v1/x")
+    assert found.draft.config["auth"] == {"type": "header", "header": "Authorization"}
+    assert "fixed" not in found.draft.config
+    assert any("Idempotency-Key also" in note for note in found.draft.notes)
 
 
 def test_the_first_credential_is_the_auth_and_the_others_are_left_out_with_a_note():

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import pydantic
 
+from tools.runtime.credential_leaks import credential_like
 from tools.runtime.http_tool import HttpToolConfig
 from tools.runtime.imports import ImportRefused, ToolDraft
 
@@ -45,18 +46,16 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SHELL_OPERATORS = set(";&|<>()")
 # An environment variable or a documentation placeholder standing for the credential.
 _STAND_IN = re.compile(r"^(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^<>]*>|\{\{[^{}]*\}\})$")
-# A header, query parameter or body field whose name has one of these words (split on -, _,
-# . and changes of case: "X-RapidAPI-Key", "appid", "accessToken") carries a credential; a
-# word of _ORDINARY makes it an ordinary value again (an idempotency key, a page token).
-_CREDENTIAL_WORDS = frozenset(
+# Beyond the names every face refuses in clear configuration (`credential_like`: key,
+# token, secret, auth, password, signature ... as words), an import keeps out these words of
+# a name (split on -, _, . and changes of case): OpenWeather's `appid`, a session id, and
+# the compounds written as one word. (A draft must save: it keeps nothing credential_like.)
+_MORE_CREDENTIAL_WORDS = frozenset(
     {
-        "key", "apikey", "token", "apitoken", "accesstoken", "authtoken", "secret", "auth",
-        "authorization", "appid", "signature", "sig", "password", "passwd", "pwd", "pass",
-        "passphrase", "session",
-        "sessionid", "credential", "credentials", "jwt",
+        "appid", "session", "sessionid", "jwt", "pass", "passphrase", "apitoken",
+        "accesstoken", "authtoken", "credential", "credentials",
     }
 )  # fmt: skip
-_ORDINARY = frozenset({"idempotency", "page", "continuation"})
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 
@@ -443,11 +442,13 @@ def _headers_and_auth(
 
 def credential_name(name: str) -> bool:
     """Whether a header, query parameter or body field named `name` carries a credential:
-    one of its words is a credential's (`_CREDENTIAL_WORDS`: "X-RapidAPI-Key", "appid",
-    "access_token") and none an ordinary value's ("Idempotency-Key", "pageToken"). Whole
-    words only: "keyword" and "monkey" are not."""
-    words = {word.lower() for word in _WORDS.findall(name)}
-    return bool(words & _CREDENTIAL_WORDS) and not words & _ORDINARY
+    `credential_like` says so (the rule saving a tool holds its fixed values to:
+    "X-RapidAPI-Key", "DD-API-KEY", "access_token", "Idempotency-Key" too), or a word of it
+    is one of `_MORE_CREDENTIAL_WORDS` ("appid", "X-Session-Id"). Whole words only:
+    "keyword", "monkey", "author" are not."""
+    if credential_like(name):
+        return True
+    return not _MORE_CREDENTIAL_WORDS.isdisjoint(w.lower() for w in _WORDS.findall(name))
 
 
 def _authorization(value: str) -> tuple[dict[str, Any], str]:
