@@ -21,9 +21,7 @@ from agentplatform.api.tenant import TenantPolicyView, request_user_or_key
 from agents.runs import dry_call
 from tenancy.policy import Action
 from tools import selectors
-from tools.imports import curl_import
-from tools.runtime.imports import ImportRefused
-from tools.runtime.imports.curl import MAX_COMMAND_CHARS
+from tools.imports import MAX_CURL_CHARS, ImportRefused, curl_import
 
 BAD_REQUEST_EXAMPLE = OpenApiExample(
     "Refused",
@@ -42,7 +40,7 @@ BAD_REQUEST_EXAMPLE = OpenApiExample(
 
 class CurlImportRequest(serializers.Serializer):
     command = serializers.CharField(
-        max_length=MAX_COMMAND_CHARS, trim_whitespace=False, help_text="One curl command."
+        max_length=MAX_CURL_CHARS, trim_whitespace=False, help_text="One curl command."
     )
     marks = serializers.DictField(
         child=serializers.JSONField(),

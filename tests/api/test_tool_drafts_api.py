@@ -4,6 +4,7 @@ the secret (agentplatform/api/tool_drafts_api.py, agents/runs/dry_calls.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -338,3 +339,18 @@ def test_an_empty_secret_is_a_try_without_one(client, trio, local_server):
     assert "secret" in error["details"]
     assert len(local_server.requests) == 1
     assert_no_secret(api)
+
+
+@pytest.mark.parametrize("secret", [SECRET, "s3cret"])  # (under 8 characters: masked whole)
+def test_basic_auths_token_echoed_by_the_service_is_masked(client, trio, local_server, secret):
+    token = base64.b64encode(f"me:{secret}".encode()).decode()
+    local_server.route("GET", "/weather", Reply(json={"temp_c": 1, "seen": f"Basic {token}"}))
+    fields = weather_fields(f"{local_server.url}/weather", auth={"type": "basic", "username": "me"})
+    api = as_key(client, trio.acme)
+    result = api.post(
+        "/tools/try", {"fields": fields, "secret": secret, "arguments": {"city": "Oslo"}}
+    ).json()
+    assert result["status"] == 200 and "[redacted]" in result["answer"], result
+    assert local_server.requests[0].headers["authorization"] == f"Basic {token}"
+    for text in api.bodies:
+        assert token not in text and secret not in text

@@ -13,7 +13,7 @@ a hand-made tool passes. Faces import this facade, never its modules.
 from __future__ import annotations
 
 from tools.imports.drafts import DraftTool, DryCallLimiter, draft_tool
-from tools.imports.from_curl import curl_import
+from tools.imports.from_curl import MAX_CURL_CHARS, CurlImport, curl_import
 from tools.imports.from_openapi import (
     OpenApiPreview,
     PreviewedTool,
@@ -24,6 +24,8 @@ from tools.imports.from_openapi import (
 from tools.runtime.imports import ImportRefused, ToolDraft
 
 __all__ = [
+    "MAX_CURL_CHARS",
+    "CurlImport",
     "DraftTool",
     "DryCallLimiter",
     "ImportRefused",

@@ -5,7 +5,6 @@ nothing is written, and its calls go through the guarded egress client like any 
 
 from __future__ import annotations
 
-import base64
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ from tools.models import ToolDefinition, ToolKind
 from tools.runtime.circuit import MemoryCircuitStore
 from tools.runtime.context import StaticSecrets
 from tools.runtime.egress import EgressResponse, GuardedHttpClient
+from tools.runtime.http_tool import HttpToolConfig, basic_token
 from tools.runtime.rate_limit import WINDOW_S, RateLimited
 from tools.runtime.tool import Tool
 
@@ -154,8 +154,9 @@ def draft_tool(
 
 
 def _basic_token(instance: ToolDefinition) -> str:
-    """The base64 token basic auth sends (it holds the secret), or ""."""
-    auth = instance.config.get("auth") if isinstance(instance.config, dict) else None
-    if not isinstance(auth, dict) or auth.get("type") != "basic" or not instance.secret:
+    """The base64 token basic auth sends (http_tool.basic_token), or "": masked beside the
+    secret, since a dry call's answer is shown as the service sent it."""
+    auth = HttpToolConfig.model_validate(instance.config).auth  # (full_clean checked it)
+    if auth is None or auth.type != "basic" or not instance.secret:
         return ""
-    return base64.b64encode(f"{auth.get('username', '')}:{instance.secret}".encode()).decode()
+    return basic_token(auth, instance.secret)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tools.runtime.imports.curl import MAX_COMMAND_CHARS as MAX_CURL_CHARS
 from tools.runtime.imports.curl import CurlImport, parse_curl
+
+__all__ = ["MAX_CURL_CHARS", "CurlImport", "curl_import"]
 
 
 def curl_import(

@@ -47,9 +47,9 @@ from tools.runtime.validation import compile_validator
 
 Location = Literal["path", "query", "header", "body"]
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")  # (a token, RFC 9110)
 _RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "cookie"}
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a path argument: {name}
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # (tab is allowed in header values)
 _SELECT_PATH = r"^[A-Za-z0-9_*-]{1,100}(\.[A-Za-z0-9_*-]{1,100}){0,19}$"  # select()'s: a.*.b
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]
@@ -131,13 +131,13 @@ class HttpToolConfig(_Strict):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
-        if _PLACEHOLDER.search(parts.netloc):
+        if PLACEHOLDER.search(parts.netloc):
             raise ValueError("placeholders may appear in the path only, not in the host")
         return url
 
     @model_validator(mode="after")
     def _consistent(self) -> HttpToolConfig:
-        placeholders = set(_PLACEHOLDER.findall(urlsplit(self.url).path))
+        placeholders = set(PLACEHOLDER.findall(urlsplit(self.url).path))
         path_targets = {t.name or t.argument for t in self.arguments if t.to == "path"}
         path_targets |= {t.name for t in self.context if t.to == "path"}
         if missing := placeholders - path_targets:
@@ -151,7 +151,7 @@ class HttpToolConfig(_Strict):
         if self.auth is not None and self.auth.type == "header":
             headers.append(self.auth.header)
         for header in headers:
-            if not _HEADER_NAME.match(header) or header.lower() in _RESERVED_HEADERS:
+            if not HEADER_NAME.match(header) or header.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"{header!r} cannot be used as a header name")
         return self
 
@@ -302,7 +302,7 @@ class _HttpCall:
         for name, value in path.items():
             if str(value) in ("", ".", ".."):
                 raise ToolFailed(f"{name!r} cannot be {str(value)!r} in a URL path")
-        url = _PLACEHOLDER.sub(lambda m: quote(str(path[m.group(1)]), safe=""), config.url)
+        url = PLACEHOLDER.sub(lambda m: quote(str(path[m.group(1)]), safe=""), config.url)
         # Encoded here as the HTTP client encodes it, so the URL shown is the URL sent.
         url = str(httpx2.URL(url).copy_merge_params(params) if params else httpx2.URL(url))
         credential_header = None
@@ -336,7 +336,7 @@ class _HttpCall:
             value = _credential_value(self.config.auth, secret)
             headers[request.credential_header] = value
             if self.config.auth.type == "basic":
-                derived.append(value.removeprefix("Basic "))
+                derived.append(basic_token(self.config.auth, secret))
         content = request.body.encode("utf-8") if request.body is not None else None
         # The registry redacts the secret and its encodings (base64 within basic auth's
         # token too); the whole token, username included, is redacted here, should the
@@ -482,8 +482,14 @@ def _credential_value(auth: AuthConfig, secret: str) -> str:
         return f"Bearer {secret}"
     if auth.type == "header":
         return secret
-    token = base64.b64encode(f"{auth.username}:{secret}".encode()).decode()
-    return f"Basic {token}"
+    return f"Basic {basic_token(auth, secret)}"
+
+
+def basic_token(auth: AuthConfig, secret: str) -> str:
+    """Basic auth's base64 token of `username:secret`: it holds the secret whole, so it is
+    masked beside it wherever an answer may echo it (the secret's own masked forms cover it
+    only from MIN_DERIVED_CHARS characters: tools/runtime/secret_forms.py)."""
+    return base64.b64encode(f"{auth.username}:{secret}".encode()).decode()
 
 
 def _credential_shown(auth: AuthConfig) -> str:

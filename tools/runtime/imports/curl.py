@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 import pydantic
 
 from tools.runtime.credential_leaks import credential_like
-from tools.runtime.http_tool import HttpToolConfig
+from tools.runtime.http_tool import HEADER_NAME, PLACEHOLDER, HttpToolConfig
 from tools.runtime.imports import ImportRefused, ToolDraft
 
 MAX_COMMAND_CHARS = 20_000
@@ -40,9 +40,7 @@ MAX_MARKS = 100
 MAX_BODY_DEPTH = 32
 TYPES = ("string", "integer", "number", "boolean", "array", "object")
 _ARGUMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SHELL_OPERATORS = set(";&|<>()")
 # An environment variable or a documentation placeholder standing for the credential.
 _STAND_IN = re.compile(r"^(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^<>]*>|\{\{[^{}]*\}\})$")
@@ -343,7 +341,7 @@ def _header(value: str) -> tuple[str, str]:
     name, content = name.strip(), content.strip()
     if not colon and content == "" and not value.endswith(";"):
         raise ImportRefused(f"-H {value[:60]!r} is not a header (Name: value).")
-    if not _HEADER_NAME.match(name):
+    if not HEADER_NAME.match(name):
         raise ImportRefused(f"{name[:60]!r} cannot be a header name.")
     if len(content) > MAX_HEADER_CHARS:
         raise ImportRefused(f"The header {name} is over {MAX_HEADER_CHARS:,} characters.")
@@ -611,7 +609,7 @@ def _places(
 ) -> dict[str, Any]:
     places: dict[str, Any] = {}
     for segment in segments:
-        if not _PLACEHOLDER.fullmatch(segment):
+        if not PLACEHOLDER.fullmatch(segment):
             places.setdefault(f"path.{segment}", segment)
     places.update({f"query.{k}": v for k, v in query.items()})
     places.update({f"header.{n}": v for n, v in headers if n.lower() != "content-type"})
@@ -638,7 +636,7 @@ def _apply_marks(
     required: list[str] = []
     parts = urlsplit(url)
     segments = parts.path.split("/")
-    for placeholder in _PLACEHOLDER.findall(parts.path):  # pasted with {name} already
+    for placeholder in PLACEHOLDER.findall(parts.path):  # pasted with {name} already
         properties[placeholder] = {"type": "string"}
         required.append(placeholder)
         arguments.append({"argument": placeholder, "to": "path"})
@@ -770,7 +768,7 @@ def _tool_name(method: str, path: str) -> str:
     words = [
         re.sub(r"[^A-Za-z0-9]+", "_", segment).strip("_").lower()
         for segment in path.split("/")
-        if segment and not _PLACEHOLDER.fullmatch(segment) and not segment.isdigit()
+        if segment and not PLACEHOLDER.fullmatch(segment) and not segment.isdigit()
     ]
     words = [w for w in words if w and not re.fullmatch(r"v[0-9]+", w)][-3:]
     return "_".join([method.lower(), *words])[:64] or method.lower()
