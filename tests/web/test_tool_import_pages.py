@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from agents.models import Run
 from tenancy.models import Role
-from tests.factories import add_member, login, make_http_tool, make_user
+from tests.factories import add_member, login, make_http_tool, make_tool, make_user
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import ToolDefinition
 
@@ -119,6 +119,9 @@ def test_a_refused_save_saves_nothing_and_keeps_the_preview_and_the_choice(admin
     assert "Nothing was imported." in page and "give the secret" in page
     assert 'value="addPet" id="op-2" checked' in page
     assert not ToolDefinition.objects.filter(tenant=trio.acme).exists()
+    response = admin.post(url("tool_import"), {"step": "save", "document": PETS, "secret": "x"})
+    assert response.status_code == 400
+    assert "Pick at least one operation" in response.content.decode()
     # A choice the (re-read) document does not have is refused too.
     response = admin.post(
         url("tool_import"),
@@ -239,6 +242,15 @@ def form_post(server_url: str, **extra) -> dict:
         "try": "send",
         **extra,
     }
+
+
+def test_the_tool_form_offers_try_it_for_http_tools_only(admin, trio):
+    tool = make_http_tool(trio.acme, "pet", "https://x.example/pets")
+    page = admin.get(url("tool_edit", pk=tool.pk)).content.decode()
+    assert "Try it before saving" in page and url("tool_edit_dry_call", pk=tool.pk) in page
+    assert url("tool_dry_call") in admin.get(url("tool_create")).content.decode()
+    calc = make_tool(trio.acme, "calc")
+    assert "Try it before saving" not in admin.get(url("tool_edit", pk=calc.pk)).content.decode()
 
 
 def test_try_it_sends_the_unsaved_fields_and_masks_the_secret(admin, trio, local_server):
