@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.models import Run
+from tests.browser.conftest import DESKTOP, assert_accessible
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 from tests.tools.local_server import LocalServer, Reply
 from tools.models import ToolDefinition
@@ -19,6 +20,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRET = "pet-store-key-5521"
 PETSTORE = Path(__file__).parents[1] / "data/openapi/swagger-petstore-3.0.yaml"
+
+
+@pytest.fixture
+def tab(axe_tab):  # axe-core on every page
+    return axe_tab
+
+
+def assert_fits_a_phone(tab, what: str) -> None:
+    tab.page.set_viewport_size({"width": 390, "height": 844})
+    widths = tab.page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"{what} scrolls sideways: {widths}"
+    tab.page.set_viewport_size(DESKTOP)
 
 
 @pytest.fixture
@@ -47,6 +60,8 @@ def test_an_imported_operation_is_called_from_a_chat_with_its_secret(
     assert "sends the secret (header)" in pet.text_content()
     assert page.locator(".import-tool").count() > 5
     tab.screenshot("tool-import-preview")
+    assert_accessible(tab, "import preview")
+    assert_fits_a_phone(tab, "import preview")
     for box in page.locator('input[name="operations"]:not([disabled])').all():
         box.set_checked(False)
     page.get_by_role("checkbox", name="getPetById").check()
@@ -94,6 +109,8 @@ def test_a_curl_command_becomes_a_tool_tried_in_the_form_before_saving(trio, pet
     assert "pet_id" in draft.locator("table.arguments").text_content()
     assert SECRET not in page.content()
     tab.screenshot("tool-import-curl")
+    assert_accessible(tab, "cURL page")
+    assert_fits_a_phone(tab, "cURL page")
 
     page.get_by_role("button", name="Open it in the tool form").click()
     page.wait_for_url(lambda url: url.endswith("/t/acme/tools/new/"))
@@ -112,4 +129,5 @@ def test_a_curl_command_becomes_a_tool_tried_in_the_form_before_saving(trio, pet
     assert not ToolDefinition.objects.filter(tenant=trio.acme).exists()  # tried, not saved
     result.scroll_into_view_if_needed()
     tab.screenshot("tool-try-it")
+    assert_accessible(tab, "tool form with a Try-it result")
     tab.assert_clean()
