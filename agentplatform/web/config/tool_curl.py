@@ -128,7 +128,11 @@ def _draft_step(request: HttpRequest, step: str) -> HttpResponse:
     if not isinstance(command, str):
         gone = "The command is no longer here (another one was read since): paste it again."
         return _page(request, form=CommandForm(), refused=gone, status=400)
-    places = curl_import(command=command).places  # read before: it reads
+    try:
+        places = curl_import(command=command).places
+    except ImportRefused as refused:  # (it was read before; not if the parser changed since)
+        request.session.pop(COMMAND, None)
+        return _page(request, form=CommandForm(), refused=refused.message, status=400)
     draft_form = DraftForm(request.POST, places=places)
     if not draft_form.is_valid():
         return _page(request, draft_form=draft_form, status=400)
