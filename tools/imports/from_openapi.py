@@ -47,8 +47,9 @@ COMPARED = ("kind", "description", "input_schema", "output_schema", "config", "e
 @dataclass(frozen=True)
 class PreviewedTool:
     """One operation as a tool: `status` new, changed (`changes` names the fields) or
-    unchanged against the tenant's tool of the same name; `problems`: why saving it would
-    be refused (its schemas); `notes`: what the import could not carry over."""
+    unchanged against the tenant's tool of the same name, `differences` the changed fields'
+    (name, stored value, imported value); `problems`: why saving it would be refused (its
+    schemas); `notes`: what the import could not carry over."""
 
     operation_id: str
     draft: ToolDraft
@@ -56,6 +57,7 @@ class PreviewedTool:
     changes: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
     replaces_builtin: bool = False
+    differences: tuple[tuple[str, Any, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         draft = self.draft
@@ -234,23 +236,24 @@ def _previewed(
         if verdicts[key] is not None:
             problems.append(verdicts[key])
     existing = current.get(draft.name)
-    changes: tuple[str, ...] = ()
+    differences: tuple[tuple[str, Any, Any], ...] = ()
     status = "new"
     if existing is not None:
         proposed = _changes(draft, existing)
-        changes = tuple(
-            name
+        differences = tuple(
+            (name, getattr(existing, name), proposed[name])
             for name in COMPARED
             if _canonical(proposed[name]) != _canonical(getattr(existing, name))
         )
-        status = "changed" if changes else "unchanged"
+        status = "changed" if differences else "unchanged"
     return PreviewedTool(
         operation_id=operation_id,
         draft=draft,
         status=status,
-        changes=changes,
+        changes=tuple(name for name, _, _ in differences),
         problems=tuple(problems),
         replaces_builtin=BUILTINS.has(draft.name),
+        differences=differences,
     )
 
 

@@ -160,10 +160,15 @@ def tool_list(request: HttpRequest) -> HttpResponse:
     return render_page(request, "web/config/tool_list.html", context)
 
 
+# A draft the tool form opens with (the cURL page puts it there: tool_curl.py), no secret.
+PREFILL = "tool_form_prefill"
+
+
 @admin_required
 def tool_create(request: HttpRequest) -> HttpResponse:
     definition = ToolDefinition(tenant=request.tenant, kind=ToolKind.HTTP)
-    return _tool_form(request, definition)
+    prefill = request.session.pop(PREFILL, None) if request.method == "GET" else None
+    return _tool_form(request, definition, prefill if isinstance(prefill, dict) else None)
 
 
 @admin_required
@@ -171,7 +176,9 @@ def tool_edit(request: HttpRequest, pk: int) -> HttpResponse:
     return _tool_form(request, selectors.definition_by_id(tenant=request.tenant, definition_id=pk))
 
 
-def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse:
+def _tool_form(
+    request: HttpRequest, definition: ToolDefinition, prefill: dict[str, Any] | None = None
+) -> HttpResponse:
     """The tool page. An HTTP tool's arguments and request are edited as rows or as JSON
     (`editor`); htmx keeps the two in step (`sync`: "json" writes the rows into the JSON,
     "rows" shows the JSON as rows), and a save from rows writes the same JSON fields the
@@ -181,7 +188,8 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
     is_http = definition.kind == ToolKind.HTTP
     if request.method == "POST" and request.POST.get("sync") in ("json", "rows"):
         return _tool_form_sync(request, definition)
-    initial = {} if existing else {"input_schema": EXAMPLE_SCHEMA, "config": EXAMPLE_CONFIG}
+    example = {"input_schema": EXAMPLE_SCHEMA, "config": EXAMPLE_CONFIG}
+    initial = {} if existing else _prefilled(prefill) or example
     data = request.POST if request.method == "POST" else None
     rows, reason, rows_refused = None, "", False
     if is_http and data is not None and data.get("editor") == "form":
@@ -194,7 +202,7 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
         elif existing:
             shown = definition.input_schema, definition.config
         else:
-            shown = EXAMPLE_SCHEMA, EXAMPLE_CONFIG
+            shown = initial["input_schema"], initial["config"]
         rows, reason = _rows_showing(*shown)
     form = ToolDefinitionForm(data, instance=definition, initial=initial)
     if rows_refused:
@@ -208,12 +216,40 @@ def _tool_form(request: HttpRequest, definition: ToolDefinition) -> HttpResponse
     testable = existing and tenant_tools(tenant).registry.has(definition.name)
     context = {
         "form": form,
+        "try_arguments": _example_arguments_of(definition if existing else None),
         "definition": definition if existing else None,
         "testable": testable,
         "is_http": is_http,
         **_rows_context(rows, "form" if rows is not None else "json", reason),
     }
     return render_form(request, "web/config/tool_form.html", context)
+
+
+def _prefilled(prefill: dict[str, Any] | None) -> dict[str, Any]:
+    """The form's initial values from a draft: the fields the form has."""
+    if not prefill:
+        return {}
+    fields = set(ToolDefinitionForm.Meta.fields) - {"enabled"}
+    initial = {name: value for name, value in prefill.items() if name in fields}
+    initial.setdefault("input_schema", {"type": "object", "properties": {}})
+    initial.setdefault("config", {})
+    return initial
+
+
+def bound_tool_form(data: QueryDict, definition: ToolDefinition) -> ToolDefinitionForm:
+    """The tool form bound to a POST as a save binds it (rows written into the JSON when
+    saving from rows), for a dry call; validated, with the rows' problems on top."""
+    if definition.kind == ToolKind.HTTP and data.get("editor") == "form":
+        rows = ToolRows(data)
+        if not rows.is_valid():
+            form = ToolDefinitionForm(data, instance=definition)
+            form.is_valid()
+            form.add_error(None, "Fix the rows: " + "; ".join(rows.problems))
+            return form
+        data = _with_definition_from(rows, data)
+    form = ToolDefinitionForm(data, instance=definition)
+    form.is_valid()
+    return form
 
 
 def _tool_form_sync(request: HttpRequest, definition: ToolDefinition) -> HttpResponse:
@@ -333,6 +369,13 @@ def tool_selftest(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("config:tool_try", tenant_slug=request.tenant.slug, name=name)
     context = {"tool": item, "health": health}
     return render_page(request, "web/config/tool_try.html", context, partial="health")
+
+
+def _example_arguments_of(definition: ToolDefinition | None) -> str:
+    examples = definition.examples if definition is not None else None
+    if isinstance(examples, list) and examples and isinstance(examples[0], dict):
+        return _pretty(examples[0].get("arguments", {}))
+    return "{}"
 
 
 def _example_arguments(item: Any) -> str:
