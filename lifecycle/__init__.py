@@ -6,8 +6,10 @@ tables; nothing below it imports it.
 - restore.py           `manage.py restore`: into an empty installation, with its checks
 - tables.py            which tables hold a tenant's rows; which columns are secrets
 - export.py            a tenant's archive (`manage.py tenant export`)
-- tenant_exports.py    an owner's archive of it: asked for, built by a worker, downloaded,
-                       expired (the page, REST; tasks.py: `lifecycle.build_tenant_export`)
+- tenant_exports.py    an owner's archive of it: asked for, followed, downloaded (the page,
+                       REST)
+- export_builds.py     its build by a worker (tasks.py: `lifecycle.build_tenant_export`) and
+                       the hourly expiry of built ones
 - erasure.py           a tenant's erasure, resumable (`manage.py tenant delete`)
 - erasure_requests.py  an owner's request for it, which an operator confirms
 - person.py            a person's own export; an admin's erasure of a person

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from lifecycle.export_builds import export_build, exports_expire
 from lifecycle.retention import retention_purge
-from lifecycle.tenant_exports import export_build, exports_expire
 from tenancy import rls
 
 
@@ -23,7 +23,7 @@ def purge_retention() -> int:
     ignore_result=True,
 )
 def build_tenant_export(export_id: int, tenant_id: int) -> str:
-    """A workspace's archive (lifecycle.tenant_exports.export_build: a second delivery finds
+    """A workspace's archive (lifecycle.export_builds.export_build: a second delivery finds
     it built, or starts it over)."""
     with rls.tenant_scope(tenant_id):
         return export_build(export_id)

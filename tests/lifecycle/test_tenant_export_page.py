@@ -20,8 +20,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from lifecycle import tasks
+from lifecycle.export_builds import exports_expire
 from lifecycle.models import TenantExport
-from lifecycle.tenant_exports import exports_expire
 from tenancy import services as tenancy
 from tenancy.models import AuditEntry
 from tests.factories import login, make_agent
