@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.contrib.sessions.models import Session
 from django.urls import reverse
 
 from agents.models import Run
@@ -184,6 +185,8 @@ def test_a_curl_command_lists_its_values_and_never_shows_its_secret(admin, trio)
     assert SECRET not in page
     assert "<code>path.42</code>" in page and "<code>query.units</code>" in page
     assert "credential was found" in page
+    # The command waits in the session's row encrypted: no credential there either.
+    assert all(SECRET not in str(row.get_decoded()) for row in Session.objects.all())
     marks = {"mark_2": "on", "name_2": "pet_id", "type_2": "integer", "description_2": "Which"}
     response = admin.post(url("tool_import_curl"), {"step": "preview", "name": "get_pet", **marks})
     page = response.content.decode()

@@ -3,8 +3,9 @@ command's values are listed, the admin ticks those that become the model's argum
 sees the draft, then saves it or opens it in the tool form.
 
 The command may carry a credential, so once read it is never rendered back into the page:
-it waits in the session (one command, at most MAX_COMMAND_CHARS) for the save, which takes
-the credential as the tool's secret, and leaves it there. Every step reads the command
+it waits in the session (one command, at most MAX_COMMAND_CHARS, encrypted with the
+platform's field keys: sessions are rows too) for the save, which takes the credential as
+the tool's secret, and leaves it there. Every step reads the command
 again (`tools.imports.curl_import`); the places the admin marks are its indexes."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
@@ -28,6 +29,7 @@ from agentplatform.web.config.common import (
 )
 from agentplatform.web.config.tool_imports import arguments_table
 from agentplatform.web.config.tools import PREFILL
+from base.encryption import decrypt, encrypt
 from tools.imports import ImportRefused, curl_import
 from tools.services import tool_definition_save
 
@@ -118,14 +120,14 @@ def tool_import_curl(request: HttpRequest) -> HttpResponse:
         found = curl_import(command=command)
     except ImportRefused as refused:
         return _page(request, form=CommandForm(), refused=refused.message, status=400)
-    request.session[COMMAND] = command
+    request.session[COMMAND] = encrypt(command)
     draft_form = DraftForm(initial={"name": found.draft.name}, places=found.places)
     return _page(request, draft_form=draft_form, found=found)
 
 
 def _draft_step(request: HttpRequest, step: str) -> HttpResponse:
-    command = request.session.get(COMMAND)
-    if not isinstance(command, str):
+    command = _kept_command(request)
+    if command is None:
         gone = "The command is no longer here (another one was read since): paste it again."
         return _page(request, form=CommandForm(), refused=gone, status=400)
     try:
@@ -201,3 +203,14 @@ def _suggested_name(place: str) -> str:
 
 def _pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _kept_command(request: HttpRequest) -> str | None:
+    """The command read last, decrypted; None when there is none (or the keys changed)."""
+    kept = request.session.get(COMMAND)
+    if not isinstance(kept, str):
+        return None
+    try:
+        return decrypt(kept)
+    except ImproperlyConfigured:  # (a key dropped since)
+        return None
