@@ -18,11 +18,13 @@ class AgentsConfig(AppConfig):
 
         connection_renamed.connect(_fallbacks_follow, dispatch_uid="agents-fallbacks-follow")
 
-        from agents.config_saves import check_saved_object
-        from base.config_checks import register_config_check
+        from agents.config_saves import check_saved_object, problems_saving_together
+        from base.config_checks import register_config_check, register_group_check
 
-        # Every save of a connection, tool, agent or crew compiles the tenant's whole graph.
+        # Every save of a connection, tool, agent or crew compiles the tenant's whole graph;
+        # several saved together (the OpenAPI import), once for all of them.
         register_config_check(check_saved_object)
+        register_group_check(problems_saving_together)
 
         from agents.workflows import refusals_to_delete
         from base.config_checks import register_delete_check

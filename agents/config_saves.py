@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic
@@ -89,15 +90,65 @@ def check_saved_object(instance: Any, left_out: frozenset[str], failed: frozense
     after[section][name] = entry
     if stored_name is not None and stored_name != name:
         _follow_rename(after, section, stored_name, name)
-    added = _problems(tenant, after, known, section, name)
+    added = _problems(tenant, after, known, {(section, name): _SELF})
     if not added:
         return
-    before = _problems(tenant, current.entries, known, section, stored_name)
+    owns = {} if stored_name is None else {(section, stored_name): _SELF}
+    before = _problems(tenant, current.entries, known, owns)
     new = [problem for problem in added if problem not in before]
     if new:
         errors = _errors(section, new, left_out, failed)
         if errors:
             raise ValidationError(errors)
+
+
+def problems_saving_together(instances: Sequence[Any]) -> list[tuple[int | None, str]]:
+    """What saving all of `instances` (one tenant's, each valid on its own) adds to its
+    compiled configuration, each problem with the index of the object it is in (None:
+    another object's, which they break) — `base.config_checks.problems_saving_together`.
+    One compile of the end state; a second, of the stored state, only when it finds
+    problems."""
+    if not instances:
+        return []
+    tenant = instances[0].tenant
+    current = tenant_entries(tenant)
+    known = known_names(tenant, current, prune=True)
+    after = {s: dict(current.entries[s]) for s in SECTIONS}
+    owns_after: dict[tuple[str, str], Any] = {}
+    owns_before: dict[tuple[str, str], Any] = {}
+    for index, instance in enumerate(instances):
+        section = section_of_model(type(instance))
+        if section is None or instance.tenant_id != tenant.pk:
+            raise ValueError("Objects saved together are one tenant's configuration objects.")
+        stored_name = None
+        if instance.pk is not None:
+            stored = current.objects[section].items()
+            stored_name = next((name for name, obj in stored if obj.pk == instance.pk), None)
+        after[section].pop(stored_name, None)
+        entry = object_entry(section, instance)
+        name = entry_name(section, entry)
+        after[section][name] = entry
+        owns_after[(section, name)] = ("saved", index)
+        if stored_name is not None:
+            owns_before[(section, stored_name)] = ("saved", index)
+            if stored_name != name:
+                _follow_rename(after, section, stored_name, name)
+    added = _problems(tenant, after, known, owns_after)
+    if not added:
+        return []
+    before = _problems(tenant, current.entries, known, owns_before)
+    problems: list[tuple[int | None, str]] = []
+    for where, name, rest, reason in added:
+        if (where, name, rest, reason) in before:
+            continue
+        if isinstance(name, tuple):
+            problems.append((name[1], f"{rest}: {reason}" if rest else reason))
+        elif name is None:
+            problems.append((None, f"{rest}: {reason}" if rest else reason))
+        else:
+            at = f" ({rest})" if rest else ""
+            problems.append((None, f"{NOUNS.get(where, where)} {name!r}{at}: {reason}"))
+    return problems
 
 
 def _follow_rename(
@@ -128,24 +179,24 @@ def _problems(
     tenant: Any,
     entries: dict[str, dict[str, dict[str, Any]]],
     known: KnownNames,
-    section: str,
-    own: str | None,
+    owns: dict[tuple[str, str], Any],
 ) -> list[ProblemKey]:
     """The compiler's problems with `entries` as a document, keyed by object name (the
-    object `own` of `section` as _SELF). Other objects whose entry is malformed (rows
-    written past validation) are left out, so they do not hide the graph."""
+    objects being saved, `owns`' (section, name), by their marker: _SELF, say). Other
+    objects whose entry is malformed (rows written past validation) are left out, so they
+    do not hide the graph."""
     lists: dict[str, list[dict[str, Any]]] = {}
     for name, entries_of in entries.items():
         lists[name] = [
             entry
             for key, entry in entries_of.items()
-            if (name == section and key == own) or _well_formed(name, entry)
+            if (name, key) in owns or _well_formed(name, entry)
         ]
     document = {"version": VERSION, "policy": policy_entry(tenant), **lists}
     try:
         compile_config(document, known=known)
     except ConfigInvalid as exc:
-        return [_key(problem, lists, section, own) for problem in exc.problems]
+        return [_key(problem, lists, owns) for problem in exc.problems]
     return []
 
 
@@ -160,15 +211,16 @@ def _well_formed(section: str, entry: dict[str, Any]) -> bool:
 
 
 def _key(
-    problem: ConfigProblem, lists: dict[str, list[dict[str, Any]]], section: str, own: str | None
+    problem: ConfigProblem,
+    lists: dict[str, list[dict[str, Any]]],
+    owns: dict[tuple[str, str], Any],
 ) -> ProblemKey:
     match = _PATH.match(problem.path)
     if match is None or match["section"] not in lists:
         return ("", None, problem.path, problem.reason)
     where = match["section"]
     name = entry_name(where, lists[where][int(match["index"])])
-    if where == section and name == own:
-        name = _SELF
+    name = owns.get((where, name), name)
     return (where, name, match["rest"] or "", problem.reason)
 
 

@@ -10,6 +10,8 @@ compiler's check at startup (`AgentsConfig.ready`).
 
 A caller that has compiled the end state of several changes itself (the document import,
 whose changes must not depend on their order) sets `graph_checked = True` on the instance.
+A caller below agents that saves several objects at once (the OpenAPI tool import) asks
+`problems_saving_together` instead: one compile of the end state, not one per save.
 
 Deleting one is asked the same way: `ConfigObject.delete()` (every face's deletion: the
 services behind REST, the pages and the document import, the admin's delete view) and
@@ -20,7 +22,7 @@ without this object's app importing it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -45,6 +47,28 @@ def register_delete_check(check: DeleteCheck) -> None:
 def refusals_to_delete(instance: Any) -> list[str]:
     """Why `instance` may not be deleted (the registered checks' sentences), or []."""
     return [reason for check in _delete_checks for reason in check(instance)]
+
+
+# (objects of one tenant to be saved together, each valid on its own) -> the problems
+# saving them all adds to the tenant's configuration: (index of the object a problem is
+# in, or None for another object's, a sentence)
+GroupCheck = Callable[[Sequence[Any]], list[tuple[int | None, str]]]
+_group_checks: list[GroupCheck] = []
+
+
+def register_group_check(check: GroupCheck) -> None:
+    """Ask `check` about objects saved together (once per check)."""
+    if all(known is not check for known in _group_checks):
+        _group_checks.append(check)
+
+
+def problems_saving_together(instances: Sequence[Any]) -> list[tuple[int | None, str]] | None:
+    """The registered checks' problems with the end state in which every one of
+    `instances` is saved; the caller then saves each with `graph_checked = True`. None
+    when no check is registered: each save must then check itself."""
+    if not _group_checks:
+        return None
+    return [problem for check in _group_checks for problem in check(instances)]
 
 
 def register_config_check(check: ConfigCheck) -> None:
