@@ -109,6 +109,75 @@ def test_a_reimport_updates_what_changed_and_keeps_what_the_admin_added(trio):
     assert updated.secret == "k1"  # none given: the stored one stays
 
 
+def test_a_reimport_keeps_an_admins_argument_reference_and_top_level_references(trio):
+    [tool] = openapi_import(
+        tenant=trio.acme, text=PETSTORE_2, operations=["getPetById"], secret="k"
+    )
+    assert tool.config["arguments"] == [{"argument": "petId", "to": "path"}]
+    config = {**tool.config, "references": {"id": "pet"},
+              "arguments": [{"argument": "petId", "to": "path", "reference": "pet"}]}  # fmt: skip
+    tool_definition_save(tenant=trio.acme, definition=tool, changes={"config": config})
+    unchanged = openapi_preview(tenant=trio.acme, text=PETSTORE_2)
+    assert statuses(unchanged)["getPetById"] == "unchanged"
+    changed = PETSTORE_2.replace("summary: Find pet by ID", "summary: Find one pet")
+    [by_name] = [t for t in openapi_preview(tenant=trio.acme, text=changed).tools
+                 if t.draft.name == "getPetById"]  # fmt: skip
+    assert by_name.changes == ("description",)
+    [updated] = openapi_import(tenant=trio.acme, text=changed, operations=["getPetById"])
+    assert updated.config["arguments"] == [{"argument": "petId", "to": "path", "reference": "pet"}]
+    assert updated.config["references"] == {"id": "pet"}
+    # The document sends the argument elsewhere now: the target is the document's.
+    moved = changed.replace("'/pet/{petId}':", "'/pet/by-id':").replace(
+        "          in: path\n          description: ID of pet to return",
+        "          in: query\n          description: ID of pet to return",
+    )
+    [updated] = openapi_import(tenant=trio.acme, text=moved, operations=["getPetById"])
+    assert updated.config["arguments"] == [{"argument": "petId", "to": "query"}]
+
+
+SERVERS = {
+    "openapi": "3.0.0",
+    "info": {"title": "t", "version": "1"},
+    "servers": [{"url": "https://api.example.com"}],
+    "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "K"}}},
+    "security": [{"key": []}],
+    "paths": {
+        "/a": {"get": {"operationId": "a", "responses": {"200": {"description": "ok"}}}},
+        "/b": {"get": {"operationId": "b", "servers": [{"url": "https://other.example.net"}],
+                       "responses": {"200": {"description": "ok"}}}},
+    },
+}  # fmt: skip
+
+
+def test_one_secret_is_never_sent_to_two_hosts(trio):
+    document = json.dumps(SERVERS)
+    with pytest.raises(ImportRefused, match="2 hosts") as caught:
+        openapi_import(tenant=trio.acme, text=document, operations=["a", "b"], secret="s")
+    assert caught.value.path == "operations"
+    assert "api.example.com, other.example.net" in caught.value.message
+    assert not ToolDefinition.objects.exists()
+    for operation, host in (("a", "api.example.com"), ("b", "other.example.net")):
+        [tool] = openapi_import(tenant=trio.acme, text=document, operations=[operation],
+                                secret=f"for-{host}")  # fmt: skip
+        assert tool.config["url"].startswith(f"https://{host}") and tool.secret == f"for-{host}"
+    # Each keeps its own secret when none is given: both may be re-imported at once.
+    assert len(openapi_import(tenant=trio.acme, text=document, operations=["a", "b"])) == 2
+
+
+def test_an_import_compiles_the_configuration_once(trio, monkeypatch):
+    import agents.config_saves
+
+    compiled = []
+    real = agents.config_saves.compile_config
+    monkeypatch.setattr(
+        agents.config_saves, "compile_config", lambda *a, **k: compiled.append(1) or real(*a, **k)
+    )
+    saved = openapi_import(tenant=trio.acme, text=PETSTORE_2, operations=[
+        "logoutUser", "deleteOrder", "getOrderById", "deleteUser", "getUserByName"])  # fmt: skip
+    assert len(saved) == 5 and len(compiled) == 1  # not once per tool
+    assert ToolDefinition.objects.filter(tenant=trio.acme).count() == 5
+
+
 def test_a_document_is_fetched_through_the_egress_guard(trio, settings):
     spec = (DATA / "tictactoe-3.1.yaml").read_bytes()
     with LocalServer() as server:
@@ -116,9 +185,12 @@ def test_a_document_is_fetched_through_the_egress_guard(trio, settings):
         server.route("GET", "/huge.json", Reply(body=b" " * 2_100_000))
         url = f"{server.url}/specs/ttt.yaml"
         settings.EGRESS_ALLOWLIST = []
-        with pytest.raises(ImportRefused, match="Cannot fetch the document") as caught:
-            openapi_preview(tenant=trio.acme, url=url)
-        assert caught.value.path == "url" and "127.0.0.1" in caught.value.message
+        private = "The URL is not allowed: it points to a private or local address."
+        # Our words, never the guard's: no address a host name resolved to (internal DNS).
+        for refused in (url, url.replace("127.0.0.1", "localhost")):
+            with pytest.raises(ImportRefused) as caught:
+                openapi_preview(tenant=trio.acme, url=refused)
+            assert (caught.value.path, caught.value.message) == ("url", private)
         assert server.requests == []  # refused before connecting
         settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
         preview = openapi_preview(tenant=trio.acme, url=url)
@@ -128,9 +200,15 @@ def test_a_document_is_fetched_through_the_egress_guard(trio, settings):
             openapi_preview(tenant=trio.acme, url=f"{server.url}/huge.json")
         with pytest.raises(ImportRefused, match="answered HTTP 404"):
             openapi_preview(tenant=trio.acme, url=f"{server.url}/nothing")
-    for url in ("file:///etc/passwd", "ftp://example.com/x"):
-        with pytest.raises(ImportRefused, match="Cannot fetch"):
+    for url, message in (
+        ("file:///etc/passwd", "The URL must start with http:// or https://."),
+        ("ftp://example.com/x", "The URL must start with http:// or https://."),
+        ("https://[::1/x", "That is not a valid URL."),
+        ("https:///x", "The URL has no host."),
+    ):
+        with pytest.raises(ImportRefused) as caught:
             openapi_preview(tenant=trio.acme, url=url)
+        assert caught.value.message == message
     with pytest.raises(ImportRefused, match="text or its URL"):
         openapi_preview(tenant=trio.acme)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from tools.imports.drafts import DraftTool, DryCallLimiter, draft_tool
 from tools.imports.from_curl import MAX_CURL_CHARS, CurlImport, curl_import
 from tools.imports.from_openapi import (
+    FetchedDocuments,
     OpenApiPreview,
     PreviewedTool,
     openapi_import,
@@ -28,6 +29,7 @@ __all__ = [
     "CurlImport",
     "DraftTool",
     "DryCallLimiter",
+    "FetchedDocuments",
     "ImportRefused",
     "OpenApiPreview",
     "PreviewedTool",

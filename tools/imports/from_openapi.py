@@ -13,15 +13,19 @@ could not describe) stays.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from base import versions
+from base.config_checks import problems_saving_together
 from tenancy.models import Tenant
 from tools import selectors
 from tools.loader import egress_client
@@ -30,6 +34,7 @@ from tools.runtime.builtins import BUILTINS
 from tools.runtime.egress import (
     EgressConnectError,
     EgressError,
+    EgressRefused,
     EgressTimeout,
     ResponseTooLarge,
 )
@@ -135,40 +140,140 @@ def openapi_import(
     the choice, or the first tool the configuration refuses, at its path."""
     drafts = _drafts(text=text, url=url, base_url=base_url)
     chosen = _chosen(drafts, operations)
+    if secret:
+        _one_host(chosen)
     current = selectors.definitions_of(tenant=tenant)
-    saved: list[ToolDefinition] = []
-    with transaction.atomic():
-        for draft in chosen:
-            existing = current.get(draft.name)
-            changes = _changes(draft, existing)
-            auth = changes["config"].get("auth")
-            if isinstance(auth, dict):
-                if auth.get("type") == "basic" and username is not None:
-                    changes["config"]["auth"] = {**auth, "username": username}
-                if secret:
-                    changes["secret"] = secret
-                elif existing is None or not existing.secret:
-                    raise ImportRefused(
-                        f"{draft.name} sends a credential: give the secret.", "secret"
-                    )
-            try:
-                saved.append(
-                    tool_definition_save(tenant=tenant, definition=existing, changes=changes)
-                )
-            except ValidationError as exc:
-                raise ImportRefused(_message(exc), f"tools.{draft.name}") from None
-    return saved
+    planned: list[tuple[ToolDefinition, dict[str, Any]]] = []
+    for draft in chosen:
+        existing = current.get(draft.name)
+        changes = _changes(draft, existing)
+        auth = changes["config"].get("auth")
+        if isinstance(auth, dict):
+            if auth.get("type") == "basic" and username is not None:
+                changes["config"]["auth"] = {**auth, "username": username}
+            if secret:
+                changes["secret"] = secret
+            elif existing is None or not existing.secret:
+                raise ImportRefused(f"{draft.name} sends a credential: give the secret.", "secret")
+        planned.append((existing or ToolDefinition(tenant=tenant), changes))
+    # The tenant's whole configuration is compiled once, with every chosen tool in it, not
+    # once per save. Bumps stay this import's until it commits: a rolled-back import leaves
+    # no registry built from its rows current (as the configuration document's import).
+    with transaction.atomic(), versions.held():
+        together = _checked_together(planned)
+        return [
+            _saved(tenant, definition, changes, graph_checked=together)
+            for definition, changes in planned
+        ]
+
+
+def _checked_together(planned: list[tuple[ToolDefinition, dict[str, Any]]]) -> bool:
+    """Each tool as it will be, checked on its own, then the end state with all of them
+    compiled once (`base.config_checks.problems_saving_together`). False: no whole-graph
+    check is registered, so each save checks itself."""
+    instances = []
+    for definition, changes in planned:
+        candidate = copy.copy(definition)
+        for name, value in changes.items():
+            setattr(candidate, name, value)
+        candidate.graph_checked = True  # its own rules only, here
+        try:
+            candidate.full_clean()
+        except ValidationError as exc:
+            raise ImportRefused(_message(exc), f"tools.{candidate.name}") from None
+        instances.append(candidate)
+    problems = problems_saving_together(instances)
+    if problems is None:
+        return False
+    if problems:
+        index, reason = problems[0]
+        where = "tools" if index is None else f"tools.{instances[index].name}"
+        raise ImportRefused(reason[:1000], where)
+    return True
+
+
+def _saved(
+    tenant: Tenant, definition: ToolDefinition, changes: dict[str, Any], *, graph_checked: bool
+) -> ToolDefinition:
+    try:
+        return tool_definition_save(
+            tenant=tenant,
+            definition=definition if definition.pk is not None else None,
+            changes=changes,
+            graph_checked=graph_checked,
+        )
+    except ValidationError as exc:
+        raise ImportRefused(_message(exc), f"tools.{changes['name']}") from None
+
+
+def _one_host(chosen: list[ToolDraft]) -> None:
+    """One secret is for one API: chosen tools that send a credential to more than one
+    host (an operation's own `servers`) are refused, to be imported host by host."""
+    hosts = sorted({_host(draft.config.get("url")) for draft in chosen if "auth" in draft.config})
+    if len(hosts) > 1:
+        shown = ", ".join(hosts[:5])
+        raise ImportRefused(
+            f"The chosen operations send the secret to {len(hosts)} hosts ({shown}): one "
+            "secret is for one host, so import each host's operations separately.",
+            "operations",
+        )
+
+
+@dataclass
+class FetchedDocuments:
+    """One configuration plan's OpenAPI documents: each URL fetched once, each (URL,
+    base_url) read once, however many `tool_imports` entries name them; refusals too."""
+
+    bodies: dict[str, bytes | ImportRefused] = field(default_factory=dict)
+    drafts: dict[tuple[str, str | None], OpenApiDrafts | ImportRefused] = field(
+        default_factory=dict
+    )
+
+    def read(self, url: str, base_url: str | None) -> OpenApiDrafts:
+        key = (url, base_url)
+        if key not in self.drafts:
+            if url not in self.bodies:
+                self.bodies[url] = _remembered(lambda: _fetched(url))
+            body = self.bodies[url]
+            self.drafts[key] = (
+                body
+                if isinstance(body, ImportRefused)
+                else _remembered(lambda: openapi_drafts(body, document_url=url, base_url=base_url))
+            )
+        known = self.drafts[key]
+        if isinstance(known, ImportRefused):
+            raise ImportRefused(known.message, known.path)
+        return known
+
+
+def _remembered(call: Any) -> Any:
+    try:
+        return call()
+    except ImportRefused as exc:
+        return exc
 
 
 def openapi_tool_entries(
-    *, url: str, operations: list[str], base_url: str | None = None
+    *,
+    url: str,
+    operations: list[str],
+    base_url: str | None = None,
+    documents: FetchedDocuments | None = None,
 ) -> list[dict[str, Any]]:
     """The definition fields of the chosen operations' tools, for the configuration
     document's `tool_imports` (agents/config_tool_imports.py): fetched from `url` as a
-    preview's document is. ImportRefused: the document, the fetch or the choice."""
-    drafts = _drafts(text=None, url=url, base_url=base_url)
+    preview's document is. `documents`: the plan's, so a URL several entries name is
+    fetched once. ImportRefused: the document, the fetch or the choice."""
+    drafts = (documents if documents is not None else FetchedDocuments()).read(url, base_url)
     return [{**draft.definition_fields(), "effect": draft.effect or None}
             for draft in _chosen(drafts, operations)]  # fmt: skip
+
+
+def _host(url: Any) -> str:
+    try:
+        return (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+    except ValueError:
+        return ""
 
 
 # -- the document ------------------------------------------------------------------------
@@ -181,9 +286,20 @@ def _drafts(*, text: str | None, url: str | None, base_url: str | None) -> OpenA
 
 
 def _fetched(url: str) -> bytes:
-    """The document at `url`, through the egress guard; bounded in size and time."""
+    """The document at `url`, through the egress guard; bounded in size and time. Refusals
+    are our own sentences: never the guard's or the HTTP library's text, which may name
+    the address an internal host name resolved to."""
     if len(url) > MAX_URL_CHARS or "\x00" in url:
         raise ImportRefused("That URL is too long.", "url")
+    try:
+        parts = urlsplit(url)
+        has_host = bool(parts.hostname)
+    except ValueError:
+        raise ImportRefused("That is not a valid URL.", "url") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ImportRefused("The URL must start with http:// or https://.", "url")
+    if not has_host:
+        raise ImportRefused("The URL has no host.", "url")
     client = egress_client(tuple(settings.EGRESS_ALLOWLIST))
     try:
         response = async_to_sync(client.request)(
@@ -203,13 +319,36 @@ def _fetched(url: str) -> bytes:
         ) from None
     except EgressConnectError:
         raise ImportRefused("Cannot connect to the document's host.", "url") from None
-    except EgressError as exc:  # refused by the egress policy: its message is ours
-        raise ImportRefused(f"Cannot fetch the document: {exc}", "url") from None
+    except EgressRefused as exc:
+        raise ImportRefused(_refusal(str(exc)), "url") from None
+    except EgressError:
+        raise ImportRefused(
+            "Cannot fetch the document: its server's answer could not be read.", "url"
+        ) from None
     if response.status_code >= 400:
         raise ImportRefused(
             f"Cannot fetch the document: its server answered HTTP {response.status_code}.", "url"
         )
     return response.content
+
+
+# The egress guard's refusals (tools/runtime/egress.py), by how its message starts, as
+# what the tenant is told; its own text may name an internal address.
+_REFUSALS = (
+    ("destination", "The URL is not allowed: it points to a private or local address."),
+    ("more than", "Cannot fetch the document: its server redirects too many times."),
+    ("invalid redirect", "Cannot fetch the document: its server redirects to no valid URL."),
+    ("invalid URL", "That is not a valid URL."),
+    ("URL", "That is not a valid URL."),
+    ("scheme", "The URL must start with http:// or https://."),
+)
+
+
+def _refusal(guard_text: str) -> str:
+    return next(
+        (ours for start, ours in _REFUSALS if guard_text.startswith(start)),
+        "Cannot fetch the document: the URL is not allowed.",
+    )
 
 
 # -- preview and changes -----------------------------------------------------------------
@@ -262,10 +401,40 @@ def _changes(draft: ToolDraft, existing: ToolDefinition | None) -> dict[str, Any
     over what the existing tool's adds (model_view, retries, an auth added by hand)."""
     changes = draft.definition_fields()
     if existing is not None and isinstance(existing.config, dict) and existing.kind == "http":
-        changes["config"] = {**existing.config, **draft.config}
+        config = {**existing.config, **draft.config}
+        if "arguments" in draft.config:
+            config["arguments"] = _arguments_merged(
+                draft.config["arguments"], existing.config.get("arguments")
+            )
+        changes["config"] = config
     else:
         changes["config"] = dict(draft.config)
     return changes
+
+
+def _arguments_merged(drafted: Any, stored: Any) -> Any:
+    """The draft's argument targets, each over the stored target of the same argument when
+    that one sends it to the same place: what an admin added to it (a `reference` kind, say)
+    stays; a target the document moved is the document's."""
+    if not isinstance(drafted, list) or not isinstance(stored, list):
+        return drafted
+    by_argument = {
+        target["argument"]: target
+        for target in stored
+        if isinstance(target, dict) and isinstance(target.get("argument"), str)
+    }
+    merged = []
+    for target in drafted:
+        before = by_argument.get(target.get("argument")) if isinstance(target, dict) else None
+        if before is not None and _place(before) == _place(target):
+            target = {**before, **target}
+        merged.append(target)
+    return merged
+
+
+def _place(target: dict[str, Any]) -> tuple[Any, Any]:
+    """Where an argument target sends its value: the request part and the name there."""
+    return target.get("to"), target.get("name", target.get("argument"))
 
 
 def _chosen(drafts: OpenApiDrafts, operations: list[str]) -> list[ToolDraft]:
