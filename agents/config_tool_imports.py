@@ -14,9 +14,15 @@ from typing import Any
 import pydantic
 
 from agents.runtime.config.compiler import ConfigProblem
-from agents.runtime.config.document import ToolImportEntry
-from tools.imports import ImportRefused, openapi_tool_entries
+from agents.runtime.config.document import ConfigDocument, ToolImportEntry
+from tools.imports import FetchedDocuments, ImportRefused, openapi_tool_entries
 
+# The document's limit on `tool_imports` entries (its field's max_length).
+MAX_TOOL_IMPORTS = next(
+    rule.max_length
+    for rule in ConfigDocument.model_fields["tool_imports"].metadata
+    if hasattr(rule, "max_length")
+)
 _TOOL_PATH = re.compile(r"^tools\[(\d+)\](.*)$", re.DOTALL)
 
 
@@ -47,8 +53,9 @@ def tool_imports_expanded(
     if not isinstance(data, dict) or not isinstance(data.get("tool_imports"), list):
         return data, imported, []
     tools = data.get("tools", [])
-    if not isinstance(tools, list):
-        return data, imported, []
+    if not isinstance(tools, list) or len(data["tool_imports"]) > MAX_TOOL_IMPORTS:
+        return data, imported, []  # the compiler refuses too many before any is fetched
+    documents = FetchedDocuments()  # a URL several entries name is fetched once
     listed = {tool.get("name") for tool in tools if isinstance(tool, dict)}
     imported.first = len(tools)
     made: list[dict[str, Any]] = []
@@ -61,7 +68,10 @@ def tool_imports_expanded(
             continue
         try:
             entries = openapi_tool_entries(
-                url=entry.openapi_url, base_url=entry.base_url, operations=entry.operations
+                url=entry.openapi_url,
+                base_url=entry.base_url,
+                operations=entry.operations,
+                documents=documents,
             )
         except ImportRefused as exc:
             problems.append(_problem(path, exc))

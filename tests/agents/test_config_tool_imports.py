@@ -100,9 +100,26 @@ def test_refusals_name_the_entry_and_nothing_is_applied(trio, spec_server, setti
         )
     settings.EGRESS_ALLOWLIST = []
     [problem] = config_plan(tenant=trio.acme, text=document(spec_server, "logoutUser")).problems
-    assert problem.path == "tool_imports[0].openapi_url" and "Cannot fetch" in problem.reason
+    assert problem.path == "tool_imports[0].openapi_url"
+    assert problem.reason == "The URL is not allowed: it points to a private or local address."
     malformed = json.dumps({"version": 1, "tool_imports": [{"operations": []}]})
     assert {p.path for p in config_plan(tenant=trio.acme, text=malformed).problems} >= {
         "tool_imports[0].openapi_url"
     }
     assert not ToolDefinition.objects.exists()
+
+
+def test_too_many_entries_are_refused_before_any_is_fetched_and_a_url_is_fetched_once(
+    trio, spec_server
+):
+    entry = json.loads(document(spec_server, "logoutUser"))["tool_imports"][0]
+    too_many = json.dumps({"version": 1, "tool_imports": [entry] * 21})
+    [problem] = config_plan(tenant=trio.acme, text=too_many).problems
+    assert problem.path == "tool_imports" and "20" in problem.reason
+    assert spec_server.requests == []  # refused before fetching anything
+    elsewhere = {**entry, "operations": ["getOrderById"], "base_url": "https://b.example.com/v2"}
+    three = [entry, {**entry, "operations": ["deleteOrder"]}, elsewhere]
+    plan = config_plan(tenant=trio.acme, text=json.dumps({"version": 1, "tool_imports": three}))
+    assert plan.valid, plan.problems
+    assert {c.name for c in plan.changes} == {"logoutUser", "deleteOrder", "getOrderById"}
+    assert len(spec_server.requests) == 1  # one URL, fetched once for the plan
