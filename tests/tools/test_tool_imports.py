@@ -151,6 +151,8 @@ SERVERS = {
 
 def test_one_secret_is_never_sent_to_two_hosts(trio):
     document = json.dumps(SERVERS)
+    [note] = openapi_preview(tenant=trio.acme, text=document).notes
+    assert "call 2 hosts (api.example.com, other.example.net)" in note
     with pytest.raises(ImportRefused, match="2 hosts") as caught:
         openapi_import(tenant=trio.acme, text=document, operations=["a", "b"], secret="s")
     assert caught.value.path == "operations"

@@ -118,9 +118,15 @@ def openapi_preview(
         {"source": s.source, "operation_id": s.operation_id, "reason": s.reason}
         for s in drafts.skipped
     )
-    return OpenApiPreview(
-        drafts.title, drafts.format, drafts.base_url, tools, skipped, drafts.notes
-    )
+    notes = drafts.notes
+    if len(hosts := _credential_hosts([item.draft for item in drafts.operations])) > 1:
+        notes = (
+            *notes,
+            f"The operations that send a credential call {len(hosts)} hosts "
+            f"({', '.join(hosts[:5])}): import each host's operations separately, each with "
+            "its secret.",
+        )
+    return OpenApiPreview(drafts.title, drafts.format, drafts.base_url, tools, skipped, notes)
 
 
 def openapi_import(
@@ -209,7 +215,7 @@ def _saved(
 def _one_host(chosen: list[ToolDraft]) -> None:
     """One secret is for one API: chosen tools that send a credential to more than one
     host (an operation's own `servers`) are refused, to be imported host by host."""
-    hosts = sorted({_host(draft.config.get("url")) for draft in chosen if "auth" in draft.config})
+    hosts = _credential_hosts(chosen)
     if len(hosts) > 1:
         shown = ", ".join(hosts[:5])
         raise ImportRefused(
@@ -217,6 +223,10 @@ def _one_host(chosen: list[ToolDraft]) -> None:
             "secret is for one host, so import each host's operations separately.",
             "operations",
         )
+
+
+def _credential_hosts(drafts: list[ToolDraft]) -> list[str]:
+    return sorted({_host(draft.config.get("url")) for draft in drafts if "auth" in draft.config})
 
 
 @dataclass
