@@ -101,7 +101,9 @@ def test_refusals_name_the_entry_and_nothing_is_applied(trio, spec_server, setti
     settings.EGRESS_ALLOWLIST = []
     [problem] = config_plan(tenant=trio.acme, text=document(spec_server, "logoutUser")).problems
     assert problem.path == "tool_imports[0].openapi_url"
-    assert problem.reason == "The URL is not allowed: it points to a private or local address."
+    assert (
+        problem.reason == "Cannot fetch the document: its URL points to a private or local address."
+    )
     malformed = json.dumps({"version": 1, "tool_imports": [{"operations": []}]})
     assert {p.path for p in config_plan(tenant=trio.acme, text=malformed).problems} >= {
         "tool_imports[0].openapi_url"

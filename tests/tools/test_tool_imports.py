@@ -187,7 +187,7 @@ def test_a_document_is_fetched_through_the_egress_guard(trio, settings):
         server.route("GET", "/huge.json", Reply(body=b" " * 2_100_000))
         url = f"{server.url}/specs/ttt.yaml"
         settings.EGRESS_ALLOWLIST = []
-        private = "The URL is not allowed: it points to a private or local address."
+        private = "Cannot fetch the document: its URL points to a private or local address."
         # Our words, never the guard's: no address a host name resolved to (internal DNS).
         for refused in (url, url.replace("127.0.0.1", "localhost")):
             with pytest.raises(ImportRefused) as caught:
@@ -203,10 +203,16 @@ def test_a_document_is_fetched_through_the_egress_guard(trio, settings):
         with pytest.raises(ImportRefused, match="answered HTTP 404"):
             openapi_preview(tenant=trio.acme, url=f"{server.url}/nothing")
     for url, message in (
-        ("file:///etc/passwd", "The URL must start with http:// or https://."),
-        ("ftp://example.com/x", "The URL must start with http:// or https://."),
-        ("https://[::1/x", "That is not a valid URL."),
-        ("https:///x", "The URL has no host."),
+        (
+            "file:///etc/passwd",
+            "Cannot fetch the document: its URL must start with http:// or https://.",
+        ),
+        (
+            "ftp://example.com/x",
+            "Cannot fetch the document: its URL must start with http:// or https://.",
+        ),
+        ("https://[::1/x", "Cannot fetch the document: that is not a valid URL."),
+        ("https:///x", "Cannot fetch the document: its URL has no host."),
     ):
         with pytest.raises(ImportRefused) as caught:
             openapi_preview(tenant=trio.acme, url=url)

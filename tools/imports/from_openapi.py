@@ -305,11 +305,13 @@ def _fetched(url: str) -> bytes:
         parts = urlsplit(url)
         has_host = bool(parts.hostname)
     except ValueError:
-        raise ImportRefused("That is not a valid URL.", "url") from None
+        raise ImportRefused("Cannot fetch the document: that is not a valid URL.", "url") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise ImportRefused("The URL must start with http:// or https://.", "url")
+        raise ImportRefused(
+            "Cannot fetch the document: its URL must start with http:// or https://.", "url"
+        )
     if not has_host:
-        raise ImportRefused("The URL has no host.", "url")
+        raise ImportRefused("Cannot fetch the document: its URL has no host.", "url")
     client = egress_client(tuple(settings.EGRESS_ALLOWLIST))
     try:
         response = async_to_sync(client.request)(
@@ -345,12 +347,12 @@ def _fetched(url: str) -> bytes:
 # The egress guard's refusals (tools/runtime/egress.py), by how its message starts, as
 # what the tenant is told; its own text may name an internal address.
 _REFUSALS = (
-    ("destination", "The URL is not allowed: it points to a private or local address."),
+    ("destination", "Cannot fetch the document: its URL points to a private or local address."),
     ("more than", "Cannot fetch the document: its server redirects too many times."),
     ("invalid redirect", "Cannot fetch the document: its server redirects to no valid URL."),
-    ("invalid URL", "That is not a valid URL."),
-    ("URL", "That is not a valid URL."),
-    ("scheme", "The URL must start with http:// or https://."),
+    ("invalid URL", "Cannot fetch the document: that is not a valid URL."),
+    ("URL", "Cannot fetch the document: that is not a valid URL."),
+    ("scheme", "Cannot fetch the document: its URL must start with http:// or https://."),
 )
 
 
