@@ -7,13 +7,14 @@ a hand-made tool passes. Faces import this facade, never its modules.
   will see, and a diff against the tenant's tools of the same names), then save the chosen
   ones at once; or give the configuration document's `tool_imports` the chosen
   operations' tool entries.
-- cURL (`from_curl.py`) and drafts tried before saving (`drafts.py`).
+- cURL: `curl_import` is the Django-free parser's `parse_curl` (nothing saved or sent;
+  the credential found is in `.secret`, for the save only); drafts tried before saving
+  (`drafts.py`).
 """
 
 from __future__ import annotations
 
 from tools.imports.drafts import DraftTool, DryCallLimiter, draft_tool
-from tools.imports.from_curl import MAX_CURL_CHARS, CurlImport, curl_import
 from tools.imports.from_openapi import (
     FetchedDocuments,
     OpenApiPreview,
@@ -23,6 +24,9 @@ from tools.imports.from_openapi import (
     openapi_tool_entries,
 )
 from tools.runtime.imports import ImportRefused, ToolDraft
+from tools.runtime.imports.curl import MAX_COMMAND_CHARS as MAX_CURL_CHARS
+from tools.runtime.imports.curl import CurlImport
+from tools.runtime.imports.curl import parse_curl as curl_import
 
 __all__ = [
     "MAX_CURL_CHARS",

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from django import forms
 
 from agentplatform.web.config.common import PlainLabels
+from tools.runtime.http_tool import PLACEHOLDER
 
 ARGUMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # http_tool's own
 TYPES = [
     ("string", "text"),
     ("integer", "whole number"),

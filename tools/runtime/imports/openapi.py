@@ -26,7 +26,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pydantic
 
-from tools.runtime.http_tool import HttpToolConfig
+from tools.runtime.http_tool import HEADER_NAME, HttpToolConfig
 from tools.runtime.imports import ImportRefused, ToolDraft
 from tools.runtime.imports.document import load_document
 from tools.runtime.imports.refs import Resolver
@@ -38,7 +38,6 @@ SENT_METHODS = ("get", "post", "put", "patch", "delete")
 OTHER_METHODS = ("head", "options", "trace")
 _ARGUMENT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # what model APIs take as property names
 _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")  # (http_tool's)
 _RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "cookie",
                      "authorization", "content-type", "accept"}  # fmt: skip
 
@@ -345,7 +344,7 @@ class _Reader:
                     raise _Skip(f"it needs the header {name!r}, which a tool cannot set")
                 notes.append(f"header {name!r} skipped: the tool sets it itself")
                 continue
-            if place == "header" and not _HEADER_NAME.match(name):
+            if place == "header" and not HEADER_NAME.match(name):
                 notes.append(f"header {name[:100]!r} skipped: not a valid header name")
                 continue
             if place not in ("path", "query", "header"):

@@ -16,9 +16,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from tools.runtime.imports import ImportRefused
+from tools.runtime.validation import MAX_SCHEMA_DEPTH  # as tool schemas
 
 MAX_INLINED_VALUES = 200_000  # values copied while inlining, for the whole document
-MAX_SCHEMA_DEPTH = 32  # as tool schemas (tools/runtime/validation.py MAX_SCHEMA_DEPTH)
 
 # OpenAPI's own schema keywords, not JSON Schema's: dropped from tool schemas.
 _OPENAPI_ONLY = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
