@@ -89,4 +89,8 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunSQL(THREADED, migrations.RunSQL.noop, elidable=True),
+        # Check the foreign keys just filled now, not at the commit: while their checks wait,
+        # PostgreSQL refuses the indexes Django creates at the migration's end ("pending
+        # trigger events"), on any database holding a message.
+        migrations.RunSQL("SET CONSTRAINTS ALL IMMEDIATE", migrations.RunSQL.noop),
     ]

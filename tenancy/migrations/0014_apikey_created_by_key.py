@@ -48,4 +48,8 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(makers_from_the_audit_log, migrations.RunPython.noop),
+        # Check the foreign keys just filled now, not at the commit: while their checks wait,
+        # PostgreSQL refuses the indexes Django creates at the migration's end ("pending
+        # trigger events"), on any database holding a key made by a key.
+        migrations.RunSQL("SET CONSTRAINTS ALL IMMEDIATE", migrations.RunSQL.noop),
     ]
