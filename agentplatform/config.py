@@ -56,6 +56,12 @@ def env_path(name: str, default: Path) -> Path:
     return (Path(value).expanduser() if value else default).resolve()
 
 
+def data_dir(base_dir: Path) -> Path:
+    """DATA_DIR: where the embedded services and the local secrets live (`.data` beside the
+    code by default). Read by the settings, and by manage.py before them."""
+    return env_path("DATA_DIR", base_dir / ".data")
+
+
 def writable_directory(name: str, path: Path, *, holds: str, instead: str) -> Path:
     """`path`, created if missing; ImproperlyConfigured when it cannot be written. `holds`
     says what needs it there and `instead` what the operator may do rather than fix it."""

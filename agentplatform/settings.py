@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from agentplatform import config, embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = config.env_path("DATA_DIR", BASE_DIR / ".data")
+DATA_DIR = config.data_dir(BASE_DIR)
 
 DEBUG = config.env_bool("DEBUG", default=False)
 ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])

@@ -3,6 +3,9 @@ erasure (docs/operations.md). It stands above every app, because it must know ea
 tables; nothing below it imports it.
 
 - backup.py            `manage.py backup`: database dump, files, manifest (key if asked)
+- backup_keys.py       the encryption keys a backup needs (fingerprints, never keys) and
+                       restore's check of the keys it will start with
+- restore_preflight.py that check before the settings start the embedded PostgreSQL
 - restore.py           `manage.py restore`: into an empty installation, with its checks
 - tables.py            which tables hold a tenant's rows; which columns are secrets
 - export.py            a tenant's archive (`manage.py tenant export`)

@@ -3,17 +3,19 @@
 
 The archive is a tar file holding:
 - `manifest.json`: versions, the migrations applied, row counts, and the size and sha256 of
-  every other member; the encryption key's presence and fingerprint (never the key);
+  every other member; of the encryption keys, a fingerprint each and how many stored
+  secrets each decrypts (lifecycle/backup_keys.py), never a key;
 - `database.dump`: `pg_dump --format=custom` of the database, one consistent snapshot taken
   while the platform runs (PostgreSQL's own tool, from the embedded server's binaries);
 - `files/attachments/...`: the stored attachment files, from their directory or their
   S3-compatible bucket alike (lifecycle/stored_files.py), under their storage keys;
 - `key/local-secrets.json`: SECRET_KEY and FIELD_ENCRYPTION_KEYS, only with `--include-key`.
 
-The database is dumped first, then the files are copied: every attachment a dumped row names
-was stored before its row committed, so it is there to copy (a file deleted in between is
-the only loss, and the restore's check names it). Knowledge-base documents keep their bytes
-in the database.
+The manifest's migrations, row counts and secrets are read in the dump's own snapshot
+(exported to pg_dump), so they describe exactly what it holds. The files are copied after
+the dump: every attachment a dumped row names was stored before its row committed, so it is
+there to copy (a file deleted in between is the only loss, and the restore's check names
+it). Knowledge-base documents keep their bytes in the database.
 """
 
 from __future__ import annotations
@@ -26,24 +28,24 @@ import os
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
+import psycopg
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
-from django.db.migrations.recorder import MigrationRecorder
 
-from lifecycle import stored_files
+from base import encryption
+from lifecycle import backup_keys, stored_files
+from lifecycle.backup_keys import KEY, LOCAL_SECRETS
 
 FORMAT = 1  # the archive's layout; restore refuses one it does not know
 MANIFEST = "manifest.json"
 DUMP = "database.dump"
 FILES = "files/attachments/"
-KEY = "key/local-secrets.json"
-# Where settings keep the embedded installation's generated secrets (agentplatform/embedded.py,
-# `local_secrets`; this layer may not import it).
-LOCAL_SECRETS = "local-secrets.json"
 # Rows counted into the manifest and checked again after a restore.
 COUNTED = [
     "tenancy.Tenant",
@@ -80,16 +82,28 @@ def libpq_env() -> tuple[list[str], dict[str, str]]:
     return args, env
 
 
-def key_fingerprint(keys: list[str] | tuple[str, ...]) -> str:
-    """A short fingerprint of FIELD_ENCRYPTION_KEYS: tells two key lists apart, reveals
-    nothing of them (sha256 of random keys)."""
-    return hashlib.sha256(",".join(keys).encode()).hexdigest()[:16]
-
-
-def row_counts() -> dict[str, int]:
+def row_counts(cursor) -> dict[str, int]:
+    """The rows of each COUNTED table, through `cursor` (a DB-API cursor: this connection's,
+    or the snapshot's). One query per table."""
     from django.apps import apps
 
-    return {label: apps.get_model(label).objects.count() for label in COUNTED}
+    counts = {}
+    for label in COUNTED:
+        table = connection.ops.quote_name(apps.get_model(label)._meta.db_table)
+        cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608 (a model's table name)
+        counts[label] = cursor.fetchone()[0]
+    return counts
+
+
+def stored_secrets(cursor) -> Iterator[str]:
+    """Every encrypted value (a Fernet token), through `cursor`. One query per column."""
+    quote = connection.ops.quote_name
+    for model, names in encryption.encrypted_fields():
+        table = quote(model._meta.db_table)
+        for name in names:
+            column = quote(model._meta.get_field(name).column)
+            cursor.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")  # noqa: S608
+            yield from (token for (token,) in cursor.fetchall())
 
 
 def write_backup(output: Path, *, include_key: bool = False) -> dict:
@@ -105,8 +119,9 @@ def write_backup(output: Path, *, include_key: bool = False) -> dict:
     try:
         with tempfile.TemporaryDirectory(dir=output.parent, prefix=".backup-") as work:
             dump = Path(work) / DUMP
-            _dump_database(dump)
-            manifest = _manifest(dump, include_key=include_key)
+            with _snapshot() as (cursor, snapshot):
+                _dump_database(dump, snapshot)
+                manifest = _manifest(cursor, dump, include_key=include_key)
             with tarfile.open(partial, "w") as archive:
                 archive.add(dump, DUMP)
                 manifest["files"] = _add_files(archive, Path(work))
@@ -120,10 +135,31 @@ def write_backup(output: Path, *, include_key: bool = False) -> dict:
     return manifest
 
 
-def _dump_database(target: Path) -> None:
+@contextmanager
+def _snapshot() -> Iterator[tuple[psycopg.Cursor, str]]:
+    """A read-only REPEATABLE READ transaction on a connection of its own (the owner's, as
+    pg_dump's), its cursor and the id of its snapshot, exported for pg_dump: what the
+    manifest reads through the cursor is what the dump holds. Open while pg_dump starts."""
+    with psycopg.connect(**connection.get_connection_params()) as snapshot_connection:
+        snapshot_connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        snapshot_connection.read_only = True
+        with snapshot_connection.transaction(), snapshot_connection.cursor() as cursor:
+            cursor.execute("SELECT pg_export_snapshot()")
+            yield cursor, cursor.fetchone()[0]
+
+
+def _dump_database(target: Path, snapshot: str) -> None:
     args, env = libpq_env()
     result = subprocess.run(
-        [pg_tool("pg_dump"), "--format=custom", "--file", str(target), *args],
+        [
+            pg_tool("pg_dump"),
+            "--format=custom",
+            "--snapshot",
+            snapshot,
+            "--file",
+            str(target),
+            *args,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -133,11 +169,12 @@ def _dump_database(target: Path) -> None:
         raise CommandError(f"pg_dump failed:\n{result.stderr.strip()}")
 
 
-def _manifest(dump: Path, *, include_key: bool) -> dict:
-    applied = MigrationRecorder(connection).applied_migrations()
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        server_version = cursor.fetchone()[0]
+def _manifest(cursor, dump: Path, *, include_key: bool) -> dict:
+    """`cursor`: the dump's snapshot's."""
+    cursor.execute("SHOW server_version")
+    server_version = cursor.fetchone()[0]
+    cursor.execute("SELECT app, name FROM django_migrations")
+    applied = cursor.fetchall()
     secrets_file = Path(settings.DATA_DIR) / LOCAL_SECRETS
     return {
         "format": FORMAT,
@@ -146,14 +183,16 @@ def _manifest(dump: Path, *, include_key: bool) -> dict:
         "postgres_version": server_version,
         "database": {"member": DUMP, **_size_and_sha256(dump)},
         "migrations": sorted(f"{app}.{name}" for app, name in applied),
-        "rows": row_counts(),
+        "rows": row_counts(cursor),
         "files": {},  # filled in as they are added (_add_files)
         "key": {
             # The keys in effect: from the data dir's file, or the environment (a deployment).
             "source": "environment" if os.environ.get("FIELD_ENCRYPTION_KEYS") else "file",
             "file_present": secrets_file.exists(),
-            "fingerprint": key_fingerprint(settings.FIELD_ENCRYPTION_KEYS),
             "included": include_key,
+            # A fingerprint of each key and the stored secrets it decrypts, for restore's
+            # check of its keys before it restores anything.
+            **backup_keys.record(list(settings.FIELD_ENCRYPTION_KEYS), stored_secrets(cursor)),
         },
     }
 

@@ -1,19 +1,24 @@
 """`manage.py restore <file>`: an archive of `manage.py backup` brought back into an empty
 data directory (docs/operations.md, "Restore").
 
-Run with DATA_DIR set to the new directory: settings start an embedded PostgreSQL there (an
-empty database) as for any command. Then, in order:
-1. every member of the archive is checked against the manifest's size and sha256 before
+Run with DATA_DIR set to the new directory. manage.py first checks the encryption keys the
+restored platform will start with against the backup's manifest, before the settings start
+an embedded PostgreSQL there (lifecycle/restore_preflight.py). Then, in order:
+1. the keys again (for a call that did not come through manage.py): those the next start
+   reads must decrypt the stored secrets, the manifest says which keys those need
+   (lifecycle/backup_keys.py); else nothing is done, the error naming FIELD_ENCRYPTION_KEYS;
+2. every member of the archive is checked against the manifest's size and sha256 before
    anything is written;
-2. the target must be empty (no table in its database, no stored file), else nothing is done;
-3. `pg_restore` in one transaction (all or nothing), without the dump's grants: the app
-   login's are made again by `migrate` (step 5) for this installation's role and password;
-4. the attachment files, and the key file when the archive holds one;
-5. `manage.py migrate` in a child process (it reads the restored key file): the app login,
-   and any migration newer than the backup (restoring into a newer release is an upgrade);
-6. checks: row counts as in the manifest, every attachment's file there, and the stored
-   secrets decrypted with the FIELD_ENCRYPTION_KEYS the platform will start with; a wrong or
-   missing key fails here, naming the setting, as the platform's start would.
+3. the target must be empty (no table in its database, no stored file), else nothing is done;
+4. `pg_restore` in one transaction (all or nothing), without the dump's grants: the app
+   login's are made again by `migrate` (step 6) for this installation's role and password;
+5. the attachment files, and the key file when the archive holds one;
+6. `migrate`: the app login, and any migration newer than the backup (restoring into a
+   newer release is an upgrade); in this process when its settings hold the secrets the
+   next start reads (SECRET_KEY gives the login's password), else in a child that reads them;
+7. checks: row counts as in the manifest, every attachment's file there, and the stored
+   secrets decrypted with the FIELD_ENCRYPTION_KEYS the platform will start with (all a
+   backup made before key fingerprints has of step 1).
 """
 
 from __future__ import annotations
@@ -30,39 +35,50 @@ from pathlib import Path
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.apps import apps
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
 from base import encryption
-from lifecycle import backup, stored_files
-from lifecycle.backup import DUMP, FILES, FORMAT, KEY, LOCAL_SECRETS, MANIFEST
+from lifecycle import backup, backup_keys, restore_preflight, stored_files
+from lifecycle.backup import DUMP, FILES, FORMAT, MANIFEST
+from lifecycle.backup_keys import KEY, LOCAL_SECRETS
 
 
 def restore(archive_path: Path, *, say=print) -> dict:
     """Restore `archive_path` into this (empty) installation; return what the checks found.
-    CommandError says what is wrong: a damaged archive, a non-empty target, a failed
-    restore, a key that does not decrypt the stored secrets."""
+    CommandError says what is wrong: keys that do not decrypt the stored secrets, a damaged
+    archive, a non-empty target, a failed restore."""
     if not archive_path.is_file():
         raise CommandError(f"No backup at {archive_path}.")
     if not tarfile.is_tarfile(archive_path):
         raise CommandError(f"{archive_path} is not a backup of this platform (not a tar file).")
+    # Unpacked on DATA_DIR's disk; in the system's temporary directory when there is none
+    # (DATABASE_URL and REDIS_URL set).
+    data_dir = Path(settings.DATA_DIR)
     with (
         tarfile.open(archive_path, "r") as archive,
-        tempfile.TemporaryDirectory(prefix=".restore-", dir=Path(settings.DATA_DIR)) as work,
+        tempfile.TemporaryDirectory(
+            prefix=".restore-", dir=data_dir if data_dir.is_dir() else None
+        ) as work,
     ):
         manifest = _manifest(archive)
+        carried = restore_preflight.carried_key_file(archive)
+        keys = _check_keys(manifest, carried)
         unpacked = Path(work)
         _unpack_checked(archive, manifest, unpacked)
         _require_empty_target()
         say(f"Restoring the database ({manifest['database']['size']:,} bytes)...")
         _pg_restore(unpacked / DUMP)
         files = _place_files(unpacked, manifest)
-        if (unpacked / KEY).exists():
-            _place_key(unpacked / KEY)
+        if carried is not None:
+            # Replacing the one settings generated for the empty directory (nothing was
+            # encrypted with it), unless manage.py put this one there already.
+            restore_preflight.place_key_file(data_dir, carried)
     say("Running migrate (the app login; migrations newer than the backup)...")
     _migrate()
-    return _checks(manifest, files)
+    return {**check_restored(manifest, files), "keys": keys}
 
 
 def _manifest(archive: tarfile.TarFile) -> dict:
@@ -87,6 +103,27 @@ def _manifest(archive: tarfile.TarFile) -> dict:
             f"this one lacks (e.g. {unknown[0]}). Restore it with that release or a later one."
         )
     return manifest
+
+
+def _check_keys(manifest: dict, carried: bytes | None) -> dict:
+    """What the next start's FIELD_ENCRYPTION_KEYS are (`source`) and whether they are the
+    backup's (`fit`: backup_keys.check); CommandError when they cannot decrypt its secrets."""
+    try:
+        values = json.loads(carried) if carried is not None else None
+    except ValueError:
+        raise CommandError(f"{KEY} in the backup is damaged (not JSON).") from None
+    start = _next_start(carried=values)
+    try:
+        fit = backup_keys.check(manifest.get("key"), start)
+    except backup_keys.KeysMissing as error:
+        raise CommandError(str(error)) from None
+    return {"source": start.source, "fit": fit}
+
+
+def _next_start(carried: dict | None = None) -> backup_keys.NextStart:
+    return backup_keys.next_start(
+        os.environ, Path(settings.DATA_DIR), embedded=settings.EMBEDDED_DATABASE, carried=carried
+    )
 
 
 def _unpack_checked(archive: tarfile.TarFile, manifest: dict, into: Path) -> None:
@@ -153,19 +190,14 @@ def _place_files(unpacked: Path, manifest: dict) -> int:
     return len(entries)
 
 
-def _place_key(source: Path) -> None:
-    """The backed-up secrets become this data dir's key file (replacing the one settings
-    generated for the empty directory: nothing was encrypted with it)."""
-    target = Path(settings.DATA_DIR) / LOCAL_SECRETS
-    data = source.read_bytes()
-    partial = target.with_name(f".{LOCAL_SECRETS}.restoring")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    partial.replace(target)
-
-
 def _migrate() -> None:
+    """In this process when its settings hold the secrets the next start reads (as after
+    manage.py put the backup's key file into a new DATA_DIR, or with both in the
+    environment); else in a child process, which reads them."""
+    start = _next_start()
+    if (start.secret_key, start.keys) == (settings.SECRET_KEY, settings.FIELD_ENCRYPTION_KEYS):
+        call_command("migrate", interactive=False, verbosity=0)
+        return
     result = subprocess.run(
         [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "migrate", "--noinput"],
         cwd=settings.BASE_DIR,
@@ -177,48 +209,35 @@ def _migrate() -> None:
         raise CommandError(f"migrate after the restore failed:\n{result.stderr.strip()[-2000:]}")
 
 
-def _checks(manifest: dict, files: int) -> dict:
-    rows = backup.row_counts()
+def check_restored(manifest: dict, files: int) -> dict:
+    """The restored installation against `manifest`: row counts, attachments' files, stored
+    secrets decrypted with the next start's FIELD_ENCRYPTION_KEYS (their newest and oldest
+    value of each kind); CommandError naming what differs. One query per table and column."""
+    with connection.cursor() as cursor:
+        rows = backup.row_counts(cursor)
     short = {k: (n, rows.get(k)) for k, n in manifest["rows"].items() if rows.get(k) != n}
     if short:
         raise CommandError(f"Rows differ from the backup's (backup, restored): {short}")
     missing = _attachments_missing()
     if missing:
         raise CommandError(f"{len(missing)} attachments have no stored file, e.g. {missing[0]}.")
-    keys = _keys_for_next_start()
-    fingerprint = backup.key_fingerprint(keys)
-    undecryptable = _undecryptable(MultiFernet([Fernet(k) for k in keys]))
+    start = _next_start()
+    undecryptable = _undecryptable(MultiFernet([Fernet(k) for k in start.keys]))
     if undecryptable:
         raise CommandError(
             "Restored, but the stored secrets cannot be decrypted with FIELD_ENCRYPTION_KEYS "
-            f"({', '.join(undecryptable)}); the platform will refuse to start. The backup "
-            f"was made with keys of fingerprint {manifest['key']['fingerprint']}, these are "
-            f"{fingerprint}: set FIELD_ENCRYPTION_KEYS (and SECRET_KEY) to the backed-up "
+            f"({start.source}; {', '.join(undecryptable)}); the platform will refuse to "
+            "start. Set FIELD_ENCRYPTION_KEYS (and SECRET_KEY) to the backed-up "
             f"installation's, or put its {LOCAL_SECRETS} into DATA_DIR (a backup made with "
             "--include-key carries it)."
         )
-    return {
-        "rows": rows,
-        "files": files,
-        "key_fingerprint": fingerprint,
-        "backup_key_fingerprint": manifest["key"]["fingerprint"],
-    }
+    return {"rows": rows, "files": files}
 
 
 def _attachments_missing() -> list[str]:
     stored = set(stored_files.stored_keys())
     keys = apps.get_model("agents.Attachment").objects.values_list("storage_key", flat=True)
     return [key for key in keys.iterator() if key and key not in stored]
-
-
-def _keys_for_next_start() -> list[str]:
-    """FIELD_ENCRYPTION_KEYS as the next start of the platform reads them: the environment,
-    else the data dir's key file (settings, agentplatform/embedded.py)."""
-    raw = os.environ.get("FIELD_ENCRYPTION_KEYS", "")
-    if not raw.strip():
-        path = Path(settings.DATA_DIR) / LOCAL_SECRETS
-        raw = json.loads(path.read_text()).get("FIELD_ENCRYPTION_KEYS", "") if path.exists() else ""
-    return [k.strip() for k in raw.split(",") if k.strip()] or list(settings.FIELD_ENCRYPTION_KEYS)
 
 
 def _undecryptable(multi: MultiFernet) -> list[str]:

@@ -1,6 +1,8 @@
 """`manage.py backup` of a running platform, `manage.py restore` into a fresh data dir, the
-platform started there finding everything; a restore without the key fails naming
-FIELD_ENCRYPTION_KEYS; a non-empty target is refused (lifecycle/backup.py, restore.py)."""
+platform started there finding everything; a restore with a wrong key or none fails naming
+FIELD_ENCRYPTION_KEYS before PostgreSQL starts, its data dir untouched; after a key rotation
+the keys the stored secrets need are required; a non-empty target is refused
+(lifecycle/backup.py, backup_keys.py, restore_preflight.py, restore.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import tarfile
 import urllib.request
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 
 from agents.conversations import attachment_upload
@@ -45,11 +48,11 @@ def _env(data_dir) -> dict[str, str]:
     return {**env, "DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": "agentplatform.settings"}
 
 
-def _manage(data_dir, *args: str) -> subprocess.CompletedProcess:
+def _manage(data_dir, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=_env(data_dir),
+        env={**_env(data_dir), **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -58,25 +61,34 @@ def _manage(data_dir, *args: str) -> subprocess.CompletedProcess:
 
 
 FOUND = """
-import json
+import json, os
+from pathlib import Path
+from django.core.management import CommandError
 from agents.models import Attachment, Conversation, Run
 from rag.models import Document
 from agents.conversations import attachment_bytes
+from lifecycle import restore
 from providers.models import ProviderConnection
 chat = Conversation.objects.get(title="kept chat")
 attachment = Attachment.objects.get(conversation=chat)
+try:  # a second restore into the restored installation
+    restore.restore(Path(os.environ["BACKUP"]), say=str)
+    again = "restored again"
+except CommandError as refused:
+    again = str(refused)
 print(json.dumps({
     "runs": sorted(r.input for r in Run.objects.filter(conversation=chat)),
     "events": sum(r.events.count() for r in Run.objects.filter(conversation=chat)),
     "document": bytes(Document.objects.get(title="handbook").content).decode(),
     "attachment": attachment_bytes(attachment).hex(),
     "api_key": ProviderConnection.objects.get(name="Keyed").api_key,
+    "again": again.split(":")[0],
 }))
 """
 
 
 def test_a_running_platform_backed_up_restores_into_a_fresh_data_dir(
-    transactional_db, live_server_base, tmp_path, monkeypatch
+    transactional_db, live_server_base, tmp_path, monkeypatch, settings
 ):
     tenant = make_tenant("kept")
     user = make_user("keeper")
@@ -107,8 +119,22 @@ def test_a_running_platform_backed_up_restores_into_a_fresh_data_dir(
         manifest = json.load(archive.extractfile("manifest.json"))
         assert "key/local-secrets.json" not in archive.getnames()
     assert manifest["key"]["included"] is False
+    assert [key["secrets"] for key in manifest["key"]["keys"]] == [1]  # the provider key
+    assert not any(key in json.dumps(manifest) for key in settings.FIELD_ENCRYPTION_KEYS)
     assert manifest["files"]["count"] >= 1
     assert "agents.0035_governed_memory" in manifest["migrations"]
+
+    # A wrong key, or none (a new one would be generated): refused before the settings start
+    # PostgreSQL, so the data dir is not even made.
+    wrong = Fernet.generate_key().decode()
+    for name, keys in (("wrong-key", {"FIELD_ENCRYPTION_KEYS": wrong}), ("keyless", {})):
+        refused = _manage(tmp_path / name, "restore", str(without_key), **keys)
+        assert refused.returncode != 0
+        assert "cannot be decrypted with FIELD_ENCRYPTION_KEYS" in refused.stderr
+        assert "Nothing was restored" in refused.stderr
+        assert not (tmp_path / name).exists()  # untouched: no cluster made, no server started
+        said = refused.stdout + refused.stderr
+        assert "sk-kept-secret" not in said and wrong not in said
 
     restored = tmp_path / "restored"
     done = _manage(restored, "restore", str(with_key))
@@ -129,7 +155,7 @@ def test_a_running_platform_backed_up_restores_into_a_fresh_data_dir(
         with urllib.request.urlopen(request, timeout=15) as response:
             assert response.status == 200
             assert json.loads(response.read())  # the run's events, through REST
-        found = _manage(restored, "shell", "-c", FOUND)
+        found = _manage(restored, "shell", "-c", FOUND, BACKUP=str(with_key))
         assert found.returncode == 0, found.stderr
         assert json.loads(found.stdout.strip().splitlines()[-1]) == {
             "runs": ["q0", "q1", "q2"],
@@ -137,19 +163,11 @@ def test_a_running_platform_backed_up_restores_into_a_fresh_data_dir(
             "document": "kept words",
             "attachment": PNG.hex(),
             "api_key": "sk-kept-secret",
+            "again": "Refusing to restore",  # a second restore into it: nothing changed
         }
     finally:
         serve.process.send_signal(signal.SIGINT)
         serve.process.wait(60)
-
-    again = _manage(restored, "restore", str(with_key))
-    assert again.returncode != 0
-    assert "Refusing to restore: the target is not empty" in again.stderr
-
-    keyless = _manage(tmp_path / "keyless", "restore", str(without_key))
-    assert keyless.returncode != 0
-    assert "cannot be decrypted with FIELD_ENCRYPTION_KEYS" in keyless.stderr
-    assert "sk-kept-secret" not in keyless.stdout + keyless.stderr
 
 
 def test_restore_refuses_a_damaged_a_newer_or_a_non_empty_target_changing_nothing(
@@ -185,4 +203,54 @@ def test_restore_refuses_a_damaged_a_newer_or_a_non_empty_target_changing_nothin
         restore.restore(variant("newer.tar", **{"manifest.json": json.dumps(manifest).encode()}))
     with pytest.raises(CommandError, match="Refusing to restore: the target is not empty"):
         restore.restore(good, say=str)  # the session's database: migrated, so not empty
+    assert Tenant.objects.count() == tables
+
+
+def test_restore_checks_the_keys_first_and_once_the_data_is_in(
+    transactional_db, tmp_path, monkeypatch, settings
+):
+    """In this process (the settings loaded): the keys the next start reads (the environment,
+    else the data dir's key file) must include every key a stored secret needs, before
+    anything else; a backup made before key fingerprints meets the check after the data is
+    in, which names the setting too."""
+    tenant = make_tenant("rotating")
+    ours, old = list(settings.FIELD_ENCRYPTION_KEYS), Fernet.generate_key().decode()
+    settings.FIELD_ENCRYPTION_KEYS = [old]
+    make_connection(tenant, name="Before", api_key="sk-under-the-old-key")
+    settings.FIELD_ENCRYPTION_KEYS = [*ours, old]  # rotated; reencrypt_secrets not yet run
+    make_connection(tenant, name="After", api_key="sk-under-the-new-key")
+    call_command("backup", "--output", str(rotating := tmp_path / "rotating.tar"))
+    settings.FIELD_ENCRYPTION_KEYS = ours
+    with tarfile.open(rotating) as archive:
+        members = {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+    manifest = json.loads(members["manifest.json"])
+    assert [key["secrets"] for key in manifest["key"]["keys"]] == [1, 1]
+    tables = Tenant.objects.count()
+
+    with pytest.raises(CommandError, match="it lacks the backed-up installation's key 2 of 2"):
+        restore.restore(rotating, say=str)  # this data dir's key file: the newest key only
+    monkeypatch.setenv("FIELD_ENCRYPTION_KEYS", f"{ours[0]},{old}")
+    with pytest.raises(CommandError, match="Refusing to restore: the target is not empty"):
+        restore.restore(rotating, say=str)  # past the keys, to the target (not empty here)
+
+    # Made before fingerprints: no key record, so on to the target; then today's check.
+    manifest["key"] = {"source": "file", "file_present": True, "fingerprint": "0" * 16}
+    earlier = tmp_path / "earlier.tar"
+    with tarfile.open(earlier, "w") as archive:
+        for name, data in {**members, "manifest.json": json.dumps(manifest).encode()}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    monkeypatch.setenv("FIELD_ENCRYPTION_KEYS", ours[0])
+    with pytest.raises(CommandError, match="Refusing to restore: the target is not empty"):
+        restore.restore(earlier, say=str)
+    with pytest.raises(CommandError) as undecryptable:
+        restore.check_restored(manifest, files=0)
+    assert str(undecryptable.value).startswith(
+        "Restored, but the stored secrets cannot be decrypted with FIELD_ENCRYPTION_KEYS "
+        "(the environment; providers.ProviderConnection.api_key)"
+    )
+    assert "sk-under" not in str(undecryptable.value)
+    monkeypatch.setenv("FIELD_ENCRYPTION_KEYS", f"{ours[0]},{old}")
+    assert restore.check_restored(manifest, files=0)["rows"] == manifest["rows"]
     assert Tenant.objects.count() == tables

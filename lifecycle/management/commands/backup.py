@@ -34,9 +34,15 @@ class Command(BaseCommand):
             f"Backup written to {output.resolve()} ({output.stat().st_size:,} bytes) in "
             f"{time.monotonic() - started:.1f} s: database {manifest['database']['size']:,} "
             f"bytes, {files['count']} files ({files['bytes']:,} bytes), "
-            f"{len(manifest['migrations'])} migrations applied; key fingerprint "
-            f"{key['fingerprint']} ({'included' if key['included'] else 'not included'})."
+            f"{len(manifest['migrations'])} migrations applied; {len(key['keys'])} encryption "
+            f"key{'s' if len(key['keys']) != 1 else ''} "
+            f"({'included' if key['included'] else 'not included'}; fingerprints in the manifest)."
         )
+        if key["unreadable"]:
+            self.stderr.write(
+                f"{key['unreadable']} stored secrets decrypt with none of "
+                "FIELD_ENCRYPTION_KEYS: a restore cannot make them readable."
+            )
         if not key["included"]:
             where = (
                 "FIELD_ENCRYPTION_KEYS and SECRET_KEY"

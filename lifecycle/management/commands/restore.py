@@ -23,13 +23,13 @@ class Command(BaseCommand):
         started = time.monotonic()
         found = restore.restore(archive, say=self.stdout.write)
         rows = ", ".join(f"{label}: {n}" for label, n in found["rows"].items())
+        keys = found["keys"]
         self.stdout.write(
             f"Restored in {time.monotonic() - started:.1f} s: {rows}; {found['files']} files; "
-            f"the stored secrets decrypt with keys of fingerprint {found['key_fingerprint']}."
+            f"the stored secrets decrypt with FIELD_ENCRYPTION_KEYS ({keys['source']})."
         )
-        if found["key_fingerprint"] != found["backup_key_fingerprint"]:
+        if keys["fit"] == "new":
             self.stdout.write(
-                "These are not the keys the backup was made with (fingerprint "
-                f"{found['backup_key_fingerprint']}); no stored secret needed them. Secrets "
-                "entered from now on are encrypted with these: keep them."
+                "These are not the keys the backup was made with; no stored secret needed "
+                "them. Secrets entered from now on are encrypted with these: keep them."
             )
