@@ -96,7 +96,7 @@ def next_start(
     the environment's, else (embedded PostgreSQL only) the data dir's key file, which the
     backup's own (`carried`, when it has one) replaces during the restore."""
     if embedded and carried is not None:
-        values, where = carried, "the backup's key file (--include-key)"
+        values, where = carried, "the backup's own key file"
     elif embedded:
         path = data_dir / LOCAL_SECRETS
         values, where = (json.loads(path.read_text()) if path.exists() else {}), str(path)
