@@ -40,10 +40,9 @@ from django.db import connection
 
 from base import encryption
 from lifecycle import backup_keys, stored_files
-from lifecycle.backup_keys import KEY, LOCAL_SECRETS
+from lifecycle.backup_keys import KEY, LOCAL_SECRETS, MANIFEST
 
 FORMAT = 1  # the archive's layout; restore refuses one it does not know
-MANIFEST = "manifest.json"
 DUMP = "database.dump"
 FILES = "files/attachments/"
 # Rows counted into the manifest and checked again after a restore.

@@ -32,12 +32,25 @@ SETTING = "FIELD_ENCRYPTION_KEYS"
 # `local_secrets`), and the archive member holding them (`backup --include-key`).
 LOCAL_SECRETS = "local-secrets.json"
 KEY = "key/local-secrets.json"
+MANIFEST = "manifest.json"  # the archive's member describing it (lifecycle/backup.py)
 _PURPOSE = b"agentplatform backup: fingerprint of an encryption key\x00"
 
 
 class KeysMissing(Exception):
     """The keys the restored platform would start with cannot decrypt the backup's stored
     secrets (the message names FIELD_ENCRYPTION_KEYS, never a key)."""
+
+
+def key_file_values(raw: bytes | str, where: str) -> dict[str, str]:
+    """A key file's settings (a JSON object of strings); KeysMissing naming `where` when it
+    is anything else."""
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        values = None
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise KeysMissing(f"{where} is damaged (not a JSON object of settings).")
+    return values
 
 
 @dataclass(frozen=True)
@@ -99,7 +112,8 @@ def next_start(
         values, where = carried, "the backup's own key file"
     elif embedded:
         path = data_dir / LOCAL_SECRETS
-        values, where = (json.loads(path.read_text()) if path.exists() else {}), str(path)
+        values = key_file_values(path.read_text(), str(path)) if path.exists() else {}
+        where = str(path)
     else:
         values, where = {}, ""
 

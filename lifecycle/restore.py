@@ -42,8 +42,8 @@ from django.db.migrations.loader import MigrationLoader
 
 from base import encryption
 from lifecycle import backup, backup_keys, restore_preflight, stored_files
-from lifecycle.backup import DUMP, FILES, FORMAT, MANIFEST
-from lifecycle.backup_keys import KEY, LOCAL_SECRETS
+from lifecycle.backup import DUMP, FILES, FORMAT
+from lifecycle.backup_keys import KEY, LOCAL_SECRETS, MANIFEST
 
 
 def restore(archive_path: Path, *, say=print) -> dict:
@@ -72,9 +72,10 @@ def restore(archive_path: Path, *, say=print) -> dict:
         say(f"Restoring the database ({manifest['database']['size']:,} bytes)...")
         _pg_restore(unpacked / DUMP)
         files = _place_files(unpacked, manifest)
-        if carried is not None:
+        if carried is not None and settings.EMBEDDED_DATABASE:
             # Replacing the one settings generated for the empty directory (nothing was
-            # encrypted with it), unless manage.py put this one there already.
+            # encrypted with it), unless manage.py put this one there already. (With
+            # DATABASE_URL the settings read no key file: no copy of the secrets on disk.)
             restore_preflight.place_key_file(data_dir, carried)
     say("Running migrate (the app login; migrations newer than the backup)...")
     _migrate()
@@ -109,11 +110,10 @@ def _check_keys(manifest: dict, carried: bytes | None) -> dict:
     """What the next start's FIELD_ENCRYPTION_KEYS are (`source`) and whether they are the
     backup's (`fit`: backup_keys.check); CommandError when they cannot decrypt its secrets."""
     try:
-        values = json.loads(carried) if carried is not None else None
-    except ValueError:
-        raise CommandError(f"{KEY} in the backup is damaged (not JSON).") from None
-    start = _next_start(carried=values)
-    try:
+        values = None
+        if carried is not None:
+            values = backup_keys.key_file_values(carried, f"{KEY} in the backup")
+        start = _next_start(carried=values)
         fit = backup_keys.check(manifest.get("key"), start)
     except backup_keys.KeysMissing as error:
         raise CommandError(str(error)) from None

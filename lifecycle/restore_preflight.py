@@ -24,8 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lifecycle import backup_keys
-from lifecycle.backup import MANIFEST  # importing it loads no settings
-from lifecycle.backup_keys import KEY, LOCAL_SECRETS
+from lifecycle.backup_keys import KEY, LOCAL_SECRETS, MANIFEST
 
 
 def run(argv: list[str], *, data_dir: Path, environ: Mapping[str, str] = os.environ) -> None:
@@ -38,12 +37,14 @@ def run(argv: list[str], *, data_dir: Path, environ: Mapping[str, str] = os.envi
         with tarfile.open(archive_path, "r") as archive:
             manifest = json.load(archive.extractfile(MANIFEST))
             carried = carried_key_file(archive)
-            carried_values = json.loads(carried) if carried is not None else None
     except (OSError, tarfile.TarError, KeyError, ValueError, AttributeError):
         return
     embedded = not (environ.get("DATABASE_URL") or "").strip()
-    start = backup_keys.next_start(environ, data_dir, embedded=embedded, carried=carried_values)
     try:
+        carried_values = None
+        if carried is not None:
+            carried_values = backup_keys.key_file_values(carried, f"{KEY} in the backup")
+        start = backup_keys.next_start(environ, data_dir, embedded=embedded, carried=carried_values)
         backup_keys.check(manifest.get("key") if isinstance(manifest, dict) else None, start)
     except backup_keys.KeysMissing as error:
         sys.exit(f"CommandError: {error}")

@@ -51,7 +51,7 @@ def migrate(django_db_blocker) -> Iterator[Migrate]:
 
     with django_db_blocker.unblock():
         with session._nodb_cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {quote(name)}")
+            cursor.execute(f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)")
             cursor.execute(f"CREATE DATABASE {quote(name)} TEMPLATE template0")
         connections["default"] = own
         try:
@@ -60,7 +60,7 @@ def migrate(django_db_blocker) -> Iterator[Migrate]:
             connections["default"] = session
             own.close()
             with session._nodb_cursor() as cursor:
-                cursor.execute(f"DROP DATABASE IF EXISTS {quote(name)}")
+                cursor.execute(f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)")
 
 
 def test_early_data_migrations_fill_what_they_add_for_rows_written_before(migrate):

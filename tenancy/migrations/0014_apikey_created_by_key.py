@@ -50,6 +50,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(makers_from_the_audit_log, migrations.RunPython.noop),
         # Check the foreign keys just filled now, not at the commit: while their checks wait,
         # PostgreSQL refuses the indexes Django creates at the migration's end ("pending
-        # trigger events"), on any database holding a key made by a key.
+        # trigger events"), on a database holding a key made by a key that acts for a person.
+        # It changes no schema and no row (an edit of a landed migration, docs/operations.md).
         migrations.RunSQL("SET CONSTRAINTS ALL IMMEDIATE", migrations.RunSQL.noop),
     ]

@@ -183,3 +183,24 @@ def test_what_it_cannot_read_it_leaves_to_the_command(tmp_path):
     for argv in ([str(garbage)], [str(tmp_path / "missing.tar")], [], ["--help"]):
         restore_preflight.run(argv, data_dir=tmp_path / "new", environ={})
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("carried", [b"[]", b'{"FIELD_ENCRYPTION_KEYS": 7}', b"not json"])
+def test_a_key_file_that_is_no_object_of_settings_is_called_damaged_not_a_traceback(
+    tmp_path, carried
+):
+    found = members(keys=[NEW], secrets=secrets_under(NEW, 1), carried=None)
+    found["key/local-secrets.json"] = carried
+    with pytest.raises(SystemExit, match="key/local-secrets.json in the backup is damaged"):
+        restore_preflight.run(
+            [str(archive(tmp_path / "b.tar", found))], data_dir=tmp_path / "new", environ={}
+        )
+    assert not (tmp_path / "new").exists()
+    # The data dir's own key file, read when the backup carries none, is checked alike.
+    (data_dir := tmp_path / "old").mkdir()
+    (data_dir / "local-secrets.json").write_bytes(carried)
+    without = members(keys=[NEW], secrets=secrets_under(NEW, 1), carried=None)
+    with pytest.raises(SystemExit, match="local-secrets.json is damaged"):
+        restore_preflight.run(
+            [str(archive(tmp_path / "c.tar", without))], data_dir=data_dir, environ={}
+        )
