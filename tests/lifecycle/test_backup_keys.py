@@ -191,7 +191,7 @@ def test_a_key_file_that_is_no_object_of_settings_is_called_damaged_not_a_traceb
 ):
     found = members(keys=[NEW], secrets=secrets_under(NEW, 1), carried=None)
     found["key/local-secrets.json"] = carried
-    with pytest.raises(SystemExit, match="key/local-secrets.json in the backup is damaged"):
+    with pytest.raises(SystemExit, match=r"key/local-secrets\.json in the backup is damaged"):
         restore_preflight.run(
             [str(archive(tmp_path / "b.tar", found))], data_dir=tmp_path / "new", environ={}
         )
@@ -200,7 +200,7 @@ def test_a_key_file_that_is_no_object_of_settings_is_called_damaged_not_a_traceb
     (data_dir := tmp_path / "old").mkdir()
     (data_dir / "local-secrets.json").write_bytes(carried)
     without = members(keys=[NEW], secrets=secrets_under(NEW, 1), carried=None)
-    with pytest.raises(SystemExit, match="local-secrets.json is damaged"):
+    with pytest.raises(SystemExit, match=r"local-secrets\.json is damaged"):
         restore_preflight.run(
             [str(archive(tmp_path / "c.tar", without))], data_dir=data_dir, environ={}
         )
