@@ -40,10 +40,19 @@ out["ok"] = wait(start([sys.executable, "-m", "json.tool", "--compact", source, 
 out["written"] = open(target).read()
 out["failed"] = wait(start([sys.executable, "-m", "json.tool", source + ".missing"]))
 out["executed"] = wait(start(["/bin/sh", "-c", "exit 3"]))  # not `python -m`: run as it is
-# Named as its command while it runs (what ps and bench/footprint.py see).
-pid = start([sys.executable, "-m", "timeit", "-n", "1", "import time; time.sleep(2)"])
-time.sleep(1)
-out["title"] = open(f"/proc/{pid}/cmdline", "rb").read().decode().replace("\\0", " ")
+# Named as its command while it runs (what ps and bench/footprint.py see): it runs until the
+# file `done` exists, made once its title shows.
+done = target + ".done"
+wait_for_done = f"import os, time\\nwhile not os.path.exists({done!r}): time.sleep(0.01)"
+pid = start([sys.executable, "-m", "timeit", "-n", "1", "-r", "1", wait_for_done])
+def title():
+    return open(f"/proc/{pid}/cmdline", "rb").read().decode().replace("\\0", " ")
+
+deadline = time.monotonic() + 30
+while "-m timeit -n 1" not in title() and time.monotonic() < deadline:
+    time.sleep(0.01)
+out["title"] = title()
+open(done, "w").close()
 out["sleeper"] = wait(pid)
 print(json.dumps(out))
 """
