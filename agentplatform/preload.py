@@ -1,10 +1,9 @@
 """The children of `manage.py serve`, forked from one process that loaded the platform once.
 
-Run as `python -m agentplatform.preload <fd>` (serve replaces itself with it once the
-database is ready: the same pid, so the children are still serve's): read the plan from
-that inherited pipe (`plan` below), load what every child loads as it starts (`preload`),
-fork each child, then replace this process with agentplatform.supervisor, which watches
-them holding no Django.
+Serve's own process, once the database is ready (agentplatform/management/commands/serve.py),
+calls `run`: load what every child loads as it starts (`preload`), fork each child, then
+replace this process with agentplatform.supervisor (the same pid, so the children stay its
+children), which watches them holding no Django.
 
 Why: each child started as a new Python held its own copy of Django, every app's models and
 admin, the Celery app and its tasks, the openai SDK (about 90 MB of PSS each,
@@ -13,11 +12,14 @@ write: a child copies only the pages it writes), and once this process leaves fo
 supervisor's image, they are shared among the children alone. Each child is still a process
 of its own running the same command as before (`python -m uvicorn ...`, `python -m celery
 ... worker`: serve.platform_commands), named so in `ps`; what only one kind of child needs
-(the web's URLconf and views) it loads itself, after the fork.
+(the web's URLconf and views) it loads itself, after the fork. Serve's system checks and
+migrate ran in a child of their own, so none of this process's pages hold the URLconf or
+the migration graph.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
@@ -25,62 +27,32 @@ import runpy
 import signal
 import sys
 import traceback
-from pathlib import Path
+
+# (Imported here, early: setproctitle finds this process's argv through its environment
+# block, which it can no longer do once a variable set since has moved that block.)
+from setproctitle import setproctitle
 
 from agentplatform import supervisor
 
 
-def plan(
-    children: dict[str, list[str]],
-    *,
-    cwd: Path,
-    listen: tuple[str, int],
-    banner: list[str],
-    started: float,
-    embedded_data_dir: Path | None,
-    embedded: list[str],
-) -> str:
-    """What this module is given: the children's commands by name (`[python, "-m", module,
-    *args]` runs forked from the preloaded process; any other command is executed as it
-    is), the directory they run in, and what it hands to the supervisor (the address the
-    web server listens on, the lines printed once it does, the time.monotonic() serve
-    started at, the embedded servers held: supervisor.plan)."""
-    return json.dumps(
-        {
-            "children": children,
-            "cwd": str(cwd),
-            "watch": supervisor.plan(
-                {},
-                listen=listen,
-                banner=banner,
-                started=started,
-                embedded_data_dir=embedded_data_dir,
-                embedded=embedded,
-            ),
-        }
-    )
-
-
-def main(argv: list[str]) -> int:
-    stopping: list[int] = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda signum, frame: stopping.append(signum))
-    # serve blocked them across the exec: one sent meanwhile is delivered now.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    given = json.loads(supervisor.read_pipe(int(argv[1])))
-    watch = json.loads(given["watch"])
-    os.chdir(given["cwd"])
-    commands: dict[str, list[str]] = given["children"]
+def run(commands: dict[str, list[str]], watch: str, stopping: list[int]) -> int:
+    """Fork a child per command of `commands` (`[python, "-m", module, *args]` runs forked
+    from this process once it has loaded what those modules load; any other command is
+    executed as it is), unless `stopping` (the stop signals received, appended by the
+    caller's handlers) says stop; then become the supervisor given `watch` (supervisor.plan)
+    and the children. Returns only if the supervisor's image could not start (its exit
+    status, having supervised here)."""
+    given = json.loads(watch)
     modules = {command[2] for command in commands.values() if _forked(command)}
     loaded = bool(stopping) or not modules or _preload(modules)
     if not loaded:
-        watch["failed"] = "the platform could not be loaded (the error above)"
+        given["failed"] = "the platform could not be loaded (the error above)"
     elif not stopping:
         # (A child leaves through SystemExit raised up to the interpreter: nothing around
         # this line may catch it.)
-        watch["children"] = {name: start(command) for name, command in commands.items()}
-    watch["stop"] = bool(stopping)
-    return _become_supervisor(watch)
+        given["children"] = {name: start(command) for name, command in commands.items()}
+    given["stop"] = bool(stopping)
+    return _become_supervisor(given)
 
 
 def preload(modules: set[str]) -> None:
@@ -140,12 +112,12 @@ def start(command: list[str]) -> int:
 
 def _run_child(command: list[str]) -> int | str | None:
     """In a forked child: what `command` started afresh would do, on the loaded modules."""
-    from setproctitle import setproctitle
-
     from agentplatform.processes import die_with_parent
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Serve's exit hooks release its handles on the embedded servers: not a child's to run.
+    atexit._clear()
     die_with_parent()
     try:
         if not _forked(command):
@@ -177,7 +149,3 @@ def _become_supervisor(watch: dict) -> int:
         os.close(fd)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         return supervisor.run(watch)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

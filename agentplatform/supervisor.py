@@ -2,14 +2,13 @@
 the workers, stop them all when one exits or on Ctrl-C / SIGTERM, then the embedded
 PostgreSQL and Redis (when this process holds them).
 
-Why an image of its own: the process that migrated and seeded held Django, every app and
-the migration graph (about 120 MB PSS, bench/footprint.py) only to wait, and the one that
-forked the children (agentplatform.preload) held the pages they no longer share with it.
-Once the children are started, that process replaces itself with this module (`os.execv`:
-the same pid, so the children stay its children and its handles on the embedded servers stay
-registered), which imports no Django. Run as `python -m agentplatform.supervisor <fd>`, the
-plan (`plan` below) read from that inherited pipe (a login password is in it: never on a
-command line).
+Why an image of its own: serve's process, which forked the children (agentplatform.preload),
+held Django, every app and the Celery tasks (about 95 MB of PSS, bench/footprint.py) only to
+wait, in pages the children stop sharing with it as they write them. Once the children are
+started, that process replaces itself with this module (`os.execv`: the same pid, so the
+children stay its children and its handles on the embedded servers stay registered), which
+imports no Django. Run as `python -m agentplatform.supervisor <fd>`, the plan (`plan` below)
+read from that inherited pipe (a login password is in it: never on a command line).
 """
 
 from __future__ import annotations

@@ -1,23 +1,26 @@
 """`manage.py serve`: the whole platform on one machine (what `make run` calls).
 
-Embedded PostgreSQL and Redis are already up (settings started them when no URL is
-set, and this process holds their handles); this migrates, seeds the demo tenant, then
-becomes agentplatform.preload, which forks uvicorn and the Celery workers as its children
-(with the URLs in their environment) and then becomes agentplatform.supervisor. Ctrl-C or
-SIGTERM stops the children, then the embedded services, with nothing left.
+Embedded PostgreSQL and Redis are already up (settings started them when no URL is set, and
+this process holds their handles); a child forked from this process runs the system checks,
+migrates and seeds the demo tenant; then this process loads what the web server and the
+Celery workers load, forks them as its children (with the URLs in their environment:
+agentplatform.preload) and becomes agentplatform.supervisor. Ctrl-C or SIGTERM stops the
+children, then the embedded services, with nothing left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import time
+import traceback
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
+from django.core.management.base import BaseCommand, CommandError, SystemCheckError
+from django.db import connections, transaction
 
 from agentplatform import embedded, preload, supervisor
 from agents.seed import seed_demo_agent
@@ -28,13 +31,19 @@ from tenancy.models import Membership, Role, Tenant
 
 class Command(BaseCommand):
     help = "Run the platform: migrate, seed the demo tenant, start the web server and a worker."
+    # The system checks run in the child that migrates (`_prepared`): they load the URLconf,
+    # which the workers forked from this process must not hold.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--no-worker", action="store_true", help="Run no Celery worker")
+        parser.add_argument("--skip-checks", action="store_true", help="Skip system checks.")
 
-    def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
+    def handle(
+        self, *args, host: str, port: int, no_worker: bool, skip_checks: bool, **options
+    ) -> None:
         started = time.monotonic()
 
         def request_stop(signum, frame) -> None:  # unwind now; atexit stops the embedded services
@@ -42,15 +51,69 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
-        call_command("migrate", interactive=False, verbosity=0)
-        login = self._seed_demo()
+        login = self._prepared(checks=not skip_checks)
         url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{port}/"  # noqa: S104
         banner = [
             self.style.SUCCESS(f"Agent Platform is up at {url}"),
             login,
             "Health: " + url + "healthz   Admin: " + url + "admin/   Ctrl-C stops.",
         ]
-        self._become_supervisor(host, port, banner, started, with_worker=not no_worker)
+        sys.exit(self._start_platform(host, port, banner, started, with_worker=not no_worker))
+
+    def _prepared(self, *, checks: bool) -> str:
+        """The system checks, `migrate` and the demo tenant, in a child forked from this
+        process: only it loads the URLconf (for the checks) and the migration graph, which
+        the platform's processes, forked from this one next, then never hold; and this
+        process need not start afresh to shed them. Returns the line saying how to log in;
+        exits with the child's status if it failed (it printed why). A stop signal
+        meanwhile stops the child, then this process."""
+        read, write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            # (_exit: no exit hooks, which would release this process's embedded servers)
+            os._exit(self._prepare(write, checks=checks))
+        os.close(write)
+        try:
+            with os.fdopen(read, "rb") as pipe:
+                login = pipe.read().decode()
+            status = os.waitpid(pid, 0)[1]
+        except BaseException:  # SystemExit from request_stop
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+            raise
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            sys.exit(code if code > 0 else 128 - code)
+        return login
+
+    def _prepare(self, login_pipe: int, *, checks: bool) -> int:
+        """In the child: what `_prepared` runs, the login line written to `login_pipe`; its
+        exit status. A failure is printed as manage.py prints a command's."""
+        try:
+            if checks:
+                self.check()
+            call_command("migrate", interactive=False, verbosity=0)
+            os.write(login_pipe, self._seed_demo().encode())
+            return 0
+        except SystemCheckError as error:  # the checks' own report
+            self.stderr.write(str(error), lambda text: text)
+            return error.returncode
+        except CommandError as error:
+            self.stderr.write(f"CommandError: {error}")
+            return error.returncode
+        except SystemExit as stop:  # request_stop
+            return stop.code if isinstance(stop.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            return 1
+        finally:
+            connections.close_all()
+            sys.stdout.flush()
+            sys.stderr.flush()
 
     def _seed_demo(self) -> str:
         username = os.environ.get("DEMO_USERNAME", "demo")
@@ -76,18 +139,18 @@ class Command(BaseCommand):
             f"`python manage.py changepassword {username}` sets a new one)."
         )
 
-    def _become_supervisor(
+    def _start_platform(
         self, host: str, port: int, banner: list[str], started: float, *, with_worker: bool
-    ) -> None:
-        """Replace this process with agentplatform.preload, which forks the web server and
-        the workers from one loaded platform and then becomes agentplatform.supervisor (the
-        same pid throughout: its handles on the embedded servers stay registered, and the
-        children are its own). Only what is inherited on purpose crosses: the output
-        streams, the children's environment, the plan on a pipe, and a stop signal that came
-        meanwhile (blocked here, pending until the next image takes it)."""
-        from django.db import connections
-
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    ) -> int:
+        """Fork the web server and the workers from this process once it has loaded what
+        they load (agentplatform.preload), then become agentplatform.supervisor (the same
+        pid throughout: its handles on the embedded servers stay registered, and the
+        children are its own). A stop signal from here on is noted, not raised: the
+        supervisor stops whatever has started. Returns only if the supervisor's image could
+        not start (its exit status)."""
+        stopping: list[int] = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: stopping.append(signum))
         held = [
             name
             for name, on in (
@@ -96,31 +159,20 @@ class Command(BaseCommand):
             )
             if on
         ]
-        connections.close_all()
-        for connection in connections.all():
-            if getattr(connection, "pool", None) is not None:
-                connection.close_pool()
-        env = child_env()
-        env["PORT"] = str(port)
-        given = preload.plan(
-            platform_commands(host, port, with_worker=with_worker),
-            cwd=settings.BASE_DIR,
+        env = {**child_env(), "PORT": str(port)}  # what the children inherit: the changes
+        os.environ.update(
+            {name: value for name, value in env.items() if os.environ.get(name) != value}
+        )
+        os.chdir(settings.BASE_DIR)
+        watch = supervisor.plan(
+            {},
             listen=(host, port),
             banner=banner,
             started=started,
             embedded_data_dir=settings.DATA_DIR if held else None,
             embedded=held,
         )
-        fd = supervisor.pipe_with(given)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        argv = [sys.executable, "-m", "agentplatform.preload", str(fd)]
-        try:
-            os.execve(sys.executable, argv, env)  # noqa: S606 (our own interpreter and module)
-        except OSError as exc:
-            os.close(fd)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-            raise CommandError(f"could not start the platform's processes: {exc}") from None
+        return preload.run(platform_commands(host, port, with_worker=with_worker), watch, stopping)
 
 
 def child_env() -> dict[str, str]:
