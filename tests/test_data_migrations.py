@@ -1,6 +1,7 @@
 """Data migrations, run from the state before them with rows in it (docs/operations.md,
 "Upgrading"): the test migrates the session's database back to just before the migration,
-writes rows with the models of that state, migrates forward and reads what it made. It all
+writes rows with the models of that state, migrates forward (with `manage.py migrate`'s
+executor: agentplatform/management/migration_executor.py) and reads what it made. It all
 happens in the test's transaction (PostgreSQL's DDL is transactional), so the rollback at
 its end leaves the database migrated as before."""
 
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
+from agentplatform.management.migration_executor import MigrationExecutor
 from tenancy.models import Tenant as CurrentTenant
 
 # Integration tier although it starts no process: migrating the schema back and forth costs
