@@ -6,12 +6,12 @@ each operation changes the state, renders again the changed model and every mode
 to it, recursively. Here every tenant table points at Tenant, so that is nearly every model,
 for each of some 250 operations: 11 of the 13 s of CPU that `migrate` on an empty database
 took (the first `make run`, each test database template, a restore). Instead, each operation
-of a kind listed in `_local` gets registries of its model and what that points to (about 8
+of a kind listed in `_LOCAL` gets registries of its model and what that points to (about 8
 models), rendered from the states before and after it when it first asks for them; any
 other operation (RunPython, RunSQL, a rename, a changed primary key or unique field, a kind
 of our own or a library's) gets the whole state before and after it, each rendered afresh
 only if it asks, as Django renders it for the first migration. Either way the models are
-renders of the same model states as Django's, so the schema is the same; what a `_local`
+renders of the same model states as Django's, so the schema is the same; what a `_LOCAL`
 operation reads of its models was checked against Django's source for the version in
 `REVIEWED_FOR` (on any other version, Django's executor runs as it is).
 """
