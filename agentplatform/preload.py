@@ -28,11 +28,14 @@ import signal
 import sys
 import traceback
 
-# (Imported here, early: setproctitle finds this process's argv through its environment
-# block, which it can no longer do once a variable set since has moved that block.)
-from setproctitle import setproctitle
+from setproctitle import getproctitle, setproctitle
 
 from agentplatform import supervisor
+
+# setproctitle finds this process's argv beside its environment block on its first call,
+# which fails silently once a variable has been given a new value (serve's child_env may
+# change the first one): called now, as serve imports this module, before it changes any.
+getproctitle()
 
 
 def run(commands: dict[str, list[str]], watch: str, stopping: list[int]) -> int:

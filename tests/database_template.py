@@ -1,6 +1,6 @@
-"""A migrated test database to copy: migrating one takes about 15 s of CPU here, copying
-one with `CREATE DATABASE ... TEMPLATE` under a second, and every session (each
-pytest-xdist worker is one) needs its own database.
+"""A migrated test database to copy: migrating one takes about 5 s of CPU here, copying one
+with `CREATE DATABASE ... TEMPLATE` under a second, and every session (each pytest-xdist
+worker is one) needs its own database.
 
 The template's name carries a hash of everything that decides what migrate makes (every
 app's migrations and models, and the post_migrate code that grants the app login its

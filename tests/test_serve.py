@@ -27,9 +27,11 @@ pytestmark = pytest.mark.integration  # starts processes
 class Serve:
     def __init__(self, data_dir: Path, port: int) -> None:
         unset = ("DATABASE_URL", "REDIS_URL", "MCP_RESOURCE_URL", "PORT")
-        env = {k: v for k, v in os.environ.items() if k not in unset}
+        # DATA_DIR first and relative, as `DATA_DIR=... manage.py serve` in a shell puts it:
+        # serve gives it a new value (absolute) before it names its children (their titles).
+        env = {"DATA_DIR": os.path.relpath(data_dir, ROOT)}
+        env.update((k, v) for k, v in os.environ.items() if k not in (*unset, "DATA_DIR"))
         env.update(
-            DATA_DIR=str(data_dir),
             DEMO_PASSWORD="demo-pass-123",
             DJANGO_SETTINGS_MODULE="agentplatform.settings",
             WORKER_CONCURRENCY="1",

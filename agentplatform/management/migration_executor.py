@@ -12,8 +12,10 @@ other operation (RunPython, RunSQL, a rename, a changed primary key or unique fi
 of our own or a library's) gets the whole state before and after it, each rendered afresh
 only if it asks, as Django renders it for the first migration. Either way the models are
 renders of the same model states as Django's, so the schema is the same; what a `_LOCAL`
-operation reads of its models was checked against Django's source for the version in
-`REVIEWED_FOR` (on any other version, Django's executor runs as it is).
+operation reads of its models was checked against Django's source for the release in
+`REVIEWED_FOR`, and the whole history's SQL and `pg_dump --schema-only` compared with
+Django's executor's on it. On any other release (a patch release included) Django's executor
+runs as it is, until someone repeats that review and comparison and moves `REVIEWED_FOR`.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from django.db.migrations import Migration
     from django.db.migrations.operations.base import Operation
 
-REVIEWED_FOR = (5, 2)
+REVIEWED_FOR = "5.2.19"  # django.get_version()
 
 ModelKey = tuple[str, str]
 
@@ -211,7 +213,7 @@ def used_by_migrate() -> Iterator[None]:
     keeps Django's."""
     from django.core.management.commands import migrate
 
-    if django.VERSION[:2] != REVIEWED_FOR:
+    if django.get_version() != REVIEWED_FOR:
         yield
         return
     migrate.MigrationExecutor = MigrationExecutor

@@ -73,8 +73,12 @@ class Command(BaseCommand):
         pid = os.fork()
         if pid == 0:
             os.close(read)
-            # (_exit: no exit hooks, which would release this process's embedded servers)
-            os._exit(self._prepare(write, checks=checks))
+            code = 1
+            try:
+                code = self._prepare(write, checks=checks)
+            finally:  # even if a second stop signal lands in _prepare's own handlers
+                # (_exit: no exit hooks, which would release this process's embedded servers)
+                os._exit(code)
         os.close(write)
         try:
             with os.fdopen(read, "rb") as pipe:
@@ -164,6 +168,7 @@ class Command(BaseCommand):
             {name: value for name, value in env.items() if os.environ.get(name) != value}
         )
         os.chdir(settings.BASE_DIR)
+        connections.close_all()  # no connection of this process may be shared by its forks
         watch = supervisor.plan(
             {},
             listen=(host, port),
