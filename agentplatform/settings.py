@@ -89,6 +89,14 @@ if DB_POOL_MAX_SIZE > 0:
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = config.env_int("DB_CONN_MAX_AGE", 60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The statements a run executes on every chat are prepared on each connection
+# (base/prepared.py); off for a connection pooler that does not keep a connection's
+# prepared statements (PgBouncer before 1.21, or without max_prepared_statements).
+DB_PREPARED_STATEMENTS = config.env_bool("DB_PREPARED_STATEMENTS", default=True)
+if DB_PREPARED_STATEMENTS:
+    # Only cursors that bind their values on the server prepare (the ORM's never do); a
+    # statement is prepared at its first execution where asked, else at its fifth.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 
 REDIS_URL = _redis_url or embedded.redis(DATA_DIR)
 

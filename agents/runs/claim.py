@@ -22,6 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, models
 
 from agents.models import Agent, Run, RunEvent
 from agents.runtime.spec import RunStatus
+from base.prepared import prepared_cursor
 from providers.models import ProviderConnection
 from tenancy.models import Tenant
 
@@ -40,7 +41,7 @@ _READ = ((Run, "c"), (Tenant, "t"), (Agent, "a"), (ProviderConnection, "p"))
 def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
     """The claimed run (its tenant, agent and agent's connection loaded; `stored_seq` its
     last stored event's number), or None if it is not claimable."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _statement(),
             [

@@ -70,6 +70,7 @@ from agents.runs.claim import column_list, instance_of_row
 from agents.runs.costs import TOOL_USAGE
 from agents.runs.subscriptions import deliver_early, rewind
 from agents.runtime.spec import RunOutcome, RunStatus
+from base.prepared import prepared_cursor
 from tenancy import rls
 from tenancy.models import AuditEntry
 from tools.runtime.context import NoSecrets, SecretAccessor
@@ -427,7 +428,7 @@ def write_batch(
         statement += " SELECT (SELECT count(*) FROM lease), 0"
     if refresh:  # (one row either way: the lease's columns are NULL when it did not match)
         statement += ", lease.* FROM (SELECT 1) AS one LEFT JOIN lease ON true"
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(statement, params)
         matched, added, *row = cursor.fetchone()
     if not matched:
@@ -519,7 +520,7 @@ def insert_run(
         params += [title, timezone.now(), message.conversation_id]
     also = ", (SELECT message FROM ids)" if message is not None else ""
     statement = f"WITH {', '.join(steps)} SELECT id{also} FROM run"  # noqa: S608 (our names)
-    with db.cursor() as cursor:
+    with prepared_cursor(db) as cursor:
         cursor.execute(statement, params)
         row = cursor.fetchone()
     run.pk = row[0]
