@@ -11,14 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Exists
-from django.db.models.functions import Now
+from django.db.models.expressions import RawSQL
 from django.http import Http404
 from django.utils import timezone
 
@@ -285,7 +284,9 @@ def claimed_fields(owner: str) -> dict[str, Any]:
     return {
         "status": RunStatus.RUNNING,
         "lease_owner": owner,
-        "lease_expires_at": Now() + timedelta(seconds=lease_seconds()),
+        "lease_expires_at": RawSQL(  # (as the claim writes it; no expression to compile)
+            "STATEMENT_TIMESTAMP() + %s * interval '1 second'", (lease_seconds(),)
+        ),
         "attempts": 1,
         "started_at": timezone.now(),
     }

@@ -489,24 +489,9 @@ def insert_run(
     steps.append(f"run AS ({insert} RETURNING id, status)")
     params += run_params
     if entry is not None:
-        columns, values = [], []
-        for f in AuditEntry._meta.local_concrete_fields:
-            if f.primary_key:
-                continue
-            columns.append(f'"{f.column}"')
-            if f.name == "object_id":
-                values.append("run.id::text")
-                continue
-            if f.name == "object_repr":
-                values.append("'Run ' || run.id || ' (' || run.status || ')'")
-                continue
-            details = f.name == "details"
-            values.append("jsonb_set(%s, '{run}', to_jsonb(run.id))" if details else "%s")
-            params.append(f.get_db_prep_save(f.pre_save(entry, True), db))
-        steps.append(
-            f"entry AS (INSERT INTO {AuditEntry._meta.db_table} ({', '.join(columns)}) "  # noqa: S608
-            f"SELECT {', '.join(values)} FROM run)"
-        )
+        step, entry_params = _entry_step(entry, db)
+        steps.append(step)
+        params += entry_params
     if message is not None:
         message.pk = RawSQL("(SELECT message FROM ids)", ())
         message.run_id = RawSQL("(SELECT id FROM run)", ())
@@ -532,18 +517,128 @@ def insert_run(
         run.in_reply_to = message
 
 
+# Columns of the start's audit entry that name the run, by the id its INSERT gives it.
+_NAMING_THE_RUN = {
+    "object_id": "run.id::text",
+    "object_repr": "'Run ' || run.id || ' (' || run.status || ')'",
+    "details": "jsonb_set(%s, '{run}', to_jsonb(run.id))",
+}
+
+
+def _entry_step(entry: AuditEntry, db) -> tuple[str, list[Any]]:
+    """The step inserting `entry` for the run the step `run` inserts (compiled_insert's
+    way: defaults as literals, the text kept per shape)."""
+    fragments, params = [], []
+    for model_field, literal in _insert_fields(AuditEntry, False):
+        naming = _NAMING_THE_RUN.get(model_field.name)
+        if naming is not None and "%s" not in naming:
+            fragments.append(naming)
+            continue
+        value = model_field.pre_save(entry, True)
+        if naming is None and literal is not None and _is_default(value, literal):
+            fragments.append(literal[1])
+            continue
+        fragments.append(naming or "%s")
+        params.append(model_field.get_db_prep_save(value, db))
+    return _entry_text(tuple(fragments)), params
+
+
+@lru_cache(maxsize=16)
+def _entry_text(fragments: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f, _ in _insert_fields(AuditEntry, False))
+    return (
+        f"entry AS (INSERT INTO {quote(AuditEntry._meta.db_table)} ({columns}) "  # noqa: S608
+        f"SELECT {', '.join(fragments)} FROM run)"
+    )
+
+
 def compiled_insert(instance: Any, *, with_pk: bool = False) -> tuple[str, list[Any]]:
     """The INSERT that `instance.save()` would run (its fields' pre_save included, no
-    RETURNING), to be a step of a statement of ours (a CTE); `with_pk`: its id given too."""
+    RETURNING), to be a step of a statement of ours (a CTE); `with_pk`: its id given too.
+
+    A field still at its model's default is written as that literal, every other value as
+    a parameter, an expression as Django compiles it. The text is made once per shape (which
+    fields hold their defaults, which are expressions) and kept: a new run sends a dozen
+    values instead of fifty, few enough for psycopg to keep its conversion of the statement
+    too, and PostgreSQL prepares it once per connection (base.prepared). Compiling every
+    INSERT through Django's SQLInsertCompiler, and converting it uncached, were two thirds
+    of a /v1 chat's run start (bench/api.py)."""
     db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: the compiler asks it a hundred things)
-    meta = type(instance)._meta
+    model = type(instance)
+    fragments: list[str] = []
+    params: list[Any] = []
+    compiler = None
+    for model_field, literal in _insert_fields(model, with_pk):
+        value = model_field.pre_save(instance, True)
+        if literal is not None and _is_default(value, literal):
+            fragments.append(literal[1])
+            continue
+        if type(value) is RawSQL:  # (compiled as it compiles itself, without a compiler)
+            fragments.append(f"({value.sql})")
+            params += value.params
+            continue
+        if hasattr(value, "resolve_expression") or hasattr(model_field, "get_placeholder"):
+            if compiler is None:
+                compiler = InsertQuery(model).get_compiler(connection=db)
+            fragment, values = compiler.field_as_sql(
+                model_field,
+                getattr(model_field, "get_placeholder", None),
+                compiler.prepare_value(model_field, value),
+            )
+        else:
+            fragment, values = "%s", [model_field.get_db_prep_save(value, db)]
+        fragments.append(fragment)
+        params += values
+    return _insert_text(model, with_pk, tuple(fragments)), params
+
+
+@lru_cache(maxsize=64)
+def _insert_fields(model: type, with_pk: bool) -> list[tuple[Any, tuple[Any, str] | None]]:
+    """The fields an INSERT of `model` writes, each with its default and that as a literal
+    (None where a default is made per row, or where the field has a placeholder of its
+    own)."""
     fields = [
-        f for f in meta.local_concrete_fields if (with_pk or not f.primary_key) and not f.generated
+        f
+        for f in model._meta.local_concrete_fields
+        if (with_pk or not f.primary_key) and not f.generated
     ]
-    query = InsertQuery(type(instance))
-    query.insert_values(fields, [instance])
-    [(insert, params)] = query.get_compiler(connection=db).as_sql()
-    return insert, list(params)
+    return [
+        (f, None if _per_row(f) or hasattr(f, "get_placeholder") else _literal(f, f.get_default()))
+        for f in fields
+    ]
+
+
+@lru_cache(maxsize=256)
+def _insert_text(model: type, with_pk: bool, fragments: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f, _ in _insert_fields(model, with_pk))
+    return (
+        f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "  # noqa: S608 (our names)
+        f"VALUES ({', '.join(fragments)})"
+    )
+
+
+def _is_default(value: Any, literal: tuple[Any, str]) -> bool:
+    return type(value) is type(literal[0]) and value == literal[0]
+
+
+def _per_row(field) -> bool:
+    """Is the field's default made anew for each row (so never a literal of the statement)?"""
+    return bool(
+        field.generated
+        or field.db_default is not NOT_PROVIDED
+        or getattr(field, "auto_now", False)
+        or getattr(field, "auto_now_add", False)
+        or (field.has_default() and callable(field.default) and field.default not in (dict, list))
+    )
+
+
+def _literal(field, value: Any) -> tuple[Any, str]:
+    """`value` and the SQL literal that writes it to `field` as a parameter would."""
+    prepared = field.get_db_prep_save(value, connection)
+    text = sql.Literal(prepared).as_string().replace("%", "%%")  # not a placeholder
+    return value, f"{text}::{field.db_type(connection)}"
 
 
 # -- a run nobody executes ------------------------------------------------------------------
@@ -701,20 +796,11 @@ def _statement() -> str:
 
 def _default(field, template: Run) -> str:
     """The field's default as a literal, for a default that is the same for every row."""
-    per_row = (
-        field.generated
-        or field.db_default is not NOT_PROVIDED
-        or getattr(field, "auto_now", False)
-        or getattr(field, "auto_now_add", False)
-        or (field.has_default() and callable(field.default) and field.default not in (dict, list))
-    )
-    if per_row:
+    if _per_row(field):
         raise ImproperlyConfigured(
             f"Run.{field.name} has a default computed per row: add it to run_writer._VARYING"
         )
-    value = field.get_db_prep_save(getattr(template, field.attname), connection)
-    literal = sql.Literal(value).as_string().replace("%", "%%")  # not a placeholder
-    return f"{literal}::{field.db_type(connection)}"
+    return _literal(field, getattr(template, field.attname))[1]
 
 
 def _parameters(records: list[CallRecord]) -> list:

@@ -15,9 +15,11 @@ from django.test.utils import CaptureQueriesContext
 
 from agents import runs
 from agents.models import MAX_INPUT_CHARS, Conversation, Fact, Run, RunEvent
+from agents.runs import start as runs_start
 from agents.runs.cancellation import cancel_key
 from agents.runs.channels import channel, publisher
 from agents.runs.engine import execute_run
+from agents.runs.writer import compiled_insert, insert_run
 from tenancy import services as tenancy
 from tenancy.models import AuditEntry
 from tenancy.records import audit
@@ -95,6 +97,36 @@ def test_a_run_started_with_a_key_is_inserted_with_its_audit_entry_in_one_statem
     assert entry.details == {"run": run.pk, "agent": agent.slug, "crew": None, "name": str(agent)}
     assert (entry.api_key_id, entry.tenant_id) == (key.pk, trio.acme.pk)
     assert Run.objects.get(pk=run.pk).initiated_by_api_key_id == key.pk
+
+
+def test_a_new_runs_insert_sends_what_was_set_and_writes_its_defaults_as_literals(trio, agent):
+    """The INSERT of a new run is the same text for every run of its shape (prepared once
+    per connection), with only the values that differ from the model's defaults sent apart;
+    the row is what the ORM's save writes."""
+    key, _ = tenancy.api_key_create(tenant=trio.acme, name="starter", scopes=["run"])
+
+    def started(text: str) -> Run:
+        return Run(
+            tenant=trio.acme, agent=agent, initiated_by_api_key=key, input=text,
+            client_request={"messages": [text]}, correlation_id=text * 8,
+            **runs_start.claimed_fields("host:1:owner"),
+        )  # fmt: skip
+
+    first, params = compiled_insert(started("a"))
+    again, _ = compiled_insert(started("b"))
+    assert first == again and "''::varchar(200)" in first  # (child_key: its default)
+    assert len(params) <= 15 < len(Run._meta.local_concrete_fields)
+    run = started("c")
+    insert_run(run, audit.run_started_entry(run, key))
+    by_orm = started("c")
+    by_orm.save(force_insert=True)
+    times = ("created_at", "started_at", "lease_expires_at")  # (each its own moment)
+    columns = [f.attname for f in Run._meta.concrete_fields if f.name not in ("id", *times)]
+    assert Run.objects.filter(pk=run.pk).values(*columns).get() == (
+        Run.objects.filter(pk=by_orm.pk).values(*columns).get()
+    )
+    run.refresh_from_db()
+    assert run.started_at < run.lease_expires_at  # (the lease: the database's clock)
 
 
 def test_bad_input_is_refused_and_nothing_is_created(trio, agent):
