@@ -18,7 +18,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 from agents.models import Agent, Run, RunEvent
 from agents.runtime.spec import RunStatus
@@ -41,7 +41,7 @@ _READ = ((Run, "c"), (Tenant, "t"), (Agent, "a"), (ProviderConnection, "p"))
 def claim(run_id: int, owner: str, lease_s: float) -> Run | None:
     """The claimed run (its tenant, agent and agent's connection loaded; `stored_seq` its
     last stored event's number), or None if it is not claimable."""
-    with prepared_cursor() as cursor:
+    with prepared_cursor(connections[DEFAULT_DB_ALIAS]) as cursor:
         cursor.execute(
             _statement(),
             [
@@ -82,10 +82,11 @@ def instance_of_row(model: type[models.Model], raw: list[Any]) -> Any:
     if raw[0] is None:  # (the first column is the primary key)
         return None
     attnames, converters = _columns(model)
+    db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: resolved once, not per converter)
     converted: list[Any] = []
     for field_converters, value in zip(converters, raw, strict=True):
         for converter in field_converters:
-            value = converter(value, None, connection)
+            value = converter(value, None, db)
         converted.append(value)
     return model.from_db(DEFAULT_DB_ALIAS, attnames, converted)
 

@@ -386,6 +386,7 @@ def write_batch(
     insert the events only if that update matched. LeaseLost / EventConflict otherwise.
     `refresh`: the statement also returns the row as it now is, and `run` takes its values
     (for a caller that holds `run` and reads it next: no query after)."""
+    db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: each field's prep asks it again)
     sets, params = [], []
     for name, value in batch.fields.items():
         model_field = Run._meta.get_field(name)
@@ -396,7 +397,7 @@ def write_batch(
         sets.append(f'"{model_field.column}" = %s')
         if isinstance(value, str):
             value = storable_text(value)
-        params.append(model_field.get_db_prep_save(value, connection))
+        params.append(model_field.get_db_prep_save(value, db))
     if batch.events:
         sets.append('"last_seq" = %s')
         params.append(batch.events[-1][0].seq)
@@ -428,7 +429,7 @@ def write_batch(
         statement += " SELECT (SELECT count(*) FROM lease), 0"
     if refresh:  # (one row either way: the lease's columns are NULL when it did not match)
         statement += ", lease.* FROM (SELECT 1) AS one LEFT JOIN lease ON true"
-    with prepared_cursor() as cursor:
+    with prepared_cursor(db) as cursor:
         cursor.execute(statement, params)
         matched, added, *row = cursor.fetchone()
     if not matched:
