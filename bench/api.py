@@ -404,18 +404,29 @@ def main() -> None:
                 samples = await ttft_rounds(platform_c, direct_c)
                 cutoff.append(await asyncio.to_thread(last_run_pk))
                 direct_chats, direct_wall = await concurrent_chats(direct_c, MODEL)
+
                 # The first burst warms the workers (the TTFT samples mostly ran in the web
                 # process): their database lanes, their connections to the provider, the
                 # modules runs import on first use. Its CPU is printed apart; the figure
                 # is the next burst's.
+                def used() -> tuple[float, float, float]:  # serve's, the web's, PostgreSQL's
+                    return (
+                        cpu_s(groups=groups, parent=None),
+                        cpu_s(groups=groups[:1], parent=None),
+                        cpu_s(groups=[], parent=postgres),
+                    )
+
                 for label in ("cold_", ""):
-                    before = (cpu_s(groups=groups, parent=None), cpu_s(groups=[], parent=postgres))
+                    before = used()
                     platform_chats, platform_wall = await concurrent_chats(platform_c, AGENT)
-                    after = (cpu_s(groups=groups, parent=None), cpu_s(groups=[], parent=postgres))
+                    after = used()
                     done = sum(1 for c in platform_chats if c.error is None) or 1
-                    serve = (after[0] - before[0]) * 1000 / done
-                    postgres_ms = (after[1] - before[1]) * 1000 / done
+                    serve, web, postgres_ms = (
+                        (a - b) * 1000 / done for a, b in zip(after, before, strict=True)
+                    )
                     cpu[f"{label}serve_ms_per_chat"] = serve
+                    cpu[f"{label}web_ms_per_chat"] = web
+                    cpu[f"{label}workers_ms_per_chat"] = serve - web
                     cpu[f"{label}postgres_ms_per_chat"] = postgres_ms
                     cpu[f"{label}ms_per_chat"] = serve + postgres_ms
             finally:
@@ -509,7 +520,8 @@ def main() -> None:
             print(f"  {c.side} error: {sample}")
     print(
         f"platform CPU per chat (of the {CONCURRENT}): {cpu['ms_per_chat']:.1f} ms "
-        f"(serve's processes {cpu['serve_ms_per_chat']:.1f}, PostgreSQL "
+        f"(serve's processes {cpu['serve_ms_per_chat']:.1f}: web {cpu['web_ms_per_chat']:.1f}, "
+        f"workers {cpu['workers_ms_per_chat']:.1f}; PostgreSQL "
         f"{cpu['postgres_ms_per_chat']:.1f}); target <= {TARGET_CPU_MS_PER_CHAT:g} ms: "
         f"{'ok' if cpu['ms_per_chat'] <= TARGET_CPU_MS_PER_CHAT else 'MISSED'}"
     )
