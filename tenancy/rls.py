@@ -17,8 +17,9 @@ wrapper brings that connection in line with the variable, so a connection never 
 with what another unit of work set on it (fail closed: unset admits no rows), whichever pool
 checkout or thread it came from. It sends a statement only when the connection's state
 differs from what is wanted (remembered per raw connection, and sent to the raw connection:
-not one of the queries Django counts): usually one `set_config` per request, nothing per
-further query.
+not one of the queries Django counts), in one pipeline with the query (no round trip of
+its own): a few `set_config` per request (its session, its tenant's lookup, the tenant's
+own queries), nothing per further query in the same scope.
 
 The setting itself is what SQL run by an attacker (an injection) could still change: it
 could widen its own scope to every tenant's rows. It could not leave the role, change a
@@ -185,11 +186,32 @@ def _on_connect(sender, connection, **kwargs) -> None:
 
 
 def _before_query(execute, sql, params, many, context):
-    _sync(context["connection"].connection)
-    return execute(sql, params, many, context)
+    """The connection brought in line, then the query: both in one round trip (a pipeline)
+    when the query may go in one; a server-side cursor's DECLARE and a string of several
+    statements may not, and go after the setting's own statement."""
+    raw = context["connection"].connection
+    change = _change(raw)
+    if change is None:
+        return execute(sql, params, many, context)
+    setting, args, wanted, tentative = change
+    _state[raw] = (_UNKNOWN, False)  # until both are through: an error leaves it unknown
+    if isinstance(context["cursor"].cursor, psycopg.ServerCursor) or ";" in str(sql):
+        with raw.cursor() as cursor:
+            cursor.execute(setting, args)
+        _state[raw] = (wanted, tentative)
+        return execute(sql, params, many, context)
+    # The query's results are read at the pipeline's end, its errors raised there: as
+    # Django's own (an IntegrityError, not psycopg's), as they would be from the query.
+    with context["connection"].wrap_database_errors, raw.pipeline(), raw.cursor() as cursor:
+        cursor.execute(setting, args)
+        result = execute(sql, params, many, context)
+    _state[raw] = (wanted, tentative)
+    return result
 
 
-def _sync(raw: psycopg.Connection) -> None:
+def _change(raw: psycopg.Connection) -> tuple[str, list[str], tuple[str | None, str], bool] | None:
+    """The statement bringing `raw` in line with this context's scope and role, the state it
+    sets and whether that is tentative (set in a transaction); None when in line already."""
     scope = _scope.get()
     if scope.as_owner:
         tenants = EVERY_TENANT
@@ -201,9 +223,9 @@ def _sync(raw: psycopg.Connection) -> None:
     if tentative and status == _IDLE:
         have = _UNKNOWN  # set in a transaction that has ended: committed or rolled back?
     if have == wanted:
-        return
+        return None
     if status == _INERROR:
-        return  # an aborted transaction refuses every statement (the query too)
+        return None  # an aborted transaction refuses every statement (the query too)
     parts, params = [], []
     if have[0] != wanted[0]:
         parts.append("set_config('role', %s, false)")
@@ -215,8 +237,5 @@ def _sync(raw: psycopg.Connection) -> None:
     # Made inside a transaction, a rollback undoes it: tentative until the transaction ends.
     # (A savepoint is created by a query, so what was wanted before it is set before it; the
     # scopes nest, so a rollback to it restores what the enclosing scope set.)
-    _state[raw] = (_UNKNOWN, False)
-    with raw.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
     # (Outside autocommit psycopg opens the transaction with this very statement.)
-    _state[raw] = (wanted, status != _IDLE or not raw.autocommit)
+    return "SELECT " + ", ".join(parts), params, wanted, status != _IDLE or not raw.autocommit

@@ -17,7 +17,7 @@ import pytest
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.utils import ProgrammingError
+from django.db.utils import DataError, IntegrityError, ProgrammingError
 
 from agents.models import Agent
 from tenancy import app_login, rls
@@ -176,6 +176,48 @@ def test_tenant_id_of_reads_as_owner(agents, monkeypatch):
         assert not Agent.objects.filter(pk=agent.pk).exists()
     with rls.owner(), connection.cursor() as cursor:
         cursor.execute("SELECT 1")
+
+
+@pytest.fixture
+def as_the_app(agents, monkeypatch):
+    """This process's Django connection made to assume the app role, no scope set yet; back
+    to the owner after."""
+    rls.clear_request()
+    monkeypatch.setattr(rls, "_app_role", ROLE)
+    connection.ensure_connection()
+    monkeypatch.setitem(rls._state, connection.connection, ((None, ""), True))
+    yield agents
+    with rls.owner(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def test_a_query_sent_with_the_setting_fails_as_djangos_and_the_setting_is_sent_again(
+    as_the_app,
+):
+    """The setting and the query go in one round trip: the query's error is Django's own,
+    and the setting, undone with it, is sent again with the next query."""
+    acme = as_the_app.acme
+    with rls.tenant_scope(acme.pk):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            make_agent(acme, "a")  # acme has an "a": the first query of the scope fails
+        assert set(Agent.objects.values_list("slug", flat=True)) == {"a"}
+    with rls.tenant_scope(as_the_app.globex.pk):
+        assert Agent.objects.create(tenant=as_the_app.globex, slug="g2", name="G2").pk
+        assert set(Agent.objects.values_list("slug", flat=True)) == {"g", "g2"}
+    # An error that comes after the sending (the pipeline's end may be where it is read).
+    with rls.owner(), connection.cursor() as cursor, pytest.raises(DataError), transaction.atomic():
+        cursor.execute("SELECT 1 / (SELECT 0 FROM pg_sleep(0.05))")
+
+
+def test_a_server_side_cursor_or_several_statements_get_the_setting_first(as_the_app):
+    """Queries that cannot go in a pipeline (a server-side cursor's DECLARE, a string of
+    several statements) still run with the scope's setting, sent just before them."""
+    with rls.tenant_scope(as_the_app.globex.pk):
+        assert [a.slug for a in Agent.objects.iterator(chunk_size=10)] == ["g"]
+    with rls.tenant_scope(as_the_app.acme.pk), connection.cursor() as cursor:
+        cursor.execute("SELECT 1; SELECT slug FROM agents_agent")
+        cursor.nextset()
+        assert cursor.fetchall() == [("a",)]
 
 
 WHO_AM_I = """
