@@ -30,6 +30,7 @@ from rag.models import Document, KnowledgeBase
 from tenancy import services as tenancy
 from tenancy.models import ApiKey, IdentityProvider, Membership, Role, TenantGroup
 from tenancy.policy import Action, Principal, declares
+from tests.conftest import Trio, make_trio
 from tests.factories import (
     add_member,
     login,
@@ -41,6 +42,7 @@ from tests.factories import (
     make_tool,
     make_user,
 )
+from tests.module_data import forget_redis_state, module_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -169,8 +171,27 @@ def _as_regex(pattern: str) -> re.Pattern:
 
 
 # -- the requests --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def module_world(django_db_setup, django_db_blocker):
+    """The trio and `world`'s objects, made once for the module's tests (each walks every
+    route; the objects cost about a third of a second each time)."""
+    with module_rows(django_db_blocker, lambda: _make_world(make_trio())) as made:
+        yield made
+
+
 @pytest.fixture
-def world(trio) -> dict[str, str]:
+def trio(module_world, db) -> Trio:
+    """The module's trio, its rows as made: what a test writes is rolled back after it."""
+    forget_redis_state()
+    return module_world[0]
+
+
+@pytest.fixture
+def world(module_world, trio) -> dict[str, str]:
+    return module_world[1]
+
+
+def _make_world(trio: Trio) -> tuple[Trio, dict[str, str]]:
     """acme's objects, one of each kind, named by the path parameters that reach them
     (`pk:<collection>` for the numeric ids of each collection)."""
     acme = trio.acme
@@ -226,7 +247,7 @@ def world(trio) -> dict[str, str]:
     provider = IdentityProvider.objects.create(
         tenant=acme, slug="acme-idp", name="Acme", issuer="https://idp.example", client_id="c"
     )
-    return {
+    return trio, {
         "tenant_slug": "acme",
         "slug": "assistant",
         "name": "calc",

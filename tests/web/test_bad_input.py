@@ -36,6 +36,7 @@ from rag.models import Document, KnowledgeBase
 from tenancy import services as tenancy
 from tenancy.models import ApiKey, Membership
 from tenancy.policy import Principal
+from tests.conftest import Trio, make_trio
 from tests.factories import (
     login,
     make_agent,
@@ -45,6 +46,7 @@ from tests.factories import (
     make_http_tool,
     make_mcp_connection,
 )
+from tests.module_data import forget_redis_state, module_rows
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +80,27 @@ COMMON_NAMES = [
 DESTRUCTIVE = ("delete", "revoke", "remove", "cancel")
 
 
+@pytest.fixture(scope="module")
+def module_world(django_db_setup, django_db_blocker):
+    """The trio and `world`'s objects, made once for the module's ~20 tests (each walks every
+    page; the objects cost about a third of a second each time)."""
+    with module_rows(django_db_blocker, lambda: _make_world(make_trio())) as made:
+        yield made
+
+
 @pytest.fixture
-def world(trio) -> dict:
+def trio(module_world, db) -> Trio:
+    """The module's trio, its rows as made: what a test writes is rolled back after it."""
+    forget_redis_state()
+    return module_world[0]
+
+
+@pytest.fixture
+def world(module_world, trio) -> dict:
+    return module_world[1]
+
+
+def _make_world(trio: Trio) -> tuple[Trio, dict]:
     """One of each object in acme, alice's where ownership matters; no network needed."""
     connection = make_connection(trio.acme, is_default=True)
     agent = make_agent(trio.acme, "helper")
@@ -129,7 +150,7 @@ def world(trio) -> dict:
     crew_draft = AgentDraft.objects.create(
         tenant=trio.acme, crew=crew, fields={"max_depth": 2}, status="failed"
     )
-    return {
+    return trio, {
         "fact": Fact.objects.create(tenant=trio.acme, user=trio.alice, text="Likes tea."),
         "dataset": dataset,
         "case": case,
