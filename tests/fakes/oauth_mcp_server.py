@@ -8,7 +8,8 @@ Consent is automatic: `/authorize` redirects at once with a code for `next_subje
 sets it to say whose account is being connected). The `whoami` tool answers the subject of
 the calling token, so a test sees whose token a call used; `leak` answers the token itself
 (a hostile server). `expire_all()` ends every access
-token now (a test of refresh); `revoked` lists the tokens revoked.
+token now (a test of refresh); `revoked` lists the tokens revoked; `reset()` forgets
+everything (a server kept for several tests).
 """
 
 from __future__ import annotations
@@ -192,6 +193,18 @@ class FakeOAuthMcpServer:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the fake OAuth MCP server did not start")
             time.sleep(0.01)
+
+    def reset(self) -> None:
+        """As when it started: no clients, codes or tokens, nothing recorded (one server
+        serves a module's tests, each meeting it as new)."""
+        self.next_subject = "someone"
+        self.refreshes = 0
+        self.revoked.clear()
+        self.authorize_requests.clear()
+        self.requests.clear()
+        for issued in (self.provider.clients, self.provider.codes, self.provider.access,
+                       self.provider.refresh):  # fmt: skip
+            issued.clear()
 
     def expire_all(self) -> None:
         """Every access token issued so far stops working now (refresh tokens still do)."""

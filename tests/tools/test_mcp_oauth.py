@@ -6,6 +6,7 @@ on once they connect, refresh before expiry, revocation, and what must be refuse
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
 import httpx2
@@ -24,11 +25,19 @@ from tools.models import McpOAuthClient, McpOAuthToken, McpServerConnection
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def server(settings):
-    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+@pytest.fixture(scope="module")
+def oauth_server():
+    """One server for the module (a stop waits out uvicorn's 0.1 s ticks: about 0.25 s a
+    test); `server` gives each test its fresh state."""
     with FakeOAuthMcpServer() as fake:
         yield fake
+
+
+@pytest.fixture
+def server(settings, oauth_server):
+    settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+    oauth_server.reset()
+    return oauth_server
 
 
 @pytest.fixture
@@ -41,12 +50,19 @@ def per_user(trio, server) -> McpServerConnection:
     return make_mcp_connection(trio.acme, server.url, "crm", auth_mode="oauth_user")
 
 
+@functools.cache
+def browser() -> httpx2.Client:
+    """The person's browser: one client (a client made per request loads the CA bundle,
+    about 20 ms, each time)."""
+    return httpx2.Client()
+
+
 def authorize(server: FakeOAuthMcpServer, location: str, subject: str) -> str:
     """The person at the authorization server: consent given as `subject`; the path and
     query it sends them back to."""
     assert location.startswith(f"{server.issuer}/authorize?"), location
     server.next_subject = subject
-    answer = httpx2.get(location, follow_redirects=False)
+    answer = browser().get(location, follow_redirects=False)
     assert answer.status_code == 302, answer.text
     back = urlsplit(answer.headers["location"])
     assert back.path == "/mcp-oauth/callback"
