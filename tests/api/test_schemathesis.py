@@ -15,6 +15,9 @@ admin-scoped tenant API key. Each response must:
 Operations whose path has an identifier are also called with the id of a seeded object
 (an agent, a crew, a tool definition, a provider connection, a conversation, a fact, a
 spare API key and a member), so the detail/update routes answer something besides 404.
+Each generated case's writes are rolled back after it, so every case meets the seed as
+made. The schema is loaded when the tests run (a lazy schema: each operation is a subtest
+of its schema's test), not when the module is collected.
 
 A chat completion or a message starts a real run (created in the test's transaction), but
 no worker executes it here: the run's progress (`follow_run` of `chat_completions` and
@@ -40,6 +43,8 @@ Skipped because they start real work, stream or may call out of the process:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import schemathesis
@@ -135,25 +140,52 @@ V1_BODIES_CONFIG = SchemathesisConfig.from_dict(
 )
 
 
-def load_schema(config: SchemathesisConfig = CONFIG):
-    """The document `/api/schema/` serves, generated without a request (collection time, no
-    database); `test_the_schema_is_valid_openapi` checks the endpoint serves this very one."""
-    schema = schemathesis.openapi.from_dict(RAW, config=config)
+def load_schema(raw: dict, config: SchemathesisConfig):
+    """The document `/api/schema/` serves, generated without a request;
+    `test_the_schema_is_valid_openapi` checks the endpoint serves this very one."""
+    schema = schemathesis.openapi.from_dict(raw, config=config)
     schema.app = get_wsgi_application()
     schema.location = "/api/schema/"
     return schema
 
 
-RAW = json.loads(
-    json.dumps(SchemaGenerator().get_schema(request=None, public=True), cls=DjangoJSONEncoder)
-)
-schema = load_schema().include(path_regex=r"^/(api/)?v1/").exclude(operation_id=SKIPPED_OPERATIONS)
-v1_bodies = load_schema(V1_BODIES_CONFIG).include(operation_id=V1_BODIES)
+# Loaded when the tests run, not at collection: every xdist worker of both tiers collects this
+# module, and building the schema, its operations' tests and their explicit examples took
+# each about 3.5 s. The operations run as subtests of one test per schema; their filters
+# are the lazy schema's (a fixture's own are replaced by them).
+@pytest.fixture(scope="module")
+def raw_schema() -> dict:
+    generated = SchemaGenerator().get_schema(request=None, public=True)
+    return json.loads(json.dumps(generated, cls=DjangoJSONEncoder))
 
 
-@pytest.fixture
-def api_schema():
-    return schema
+@pytest.fixture(scope="module")
+def whole_schema(raw_schema):
+    return load_schema(raw_schema, CONFIG)
+
+
+@pytest.fixture(scope="module")
+def v1_bodies_schema(raw_schema):
+    return load_schema(raw_schema, V1_BODIES_CONFIG)
+
+
+API_PATHS = r"^/(api/)?v1/"
+schema = schemathesis.pytest.from_fixture("whole_schema")
+schema = schema.include(path_regex=API_PATHS).exclude(operation_id=SKIPPED_OPERATIONS)
+v1_bodies = schemathesis.pytest.from_fixture("v1_bodies_schema").include(operation_id=V1_BODIES)
+
+
+@pytest.fixture(scope="module")
+def api_schema(whole_schema):
+    """The operations `schema` tests, for the tests of one operation."""
+    return whole_schema.include(path_regex=API_PATHS).exclude(operation_id=SKIPPED_OPERATIONS)
+
+
+@pytest.fixture(autouse=True)
+def _node_id_for_lazy_schemas(request):
+    """schemathesis 4.32's lazy schemas name each operation's report by rewriting the test's
+    `_nodeid`, which pytest 9.2's items no longer have (their `nodeid` is built)."""
+    request.node._nodeid = request.node.nodeid
 
 
 def test_the_schema_is_valid_openapi(client, api_schema):
@@ -349,39 +381,57 @@ def validate(case, headers):
     case.validate_response(response, checks=CHECKS, headers=headers)
 
 
+@contextmanager
+def rolled_back() -> Iterator[None]:
+    """A generated case's writes undone after it: every case meets the seed as made (a case
+    deleting the seeded agent leaves it to the next)."""
+    case_transaction = transaction.atomic()
+    case_transaction._from_testcase = True  # durable blocks nest in it as in a TestCase
+    with case_transaction:
+        yield
+        transaction.set_rollback(True)
+
+
+# (module_seed named here: a lazy test asks for `seeded` only once it runs, inside the test's
+# transaction, where the module's must not begin.)
 @pytest.mark.django_db
+@pytest.mark.usefixtures("module_seed")
 @schema.parametrize()
 def test_the_api_conforms_to_its_schema(case, seeded):
     key, ids = seeded
     headers = {"Authorization": f"Bearer {key}"}
-    validate(case, headers)
-    if case.path in ids:  # once more, on a real object
-        real = case.operation.Case(
-            path_parameters={**case.path_parameters, **ids[case.path]},
-            headers=dict(case.headers or {}),
-            query=case.query,
-            body=case.body,
-            media_type=case.media_type,
-        )
-        validate(real, headers)
+    with rolled_back():
+        validate(case, headers)
+        if case.path in ids:  # once more, on a real object
+            real = case.operation.Case(
+                path_parameters={**case.path_parameters, **ids[case.path]},
+                headers=dict(case.headers or {}),
+                query=case.query,
+                body=case.body,
+                media_type=case.media_type,
+            )
+            validate(real, headers)
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("module_seed")
 @pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")  # WSGI
 @v1_bodies.parametrize()
 def test_the_v1_faces_answer_any_body_in_their_schema(case, seeded):
     """Longer: generated bodies, valid and not, of the /v1 faces that take one; each gets a
     documented answer (a 400 in the face's error shape for a bad one), never a 5xx."""
     key, _ = seeded
-    validate(case, {"Authorization": f"Bearer {key}"})
+    with rolled_back():
+        validate(case, {"Authorization": f"Bearer {key}"})
 
 
-def operation(operation_id: str):
-    return schema.find_operation_by_id(operation_id)
+@pytest.fixture
+def operation(api_schema):
+    return api_schema.find_operation_by_id
 
 
 @pytest.mark.django_db
-def test_api_keys_conform_when_the_creator_is_an_api_key(seeded):
+def test_api_keys_conform_when_the_creator_is_an_api_key(seeded, operation):
     key, _ = seeded
     case = operation("v1_api_keys_list").Case()
     headers = {"Authorization": f"Bearer {key}"}
@@ -389,7 +439,7 @@ def test_api_keys_conform_when_the_creator_is_an_api_key(seeded):
 
 
 @pytest.mark.django_db
-def test_the_tools_list_conforms(seeded):
+def test_the_tools_list_conforms(seeded, operation):
     key, _ = seeded
     case = operation("v1_tools_list").Case()
     headers = {"Authorization": f"Bearer {key}"}
@@ -397,7 +447,7 @@ def test_the_tools_list_conforms(seeded):
 
 
 @pytest.mark.django_db
-def test_415_is_documented(seeded):
+def test_415_is_documented(seeded, operation):
     key, ids = seeded
     case = operation("v1_members_update").Case(
         path_parameters=ids["/api/v1/members/{id}"],
@@ -414,7 +464,7 @@ def test_415_is_documented(seeded):
 @pytest.mark.django_db
 @pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")  # WSGI
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_chat_completion_of_a_real_agent_conforms(seeded, stream):
+def test_a_chat_completion_of_a_real_agent_conforms(seeded, operation, stream):
     key, _ = seeded
     body = {"model": "writer", "messages": [{"role": "user", "content": "Hi."}], "stream": stream}
     case = operation("openai_chat_completions_create").Case(
@@ -434,7 +484,7 @@ def test_a_chat_completion_of_a_real_agent_conforms(seeded, stream):
 @pytest.mark.django_db
 @pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")  # WSGI
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_message_of_a_real_agent_conforms(seeded, stream):
+def test_a_message_of_a_real_agent_conforms(seeded, operation, stream):
     key, _ = seeded
     body = {
         "model": "writer",
@@ -467,7 +517,9 @@ def test_a_message_of_a_real_agent_conforms(seeded, stream):
             {"role": "user", "content": [{"type": "document"}]}]}, 400),
     ],
 )  # fmt: skip
-def test_embeddings_token_counts_and_refusals_conform(seeded, operation_id, body, status):
+def test_embeddings_token_counts_and_refusals_conform(
+    seeded, operation, operation_id, body, status
+):
     key, _ = seeded
     case = operation(operation_id).Case(body=body, media_type="application/json")
     headers = {"Authorization": f"Bearer {key}"}
