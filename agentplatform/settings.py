@@ -474,10 +474,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_THROTTLE_CLASSES": [
-        "agentplatform.throttling.ApiKeyRateThrottle",
-        "agentplatform.api.throttling.SessionTenantRateThrottle",
-    ],
+    # The key's (or user's) budget and the tenant's, counted in one round trip.
+    "DEFAULT_THROTTLE_CLASSES": ["agentplatform.api.throttling.RestBudgets"],
     "DEFAULT_THROTTLE_RATES": {
         "api_key": config.env_str("API_RATE_PER_KEY", "600/min"),
         "tenant": config.env_str("API_RATE_PER_TENANT", "3000/min"),

@@ -36,6 +36,14 @@ class AtomicRateThrottle(SimpleRateThrottle):
         return self._retry_after_s
 
 
+def retry_after_sync(request, throttles: list[AtomicRateThrottle]) -> float | None:
+    """`retry_after` for sync views: the budgets counted in one round trip."""
+    counted = _keys(request, throttles)
+    if not counted:
+        return None
+    return _longest_wait(counted, rate_counters.hits([w for _, w in counted]))
+
+
 async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | None:
     """None if every throttle allows the request, else the seconds to wait: a view outside
     DRF (the OpenAI-compatible face), counted with rate_counters.hits_async (off the event

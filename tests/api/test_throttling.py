@@ -13,7 +13,7 @@ from agentplatform import throttling
 from agentplatform.api.throttling import SessionTenantRateThrottle
 from tenancy import services
 from tenancy.authentication import ApiClient
-from tests.api.test_resources import Api, assert_error
+from tests.api.test_resources import Api, as_key, assert_error
 from tests.web.test_pages import login
 
 
@@ -72,6 +72,26 @@ def test_another_tenants_user_naming_acme_does_not_spend_acmes_budget(client, tr
     refused = alice.get("/agents")
     error = assert_error(refused, 429)
     assert int(refused["Retry-After"]) > 0 and error["details"]["retry_after_s"] > 0
+
+
+@pytest.mark.parametrize("spent", ["key", "tenant"])
+def test_a_rest_request_counts_both_budgets_in_one_round_trip(client, trio, rates, spent):
+    """The key's budget and its tenant's: either one spent refuses the call; one script
+    call a request for both."""
+    from base.versions import shared_redis
+
+    def scripts_run() -> int:
+        stats = shared_redis().info("commandstats")
+        return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+
+    rates(*(("2/min", "1000/min") if spent == "key" else ("1000/min", "2/min")))
+    api = as_key(client, trio.acme, "read")
+    before = scripts_run()
+    assert [api.get("/agents").status_code for _ in range(2)] == [200, 200]
+    assert scripts_run() - before == 2
+    refused = api.get("/agents")
+    assert_error(refused, 429)
+    assert int(refused["Retry-After"]) > 0
 
 
 def test_an_unverified_slug_is_counted_against_the_user_only(trio):
