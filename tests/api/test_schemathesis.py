@@ -67,6 +67,7 @@ from tenancy.models import ApiKey, Membership
 from tests.api.test_resources import as_key, key_for
 from tests.conftest import make_trio
 from tests.factories import make_connection, make_mcp_connection
+from tests.module_data import module_rows
 
 SKIPPED_OPERATIONS = [
     "v1_runs_create",
@@ -229,22 +230,12 @@ async def canned_progress(run, **kwargs):
 
 @pytest.fixture(scope="module")
 def module_seed(django_db_setup, django_db_blocker):
-    """The seed, made once for the module's ~160 tests (a third of a second each: most of
-    their time), in a transaction of the module's that its end rolls back; each test runs
-    in a savepoint of it (pytest-django's `db` nests its transaction in this one)."""
-    module_transaction = transaction.atomic()
-    module_transaction._from_testcase = True  # durable blocks nest in it as in a TestCase
-    with django_db_blocker.unblock():
-        module_transaction.__enter__()
-    try:
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            with django_db_blocker.unblock():
-                seed = _seed(Client(), make_trio(), monkeypatch)
+    """The seed, made once for the module's tests (tests/module_data.py): each test, and each
+    generated case in it, meets it as made."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        made = module_rows(django_db_blocker, lambda: _seed(Client(), make_trio(), monkeypatch))
+        with made as seed:
             yield seed
-    finally:
-        with django_db_blocker.unblock():
-            transaction.set_rollback(True)
-            module_transaction.__exit__(None, None, None)
 
 
 @pytest.fixture
