@@ -5,13 +5,13 @@ route) makes them once: `module_rows` opens a transaction of the module's that i
 rolls back, and each test runs in a savepoint of it (pytest-django's `db` nests its
 transaction in this one), so what a test writes is gone before the next. What a test
 leaves in Redis is not in that transaction: `forget_redis_state` undoes it at each test's
-start (the session's keys: budgets and counters deleted, versions moved, so nothing a
-process built from a test's rolled-back rows is taken for current by the next).
+start (counters and cached values deleted, the tenants' versions moved, so nothing a
+process built or counted from a test's rolled-back rows is taken for current by the next).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from base import versions
+from lifecycle.erasure import tenant_version_keys
 from tenancy import api_keys
 
 T = TypeVar("T")
@@ -42,18 +43,23 @@ def module_rows(django_db_blocker, make: Callable[[], T]) -> Iterator[T]:
             module_transaction.__exit__(None, None, None)
 
 
-def forget_redis_state() -> None:
-    """This session's Redis keys as a fresh set of tenants would find them: counters and
-    cached values deleted, shared versions bumped (announced, so this process's mirror
-    moves too). A few milliseconds."""
+def forget_redis_state(tenant_ids: Iterable[int]) -> None:
+    """Redis as new tenants would find it, for the module's `tenant_ids`: this session's
+    counters and cached values deleted (budgets, rate counters; other tests' leftovers
+    too), the tenants' circuit breakers deleted, their versions and the API keys' bumped
+    (announced: this process's mirror moves too). One SCAN pass, a few round trips."""
     redis = versions.shared_redis(decode=True)
-    prefix = settings.CACHES["default"].get("KEY_PREFIX", "")
-    stale = []
-    for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
-        if ":version:" in key:
-            versions.bump(key)
-        else:
-            stale.append(key)
+    ids = list(tenant_ids)
+    ours = f"{settings.CACHES['default'].get('KEY_PREFIX', '')}:"
+    circuits = tuple(f"ap:circuit:{tenant_id}:" for tenant_id in ids)
+    stale = [
+        key
+        for key in redis.scan_iter(count=1000)
+        if (key.startswith(ours) and ":version:" not in key) or key.startswith(circuits)
+    ]
     if stale:
         redis.delete(*stale)
-    api_keys.keys_changed()  # (not under the session's prefix)
+    for tenant_id in ids:
+        for key in tenant_version_keys(tenant_id):
+            versions.bump(key)
+    api_keys.keys_changed()

@@ -182,8 +182,9 @@ def module_world(django_db_setup, django_db_blocker):
 @pytest.fixture
 def trio(module_world, db) -> Trio:
     """The module's trio, its rows as made: what a test writes is rolled back after it."""
-    forget_redis_state()
-    return module_world[0]
+    trio = module_world[0]
+    forget_redis_state([trio.acme.pk, trio.globex.pk])
+    return trio
 
 
 @pytest.fixture
