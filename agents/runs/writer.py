@@ -527,31 +527,10 @@ _NAMING_THE_RUN = {
 
 
 def _entry_step(entry: AuditEntry, db) -> tuple[str, list[Any]]:
-    """The step inserting `entry` for the run the step `run` inserts (compiled_insert's
-    way: defaults as literals, the text kept per shape)."""
-    fragments, params = [], []
-    for model_field, literal in _insert_fields(AuditEntry, False):
-        naming = _NAMING_THE_RUN.get(model_field.name)
-        if naming is not None and "%s" not in naming:
-            fragments.append(naming)
-            continue
-        value = model_field.pre_save(entry, True)
-        if naming is None and literal is not None and _is_default(value, literal):
-            fragments.append(literal[1])
-            continue
-        fragments.append(naming or "%s")
-        params.append(model_field.get_db_prep_save(value, db))
-    return _entry_text(tuple(fragments)), params
-
-
-@lru_cache(maxsize=16)
-def _entry_text(fragments: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f, _ in _insert_fields(AuditEntry, False))
-    return (
-        f"entry AS (INSERT INTO {quote(AuditEntry._meta.db_table)} ({columns}) "  # noqa: S608
-        f"SELECT {', '.join(fragments)} FROM run)"
-    )
+    """The step inserting `entry` for the run the step `run` inserts (as compiled_insert
+    writes an INSERT, the columns naming the run in SQL of their own)."""
+    fragments, params = _fragments(entry, False, db, given=_NAMING_THE_RUN)
+    return _insert_text(AuditEntry, False, fragments, from_run=True), params
 
 
 def compiled_insert(instance: Any, *, with_pk: bool = False) -> tuple[str, list[Any]]:
@@ -566,12 +545,29 @@ def compiled_insert(instance: Any, *, with_pk: bool = False) -> tuple[str, list[
     INSERT through Django's SQLInsertCompiler, and converting it uncached, were two thirds
     of a /v1 chat's run start (bench/api.py)."""
     db = connections[DEFAULT_DB_ALIAS]  # (not the proxy: the compiler asks it a hundred things)
+    fragments, params = _fragments(instance, with_pk, db)
+    return _insert_text(type(instance), with_pk, fragments), params
+
+
+def _fragments(
+    instance: Any, with_pk: bool, db, *, given: dict[str, str] | None = None
+) -> tuple[tuple[str, ...], list[Any]]:
+    """Each inserted field's SQL (`given`'s where it names one: with a `%s`, that takes the
+    field's value) and the parameters they take."""
     model = type(instance)
     fragments: list[str] = []
     params: list[Any] = []
     compiler = None
     for model_field, literal in _insert_fields(model, with_pk):
+        own = (given or {}).get(model_field.name)
+        if own is not None and "%s" not in own:
+            fragments.append(own)
+            continue
         value = model_field.pre_save(instance, True)
+        if own is not None:
+            fragments.append(own)
+            params.append(model_field.get_db_prep_save(value, db))
+            continue
         if literal is not None and _is_default(value, literal):
             fragments.append(literal[1])
             continue
@@ -591,7 +587,7 @@ def compiled_insert(instance: Any, *, with_pk: bool = False) -> tuple[str, list[
             fragment, values = "%s", [model_field.get_db_prep_save(value, db)]
         fragments.append(fragment)
         params += values
-    return _insert_text(model, with_pk, tuple(fragments)), params
+    return tuple(fragments), params
 
 
 @lru_cache(maxsize=64)
@@ -611,13 +607,17 @@ def _insert_fields(model: type, with_pk: bool) -> list[tuple[Any, tuple[Any, str
 
 
 @lru_cache(maxsize=256)
-def _insert_text(model: type, with_pk: bool, fragments: tuple[str, ...]) -> str:
+def _insert_text(
+    model: type, with_pk: bool, fragments: tuple[str, ...], *, from_run: bool = False
+) -> str:
+    """The INSERT of `fragments`' values, or (`from_run`) the step selecting them from the
+    step `run`."""
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f, _ in _insert_fields(model, with_pk))
-    return (
-        f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "  # noqa: S608 (our names)
-        f"VALUES ({', '.join(fragments)})"
-    )
+    insert = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "
+    if from_run:
+        return f"entry AS ({insert}SELECT {', '.join(fragments)} FROM run)"  # noqa: S608 (ours)
+    return f"{insert}VALUES ({', '.join(fragments)})"
 
 
 def _is_default(value: Any, literal: tuple[Any, str]) -> bool:
