@@ -98,7 +98,9 @@ def test_from_the_home_to_an_answer_in_one_click(
     page.locator(".segment:not(.streaming) pre").wait_for(timeout=20_000)
     run = Run.objects.filter(conversation__owner_user=trio.bob).get()
     assert run.status == "succeeded"
-    page.wait_for_function("document.activeElement.id === 'composer-input'")  # type on
+    # A function, not an expression: Playwright re-evaluates an expression with eval(), which
+    # the page's CSP refuses once the first check comes back false.
+    page.wait_for_function("() => document.activeElement.id === 'composer-input'")  # type on
 
     # Copy on the code block.
     copy = page.locator(".copy-code")
