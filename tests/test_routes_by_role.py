@@ -63,6 +63,7 @@ PUBLIC = {
     "leave_tenant": "leaving one's own membership (404 for others), even where the session "
     "may not act: a tenant with password sign-in off (docs/sso.md)",
     "": "/v1's catch-all: 404 in OpenAI's shape for unknown endpoints",
+    "api_unknown_path": "/api/v1/'s catch-all: 404 in the API's error shape for unknown paths",
     "oauth_metadata": "the OAuth server's metadata for MCP clients",
     "oauth_resource_metadata": "the MCP endpoint's protected-resource metadata (RFC 9728)",
     "oauth_register": "an MCP client registering itself (RFC 7591)",

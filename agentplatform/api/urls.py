@@ -281,3 +281,5 @@ urlpatterns += [
         name="api_tenant_export_download",
     ),
 ]
+# Last: what no route above matched.
+urlpatterns.append(re_path(r"^(?P<rest>.*)$", views.unknown_path, name="api_unknown_path"))

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentplatform.api.errors import error_body
 from agentplatform.api.schema import ERRORS
 from tenancy.access import tenants_for
 from tenancy.authentication import ApiClient
@@ -51,3 +54,11 @@ class WhoAmI(APIView):
                 "tenants": [{"slug": t.slug, "name": t.name} for t in tenants_for(request.user)],
             }
         )
+
+
+@csrf_exempt  # it changes nothing; a POST to a mistyped path should hear 404, not a CSRF 403
+def unknown_path(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other path under /api/v1/: a 404 in the API's error format, not Django's HTML
+    page, for every caller and method (it says nothing about any tenant)."""
+    message = "There is no API endpoint at this path; the API is described at /api/docs/."
+    return JsonResponse(error_body("not_found", message), status=404)

@@ -254,6 +254,21 @@ def test_hostile_paths_and_query_strings_never_500(client, trio):
         assert_error(api.get(path, {"cursor": "abc"}), 404)
 
 
+def test_unknown_paths_answer_404_in_the_error_format_for_anyone(client, trio):
+    from django.test import Client
+
+    api = as_key(client, trio.acme, *ALL_SCOPES)
+    for path in ("/nope", "/agents/", "/agents/support/nope", "/" + "x/" * 50):
+        assert_error(api.get(path), 404, "not_found")
+        assert_error(api.post(path, {"name": "x"}), 404, "not_found")
+    assert_error(Api(client).get("/nope"), 404, "not_found")  # no key: nothing to hide
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(trio.bob)
+    response = browser.delete("/api/v1/nope")  # a session without a CSRF token
+    assert_error(response, 404, "not_found")
+    assert Agent.objects.filter(tenant=trio.acme).exists() is False  # nothing was made
+
+
 def test_write_bodies_of_every_resource_reject_unknown_fields(client, trio):
     make_agent(trio.acme, "support")
     api = as_key(client, trio.acme, *ALL_SCOPES)
