@@ -197,6 +197,15 @@ def agents_of(*, tenant: Tenant, active: bool | None = None, kind: str | None = 
     return filter_given(Agent.objects.filter(tenant=tenant), active=active, kind=kind)
 
 
+def agents_listed(
+    *, tenant: Tenant, active: bool | None = None, kind: str | None = None
+) -> QuerySet:
+    """`agents_of` with each agent's skill pins: two queries more, not one per agent."""
+    return agents_of(tenant=tenant, active=active, kind=kind).prefetch_related(
+        "skill_pins__skill", "skill_pins__version"
+    )
+
+
 def agent_configured(*, tenant: Tenant, slug: str) -> Agent:
     """The tenant's agent `slug`, active or not (to show or change it); 404 otherwise."""
     return get_for_tenant(Agent, tenant, slug=slug)

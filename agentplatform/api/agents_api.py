@@ -111,7 +111,7 @@ class AgentViewSet(TenantCrudViewSet):
     lookup_field = "slug"
 
     def select(self, **filters: Any) -> models.QuerySet:
-        return selectors.agents_of(tenant=self.tenant, **filters)
+        return selectors.agents_listed(tenant=self.tenant, **filters)
 
     def list_filters(self) -> dict[str, Any]:
         return {

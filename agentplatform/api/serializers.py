@@ -116,7 +116,7 @@ class AgentSkillsField(serializers.ListField):
     """The agent's skills: `name@N` (a version) or `name@latest` (its latest approved)."""
 
     def get_attribute(self, agent: Agent) -> list[str]:
-        return skills.agent_pin_labels(agent)
+        return skills.pin_labels_of(agent)  # prefetched in a list (`agents_listed`)
 
 
 class DraftSerializer(serializers.Serializer):

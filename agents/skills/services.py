@@ -228,9 +228,11 @@ def agent_skills_set(
 
 def pin_labels_of(agent: Agent) -> list[str]:
     """`agent_pin_labels` from its prefetched pins (`skill_pins__skill`,
-    `skill_pins__version`), else a query per pin; [] for an unsaved agent."""
+    `skill_pins__version`), else with its one query; [] for an unsaved agent."""
     if agent.pk is None:
         return []
+    if "skill_pins" not in getattr(agent, "_prefetched_objects_cache", {}):
+        return agent_pin_labels(agent)
     return sorted(
         Pin(p.skill.name, p.version.number if p.version else None).label
         for p in agent.skill_pins.all()

@@ -110,3 +110,31 @@ def test_an_agent_pins_skills_through_its_resource(client, trio):
     assert api.patch("/agents/writer", {"skills": ["pdf-forms@latest"]}).json()["skills"] == [
         "pdf-forms@latest"
     ]
+
+
+def test_the_agents_list_reads_every_agents_skills_in_a_fixed_number_of_queries(client, trio):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.factories import make_agent
+
+    api = as_key(client, trio.acme, "read", "config")
+    upload(api, skill_zip())
+    assert api.post("/skills/pdf-forms/versions/1/approve", {}).status_code == 200
+
+    def listed() -> tuple[list, int]:
+        with CaptureQueriesContext(connection) as queries:
+            response = api.get("/agents")
+        assert response.status_code == 200, response.content
+        return [(a["slug"], a["skills"]) for a in response.json()["results"]], len(queries)
+
+    for slug in ("one", "two", "three"):
+        make_agent(trio.acme, slug)
+        pinned = api.patch(f"/agents/{slug}", {"skills": ["pdf-forms@1"]})
+        assert pinned.status_code == 200, pinned.content
+        if slug == "one":
+            first, one_agent = listed()
+    everyone, three_agents = listed()
+    assert first == [("one", ["pdf-forms@1"])]
+    assert sorted(everyone) == [(s, ["pdf-forms@1"]) for s in ("one", "three", "two")]
+    assert three_agents == one_agent
