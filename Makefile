@@ -111,12 +111,12 @@ py-litellm: $(LITELLM_STAMP)
 # runs are not tests: CI runs them after `make test` (.ci/run), where they no longer share
 # the two cores with the integration tier (both are CPU-bound).
 # One worker more than the two cores: in two, the fast tier leaves a fifth of the CPU idle while
-# its tests wait on PostgreSQL and Redis (fresh clone, idle machine: 4:36 in two, 4:01 in
-# three, 4:13 in four).
+# its tests wait on PostgreSQL and Redis (a clone on the idle machine, one after another:
+# 4:36 in two workers, 4:01 in three, 4:13 in four).
 PYTEST_WORKERS ?= 3
 XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal,)
 # The integration tier in one more: its tests also wait on the processes they start (two
-# cores, fresh clones: 5:10 for it in four workers, 5:32 in three, 6:29 in six).
+# cores, fresh clones: 5:10 for it in four workers, 5:32 in three; six were slower still).
 INTEGRATION_WORKERS ?= $(if $(filter-out 0,$(PYTEST_WORKERS)),$(shell expr $(PYTEST_WORKERS) + 1),0)
 INTEGRATION_XDIST := $(if $(filter-out 0,$(INTEGRATION_WORKERS)),-n $(INTEGRATION_WORKERS) --dist worksteal,)
 INTEGRATION_MODULES := .data/integration-modules
