@@ -38,14 +38,14 @@ from agentplatform import supervisor
 getproctitle()
 
 
-def run(commands: dict[str, list[str]], watch: str, stopping: list[int]) -> int:
+def run(commands: dict[str, list[str]], watch: dict, stopping: list[int]) -> int:
     """Fork a child per command of `commands` (`[python, "-m", module, *args]` runs forked
     from this process once it has loaded what those modules load; any other command is
     executed as it is), unless `stopping` (the stop signals received, appended by the
     caller's handlers) says stop; then become the supervisor given `watch` (supervisor.plan)
     and the children. Returns only if the supervisor's image could not start (its exit
     status, having supervised here)."""
-    given = json.loads(watch)
+    given = {**watch}
     modules = {command[2] for command in commands.values() if _forked(command)}
     loaded = bool(stopping) or not modules or _preload(modules)
     if not loaded:

@@ -34,23 +34,21 @@ def plan(
     started: float,
     embedded_data_dir: Path | None,
     embedded: list[str],
-) -> str:
+) -> dict:
     """What the supervisor is given: the children's pids by name, the address the web
     server listens on and the lines printed once it does (the first with the seconds since
     `started`, a time.monotonic()), and which embedded servers ("postgres", "redis") of
     which data dir it holds. Also read: "stop" (a stop was asked for already) and "failed"
     (what failed before the children could start)."""
     data_dir = str(embedded_data_dir) if embedded_data_dir else None
-    return json.dumps(
-        {
-            "children": children,
-            "listen": list(listen),
-            "banner": banner,
-            "started": started,
-            "data_dir": data_dir,
-            "embedded": embedded,
-        }
-    )
+    return {
+        "children": children,
+        "listen": list(listen),
+        "banner": banner,
+        "started": started,
+        "data_dir": data_dir,
+        "embedded": embedded,
+    }
 
 
 def pipe_with(text: str) -> int:

@@ -20,17 +20,11 @@ from tenancy.models import Tenant
 class AtomicRateThrottle(SimpleRateThrottle):
     """SimpleRateThrottle's interface and rates; an atomic counter instead of a history."""
 
-    _retry_after_s: int | None = None
+    _retry_after_s: float | None = None
 
     def allow_request(self, request, view) -> bool:
-        if self.rate is None:
-            return True
-        key = self.get_cache_key(request, view)
-        if key is None:
-            return True
-        count = rate_counters.hit(key, self.duration)
-        self._retry_after_s = count.retry_after_s
-        return count.value <= self.num_requests
+        self._retry_after_s = retry_after_sync(request, [self])
+        return self._retry_after_s is None
 
     def wait(self) -> float | None:
         return self._retry_after_s
