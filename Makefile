@@ -48,12 +48,13 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# The browser tests drive Debian's Chromium (never a downloaded one): installed with apt
-# when missing (as root, like CI), otherwise a clear message.
+# The browser tests drive Debian's Chromium headless shell (never a downloaded browser):
+# installed with apt when missing (as root, like CI), otherwise a clear message.
 chromium:
-	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
-		{ echo "The browser tests need Chromium: sudo apt-get install chromium"; exit 1; }
+	@command -v chromium-headless-shell >/dev/null || { [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium-headless-shell >/dev/null; } || \
+		{ echo "The browser tests need it: sudo apt-get install chromium-headless-shell"; exit 1; }
 
 # The real TypeScript clients some tests drive (tests/clients/node): Node.js from apt when
 # missing (as root, like CI), then the locked npm packages.
