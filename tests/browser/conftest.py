@@ -35,7 +35,8 @@ def web_server(live_server_base):
 @pytest.fixture(scope="module")  # not longer: Playwright's loop runs in this thread meanwhile
 def browser():
     if shutil.which(CHROMIUM) is None:
-        raise RuntimeError(f"{CHROMIUM} is missing: make chromium (apt-get install chromium-headless-shell)")
+        missing = f"{CHROMIUM} is missing: make chromium (apt-get install chromium-headless-shell)"
+        raise RuntimeError(missing)
     # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
     # are still plain synchronous code. Only for these tests: elsewhere the check stays on.
     monkeypatch = pytest.MonkeyPatch()
