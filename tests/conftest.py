@@ -303,7 +303,9 @@ def _commit_without_waiting_for_the_disk() -> None:
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
     """A real `celery worker` process on the test database and this session's queue."""
-    worker = subprocess.Popen(
+    from tests import processes
+
+    worker = processes.spawn(
         [
             sys.executable,
             "-m",

@@ -15,6 +15,7 @@ import httpx2
 import psutil
 from django.conf import settings
 
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 
 START_ATTEMPTS = 3  # (each but the last lost its port to another process)
@@ -40,7 +41,7 @@ def free_port() -> int:
         return port
 
 
-def listens_on(process: subprocess.Popen, port: int) -> bool:
+def listens_on(process: subprocess.Popen | processes.WarmProcess, port: int) -> bool:
     """Whether `process` itself listens on the loopback `port` (not some other process)."""
     try:
         sockets = psutil.Process(process.pid).net_connections(kind="tcp")
@@ -53,7 +54,7 @@ def listens_on(process: subprocess.Popen, port: int) -> bool:
 class AsgiServer:
     """A started server: its process (to kill or stop) and base URL."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen | processes.WarmProcess
     base: str
 
     def stop(self) -> None:
@@ -87,7 +88,7 @@ def _started(port: int, extra_env: dict[str, str] | None, timeout_s: float) -> A
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     env["MCP_RESOURCE_URL"] = f"http://127.0.0.1:{port}/mcp"
     env.update(extra_env or {})
-    process = subprocess.Popen(
+    process = processes.spawn(
         [
             sys.executable, "-m", "uvicorn", "agentplatform.asgi:application",
             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",

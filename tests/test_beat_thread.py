@@ -25,6 +25,7 @@ from agents.runtime.spec import RunStatus
 from agents.seed import seed_demo_agent
 from providers.services import seed_demo_connection
 from tenancy import services as tenancy
+from tests import processes
 from tests.agents.workers import forget_queue
 from tests.conftest import ROOT, subprocess_env
 
@@ -60,7 +61,7 @@ def test_a_worker_with_beat_in_a_thread_sweeps_a_dead_workers_run_and_forks_noth
     env = {**subprocess_env(), "AP_TEST_QUEUE": queue, "RUN_SWEEP_S": "1", "RUN_LEASE_S": "3"}
     log = tmp_path / "worker.log"
     with log.open("w") as stderr:
-        worker = subprocess.Popen(
+        worker = processes.spawn(
             [
                 sys.executable, "-m", "celery", "-A", "agentplatform", "worker",
                 "-n", f"beat-thread-{os.getpid()}@%h", "--pool", "solo",

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import Conversation, Message, Run
+from tests import processes
 from tests.conftest import PAY_SECRET, ROOT, subprocess_env
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def chat(*args: str, lines: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "manage.py", "chat", *args],
         cwd=ROOT,
         env=subprocess_env(),

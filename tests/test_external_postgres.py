@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from agentplatform.embedded import postgres_url
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 
 pytestmark = pytest.mark.integration  # starts processes
@@ -36,7 +37,7 @@ def as_superuser(statement: str, dbname: str = "postgres") -> None:
 
 
 def migrate(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(MIGRATE, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return processes.run(MIGRATE, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -77,7 +78,7 @@ def test_migrate_names_each_statement_an_administrator_must_run_then_succeeds_wi
                 "SELECT count(*) FROM django_migrations WHERE app = 'rag'"
             ).fetchone()[0]
         assert applied >= 3
-        who = subprocess.run(
+        who = processes.run(
             [sys.executable, "-c", WHO_AM_I],
             env=env,
             cwd=ROOT,

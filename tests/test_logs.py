@@ -13,6 +13,7 @@ import pytest
 
 from agents.runs import run_inline
 from base.logs import JsonFormatter, masked, run_context
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.fakes.provider_server import ErrorReply
 
@@ -92,7 +93,7 @@ def test_log_format_json_makes_the_console_write_json():
         "    logging.getLogger('agents.x').warning('hello %s', 'there')\n"
     )
     env = {**subprocess_env(), "LOG_FORMAT": "json"}
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     [line] = [json.loads(x) for x in out.stderr.splitlines() if '"hello there"' in x]
@@ -103,7 +104,7 @@ def test_log_format_json_makes_the_console_write_json():
 def test_a_celery_worker_writes_json_lines_with_log_format_json(db):
     """The worker sets up its own handlers; they get the JSON formatter too."""
     env = {**subprocess_env(), "LOG_FORMAT": "json"}
-    worker = subprocess.Popen(
+    worker = processes.spawn(
         [sys.executable, "-m", "celery", "-A", "agentplatform", "worker", "--pool", "solo",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
          "-Q", "json-logs-test-queue", "-n", "json-logs-test@%h"],

@@ -37,6 +37,7 @@ from django.conf import settings
 from agentplatform.celery import app
 from agents.models import Run, RunEvent
 from tenancy import services as tenancy
+from tests import processes
 from tests.agents.workers import TASK_LOG_ENV, Worker, WorkerFleet, forget_queue
 from tests.api.test_sse import Message, parse
 from tests.conftest import ROOT, subprocess_env
@@ -108,7 +109,7 @@ class Deployment:
 def start_beat(env: dict[str, str], log: Path) -> subprocess.Popen:
     """`celery beat` (exactly one), logging to `log`; `wait_beat` waits until it started."""
     with log.open("w") as stderr:
-        return subprocess.Popen(
+        return processes.spawn(
             [
                 sys.executable, "-m", "celery", "-A", "agentplatform", "beat",
                 "--loglevel", "INFO", "--schedule", str(log.parent / "celerybeat-schedule"),

@@ -27,6 +27,7 @@ from providers.runtime.fake import FakeModel
 from providers.runtime.types import ModelRequest, Usage, UserMessage
 from tenancy import services as tenancy
 from tenancy.models import ApiKey
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
@@ -337,7 +338,7 @@ def test_processes_sharing_one_limit_never_overrun_it(trio, settings):
     quota = _quota(trio.acme, limit=1000)
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     spenders = [
-        subprocess.Popen(
+        processes.spawn(
             [sys.executable, "-c", _SPENDER, str(trio.acme.pk)],
             env=env,
             cwd=ROOT,

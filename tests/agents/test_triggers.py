@@ -17,6 +17,7 @@ from agents.services import use_grant
 from agents.triggers import fire_due_triggers, trigger_rotate_secret, trigger_save
 from tenancy.models import AuditEntry, Membership, Role
 from tenancy.policy import Principal
+from tests import processes
 from tests.factories import add_member, make_agent, make_user
 
 pytestmark = pytest.mark.django_db
@@ -265,7 +266,7 @@ def test_due_schedules_fire_exactly_once_when_beat_processes_race(trio):
     start_at = str(time.time() + 8)  # after the children's Django set-up
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     children = [
-        subprocess.Popen(
+        processes.spawn(
             [sys.executable, "-c", CLAIMER, start_at],
             env=env,
             cwd=ROOT,

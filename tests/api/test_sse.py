@@ -9,6 +9,7 @@ send), and over real HTTP from a uvicorn server for the disconnect of a real cli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -267,11 +268,17 @@ def test_a_client_disconnect_over_http_ends_the_server_side_stream(trio, agent, 
 
 
 def server_process(base_url: str) -> psutil.Process:
-    port = base_url.rsplit(":", 1)[1]
+    """The live server's process: the one among this test process's descendants that
+    listens on its port."""
+    port = int(base_url.rsplit(":", 1)[1])
     for child in psutil.Process().children(recursive=True):
-        if "uvicorn" in child.cmdline() and port in child.cmdline():
-            return child
-    raise LookupError(f"no uvicorn child on port {port}")
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if any(
+                c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                for c in child.net_connections(kind="tcp")
+            ):
+                return child
+    raise LookupError(f"no server child on port {port}")
 
 
 def test_open_streams_hold_no_thread_and_no_database_connection(trio, agent, key, asgi_server):

@@ -25,6 +25,7 @@ from lifecycle import restore
 from rag.models import Document, KnowledgeBase
 from tenancy import services as tenancy
 from tenancy.models import Tenant
+from tests import processes
 from tests.conftest import ROOT
 from tests.factories import add_member, make_agent, make_connection, make_tenant, make_user
 from tests.live_server import free_port
@@ -49,7 +50,7 @@ def _env(data_dir) -> dict[str, str]:
 
 
 def _manage(data_dir, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
         env={**_env(data_dir), **env},

@@ -9,7 +9,6 @@ changing nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tarfile
 import uuid
@@ -24,6 +23,7 @@ from agentplatform import config
 from agentplatform.embedded import postgres_url
 from agents.conversations import attachment_upload
 from agents.models import Conversation
+from tests import processes
 from tests.conftest import ROOT
 from tests.factories import add_member, make_agent, make_connection, make_tenant, make_user
 from tests.lifecycle.test_backup_restore import PNG, _env
@@ -117,7 +117,7 @@ def test_the_buckets_objects_are_backed_up_and_restored_into_a_new_bucket(
 
     def restore(data_dir):
         env = {**_env(data_dir), **deployment}
-        return subprocess.run(
+        return processes.run(
             [sys.executable, "manage.py", "restore", str(archive)],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False,
         )  # fmt: skip

@@ -16,6 +16,7 @@ from django.core.files.storage import storages
 
 from agents.models import Attachment
 from lifecycle.retention import tenant_purge
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_tenant
 from tests.lifecycle.retention_rows import counts, make_rows, policy, recorded
@@ -42,7 +43,7 @@ print("done", flush=True)
 
 
 def purge_killed_in_batch(tenant_id: int, nth: int) -> None:
-    child = subprocess.Popen(
+    child = processes.spawn(
         [sys.executable, "-c", PURGE, str(tenant_id)],
         env=subprocess_env(settings.DATABASES["default"]["NAME"]),
         cwd=ROOT,

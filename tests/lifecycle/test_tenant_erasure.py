@@ -24,6 +24,7 @@ from lifecycle.tables import tenant_models
 from rag.models import Document, DocumentStatus
 from rag.tasks import ingest_document
 from tenancy.models import Tenant
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_user
 from tests.lifecycle.tenant_data import Held, forget_redis, full_tenant
@@ -181,7 +182,7 @@ def test_killed_half_way_a_second_run_reaches_the_same_end(two_tenants):
     gone, kept = two_tenants
     documents_ingested(gone, kept)  # committed here, so the session's worker ingests them
     before = rows_of(kept.tenant.pk)
-    child = subprocess.Popen(
+    child = processes.spawn(
         [sys.executable, "manage.py", "tenant", "-v", "2", "delete", "--tenant", "zorb-corp",
          "--yes-delete-everything", "--batch", "1"],
         cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -8,7 +8,6 @@ and the web and worker subprocesses assume it as in production.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import uuid
 
@@ -22,6 +21,7 @@ from django.db.utils import DataError, IntegrityError, ProgrammingError
 from agents.models import Agent
 from tenancy import app_login, rls
 from tenancy.models import Tenant
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_agent
 
@@ -233,7 +233,7 @@ with connection.cursor() as cursor:
 @pytest.mark.parametrize("module", ["agentplatform.asgi", "agentplatform.wsgi"])
 @pytest.mark.integration
 def test_web_processes_run_as_the_app_role(module):
-    output = subprocess.run(
+    output = processes.run(
         [sys.executable, "-c", WHO_AM_I.format(module=module)],
         env=subprocess_env(settings.DATABASES["default"]["NAME"]),
         cwd=ROOT,
@@ -328,7 +328,7 @@ def test_the_app_login_needs_its_password(agents):
 )
 @pytest.mark.integration
 def test_a_process_whose_login_policies_would_not_bind_refuses_to_start(environment, refusal):
-    started = subprocess.run(
+    started = processes.run(
         [sys.executable, "-c", "import agentplatform.wsgi"],
         env={**subprocess_env(settings.DATABASES["default"]["NAME"]), **environment},
         cwd=ROOT,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -10,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from agents.runs import tool_run
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_tool
 from tests.tools.local_server import Reply
@@ -134,7 +134,7 @@ def test_an_edit_in_another_process_is_seen_here(trio):
         "d.description = 'Edited elsewhere.'\n"
         "d.save()\n"
     )
-    subprocess.run(
+    processes.run(
         [sys.executable, "-c", script],
         env=subprocess_env(settings.DATABASES["default"]["NAME"]),
         cwd=ROOT,

@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings
 
 from agents.runs import tool_run
+from tests import processes
 from tests.conftest import ROOT, subprocess_env
 from tests.factories import make_tool
 from tools.rate_limits import TOOL_RATE_LIMITER
@@ -66,7 +67,7 @@ def test_two_other_processes_and_this_one_share_one_count(trio):
     script = CHILD.format(tenant_id=trio.acme.pk, calls=4)
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
     children = [
-        subprocess.Popen(
+        processes.spawn(
             [sys.executable, "-c", script], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
         )
         for _ in range(2)
