@@ -610,6 +610,53 @@ def test_the_stream_shows_a_steer_and_then_the_turn_started_from_the_queue(clien
     assert page.count('class="turn"') == 2 and f'id="steer-{steer.pk}"' in page
 
 
+@pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
+def test_a_turn_from_the_queue_that_ended_before_the_stream_did_is_streamed_all_the_same(
+    client, trio, bobs_chat
+):
+    """The queued message's run may finish (a quick model) before the web process renders the
+    end of the run before it: the turn it adds still streams, from the first event, so the
+    page shows its answer (it showed only the question, until a reload)."""
+    run = bobs_turn(trio, bobs_chat, "one")
+    RunEvent.objects.create(
+        tenant=trio.acme, run=run, seq=1, type="run.completed",
+        payload={"status": "cancelled", "output": ""},
+    )  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(status="cancelled")
+    following = bobs_turn(trio, bobs_chat, "two")
+    QueuedMessage.objects.create(
+        tenant=trio.acme, conversation=bobs_chat, run=run, kind="turn", status="started",
+        started_run=following, content="two",
+    )  # fmt: skip
+    for seq, (type, payload) in enumerate(
+        [
+            ("inference.started", {"round": 1}),
+            ("inference.completed", {"round": 1, "text": "The queued answer."}),
+            ("run.completed", {"status": "succeeded", "output": "The queued answer."}),
+        ],
+        1,
+    ):
+        RunEvent.objects.create(
+            tenant=trio.acme, run=following, seq=seq, type=type, payload=payload
+        )
+    Run.objects.filter(pk=following.pk).update(status="succeeded", output="The queued answer.")
+    login(client, trio.bob)
+
+    def read(path: str) -> str:
+        response = client.get(path)
+
+        async def body() -> bytes:
+            return b"".join([chunk async for chunk in response.streaming_content])
+
+        return asyncio.run(body()).decode()
+
+    body = read(url(bobs_chat, f"runs/{run.pk}/stream/"))
+    assert f'"target":"turn-{following.pk}"' in body
+    assert f"runs/{following.pk}/stream/?after=0" in body  # followed, though it is over
+    followed = read(url(bobs_chat, f"runs/{following.pk}/stream/?after=0"))
+    assert "The queued answer." in followed and '"op":"end"' in followed
+
+
 def test_files_sent_while_an_answer_works_are_refused_not_queued(client, trio, bobs_chat):
     bobs_turn(trio, bobs_chat, "one")
     attached = attachment_upload(

@@ -234,7 +234,7 @@ class RunStream:
                 html = self.render("queued_list", queued=queued, conversation=self.conversation)
                 ops.append({"op": "replace", "target": "queued", "html": html})
             if following is not None:
-                turn = Turn(run=following, user_text=following.input, is_last=True)
+                turn = Turn(run=following, user_text=following.input, is_last=True, follow=True)
                 html = self.render("turn", turn=turn, conversation=self.conversation)
                 target = f"turn-{following.pk}"
                 ops.append({"op": "replace", "target": target, "html": html, "parent": "thread"})

@@ -221,6 +221,9 @@ class Turn:
     summaries: list[ConversationSummary] = field(default_factory=list)
     summarising: bool = False  # the run's last event: `conversation.compacting`
     may_resume: bool = False  # its run failed and the viewer may resume it (views.resumable)
+    # Streamed from its first event even if its run is over: a turn the live stream adds
+    # (started from the queue) may have finished before the stream that adds it ended.
+    follow: bool = False
 
     @property
     def citations(self) -> list[Citation]:
