@@ -44,7 +44,7 @@ PRELOAD = [
     "django.db.models", "django.core.handlers.asgi", "django.core.handlers.wsgi",
     "django.core.management", "django.template.defaulttags", "django.contrib.admin.options",
     "django.test", "psycopg", "psycopg_pool", "redis", "redis.asyncio", "celery",
-    "celery.app.base", "kombu", "pydantic", "jsonschema", "httpx", "httpx2", "openai",
+    "celery.app.base", "kombu", "pydantic", "jsonschema", "httpx2", "openai",
     "anthropic", "mcp", "mcp.server.lowlevel", "mcp.client.session", "uvicorn", "uvicorn.main",
     "starlette.applications", "cryptography.fernet", "yaml", "opentelemetry.trace",
     "rest_framework", "drf_spectacular", "httpcore2", "h11", "jmespath", "whitenoise.middleware",
