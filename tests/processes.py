@@ -63,19 +63,21 @@ class WarmProcess:
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            ready, _, _ = select.select([self._status], [], [], 0)
-            if ready:
-                self._read_status()
+        if self.returncode is None and self._status_sent(0):
+            self._read_status()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            ready, _, _ = select.select([self._status], [], [], timeout)
-            if not ready:
+            if not self._status_sent(timeout):
                 raise subprocess.TimeoutExpired(self.args, timeout)
             self._read_status()
         return self.returncode
+
+    def _status_sent(self, timeout: float | None) -> bool:
+        poller = select.poll()  # (not select.select: a test process may hold 1024 files)
+        poller.register(self._status, select.POLLIN)
+        return bool(poller.poll(None if timeout is None else timeout * 1000))
 
     def _read_status(self) -> None:
         data = b""
@@ -100,10 +102,6 @@ class WarmProcess:
 
     def communicate(self, input=None, timeout: float | None = None):
         """Like Popen.communicate: writes `input`, reads stdout and stderr to their ends."""
-        if self.stdin is not None:
-            if input:
-                self.stdin.write(input)
-            self.stdin.close()
         out: dict[Any, list] = {}
 
         def read(stream) -> None:
@@ -117,6 +115,11 @@ class WarmProcess:
         ]
         for reader in readers:
             reader.start()
+        if self.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):  # (it exited without reading it all)
+                if input:
+                    self.stdin.write(input)
+                self.stdin.close()
         deadline = None if timeout is None else time.monotonic() + timeout
         for reader in readers:
             reader.join(None if deadline is None else max(0, deadline - time.monotonic()))

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import time
 
+import httpx2
 import pytest
 from django.core.exceptions import ValidationError
 from django.http import Http404
+from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT
 
 from agents.models import RunEvent
 from agents.runs import run_inline, tool_run
@@ -25,6 +28,7 @@ from tools.runtime.mcp_client import (
     capability_from_annotations,
     mcp_call_tool,
 )
+from tools.runtime.mcp_session import _reason
 from tools.runtime.tool import Effect
 from tools.tasks import refresh_mcp_connections
 
@@ -208,6 +212,21 @@ def test_a_hung_server_does_not_hang_the_call(trio, docs):
     # 0.5 s to spare on a busy machine.
     assert time.monotonic() - started < 5
     assert result.error == f"MCP server docs is unavailable: {docs.url}: timed out after 0.5 s"
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        TimeoutError(),  # the call's own deadline
+        httpx2.ReadTimeout("read"),  # the HTTP client's
+        MCPError(REQUEST_TIMEOUT, "Request 'tools/call' timed out"),  # the SDK's
+        ExceptionGroup("task group", [httpx2.ReadTimeout("read")]),
+    ],
+    ids=["deadline", "client", "sdk", "in-a-task-group"],
+)
+def test_a_timeout_reads_the_same_whichever_clock_ran_out(raised):
+    """Under load any of the three timeouts may fire first: the person reads one message."""
+    assert _reason(raised, [], 0.5) == "timed out after 0.5 s"
 
 
 def test_wrong_credentials_mark_the_connection_unavailable(trio, docs):

@@ -15,6 +15,7 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT
 
 from tools.runtime.egress import EgressError, guarded_async_client
 from tools.runtime.mcp_endpoint import McpEndpoint, McpUnavailable
@@ -95,11 +96,12 @@ async def session_with(endpoint: McpEndpoint) -> AsyncIterator[ClientSession]:
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # one clear error for every way a server fails
-        raise McpUnavailable(url, _reason(exc, failed_statuses)) from exc
+        raise McpUnavailable(url, _reason(exc, failed_statuses, endpoint.timeout_s)) from exc
 
 
-def _reason(exc: BaseException, failed_statuses: list[int]) -> str:
-    """The most telling message inside `exc` (task groups wrap the real one)."""
+def _reason(exc: BaseException, failed_statuses: list[int], timeout_s: float) -> str:
+    """The most telling message inside `exc` (task groups wrap the real one); a timeout
+    says the same whichever clock ran out first (the call's, the SDK's or the client's)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, McpUnavailable):
@@ -111,8 +113,9 @@ def _reason(exc: BaseException, failed_statuses: list[int]) -> str:
         return f"the server answered HTTP {status}: {exc}"
     if isinstance(exc, EgressError):
         return str(exc)
-    if isinstance(exc, httpx2.TimeoutException):
-        return "timed out"
+    timed_out = isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT
+    if timed_out or isinstance(exc, httpx2.TimeoutException | TimeoutError):
+        return f"timed out after {timeout_s:g} s"
     if isinstance(exc, httpx2.HTTPStatusError):
         status = exc.response.status_code
         if status in (401, 403):
@@ -122,7 +125,5 @@ def _reason(exc: BaseException, failed_statuses: list[int]) -> str:
         return f"cannot connect ({exc or 'connection failed'})"
     if isinstance(exc, MCPError):
         return f"MCP error: {exc}"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
