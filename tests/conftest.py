@@ -24,7 +24,7 @@ from django.conf import settings
 from agentplatform.embedded import postgres_url
 from agents.models import Agent
 from tenancy.models import Role, Tenant
-from tests import database_template, slowest_first, tiers
+from tests import database_template, processes, slowest_first, tiers
 from tests.factories import (
     add_member,
     make_agent,
@@ -303,8 +303,6 @@ def _commit_without_waiting_for_the_disk() -> None:
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
     """A real `celery worker` process on the test database and this session's queue."""
-    from tests import processes
-
     worker = processes.spawn(
         [
             sys.executable,

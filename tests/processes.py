@@ -80,14 +80,11 @@ class WarmProcess:
         return bool(poller.poll(None if timeout is None else timeout * 1000))
 
     def _read_status(self) -> None:
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = self._status.recv(64)
-            if not chunk:
-                break
-            data += chunk
+        try:
+            self.returncode = int(_read_line(self._status))
+        except ValueError:
+            self.returncode = -signal.SIGKILL  # (its server died)
         self._status.close()
-        self.returncode = int(data) if data.strip() else -signal.SIGKILL  # (its server died)
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
@@ -131,15 +128,6 @@ class WarmProcess:
             out.get(self.stderr, [None])[0] if self.stderr is not None else None,
         )
 
-    def __enter__(self) -> WarmProcess:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for stream in (self.stdin, self.stdout, self.stderr):
-            if stream is not None:
-                stream.close()
-        self.wait()
-
 
 def spawn(
     args: list[str],
@@ -156,7 +144,7 @@ def spawn(
     """`subprocess.Popen(args, ...)`, forked from the warm server when it can be."""
     env = dict(os.environ if env is None else env)
     popen = dict(env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr, text=text)
-    if cold or not _warm_can_run(args, env):
+    if cold or stderr == subprocess.STDOUT or not _warm_can_run(args, env):
         return subprocess.Popen(args, **popen, start_new_session=start_new_session, **cold)
     return _server().spawn(args, env, cwd, stdin, stdout, stderr, text, start_new_session)
 
@@ -297,8 +285,6 @@ def _child_end(number: int, spec, ends: list[int]) -> tuple[int, int | None]:
         child, ours = (read, write) if number == 0 else (write, read)
         ends.append(child)
         return child, ours
-    if spec == subprocess.STDOUT:
-        raise ValueError("stderr=STDOUT is not supported by the warm server")
     return (spec if isinstance(spec, int) else spec.fileno()), None
 
 
@@ -324,16 +310,10 @@ def _read_line(sock: socket.socket) -> bytes:
 # -- the server -----------------------------------------------------------------------------
 
 
-class _Job:
-    """What a forked child runs once the server's stack is gone (see `main`)."""
-
-    def __init__(self, request: dict) -> None:
-        self.request = request
-
-
-def _serve(path: str) -> _Job | None:
+def _serve(path: str) -> dict | None:
     """Accept spawn requests on `path`; fork a child for each; send each its exit status.
-    Returns in a child (its job), or None when told to stop."""
+    Returns in a child (its request, run once the server's stack is gone), or None when
+    told to stop."""
     import warnings
 
     with warnings.catch_warnings():
@@ -371,22 +351,10 @@ def _serve(path: str) -> _Job | None:
                         os.setsid()
                     os.close(made)  # its own process group now, if asked: the pid may go
                     selector.close()
-                    listener.close()
-                    os.close(wake_read)
-                    os.close(wake_write)
-                    signal.set_wakeup_fd(-1)
-                    for sig in (signal.SIGCHLD, signal.SIGTERM):
-                        signal.signal(sig, signal.SIG_DFL)
-                    for child_connection in children.values():
-                        child_connection.close()
-                    connection.close()
-                    for number, fd in enumerate(fds):
-                        if fd != number:
-                            os.dup2(fd, number)
-                    for fd in fds:
-                        if fd > 2:
-                            os.close(fd)
-                    return _Job(request)
+                    for sock in (listener, connection, *children.values()):
+                        sock.close()
+                    _leave_the_server(wake_read, wake_write, fds)
+                    return request
                 for fd in fds:
                     os.close(fd)
                 os.close(made)
@@ -408,6 +376,22 @@ def _serve(path: str) -> _Job | None:
     return None
 
 
+def _leave_the_server(wake_read: int, wake_write: int, fds: list[int]) -> None:
+    """In a new child: the server's signal handling undone, `fds` as its stdin, stdout and
+    stderr."""
+    os.close(wake_read)
+    os.close(wake_write)
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    for number, fd in enumerate(fds):
+        if fd != number:
+            os.dup2(fd, number)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+
+
 def _reap(children: dict[int, socket.socket]) -> None:
     while children:
         try:
@@ -423,9 +407,8 @@ def _reap(children: dict[int, socket.socket]) -> None:
             connection.close()
 
 
-def _run(job: _Job) -> None:
+def _run(request: dict) -> None:
     """In the child: become the process the command line asked for."""
-    request = job.request
     os.environ.clear()
     os.environ.update(request["env"])
     for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
@@ -452,12 +435,12 @@ def _run(job: _Job) -> None:
         runpy.run_path(args[0], run_name="__main__")
 
 
-def _exit_after(job: _Job) -> None:
+def _exit_after(request: dict) -> None:
     """In the child: run the job, then exit as Python does after a script (its status, the
     traceback of what it raised, non-daemon threads joined, atexit handlers, streams flushed),
     without tearing down the thousands of modules it was forked with (a second of CPU)."""
     try:
-        _run(job)
+        _run(request)
         code = 0
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
@@ -475,6 +458,6 @@ def _exit_after(job: _Job) -> None:
 
 
 if __name__ == "__main__":
-    job = _serve(sys.argv[1])
-    if job is not None:
-        _exit_after(job)
+    request = _serve(sys.argv[1])
+    if request is not None:
+        _exit_after(request)

@@ -9,7 +9,6 @@ send), and over real HTTP from a uvicorn server for the disconnect of a real cli
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import time
@@ -30,6 +29,7 @@ from agents.runs import run_start
 from agents.runs.channels import channel
 from tenancy import services as tenancy
 from tests.fakes.provider_server import TextReply, ToolCall, ToolCallReply
+from tests.live_server import listens_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -272,12 +272,8 @@ def server_process(base_url: str) -> psutil.Process:
     listens on its port."""
     port = int(base_url.rsplit(":", 1)[1])
     for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if any(
-                c.status == psutil.CONN_LISTEN and c.laddr.port == port
-                for c in child.net_connections(kind="tcp")
-            ):
-                return child
+        if listens_on(child, port):
+            return child
     raise LookupError(f"no server child on port {port}")
 
 
