@@ -19,8 +19,9 @@ The fake provider (tests/fakes/provider_server.py, its own process) answers ever
 LATENCY_S (a realistic model), streaming a short text; it counts the most requests it was
 answering at once. For each N: wall time, p50/p99 time to first token and to the end of the
 stream, errors, the most requests the model saw at once, the worker processes' peak RSS and
-the PostgreSQL connections in use at peak (sampled every 50 ms). Target: platform wall
-<= 1.25x the ideal's for every N, 0 errors.
+the PostgreSQL connections in use at peak (sampled every 50 ms), and the CPU per chat of the
+client, the web server, the workers and PostgreSQL. Target: platform wall <= 1.25x the
+ideal's (1.5x at N=500), 0 errors.
 """
 
 from __future__ import annotations
@@ -44,9 +45,15 @@ sys.path.insert(0, str(ROOT))
 
 import httpx2  # noqa: E402
 import openai  # noqa: E402
-import psutil  # noqa: E402
 
-from bench.api import Chat, RemoteServer, pct, stream_chat  # noqa: E402  (the same client)
+from bench.api import (  # noqa: E402  (the same client, the same CPU count)
+    Chat,
+    RemoteServer,
+    cpu_s,
+    pct,
+    postmaster_pid,
+    stream_chat,
+)
 from bench.common import (  # noqa: E402
     Child,
     configure_django,
@@ -63,7 +70,8 @@ TARGET_ADDED_P99_MS = 150.0  # issue #16, for 100 chats on a 1 s model
 SIZES = sized((20, 100, 500), smoke=(5,))
 ALL_SURFACES = "chat,gateway,responses,messages"
 SURFACES = tuple((os.environ.get("BENCH_SURFACES") or sized("chat", smoke=ALL_SURFACES)).split(","))
-TARGET_WALL_RATIO = 1.25
+TARGET_WALL_RATIO = 1.25  # for every N but those below (issue #35)
+TARGET_WALL_RATIO_AT = {500: 1.5}
 CLIENT_TIMEOUT_S = 120.0
 MODEL = "gpt-test"
 AGENT = "bench"
@@ -98,48 +106,91 @@ def create_fixture(model_url: str) -> str:
 
 # -- sampling the machine while a round runs --------------------------------------------------
 class Sampler:
-    """Peak RSS of the worker process trees and peak PostgreSQL connections, every 50 ms."""
+    """The workers' peak RSS (each worker process's own high-water mark, VmHWM, reset as the
+    round starts) and peak PostgreSQL connections (counted every 50 ms). It runs in the
+    client's process, so it is kept cheap: walking the process table every tick took
+    0.3-0.5 s of that process's CPU per round, a cost the ideal's round never paid."""
 
     def __init__(self, workers: list[Child]) -> None:
-        self.workers = workers
+        self.pids = worker_pids(workers)
         self.peak_rss = 0
         self.peak_connections = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def rss(self) -> int:
-        total = 0
-        for child in self.workers:
-            with contextlib.suppress(psutil.Error):
-                root = psutil.Process(child.process.pid)
-                for process in [root, *root.children(recursive=True)]:
-                    with contextlib.suppress(psutil.Error):
-                        total += process.memory_info().rss
-        return total
-
     def _run(self) -> None:
         from django.db import connection
 
-        while not self._stop.is_set():
-            self.peak_rss = max(self.peak_rss, self.rss())
-            with connection.cursor() as cursor:
+        connection.ensure_connection()
+        with connection.connection.cursor() as cursor:  # psycopg's own: no Django hooks
+            while not self._stop.is_set():
                 cursor.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                 )
                 self.peak_connections = max(self.peak_connections, cursor.fetchone()[0] - 1)
-            self._stop.wait(0.05)
+                self._stop.wait(0.05)
         connection.close()
 
     def __enter__(self) -> Sampler:
+        for pid in self.pids:  # "5": reset the peak RSS to the current RSS
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(5)
+        self.peak_rss = sum(memory_kb(pid, "VmHWM") for pid in self.pids) * 1024
+
+
+def worker_pids(workers: list[Child]) -> list[int]:
+    """The worker processes and their descendants (a solo pool has none; a prefork pool's
+    children), from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            parents[int(stat.parent.name)] = int(text[text.rindex(")") + 2 :].split()[1])
+    pids = [child.process.pid for child in workers]
+    for pid in pids:  # (grows as it goes: breadth first)
+        pids += [p for p, parent in parents.items() if parent == pid]
+    return pids
+
+
+def memory_kb(pid: int, field: str) -> int:
+    """A field of /proc/<pid>/status in kB (VmRSS, VmHWM); 0 for a process gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 # -- the clients ------------------------------------------------------------------------------
+class CPU:
+    """CPU per chat while a round runs, ms: the client's (this process: the clients and the
+    sampler), the web server's, the workers' and PostgreSQL's (from /proc)."""
+
+    def __init__(self, n: int, web: Child, workers: list[Child], postgres: int | None) -> None:
+        self.n, self.postgres = n, postgres
+        self.groups = {"web": [web.process.pid], "workers": [w.process.pid for w in workers]}
+        self.ms: dict[str, float] = {}
+
+    def _used(self) -> dict[str, float]:
+        used = {"client": time.process_time()}
+        used |= {name: cpu_s(groups=groups, parent=None) for name, groups in self.groups.items()}
+        return used | {"PostgreSQL": cpu_s(groups=[], parent=self.postgres)}
+
+    def __enter__(self) -> CPU:
+        self._before = self._used()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        after = self._used()
+        self.ms = {k: (after[k] - v) * 1000 / self.n for k, v in self._before.items()}
+
+
 def percentile(values: list[float], q: float) -> float | None:
     return pct(values, q) if values else None
 
@@ -159,6 +210,7 @@ class Round:
     pg_connections: int | None = None
     error_samples: tuple[str, ...] = ()
     phases_ms: dict[str, float | None] | None = None
+    cpu_ms_per_chat: dict[str, float] | None = None
 
 
 async def chats_at_once(base_url: str, key: str, model: str, n: int) -> tuple[list[Chat], float]:
@@ -261,6 +313,10 @@ def phases(n: int) -> dict[str, float | None]:
     }
 
 
+def target_ratio(n: int) -> float:
+    return TARGET_WALL_RATIO_AT.get(n, TARGET_WALL_RATIO)
+
+
 def fmt(value: float | None, spec: str = "8.1f") -> str:
     return f"{'-':>8}" if value is None else format(value, spec)
 
@@ -289,17 +345,20 @@ def main(sizes: tuple[int, ...]) -> int:
         url = f"http://127.0.0.1:{port}/v1"
         asyncio.run(chats_at_once(url, secret, AGENT, 3))  # warm: clients, connections
         model.take_max()
-        idle_rss = Sampler(workers).rss()
+        postgres = postmaster_pid(data_dir)
+        idle_rss = sum(memory_kb(pid, "VmRSS") for pid in worker_pids(workers)) * 1024
         for n in sizes:
-            chats, wall = asyncio.run(
-                chats_at_once(model.url + "/v1", "fake-provider-key", MODEL, n)
-            )
+            with CPU(n, web, workers, postgres) as cpu:
+                chats, wall = asyncio.run(
+                    chats_at_once(model.url + "/v1", "fake-provider-key", MODEL, n)
+                )
             rounds.append(summarize("ideal (direct)", n, chats, wall, model.take_max()))
             ideal = rounds[-1]
+            ideal.cpu_ms_per_chat = {"client": cpu.ms["client"]}
             for surface in SURFACES:
                 if surface != "chat":  # the same ideal for each face: the model's own time
                     rounds.append(ideal)
-                with Sampler(workers) as sampler:
+                with Sampler(workers) as sampler, CPU(n, web, workers, postgres) as cpu:
                     if surface == "chat":
                         chats, wall = asyncio.run(chats_at_once(url, secret, AGENT, n))
                     else:
@@ -309,6 +368,7 @@ def main(sizes: tuple[int, ...]) -> int:
                 ours.worker_rss_mb = sampler.peak_rss / 2**20
                 ours.phases_ms = phases(n) if surface in ("chat", "responses", "messages") else None
                 ours.pg_connections = sampler.peak_connections
+                ours.cpu_ms_per_chat = cpu.ms
                 rounds.append(ours)
                 time.sleep(1)  # let the runs' last writes settle
         if any(r.errors for r in rounds):  # the web server's own account of them
@@ -340,6 +400,11 @@ def main(sizes: tuple[int, ...]) -> int:
                 print(f"    error: {sample}")
             if r.phases_ms:
                 print("    " + ", ".join(f"{k} {fmt(v, '.0f')}" for k, v in r.phases_ms.items()))
+            if r.cpu_ms_per_chat:
+                print(
+                    "    CPU ms per chat: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_ms_per_chat.items())
+                )
         if None not in (ours.ttft_p99_ms, ideal.ttft_p99_ms, ours.total_p99_ms, ideal.total_p99_ms):
             print(
                 f"{'added p99 ms':<16}{'':>21}{'':>8}"
@@ -347,7 +412,7 @@ def main(sizes: tuple[int, ...]) -> int:
                 f"{fmt(ours.total_p99_ms - ideal.total_p99_ms)}"
                 f"   (target <= {TARGET_ADDED_P99_MS:g} at N=100 on a 1 s model)"
             )
-        ok &= ours.errors == 0 and ours.wall_s <= TARGET_WALL_RATIO * ideal.wall_s
+        ok &= ours.errors == 0 and ours.wall_s <= target_ratio(ours.n) * ideal.wall_s
         previous = ideal
     largest = rounds[-1]
     per_100 = None
@@ -357,7 +422,8 @@ def main(sizes: tuple[int, ...]) -> int:
             f"worker RSS idle {idle_rss / 2**20:.0f} MB; "
             f"+{per_100:.1f} MB per 100 runs in flight (at N={largest.n})"
         )
-    print(f"target: wall <= {TARGET_WALL_RATIO}x the ideal, 0 errors: {'met' if ok else 'MISSED'}")
+    targets = ", ".join(f"{target_ratio(n)}x at N={n}" for n in sizes)
+    print(f"target: wall <= {targets}, 0 errors: {'met' if ok else 'MISSED'}")
     document = {
         "latency_s": LATENCY_S,
         "rounds": [asdict(r) for r in rounds],
