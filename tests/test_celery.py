@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import os
+import sys
+
+import pytest
 from django.conf import settings
 
 from agentplatform.celery import app
 from agentplatform.tasks import ping
+from tests import processes
+from tests.conftest import ROOT
 
 
 def test_a_real_worker_runs_the_ping_task_through_redis(celery_worker_process):
@@ -57,3 +63,26 @@ def test_the_runs_queue_carries_run_admissions_only():
     assert route({}, "agents.execute_run")["queue"].name == settings.RUNS_QUEUE
     for task in ("agents.verify_outcome", "agentplatform.ping", "a.task.without.a.route"):
         assert route({}, task)["queue"].name == settings.HOUSEKEEPING_QUEUE
+
+
+@pytest.mark.integration
+def test_a_worker_hands_what_it_loaded_to_start_to_the_permanent_generation():
+    """As the web process and serve's preloaded children do: a worker started by `celery
+    worker` itself (compose's) freezes its start-up objects when it is ready, so a full
+    collection in a burst of runs does not scan them."""
+    code = (
+        "import gc, django; django.setup()\n"
+        "from celery import signals\n"
+        "import agentplatform.celery\n"
+        "before = gc.get_freeze_count()\n"
+        "signals.worker_ready.send(sender=None)\n"
+        "print(before, gc.get_freeze_count(), len(gc.get_objects()))\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentplatform.settings"}
+    child = processes.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr
+    before, after, in_sight = map(int, child.stdout.split())
+    assert after > before  # (the warm process this test's child comes from froze its own)
+    assert in_sight < 1_000, in_sight
