@@ -8,6 +8,7 @@ Run: cd /work/main && .venv/bin/python bench/concurrency.py [N ...]   (default 2
        (the other faces too: the gateway model `fake-openai/gpt-test` on Chat Completions,
        the agent on /v1/responses and on /v1/messages; raw streamed POSTs, the time to the
        first text event and to the end; each side by side with the same ideal)
+     BENCH_REPEATS=1 .venv/bin/python bench/concurrency.py   (each N once, not 3 times)
      BENCH_SMOKE=1 .venv/bin/python bench/concurrency.py   (N=5, a 0.2 s model, every face)
 (prints a table, writes bench/results/concurrency.json). Needs no network and no
 configuration: the embedded PostgreSQL and Redis start in a temporary DATA_DIR, then exactly
@@ -32,6 +33,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import sys
 import threading
 import time
@@ -68,6 +70,9 @@ from bench.common import (  # noqa: E402
 LATENCY_S = float(os.environ.get("BENCH_LATENCY_S") or sized(2.0, smoke=0.2))
 TARGET_ADDED_P99_MS = 150.0  # issue #16, for 100 chats on a 1 s model
 SIZES = sized((20, 100, 500), smoke=(5,))
+# Each N runs this many times, the ideal and the platform interleaved; the target is judged on
+# the median ratio (one round's moved by +-0.1 from run to run on a 2-core machine).
+REPEATS = int(os.environ.get("BENCH_REPEATS") or sized(3, smoke=1))
 ALL_SURFACES = "chat,gateway,responses,messages"
 SURFACES = tuple((os.environ.get("BENCH_SURFACES") or sized("chat", smoke=ALL_SURFACES)).split(","))
 TARGET_WALL_RATIO = 1.25  # for every N but those below (issue #35)
@@ -313,6 +318,14 @@ def phases(n: int) -> dict[str, float | None]:
     }
 
 
+def median_ratios(rounds: list[Round]) -> dict[tuple[str, int], tuple[float, list[float]]]:
+    """Per face and N: the median of its rounds' wall x ideal, and those ratios in order."""
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for ideal, ours in zip(rounds[::2], rounds[1::2], strict=True):
+        ratios.setdefault((ours.side, ours.n), []).append(ours.wall_s / ideal.wall_s)
+    return {key: (statistics.median(found), found) for key, found in ratios.items()}
+
+
 def target_ratio(n: int) -> float:
     return TARGET_WALL_RATIO_AT.get(n, TARGET_WALL_RATIO)
 
@@ -347,7 +360,7 @@ def main(sizes: tuple[int, ...]) -> int:
         model.take_max()
         postgres = postmaster_pid(data_dir)
         idle_rss = sum(memory_kb(pid, "VmRSS") for pid in worker_pids(workers)) * 1024
-        for n in sizes:
+        for n in [n for n in sizes for _ in range(REPEATS)]:
             with CPU(n, web, workers, postgres) as cpu:
                 chats, wall = asyncio.run(
                     chats_at_once(model.url + "/v1", "fake-provider-key", MODEL, n)
@@ -412,8 +425,14 @@ def main(sizes: tuple[int, ...]) -> int:
                 f"{fmt(ours.total_p99_ms - ideal.total_p99_ms)}"
                 f"   (target <= {TARGET_ADDED_P99_MS:g} at N=100 on a 1 s model)"
             )
-        ok &= ours.errors == 0 and ours.wall_s <= target_ratio(ours.n) * ideal.wall_s
+        ok &= ours.errors == 0
         previous = ideal
+    medians = median_ratios(rounds)
+    for (side, n), (median, ratios) in medians.items():
+        ok &= median <= target_ratio(n)
+        if len(ratios) > 1:
+            listed = ", ".join(f"{r:.2f}" for r in ratios)
+            print(f"{side} N={n}: wall x ideal, median of {len(ratios)}: {median:.2f} ({listed})")
     largest = rounds[-1]
     per_100 = None
     if largest.worker_rss_mb is not None:
@@ -423,7 +442,7 @@ def main(sizes: tuple[int, ...]) -> int:
             f"+{per_100:.1f} MB per 100 runs in flight (at N={largest.n})"
         )
     targets = ", ".join(f"{target_ratio(n)}x at N={n}" for n in sizes)
-    print(f"target: wall <= {targets}, 0 errors: {'met' if ok else 'MISSED'}")
+    print(f"target: wall <= {targets} (the median), 0 errors: {'met' if ok else 'MISSED'}")
     document = {
         "latency_s": LATENCY_S,
         "rounds": [asdict(r) for r in rounds],
@@ -435,9 +454,9 @@ def main(sizes: tuple[int, ...]) -> int:
     # Per N and face: the wall time against the ideal's, and the end of a stream at p99 (none
     # when every chat failed: then that face measured nothing).
     headline = {}
-    for ideal, ours in zip(rounds[::2], rounds[1::2], strict=True):
-        headline[f"{ours.side} N={ours.n} wall x ideal"] = ours.wall_s / ideal.wall_s
-        headline[f"{ours.side} N={ours.n} end p99 ms"] = ours.total_p99_ms
+    for ours in rounds[1::2]:
+        headline[f"{ours.side} N={ours.n} wall x ideal"] = medians[ours.side, ours.n][0]
+        headline[f"{ours.side} N={ours.n} end p99 ms"] = ours.total_p99_ms  # (the last round's)
     write_results("concurrency", document, headline=headline)
     return 0
 
