@@ -57,7 +57,9 @@ import openai  # noqa: E402
 from bench.common import (  # noqa: E402
     Child,
     configure_django,
+    cpu_seconds,
     free_port,
+    postmaster_pid,
     sized,
     wait_web,
     wait_worker,
@@ -348,28 +350,6 @@ def run_breakdown(last_n: int, max_pk: int | None) -> dict[str, Any]:
 
 
 # -- output ----------------------------------------------------------------------------------
-def cpu_s(*, groups: list[int], parent: int | None) -> float:
-    """CPU seconds (user + system, with the children they reaped) of the process groups
-    `groups` (each serve process and its children) and of `parent` with its children (the
-    embedded PostgreSQL and its backends), from /proc."""
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # (gone meanwhile)
-            continue
-        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
-        pid, ppid, group = int(stat.parent.name), int(fields[1]), int(fields[2])
-        if group in groups or parent in (pid, ppid):
-            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def postmaster_pid(data_dir: Path) -> int | None:
-    pid_file = data_dir / "postgres" / "postmaster.pid"
-    return int(pid_file.read_text().split()[0]) if pid_file.exists() else None
-
-
 def fmt(value: float | None, width: int = 10, spec: str = ".1f") -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
 
@@ -414,11 +394,8 @@ def main() -> None:
                 # modules runs import on first use. Its CPU is printed apart; the figure
                 # is the median of the next WARM_BURSTS bursts'.
                 def used() -> tuple[float, float, float]:  # serve's, the web's, PostgreSQL's
-                    return (
-                        cpu_s(groups=groups, parent=None),
-                        cpu_s(groups=groups[:1], parent=None),
-                        cpu_s(groups=[], parent=postgres),
-                    )
+                    found = cpu_seconds({"serve": groups, "web": groups[:1]}, postgres)
+                    return found["serve"], found["web"], found["PostgreSQL"]
 
                 bursts: list[dict[str, float]] = []
                 for _ in range(1 + WARM_BURSTS):

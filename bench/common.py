@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,6 +109,44 @@ def _setup_django(data_dir: Path) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+def cpu_seconds(groups: Mapping[str, list[int]], postgres: int | None = None) -> dict[str, float]:
+    """CPU seconds (user + system, with the children they reaped) per name: of the process
+    groups listed under it (a Child leads one: a serve process and its children), and under
+    "PostgreSQL" of the embedded server `postgres` and its backends. One pass over /proc."""
+    used = dict.fromkeys([*groups, "PostgreSQL"], 0)
+    for pid, ppid, group, fields in _processes():
+        ticks = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        for name, listed in groups.items():
+            if group in listed:
+                used[name] += ticks
+        if postgres in (pid, ppid):
+            used["PostgreSQL"] += ticks
+    return {name: ticks / os.sysconf("SC_CLK_TCK") for name, ticks in used.items()}
+
+
+def group_pids(groups: list[int]) -> list[int]:
+    """The processes of these process groups (each Child and its children), from /proc."""
+    return [pid for pid, _, group, _ in _processes() if group in groups]
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The embedded PostgreSQL server's process (DATA_DIR/postgres), if it runs."""
+    pid_file = data_dir / "postgres" / "postmaster.pid"
+    return int(pid_file.read_text().split()[0]) if pid_file.exists() else None
+
+
+def _processes() -> Iterator[tuple[int, int, int, list[str]]]:
+    """pid, parent, process group and /proc/<pid>/stat's fields after "pid (comm)" of every
+    process (those gone meanwhile left out)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        yield int(stat.parent.name), int(fields[1]), int(fields[2]), fields
 
 
 def free_port() -> int:

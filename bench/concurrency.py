@@ -48,18 +48,14 @@ sys.path.insert(0, str(ROOT))
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 
-from bench.api import (  # noqa: E402  (the same client, the same CPU count)
-    Chat,
-    RemoteServer,
-    cpu_s,
-    pct,
-    postmaster_pid,
-    stream_chat,
-)
+from bench.api import Chat, RemoteServer, pct, stream_chat  # noqa: E402  (the same client)
 from bench.common import (  # noqa: E402
     Child,
     configure_django,
+    cpu_seconds,
     free_port,
+    group_pids,
+    postmaster_pid,
     sized,
     wait_web,
     wait_worker,
@@ -117,7 +113,7 @@ class Sampler:
     0.3-0.5 s of that process's CPU per round, a cost the ideal's round never paid."""
 
     def __init__(self, workers: list[Child]) -> None:
-        self.pids = worker_pids(workers)
+        self.pids = group_pids([w.process.pid for w in workers])
         self.peak_rss = 0
         self.peak_connections = 0
         self._stop = threading.Event()
@@ -149,20 +145,6 @@ class Sampler:
         self.peak_rss = sum(memory_kb(pid, "VmHWM") for pid in self.pids) * 1024
 
 
-def worker_pids(workers: list[Child]) -> list[int]:
-    """The worker processes and their descendants (a solo pool has none; a prefork pool's
-    children), from /proc."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            text = stat.read_text()
-            parents[int(stat.parent.name)] = int(text[text.rindex(")") + 2 :].split()[1])
-    pids = [child.process.pid for child in workers]
-    for pid in pids:  # (grows as it goes: breadth first)
-        pids += [p for p, parent in parents.items() if parent == pid]
-    return pids
-
-
 def memory_kb(pid: int, field: str) -> int:
     """A field of /proc/<pid>/status in kB (VmRSS, VmHWM); 0 for a process gone."""
     with contextlib.suppress(OSError):
@@ -183,9 +165,7 @@ class CPU:
         self.ms: dict[str, float] = {}
 
     def _used(self) -> dict[str, float]:
-        used = {"client": time.process_time()}
-        used |= {name: cpu_s(groups=groups, parent=None) for name, groups in self.groups.items()}
-        return used | {"PostgreSQL": cpu_s(groups=[], parent=self.postgres)}
+        return {"client": time.process_time()} | cpu_seconds(self.groups, self.postgres)
 
     def __enter__(self) -> CPU:
         self._before = self._used()
@@ -359,7 +339,8 @@ def main(sizes: tuple[int, ...]) -> int:
         asyncio.run(chats_at_once(url, secret, AGENT, 3))  # warm: clients, connections
         model.take_max()
         postgres = postmaster_pid(data_dir)
-        idle_rss = sum(memory_kb(pid, "VmRSS") for pid in worker_pids(workers)) * 1024
+        worker_groups = [w.process.pid for w in workers]
+        idle_rss = sum(memory_kb(pid, "VmRSS") for pid in group_pids(worker_groups)) * 1024
         for n in [n for n in sizes for _ in range(REPEATS)]:
             with CPU(n, web, workers, postgres) as cpu:
                 chats, wall = asyncio.run(
