@@ -222,8 +222,10 @@ def document_reingest(*, tenant: Tenant, document: Document, force: bool = False
     Document.objects.filter(pk=document.pk).update(
         status=DocumentStatus.PENDING, progress=0, error="", updated_at=timezone.now()
     )
-    transaction.on_commit(lambda: _queue([document.pk], force=force))
+    # Read back before the ingestion is queued: outside a transaction it is queued at once,
+    # and a worker could make the row ready again before a later read.
     document.refresh_from_db()
+    transaction.on_commit(lambda: _queue([document.pk], force=force))
     return document
 
 
