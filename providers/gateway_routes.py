@@ -1,8 +1,8 @@
 """Where a gateway model id goes: `<connection>/<model>`, or a model alias (`alias/<name>`)
 and its pairs. Its route (the connection, the model, the pass-through that sends to it) is
-remembered per tenant configuration version, so a known id costs no query; the order an
-alias's pairs are tried in is decided per call (`gateway_order`), and so is whether a
-provider's answer sends the call on to the next pair (`retryable_status`). docs/fallback.md.
+remembered per tenant configuration version, so a known id costs no query; whether a
+provider's answer sends the call on to the next pair is `retryable_status` (the order an
+alias's pairs are tried in is the call's: agentplatform/v1/gateway/call.py). docs/fallback.md.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from providers.models import (
     ProviderConnection,
     ProviderKind,
 )
-from providers.routing import BALANCER
-from providers.runtime.fallback import call_order
 from providers.runtime.passthrough import ChatPassthrough, MessagesPassthrough
 from providers.runtime.presets import PRESETS
 from providers.services import connection_model
@@ -39,7 +37,7 @@ class GatewayRoute:
     # ChatPassthrough (OpenAI and compatible: /v1/chat/completions) or MessagesPassthrough
     # (Anthropic: /v1/messages); None for the offline demo.
     passthrough: ChatPassthrough | MessagesPassthrough | None
-    # A model alias's other pairs, in order, and how they share load (`gateway_order`).
+    # A model alias's other pairs, in order, and how they share load (`load_balancing`).
     fallbacks: tuple[GatewayRoute, ...] = ()
     balancing: str = ""
 
@@ -140,15 +138,6 @@ def _new_passthrough(
         return None
     preset = PRESETS["openai" if connection.kind == ProviderKind.OPENAI else connection.preset]
     return ChatPassthrough(base_url=connection.base_url or preset.base_url, **common)
-
-
-def gateway_order(route: GatewayRoute) -> list[GatewayRoute]:
-    """The order a gateway call tries a route in: a model alias's pairs balanced and with
-    failing connections last, as an agent's calls (providers.runtime.fallback.call_order);
-    a plain `<connection>/<model>` route is just itself."""
-    if not route.fallbacks:
-        return [route]
-    return call_order([route, *route.fallbacks], route.balancing, BALANCER)
 
 
 def retryable_status(status: int) -> bool:

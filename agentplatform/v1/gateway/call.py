@@ -44,7 +44,6 @@ from agents.runs import GatewayCall, record_gateway_calls
 from base.stream_reads import brief, stream_read
 from providers.gateway_routes import (
     GatewayRoute,
-    gateway_order,
     gateway_route,
     known_gateway_route,
     retryable_status,
@@ -60,6 +59,7 @@ from providers.runtime.errors import (
     provider_failure,
 )
 from providers.runtime.estimates import estimate_text_tokens, output_tokens_of
+from providers.runtime.fallback import call_order
 from providers.runtime.passthrough import (
     ChatPassthrough,
     Forwarded,
@@ -137,14 +137,20 @@ class Call:
         stream: bool,
         headers: dict[str, str] | None = None,
     ) -> Answered:
-        """`payload_of(pair)` sent to the route's pairs in their order (`gateway_order`),
+        """`payload_of(pair)` sent to the route's pairs in their order (an alias's pairs
+        balanced and failing connections last, as an agent's calls: `call_order`),
         until one answers other than with a retryable failure (an HTTP 408, 429 or 5xx, a
         timeout, an unreachable provider), or the last answers: a stream falls back only
         before its answer begins, so nothing has reached the caller. A refusal (400, a bad
         key) is the answer: another pair would refuse it too, or an admin must act. A
         provider that could not be reached at all is the 502 of `unreached`. Each pair
         tried is a `chat` span (tracing on); the answering one's ends when it is recorded."""
-        order = gateway_order(self.route)
+        route = self.route
+        order = (
+            call_order([route, *route.fallbacks], route.balancing, BALANCER)
+            if route.fallbacks
+            else [route]
+        )
         switches: list[dict[str, str]] = []
         for position, target in enumerate(order):
             last = position == len(order) - 1
