@@ -356,6 +356,47 @@ def test_a_runs_worker_takes_runs_unacknowledged_and_one_it_died_holding_is_aske
     assert fleet.leftovers() == []
 
 
+def test_a_runs_worker_neither_records_nor_acknowledges_the_messages_it_takes(
+    trio, trusted_agent, provider_server, orders, settings
+):
+    """Nothing about a run's message reaches the broker after the worker took it: no entry
+    among the unacknowledged messages and no acknowledgement removing one (Celery's own
+    acknowledgement after each task; agentplatform.celery.admission_strategy). Kombu's Redis
+    transport is the only one here that sends ZREM: its acknowledgement does."""
+    from agents.tasks import _broker
+
+    prefix = f"durability-{uuid.uuid4().hex[:6]}"
+    settings.RUNS_QUEUE = f"{prefix}-runs"  # the workers' own: their queues take the prefix
+    env = subprocess_env(settings.DATABASES["default"]["NAME"])
+    env.update(AP_TEST_QUEUE=prefix, EGRESS_ALLOWLIST="127.0.0.1/32")
+    fleet = WorkerFleet(queue=settings.RUNS_QUEUE, env=env)
+    broker = _broker()
+
+    def acknowledgements() -> int:
+        return broker.info("commandstats").get("cmdstat_zrem", {}).get("calls", 0)
+
+    try:
+        worker = fleet.start(pool="solo")
+        wait_until(lambda: pinged(worker), 60, "the worker to consume")
+        before = acknowledgements()
+        runs = [run_start(tenant=trio.acme, agent=trusted_agent, input="Hi.") for _ in range(5)]
+        wait_until(
+            lambda: (
+                Run.objects.filter(pk__in=[r.pk for r in runs], status="succeeded").count()
+                == len(runs)
+            ),
+            30,
+            "the runs to succeed",
+        )
+        assert acknowledgements() == before
+        assert not broker.exists("unacked")
+    finally:
+        fleet.stop_all()
+        with app.connection_for_write() as connection:
+            forget_queue(connection, settings.RUNS_QUEUE)
+    assert fleet.leftovers() == []
+
+
 def test_twenty_kills_lose_no_run_and_repeat_no_write(
     trio, trusted_agent, provider_server, orders, fleet, run_queue
 ):
