@@ -43,6 +43,8 @@ async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | N
     DRF (the OpenAI-compatible face), counted with rate_counters.hits_async (off the event
     loop, in one round trip with the other requests of the moment)."""
     counted = _keys(request, throttles)
+    if not counted:
+        return None
     return _longest_wait(counted, await rate_counters.hits_async([w for _, w in counted]))
 
 

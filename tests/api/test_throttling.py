@@ -94,6 +94,24 @@ def test_a_rest_request_counts_both_budgets_in_one_round_trip(client, trio, rate
     assert int(refused["Retry-After"]) > 0
 
 
+def test_a_v1_call_with_no_budget_set_asks_redis_nothing(rates):
+    """Budgets off (no rate): the async check answers at once, with no script call for no
+    windows."""
+    import asyncio
+
+    from base.versions import shared_redis
+
+    def scripts_run() -> int:
+        stats = shared_redis().info("commandstats")
+        return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+
+    rates(None, None)
+    throttles = [throttling.ApiKeyRateThrottle(), throttling.TenantRateThrottle()]
+    before = scripts_run()
+    assert asyncio.run(throttling.retry_after(object(), throttles)) is None
+    assert scripts_run() == before
+
+
 def test_an_unverified_slug_is_counted_against_the_user_only(trio):
     request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))
     request.user = trio.charlie
