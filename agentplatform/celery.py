@@ -93,9 +93,9 @@ def admission_strategy(task, app, consumer, **kwargs):
     """Celery's strategy for the run task, without the acknowledgement of a message taken
     from the runs queue without one: Celery acknowledges every message it ran, and on Redis
     that is a transaction removing the message from the unacknowledged ones (where it never
-    was) on the thread that takes the next messages, one round trip per run: 250 us of that
-    thread's CPU per message (3,000 admissions to a solo worker: 0.68-0.77 ms with it,
-    0.42-0.51 ms without)."""
+    was) on the thread that takes the next messages, one round trip per run: 0.4 ms of that
+    thread's CPU per chat (bench/api.py, the workers' consumer threads: 0.95-1.05 ms with
+    it, 0.54-0.61 without)."""
     from celery.worker.strategy import default
     from django.conf import settings
 

@@ -22,7 +22,9 @@ text pieces, CHUNK_DELAY_S between stream events).
    the workers: its CPU per chat is printed apart; the CPU per chat is the median burst's,
    the latencies the last burst's): completed, errors (429s counted
    apart), per-chat total latency (request start to end of stream) and TTFT p50/p99, and the
-   added latency (platform percentile - direct percentile).
+   added latency (platform percentile - direct percentile); the platform's CPU per chat: the
+   web process, the workers (and apart, their Celery consumer threads, which take the run
+   messages) and PostgreSQL.
 
 If the TTFT target is missed, a breakdown of one platform chat from the Run's timestamps and
 its RunEvent rows (request -> Run created -> claimed by the worker -> first text delta stored
@@ -59,6 +61,8 @@ from bench.common import (  # noqa: E402
     configure_django,
     cpu_seconds,
     free_port,
+    group_pids,
+    main_thread_cpu_seconds,
     postmaster_pid,
     sized,
     wait_web,
@@ -393,9 +397,12 @@ def main() -> None:
                 # process): their database lanes, their connections to the provider, the
                 # modules runs import on first use. Its CPU is printed apart; the figure
                 # is the median of the next WARM_BURSTS bursts'.
-                def used() -> tuple[float, float, float]:  # serve's, the web's, PostgreSQL's
+                workers = group_pids(groups[1:])
+
+                def used() -> tuple[float, ...]:  # serve's, the web's, PostgreSQL's, consumers'
                     found = cpu_seconds({"serve": groups, "web": groups[:1]}, postgres)
-                    return found["serve"], found["web"], found["PostgreSQL"]
+                    consumers = main_thread_cpu_seconds(workers)
+                    return found["serve"], found["web"], found["PostgreSQL"], consumers
 
                 bursts: list[dict[str, float]] = []
                 for _ in range(1 + WARM_BURSTS):
@@ -403,7 +410,7 @@ def main() -> None:
                     platform_chats, platform_wall = await concurrent_chats(platform_c, AGENT)
                     after = used()
                     done = sum(1 for c in platform_chats if c.error is None) or 1
-                    serve, web, postgres_ms = (
+                    serve, web, postgres_ms, consumers = (
                         (a - b) * 1000 / done for a, b in zip(after, before, strict=True)
                     )
                     bursts.append(
@@ -411,6 +418,7 @@ def main() -> None:
                             "serve_ms_per_chat": serve,
                             "web_ms_per_chat": web,
                             "workers_ms_per_chat": serve - web,
+                            "consumers_ms_per_chat": consumers,
                             "postgres_ms_per_chat": postgres_ms,
                             "ms_per_chat": serve + postgres_ms,
                         }
@@ -513,7 +521,8 @@ def main() -> None:
         f"platform CPU per chat (of the {CONCURRENT}, the median burst of {bursts}): "
         f"{cpu['ms_per_chat']:.1f} ms "
         f"(serve's processes {cpu['serve_ms_per_chat']:.1f}: web {cpu['web_ms_per_chat']:.1f}, "
-        f"workers {cpu['workers_ms_per_chat']:.1f}; PostgreSQL "
+        f"workers {cpu['workers_ms_per_chat']:.1f}, of which their Celery consumer threads "
+        f"{cpu['consumers_ms_per_chat']:.2f}; PostgreSQL "
         f"{cpu['postgres_ms_per_chat']:.1f}); target <= {TARGET_CPU_MS_PER_CHAT:g} ms: "
         f"{'ok' if cpu['ms_per_chat'] <= TARGET_CPU_MS_PER_CHAT else 'MISSED'}"
     )

@@ -126,6 +126,19 @@ def cpu_seconds(groups: Mapping[str, list[int]], postgres: int | None = None) ->
     return {name: ticks / os.sysconf("SC_CLK_TCK") for name, ticks in used.items()}
 
 
+def main_thread_cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) of these processes' main threads alone: a Celery worker's
+    consumer, which takes the messages, beside the threads its runs execute on. From the
+    scheduler's nanoseconds (schedstat): a consumer spends a few clock ticks per burst."""
+    ns = 0
+    for pid in pids:
+        try:
+            ns += int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return ns / 1e9
+
+
 def group_pids(groups: list[int]) -> list[int]:
     """The processes of these process groups (each Child and its children), from /proc."""
     return [pid for pid, _, group, _ in _processes() if group in groups]
