@@ -311,9 +311,8 @@ def _start_case(evaluation: Evaluation, result: EvaluationResult) -> Run | None:
                 initiated_by=by,
                 idempotency_key=f"evaluation:{evaluation.pk}:{result.pk}",
                 enqueue=False,
+                agent_draft_id=evaluation.draft_id,  # (a draft's evaluation: it runs the draft)
             )
-            if evaluation.draft_id is not None:  # the draft's run: it executes the draft
-                Run.objects.filter(pk=run.pk).update(agent_draft_id=evaluation.draft_id)
             claimed = EvaluationResult.objects.filter(
                 pk=result.pk, outcome=CaseOutcome.PENDING
             ).update(run=run, outcome=CaseOutcome.RUNNING)

@@ -66,6 +66,7 @@ def run_start(
     acting_for: AbstractBaseUser | None = None,
     trigger: Trigger | None = None,
     attachments: Sequence[int] = (),
+    agent_draft_id: int | None = None,
 ) -> Run:
     """A queued Run, and a Celery task to execute it once the transaction commits.
 
@@ -91,6 +92,9 @@ def run_start(
     starts the run for: it is theirs (their runs, memory, grants) as well as the key's.
 
     `trigger`: the schedule or webhook that started it (agents.triggers), for its history.
+
+    `agent_draft_id`: a draft of the agent or crew that the run executes instead (the
+    draft's evaluation, agents.evaluations).
 
     `attachments`: ids of files the starter attached in `conversation` and has not sent yet
     (agents.conversations): they join its message, and the run is given them with the
@@ -176,6 +180,7 @@ def run_start(
                 idempotency_key=idempotency_key or None,
                 trigger=trigger,
                 in_reply_to=reply_to,
+                agent_draft_id=agent_draft_id,
                 **(claimed_fields(claimed_by) if claimed_by else {}),
             )
             entry = audit.run_started_entry(run, api_key) if api_key else None
