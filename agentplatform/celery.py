@@ -68,12 +68,12 @@ def _take_runs_as_the_record_needs(sender, **kwargs) -> None:
     logs no line per message. A message only asks for a queued run; the run's record is the
     request that lasts: a run whose message was lost (its worker died after taking it) stays
     queued and the sweeper asks for it again after two leases (agents.runs.sweeper), as it
-    did for one lost after the acknowledgement, which came before the claim anyway. The
-    acknowledgements were two Redis transactions per run (the second goes with the run
-    task's strategy, `admission_strategy`), and Celery's "received" and
-    "succeeded" lines two log lines beside the run's own: about 0.3 ms of the 0.9-1.0 ms of
-    CPU the workers' Celery threads spent per /v1 chat (bench/api.py's setup, per thread). A
-    prefork pool keeps them: it hands messages on to its children, and without
+    did for one lost after the acknowledgement, which came before the claim anyway. An
+    acknowledged message costs two Redis transactions on the consuming thread (kombu records
+    it as unacknowledged when it is taken; Celery's acknowledgement after the task removes
+    it, which `admission_strategy` drops), and Celery's "received" and "succeeded" lines two
+    log lines beside the run's own (bench/api.py prints the consumer threads' CPU per chat).
+    A prefork pool keeps them: it hands messages on to its children, and without
     acknowledgements it would take them as fast as they come (no prefetch limit)."""
     from celery.concurrency import get_implementation
     from celery.concurrency.solo import TaskPool as SoloPool

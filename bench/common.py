@@ -127,9 +127,9 @@ def cpu_seconds(groups: Mapping[str, list[int]], postgres: int | None = None) ->
 
 
 def main_thread_cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds (user + system) of these processes' main threads alone: a Celery worker's
-    consumer, which takes the messages, beside the threads its runs execute on. From the
-    scheduler's nanoseconds (schedstat): a consumer spends a few clock ticks per burst."""
+    """CPU seconds of these processes' main threads alone: a Celery worker's consumer, which
+    takes the messages, beside the threads its runs execute on. The scheduler's nanoseconds
+    on a CPU (schedstat), not clock ticks: a consumer spends a few ticks per burst."""
     ns = 0
     for pid in pids:
         try:

@@ -219,10 +219,11 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def print_again(settled: Sample, again: Sample, title: str, before: str = "settled") -> None:
+def print_growth(settled: Sample, again: Sample, title: str, column: str = "settled") -> None:
+    """Per kind of process, `again` against `settled` (the column named `column`)."""
     kinds = sorted(set(settled.mb) | set(again.mb), key=lambda k: -settled.mb.get(k, 0))
     print(f"\n{title}")
-    print(f"{'process kind':<42}{'procs':>6}{before:>9}{'in flight':>11}{'added':>9}")
+    print(f"{'process kind':<42}{'procs':>6}{column:>9}{'in flight':>11}{'added':>9}")
     for kind in kinds:
         procs = f"{settled.count.get(kind, 0)}/{again.count.get(kind, 0)}"
         before, after = settled.mb.get(kind, 0), again.mb.get(kind, 0)
@@ -299,15 +300,15 @@ def main() -> int:
         model.close()
 
     print_table(started, idle, busy)
-    print_again(
+    print_growth(
         settled, again, f"The same {IN_FLIGHT} chats again, from the settled state after the first:"
     )
-    print_again(
+    print_growth(
         again,
         double,
         f"{2 * IN_FLIGHT} chats at once (settled after the second burst) against the "
         f"{IN_FLIGHT} of that burst:",
-        before=f"{IN_FLIGHT} runs",
+        column=f"{IN_FLIGHT} runs",
     )
     per_100 = (busy.total - idle.total) / IN_FLIGHT * 100
     per_100_again = (again.total - settled.total) / IN_FLIGHT * 100

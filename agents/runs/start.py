@@ -93,13 +93,13 @@ def run_start(
 
     `trigger`: the schedule or webhook that started it (agents.triggers), for its history.
 
-    `agent_draft_id`: a draft of the agent or crew that the run executes instead (the
-    draft's evaluation, agents.evaluations).
-
     `attachments`: ids of files the starter attached in `conversation` and has not sent yet
     (agents.conversations): they join its message, and the run is given them with the
     conversation's earlier documents (its record lists them). Images need an agent whose
     model takes them; refused (ValidationError) before anything is written.
+
+    `agent_draft_id`: a draft of the agent or crew that the run executes instead (the
+    draft's evaluation, agents.evaluations).
     """
     target = agent or crew
     if target is None or (agent is not None and crew is not None):
