@@ -62,9 +62,11 @@ from bench.common import (  # noqa: E402
     cpu_seconds,
     free_port,
     group_pids,
+    machine_speed_ms,
     main_thread_cpu_seconds,
     postmaster_pid,
     sized,
+    speed_line,
     wait_web,
     wait_worker,
     write_results,
@@ -359,7 +361,7 @@ def fmt(value: float | None, width: int = 10, spec: str = ".1f") -> str:
 
 
 def main() -> None:
-    load_at_start = os.getloadavg()
+    load_at_start, speed_at_start = os.getloadavg(), machine_speed_ms()
     configure_django("bench-api-")
     import celery
     import django
@@ -531,6 +533,8 @@ def main() -> None:
         f"{cpu['cold_ms_per_chat']:.1f} ms (serve's processes "
         f"{cpu['cold_serve_ms_per_chat']:.1f}, PostgreSQL {cpu['cold_postgres_ms_per_chat']:.1f})"
     )
+    speed_at_end = machine_speed_ms()
+    print(f"  {speed_line(speed_at_start, speed_at_end)}")
     print()
     print(f"Where a platform chat's time goes (median of the {breakdown['runs']} TTFT-sample runs)")
     for key in (
@@ -549,6 +553,7 @@ def main() -> None:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "load_average_start_end": [load_at_start, os.getloadavg()],
+            "speed_ms_start_end": [speed_at_start, speed_at_end],
             "django": django.__version__,
             "celery": celery.__version__,
             "openai": openai.__version__,

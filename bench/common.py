@@ -51,6 +51,28 @@ def results_dir() -> Path:
     return ROOT / "bench" / "results" / ("smoke" if SMOKE else "")
 
 
+def machine_speed_ms() -> float:
+    """CPU milliseconds a fixed pure-Python loop takes now (the best of three): how fast this
+    machine runs at the moment. On these shared machines the same loop's CPU time moves by
+    up to half within minutes (about 60 ms when quick, 90 in a slow spell), and every CPU
+    figure of a benchmark with it; the CPU benchmarks print it beside their figures."""
+    best = float("inf")
+    for _ in range(3):
+        started, total = time.process_time(), 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.process_time() - started)
+    return best * 1000
+
+
+def speed_line(before_ms: float, after_ms: float) -> str:
+    return (
+        f"machine speed: a fixed Python loop took {before_ms:.0f} ms of CPU before the "
+        f"benchmark, {after_ms:.0f} after (about 60 when this machine is quick): CPU figures "
+        f"move with it"
+    )
+
+
 def write_results(
     name: str, document: Mapping[str, Any], *, headline: Mapping[str, float | None]
 ) -> Path:

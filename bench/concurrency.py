@@ -55,8 +55,10 @@ from bench.common import (  # noqa: E402
     cpu_seconds,
     free_port,
     group_pids,
+    machine_speed_ms,
     postmaster_pid,
     sized,
+    speed_line,
     wait_web,
     wait_worker,
     write_results,
@@ -315,6 +317,7 @@ def fmt(value: float | None, spec: str = "8.1f") -> str:
 
 
 def main(sizes: tuple[int, ...]) -> int:
+    speed_at_start = machine_speed_ms()
     os.environ["API_RATE_PER_KEY"] = "1000000/min"
     os.environ["API_RATE_PER_TENANT"] = "1000000/min"
     configure_django("bench-concurrency-")
@@ -424,13 +427,19 @@ def main(sizes: tuple[int, ...]) -> int:
         )
     targets = ", ".join(f"{target_ratio(n)}x at N={n}" for n in sizes)
     print(f"target: wall <= {targets} (the median), 0 errors: {'met' if ok else 'MISSED'}")
+    speed_at_end = machine_speed_ms()
+    print(speed_line(speed_at_start, speed_at_end))
     document = {
         "latency_s": LATENCY_S,
         "rounds": [asdict(r) for r in rounds],
         "worker_idle_rss_mb": idle_rss / 2**20,
         "rss_mb_per_100_in_flight": per_100,
         "target_met": ok,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "speed_ms_start_end": [speed_at_start, speed_at_end],
+        },
     }
     # Per N and face: the wall time against the ideal's, and the end of a stream at p99 (none
     # when every chat failed: then that face measured nothing).
