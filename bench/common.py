@@ -54,8 +54,11 @@ def results_dir() -> Path:
 def machine_speed_ms() -> float:
     """CPU milliseconds a fixed pure-Python loop takes now (the best of three): how fast this
     machine runs at the moment. On these shared machines the same loop's CPU time moves by
-    up to half within minutes (about 60 ms when quick, 90 in a slow spell), and every CPU
-    figure of a benchmark with it; the CPU benchmarks print it beside their figures."""
+    up to half within minutes (about 60 ms when quick, 90 in a slow spell). The CPU
+    benchmarks print it beside their figures: a slow reading says their figures are
+    inflated; a quick one does not say they are not (a spell may fall between readings,
+    and the platform's processes slow down more than the loop: bursts of 100 chats took
+    10.8 to 14.2 ms of CPU each with the loop at 59 to 63 ms)."""
     best = float("inf")
     for _ in range(3):
         started, total = time.process_time(), 0
@@ -68,8 +71,8 @@ def machine_speed_ms() -> float:
 def speed_line(before_ms: float, after_ms: float) -> str:
     return (
         f"machine speed: a fixed Python loop took {before_ms:.0f} ms of CPU before the "
-        f"benchmark, {after_ms:.0f} after (about 60 when this machine is quick): CPU figures "
-        f"move with it"
+        f"benchmark, {after_ms:.0f} after (about 60 when this machine is quick; slower "
+        f"readings inflate the CPU figures)"
     )
 
 
