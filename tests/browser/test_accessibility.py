@@ -96,6 +96,7 @@ def test_from_the_home_to_an_answer_in_one_click(
     page.keyboard.type("Show me hello world in Python")
     page.keyboard.press("Enter")
     page.locator(".segment:not(.streaming) pre").wait_for(timeout=20_000)
+    page.get_by_role("button", name="Regenerate").wait_for()  # the run's end, committed
     run = Run.objects.filter(conversation__owner_user=trio.bob).get()
     assert run.status == "succeeded"
     # A function, not an expression: Playwright re-evaluates an expression with eval(), which
@@ -152,6 +153,7 @@ def test_an_approval_an_error_and_escape_to_stop(
     card.get_by_label("Reason").fill("Not today")
     card.get_by_role("button", name="Reject").click()
     page.locator(".segment:not(.streaming)", has_text="I sent nothing").wait_for(timeout=20_000)
+    page.get_by_role("button", name="Regenerate").wait_for()  # its end: the next turn is sent
 
     page.get_by_label("Message").fill("Try again")
     page.get_by_label("Message").press("Enter")

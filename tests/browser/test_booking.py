@@ -68,6 +68,7 @@ def test_a_person_books_a_slot_approving_the_exact_request(
     card.get_by_role("button", name="Approve").click()
     page.locator(".approval-card.approved", has_text="Approved by bob").wait_for()
     page.locator(".segment:not(.streaming) strong", has_text="10:30").wait_for(timeout=15_000)
+    page.get_by_role("button", name="Regenerate").wait_for()  # the run's end, committed
     run = Run.objects.get(pk=approval.run_id)
     assert run.status == "succeeded", run.error
     [received] = booking_api.requests_to("POST", "/bookings")
