@@ -53,12 +53,9 @@ def results_dir() -> Path:
 
 def machine_speed_ms() -> float:
     """CPU milliseconds a fixed pure-Python loop takes now (the best of three): how fast this
-    machine runs at the moment. On these shared machines the same loop's CPU time moves by
-    up to half within minutes (about 60 ms when quick, 90 in a slow spell). The CPU
-    benchmarks print it beside their figures: a slow reading says their figures are
-    inflated; a quick one does not say they are not (a spell may fall between readings,
-    and the platform's processes slow down more than the loop: bursts of 100 chats took
-    10.8 to 14.2 ms of CPU each with the loop at 59 to 63 ms)."""
+    shared machine runs at the moment (about 60 ms when quick; up to half more in a slow
+    spell). A slow reading says a benchmark's CPU figures are inflated; a quick one does not
+    say they are not (a spell may fall between readings)."""
     best = float("inf")
     for _ in range(3):
         started, total = time.process_time(), 0
@@ -162,6 +159,19 @@ def main_thread_cpu_seconds(pids: list[int]) -> float:
         except (OSError, ValueError, IndexError):
             continue
     return ns / 1e9
+
+
+def proc_kb(pid: int, file: str, field: str) -> int | None:
+    """A kB field of /proc/<pid>/<file> (status: VmRSS, VmHWM; smaps_rollup: Pss), or None
+    when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{file}") as lines:
+            for line in lines:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
 
 
 def group_pids(groups: list[int]) -> list[int]:

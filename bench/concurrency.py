@@ -57,6 +57,7 @@ from bench.common import (  # noqa: E402
     group_pids,
     machine_speed_ms,
     postmaster_pid,
+    proc_kb,
     sized,
     speed_line,
     wait_web,
@@ -144,16 +145,7 @@ class Sampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(5)
-        self.peak_rss = sum(memory_kb(pid, "VmHWM") for pid in self.pids) * 1024
-
-
-def memory_kb(pid: int, field: str) -> int:
-    """A field of /proc/<pid>/status in kB (VmRSS, VmHWM); 0 for a process gone."""
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+        self.peak_rss = sum(proc_kb(pid, "status", "VmHWM") or 0 for pid in self.pids) * 1024
 
 
 # -- the clients ------------------------------------------------------------------------------
@@ -343,7 +335,9 @@ def main(sizes: tuple[int, ...]) -> int:
         model.take_max()
         postgres = postmaster_pid(data_dir)
         worker_groups = [w.process.pid for w in workers]
-        idle_rss = sum(memory_kb(pid, "VmRSS") for pid in group_pids(worker_groups)) * 1024
+        idle_rss = (
+            sum(proc_kb(pid, "status", "VmRSS") or 0 for pid in group_pids(worker_groups)) * 1024
+        )
         for n in [n for n in sizes for _ in range(REPEATS)]:
             with CPU(n, web, workers, postgres) as cpu:
                 chats, wall = asyncio.run(

@@ -57,7 +57,7 @@ import httpx2  # noqa: E402
 import psutil  # noqa: E402
 
 from bench.api import RemoteServer  # noqa: E402
-from bench.common import Child, configure_django, free_port, sized, write_results  # noqa: E402
+from bench.common import Child, configure_django, free_port, proc_kb, sized, write_results  # noqa: E402
 from bench.concurrency import AGENT, chats_at_once, create_fixture  # noqa: E402
 
 IN_FLIGHT = sized(100, smoke=10)
@@ -71,18 +71,6 @@ WORKERS_READY = re.compile(rb"\bready\.")  # Celery's "celery@runs1 ready." (INF
 
 
 # -- the processes and their PSS ----------------------------------------------------------------
-def pss_kb(pid: int) -> int | None:
-    """The process's PSS in kB, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
-
-
 def _pid_file(path: Path) -> int | None:
     with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
         return int(path.read_text().split()[0])
@@ -142,7 +130,7 @@ def sample(serve: psutil.Process, data_dir: Path) -> Sample:
     mb: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     for pid, kind in processes(serve, data_dir).items():
-        kb = pss_kb(pid)
+        kb = proc_kb(pid, "smaps_rollup", "Pss")
         if kb is not None:
             mb[kind] += kb / 1024
             count[kind] += 1
