@@ -4,7 +4,6 @@ Run it with lifespan on: the start-up checks run there (agentplatform.startup_ch
 the MCP app starts its session manager there (Django never sees the lifespan scope).
 """
 
-import gc
 import os
 
 import django
@@ -28,6 +27,7 @@ from tenancy import rls  # noqa: E402 (after setup)
 rls.assume_app_role()  # a web process logs in as the app role: the tenant policies bind it
 
 from agentplatform.asgi_handler import StreamingASGIHandler, with_api  # noqa: E402
+from agentplatform.collector import freeze_what_was_loaded  # noqa: E402
 from agentplatform.mcp.asgi import with_mcp  # noqa: E402
 from agentplatform.startup_checks import checked_at_startup  # noqa: E402
 from agentplatform.trace_context import with_caller_trace  # noqa: E402
@@ -52,7 +52,4 @@ application = checked_at_startup(
     )
 )
 
-# What is loaded by now lives as long as the process: out of the collector's sight, a full
-# collection scans only what requests made since (a web process's took 130 ms, then 20: a
-# third of a millisecond per /v1 chat, bench/api.py).
-gc.freeze()
+freeze_what_was_loaded()

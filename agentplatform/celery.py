@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 
 import click
 from celery import Celery, bootsteps, signals
+
+from agentplatform.collector import freeze_what_was_loaded
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 # Celery's Django fixup runs Django's system checks when a worker starts. They import the
@@ -120,8 +121,7 @@ def _freeze_what_was_loaded(**kwargs) -> None:
     started by `celery worker` itself (compose's) kept it in sight: each full collection
     in a burst of runs scanned its 170,000 objects, a pause of 100-130 ms for every run in
     the process (bench/concurrency.py, 500 chats at once)."""
-    gc.collect()
-    gc.freeze()
+    freeze_what_was_loaded()
 
 
 @signals.worker_process_init.connect

@@ -20,7 +20,6 @@ the migration graph.
 from __future__ import annotations
 
 import atexit
-import gc
 import json
 import os
 import runpy
@@ -31,6 +30,7 @@ import traceback
 from setproctitle import getproctitle, setproctitle
 
 from agentplatform import supervisor
+from agentplatform.collector import freeze_what_was_loaded
 
 # setproctitle finds this process's argv beside its environment block on its first call,
 # which fails silently once a variable has been given a new value (serve's child_env may
@@ -83,8 +83,7 @@ def preload(modules: set[str]) -> None:
     if "celery" in modules:
         import celery.apps.worker
         import celery.bin.celery  # noqa: F401
-    gc.collect()
-    gc.freeze()
+    freeze_what_was_loaded()
 
 
 def _preload(modules: set[str]) -> bool:
