@@ -1,5 +1,5 @@
 """The cyclic garbage collector of a long-lived process: the web server, a worker, serve's
-preloading parent."""
+preloading parent (and the test suite's processes, tests/conftest.py)."""
 
 from __future__ import annotations
 
