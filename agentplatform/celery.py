@@ -18,6 +18,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 # in the workers too.
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
+logger = logging.getLogger(__name__)
+
 app = Celery("agentplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
@@ -91,21 +93,32 @@ def _take_runs_as_the_record_needs(sender, **kwargs) -> None:
 
 
 def admission_strategy(task, app, consumer, **kwargs):
-    """Celery's strategy for the run task, without the acknowledgement of a message taken
-    from the runs queue without one: Celery acknowledges every message it ran, and on Redis
-    that is a transaction removing the message from the unacknowledged ones (where it never
-    was) on the thread that takes the next messages, one round trip per run: 0.4 ms of that
-    thread's CPU per chat (bench/api.py, the workers' consumer threads: 0.95-1.05 ms with
-    it, 0.54-0.61 without)."""
+    """Celery's strategy for the run task, but a message from the runs queue is admitted by
+    calling the task's function on the consuming thread (what the solo pool does after
+    Celery's request, tracer, signals and result handling, none of which a run's message
+    uses: the Run is the record), and is never acknowledged (it was taken without one;
+    Celery acknowledges every message it ran, on Redis a transaction removing it from the
+    unacknowledged ones, where it never was). That thread's CPU per chat went from 0.95-1.05
+    ms to 0.54-0.61 without the acknowledgement (bench/api.py, the workers' consumer
+    threads), and to 0.3-0.4 without the tracer. A message with an eta or an expiry
+    (nothing sends one) takes Celery's way."""
     from celery.worker.strategy import default
     from django.conf import settings
 
     handle = default(task, app, consumer, **kwargs)
+    runs_queue = settings.RUNS_QUEUE
 
     def handle_admission(message, body, ack, reject, callbacks, **options):
-        if message.delivery_info.get("routing_key") == settings.RUNS_QUEUE:
-            ack = reject = _unacknowledged
-        return handle(message, body, ack, reject, callbacks, **options)
+        if message.delivery_info.get("routing_key") != runs_queue:
+            return handle(message, body, ack, reject, callbacks, **options)
+        headers = message.headers
+        if body is not None or headers.get("eta") or headers.get("expires"):
+            return handle(message, body, _unacknowledged, _unacknowledged, callbacks, **options)
+        args, kwargs, _ = message.decode()  # (protocol 2: args, kwargs, embed)
+        try:
+            task.run(*args, **kwargs)
+        except Exception:  # the run stays queued: the sweeper asks for it again
+            logger.exception("run message %s was not admitted", headers.get("id"))
 
     return handle_admission
 

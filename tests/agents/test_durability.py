@@ -18,6 +18,7 @@ survive every kill.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -35,8 +36,9 @@ from agentplatform.tasks import ping
 from agents.models import Run, RunEvent
 from agents.runs import run_start
 from agents.runtime.spec import RunStatus
-from agents.tasks import sweep_stale_runs
+from agents.tasks import execute_run_task, sweep_stale_runs
 from tests.agents.workers import (
+    TASK_LOG_ENV,
     TurnTakingProviderServer,
     Worker,
     WorkerFleet,
@@ -362,13 +364,16 @@ def test_a_runs_worker_neither_records_nor_acknowledges_the_messages_it_takes(
     """Nothing about a run's message reaches the broker after the worker took it: no entry
     among the unacknowledged messages and no acknowledgement removing one (Celery's own
     acknowledgement after each task; agentplatform.celery.admission_strategy). Kombu's Redis
-    transport is the only one here that sends ZREM: its acknowledgement does."""
+    transport is the only one here that sends ZREM: its acknowledgement does. The worker
+    admits them without Celery's tracer: no `task_prerun` signal (`record_tasks`) for them,
+    where a ping sent to the same queue, which takes Celery's way, has one."""
     from agents.tasks import _broker
 
     prefix = f"durability-{uuid.uuid4().hex[:6]}"
     settings.RUNS_QUEUE = f"{prefix}-runs"  # the workers' own: their queues take the prefix
     env = subprocess_env(settings.DATABASES["default"]["NAME"])
-    env.update(AP_TEST_QUEUE=prefix, EGRESS_ALLOWLIST="127.0.0.1/32")
+    task_log = f"{prefix}-tasks"
+    env.update(AP_TEST_QUEUE=prefix, EGRESS_ALLOWLIST="127.0.0.1/32", **{TASK_LOG_ENV: task_log})
     fleet = WorkerFleet(queue=settings.RUNS_QUEUE, env=env)
     broker = _broker()
 
@@ -390,7 +395,15 @@ def test_a_runs_worker_neither_records_nor_acknowledges_the_messages_it_takes(
         )
         assert acknowledgements() == before
         assert not broker.exists("unacked")
+        ping.apply_async(queue=settings.RUNS_QUEUE)
+
+        def traced() -> list[str]:
+            return [json.loads(raw)["task"] for raw in broker.lrange(task_log, 0, -1)]
+
+        wait_until(lambda: ping.name in traced(), 30, "the ping to be traced")
+        assert execute_run_task.name not in traced()
     finally:
+        broker.delete(task_log)
         fleet.stop_all()
         with app.connection_for_write() as connection:
             forget_queue(connection, settings.RUNS_QUEUE)
