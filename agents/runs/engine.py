@@ -20,7 +20,6 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import transaction
@@ -57,6 +56,7 @@ from agents.models import (
 from agents.observability import observed_run, traced_outcome
 from agents.runs import bridge, cancellation
 from agents.runs import claim as run_claim
+from agents.runs.bridge import db
 from agents.runs.claim import lease_seconds
 from agents.runs.costs import run_own_cost
 from agents.runs.direct_calls import execute_tool_run, run_tool_context
@@ -165,7 +165,7 @@ async def execute_run_async(
     if tenant_id is None and claimed is not None:
         tenant_id = claimed.tenant_id
     if tenant_id is None:
-        tenant_id = await sync_to_async(rls.tenant_id_of)(Run, run_id)
+        tenant_id = await db(rls.tenant_id_of)(Run, run_id)
     if tenant_id is None:
         return "not claimable"
     with rls.tenant_scope(tenant_id):
@@ -190,7 +190,7 @@ def hand_over(owners: list[str]) -> list[int]:
 
 
 async def _execute_run(run_id: int, owner: str, claimed: Run | None = None) -> str:
-    run = claimed or await sync_to_async(claim)(run_id, owner)
+    run = claimed or await db(claim)(run_id, owner)
     if run is None:
         return "not claimable"
     writer = RunWriter(run, owner, next_seq=run.stored_seq + 1, lease_s=lease_seconds())
@@ -240,7 +240,7 @@ async def _execute_claimed(run: Run, owner: str, writer: RunWriter, claimed: boo
         heartbeat.cancel()
     outcome = writer.redacted(outcome)  # as its events and fields were
     # A caller that inserted the run holds it (run_inline, Nearby): finalize refreshes it.
-    finalized = sync_to_async(finalize)
+    finalized = db(finalize)
     if not await finalized(run, owner, outcome, batch, writer.tool_usage, refresh=claimed):
         return "lease lost"
     traced_outcome(run, outcome)
@@ -276,16 +276,16 @@ async def _fail(sink: RunEventSink, error: str) -> RunOutcome:
 
 async def _execute_agent(run: Run, sink: RunEventSink) -> RunOutcome:
     # The agent as stored; an evaluation's run of a draft: as drafted (agents.publishing).
-    agent = run.agent if run.agent_draft_id is None else await sync_to_async(agent_of_run)(run)
+    agent = run.agent if run.agent_draft_id is None else await db(agent_of_run)(run)
     if isinstance(agent, str):
         return await _fail(sink, agent)
-    prepared = await sync_to_async(_prepare_agent)(run, agent)
+    prepared = await db(_prepare_agent)(run, agent)
     if not isinstance(prepared, str) and prepared.reading and run.state is None:
         # Documents given to it that a worker still reads: waited for, bounded (the lease
         # is renewed meanwhile), then read again; those still not ready are named to the
         # model and listed so. (Only then: a run given none costs no query for it.)
         await attachments_read_wait(run)
-        prepared = await sync_to_async(_prepare_agent)(run, agent)
+        prepared = await db(_prepare_agent)(run, agent)
     if isinstance(prepared, str):
         return await _fail(sink, prepared)
     if prepared.attachments and run.state is None:  # what it was given, in its events too
@@ -542,7 +542,7 @@ def _context_blocks(spec: AgentSpec, tools, blocks) -> tuple[tuple[str, str], ..
 # -- crews ---------------------------------------------------------------------------
 async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
     if run.agent_draft_id is not None:  # an evaluation's run of a draft: the crew as drafted
-        drafted = await sync_to_async(crew_of_run)(run)
+        drafted = await db(crew_of_run)(run)
         if isinstance(drafted, str):
             return await _fail(sink, drafted)
         crew, members = drafted
@@ -578,7 +578,7 @@ async def _execute_crew(run: Run, sink: RunEventSink) -> RunOutcome:
         task = await _crew_task(run, sink, crew)
     if run.state is None:
         await emit("run.started", crew=crew.slug, mode=crew.mode)
-        versions = await sync_to_async(run_config_versions)(run.tenant_id, crew=crew)
+        versions = await db(run_config_versions)(run.tenant_id, crew=crew)
         versions = draft_run_versions(versions, run)
         # with the run's next write
         sink.writer.stage(config_versions=versions, limits=crew_limits(spec))
@@ -599,7 +599,7 @@ async def _crew_task(run: Run, sink: RunEventSink, crew: Crew) -> str:
     (as an agent's run gets them; its events are the crew run's)."""
     if run.client_request:  # an API caller's conversation
         return ClientRequest.from_dict(run.client_request).transcript(MAX_INPUT_CHARS)
-    planned = await sync_to_async(_crew_history)(run, crew)
+    planned = await db(_crew_history)(run, crew)
     turns = await compacted_history(
         planned, emit=sink.emit, durable=sink.writer.drain, record=record_model_call
     )
@@ -633,14 +633,14 @@ async def _run_manager(run, sink, spec: CrewSpec, crew: Crew, run_child, emit) -
     compaction = None  # the crew's settings where set, else its manager's
     if manager is not None:
         compaction = CompactionSettings.of(crew).over(CompactionSettings.of(manager))
-    prepared = await sync_to_async(_prepare_agent)(run, manager, compaction)
+    prepared = await db(_prepare_agent)(run, manager, compaction)
     if isinstance(prepared, str):
         return RunOutcome(status=RunStatus.FAILED, error=prepared)
     if "limits" in prepared.audit:  # the crew's, and its manager's loop's
         prepared.audit["limits"] = {**crew_limits(spec), **prepared.audit["limits"]}
 
     async def used_tokens() -> int:
-        usage = await sync_to_async(_children_usage)(run.pk)
+        usage = await db(_children_usage)(run.pk)
         return usage.input_tokens + usage.output_tokens
 
     registry = ToolRegistry(list(prepared.registry))
@@ -651,7 +651,7 @@ async def _run_manager(run, sink, spec: CrewSpec, crew: Crew, run_child, emit) -
 
 def _child_runner(parent: Run, members: dict[str, Agent]):
     async def run_child(member: str, task: str, context: str, key: str) -> ChildOutcome:
-        child = await sync_to_async(_child_run)(parent, members[member], task, context, key)
+        child = await db(_child_run)(parent, members[member], task, context, key)
         if child.status == RunStatus.QUEUED or (
             child.status == RunStatus.RUNNING and child.lease_expires_at
             and child.lease_expires_at < timezone.now()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -31,6 +30,7 @@ from django.http import Http404
 
 from agents import access
 from agents.models import Conversation, QueuedMessage, Run
+from agents.runs.bridge import db
 from agents.runs.cancellation import FLAG_TTL_S, cancel_key, flags_set
 from agents.runs.channels import publisher
 from agents.runs.start import (
@@ -238,7 +238,7 @@ class RunSteering:
         return cancelled, steered
 
     async def take(self, known: Sequence[int]) -> list[Steer]:
-        return await sync_to_async(self._take)(list(known))
+        return await db(self._take)(list(known))
 
     def _take(self, known: list[int]) -> list[Steer]:
         """Clear the flag, then read: a message stored after the read sets it again. Those

@@ -11,13 +11,13 @@ checkpoint, never repeating a recorded tool call. A run waiting for a model so c
 coroutine and its state, not a process.
 
 The loop lives as long as the process, so SDK clients (PerLoop) and their keep-alive
-connections serve one run after another. A run's database statements (Django's, through
-sync_to_async) go to one of RUN_DB_THREADS lanes — a thread with its pooled connection —
-the least busy when the run starts: the runs of a process share a few connections, and
-one slow statement holds up only its lane (one shared thread made 100 runs wait 2 s for
-their claims in bench/concurrency.py). On a warm shutdown the runs get RUN_DRAIN_S to
-finish; the others are handed over at once (lease expired, queued again) instead of
-waiting for their leases to run out.
+connections serve one run after another. A run's database statements (through
+agents.runs.bridge.db, and Django's async ORM calls) go to one of RUN_DB_THREADS lanes — a
+thread with its pooled connection — the least busy when the run starts: the runs of a
+process share a few connections, and one slow statement holds up only its lane (one shared
+thread made 100 runs wait 2 s for their claims in bench/concurrency.py). On a warm
+shutdown the runs get RUN_DRAIN_S to finish; the others are handed over at once (lease
+expired, queued again) instead of waiting for their leases to run out.
 
 A quiet web process holds runs the same way (`Nearby`): a `/v1` chat or an MCP `ask_*`
 that starts a run and follows its stream has it inserted already claimed and executes it
@@ -44,6 +44,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agents.models import Run
+from agents.runs.bridge import on_lane
 from agents.runs.engine import execute_run_async, hand_over
 from agents.runs.subscriptions import subscriptions
 from agents.runtime.spec import RunStatus
@@ -220,14 +221,17 @@ async def _hold(
     assert _lanes is not None
     with _lanes.least_busy() as lane:
         try:
-            async with ThreadSensitiveContext(executor=lane):
-                # As a request would: drop the lane's connection if it died since its last
-                # run. Queued ahead of the run's first statement on the lane's one thread, not
-                # awaited: a hop of its own cost each run a wake-up of the thread and the loop.
-                lane.submit(_close_old_connections)
-                outcome = await execute_run_async(
-                    run_id, owner=owner, tenant_id=tenant_id, claimed=claimed
-                )
+            # The run's statements (bridge.db) and Django's async ORM calls on the lane.
+            with on_lane(lane):
+                async with ThreadSensitiveContext(executor=lane):
+                    # As a request would: drop the lane's connection if it died since its
+                    # last run. Queued ahead of the run's first statement on the lane's one
+                    # thread, not awaited: a hop of its own cost each run a wake-up of the
+                    # thread and the loop.
+                    lane.submit(_close_old_connections)
+                    outcome = await execute_run_async(
+                        run_id, owner=owner, tenant_id=tenant_id, claimed=claimed
+                    )
             logger.info("run %s: %s", run_id, outcome)
         except asyncio.CancelledError:
             pass  # handed over at shutdown

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -39,6 +38,7 @@ from django.utils import timezone
 from agents import access, quotas
 from agents.models import MAX_INPUT_CHARS, Agent, Run, Trigger, WorkflowDefinition
 from agents.runs import cancellation
+from agents.runs.bridge import db
 from agents.runs.direct_calls import run_tool_context
 from agents.runs.start import Initiator, claimed_fields, replayed
 from agents.runs.writer import RunEventSink, insert_run, storable
@@ -256,7 +256,7 @@ def _agent_specs(step: Step) -> Iterator[AgentSpec]:
 async def execute_workflow(run: Run, sink: RunEventSink) -> RunOutcome:
     """Run (or resume) the run's workflow under the engine's lease; every step recorded as
     it completes. A failed step fails the run, naming it; a cancel stops it between polls."""
-    prepared = await sync_to_async(_prepare)(run)
+    prepared = await db(_prepare)(run)
     if isinstance(prepared, str):
         return await _end(sink, RunOutcome(status=RunStatus.FAILED, error=prepared))
     writer = sink.writer

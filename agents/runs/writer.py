@@ -54,7 +54,6 @@ from functools import lru_cache
 from typing import Any
 
 import psycopg
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
@@ -65,6 +64,7 @@ from django.utils import timezone
 from psycopg import sql
 
 from agents.models import Approval, Conversation, Message, Run, RunEvent
+from agents.runs.bridge import db
 from agents.runs.channels import ENDING_EVENTS, channel, publisher
 from agents.runs.claim import column_list, instance_of_row
 from agents.runs.costs import TOOL_USAGE
@@ -295,7 +295,7 @@ class RunWriter:
                 return
             self._cancel_timer()  # this write takes the deferred events along
             try:
-                await sync_to_async(self._write)(batch)
+                await db(self._write)(batch)
             except Exception as exc:
                 self._error = exc
                 raise
