@@ -46,8 +46,10 @@ _pid = 0
 
 
 def db(function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """`function` made awaitable: called on the run's lane (`on_lane`) with the caller's
-    context, else through Django's `sync_to_async`."""
+    """`function` made awaitable: called on the run's lane (`on_lane`) with a copy of the
+    caller's context, else through Django's `sync_to_async`. Unlike asgiref's hop, a context
+    variable the step sets does not come back to the caller (a run's steps set none; a
+    request's authentication does, rls.set_request_tenants, and keeps Django's way)."""
 
     async def on_the_lane(*args: P.args, **kwargs: P.kwargs) -> R:
         lane = _lane.get()
