@@ -16,6 +16,7 @@ its lane routes (agents.runs.worker), and direct tool calls record through the g
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextvars import ContextVar
@@ -51,16 +52,22 @@ def brief(function):
     request's own thread (so it sees the request's transaction, as in tests); its connection
     given back right after. A streaming request otherwise keeps its connection until the
     stream ends: with hundreds of streams the pool ran dry (bench/concurrency.py)."""
-    released = _released(function)
-    own_thread = sync_to_async(released)
 
     async def step(*args):
-        lane = _lane.get()
-        if lane is None:
-            return await own_thread(*args)
-        return await sync_to_async(released, thread_sensitive=False, executor=lane)(*args)
+        return await _step_on(function, _lane.get())(*args)
 
     return step
+
+
+@functools.lru_cache(maxsize=256)
+def _step_on(function, lane: Executor | None):
+    """`function`'s step, made once per function and lane: asgiref's wrapper inspects the
+    function as it is made, and making two per step of every request took 2% of a web
+    process's CPU under a burst of `/v1` chats (py-spy, bench/api.py)."""
+    released = _released(function)
+    if lane is None:
+        return sync_to_async(released)
+    return sync_to_async(released, thread_sensitive=False, executor=lane)
 
 
 _lane: ContextVar[Executor | None] = ContextVar("request_lane", default=None)
