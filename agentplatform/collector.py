@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 
 # A young collection every 10,000 container objects allocated and kept, not Python's 700.
-# In a burst of chats the default made the collector 9% of the web process's CPU and 3.5%
-# of a runs worker's (full collections of about 100 and 30 ms, each the 100th young one);
-# with this, 3% and under 1% (bench/api.py, with gc.callbacks timing each collection).
+# In bench/api.py's bursts of chats the default made the collector 9% of the web process's
+# CPU and 3.5% of a runs worker's (full collections of about 100 and 30 ms, each the 100th
+# young one); with this, 3% and under 1% (each collection timed with gc.callbacks).
 YOUNG_THRESHOLD = 10_000
 
 
