@@ -54,6 +54,7 @@ from bench.api import MODEL, RemoteServer, create_fixture, ms, pct, stream_chat 
 from bench.common import (  # noqa: E402
     Child,
     configure_django,
+    cpu_seconds,
     free_port,
     sized,
     wait_web,
@@ -108,9 +109,8 @@ async def latency_rounds(sides: list[tuple[str, openai.AsyncOpenAI, str]]) -> di
 
 
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid`, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of the process group `pid` leads (a Child: the server)."""
+    return cpu_seconds({"server": [pid]})["server"]
 
 
 async def translated_p50(sides: list[tuple[str, str, str, str]]) -> dict[str, float]:
