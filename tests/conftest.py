@@ -227,6 +227,33 @@ def _fast_tests_start_no_process(request, monkeypatch):
         )
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    if _session_worker_consumes:
+        _sent_where_no_worker_listens(monkeypatch)
+
+
+def _sent_where_no_worker_listens(monkeypatch) -> None:
+    """A run of both tiers at once (no `-m`; `make test` runs them apart): an integration test has
+    started this process's Celery worker, which consumes the session's queues and would take
+    the runs and tasks a fast test sends and then does itself ("not claimable"). A fast test
+    sends to queues of their own instead: its runs (agents.tasks.send_run reads the settings)
+    and every task Celery routes to one of the worker's queues."""
+    from celery import current_app
+
+    names = ("RUNS_QUEUE", "BATCH_QUEUE", "HOUSEKEEPING_QUEUE")
+    elsewhere = {getattr(settings, name): f"{getattr(settings, name)}-fast-tests" for name in names}
+    for name in names:
+        monkeypatch.setattr(settings, name, elsewhere[getattr(settings, name)])
+    amqp = current_app.amqp
+    router = amqp.router
+
+    class Elsewhere:
+        def route(self, *args, **kwargs):
+            found = router.route(*args, **kwargs)
+            if found.get("queue") is not None and found["queue"].name in elsewhere:
+                found = {**found, "queue": amqp.queues[elsewhere[found["queue"].name]]}
+            return found
+
+    monkeypatch.setattr(amqp, "router", Elsewhere())
 
 
 @dataclass
@@ -309,6 +336,9 @@ def _commit_without_waiting_for_the_disk() -> None:
         cursor.execute("SET synchronous_commit TO off")  # (this connection: opened before)
 
 
+_session_worker_consumes = False  # celery_worker_process has started its worker
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
     """A real `celery worker` process on the test database and this session's queue."""
@@ -343,7 +373,10 @@ def celery_worker_process(django_db_setup, django_db_blocker):
         except Exception:
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the test Celery worker did not start") from None
+    global _session_worker_consumes
+    _session_worker_consumes = True
     yield worker
+    _session_worker_consumes = False
     worker.terminate()
     worker.wait(15)
 
