@@ -216,7 +216,9 @@ def _static_files_listed_once():
 
 @pytest.fixture(autouse=True)
 def _fast_tests_start_no_process(request, monkeypatch):
-    """Keeps the `fast` tier honest: a process started from a fast test fails it."""
+    """Keeps the `fast` tier honest: a process started from a fast test fails it. (And
+    keeps the session's Celery worker, when a run of both tiers has started it, from taking
+    what a fast test sends.)"""
     if request.node.get_closest_marker("fast") is None:
         return
 
@@ -232,11 +234,11 @@ def _fast_tests_start_no_process(request, monkeypatch):
 
 
 def _sent_where_no_worker_listens(monkeypatch) -> None:
-    """A run of both tiers at once (no `-m`; `make test` runs them apart): an integration test has
-    started this process's Celery worker, which consumes the session's queues and would take
-    the runs and tasks a fast test sends and then does itself ("not claimable"). A fast test
-    sends to queues of their own instead: its runs (agents.tasks.send_run reads the settings)
-    and every task Celery routes to one of the worker's queues."""
+    """In a run of both tiers at once (no `-m`; `make test` runs them apart), an integration
+    test has started this process's Celery worker. It consumes the session's queues, and
+    would take the runs and tasks a fast test sends and then does itself ("not claimable").
+    A fast test sends them to queues of their own instead: its runs (agents.tasks.send_run
+    reads the settings) and every task Celery routes to one of the worker's queues."""
     from celery import current_app
 
     names = ("RUNS_QUEUE", "BATCH_QUEUE", "HOUSEKEEPING_QUEUE")
