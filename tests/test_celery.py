@@ -90,3 +90,32 @@ def test_a_worker_hands_what_it_loaded_to_start_to_the_permanent_generation():
     assert after > before  # (the warm process this test's child comes from froze its own)
     assert in_sight < 1_000, in_sight
     assert young == YOUNG_THRESHOLD
+
+
+def test_in_a_run_of_both_tiers_a_fast_tests_messages_miss_the_sessions_worker(monkeypatch):
+    """tests/conftest.py's redirect, once the session's worker consumes its queues: a run
+    sent and a task Celery routes to one of those queues go to queues of the fast test's
+    own; a queue a test names itself stays as named."""
+    import json
+    import uuid
+
+    from agents.tasks import _broker, execute_run_task, send_run
+    from tests.conftest import _sent_where_no_worker_listens
+
+    consumed = (settings.RUNS_QUEUE, settings.BATCH_QUEUE, settings.HOUSEKEEPING_QUEUE)
+    named = f"{settings.RUNS_QUEUE}-named-{uuid.uuid4().hex[:6]}"
+    broker = _broker()
+    before = [broker.llen(queue) for queue in consumed]  # (a worker may be taking them)
+    _sent_where_no_worker_listens(monkeypatch)
+    own = [f"{queue}-fast-tests" for queue in consumed]
+    try:
+        send_run(7, 8, queue=settings.RUNS_QUEUE)
+        ping.apply_async()  # routed to the housekeeping queue
+        execute_run_task.apply_async((9, 8), queue=named)
+        after = [broker.llen(queue) for queue in consumed]
+        assert all(a <= b for a, b in zip(after, before, strict=True))
+        assert [broker.llen(queue) for queue in own] == [1, 0, 1]
+        [message] = broker.lrange(named, 0, -1)
+        assert json.loads(message)["headers"]["argsrepr"] == "(9, 8)"
+    finally:
+        broker.delete(named, *own)
