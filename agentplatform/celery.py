@@ -94,13 +94,10 @@ def _take_runs_as_the_record_needs(sender, **kwargs) -> None:
 
 def admission_strategy(task, app, consumer, **kwargs):
     """Celery's strategy for the run task, but a message from the runs queue is admitted by
-    calling the task's function on the consuming thread (what the solo pool does after
-    Celery's request, tracer, signals and result handling, none of which a run's message
-    uses: the Run is the record), and is never acknowledged (it was taken without one;
-    Celery acknowledges every message it ran, on Redis a transaction removing it from the
-    unacknowledged ones, where it never was). That thread's CPU per chat went from 0.95-1.05
-    ms to 0.54-0.61 without the acknowledgement (bench/api.py, the workers' consumer
-    threads), and to 0.3-0.4 without the tracer. A message with an eta or an expiry
+    calling the task's function on the consuming thread, and never acknowledged (it was
+    taken without one). Celery's request, tracer, signals, result handling and
+    acknowledgement serve none of a run's messages (the Run is the record) and were most of
+    that thread's CPU per chat (docs/operations.md). A message with an eta or an expiry
     (nothing sends one) takes Celery's way."""
     from celery.worker.strategy import default
     from django.conf import settings
