@@ -32,7 +32,9 @@ The events that end an attempt (`ENDING_EVENTS`: the terminal ones, `approval.re
 stored only by finalize, in the statement (or transaction) that records the outcome, and
 published once it has committed: whoever hears of a run's ending — a stream, a `/v1` answer,
 an MCP result — reads that same ending on the record right after. The writer therefore
-never writes an ending event, nor anything queued after one, before `take` hands it over.
+never writes an ending event, nor anything queued after one, before `take` hands it over;
+and once one is queued it starts no write of its own (what is queued before it goes with
+the outcome too: a one-round chat's last words cost no statement of their own).
 
 The writer is also where an executing run's secrets are scrubbed: every event, every Run
 field and the outcome (hence the conversation's Message and the approvals) pass `redact` on
@@ -219,9 +221,10 @@ class RunWriter:
             ],
         )
 
-    def event(self, type: str, payload: dict[str, Any]) -> None:
+    def event(self, type: str, payload: dict[str, Any], *, at_once: bool | None = None) -> None:
         """Number the event and queue it; it is written within the current step, or, from
-        an ending event on, with the outcome (take)."""
+        an ending event on, with the outcome (take). `at_once`: start a write for it now
+        (by default a text delta's: time to first token), else within DEFER_S."""
         self._raise_if_failed()
         self.seq += 1
         payload = self.redact(payload)
@@ -232,9 +235,12 @@ class RunWriter:
         self._pending.events.append((event, encoded))
         self._ending = self._ending or type in ENDING_EVENTS
         if self._ending:  # nothing to write or deliver before the outcome
+            self._cancel_timer()
             return
         deliver_early(self._channel, lambda: _published([(event, encoded)]))
-        if type in IMMEDIATE:
+        if at_once is None:
+            at_once = type in IMMEDIATE
+        if at_once:
             self._write_now()
         elif self._timer is None and not self._scheduled:
             self._timer = asyncio.get_running_loop().call_later(DEFER_S, self._write_now)
@@ -281,14 +287,16 @@ class RunWriter:
 
     async def _write_soon(self) -> None:
         try:
-            await self._flush()
+            await self._flush(behind=True)
         except Exception as exc:  # surfaced at the loop's next event, save or drain
             self._error = exc
 
-    async def _flush(self) -> None:
+    async def _flush(self, *, behind: bool = False) -> None:
         async with self._lock:
             self._scheduled = False
             if self._closed or self._error is not None:
+                return
+            if behind and self._ending:  # finalize is next: it writes these with the outcome
                 return
             batch = self._writable()
             if not batch:
@@ -363,15 +371,21 @@ class RunEventSink:
             if now - self._deltas_since >= DELTA_FLUSH_S:
                 await self.flush()
             return
-        await self.flush()
+        # The deltas held back go with this event, in its write: an answer's last words
+        # with its `inference.completed`, and so, when that was the last round, with the
+        # outcome in finalize's statement instead of a statement of their own.
+        self._hand_over(at_once=False)
         self.writer.event(type, payload)
 
     async def flush(self) -> None:
         """Hand over the coalesced deltas (they are written with the next write)."""
+        self._hand_over(at_once=None)
+
+    def _hand_over(self, *, at_once: bool | None) -> None:
         if self._deltas:
             text, self._deltas = "".join(self._deltas), []
             self._last_delta_write = time.monotonic()
-            self.writer.event("text.delta", {"text": text})
+            self.writer.event("text.delta", {"text": text}, at_once=at_once)
 
 
 def write_batch(

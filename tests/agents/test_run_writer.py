@@ -161,6 +161,37 @@ def test_every_burst_of_text_is_stored_whole(trio, agent):
     assert texts[0] == "a" and "".join(texts) == "abcde"  # (how the rest split: timing)
 
 
+def test_an_answers_last_words_go_with_the_event_after_them_not_in_a_write_of_their_own(
+    trio, agent
+):
+    """The first token is written at once; the words held back behind it go with the event
+    that follows them. An answer that ends the run so reaches finalize whole, with its
+    `inference.completed`, in the outcome's statement: one write before it, not two."""
+    run = claimed(trio, agent)
+
+    async def answer():
+        writer = RunWriter(run, "me", next_seq=1, lease_s=30)
+        sink = RunEventSink(writer)
+        for text in ("Hel", "lo", "!"):
+            await sink.emit("text.delta", {"text": text})
+            await asyncio.sleep(0)  # as a stream's pieces come: the first one's write starts
+        await sink.emit("inference.completed", {"round": 1})
+        await asyncio.sleep(0)  # the loop goes on: a write scheduled now would start
+        writer.stage(state={"finished": "succeeded"})
+        await sink.emit("run.completed", {"status": "succeeded"})
+        await sink.flush()
+        return await writer.take()
+
+    with CaptureQueriesContext(connection) as queries:
+        batch = async_to_sync(answer)()
+    assert len(queries) == 1  # the first token's write
+    assert stored(run) == [(1, "text.delta")]
+    assert [(e.seq, e.type) for e, _ in batch.events] == [
+        (2, "text.delta"), (3, "inference.completed"), (4, "run.completed"),
+    ]  # fmt: skip
+    assert batch.events[0][0].payload == {"text": "lo!"}
+
+
 def subscribed(client: redis.Redis, run: Run):
     """A pub/sub of the run's channel, once Redis confirmed it (however long that takes)."""
     pubsub = client.pubsub()
@@ -261,8 +292,9 @@ ENDINGS = {
 @pytest.mark.parametrize("ending", list(ENDINGS))
 def test_an_ending_event_is_stored_and_published_only_with_the_outcome(trio, agent, ending):
     """A write in flight (held up by a lock on the run's row), another queued behind it,
-    then the event that ends the attempt: the queued write leaves it to finalize. Had it
-    taken it along, a follower would hear the run ended while its row still said running.
+    then the event that ends the attempt: the queued write leaves it, and what was queued
+    before it, to finalize. Had it taken the ending along, a follower would hear the run
+    ended while its row still said running.
     The run's own stream (an early follower) never gets it before the outcome either; when
     it does get it, the row shows that ending."""
     run = claimed(trio, agent)
@@ -306,8 +338,8 @@ def test_an_ending_event_is_stored_and_published_only_with_the_outcome(trio, age
     finally:
         holder.close()
     assert ending not in before, f"{ending} was heard before the outcome (row: {heard_with})"
-    assert before.count("text.delta") >= 2
-    assert stored_before == [(1, "text.delta"), (2, "text.delta")]
-    assert [e.type for e, _ in batch.events] == [ending]
+    assert before.count("text.delta") == 1  # published as stored: the other goes with the outcome
+    assert stored_before == [(1, "text.delta")]
+    assert [(e.seq, e.type) for e, _ in batch.events] == [(2, "text.delta"), (3, ending)]
     assert heard_with == ENDINGS[ending].status  # what the follower hears, the record says
     assert stored(run)[-1] == (3, ending)
