@@ -75,9 +75,9 @@ from bench.common import (  # noqa: E402
 SAMPLES = sized(30, smoke=3)
 WARMUP = sized(3, smoke=1)
 CONCURRENT = sized(100, smoke=5)
-# The CPU per chat is the median of this many bursts after the first (one burst's moved by
-# +-25% from run to run on a 2-core machine).
-WARM_BURSTS = sized(3, smoke=1)
+# The CPU per chat is the median of this many bursts after the first: one burst's moves by
+# +-25% on a 2-core machine, and a slow spell of the machine can take one or two of them.
+WARM_BURSTS = sized(5, smoke=1)
 CLIENT_TIMEOUT_S = 60.0
 TARGET_TTFT_ADDED_MS = 15.0
 TARGET_CPU_MS_PER_CHAT = 12.0  # web, workers and PostgreSQL together (issue #35)
