@@ -243,8 +243,19 @@ def _sent_where_no_worker_listens(monkeypatch) -> None:
 
     names = ("RUNS_QUEUE", "BATCH_QUEUE", "HOUSEKEEPING_QUEUE")
     elsewhere = {getattr(settings, name): f"{getattr(settings, name)}-fast-tests" for name in names}
-    for name in names:
-        monkeypatch.setattr(settings, name, elsewhere[getattr(settings, name)])
+    # The settings (the routes too, which tests compare with them) are set on the object
+    # behind django.conf.settings and undone there: through django.conf.settings, an undo
+    # made while the test's `settings` fixture overrides something would land in that
+    # override, and the rest of the session would keep the fast tests' queues.
+    routes = {
+        task: {**route, "queue": elsewhere.get(route.get("queue"), route.get("queue"))}
+        for task, route in settings.CELERY_TASK_ROUTES.items()
+    }
+    changes = {name: elsewhere[getattr(settings, name)] for name in names}
+    behind = settings._wrapped
+    for name, value in {**changes, "CELERY_TASK_ROUTES": routes}.items():
+        monkeypatch.setattr(behind, name, value)
+        monkeypatch.delitem(settings.__dict__, name, raising=False)  # LazySettings' cache
     amqp = current_app.amqp
     router = amqp.router
 

@@ -119,3 +119,29 @@ def test_in_a_run_of_both_tiers_a_fast_tests_messages_miss_the_sessions_worker(m
         assert json.loads(message)["headers"]["argsrepr"] == "(9, 8)"
     finally:
         broker.delete(named, *own)
+
+
+def test_the_redirect_is_undone_on_the_sessions_settings_under_a_tests_own_override():
+    """A fast test that undoes its patches (monkeypatch.undo) while its `settings` fixture
+    still overrides a setting: the queues are back as they were once the override ends
+    too. (Undone through django.conf.settings, they were set back in the override only,
+    and the rest of the session sent its runs where no worker listens.)"""
+    from django.test import override_settings
+
+    from tests.conftest import _sent_where_no_worker_listens
+
+    queues = (settings.RUNS_QUEUE, settings.BATCH_QUEUE, settings.HOUSEKEEPING_QUEUE)
+    patches = pytest.MonkeyPatch()
+    _sent_where_no_worker_listens(patches)
+    override = override_settings(EGRESS_ALLOWLIST=["127.0.0.1/32"])  # as a fixture does
+    override.enable()
+    try:
+        assert f"{queues[0]}-fast-tests" == settings.RUNS_QUEUE
+        swept = settings.CELERY_TASK_ROUTES["agents.sweep_stale_runs"]["queue"]
+        assert swept == settings.HOUSEKEEPING_QUEUE == f"{queues[2]}-fast-tests"
+        patches.undo()
+        assert queues[0] == settings.RUNS_QUEUE
+    finally:
+        override.disable()
+    assert queues == (settings.RUNS_QUEUE, settings.BATCH_QUEUE, settings.HOUSEKEEPING_QUEUE)
+    assert settings.CELERY_TASK_ROUTES["agents.sweep_stale_runs"]["queue"] == queues[2]

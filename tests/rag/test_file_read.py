@@ -136,16 +136,16 @@ def test_a_stored_name_that_escapes_opens_nothing_on_the_host(trio, agent, manua
     opened while the tool runs."""
     Document.objects.filter(pk=manual.pk).update(filename="../../../../etc/passwd", title="")
     opened: list[str] = []
-    for module, name in ((builtins, "open"), (io, "open"), (os, "open")):
-        real = getattr(module, name)
+    with monkeypatch.context() as watch:  # (only these: the fixtures' patches stay)
+        for module, name in ((builtins, "open"), (io, "open"), (os, "open")):
+            real = getattr(module, name)
 
-        def watching(file, *args, _real=real, **kwargs):
-            opened.append(str(file))
-            return _real(file, *args, **kwargs)
+            def watching(file, *args, _real=real, **kwargs):
+                opened.append(str(file))
+                return _real(file, *args, **kwargs)
 
-        monkeypatch.setattr(module, name, watching)
-    result = read(agent, document_id=manual.pk)
-    monkeypatch.undo()
+            watch.setattr(module, name, watching)
+        result = read(agent, document_id=manual.pk)
     assert result.error is None, result.error
     assert result.result["title"] == "../../../../etc/passwd"  # only its name, as a title
     assert result.result["text"].startswith("# Travel manual")
