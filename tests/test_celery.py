@@ -142,6 +142,7 @@ def test_the_redirect_is_undone_on_the_sessions_settings_under_a_tests_own_overr
         patches.undo()
         assert queues[0] == settings.RUNS_QUEUE
     finally:
+        patches.undo()  # (a no-op once done)
         override.disable()
     assert queues == (settings.RUNS_QUEUE, settings.BATCH_QUEUE, settings.HOUSEKEEPING_QUEUE)
     assert settings.CELERY_TASK_ROUTES["agents.sweep_stale_runs"]["queue"] == queues[2]
