@@ -241,8 +241,11 @@ def _sent_where_no_worker_listens(monkeypatch) -> None:
     reads the settings) and every task Celery routes to one of the worker's queues."""
     from celery import current_app
 
-    names = ("RUNS_QUEUE", "BATCH_QUEUE", "HOUSEKEEPING_QUEUE")
-    elsewhere = {getattr(settings, name): f"{getattr(settings, name)}-fast-tests" for name in names}
+    queues = {
+        name: getattr(settings, name)
+        for name in ("RUNS_QUEUE", "BATCH_QUEUE", "HOUSEKEEPING_QUEUE")
+    }
+    elsewhere = {queue: f"{queue}-fast-tests" for queue in queues.values()}
     # The settings (the routes too, which tests compare with them) are set on the object
     # behind django.conf.settings and undone there: through django.conf.settings, an undo
     # made while the test's `settings` fixture overrides something would land in that
@@ -251,7 +254,7 @@ def _sent_where_no_worker_listens(monkeypatch) -> None:
         task: {**route, "queue": elsewhere.get(route.get("queue"), route.get("queue"))}
         for task, route in settings.CELERY_TASK_ROUTES.items()
     }
-    changes = {name: elsewhere[getattr(settings, name)] for name in names}
+    changes = {name: elsewhere[queue] for name, queue in queues.items()}
     behind = settings._wrapped
     for name, value in {**changes, "CELERY_TASK_ROUTES": routes}.items():
         monkeypatch.setattr(behind, name, value)
