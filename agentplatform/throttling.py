@@ -4,8 +4,8 @@ DRF's SimpleRateThrottle keeps a list of timestamps in the cache and writes it b
 reading it: concurrent requests read the same list and all pass. Here each request is one
 INCR on a fixed window that opens at the window's first request (base.rate_counters),
 so N concurrent requests get N distinct counts and exactly the budget passes. The rates
-(`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST and
-`/v1` count against the same budgets (the same keys).
+(`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`
+and MCP's `tools/call` count against the same budgets (the same keys).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from base import rate_counters
 from tenancy.authentication import ApiClient
 from tenancy.models import Tenant
+from tenancy.policy import Principal
 
 
 class AtomicRateThrottle(SimpleRateThrottle):
@@ -46,6 +47,25 @@ async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | N
     if not counted:
         return None
     return _longest_wait(counted, await rate_counters.hits_async([w for _, w in counted]))
+
+
+async def principal_retry_after(principal: Principal) -> float | None:
+    """`retry_after` for a request whose principal is known (an MCP call's): its key's budget,
+    or its member's (a session's, per user), and its tenant's."""
+    throttles = [ApiKeyRateThrottle(), TenantRateThrottle()]
+    return await retry_after(_PrincipalRequest(principal), throttles)
+
+
+class _PrincipalRequest:
+    """What the throttles read of a request: its user (a key as an ApiClient) and, for a
+    member, the tenant their membership verified."""
+
+    def __init__(self, principal: Principal) -> None:
+        if principal.api_key is not None:
+            self.user = ApiClient(principal.api_key)
+        else:
+            self.user = principal.user
+            self._api_tenant = principal.tenant
 
 
 def _keys(request, throttles: list[AtomicRateThrottle]) -> list[tuple[AtomicRateThrottle, tuple]]:
