@@ -4,11 +4,13 @@ DRF's SimpleRateThrottle keeps a list of timestamps in the cache and writes it b
 reading it: concurrent requests read the same list and all pass. Here each request is one
 INCR on a fixed window that opens at the window's first request (base.rate_counters),
 so N concurrent requests get N distinct counts and exactly the budget passes. The rates
-(`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`
-and MCP's `tools/call` count against the same budgets (the same keys).
+(`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`,
+MCP's `tools/call` and the chat page's turns count against the same budgets (the same keys).
 """
 
 from __future__ import annotations
+
+import math
 
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -49,11 +51,23 @@ async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | N
     return _longest_wait(counted, await rate_counters.hits_async([w for _, w in counted]))
 
 
-async def principal_retry_after(principal: Principal) -> float | None:
-    """`retry_after` for a request whose principal is known (an MCP call's): its key's budget,
-    or its member's (a session's, per user), and its tenant's."""
+RATE_LIMITED = "Rate limit reached; retry in {} s."
+
+
+async def principal_retry_after(principal: Principal) -> int | None:
+    """None if a request whose principal is known (an MCP call's) is within its key's budget,
+    or its member's (a session's, per user), and its tenant's; else the whole seconds to
+    wait."""
     throttles = [ApiKeyRateThrottle(), TenantRateThrottle()]
-    return await retry_after(_PrincipalRequest(principal), throttles)
+    wait = await retry_after(_PrincipalRequest(principal), throttles)
+    return None if wait is None else math.ceil(wait)
+
+
+def principal_retry_after_sync(principal: Principal) -> int | None:
+    """`principal_retry_after` for sync views (the chat page's)."""
+    throttles = [ApiKeyRateThrottle(), TenantRateThrottle()]
+    wait = retry_after_sync(_PrincipalRequest(principal), throttles)
+    return None if wait is None else math.ceil(wait)
 
 
 class _PrincipalRequest:

@@ -294,6 +294,19 @@ def trio(db) -> Trio:
     return make_trio()
 
 
+@pytest.fixture
+def rates(monkeypatch):
+    """`rates(per_key, per_tenant)`: this test's request budgets (agentplatform/throttling.py,
+    in DRF's "600/min" form; None: none) in this process."""
+    from agentplatform import throttling
+
+    def set_rates(api_key: str | None, tenant: str | None) -> None:
+        for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
+            monkeypatch.setattr(cls, "THROTTLE_RATES", {"api_key": api_key, "tenant": tenant})
+
+    return set_rates
+
+
 def subprocess_env(database_name: str | None = None) -> dict[str, str]:
     """Environment for a child process on the same Postgres/Redis as this test session."""
     db = settings.DATABASES["default"]

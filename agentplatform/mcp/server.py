@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import textwrap
 from typing import Any
 
@@ -36,7 +35,7 @@ from mcp_types import Tool as MCPTool
 from agentplatform.mcp.auth import SignInRefused, caller
 from agentplatform.mcp.results import error_result
 from agentplatform.mcp.resume import RESUME_TOOL, resume, resume_offered, resume_tool
-from agentplatform.throttling import principal_retry_after
+from agentplatform.throttling import RATE_LIMITED, principal_retry_after
 from agents.models import Agent, Crew, Run
 from agents.quotas import QuotaExceeded
 from agents.runs import (
@@ -126,7 +125,10 @@ class TenantMCPServer(MCPServer):
             return error_result(exc.message)
         except MCPError as exc:
             return error_result(f"{exc.message} Calling tools needs it.")
-        if (wait := await _budget_wait(principal)) is not None:
+        # The key's (or member's) and the tenant's request budgets, with REST's and /v1's
+        # requests. A listing is not counted: the SDK's clients list before a session's first
+        # call, and the catalog is cached.
+        if (wait := await principal_retry_after(principal)) is not None:
             text = RATE_LIMITED.format(wait)
             return error_result(text, status="rate_limited", retry_after_s=wait)
         with rls.tenant_scope(principal.tenant.pk):  # every database read and write of it
@@ -165,18 +167,6 @@ class TenantMCPServer(MCPServer):
         except PermissionDenied as exc:
             return error_result(str(exc))
         return tool_run_result(name, outcome)
-
-
-RATE_LIMITED = "Rate limit reached; retry in {} s."
-
-
-async def _budget_wait(principal: Principal) -> int | None:
-    """The seconds to wait when this call is beyond its key's (or member's) or its tenant's
-    request budget, counted with REST's and /v1's requests (agentplatform/throttling.py);
-    None within them. Listing is not counted: the SDK's clients list before their first call
-    of a session, and the catalog is cached."""
-    wait = await principal_retry_after(principal)
-    return None if wait is None else math.ceil(wait)
 
 
 # -- tools/list ----------------------------------------------------------------------------

@@ -17,15 +17,6 @@ from tests.api.test_resources import Api, as_key, assert_error
 from tests.web.test_pages import login
 
 
-@pytest.fixture
-def rates(monkeypatch):
-    def set_rates(api_key: str, tenant: str) -> None:
-        for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
-            monkeypatch.setattr(cls, "THROTTLE_RATES", {"api_key": api_key, "tenant": tenant})
-
-    return set_rates
-
-
 def new_key(tenant):
     key, _ = services.api_key_create(tenant=tenant, name="t", scopes=["read"])
     assert key.tenant == tenant  # loaded here: the threads below see no test transaction

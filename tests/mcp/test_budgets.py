@@ -14,7 +14,6 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from agentplatform import throttling
 from agentplatform.asgi_handler import StreamingASGIHandler
 from agentplatform.mcp.asgi import McpRouter
 from agents.models import Run
@@ -28,15 +27,6 @@ from tests.mcp.test_resource_url import LOOPBACK, stop
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SIX_TIMES_SEVEN = {"expression": "6*7"}
-
-
-@pytest.fixture
-def rates(monkeypatch):
-    def set_rates(api_key: str, tenant: str) -> None:
-        for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
-            monkeypatch.setattr(cls, "THROTTLE_RATES", {"api_key": api_key, "tenant": tenant})
-
-    return set_rates
 
 
 def new_key(tenant) -> str:

@@ -193,6 +193,38 @@ def test_a_steer_after_the_answer_ended_is_the_next_turn_and_says_so(client, tri
     assert f'id="run-{following.pk}"' in response.content.decode()
 
 
+def test_turns_past_the_members_request_budget_are_refused_and_start_nothing(
+    client, trio, bobs_chat, rates
+):
+    rates("2/min", "100/min")  # per user, as their REST requests
+    login(client, trio.bob)
+    client.post(url(bobs_chat, "send/"), {"message": "one"})
+    client.post(url(bobs_chat, "send/"), {"message": "two"})  # (queued behind the first)
+    refused = client.post(
+        url(bobs_chat, "send/"), {"message": "three"}, headers={"HX-Request": "true"}
+    )
+    assert refused["X-Chat-Status"] == "429"
+    assert "Rate limit reached; retry in " in refused.content.decode()
+    assert Run.objects.filter(conversation=bobs_chat).count() == 1
+    assert list(QueuedMessage.objects.values_list("content", flat=True)) == ["two"]
+    first = Run.objects.get(conversation=bobs_chat)
+    edited = client.post(
+        url(bobs_chat, f"messages/{first.in_reply_to_id}/edit/"),
+        {"message": "one, again"},
+        headers={"HX-Request": "true"},
+    )
+    assert edited["X-Chat-Status"] == "429"
+    assert Run.objects.filter(conversation=bobs_chat).count() == 1
+    new = client.post("/t/acme/chat/new/", {"target": "agent:assistant", "message": "four"})
+    assert new.status_code == 429 and "Rate limit reached" in new.content.decode()
+    assert "four" in new.content.decode()  # the text comes back in the form
+    assert Conversation.objects.filter(owner_user=trio.bob).count() == 1
+    alices = login(Client(), trio.alice).post(
+        "/t/acme/chat/new/", {"target": "agent:assistant", "message": "five"}
+    )
+    assert alices.status_code == 302  # a budget of her own
+
+
 def test_new_chat_creates_a_conversation_and_its_first_run(client, trio, assistant):
     response = login(client, trio.bob).post(
         "/t/acme/chat/new/", {"target": "agent:assistant", "message": "Plan my week"}

@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agentplatform.throttling import RATE_LIMITED, principal_retry_after_sync
 from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
@@ -120,6 +121,8 @@ def new(request: HttpRequest) -> HttpResponse:
     script, the reason as text)."""
     target = _target(request, request.POST.get("target", ""))
     text = request.POST.get("message", "")
+    if (wait := principal_retry_after_sync(request.principal)) is not None:
+        return _new_refused(request, target, text, RATE_LIMITED.format(wait), 429)
     try:
         chat, _ = runs.conversation_begin(
             tenant=request.tenant,
@@ -260,6 +263,8 @@ def _start_turn(
         )
     if not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
+    if (wait := principal_retry_after_sync(request.principal)) is not None:
+        return _refuse(request, chat, RATE_LIMITED.format(wait), 429)  # (per user, as REST)
     which = "agent" if isinstance(target, Agent) else "crew"
     try:
         if again:
@@ -437,6 +442,8 @@ def edit(request: HttpRequest, conversation_id: int, message_id: int) -> HttpRes
     target = chat.agent or chat.crew
     if target is not None and not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
+    if (wait := principal_retry_after_sync(request.principal)) is not None:
+        return _refuse(request, chat, RATE_LIMITED.format(wait), 429)
     try:
         runs.run_edit(
             tenant=request.tenant,
