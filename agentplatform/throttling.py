@@ -58,15 +58,19 @@ async def principal_retry_after(principal: Principal) -> int | None:
     """None if a request whose principal is known (an MCP call's) is within its key's budget,
     or its member's (a session's, per user), and its tenant's; else the whole seconds to
     wait."""
-    throttles = [ApiKeyRateThrottle(), TenantRateThrottle()]
-    wait = await retry_after(_PrincipalRequest(principal), throttles)
-    return None if wait is None else math.ceil(wait)
+    return _whole(await retry_after(*_principals(principal)))
 
 
 def principal_retry_after_sync(principal: Principal) -> int | None:
     """`principal_retry_after` for sync views (the chat page's)."""
-    throttles = [ApiKeyRateThrottle(), TenantRateThrottle()]
-    wait = retry_after_sync(_PrincipalRequest(principal), throttles)
+    return _whole(retry_after_sync(*_principals(principal)))
+
+
+def _principals(principal: Principal) -> tuple[_PrincipalRequest, list[AtomicRateThrottle]]:
+    return _PrincipalRequest(principal), [ApiKeyRateThrottle(), TenantRateThrottle()]
+
+
+def _whole(wait: float | None) -> int | None:
     return None if wait is None else math.ceil(wait)
 
 
