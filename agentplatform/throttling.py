@@ -54,36 +54,44 @@ async def retry_after(request, throttles: list[AtomicRateThrottle]) -> float | N
 RATE_LIMITED = "Rate limit reached; retry in {} s."
 
 
+async def client_retry_after(client: ApiClient) -> int | None:
+    """None if an API key's request (a `/v1` one) is within the key's budget and its
+    tenant's, else the whole seconds to wait."""
+    return _whole(await retry_after(_Caller(client), _budgets()))
+
+
 async def principal_retry_after(principal: Principal) -> int | None:
-    """None if a request whose principal is known (an MCP call's) is within its key's budget,
-    or its member's (a session's, per user), and its tenant's; else the whole seconds to
-    wait."""
-    return _whole(await retry_after(*_principals(principal)))
+    """`client_retry_after` for a request whose principal is known (an MCP call's): its
+    key's budget, or its member's (a session's, per user), and its tenant's."""
+    return _whole(await retry_after(_Caller.of(principal), _budgets()))
 
 
 def principal_retry_after_sync(principal: Principal) -> int | None:
     """`principal_retry_after` for sync views (the chat page's)."""
-    return _whole(retry_after_sync(*_principals(principal)))
+    return _whole(retry_after_sync(_Caller.of(principal), _budgets()))
 
 
-def _principals(principal: Principal) -> tuple[_PrincipalRequest, list[AtomicRateThrottle]]:
-    return _PrincipalRequest(principal), [ApiKeyRateThrottle(), TenantRateThrottle()]
+def _budgets() -> list[AtomicRateThrottle]:
+    return [ApiKeyRateThrottle(), TenantRateThrottle()]
 
 
 def _whole(wait: float | None) -> int | None:
     return None if wait is None else math.ceil(wait)
 
 
-class _PrincipalRequest:
-    """What the throttles read of a request: its user (a key as an ApiClient) and, for a
-    member, the tenant their membership verified."""
+class _Caller:
+    """What the throttles read of a request: its user (an API key's ApiClient, or a member)
+    and, for a member, the tenant their membership verified."""
 
-    def __init__(self, principal: Principal) -> None:
+    def __init__(self, user, tenant: Tenant | None = None) -> None:
+        self.user = user
+        self._api_tenant = tenant
+
+    @classmethod
+    def of(cls, principal: Principal) -> _Caller:
         if principal.api_key is not None:
-            self.user = ApiClient(principal.api_key)
-        else:
-            self.user = principal.user
-            self._api_tenant = principal.tenant
+            return cls(ApiClient(principal.api_key))
+        return cls(principal.user, principal.tenant)
 
 
 def _keys(request, throttles: list[AtomicRateThrottle]) -> list[tuple[AtomicRateThrottle, tuple]]:

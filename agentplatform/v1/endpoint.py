@@ -4,7 +4,6 @@ key checked, allowed and throttled as the REST API does it."""
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
-from agentplatform.throttling import ApiKeyRateThrottle, TenantRateThrottle, retry_after
+from agentplatform.throttling import client_retry_after
 from agentplatform.v1.shapes.base import BadRequest
 from agentplatform.v1.shapes.messages import ANTHROPIC_ERROR_TYPES
 from agents.quotas import QuotaExceeded
@@ -201,23 +200,16 @@ async def authorized(request: HttpRequest, action: Action) -> ApiClient:
     return client
 
 
-class _KeyRequest:
-    """What the throttles read of a request whose key is checked: its user, the key."""
-
-    def __init__(self, client: ApiClient) -> None:
-        self.user = client
-
-
 async def throttled(client: ApiClient) -> None:
     """One request counted against the key's and its tenant's budgets: a 429 beyond them."""
-    wait = await retry_after(_KeyRequest(client), [ApiKeyRateThrottle(), TenantRateThrottle()])
+    wait = await client_retry_after(client)
     if wait is not None:
         raise OpenAIError(
             429,
             "Rate limit reached; retry later.",
             type="requests",
             code="rate_limit_exceeded",
-            headers={"Retry-After": str(math.ceil(wait))},
+            headers={"Retry-After": str(wait)},
         )
 
 
