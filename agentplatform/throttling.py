@@ -5,7 +5,8 @@ reading it: concurrent requests read the same list and all pass. Here each reque
 INCR on a fixed window that opens at the window's first request (base.rate_counters),
 so N concurrent requests get N distinct counts and exactly the budget passes. The rates
 (`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`,
-MCP's `tools/call` and the chat page's turns count against the same budgets (the same keys).
+MCP's `tools/call` and the web pages that start work (chat turns, resumes, a tool's test
+panel) count against the same budgets (the same keys).
 """
 
 from __future__ import annotations

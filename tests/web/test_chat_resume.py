@@ -103,6 +103,19 @@ def test_a_second_press_says_why_in_the_composers_notice(trio, agent, provider_s
     assert RunEvent.objects.filter(run=run, type="run.resumed").count() == 1
 
 
+def test_a_resume_past_the_members_request_budget_is_refused_in_the_notice(
+    trio, agent, provider_server, rates
+):
+    chat, run = failed_turn(trio, agent, provider_server)
+    rates("0/min", "100/min")
+    refused = login(Client(), trio.bob).post(
+        f"/t/acme/chat/{chat.pk}/runs/{run.pk}/resume/", **HTMX
+    )
+    assert refused["X-Chat-Status"] == "429" and refused["HX-Retarget"] == "#composer-notice"
+    assert "Rate limit reached; retry in " in refused.content.decode()
+    assert Run.objects.get(pk=run.pk).status == "failed"  # not resumed
+
+
 @pytest.mark.django_db(transaction=True)  # the stream reads on threads of its own
 def test_the_streams_footer_offers_resume_when_the_answer_failed(trio, agent, provider_server):
     chat, run = failed_turn(trio, agent, provider_server)

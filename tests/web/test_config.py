@@ -454,6 +454,17 @@ def test_the_test_panel_runs_a_tool_and_shows_result_or_error(client, trio):
     assert client.get(url("tool_try", name="no_such_tool")).status_code == 404
 
 
+def test_the_test_panel_past_the_members_request_budget_runs_nothing(client, trio, rates):
+    rates("0/min", "100/min")
+    login(client, trio.alice)
+    body = client.post(
+        url("tool_try", name="calculator"), {"arguments": '{"expression": "6 * 7"}'},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()  # fmt: skip
+    assert "Rate limit reached; retry in " in body and "42" not in body
+    assert not Run.objects.filter(tenant=trio.acme, tool_name="calculator").exists()
+
+
 def test_the_test_panel_does_not_run_a_tool_that_needs_approval(client, trio, transfer):
     login(client, trio.alice)
     body = client.post(

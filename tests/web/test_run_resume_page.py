@@ -74,3 +74,14 @@ def test_a_second_press_is_a_409_saying_why(trio, agent, provider_server):
     )
     assert RunEvent.objects.filter(run=run, type="run.resumed").count() == 1
     assert AuditEntry.objects.filter(action="run.resumed").count() == 1  # the refusal: none
+
+
+def test_a_resume_past_the_members_request_budget_is_a_429_saying_when_to_retry(
+    trio, agent, provider_server, rates
+):
+    run = failed(trio, agent, provider_server, trio.bob)
+    rates("0/min", "100/min")
+    refused = login(Client(), trio.bob).post(f"/t/acme/runs/{run.pk}/resume/")
+    assert refused.status_code == 429
+    assert "Not resumed: Rate limit reached; retry in " in refused.content.decode()
+    assert Run.objects.get(pk=run.pk).status == "failed"

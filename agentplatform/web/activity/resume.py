@@ -1,7 +1,8 @@
 """A failed run resumed from its page (agents.runs.resume): its starter or an admin presses
 Resume; the page comes back with the run queued and its timeline going on. A refusal (the
 run no longer failed, a crew's run, a conversation that went on) is the page again with
-the reason, 409; a principal who may not resume it gets 403."""
+the reason, 409 (429 past the member's request budget); a principal who may not resume it
+gets 403."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from agentplatform.throttling import RATE_LIMITED, principal_retry_after_sync
 from agentplatform.web.activity.runs import run_page
 from agentplatform.web.activity.visibility import visible_run
 from agents.runs import RunNotResumable, run_resume
@@ -20,6 +22,8 @@ from tenancy.resolution import tenant_member_required
 @require_POST
 def resume_run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = visible_run(request, run_id)
+    if (wait := principal_retry_after_sync(request.principal)) is not None:
+        return run_page(request, run, status=429, resume_error=RATE_LIMITED.format(wait))
     try:
         run_resume(tenant=request.tenant, run=run, by=request.user)
     except RunNotResumable as exc:

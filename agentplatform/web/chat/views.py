@@ -601,6 +601,8 @@ def resume(request: HttpRequest, conversation_id: int, run_id: int) -> HttpRespo
     the same place. A refusal says why in the composer's notice."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
     run = _run_of(request, chat, run_id)
+    if (wait := principal_retry_after_sync(request.principal)) is not None:
+        return _refuse(request, chat, RATE_LIMITED.format(wait), 429)
     try:
         runs.run_resume(tenant=request.tenant, run=run, by=request.user)
     except runs.RunNotResumable as exc:

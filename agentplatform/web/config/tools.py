@@ -14,6 +14,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap
 
+from agentplatform.throttling import RATE_LIMITED, principal_retry_after_sync
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -338,13 +339,17 @@ def tool_try(request: HttpRequest, name: str) -> HttpResponse:
     result = None
     form = TryForm(request.POST or None, initial={"arguments": _example_arguments(item)})
     if request.method == "POST" and form.is_valid():
-        result = tool_run(
-            tenant=request.tenant,
-            name=name,
-            arguments=form.cleaned_data["arguments"],
-            user=request.user,
-            via="config",
-        )
+        # (a refusal in the form, as the form's other refusals: htmx swaps 2xx answers only)
+        if (wait := principal_retry_after_sync(request.principal)) is not None:
+            form.add_error(None, RATE_LIMITED.format(wait))
+        else:
+            result = tool_run(
+                tenant=request.tenant,
+                name=name,
+                arguments=form.cleaned_data["arguments"],
+                user=request.user,
+                via="config",
+            )
     context = {
         "tool": item,
         "form": form,
