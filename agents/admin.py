@@ -48,6 +48,7 @@ from agents.runtime.spec import RunStatus
 from agents.tool_sources import effective_tools
 from providers.models import ProviderConnection
 from tenancy.models import Tenant
+from tenancy.request_budgets import RATE_LIMITED, user_retry_after_sync
 from tenancy.scoped_admin import (
     ReadOnlyAdmin,
     TenantScopedAdmin,
@@ -239,18 +240,13 @@ class AgentAdmin(GatedAdmin, UseGrantsAdmin, TenantScopedAdmin):
             raise Http404("No such agent.")
         form = TryAgentForm(request.POST or None)
         run = None
+        status = 200
         if request.method == "POST" and form.is_valid():
-            try:
-                run = run_inline(
-                    tenant=agent.tenant,
-                    agent=agent,
-                    input=form.cleaned_data["message"],
-                    initiated_by=request.user,
-                )
-            except PermissionDenied as exc:
-                form.add_error(None, str(exc))
-            except ValidationError as exc:
-                form.add_error(None, exc.messages)
+            if (wait := user_retry_after_sync(request.user, agent.tenant)) is not None:
+                form.add_error(None, RATE_LIMITED.format(wait))
+                status = 429
+            else:
+                run = self._try(request, agent, form)
         timeline, truncated = run_timeline(run) if run else ([], False)
         context = {
             **self.admin_site.each_context(request),
@@ -269,7 +265,21 @@ class AgentAdmin(GatedAdmin, UseGrantsAdmin, TenantScopedAdmin):
             "timeline": timeline,
             "timeline_truncated": truncated,
         }
-        return render(request, "admin/agents/try_agent.html", context)
+        return render(request, "admin/agents/try_agent.html", context, status=status)
+
+    def _try(self, request: HttpRequest, agent: Agent, form: TryAgentForm) -> Run | None:
+        try:
+            return run_inline(
+                tenant=agent.tenant,
+                agent=agent,
+                input=form.cleaned_data["message"],
+                initiated_by=request.user,
+            )
+        except PermissionDenied as exc:
+            form.add_error(None, str(exc))
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
+        return None
 
 
 class TryAgentForm(forms.Form):

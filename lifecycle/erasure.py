@@ -72,7 +72,7 @@ def tenant_version_keys(tenant_id: int) -> list[str]:
 
 def tenant_key_patterns(tenant_id: int) -> list[str]:
     """SCAN patterns of the counters and states named by the tenant's id: its tools' rate
-    counters (tools.rate_limits), its API budget (agentplatform.throttling), its tools'
+    counters (tools.rate_limits), its API budget (tenancy.request_budgets), its tools'
     circuit breakers (tools.runtime.circuit)."""
     return [
         cache.make_key(f"tool-rate:{tenant_id}:") + "*",
@@ -114,7 +114,7 @@ def _alongside(
         summary.redis_keys += _delete_matching(
             [cache.make_key(f"quota:{quota.pk}:") + "*" for quota in rows]
         )
-    elif model is ApiKey:  # its API budget (agentplatform.throttling)
+    elif model is ApiKey:  # its API budget (tenancy.request_budgets)
         keys = [cache.make_key(f"throttle:key:{k.pk}") for k in rows]
         summary.redis_keys += versions.shared_redis().delete(*keys)
     elif model is Trigger:  # its webhook's delivery counter (agents.triggers)

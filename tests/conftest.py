@@ -296,12 +296,12 @@ def trio(db) -> Trio:
 
 @pytest.fixture
 def rates(monkeypatch):
-    """`rates(per_key, per_tenant)`: this test's request budgets (agentplatform/throttling.py,
+    """`rates(per_key, per_tenant)`: this test's request budgets (tenancy/request_budgets.py,
     in DRF's "600/min" form; None: none) in this process."""
-    from agentplatform import throttling
+    from tenancy import request_budgets
 
     def set_rates(api_key: str | None, tenant: str | None) -> None:
-        for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
+        for cls in (request_budgets.ApiKeyRateThrottle, request_budgets.TenantRateThrottle):
             monkeypatch.setattr(cls, "THROTTLE_RATES", {"api_key": api_key, "tenant": tenant})
 
     return set_rates

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 
 from tenancy.admin_site import admin_tenant_ids
 from tenancy.models import Tenant
+from tenancy.request_budgets import RATE_LIMITED, user_retry_after_sync
 from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from tools.loader import registry_for_tenant
 from tools.mcp_connections import mcp_connection_refresh, mcp_connection_test
@@ -110,15 +111,19 @@ class ToolDefinitionAdmin(TenantScopedAdmin):
             raise Http404("No such tool.")
         tool = registry.get(name)
         arguments_text = json.dumps(tool.examples[0] if tool.examples else {}, indent=2)
-        result = parse_error = None
+        result = problem = None
+        status = 200
         if request.method == "POST":
             arguments_text = request.POST.get("arguments", "")
             try:
                 arguments = json.loads(arguments_text or "{}")
             except ValueError as exc:
-                parse_error = f"Arguments are not valid JSON: {exc}"
+                problem = f"Arguments are not valid JSON: {exc}"
             else:
-                result = self.run_test(request, tenant, name, arguments)
+                if (wait := user_retry_after_sync(request.user, tenant)) is not None:
+                    problem, status = RATE_LIMITED.format(wait), 429
+                else:
+                    result = self.run_test(request, tenant, name, arguments)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Test {name}",
@@ -127,11 +132,11 @@ class ToolDefinitionAdmin(TenantScopedAdmin):
             "tool": tool,
             "schema": json.dumps(tool.input_schema, indent=2),
             "arguments_text": arguments_text,
-            "parse_error": parse_error,
+            "problem": problem,
             "result": result,
             "result_json": json.dumps(result["result"], indent=2, default=str) if result else "",
         }
-        return render(request, "admin/tools/test_tool.html", context)
+        return render(request, "admin/tools/test_tool.html", context, status=status)
 
     def run_test(
         self, request: HttpRequest, tenant: Tenant, name: str, arguments: Any

@@ -1,18 +1,18 @@
 """The REST API's budgets, counted together (`RestBudgets`), and its tenant budget: a
 session's tenant found from its `X-Tenant` where no scope permission found it first
-(agentplatform.throttling counts the budgets)."""
+(tenancy.request_budgets counts the budgets)."""
 
 from __future__ import annotations
 
 from django.http import Http404
 from rest_framework.throttling import BaseThrottle
 
-from agentplatform import throttling
 from agentplatform.api.tenant import request_tenant
+from tenancy import request_budgets
 from tenancy.models import Tenant
 
 
-class SessionTenantRateThrottle(throttling.TenantRateThrottle):
+class SessionTenantRateThrottle(request_budgets.TenantRateThrottle):
     def session_tenant(self, request) -> Tenant | None:
         tenant = super().session_tenant(request)
         if tenant is not None:
@@ -32,8 +32,8 @@ class RestBudgets(BaseThrottle):
     _retry_after_s: float | None = None
 
     def allow_request(self, request, view) -> bool:
-        budgets = [throttling.ApiKeyRateThrottle(), SessionTenantRateThrottle()]
-        self._retry_after_s = throttling.retry_after_sync(request, budgets)
+        budgets = [request_budgets.ApiKeyRateThrottle(), SessionTenantRateThrottle()]
+        self._retry_after_s = request_budgets.retry_after_sync(request, budgets)
         return self._retry_after_s is None
 
     def wait(self) -> float | None:

@@ -35,7 +35,6 @@ from mcp_types import Tool as MCPTool
 from agentplatform.mcp.auth import SignInRefused, caller
 from agentplatform.mcp.results import error_result
 from agentplatform.mcp.resume import RESUME_TOOL, resume, resume_offered, resume_tool
-from agentplatform.throttling import RATE_LIMITED, principal_retry_after
 from agents.models import Agent, Crew, Run
 from agents.quotas import QuotaExceeded
 from agents.runs import (
@@ -56,6 +55,7 @@ from base.stream_reads import stream_read
 from tenancy import rls
 from tenancy.models import Tenant
 from tenancy.policy import Action, Principal
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after
 from tools.loader import tenant_tools
 from tools.runtime.validation import compile_validator
 

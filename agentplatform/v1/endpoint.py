@@ -14,7 +14,6 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
-from agentplatform.throttling import client_retry_after
 from agentplatform.v1.shapes.base import BadRequest
 from agentplatform.v1.shapes.messages import ANTHROPIC_ERROR_TYPES
 from agents.quotas import QuotaExceeded
@@ -24,6 +23,7 @@ from tenancy.api_keys import verified_key
 from tenancy.authentication import ApiClient, ApiKeyAuthentication
 from tenancy.models import ApiKey
 from tenancy.policy import Action, Principal
+from tenancy.request_budgets import client_retry_after
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -201,6 +201,20 @@ def test_the_try_page_refuses_bad_input_and_shows_a_failed_run(client, trio, age
 
 
 # -- runs ----------------------------------------------------------------------------
+def test_the_try_page_past_the_admins_request_budget_runs_nothing(
+    client, trio, agent, provider_server, rates
+):
+    rates("1/min", None)
+    provider_server.script("openai", TextReply("Hello."))
+    login(client, trio.alice)
+    url = f"/admin/agents/agent/{agent.pk}/try/"
+    assert client.post(url, {"message": "hello"}).status_code == 200
+    refused = client.post(url, {"message": "again"})
+    assert refused.status_code == 429
+    assert re.search(r"Rate limit reached; retry in \d+ s\.", refused.content.decode())
+    assert Run.objects.count() == 1
+
+
 def test_runs_are_read_only_and_show_their_timeline(client, trio, agent, provider_server):
     provider_server.script("openai", TextReply("Hello there."))
     run = run_inline(tenant=trio.acme, agent=agent, input="hi", initiated_by=trio.alice)

@@ -141,12 +141,12 @@ def test_the_doors_errors_are_the_views(door, run_key, provider_server):
 
 
 def test_a_throttled_call_is_a_429_from_the_door_too(door, run_key, provider_server, monkeypatch):
-    from agentplatform import throttling
+    from tenancy import request_budgets
 
     provider_server.script("openai", TextReply("Hello."))
     door.call("/v1/chat/completions", HELLO, key=run_key)
     monkeypatch.setattr(
-        throttling.ApiKeyRateThrottle, "THROTTLE_RATES", {"api_key": "1/min", "tenant": None}
+        request_budgets.ApiKeyRateThrottle, "THROTTLE_RATES", {"api_key": "1/min", "tenant": None}
     )
     status, headers, body, which = door.call("/v1/chat/completions", HELLO, key=run_key)
     assert (status, which) == (429, "door") and int(headers["retry-after"]) >= 1

@@ -321,7 +321,7 @@ def test_a_failed_run_is_an_error_that_is_not_retried(
 
 
 def test_throttled_requests_get_429_with_retry_after(trio, agent, keys, monkeypatch):
-    from agentplatform.throttling import ApiKeyRateThrottle
+    from tenancy.request_budgets import ApiKeyRateThrottle
 
     monkeypatch.setattr(
         ApiKeyRateThrottle, "THROTTLE_RATES", {"api_key": "2/min", "tenant": "100/min"}

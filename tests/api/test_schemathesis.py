@@ -58,11 +58,10 @@ from drf_spectacular.generators import SchemaGenerator
 from schemathesis import checks as st_checks
 from schemathesis.config import SchemathesisConfig
 
-from agentplatform import throttling
 from agentplatform.v1 import chat_completions, messages
 from agents.models import Fact
 from agents.runtime.spec import RunStatus
-from tenancy import services
+from tenancy import request_budgets, services
 from tenancy.models import ApiKey, Membership
 from tests.api.test_resources import as_key, key_for
 from tests.conftest import make_trio
@@ -254,7 +253,7 @@ def seeded(module_seed, db):
 
 def _seed(client, trio, monkeypatch):
     # The fuzzer sends far more than the production budgets allow in a minute.
-    for cls in (throttling.ApiKeyRateThrottle, throttling.TenantRateThrottle):
+    for cls in (request_budgets.ApiKeyRateThrottle, request_budgets.TenantRateThrottle):
         monkeypatch.setattr(
             cls, "THROTTLE_RATES", {"api_key": "1000000/min", "tenant": "1000000/min"}
         )

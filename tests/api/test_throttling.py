@@ -1,4 +1,4 @@
-"""API budgets (agentplatform/throttling.py; a session's tenant: api/throttling.py): atomic
+"""API budgets (tenancy/request_budgets.py; a session's tenant: api/throttling.py): atomic
 counting, and only verified tenants are charged."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import pytest
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from agentplatform import throttling
 from agentplatform.api.throttling import SessionTenantRateThrottle
-from tenancy import services
+from tenancy import request_budgets, services
 from tenancy.authentication import ApiClient
 from tests.api.test_resources import Api, as_key, assert_error
 from tests.web.test_pages import login
@@ -30,7 +29,7 @@ def test_thirty_concurrent_requests_admit_exactly_the_limit(trio, rates):
     request.user = ApiClient(key)
 
     def one(_) -> bool:
-        return throttling.ApiKeyRateThrottle().allow_request(request, None)
+        return request_budgets.ApiKeyRateThrottle().allow_request(request, None)
 
     with ThreadPoolExecutor(30) as pool:
         admitted = list(pool.map(one, range(30)))
@@ -44,7 +43,7 @@ def test_the_tenant_budget_is_atomic_too(trio, rates):
     def one(i: int) -> bool:
         request = Request(APIRequestFactory().get("/api/v1/agents"))
         request.user = ApiClient(keys[i % 3])  # three keys, one tenant budget
-        return throttling.TenantRateThrottle().allow_request(request, None)
+        return request_budgets.TenantRateThrottle().allow_request(request, None)
 
     with ThreadPoolExecutor(30) as pool:
         admitted = list(pool.map(one, range(30)))
@@ -97,9 +96,9 @@ def test_a_v1_call_with_no_budget_set_asks_redis_nothing(rates):
         return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
 
     rates(None, None)
-    throttles = [throttling.ApiKeyRateThrottle(), throttling.TenantRateThrottle()]
+    throttles = [request_budgets.ApiKeyRateThrottle(), request_budgets.TenantRateThrottle()]
     before = scripts_run()
-    assert asyncio.run(throttling.retry_after(object(), throttles)) is None
+    assert asyncio.run(request_budgets.retry_after(object(), throttles)) is None
     assert scripts_run() == before
 
 
@@ -107,7 +106,7 @@ def test_an_unverified_slug_is_counted_against_the_user_only(trio):
     request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))
     request.user = trio.charlie
     assert SessionTenantRateThrottle().get_cache_key(request, None) is None
-    assert throttling.ApiKeyRateThrottle().get_cache_key(request, None) == (
+    assert request_budgets.ApiKeyRateThrottle().get_cache_key(request, None) == (
         f"throttle:user:{trio.charlie.pk}"
     )
     request = Request(APIRequestFactory().get("/api/v1/whoami", HTTP_X_TENANT="acme"))

@@ -1,5 +1,5 @@
 """Each MCP `tools/call` counts against the request budgets REST and `/v1` requests count
-against (agentplatform/throttling.py): the key's (a member's token: the member's) and the
+against (tenancy/request_budgets.py): the key's (a member's token: the member's) and the
 tenant's; a listing does not. Driven by the SDK's client through the ASGI router in this
 process, where the rates can be set (the live server's are the defaults)."""
 

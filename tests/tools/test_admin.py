@@ -84,6 +84,20 @@ def test_the_test_page_honours_the_rate_limit(client, trio):
     assert "tool calc is limited to 1 calls per minute for this tenant" in second
 
 
+def test_the_test_page_past_the_admins_request_budget_runs_nothing(client, trio, rates):
+    rates("1/min", None)
+    make_tool(trio.acme, "calc")
+    login(client, trio.alice)
+    url = f"/admin/tools/tooldefinition/test/{trio.acme.pk}/calc/"
+    first = client.post(url, {"arguments": '{"expression": "6*7"}'})
+    assert first.status_code == 200 and 'id="tool-result"' in first.content.decode()
+    refused = client.post(url, {"arguments": '{"expression": "6*7"}'})
+    page = refused.content.decode()
+    assert refused.status_code == 429 and "Rate limit reached; retry in" in page
+    assert 'id="tool-result"' not in page
+    assert Run.objects.filter(tenant=trio.acme).count() == 1
+
+
 def test_the_secret_is_write_only(client, trio):
     login(client, trio.alice)
     config = json.dumps({"url": "http://127.0.0.1:9/s", "auth": {"type": "bearer"}})

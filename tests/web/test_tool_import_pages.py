@@ -287,6 +287,22 @@ def test_try_it_on_a_saved_tool_uses_its_stored_secret_when_left_blank(admin, tr
     assert tool.config["url"] == f"{local_server.url}/pets/7"  # unchanged: nothing saved
 
 
+def test_try_it_past_the_members_request_budget_sends_nothing(admin, trio, local_server, rates):
+    rates("1/min", None)
+    local_server.route("GET", "/pets/7", Reply(json={"id": 7}))
+    posted = form_post(local_server.url, secret=SECRET)
+    assert admin.post(url("tool_dry_call"), posted).status_code == 200
+    shown = admin.post(url("tool_dry_call"), {**posted, "try": "show"})  # (not counted)
+    assert shown.status_code == 200 and "(not sent)" in shown.content.decode()
+    refused = admin.post(url("tool_dry_call"), posted)
+    assert refused.status_code == 429
+    assert "Rate limit reached; retry in" in refused.content.decode()
+    panel = admin.post(url("tool_dry_call"), posted, headers={"HX-Request": "true"})
+    assert panel.status_code == 200 and "Rate limit reached" in panel.content.decode()
+    assert len(local_server.requests) == 1
+    assert Run.objects.filter(tenant=trio.acme).count() == 1
+
+
 def test_try_it_explains_what_is_wrong_before_sending(admin, local_server):
     response = admin.post(
         url("tool_dry_call"), form_post(local_server.url, try_arguments="[1]", secret=SECRET)

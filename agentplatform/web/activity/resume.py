@@ -10,11 +10,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.throttling import RATE_LIMITED, principal_retry_after_sync
 from agentplatform.web.activity.runs import run_page
 from agentplatform.web.activity.visibility import visible_run
 from agents.runs import RunNotResumable, run_resume
 from tenancy.policy import Action
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
 from tenancy.resolution import tenant_member_required
 
 

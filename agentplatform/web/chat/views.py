@@ -20,7 +20,6 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentplatform.throttling import RATE_LIMITED, principal_retry_after_sync
 from agentplatform.web.activity.verification import with_verdict
 from agentplatform.web.chat import access
 from agentplatform.web.chat.stream import RunStream
@@ -30,6 +29,7 @@ from agents import conversations, runs, selectors, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
 from tenancy.policy import Action
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
 from tenancy.resolution import tenant_member_required
 
 PAGE = "web/chat/page.html"

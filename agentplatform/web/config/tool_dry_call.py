@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from agentplatform.web.config.common import admin_required, render_page
 from agentplatform.web.config.tools import bound_tool_form
 from agents.runs import dry_call
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
 from tools import selectors
 from tools.models import ToolDefinition, ToolKind
 
@@ -42,6 +43,10 @@ def tool_dry_call(request: HttpRequest, pk: int | None = None) -> HttpResponse:
             f"{_label(form, name)}: {' '.join(errors)}" for name, errors in form.errors.items()
         ]
     result = None
+    send = request.POST.get("try") != "show"
+    refused = 400
+    if not problems and send and (wait := principal_retry_after_sync(request.principal)):
+        problems, refused = [RATE_LIMITED.format(wait)], 429  # (only a sent call counts)
     if not problems:
         changes = form.changes()
         changes.pop("enabled", None)
@@ -54,7 +59,7 @@ def tool_dry_call(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                 secret=secret,
                 arguments=arguments,
                 definition=saved,
-                send=request.POST.get("try") != "show",
+                send=send,
             )
         except ValidationError as refused:
             problems = _messages(refused)
@@ -66,7 +71,7 @@ def tool_dry_call(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         "definition": saved,
     }
     # htmx swaps only 2xx answers: the panel shows the refusal, a page without it is a 400.
-    status = 400 if problems and not request.htmx else 200
+    status = refused if problems and not request.htmx else 200
     template = "web/config/tool_dry_call.html"
     return render_page(request, template, context, partial="result", status=status)
 

@@ -14,7 +14,6 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap
 
-from agentplatform.throttling import RATE_LIMITED, principal_retry_after_sync
 from agentplatform.web.config.common import (
     JsonTextarea,
     PlainLabels,
@@ -31,6 +30,7 @@ from agentplatform.web.config.common import (
 from agentplatform.web.config.tool_rows import ToolRows, Unrepresentable, parsed_json, rows_from
 from agents.runs import tool_run
 from agents.selftests import health_by_name, selftest_tools
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
 from tools import selectors
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolKind

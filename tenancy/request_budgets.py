@@ -5,8 +5,10 @@ reading it: concurrent requests read the same list and all pass. Here each reque
 INCR on a fixed window that opens at the window's first request (base.rate_counters),
 so N concurrent requests get N distinct counts and exactly the budget passes. The rates
 (`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`,
-MCP's `tools/call` and the web pages that start work (chat turns, resumes, a tool's test
-panel) count against the same budgets (the same keys).
+MCP's `tools/call`, the web pages that start work (chat turns, resumes, a tool's test
+panel and its dry call) and the Django admin's Try and Test buttons count against the same
+budgets (the same keys). It lives in tenancy, below the apps, so that the apps' admin
+pages may ask it too.
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ async def principal_retry_after(principal: Principal) -> int | None:
 def principal_retry_after_sync(principal: Principal) -> int | None:
     """`principal_retry_after` for sync views (the chat page's)."""
     return _whole(retry_after_sync(_Caller.of(principal), _budgets()))
+
+
+def user_retry_after_sync(user, tenant: Tenant) -> int | None:
+    """`principal_retry_after_sync` for a signed-in user acting in `tenant` where no
+    principal is built (the Django admin's, whose superusers need no membership)."""
+    return _whole(retry_after_sync(_Caller(user, tenant), _budgets()))
 
 
 def _budgets() -> list[AtomicRateThrottle]:
