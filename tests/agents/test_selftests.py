@@ -181,6 +181,21 @@ def test_each_example_is_a_recorded_run_of_who_asked_within_the_tools_rate_limit
     assert (run.initiated_by_user_id, run.initiated_by_api_key_id) == (None, None)
 
 
+def test_self_tests_on_the_page_past_the_members_request_budget_run_nothing(client, trio, rates):
+    rates("1/min", None)
+    login(client, trio.alice)
+    url = reverse("config:tool_selftest", kwargs={"tenant_slug": "acme", "name": "calculator"})
+    assert client.post(url, HTTP_HX_REQUEST="true").status_code == 200
+    ran = Run.objects.filter(tenant=trio.acme).count()
+    assert ran >= 1
+    block = client.post(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="tool-health"' in block and "Not run: Rate limit reached; retry in" in block
+    assert "Passing" in block  # (the last check's results stay shown)
+    page = client.post(url, follow=True).content.decode()  # (without htmx: the tool's page)
+    assert "Rate limit reached; retry in" in page
+    assert Run.objects.filter(tenant=trio.acme).count() == ran
+
+
 def test_a_key_limited_to_other_tools_may_not_self_test_this_one(client, trio, weather, settings):
     settings.EGRESS_ALLOWLIST = ["127.0.0.1/32"]
     _, secret = api_key_create(

@@ -14,7 +14,7 @@ from agents.evaluations import (
     evaluation_run_to_end,
     evaluation_start,
 )
-from agents.models import Case, Conversation, Dataset, Evaluation, Feedback
+from agents.models import Case, Conversation, Dataset, Evaluation, Feedback, Run
 from agents.runs import run_start
 from tenancy.models import Role
 from tests.agents.test_confirmation import settle
@@ -110,6 +110,20 @@ def test_an_evaluation_started_on_the_page_shows_results_and_compares(
     assert client.get(url("evaluation", evaluation_id=first.pk)).status_code == 404
     login(client, trio.charlie)
     assert client.get(url("evaluation", evaluation_id=first.pk)).status_code == 404
+
+
+def test_an_evaluation_past_the_members_request_budget_starts_nothing(client, trio, agent, rates):
+    rates("0/min", None)
+    dataset = dataset_save(tenant=trio.acme, changes={"name": "facts"})
+    case_save(
+        tenant=trio.acme, dataset=dataset, changes={"input": "capital?", "expect": {"exact": "P"}}
+    )
+    login(client, trio.alice)
+    refused = client.post(url("evaluation_create"), {"dataset": dataset.pk, "agent": "assistant"})
+    assert refused.status_code == 302
+    assert refused["Location"] == url("dataset", dataset_id=dataset.pk)
+    assert "Rate limit reached; retry in" in client.get(refused["Location"]).content.decode()
+    assert not Evaluation.objects.exists() and not Run.objects.exists()
 
 
 def test_thumbs_and_add_to_dataset_under_a_chat_answer(client, trio, agent, provider_server):

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
@@ -369,10 +370,18 @@ def tool_selftest(request: HttpRequest, name: str) -> HttpResponse:
     if not registry.has(name):
         raise Http404("No such tool.")
     item = registry.get(name)
-    [health] = selftest_tools(request.tenant, [name], by=request.user) if item.selftests else [None]
+    health, refusal = None, ""
+    if item.selftests and (wait := principal_retry_after_sync(request.principal)) is not None:
+        refusal = RATE_LIMITED.format(wait)
+    elif item.selftests:
+        [health] = selftest_tools(request.tenant, [name], by=request.user)
     if not request.htmx:
+        if refusal:
+            messages.error(request, refusal)
         return redirect("config:tool_try", tenant_slug=request.tenant.slug, name=name)
-    context = {"tool": item, "health": health}
+    if refusal:  # (the block as it was, with why it was not run)
+        health = selectors.tool_health(tenant=request.tenant, name=name)
+    context = {"tool": item, "health": health, "health_refusal": refusal}
     return render_page(request, "web/config/tool_try.html", context, partial="health")
 
 
