@@ -685,7 +685,7 @@ class UnitCost:
 
 def unit_costs(fixture: Fixture) -> list[UnitCost]:
     """The statements a tool round writes, as today and grouped; an SSL context; the
-    thread hops. On a scratch Run of the bench tenant."""
+    thread hops; a request's budgets counted. On a scratch Run of the bench tenant."""
     import ssl
 
     from asgiref.sync import async_to_sync, sync_to_async
@@ -695,6 +695,9 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     from agents.models import Run, RunEvent
     from agents.runs import bridge
     from agents.runs.writer import Batch, StoredEvent, write_batch
+    from tenancy.policy import Principal
+    from tenancy.request_budgets import principal_retry_after_sync
+    from tenancy.services import api_key_create
     from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
 
     state = Run.objects.filter(status="succeeded").values_list("state", flat=True).first()
@@ -757,6 +760,12 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     async def empty() -> None:
         return None
 
+    key, _ = api_key_create(tenant=fixture.tenant, name="bench-budgets", scopes=["run"])
+    caller = Principal.of_key(key)
+
+    def budgets_counted() -> None:  # (the key's and the tenant's, as REST, /v1 and MCP count)
+        principal_retry_after_sync(caller)
+
     cases: list[tuple[str, Callable[[], Any], int, int]] = [  # what, call, calls, ops per call
         ("checkpoint UPDATE agents_run (autocommit)", checkpoint, 40, 1),
         ("RunEvent INSERT (autocommit)", event, 40, 1),
@@ -769,6 +778,7 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
         ("sync_to_async hop under async_to_sync", lambda: async_to_sync(hops)(), 5, 20),
         ("async_to_sync(empty coroutine): thread+loop", lambda: async_to_sync(empty)(), 20, 1),
         ("bridge.call(empty coroutine): the kept loop", lambda: bridge.call(empty), 20, 1),
+        ("a request's budgets counted: one Redis round trip", budgets_counted, 40, 1),
     ]
     found: dict[str, list[float]] = defaultdict(list)
     for _what, call, *_ in cases:
