@@ -6,9 +6,10 @@ INCR on a fixed window that opens at the window's first request (base.rate_count
 so N concurrent requests get N distinct counts and exactly the budget passes. The rates
 (`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`,
 MCP's `tools/call`, the web pages that start work (chat turns, resumes, a tool's test
-panel, dry call and self-tests, evaluations) and the Django admin's Try and Test buttons
-count against the same budgets (the same keys). It lives in tenancy, below the apps, so
-that the apps' admin pages may ask it too.
+panel, dry call and self-tests, evaluations, documents added or re-ingested, knowledge
+searches) and the Django admin's Try and Test buttons count against the same budgets (the
+same keys). It lives in tenancy, below the apps, so that the apps' admin pages may ask it
+too.
 """
 
 from __future__ import annotations

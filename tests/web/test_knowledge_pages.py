@@ -262,6 +262,30 @@ def test_reingest_and_delete(client, trio, handbook, document, django_capture_on
     assert not KnowledgeBase.objects.filter(pk=handbook.pk).exists()
 
 
+def test_adding_reingesting_and_searching_past_the_members_request_budget_do_nothing(
+    client, trio, handbook, document, rates
+):
+    rates("0/min", None)
+    login(client, trio.alice)
+    refused = client.post(url("document_add", slug="handbook"), {"text": HOLIDAYS})
+    assert refused.status_code == 429
+    assert "Rate limit reached; retry in" in refused.content.decode()
+    document.status = DocumentStatus.FAILED
+    document.save(update_fields=["status"])
+    again = client.post(url("document_reingest", slug="handbook", pk=document.pk), follow=True)
+    assert "Rate limit reached; retry in" in again.content.decode()
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED  # not queued again
+    assert Document.objects.filter(knowledge_base=handbook).count() == 1
+    asked = {"query": "paid holiday", "top_k": "5", "mode": "lexical"}
+    page = client.post(url("search", slug="handbook"), asked)
+    assert page.status_code == 429 and "Rate limit reached" in page.content.decode()
+    hits = client.post(url("search", slug="handbook"), asked, HTTP_HX_REQUEST="true")
+    body = hits.content.decode()
+    assert hits.status_code == 200 and "Rate limit reached" in body  # (htmx swaps 2xx only)
+    assert "25 days of paid holiday" not in body
+
+
 def test_the_search_tester_shows_title_heading_path_and_snippet(client, trio, handbook, document):
     other = lexical(trio.globex, "handbook")
     assert ingest(add_text(other, title="Globex holidays").pk) == "ready"

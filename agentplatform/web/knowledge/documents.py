@@ -23,6 +23,7 @@ from rag import selectors
 from rag.models import DocumentStatus, KnowledgeBase
 from rag.services import document_add, document_delete, document_reingest
 from tenancy.policy import Action
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
 from tenancy.resolution import tenant_member_required
 
 PAGE = "web/knowledge/documents.html"
@@ -108,7 +109,11 @@ def document_list(request: HttpRequest, slug: str) -> HttpResponse:
 def document_create(request: HttpRequest, slug: str) -> HttpResponse:
     knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     form = DocumentForm(request.POST, request.FILES)
-    if form.is_valid():
+    status = 400
+    if form.is_valid() and (wait := principal_retry_after_sync(request.principal)) is not None:
+        form.add_error(None, RATE_LIMITED.format(wait))  # (ingesting it calls the embedder)
+        status = 429
+    elif form.is_valid():
         data = form.cleaned_data
         try:
             document = document_add(
@@ -125,7 +130,7 @@ def document_create(request: HttpRequest, slug: str) -> HttpResponse:
             messages.success(request, f"Added “{document}”: it is being ingested.")
             return redirect("knowledge:documents", tenant_slug=request.tenant.slug, slug=slug)
     context = {**documents_context(knowledge_base), "form": form}
-    return render_page(request, PAGE, context, status=400)
+    return render_page(request, PAGE, context, status=status)
 
 
 @tenant_member_required(Action.WRITE_DATA)
@@ -135,6 +140,9 @@ def document_reingest_view(request: HttpRequest, slug: str, pk: int) -> HttpResp
     document = selectors.document_get(
         tenant=request.tenant, knowledge_base=knowledge_base, document_id=pk
     )
+    if (wait := principal_retry_after_sync(request.principal)) is not None:
+        messages.error(request, RATE_LIMITED.format(wait))
+        return redirect("knowledge:documents", tenant_slug=request.tenant.slug, slug=slug)
     try:
         document_reingest(tenant=request.tenant, document=document, force=True)
     except ValidationError as error:

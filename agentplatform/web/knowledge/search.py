@@ -16,6 +16,7 @@ from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K
 from rag.services import search
 from tenancy.policy import Action
+from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
 from tenancy.resolution import tenant_member_required
 
 SNIPPET_CHARS = 600
@@ -54,6 +55,11 @@ def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
         data = request.GET
     form = SearchForm(data, knowledge_base=knowledge_base)
     hits = None
+    refused = 400
+    searching = data is not None and form.is_valid()
+    if searching and (wait := principal_retry_after_sync(request.principal)) is not None:
+        form.add_error(None, RATE_LIMITED.format(wait))
+        refused = 429
     if data is not None and form.is_valid():
         try:
             hits = search(
@@ -68,5 +74,6 @@ def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
             form.add_error(None, str(error) if isinstance(error, EmbeddingError) else error)
     shown = None if hits is None else [{"hit": hit, "snippet": snippet(hit.text)} for hit in hits]
     context = {"knowledge_base": knowledge_base, "form": form, "hits": shown}
-    status = 400 if form.errors else 200
+    # htmx swaps only 2xx answers: the hits' place shows the refusal, a page is a 4xx.
+    status = refused if form.errors and not request.htmx else 200
     return render_page(request, "web/knowledge/search.html", context, partial="hits", status=status)
