@@ -33,6 +33,7 @@ from rag.services import (
     knowledge_base_save,
     search,
 )
+from tenancy.request_budgets import RATE_LIMITED, user_retry_after_sync
 from tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin, TenantScopedForm
 
 KNOWLEDGE_BASE_FIELDS = [
@@ -150,7 +151,14 @@ class KnowledgeBaseAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
             raise Http404("No such knowledge base.")
         form = AdminSearchForm(request.POST or None, knowledge_base=knowledge_base)
         hits = None
+        status = 200
+        wait = None
         if request.method == "POST" and form.is_valid():
+            wait = user_retry_after_sync(request.user, knowledge_base.tenant)
+        if wait is not None:
+            form.add_error(None, RATE_LIMITED.format(wait))
+            status = 429
+        elif request.method == "POST" and form.is_valid():
             try:
                 hits = search(
                     tenant=knowledge_base.tenant,
@@ -172,7 +180,7 @@ class KnowledgeBaseAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
             "form": form,
             "hits": hits,
         }
-        return render(request, "admin/rag/search.html", context)
+        return render(request, "admin/rag/search.html", context, status=status)
 
 
 class AdminSearchForm(forms.Form):

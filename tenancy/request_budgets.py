@@ -7,7 +7,7 @@ so N concurrent requests get N distinct counts and exactly the budget passes. Th
 (`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`,
 MCP's `tools/call`, the web pages that start work (chat turns, resumes, a tool's test
 panel, dry call and self-tests, evaluations, documents added or re-ingested, knowledge
-searches) and the Django admin's Try and Test buttons count against the same budgets (the
+searches) and the Django admin's Try, Test and Search count against the same budgets (the
 same keys). It lives in tenancy, below the apps, so that the apps' admin pages may ask it
 too.
 """

@@ -222,6 +222,20 @@ def test_the_search_tester_finds_only_the_tenants_chunks(client, trio, rows):
     assert invalid.status_code == 200 and "errorlist" in invalid.content.decode()
 
 
+def test_the_search_tester_past_the_admins_request_budget_searches_nothing(
+    client, trio, rows, rates
+):
+    rates("1/min", None)
+    login(client, trio.alice)
+    url = f"/admin/rag/knowledgebase/{rows['mine'].pk}/search/"
+    asked = {"query": "paid holiday", "top_k": "10", "mode": "lexical"}
+    assert "25 days of paid holiday" in client.post(url, asked).content.decode()
+    refused = client.post(url, asked)
+    page = refused.content.decode()
+    assert refused.status_code == 429 and "Rate limit reached; retry in" in page
+    assert "25 days of paid holiday" not in page
+
+
 def test_members_cannot_reach_the_knowledge_admin(client, trio, rows):
     login(client, trio.bob)
     response = client.get(f"/admin/rag/knowledgebase/{rows['mine'].pk}/search/")
