@@ -152,13 +152,12 @@ class KnowledgeBaseAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
         form = AdminSearchForm(request.POST or None, knowledge_base=knowledge_base)
         hits = None
         status = 200
-        wait = None
-        if request.method == "POST" and form.is_valid():
-            wait = user_retry_after_sync(request.user, knowledge_base.tenant)
+        searching = request.method == "POST" and form.is_valid()
+        wait = user_retry_after_sync(request.user, knowledge_base.tenant) if searching else None
         if wait is not None:
             form.add_error(None, RATE_LIMITED.format(wait))
             status = 429
-        elif request.method == "POST" and form.is_valid():
+        elif searching:
             try:
                 hits = search(
                     tenant=knowledge_base.tenant,

@@ -44,9 +44,10 @@ def tool_dry_call(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         ]
     result = None
     send = request.POST.get("try") != "show"
-    refused = 400
-    if not problems and send and (wait := principal_retry_after_sync(request.principal)):
-        problems, refused = [RATE_LIMITED.format(wait)], 429  # (only a sent call counts)
+    refusal_status = 400
+    wait = principal_retry_after_sync(request.principal) if send and not problems else None
+    if wait is not None:  # (only a call that is sent counts)
+        problems, refusal_status = [RATE_LIMITED.format(wait)], 429
     if not problems:
         changes = form.changes()
         changes.pop("enabled", None)
@@ -71,7 +72,7 @@ def tool_dry_call(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         "definition": saved,
     }
     # htmx swaps only 2xx answers: the panel shows the refusal, a page without it is a 400.
-    status = refused if problems and not request.htmx else 200
+    status = refusal_status if problems and not request.htmx else 200
     template = "web/config/tool_dry_call.html"
     return render_page(request, template, context, partial="result", status=status)
 

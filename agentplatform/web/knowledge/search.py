@@ -55,12 +55,12 @@ def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
         data = request.GET
     form = SearchForm(data, knowledge_base=knowledge_base)
     hits = None
-    refused = 400
+    refusal_status = 400
     searching = data is not None and form.is_valid()
     if searching and (wait := principal_retry_after_sync(request.principal)) is not None:
         form.add_error(None, RATE_LIMITED.format(wait))
-        refused = 429
-    if data is not None and form.is_valid():
+        refusal_status = 429
+    elif searching:
         try:
             hits = search(
                 tenant=request.tenant,
@@ -75,5 +75,5 @@ def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
     shown = None if hits is None else [{"hit": hit, "snippet": snippet(hit.text)} for hit in hits]
     context = {"knowledge_base": knowledge_base, "form": form, "hits": shown}
     # htmx swaps only 2xx answers: the hits' place shows the refusal, a page is a 4xx.
-    status = refused if form.errors and not request.htmx else 200
+    status = refusal_status if form.errors and not request.htmx else 200
     return render_page(request, "web/knowledge/search.html", context, partial="hits", status=status)
