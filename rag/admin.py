@@ -198,7 +198,11 @@ class AdminSearchForm(forms.Form):
 
 # -- documents -----------------------------------------------------------------------------
 class DocumentAddForm(TenantScopedForm):
-    """A new document from exactly one source; the service stores and queues it."""
+    """A new document from exactly one source; the service stores and queues it. Adding
+    one counts against the admin's request budget (ingesting it calls the embedder):
+    `DocumentAdmin.get_form` names who adds it."""
+
+    adding_user: Any = None
 
     upload = forms.FileField(required=False, label="File", help_text="Text, Markdown, HTML or PDF.")
     text = forms.CharField(
@@ -239,6 +243,10 @@ class DocumentAddForm(TenantScopedForm):
             len(sources) != 1
         ):
             raise ValidationError("Give exactly one source: a file, text or a URL.")
+        if not self.errors and knowledge_base is not None and self.adding_user is not None:
+            wait = user_retry_after_sync(self.adding_user, knowledge_base.tenant)
+            if wait is not None:
+                raise ValidationError(RATE_LIMITED.format(wait))
         return cleaned
 
     def _post_clean(self) -> None:
@@ -273,7 +281,9 @@ class DocumentAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
             kwargs["form"] = DocumentAddForm
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.adding_user = request.user  # (a class made for this request)
+        return form
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -338,12 +348,18 @@ class DocumentAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
 
     @admin.action(description="Re-ingest selected documents", permissions=["reingest"])
     def reingest_selected(self, request, queryset: QuerySet[Document]) -> None:
-        count = 0
-        for document in queryset.select_related("tenant"):
-            if self._may(request, document):
-                document_reingest(tenant=document.tenant, document=document, force=True)
-                count += 1
-        self.message_user(request, f"Queued {count} documents for ingestion.", messages.SUCCESS)
+        """Counts once against the admin's request budget in each tenant of the selection
+        (ingesting calls the embedder): past one, nothing is queued."""
+        documents = [d for d in queryset.select_related("tenant") if self._may(request, d)]
+        for tenant in {d.tenant_id: d.tenant for d in documents}.values():
+            if (wait := user_retry_after_sync(request.user, tenant)) is not None:
+                self.message_user(request, RATE_LIMITED.format(wait), messages.ERROR)
+                return
+        for document in documents:
+            document_reingest(tenant=document.tenant, document=document, force=True)
+        self.message_user(
+            request, f"Queued {len(documents)} documents for ingestion.", messages.SUCCESS
+        )
 
 
 # -- chunks ----------------------------------------------------------------------------------

@@ -7,9 +7,9 @@ so N concurrent requests get N distinct counts and exactly the budget passes. Th
 (`api_key`, `tenant` in THROTTLE_RATES) keep DRF's "600/min" form and meaning. REST, `/v1`,
 MCP's `tools/call`, the web pages that start work (chat turns, resumes, a tool's test
 panel, dry call and self-tests, evaluations, documents added or re-ingested, knowledge
-searches) and the Django admin's Try, Test and Search count against the same budgets (the
-same keys). It lives in tenancy, below the apps, so that the apps' admin pages may ask it
-too.
+searches) and the Django admin's pages that do the same (Try, Test, documents, search)
+count against the same budgets (the same keys). It lives in tenancy, below the apps, so
+that the apps' admin pages may ask it too.
 """
 
 from __future__ import annotations

@@ -199,6 +199,27 @@ def test_the_reingest_action_queues_through_the_service(
     assert no_queue == [(mine.pk, True)]
 
 
+def test_adding_and_reingesting_past_the_admins_request_budget_do_nothing(
+    client, trio, rows, no_queue, rates
+):
+    rates("0/min", None)
+    login(client, trio.alice)
+    added = client.post(
+        "/admin/rag/document/add/", {"knowledge_base": rows["mine"].pk, "text": "New."}
+    )
+    assert added.status_code == 200 and "Rate limit reached; retry in" in added.content.decode()
+    mine = rows["my_document"]
+    page = client.post(
+        "/admin/rag/document/",
+        {"action": "reingest_selected", "_selected_action": [mine.pk]},
+        follow=True,
+    ).content.decode()
+    assert "Rate limit reached; retry in" in page and "Queued" not in page
+    mine.refresh_from_db()
+    assert mine.status == "ready" and no_queue == []
+    assert Document.objects.filter(knowledge_base=rows["mine"]).count() == 1
+
+
 def test_chunks_are_read_only(client, trio, rows):
     login(client, trio.alice)
     chunk = Chunk.objects.get(document=rows["my_document"], text__contains="25 days")
