@@ -48,7 +48,7 @@ from agents.runtime.spec import RunStatus
 from agents.tool_sources import effective_tools
 from providers.models import ProviderConnection
 from tenancy.models import Tenant
-from tenancy.request_budgets import RATE_LIMITED, user_retry_after_sync
+from tenancy.request_budgets import user_budget_refusal
 from tenancy.scoped_admin import (
     ReadOnlyAdmin,
     TenantScopedAdmin,
@@ -242,8 +242,8 @@ class AgentAdmin(GatedAdmin, UseGrantsAdmin, TenantScopedAdmin):
         run = None
         status = 200
         if request.method == "POST" and form.is_valid():
-            if (wait := user_retry_after_sync(request.user, agent.tenant)) is not None:
-                form.add_error(None, RATE_LIMITED.format(wait))
+            if (refusal := user_budget_refusal(request.user, agent.tenant)) is not None:
+                form.add_error(None, refusal)
                 status = 429
             else:
                 run = self._try(request, agent, form)

@@ -696,7 +696,7 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     from agents.runs import bridge
     from agents.runs.writer import Batch, StoredEvent, write_batch
     from tenancy.policy import Principal
-    from tenancy.request_budgets import principal_retry_after_sync
+    from tenancy.request_budgets import budget_refusal
     from tenancy.services import api_key_create
     from tools.runtime.egress import EgressPolicy, GuardedBackend, GuardedTransport
 
@@ -764,7 +764,7 @@ def unit_costs(fixture: Fixture) -> list[UnitCost]:
     caller = Principal.of_key(key)
 
     def budgets_counted() -> None:  # (the key's and the tenant's, as REST, /v1 and MCP count)
-        principal_retry_after_sync(caller)
+        budget_refusal(caller)
 
     cases: list[tuple[str, Callable[[], Any], int, int]] = [  # what, call, calls, ops per call
         ("checkpoint UPDATE agents_run (autocommit)", checkpoint, 40, 1),

@@ -57,7 +57,15 @@ import httpx2  # noqa: E402
 import psutil  # noqa: E402
 
 from bench.api import RemoteServer  # noqa: E402
-from bench.common import Child, configure_django, free_port, proc_kb, sized, write_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    Child,
+    configure_django,
+    free_port,
+    proc_kb,
+    request_budgets_unlimited,
+    sized,
+    write_results,
+)
 from bench.concurrency import AGENT, chats_at_once, create_fixture  # noqa: E402
 
 IN_FLIGHT = sized(100, smoke=10)
@@ -243,8 +251,7 @@ def print_table(started: Sample, idle: Sample, busy: Sample) -> None:
 
 
 def main() -> int:
-    os.environ["API_RATE_PER_KEY"] = "1000000/min"
-    os.environ["API_RATE_PER_TENANT"] = "1000000/min"
+    request_budgets_unlimited()
     data_dir = configure_django("bench-footprint-")
     from agentplatform.management.commands.serve import platform_commands
 

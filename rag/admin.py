@@ -33,7 +33,7 @@ from rag.services import (
     knowledge_base_save,
     search,
 )
-from tenancy.request_budgets import RATE_LIMITED, user_retry_after_sync
+from tenancy.request_budgets import user_budget_refusal
 from tenancy.scoped_admin import ReadOnlyAdmin, TenantScopedAdmin, TenantScopedForm
 
 KNOWLEDGE_BASE_FIELDS = [
@@ -153,9 +153,9 @@ class KnowledgeBaseAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
         hits = None
         status = 200
         searching = request.method == "POST" and form.is_valid()
-        wait = user_retry_after_sync(request.user, knowledge_base.tenant) if searching else None
-        if wait is not None:
-            form.add_error(None, RATE_LIMITED.format(wait))
+        refusal = user_budget_refusal(request.user, knowledge_base.tenant) if searching else None
+        if refusal is not None:
+            form.add_error(None, refusal)
             status = 429
         elif searching:
             try:
@@ -244,9 +244,9 @@ class DocumentAddForm(TenantScopedForm):
         ):
             raise ValidationError("Give exactly one source: a file, text or a URL.")
         if not self.errors and knowledge_base is not None and self.adding_user is not None:
-            wait = user_retry_after_sync(self.adding_user, knowledge_base.tenant)
-            if wait is not None:
-                raise ValidationError(RATE_LIMITED.format(wait))
+            refusal = user_budget_refusal(self.adding_user, knowledge_base.tenant)
+            if refusal is not None:
+                raise ValidationError(refusal)
         return cleaned
 
     def _post_clean(self) -> None:
@@ -352,8 +352,8 @@ class DocumentAdmin(ChunksFollowTheirDocuments, TenantScopedAdmin):
         (ingesting calls the embedder): past one, nothing is queued."""
         documents = [d for d in queryset.select_related("tenant") if self._may(request, d)]
         for tenant in {d.tenant_id: d.tenant for d in documents}.values():
-            if (wait := user_retry_after_sync(request.user, tenant)) is not None:
-                self.message_user(request, RATE_LIMITED.format(wait), messages.ERROR)
+            if (refusal := user_budget_refusal(request.user, tenant)) is not None:
+                self.message_user(request, refusal, messages.ERROR)
                 return
         for document in documents:
             document_reingest(tenant=document.tenant, document=document, force=True)

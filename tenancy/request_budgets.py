@@ -70,15 +70,17 @@ async def principal_retry_after(principal: Principal) -> int | None:
     return _whole(await retry_after(_Caller.of(principal), _budgets()))
 
 
-def principal_retry_after_sync(principal: Principal) -> int | None:
-    """`principal_retry_after` for sync views (the chat page's)."""
-    return _whole(retry_after_sync(_Caller.of(principal), _budgets()))
+def budget_refusal(principal: Principal) -> str | None:
+    """For sync views (the web pages'): the request counted against the principal's budgets
+    as `principal_retry_after` counts it; None within them, else the refusal to show, which
+    says when to retry."""
+    return _refusal(retry_after_sync(_Caller.of(principal), _budgets()))
 
 
-def user_retry_after_sync(user, tenant: Tenant) -> int | None:
-    """`principal_retry_after_sync` for a signed-in user acting in `tenant` where no
-    principal is built (the Django admin's, whose superusers need no membership)."""
-    return _whole(retry_after_sync(_Caller(user, tenant), _budgets()))
+def user_budget_refusal(user, tenant: Tenant) -> str | None:
+    """`budget_refusal` for a signed-in user acting in `tenant` where no principal is built
+    (the Django admin's, whose superusers need no membership)."""
+    return _refusal(retry_after_sync(_Caller(user, tenant), _budgets()))
 
 
 def _budgets() -> list[AtomicRateThrottle]:
@@ -87,6 +89,10 @@ def _budgets() -> list[AtomicRateThrottle]:
 
 def _whole(wait: float | None) -> int | None:
     return None if wait is None else math.ceil(wait)
+
+
+def _refusal(wait: float | None) -> str | None:
+    return None if wait is None else RATE_LIMITED.format(_whole(wait))
 
 
 class _Caller:

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 
 from tenancy.admin_site import admin_tenant_ids
 from tenancy.models import Tenant
-from tenancy.request_budgets import RATE_LIMITED, user_retry_after_sync
+from tenancy.request_budgets import user_budget_refusal
 from tenancy.scoped_admin import TenantScopedAdmin, TenantScopedForm
 from tools.loader import registry_for_tenant
 from tools.mcp_connections import mcp_connection_refresh, mcp_connection_test
@@ -120,8 +120,8 @@ class ToolDefinitionAdmin(TenantScopedAdmin):
             except ValueError as exc:
                 problem = f"Arguments are not valid JSON: {exc}"
             else:
-                if (wait := user_retry_after_sync(request.user, tenant)) is not None:
-                    problem, status = RATE_LIMITED.format(wait), 429
+                if (refusal := user_budget_refusal(request.user, tenant)) is not None:
+                    problem, status = refusal, 429
                 else:
                     result = self.run_test(request, tenant, name, arguments)
         context = {

@@ -36,7 +36,7 @@ from agents.models import Agent, Case, Dataset, EvaluationStatus
 from agents.runtime.spec import RunStatus
 from providers.selectors import connection_of, connections_of
 from tenancy.policy import Action
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tenancy.resolution import tenant_member_required
 
 KIND_LABELS = [
@@ -256,8 +256,8 @@ def evaluation_create(request: HttpRequest) -> HttpResponse:
 
     dataset = dataset_get(tenant=request.tenant, name_or_id=number("dataset"))
     agent = selectors.agent_usable(principal=request.principal, slug=request.POST.get("agent", ""))
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        messages.error(request, RATE_LIMITED.format(wait))
+    if (refusal := budget_refusal(request.principal)) is not None:
+        messages.error(request, refusal)
         return redirect(_url(request, "dataset", dataset_id=dataset.pk))
     try:
         evaluation = evaluation_start(

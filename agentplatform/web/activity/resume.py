@@ -14,7 +14,7 @@ from agentplatform.web.activity.runs import run_page
 from agentplatform.web.activity.visibility import visible_run
 from agents.runs import RunNotResumable, run_resume
 from tenancy.policy import Action
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tenancy.resolution import tenant_member_required
 
 
@@ -22,8 +22,8 @@ from tenancy.resolution import tenant_member_required
 @require_POST
 def resume_run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = visible_run(request, run_id)
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        return run_page(request, run, status=429, resume_error=RATE_LIMITED.format(wait))
+    if (refusal := budget_refusal(request.principal)) is not None:
+        return run_page(request, run, status=429, resume_error=refusal)
     try:
         run_resume(tenant=request.tenant, run=run, by=request.user)
     except RunNotResumable as exc:

@@ -29,7 +29,7 @@ from agents import conversations, runs, selectors, services
 from agents.models import Agent, Approval, ApprovalStatus, Conversation, Crew, Run
 from agents.quotas import QuotaExceeded
 from tenancy.policy import Action
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tenancy.resolution import tenant_member_required
 
 PAGE = "web/chat/page.html"
@@ -121,8 +121,8 @@ def new(request: HttpRequest) -> HttpResponse:
     script, the reason as text)."""
     target = _target(request, request.POST.get("target", ""))
     text = request.POST.get("message", "")
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        return _new_refused(request, target, text, RATE_LIMITED.format(wait), 429)
+    if (refusal := budget_refusal(request.principal)) is not None:
+        return _new_refused(request, target, text, refusal, 429)
     try:
         chat, _ = runs.conversation_begin(
             tenant=request.tenant,
@@ -263,8 +263,8 @@ def _start_turn(
         )
     if not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        return _refuse(request, chat, RATE_LIMITED.format(wait), 429)  # (per user, as REST)
+    if (refusal := budget_refusal(request.principal)) is not None:
+        return _refuse(request, chat, refusal, 429)  # (per user, as REST)
     which = "agent" if isinstance(target, Agent) else "crew"
     try:
         if again:
@@ -442,8 +442,8 @@ def edit(request: HttpRequest, conversation_id: int, message_id: int) -> HttpRes
     target = chat.agent or chat.crew
     if target is not None and not access.may_use(target, request.principal):
         raise PermissionDenied("You may not chat with this one.")
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        return _refuse(request, chat, RATE_LIMITED.format(wait), 429)
+    if (refusal := budget_refusal(request.principal)) is not None:
+        return _refuse(request, chat, refusal, 429)
     try:
         runs.run_edit(
             tenant=request.tenant,
@@ -601,8 +601,8 @@ def resume(request: HttpRequest, conversation_id: int, run_id: int) -> HttpRespo
     the same place. A refusal says why in the composer's notice."""
     chat = access.conversation_for(request.user, request.membership, conversation_id)
     run = _run_of(request, chat, run_id)
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        return _refuse(request, chat, RATE_LIMITED.format(wait), 429)
+    if (refusal := budget_refusal(request.principal)) is not None:
+        return _refuse(request, chat, refusal, 429)
     try:
         runs.run_resume(tenant=request.tenant, run=run, by=request.user)
     except runs.RunNotResumable as exc:

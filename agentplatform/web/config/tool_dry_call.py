@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from agentplatform.web.config.common import admin_required, render_page
 from agentplatform.web.config.tools import bound_tool_form
 from agents.runs import dry_call
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tools import selectors
 from tools.models import ToolDefinition, ToolKind
 
@@ -45,9 +45,9 @@ def tool_dry_call(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     result = None
     send = request.POST.get("try") != "show"
     refusal_status = 400
-    wait = principal_retry_after_sync(request.principal) if send and not problems else None
-    if wait is not None:  # (only a call that is sent counts)
-        problems, refusal_status = [RATE_LIMITED.format(wait)], 429
+    refusal = budget_refusal(request.principal) if send and not problems else None
+    if refusal is not None:  # (only a call that is sent counts)
+        problems, refusal_status = [refusal], 429
     if not problems:
         changes = form.changes()
         changes.pop("enabled", None)

@@ -31,7 +31,7 @@ from agentplatform.web.config.common import (
 from agentplatform.web.config.tool_rows import ToolRows, Unrepresentable, parsed_json, rows_from
 from agents.runs import tool_run
 from agents.selftests import health_by_name, selftest_tools
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tools import selectors
 from tools.loader import tenant_tools
 from tools.models import ToolDefinition, ToolKind
@@ -341,8 +341,8 @@ def tool_try(request: HttpRequest, name: str) -> HttpResponse:
     form = TryForm(request.POST or None, initial={"arguments": _example_arguments(item)})
     if request.method == "POST" and form.is_valid():
         # (a refusal in the form, as the form's other refusals: htmx swaps 2xx answers only)
-        if (wait := principal_retry_after_sync(request.principal)) is not None:
-            form.add_error(None, RATE_LIMITED.format(wait))
+        if (refusal := budget_refusal(request.principal)) is not None:
+            form.add_error(None, refusal)
         else:
             result = tool_run(
                 tenant=request.tenant,
@@ -370,11 +370,11 @@ def tool_selftest(request: HttpRequest, name: str) -> HttpResponse:
     if not registry.has(name):
         raise Http404("No such tool.")
     item = registry.get(name)
-    health, refusal = None, ""
-    if item.selftests and (wait := principal_retry_after_sync(request.principal)) is not None:
-        refusal = RATE_LIMITED.format(wait)
-    elif item.selftests:
-        [health] = selftest_tools(request.tenant, [name], by=request.user)
+    health = refusal = None
+    if item.selftests:
+        refusal = budget_refusal(request.principal)
+        if refusal is None:
+            [health] = selftest_tools(request.tenant, [name], by=request.user)
     if not request.htmx:
         if refusal:
             messages.error(request, refusal)

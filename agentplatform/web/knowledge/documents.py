@@ -23,7 +23,7 @@ from rag import selectors
 from rag.models import DocumentStatus, KnowledgeBase
 from rag.services import document_add, document_delete, document_reingest
 from tenancy.policy import Action
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tenancy.resolution import tenant_member_required
 
 PAGE = "web/knowledge/documents.html"
@@ -110,8 +110,8 @@ def document_create(request: HttpRequest, slug: str) -> HttpResponse:
     knowledge_base = selectors.knowledge_base_by_slug(tenant=request.tenant, slug=slug)
     form = DocumentForm(request.POST, request.FILES)
     status = 400
-    if form.is_valid() and (wait := principal_retry_after_sync(request.principal)) is not None:
-        form.add_error(None, RATE_LIMITED.format(wait))  # (ingesting it calls the embedder)
+    if form.is_valid() and (refusal := budget_refusal(request.principal)) is not None:
+        form.add_error(None, refusal)  # (ingesting it calls the embedder)
         status = 429
     elif form.is_valid():
         data = form.cleaned_data
@@ -140,8 +140,8 @@ def document_reingest_view(request: HttpRequest, slug: str, pk: int) -> HttpResp
     document = selectors.document_get(
         tenant=request.tenant, knowledge_base=knowledge_base, document_id=pk
     )
-    if (wait := principal_retry_after_sync(request.principal)) is not None:
-        messages.error(request, RATE_LIMITED.format(wait))
+    if (refusal := budget_refusal(request.principal)) is not None:
+        messages.error(request, refusal)
         return redirect("knowledge:documents", tenant_slug=request.tenant.slug, slug=slug)
     try:
         document_reingest(tenant=request.tenant, document=document, force=True)

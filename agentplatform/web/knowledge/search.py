@@ -16,7 +16,7 @@ from rag.runtime.embeddings import EmbeddingError
 from rag.search import MAX_TOP_K
 from rag.services import search
 from tenancy.policy import Action
-from tenancy.request_budgets import RATE_LIMITED, principal_retry_after_sync
+from tenancy.request_budgets import budget_refusal
 from tenancy.resolution import tenant_member_required
 
 SNIPPET_CHARS = 600
@@ -57,8 +57,8 @@ def search_tester(request: HttpRequest, slug: str) -> HttpResponse:
     hits = None
     refusal_status = 400
     searching = data is not None and form.is_valid()
-    if searching and (wait := principal_retry_after_sync(request.principal)) is not None:
-        form.add_error(None, RATE_LIMITED.format(wait))
+    if searching and (refusal := budget_refusal(request.principal)) is not None:
+        form.add_error(None, refusal)
         refusal_status = 429
     elif searching:
         try:
